@@ -1,0 +1,77 @@
+# vramplan — one plain Makefile: `make` builds build/vramplan and the Lua
+# module build/vramplan.so; `make test` runs every test tier; `make run`
+# installs what is missing, builds and runs the built-in example.
+
+CC       ?= cc
+PREFIX   ?= /usr/local
+CFLAGS   ?= -O2 -g
+WARNINGS := -std=c11 -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wpedantic
+LUA_CFLAGS := $(shell pkg-config --cflags lua5.4 2>/dev/null)
+LUA_LIBS   := $(shell pkg-config --libs lua5.4 2>/dev/null)
+ALL_CFLAGS = $(WARNINGS) $(CFLAGS) $(LUA_CFLAGS) -Iengine -MMD -MP
+SANITIZE := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
+
+CORE    := dtype ledger sim prims precision recipe model op_basic op_embedding op_norm \
+           op_attention op_mlp op_head optimizer step estimate
+BINDING := lua_model lua_recipe lua_estimate lua_sandbox lua_vramplan
+CORE_OBJ    := $(CORE:%=build/obj/%.o)
+BINDING_OBJ := $(BINDING:%=build/obj/%.o)
+PIC_OBJ     := $(CORE:%=build/pic/%.o) $(BINDING:%=build/pic/%.o)
+SAN_OBJ     := $(CORE:%=build/san/%.o)
+C_TESTS     := $(patsubst tests/c/%.c,build/tests/%,$(wildcard tests/c/test_*.c))
+
+.PHONY: all run test test-c test-lua test-torch test-reference check-deps deps install clean bench
+all: build/vramplan build/vramplan.so
+
+build/obj/%.o: engine/%.c | build/obj
+	$(CC) $(ALL_CFLAGS) -c $< -o $@
+build/pic/%.o: engine/%.c | build/pic
+	$(CC) $(ALL_CFLAGS) -fPIC -c $< -o $@
+build/san/%.o: engine/%.c | build/san
+	$(CC) $(ALL_CFLAGS) $(SANITIZE) -O1 -c $< -o $@
+
+build/vramplan: build/obj/main.o $(CORE_OBJ) $(BINDING_OBJ)
+	$(CC) $(CFLAGS) -o $@ $^ $(LUA_LIBS) -lm
+build/vramplan.so: $(PIC_OBJ)
+	$(CC) $(CFLAGS) -shared -o $@ $^ -lm
+build/libmemcount.so: tests/torch/memcount.c | build
+	$(CC) -O2 -shared -fPIC -o $@ $< -ldl -lpthread
+build/tests/%: tests/c/%.c tests/c/check.h $(SAN_OBJ) | build/tests
+	$(CC) $(ALL_CFLAGS) $(SANITIZE) -O1 -Itests/c -o $@ $< $(SAN_OBJ) -lm
+
+build build/obj build/pic build/san build/tests:
+	mkdir -p $@
+
+# ---- the two commands of the README ----
+run: deps all
+	./build/vramplan estimate models/llama2-7b.lua --recipe scripts/recipes/full-bf16-adamw.lua --gpu a100-80gb
+
+test: deps-test all build/libmemcount.so test-c test-lua test-torch
+
+deps:
+	@sh scripts/install-deps.sh run
+deps-test:
+	@sh scripts/install-deps.sh test
+
+test-c: $(C_TESTS)
+	@set -e; for t in $(C_TESTS); do echo "== $$t"; $$t; done
+
+test-lua: all
+	lua5.4 /usr/bin/busted --lua=lua5.4 -o utfTerminal tests/lua
+
+test-torch: all build/libmemcount.so
+	/usr/bin/python3 tests/torch/compare.py
+
+bench: all
+	lua5.4 bench/estimate.lua
+
+install: all
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/vramplan $(DESTDIR)$(PREFIX)/lib/lua/5.4
+	install -m 755 build/vramplan $(DESTDIR)$(PREFIX)/bin/vramplan
+	install -m 644 build/vramplan.so $(DESTDIR)$(PREFIX)/lib/lua/5.4/vramplan.so
+	cp -r models scripts hardware $(DESTDIR)$(PREFIX)/share/vramplan/
+
+clean:
+	rm -rf build
+
+-include $(wildcard build/obj/*.d build/pic/*.d build/san/*.d build/tests/*.d)

@@ -1,0 +1,234 @@
+/* ledger.c — the timeline meter. Modelled on SQLite's memory statistics
+ * (current and high-water mark per counter), with a place and a breakdown
+ * captured at the high-water mark. */
+#include "ledger.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+const char *const vp_category_names[VP_CAT_COUNT] = {
+    "params", "buffers", "grads", "master", "optimizer", "activations", "transient",
+};
+
+const char *const vp_phase_names[VP_PHASE_COUNT] = {
+    "setup", "forward", "loss", "backward", "recompute", "optimizer",
+};
+
+enum { BLOCK_ROUND = 512 };
+#define MIB (1024ull * 1024ull)
+static const uint64_t small_size = 1 * MIB, small_segment = 2 * MIB, medium_limit = 10 * MIB,
+                      medium_segment = 20 * MIB, large_round = 2 * MIB;
+
+static uint64_t round_to(uint64_t x, uint64_t m) { return (x + m - 1) / m * m; }
+
+static vp_pool pool_of(uint64_t rounded) {
+    return rounded <= small_size ? VP_POOL_SMALL : rounded < medium_limit ? VP_POOL_MEDIUM : VP_POOL_LARGE;
+}
+
+static uint64_t pool_bytes(uint64_t rounded) {
+    return pool_of(rounded) == VP_POOL_LARGE ? round_to(rounded, large_round) : rounded;
+}
+
+uint64_t vp_segment_bytes(const uint64_t pools[VP_POOL_COUNT]) {
+    return round_to(pools[VP_POOL_SMALL], small_segment) + round_to(pools[VP_POOL_MEDIUM], medium_segment) +
+           pools[VP_POOL_LARGE];
+}
+
+uint64_t vp_round_block(uint64_t bytes) {
+    if (bytes == 0) return 0;
+    return (bytes + BLOCK_ROUND - 1) / BLOCK_ROUND * BLOCK_ROUND;
+}
+
+void vp_ledger_init(vp_ledger *ledger, bool record_events) {
+    memset(ledger, 0, sizeof *ledger);
+    ledger->place.layer = -1;
+    ledger->raw.peak_place.layer = ledger->rounded.peak_place.layer = -1;
+    ledger->record = record_events;
+}
+
+void vp_ledger_free(vp_ledger *ledger) {
+    free(ledger->events);
+    ledger->events = NULL;
+    ledger->n_events = ledger->cap_events = 0;
+}
+
+static void note_peak(vp_meter *m, const vp_place *place) {
+    if (m->total > m->peak) {
+        m->peak = m->total;
+        memcpy(m->peak_breakdown, m->current, sizeof m->current);
+        memcpy(m->peak_pools, m->pools, sizeof m->pools);
+        m->peak_place = *place;
+    }
+}
+
+static void pools_change(vp_meter *m, uint64_t rounded, bool add) {
+    vp_pool p = pool_of(rounded);
+    uint64_t b = pool_bytes(rounded);
+    m->pools[p] = add ? m->pools[p] + b : (m->pools[p] >= b ? m->pools[p] - b : 0);
+}
+
+static void meter_add(vp_ledger *ledger, vp_meter *m, vp_category c, uint64_t bytes) {
+    if (__builtin_add_overflow(m->current[c], bytes, &m->current[c]) ||
+        __builtin_add_overflow(m->total, bytes, &m->total))
+        ledger->overflow = true;
+}
+
+static void meter_sub(vp_ledger *ledger, vp_meter *m, vp_category c, uint64_t bytes) {
+    if (m->current[c] < bytes) { /* a release the ledger never saw allocated */
+        ledger->overflow = true;
+        return;
+    }
+    m->current[c] -= bytes;
+    m->total -= bytes;
+}
+
+static void log_event(vp_ledger *ledger, vp_category c, int64_t delta, const char *op, unsigned repeat) {
+    if (!ledger->record) return;
+    if (ledger->n_events == ledger->cap_events) {
+        unsigned cap = ledger->cap_events ? ledger->cap_events * 2 : 256;
+        vp_event *grown = realloc(ledger->events, cap * sizeof *grown);
+        if (!grown) { /* keep the result, lose the log */
+            ledger->record = false;
+            return;
+        }
+        ledger->events = grown;
+        ledger->cap_events = cap;
+    }
+    vp_event *e = &ledger->events[ledger->n_events++];
+    e->place = ledger->place;
+    e->place.op = op;
+    e->category = c;
+    e->delta = delta;
+    e->live = ledger->rounded.total;
+    e->repeat = repeat;
+}
+
+static void track_peaks(vp_ledger *ledger, const char *op) {
+    vp_place place = ledger->place;
+    place.op = op;
+    note_peak(&ledger->raw, &place);
+    note_peak(&ledger->rounded, &place);
+    if (ledger->in_segment) {
+        ledger->seg_raw.total = ledger->raw.total;
+        memcpy(ledger->seg_raw.current, ledger->raw.current, sizeof ledger->raw.current);
+        ledger->seg_rounded.total = ledger->rounded.total;
+        memcpy(ledger->seg_rounded.current, ledger->rounded.current, sizeof ledger->rounded.current);
+        memcpy(ledger->seg_rounded.pools, ledger->rounded.pools, sizeof ledger->rounded.pools);
+        note_peak(&ledger->seg_raw, &place);
+        note_peak(&ledger->seg_rounded, &place);
+    }
+}
+
+void vp_ledger_alloc(vp_ledger *ledger, vp_category c, uint64_t bytes, const char *op) {
+    if (bytes == 0) return;
+    meter_add(ledger, &ledger->raw, c, bytes);
+    meter_add(ledger, &ledger->rounded, c, vp_round_block(bytes));
+    pools_change(&ledger->rounded, vp_round_block(bytes), true);
+    track_peaks(ledger, op);
+    log_event(ledger, c, (int64_t)vp_round_block(bytes), op, 1);
+}
+
+void vp_ledger_release(vp_ledger *ledger, vp_category c, uint64_t bytes, const char *op) {
+    if (bytes == 0) return;
+    meter_sub(ledger, &ledger->raw, c, bytes);
+    meter_sub(ledger, &ledger->rounded, c, vp_round_block(bytes));
+    pools_change(&ledger->rounded, vp_round_block(bytes), false);
+    log_event(ledger, c, -(int64_t)vp_round_block(bytes), op, 1);
+}
+
+void vp_ledger_alloc_many(vp_ledger *ledger, vp_category c, uint64_t raw, uint64_t rounded, const char *op) {
+    if (raw == 0) return;
+    meter_add(ledger, &ledger->raw, c, raw);
+    meter_add(ledger, &ledger->rounded, c, rounded);
+    ledger->rounded.pools[VP_POOL_LARGE] += round_to(rounded, large_round); /* a list: counted as large blocks */
+    track_peaks(ledger, op);
+    log_event(ledger, c, (int64_t)rounded, op, 1);
+}
+
+void vp_ledger_release_many(vp_ledger *ledger, vp_category c, uint64_t raw, uint64_t rounded, const char *op) {
+    if (raw == 0) return;
+    meter_sub(ledger, &ledger->raw, c, raw);
+    meter_sub(ledger, &ledger->rounded, c, rounded);
+    ledger->rounded.pools[VP_POOL_LARGE] -= round_to(rounded, large_round);
+    log_event(ledger, c, -(int64_t)rounded, op, 1);
+}
+
+void vp_ledger_move(vp_ledger *ledger, vp_category from, vp_category to, uint64_t bytes) {
+    if (bytes == 0 || from == to) return;
+    meter_sub(ledger, &ledger->raw, from, bytes);
+    meter_add(ledger, &ledger->raw, to, bytes);
+    meter_sub(ledger, &ledger->rounded, from, vp_round_block(bytes));
+    meter_add(ledger, &ledger->rounded, to, vp_round_block(bytes));
+}
+
+void vp_ledger_begin_segment(vp_ledger *ledger) {
+    if (ledger->in_segment) ledger->overflow = true; /* segments do not nest: a caller bug */
+    ledger->in_segment = true;
+    ledger->seg_start_raw = ledger->raw;
+    ledger->seg_start_rounded = ledger->rounded;
+    /* the segment's own high-water mark starts at the live total */
+    ledger->seg_raw = ledger->raw;
+    ledger->seg_raw.peak = ledger->raw.total;
+    memcpy(ledger->seg_raw.peak_breakdown, ledger->raw.current, sizeof ledger->raw.current);
+    ledger->seg_raw.peak_place = ledger->place;
+    ledger->seg_rounded = ledger->rounded;
+    ledger->seg_rounded.peak = ledger->rounded.total;
+    memcpy(ledger->seg_rounded.peak_breakdown, ledger->rounded.current, sizeof ledger->rounded.current);
+    memcpy(ledger->seg_rounded.peak_pools, ledger->rounded.pools, sizeof ledger->rounded.pools);
+    ledger->seg_rounded.peak_place = ledger->place;
+}
+
+/* Apply `extra` more repetitions of the segment to one meter. */
+static void fold_meter(vp_ledger *ledger, vp_meter *m, const vp_meter *start, const vp_meter *seg,
+                       uint64_t extra, int layer_step) {
+    int64_t delta[VP_CAT_COUNT], pool_delta[VP_POOL_COUNT];
+    int64_t delta_total = (int64_t)(m->total - start->total);
+    for (int c = 0; c < VP_CAT_COUNT; c++) delta[c] = (int64_t)(m->current[c] - start->current[c]);
+    for (int p = 0; p < VP_POOL_COUNT; p++) pool_delta[p] = (int64_t)(m->pools[p] - start->pools[p]);
+
+    if (delta_total > 0) {
+        /* the last repetition peaks highest: its peak sits extra*delta above the first's */
+        uint64_t grow, last_peak;
+        if (__builtin_mul_overflow((uint64_t)delta_total, extra, &grow) ||
+            __builtin_add_overflow(seg->peak, grow, &last_peak)) {
+            ledger->overflow = true;
+            return;
+        }
+        if (last_peak > m->peak) {
+            m->peak = last_peak;
+            for (int c = 0; c < VP_CAT_COUNT; c++)
+                m->peak_breakdown[c] = seg->peak_breakdown[c] + (uint64_t)(delta[c] * (int64_t)extra);
+            for (int p = 0; p < VP_POOL_COUNT; p++)
+                m->peak_pools[p] = seg->peak_pools[p] + (uint64_t)(pool_delta[p] * (int64_t)extra);
+            m->peak_place = seg->peak_place;
+            if (m->peak_place.layer >= 0) m->peak_place.layer += layer_step * (int)extra;
+        }
+    }
+    for (int p = 0; p < VP_POOL_COUNT; p++) {
+        int64_t d = pool_delta[p] * (int64_t)extra;
+        m->pools[p] = d < 0 && (uint64_t)(-d) > m->pools[p] ? 0 : (uint64_t)((int64_t)m->pools[p] + d);
+    }
+    for (int c = 0; c < VP_CAT_COUNT; c++) {
+        int64_t d = delta[c] * (int64_t)extra;
+        if (d < 0 && (uint64_t)(-d) > m->current[c]) {
+            ledger->overflow = true;
+            return;
+        }
+        m->current[c] = (uint64_t)((int64_t)m->current[c] + d);
+    }
+    m->total = (uint64_t)((int64_t)m->total + delta_total * (int64_t)extra);
+}
+
+void vp_ledger_repeat_segment(vp_ledger *ledger, unsigned times, int layer_step) {
+    ledger->in_segment = false;
+    if (times <= 1) return;
+    uint64_t extra = times - 1;
+    int64_t delta = (int64_t)(ledger->rounded.total - ledger->seg_start_rounded.total);
+    fold_meter(ledger, &ledger->raw, &ledger->seg_start_raw, &ledger->seg_raw, extra, layer_step);
+    fold_meter(ledger, &ledger->rounded, &ledger->seg_start_rounded, &ledger->seg_rounded, extra, layer_step);
+    if (ledger->place.layer >= 0) ledger->place.layer += layer_step * (int)extra;
+    if (ledger->record && ledger->n_events) {
+        /* the log keeps one repetition, marked with how often it recurs */
+        log_event(ledger, VP_CAT_COUNT, delta * (int64_t)extra, "(repeated)", times - 1);
+    }
+}

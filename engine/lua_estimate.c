@@ -1,0 +1,159 @@
+/* lua_estimate.c — vramplan.estimate(model, recipe, gpu, options): runs the
+ * engine and returns every figure as a Lua table. */
+#include <lauxlib.h>
+#include <lua.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "estimate.h"
+#include "lua_vramplan.h"
+
+static void set_int(lua_State *L, const char *key, uint64_t v) {
+    lua_pushinteger(L, (lua_Integer)v);
+    lua_setfield(L, -2, key);
+}
+
+static void push_breakdown(lua_State *L, const uint64_t *values) {
+    lua_createtable(L, 0, VP_CAT_COUNT);
+    for (int c = 0; c < VP_CAT_COUNT; c++) set_int(L, vp_category_names[c], values[c]);
+}
+
+static void push_place(lua_State *L, const vp_place *place) {
+    lua_pushstring(L, vp_phase_names[place->phase]);
+    lua_setfield(L, -2, "peak_phase");
+    if (place->layer >= 0) lua_pushinteger(L, place->layer);
+    else lua_pushnil(L);
+    lua_setfield(L, -2, "peak_layer");
+    lua_pushstring(L, place->op ? place->op : "");
+    lua_setfield(L, -2, "peak_op");
+}
+
+/* The event log: one entry per allocation or free, in order. */
+static void push_timeline(lua_State *L, const vp_ledger *ledger) {
+    lua_createtable(L, (int)ledger->n_events, 0);
+    for (unsigned i = 0; i < ledger->n_events; i++) {
+        const vp_event *e = &ledger->events[i];
+        lua_createtable(L, 0, 6);
+        lua_pushstring(L, vp_phase_names[e->place.phase]);
+        lua_setfield(L, -2, "phase");
+        if (e->place.layer >= 0) {
+            lua_pushinteger(L, e->place.layer);
+            lua_setfield(L, -2, "layer");
+        }
+        lua_pushstring(L, e->place.op ? e->place.op : "");
+        lua_setfield(L, -2, "op");
+        lua_pushstring(L, e->category < VP_CAT_COUNT ? vp_category_names[e->category] : "repeat");
+        lua_setfield(L, -2, "category");
+        lua_pushinteger(L, e->delta);
+        lua_setfield(L, -2, "delta");
+        lua_pushinteger(L, (lua_Integer)e->live);
+        lua_setfield(L, -2, "live");
+        lua_rawseti(L, -2, (lua_Integer)i + 1);
+    }
+}
+
+static void read_gpu(lua_State *L, int index, vp_gpu *gpu) {
+    memset(gpu, 0, sizeof *gpu);
+    if (lua_isnoneornil(L, index)) return;
+    luaL_checktype(L, index, LUA_TTABLE);
+    lua_getfield(L, index, "memory_bytes");
+    int ok;
+    lua_Integer bytes = lua_tointegerx(L, -1, &ok);
+    if (!ok || bytes <= 0) luaL_error(L, "gpu: memory_bytes must be a positive whole number");
+    gpu->memory_bytes = (uint64_t)bytes;
+    lua_getfield(L, index, "compute_capability");
+    if (lua_type(L, -1) == LUA_TSTRING) gpu->compute_major = (unsigned)strtoul(lua_tostring(L, -1), NULL, 10);
+    lua_pop(L, 2);
+}
+
+static bool option(lua_State *L, int index, const char *key, bool fallback) {
+    if (lua_isnoneornil(L, index)) return fallback;
+    lua_getfield(L, index, key);
+    bool v = lua_isnil(L, -1) ? fallback : lua_toboolean(L, -1);
+    lua_pop(L, 1);
+    return v;
+}
+
+static int l_estimate(lua_State *L) {
+    vp_model *model = vp_lua_checkmodel(L, 1);
+    vp_recipe recipe;
+    vp_recipe_defaults(&recipe);
+    if (!lua_isnoneornil(L, 2)) vp_lua_read_recipe(L, 2, &recipe);
+    vp_gpu gpu;
+    read_gpu(L, 3, &gpu);
+    if (!lua_isnoneornil(L, 4)) luaL_checktype(L, 4, LUA_TTABLE);
+    bool fold = option(L, 4, "fold", true), timeline = option(L, 4, "timeline", false);
+
+    vp_estimate e;
+    vp_ledger ledger;
+    vp_step_status status = vp_estimate_run(model, &recipe, &gpu, fold, timeline, &e, &ledger);
+    if (status != VP_STEP_OK) {
+        vp_ledger_free(&ledger); /* free before raising */
+        switch (status) {
+        case VP_STEP_OVERFLOW:
+            return luaL_error(L, "sizes overflow: micro_batch x seq_len x the model's widths exceed 64-bit byte counts");
+        case VP_STEP_NOMEM: return luaL_error(L, "not enough memory to evaluate the step");
+        default: return luaL_error(L, "internal error: the step did not return to its resident state (%s)", model->name);
+        }
+    }
+    /* the event log is copied into Lua before anything can raise again */
+    if (timeline) push_timeline(L, &ledger);
+    else lua_pushnil(L);
+    vp_ledger_free(&ledger);
+    int timeline_index = lua_gettop(L);
+
+    lua_createtable(L, 0, 32);
+    set_int(L, "params", e.step.params);
+    set_int(L, "trainable_params", e.step.trainable_params);
+    set_int(L, "params_bytes", e.step.params_bytes);
+    set_int(L, "buffers_bytes", e.step.buffers_bytes);
+    set_int(L, "grads_bytes", e.step.grads_bytes);
+    set_int(L, "master_bytes", e.step.master_bytes);
+    set_int(L, "optimizer_bytes", e.step.optimizer_bytes);
+    set_int(L, "activations_bytes", e.step.activations_bytes);
+    set_int(L, "resident_bytes", e.step.resident_bytes);
+    set_int(L, "peak_allocated_bytes", e.peak_allocated);
+    set_int(L, "peak_reserved_bytes", e.peak_reserved);
+    set_int(L, "peak_total_bytes", e.peak_total);
+    set_int(L, "allocator_bytes", e.allocator_bytes);
+    set_int(L, "cuda_context_bytes", e.cuda_context_bytes);
+    set_int(L, "cublas_workspace_bytes", e.cublas_workspace_bytes);
+    set_int(L, "runtime_bytes", e.runtime_bytes);
+    set_int(L, "peak_unrounded_bytes", e.step.raw.peak);
+    const vp_meter *m = recipe.device == VP_DEVICE_CPU ? &e.step.raw : &e.step.rounded;
+    push_place(L, &m->peak_place);
+    push_breakdown(L, m->peak_breakdown);
+    lua_setfield(L, -2, "peak_breakdown");
+    if (e.has_gpu) {
+        lua_pushboolean(L, e.fits);
+        lua_setfield(L, -2, "fits");
+        lua_pushinteger(L, e.headroom);
+        lua_setfield(L, -2, "headroom_bytes");
+    }
+    vp_lua_push_recipe(L, &recipe);
+    lua_setfield(L, -2, "recipe");
+    if (timeline) {
+        lua_pushvalue(L, timeline_index);
+        lua_setfield(L, -2, "timeline");
+    }
+    return 1;
+}
+
+/* vramplan.check_recipe(keys) -> the complete recipe (defaults filled in),
+ * or an error naming the key. */
+static int l_check_recipe(lua_State *L) {
+    vp_recipe recipe;
+    vp_recipe_defaults(&recipe);
+    vp_lua_read_recipe(L, 1, &recipe);
+    vp_lua_push_recipe(L, &recipe);
+    return 1;
+}
+
+static const luaL_Reg functions[] = {
+    {"estimate", l_estimate},
+    {"check_recipe", l_check_recipe},
+    {"recipe_keys", vp_lua_recipe_keys},
+    {NULL, NULL},
+};
+
+void vp_lua_open_estimate(lua_State *L) { luaL_setfuncs(L, functions, 0); }

@@ -1,0 +1,345 @@
+/* lua_model.c — the constructors scripts describe models with: one per op
+ * kind (validated field by field against the kind's declaration) and the
+ * decoder that arranges them. */
+#include <lauxlib.h>
+#include <lua.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lua_vramplan.h"
+#include "model.h"
+
+#define OP_META "vramplan.op"
+#define MODEL_META "vramplan.model"
+
+/* An op as a script holds it: the validated fields; a container's children
+ * sit in the userdata's user value (a sequence of ops). */
+typedef struct {
+    vp_op op;
+} lua_op;
+
+/* A Levenshtein distance small enough to suggest "hidden" for "hiden". */
+static unsigned distance(const char *a, const char *b) {
+    unsigned la = (unsigned)strlen(a), lb = (unsigned)strlen(b), row[64];
+    if (la >= 63 || lb >= 63) return 99;
+    for (unsigned j = 0; j <= lb; j++) row[j] = j;
+    for (unsigned i = 1; i <= la; i++) {
+        unsigned diag = row[0];
+        row[0] = i;
+        for (unsigned j = 1; j <= lb; j++) {
+            unsigned up = row[j];
+            unsigned best = diag + (a[i - 1] != b[j - 1]);
+            if (row[j] + 1 < best) best = row[j] + 1;
+            if (row[j - 1] + 1 < best) best = row[j - 1] + 1;
+            row[j] = best;
+            diag = up;
+        }
+    }
+    return row[lb];
+}
+
+const char *vp_lua_suggest(const char *word, const char *const *names, unsigned n) {
+    const char *best = NULL;
+    unsigned best_d = 3;
+    for (unsigned i = 0; i < n; i++) {
+        unsigned d = distance(word, names[i]);
+        if (d < best_d) {
+            best_d = d;
+            best = names[i];
+        }
+    }
+    return best;
+}
+
+static int unknown_field(lua_State *L, const vp_op_kind *kind, const char *key) {
+    const char *names[VP_OP_MAX_FIELDS];
+    for (unsigned i = 0; i < kind->n_fields; i++) names[i] = kind->fields[i].name;
+    const char *guess = vp_lua_suggest(key, names, kind->n_fields);
+    if (guess) return luaL_error(L, "%s: unknown field '%s' (did you mean '%s'?)", kind->name, key, guess);
+    return luaL_error(L, "%s: unknown field '%s'", kind->name, key);
+}
+
+/* Reads the value on top of the stack into op->value[index]; raises an error
+ * naming the op and the field. */
+static void read_field(lua_State *L, const vp_op_kind *kind, unsigned index, vp_op *op) {
+    const vp_field *f = &kind->fields[index];
+    switch (f->type) {
+    case VP_FIELD_BOOL:
+        if (!lua_isboolean(L, -1)) luaL_error(L, "%s: field '%s' must be true or false, not %s", kind->name, f->name, luaL_typename(L, -1));
+        op->value[index] = lua_toboolean(L, -1);
+        return;
+    case VP_FIELD_ENUM: {
+        const char *s = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : NULL;
+        if (s)
+            for (unsigned i = 0; f->options[i]; i++)
+                if (strcmp(f->options[i], s) == 0) {
+                    op->value[index] = i;
+                    return;
+                }
+        luaL_Buffer b;
+        luaL_buffinit(L, &b);
+        for (unsigned i = 0; f->options[i]; i++) {
+            if (i) luaL_addstring(&b, ", ");
+            luaL_addstring(&b, f->options[i]);
+        }
+        luaL_pushresult(&b);
+        luaL_error(L, "%s: field '%s' must be one of %s", kind->name, f->name, lua_tostring(L, -1));
+        return;
+    }
+    case VP_FIELD_INT:
+    case VP_FIELD_NUMBER: {
+        int isnum;
+        lua_Number v = lua_tonumberx(L, -1, &isnum);
+        if (!isnum || lua_type(L, -1) != LUA_TNUMBER)
+            luaL_error(L, "%s: field '%s' must be a number, not %s", kind->name, f->name, luaL_typename(L, -1));
+        if (f->type == VP_FIELD_INT && (v != floor(v) || !isfinite(v)))
+            luaL_error(L, "%s: field '%s' must be a whole number (got %s)", kind->name, f->name, lua_tostring(L, -1));
+        if (!(v >= f->min && v <= f->max))
+            luaL_error(L, "%s: field '%s' must be between %g and %g (got %s)", kind->name, f->name, f->min, f->max,
+                       lua_tostring(L, -1));
+        op->value[index] = v;
+        return;
+    }
+    }
+}
+
+/* vramplan.op(kind_name, fields[, children]) -> op */
+static int l_op(lua_State *L) {
+    const char *name = luaL_checkstring(L, 1);
+    const vp_op_kind *kind = vp_op_kind_find(name);
+    if (!kind) return luaL_error(L, "unknown op kind '%s'", name);
+    luaL_checktype(L, 2, LUA_TTABLE);
+    lua_op *u = lua_newuserdatauv(L, sizeof *u, 1); /* fields.. op */
+    memset(u, 0, sizeof *u);
+    u->op.kind = kind;
+    luaL_setmetatable(L, OP_META);
+    bool seen[VP_OP_MAX_FIELDS] = {false};
+    for (unsigned i = 0; i < kind->n_fields; i++) u->op.value[i] = kind->fields[i].fallback;
+
+    lua_pushnil(L); /* fields.. op nil */
+    while (lua_next(L, 2)) { /* fields.. op key value */
+        if (lua_type(L, -2) == LUA_TSTRING) {
+            const char *key = lua_tostring(L, -2);
+            int index = vp_field_index(kind, key);
+            if (index < 0) unknown_field(L, kind, key);
+            read_field(L, kind, (unsigned)index, &u->op);
+            seen[index] = true;
+        } else if (!kind->container || !lua_isinteger(L, -2)) {
+            luaL_error(L, "%s: fields are named (key = value); found a %s key", kind->name, luaL_typename(L, -2));
+        }
+        lua_pop(L, 1); /* fields.. op key */
+    }
+    for (unsigned i = 0; i < kind->n_fields; i++)
+        if (kind->fields[i].required && !seen[i]) luaL_error(L, "%s: field '%s' is required", kind->name, kind->fields[i].name);
+    if (kind->check) {
+        const char *problem = kind->check(&u->op);
+        if (problem) luaL_error(L, "%s: %s", kind->name, problem);
+    }
+    if (kind->container) {
+        /* children: the table's array part, each an op */
+        lua_Integer n = luaL_len(L, 2);
+        if (n < 1) luaL_error(L, "%s: needs at least one op inside", kind->name);
+        for (lua_Integer i = 1; i <= n; i++) {
+            lua_geti(L, 2, i);
+            if (!luaL_testudata(L, -1, OP_META)) luaL_error(L, "%s: entry %d is not an op", kind->name, (int)i);
+            lua_pop(L, 1);
+        }
+        lua_pushvalue(L, 2);
+        lua_setiuservalue(L, -2, 1); /* fields.. op */
+    }
+    return 1;
+}
+
+static int l_op_kind(lua_State *L) {
+    lua_op *u = luaL_checkudata(L, 1, OP_META);
+    lua_pushstring(L, u->op.kind->name);
+    return 1;
+}
+
+/* ---- the model ---- */
+
+typedef struct {
+    vp_model model;
+    bool live;
+} lua_model;
+
+static int model_gc(lua_State *L) {
+    lua_model *u = luaL_checkudata(L, 1, MODEL_META);
+    if (u->live) vp_model_free(&u->model);
+    u->live = false;
+    return 0;
+}
+
+/* Copies the ops of the sequence at `index` into a new array owned by the
+ * model (the caller stores it before anything else can raise). */
+static unsigned count_ops(lua_State *L, int index, const char *section) {
+    if (lua_type(L, index) != LUA_TTABLE) luaL_error(L, "model: '%s' must be a list of ops", section);
+    lua_Integer n = luaL_len(L, index);
+    for (lua_Integer i = 1; i <= n; i++) {
+        lua_geti(L, index, i);
+        if (!luaL_testudata(L, -1, OP_META)) luaL_error(L, "model: entry %d of '%s' is not an op", (int)i, section);
+        lua_pop(L, 1);
+    }
+    return (unsigned)n;
+}
+
+static void copy_ops(lua_State *L, int index, vp_op *out, unsigned n) {
+    for (unsigned i = 0; i < n; i++) {
+        lua_geti(L, index, (lua_Integer)i + 1); /* op */
+        lua_op *u = lua_touserdata(L, -1);
+        out[i] = u->op;
+        out[i].children = NULL;
+        out[i].n_children = 0;
+        if (u->op.kind->container) {
+            lua_getiuservalue(L, -1, 1); /* op children */
+            int children = lua_gettop(L);
+            unsigned k = (unsigned)luaL_len(L, children);
+            out[i].children = calloc(k, sizeof(vp_op));
+            if (!out[i].children) luaL_error(L, "not enough memory");
+            out[i].n_children = k;
+            copy_ops(L, children, out[i].children, k);
+            lua_pop(L, 1); /* op */
+        }
+        lua_pop(L, 1);
+    }
+}
+
+static const char *const section_names[VP_SECTION_COUNT] = {"embed", "layer", "final"};
+
+static const char *check_shape(const vp_model *m) {
+    const vp_section *embed = &m->section[VP_SECTION_EMBED], *final = &m->section[VP_SECTION_FINAL];
+    if (!embed->n_ops || embed->ops[0].kind != vp_op_kind_find("token_embedding"))
+        return "the embed ops must start with token_embedding";
+    if (!final->n_ops || final->ops[final->n_ops - 1].kind != vp_op_kind_find("cross_entropy"))
+        return "the final ops must end with cross_entropy";
+    if (!vp_section_find(final, vp_op_kind_find("lm_head"))) return "the final ops need an lm_head";
+    if (!m->section[VP_SECTION_LAYER].n_ops) return "a layer needs at least one op";
+    return NULL;
+}
+
+/* vramplan.model{ name=, embed={...}, layer={...}, layers=N, final={...} } */
+static int l_model(lua_State *L) {
+    luaL_checktype(L, 1, LUA_TTABLE);
+    static const char *const keys[] = {"name", "embed", "layer", "layers", "final"};
+    lua_pushnil(L);
+    while (lua_next(L, 1)) {
+        bool known = false;
+        if (lua_type(L, -2) == LUA_TSTRING)
+            for (unsigned i = 0; i < 5; i++)
+                if (strcmp(lua_tostring(L, -2), keys[i]) == 0) known = true;
+        if (!known) {
+            const char *guess = lua_type(L, -2) == LUA_TSTRING ? vp_lua_suggest(lua_tostring(L, -2), keys, 5) : NULL;
+            luaL_error(L, "model: unknown field '%s'%s%s%s", luaL_tolstring(L, -2, NULL), guess ? " (did you mean '" : "",
+                       guess ? guess : "", guess ? "'?)" : "");
+        }
+        lua_pop(L, 1);
+    }
+    lua_getfield(L, 1, "name");
+    const char *name = luaL_optstring(L, -1, "model");
+    lua_getfield(L, 1, "layers");
+    int isint;
+    lua_Integer layers = lua_tointegerx(L, -1, &isint);
+    if (!isint || layers < 1 || layers > 100000) luaL_error(L, "model: 'layers' must be a whole number from 1 to 100000");
+    int idx[VP_SECTION_COUNT];
+    unsigned counts[VP_SECTION_COUNT];
+    for (int s = 0; s < VP_SECTION_COUNT; s++) {
+        lua_getfield(L, 1, section_names[s]);
+        idx[s] = lua_gettop(L);
+        counts[s] = count_ops(L, idx[s], section_names[s]);
+    }
+    lua_model *u = lua_newuserdatauv(L, sizeof *u, 0);
+    memset(u, 0, sizeof *u);
+    luaL_setmetatable(L, MODEL_META);
+    u->live = true;
+    snprintf(u->model.name, sizeof u->model.name, "%s", name);
+    u->model.layers = (unsigned)layers;
+    for (int s = 0; s < VP_SECTION_COUNT; s++) {
+        u->model.section[s].ops = calloc(counts[s] ? counts[s] : 1, sizeof(vp_op));
+        if (!u->model.section[s].ops) return luaL_error(L, "not enough memory");
+        u->model.section[s].n_ops = counts[s];
+        copy_ops(L, idx[s], u->model.section[s].ops, counts[s]);
+    }
+    vp_model_finish(&u->model);
+    const char *problem = check_shape(&u->model);
+    if (problem) luaL_error(L, "model: %s", problem);
+    return 1;
+}
+
+vp_model *vp_lua_checkmodel(lua_State *L, int index) {
+    lua_model *u = luaL_checkudata(L, index, MODEL_META);
+    if (!u->live) luaL_argerror(L, index, "model already released");
+    return &u->model;
+}
+
+static int l_params(lua_State *L) {
+    vp_model *m = vp_lua_checkmodel(L, 1);
+    lua_pushinteger(L, (lua_Integer)vp_model_params(m, lua_toboolean(L, 2)));
+    return 1;
+}
+
+/* vramplan.op_kinds() -> { {name=, doc=, fields={ {name=, type=, required=, default=, doc=, options=} } } } */
+static int l_op_kinds(lua_State *L) {
+    static const char *const type_names[] = {"int", "number", "bool", "enum"};
+    lua_createtable(L, (int)vp_op_kind_count(), 0);
+    for (unsigned k = 0; k < vp_op_kind_count(); k++) {
+        const vp_op_kind *kind = vp_op_kind_at(k);
+        lua_createtable(L, 0, 3);
+        lua_pushstring(L, kind->name);
+        lua_setfield(L, -2, "name");
+        lua_pushstring(L, kind->doc);
+        lua_setfield(L, -2, "doc");
+        lua_createtable(L, (int)kind->n_fields, 0);
+        for (unsigned i = 0; i < kind->n_fields; i++) {
+            const vp_field *f = &kind->fields[i];
+            lua_createtable(L, 0, 5);
+            lua_pushstring(L, f->name);
+            lua_setfield(L, -2, "name");
+            lua_pushstring(L, type_names[f->type]);
+            lua_setfield(L, -2, "type");
+            lua_pushboolean(L, f->required);
+            lua_setfield(L, -2, "required");
+            lua_pushstring(L, f->doc);
+            lua_setfield(L, -2, "doc");
+            if (!f->required) {
+                if (f->type == VP_FIELD_ENUM) lua_pushstring(L, f->options[(int)f->fallback]);
+                else if (f->type == VP_FIELD_BOOL) lua_pushboolean(L, f->fallback != 0);
+                else lua_pushnumber(L, f->fallback);
+                lua_setfield(L, -2, "default");
+            }
+            lua_rawseti(L, -2, (lua_Integer)i + 1);
+        }
+        lua_setfield(L, -2, "fields");
+        lua_rawseti(L, -2, (lua_Integer)k + 1);
+    }
+    return 1;
+}
+
+static const luaL_Reg op_methods[] = {{"kind", l_op_kind}, {NULL, NULL}};
+static const luaL_Reg model_methods[] = {{"params", l_params}, {NULL, NULL}};
+
+static const luaL_Reg functions[] = {
+    {"op", l_op},
+    {"model", l_model},
+    {"op_kinds", l_op_kinds},
+    {NULL, NULL},
+};
+
+static void new_class(lua_State *L, const char *meta, const luaL_Reg *methods, lua_CFunction gc) {
+    luaL_newmetatable(L, meta);
+    lua_newtable(L);
+    luaL_setfuncs(L, methods, 0);
+    lua_setfield(L, -2, "__index");
+    if (gc) {
+        lua_pushcfunction(L, gc);
+        lua_setfield(L, -2, "__gc");
+    }
+    lua_pop(L, 1);
+}
+
+void vp_lua_open_model(lua_State *L) {
+    new_class(L, OP_META, op_methods, NULL);
+    new_class(L, MODEL_META, model_methods, model_gc);
+    luaL_setfuncs(L, functions, 0); /* into the module table on top */
+}

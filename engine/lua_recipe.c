@@ -1,0 +1,194 @@
+/* lua_recipe.c — recipe keys: one declaration each (parser, printer, doc),
+ * read from a script's table or from --set strings. */
+#include <lauxlib.h>
+#include <lua.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lua_vramplan.h"
+#include "optimizer.h"
+
+/* Values arrive as Lua values from recipe scripts or as strings from --set:
+ * both are accepted where they mean the same. */
+static lua_Integer read_int(lua_State *L, const char *key, lua_Integer min, lua_Integer max) {
+    int ok;
+    lua_Integer v = lua_tointegerx(L, -1, &ok);
+    if (!ok) luaL_error(L, "%s: must be a whole number (got %s)", key, luaL_tolstring(L, -1, NULL));
+    if (v < min || v > max) luaL_error(L, "%s: must be between %d and %d (got %d)", key, (int)min, (int)max, (int)v);
+    return v;
+}
+
+static double read_number(lua_State *L, const char *key, double min, double max) {
+    int ok;
+    lua_Number v = lua_tonumberx(L, -1, &ok);
+    if (!ok) luaL_error(L, "%s: must be a number (got %s)", key, luaL_tolstring(L, -1, NULL));
+    if (!(v >= min && v <= max)) luaL_error(L, "%s: must be between %g and %g (got %g)", key, min, max, v);
+    return v;
+}
+
+static bool read_bool(lua_State *L, const char *key) {
+    if (lua_isboolean(L, -1)) return lua_toboolean(L, -1);
+    if (lua_type(L, -1) == LUA_TSTRING) {
+        const char *s = lua_tostring(L, -1);
+        if (strcmp(s, "true") == 0) return true;
+        if (strcmp(s, "false") == 0) return false;
+    }
+    luaL_error(L, "%s: must be true or false (got %s)", key, luaL_tolstring(L, -1, NULL));
+    return false;
+}
+
+static int read_option(lua_State *L, const char *key, const char *const *options) {
+    const char *s = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : NULL;
+    unsigned n = 0;
+    for (; options[n]; n++)
+        if (s && strcmp(options[n], s) == 0) return (int)n;
+    luaL_Buffer b;
+    luaL_buffinit(L, &b);
+    for (unsigned i = 0; i < n; i++) {
+        if (i) luaL_addstring(&b, ", ");
+        luaL_addstring(&b, options[i]);
+    }
+    luaL_pushresult(&b);
+    const char *guess = s ? vp_lua_suggest(s, options, n) : NULL;
+    if (guess) luaL_error(L, "%s: '%s' is not one of %s (did you mean '%s'?)", key, s, lua_tostring(L, -1), guess);
+    luaL_error(L, "%s: must be one of %s (got %s)", key, lua_tostring(L, -1), luaL_tolstring(L, -2, NULL));
+    return 0;
+}
+
+static void parse_precision(lua_State *L, vp_recipe *r, const char *k) { r->precision = (vp_precision_id)read_option(L, k, vp_precision_names); }
+static void parse_impl(lua_State *L, vp_recipe *r, const char *k) { r->optimizer_impl = (vp_optimizer_impl)read_option(L, k, vp_optimizer_impl_names); }
+static void parse_attention(lua_State *L, vp_recipe *r, const char *k) { r->attention = (vp_attention_impl)read_option(L, k, vp_attention_names); }
+static void parse_framework(lua_State *L, vp_recipe *r, const char *k) { r->framework = (vp_framework)read_option(L, k, vp_framework_names); }
+static void parse_torch(lua_State *L, vp_recipe *r, const char *k) { r->torch_version = (vp_torch_version)read_option(L, k, vp_torch_version_names); }
+static void parse_device(lua_State *L, vp_recipe *r, const char *k) { r->device = (vp_device)read_option(L, k, vp_device_names); }
+static void parse_batch(lua_State *L, vp_recipe *r, const char *k) { r->micro_batch = (uint64_t)read_int(L, k, 1, 1 << 24); }
+static void parse_seq(lua_State *L, vp_recipe *r, const char *k) { r->seq_len = (uint64_t)read_int(L, k, 1, 1 << 26); }
+static void parse_decay(lua_State *L, vp_recipe *r, const char *k) { r->weight_decay = read_number(L, k, 0, 1e6); }
+static void parse_keep(lua_State *L, vp_recipe *r, const char *k) { r->keep_logits = read_bool(L, k); }
+static void parse_none(lua_State *L, vp_recipe *r, const char *k) { r->grads_set_to_none = read_bool(L, k); }
+static void parse_training(lua_State *L, vp_recipe *r, const char *k) { r->training = read_bool(L, k); }
+static void parse_fragmentation(lua_State *L, vp_recipe *r, const char *k) { r->fragmentation = read_number(L, k, 0, 10); }
+static void parse_context(lua_State *L, vp_recipe *r, const char *k) { r->cuda_context_mib = read_number(L, k, 0, 1 << 20); }
+
+static void parse_optimizer(lua_State *L, vp_recipe *r, const char *k) {
+    const char *names[16];
+    unsigned n = vp_optimizer_count();
+    for (unsigned i = 0; i < n && i < 15; i++) names[i] = vp_optimizer_at(i)->name;
+    names[n < 15 ? n : 15] = NULL;
+    r->optimizer = (unsigned)read_option(L, k, names);
+}
+
+/* "none", "full" (every layer) or "every-K" (chunks of K layers). */
+static void parse_checkpointing(lua_State *L, vp_recipe *r, const char *k) {
+    const char *s = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : "";
+    char *end = NULL;
+    if (strcmp(s, "none") == 0) r->checkpoint_every = 0;
+    else if (strcmp(s, "full") == 0) r->checkpoint_every = 1;
+    else if (strncmp(s, "every-", 6) == 0 && (r->checkpoint_every = (unsigned)strtoul(s + 6, &end, 10), end && !*end) &&
+             r->checkpoint_every >= 1 && r->checkpoint_every <= 100000 && s[6] >= '1' && s[6] <= '9')
+        ;
+    else luaL_error(L, "%s: must be none, full or every-K for a whole K >= 1 (got %s)", k, luaL_tolstring(L, -1, NULL));
+}
+
+typedef struct {
+    const char *name;
+    void (*parse)(lua_State *L, vp_recipe *recipe, const char *key);
+    const char *doc;
+} recipe_key;
+
+static const recipe_key keys[] = {
+    {"precision", parse_precision, "fp32 | bf16 | fp16 | amp-bf16 | amp-fp16 | mixed-bf16 | mixed-fp16"},
+    {"optimizer", parse_optimizer, "adamw | adam | sgd | sgd-momentum | none"},
+    {"optimizer_impl", parse_impl, "for-loop | foreach | fused (torch.optim's implementations)"},
+    {"weight_decay", parse_decay, "weight decay; by default the optimizer's own (AdamW 0.01, others 0)"},
+    {"micro_batch", parse_batch, "sequences per micro-batch"},
+    {"seq_len", parse_seq, "tokens per sequence"},
+    {"checkpointing", parse_checkpointing, "none | full | every-K (keep the input of every K-layer chunk)"},
+    {"attention", parse_attention, "eager | sdpa | flash | sdpa-mem-efficient"},
+    {"framework", parse_framework, "torch (a plain PyTorch training loop)"},
+    {"torch_version", parse_torch, "2.x | 1.13: autograd and optimizer behaviour that differs between them"},
+    {"device", parse_device, "cuda | cpu (cpu: the CPU twin the PyTorch harness measures)"},
+    {"keep_logits", parse_keep, "the loop keeps the model's outputs (logits) until the step ends"},
+    {"grads_set_to_none", parse_none, "zero_grad(set_to_none=True): gradients freed between steps"},
+    {"training", parse_training, "dropout active (model.train())"},
+    {"fragmentation", parse_fragmentation, "caching-allocator reservation beyond whole segments, as a fraction of the allocated peak"},
+    {"cuda_context_mib", parse_context, "memory of the CUDA context and its loaded kernels, in MiB"},
+};
+
+enum { N_KEYS = sizeof keys / sizeof keys[0] };
+
+void vp_lua_read_recipe(lua_State *L, int index, vp_recipe *recipe) {
+    index = lua_absindex(L, index);
+    luaL_checktype(L, index, LUA_TTABLE);
+    lua_pushnil(L);
+    while (lua_next(L, index)) { /* key value */
+        if (lua_type(L, -2) != LUA_TSTRING) luaL_error(L, "recipe keys are names (found a %s key)", luaL_typename(L, -2));
+        const char *key = lua_tostring(L, -2);
+        const recipe_key *found = NULL;
+        for (unsigned i = 0; i < N_KEYS; i++)
+            if (strcmp(keys[i].name, key) == 0) found = &keys[i];
+        if (!found) {
+            const char *names[N_KEYS];
+            for (unsigned i = 0; i < N_KEYS; i++) names[i] = keys[i].name;
+            const char *guess = vp_lua_suggest(key, names, N_KEYS);
+            if (guess) luaL_error(L, "unknown recipe key '%s' (did you mean '%s'?)", key, guess);
+            luaL_error(L, "unknown recipe key '%s'", key);
+        }
+        found->parse(L, recipe, key);
+        lua_pop(L, 1); /* key */
+    }
+    if (recipe->precision >= VP_PREC_MIXED_BF16 && !recipe->grads_set_to_none)
+        luaL_error(L, "grads_set_to_none: false is not modelled with mixed-* precision (the master-weight step frees the 16-bit gradients)");
+}
+
+void vp_lua_push_recipe(lua_State *L, const vp_recipe *r) {
+    lua_createtable(L, 0, N_KEYS);
+    lua_pushstring(L, vp_precision_names[r->precision]);
+    lua_setfield(L, -2, "precision");
+    lua_pushstring(L, vp_optimizer_at(r->optimizer)->name);
+    lua_setfield(L, -2, "optimizer");
+    lua_pushstring(L, vp_optimizer_impl_names[r->optimizer_impl]);
+    lua_setfield(L, -2, "optimizer_impl");
+    lua_pushnumber(L, vp_optimizer_weight_decay(vp_optimizer_at(r->optimizer), r));
+    lua_setfield(L, -2, "weight_decay");
+    lua_pushinteger(L, (lua_Integer)r->micro_batch);
+    lua_setfield(L, -2, "micro_batch");
+    lua_pushinteger(L, (lua_Integer)r->seq_len);
+    lua_setfield(L, -2, "seq_len");
+    if (r->checkpoint_every == 0) lua_pushliteral(L, "none");
+    else if (r->checkpoint_every == 1) lua_pushliteral(L, "full");
+    else lua_pushfstring(L, "every-%d", (int)r->checkpoint_every);
+    lua_setfield(L, -2, "checkpointing");
+    lua_pushstring(L, vp_attention_names[r->attention]);
+    lua_setfield(L, -2, "attention");
+    lua_pushstring(L, vp_framework_names[r->framework]);
+    lua_setfield(L, -2, "framework");
+    lua_pushstring(L, vp_torch_version_names[r->torch_version]);
+    lua_setfield(L, -2, "torch_version");
+    lua_pushstring(L, vp_device_names[r->device]);
+    lua_setfield(L, -2, "device");
+    lua_pushboolean(L, r->keep_logits);
+    lua_setfield(L, -2, "keep_logits");
+    lua_pushboolean(L, r->grads_set_to_none);
+    lua_setfield(L, -2, "grads_set_to_none");
+    lua_pushboolean(L, r->training);
+    lua_setfield(L, -2, "training");
+    lua_pushnumber(L, r->fragmentation);
+    lua_setfield(L, -2, "fragmentation");
+    lua_pushnumber(L, r->cuda_context_mib);
+    lua_setfield(L, -2, "cuda_context_mib");
+}
+
+int vp_lua_recipe_keys(lua_State *L) {
+    lua_createtable(L, N_KEYS, 0);
+    for (unsigned i = 0; i < N_KEYS; i++) {
+        lua_createtable(L, 0, 2);
+        lua_pushstring(L, keys[i].name);
+        lua_setfield(L, -2, "name");
+        lua_pushstring(L, keys[i].doc);
+        lua_setfield(L, -2, "doc");
+        lua_rawseti(L, -2, (lua_Integer)i + 1);
+    }
+    return 1;
+}

@@ -1,0 +1,33 @@
+/* lua_vramplan.h — the binding's internal interface: each binding file opens
+ * its part of the module, and the shared helpers. */
+#ifndef VP_LUA_VRAMPLAN_H
+#define VP_LUA_VRAMPLAN_H
+
+#include <lua.h>
+
+#include "model.h"
+#include "recipe.h"
+
+#define VP_VERSION "0.1.0"
+
+/* Each adds its functions to the module table on the top of the stack. */
+void vp_lua_open_model(lua_State *L);
+void vp_lua_open_estimate(lua_State *L);
+void vp_lua_open_sandbox(lua_State *L);
+
+vp_model *vp_lua_checkmodel(lua_State *L, int index);
+
+/* The closest of `names` to `word` (at most two edits away), or NULL. */
+const char *vp_lua_suggest(const char *word, const char *const *names, unsigned n);
+
+/* Fills a recipe from the table at `index` (missing keys keep defaults);
+ * raises an error naming the key for anything unknown or out of range. */
+void vp_lua_read_recipe(lua_State *L, int index, vp_recipe *recipe);
+/* Pushes the recipe as a table with every key (the echo in results). */
+void vp_lua_push_recipe(lua_State *L, const vp_recipe *recipe);
+/* vramplan.recipe_keys() -> { {name=, doc=} } in declaration order */
+int vp_lua_recipe_keys(lua_State *L);
+
+int luaopen_vramplan(lua_State *L);
+
+#endif

@@ -1,0 +1,103 @@
+/* model.c — the op registry, field lookup, slot layout and parameter counts. */
+#include "model.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "ops.h"
+
+static const vp_op_kind *const registry[] = {
+    &vp_op_token_embedding, &vp_op_position_embedding, &vp_op_rotary_embedding,
+    &vp_op_dropout,         &vp_op_layernorm,          &vp_op_rmsnorm,
+    &vp_op_attention,       &vp_op_mlp,                &vp_op_residual,
+    &vp_op_lm_head,         &vp_op_cross_entropy,
+};
+
+unsigned vp_op_kind_count(void) { return sizeof registry / sizeof registry[0]; }
+
+const vp_op_kind *vp_op_kind_at(unsigned index) {
+    return index < vp_op_kind_count() ? registry[index] : NULL;
+}
+
+const vp_op_kind *vp_op_kind_find(const char *name) {
+    for (unsigned i = 0; i < vp_op_kind_count(); i++)
+        if (strcmp(registry[i]->name, name) == 0) return registry[i];
+    return NULL;
+}
+
+int vp_field_index(const vp_op_kind *kind, const char *name) {
+    for (unsigned i = 0; i < kind->n_fields; i++)
+        if (strcmp(kind->fields[i].name, name) == 0) return (int)i;
+    return -1;
+}
+
+static unsigned leaf_count(const vp_op *op) {
+    vp_leaf_spec specs[VP_OP_MAX_LEAVES];
+    return op->kind->leaves ? op->kind->leaves(op, specs) : 0;
+}
+
+/* Slots are numbered depth-first: an op's own leaves, then its children's. */
+static unsigned layout(vp_op *ops, unsigned n, unsigned next) {
+    for (unsigned i = 0; i < n; i++) {
+        vp_op *op = &ops[i];
+        op->slot = next;
+        next += leaf_count(op);
+        next = layout(op->children, op->n_children, next);
+        op->n_slots = next - op->slot;
+    }
+    return next;
+}
+
+const char *vp_model_finish(vp_model *model) {
+    for (int s = 0; s < VP_SECTION_COUNT; s++)
+        model->section[s].n_slots = layout(model->section[s].ops, model->section[s].n_ops, 0);
+    return NULL;
+}
+
+static void free_ops(vp_op *ops, unsigned n) {
+    for (unsigned i = 0; i < n; i++) free_ops(ops[i].children, ops[i].n_children);
+    free(ops);
+}
+
+void vp_model_free(vp_model *model) {
+    for (int s = 0; s < VP_SECTION_COUNT; s++) {
+        free_ops(model->section[s].ops, model->section[s].n_ops);
+        model->section[s].ops = NULL;
+        model->section[s].n_ops = 0;
+    }
+}
+
+static uint64_t count_ops(const vp_op *ops, unsigned n, bool trainable_only) {
+    uint64_t total = 0;
+    for (unsigned i = 0; i < n; i++) {
+        vp_leaf_spec specs[VP_OP_MAX_LEAVES];
+        unsigned k = ops[i].kind->leaves ? ops[i].kind->leaves(&ops[i], specs) : 0;
+        for (unsigned j = 0; j < k; j++)
+            if (!specs[j].buffer && (specs[j].trainable || !trainable_only)) total += specs[j].numel;
+        total += count_ops(ops[i].children, ops[i].n_children, trainable_only);
+    }
+    return total;
+}
+
+uint64_t vp_model_params(const vp_model *model, bool trainable_only) {
+    uint64_t embed = count_ops(model->section[VP_SECTION_EMBED].ops, model->section[VP_SECTION_EMBED].n_ops,
+                               trainable_only);
+    uint64_t layer = count_ops(model->section[VP_SECTION_LAYER].ops, model->section[VP_SECTION_LAYER].n_ops,
+                               trainable_only);
+    uint64_t final = count_ops(model->section[VP_SECTION_FINAL].ops, model->section[VP_SECTION_FINAL].n_ops,
+                               trainable_only);
+    return embed + layer * model->layers + final;
+}
+
+static const vp_op *find_in(const vp_op *ops, unsigned n, const vp_op_kind *kind) {
+    for (unsigned i = 0; i < n; i++) {
+        if (ops[i].kind == kind) return &ops[i];
+        const vp_op *child = find_in(ops[i].children, ops[i].n_children, kind);
+        if (child) return child;
+    }
+    return NULL;
+}
+
+const vp_op *vp_section_find(const vp_section *section, const vp_op_kind *kind) {
+    return find_in(section->ops, section->n_ops, kind);
+}

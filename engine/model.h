@@ -1,0 +1,102 @@
+/* model.h — an architecture as the core holds it: ops of registered kinds,
+ * each with validated fields, arranged as embedding ops, one repeated layer
+ * and the final ops (norm, head, loss). */
+#ifndef VP_MODEL_H
+#define VP_MODEL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "sim.h"
+
+struct vp_step;
+struct vp_op;
+
+typedef enum { VP_FIELD_INT, VP_FIELD_NUMBER, VP_FIELD_BOOL, VP_FIELD_ENUM } vp_field_type;
+
+/* One field of an op kind: the single declaration that drives validation,
+ * defaults and the reference documentation. */
+typedef struct {
+    const char *name;
+    vp_field_type type;
+    bool required;
+    double fallback;             /* default when not required (enum: option index) */
+    double min, max;             /* inclusive range for int and number */
+    const char *const *options;  /* enum names, NULL-terminated */
+    const char *doc;
+} vp_field;
+
+enum { VP_OP_MAX_FIELDS = 16, VP_OP_MAX_LEAVES = 10 };
+
+/* A tensor an op owns for the whole run: a parameter or a buffer. */
+typedef struct {
+    uint64_t numel;
+    vp_dtype dtype;              /* VP_DTYPE_NONE: the precision's parameter dtype */
+    bool trainable;
+    bool buffer;
+    const char *label;
+} vp_leaf_spec;
+
+typedef struct vp_op_kind {
+    const char *name;
+    const char *doc;
+    const vp_field *fields;
+    unsigned n_fields;
+    bool container;              /* holds child ops (a residual branch) */
+    /* Cross-field checks; returns a message naming the field, or NULL. */
+    const char *(*check)(const struct vp_op *op);
+    /* The op's own parameters and buffers. */
+    unsigned (*leaves)(const struct vp_op *op, vp_leaf_spec *out);
+    /* Forward tensors the model creates once per step for ops of this kind
+     * (rotary tables, causal masks), before the first layer runs. */
+    void (*prepare)(struct vp_step *step, const struct vp_op *op);
+    /* Forward: x is borrowed; the result is a new reference. */
+    vp_t (*forward)(struct vp_step *step, const struct vp_op *op, const vp_t *leaves, vp_t x);
+} vp_op_kind;
+
+typedef struct vp_op {
+    const vp_op_kind *kind;
+    double value[VP_OP_MAX_FIELDS];  /* by field index */
+    struct vp_op *children;          /* containers only */
+    unsigned n_children;
+    unsigned slot;                   /* first leaf slot within its section */
+    unsigned n_slots;                /* leaf slots of the op and its children */
+} vp_op;
+
+typedef enum { VP_SECTION_EMBED, VP_SECTION_LAYER, VP_SECTION_FINAL, VP_SECTION_COUNT } vp_section_id;
+
+typedef struct {
+    vp_op *ops;
+    unsigned n_ops;
+    unsigned n_slots;
+} vp_section;
+
+typedef struct {
+    char name[128];
+    vp_section section[VP_SECTION_COUNT];
+    unsigned layers;
+} vp_model;
+
+/* The registry of op kinds. */
+const vp_op_kind *vp_op_kind_find(const char *name);
+const vp_op_kind *vp_op_kind_at(unsigned index);
+unsigned vp_op_kind_count(void);
+int vp_field_index(const vp_op_kind *kind, const char *name);
+
+/* Field values by index: each op file names its fields with an enum in the
+ * order of its field table. */
+static inline uint64_t vp_op_u64(const vp_op *op, unsigned field) { return (uint64_t)op->value[field]; }
+static inline bool vp_op_flag(const vp_op *op, unsigned field) { return op->value[field] != 0.0; }
+
+/* Lay out leaf slots; returns NULL or a message (an op kind misuse). */
+const char *vp_model_finish(vp_model *model);
+void vp_model_free(vp_model *model);
+
+/* Parameter counts, as `sum(p.numel() for p in model.parameters())`. */
+uint64_t vp_model_params(const vp_model *model, bool trainable_only);
+
+/* The first op of a kind anywhere in a section (children included). */
+const vp_op *vp_section_find(const vp_section *section, const vp_op_kind *kind);
+
+#endif

@@ -1,0 +1,408 @@
+/* op_attention.c — multi-head attention with GQA/MQA, rotary embeddings and
+ * the kernels a recipe picks: eager (HF's eager_attention_forward), PyTorch
+ * SDPA (flash or memory-efficient backend) and FlashAttention-2. */
+#include "ops.h"
+
+enum {
+    ATT_HIDDEN,
+    ATT_HEADS,
+    ATT_KV_HEADS,
+    ATT_HEAD_DIM,
+    ATT_QKV_BIAS,
+    ATT_OUT_BIAS,
+    ATT_FUSED_QKV,
+    ATT_ROTARY,
+    ATT_DROPOUT,
+    ATT_RESID_DROPOUT,
+    ATT_MASK,
+    ATT_POSITIONS,
+    ATT_UPCAST_SOFTMAX,
+    ATT_FIELDS
+};
+
+enum { MASK_ADDITIVE, MASK_BOOL_BUFFER };
+static const char *const mask_names[] = {"additive", "bool-buffer", NULL};
+
+static const vp_field attention_fields[ATT_FIELDS] = {
+    [ATT_HIDDEN] = {"hidden", VP_FIELD_INT, true, 0, 1, 1 << 20, NULL, "model width (input and output)"},
+    [ATT_HEADS] = {"heads", VP_FIELD_INT, true, 0, 1, 1 << 14, NULL, "query heads"},
+    [ATT_KV_HEADS] = {"kv_heads", VP_FIELD_INT, false, 0, 0, 1 << 14, NULL,
+                      "key/value heads (GQA; 1 = MQA); 0 means as many as query heads"},
+    [ATT_HEAD_DIM] = {"head_dim", VP_FIELD_INT, false, 0, 0, 1 << 16, NULL, "width of a head; 0 means hidden / heads"},
+    [ATT_QKV_BIAS] = {"qkv_bias", VP_FIELD_BOOL, false, 0, 0, 1, NULL, "biases on the q, k, v projections"},
+    [ATT_OUT_BIAS] = {"out_bias", VP_FIELD_BOOL, false, 0, 0, 1, NULL, "bias on the output projection"},
+    [ATT_FUSED_QKV] = {"fused_qkv", VP_FIELD_BOOL, false, 0, 0, 1, NULL,
+                       "one q,k,v projection split afterwards (GPT-2's c_attn)"},
+    [ATT_ROTARY] = {"rotary", VP_FIELD_BOOL, false, 0, 0, 1, NULL, "rotary embeddings applied to q and k"},
+    [ATT_DROPOUT] = {"dropout", VP_FIELD_NUMBER, false, 0, 0, 0.999999, NULL, "dropout on attention probabilities"},
+    [ATT_RESID_DROPOUT] = {"resid_dropout", VP_FIELD_NUMBER, false, 0, 0, 0.999999, NULL,
+                           "dropout on the output projection, inside the module (GPT-2's resid_dropout)"},
+    [ATT_MASK] = {"mask", VP_FIELD_ENUM, false, MASK_ADDITIVE, 0, 0, mask_names,
+                  "causal mask: one additive s x s mask per step (LLaMA) or a per-layer bool buffer with torch.where (GPT-2)"},
+    [ATT_POSITIONS] = {"positions", VP_FIELD_INT, false, 0, 0, 1 << 20, NULL,
+                       "size of the bool-buffer mask (GPT-2's n_positions)"},
+    [ATT_UPCAST_SOFTMAX] = {"upcast_softmax", VP_FIELD_BOOL, false, 1, 0, 1, NULL,
+                            "softmax(dtype=torch.float32) then .to(query dtype), as LLaMA's eager path does"},
+};
+
+typedef struct {
+    uint64_t heads, kv_heads, head_dim, hidden;
+} shape;
+
+static shape shape_of(const vp_op *op) {
+    shape s;
+    s.hidden = vp_op_u64(op, ATT_HIDDEN);
+    s.heads = vp_op_u64(op, ATT_HEADS);
+    s.kv_heads = vp_op_u64(op, ATT_KV_HEADS) ? vp_op_u64(op, ATT_KV_HEADS) : s.heads;
+    s.head_dim = vp_op_u64(op, ATT_HEAD_DIM) ? vp_op_u64(op, ATT_HEAD_DIM) : s.hidden / s.heads;
+    return s;
+}
+
+static const char *attention_check(const vp_op *op) {
+    shape s = shape_of(op);
+    if (!vp_op_u64(op, ATT_HEAD_DIM) && s.hidden % s.heads) return "heads must divide hidden (or give head_dim)";
+    if (s.heads % s.kv_heads) return "kv_heads must divide heads";
+    if (vp_op_flag(op, ATT_FUSED_QKV) && s.kv_heads != s.heads) return "fused_qkv needs kv_heads equal to heads";
+    if (vp_op_flag(op, ATT_ROTARY) && s.head_dim % 2) return "rotary attention needs an even head_dim";
+    if (vp_op_u64(op, ATT_MASK) == MASK_BOOL_BUFFER && !vp_op_u64(op, ATT_POSITIONS))
+        return "positions is required with mask = \"bool-buffer\"";
+    return NULL;
+}
+
+enum { Q_W, Q_B, K_W, K_B, V_W, V_B, O_W, O_B, MASK_BUFFER, ATT_SLOTS };
+
+static unsigned attention_leaves(const vp_op *op, vp_leaf_spec *out) {
+    shape s = shape_of(op);
+    uint64_t q = s.heads * s.head_dim, kv = s.kv_heads * s.head_dim;
+    bool qkv_bias = vp_op_flag(op, ATT_QKV_BIAS), fused = vp_op_flag(op, ATT_FUSED_QKV);
+    for (unsigned i = 0; i < ATT_SLOTS; i++) out[i] = (vp_leaf_spec){0, VP_DTYPE_NONE, true, false, "attention"};
+    if (fused) {
+        out[Q_W] = (vp_leaf_spec){s.hidden * (q + 2 * kv), VP_DTYPE_NONE, true, false, "c_attn.weight"};
+        out[Q_B] = (vp_leaf_spec){qkv_bias ? q + 2 * kv : 0, VP_DTYPE_NONE, true, false, "c_attn.bias"};
+    } else {
+        out[Q_W] = (vp_leaf_spec){s.hidden * q, VP_DTYPE_NONE, true, false, "q_proj.weight"};
+        out[Q_B] = (vp_leaf_spec){qkv_bias ? q : 0, VP_DTYPE_NONE, true, false, "q_proj.bias"};
+        out[K_W] = (vp_leaf_spec){s.hidden * kv, VP_DTYPE_NONE, true, false, "k_proj.weight"};
+        out[K_B] = (vp_leaf_spec){qkv_bias ? kv : 0, VP_DTYPE_NONE, true, false, "k_proj.bias"};
+        out[V_W] = (vp_leaf_spec){s.hidden * kv, VP_DTYPE_NONE, true, false, "v_proj.weight"};
+        out[V_B] = (vp_leaf_spec){qkv_bias ? kv : 0, VP_DTYPE_NONE, true, false, "v_proj.bias"};
+    }
+    out[O_W] = (vp_leaf_spec){q * s.hidden, VP_DTYPE_NONE, true, false, "o_proj.weight"};
+    out[O_B] = (vp_leaf_spec){vp_op_flag(op, ATT_OUT_BIAS) ? s.hidden : 0, VP_DTYPE_NONE, true, false, "o_proj.bias"};
+    if (vp_op_u64(op, ATT_MASK) == MASK_BOOL_BUFFER) {
+        /* GPT2Attention registers torch.tril(ones(n, n, dtype=bool)) per layer */
+        uint64_t n = vp_op_u64(op, ATT_POSITIONS);
+        out[MASK_BUFFER] = (vp_leaf_spec){n * n, VP_BOOL, false, true, "attn.bias (causal mask)"};
+    }
+    return ATT_SLOTS;
+}
+
+/* The kernel a recipe asks for, resolved for this dtype: SDPA on CUDA picks
+ * the flash backend for 16-bit inputs and the memory-efficient one for fp32
+ * (torch/csrc/.../sdp_utils.cpp: flash needs fp16/bf16). */
+typedef enum { KERNEL_EAGER, KERNEL_FLASH, KERNEL_SDPA_FLASH, KERNEL_MEM_EFFICIENT } kernel;
+
+static kernel kernel_for(const vp_step *step) {
+    switch (step->recipe->attention) {
+    case VP_ATTN_FLASH: return KERNEL_FLASH;
+    case VP_ATTN_MEM_EFFICIENT: return KERNEL_MEM_EFFICIENT;
+    case VP_ATTN_SDPA: return step->low == VP_FP32 ? KERNEL_MEM_EFFICIENT : KERNEL_SDPA_FLASH;
+    default: return KERNEL_EAGER;
+    }
+}
+
+/* The additive causal mask LlamaModel builds once per forward for eager
+ * attention (_prepare_4d_causal_attention_mask_with_cache_position): full()
+ * then triu() of s x s in the activations' dtype, then an in-place multiply
+ * by a bool comparison; expanded, not copied, to the batch. */
+static void attention_prepare(vp_step *step, const vp_op *op) {
+    if (vp_op_u64(op, ATT_MASK) != MASK_ADDITIVE || kernel_for(step) != KERNEL_EAGER || step->causal_mask) return;
+    vp_sim *sim = &step->sim;
+    uint64_t n = vp_numel(sim, step->seq, step->seq);
+    bool grad_mode = sim->grad_mode;
+    sim->grad_mode = false;
+    vp_t full = vp_new(sim, n, step->activation, "causal_mask.full");
+    vp_t mask = vp_new(sim, n, step->activation, "causal_mask.triu");
+    vp_drop(sim, full);
+    vp_t keep = vp_new(sim, n, VP_BOOL, "causal_mask.compare");
+    vp_drop(sim, keep);
+    step->causal_mask = mask;
+    sim->grad_mode = grad_mode;
+}
+
+/* apply_rotary_pos_emb for one of q, k: (x * cos) + (rotate_half(x) * sin),
+ * rotate_half(x) = cat((-x2, x1)) of two slices whose backward each
+ * allocates a zero-filled full-size gradient (slice_backward). */
+static vp_t rotate(vp_step *step, vp_t x, const char *label) {
+    vp_sim *sim = &step->sim;
+    uint64_t n = vp_at(sim, x)->numel;
+    vp_t xc = vp_mul(sim, x, step->cos, n, label);
+    vp_t x1 = vp_slice(sim, x, n / 2, label);
+    vp_t x2 = vp_slice(sim, x, n / 2, label);
+    vp_t neg = vp_scale(sim, x2, label);
+    vp_t rotated = vp_cat(sim, neg, x1, label);
+    vp_drop(sim, neg);
+    vp_drop(sim, x1);
+    vp_drop(sim, x2);
+    vp_t rs = vp_mul(sim, rotated, step->sin, n, label);
+    vp_drop(sim, rotated);
+    vp_t y = vp_add(sim, xc, rs, n, label);
+    vp_drop(sim, xc);
+    vp_drop(sim, rs);
+    return y;
+}
+
+/* matmul's batched path reshapes each operand to 3-d; an operand whose heads
+ * are a transposed view (strides of a [b, s, heads, d] tensor) cannot be
+ * viewed that way and is copied, and the copy is what bmm saves. */
+static vp_t batched_operand(vp_step *step, vp_t x, bool contiguous, const char *label) {
+    if (contiguous) {
+        vp_hold(&step->sim, x);
+        return x;
+    }
+    return vp_copy(&step->sim, x, label);
+}
+
+/* q, k, v as [b, heads, s, d] views of [b, s, heads, d] projections
+ * (after rotary: results that keep that layout): never contiguous. */
+typedef struct {
+    vp_t q, k, v;
+} qkv;
+
+/* HF's eager_attention_forward (LLaMA) and GPT-2's eager path. Returns the
+ * [b*s, heads*d] input of the output projection. */
+static vp_t eager(vp_step *step, const vp_op *op, const vp_t *leaves, const qkv *in, shape s) {
+    vp_sim *sim = &step->sim;
+    uint64_t b = step->batch, n = step->seq;
+    unsigned rep = (unsigned)(s.heads / s.kv_heads);
+    uint64_t scores_numel = vp_numel4(sim, b, s.heads, n, n);
+
+    /* key_states = repeat_kv(key, n_rep): expand + reshape, a contiguous copy */
+    vp_t k = rep > 1 ? vp_repeat(sim, in->k, rep, "attention.repeat_kv") : (vp_hold(sim, in->k), in->k);
+    vp_t v = rep > 1 ? vp_repeat(sim, in->v, rep, "attention.repeat_kv") : (vp_hold(sim, in->v), in->v);
+    bool k_contiguous = rep > 1, v_contiguous = rep > 1;
+
+    /* attn_weights = torch.matmul(query, key.transpose(2, 3)) */
+    vp_t qa = vp_autocast_low(step, in->q, "attention.q_cast");
+    vp_t ka = vp_autocast_low(step, k, "attention.k_cast");
+    vp_t qm = batched_operand(step, qa, false, "attention.q_reshape");
+    vp_t km = batched_operand(step, ka, k_contiguous, "attention.k_reshape");
+    vp_drop(sim, qa);
+    vp_drop(sim, ka);
+    vp_t scores = vp_matmul(sim, qm, km, scores_numel, "attention.scores");
+    vp_drop(sim, qm);
+    vp_drop(sim, km);
+    /* * scaling (LLaMA) or / torch.full([], sqrt(d)) (GPT-2) */
+    vp_t scaled = vp_scale(sim, scores, "attention.scale");
+    vp_drop(sim, scores);
+
+    vp_t masked;
+    if (vp_op_u64(op, ATT_MASK) == MASK_BOOL_BUFFER) {
+        masked = vp_where(sim, scaled, leaves[MASK_BUFFER], "attention.mask");
+    } else {
+        vp_dtype dt = vp_dtype_promote((vp_dtype)vp_at(sim, scaled)->dtype, (vp_dtype)vp_at(sim, step->causal_mask)->dtype);
+        masked = vp_shift(sim, scaled, dt, scores_numel, "attention.mask");
+    }
+    vp_drop(sim, scaled);
+
+    vp_t probs;
+    if (vp_op_flag(op, ATT_UPCAST_SOFTMAX)) {
+        /* softmax(x, dim=-1, dtype=torch.float32).to(query.dtype): with a dtype
+         * argument autocast leaves it alone; ATen converts the input first,
+         * except for fp16 on CUDA, which has a half-to-float kernel
+         * (aten/src/ATen/native/SoftMax.cpp). */
+        vp_dtype in_dtype = (vp_dtype)vp_at(sim, masked)->dtype;
+        vp_t p32;
+        if (in_dtype == VP_FP32 || (in_dtype == VP_FP16 && step->recipe->device == VP_DEVICE_CUDA)) {
+            p32 = vp_unary(sim, masked, VP_SAVES_OUTPUT, 0, VP_FP32, "attention.softmax");
+        } else {
+            vp_t up = vp_to(sim, masked, VP_FP32, "attention.softmax_upcast");
+            p32 = vp_unary(sim, up, VP_SAVES_OUTPUT, 0, VP_FP32, "attention.softmax");
+            vp_drop(sim, up);
+        }
+        probs = vp_to(sim, p32, (vp_dtype)vp_at(sim, in->q)->dtype, "attention.softmax_downcast");
+        vp_drop(sim, p32);
+    } else {
+        /* softmax(x, dim=-1) is on autocast's fp32 list; then
+         * .type(value.dtype) */
+        vp_t up = vp_autocast_fp32(step, masked, "attention.softmax_upcast");
+        vp_t p = vp_unary(sim, up, VP_SAVES_OUTPUT, 0, (vp_dtype)vp_at(sim, up)->dtype, "attention.softmax");
+        vp_drop(sim, up);
+        probs = vp_to(sim, p, (vp_dtype)vp_at(sim, in->v)->dtype, "attention.softmax_downcast");
+        vp_drop(sim, p);
+    }
+    vp_drop(sim, masked);
+
+    vp_t dropped = vp_train_dropout(step, probs, op->value[ATT_DROPOUT], "attention.dropout");
+    vp_drop(sim, probs);
+
+    /* attn_output = torch.matmul(attn_weights, value_states) */
+    vp_t pa = vp_autocast_low(step, dropped, "attention.probs_cast");
+    vp_t va = vp_autocast_low(step, v, "attention.v_cast");
+    vp_t vm = batched_operand(step, va, v_contiguous, "attention.v_reshape");
+    vp_drop(sim, va);
+    vp_t context = vp_matmul(sim, pa, vm, vp_numel4(sim, b, s.heads, n, s.head_dim), "attention.context");
+    vp_drop(sim, pa);
+    vp_drop(sim, vm);
+    vp_drop(sim, dropped);
+    vp_drop(sim, k);
+    vp_drop(sim, v);
+    /* attn_output.transpose(1, 2).contiguous(): [b, s, heads, d] */
+    vp_t merged = vp_copy(sim, context, "attention.merge_heads");
+    vp_drop(sim, context);
+    return merged;
+}
+
+/* Flash-style kernels save q, k, v, the output and a per-row fp32
+ * log-sum-exp, never the s x s scores; dropout regenerates its mask from
+ * the saved RNG state. Backward allocates dq, dk, dv (empty_like) and
+ * kernel workspaces:
+ *  - FlashAttention-2 (csrc/flash_attn/flash_api.cpp, mha_bwd): softmax_d
+ *    [b, heads, s rounded to 128] fp32 and dq_accum [b, s rounded to 128,
+ *    heads, d rounded to 32 (64 above 128)] fp32; with GQA, dk and dv are
+ *    first computed for every query head ([b, s, heads, d]) and summed.
+ *  - PyTorch's memory-efficient kernel (aten/src/ATen/native/transformers/
+ *    cuda/attention_backward.cu): delta [b, heads, s] fp32 and, for head
+ *    widths it must accumulate, an fp32 grad_q workspace; its log-sum-exp
+ *    is padded to a multiple of 32 rows. */
+typedef struct {
+    kernel which;
+    uint64_t batch, seq, heads, kv_heads, head_dim;
+} flash_shape;
+
+static uint64_t round_up(uint64_t x, uint64_t m) { return (x + m - 1) / m * m; }
+
+static void backward_flash(vp_sim *sim, uint32_t index) {
+    vp_node *node = vp_node_at(sim, index);
+    const flash_shape shape_of_node = {(kernel)node->aux[0], node->aux[1], node->aux[2], node->aux[3], node->aux[4],
+                                       node->aux[5]};
+    const flash_shape *f = &shape_of_node;
+    vp_t grads[3] = {0};
+    for (unsigned i = 0; i < 3; i++) {
+        node = vp_node_at(sim, index);
+        if (vp_needs_grad(sim, node, i)) grads[i] = vp_grad_like(sim, node->in[i], "attention.flash_backward");
+    }
+    uint64_t rows = f->which == KERNEL_MEM_EFFICIENT ? round_up(f->seq, 32) : round_up(f->seq, 128);
+    uint64_t d = f->which == KERNEL_MEM_EFFICIENT ? f->head_dim : round_up(f->head_dim, f->head_dim <= 128 ? 32 : 64);
+    vp_t softmax_d = vp_grad_sized(sim, vp_numel3(sim, f->batch, f->heads, rows), VP_FP32, "attention.flash_backward");
+    vp_t dq_accum = vp_grad_sized(sim, vp_numel4(sim, f->batch, rows, f->heads, d), VP_FP32, "attention.flash_backward");
+    vp_t expanded[2] = {0};
+    if (f->which == KERNEL_FLASH && f->kv_heads != f->heads) {
+        node = vp_node_at(sim, index);
+        for (unsigned i = 0; i < 2; i++)
+            expanded[i] = vp_grad_sized(sim, vp_numel4(sim, f->batch, f->seq, f->heads, f->head_dim),
+                                        (vp_dtype)vp_at(sim, node->in[1 + i] ? node->in[1 + i] : node->out[0])->dtype,
+                                        "attention.flash_backward");
+    }
+    vp_drop(sim, expanded[0]);
+    vp_drop(sim, expanded[1]);
+    vp_drop(sim, dq_accum);
+    vp_drop(sim, softmax_d);
+    for (unsigned i = 0; i < 3; i++) vp_give_grad(sim, vp_node_at(sim, index), i, grads[i]);
+}
+
+static vp_t fused_kernel(vp_step *step, const qkv *in, shape s, kernel which) {
+    vp_sim *sim = &step->sim;
+    uint64_t b = step->batch, n = step->seq;
+    vp_t k, v;
+    if (which == KERNEL_FLASH || s.kv_heads == s.heads) {
+        vp_hold(sim, in->k);
+        vp_hold(sim, in->v);
+        k = in->k;
+        v = in->v;
+    } else { /* HF's sdpa path repeats K/V for SDPA (sdpa_attention.py) */
+        unsigned rep = (unsigned)(s.heads / s.kv_heads);
+        k = vp_repeat(sim, in->k, rep, "attention.repeat_kv");
+        v = vp_repeat(sim, in->v, rep, "attention.repeat_kv");
+    }
+    /* SDPA is on autocast's lower-precision list; HF's flash path casts
+     * fp32 inputs to the autocast dtype itself */
+    vp_t qa = vp_autocast_low(step, in->q, "attention.q_cast");
+    vp_t ka = vp_autocast_low(step, k, "attention.k_cast");
+    vp_t va = vp_autocast_low(step, v, "attention.v_cast");
+    vp_drop(sim, k);
+    vp_drop(sim, v);
+    vp_t out = vp_new(sim, vp_numel4(sim, b, n, s.heads, s.head_dim), (vp_dtype)vp_at(sim, qa)->dtype,
+                      "attention.flash");
+    uint64_t lse_rows = which == KERNEL_MEM_EFFICIENT ? round_up(n, 32) : n;
+    vp_t lse = vp_new(sim, vp_numel3(sim, b, s.heads, lse_rows), VP_FP32, "attention.flash_lse");
+    vp_t rng = vp_new(sim, 2, VP_INT64, "attention.flash_rng");
+    vp_t inputs[3] = {qa, ka, va};
+    vp_node *node = vp_record(sim, backward_flash, "attention.flash", inputs, 3, &out, 1);
+    if (node) {
+        /* the rule's shape: kernel, batch, seq, heads, kv heads as the kernel sees them, head width */
+        node->aux[0] = which;
+        node->aux[1] = b;
+        node->aux[2] = n;
+        node->aux[3] = s.heads;
+        node->aux[4] = which == KERNEL_FLASH ? s.kv_heads : s.heads;
+        node->aux[5] = s.head_dim;
+        vp_save(sim, node, qa);
+        vp_save(sim, node, ka);
+        vp_save(sim, node, va);
+        vp_save(sim, node, out);
+        vp_save(sim, node, lse);
+    }
+    vp_drop(sim, lse);
+    vp_drop(sim, rng);
+    vp_drop(sim, qa);
+    vp_drop(sim, ka);
+    vp_drop(sim, va);
+    return out;
+}
+
+static vp_t attention_forward(vp_step *step, const vp_op *op, const vp_t *leaves, vp_t x) {
+    vp_sim *sim = &step->sim;
+    shape s = shape_of(op);
+    uint64_t q_out = s.heads * s.head_dim, kv_out = s.kv_heads * s.head_dim;
+    qkv in = {0};
+    if (vp_op_flag(op, ATT_FUSED_QKV)) {
+        /* self.c_attn(hidden_states).split(split_size, dim=2) */
+        vp_t fused = vp_project(step, x, leaves[Q_W], leaves[Q_B], q_out + 2 * kv_out, "attention.c_attn");
+        vp_t parts[3];
+        vp_split(sim, fused, 3, parts, "attention.split");
+        vp_drop(sim, fused);
+        in.q = parts[0];
+        in.k = parts[1];
+        in.v = parts[2];
+    } else {
+        in.q = vp_project(step, x, leaves[Q_W], leaves[Q_B], q_out, "attention.q_proj");
+        in.k = vp_project(step, x, leaves[K_W], leaves[K_B], kv_out, "attention.k_proj");
+        in.v = vp_project(step, x, leaves[V_W], leaves[V_B], kv_out, "attention.v_proj");
+    }
+    if (vp_op_flag(op, ATT_ROTARY)) {
+        vp_t q = rotate(step, in.q, "attention.rotary_q");
+        vp_t k = rotate(step, in.k, "attention.rotary_k");
+        vp_drop(sim, in.q);
+        vp_drop(sim, in.k);
+        in.q = q;
+        in.k = k;
+    }
+    kernel which = kernel_for(step);
+    vp_t context;
+    if (which == KERNEL_EAGER) {
+        context = eager(step, op, leaves, &in, s);
+    } else {
+        context = fused_kernel(step, &in, s, which);
+    }
+    vp_t out = vp_project(step, context, leaves[O_W], leaves[O_B], s.hidden, "attention.o_proj");
+    vp_drop(sim, context);
+    vp_t dropped = vp_train_dropout(step, out, op->value[ATT_RESID_DROPOUT], "attention.resid_dropout");
+    vp_drop(sim, out);
+    /* query/key/value locals live until the module returns */
+    vp_drop(sim, in.q);
+    vp_drop(sim, in.k);
+    vp_drop(sim, in.v);
+    return dropped;
+}
+
+const vp_op_kind vp_op_attention = {
+    .name = "attention",
+    .doc = "causal self-attention with q/k/v/o projections; GQA/MQA, rotary, and the recipe's kernel",
+    .fields = attention_fields,
+    .n_fields = ATT_FIELDS,
+    .check = attention_check,
+    .leaves = attention_leaves,
+    .prepare = attention_prepare,
+    .forward = attention_forward,
+};

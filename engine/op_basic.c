@@ -1,0 +1,71 @@
+/* op_basic.c — dropout, the residual branch, projections and op chaining. */
+#include "ops.h"
+
+vp_t vp_project(vp_step *step, vp_t x, vp_t weight, vp_t bias, uint64_t out_features, const char *label) {
+    vp_sim *sim = &step->sim;
+    vp_t xa = vp_autocast_low(step, x, label);
+    vp_t wa = vp_autocast_low(step, weight, label);
+    vp_t ba = bias ? vp_autocast_low(step, bias, label) : 0;
+    vp_t y = vp_linear(sim, xa, wa, ba, step->tokens, out_features, label);
+    vp_drop(sim, xa);
+    vp_drop(sim, wa);
+    vp_drop(sim, ba);
+    return y;
+}
+
+vp_t vp_run_ops(vp_step *step, const vp_op *ops, unsigned n, const vp_t *leaves, vp_t x) {
+    vp_t current = x;
+    vp_hold(&step->sim, x);
+    for (unsigned i = 0; i < n; i++) {
+        vp_t next = ops[i].kind->forward(step, &ops[i], leaves + ops[i].slot, current);
+        vp_drop(&step->sim, current);
+        current = next;
+    }
+    return current;
+}
+
+vp_t vp_train_dropout(vp_step *step, vp_t x, double p, const char *label) {
+    return vp_dropout(&step->sim, x, step->recipe->training ? p : 0.0, label);
+}
+
+/* ---- dropout ---- */
+
+enum { DROPOUT_P, DROPOUT_FIELDS };
+
+static const vp_field dropout_fields[DROPOUT_FIELDS] = {
+    [DROPOUT_P] = {"p", VP_FIELD_NUMBER, true, 0, 0, 0.999999, NULL, "probability of zeroing an element"},
+};
+
+static vp_t dropout_forward(vp_step *step, const vp_op *op, const vp_t *leaves, vp_t x) {
+    (void)leaves;
+    return vp_train_dropout(step, x, op->value[DROPOUT_P], "dropout");
+}
+
+const vp_op_kind vp_op_dropout = {
+    .name = "dropout",
+    .doc = "nn.Dropout: a one-byte mask is kept for backward while training (CUDA's fused native_dropout)",
+    .fields = dropout_fields,
+    .n_fields = DROPOUT_FIELDS,
+    .forward = dropout_forward,
+};
+
+/* ---- residual ---- */
+
+/* x + f(x): the children run in order on x, and the branch's result is
+ * added to x (HF decoder layers: `residual = hidden_states ... hidden_states
+ * = residual + hidden_states`). */
+static vp_t residual_forward(vp_step *step, const vp_op *op, const vp_t *leaves, vp_t x) {
+    vp_sim *sim = &step->sim;
+    /* children's slots are numbered within the section, after this op's own */
+    vp_t branch = vp_run_ops(step, op->children, op->n_children, leaves - op->slot, x);
+    vp_t y = vp_add(sim, x, branch, vp_at(sim, x)->numel, "residual.add");
+    vp_drop(sim, branch);
+    return y;
+}
+
+const vp_op_kind vp_op_residual = {
+    .name = "residual",
+    .doc = "a residual branch: its ops run on the input and their result is added back",
+    .container = true,
+    .forward = residual_forward,
+};

@@ -1,0 +1,140 @@
+/* op_embedding.c — token and learned position embeddings, rotary tables. */
+#include <math.h>
+
+#include "ops.h"
+
+/* ---- token embedding ---- */
+
+enum { TOKEN_VOCAB, TOKEN_HIDDEN, TOKEN_FIELDS };
+
+static const vp_field token_fields[TOKEN_FIELDS] = {
+    [TOKEN_VOCAB] = {"vocab", VP_FIELD_INT, true, 0, 1, 1 << 24, NULL, "vocabulary size"},
+    [TOKEN_HIDDEN] = {"hidden", VP_FIELD_INT, true, 0, 1, 1 << 20, NULL, "embedding width"},
+};
+
+static unsigned token_leaves(const vp_op *op, vp_leaf_spec *out) {
+    out[0] = (vp_leaf_spec){vp_op_u64(op, TOKEN_VOCAB) * vp_op_u64(op, TOKEN_HIDDEN), VP_DTYPE_NONE, true, false,
+                            "embed_tokens.weight"};
+    return 1;
+}
+
+/* x is the batch's input ids. The embedding runs in the parameters' dtype:
+ * it is on no autocast list. */
+static vp_t token_forward(vp_step *step, const vp_op *op, const vp_t *leaves, vp_t x) {
+    step->tied_weight = leaves[0];
+    return vp_embedding(&step->sim, x, leaves[0], step->tokens, vp_op_u64(op, TOKEN_HIDDEN),
+                        step->recipe->device, "embed_tokens");
+}
+
+const vp_op_kind vp_op_token_embedding = {
+    .name = "token_embedding",
+    .doc = "nn.Embedding over the vocabulary; its weight is the one a tied head reuses",
+    .fields = token_fields,
+    .n_fields = TOKEN_FIELDS,
+    .leaves = token_leaves,
+    .forward = token_forward,
+};
+
+/* ---- learned position embedding ---- */
+
+enum { POSITION_POSITIONS, POSITION_HIDDEN, POSITION_FIELDS };
+
+static const vp_field position_fields[POSITION_FIELDS] = {
+    [POSITION_POSITIONS] = {"positions", VP_FIELD_INT, true, 0, 1, 1 << 24, NULL, "maximum sequence length"},
+    [POSITION_HIDDEN] = {"hidden", VP_FIELD_INT, true, 0, 1, 1 << 20, NULL, "embedding width"},
+};
+
+static unsigned position_leaves(const vp_op *op, vp_leaf_spec *out) {
+    out[0] = (vp_leaf_spec){vp_op_u64(op, POSITION_POSITIONS) * vp_op_u64(op, POSITION_HIDDEN), VP_DTYPE_NONE,
+                            true, false, "wpe.weight"};
+    return 1;
+}
+
+/* GPT2Model: position_embeds = self.wpe(position_ids) for one row of
+ * positions, broadcast-added to the token embeddings. */
+static vp_t position_forward(vp_step *step, const vp_op *op, const vp_t *leaves, vp_t x) {
+    vp_sim *sim = &step->sim;
+    vp_t pe = vp_embedding(sim, step->position_ids, leaves[0], step->seq, vp_op_u64(op, POSITION_HIDDEN),
+                           step->recipe->device, "wpe");
+    vp_t y = vp_add(sim, x, pe, vp_at(sim, x)->numel, "embeddings.add");
+    vp_drop(sim, pe);
+    return y;
+}
+
+const vp_op_kind vp_op_position_embedding = {
+    .name = "position_embedding",
+    .doc = "learned absolute positions (GPT-2's wpe), added to the token embeddings",
+    .fields = position_fields,
+    .n_fields = POSITION_FIELDS,
+    .leaves = position_leaves,
+    .forward = position_forward,
+};
+
+/* ---- rotary tables ---- */
+
+enum { ROTARY_HEAD_DIM, ROTARY_THETA, ROTARY_FIELDS };
+
+static const vp_field rotary_fields[ROTARY_FIELDS] = {
+    [ROTARY_HEAD_DIM] = {"head_dim", VP_FIELD_INT, true, 0, 2, 1 << 16, NULL, "rotated dimensions per head"},
+    [ROTARY_THETA] = {"theta", VP_FIELD_NUMBER, false, 10000.0, 1.0, HUGE_VAL, NULL, "rope_theta base"},
+};
+
+static const char *rotary_check(const vp_op *op) {
+    if (vp_op_u64(op, ROTARY_HEAD_DIM) % 2) return "head_dim must be even for rotary embeddings";
+    return NULL;
+}
+
+/* inv_freq is a non-persistent fp32 buffer of head_dim/2 entries. */
+static unsigned rotary_leaves(const vp_op *op, vp_leaf_spec *out) {
+    out[0] = (vp_leaf_spec){vp_op_u64(op, ROTARY_HEAD_DIM) / 2, VP_FP32, false, true, "rotary_emb.inv_freq"};
+    return 1;
+}
+
+/* LlamaRotaryEmbedding.forward runs without grad and with autocast off:
+ * freqs = inv_freq @ positions (fp32, s x d/2), emb = cat(freqs, freqs),
+ * cos = emb.cos() * scaling, sin likewise, both cast to the activations'
+ * dtype. The model keeps cos and sin for every layer's apply_rotary_pos_emb. */
+static void rotary_prepare(vp_step *step, const vp_op *op) {
+    vp_sim *sim = &step->sim;
+    uint64_t d = vp_op_u64(op, ROTARY_HEAD_DIM);
+    uint64_t half = vp_numel(sim, step->seq, d / 2), full = vp_numel(sim, step->seq, d);
+    bool grad_mode = sim->grad_mode;
+    sim->grad_mode = false;
+    vp_t positions = vp_new(sim, step->seq, VP_FP32, "rotary.positions");
+    vp_t freqs = vp_new(sim, half, VP_FP32, "rotary.freqs");
+    vp_drop(sim, positions);
+    vp_t emb = vp_new(sim, full, VP_FP32, "rotary.emb");
+    vp_drop(sim, freqs);
+    vp_t scaled[2], tables[2];
+    for (int i = 0; i < 2; i++) {
+        vp_t raw = vp_new(sim, full, VP_FP32, "rotary.cos_sin");
+        scaled[i] = vp_scale(sim, raw, "rotary.cos_sin");
+        vp_drop(sim, raw);
+    }
+    vp_drop(sim, emb);
+    for (int i = 0; i < 2; i++) {
+        tables[i] = vp_to(sim, scaled[i], step->activation, "rotary.cos_sin");
+        vp_drop(sim, scaled[i]);
+    }
+    step->cos = tables[0];
+    step->sin = tables[1];
+    sim->grad_mode = grad_mode;
+}
+
+static vp_t rotary_forward(vp_step *step, const vp_op *op, const vp_t *leaves, vp_t x) {
+    (void)op;
+    (void)leaves;
+    vp_hold(&step->sim, x);
+    return x;
+}
+
+const vp_op_kind vp_op_rotary_embedding = {
+    .name = "rotary_embedding",
+    .doc = "rotary position tables (cos, sin) computed once per step and used by every attention layer",
+    .fields = rotary_fields,
+    .n_fields = ROTARY_FIELDS,
+    .check = rotary_check,
+    .leaves = rotary_leaves,
+    .prepare = rotary_prepare,
+    .forward = rotary_forward,
+};

@@ -1,0 +1,83 @@
+/* op_head.c — the language-model head and the loss HF computes from it. */
+#include "ops.h"
+
+/* ---- lm_head ---- */
+
+enum { HEAD_VOCAB, HEAD_HIDDEN, HEAD_TIED, HEAD_BIAS, HEAD_FIELDS };
+
+static const vp_field head_fields[HEAD_FIELDS] = {
+    [HEAD_VOCAB] = {"vocab", VP_FIELD_INT, true, 0, 1, 1 << 24, NULL, "vocabulary size (logit width)"},
+    [HEAD_HIDDEN] = {"hidden", VP_FIELD_INT, true, 0, 1, 1 << 20, NULL, "model width"},
+    [HEAD_TIED] = {"tied", VP_FIELD_BOOL, false, 0, 0, 1, NULL, "reuse the token embedding's weight"},
+    [HEAD_BIAS] = {"bias", VP_FIELD_BOOL, false, 0, 0, 1, NULL, "a bias on the logits"},
+};
+
+enum { HEAD_W, HEAD_B, HEAD_SLOTS };
+
+static unsigned head_leaves(const vp_op *op, vp_leaf_spec *out) {
+    uint64_t v = vp_op_u64(op, HEAD_VOCAB), h = vp_op_u64(op, HEAD_HIDDEN);
+    out[HEAD_W] = (vp_leaf_spec){vp_op_flag(op, HEAD_TIED) ? 0 : v * h, VP_DTYPE_NONE, true, false, "lm_head.weight"};
+    out[HEAD_B] = (vp_leaf_spec){vp_op_flag(op, HEAD_BIAS) ? v : 0, VP_DTYPE_NONE, true, false, "lm_head.bias"};
+    return HEAD_SLOTS;
+}
+
+/* logits = self.lm_head(hidden_states): the model's outputs object keeps
+ * them (CausalLMOutputWithPast.logits). */
+static vp_t head_forward(vp_step *step, const vp_op *op, const vp_t *leaves, vp_t x) {
+    vp_t weight = vp_op_flag(op, HEAD_TIED) ? step->tied_weight : leaves[HEAD_W];
+    vp_t logits = vp_project(step, x, weight, leaves[HEAD_B], vp_op_u64(op, HEAD_VOCAB), "lm_head");
+    vp_hold(&step->sim, logits);
+    step->logits = logits;
+    return logits;
+}
+
+const vp_op_kind vp_op_lm_head = {
+    .name = "lm_head",
+    .doc = "the output projection to vocabulary logits, tied to the token embedding or not",
+    .fields = head_fields,
+    .n_fields = HEAD_FIELDS,
+    .leaves = head_leaves,
+    .forward = head_forward,
+};
+
+/* ---- cross-entropy ---- */
+
+enum { CE_UPCAST, CE_FIELDS };
+
+static const vp_field ce_fields[CE_FIELDS] = {
+    [CE_UPCAST] = {"upcast", VP_FIELD_BOOL, false, 1, 0, 1, NULL, "logits.float() before the loss, as HF's ForCausalLMLoss does"},
+};
+
+/* transformers' ForCausalLMLoss (loss_utils.py, 4.46+):
+ *   logits = logits.float()
+ *   labels = nn.functional.pad(labels, (0, 1), value=ignore_index)
+ *   shift_labels = labels[..., 1:].contiguous()
+ *   loss = nn.functional.cross_entropy(logits.view(-1, V), shift_labels.view(-1), ignore_index=-100)
+ * cross_entropy is log_softmax (keeps its fp32 output) then nll_loss (keeps
+ * that output again and the targets). The fp32 copy of the logits is a local
+ * of the loss function: freed when it returns. */
+static vp_t ce_forward(vp_step *step, const vp_op *op, const vp_t *leaves, vp_t x) {
+    (void)leaves;
+    vp_sim *sim = &step->sim;
+    vp_t logits32 = vp_op_flag(op, CE_UPCAST) ? vp_to(sim, x, VP_FP32, "loss.logits_float")
+                                               : (vp_hold(sim, x), x);
+    vp_t padded = vp_new(sim, vp_numel(sim, step->batch, step->seq + 1), VP_INT64, "loss.labels_pad");
+    vp_t shifted = vp_new(sim, step->tokens, VP_INT64, "loss.shift_labels");
+    vp_t la = vp_autocast_fp32(step, logits32, "loss.log_softmax");
+    vp_t log_probs = vp_unary(sim, la, VP_SAVES_OUTPUT, 0, (vp_dtype)vp_at(sim, la)->dtype, "loss.log_softmax");
+    vp_drop(sim, la);
+    vp_t loss = vp_nll_loss(sim, log_probs, shifted, "loss.nll_loss");
+    vp_drop(sim, log_probs);
+    vp_drop(sim, shifted);
+    vp_drop(sim, padded);
+    vp_drop(sim, logits32);
+    return loss;
+}
+
+const vp_op_kind vp_op_cross_entropy = {
+    .name = "cross_entropy",
+    .doc = "causal-LM cross-entropy over the logits as HF computes it, with the fp32 upcast",
+    .fields = ce_fields,
+    .n_fields = CE_FIELDS,
+    .forward = ce_forward,
+};

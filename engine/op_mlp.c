@@ -1,0 +1,113 @@
+/* op_mlp.c — the feed-forward block: plain (GPT-2) or gated (SwiGLU), with
+ * activation functions counted as the frameworks implement them. */
+#include "ops.h"
+
+enum { MLP_HIDDEN, MLP_INTERMEDIATE, MLP_ACTIVATION, MLP_GATED, MLP_BIAS, MLP_RESID_DROPOUT, MLP_FIELDS };
+
+enum { ACT_GELU, ACT_GELU_TANH, ACT_GELU_NEW, ACT_RELU, ACT_SILU };
+static const char *const activation_names[] = {"gelu", "gelu_pytorch_tanh", "gelu_new", "relu", "silu", NULL};
+
+static const vp_field mlp_fields[MLP_FIELDS] = {
+    [MLP_HIDDEN] = {"hidden", VP_FIELD_INT, true, 0, 1, 1 << 20, NULL, "model width"},
+    [MLP_INTERMEDIATE] = {"intermediate", VP_FIELD_INT, true, 0, 1, 1 << 22, NULL, "inner width"},
+    [MLP_ACTIVATION] = {"activation", VP_FIELD_ENUM, false, ACT_GELU, 0, 0, activation_names,
+                        "activation as HF names it (hidden_act / activation_function)"},
+    [MLP_GATED] = {"gated", VP_FIELD_BOOL, false, 0, 0, 1, NULL,
+                   "down(act(gate(x)) * up(x)) as LLaMA's MLP (SwiGLU with silu)"},
+    [MLP_BIAS] = {"bias", VP_FIELD_BOOL, false, 0, 0, 1, NULL, "biases on the projections"},
+    [MLP_RESID_DROPOUT] = {"resid_dropout", VP_FIELD_NUMBER, false, 0, 0, 0.999999, NULL,
+                           "dropout on the output, inside the module (GPT-2's MLP dropout)"},
+};
+
+enum { UP_W, UP_B, GATE_W, GATE_B, DOWN_W, DOWN_B, MLP_SLOTS };
+
+static unsigned mlp_leaves(const vp_op *op, vp_leaf_spec *out) {
+    uint64_t h = vp_op_u64(op, MLP_HIDDEN), f = vp_op_u64(op, MLP_INTERMEDIATE);
+    bool bias = vp_op_flag(op, MLP_BIAS), gated = vp_op_flag(op, MLP_GATED);
+    out[UP_W] = (vp_leaf_spec){h * f, VP_DTYPE_NONE, true, false, "mlp.up_proj.weight"};
+    out[UP_B] = (vp_leaf_spec){bias ? f : 0, VP_DTYPE_NONE, true, false, "mlp.up_proj.bias"};
+    out[GATE_W] = (vp_leaf_spec){gated ? h * f : 0, VP_DTYPE_NONE, true, false, "mlp.gate_proj.weight"};
+    out[GATE_B] = (vp_leaf_spec){gated && bias ? f : 0, VP_DTYPE_NONE, true, false, "mlp.gate_proj.bias"};
+    out[DOWN_W] = (vp_leaf_spec){f * h, VP_DTYPE_NONE, true, false, "mlp.down_proj.weight"};
+    out[DOWN_B] = (vp_leaf_spec){bias ? h : 0, VP_DTYPE_NONE, true, false, "mlp.down_proj.bias"};
+    return MLP_SLOTS;
+}
+
+/* HF's NewGELUActivation (gelu_new):
+ *   0.5 * input * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (input + 0.044715 * torch.pow(input, 3.0))))
+ * evaluated left to right: eight elementwise ops. pow keeps its input (in
+ * fp32: pow is on autocast's fp32 list), tanh its output, and the final
+ * multiply both of its operands; the other results are freed at once. */
+static vp_t gelu_new(vp_step *step, vp_t x) {
+    vp_sim *sim = &step->sim;
+    uint64_t n = vp_at(sim, x)->numel;
+    vp_t half = vp_scale(sim, x, "mlp.gelu_new.half");
+    vp_t xa = vp_autocast_fp32(step, x, "mlp.gelu_new.pow");
+    vp_t cube = vp_unary(sim, xa, VP_SAVES_INPUT, 2, (vp_dtype)vp_at(sim, xa)->dtype, "mlp.gelu_new.pow");
+    vp_drop(sim, xa);
+    vp_t scaled_cube = vp_scale(sim, cube, "mlp.gelu_new.mul");
+    vp_drop(sim, cube);
+    vp_t inner = vp_add(sim, x, scaled_cube, n, "mlp.gelu_new.add");
+    vp_drop(sim, scaled_cube);
+    vp_t scaled = vp_scale(sim, inner, "mlp.gelu_new.mul");
+    vp_drop(sim, inner);
+    vp_t t = vp_unary(sim, scaled, VP_SAVES_OUTPUT, 0, (vp_dtype)vp_at(sim, scaled)->dtype, "mlp.gelu_new.tanh");
+    vp_drop(sim, scaled);
+    vp_t one_plus = vp_shift(sim, t, (vp_dtype)vp_at(sim, t)->dtype, n, "mlp.gelu_new.add");
+    vp_drop(sim, t);
+    vp_t y = vp_mul(sim, half, one_plus, n, "mlp.gelu_new.mul");
+    vp_drop(sim, half);
+    vp_drop(sim, one_plus);
+    return y;
+}
+
+/* One-kernel activations: gelu (erf or tanh approximation) and silu keep
+ * their input, relu its output (threshold_backward). None is on an autocast
+ * list: they run in their input's dtype. */
+static vp_t activate(vp_step *step, unsigned kind, vp_t x) {
+    vp_sim *sim = &step->sim;
+    vp_dtype dt = (vp_dtype)vp_at(sim, x)->dtype;
+    switch (kind) {
+    case ACT_GELU_NEW: return gelu_new(step, x);
+    case ACT_RELU: return vp_unary(sim, x, VP_SAVES_OUTPUT, 0, dt, "mlp.relu");
+    case ACT_SILU: return vp_unary(sim, x, VP_SAVES_INPUT, 0, dt, "mlp.silu");
+    case ACT_GELU_TANH: return vp_unary(sim, x, VP_SAVES_INPUT, 0, dt, "mlp.gelu_tanh");
+    default: return vp_unary(sim, x, VP_SAVES_INPUT, 0, dt, "mlp.gelu");
+    }
+}
+
+static vp_t mlp_forward(vp_step *step, const vp_op *op, const vp_t *leaves, vp_t x) {
+    vp_sim *sim = &step->sim;
+    uint64_t h = vp_op_u64(op, MLP_HIDDEN), f = vp_op_u64(op, MLP_INTERMEDIATE);
+    unsigned kind = (unsigned)vp_op_u64(op, MLP_ACTIVATION);
+    vp_t inner;
+    if (vp_op_flag(op, MLP_GATED)) {
+        /* self.down_proj(self.act_fn(self.gate_proj(x)) * self.up_proj(x)) */
+        vp_t gate = vp_project(step, x, leaves[GATE_W], leaves[GATE_B], f, "mlp.gate_proj");
+        vp_t act = activate(step, kind, gate);
+        vp_drop(sim, gate);
+        vp_t up = vp_project(step, x, leaves[UP_W], leaves[UP_B], f, "mlp.up_proj");
+        inner = vp_mul(sim, act, up, vp_at(sim, up)->numel, "mlp.gate_mul");
+        vp_drop(sim, act);
+        vp_drop(sim, up);
+    } else {
+        /* hidden = self.act(self.c_fc(hidden)) */
+        vp_t up = vp_project(step, x, leaves[UP_W], leaves[UP_B], f, "mlp.up_proj");
+        inner = activate(step, kind, up);
+        vp_drop(sim, up);
+    }
+    vp_t out = vp_project(step, inner, leaves[DOWN_W], leaves[DOWN_B], h, "mlp.down_proj");
+    vp_drop(sim, inner);
+    vp_t dropped = vp_train_dropout(step, out, op->value[MLP_RESID_DROPOUT], "mlp.resid_dropout");
+    vp_drop(sim, out);
+    return dropped;
+}
+
+const vp_op_kind vp_op_mlp = {
+    .name = "mlp",
+    .doc = "feed-forward block: up, activation, down; gated variants multiply act(gate(x)) by up(x)",
+    .fields = mlp_fields,
+    .n_fields = MLP_FIELDS,
+    .leaves = mlp_leaves,
+    .forward = mlp_forward,
+};

@@ -1,0 +1,95 @@
+/* op_norm.c — LayerNorm (one native kernel) and RMSNorm (HF's composite). */
+#include <math.h>
+
+#include "ops.h"
+
+/* ---- LayerNorm ---- */
+
+enum { LN_HIDDEN, LN_BIAS, LN_EPS, LN_FIELDS };
+
+static const vp_field layernorm_fields[LN_FIELDS] = {
+    [LN_HIDDEN] = {"hidden", VP_FIELD_INT, true, 0, 1, 1 << 20, NULL, "normalized width"},
+    [LN_BIAS] = {"bias", VP_FIELD_BOOL, false, 1, 0, 1, NULL, "learned bias beside the weight"},
+    [LN_EPS] = {"eps", VP_FIELD_NUMBER, false, 1e-5, 0, 1, NULL, "variance epsilon"},
+};
+
+static unsigned layernorm_leaves(const vp_op *op, vp_leaf_spec *out) {
+    uint64_t h = vp_op_u64(op, LN_HIDDEN);
+    out[0] = (vp_leaf_spec){h, VP_DTYPE_NONE, true, false, "layernorm.weight"};
+    out[1] = (vp_leaf_spec){vp_op_flag(op, LN_BIAS) ? h : 0, VP_DTYPE_NONE, true, false, "layernorm.bias"};
+    return 2;
+}
+
+/* layer_norm is on autocast's fp32 list: a 16-bit input is cast up first. */
+static vp_t layernorm_forward(vp_step *step, const vp_op *op, const vp_t *leaves, vp_t x) {
+    (void)op;
+    vp_sim *sim = &step->sim;
+    vp_t xa = vp_autocast_fp32(step, x, "layernorm");
+    vp_t y = vp_layer_norm(sim, xa, leaves[0], leaves[1], step->tokens, step->recipe->device, "layernorm");
+    vp_drop(sim, xa);
+    return y;
+}
+
+const vp_op_kind vp_op_layernorm = {
+    .name = "layernorm",
+    .doc = "nn.LayerNorm: saves its input and fp32 per-row mean and rstd",
+    .fields = layernorm_fields,
+    .n_fields = LN_FIELDS,
+    .leaves = layernorm_leaves,
+    .forward = layernorm_forward,
+};
+
+/* ---- RMSNorm ---- */
+
+enum { RMS_HIDDEN, RMS_EPS, RMS_FIELDS };
+
+static const vp_field rmsnorm_fields[RMS_FIELDS] = {
+    [RMS_HIDDEN] = {"hidden", VP_FIELD_INT, true, 0, 1, 1 << 20, NULL, "normalized width"},
+    [RMS_EPS] = {"eps", VP_FIELD_NUMBER, false, 1e-6, 0, 1, NULL, "variance epsilon"},
+};
+
+static unsigned rmsnorm_leaves(const vp_op *op, vp_leaf_spec *out) {
+    out[0] = (vp_leaf_spec){vp_op_u64(op, RMS_HIDDEN), VP_DTYPE_NONE, true, false, "rmsnorm.weight"};
+    return 1;
+}
+
+/* LlamaRMSNorm.forward (transformers 4.4x-4.5x), line by line:
+ *   input_dtype = hidden_states.dtype
+ *   hidden_states = hidden_states.to(torch.float32)
+ *   variance = hidden_states.pow(2).mean(-1, keepdim=True)
+ *   hidden_states = hidden_states * torch.rsqrt(variance + self.variance_epsilon)
+ *   return self.weight * hidden_states.to(input_dtype)
+ * pow, mean and rsqrt are on autocast's fp32 list; their inputs are fp32
+ * already. pow's backward builds grad * (2 * self.pow(1)): two temporaries;
+ * rsqrt's builds -0.5 * grad * result.pow(3): two more. */
+static vp_t rmsnorm_forward(vp_step *step, const vp_op *op, const vp_t *leaves, vp_t x) {
+    (void)op;
+    vp_sim *sim = &step->sim;
+    uint64_t rows = step->tokens;
+    vp_dtype input_dtype = (vp_dtype)vp_at(sim, x)->dtype;
+    vp_t h32 = vp_to(sim, x, VP_FP32, "rmsnorm.upcast");
+    vp_t squared = vp_unary(sim, h32, VP_SAVES_INPUT, 2, VP_FP32, "rmsnorm.pow");
+    vp_t variance = vp_reduce(sim, squared, rows, "rmsnorm.mean");
+    vp_drop(sim, squared);
+    vp_t shifted = vp_shift(sim, variance, VP_FP32, rows, "rmsnorm.add_eps");
+    vp_t inverse = vp_unary(sim, shifted, VP_SAVES_OUTPUT, 2, VP_FP32, "rmsnorm.rsqrt");
+    vp_drop(sim, shifted);
+    vp_t normed = vp_mul(sim, h32, inverse, vp_at(sim, h32)->numel, "rmsnorm.mul");
+    vp_drop(sim, inverse);
+    vp_drop(sim, variance);
+    vp_drop(sim, h32);
+    vp_t cast = vp_to(sim, normed, input_dtype, "rmsnorm.downcast");
+    vp_t y = vp_mul(sim, leaves[0], cast, vp_at(sim, cast)->numel, "rmsnorm.weight");
+    vp_drop(sim, cast);
+    vp_drop(sim, normed);
+    return y;
+}
+
+const vp_op_kind vp_op_rmsnorm = {
+    .name = "rmsnorm",
+    .doc = "HF's RMSNorm: an fp32 upcast, pow, mean, rsqrt and two multiplies, each keeping its own tensors",
+    .fields = rmsnorm_fields,
+    .n_fields = RMS_FIELDS,
+    .leaves = rmsnorm_leaves,
+    .forward = rmsnorm_forward,
+};

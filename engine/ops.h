@@ -1,0 +1,33 @@
+/* ops.h — the op kinds the core knows; each lives in its own file and is
+ * listed once in the registry (model.c). */
+#ifndef VP_OPS_H
+#define VP_OPS_H
+
+#include "model.h"
+#include "step.h"
+
+extern const vp_op_kind vp_op_token_embedding;
+extern const vp_op_kind vp_op_position_embedding;
+extern const vp_op_kind vp_op_rotary_embedding;
+extern const vp_op_kind vp_op_dropout;
+extern const vp_op_kind vp_op_layernorm;
+extern const vp_op_kind vp_op_rmsnorm;
+extern const vp_op_kind vp_op_attention;
+extern const vp_op_kind vp_op_mlp;
+extern const vp_op_kind vp_op_residual;
+extern const vp_op_kind vp_op_lm_head;
+extern const vp_op_kind vp_op_cross_entropy;
+
+/* A projection as F.linear under the step's precision: autocast casts the
+ * input (every call: activations are not cached) and the weight and bias
+ * (cached per autocast region: they are leaves that require grad). */
+vp_t vp_project(vp_step *step, vp_t x, vp_t weight, vp_t bias, uint64_t out_features, const char *label);
+
+/* Run ops in sequence: each result replaces the previous one, which is
+ * dropped as a rebound Python local is. x is borrowed; the result is owned. */
+vp_t vp_run_ops(vp_step *step, const vp_op *ops, unsigned n, const vp_t *leaves, vp_t x);
+
+/* A dropout as nn.Dropout applies it: only while training. */
+vp_t vp_train_dropout(vp_step *step, vp_t x, double p, const char *label);
+
+#endif

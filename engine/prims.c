@@ -1,0 +1,312 @@
+/* prims.c — forward behaviour and backward rules of PyTorch's primitive ops.
+ * The formulas referred to are those of tools/autograd/derivatives.yaml in
+ * PyTorch 2.x; "saves" means the generated node holds a SavedVariable. */
+#include "prims.h"
+
+static vp_dtype dtype_of(vp_sim *sim, vp_t t) { return (vp_dtype)vp_at(sim, t)->dtype; }
+static uint64_t numel_of(vp_sim *sim, vp_t t) { return vp_at(sim, t)->numel; }
+static bool wants_grad(vp_sim *sim, vp_t t) { return t && vp_at(sim, t)->requires_grad; }
+
+/* Give the gradient `g` to input i, passing it through when it already has
+ * the input's size and dtype, else reducing (sum_to_size for broadcasting)
+ * or casting into a new tensor: what validate_outputs does after the rule
+ * (torch/csrc/autograd/engine.cpp). Consumes one reference to g. */
+static void give_fitted(vp_sim *sim, uint32_t index, unsigned i, vp_t g) {
+    vp_node *node = vp_node_at(sim, index);
+    vp_t input = node->in[i];
+    const vp_tensor *x = vp_at(sim, input);
+    const vp_tensor *gx = vp_at(sim, g);
+    if (gx->numel != x->numel || gx->dtype != x->grad_dtype) {
+        vp_t fitted = vp_grad_like(sim, input, node->label);
+        vp_drop(sim, g);
+        g = fitted;
+    }
+    vp_give_grad(sim, vp_node_at(sim, index), i, g);
+}
+
+/* Rules whose every needed input gets a fresh gradient of its own size. */
+static void backward_fresh(vp_sim *sim, uint32_t index) {
+    vp_node *node = vp_node_at(sim, index);
+    for (unsigned i = 0; i < VP_NODE_MAX_IN; i++) {
+        node = vp_node_at(sim, index);
+        if (!vp_needs_grad(sim, node, i)) continue;
+        vp_t g = vp_grad_like(sim, node->in[i], node->label);
+        vp_give_grad(sim, vp_node_at(sim, index), i, g);
+    }
+}
+
+/* Rules that hand the incoming gradient through (add, views, clone). */
+static void backward_pass(vp_sim *sim, uint32_t index) {
+    vp_node *node = vp_node_at(sim, index);
+    vp_t g = vp_grad_out(sim, node, 0);
+    for (unsigned i = 0; i < VP_NODE_MAX_IN; i++) {
+        node = vp_node_at(sim, index);
+        if (!vp_needs_grad(sim, node, i)) continue;
+        vp_hold(sim, g);
+        give_fitted(sim, index, i, g);
+    }
+}
+
+/* mul.Tensor: self: grad * other, other: grad * self. Both products are
+ * output-sized; broadcast inputs are reduced afterwards by validate_outputs,
+ * so both full products exist together first. */
+static void backward_mul(vp_sim *sim, uint32_t index) {
+    vp_t full[VP_NODE_MAX_IN] = {0};
+    vp_node *node = vp_node_at(sim, index);
+    vp_t out = node->out[0];
+    for (unsigned i = 0; i < 2; i++) {
+        node = vp_node_at(sim, index);
+        if (vp_needs_grad(sim, node, i)) full[i] = vp_grad_like(sim, out, node->label);
+    }
+    for (unsigned i = 0; i < 2; i++)
+        if (full[i]) give_fitted(sim, index, i, full[i]);
+}
+
+/* Unary ops: `aux` temporaries of the input's size live until the end of
+ * the C++ expression that builds the gradient (pow_backward builds
+ * grad * (exponent * self.pow(exponent - 1)): two temporaries). */
+static void backward_unary(vp_sim *sim, uint32_t index) {
+    vp_node *node = vp_node_at(sim, index);
+    vp_t input = node->in[0];
+    vp_t temps[4] = {0};
+    unsigned n = node->aux[0] < 4 ? (unsigned)node->aux[0] : 4;
+    for (unsigned i = 0; i < n; i++) temps[i] = vp_grad_like(sim, input, node->label);
+    vp_t g = vp_grad_like(sim, input, node->label);
+    for (unsigned i = 0; i < n; i++) vp_drop(sim, temps[i]);
+    vp_give_grad(sim, vp_node_at(sim, index), 0, g);
+}
+
+/* SplitBackward: one gradient for the whole input, the parts copied in. */
+static void backward_split(vp_sim *sim, uint32_t index) {
+    vp_node *node = vp_node_at(sim, index);
+    vp_t g = vp_grad_like(sim, node->in[0], node->label);
+    vp_give_grad(sim, vp_node_at(sim, index), 0, g);
+}
+
+/* CatBackward: each input gets a narrow() view of the gradient. */
+static void backward_cat(vp_sim *sim, uint32_t index) {
+    vp_node *node = vp_node_at(sim, index);
+    vp_t g = vp_grad_out(sim, node, 0);
+    for (unsigned i = 0; i < 2; i++) {
+        node = vp_node_at(sim, index);
+        if (!vp_needs_grad(sim, node, i)) continue;
+        vp_t part = vp_view(sim, g, numel_of(sim, node->in[i]), node->label);
+        vp_give_grad(sim, vp_node_at(sim, index), i, part);
+    }
+}
+
+/* embedding_dense_backward on CUDA (aten/src/ATen/native/cuda/Embedding.cu and
+ * EmbeddingBackwardKernel.cu): indices are sorted into two int64 copies, four
+ * more int64 index arrays of at most one entry per index describe segments,
+ * and grad_weight_per_segment holds an fp32 (acc_type) row per partial
+ * segment, at most one per index; then the zero-filled dense gradient. The
+ * feature kernel used for up to 3072 indices needs none of that. */
+static void backward_embedding(vp_sim *sim, uint32_t index) {
+    vp_node *node = vp_node_at(sim, index);
+    uint64_t rows = node->aux[0];
+    uint64_t dim = numel_of(sim, node->out[0]) / (rows ? rows : 1);
+    bool cuda_sort_path = node->aux_dtype == VP_DEVICE_CUDA && rows > 3072;
+    vp_t work = 0;
+    if (cuda_sort_path) {
+        uint64_t words = vp_numel(sim, rows, 6);
+        work = vp_grad_sized(sim, vp_numel(sim, rows, dim) + words * 2, VP_FP32, "embedding.backward workspace");
+    }
+    vp_t g = vp_grad_like(sim, node->in[0], node->label);
+    vp_drop(sim, work);
+    vp_give_grad(sim, vp_node_at(sim, index), 0, g);
+}
+
+vp_t vp_linear(vp_sim *sim, vp_t x, vp_t w, vp_t b, uint64_t rows, uint64_t out_features,
+               const char *label) {
+    vp_t y = vp_new(sim, vp_numel(sim, rows, out_features), dtype_of(sim, x), label);
+    vp_t in[3] = {x, w, b};
+    vp_node *node = vp_record(sim, backward_fresh, label, in, 3, &y, 1);
+    if (node) {
+        /* addmm: mat1's gradient needs mat2 and mat2's needs mat1 */
+        if (wants_grad(sim, w)) vp_save(sim, node, x);
+        if (wants_grad(sim, x)) vp_save(sim, node, w);
+    }
+    return y;
+}
+
+vp_t vp_matmul(vp_sim *sim, vp_t a, vp_t b, uint64_t out_numel, const char *label) {
+    vp_t y = vp_new(sim, out_numel, dtype_of(sim, a), label);
+    vp_t in[2] = {a, b};
+    vp_node *node = vp_record(sim, backward_fresh, label, in, 2, &y, 1);
+    if (node) {
+        if (wants_grad(sim, b)) vp_save(sim, node, a);
+        if (wants_grad(sim, a)) vp_save(sim, node, b);
+    }
+    return y;
+}
+
+vp_t vp_add(vp_sim *sim, vp_t a, vp_t b, uint64_t out_numel, const char *label) {
+    vp_dtype dt = vp_dtype_promote(dtype_of(sim, a), dtype_of(sim, b));
+    vp_t y = vp_new(sim, out_numel, dt, label);
+    vp_t in[2] = {a, b};
+    vp_record(sim, backward_pass, label, in, 2, &y, 1);
+    return y;
+}
+
+vp_t vp_mul(vp_sim *sim, vp_t a, vp_t b, uint64_t out_numel, const char *label) {
+    vp_dtype dt = vp_dtype_promote(dtype_of(sim, a), dtype_of(sim, b));
+    vp_t y = vp_new(sim, out_numel, dt, label);
+    vp_t in[2] = {a, b};
+    vp_node *node = vp_record(sim, backward_mul, label, in, 2, &y, 1);
+    if (node) {
+        if (wants_grad(sim, a)) vp_save(sim, node, b);
+        if (wants_grad(sim, b)) vp_save(sim, node, a);
+    }
+    return y;
+}
+
+vp_t vp_scale(vp_sim *sim, vp_t a, const char *label) {
+    vp_t y = vp_new(sim, numel_of(sim, a), dtype_of(sim, a), label);
+    vp_node *node = vp_record(sim, backward_unary, label, &a, 1, &y, 1);
+    if (node) node->aux[0] = 0;
+    return y;
+}
+
+vp_t vp_shift(vp_sim *sim, vp_t a, vp_dtype out_dtype, uint64_t out_numel, const char *label) {
+    vp_t y = vp_new(sim, out_numel, out_dtype, label);
+    vp_record(sim, backward_pass, label, &a, 1, &y, 1);
+    return y;
+}
+
+vp_t vp_unary(vp_sim *sim, vp_t a, vp_saves saves, unsigned backward_temps, vp_dtype out_dtype,
+              const char *label) {
+    vp_t y = vp_new(sim, numel_of(sim, a), out_dtype, label);
+    vp_node *node = vp_record(sim, backward_unary, label, &a, 1, &y, 1);
+    if (node) {
+        node->aux[0] = backward_temps;
+        vp_save(sim, node, saves == VP_SAVES_INPUT ? a : y);
+    }
+    return y;
+}
+
+vp_t vp_reduce(vp_sim *sim, vp_t a, uint64_t out_numel, const char *label) {
+    vp_t y = vp_new(sim, out_numel, dtype_of(sim, a), label);
+    vp_node *node = vp_record(sim, backward_unary, label, &a, 1, &y, 1);
+    if (node) node->aux[0] = 0;
+    return y;
+}
+
+vp_t vp_to(vp_sim *sim, vp_t x, vp_dtype dtype, const char *label) {
+    if (dtype_of(sim, x) == dtype) { /* Tensor.to returns self */
+        vp_hold(sim, x);
+        return x;
+    }
+    vp_t y = vp_new(sim, numel_of(sim, x), dtype, label);
+    vp_node *node = vp_record(sim, backward_unary, label, &x, 1, &y, 1);
+    if (node) node->aux[0] = 0; /* ToCopyBackward: grad.to(self's dtype) */
+    return y;
+}
+
+vp_t vp_copy(vp_sim *sim, vp_t x, const char *label) {
+    vp_t y = vp_new(sim, numel_of(sim, x), dtype_of(sim, x), label);
+    vp_record(sim, backward_pass, label, &x, 1, &y, 1);
+    return y;
+}
+
+vp_t vp_alias(vp_sim *sim, vp_t x, const char *label) {
+    vp_t y = vp_view(sim, x, numel_of(sim, x), label);
+    vp_record(sim, backward_pass, label, &x, 1, &y, 1);
+    return y;
+}
+
+void vp_split(vp_sim *sim, vp_t x, unsigned parts, vp_t *out, const char *label) {
+    uint64_t each = numel_of(sim, x) / parts;
+    for (unsigned i = 0; i < parts; i++) out[i] = vp_view(sim, x, each, label);
+    vp_record(sim, backward_split, label, &x, 1, out, parts);
+}
+
+vp_t vp_slice(vp_sim *sim, vp_t x, uint64_t numel, const char *label) {
+    vp_t y = vp_view(sim, x, numel, label);
+    vp_record(sim, backward_split, label, &x, 1, &y, 1);
+    return y;
+}
+
+vp_t vp_repeat(vp_sim *sim, vp_t x, unsigned times, const char *label) {
+    vp_t y = vp_new(sim, vp_numel(sim, numel_of(sim, x), times), dtype_of(sim, x), label);
+    vp_node *node = vp_record(sim, backward_unary, label, &x, 1, &y, 1);
+    if (node) node->aux[0] = 0;
+    return y;
+}
+
+vp_t vp_cat(vp_sim *sim, vp_t a, vp_t b, const char *label) {
+    vp_t y = vp_new(sim, numel_of(sim, a) + numel_of(sim, b), dtype_of(sim, a), label);
+    vp_t in[2] = {a, b};
+    vp_record(sim, backward_cat, label, in, 2, &y, 1);
+    return y;
+}
+
+vp_t vp_dropout(vp_sim *sim, vp_t x, double p, const char *label) {
+    if (p <= 0.0) {
+        vp_hold(sim, x);
+        return x;
+    }
+    vp_t y = vp_new(sim, numel_of(sim, x), dtype_of(sim, x), label);
+    vp_t mask = vp_new(sim, numel_of(sim, x), VP_BOOL, label);
+    vp_node *node = vp_record(sim, backward_unary, label, &x, 1, &y, 1);
+    if (node) {
+        node->aux[0] = 0;
+        vp_save(sim, node, mask); /* native_dropout_backward(grad, mask, scale) */
+    }
+    vp_drop(sim, mask);
+    return y;
+}
+
+vp_t vp_layer_norm(vp_sim *sim, vp_t x, vp_t w, vp_t b, uint64_t rows, vp_device device,
+                   const char *label) {
+    vp_dtype stat = device == VP_DEVICE_CUDA ? VP_FP32 : dtype_of(sim, x);
+    vp_t y = vp_new(sim, numel_of(sim, x), dtype_of(sim, x), label);
+    vp_t mean = vp_new(sim, rows, stat, label);
+    vp_t rstd = vp_new(sim, rows, stat, label);
+    vp_t in[3] = {x, w, b};
+    vp_node *node = vp_record(sim, backward_fresh, label, in, 3, &y, 1);
+    if (node) {
+        vp_save(sim, node, x);
+        vp_save(sim, node, w);
+        vp_save(sim, node, b);
+        vp_save(sim, node, mean);
+        vp_save(sim, node, rstd);
+    }
+    vp_drop(sim, mean);
+    vp_drop(sim, rstd);
+    return y;
+}
+
+vp_t vp_where(vp_sim *sim, vp_t x, vp_t condition, const char *label) {
+    vp_t y = vp_new(sim, numel_of(sim, x), dtype_of(sim, x), label);
+    vp_node *node = vp_record(sim, backward_unary, label, &x, 1, &y, 1);
+    if (node) {
+        node->aux[0] = 0;
+        vp_save(sim, node, condition);
+    }
+    return y;
+}
+
+vp_t vp_embedding(vp_sim *sim, vp_t indices, vp_t w, uint64_t rows, uint64_t dim, vp_device device,
+                  const char *label) {
+    vp_t y = vp_new(sim, vp_numel(sim, rows, dim), dtype_of(sim, w), label);
+    vp_node *node = vp_record(sim, backward_embedding, label, &w, 1, &y, 1);
+    if (node) {
+        node->aux[0] = rows;
+        node->aux_dtype = (uint8_t)device;
+        vp_save(sim, node, indices);
+    }
+    return y;
+}
+
+vp_t vp_nll_loss(vp_sim *sim, vp_t log_probs, vp_t target, const char *label) {
+    vp_t loss = vp_new(sim, 1, dtype_of(sim, log_probs), label);
+    vp_t total_weight = vp_new(sim, 1, dtype_of(sim, log_probs), label);
+    vp_node *node = vp_record(sim, backward_fresh, label, &log_probs, 1, &loss, 1);
+    if (node) {
+        vp_save(sim, node, log_probs);
+        vp_save(sim, node, target);
+        vp_save(sim, node, total_weight);
+    }
+    vp_drop(sim, total_weight);
+    return loss;
+}

@@ -1,0 +1,97 @@
+/* prims.h — PyTorch's primitive ops as the simulator sees them: what each
+ * allocates, what autograd saves for backward (tools/autograd/derivatives.yaml,
+ * PyTorch 2.x), and what its backward allocates. Composite ops (attention,
+ * norms, MLPs) are written in terms of these, line by line like the Python
+ * they imitate. Every function returns a new reference owned by the caller. */
+#ifndef VP_PRIMS_H
+#define VP_PRIMS_H
+
+#include "sim.h"
+
+/* Where kernels differ between devices, the rules follow `device`. */
+typedef enum { VP_DEVICE_CUDA, VP_DEVICE_CPU } vp_device;
+
+/* x[rows, in] @ w[out, in]^T (+ b): F.linear / addmm / Conv1D. Saves x only
+ * when w needs a gradient and w only when x does. */
+vp_t vp_linear(vp_sim *sim, vp_t x, vp_t w, vp_t b, uint64_t rows, uint64_t out_features,
+               const char *label);
+
+/* A batched matmul of two activations (bmm): saves both. */
+vp_t vp_matmul(vp_sim *sim, vp_t a, vp_t b, uint64_t out_numel, const char *label);
+
+/* Elementwise a + b (b may be broadcast, smaller, or not require grad). The
+ * result has the promoted dtype. Saves nothing. */
+vp_t vp_add(vp_sim *sim, vp_t a, vp_t b, uint64_t out_numel, const char *label);
+
+/* Elementwise a * b with broadcasting: saves b if a needs a gradient and a if
+ * b does (mul.Tensor). */
+vp_t vp_mul(vp_sim *sim, vp_t a, vp_t b, uint64_t out_numel, const char *label);
+
+/* a times a Python scalar or a 0-dim tensor that needs no gradient (also
+ * division and negation): saves nothing; backward allocates grad * scalar. */
+vp_t vp_scale(vp_sim *sim, vp_t a, const char *label);
+
+/* a plus a scalar or a tensor that needs no gradient: the gradient passes
+ * through unchanged. `out_dtype` lets a wider operand promote the result. */
+vp_t vp_shift(vp_sim *sim, vp_t a, vp_dtype out_dtype, uint64_t out_numel, const char *label);
+
+/* Ops that save their input (gelu, silu, pow) or their output (tanh, rsqrt,
+ * softmax, log_softmax, relu). `backward_temps` extra input-sized tensors
+ * are alive at the end of the backward expression. */
+typedef enum { VP_SAVES_INPUT, VP_SAVES_OUTPUT } vp_saves;
+vp_t vp_unary(vp_sim *sim, vp_t a, vp_saves saves, unsigned backward_temps, vp_dtype out_dtype,
+              const char *label);
+
+/* A reduction over the last dimension to `out_numel` elements that keeps
+ * nothing (mean in 2.x saves only sizes); backward expands and divides into
+ * an input-sized tensor. */
+vp_t vp_reduce(vp_sim *sim, vp_t a, uint64_t out_numel, const char *label);
+
+/* x.to(dtype): a no-op returning x itself when the dtype matches. */
+vp_t vp_to(vp_sim *sim, vp_t x, vp_dtype dtype, const char *label);
+
+/* A copy with a new layout (.contiguous(), reshape of a non-viewable
+ * tensor): backward passes the gradient through. */
+vp_t vp_copy(vp_sim *sim, vp_t x, const char *label);
+
+/* A view: no storage, the gradient passes through. */
+vp_t vp_alias(vp_sim *sim, vp_t x, const char *label);
+
+/* Split into `parts` equal views (tensor.split): backward allocates the whole
+ * gradient (SplitBackward concatenates, zero-filling missing parts). */
+void vp_split(vp_sim *sim, vp_t x, unsigned parts, vp_t *out, const char *label);
+
+/* A slice x[..., a:b] (a view): backward allocates a zero-filled gradient
+ * of the whole input and copies into it (slice_backward). */
+vp_t vp_slice(vp_sim *sim, vp_t x, uint64_t numel, const char *label);
+
+/* expand + reshape (repeat_kv): a copy `times` larger; backward sums back. */
+vp_t vp_repeat(vp_sim *sim, vp_t x, unsigned times, const char *label);
+
+/* cat of two tensors; backward hands out views of the gradient. */
+vp_t vp_cat(vp_sim *sim, vp_t a, vp_t b, const char *label);
+
+/* native_dropout: output plus a one-byte bool mask, which it saves. p == 0
+ * returns x itself (ATen's dropout short-circuits). */
+vp_t vp_dropout(vp_sim *sim, vp_t x, double p, const char *label);
+
+/* native_layer_norm over `rows` rows: saves input, weight, bias, and the
+ * per-row mean and rstd (fp32 on CUDA: at::opmath_type; input dtype on CPU). */
+vp_t vp_layer_norm(vp_sim *sim, vp_t x, vp_t w, vp_t b, uint64_t rows, vp_device device,
+                   const char *label);
+
+/* torch.where(condition, x, scalar): saves the condition (a resident mask). */
+vp_t vp_where(vp_sim *sim, vp_t x, vp_t condition, const char *label);
+
+/* Embedding lookup of `rows` indices into w[vocab, dim]: saves the indices;
+ * backward allocates a dense vocab x dim gradient (embedding_dense_backward),
+ * on CUDA with an fp32 partial-sum workspace per index (EmbeddingBackwardKernel.cu). */
+vp_t vp_embedding(vp_sim *sim, vp_t indices, vp_t w, uint64_t rows, uint64_t dim, vp_device device,
+                  const char *label);
+
+/* nll_loss(log_probs, target) with mean reduction: a scalar output and total
+ * weight; saves its input and target; backward allocates a zero-filled
+ * gradient the size of the input. */
+vp_t vp_nll_loss(vp_sim *sim, vp_t log_probs, vp_t target, const char *label);
+
+#endif

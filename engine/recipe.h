@@ -1,0 +1,66 @@
+/* recipe.h — how a step is run: precision, optimizer, batch, checkpointing,
+ * attention kernel, framework. Strings became these enums at the Lua
+ * boundary; the core never compares names. */
+#ifndef VP_RECIPE_H
+#define VP_RECIPE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "prims.h"
+
+typedef enum {
+    VP_PREC_FP32,
+    VP_PREC_BF16,
+    VP_PREC_FP16,
+    VP_PREC_AMP_BF16,
+    VP_PREC_AMP_FP16,
+    VP_PREC_MIXED_BF16,
+    VP_PREC_MIXED_FP16,
+    VP_PREC_COUNT
+} vp_precision_id;
+
+typedef enum { VP_IMPL_FOR_LOOP, VP_IMPL_FOREACH, VP_IMPL_FUSED, VP_IMPL_COUNT } vp_optimizer_impl;
+
+typedef enum {
+    VP_ATTN_EAGER,
+    VP_ATTN_SDPA,
+    VP_ATTN_FLASH,
+    VP_ATTN_MEM_EFFICIENT,
+    VP_ATTN_COUNT
+} vp_attention_impl;
+
+typedef enum { VP_FRAMEWORK_TORCH, VP_FRAMEWORK_COUNT } vp_framework;
+
+/* Behaviour that changed between the PyTorch versions we model. */
+typedef enum { VP_TORCH_2, VP_TORCH_1_13, VP_TORCH_COUNT } vp_torch_version;
+
+typedef struct {
+    vp_precision_id precision;
+    unsigned optimizer;          /* index into the optimizer registry */
+    vp_optimizer_impl optimizer_impl;
+    double weight_decay;         /* < 0: the optimizer's own default */
+    uint64_t micro_batch;
+    uint64_t seq_len;
+    unsigned checkpoint_every;   /* 0: none; k: the input of every k-layer chunk is kept */
+    vp_attention_impl attention;
+    vp_framework framework;
+    vp_torch_version torch_version;
+    vp_device device;
+    bool keep_logits;            /* the loop holds the model's outputs through backward */
+    bool grads_set_to_none;      /* zero_grad(set_to_none=True) */
+    bool training;               /* dropout active */
+    double fragmentation;        /* reserved beyond segments, as a fraction of the allocated peak */
+    double cuda_context_mib;     /* the CUDA context and loaded kernels */
+} vp_recipe;
+
+void vp_recipe_defaults(vp_recipe *recipe);
+
+extern const char *const vp_precision_names[];
+extern const char *const vp_optimizer_impl_names[];
+extern const char *const vp_attention_names[];
+extern const char *const vp_framework_names[];
+extern const char *const vp_torch_version_names[];
+extern const char *const vp_device_names[];
+
+#endif

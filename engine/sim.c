@@ -1,0 +1,304 @@
+/* sim.c — tensor lifetimes, autograd nodes and the backward walk. */
+#include "sim.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+void vp_sim_init(vp_sim *sim, vp_ledger *ledger) {
+    memset(sim, 0, sizeof *sim);
+    sim->ledger = ledger;
+    sim->grad_mode = true;
+    sim->category = VP_CAT_ACTIVATIONS;
+    sim->accumulate = VP_ACCUMULATE_INPLACE;
+    /* handle 0 and node 0 are "none" */
+    sim->n_tensors = 1;
+    sim->n_nodes = 0;
+}
+
+void vp_sim_free(vp_sim *sim) {
+    free(sim->tensors);
+    free(sim->nodes);
+    sim->tensors = NULL;
+    sim->nodes = NULL;
+    sim->n_tensors = sim->cap_tensors = sim->n_nodes = sim->cap_nodes = 0;
+}
+
+static void overflow(vp_sim *sim) {
+    if (sim->status == VP_SIM_OK) sim->status = VP_SIM_OVERFLOW;
+}
+
+uint64_t vp_numel(vp_sim *sim, uint64_t a, uint64_t b) {
+    uint64_t r;
+    if (__builtin_mul_overflow(a, b, &r)) {
+        overflow(sim);
+        return 0;
+    }
+    return r;
+}
+
+uint64_t vp_numel3(vp_sim *sim, uint64_t a, uint64_t b, uint64_t c) {
+    return vp_numel(sim, vp_numel(sim, a, b), c);
+}
+
+uint64_t vp_numel4(vp_sim *sim, uint64_t a, uint64_t b, uint64_t c, uint64_t d) {
+    return vp_numel(sim, vp_numel3(sim, a, b, c), d);
+}
+
+vp_tensor *vp_at(vp_sim *sim, vp_t t) { return &sim->tensors[t]; }
+
+vp_node *vp_node_at(vp_sim *sim, uint32_t node) { return &sim->nodes[node]; }
+
+static bool grow(void **array, uint32_t *cap, uint32_t need, size_t size) {
+    if (need <= *cap) return true;
+    uint32_t cap2 = *cap ? *cap : 64;
+    while (cap2 < need) cap2 *= 2;
+    void *grown = realloc(*array, (size_t)cap2 * size);
+    if (!grown) return false;
+    memset((char *)grown + (size_t)*cap * size, 0, (size_t)(cap2 - *cap) * size);
+    *array = grown;
+    *cap = cap2;
+    return true;
+}
+
+static vp_t new_record(vp_sim *sim) {
+    if (!grow((void **)&sim->tensors, &sim->cap_tensors, sim->n_tensors + 1, sizeof(vp_tensor))) {
+        sim->status = VP_SIM_NOMEM;
+        return 0;
+    }
+    vp_t t = sim->n_tensors++;
+    memset(&sim->tensors[t], 0, sizeof(vp_tensor));
+    return t;
+}
+
+vp_t vp_new_in(vp_sim *sim, uint64_t numel, vp_dtype dtype, vp_category category, const char *label) {
+    uint64_t bytes;
+    if (!vp_tensor_bytes(dtype, numel, &bytes)) {
+        overflow(sim);
+        bytes = 0;
+    }
+    vp_t t = new_record(sim);
+    if (!t) return 0;
+    vp_tensor *x = vp_at(sim, t);
+    x->numel = numel;
+    x->bytes = bytes;
+    x->refs = 1;
+    x->dtype = (uint8_t)dtype;
+    x->grad_dtype = (uint8_t)dtype;
+    x->category = (uint8_t)category;
+    x->live = true;
+    x->label = label;
+    vp_ledger_alloc(sim->ledger, category, bytes, label);
+    return t;
+}
+
+vp_t vp_new(vp_sim *sim, uint64_t numel, vp_dtype dtype, const char *label) {
+    return vp_new_in(sim, numel, dtype, sim->category, label);
+}
+
+vp_t vp_view(vp_sim *sim, vp_t base, uint64_t numel, const char *label) {
+    vp_t root = vp_at(sim, base)->base ? vp_at(sim, base)->base : base;
+    vp_t t = new_record(sim);
+    if (!t) return 0;
+    vp_tensor *x = vp_at(sim, t);
+    const vp_tensor *b = vp_at(sim, base);
+    x->numel = numel;
+    x->refs = 1;
+    x->dtype = b->dtype;
+    x->grad_dtype = b->dtype;
+    x->category = b->category;
+    x->live = true;
+    x->base = root;
+    x->label = label;
+    vp_hold(sim, root);
+    return t;
+}
+
+void vp_hold(vp_sim *sim, vp_t t) {
+    if (t) vp_at(sim, t)->refs++;
+}
+
+void vp_drop(vp_sim *sim, vp_t t) {
+    if (!t) return;
+    vp_tensor *x = vp_at(sim, t);
+    if (x->refs == 0) { /* a rule dropped what it did not own: a bug, not user input */
+        overflow(sim);
+        return;
+    }
+    if (--x->refs) return;
+    x->live = false;
+    vp_ledger_release(sim->ledger, (vp_category)x->category, x->bytes, x->label);
+    if (x->base) vp_drop(sim, x->base);
+}
+
+vp_t vp_leaf(vp_sim *sim, uint64_t numel, vp_dtype dtype, vp_category category, bool trainable,
+             const char *label) {
+    vp_t t = vp_new_in(sim, numel, dtype, category, label);
+    if (!t) return 0;
+    vp_tensor *x = vp_at(sim, t);
+    x->leaf = true;
+    x->requires_grad = trainable;
+    x->grad_category = VP_CAT_GRADS;
+    return t;
+}
+
+vp_node *vp_record(vp_sim *sim, vp_backward_fn backward, const char *label, const vp_t *in,
+                   unsigned n_in, const vp_t *out, unsigned n_out) {
+    bool any = false;
+    for (unsigned i = 0; i < n_in; i++)
+        if (in[i] && vp_at(sim, in[i])->requires_grad) any = true;
+    if (!any || !sim->grad_mode) return NULL;
+    if (!grow((void **)&sim->nodes, &sim->cap_nodes, sim->n_nodes + 1, sizeof(vp_node))) {
+        sim->status = VP_SIM_NOMEM;
+        return NULL;
+    }
+    vp_node *node = &sim->nodes[sim->n_nodes++];
+    memset(node, 0, sizeof *node);
+    node->backward = backward;
+    node->label = label;
+    node->layer = sim->ledger->place.layer >= 0 ? sim->ledger->place.layer - sim->layer_offset : -1;
+    for (unsigned i = 0; i < n_in && i < VP_NODE_MAX_IN; i++)
+        if (in[i] && vp_at(sim, in[i])->requires_grad) node->in[i] = in[i];
+    for (unsigned i = 0; i < n_out && i < VP_NODE_MAX_OUT; i++) {
+        node->out[i] = out[i];
+        vp_at(sim, out[i])->requires_grad = true;
+    }
+    return node;
+}
+
+void vp_save(vp_sim *sim, vp_node *node, vp_t t) {
+    if (!node || !t) return;
+    for (unsigned i = 0; i < VP_NODE_MAX_SAVED; i++) {
+        if (!node->saved[i]) {
+            node->saved[i] = t;
+            vp_hold(sim, t);
+            return;
+        }
+    }
+    overflow(sim); /* more saved tensors than a node has room for: an op-table bug */
+}
+
+bool vp_needs_grad(vp_sim *sim, const vp_node *node, unsigned i) {
+    (void)sim;
+    return i < VP_NODE_MAX_IN && node->in[i] != 0;
+}
+
+vp_t vp_grad_sized(vp_sim *sim, uint64_t numel, vp_dtype dtype, const char *label) {
+    return vp_new(sim, numel, dtype, label);
+}
+
+vp_t vp_grad_like(vp_sim *sim, vp_t like, const char *label) {
+    const vp_tensor *x = vp_at(sim, like);
+    return vp_new(sim, x->numel, (vp_dtype)x->grad_dtype, label);
+}
+
+void vp_give_grad(vp_sim *sim, vp_node *node, unsigned input, vp_t grad) {
+    if (input >= VP_NODE_MAX_IN || !node->in[input] || node->grads[input]) {
+        vp_drop(sim, grad);
+        return;
+    }
+    node->grads[input] = grad;
+}
+
+vp_t vp_grad_out(vp_sim *sim, const vp_node *node, unsigned i) {
+    return node->out[i] ? vp_at(sim, node->out[i])->grad : 0;
+}
+
+void vp_scratch(vp_sim *sim, uint64_t bytes, const char *label) {
+    vp_ledger_alloc(sim->ledger, sim->category, bytes, label);
+    vp_ledger_release(sim->ledger, sim->category, bytes, label);
+}
+
+/* AccumulateGrad (torch/csrc/autograd/functions/accumulate_grad.h): the
+ * first gradient of a step is stolen into .grad without a copy when nobody
+ * else holds it; later ones are added in place and freed. */
+static void accumulate_into_leaf(vp_sim *sim, vp_t to, vp_t grad) {
+    vp_tensor *x = vp_at(sim, to);
+    if (!x->param_grad && vp_at(sim, grad)->refs == 1 && !vp_at(sim, grad)->base) {
+        vp_tensor *g = vp_at(sim, grad);
+        vp_ledger_move(sim->ledger, (vp_category)g->category, (vp_category)x->grad_category, g->bytes);
+        g->category = x->grad_category;
+        x->param_grad = grad;
+        return;
+    }
+    if (!x->param_grad) { /* shared or a view: clone into .grad, obeying the layout contract */
+        vp_t copy = vp_new_in(sim, x->numel, (vp_dtype)x->grad_dtype, (vp_category)x->grad_category,
+                              "accumulate_grad.clone");
+        vp_at(sim, to)->param_grad = copy;
+    }
+    vp_drop(sim, grad);
+}
+
+void vp_deliver_grad(vp_sim *sim, vp_t to, vp_t grad) {
+    vp_tensor *x = vp_at(sim, to);
+    if (!x->requires_grad) {
+        vp_drop(sim, grad);
+        return;
+    }
+    if (x->leaf) {
+        accumulate_into_leaf(sim, to, grad);
+        return;
+    }
+    if (!x->grad) {
+        x->grad = grad;
+        return;
+    }
+    vp_t old = x->grad;
+    const vp_tensor *o = vp_at(sim, old);
+    if (sim->accumulate == VP_ACCUMULATE_INPLACE && o->refs == 1 && !o->base) {
+        vp_drop(sim, grad); /* old.add_(new) */
+        return;
+    }
+    if (sim->accumulate == VP_ACCUMULATE_INPLACE && vp_at(sim, grad)->refs == 1 && !vp_at(sim, grad)->base) {
+        vp_drop(sim, old); /* new.add_(old) */
+        vp_at(sim, to)->grad = grad;
+        return;
+    }
+    vp_t sum = vp_grad_like(sim, to, "accumulate"); /* old + new */
+    vp_drop(sim, old);
+    vp_drop(sim, grad);
+    vp_at(sim, to)->grad = sum;
+}
+
+/* One node, as torch/csrc/autograd/engine.cpp evaluate_function runs it: the
+ * rule computes input gradients while its output gradients and saved tensors
+ * are alive; then the output gradients are freed, the saved tensors released
+ * (release_variables), and the new gradients routed to their inputs. */
+static void run_node(vp_sim *sim, uint32_t index) {
+    vp_node *node = vp_node_at(sim, index);
+    bool any_grad = false;
+    sim->ledger->place.layer = node->layer >= 0 ? node->layer + sim->layer_offset : -1;
+    for (unsigned i = 0; i < VP_NODE_MAX_OUT; i++)
+        if (vp_grad_out(sim, node, i)) any_grad = true;
+    if (any_grad) node->backward(sim, index);
+    node = vp_node_at(sim, index); /* the rule may have grown the node array */
+    for (unsigned i = 0; i < VP_NODE_MAX_OUT; i++) {
+        if (!node->out[i]) continue;
+        vp_tensor *o = vp_at(sim, node->out[i]);
+        vp_t g = o->grad;
+        o->grad = 0;
+        vp_drop(sim, g);
+    }
+    for (unsigned i = 0; i < VP_NODE_MAX_SAVED; i++) {
+        vp_drop(sim, node->saved[i]);
+        node->saved[i] = 0;
+    }
+    for (unsigned i = 0; i < VP_NODE_MAX_IN; i++) {
+        vp_t g = node->grads[i];
+        node->grads[i] = 0;
+        if (g) vp_deliver_grad(sim, node->in[i], g);
+    }
+    node->done = true;
+}
+
+/* The engine's ready queue runs the node with the highest sequence number
+ * first; for a graph recorded in program order that is reverse creation
+ * order, and every consumer of a tensor runs before its producer. */
+void vp_backward(vp_sim *sim, uint32_t first, uint32_t end) {
+    vp_category saved = sim->category;
+    sim->category = VP_CAT_TRANSIENT;
+    for (uint32_t i = end; i-- > first;) {
+        if (sim->status != VP_SIM_OK) break;
+        if (!vp_node_at(sim, i)->done) run_node(sim, i);
+    }
+    sim->category = saved;
+}

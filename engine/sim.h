@@ -1,0 +1,130 @@
+/* sim.h — a symbolic PyTorch: tensors that have sizes and lifetimes but no
+ * data, autograd nodes that keep what torch.autograd keeps, and a backward
+ * pass that allocates and frees gradients in the order the autograd engine
+ * does. Every allocation and free goes to a ledger. */
+#ifndef VP_SIM_H
+#define VP_SIM_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "dtype.h"
+#include "ledger.h"
+
+typedef uint32_t vp_t; /* tensor handle; 0 is "no tensor" */
+
+enum { VP_NODE_MAX_IN = 3, VP_NODE_MAX_OUT = 3, VP_NODE_MAX_SAVED = 5 };
+
+/* How PyTorch's engine combines a second gradient arriving for a tensor that
+ * already has one buffered (torch/csrc/autograd/input_buffer.cpp). */
+typedef enum {
+    VP_ACCUMULATE_INPLACE,    /* 2.x: old.add_(new) when the buffer holds the last reference */
+    VP_ACCUMULATE_OUT_OF_PLACE /* 1.13: old + new, a fresh tensor */
+} vp_accumulate;
+
+typedef struct {
+    uint64_t numel;
+    uint64_t bytes;      /* 0 for a view: it owns no storage */
+    vp_t base;           /* the tensor whose storage a view shares */
+    uint32_t refs;
+    uint8_t dtype;
+    uint8_t category;
+    bool requires_grad;
+    bool leaf;           /* a parameter: its gradient goes to .grad */
+    uint8_t grad_category; /* for leaves: what a stolen gradient is charged as */
+    bool live;
+    vp_t grad;           /* gradient buffered for this tensor during backward */
+    vp_t param_grad;     /* for leaves: the .grad tensor */
+    uint8_t grad_dtype;  /* dtype of this tensor's gradient (its own dtype) */
+    const char *label;
+} vp_tensor;
+
+struct vp_sim;
+struct vp_node;
+/* A backward rule gets its node by index: a rule may record new nodes (a
+ * checkpointed chunk recomputes its forward), which can move the array. */
+typedef void (*vp_backward_fn)(struct vp_sim *sim, uint32_t node);
+
+typedef struct vp_node {
+    vp_backward_fn backward;
+    const char *label;
+    vp_t in[VP_NODE_MAX_IN];       /* inputs that receive a gradient (0: none) */
+    vp_t out[VP_NODE_MAX_OUT];     /* outputs whose gradients this node takes */
+    vp_t saved[VP_NODE_MAX_SAVED]; /* tensors kept for backward */
+    vp_t grads[VP_NODE_MAX_IN];    /* scratch: gradients produced in backward */
+    uint64_t aux[6];               /* rule parameters (counts, shapes) */
+    uint8_t aux_dtype;
+    int layer;                     /* layer at creation (-1: none), before layer_offset */
+    void *context;                 /* rule context (a checkpointed chunk) */
+    bool done;
+} vp_node;
+
+typedef enum {
+    VP_SIM_OK = 0,
+    VP_SIM_OVERFLOW,   /* a size or a total left 64 bits */
+    VP_SIM_NOMEM,
+    VP_SIM_UNBALANCED  /* the step did not return to its resident state: a model bug */
+} vp_sim_status;
+
+typedef struct vp_sim {
+    vp_ledger *ledger;
+    vp_tensor *tensors;
+    uint32_t n_tensors, cap_tensors;
+    vp_node *nodes;
+    uint32_t n_nodes, cap_nodes;
+    bool grad_mode;              /* torch.is_grad_enabled() */
+    vp_category category;        /* charged for new tensors in the current phase */
+    vp_accumulate accumulate;
+    int layer_offset;            /* added to node layers when placing backward events */
+    vp_sim_status status;
+} vp_sim;
+
+void vp_sim_init(vp_sim *sim, vp_ledger *ledger);
+void vp_sim_free(vp_sim *sim);
+
+/* Checked element counts: the sim's status records an overflow. */
+uint64_t vp_numel(vp_sim *sim, uint64_t a, uint64_t b);
+uint64_t vp_numel3(vp_sim *sim, uint64_t a, uint64_t b, uint64_t c);
+uint64_t vp_numel4(vp_sim *sim, uint64_t a, uint64_t b, uint64_t c, uint64_t d);
+
+/* Tensor lifetimes. New tensors come with one reference, owned by the caller
+ * (a Python local); vp_drop releases it. */
+vp_t vp_new(vp_sim *sim, uint64_t numel, vp_dtype dtype, const char *label);
+vp_t vp_new_in(vp_sim *sim, uint64_t numel, vp_dtype dtype, vp_category category, const char *label);
+vp_t vp_view(vp_sim *sim, vp_t base, uint64_t numel, const char *label);
+void vp_hold(vp_sim *sim, vp_t t);
+void vp_drop(vp_sim *sim, vp_t t);
+vp_tensor *vp_at(vp_sim *sim, vp_t t);
+
+/* A trainable (or frozen) resident tensor: parameters and buffers. */
+vp_t vp_leaf(vp_sim *sim, uint64_t numel, vp_dtype dtype, vp_category category, bool trainable,
+             const char *label);
+
+/* Recording an autograd node for an op whose inputs `in` produced `out`.
+ * Returns NULL (and records nothing) when no input requires grad or grad
+ * mode is off; the output then does not require grad either. */
+vp_node *vp_node_at(vp_sim *sim, uint32_t node);
+vp_node *vp_record(vp_sim *sim, vp_backward_fn backward, const char *label, const vp_t *in,
+                   unsigned n_in, const vp_t *out, unsigned n_out);
+void vp_save(vp_sim *sim, vp_node *node, vp_t t);
+
+/* Backward helpers for the rule functions. */
+vp_t vp_grad_like(vp_sim *sim, vp_t like, const char *label);
+vp_t vp_grad_sized(vp_sim *sim, uint64_t numel, vp_dtype dtype, const char *label);
+void vp_give_grad(vp_sim *sim, vp_node *node, unsigned input, vp_t grad);
+/* The gradient this node received for its output `i` (0 when none arrived). */
+vp_t vp_grad_out(vp_sim *sim, const vp_node *node, unsigned i);
+/* Whether input i of the node needs a gradient. */
+bool vp_needs_grad(vp_sim *sim, const vp_node *node, unsigned i);
+/* A workspace that lives only while the rule runs. */
+void vp_scratch(vp_sim *sim, uint64_t bytes, const char *label);
+
+/* Run backward over nodes [first, end) in reverse creation order; `end` is
+ * usually sim->n_nodes. The seed gradient must already be buffered. */
+void vp_backward(vp_sim *sim, uint32_t first, uint32_t end);
+
+/* Hand a gradient to a tensor as the autograd engine does: into .grad for a
+ * parameter, else into the tensor's input buffer. Consumes the reference. */
+void vp_deliver_grad(vp_sim *sim, vp_t to, vp_t grad);
+
+#endif

@@ -1,0 +1,607 @@
+/* step.c — one steady-state training step (step 2 onward) on one GPU:
+ * resident state, forward, loss, backward (with recomputation under
+ * activation checkpointing), optimizer step and zero_grad, all on the
+ * simulator. Identical layers are evaluated once and folded. */
+#include "step.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ops.h"
+#include "optimizer.h"
+
+/* ---- autocast ---- */
+
+static bool remember_cast(vp_step *step, vp_t param, vp_t cast) {
+    if (step->n_casts == step->cap_casts) {
+        unsigned cap = step->cap_casts ? step->cap_casts * 2 : 64;
+        vp_cast_entry *grown = realloc(step->casts, cap * sizeof *grown);
+        if (!grown) {
+            step->sim.status = VP_SIM_NOMEM;
+            return false;
+        }
+        step->casts = grown;
+        step->cap_casts = cap;
+    }
+    vp_hold(&step->sim, cast);
+    step->casts[step->n_casts++] = (vp_cast_entry){param, cast, step->fold_repeat, step->ledger.place.layer};
+    return true;
+}
+
+vp_t vp_autocast_low(vp_step *step, vp_t x, const char *label) {
+    vp_sim *sim = &step->sim;
+    const vp_tensor *t = vp_at(sim, x);
+    if (!step->autocast || t->dtype != VP_FP32) {
+        vp_hold(sim, x);
+        return x;
+    }
+    /* cached_cast (autocast_mode.h): only leaves that require grad are
+     * cached, for as long as the autocast region lasts */
+    bool cacheable = t->leaf && t->requires_grad;
+    if (cacheable) {
+        for (unsigned i = 0; i < step->n_casts; i++) {
+            /* keyed by layer too: folded layers share one instance's tensors */
+            if (step->casts[i].param == x && step->casts[i].layer == step->ledger.place.layer) {
+                vp_hold(sim, step->casts[i].cast);
+                return step->casts[i].cast;
+            }
+        }
+    }
+    vp_t cast = vp_to(sim, x, step->low, label);
+    if (cacheable) remember_cast(step, x, cast);
+    return cast;
+}
+
+vp_t vp_autocast_fp32(vp_step *step, vp_t x, const char *label) {
+    vp_sim *sim = &step->sim;
+    vp_dtype dt = (vp_dtype)vp_at(sim, x)->dtype;
+    if (!step->autocast || !vp_dtype_is_float(dt) || dt == VP_FP32) {
+        vp_hold(sim, x);
+        return x;
+    }
+    return vp_to(sim, x, VP_FP32, label);
+}
+
+/* Leaving the autocast region clears the cache; casts made while folding
+ * stand for `repeat` identical casts. */
+static void clear_casts(vp_step *step, unsigned from) {
+    for (unsigned i = from; i < step->n_casts; i++) {
+        if (step->casts[i].repeat == 1) { /* no fold: this may run inside a folded backward */
+            vp_drop(&step->sim, step->casts[i].cast);
+            continue;
+        }
+        vp_ledger_begin_segment(&step->ledger);
+        vp_drop(&step->sim, step->casts[i].cast);
+        vp_ledger_repeat_segment(&step->ledger, step->casts[i].repeat, 0);
+    }
+    step->n_casts = from;
+}
+
+/* ---- leaves ---- */
+
+/* Folding evaluates one chunk of `per` layers for all full chunks, so it
+ * keeps `per` layer instances for them (layer i uses instance i mod per,
+ * standing for every layer in that position of its chunk) and one instance
+ * per layer of the shorter last chunk. */
+static unsigned chunk_layers(const vp_step *step) {
+    unsigned per = step->recipe->checkpoint_every ? step->recipe->checkpoint_every : 1;
+    return per < step->model->layers ? per : step->model->layers;
+}
+
+vp_t *vp_step_layer_leaves(vp_step *step, unsigned layer) {
+    unsigned slots = step->model->section[VP_SECTION_LAYER].n_slots;
+    unsigned per = chunk_layers(step), full_layers = step->model->layers / per * per;
+    unsigned instance = !step->fold ? layer : layer < full_layers ? layer % per : per + (layer - full_layers);
+    return step->layer_leaves + (size_t)instance * slots;
+}
+
+static unsigned instance_count(const vp_step *step) {
+    unsigned per = chunk_layers(step);
+    return step->fold ? per + step->model->layers % per : step->model->layers;
+}
+
+/* How many real layers instance i stands for. */
+static unsigned instance_repeat(const vp_step *step, unsigned i) {
+    unsigned per = chunk_layers(step);
+    return step->fold && i < per ? step->model->layers / per : 1;
+}
+
+typedef struct {
+    vp_t *leaves;
+    unsigned n;
+    unsigned repeat;
+} leaf_group;
+
+/* The parameter arrays, with how many real instances each stands for:
+ * the embedding, the layers (one template when folding), the final ops. */
+static unsigned leaf_group_count(const vp_step *step) { return 2 + step->n_layer_instances; }
+
+static leaf_group leaf_group_at(vp_step *step, unsigned i) {
+    const vp_model *m = step->model;
+    if (i == 0) return (leaf_group){step->embed_leaves, m->section[VP_SECTION_EMBED].n_slots, 1};
+    if (i == leaf_group_count(step) - 1)
+        return (leaf_group){step->final_leaves, m->section[VP_SECTION_FINAL].n_slots, 1};
+    return (leaf_group){step->layer_leaves + (size_t)(i - 1) * m->section[VP_SECTION_LAYER].n_slots,
+                        m->section[VP_SECTION_LAYER].n_slots, instance_repeat(step, i - 1)};
+}
+
+static void create_leaves(vp_step *step, const vp_op *ops, unsigned n, vp_t *slots) {
+    for (unsigned i = 0; i < n; i++) {
+        const vp_op *op = &ops[i];
+        vp_leaf_spec specs[VP_OP_MAX_LEAVES];
+        unsigned k = op->kind->leaves ? op->kind->leaves(op, specs) : 0;
+        for (unsigned j = 0; j < k; j++) {
+            if (!specs[j].numel) continue;
+            vp_dtype dt = specs[j].dtype == VP_DTYPE_NONE ? step->precision->params : specs[j].dtype;
+            vp_category cat = specs[j].buffer ? VP_CAT_BUFFERS : VP_CAT_PARAMS;
+            slots[op->slot + j] = vp_leaf(&step->sim, specs[j].numel, dt, cat, specs[j].trainable && !specs[j].buffer,
+                                          specs[j].label);
+        }
+        create_leaves(step, op->children, op->n_children, slots);
+    }
+}
+
+/* Master weights and optimizer states live only in the ledger: nothing in
+ * the step reads them but the optimizer. */
+static void resident_states(vp_step *step, const vp_t *leaves, unsigned n) {
+    vp_sim *sim = &step->sim;
+    for (unsigned i = 0; i < n; i++) {
+        const vp_tensor *t = leaves[i] ? vp_at(sim, leaves[i]) : NULL;
+        if (!t || !t->requires_grad) continue;
+        uint64_t bytes;
+        if (step->precision->master != VP_DTYPE_NONE && vp_tensor_bytes(step->precision->master, t->numel, &bytes))
+            vp_ledger_alloc(&step->ledger, VP_CAT_MASTER, bytes, "master weights");
+        if (vp_tensor_bytes(step->precision->states, t->numel, &bytes))
+            for (unsigned s = 0; s < step->optimizer->states; s++)
+                vp_ledger_alloc(&step->ledger, VP_CAT_OPTIMIZER, bytes, "optimizer state");
+        if (!step->recipe->grads_set_to_none) /* zero_grad() keeps .grad allocated */
+            vp_at(sim, leaves[i])->param_grad =
+                vp_new_in(sim, t->numel, (vp_dtype)t->dtype, VP_CAT_GRADS, "param.grad");
+    }
+}
+
+static bool setup(vp_step *step) {
+    const vp_model *m = step->model;
+    unsigned layer_slots = m->section[VP_SECTION_LAYER].n_slots;
+    step->n_layer_instances = instance_count(step);
+    step->embed_leaves = calloc(m->section[VP_SECTION_EMBED].n_slots + 1, sizeof(vp_t));
+    step->final_leaves = calloc(m->section[VP_SECTION_FINAL].n_slots + 1, sizeof(vp_t));
+    step->layer_leaves = calloc((size_t)layer_slots * step->n_layer_instances + 1, sizeof(vp_t));
+    if (!step->embed_leaves || !step->final_leaves || !step->layer_leaves) return false;
+
+    step->ledger.place.phase = VP_PHASE_SETUP;
+    create_leaves(step, m->section[VP_SECTION_EMBED].ops, m->section[VP_SECTION_EMBED].n_ops, step->embed_leaves);
+    resident_states(step, step->embed_leaves, m->section[VP_SECTION_EMBED].n_slots);
+    for (unsigned i = 0; i < step->n_layer_instances; i++) {
+        vp_t *slots = step->layer_leaves + (size_t)i * layer_slots;
+        vp_ledger_begin_segment(&step->ledger);
+        create_leaves(step, m->section[VP_SECTION_LAYER].ops, m->section[VP_SECTION_LAYER].n_ops, slots);
+        resident_states(step, slots, layer_slots);
+        vp_ledger_repeat_segment(&step->ledger, instance_repeat(step, i), 0);
+    }
+    create_leaves(step, m->section[VP_SECTION_FINAL].ops, m->section[VP_SECTION_FINAL].n_ops, step->final_leaves);
+    resident_states(step, step->final_leaves, m->section[VP_SECTION_FINAL].n_slots);
+    return true;
+}
+
+/* ---- forward ---- */
+
+static void prepare_ops(vp_step *step, const vp_op *ops, unsigned n) {
+    for (unsigned i = 0; i < n; i++) {
+        if (ops[i].kind->prepare) ops[i].kind->prepare(step, &ops[i]);
+        prepare_ops(step, ops[i].children, ops[i].n_children);
+    }
+}
+
+static vp_t layers_forward(vp_step *step, const vp_chunk *chunk, vp_t x) {
+    const vp_section *layer = &step->model->section[VP_SECTION_LAYER];
+    vp_t current = x;
+    vp_hold(&step->sim, x);
+    for (unsigned j = 0; j < chunk->layers; j++) {
+        unsigned index = chunk->first_layer + j;
+        step->ledger.place.layer = (int)index + step->sim.layer_offset;
+        vp_t next = vp_run_ops(step, layer->ops, layer->n_ops, vp_step_layer_leaves(step, index), current);
+        vp_drop(&step->sim, current);
+        current = next;
+    }
+    return current;
+}
+
+/* torch.utils.checkpoint's reentrant CheckpointFunction, as HF calls it:
+ * forward under no_grad keeping its tensor arguments (the hidden states,
+ * the mask, position ids, cos and sin); backward detaches them, reruns the
+ * forward with grad enabled (and autocast re-entered), runs backward from
+ * the recomputed output with the incoming gradient, and returns the
+ * detached input's .grad. */
+static void backward_checkpoint(vp_sim *sim, uint32_t index) {
+    vp_node *node = vp_node_at(sim, index);
+    vp_chunk *chunk = (vp_chunk *)node->context;
+    vp_step *step = chunk->step;
+    vp_t g = vp_grad_out(sim, node, 0);
+    vp_t x = node->saved[0];
+
+    vp_t detached = vp_view(sim, x, vp_at(sim, x)->numel, "checkpoint.detach");
+    vp_tensor *d = vp_at(sim, detached);
+    d->leaf = true;
+    d->requires_grad = true;
+    d->grad_category = VP_CAT_TRANSIENT;
+
+    vp_phase phase = step->ledger.place.phase;
+    vp_category category = sim->category;
+    step->ledger.place.phase = VP_PHASE_RECOMPUTE;
+    sim->category = VP_CAT_ACTIVATIONS;
+    uint32_t first = sim->n_nodes;
+    unsigned casts = step->n_casts;
+    unsigned repeat = step->fold_repeat;
+    step->fold_repeat = 1;
+    vp_t y = layers_forward(step, chunk, detached);
+    clear_casts(step, casts);
+    step->fold_repeat = repeat;
+    sim->category = category;
+    step->ledger.place.phase = phase;
+
+    vp_hold(sim, g);
+    vp_at(sim, y)->grad = g;
+    vp_backward(sim, first, sim->n_nodes);
+    vp_drop(sim, y);
+    vp_t gx = vp_at(sim, detached)->param_grad;
+    vp_at(sim, detached)->param_grad = 0;
+    vp_drop(sim, detached);
+    sim->n_nodes = first;
+    vp_give_grad(sim, vp_node_at(sim, index), 0, gx);
+}
+
+static vp_t checkpoint_forward(vp_step *step, vp_chunk *chunk, vp_t x) {
+    vp_sim *sim = &step->sim;
+    sim->grad_mode = false;
+    vp_t y = layers_forward(step, chunk, x);
+    sim->grad_mode = true;
+    vp_node *node = vp_record(sim, backward_checkpoint, "checkpoint", &x, 1, &y, 1);
+    if (node) {
+        node->context = chunk;
+        vp_save(sim, node, x);
+        vp_save(sim, node, step->causal_mask);
+        vp_save(sim, node, step->position_ids);
+        vp_save(sim, node, step->cos);
+        vp_save(sim, node, step->sin);
+    }
+    return y;
+}
+
+static vp_t chunk_forward(vp_step *step, vp_chunk *chunk, vp_t x) {
+    chunk->first_node = step->sim.n_nodes;
+    chunk->first_tensor = step->sim.n_tensors;
+    chunk->input = x;
+    vp_t y = chunk->checkpointed ? checkpoint_forward(step, chunk, x) : layers_forward(step, chunk, x);
+    chunk->end_node = step->sim.n_nodes;
+    return y;
+}
+
+/* Plan the chunks: `per` layers each (one without checkpointing), a
+ * shorter last chunk when the layers do not divide. Folding keeps one
+ * entry per distinct chunk with its repeat count. */
+static bool plan_chunks(vp_step *step) {
+    unsigned layers = step->model->layers;
+    unsigned per = chunk_layers(step);
+    unsigned full = layers / per, rest = layers % per;
+    unsigned entries = step->fold ? 2 : full + 1;
+    step->chunks = calloc(entries, sizeof *step->chunks);
+    step->chunk_repeat = calloc(entries, sizeof *step->chunk_repeat);
+    if (!step->chunks || !step->chunk_repeat) return false;
+    unsigned n = 0, first = 0;
+    for (unsigned i = 0; i < (step->fold ? (full ? 1u : 0u) : full); i++) {
+        step->chunks[n] = (vp_chunk){step, first, per, step->recipe->checkpoint_every > 0, 0, 0, 0, 0, 0};
+        step->chunk_repeat[n++] = step->fold ? full : 1;
+        first += step->fold ? per * full : per;
+    }
+    if (rest) {
+        step->chunks[n] = (vp_chunk){step, first, rest, step->recipe->checkpoint_every > 0, 0, 0, 0, 0, 0};
+        step->chunk_repeat[n++] = 1;
+    }
+    step->n_chunks = n;
+    return true;
+}
+
+/* Takes over the reference to x: like every later layer input, the first
+ * one is held only by the chain. */
+static vp_t forward_layers(vp_step *step, vp_t x) {
+    vp_t current = x;
+    for (unsigned i = 0; i < step->n_chunks; i++) {
+        vp_chunk *chunk = &step->chunks[i];
+        unsigned repeat = step->chunk_repeat[i];
+        vp_ledger_begin_segment(&step->ledger);
+        step->fold_repeat = repeat;
+        vp_t next = chunk_forward(step, chunk, current);
+        vp_drop(&step->sim, current);
+        current = next;
+        vp_ledger_repeat_segment(&step->ledger, repeat, (int)chunk->layers);
+        step->fold_repeat = 1;
+    }
+    step->ledger.place.layer = -1;
+    return current;
+}
+
+static bool is_loss_op(const vp_op *op) { return op->kind == &vp_op_lm_head || op->kind == &vp_op_cross_entropy; }
+
+static vp_t run_section(vp_step *step, vp_section_id id, const vp_t *leaves, vp_t x) {
+    const vp_section *section = &step->model->section[id];
+    vp_t current = x;
+    vp_hold(&step->sim, x);
+    for (unsigned i = 0; i < section->n_ops; i++) {
+        const vp_op *op = &section->ops[i];
+        if (is_loss_op(op)) step->ledger.place.phase = VP_PHASE_LOSS;
+        vp_t next = op->kind->forward(step, op, leaves + op->slot, current);
+        vp_drop(&step->sim, current);
+        current = next;
+    }
+    return current;
+}
+
+/* ---- backward ---- */
+
+/* While one chunk's backward stands for several, tensors it did not create
+ * (cos and sin, the mask, parameters) must outlive every repetition: the
+ * real chunks all hold them, so they are held here until the fold ends. */
+static unsigned pin_externals(vp_step *step, const vp_chunk *chunk, vp_t **pins) {
+    vp_sim *sim = &step->sim;
+    unsigned n = 0, cap = 0;
+    *pins = NULL;
+    for (uint32_t i = chunk->first_node; i < chunk->end_node; i++) {
+        vp_node *node = vp_node_at(sim, i);
+        for (unsigned j = 0; j < VP_NODE_MAX_SAVED; j++) {
+            vp_t t = node->saved[j];
+            /* the chunk's input is its own: each real chunk frees its input */
+            if (!t || t >= chunk->first_tensor || t == chunk->input) continue;
+            if (n == cap) {
+                cap = cap ? cap * 2 : 16;
+                vp_t *grown = realloc(*pins, cap * sizeof *grown);
+                if (!grown) {
+                    sim->status = VP_SIM_NOMEM;
+                    return n;
+                }
+                *pins = grown;
+            }
+            vp_hold(sim, t);
+            (*pins)[n++] = t;
+        }
+    }
+    return n;
+}
+
+static void backward_layers(vp_step *step) {
+    vp_sim *sim = &step->sim;
+    for (unsigned i = step->n_chunks; i-- > 0;) {
+        vp_chunk *chunk = &step->chunks[i];
+        unsigned repeat = step->chunk_repeat[i];
+        vp_t *pins;
+        unsigned n_pins = pin_externals(step, chunk, &pins);
+        sim->layer_offset = (int)((repeat - 1) * chunk->layers);
+        vp_ledger_begin_segment(&step->ledger);
+        vp_backward(sim, chunk->first_node, chunk->end_node);
+        vp_ledger_repeat_segment(&step->ledger, repeat, -(int)chunk->layers);
+        sim->layer_offset = 0;
+        for (unsigned p = 0; p < n_pins; p++) vp_drop(sim, pins[p]);
+        free(pins);
+    }
+    step->ledger.place.layer = -1;
+}
+
+/* ---- optimizer ---- */
+
+static void for_each_trainable(vp_step *step, void (*fn)(vp_step *, vp_t, void *), void *ctx) {
+    for (unsigned g = 0; g < leaf_group_count(step); g++) {
+        leaf_group group = leaf_group_at(step, g);
+        vp_ledger_begin_segment(&step->ledger);
+        for (unsigned i = 0; i < group.n; i++) {
+            vp_t t = group.leaves[i];
+            if (t && vp_at(&step->sim, t)->requires_grad) fn(step, t, ctx);
+        }
+        vp_ledger_repeat_segment(&step->ledger, group.repeat, 0);
+    }
+}
+
+/* Megatron-LM's Float16OptimizerWithFloat16Params._copy_model_grads_to_main_grads:
+ * main_param.grad = model_param.grad.float(); model_param.grad = None. */
+static void grad_to_master(vp_step *step, vp_t leaf, void *ctx) {
+    (void)ctx;
+    vp_sim *sim = &step->sim;
+    vp_tensor *t = vp_at(sim, leaf);
+    vp_t master_grad = vp_new_in(sim, t->numel, VP_FP32, VP_CAT_GRADS, "master.grad");
+    vp_t model_grad = vp_at(sim, leaf)->param_grad;
+    vp_at(sim, leaf)->param_grad = master_grad;
+    vp_drop(sim, model_grad);
+}
+
+typedef struct {
+    vp_dtype dtype;
+    uint64_t raw, rounded;       /* foreach: totals over the group */
+    uint64_t largest;            /* for-loop: the largest tensor */
+    unsigned repeat;
+} temp_sizes;
+
+static void measure_tensor(vp_step *step, vp_t leaf, void *ctx) {
+    temp_sizes *sizes = ctx;
+    uint64_t bytes;
+    if (!vp_tensor_bytes(sizes->dtype, vp_at(&step->sim, leaf)->numel, &bytes)) return;
+    sizes->raw += bytes * sizes->repeat;
+    sizes->rounded += vp_round_block(bytes) * sizes->repeat;
+    if (bytes > sizes->largest) sizes->largest = bytes;
+}
+
+static void optimizer_step(vp_step *step) {
+    const vp_optimizer_kind *kind = step->optimizer;
+    step->ledger.place.phase = VP_PHASE_OPTIMIZER;
+    if (!kind->steps) return;
+    if (step->precision->master != VP_DTYPE_NONE) for_each_trainable(step, grad_to_master, NULL);
+
+    unsigned temps = kind->temporaries(step->recipe, vp_optimizer_weight_decay(kind, step->recipe));
+    if (!temps) return;
+    /* the update runs on the master weights when there are any */
+    vp_dtype dtype = step->precision->master != VP_DTYPE_NONE ? step->precision->master : step->precision->params;
+    temp_sizes sizes = {dtype, 0, 0, 0, 1};
+    for (unsigned g = 0; g < leaf_group_count(step); g++) {
+        leaf_group group = leaf_group_at(step, g);
+        sizes.repeat = group.repeat;
+        for (unsigned i = 0; i < group.n; i++) {
+            vp_t t = group.leaves[i];
+            if (t && vp_at(&step->sim, t)->requires_grad) measure_tensor(step, t, &sizes);
+        }
+    }
+    const char *label = kind->name;
+    if (step->recipe->optimizer_impl == VP_IMPL_FOREACH) {
+        for (unsigned i = 0; i < temps; i++) vp_ledger_alloc_many(&step->ledger, VP_CAT_TRANSIENT, sizes.raw, sizes.rounded, label);
+        for (unsigned i = 0; i < temps; i++) vp_ledger_release_many(&step->ledger, VP_CAT_TRANSIENT, sizes.raw, sizes.rounded, label);
+    } else {
+        for (unsigned i = 0; i < temps; i++) vp_ledger_alloc(&step->ledger, VP_CAT_TRANSIENT, sizes.largest, label);
+        for (unsigned i = 0; i < temps; i++) vp_ledger_release(&step->ledger, VP_CAT_TRANSIENT, sizes.largest, label);
+    }
+}
+
+static void zero_grad(vp_step *step, vp_t leaf, void *ctx) {
+    (void)ctx;
+    vp_t g = vp_at(&step->sim, leaf)->param_grad;
+    vp_at(&step->sim, leaf)->param_grad = 0;
+    vp_drop(&step->sim, g);
+}
+
+/* ---- the step ---- */
+
+static uint64_t sum_bytes(vp_step *step, vp_dtype dtype, unsigned per_param) {
+    uint64_t total = 0;
+    for (unsigned g = 0; g < leaf_group_count(step); g++) {
+        leaf_group group = leaf_group_at(step, g);
+        for (unsigned i = 0; i < group.n; i++) {
+            vp_t t = group.leaves[i];
+            uint64_t bytes;
+            if (!t || !vp_at(&step->sim, t)->requires_grad) continue;
+            if (vp_tensor_bytes(dtype, vp_at(&step->sim, t)->numel, &bytes)) total += bytes * per_param * group.repeat;
+        }
+    }
+    return total;
+}
+
+static void free_step(vp_step *step) {
+    vp_sim_free(&step->sim);
+    free(step->embed_leaves);
+    free(step->final_leaves);
+    free(step->layer_leaves);
+    free(step->casts);
+    free(step->chunks);
+    free(step->chunk_repeat);
+}
+
+static vp_step_status status_of(const vp_step *step) {
+    if (step->sim.status == VP_SIM_NOMEM) return VP_STEP_NOMEM;
+    if (step->sim.status == VP_SIM_OVERFLOW || step->ledger.overflow) return VP_STEP_OVERFLOW;
+    return VP_STEP_OK;
+}
+
+static void run(vp_step *step, vp_step_result *result) {
+    vp_sim *sim = &step->sim;
+    vp_ledger *ledger = &step->ledger;
+    const vp_model *m = step->model;
+
+    if (!setup(step) || !plan_chunks(step)) {
+        sim->status = VP_SIM_NOMEM;
+        return;
+    }
+    vp_meter resident = ledger->rounded;
+    vp_meter resident_raw = ledger->raw; /* component figures are exact tensor bytes */
+    result->resident_bytes = resident.total;
+
+    /* forward: the batch arrives, the model runs, HF computes the loss */
+    ledger->place.phase = VP_PHASE_FORWARD;
+    step->input_ids = vp_new(sim, step->tokens, VP_INT64, "batch.input_ids");
+    step->labels = vp_new(sim, step->tokens, VP_INT64, "batch.labels");
+    step->position_ids = vp_new(sim, step->seq, VP_INT64, "position_ids");
+    for (int s = 0; s < VP_SECTION_COUNT; s++) prepare_ops(step, m->section[s].ops, m->section[s].n_ops);
+
+    vp_t x = run_section(step, VP_SECTION_EMBED, step->embed_leaves, step->input_ids);
+    uint32_t embed_end = sim->n_nodes;
+    vp_t y = forward_layers(step, x);
+    uint32_t final_first = sim->n_nodes;
+    step->loss = run_section(step, VP_SECTION_FINAL, step->final_leaves, y);
+    vp_drop(sim, y);
+    uint32_t final_end = sim->n_nodes;
+    /* the model's forward returns: its autocast region and locals end */
+    clear_casts(step, 0);
+    vp_drop(sim, step->position_ids);
+    vp_drop(sim, step->cos);
+    vp_drop(sim, step->sin);
+    vp_drop(sim, step->causal_mask);
+    if (!step->recipe->keep_logits) {
+        vp_drop(sim, step->logits);
+        step->logits = 0;
+    }
+    result->activations_bytes = step->recipe->device == VP_DEVICE_CPU ? ledger->raw.total - resident_raw.total
+                                                                      : ledger->rounded.total - resident.total;
+
+    /* backward: loss.backward() */
+    ledger->place.phase = VP_PHASE_BACKWARD;
+    sim->category = VP_CAT_TRANSIENT;
+    if (step->loss && vp_at(sim, step->loss)->requires_grad) {
+        vp_at(sim, step->loss)->grad = vp_new(sim, 1, (vp_dtype)vp_at(sim, step->loss)->dtype, "loss.backward");
+        vp_backward(sim, final_first, final_end);
+        backward_layers(step);
+        ledger->place.phase = VP_PHASE_BACKWARD;
+        vp_backward(sim, 0, embed_end);
+    }
+
+    optimizer_step(step);
+    if (step->recipe->grads_set_to_none) for_each_trainable(step, zero_grad, NULL);
+
+    /* the loop body ends: loss, outputs and the batch go */
+    vp_drop(sim, step->loss);
+    vp_drop(sim, step->logits);
+    vp_drop(sim, step->input_ids);
+    vp_drop(sim, step->labels);
+    if (status_of(step) == VP_STEP_OK && memcmp(ledger->rounded.current, resident.current, sizeof resident.current))
+        { sim->status = VP_SIM_UNBALANCED; if (getenv("VP_DEBUG")) for (int c = 0; c < VP_CAT_COUNT; c++) fprintf(stderr, "%s: now %llu resident %llu\n", vp_category_names[c], (unsigned long long)ledger->rounded.current[c], (unsigned long long)resident.current[c]);
+          if (getenv("VP_DEBUG")) for (vp_t t = 1; t < sim->n_tensors; t++) if (vp_at(sim,t)->live && vp_at(sim,t)->category != VP_CAT_PARAMS && vp_at(sim,t)->category != VP_CAT_BUFFERS) fprintf(stderr, "live %u %s refs=%u bytes=%llu cat=%d\n", t, vp_at(sim,t)->label, vp_at(sim,t)->refs, (unsigned long long)vp_at(sim,t)->bytes, vp_at(sim,t)->category); }
+
+    result->params = vp_model_params(m, false);
+    result->trainable_params = vp_model_params(m, true);
+    result->params_bytes = resident_raw.current[VP_CAT_PARAMS];
+    result->buffers_bytes = resident_raw.current[VP_CAT_BUFFERS];
+    result->master_bytes = resident_raw.current[VP_CAT_MASTER];
+    result->optimizer_bytes = resident_raw.current[VP_CAT_OPTIMIZER];
+    result->grads_bytes = sum_bytes(step, step->precision->grads, 1);
+    result->rounded = ledger->rounded;
+    result->raw = ledger->raw;
+}
+
+vp_step_status vp_step_run(const vp_model *model, const vp_recipe *recipe, bool fold, bool record,
+                           vp_step_result *result, vp_ledger *ledger_out) {
+    vp_step step;
+    memset(&step, 0, sizeof step);
+    memset(result, 0, sizeof *result);
+    if (ledger_out) vp_ledger_init(ledger_out, false);
+    vp_ledger_init(&step.ledger, record);
+    vp_sim_init(&step.sim, &step.ledger);
+    step.model = model;
+    step.recipe = recipe;
+    step.precision = vp_precision_get(recipe->precision);
+    step.optimizer = vp_optimizer_at(recipe->optimizer);
+    step.fold = fold;
+    step.fold_repeat = 1;
+    step.batch = recipe->micro_batch;
+    step.seq = recipe->seq_len;
+    step.tokens = vp_numel(&step.sim, step.batch, step.seq);
+    step.autocast = step.precision->autocast;
+    step.activation = step.precision->params;
+    step.low = step.autocast ? step.precision->compute : step.activation;
+    step.sim.accumulate = recipe->torch_version == VP_TORCH_1_13 ? VP_ACCUMULATE_OUT_OF_PLACE : VP_ACCUMULATE_INPLACE;
+
+    if (!step.precision || !step.optimizer || model->layers == 0) {
+        free_step(&step);
+        vp_ledger_free(&step.ledger);
+        return VP_STEP_INTERNAL;
+    }
+    run(&step, result);
+    vp_step_status status = step.sim.status == VP_SIM_UNBALANCED ? VP_STEP_INTERNAL : status_of(&step);
+    free_step(&step);
+    if (ledger_out) *ledger_out = step.ledger; /* the caller owns the event log now */
+    else vp_ledger_free(&step.ledger);
+    return status;
+}

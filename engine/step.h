@@ -1,0 +1,89 @@
+/* step.h — one training step on one GPU, evaluated on the simulator: the
+ * state every op implementation sees while it runs. */
+#ifndef VP_STEP_H
+#define VP_STEP_H
+
+#include "model.h"
+#include "precision.h"
+#include "recipe.h"
+#include "sim.h"
+
+struct vp_optimizer_kind;
+
+/* A run of consecutive layers evaluated as one unit: under activation
+ * checkpointing, the chunk whose input alone is kept. */
+typedef struct vp_chunk {
+    struct vp_step *step;
+    unsigned first_layer;
+    unsigned layers;
+    bool checkpointed;
+    uint32_t first_node, end_node;   /* its nodes in the forward graph */
+    uint32_t first_tensor;           /* tensors created before it are external */
+    vp_t input, output;
+} vp_chunk;
+
+typedef struct {
+    vp_t param, cast;
+    unsigned repeat;                 /* fold multiplicity when the cast was made */
+    int layer;                       /* the layer that made it */
+} vp_cast_entry;
+
+typedef struct vp_step {
+    vp_sim sim;
+    vp_ledger ledger;
+    const vp_model *model;
+    const vp_recipe *recipe;
+    const vp_precision *precision;
+    const struct vp_optimizer_kind *optimizer;
+    uint64_t batch, seq, tokens;     /* tokens = batch * seq rows */
+    vp_dtype activation;             /* dtype the residual stream flows in */
+    vp_dtype low;                    /* autocast's lower precision (or activation) */
+    bool autocast;
+    bool fold;                       /* evaluate identical layers once */
+    /* tensors the model forward creates once per step */
+    vp_t input_ids, labels, position_ids, cos, sin, causal_mask, logits, loss;
+    vp_t tied_weight;                /* the token embedding, for a tied head */
+    /* leaves: one slot array per section instance */
+    vp_t *embed_leaves, *final_leaves;
+    vp_t *layer_leaves;              /* n_layer_instances x layer slots */
+    unsigned n_layer_instances;
+    /* torch.autocast's weight cache: casts of leaves, cleared when the
+     * autocast region exits */
+    vp_cast_entry *casts;
+    unsigned n_casts, cap_casts;
+    unsigned fold_repeat;            /* repetitions the code now running stands for */
+    vp_chunk *chunks;                /* the forward's layer chunks, in order */
+    unsigned n_chunks;
+    unsigned *chunk_repeat;          /* how many chunks each entry stands for */
+} vp_step;
+
+/* The slot array of layer `layer` (the shared template when folding). */
+vp_t *vp_step_layer_leaves(vp_step *step, unsigned layer);
+
+/* Autocast at an op boundary (torch/csrc/autograd/autocast_mode.cpp, CUDA
+ * lists): ops on the lower-precision list cast fp32 inputs down, caching
+ * the casts of leaves that require grad; ops on the fp32 list cast 16-bit
+ * inputs up. Both return a new reference (x itself when nothing changes). */
+vp_t vp_autocast_low(vp_step *step, vp_t x, const char *label);
+vp_t vp_autocast_fp32(vp_step *step, vp_t x, const char *label);
+
+/* The whole ledger-driving evaluation of one steady-state step. */
+typedef struct {
+    uint64_t params_bytes, buffers_bytes, grads_bytes, master_bytes, optimizer_bytes;
+    uint64_t activations_bytes;      /* live at the end of forward beyond the resident state */
+    uint64_t resident_bytes;
+    vp_meter rounded, raw;           /* peaks of the step */
+    uint64_t params, trainable_params;
+} vp_step_result;
+
+typedef enum {
+    VP_STEP_OK = 0,
+    VP_STEP_OVERFLOW,
+    VP_STEP_NOMEM,
+    VP_STEP_INTERNAL,
+} vp_step_status;
+
+vp_step_status vp_step_run(const vp_model *model, const vp_recipe *recipe, bool fold, bool record,
+                           vp_step_result *result, vp_ledger *ledger_out);
+
+#endif

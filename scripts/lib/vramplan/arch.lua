@@ -1,0 +1,108 @@
+-- vramplan.arch — architecture families: a script in models/arch/ declares
+-- its configuration fields and a build function that arranges the core's
+-- ops; model scripts then call the family with a configuration.
+local vramplan = require("vramplan")
+local sandbox = require("vramplan.sandbox")
+local schema = require("vramplan.schema")
+
+local arch = {}
+
+local family_meta = {}
+
+-- Where a script called us: "file:line" of the caller's caller.
+local function call_site(level)
+  local info = debug.getinfo(level + 1, "Sl")
+  if info and info.currentline and info.currentline > 0 then
+    return info.short_src .. ":" .. info.currentline
+  end
+  return "?"
+end
+arch.call_site = call_site
+
+-- llama { hidden = 4096, ... } in a model script: a description that
+-- remembers the family, the values and where they were written.
+family_meta.__call = function(family, values)
+  local where = call_site(2)
+  if type(values) ~= "table" then
+    error(string.format("%s: %s takes a table of fields: %s { hidden = ..., ... }", where, family.name, family.name), 0)
+  end
+  local origins = {}
+  for k in pairs(values) do origins[k] = where end
+  return { family = family, values = values, origins = origins, where = where }
+end
+
+-- The constructors an architecture script sees: one per op kind, plus
+-- `decoder` and `architecture`.
+local function arch_env(path)
+  local names = {}
+  for _, kind in ipairs(vramplan.op_kinds()) do
+    local name = kind.name
+    names[name] = function(fields) return vramplan.op(name, fields) end
+  end
+  names.decoder = function(t) return t end
+  names.architecture = function(def)
+    local where = call_site(2)
+    if type(def) ~= "table" or type(def.name) ~= "string" or type(def.fields) ~= "table"
+        or type(def.build) ~= "function" then
+      error(where .. ": architecture needs name, fields and build", 0)
+    end
+    local declarations = { { "name", "string", default = def.name, doc = "display name" } }
+    for _, d in ipairs(def.fields) do declarations[#declarations + 1] = d end
+    return setmetatable({
+      name = def.name, doc = def.doc or "", schema = schema.new(def.name, declarations),
+      check = def.check, build = def.build, source = path,
+    }, family_meta)
+  end
+  return sandbox.env(names)
+end
+
+-- Loads models/arch/<name>.lua under `home`, once per process.
+local loaded = {}
+function arch.load(home, name)
+  if loaded[name] ~= nil then return loaded[name] or nil end
+  local path = home .. "/models/arch/" .. name .. ".lua"
+  local f = io.open(path, "r")
+  if not f then
+    loaded[name] = false
+    return nil
+  end
+  f:close()
+  local family = sandbox.run(path, arch_env(path))
+  if getmetatable(family) ~= family_meta then
+    error(path .. ": an architecture script must return architecture { ... }", 0)
+  end
+  loaded[name] = family
+  return family
+end
+
+function arch.is_description(v)
+  return type(v) == "table" and getmetatable(v.family) == family_meta
+end
+
+-- Resolves the description's fields with `overrides` (name -> string value,
+-- from --set) on top, checks them, and builds the core's model.
+function arch.build(description, overrides, override_origins)
+  local family = description.family
+  local values, origins = {}, {}
+  for k, v in pairs(description.values) do values[k], origins[k] = v, description.origins[k] end
+  for k, v in pairs(overrides or {}) do values[k], origins[k] = v, override_origins[k] end
+  -- defaults and checks are the architecture script's code: budgeted too
+  local config = sandbox.call(function(v) return schema.resolve(family.schema, v, origins, description.where) end,
+    values)
+  if family.check then
+    local found = sandbox.call(function(c) return { family.check(c) } end, config)
+    if found[1] then
+      error(string.format("%s: %s: %s", origins[found[1]] or description.where, found[1], found[2]), 0)
+    end
+  end
+  local ok, built = pcall(sandbox.call, family.build, config)
+  if not ok then
+    error(string.format("%s: building %s: %s", description.where, family.name, tostring(built)), 0)
+  end
+  built.name = config.name
+  local ok2, model = pcall(vramplan.model, built)
+  if not ok2 then error(string.format("%s: %s", description.where, tostring(model)), 0) end
+  return model, config
+end
+
+return arch

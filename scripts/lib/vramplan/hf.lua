@@ -1,0 +1,69 @@
+-- vramplan.hf — Hugging Face config.json files as model descriptions: the
+-- model_type picks the architecture family and each known key maps to a
+-- family field. Keys that do not change training memory are ignored.
+local json = require("dkjson")
+
+local hf = {}
+
+-- model_type -> family and { hf_key = field } (nil: ignored on purpose)
+local mappings = {
+  gpt2 = {
+    family = "gpt2",
+    keys = {
+      n_embd = "hidden", n_layer = "layers", n_head = "heads", n_inner = "intermediate",
+      vocab_size = "vocab", n_positions = "max_positions", activation_function = "activation",
+      resid_pdrop = "resid_dropout", embd_pdrop = "embed_dropout", attn_pdrop = "attn_dropout",
+      layer_norm_epsilon = "norm_eps", tie_word_embeddings = "tie_embeddings",
+    },
+  },
+  llama = {
+    family = "llama",
+    keys = {
+      hidden_size = "hidden", num_hidden_layers = "layers", num_attention_heads = "heads",
+      num_key_value_heads = "kv_heads", intermediate_size = "intermediate", vocab_size = "vocab",
+      max_position_embeddings = "max_positions", rms_norm_eps = "norm_eps", rope_theta = "rope_theta",
+      tie_word_embeddings = "tie_embeddings", attention_bias = "attention_bias", mlp_bias = "mlp_bias",
+      head_dim = "head_dim", attention_dropout = "attn_dropout", hidden_act = "activation",
+    },
+  },
+}
+mappings.mistral = mappings.llama
+
+local function read(path)
+  local f, err = io.open(path, "r")
+  if not f then error("cannot open " .. path .. ": " .. tostring(err), 0) end
+  local text = f:read("a")
+  f:close()
+  return text
+end
+
+-- Returns family name, values (field -> value), origins and a display name.
+function hf.load(path)
+  local config, pos, err = json.decode(read(path), 1, json.null)
+  if err then error(string.format("%s: invalid JSON: %s", path, err), 0) end
+  if type(config) ~= "table" then error(path .. ": a config.json holds one JSON object", 0) end
+  local model_type = config.model_type
+  local mapping = type(model_type) == "string" and mappings[model_type]
+  if not mapping then
+    local known = {}
+    for k in pairs(mappings) do known[#known + 1] = k end
+    table.sort(known)
+    error(string.format("%s: model_type: %s is not supported (supported: %s)", path,
+      tostring(model_type), table.concat(known, ", ")), 0)
+  end
+  local values, origins = {}, {}
+  for key, field in pairs(mapping.keys) do
+    local v = config[key]
+    if v ~= nil and v ~= json.null then
+      values[field] = v
+      origins[field] = path .. ": " .. key
+    end
+  end
+  local name = config._name_or_path
+  if type(name) ~= "string" or name == "" then name = path:match("([^/]+)/[^/]+$") or path end
+  values.name = name
+  origins.name = path
+  return mapping.family, values, origins
+end
+
+return hf

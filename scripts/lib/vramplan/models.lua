@@ -1,0 +1,58 @@
+-- vramplan.models — finding and loading a model: a Lua model script, a name
+-- in models/, or a Hugging Face config.json.
+local lfs = require("lfs")
+local arch = require("vramplan.arch")
+local hf = require("vramplan.hf")
+local sandbox = require("vramplan.sandbox")
+
+local models = {}
+
+local function is_file(path) return lfs.attributes(path, "mode") == "file" end
+
+-- The environment of a model script: family names (llama, gpt2, ...) are
+-- looked up in models/arch/ when first used.
+local function model_env(home)
+  local env = sandbox.env()
+  return setmetatable(env, {
+    __index = function(_, name)
+      if type(name) == "string" and name:match("^[%w_]+$") then return arch.load(home, name) end
+    end,
+  })
+end
+
+-- Every model name in models/ (file names without .lua), sorted.
+function models.list(home)
+  local names = {}
+  for entry in lfs.dir(home .. "/models") do
+    local name = entry:match("^(.+)%.lua$")
+    if name then names[#names + 1] = name end
+  end
+  table.sort(names)
+  return names
+end
+
+-- A description ready for arch.build: from a path (.lua or .json) or a name.
+function models.describe(home, spec)
+  local path = spec
+  if not is_file(path) then
+    path = home .. "/models/" .. spec .. ".lua"
+    if not is_file(path) then
+      local guess = require("vramplan.schema").suggest(spec, models.list(home))
+      error(string.format("no model '%s': not a file, nor a name in %s/models%s", spec, home,
+        guess and (" (did you mean '" .. guess .. "'?)") or ""), 0)
+    end
+  end
+  if path:match("%.json$") then
+    local family_name, values, origins = hf.load(path)
+    local family = arch.load(home, family_name)
+    return { family = family, values = values, origins = origins, where = path, source = path }
+  end
+  local description = sandbox.run(path, model_env(home))
+  if not arch.is_description(description) then
+    error(path .. ": a model script must return an architecture call such as llama { ... }", 0)
+  end
+  description.source = path
+  return description
+end
+
+return models

@@ -1,0 +1,50 @@
+-- vramplan.recipes — recipe scripts (`return recipe { ... }`) and --set
+-- values, checked key by key against the core's recipe declarations, each
+-- error naming where the key was set.
+local vramplan = require("vramplan")
+local arch = require("vramplan.arch")
+local sandbox = require("vramplan.sandbox")
+
+local recipes = {}
+
+local function recipe_env()
+  return sandbox.env({
+    recipe = function(t)
+      local where = arch.call_site(2)
+      if type(t) ~= "table" then error(where .. ": recipe takes a table of keys", 0) end
+      return { keys = t, where = where }
+    end,
+  })
+end
+
+-- Reads a recipe script: returns keys (name -> value) and their origins.
+function recipes.load(path)
+  local f = io.open(path, "r")
+  if not f then error("cannot open recipe " .. path, 0) end
+  f:close()
+  local r = sandbox.run(path, recipe_env())
+  if type(r) ~= "table" or type(r.keys) ~= "table" then
+    error(path .. ": a recipe script must return recipe { ... }", 0)
+  end
+  local origins = {}
+  for k in pairs(r.keys) do origins[k] = r.where end
+  return r.keys, origins
+end
+
+function recipes.is_key(name)
+  for _, k in ipairs(vramplan.recipe_keys()) do
+    if k.name == name then return true end
+  end
+  return false
+end
+
+-- Checks each key on its own so that an error names its origin.
+function recipes.check(keys, origins)
+  for k, v in pairs(keys) do
+    local ok, err = pcall(vramplan.check_recipe, { [k] = v })
+    if not ok then error(string.format("%s: %s", origins[k] or "recipe", tostring(err)), 0) end
+  end
+  return vramplan.check_recipe(keys)
+end
+
+return recipes

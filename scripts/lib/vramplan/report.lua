@@ -1,0 +1,138 @@
+-- vramplan.report — what the user reads: the verdict, the breakdown at the
+-- peak, the timeline; and the JSON object other tools read.
+local json = require("dkjson")
+
+local report = {}
+
+local GiB, MiB = 1024 ^ 3, 1024 ^ 2
+
+function report.bytes(n)
+  if n == nil then return "-" end
+  local a = math.abs(n)
+  if a >= GiB then return string.format("%.2f GiB", n / GiB) end
+  if a >= MiB then return string.format("%.1f MiB", n / MiB) end
+  if a >= 1024 then return string.format("%.1f KiB", n / 1024) end
+  return string.format("%d B", n)
+end
+
+local function count(n)
+  if n >= 1e9 then return string.format("%.2f B", n / 1e9) end
+  if n >= 1e6 then return string.format("%.1f M", n / 1e6) end
+  return tostring(n)
+end
+
+-- The one-line verdict.
+function report.verdict(r, gpu)
+  if not gpu then
+    return string.format("needs %s per GPU (no --gpu given: no verdict)", report.bytes(r.peak_total_bytes))
+  end
+  if r.fits then
+    return string.format("fits on %s with %s to spare (needs %s of %s)", gpu.name, report.bytes(r.headroom_bytes),
+      report.bytes(r.peak_total_bytes), report.bytes(gpu.memory_bytes))
+  end
+  return string.format("does not fit on %s: needs %s, has %s (short by %s)", gpu.name, report.bytes(r.peak_total_bytes),
+    report.bytes(gpu.memory_bytes), report.bytes(-r.headroom_bytes))
+end
+
+local function where(r)
+  local parts = { r.peak_phase }
+  if r.peak_layer then parts[#parts + 1] = "layer " .. r.peak_layer end
+  if r.peak_op and r.peak_op ~= "" then parts[#parts + 1] = r.peak_op end
+  return table.concat(parts, ", ")
+end
+
+local rows = {
+  { "params", "parameters" }, { "buffers", "buffers" }, { "grads", "gradients" }, { "master", "master weights" },
+  { "optimizer", "optimizer states" }, { "activations", "activations" }, { "transient", "transient" },
+}
+
+function report.human(ctx)
+  local r, recipe, gpu = ctx.result, ctx.result.recipe, ctx.gpu
+  local out = {}
+  local function line(fmt, ...) out[#out + 1] = string.format(fmt, ...) end
+  line("%s (%s parameters, %s trainable) from %s", ctx.model_name, count(r.params), count(r.trainable_params), ctx.source)
+  line("recipe: %s, %s (%s), micro_batch %d x seq_len %d, checkpointing %s, attention %s",
+    recipe.precision, recipe.optimizer, recipe.optimizer_impl, recipe.micro_batch, recipe.seq_len,
+    recipe.checkpointing, recipe.attention)
+  line("")
+  line("%s", report.verdict(r, gpu))
+  line("")
+  line("peak: %s", where(r))
+  line("  %-22s %12s", "at the peak", "")
+  for _, row in ipairs(rows) do
+    local v = r.peak_breakdown[row[1]]
+    if v and (v > 0 or row[1] ~= "buffers" and row[1] ~= "master") then
+      line("  %-22s %12s", row[2], report.bytes(v))
+    end
+  end
+  line("  %-22s %12s   tensors live at the peak (torch.cuda.max_memory_allocated)", "= allocated", report.bytes(r.peak_allocated_bytes))
+  line("  %-22s %12s   caching-allocator segments and fragmentation", "+ allocator", report.bytes(r.allocator_bytes))
+  line("  %-22s %12s   CUDA context and cuBLAS workspaces", "+ runtime", report.bytes(r.runtime_bytes))
+  line("  %-22s %12s   what nvidia-smi would show", "= total", report.bytes(r.peak_total_bytes))
+  line("")
+  line("model states: parameters %s, gradients %s, master weights %s, optimizer states %s",
+    report.bytes(r.params_bytes), report.bytes(r.grads_bytes), report.bytes(r.master_bytes), report.bytes(r.optimizer_bytes))
+  line("activations at the end of forward (kept for backward, loss included): %s", report.bytes(r.activations_bytes))
+  return table.concat(out, "\n")
+end
+
+-- The timeline, one line per op: consecutive events of the same op merged.
+function report.timeline(r)
+  local out = { string.format("%-10s %5s  %-34s %12s %12s", "phase", "layer", "op", "change", "live") }
+  local current, delta, live
+  local function flush()
+    if current then
+      out[#out + 1] = string.format("%-10s %5s  %-34s %12s %12s", current.phase, current.layer or "",
+        current.op, (delta >= 0 and "+" or "-") .. report.bytes(math.abs(delta)), report.bytes(live))
+    end
+  end
+  for _, e in ipairs(r.timeline or {}) do
+    if not current or e.phase ~= current.phase or e.layer ~= current.layer or e.op ~= current.op then
+      flush()
+      current, delta = e, 0
+    end
+    delta, live = delta + e.delta, e.live
+  end
+  flush()
+  return table.concat(out, "\n")
+end
+
+local order = {
+  "vramplan_version", "model", "recipe", "per_gpu", "gpu", "fits", "headroom_bytes", "timeline",
+  "name", "params", "trainable_params", "arch", "layers", "source",
+  "params_bytes", "buffers_bytes", "grads_bytes", "master_bytes", "optimizer_bytes", "activations_bytes",
+  "peak_allocated_bytes", "peak_reserved_bytes", "peak_total_bytes", "peak_phase", "peak_layer", "peak_op",
+  "peak_breakdown", "allocator_bytes", "runtime_bytes", "cuda_context_bytes", "cublas_workspace_bytes",
+  "memory_bytes", "short_name",
+}
+
+function report.object(ctx)
+  local r = ctx.result
+  local per_gpu = {}
+  for _, k in ipairs({ "params_bytes", "buffers_bytes", "grads_bytes", "master_bytes", "optimizer_bytes",
+    "activations_bytes", "peak_allocated_bytes", "peak_reserved_bytes", "peak_total_bytes", "peak_phase",
+    "peak_op", "peak_breakdown", "allocator_bytes", "runtime_bytes", "cuda_context_bytes",
+    "cublas_workspace_bytes" }) do
+    per_gpu[k] = r[k]
+  end
+  per_gpu.peak_layer = r.peak_layer == nil and json.null or r.peak_layer
+  local o = {
+    vramplan_version = ctx.version,
+    model = { name = ctx.model_name, params = r.params, trainable_params = r.trainable_params, arch = ctx.arch,
+              layers = ctx.layers, source = ctx.source },
+    recipe = r.recipe,
+    per_gpu = per_gpu,
+    gpu = ctx.gpu and { name = ctx.gpu.name, short_name = ctx.gpu.short_name, memory_bytes = ctx.gpu.memory_bytes }
+      or json.null,
+    fits = r.fits == nil and json.null or r.fits,
+    headroom_bytes = r.headroom_bytes == nil and json.null or r.headroom_bytes,
+  }
+  if r.timeline then o.timeline = r.timeline end
+  return o
+end
+
+function report.json(ctx)
+  return json.encode(report.object(ctx), { indent = true, keyorder = order })
+end
+
+return report

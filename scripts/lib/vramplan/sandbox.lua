@@ -1,0 +1,43 @@
+-- vramplan.sandbox — environments for shared scripts: the safe parts of the
+-- standard library and the names the caller adds, nothing else (no io, os,
+-- load, require, debug, metatables or coroutines).
+local vramplan = require("vramplan")
+
+local sandbox = {}
+
+local function copy(t)
+  local c = {}
+  for k, v in pairs(t) do c[k] = v end
+  return c
+end
+
+local safe_globals = {
+  "assert", "error", "ipairs", "next", "pairs", "pcall", "select", "tonumber", "tostring",
+  "type", "rawequal", "rawlen", "rawget", "rawset", "xpcall",
+}
+
+-- A fresh environment holding the safe globals, copies of math, string,
+-- table and utf8 (string.dump removed), and `names`.
+function sandbox.env(names)
+  local env = {}
+  for _, name in ipairs(safe_globals) do env[name] = _G[name] end
+  env.math = copy(math)
+  env.string = copy(string)
+  env.string.dump = nil
+  env.table = copy(table)
+  env.utf8 = copy(utf8)
+  for k, v in pairs(names or {}) do env[k] = v end
+  return env
+end
+
+-- Runs a script file in `env` under the instruction and memory budgets.
+function sandbox.run(path, env)
+  return vramplan.run_script(path, env)
+end
+
+-- Calls a function a script defined, under the same budgets.
+function sandbox.call(fn, arg)
+  return vramplan.call_budgeted(fn, arg)
+end
+
+return sandbox

@@ -1,0 +1,107 @@
+-- vramplan.schema — configuration fields declared once, as data: type,
+-- range, default, documentation. Validates a table (and --set strings),
+-- fills defaults, and names the field and where it was set on any error.
+local schema = {}
+
+local function suggest(word, names)
+  local best, best_d = nil, 3
+  for _, name in ipairs(names) do
+    -- edit distance, small words only
+    local a, b = word, name
+    local prev = {}
+    for j = 0, #b do prev[j] = j end
+    for i = 1, #a do
+      local cur = { [0] = i }
+      for j = 1, #b do
+        local cost = a:sub(i, i) == b:sub(j, j) and 0 or 1
+        cur[j] = math.min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + cost)
+      end
+      prev = cur
+    end
+    if prev[#b] < best_d then best, best_d = name, prev[#b] end
+  end
+  return best
+end
+schema.suggest = suggest
+
+-- Converts v to the field's type; returns the value or nil and a message.
+local function coerce(field, v)
+  local kind = field.type
+  if kind == "int" then
+    local n = math.tointeger(tonumber(v))
+    if not n then return nil, "must be a whole number (got " .. tostring(v) .. ")" end
+    local min, max = field.min or 1, field.max or 2 ^ 40
+    if n < min or n > max then
+      return nil, string.format("must be between %s and %s (got %d)", min, math.floor(max), n)
+    end
+    return n
+  elseif kind == "number" then
+    local n = tonumber(v)
+    if not n or n ~= n then return nil, "must be a number (got " .. tostring(v) .. ")" end
+    if (field.min and n < field.min) or (field.max and n > field.max) then
+      return nil, string.format("must be between %s and %s (got %s)", field.min or "-inf", field.max or "inf", n)
+    end
+    return n
+  elseif kind == "bool" then
+    if v == true or v == "true" then return true end
+    if v == false or v == "false" then return false end
+    return nil, "must be true or false (got " .. tostring(v) .. ")"
+  elseif kind == "string" then
+    if type(v) ~= "string" then return nil, "must be a string (got " .. type(v) .. ")" end
+    if field.options then
+      for _, o in ipairs(field.options) do if o == v then return v end end
+      return nil, "must be one of " .. table.concat(field.options, ", ") .. " (got " .. v .. ")"
+    end
+    return v
+  end
+  error("schema: unknown field type " .. tostring(kind))
+end
+
+-- A schema from a list of declarations { name, type, default=, min=, max=,
+-- options=, doc= }; defaults may be functions of the fields before them.
+function schema.new(title, declarations)
+  local s = { title = title, fields = {}, order = {} }
+  for _, d in ipairs(declarations) do
+    local f = { name = d[1], type = d[2], default = d.default, min = d.min, max = d.max,
+                options = d.options, doc = d.doc or "" }
+    s.fields[f.name] = f
+    s.order[#s.order + 1] = f.name
+  end
+  return s
+end
+
+function schema.has(s, name) return s.fields[name] ~= nil end
+
+-- Checks `values` (name -> value) whose origins (name -> "file:line" or
+-- "--set k=v") say where each came from; returns the complete config.
+function schema.resolve(s, values, origins, where)
+  local config = {}
+  for name, v in pairs(values) do
+    if type(name) ~= "string" then
+      error(string.format("%s: %s fields are named (key = value)", where, s.title), 0)
+    end
+    local field = s.fields[name]
+    if not field then
+      local guess = suggest(name, s.order)
+      error(string.format("%s: unknown field '%s' in %s%s", origins[name] or where, name, s.title,
+        guess and (" (did you mean '" .. guess .. "'?)") or ""), 0)
+    end
+    local value, problem = coerce(field, v)
+    if problem then error(string.format("%s: %s: %s", origins[name] or where, name, problem), 0) end
+    config[name] = value
+  end
+  for _, name in ipairs(s.order) do
+    local field = s.fields[name]
+    if config[name] == nil then
+      local d = field.default
+      if type(d) == "function" then d = d(config) end
+      if d == nil then
+        error(string.format("%s: %s needs field '%s' (%s)", where, s.title, name, field.doc), 0)
+      end
+      config[name] = d
+    end
+  end
+  return config
+end
+
+return schema

@@ -1,0 +1,118 @@
+"""Run the PyTorch harness over a spread of small configurations and check
+vramplan against it: model states exactly, activations and the peak of live
+tensor bytes within 3 %.
+
+The engine runs as the CPU twin of the measured run (device=cpu: exact
+tensor bytes, no CUDA caching-allocator rounding, CPU LayerNorm statistics
+in the input dtype; torch_version=1.13: Debian's PyTorch, whose optimizers
+and gradient accumulation differ from 2.x as recipe.c documents).
+"""
+import itertools
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+TOLERANCE = 0.03
+EXACT = ("params_bytes", "grads_bytes", "master_bytes", "optimizer_bytes")
+
+
+def llama(h=64, layers=2, heads=4, kv=2, inter=128, vocab=256, tied=False, dropout=0.0):
+    return {"model_type": "llama", "hidden_size": h, "num_hidden_layers": layers, "num_attention_heads": heads,
+            "num_key_value_heads": kv, "intermediate_size": inter, "vocab_size": vocab,
+            "tie_word_embeddings": tied, "attention_dropout": dropout}
+
+
+def gpt2(h=64, layers=2, heads=4, vocab=256, positions=64, dropout=0.1, act="gelu_new", tied=True):
+    return {"model_type": "gpt2", "n_embd": h, "n_layer": layers, "n_head": heads, "vocab_size": vocab,
+            "n_positions": positions, "resid_pdrop": dropout, "embd_pdrop": dropout, "attn_pdrop": dropout,
+            "activation_function": act, "tie_word_embeddings": tied}
+
+
+def recipe(precision="fp32", optimizer="adamw", impl="foreach", b=2, s=32, ckpt="none"):
+    return {"precision": precision, "optimizer": optimizer, "optimizer_impl": impl, "micro_batch": b,
+            "seq_len": s, "checkpointing": ckpt}
+
+
+CASES = [
+    ("llama fp32 adamw foreach", llama(), recipe()),
+    ("llama fp32 adam for-loop", llama(), recipe(optimizer="adam", impl="for-loop")),
+    ("llama fp32 sgd", llama(), recipe(optimizer="sgd")),
+    ("llama fp32 sgd-momentum for-loop", llama(), recipe(optimizer="sgd-momentum", impl="for-loop")),
+    ("llama fp32 no optimizer", llama(), recipe(optimizer="none")),
+    ("llama bf16 adamw", llama(), recipe("bf16")),
+    ("llama amp-bf16 adamw", llama(), recipe("amp-bf16")),
+    ("llama mixed-bf16 adamw", llama(), recipe("mixed-bf16")),
+    ("llama mixed-bf16 adamw for-loop", llama(), recipe("mixed-bf16", impl="for-loop")),
+    ("llama fp32 checkpointed", llama(layers=3), recipe(ckpt="full")),
+    ("llama bf16 checkpointed", llama(layers=3), recipe("bf16", ckpt="full")),
+    ("llama amp-bf16 checkpointed", llama(layers=3), recipe("amp-bf16", ckpt="full")),
+    ("llama MHA tied", llama(kv=4, tied=True), recipe()),
+    ("llama MQA", llama(kv=1), recipe("bf16")),
+    ("llama attention dropout", llama(dropout=0.1), recipe()),
+    ("llama long sequence", llama(vocab=128), recipe(b=1, s=128)),
+    ("llama big batch", llama(), recipe("bf16", b=8, s=16)),
+    ("gpt2 fp32 dropout", gpt2(), recipe()),
+    ("gpt2 fp32 no dropout", gpt2(dropout=0.0), recipe()),
+    ("gpt2 bf16", gpt2(), recipe("bf16")),
+    ("gpt2 amp-bf16", gpt2(), recipe("amp-bf16")),
+    ("gpt2 mixed-bf16", gpt2(), recipe("mixed-bf16", impl="for-loop")),
+    ("gpt2 checkpointed", gpt2(layers=3), recipe(ckpt="full")),
+    ("gpt2 amp checkpointed", gpt2(layers=3), recipe("amp-bf16", ckpt="full")),
+    ("gpt2 gelu untied", gpt2(act="gelu", tied=False), recipe(optimizer="sgd")),
+    ("gpt2 relu sgd-momentum", gpt2(act="relu"), recipe(optimizer="sgd-momentum")),
+]
+
+
+def measure(cases, workdir):
+    path = os.path.join(workdir, "cases.json")
+    with open(path, "w") as f:
+        json.dump([{"name": n, "config": c, "recipe": r} for n, c, r in cases], f)
+    env = dict(os.environ, LD_PRELOAD=os.path.join(ROOT, "build", "libmemcount.so"), PYTHONPATH=HERE)
+    out = subprocess.run([sys.executable, os.path.join(HERE, "harness.py"), path], env=env, check=True,
+                         capture_output=True, text=True).stdout
+    return [json.loads(line) for line in out.splitlines() if line.strip()]
+
+
+def engine(name, config, rec, workdir):
+    cfg_path = os.path.join(workdir, name.replace(" ", "_") + ".json")
+    with open(cfg_path, "w") as f:
+        json.dump(config, f)
+    cmd = [os.path.join(ROOT, "build", "vramplan"), "estimate", cfg_path, "--json",
+           "--set", "device=cpu", "--set", "torch_version=1.13", "--set", "attention=eager"]
+    for k, v in rec.items():
+        cmd += ["--set", f"{k}={v}"]
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+    return json.loads(out)["per_gpu"]
+
+
+def main():
+    failures = []
+    with tempfile.TemporaryDirectory() as workdir:
+        measured = measure(CASES, workdir)
+        print(f"{'case':34} {'activations':>24} {'peak allocated':>24}")
+        for (name, config, rec), m in zip(CASES, measured):
+            e = engine(name, config, rec, workdir)
+            row = [f"{name:34}"]
+            for key in EXACT:
+                if e[key] != m[key]:
+                    failures.append(f"{name}: {key} engine {e[key]} measured {m[key]}")
+            for key, mkey in (("activations_bytes", "activations_bytes"), ("peak_allocated_bytes", "peak_allocated_bytes")):
+                ratio = e[key] / m[mkey]
+                row.append(f"{e[key]:>9}/{m[mkey]:<9} {ratio:5.3f}")
+                if abs(ratio - 1) > TOLERANCE:
+                    failures.append(f"{name}: {key} engine {e[key]} measured {m[mkey]} (ratio {ratio:.3f})")
+            if m["end_balance"] != 0:
+                failures.append(f"{name}: the measured step did not return to its start ({m['end_balance']} bytes)")
+            print(" ".join(row), flush=True)
+    if failures:
+        print("\nFAILED:\n  " + "\n  ".join(failures))
+        sys.exit(1)
+    print(f"\nall {len(CASES)} configurations within {TOLERANCE:.0%}; model states exact")
+
+
+if __name__ == "__main__":
+    main()

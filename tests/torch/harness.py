@@ -1,0 +1,181 @@
+"""Measure one steady-state training step on CPU: model states and the live
+tensor bytes over the step, counted by the memcount LD_PRELOAD library.
+
+    LD_PRELOAD=build/libmemcount.so python3 tests/torch/harness.py CASES.json
+
+CASES.json is a list of {"config": {HF config.json fields}, "recipe": {...}}
+with recipe keys as vramplan names them (precision, optimizer,
+optimizer_impl, micro_batch, seq_len, checkpointing). Prints one JSON object
+per case, one per line.
+"""
+import ctypes
+import gc
+import json
+import sys
+
+import torch
+import torch.utils.checkpoint
+
+from models import Autocast, CausalLM
+
+_lib = ctypes.CDLL(None)
+_current = _lib.memcount_current
+_current.restype = ctypes.c_longlong
+_peak = _lib.memcount_peak
+_peak.restype = ctypes.c_longlong
+_reset = _lib.memcount_reset_peak
+
+DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
+
+
+def tensor_bytes(tensors):
+    return sum(t.numel() * t.element_size() for t in tensors if t is not None)
+
+
+class MasterWeights:
+    """The 16-bit model / fp32 master recipe of Megatron-LM's
+    Float16OptimizerWithFloat16Params: the inner optimizer steps on fp32
+    copies; gradients are copied up and the 16-bit ones dropped."""
+
+    def __init__(self, params, make_inner):
+        self.params = list(params)
+        self.masters = [p.detach().float().requires_grad_() for p in self.params]
+        self.inner = make_inner(self.masters)
+
+    def step(self):
+        for p, m in zip(self.params, self.masters):
+            m.grad = p.grad.float()
+            p.grad = None
+        self.inner.step()
+        for p, m in zip(self.params, self.masters):
+            p.data.copy_(m.data)
+
+    def zero_grad(self, set_to_none=True):
+        self.inner.zero_grad(set_to_none=set_to_none)
+        for p in self.params:
+            p.grad = None
+
+    def state_tensors(self):
+        return optimizer_state(self.inner)
+
+
+def optimizer_state(opt):
+    # the per-parameter step counters live on the host on a GPU run
+    return [v for st in opt.state.values() for k, v in st.items() if torch.is_tensor(v) and k != "step"]
+
+
+def make_optimizer(name, impl, params):
+    foreach = impl == "foreach"
+    if name == "adamw":
+        return torch.optim.AdamW(params, lr=1e-4, foreach=foreach)
+    if name == "adam":
+        return torch.optim.Adam(params, lr=1e-4, foreach=foreach)
+    if name == "sgd":
+        return torch.optim.SGD(params, lr=1e-3, foreach=foreach)
+    if name == "sgd-momentum":
+        return torch.optim.SGD(params, lr=1e-3, momentum=0.9, foreach=foreach)
+    if name == "none":
+        return None
+    raise ValueError(name)
+
+
+def checkpoint_fn(every, ac):
+    """HF's reentrant checkpointing. Its backward reruns the layer inside a
+    fresh autocast region (ctx.gpu_autocast_kwargs) whose exit clears the
+    weight-cast cache; the forward's casts stay cached until the forward's
+    own region ends."""
+    if not every:
+        return None
+
+    def run(fn, *args):
+        def body(*a):
+            out = fn(*a)
+            if torch.is_grad_enabled():  # the recomputation in backward
+                ac.clear()
+            return out
+        return torch.utils.checkpoint.checkpoint(body, *args, use_reentrant=True, preserve_rng_state=False)
+
+    return run
+
+
+def measure(case):
+    cfg, recipe = case["config"], case["recipe"]
+    precision = recipe.get("precision", "fp32")
+    b, s = recipe["micro_batch"], recipe["seq_len"]
+    every = 1 if recipe.get("checkpointing", "none") == "full" else 0
+    torch.manual_seed(0)
+    gc.collect()
+    base = _current()
+
+    model = CausalLM(cfg)
+    model.train()
+    model_dtype = torch.bfloat16 if precision in ("bf16", "mixed-bf16") else torch.float32
+    model.to(model_dtype)
+    ac = Autocast(torch.bfloat16 if precision == "amp-bf16" else None)
+    params = [p for p in model.parameters()]
+    name, impl = recipe.get("optimizer", "adamw"), recipe.get("optimizer_impl", "foreach")
+    if precision.startswith("mixed"):
+        opt = MasterWeights(params, lambda ps: make_optimizer(name, impl, ps)) if name != "none" else None
+    else:
+        opt = make_optimizer(name, impl, params)
+    vocab = cfg["vocab_size"]
+    ckpt = checkpoint_fn(every, ac)
+    result = {}
+
+    for step in range(3):
+        measuring = step == 2
+        if measuring:
+            gc.collect()
+            start = _current()
+            _reset()
+        input_ids = torch.randint(vocab, (b, s))
+        labels = input_ids.clone()
+        loss, logits = model(ac, input_ids, labels, ckpt)
+        ac.clear()
+        if measuring:
+            after_forward = _current()
+        loss.backward()
+        if measuring:
+            result["grads_bytes"] = tensor_bytes(p.grad for p in params)
+        if opt is not None:
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+        else:
+            for p in params:
+                p.grad = None
+        del loss, logits, input_ids, labels
+        if measuring:
+            dynamic_peak = _peak() - start
+            result["activations_bytes"] = after_forward - start
+            result["end_balance"] = _current() - start
+
+    result["params_bytes"] = tensor_bytes(params)
+    result["buffers_bytes"] = tensor_bytes(model.buffers())
+    if isinstance(opt, MasterWeights):
+        result["master_bytes"] = tensor_bytes(opt.masters)
+        result["optimizer_bytes"] = tensor_bytes(opt.state_tensors())
+    else:
+        result["master_bytes"] = 0
+        result["optimizer_bytes"] = tensor_bytes(optimizer_state(opt)) if opt is not None else 0
+    # The resident state as tensors: on CPU, oneDNN keeps caches of its own
+    # (bf16 matmul) that are heap memory but no tensor, allocated at the
+    # first step and constant after; they are reported, not counted.
+    resident = sum(result[k] for k in ("params_bytes", "buffers_bytes", "master_bytes", "optimizer_bytes"))
+    result["resident_bytes"] = resident
+    result["non_tensor_resident_bytes"] = start - base - resident
+    result["peak_allocated_bytes"] = resident + dynamic_peak
+    del model, opt, params
+    gc.collect()
+    return result
+
+
+def main():
+    torch.set_num_threads(1)
+    cases = json.load(open(sys.argv[1]))
+    for case in cases:
+        out = {"name": case.get("name", ""), **measure(case)}
+        print(json.dumps(out), flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,451 @@
+"""GPT-2 and LLaMA as Hugging Face transformers (4.46-4.52) computes them in
+training, written out in plain PyTorch so that the CPU run keeps what a CUDA
+run of PyTorch 2.x keeps. Each forward mirrors the HF module line by line:
+the order of operations and of Python locals decides which tensors are alive
+together, so it is kept exactly.
+
+Where Debian's PyTorch 1.13 on CPU would keep something else than 2.x on CUDA,
+the code here keeps what 2.x on CUDA keeps, and says so:
+
+* torch.autocast: CPU autocast has other op lists than CUDA's, so autocast is
+  emulated by hand with CUDA's lists (matmul/linear/addmm/bmm in the low
+  dtype, casts of leaves cached per forward; softmax without dtype, pow,
+  layer_norm, nll_loss in fp32; everything else in its input's dtype).
+* dropout: CUDA's fused kernel keeps a one-byte mask; F.dropout on CPU keeps a
+  mask in the input's dtype, so torch.native_dropout is called directly.
+* mean: 1.13's MeanBackward keeps its whole input; 2.x keeps only sizes.
+  Mean2x below keeps nothing and expands in backward, as 2.x does.
+"""
+import math
+
+import torch
+import torch.nn as nn
+
+
+class Autocast:
+    """torch.autocast(device_type='cuda', dtype=low) done by hand."""
+
+    def __init__(self, low):
+        self.low = low  # None: autocast off
+        self.cache = {}
+
+    def down(self, t):
+        """Lower-precision list: fp32 inputs are cast; leaves that require
+        grad are cached for the rest of the autocast region."""
+        if self.low is None or t is None or t.dtype != torch.float32:
+            return t
+        if t.is_leaf and t.requires_grad:
+            key = id(t)
+            if key not in self.cache:
+                self.cache[key] = t.to(self.low)
+            return self.cache[key]
+        return t.to(self.low)
+
+    def up(self, t):
+        """fp32 list: 16-bit inputs are cast up."""
+        if self.low is None or t.dtype == torch.float32:
+            return t
+        return t.float()
+
+    def clear(self):
+        self.cache = {}
+
+
+def dropout(x, p, training):
+    if not training or p == 0.0:
+        return x
+    return torch.native_dropout(x, p, True)[0]
+
+
+class Mean2x(torch.autograd.Function):
+    """x.mean(-1, keepdim=True) keeping what PyTorch 2.x keeps: the sizes."""
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.shape = x.shape
+        return x.mean(-1, keepdim=True)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad.expand(ctx.shape) / ctx.shape[-1]
+
+
+def linear(ac, x, w, b=None):
+    return nn.functional.linear(ac.down(x), ac.down(w), ac.down(b))
+
+
+# ---------------------------------------------------------------- GPT-2
+
+
+class Conv1D(nn.Module):
+    """transformers.pytorch_utils.Conv1D: addmm with an (in, out) weight."""
+
+    def __init__(self, nf, nx):
+        super().__init__()
+        self.nf = nf
+        self.weight = nn.Parameter(torch.empty(nx, nf).normal_(std=0.02))
+        self.bias = nn.Parameter(torch.zeros(nf))
+
+    def forward(self, ac, x):
+        size_out = x.size()[:-1] + (self.nf,)
+        x = torch.addmm(ac.down(self.bias), ac.down(x).view(-1, x.size(-1)), ac.down(self.weight))
+        x = x.view(size_out)
+        return x
+
+
+class GPT2Attention(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        h, n = cfg["n_embd"], cfg["n_positions"]
+        self.num_heads = cfg["n_head"]
+        self.head_dim = h // self.num_heads
+        self.split_size = h
+        self.register_buffer("bias", torch.tril(torch.ones((n, n), dtype=torch.bool)).view(1, 1, n, n),
+                             persistent=False)
+        self.c_attn = Conv1D(3 * h, h)
+        self.c_proj = Conv1D(h, h)
+        self.attn_pdrop = cfg.get("attn_pdrop", 0.1)
+        self.resid_pdrop = cfg.get("resid_pdrop", 0.1)
+
+    def eager(self, ac, query, key, value):
+        # modeling_gpt2.eager_attention_forward
+        attn_weights = torch.matmul(ac.down(query), ac.down(key).transpose(-1, -2))
+        attn_weights = attn_weights / torch.full([], value.size(-1) ** 0.5, dtype=attn_weights.dtype)
+        query_length, key_length = query.size(-2), key.size(-2)
+        causal_mask = self.bias[:, :, key_length - query_length: key_length, :key_length]
+        mask_value = torch.finfo(attn_weights.dtype).min
+        mask_value = torch.full([], mask_value, dtype=attn_weights.dtype)
+        attn_weights = torch.where(causal_mask, attn_weights.to(attn_weights.dtype), mask_value)
+        attn_weights = nn.functional.softmax(ac.up(attn_weights), dim=-1)
+        attn_weights = attn_weights.type(value.dtype)
+        attn_weights = dropout(attn_weights, self.attn_pdrop, self.training)
+        attn_output = torch.matmul(ac.down(attn_weights), ac.down(value))
+        attn_output = attn_output.transpose(1, 2)
+        return attn_output, attn_weights
+
+    def forward(self, ac, hidden_states):
+        query_states, key_states, value_states = self.c_attn(ac, hidden_states).split(self.split_size, dim=2)
+        shape_q = (*query_states.shape[:-1], -1, self.head_dim)
+        shape_kv = (*key_states.shape[:-1], -1, self.head_dim)
+        query_states = query_states.view(shape_q).transpose(1, 2)
+        key_states = key_states.view(shape_kv).transpose(1, 2)
+        value_states = value_states.view(shape_kv).transpose(1, 2)
+        attn_output, attn_weights = self.eager(ac, query_states, key_states, value_states)
+        attn_output = attn_output.reshape(*attn_output.shape[:-2], -1).contiguous()
+        attn_output = self.c_proj(ac, attn_output)
+        attn_output = dropout(attn_output, self.resid_pdrop, self.training)
+        return attn_output, attn_weights
+
+
+def gelu_new(ac, input):
+    # NewGELUActivation; pow is on autocast's fp32 list
+    return 0.5 * input * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (input + 0.044715 * torch.pow(ac.up(input), 3.0))))
+
+
+def activation(ac, name, x):
+    if name == "gelu_new":
+        return gelu_new(ac, x)
+    if name in ("gelu_pytorch_tanh",):
+        return nn.functional.gelu(x, approximate="tanh")
+    if name == "gelu":
+        return nn.functional.gelu(x)
+    if name == "relu":
+        return nn.functional.relu(x)
+    if name == "silu":
+        return nn.functional.silu(x)
+    raise ValueError(name)
+
+
+class GPT2MLP(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        h = cfg["n_embd"]
+        inner = cfg.get("n_inner") or 4 * h
+        self.c_fc = Conv1D(inner, h)
+        self.c_proj = Conv1D(h, inner)
+        self.act = cfg.get("activation_function", "gelu_new")
+        self.resid_pdrop = cfg.get("resid_pdrop", 0.1)
+
+    def forward(self, ac, hidden_states):
+        hidden_states = self.c_fc(ac, hidden_states)
+        hidden_states = activation(ac, self.act, hidden_states)
+        hidden_states = self.c_proj(ac, hidden_states)
+        hidden_states = dropout(hidden_states, self.resid_pdrop, self.training)
+        return hidden_states
+
+
+def layer_norm(ac, ln, x):
+    # layer_norm is on autocast's fp32 list
+    return nn.functional.layer_norm(ac.up(x), ln.normalized_shape, ln.weight, ln.bias, ln.eps)
+
+
+class GPT2Block(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        h = cfg["n_embd"]
+        eps = cfg.get("layer_norm_epsilon", 1e-5)
+        self.ln_1 = nn.LayerNorm(h, eps=eps)
+        self.attn = GPT2Attention(cfg)
+        self.ln_2 = nn.LayerNorm(h, eps=eps)
+        self.mlp = GPT2MLP(cfg)
+
+    def forward(self, ac, hidden_states):
+        residual = hidden_states
+        hidden_states = layer_norm(ac, self.ln_1, hidden_states)
+        attn_output, _ = self.attn(ac, hidden_states)
+        hidden_states = attn_output + residual
+        residual = hidden_states
+        hidden_states = layer_norm(ac, self.ln_2, hidden_states)
+        feed_forward_hidden_states = self.mlp(ac, hidden_states)
+        hidden_states = residual + feed_forward_hidden_states
+        return hidden_states
+
+
+class GPT2(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        h = cfg["n_embd"]
+        self.cfg = cfg
+        self.wte = nn.Embedding(cfg["vocab_size"], h)
+        self.wpe = nn.Embedding(cfg["n_positions"], h)
+        self.embd_pdrop = cfg.get("embd_pdrop", 0.1)
+        self.h = nn.ModuleList([GPT2Block(cfg) for _ in range(cfg["n_layer"])])
+        self.ln_f = nn.LayerNorm(h, eps=cfg.get("layer_norm_epsilon", 1e-5))
+        self.tied = cfg.get("tie_word_embeddings", True)
+        if not self.tied:
+            self.lm_head = nn.Linear(h, cfg["vocab_size"], bias=False)
+
+    def body(self, ac, input_ids, checkpoint):
+        cache_position = torch.arange(0, input_ids.shape[1])
+        position_ids = cache_position.unsqueeze(0)
+        inputs_embeds = self.wte(input_ids)
+        position_embeds = self.wpe(position_ids)
+        hidden_states = inputs_embeds + position_embeds
+        hidden_states = dropout(hidden_states, self.embd_pdrop, self.training)
+        for block in self.h:
+            if checkpoint:
+                hidden_states = checkpoint(lambda x, b=block: b(ac, x), hidden_states)
+            else:
+                hidden_states = block(ac, hidden_states)
+        hidden_states = layer_norm(ac, self.ln_f, hidden_states)
+        return hidden_states
+
+    def head_weight(self):
+        return self.wte.weight if self.tied else self.lm_head.weight
+
+
+# ---------------------------------------------------------------- LLaMA
+
+
+class LlamaRMSNorm(nn.Module):
+    def __init__(self, hidden_size, eps=1e-6):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(hidden_size))
+        self.variance_epsilon = eps
+
+    def forward(self, hidden_states):
+        input_dtype = hidden_states.dtype
+        hidden_states = hidden_states.to(torch.float32)
+        variance = Mean2x.apply(hidden_states.pow(2))
+        hidden_states = hidden_states * torch.rsqrt(variance + self.variance_epsilon)
+        return self.weight * hidden_states.to(input_dtype)
+
+
+class LlamaRotaryEmbedding(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        dim = cfg.get("head_dim") or cfg["hidden_size"] // cfg["num_attention_heads"]
+        base = cfg.get("rope_theta", 10000.0)
+        inv_freq = 1.0 / (base ** (torch.arange(0, dim, 2, dtype=torch.int64).float() / dim))
+        self.register_buffer("inv_freq", inv_freq, persistent=False)
+        self.attention_scaling = 1.0
+
+    @torch.no_grad()
+    def forward(self, x, position_ids):
+        inv_freq_expanded = self.inv_freq[None, :, None].float().expand(position_ids.shape[0], -1, 1)
+        position_ids_expanded = position_ids[:, None, :].float()
+        freqs = (inv_freq_expanded.float() @ position_ids_expanded.float()).transpose(1, 2)
+        emb = torch.cat((freqs, freqs), dim=-1)
+        cos = emb.cos() * self.attention_scaling
+        sin = emb.sin() * self.attention_scaling
+        return cos.to(dtype=x.dtype), sin.to(dtype=x.dtype)
+
+
+def rotate_half(x):
+    x1 = x[..., : x.shape[-1] // 2]
+    x2 = x[..., x.shape[-1] // 2:]
+    return torch.cat((-x2, x1), dim=-1)
+
+
+def apply_rotary_pos_emb(q, k, cos, sin, unsqueeze_dim=1):
+    cos = cos.unsqueeze(unsqueeze_dim)
+    sin = sin.unsqueeze(unsqueeze_dim)
+    q_embed = (q * cos) + (rotate_half(q) * sin)
+    k_embed = (k * cos) + (rotate_half(k) * sin)
+    return q_embed, k_embed
+
+
+def repeat_kv(hidden_states, n_rep):
+    batch, num_key_value_heads, slen, head_dim = hidden_states.shape
+    if n_rep == 1:
+        return hidden_states
+    hidden_states = hidden_states[:, :, None, :, :].expand(batch, num_key_value_heads, n_rep, slen, head_dim)
+    return hidden_states.reshape(batch, num_key_value_heads * n_rep, slen, head_dim)
+
+
+class LlamaAttention(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        h = cfg["hidden_size"]
+        self.num_heads = cfg["num_attention_heads"]
+        self.num_kv = cfg.get("num_key_value_heads") or self.num_heads
+        self.head_dim = cfg.get("head_dim") or h // self.num_heads
+        self.num_key_value_groups = self.num_heads // self.num_kv
+        self.scaling = self.head_dim ** -0.5
+        self.attention_dropout = cfg.get("attention_dropout", 0.0)
+        bias = cfg.get("attention_bias", False)
+        self.q_proj = nn.Linear(h, self.num_heads * self.head_dim, bias=bias)
+        self.k_proj = nn.Linear(h, self.num_kv * self.head_dim, bias=bias)
+        self.v_proj = nn.Linear(h, self.num_kv * self.head_dim, bias=bias)
+        self.o_proj = nn.Linear(self.num_heads * self.head_dim, h, bias=bias)
+
+    def eager(self, ac, query, key, value, attention_mask):
+        # modeling_llama.eager_attention_forward
+        key_states = repeat_kv(key, self.num_key_value_groups)
+        value_states = repeat_kv(value, self.num_key_value_groups)
+        attn_weights = torch.matmul(ac.down(query), ac.down(key_states).transpose(2, 3)) * self.scaling
+        if attention_mask is not None:
+            causal_mask = attention_mask[:, :, :, : key_states.shape[-2]]
+            attn_weights = attn_weights + causal_mask
+        attn_weights = nn.functional.softmax(attn_weights, dim=-1, dtype=torch.float32).to(query.dtype)
+        attn_weights = dropout(attn_weights, self.attention_dropout, self.training)
+        attn_output = torch.matmul(ac.down(attn_weights), ac.down(value_states))
+        attn_output = attn_output.transpose(1, 2).contiguous()
+        return attn_output, attn_weights
+
+    def forward(self, ac, hidden_states, position_embeddings, attention_mask):
+        input_shape = hidden_states.shape[:-1]
+        hidden_shape = (*input_shape, -1, self.head_dim)
+        query_states = linear(ac, hidden_states, self.q_proj.weight, self.q_proj.bias).view(hidden_shape).transpose(1, 2)
+        key_states = linear(ac, hidden_states, self.k_proj.weight, self.k_proj.bias).view(hidden_shape).transpose(1, 2)
+        value_states = linear(ac, hidden_states, self.v_proj.weight, self.v_proj.bias).view(hidden_shape).transpose(1, 2)
+        cos, sin = position_embeddings
+        query_states, key_states = apply_rotary_pos_emb(query_states, key_states, cos, sin)
+        attn_output, attn_weights = self.eager(ac, query_states, key_states, value_states, attention_mask)
+        attn_output = attn_output.reshape(*input_shape, -1).contiguous()
+        attn_output = linear(ac, attn_output, self.o_proj.weight, self.o_proj.bias)
+        return attn_output, attn_weights
+
+
+class LlamaMLP(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        h, f = cfg["hidden_size"], cfg["intermediate_size"]
+        bias = cfg.get("mlp_bias", False)
+        self.gate_proj = nn.Linear(h, f, bias=bias)
+        self.up_proj = nn.Linear(h, f, bias=bias)
+        self.down_proj = nn.Linear(f, h, bias=bias)
+        self.act = cfg.get("hidden_act", "silu")
+
+    def forward(self, ac, x):
+        # down_proj = self.down_proj(self.act_fn(self.gate_proj(x)) * self.up_proj(x))
+        return linear(ac, activation(ac, self.act, linear(ac, x, self.gate_proj.weight, self.gate_proj.bias))
+                      * linear(ac, x, self.up_proj.weight, self.up_proj.bias),
+                      self.down_proj.weight, self.down_proj.bias)
+
+
+class LlamaDecoderLayer(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        h = cfg["hidden_size"]
+        eps = cfg.get("rms_norm_eps", 1e-6)
+        self.self_attn = LlamaAttention(cfg)
+        self.mlp = LlamaMLP(cfg)
+        self.input_layernorm = LlamaRMSNorm(h, eps)
+        self.post_attention_layernorm = LlamaRMSNorm(h, eps)
+
+    def forward(self, ac, hidden_states, attention_mask, position_ids, cos, sin):
+        residual = hidden_states
+        hidden_states = self.input_layernorm(hidden_states)
+        hidden_states, _ = self.self_attn(ac, hidden_states, (cos, sin), attention_mask)
+        hidden_states = residual + hidden_states
+        residual = hidden_states
+        hidden_states = self.post_attention_layernorm(hidden_states)
+        hidden_states = self.mlp(ac, hidden_states)
+        hidden_states = residual + hidden_states
+        return hidden_states
+
+
+class Llama(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        h = cfg["hidden_size"]
+        self.cfg = cfg
+        self.embed_tokens = nn.Embedding(cfg["vocab_size"], h)
+        self.layers = nn.ModuleList([LlamaDecoderLayer(cfg) for _ in range(cfg["num_hidden_layers"])])
+        self.norm = LlamaRMSNorm(h, cfg.get("rms_norm_eps", 1e-6))
+        self.rotary_emb = LlamaRotaryEmbedding(cfg)
+        self.tied = cfg.get("tie_word_embeddings", False)
+        if not self.tied:
+            self.lm_head = nn.Linear(h, cfg["vocab_size"], bias=False)
+
+    def causal_mask(self, input_tensor, cache_position):
+        # LlamaModel._prepare_4d_causal_attention_mask_with_cache_position, no padding mask
+        dtype = input_tensor.dtype
+        sequence_length = target_length = input_tensor.shape[1]
+        min_dtype = torch.finfo(dtype).min
+        causal_mask = torch.full((sequence_length, target_length), fill_value=min_dtype, dtype=dtype)
+        causal_mask = torch.triu(causal_mask, diagonal=1)
+        causal_mask *= torch.arange(target_length) > cache_position.reshape(-1, 1)
+        causal_mask = causal_mask[None, None, :, :].expand(input_tensor.shape[0], 1, -1, -1)
+        return causal_mask
+
+    def body(self, ac, input_ids, checkpoint):
+        inputs_embeds = self.embed_tokens(input_ids)
+        cache_position = torch.arange(0, inputs_embeds.shape[1])
+        position_ids = cache_position.unsqueeze(0)
+        causal_mask = self.causal_mask(inputs_embeds, cache_position)
+        hidden_states = inputs_embeds
+        cos, sin = self.rotary_emb(hidden_states, position_ids)
+        for layer in self.layers:
+            if checkpoint:
+                hidden_states = checkpoint(lambda x, m, p, c, s, l=layer: l(ac, x, m, p, c, s),
+                                           hidden_states, causal_mask, position_ids, cos, sin)
+            else:
+                hidden_states = layer(ac, hidden_states, causal_mask, position_ids, cos, sin)
+        hidden_states = self.norm(hidden_states)
+        return hidden_states
+
+    def head_weight(self):
+        return self.embed_tokens.weight if self.tied else self.lm_head.weight
+
+
+# ---------------------------------------------------------------- CausalLM
+
+
+def causal_lm_loss(ac, logits, labels, vocab_size, ignore_index=-100):
+    # transformers.loss.loss_utils.ForCausalLMLoss
+    logits = logits.float()
+    labels = nn.functional.pad(labels, (0, 1), value=ignore_index)
+    shift_labels = labels[..., 1:].contiguous()
+    logits = logits.view(-1, vocab_size)
+    shift_labels = shift_labels.view(-1)
+    log_probs = nn.functional.log_softmax(logits, dim=-1)
+    return nn.functional.nll_loss(log_probs, shift_labels, ignore_index=ignore_index)
+
+
+class CausalLM(nn.Module):
+    """XForCausalLM.forward: body, head, loss; returns (loss, logits) the way
+    CausalLMOutputWithPast keeps them."""
+
+    def __init__(self, cfg):
+        super().__init__()
+        kind = cfg["model_type"]
+        self.model = GPT2(cfg) if kind == "gpt2" else Llama(cfg)
+        self.vocab = cfg["vocab_size"]
+
+    def forward(self, ac, input_ids, labels, checkpoint=None):
+        hidden_states = self.model.body(ac, input_ids, checkpoint)
+        logits = linear(ac, hidden_states, self.model.head_weight())
+        loss = causal_lm_loss(ac, logits, labels, self.vocab)
+        return loss, logits
