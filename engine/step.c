@@ -4,7 +4,6 @@
  * simulator. Identical layers are evaluated once and folded. */
 #include "step.h"
 
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -557,8 +556,7 @@ static void run(vp_step *step, vp_step_result *result) {
     vp_drop(sim, step->input_ids);
     vp_drop(sim, step->labels);
     if (status_of(step) == VP_STEP_OK && memcmp(ledger->rounded.current, resident.current, sizeof resident.current))
-        { sim->status = VP_SIM_UNBALANCED; if (getenv("VP_DEBUG")) for (int c = 0; c < VP_CAT_COUNT; c++) fprintf(stderr, "%s: now %llu resident %llu\n", vp_category_names[c], (unsigned long long)ledger->rounded.current[c], (unsigned long long)resident.current[c]);
-          if (getenv("VP_DEBUG")) for (vp_t t = 1; t < sim->n_tensors; t++) if (vp_at(sim,t)->live && vp_at(sim,t)->category != VP_CAT_PARAMS && vp_at(sim,t)->category != VP_CAT_BUFFERS) fprintf(stderr, "live %u %s refs=%u bytes=%llu cat=%d\n", t, vp_at(sim,t)->label, vp_at(sim,t)->refs, (unsigned long long)vp_at(sim,t)->bytes, vp_at(sim,t)->category); }
+        sim->status = VP_SIM_UNBALANCED;
 
     result->params = vp_model_params(m, false);
     result->trainable_params = vp_model_params(m, true);
