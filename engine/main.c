@@ -1,6 +1,6 @@
 /* main.c — the vramplan command: a Lua state that runs the command-line
  * script (scripts/lib/vramplan/cli.lua) under a protected call. */
-#define _POSIX_C_SOURCE 200809L
+#define _DEFAULT_SOURCE /* realpath, readlink */
 #include <lauxlib.h>
 #include <lua.h>
 #include <lualib.h>
@@ -37,8 +37,9 @@ static int find_home(char *home, size_t size) {
     *slash = '\0';
     const char *candidates[] = {"%s/..", "%s/../share/vramplan"};
     for (unsigned i = 0; i < 2; i++) {
-        snprintf(home, size, candidates[i], exe);
-        if (file_exists(home, marker)) return 1;
+        char candidate[PATH_MAX];
+        snprintf(candidate, sizeof candidate, candidates[i], exe);
+        if (file_exists(candidate, marker) && realpath(candidate, home) && strlen(home) < size) return 1;
     }
     return 0;
 }

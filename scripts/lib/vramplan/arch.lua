@@ -20,9 +20,11 @@ end
 arch.call_site = call_site
 
 -- llama { hidden = 4096, ... } in a model script: a description that
--- remembers the family, the values and where they were written.
+-- remembers the family, the values and where they were written. `return
+-- llama {...}` is a tail call, which leaves no frame to read the line from:
+-- the environment notes where the name was looked up (arch.located).
 family_meta.__call = function(family, values)
-  local where = call_site(2)
+  local where = family.looked_up_at or call_site(2)
   if type(values) ~= "table" then
     error(string.format("%s: %s takes a table of fields: %s { hidden = ..., ... }", where, family.name, family.name), 0)
   end
@@ -40,8 +42,8 @@ local function arch_env(path)
     names[name] = function(fields) return vramplan.op(name, fields) end
   end
   names.decoder = function(t) return t end
-  names.architecture = function(def)
-    local where = call_site(2)
+  local located = {}
+  located.architecture = function(where, def)
     if type(def) ~= "table" or type(def.name) ~= "string" or type(def.fields) ~= "table"
         or type(def.build) ~= "function" then
       error(where .. ": architecture needs name, fields and build", 0)
@@ -53,7 +55,7 @@ local function arch_env(path)
       check = def.check, build = def.build, source = path,
     }, family_meta)
   end
-  return sandbox.env(names)
+  return sandbox.located(sandbox.env(names), located)
 end
 
 -- Loads models/arch/<name>.lua under `home`, once per process.
@@ -72,6 +74,12 @@ function arch.load(home, name)
     error(path .. ": an architecture script must return architecture { ... }", 0)
   end
   loaded[name] = family
+  return family
+end
+
+-- Marks a family as just looked up at `where` (by a script environment).
+function arch.located(family, where)
+  if family then family.looked_up_at = where end
   return family
 end
 

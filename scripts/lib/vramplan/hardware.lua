@@ -1,7 +1,6 @@
 -- vramplan.hardware — GPU descriptions in hardware/gpus/, found by short
 -- name (the file name): a100-80gb, h100-80gb, rtx4090, ...
 local lfs = require("lfs")
-local arch = require("vramplan.arch")
 local sandbox = require("vramplan.sandbox")
 local schema = require("vramplan.schema")
 
@@ -25,9 +24,8 @@ local gpu_schema = schema.new("gpu", {
 })
 
 local function gpu_env()
-  return sandbox.env({
-    gpu = function(t)
-      local where = arch.call_site(2)
+  return sandbox.located(sandbox.env(), {
+    gpu = function(where, t)
       if type(t) ~= "table" then error(where .. ": gpu takes a table of fields", 0) end
       local origins = {}
       for k in pairs(t) do origins[k] = where end

@@ -15,7 +15,9 @@ local function model_env(home)
   local env = sandbox.env()
   return setmetatable(env, {
     __index = function(_, name)
-      if type(name) == "string" and name:match("^[%w_]+$") then return arch.load(home, name) end
+      if type(name) == "string" and name:match("^[%w_]+$") then
+        return arch.located(arch.load(home, name), arch.call_site(2))
+      end
     end,
   })
 end

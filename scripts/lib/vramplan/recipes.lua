@@ -2,15 +2,13 @@
 -- values, checked key by key against the core's recipe declarations, each
 -- error naming where the key was set.
 local vramplan = require("vramplan")
-local arch = require("vramplan.arch")
 local sandbox = require("vramplan.sandbox")
 
 local recipes = {}
 
 local function recipe_env()
-  return sandbox.env({
-    recipe = function(t)
-      local where = arch.call_site(2)
+  return sandbox.located(sandbox.env(), {
+    recipe = function(where, t)
       if type(t) ~= "table" then error(where .. ": recipe takes a table of keys", 0) end
       return { keys = t, where = where }
     end,

@@ -30,6 +30,22 @@ function sandbox.env(names)
   return env
 end
 
+-- Adds constructors that learn where the script called them: each
+-- constructors[name](where, ...) gets "file:line" of the line that named
+-- it, which survives the tail call of `return name { ... }`.
+function sandbox.located(env, constructors)
+  return setmetatable(env, {
+    __index = function(_, name)
+      local make = constructors[name]
+      if make then
+        local info = debug.getinfo(2, "Sl")
+        local where = info and info.currentline > 0 and (info.short_src .. ":" .. info.currentline) or "?"
+        return function(...) return make(where, ...) end
+      end
+    end,
+  })
+end
+
 -- Runs a script file in `env` under the instruction and memory budgets.
 function sandbox.run(path, env)
   return vramplan.run_script(path, env)

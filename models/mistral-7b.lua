@@ -1,0 +1,16 @@
+-- Mistral 7B v0.1 (Jiang et al. 2023, arXiv:2310.06825). Config: HF
+-- mistralai/Mistral-7B-v0.1 config.json (MistralForCausalLM, the same
+-- modules as LlamaForCausalLM). Its sliding_window = 4096 has no field here:
+-- it limits which keys a query sees, not what training keeps. Published
+-- parameter count: 7,241,732,096.
+return llama {
+  name = "Mistral-7B-v0.1",
+  hidden = 4096,
+  layers = 32,
+  heads = 32,
+  kv_heads = 8,
+  intermediate = 14336,
+  vocab = 32000,
+  max_positions = 32768,
+  norm_eps = 1e-5,
+}

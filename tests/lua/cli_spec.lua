@@ -1,0 +1,88 @@
+-- The command line and its JSON contract: field names other tools rely on.
+local helper = require("tests.lua.helper")
+local json = require("dkjson")
+
+describe("vramplan estimate", function()
+  it("prints a verdict, the breakdown and the peak's place", function()
+    local out, err, code = helper.run("estimate", "models/llama2-7b.lua", "--recipe",
+      "scripts/recipes/full-bf16-adamw.lua", "--gpu", "a100-80gb")
+    assert.are.equal(0, code, err)
+    assert.truthy(out:find("does not fit on NVIDIA A100 80GB: needs [%d.]+ GiB, has 80.00 GiB"))
+    for _, row in ipairs({ "parameters", "gradients", "master weights", "optimizer states", "activations",
+      "transient", "allocator", "runtime", "total" }) do
+      assert.truthy(out:find(row, 1, true), row)
+    end
+    assert.truthy(out:find("peak: %a+"))
+  end)
+
+  it("says how much room is left when a recipe fits", function()
+    local out, _, code = helper.run("estimate", "models/llama2-7b.lua", "--set", "precision=bf16", "--set",
+      "optimizer=sgd", "--set", "seq_len=512", "--set", "checkpointing=full", "--gpu", "h200")
+    assert.are.equal(0, code)
+    assert.truthy(out:find("fits on NVIDIA H200[%w ]* with [%d.]+ GiB to spare"))
+  end)
+
+  it("writes the documented JSON fields", function()
+    local r = helper.estimate("models/llama2-7b.lua", "--gpu", "a100-80gb", "--set", "micro_batch=2",
+      "--set", "seq_len=1024")
+    assert.are.equal("Llama-2-7B", r.model.name)
+    assert.are.equal(6738415616, r.model.params)
+    for _, k in ipairs({ "params_bytes", "grads_bytes", "master_bytes", "optimizer_bytes", "activations_bytes",
+      "peak_allocated_bytes", "peak_reserved_bytes", "peak_total_bytes" }) do
+      assert.are.equal("number", type(r.per_gpu[k]), k)
+      assert.is_true(math.type(r.per_gpu[k]) == "integer", k)
+    end
+    assert.are.equal("string", type(r.per_gpu.peak_phase))
+    assert.are.equal("NVIDIA A100 80GB", r.gpu.name)
+    assert.are.equal(81920 * 1024 * 1024, r.gpu.memory_bytes)
+    assert.are.equal("boolean", type(r.fits))
+    assert.are.equal(r.gpu.memory_bytes - r.per_gpu.peak_total_bytes, r.headroom_bytes)
+    assert.are.equal(r.fits, r.headroom_bytes >= 0)
+    assert.are.equal(2, r.recipe.micro_batch)
+    assert.are.equal(1024, r.recipe.seq_len)
+    -- the figures nest: allocated <= reserved <= total
+    assert.is_true(r.per_gpu.peak_allocated_bytes <= r.per_gpu.peak_reserved_bytes)
+    assert.is_true(r.per_gpu.peak_reserved_bytes < r.per_gpu.peak_total_bytes)
+  end)
+
+  it("gives null verdict fields without a GPU", function()
+    local out, _, code = helper.run("estimate", "--json", "models/llama2-7b.lua")
+    assert.are.equal(0, code)
+    assert.truthy(out:find('"fits":null'))
+    assert.truthy(out:find('"gpu":null'))
+  end)
+
+  it("reads a Hugging Face config.json like the model script it describes", function()
+    local a = helper.estimate("tests/fixtures/llama2-7b-config.json", "--set", "seq_len=512")
+    local b = helper.estimate("models/llama2-7b.lua", "--set", "seq_len=512")
+    assert.are.equal(b.model.params, a.model.params)
+    assert.are.equal(b.per_gpu.peak_allocated_bytes, a.per_gpu.peak_allocated_bytes)
+  end)
+
+  it("lets --set override model fields, so one script describes a family", function()
+    local small = helper.estimate("models/llama2-7b.lua", "--set", "layers=2", "--set", "hidden=1024",
+      "--set", "intermediate=2816", "--set", "heads=8", "--set", "kv_heads=8")
+    -- 2 layers of (4 x 1024^2 attention + 3 x 1024 x 2816 MLP + 2 x 1024 norms),
+    -- two 32000 x 1024 embeddings and the final norm
+    local per_layer = 4 * 1024 * 1024 + 3 * 1024 * 2816 + 2 * 1024
+    assert.are.equal(2 * per_layer + 2 * 32000 * 1024 + 1024, small.model.params)
+  end)
+
+  it("prints the whole step with --timeline", function()
+    local out, _, code = helper.run("estimate", "models/llama2-7b.lua", "--set", "layers=2", "--set",
+      "seq_len=128", "--timeline")
+    assert.are.equal(0, code)
+    for _, phase in ipairs({ "setup", "forward", "loss", "backward", "optimizer" }) do
+      assert.truthy(out:find("\n" .. phase .. " "), phase)
+    end
+    assert.truthy(out:find("attention.softmax", 1, true) or out:find("attention.flash", 1, true))
+  end)
+
+  it("lists models, GPUs and recipes", function()
+    local out, _, code = helper.run("list", "gpus")
+    assert.are.equal(0, code)
+    assert.truthy(out:find("a100%-80gb"))
+    assert.truthy(out:find("h100%-80gb"))
+    assert.truthy(out:find("rtx4090"))
+  end)
+end)

@@ -1,0 +1,170 @@
+-- Bad input: every case gets a message naming the file, the line and the
+-- field, and a non-zero exit; never a crash, a hang or a silent number.
+local helper = require("tests.lua.helper")
+
+-- Runs `vramplan estimate <args>`, expects exit code 1 and returns stderr.
+local function fails(...)
+  local out, err, code = helper.run("estimate", ...)
+  assert.are.equal(1, code, "expected a clean failure, got exit " .. code .. ": " .. err .. out)
+  assert.truthy(err:find("^vramplan: "), err)
+  assert.is_nil(err:find("stack traceback"), "a user error must not print a traceback: " .. err)
+  return err
+end
+
+local function model(text) return helper.write(text, ".lua") end
+
+local function base_name(path) return path:match("([^/]+)$") end
+
+local GOOD = "hidden = 64, layers = 2, heads = 4, intermediate = 128, vocab = 100"
+
+describe("bad model scripts", function()
+  it("names an unknown field, with a suggestion", function()
+    local p = model("return llama {\n  hiden = 64, layers = 2, heads = 4, intermediate = 128, vocab = 100,\n}\n")
+    local err = fails(p)
+    assert.truthy(err:find(base_name(p) .. ":1: unknown field 'hiden' in llama (did you mean 'hidden'?)", 1, true), err)
+  end)
+
+  it("rejects wrong types", function()
+    local err = fails(model("return llama { hidden = 'big', layers = 2, heads = 4, intermediate = 128, vocab = 100 }"))
+    assert.truthy(err:find(":1: hidden: must be a whole number (got big)", 1, true), err)
+    err = fails(model("return llama { " .. GOOD .. ", tie_embeddings = 'yes' }"))
+    assert.truthy(err:find("tie_embeddings: must be true or false", 1, true), err)
+  end)
+
+  it("rejects negative and zero sizes", function()
+    assert.truthy(fails(model("return llama { hidden = -64, layers = 2, heads = 4, intermediate = 128, vocab = 100 }"))
+      :find("hidden: must be between 1 and", 1, true))
+    assert.truthy(fails(model("return llama { hidden = 64, layers = 0, heads = 4, intermediate = 128, vocab = 100 }"))
+      :find("layers: must be between 1 and", 1, true))
+    assert.truthy(fails(model("return llama { hidden = 64, layers = 2.5, heads = 4, intermediate = 128, vocab = 100 }"))
+      :find("layers: must be a whole number", 1, true))
+  end)
+
+  it("requires heads to divide hidden and kv_heads to divide heads", function()
+    local p = model("return llama {\n hidden = 64, layers = 2, heads = 5, intermediate = 128, vocab = 100 }")
+    assert.truthy(fails(p):find(base_name(p) .. ":1: heads: must divide hidden (64)", 1, true))
+    p = model("return llama { hidden = 64, layers = 2, heads = 4, kv_heads = 3, intermediate = 128, vocab = 100 }")
+    assert.truthy(fails(p):find("kv_heads: must divide heads (4)", 1, true))
+    p = model("return gpt2 { hidden = 64, layers = 2, heads = 5 }")
+    assert.truthy(fails(p):find("heads: must divide hidden (64)", 1, true))
+  end)
+
+  it("names a missing field", function()
+    local err = fails(model("return llama { hidden = 64, layers = 2, heads = 4, vocab = 100 }"))
+    assert.truthy(err:find("llama needs field 'intermediate'", 1, true), err)
+  end)
+
+  it("reports a syntax error with its line", function()
+    local p = model("return llama {\n  hidden = 64,,\n}\n")
+    assert.truthy(fails(p):find(base_name(p) .. ":2: unexpected symbol near ','", 1, true))
+  end)
+
+  it("stops a script that loops forever", function()
+    local p = model("local n = 0\nwhile true do n = n + 1 end\n")
+    assert.truthy(fails(p):find(base_name(p) .. ":2: script exceeded its instruction budget", 1, true))
+  end)
+
+  it("stops a script that allocates without bound", function()
+    local p = model("local t = {}\nfor i = 1, 1e12 do t[i] = { i, i, i } end\n")
+    assert.truthy(fails(p):find(base_name(p) .. ":2: script exceeded its memory budget", 1, true))
+    p = model("local s = string.rep('x', 1 << 40)\n")
+    assert.truthy(fails(p):find(base_name(p) .. ":1:", 1, true))
+  end)
+
+  it("runs scripts sandboxed", function()
+    local marker = os.tmpname()
+    os.remove(marker)
+    for _, code in ipairs({
+      "os.execute('touch " .. marker .. "')",
+      "io.open('" .. marker .. "', 'w')",
+      "io.popen('touch " .. marker .. "')",
+      "load('return 1')()",
+      "dofile('" .. marker .. "')",
+      "require('os')",
+      "string.dump(print)",
+      "setmetatable({}, {})",
+      "debug.getinfo(1)",
+      "collectgarbage()",
+    }) do
+      local err = fails(model(code .. "\n"))
+      assert.truthy(err:find(":1: attempt to ", 1, true), code .. " -> " .. err)
+    end
+    assert.is_nil(io.open(marker, "r"), "a sandboxed script wrote a file")
+  end)
+
+  it("refuses bytecode", function()
+    local p = helper.write("\27Lua\84\0\25\147\13\10\26\10", ".lua")
+    assert.truthy(fails(p):find("attempt to load a binary chunk", 1, true))
+  end)
+
+  it("says so when the file does not exist", function()
+    assert.truthy(fails("no/such/model.lua"):find("no model 'no/such/model.lua'", 1, true))
+    assert.truthy(fails("models/llama2-7b.lua", "--recipe", "no/such/recipe.lua"):find("cannot open recipe", 1, true))
+    assert.truthy(fails("models/llama2-7b.lua", "--gpu", "a100"):find("no GPU 'a100'", 1, true))
+  end)
+
+  it("catches sizes that would overflow", function()
+    local err = fails("models/llama2-7b.lua", "--set", "micro_batch=1000000", "--set", "seq_len=60000000",
+      "--set", "attention=eager")
+    assert.truthy(err:find("sizes overflow", 1, true), err)
+    err = fails(model("return llama { hidden = 1 << 50, layers = 2, heads = 4, intermediate = 128, vocab = 100 }"))
+    assert.truthy(err:find("hidden: must be between", 1, true), err)
+  end)
+end)
+
+describe("bad recipes", function()
+  it("names an unknown recipe key with its origin", function()
+    local p = helper.write("return recipe {\n  precision = 'bf16',\n  micro_bach = 2,\n}\n")
+    local err = fails("models/llama2-7b.lua", "--recipe", p)
+    assert.truthy(err:find(base_name(p) .. ":1: unknown recipe key 'micro_bach' (did you mean 'micro_batch'?)", 1, true), err)
+  end)
+
+  it("rejects wrong values and says where they came from", function()
+    assert.truthy(fails("models/llama2-7b.lua", "--set", "precision=bf17")
+      :find("--set precision=bf17: precision: 'bf17' is not one of", 1, true))
+    assert.truthy(fails("models/llama2-7b.lua", "--set", "micro_batch=0")
+      :find("--set micro_batch=0: micro_batch: must be between 1 and", 1, true))
+    assert.truthy(fails("models/llama2-7b.lua", "--set", "seq_len=-5")
+      :find("seq_len: must be between 1 and", 1, true))
+    assert.truthy(fails("models/llama2-7b.lua", "--set", "checkpointing=every-0")
+      :find("checkpointing: must be none, full or every-K", 1, true))
+    assert.truthy(fails("models/llama2-7b.lua", "--set", "optimizer=adamm")
+      :find("did you mean 'adam", 1, true))
+    local p = helper.write("return recipe { micro_batch = 'four' }\n")
+    assert.truthy(fails("models/llama2-7b.lua", "--recipe", p):find(":1: micro_batch: must be a whole number", 1, true))
+  end)
+
+  it("names a key that is neither a recipe key nor a model field", function()
+    assert.truthy(fails("models/llama2-7b.lua", "--set", "hiden=1024")
+      :find("--set hiden=1024: unknown key 'hiden': not a recipe key nor a field of llama (did you mean 'hidden'?)", 1, true))
+  end)
+end)
+
+describe("bad Hugging Face configs", function()
+  it("reports invalid JSON with its line and column", function()
+    local p = helper.write('{\n  "model_type": "llama",\n  "hidden_size": \n}\n', ".json")
+    assert.truthy(fails(p):find("invalid JSON: .*line 4", 1, false))
+  end)
+
+  it("names an unsupported model_type", function()
+    local p = helper.write('{"model_type": "bert"}', ".json")
+    assert.truthy(fails(p):find("model_type: bert is not supported", 1, true))
+  end)
+
+  it("names the config key behind a bad value", function()
+    local p = helper.write('{"model_type": "llama", "hidden_size": 64, "num_hidden_layers": 2, '
+      .. '"num_attention_heads": 3, "intermediate_size": 128, "vocab_size": 100}', ".json")
+    assert.truthy(fails(p):find(base_name(p) .. ": num_attention_heads: heads: must divide hidden (64)", 1, true))
+  end)
+end)
+
+describe("usage errors", function()
+  it("exits 2 with the usage for a wrong command line", function()
+    local _, err, code = helper.run("estimate", "models/llama2-7b.lua", "--bogus")
+    assert.are.equal(2, code)
+    assert.truthy(err:find("unknown option --bogus", 1, true))
+    _, err, code = helper.run("estimate", "models/llama2-7b.lua", "--set", "nokey")
+    assert.are.equal(2, code)
+    assert.truthy(err:find("--set takes KEY=VALUE", 1, true))
+  end)
+end)

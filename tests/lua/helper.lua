@@ -1,0 +1,46 @@
+-- Test helpers: run the vramplan binary and capture what it prints, and load
+-- the Lua module straight from the build.
+local helper = {}
+
+helper.root = os.getenv("VRAMPLAN_ROOT") or "."
+helper.bin = helper.root .. "/build/vramplan"
+package.cpath = helper.root .. "/build/?.so;" .. package.cpath
+package.path = helper.root .. "/scripts/lib/?.lua;" .. package.path
+
+local function slurp(path)
+  local f = io.open(path, "r")
+  local s = f and f:read("a") or ""
+  if f then f:close() end
+  os.remove(path)
+  return s
+end
+
+local function quote(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end
+
+-- run("estimate", "gpt2", "--json") -> stdout, stderr, exit code
+function helper.run(...)
+  local args = {}
+  for i = 1, select("#", ...) do args[#args + 1] = quote(select(i, ...)) end
+  local out, err = os.tmpname(), os.tmpname()
+  local ok, how, code = os.execute(string.format("timeout 60 %s %s >%s 2>%s", helper.bin, table.concat(args, " "),
+    out, err))
+  return slurp(out), slurp(err), how == "exit" and code or 128 + (code or 0)
+end
+
+-- The JSON object of an estimate, failing the test if it does not succeed.
+function helper.estimate(...)
+  local out, err, code = helper.run("estimate", "--json", ...)
+  assert(code == 0, "vramplan failed: " .. err)
+  return require("dkjson").decode(out)
+end
+
+-- Writes `text` to a temporary file with the given suffix; returns its path.
+function helper.write(text, suffix)
+  local path = os.tmpname() .. (suffix or ".lua")
+  local f = assert(io.open(path, "w"))
+  f:write(text)
+  f:close()
+  return path
+end
+
+return helper
