@@ -1,0 +1,35 @@
+-- Checks against the world: published parameter counts and the published
+-- arithmetic of model states.
+local helper = require("tests.lua.helper")
+local json = require("dkjson")
+
+local function read_json(path)
+  local f = assert(io.open(path, "r"))
+  local v = json.decode(f:read("a"))
+  f:close()
+  return v
+end
+
+describe("published parameter counts", function()
+  -- tests/reference/models.json: each count with the place it is published
+  for _, entry in ipairs(read_json("tests/reference/models.json")) do
+    it(entry.model .. " has " .. entry.published_params .. " parameters (" .. entry.source .. ")", function()
+      local r = helper.estimate(entry.model, "--set", "seq_len=128")
+      assert.are.equal(entry.published_params, r.model.params)
+    end)
+  end
+end)
+
+describe("model states of mixed-precision Adam", function()
+  -- Rajbhandari et al. 2020 (ZeRO), section 3.1: fp16 parameters and
+  -- gradients (2 + 2 bytes) and fp32 parameters, momentum and variance
+  -- (K = 12 bytes) per parameter: 16 bytes, "at least 24 GB" for GPT-2 1.5B.
+  it("is 16 bytes per parameter, as the ZeRO paper counts it", function()
+    local r = helper.estimate("gpt2-xl", "--set", "precision=mixed-fp16", "--set", "optimizer=adam",
+      "--set", "seq_len=128")
+    local n = r.model.params
+    local states = r.per_gpu.params_bytes + r.per_gpu.grads_bytes + r.per_gpu.master_bytes + r.per_gpu.optimizer_bytes
+    assert.are.equal(16 * n, states)
+    assert.is_true(states >= 24e9) -- the paper's "at least 24 GB" for 1.5B parameters (reference zero-09)
+  end)
+end)
