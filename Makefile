@@ -57,7 +57,7 @@ test-c: $(C_TESTS)
 	@set -e; for t in $(C_TESTS); do echo "== $$t"; $$t; done
 
 test-lua: all
-	lua5.4 /usr/bin/busted --lua=lua5.4 -o utfTerminal tests/lua
+	lua5.4 /usr/bin/busted -o utfTerminal tests/lua
 
 test-torch: all build/libmemcount.so
 	/usr/bin/python3 tests/torch/compare.py
