@@ -1,0 +1,70 @@
+"""The GPU check: run on a machine with CUDA. Trains each configuration of
+cases.json for three steps with real torch.autocast and CUDA kernels, and
+prints torch.cuda.max_memory_allocated(), memory_reserved() and the device's
+used memory beside the engine's figures (expected.json, made by prepare.sh).
+
+    python3 tests/gpu/check.py
+"""
+import json
+import os
+import sys
+
+import torch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "torch"))
+from models import Autocast, CausalLM  # noqa: E402
+
+
+def run(case):
+    cfg, rec = case["config"], case["recipe"]
+    torch.cuda.empty_cache()
+    torch.cuda.reset_peak_memory_stats()
+    dev = torch.device("cuda")
+    dtype = torch.bfloat16 if rec["precision"] in ("bf16", "mixed-bf16") else torch.float32
+    model = CausalLM(cfg).to(dev, dtype)
+    model.train()
+    ac = Autocast(None)  # real autocast below
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, foreach=rec["optimizer_impl"] == "foreach")
+    ckpt = None
+    if rec.get("checkpointing") == "full":
+        def ckpt(fn, *args):
+            return torch.utils.checkpoint.checkpoint(fn, *args, use_reentrant=True)
+    b, s = rec["micro_batch"], rec["seq_len"]
+    for step in range(3):
+        if step == 2:
+            torch.cuda.synchronize()
+            torch.cuda.reset_peak_memory_stats()
+        ids = torch.randint(cfg["vocab_size"], (b, s), device=dev)
+        labels = ids.clone()
+        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=rec["precision"] == "amp-bf16"):
+            loss, logits = model(ac, ids, labels, ckpt)
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        del loss, logits, ids, labels
+    torch.cuda.synchronize()
+    free, total = torch.cuda.mem_get_info()
+    result = {"peak_allocated_bytes": torch.cuda.max_memory_allocated(),
+              "peak_reserved_bytes": torch.cuda.max_memory_reserved(),
+              "device_used_bytes": total - free}
+    del model, opt
+    return result
+
+
+def main():
+    cases = json.load(open(os.path.join(HERE, "cases.json")))
+    expected = {e["name"]: e["per_gpu"] for e in json.load(open(os.path.join(HERE, "expected.json")))}
+    print(f"torch {torch.__version__}, {torch.cuda.get_device_name()}")
+    print(f"{'case':30} {'figure':22} {'measured':>14} {'vramplan':>14} {'ratio':>7}")
+    for case in cases:
+        m = run(case)
+        e = expected[case["name"]]
+        for key, ekey in (("peak_allocated_bytes", "peak_allocated_bytes"),
+                          ("peak_reserved_bytes", "peak_reserved_bytes"),
+                          ("device_used_bytes", "peak_total_bytes")):
+            print(f"{case['name']:30} {key:22} {m[key]:>14} {e[ekey]:>14} {e[ekey] / m[key]:7.3f}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
