@@ -79,6 +79,7 @@ static int l_estimate(lua_State *L) {
     vp_recipe recipe;
     vp_recipe_defaults(&recipe);
     if (!lua_isnoneornil(L, 2)) vp_lua_read_recipe(L, 2, &recipe);
+    vp_lua_check_recipe(L, &recipe);
     vp_gpu gpu;
     read_gpu(L, 3, &gpu);
     if (!lua_isnoneornil(L, 4)) luaL_checktype(L, 4, LUA_TTABLE);
@@ -139,12 +140,14 @@ static int l_estimate(lua_State *L) {
     return 1;
 }
 
-/* vramplan.check_recipe(keys) -> the complete recipe (defaults filled in),
- * or an error naming the key. */
+/* vramplan.check_recipe(keys [, partial]) -> the complete recipe (defaults
+ * filled in), or an error naming the key; `partial` skips the checks of
+ * combinations (a key checked on its own). */
 static int l_check_recipe(lua_State *L) {
     vp_recipe recipe;
     vp_recipe_defaults(&recipe);
     vp_lua_read_recipe(L, 1, &recipe);
+    if (!lua_toboolean(L, 2)) vp_lua_check_recipe(L, &recipe);
     vp_lua_push_recipe(L, &recipe);
     return 1;
 }

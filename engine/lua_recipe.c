@@ -3,27 +3,38 @@
 #include <lauxlib.h>
 #include <lua.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "lua_vramplan.h"
 #include "optimizer.h"
 
+/* Recipe errors carry no position of their own: the caller knows where the
+ * key was set (a recipe file's line, a --set) and prefixes that. */
+static int recipe_error(lua_State *L, const char *fmt, ...) {
+    va_list args;
+    va_start(args, fmt);
+    lua_pushvfstring(L, fmt, args);
+    va_end(args);
+    return lua_error(L);
+}
+
 /* Values arrive as Lua values from recipe scripts or as strings from --set:
  * both are accepted where they mean the same. */
 static lua_Integer read_int(lua_State *L, const char *key, lua_Integer min, lua_Integer max) {
     int ok;
     lua_Integer v = lua_tointegerx(L, -1, &ok);
-    if (!ok) luaL_error(L, "%s: must be a whole number (got %s)", key, luaL_tolstring(L, -1, NULL));
-    if (v < min || v > max) luaL_error(L, "%s: must be between %d and %d (got %d)", key, (int)min, (int)max, (int)v);
+    if (!ok) recipe_error(L, "%s: must be a whole number (got %s)", key, luaL_tolstring(L, -1, NULL));
+    if (v < min || v > max) recipe_error(L, "%s: must be between %d and %d (got %d)", key, (int)min, (int)max, (int)v);
     return v;
 }
 
 static double read_number(lua_State *L, const char *key, double min, double max) {
     int ok;
     lua_Number v = lua_tonumberx(L, -1, &ok);
-    if (!ok) luaL_error(L, "%s: must be a number (got %s)", key, luaL_tolstring(L, -1, NULL));
-    if (!(v >= min && v <= max)) luaL_error(L, "%s: must be between %g and %g (got %g)", key, min, max, v);
+    if (!ok) recipe_error(L, "%s: must be a number (got %s)", key, luaL_tolstring(L, -1, NULL));
+    if (!(v >= min && v <= max)) recipe_error(L, "%s: must be between %g and %g (got %g)", key, min, max, v);
     return v;
 }
 
@@ -34,7 +45,7 @@ static bool read_bool(lua_State *L, const char *key) {
         if (strcmp(s, "true") == 0) return true;
         if (strcmp(s, "false") == 0) return false;
     }
-    luaL_error(L, "%s: must be true or false (got %s)", key, luaL_tolstring(L, -1, NULL));
+    recipe_error(L, "%s: must be true or false (got %s)", key, luaL_tolstring(L, -1, NULL));
     return false;
 }
 
@@ -51,8 +62,8 @@ static int read_option(lua_State *L, const char *key, const char *const *options
     }
     luaL_pushresult(&b);
     const char *guess = s ? vp_lua_suggest(s, options, n) : NULL;
-    if (guess) luaL_error(L, "%s: '%s' is not one of %s (did you mean '%s'?)", key, s, lua_tostring(L, -1), guess);
-    luaL_error(L, "%s: must be one of %s (got %s)", key, lua_tostring(L, -1), luaL_tolstring(L, -2, NULL));
+    if (guess) recipe_error(L, "%s: '%s' is not one of %s (did you mean '%s'?)", key, s, lua_tostring(L, -1), guess);
+    recipe_error(L, "%s: must be one of %s (got %s)", key, lua_tostring(L, -1), luaL_tolstring(L, -2, NULL));
     return 0;
 }
 
@@ -88,7 +99,7 @@ static void parse_checkpointing(lua_State *L, vp_recipe *r, const char *k) {
     else if (strncmp(s, "every-", 6) == 0 && (r->checkpoint_every = (unsigned)strtoul(s + 6, &end, 10), end && !*end) &&
              r->checkpoint_every >= 1 && r->checkpoint_every <= 100000 && s[6] >= '1' && s[6] <= '9')
         ;
-    else luaL_error(L, "%s: must be none, full or every-K for a whole K >= 1 (got %s)", k, luaL_tolstring(L, -1, NULL));
+    else recipe_error(L, "%s: must be none, full or every-K for a whole K >= 1 (got %s)", k, luaL_tolstring(L, -1, NULL));
 }
 
 typedef struct {
@@ -123,7 +134,7 @@ void vp_lua_read_recipe(lua_State *L, int index, vp_recipe *recipe) {
     luaL_checktype(L, index, LUA_TTABLE);
     lua_pushnil(L);
     while (lua_next(L, index)) { /* key value */
-        if (lua_type(L, -2) != LUA_TSTRING) luaL_error(L, "recipe keys are names (found a %s key)", luaL_typename(L, -2));
+        if (lua_type(L, -2) != LUA_TSTRING) recipe_error(L, "recipe keys are names (found a %s key)", luaL_typename(L, -2));
         const char *key = lua_tostring(L, -2);
         const recipe_key *found = NULL;
         for (unsigned i = 0; i < N_KEYS; i++)
@@ -132,14 +143,17 @@ void vp_lua_read_recipe(lua_State *L, int index, vp_recipe *recipe) {
             const char *names[N_KEYS];
             for (unsigned i = 0; i < N_KEYS; i++) names[i] = keys[i].name;
             const char *guess = vp_lua_suggest(key, names, N_KEYS);
-            if (guess) luaL_error(L, "unknown recipe key '%s' (did you mean '%s'?)", key, guess);
-            luaL_error(L, "unknown recipe key '%s'", key);
+            if (guess) recipe_error(L, "unknown recipe key '%s' (did you mean '%s'?)", key, guess);
+            recipe_error(L, "unknown recipe key '%s'", key);
         }
         found->parse(L, recipe, key);
         lua_pop(L, 1); /* key */
     }
+}
+
+void vp_lua_check_recipe(lua_State *L, const vp_recipe *recipe) {
     if (recipe->precision >= VP_PREC_MIXED_BF16 && !recipe->grads_set_to_none)
-        luaL_error(L, "grads_set_to_none: false is not modelled with mixed-* precision (the master-weight step frees the 16-bit gradients)");
+        recipe_error(L, "grads_set_to_none: false is not modelled with mixed-* precision (the master-weight step frees the 16-bit gradients)");
 }
 
 void vp_lua_push_recipe(lua_State *L, const vp_recipe *r) {

@@ -23,6 +23,8 @@ const char *vp_lua_suggest(const char *word, const char *const *names, unsigned 
 /* Fills a recipe from the table at `index` (missing keys keep defaults);
  * raises an error naming the key for anything unknown or out of range. */
 void vp_lua_read_recipe(lua_State *L, int index, vp_recipe *recipe);
+/* Raises an error for combinations of keys the engine does not model. */
+void vp_lua_check_recipe(lua_State *L, const vp_recipe *recipe);
 /* Pushes the recipe as a table with every key (the echo in results). */
 void vp_lua_push_recipe(lua_State *L, const vp_recipe *recipe);
 /* vramplan.recipe_keys() -> { {name=, doc=} } in declaration order */

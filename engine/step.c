@@ -154,9 +154,10 @@ static void resident_states(vp_step *step, const vp_t *leaves, unsigned n) {
         if (vp_tensor_bytes(step->precision->states, t->numel, &bytes))
             for (unsigned s = 0; s < step->optimizer->states; s++)
                 vp_ledger_alloc(&step->ledger, VP_CAT_OPTIMIZER, bytes, "optimizer state");
-        if (!step->recipe->grads_set_to_none) /* zero_grad() keeps .grad allocated */
-            vp_at(sim, leaves[i])->param_grad =
-                vp_new_in(sim, t->numel, (vp_dtype)t->dtype, VP_CAT_GRADS, "param.grad");
+        if (!step->recipe->grads_set_to_none) { /* zero_grad() keeps .grad allocated */
+            vp_t grad = vp_new_in(sim, t->numel, (vp_dtype)t->dtype, VP_CAT_GRADS, "param.grad");
+            vp_at(sim, leaves[i])->param_grad = grad; /* vp_new_in may move the tensor array */
+        }
     }
 }
 
@@ -540,7 +541,8 @@ static void run(vp_step *step, vp_step_result *result) {
     ledger->place.phase = VP_PHASE_BACKWARD;
     sim->category = VP_CAT_TRANSIENT;
     if (step->loss && vp_at(sim, step->loss)->requires_grad) {
-        vp_at(sim, step->loss)->grad = vp_new(sim, 1, (vp_dtype)vp_at(sim, step->loss)->dtype, "loss.backward");
+        vp_t seed = vp_new(sim, 1, (vp_dtype)vp_at(sim, step->loss)->dtype, "loss.backward");
+        vp_at(sim, step->loss)->grad = seed;
         vp_backward(sim, final_first, final_end);
         backward_layers(step);
         ledger->place.phase = VP_PHASE_BACKWARD;

@@ -75,7 +75,8 @@ local function estimate(opts, home)
   local model, config = arch.build(description, overrides, override_origins)
   recipes.check(keys, origins)
   local gpu = opts.gpu and hardware.gpu(home, opts.gpu) or nil
-  local ok, result = pcall(vramplan.estimate, model, keys, gpu, { timeline = opts.timeline })
+  -- the timeline shows every layer: no folding of identical layers then
+  local ok, result = pcall(vramplan.estimate, model, keys, gpu, { timeline = opts.timeline, fold = not opts.timeline })
   if not ok then error(string.format("%s: %s", description.source, tostring(result)), 0) end
   local ctx = {
     result = result, gpu = gpu, model_name = config.name, arch = description.family.name, layers = config.layers,

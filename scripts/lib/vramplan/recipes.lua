@@ -39,10 +39,16 @@ end
 -- Checks each key on its own so that an error names its origin.
 function recipes.check(keys, origins)
   for k, v in pairs(keys) do
-    local ok, err = pcall(vramplan.check_recipe, { [k] = v })
+    local ok, err = pcall(vramplan.check_recipe, { [k] = v }, true)
     if not ok then error(string.format("%s: %s", origins[k] or "recipe", tostring(err)), 0) end
   end
-  return vramplan.check_recipe(keys)
+  -- combinations of keys: blamed on the first key the message names
+  local ok, result = pcall(vramplan.check_recipe, keys)
+  if not ok then
+    local key = tostring(result):match("^([%w_]+):")
+    error(string.format("%s: %s", origins[key] or "recipe", tostring(result)), 0)
+  end
+  return result
 end
 
 return recipes

@@ -76,7 +76,8 @@ function report.human(ctx)
   return table.concat(out, "\n")
 end
 
--- The timeline, one line per op: consecutive events of the same op merged.
+-- The timeline, one line per op: consecutive events of the same op merged;
+-- the resident state set up before the step is one line per category.
 function report.timeline(r)
   local out = { string.format("%-10s %5s  %-34s %12s %12s", "phase", "layer", "op", "change", "live") }
   local current, delta, live
@@ -86,12 +87,28 @@ function report.timeline(r)
         current.op, (delta >= 0 and "+" or "-") .. report.bytes(math.abs(delta)), report.bytes(live))
     end
   end
+  local setup, setup_order = {}, {}
   for _, e in ipairs(r.timeline or {}) do
-    if not current or e.phase ~= current.phase or e.layer ~= current.layer or e.op ~= current.op then
-      flush()
-      current, delta = e, 0
+    if e.phase == "setup" then
+      if not setup[e.category] then setup_order[#setup_order + 1] = e.category end
+      setup[e.category] = (setup[e.category] or 0) + e.delta
+      live = e.live
+    else
+      if #setup_order > 0 then
+        local running = 0
+        for _, c in ipairs(setup_order) do
+          running = running + setup[c]
+          out[#out + 1] = string.format("%-10s %5s  %-34s %12s %12s", "setup", "", c, "+" .. report.bytes(setup[c]),
+            report.bytes(running))
+        end
+        setup_order = {}
+      end
+      if not current or e.phase ~= current.phase or e.layer ~= current.layer or e.op ~= current.op then
+        flush()
+        current, delta = e, 0
+      end
+      delta, live = delta + e.delta, e.live
     end
-    delta, live = delta + e.delta, e.live
   end
   flush()
   return table.concat(out, "\n")

@@ -1,0 +1,372 @@
+/* test_prims.c — tiny graphs on the simulator, their bytes checked against
+ * what PyTorch's autograd saves and allocates. Formulas are those of
+ * tools/autograd/derivatives.yaml (PyTorch 2.x); the engine's behaviour
+ * around them is torch/csrc/autograd/engine.cpp, input_buffer.cpp and
+ * functions/accumulate_grad.h. All sizes use the raw (exact-byte) meter. */
+#include <string.h>
+
+#include "check.h"
+#include "prims.h"
+
+typedef struct {
+    vp_ledger ledger;
+    vp_sim sim;
+} graph;
+
+static void graph_init(graph *g, bool record) {
+    vp_ledger_init(&g->ledger, record);
+    vp_sim_init(&g->sim, &g->ledger);
+}
+
+static void graph_free(graph *g) {
+    CHECK(g->sim.status == VP_SIM_OK);
+    CHECK(!g->ledger.overflow);
+    vp_sim_free(&g->sim);
+    vp_ledger_free(&g->ledger);
+}
+
+static uint64_t live(const graph *g, vp_category c) { return g->ledger.raw.current[c]; }
+
+/* loss.backward() on y: a seed gradient of y's size, then the walk. */
+static void backward_from(graph *g, vp_t y) {
+    const vp_tensor *t = vp_at(&g->sim, y);
+    vp_t seed = vp_new_in(&g->sim, t->numel, (vp_dtype)t->dtype, VP_CAT_TRANSIENT, "seed");
+    vp_at(&g->sim, y)->grad = seed;
+    g->ledger.place.phase = VP_PHASE_BACKWARD;
+    vp_backward(&g->sim, 0, g->sim.n_nodes);
+}
+
+/* A tensor that requires grad without being a parameter (an input made with
+ * requires_grad=True): its gradient lands in .grad, charged as grads. */
+static vp_t grad_input(graph *g, uint64_t numel, vp_dtype dtype) {
+    return vp_leaf(&g->sim, numel, dtype, VP_CAT_ACTIVATIONS, true, "input");
+}
+
+/* addmm (F.linear): mat1: mm_mat1_backward(grad, mat2, ...), mat2:
+ * mm_mat2_backward(grad, mat1, ...); the generated node saves mat1 only if
+ * mat2 needs a gradient and mat2 only if mat1 does. x[4,8] fp32 = 128 B,
+ * w[16,8] = 512 B, y[4,16] = 256 B. */
+static void test_linear_saves(void) {
+    graph g;
+    graph_init(&g, false);
+    vp_t w = vp_leaf(&g.sim, 16 * 8, VP_FP32, VP_CAT_PARAMS, true, "w");
+    vp_t x = vp_new(&g.sim, 4 * 8, VP_FP32, "x");
+    vp_t y = vp_linear(&g.sim, x, w, 0, 4, 16, "linear");
+    vp_drop(&g.sim, x); /* the node keeps it: the weight needs its gradient */
+    CHECK_EQ_U64(g.sim.n_nodes, 1);
+    CHECK(g.sim.nodes[0].saved[0] == x && g.sim.nodes[0].saved[1] == 0);
+    CHECK_EQ_U64(live(&g, VP_CAT_ACTIVATIONS), 128 + 256);
+    CHECK_EQ_U64(live(&g, VP_CAT_PARAMS), 512);
+    vp_drop(&g.sim, y);
+    graph_free(&g);
+
+    /* a frozen weight (LoRA's base layer): the input is not kept, only the
+     * weight, which is resident anyway */
+    graph_init(&g, false);
+    w = vp_leaf(&g.sim, 16 * 8, VP_FP32, VP_CAT_PARAMS, false, "w");
+    x = grad_input(&g, 4 * 8, VP_FP32);
+    y = vp_linear(&g.sim, x, w, 0, 4, 16, "linear");
+    vp_drop(&g.sim, x);
+    CHECK(g.sim.nodes[0].saved[0] == w && g.sim.nodes[0].saved[1] == 0);
+    CHECK(!vp_at(&g.sim, x)->live);
+    CHECK_EQ_U64(live(&g, VP_CAT_ACTIVATIONS), 256);
+    vp_drop(&g.sim, y);
+    graph_free(&g);
+
+    /* nothing requires grad: no node at all, the output needs no gradient */
+    graph_init(&g, false);
+    w = vp_leaf(&g.sim, 16 * 8, VP_FP32, VP_CAT_PARAMS, false, "w");
+    x = vp_new(&g.sim, 4 * 8, VP_FP32, "x");
+    y = vp_linear(&g.sim, x, w, 0, 4, 16, "linear");
+    vp_drop(&g.sim, x);
+    CHECK_EQ_U64(g.sim.n_nodes, 0);
+    CHECK(!vp_at(&g.sim, y)->requires_grad);
+    CHECK_EQ_U64(live(&g, VP_CAT_ACTIVATIONS), 256);
+    vp_drop(&g.sim, y);
+    graph_free(&g);
+}
+
+/* Backward of addmm allocates grad_x (x-sized) and grad_w (w-sized) while
+ * the seed is alive; AccumulateGrad then steals both into .grad (no copy:
+ * accumulate_grad.h, "if (!variable_grad.defined()) ... update_grad(new_grad
+ * .detach())" when the engine holds the only reference). */
+static void test_linear_backward(void) {
+    graph g;
+    graph_init(&g, false);
+    vp_t w = vp_leaf(&g.sim, 16 * 8, VP_FP32, VP_CAT_PARAMS, true, "w");
+    vp_t x = grad_input(&g, 4 * 8, VP_FP32);
+    vp_t y = vp_linear(&g.sim, x, w, 0, 4, 16, "linear");
+    CHECK(g.sim.nodes[0].saved[0] == x && g.sim.nodes[0].saved[1] == w);
+    uint32_t tensors_before = g.sim.n_tensors;
+    backward_from(&g, y);
+    /* seed 256 + grad_x 128 + grad_w 512 alive together */
+    CHECK_EQ_U64(g.ledger.raw.peak_breakdown[VP_CAT_TRANSIENT], 256 + 128 + 512);
+    CHECK_EQ_U64(g.ledger.raw.peak, 512 + 128 + 256 + 256 + 128 + 512);
+    CHECK_EQ_U64(live(&g, VP_CAT_TRANSIENT), 0);
+    CHECK_EQ_U64(live(&g, VP_CAT_GRADS), 128 + 512);
+    CHECK(vp_at(&g.sim, w)->param_grad && vp_at(&g.sim, vp_at(&g.sim, w)->param_grad)->bytes == 512);
+    CHECK_EQ_U64(g.sim.n_tensors - tensors_before, 3); /* seed, grad_x, grad_w: no clone */
+    vp_drop(&g.sim, vp_at(&g.sim, w)->param_grad);
+    vp_drop(&g.sim, vp_at(&g.sim, x)->param_grad);
+    vp_drop(&g.sim, x);
+    vp_drop(&g.sim, y);
+    CHECK_EQ_U64(g.ledger.raw.total, 512);
+    graph_free(&g);
+}
+
+/* Tied weights: w used by two linears. The first gradient to arrive (from
+ * the later use, which backward runs first) is stolen into .grad and moves
+ * from transient to grads; the second is added in place
+ * (accumulate_grad.h: variable_grad += new_grad) and freed. */
+static void test_accumulate_grad_tied(void) {
+    graph g;
+    graph_init(&g, false);
+    vp_t w = vp_leaf(&g.sim, 16 * 8, VP_FP32, VP_CAT_PARAMS, true, "w");
+    vp_t x1 = vp_new(&g.sim, 4 * 8, VP_FP32, "x1"), x2 = vp_new(&g.sim, 4 * 8, VP_FP32, "x2");
+    vp_t y1 = vp_linear(&g.sim, x1, w, 0, 4, 16, "use1");
+    vp_t y2 = vp_linear(&g.sim, x2, w, 0, 4, 16, "use2");
+    vp_t s = vp_add(&g.sim, y1, y2, 4 * 16, "sum"); /* add saves nothing */
+    vp_drop(&g.sim, x1);
+    vp_drop(&g.sim, x2);
+    vp_drop(&g.sim, y1);
+    vp_drop(&g.sim, y2);
+    CHECK_EQ_U64(live(&g, VP_CAT_ACTIVATIONS), 128 + 128 + 256);
+    uint32_t tensors_before = g.sim.n_tensors;
+    backward_from(&g, s);
+    /* The peak: during use1's backward, with use2's grad_w already in
+     * .grad: params 512 + x1 128 + s 256 + grads 512 + seed 256 + grad_w 512
+     * (x2 was released after use2's node ran). */
+    CHECK_EQ_U64(g.ledger.raw.peak, 512 + 128 + 256 + 512 + 256 + 512);
+    CHECK_EQ_U64(g.ledger.raw.peak_breakdown[VP_CAT_GRADS], 512);
+    CHECK_EQ_U64(g.ledger.raw.peak_breakdown[VP_CAT_TRANSIENT], 256 + 512);
+    CHECK_EQ_U64(live(&g, VP_CAT_GRADS), 512); /* one .grad */
+    CHECK_EQ_U64(live(&g, VP_CAT_TRANSIENT), 0);
+    CHECK_EQ_U64(live(&g, VP_CAT_ACTIVATIONS), 256); /* s, still ours */
+    CHECK_EQ_U64(g.sim.n_tensors - tensors_before, 3); /* seed and two grad_w */
+    vp_drop(&g.sim, vp_at(&g.sim, w)->param_grad);
+    vp_drop(&g.sim, s);
+    graph_free(&g);
+}
+
+/* native_dropout: input: native_dropout_backward(grad, result1, scale) —
+ * only the mask (result1, torch.bool: one byte per element) is saved, not
+ * the input. p = 0 returns the input itself (F.dropout's short-circuit). */
+static void test_dropout(void) {
+    graph g;
+    graph_init(&g, false);
+    vp_t x = grad_input(&g, 1000, VP_BF16);
+    vp_t y = vp_dropout(&g.sim, x, 0.1, "dropout");
+    vp_drop(&g.sim, x);
+    CHECK(!vp_at(&g.sim, x)->live);
+    CHECK_EQ_U64(live(&g, VP_CAT_ACTIVATIONS), 2000 + 1000);
+    vp_t mask = g.sim.nodes[0].saved[0];
+    CHECK(mask && vp_at(&g.sim, mask)->dtype == VP_BOOL && vp_at(&g.sim, mask)->bytes == 1000);
+    backward_from(&g, y);
+    CHECK_EQ_U64(live(&g, VP_CAT_ACTIVATIONS), 2000); /* the mask went with the node */
+    CHECK_EQ_U64(live(&g, VP_CAT_GRADS), 2000);
+    vp_drop(&g.sim, vp_at(&g.sim, x)->param_grad);
+    vp_drop(&g.sim, y);
+    graph_free(&g);
+
+    graph_init(&g, false);
+    x = grad_input(&g, 1000, VP_BF16);
+    uint64_t before = g.ledger.raw.total;
+    y = vp_dropout(&g.sim, x, 0.0, "dropout");
+    CHECK(y == x);
+    CHECK_EQ_U64(vp_at(&g.sim, x)->refs, 2);
+    CHECK_EQ_U64(g.ledger.raw.total, before);
+    CHECK_EQ_U64(g.sim.n_nodes, 0);
+    vp_drop(&g.sim, y);
+    vp_drop(&g.sim, x);
+    graph_free(&g);
+}
+
+/* native_layer_norm: input, weight, bias: native_layer_norm_backward(grad,
+ * input, normalized_shape, result1, result2, weight, bias, ...): saves the
+ * input and the per-row mean and rstd, which layer_norm_cuda allocates in
+ * at::opmath_type (fp32 for bf16); the CPU kernel in the input's dtype.
+ * x[8,64] bf16 = 1024 B; mean and rstd: 8 x 4 B each on CUDA. */
+static void test_layer_norm(void) {
+    for (int device = VP_DEVICE_CUDA; device <= VP_DEVICE_CPU; device++) {
+        graph g;
+        graph_init(&g, false);
+        vp_t w = vp_leaf(&g.sim, 64, VP_BF16, VP_CAT_PARAMS, true, "ln.w");
+        vp_t b = vp_leaf(&g.sim, 64, VP_BF16, VP_CAT_PARAMS, true, "ln.b");
+        vp_t x = grad_input(&g, 8 * 64, VP_BF16);
+        vp_t y = vp_layer_norm(&g.sim, x, w, b, 8, (vp_device)device, "ln");
+        vp_drop(&g.sim, x);
+        uint64_t stats = device == VP_DEVICE_CUDA ? 2 * 8 * 4 : 2 * 8 * 2;
+        CHECK_EQ_U64(live(&g, VP_CAT_ACTIVATIONS), 1024 + 1024 + stats);
+        backward_from(&g, y);
+        CHECK_EQ_U64(live(&g, VP_CAT_ACTIVATIONS), 1024); /* y only */
+        CHECK_EQ_U64(live(&g, VP_CAT_GRADS), 1024 + 128 + 128);
+        vp_t leaves[3] = {w, b, x};
+        for (int i = 0; i < 3; i++) vp_drop(&g.sim, vp_at(&g.sim, leaves[i])->param_grad);
+        vp_drop(&g.sim, y);
+        CHECK_EQ_U64(g.ledger.raw.total, 256);
+        graph_free(&g);
+    }
+}
+
+/* Tensor.to(dtype) returns self when nothing changes: no bytes, no node.
+ * A real cast is a new tensor; _to_copy: self: _to_copy_backward(grad,
+ * self.options()) saves nothing, so the fp32 source can be freed. */
+static void test_to(void) {
+    graph g;
+    graph_init(&g, false);
+    vp_t x = grad_input(&g, 100, VP_FP32);
+    uint64_t before = g.ledger.raw.total;
+    uint32_t tensors = g.sim.n_tensors;
+    vp_t same = vp_to(&g.sim, x, VP_FP32, "to");
+    CHECK(same == x);
+    CHECK_EQ_U64(g.ledger.raw.total, before);
+    CHECK_EQ_U64(g.sim.n_tensors, tensors);
+    CHECK_EQ_U64(g.sim.n_nodes, 0);
+    vp_drop(&g.sim, same);
+    vp_t half = vp_to(&g.sim, x, VP_BF16, "to");
+    vp_drop(&g.sim, x);
+    CHECK(!vp_at(&g.sim, x)->live);
+    CHECK_EQ_U64(live(&g, VP_CAT_ACTIVATIONS), 200);
+    backward_from(&g, half);
+    CHECK_EQ_U64(live(&g, VP_CAT_GRADS), 400); /* x's .grad in fp32 */
+    vp_drop(&g.sim, vp_at(&g.sim, x)->param_grad);
+    vp_drop(&g.sim, half);
+    graph_free(&g);
+}
+
+/* mul.Tensor: self: mul_tensor_backward(grad, other, ...), other:
+ * mul_tensor_backward(grad, self, ...): both products are output-sized;
+ * validate_outputs then sum_to()s the broadcast operand's to its shape.
+ * a[4,256] fp32 = 4096 B requires grad, b[256] = 1024 B a parameter. */
+static void test_mul_broadcast(void) {
+    graph g;
+    graph_init(&g, false);
+    vp_t b = vp_leaf(&g.sim, 256, VP_FP32, VP_CAT_PARAMS, true, "scale");
+    vp_t a = grad_input(&g, 4 * 256, VP_FP32);
+    vp_t y = vp_mul(&g.sim, a, b, 4 * 256, "mul");
+    CHECK(g.sim.nodes[0].saved[0] == b && g.sim.nodes[0].saved[1] == a);
+    backward_from(&g, y);
+    /* seed + two full products + b's reduced gradient, all at once */
+    CHECK_EQ_U64(g.ledger.raw.peak_breakdown[VP_CAT_TRANSIENT], 4096 + 4096 + 4096 + 1024);
+    CHECK_EQ_U64(g.ledger.raw.peak, 1024 + 4096 + 4096 + 4096 + 4096 + 4096 + 1024);
+    vp_t gb = vp_at(&g.sim, b)->param_grad;
+    CHECK(gb && vp_at(&g.sim, gb)->numel == 256 && vp_at(&g.sim, gb)->bytes == 1024);
+    CHECK_EQ_U64(live(&g, VP_CAT_GRADS), 4096 + 1024);
+    CHECK_EQ_U64(live(&g, VP_CAT_TRANSIENT), 0);
+    vp_drop(&g.sim, gb);
+    vp_drop(&g.sim, vp_at(&g.sim, a)->param_grad);
+    vp_drop(&g.sim, a);
+    vp_drop(&g.sim, y);
+    graph_free(&g);
+}
+
+/* Bytes allocated (positive rounded deltas) since event `from`. */
+static uint64_t allocated_since(const vp_ledger *l, unsigned from) {
+    uint64_t sum = 0;
+    for (unsigned i = from; i < l->n_events; i++)
+        if (l->events[i].delta > 0) sum += (uint64_t)l->events[i].delta;
+    return sum;
+}
+
+/* h = 2*x; y = h * h: h receives two fresh gradients. input_buffer.cpp in
+ * 2.x adds the second into the first in place when the buffer holds the
+ * only reference (old_var.add_(var)); 1.13 computed old_var + var, a third
+ * h-sized tensor. x, h fp32 [256] = 1024 B (a multiple of 512: raw equals
+ * rounded). Backward allocates: two products of mul, (the sum), grad_x. */
+static void test_accumulate_modes(void) {
+    for (int mode = VP_ACCUMULATE_INPLACE; mode <= VP_ACCUMULATE_OUT_OF_PLACE; mode++) {
+        graph g;
+        graph_init(&g, true);
+        g.sim.accumulate = (vp_accumulate)mode;
+        vp_t x = grad_input(&g, 256, VP_FP32);
+        vp_t h = vp_scale(&g.sim, x, "scale");
+        vp_t y = vp_mul(&g.sim, h, h, 256, "square");
+        vp_drop(&g.sim, h);
+        unsigned from = g.ledger.n_events;
+        backward_from(&g, y);
+        uint64_t expected = mode == VP_ACCUMULATE_INPLACE ? 1024 * 4 : 1024 * 5; /* seed included */
+        CHECK_EQ_U64(allocated_since(&g.ledger, from), expected);
+        bool has_sum = false;
+        for (unsigned i = from; i < g.ledger.n_events; i++)
+            if (strcmp(g.ledger.events[i].place.op, "accumulate") == 0) has_sum = true;
+        CHECK(has_sum == (mode == VP_ACCUMULATE_OUT_OF_PLACE));
+        CHECK_EQ_U64(live(&g, VP_CAT_TRANSIENT), 0);
+        CHECK_EQ_U64(live(&g, VP_CAT_GRADS), 1024);
+        vp_drop(&g.sim, vp_at(&g.sim, x)->param_grad);
+        vp_drop(&g.sim, x);
+        vp_drop(&g.sim, y);
+        CHECK_EQ_U64(g.ledger.raw.total, 0);
+        graph_free(&g);
+    }
+}
+
+/* embedding: weight: embedding_backward(grad, indices, ...): saves the
+ * indices; the dense gradient is vocab x dim. On CUDA with more than 3072
+ * indices the sort-based kernel adds an fp32 row per index and six int64
+ * words per index (the engine's reading of EmbeddingBackwardKernel.cu).
+ * w[100,8] fp32 = 3200 B. */
+static void test_embedding(void) {
+    const uint64_t rows[2] = {10, 4096};
+    for (int i = 0; i < 2; i++) {
+        graph g;
+        graph_init(&g, false);
+        vp_t w = vp_leaf(&g.sim, 100 * 8, VP_FP32, VP_CAT_PARAMS, true, "embed");
+        vp_t ids = vp_new(&g.sim, rows[i], VP_INT64, "ids");
+        vp_t y = vp_embedding(&g.sim, ids, w, rows[i], 8, VP_DEVICE_CUDA, "embed");
+        vp_drop(&g.sim, ids); /* kept by the node */
+        CHECK_EQ_U64(live(&g, VP_CAT_ACTIVATIONS), rows[i] * 8 + rows[i] * 8 * 4);
+        backward_from(&g, y);
+        uint64_t workspace = i == 0 ? 0 : (4096 * 8 + 4096 * 6 * 2) * 4;
+        CHECK_EQ_U64(g.ledger.raw.peak_breakdown[VP_CAT_TRANSIENT], rows[i] * 8 * 4 + workspace + 3200);
+        CHECK_EQ_U64(live(&g, VP_CAT_GRADS), 3200);
+        vp_drop(&g.sim, vp_at(&g.sim, w)->param_grad);
+        vp_drop(&g.sim, y);
+        CHECK_EQ_U64(g.ledger.raw.total, 3200);
+        graph_free(&g);
+    }
+}
+
+/* A two-layer MLP: after backward only parameters and their .grad remain;
+ * after zero_grad(set_to_none=True) only parameters. */
+static void test_backward_frees_activations(void) {
+    graph g;
+    graph_init(&g, false);
+    vp_t w1 = vp_leaf(&g.sim, 64 * 32, VP_BF16, VP_CAT_PARAMS, true, "w1");
+    vp_t w2 = vp_leaf(&g.sim, 32 * 64, VP_BF16, VP_CAT_PARAMS, true, "w2");
+    const uint64_t params = 2 * (64 * 32 * 2);
+    vp_t x = vp_new(&g.sim, 4 * 32, VP_BF16, "x");
+    vp_t h = vp_linear(&g.sim, x, w1, 0, 4, 64, "fc1");
+    vp_drop(&g.sim, x);
+    vp_t a = vp_unary(&g.sim, h, VP_SAVES_INPUT, 0, VP_BF16, "silu");
+    vp_drop(&g.sim, h);
+    vp_t o = vp_linear(&g.sim, a, w2, 0, 4, 32, "fc2");
+    vp_drop(&g.sim, a);
+    vp_t loss = vp_reduce(&g.sim, o, 1, "mean");
+    vp_drop(&g.sim, o);
+    /* kept for backward: x (fc1), h (silu), a (fc2); o is freed; loss 2 B */
+    CHECK_EQ_U64(live(&g, VP_CAT_ACTIVATIONS), 4 * 32 * 2 + 4 * 64 * 2 + 4 * 64 * 2 + 2);
+    backward_from(&g, loss);
+    vp_drop(&g.sim, loss);
+    CHECK_EQ_U64(live(&g, VP_CAT_ACTIVATIONS), 0);
+    CHECK_EQ_U64(live(&g, VP_CAT_TRANSIENT), 0);
+    CHECK_EQ_U64(live(&g, VP_CAT_GRADS), params);
+    vp_drop(&g.sim, vp_at(&g.sim, w1)->param_grad);
+    vp_drop(&g.sim, vp_at(&g.sim, w2)->param_grad);
+    CHECK_EQ_U64(g.ledger.raw.total, params);
+    CHECK_EQ_U64(g.ledger.raw.current[VP_CAT_PARAMS], params);
+    graph_free(&g);
+}
+
+int main(void) {
+    test_linear_saves();
+    test_linear_backward();
+    test_accumulate_grad_tied();
+    test_dropout();
+    test_layer_norm();
+    test_to();
+    test_mul_broadcast();
+    test_accumulate_modes();
+    test_embedding();
+    test_backward_frees_activations();
+    return check_summary("test_prims");
+}

@@ -1,0 +1,70 @@
+-- The engine as a Lua module: `require "vramplan"` from plain lua5.4, and
+-- the folding of identical layers, which must change nothing but speed.
+local helper = require("tests.lua.helper")
+local vramplan = require("vramplan")
+local arch = require("vramplan.arch")
+local models = require("vramplan.models")
+
+local function build(name, overrides)
+  local origins = {}
+  for k in pairs(overrides or {}) do origins[k] = "test" end
+  return (arch.build(models.describe(helper.root, name), overrides, origins))
+end
+
+describe("require 'vramplan'", function()
+  it("loads from plain lua5.4 and exposes the engine", function()
+    assert.are.equal("string", type(vramplan.version))
+    assert.are.equal(4 * 1000, vramplan.tensor_bytes("fp32", 1000))
+    -- NF4 with double quantization: 4-bit values, an 8-bit absmax per 64
+    -- and an fp32 scale per 256 absmax values (QLoRA, section 2)
+    assert.are.equal(4096 * 4096 / 2 + 4096 * 4096 / 64 + 4096 * 4096 / 64 / 256 * 4,
+      vramplan.tensor_bytes("nf4-dq", 4096 * 4096))
+  end)
+
+  it("rejects an op field it does not know, naming the op", function()
+    local ok, err = pcall(vramplan.op, "attention", { hidden = 64, heads = 4, hedas = 2 })
+    assert.is_false(ok)
+    assert.truthy(tostring(err):find("attention: unknown field 'hedas' (did you mean 'heads'?)", 1, true))
+  end)
+end)
+
+describe("folding identical layers", function()
+  local recipes = {
+    { precision = "fp32", attention = "eager" },
+    { precision = "bf16", attention = "eager", checkpointing = "full" },
+    { precision = "amp-bf16", attention = "eager", checkpointing = "every-3" },
+    { precision = "mixed-bf16", attention = "flash", optimizer_impl = "for-loop" },
+    { precision = "amp-fp16", attention = "sdpa", checkpointing = "every-2", keep_logits = false },
+    { precision = "mixed-fp16", attention = "sdpa-mem-efficient", optimizer = "sgd-momentum" },
+    { precision = "bf16", attention = "eager", torch_version = "1.13", device = "cpu", grads_set_to_none = false },
+  }
+  for _, name in ipairs({ "gpt2", "llama2-7b", "mistral-7b" }) do
+    for i, recipe in ipairs(recipes) do
+      it(string.format("gives the same answer as layer-by-layer evaluation (%s, recipe %d)", name, i), function()
+        local model = build(name, { layers = 7 })
+        recipe.seq_len, recipe.micro_batch = 256, 2
+        local folded = vramplan.estimate(model, recipe, nil, { fold = true })
+        local unfolded = vramplan.estimate(model, recipe, nil, { fold = false })
+        for _, k in ipairs({ "peak_allocated_bytes", "peak_unrounded_bytes", "peak_reserved_bytes",
+          "activations_bytes", "grads_bytes", "peak_phase", "peak_layer", "peak_op" }) do
+          assert.are.equal(unfolded[k], folded[k], k)
+        end
+        assert.are.same(unfolded.peak_breakdown, folded.peak_breakdown)
+      end)
+    end
+  end
+end)
+
+describe("the timeline", function()
+  it("starts and ends at the resident state, and peaks where the result says", function()
+    local model = build("llama2-7b", { layers = 3 })
+    local r = vramplan.estimate(model, { seq_len = 512, attention = "eager" }, nil, { timeline = true, fold = false })
+    local top, top_event = 0, nil
+    for _, e in ipairs(r.timeline) do
+      if e.live > top then top, top_event = e.live, e end
+    end
+    assert.are.equal(r.peak_allocated_bytes, top)
+    assert.are.equal(r.peak_phase, top_event.phase)
+    assert.are.equal(r.resident_bytes, r.timeline[#r.timeline].live)
+  end)
+end)
