@@ -20,7 +20,7 @@ PIC_OBJ     := $(CORE:%=build/pic/%.o) $(BINDING:%=build/pic/%.o)
 SAN_OBJ     := $(CORE:%=build/san/%.o)
 C_TESTS     := $(patsubst tests/c/%.c,build/tests/%,$(wildcard tests/c/test_*.c))
 
-.PHONY: all run test test-c test-lua test-torch test-reference check-deps deps install clean bench
+.PHONY: all run test test-c test-lua test-torch install clean bench
 all: build/vramplan build/vramplan.so
 
 build/obj/%.o: engine/%.c | build/obj
@@ -43,15 +43,17 @@ build build/obj build/pic build/san build/tests:
 	mkdir -p $@
 
 # ---- the two commands of the README ----
-run: deps all
+# Each installs what is missing first, then builds in a fresh make, so that
+# pkg-config answers once the packages are there.
+run:
+	@sh scripts/install-deps.sh run
+	@$(MAKE) --no-print-directory all
 	./build/vramplan estimate models/llama2-7b.lua --recipe scripts/recipes/full-bf16-adamw.lua --gpu a100-80gb
 
-test: deps-test all build/libmemcount.so test-c test-lua test-torch
-
-deps:
-	@sh scripts/install-deps.sh run
-deps-test:
+test:
 	@sh scripts/install-deps.sh test
+	@$(MAKE) --no-print-directory all build/libmemcount.so
+	@$(MAKE) --no-print-directory test-c test-lua test-torch
 
 test-c: $(C_TESTS)
 	@set -e; for t in $(C_TESTS); do echo "== $$t"; $$t; done
