@@ -39,6 +39,9 @@ build/libmemcount.so: tests/torch/memcount.c | build
 build/tests/%: tests/c/%.c tests/c/check.h $(SAN_OBJ) | build/tests
 	$(CC) $(ALL_CFLAGS) $(SANITIZE) -O1 -Itests/c -o $@ $< $(SAN_OBJ) -lm
 
+# the sanitizer objects are shared by every C test: keep them between runs
+.SECONDARY: $(SAN_OBJ)
+
 build build/obj build/pic build/san build/tests:
 	mkdir -p $@
 

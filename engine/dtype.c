@@ -41,14 +41,21 @@ static uint64_t ceil_div(uint64_t a, uint64_t b) { return a / b + (a % b != 0); 
 
 bool vp_tensor_bytes(vp_dtype dtype, uint64_t numel, uint64_t *bytes) {
     const vp_dtype_info *info = vp_dtype_describe(dtype);
-    uint64_t bits, data, scales = 0;
+    uint64_t data, scales = 0;
     if (!info) return false;
-    if (__builtin_mul_overflow(numel, (uint64_t)info->bits, &bits)) return false;
-    data = ceil_div(bits, 8); /* sub-byte elements are packed */
+    /* eight elements take `bits` bytes; sub-byte elements of the rest are
+     * packed and the last byte rounded up (never numel * bits: that can
+     * overflow where the bytes do not) */
+    if (__builtin_mul_overflow(numel / 8, (uint64_t)info->bits, &data) ||
+        __builtin_add_overflow(data, ceil_div(numel % 8 * info->bits, 8), &data))
+        return false;
     if (info->block) {
-        uint64_t blocks = ceil_div(numel, info->block);
-        scales = blocks * info->scale_bytes;
-        if (info->super_block) scales += ceil_div(blocks, info->super_block) * info->super_scale_bytes;
+        uint64_t blocks = ceil_div(numel, info->block), super = 0;
+        if (__builtin_mul_overflow(blocks, (uint64_t)info->scale_bytes, &scales)) return false;
+        if (info->super_block &&
+            (__builtin_mul_overflow(ceil_div(blocks, info->super_block), (uint64_t)info->super_scale_bytes, &super) ||
+             __builtin_add_overflow(scales, super, &scales)))
+            return false;
     }
     return !__builtin_add_overflow(data, scales, bytes);
 }
@@ -58,16 +65,24 @@ bool vp_dtype_is_float(vp_dtype dtype) {
            dtype == VP_FP8_E4M3 || dtype == VP_FP8_E5M2;
 }
 
-static int float_rank(vp_dtype d) {
+/* torch.promote_types: a float wins over integers and bool; the wider float
+ * wins; fp16 with bf16 (neither holds the other) gives fp32. */
+static int rank(vp_dtype d) {
     switch (d) {
     case VP_FP32:
-    case VP_TF32: return 3;
+    case VP_TF32: return 4;
     case VP_FP16:
-    case VP_BF16: return 2;
+    case VP_BF16: return 3;
+    case VP_FP8_E4M3:
+    case VP_FP8_E5M2: return 2;
+    case VP_BOOL: return 0;
     default: return 1;
     }
 }
 
 vp_dtype vp_dtype_promote(vp_dtype a, vp_dtype b) {
-    return float_rank(b) > float_rank(a) ? b : a;
+    if (a == b) return a;
+    if (rank(a) == 3 && rank(b) == 3) return VP_FP32;
+    if (rank(a) == 1 && rank(b) == 1) return a == VP_INT64 || b == VP_INT64 ? VP_INT64 : a;
+    return rank(b) > rank(a) ? b : a;
 }

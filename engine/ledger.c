@@ -69,7 +69,7 @@ static void pools_change(vp_meter *m, uint64_t rounded, bool add) {
 
 static void meter_add(vp_ledger *ledger, vp_meter *m, vp_category c, uint64_t bytes) {
     if (__builtin_add_overflow(m->current[c], bytes, &m->current[c]) ||
-        __builtin_add_overflow(m->total, bytes, &m->total))
+        __builtin_add_overflow(m->total, bytes, &m->total) || m->total > (uint64_t)INT64_MAX)
         ledger->overflow = true;
 }
 
@@ -178,6 +178,18 @@ void vp_ledger_begin_segment(vp_ledger *ledger) {
     ledger->seg_rounded.peak_place = ledger->place;
 }
 
+/* x + k * d for a signed per-repetition delta d; false on overflow (totals
+ * are kept below 2^63: no device holds 8 EiB, and the deltas stay signed). */
+static bool add_scaled(uint64_t x, int64_t d, uint64_t k, uint64_t *out) {
+    int64_t product;
+    if (k > (uint64_t)INT64_MAX || __builtin_mul_overflow(d, (int64_t)k, &product)) return false;
+    if (product >= 0) return !__builtin_add_overflow(x, (uint64_t)product, out) && *out <= (uint64_t)INT64_MAX;
+    uint64_t down = (uint64_t)(-(product + 1)) + 1; /* |product| without overflowing at INT64_MIN */
+    if (down > x) return false;
+    *out = x - down;
+    return true;
+}
+
 /* Apply `extra` more repetitions of the segment to one meter. */
 static void fold_meter(vp_ledger *ledger, vp_meter *m, const vp_meter *start, const vp_meter *seg,
                        uint64_t extra, int layer_step) {
@@ -185,38 +197,31 @@ static void fold_meter(vp_ledger *ledger, vp_meter *m, const vp_meter *start, co
     int64_t delta_total = (int64_t)(m->total - start->total);
     for (int c = 0; c < VP_CAT_COUNT; c++) delta[c] = (int64_t)(m->current[c] - start->current[c]);
     for (int p = 0; p < VP_POOL_COUNT; p++) pool_delta[p] = (int64_t)(m->pools[p] - start->pools[p]);
+    vp_meter next = *m;
+    bool ok = true;
 
     if (delta_total > 0) {
-        /* the last repetition peaks highest: its peak sits extra*delta above the first's */
-        uint64_t grow, last_peak;
-        if (__builtin_mul_overflow((uint64_t)delta_total, extra, &grow) ||
-            __builtin_add_overflow(seg->peak, grow, &last_peak)) {
-            ledger->overflow = true;
-            return;
-        }
-        if (last_peak > m->peak) {
-            m->peak = last_peak;
-            for (int c = 0; c < VP_CAT_COUNT; c++)
-                m->peak_breakdown[c] = seg->peak_breakdown[c] + (uint64_t)(delta[c] * (int64_t)extra);
-            for (int p = 0; p < VP_POOL_COUNT; p++)
-                m->peak_pools[p] = seg->peak_pools[p] + (uint64_t)(pool_delta[p] * (int64_t)extra);
-            m->peak_place = seg->peak_place;
-            if (m->peak_place.layer >= 0) m->peak_place.layer += layer_step * (int)extra;
+        /* the last repetition peaks highest: extra * delta above the first's */
+        uint64_t last_peak;
+        ok = add_scaled(seg->peak, delta_total, extra, &last_peak);
+        if (ok && last_peak > m->peak) {
+            next.peak = last_peak;
+            for (int c = 0; c < VP_CAT_COUNT && ok; c++)
+                ok = add_scaled(seg->peak_breakdown[c], delta[c], extra, &next.peak_breakdown[c]);
+            for (int p = 0; p < VP_POOL_COUNT && ok; p++)
+                ok = add_scaled(seg->peak_pools[p], pool_delta[p], extra, &next.peak_pools[p]);
+            next.peak_place = seg->peak_place;
+            if (next.peak_place.layer >= 0) next.peak_place.layer += layer_step * (int)extra;
         }
     }
-    for (int p = 0; p < VP_POOL_COUNT; p++) {
-        int64_t d = pool_delta[p] * (int64_t)extra;
-        m->pools[p] = d < 0 && (uint64_t)(-d) > m->pools[p] ? 0 : (uint64_t)((int64_t)m->pools[p] + d);
+    for (int c = 0; c < VP_CAT_COUNT && ok; c++) ok = add_scaled(m->current[c], delta[c], extra, &next.current[c]);
+    for (int p = 0; p < VP_POOL_COUNT && ok; p++) ok = add_scaled(m->pools[p], pool_delta[p], extra, &next.pools[p]);
+    if (ok) ok = add_scaled(m->total, delta_total, extra, &next.total);
+    if (!ok) {
+        ledger->overflow = true; /* the result is meaningless; the meter stays as it was */
+        return;
     }
-    for (int c = 0; c < VP_CAT_COUNT; c++) {
-        int64_t d = delta[c] * (int64_t)extra;
-        if (d < 0 && (uint64_t)(-d) > m->current[c]) {
-            ledger->overflow = true;
-            return;
-        }
-        m->current[c] = (uint64_t)((int64_t)m->current[c] + d);
-    }
-    m->total = (uint64_t)((int64_t)m->total + delta_total * (int64_t)extra);
+    *m = next;
 }
 
 void vp_ledger_repeat_segment(vp_ledger *ledger, unsigned times, int layer_step) {

@@ -94,6 +94,8 @@ static int l_estimate(lua_State *L) {
         case VP_STEP_OVERFLOW:
             return luaL_error(L, "sizes overflow: micro_batch x seq_len x the model's widths exceed 64-bit byte counts");
         case VP_STEP_NOMEM: return luaL_error(L, "not enough memory to evaluate the step");
+        case VP_STEP_UNSUPPORTED:
+            return luaL_error(L, "grads_set_to_none: false is not modelled with mixed-* precision");
         default: return luaL_error(L, "internal error: the step did not return to its resident state (%s)", model->name);
         }
     }

@@ -598,6 +598,13 @@ vp_step_status vp_step_run(const vp_model *model, const vp_recipe *recipe, bool 
         vp_ledger_free(&step.ledger);
         return VP_STEP_INTERNAL;
     }
+    /* the master-weight step frees the 16-bit gradients (Megatron-LM's
+     * _copy_model_grads_to_main_grads): they cannot stay allocated */
+    if (step.precision->master != VP_DTYPE_NONE && !recipe->grads_set_to_none) {
+        free_step(&step);
+        vp_ledger_free(&step.ledger);
+        return VP_STEP_UNSUPPORTED;
+    }
     run(&step, result);
     vp_step_status status = step.sim.status == VP_SIM_UNBALANCED ? VP_STEP_INTERNAL : status_of(&step);
     free_step(&step);

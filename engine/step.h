@@ -80,6 +80,7 @@ typedef enum {
     VP_STEP_OK = 0,
     VP_STEP_OVERFLOW,
     VP_STEP_NOMEM,
+    VP_STEP_UNSUPPORTED, /* a recipe combination the engine does not model */
     VP_STEP_INTERNAL,
 } vp_step_status;
 

@@ -64,7 +64,10 @@ static void test_overflow(void) {
     CHECK(!vp_tensor_bytes(VP_BF16, UINT64_C(1) << 63, &bytes)); /* 2^64 bytes */
     CHECK(!vp_tensor_bytes(VP_FP32, UINT64_MAX / 2, &bytes));
     CHECK(!vp_tensor_bytes(VP_INT64, UINT64_MAX, &bytes));
-    CHECK(!vp_tensor_bytes(VP_NF4, UINT64_MAX, &bytes));
+    /* NF4 of 2^64 - 1 elements: 2^63 bytes of data and 2^60 of absmax fit */
+    CHECK(vp_tensor_bytes(VP_NF4, UINT64_MAX, &bytes));
+    CHECK_EQ_U64(bytes, (UINT64_MAX / 2 + 1) + ((UINT64_MAX / 64 + 1) * 4));
+    CHECK(!vp_tensor_bytes(VP_INT8, UINT64_MAX, &bytes) || bytes == UINT64_MAX);
     CHECK(!vp_tensor_bytes(VP_DTYPE_COUNT, 1, &bytes)); /* not a dtype */
     /* large but representable: 2^40 fp32 elements are 4 TiB */
     CHECK(vp_tensor_bytes(VP_FP32, UINT64_C(1) << 40, &bytes));
@@ -87,10 +90,24 @@ static void test_promote(void) {
     CHECK(!vp_dtype_is_float(VP_INT64) && !vp_dtype_is_float(VP_NF4));
 }
 
+/* Sizes whose bytes fit in 64 bits though numel x bits does not (2^60 fp32
+ * elements are 2^62 bytes); torch.promote_types(bfloat16, float16) is
+ * float32, in either order. */
+static void test_edges(void) {
+    uint64_t bytes = 0;
+    CHECK(vp_tensor_bytes(VP_FP32, UINT64_C(1) << 60, &bytes));
+    CHECK_EQ_U64(bytes, UINT64_C(1) << 62);
+    CHECK(vp_tensor_bytes(VP_INT4, UINT64_C(1) << 63, &bytes));
+    CHECK_EQ_U64(bytes, UINT64_C(1) << 62);
+    CHECK(vp_dtype_promote(VP_BF16, VP_FP16) == VP_FP32);
+    CHECK(vp_dtype_promote(VP_FP16, VP_BF16) == VP_FP32);
+}
+
 int main(void) {
     test_plain();
     test_block_quantized();
     test_overflow();
     test_promote();
+    test_edges();
     return check_summary("test_dtype");
 }

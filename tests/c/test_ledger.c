@@ -228,11 +228,27 @@ static void test_fold_by_hand(void) {
     vp_ledger_free(&l);
 }
 
+/* Folding scales each per-repetition delta by the repeat count: seven
+ * repetitions of +2^61 bytes must not overflow silently (6 x 2^61 does not
+ * fit in int64). Either the exact total or an overflow flag is right. */
+static void test_fold_huge_delta(void) {
+    vp_ledger l;
+    vp_ledger_init(&l, false);
+    l.place.layer = 0;
+    vp_ledger_begin_segment(&l);
+    vp_ledger_alloc(&l, VP_CAT_ACTIVATIONS, UINT64_C(1) << 61, "huge");
+    vp_ledger_repeat_segment(&l, 7, 1);
+    CHECK(l.overflow || l.raw.total == 7 * (UINT64_C(1) << 61));
+    CHECK(l.overflow || l.rounded.peak_breakdown[VP_CAT_ACTIVATIONS] == 7 * (UINT64_C(1) << 61));
+    vp_ledger_free(&l);
+}
+
 int main(void) {
     test_current_and_peak();
     test_round_block();
     test_pools();
     test_fold_matches_explicit();
     test_fold_by_hand();
+    test_fold_huge_delta();
     return check_summary("test_ledger");
 }
