@@ -99,13 +99,7 @@ local function list(opts, home)
   local names
   if what == "models" then names = models.list(home)
   elseif what == "gpus" then names = hardware.list(home)
-  elseif what == "recipes" then
-    names = {}
-    for entry in require("lfs").dir(home .. "/scripts/recipes") do
-      local n = entry:match("^(.+)%.lua$")
-      if n then names[#names + 1] = n end
-    end
-    table.sort(names)
+  elseif what == "recipes" then names = require("vramplan.files").script_names(home .. "/scripts/recipes")
   else fail_usage("list what? models, gpus or recipes") end
   for _, n in ipairs(names) do print(n) end
   return 0

@@ -1,6 +1,6 @@
 -- vramplan.hardware — GPU descriptions in hardware/gpus/, found by short
 -- name (the file name): a100-80gb, h100-80gb, rtx4090, ...
-local lfs = require("lfs")
+local files = require("vramplan.files")
 local sandbox = require("vramplan.sandbox")
 local schema = require("vramplan.schema")
 
@@ -36,22 +36,14 @@ local function gpu_env()
   })
 end
 
-function hardware.list(home)
-  local names = {}
-  for entry in lfs.dir(home .. "/hardware/gpus") do
-    local name = entry:match("^(.+)%.lua$")
-    if name then names[#names + 1] = name end
-  end
-  table.sort(names)
-  return names
-end
+function hardware.list(home) return files.script_names(home .. "/hardware/gpus") end
 
 -- A GPU by short name or by path.
 function hardware.gpu(home, spec)
   local path = spec
-  if lfs.attributes(path, "mode") ~= "file" then
+  if not files.is_file(path) then
     path = home .. "/hardware/gpus/" .. spec:lower() .. ".lua"
-    if lfs.attributes(path, "mode") ~= "file" then
+    if not files.is_file(path) then
       local names = hardware.list(home)
       local guess = schema.suggest(spec:lower(), names)
       error(string.format("no GPU '%s'%s; known: %s", spec, guess and (" (did you mean '" .. guess .. "'?)") or "",

@@ -1,13 +1,13 @@
 -- vramplan.models — finding and loading a model: a Lua model script, a name
 -- in models/, or a Hugging Face config.json.
-local lfs = require("lfs")
 local arch = require("vramplan.arch")
 local hf = require("vramplan.hf")
+local files = require("vramplan.files")
 local sandbox = require("vramplan.sandbox")
 
 local models = {}
 
-local function is_file(path) return lfs.attributes(path, "mode") == "file" end
+local is_file = files.is_file
 
 -- The environment of a model script: family names (llama, gpt2, ...) are
 -- looked up in models/arch/ when first used.
@@ -23,15 +23,7 @@ local function model_env(home)
 end
 
 -- Every model name in models/ (file names without .lua), sorted.
-function models.list(home)
-  local names = {}
-  for entry in lfs.dir(home .. "/models") do
-    local name = entry:match("^(.+)%.lua$")
-    if name then names[#names + 1] = name end
-  end
-  table.sort(names)
-  return names
-end
+function models.list(home) return files.script_names(home .. "/models") end
 
 -- A description ready for arch.build: from a path (.lua or .json) or a name.
 function models.describe(home, spec)
