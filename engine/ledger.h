@@ -14,6 +14,7 @@ typedef enum {
     VP_CAT_OPTIMIZER,
     VP_CAT_ACTIVATIONS,
     VP_CAT_TRANSIENT,
+    VP_CAT_COMM,          /* communication buffers: DDP buckets, ZeRO's reduce buckets */
     VP_CAT_COUNT
 } vp_category;
 

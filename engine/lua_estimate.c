@@ -95,7 +95,8 @@ static int l_estimate(lua_State *L) {
             return luaL_error(L, "sizes overflow: micro_batch x seq_len x the model's widths exceed 64-bit byte counts");
         case VP_STEP_NOMEM: return luaL_error(L, "not enough memory to evaluate the step");
         case VP_STEP_UNSUPPORTED:
-            return luaL_error(L, "grads_set_to_none: false is not modelled with mixed-* precision");
+            return luaL_error(L, "grads_set_to_none: false is not modelled with master weights or sharded gradients");
+        case VP_STEP_LAYOUT: return luaL_error(L, "%s", vp_step_layout_problem(&recipe));
         default: return luaL_error(L, "internal error: the step did not return to its resident state (%s)", model->name);
         }
     }
@@ -113,6 +114,9 @@ static int l_estimate(lua_State *L) {
     set_int(L, "grads_bytes", e.step.grads_bytes);
     set_int(L, "master_bytes", e.step.master_bytes);
     set_int(L, "optimizer_bytes", e.step.optimizer_bytes);
+    set_int(L, "comm_bytes", e.step.comm_bytes);
+    set_int(L, "host_bytes", e.step.host_bytes);
+    set_int(L, "nvme_bytes", e.step.nvme_bytes);
     set_int(L, "activations_bytes", e.step.activations_bytes);
     set_int(L, "resident_bytes", e.step.resident_bytes);
     set_int(L, "peak_allocated_bytes", e.peak_allocated);

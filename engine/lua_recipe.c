@@ -9,6 +9,7 @@
 
 #include "lua_vramplan.h"
 #include "optimizer.h"
+#include "step.h"
 
 /* Recipe errors carry no position of their own: the caller knows where the
  * key was set (a recipe file's line, a --set) and prefixes that. */
@@ -82,6 +83,20 @@ static void parse_training(lua_State *L, vp_recipe *r, const char *k) { r->train
 static void parse_fragmentation(lua_State *L, vp_recipe *r, const char *k) { r->fragmentation = read_number(L, k, 0, 10); }
 static void parse_context(lua_State *L, vp_recipe *r, const char *k) { r->cuda_context_mib = read_number(L, k, 0, 1 << 20); }
 
+static void parse_dp(lua_State *L, vp_recipe *r, const char *k) { r->dp = (unsigned)read_int(L, k, 1, 1 << 20); }
+static void parse_zero(lua_State *L, vp_recipe *r, const char *k) { r->zero = (unsigned)read_int(L, k, 0, 3); }
+static void parse_fsdp(lua_State *L, vp_recipe *r, const char *k) { r->fsdp = (vp_fsdp_strategy)read_option(L, k, vp_fsdp_names); }
+static void parse_shard_size(lua_State *L, vp_recipe *r, const char *k) { r->fsdp_shard_size = (unsigned)read_int(L, k, 1, 1 << 20); }
+static void parse_offload_optimizer(lua_State *L, vp_recipe *r, const char *k) { r->offload_optimizer = (vp_offload)read_option(L, k, vp_offload_names); }
+static void parse_offload_params(lua_State *L, vp_recipe *r, const char *k) { r->offload_params = (vp_offload)read_option(L, k, vp_offload_names); }
+static void parse_reduce_bucket(lua_State *L, vp_recipe *r, const char *k) { r->reduce_bucket_size = read_number(L, k, 1, 1e12); }
+static void parse_allgather_bucket(lua_State *L, vp_recipe *r, const char *k) { r->allgather_bucket_size = read_number(L, k, 1, 1e12); }
+static void parse_prefetch_bucket(lua_State *L, vp_recipe *r, const char *k) { r->prefetch_bucket_size = read_number(L, k, 0, 1e12); }
+static void parse_overlap(lua_State *L, vp_recipe *r, const char *k) { r->overlap_comm = read_bool(L, k); }
+static void parse_bucket_view(lua_State *L, vp_recipe *r, const char *k) { r->ddp_bucket_view = read_bool(L, k); }
+static void parse_bucket_mb(lua_State *L, vp_recipe *r, const char *k) { r->ddp_bucket_mb = read_number(L, k, 0.001, 1e6); }
+static void parse_gpus_per_node(lua_State *L, vp_recipe *r, const char *k) { r->gpus_per_node = (unsigned)read_int(L, k, 1, 1024); }
+
 static void parse_optimizer(lua_State *L, vp_recipe *r, const char *k) {
     const char *names[16];
     unsigned n = vp_optimizer_count();
@@ -111,7 +126,7 @@ typedef struct {
 static const recipe_key keys[] = {
     {"precision", parse_precision, "fp32 | bf16 | fp16 | amp-bf16 | amp-fp16 | mixed-bf16 | mixed-fp16"},
     {"optimizer", parse_optimizer, "adamw | adam | sgd | sgd-momentum | none"},
-    {"optimizer_impl", parse_impl, "for-loop | foreach | fused (torch.optim's implementations)"},
+    {"optimizer_impl", parse_impl, "for-loop | foreach | fused | auto (foreach for torch.optim, fused for DeepSpeed)"},
     {"weight_decay", parse_decay, "weight decay; by default the optimizer's own (AdamW 0.01, others 0)"},
     {"micro_batch", parse_batch, "sequences per micro-batch"},
     {"seq_len", parse_seq, "tokens per sequence"},
@@ -123,6 +138,19 @@ static const recipe_key keys[] = {
     {"keep_logits", parse_keep, "the loop keeps the model's outputs (logits) until the step ends"},
     {"grads_set_to_none", parse_none, "zero_grad(set_to_none=True): gradients freed between steps"},
     {"training", parse_training, "dropout active (model.train())"},
+    {"dp", parse_dp, "data-parallel ranks (DDP with framework torch)"},
+    {"zero", parse_zero, "DeepSpeed ZeRO stage 0-3 (framework deepspeed)"},
+    {"fsdp", parse_fsdp, "none | no_shard | shard_grad_op | full_shard | hybrid_shard (framework fsdp; default full_shard)"},
+    {"fsdp_shard_size", parse_shard_size, "ranks one model is sharded over with hybrid_shard"},
+    {"offload_optimizer", parse_offload_optimizer, "none | cpu | nvme: DeepSpeed's optimizer offload (master weights, states, fp32 gradients)"},
+    {"offload_params", parse_offload_params, "none | cpu | nvme: ZeRO-3 parameter offload, FSDP's CPUOffload"},
+    {"reduce_bucket_size", parse_reduce_bucket, "DeepSpeed reduce bucket, elements [5e8]"},
+    {"allgather_bucket_size", parse_allgather_bucket, "DeepSpeed all-gather bucket, elements [5e8]"},
+    {"stage3_prefetch_bucket_size", parse_prefetch_bucket, "ZeRO-3 parameters gathered ahead, elements [5e7]"},
+    {"overlap_comm", parse_overlap, "DeepSpeed overlap_comm: two reduce buckets [on for stage 3 only]"},
+    {"ddp_bucket_view", parse_bucket_view, "DDP gradient_as_bucket_view [false]"},
+    {"ddp_bucket_mb", parse_bucket_mb, "DDP bucket_cap_mb [25]"},
+    {"gpus_per_node", parse_gpus_per_node, "GPUs per node, for host memory per node [min(dp, 8)]"},
     {"fragmentation", parse_fragmentation, "caching-allocator reservation beyond whole segments, as a fraction of the allocated peak"},
     {"cuda_context_mib", parse_context, "memory of the CUDA context and its loaded kernels, in MiB"},
 };
@@ -152,11 +180,18 @@ void vp_lua_read_recipe(lua_State *L, int index, vp_recipe *recipe) {
 }
 
 void vp_lua_check_recipe(lua_State *L, const vp_recipe *recipe) {
+    const char *problem = vp_step_layout_problem(recipe);
+    if (problem) recipe_error(L, "%s", problem);
     if (recipe->precision >= VP_PREC_MIXED_BF16 && !recipe->grads_set_to_none)
         recipe_error(L, "grads_set_to_none: false is not modelled with mixed-* precision (the master-weight step frees the 16-bit gradients)");
+    if ((recipe->framework != VP_FRAMEWORK_TORCH || recipe->ddp_bucket_view) && !recipe->grads_set_to_none)
+        recipe_error(L, "grads_set_to_none: false is not modelled with sharded or bucketed gradients");
 }
 
-void vp_lua_push_recipe(lua_State *L, const vp_recipe *r) {
+void vp_lua_push_recipe(lua_State *L, const vp_recipe *given) {
+    vp_recipe resolved = *given;
+    vp_recipe_resolve(&resolved);
+    const vp_recipe *r = &resolved;
     lua_createtable(L, 0, N_KEYS);
     lua_pushstring(L, vp_precision_names[r->precision]);
     lua_setfield(L, -2, "precision");
@@ -192,6 +227,26 @@ void vp_lua_push_recipe(lua_State *L, const vp_recipe *r) {
     lua_setfield(L, -2, "fragmentation");
     lua_pushnumber(L, r->cuda_context_mib);
     lua_setfield(L, -2, "cuda_context_mib");
+    lua_pushinteger(L, r->dp);
+    lua_setfield(L, -2, "dp");
+    lua_pushinteger(L, r->zero);
+    lua_setfield(L, -2, "zero");
+    lua_pushstring(L, vp_fsdp_names[r->fsdp]);
+    lua_setfield(L, -2, "fsdp");
+    lua_pushstring(L, vp_offload_names[r->offload_optimizer]);
+    lua_setfield(L, -2, "offload_optimizer");
+    lua_pushstring(L, vp_offload_names[r->offload_params]);
+    lua_setfield(L, -2, "offload_params");
+    lua_pushnumber(L, r->reduce_bucket_size);
+    lua_setfield(L, -2, "reduce_bucket_size");
+    lua_pushnumber(L, r->prefetch_bucket_size);
+    lua_setfield(L, -2, "stage3_prefetch_bucket_size");
+    lua_pushboolean(L, r->overlap_comm >= 0 ? r->overlap_comm : r->zero == 3);
+    lua_setfield(L, -2, "overlap_comm");
+    lua_pushboolean(L, r->ddp_bucket_view);
+    lua_setfield(L, -2, "ddp_bucket_view");
+    lua_pushinteger(L, r->gpus_per_node ? r->gpus_per_node : (r->dp < 8 ? r->dp : 8));
+    lua_setfield(L, -2, "gpus_per_node");
 }
 
 int vp_lua_recipe_keys(lua_State *L) {

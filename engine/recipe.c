@@ -6,18 +6,18 @@
 const char *const vp_precision_names[] = {
     "fp32", "bf16", "fp16", "amp-bf16", "amp-fp16", "mixed-bf16", "mixed-fp16", NULL,
 };
-const char *const vp_optimizer_impl_names[] = {"for-loop", "foreach", "fused", NULL};
+const char *const vp_optimizer_impl_names[] = {"for-loop", "foreach", "fused", "auto", NULL};
 const char *const vp_attention_names[] = {"eager", "sdpa", "flash", "sdpa-mem-efficient", NULL};
-const char *const vp_framework_names[] = {"torch", NULL};
+const char *const vp_framework_names[] = {"torch", "deepspeed", "fsdp", NULL};
+const char *const vp_fsdp_names[] = {"none", "no_shard", "shard_grad_op", "full_shard", "hybrid_shard", NULL};
+const char *const vp_offload_names[] = {"none", "cpu", "nvme", NULL};
 const char *const vp_torch_version_names[] = {"2.x", "1.13", NULL};
 const char *const vp_device_names[] = {"cuda", "cpu", NULL};
 
 void vp_recipe_defaults(vp_recipe *recipe) {
     recipe->precision = VP_PREC_MIXED_BF16;
     recipe->optimizer = 0;
-    /* torch.optim picks foreach by default when every tensor is on CUDA
-     * (torch/optim/optimizer.py, _default_to_fused_or_foreach) */
-    recipe->optimizer_impl = VP_IMPL_FOREACH;
+    recipe->optimizer_impl = VP_IMPL_AUTO;
     recipe->weight_decay = -1.0;
     recipe->micro_batch = 1;
     recipe->seq_len = 2048;
@@ -39,4 +39,27 @@ void vp_recipe_defaults(vp_recipe *recipe) {
      * kernel was loaded up front and it was over 1 GiB (1343 MiB on a V100
      * in HF's perf_train_gpu_one docs). */
     recipe->cuda_context_mib = 426.0;
+    recipe->dp = 1;
+    recipe->zero = 0;
+    recipe->fsdp = VP_FSDP_NONE;
+    recipe->fsdp_shard_size = 0;
+    recipe->offload_optimizer = VP_OFFLOAD_NONE;
+    recipe->offload_params = VP_OFFLOAD_NONE;
+    /* DeepSpeed's defaults (deepspeed/runtime/zero/config.py): 5e8, 5e8, 5e7 */
+    recipe->reduce_bucket_size = 5e8;
+    recipe->allgather_bucket_size = 5e8;
+    recipe->prefetch_bucket_size = 5e7;
+    recipe->overlap_comm = -1;
+    /* DistributedDataParallel(bucket_cap_mb=25, gradient_as_bucket_view=False) */
+    recipe->ddp_bucket_view = false;
+    recipe->ddp_bucket_mb = 25.0;
+    recipe->gpus_per_node = 0;
+}
+
+void vp_recipe_resolve(vp_recipe *recipe) {
+    if (recipe->optimizer_impl != VP_IMPL_AUTO) return;
+    /* DeepSpeed builds its own FusedAdam (multi-tensor apply, no
+     * temporaries); torch.optim picks foreach by default when every tensor
+     * is on CUDA (torch/optim/optimizer.py, _default_to_fused_or_foreach) */
+    recipe->optimizer_impl = recipe->framework == VP_FRAMEWORK_DEEPSPEED ? VP_IMPL_FUSED : VP_IMPL_FOREACH;
 }

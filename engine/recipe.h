@@ -20,7 +20,7 @@ typedef enum {
     VP_PREC_COUNT
 } vp_precision_id;
 
-typedef enum { VP_IMPL_FOR_LOOP, VP_IMPL_FOREACH, VP_IMPL_FUSED, VP_IMPL_COUNT } vp_optimizer_impl;
+typedef enum { VP_IMPL_FOR_LOOP, VP_IMPL_FOREACH, VP_IMPL_FUSED, VP_IMPL_AUTO, VP_IMPL_COUNT } vp_optimizer_impl;
 
 typedef enum {
     VP_ATTN_EAGER,
@@ -30,7 +30,20 @@ typedef enum {
     VP_ATTN_COUNT
 } vp_attention_impl;
 
-typedef enum { VP_FRAMEWORK_TORCH, VP_FRAMEWORK_COUNT } vp_framework;
+/* The training framework: which buffers and precisions a layout implies. */
+typedef enum { VP_FRAMEWORK_TORCH, VP_FRAMEWORK_DEEPSPEED, VP_FRAMEWORK_FSDP, VP_FRAMEWORK_COUNT } vp_framework;
+
+/* torch.distributed.fsdp.ShardingStrategy */
+typedef enum {
+    VP_FSDP_NONE,          /* not FSDP */
+    VP_FSDP_NO_SHARD,
+    VP_FSDP_SHARD_GRAD_OP,
+    VP_FSDP_FULL_SHARD,
+    VP_FSDP_HYBRID_SHARD,
+    VP_FSDP_COUNT
+} vp_fsdp_strategy;
+
+typedef enum { VP_OFFLOAD_NONE, VP_OFFLOAD_CPU, VP_OFFLOAD_NVME, VP_OFFLOAD_COUNT } vp_offload;
 
 /* Behaviour that changed between the PyTorch versions we model. */
 typedef enum { VP_TORCH_2, VP_TORCH_1_13, VP_TORCH_COUNT } vp_torch_version;
@@ -52,14 +65,34 @@ typedef struct {
     bool training;               /* dropout active */
     double fragmentation;        /* reserved beyond segments, as a fraction of the allocated peak */
     double cuda_context_mib;     /* the CUDA context and loaded kernels */
+    /* data parallelism */
+    unsigned dp;                 /* data-parallel ranks */
+    unsigned zero;               /* DeepSpeed ZeRO stage 0-3 */
+    vp_fsdp_strategy fsdp;
+    unsigned fsdp_shard_size;    /* HYBRID_SHARD: ranks a model is sharded over (0: dp) */
+    vp_offload offload_optimizer;
+    vp_offload offload_params;
+    double reduce_bucket_size;   /* DeepSpeed, elements */
+    double allgather_bucket_size;
+    double prefetch_bucket_size; /* stage3_prefetch_bucket_size, elements */
+    int overlap_comm;            /* -1: DeepSpeed's default (on for stage 3 only) */
+    bool ddp_bucket_view;        /* DDP gradient_as_bucket_view */
+    double ddp_bucket_mb;        /* DDP bucket_cap_mb */
+    unsigned gpus_per_node;      /* for host memory per node (0: min(dp, 8)) */
 } vp_recipe;
 
 void vp_recipe_defaults(vp_recipe *recipe);
+
+/* Settles what depends on other keys: the optimizer implementation a
+ * framework uses unless told otherwise. */
+void vp_recipe_resolve(vp_recipe *recipe);
 
 extern const char *const vp_precision_names[];
 extern const char *const vp_optimizer_impl_names[];
 extern const char *const vp_attention_names[];
 extern const char *const vp_framework_names[];
+extern const char *const vp_fsdp_names[];
+extern const char *const vp_offload_names[];
 extern const char *const vp_torch_version_names[];
 extern const char *const vp_device_names[];
 

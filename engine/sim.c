@@ -130,15 +130,33 @@ void vp_drop(vp_sim *sim, vp_t t) {
     if (x->base) vp_drop(sim, x->base);
 }
 
-vp_t vp_leaf(vp_sim *sim, uint64_t numel, vp_dtype dtype, vp_category category, bool trainable,
-             const char *label) {
-    vp_t t = vp_new_in(sim, numel, dtype, category, label);
+vp_t vp_leaf_resident(vp_sim *sim, uint64_t numel, vp_dtype dtype, uint64_t resident_bytes, vp_category category,
+                      bool trainable, const char *label) {
+    vp_t t = new_record(sim);
     if (!t) return 0;
     vp_tensor *x = vp_at(sim, t);
+    x->numel = numel;
+    x->bytes = resident_bytes;
+    x->refs = 1;
+    x->dtype = x->grad_dtype = (uint8_t)dtype;
+    x->category = (uint8_t)category;
+    x->live = true;
+    x->label = label;
     x->leaf = true;
     x->requires_grad = trainable;
     x->grad_category = VP_CAT_GRADS;
+    vp_ledger_alloc(sim->ledger, category, resident_bytes, label);
     return t;
+}
+
+vp_t vp_leaf(vp_sim *sim, uint64_t numel, vp_dtype dtype, vp_category category, bool trainable,
+             const char *label) {
+    uint64_t bytes;
+    if (!vp_tensor_bytes(dtype, numel, &bytes)) {
+        overflow(sim);
+        bytes = 0;
+    }
+    return vp_leaf_resident(sim, numel, dtype, bytes, category, trainable, label);
 }
 
 vp_node *vp_record(vp_sim *sim, vp_backward_fn backward, const char *label, const vp_t *in,
@@ -213,6 +231,10 @@ void vp_scratch(vp_sim *sim, uint64_t bytes, const char *label) {
  * else holds it; later ones are added in place and freed. */
 static void accumulate_into_leaf(vp_sim *sim, vp_t to, vp_t grad) {
     vp_tensor *x = vp_at(sim, to);
+    if (x->grad_drop) { /* a hook copied it into a communication bucket */
+        vp_drop(sim, grad);
+        return;
+    }
     if (!x->param_grad && vp_at(sim, grad)->refs == 1 && !vp_at(sim, grad)->base) {
         vp_tensor *g = vp_at(sim, grad);
         vp_ledger_move(sim->ledger, (vp_category)g->category, (vp_category)x->grad_category, g->bytes);

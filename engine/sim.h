@@ -31,6 +31,7 @@ typedef struct {
     uint8_t category;
     bool requires_grad;
     bool leaf;           /* a parameter: its gradient goes to .grad */
+    bool grad_drop;      /* its gradients are copied into a bucket and freed on arrival */
     uint8_t grad_category; /* for leaves: what a stolen gradient is charged as */
     bool live;
     vp_t grad;           /* gradient buffered for this tensor during backward */
@@ -99,6 +100,10 @@ vp_tensor *vp_at(vp_sim *sim, vp_t t);
 /* A trainable (or frozen) resident tensor: parameters and buffers. */
 vp_t vp_leaf(vp_sim *sim, uint64_t numel, vp_dtype dtype, vp_category category, bool trainable,
              const char *label);
+/* The same with the bytes this device keeps of it: a shard, or nothing when
+ * it lives in host memory. It computes (and gets gradients) at full size. */
+vp_t vp_leaf_resident(vp_sim *sim, uint64_t numel, vp_dtype dtype, uint64_t resident_bytes, vp_category category,
+                      bool trainable, const char *label);
 
 /* Recording an autograd node for an op whose inputs `in` produced `out`.
  * Returns NULL (and records nothing) when no input requires grad or grad

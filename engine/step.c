@@ -7,8 +7,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "layout.h"
 #include "ops.h"
 #include "optimizer.h"
+#include "update.h"
 
 /* ---- autocast ---- */
 
@@ -106,59 +108,15 @@ static unsigned instance_repeat(const vp_step *step, unsigned i) {
     return step->fold && i < per ? step->model->layers / per : 1;
 }
 
-typedef struct {
-    vp_t *leaves;
-    unsigned n;
-    unsigned repeat;
-} leaf_group;
+unsigned vp_step_leaf_group_count(const vp_step *step) { return 2 + step->n_layer_instances; }
 
-/* The parameter arrays, with how many real instances each stands for:
- * the embedding, the layers (one template when folding), the final ops. */
-static unsigned leaf_group_count(const vp_step *step) { return 2 + step->n_layer_instances; }
-
-static leaf_group leaf_group_at(vp_step *step, unsigned i) {
+vp_leaf_group vp_step_leaf_group_at(vp_step *step, unsigned i) {
     const vp_model *m = step->model;
-    if (i == 0) return (leaf_group){step->embed_leaves, m->section[VP_SECTION_EMBED].n_slots, 1};
-    if (i == leaf_group_count(step) - 1)
-        return (leaf_group){step->final_leaves, m->section[VP_SECTION_FINAL].n_slots, 1};
-    return (leaf_group){step->layer_leaves + (size_t)(i - 1) * m->section[VP_SECTION_LAYER].n_slots,
-                        m->section[VP_SECTION_LAYER].n_slots, instance_repeat(step, i - 1)};
-}
-
-static void create_leaves(vp_step *step, const vp_op *ops, unsigned n, vp_t *slots) {
-    for (unsigned i = 0; i < n; i++) {
-        const vp_op *op = &ops[i];
-        vp_leaf_spec specs[VP_OP_MAX_LEAVES];
-        unsigned k = op->kind->leaves ? op->kind->leaves(op, specs) : 0;
-        for (unsigned j = 0; j < k; j++) {
-            if (!specs[j].numel) continue;
-            vp_dtype dt = specs[j].dtype == VP_DTYPE_NONE ? step->precision->params : specs[j].dtype;
-            vp_category cat = specs[j].buffer ? VP_CAT_BUFFERS : VP_CAT_PARAMS;
-            slots[op->slot + j] = vp_leaf(&step->sim, specs[j].numel, dt, cat, specs[j].trainable && !specs[j].buffer,
-                                          specs[j].label);
-        }
-        create_leaves(step, op->children, op->n_children, slots);
-    }
-}
-
-/* Master weights and optimizer states live only in the ledger: nothing in
- * the step reads them but the optimizer. */
-static void resident_states(vp_step *step, const vp_t *leaves, unsigned n) {
-    vp_sim *sim = &step->sim;
-    for (unsigned i = 0; i < n; i++) {
-        const vp_tensor *t = leaves[i] ? vp_at(sim, leaves[i]) : NULL;
-        if (!t || !t->requires_grad) continue;
-        uint64_t bytes;
-        if (step->precision->master != VP_DTYPE_NONE && vp_tensor_bytes(step->precision->master, t->numel, &bytes))
-            vp_ledger_alloc(&step->ledger, VP_CAT_MASTER, bytes, "master weights");
-        if (vp_tensor_bytes(step->precision->states, t->numel, &bytes))
-            for (unsigned s = 0; s < step->optimizer->states; s++)
-                vp_ledger_alloc(&step->ledger, VP_CAT_OPTIMIZER, bytes, "optimizer state");
-        if (!step->recipe->grads_set_to_none) { /* zero_grad() keeps .grad allocated */
-            vp_t grad = vp_new_in(sim, t->numel, (vp_dtype)t->dtype, VP_CAT_GRADS, "param.grad");
-            vp_at(sim, leaves[i])->param_grad = grad; /* vp_new_in may move the tensor array */
-        }
-    }
+    if (i == 0) return (vp_leaf_group){step->embed_leaves, m->section[VP_SECTION_EMBED].n_slots, 1};
+    if (i == vp_step_leaf_group_count(step) - 1)
+        return (vp_leaf_group){step->final_leaves, m->section[VP_SECTION_FINAL].n_slots, 1};
+    return (vp_leaf_group){step->layer_leaves + (size_t)(i - 1) * m->section[VP_SECTION_LAYER].n_slots,
+                           m->section[VP_SECTION_LAYER].n_slots, instance_repeat(step, i - 1)};
 }
 
 static bool setup(vp_step *step) {
@@ -171,18 +129,20 @@ static bool setup(vp_step *step) {
     if (!step->embed_leaves || !step->final_leaves || !step->layer_leaves) return false;
 
     step->ledger.place.phase = VP_PHASE_SETUP;
-    create_leaves(step, m->section[VP_SECTION_EMBED].ops, m->section[VP_SECTION_EMBED].n_ops, step->embed_leaves);
-    resident_states(step, step->embed_leaves, m->section[VP_SECTION_EMBED].n_slots);
+    const vp_section *embed = &m->section[VP_SECTION_EMBED], *final = &m->section[VP_SECTION_FINAL];
+    vp_layout_create_leaves(step, embed->ops, embed->n_ops, step->embed_leaves, 1);
+    vp_layout_resident(step, step->embed_leaves, embed->n_slots, 1);
     for (unsigned i = 0; i < step->n_layer_instances; i++) {
         vp_t *slots = step->layer_leaves + (size_t)i * layer_slots;
+        unsigned repeat = instance_repeat(step, i);
         vp_ledger_begin_segment(&step->ledger);
-        create_leaves(step, m->section[VP_SECTION_LAYER].ops, m->section[VP_SECTION_LAYER].n_ops, slots);
-        resident_states(step, slots, layer_slots);
-        vp_ledger_repeat_segment(&step->ledger, instance_repeat(step, i), 0);
+        vp_layout_create_leaves(step, m->section[VP_SECTION_LAYER].ops, m->section[VP_SECTION_LAYER].n_ops, slots, repeat);
+        vp_layout_resident(step, slots, layer_slots, repeat);
+        vp_ledger_repeat_segment(&step->ledger, repeat, 0);
     }
-    create_leaves(step, m->section[VP_SECTION_FINAL].ops, m->section[VP_SECTION_FINAL].n_ops, step->final_leaves);
-    resident_states(step, step->final_leaves, m->section[VP_SECTION_FINAL].n_slots);
-    return true;
+    vp_layout_create_leaves(step, final->ops, final->n_ops, step->final_leaves, 1);
+    vp_layout_resident(step, step->final_leaves, final->n_slots, 1);
+    return vp_layout_prepare(step);
 }
 
 /* ---- forward ---- */
@@ -201,9 +161,12 @@ static vp_t layers_forward(vp_step *step, const vp_chunk *chunk, vp_t x) {
     for (unsigned j = 0; j < chunk->layers; j++) {
         unsigned index = chunk->first_layer + j;
         step->ledger.place.layer = (int)index + step->sim.layer_offset;
-        vp_t next = vp_run_ops(step, layer->ops, layer->n_ops, vp_step_layer_leaves(step, index), current);
+        vp_t in = vp_layout_layer_start(step, current, index);
         vp_drop(&step->sim, current);
-        current = next;
+        vp_t out = vp_run_ops(step, layer->ops, layer->n_ops, vp_step_layer_leaves(step, index), in);
+        vp_drop(&step->sim, in);
+        current = vp_layout_layer_end(step, out, index);
+        vp_drop(&step->sim, out);
     }
     return current;
 }
@@ -387,95 +350,24 @@ static void backward_layers(vp_step *step) {
     step->ledger.place.layer = -1;
 }
 
-/* ---- optimizer ---- */
-
-static void for_each_trainable(vp_step *step, void (*fn)(vp_step *, vp_t, void *), void *ctx) {
-    for (unsigned g = 0; g < leaf_group_count(step); g++) {
-        leaf_group group = leaf_group_at(step, g);
-        vp_ledger_begin_segment(&step->ledger);
-        for (unsigned i = 0; i < group.n; i++) {
-            vp_t t = group.leaves[i];
-            if (t && vp_at(&step->sim, t)->requires_grad) fn(step, t, ctx);
-        }
-        vp_ledger_repeat_segment(&step->ledger, group.repeat, 0);
-    }
-}
-
-/* Megatron-LM's Float16OptimizerWithFloat16Params._copy_model_grads_to_main_grads:
- * main_param.grad = model_param.grad.float(); model_param.grad = None. */
-static void grad_to_master(vp_step *step, vp_t leaf, void *ctx) {
-    (void)ctx;
-    vp_sim *sim = &step->sim;
-    vp_tensor *t = vp_at(sim, leaf);
-    vp_t master_grad = vp_new_in(sim, t->numel, VP_FP32, VP_CAT_GRADS, "master.grad");
-    vp_t model_grad = vp_at(sim, leaf)->param_grad;
-    vp_at(sim, leaf)->param_grad = master_grad;
-    vp_drop(sim, model_grad);
-}
-
-typedef struct {
-    vp_dtype dtype;
-    uint64_t raw, rounded;       /* foreach: totals over the group */
-    uint64_t largest;            /* for-loop: the largest tensor */
-    unsigned repeat;
-} temp_sizes;
-
-static void measure_tensor(vp_step *step, vp_t leaf, void *ctx) {
-    temp_sizes *sizes = ctx;
-    uint64_t bytes;
-    if (!vp_tensor_bytes(sizes->dtype, vp_at(&step->sim, leaf)->numel, &bytes)) return;
-    sizes->raw += bytes * sizes->repeat;
-    sizes->rounded += vp_round_block(bytes) * sizes->repeat;
-    if (bytes > sizes->largest) sizes->largest = bytes;
-}
-
-static void optimizer_step(vp_step *step) {
-    const vp_optimizer_kind *kind = step->optimizer;
-    step->ledger.place.phase = VP_PHASE_OPTIMIZER;
-    if (!kind->steps) return;
-    if (step->precision->master != VP_DTYPE_NONE) for_each_trainable(step, grad_to_master, NULL);
-
-    unsigned temps = kind->temporaries(step->recipe, vp_optimizer_weight_decay(kind, step->recipe));
-    if (!temps) return;
-    /* the update runs on the master weights when there are any */
-    vp_dtype dtype = step->precision->master != VP_DTYPE_NONE ? step->precision->master : step->precision->params;
-    temp_sizes sizes = {dtype, 0, 0, 0, 1};
-    for (unsigned g = 0; g < leaf_group_count(step); g++) {
-        leaf_group group = leaf_group_at(step, g);
-        sizes.repeat = group.repeat;
-        for (unsigned i = 0; i < group.n; i++) {
-            vp_t t = group.leaves[i];
-            if (t && vp_at(&step->sim, t)->requires_grad) measure_tensor(step, t, &sizes);
-        }
-    }
-    const char *label = kind->name;
-    if (step->recipe->optimizer_impl == VP_IMPL_FOREACH) {
-        for (unsigned i = 0; i < temps; i++) vp_ledger_alloc_many(&step->ledger, VP_CAT_TRANSIENT, sizes.raw, sizes.rounded, label);
-        for (unsigned i = 0; i < temps; i++) vp_ledger_release_many(&step->ledger, VP_CAT_TRANSIENT, sizes.raw, sizes.rounded, label);
-    } else {
-        for (unsigned i = 0; i < temps; i++) vp_ledger_alloc(&step->ledger, VP_CAT_TRANSIENT, sizes.largest, label);
-        for (unsigned i = 0; i < temps; i++) vp_ledger_release(&step->ledger, VP_CAT_TRANSIENT, sizes.largest, label);
-    }
-}
-
-static void zero_grad(vp_step *step, vp_t leaf, void *ctx) {
-    (void)ctx;
-    vp_t g = vp_at(&step->sim, leaf)->param_grad;
-    vp_at(&step->sim, leaf)->param_grad = 0;
-    vp_drop(&step->sim, g);
-}
-
 /* ---- the step ---- */
 
-static uint64_t sum_bytes(vp_step *step, vp_dtype dtype, unsigned per_param) {
+/* The gradients a rank keeps for the optimizer: whole, or its shard. */
+static uint64_t kept_grad_bytes(vp_step *step) {
     uint64_t total = 0;
-    for (unsigned g = 0; g < leaf_group_count(step); g++) {
-        leaf_group group = leaf_group_at(step, g);
+    /* an offloaded optimizer keeps the gradient partition in host memory */
+    if (step->plan.grads == VP_GRADS_BUCKET && (step->plan.states_on_host || step->plan.states_on_nvme)) return 0;
+    bool sharded = step->plan.grads != VP_GRADS_KEEP && !step->plan.bucket_bytes_per_param_byte;
+    vp_dtype dtype = sharded ? step->plan.shard_grads_dtype : step->plan.grads_dtype;
+    for (unsigned g = 0; g < vp_step_leaf_group_count(step); g++) {
+        vp_leaf_group group = vp_step_leaf_group_at(step, g);
         for (unsigned i = 0; i < group.n; i++) {
             vp_t t = group.leaves[i];
             uint64_t bytes;
             if (!t || !vp_at(&step->sim, t)->requires_grad) continue;
-            if (vp_tensor_bytes(dtype, vp_at(&step->sim, t)->numel, &bytes)) total += bytes * per_param * group.repeat;
+            uint64_t numel = vp_at(&step->sim, t)->numel;
+            if (sharded) numel = vp_shard_numel(numel, step->plan.shards.grads);
+            if (vp_tensor_bytes(dtype, numel, &bytes)) total += bytes * group.repeat;
         }
     }
     return total;
@@ -489,6 +381,7 @@ static void free_step(vp_step *step) {
     free(step->casts);
     free(step->chunks);
     free(step->chunk_repeat);
+    free(step->hooks);
 }
 
 static vp_step_status status_of(const vp_step *step) {
@@ -517,6 +410,7 @@ static void run(vp_step *step, vp_step_result *result) {
     step->position_ids = vp_new(sim, step->seq, VP_INT64, "position_ids");
     for (int s = 0; s < VP_SECTION_COUNT; s++) prepare_ops(step, m->section[s].ops, m->section[s].n_ops);
 
+    vp_layout_forward_begin(step);
     vp_t x = run_section(step, VP_SECTION_EMBED, step->embed_leaves, step->input_ids);
     uint32_t embed_end = sim->n_nodes;
     vp_t y = forward_layers(step, x);
@@ -543,14 +437,16 @@ static void run(vp_step *step, vp_step_result *result) {
     if (step->loss && vp_at(sim, step->loss)->requires_grad) {
         vp_t seed = vp_new(sim, 1, (vp_dtype)vp_at(sim, step->loss)->dtype, "loss.backward");
         vp_at(sim, step->loss)->grad = seed;
+        vp_layout_backward_begin(step);
         vp_backward(sim, final_first, final_end);
         backward_layers(step);
         ledger->place.phase = VP_PHASE_BACKWARD;
         vp_backward(sim, 0, embed_end);
+        vp_layout_backward_end(step);
     }
 
-    optimizer_step(step);
-    if (step->recipe->grads_set_to_none) for_each_trainable(step, zero_grad, NULL);
+    vp_update_step(step);
+    vp_update_zero_grad(step);
 
     /* the loop body ends: loss, outputs and the batch go */
     vp_drop(sim, step->loss);
@@ -566,13 +462,19 @@ static void run(vp_step *step, vp_step_result *result) {
     result->buffers_bytes = resident_raw.current[VP_CAT_BUFFERS];
     result->master_bytes = resident_raw.current[VP_CAT_MASTER];
     result->optimizer_bytes = resident_raw.current[VP_CAT_OPTIMIZER];
-    result->grads_bytes = sum_bytes(step, step->precision->grads, 1);
+    result->grads_bytes = kept_grad_bytes(step);
+    result->comm_bytes = resident_raw.current[VP_CAT_COMM];
+    result->host_bytes = step->host_peak;
+    result->nvme_bytes = step->nvme_bytes;
     result->rounded = ledger->rounded;
     result->raw = ledger->raw;
 }
 
-vp_step_status vp_step_run(const vp_model *model, const vp_recipe *recipe, bool fold, bool record,
+vp_step_status vp_step_run(const vp_model *model, const vp_recipe *given, bool fold, bool record,
                            vp_step_result *result, vp_ledger *ledger_out) {
+    vp_recipe resolved = *given;
+    vp_recipe_resolve(&resolved);
+    const vp_recipe *recipe = &resolved;
     vp_step step;
     memset(&step, 0, sizeof step);
     memset(result, 0, sizeof *result);
@@ -598,9 +500,15 @@ vp_step_status vp_step_run(const vp_model *model, const vp_recipe *recipe, bool 
         vp_ledger_free(&step.ledger);
         return VP_STEP_INTERNAL;
     }
+    if (vp_shard_plan_make(recipe, step.precision, &step.plan)) {
+        free_step(&step);
+        vp_ledger_free(&step.ledger);
+        return VP_STEP_LAYOUT;
+    }
     /* the master-weight step frees the 16-bit gradients (Megatron-LM's
-     * _copy_model_grads_to_main_grads): they cannot stay allocated */
-    if (step.precision->master != VP_DTYPE_NONE && !recipe->grads_set_to_none) {
+     * _copy_model_grads_to_main_grads), and sharded gradients are not
+     * .grad tensors at all: neither can stay allocated as .grad */
+    if ((step.plan.master_grads || step.plan.grads != VP_GRADS_KEEP) && !recipe->grads_set_to_none) {
         free_step(&step);
         vp_ledger_free(&step.ledger);
         return VP_STEP_UNSUPPORTED;
@@ -611,4 +519,10 @@ vp_step_status vp_step_run(const vp_model *model, const vp_recipe *recipe, bool 
     if (ledger_out) *ledger_out = step.ledger; /* the caller owns the event log now */
     else vp_ledger_free(&step.ledger);
     return status;
+}
+
+const char *vp_step_layout_problem(const vp_recipe *recipe) {
+    vp_shard_plan plan;
+    const vp_precision *precision = vp_precision_get(recipe->precision);
+    return precision ? vp_shard_plan_make(recipe, precision, &plan) : "precision: unknown";
 }

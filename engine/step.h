@@ -6,9 +6,11 @@
 #include "model.h"
 #include "precision.h"
 #include "recipe.h"
+#include "shard.h"
 #include "sim.h"
 
 struct vp_optimizer_kind;
+struct vp_layer_hook;
 
 /* A run of consecutive layers evaluated as one unit: under activation
  * checkpointing, the chunk whose input alone is kept. */
@@ -55,7 +57,24 @@ typedef struct vp_step {
     vp_chunk *chunks;                /* the forward's layer chunks, in order */
     unsigned n_chunks;
     unsigned *chunk_repeat;          /* how many chunks each entry stands for */
+    /* the data-parallel layout */
+    vp_shard_plan plan;
+    struct vp_layer_hook *hooks;     /* one per layer instance */
+    uint64_t root_gather_bytes;      /* FSDP's root unit (embeddings, head) gathered for the step */
+    uint64_t host_bytes, host_peak, nvme_bytes; /* per rank, outside the GPU */
 } vp_step;
+
+/* The parameter arrays, with how many real instances each stands for: the
+ * embedding, the layers (one instance per chunk position when folding), the
+ * final ops. */
+typedef struct {
+    vp_t *leaves;
+    unsigned n;
+    unsigned repeat;
+} vp_leaf_group;
+
+unsigned vp_step_leaf_group_count(const vp_step *step);
+vp_leaf_group vp_step_leaf_group_at(vp_step *step, unsigned i);
 
 /* The slot array of layer `layer` (the shared template when folding). */
 vp_t *vp_step_layer_leaves(vp_step *step, unsigned layer);
@@ -69,7 +88,8 @@ vp_t vp_autocast_fp32(vp_step *step, vp_t x, const char *label);
 
 /* The whole ledger-driving evaluation of one steady-state step. */
 typedef struct {
-    uint64_t params_bytes, buffers_bytes, grads_bytes, master_bytes, optimizer_bytes;
+    uint64_t params_bytes, buffers_bytes, grads_bytes, master_bytes, optimizer_bytes, comm_bytes;
+    uint64_t host_bytes, nvme_bytes; /* per rank: resident, and host's peak with the step's fp32 gradients */
     uint64_t activations_bytes;      /* live at the end of forward beyond the resident state */
     uint64_t resident_bytes;
     vp_meter rounded, raw;           /* peaks of the step */
@@ -81,10 +101,14 @@ typedef enum {
     VP_STEP_OVERFLOW,
     VP_STEP_NOMEM,
     VP_STEP_UNSUPPORTED, /* a recipe combination the engine does not model */
+    VP_STEP_LAYOUT,      /* the parallel layout does not hold together (vp_step_run's message) */
     VP_STEP_INTERNAL,
 } vp_step_status;
 
 vp_step_status vp_step_run(const vp_model *model, const vp_recipe *recipe, bool fold, bool record,
                            vp_step_result *result, vp_ledger *ledger_out);
+
+/* For VP_STEP_LAYOUT: the message naming the recipe key at fault. */
+const char *vp_step_layout_problem(const vp_recipe *recipe);
 
 #endif

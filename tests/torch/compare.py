@@ -32,9 +32,9 @@ def gpt2(h=64, layers=2, heads=4, vocab=256, positions=64, dropout=0.1, act="gel
             "activation_function": act, "tie_word_embeddings": tied}
 
 
-def recipe(precision="fp32", optimizer="adamw", impl="foreach", b=2, s=32, ckpt="none"):
+def recipe(precision="fp32", optimizer="adamw", impl="foreach", b=2, s=32, ckpt="none", **layout):
     return {"precision": precision, "optimizer": optimizer, "optimizer_impl": impl, "micro_batch": b,
-            "seq_len": s, "checkpointing": ckpt}
+            "seq_len": s, "checkpointing": ckpt, **layout}
 
 
 CASES = [
@@ -64,6 +64,10 @@ CASES = [
     ("gpt2 amp checkpointed", gpt2(layers=3), recipe("amp-bf16", ckpt="full")),
     ("gpt2 gelu untied", gpt2(act="gelu", tied=False), recipe(optimizer="sgd")),
     ("gpt2 relu sgd-momentum", gpt2(act="relu"), recipe(optimizer="sgd-momentum")),
+    # DistributedDataParallel (2 ranks over gloo): flat gradient buckets
+    ("llama DDP", llama(), recipe(dp=2)),
+    ("llama DDP bucket views", llama(), recipe(dp=2, ddp_bucket_view="true")),
+    ("gpt2 DDP amp-bf16 checkpointed", gpt2(layers=3), recipe("amp-bf16", ckpt="full", dp=2)),  # gloo has no bf16
 ]
 
 

@@ -11,9 +11,12 @@ per case, one per line.
 import ctypes
 import gc
 import json
+import os
 import sys
 
 import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
 import torch.utils.checkpoint
 
 from models import Autocast, CausalLM
@@ -98,7 +101,7 @@ def checkpoint_fn(every, ac):
     return run
 
 
-def measure(case):
+def measure(case, rank=None):
     cfg, recipe = case["config"], case["recipe"]
     precision = recipe.get("precision", "fp32")
     b, s = recipe["micro_batch"], recipe["seq_len"]
@@ -113,6 +116,12 @@ def measure(case):
     model.to(model_dtype)
     ac = Autocast(torch.bfloat16 if precision == "amp-bf16" else None)
     params = [p for p in model.parameters()]
+    net = model
+    if rank is not None:  # DistributedDataParallel over gloo, one process per rank
+        # gloo cannot broadcast GPT-2's bool mask buffers: DDP is told to skip them
+        model._ddp_params_and_buffers_to_ignore = [n for n, b in model.named_buffers() if b.dtype == torch.bool]
+        net = torch.nn.parallel.DistributedDataParallel(
+            model, gradient_as_bucket_view=bool(recipe.get("ddp_bucket_view", False)), broadcast_buffers=False)
     name, impl = recipe.get("optimizer", "adamw"), recipe.get("optimizer_impl", "foreach")
     if precision.startswith("mixed"):
         opt = MasterWeights(params, lambda ps: make_optimizer(name, impl, ps)) if name != "none" else None
@@ -130,7 +139,7 @@ def measure(case):
             _reset()
         input_ids = torch.randint(vocab, (b, s))
         labels = input_ids.clone()
-        loss, logits = model(ac, input_ids, labels, ckpt)
+        loss, logits = net(ac, input_ids, labels, ckpt)
         ac.clear()
         if measuring:
             after_forward = _current()
@@ -161,20 +170,45 @@ def measure(case):
     # (bf16 matmul) that are heap memory but no tensor, allocated at the
     # first step and constant after; they are reported, not counted.
     resident = sum(result[k] for k in ("params_bytes", "buffers_bytes", "master_bytes", "optimizer_bytes"))
+    if net is not model:  # DDP's flat gradient buckets, as the Reducer reports them
+        sizes = str(net._get_ddp_logging_data()["bucket_sizes"])
+        result["bucket_bytes"] = sum(int(b) for b in sizes.split(",") if b.strip())
+        resident += result["bucket_bytes"]
     result["resident_bytes"] = resident
     result["non_tensor_resident_bytes"] = start - base - resident
     result["peak_allocated_bytes"] = resident + dynamic_peak
-    del model, opt, params
+    del model, net, opt, params
     gc.collect()
     return result
+
+
+def _rank(rank, world, case, port, queue):
+    torch.set_num_threads(1)
+    os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = "127.0.0.1", str(port)
+    dist.init_process_group("gloo", rank=rank, world_size=world)
+    result = measure(case, rank)
+    dist.destroy_process_group()
+    if rank == 0:
+        queue.put(result)
+
+
+def measure_ddp(case, port):
+    """Every rank of plain DDP is alike: rank 0's measurement."""
+    world = case["recipe"]["dp"]
+    queue = mp.get_context("spawn").SimpleQueue()
+    mp.spawn(_rank, args=(world, case, port, queue), nprocs=world)
+    return queue.get()
 
 
 def main():
     torch.set_num_threads(1)
     cases = json.load(open(sys.argv[1]))
-    for case in cases:
-        out = {"name": case.get("name", ""), **measure(case)}
-        print(json.dumps(out), flush=True)
+    for i, case in enumerate(cases):
+        if case["recipe"].get("dp", 1) > 1:
+            result = measure_ddp(case, 29500 + (os.getpid() + i) % 2000)
+        else:
+            result = measure(case)
+        print(json.dumps({"name": case.get("name", ""), **result}), flush=True)
 
 
 if __name__ == "__main__":

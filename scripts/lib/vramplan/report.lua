@@ -44,6 +44,7 @@ end
 local rows = {
   { "params", "parameters" }, { "buffers", "buffers" }, { "grads", "gradients" }, { "master", "master weights" },
   { "optimizer", "optimizer states" }, { "activations", "activations" }, { "transient", "transient" },
+  { "comm", "communication buffers" },
 }
 
 function report.human(ctx)
@@ -54,6 +55,14 @@ function report.human(ctx)
   line("recipe: %s, %s (%s), micro_batch %d x seq_len %d, checkpointing %s, attention %s",
     recipe.precision, recipe.optimizer, recipe.optimizer_impl, recipe.micro_batch, recipe.seq_len,
     recipe.checkpointing, recipe.attention)
+  if recipe.dp > 1 or recipe.framework ~= "torch" then
+    local layout = { recipe.framework, "dp " .. recipe.dp }
+    if recipe.framework == "deepspeed" then layout[#layout + 1] = "ZeRO-" .. recipe.zero end
+    if recipe.framework == "fsdp" then layout[#layout + 1] = recipe.fsdp == "none" and "full_shard" or recipe.fsdp end
+    if recipe.offload_optimizer ~= "none" then layout[#layout + 1] = "optimizer offload to " .. recipe.offload_optimizer end
+    if recipe.offload_params ~= "none" then layout[#layout + 1] = "parameter offload to " .. recipe.offload_params end
+    line("layout: %s", table.concat(layout, ", "))
+  end
   line("")
   line("%s", report.verdict(r, gpu))
   line("")
@@ -61,7 +70,7 @@ function report.human(ctx)
   line("  %-22s %12s", "at the peak", "")
   for _, row in ipairs(rows) do
     local v = r.peak_breakdown[row[1]]
-    if v and (v > 0 or row[1] ~= "buffers" and row[1] ~= "master") then
+    if v and (v > 0 or row[1] ~= "buffers" and row[1] ~= "master" and row[1] ~= "comm") then
       line("  %-22s %12s", row[2], report.bytes(v))
     end
   end
@@ -73,6 +82,11 @@ function report.human(ctx)
   line("model states: parameters %s, gradients %s, master weights %s, optimizer states %s",
     report.bytes(r.params_bytes), report.bytes(r.grads_bytes), report.bytes(r.master_bytes), report.bytes(r.optimizer_bytes))
   line("activations at the end of forward (kept for backward, loss included): %s", report.bytes(r.activations_bytes))
+  if r.host_bytes > 0 or r.nvme_bytes > 0 then
+    local host = report.host(r)
+    line("host memory: %s per rank, %s per node of %d GPUs; NVMe: %s per rank", report.bytes(host.cpu_bytes_per_rank),
+      report.bytes(host.cpu_bytes_per_node), host.gpus_per_node, report.bytes(host.nvme_bytes_per_rank))
+  end
   return table.concat(out, "\n")
 end
 
@@ -114,31 +128,46 @@ function report.timeline(r)
   return table.concat(out, "\n")
 end
 
+-- Memory outside the GPUs: offloaded states and parameters.
+function report.host(r)
+  local per_node = r.recipe.gpus_per_node
+  return {
+    cpu_bytes_per_rank = r.host_bytes, cpu_bytes_per_node = r.host_bytes * per_node,
+    nvme_bytes_per_rank = r.nvme_bytes, nvme_bytes_per_node = r.nvme_bytes * per_node, gpus_per_node = per_node,
+  }
+end
+
 local order = {
   "vramplan_version", "model", "recipe", "per_gpu", "gpu", "fits", "headroom_bytes", "timeline",
   "name", "params", "trainable_params", "arch", "layers", "source",
   "params_bytes", "buffers_bytes", "grads_bytes", "master_bytes", "optimizer_bytes", "activations_bytes",
   "peak_allocated_bytes", "peak_reserved_bytes", "peak_total_bytes", "peak_phase", "peak_layer", "peak_op",
   "peak_breakdown", "allocator_bytes", "runtime_bytes", "cuda_context_bytes", "cublas_workspace_bytes",
-  "memory_bytes", "short_name",
+  "memory_bytes", "short_name", "per_rank", "host", "ranks", "count", "comm_bytes",
+  "cpu_bytes_per_rank", "cpu_bytes_per_node", "nvme_bytes_per_rank", "nvme_bytes_per_node", "gpus_per_node",
 }
 
 function report.object(ctx)
   local r = ctx.result
   local per_gpu = {}
   for _, k in ipairs({ "params_bytes", "buffers_bytes", "grads_bytes", "master_bytes", "optimizer_bytes",
-    "activations_bytes", "peak_allocated_bytes", "peak_reserved_bytes", "peak_total_bytes", "peak_phase",
-    "peak_op", "peak_breakdown", "allocator_bytes", "runtime_bytes", "cuda_context_bytes",
+    "comm_bytes", "activations_bytes", "peak_allocated_bytes", "peak_reserved_bytes", "peak_total_bytes",
+    "peak_phase", "peak_op", "peak_breakdown", "allocator_bytes", "runtime_bytes", "cuda_context_bytes",
     "cublas_workspace_bytes" }) do
     per_gpu[k] = r[k]
   end
   per_gpu.peak_layer = r.peak_layer == nil and json.null or r.peak_layer
+  -- every data-parallel rank is alike: one kind of rank
+  local rank = { ranks = "0-" .. (r.recipe.dp - 1), count = r.recipe.dp }
+  for k, v in pairs(per_gpu) do rank[k] = v end
   local o = {
     vramplan_version = ctx.version,
     model = { name = ctx.model_name, params = r.params, trainable_params = r.trainable_params, arch = ctx.arch,
               layers = ctx.layers, source = ctx.source },
     recipe = r.recipe,
     per_gpu = per_gpu,
+    per_rank = { rank },
+    host = report.host(r),
     gpu = ctx.gpu and { name = ctx.gpu.name, short_name = ctx.gpu.short_name, memory_bytes = ctx.gpu.memory_bytes }
       or json.null,
     fits = r.fits == nil and json.null or r.fits,

@@ -1,0 +1,239 @@
+/* layout.c — data parallelism on the timeline. The plan (shard.c) says what
+ * each rank keeps; this file puts it on the ledger where the frameworks put
+ * it: resident shards and buckets at setup, all-gathers around each layer,
+ * reduce-scatters after each layer's backward. */
+#include "layout.h"
+
+#include <stdlib.h>
+
+#include "optimizer.h"
+
+typedef struct vp_layer_hook {
+    vp_step *step;
+    vp_t *leaves;
+    unsigned n;
+    uint64_t gather;      /* the layer's parameters, gathered, in the compute dtype */
+    uint64_t prefetch;    /* gathered ahead of use */
+} vp_layer_hook;
+
+static uint64_t bytes_of(vp_dtype dtype, uint64_t numel) {
+    uint64_t b;
+    return vp_tensor_bytes(dtype, numel, &b) ? b : 0;
+}
+
+void vp_layout_host(vp_step *step, uint64_t bytes, unsigned repeat, bool nvme) {
+    if (nvme) step->nvme_bytes += bytes * repeat;
+    else {
+        step->host_bytes += bytes * repeat;
+        if (step->host_bytes > step->host_peak) step->host_peak = step->host_bytes;
+    }
+}
+
+void vp_layout_create_leaves(vp_step *step, const vp_op *ops, unsigned n, vp_t *slots, unsigned repeat) {
+    const vp_shard_plan *plan = &step->plan;
+    for (unsigned i = 0; i < n; i++) {
+        const vp_op *op = &ops[i];
+        vp_leaf_spec specs[VP_OP_MAX_LEAVES];
+        unsigned k = op->kind->leaves ? op->kind->leaves(op, specs) : 0;
+        for (unsigned j = 0; j < k; j++) {
+            if (!specs[j].numel) continue;
+            vp_t leaf;
+            if (specs[j].buffer) { /* buffers are never sharded (ZeRO-3, FSDP) */
+                leaf = vp_leaf(&step->sim, specs[j].numel, specs[j].dtype, VP_CAT_BUFFERS, false, specs[j].label);
+            } else {
+                vp_dtype compute = specs[j].dtype == VP_DTYPE_NONE ? plan->gather_dtype : specs[j].dtype;
+                vp_dtype resident = specs[j].dtype == VP_DTYPE_NONE ? plan->params_dtype : specs[j].dtype;
+                uint64_t shard = bytes_of(resident, vp_shard_numel(specs[j].numel, plan->shards.params));
+                bool away = plan->params_on_host || plan->params_on_nvme;
+                if (away) vp_layout_host(step, shard, repeat, plan->params_on_nvme);
+                leaf = vp_leaf_resident(&step->sim, specs[j].numel, compute, away ? 0 : shard, VP_CAT_PARAMS,
+                                        specs[j].trainable, specs[j].label);
+                vp_at(&step->sim, leaf)->grad_drop = plan->grads == VP_GRADS_BUCKET;
+            }
+            slots[op->slot + j] = leaf;
+        }
+        vp_layout_create_leaves(step, op->children, op->n_children, slots, repeat);
+    }
+}
+
+/* One tensor of state: on the GPU (a ledger entry) or away. */
+static void place(vp_step *step, vp_category category, uint64_t bytes, unsigned repeat, bool host, bool nvme,
+                  const char *label) {
+    if (host || nvme) vp_layout_host(step, bytes, repeat, nvme);
+    else vp_ledger_alloc(&step->ledger, category, bytes, label);
+}
+
+void vp_layout_resident(vp_step *step, const vp_t *leaves, unsigned n, unsigned repeat) {
+    vp_sim *sim = &step->sim;
+    const vp_shard_plan *plan = &step->plan;
+    bool host = plan->states_on_host, nvme = plan->states_on_nvme;
+    for (unsigned i = 0; i < n; i++) {
+        const vp_tensor *t = leaves[i] ? vp_at(sim, leaves[i]) : NULL;
+        if (!t || !t->requires_grad) continue;
+        uint64_t numel = t->numel, states = vp_shard_numel(numel, plan->shards.states);
+        if (plan->master_dtype != VP_DTYPE_NONE)
+            place(step, VP_CAT_MASTER, bytes_of(plan->master_dtype, states), repeat, host, nvme, "master weights");
+        for (unsigned s = 0; s < step->optimizer->states; s++)
+            place(step, VP_CAT_OPTIMIZER, bytes_of(plan->states_dtype, states), repeat, host, nvme, "optimizer state");
+        if (plan->grads == VP_GRADS_BUCKET) {
+            /* ZeRO-2/3's gradient partition (offloaded: fp32 on the host); DDP's
+             * buckets the .grad views live in */
+            uint64_t part = vp_shard_numel(numel, plan->shards.grads);
+            if (host || nvme) place(step, VP_CAT_GRADS, bytes_of(VP_FP32, part), repeat, host, nvme, "grad partition");
+            else vp_ledger_alloc(&step->ledger, VP_CAT_GRADS, bytes_of(plan->shard_grads_dtype, part), "grad partition");
+        } else if (plan->bucket_bytes_per_param_byte) {
+            vp_ledger_alloc(&step->ledger, VP_CAT_COMM, bytes_of(plan->grads_dtype, numel), "ddp bucket");
+        }
+        if (!step->recipe->grads_set_to_none && plan->grads == VP_GRADS_KEEP) {
+            vp_t grad = vp_new_in(sim, numel, (vp_dtype)t->grad_dtype, VP_CAT_GRADS, "param.grad");
+            vp_at(sim, leaves[i])->param_grad = grad; /* vp_new_in may move the tensor array */
+        }
+    }
+}
+
+/* ---- per-layer hooks ---- */
+
+static uint64_t gathered_bytes(vp_step *step, const vp_t *leaves, unsigned n) {
+    uint64_t total = 0;
+    unsigned ranks = step->plan.shards.params;
+    for (unsigned i = 0; i < n; i++) {
+        const vp_tensor *t = leaves[i] ? vp_at(&step->sim, leaves[i]) : NULL;
+        if (!t || vp_at(&step->sim, leaves[i])->category != VP_CAT_PARAMS) continue;
+        /* the padded unsharded buffer: every rank's shard, side by side */
+        total += bytes_of(step->plan.gather_dtype, vp_shard_numel(t->numel, ranks) * ranks);
+    }
+    return total;
+}
+
+static bool reshard_after_forward(const vp_step *step) {
+    return step->plan.gather && step->recipe->fsdp != VP_FSDP_SHARD_GRAD_OP;
+}
+
+bool vp_layout_prepare(vp_step *step) {
+    const vp_model *m = step->model;
+    unsigned slots = m->section[VP_SECTION_LAYER].n_slots;
+    step->hooks = calloc(step->n_layer_instances + 1, sizeof *step->hooks);
+    if (!step->hooks) return false;
+    for (unsigned i = 0; i < step->n_layer_instances; i++) {
+        vp_layer_hook *h = &step->hooks[i];
+        h->step = step;
+        h->leaves = step->layer_leaves + (size_t)i * slots;
+        h->n = slots;
+        if (step->plan.gather) {
+            h->gather = gathered_bytes(step, h->leaves, h->n);
+            /* DeepSpeed prefetches stage3_prefetch_bucket_size elements ahead;
+             * FSDP's BACKWARD_PRE prefetch is the next layer, in backward only */
+            uint64_t ahead = step->recipe->framework == VP_FRAMEWORK_DEEPSPEED
+                                 ? bytes_of(step->plan.gather_dtype, step->plan.prefetch_elements)
+                                 : h->gather;
+            h->prefetch = ahead < h->gather ? ahead : h->gather;
+            if (!reshard_after_forward(step)) h->prefetch = 0; /* nothing to gather again in backward */
+        }
+    }
+    /* FSDP's root unit (the embeddings, final norm and head) is not resharded
+     * between forward and backward; DeepSpeed gathers those modules at use,
+     * which this counts for the whole step too (at most one embedding more) */
+    if (step->plan.gather)
+        step->root_gather_bytes = gathered_bytes(step, step->embed_leaves, m->section[VP_SECTION_EMBED].n_slots) +
+                                  gathered_bytes(step, step->final_leaves, m->section[VP_SECTION_FINAL].n_slots);
+    return true;
+}
+
+
+static bool forward_prefetch(const vp_step *step) { return step->recipe->framework == VP_FRAMEWORK_DEEPSPEED; }
+
+/* FSDP's post-backward hook: the layer's unsharded gradients are
+ * reduce-scattered, and the shard is kept (fp32 with MixedPrecision). */
+static void reduce_scatter(vp_step *step, vp_t *leaves, unsigned n) {
+    vp_sim *sim = &step->sim;
+    for (unsigned i = 0; i < n; i++) {
+        vp_t leaf = leaves[i];
+        if (!leaf || !vp_at(sim, leaf)->requires_grad || !vp_at(sim, leaf)->param_grad) continue;
+        uint64_t numel = vp_shard_numel(vp_at(sim, leaf)->numel, step->plan.shards.grads);
+        vp_t shard = vp_new_in(sim, numel, step->plan.shard_grads_dtype, VP_CAT_GRADS, "reduce_scatter.grad");
+        vp_t full = vp_at(sim, leaf)->param_grad;
+        vp_at(sim, leaf)->param_grad = shard;
+        vp_drop(sim, full);
+    }
+}
+
+static void pass_gradient(vp_sim *sim, uint32_t index) {
+    vp_node *node = vp_node_at(sim, index);
+    vp_t g = vp_grad_out(sim, node, 0);
+    vp_hold(sim, g);
+    vp_give_grad(sim, node, 0, g);
+}
+
+static void backward_layer_start(vp_sim *sim, uint32_t index) {
+    vp_layer_hook *h = vp_node_at(sim, index)->context;
+    if (h->step->plan.grads == VP_GRADS_UNIT) reduce_scatter(h->step, h->leaves, h->n);
+    vp_ledger_release(sim->ledger, VP_CAT_PARAMS, h->gather + h->prefetch * reshard_after_forward(h->step),
+                      "all_gather.release");
+    pass_gradient(sim, index);
+}
+
+static void backward_layer_end(vp_sim *sim, uint32_t index) {
+    vp_layer_hook *h = vp_node_at(sim, index)->context;
+    vp_ledger_alloc(sim->ledger, VP_CAT_PARAMS, h->gather + h->prefetch, "all_gather");
+    pass_gradient(sim, index);
+}
+
+static vp_t hook(vp_step *step, vp_t x, vp_backward_fn backward, vp_layer_hook *h, const char *label) {
+    vp_t y = vp_view(&step->sim, x, vp_at(&step->sim, x)->numel, label);
+    vp_node *node = vp_record(&step->sim, backward, label, &x, 1, &y, 1);
+    if (node) node->context = h;
+    return y;
+}
+
+static vp_layer_hook *hook_of(vp_step *step, unsigned layer) {
+    vp_t *leaves = vp_step_layer_leaves(step, layer);
+    unsigned slots = step->model->section[VP_SECTION_LAYER].n_slots;
+    return &step->hooks[(leaves - step->layer_leaves) / (slots ? slots : 1)];
+}
+
+vp_t vp_layout_layer_start(vp_step *step, vp_t x, unsigned layer) {
+    if (!step->plan.gather && step->plan.grads != VP_GRADS_UNIT) {
+        vp_hold(&step->sim, x);
+        return x;
+    }
+    vp_layer_hook *h = hook_of(step, layer);
+    vp_ledger_alloc(&step->ledger, VP_CAT_PARAMS, h->gather + h->prefetch * forward_prefetch(step), "all_gather");
+    return hook(step, x, backward_layer_start, h, "layer.start");
+}
+
+vp_t vp_layout_layer_end(vp_step *step, vp_t y, unsigned layer) {
+    if (!step->plan.gather && step->plan.grads != VP_GRADS_UNIT) {
+        vp_hold(&step->sim, y);
+        return y;
+    }
+    vp_layer_hook *h = hook_of(step, layer);
+    if (reshard_after_forward(step)) {
+        vp_ledger_release(&step->ledger, VP_CAT_PARAMS, h->gather + h->prefetch * forward_prefetch(step),
+                          "all_gather.release");
+        return hook(step, y, backward_layer_end, h, "layer.end");
+    }
+    /* SHARD_GRAD_OP: the layer stays gathered until its backward is done */
+    vp_hold(&step->sim, y);
+    return y;
+}
+
+/* ---- around forward and backward ---- */
+
+void vp_layout_forward_begin(vp_step *step) {
+    vp_ledger_alloc(&step->ledger, VP_CAT_PARAMS, step->root_gather_bytes, "all_gather.root");
+}
+
+void vp_layout_backward_begin(vp_step *step) {
+    vp_ledger_alloc(&step->ledger, VP_CAT_COMM, step->plan.backward_buffers, "reduce buckets");
+}
+
+void vp_layout_backward_end(vp_step *step) {
+    vp_ledger_release(&step->ledger, VP_CAT_COMM, step->plan.backward_buffers, "reduce buckets");
+    if (step->plan.grads == VP_GRADS_UNIT) {
+        const vp_model *m = step->model;
+        reduce_scatter(step, step->embed_leaves, m->section[VP_SECTION_EMBED].n_slots);
+        reduce_scatter(step, step->final_leaves, m->section[VP_SECTION_FINAL].n_slots);
+    }
+    vp_ledger_release(&step->ledger, VP_CAT_PARAMS, step->root_gather_bytes, "all_gather.root");
+}
+

@@ -1,0 +1,36 @@
+/* layout.h — the data-parallel layout on the step's timeline: sharded and
+ * offloaded resident state, per-layer all-gathers and their release,
+ * gradient buckets and reduce-scatters, as the plan (shard.h) says. */
+#ifndef VP_LAYOUT_H
+#define VP_LAYOUT_H
+
+#include "step.h"
+
+/* Creates the leaves of ops: parameters at their resident shard (or none on
+ * the GPU when offloaded), buffers whole. `repeat`: real instances these
+ * leaves stand for (host memory is counted per rank). */
+void vp_layout_create_leaves(vp_step *step, const vp_op *ops, unsigned n, vp_t *slots, unsigned repeat);
+
+/* Master weights, optimizer states, resident gradient partitions and
+ * communication buckets of the trainable leaves among `leaves`. */
+void vp_layout_resident(vp_step *step, const vp_t *leaves, unsigned n, unsigned repeat);
+
+/* Prepares the per-layer hooks once the leaves exist. */
+bool vp_layout_prepare(vp_step *step);
+
+/* Wrap a layer: the start hook gathers its parameters (and in backward
+ * releases them and reduce-scatters its gradients); the end hook releases
+ * them after forward (and gathers them again for backward). */
+vp_t vp_layout_layer_start(vp_step *step, vp_t x, unsigned layer);
+vp_t vp_layout_layer_end(vp_step *step, vp_t y, unsigned layer);
+
+/* Around forward and backward: the root unit's gather, the buckets that
+ * live through backward, the root unit's gradient reduction. */
+void vp_layout_forward_begin(vp_step *step);
+void vp_layout_backward_begin(vp_step *step);
+void vp_layout_backward_end(vp_step *step);
+
+/* Host memory: bytes that live outside the GPU (offload). */
+void vp_layout_host(vp_step *step, uint64_t bytes, unsigned repeat, bool nvme);
+
+#endif

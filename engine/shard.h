@@ -1,0 +1,61 @@
+/* shard.h — what a data-parallel layout does to the model states on each
+ * rank: which of parameters, gradients, master weights and optimizer
+ * states are whole, sharded or on the host, how gradients leave backward,
+ * and which communication buffers exist. One plan per recipe; the step
+ * driver follows it. */
+#ifndef VP_SHARD_H
+#define VP_SHARD_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "dtype.h"
+#include "precision.h"
+#include "recipe.h"
+
+/* How a parameter's gradient leaves the backward pass. */
+typedef enum {
+    VP_GRADS_KEEP,    /* into .grad, whole, until the optimizer step */
+    VP_GRADS_BUCKET,  /* copied into a communication bucket and freed at once (ZeRO-2/3, DDP bucket views) */
+    VP_GRADS_UNIT     /* kept whole for the layer, then reduce-scattered to a shard (FSDP) */
+} vp_grad_flow;
+
+typedef struct {
+    unsigned params;     /* the divisor of each: 1 (whole) or the shard group's size */
+    unsigned grads;
+    unsigned states;     /* master weights and optimizer states */
+} vp_shards;
+
+typedef struct {
+    vp_shards shards;
+    vp_grad_flow grads;
+    bool gather;              /* parameters are all-gathered per layer (ZeRO-3, FSDP FULL/HYBRID) */
+    vp_dtype params_dtype;    /* the resident parameters' dtype */
+    vp_dtype gather_dtype;    /* the dtype they are gathered in for compute */
+    vp_dtype grads_dtype;     /* the dtype gradients are produced in */
+    vp_dtype shard_grads_dtype; /* the dtype of the kept (sharded) gradients */
+    vp_dtype master_dtype;    /* VP_DTYPE_NONE: the parameters are their own master */
+    vp_dtype states_dtype;
+    bool states_on_host;      /* offload_optimizer: master, states and fp32 gradients in host memory */
+    bool states_on_nvme;
+    bool params_on_host;      /* offload_params (ZeRO-3): the parameter shards in host memory */
+    bool params_on_nvme;
+    bool master_grads;        /* the step first makes fp32 gradients of the shard (DeepSpeed, Megatron) */
+    uint64_t bucket_bytes_per_param_byte; /* DDP: buckets as large as the gradients (0/1) */
+    uint64_t backward_buffers; /* bytes of buffers alive during backward (DeepSpeed's IPG buckets) */
+    uint64_t prefetch_elements; /* ZeRO-3: parameters gathered ahead of use */
+} vp_shard_plan;
+
+/* The plan of a recipe, or NULL with a message naming the key when the
+ * layout does not hold together (zero with framework torch, ...). */
+const char *vp_shard_plan_make(const vp_recipe *recipe, const vp_precision *precision, vp_shard_plan *plan);
+
+/* The shard group's size: dp, or the HYBRID_SHARD group. */
+unsigned vp_shard_group(const vp_recipe *recipe);
+
+/* Elements of a tensor's shard: ceil(numel / ranks), as ZeRO-3 and FSDP pad
+ * each partition (DeepSpeed 1/2 pad one flat group instead: at most ranks - 1
+ * elements fewer in all). */
+uint64_t vp_shard_numel(uint64_t numel, unsigned ranks);
+
+#endif

@@ -1,0 +1,121 @@
+/* update.c — the optimizer step: where the fp32 gradients of master weights
+ * come from, and what the optimizer's implementation allocates, on the
+ * shard of the states each rank keeps. Temporaries follow torch.optim in
+ * PyTorch 2.x (optimizer.c). */
+#include "update.h"
+
+#include "layout.h"
+#include "optimizer.h"
+
+void vp_update_for_each_trainable(vp_step *step, void (*fn)(vp_step *, vp_t, void *), void *ctx) {
+    unsigned repeat = step->fold_repeat;
+    for (unsigned g = 0; g < vp_step_leaf_group_count(step); g++) {
+        vp_leaf_group group = vp_step_leaf_group_at(step, g);
+        step->fold_repeat = group.repeat; /* for what fn counts outside the ledger */
+        vp_ledger_begin_segment(&step->ledger);
+        for (unsigned i = 0; i < group.n; i++) {
+            vp_t t = group.leaves[i];
+            if (t && vp_at(&step->sim, t)->requires_grad) fn(step, t, ctx);
+        }
+        vp_ledger_repeat_segment(&step->ledger, group.repeat, 0);
+    }
+    step->fold_repeat = repeat;
+}
+
+static uint64_t bytes_of(vp_dtype dtype, uint64_t numel) {
+    uint64_t b;
+    return vp_tensor_bytes(dtype, numel, &b) ? b : 0;
+}
+
+/* Megatron-LM's Float16OptimizerWithFloat16Params._copy_model_grads_to_main_grads:
+ * main_param.grad = model_param.grad.float(); model_param.grad = None. */
+static void grad_to_master(vp_step *step, vp_t leaf, void *ctx) {
+    (void)ctx;
+    vp_sim *sim = &step->sim;
+    vp_tensor *t = vp_at(sim, leaf);
+    vp_t master_grad = vp_new_in(sim, t->numel, VP_FP32, VP_CAT_GRADS, "master.grad");
+    vp_t model_grad = vp_at(sim, leaf)->param_grad;
+    vp_at(sim, leaf)->param_grad = master_grad;
+    vp_drop(sim, model_grad);
+}
+
+/* DeepSpeed: the fp32 gradient of this rank's partition, made for the step
+ * (single_partition_of_fp32_groups[i].grad) and dropped after it; the
+ * 16-bit gradients stay where they are. With offload the partition's
+ * gradients already live in host memory as fp32 (vp_layout_resident). */
+static void partition_grad(vp_step *step, vp_t leaf, void *ctx) {
+    const bool *release = ctx;
+    uint64_t bytes = bytes_of(VP_FP32, vp_shard_numel(vp_at(&step->sim, leaf)->numel, step->plan.shards.states));
+    bool away = step->plan.states_on_host || step->plan.states_on_nvme;
+    if (away) {
+        return;
+    } else if (*release) {
+        vp_ledger_release(&step->ledger, VP_CAT_GRADS, bytes, "master.grad");
+    } else {
+        vp_ledger_alloc(&step->ledger, VP_CAT_GRADS, bytes, "master.grad");
+    }
+}
+
+typedef struct {
+    vp_dtype dtype;
+    unsigned shards;
+    uint64_t raw, rounded;       /* foreach: totals over the group */
+    uint64_t largest;            /* for-loop: the largest tensor */
+    unsigned repeat;
+} temp_sizes;
+
+static void measure_tensor(vp_step *step, vp_t leaf, temp_sizes *sizes) {
+    uint64_t bytes = bytes_of(sizes->dtype, vp_shard_numel(vp_at(&step->sim, leaf)->numel, sizes->shards));
+    sizes->raw += bytes * sizes->repeat;
+    sizes->rounded += vp_round_block(bytes) * sizes->repeat;
+    if (bytes > sizes->largest) sizes->largest = bytes;
+}
+
+/* The implementation's temporaries, on the GPU when the states are there. */
+static void temporaries(vp_step *step) {
+    const vp_optimizer_kind *kind = step->optimizer;
+    unsigned temps = kind->temporaries(step->recipe, vp_optimizer_weight_decay(kind, step->recipe));
+    if (!temps || step->plan.states_on_host || step->plan.states_on_nvme) return;
+    /* the update runs on the master weights when there are any */
+    vp_dtype dtype = step->plan.master_dtype != VP_DTYPE_NONE ? step->plan.master_dtype : step->plan.params_dtype;
+    temp_sizes sizes = {dtype, step->plan.shards.states, 0, 0, 0, 1};
+    for (unsigned g = 0; g < vp_step_leaf_group_count(step); g++) {
+        vp_leaf_group group = vp_step_leaf_group_at(step, g);
+        sizes.repeat = group.repeat;
+        for (unsigned i = 0; i < group.n; i++) {
+            vp_t t = group.leaves[i];
+            if (t && vp_at(&step->sim, t)->requires_grad) measure_tensor(step, t, &sizes);
+        }
+    }
+    const char *label = kind->name;
+    vp_ledger *ledger = &step->ledger;
+    if (step->recipe->optimizer_impl == VP_IMPL_FOREACH) {
+        for (unsigned i = 0; i < temps; i++) vp_ledger_alloc_many(ledger, VP_CAT_TRANSIENT, sizes.raw, sizes.rounded, label);
+        for (unsigned i = 0; i < temps; i++) vp_ledger_release_many(ledger, VP_CAT_TRANSIENT, sizes.raw, sizes.rounded, label);
+    } else {
+        for (unsigned i = 0; i < temps; i++) vp_ledger_alloc(ledger, VP_CAT_TRANSIENT, sizes.largest, label);
+        for (unsigned i = 0; i < temps; i++) vp_ledger_release(ledger, VP_CAT_TRANSIENT, sizes.largest, label);
+    }
+}
+
+void vp_update_step(vp_step *step) {
+    step->ledger.place.phase = VP_PHASE_OPTIMIZER;
+    if (!step->optimizer->steps) return;
+    bool deepspeed = step->recipe->framework == VP_FRAMEWORK_DEEPSPEED;
+    bool make = false, release = true;
+    if (deepspeed) vp_update_for_each_trainable(step, partition_grad, &make);
+    else if (step->plan.master_grads) vp_update_for_each_trainable(step, grad_to_master, NULL);
+    temporaries(step);
+    if (deepspeed) vp_update_for_each_trainable(step, partition_grad, &release);
+}
+
+static void zero_grad(vp_step *step, vp_t leaf, void *ctx) {
+    (void)ctx;
+    vp_t g = vp_at(&step->sim, leaf)->param_grad;
+    vp_at(&step->sim, leaf)->param_grad = 0;
+    vp_drop(&step->sim, g);
+}
+
+void vp_update_zero_grad(vp_step *step) {
+    if (step->recipe->grads_set_to_none) vp_update_for_each_trainable(step, zero_grad, NULL);
+}
