@@ -37,6 +37,12 @@ describe("folding identical layers", function()
     { precision = "amp-fp16", attention = "sdpa", checkpointing = "every-2", keep_logits = false },
     { precision = "mixed-fp16", attention = "sdpa-mem-efficient", optimizer = "sgd-momentum" },
     { precision = "bf16", attention = "eager", torch_version = "1.13", device = "cpu", grads_set_to_none = false },
+    { dp = 4, ddp_bucket_view = true, checkpointing = "full" },
+    { framework = "deepspeed", zero = 2, dp = 8, offload_optimizer = "cpu" },
+    { framework = "deepspeed", zero = 3, dp = 8, checkpointing = "every-2", attention = "eager" },
+    { framework = "fsdp", dp = 8, precision = "mixed-bf16", checkpointing = "full" },
+    { framework = "fsdp", fsdp = "shard_grad_op", dp = 4, precision = "amp-bf16" },
+    { framework = "fsdp", fsdp = "hybrid_shard", fsdp_shard_size = 4, dp = 16, precision = "bf16" },
   }
   for _, name in ipairs({ "gpt2", "llama2-7b", "mistral-7b" }) do
     for i, recipe in ipairs(recipes) do

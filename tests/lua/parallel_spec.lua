@@ -1,0 +1,140 @@
+-- Data parallelism: the ZeRO paper's per-device model states, DeepSpeed's
+-- estimator and where it over-counts, the layouts' errors, offload.
+local helper = require("tests.lua.helper")
+local json = require("dkjson")
+
+local function read_json(path)
+  local f = assert(io.open(path, "r"))
+  local v = json.decode(f:read("a"))
+  f:close()
+  return v
+end
+
+local function states(r)
+  local p = r.per_gpu
+  return p.params_bytes + p.grads_bytes + p.master_bytes + p.optimizer_bytes
+end
+
+-- Model states per device of a real model under a DeepSpeed stage.
+local function zero(stage, dp, ...)
+  return helper.estimate("llama2-7b", "--set", "framework=deepspeed", "--set", "zero=" .. stage, "--set",
+    "dp=" .. dp, "--set", "precision=mixed-fp16", "--set", "optimizer=adam", "--set", "seq_len=256", ...)
+end
+
+local stages = { ["baseline DP"] = 0, Pos = 1, ["Pos+g"] = 2, ["Pos+g+p"] = 3 }
+
+describe("the ZeRO paper's model states (Rajbhandari et al. 2020)", function()
+  for _, ref in ipairs(read_json("tests/reference/zero.json")) do
+    if ref.id:match("^zero") then
+      it(string.format("%s: %s of a %.4g-parameter model on %d GPUs", ref.id, ref.value_raw, ref.params, ref.dp),
+        function()
+          -- vramplan's bytes per parameter for this stage and data-parallel
+          -- degree, from a real model, carried to the paper's generic model
+          local r = zero(stages[ref.stage], ref.dp)
+          local per_param = states(r) / r.model.params
+          local expected = ref.value_bytes
+          -- the paper prints three significant figures
+          assert.is_true(math.abs(per_param * ref.params - expected) / expected < 0.005,
+            string.format("%.4g bytes vs the paper's %.4g", per_param * ref.params, expected))
+        end)
+    end
+  end
+
+  it("shards nothing but the states at stage 1, also gradients at 2, also parameters at 3", function()
+    local n, dp = 6738415616, 8
+    local z1, z2, z3 = zero(1, dp), zero(2, dp), zero(3, dp)
+    assert.are.equal(2 * n, z1.per_gpu.params_bytes)
+    assert.are.equal(2 * n, z1.per_gpu.grads_bytes)
+    assert.are.equal(2 * n, z2.per_gpu.params_bytes)
+    assert.is_true(z2.per_gpu.grads_bytes < 2 * n / dp + 2 * 64 * 8) -- per-tensor padding only
+    assert.is_true(z3.per_gpu.params_bytes < 2 * n / dp + 2 * 64 * 8)
+  end)
+end)
+
+describe("DeepSpeed's estimator", function()
+  -- estimate_zero2_model_states_mem_needs: 4P + 16P/N without offload, 2P
+  -- with the optimizer offloaded. It counts the fp16 gradients whole (2P),
+  -- though stage 2 keeps only their partition (2P/N), and it counts the fp32
+  -- gradient partition the step makes (4P/N) as a model state, where
+  -- vramplan puts it on the optimizer step's timeline: vramplan's resident
+  -- model states are lower by exactly 2P - 2P/N + 4P/N. With the optimizer
+  -- offloaded both keep the 2P of fp16 parameters on the GPU.
+  for _, ref in ipairs(read_json("tests/reference/zero.json")) do
+    if ref.id:match("^ds%-est") then
+      it(ref.id .. ": " .. ref.value_raw .. " (" .. ref.offload .. ")", function()
+        local p, n = ref.params, ref.dp
+        local offload = ref.offload ~= "none"
+        local ds = offload and 2 * p or 4 * p + 16 * p / n
+        assert.is_true(math.abs(ds - ref.value_bytes) / ref.value_bytes < 0.002) -- the formula, as DeepSpeed prints it
+        local r = zero(2, n, "--set", "offload_optimizer=" .. (offload and "cpu" or "none"))
+        local per_param = states(r) / r.model.params
+        local expected_over = offload and 0 or 2 - 2 / n + 4 / n
+        assert.is_true(math.abs(ds / p - per_param - expected_over) < 1e-6,
+          string.format("DeepSpeed %.4f vs vramplan %.4f bytes per parameter", ds / p, per_param))
+      end)
+    end
+  end
+end)
+
+describe("offload", function()
+  it("keeps fp32 master weights, Adam states and gradients of the partition in host memory", function()
+    local r = zero(2, 8, "--set", "offload_optimizer=cpu")
+    local n = r.model.params
+    assert.are.equal(0, r.per_gpu.master_bytes + r.per_gpu.optimizer_bytes)
+    -- 4 (master) + 8 (Adam) + 4 (fp32 gradient partition) bytes per parameter, per rank
+    assert.is_true(math.abs(r.host.cpu_bytes_per_rank - 16 * n / 8) < 16 * 1024)
+    assert.are.equal(r.host.cpu_bytes_per_rank * 8, r.host.cpu_bytes_per_node)
+  end)
+
+  it("moves ZeRO-3 parameter shards to NVMe with offload_params", function()
+    local r = zero(3, 8, "--set", "offload_params=nvme", "--set", "offload_optimizer=nvme")
+    assert.are.equal(0, r.per_gpu.params_bytes)
+    assert.is_true(r.host.nvme_bytes_per_rank > 0)
+  end)
+end)
+
+describe("DDP and FSDP", function()
+  it("gives DDP a bucket as large as the gradients", function()
+    local r = helper.estimate("llama2-7b", "--set", "dp=8", "--set", "seq_len=256")
+    assert.are.equal(r.per_gpu.grads_bytes, r.per_gpu.comm_bytes)
+  end)
+
+  it("keeps FSDP's shards in fp32 under MixedPrecision and gathers layers in bf16", function()
+    local r = helper.estimate("llama2-7b", "--set", "framework=fsdp", "--set", "dp=8", "--set", "seq_len=256")
+    local n = r.model.params
+    assert.is_true(math.abs(r.per_gpu.params_bytes - 4 * n / 8) < 4 * 1024)
+    assert.are.equal(0, r.per_gpu.master_bytes)
+    assert.is_true(math.abs(r.per_gpu.grads_bytes - 4 * n / 8) < 4 * 1024)
+    assert.are.equal("full_shard", r.recipe.fsdp == "none" and "full_shard" or r.recipe.fsdp)
+  end)
+
+  it("needs more memory for SHARD_GRAD_OP than for FULL_SHARD, and less than NO_SHARD", function()
+    local function peak(strategy)
+      return helper.estimate("llama2-7b", "--set", "framework=fsdp", "--set", "fsdp=" .. strategy, "--set", "dp=8",
+        "--set", "seq_len=256").per_gpu.peak_allocated_bytes
+    end
+    local full, grad_op, none = peak("full_shard"), peak("shard_grad_op"), peak("no_shard")
+    assert.is_true(full < grad_op and grad_op < none)
+  end)
+end)
+
+describe("layouts that do not hold together", function()
+  local function fails(...)
+    local _, err, code = helper.run("estimate", "llama2-7b", ...)
+    assert.are.equal(1, code, err)
+    return err
+  end
+  it("names the key at fault", function()
+    assert.truthy(fails("--set", "zero=2", "--set", "dp=8"):find("--set zero=2: zero: ZeRO stages need framework", 1, true))
+    assert.truthy(fails("--set", "fsdp=full_shard"):find("fsdp: a sharding strategy needs framework", 1, true))
+    assert.truthy(fails("--set", "framework=deepspeed", "--set", "zero=2", "--set", "offload_params=cpu")
+      :find("offload_params: parameter offload needs zero = 3", 1, true))
+    assert.truthy(fails("--set", "framework=deepspeed", "--set", "zero=2", "--set", "offload_optimizer=nvme")
+      :find("offload_optimizer: NVMe offload needs zero = 3", 1, true))
+    assert.truthy(fails("--set", "framework=deepspeed", "--set", "precision=amp-bf16")
+      :find("precision: DeepSpeed runs its own mixed precision", 1, true))
+    assert.truthy(fails("--set", "framework=fsdp", "--set", "fsdp=hybrid_shard", "--set", "dp=8",
+      "--set", "fsdp_shard_size=3"):find("fsdp_shard_size: HYBRID_SHARD needs a shard group that divides dp", 1, true))
+    assert.truthy(fails("--set", "zero=4"):find("zero: must be between 0 and 3", 1, true))
+  end)
+end)
