@@ -34,7 +34,7 @@ void vp_layout_create_leaves(vp_step *step, const vp_op *ops, unsigned n, vp_t *
     for (unsigned i = 0; i < n; i++) {
         const vp_op *op = &ops[i];
         vp_leaf_spec specs[VP_OP_MAX_LEAVES];
-        unsigned k = op->kind->leaves ? op->kind->leaves(op, specs) : 0;
+        unsigned k = op->kind->leaves ? op->kind->leaves(op, step->tp, specs) : 0;
         for (unsigned j = 0; j < k; j++) {
             if (!specs[j].numel) continue;
             vp_t leaf;

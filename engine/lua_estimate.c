@@ -96,7 +96,7 @@ static int l_estimate(lua_State *L) {
         case VP_STEP_NOMEM: return luaL_error(L, "not enough memory to evaluate the step");
         case VP_STEP_UNSUPPORTED:
             return luaL_error(L, "grads_set_to_none: false is not modelled with master weights or sharded gradients");
-        case VP_STEP_LAYOUT: return luaL_error(L, "%s", vp_step_layout_problem(&recipe));
+        case VP_STEP_LAYOUT: return luaL_error(L, "%s", vp_step_layout_problem(model, &recipe));
         default: return luaL_error(L, "internal error: the step did not return to its resident state (%s)", model->name);
         }
     }

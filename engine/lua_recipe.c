@@ -95,6 +95,11 @@ static void parse_prefetch_bucket(lua_State *L, vp_recipe *r, const char *k) { r
 static void parse_overlap(lua_State *L, vp_recipe *r, const char *k) { r->overlap_comm = read_bool(L, k); }
 static void parse_bucket_view(lua_State *L, vp_recipe *r, const char *k) { r->ddp_bucket_view = read_bool(L, k); }
 static void parse_bucket_mb(lua_State *L, vp_recipe *r, const char *k) { r->ddp_bucket_mb = read_number(L, k, 0.001, 1e6); }
+static void parse_tp(lua_State *L, vp_recipe *r, const char *k) { r->tp = (unsigned)read_int(L, k, 1, 1 << 16); }
+static void parse_sp(lua_State *L, vp_recipe *r, const char *k) { r->sequence_parallel = read_bool(L, k); }
+static void parse_distopt(lua_State *L, vp_recipe *r, const char *k) { r->distributed_optimizer = read_bool(L, k); }
+static void parse_fp32_grads(lua_State *L, vp_recipe *r, const char *k) { r->grads_in_fp32 = read_bool(L, k); }
+
 static void parse_gpus_per_node(lua_State *L, vp_recipe *r, const char *k) { r->gpus_per_node = (unsigned)read_int(L, k, 1, 1024); }
 
 static void parse_optimizer(lua_State *L, vp_recipe *r, const char *k) {
@@ -109,12 +114,17 @@ static void parse_optimizer(lua_State *L, vp_recipe *r, const char *k) {
 static void parse_checkpointing(lua_State *L, vp_recipe *r, const char *k) {
     const char *s = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : "";
     char *end = NULL;
+    r->selective = false;
     if (strcmp(s, "none") == 0) r->checkpoint_every = 0;
     else if (strcmp(s, "full") == 0) r->checkpoint_every = 1;
+    else if (strcmp(s, "selective") == 0) {
+        r->checkpoint_every = 0;
+        r->selective = true;
+    }
     else if (strncmp(s, "every-", 6) == 0 && (r->checkpoint_every = (unsigned)strtoul(s + 6, &end, 10), end && !*end) &&
              r->checkpoint_every >= 1 && r->checkpoint_every <= 100000 && s[6] >= '1' && s[6] <= '9')
         ;
-    else recipe_error(L, "%s: must be none, full or every-K for a whole K >= 1 (got %s)", k, luaL_tolstring(L, -1, NULL));
+    else recipe_error(L, "%s: must be none, full, selective or every-K for a whole K >= 1 (got %s)", k, luaL_tolstring(L, -1, NULL));
 }
 
 typedef struct {
@@ -130,7 +140,7 @@ static const recipe_key keys[] = {
     {"weight_decay", parse_decay, "weight decay; by default the optimizer's own (AdamW 0.01, others 0)"},
     {"micro_batch", parse_batch, "sequences per micro-batch"},
     {"seq_len", parse_seq, "tokens per sequence"},
-    {"checkpointing", parse_checkpointing, "none | full | every-K (keep the input of every K-layer chunk)"},
+    {"checkpointing", parse_checkpointing, "none | full | selective (the attention core, Korthikanti et al.) | every-K (keep the input of every K-layer chunk)"},
     {"attention", parse_attention, "eager | sdpa | flash | sdpa-mem-efficient"},
     {"framework", parse_framework, "torch (a plain PyTorch training loop)"},
     {"torch_version", parse_torch, "2.x | 1.13: autograd and optimizer behaviour that differs between them"},
@@ -150,6 +160,10 @@ static const recipe_key keys[] = {
     {"overlap_comm", parse_overlap, "DeepSpeed overlap_comm: two reduce buckets [on for stage 3 only]"},
     {"ddp_bucket_view", parse_bucket_view, "DDP gradient_as_bucket_view [false]"},
     {"ddp_bucket_mb", parse_bucket_mb, "DDP bucket_cap_mb [25]"},
+    {"tp", parse_tp, "tensor-parallel ranks (framework megatron)"},
+    {"sequence_parallel", parse_sp, "Megatron sequence parallelism: norms, dropouts and the residual stream split along the sequence"},
+    {"distributed_optimizer", parse_distopt, "Megatron's distributed optimizer: master weights and states sharded over dp"},
+    {"accumulate_allreduce_grads_in_fp32", parse_fp32_grads, "Megatron's fp32 main_grad buffers [true]"},
     {"gpus_per_node", parse_gpus_per_node, "GPUs per node, for host memory per node [min(dp, 8)]"},
     {"fragmentation", parse_fragmentation, "caching-allocator reservation beyond whole segments, as a fraction of the allocated peak"},
     {"cuda_context_mib", parse_context, "memory of the CUDA context and its loaded kernels, in MiB"},
@@ -180,7 +194,7 @@ void vp_lua_read_recipe(lua_State *L, int index, vp_recipe *recipe) {
 }
 
 void vp_lua_check_recipe(lua_State *L, const vp_recipe *recipe) {
-    const char *problem = vp_step_layout_problem(recipe);
+    const char *problem = vp_step_layout_problem(NULL, recipe);
     if (problem) recipe_error(L, "%s", problem);
     if (recipe->precision >= VP_PREC_MIXED_BF16 && !recipe->grads_set_to_none)
         recipe_error(L, "grads_set_to_none: false is not modelled with mixed-* precision (the master-weight step frees the 16-bit gradients)");
@@ -205,7 +219,8 @@ void vp_lua_push_recipe(lua_State *L, const vp_recipe *given) {
     lua_setfield(L, -2, "micro_batch");
     lua_pushinteger(L, (lua_Integer)r->seq_len);
     lua_setfield(L, -2, "seq_len");
-    if (r->checkpoint_every == 0) lua_pushliteral(L, "none");
+    if (r->selective) lua_pushliteral(L, "selective");
+    else if (r->checkpoint_every == 0) lua_pushliteral(L, "none");
     else if (r->checkpoint_every == 1) lua_pushliteral(L, "full");
     else lua_pushfstring(L, "every-%d", (int)r->checkpoint_every);
     lua_setfield(L, -2, "checkpointing");
@@ -245,6 +260,14 @@ void vp_lua_push_recipe(lua_State *L, const vp_recipe *given) {
     lua_setfield(L, -2, "overlap_comm");
     lua_pushboolean(L, r->ddp_bucket_view);
     lua_setfield(L, -2, "ddp_bucket_view");
+    lua_pushinteger(L, r->tp);
+    lua_setfield(L, -2, "tp");
+    lua_pushboolean(L, r->sequence_parallel);
+    lua_setfield(L, -2, "sequence_parallel");
+    lua_pushboolean(L, r->distributed_optimizer);
+    lua_setfield(L, -2, "distributed_optimizer");
+    lua_pushboolean(L, r->grads_in_fp32);
+    lua_setfield(L, -2, "accumulate_allreduce_grads_in_fp32");
     lua_pushinteger(L, r->gpus_per_node ? r->gpus_per_node : (r->dp < 8 ? r->dp : 8));
     lua_setfield(L, -2, "gpus_per_node");
 }

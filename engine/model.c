@@ -33,7 +33,7 @@ int vp_field_index(const vp_op_kind *kind, const char *name) {
 
 static unsigned leaf_count(const vp_op *op) {
     vp_leaf_spec specs[VP_OP_MAX_LEAVES];
-    return op->kind->leaves ? op->kind->leaves(op, specs) : 0;
+    return op->kind->leaves ? op->kind->leaves(op, 1, specs) : 0;
 }
 
 /* Slots are numbered depth-first: an op's own leaves, then its children's. */
@@ -71,7 +71,7 @@ static uint64_t count_ops(const vp_op *ops, unsigned n, bool trainable_only) {
     uint64_t total = 0;
     for (unsigned i = 0; i < n; i++) {
         vp_leaf_spec specs[VP_OP_MAX_LEAVES];
-        unsigned k = ops[i].kind->leaves ? ops[i].kind->leaves(&ops[i], specs) : 0;
+        unsigned k = ops[i].kind->leaves ? ops[i].kind->leaves(&ops[i], 1, specs) : 0;
         for (unsigned j = 0; j < k; j++)
             if (!specs[j].buffer && (specs[j].trainable || !trainable_only)) total += specs[j].numel;
         total += count_ops(ops[i].children, ops[i].n_children, trainable_only);
@@ -100,4 +100,21 @@ static const vp_op *find_in(const vp_op *ops, unsigned n, const vp_op_kind *kind
 
 const vp_op *vp_section_find(const vp_section *section, const vp_op_kind *kind) {
     return find_in(section->ops, section->n_ops, kind);
+}
+
+static const char *check_ops_tp(const vp_op *ops, unsigned n, unsigned tp) {
+    for (unsigned i = 0; i < n; i++) {
+        const char *problem = ops[i].kind->check_tp ? ops[i].kind->check_tp(&ops[i], tp) : NULL;
+        if (!problem) problem = check_ops_tp(ops[i].children, ops[i].n_children, tp);
+        if (problem) return problem;
+    }
+    return NULL;
+}
+
+const char *vp_model_check_tp(const vp_model *model, unsigned tp) {
+    for (int s = 0; s < VP_SECTION_COUNT; s++) {
+        const char *problem = check_ops_tp(model->section[s].ops, model->section[s].n_ops, tp);
+        if (problem) return problem;
+    }
+    return NULL;
 }

@@ -46,8 +46,11 @@ typedef struct vp_op_kind {
     bool container;              /* holds child ops (a residual branch) */
     /* Cross-field checks; returns a message naming the field, or NULL. */
     const char *(*check)(const struct vp_op *op);
-    /* The op's own parameters and buffers. */
-    unsigned (*leaves)(const struct vp_op *op, vp_leaf_spec *out);
+    /* Checks the op can be split over `tp` tensor-parallel ranks. */
+    const char *(*check_tp)(const struct vp_op *op, unsigned tp);
+    /* The op's own parameters and buffers, as one of `tp` tensor-parallel
+     * ranks holds them (tp = 1: the whole model). */
+    unsigned (*leaves)(const struct vp_op *op, unsigned tp, vp_leaf_spec *out);
     /* Forward tensors the model creates once per step for ops of this kind
      * (rotary tables, causal masks), before the first layer runs. */
     void (*prepare)(struct vp_step *step, const struct vp_op *op);
@@ -93,8 +96,13 @@ static inline bool vp_op_flag(const vp_op *op, unsigned field) { return op->valu
 const char *vp_model_finish(vp_model *model);
 void vp_model_free(vp_model *model);
 
-/* Parameter counts, as `sum(p.numel() for p in model.parameters())`. */
+/* Parameter counts, as `sum(p.numel() for p in model.parameters())` of the
+ * whole model (no tensor-parallel split, no vocabulary padding). */
 uint64_t vp_model_params(const vp_model *model, bool trainable_only);
+
+/* The first op (children included) that cannot be split over tp ranks:
+ * its message, or NULL. */
+const char *vp_model_check_tp(const vp_model *model, unsigned tp);
 
 /* The first op of a kind anywhere in a section (children included). */
 const vp_op *vp_section_find(const vp_section *section, const vp_op_kind *kind);

@@ -1,6 +1,7 @@
 /* op_attention.c — multi-head attention with GQA/MQA, rotary embeddings and
  * the kernels a recipe picks: eager (HF's eager_attention_forward), PyTorch
  * SDPA (flash or memory-efficient backend) and FlashAttention-2. */
+#include "checkpoint.h"
 #include "ops.h"
 
 enum {
@@ -58,6 +59,23 @@ static shape shape_of(const vp_op *op) {
     return s;
 }
 
+/* One tensor-parallel rank's heads (Megatron's ColumnParallelLinear for
+ * q/k/v): heads / tp query heads; key/value groups split the same way, or
+ * one group per rank, replicated, when there are fewer groups than ranks. */
+static shape local_shape(const vp_op *op, unsigned tp) {
+    shape s = shape_of(op);
+    s.heads /= tp;
+    s.kv_heads = s.kv_heads >= tp ? s.kv_heads / tp : 1;
+    return s;
+}
+
+static const char *attention_check_tp(const vp_op *op, unsigned tp) {
+    shape s = shape_of(op);
+    if (s.heads % tp) return "tp: must divide the attention heads";
+    if (s.kv_heads % tp && tp % s.kv_heads) return "tp: the key/value heads and tp must divide one another";
+    return NULL;
+}
+
 static const char *attention_check(const vp_op *op) {
     shape s = shape_of(op);
     if (!vp_op_u64(op, ATT_HEAD_DIM) && s.hidden % s.heads) return "heads must divide hidden (or give head_dim)";
@@ -71,8 +89,8 @@ static const char *attention_check(const vp_op *op) {
 
 enum { Q_W, Q_B, K_W, K_B, V_W, V_B, O_W, O_B, MASK_BUFFER, ATT_SLOTS };
 
-static unsigned attention_leaves(const vp_op *op, vp_leaf_spec *out) {
-    shape s = shape_of(op);
+static unsigned attention_leaves(const vp_op *op, unsigned tp, vp_leaf_spec *out) {
+    shape s = local_shape(op, tp);
     uint64_t q = s.heads * s.head_dim, kv = s.kv_heads * s.head_dim;
     bool qkv_bias = vp_op_flag(op, ATT_QKV_BIAS), fused = vp_op_flag(op, ATT_FUSED_QKV);
     for (unsigned i = 0; i < ATT_SLOTS; i++) out[i] = (vp_leaf_spec){0, VP_DTYPE_NONE, true, false, "attention"};
@@ -87,7 +105,7 @@ static unsigned attention_leaves(const vp_op *op, vp_leaf_spec *out) {
         out[V_W] = (vp_leaf_spec){s.hidden * kv, VP_DTYPE_NONE, true, false, "v_proj.weight"};
         out[V_B] = (vp_leaf_spec){qkv_bias ? kv : 0, VP_DTYPE_NONE, true, false, "v_proj.bias"};
     }
-    out[O_W] = (vp_leaf_spec){q * s.hidden, VP_DTYPE_NONE, true, false, "o_proj.weight"};
+    out[O_W] = (vp_leaf_spec){q * s.hidden, VP_DTYPE_NONE, true, false, "o_proj.weight"}; /* row-parallel */
     out[O_B] = (vp_leaf_spec){vp_op_flag(op, ATT_OUT_BIAS) ? s.hidden : 0, VP_DTYPE_NONE, true, false, "o_proj.bias"};
     if (vp_op_u64(op, ATT_MASK) == MASK_BOOL_BUFFER) {
         /* GPT2Attention registers torch.tril(ones(n, n, dtype=bool)) per layer */
@@ -169,29 +187,19 @@ typedef struct {
     vp_t q, k, v;
 } qkv;
 
-/* HF's eager_attention_forward (LLaMA) and GPT-2's eager path. Returns the
- * [b*s, heads*d] input of the output projection. */
-static vp_t eager(vp_step *step, const vp_op *op, const vp_t *leaves, const qkv *in, shape s) {
+/* Scores to probabilities: scale, causal mask and softmax as the model's
+ * code does them (HF: separate ops, LLaMA's softmax upcast to fp32 and cast
+ * back; Megatron: FusedScaleMaskSoftmax, one kernel that keeps its 16-bit
+ * output). Takes over the reference to scores; returns a new one. */
+static vp_t normalize(vp_step *step, const vp_op *op, const vp_t *leaves, vp_t scores, const qkv *in) {
     vp_sim *sim = &step->sim;
-    uint64_t b = step->batch, n = step->seq;
-    unsigned rep = (unsigned)(s.heads / s.kv_heads);
-    uint64_t scores_numel = vp_numel4(sim, b, s.heads, n, n);
-
-    /* key_states = repeat_kv(key, n_rep): expand + reshape, a contiguous copy */
-    vp_t k = rep > 1 ? vp_repeat(sim, in->k, rep, "attention.repeat_kv") : (vp_hold(sim, in->k), in->k);
-    vp_t v = rep > 1 ? vp_repeat(sim, in->v, rep, "attention.repeat_kv") : (vp_hold(sim, in->v), in->v);
-    bool k_contiguous = rep > 1, v_contiguous = rep > 1;
-
-    /* attn_weights = torch.matmul(query, key.transpose(2, 3)) */
-    vp_t qa = vp_autocast_low(step, in->q, "attention.q_cast");
-    vp_t ka = vp_autocast_low(step, k, "attention.k_cast");
-    vp_t qm = batched_operand(step, qa, false, "attention.q_reshape");
-    vp_t km = batched_operand(step, ka, k_contiguous, "attention.k_reshape");
-    vp_drop(sim, qa);
-    vp_drop(sim, ka);
-    vp_t scores = vp_matmul(sim, qm, km, scores_numel, "attention.scores");
-    vp_drop(sim, qm);
-    vp_drop(sim, km);
+    vp_t probs;
+    if (step->recipe->framework == VP_FRAMEWORK_MEGATRON) {
+        probs = vp_unary(sim, scores, VP_SAVES_OUTPUT, 0, (vp_dtype)vp_at(sim, scores)->dtype, "attention.softmax");
+        vp_drop(sim, scores);
+        return probs;
+    }
+    uint64_t scores_numel = vp_at(sim, scores)->numel;
     /* * scaling (LLaMA) or / torch.full([], sqrt(d)) (GPT-2) */
     vp_t scaled = vp_scale(sim, scores, "attention.scale");
     vp_drop(sim, scores);
@@ -205,7 +213,6 @@ static vp_t eager(vp_step *step, const vp_op *op, const vp_t *leaves, const qkv 
     }
     vp_drop(sim, scaled);
 
-    vp_t probs;
     if (vp_op_flag(op, ATT_UPCAST_SOFTMAX)) {
         /* softmax(x, dim=-1, dtype=torch.float32).to(query.dtype): with a dtype
          * argument autocast leaves it alone; ATen converts the input first,
@@ -232,6 +239,34 @@ static vp_t eager(vp_step *step, const vp_op *op, const vp_t *leaves, const qkv 
         vp_drop(sim, p);
     }
     vp_drop(sim, masked);
+
+    return probs;
+}
+
+/* HF's eager_attention_forward (LLaMA) and GPT-2's eager path. Returns the
+ * [b*s, heads*d] input of the output projection. */
+static vp_t eager(vp_step *step, const vp_op *op, const vp_t *leaves, const qkv *in, shape s) {
+    vp_sim *sim = &step->sim;
+    uint64_t b = step->batch, n = step->seq;
+    unsigned rep = (unsigned)(s.heads / s.kv_heads);
+    uint64_t scores_numel = vp_numel4(sim, b, s.heads, n, n);
+
+    /* key_states = repeat_kv(key, n_rep): expand + reshape, a contiguous copy */
+    vp_t k = rep > 1 ? vp_repeat(sim, in->k, rep, "attention.repeat_kv") : (vp_hold(sim, in->k), in->k);
+    vp_t v = rep > 1 ? vp_repeat(sim, in->v, rep, "attention.repeat_kv") : (vp_hold(sim, in->v), in->v);
+    bool k_contiguous = rep > 1, v_contiguous = rep > 1;
+
+    /* attn_weights = torch.matmul(query, key.transpose(2, 3)) */
+    vp_t qa = vp_autocast_low(step, in->q, "attention.q_cast");
+    vp_t ka = vp_autocast_low(step, k, "attention.k_cast");
+    vp_t qm = batched_operand(step, qa, false, "attention.q_reshape");
+    vp_t km = batched_operand(step, ka, k_contiguous, "attention.k_reshape");
+    vp_drop(sim, qa);
+    vp_drop(sim, ka);
+    vp_t scores = vp_matmul(sim, qm, km, scores_numel, "attention.scores");
+    vp_drop(sim, qm);
+    vp_drop(sim, km);
+    vp_t probs = normalize(step, op, leaves, scores, in);
 
     vp_t dropped = vp_train_dropout(step, probs, op->value[ATT_DROPOUT], "attention.dropout");
     vp_drop(sim, probs);
@@ -351,14 +386,29 @@ static vp_t fused_kernel(vp_step *step, const qkv *in, shape s, kernel which) {
     return out;
 }
 
+/* The attention core as a checkpointed function (Megatron's selective
+ * recompute, Korthikanti et al. 2022, section 4.1): q, k, v in, the merged
+ * heads out. */
+typedef struct {
+    const vp_op *op;
+    const vp_t *leaves;
+    shape s;
+} core_call;
+
+static vp_t recompute_core(vp_step *step, void *ctx, const vp_t *inputs) {
+    const core_call *c = ctx;
+    qkv in = {inputs[0], inputs[1], inputs[2]};
+    return eager(step, c->op, c->leaves, &in, c->s);
+}
+
 static vp_t attention_forward(vp_step *step, const vp_op *op, const vp_t *leaves, vp_t x) {
     vp_sim *sim = &step->sim;
-    shape s = shape_of(op);
+    shape s = local_shape(op, step->tp);
     uint64_t q_out = s.heads * s.head_dim, kv_out = s.kv_heads * s.head_dim;
     qkv in = {0};
     if (vp_op_flag(op, ATT_FUSED_QKV)) {
         /* self.c_attn(hidden_states).split(split_size, dim=2) */
-        vp_t fused = vp_project(step, x, leaves[Q_W], leaves[Q_B], q_out + 2 * kv_out, "attention.c_attn");
+        vp_t fused = vp_project_column(step, x, leaves[Q_W], leaves[Q_B], q_out + 2 * kv_out, "attention.c_attn");
         vp_t parts[3];
         vp_split(sim, fused, 3, parts, "attention.split");
         vp_drop(sim, fused);
@@ -366,9 +416,9 @@ static vp_t attention_forward(vp_step *step, const vp_op *op, const vp_t *leaves
         in.k = parts[1];
         in.v = parts[2];
     } else {
-        in.q = vp_project(step, x, leaves[Q_W], leaves[Q_B], q_out, "attention.q_proj");
-        in.k = vp_project(step, x, leaves[K_W], leaves[K_B], kv_out, "attention.k_proj");
-        in.v = vp_project(step, x, leaves[V_W], leaves[V_B], kv_out, "attention.v_proj");
+        in.q = vp_project_column(step, x, leaves[Q_W], leaves[Q_B], q_out, "attention.q_proj");
+        in.k = vp_project_column(step, x, leaves[K_W], leaves[K_B], kv_out, "attention.k_proj");
+        in.v = vp_project_column(step, x, leaves[V_W], leaves[V_B], kv_out, "attention.v_proj");
     }
     if (vp_op_flag(op, ATT_ROTARY)) {
         vp_t q = rotate(step, in.q, "attention.rotary_q");
@@ -380,12 +430,19 @@ static vp_t attention_forward(vp_step *step, const vp_op *op, const vp_t *leaves
     }
     kernel which = kernel_for(step);
     vp_t context;
-    if (which == KERNEL_EAGER) {
+    if (which == KERNEL_EAGER && step->recipe->selective) {
+        core_call *c = vp_step_scratch(step, sizeof *c);
+        if (!c) return 0;
+        *c = (core_call){op, leaves, s};
+        vp_t inputs[3] = {in.q, in.k, in.v};
+        vp_t kept[1] = {step->causal_mask};
+        context = vp_checkpoint(step, recompute_core, c, inputs, 3, kept, 1);
+    } else if (which == KERNEL_EAGER) {
         context = eager(step, op, leaves, &in, s);
     } else {
         context = fused_kernel(step, &in, s, which);
     }
-    vp_t out = vp_project(step, context, leaves[O_W], leaves[O_B], s.hidden, "attention.o_proj");
+    vp_t out = vp_project_row(step, context, leaves[O_W], leaves[O_B], s.hidden, "attention.o_proj");
     vp_drop(sim, context);
     vp_t dropped = vp_train_dropout(step, out, op->value[ATT_RESID_DROPOUT], "attention.resid_dropout");
     vp_drop(sim, out);
@@ -402,6 +459,7 @@ const vp_op_kind vp_op_attention = {
     .fields = attention_fields,
     .n_fields = ATT_FIELDS,
     .check = attention_check,
+    .check_tp = attention_check_tp,
     .leaves = attention_leaves,
     .prepare = attention_prepare,
     .forward = attention_forward,

@@ -1,16 +1,47 @@
 /* op_basic.c — dropout, the residual branch, projections and op chaining. */
 #include "ops.h"
 
-vp_t vp_project(vp_step *step, vp_t x, vp_t weight, vp_t bias, uint64_t out_features, const char *label) {
+static vp_t project(vp_step *step, vp_t x, vp_t weight, vp_t bias, uint64_t out_features, bool gather,
+                    const char *label) {
     vp_sim *sim = &step->sim;
     vp_t xa = vp_autocast_low(step, x, label);
     vp_t wa = vp_autocast_low(step, weight, label);
     vp_t ba = bias ? vp_autocast_low(step, bias, label) : 0;
-    vp_t y = vp_linear(sim, xa, wa, ba, step->tokens, out_features, label);
+    uint64_t in = vp_at(sim, weight)->numel / out_features;
+    uint64_t rows = vp_at(sim, x)->numel / (in ? in : 1);
+    vp_t y = gather ? vp_gathered_linear(sim, xa, wa, ba, step->tokens, out_features, step->tp, label)
+                    : vp_linear(sim, xa, wa, ba, rows, out_features, label);
     vp_drop(sim, xa);
     vp_drop(sim, wa);
     vp_drop(sim, ba);
     return y;
+}
+
+vp_t vp_project(vp_step *step, vp_t x, vp_t weight, vp_t bias, uint64_t out_features, const char *label) {
+    return project(step, x, weight, bias, out_features, false, label);
+}
+
+vp_t vp_project_column(vp_step *step, vp_t x, vp_t weight, vp_t bias, uint64_t out_local, const char *label) {
+    return project(step, x, weight, bias, out_local, step->sp, label);
+}
+
+vp_t vp_project_row(vp_step *step, vp_t x, vp_t weight, vp_t bias, uint64_t out_features, const char *label) {
+    vp_t y = project(step, x, weight, bias, out_features, false, label);
+    if (!step->sp) return y; /* the all-reduce sums in place */
+    vp_t shard = vp_scatter(&step->sim, y, step->tp, "reduce_scatter");
+    vp_drop(&step->sim, y);
+    return shard;
+}
+
+uint64_t vp_split_tp(const vp_step *step, uint64_t n) { return n / step->tp; }
+
+/* Megatron-LM pads the vocabulary to a multiple of 128 x tp
+ * (--make-vocab-size-divisible-by 128, _vocab_size_with_padding) so that
+ * each tensor-parallel rank holds an equal slice. */
+uint64_t vp_padded_vocab(uint64_t vocab, unsigned tp) {
+    if (tp <= 1) return vocab;
+    uint64_t m = 128u * tp;
+    return (vocab + m - 1) / m * m;
 }
 
 vp_t vp_run_ops(vp_step *step, const vp_op *ops, unsigned n, const vp_t *leaves, vp_t x) {

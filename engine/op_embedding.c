@@ -12,18 +12,32 @@ static const vp_field token_fields[TOKEN_FIELDS] = {
     [TOKEN_HIDDEN] = {"hidden", VP_FIELD_INT, true, 0, 1, 1 << 20, NULL, "embedding width"},
 };
 
-static unsigned token_leaves(const vp_op *op, vp_leaf_spec *out) {
-    out[0] = (vp_leaf_spec){vp_op_u64(op, TOKEN_VOCAB) * vp_op_u64(op, TOKEN_HIDDEN), VP_DTYPE_NONE, true, false,
-                            "embed_tokens.weight"};
+/* Megatron's VocabParallelEmbedding: each tensor-parallel rank holds a
+ * slice of the padded vocabulary. */
+static unsigned token_leaves(const vp_op *op, unsigned tp, vp_leaf_spec *out) {
+    uint64_t rows = vp_padded_vocab(vp_op_u64(op, TOKEN_VOCAB), tp) / tp;
+    out[0] = (vp_leaf_spec){rows * vp_op_u64(op, TOKEN_HIDDEN), VP_DTYPE_NONE, true, false, "embed_tokens.weight"};
     return 1;
 }
 
 /* x is the batch's input ids. The embedding runs in the parameters' dtype:
- * it is on no autocast list. */
+ * it is on no autocast list. Split over tensor-parallel ranks, the ids
+ * outside the rank's slice are masked (a bool mask, and shifted ids that
+ * the lookup keeps for backward) and the partial embeddings all-reduced in
+ * place (VocabParallelEmbedding.forward). */
 static vp_t token_forward(vp_step *step, const vp_op *op, const vp_t *leaves, vp_t x) {
+    vp_sim *sim = &step->sim;
     step->tied_weight = leaves[0];
-    return vp_embedding(&step->sim, x, leaves[0], step->tokens, vp_op_u64(op, TOKEN_HIDDEN),
-                        step->recipe->device, "embed_tokens");
+    if (step->tp == 1)
+        return vp_embedding(sim, x, leaves[0], step->tokens, vp_op_u64(op, TOKEN_HIDDEN), step->recipe->device,
+                            "embed_tokens");
+    vp_t mask = vp_new(sim, step->tokens, VP_BOOL, "embed_tokens.mask");
+    vp_t shifted = vp_new(sim, step->tokens, VP_INT64, "embed_tokens.masked_input");
+    vp_t y = vp_embedding(sim, shifted, leaves[0], step->tokens, vp_op_u64(op, TOKEN_HIDDEN), step->recipe->device,
+                          "embed_tokens");
+    vp_drop(sim, shifted);
+    vp_drop(sim, mask);
+    return y;
 }
 
 const vp_op_kind vp_op_token_embedding = {
@@ -44,7 +58,8 @@ static const vp_field position_fields[POSITION_FIELDS] = {
     [POSITION_HIDDEN] = {"hidden", VP_FIELD_INT, true, 0, 1, 1 << 20, NULL, "embedding width"},
 };
 
-static unsigned position_leaves(const vp_op *op, vp_leaf_spec *out) {
+static unsigned position_leaves(const vp_op *op, unsigned tp, vp_leaf_spec *out) {
+    (void)tp; /* replicated */
     out[0] = (vp_leaf_spec){vp_op_u64(op, POSITION_POSITIONS) * vp_op_u64(op, POSITION_HIDDEN), VP_DTYPE_NONE,
                             true, false, "wpe.weight"};
     return 1;
@@ -85,7 +100,8 @@ static const char *rotary_check(const vp_op *op) {
 }
 
 /* inv_freq is a non-persistent fp32 buffer of head_dim/2 entries. */
-static unsigned rotary_leaves(const vp_op *op, vp_leaf_spec *out) {
+static unsigned rotary_leaves(const vp_op *op, unsigned tp, vp_leaf_spec *out) {
+    (void)tp;
     out[0] = (vp_leaf_spec){vp_op_u64(op, ROTARY_HEAD_DIM) / 2, VP_FP32, false, true, "rotary_emb.inv_freq"};
     return 1;
 }

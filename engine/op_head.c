@@ -14,8 +14,9 @@ static const vp_field head_fields[HEAD_FIELDS] = {
 
 enum { HEAD_W, HEAD_B, HEAD_SLOTS };
 
-static unsigned head_leaves(const vp_op *op, vp_leaf_spec *out) {
-    uint64_t v = vp_op_u64(op, HEAD_VOCAB), h = vp_op_u64(op, HEAD_HIDDEN);
+/* Column-parallel over the padded vocabulary (Megatron's output layer). */
+static unsigned head_leaves(const vp_op *op, unsigned tp, vp_leaf_spec *out) {
+    uint64_t v = vp_padded_vocab(vp_op_u64(op, HEAD_VOCAB), tp) / tp, h = vp_op_u64(op, HEAD_HIDDEN);
     out[HEAD_W] = (vp_leaf_spec){vp_op_flag(op, HEAD_TIED) ? 0 : v * h, VP_DTYPE_NONE, true, false, "lm_head.weight"};
     out[HEAD_B] = (vp_leaf_spec){vp_op_flag(op, HEAD_BIAS) ? v : 0, VP_DTYPE_NONE, true, false, "lm_head.bias"};
     return HEAD_SLOTS;
@@ -25,7 +26,8 @@ static unsigned head_leaves(const vp_op *op, vp_leaf_spec *out) {
  * them (CausalLMOutputWithPast.logits). */
 static vp_t head_forward(vp_step *step, const vp_op *op, const vp_t *leaves, vp_t x) {
     vp_t weight = vp_op_flag(op, HEAD_TIED) ? step->tied_weight : leaves[HEAD_W];
-    vp_t logits = vp_project(step, x, weight, leaves[HEAD_B], vp_op_u64(op, HEAD_VOCAB), "lm_head");
+    uint64_t vocab = vp_padded_vocab(vp_op_u64(op, HEAD_VOCAB), step->tp) / step->tp;
+    vp_t logits = vp_project_column(step, x, weight, leaves[HEAD_B], vocab, "lm_head");
     vp_hold(&step->sim, logits);
     step->logits = logits;
     return logits;
@@ -56,9 +58,48 @@ static const vp_field ce_fields[CE_FIELDS] = {
  * cross_entropy is log_softmax (keeps its fp32 output) then nll_loss (keeps
  * that output again and the targets). The fp32 copy of the logits is a local
  * of the loss function: freed when it returns. */
+/* Backward of Megatron's _VocabParallelCrossEntropy: the saved softmax is
+ * turned into the gradient in place (grad_input = softmax; ... mul_). */
+static void backward_vocab_parallel(vp_sim *sim, uint32_t index) {
+    vp_node *node = vp_node_at(sim, index);
+    vp_t softmax = node->saved[0];
+    vp_hold(sim, softmax);
+    vp_give_grad(sim, node, 0, softmax);
+}
+
+/* megatron/core/tensor_parallel/cross_entropy.py, on this rank's slice of
+ * the vocabulary: logits minus their max (a new tensor), exp and the
+ * division in place, the softmax kept with the target mask and shifted
+ * targets. The logits arrive as .float() of the 16-bit output
+ * (fp16_lm_cross_entropy off, Megatron-LM's default). */
+static vp_t vocab_parallel_ce(vp_step *step, vp_t logits) {
+    vp_sim *sim = &step->sim;
+    vp_t logits32 = vp_to(sim, logits, VP_FP32, "loss.logits_float");
+    uint64_t n = vp_at(sim, logits32)->numel;
+    vp_t shifted = vp_new(sim, n, VP_FP32, "loss.softmax");
+    vp_t mask = vp_new(sim, step->tokens, VP_BOOL, "loss.target_mask");
+    vp_t target = vp_new(sim, step->tokens, VP_INT64, "loss.masked_target");
+    vp_t loss = vp_new(sim, step->tokens, VP_FP32, "loss.per_token");
+    vp_node *node = vp_record(sim, backward_vocab_parallel, "loss.vocab_parallel", &logits32, 1, &loss, 1);
+    if (node) {
+        vp_save(sim, node, shifted);
+        vp_save(sim, node, mask);
+        vp_save(sim, node, target);
+    }
+    vp_drop(sim, shifted);
+    vp_drop(sim, mask);
+    vp_drop(sim, target);
+    vp_drop(sim, logits32);
+    /* the mean over tokens: a scalar whose backward expands to per-token */
+    vp_t mean = vp_reduce(sim, loss, 1, "loss.mean");
+    vp_drop(sim, loss);
+    return mean;
+}
+
 static vp_t ce_forward(vp_step *step, const vp_op *op, const vp_t *leaves, vp_t x) {
     (void)leaves;
     vp_sim *sim = &step->sim;
+    if (step->tp > 1) return vocab_parallel_ce(step, x);
     vp_t logits32 = vp_op_flag(op, CE_UPCAST) ? vp_to(sim, x, VP_FP32, "loss.logits_float")
                                                : (vp_hold(sim, x), x);
     vp_t padded = vp_new(sim, vp_numel(sim, step->batch, step->seq + 1), VP_INT64, "loss.labels_pad");

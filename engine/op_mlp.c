@@ -21,8 +21,10 @@ static const vp_field mlp_fields[MLP_FIELDS] = {
 
 enum { UP_W, UP_B, GATE_W, GATE_B, DOWN_W, DOWN_B, MLP_SLOTS };
 
-static unsigned mlp_leaves(const vp_op *op, vp_leaf_spec *out) {
-    uint64_t h = vp_op_u64(op, MLP_HIDDEN), f = vp_op_u64(op, MLP_INTERMEDIATE);
+/* Megatron's split: up and gate column-parallel (f / tp outputs each), down
+ * row-parallel (f / tp inputs), the down bias whole. */
+static unsigned mlp_leaves(const vp_op *op, unsigned tp, vp_leaf_spec *out) {
+    uint64_t h = vp_op_u64(op, MLP_HIDDEN), f = vp_op_u64(op, MLP_INTERMEDIATE) / tp;
     bool bias = vp_op_flag(op, MLP_BIAS), gated = vp_op_flag(op, MLP_GATED);
     out[UP_W] = (vp_leaf_spec){h * f, VP_DTYPE_NONE, true, false, "mlp.up_proj.weight"};
     out[UP_B] = (vp_leaf_spec){bias ? f : 0, VP_DTYPE_NONE, true, false, "mlp.up_proj.bias"};
@@ -78,29 +80,43 @@ static vp_t activate(vp_step *step, unsigned kind, vp_t x) {
 
 static vp_t mlp_forward(vp_step *step, const vp_op *op, const vp_t *leaves, vp_t x) {
     vp_sim *sim = &step->sim;
-    uint64_t h = vp_op_u64(op, MLP_HIDDEN), f = vp_op_u64(op, MLP_INTERMEDIATE);
+    uint64_t h = vp_op_u64(op, MLP_HIDDEN), f = vp_split_tp(step, vp_op_u64(op, MLP_INTERMEDIATE));
     unsigned kind = (unsigned)vp_op_u64(op, MLP_ACTIVATION);
     vp_t inner;
-    if (vp_op_flag(op, MLP_GATED)) {
+    if (vp_op_flag(op, MLP_GATED) && step->recipe->framework == VP_FRAMEWORK_MEGATRON) {
+        /* Megatron's MLP: one linear_fc1 GEMM makes gate and up side by side
+         * (2f), and the fused bias_swiglu keeps that whole output */
+        vp_t gate = vp_project_column(step, x, leaves[GATE_W], leaves[GATE_B], f, "mlp.linear_fc1");
+        vp_t up = vp_project_column(step, x, leaves[UP_W], leaves[UP_B], f, "mlp.linear_fc1");
+        vp_t fc1 = vp_cat(sim, gate, up, "mlp.linear_fc1");
+        vp_drop(sim, gate);
+        vp_drop(sim, up);
+        inner = vp_glu(sim, fc1, "mlp.swiglu");
+        vp_drop(sim, fc1);
+    } else if (vp_op_flag(op, MLP_GATED)) {
         /* self.down_proj(self.act_fn(self.gate_proj(x)) * self.up_proj(x)) */
-        vp_t gate = vp_project(step, x, leaves[GATE_W], leaves[GATE_B], f, "mlp.gate_proj");
+        vp_t gate = vp_project_column(step, x, leaves[GATE_W], leaves[GATE_B], f, "mlp.gate_proj");
         vp_t act = activate(step, kind, gate);
         vp_drop(sim, gate);
-        vp_t up = vp_project(step, x, leaves[UP_W], leaves[UP_B], f, "mlp.up_proj");
+        vp_t up = vp_project_column(step, x, leaves[UP_W], leaves[UP_B], f, "mlp.up_proj");
         inner = vp_mul(sim, act, up, vp_at(sim, up)->numel, "mlp.gate_mul");
         vp_drop(sim, act);
         vp_drop(sim, up);
     } else {
         /* hidden = self.act(self.c_fc(hidden)) */
-        vp_t up = vp_project(step, x, leaves[UP_W], leaves[UP_B], f, "mlp.up_proj");
+        vp_t up = vp_project_column(step, x, leaves[UP_W], leaves[UP_B], f, "mlp.up_proj");
         inner = activate(step, kind, up);
         vp_drop(sim, up);
     }
-    vp_t out = vp_project(step, inner, leaves[DOWN_W], leaves[DOWN_B], h, "mlp.down_proj");
+    vp_t out = vp_project_row(step, inner, leaves[DOWN_W], leaves[DOWN_B], h, "mlp.down_proj");
     vp_drop(sim, inner);
     vp_t dropped = vp_train_dropout(step, out, op->value[MLP_RESID_DROPOUT], "mlp.resid_dropout");
     vp_drop(sim, out);
     return dropped;
+}
+
+static const char *mlp_check_tp(const vp_op *op, unsigned tp) {
+    return vp_op_u64(op, MLP_INTERMEDIATE) % tp ? "tp: must divide the MLP's intermediate width" : NULL;
 }
 
 const vp_op_kind vp_op_mlp = {
@@ -108,6 +124,7 @@ const vp_op_kind vp_op_mlp = {
     .doc = "feed-forward block: up, activation, down; gated variants multiply act(gate(x)) by up(x)",
     .fields = mlp_fields,
     .n_fields = MLP_FIELDS,
+    .check_tp = mlp_check_tp,
     .leaves = mlp_leaves,
     .forward = mlp_forward,
 };

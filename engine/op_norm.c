@@ -13,7 +13,8 @@ static const vp_field layernorm_fields[LN_FIELDS] = {
     [LN_EPS] = {"eps", VP_FIELD_NUMBER, false, 1e-5, 0, 1, NULL, "variance epsilon"},
 };
 
-static unsigned layernorm_leaves(const vp_op *op, vp_leaf_spec *out) {
+static unsigned layernorm_leaves(const vp_op *op, unsigned tp, vp_leaf_spec *out) {
+    (void)tp; /* norms are replicated on every tensor-parallel rank */
     uint64_t h = vp_op_u64(op, LN_HIDDEN);
     out[0] = (vp_leaf_spec){h, VP_DTYPE_NONE, true, false, "layernorm.weight"};
     out[1] = (vp_leaf_spec){vp_op_flag(op, LN_BIAS) ? h : 0, VP_DTYPE_NONE, true, false, "layernorm.bias"};
@@ -25,7 +26,7 @@ static vp_t layernorm_forward(vp_step *step, const vp_op *op, const vp_t *leaves
     (void)op;
     vp_sim *sim = &step->sim;
     vp_t xa = vp_autocast_fp32(step, x, "layernorm");
-    vp_t y = vp_layer_norm(sim, xa, leaves[0], leaves[1], step->tokens, step->recipe->device, "layernorm");
+    vp_t y = vp_layer_norm(sim, xa, leaves[0], leaves[1], step->rows, step->recipe->device, "layernorm");
     vp_drop(sim, xa);
     return y;
 }
@@ -48,7 +49,8 @@ static const vp_field rmsnorm_fields[RMS_FIELDS] = {
     [RMS_EPS] = {"eps", VP_FIELD_NUMBER, false, 1e-6, 0, 1, NULL, "variance epsilon"},
 };
 
-static unsigned rmsnorm_leaves(const vp_op *op, vp_leaf_spec *out) {
+static unsigned rmsnorm_leaves(const vp_op *op, unsigned tp, vp_leaf_spec *out) {
+    (void)tp;
     out[0] = (vp_leaf_spec){vp_op_u64(op, RMS_HIDDEN), VP_DTYPE_NONE, true, false, "rmsnorm.weight"};
     return 1;
 }
@@ -65,7 +67,9 @@ static unsigned rmsnorm_leaves(const vp_op *op, vp_leaf_spec *out) {
 static vp_t rmsnorm_forward(vp_step *step, const vp_op *op, const vp_t *leaves, vp_t x) {
     (void)op;
     vp_sim *sim = &step->sim;
-    uint64_t rows = step->tokens;
+    uint64_t rows = step->rows;
+    /* Megatron-LM runs a fused kernel (Transformer Engine / apex) */
+    if (step->recipe->framework == VP_FRAMEWORK_MEGATRON) return vp_rms_norm(sim, x, leaves[0], rows, "rmsnorm");
     vp_dtype input_dtype = (vp_dtype)vp_at(sim, x)->dtype;
     vp_t h32 = vp_to(sim, x, VP_FP32, "rmsnorm.upcast");
     vp_t squared = vp_unary(sim, h32, VP_SAVES_INPUT, 2, VP_FP32, "rmsnorm.pow");

@@ -20,8 +20,22 @@ extern const vp_op_kind vp_op_cross_entropy;
 
 /* A projection as F.linear under the step's precision: autocast casts the
  * input (every call: activations are not cached) and the weight and bias
- * (cached per autocast region: they are leaves that require grad). */
+ * (cached per autocast region: they are leaves that require grad). The
+ * rows come from the input. */
 vp_t vp_project(vp_step *step, vp_t x, vp_t weight, vp_t bias, uint64_t out_features, const char *label);
+
+/* Megatron's column-parallel projection: `out_local` outputs of this
+ * tensor-parallel rank; under sequence parallelism the sequence-split input
+ * is all-gathered first (vp_gathered_linear). */
+vp_t vp_project_column(vp_step *step, vp_t x, vp_t weight, vp_t bias, uint64_t out_local, const char *label);
+
+/* Megatron's row-parallel projection: the partial sums are all-reduced in
+ * place, or reduce-scattered along the sequence under sequence parallelism. */
+vp_t vp_project_row(vp_step *step, vp_t x, vp_t weight, vp_t bias, uint64_t out_features, const char *label);
+
+/* Tensor-parallel helpers. */
+uint64_t vp_split_tp(const vp_step *step, uint64_t n);          /* n / tp */
+uint64_t vp_padded_vocab(uint64_t vocab, unsigned tp);           /* Megatron's vocabulary padding */
 
 /* Run ops in sequence: each result replaces the previous one, which is
  * dropped as a rebound Python local is. x is borrowed; the result is owned. */

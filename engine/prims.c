@@ -310,3 +310,78 @@ vp_t vp_nll_loss(vp_sim *sim, vp_t log_probs, vp_t target, const char *label) {
     vp_drop(sim, total_weight);
     return loss;
 }
+
+/* Backward of vp_gathered_linear: the gathered input again (for the weight
+ * gradient), the weight and bias gradients, the input's gradient at full
+ * rows reduce-scattered to the shard. */
+static void backward_gathered_linear(vp_sim *sim, uint32_t index) {
+    vp_node *node = vp_node_at(sim, index);
+    uint64_t rows = node->aux[0], in = node->aux[1], parts = node->aux[2];
+    vp_dtype dt = (vp_dtype)node->aux_dtype;
+    vp_t gathered = vp_grad_sized(sim, vp_numel(sim, rows, in), dt, "all_gather.input");
+    vp_t full = 0;
+    if (vp_needs_grad(sim, node, 0)) full = vp_grad_sized(sim, vp_numel(sim, rows, in), dt, node->label);
+    for (unsigned i = 1; i < 3; i++) {
+        node = vp_node_at(sim, index);
+        if (vp_needs_grad(sim, node, i)) vp_give_grad(sim, node, i, vp_grad_like(sim, node->in[i], node->label));
+    }
+    if (full) {
+        node = vp_node_at(sim, index);
+        vp_t shard = vp_grad_sized(sim, vp_at(sim, node->in[0])->numel, dt, "reduce_scatter.grad");
+        vp_drop(sim, full);
+        vp_give_grad(sim, vp_node_at(sim, index), 0, shard);
+    }
+    vp_drop(sim, gathered);
+    (void)parts;
+}
+
+vp_t vp_gathered_linear(vp_sim *sim, vp_t x, vp_t w, vp_t b, uint64_t rows, uint64_t out_features, unsigned parts,
+                        const char *label) {
+    vp_dtype dt = dtype_of(sim, x);
+    uint64_t in = numel_of(sim, x) / (rows / parts ? rows / parts : 1);
+    vp_t gathered = vp_new(sim, vp_numel(sim, rows, in), dt, "all_gather.input");
+    vp_t y = vp_new(sim, vp_numel(sim, rows, out_features), dt, label);
+    vp_drop(sim, gathered);
+    vp_t inputs[3] = {x, w, b};
+    vp_node *node = vp_record(sim, backward_gathered_linear, label, inputs, 3, &y, 1);
+    if (node) {
+        node->aux[0] = rows;
+        node->aux[1] = in;
+        node->aux[2] = parts;
+        node->aux_dtype = (uint8_t)dt;
+        if (wants_grad(sim, w)) vp_save(sim, node, x);
+        if (wants_grad(sim, x)) vp_save(sim, node, w);
+    }
+    return y;
+}
+
+vp_t vp_scatter(vp_sim *sim, vp_t x, unsigned parts, const char *label) {
+    vp_t y = vp_new(sim, numel_of(sim, x) / parts, dtype_of(sim, x), label);
+    vp_node *node = vp_record(sim, backward_split, label, &x, 1, &y, 1); /* all-gather: a gradient like x */
+    (void)node;
+    return y;
+}
+
+vp_t vp_rms_norm(vp_sim *sim, vp_t x, vp_t w, uint64_t rows, const char *label) {
+    vp_t y = vp_new(sim, numel_of(sim, x), dtype_of(sim, x), label);
+    vp_t rstd = vp_new(sim, rows, VP_FP32, label);
+    vp_t in[2] = {x, w};
+    vp_node *node = vp_record(sim, backward_fresh, label, in, 2, &y, 1);
+    if (node) {
+        vp_save(sim, node, x);
+        vp_save(sim, node, w);
+        vp_save(sim, node, rstd);
+    }
+    vp_drop(sim, rstd);
+    return y;
+}
+
+vp_t vp_glu(vp_sim *sim, vp_t x, const char *label) {
+    vp_t y = vp_new(sim, numel_of(sim, x) / 2, dtype_of(sim, x), label);
+    vp_node *node = vp_record(sim, backward_unary, label, &x, 1, &y, 1);
+    if (node) {
+        node->aux[0] = 0;
+        vp_save(sim, node, x);
+    }
+    return y;
+}

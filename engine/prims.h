@@ -80,6 +80,14 @@ vp_t vp_dropout(vp_sim *sim, vp_t x, double p, const char *label);
 vp_t vp_layer_norm(vp_sim *sim, vp_t x, vp_t w, vp_t b, uint64_t rows, vp_device device,
                    const char *label);
 
+/* A fused RMSNorm kernel (apex FusedRMSNorm, Transformer Engine): saves the
+ * input, the weight and one fp32 rstd per row. */
+vp_t vp_rms_norm(vp_sim *sim, vp_t x, vp_t w, uint64_t rows, const char *label);
+
+/* A fused gated activation (Megatron's bias_swiglu): half its input's size
+ * out; saves the input. */
+vp_t vp_glu(vp_sim *sim, vp_t x, const char *label);
+
 /* torch.where(condition, x, scalar): saves the condition (a resident mask). */
 vp_t vp_where(vp_sim *sim, vp_t x, vp_t condition, const char *label);
 
@@ -88,6 +96,19 @@ vp_t vp_where(vp_sim *sim, vp_t x, vp_t condition, const char *label);
  * on CUDA with an fp32 partial-sum workspace per index (EmbeddingBackwardKernel.cu). */
 vp_t vp_embedding(vp_sim *sim, vp_t indices, vp_t w, uint64_t rows, uint64_t dim, vp_device device,
                   const char *label);
+
+/* Megatron's column-parallel linear under sequence parallelism
+ * (LinearWithGradAccumulationAndAsyncCommunication): the sequence-split
+ * input x (rows / parts of them) is all-gathered into a transient buffer of
+ * `rows` rows for the matmul; x, not the gathered buffer, is saved, and
+ * backward gathers it again and reduce-scatters the input's gradient. */
+vp_t vp_gathered_linear(vp_sim *sim, vp_t x, vp_t w, vp_t b, uint64_t rows, uint64_t out_features, unsigned parts,
+                        const char *label);
+
+/* Reduce-scatter along the sequence into `parts` (the row-parallel output
+ * under sequence parallelism): a new tensor 1/parts the size; backward
+ * all-gathers the gradient. */
+vp_t vp_scatter(vp_sim *sim, vp_t x, unsigned parts, const char *label);
 
 /* nll_loss(log_probs, target) with mean reduction: a scalar output and total
  * weight; saves its input and target; backward allocates a zero-filled

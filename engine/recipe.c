@@ -8,7 +8,7 @@ const char *const vp_precision_names[] = {
 };
 const char *const vp_optimizer_impl_names[] = {"for-loop", "foreach", "fused", "auto", NULL};
 const char *const vp_attention_names[] = {"eager", "sdpa", "flash", "sdpa-mem-efficient", NULL};
-const char *const vp_framework_names[] = {"torch", "deepspeed", "fsdp", NULL};
+const char *const vp_framework_names[] = {"torch", "deepspeed", "fsdp", "megatron", NULL};
 const char *const vp_fsdp_names[] = {"none", "no_shard", "shard_grad_op", "full_shard", "hybrid_shard", NULL};
 const char *const vp_offload_names[] = {"none", "cpu", "nvme", NULL};
 const char *const vp_torch_version_names[] = {"2.x", "1.13", NULL};
@@ -54,6 +54,11 @@ void vp_recipe_defaults(vp_recipe *recipe) {
     recipe->ddp_bucket_view = false;
     recipe->ddp_bucket_mb = 25.0;
     recipe->gpus_per_node = 0;
+    recipe->tp = 1;
+    recipe->sequence_parallel = false;
+    recipe->distributed_optimizer = false;
+    recipe->grads_in_fp32 = true; /* Megatron-LM's default for bf16 (arguments.py) */
+    recipe->selective = false;
 }
 
 void vp_recipe_resolve(vp_recipe *recipe) {
@@ -61,5 +66,7 @@ void vp_recipe_resolve(vp_recipe *recipe) {
     /* DeepSpeed builds its own FusedAdam (multi-tensor apply, no
      * temporaries); torch.optim picks foreach by default when every tensor
      * is on CUDA (torch/optim/optimizer.py, _default_to_fused_or_foreach) */
-    recipe->optimizer_impl = recipe->framework == VP_FRAMEWORK_DEEPSPEED ? VP_IMPL_FUSED : VP_IMPL_FOREACH;
+    bool own_fused = recipe->framework == VP_FRAMEWORK_DEEPSPEED || recipe->framework == VP_FRAMEWORK_MEGATRON;
+    /* Megatron-LM steps with apex's or Transformer Engine's FusedAdam */
+    recipe->optimizer_impl = own_fused ? VP_IMPL_FUSED : VP_IMPL_FOREACH;
 }

@@ -31,7 +31,13 @@ typedef enum {
 } vp_attention_impl;
 
 /* The training framework: which buffers and precisions a layout implies. */
-typedef enum { VP_FRAMEWORK_TORCH, VP_FRAMEWORK_DEEPSPEED, VP_FRAMEWORK_FSDP, VP_FRAMEWORK_COUNT } vp_framework;
+typedef enum {
+    VP_FRAMEWORK_TORCH,
+    VP_FRAMEWORK_DEEPSPEED,
+    VP_FRAMEWORK_FSDP,
+    VP_FRAMEWORK_MEGATRON,
+    VP_FRAMEWORK_COUNT
+} vp_framework;
 
 /* torch.distributed.fsdp.ShardingStrategy */
 typedef enum {
@@ -56,6 +62,7 @@ typedef struct {
     uint64_t micro_batch;
     uint64_t seq_len;
     unsigned checkpoint_every;   /* 0: none; k: the input of every k-layer chunk is kept */
+    bool selective;              /* Korthikanti et al.'s selective recompute: the attention core only */
     vp_attention_impl attention;
     vp_framework framework;
     vp_torch_version torch_version;
@@ -79,6 +86,11 @@ typedef struct {
     bool ddp_bucket_view;        /* DDP gradient_as_bucket_view */
     double ddp_bucket_mb;        /* DDP bucket_cap_mb */
     unsigned gpus_per_node;      /* for host memory per node (0: min(dp, 8)) */
+    /* model parallelism (Megatron-LM) */
+    unsigned tp;                 /* tensor-parallel ranks */
+    bool sequence_parallel;      /* norms, dropouts and the residual stream split along the sequence */
+    bool distributed_optimizer;  /* master weights and states sharded over dp */
+    bool grads_in_fp32;          /* accumulate_allreduce_grads_in_fp32: fp32 main_grad buffers */
 } vp_recipe;
 
 void vp_recipe_defaults(vp_recipe *recipe);

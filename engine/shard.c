@@ -22,6 +22,7 @@ static bool mixed(const vp_recipe *r) { return r->precision == VP_PREC_MIXED_BF1
  * gradient_as_bucket_view the .grad tensors are views into them, so a
  * gradient autograd makes is copied in and freed. */
 static const char *plan_torch(const vp_recipe *r, const vp_precision *p, vp_shard_plan *plan) {
+    if (r->tp > 1) return "tp: tensor parallelism needs framework = \"megatron\"";
     if (r->zero) return "zero: ZeRO stages need framework = \"deepspeed\"";
     if (r->fsdp != VP_FSDP_NONE) return "fsdp: a sharding strategy needs framework = \"fsdp\"";
     if (r->offload_optimizer || r->offload_params) return "offload_optimizer: offload needs framework = \"deepspeed\" (or fsdp's offload_params)";
@@ -40,6 +41,7 @@ static const char *plan_torch(const vp_recipe *r, const vp_precision *p, vp_shar
  * the rank's 16-bit gradient partition into fp32 (single_partition_of_fp32_groups
  * [i].grad), on the host with offload_optimizer. */
 static const char *plan_deepspeed(const vp_recipe *r, const vp_precision *p, vp_shard_plan *plan) {
+    if (r->tp > 1) return "tp: tensor parallelism needs framework = \"megatron\"";
     if (r->fsdp != VP_FSDP_NONE) return "fsdp: a sharding strategy needs framework = \"fsdp\"";
     if (r->zero > 3) return "zero: the ZeRO stage is 0, 1, 2 or 3";
     if (!mixed(r) && r->precision != VP_PREC_FP32)
@@ -78,6 +80,7 @@ static const char *plan_deepspeed(const vp_recipe *r, const vp_precision *p, vp_
  * it from forward to the end of its backward; NO_SHARD is DDP-like. */
 static const char *plan_fsdp(const vp_recipe *r, const vp_precision *p, vp_shard_plan *plan) {
     (void)p;
+    if (r->tp > 1) return "tp: tensor parallelism needs framework = \"megatron\"";
     if (r->zero) return "zero: ZeRO stages need framework = \"deepspeed\"";
     if (r->offload_optimizer) return "offload_optimizer: with FSDP, offload is offload_params (CPUOffload)";
     if (r->offload_params == VP_OFFLOAD_NVME) return "offload_params: FSDP offloads to the CPU only";
@@ -100,6 +103,25 @@ static const char *plan_fsdp(const vp_recipe *r, const vp_precision *p, vp_shard
     return NULL;
 }
 
+/* Megatron-LM (megatron/core/distributed, optimizer): a 16-bit model whose
+ * weight gradients go straight into contiguous main_grad buffers (fp32 with
+ * accumulate_allreduce_grads_in_fp32; gradient_accumulation_fusion writes
+ * the wgrad GEMM into them), fp32 master weights and Adam states in the
+ * optimizer, sharded over data parallel with the distributed optimizer;
+ * main_param.grad is main_grad itself (.float() of an fp32 tensor). */
+static const char *plan_megatron(const vp_recipe *r, const vp_precision *p, vp_shard_plan *plan) {
+    if (r->zero) return "zero: ZeRO stages need framework = \"deepspeed\"";
+    if (r->fsdp != VP_FSDP_NONE) return "fsdp: a sharding strategy needs framework = \"fsdp\"";
+    if (r->offload_optimizer || r->offload_params) return "offload_optimizer: Megatron-LM does not offload";
+    if (!mixed(r) && r->precision != VP_PREC_FP32)
+        return "precision: Megatron-LM trains with mixed-bf16, mixed-fp16 or fp32";
+    plan->grads = VP_GRADS_BUCKET;
+    plan->shard_grads_dtype = r->grads_in_fp32 ? VP_FP32 : p->grads;
+    plan->shards.states = r->distributed_optimizer ? r->dp : 1;
+    plan->master_grads = false;
+    return NULL;
+}
+
 const char *vp_shard_plan_make(const vp_recipe *r, const vp_precision *p, vp_shard_plan *plan) {
     memset(plan, 0, sizeof *plan);
     plan->shards = (vp_shards){1, 1, 1};
@@ -110,9 +132,11 @@ const char *vp_shard_plan_make(const vp_recipe *r, const vp_precision *p, vp_sha
     plan->master_dtype = p->master;
     plan->states_dtype = p->states;
     if (r->dp == 0) return "dp: at least one data-parallel rank";
+    if (r->sequence_parallel && r->tp < 2) return "sequence_parallel: needs tp > 1";
     switch (r->framework) {
     case VP_FRAMEWORK_DEEPSPEED: return plan_deepspeed(r, p, plan);
     case VP_FRAMEWORK_FSDP: return plan_fsdp(r, p, plan);
+    case VP_FRAMEWORK_MEGATRON: return plan_megatron(r, p, plan);
     default: return plan_torch(r, p, plan);
     }
 }

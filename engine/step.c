@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "checkpoint.h"
 #include "layout.h"
 #include "ops.h"
 #include "optimizer.h"
@@ -66,7 +67,7 @@ vp_t vp_autocast_fp32(vp_step *step, vp_t x, const char *label) {
 
 /* Leaving the autocast region clears the cache; casts made while folding
  * stand for `repeat` identical casts. */
-static void clear_casts(vp_step *step, unsigned from) {
+void vp_step_clear_casts(vp_step *step, unsigned from) {
     for (unsigned i = from; i < step->n_casts; i++) {
         if (step->casts[i].repeat == 1) { /* no fold: this may run inside a folded backward */
             vp_drop(&step->sim, step->casts[i].cast);
@@ -171,65 +172,16 @@ static vp_t layers_forward(vp_step *step, const vp_chunk *chunk, vp_t x) {
     return current;
 }
 
-/* torch.utils.checkpoint's reentrant CheckpointFunction, as HF calls it:
- * forward under no_grad keeping its tensor arguments (the hidden states,
- * the mask, position ids, cos and sin); backward detaches them, reruns the
- * forward with grad enabled (and autocast re-entered), runs backward from
- * the recomputed output with the incoming gradient, and returns the
- * detached input's .grad. */
-static void backward_checkpoint(vp_sim *sim, uint32_t index) {
-    vp_node *node = vp_node_at(sim, index);
-    vp_chunk *chunk = (vp_chunk *)node->context;
-    vp_step *step = chunk->step;
-    vp_t g = vp_grad_out(sim, node, 0);
-    vp_t x = node->saved[0];
-
-    vp_t detached = vp_view(sim, x, vp_at(sim, x)->numel, "checkpoint.detach");
-    vp_tensor *d = vp_at(sim, detached);
-    d->leaf = true;
-    d->requires_grad = true;
-    d->grad_category = VP_CAT_TRANSIENT;
-
-    vp_phase phase = step->ledger.place.phase;
-    vp_category category = sim->category;
-    step->ledger.place.phase = VP_PHASE_RECOMPUTE;
-    sim->category = VP_CAT_ACTIVATIONS;
-    uint32_t first = sim->n_nodes;
-    unsigned casts = step->n_casts;
-    unsigned repeat = step->fold_repeat;
-    step->fold_repeat = 1;
-    vp_t y = layers_forward(step, chunk, detached);
-    clear_casts(step, casts);
-    step->fold_repeat = repeat;
-    sim->category = category;
-    step->ledger.place.phase = phase;
-
-    vp_hold(sim, g);
-    vp_at(sim, y)->grad = g;
-    vp_backward(sim, first, sim->n_nodes);
-    vp_drop(sim, y);
-    vp_t gx = vp_at(sim, detached)->param_grad;
-    vp_at(sim, detached)->param_grad = 0;
-    vp_drop(sim, detached);
-    sim->n_nodes = first;
-    vp_give_grad(sim, vp_node_at(sim, index), 0, gx);
+/* HF's gradient checkpointing of a chunk: the chunk's input is the one
+ * input, and the other tensor arguments of the layer call (the mask,
+ * position ids, cos and sin) are kept with it. */
+static vp_t recompute_chunk(vp_step *step, void *ctx, const vp_t *inputs) {
+    return layers_forward(step, ctx, inputs[0]);
 }
 
 static vp_t checkpoint_forward(vp_step *step, vp_chunk *chunk, vp_t x) {
-    vp_sim *sim = &step->sim;
-    sim->grad_mode = false;
-    vp_t y = layers_forward(step, chunk, x);
-    sim->grad_mode = true;
-    vp_node *node = vp_record(sim, backward_checkpoint, "checkpoint", &x, 1, &y, 1);
-    if (node) {
-        node->context = chunk;
-        vp_save(sim, node, x);
-        vp_save(sim, node, step->causal_mask);
-        vp_save(sim, node, step->position_ids);
-        vp_save(sim, node, step->cos);
-        vp_save(sim, node, step->sin);
-    }
-    return y;
+    vp_t kept[4] = {step->causal_mask, step->position_ids, step->cos, step->sin};
+    return vp_checkpoint(step, recompute_chunk, chunk, &x, 1, kept, 4);
 }
 
 static vp_t chunk_forward(vp_step *step, vp_chunk *chunk, vp_t x) {
@@ -287,8 +239,19 @@ static vp_t forward_layers(vp_step *step, vp_t x) {
 
 static bool is_loss_op(const vp_op *op) { return op->kind == &vp_op_lm_head || op->kind == &vp_op_cross_entropy; }
 
+static bool is_embedding_op(const vp_op *op) {
+    return op->kind == &vp_op_token_embedding || op->kind == &vp_op_position_embedding;
+}
+
 static vp_t run_section(vp_step *step, vp_section_id id, const vp_t *leaves, vp_t x) {
     const vp_section *section = &step->model->section[id];
+    /* under sequence parallelism the embeddings are scattered along the
+     * sequence before anything else touches them (Megatron's embedding:
+     * scatter_to_sequence_parallel_region, then dropout) */
+    unsigned scatter_after = section->n_ops;
+    if (step->sp && id == VP_SECTION_EMBED)
+        for (unsigned i = 0; i < section->n_ops; i++)
+            if (is_embedding_op(&section->ops[i])) scatter_after = i;
     vp_t current = x;
     vp_hold(&step->sim, x);
     for (unsigned i = 0; i < section->n_ops; i++) {
@@ -297,6 +260,11 @@ static vp_t run_section(vp_step *step, vp_section_id id, const vp_t *leaves, vp_
         vp_t next = op->kind->forward(step, op, leaves + op->slot, current);
         vp_drop(&step->sim, current);
         current = next;
+        if (i == scatter_after) {
+            next = vp_scatter(&step->sim, current, step->tp, "embeddings.scatter");
+            vp_drop(&step->sim, current);
+            current = next;
+        }
     }
     return current;
 }
@@ -373,7 +341,29 @@ static uint64_t kept_grad_bytes(vp_step *step) {
     return total;
 }
 
+void *vp_step_scratch(vp_step *step, size_t size) {
+    if (step->n_scratch == step->cap_scratch) {
+        unsigned cap = step->cap_scratch ? step->cap_scratch * 2 : 16;
+        void **grown = realloc(step->scratch, cap * sizeof *grown);
+        if (!grown) {
+            step->sim.status = VP_SIM_NOMEM;
+            return NULL;
+        }
+        step->scratch = grown;
+        step->cap_scratch = cap;
+    }
+    void *p = calloc(1, size);
+    if (!p) {
+        step->sim.status = VP_SIM_NOMEM;
+        return NULL;
+    }
+    step->scratch[step->n_scratch++] = p;
+    return p;
+}
+
 static void free_step(vp_step *step) {
+    for (unsigned i = 0; i < step->n_scratch; i++) free(step->scratch[i]);
+    free(step->scratch);
     vp_sim_free(&step->sim);
     free(step->embed_leaves);
     free(step->final_leaves);
@@ -419,12 +409,13 @@ static void run(vp_step *step, vp_step_result *result) {
     vp_drop(sim, y);
     uint32_t final_end = sim->n_nodes;
     /* the model's forward returns: its autocast region and locals end */
-    clear_casts(step, 0);
+    vp_step_clear_casts(step, 0);
     vp_drop(sim, step->position_ids);
     vp_drop(sim, step->cos);
     vp_drop(sim, step->sin);
     vp_drop(sim, step->causal_mask);
-    if (!step->recipe->keep_logits) {
+    /* Megatron's forward step returns the loss alone */
+    if (!step->recipe->keep_logits || step->recipe->framework == VP_FRAMEWORK_MEGATRON) {
         vp_drop(sim, step->logits);
         step->logits = 0;
     }
@@ -490,6 +481,9 @@ vp_step_status vp_step_run(const vp_model *model, const vp_recipe *given, bool f
     step.batch = recipe->micro_batch;
     step.seq = recipe->seq_len;
     step.tokens = vp_numel(&step.sim, step.batch, step.seq);
+    step.tp = recipe->tp ? recipe->tp : 1;
+    step.sp = recipe->sequence_parallel && step.tp > 1;
+    step.rows = step.sp ? step.tokens / step.tp : step.tokens;
     step.autocast = step.precision->autocast;
     step.activation = step.precision->params;
     step.low = step.autocast ? step.precision->compute : step.activation;
@@ -500,7 +494,7 @@ vp_step_status vp_step_run(const vp_model *model, const vp_recipe *given, bool f
         vp_ledger_free(&step.ledger);
         return VP_STEP_INTERNAL;
     }
-    if (vp_shard_plan_make(recipe, step.precision, &step.plan)) {
+    if (vp_step_layout_problem(model, recipe) || vp_shard_plan_make(recipe, step.precision, &step.plan)) {
         free_step(&step);
         vp_ledger_free(&step.ledger);
         return VP_STEP_LAYOUT;
@@ -521,8 +515,18 @@ vp_step_status vp_step_run(const vp_model *model, const vp_recipe *given, bool f
     return status;
 }
 
-const char *vp_step_layout_problem(const vp_recipe *recipe) {
+const char *vp_step_layout_problem(const vp_model *model, const vp_recipe *recipe) {
     vp_shard_plan plan;
     const vp_precision *precision = vp_precision_get(recipe->precision);
-    return precision ? vp_shard_plan_make(recipe, precision, &plan) : "precision: unknown";
+    if (!precision) return "precision: unknown";
+    const char *problem = vp_shard_plan_make(recipe, precision, &plan);
+    if (problem || !model) return problem;
+    if (recipe->tp > 1) {
+        problem = vp_model_check_tp(model, recipe->tp);
+        if (problem) return problem;
+    }
+    /* Megatron splits the sequence dimension evenly over the tp ranks */
+    if (recipe->sequence_parallel && (recipe->micro_batch * recipe->seq_len) % recipe->tp)
+        return "sequence_parallel: tp must divide micro_batch x seq_len";
+    return NULL;
 }

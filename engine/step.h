@@ -3,6 +3,8 @@
 #ifndef VP_STEP_H
 #define VP_STEP_H
 
+#include <stddef.h>
+
 #include "model.h"
 #include "precision.h"
 #include "recipe.h"
@@ -38,6 +40,9 @@ typedef struct vp_step {
     const vp_precision *precision;
     const struct vp_optimizer_kind *optimizer;
     uint64_t batch, seq, tokens;     /* tokens = batch * seq rows */
+    unsigned tp;                     /* tensor-parallel ranks */
+    bool sp;                         /* sequence parallel: the residual stream is split */
+    uint64_t rows;                   /* rows of the residual stream on this rank: tokens, or tokens / tp */
     vp_dtype activation;             /* dtype the residual stream flows in */
     vp_dtype low;                    /* autocast's lower precision (or activation) */
     bool autocast;
@@ -62,7 +67,15 @@ typedef struct vp_step {
     struct vp_layer_hook *hooks;     /* one per layer instance */
     uint64_t root_gather_bytes;      /* FSDP's root unit (embeddings, head) gathered for the step */
     uint64_t host_bytes, host_peak, nvme_bytes; /* per rank, outside the GPU */
+    void **scratch;                  /* memory that lives as long as the step */
+    unsigned n_scratch, cap_scratch;
 } vp_step;
+
+/* Zeroed memory owned by the step (contexts of checkpointed functions). */
+void *vp_step_scratch(vp_step *step, size_t size);
+
+/* Leaves an autocast region: drops the casts made since `from`. */
+void vp_step_clear_casts(vp_step *step, unsigned from);
 
 /* The parameter arrays, with how many real instances each stands for: the
  * embedding, the layers (one instance per chunk position when folding), the
@@ -108,7 +121,8 @@ typedef enum {
 vp_step_status vp_step_run(const vp_model *model, const vp_recipe *recipe, bool fold, bool record,
                            vp_step_result *result, vp_ledger *ledger_out);
 
-/* For VP_STEP_LAYOUT: the message naming the recipe key at fault. */
-const char *vp_step_layout_problem(const vp_recipe *recipe);
+/* For VP_STEP_LAYOUT: the message naming the recipe key at fault; model
+ * may be NULL (the recipe alone is checked). */
+const char *vp_step_layout_problem(const vp_model *model, const vp_recipe *recipe);
 
 #endif

@@ -77,7 +77,11 @@ local function estimate(opts, home)
   local gpu = opts.gpu and hardware.gpu(home, opts.gpu) or nil
   -- the timeline shows every layer: no folding of identical layers then
   local ok, result = pcall(vramplan.estimate, model, keys, gpu, { timeline = opts.timeline, fold = not opts.timeline })
-  if not ok then error(string.format("%s: %s", description.source, tostring(result)), 0) end
+  if not ok then
+    -- a message about a recipe key blames where the key was set
+    local key = tostring(result):match("^([%w_]+):")
+    error(string.format("%s: %s", origins[key] or description.source, tostring(result)), 0)
+  end
   local ctx = {
     result = result, gpu = gpu, model_name = config.name, arch = description.family.name, layers = config.layers,
     source = description.source, version = vramplan.version,

@@ -57,6 +57,8 @@ function report.human(ctx)
     recipe.checkpointing, recipe.attention)
   if recipe.dp > 1 or recipe.framework ~= "torch" then
     local layout = { recipe.framework, "dp " .. recipe.dp }
+    if recipe.tp > 1 then layout[#layout + 1] = "tp " .. recipe.tp .. (recipe.sequence_parallel and " with sequence parallelism" or "") end
+    if recipe.distributed_optimizer then layout[#layout + 1] = "distributed optimizer" end
     if recipe.framework == "deepspeed" then layout[#layout + 1] = "ZeRO-" .. recipe.zero end
     if recipe.framework == "fsdp" then layout[#layout + 1] = recipe.fsdp == "none" and "full_shard" or recipe.fsdp end
     if recipe.offload_optimizer ~= "none" then layout[#layout + 1] = "optimizer offload to " .. recipe.offload_optimizer end
@@ -157,8 +159,9 @@ function report.object(ctx)
     per_gpu[k] = r[k]
   end
   per_gpu.peak_layer = r.peak_layer == nil and json.null or r.peak_layer
-  -- every data-parallel rank is alike: one kind of rank
-  local rank = { ranks = "0-" .. (r.recipe.dp - 1), count = r.recipe.dp }
+  -- every data- and tensor-parallel rank is alike: one kind of rank
+  local ranks = r.recipe.dp * r.recipe.tp
+  local rank = { ranks = "0-" .. (ranks - 1), count = ranks }
   for k, v in pairs(per_gpu) do rank[k] = v end
   local o = {
     vramplan_version = ctx.version,

@@ -1,0 +1,20 @@
+/* checkpoint.h — activation checkpointing as torch.utils.checkpoint's
+ * reentrant CheckpointFunction does it, for any function of up to three
+ * tensors: a chunk of layers (HF's gradient checkpointing) or the attention
+ * core (Megatron's selective recompute). */
+#ifndef VP_CHECKPOINT_H
+#define VP_CHECKPOINT_H
+
+#include "step.h"
+
+typedef vp_t (*vp_recompute_fn)(vp_step *step, void *ctx, const vp_t *inputs);
+
+/* Runs fn(inputs) without grad and returns its output; keeps the inputs and
+ * the `kept` tensors (other arguments the function reads: masks, rotary
+ * tables) for backward, which reruns fn with grad enabled (in a fresh
+ * autocast region), backpropagates through the rerun, and hands each input
+ * its gradient. `ctx` must live as long as the step (vp_step_scratch). */
+vp_t vp_checkpoint(vp_step *step, vp_recompute_fn fn, void *ctx, const vp_t *inputs, unsigned n_inputs,
+                   const vp_t *kept, unsigned n_kept);
+
+#endif
