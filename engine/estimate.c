@@ -1,7 +1,9 @@
-/* estimate.c — allocator reservation, runtime costs and the fit verdict. */
+/* estimate.c — the pipeline's stages, the allocator's reservation, runtime
+ * costs and the fit verdict. */
 #include "estimate.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define MIB (1024.0 * 1024.0)
@@ -16,31 +18,158 @@ static uint64_t cublas_workspace(const vp_gpu *gpu) {
     return 2 * one;
 }
 
+static unsigned microbatches(const vp_recipe *r) { return r->microbatches ? r->microbatches : (r->pp > 1 ? r->pp : 1); }
+
+/* In flight at a stage's peak, per schedule:
+ *  - GPipe: every micro-batch's forward runs before any backward: m.
+ *  - 1F1B: stage i warms up with pp - i - 1 forwards, then alternates: at a
+ *    backward it holds pp - i micro-batches (at most m).
+ *  - interleaved 1F1B with v model chunks per rank (Megatron's
+ *    forward_backward_pipelining_with_interleaving): warm-up of
+ *    (pp - i - 1) * 2 + (v - 1) * pp chunk forwards, plus the one in
+ *    progress (at most m * v), each a 1/v of the stage's layers. For the
+ *    first stage that is (1 + (pp - 1) / (pp v)) stages' worth (Korthikanti
+ *    et al. 2022, section 4.2.3). */
+double vp_pipeline_in_flight(const vp_recipe *r, unsigned i) {
+    unsigned m = microbatches(r), pp = r->pp ? r->pp : 1;
+    switch (r->pp_schedule) {
+    case VP_PP_GPIPE: return m;
+    case VP_PP_INTERLEAVED: {
+        unsigned v = r->virtual_stages ? r->virtual_stages : 1;
+        double chunks = 2.0 * (pp - i - 1) + (double)(v - 1) * pp + 1;
+        if (chunks > (double)m * v) chunks = (double)m * v;
+        return chunks / v;
+    }
+    default: return pp - i < m ? pp - i : m;
+    }
+}
+
+/* Layers of stage i: the custom layout, or an even split with the first
+ * stages taking one more when the layers do not divide. */
+static unsigned stage_layers(const vp_model *model, const vp_recipe *r, unsigned i, unsigned *first) {
+    unsigned pp = r->pp ? r->pp : 1, start = 0, n = 0;
+    for (unsigned s = 0; s <= i; s++) {
+        start += n;
+        n = r->n_pp_layers ? r->pp_layers[s] : model->layers / pp + (s < model->layers % pp);
+    }
+    *first = start;
+    return n;
+}
+
+const char *vp_pipeline_problem(const vp_model *model, const vp_recipe *r) {
+    unsigned pp = r->pp ? r->pp : 1;
+    if (pp > VP_MAX_STAGES) return "pp: too many stages";
+    if (r->gpus && r->gpus != r->dp * r->tp * pp) return "gpus: must equal dp x tp x pp";
+    if (r->virtual_stages > 1 && r->pp_schedule != VP_PP_INTERLEAVED)
+        return "virtual_stages: needs pp_schedule = \"interleaved-1f1b\"";
+    if (r->pp_schedule == VP_PP_INTERLEAVED && pp < 2) return "pp_schedule: interleaving needs pp > 1";
+    if (!model) return NULL;
+    if (r->n_pp_layers) {
+        if (r->n_pp_layers != pp) return "pp_layers: one layer count per stage";
+        unsigned total = 0;
+        for (unsigned i = 0; i < pp; i++) {
+            if (!r->pp_layers[i]) return "pp_layers: every stage needs a layer";
+            total += r->pp_layers[i];
+        }
+        if (total != model->layers) return "pp_layers: the counts must add up to the model's layers";
+    } else if (model->layers < pp) {
+        return "pp: more stages than layers";
+    }
+    unsigned v = r->virtual_stages ? r->virtual_stages : 1;
+    if (r->pp_schedule == VP_PP_INTERLEAVED && model->layers % (pp * v))
+        return "virtual_stages: pp x virtual_stages must divide the layers";
+    return NULL;
+}
+
+/* The stage's peak with `extra` bytes of other micro-batches' activations
+ * held through its forward and backward: those phases' peak moves up by
+ * extra; the optimizer step's does not (every micro-batch is done). */
+static vp_meter with_in_flight(const vp_meter *fb, const vp_meter *all, uint64_t extra, bool *fb_wins) {
+    vp_meter m = *fb;
+    m.peak += extra;
+    m.peak_breakdown[VP_CAT_ACTIVATIONS] += extra;
+    *fb_wins = all->peak <= m.peak;
+    if (!*fb_wins) m = *all; /* the optimizer step is higher still */
+    return m;
+}
+
+static void finish_rank(vp_rank_estimate *e, const vp_recipe *recipe, const vp_gpu *gpu) {
+    uint64_t extra_rounded = 0, extra_raw = 0;
+    if (e->in_flight > 1) {
+        extra_rounded = (uint64_t)llround((e->in_flight - 1) * (double)e->step.activations_bytes);
+        extra_raw = extra_rounded;
+    }
+    bool fb_wins;
+    vp_meter raw = with_in_flight(&e->step.raw_fb, &e->step.raw, extra_raw, &fb_wins);
+    e->peak_unrounded = raw.peak;
+    if (recipe->device == VP_DEVICE_CPU) {
+        /* the CPU twin: exact tensor bytes, no caching allocator, no CUDA */
+        e->peak = raw;
+        e->peak_allocated = e->peak_reserved = e->peak_total = raw.peak;
+    } else {
+        e->peak = with_in_flight(&e->step.rounded_fb, &e->step.rounded, extra_rounded, &fb_wins);
+        const vp_meter *m = &e->peak;
+        e->peak_allocated = m->peak;
+        /* the other micro-batches' activations sit in large blocks of their own */
+        uint64_t segments = vp_segment_bytes(m->peak_pools) + (fb_wins ? extra_rounded : 0);
+        if (segments < m->peak) segments = m->peak;
+        e->peak_reserved = segments + (uint64_t)llround(recipe->fragmentation * (double)m->peak);
+        e->cuda_context_bytes = (uint64_t)llround(recipe->cuda_context_mib * MIB);
+        e->cublas_workspace_bytes = cublas_workspace(gpu);
+        e->runtime_bytes = e->cuda_context_bytes + e->cublas_workspace_bytes;
+        e->peak_total = e->peak_reserved + e->runtime_bytes;
+    }
+    e->allocator_bytes = e->peak_reserved - e->peak_allocated;
+    if (gpu && gpu->memory_bytes) {
+        e->headroom = (int64_t)gpu->memory_bytes - (int64_t)e->peak_total;
+        e->fits = e->headroom >= 0;
+    }
+}
+
+void vp_estimate_free(vp_estimate *estimate) {
+    free(estimate->ranks);
+    estimate->ranks = NULL;
+    estimate->n_ranks = 0;
+}
+
 vp_step_status vp_estimate_run(const vp_model *model, const vp_recipe *recipe, const vp_gpu *gpu, bool fold,
                                bool record, vp_estimate *out, vp_ledger *ledger_out) {
     memset(out, 0, sizeof *out);
-    vp_step_status status = vp_step_run(model, recipe, fold, record, &out->step, ledger_out);
-    if (status != VP_STEP_OK) return status;
-
-    if (recipe->device == VP_DEVICE_CPU) {
-        /* the CPU twin: exact tensor bytes, no caching allocator, no CUDA */
-        out->peak_allocated = out->peak_reserved = out->peak_total = out->step.raw.peak;
-    } else {
-        const vp_meter *m = &out->step.rounded;
-        out->peak_allocated = m->peak;
-        uint64_t segments = vp_segment_bytes(m->peak_pools);
-        if (segments < m->peak) segments = m->peak;
-        out->peak_reserved = segments + (uint64_t)llround(recipe->fragmentation * (double)m->peak);
-        out->cuda_context_bytes = (uint64_t)llround(recipe->cuda_context_mib * MIB);
-        out->cublas_workspace_bytes = cublas_workspace(gpu);
-        out->runtime_bytes = out->cuda_context_bytes + out->cublas_workspace_bytes;
-        out->peak_total = out->peak_reserved + out->runtime_bytes;
-    }
-    out->allocator_bytes = out->peak_reserved - out->peak_allocated;
-    if (gpu && gpu->memory_bytes) {
-        out->has_gpu = true;
-        out->headroom = (int64_t)gpu->memory_bytes - (int64_t)out->peak_total;
-        out->fits = out->headroom >= 0;
+    if (ledger_out) vp_ledger_init(ledger_out, false);
+    if (vp_pipeline_problem(model, recipe)) return VP_STEP_LAYOUT;
+    unsigned pp = recipe->pp ? recipe->pp : 1;
+    out->ranks = calloc(pp, sizeof *out->ranks);
+    if (!out->ranks) return VP_STEP_NOMEM;
+    out->n_ranks = pp;
+    out->ranks_per_stage = recipe->dp * recipe->tp;
+    out->has_gpu = gpu && gpu->memory_bytes;
+    for (unsigned i = 0; i < pp; i++) {
+        vp_rank_estimate *e = &out->ranks[i];
+        e->stage = i;
+        e->layers = stage_layers(model, recipe, i, &e->first_layer);
+        e->in_flight = vp_pipeline_in_flight(recipe, i);
+        /* stages alike in layers and position share one evaluation */
+        const vp_rank_estimate *same = NULL;
+        for (unsigned j = 1; j < i && !same; j++)
+            if (out->ranks[j].layers == e->layers && i != pp - 1) same = &out->ranks[j];
+        if (same && i != 0) {
+            e->step = same->step;
+            /* the same layers, numbered from this stage's first */
+            int shift = (int)e->first_layer - (int)same->first_layer;
+            vp_meter *meters[4] = {&e->step.rounded, &e->step.raw, &e->step.rounded_fb, &e->step.raw_fb};
+            for (unsigned k = 0; k < 4; k++)
+                if (meters[k]->peak_place.layer >= 0) meters[k]->peak_place.layer += shift;
+        } else {
+            vp_stage stage = {e->first_layer, e->layers, i == 0, i == pp - 1, microbatches(recipe)};
+            vp_ledger *log = record && i == 0 ? ledger_out : NULL;
+            vp_step_status status = vp_step_run_stage(model, recipe, &stage, fold, record && i == 0, &e->step, log);
+            if (status != VP_STEP_OK) {
+                vp_estimate_free(out);
+                return status;
+            }
+        }
+        finish_rank(e, recipe, gpu);
+        if (e->peak_total > out->ranks[out->worst].peak_total) out->worst = i;
     }
     return VP_STEP_OK;
 }

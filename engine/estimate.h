@@ -1,6 +1,7 @@
-/* estimate.h — the whole answer for one GPU: the step's tensor peak, the
- * caching allocator's reservation on top, the runtime's fixed costs, and
- * the verdict against a GPU's memory. */
+/* estimate.h — the whole answer: every kind of rank (each pipeline stage),
+ * its tensor peak with the micro-batches it holds in flight, the caching
+ * allocator's reservation on top, the runtime's fixed costs, and the
+ * verdict against a GPU's memory. */
 #ifndef VP_ESTIMATE_H
 #define VP_ESTIMATE_H
 
@@ -12,7 +13,12 @@ typedef struct {
 } vp_gpu;
 
 typedef struct {
-    vp_step_result step;
+    unsigned stage;              /* pipeline stage (0 without pipelining) */
+    unsigned first_layer, layers;
+    double in_flight;            /* micro-batches whose activations the stage holds at its peak */
+    vp_step_result step;         /* one micro-batch's step (two with several micro-batches) */
+    vp_meter peak;               /* the stage's peak: value, breakdown and place */
+    uint64_t peak_unrounded;
     uint64_t peak_allocated;     /* max live tensor bytes (torch.cuda.max_memory_allocated) */
     uint64_t peak_reserved;      /* what the caching allocator holds then (memory_reserved) */
     uint64_t allocator_bytes;    /* peak_reserved - peak_allocated */
@@ -20,12 +26,29 @@ typedef struct {
     uint64_t cublas_workspace_bytes;
     uint64_t runtime_bytes;      /* context + workspaces */
     uint64_t peak_total;         /* what nvidia-smi would show */
-    bool has_gpu;
     bool fits;
     int64_t headroom;            /* GPU memory - peak_total (negative: short by) */
+} vp_rank_estimate;
+
+typedef struct {
+    vp_rank_estimate *ranks;     /* one per pipeline stage, owned */
+    unsigned n_ranks;
+    unsigned worst;              /* the rank with the largest total */
+    unsigned ranks_per_stage;    /* dp x tp */
+    bool has_gpu;
 } vp_estimate;
 
+/* Runs every stage. With `record`, the first stage's events go to
+ * ledger_out (which the caller frees with vp_ledger_free). */
 vp_step_status vp_estimate_run(const vp_model *model, const vp_recipe *recipe, const vp_gpu *gpu, bool fold,
                                bool record, vp_estimate *out, vp_ledger *ledger_out);
+void vp_estimate_free(vp_estimate *estimate);
+
+/* The pipeline layout's problem (key: message), or NULL. */
+const char *vp_pipeline_problem(const vp_model *model, const vp_recipe *recipe);
+
+/* Micro-batches (of model chunks, with interleaving: in units of a whole
+ * stage) that stage i of pp holds in flight at its peak. */
+double vp_pipeline_in_flight(const vp_recipe *recipe, unsigned stage);
 
 #endif

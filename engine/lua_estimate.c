@@ -74,6 +74,43 @@ static bool option(lua_State *L, int index, const char *key, bool fallback) {
     return v;
 }
 
+/* One kind of rank's figures into the table on top. */
+static void set_rank(lua_State *L, const vp_rank_estimate *e, const vp_recipe *recipe, bool has_gpu) {
+    set_int(L, "params_bytes", e->step.params_bytes);
+    set_int(L, "buffers_bytes", e->step.buffers_bytes);
+    set_int(L, "grads_bytes", e->step.grads_bytes);
+    set_int(L, "master_bytes", e->step.master_bytes);
+    set_int(L, "optimizer_bytes", e->step.optimizer_bytes);
+    set_int(L, "comm_bytes", e->step.comm_bytes);
+    set_int(L, "host_bytes", e->step.host_bytes);
+    set_int(L, "nvme_bytes", e->step.nvme_bytes);
+    set_int(L, "activations_bytes", e->step.activations_bytes);
+    set_int(L, "resident_bytes", e->step.resident_bytes);
+    set_int(L, "peak_allocated_bytes", e->peak_allocated);
+    set_int(L, "peak_reserved_bytes", e->peak_reserved);
+    set_int(L, "peak_total_bytes", e->peak_total);
+    set_int(L, "allocator_bytes", e->allocator_bytes);
+    set_int(L, "cuda_context_bytes", e->cuda_context_bytes);
+    set_int(L, "cublas_workspace_bytes", e->cublas_workspace_bytes);
+    set_int(L, "runtime_bytes", e->runtime_bytes);
+    set_int(L, "peak_unrounded_bytes", e->peak_unrounded);
+    set_int(L, "stage", e->stage);
+    set_int(L, "first_layer", e->first_layer);
+    set_int(L, "layers", e->layers);
+    lua_pushnumber(L, e->in_flight);
+    lua_setfield(L, -2, "in_flight");
+    push_place(L, &e->peak.peak_place);
+    push_breakdown(L, e->peak.peak_breakdown);
+    lua_setfield(L, -2, "peak_breakdown");
+    if (has_gpu) {
+        lua_pushboolean(L, e->fits);
+        lua_setfield(L, -2, "fits");
+        lua_pushinteger(L, e->headroom);
+        lua_setfield(L, -2, "headroom_bytes");
+    }
+    (void)recipe;
+}
+
 static int l_estimate(lua_State *L) {
     vp_model *model = vp_lua_checkmodel(L, 1);
     vp_recipe recipe;
@@ -96,47 +133,40 @@ static int l_estimate(lua_State *L) {
         case VP_STEP_NOMEM: return luaL_error(L, "not enough memory to evaluate the step");
         case VP_STEP_UNSUPPORTED:
             return luaL_error(L, "grads_set_to_none: false is not modelled with master weights or sharded gradients");
-        case VP_STEP_LAYOUT: return luaL_error(L, "%s", vp_step_layout_problem(model, &recipe));
+        case VP_STEP_LAYOUT: {
+            const char *problem = vp_pipeline_problem(model, &recipe);
+            return luaL_error(L, "%s", problem ? problem : vp_step_layout_problem(model, &recipe));
+        }
         default: return luaL_error(L, "internal error: the step did not return to its resident state (%s)", model->name);
         }
     }
-    /* the event log is copied into Lua before anything can raise again */
+    /* copied into Lua before anything can raise again: the event log, then
+     * the ranks (the estimate's memory is freed right after) */
     if (timeline) push_timeline(L, &ledger);
     else lua_pushnil(L);
     vp_ledger_free(&ledger);
     int timeline_index = lua_gettop(L);
-
-    lua_createtable(L, 0, 32);
-    set_int(L, "params", e.step.params);
-    set_int(L, "trainable_params", e.step.trainable_params);
-    set_int(L, "params_bytes", e.step.params_bytes);
-    set_int(L, "buffers_bytes", e.step.buffers_bytes);
-    set_int(L, "grads_bytes", e.step.grads_bytes);
-    set_int(L, "master_bytes", e.step.master_bytes);
-    set_int(L, "optimizer_bytes", e.step.optimizer_bytes);
-    set_int(L, "comm_bytes", e.step.comm_bytes);
-    set_int(L, "host_bytes", e.step.host_bytes);
-    set_int(L, "nvme_bytes", e.step.nvme_bytes);
-    set_int(L, "activations_bytes", e.step.activations_bytes);
-    set_int(L, "resident_bytes", e.step.resident_bytes);
-    set_int(L, "peak_allocated_bytes", e.peak_allocated);
-    set_int(L, "peak_reserved_bytes", e.peak_reserved);
-    set_int(L, "peak_total_bytes", e.peak_total);
-    set_int(L, "allocator_bytes", e.allocator_bytes);
-    set_int(L, "cuda_context_bytes", e.cuda_context_bytes);
-    set_int(L, "cublas_workspace_bytes", e.cublas_workspace_bytes);
-    set_int(L, "runtime_bytes", e.runtime_bytes);
-    set_int(L, "peak_unrounded_bytes", e.step.raw.peak);
-    const vp_meter *m = recipe.device == VP_DEVICE_CPU ? &e.step.raw : &e.step.rounded;
-    push_place(L, &m->peak_place);
-    push_breakdown(L, m->peak_breakdown);
-    lua_setfield(L, -2, "peak_breakdown");
-    if (e.has_gpu) {
-        lua_pushboolean(L, e.fits);
-        lua_setfield(L, -2, "fits");
-        lua_pushinteger(L, e.headroom);
-        lua_setfield(L, -2, "headroom_bytes");
+    lua_createtable(L, (int)e.n_ranks, 0);
+    for (unsigned i = 0; i < e.n_ranks; i++) {
+        lua_createtable(L, 0, 32);
+        set_rank(L, &e.ranks[i], &recipe, e.has_gpu);
+        lua_rawseti(L, -2, (lua_Integer)i + 1);
     }
+    int ranks_index = lua_gettop(L);
+    vp_rank_estimate worst = e.ranks[e.worst];
+    uint64_t params = worst.step.params, trainable = worst.step.trainable_params;
+    unsigned per_stage = e.ranks_per_stage;
+    bool has_gpu = e.has_gpu;
+    vp_estimate_free(&e);
+
+    /* the result: the worst rank's figures at the top, every rank in `ranks` */
+    lua_createtable(L, 0, 40);
+    set_rank(L, &worst, &recipe, has_gpu);
+    set_int(L, "params", params);
+    set_int(L, "trainable_params", trainable);
+    set_int(L, "ranks_per_stage", per_stage);
+    lua_pushvalue(L, ranks_index);
+    lua_setfield(L, -2, "ranks");
     vp_lua_push_recipe(L, &recipe);
     lua_setfield(L, -2, "recipe");
     if (timeline) {

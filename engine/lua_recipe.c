@@ -9,6 +9,7 @@
 
 #include "lua_vramplan.h"
 #include "optimizer.h"
+#include "estimate.h"
 #include "step.h"
 
 /* Recipe errors carry no position of their own: the caller knows where the
@@ -100,6 +101,27 @@ static void parse_sp(lua_State *L, vp_recipe *r, const char *k) { r->sequence_pa
 static void parse_distopt(lua_State *L, vp_recipe *r, const char *k) { r->distributed_optimizer = read_bool(L, k); }
 static void parse_fp32_grads(lua_State *L, vp_recipe *r, const char *k) { r->grads_in_fp32 = read_bool(L, k); }
 
+static void parse_pp(lua_State *L, vp_recipe *r, const char *k) { r->pp = (unsigned)read_int(L, k, 1, VP_MAX_STAGES); }
+static void parse_schedule(lua_State *L, vp_recipe *r, const char *k) { r->pp_schedule = (vp_pp_schedule)read_option(L, k, vp_pp_schedule_names); }
+static void parse_virtual(lua_State *L, vp_recipe *r, const char *k) { r->virtual_stages = (unsigned)read_int(L, k, 1, 1024); }
+static void parse_microbatches(lua_State *L, vp_recipe *r, const char *k) { r->microbatches = (unsigned)read_int(L, k, 1, 1 << 20); }
+static void parse_gpus(lua_State *L, vp_recipe *r, const char *k) { r->gpus = (unsigned)read_int(L, k, 1, 1 << 24); }
+
+/* "8,8,8,8": the layers of each stage, in order */
+static void parse_pp_layers(lua_State *L, vp_recipe *r, const char *k) {
+    const char *s = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : NULL;
+    unsigned n = 0;
+    while (s && *s && n < VP_MAX_STAGES) {
+        char *end;
+        unsigned long v = strtoul(s, &end, 10);
+        if (end == s || v == 0 || v > 100000 || (*end && *end != ',')) { s = NULL; break; }
+        r->pp_layers[n++] = (unsigned)v;
+        s = *end ? end + 1 : end;
+    }
+    if (!s || n == 0) recipe_error(L, "%s: must list the layers of each stage, as \"8,8,8,8\"", k);
+    r->n_pp_layers = n;
+}
+
 static void parse_gpus_per_node(lua_State *L, vp_recipe *r, const char *k) { r->gpus_per_node = (unsigned)read_int(L, k, 1, 1024); }
 
 static void parse_optimizer(lua_State *L, vp_recipe *r, const char *k) {
@@ -164,6 +186,12 @@ static const recipe_key keys[] = {
     {"sequence_parallel", parse_sp, "Megatron sequence parallelism: norms, dropouts and the residual stream split along the sequence"},
     {"distributed_optimizer", parse_distopt, "Megatron's distributed optimizer: master weights and states sharded over dp"},
     {"accumulate_allreduce_grads_in_fp32", parse_fp32_grads, "Megatron's fp32 main_grad buffers [true]"},
+    {"pp", parse_pp, "pipeline stages"},
+    {"pp_schedule", parse_schedule, "1f1b | gpipe | interleaved-1f1b [1f1b]"},
+    {"virtual_stages", parse_virtual, "model chunks per rank with interleaved-1f1b [1]"},
+    {"num_microbatches", parse_microbatches, "micro-batches per step (with pp; gradient accumulation without) [pp]"},
+    {"pp_layers", parse_pp_layers, "layers of each stage, as \"7,8,8,9\" [an even split]"},
+    {"gpus", parse_gpus, "GPUs in all: when given, must equal dp x tp x pp"},
     {"gpus_per_node", parse_gpus_per_node, "GPUs per node, for host memory per node [min(dp, 8)]"},
     {"fragmentation", parse_fragmentation, "caching-allocator reservation beyond whole segments, as a fraction of the allocated peak"},
     {"cuda_context_mib", parse_context, "memory of the CUDA context and its loaded kernels, in MiB"},
@@ -195,6 +223,7 @@ void vp_lua_read_recipe(lua_State *L, int index, vp_recipe *recipe) {
 
 void vp_lua_check_recipe(lua_State *L, const vp_recipe *recipe) {
     const char *problem = vp_step_layout_problem(NULL, recipe);
+    if (!problem) problem = vp_pipeline_problem(NULL, recipe);
     if (problem) recipe_error(L, "%s", problem);
     if (recipe->precision >= VP_PREC_MIXED_BF16 && !recipe->grads_set_to_none)
         recipe_error(L, "grads_set_to_none: false is not modelled with mixed-* precision (the master-weight step frees the 16-bit gradients)");
@@ -268,6 +297,16 @@ void vp_lua_push_recipe(lua_State *L, const vp_recipe *given) {
     lua_setfield(L, -2, "distributed_optimizer");
     lua_pushboolean(L, r->grads_in_fp32);
     lua_setfield(L, -2, "accumulate_allreduce_grads_in_fp32");
+    lua_pushinteger(L, r->pp);
+    lua_setfield(L, -2, "pp");
+    lua_pushstring(L, vp_pp_schedule_names[r->pp_schedule]);
+    lua_setfield(L, -2, "pp_schedule");
+    lua_pushinteger(L, r->virtual_stages);
+    lua_setfield(L, -2, "virtual_stages");
+    lua_pushinteger(L, r->microbatches ? r->microbatches : (r->pp > 1 ? r->pp : 1));
+    lua_setfield(L, -2, "num_microbatches");
+    lua_pushinteger(L, r->dp * r->tp * r->pp);
+    lua_setfield(L, -2, "gpus");
     lua_pushinteger(L, r->gpus_per_node ? r->gpus_per_node : (r->dp < 8 ? r->dp : 8));
     lua_setfield(L, -2, "gpus_per_node");
 }

@@ -11,6 +11,7 @@ const char *const vp_attention_names[] = {"eager", "sdpa", "flash", "sdpa-mem-ef
 const char *const vp_framework_names[] = {"torch", "deepspeed", "fsdp", "megatron", NULL};
 const char *const vp_fsdp_names[] = {"none", "no_shard", "shard_grad_op", "full_shard", "hybrid_shard", NULL};
 const char *const vp_offload_names[] = {"none", "cpu", "nvme", NULL};
+const char *const vp_pp_schedule_names[] = {"1f1b", "gpipe", "interleaved-1f1b", NULL};
 const char *const vp_torch_version_names[] = {"2.x", "1.13", NULL};
 const char *const vp_device_names[] = {"cuda", "cpu", NULL};
 
@@ -59,6 +60,12 @@ void vp_recipe_defaults(vp_recipe *recipe) {
     recipe->distributed_optimizer = false;
     recipe->grads_in_fp32 = true; /* Megatron-LM's default for bf16 (arguments.py) */
     recipe->selective = false;
+    recipe->pp = 1;
+    recipe->pp_schedule = VP_PP_1F1B;
+    recipe->virtual_stages = 1;
+    recipe->microbatches = 0;
+    recipe->n_pp_layers = 0;
+    recipe->gpus = 0;
 }
 
 void vp_recipe_resolve(vp_recipe *recipe) {

@@ -51,6 +51,12 @@ typedef enum {
 
 typedef enum { VP_OFFLOAD_NONE, VP_OFFLOAD_CPU, VP_OFFLOAD_NVME, VP_OFFLOAD_COUNT } vp_offload;
 
+/* Pipeline schedules (Huang et al. 2019 GPipe; Narayanan et al. 2021 1F1B
+ * and its interleaved variant with virtual stages). */
+typedef enum { VP_PP_1F1B, VP_PP_GPIPE, VP_PP_INTERLEAVED, VP_PP_COUNT } vp_pp_schedule;
+
+enum { VP_MAX_STAGES = 1024 };
+
 /* Behaviour that changed between the PyTorch versions we model. */
 typedef enum { VP_TORCH_2, VP_TORCH_1_13, VP_TORCH_COUNT } vp_torch_version;
 
@@ -91,6 +97,14 @@ typedef struct {
     bool sequence_parallel;      /* norms, dropouts and the residual stream split along the sequence */
     bool distributed_optimizer;  /* master weights and states sharded over dp */
     bool grads_in_fp32;          /* accumulate_allreduce_grads_in_fp32: fp32 main_grad buffers */
+    /* pipeline parallelism */
+    unsigned pp;                 /* pipeline stages */
+    vp_pp_schedule pp_schedule;
+    unsigned virtual_stages;     /* model chunks per rank with the interleaved schedule */
+    unsigned microbatches;       /* micro-batches per step (0: pp) */
+    unsigned n_pp_layers;        /* a custom layout: layers of each stage (0: even) */
+    unsigned pp_layers[VP_MAX_STAGES];
+    unsigned gpus;               /* when given, must equal dp x tp x pp */
 } vp_recipe;
 
 void vp_recipe_defaults(vp_recipe *recipe);
@@ -105,6 +119,7 @@ extern const char *const vp_attention_names[];
 extern const char *const vp_framework_names[];
 extern const char *const vp_fsdp_names[];
 extern const char *const vp_offload_names[];
+extern const char *const vp_pp_schedule_names[];
 extern const char *const vp_torch_version_names[];
 extern const char *const vp_device_names[];
 

@@ -82,31 +82,67 @@ void vp_step_clear_casts(vp_step *step, unsigned from) {
 
 /* ---- leaves ---- */
 
-/* Folding evaluates one chunk of `per` layers for all full chunks, so it
- * keeps `per` layer instances for them (layer i uses instance i mod per,
- * standing for every layer in that position of its chunk) and one instance
- * per layer of the shorter last chunk. */
+/* Layers run in chunks of `per` (one layer without checkpointing). Folding
+ * evaluates one chunk for a run of identical chunks; each plan entry has
+ * its own layer instances (layer i of an entry uses the entry's instance
+ * i mod per, standing for that position in every chunk the entry covers).
+ * A stage whose input arrives from another stage holds that input outside
+ * its first layer, so the first chunk is not like the others: it gets an
+ * entry of its own. */
 static unsigned chunk_layers(const vp_step *step) {
     unsigned per = step->recipe->checkpoint_every ? step->recipe->checkpoint_every : 1;
-    return per < step->model->layers ? per : step->model->layers;
+    return per < step->stage.layers ? per : step->stage.layers;
+}
+
+static bool plan_chunks(vp_step *step) {
+    unsigned layers = step->stage.layers, per = chunk_layers(step);
+    unsigned full = layers / per, rest = layers % per;
+    step->chunks = calloc(full + 2, sizeof *step->chunks);
+    step->chunk_repeat = calloc(full + 2, sizeof *step->chunk_repeat);
+    if (!step->chunks || !step->chunk_repeat) return false;
+    unsigned n = 0, first = step->stage.first_layer, instance = 0;
+    bool checkpointed = step->recipe->checkpoint_every > 0;
+    unsigned left = full;
+    while (left) {
+        /* without folding, every chunk is its own entry */
+        unsigned repeat = !step->fold ? 1 : (n == 0 && !step->stage.embed && left > 1) ? 1 : left;
+        step->chunks[n] = (vp_chunk){.step = step, .first_layer = first, .layers = per, .checkpointed = checkpointed,
+                                     .instance = instance};
+        step->chunk_repeat[n++] = repeat;
+        first += per * repeat;
+        instance += per;
+        left -= repeat;
+    }
+    if (rest) {
+        step->chunks[n] = (vp_chunk){.step = step, .first_layer = first, .layers = rest, .checkpointed = checkpointed,
+                                     .instance = instance};
+        step->chunk_repeat[n++] = 1;
+        instance += rest;
+    }
+    step->n_chunks = n;
+    step->n_layer_instances = instance;
+    return true;
+}
+
+/* The plan entry that runs a layer. */
+static unsigned entry_of(const vp_step *step, unsigned layer) {
+    for (unsigned i = step->n_chunks; i-- > 0;)
+        if (layer >= step->chunks[i].first_layer) return i;
+    return 0;
 }
 
 vp_t *vp_step_layer_leaves(vp_step *step, unsigned layer) {
     unsigned slots = step->model->section[VP_SECTION_LAYER].n_slots;
-    unsigned per = chunk_layers(step), full_layers = step->model->layers / per * per;
-    unsigned instance = !step->fold ? layer : layer < full_layers ? layer % per : per + (layer - full_layers);
+    const vp_chunk *c = &step->chunks[entry_of(step, layer)];
+    unsigned instance = c->instance + (layer - c->first_layer) % c->layers;
     return step->layer_leaves + (size_t)instance * slots;
-}
-
-static unsigned instance_count(const vp_step *step) {
-    unsigned per = chunk_layers(step);
-    return step->fold ? per + step->model->layers % per : step->model->layers;
 }
 
 /* How many real layers instance i stands for. */
 static unsigned instance_repeat(const vp_step *step, unsigned i) {
-    unsigned per = chunk_layers(step);
-    return step->fold && i < per ? step->model->layers / per : 1;
+    for (unsigned e = 0; e < step->n_chunks; e++)
+        if (i < step->chunks[e].instance + step->chunks[e].layers) return step->chunk_repeat[e];
+    return 1;
 }
 
 unsigned vp_step_leaf_group_count(const vp_step *step) { return 2 + step->n_layer_instances; }
@@ -120,10 +156,17 @@ vp_leaf_group vp_step_leaf_group_at(vp_step *step, unsigned i) {
                            m->section[VP_SECTION_LAYER].n_slots, instance_repeat(step, i - 1)};
 }
 
+/* A last pipeline stage without the embeddings still needs the token
+ * embedding's weight for a tied head: Megatron keeps a copy there
+ * (word_embeddings_for_head), all-reduced with the first stage's. */
+static bool needs_embedding_copy(const vp_step *step) {
+    const vp_op *head = vp_section_find(&step->model->section[VP_SECTION_FINAL], &vp_op_lm_head);
+    return !step->stage.embed && step->stage.final && head && head->value[2] != 0.0; /* HEAD_TIED */
+}
+
 static bool setup(vp_step *step) {
     const vp_model *m = step->model;
     unsigned layer_slots = m->section[VP_SECTION_LAYER].n_slots;
-    step->n_layer_instances = instance_count(step);
     step->embed_leaves = calloc(m->section[VP_SECTION_EMBED].n_slots + 1, sizeof(vp_t));
     step->final_leaves = calloc(m->section[VP_SECTION_FINAL].n_slots + 1, sizeof(vp_t));
     step->layer_leaves = calloc((size_t)layer_slots * step->n_layer_instances + 1, sizeof(vp_t));
@@ -131,7 +174,12 @@ static bool setup(vp_step *step) {
 
     step->ledger.place.phase = VP_PHASE_SETUP;
     const vp_section *embed = &m->section[VP_SECTION_EMBED], *final = &m->section[VP_SECTION_FINAL];
-    vp_layout_create_leaves(step, embed->ops, embed->n_ops, step->embed_leaves, 1);
+    if (step->stage.embed) {
+        vp_layout_create_leaves(step, embed->ops, embed->n_ops, step->embed_leaves, 1);
+    } else if (needs_embedding_copy(step)) {
+        vp_layout_create_leaves(step, embed->ops, 1, step->embed_leaves, 1); /* the token embedding alone */
+        step->tied_weight = step->embed_leaves[embed->ops[0].slot];
+    }
     vp_layout_resident(step, step->embed_leaves, embed->n_slots, 1);
     for (unsigned i = 0; i < step->n_layer_instances; i++) {
         vp_t *slots = step->layer_leaves + (size_t)i * layer_slots;
@@ -141,8 +189,10 @@ static bool setup(vp_step *step) {
         vp_layout_resident(step, slots, layer_slots, repeat);
         vp_ledger_repeat_segment(&step->ledger, repeat, 0);
     }
-    vp_layout_create_leaves(step, final->ops, final->n_ops, step->final_leaves, 1);
-    vp_layout_resident(step, step->final_leaves, final->n_slots, 1);
+    if (step->stage.final) {
+        vp_layout_create_leaves(step, final->ops, final->n_ops, step->final_leaves, 1);
+        vp_layout_resident(step, step->final_leaves, final->n_slots, 1);
+    }
     return vp_layout_prepare(step);
 }
 
@@ -193,33 +243,6 @@ static vp_t chunk_forward(vp_step *step, vp_chunk *chunk, vp_t x) {
     return y;
 }
 
-/* Plan the chunks: `per` layers each (one without checkpointing), a
- * shorter last chunk when the layers do not divide. Folding keeps one
- * entry per distinct chunk with its repeat count. */
-static bool plan_chunks(vp_step *step) {
-    unsigned layers = step->model->layers;
-    unsigned per = chunk_layers(step);
-    unsigned full = layers / per, rest = layers % per;
-    unsigned entries = step->fold ? 2 : full + 1;
-    step->chunks = calloc(entries, sizeof *step->chunks);
-    step->chunk_repeat = calloc(entries, sizeof *step->chunk_repeat);
-    if (!step->chunks || !step->chunk_repeat) return false;
-    unsigned n = 0, first = 0;
-    for (unsigned i = 0; i < (step->fold ? (full ? 1u : 0u) : full); i++) {
-        step->chunks[n] = (vp_chunk){step, first, per, step->recipe->checkpoint_every > 0, 0, 0, 0, 0, 0};
-        step->chunk_repeat[n++] = step->fold ? full : 1;
-        first += step->fold ? per * full : per;
-    }
-    if (rest) {
-        step->chunks[n] = (vp_chunk){step, first, rest, step->recipe->checkpoint_every > 0, 0, 0, 0, 0, 0};
-        step->chunk_repeat[n++] = 1;
-    }
-    step->n_chunks = n;
-    return true;
-}
-
-/* Takes over the reference to x: like every later layer input, the first
- * one is held only by the chain. */
 static vp_t forward_layers(vp_step *step, vp_t x) {
     vp_t current = x;
     for (unsigned i = 0; i < step->n_chunks; i++) {
@@ -380,33 +403,57 @@ static vp_step_status status_of(const vp_step *step) {
     return VP_STEP_OK;
 }
 
-static void run(vp_step *step, vp_step_result *result) {
+/* The model's width: what flows between pipeline stages. */
+static uint64_t hidden_size(const vp_model *m) {
+    return (uint64_t)m->section[VP_SECTION_EMBED].ops[0].value[1]; /* token_embedding.hidden */
+}
+
+/* One micro-batch through the stage: its inputs arrive (the batch on the
+ * first stage, the previous stage's activations otherwise), forward, loss
+ * or send, backward from the loss or from the gradient the next stage sends. */
+static uint64_t micro_batch(vp_step *step, const vp_meter *resident, const vp_meter *resident_raw) {
     vp_sim *sim = &step->sim;
     vp_ledger *ledger = &step->ledger;
     const vp_model *m = step->model;
+    uint64_t width = vp_numel(sim, step->rows, hidden_size(m));
 
-    if (!setup(step) || !plan_chunks(step)) {
-        sim->status = VP_SIM_NOMEM;
-        return;
-    }
-    vp_meter resident = ledger->rounded;
-    vp_meter resident_raw = ledger->raw; /* component figures are exact tensor bytes */
-    result->resident_bytes = resident.total;
-
-    /* forward: the batch arrives, the model runs, HF computes the loss */
     ledger->place.phase = VP_PHASE_FORWARD;
-    step->input_ids = vp_new(sim, step->tokens, VP_INT64, "batch.input_ids");
-    step->labels = vp_new(sim, step->tokens, VP_INT64, "batch.labels");
+    sim->category = VP_CAT_ACTIVATIONS;
+    sim->n_nodes = 0;
+    /* `for batch in loader`: the next batch arrives, then the last one goes */
+    vp_t old_ids = step->input_ids, old_labels = step->labels;
+    step->input_ids = step->labels = 0;
+    if (step->stage.embed) step->input_ids = vp_new(sim, step->tokens, VP_INT64, "batch.input_ids");
+    if (step->stage.final) step->labels = vp_new(sim, step->tokens, VP_INT64, "batch.labels");
+    vp_drop(sim, old_ids);
+    vp_drop(sim, old_labels);
+    vp_t old_loss = step->loss, old_logits = step->logits;
+    step->loss = step->logits = 0;
     step->position_ids = vp_new(sim, step->seq, VP_INT64, "position_ids");
     for (int s = 0; s < VP_SECTION_COUNT; s++) prepare_ops(step, m->section[s].ops, m->section[s].n_ops);
 
     vp_layout_forward_begin(step);
-    vp_t x = run_section(step, VP_SECTION_EMBED, step->embed_leaves, step->input_ids);
+    vp_t x, received = 0;
+    if (step->stage.embed) {
+        x = run_section(step, VP_SECTION_EMBED, step->embed_leaves, step->input_ids);
+    } else { /* p2p: the previous stage's output, whose gradient goes back to it */
+        received = vp_leaf(sim, width, step->activation, VP_CAT_ACTIVATIONS, true, "pipeline.recv");
+        vp_at(sim, received)->grad_category = VP_CAT_TRANSIENT;
+        vp_at(sim, received)->leaf = true;
+        x = received;
+        vp_hold(sim, x);
+    }
     uint32_t embed_end = sim->n_nodes;
     vp_t y = forward_layers(step, x);
     uint32_t final_first = sim->n_nodes;
-    step->loss = run_section(step, VP_SECTION_FINAL, step->final_leaves, y);
-    vp_drop(sim, y);
+    vp_t sent = 0;
+    if (step->stage.final) {
+        step->loss = run_section(step, VP_SECTION_FINAL, step->final_leaves, y);
+        vp_drop(sim, y);
+    } else { /* p2p send, then Megatron's deallocate_output_tensor frees it */
+        sent = y;
+        vp_drop(sim, y);
+    }
     uint32_t final_end = sim->n_nodes;
     /* the model's forward returns: its autocast region and locals end */
     vp_step_clear_casts(step, 0);
@@ -414,20 +461,26 @@ static void run(vp_step *step, vp_step_result *result) {
     vp_drop(sim, step->cos);
     vp_drop(sim, step->sin);
     vp_drop(sim, step->causal_mask);
+    step->cos = step->sin = step->causal_mask = 0;
     /* Megatron's forward step returns the loss alone */
     if (!step->recipe->keep_logits || step->recipe->framework == VP_FRAMEWORK_MEGATRON) {
         vp_drop(sim, step->logits);
         step->logits = 0;
     }
-    result->activations_bytes = step->recipe->device == VP_DEVICE_CPU ? ledger->raw.total - resident_raw.total
-                                                                      : ledger->rounded.total - resident.total;
+    /* `out = model(batch)` rebinds: the last micro-batch's outputs go now */
+    vp_drop(sim, old_loss);
+    vp_drop(sim, old_logits);
+    uint64_t activations = step->recipe->device == VP_DEVICE_CPU ? ledger->raw.total - resident_raw->total
+                                                                 : ledger->rounded.total - resident->total;
 
-    /* backward: loss.backward() */
+    /* backward: loss.backward(), or backward from the received gradient */
     ledger->place.phase = VP_PHASE_BACKWARD;
     sim->category = VP_CAT_TRANSIENT;
-    if (step->loss && vp_at(sim, step->loss)->requires_grad) {
-        vp_t seed = vp_new(sim, 1, (vp_dtype)vp_at(sim, step->loss)->dtype, "loss.backward");
-        vp_at(sim, step->loss)->grad = seed;
+    vp_t seed_from = step->stage.final ? step->loss : sent;
+    if (seed_from && vp_at(sim, seed_from)->requires_grad) {
+        vp_t seed = step->stage.final ? vp_new(sim, 1, (vp_dtype)vp_at(sim, seed_from)->dtype, "loss.backward")
+                                      : vp_new(sim, width, step->activation, "pipeline.recv_grad");
+        vp_at(sim, seed_from)->grad = seed;
         vp_layout_backward_begin(step);
         vp_backward(sim, final_first, final_end);
         backward_layers(step);
@@ -435,10 +488,36 @@ static void run(vp_step *step, vp_step_result *result) {
         vp_backward(sim, 0, embed_end);
         vp_layout_backward_end(step);
     }
+    if (received) { /* its gradient is sent to the previous stage */
+        vp_t g = vp_at(sim, received)->param_grad;
+        vp_at(sim, received)->param_grad = 0;
+        vp_drop(sim, g);
+        vp_drop(sim, received);
+    }
+    return activations;
+}
+
+static void run(vp_step *step, vp_step_result *result) {
+    vp_sim *sim = &step->sim;
+    vp_ledger *ledger = &step->ledger;
+    const vp_model *m = step->model;
+
+    if (!plan_chunks(step) || !setup(step)) {
+        sim->status = VP_SIM_NOMEM;
+        return;
+    }
+    vp_meter resident = ledger->rounded;
+    vp_meter resident_raw = ledger->raw; /* component figures are exact tensor bytes */
+    result->resident_bytes = resident.total;
+
+    result->activations_bytes = micro_batch(step, &resident, &resident_raw);
+    /* a later micro-batch backpropagates into the gradients the first made */
+    if (step->stage.microbatches > 1) micro_batch(step, &resident, &resident_raw);
+    result->rounded_fb = ledger->rounded;
+    result->raw_fb = ledger->raw;
 
     vp_update_step(step);
     vp_update_zero_grad(step);
-
     /* the loop body ends: loss, outputs and the batch go */
     vp_drop(sim, step->loss);
     vp_drop(sim, step->logits);
@@ -461,8 +540,13 @@ static void run(vp_step *step, vp_step_result *result) {
     result->raw = ledger->raw;
 }
 
-vp_step_status vp_step_run(const vp_model *model, const vp_recipe *given, bool fold, bool record,
+vp_step_status vp_step_run(const vp_model *model, const vp_recipe *recipe, bool fold, bool record,
                            vp_step_result *result, vp_ledger *ledger_out) {
+    return vp_step_run_stage(model, recipe, NULL, fold, record, result, ledger_out);
+}
+
+vp_step_status vp_step_run_stage(const vp_model *model, const vp_recipe *given, const vp_stage *stage, bool fold,
+                                 bool record, vp_step_result *result, vp_ledger *ledger_out) {
     vp_recipe resolved = *given;
     vp_recipe_resolve(&resolved);
     const vp_recipe *recipe = &resolved;
@@ -474,6 +558,7 @@ vp_step_status vp_step_run(const vp_model *model, const vp_recipe *given, bool f
     vp_sim_init(&step.sim, &step.ledger);
     step.model = model;
     step.recipe = recipe;
+    step.stage = stage ? *stage : (vp_stage){0, model->layers, true, true, 1};
     step.precision = vp_precision_get(recipe->precision);
     step.optimizer = vp_optimizer_at(recipe->optimizer);
     step.fold = fold;
@@ -489,7 +574,8 @@ vp_step_status vp_step_run(const vp_model *model, const vp_recipe *given, bool f
     step.low = step.autocast ? step.precision->compute : step.activation;
     step.sim.accumulate = recipe->torch_version == VP_TORCH_1_13 ? VP_ACCUMULATE_OUT_OF_PLACE : VP_ACCUMULATE_INPLACE;
 
-    if (!step.precision || !step.optimizer || model->layers == 0) {
+    if (!step.precision || !step.optimizer || model->layers == 0 || step.stage.layers == 0 ||
+        step.stage.first_layer + step.stage.layers > model->layers) {
         free_step(&step);
         vp_ledger_free(&step.ledger);
         return VP_STEP_INTERNAL;

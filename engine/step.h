@@ -14,6 +14,15 @@
 struct vp_optimizer_kind;
 struct vp_layer_hook;
 
+/* The part of the model one pipeline stage runs. */
+typedef struct {
+    unsigned first_layer, layers;   /* its layers */
+    bool embed;                     /* holds the embeddings (the first stage) */
+    bool final;                     /* holds the final norm, head and loss (the last stage) */
+    unsigned microbatches;          /* micro-batches per step: with more than one, later ones
+                                       backpropagate into gradients that already exist */
+} vp_stage;
+
 /* A run of consecutive layers evaluated as one unit: under activation
  * checkpointing, the chunk whose input alone is kept. */
 typedef struct vp_chunk {
@@ -24,6 +33,7 @@ typedef struct vp_chunk {
     uint32_t first_node, end_node;   /* its nodes in the forward graph */
     uint32_t first_tensor;           /* tensors created before it are external */
     vp_t input, output;
+    unsigned instance;               /* its first layer instance */
 } vp_chunk;
 
 typedef struct {
@@ -39,6 +49,7 @@ typedef struct vp_step {
     const vp_recipe *recipe;
     const vp_precision *precision;
     const struct vp_optimizer_kind *optimizer;
+    vp_stage stage;
     uint64_t batch, seq, tokens;     /* tokens = batch * seq rows */
     unsigned tp;                     /* tensor-parallel ranks */
     bool sp;                         /* sequence parallel: the residual stream is split */
@@ -106,6 +117,7 @@ typedef struct {
     uint64_t activations_bytes;      /* live at the end of forward beyond the resident state */
     uint64_t resident_bytes;
     vp_meter rounded, raw;           /* peaks of the step */
+    vp_meter rounded_fb, raw_fb;     /* peaks of forward and backward alone (before the optimizer) */
     uint64_t params, trainable_params;
 } vp_step_result;
 
@@ -120,6 +132,10 @@ typedef enum {
 
 vp_step_status vp_step_run(const vp_model *model, const vp_recipe *recipe, bool fold, bool record,
                            vp_step_result *result, vp_ledger *ledger_out);
+
+/* The same for one pipeline stage (NULL: the whole model, one micro-batch). */
+vp_step_status vp_step_run_stage(const vp_model *model, const vp_recipe *recipe, const vp_stage *stage, bool fold,
+                                 bool record, vp_step_result *result, vp_ledger *ledger_out);
 
 /* For VP_STEP_LAYOUT: the message naming the recipe key at fault; model
  * may be NULL (the recipe alone is checked). */

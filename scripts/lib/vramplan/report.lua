@@ -55,9 +55,13 @@ function report.human(ctx)
   line("recipe: %s, %s (%s), micro_batch %d x seq_len %d, checkpointing %s, attention %s",
     recipe.precision, recipe.optimizer, recipe.optimizer_impl, recipe.micro_batch, recipe.seq_len,
     recipe.checkpointing, recipe.attention)
-  if recipe.dp > 1 or recipe.framework ~= "torch" then
+  if recipe.dp > 1 or recipe.pp > 1 or recipe.framework ~= "torch" then
     local layout = { recipe.framework, "dp " .. recipe.dp }
     if recipe.tp > 1 then layout[#layout + 1] = "tp " .. recipe.tp .. (recipe.sequence_parallel and " with sequence parallelism" or "") end
+    if recipe.pp > 1 then
+      layout[#layout + 1] = string.format("pp %d (%s%s, %d micro-batches)", recipe.pp, recipe.pp_schedule,
+        recipe.virtual_stages > 1 and (" x" .. recipe.virtual_stages) or "", recipe.num_microbatches)
+    end
     if recipe.distributed_optimizer then layout[#layout + 1] = "distributed optimizer" end
     if recipe.framework == "deepspeed" then layout[#layout + 1] = "ZeRO-" .. recipe.zero end
     if recipe.framework == "fsdp" then layout[#layout + 1] = recipe.fsdp == "none" and "full_shard" or recipe.fsdp end
@@ -67,8 +71,17 @@ function report.human(ctx)
   end
   line("")
   line("%s", report.verdict(r, gpu))
+  if #r.ranks > 1 then
+    line("")
+    line("  %-6s %-9s %9s %12s %12s  %s", "stage", "layers", "in flight", "allocated", "total", "peak")
+    for _, st in ipairs(r.ranks) do
+      line("  %-6d %-9s %9.3g %12s %12s  %s%s", st.stage, st.first_layer .. "-" .. (st.first_layer + st.layers - 1),
+        st.in_flight, report.bytes(st.peak_allocated_bytes), report.bytes(st.peak_total_bytes), where(st),
+        st.stage == r.stage and "  <- worst" or "")
+    end
+  end
   line("")
-  line("peak: %s", where(r))
+  line("peak%s: %s", #r.ranks > 1 and (" (stage " .. r.stage .. ")") or "", where(r))
   line("  %-22s %12s", "at the peak", "")
   for _, row in ipairs(rows) do
     local v = r.peak_breakdown[row[1]]
@@ -139,37 +152,54 @@ function report.host(r)
   }
 end
 
+local rank_fields = {
+  "params_bytes", "buffers_bytes", "grads_bytes", "master_bytes", "optimizer_bytes", "comm_bytes",
+  "activations_bytes", "peak_allocated_bytes", "peak_reserved_bytes", "peak_total_bytes", "peak_phase", "peak_op",
+  "peak_breakdown", "allocator_bytes", "runtime_bytes", "cuda_context_bytes", "cublas_workspace_bytes",
+}
+
+-- The per_gpu fields of one rank.
+local function rank_object(r)
+  local o = {}
+  for _, k in ipairs(rank_fields) do o[k] = r[k] end
+  o.peak_layer = r.peak_layer == nil and json.null or r.peak_layer
+  return o
+end
+
 local order = {
   "vramplan_version", "model", "recipe", "per_gpu", "gpu", "fits", "headroom_bytes", "timeline",
   "name", "params", "trainable_params", "arch", "layers", "source",
   "params_bytes", "buffers_bytes", "grads_bytes", "master_bytes", "optimizer_bytes", "activations_bytes",
   "peak_allocated_bytes", "peak_reserved_bytes", "peak_total_bytes", "peak_phase", "peak_layer", "peak_op",
   "peak_breakdown", "allocator_bytes", "runtime_bytes", "cuda_context_bytes", "cublas_workspace_bytes",
-  "memory_bytes", "short_name", "per_rank", "host", "ranks", "count", "comm_bytes",
+  "memory_bytes", "short_name", "per_rank", "host", "stage", "layers", "in_flight", "ranks", "count", "comm_bytes",
   "cpu_bytes_per_rank", "cpu_bytes_per_node", "nvme_bytes_per_rank", "nvme_bytes_per_node", "gpus_per_node",
 }
 
 function report.object(ctx)
   local r = ctx.result
-  local per_gpu = {}
-  for _, k in ipairs({ "params_bytes", "buffers_bytes", "grads_bytes", "master_bytes", "optimizer_bytes",
-    "comm_bytes", "activations_bytes", "peak_allocated_bytes", "peak_reserved_bytes", "peak_total_bytes",
-    "peak_phase", "peak_op", "peak_breakdown", "allocator_bytes", "runtime_bytes", "cuda_context_bytes",
-    "cublas_workspace_bytes" }) do
-    per_gpu[k] = r[k]
+  local per_gpu = rank_object(r)
+  -- one entry per pipeline stage; within a stage every data- and
+  -- tensor-parallel rank is alike
+  local per_rank = {}
+  for i, stage in ipairs(r.ranks) do
+    local o = rank_object(stage)
+    local first = (i - 1) * r.ranks_per_stage
+    o.stage = stage.stage
+    o.layers = string.format("%d-%d", stage.first_layer, stage.first_layer + stage.layers - 1)
+    o.in_flight = stage.in_flight
+    o.ranks = string.format("%d-%d", first, first + r.ranks_per_stage - 1)
+    o.count = r.ranks_per_stage
+    if stage.fits ~= nil then o.fits, o.headroom_bytes = stage.fits, stage.headroom_bytes end
+    per_rank[i] = o
   end
-  per_gpu.peak_layer = r.peak_layer == nil and json.null or r.peak_layer
-  -- every data- and tensor-parallel rank is alike: one kind of rank
-  local ranks = r.recipe.dp * r.recipe.tp
-  local rank = { ranks = "0-" .. (ranks - 1), count = ranks }
-  for k, v in pairs(per_gpu) do rank[k] = v end
   local o = {
     vramplan_version = ctx.version,
     model = { name = ctx.model_name, params = r.params, trainable_params = r.trainable_params, arch = ctx.arch,
               layers = ctx.layers, source = ctx.source },
     recipe = r.recipe,
     per_gpu = per_gpu,
-    per_rank = { rank },
+    per_rank = per_rank,
     host = report.host(r),
     gpu = ctx.gpu and { name = ctx.gpu.name, short_name = ctx.gpu.short_name, memory_bytes = ctx.gpu.memory_bytes }
       or json.null,
