@@ -40,6 +40,8 @@ static vp_t token_forward(vp_step *step, const vp_op *op, const vp_t *leaves, vp
     return y;
 }
 
+uint64_t vp_token_embedding_hidden(const vp_op *embedding) { return vp_op_u64(embedding, TOKEN_HIDDEN); }
+
 const vp_op_kind vp_op_token_embedding = {
     .name = "token_embedding",
     .doc = "nn.Embedding over the vocabulary; its weight is the one a tied head reuses",

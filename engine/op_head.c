@@ -33,6 +33,8 @@ static vp_t head_forward(vp_step *step, const vp_op *op, const vp_t *leaves, vp_
     return logits;
 }
 
+bool vp_lm_head_tied(const vp_op *head) { return vp_op_flag(head, HEAD_TIED); }
+
 const vp_op_kind vp_op_lm_head = {
     .name = "lm_head",
     .doc = "the output projection to vocabulary logits, tied to the token embedding or not",

@@ -33,6 +33,10 @@ vp_t vp_project_column(vp_step *step, vp_t x, vp_t weight, vp_t bias, uint64_t o
  * place, or reduce-scattered along the sequence under sequence parallelism. */
 vp_t vp_project_row(vp_step *step, vp_t x, vp_t weight, vp_t bias, uint64_t out_features, const char *label);
 
+/* What the step driver asks of particular ops. */
+bool vp_lm_head_tied(const vp_op *head);
+uint64_t vp_token_embedding_hidden(const vp_op *embedding);
+
 /* Tensor-parallel helpers. */
 uint64_t vp_split_tp(const vp_step *step, uint64_t n);          /* n / tp */
 uint64_t vp_padded_vocab(uint64_t vocab, unsigned tp);           /* Megatron's vocabulary padding */

@@ -161,7 +161,7 @@ vp_leaf_group vp_step_leaf_group_at(vp_step *step, unsigned i) {
  * (word_embeddings_for_head), all-reduced with the first stage's. */
 static bool needs_embedding_copy(const vp_step *step) {
     const vp_op *head = vp_section_find(&step->model->section[VP_SECTION_FINAL], &vp_op_lm_head);
-    return !step->stage.embed && step->stage.final && head && head->value[2] != 0.0; /* HEAD_TIED */
+    return !step->stage.embed && step->stage.final && head && vp_lm_head_tied(head);
 }
 
 static bool setup(vp_step *step) {
@@ -405,7 +405,7 @@ static vp_step_status status_of(const vp_step *step) {
 
 /* The model's width: what flows between pipeline stages. */
 static uint64_t hidden_size(const vp_model *m) {
-    return (uint64_t)m->section[VP_SECTION_EMBED].ops[0].value[1]; /* token_embedding.hidden */
+    return vp_token_embedding_hidden(&m->section[VP_SECTION_EMBED].ops[0]);
 }
 
 /* One micro-batch through the stage: its inputs arrive (the batch on the
