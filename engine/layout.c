@@ -29,28 +29,33 @@ void vp_layout_host(vp_step *step, uint64_t bytes, unsigned repeat, bool nvme) {
     }
 }
 
-void vp_layout_create_leaves(vp_step *step, const vp_op *ops, unsigned n, vp_t *slots, unsigned repeat) {
+static vp_t make_leaf(vp_step *step, const vp_leaf_spec *spec, unsigned repeat) {
     const vp_shard_plan *plan = &step->plan;
+    if (spec->buffer) /* buffers are never sharded (ZeRO-3, FSDP) */
+        return vp_leaf(&step->sim, spec->numel, spec->dtype, VP_CAT_BUFFERS, false, spec->label);
+    vp_dtype compute = spec->dtype == VP_DTYPE_NONE ? plan->gather_dtype : spec->dtype;
+    vp_dtype resident = spec->dtype == VP_DTYPE_NONE ? plan->params_dtype : spec->dtype;
+    uint64_t shard = bytes_of(resident, vp_shard_numel(spec->numel, plan->shards.params));
+    bool away = plan->params_on_host || plan->params_on_nvme;
+    if (away) vp_layout_host(step, shard, repeat, plan->params_on_nvme);
+    vp_t leaf = vp_leaf_resident(&step->sim, spec->numel, compute, away ? 0 : shard, VP_CAT_PARAMS, spec->trainable,
+                                 spec->label);
+    vp_at(&step->sim, leaf)->grad_drop = plan->grads == VP_GRADS_BUCKET;
+    return leaf;
+}
+
+void vp_layout_create_leaves(vp_step *step, const vp_op *ops, unsigned n, vp_t *slots, unsigned repeat) {
     for (unsigned i = 0; i < n; i++) {
         const vp_op *op = &ops[i];
         vp_leaf_spec specs[VP_OP_MAX_LEAVES];
-        unsigned k = op->kind->leaves ? op->kind->leaves(op, step->tp, specs) : 0;
+        vp_ranks split = {step->tp, step->ep};
+        unsigned k = op->kind->leaves ? op->kind->leaves(op, &split, specs) : 0;
+        unsigned slot = op->slot;
         for (unsigned j = 0; j < k; j++) {
-            if (!specs[j].numel) continue;
-            vp_t leaf;
-            if (specs[j].buffer) { /* buffers are never sharded (ZeRO-3, FSDP) */
-                leaf = vp_leaf(&step->sim, specs[j].numel, specs[j].dtype, VP_CAT_BUFFERS, false, specs[j].label);
-            } else {
-                vp_dtype compute = specs[j].dtype == VP_DTYPE_NONE ? plan->gather_dtype : specs[j].dtype;
-                vp_dtype resident = specs[j].dtype == VP_DTYPE_NONE ? plan->params_dtype : specs[j].dtype;
-                uint64_t shard = bytes_of(resident, vp_shard_numel(specs[j].numel, plan->shards.params));
-                bool away = plan->params_on_host || plan->params_on_nvme;
-                if (away) vp_layout_host(step, shard, repeat, plan->params_on_nvme);
-                leaf = vp_leaf_resident(&step->sim, specs[j].numel, compute, away ? 0 : shard, VP_CAT_PARAMS,
-                                        specs[j].trainable, specs[j].label);
-                vp_at(&step->sim, leaf)->grad_drop = plan->grads == VP_GRADS_BUCKET;
-            }
-            slots[op->slot + j] = leaf;
+            unsigned count = vp_leaf_count(&specs[j]);
+            if (specs[j].numel)
+                for (unsigned c = 0; c < count; c++) slots[slot + c] = make_leaf(step, &specs[j], repeat);
+            slot += count;
         }
         vp_layout_create_leaves(step, op->children, op->n_children, slots, repeat);
     }

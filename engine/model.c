@@ -31,9 +31,13 @@ int vp_field_index(const vp_op_kind *kind, const char *name) {
     return -1;
 }
 
+static const vp_ranks whole = {1, 1};
+
 static unsigned leaf_count(const vp_op *op) {
     vp_leaf_spec specs[VP_OP_MAX_LEAVES];
-    return op->kind->leaves ? op->kind->leaves(op, 1, specs) : 0;
+    unsigned k = op->kind->leaves ? op->kind->leaves(op, &whole, specs) : 0, slots = 0;
+    for (unsigned j = 0; j < k; j++) slots += vp_leaf_count(&specs[j]);
+    return slots;
 }
 
 /* Slots are numbered depth-first: an op's own leaves, then its children's. */
@@ -71,9 +75,10 @@ static uint64_t count_ops(const vp_op *ops, unsigned n, bool trainable_only) {
     uint64_t total = 0;
     for (unsigned i = 0; i < n; i++) {
         vp_leaf_spec specs[VP_OP_MAX_LEAVES];
-        unsigned k = ops[i].kind->leaves ? ops[i].kind->leaves(&ops[i], 1, specs) : 0;
+        unsigned k = ops[i].kind->leaves ? ops[i].kind->leaves(&ops[i], &whole, specs) : 0;
         for (unsigned j = 0; j < k; j++)
-            if (!specs[j].buffer && (specs[j].trainable || !trainable_only)) total += specs[j].numel;
+            if (!specs[j].buffer && (specs[j].trainable || !trainable_only))
+                total += specs[j].numel * vp_leaf_count(&specs[j]);
         total += count_ops(ops[i].children, ops[i].n_children, trainable_only);
     }
     return total;

@@ -29,14 +29,24 @@ typedef struct {
 
 enum { VP_OP_MAX_FIELDS = 16, VP_OP_MAX_LEAVES = 10 };
 
-/* A tensor an op owns for the whole run: a parameter or a buffer. */
+/* A tensor an op owns for the whole run: a parameter or a buffer; `count`
+ * identical ones side by side (the experts of a mixture), one when 0. */
 typedef struct {
     uint64_t numel;
     vp_dtype dtype;              /* VP_DTYPE_NONE: the precision's parameter dtype */
     bool trainable;
     bool buffer;
     const char *label;
+    unsigned count;
 } vp_leaf_spec;
+
+static inline unsigned vp_leaf_count(const vp_leaf_spec *spec) { return spec->count ? spec->count : 1; }
+
+/* How the model is split over model-parallel ranks: tensor-parallel ranks,
+ * and expert-parallel ranks sharing the experts. */
+typedef struct {
+    unsigned tp, ep;
+} vp_ranks;
 
 typedef struct vp_op_kind {
     const char *name;
@@ -48,9 +58,9 @@ typedef struct vp_op_kind {
     const char *(*check)(const struct vp_op *op);
     /* Checks the op can be split over `tp` tensor-parallel ranks. */
     const char *(*check_tp)(const struct vp_op *op, unsigned tp);
-    /* The op's own parameters and buffers, as one of `tp` tensor-parallel
-     * ranks holds them (tp = 1: the whole model). */
-    unsigned (*leaves)(const struct vp_op *op, unsigned tp, vp_leaf_spec *out);
+    /* The op's own parameters and buffers, as one rank of the split holds
+     * them ({1, 1}: the whole model). */
+    unsigned (*leaves)(const struct vp_op *op, const vp_ranks *split, vp_leaf_spec *out);
     /* Forward tensors the model creates once per step for ops of this kind
      * (rotary tables, causal masks), before the first layer runs. */
     void (*prepare)(struct vp_step *step, const struct vp_op *op);

@@ -14,9 +14,10 @@ static const vp_field token_fields[TOKEN_FIELDS] = {
 
 /* Megatron's VocabParallelEmbedding: each tensor-parallel rank holds a
  * slice of the padded vocabulary. */
-static unsigned token_leaves(const vp_op *op, unsigned tp, vp_leaf_spec *out) {
+static unsigned token_leaves(const vp_op *op, const vp_ranks *split, vp_leaf_spec *out) {
+    unsigned tp = split->tp;
     uint64_t rows = vp_padded_vocab(vp_op_u64(op, TOKEN_VOCAB), tp) / tp;
-    out[0] = (vp_leaf_spec){rows * vp_op_u64(op, TOKEN_HIDDEN), VP_DTYPE_NONE, true, false, "embed_tokens.weight"};
+    out[0] = (vp_leaf_spec){rows * vp_op_u64(op, TOKEN_HIDDEN), VP_DTYPE_NONE, true, false, "embed_tokens.weight", 1};
     return 1;
 }
 
@@ -60,10 +61,11 @@ static const vp_field position_fields[POSITION_FIELDS] = {
     [POSITION_HIDDEN] = {"hidden", VP_FIELD_INT, true, 0, 1, 1 << 20, NULL, "embedding width"},
 };
 
-static unsigned position_leaves(const vp_op *op, unsigned tp, vp_leaf_spec *out) {
+static unsigned position_leaves(const vp_op *op, const vp_ranks *split, vp_leaf_spec *out) {
+    unsigned tp = split->tp;
     (void)tp; /* replicated */
     out[0] = (vp_leaf_spec){vp_op_u64(op, POSITION_POSITIONS) * vp_op_u64(op, POSITION_HIDDEN), VP_DTYPE_NONE,
-                            true, false, "wpe.weight"};
+                            true, false, "wpe.weight", 1};
     return 1;
 }
 
@@ -102,9 +104,10 @@ static const char *rotary_check(const vp_op *op) {
 }
 
 /* inv_freq is a non-persistent fp32 buffer of head_dim/2 entries. */
-static unsigned rotary_leaves(const vp_op *op, unsigned tp, vp_leaf_spec *out) {
+static unsigned rotary_leaves(const vp_op *op, const vp_ranks *split, vp_leaf_spec *out) {
+    unsigned tp = split->tp;
     (void)tp;
-    out[0] = (vp_leaf_spec){vp_op_u64(op, ROTARY_HEAD_DIM) / 2, VP_FP32, false, true, "rotary_emb.inv_freq"};
+    out[0] = (vp_leaf_spec){vp_op_u64(op, ROTARY_HEAD_DIM) / 2, VP_FP32, false, true, "rotary_emb.inv_freq", 1};
     return 1;
 }
 

@@ -23,15 +23,16 @@ enum { UP_W, UP_B, GATE_W, GATE_B, DOWN_W, DOWN_B, MLP_SLOTS };
 
 /* Megatron's split: up and gate column-parallel (f / tp outputs each), down
  * row-parallel (f / tp inputs), the down bias whole. */
-static unsigned mlp_leaves(const vp_op *op, unsigned tp, vp_leaf_spec *out) {
+static unsigned mlp_leaves(const vp_op *op, const vp_ranks *split, vp_leaf_spec *out) {
+    unsigned tp = split->tp;
     uint64_t h = vp_op_u64(op, MLP_HIDDEN), f = vp_op_u64(op, MLP_INTERMEDIATE) / tp;
     bool bias = vp_op_flag(op, MLP_BIAS), gated = vp_op_flag(op, MLP_GATED);
-    out[UP_W] = (vp_leaf_spec){h * f, VP_DTYPE_NONE, true, false, "mlp.up_proj.weight"};
-    out[UP_B] = (vp_leaf_spec){bias ? f : 0, VP_DTYPE_NONE, true, false, "mlp.up_proj.bias"};
-    out[GATE_W] = (vp_leaf_spec){gated ? h * f : 0, VP_DTYPE_NONE, true, false, "mlp.gate_proj.weight"};
-    out[GATE_B] = (vp_leaf_spec){gated && bias ? f : 0, VP_DTYPE_NONE, true, false, "mlp.gate_proj.bias"};
-    out[DOWN_W] = (vp_leaf_spec){f * h, VP_DTYPE_NONE, true, false, "mlp.down_proj.weight"};
-    out[DOWN_B] = (vp_leaf_spec){bias ? h : 0, VP_DTYPE_NONE, true, false, "mlp.down_proj.bias"};
+    out[UP_W] = (vp_leaf_spec){h * f, VP_DTYPE_NONE, true, false, "mlp.up_proj.weight", 1};
+    out[UP_B] = (vp_leaf_spec){bias ? f : 0, VP_DTYPE_NONE, true, false, "mlp.up_proj.bias", 1};
+    out[GATE_W] = (vp_leaf_spec){gated ? h * f : 0, VP_DTYPE_NONE, true, false, "mlp.gate_proj.weight", 1};
+    out[GATE_B] = (vp_leaf_spec){gated && bias ? f : 0, VP_DTYPE_NONE, true, false, "mlp.gate_proj.bias", 1};
+    out[DOWN_W] = (vp_leaf_spec){f * h, VP_DTYPE_NONE, true, false, "mlp.down_proj.weight", 1};
+    out[DOWN_B] = (vp_leaf_spec){bias ? h : 0, VP_DTYPE_NONE, true, false, "mlp.down_proj.bias", 1};
     return MLP_SLOTS;
 }
 

@@ -13,11 +13,12 @@ static const vp_field layernorm_fields[LN_FIELDS] = {
     [LN_EPS] = {"eps", VP_FIELD_NUMBER, false, 1e-5, 0, 1, NULL, "variance epsilon"},
 };
 
-static unsigned layernorm_leaves(const vp_op *op, unsigned tp, vp_leaf_spec *out) {
+static unsigned layernorm_leaves(const vp_op *op, const vp_ranks *split, vp_leaf_spec *out) {
+    unsigned tp = split->tp;
     (void)tp; /* norms are replicated on every tensor-parallel rank */
     uint64_t h = vp_op_u64(op, LN_HIDDEN);
-    out[0] = (vp_leaf_spec){h, VP_DTYPE_NONE, true, false, "layernorm.weight"};
-    out[1] = (vp_leaf_spec){vp_op_flag(op, LN_BIAS) ? h : 0, VP_DTYPE_NONE, true, false, "layernorm.bias"};
+    out[0] = (vp_leaf_spec){h, VP_DTYPE_NONE, true, false, "layernorm.weight", 1};
+    out[1] = (vp_leaf_spec){vp_op_flag(op, LN_BIAS) ? h : 0, VP_DTYPE_NONE, true, false, "layernorm.bias", 1};
     return 2;
 }
 
@@ -49,9 +50,10 @@ static const vp_field rmsnorm_fields[RMS_FIELDS] = {
     [RMS_EPS] = {"eps", VP_FIELD_NUMBER, false, 1e-6, 0, 1, NULL, "variance epsilon"},
 };
 
-static unsigned rmsnorm_leaves(const vp_op *op, unsigned tp, vp_leaf_spec *out) {
+static unsigned rmsnorm_leaves(const vp_op *op, const vp_ranks *split, vp_leaf_spec *out) {
+    unsigned tp = split->tp;
     (void)tp;
-    out[0] = (vp_leaf_spec){vp_op_u64(op, RMS_HIDDEN), VP_DTYPE_NONE, true, false, "rmsnorm.weight"};
+    out[0] = (vp_leaf_spec){vp_op_u64(op, RMS_HIDDEN), VP_DTYPE_NONE, true, false, "rmsnorm.weight", 1};
     return 1;
 }
 

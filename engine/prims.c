@@ -385,3 +385,40 @@ vp_t vp_glu(vp_sim *sim, vp_t x, const char *label) {
     }
     return y;
 }
+
+vp_t vp_index(vp_sim *sim, vp_t x, vp_t indices, uint64_t numel, const char *label) {
+    vp_t y = vp_new(sim, numel, dtype_of(sim, x), label);
+    vp_node *node = vp_record(sim, backward_split, label, &x, 1, &y, 1); /* a gradient like all of x */
+    if (node) vp_save(sim, node, indices);
+    return y;
+}
+
+vp_t vp_topk(vp_sim *sim, vp_t x, uint64_t numel, vp_t *indices_out, const char *label) {
+    vp_t values = vp_new(sim, numel, dtype_of(sim, x), label);
+    vp_t indices = vp_new(sim, numel, VP_INT64, label);
+    vp_node *node = vp_record(sim, backward_split, label, &x, 1, &values, 1);
+    if (node) vp_save(sim, node, indices);
+    *indices_out = indices;
+    return values;
+}
+
+/* IndexAddBackward: self's gradient is the incoming one; source's is
+ * grad.index_select(dim, index), a new tensor like source. */
+static void backward_index_add(vp_sim *sim, uint32_t index) {
+    vp_node *node = vp_node_at(sim, index);
+    vp_t g = vp_grad_out(sim, node, 0);
+    if (vp_needs_grad(sim, node, 0)) {
+        vp_hold(sim, g);
+        vp_give_grad(sim, node, 0, g);
+    }
+    node = vp_node_at(sim, index);
+    if (vp_needs_grad(sim, node, 1)) vp_give_grad(sim, node, 1, vp_grad_like(sim, node->in[1], node->label));
+}
+
+vp_t vp_index_add(vp_sim *sim, vp_t acc, vp_t source, vp_t index, const char *label) {
+    vp_t y = vp_view(sim, acc, numel_of(sim, acc), label);
+    vp_t in[2] = {acc, source};
+    vp_node *node = vp_record(sim, backward_index_add, label, in, 2, &y, 1);
+    if (node) vp_save(sim, node, index);
+    return y;
+}

@@ -110,6 +110,21 @@ vp_t vp_gathered_linear(vp_sim *sim, vp_t x, vp_t w, vp_t b, uint64_t rows, uint
  * all-gathers the gradient. */
 vp_t vp_scatter(vp_sim *sim, vp_t x, unsigned parts, const char *label);
 
+/* x[indices] along rows (tensor indexing with an index tensor): a new
+ * tensor of `numel` elements; saves the indices; backward builds a
+ * zero-filled gradient of all of x and puts rows into it (index_backward). */
+vp_t vp_index(vp_sim *sim, vp_t x, vp_t indices, uint64_t numel, const char *label);
+
+/* torch.topk(x, k): values (x's dtype) and int64 indices of `numel`
+ * elements each; saves the indices; backward scatters into a zero-filled
+ * gradient of x. *indices_out gets the indices (a new reference). */
+vp_t vp_topk(vp_sim *sim, vp_t x, uint64_t numel, vp_t *indices_out, const char *label);
+
+/* acc.index_add_(0, index, source): in place; returns acc's new version (a
+ * view of the same storage). Saves the index; backward passes acc's
+ * gradient on and gives source grad.index_select(...). */
+vp_t vp_index_add(vp_sim *sim, vp_t acc, vp_t source, vp_t index, const char *label);
+
 /* nll_loss(log_probs, target) with mean reduction: a scalar output and total
  * weight; saves its input and target; backward allocates a zero-filled
  * gradient the size of the input. */

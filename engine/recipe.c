@@ -56,6 +56,7 @@ void vp_recipe_defaults(vp_recipe *recipe) {
     recipe->ddp_bucket_mb = 25.0;
     recipe->gpus_per_node = 0;
     recipe->tp = 1;
+    recipe->ep = 1;
     recipe->sequence_parallel = false;
     recipe->distributed_optimizer = false;
     recipe->grads_in_fp32 = true; /* Megatron-LM's default for bf16 (arguments.py) */

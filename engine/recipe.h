@@ -94,6 +94,7 @@ typedef struct {
     unsigned gpus_per_node;      /* for host memory per node (0: min(dp, 8)) */
     /* model parallelism (Megatron-LM) */
     unsigned tp;                 /* tensor-parallel ranks */
+    unsigned ep;                 /* expert-parallel ranks (within dp) */
     bool sequence_parallel;      /* norms, dropouts and the residual stream split along the sequence */
     bool distributed_optimizer;  /* master weights and states sharded over dp */
     bool grads_in_fp32;          /* accumulate_allreduce_grads_in_fp32: fp32 main_grad buffers */

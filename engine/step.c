@@ -567,6 +567,7 @@ vp_step_status vp_step_run_stage(const vp_model *model, const vp_recipe *given, 
     step.seq = recipe->seq_len;
     step.tokens = vp_numel(&step.sim, step.batch, step.seq);
     step.tp = recipe->tp ? recipe->tp : 1;
+    step.ep = recipe->ep ? recipe->ep : 1;
     step.sp = recipe->sequence_parallel && step.tp > 1;
     step.rows = step.sp ? step.tokens / step.tp : step.tokens;
     step.autocast = step.precision->autocast;

@@ -52,6 +52,7 @@ typedef struct vp_step {
     vp_stage stage;
     uint64_t batch, seq, tokens;     /* tokens = batch * seq rows */
     unsigned tp;                     /* tensor-parallel ranks */
+    unsigned ep;                     /* expert-parallel ranks */
     bool sp;                         /* sequence parallel: the residual stream is split */
     uint64_t rows;                   /* rows of the residual stream on this rank: tokens, or tokens / tp */
     vp_dtype activation;             /* dtype the residual stream flows in */
