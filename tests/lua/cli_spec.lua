@@ -52,6 +52,39 @@ describe("vramplan estimate", function()
     assert.truthy(out:find('"gpu":null'))
   end)
 
+  -- Every object's keys once: JSON readers keep only one of two equal keys.
+  local function duplicate_key(text)
+    local objects, i = {}, 1
+    while i <= #text do
+      local c = text:sub(i, i)
+      if c == "{" then
+        objects[#objects + 1] = {}
+      elseif c == "}" then
+        objects[#objects] = nil
+      elseif c == '"' then
+        local j = i + 1
+        while text:sub(j, j) ~= '"' do j = j + (text:sub(j, j) == "\\" and 2 or 1) end
+        local key = text:sub(i + 1, j - 1)
+        if text:match("^%s*:", j + 1) then
+          local seen = objects[#objects]
+          if seen[key] then return key end
+          seen[key] = true
+        end
+        i = j
+      end
+      i = i + 1
+    end
+  end
+
+  it("names every JSON field once per object", function()
+    for _, args in ipairs({ { "models/llama2-7b.lua" }, { "models/llama2-7b.lua", "--set", "pp=2", "--set", "framework=deepspeed", "--set", "zero=1",
+        "--set", "dp=2", "--gpu", "A100-80GB" } }) do
+      local out, err, code = helper.run("estimate", "--json", table.unpack(args))
+      assert.are.equal(0, code, err)
+      assert.is_nil(duplicate_key(out))
+    end
+  end)
+
   it("reads a Hugging Face config.json like the model script it describes", function()
     local a = helper.estimate("tests/fixtures/llama2-7b-config.json", "--set", "seq_len=512")
     local b = helper.estimate("models/llama2-7b.lua", "--set", "seq_len=512")

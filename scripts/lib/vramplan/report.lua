@@ -172,7 +172,7 @@ local order = {
   "params_bytes", "buffers_bytes", "grads_bytes", "master_bytes", "optimizer_bytes", "activations_bytes",
   "peak_allocated_bytes", "peak_reserved_bytes", "peak_total_bytes", "peak_phase", "peak_layer", "peak_op",
   "peak_breakdown", "allocator_bytes", "runtime_bytes", "cuda_context_bytes", "cublas_workspace_bytes",
-  "memory_bytes", "short_name", "per_rank", "host", "stage", "layers", "in_flight", "ranks", "count", "comm_bytes",
+  "memory_bytes", "short_name", "per_rank", "host", "stage", "in_flight", "ranks", "count", "comm_bytes",
   "cpu_bytes_per_rank", "cpu_bytes_per_node", "nvme_bytes_per_rank", "nvme_bytes_per_node", "gpus_per_node",
 }
 
