@@ -35,12 +35,13 @@ static vp_t make_leaf(vp_step *step, const vp_leaf_spec *spec, unsigned repeat) 
         return vp_leaf(&step->sim, spec->numel, spec->dtype, VP_CAT_BUFFERS, false, spec->label);
     vp_dtype compute = spec->dtype == VP_DTYPE_NONE ? plan->gather_dtype : spec->dtype;
     vp_dtype resident = spec->dtype == VP_DTYPE_NONE ? plan->params_dtype : spec->dtype;
-    uint64_t shard = bytes_of(resident, vp_shard_numel(spec->numel, plan->shards.params));
+    uint64_t shard = bytes_of(resident, vp_shard_numel(spec->numel, vp_plan_shards(plan, spec->expert)->params));
     bool away = plan->params_on_host || plan->params_on_nvme;
     if (away) vp_layout_host(step, shard, repeat, plan->params_on_nvme);
     vp_t leaf = vp_leaf_resident(&step->sim, spec->numel, compute, away ? 0 : shard, VP_CAT_PARAMS, spec->trainable,
                                  spec->label);
     vp_at(&step->sim, leaf)->grad_drop = plan->grads == VP_GRADS_BUCKET;
+    vp_at(&step->sim, leaf)->expert = spec->expert;
     return leaf;
 }
 
@@ -75,7 +76,8 @@ void vp_layout_resident(vp_step *step, const vp_t *leaves, unsigned n, unsigned 
     for (unsigned i = 0; i < n; i++) {
         const vp_tensor *t = leaves[i] ? vp_at(sim, leaves[i]) : NULL;
         if (!t || !t->requires_grad) continue;
-        uint64_t numel = t->numel, states = vp_shard_numel(numel, plan->shards.states);
+        const vp_shards *shards = vp_plan_shards(plan, t->expert);
+        uint64_t numel = t->numel, states = vp_shard_numel(numel, shards->states);
         if (plan->master_dtype != VP_DTYPE_NONE)
             place(step, VP_CAT_MASTER, bytes_of(plan->master_dtype, states), repeat, host, nvme, "master weights");
         for (unsigned s = 0; s < step->optimizer->states; s++)
@@ -83,7 +85,7 @@ void vp_layout_resident(vp_step *step, const vp_t *leaves, unsigned n, unsigned 
         if (plan->grads == VP_GRADS_BUCKET) {
             /* ZeRO-2/3's gradient partition (offloaded: fp32 on the host); DDP's
              * buckets the .grad views live in */
-            uint64_t part = vp_shard_numel(numel, plan->shards.grads);
+            uint64_t part = vp_shard_numel(numel, shards->grads);
             if (host || nvme) place(step, VP_CAT_GRADS, bytes_of(VP_FP32, part), repeat, host, nvme, "grad partition");
             else vp_ledger_alloc(&step->ledger, VP_CAT_GRADS, bytes_of(plan->shard_grads_dtype, part), "grad partition");
         } else if (plan->bucket_bytes_per_param_byte) {
@@ -154,7 +156,8 @@ static void reduce_scatter(vp_step *step, vp_t *leaves, unsigned n) {
     for (unsigned i = 0; i < n; i++) {
         vp_t leaf = leaves[i];
         if (!leaf || !vp_at(sim, leaf)->requires_grad || !vp_at(sim, leaf)->param_grad) continue;
-        uint64_t numel = vp_shard_numel(vp_at(sim, leaf)->numel, step->plan.shards.grads);
+        const vp_tensor *t = vp_at(sim, leaf);
+        uint64_t numel = vp_shard_numel(t->numel, vp_plan_shards(&step->plan, t->expert)->grads);
         vp_t shard = vp_new_in(sim, numel, step->plan.shard_grads_dtype, VP_CAT_GRADS, "reduce_scatter.grad");
         vp_t full = vp_at(sim, leaf)->param_grad;
         vp_at(sim, leaf)->param_grad = shard;

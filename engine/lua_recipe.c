@@ -97,6 +97,7 @@ static void parse_overlap(lua_State *L, vp_recipe *r, const char *k) { r->overla
 static void parse_bucket_view(lua_State *L, vp_recipe *r, const char *k) { r->ddp_bucket_view = read_bool(L, k); }
 static void parse_bucket_mb(lua_State *L, vp_recipe *r, const char *k) { r->ddp_bucket_mb = read_number(L, k, 0.001, 1e6); }
 static void parse_tp(lua_State *L, vp_recipe *r, const char *k) { r->tp = (unsigned)read_int(L, k, 1, 1 << 16); }
+static void parse_ep(lua_State *L, vp_recipe *r, const char *k) { r->ep = (unsigned)read_int(L, k, 1, 1 << 16); }
 static void parse_sp(lua_State *L, vp_recipe *r, const char *k) { r->sequence_parallel = read_bool(L, k); }
 static void parse_distopt(lua_State *L, vp_recipe *r, const char *k) { r->distributed_optimizer = read_bool(L, k); }
 static void parse_fp32_grads(lua_State *L, vp_recipe *r, const char *k) { r->grads_in_fp32 = read_bool(L, k); }
@@ -183,6 +184,7 @@ static const recipe_key keys[] = {
     {"ddp_bucket_view", parse_bucket_view, "DDP gradient_as_bucket_view [false]"},
     {"ddp_bucket_mb", parse_bucket_mb, "DDP bucket_cap_mb [25]"},
     {"tp", parse_tp, "tensor-parallel ranks (framework megatron)"},
+    {"ep", parse_ep, "expert-parallel ranks, within dp (framework megatron)"},
     {"sequence_parallel", parse_sp, "Megatron sequence parallelism: norms, dropouts and the residual stream split along the sequence"},
     {"distributed_optimizer", parse_distopt, "Megatron's distributed optimizer: master weights and states sharded over dp"},
     {"accumulate_allreduce_grads_in_fp32", parse_fp32_grads, "Megatron's fp32 main_grad buffers [true]"},
@@ -291,6 +293,8 @@ void vp_lua_push_recipe(lua_State *L, const vp_recipe *given) {
     lua_setfield(L, -2, "ddp_bucket_view");
     lua_pushinteger(L, r->tp);
     lua_setfield(L, -2, "tp");
+    lua_pushinteger(L, r->ep);
+    lua_setfield(L, -2, "ep");
     lua_pushboolean(L, r->sequence_parallel);
     lua_setfield(L, -2, "sequence_parallel");
     lua_pushboolean(L, r->distributed_optimizer);

@@ -9,7 +9,7 @@
 static const vp_op_kind *const registry[] = {
     &vp_op_token_embedding, &vp_op_position_embedding, &vp_op_rotary_embedding,
     &vp_op_dropout,         &vp_op_layernorm,          &vp_op_rmsnorm,
-    &vp_op_attention,       &vp_op_mlp,                &vp_op_residual,
+    &vp_op_attention,       &vp_op_mlp,                &vp_op_moe,               &vp_op_residual,
     &vp_op_lm_head,         &vp_op_cross_entropy,
 };
 
@@ -107,19 +107,32 @@ const vp_op *vp_section_find(const vp_section *section, const vp_op_kind *kind) 
     return find_in(section->ops, section->n_ops, kind);
 }
 
-static const char *check_ops_tp(const vp_op *ops, unsigned n, unsigned tp) {
+static const char *check_ops(const vp_op *ops, unsigned n, unsigned ranks, bool expert) {
     for (unsigned i = 0; i < n; i++) {
-        const char *problem = ops[i].kind->check_tp ? ops[i].kind->check_tp(&ops[i], tp) : NULL;
-        if (!problem) problem = check_ops_tp(ops[i].children, ops[i].n_children, tp);
+        const vp_op_kind *k = ops[i].kind;
+        const char *(*check)(const vp_op *, unsigned) = expert ? k->check_ep : k->check_tp;
+        const char *problem = check ? check(&ops[i], ranks) : NULL;
+        if (!problem) problem = check_ops(ops[i].children, ops[i].n_children, ranks, expert);
         if (problem) return problem;
     }
     return NULL;
 }
 
-const char *vp_model_check_tp(const vp_model *model, unsigned tp) {
+static const char *check_model(const vp_model *model, unsigned ranks, bool expert) {
     for (int s = 0; s < VP_SECTION_COUNT; s++) {
-        const char *problem = check_ops_tp(model->section[s].ops, model->section[s].n_ops, tp);
+        const char *problem = check_ops(model->section[s].ops, model->section[s].n_ops, ranks, expert);
         if (problem) return problem;
     }
     return NULL;
+}
+
+const char *vp_model_check_tp(const vp_model *model, unsigned tp) { return check_model(model, tp, false); }
+
+const char *vp_model_check_ep(const vp_model *model, unsigned ep) { return check_model(model, ep, true); }
+
+bool vp_model_has(const vp_model *model, const char *name) {
+    const vp_op_kind *kind = vp_op_kind_find(name);
+    for (int s = 0; s < VP_SECTION_COUNT && kind; s++)
+        if (vp_section_find(&model->section[s], kind)) return true;
+    return false;
 }

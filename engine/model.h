@@ -27,10 +27,11 @@ typedef struct {
     const char *doc;
 } vp_field;
 
-enum { VP_OP_MAX_FIELDS = 16, VP_OP_MAX_LEAVES = 10 };
+enum { VP_OP_MAX_FIELDS = 16, VP_OP_MAX_LEAVES = 16 };
 
 /* A tensor an op owns for the whole run: a parameter or a buffer; `count`
- * identical ones side by side (the experts of a mixture), one when 0. */
+ * identical ones side by side (the experts of a mixture), one when 0;
+ * `expert` when it is split over expert-parallel ranks. */
 typedef struct {
     uint64_t numel;
     vp_dtype dtype;              /* VP_DTYPE_NONE: the precision's parameter dtype */
@@ -38,6 +39,7 @@ typedef struct {
     bool buffer;
     const char *label;
     unsigned count;
+    bool expert;
 } vp_leaf_spec;
 
 static inline unsigned vp_leaf_count(const vp_leaf_spec *spec) { return spec->count ? spec->count : 1; }
@@ -58,6 +60,8 @@ typedef struct vp_op_kind {
     const char *(*check)(const struct vp_op *op);
     /* Checks the op can be split over `tp` tensor-parallel ranks. */
     const char *(*check_tp)(const struct vp_op *op, unsigned tp);
+    /* Checks the op can be split over `ep` expert-parallel ranks. */
+    const char *(*check_ep)(const struct vp_op *op, unsigned ep);
     /* The op's own parameters and buffers, as one rank of the split holds
      * them ({1, 1}: the whole model). */
     unsigned (*leaves)(const struct vp_op *op, const vp_ranks *split, vp_leaf_spec *out);
@@ -113,6 +117,9 @@ uint64_t vp_model_params(const vp_model *model, bool trainable_only);
 /* The first op (children included) that cannot be split over tp ranks:
  * its message, or NULL. */
 const char *vp_model_check_tp(const vp_model *model, unsigned tp);
+const char *vp_model_check_ep(const vp_model *model, unsigned ep);
+/* Whether any op of a kind named `name` is in the model. */
+bool vp_model_has(const vp_model *model, const char *name);
 
 /* The first op of a kind anywhere in a section (children included). */
 const vp_op *vp_section_find(const vp_section *section, const vp_op_kind *kind);

@@ -94,24 +94,24 @@ static unsigned attention_leaves(const vp_op *op, const vp_ranks *split, vp_leaf
     shape s = local_shape(op, tp);
     uint64_t q = s.heads * s.head_dim, kv = s.kv_heads * s.head_dim;
     bool qkv_bias = vp_op_flag(op, ATT_QKV_BIAS), fused = vp_op_flag(op, ATT_FUSED_QKV);
-    for (unsigned i = 0; i < ATT_SLOTS; i++) out[i] = (vp_leaf_spec){0, VP_DTYPE_NONE, true, false, "attention", 1};
+    for (unsigned i = 0; i < ATT_SLOTS; i++) out[i] = (vp_leaf_spec){0, VP_DTYPE_NONE, true, false, "attention", 1, false};
     if (fused) {
-        out[Q_W] = (vp_leaf_spec){s.hidden * (q + 2 * kv), VP_DTYPE_NONE, true, false, "c_attn.weight", 1};
-        out[Q_B] = (vp_leaf_spec){qkv_bias ? q + 2 * kv : 0, VP_DTYPE_NONE, true, false, "c_attn.bias", 1};
+        out[Q_W] = (vp_leaf_spec){s.hidden * (q + 2 * kv), VP_DTYPE_NONE, true, false, "c_attn.weight", 1, false};
+        out[Q_B] = (vp_leaf_spec){qkv_bias ? q + 2 * kv : 0, VP_DTYPE_NONE, true, false, "c_attn.bias", 1, false};
     } else {
-        out[Q_W] = (vp_leaf_spec){s.hidden * q, VP_DTYPE_NONE, true, false, "q_proj.weight", 1};
-        out[Q_B] = (vp_leaf_spec){qkv_bias ? q : 0, VP_DTYPE_NONE, true, false, "q_proj.bias", 1};
-        out[K_W] = (vp_leaf_spec){s.hidden * kv, VP_DTYPE_NONE, true, false, "k_proj.weight", 1};
-        out[K_B] = (vp_leaf_spec){qkv_bias ? kv : 0, VP_DTYPE_NONE, true, false, "k_proj.bias", 1};
-        out[V_W] = (vp_leaf_spec){s.hidden * kv, VP_DTYPE_NONE, true, false, "v_proj.weight", 1};
-        out[V_B] = (vp_leaf_spec){qkv_bias ? kv : 0, VP_DTYPE_NONE, true, false, "v_proj.bias", 1};
+        out[Q_W] = (vp_leaf_spec){s.hidden * q, VP_DTYPE_NONE, true, false, "q_proj.weight", 1, false};
+        out[Q_B] = (vp_leaf_spec){qkv_bias ? q : 0, VP_DTYPE_NONE, true, false, "q_proj.bias", 1, false};
+        out[K_W] = (vp_leaf_spec){s.hidden * kv, VP_DTYPE_NONE, true, false, "k_proj.weight", 1, false};
+        out[K_B] = (vp_leaf_spec){qkv_bias ? kv : 0, VP_DTYPE_NONE, true, false, "k_proj.bias", 1, false};
+        out[V_W] = (vp_leaf_spec){s.hidden * kv, VP_DTYPE_NONE, true, false, "v_proj.weight", 1, false};
+        out[V_B] = (vp_leaf_spec){qkv_bias ? kv : 0, VP_DTYPE_NONE, true, false, "v_proj.bias", 1, false};
     }
-    out[O_W] = (vp_leaf_spec){q * s.hidden, VP_DTYPE_NONE, true, false, "o_proj.weight", 1}; /* row-parallel */
-    out[O_B] = (vp_leaf_spec){vp_op_flag(op, ATT_OUT_BIAS) ? s.hidden : 0, VP_DTYPE_NONE, true, false, "o_proj.bias", 1};
+    out[O_W] = (vp_leaf_spec){q * s.hidden, VP_DTYPE_NONE, true, false, "o_proj.weight", 1, false}; /* row-parallel */
+    out[O_B] = (vp_leaf_spec){vp_op_flag(op, ATT_OUT_BIAS) ? s.hidden : 0, VP_DTYPE_NONE, true, false, "o_proj.bias", 1, false};
     if (vp_op_u64(op, ATT_MASK) == MASK_BOOL_BUFFER) {
         /* GPT2Attention registers torch.tril(ones(n, n, dtype=bool)) per layer */
         uint64_t n = vp_op_u64(op, ATT_POSITIONS);
-        out[MASK_BUFFER] = (vp_leaf_spec){n * n, VP_BOOL, false, true, "attn.bias (causal mask)", 1};
+        out[MASK_BUFFER] = (vp_leaf_spec){n * n, VP_BOOL, false, true, "attn.bias (causal mask)", 1, false};
     }
     return ATT_SLOTS;
 }

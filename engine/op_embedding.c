@@ -17,7 +17,7 @@ static const vp_field token_fields[TOKEN_FIELDS] = {
 static unsigned token_leaves(const vp_op *op, const vp_ranks *split, vp_leaf_spec *out) {
     unsigned tp = split->tp;
     uint64_t rows = vp_padded_vocab(vp_op_u64(op, TOKEN_VOCAB), tp) / tp;
-    out[0] = (vp_leaf_spec){rows * vp_op_u64(op, TOKEN_HIDDEN), VP_DTYPE_NONE, true, false, "embed_tokens.weight", 1};
+    out[0] = (vp_leaf_spec){rows * vp_op_u64(op, TOKEN_HIDDEN), VP_DTYPE_NONE, true, false, "embed_tokens.weight", 1, false};
     return 1;
 }
 
@@ -65,7 +65,7 @@ static unsigned position_leaves(const vp_op *op, const vp_ranks *split, vp_leaf_
     unsigned tp = split->tp;
     (void)tp; /* replicated */
     out[0] = (vp_leaf_spec){vp_op_u64(op, POSITION_POSITIONS) * vp_op_u64(op, POSITION_HIDDEN), VP_DTYPE_NONE,
-                            true, false, "wpe.weight", 1};
+                            true, false, "wpe.weight", 1, false};
     return 1;
 }
 
@@ -107,7 +107,7 @@ static const char *rotary_check(const vp_op *op) {
 static unsigned rotary_leaves(const vp_op *op, const vp_ranks *split, vp_leaf_spec *out) {
     unsigned tp = split->tp;
     (void)tp;
-    out[0] = (vp_leaf_spec){vp_op_u64(op, ROTARY_HEAD_DIM) / 2, VP_FP32, false, true, "rotary_emb.inv_freq", 1};
+    out[0] = (vp_leaf_spec){vp_op_u64(op, ROTARY_HEAD_DIM) / 2, VP_FP32, false, true, "rotary_emb.inv_freq", 1, false};
     return 1;
 }
 

@@ -27,12 +27,12 @@ static unsigned mlp_leaves(const vp_op *op, const vp_ranks *split, vp_leaf_spec 
     unsigned tp = split->tp;
     uint64_t h = vp_op_u64(op, MLP_HIDDEN), f = vp_op_u64(op, MLP_INTERMEDIATE) / tp;
     bool bias = vp_op_flag(op, MLP_BIAS), gated = vp_op_flag(op, MLP_GATED);
-    out[UP_W] = (vp_leaf_spec){h * f, VP_DTYPE_NONE, true, false, "mlp.up_proj.weight", 1};
-    out[UP_B] = (vp_leaf_spec){bias ? f : 0, VP_DTYPE_NONE, true, false, "mlp.up_proj.bias", 1};
-    out[GATE_W] = (vp_leaf_spec){gated ? h * f : 0, VP_DTYPE_NONE, true, false, "mlp.gate_proj.weight", 1};
-    out[GATE_B] = (vp_leaf_spec){gated && bias ? f : 0, VP_DTYPE_NONE, true, false, "mlp.gate_proj.bias", 1};
-    out[DOWN_W] = (vp_leaf_spec){f * h, VP_DTYPE_NONE, true, false, "mlp.down_proj.weight", 1};
-    out[DOWN_B] = (vp_leaf_spec){bias ? h : 0, VP_DTYPE_NONE, true, false, "mlp.down_proj.bias", 1};
+    out[UP_W] = (vp_leaf_spec){h * f, VP_DTYPE_NONE, true, false, "mlp.up_proj.weight", 1, false};
+    out[UP_B] = (vp_leaf_spec){bias ? f : 0, VP_DTYPE_NONE, true, false, "mlp.up_proj.bias", 1, false};
+    out[GATE_W] = (vp_leaf_spec){gated ? h * f : 0, VP_DTYPE_NONE, true, false, "mlp.gate_proj.weight", 1, false};
+    out[GATE_B] = (vp_leaf_spec){gated && bias ? f : 0, VP_DTYPE_NONE, true, false, "mlp.gate_proj.bias", 1, false};
+    out[DOWN_W] = (vp_leaf_spec){f * h, VP_DTYPE_NONE, true, false, "mlp.down_proj.weight", 1, false};
+    out[DOWN_B] = (vp_leaf_spec){bias ? h : 0, VP_DTYPE_NONE, true, false, "mlp.down_proj.bias", 1, false};
     return MLP_SLOTS;
 }
 

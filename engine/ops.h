@@ -14,6 +14,7 @@ extern const vp_op_kind vp_op_layernorm;
 extern const vp_op_kind vp_op_rmsnorm;
 extern const vp_op_kind vp_op_attention;
 extern const vp_op_kind vp_op_mlp;
+extern const vp_op_kind vp_op_moe;
 extern const vp_op_kind vp_op_residual;
 extern const vp_op_kind vp_op_lm_head;
 extern const vp_op_kind vp_op_cross_entropy;

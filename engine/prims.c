@@ -419,6 +419,41 @@ vp_t vp_index_add(vp_sim *sim, vp_t acc, vp_t source, vp_t index, const char *la
     vp_t y = vp_view(sim, acc, numel_of(sim, acc), label);
     vp_t in[2] = {acc, source};
     vp_node *node = vp_record(sim, backward_index_add, label, in, 2, &y, 1);
-    if (node) vp_save(sim, node, index);
+    if (node) { /* derivatives.yaml: grad.index_select(dim, index).expand_as(source) keeps source */
+        vp_save(sim, node, index);
+        if (wants_grad(sim, source)) vp_save(sim, node, source);
+    }
+    return y;
+}
+
+typedef struct {
+    const vp_t *weights;
+    unsigned n;
+} grouped;
+
+static void backward_grouped(vp_sim *sim, uint32_t index) {
+    vp_node *node = vp_node_at(sim, index);
+    const vp_t *weights = (const vp_t *)node->context;
+    unsigned n = (unsigned)node->aux[0];
+    if (vp_needs_grad(sim, node, 0)) vp_give_grad(sim, node, 0, vp_grad_like(sim, node->in[0], node->label));
+    for (unsigned i = 0; i < n; i++)
+        if (weights[i] && vp_at(sim, weights[i])->requires_grad)
+            vp_deliver_grad(sim, weights[i], vp_grad_like(sim, weights[i], vp_node_at(sim, index)->label));
+}
+
+vp_t vp_grouped_linear(vp_sim *sim, vp_t x, const vp_t *weights, unsigned n, uint64_t rows, uint64_t out_features,
+                       const char *label) {
+    vp_t y = vp_new(sim, vp_numel(sim, rows, out_features), dtype_of(sim, x), label);
+    bool any_weight = false;
+    for (unsigned i = 0; i < n; i++) any_weight |= wants_grad(sim, weights[i]);
+    /* the node's input is x; the weights' gradients are delivered by the rule */
+    vp_t in[2] = {x, any_weight ? weights[0] : 0};
+    vp_node *node = vp_record(sim, backward_grouped, label, in, 2, &y, 1);
+    if (node) {
+        node->in[1] = 0; /* not through the node's own routing */
+        node->context = (void *)weights;
+        node->aux[0] = n;
+        if (any_weight) vp_save(sim, node, x);
+    }
     return y;
 }

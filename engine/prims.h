@@ -121,9 +121,18 @@ vp_t vp_index(vp_sim *sim, vp_t x, vp_t indices, uint64_t numel, const char *lab
 vp_t vp_topk(vp_sim *sim, vp_t x, uint64_t numel, vp_t *indices_out, const char *label);
 
 /* acc.index_add_(0, index, source): in place; returns acc's new version (a
- * view of the same storage). Saves the index; backward passes acc's
- * gradient on and gives source grad.index_select(...). */
+ * view of the same storage). Saves the index and the source (its gradient,
+ * grad.index_select(dim, index).expand_as(source), needs it); backward
+ * passes acc's gradient on and gives source one of its size. */
 vp_t vp_index_add(vp_sim *sim, vp_t acc, vp_t source, vp_t index, const char *label);
+
+/* A grouped GEMM over the experts of one rank (Megatron's GroupedMLP,
+ * TEGroupedLinear): x's `rows` rows in `n` groups, group i through
+ * weights[i] ([out_features x in]); one output of rows x out_features.
+ * Saves x; backward allocates x's gradient and each weight's, which go to
+ * the weights at once. `weights` must outlive the step. */
+vp_t vp_grouped_linear(vp_sim *sim, vp_t x, const vp_t *weights, unsigned n, uint64_t rows, uint64_t out_features,
+                       const char *label);
 
 /* nll_loss(log_probs, target) with mean reduction: a scalar output and total
  * weight; saves its input and target; backward allocates a zero-filled

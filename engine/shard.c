@@ -118,6 +118,10 @@ static const char *plan_megatron(const vp_recipe *r, const vp_precision *p, vp_s
     plan->grads = VP_GRADS_BUCKET;
     plan->shard_grads_dtype = r->grads_in_fp32 ? VP_FP32 : p->grads;
     plan->shards.states = r->distributed_optimizer ? r->dp : 1;
+    /* experts' gradients are reduced, and their optimizer states sharded,
+     * over the expert-data-parallel group: dp / ep ranks with the same
+     * experts (parallel_state's expert data parallel group, tp = etp) */
+    plan->expert_shards.states = r->distributed_optimizer ? r->dp / (r->ep ? r->ep : 1) : 1;
     plan->master_grads = false;
     return NULL;
 }
@@ -125,6 +129,7 @@ static const char *plan_megatron(const vp_recipe *r, const vp_precision *p, vp_s
 const char *vp_shard_plan_make(const vp_recipe *r, const vp_precision *p, vp_shard_plan *plan) {
     memset(plan, 0, sizeof *plan);
     plan->shards = (vp_shards){1, 1, 1};
+    plan->expert_shards = plan->shards;
     plan->params_dtype = p->params;
     plan->gather_dtype = p->params;
     plan->grads_dtype = p->grads;

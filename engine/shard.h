@@ -28,6 +28,7 @@ typedef struct {
 
 typedef struct {
     vp_shards shards;
+    vp_shards expert_shards;  /* the same for experts' parameters (expert data parallelism) */
     vp_grad_flow grads;
     bool gather;              /* parameters are all-gathered per layer (ZeRO-3, FSDP FULL/HYBRID) */
     vp_dtype params_dtype;    /* the resident parameters' dtype */
@@ -57,5 +58,11 @@ unsigned vp_shard_group(const vp_recipe *recipe);
  * each partition (DeepSpeed 1/2 pad one flat group instead: at most ranks - 1
  * elements fewer in all). */
 uint64_t vp_shard_numel(uint64_t numel, unsigned ranks);
+
+/* The divisors for one tensor: experts' parameters are sharded over the
+ * data-parallel ranks that hold the same experts. */
+static inline const vp_shards *vp_plan_shards(const vp_shard_plan *plan, bool expert) {
+    return expert ? &plan->expert_shards : &plan->shards;
+}
 
 #endif

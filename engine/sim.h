@@ -32,6 +32,7 @@ typedef struct {
     bool requires_grad;
     bool leaf;           /* a parameter: its gradient goes to .grad */
     bool grad_drop;      /* its gradients are copied into a bucket and freed on arrival */
+    bool expert;         /* an expert's parameter: its data-parallel group is dp / ep */
     uint8_t grad_category; /* for leaves: what a stolen gradient is charged as */
     bool live;
     vp_t grad;           /* gradient buffered for this tensor during backward */

@@ -357,7 +357,7 @@ static uint64_t kept_grad_bytes(vp_step *step) {
             uint64_t bytes;
             if (!t || !vp_at(&step->sim, t)->requires_grad) continue;
             uint64_t numel = vp_at(&step->sim, t)->numel;
-            if (sharded) numel = vp_shard_numel(numel, step->plan.shards.grads);
+            if (sharded) numel = vp_shard_numel(numel, vp_plan_shards(&step->plan, vp_at(&step->sim, t)->expert)->grads);
             if (vp_tensor_bytes(dtype, numel, &bytes)) total += bytes * group.repeat;
         }
     }
@@ -610,6 +610,18 @@ const char *vp_step_layout_problem(const vp_model *model, const vp_recipe *recip
     if (problem || !model) return problem;
     if (recipe->tp > 1) {
         problem = vp_model_check_tp(model, recipe->tp);
+        if (problem) return problem;
+    }
+    /* megatron/training/arguments.py: "When using MoE and tensor
+     * parallelism, sequence parallelism must be used." */
+    if (recipe->framework == VP_FRAMEWORK_MEGATRON && recipe->tp > 1 && !recipe->sequence_parallel &&
+        vp_model_has(model, "moe"))
+        return "sequence_parallel: Megatron-LM needs it for experts with tp > 1";
+    if (recipe->ep > 1) {
+        if (!vp_model_has(model, "moe")) return "ep: expert parallelism needs a model with experts";
+        if (recipe->framework != VP_FRAMEWORK_MEGATRON) return "ep: expert parallelism needs framework = \"megatron\"";
+        if (recipe->dp % recipe->ep) return "ep: must divide dp (expert-parallel ranks are data-parallel ranks)";
+        problem = vp_model_check_ep(model, recipe->ep);
         if (problem) return problem;
     }
     /* Megatron splits the sequence dimension evenly over the tp ranks */

@@ -45,7 +45,8 @@ static void grad_to_master(vp_step *step, vp_t leaf, void *ctx) {
  * gradients already live in host memory as fp32 (vp_layout_resident). */
 static void partition_grad(vp_step *step, vp_t leaf, void *ctx) {
     const bool *release = ctx;
-    uint64_t bytes = bytes_of(VP_FP32, vp_shard_numel(vp_at(&step->sim, leaf)->numel, step->plan.shards.states));
+    const vp_tensor *t = vp_at(&step->sim, leaf);
+    uint64_t bytes = bytes_of(VP_FP32, vp_shard_numel(t->numel, vp_plan_shards(&step->plan, t->expert)->states));
     bool away = step->plan.states_on_host || step->plan.states_on_nvme;
     if (away) {
         return;
@@ -58,14 +59,14 @@ static void partition_grad(vp_step *step, vp_t leaf, void *ctx) {
 
 typedef struct {
     vp_dtype dtype;
-    unsigned shards;
     uint64_t raw, rounded;       /* foreach: totals over the group */
     uint64_t largest;            /* for-loop: the largest tensor */
     unsigned repeat;
 } temp_sizes;
 
 static void measure_tensor(vp_step *step, vp_t leaf, temp_sizes *sizes) {
-    uint64_t bytes = bytes_of(sizes->dtype, vp_shard_numel(vp_at(&step->sim, leaf)->numel, sizes->shards));
+    const vp_tensor *t = vp_at(&step->sim, leaf);
+    uint64_t bytes = bytes_of(sizes->dtype, vp_shard_numel(t->numel, vp_plan_shards(&step->plan, t->expert)->states));
     sizes->raw += bytes * sizes->repeat;
     sizes->rounded += vp_round_block(bytes) * sizes->repeat;
     if (bytes > sizes->largest) sizes->largest = bytes;
@@ -78,7 +79,7 @@ static void temporaries(vp_step *step) {
     if (!temps || step->plan.states_on_host || step->plan.states_on_nvme) return;
     /* the update runs on the master weights when there are any */
     vp_dtype dtype = step->plan.master_dtype != VP_DTYPE_NONE ? step->plan.master_dtype : step->plan.params_dtype;
-    temp_sizes sizes = {dtype, step->plan.shards.states, 0, 0, 0, 1};
+    temp_sizes sizes = {dtype, 0, 0, 0, 1};
     for (unsigned g = 0; g < vp_step_leaf_group_count(step); g++) {
         vp_leaf_group group = vp_step_leaf_group_at(step, g);
         sizes.repeat = group.repeat;

@@ -1,5 +1,7 @@
--- LLaMA-style decoders (Llama 2, Llama 3, Mistral): pre-norm RMSNorm, rotary
--- positions, SwiGLU MLP, grouped-query attention, no biases, untied head.
+-- LLaMA-style decoders (Llama 2, Llama 3, Mistral, and with experts > 0 the
+-- mixtures of experts Mixtral and Qwen-MoE): pre-norm RMSNorm, rotary
+-- positions, SwiGLU MLP (or a routed set of SwiGLU experts), grouped-query
+-- attention, no biases unless asked, untied head.
 -- Field names follow vramplan; HF config.json keys map onto them (hf.lua).
 return architecture {
   name = "llama",
@@ -18,9 +20,22 @@ return architecture {
     { "norm_eps", "number", default = 1e-6, min = 0, doc = "rms_norm_eps" },
     { "tie_embeddings", "bool", default = false, doc = "tie_word_embeddings" },
     { "attention_bias", "bool", default = false, doc = "biases on q/k/v/o" },
+    { "qkv_bias", "bool", default = function(c) return c.attention_bias end,
+      doc = "biases on q/k/v only (Qwen2: true with attention_bias false)" },
     { "mlp_bias", "bool", default = false, doc = "biases on the MLP projections" },
     { "attn_dropout", "number", default = 0.0, min = 0, max = 0.999, doc = "attention_dropout" },
     { "activation", "string", default = "silu", doc = "hidden_act" },
+    { "experts", "int", default = 0, min = 0, doc = "routed experts per layer (0: a dense MLP); num_local_experts" },
+    { "experts_per_token", "int", default = 2, doc = "num_experts_per_tok (top-k)" },
+    { "moe_intermediate", "int", default = function(c) return c.intermediate end,
+      doc = "each expert's intermediate size (Mixtral: intermediate_size)" },
+    { "shared_intermediate", "int", default = 0, min = 0,
+      doc = "intermediate size of the always-on shared expert (0: none)" },
+    { "shared_gate", "bool", default = function(c) return c.shared_intermediate > 0 end,
+      doc = "a sigmoid gate on the shared expert (Qwen2-MoE)" },
+    { "norm_topk", "bool", default = true, doc = "norm_topk_prob: renormalize the top-k routing weights" },
+    { "capacity_factor", "number", default = 0, min = 0,
+      doc = "Megatron's moe_expert_capacity_factor: rows per expert as a multiple of the even share (0: dropless)" },
   },
   check = function(c)
     if c.head_dim == c.hidden // c.heads and c.hidden % c.heads ~= 0 then
@@ -29,8 +44,20 @@ return architecture {
     if c.heads % c.kv_heads ~= 0 then
       return "kv_heads", string.format("must divide heads (%d)", c.heads)
     end
+    if c.experts > 0 and c.experts_per_token > c.experts then
+      return "experts_per_token", string.format("cannot exceed experts (%d)", c.experts)
+    end
   end,
   build = function(c)
+    local ffn
+    if c.experts > 0 then
+      ffn = moe { hidden = c.hidden, intermediate = c.moe_intermediate, experts = c.experts,
+                  top_k = c.experts_per_token, shared_intermediate = c.shared_intermediate,
+                  shared_gate = c.shared_gate, norm_topk = c.norm_topk, capacity_factor = c.capacity_factor }
+    else
+      ffn = mlp { hidden = c.hidden, intermediate = c.intermediate, activation = c.activation,
+                  gated = true, bias = c.mlp_bias }
+    end
     return decoder {
       embed = {
         token_embedding { vocab = c.vocab, hidden = c.hidden },
@@ -41,14 +68,13 @@ return architecture {
           rmsnorm { hidden = c.hidden, eps = c.norm_eps },
           attention {
             hidden = c.hidden, heads = c.heads, kv_heads = c.kv_heads, head_dim = c.head_dim,
-            qkv_bias = c.attention_bias, out_bias = c.attention_bias, rotary = true,
+            qkv_bias = c.qkv_bias, out_bias = c.attention_bias, rotary = true,
             dropout = c.attn_dropout, mask = "additive", upcast_softmax = true,
           },
         },
         residual {
           rmsnorm { hidden = c.hidden, eps = c.norm_eps },
-          mlp { hidden = c.hidden, intermediate = c.intermediate, activation = c.activation,
-                gated = true, bias = c.mlp_bias },
+          ffn,
         },
       },
       layers = c.layers,

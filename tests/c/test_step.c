@@ -45,6 +45,7 @@ static vp_op *op_list(unsigned n) {
 typedef struct {
     unsigned hidden, layers, heads, kv_heads, intermediate, vocab;
     double attn_dropout;
+    unsigned experts, top_k, shared; /* experts > 0: a mixture in place of the MLP */
 } llama_config;
 
 static vp_op rmsnorm(unsigned hidden) {
@@ -80,11 +81,21 @@ static void build_llama(vp_model *m, const llama_config *c) {
     set_enum(&attn_branch[1], "mask", "additive");
     set(&attn_branch[1], "upcast_softmax", 1);
     mlp_branch[0] = rmsnorm(c->hidden);
-    mlp_branch[1] = make_op(&vp_op_mlp);
-    set(&mlp_branch[1], "hidden", c->hidden);
-    set(&mlp_branch[1], "intermediate", c->intermediate);
-    set_enum(&mlp_branch[1], "activation", "silu");
-    set(&mlp_branch[1], "gated", 1);
+    if (c->experts) {
+        mlp_branch[1] = make_op(&vp_op_moe);
+        set(&mlp_branch[1], "hidden", c->hidden);
+        set(&mlp_branch[1], "intermediate", c->intermediate);
+        set(&mlp_branch[1], "experts", c->experts);
+        set(&mlp_branch[1], "top_k", c->top_k);
+        set(&mlp_branch[1], "shared_intermediate", c->shared);
+        set(&mlp_branch[1], "shared_gate", c->shared > 0);
+    } else {
+        mlp_branch[1] = make_op(&vp_op_mlp);
+        set(&mlp_branch[1], "hidden", c->hidden);
+        set(&mlp_branch[1], "intermediate", c->intermediate);
+        set_enum(&mlp_branch[1], "activation", "silu");
+        set(&mlp_branch[1], "gated", 1);
+    }
     layer[0] = make_op(&vp_op_residual);
     layer[0].children = attn_branch;
     layer[0].n_children = 2;
@@ -194,7 +205,7 @@ static vp_recipe base_recipe(void) {
 /* Touvron et al. 2023 / HF meta-llama/Llama-2-7b-hf: 6,738,415,616
  * parameters. By hand: 2 x 32000 x 4096 (embedding, untied head) +
  * 32 x (4 x 4096^2 + 3 x 4096 x 11008 + 2 x 4096) + 4096. */
-static const llama_config llama2_7b = {4096, 32, 32, 32, 11008, 32000, 0.0};
+static const llama_config llama2_7b = {4096, 32, 32, 32, 11008, 32000, 0.0, 0, 0, 0};
 
 static void test_llama2_7b(void) {
     vp_model m;
@@ -252,7 +263,7 @@ static void test_gpt2_small(void) {
 /* hidden 256, 4 heads of 64, 2 kv heads, intermediate 512, vocab 1000, and
  * 7 layers: not a multiple of 3. Per layer: q, o 256x256; k, v 256x128;
  * gate, up, down 256x512; two norms of 256. */
-static const llama_config small = {256, 7, 4, 2, 512, 1000, 0.0};
+static const llama_config small = {256, 7, 4, 2, 512, 1000, 0.0, 0, 0, 0};
 static const uint64_t small_params =
     1000 * 256 + 7 * (2 * 256 * 256 + 2 * 256 * 128 + 3 * 256 * 512 + 2 * 256) + 256 + 1000 * 256;
 
@@ -278,12 +289,20 @@ static void test_fold_equals_unfold(void) {
     dropout_config.attn_dropout = 0.1;
     /* GPT-2-like: 5 layers (not a multiple of 3), tied head, dropout */
     const gpt2_config gpt2_small = {128, 5, 4, 512, 1000, 128, 0.1};
-    vp_model models[3];
+    /* a mixture with 5 experts, 2 per token, beside a shared expert: the
+     * tokens do not split evenly */
+    llama_config moe_config = small;
+    moe_config.experts = 5;
+    moe_config.top_k = 2;
+    moe_config.shared = 384;
+    moe_config.intermediate = 96;
+    vp_model models[4];
     build_llama(&models[0], &small);
     build_llama(&models[1], &dropout_config);
     build_gpt2(&models[2], &gpt2_small);
+    build_llama(&models[3], &moe_config);
     CHECK_EQ_U64(vp_model_params(&models[0], false), small_params);
-    for (unsigned mi = 0; mi < 3; mi++)
+    for (unsigned mi = 0; mi < 4; mi++)
         for (unsigned pi = 0; pi < 4; pi++)
             for (unsigned ci = 0; ci < 3; ci++)
                 for (unsigned ki = 0; ki < 3; ki++)
@@ -303,7 +322,36 @@ static void test_fold_equals_unfold(void) {
                             same_result(&folded, &unfolded);
                             CHECK(folded.activations_bytes > 0);
                         }
-    for (unsigned mi = 0; mi < 3; mi++) vp_model_free(&models[mi]);
+    for (unsigned mi = 0; mi < 4; mi++) vp_model_free(&models[mi]);
+}
+
+/* Megatron's MoE layer with experts over expert-parallel ranks: the
+ * experts' weights are 1/ep of them, the rest whole, and the folded
+ * evaluation agrees with the unfolded one. */
+static void test_expert_parallel(void) {
+    llama_config c = small;
+    c.experts = 8;
+    c.top_k = 2;
+    c.intermediate = 128;
+    vp_model m;
+    build_llama(&m, &c);
+    const uint64_t expert_params = (uint64_t)c.layers * c.experts * 3 * c.hidden * c.intermediate;
+    const uint64_t total = vp_model_params(&m, false);
+    const unsigned eps[] = {1, 2, 8};
+    for (unsigned i = 0; i < 3; i++) {
+        vp_recipe r = base_recipe();
+        r.framework = VP_FRAMEWORK_MEGATRON;
+        r.precision = VP_PREC_MIXED_BF16;
+        r.dp = 8;
+        r.ep = eps[i];
+        r.distributed_optimizer = true;
+        vp_step_result folded, unfolded;
+        CHECK(vp_step_run(&m, &r, true, false, &folded, NULL) == VP_STEP_OK);
+        CHECK(vp_step_run(&m, &r, false, false, &unfolded, NULL) == VP_STEP_OK);
+        same_result(&folded, &unfolded);
+        CHECK_EQ_U64(folded.params_bytes, 2 * (total - expert_params + expert_params / eps[i]));
+    }
+    vp_model_free(&m);
 }
 
 /* micro_batch x seq_len near 2^48 tokens: the hidden states alone are
@@ -409,5 +457,6 @@ int main(void) {
     test_fold_equals_unfold();
     test_overflow();
     test_optimizer_temporaries();
+    test_expert_parallel();
     return check_summary("test_step");
 }

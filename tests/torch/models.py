@@ -304,9 +304,10 @@ class LlamaAttention(nn.Module):
         self.scaling = self.head_dim ** -0.5
         self.attention_dropout = cfg.get("attention_dropout", 0.0)
         bias = cfg.get("attention_bias", False)
-        self.q_proj = nn.Linear(h, self.num_heads * self.head_dim, bias=bias)
-        self.k_proj = nn.Linear(h, self.num_kv * self.head_dim, bias=bias)
-        self.v_proj = nn.Linear(h, self.num_kv * self.head_dim, bias=bias)
+        qkv_bias = bias or cfg["model_type"] == "qwen2_moe"  # Qwen2Attention: biases on q, k, v only
+        self.q_proj = nn.Linear(h, self.num_heads * self.head_dim, bias=qkv_bias)
+        self.k_proj = nn.Linear(h, self.num_kv * self.head_dim, bias=qkv_bias)
+        self.v_proj = nn.Linear(h, self.num_kv * self.head_dim, bias=qkv_bias)
         self.o_proj = nn.Linear(self.num_heads * self.head_dim, h, bias=bias)
 
     def eager(self, ac, query, key, value, attention_mask):
@@ -354,13 +355,83 @@ class LlamaMLP(nn.Module):
                       self.down_proj.weight, self.down_proj.bias)
 
 
+class RoundRobinTopk(torch.autograd.Function):
+    """torch.topk(probs, k, dim=-1) with the routing pinned: token t's j-th
+    choice is expert (t*k + j) % E, so every expert gets its even share, the
+    count vramplan assumes. Memory as topk: a values and an int64 indices
+    output, the indices saved, a zero-filled input-sized gradient."""
+
+    @staticmethod
+    def forward(ctx, probs, k):
+        n, experts = probs.shape
+        indices = torch.arange(n * k)
+        indices.remainder_(experts)
+        indices = indices.view(n, k)
+        values = probs.gather(1, indices)
+        ctx.save_for_backward(indices)
+        ctx.mark_non_differentiable(indices)
+        ctx.shape = probs.shape
+        return values, indices
+
+    @staticmethod
+    def backward(ctx, grad, _):
+        (indices,) = ctx.saved_tensors
+        return torch.zeros(ctx.shape, dtype=grad.dtype).scatter_(1, indices, grad), None
+
+
+class SparseMoeBlock(nn.Module):
+    """MixtralSparseMoeBlock, or with a shared expert Qwen2MoeSparseMoeBlock."""
+
+    def __init__(self, cfg):
+        super().__init__()
+        h = cfg["hidden_size"]
+        qwen = cfg["model_type"] == "qwen2_moe"
+        self.num_experts = cfg["num_experts"] if qwen else cfg["num_local_experts"]
+        self.top_k = cfg["num_experts_per_tok"]
+        self.norm_topk_prob = cfg.get("norm_topk_prob", False) if qwen else True
+        f = cfg["moe_intermediate_size"] if qwen else cfg["intermediate_size"]
+        self.gate = nn.Linear(h, self.num_experts, bias=False)
+        self.experts = nn.ModuleList([LlamaMLP(dict(cfg, intermediate_size=f, mlp_bias=False))
+                                      for _ in range(self.num_experts)])
+        shared = cfg.get("shared_expert_intermediate_size", 0) if qwen else 0
+        self.shared_expert = LlamaMLP(dict(cfg, intermediate_size=shared, mlp_bias=False)) if shared else None
+        self.shared_expert_gate = nn.Linear(h, 1, bias=False) if shared else None
+
+    def forward(self, ac, hidden_states):
+        batch_size, sequence_length, hidden_dim = hidden_states.shape
+        hidden_states = hidden_states.view(-1, hidden_dim)
+        router_logits = linear(ac, hidden_states, self.gate.weight)
+        routing_weights = nn.functional.softmax(router_logits, dim=1, dtype=torch.float)
+        routing_weights, selected_experts = RoundRobinTopk.apply(routing_weights, self.top_k)
+        if self.norm_topk_prob:
+            routing_weights /= routing_weights.sum(dim=-1, keepdim=True)
+        routing_weights = routing_weights.to(hidden_states.dtype)
+        final_hidden_states = torch.zeros((batch_size * sequence_length, hidden_dim), dtype=hidden_states.dtype)
+        expert_mask = nn.functional.one_hot(selected_experts, num_classes=self.num_experts).permute(2, 1, 0)
+        for expert_idx in range(self.num_experts):
+            expert_layer = self.experts[expert_idx]
+            idx, top_x = torch.where(expert_mask[expert_idx])
+            current_state = hidden_states[None, top_x].reshape(-1, hidden_dim)
+            current_hidden_states = expert_layer(ac, current_state) * routing_weights[top_x, idx, None]
+            final_hidden_states.index_add_(0, top_x, current_hidden_states.to(hidden_states.dtype))
+        if self.shared_expert is not None:
+            shared_expert_output = self.shared_expert(ac, hidden_states)
+            shared_expert_output = (nn.functional.sigmoid(linear(ac, hidden_states, self.shared_expert_gate.weight))
+                                    * shared_expert_output)
+            final_hidden_states = final_hidden_states + shared_expert_output
+        final_hidden_states = final_hidden_states.reshape(batch_size, sequence_length, hidden_dim)
+        return final_hidden_states, router_logits
+
+
 class LlamaDecoderLayer(nn.Module):
     def __init__(self, cfg):
         super().__init__()
         h = cfg["hidden_size"]
         eps = cfg.get("rms_norm_eps", 1e-6)
         self.self_attn = LlamaAttention(cfg)
-        self.mlp = LlamaMLP(cfg)
+        sparse = cfg["model_type"] in ("mixtral", "qwen2_moe")
+        self.mlp = SparseMoeBlock(cfg) if sparse else LlamaMLP(cfg)
+        self.sparse = sparse
         self.input_layernorm = LlamaRMSNorm(h, eps)
         self.post_attention_layernorm = LlamaRMSNorm(h, eps)
 
@@ -371,7 +442,10 @@ class LlamaDecoderLayer(nn.Module):
         hidden_states = residual + hidden_states
         residual = hidden_states
         hidden_states = self.post_attention_layernorm(hidden_states)
-        hidden_states = self.mlp(ac, hidden_states)
+        if self.sparse:
+            hidden_states, router_logits = self.mlp(ac, hidden_states)
+        else:
+            hidden_states = self.mlp(ac, hidden_states)
         hidden_states = residual + hidden_states
         return hidden_states
 

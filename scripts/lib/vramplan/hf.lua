@@ -29,6 +29,42 @@ local mappings = {
 }
 mappings.mistral = mappings.llama
 
+local function extend(base, extra)
+  local keys = {}
+  for k, v in pairs(base.keys) do keys[k] = v end
+  for k, v in pairs(extra.keys) do keys[k] = v end
+  return { family = base.family, keys = keys, defaults = extra.defaults, check = extra.check }
+end
+
+-- MixtralForCausalLM: Mistral with a sparse MoE block; intermediate_size is
+-- each expert's width. router_jitter_noise perturbs logits in place only.
+mappings.mixtral = extend(mappings.llama, {
+  keys = { num_local_experts = "experts", num_experts_per_tok = "experts_per_token" },
+  defaults = { experts = 8, experts_per_token = 2, norm_topk = true },
+})
+
+-- Qwen2MoeForCausalLM: biases on q/k/v only, fine-grained experts beside a
+-- gated shared expert, top-k weights not renormalized by default.
+mappings.qwen2_moe = extend(mappings.llama, {
+  keys = {
+    num_experts = "experts", num_experts_per_tok = "experts_per_token", moe_intermediate_size = "moe_intermediate",
+    shared_expert_intermediate_size = "shared_intermediate", norm_topk_prob = "norm_topk",
+  },
+  defaults = { experts = 60, experts_per_token = 4, moe_intermediate = 1408, shared_intermediate = 5632,
+               norm_topk = false, qkv_bias = true, rope_theta = 1000000.0 },
+  check = function(config)
+    -- dense layers among sparse ones would need per-layer groups
+    local step = config.decoder_sparse_step
+    if step ~= nil and step ~= 1 then
+      return "decoder_sparse_step", "only 1 (every layer sparse) is supported"
+    end
+    local dense = config.mlp_only_layers
+    if type(dense) == "table" and #dense > 0 then
+      return "mlp_only_layers", "dense layers among sparse ones are not supported yet"
+    end
+  end,
+})
+
 local function read(path)
   local f, err = io.open(path, "r")
   if not f then error("cannot open " .. path .. ": " .. tostring(err), 0) end
@@ -51,7 +87,15 @@ function hf.load(path)
     error(string.format("%s: model_type: %s is not supported (supported: %s)", path,
       tostring(model_type), table.concat(known, ", ")), 0)
   end
+  if mapping.check then
+    local key, problem = mapping.check(config)
+    if key then error(string.format("%s: %s: %s", path, key, problem), 0) end
+  end
   local values, origins = {}, {}
+  for field, v in pairs(mapping.defaults or {}) do
+    values[field] = v
+    origins[field] = path .. ": " .. model_type .. " default"
+  end
   for key, field in pairs(mapping.keys) do
     local v = config[key]
     if v ~= nil and v ~= json.null then

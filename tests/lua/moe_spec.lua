@@ -1,0 +1,94 @@
+-- Mixtures of experts: Mixtral's and Qwen2-MoE's configurations, experts
+-- split over expert-parallel ranks, their optimizer states sharded over
+-- the data-parallel ranks that hold the same experts, and layouts that do
+-- not hold together. (Activations are checked against PyTorch in
+-- tests/torch/compare.py.)
+local helper = require("tests.lua.helper")
+
+-- Mixtral 8x7B: 32 layers of 8 experts, each three 4096 x 14336 matrices
+local MIXTRAL_PARAMS = 46702792704
+local MIXTRAL_EXPERTS = 32 * 8 * 3 * 4096 * 14336
+local MIXTRAL_DENSE = MIXTRAL_PARAMS - MIXTRAL_EXPERTS
+
+local function megatron(...)
+  return helper.estimate("mixtral-8x7b", "--set", "framework=megatron", "--set", "seq_len=256", ...)
+end
+
+describe("mixture-of-experts models", function()
+  it("reads Mixtral's and Qwen2-MoE's config.json like the model scripts", function()
+    for _, pair in ipairs({ { "tests/fixtures/mixtral-8x7b-config.json", "mixtral-8x7b" },
+                            { "tests/fixtures/qwen1.5-moe-a2.7b-config.json", "qwen1.5-moe-a2.7b" } }) do
+      local a = helper.estimate(pair[1], "--set", "seq_len=256")
+      local b = helper.estimate(pair[2], "--set", "seq_len=256")
+      assert.are.equal(b.model.params, a.model.params)
+      assert.are.equal(b.per_gpu.peak_allocated_bytes, a.per_gpu.peak_allocated_bytes)
+    end
+  end)
+
+  it("keeps a whole expert per expert-parallel rank: 1/ep of the experts", function()
+    for _, ep in ipairs({ 1, 2, 4, 8 }) do
+      local r = megatron("--set", "dp=8", "--set", "ep=" .. ep)
+      assert.are.equal(2 * (MIXTRAL_DENSE + MIXTRAL_EXPERTS // ep), r.per_gpu.params_bytes)  -- bf16
+      assert.are.equal(4 * (MIXTRAL_DENSE + MIXTRAL_EXPERTS // ep), r.per_gpu.grads_bytes)   -- fp32 main_grad
+      assert.are.equal(MIXTRAL_PARAMS, r.model.params)
+    end
+  end)
+
+  it("shards experts' optimizer states over the dp / ep ranks that share them", function()
+    local dp, ep = 8, 4
+    local r = megatron("--set", "dp=" .. dp, "--set", "ep=" .. ep, "--set", "distributed_optimizer=true")
+    -- each tensor's shard is rounded up: at most one element per tensor
+    local master = 4 * (MIXTRAL_DENSE / dp + MIXTRAL_EXPERTS / ep / (dp / ep))
+    assert.is_true(math.abs(r.per_gpu.master_bytes - master) < 4 * 2000)
+    assert.is_true(math.abs(r.per_gpu.optimizer_bytes - 2 * master) < 8 * 2000)
+  end)
+
+  it("agrees with evaluating every layer (HF's expert loop, Megatron's grouped GEMMs)", function()
+    local vramplan = require("vramplan")
+    local arch = require("vramplan.arch")
+    local models = require("vramplan.models")
+    for _, case in ipairs({
+      { "mixtral-8x7b", { precision = "amp-bf16", checkpointing = "every-2" } },
+      { "qwen1.5-moe-a2.7b", { precision = "mixed-bf16", attention = "eager", framework = "deepspeed", zero = 3,
+                               dp = 4 } },
+      { "mixtral-8x7b", { framework = "megatron", dp = 8, ep = 4, distributed_optimizer = true } },
+      { "qwen1.5-moe-a2.7b", { framework = "megatron", tp = 2, dp = 4, ep = 2, sequence_parallel = true,
+                               checkpointing = "selective" } },
+    }) do
+      local model = arch.build(models.describe(helper.root, case[1]), { layers = 5 }, { layers = "test" })
+      local recipe = case[2]
+      recipe.seq_len = 128
+      local a = vramplan.estimate(model, recipe, nil, { fold = true })
+      local b = vramplan.estimate(model, recipe, nil, { fold = false })
+      assert.are.equal(b.peak_allocated_bytes, a.peak_allocated_bytes)
+      assert.are.equal(b.activations_bytes, a.activations_bytes)
+      assert.are.equal(b.master_bytes, a.master_bytes)
+    end
+  end)
+end)
+
+describe("expert-parallel layouts that do not hold together", function()
+  local cases = {
+    { { "mixtral-8x7b", "--set", "ep=2", "--set", "dp=2" }, "ep: expert parallelism needs framework" },
+    { { "mixtral-8x7b", "--set", "framework=megatron", "--set", "ep=3", "--set", "dp=3" }, "ep: must divide the experts" },
+    { { "mixtral-8x7b", "--set", "framework=megatron", "--set", "ep=8", "--set", "dp=4" }, "ep: must divide dp" },
+    { { "llama2-7b", "--set", "framework=megatron", "--set", "ep=2", "--set", "dp=2" }, "needs a model with experts" },
+    { { "mixtral-8x7b", "--set", "experts_per_token=9" }, "experts_per_token: cannot exceed experts %(8%)" },
+    { { "mixtral-8x7b", "--set", "framework=megatron", "--set", "tp=2" }, "sequence_parallel: Megatron%-LM needs it" },
+  }
+  for _, case in ipairs(cases) do
+    it("rejects " .. table.concat(case[1], " ", 2), function()
+      local _, err, code = helper.run("estimate", table.unpack(case[1]))
+      assert.are.equal(1, code)
+      assert.truthy(err:find(case[2]), err)
+    end)
+  end
+
+  it("names the config.json key when Qwen2-MoE mixes dense and sparse layers", function()
+    local path = helper.write('{"model_type": "qwen2_moe", "mlp_only_layers": [0, 1]}', ".json")
+    local _, err, code = helper.run("estimate", path)
+    os.remove(path)
+    assert.are.equal(1, code)
+    assert.truthy(err:find(path .. ": mlp_only_layers: ", 1, true), err)
+  end)
+end)
