@@ -59,7 +59,7 @@ static unsigned stage_layers(const vp_model *model, const vp_recipe *r, unsigned
 const char *vp_pipeline_problem(const vp_model *model, const vp_recipe *r) {
     unsigned pp = r->pp ? r->pp : 1;
     if (pp > VP_MAX_STAGES) return "pp: too many stages";
-    if (r->gpus && r->gpus != r->dp * r->tp * pp) return "gpus: must equal dp x tp x pp";
+    if (r->gpus && r->gpus != r->dp * r->tp * pp * r->cp) return "gpus: must equal dp x tp x pp x cp";
     if (r->virtual_stages > 1 && r->pp_schedule != VP_PP_INTERLEAVED)
         return "virtual_stages: needs pp_schedule = \"interleaved-1f1b\"";
     if (r->pp_schedule == VP_PP_INTERLEAVED && pp < 2) return "pp_schedule: interleaving needs pp > 1";
@@ -141,7 +141,7 @@ vp_step_status vp_estimate_run(const vp_model *model, const vp_recipe *recipe, c
     out->ranks = calloc(pp, sizeof *out->ranks);
     if (!out->ranks) return VP_STEP_NOMEM;
     out->n_ranks = pp;
-    out->ranks_per_stage = recipe->dp * recipe->tp;
+    out->ranks_per_stage = recipe->dp * recipe->tp * recipe->cp;
     out->has_gpu = gpu && gpu->memory_bytes;
     for (unsigned i = 0; i < pp; i++) {
         vp_rank_estimate *e = &out->ranks[i];

@@ -98,6 +98,8 @@ static void parse_bucket_view(lua_State *L, vp_recipe *r, const char *k) { r->dd
 static void parse_bucket_mb(lua_State *L, vp_recipe *r, const char *k) { r->ddp_bucket_mb = read_number(L, k, 0.001, 1e6); }
 static void parse_tp(lua_State *L, vp_recipe *r, const char *k) { r->tp = (unsigned)read_int(L, k, 1, 1 << 16); }
 static void parse_ep(lua_State *L, vp_recipe *r, const char *k) { r->ep = (unsigned)read_int(L, k, 1, 1 << 16); }
+static void parse_etp(lua_State *L, vp_recipe *r, const char *k) { r->etp = (unsigned)read_int(L, k, 1, 1 << 16); }
+static void parse_cp(lua_State *L, vp_recipe *r, const char *k) { r->cp = (unsigned)read_int(L, k, 1, 1 << 16); }
 static void parse_sp(lua_State *L, vp_recipe *r, const char *k) { r->sequence_parallel = read_bool(L, k); }
 static void parse_distopt(lua_State *L, vp_recipe *r, const char *k) { r->distributed_optimizer = read_bool(L, k); }
 static void parse_fp32_grads(lua_State *L, vp_recipe *r, const char *k) { r->grads_in_fp32 = read_bool(L, k); }
@@ -184,7 +186,9 @@ static const recipe_key keys[] = {
     {"ddp_bucket_view", parse_bucket_view, "DDP gradient_as_bucket_view [false]"},
     {"ddp_bucket_mb", parse_bucket_mb, "DDP bucket_cap_mb [25]"},
     {"tp", parse_tp, "tensor-parallel ranks (framework megatron)"},
-    {"ep", parse_ep, "expert-parallel ranks, within dp (framework megatron)"},
+    {"ep", parse_ep, "expert-parallel ranks, within dp x tp x cp (framework megatron)"},
+    {"etp", parse_etp, "expert-tensor-parallel ranks: each expert's width split [tp]"},
+    {"cp", parse_cp, "context-parallel ranks: the sequence split, K/V passed around a ring (framework megatron)"},
     {"sequence_parallel", parse_sp, "Megatron sequence parallelism: norms, dropouts and the residual stream split along the sequence"},
     {"distributed_optimizer", parse_distopt, "Megatron's distributed optimizer: master weights and states sharded over dp"},
     {"accumulate_allreduce_grads_in_fp32", parse_fp32_grads, "Megatron's fp32 main_grad buffers [true]"},
@@ -193,7 +197,7 @@ static const recipe_key keys[] = {
     {"virtual_stages", parse_virtual, "model chunks per rank with interleaved-1f1b [1]"},
     {"num_microbatches", parse_microbatches, "micro-batches per step (with pp; gradient accumulation without) [pp]"},
     {"pp_layers", parse_pp_layers, "layers of each stage, as \"7,8,8,9\" [an even split]"},
-    {"gpus", parse_gpus, "GPUs in all: when given, must equal dp x tp x pp"},
+    {"gpus", parse_gpus, "GPUs in all: when given, must equal dp x tp x pp x cp"},
     {"gpus_per_node", parse_gpus_per_node, "GPUs per node, for host memory per node [min(dp, 8)]"},
     {"fragmentation", parse_fragmentation, "caching-allocator reservation beyond whole segments, as a fraction of the allocated peak"},
     {"cuda_context_mib", parse_context, "memory of the CUDA context and its loaded kernels, in MiB"},
@@ -295,6 +299,10 @@ void vp_lua_push_recipe(lua_State *L, const vp_recipe *given) {
     lua_setfield(L, -2, "tp");
     lua_pushinteger(L, r->ep);
     lua_setfield(L, -2, "ep");
+    lua_pushinteger(L, r->etp ? r->etp : r->tp);
+    lua_setfield(L, -2, "etp");
+    lua_pushinteger(L, r->cp);
+    lua_setfield(L, -2, "cp");
     lua_pushboolean(L, r->sequence_parallel);
     lua_setfield(L, -2, "sequence_parallel");
     lua_pushboolean(L, r->distributed_optimizer);

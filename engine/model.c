@@ -31,7 +31,7 @@ int vp_field_index(const vp_op_kind *kind, const char *name) {
     return -1;
 }
 
-static const vp_ranks whole = {1, 1};
+static const vp_ranks whole = {1, 1, 1};
 
 static unsigned leaf_count(const vp_op *op) {
     vp_leaf_spec specs[VP_OP_MAX_LEAVES];
@@ -107,28 +107,34 @@ const vp_op *vp_section_find(const vp_section *section, const vp_op_kind *kind) 
     return find_in(section->ops, section->n_ops, kind);
 }
 
-static const char *check_ops(const vp_op *ops, unsigned n, unsigned ranks, bool expert) {
+/* The first problem of an op (children included) with the split: the
+ * dense weights' (tp) or the experts' (ep, etp). */
+static const char *check_ops(const vp_op *ops, unsigned n, const vp_ranks *split, bool experts) {
     for (unsigned i = 0; i < n; i++) {
         const vp_op_kind *k = ops[i].kind;
-        const char *(*check)(const vp_op *, unsigned) = expert ? k->check_ep : k->check_tp;
-        const char *problem = check ? check(&ops[i], ranks) : NULL;
-        if (!problem) problem = check_ops(ops[i].children, ops[i].n_children, ranks, expert);
+        const char *problem = NULL;
+        if (experts && k->check_ep) problem = k->check_ep(&ops[i], split);
+        if (!experts && k->check_tp) problem = k->check_tp(&ops[i], split->tp);
+        if (!problem) problem = check_ops(ops[i].children, ops[i].n_children, split, experts);
         if (problem) return problem;
     }
     return NULL;
 }
 
-static const char *check_model(const vp_model *model, unsigned ranks, bool expert) {
+static const char *check_model(const vp_model *model, const vp_ranks *split, bool experts) {
     for (int s = 0; s < VP_SECTION_COUNT; s++) {
-        const char *problem = check_ops(model->section[s].ops, model->section[s].n_ops, ranks, expert);
+        const char *problem = check_ops(model->section[s].ops, model->section[s].n_ops, split, experts);
         if (problem) return problem;
     }
     return NULL;
 }
 
-const char *vp_model_check_tp(const vp_model *model, unsigned tp) { return check_model(model, tp, false); }
+const char *vp_model_check_tp(const vp_model *model, unsigned tp) {
+    const vp_ranks split = {tp, 1, 1};
+    return check_model(model, &split, false);
+}
 
-const char *vp_model_check_ep(const vp_model *model, unsigned ep) { return check_model(model, ep, true); }
+const char *vp_model_check_ep(const vp_model *model, const vp_ranks *split) { return check_model(model, split, true); }
 
 bool vp_model_has(const vp_model *model, const char *name) {
     const vp_op_kind *kind = vp_op_kind_find(name);

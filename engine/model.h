@@ -46,8 +46,10 @@ static inline unsigned vp_leaf_count(const vp_leaf_spec *spec) { return spec->co
 
 /* How the model is split over model-parallel ranks: tensor-parallel ranks,
  * and expert-parallel ranks sharing the experts. */
+/* How one rank's share of the model is cut: tensor-parallel ranks, and
+ * for experts the expert-parallel and expert-tensor-parallel ranks. */
 typedef struct {
-    unsigned tp, ep;
+    unsigned tp, ep, etp;
 } vp_ranks;
 
 typedef struct vp_op_kind {
@@ -60,10 +62,10 @@ typedef struct vp_op_kind {
     const char *(*check)(const struct vp_op *op);
     /* Checks the op can be split over `tp` tensor-parallel ranks. */
     const char *(*check_tp)(const struct vp_op *op, unsigned tp);
-    /* Checks the op can be split over `ep` expert-parallel ranks. */
-    const char *(*check_ep)(const struct vp_op *op, unsigned ep);
+    /* Checks the op's experts can be split as `split` says (ep, etp). */
+    const char *(*check_ep)(const struct vp_op *op, const vp_ranks *split);
     /* The op's own parameters and buffers, as one rank of the split holds
-     * them ({1, 1}: the whole model). */
+     * them ({1, 1, 1}: the whole model). */
     unsigned (*leaves)(const struct vp_op *op, const vp_ranks *split, vp_leaf_spec *out);
     /* Forward tensors the model creates once per step for ops of this kind
      * (rotary tables, causal masks), before the first layer runs. */
@@ -117,7 +119,8 @@ uint64_t vp_model_params(const vp_model *model, bool trainable_only);
 /* The first op (children included) that cannot be split over tp ranks:
  * its message, or NULL. */
 const char *vp_model_check_tp(const vp_model *model, unsigned tp);
-const char *vp_model_check_ep(const vp_model *model, unsigned ep);
+/* The same for the experts' split (ep, etp). */
+const char *vp_model_check_ep(const vp_model *model, const vp_ranks *split);
 /* Whether any op of a kind named `name` is in the model. */
 bool vp_model_has(const vp_model *model, const char *name);
 

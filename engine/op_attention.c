@@ -3,6 +3,7 @@
  * SDPA (flash or memory-efficient backend) and FlashAttention-2. */
 #include "checkpoint.h"
 #include "ops.h"
+#include "ring_attention.h"
 
 enum {
     ATT_HIDDEN,
@@ -440,6 +441,8 @@ static vp_t attention_forward(vp_step *step, const vp_op *op, const vp_t *leaves
         context = vp_checkpoint(step, recompute_core, c, inputs, 3, kept, 1);
     } else if (which == KERNEL_EAGER) {
         context = eager(step, op, leaves, &in, s);
+    } else if (step->cp > 1) {
+        context = vp_ring_attention(step, in.q, in.k, in.v, s.heads, s.kv_heads, s.head_dim);
     } else {
         context = fused_kernel(step, &in, s, which);
     }

@@ -49,10 +49,11 @@ static const char *moe_check_tp(const vp_op *op, unsigned tp) {
 
 enum { ROUTER, W1, W3, W2, SHARED_UP, SHARED_GATE_PROJ, SHARED_DOWN, SHARED_GATE, MOE_SPECS };
 
-/* Experts are whole on a rank (expert-tensor parallelism of 1) and split
- * over expert-parallel ranks; shared experts split like a dense MLP. */
+/* Experts are split over expert-parallel ranks, each one's width over
+ * expert-tensor-parallel ranks; shared experts split like a dense MLP. */
 static unsigned moe_leaves(const vp_op *op, const vp_ranks *split, vp_leaf_spec *out) {
-    uint64_t h = vp_op_u64(op, MOE_HIDDEN), f = vp_op_u64(op, MOE_INTERMEDIATE), e = vp_op_u64(op, MOE_EXPERTS);
+    uint64_t h = vp_op_u64(op, MOE_HIDDEN), e = vp_op_u64(op, MOE_EXPERTS);
+    uint64_t f = vp_op_u64(op, MOE_INTERMEDIATE) / split->etp;
     uint64_t fs = vp_op_u64(op, MOE_SHARED) / split->tp;
     unsigned local = (unsigned)(e / split->ep);
     out[ROUTER] = (vp_leaf_spec){e * h, VP_DTYPE_NONE, true, false, "moe.gate.weight", 1, false};
@@ -191,7 +192,7 @@ static vp_t moe_hf(vp_step *step, const vp_op *op, const moe_slots *s, vp_t x) {
         vp_t weighted = vp_mul(sim, y, w, vp_at(sim, y)->numel, "moe.weighted");
         vp_drop(sim, y);
         vp_drop(sim, w);
-        vp_t next = vp_index_add(sim, out, weighted, top_x, "moe.index_add");
+        vp_t next = vp_index_add(sim, out, weighted, top_x, true, "moe.index_add");
         vp_drop(sim, weighted);
         vp_drop(sim, out);
         out = next;
@@ -234,6 +235,13 @@ static vp_t moe_megatron(vp_step *step, const vp_op *op, const moe_slots *s, vp_
         vp_drop(sim, permuted);
         permuted = received;
     }
+    unsigned etp = step->etp;
+    if (etp > 1) { /* the token dispatcher gathers the expert-tensor-parallel group's rows */
+        vp_t gathered = vp_all_gather(sim, permuted, etp, "moe.etp_all_gather");
+        vp_drop(sim, permuted);
+        permuted = gathered;
+    }
+    uint64_t expert_rows = vp_numel(sim, rows, etp), f_local = f / etp;
     /* fc1: every local expert's w1 and w3, side by side */
     vp_t *fc1_weights = vp_step_scratch(step, 2 * local * sizeof(vp_t));
     if (!fc1_weights) return permuted;
@@ -241,12 +249,18 @@ static vp_t moe_megatron(vp_step *step, const vp_op *op, const moe_slots *s, vp_
         fc1_weights[2 * e] = s->w1[e];
         fc1_weights[2 * e + 1] = s->w3[e];
     }
-    vp_t fc1 = vp_grouped_linear(sim, permuted, fc1_weights, 2 * local, rows, 2 * f, "moe.experts.linear_fc1");
+    vp_t fc1 = vp_grouped_linear(sim, permuted, fc1_weights, 2 * local, expert_rows, 2 * f_local,
+                                 "moe.experts.linear_fc1");
     vp_drop(sim, permuted);
     vp_t act = vp_glu(sim, fc1, "moe.experts.swiglu");
     vp_drop(sim, fc1);
-    vp_t fc2 = vp_grouped_linear(sim, act, s->w2, local, rows, h, "moe.experts.linear_fc2");
+    vp_t fc2 = vp_grouped_linear(sim, act, s->w2, local, expert_rows, h, "moe.experts.linear_fc2");
     vp_drop(sim, act);
+    if (etp > 1) { /* partial sums reduce-scattered back to this rank's rows */
+        vp_t mine = vp_scatter(sim, fc2, etp, "moe.etp_reduce_scatter");
+        vp_drop(sim, fc2);
+        fc2 = mine;
+    }
     if (step->ep > 1) {
         vp_t back = vp_copy(sim, fc2, "moe.all_to_all");
         vp_drop(sim, fc2);
@@ -257,7 +271,8 @@ static vp_t moe_megatron(vp_step *step, const vp_op *op, const moe_slots *s, vp_
     vp_drop(sim, fc2);
     vp_drop(sim, prob_rows);
     vp_t zeros = vp_new(sim, vp_at(sim, x)->numel, (vp_dtype)vp_at(sim, x)->dtype, "moe.unpermute");
-    vp_t out = vp_index_add(sim, zeros, weighted, selected, "moe.unpermute");
+    /* moe_utils.unpermute: scatter_add_ keeps the index, not the rows */
+    vp_t out = vp_index_add(sim, zeros, weighted, selected, false, "moe.unpermute");
     vp_drop(sim, zeros);
     vp_drop(sim, weighted);
     vp_drop(sim, weights);
@@ -273,8 +288,10 @@ static vp_t moe_forward(vp_step *step, const vp_op *op, const vp_t *leaves, vp_t
     return moe_hf(step, op, &s, x);
 }
 
-static const char *moe_check_ep(const vp_op *op, unsigned ep) {
-    return vp_op_u64(op, MOE_EXPERTS) % ep ? "ep: must divide the experts" : NULL;
+static const char *moe_check_ep(const vp_op *op, const vp_ranks *split) {
+    if (vp_op_u64(op, MOE_EXPERTS) % split->ep) return "ep: must divide the experts";
+    if (vp_op_u64(op, MOE_INTERMEDIATE) % split->etp) return "etp: must divide each expert's intermediate width";
+    return NULL;
 }
 
 const vp_op_kind vp_op_moe = {

@@ -357,8 +357,13 @@ vp_t vp_gathered_linear(vp_sim *sim, vp_t x, vp_t w, vp_t b, uint64_t rows, uint
 
 vp_t vp_scatter(vp_sim *sim, vp_t x, unsigned parts, const char *label) {
     vp_t y = vp_new(sim, numel_of(sim, x) / parts, dtype_of(sim, x), label);
-    vp_node *node = vp_record(sim, backward_split, label, &x, 1, &y, 1); /* all-gather: a gradient like x */
-    (void)node;
+    vp_record(sim, backward_split, label, &x, 1, &y, 1); /* all-gather: a gradient like x */
+    return y;
+}
+
+vp_t vp_all_gather(vp_sim *sim, vp_t x, unsigned parts, const char *label) {
+    vp_t y = vp_new(sim, vp_numel(sim, numel_of(sim, x), parts), dtype_of(sim, x), label);
+    vp_record(sim, backward_split, label, &x, 1, &y, 1); /* reduce-scatter: a gradient like x */
     return y;
 }
 
@@ -415,13 +420,13 @@ static void backward_index_add(vp_sim *sim, uint32_t index) {
     if (vp_needs_grad(sim, node, 1)) vp_give_grad(sim, node, 1, vp_grad_like(sim, node->in[1], node->label));
 }
 
-vp_t vp_index_add(vp_sim *sim, vp_t acc, vp_t source, vp_t index, const char *label) {
+vp_t vp_index_add(vp_sim *sim, vp_t acc, vp_t source, vp_t index, bool keeps_source, const char *label) {
     vp_t y = vp_view(sim, acc, numel_of(sim, acc), label);
     vp_t in[2] = {acc, source};
     vp_node *node = vp_record(sim, backward_index_add, label, in, 2, &y, 1);
-    if (node) { /* derivatives.yaml: grad.index_select(dim, index).expand_as(source) keeps source */
+    if (node) {
         vp_save(sim, node, index);
-        if (wants_grad(sim, source)) vp_save(sim, node, source);
+        if (keeps_source && wants_grad(sim, source)) vp_save(sim, node, source);
     }
     return y;
 }

@@ -110,6 +110,10 @@ vp_t vp_gathered_linear(vp_sim *sim, vp_t x, vp_t w, vp_t b, uint64_t rows, uint
  * all-gathers the gradient. */
 vp_t vp_scatter(vp_sim *sim, vp_t x, unsigned parts, const char *label);
 
+/* All-gather into `parts` times the rows (tokens gathered over a group): a
+ * new tensor; backward reduce-scatters the gradient into one like x. */
+vp_t vp_all_gather(vp_sim *sim, vp_t x, unsigned parts, const char *label);
+
 /* x[indices] along rows (tensor indexing with an index tensor): a new
  * tensor of `numel` elements; saves the indices; backward builds a
  * zero-filled gradient of all of x and puts rows into it (index_backward). */
@@ -120,11 +124,13 @@ vp_t vp_index(vp_sim *sim, vp_t x, vp_t indices, uint64_t numel, const char *lab
  * gradient of x. *indices_out gets the indices (a new reference). */
 vp_t vp_topk(vp_sim *sim, vp_t x, uint64_t numel, vp_t *indices_out, const char *label);
 
-/* acc.index_add_(0, index, source): in place; returns acc's new version (a
- * view of the same storage). Saves the index and the source (its gradient,
- * grad.index_select(dim, index).expand_as(source), needs it); backward
- * passes acc's gradient on and gives source one of its size. */
-vp_t vp_index_add(vp_sim *sim, vp_t acc, vp_t source, vp_t index, const char *label);
+/* acc.index_add_(0, index, source), or scatter_add_: in place; returns
+ * acc's new version (a view of the same storage). Saves the index, and
+ * with keeps_source the source (index_add's gradient,
+ * grad.index_select(dim, index).expand_as(source), needs it; scatter_add's,
+ * grad.gather(dim, index), does not); backward passes acc's gradient on
+ * and gives source one of its size. */
+vp_t vp_index_add(vp_sim *sim, vp_t acc, vp_t source, vp_t index, bool keeps_source, const char *label);
 
 /* A grouped GEMM over the experts of one rank (Megatron's GroupedMLP,
  * TEGroupedLinear): x's `rows` rows in `n` groups, group i through

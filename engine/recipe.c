@@ -57,6 +57,8 @@ void vp_recipe_defaults(vp_recipe *recipe) {
     recipe->gpus_per_node = 0;
     recipe->tp = 1;
     recipe->ep = 1;
+    recipe->etp = 0;
+    recipe->cp = 1;
     recipe->sequence_parallel = false;
     recipe->distributed_optimizer = false;
     recipe->grads_in_fp32 = true; /* Megatron-LM's default for bf16 (arguments.py) */

@@ -94,7 +94,9 @@ typedef struct {
     unsigned gpus_per_node;      /* for host memory per node (0: min(dp, 8)) */
     /* model parallelism (Megatron-LM) */
     unsigned tp;                 /* tensor-parallel ranks */
-    unsigned ep;                 /* expert-parallel ranks (within dp) */
+    unsigned ep;                 /* expert-parallel ranks (within dp x tp x cp) */
+    unsigned etp;                /* expert-tensor-parallel ranks (0: tp, Megatron's default) */
+    unsigned cp;                 /* context-parallel ranks: the sequence split, ring attention */
     bool sequence_parallel;      /* norms, dropouts and the residual stream split along the sequence */
     bool distributed_optimizer;  /* master weights and states sharded over dp */
     bool grads_in_fp32;          /* accumulate_allreduce_grads_in_fp32: fp32 main_grad buffers */
@@ -105,7 +107,7 @@ typedef struct {
     unsigned microbatches;       /* micro-batches per step (0: pp) */
     unsigned n_pp_layers;        /* a custom layout: layers of each stage (0: even) */
     unsigned pp_layers[VP_MAX_STAGES];
-    unsigned gpus;               /* when given, must equal dp x tp x pp */
+    unsigned gpus;               /* when given, must equal dp x tp x pp x cp */
 } vp_recipe;
 
 void vp_recipe_defaults(vp_recipe *recipe);

@@ -117,11 +117,14 @@ static const char *plan_megatron(const vp_recipe *r, const vp_precision *p, vp_s
         return "precision: Megatron-LM trains with mixed-bf16, mixed-fp16 or fp32";
     plan->grads = VP_GRADS_BUCKET;
     plan->shard_grads_dtype = r->grads_in_fp32 ? VP_FP32 : p->grads;
-    plan->shards.states = r->distributed_optimizer ? r->dp : 1;
-    /* experts' gradients are reduced, and their optimizer states sharded,
-     * over the expert-data-parallel group: dp / ep ranks with the same
-     * experts (parallel_state's expert data parallel group, tp = etp) */
-    plan->expert_shards.states = r->distributed_optimizer ? r->dp / (r->ep ? r->ep : 1) : 1;
+    /* gradients are reduced, and the distributed optimizer shards, over
+     * the data-parallel group with context parallelism (dp x cp ranks);
+     * experts' over the expert-data-parallel group, the ranks that hold
+     * the same slice of the same experts: dp x tp x cp / (ep x etp)
+     * (megatron/core/parallel_state.py) */
+    unsigned etp = r->etp ? r->etp : r->tp, ep = r->ep ? r->ep : 1;
+    plan->shards.states = r->distributed_optimizer ? r->dp * r->cp : 1;
+    plan->expert_shards.states = r->distributed_optimizer ? r->dp * r->tp * r->cp / (ep * etp) : 1;
     plan->master_grads = false;
     return NULL;
 }
@@ -137,6 +140,8 @@ const char *vp_shard_plan_make(const vp_recipe *r, const vp_precision *p, vp_sha
     plan->master_dtype = p->master;
     plan->states_dtype = p->states;
     if (r->dp == 0) return "dp: at least one data-parallel rank";
+    if (r->cp > 1 && r->framework != VP_FRAMEWORK_MEGATRON)
+        return "cp: context parallelism needs framework = \"megatron\"";
     if (r->sequence_parallel && r->tp < 2) return "sequence_parallel: needs tp > 1";
     switch (r->framework) {
     case VP_FRAMEWORK_DEEPSPEED: return plan_deepspeed(r, p, plan);

@@ -564,10 +564,12 @@ vp_step_status vp_step_run_stage(const vp_model *model, const vp_recipe *given, 
     step.fold = fold;
     step.fold_repeat = 1;
     step.batch = recipe->micro_batch;
-    step.seq = recipe->seq_len;
+    step.cp = recipe->cp ? recipe->cp : 1;
+    step.seq = recipe->seq_len / step.cp; /* Megatron's get_batch_on_this_cp_rank */
     step.tokens = vp_numel(&step.sim, step.batch, step.seq);
     step.tp = recipe->tp ? recipe->tp : 1;
     step.ep = recipe->ep ? recipe->ep : 1;
+    step.etp = recipe->etp ? recipe->etp : step.tp;
     step.sp = recipe->sequence_parallel && step.tp > 1;
     step.rows = step.sp ? step.tokens / step.tp : step.tokens;
     step.autocast = step.precision->autocast;
@@ -617,15 +619,31 @@ const char *vp_step_layout_problem(const vp_model *model, const vp_recipe *recip
     if (recipe->framework == VP_FRAMEWORK_MEGATRON && recipe->tp > 1 && !recipe->sequence_parallel &&
         vp_model_has(model, "moe"))
         return "sequence_parallel: Megatron-LM needs it for experts with tp > 1";
-    if (recipe->ep > 1) {
-        if (!vp_model_has(model, "moe")) return "ep: expert parallelism needs a model with experts";
-        if (recipe->framework != VP_FRAMEWORK_MEGATRON) return "ep: expert parallelism needs framework = \"megatron\"";
-        if (recipe->dp % recipe->ep) return "ep: must divide dp (expert-parallel ranks are data-parallel ranks)";
-        problem = vp_model_check_ep(model, recipe->ep);
+    unsigned tp = recipe->tp ? recipe->tp : 1, cp = recipe->cp ? recipe->cp : 1;
+    vp_ranks experts = {tp, recipe->ep ? recipe->ep : 1, recipe->etp ? recipe->etp : tp};
+    bool ep = recipe->ep > 1, etp = recipe->etp > 1 && recipe->etp != tp;
+    if ((ep || etp) && !vp_model_has(model, "moe"))
+        return ep ? "ep: expert parallelism needs a model with experts"
+                  : "etp: expert tensor parallelism needs a model with experts";
+    if ((ep || etp) && recipe->framework != VP_FRAMEWORK_MEGATRON)
+        return ep ? "ep: expert parallelism needs framework = \"megatron\""
+                  : "etp: expert tensor parallelism needs framework = \"megatron\"";
+    if (vp_model_has(model, "moe")) {
+        /* parallel_state.py: ep x etp ranks are carved out of dp x tp x cp */
+        if ((recipe->dp * tp * cp) % (experts.ep * experts.etp))
+            return ep ? "ep: ep x etp must divide dp x tp x cp (expert ranks are drawn from them)"
+                      : "etp: ep x etp must divide dp x tp x cp (expert ranks are drawn from them)";
+        problem = vp_model_check_ep(model, &experts);
         if (problem) return problem;
     }
+    if (cp > 1) {
+        /* get_batch_on_this_cp_rank: 2 x cp chunks, rank r keeps r and 2cp - r - 1 */
+        if (recipe->seq_len % (2 * cp)) return "cp: seq_len must divide into 2 x cp chunks";
+        if (recipe->attention == VP_ATTN_EAGER)
+            return "cp: ring attention runs a fused kernel: use attention = flash or sdpa";
+    }
     /* Megatron splits the sequence dimension evenly over the tp ranks */
-    if (recipe->sequence_parallel && (recipe->micro_batch * recipe->seq_len) % recipe->tp)
-        return "sequence_parallel: tp must divide micro_batch x seq_len";
+    if (recipe->sequence_parallel && (recipe->micro_batch * (recipe->seq_len / cp)) % tp)
+        return "sequence_parallel: tp must divide micro_batch x seq_len (over cp)";
     return NULL;
 }

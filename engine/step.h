@@ -53,6 +53,8 @@ typedef struct vp_step {
     uint64_t batch, seq, tokens;     /* tokens = batch * seq rows */
     unsigned tp;                     /* tensor-parallel ranks */
     unsigned ep;                     /* expert-parallel ranks */
+    unsigned etp;                    /* expert-tensor-parallel ranks */
+    unsigned cp;                     /* context-parallel ranks: seq is this rank's share */
     bool sp;                         /* sequence parallel: the residual stream is split */
     uint64_t rows;                   /* rows of the residual stream on this rank: tokens, or tokens / tp */
     vp_dtype activation;             /* dtype the residual stream flows in */

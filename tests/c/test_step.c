@@ -451,6 +451,33 @@ static void test_optimizer_temporaries(void) {
     vp_model_free(&m);
 }
 
+/* Context parallelism: seq_len / cp tokens per rank and the ring's
+ * buffers; the folded evaluation agrees with the unfolded one. */
+static void test_context_parallel(void) {
+    vp_model m;
+    build_llama(&m, &small);
+    uint64_t activations[2] = {0};
+    const unsigned cps[] = {1, 4};
+    for (unsigned i = 0; i < 2; i++) {
+        vp_recipe r = base_recipe();
+        r.framework = VP_FRAMEWORK_MEGATRON;
+        r.precision = VP_PREC_MIXED_BF16;
+        r.attention = VP_ATTN_FLASH;
+        r.seq_len = 256;
+        r.cp = cps[i];
+        vp_step_result folded, unfolded;
+        CHECK(vp_step_run(&m, &r, true, false, &folded, NULL) == VP_STEP_OK);
+        CHECK(vp_step_run(&m, &r, false, false, &unfolded, NULL) == VP_STEP_OK);
+        same_result(&folded, &unfolded);
+        activations[i] = folded.activations_bytes;
+    }
+    /* every saved tensor is per token: a quarter, to within the few
+     * per-layer bytes that are not */
+    CHECK(activations[1] * 4 <= activations[0] + activations[0] / 100);
+    CHECK(activations[1] * 4 >= activations[0] - activations[0] / 100);
+    vp_model_free(&m);
+}
+
 int main(void) {
     test_llama2_7b();
     test_gpt2_small();
@@ -458,5 +485,6 @@ int main(void) {
     test_overflow();
     test_optimizer_temporaries();
     test_expert_parallel();
+    test_context_parallel();
     return check_summary("test_step");
 }

@@ -44,7 +44,6 @@ describe("Megatron-LM's tensor parallelism", function()
   end)
 
   it("agrees with evaluating every layer (tp, sp, selective)", function()
-    local vramplan = require("vramplan")
     local arch = require("vramplan.arch")
     local model = arch.build(require("vramplan.models").describe(helper.root, "llama2-7b"), { layers = 5 },
       { layers = "test" })
@@ -54,10 +53,7 @@ describe("Megatron-LM's tensor parallelism", function()
       { framework = "megatron", tp = 8, attention = "flash", precision = "fp32" },
     }) do
       recipe.seq_len = 256
-      local a = vramplan.estimate(model, recipe, nil, { fold = true })
-      local b = vramplan.estimate(model, recipe, nil, { fold = false })
-      assert.are.equal(b.peak_allocated_bytes, a.peak_allocated_bytes)
-      assert.are.equal(b.activations_bytes, a.activations_bytes)
+      helper.assert_fold_agrees(model, recipe)
     end
   end)
 end)

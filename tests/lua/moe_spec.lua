@@ -34,6 +34,18 @@ describe("mixture-of-experts models", function()
     end
   end)
 
+  it("splits each expert's width over etp ranks, which default to tp", function()
+    local by_default = megatron("--set", "tp=2", "--set", "sequence_parallel=true", "--set", "dp=4", "--set", "ep=4")
+    local explicit = megatron("--set", "tp=2", "--set", "sequence_parallel=true", "--set", "dp=4", "--set", "ep=4",
+      "--set", "etp=2")
+    local whole = megatron("--set", "tp=2", "--set", "sequence_parallel=true", "--set", "dp=4", "--set", "ep=4",
+      "--set", "etp=1")
+    assert.are.equal(explicit.per_gpu.params_bytes, by_default.per_gpu.params_bytes)
+    -- the experts' bytes on a rank: 1/(ep x etp) of them, or 1/ep when whole
+    assert.are.equal(2 * (MIXTRAL_EXPERTS // 4 - MIXTRAL_EXPERTS // 8),
+      whole.per_gpu.params_bytes - explicit.per_gpu.params_bytes)
+  end)
+
   it("shards experts' optimizer states over the dp / ep ranks that share them", function()
     local dp, ep = 8, 4
     local r = megatron("--set", "dp=" .. dp, "--set", "ep=" .. ep, "--set", "distributed_optimizer=true")
@@ -44,7 +56,6 @@ describe("mixture-of-experts models", function()
   end)
 
   it("agrees with evaluating every layer (HF's expert loop, Megatron's grouped GEMMs)", function()
-    local vramplan = require("vramplan")
     local arch = require("vramplan.arch")
     local models = require("vramplan.models")
     for _, case in ipairs({
@@ -58,11 +69,7 @@ describe("mixture-of-experts models", function()
       local model = arch.build(models.describe(helper.root, case[1]), { layers = 5 }, { layers = "test" })
       local recipe = case[2]
       recipe.seq_len = 128
-      local a = vramplan.estimate(model, recipe, nil, { fold = true })
-      local b = vramplan.estimate(model, recipe, nil, { fold = false })
-      assert.are.equal(b.peak_allocated_bytes, a.peak_allocated_bytes)
-      assert.are.equal(b.activations_bytes, a.activations_bytes)
-      assert.are.equal(b.master_bytes, a.master_bytes)
+      helper.assert_fold_agrees(model, recipe)
     end
   end)
 end)
@@ -71,7 +78,10 @@ describe("expert-parallel layouts that do not hold together", function()
   local cases = {
     { { "mixtral-8x7b", "--set", "ep=2", "--set", "dp=2" }, "ep: expert parallelism needs framework" },
     { { "mixtral-8x7b", "--set", "framework=megatron", "--set", "ep=3", "--set", "dp=3" }, "ep: must divide the experts" },
-    { { "mixtral-8x7b", "--set", "framework=megatron", "--set", "ep=8", "--set", "dp=4" }, "ep: must divide dp" },
+    { { "mixtral-8x7b", "--set", "framework=megatron", "--set", "ep=8", "--set", "dp=4" }, "ep: ep x etp must divide dp x tp x cp" },
+    { { "mixtral-8x7b", "--set", "framework=megatron", "--set", "etp=3", "--set", "dp=3" },
+      "etp: must divide each expert's intermediate width" },
+    { { "llama2-7b", "--set", "framework=megatron", "--set", "etp=2", "--set", "dp=2" }, "etp: expert tensor parallelism needs a model" },
     { { "llama2-7b", "--set", "framework=megatron", "--set", "ep=2", "--set", "dp=2" }, "needs a model with experts" },
     { { "mixtral-8x7b", "--set", "experts_per_token=9" }, "experts_per_token: cannot exceed experts %(8%)" },
     { { "mixtral-8x7b", "--set", "framework=megatron", "--set", "tp=2" }, "sequence_parallel: Megatron%-LM needs it" },
