@@ -148,10 +148,12 @@ vp_step_status vp_estimate_run(const vp_model *model, const vp_recipe *recipe, c
         e->stage = i;
         e->layers = stage_layers(model, recipe, i, &e->first_layer);
         e->in_flight = vp_pipeline_in_flight(recipe, i);
-        /* stages alike in layers and position share one evaluation */
+        /* stages alike in layers and position share one evaluation (not
+         * when either holds some of the model's first layers) */
         const vp_rank_estimate *same = NULL;
         for (unsigned j = 1; j < i && !same; j++)
-            if (out->ranks[j].layers == e->layers && i != pp - 1) same = &out->ranks[j];
+            if (out->ranks[j].layers == e->layers && i != pp - 1 && out->ranks[j].first_layer >= model->first_layers)
+                same = &out->ranks[j];
         if (same && i != 0) {
             e->step = same->step;
             /* the same layers, numbered from this stage's first */

@@ -118,7 +118,7 @@ static bool reshard_after_forward(const vp_step *step) {
 
 bool vp_layout_prepare(vp_step *step) {
     const vp_model *m = step->model;
-    unsigned slots = m->section[VP_SECTION_LAYER].n_slots;
+    unsigned slots = vp_model_layer_slots(m);
     step->hooks = calloc(step->n_layer_instances + 1, sizeof *step->hooks);
     if (!step->hooks) return false;
     for (unsigned i = 0; i < step->n_layer_instances; i++) {
@@ -195,7 +195,7 @@ static vp_t hook(vp_step *step, vp_t x, vp_backward_fn backward, vp_layer_hook *
 
 static vp_layer_hook *hook_of(vp_step *step, unsigned layer) {
     vp_t *leaves = vp_step_layer_leaves(step, layer);
-    unsigned slots = step->model->section[VP_SECTION_LAYER].n_slots;
+    unsigned slots = vp_model_layer_slots(step->model);
     return &step->hooks[(leaves - step->layer_leaves) / (slots ? slots : 1)];
 }
 

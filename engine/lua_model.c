@@ -206,7 +206,7 @@ static void copy_ops(lua_State *L, int index, vp_op *out, unsigned n) {
     }
 }
 
-static const char *const section_names[VP_SECTION_COUNT] = {"embed", "layer", "final"};
+static const char *const section_names[VP_SECTION_COUNT] = {"embed", "layer", "final", "first_layer"};
 
 static const char *check_shape(const vp_model *m) {
     const vp_section *embed = &m->section[VP_SECTION_EMBED], *final = &m->section[VP_SECTION_FINAL];
@@ -216,21 +216,26 @@ static const char *check_shape(const vp_model *m) {
         return "the final ops must end with cross_entropy";
     if (!vp_section_find(final, vp_op_kind_find("lm_head"))) return "the final ops need an lm_head";
     if (!m->section[VP_SECTION_LAYER].n_ops) return "a layer needs at least one op";
+    if (m->first_layers >= m->layers) return "'first_layers' must be fewer than 'layers'";
+    if (m->first_layers && !m->section[VP_SECTION_FIRST_LAYER].n_ops)
+        return "'first_layers' needs a 'first_layer' with at least one op";
     return NULL;
 }
 
-/* vramplan.model{ name=, embed={...}, layer={...}, layers=N, final={...} } */
+/* vramplan.model{ name=, embed={...}, layer={...}, layers=N, final={...}
+ *                 [, first_layer={...}, first_layers=K] } */
 static int l_model(lua_State *L) {
     luaL_checktype(L, 1, LUA_TTABLE);
-    static const char *const keys[] = {"name", "embed", "layer", "layers", "final"};
+    static const char *const keys[] = {"name", "embed", "layer", "layers", "final", "first_layer", "first_layers"};
+    const unsigned n_keys = sizeof keys / sizeof keys[0];
     lua_pushnil(L);
     while (lua_next(L, 1)) {
         bool known = false;
         if (lua_type(L, -2) == LUA_TSTRING)
-            for (unsigned i = 0; i < 5; i++)
+            for (unsigned i = 0; i < n_keys; i++)
                 if (strcmp(lua_tostring(L, -2), keys[i]) == 0) known = true;
         if (!known) {
-            const char *guess = lua_type(L, -2) == LUA_TSTRING ? vp_lua_suggest(lua_tostring(L, -2), keys, 5) : NULL;
+            const char *guess = lua_type(L, -2) == LUA_TSTRING ? vp_lua_suggest(lua_tostring(L, -2), keys, n_keys) : NULL;
             luaL_error(L, "model: unknown field '%s'%s%s%s", luaL_tolstring(L, -2, NULL), guess ? " (did you mean '" : "",
                        guess ? guess : "", guess ? "'?)" : "");
         }
@@ -242,12 +247,17 @@ static int l_model(lua_State *L) {
     int isint;
     lua_Integer layers = lua_tointegerx(L, -1, &isint);
     if (!isint || layers < 1 || layers > 100000) luaL_error(L, "model: 'layers' must be a whole number from 1 to 100000");
+    lua_getfield(L, 1, "first_layers");
+    lua_Integer first_layers = lua_isnil(L, -1) ? 0 : lua_tointegerx(L, -1, &isint);
+    if (!lua_isnil(L, -1) && (!isint || first_layers < 0 || first_layers > 100000))
+        luaL_error(L, "model: 'first_layers' must be a whole number of layers");
     int idx[VP_SECTION_COUNT];
     unsigned counts[VP_SECTION_COUNT];
     for (int s = 0; s < VP_SECTION_COUNT; s++) {
         lua_getfield(L, 1, section_names[s]);
         idx[s] = lua_gettop(L);
-        counts[s] = count_ops(L, idx[s], section_names[s]);
+        /* the first layers' ops are optional */
+        counts[s] = s == VP_SECTION_FIRST_LAYER && lua_isnil(L, -1) ? 0 : count_ops(L, idx[s], section_names[s]);
     }
     lua_model *u = lua_newuserdatauv(L, sizeof *u, 0);
     memset(u, 0, sizeof *u);
@@ -255,6 +265,7 @@ static int l_model(lua_State *L) {
     u->live = true;
     snprintf(u->model.name, sizeof u->model.name, "%s", name);
     u->model.layers = (unsigned)layers;
+    u->model.first_layers = (unsigned)first_layers;
     for (int s = 0; s < VP_SECTION_COUNT; s++) {
         u->model.section[s].ops = calloc(counts[s] ? counts[s] : 1, sizeof(vp_op));
         if (!u->model.section[s].ops) return luaL_error(L, "not enough memory");

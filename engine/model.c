@@ -91,7 +91,9 @@ uint64_t vp_model_params(const vp_model *model, bool trainable_only) {
                                trainable_only);
     uint64_t final = count_ops(model->section[VP_SECTION_FINAL].ops, model->section[VP_SECTION_FINAL].n_ops,
                                trainable_only);
-    return embed + layer * model->layers + final;
+    uint64_t first = count_ops(model->section[VP_SECTION_FIRST_LAYER].ops,
+                               model->section[VP_SECTION_FIRST_LAYER].n_ops, trainable_only);
+    return embed + first * model->first_layers + layer * (model->layers - model->first_layers) + final;
 }
 
 static const vp_op *find_in(const vp_op *ops, unsigned n, const vp_op_kind *kind) {

@@ -83,7 +83,16 @@ typedef struct vp_op {
     unsigned n_slots;                /* leaf slots of the op and its children */
 } vp_op;
 
-typedef enum { VP_SECTION_EMBED, VP_SECTION_LAYER, VP_SECTION_FINAL, VP_SECTION_COUNT } vp_section_id;
+/* A model is its embeddings, a layer repeated `layers` times (the first
+ * `first_layers` of them another layer: DeepSeek's dense layers before
+ * its sparse ones), and the final norm, head and loss. */
+typedef enum {
+    VP_SECTION_EMBED,
+    VP_SECTION_LAYER,
+    VP_SECTION_FINAL,
+    VP_SECTION_FIRST_LAYER,
+    VP_SECTION_COUNT
+} vp_section_id;
 
 typedef struct {
     vp_op *ops;
@@ -94,8 +103,20 @@ typedef struct {
 typedef struct {
     char name[128];
     vp_section section[VP_SECTION_COUNT];
-    unsigned layers;
+    unsigned layers;             /* all of them, the first ones included */
+    unsigned first_layers;       /* layers that use VP_SECTION_FIRST_LAYER */
 } vp_model;
+
+/* The ops layer `layer` runs. */
+static inline const vp_section *vp_model_layer_section(const vp_model *m, unsigned layer) {
+    return &m->section[layer < m->first_layers ? VP_SECTION_FIRST_LAYER : VP_SECTION_LAYER];
+}
+
+/* Leaf slots per layer instance: enough for either kind of layer. */
+static inline unsigned vp_model_layer_slots(const vp_model *m) {
+    unsigned a = m->section[VP_SECTION_LAYER].n_slots, b = m->section[VP_SECTION_FIRST_LAYER].n_slots;
+    return a > b ? a : b;
+}
 
 /* The registry of op kinds. */
 const vp_op_kind *vp_op_kind_find(const char *name);

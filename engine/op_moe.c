@@ -1,25 +1,12 @@
 /* op_moe.c — a mixture of experts in place of the MLP: a router picks
  * top_k of `experts` gated MLPs for every token, optionally beside shared
- * experts (DeepSeekMoE's and Qwen-MoE's). The plain-PyTorch path is HF's
- * MixtralSparseMoeBlock / Qwen2MoeSparseMoeBlock loop over experts; with
- * framework megatron it is Megatron-Core's MoELayer: permute, all-to-all
- * dispatch over expert-parallel ranks, grouped GEMMs, and back. */
-#include <math.h>
+ * experts (DeepSeekMoE's and Qwen-MoE's). This file holds the op: its
+ * fields, its leaves and how they split over expert-parallel ranks, and the
+ * pieces every implementation shares; moe_hf.c runs the plain-PyTorch
+ * blocks, moe_megatron.c Megatron-Core's MoELayer. */
+#include "moe.h"
 
-#include "checkpoint.h"
-#include "ops.h"
-
-enum {
-    MOE_HIDDEN,
-    MOE_INTERMEDIATE,
-    MOE_EXPERTS,
-    MOE_TOP_K,
-    MOE_SHARED,
-    MOE_SHARED_GATE,
-    MOE_NORM_TOPK,
-    MOE_CAPACITY,
-    MOE_FIELDS
-};
+static const char *const block_names[] = {"mixtral", "deepseek", NULL};
 
 static const vp_field moe_fields[MOE_FIELDS] = {
     [MOE_HIDDEN] = {"hidden", VP_FIELD_INT, true, 0, 1, 1 << 20, NULL, "model width"},
@@ -34,6 +21,10 @@ static const vp_field moe_fields[MOE_FIELDS] = {
                        "renormalize the top-k routing weights (Mixtral; DeepSeekMoE and Qwen-MoE do not)"},
     [MOE_CAPACITY] = {"capacity_factor", VP_FIELD_NUMBER, false, 0, 0, 64, NULL,
                       "Megatron: tokens an expert takes, as a multiple of its even share (0: dropless)"},
+    [MOE_BLOCK] = {"block", VP_FIELD_ENUM, false, MOE_BLOCK_MIXTRAL, 0, 1, block_names,
+                   "plain PyTorch: HF's token loop (mixtral, qwen2_moe) or DeepSeekMoE's training path"},
+    [MOE_AUX_LOSS] = {"aux_loss", VP_FIELD_BOOL, false, 0, 0, 1, NULL,
+                      "DeepSeekMoE's sequence-wise auxiliary loss (aux_loss_alpha > 0)"},
 };
 
 static const char *moe_check(const vp_op *op) {
@@ -69,10 +60,6 @@ static unsigned moe_leaves(const vp_op *op, const vp_ranks *split, vp_leaf_spec 
 }
 
 /* Slots of each spec within the op, given the rank's expert count. */
-typedef struct {
-    const vp_t *router, *w1, *w3, *w2, *shared;
-} moe_slots;
-
 static moe_slots slots_of(const vp_t *leaves, unsigned local) {
     moe_slots s;
     s.router = leaves;
@@ -85,7 +72,7 @@ static moe_slots slots_of(const vp_t *leaves, unsigned local) {
 
 /* softmax(logits, dim=-1, dtype=torch.float32): fp32, and ATen converts a
  * 16-bit input first (SoftMax.cpp; fp16 on CUDA has its own kernel). */
-static vp_t softmax_fp32(vp_step *step, vp_t logits, const char *label) {
+vp_t vp_moe_softmax_fp32(vp_step *step, vp_t logits, const char *label) {
     vp_sim *sim = &step->sim;
     vp_dtype dt = (vp_dtype)vp_at(sim, logits)->dtype;
     if (dt == VP_FP32 || (dt == VP_FP16 && step->recipe->device == VP_DEVICE_CUDA))
@@ -98,10 +85,10 @@ static vp_t softmax_fp32(vp_step *step, vp_t logits, const char *label) {
 
 /* The tokens expert e gets out of n assignments (an even routing; the sum
  * over experts is exact whatever the routing, the share of one is not). */
-static uint64_t share(uint64_t n, unsigned experts, unsigned e) { return n / experts + (e < n % experts); }
+uint64_t vp_moe_share(uint64_t n, unsigned experts, unsigned e) { return n / experts + (e < n % experts); }
 
 /* HF's expert MLP: w2(act_fn(w1(x)) * w3(x)) */
-static vp_t expert(vp_step *step, vp_t x, vp_t w1, vp_t w3, vp_t w2, uint64_t f, uint64_t h) {
+vp_t vp_moe_expert(vp_step *step, vp_t x, vp_t w1, vp_t w3, vp_t w2, uint64_t f, uint64_t h) {
     vp_sim *sim = &step->sim;
     vp_t g = vp_project(step, x, w1, 0, f, "moe.expert.w1");
     vp_t a = vp_unary(sim, g, VP_SAVES_INPUT, 0, (vp_dtype)vp_at(sim, g)->dtype, "moe.expert.silu");
@@ -139,8 +126,7 @@ static vp_t shared_experts(vp_step *step, const vp_op *op, const vp_t *shared, v
     return scaled;
 }
 
-/* The routed experts' output plus the shared experts' (none: as it is). */
-static vp_t plus_shared_experts(vp_step *step, const vp_op *op, const vp_t *shared, vp_t x, vp_t routed) {
+vp_t vp_moe_plus_shared(vp_step *step, const vp_op *op, const vp_t *shared, vp_t x, vp_t routed) {
     if (!vp_op_u64(op, MOE_SHARED)) return routed;
     vp_sim *sim = &step->sim;
     vp_t y = shared_experts(step, op, shared, x);
@@ -150,142 +136,12 @@ static vp_t plus_shared_experts(vp_step *step, const vp_op *op, const vp_t *shar
     return sum;
 }
 
-/* transformers' MixtralSparseMoeBlock.forward (Qwen2-MoE alike): router
- * logits, an fp32 softmax, top-k (renormalized for Mixtral) cast back,
- * one_hot(selected_experts) as int64 [tokens, k, experts], then for every
- * expert: torch.where for its tokens, hidden_states[None, top_x] (a copy
- * its MLP keeps), the expert MLP, times its routing weights, index_add_
- * into the zero-initialized output. */
-static vp_t moe_hf(vp_step *step, const vp_op *op, const moe_slots *s, vp_t x) {
-    vp_sim *sim = &step->sim;
-    uint64_t h = vp_op_u64(op, MOE_HIDDEN), f = vp_op_u64(op, MOE_INTERMEDIATE);
-    unsigned experts = (unsigned)vp_op_u64(op, MOE_EXPERTS), k = (unsigned)vp_op_u64(op, MOE_TOP_K);
-    uint64_t n = vp_at(sim, x)->numel / h, assignments = vp_numel(sim, n, k);
-    vp_t logits = vp_project(step, x, *s->router, 0, experts, "moe.gate");
-    vp_t probs = softmax_fp32(step, logits, "moe.router_softmax");
-    vp_t selected;
-    vp_t weights = vp_topk(sim, probs, assignments, &selected, "moe.topk");
-    if (vp_op_flag(op, MOE_NORM_TOPK)) { /* routing_weights /= routing_weights.sum(dim=-1, keepdim=True) */
-        vp_t sum = vp_reduce(sim, weights, n, "moe.topk_sum");
-        vp_t normed = vp_mul(sim, weights, sum, assignments, "moe.topk_norm");
-        vp_drop(sim, sum);
-        vp_drop(sim, weights);
-        weights = normed;
-    }
-    /* the name is rebound to the cast: the fp32 values go unless the cast is a no-op */
-    vp_t routing = vp_to(sim, weights, (vp_dtype)vp_at(sim, x)->dtype, "moe.routing_weights");
-    vp_drop(sim, weights);
-    vp_t out = vp_new(sim, vp_at(sim, x)->numel, (vp_dtype)vp_at(sim, x)->dtype, "moe.final_hidden_states");
-    vp_t one_hot = vp_new(sim, vp_numel(sim, assignments, experts), VP_INT64, "moe.expert_mask");
-    for (unsigned e = 0; e < experts; e++) {
-        uint64_t tokens = share(assignments, experts, e);
-        if (!tokens) continue;
-        /* torch.where(mask) is nonzero(as_tuple=True): one [tokens, 2] int64
-         * tensor whose columns idx and top_x are views */
-        vp_t hits = vp_new(sim, vp_numel(sim, tokens, 2), VP_INT64, "moe.where");
-        vp_t which = vp_view(sim, hits, tokens, "moe.where.idx"), top_x = vp_view(sim, hits, tokens, "moe.where.top_x");
-        vp_drop(sim, hits);
-        vp_t state = vp_index(sim, x, top_x, vp_numel(sim, tokens, h), "moe.current_state");
-        vp_t y = expert(step, state, s->w1[e], s->w3[e], s->w2[e], f, h);
-        vp_drop(sim, state);
-        vp_t w = vp_index(sim, routing, which, tokens, "moe.routing_weight");
-        vp_t weighted = vp_mul(sim, y, w, vp_at(sim, y)->numel, "moe.weighted");
-        vp_drop(sim, y);
-        vp_drop(sim, w);
-        vp_t next = vp_index_add(sim, out, weighted, top_x, true, "moe.index_add");
-        vp_drop(sim, weighted);
-        vp_drop(sim, out);
-        out = next;
-        vp_drop(sim, which);
-        vp_drop(sim, top_x);
-    }
-    out = plus_shared_experts(step, op, s->shared, x, out);
-    vp_drop(sim, one_hot);
-    vp_drop(sim, routing);
-    vp_drop(sim, selected);
-    vp_drop(sim, probs);
-    vp_drop(sim, logits); /* router_logits leave with the layer's outputs */
-    return out;
-}
-
-/* Megatron-Core's MoELayer (megatron/core/transformer/moe): TopKRouter
- * (fp32 softmax, top-k), the token dispatcher's permute (index_select into
- * tokens x top_k rows, or capacity-padded), an all-to-all to the experts'
- * ranks and back, grouped GEMMs (fc1 with gate and up side by side, the
- * fused swiglu keeping fc1's output), and the unpermute that weighs by the
- * routing probabilities and scatters back. With an even routing each rank
- * receives as many rows as it sends. */
-static vp_t moe_megatron(vp_step *step, const vp_op *op, const moe_slots *s, vp_t x) {
-    vp_sim *sim = &step->sim;
-    uint64_t h = vp_op_u64(op, MOE_HIDDEN), f = vp_op_u64(op, MOE_INTERMEDIATE);
-    unsigned experts = (unsigned)vp_op_u64(op, MOE_EXPERTS), k = (unsigned)vp_op_u64(op, MOE_TOP_K);
-    unsigned local = experts / step->ep;
-    uint64_t n = vp_at(sim, x)->numel / h, rows = vp_numel(sim, n, k);
-    double capacity = op->value[MOE_CAPACITY];
-    if (capacity > 0) rows = (uint64_t)ceil(capacity * (double)rows);
-    vp_t logits = vp_project(step, x, *s->router, 0, experts, "moe.router");
-    vp_t probs = softmax_fp32(step, logits, "moe.router_softmax");
-    vp_drop(sim, logits);
-    vp_t selected;
-    vp_t weights = vp_topk(sim, probs, vp_numel(sim, n, k), &selected, "moe.topk");
-    vp_drop(sim, probs);
-    vp_t permuted = vp_index(sim, x, selected, vp_numel(sim, rows, h), "moe.permute");
-    if (step->ep > 1) { /* all-to-all: a new buffer of the rows this rank's experts take */
-        vp_t received = vp_copy(sim, permuted, "moe.all_to_all");
-        vp_drop(sim, permuted);
-        permuted = received;
-    }
-    unsigned etp = step->etp;
-    if (etp > 1) { /* the token dispatcher gathers the expert-tensor-parallel group's rows */
-        vp_t gathered = vp_all_gather(sim, permuted, etp, "moe.etp_all_gather");
-        vp_drop(sim, permuted);
-        permuted = gathered;
-    }
-    uint64_t expert_rows = vp_numel(sim, rows, etp), f_local = f / etp;
-    /* fc1: every local expert's w1 and w3, side by side */
-    vp_t *fc1_weights = vp_step_scratch(step, 2 * local * sizeof(vp_t));
-    if (!fc1_weights) return permuted;
-    for (unsigned e = 0; e < local; e++) {
-        fc1_weights[2 * e] = s->w1[e];
-        fc1_weights[2 * e + 1] = s->w3[e];
-    }
-    vp_t fc1 = vp_grouped_linear(sim, permuted, fc1_weights, 2 * local, expert_rows, 2 * f_local,
-                                 "moe.experts.linear_fc1");
-    vp_drop(sim, permuted);
-    vp_t act = vp_glu(sim, fc1, "moe.experts.swiglu");
-    vp_drop(sim, fc1);
-    vp_t fc2 = vp_grouped_linear(sim, act, s->w2, local, expert_rows, h, "moe.experts.linear_fc2");
-    vp_drop(sim, act);
-    if (etp > 1) { /* partial sums reduce-scattered back to this rank's rows */
-        vp_t mine = vp_scatter(sim, fc2, etp, "moe.etp_reduce_scatter");
-        vp_drop(sim, fc2);
-        fc2 = mine;
-    }
-    if (step->ep > 1) {
-        vp_t back = vp_copy(sim, fc2, "moe.all_to_all");
-        vp_drop(sim, fc2);
-        fc2 = back;
-    }
-    vp_t prob_rows = vp_to(sim, weights, (vp_dtype)vp_at(sim, fc2)->dtype, "moe.probs");
-    vp_t weighted = vp_mul(sim, fc2, prob_rows, vp_at(sim, fc2)->numel, "moe.unpermute");
-    vp_drop(sim, fc2);
-    vp_drop(sim, prob_rows);
-    vp_t zeros = vp_new(sim, vp_at(sim, x)->numel, (vp_dtype)vp_at(sim, x)->dtype, "moe.unpermute");
-    /* moe_utils.unpermute: scatter_add_ keeps the index, not the rows */
-    vp_t out = vp_index_add(sim, zeros, weighted, selected, false, "moe.unpermute");
-    vp_drop(sim, zeros);
-    vp_drop(sim, weighted);
-    vp_drop(sim, weights);
-    vp_drop(sim, selected);
-    out = plus_shared_experts(step, op, s->shared, x, out);
-    return out;
-}
-
 static vp_t moe_forward(vp_step *step, const vp_op *op, const vp_t *leaves, vp_t x) {
     unsigned local = (unsigned)(vp_op_u64(op, MOE_EXPERTS) / step->ep);
     moe_slots s = slots_of(leaves, local);
-    if (step->recipe->framework == VP_FRAMEWORK_MEGATRON) return moe_megatron(step, op, &s, x);
-    return moe_hf(step, op, &s, x);
+    if (step->recipe->framework == VP_FRAMEWORK_MEGATRON) return vp_moe_megatron(step, op, &s, x);
+    if (vp_op_u64(op, MOE_BLOCK) == MOE_BLOCK_DEEPSEEK) return vp_moe_deepseek(step, op, &s, x);
+    return vp_moe_mixtral(step, op, &s, x);
 }
 
 static const char *moe_check_ep(const vp_op *op, const vp_ranks *split) {

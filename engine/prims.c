@@ -184,6 +184,21 @@ vp_t vp_unary(vp_sim *sim, vp_t a, vp_saves saves, unsigned backward_temps, vp_d
     return y;
 }
 
+/* SumBackward: grad.expand(self's sizes), a view of the incoming gradient. */
+static void backward_expand(vp_sim *sim, uint32_t index) {
+    vp_node *node = vp_node_at(sim, index);
+    if (!vp_needs_grad(sim, node, 0)) return;
+    vp_t g = vp_grad_out(sim, node, 0);
+    vp_t expanded = vp_view(sim, g, numel_of(sim, node->in[0]), node->label);
+    vp_give_grad(sim, vp_node_at(sim, index), 0, expanded);
+}
+
+vp_t vp_sum(vp_sim *sim, vp_t a, uint64_t out_numel, const char *label) {
+    vp_t y = vp_new(sim, out_numel, dtype_of(sim, a), label);
+    vp_record(sim, backward_expand, label, &a, 1, &y, 1);
+    return y;
+}
+
 vp_t vp_reduce(vp_sim *sim, vp_t a, uint64_t out_numel, const char *label) {
     vp_t y = vp_new(sim, out_numel, dtype_of(sim, a), label);
     vp_node *node = vp_record(sim, backward_unary, label, &a, 1, &y, 1);
@@ -407,9 +422,10 @@ vp_t vp_topk(vp_sim *sim, vp_t x, uint64_t numel, vp_t *indices_out, const char 
     return values;
 }
 
-/* IndexAddBackward: self's gradient is the incoming one; source's is
- * grad.index_select(dim, index), a new tensor like source. */
-static void backward_index_add(vp_sim *sim, uint32_t index) {
+/* IndexAddBackward, and any op whose output is its first input with the
+ * second folded in: the first gets the incoming gradient as it is, the
+ * second a new one of its own size (index_add's grad.index_select(...)). */
+static void backward_through(vp_sim *sim, uint32_t index) {
     vp_node *node = vp_node_at(sim, index);
     vp_t g = vp_grad_out(sim, node, 0);
     if (vp_needs_grad(sim, node, 0)) {
@@ -420,14 +436,46 @@ static void backward_index_add(vp_sim *sim, uint32_t index) {
     if (vp_needs_grad(sim, node, 1)) vp_give_grad(sim, node, 1, vp_grad_like(sim, node->in[1], node->label));
 }
 
+vp_t vp_attach(vp_sim *sim, vp_t x, vp_t side, const char *label) {
+    vp_t y = vp_view(sim, x, numel_of(sim, x), label);
+    vp_t in[2] = {x, side};
+    vp_record(sim, backward_through, label, in, 2, &y, 1);
+    return y;
+}
+
 vp_t vp_index_add(vp_sim *sim, vp_t acc, vp_t source, vp_t index, bool keeps_source, const char *label) {
     vp_t y = vp_view(sim, acc, numel_of(sim, acc), label);
     vp_t in[2] = {acc, source};
-    vp_node *node = vp_record(sim, backward_index_add, label, in, 2, &y, 1);
+    vp_node *node = vp_record(sim, backward_through, label, in, 2, &y, 1);
     if (node) {
         vp_save(sim, node, index);
         if (keeps_source && wants_grad(sim, source)) vp_save(sim, node, source);
     }
+    return y;
+}
+
+/* IndexPutBackward (index_put_ without accumulate): self's gradient is
+ * grad.index_put(indices, zeros_like(values)), a new tensor like self made
+ * while the zeros exist; values' is grad.index(indices). */
+static void backward_index_put(vp_sim *sim, uint32_t index) {
+    vp_node *node = vp_node_at(sim, index);
+    vp_t grads[2] = {0};
+    if (vp_needs_grad(sim, node, 0)) {
+        vp_t zeros = vp_grad_like(sim, node->in[1], node->label);
+        grads[0] = vp_grad_like(sim, vp_node_at(sim, index)->in[0], node->label);
+        vp_drop(sim, zeros);
+    }
+    node = vp_node_at(sim, index);
+    if (vp_needs_grad(sim, node, 1)) grads[1] = vp_grad_like(sim, node->in[1], node->label);
+    for (unsigned i = 0; i < 2; i++)
+        if (grads[i]) vp_give_grad(sim, vp_node_at(sim, index), i, grads[i]);
+}
+
+vp_t vp_index_put(vp_sim *sim, vp_t acc, vp_t values, vp_t indices, const char *label) {
+    vp_t y = vp_view(sim, acc, numel_of(sim, acc), label);
+    vp_t in[2] = {acc, values};
+    vp_node *node = vp_record(sim, backward_index_put, label, in, 2, &y, 1);
+    if (node) vp_save(sim, node, indices);
     return y;
 }
 

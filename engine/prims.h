@@ -47,6 +47,10 @@ vp_t vp_unary(vp_sim *sim, vp_t a, vp_saves saves, unsigned backward_temps, vp_d
  * an input-sized tensor. */
 vp_t vp_reduce(vp_sim *sim, vp_t a, uint64_t out_numel, const char *label);
 
+/* A sum over a dimension to `out_numel` elements: keeps nothing; backward
+ * expands the gradient, a view with no memory of its own. */
+vp_t vp_sum(vp_sim *sim, vp_t a, uint64_t out_numel, const char *label);
+
 /* x.to(dtype): a no-op returning x itself when the dtype matches. */
 vp_t vp_to(vp_sim *sim, vp_t x, vp_dtype dtype, const char *label);
 
@@ -131,6 +135,17 @@ vp_t vp_topk(vp_sim *sim, vp_t x, uint64_t numel, vp_t *indices_out, const char 
  * grad.gather(dim, index), does not); backward passes acc's gradient on
  * and gives source one of its size. */
 vp_t vp_index_add(vp_sim *sim, vp_t acc, vp_t source, vp_t index, bool keeps_source, const char *label);
+
+/* x itself (a view), with `side` hooked onto it: in backward x's gradient
+ * passes through and side gets a new one of its own size (DeepSeek's
+ * AddAuxiliaryLoss, whose loss gets ones(1)). */
+vp_t vp_attach(vp_sim *sim, vp_t x, vp_t side, const char *label);
+
+/* acc[indices] = values (index_put_, no accumulate): in place; returns
+ * acc's new version. Saves the indices as given (a bool mask stays a
+ * mask); backward gives acc a new gradient like it and values one like
+ * values. */
+vp_t vp_index_put(vp_sim *sim, vp_t acc, vp_t values, vp_t indices, const char *label);
 
 /* A grouped GEMM over the experts of one rank (Megatron's GroupedMLP,
  * TEGroupedLinear): x's `rows` rows in `n` groups, group i through

@@ -88,38 +88,50 @@ void vp_step_clear_casts(vp_step *step, unsigned from) {
  * i mod per, standing for that position in every chunk the entry covers).
  * A stage whose input arrives from another stage holds that input outside
  * its first layer, so the first chunk is not like the others: it gets an
- * entry of its own. */
+ * entry of its own. Chunks do not mix the model's first layers with the
+ * others: each kind of layer is planned as a run of its own. */
 static unsigned chunk_layers(const vp_step *step) {
     unsigned per = step->recipe->checkpoint_every ? step->recipe->checkpoint_every : 1;
     return per < step->stage.layers ? per : step->stage.layers;
 }
 
-static bool plan_chunks(vp_step *step) {
-    unsigned layers = step->stage.layers, per = chunk_layers(step);
-    unsigned full = layers / per, rest = layers % per;
-    step->chunks = calloc(full + 2, sizeof *step->chunks);
-    step->chunk_repeat = calloc(full + 2, sizeof *step->chunk_repeat);
-    if (!step->chunks || !step->chunk_repeat) return false;
-    unsigned n = 0, first = step->stage.first_layer, instance = 0;
+/* Plans `layers` layers from `first` as chunks of `per`: entries from
+ * step->n_chunks on. */
+static void plan_run(vp_step *step, unsigned first, unsigned layers, unsigned per, unsigned *instance) {
+    unsigned n = step->n_chunks, left = layers / per, rest = layers % per;
     bool checkpointed = step->recipe->checkpoint_every > 0;
-    unsigned left = full;
     while (left) {
         /* without folding, every chunk is its own entry */
         unsigned repeat = !step->fold ? 1 : (n == 0 && !step->stage.embed && left > 1) ? 1 : left;
         step->chunks[n] = (vp_chunk){.step = step, .first_layer = first, .layers = per, .checkpointed = checkpointed,
-                                     .instance = instance};
+                                     .instance = *instance};
         step->chunk_repeat[n++] = repeat;
         first += per * repeat;
-        instance += per;
+        *instance += per;
         left -= repeat;
     }
     if (rest) {
         step->chunks[n] = (vp_chunk){.step = step, .first_layer = first, .layers = rest, .checkpointed = checkpointed,
-                                     .instance = instance};
+                                     .instance = *instance};
         step->chunk_repeat[n++] = 1;
-        instance += rest;
+        *instance += rest;
     }
     step->n_chunks = n;
+}
+
+static bool plan_chunks(vp_step *step) {
+    unsigned start = step->stage.first_layer, end = start + step->stage.layers, per = chunk_layers(step);
+    unsigned split = step->model->first_layers;
+    if (split < start) split = start;
+    if (split > end) split = end;
+    unsigned entries = step->stage.layers / per + 4; /* two runs, each with a remainder and a lone first chunk */
+    step->chunks = calloc(entries, sizeof *step->chunks);
+    step->chunk_repeat = calloc(entries, sizeof *step->chunk_repeat);
+    if (!step->chunks || !step->chunk_repeat) return false;
+    unsigned instance = 0;
+    step->n_chunks = 0;
+    if (split > start) plan_run(step, start, split - start, per, &instance);
+    if (end > split) plan_run(step, split, end - split, per, &instance);
     step->n_layer_instances = instance;
     return true;
 }
@@ -132,17 +144,25 @@ static unsigned entry_of(const vp_step *step, unsigned layer) {
 }
 
 vp_t *vp_step_layer_leaves(vp_step *step, unsigned layer) {
-    unsigned slots = step->model->section[VP_SECTION_LAYER].n_slots;
+    unsigned slots = vp_model_layer_slots(step->model);
     const vp_chunk *c = &step->chunks[entry_of(step, layer)];
     unsigned instance = c->instance + (layer - c->first_layer) % c->layers;
     return step->layer_leaves + (size_t)instance * slots;
 }
 
-/* How many real layers instance i stands for. */
-static unsigned instance_repeat(const vp_step *step, unsigned i) {
+/* The plan entry whose layers instance i stands for. */
+static unsigned entry_of_instance(const vp_step *step, unsigned i) {
     for (unsigned e = 0; e < step->n_chunks; e++)
-        if (i < step->chunks[e].instance + step->chunks[e].layers) return step->chunk_repeat[e];
-    return 1;
+        if (i < step->chunks[e].instance + step->chunks[e].layers) return e;
+    return 0;
+}
+
+/* How many real layers instance i stands for. */
+static unsigned instance_repeat(const vp_step *step, unsigned i) { return step->chunk_repeat[entry_of_instance(step, i)]; }
+
+/* The ops of the layers instance i stands for. */
+static const vp_section *instance_section(const vp_step *step, unsigned i) {
+    return vp_model_layer_section(step->model, step->chunks[entry_of_instance(step, i)].first_layer);
 }
 
 unsigned vp_step_leaf_group_count(const vp_step *step) { return 2 + step->n_layer_instances; }
@@ -152,8 +172,8 @@ vp_leaf_group vp_step_leaf_group_at(vp_step *step, unsigned i) {
     if (i == 0) return (vp_leaf_group){step->embed_leaves, m->section[VP_SECTION_EMBED].n_slots, 1};
     if (i == vp_step_leaf_group_count(step) - 1)
         return (vp_leaf_group){step->final_leaves, m->section[VP_SECTION_FINAL].n_slots, 1};
-    return (vp_leaf_group){step->layer_leaves + (size_t)(i - 1) * m->section[VP_SECTION_LAYER].n_slots,
-                           m->section[VP_SECTION_LAYER].n_slots, instance_repeat(step, i - 1)};
+    unsigned slots = vp_model_layer_slots(m);
+    return (vp_leaf_group){step->layer_leaves + (size_t)(i - 1) * slots, slots, instance_repeat(step, i - 1)};
 }
 
 /* A last pipeline stage without the embeddings still needs the token
@@ -166,7 +186,7 @@ static bool needs_embedding_copy(const vp_step *step) {
 
 static bool setup(vp_step *step) {
     const vp_model *m = step->model;
-    unsigned layer_slots = m->section[VP_SECTION_LAYER].n_slots;
+    unsigned layer_slots = vp_model_layer_slots(m);
     step->embed_leaves = calloc(m->section[VP_SECTION_EMBED].n_slots + 1, sizeof(vp_t));
     step->final_leaves = calloc(m->section[VP_SECTION_FINAL].n_slots + 1, sizeof(vp_t));
     step->layer_leaves = calloc((size_t)layer_slots * step->n_layer_instances + 1, sizeof(vp_t));
@@ -185,7 +205,8 @@ static bool setup(vp_step *step) {
         vp_t *slots = step->layer_leaves + (size_t)i * layer_slots;
         unsigned repeat = instance_repeat(step, i);
         vp_ledger_begin_segment(&step->ledger);
-        vp_layout_create_leaves(step, m->section[VP_SECTION_LAYER].ops, m->section[VP_SECTION_LAYER].n_ops, slots, repeat);
+        const vp_section *layer = instance_section(step, i);
+        vp_layout_create_leaves(step, layer->ops, layer->n_ops, slots, repeat);
         vp_layout_resident(step, slots, layer_slots, repeat);
         vp_ledger_repeat_segment(&step->ledger, repeat, 0);
     }
@@ -206,7 +227,6 @@ static void prepare_ops(vp_step *step, const vp_op *ops, unsigned n) {
 }
 
 static vp_t layers_forward(vp_step *step, const vp_chunk *chunk, vp_t x) {
-    const vp_section *layer = &step->model->section[VP_SECTION_LAYER];
     vp_t current = x;
     vp_hold(&step->sim, x);
     for (unsigned j = 0; j < chunk->layers; j++) {
@@ -214,6 +234,7 @@ static vp_t layers_forward(vp_step *step, const vp_chunk *chunk, vp_t x) {
         step->ledger.place.layer = (int)index + step->sim.layer_offset;
         vp_t in = vp_layout_layer_start(step, current, index);
         vp_drop(&step->sim, current);
+        const vp_section *layer = vp_model_layer_section(step->model, index);
         vp_t out = vp_run_ops(step, layer->ops, layer->n_ops, vp_step_layer_leaves(step, index), in);
         vp_drop(&step->sim, in);
         current = vp_layout_layer_end(step, out, index);

@@ -34,6 +34,11 @@ return architecture {
     { "shared_gate", "bool", default = function(c) return c.shared_intermediate > 0 end,
       doc = "a sigmoid gate on the shared expert (Qwen2-MoE)" },
     { "norm_topk", "bool", default = true, doc = "norm_topk_prob: renormalize the top-k routing weights" },
+    { "moe_block", "string", default = "mixtral",
+      doc = "plain-PyTorch MoE code: mixtral (HF's token loop, Qwen2-MoE too) or deepseek (DeepSeekMoE's training path)" },
+    { "aux_loss", "bool", default = false, doc = "DeepSeekMoE's sequence-wise auxiliary loss (aux_loss_alpha > 0)" },
+    { "dense_layers", "int", default = 0, min = 0,
+      doc = "first_k_dense_replace: leading layers with a dense MLP of `intermediate` (DeepSeek)" },
     { "capacity_factor", "number", default = 0, min = 0,
       doc = "Megatron's moe_expert_capacity_factor: rows per expert as a multiple of the even share (0: dropless)" },
   },
@@ -47,23 +52,27 @@ return architecture {
     if c.experts > 0 and c.experts_per_token > c.experts then
       return "experts_per_token", string.format("cannot exceed experts (%d)", c.experts)
     end
+    if c.moe_block ~= "mixtral" and c.moe_block ~= "deepseek" then
+      return "moe_block", "must be mixtral or deepseek"
+    end
+    if c.dense_layers > 0 and (c.experts == 0 or c.dense_layers >= c.layers) then
+      return "dense_layers", string.format("needs experts and fewer than layers (%d)", c.layers)
+    end
   end,
   build = function(c)
-    local ffn
-    if c.experts > 0 then
-      ffn = moe { hidden = c.hidden, intermediate = c.moe_intermediate, experts = c.experts,
-                  top_k = c.experts_per_token, shared_intermediate = c.shared_intermediate,
-                  shared_gate = c.shared_gate, norm_topk = c.norm_topk, capacity_factor = c.capacity_factor }
-    else
-      ffn = mlp { hidden = c.hidden, intermediate = c.intermediate, activation = c.activation,
-                  gated = true, bias = c.mlp_bias }
+    local function dense()
+      return mlp { hidden = c.hidden, intermediate = c.intermediate, activation = c.activation,
+                   gated = true, bias = c.mlp_bias }
     end
-    return decoder {
-      embed = {
-        token_embedding { vocab = c.vocab, hidden = c.hidden },
-        rotary_embedding { head_dim = c.head_dim, theta = c.rope_theta },
-      },
-      layer = {
+    local function ffn()
+      if c.experts == 0 then return dense() end
+      return moe { hidden = c.hidden, intermediate = c.moe_intermediate, experts = c.experts,
+                   top_k = c.experts_per_token, shared_intermediate = c.shared_intermediate,
+                   shared_gate = c.shared_gate, norm_topk = c.norm_topk, capacity_factor = c.capacity_factor,
+                   block = c.moe_block, aux_loss = c.aux_loss }
+    end
+    local function layer(feed_forward)
+      return {
         residual {
           rmsnorm { hidden = c.hidden, eps = c.norm_eps },
           attention {
@@ -74,9 +83,18 @@ return architecture {
         },
         residual {
           rmsnorm { hidden = c.hidden, eps = c.norm_eps },
-          ffn,
+          feed_forward,
         },
+      }
+    end
+    return decoder {
+      embed = {
+        token_embedding { vocab = c.vocab, hidden = c.hidden },
+        rotary_embedding { head_dim = c.head_dim, theta = c.rope_theta },
       },
+      first_layer = c.dense_layers > 0 and layer(dense()) or nil,
+      first_layers = c.dense_layers,
+      layer = layer(ffn()),
       layers = c.layers,
       final = {
         rmsnorm { hidden = c.hidden, eps = c.norm_eps },

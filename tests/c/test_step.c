@@ -46,6 +46,7 @@ typedef struct {
     unsigned hidden, layers, heads, kv_heads, intermediate, vocab;
     double attn_dropout;
     unsigned experts, top_k, shared; /* experts > 0: a mixture in place of the MLP */
+    unsigned dense_layers;           /* with experts: leading layers that keep the MLP */
 } llama_config;
 
 static vp_op rmsnorm(unsigned hidden) {
@@ -54,20 +55,9 @@ static vp_op rmsnorm(unsigned hidden) {
     return op;
 }
 
-/* models/arch/llama.lua, transcribed: pre-norm RMSNorm, rotary attention
- * with an additive mask and fp32 softmax, SwiGLU MLP, untied head. */
-static void build_llama(vp_model *m, const llama_config *c) {
-    memset(m, 0, sizeof *m);
-    strcpy(m->name, "llama-test");
+/* One LLaMA layer: attention and a SwiGLU MLP, or experts in its place. */
+static vp_op *llama_layer(const llama_config *c, bool experts) {
     unsigned head_dim = c->hidden / c->heads;
-
-    vp_op *embed = op_list(2);
-    embed[0] = make_op(&vp_op_token_embedding);
-    set(&embed[0], "vocab", c->vocab);
-    set(&embed[0], "hidden", c->hidden);
-    embed[1] = make_op(&vp_op_rotary_embedding);
-    set(&embed[1], "head_dim", head_dim);
-
     vp_op *layer = op_list(2);
     vp_op *attn_branch = op_list(2), *mlp_branch = op_list(2);
     attn_branch[0] = rmsnorm(c->hidden);
@@ -80,8 +70,9 @@ static void build_llama(vp_model *m, const llama_config *c) {
     set(&attn_branch[1], "dropout", c->attn_dropout);
     set_enum(&attn_branch[1], "mask", "additive");
     set(&attn_branch[1], "upcast_softmax", 1);
+    CHECK(attn_branch[1].kind->check(&attn_branch[1]) == NULL);
     mlp_branch[0] = rmsnorm(c->hidden);
-    if (c->experts) {
+    if (experts) {
         mlp_branch[1] = make_op(&vp_op_moe);
         set(&mlp_branch[1], "hidden", c->hidden);
         set(&mlp_branch[1], "intermediate", c->intermediate);
@@ -102,6 +93,23 @@ static void build_llama(vp_model *m, const llama_config *c) {
     layer[1] = make_op(&vp_op_residual);
     layer[1].children = mlp_branch;
     layer[1].n_children = 2;
+    return layer;
+}
+
+/* models/arch/llama.lua, transcribed: pre-norm RMSNorm, rotary attention
+ * with an additive mask and fp32 softmax, SwiGLU MLP (experts after the
+ * first `dense_layers` when the config has them), untied head. */
+static void build_llama(vp_model *m, const llama_config *c) {
+    memset(m, 0, sizeof *m);
+    strcpy(m->name, "llama-test");
+
+    vp_op *embed = op_list(2);
+    embed[0] = make_op(&vp_op_token_embedding);
+    set(&embed[0], "vocab", c->vocab);
+    set(&embed[0], "hidden", c->hidden);
+    embed[1] = make_op(&vp_op_rotary_embedding);
+    set(&embed[1], "head_dim", c->hidden / c->heads);
+    CHECK(embed[1].kind->check(&embed[1]) == NULL);
 
     vp_op *final = op_list(3);
     final[0] = rmsnorm(c->hidden);
@@ -111,11 +119,11 @@ static void build_llama(vp_model *m, const llama_config *c) {
     final[2] = make_op(&vp_op_cross_entropy);
 
     m->section[VP_SECTION_EMBED] = (vp_section){embed, 2, 0};
-    m->section[VP_SECTION_LAYER] = (vp_section){layer, 2, 0};
+    m->section[VP_SECTION_LAYER] = (vp_section){llama_layer(c, c->experts > 0), 2, 0};
     m->section[VP_SECTION_FINAL] = (vp_section){final, 3, 0};
+    if (c->dense_layers) m->section[VP_SECTION_FIRST_LAYER] = (vp_section){llama_layer(c, false), 2, 0};
     m->layers = c->layers;
-    CHECK(attn_branch[1].kind->check(&attn_branch[1]) == NULL);
-    CHECK(embed[1].kind->check(&embed[1]) == NULL);
+    m->first_layers = c->dense_layers;
     CHECK(vp_model_finish(m) == NULL);
 }
 
@@ -205,7 +213,7 @@ static vp_recipe base_recipe(void) {
 /* Touvron et al. 2023 / HF meta-llama/Llama-2-7b-hf: 6,738,415,616
  * parameters. By hand: 2 x 32000 x 4096 (embedding, untied head) +
  * 32 x (4 x 4096^2 + 3 x 4096 x 11008 + 2 x 4096) + 4096. */
-static const llama_config llama2_7b = {4096, 32, 32, 32, 11008, 32000, 0.0, 0, 0, 0};
+static const llama_config llama2_7b = {4096, 32, 32, 32, 11008, 32000, 0.0, 0, 0, 0, 0};
 
 static void test_llama2_7b(void) {
     vp_model m;
@@ -263,7 +271,7 @@ static void test_gpt2_small(void) {
 /* hidden 256, 4 heads of 64, 2 kv heads, intermediate 512, vocab 1000, and
  * 7 layers: not a multiple of 3. Per layer: q, o 256x256; k, v 256x128;
  * gate, up, down 256x512; two norms of 256. */
-static const llama_config small = {256, 7, 4, 2, 512, 1000, 0.0, 0, 0, 0};
+static const llama_config small = {256, 7, 4, 2, 512, 1000, 0.0, 0, 0, 0, 0};
 static const uint64_t small_params =
     1000 * 256 + 7 * (2 * 256 * 256 + 2 * 256 * 128 + 3 * 256 * 512 + 2 * 256) + 256 + 1000 * 256;
 
@@ -451,6 +459,42 @@ static void test_optimizer_temporaries(void) {
     vp_model_free(&m);
 }
 
+/* DeepSeek's layout: dense layers first, then experts. Parameters count
+ * each kind of layer; pipeline stages and checkpointed chunks that straddle
+ * the boundary agree with the unfolded evaluation. */
+static void test_first_layers(void) {
+    llama_config c = small, one_dense = small, two_dense = small, one_sparse = small;
+    c.experts = one_sparse.experts = 4;
+    c.top_k = one_sparse.top_k = 2;
+    c.dense_layers = 3;
+    one_dense.layers = one_sparse.layers = 1;
+    two_dense.layers = 2;
+    vp_model m, d1, d2, s1;
+    build_llama(&m, &c);
+    build_llama(&d1, &one_dense);
+    build_llama(&d2, &two_dense);
+    build_llama(&s1, &one_sparse);
+    /* homogeneous models give a dense layer, a sparse one and the rest */
+    uint64_t dense = vp_model_params(&d2, false) - vp_model_params(&d1, false);
+    uint64_t outside = vp_model_params(&d1, false) - dense;
+    uint64_t sparse = vp_model_params(&s1, false) - outside;
+    CHECK_EQ_U64(vp_model_params(&m, false), outside + 3 * dense + 4 * sparse);
+    const unsigned checkpoints[] = {0, 2, 4};
+    for (unsigned i = 0; i < 3; i++) {
+        vp_recipe r = base_recipe();
+        r.checkpoint_every = checkpoints[i];
+        vp_step_result folded, unfolded;
+        CHECK(vp_step_run(&m, &r, true, false, &folded, NULL) == VP_STEP_OK);
+        CHECK(vp_step_run(&m, &r, false, false, &unfolded, NULL) == VP_STEP_OK);
+        same_result(&folded, &unfolded);
+        CHECK_EQ_U64(folded.params_bytes, 2 * (outside + 3 * dense + 4 * sparse)); /* bf16 by default */
+    }
+    vp_model_free(&m);
+    vp_model_free(&d1);
+    vp_model_free(&d2);
+    vp_model_free(&s1);
+}
+
 /* Context parallelism: seq_len / cp tokens per rank and the ring's
  * buffers; the folded evaluation agrees with the unfolded one. */
 static void test_context_parallel(void) {
@@ -486,5 +530,6 @@ int main(void) {
     test_optimizer_temporaries();
     test_expert_parallel();
     test_context_parallel();
+    test_first_layers();
     return check_summary("test_step");
 }

@@ -17,7 +17,8 @@ end
 describe("mixture-of-experts models", function()
   it("reads Mixtral's and Qwen2-MoE's config.json like the model scripts", function()
     for _, pair in ipairs({ { "tests/fixtures/mixtral-8x7b-config.json", "mixtral-8x7b" },
-                            { "tests/fixtures/qwen1.5-moe-a2.7b-config.json", "qwen1.5-moe-a2.7b" } }) do
+                            { "tests/fixtures/qwen1.5-moe-a2.7b-config.json", "qwen1.5-moe-a2.7b" },
+                            { "tests/fixtures/deepseek-moe-16b-config.json", "deepseek-moe-16b" } }) do
       local a = helper.estimate(pair[1], "--set", "seq_len=256")
       local b = helper.estimate(pair[2], "--set", "seq_len=256")
       assert.are.equal(b.model.params, a.model.params)
@@ -65,6 +66,9 @@ describe("mixture-of-experts models", function()
       { "mixtral-8x7b", { framework = "megatron", dp = 8, ep = 4, distributed_optimizer = true } },
       { "qwen1.5-moe-a2.7b", { framework = "megatron", tp = 2, dp = 4, ep = 2, sequence_parallel = true,
                                checkpointing = "selective" } },
+      -- a dense first layer: chunks and pipeline stages on either side of it
+      { "deepseek-moe-16b", { precision = "bf16", checkpointing = "every-2" } },
+      { "deepseek-moe-16b", { framework = "megatron", dp = 4, ep = 4, pp = 2, distributed_optimizer = true } },
     }) do
       local model = arch.build(models.describe(helper.root, case[1]), { layers = 5 }, { layers = "test" })
       local recipe = case[2]
@@ -93,6 +97,31 @@ describe("expert-parallel layouts that do not hold together", function()
       assert.truthy(err:find(case[2]), err)
     end)
   end
+
+  it("counts DeepSeek's dense first layers apart from its sparse ones", function()
+    -- DeepSeekMoE 16B: one dense SwiGLU layer of width 10944, 27 with 64
+    -- routed experts of 1408, a router, and shared experts of 2 x 1408
+    local h = 2048
+    local attention_and_norms = 4 * h * h + 2 * h
+    local dense = attention_and_norms + 3 * h * 10944
+    local sparse = attention_and_norms + 64 * 3 * h * 1408 + 64 * h + 3 * h * 2816
+    local outside = 2 * 102400 * h + h
+    local r = helper.estimate("deepseek-moe-16b", "--set", "seq_len=256")
+    assert.are.equal(outside + dense + 27 * sparse, r.model.params)
+    local more = helper.estimate("deepseek-moe-16b", "--set", "seq_len=256", "--set", "dense_layers=3")
+    assert.are.equal(outside + 3 * dense + 25 * sparse, more.model.params)
+  end)
+
+  it("rejects what the DeepSeek importer cannot describe", function()
+    local path = helper.write('{"model_type": "deepseek", "n_routed_experts": 8, "moe_layer_freq": 2}', ".json")
+    local _, err, code = helper.run("estimate", path)
+    os.remove(path)
+    assert.are.equal(1, code)
+    assert.truthy(err:find(path .. ": moe_layer_freq: ", 1, true), err)
+    _, err, code = helper.run("estimate", "deepseek-moe-16b", "--set", "moe_block=switch")
+    assert.are.equal(1, code)
+    assert.truthy(err:find("moe_block: must be mixtral or deepseek", 1, true), err)
+  end)
 
   it("names the config.json key when Qwen2-MoE mixes dense and sparse layers", function()
     local path = helper.write('{"model_type": "qwen2_moe", "mlp_only_layers": [0, 1]}', ".json")

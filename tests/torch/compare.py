@@ -43,6 +43,13 @@ def qwen_moe(h=64, layers=2, heads=4, inter=128, vocab=256, experts=6, k=2, moe_
                 norm_topk_prob=norm)
 
 
+def deepseek(h=64, layers=3, heads=4, inter=128, vocab=256, experts=6, k=2, moe_inter=32, shared=2, dense=1,
+             alpha=0.001, norm=False):
+    return dict(llama(h, layers, heads, heads, inter, vocab), model_type="deepseek", n_routed_experts=experts,
+                num_experts_per_tok=k, moe_intermediate_size=moe_inter, n_shared_experts=shared,
+                first_k_dense_replace=dense, aux_loss_alpha=alpha, norm_topk_prob=norm)
+
+
 def recipe(precision="fp32", optimizer="adamw", impl="foreach", b=2, s=32, ckpt="none", **layout):
     return {"precision": precision, "optimizer": optimizer, "optimizer_impl": impl, "micro_batch": b,
             "seq_len": s, "checkpointing": ckpt, **layout}
@@ -83,6 +90,10 @@ CASES = [
     ("qwen2-moe fp32", qwen_moe(), recipe()),
     ("qwen2-moe bf16 norm_topk", qwen_moe(norm=True), recipe("bf16")),
     ("qwen2-moe amp-bf16", qwen_moe(), recipe("amp-bf16")),
+    # DeepSeekMoE's own code: index_put_ needs the expert's dtype to be y's, so no autocast
+    ("deepseek-moe fp32", deepseek(), recipe()),
+    ("deepseek-moe bf16 norm_topk", deepseek(norm=True), recipe("bf16")),
+    ("deepseek-moe no aux loss checkpointed", deepseek(alpha=0.0, layers=4), recipe(ckpt="full")),
     # DistributedDataParallel (2 ranks over gloo): flat gradient buckets
     ("llama DDP", llama(), recipe(dp=2)),
     ("llama DDP bucket views", llama(), recipe(dp=2, ddp_bucket_view="true")),

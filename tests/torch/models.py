@@ -423,15 +423,90 @@ class SparseMoeBlock(nn.Module):
         return final_hidden_states, router_logits
 
 
-class LlamaDecoderLayer(nn.Module):
+class AddAuxiliaryLoss(torch.autograd.Function):
+    """DeepSeek's: returns x; in backward the loss gets ones(1)."""
+
+    @staticmethod
+    def forward(ctx, x, loss):
+        ctx.dtype = loss.dtype
+        ctx.required_aux_loss = loss.requires_grad
+        return x
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        grad_loss = torch.ones(1, dtype=ctx.dtype) if ctx.required_aux_loss else None
+        return grad_output, grad_loss
+
+
+class DeepseekMoE(nn.Module):
+    """MoEGate and DeepseekMoE of deepseek-ai/deepseek-moe-16b-base's
+    modeling_deepseek.py, in training."""
+
     def __init__(self, cfg):
+        super().__init__()
+        h = cfg["hidden_size"]
+        self.n_routed_experts = cfg["n_routed_experts"]
+        self.top_k = cfg["num_experts_per_tok"]
+        self.norm_topk_prob = cfg.get("norm_topk_prob", False)
+        self.alpha = cfg.get("aux_loss_alpha", 0.001)
+        f = cfg["moe_intermediate_size"]
+        self.experts = nn.ModuleList([LlamaMLP(dict(cfg, intermediate_size=f, mlp_bias=False))
+                                      for _ in range(self.n_routed_experts)])
+        self.gate_weight = nn.Parameter(torch.empty(self.n_routed_experts, h).normal_(std=0.02))
+        shared = cfg.get("n_shared_experts")
+        self.shared_experts = LlamaMLP(dict(cfg, intermediate_size=f * shared, mlp_bias=False)) if shared else None
+
+    def gate(self, ac, hidden_states):
+        bsz, seq_len, h = hidden_states.shape
+        hidden_states = hidden_states.view(-1, h)
+        logits = linear(ac, hidden_states, self.gate_weight)
+        scores = ac.up(logits).softmax(dim=-1)  # softmax is on autocast's fp32 list
+        topk_weight, topk_idx = RoundRobinTopk.apply(scores, self.top_k)
+        if self.top_k > 1 and self.norm_topk_prob:
+            denominator = topk_weight.sum(dim=-1, keepdim=True) + 1e-20
+            topk_weight = topk_weight / denominator
+        aux_loss = None
+        if self.training and self.alpha > 0.0:
+            topk_idx_for_aux_loss = topk_idx.view(bsz, -1)
+            scores_for_seq_aux = scores.view(bsz, seq_len, -1)
+            ce = torch.zeros(bsz, self.n_routed_experts)
+            ce.scatter_add_(1, topk_idx_for_aux_loss, torch.ones(bsz, seq_len * self.top_k)).div_(
+                seq_len * self.top_k / self.n_routed_experts)
+            aux_loss = (ce * scores_for_seq_aux.mean(dim=1)).sum(dim=1).mean() * self.alpha
+        return topk_idx, topk_weight, aux_loss
+
+    def forward(self, ac, hidden_states):
+        identity = hidden_states
+        orig_shape = hidden_states.shape
+        topk_idx, topk_weight, aux_loss = self.gate(ac, hidden_states)
+        hidden_states = hidden_states.view(-1, hidden_states.shape[-1])
+        flat_topk_idx = topk_idx.view(-1)
+        hidden_states = hidden_states.repeat_interleave(self.top_k, dim=0)
+        y = torch.empty_like(hidden_states)
+        for i, expert in enumerate(self.experts):
+            y[flat_topk_idx == i] = expert(ac, hidden_states[flat_topk_idx == i])
+        y = (y.view(*topk_weight.shape, -1) * topk_weight.unsqueeze(-1)).sum(dim=1)
+        y = y.view(*orig_shape)
+        if aux_loss is not None:
+            y = AddAuxiliaryLoss.apply(y, aux_loss)
+        if self.shared_experts is not None:
+            y = y + self.shared_experts(ac, identity)
+        return y
+
+
+class LlamaDecoderLayer(nn.Module):
+    def __init__(self, cfg, layer_idx=0):
         super().__init__()
         h = cfg["hidden_size"]
         eps = cfg.get("rms_norm_eps", 1e-6)
         self.self_attn = LlamaAttention(cfg)
-        sparse = cfg["model_type"] in ("mixtral", "qwen2_moe")
-        self.mlp = SparseMoeBlock(cfg) if sparse else LlamaMLP(cfg)
-        self.sparse = sparse
+        self.sparse = cfg["model_type"] in ("mixtral", "qwen2_moe")
+        if self.sparse:
+            self.mlp = SparseMoeBlock(cfg)
+        elif cfg["model_type"] == "deepseek" and layer_idx >= cfg.get("first_k_dense_replace", 0):
+            self.mlp = DeepseekMoE(cfg)
+        else:
+            self.mlp = LlamaMLP(cfg)
         self.input_layernorm = LlamaRMSNorm(h, eps)
         self.post_attention_layernorm = LlamaRMSNorm(h, eps)
 
@@ -456,7 +531,7 @@ class Llama(nn.Module):
         h = cfg["hidden_size"]
         self.cfg = cfg
         self.embed_tokens = nn.Embedding(cfg["vocab_size"], h)
-        self.layers = nn.ModuleList([LlamaDecoderLayer(cfg) for _ in range(cfg["num_hidden_layers"])])
+        self.layers = nn.ModuleList([LlamaDecoderLayer(cfg, i) for i in range(cfg["num_hidden_layers"])])
         self.norm = LlamaRMSNorm(h, cfg.get("rms_norm_eps", 1e-6))
         self.rotary_emb = LlamaRotaryEmbedding(cfg)
         self.tied = cfg.get("tie_word_embeddings", False)

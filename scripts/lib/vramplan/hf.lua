@@ -33,7 +33,7 @@ local function extend(base, extra)
   local keys = {}
   for k, v in pairs(base.keys) do keys[k] = v end
   for k, v in pairs(extra.keys) do keys[k] = v end
-  return { family = base.family, keys = keys, defaults = extra.defaults, check = extra.check }
+  return { family = base.family, keys = keys, defaults = extra.defaults, check = extra.check, derive = extra.derive }
 end
 
 -- MixtralForCausalLM: Mistral with a sparse MoE block; intermediate_size is
@@ -73,6 +73,36 @@ local function read(path)
   return text
 end
 
+-- DeepSeekMoE (deepseek-ai/deepseek-moe-16b-base, model_type deepseek, its
+-- own modeling code): routed experts after first_k_dense_replace dense
+-- layers, n_shared_experts experts of moe_intermediate_size merged into one
+-- ungated MLP, and a sequence-wise auxiliary loss in training.
+mappings.deepseek = extend(mappings.llama, {
+  keys = {
+    n_routed_experts = "experts", num_experts_per_tok = "experts_per_token", moe_intermediate_size = "moe_intermediate",
+    first_k_dense_replace = "dense_layers", norm_topk_prob = "norm_topk",
+  },
+  defaults = { moe_block = "deepseek", shared_gate = false, norm_topk = false },
+  check = function(config)
+    local freq = config.moe_layer_freq
+    if freq ~= nil and freq ~= 1 then return "moe_layer_freq", "only 1 (every layer after the dense ones) is supported" end
+    local scoring = config.scoring_func
+    if scoring ~= nil and scoring ~= "softmax" then return "scoring_func", "only softmax is supported" end
+    if config.n_routed_experts == nil then return "n_routed_experts", "a DeepSeekMoE config names its routed experts" end
+  end,
+  -- fields made of several keys
+  derive = function(config, values, origins, path)
+    local shared, width = config.n_shared_experts, config.moe_intermediate_size
+    if type(shared) == "number" and type(width) == "number" then
+      values.shared_intermediate = shared * width
+      origins.shared_intermediate = path .. ": n_shared_experts x moe_intermediate_size"
+    end
+    local alpha = config.aux_loss_alpha
+    values.aux_loss = type(alpha) == "number" and alpha > 0
+    origins.aux_loss = path .. ": aux_loss_alpha"
+  end,
+})
+
 -- Returns family name, values (field -> value), origins and a display name.
 function hf.load(path)
   local config, pos, err = json.decode(read(path), 1, json.null)
@@ -103,6 +133,7 @@ function hf.load(path)
       origins[field] = path .. ": " .. key
     end
   end
+  if mapping.derive then mapping.derive(config, values, origins, path) end
   local name = config._name_or_path
   if type(name) ~= "string" or name == "" then name = path:match("([^/]+)/[^/]+$") or path end
   values.name = name

@@ -58,6 +58,10 @@ function report.human(ctx)
   if recipe.dp > 1 or recipe.pp > 1 or recipe.framework ~= "torch" then
     local layout = { recipe.framework, "dp " .. recipe.dp }
     if recipe.tp > 1 then layout[#layout + 1] = "tp " .. recipe.tp .. (recipe.sequence_parallel and " with sequence parallelism" or "") end
+    if recipe.cp > 1 then layout[#layout + 1] = "cp " .. recipe.cp end
+    if recipe.ep > 1 or recipe.etp ~= recipe.tp then
+      layout[#layout + 1] = string.format("ep %d, etp %d", recipe.ep, recipe.etp)
+    end
     if recipe.pp > 1 then
       layout[#layout + 1] = string.format("pp %d (%s%s, %d micro-batches)", recipe.pp, recipe.pp_schedule,
         recipe.virtual_stages > 1 and (" x" .. recipe.virtual_stages) or "", recipe.num_microbatches)

@@ -1,0 +1,48 @@
+/* moe.h — what the mixture-of-experts op's files share: its fields, where
+ * its leaves sit, and the pieces every implementation runs (the router's
+ * softmax, one expert's MLP, the shared experts). Internal to op_moe.c,
+ * moe_hf.c and moe_megatron.c. */
+#ifndef VRAMPLAN_MOE_H
+#define VRAMPLAN_MOE_H
+
+#include "ops.h"
+
+enum {
+    MOE_HIDDEN,
+    MOE_INTERMEDIATE,
+    MOE_EXPERTS,
+    MOE_TOP_K,
+    MOE_SHARED,
+    MOE_SHARED_GATE,
+    MOE_NORM_TOPK,
+    MOE_CAPACITY,
+    MOE_BLOCK,
+    MOE_AUX_LOSS,
+    MOE_FIELDS
+};
+
+/* The plain-PyTorch block: HF's token loop (Mixtral, Qwen2-MoE) or
+ * DeepSeekMoE's training path. */
+enum { MOE_BLOCK_MIXTRAL, MOE_BLOCK_DEEPSEEK };
+
+/* This rank's leaves of the op: the router, each local expert's three
+ * matrices, the shared experts' up, gate, down and gate weight. */
+typedef struct {
+    const vp_t *router, *w1, *w3, *w2, *shared;
+} moe_slots;
+
+/* softmax(logits, dim=-1, dtype=torch.float32) */
+vp_t vp_moe_softmax_fp32(vp_step *step, vp_t logits, const char *label);
+/* The tokens expert e gets out of n assignments under an even routing. */
+uint64_t vp_moe_share(uint64_t n, unsigned experts, unsigned e);
+/* One expert's SwiGLU MLP as HF writes it: w2(act_fn(w1(x)) * w3(x)). */
+vp_t vp_moe_expert(vp_step *step, vp_t x, vp_t w1, vp_t w3, vp_t w2, uint64_t f, uint64_t h);
+/* routed plus the shared experts' output on x (routed as it is without
+ * any); takes over the reference to routed. */
+vp_t vp_moe_plus_shared(vp_step *step, const vp_op *op, const vp_t *shared, vp_t x, vp_t routed);
+
+vp_t vp_moe_mixtral(vp_step *step, const vp_op *op, const moe_slots *s, vp_t x);
+vp_t vp_moe_deepseek(vp_step *step, const vp_op *op, const moe_slots *s, vp_t x);
+vp_t vp_moe_megatron(vp_step *step, const vp_op *op, const moe_slots *s, vp_t x);
+
+#endif

@@ -1,0 +1,160 @@
+/* moe_hf.c — the mixture of experts as plain PyTorch model code runs it in
+ * training: transformers' token loop (Mixtral, Qwen2-MoE) and DeepSeekMoE's
+ * repeat-and-scatter path. */
+#include "moe.h"
+
+/* transformers' MixtralSparseMoeBlock.forward (Qwen2-MoE alike): router
+ * logits, an fp32 softmax, top-k (renormalized for Mixtral) cast back,
+ * one_hot(selected_experts) as int64 [tokens, k, experts], then for every
+ * expert: torch.where for its tokens, hidden_states[None, top_x] (a copy
+ * its MLP keeps), the expert MLP, times its routing weights, index_add_
+ * into the zero-initialized output. */
+vp_t vp_moe_mixtral(vp_step *step, const vp_op *op, const moe_slots *s, vp_t x) {
+    vp_sim *sim = &step->sim;
+    uint64_t h = vp_op_u64(op, MOE_HIDDEN), f = vp_op_u64(op, MOE_INTERMEDIATE);
+    unsigned experts = (unsigned)vp_op_u64(op, MOE_EXPERTS), k = (unsigned)vp_op_u64(op, MOE_TOP_K);
+    uint64_t n = vp_at(sim, x)->numel / h, assignments = vp_numel(sim, n, k);
+    vp_t logits = vp_project(step, x, *s->router, 0, experts, "moe.gate");
+    vp_t probs = vp_moe_softmax_fp32(step, logits, "moe.router_softmax");
+    vp_t selected;
+    vp_t weights = vp_topk(sim, probs, assignments, &selected, "moe.topk");
+    if (vp_op_flag(op, MOE_NORM_TOPK)) { /* routing_weights /= routing_weights.sum(dim=-1, keepdim=True) */
+        vp_t sum = vp_sum(sim, weights, n, "moe.topk_sum");
+        vp_t normed = vp_mul(sim, weights, sum, assignments, "moe.topk_norm");
+        vp_drop(sim, sum);
+        vp_drop(sim, weights);
+        weights = normed;
+    }
+    /* the name is rebound to the cast: the fp32 values go unless the cast is a no-op */
+    vp_t routing = vp_to(sim, weights, (vp_dtype)vp_at(sim, x)->dtype, "moe.routing_weights");
+    vp_drop(sim, weights);
+    vp_t out = vp_new(sim, vp_at(sim, x)->numel, (vp_dtype)vp_at(sim, x)->dtype, "moe.final_hidden_states");
+    vp_t one_hot = vp_new(sim, vp_numel(sim, assignments, experts), VP_INT64, "moe.expert_mask");
+    for (unsigned e = 0; e < experts; e++) {
+        uint64_t tokens = vp_moe_share(assignments, experts, e);
+        if (!tokens) continue;
+        /* torch.where(mask) is nonzero(as_tuple=True): one [tokens, 2] int64
+         * tensor whose columns idx and top_x are views */
+        vp_t hits = vp_new(sim, vp_numel(sim, tokens, 2), VP_INT64, "moe.where");
+        vp_t which = vp_view(sim, hits, tokens, "moe.where.idx"), top_x = vp_view(sim, hits, tokens, "moe.where.top_x");
+        vp_drop(sim, hits);
+        vp_t state = vp_index(sim, x, top_x, vp_numel(sim, tokens, h), "moe.current_state");
+        vp_t y = vp_moe_expert(step, state, s->w1[e], s->w3[e], s->w2[e], f, h);
+        vp_drop(sim, state);
+        vp_t w = vp_index(sim, routing, which, tokens, "moe.routing_weight");
+        vp_t weighted = vp_mul(sim, y, w, vp_at(sim, y)->numel, "moe.weighted");
+        vp_drop(sim, y);
+        vp_drop(sim, w);
+        vp_t next = vp_index_add(sim, out, weighted, top_x, true, "moe.index_add");
+        vp_drop(sim, weighted);
+        vp_drop(sim, out);
+        out = next;
+        vp_drop(sim, which);
+        vp_drop(sim, top_x);
+    }
+    out = vp_moe_plus_shared(step, op, s->shared, x, out);
+    vp_drop(sim, one_hot);
+    vp_drop(sim, routing);
+    vp_drop(sim, selected);
+    vp_drop(sim, probs);
+    vp_drop(sim, logits); /* router_logits leave with the layer's outputs */
+    return out;
+}
+
+/* MoEGate's sequence-wise auxiliary loss (seq_aux): ce = zeros(b, E) and a
+ * ones(b, s x k) scattered into it, times scores.mean over the sequence,
+ * summed, averaged, scaled by alpha. Takes nothing over; returns the loss. */
+static vp_t aux_loss(vp_step *step, vp_t scores, unsigned experts, uint64_t assignments) {
+    vp_sim *sim = &step->sim;
+    uint64_t per_sequence = vp_numel(sim, step->batch, experts);
+    vp_t ce = vp_new(sim, per_sequence, VP_FP32, "moe.aux_ce");
+    vp_drop(sim, vp_new(sim, assignments, VP_FP32, "moe.aux_ones")); /* scatter_add_ into ce, then gone */
+    vp_t mean = vp_reduce(sim, scores, per_sequence, "moe.aux_mean");
+    vp_t product = vp_mul(sim, ce, mean, per_sequence, "moe.aux_ce_mean");
+    vp_drop(sim, ce);
+    vp_drop(sim, mean);
+    vp_t per_batch = vp_sum(sim, product, step->batch, "moe.aux_sum");
+    vp_drop(sim, product);
+    vp_t mean_loss = vp_reduce(sim, per_batch, 1, "moe.aux_mean_loss");
+    vp_drop(sim, per_batch);
+    vp_t loss = vp_scale(sim, mean_loss, "moe.aux_alpha");
+    vp_drop(sim, mean_loss);
+    return loss;
+}
+
+/* DeepSeekMoE in training (deepseek-ai/deepseek-moe-16b-base,
+ * modeling_deepseek.py: MoEGate and DeepseekMoE.forward): router logits, a
+ * softmax in their dtype (fp32 under autocast), top-k; then every token
+ * repeated k times (repeat_interleave: an index_select that keeps its
+ * index), an empty y of that size, and for each expert a bool mask of the
+ * assignments, the masked rows (a copy its MLP keeps; the indexing keeps
+ * the mask), the MLP, and y[mask] = output (index_put_ keeps a second
+ * mask); y times the weights summed over k, and the auxiliary loss hooked
+ * onto the result. */
+vp_t vp_moe_deepseek(vp_step *step, const vp_op *op, const moe_slots *s, vp_t x) {
+    vp_sim *sim = &step->sim;
+    uint64_t h = vp_op_u64(op, MOE_HIDDEN), f = vp_op_u64(op, MOE_INTERMEDIATE);
+    unsigned experts = (unsigned)vp_op_u64(op, MOE_EXPERTS), k = (unsigned)vp_op_u64(op, MOE_TOP_K);
+    vp_dtype dt = (vp_dtype)vp_at(sim, x)->dtype;
+    uint64_t n = vp_at(sim, x)->numel / h, assignments = vp_numel(sim, n, k);
+    vp_t logits = vp_project(step, x, *s->router, 0, experts, "moe.gate");
+    vp_t up = vp_autocast_fp32(step, logits, "moe.gate_softmax"); /* softmax is on autocast's fp32 list */
+    vp_t scores = vp_unary(sim, up, VP_SAVES_OUTPUT, 0, (vp_dtype)vp_at(sim, up)->dtype, "moe.gate_softmax");
+    vp_drop(sim, up);
+    vp_drop(sim, logits);
+    vp_t selected;
+    vp_t weights = vp_topk(sim, scores, assignments, &selected, "moe.topk");
+    if (vp_op_flag(op, MOE_NORM_TOPK)) { /* topk_weight / (topk_weight.sum(dim=-1, keepdim=True) + 1e-20) */
+        vp_t sum = vp_sum(sim, weights, n, "moe.topk_sum");
+        vp_t denominator = vp_scale(sim, sum, "moe.topk_sum");
+        vp_drop(sim, sum);
+        vp_t normed = vp_mul(sim, weights, denominator, assignments, "moe.topk_norm");
+        vp_drop(sim, denominator);
+        vp_drop(sim, weights);
+        weights = normed;
+    }
+    vp_t loss = vp_op_flag(op, MOE_AUX_LOSS) ? aux_loss(step, scores, experts, assignments) : 0;
+    vp_drop(sim, scores);
+    /* repeat_interleave(k, dim=0): a repeats tensor, its index, index_select */
+    vp_t repeats = vp_new(sim, n, VP_INT64, "moe.repeat_interleave");
+    vp_t index = vp_new(sim, assignments, VP_INT64, "moe.repeat_interleave");
+    vp_drop(sim, repeats);
+    vp_t repeated = vp_index(sim, x, index, vp_numel(sim, assignments, h), "moe.repeat_interleave");
+    vp_drop(sim, index);
+    vp_t y = vp_new(sim, vp_numel(sim, assignments, h), dt, "moe.y");
+    for (unsigned e = 0; e < experts; e++) {
+        uint64_t tokens = vp_moe_share(assignments, experts, e);
+        vp_t mask = vp_new(sim, assignments, VP_BOOL, "moe.mask");
+        vp_t rows = vp_new(sim, tokens, VP_INT64, "moe.nonzero"); /* the kernel turns the mask into rows */
+        vp_t state = vp_index(sim, repeated, mask, vp_numel(sim, tokens, h), "moe.expert_input");
+        vp_drop(sim, rows);
+        vp_drop(sim, mask);
+        vp_t out = vp_moe_expert(step, state, s->w1[e], s->w3[e], s->w2[e], f, h);
+        vp_drop(sim, state);
+        vp_t cast = vp_to(sim, out, dt, "moe.expert_output"); /* index_put_ needs y's dtype */
+        vp_drop(sim, out);
+        mask = vp_new(sim, assignments, VP_BOOL, "moe.mask");
+        rows = vp_new(sim, tokens, VP_INT64, "moe.nonzero");
+        vp_t next = vp_index_put(sim, y, cast, mask, "moe.index_put");
+        vp_drop(sim, rows);
+        vp_drop(sim, mask);
+        vp_drop(sim, cast);
+        vp_drop(sim, y);
+        y = next;
+    }
+    vp_t weighted = vp_mul(sim, y, weights, vp_at(sim, y)->numel, "moe.weighted");
+    vp_drop(sim, y);
+    vp_t out = vp_sum(sim, weighted, vp_numel(sim, n, h), "moe.sum_topk");
+    vp_drop(sim, weighted);
+    if (loss) {
+        vp_t hooked = vp_attach(sim, out, loss, "moe.add_aux_loss"); /* AddAuxiliaryLoss */
+        vp_drop(sim, out);
+        vp_drop(sim, loss);
+        out = hooked;
+    }
+    out = vp_moe_plus_shared(step, op, s->shared, x, out);
+    vp_drop(sim, repeated);
+    vp_drop(sim, weights);
+    vp_drop(sim, selected);
+    return out;
+}
