@@ -6,6 +6,7 @@
 
 #include <stdlib.h>
 
+#include "lora.h"
 #include "optimizer.h"
 
 typedef struct vp_layer_hook {
@@ -14,6 +15,7 @@ typedef struct vp_layer_hook {
     unsigned n;
     uint64_t gather;      /* the layer's parameters, gathered, in the compute dtype */
     uint64_t prefetch;    /* gathered ahead of use */
+    bool deferred;        /* its input needs no gradient: released when backward ends */
 } vp_layer_hook;
 
 static uint64_t bytes_of(vp_dtype dtype, uint64_t numel) {
@@ -29,7 +31,7 @@ void vp_layout_host(vp_step *step, uint64_t bytes, unsigned repeat, bool nvme) {
     }
 }
 
-static vp_t make_leaf(vp_step *step, const vp_leaf_spec *spec, unsigned repeat) {
+static vp_t make_leaf(vp_step *step, const vp_leaf_spec *spec, bool trainable, unsigned repeat) {
     const vp_shard_plan *plan = &step->plan;
     if (spec->buffer) /* buffers are never sharded (ZeRO-3, FSDP) */
         return vp_leaf(&step->sim, spec->numel, spec->dtype, VP_CAT_BUFFERS, false, spec->label);
@@ -38,11 +40,31 @@ static vp_t make_leaf(vp_step *step, const vp_leaf_spec *spec, unsigned repeat) 
     uint64_t shard = bytes_of(resident, vp_shard_numel(spec->numel, vp_plan_shards(plan, spec->expert)->params));
     bool away = plan->params_on_host || plan->params_on_nvme;
     if (away) vp_layout_host(step, shard, repeat, plan->params_on_nvme);
-    vp_t leaf = vp_leaf_resident(&step->sim, spec->numel, compute, away ? 0 : shard, VP_CAT_PARAMS, spec->trainable,
+    vp_t leaf = vp_leaf_resident(&step->sim, spec->numel, compute, away ? 0 : shard, VP_CAT_PARAMS, trainable,
                                  spec->label);
     vp_at(&step->sim, leaf)->grad_drop = plan->grads == VP_GRADS_BUCKET;
     vp_at(&step->sim, leaf)->expert = spec->expert;
     return leaf;
+}
+
+/* The slot of spec j's first copy within its op. */
+static unsigned j_slot(const vp_leaf_spec *specs, unsigned j) {
+    unsigned slot = 0;
+    for (unsigned i = 0; i < j; i++) slot += vp_leaf_count(&specs[i]);
+    return slot;
+}
+
+/* LoRA's A [r x in] and B [out x r] for a weight, trained, in the
+ * adapters' dtype, placed like any parameter. */
+static void make_adapters(vp_step *step, const vp_leaf_spec *spec, vp_t weight, vp_t *out, unsigned repeat) {
+    uint64_t r = step->recipe->lora_rank, in = spec->numel / spec->out_features;
+    vp_dtype dtype = vp_lora_dtype(step->recipe, step->plan.params_dtype);
+    vp_leaf_spec a = vp_param(r * in, "lora_A.weight", VP_MODULE_NONE, 0);
+    vp_leaf_spec b = vp_param(spec->out_features * r, "lora_B.weight", VP_MODULE_NONE, 0);
+    a.dtype = b.dtype = dtype;
+    out[0] = make_leaf(step, &a, true, repeat);
+    out[1] = make_leaf(step, &b, true, repeat);
+    if (!vp_lora_register(step, weight, out[0], out[1], spec->out_features)) step->sim.status = VP_SIM_NOMEM;
 }
 
 void vp_layout_create_leaves(vp_step *step, const vp_op *ops, unsigned n, vp_t *slots, unsigned repeat) {
@@ -55,8 +77,18 @@ void vp_layout_create_leaves(vp_step *step, const vp_op *ops, unsigned n, vp_t *
         for (unsigned j = 0; j < k; j++) {
             unsigned count = vp_leaf_count(&specs[j]);
             if (specs[j].numel)
-                for (unsigned c = 0; c < count; c++) slots[slot + c] = make_leaf(step, &specs[j], repeat);
+                for (unsigned c = 0; c < count; c++)
+                    slots[slot + c] = make_leaf(step, &specs[j], vp_finetune_trains(step->recipe, &specs[j]), repeat);
             slot += count;
+        }
+        /* then LoRA's adapters, A and B beside each targeted weight */
+        for (unsigned j = 0; j < k; j++) {
+            if (!specs[j].out_features) continue;
+            unsigned count = vp_leaf_count(&specs[j]);
+            if (specs[j].numel && vp_lora_adapts(step->recipe, &specs[j]))
+                for (unsigned c = 0; c < count; c++) make_adapters(step, &specs[j], slots[op->slot + j_slot(specs, j) + c],
+                                                                   slots + slot + 2 * c, repeat);
+            slot += 2 * count;
         }
         vp_layout_create_leaves(step, op->children, op->n_children, slots, repeat);
     }
@@ -77,11 +109,16 @@ void vp_layout_resident(vp_step *step, const vp_t *leaves, unsigned n, unsigned 
         const vp_tensor *t = leaves[i] ? vp_at(sim, leaves[i]) : NULL;
         if (!t || !t->requires_grad) continue;
         const vp_shards *shards = vp_plan_shards(plan, t->expert);
+        /* an optimizer stepping on the parameter itself keeps states like it
+         * (zeros_like): a leaf in a dtype of its own (LoRA's fp32 adapters in
+         * a 16-bit model) has states in that dtype */
+        vp_dtype states_dtype = plan->master_dtype == VP_DTYPE_NONE && t->dtype != plan->gather_dtype
+                                    ? (vp_dtype)t->dtype : plan->states_dtype;
         uint64_t numel = t->numel, states = vp_shard_numel(numel, shards->states);
         if (plan->master_dtype != VP_DTYPE_NONE)
             place(step, VP_CAT_MASTER, bytes_of(plan->master_dtype, states), repeat, host, nvme, "master weights");
         for (unsigned s = 0; s < step->optimizer->states; s++)
-            place(step, VP_CAT_OPTIMIZER, bytes_of(plan->states_dtype, states), repeat, host, nvme, "optimizer state");
+            place(step, VP_CAT_OPTIMIZER, bytes_of(states_dtype, states), repeat, host, nvme, "optimizer state");
         if (plan->grads == VP_GRADS_BUCKET) {
             /* ZeRO-2/3's gradient partition (offloaded: fp32 on the host); DDP's
              * buckets the .grad views live in */
@@ -172,11 +209,16 @@ static void pass_gradient(vp_sim *sim, uint32_t index) {
     vp_give_grad(sim, node, 0, g);
 }
 
-static void backward_layer_start(vp_sim *sim, uint32_t index) {
-    vp_layer_hook *h = vp_node_at(sim, index)->context;
+/* The layer's backward is done: its gradients are reduce-scattered and its
+ * gathered parameters released. */
+static void layer_done(vp_layer_hook *h) {
     if (h->step->plan.grads == VP_GRADS_UNIT) reduce_scatter(h->step, h->leaves, h->n);
-    vp_ledger_release(sim->ledger, VP_CAT_PARAMS, h->gather + h->prefetch * reshard_after_forward(h->step),
+    vp_ledger_release(&h->step->ledger, VP_CAT_PARAMS, h->gather + h->prefetch * reshard_after_forward(h->step),
                       "all_gather.release");
+}
+
+static void backward_layer_start(vp_sim *sim, uint32_t index) {
+    layer_done(vp_node_at(sim, index)->context);
     pass_gradient(sim, index);
 }
 
@@ -206,6 +248,14 @@ vp_t vp_layout_layer_start(vp_step *step, vp_t x, unsigned layer) {
     }
     vp_layer_hook *h = hook_of(step, layer);
     vp_ledger_alloc(&step->ledger, VP_CAT_PARAMS, h->gather + h->prefetch * forward_prefetch(step), "all_gather");
+    if (step->sim.grad_mode && !vp_at(&step->sim, x)->requires_grad) {
+        /* frozen embeddings feed the first layer (LoRA): no node on its input
+         * runs in backward; the frameworks' post-backward hooks on the
+         * parameters and their final callback release it when backward ends */
+        h->deferred = true;
+        vp_hold(&step->sim, x);
+        return x;
+    }
     return hook(step, x, backward_layer_start, h, "layer.start");
 }
 
@@ -236,6 +286,11 @@ void vp_layout_backward_begin(vp_step *step) {
 }
 
 void vp_layout_backward_end(vp_step *step) {
+    for (unsigned i = 0; i < step->n_layer_instances; i++)
+        if (step->hooks[i].deferred) {
+            step->hooks[i].deferred = false;
+            layer_done(&step->hooks[i]);
+        }
     vp_ledger_release(&step->ledger, VP_CAT_COMM, step->plan.backward_buffers, "reduce buckets");
     if (step->plan.grads == VP_GRADS_UNIT) {
         const vp_model *m = step->model;

@@ -108,6 +108,34 @@ static void parse_pp(lua_State *L, vp_recipe *r, const char *k) { r->pp = (unsig
 static void parse_schedule(lua_State *L, vp_recipe *r, const char *k) { r->pp_schedule = (vp_pp_schedule)read_option(L, k, vp_pp_schedule_names); }
 static void parse_virtual(lua_State *L, vp_recipe *r, const char *k) { r->virtual_stages = (unsigned)read_int(L, k, 1, 1024); }
 static void parse_microbatches(lua_State *L, vp_recipe *r, const char *k) { r->microbatches = (unsigned)read_int(L, k, 1, 1 << 20); }
+static void parse_finetune(lua_State *L, vp_recipe *r, const char *k) { r->finetune = (vp_finetune)read_option(L, k, vp_finetune_names); }
+static void parse_lora_rank(lua_State *L, vp_recipe *r, const char *k) { r->lora_rank = (unsigned)read_int(L, k, 1, 1 << 16); }
+static void parse_lora_alpha(lua_State *L, vp_recipe *r, const char *k) { r->lora_alpha = read_number(L, k, 0, 1e9); }
+static void parse_lora_dropout(lua_State *L, vp_recipe *r, const char *k) { r->lora_dropout = read_number(L, k, 0, 0.999); }
+
+static vp_module_set read_modules(lua_State *L, const char *key) {
+    if (lua_type(L, -1) != LUA_TSTRING)
+        recipe_error(L, "%s: must be module names, as \"q_proj,v_proj\" or \"all-linear\"", key);
+    vp_module_set set;
+    const char *bad;
+    unsigned len;
+    if (!vp_module_parse(lua_tostring(L, -1), &set, &bad, &len)) {
+        luaL_Buffer b;
+        luaL_buffinit(L, &b);
+        for (unsigned i = 1; vp_module_names[i]; i++) {
+            if (i > 1) luaL_addstring(&b, ", ");
+            luaL_addstring(&b, vp_module_names[i]);
+        }
+        luaL_pushresult(&b);
+        lua_pushlstring(L, bad, len);
+        recipe_error(L, "%s: no module is called '%s' (known: all-linear, %s)", key, lua_tostring(L, -1),
+                     lua_tostring(L, -2));
+    }
+    if (!set) recipe_error(L, "%s: names no module", key);
+    return set;
+}
+static void parse_lora_targets(lua_State *L, vp_recipe *r, const char *k) { r->lora_targets = read_modules(L, k); }
+static void parse_modules_to_save(lua_State *L, vp_recipe *r, const char *k) { r->modules_to_save = read_modules(L, k); }
 static void parse_gpus(lua_State *L, vp_recipe *r, const char *k) { r->gpus = (unsigned)read_int(L, k, 1, 1 << 24); }
 
 /* "8,8,8,8": the layers of each stage, in order */
@@ -198,6 +226,12 @@ static const recipe_key keys[] = {
     {"num_microbatches", parse_microbatches, "micro-batches per step (with pp; gradient accumulation without) [pp]"},
     {"pp_layers", parse_pp_layers, "layers of each stage, as \"7,8,8,9\" [an even split]"},
     {"gpus", parse_gpus, "GPUs in all: when given, must equal dp x tp x pp x cp"},
+    {"finetune", parse_finetune, "what is trained: full, lora (qlora, prefix, prompt, freeze: not modelled yet) [full]"},
+    {"lora_rank", parse_lora_rank, "LoRA's r [8]"},
+    {"lora_alpha", parse_lora_alpha, "LoRA's alpha (scaling alpha / r: no memory of its own) [8]"},
+    {"lora_dropout", parse_lora_dropout, "dropout on the adapters' input (a mask and a copy per targeted module) [0]"},
+    {"lora_targets", parse_lora_targets, "modules given adapters: names (q_proj,v_proj) or all-linear [q_proj,v_proj; GPT-2 c_attn]"},
+    {"modules_to_save", parse_modules_to_save, "modules trained in full beside the adapters (lm_head, embed_tokens, norm)"},
     {"gpus_per_node", parse_gpus_per_node, "GPUs per node, for host memory per node [min(dp, 8)]"},
     {"fragmentation", parse_fragmentation, "caching-allocator reservation beyond whole segments, as a fraction of the allocated peak"},
     {"cuda_context_mib", parse_context, "memory of the CUDA context and its loaded kernels, in MiB"},
@@ -303,6 +337,23 @@ void vp_lua_push_recipe(lua_State *L, const vp_recipe *given) {
     lua_setfield(L, -2, "etp");
     lua_pushinteger(L, r->cp);
     lua_setfield(L, -2, "cp");
+    lua_pushstring(L, vp_finetune_names[r->finetune]);
+    lua_setfield(L, -2, "finetune");
+    if (r->finetune != VP_FINETUNE_FULL) {
+        char names[256];
+        lua_pushinteger(L, r->lora_rank);
+        lua_setfield(L, -2, "lora_rank");
+        lua_pushnumber(L, r->lora_alpha);
+        lua_setfield(L, -2, "lora_alpha");
+        lua_pushnumber(L, r->lora_dropout);
+        lua_setfield(L, -2, "lora_dropout");
+        vp_module_format(vp_lora_targets(r), names, sizeof names);
+        lua_pushstring(L, names);
+        lua_setfield(L, -2, "lora_targets");
+        vp_module_format(r->modules_to_save, names, sizeof names);
+        lua_pushstring(L, names);
+        lua_setfield(L, -2, "modules_to_save");
+    }
     lua_pushboolean(L, r->sequence_parallel);
     lua_setfield(L, -2, "sequence_parallel");
     lua_pushboolean(L, r->distributed_optimizer);

@@ -4,6 +4,7 @@
 #ifndef VP_MODEL_H
 #define VP_MODEL_H
 
+#include "modules.h"
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -40,9 +41,17 @@ typedef struct {
     const char *label;
     unsigned count;
     bool expert;
+    vp_module module;            /* the Hugging Face module it belongs to */
+    uint64_t out_features;       /* a linear layer's weight: its outputs (LoRA adapts it); else 0 */
 } vp_leaf_spec;
 
 static inline unsigned vp_leaf_count(const vp_leaf_spec *spec) { return spec->count ? spec->count : 1; }
+
+/* A trainable parameter in the precision's dtype, one of it, of `module`
+ * (out_features: a linear weight's outputs; 0 for anything else). */
+static inline vp_leaf_spec vp_param(uint64_t numel, const char *label, vp_module module, uint64_t out_features) {
+    return (vp_leaf_spec){numel, VP_DTYPE_NONE, true, false, label, 1, false, module, out_features};
+}
 
 /* How the model is split over model-parallel ranks: tensor-parallel ranks,
  * and expert-parallel ranks sharing the experts. */

@@ -95,24 +95,26 @@ static unsigned attention_leaves(const vp_op *op, const vp_ranks *split, vp_leaf
     shape s = local_shape(op, tp);
     uint64_t q = s.heads * s.head_dim, kv = s.kv_heads * s.head_dim;
     bool qkv_bias = vp_op_flag(op, ATT_QKV_BIAS), fused = vp_op_flag(op, ATT_FUSED_QKV);
-    for (unsigned i = 0; i < ATT_SLOTS; i++) out[i] = (vp_leaf_spec){0, VP_DTYPE_NONE, true, false, "attention", 1, false};
+    vp_module out_module = fused ? VP_MODULE_C_PROJ : VP_MODULE_O_PROJ; /* GPT-2's names with its fused q/k/v */
+    for (unsigned i = 0; i < ATT_SLOTS; i++) out[i] = vp_param(0, "attention", VP_MODULE_NONE, 0);
     if (fused) {
-        out[Q_W] = (vp_leaf_spec){s.hidden * (q + 2 * kv), VP_DTYPE_NONE, true, false, "c_attn.weight", 1, false};
-        out[Q_B] = (vp_leaf_spec){qkv_bias ? q + 2 * kv : 0, VP_DTYPE_NONE, true, false, "c_attn.bias", 1, false};
+        out[Q_W] = vp_param(s.hidden * (q + 2 * kv), "c_attn.weight", VP_MODULE_C_ATTN, q + 2 * kv);
+        out[Q_B] = vp_param(qkv_bias ? q + 2 * kv : 0, "c_attn.bias", VP_MODULE_C_ATTN, 0);
     } else {
-        out[Q_W] = (vp_leaf_spec){s.hidden * q, VP_DTYPE_NONE, true, false, "q_proj.weight", 1, false};
-        out[Q_B] = (vp_leaf_spec){qkv_bias ? q : 0, VP_DTYPE_NONE, true, false, "q_proj.bias", 1, false};
-        out[K_W] = (vp_leaf_spec){s.hidden * kv, VP_DTYPE_NONE, true, false, "k_proj.weight", 1, false};
-        out[K_B] = (vp_leaf_spec){qkv_bias ? kv : 0, VP_DTYPE_NONE, true, false, "k_proj.bias", 1, false};
-        out[V_W] = (vp_leaf_spec){s.hidden * kv, VP_DTYPE_NONE, true, false, "v_proj.weight", 1, false};
-        out[V_B] = (vp_leaf_spec){qkv_bias ? kv : 0, VP_DTYPE_NONE, true, false, "v_proj.bias", 1, false};
+        out[Q_W] = vp_param(s.hidden * q, "q_proj.weight", VP_MODULE_Q_PROJ, q);
+        out[Q_B] = vp_param(qkv_bias ? q : 0, "q_proj.bias", VP_MODULE_Q_PROJ, 0);
+        out[K_W] = vp_param(s.hidden * kv, "k_proj.weight", VP_MODULE_K_PROJ, kv);
+        out[K_B] = vp_param(qkv_bias ? kv : 0, "k_proj.bias", VP_MODULE_K_PROJ, 0);
+        out[V_W] = vp_param(s.hidden * kv, "v_proj.weight", VP_MODULE_V_PROJ, kv);
+        out[V_B] = vp_param(qkv_bias ? kv : 0, "v_proj.bias", VP_MODULE_V_PROJ, 0);
     }
-    out[O_W] = (vp_leaf_spec){q * s.hidden, VP_DTYPE_NONE, true, false, "o_proj.weight", 1, false}; /* row-parallel */
-    out[O_B] = (vp_leaf_spec){vp_op_flag(op, ATT_OUT_BIAS) ? s.hidden : 0, VP_DTYPE_NONE, true, false, "o_proj.bias", 1, false};
+    out[O_W] = vp_param(q * s.hidden, "o_proj.weight", out_module, s.hidden); /* row-parallel */
+    out[O_B] = vp_param(vp_op_flag(op, ATT_OUT_BIAS) ? s.hidden : 0, "o_proj.bias", out_module, 0);
     if (vp_op_u64(op, ATT_MASK) == MASK_BOOL_BUFFER) {
         /* GPT2Attention registers torch.tril(ones(n, n, dtype=bool)) per layer */
         uint64_t n = vp_op_u64(op, ATT_POSITIONS);
-        out[MASK_BUFFER] = (vp_leaf_spec){n * n, VP_BOOL, false, true, "attn.bias (causal mask)", 1, false};
+        out[MASK_BUFFER] = (vp_leaf_spec){.numel = n * n, .dtype = VP_BOOL, .buffer = true,
+                                          .label = "attn.bias (causal mask)", .count = 1};
     }
     return ATT_SLOTS;
 }

@@ -1,4 +1,5 @@
 /* op_basic.c — dropout, the residual branch, projections and op chaining. */
+#include "lora.h"
 #include "ops.h"
 
 static vp_t project(vp_step *step, vp_t x, vp_t weight, vp_t bias, uint64_t out_features, bool gather,
@@ -14,7 +15,7 @@ static vp_t project(vp_step *step, vp_t x, vp_t weight, vp_t bias, uint64_t out_
     vp_drop(sim, xa);
     vp_drop(sim, wa);
     vp_drop(sim, ba);
-    return y;
+    return vp_lora_forward(step, x, weight, y, label);
 }
 
 vp_t vp_project(vp_step *step, vp_t x, vp_t weight, vp_t bias, uint64_t out_features, const char *label) {

@@ -17,7 +17,7 @@ static const vp_field token_fields[TOKEN_FIELDS] = {
 static unsigned token_leaves(const vp_op *op, const vp_ranks *split, vp_leaf_spec *out) {
     unsigned tp = split->tp;
     uint64_t rows = vp_padded_vocab(vp_op_u64(op, TOKEN_VOCAB), tp) / tp;
-    out[0] = (vp_leaf_spec){rows * vp_op_u64(op, TOKEN_HIDDEN), VP_DTYPE_NONE, true, false, "embed_tokens.weight", 1, false};
+    out[0] = vp_param(rows * vp_op_u64(op, TOKEN_HIDDEN), "embed_tokens.weight", VP_MODULE_EMBED_TOKENS, 0);
     return 1;
 }
 
@@ -64,8 +64,8 @@ static const vp_field position_fields[POSITION_FIELDS] = {
 static unsigned position_leaves(const vp_op *op, const vp_ranks *split, vp_leaf_spec *out) {
     unsigned tp = split->tp;
     (void)tp; /* replicated */
-    out[0] = (vp_leaf_spec){vp_op_u64(op, POSITION_POSITIONS) * vp_op_u64(op, POSITION_HIDDEN), VP_DTYPE_NONE,
-                            true, false, "wpe.weight", 1, false};
+    out[0] = vp_param(vp_op_u64(op, POSITION_POSITIONS) * vp_op_u64(op, POSITION_HIDDEN), "wpe.weight",
+                      VP_MODULE_EMBED_POSITIONS, 0);
     return 1;
 }
 
@@ -107,7 +107,8 @@ static const char *rotary_check(const vp_op *op) {
 static unsigned rotary_leaves(const vp_op *op, const vp_ranks *split, vp_leaf_spec *out) {
     unsigned tp = split->tp;
     (void)tp;
-    out[0] = (vp_leaf_spec){vp_op_u64(op, ROTARY_HEAD_DIM) / 2, VP_FP32, false, true, "rotary_emb.inv_freq", 1, false};
+    out[0] = (vp_leaf_spec){.numel = vp_op_u64(op, ROTARY_HEAD_DIM) / 2, .dtype = VP_FP32, .buffer = true,
+                            .label = "rotary_emb.inv_freq", .count = 1};
     return 1;
 }
 

@@ -18,8 +18,8 @@ enum { HEAD_W, HEAD_B, HEAD_SLOTS };
 static unsigned head_leaves(const vp_op *op, const vp_ranks *split, vp_leaf_spec *out) {
     unsigned tp = split->tp;
     uint64_t v = vp_padded_vocab(vp_op_u64(op, HEAD_VOCAB), tp) / tp, h = vp_op_u64(op, HEAD_HIDDEN);
-    out[HEAD_W] = (vp_leaf_spec){vp_op_flag(op, HEAD_TIED) ? 0 : v * h, VP_DTYPE_NONE, true, false, "lm_head.weight", 1, false};
-    out[HEAD_B] = (vp_leaf_spec){vp_op_flag(op, HEAD_BIAS) ? v : 0, VP_DTYPE_NONE, true, false, "lm_head.bias", 1, false};
+    out[HEAD_W] = vp_param(vp_op_flag(op, HEAD_TIED) ? 0 : v * h, "lm_head.weight", VP_MODULE_LM_HEAD, v);
+    out[HEAD_B] = vp_param(vp_op_flag(op, HEAD_BIAS) ? v : 0, "lm_head.bias", VP_MODULE_LM_HEAD, 0);
     return HEAD_SLOTS;
 }
 

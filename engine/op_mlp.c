@@ -27,12 +27,15 @@ static unsigned mlp_leaves(const vp_op *op, const vp_ranks *split, vp_leaf_spec 
     unsigned tp = split->tp;
     uint64_t h = vp_op_u64(op, MLP_HIDDEN), f = vp_op_u64(op, MLP_INTERMEDIATE) / tp;
     bool bias = vp_op_flag(op, MLP_BIAS), gated = vp_op_flag(op, MLP_GATED);
-    out[UP_W] = (vp_leaf_spec){h * f, VP_DTYPE_NONE, true, false, "mlp.up_proj.weight", 1, false};
-    out[UP_B] = (vp_leaf_spec){bias ? f : 0, VP_DTYPE_NONE, true, false, "mlp.up_proj.bias", 1, false};
-    out[GATE_W] = (vp_leaf_spec){gated ? h * f : 0, VP_DTYPE_NONE, true, false, "mlp.gate_proj.weight", 1, false};
-    out[GATE_B] = (vp_leaf_spec){gated && bias ? f : 0, VP_DTYPE_NONE, true, false, "mlp.gate_proj.bias", 1, false};
-    out[DOWN_W] = (vp_leaf_spec){f * h, VP_DTYPE_NONE, true, false, "mlp.down_proj.weight", 1, false};
-    out[DOWN_B] = (vp_leaf_spec){bias ? h : 0, VP_DTYPE_NONE, true, false, "mlp.down_proj.bias", 1, false};
+    /* gated: LLaMA's names; plain: GPT-2's c_fc and c_proj */
+    vp_module up_module = gated ? VP_MODULE_UP_PROJ : VP_MODULE_C_FC;
+    vp_module down_module = gated ? VP_MODULE_DOWN_PROJ : VP_MODULE_C_PROJ;
+    out[UP_W] = vp_param(h * f, "mlp.up_proj.weight", up_module, f);
+    out[UP_B] = vp_param(bias ? f : 0, "mlp.up_proj.bias", up_module, 0);
+    out[GATE_W] = vp_param(gated ? h * f : 0, "mlp.gate_proj.weight", VP_MODULE_GATE_PROJ, f);
+    out[GATE_B] = vp_param(gated && bias ? f : 0, "mlp.gate_proj.bias", VP_MODULE_GATE_PROJ, 0);
+    out[DOWN_W] = vp_param(f * h, "mlp.down_proj.weight", down_module, h);
+    out[DOWN_B] = vp_param(bias ? h : 0, "mlp.down_proj.bias", down_module, 0);
     return MLP_SLOTS;
 }
 

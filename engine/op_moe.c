@@ -40,6 +40,13 @@ static const char *moe_check_tp(const vp_op *op, unsigned tp) {
 
 enum { ROUTER, W1, W3, W2, SHARED_UP, SHARED_GATE_PROJ, SHARED_DOWN, SHARED_GATE, MOE_SPECS };
 
+/* `local` identical experts' copies of a weight, split over expert-parallel ranks. */
+static vp_leaf_spec experts_of(vp_leaf_spec spec, unsigned local) {
+    spec.count = local;
+    spec.expert = true;
+    return spec;
+}
+
 /* Experts are split over expert-parallel ranks, each one's width over
  * expert-tensor-parallel ranks; shared experts split like a dense MLP. */
 static unsigned moe_leaves(const vp_op *op, const vp_ranks *split, vp_leaf_spec *out) {
@@ -47,15 +54,14 @@ static unsigned moe_leaves(const vp_op *op, const vp_ranks *split, vp_leaf_spec 
     uint64_t f = vp_op_u64(op, MOE_INTERMEDIATE) / split->etp;
     uint64_t fs = vp_op_u64(op, MOE_SHARED) / split->tp;
     unsigned local = (unsigned)(e / split->ep);
-    out[ROUTER] = (vp_leaf_spec){e * h, VP_DTYPE_NONE, true, false, "moe.gate.weight", 1, false};
-    out[W1] = (vp_leaf_spec){f * h, VP_DTYPE_NONE, true, false, "moe.experts.w1", local, true};
-    out[W3] = (vp_leaf_spec){f * h, VP_DTYPE_NONE, true, false, "moe.experts.w3", local, true};
-    out[W2] = (vp_leaf_spec){h * f, VP_DTYPE_NONE, true, false, "moe.experts.w2", local, true};
-    out[SHARED_UP] = (vp_leaf_spec){fs * h, VP_DTYPE_NONE, true, false, "moe.shared_expert.up_proj", 1, false};
-    out[SHARED_GATE_PROJ] = (vp_leaf_spec){fs * h, VP_DTYPE_NONE, true, false, "moe.shared_expert.gate_proj", 1, false};
-    out[SHARED_DOWN] = (vp_leaf_spec){h * fs, VP_DTYPE_NONE, true, false, "moe.shared_expert.down_proj", 1, false};
-    out[SHARED_GATE] = (vp_leaf_spec){vp_op_flag(op, MOE_SHARED_GATE) ? h : 0, VP_DTYPE_NONE, true, false,
-                                      "moe.shared_expert_gate", 1, false};
+    out[ROUTER] = vp_param(e * h, "moe.gate.weight", VP_MODULE_GATE, e);
+    out[W1] = experts_of(vp_param(f * h, "moe.experts.w1", VP_MODULE_W1, f), local);
+    out[W3] = experts_of(vp_param(f * h, "moe.experts.w3", VP_MODULE_W3, f), local);
+    out[W2] = experts_of(vp_param(h * f, "moe.experts.w2", VP_MODULE_W2, h), local);
+    out[SHARED_UP] = vp_param(fs * h, "moe.shared_expert.up_proj", VP_MODULE_UP_PROJ, fs);
+    out[SHARED_GATE_PROJ] = vp_param(fs * h, "moe.shared_expert.gate_proj", VP_MODULE_GATE_PROJ, fs);
+    out[SHARED_DOWN] = vp_param(h * fs, "moe.shared_expert.down_proj", VP_MODULE_DOWN_PROJ, h);
+    out[SHARED_GATE] = vp_param(vp_op_flag(op, MOE_SHARED_GATE) ? h : 0, "moe.shared_expert_gate", VP_MODULE_NONE, 0);
     return MOE_SPECS;
 }
 

@@ -17,8 +17,8 @@ static unsigned layernorm_leaves(const vp_op *op, const vp_ranks *split, vp_leaf
     unsigned tp = split->tp;
     (void)tp; /* norms are replicated on every tensor-parallel rank */
     uint64_t h = vp_op_u64(op, LN_HIDDEN);
-    out[0] = (vp_leaf_spec){h, VP_DTYPE_NONE, true, false, "layernorm.weight", 1, false};
-    out[1] = (vp_leaf_spec){vp_op_flag(op, LN_BIAS) ? h : 0, VP_DTYPE_NONE, true, false, "layernorm.bias", 1, false};
+    out[0] = vp_param(h, "layernorm.weight", VP_MODULE_NORM, 0);
+    out[1] = vp_param(vp_op_flag(op, LN_BIAS) ? h : 0, "layernorm.bias", VP_MODULE_NORM, 0);
     return 2;
 }
 
@@ -53,7 +53,7 @@ static const vp_field rmsnorm_fields[RMS_FIELDS] = {
 static unsigned rmsnorm_leaves(const vp_op *op, const vp_ranks *split, vp_leaf_spec *out) {
     unsigned tp = split->tp;
     (void)tp;
-    out[0] = (vp_leaf_spec){vp_op_u64(op, RMS_HIDDEN), VP_DTYPE_NONE, true, false, "rmsnorm.weight", 1, false};
+    out[0] = vp_param(vp_op_u64(op, RMS_HIDDEN), "rmsnorm.weight", VP_MODULE_NORM, 0);
     return 1;
 }
 

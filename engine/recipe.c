@@ -9,6 +9,14 @@ const char *const vp_precision_names[] = {
 const char *const vp_optimizer_impl_names[] = {"for-loop", "foreach", "fused", "auto", NULL};
 const char *const vp_attention_names[] = {"eager", "sdpa", "flash", "sdpa-mem-efficient", NULL};
 const char *const vp_framework_names[] = {"torch", "deepspeed", "fsdp", "megatron", NULL};
+vp_module_set vp_lora_targets(const vp_recipe *recipe) {
+    if (recipe->lora_targets) return recipe->lora_targets;
+    /* TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING: llama, mistral,
+     * mixtral, qwen2 -> q_proj, v_proj; gpt2 -> c_attn */
+    return vp_module_bit(VP_MODULE_Q_PROJ) | vp_module_bit(VP_MODULE_V_PROJ) | vp_module_bit(VP_MODULE_C_ATTN);
+}
+
+const char *const vp_finetune_names[] = {"full", "lora", "qlora", "prefix", "prompt", "freeze", NULL};
 const char *const vp_fsdp_names[] = {"none", "no_shard", "shard_grad_op", "full_shard", "hybrid_shard", NULL};
 const char *const vp_offload_names[] = {"none", "cpu", "nvme", NULL};
 const char *const vp_pp_schedule_names[] = {"1f1b", "gpipe", "interleaved-1f1b", NULL};
@@ -59,6 +67,13 @@ void vp_recipe_defaults(vp_recipe *recipe) {
     recipe->ep = 1;
     recipe->etp = 0;
     recipe->cp = 1;
+    /* peft.LoraConfig: r=8, lora_alpha=8, lora_dropout=0.0 */
+    recipe->finetune = VP_FINETUNE_FULL;
+    recipe->lora_rank = 8;
+    recipe->lora_alpha = 8;
+    recipe->lora_dropout = 0.0;
+    recipe->lora_targets = 0;
+    recipe->modules_to_save = 0;
     recipe->sequence_parallel = false;
     recipe->distributed_optimizer = false;
     recipe->grads_in_fp32 = true; /* Megatron-LM's default for bf16 (arguments.py) */

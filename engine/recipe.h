@@ -4,6 +4,7 @@
 #ifndef VP_RECIPE_H
 #define VP_RECIPE_H
 
+#include "modules.h"
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -57,6 +58,18 @@ typedef enum { VP_PP_1F1B, VP_PP_GPIPE, VP_PP_INTERLEAVED, VP_PP_COUNT } vp_pp_s
 
 enum { VP_MAX_STAGES = 1024 };
 
+/* What a step trains: everything, or a parameter-efficient method as
+ * Hugging Face PEFT applies it. */
+typedef enum {
+    VP_FINETUNE_FULL,
+    VP_FINETUNE_LORA,
+    VP_FINETUNE_QLORA,
+    VP_FINETUNE_PREFIX,
+    VP_FINETUNE_PROMPT,
+    VP_FINETUNE_FREEZE,
+    VP_FINETUNE_COUNT
+} vp_finetune;
+
 /* Behaviour that changed between the PyTorch versions we model. */
 typedef enum { VP_TORCH_2, VP_TORCH_1_13, VP_TORCH_COUNT } vp_torch_version;
 
@@ -108,6 +121,13 @@ typedef struct {
     unsigned n_pp_layers;        /* a custom layout: layers of each stage (0: even) */
     unsigned pp_layers[VP_MAX_STAGES];
     unsigned gpus;               /* when given, must equal dp x tp x pp x cp */
+    /* fine-tuning (PEFT's LoraConfig names and defaults) */
+    vp_finetune finetune;
+    unsigned lora_rank;          /* r */
+    double lora_alpha;           /* scaling = alpha / r: no memory of its own */
+    double lora_dropout;
+    vp_module_set lora_targets;  /* target_modules; 0: PEFT's default for the model */
+    vp_module_set modules_to_save; /* trained in full beside the adapters */
 } vp_recipe;
 
 void vp_recipe_defaults(vp_recipe *recipe);
@@ -120,6 +140,11 @@ extern const char *const vp_precision_names[];
 extern const char *const vp_optimizer_impl_names[];
 extern const char *const vp_attention_names[];
 extern const char *const vp_framework_names[];
+extern const char *const vp_finetune_names[];
+
+/* The modules LoRA adapts: the recipe's, or PEFT's defaults for the
+ * supported models (q_proj and v_proj; c_attn for GPT-2). */
+vp_module_set vp_lora_targets(const vp_recipe *recipe);
 extern const char *const vp_fsdp_names[];
 extern const char *const vp_offload_names[];
 extern const char *const vp_pp_schedule_names[];

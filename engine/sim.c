@@ -130,6 +130,13 @@ void vp_drop(vp_sim *sim, vp_t t) {
     if (x->base) vp_drop(sim, x->base);
 }
 
+void vp_requires_grad(vp_sim *sim, vp_t t) {
+    vp_tensor *x = vp_at(sim, t);
+    x->requires_grad = true;
+    x->leaf = true;
+    x->grad_category = VP_CAT_TRANSIENT;
+}
+
 vp_t vp_leaf_resident(vp_sim *sim, uint64_t numel, vp_dtype dtype, uint64_t resident_bytes, vp_category category,
                       bool trainable, const char *label) {
     vp_t t = new_record(sim);

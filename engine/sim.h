@@ -95,6 +95,9 @@ vp_t vp_new(vp_sim *sim, uint64_t numel, vp_dtype dtype, const char *label);
 vp_t vp_new_in(vp_sim *sim, uint64_t numel, vp_dtype dtype, vp_category category, const char *label);
 vp_t vp_view(vp_sim *sim, vp_t base, uint64_t numel, const char *label);
 void vp_hold(vp_sim *sim, vp_t t);
+/* tensor.requires_grad_(True) on a tensor made without grad: a leaf whose
+ * gradient accumulates in its .grad (the owner drops that with it). */
+void vp_requires_grad(vp_sim *sim, vp_t t);
 void vp_drop(vp_sim *sim, vp_t t);
 vp_tensor *vp_at(vp_sim *sim, vp_t t);
 

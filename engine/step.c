@@ -9,6 +9,7 @@
 
 #include "checkpoint.h"
 #include "layout.h"
+#include "lora.h"
 #include "ops.h"
 #include "optimizer.h"
 #include "update.h"
@@ -87,7 +88,8 @@ void vp_step_clear_casts(vp_step *step, unsigned from) {
  * its own layer instances (layer i of an entry uses the entry's instance
  * i mod per, standing for that position in every chunk the entry covers).
  * A stage whose input arrives from another stage holds that input outside
- * its first layer, so the first chunk is not like the others: it gets an
+ * its first layer, and a first layer fed by frozen embeddings gets no
+ * input gradient, so the first chunk is not like the others: it gets an
  * entry of its own. Chunks do not mix the model's first layers with the
  * others: each kind of layer is planned as a run of its own. */
 static unsigned chunk_layers(const vp_step *step) {
@@ -100,9 +102,12 @@ static unsigned chunk_layers(const vp_step *step) {
 static void plan_run(vp_step *step, unsigned first, unsigned layers, unsigned per, unsigned *instance) {
     unsigned n = step->n_chunks, left = layers / per, rest = layers % per;
     bool checkpointed = step->recipe->checkpoint_every > 0;
+    /* the first chunk is unlike the rest when its input comes from another
+     * stage, or from frozen embeddings (no gradient flows into it) */
+    bool lone_first = !step->stage.embed || step->recipe->finetune != VP_FINETUNE_FULL;
     while (left) {
         /* without folding, every chunk is its own entry */
-        unsigned repeat = !step->fold ? 1 : (n == 0 && !step->stage.embed && left > 1) ? 1 : left;
+        unsigned repeat = !step->fold ? 1 : (n == 0 && lone_first && left > 1) ? 1 : left;
         step->chunks[n] = (vp_chunk){.step = step, .first_layer = first, .layers = per, .checkpointed = checkpointed,
                                      .instance = *instance};
         step->chunk_repeat[n++] = repeat;
@@ -304,6 +309,17 @@ static vp_t run_section(vp_step *step, vp_section_id id, const vp_t *leaves, vp_
         vp_t next = op->kind->forward(step, op, leaves + op->slot, current);
         vp_drop(&step->sim, current);
         current = next;
+        /* PEFT with gradient checkpointing calls enable_input_require_grads:
+         * a forward hook makes the frozen token embedding's output require
+         * grad, so that reentrant checkpoints see an input that needs one */
+        if (op->kind == &vp_op_token_embedding && step->recipe->finetune != VP_FINETUNE_FULL &&
+            step->recipe->checkpoint_every && !vp_at(&step->sim, current)->requires_grad) {
+            vp_requires_grad(&step->sim, current);
+            /* its AccumulateGrad node holds it, .grad and all, for as long as
+             * the graph lives: until the loss goes */
+            vp_hold(&step->sim, current);
+            step->hooked_input = current;
+        }
         if (i == scatter_after) {
             next = vp_scatter(&step->sim, current, step->tp, "embeddings.scatter");
             vp_drop(&step->sim, current);
@@ -364,6 +380,16 @@ static void backward_layers(vp_step *step) {
 
 /* ---- the step ---- */
 
+/* The graph lets go of the embedding output PEFT made require grad: it
+ * goes, and its .grad with it. */
+static void drop_hooked(vp_sim *sim, vp_t hooked) {
+    if (!hooked) return;
+    vp_t grad = vp_at(sim, hooked)->param_grad;
+    vp_at(sim, hooked)->param_grad = 0;
+    vp_drop(sim, grad);
+    vp_drop(sim, hooked);
+}
+
 /* The gradients a rank keeps for the optimizer: whole, or its shard. */
 static uint64_t kept_grad_bytes(vp_step *step) {
     uint64_t total = 0;
@@ -377,9 +403,12 @@ static uint64_t kept_grad_bytes(vp_step *step) {
             vp_t t = group.leaves[i];
             uint64_t bytes;
             if (!t || !vp_at(&step->sim, t)->requires_grad) continue;
-            uint64_t numel = vp_at(&step->sim, t)->numel;
-            if (sharded) numel = vp_shard_numel(numel, vp_plan_shards(&step->plan, vp_at(&step->sim, t)->expert)->grads);
-            if (vp_tensor_bytes(dtype, numel, &bytes)) total += bytes * group.repeat;
+            const vp_tensor *x = vp_at(&step->sim, t);
+            uint64_t numel = x->numel;
+            if (sharded) numel = vp_shard_numel(numel, vp_plan_shards(&step->plan, x->expert)->grads);
+            /* a whole gradient is in its parameter's own dtype (LoRA's fp32 adapters) */
+            vp_dtype own = sharded || step->plan.grads == VP_GRADS_BUCKET ? dtype : (vp_dtype)x->grad_dtype;
+            if (vp_tensor_bytes(own, numel, &bytes)) total += bytes * group.repeat;
         }
     }
     return total;
@@ -416,6 +445,7 @@ static void free_step(vp_step *step) {
     free(step->chunks);
     free(step->chunk_repeat);
     free(step->hooks);
+    free(step->adapters);
 }
 
 static vp_step_status status_of(const vp_step *step) {
@@ -448,7 +478,7 @@ static uint64_t micro_batch(vp_step *step, const vp_meter *resident, const vp_me
     if (step->stage.final) step->labels = vp_new(sim, step->tokens, VP_INT64, "batch.labels");
     vp_drop(sim, old_ids);
     vp_drop(sim, old_labels);
-    vp_t old_loss = step->loss, old_logits = step->logits;
+    vp_t old_loss = step->loss, old_logits = step->logits, old_hooked = step->hooked_input;
     step->loss = step->logits = 0;
     step->position_ids = vp_new(sim, step->seq, VP_INT64, "position_ids");
     for (int s = 0; s < VP_SECTION_COUNT; s++) prepare_ops(step, m->section[s].ops, m->section[s].n_ops);
@@ -491,6 +521,7 @@ static uint64_t micro_batch(vp_step *step, const vp_meter *resident, const vp_me
     /* `out = model(batch)` rebinds: the last micro-batch's outputs go now */
     vp_drop(sim, old_loss);
     vp_drop(sim, old_logits);
+    drop_hooked(sim, old_hooked);
     uint64_t activations = step->recipe->device == VP_DEVICE_CPU ? ledger->raw.total - resident_raw->total
                                                                  : ledger->rounded.total - resident->total;
 
@@ -542,13 +573,14 @@ static void run(vp_step *step, vp_step_result *result) {
     /* the loop body ends: loss, outputs and the batch go */
     vp_drop(sim, step->loss);
     vp_drop(sim, step->logits);
+    drop_hooked(sim, step->hooked_input);
     vp_drop(sim, step->input_ids);
     vp_drop(sim, step->labels);
     if (status_of(step) == VP_STEP_OK && memcmp(ledger->rounded.current, resident.current, sizeof resident.current))
         sim->status = VP_SIM_UNBALANCED;
 
     result->params = vp_model_params(m, false);
-    result->trainable_params = vp_model_params(m, true);
+    result->trainable_params = vp_finetune_trainable_params(m, step->recipe);
     result->params_bytes = resident_raw.current[VP_CAT_PARAMS];
     result->buffers_bytes = resident_raw.current[VP_CAT_BUFFERS];
     result->master_bytes = resident_raw.current[VP_CAT_MASTER];
@@ -630,6 +662,7 @@ const char *vp_step_layout_problem(const vp_model *model, const vp_recipe *recip
     const vp_precision *precision = vp_precision_get(recipe->precision);
     if (!precision) return "precision: unknown";
     const char *problem = vp_shard_plan_make(recipe, precision, &plan);
+    if (!problem) problem = vp_finetune_problem(model, recipe);
     if (problem || !model) return problem;
     if (recipe->tp > 1) {
         problem = vp_model_check_tp(model, recipe->tp);

@@ -64,6 +64,7 @@ typedef struct vp_step {
     /* tensors the model forward creates once per step */
     vp_t input_ids, labels, position_ids, cos, sin, causal_mask, logits, loss;
     vp_t tied_weight;                /* the token embedding, for a tied head */
+    vp_t hooked_input;               /* the embedding output made to require grad (PEFT, checkpointing) */
     /* leaves: one slot array per section instance */
     vp_t *embed_leaves, *final_leaves;
     vp_t *layer_leaves;              /* n_layer_instances x layer slots */
@@ -81,6 +82,9 @@ typedef struct vp_step {
     struct vp_layer_hook *hooks;     /* one per layer instance */
     uint64_t root_gather_bytes;      /* FSDP's root unit (embeddings, head) gathered for the step */
     uint64_t host_bytes, host_peak, nvme_bytes; /* per rank, outside the GPU */
+    /* LoRA's adapters, by the weight they sit beside */
+    struct vp_lora_adapter *adapters;
+    unsigned n_adapters, cap_adapters;
     void **scratch;                  /* memory that lives as long as the step */
     unsigned n_scratch, cap_scratch;
 } vp_step;

@@ -495,6 +495,34 @@ static void test_first_layers(void) {
     vp_model_free(&s1);
 }
 
+/* LoRA: adapters beside q and v, frozen base; under ZeRO-3 the first
+ * layer's input needs no gradient and its gathered weights are released
+ * when backward ends. Folded and unfolded agree; the base keeps no
+ * gradient or optimizer state. */
+static void test_lora(void) {
+    vp_model m;
+    build_llama(&m, &small);
+    const vp_framework frameworks[] = {VP_FRAMEWORK_TORCH, VP_FRAMEWORK_DEEPSPEED, VP_FRAMEWORK_FSDP};
+    for (unsigned i = 0; i < 3; i++)
+        for (unsigned ckpt = 0; ckpt < 2; ckpt++) {
+            vp_recipe r = base_recipe();
+            r.finetune = VP_FINETUNE_LORA;
+            r.lora_dropout = 0.1;
+            r.framework = frameworks[i];
+            r.precision = i ? VP_PREC_MIXED_BF16 : VP_PREC_BF16;
+            r.zero = i == 1 ? 3 : 0;
+            r.dp = i ? 4 : 1;
+            r.checkpoint_every = ckpt;
+            vp_step_result folded, unfolded;
+            CHECK(vp_step_run(&m, &r, true, false, &folded, NULL) == VP_STEP_OK);
+            CHECK(vp_step_run(&m, &r, false, false, &unfolded, NULL) == VP_STEP_OK);
+            same_result(&folded, &unfolded);
+            /* q: 256 -> 256, v: 256 -> 128 (two key/value heads of 64) */
+            CHECK_EQ_U64(folded.trainable_params, 7u * 8u * ((256 + 256) + (256 + 128)));
+        }
+    vp_model_free(&m);
+}
+
 /* Context parallelism: seq_len / cp tokens per rank and the ring's
  * buffers; the folded evaluation agrees with the unfolded one. */
 static void test_context_parallel(void) {
@@ -531,5 +559,6 @@ int main(void) {
     test_expert_parallel();
     test_context_parallel();
     test_first_layers();
+    test_lora();
     return check_summary("test_step");
 }

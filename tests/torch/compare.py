@@ -94,6 +94,15 @@ CASES = [
     ("deepseek-moe fp32", deepseek(), recipe()),
     ("deepseek-moe bf16 norm_topk", deepseek(norm=True), recipe("bf16")),
     ("deepseek-moe no aux loss checkpointed", deepseek(alpha=0.0, layers=4), recipe(ckpt="full")),
+    # LoRA as PEFT applies it (frozen base, trained A and B)
+    ("llama lora q,v fp32", llama(), recipe(finetune="lora")),
+    ("llama lora all-linear bf16", llama(), recipe("bf16", finetune="lora", lora_targets="all-linear", lora_rank=4)),
+    ("llama lora amp-bf16 dropout", llama(), recipe("amp-bf16", finetune="lora", lora_dropout=0.1)),
+    ("llama lora mixed-bf16", llama(), recipe("mixed-bf16", finetune="lora", lora_targets="q_proj,k_proj,down_proj")),
+    ("llama lora checkpointed", llama(layers=3), recipe("bf16", ckpt="full", finetune="lora")),
+    ("gpt2 lora c_attn", gpt2(), recipe(finetune="lora")),
+    ("gpt2 lora all-linear checkpointed", gpt2(layers=3), recipe("amp-bf16", ckpt="full", finetune="lora",
+                                                                  lora_targets="all-linear", lora_dropout=0.05)),
     # DistributedDataParallel (2 ranks over gloo): flat gradient buckets
     ("llama DDP", llama(), recipe(dp=2)),
     ("llama DDP bucket views", llama(), recipe(dp=2, ddp_bucket_view="true")),

@@ -19,7 +19,12 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 import torch.utils.checkpoint
 
-from models import Autocast, CausalLM
+from models import Autocast, CausalLM, add_lora
+
+# oneDNN's bf16 GEMMs allocate scratch buffers of their own on the CPU (heap
+# memory, no tensor, transient inside each matmul) that a GPU run does not
+# have; ATen's own CPU kernels do not.
+torch.backends.mkldnn.enabled = False
 
 _lib = ctypes.CDLL(None)
 _current = _lib.memcount_current
@@ -115,7 +120,16 @@ def measure(case, rank=None):
     model_dtype = torch.bfloat16 if precision in ("bf16", "mixed-bf16") else torch.float32
     model.to(model_dtype)
     ac = Autocast(torch.bfloat16 if precision == "amp-bf16" else None)
-    params = [p for p in model.parameters()]
+    if recipe.get("finetune", "full") == "lora":
+        # PEFT upcasts 16-bit adapters to fp32 (autocast_adapter_dtype) unless
+        # the framework casts the whole module (the mixed-* recipes)
+        adapter_dtype = model_dtype if precision.startswith("mixed") else torch.float32
+        add_lora(model, ac, recipe, adapter_dtype)
+        if every:  # enable_input_require_grads
+            embedding = model.model.wte if cfg["model_type"] == "gpt2" else model.model.embed_tokens
+            embedding.register_forward_hook(lambda module, inputs, output: output.requires_grad_(True))
+    all_params = [p for p in model.parameters()]
+    params = [p for p in all_params if p.requires_grad]
     net = model
     if rank is not None:  # DistributedDataParallel over gloo, one process per rank
         # gloo cannot broadcast GPT-2's bool mask buffers: DDP is told to skip them
@@ -158,7 +172,7 @@ def measure(case, rank=None):
             result["activations_bytes"] = after_forward - start
             result["end_balance"] = _current() - start
 
-    result["params_bytes"] = tensor_bytes(params)
+    result["params_bytes"] = tensor_bytes(all_params)
     result["buffers_bytes"] = tensor_bytes(model.buffers())
     if isinstance(opt, MasterWeights):
         result["master_bytes"] = tensor_bytes(opt.masters)
@@ -177,7 +191,7 @@ def measure(case, rank=None):
     result["resident_bytes"] = resident
     result["non_tensor_resident_bytes"] = start - base - resident
     result["peak_allocated_bytes"] = resident + dynamic_peak
-    del model, net, opt, params
+    del model, net, opt, params, all_params
     gc.collect()
     return result
 

@@ -11,8 +11,11 @@ the code here keeps what 2.x on CUDA keeps, and says so:
   emulated by hand with CUDA's lists (matmul/linear/addmm/bmm in the low
   dtype, casts of leaves cached per forward; softmax without dtype, pow,
   layer_norm, nll_loss in fp32; everything else in its input's dtype).
-* dropout: CUDA's fused kernel keeps a one-byte mask; F.dropout on CPU keeps a
-  mask in the input's dtype, so torch.native_dropout is called directly.
+* dropout: CUDA's fused kernel keeps a one-byte mask and its backward
+  allocates only the gradient; F.dropout on CPU keeps a mask in the input's
+  dtype, and native_dropout's CPU kernels make input-sized temporaries in
+  both directions, so dropout is a custom function that allocates what the
+  CUDA kernels allocate.
 * mean: 1.13's MeanBackward keeps its whole input; 2.x keeps only sizes.
   Mean2x below keeps nothing and expands in backward, as 2.x does.
 """
@@ -23,11 +26,13 @@ import torch.nn as nn
 
 
 class Autocast:
-    """torch.autocast(device_type='cuda', dtype=low) done by hand."""
+    """torch.autocast(device_type='cuda', dtype=low) done by hand; it also
+    carries the run's LoRA adapters (id(weight) -> (A, B, scaling, dropout))."""
 
     def __init__(self, low):
         self.low = low  # None: autocast off
         self.cache = {}
+        self.lora = {}
 
     def down(self, t):
         """Lower-precision list: fp32 inputs are cast; leaves that require
@@ -51,10 +56,36 @@ class Autocast:
         self.cache = {}
 
 
+class CudaDropout(torch.autograd.Function):
+    """torch.native_dropout as CUDA runs it: the output and a one-byte mask,
+    and a fused backward that allocates the gradient alone (the CPU kernels
+    make input-sized temporaries in both directions)."""
+
+    @staticmethod
+    def forward(ctx, x, p):
+        # the CPU kernels draw the mask through an input-sized float tensor;
+        # drawing it 64 elements at a time leaves the output and the mask,
+        # which is all CUDA's fused kernel allocates
+        mask = torch.empty(x.shape, dtype=torch.bool)
+        for part in mask.view(-1).split(64):
+            part.bernoulli_(1.0 - p)
+        ctx.scale = 1.0 / (1.0 - p)
+        out = torch.where(mask, x, torch.zeros((), dtype=x.dtype)).mul_(ctx.scale)
+        ctx.save_for_backward(mask)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        (mask,) = ctx.saved_tensors
+        # grad * mask on the CPU casts the mask to grad's dtype first (a
+        # temporary): torch.where allocates the result alone, as CUDA does
+        return torch.where(mask, grad, torch.zeros((), dtype=grad.dtype)).mul_(ctx.scale), None
+
+
 def dropout(x, p, training):
     if not training or p == 0.0:
         return x
-    return torch.native_dropout(x, p, True)[0]
+    return CudaDropout.apply(x, p)
 
 
 class Mean2x(torch.autograd.Function):
@@ -70,8 +101,22 @@ class Mean2x(torch.autograd.Function):
         return grad.expand(ctx.shape) / ctx.shape[-1]
 
 
+def lora(ac, x, w, result):
+    """peft.tuners.lora.layer.Linear.forward after its base layer."""
+    adapter = ac.lora.get(id(w))
+    if adapter is None:
+        return result
+    lora_A, lora_B, scaling, p = adapter
+    torch_result_dtype = result.dtype
+    if x.dtype != lora_A.dtype:  # self._cast_input_dtype(x, lora_A.weight.dtype)
+        x = x.to(lora_A.dtype)
+    result = result + linear(ac, linear(ac, dropout(x, p, True), lora_A), lora_B) * scaling
+    result = result.to(torch_result_dtype)
+    return result
+
+
 def linear(ac, x, w, b=None):
-    return nn.functional.linear(ac.down(x), ac.down(w), ac.down(b))
+    return lora(ac, x, w, nn.functional.linear(ac.down(x), ac.down(w), ac.down(b)))
 
 
 # ---------------------------------------------------------------- GPT-2
@@ -88,9 +133,9 @@ class Conv1D(nn.Module):
 
     def forward(self, ac, x):
         size_out = x.size()[:-1] + (self.nf,)
-        x = torch.addmm(ac.down(self.bias), ac.down(x).view(-1, x.size(-1)), ac.down(self.weight))
-        x = x.view(size_out)
-        return x
+        out = torch.addmm(ac.down(self.bias), ac.down(x).view(-1, x.size(-1)), ac.down(self.weight))
+        out = out.view(size_out)
+        return lora(ac, x, self.weight, out)
 
 
 class GPT2Attention(nn.Module):
@@ -598,3 +643,34 @@ class CausalLM(nn.Module):
         logits = linear(ac, hidden_states, self.model.head_weight())
         loss = causal_lm_loss(ac, logits, labels, self.vocab)
         return loss, logits
+
+
+# ---------------------------------------------------------------- LoRA
+
+LINEAR_NAMES = {"q_proj", "k_proj", "v_proj", "o_proj", "c_attn", "c_proj", "c_fc", "gate_proj", "up_proj",
+                "down_proj", "lm_head"}
+
+
+def add_lora(model, ac, recipe, adapter_dtype):
+    """get_peft_model(model, LoraConfig(...)): every parameter frozen, A and
+    B beside each targeted weight (all-linear: every linear but lm_head),
+    registered on the model so that they count as its parameters."""
+    r = recipe.get("lora_rank", 8)
+    alpha = recipe.get("lora_alpha", 8)
+    p = recipe.get("lora_dropout", 0.0)
+    wanted = recipe.get("lora_targets", "q_proj,v_proj,c_attn")
+    targets = LINEAR_NAMES - {"lm_head"} if wanted == "all-linear" else set(wanted.split(","))
+    for param in model.parameters():
+        param.requires_grad_(False)
+    adapters = nn.ParameterList()
+    for name, module in model.named_modules():
+        if name.rsplit(".", 1)[-1] not in targets or not hasattr(module, "weight"):
+            continue
+        w = module.weight
+        out_features, in_features = (w.shape[1], w.shape[0]) if isinstance(module, Conv1D) else w.shape
+        lora_A = nn.Parameter(torch.empty(r, in_features, dtype=adapter_dtype).normal_(std=0.02))
+        lora_B = nn.Parameter(torch.zeros(out_features, r, dtype=adapter_dtype))
+        adapters.append(lora_A)
+        adapters.append(lora_B)
+        ac.lora[id(w)] = (lora_A, lora_B, alpha / r, p)
+    model.lora_adapters = adapters

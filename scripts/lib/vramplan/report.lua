@@ -55,6 +55,10 @@ function report.human(ctx)
   line("recipe: %s, %s (%s), micro_batch %d x seq_len %d, checkpointing %s, attention %s",
     recipe.precision, recipe.optimizer, recipe.optimizer_impl, recipe.micro_batch, recipe.seq_len,
     recipe.checkpointing, recipe.attention)
+  if recipe.finetune ~= "full" then
+    line("fine-tuning: %s, r %d on %s (dropout %g)%s", recipe.finetune, recipe.lora_rank, recipe.lora_targets,
+      recipe.lora_dropout, recipe.modules_to_save ~= "" and (", training " .. recipe.modules_to_save) or "")
+  end
   if recipe.dp > 1 or recipe.pp > 1 or recipe.framework ~= "torch" then
     local layout = { recipe.framework, "dp " .. recipe.dp }
     if recipe.tp > 1 then layout[#layout + 1] = "tp " .. recipe.tp .. (recipe.sequence_parallel and " with sequence parallelism" or "") end

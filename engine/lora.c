@@ -1,0 +1,188 @@
+/* lora.c — parameter-efficient fine-tuning (Hugging Face PEFT, peft/tuners/
+ * lora/layer.py): frozen base weights, trained adapters, and the
+ * activations the adapters add. */
+#include "lora.h"
+
+#include <stdlib.h>
+
+#include "ops.h"
+#include "step.h"
+
+bool vp_finetune_trains(const vp_recipe *recipe, const vp_leaf_spec *spec) {
+    if (!spec->trainable || spec->buffer) return false;
+    return recipe->finetune == VP_FINETUNE_FULL || vp_module_in(recipe->modules_to_save, spec->module);
+}
+
+bool vp_lora_adapts(const vp_recipe *recipe, const vp_leaf_spec *spec) {
+    return recipe->finetune == VP_FINETUNE_LORA && spec->out_features && !spec->buffer &&
+           vp_module_in(vp_lora_targets(recipe), spec->module);
+}
+
+vp_dtype vp_lora_dtype(const vp_recipe *recipe, vp_dtype params) {
+    bool sixteen = params == VP_BF16 || params == VP_FP16;
+    bool whole_module_cast = recipe->precision == VP_PREC_MIXED_BF16 || recipe->precision == VP_PREC_MIXED_FP16;
+    return sixteen && !whole_module_cast ? VP_FP32 : params;
+}
+
+typedef struct {
+    const vp_recipe *recipe;
+    uint64_t trainable;
+    vp_module_set linear, present;
+} census;
+
+static void count_ops(census *c, const vp_op *ops, unsigned n, uint64_t times) {
+    static const vp_ranks whole = {1, 1, 1};
+    for (unsigned i = 0; i < n; i++) {
+        vp_leaf_spec specs[VP_OP_MAX_LEAVES];
+        unsigned k = ops[i].kind->leaves ? ops[i].kind->leaves(&ops[i], &whole, specs) : 0;
+        for (unsigned j = 0; j < k; j++) {
+            const vp_leaf_spec *s = &specs[j];
+            if (!s->numel) continue;
+            uint64_t copies = times * vp_leaf_count(s);
+            c->present |= vp_module_bit(s->module);
+            if (s->out_features) c->linear |= vp_module_bit(s->module);
+            if (vp_finetune_trains(c->recipe, s)) c->trainable += s->numel * copies;
+            if (vp_lora_adapts(c->recipe, s)) {
+                uint64_t in = s->numel / s->out_features;
+                c->trainable += (uint64_t)c->recipe->lora_rank * (in + s->out_features) * copies;
+            }
+        }
+        count_ops(c, ops[i].children, ops[i].n_children, times);
+    }
+}
+
+static census take_census(const vp_model *model, const vp_recipe *recipe) {
+    census c = {recipe, 0, 0, 0};
+    const vp_section *s = model->section;
+    count_ops(&c, s[VP_SECTION_EMBED].ops, s[VP_SECTION_EMBED].n_ops, 1);
+    count_ops(&c, s[VP_SECTION_FIRST_LAYER].ops, s[VP_SECTION_FIRST_LAYER].n_ops, model->first_layers);
+    count_ops(&c, s[VP_SECTION_LAYER].ops, s[VP_SECTION_LAYER].n_ops, model->layers - model->first_layers);
+    count_ops(&c, s[VP_SECTION_FINAL].ops, s[VP_SECTION_FINAL].n_ops, 1);
+    return c;
+}
+
+uint64_t vp_finetune_trainable_params(const vp_model *model, const vp_recipe *recipe) {
+    return take_census(model, recipe).trainable;
+}
+
+/* Messages naming the module a recipe asks for and the model lacks (in
+ * vp_module order). */
+static const char *const no_target[] = {
+    "lora_targets: the model has no linear module none",
+    "lora_targets: the model has no linear module q_proj",
+    "lora_targets: the model has no linear module k_proj",
+    "lora_targets: the model has no linear module v_proj",
+    "lora_targets: the model has no linear module o_proj",
+    "lora_targets: the model has no linear module c_attn",
+    "lora_targets: the model has no linear module c_proj",
+    "lora_targets: the model has no linear module c_fc",
+    "lora_targets: the model has no linear module gate_proj",
+    "lora_targets: the model has no linear module up_proj",
+    "lora_targets: the model has no linear module down_proj",
+    "lora_targets: the model has no linear module w1",
+    "lora_targets: the model has no linear module w2",
+    "lora_targets: the model has no linear module w3",
+    "lora_targets: the model has no linear module gate",
+    "lora_targets: the model has no linear module lm_head",
+    "lora_targets: the model has no linear module embed_tokens",
+    "lora_targets: the model has no linear module embed_positions",
+    "lora_targets: the model has no linear module norm",
+};
+
+static const char *const no_module[] = {
+    "modules_to_save: the model has no module none",
+    "modules_to_save: the model has no module q_proj",
+    "modules_to_save: the model has no module k_proj",
+    "modules_to_save: the model has no module v_proj",
+    "modules_to_save: the model has no module o_proj",
+    "modules_to_save: the model has no module c_attn",
+    "modules_to_save: the model has no module c_proj",
+    "modules_to_save: the model has no module c_fc",
+    "modules_to_save: the model has no module gate_proj",
+    "modules_to_save: the model has no module up_proj",
+    "modules_to_save: the model has no module down_proj",
+    "modules_to_save: the model has no module w1",
+    "modules_to_save: the model has no module w2",
+    "modules_to_save: the model has no module w3",
+    "modules_to_save: the model has no module gate",
+    "modules_to_save: the model has no module lm_head",
+    "modules_to_save: the model has no module embed_tokens",
+    "modules_to_save: the model has no module embed_positions",
+    "modules_to_save: the model has no module norm",
+};
+
+_Static_assert(sizeof no_target / sizeof *no_target == VP_MODULE_COUNT, "a message per module");
+_Static_assert(sizeof no_module / sizeof *no_module == VP_MODULE_COUNT, "a message per module");
+
+/* The first module of `wanted` the model lacks: its name's index, or 0. */
+static vp_module first_missing(vp_module_set wanted, vp_module_set present) {
+    for (int m = 1; m < VP_MODULE_COUNT; m++)
+        if (vp_module_in(wanted, (vp_module)m) && !vp_module_in(present, (vp_module)m)) return (vp_module)m;
+    return VP_MODULE_NONE;
+}
+
+const char *vp_finetune_problem(const vp_model *model, const vp_recipe *recipe) {
+    switch (recipe->finetune) {
+    case VP_FINETUNE_FULL: return NULL;
+    case VP_FINETUNE_LORA: break;
+    case VP_FINETUNE_QLORA: return "finetune: qlora is not modelled yet (lora is)";
+    case VP_FINETUNE_PREFIX: return "finetune: prefix tuning is not modelled yet (lora is)";
+    case VP_FINETUNE_PROMPT: return "finetune: prompt tuning is not modelled yet (lora is)";
+    default: return "finetune: freezing layers is not modelled yet (lora is)";
+    }
+    if (recipe->framework == VP_FRAMEWORK_MEGATRON)
+        return "finetune: LoRA runs as PEFT does, on framework torch, deepspeed or fsdp";
+    if (!model) return NULL;
+    census c = take_census(model, recipe);
+    /* all-linear means the linear modules the model has; named targets must exist */
+    vp_module_set named = recipe->lora_targets == vp_module_all_linear() ? 0 : recipe->lora_targets;
+    vp_module missing = named ? first_missing(named, c.linear) : VP_MODULE_NONE;
+    if (missing) return no_target[missing];
+    if (!recipe->lora_targets && !(vp_lora_targets(recipe) & c.linear))
+        return "lora_targets: the model has none of PEFT's default targets; name them";
+    missing = first_missing(recipe->modules_to_save, c.present);
+    if (missing) return no_module[missing];
+    return NULL;
+}
+
+bool vp_lora_register(vp_step *step, vp_t weight, vp_t a, vp_t b, uint64_t out_features) {
+    if (step->n_adapters == step->cap_adapters) {
+        unsigned cap = step->cap_adapters ? step->cap_adapters * 2 : 32;
+        vp_lora_adapter *grown = realloc(step->adapters, cap * sizeof *grown);
+        if (!grown) return false;
+        step->adapters = grown;
+        step->cap_adapters = cap;
+    }
+    step->adapters[step->n_adapters++] = (vp_lora_adapter){weight, a, b, out_features};
+    return true;
+}
+
+static const vp_lora_adapter *find(const vp_step *step, vp_t weight) {
+    for (unsigned i = 0; i < step->n_adapters; i++)
+        if (step->adapters[i].weight == weight) return &step->adapters[i];
+    return NULL;
+}
+
+vp_t vp_lora_forward(vp_step *step, vp_t x, vp_t weight, vp_t result, const char *label) {
+    const vp_lora_adapter *adapter = find(step, weight);
+    if (!adapter) return result;
+    vp_sim *sim = &step->sim;
+    vp_dtype result_dtype = (vp_dtype)vp_at(sim, result)->dtype;
+    /* x = self._cast_input_dtype(x, lora_A.weight.dtype) */
+    vp_t cast = vp_to(sim, x, (vp_dtype)vp_at(sim, adapter->a)->dtype, "lora.cast_input");
+    vp_t dropped = vp_train_dropout(step, cast, step->recipe->lora_dropout, "lora.dropout");
+    vp_t down = vp_project(step, dropped, adapter->a, 0, step->recipe->lora_rank, "lora.A");
+    vp_drop(sim, dropped);
+    vp_t up = vp_project(step, down, adapter->b, 0, adapter->out_features, "lora.B");
+    vp_drop(sim, down);
+    vp_t scaled = vp_scale(sim, up, "lora.scaling");
+    vp_drop(sim, up);
+    vp_t sum = vp_add(sim, result, scaled, vp_at(sim, result)->numel, label);
+    vp_drop(sim, scaled);
+    vp_drop(sim, result);
+    vp_drop(sim, cast);
+    /* result = result.to(torch_result_dtype) */
+    vp_t out = vp_to(sim, sum, result_dtype, "lora.cast_output");
+    vp_drop(sim, sum);
+    return out;
+}

@@ -1,0 +1,79 @@
+/* modules.c — module names for fine-tuning recipes. */
+#include "modules.h"
+
+#include <stdio.h>
+#include <string.h>
+
+const char *const vp_module_names[VP_MODULE_COUNT + 1] = {
+    [VP_MODULE_NONE] = "none",
+    [VP_MODULE_Q_PROJ] = "q_proj",
+    [VP_MODULE_K_PROJ] = "k_proj",
+    [VP_MODULE_V_PROJ] = "v_proj",
+    [VP_MODULE_O_PROJ] = "o_proj",
+    [VP_MODULE_C_ATTN] = "c_attn",
+    [VP_MODULE_C_PROJ] = "c_proj",
+    [VP_MODULE_C_FC] = "c_fc",
+    [VP_MODULE_GATE_PROJ] = "gate_proj",
+    [VP_MODULE_UP_PROJ] = "up_proj",
+    [VP_MODULE_DOWN_PROJ] = "down_proj",
+    [VP_MODULE_W1] = "w1",
+    [VP_MODULE_W2] = "w2",
+    [VP_MODULE_W3] = "w3",
+    [VP_MODULE_GATE] = "gate",
+    [VP_MODULE_LM_HEAD] = "lm_head",
+    [VP_MODULE_EMBED_TOKENS] = "embed_tokens",
+    [VP_MODULE_EMBED_POSITIONS] = "embed_positions",
+    [VP_MODULE_NORM] = "norm",
+    [VP_MODULE_COUNT] = NULL,
+};
+
+vp_module_set vp_module_all_linear(void) {
+    vp_module_set set = 0;
+    for (int m = VP_MODULE_Q_PROJ; m <= VP_MODULE_GATE; m++) set |= vp_module_bit((vp_module)m);
+    return set;
+}
+
+/* GPT-2's own names for its embeddings, accepted beside the generic ones */
+static vp_module alias(const char *name, size_t len) {
+    if (len == 3 && strncmp(name, "wte", 3) == 0) return VP_MODULE_EMBED_TOKENS;
+    if (len == 3 && strncmp(name, "wpe", 3) == 0) return VP_MODULE_EMBED_POSITIONS;
+    for (int m = VP_MODULE_Q_PROJ; m < VP_MODULE_COUNT; m++)
+        if (strlen(vp_module_names[m]) == len && strncmp(vp_module_names[m], name, len) == 0) return (vp_module)m;
+    return VP_MODULE_NONE;
+}
+
+bool vp_module_parse(const char *text, vp_module_set *out, const char **bad, unsigned *bad_len) {
+    vp_module_set set = 0;
+    const char *p = text;
+    while (*p) {
+        while (*p == ' ' || *p == ',') p++;
+        const char *start = p;
+        while (*p && *p != ',' && *p != ' ') p++;
+        size_t len = (size_t)(p - start);
+        if (!len) continue;
+        if (len == 10 && strncmp(start, "all-linear", len) == 0) {
+            set |= vp_module_all_linear();
+            continue;
+        }
+        vp_module m = alias(start, len);
+        if (m == VP_MODULE_NONE) {
+            *bad = start;
+            *bad_len = (unsigned)len;
+            return false;
+        }
+        set |= vp_module_bit(m);
+    }
+    *out = set;
+    return true;
+}
+
+void vp_module_format(vp_module_set set, char *out, unsigned size) {
+    unsigned used = 0;
+    if (size) out[0] = '\0';
+    for (int m = VP_MODULE_Q_PROJ; m < VP_MODULE_COUNT && size; m++) {
+        if (!vp_module_in(set, (vp_module)m)) continue;
+        int n = snprintf(out + used, size - used, "%s%s", used ? "," : "", vp_module_names[m]);
+        if (n < 0 || (unsigned)n >= size - used) return;
+        used += (unsigned)n;
+    }
+}

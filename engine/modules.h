@@ -1,0 +1,51 @@
+/* modules.h — the names fine-tuning recipes use for a model's modules
+ * (Hugging Face's attribute names: q_proj, c_attn, lm_head, ...), so that
+ * LoRA targets and modules_to_save resolve against the ops' weights. */
+#ifndef VRAMPLAN_MODULES_H
+#define VRAMPLAN_MODULES_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+typedef enum {
+    VP_MODULE_NONE,
+    VP_MODULE_Q_PROJ,
+    VP_MODULE_K_PROJ,
+    VP_MODULE_V_PROJ,
+    VP_MODULE_O_PROJ,
+    VP_MODULE_C_ATTN,       /* GPT-2's fused q/k/v */
+    VP_MODULE_C_PROJ,       /* GPT-2's attention output and MLP down projection */
+    VP_MODULE_C_FC,         /* GPT-2's MLP up projection */
+    VP_MODULE_GATE_PROJ,
+    VP_MODULE_UP_PROJ,
+    VP_MODULE_DOWN_PROJ,
+    VP_MODULE_W1,           /* Mixtral's experts */
+    VP_MODULE_W2,
+    VP_MODULE_W3,
+    VP_MODULE_GATE,         /* a mixture's router */
+    VP_MODULE_LM_HEAD,
+    VP_MODULE_EMBED_TOKENS, /* wte for GPT-2 */
+    VP_MODULE_EMBED_POSITIONS,
+    VP_MODULE_NORM,         /* every norm's weight and bias */
+    VP_MODULE_COUNT
+} vp_module;
+
+typedef uint32_t vp_module_set; /* bit m: module m */
+
+static inline vp_module_set vp_module_bit(vp_module m) { return (vp_module_set)1u << m; }
+static inline bool vp_module_in(vp_module_set set, vp_module m) { return m != VP_MODULE_NONE && (set >> m & 1u); }
+
+extern const char *const vp_module_names[VP_MODULE_COUNT + 1];
+
+/* The linear modules "all-linear" means: every one but the output head
+ * (PEFT's rule). */
+vp_module_set vp_module_all_linear(void);
+
+/* Parses "q_proj,v_proj" or "all-linear" into a set; on an unknown name
+ * returns false and points *bad at it (and *bad_len at its length). */
+bool vp_module_parse(const char *text, vp_module_set *out, const char **bad, unsigned *bad_len);
+
+/* The comma-separated names of a set (writes at most size bytes). */
+void vp_module_format(vp_module_set set, char *out, unsigned size);
+
+#endif

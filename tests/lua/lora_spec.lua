@@ -1,0 +1,87 @@
+-- LoRA as Hugging Face PEFT applies it: frozen base weights, trained
+-- adapters beside the targeted linear layers, the published trainable
+-- counts, and recipes that name modules a model does not have. (The
+-- activations are checked against PyTorch in tests/torch/compare.py.)
+local helper = require("tests.lua.helper")
+local json = require("dkjson")
+
+local function reference(path)
+  local f = assert(io.open(helper.root .. "/" .. path, "r"))
+  local data = json.decode(f:read("a"))
+  f:close()
+  return data
+end
+
+local function lora(...)
+  return helper.estimate("llama2-7b", "--set", "seq_len=256", "--set", "finetune=lora", ...)
+end
+
+describe("LoRA", function()
+  for _, entry in ipairs(reference("tests/reference/peft.json")) do
+    it(string.format("trains %d parameters of %s (%s)", entry.published_trainable, entry.model, entry.source), function()
+      local args = { entry.model, "--set", "seq_len=256" }
+      for k, v in pairs(entry.recipe) do
+        args[#args + 1] = "--set"
+        args[#args + 1] = k .. "=" .. tostring(v)
+      end
+      local r = helper.estimate(table.unpack(args))
+      assert.are.equal(entry.published_trainable, r.model.trainable_params)
+      assert.are.equal(entry.published_all, r.model.params + r.model.trainable_params)
+    end)
+  end
+
+  it("keeps gradients and Adam states for the adapters alone, in fp32 beside a bf16 model", function()
+    local r = lora("--set", "precision=bf16", "--set", "lora_targets=q_proj,v_proj")
+    local adapters = 32 * 2 * 8 * (4096 + 4096)
+    assert.are.equal(2 * 6738415616 + 4 * adapters, r.per_gpu.params_bytes) -- PEFT's autocast_adapter_dtype
+    assert.are.equal(4 * adapters, r.per_gpu.grads_bytes)
+    assert.are.equal(2 * 4 * adapters, r.per_gpu.optimizer_bytes)
+  end)
+
+  it("adapts every linear layer but the head with all-linear", function()
+    local r = lora("--set", "lora_targets=all-linear", "--set", "lora_rank=16")
+    local h, f = 4096, 11008
+    local per_layer = 16 * (4 * (h + h) + 2 * (h + f) + (f + h))
+    assert.are.equal(32 * per_layer, r.model.trainable_params)
+  end)
+
+  it("trains modules_to_save in full beside the adapters", function()
+    local r = lora("--set", "lora_targets=q_proj", "--set", "modules_to_save=lm_head")
+    assert.are.equal(32 * 8 * (4096 + 4096) + 32000 * 4096, r.model.trainable_params)
+  end)
+
+  it("costs far less than a full fine-tune and agrees with evaluating every layer", function()
+    local full = helper.estimate("llama2-7b", "--set", "seq_len=256")
+    local adapted = lora()
+    assert.is_true(adapted.per_gpu.peak_allocated_bytes < full.per_gpu.peak_allocated_bytes / 3)
+    local arch = require("vramplan.arch")
+    local model = arch.build(require("vramplan.models").describe(helper.root, "llama2-7b"), { layers = 5 },
+      { layers = "test" })
+    for _, recipe in ipairs({
+      { finetune = "lora", precision = "bf16", attention = "eager" },
+      { finetune = "lora", precision = "amp-bf16", checkpointing = "full", lora_dropout = 0.1 },
+      { finetune = "lora", lora_targets = "all-linear", checkpointing = "every-2", precision = "bf16" },
+      { finetune = "lora", framework = "deepspeed", zero = 3, dp = 4, precision = "mixed-bf16", checkpointing = "full" },
+      { finetune = "lora", framework = "fsdp", dp = 4, precision = "mixed-bf16", modules_to_save = "lm_head" },
+    }) do
+      recipe.seq_len = 128
+      helper.assert_fold_agrees(model, recipe)
+    end
+  end)
+
+  local bad = {
+    { { "gpt2", "--set", "finetune=lora", "--set", "lora_targets=q_proj" }, "lora_targets: the model has no linear module" },
+    { { "llama2-7b", "--set", "finetune=lora", "--set", "lora_targets=qproj" }, "lora_targets: no module is called 'qproj'" },
+    { { "llama2-7b", "--set", "finetune=lora", "--set", "lora_rank=0" }, "lora_rank: must be between 1" },
+    { { "llama2-7b", "--set", "finetune=lora", "--set", "framework=megatron" }, "finetune: LoRA runs as PEFT does" },
+    { { "llama2-7b", "--set", "finetune=qlora" }, "finetune: qlora is not modelled yet" },
+    { { "llama2-7b", "--set", "finetune=lora", "--set", "modules_to_save=wpe" }, "modules_to_save: the model has no module" },
+  }
+  for _, case in ipairs(bad) do
+    it("rejects " .. table.concat(case[1], " "), function()
+      local _, err, code = helper.run("estimate", table.unpack(case[1]))
+      assert.are.equal(1, code)
+      assert.truthy(err:find(case[2], 1, true), err)
+    end)
+  end
+end)
