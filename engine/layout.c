@@ -44,6 +44,7 @@ static vp_t make_leaf(vp_step *step, const vp_leaf_spec *spec, bool trainable, u
                                  spec->label);
     vp_at(&step->sim, leaf)->grad_drop = plan->grads == VP_GRADS_BUCKET;
     vp_at(&step->sim, leaf)->expert = spec->expert;
+    vp_at(&step->sim, leaf)->rows = spec->rows;
     return leaf;
 }
 
@@ -62,6 +63,8 @@ static void make_adapters(vp_step *step, const vp_leaf_spec *spec, vp_t weight, 
     vp_leaf_spec a = vp_param(r * in, "lora_A.weight", VP_MODULE_NONE, 0);
     vp_leaf_spec b = vp_param(spec->out_features * r, "lora_B.weight", VP_MODULE_NONE, 0);
     a.dtype = b.dtype = dtype;
+    a.rows = r;
+    b.rows = spec->out_features;
     out[0] = make_leaf(step, &a, true, repeat);
     out[1] = make_leaf(step, &b, true, repeat);
     if (!vp_lora_register(step, weight, out[0], out[1], spec->out_features)) step->sim.status = VP_SIM_NOMEM;
@@ -117,8 +120,12 @@ void vp_layout_resident(vp_step *step, const vp_t *leaves, unsigned n, unsigned 
         uint64_t numel = t->numel, states = vp_shard_numel(numel, shards->states);
         if (plan->master_dtype != VP_DTYPE_NONE)
             place(step, VP_CAT_MASTER, bytes_of(plan->master_dtype, states), repeat, host, nvme, "master weights");
-        for (unsigned s = 0; s < step->optimizer->states; s++)
-            place(step, VP_CAT_OPTIMIZER, bytes_of(states_dtype, states), repeat, host, nvme, "optimizer state");
+        /* states of this rank's shard; bitsandbytes' paged states live in
+         * unified memory, which the host backs (paged in at the step) */
+        vp_param_shape shape = {states, states == numel ? t->rows : 0};
+        uint64_t state_bytes = step->optimizer->state_bytes(&shape, states_dtype);
+        bool paged = step->optimizer->paged;
+        place(step, VP_CAT_OPTIMIZER, state_bytes, repeat, host || paged, nvme, "optimizer state");
         if (plan->grads == VP_GRADS_BUCKET) {
             /* ZeRO-2/3's gradient partition (offloaded: fp32 on the host); DDP's
              * buckets the .grad views live in */

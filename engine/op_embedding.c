@@ -18,6 +18,7 @@ static unsigned token_leaves(const vp_op *op, const vp_ranks *split, vp_leaf_spe
     unsigned tp = split->tp;
     uint64_t rows = vp_padded_vocab(vp_op_u64(op, TOKEN_VOCAB), tp) / tp;
     out[0] = vp_param(rows * vp_op_u64(op, TOKEN_HIDDEN), "embed_tokens.weight", VP_MODULE_EMBED_TOKENS, 0);
+    out[0].rows = rows;
     return 1;
 }
 
@@ -66,6 +67,7 @@ static unsigned position_leaves(const vp_op *op, const vp_ranks *split, vp_leaf_
     (void)tp; /* replicated */
     out[0] = vp_param(vp_op_u64(op, POSITION_POSITIONS) * vp_op_u64(op, POSITION_HIDDEN), "wpe.weight",
                       VP_MODULE_EMBED_POSITIONS, 0);
+    out[0].rows = vp_op_u64(op, POSITION_POSITIONS);
     return 1;
 }
 

@@ -4,6 +4,7 @@
 #include "optimizer.h"
 
 #include <stddef.h>
+#include <stdint.h>
 #include <string.h>
 
 /* _single_tensor_adam: denom = (exp_avg_sq.sqrt() / bias_correction2_sqrt).add_(eps)
@@ -42,13 +43,105 @@ static unsigned no_temps(const vp_recipe *recipe, double weight_decay) {
     return 0;
 }
 
+static uint64_t bytes_of(vp_dtype dtype, uint64_t numel) {
+    uint64_t b;
+    return vp_tensor_bytes(dtype, numel, &b) ? b : UINT64_MAX;
+}
+
+/* zeros_like(param) per state */
+static uint64_t two_states(const vp_param_shape *p, vp_dtype dtype) { return 2 * bytes_of(dtype, p->numel); }
+static uint64_t one_state(const vp_param_shape *p, vp_dtype dtype) { return bytes_of(dtype, p->numel); }
+static uint64_t no_state(const vp_param_shape *p, vp_dtype dtype) {
+    (void)p;
+    (void)dtype;
+    return 0;
+}
+
+/* bitsandbytes' 32-bit optimizers keep their states in fp32 whatever the
+ * parameter's dtype (Optimizer2State.init_state, get_state_buffer(p,
+ * dtype=torch.float32)); Lion one state, Adam two. */
+static uint64_t fp32_two_states(const vp_param_shape *p, vp_dtype dtype) {
+    (void)dtype;
+    return 2 * bytes_of(VP_FP32, p->numel);
+}
+static uint64_t fp32_one_state(const vp_param_shape *p, vp_dtype dtype) {
+    (void)dtype;
+    return bytes_of(VP_FP32, p->numel);
+}
+
+/* bitsandbytes' 8-bit blockwise Adam (Optimizer2State with optim_bits=8):
+ * state1 and state2 in uint8 with an fp32 absmax per block of 256
+ * (blockwise quantization), for parameters of at least min_8bit_size =
+ * 4096 elements; smaller ones keep fp32 states. The two 256-entry
+ * quantization maps are shared by every parameter. */
+static uint64_t adam_8bit_states(const vp_param_shape *p, vp_dtype dtype) {
+    (void)dtype;
+    if (p->numel < 4096) return 2 * bytes_of(VP_FP32, p->numel);
+    return 2 * (p->numel + bytes_of(VP_FP32, (p->numel + 255) / 256));
+}
+
+/* transformers' Adafactor (beta1=None, its default): a matrix keeps the
+ * row and column means of the squared gradient (exp_avg_sq_row, _col), a
+ * vector the full exp_avg_sq; fp32 either way, since the step turns a
+ * 16-bit gradient into fp32 before it makes them. state["RMS"] is a 0-dim
+ * fp32 tensor (self._rms returns one). */
+static uint64_t adafactor_states(const vp_param_shape *p, vp_dtype dtype) {
+    (void)dtype;
+    uint64_t rms = bytes_of(VP_FP32, 1);
+    if (p->rows > 1 && p->rows < p->numel) return bytes_of(VP_FP32, p->rows + p->numel / p->rows) + rms;
+    return bytes_of(VP_FP32, p->numel) + rms;
+}
+
+/* SM3 (torch-optimizer's, as in GPT-NeoX; momentum 0, its default): one
+ * accumulator per dimension, (rows, 1) and (1, cols) for a matrix, in the
+ * gradient's dtype. */
+static uint64_t sm3_states(const vp_param_shape *p, vp_dtype dtype) {
+    if (p->rows > 1 && p->rows < p->numel) return bytes_of(dtype, p->rows + p->numel / p->rows);
+    return bytes_of(dtype, p->numel);
+}
+
+/* Adafactor.step: a 16-bit gradient and parameter are copied to fp32
+ * (grad.float(), p.float()); update = grad**2 + eps is alive while
+ * _approx_sq_grad's outer product is made, and that one while
+ * p_data_fp32.add_(-update) makes -update: two fp32 tensors, four with
+ * 16-bit parameters. */
+static unsigned adafactor_temps(const vp_recipe *recipe, double weight_decay) {
+    (void)weight_decay;
+    bool sixteen = recipe->precision == VP_PREC_BF16 || recipe->precision == VP_PREC_FP16 ||
+                   recipe->precision == VP_PREC_MIXED_BF16 || recipe->precision == VP_PREC_MIXED_FP16;
+    return sixteen ? 4 : 2;
+}
+
+/* SM3.step: update = acc_0.clone(), then torch.min with the column
+ * accumulator broadcasts it to the parameter's size; the rest is in place. */
+static unsigned one_temp(const vp_recipe *recipe, double weight_decay) {
+    (void)recipe;
+    (void)weight_decay;
+    return 1;
+}
+
 static const vp_optimizer_kind registry[] = {
-    {"adamw", "AdamW: exp_avg and exp_avg_sq per parameter, decoupled weight decay (default 0.01)", 2, 0.01, true,
-     adamw_temps},
-    {"adam", "Adam: exp_avg and exp_avg_sq per parameter (weight decay default 0)", 2, 0.0, true, adam_temps},
-    {"sgd", "plain SGD: no state", 0, 0.0, true, sgd_temps},
-    {"sgd-momentum", "SGD with momentum: one momentum buffer per parameter", 1, 0.0, true, sgd_temps},
-    {"none", "no optimizer step: forward and backward only", 0, 0.0, false, no_temps},
+    {"adamw", "AdamW: exp_avg and exp_avg_sq per parameter, decoupled weight decay (default 0.01)", 0.01, true,
+     two_states, adamw_temps, VP_DTYPE_NONE, false, false},
+    {"adam", "Adam: exp_avg and exp_avg_sq per parameter (weight decay default 0)", 0.0, true, two_states, adam_temps,
+     VP_DTYPE_NONE, false, false},
+    {"sgd", "plain SGD: no state", 0.0, true, no_state, sgd_temps, VP_DTYPE_NONE, false, false},
+    {"sgd-momentum", "SGD with momentum: one momentum buffer per parameter", 0.0, true, one_state, sgd_temps,
+     VP_DTYPE_NONE, false, false},
+    {"adamw-8bit", "bitsandbytes AdamW8bit: uint8 states with an fp32 absmax per 256 elements (fp32 below 4096 elements), fused",
+     0.01, true, adam_8bit_states, no_temps, VP_DTYPE_NONE, false, false},
+    {"paged-adamw-8bit", "bitsandbytes PagedAdamW8bit: the 8-bit states in CUDA unified memory, paged in per tensor at the step",
+     0.01, true, adam_8bit_states, no_temps, VP_DTYPE_NONE, true, true},
+    {"paged-adamw-32bit", "bitsandbytes PagedAdamW32bit: fp32 states in CUDA unified memory, paged in per tensor at the step",
+     0.01, true, fp32_two_states, no_temps, VP_DTYPE_NONE, true, true},
+    {"lion", "bitsandbytes Lion (32-bit): one fp32 momentum per parameter, fused", 0.0, true, fp32_one_state, no_temps,
+     VP_DTYPE_NONE, false, false},
+    {"adafactor", "transformers Adafactor (no first moment): factored fp32 second moments, a loop over parameters",
+     0.0, true, adafactor_states, adafactor_temps, VP_FP32, true, false},
+    {"sm3", "SM3 (torch-optimizer, momentum 0): one accumulator per dimension, a loop over parameters", 0.0, true,
+     sm3_states, one_temp, VP_DTYPE_NONE, true, false},
+    {"none", "no optimizer step: forward and backward only", 0.0, false, no_state, no_temps, VP_DTYPE_NONE, false,
+     false},
 };
 
 unsigned vp_optimizer_count(void) { return sizeof registry / sizeof registry[0]; }

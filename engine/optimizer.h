@@ -1,22 +1,35 @@
-/* optimizer.h — the registered optimizers: state they keep per parameter and
- * the temporaries of their step, per implementation. */
+/* optimizer.h — the registered optimizers: the state they keep per
+ * parameter and the temporaries of their step, per implementation. */
 #ifndef VP_OPTIMIZER_H
 #define VP_OPTIMIZER_H
 
 #include <stdbool.h>
+#include <stdint.h>
 
+#include "dtype.h"
 #include "recipe.h"
+
+/* What an optimizer sees of a parameter: its elements, and for a matrix
+ * its rows (0 for a vector). */
+typedef struct {
+    uint64_t numel, rows;
+} vp_param_shape;
 
 typedef struct vp_optimizer_kind {
     const char *name;
     const char *doc;
-    unsigned states;                /* parameter-sized state tensors */
     double default_weight_decay;
     bool steps;                     /* false for "none": no optimizer at all */
+    /* Bytes of state one parameter keeps; `dtype` is the precision's state
+     * dtype, for optimizers whose states follow it. */
+    uint64_t (*state_bytes)(const vp_param_shape *p, vp_dtype dtype);
     /* Parameter-sized temporaries alive together at the step's own peak:
-     * per tensor for the for-loop implementation, per dtype group (the whole
+     * per tensor for a for-loop implementation, per dtype group (the whole
      * model) for foreach; fused kernels keep none. */
     unsigned (*temporaries)(const vp_recipe *recipe, double weight_decay);
+    vp_dtype temp_dtype;            /* VP_DTYPE_NONE: the dtype the step runs in */
+    bool per_tensor;                /* a Python loop over parameters whatever optimizer_impl says */
+    bool paged;                     /* states in CUDA unified memory (bitsandbytes' paged optimizers) */
 } vp_optimizer_kind;
 
 const vp_optimizer_kind *vp_optimizer_at(unsigned index);

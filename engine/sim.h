@@ -33,6 +33,7 @@ typedef struct {
     bool leaf;           /* a parameter: its gradient goes to .grad */
     bool grad_drop;      /* its gradients are copied into a bucket and freed on arrival */
     bool expert;         /* an expert's parameter: its data-parallel group is dp / ep */
+    uint64_t rows;       /* a matrix parameter's rows (0: a vector): factored optimizers need them */
     uint8_t grad_category; /* for leaves: what a stolen gradient is charged as */
     bool live;
     vp_t grad;           /* gradient buffered for this tensor during backward */

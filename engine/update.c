@@ -72,13 +72,34 @@ static void measure_tensor(vp_step *step, vp_t leaf, temp_sizes *sizes) {
     if (bytes > sizes->largest) sizes->largest = bytes;
 }
 
+/* bitsandbytes' paged optimizers prefetch a parameter's states to the GPU
+ * before its update: one tensor's states at a time on the GPU. */
+static void paged_in(vp_step *step) {
+    uint64_t largest = 0;
+    for (unsigned g = 0; g < vp_step_leaf_group_count(step); g++) {
+        vp_leaf_group group = vp_step_leaf_group_at(step, g);
+        for (unsigned i = 0; i < group.n; i++) {
+            vp_t t = group.leaves[i];
+            if (!t || !vp_at(&step->sim, t)->requires_grad) continue;
+            const vp_tensor *x = vp_at(&step->sim, t);
+            vp_param_shape shape = {x->numel, x->rows};
+            uint64_t bytes = step->optimizer->state_bytes(&shape, step->plan.states_dtype);
+            if (bytes > largest) largest = bytes;
+        }
+    }
+    vp_ledger_alloc(&step->ledger, VP_CAT_OPTIMIZER, largest, "paged optimizer state (paged in)");
+    vp_ledger_release(&step->ledger, VP_CAT_OPTIMIZER, largest, "paged optimizer state (paged in)");
+}
+
 /* The implementation's temporaries, on the GPU when the states are there. */
 static void temporaries(vp_step *step) {
     const vp_optimizer_kind *kind = step->optimizer;
+    if (kind->paged && !step->plan.states_on_host && !step->plan.states_on_nvme) paged_in(step);
     unsigned temps = kind->temporaries(step->recipe, vp_optimizer_weight_decay(kind, step->recipe));
     if (!temps || step->plan.states_on_host || step->plan.states_on_nvme) return;
     /* the update runs on the master weights when there are any */
     vp_dtype dtype = step->plan.master_dtype != VP_DTYPE_NONE ? step->plan.master_dtype : step->plan.params_dtype;
+    if (kind->temp_dtype != VP_DTYPE_NONE) dtype = kind->temp_dtype;
     temp_sizes sizes = {dtype, 0, 0, 0, 1};
     for (unsigned g = 0; g < vp_step_leaf_group_count(step); g++) {
         vp_leaf_group group = vp_step_leaf_group_at(step, g);
@@ -90,7 +111,7 @@ static void temporaries(vp_step *step) {
     }
     const char *label = kind->name;
     vp_ledger *ledger = &step->ledger;
-    if (step->recipe->optimizer_impl == VP_IMPL_FOREACH) {
+    if (step->recipe->optimizer_impl == VP_IMPL_FOREACH && !kind->per_tensor) {
         for (unsigned i = 0; i < temps; i++) vp_ledger_alloc_many(ledger, VP_CAT_TRANSIENT, sizes.raw, sizes.rounded, label);
         for (unsigned i = 0; i < temps; i++) vp_ledger_release_many(ledger, VP_CAT_TRANSIENT, sizes.raw, sizes.rounded, label);
     } else {

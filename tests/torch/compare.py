@@ -94,6 +94,12 @@ CASES = [
     ("deepseek-moe fp32", deepseek(), recipe()),
     ("deepseek-moe bf16 norm_topk", deepseek(norm=True), recipe("bf16")),
     ("deepseek-moe no aux loss checkpointed", deepseek(alpha=0.0, layers=4), recipe(ckpt="full")),
+    # optimizers outside torch.optim (tests/torch/optimizers.py)
+    ("llama fp32 adafactor", llama(), recipe(optimizer="adafactor")),
+    ("llama bf16 adafactor", llama(), recipe("bf16", optimizer="adafactor")),
+    ("gpt2 amp-bf16 adafactor", gpt2(), recipe("amp-bf16", optimizer="adafactor")),
+    ("llama fp32 sm3", llama(), recipe(optimizer="sm3")),
+    ("llama bf16 sm3 lora", llama(), recipe("bf16", optimizer="sm3", finetune="lora")),
     # LoRA as PEFT applies it (frozen base, trained A and B)
     ("llama lora q,v fp32", llama(), recipe(finetune="lora")),
     ("llama lora all-linear bf16", llama(), recipe("bf16", finetune="lora", lora_targets="all-linear", lora_rank=4)),

@@ -20,6 +20,7 @@ import torch.multiprocessing as mp
 import torch.utils.checkpoint
 
 from models import Autocast, CausalLM, add_lora
+from optimizers import SM3, Adafactor
 
 # oneDNN's bf16 GEMMs allocate scratch buffers of their own on the CPU (heap
 # memory, no tensor, transient inside each matmul) that a GPU run does not
@@ -82,6 +83,10 @@ def make_optimizer(name, impl, params):
         return torch.optim.SGD(params, lr=1e-3, foreach=foreach)
     if name == "sgd-momentum":
         return torch.optim.SGD(params, lr=1e-3, momentum=0.9, foreach=foreach)
+    if name == "adafactor":
+        return Adafactor(params)
+    if name == "sm3":
+        return SM3(params)
     if name == "none":
         return None
     raise ValueError(name)

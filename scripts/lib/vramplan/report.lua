@@ -77,6 +77,9 @@ function report.human(ctx)
     if recipe.offload_params ~= "none" then layout[#layout + 1] = "parameter offload to " .. recipe.offload_params end
     line("layout: %s", table.concat(layout, ", "))
   end
+  if recipe.optimizer:match("^paged") then
+    line("optimizer states in CUDA unified memory: on the GPU while it has room, paged to the host under pressure")
+  end
   line("")
   line("%s", report.verdict(r, gpu))
   if #r.ranks > 1 then

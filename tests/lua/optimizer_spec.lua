@@ -1,0 +1,86 @@
+-- Optimizers beyond Adam, by the state their libraries allocate for each of
+-- GPT-2's parameters. (Adafactor's and SM3's steps are measured against
+-- PyTorch in tests/torch/compare.py; bitsandbytes' kernels need CUDA.)
+local helper = require("tests.lua.helper")
+
+-- GPT-2 small's parameters as {rows, cols} (a vector: rows 0); the head is
+-- tied to wte
+local function gpt2_params()
+  local h, list = 768, { { 50257, 768 }, { 1024, 768 } }
+  for _ = 1, 12 do
+    for _, p in ipairs({ { 0, h }, { 0, h }, { h, 3 * h }, { 0, 3 * h }, { h, h }, { 0, h }, { 0, h }, { 0, h },
+                         { h, 4 * h }, { 0, 4 * h }, { 4 * h, h }, { 0, h } }) do
+      list[#list + 1] = p
+    end
+  end
+  list[#list + 1] = { 0, h }
+  list[#list + 1] = { 0, h }
+  return list
+end
+
+local function sum_over_params(per_param)
+  local total = 0
+  for _, p in ipairs(gpt2_params()) do
+    local numel = (p[1] > 0 and p[1] or 1) * p[2]
+    total = total + per_param(numel, p[1], p[2])
+  end
+  return total
+end
+
+local function optimizer(name, ...)
+  return helper.estimate("gpt2", "--set", "seq_len=128", "--set", "optimizer=" .. name, ...)
+end
+
+describe("optimizer states", function()
+  it("counts GPT-2's parameters the way these tests list them", function()
+    assert.are.equal(124439808, sum_over_params(function(numel) return numel end))
+  end)
+
+  it("adamw-8bit: uint8 states with an fp32 absmax per 256 elements, fp32 below 4096 elements", function()
+    -- bitsandbytes Optimizer2State: optim_bits 8, min_8bit_size 4096, blockwise (256)
+    local expected = sum_over_params(function(numel)
+      if numel < 4096 then return 2 * 4 * numel end
+      return 2 * (numel + 4 * math.ceil(numel / 256))
+    end)
+    assert.are.equal(expected, optimizer("adamw-8bit").per_gpu.optimizer_bytes)
+  end)
+
+  it("paged optimizers keep their states in unified memory, one tensor's worth on the GPU at the step", function()
+    local paged = optimizer("paged-adamw-8bit")
+    local resident = optimizer("adamw-8bit")
+    assert.are.equal(0, paged.per_gpu.optimizer_bytes)
+    assert.are.equal(resident.per_gpu.optimizer_bytes, paged.host.cpu_bytes_per_rank)
+    -- wte's states paged in for its update (50257 x 768 elements), one
+    -- allocation that the caching allocator rounds up to 512 bytes
+    local wte = 50257 * 768
+    local bytes = 2 * (wte + 4 * math.ceil(wte / 256))
+    assert.are.equal(math.ceil(bytes / 512) * 512, paged.per_gpu.peak_breakdown.optimizer)
+  end)
+
+  it("lion keeps one fp32 momentum even beside bf16 parameters", function()
+    local r = optimizer("lion", "--set", "precision=bf16")
+    assert.are.equal(4 * 124439808, r.per_gpu.optimizer_bytes)
+  end)
+
+  it("adafactor factors every matrix into fp32 row and column statistics", function()
+    local expected = sum_over_params(function(numel, rows, cols)
+      local stats = rows > 0 and (rows + cols) or numel
+      return 4 * stats + 4 -- and state["RMS"], a 0-dim fp32 tensor
+    end)
+    assert.are.equal(expected, optimizer("adafactor").per_gpu.optimizer_bytes)
+  end)
+
+  it("sm3 keeps an accumulator per dimension in the gradient's dtype", function()
+    local expected = sum_over_params(function(numel, rows, cols)
+      return 2 * (rows > 0 and (rows + cols) or numel)
+    end)
+    assert.are.equal(expected, optimizer("sm3", "--set", "precision=bf16").per_gpu.optimizer_bytes)
+  end)
+
+  it("rejects an optimizer it does not know, naming the choices", function()
+    local _, err, code = helper.run("estimate", "gpt2", "--set", "optimizer=adamw8bit")
+    assert.are.equal(1, code)
+    assert.truthy(err:find("optimizer", 1, true), err)
+    assert.truthy(err:find("adamw-8bit", 1, true), err)
+  end)
+end)
