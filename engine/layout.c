@@ -37,6 +37,11 @@ static vp_t make_leaf(vp_step *step, const vp_leaf_spec *spec, bool trainable, u
         return vp_leaf(&step->sim, spec->numel, spec->dtype, VP_CAT_BUFFERS, false, spec->label);
     vp_dtype compute = spec->dtype == VP_DTYPE_NONE ? plan->gather_dtype : spec->dtype;
     vp_dtype resident = spec->dtype == VP_DTYPE_NONE ? plan->params_dtype : spec->dtype;
+    bool quantized = vp_quantizes(step->recipe, spec);
+    if (quantized) { /* bitsandbytes' Params4bit: packed, with its quant_state */
+        resident = vp_quant_storage(step->recipe);
+        compute = step->recipe->compute_dtype;
+    }
     uint64_t shard = bytes_of(resident, vp_shard_numel(spec->numel, vp_plan_shards(plan, spec->expert)->params));
     bool away = plan->params_on_host || plan->params_on_nvme;
     if (away) vp_layout_host(step, shard, repeat, plan->params_on_nvme);
@@ -45,6 +50,7 @@ static vp_t make_leaf(vp_step *step, const vp_leaf_spec *spec, bool trainable, u
     vp_at(&step->sim, leaf)->grad_drop = plan->grads == VP_GRADS_BUCKET;
     vp_at(&step->sim, leaf)->expert = spec->expert;
     vp_at(&step->sim, leaf)->rows = spec->rows;
+    vp_at(&step->sim, leaf)->quantized = quantized;
     return leaf;
 }
 

@@ -14,8 +14,15 @@ bool vp_finetune_trains(const vp_recipe *recipe, const vp_leaf_spec *spec) {
 }
 
 bool vp_lora_adapts(const vp_recipe *recipe, const vp_leaf_spec *spec) {
-    return recipe->finetune == VP_FINETUNE_LORA && spec->out_features && !spec->buffer &&
-           vp_module_in(vp_lora_targets(recipe), spec->module);
+    bool lora = recipe->finetune == VP_FINETUNE_LORA || recipe->finetune == VP_FINETUNE_QLORA;
+    return lora && spec->out_features && !spec->buffer && vp_module_in(vp_lora_targets(recipe), spec->module);
+}
+
+/* transformers' bitsandbytes integration replaces every nn.Linear but the
+ * output head (llm_int8_skip_modules) with Linear4bit. */
+bool vp_quantizes(const vp_recipe *recipe, const vp_leaf_spec *spec) {
+    return recipe->finetune == VP_FINETUNE_QLORA && spec->out_features && !spec->buffer &&
+           spec->module != VP_MODULE_LM_HEAD;
 }
 
 vp_dtype vp_lora_dtype(const vp_recipe *recipe, vp_dtype params) {
@@ -122,10 +129,16 @@ static vp_module first_missing(vp_module_set wanted, vp_module_set present) {
 }
 
 const char *vp_finetune_problem(const vp_model *model, const vp_recipe *recipe) {
+    if (recipe->finetune != VP_FINETUNE_QLORA && recipe->quant != VP_QUANT_NONE)
+        return "quant: a quantized base needs finetune = qlora";
     switch (recipe->finetune) {
     case VP_FINETUNE_FULL: return NULL;
     case VP_FINETUNE_LORA: break;
-    case VP_FINETUNE_QLORA: return "finetune: qlora is not modelled yet (lora is)";
+    case VP_FINETUNE_QLORA:
+        if (recipe->quant == VP_QUANT_INT8) return "quant: int8 (LLM.int8) is not modelled yet: use nf4 or fp4";
+        if (recipe->framework != VP_FRAMEWORK_TORCH)
+            return "finetune: qlora is modelled on a single GPU's framework torch (bitsandbytes' 4-bit weights)";
+        break;
     case VP_FINETUNE_PREFIX: return "finetune: prefix tuning is not modelled yet (lora is)";
     case VP_FINETUNE_PROMPT: return "finetune: prompt tuning is not modelled yet (lora is)";
     default: return "finetune: freezing layers is not modelled yet (lora is)";

@@ -15,6 +15,10 @@ bool vp_finetune_trains(const vp_recipe *recipe, const vp_leaf_spec *spec);
 /* Whether LoRA puts adapters beside this weight. */
 bool vp_lora_adapts(const vp_recipe *recipe, const vp_leaf_spec *spec);
 
+/* Whether QLoRA stores this weight quantized (every linear weight but the
+ * head). */
+bool vp_quantizes(const vp_recipe *recipe, const vp_leaf_spec *spec);
+
 /* The dtype of the adapters: PEFT upcasts 16-bit adapters to fp32
  * (get_peft_model's autocast_adapter_dtype=True) unless a framework casts
  * the whole module (DeepSpeed's and Megatron's mixed precision). */

@@ -4,6 +4,7 @@
 #include <lua.h>
 #include <math.h>
 #include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -134,6 +135,13 @@ static vp_module_set read_modules(lua_State *L, const char *key) {
     if (!set) recipe_error(L, "%s: names no module", key);
     return set;
 }
+static void parse_quant(lua_State *L, vp_recipe *r, const char *k) { r->quant = (vp_quant)read_option(L, k, vp_quant_names); }
+static void parse_double_quant(lua_State *L, vp_recipe *r, const char *k) { r->double_quant = read_bool(L, k); }
+static void parse_compute_dtype(lua_State *L, vp_recipe *r, const char *k) {
+    static const char *const names[] = {"bf16", "fp16", "fp32", NULL};
+    static const vp_dtype dtypes[] = {VP_BF16, VP_FP16, VP_FP32};
+    r->compute_dtype = dtypes[read_option(L, k, names)];
+}
 static void parse_lora_targets(lua_State *L, vp_recipe *r, const char *k) { r->lora_targets = read_modules(L, k); }
 static void parse_modules_to_save(lua_State *L, vp_recipe *r, const char *k) { r->modules_to_save = read_modules(L, k); }
 static void parse_gpus(lua_State *L, vp_recipe *r, const char *k) { r->gpus = (unsigned)read_int(L, k, 1, 1 << 24); }
@@ -226,11 +234,14 @@ static const recipe_key keys[] = {
     {"num_microbatches", parse_microbatches, "micro-batches per step (with pp; gradient accumulation without) [pp]"},
     {"pp_layers", parse_pp_layers, "layers of each stage, as \"7,8,8,9\" [an even split]"},
     {"gpus", parse_gpus, "GPUs in all: when given, must equal dp x tp x pp x cp"},
-    {"finetune", parse_finetune, "what is trained: full, lora (qlora, prefix, prompt, freeze: not modelled yet) [full]"},
+    {"finetune", parse_finetune, "what is trained: full, lora, qlora (prefix, prompt, freeze: not modelled yet) [full]"},
     {"lora_rank", parse_lora_rank, "LoRA's r [8]"},
     {"lora_alpha", parse_lora_alpha, "LoRA's alpha (scaling alpha / r: no memory of its own) [8]"},
     {"lora_dropout", parse_lora_dropout, "dropout on the adapters' input (a mask and a copy per targeted module) [0]"},
     {"lora_targets", parse_lora_targets, "modules given adapters: names (q_proj,v_proj) or all-linear [q_proj,v_proj; GPT-2 c_attn]"},
+    {"quant", parse_quant, "qlora: the frozen base's linear weights, nf4 or fp4 (int8: not modelled yet) [nf4]"},
+    {"double_quant", parse_double_quant, "qlora: quantize the block scales too (8-bit, in blocks of 256) [true]"},
+    {"compute_dtype", parse_compute_dtype, "qlora: the dtype 4-bit weights are dequantized to, bf16, fp16 or fp32 [bf16]"},
     {"modules_to_save", parse_modules_to_save, "modules trained in full beside the adapters (lm_head, embed_tokens, norm)"},
     {"gpus_per_node", parse_gpus_per_node, "GPUs per node, for host memory per node [min(dp, 8)]"},
     {"fragmentation", parse_fragmentation, "caching-allocator reservation beyond whole segments, as a fraction of the allocated peak"},
@@ -347,12 +358,21 @@ void vp_lua_push_recipe(lua_State *L, const vp_recipe *given) {
         lua_setfield(L, -2, "lora_alpha");
         lua_pushnumber(L, r->lora_dropout);
         lua_setfield(L, -2, "lora_dropout");
-        vp_module_format(vp_lora_targets(r), names, sizeof names);
+        if (r->lora_targets == vp_module_all_linear()) snprintf(names, sizeof names, "all-linear");
+        else vp_module_format(vp_lora_targets(r), names, sizeof names);
         lua_pushstring(L, names);
         lua_setfield(L, -2, "lora_targets");
         vp_module_format(r->modules_to_save, names, sizeof names);
         lua_pushstring(L, names);
         lua_setfield(L, -2, "modules_to_save");
+    }
+    if (r->finetune == VP_FINETUNE_QLORA) {
+        lua_pushstring(L, r->quant == VP_QUANT_NONE ? "nf4" : vp_quant_names[r->quant]);
+        lua_setfield(L, -2, "quant");
+        lua_pushboolean(L, r->double_quant);
+        lua_setfield(L, -2, "double_quant");
+        lua_pushstring(L, vp_dtype_names[r->compute_dtype]);
+        lua_setfield(L, -2, "compute_dtype");
     }
     lua_pushboolean(L, r->sequence_parallel);
     lua_setfield(L, -2, "sequence_parallel");

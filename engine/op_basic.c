@@ -2,9 +2,30 @@
 #include "lora.h"
 #include "ops.h"
 
+/* bnb.nn.Linear4bit.forward: x cast to the compute dtype, matmul_4bit,
+ * the bias added in it, the output cast back to x's dtype. */
+static vp_t project_4bit(vp_step *step, vp_t x, vp_t weight, vp_t bias, uint64_t out_features, const char *label) {
+    vp_sim *sim = &step->sim;
+    vp_dtype compute = (vp_dtype)vp_at(sim, weight)->dtype, input = (vp_dtype)vp_at(sim, x)->dtype;
+    uint64_t in = vp_at(sim, weight)->numel / out_features;
+    vp_t xc = vp_to(sim, x, compute, "linear4bit.cast_input");
+    vp_t y = vp_linear_4bit(sim, xc, weight, vp_at(sim, x)->numel / (in ? in : 1), out_features, label);
+    vp_drop(sim, xc);
+    if (bias) {
+        vp_t biased = vp_add(sim, y, bias, vp_at(sim, y)->numel, label);
+        vp_drop(sim, y);
+        y = biased;
+    }
+    vp_t out = vp_to(sim, y, input, "linear4bit.cast_output");
+    vp_drop(sim, y);
+    return out;
+}
+
 static vp_t project(vp_step *step, vp_t x, vp_t weight, vp_t bias, uint64_t out_features, bool gather,
                     const char *label) {
     vp_sim *sim = &step->sim;
+    if (vp_at(sim, weight)->quantized)
+        return vp_lora_forward(step, x, weight, project_4bit(step, x, weight, bias, out_features, label), label);
     vp_t xa = vp_autocast_low(step, x, label);
     vp_t wa = vp_autocast_low(step, weight, label);
     vp_t ba = bias ? vp_autocast_low(step, bias, label) : 0;

@@ -17,6 +17,11 @@ vp_t vp_linear(vp_sim *sim, vp_t x, vp_t w, vp_t b, uint64_t rows, uint64_t out_
                const char *label);
 
 /* A batched matmul of two activations (bmm): saves both. */
+/* bitsandbytes' matmul_4bit (MatMul4Bit): the packed weight dequantized to
+ * x's dtype for the product and dropped; keeps nothing of x (the weight is
+ * frozen); backward dequantizes again for x's gradient. */
+vp_t vp_linear_4bit(vp_sim *sim, vp_t x, vp_t w, uint64_t rows, uint64_t out_features, const char *label);
+
 vp_t vp_matmul(vp_sim *sim, vp_t a, vp_t b, uint64_t out_numel, const char *label);
 
 /* Elementwise a + b (b may be broadcast, smaller, or not require grad). The

@@ -16,6 +16,17 @@ vp_module_set vp_lora_targets(const vp_recipe *recipe) {
     return vp_module_bit(VP_MODULE_Q_PROJ) | vp_module_bit(VP_MODULE_V_PROJ) | vp_module_bit(VP_MODULE_C_ATTN);
 }
 
+const char *const vp_quant_names[] = {"none", "nf4", "fp4", "int8", NULL};
+
+vp_dtype vp_quant_storage(const vp_recipe *recipe) {
+    if (recipe->finetune != VP_FINETUNE_QLORA) return VP_DTYPE_NONE;
+    switch (recipe->quant) {
+    case VP_QUANT_FP4: return recipe->double_quant ? VP_FP4_DQ : VP_FP4;
+    case VP_QUANT_INT8: return VP_INT8;
+    default: return recipe->double_quant ? VP_NF4_DQ : VP_NF4; /* QLoRA's NormalFloat4 */
+    }
+}
+
 const char *const vp_finetune_names[] = {"full", "lora", "qlora", "prefix", "prompt", "freeze", NULL};
 const char *const vp_fsdp_names[] = {"none", "no_shard", "shard_grad_op", "full_shard", "hybrid_shard", NULL};
 const char *const vp_offload_names[] = {"none", "cpu", "nvme", NULL};
@@ -74,6 +85,10 @@ void vp_recipe_defaults(vp_recipe *recipe) {
     recipe->lora_dropout = 0.0;
     recipe->lora_targets = 0;
     recipe->modules_to_save = 0;
+    /* QLoRA's recipe (Dettmers et al. 2023): NF4, double quantization, bf16 compute */
+    recipe->quant = VP_QUANT_NONE;
+    recipe->double_quant = true;
+    recipe->compute_dtype = VP_BF16;
     recipe->sequence_parallel = false;
     recipe->distributed_optimizer = false;
     recipe->grads_in_fp32 = true; /* Megatron-LM's default for bf16 (arguments.py) */

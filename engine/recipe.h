@@ -70,6 +70,9 @@ typedef enum {
     VP_FINETUNE_COUNT
 } vp_finetune;
 
+/* bitsandbytes' storage of a frozen base (QLoRA). */
+typedef enum { VP_QUANT_NONE, VP_QUANT_NF4, VP_QUANT_FP4, VP_QUANT_INT8, VP_QUANT_COUNT } vp_quant;
+
 /* Behaviour that changed between the PyTorch versions we model. */
 typedef enum { VP_TORCH_2, VP_TORCH_1_13, VP_TORCH_COUNT } vp_torch_version;
 
@@ -128,6 +131,9 @@ typedef struct {
     double lora_dropout;
     vp_module_set lora_targets;  /* target_modules; 0: PEFT's default for the model */
     vp_module_set modules_to_save; /* trained in full beside the adapters */
+    vp_quant quant;              /* the base's linear weights (qlora; none: nf4 for qlora) */
+    bool double_quant;           /* bnb_4bit_use_double_quant */
+    vp_dtype compute_dtype;      /* bnb_4bit_compute_dtype */
 } vp_recipe;
 
 void vp_recipe_defaults(vp_recipe *recipe);
@@ -141,6 +147,10 @@ extern const char *const vp_optimizer_impl_names[];
 extern const char *const vp_attention_names[];
 extern const char *const vp_framework_names[];
 extern const char *const vp_finetune_names[];
+extern const char *const vp_quant_names[];
+
+/* The storage of a quantized base weight, or VP_DTYPE_NONE. */
+vp_dtype vp_quant_storage(const vp_recipe *recipe);
 
 /* The modules LoRA adapts: the recipe's, or PEFT's defaults for the
  * supported models (q_proj and v_proj; c_attn for GPT-2). */

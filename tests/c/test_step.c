@@ -520,6 +520,20 @@ static void test_lora(void) {
             /* q: 256 -> 256, v: 256 -> 128 (two key/value heads of 64) */
             CHECK_EQ_U64(folded.trainable_params, 7u * 8u * ((256 + 256) + (256 + 128)));
         }
+    /* QLoRA: the same adapters over a 4-bit base, every linear weight but
+     * the head packed; bitsandbytes' paged AdamW */
+    for (unsigned ckpt = 0; ckpt < 2; ckpt++) {
+        vp_recipe r = base_recipe();
+        r.finetune = VP_FINETUNE_QLORA;
+        r.precision = VP_PREC_AMP_BF16;
+        r.optimizer = (unsigned)vp_optimizer_find("paged-adamw-32bit");
+        r.checkpoint_every = ckpt;
+        vp_step_result folded, unfolded;
+        CHECK(vp_step_run(&m, &r, true, false, &folded, NULL) == VP_STEP_OK);
+        CHECK(vp_step_run(&m, &r, false, false, &unfolded, NULL) == VP_STEP_OK);
+        same_result(&folded, &unfolded);
+        CHECK(folded.optimizer_bytes == 0); /* paged: host-backed */
+    }
     vp_model_free(&m);
 }
 

@@ -79,10 +79,7 @@ describe("context parallelism", function()
     { { "--set", "framework=megatron", "--set", "cp=2", "--set", "dp=2", "--set", "gpus=2" }, "gpus: must equal dp x tp x pp x cp" },
   }
   for _, case in ipairs(bad) do
-    it("rejects " .. table.concat(case[1], " "), function()
-      local _, err, code = helper.run("estimate", "llama3-8b", table.unpack(case[1]))
-      assert.are.equal(1, code)
-      assert.truthy(err:find(case[2], 1, true), err)
-    end)
+    local args = { "llama3-8b", table.unpack(case[1]) }
+    it("rejects " .. table.concat(args, " "), helper.rejection(args, case[2]))
   end
 end)

@@ -43,6 +43,30 @@ function helper.write(text, suffix)
   return path
 end
 
+-- The body of a test that `vramplan estimate ARGS...` exits 1 with
+-- `message` (plain text) in its error.
+function helper.rejection(args, message)
+  return function()
+    local _, err, code = helper.run("estimate", table.unpack(args))
+    assert(code == 1, "exit code " .. tostring(code))
+    assert(err:find(message, 1, true), err)
+  end
+end
+
+-- Evaluates every recipe of the list (seq_len 128) folded and unfolded.
+function helper.assert_folds_agree(model, recipes)
+  for _, recipe in ipairs(recipes) do
+    recipe.seq_len = recipe.seq_len or 128
+    helper.assert_fold_agrees(model, recipe)
+  end
+end
+
+-- A model of models/ with a few layers, for evaluations that run every one.
+function helper.model(name, layers)
+  local arch = require("vramplan.arch")
+  return (arch.build(require("vramplan.models").describe(helper.root, name), { layers = layers }, { layers = "test" }))
+end
+
 -- Evaluates a recipe with identical layers folded and layer by layer and
 -- fails unless the two agree (folding must change nothing but speed).
 function helper.assert_fold_agrees(model, recipe)

@@ -54,19 +54,14 @@ describe("LoRA", function()
     local full = helper.estimate("llama2-7b", "--set", "seq_len=256")
     local adapted = lora()
     assert.is_true(adapted.per_gpu.peak_allocated_bytes < full.per_gpu.peak_allocated_bytes / 3)
-    local arch = require("vramplan.arch")
-    local model = arch.build(require("vramplan.models").describe(helper.root, "llama2-7b"), { layers = 5 },
-      { layers = "test" })
-    for _, recipe in ipairs({
+    local model = helper.model("llama2-7b", 5)
+    helper.assert_folds_agree(model, {
       { finetune = "lora", precision = "bf16", attention = "eager" },
       { finetune = "lora", precision = "amp-bf16", checkpointing = "full", lora_dropout = 0.1 },
       { finetune = "lora", lora_targets = "all-linear", checkpointing = "every-2", precision = "bf16" },
       { finetune = "lora", framework = "deepspeed", zero = 3, dp = 4, precision = "mixed-bf16", checkpointing = "full" },
       { finetune = "lora", framework = "fsdp", dp = 4, precision = "mixed-bf16", modules_to_save = "lm_head" },
-    }) do
-      recipe.seq_len = 128
-      helper.assert_fold_agrees(model, recipe)
-    end
+    })
   end)
 
   local bad = {
@@ -74,14 +69,11 @@ describe("LoRA", function()
     { { "llama2-7b", "--set", "finetune=lora", "--set", "lora_targets=qproj" }, "lora_targets: no module is called 'qproj'" },
     { { "llama2-7b", "--set", "finetune=lora", "--set", "lora_rank=0" }, "lora_rank: must be between 1" },
     { { "llama2-7b", "--set", "finetune=lora", "--set", "framework=megatron" }, "finetune: LoRA runs as PEFT does" },
-    { { "llama2-7b", "--set", "finetune=qlora" }, "finetune: qlora is not modelled yet" },
+    { { "llama2-7b", "--set", "finetune=prefix" }, "finetune: prefix tuning is not modelled yet" },
     { { "llama2-7b", "--set", "finetune=lora", "--set", "modules_to_save=wpe" }, "modules_to_save: the model has no module" },
   }
   for _, case in ipairs(bad) do
-    it("rejects " .. table.concat(case[1], " "), function()
-      local _, err, code = helper.run("estimate", table.unpack(case[1]))
-      assert.are.equal(1, code)
-      assert.truthy(err:find(case[2], 1, true), err)
-    end)
+    local args = { table.unpack(case[1]) }
+    it("rejects " .. table.concat(args, " "), helper.rejection(args, case[2]))
   end
 end)

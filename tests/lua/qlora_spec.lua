@@ -1,0 +1,84 @@
+-- QLoRA (Dettmers et al. 2023, with bitsandbytes' Linear4bit): the base's
+-- linear weights in 4-bit blocks with their scales, the dequantized weight
+-- a transient of every use, and the paper's headline.
+local helper = require("tests.lua.helper")
+
+-- NF4 with double quantization: 4 bits per element, a uint8 absmax per 64
+-- elements and an fp32 scale per 256 of those (the paper's section 3:
+-- 4 + 8/64 + 32/(64 x 256) bits per parameter)
+local function nf4_dq_bytes(numel)
+  local blocks = math.ceil(numel / 64)
+  return math.ceil(numel / 2) + blocks + 4 * math.ceil(blocks / 256)
+end
+
+local function qlora(model, ...)
+  return helper.estimate(model, "--set", "seq_len=256", "--set", "finetune=qlora", ...)
+end
+
+describe("QLoRA", function()
+  it("stores every linear weight but the head in NF4 with double quantization", function()
+    local r = qlora("llama2-7b", "--set", "precision=bf16", "--set", "lora_targets=q_proj,v_proj")
+    local h, f, layers, vocab = 4096, 11008, 32, 32000
+    local quantized = layers * (4 * nf4_dq_bytes(h * h) + 3 * nf4_dq_bytes(h * f))
+    local sixteen_bit = 2 * (2 * vocab * h + layers * 2 * h + h) -- embeddings, head, norms in bf16
+    local adapters = 4 * layers * 2 * 8 * (h + h)                   -- fp32 (PEFT's autocast_adapter_dtype)
+    assert.are.equal(quantized + sixteen_bit + adapters, r.per_gpu.params_bytes)
+    assert.are.equal(layers * 2 * 8 * (h + h), r.model.trainable_params)
+  end)
+
+  it("keeps 4-bit blocks with fp32 scales without double quantization, and FP4 like NF4", function()
+    local plain = qlora("llama2-7b", "--set", "double_quant=false")
+    local fp4 = qlora("llama2-7b", "--set", "quant=fp4")
+    local nf4 = qlora("llama2-7b")
+    local h, f = 4096, 11008
+    local per_layer_nf4 = 4 * nf4_dq_bytes(h * h) + 3 * nf4_dq_bytes(h * f)
+    local per_layer_plain = 4 * (h * h / 2 + 4 * h * h / 64) + 3 * (h * f / 2 + 4 * h * f / 64)
+    assert.are.equal(32 * (per_layer_plain - per_layer_nf4), plain.per_gpu.params_bytes - nf4.per_gpu.params_bytes)
+    assert.are.equal(nf4.per_gpu.params_bytes, fp4.per_gpu.params_bytes)
+  end)
+
+  it("dequantizes a weight for its product and drops it", function()
+    local vramplan = require("vramplan")
+    local model = helper.model("llama2-7b", 2)
+    local r = vramplan.estimate(model, { finetune = "qlora", seq_len = 64 }, nil, { timeline = true, fold = false })
+    local sizes = {}
+    for _, e in ipairs(r.timeline) do
+      if e.op == "dequantize_4bit" and e.phase == "forward" and e.delta > 0 then sizes[e.delta] = true end
+    end
+    assert.is_true(sizes[2 * 4096 * 4096])   -- q, k, v, o in bf16
+    assert.is_true(sizes[2 * 4096 * 11008])  -- gate, up, down
+  end)
+
+  it("fine-tunes LLaMA-65B on one 48 GB GPU, where 16-bit full fine-tuning needs over 780 GB", function()
+    -- Dettmers et al. 2023, section 1: "finetune a 65B parameter model on a
+    -- single 48GB GPU"; "more than 780 GB of GPU memory" for regular 16-bit
+    -- finetuning (shared/reference qlora-03, qlora-04)
+    local r = helper.estimate("llama-65b", "--recipe", helper.root .. "/scripts/recipes/qlora-all-linear-paged.lua",
+      "--gpu", "a6000")
+    assert.is_true(r.fits)
+    assert.is_true(r.per_gpu.peak_total_bytes < 48e9)
+    local full = helper.estimate("llama-65b", "--set", "seq_len=528", "--set", "precision=mixed-bf16")
+    local states = full.per_gpu.params_bytes + full.per_gpu.grads_bytes + full.per_gpu.master_bytes +
+                   full.per_gpu.optimizer_bytes
+    assert.is_true(states > 780e9)
+  end)
+
+  it("agrees with evaluating every layer", function()
+    local model = helper.model("llama2-7b", 5)
+    helper.assert_folds_agree(model, {
+      { finetune = "qlora", precision = "bf16", lora_targets = "all-linear" },
+      { finetune = "qlora", precision = "amp-bf16", checkpointing = "full", optimizer = "paged-adamw-8bit" },
+    })
+  end)
+
+  local bad = {
+    { { "--set", "finetune=qlora", "--set", "quant=int8" }, "quant: int8 (LLM.int8) is not modelled yet" },
+    { { "--set", "finetune=lora", "--set", "quant=nf4" }, "quant: a quantized base needs finetune = qlora" },
+    { { "--set", "finetune=qlora", "--set", "framework=deepspeed", "--set", "dp=2" }, "finetune: qlora is modelled on" },
+    { { "--set", "finetune=qlora", "--set", "compute_dtype=fp8" }, "compute_dtype: 'fp8' is not one of" },
+  }
+  for _, case in ipairs(bad) do
+    local args = { "llama2-7b", table.unpack(case[1]) }
+    it("rejects " .. table.concat(args, " "), helper.rejection(args, case[2]))
+  end
+end)
