@@ -18,7 +18,7 @@ static uint64_t cublas_workspace(const vp_gpu *gpu) {
     return 2 * one;
 }
 
-static unsigned microbatches(const vp_recipe *r) { return r->microbatches ? r->microbatches : (r->pp > 1 ? r->pp : 1); }
+static unsigned microbatches(const vp_recipe *r) { return vp_recipe_microbatches(r); }
 
 /* In flight at a stage's peak, per schedule:
  *  - GPipe: every micro-batch's forward runs before any backward: m.
@@ -60,6 +60,8 @@ const char *vp_pipeline_problem(const vp_model *model, const vp_recipe *r) {
     unsigned pp = r->pp ? r->pp : 1;
     if (pp > VP_MAX_STAGES) return "pp: too many stages";
     if (r->gpus && r->gpus != r->dp * r->tp * pp * r->cp) return "gpus: must equal dp x tp x pp x cp";
+    if (r->microbatches && r->grad_accum && r->microbatches != r->grad_accum)
+        return "grad_accum: the micro-batches are the accumulation: give num_microbatches or grad_accum, not both";
     if (r->virtual_stages > 1 && r->pp_schedule != VP_PP_INTERLEAVED)
         return "virtual_stages: needs pp_schedule = \"interleaved-1f1b\"";
     if (r->pp_schedule == VP_PP_INTERLEAVED && pp < 2) return "pp_schedule: interleaving needs pp > 1";

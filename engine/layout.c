@@ -16,6 +16,7 @@ typedef struct vp_layer_hook {
     uint64_t gather;      /* the layer's parameters, gathered, in the compute dtype */
     uint64_t prefetch;    /* gathered ahead of use */
     bool deferred;        /* its input needs no gradient: released when backward ends */
+    bool gathered;        /* its parameters are gathered now */
 } vp_layer_hook;
 
 static uint64_t bytes_of(vp_dtype dtype, uint64_t numel) {
@@ -76,7 +77,7 @@ static void make_adapters(vp_step *step, const vp_leaf_spec *spec, vp_t weight, 
     if (!vp_lora_register(step, weight, out[0], out[1], spec->out_features)) step->sim.status = VP_SIM_NOMEM;
 }
 
-void vp_layout_create_leaves(vp_step *step, const vp_op *ops, unsigned n, vp_t *slots, unsigned repeat) {
+void vp_layout_create_leaves(vp_step *step, const vp_op *ops, unsigned n, vp_t *slots, unsigned repeat, bool frozen) {
     for (unsigned i = 0; i < n; i++) {
         const vp_op *op = &ops[i];
         vp_leaf_spec specs[VP_OP_MAX_LEAVES];
@@ -87,7 +88,7 @@ void vp_layout_create_leaves(vp_step *step, const vp_op *ops, unsigned n, vp_t *
             unsigned count = vp_leaf_count(&specs[j]);
             if (specs[j].numel)
                 for (unsigned c = 0; c < count; c++)
-                    slots[slot + c] = make_leaf(step, &specs[j], vp_finetune_trains(step->recipe, &specs[j]), repeat);
+                    slots[slot + c] = make_leaf(step, &specs[j], vp_finetune_trains(step->recipe, &specs[j], frozen), repeat);
             slot += count;
         }
         /* then LoRA's adapters, A and B beside each targeted weight */
@@ -99,7 +100,7 @@ void vp_layout_create_leaves(vp_step *step, const vp_op *ops, unsigned n, vp_t *
                                                                    slots + slot + 2 * c, repeat);
             slot += 2 * count;
         }
-        vp_layout_create_leaves(step, op->children, op->n_children, slots, repeat);
+        vp_layout_create_leaves(step, op->children, op->n_children, slots, repeat, frozen);
     }
 }
 
@@ -226,6 +227,8 @@ static void pass_gradient(vp_sim *sim, uint32_t index) {
  * gathered parameters released. */
 static void layer_done(vp_layer_hook *h) {
     if (h->step->plan.grads == VP_GRADS_UNIT) reduce_scatter(h->step, h->leaves, h->n);
+    if (!h->gathered) return; /* a frozen layer: resharded after forward, never gathered again */
+    h->gathered = false;
     vp_ledger_release(&h->step->ledger, VP_CAT_PARAMS, h->gather + h->prefetch * reshard_after_forward(h->step),
                       "all_gather.release");
 }
@@ -238,6 +241,7 @@ static void backward_layer_start(vp_sim *sim, uint32_t index) {
 static void backward_layer_end(vp_sim *sim, uint32_t index) {
     vp_layer_hook *h = vp_node_at(sim, index)->context;
     vp_ledger_alloc(sim->ledger, VP_CAT_PARAMS, h->gather + h->prefetch, "all_gather");
+    h->gathered = true;
     pass_gradient(sim, index);
 }
 
@@ -261,6 +265,7 @@ vp_t vp_layout_layer_start(vp_step *step, vp_t x, unsigned layer) {
     }
     vp_layer_hook *h = hook_of(step, layer);
     vp_ledger_alloc(&step->ledger, VP_CAT_PARAMS, h->gather + h->prefetch * forward_prefetch(step), "all_gather");
+    h->gathered = true;
     if (step->sim.grad_mode && !vp_at(&step->sim, x)->requires_grad) {
         /* frozen embeddings feed the first layer (LoRA): no node on its input
          * runs in backward; the frameworks' post-backward hooks on the
@@ -281,6 +286,7 @@ vp_t vp_layout_layer_end(vp_step *step, vp_t y, unsigned layer) {
     if (reshard_after_forward(step)) {
         vp_ledger_release(&step->ledger, VP_CAT_PARAMS, h->gather + h->prefetch * forward_prefetch(step),
                           "all_gather.release");
+        h->gathered = false;
         return hook(step, y, backward_layer_end, h, "layer.end");
     }
     /* SHARD_GRAD_OP: the layer stays gathered until its backward is done */

@@ -9,7 +9,8 @@
 /* Creates the leaves of ops: parameters at their resident shard (or none on
  * the GPU when offloaded), buffers whole. `repeat`: real instances these
  * leaves stand for (host memory is counted per rank). */
-void vp_layout_create_leaves(vp_step *step, const vp_op *ops, unsigned n, vp_t *slots, unsigned repeat);
+/* `frozen`: the leaves of a part the recipe freezes (finetune = freeze). */
+void vp_layout_create_leaves(vp_step *step, const vp_op *ops, unsigned n, vp_t *slots, unsigned repeat, bool frozen);
 
 /* Master weights, optimizer states, resident gradient partitions and
  * communication buckets of the trainable leaves among `leaves`. */

@@ -8,9 +8,10 @@
 #include "ops.h"
 #include "step.h"
 
-bool vp_finetune_trains(const vp_recipe *recipe, const vp_leaf_spec *spec) {
+bool vp_finetune_trains(const vp_recipe *recipe, const vp_leaf_spec *spec, bool frozen) {
     if (!spec->trainable || spec->buffer) return false;
-    return recipe->finetune == VP_FINETUNE_FULL || vp_module_in(recipe->modules_to_save, spec->module);
+    if (vp_module_in(recipe->modules_to_save, spec->module)) return true;
+    return recipe->finetune == VP_FINETUNE_FULL || (recipe->finetune == VP_FINETUNE_FREEZE && !frozen);
 }
 
 bool vp_lora_adapts(const vp_recipe *recipe, const vp_leaf_spec *spec) {
@@ -37,7 +38,7 @@ typedef struct {
     vp_module_set linear, present;
 } census;
 
-static void count_ops(census *c, const vp_op *ops, unsigned n, uint64_t times) {
+static void count_ops(census *c, const vp_op *ops, unsigned n, uint64_t times, bool frozen) {
     static const vp_ranks whole = {1, 1, 1};
     for (unsigned i = 0; i < n; i++) {
         vp_leaf_spec specs[VP_OP_MAX_LEAVES];
@@ -48,23 +49,32 @@ static void count_ops(census *c, const vp_op *ops, unsigned n, uint64_t times) {
             uint64_t copies = times * vp_leaf_count(s);
             c->present |= vp_module_bit(s->module);
             if (s->out_features) c->linear |= vp_module_bit(s->module);
-            if (vp_finetune_trains(c->recipe, s)) c->trainable += s->numel * copies;
+            if (vp_finetune_trains(c->recipe, s, frozen)) c->trainable += s->numel * copies;
             if (vp_lora_adapts(c->recipe, s)) {
                 uint64_t in = s->numel / s->out_features;
                 c->trainable += (uint64_t)c->recipe->lora_rank * (in + s->out_features) * copies;
             }
         }
-        count_ops(c, ops[i].children, ops[i].n_children, times);
+        count_ops(c, ops[i].children, ops[i].n_children, times, frozen);
     }
 }
 
 static census take_census(const vp_model *model, const vp_recipe *recipe) {
     census c = {recipe, 0, 0, 0};
     const vp_section *s = model->section;
-    count_ops(&c, s[VP_SECTION_EMBED].ops, s[VP_SECTION_EMBED].n_ops, 1);
-    count_ops(&c, s[VP_SECTION_FIRST_LAYER].ops, s[VP_SECTION_FIRST_LAYER].n_ops, model->first_layers);
-    count_ops(&c, s[VP_SECTION_LAYER].ops, s[VP_SECTION_LAYER].n_ops, model->layers - model->first_layers);
-    count_ops(&c, s[VP_SECTION_FINAL].ops, s[VP_SECTION_FINAL].n_ops, 1);
+    bool freezing = recipe->finetune == VP_FINETUNE_FREEZE;
+    count_ops(&c, s[VP_SECTION_EMBED].ops, s[VP_SECTION_EMBED].n_ops, 1, freezing);
+    /* layers [0, first) are of the first kind, [boundary, layers) trained */
+    unsigned first = model->first_layers, boundary = vp_recipe_first_trained_layer(recipe, model->layers);
+    for (unsigned frozen = 0; frozen < 2; frozen++) {
+        /* how many layers of each kind fall on this side of the boundary */
+        uint64_t early = frozen ? (boundary < first ? boundary : first) : (first > boundary ? first - boundary : 0);
+        uint64_t late = frozen ? (boundary > first ? boundary - first : 0)
+                               : model->layers - (boundary > first ? boundary : first);
+        count_ops(&c, s[VP_SECTION_FIRST_LAYER].ops, s[VP_SECTION_FIRST_LAYER].n_ops, early, frozen);
+        count_ops(&c, s[VP_SECTION_LAYER].ops, s[VP_SECTION_LAYER].n_ops, late, frozen);
+    }
+    count_ops(&c, s[VP_SECTION_FINAL].ops, s[VP_SECTION_FINAL].n_ops, 1, false);
     return c;
 }
 
@@ -131,28 +141,34 @@ static vp_module first_missing(vp_module_set wanted, vp_module_set present) {
 const char *vp_finetune_problem(const vp_model *model, const vp_recipe *recipe) {
     if (recipe->finetune != VP_FINETUNE_QLORA && recipe->quant != VP_QUANT_NONE)
         return "quant: a quantized base needs finetune = qlora";
+    if (recipe->finetune != VP_FINETUNE_FREEZE && recipe->trainable_layers)
+        return "trainable_layers: needs finetune = freeze";
     switch (recipe->finetune) {
     case VP_FINETUNE_FULL: return NULL;
-    case VP_FINETUNE_LORA: break;
+    case VP_FINETUNE_PREFIX: return "finetune: prefix tuning is not modelled yet (lora is)";
+    case VP_FINETUNE_PROMPT: return "finetune: prompt tuning is not modelled yet (lora is)";
     case VP_FINETUNE_QLORA:
         if (recipe->quant == VP_QUANT_INT8) return "quant: int8 (LLM.int8) is not modelled yet: use nf4 or fp4";
         if (recipe->framework != VP_FRAMEWORK_TORCH)
             return "finetune: qlora is modelled on a single GPU's framework torch (bitsandbytes' 4-bit weights)";
         break;
-    case VP_FINETUNE_PREFIX: return "finetune: prefix tuning is not modelled yet (lora is)";
-    case VP_FINETUNE_PROMPT: return "finetune: prompt tuning is not modelled yet (lora is)";
-    default: return "finetune: freezing layers is not modelled yet (lora is)";
+    default: break;
     }
-    if (recipe->framework == VP_FRAMEWORK_MEGATRON)
+    bool lora = recipe->finetune == VP_FINETUNE_LORA || recipe->finetune == VP_FINETUNE_QLORA;
+    if (lora && recipe->framework == VP_FRAMEWORK_MEGATRON)
         return "finetune: LoRA runs as PEFT does, on framework torch, deepspeed or fsdp";
     if (!model) return NULL;
+    if (recipe->trainable_layers > model->layers) return "trainable_layers: more than the model's layers";
     census c = take_census(model, recipe);
-    /* all-linear means the linear modules the model has; named targets must exist */
-    vp_module_set named = recipe->lora_targets == vp_module_all_linear() ? 0 : recipe->lora_targets;
-    vp_module missing = named ? first_missing(named, c.linear) : VP_MODULE_NONE;
-    if (missing) return no_target[missing];
-    if (!recipe->lora_targets && !(vp_lora_targets(recipe) & c.linear))
-        return "lora_targets: the model has none of PEFT's default targets; name them";
+    vp_module missing = VP_MODULE_NONE;
+    if (lora) {
+        /* all-linear means the linear modules the model has; named targets must exist */
+        vp_module_set named = recipe->lora_targets == vp_module_all_linear() ? 0 : recipe->lora_targets;
+        missing = named ? first_missing(named, c.linear) : VP_MODULE_NONE;
+        if (missing) return no_target[missing];
+        if (!recipe->lora_targets && !(vp_lora_targets(recipe) & c.linear))
+            return "lora_targets: the model has none of PEFT's default targets; name them";
+    }
     missing = first_missing(recipe->modules_to_save, c.present);
     if (missing) return no_module[missing];
     return NULL;

@@ -8,9 +8,11 @@
 
 struct vp_step;
 
-/* Whether the recipe trains this parameter itself (full fine-tuning, or a
- * module of modules_to_save). */
-bool vp_finetune_trains(const vp_recipe *recipe, const vp_leaf_spec *spec);
+/* Whether the recipe trains this parameter itself: full fine-tuning, a
+ * module of modules_to_save, or with freezing a parameter outside the
+ * frozen part (`frozen`: the embeddings and the layers before the trained
+ * ones). */
+bool vp_finetune_trains(const vp_recipe *recipe, const vp_leaf_spec *spec, bool frozen);
 
 /* Whether LoRA puts adapters beside this weight. */
 bool vp_lora_adapts(const vp_recipe *recipe, const vp_leaf_spec *spec);

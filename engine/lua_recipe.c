@@ -109,6 +109,7 @@ static void parse_pp(lua_State *L, vp_recipe *r, const char *k) { r->pp = (unsig
 static void parse_schedule(lua_State *L, vp_recipe *r, const char *k) { r->pp_schedule = (vp_pp_schedule)read_option(L, k, vp_pp_schedule_names); }
 static void parse_virtual(lua_State *L, vp_recipe *r, const char *k) { r->virtual_stages = (unsigned)read_int(L, k, 1, 1024); }
 static void parse_microbatches(lua_State *L, vp_recipe *r, const char *k) { r->microbatches = (unsigned)read_int(L, k, 1, 1 << 20); }
+static void parse_grad_accum(lua_State *L, vp_recipe *r, const char *k) { r->grad_accum = (unsigned)read_int(L, k, 1, 1 << 20); }
 static void parse_finetune(lua_State *L, vp_recipe *r, const char *k) { r->finetune = (vp_finetune)read_option(L, k, vp_finetune_names); }
 static void parse_lora_rank(lua_State *L, vp_recipe *r, const char *k) { r->lora_rank = (unsigned)read_int(L, k, 1, 1 << 16); }
 static void parse_lora_alpha(lua_State *L, vp_recipe *r, const char *k) { r->lora_alpha = read_number(L, k, 0, 1e9); }
@@ -135,6 +136,7 @@ static vp_module_set read_modules(lua_State *L, const char *key) {
     if (!set) recipe_error(L, "%s: names no module", key);
     return set;
 }
+static void parse_trainable_layers(lua_State *L, vp_recipe *r, const char *k) { r->trainable_layers = (unsigned)read_int(L, k, 0, 100000); }
 static void parse_quant(lua_State *L, vp_recipe *r, const char *k) { r->quant = (vp_quant)read_option(L, k, vp_quant_names); }
 static void parse_double_quant(lua_State *L, vp_recipe *r, const char *k) { r->double_quant = read_bool(L, k); }
 static void parse_compute_dtype(lua_State *L, vp_recipe *r, const char *k) {
@@ -232,13 +234,15 @@ static const recipe_key keys[] = {
     {"pp_schedule", parse_schedule, "1f1b | gpipe | interleaved-1f1b [1f1b]"},
     {"virtual_stages", parse_virtual, "model chunks per rank with interleaved-1f1b [1]"},
     {"num_microbatches", parse_microbatches, "micro-batches per step (with pp; gradient accumulation without) [pp]"},
+    {"grad_accum", parse_grad_accum, "gradient accumulation steps: micro-batches into the same gradients before the optimizer step [1]"},
     {"pp_layers", parse_pp_layers, "layers of each stage, as \"7,8,8,9\" [an even split]"},
     {"gpus", parse_gpus, "GPUs in all: when given, must equal dp x tp x pp x cp"},
-    {"finetune", parse_finetune, "what is trained: full, lora, qlora (prefix, prompt, freeze: not modelled yet) [full]"},
+    {"finetune", parse_finetune, "what is trained: full, lora, qlora, freeze (prefix, prompt: not modelled yet) [full]"},
     {"lora_rank", parse_lora_rank, "LoRA's r [8]"},
     {"lora_alpha", parse_lora_alpha, "LoRA's alpha (scaling alpha / r: no memory of its own) [8]"},
     {"lora_dropout", parse_lora_dropout, "dropout on the adapters' input (a mask and a copy per targeted module) [0]"},
     {"lora_targets", parse_lora_targets, "modules given adapters: names (q_proj,v_proj) or all-linear [q_proj,v_proj; GPT-2 c_attn]"},
+    {"trainable_layers", parse_trainable_layers, "freeze: the last layers trained, with the final norm and head [0]"},
     {"quant", parse_quant, "qlora: the frozen base's linear weights, nf4 or fp4 (int8: not modelled yet) [nf4]"},
     {"double_quant", parse_double_quant, "qlora: quantize the block scales too (8-bit, in blocks of 256) [true]"},
     {"compute_dtype", parse_compute_dtype, "qlora: the dtype 4-bit weights are dequantized to, bf16, fp16 or fp32 [bf16]"},
@@ -366,6 +370,10 @@ void vp_lua_push_recipe(lua_State *L, const vp_recipe *given) {
         lua_pushstring(L, names);
         lua_setfield(L, -2, "modules_to_save");
     }
+    if (r->finetune == VP_FINETUNE_FREEZE) {
+        lua_pushinteger(L, r->trainable_layers);
+        lua_setfield(L, -2, "trainable_layers");
+    }
     if (r->finetune == VP_FINETUNE_QLORA) {
         lua_pushstring(L, r->quant == VP_QUANT_NONE ? "nf4" : vp_quant_names[r->quant]);
         lua_setfield(L, -2, "quant");
@@ -386,8 +394,10 @@ void vp_lua_push_recipe(lua_State *L, const vp_recipe *given) {
     lua_setfield(L, -2, "pp_schedule");
     lua_pushinteger(L, r->virtual_stages);
     lua_setfield(L, -2, "virtual_stages");
-    lua_pushinteger(L, r->microbatches ? r->microbatches : (r->pp > 1 ? r->pp : 1));
+    lua_pushinteger(L, vp_recipe_microbatches(r));
     lua_setfield(L, -2, "num_microbatches");
+    lua_pushinteger(L, vp_recipe_microbatches(r));
+    lua_setfield(L, -2, "grad_accum");
     lua_pushinteger(L, r->dp * r->tp * r->pp);
     lua_setfield(L, -2, "gpus");
     lua_pushinteger(L, r->gpus_per_node ? r->gpus_per_node : (r->dp < 8 ? r->dp : 8));

@@ -2,6 +2,7 @@
 #include "recipe.h"
 
 #include <stddef.h>
+#include <string.h>
 
 const char *const vp_precision_names[] = {
     "fp32", "bf16", "fp16", "amp-bf16", "amp-fp16", "mixed-bf16", "mixed-fp16", NULL,
@@ -14,6 +15,17 @@ vp_module_set vp_lora_targets(const vp_recipe *recipe) {
     /* TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING: llama, mistral,
      * mixtral, qwen2 -> q_proj, v_proj; gpt2 -> c_attn */
     return vp_module_bit(VP_MODULE_Q_PROJ) | vp_module_bit(VP_MODULE_V_PROJ) | vp_module_bit(VP_MODULE_C_ATTN);
+}
+
+unsigned vp_recipe_first_trained_layer(const vp_recipe *r, unsigned layers) {
+    if (r->finetune != VP_FINETUNE_FREEZE) return 0;
+    return r->trainable_layers >= layers ? 0 : layers - r->trainable_layers;
+}
+
+unsigned vp_recipe_microbatches(const vp_recipe *r) {
+    if (r->microbatches) return r->microbatches;
+    if (r->grad_accum) return r->grad_accum;
+    return r->pp > 1 ? r->pp : 1;
 }
 
 const char *const vp_quant_names[] = {"none", "nf4", "fp4", "int8", NULL};
@@ -35,6 +47,7 @@ const char *const vp_torch_version_names[] = {"2.x", "1.13", NULL};
 const char *const vp_device_names[] = {"cuda", "cpu", NULL};
 
 void vp_recipe_defaults(vp_recipe *recipe) {
+    memset(recipe, 0, sizeof *recipe); /* every key unset, then the defaults */
     recipe->precision = VP_PREC_MIXED_BF16;
     recipe->optimizer = 0;
     recipe->optimizer_impl = VP_IMPL_AUTO;
@@ -78,6 +91,8 @@ void vp_recipe_defaults(vp_recipe *recipe) {
     recipe->ep = 1;
     recipe->etp = 0;
     recipe->cp = 1;
+    recipe->grad_accum = 0;
+    recipe->trainable_layers = 0;
     /* peft.LoraConfig: r=8, lora_alpha=8, lora_dropout=0.0 */
     recipe->finetune = VP_FINETUNE_FULL;
     recipe->lora_rank = 8;

@@ -120,7 +120,8 @@ typedef struct {
     unsigned pp;                 /* pipeline stages */
     vp_pp_schedule pp_schedule;
     unsigned virtual_stages;     /* model chunks per rank with the interleaved schedule */
-    unsigned microbatches;       /* micro-batches per step (0: pp) */
+    unsigned microbatches;       /* micro-batches per step (0: grad_accum, else pp) */
+    unsigned grad_accum;         /* gradient accumulation steps: micro-batches without pp (0: unset) */
     unsigned n_pp_layers;        /* a custom layout: layers of each stage (0: even) */
     unsigned pp_layers[VP_MAX_STAGES];
     unsigned gpus;               /* when given, must equal dp x tp x pp x cp */
@@ -131,6 +132,7 @@ typedef struct {
     double lora_dropout;
     vp_module_set lora_targets;  /* target_modules; 0: PEFT's default for the model */
     vp_module_set modules_to_save; /* trained in full beside the adapters */
+    unsigned trainable_layers;   /* freeze: the last layers trained (with the final norm and head) */
     vp_quant quant;              /* the base's linear weights (qlora; none: nf4 for qlora) */
     bool double_quant;           /* bnb_4bit_use_double_quant */
     vp_dtype compute_dtype;      /* bnb_4bit_compute_dtype */
@@ -148,6 +150,14 @@ extern const char *const vp_attention_names[];
 extern const char *const vp_framework_names[];
 extern const char *const vp_finetune_names[];
 extern const char *const vp_quant_names[];
+
+/* Micro-batches one optimizer step sees: num_microbatches, or grad_accum,
+ * or one per pipeline stage. */
+unsigned vp_recipe_microbatches(const vp_recipe *recipe);
+
+/* The first layer of a model of `layers` that the recipe trains in full
+ * (0: all of them; freezing keeps the ones before it frozen). */
+unsigned vp_recipe_first_trained_layer(const vp_recipe *recipe, unsigned layers);
 
 /* The storage of a quantized base weight, or VP_DTYPE_NONE. */
 vp_dtype vp_quant_storage(const vp_recipe *recipe);

@@ -98,16 +98,15 @@ static unsigned chunk_layers(const vp_step *step) {
 }
 
 /* Plans `layers` layers from `first` as chunks of `per`: entries from
- * step->n_chunks on. */
-static void plan_run(vp_step *step, unsigned first, unsigned layers, unsigned per, unsigned *instance) {
-    unsigned n = step->n_chunks, left = layers / per, rest = layers % per;
+ * step->n_chunks on; with `lone_first` the run's first chunk is an entry
+ * of its own. */
+static void plan_run(vp_step *step, unsigned first, unsigned layers, unsigned per, bool lone_first, bool fold,
+                     unsigned *instance) {
+    unsigned n = step->n_chunks, start = n, left = layers / per, rest = layers % per;
     bool checkpointed = step->recipe->checkpoint_every > 0;
-    /* the first chunk is unlike the rest when its input comes from another
-     * stage, or from frozen embeddings (no gradient flows into it) */
-    bool lone_first = !step->stage.embed || step->recipe->finetune != VP_FINETUNE_FULL;
     while (left) {
         /* without folding, every chunk is its own entry */
-        unsigned repeat = !step->fold ? 1 : (n == 0 && lone_first && left > 1) ? 1 : left;
+        unsigned repeat = !fold ? 1 : (n == start && lone_first && left > 1) ? 1 : left;
         step->chunks[n] = (vp_chunk){.step = step, .first_layer = first, .layers = per, .checkpointed = checkpointed,
                                      .instance = *instance};
         step->chunk_repeat[n++] = repeat;
@@ -124,19 +123,33 @@ static void plan_run(vp_step *step, unsigned first, unsigned layers, unsigned pe
     step->n_chunks = n;
 }
 
+static unsigned clamp(unsigned x, unsigned lo, unsigned hi) { return x < lo ? lo : x > hi ? hi : x; }
+
+/* Runs of alike layers: split where the model's first layers end and where
+ * freezing ends. A run's first chunk is unlike the rest when its input
+ * comes from another stage or carries no gradient (frozen embeddings or
+ * frozen layers before it). */
 static bool plan_chunks(vp_step *step) {
     unsigned start = step->stage.first_layer, end = start + step->stage.layers, per = chunk_layers(step);
-    unsigned split = step->model->first_layers;
-    if (split < start) split = start;
-    if (split > end) split = end;
-    unsigned entries = step->stage.layers / per + 4; /* two runs, each with a remainder and a lone first chunk */
+    unsigned a = clamp(step->model->first_layers, start, end);
+    unsigned b = clamp(vp_recipe_first_trained_layer(step->recipe, step->model->layers), start, end);
+    unsigned splits[4] = {start, a < b ? a : b, a < b ? b : a, end};
+    unsigned entries = step->stage.layers / per + 9; /* three runs, each with a remainder and a lone first chunk */
     step->chunks = calloc(entries, sizeof *step->chunks);
     step->chunk_repeat = calloc(entries, sizeof *step->chunk_repeat);
     if (!step->chunks || !step->chunk_repeat) return false;
     unsigned instance = 0;
     step->n_chunks = 0;
-    if (split > start) plan_run(step, start, split - start, per, &instance);
-    if (end > split) plan_run(step, split, end - split, per, &instance);
+    bool no_gradient_in = !step->stage.embed || step->recipe->finetune != VP_FINETUNE_FULL;
+    /* frozen layers under ZeRO-3 or FSDP are released when backward ends,
+     * outside any folded stretch: they are evaluated one by one */
+    bool released_late = step->plan.gather || step->plan.grads == VP_GRADS_UNIT;
+    for (unsigned r = 0; r < 3; r++) {
+        if (splits[r + 1] <= splits[r]) continue;
+        bool lone = splits[r] == start ? no_gradient_in : splits[r] == b;
+        bool fold = step->fold && !(released_late && splits[r] < b);
+        plan_run(step, splits[r], splits[r + 1] - splits[r], per, lone, fold, &instance);
+    }
     step->n_layer_instances = instance;
     return true;
 }
@@ -198,11 +211,13 @@ static bool setup(vp_step *step) {
     if (!step->embed_leaves || !step->final_leaves || !step->layer_leaves) return false;
 
     step->ledger.place.phase = VP_PHASE_SETUP;
+    bool freezing = step->recipe->finetune == VP_FINETUNE_FREEZE;
+    unsigned boundary = vp_recipe_first_trained_layer(step->recipe, m->layers);
     const vp_section *embed = &m->section[VP_SECTION_EMBED], *final = &m->section[VP_SECTION_FINAL];
     if (step->stage.embed) {
-        vp_layout_create_leaves(step, embed->ops, embed->n_ops, step->embed_leaves, 1);
+        vp_layout_create_leaves(step, embed->ops, embed->n_ops, step->embed_leaves, 1, freezing);
     } else if (needs_embedding_copy(step)) {
-        vp_layout_create_leaves(step, embed->ops, 1, step->embed_leaves, 1); /* the token embedding alone */
+        vp_layout_create_leaves(step, embed->ops, 1, step->embed_leaves, 1, freezing); /* the token embedding alone */
         step->tied_weight = step->embed_leaves[embed->ops[0].slot];
     }
     vp_layout_resident(step, step->embed_leaves, embed->n_slots, 1);
@@ -211,12 +226,13 @@ static bool setup(vp_step *step) {
         unsigned repeat = instance_repeat(step, i);
         vp_ledger_begin_segment(&step->ledger);
         const vp_section *layer = instance_section(step, i);
-        vp_layout_create_leaves(step, layer->ops, layer->n_ops, slots, repeat);
+        bool frozen = step->chunks[entry_of_instance(step, i)].first_layer < boundary;
+        vp_layout_create_leaves(step, layer->ops, layer->n_ops, slots, repeat, frozen);
         vp_layout_resident(step, slots, layer_slots, repeat);
         vp_ledger_repeat_segment(&step->ledger, repeat, 0);
     }
     if (step->stage.final) {
-        vp_layout_create_leaves(step, final->ops, final->n_ops, step->final_leaves, 1);
+        vp_layout_create_leaves(step, final->ops, final->n_ops, step->final_leaves, 1, false);
         vp_layout_resident(step, step->final_leaves, final->n_slots, 1);
     }
     return vp_layout_prepare(step);

@@ -77,3 +77,44 @@ describe("LoRA", function()
     it("rejects " .. table.concat(args, " "), helper.rejection(args, case[2]))
   end
 end)
+
+describe("freezing layers", function()
+  local function freeze(n, ...)
+    return helper.estimate("llama2-7b", "--set", "seq_len=256", "--set", "finetune=freeze",
+      "--set", "trainable_layers=" .. n, ...)
+  end
+
+  it("trains the last layers, the final norm and the head", function()
+    local h, f = 4096, 11008
+    local layer = 4 * h * h + 3 * h * f + 2 * h
+    local r = freeze(2)
+    assert.are.equal(2 * layer + h + 32000 * h, r.model.trainable_params)
+    assert.are.equal(2 * r.model.trainable_params, r.per_gpu.grads_bytes) -- bf16 gradients of what is trained
+    local more = freeze(0, "--set", "modules_to_save=embed_tokens")
+    assert.are.equal(h + 2 * 32000 * h, more.model.trainable_params)
+  end)
+
+  it("keeps activations only where gradients flow: each trained layer adds the same", function()
+    local one, two, three = freeze(1), freeze(2), freeze(3)
+    local step = two.per_gpu.activations_bytes - one.per_gpu.activations_bytes
+    assert.is_true(step > 0)
+    assert.are.equal(step, three.per_gpu.activations_bytes - two.per_gpu.activations_bytes)
+  end)
+
+  it("agrees with evaluating every layer, sharded too", function()
+    helper.assert_folds_agree(helper.model("llama2-7b", 6), {
+      { finetune = "freeze", trainable_layers = 2, precision = "bf16" },
+      { finetune = "freeze", trainable_layers = 3, checkpointing = "every-2", precision = "amp-bf16" },
+      { finetune = "freeze", trainable_layers = 2, framework = "deepspeed", zero = 3, dp = 4, precision = "mixed-bf16" },
+      { finetune = "freeze", trainable_layers = 4, framework = "fsdp", dp = 4, precision = "mixed-bf16",
+        checkpointing = "full" },
+      { finetune = "freeze", trainable_layers = 2, framework = "fsdp", fsdp = "shard_grad_op", dp = 4,
+        precision = "mixed-bf16" },
+    })
+  end)
+
+  it("rejects more trained layers than the model has", helper.rejection(
+    { "llama2-7b", "--set", "finetune=freeze", "--set", "trainable_layers=33" }, "trainable_layers: more than"))
+  it("rejects trainable_layers without freezing", helper.rejection(
+    { "llama2-7b", "--set", "trainable_layers=3" }, "trainable_layers: needs finetune = freeze"))
+end)

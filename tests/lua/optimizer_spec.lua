@@ -84,3 +84,23 @@ describe("optimizer states", function()
     assert.truthy(err:find("adamw-8bit", 1, true), err)
   end)
 end)
+
+describe("gradient accumulation", function()
+  it("runs later micro-batches into the gradients the first made", function()
+    local one = helper.estimate("gpt2", "--set", "seq_len=1024", "--set", "optimizer=none", "--set", "precision=fp32")
+    local four = helper.estimate("gpt2", "--set", "seq_len=1024", "--set", "optimizer=none", "--set", "precision=fp32",
+      "--set", "grad_accum=4")
+    assert.are.equal(4, four.recipe.grad_accum)
+    assert.are.equal(4, four.recipe.num_microbatches)
+    assert.are.equal(one.per_gpu.activations_bytes, four.per_gpu.activations_bytes)
+    -- the second backward starts with every gradient already there
+    assert.is_true(four.per_gpu.peak_allocated_bytes > one.per_gpu.peak_allocated_bytes)
+    assert.is_true(four.per_gpu.peak_allocated_bytes <= one.per_gpu.peak_allocated_bytes + one.per_gpu.grads_bytes)
+  end)
+
+  it("is the pipeline's micro-batches: both keys must agree", function()
+    local _, err, code = helper.run("estimate", "gpt2", "--set", "grad_accum=4", "--set", "num_microbatches=2")
+    assert.are.equal(1, code)
+    assert.truthy(err:find("grad_accum: the micro-batches are the accumulation", 1, true), err)
+  end)
+end)
