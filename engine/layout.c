@@ -55,6 +55,12 @@ static vp_t make_leaf(vp_step *step, const vp_leaf_spec *spec, bool trainable, u
     return leaf;
 }
 
+vp_t vp_layout_extra_leaf(vp_step *step, const vp_leaf_spec *spec) {
+    vp_leaf_spec own = *spec;
+    own.dtype = vp_lora_dtype(step->recipe, step->plan.params_dtype); /* PEFT's adapter dtype rule */
+    return make_leaf(step, &own, true, 1);
+}
+
 /* The slot of spec j's first copy within its op. */
 static unsigned j_slot(const vp_leaf_spec *specs, unsigned j) {
     unsigned slot = 0;

@@ -9,6 +9,10 @@
 /* Creates the leaves of ops: parameters at their resident shard (or none on
  * the GPU when offloaded), buffers whole. `repeat`: real instances these
  * leaves stand for (host memory is counted per rank). */
+/* A trained parameter the recipe adds outside the model's ops (prompt
+ * tuning's embedding table), in the adapters' dtype. */
+vp_t vp_layout_extra_leaf(vp_step *step, const vp_leaf_spec *spec);
+
 /* `frozen`: the leaves of a part the recipe freezes (finetune = freeze). */
 void vp_layout_create_leaves(vp_step *step, const vp_op *ops, unsigned n, vp_t *slots, unsigned repeat, bool frozen);
 

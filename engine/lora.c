@@ -75,6 +75,8 @@ static census take_census(const vp_model *model, const vp_recipe *recipe) {
         count_ops(&c, s[VP_SECTION_LAYER].ops, s[VP_SECTION_LAYER].n_ops, late, frozen);
     }
     count_ops(&c, s[VP_SECTION_FINAL].ops, s[VP_SECTION_FINAL].n_ops, 1, false);
+    if (recipe->finetune == VP_FINETUNE_PROMPT) /* PromptEmbedding: num_virtual_tokens x hidden */
+        c.trainable += (uint64_t)recipe->virtual_tokens * vp_token_embedding_hidden(&s[VP_SECTION_EMBED].ops[0]);
     return c;
 }
 
@@ -143,10 +145,15 @@ const char *vp_finetune_problem(const vp_model *model, const vp_recipe *recipe) 
         return "quant: a quantized base needs finetune = qlora";
     if (recipe->finetune != VP_FINETUNE_FREEZE && recipe->trainable_layers)
         return "trainable_layers: needs finetune = freeze";
+    if (recipe->finetune != VP_FINETUNE_PROMPT && recipe->virtual_tokens)
+        return "num_virtual_tokens: needs finetune = prompt";
     switch (recipe->finetune) {
     case VP_FINETUNE_FULL: return NULL;
     case VP_FINETUNE_PREFIX: return "finetune: prefix tuning is not modelled yet (lora is)";
-    case VP_FINETUNE_PROMPT: return "finetune: prompt tuning is not modelled yet (lora is)";
+    case VP_FINETUNE_PROMPT:
+        if (!recipe->virtual_tokens) return "num_virtual_tokens: prompt tuning needs at least one virtual token";
+        if (recipe->cp > 1 || recipe->tp > 1) return "finetune: prompt tuning runs as PEFT does, without tp or cp";
+        break;
     case VP_FINETUNE_QLORA:
         if (recipe->quant == VP_QUANT_INT8) return "quant: int8 (LLM.int8) is not modelled yet: use nf4 or fp4";
         if (recipe->framework != VP_FRAMEWORK_TORCH)

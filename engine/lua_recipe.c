@@ -137,6 +137,7 @@ static vp_module_set read_modules(lua_State *L, const char *key) {
     return set;
 }
 static void parse_trainable_layers(lua_State *L, vp_recipe *r, const char *k) { r->trainable_layers = (unsigned)read_int(L, k, 0, 100000); }
+static void parse_virtual_tokens(lua_State *L, vp_recipe *r, const char *k) { r->virtual_tokens = (unsigned)read_int(L, k, 1, 1 << 20); }
 static void parse_quant(lua_State *L, vp_recipe *r, const char *k) { r->quant = (vp_quant)read_option(L, k, vp_quant_names); }
 static void parse_double_quant(lua_State *L, vp_recipe *r, const char *k) { r->double_quant = read_bool(L, k); }
 static void parse_compute_dtype(lua_State *L, vp_recipe *r, const char *k) {
@@ -237,12 +238,13 @@ static const recipe_key keys[] = {
     {"grad_accum", parse_grad_accum, "gradient accumulation steps: micro-batches into the same gradients before the optimizer step [1]"},
     {"pp_layers", parse_pp_layers, "layers of each stage, as \"7,8,8,9\" [an even split]"},
     {"gpus", parse_gpus, "GPUs in all: when given, must equal dp x tp x pp x cp"},
-    {"finetune", parse_finetune, "what is trained: full, lora, qlora, freeze (prefix, prompt: not modelled yet) [full]"},
+    {"finetune", parse_finetune, "what is trained: full, lora, qlora, freeze, prompt (prefix: not modelled yet) [full]"},
     {"lora_rank", parse_lora_rank, "LoRA's r [8]"},
     {"lora_alpha", parse_lora_alpha, "LoRA's alpha (scaling alpha / r: no memory of its own) [8]"},
     {"lora_dropout", parse_lora_dropout, "dropout on the adapters' input (a mask and a copy per targeted module) [0]"},
     {"lora_targets", parse_lora_targets, "modules given adapters: names (q_proj,v_proj) or all-linear [q_proj,v_proj; GPT-2 c_attn]"},
     {"trainable_layers", parse_trainable_layers, "freeze: the last layers trained, with the final norm and head [0]"},
+    {"num_virtual_tokens", parse_virtual_tokens, "prompt tuning: the learned virtual tokens put before every sequence"},
     {"quant", parse_quant, "qlora: the frozen base's linear weights, nf4 or fp4 (int8: not modelled yet) [nf4]"},
     {"double_quant", parse_double_quant, "qlora: quantize the block scales too (8-bit, in blocks of 256) [true]"},
     {"compute_dtype", parse_compute_dtype, "qlora: the dtype 4-bit weights are dequantized to, bf16, fp16 or fp32 [bf16]"},
@@ -369,6 +371,10 @@ void vp_lua_push_recipe(lua_State *L, const vp_recipe *given) {
         vp_module_format(r->modules_to_save, names, sizeof names);
         lua_pushstring(L, names);
         lua_setfield(L, -2, "modules_to_save");
+    }
+    if (r->finetune == VP_FINETUNE_PROMPT) {
+        lua_pushinteger(L, r->virtual_tokens);
+        lua_setfield(L, -2, "num_virtual_tokens");
     }
     if (r->finetune == VP_FINETUNE_FREEZE) {
         lua_pushinteger(L, r->trainable_layers);

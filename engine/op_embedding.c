@@ -27,18 +27,42 @@ static unsigned token_leaves(const vp_op *op, const vp_ranks *split, vp_leaf_spe
  * outside the rank's slice are masked (a bool mask, and shifted ids that
  * the lookup keeps for backward) and the partial embeddings all-reduced in
  * place (VocabParallelEmbedding.forward). */
+/* PeftModelForCausalLM.forward with prompt tuning: the prompt table looked
+ * up for every sequence (PromptEmbedding), cast to the embeddings' dtype,
+ * and put before them (torch.cat, whose backward hands out views). */
+static vp_t with_prompt(vp_step *step, const vp_op *op, vp_t inputs_embeds) {
+    vp_sim *sim = &step->sim;
+    uint64_t rows = vp_numel(sim, step->batch, step->virtual_tokens);
+    vp_t ids = vp_new(sim, step->virtual_tokens, VP_INT64, "prompt.tokens"); /* expanded over the batch: a view */
+    vp_t looked_up = vp_embedding(sim, ids, step->prompt, rows, vp_op_u64(op, TOKEN_HIDDEN), step->recipe->device,
+                                  "prompt_encoder");
+    vp_drop(sim, ids);
+    vp_t prompts = vp_to(sim, looked_up, (vp_dtype)vp_at(sim, inputs_embeds)->dtype, "prompt.cast");
+    vp_drop(sim, looked_up);
+    vp_t joined = vp_cat(sim, prompts, inputs_embeds, "prompt.cat");
+    vp_drop(sim, prompts);
+    return joined;
+}
+
 static vp_t token_forward(vp_step *step, const vp_op *op, const vp_t *leaves, vp_t x) {
     vp_sim *sim = &step->sim;
     step->tied_weight = leaves[0];
-    if (step->tp == 1)
-        return vp_embedding(sim, x, leaves[0], step->tokens, vp_op_u64(op, TOKEN_HIDDEN), step->recipe->device,
-                            "embed_tokens");
+    if (step->tp == 1) {
+        vp_t y = vp_embedding(sim, x, leaves[0], step->input_tokens, vp_op_u64(op, TOKEN_HIDDEN),
+                              step->recipe->device, "embed_tokens");
+        vp_step_embedding_output(step, y);
+        if (!step->virtual_tokens) return y;
+        vp_t joined = with_prompt(step, op, y);
+        vp_drop(sim, y);
+        return joined;
+    }
     vp_t mask = vp_new(sim, step->tokens, VP_BOOL, "embed_tokens.mask");
     vp_t shifted = vp_new(sim, step->tokens, VP_INT64, "embed_tokens.masked_input");
     vp_t y = vp_embedding(sim, shifted, leaves[0], step->tokens, vp_op_u64(op, TOKEN_HIDDEN), step->recipe->device,
                           "embed_tokens");
     vp_drop(sim, shifted);
     vp_drop(sim, mask);
+    vp_step_embedding_output(step, y);
     return y;
 }
 

@@ -133,6 +133,7 @@ typedef struct {
     vp_module_set lora_targets;  /* target_modules; 0: PEFT's default for the model */
     vp_module_set modules_to_save; /* trained in full beside the adapters */
     unsigned trainable_layers;   /* freeze: the last layers trained (with the final norm and head) */
+    unsigned virtual_tokens;     /* prompt tuning: num_virtual_tokens */
     vp_quant quant;              /* the base's linear weights (qlora; none: nf4 for qlora) */
     bool double_quant;           /* bnb_4bit_use_double_quant */
     vp_dtype compute_dtype;      /* bnb_4bit_compute_dtype */

@@ -187,7 +187,7 @@ unsigned vp_step_leaf_group_count(const vp_step *step) { return 2 + step->n_laye
 
 vp_leaf_group vp_step_leaf_group_at(vp_step *step, unsigned i) {
     const vp_model *m = step->model;
-    if (i == 0) return (vp_leaf_group){step->embed_leaves, m->section[VP_SECTION_EMBED].n_slots, 1};
+    if (i == 0) return (vp_leaf_group){step->embed_leaves, m->section[VP_SECTION_EMBED].n_slots + (step->prompt != 0), 1};
     if (i == vp_step_leaf_group_count(step) - 1)
         return (vp_leaf_group){step->final_leaves, m->section[VP_SECTION_FINAL].n_slots, 1};
     unsigned slots = vp_model_layer_slots(m);
@@ -220,7 +220,14 @@ static bool setup(vp_step *step) {
         vp_layout_create_leaves(step, embed->ops, 1, step->embed_leaves, 1, freezing); /* the token embedding alone */
         step->tied_weight = step->embed_leaves[embed->ops[0].slot];
     }
-    vp_layout_resident(step, step->embed_leaves, embed->n_slots, 1);
+    if (step->virtual_tokens && step->stage.embed) { /* PromptEmbedding, beside the model's embeddings */
+        uint64_t hidden = vp_token_embedding_hidden(&embed->ops[0]);
+        vp_leaf_spec spec = vp_param(step->recipe->virtual_tokens * hidden, "prompt_encoder.embedding.weight",
+                                     VP_MODULE_NONE, 0);
+        spec.rows = step->recipe->virtual_tokens;
+        step->prompt = step->embed_leaves[embed->n_slots] = vp_layout_extra_leaf(step, &spec);
+    }
+    vp_layout_resident(step, step->embed_leaves, embed->n_slots + (step->prompt != 0), 1);
     for (unsigned i = 0; i < step->n_layer_instances; i++) {
         vp_t *slots = step->layer_leaves + (size_t)i * layer_slots;
         unsigned repeat = instance_repeat(step, i);
@@ -325,17 +332,6 @@ static vp_t run_section(vp_step *step, vp_section_id id, const vp_t *leaves, vp_
         vp_t next = op->kind->forward(step, op, leaves + op->slot, current);
         vp_drop(&step->sim, current);
         current = next;
-        /* PEFT with gradient checkpointing calls enable_input_require_grads:
-         * a forward hook makes the frozen token embedding's output require
-         * grad, so that reentrant checkpoints see an input that needs one */
-        if (op->kind == &vp_op_token_embedding && step->recipe->finetune != VP_FINETUNE_FULL &&
-            step->recipe->checkpoint_every && !vp_at(&step->sim, current)->requires_grad) {
-            vp_requires_grad(&step->sim, current);
-            /* its AccumulateGrad node holds it, .grad and all, for as long as
-             * the graph lives: until the loss goes */
-            vp_hold(&step->sim, current);
-            step->hooked_input = current;
-        }
         if (i == scatter_after) {
             next = vp_scatter(&step->sim, current, step->tp, "embeddings.scatter");
             vp_drop(&step->sim, current);
@@ -395,6 +391,20 @@ static void backward_layers(vp_step *step) {
 }
 
 /* ---- the step ---- */
+
+void vp_step_embedding_output(vp_step *step, vp_t output) {
+    /* PEFT with gradient checkpointing calls enable_input_require_grads: a
+     * forward hook makes the frozen token embedding's output require grad,
+     * so that reentrant checkpoints see an input that needs one */
+    if (step->recipe->finetune == VP_FINETUNE_FULL || !step->recipe->checkpoint_every ||
+        vp_at(&step->sim, output)->requires_grad)
+        return;
+    vp_requires_grad(&step->sim, output);
+    /* its AccumulateGrad node holds it, .grad and all, for as long as the
+     * graph lives: until the loss goes */
+    vp_hold(&step->sim, output);
+    step->hooked_input = output;
+}
 
 /* The graph lets go of the embedding output PEFT made require grad: it
  * goes, and its .grad with it. */
@@ -490,7 +500,9 @@ static uint64_t micro_batch(vp_step *step, const vp_meter *resident, const vp_me
     /* `for batch in loader`: the next batch arrives, then the last one goes */
     vp_t old_ids = step->input_ids, old_labels = step->labels;
     step->input_ids = step->labels = 0;
-    if (step->stage.embed) step->input_ids = vp_new(sim, step->tokens, VP_INT64, "batch.input_ids");
+    if (step->stage.embed) step->input_ids = vp_new(sim, step->input_tokens, VP_INT64, "batch.input_ids");
+    /* prompt tuning: the labels with -100 for every virtual token (a cat of
+     * the batch's and the prefix's) */
     if (step->stage.final) step->labels = vp_new(sim, step->tokens, VP_INT64, "batch.labels");
     vp_drop(sim, old_ids);
     vp_drop(sim, old_labels);
@@ -635,6 +647,11 @@ vp_step_status vp_step_run_stage(const vp_model *model, const vp_recipe *given, 
     step.batch = recipe->micro_batch;
     step.cp = recipe->cp ? recipe->cp : 1;
     step.seq = recipe->seq_len / step.cp; /* Megatron's get_batch_on_this_cp_rank */
+    step.input_tokens = vp_numel(&step.sim, step.batch, step.seq);
+    /* PEFT's prompt tuning puts its virtual tokens before every sequence:
+     * the model runs on seq_len + num_virtual_tokens */
+    step.virtual_tokens = recipe->finetune == VP_FINETUNE_PROMPT ? recipe->virtual_tokens : 0;
+    step.seq += step.virtual_tokens;
     step.tokens = vp_numel(&step.sim, step.batch, step.seq);
     step.tp = recipe->tp ? recipe->tp : 1;
     step.ep = recipe->ep ? recipe->ep : 1;

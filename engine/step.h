@@ -51,6 +51,8 @@ typedef struct vp_step {
     const struct vp_optimizer_kind *optimizer;
     vp_stage stage;
     uint64_t batch, seq, tokens;     /* tokens = batch * seq rows */
+    uint64_t input_tokens;           /* the batch's own: tokens without prompt tuning's virtual ones */
+    uint64_t virtual_tokens;         /* prompt tuning's, put before every sequence */
     unsigned tp;                     /* tensor-parallel ranks */
     unsigned ep;                     /* expert-parallel ranks */
     unsigned etp;                    /* expert-tensor-parallel ranks */
@@ -65,6 +67,7 @@ typedef struct vp_step {
     vp_t input_ids, labels, position_ids, cos, sin, causal_mask, logits, loss;
     vp_t tied_weight;                /* the token embedding, for a tied head */
     vp_t hooked_input;               /* the embedding output made to require grad (PEFT, checkpointing) */
+    vp_t prompt;                     /* prompt tuning's embedding table (in the embeddings' leaf array) */
     /* leaves: one slot array per section instance */
     vp_t *embed_leaves, *final_leaves;
     vp_t *layer_leaves;              /* n_layer_instances x layer slots */
@@ -91,6 +94,9 @@ typedef struct vp_step {
 
 /* Zeroed memory owned by the step (contexts of checkpointed functions). */
 void *vp_step_scratch(vp_step *step, size_t size);
+
+/* The token embedding's output, as forward hooks see it. */
+void vp_step_embedding_output(vp_step *step, vp_t output);
 
 /* Leaves an autocast region: drops the casts made since `from`. */
 void vp_step_clear_casts(vp_step *step, unsigned from);

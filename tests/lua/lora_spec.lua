@@ -118,3 +118,30 @@ describe("freezing layers", function()
   it("rejects trainable_layers without freezing", helper.rejection(
     { "llama2-7b", "--set", "trainable_layers=3" }, "trainable_layers: needs finetune = freeze"))
 end)
+
+describe("prompt tuning", function()
+  it("trains the virtual tokens' table and runs the model on them too", function()
+    local r = helper.estimate("llama2-7b", "--set", "finetune=prompt", "--set", "num_virtual_tokens=20",
+      "--set", "seq_len=256", "--set", "precision=bf16")
+    assert.are.equal(20 * 4096, r.model.trainable_params)
+    assert.are.equal(4 * 20 * 4096, r.per_gpu.grads_bytes) -- fp32, as PEFT keeps it beside a bf16 model
+    -- the same frozen model on 256 + 20 tokens, less the table's gradient
+    local longer = helper.estimate("llama2-7b", "--set", "finetune=prompt", "--set", "num_virtual_tokens=40",
+      "--set", "seq_len=236", "--set", "precision=bf16")
+    assert.is_true(math.abs(longer.per_gpu.activations_bytes / r.per_gpu.activations_bytes - 1) < 0.01)
+  end)
+
+  it("agrees with evaluating every layer", function()
+    helper.assert_folds_agree(helper.model("llama2-7b", 5), {
+      { finetune = "prompt", num_virtual_tokens = 16, precision = "bf16" },
+      { finetune = "prompt", num_virtual_tokens = 16, precision = "amp-bf16", checkpointing = "full" },
+      { finetune = "prompt", num_virtual_tokens = 8, framework = "deepspeed", zero = 3, dp = 2,
+        precision = "mixed-bf16" },
+    })
+  end)
+
+  it("rejects prompt tuning without virtual tokens", helper.rejection(
+    { "llama2-7b", "--set", "finetune=prompt" }, "num_virtual_tokens: prompt tuning needs at least one"))
+  it("rejects virtual tokens without prompt tuning", helper.rejection(
+    { "llama2-7b", "--set", "num_virtual_tokens=8" }, "num_virtual_tokens: needs finetune = prompt"))
+end)

@@ -109,6 +109,11 @@ CASES = [
     ("gpt2 lora c_attn", gpt2(), recipe(finetune="lora")),
     ("gpt2 lora all-linear checkpointed", gpt2(layers=3), recipe("amp-bf16", ckpt="full", finetune="lora",
                                                                   lora_targets="all-linear", lora_dropout=0.05)),
+    # prompt tuning: virtual tokens before every sequence
+    ("llama prompt fp32", llama(), recipe(finetune="prompt", num_virtual_tokens=8)),
+    ("llama prompt bf16 checkpointed", llama(layers=3), recipe("bf16", ckpt="full", finetune="prompt",
+                                                                num_virtual_tokens=5)),
+    ("gpt2 prompt amp-bf16", gpt2(), recipe("amp-bf16", finetune="prompt", num_virtual_tokens=6)),
     # DistributedDataParallel (2 ranks over gloo): flat gradient buckets
     ("llama DDP", llama(), recipe(dp=2)),
     ("llama DDP bucket views", llama(), recipe(dp=2, ddp_bucket_view="true")),

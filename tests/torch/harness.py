@@ -19,7 +19,7 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 import torch.utils.checkpoint
 
-from models import Autocast, CausalLM, add_lora
+from models import Autocast, CausalLM, add_lora, add_prompt
 from optimizers import SM3, Adafactor
 
 # oneDNN's bf16 GEMMs allocate scratch buffers of their own on the CPU (heap
@@ -125,11 +125,15 @@ def measure(case, rank=None):
     model_dtype = torch.bfloat16 if precision in ("bf16", "mixed-bf16") else torch.float32
     model.to(model_dtype)
     ac = Autocast(torch.bfloat16 if precision == "amp-bf16" else None)
-    if recipe.get("finetune", "full") == "lora":
+    finetune = recipe.get("finetune", "full")
+    if finetune in ("lora", "prompt"):
         # PEFT upcasts 16-bit adapters to fp32 (autocast_adapter_dtype) unless
         # the framework casts the whole module (the mixed-* recipes)
         adapter_dtype = model_dtype if precision.startswith("mixed") else torch.float32
-        add_lora(model, ac, recipe, adapter_dtype)
+        if finetune == "lora":
+            add_lora(model, ac, recipe, adapter_dtype)
+        else:
+            add_prompt(model, recipe, adapter_dtype)
         if every:  # enable_input_require_grads
             embedding = model.model.wte if cfg["model_type"] == "gpt2" else model.model.embed_tokens
             embedding.register_forward_hook(lambda module, inputs, output: output.requires_grad_(True))

@@ -260,10 +260,15 @@ class GPT2(nn.Module):
         if not self.tied:
             self.lm_head = nn.Linear(h, cfg["vocab_size"], bias=False)
 
-    def body(self, ac, input_ids, checkpoint):
-        cache_position = torch.arange(0, input_ids.shape[1])
+    def body(self, ac, input_ids, checkpoint, prompt=None):
+        inputs_embeds = None
+        if prompt is not None:  # PEFT computes the embeddings before it calls the model
+            inputs_embeds = prompt(self.wte(input_ids))
+        length = input_ids.shape[1] if inputs_embeds is None else inputs_embeds.shape[1]
+        cache_position = torch.arange(0, length)
         position_ids = cache_position.unsqueeze(0)
-        inputs_embeds = self.wte(input_ids)
+        if inputs_embeds is None:
+            inputs_embeds = self.wte(input_ids)
         position_embeds = self.wpe(position_ids)
         hidden_states = inputs_embeds + position_embeds
         hidden_states = dropout(hidden_states, self.embd_pdrop, self.training)
@@ -594,8 +599,10 @@ class Llama(nn.Module):
         causal_mask = causal_mask[None, None, :, :].expand(input_tensor.shape[0], 1, -1, -1)
         return causal_mask
 
-    def body(self, ac, input_ids, checkpoint):
+    def body(self, ac, input_ids, checkpoint, prompt=None):
         inputs_embeds = self.embed_tokens(input_ids)
+        if prompt is not None:  # PEFT computes the embeddings before it calls the model
+            inputs_embeds = prompt(inputs_embeds)
         cache_position = torch.arange(0, inputs_embeds.shape[1])
         position_ids = cache_position.unsqueeze(0)
         causal_mask = self.causal_mask(inputs_embeds, cache_position)
@@ -639,7 +646,12 @@ class CausalLM(nn.Module):
         self.vocab = cfg["vocab_size"]
 
     def forward(self, ac, input_ids, labels, checkpoint=None):
-        hidden_states = self.model.body(ac, input_ids, checkpoint)
+        prompt = getattr(self, "prompt", None)
+        if prompt is not None:  # PeftModelForCausalLM.forward: -100 labels for the virtual tokens
+            prefix_labels = torch.full((labels.shape[0], prompt.num_virtual_tokens), -100)
+            labels = torch.cat((prefix_labels, labels), dim=1)
+            del prefix_labels
+        hidden_states = self.model.body(ac, input_ids, checkpoint, prompt)
         logits = linear(ac, hidden_states, self.model.head_weight())
         loss = causal_lm_loss(ac, logits, labels, self.vocab)
         return loss, logits
@@ -674,3 +686,27 @@ def add_lora(model, ac, recipe, adapter_dtype):
         adapters.append(lora_B)
         ac.lora[id(w)] = (lora_A, lora_B, alpha / r, p)
     model.lora_adapters = adapters
+
+
+class PromptTuning(nn.Module):
+    """PEFT's prompt tuning (PromptEmbedding and PeftModelForCausalLM.forward):
+    the virtual tokens' table looked up for every sequence, cast to the
+    embeddings' dtype and put before them."""
+
+    def __init__(self, num_virtual_tokens, hidden, dtype):
+        super().__init__()
+        self.num_virtual_tokens = num_virtual_tokens
+        self.embedding = nn.Embedding(num_virtual_tokens, hidden, dtype=dtype)
+
+    def forward(self, inputs_embeds):
+        prompt_tokens = torch.arange(self.num_virtual_tokens).unsqueeze(0).expand(inputs_embeds.shape[0], -1)
+        prompts = self.embedding(prompt_tokens).to(inputs_embeds.dtype)
+        return torch.cat((prompts, inputs_embeds), dim=1)
+
+
+def add_prompt(model, recipe, dtype):
+    """get_peft_model(model, PromptTuningConfig(num_virtual_tokens=...))."""
+    for param in model.parameters():
+        param.requires_grad_(False)
+    embedding = model.model.wte if hasattr(model.model, "wte") else model.model.embed_tokens
+    model.prompt = PromptTuning(recipe["num_virtual_tokens"], embedding.weight.shape[1], dtype)
