@@ -6,6 +6,7 @@
 
 #include <stdlib.h>
 
+#include "finetune.h"
 #include "lora.h"
 #include "optimizer.h"
 

@@ -9,7 +9,7 @@
 
 #include "checkpoint.h"
 #include "layout.h"
-#include "lora.h"
+#include "finetune.h"
 #include "ops.h"
 #include "optimizer.h"
 #include "update.h"

@@ -1,0 +1,180 @@
+/* finetune.c — what a recipe trains: full fine-tuning, PEFT's LoRA and
+ * prompt tuning, QLoRA's quantized base, frozen layers; which weights get
+ * adapters or are stored 4-bit, how many parameters are trained, and the
+ * recipes that do not hold together with a model. */
+#include "finetune.h"
+
+#include "ops.h"
+
+bool vp_finetune_trains(const vp_recipe *recipe, const vp_leaf_spec *spec, bool frozen) {
+    if (!spec->trainable || spec->buffer) return false;
+    if (vp_module_in(recipe->modules_to_save, spec->module)) return true;
+    return recipe->finetune == VP_FINETUNE_FULL || (recipe->finetune == VP_FINETUNE_FREEZE && !frozen);
+}
+
+bool vp_lora_adapts(const vp_recipe *recipe, const vp_leaf_spec *spec) {
+    bool lora = recipe->finetune == VP_FINETUNE_LORA || recipe->finetune == VP_FINETUNE_QLORA;
+    return lora && spec->out_features && !spec->buffer && vp_module_in(vp_lora_targets(recipe), spec->module);
+}
+
+/* transformers' bitsandbytes integration replaces every nn.Linear but the
+ * output head (llm_int8_skip_modules) with Linear4bit. */
+bool vp_quantizes(const vp_recipe *recipe, const vp_leaf_spec *spec) {
+    return recipe->finetune == VP_FINETUNE_QLORA && spec->out_features && !spec->buffer &&
+           spec->module != VP_MODULE_LM_HEAD;
+}
+
+vp_dtype vp_lora_dtype(const vp_recipe *recipe, vp_dtype params) {
+    bool sixteen = params == VP_BF16 || params == VP_FP16;
+    bool whole_module_cast = recipe->precision == VP_PREC_MIXED_BF16 || recipe->precision == VP_PREC_MIXED_FP16;
+    return sixteen && !whole_module_cast ? VP_FP32 : params;
+}
+
+typedef struct {
+    const vp_recipe *recipe;
+    uint64_t trainable;
+    vp_module_set linear, present;
+} census;
+
+static void count_ops(census *c, const vp_op *ops, unsigned n, uint64_t times, bool frozen) {
+    static const vp_ranks whole = {1, 1, 1};
+    for (unsigned i = 0; i < n; i++) {
+        vp_leaf_spec specs[VP_OP_MAX_LEAVES];
+        unsigned k = ops[i].kind->leaves ? ops[i].kind->leaves(&ops[i], &whole, specs) : 0;
+        for (unsigned j = 0; j < k; j++) {
+            const vp_leaf_spec *s = &specs[j];
+            if (!s->numel) continue;
+            uint64_t copies = times * vp_leaf_count(s);
+            c->present |= vp_module_bit(s->module);
+            if (s->out_features) c->linear |= vp_module_bit(s->module);
+            if (vp_finetune_trains(c->recipe, s, frozen)) c->trainable += s->numel * copies;
+            if (vp_lora_adapts(c->recipe, s)) {
+                uint64_t in = s->numel / s->out_features;
+                c->trainable += (uint64_t)c->recipe->lora_rank * (in + s->out_features) * copies;
+            }
+        }
+        count_ops(c, ops[i].children, ops[i].n_children, times, frozen);
+    }
+}
+
+static census take_census(const vp_model *model, const vp_recipe *recipe) {
+    census c = {recipe, 0, 0, 0};
+    const vp_section *s = model->section;
+    bool freezing = recipe->finetune == VP_FINETUNE_FREEZE;
+    count_ops(&c, s[VP_SECTION_EMBED].ops, s[VP_SECTION_EMBED].n_ops, 1, freezing);
+    /* layers [0, first) are of the first kind, [boundary, layers) trained */
+    unsigned first = model->first_layers, boundary = vp_recipe_first_trained_layer(recipe, model->layers);
+    for (unsigned frozen = 0; frozen < 2; frozen++) {
+        /* how many layers of each kind fall on this side of the boundary */
+        uint64_t early = frozen ? (boundary < first ? boundary : first) : (first > boundary ? first - boundary : 0);
+        uint64_t late = frozen ? (boundary > first ? boundary - first : 0)
+                               : model->layers - (boundary > first ? boundary : first);
+        count_ops(&c, s[VP_SECTION_FIRST_LAYER].ops, s[VP_SECTION_FIRST_LAYER].n_ops, early, frozen);
+        count_ops(&c, s[VP_SECTION_LAYER].ops, s[VP_SECTION_LAYER].n_ops, late, frozen);
+    }
+    count_ops(&c, s[VP_SECTION_FINAL].ops, s[VP_SECTION_FINAL].n_ops, 1, false);
+    if (recipe->finetune == VP_FINETUNE_PROMPT) /* PromptEmbedding: num_virtual_tokens x hidden */
+        c.trainable += (uint64_t)recipe->virtual_tokens * vp_token_embedding_hidden(&s[VP_SECTION_EMBED].ops[0]);
+    return c;
+}
+
+uint64_t vp_finetune_trainable_params(const vp_model *model, const vp_recipe *recipe) {
+    return take_census(model, recipe).trainable;
+}
+
+/* Messages naming the module a recipe asks for and the model lacks (in
+ * vp_module order). */
+static const char *const no_target[] = {
+    "lora_targets: the model has no linear module none",
+    "lora_targets: the model has no linear module q_proj",
+    "lora_targets: the model has no linear module k_proj",
+    "lora_targets: the model has no linear module v_proj",
+    "lora_targets: the model has no linear module o_proj",
+    "lora_targets: the model has no linear module c_attn",
+    "lora_targets: the model has no linear module c_proj",
+    "lora_targets: the model has no linear module c_fc",
+    "lora_targets: the model has no linear module gate_proj",
+    "lora_targets: the model has no linear module up_proj",
+    "lora_targets: the model has no linear module down_proj",
+    "lora_targets: the model has no linear module w1",
+    "lora_targets: the model has no linear module w2",
+    "lora_targets: the model has no linear module w3",
+    "lora_targets: the model has no linear module gate",
+    "lora_targets: the model has no linear module lm_head",
+    "lora_targets: the model has no linear module embed_tokens",
+    "lora_targets: the model has no linear module embed_positions",
+    "lora_targets: the model has no linear module norm",
+};
+
+static const char *const no_module[] = {
+    "modules_to_save: the model has no module none",
+    "modules_to_save: the model has no module q_proj",
+    "modules_to_save: the model has no module k_proj",
+    "modules_to_save: the model has no module v_proj",
+    "modules_to_save: the model has no module o_proj",
+    "modules_to_save: the model has no module c_attn",
+    "modules_to_save: the model has no module c_proj",
+    "modules_to_save: the model has no module c_fc",
+    "modules_to_save: the model has no module gate_proj",
+    "modules_to_save: the model has no module up_proj",
+    "modules_to_save: the model has no module down_proj",
+    "modules_to_save: the model has no module w1",
+    "modules_to_save: the model has no module w2",
+    "modules_to_save: the model has no module w3",
+    "modules_to_save: the model has no module gate",
+    "modules_to_save: the model has no module lm_head",
+    "modules_to_save: the model has no module embed_tokens",
+    "modules_to_save: the model has no module embed_positions",
+    "modules_to_save: the model has no module norm",
+};
+
+_Static_assert(sizeof no_target / sizeof *no_target == VP_MODULE_COUNT, "a message per module");
+_Static_assert(sizeof no_module / sizeof *no_module == VP_MODULE_COUNT, "a message per module");
+
+/* The first module of `wanted` the model lacks: its name's index, or 0. */
+static vp_module first_missing(vp_module_set wanted, vp_module_set present) {
+    for (int m = 1; m < VP_MODULE_COUNT; m++)
+        if (vp_module_in(wanted, (vp_module)m) && !vp_module_in(present, (vp_module)m)) return (vp_module)m;
+    return VP_MODULE_NONE;
+}
+
+const char *vp_finetune_problem(const vp_model *model, const vp_recipe *recipe) {
+    if (recipe->finetune != VP_FINETUNE_QLORA && recipe->quant != VP_QUANT_NONE)
+        return "quant: a quantized base needs finetune = qlora";
+    if (recipe->finetune != VP_FINETUNE_FREEZE && recipe->trainable_layers)
+        return "trainable_layers: needs finetune = freeze";
+    if (recipe->finetune != VP_FINETUNE_PROMPT && recipe->virtual_tokens)
+        return "num_virtual_tokens: needs finetune = prompt";
+    switch (recipe->finetune) {
+    case VP_FINETUNE_FULL: return NULL;
+    case VP_FINETUNE_PREFIX: return "finetune: prefix tuning is not modelled yet (lora is)";
+    case VP_FINETUNE_PROMPT:
+        if (!recipe->virtual_tokens) return "num_virtual_tokens: prompt tuning needs at least one virtual token";
+        if (recipe->cp > 1 || recipe->tp > 1) return "finetune: prompt tuning runs as PEFT does, without tp or cp";
+        break;
+    case VP_FINETUNE_QLORA:
+        if (recipe->quant == VP_QUANT_INT8) return "quant: int8 (LLM.int8) is not modelled yet: use nf4 or fp4";
+        if (recipe->framework != VP_FRAMEWORK_TORCH)
+            return "finetune: qlora is modelled on a single GPU's framework torch (bitsandbytes' 4-bit weights)";
+        break;
+    default: break;
+    }
+    bool lora = recipe->finetune == VP_FINETUNE_LORA || recipe->finetune == VP_FINETUNE_QLORA;
+    if (lora && recipe->framework == VP_FRAMEWORK_MEGATRON)
+        return "finetune: LoRA runs as PEFT does, on framework torch, deepspeed or fsdp";
+    if (!model) return NULL;
+    if (recipe->trainable_layers > model->layers) return "trainable_layers: more than the model's layers";
+    census c = take_census(model, recipe);
+    vp_module missing = VP_MODULE_NONE;
+    if (lora) {
+        /* all-linear means the linear modules the model has; named targets must exist */
+        vp_module_set named = recipe->lora_targets == vp_module_all_linear() ? 0 : recipe->lora_targets;
+        missing = named ? first_missing(named, c.linear) : VP_MODULE_NONE;
+        if (missing) return no_target[missing];
+        if (!recipe->lora_targets && !(vp_lora_targets(recipe) & c.linear))
+            return "lora_targets: the model has none of PEFT's default targets; name them";
+    }
+    missing = first_missing(recipe->modules_to_save, c.present);
+    if (missing) return no_module[missing];
+    return NULL;
+}

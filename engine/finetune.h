@@ -1,0 +1,34 @@
+/* finetune.h — what a recipe trains: which of a model's weights, which get
+ * LoRA's adapters or are stored 4-bit, and how many parameters that is. */
+#ifndef VRAMPLAN_FINETUNE_H
+#define VRAMPLAN_FINETUNE_H
+
+#include "model.h"
+#include "recipe.h"
+
+/* Whether the recipe trains this parameter itself: full fine-tuning, a
+ * module of modules_to_save, or with freezing a parameter outside the
+ * frozen part (`frozen`: the embeddings and the layers before the trained
+ * ones). */
+bool vp_finetune_trains(const vp_recipe *recipe, const vp_leaf_spec *spec, bool frozen);
+
+/* Whether LoRA puts adapters beside this weight. */
+bool vp_lora_adapts(const vp_recipe *recipe, const vp_leaf_spec *spec);
+
+/* Whether QLoRA stores this weight quantized (every linear weight but the
+ * head). */
+bool vp_quantizes(const vp_recipe *recipe, const vp_leaf_spec *spec);
+
+/* The dtype of the adapters: PEFT upcasts 16-bit adapters to fp32
+ * (get_peft_model's autocast_adapter_dtype=True) unless a framework casts
+ * the whole module (DeepSpeed's and Megatron's mixed precision). */
+vp_dtype vp_lora_dtype(const vp_recipe *recipe, vp_dtype params);
+
+/* The parameters the recipe trains: its own, adapters included. */
+uint64_t vp_finetune_trainable_params(const vp_model *model, const vp_recipe *recipe);
+
+/* The first problem of the recipe's fine-tuning with this model (a target
+ * it does not have, a method not modelled), or NULL. */
+const char *vp_finetune_problem(const vp_model *model, const vp_recipe *recipe);
+
+#endif
