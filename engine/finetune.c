@@ -26,7 +26,7 @@ bool vp_quantizes(const vp_recipe *recipe, const vp_leaf_spec *spec) {
 
 vp_dtype vp_lora_dtype(const vp_recipe *recipe, vp_dtype params) {
     bool sixteen = params == VP_BF16 || params == VP_FP16;
-    bool whole_module_cast = recipe->precision == VP_PREC_MIXED_BF16 || recipe->precision == VP_PREC_MIXED_FP16;
+    bool whole_module_cast = vp_precision_is_mixed(recipe->precision);
     return sixteen && !whole_module_cast ? VP_FP32 : params;
 }
 

@@ -53,6 +53,19 @@ static vp_t make_leaf(vp_step *step, const vp_leaf_spec *spec, bool trainable, u
     vp_at(&step->sim, leaf)->expert = spec->expert;
     vp_at(&step->sim, leaf)->rows = spec->rows;
     vp_at(&step->sim, leaf)->quantized = quantized;
+    /* Transformer Engine's FP8 linears (not Megatron's output layer or a
+     * router): the FP8 weight cached across micro-batches with its
+     * transpose (both on Hopper: get_weight_workspace, rowwise and
+     * columnwise data), and the DelayedScaling state, an fp32 amax history
+     * of amax_history_len = 1024 and a scale for each of 3 forward and 2
+     * backward tensors */
+    bool fp8 = step->precision->fp8_gemms && spec->out_features && spec->dtype == VP_DTYPE_NONE && !quantized &&
+               spec->module != VP_MODULE_LM_HEAD && spec->module != VP_MODULE_GATE;
+    if (fp8) {
+        vp_ledger_alloc(&step->ledger, VP_CAT_PARAMS, bytes_of(VP_FP8_E4M3, 2 * spec->numel), "fp8 weight and transpose");
+        vp_ledger_alloc(&step->ledger, VP_CAT_BUFFERS, bytes_of(VP_FP32, (1024 + 1) * 5), "fp8 scaling state");
+    }
+    vp_at(&step->sim, leaf)->fp8 = fp8;
     return leaf;
 }
 

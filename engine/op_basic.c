@@ -21,6 +21,35 @@ static vp_t project_4bit(vp_step *step, vp_t x, vp_t weight, vp_t bias, uint64_t
     return out;
 }
 
+/* Transformer Engine quantizes a GEMM's input rowwise (for the GEMM, then
+ * dropped) and columnwise (saved for the weight gradient). Megatron's q, k
+ * and v are one GEMM (linear_qkv), its gate and up one (linear_fc1): the
+ * projections of one input within an op share one quantization. Returns
+ * the columnwise copy (a new reference) and, on a new quantization, the
+ * rowwise one in *rowwise. */
+static vp_t fp8_input(vp_step *step, vp_t x, vp_t *rowwise) {
+    vp_sim *sim = &step->sim;
+    if (step->fp8_input == x) {
+        vp_hold(sim, step->fp8_columnwise);
+        return step->fp8_columnwise;
+    }
+    vp_step_clear_fp8(step);
+    uint64_t n = vp_at(sim, x)->numel;
+    vp_t columnwise = vp_new(sim, n, VP_FP8_E4M3, "fp8 input (columnwise)");
+    *rowwise = vp_new(sim, n, VP_FP8_E4M3, "fp8 input (rowwise)");
+    vp_hold(sim, x);
+    vp_hold(sim, columnwise);
+    step->fp8_input = x;
+    step->fp8_columnwise = columnwise;
+    return columnwise;
+}
+
+void vp_step_clear_fp8(vp_step *step) {
+    vp_drop(&step->sim, step->fp8_input);
+    vp_drop(&step->sim, step->fp8_columnwise);
+    step->fp8_input = step->fp8_columnwise = 0;
+}
+
 static vp_t project(vp_step *step, vp_t x, vp_t weight, vp_t bias, uint64_t out_features, bool gather,
                     const char *label) {
     vp_sim *sim = &step->sim;
@@ -31,8 +60,17 @@ static vp_t project(vp_step *step, vp_t x, vp_t weight, vp_t bias, uint64_t out_
     vp_t ba = bias ? vp_autocast_low(step, bias, label) : 0;
     uint64_t in = vp_at(sim, weight)->numel / out_features;
     uint64_t rows = vp_at(sim, x)->numel / (in ? in : 1);
-    vp_t y = gather ? vp_gathered_linear(sim, xa, wa, ba, step->tokens, out_features, step->tp, label)
-                    : vp_linear(sim, xa, wa, ba, rows, out_features, label);
+    vp_t y;
+    if (gather) { /* under sequence parallelism TE keeps the FP8 shard; modelled as the 16-bit one */
+        y = vp_gathered_linear(sim, xa, wa, ba, step->tokens, out_features, step->tp, label);
+    } else if (vp_at(sim, weight)->fp8) {
+        vp_t rowwise = 0, columnwise = fp8_input(step, xa, &rowwise);
+        y = vp_linear_fp8(sim, xa, columnwise, wa, ba, rows, out_features, label);
+        vp_drop(sim, rowwise);
+        vp_drop(sim, columnwise);
+    } else {
+        y = vp_linear(sim, xa, wa, ba, rows, out_features, label);
+    }
     vp_drop(sim, xa);
     vp_drop(sim, wa);
     vp_drop(sim, ba);
@@ -73,6 +111,7 @@ vp_t vp_run_ops(vp_step *step, const vp_op *ops, unsigned n, const vp_t *leaves,
         vp_t next = ops[i].kind->forward(step, &ops[i], leaves + ops[i].slot, current);
         vp_drop(&step->sim, current);
         current = next;
+        vp_step_clear_fp8(step); /* an op's GEMMs share their input's quantization, no further */
     }
     return current;
 }

@@ -108,7 +108,7 @@ static uint64_t sm3_states(const vp_param_shape *p, vp_dtype dtype) {
 static unsigned adafactor_temps(const vp_recipe *recipe, double weight_decay) {
     (void)weight_decay;
     bool sixteen = recipe->precision == VP_PREC_BF16 || recipe->precision == VP_PREC_FP16 ||
-                   recipe->precision == VP_PREC_MIXED_BF16 || recipe->precision == VP_PREC_MIXED_FP16;
+                   vp_precision_is_mixed(recipe->precision);
     return sixteen ? 4 : 2;
 }
 

@@ -16,6 +16,7 @@ typedef struct {
     vp_dtype states;     /* optimizer state tensors */
     vp_dtype compute;    /* dtype of matmul outputs */
     bool autocast;       /* torch.autocast casts at op boundaries (CUDA op lists) */
+    bool fp8_gemms;      /* Transformer Engine's linear layers run their GEMMs in FP8 */
     const char *doc;
 } vp_precision;
 

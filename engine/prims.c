@@ -152,6 +152,34 @@ vp_t vp_linear_4bit(vp_sim *sim, vp_t x, vp_t w, uint64_t rows, uint64_t out_fea
     return y;
 }
 
+/* Linear's FP8 backward: grad_output quantized rowwise and columnwise
+ * (E5M2 under the HYBRID format) for the dgrad and wgrad GEMMs, alive
+ * while they run; the gradients come out in the inputs' dtypes. */
+static void backward_fp8(vp_sim *sim, uint32_t index) {
+    vp_node *node = vp_node_at(sim, index);
+    vp_t quantized = vp_grad_sized(sim, 2 * vp_at(sim, node->out[0])->numel, VP_FP8_E5M2, "fp8 grad_output");
+    vp_t grads[3] = {0};
+    for (unsigned i = 0; i < 3; i++) {
+        node = vp_node_at(sim, index);
+        if (vp_needs_grad(sim, node, i)) grads[i] = vp_grad_like(sim, node->in[i], node->label);
+    }
+    vp_drop(sim, quantized);
+    for (unsigned i = 0; i < 3; i++)
+        if (grads[i]) vp_give_grad(sim, vp_node_at(sim, index), i, grads[i]);
+}
+
+vp_t vp_linear_fp8(vp_sim *sim, vp_t x, vp_t columnwise, vp_t w, vp_t b, uint64_t rows, uint64_t out_features,
+                   const char *label) {
+    vp_t y = vp_new(sim, vp_numel(sim, rows, out_features), dtype_of(sim, x), label);
+    vp_t in[3] = {x, w, b};
+    vp_node *node = vp_record(sim, backward_fp8, label, in, 3, &y, 1);
+    if (node) {
+        if (wants_grad(sim, w)) vp_save(sim, node, columnwise);
+        if (wants_grad(sim, x)) vp_save(sim, node, w);
+    }
+    return y;
+}
+
 vp_t vp_matmul(vp_sim *sim, vp_t a, vp_t b, uint64_t out_numel, const char *label) {
     vp_t y = vp_new(sim, out_numel, dtype_of(sim, a), label);
     vp_t in[2] = {a, b};

@@ -22,6 +22,13 @@ vp_t vp_linear(vp_sim *sim, vp_t x, vp_t w, vp_t b, uint64_t rows, uint64_t out_
  * frozen); backward dequantizes again for x's gradient. */
 vp_t vp_linear_4bit(vp_sim *sim, vp_t x, vp_t w, uint64_t rows, uint64_t out_features, const char *label);
 
+/* Transformer Engine's Linear under FP8 (TE 2.x, DelayedScaling) with the
+ * input already quantized: `columnwise` (its FP8 transpose) is what it
+ * saves for the weight gradient, the input itself is not kept; backward
+ * quantizes grad_output rowwise and columnwise. */
+vp_t vp_linear_fp8(vp_sim *sim, vp_t x, vp_t columnwise, vp_t w, vp_t b, uint64_t rows, uint64_t out_features,
+                   const char *label);
+
 vp_t vp_matmul(vp_sim *sim, vp_t a, vp_t b, uint64_t out_numel, const char *label);
 
 /* Elementwise a + b (b may be broadcast, smaller, or not require grad). The

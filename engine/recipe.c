@@ -5,7 +5,7 @@
 #include <string.h>
 
 const char *const vp_precision_names[] = {
-    "fp32", "bf16", "fp16", "amp-bf16", "amp-fp16", "mixed-bf16", "mixed-fp16", NULL,
+    "fp32", "bf16", "fp16", "amp-bf16", "amp-fp16", "mixed-bf16", "mixed-fp16", "fp8", NULL,
 };
 const char *const vp_optimizer_impl_names[] = {"for-loop", "foreach", "fused", "auto", NULL};
 const char *const vp_attention_names[] = {"eager", "sdpa", "flash", "sdpa-mem-efficient", NULL};

@@ -18,6 +18,7 @@ typedef enum {
     VP_PREC_AMP_FP16,
     VP_PREC_MIXED_BF16,
     VP_PREC_MIXED_FP16,
+    VP_PREC_FP8,
     VP_PREC_COUNT
 } vp_precision_id;
 
@@ -30,6 +31,12 @@ typedef enum {
     VP_ATTN_MEM_EFFICIENT,
     VP_ATTN_COUNT
 } vp_attention_impl;
+
+/* Framework mixed precision: a 16-bit model, fp32 master weights and
+ * states (Megatron-LM, DeepSpeed), FP8 GEMMs on top of it included. */
+static inline bool vp_precision_is_mixed(vp_precision_id id) {
+    return id == VP_PREC_MIXED_BF16 || id == VP_PREC_MIXED_FP16 || id == VP_PREC_FP8;
+}
 
 /* The training framework: which buffers and precisions a layout implies. */
 typedef enum {

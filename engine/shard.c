@@ -14,7 +14,7 @@ unsigned vp_shard_group(const vp_recipe *r) {
     return r->dp;
 }
 
-static bool mixed(const vp_recipe *r) { return r->precision == VP_PREC_MIXED_BF16 || r->precision == VP_PREC_MIXED_FP16; }
+static bool mixed(const vp_recipe *r) { return vp_precision_is_mixed(r->precision); }
 
 /* torch.nn.parallel.DistributedDataParallel: every rank keeps everything;
  * the Reducer allocates flat buckets covering every gradient (reducer.cpp,

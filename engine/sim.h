@@ -35,6 +35,7 @@ typedef struct {
     bool expert;         /* an expert's parameter: its data-parallel group is dp / ep */
     uint64_t rows;       /* a matrix parameter's rows (0: a vector): factored optimizers need them */
     bool quantized;      /* stored 4-bit (QLoRA): dequantized to its dtype for every use */
+    bool fp8;            /* a weight whose GEMMs run in FP8 (Transformer Engine) */
     uint8_t grad_category; /* for leaves: what a stolen gradient is charged as */
     bool live;
     vp_t grad;           /* gradient buffered for this tensor during backward */

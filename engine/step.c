@@ -332,6 +332,7 @@ static vp_t run_section(vp_step *step, vp_section_id id, const vp_t *leaves, vp_
         vp_t next = op->kind->forward(step, op, leaves + op->slot, current);
         vp_drop(&step->sim, current);
         current = next;
+        vp_step_clear_fp8(step);
         if (i == scatter_after) {
             next = vp_scatter(&step->sim, current, step->tp, "embeddings.scatter");
             vp_drop(&step->sim, current);

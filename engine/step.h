@@ -68,6 +68,7 @@ typedef struct vp_step {
     vp_t tied_weight;                /* the token embedding, for a tied head */
     vp_t hooked_input;               /* the embedding output made to require grad (PEFT, checkpointing) */
     vp_t prompt;                     /* prompt tuning's embedding table (in the embeddings' leaf array) */
+    vp_t fp8_input, fp8_columnwise;  /* the input an op's FP8 GEMMs quantized, and its saved copy */
     /* leaves: one slot array per section instance */
     vp_t *embed_leaves, *final_leaves;
     vp_t *layer_leaves;              /* n_layer_instances x layer slots */
@@ -94,6 +95,9 @@ typedef struct vp_step {
 
 /* Zeroed memory owned by the step (contexts of checkpointed functions). */
 void *vp_step_scratch(vp_step *step, size_t size);
+
+/* Forgets the FP8 quantization an op's GEMMs shared (op_basic.c). */
+void vp_step_clear_fp8(vp_step *step);
 
 /* The token embedding's output, as forward hooks see it. */
 void vp_step_embedding_output(vp_step *step, vp_t output);

@@ -289,7 +289,7 @@ static void same_result(const vp_step_result *a, const vp_step_result *b) {
 /* Folding evaluates one layer (or one chunk) and multiplies; it must give
  * exactly what evaluating every layer gives. */
 static void test_fold_equals_unfold(void) {
-    const vp_precision_id precisions[] = {VP_PREC_FP32, VP_PREC_BF16, VP_PREC_AMP_BF16, VP_PREC_MIXED_BF16};
+    const vp_precision_id precisions[] = {VP_PREC_FP32, VP_PREC_BF16, VP_PREC_AMP_BF16, VP_PREC_MIXED_BF16, VP_PREC_FP8};
     const unsigned checkpoints[] = {0, 1, 3};
     const vp_attention_impl kernels[] = {VP_ATTN_EAGER, VP_ATTN_SDPA, VP_ATTN_FLASH};
     const vp_optimizer_impl impls[] = {VP_IMPL_FOR_LOOP, VP_IMPL_FOREACH};
@@ -311,7 +311,7 @@ static void test_fold_equals_unfold(void) {
     build_llama(&models[3], &moe_config);
     CHECK_EQ_U64(vp_model_params(&models[0], false), small_params);
     for (unsigned mi = 0; mi < 4; mi++)
-        for (unsigned pi = 0; pi < 4; pi++)
+        for (unsigned pi = 0; pi < 5; pi++)
             for (unsigned ci = 0; ci < 3; ci++)
                 for (unsigned ki = 0; ki < 3; ki++)
                     for (unsigned ii = 0; ii < 2; ii++)
