@@ -214,7 +214,8 @@ static const char *check_shape(const vp_model *m) {
         return "the embed ops must start with token_embedding";
     if (!final->n_ops || final->ops[final->n_ops - 1].kind != vp_op_kind_find("cross_entropy"))
         return "the final ops must end with cross_entropy";
-    if (!vp_section_find(final, vp_op_kind_find("lm_head"))) return "the final ops need an lm_head";
+    if (!vp_section_find(final, vp_op_kind_find("lm_head")) && !vp_section_find(final, vp_op_kind_find("classifier")))
+        return "the final ops need an lm_head or a classifier";
     if (!m->section[VP_SECTION_LAYER].n_ops) return "a layer needs at least one op";
     if (m->first_layers >= m->layers) return "'first_layers' must be fewer than 'layers'";
     if (m->first_layers && !m->section[VP_SECTION_FIRST_LAYER].n_ops)

@@ -7,10 +7,10 @@
 #include "ops.h"
 
 static const vp_op_kind *const registry[] = {
-    &vp_op_token_embedding, &vp_op_position_embedding, &vp_op_rotary_embedding,
+    &vp_op_token_embedding, &vp_op_position_embedding, &vp_op_rotary_embedding, &vp_op_token_type_embedding,
     &vp_op_dropout,         &vp_op_layernorm,          &vp_op_rmsnorm,
     &vp_op_attention,       &vp_op_mlp,                &vp_op_moe,               &vp_op_residual,
-    &vp_op_lm_head,         &vp_op_cross_entropy,
+    &vp_op_lm_head,         &vp_op_cross_entropy,      &vp_op_pooler,            &vp_op_classifier,
 };
 
 unsigned vp_op_kind_count(void) { return sizeof registry / sizeof registry[0]; }

@@ -19,11 +19,12 @@ enum {
     ATT_MASK,
     ATT_POSITIONS,
     ATT_UPCAST_SOFTMAX,
+    ATT_CAST_PROBS,
     ATT_FIELDS
 };
 
-enum { MASK_ADDITIVE, MASK_BOOL_BUFFER };
-static const char *const mask_names[] = {"additive", "bool-buffer", NULL};
+enum { MASK_ADDITIVE, MASK_BOOL_BUFFER, MASK_PADDING };
+static const char *const mask_names[] = {"additive", "bool-buffer", "padding", NULL};
 
 static const vp_field attention_fields[ATT_FIELDS] = {
     [ATT_HIDDEN] = {"hidden", VP_FIELD_INT, true, 0, 1, 1 << 20, NULL, "model width (input and output)"},
@@ -40,11 +41,15 @@ static const vp_field attention_fields[ATT_FIELDS] = {
     [ATT_RESID_DROPOUT] = {"resid_dropout", VP_FIELD_NUMBER, false, 0, 0, 0.999999, NULL,
                            "dropout on the output projection, inside the module (GPT-2's resid_dropout)"},
     [ATT_MASK] = {"mask", VP_FIELD_ENUM, false, MASK_ADDITIVE, 0, 0, mask_names,
-                  "causal mask: one additive s x s mask per step (LLaMA) or a per-layer bool buffer with torch.where (GPT-2)"},
+                  "causal mask: one additive s x s mask per step (LLaMA), a per-layer bool buffer with torch.where (GPT-2), "
+                  "or no causal mask, an additive [b, 1, 1, s] padding mask (BERT)"},
     [ATT_POSITIONS] = {"positions", VP_FIELD_INT, false, 0, 0, 1 << 20, NULL,
                        "size of the bool-buffer mask (GPT-2's n_positions)"},
     [ATT_UPCAST_SOFTMAX] = {"upcast_softmax", VP_FIELD_BOOL, false, 1, 0, 1, NULL,
                             "softmax(dtype=torch.float32) then .to(query dtype), as LLaMA's eager path does"},
+    [ATT_CAST_PROBS] = {"cast_probs", VP_FIELD_BOOL, false, 1, 0, 1, NULL,
+                        "without upcast_softmax: probabilities cast to the value's dtype before dropout (GPT-2's .type); "
+                        "false: dropout on them as they are, the matmul casting (BERT)"},
 };
 
 typedef struct {
@@ -138,8 +143,14 @@ static kernel kernel_for(const vp_step *step) {
  * then triu() of s x s in the activations' dtype, then an in-place multiply
  * by a bool comparison; expanded, not copied, to the batch. */
 static void attention_prepare(vp_step *step, const vp_op *op) {
-    if (vp_op_u64(op, ATT_MASK) != MASK_ADDITIVE || kernel_for(step) != KERNEL_EAGER || step->causal_mask) return;
+    if (vp_op_u64(op, ATT_MASK) == MASK_BOOL_BUFFER || kernel_for(step) != KERNEL_EAGER || step->causal_mask) return;
     vp_sim *sim = &step->sim;
+    if (vp_op_u64(op, ATT_MASK) == MASK_PADDING) {
+        /* BertModel.get_extended_attention_mask: (1.0 - mask[:, None, None, :])
+         * * finfo.min in the model's dtype, [b, 1, 1, s] */
+        step->causal_mask = vp_new(sim, step->tokens, step->activation, "attention_mask.extended");
+        return;
+    }
     uint64_t n = vp_numel(sim, step->seq, step->seq);
     bool grad_mode = sim->grad_mode;
     sim->grad_mode = false;
@@ -239,8 +250,12 @@ static vp_t normalize(vp_step *step, const vp_op *op, const vp_t *leaves, vp_t s
         vp_t up = vp_autocast_fp32(step, masked, "attention.softmax_upcast");
         vp_t p = vp_unary(sim, up, VP_SAVES_OUTPUT, 0, (vp_dtype)vp_at(sim, up)->dtype, "attention.softmax");
         vp_drop(sim, up);
-        probs = vp_to(sim, p, (vp_dtype)vp_at(sim, in->v)->dtype, "attention.softmax_downcast");
-        vp_drop(sim, p);
+        if (vp_op_flag(op, ATT_CAST_PROBS)) {
+            probs = vp_to(sim, p, (vp_dtype)vp_at(sim, in->v)->dtype, "attention.softmax_downcast");
+            vp_drop(sim, p);
+        } else {
+            probs = p;
+        }
     }
     vp_drop(sim, masked);
 

@@ -79,16 +79,17 @@ const vp_op_kind vp_op_token_embedding = {
 
 /* ---- learned position embedding ---- */
 
-enum { POSITION_POSITIONS, POSITION_HIDDEN, POSITION_FIELDS };
+enum { POSITION_POSITIONS, POSITION_HIDDEN, POSITION_IN_PLACE, POSITION_FIELDS };
 
 static const vp_field position_fields[POSITION_FIELDS] = {
     [POSITION_POSITIONS] = {"positions", VP_FIELD_INT, true, 0, 1, 1 << 24, NULL, "maximum sequence length"},
     [POSITION_HIDDEN] = {"hidden", VP_FIELD_INT, true, 0, 1, 1 << 20, NULL, "embedding width"},
+    [POSITION_IN_PLACE] = {"in_place", VP_FIELD_BOOL, false, 0, 0, 1, NULL,
+                           "added in place (BERT's embeddings += position_embeddings), not into a new tensor"},
 };
 
 static unsigned position_leaves(const vp_op *op, const vp_ranks *split, vp_leaf_spec *out) {
-    unsigned tp = split->tp;
-    (void)tp; /* replicated */
+    (void)split; /* replicated */
     out[0] = vp_param(vp_op_u64(op, POSITION_POSITIONS) * vp_op_u64(op, POSITION_HIDDEN), "wpe.weight",
                       VP_MODULE_EMBED_POSITIONS, 0);
     out[0].rows = vp_op_u64(op, POSITION_POSITIONS);
@@ -101,10 +102,50 @@ static vp_t position_forward(vp_step *step, const vp_op *op, const vp_t *leaves,
     vp_sim *sim = &step->sim;
     vp_t pe = vp_embedding(sim, step->position_ids, leaves[0], step->seq, vp_op_u64(op, POSITION_HIDDEN),
                            step->recipe->device, "wpe");
-    vp_t y = vp_add(sim, x, pe, vp_at(sim, x)->numel, "embeddings.add");
+    vp_t y = vp_op_flag(op, POSITION_IN_PLACE) ? vp_attach(sim, x, pe, "embeddings.add_")
+                                                : vp_add(sim, x, pe, vp_at(sim, x)->numel, "embeddings.add");
     vp_drop(sim, pe);
     return y;
 }
+
+/* ---- token types (BERT's segment embedding) ---- */
+
+enum { TYPE_TYPES, TYPE_HIDDEN, TYPE_FIELDS };
+
+static const vp_field type_fields[TYPE_FIELDS] = {
+    [TYPE_TYPES] = {"types", VP_FIELD_INT, false, 2, 1, 1 << 16, NULL, "type_vocab_size"},
+    [TYPE_HIDDEN] = {"hidden", VP_FIELD_INT, true, 0, 1, 1 << 20, NULL, "embedding width"},
+};
+
+static unsigned type_leaves(const vp_op *op, const vp_ranks *split, vp_leaf_spec *out) {
+    (void)split; /* replicated */
+    out[0] = vp_param(vp_op_u64(op, TYPE_TYPES) * vp_op_u64(op, TYPE_HIDDEN), "token_type_embeddings.weight",
+                      VP_MODULE_NONE, 0);
+    out[0].rows = vp_op_u64(op, TYPE_TYPES);
+    return 1;
+}
+
+/* BertEmbeddings: token_type_ids default to the zeros of a registered
+ * buffer, expanded to the batch (a view); their embeddings are looked up
+ * for every token and added to the word embeddings into a new tensor. */
+static vp_t type_forward(vp_step *step, const vp_op *op, const vp_t *leaves, vp_t x) {
+    vp_sim *sim = &step->sim;
+    /* the ids are a view of a buffer: no memory; the batch's ids stand in */
+    vp_t te = vp_embedding(sim, step->input_ids, leaves[0], step->input_tokens, vp_op_u64(op, TYPE_HIDDEN),
+                           step->recipe->device, "token_type_embeddings");
+    vp_t y = vp_add(sim, x, te, vp_at(sim, x)->numel, "embeddings.add");
+    vp_drop(sim, te);
+    return y;
+}
+
+const vp_op_kind vp_op_token_type_embedding = {
+    .name = "token_type_embedding",
+    .doc = "BERT's token-type (segment) embeddings, looked up for every token and added",
+    .fields = type_fields,
+    .n_fields = TYPE_FIELDS,
+    .leaves = type_leaves,
+    .forward = type_forward,
+};
 
 const vp_op_kind vp_op_position_embedding = {
     .name = "position_embedding",

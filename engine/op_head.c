@@ -47,11 +47,15 @@ const vp_op_kind vp_op_lm_head = {
 
 /* ---- cross-entropy ---- */
 
-enum { CE_UPCAST, CE_FIELDS };
+enum { CE_UPCAST, CE_PER_SEQUENCE, CE_FIELDS };
 
 static const vp_field ce_fields[CE_FIELDS] = {
     [CE_UPCAST] = {"upcast", VP_FIELD_BOOL, false, 1, 0, 1, NULL, "logits.float() before the loss, as HF's ForCausalLMLoss does"},
+    [CE_PER_SEQUENCE] = {"per_sequence", VP_FIELD_BOOL, false, 0, 0, 1, NULL,
+                         "one label per sequence (a classifier's loss), not shifted per-token labels"},
 };
+
+bool vp_loss_per_sequence(const vp_op *loss) { return vp_op_flag(loss, CE_PER_SEQUENCE); }
 
 /* transformers' ForCausalLMLoss (loss_utils.py, 4.46+):
  *   logits = logits.float()
@@ -105,8 +109,10 @@ static vp_t ce_forward(vp_step *step, const vp_op *op, const vp_t *leaves, vp_t 
     if (step->tp > 1) return vocab_parallel_ce(step, x);
     vp_t logits32 = vp_op_flag(op, CE_UPCAST) ? vp_to(sim, x, VP_FP32, "loss.logits_float")
                                                : (vp_hold(sim, x), x);
-    vp_t padded = vp_new(sim, vp_numel(sim, step->batch, step->seq + 1), VP_INT64, "loss.labels_pad");
-    vp_t shifted = vp_new(sim, step->tokens, VP_INT64, "loss.shift_labels");
+    bool per_sequence = vp_op_flag(op, CE_PER_SEQUENCE); /* CrossEntropyLoss()(logits.view(-1, n), labels.view(-1)) */
+    vp_t padded = per_sequence ? 0 : vp_new(sim, vp_numel(sim, step->batch, step->seq + 1), VP_INT64, "loss.labels_pad");
+    vp_t shifted = per_sequence ? (vp_hold(sim, step->labels), step->labels)
+                                : vp_new(sim, step->tokens, VP_INT64, "loss.shift_labels");
     vp_t la = vp_autocast_fp32(step, logits32, "loss.log_softmax");
     vp_t log_probs = vp_unary(sim, la, VP_SAVES_OUTPUT, 0, (vp_dtype)vp_at(sim, la)->dtype, "loss.log_softmax");
     vp_drop(sim, la);

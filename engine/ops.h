@@ -9,6 +9,7 @@
 extern const vp_op_kind vp_op_token_embedding;
 extern const vp_op_kind vp_op_position_embedding;
 extern const vp_op_kind vp_op_rotary_embedding;
+extern const vp_op_kind vp_op_token_type_embedding;
 extern const vp_op_kind vp_op_dropout;
 extern const vp_op_kind vp_op_layernorm;
 extern const vp_op_kind vp_op_rmsnorm;
@@ -17,6 +18,8 @@ extern const vp_op_kind vp_op_mlp;
 extern const vp_op_kind vp_op_moe;
 extern const vp_op_kind vp_op_residual;
 extern const vp_op_kind vp_op_lm_head;
+extern const vp_op_kind vp_op_pooler;
+extern const vp_op_kind vp_op_classifier;
 extern const vp_op_kind vp_op_cross_entropy;
 
 /* A projection as F.linear under the step's precision: autocast casts the
@@ -36,6 +39,8 @@ vp_t vp_project_row(vp_step *step, vp_t x, vp_t weight, vp_t bias, uint64_t out_
 
 /* What the step driver asks of particular ops. */
 bool vp_lm_head_tied(const vp_op *head);
+/* Whether the loss takes one label per sequence (a classifier's). */
+bool vp_loss_per_sequence(const vp_op *loss);
 uint64_t vp_token_embedding_hidden(const vp_op *embedding);
 
 /* Tensor-parallel helpers. */

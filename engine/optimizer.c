@@ -128,6 +128,8 @@ static const vp_optimizer_kind registry[] = {
     {"sgd", "plain SGD: no state", 0.0, true, no_state, sgd_temps, VP_DTYPE_NONE, false, false},
     {"sgd-momentum", "SGD with momentum: one momentum buffer per parameter", 0.0, true, one_state, sgd_temps,
      VP_DTYPE_NONE, false, false},
+    {"adamw-hf", "transformers' own AdamW (Trainer's adamw_hf): a loop whose denom = exp_avg_sq.sqrt().add_(eps) is its one temporary",
+     0.0, true, two_states, one_temp, VP_DTYPE_NONE, true, false},
     {"adamw-8bit", "bitsandbytes AdamW8bit: uint8 states with an fp32 absmax per 256 elements (fp32 below 4096 elements), fused",
      0.01, true, adam_8bit_states, no_temps, VP_DTYPE_NONE, false, false},
     {"paged-adamw-8bit", "bitsandbytes PagedAdamW8bit: the 8-bit states in CUDA unified memory, paged in per tensor at the step",

@@ -504,7 +504,11 @@ static uint64_t micro_batch(vp_step *step, const vp_meter *resident, const vp_me
     if (step->stage.embed) step->input_ids = vp_new(sim, step->input_tokens, VP_INT64, "batch.input_ids");
     /* prompt tuning: the labels with -100 for every virtual token (a cat of
      * the batch's and the prefix's) */
-    if (step->stage.final) step->labels = vp_new(sim, step->tokens, VP_INT64, "batch.labels");
+    if (step->stage.final) {
+        const vp_op *loss = vp_section_find(&step->model->section[VP_SECTION_FINAL], &vp_op_cross_entropy);
+        uint64_t labels = loss && vp_loss_per_sequence(loss) ? step->batch : step->tokens;
+        step->labels = vp_new(sim, labels, VP_INT64, "batch.labels");
+    }
     vp_drop(sim, old_ids);
     vp_drop(sim, old_labels);
     vp_t old_loss = step->loss, old_logits = step->logits, old_hooked = step->hooked_input;
@@ -698,6 +702,8 @@ const char *vp_step_layout_problem(const vp_model *model, const vp_recipe *recip
     const char *problem = vp_shard_plan_make(recipe, precision, &plan);
     if (!problem) problem = vp_finetune_problem(model, recipe);
     if (problem || !model) return problem;
+    if (recipe->tp > 1 && !vp_model_has(model, "lm_head"))
+        return "tp: tensor parallelism is modelled for language models (an lm_head)";
     if (recipe->tp > 1) {
         problem = vp_model_check_tp(model, recipe->tp);
         if (problem) return problem;

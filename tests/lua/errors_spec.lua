@@ -147,8 +147,8 @@ describe("bad Hugging Face configs", function()
   end)
 
   it("names an unsupported model_type", function()
-    local p = helper.write('{"model_type": "bert"}', ".json")
-    assert.truthy(fails(p):find("model_type: bert is not supported", 1, true))
+    local p = helper.write('{"model_type": "t5"}', ".json")
+    assert.truthy(fails(p):find("model_type: t5 is not supported", 1, true))
   end)
 
   it("names the config key behind a bad value", function()

@@ -50,6 +50,12 @@ def deepseek(h=64, layers=3, heads=4, inter=128, vocab=256, experts=6, k=2, moe_
                 first_k_dense_replace=dense, aux_loss_alpha=alpha, norm_topk_prob=norm)
 
 
+def bert(h=64, layers=2, heads=4, inter=128, vocab=256, positions=64, dropout=0.1):
+    return {"model_type": "bert", "hidden_size": h, "num_hidden_layers": layers, "num_attention_heads": heads,
+            "intermediate_size": inter, "vocab_size": vocab, "max_position_embeddings": positions,
+            "hidden_dropout_prob": dropout, "attention_probs_dropout_prob": dropout, "num_labels": 2}
+
+
 def recipe(precision="fp32", optimizer="adamw", impl="foreach", b=2, s=32, ckpt="none", **layout):
     return {"precision": precision, "optimizer": optimizer, "optimizer_impl": impl, "micro_batch": b,
             "seq_len": s, "checkpointing": ckpt, **layout}
@@ -114,6 +120,11 @@ CASES = [
     ("llama prompt bf16 checkpointed", llama(layers=3), recipe("bf16", ckpt="full", finetune="prompt",
                                                                 num_virtual_tokens=5)),
     ("gpt2 prompt amp-bf16", gpt2(), recipe("amp-bf16", finetune="prompt", num_virtual_tokens=6)),
+    # BERT sequence classification (the model of HF's single-GPU measurements)
+    ("bert fp32", bert(), recipe(optimizer="adamw-hf")),
+    ("bert fp32 adafactor", bert(), recipe(optimizer="adafactor")),
+    ("bert amp-bf16 checkpointed", bert(layers=3), recipe("amp-bf16", ckpt="full", optimizer="adamw-hf")),
+    ("bert checkpointed", bert(layers=3), recipe(ckpt="full")),
     # DistributedDataParallel (2 ranks over gloo): flat gradient buckets
     ("llama DDP", llama(), recipe(dp=2)),
     ("llama DDP bucket views", llama(), recipe(dp=2, ddp_bucket_view="true")),

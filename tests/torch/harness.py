@@ -19,8 +19,8 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 import torch.utils.checkpoint
 
-from models import Autocast, CausalLM, add_lora, add_prompt
-from optimizers import SM3, Adafactor
+from models import Autocast, BertForSequenceClassification, CausalLM, add_lora, add_prompt
+from optimizers import SM3, Adafactor, HFAdamW
 
 # oneDNN's bf16 GEMMs allocate scratch buffers of their own on the CPU (heap
 # memory, no tensor, transient inside each matmul) that a GPU run does not
@@ -83,6 +83,8 @@ def make_optimizer(name, impl, params):
         return torch.optim.SGD(params, lr=1e-3, foreach=foreach)
     if name == "sgd-momentum":
         return torch.optim.SGD(params, lr=1e-3, momentum=0.9, foreach=foreach)
+    if name == "adamw-hf":
+        return HFAdamW(params)
     if name == "adafactor":
         return Adafactor(params)
     if name == "sm3":
@@ -120,7 +122,8 @@ def measure(case, rank=None):
     gc.collect()
     base = _current()
 
-    model = CausalLM(cfg)
+    classifier = cfg["model_type"] == "bert"
+    model = BertForSequenceClassification(cfg) if classifier else CausalLM(cfg)
     model.train()
     model_dtype = torch.bfloat16 if precision in ("bf16", "mixed-bf16") else torch.float32
     model.to(model_dtype)
@@ -161,7 +164,7 @@ def measure(case, rank=None):
             start = _current()
             _reset()
         input_ids = torch.randint(vocab, (b, s))
-        labels = input_ids.clone()
+        labels = torch.randint(cfg.get("num_labels", 2), (b,)) if classifier else input_ids.clone()
         loss, logits = net(ac, input_ids, labels, ckpt)
         ac.clear()
         if measuring:

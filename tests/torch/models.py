@@ -710,3 +710,98 @@ def add_prompt(model, recipe, dtype):
         param.requires_grad_(False)
     embedding = model.model.wte if hasattr(model.model, "wte") else model.model.embed_tokens
     model.prompt = PromptTuning(recipe["num_virtual_tokens"], embedding.weight.shape[1], dtype)
+
+
+# ---------------------------------------------------------------- BERT
+
+
+class BertLayer(nn.Module):
+    """BertLayer of transformers 4.26 (eager attention, absolute positions)."""
+
+    def __init__(self, cfg):
+        super().__init__()
+        h, f = cfg["hidden_size"], cfg["intermediate_size"]
+        self.heads = cfg["num_attention_heads"]
+        self.head_size = h // self.heads
+        self.query, self.key, self.value = nn.Linear(h, h), nn.Linear(h, h), nn.Linear(h, h)
+        self.attn_dense, self.attn_ln = nn.Linear(h, h), nn.LayerNorm(h, eps=cfg.get("layer_norm_eps", 1e-12))
+        self.intermediate = nn.Linear(h, f)
+        self.output_dense, self.output_ln = nn.Linear(f, h), nn.LayerNorm(h, eps=cfg.get("layer_norm_eps", 1e-12))
+        self.p = cfg.get("hidden_dropout_prob", 0.1)
+        self.attn_p = cfg.get("attention_probs_dropout_prob", 0.1)
+        self.act = cfg.get("hidden_act", "gelu")
+
+    def transpose_for_scores(self, x):
+        return x.view(x.size()[:-1] + (self.heads, self.head_size)).permute(0, 2, 1, 3)
+
+    def self_attention(self, ac, hidden_states, attention_mask):
+        mixed_query_layer = linear(ac, hidden_states, self.query.weight, self.query.bias)
+        key_layer = self.transpose_for_scores(linear(ac, hidden_states, self.key.weight, self.key.bias))
+        value_layer = self.transpose_for_scores(linear(ac, hidden_states, self.value.weight, self.value.bias))
+        query_layer = self.transpose_for_scores(mixed_query_layer)
+        attention_scores = torch.matmul(ac.down(query_layer), ac.down(key_layer.transpose(-1, -2)))
+        attention_scores = attention_scores / math.sqrt(self.head_size)
+        attention_scores = attention_scores + attention_mask
+        attention_probs = nn.functional.softmax(ac.up(attention_scores), dim=-1)  # autocast's fp32 list
+        attention_probs = dropout(attention_probs, self.attn_p, self.training)
+        context_layer = torch.matmul(ac.down(attention_probs), ac.down(value_layer))
+        context_layer = context_layer.permute(0, 2, 1, 3).contiguous()
+        return context_layer.view(context_layer.size()[:-2] + (self.heads * self.head_size,))
+
+    def forward(self, ac, hidden_states, attention_mask):
+        self_output = self.self_attention(ac, hidden_states, attention_mask)
+        x = linear(ac, self_output, self.attn_dense.weight, self.attn_dense.bias)
+        x = dropout(x, self.p, self.training)
+        attention_output = layer_norm(ac, self.attn_ln, x + hidden_states)
+        intermediate = activation(ac, self.act, linear(ac, attention_output, self.intermediate.weight,
+                                                       self.intermediate.bias))
+        x = linear(ac, intermediate, self.output_dense.weight, self.output_dense.bias)
+        x = dropout(x, self.p, self.training)
+        return layer_norm(ac, self.output_ln, x + attention_output)
+
+
+class BertForSequenceClassification(nn.Module):
+    """transformers 4.26: BertEmbeddings, the encoder, BertPooler, dropout,
+    classifier, CrossEntropyLoss over the labels; returns (loss, logits)."""
+
+    def __init__(self, cfg):
+        super().__init__()
+        h = cfg["hidden_size"]
+        positions = cfg.get("max_position_embeddings", 512)
+        self.word_embeddings = nn.Embedding(cfg["vocab_size"], h)
+        self.position_embeddings = nn.Embedding(positions, h)
+        self.token_type_embeddings = nn.Embedding(cfg.get("type_vocab_size", 2), h)
+        self.register_buffer("position_ids", torch.arange(positions).expand((1, -1)), persistent=False)
+        self.register_buffer("token_type_ids", torch.zeros((1, positions), dtype=torch.long), persistent=False)
+        self.ln = nn.LayerNorm(h, eps=cfg.get("layer_norm_eps", 1e-12))
+        self.p = cfg.get("hidden_dropout_prob", 0.1)
+        self.layers = nn.ModuleList([BertLayer(cfg) for _ in range(cfg["num_hidden_layers"])])
+        self.pooler = nn.Linear(h, h)
+        self.num_labels = cfg.get("num_labels", 2)
+        self.classifier = nn.Linear(h, self.num_labels)
+
+    def forward(self, ac, input_ids, labels, checkpoint=None):
+        batch, seq = input_ids.shape
+        attention_mask = torch.ones((batch, seq))
+        extended = attention_mask[:, None, None, :].to(dtype=self.word_embeddings.weight.dtype)
+        extended = (1.0 - extended) * torch.finfo(extended.dtype).min
+        position_ids = self.position_ids[:, :seq]
+        token_type_ids = self.token_type_ids[:, :seq].expand(batch, seq)
+        inputs_embeds = self.word_embeddings(input_ids)
+        token_type_embeddings = self.token_type_embeddings(token_type_ids)
+        embeddings = inputs_embeds + token_type_embeddings
+        position_embeddings = self.position_embeddings(position_ids)
+        embeddings += position_embeddings
+        embeddings = layer_norm(ac, self.ln, embeddings)
+        hidden_states = dropout(embeddings, self.p, self.training)
+        for layer in self.layers:
+            if checkpoint:
+                hidden_states = checkpoint(lambda x, m, l=layer: l(ac, x, m), hidden_states, extended)
+            else:
+                hidden_states = layer(ac, hidden_states, extended)
+        first_token_tensor = hidden_states[:, 0]
+        pooled = torch.tanh(linear(ac, first_token_tensor, self.pooler.weight, self.pooler.bias))
+        pooled = dropout(pooled, self.p, self.training)
+        logits = linear(ac, pooled, self.classifier.weight, self.classifier.bias)
+        loss = nn.functional.cross_entropy(ac.up(logits.view(-1, self.num_labels)), labels.view(-1))
+        return loss, logits

@@ -6,6 +6,7 @@ harness measures what their steps allocate.
   (scale_parameter, relative_step, beta1=None, weight_decay 0).
 * SM3: torch-optimizer's SM3 (as vendored by GPT-NeoX) with its defaults
   (momentum 0, beta 0).
+* HFAdamW: transformers' own AdamW, the Trainer's adamw_hf.
 """
 import math
 
@@ -115,3 +116,34 @@ class SM3(Optimizer):
                 update.add_(group["eps"]).rsqrt_().mul_(grad)
                 p.sub_(update, alpha=group["lr"])
                 state["step"] += 1
+
+
+class HFAdamW(Optimizer):
+    """transformers.AdamW (the Trainer's adamw_hf), weight decay 0 as the
+    Trainer's default."""
+
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-6, weight_decay=0.0):
+        super().__init__(params, {"lr": lr, "betas": betas, "eps": eps, "weight_decay": weight_decay})
+
+    @torch.no_grad()
+    def step(self):
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                grad = p.grad
+                state = self.state[p]
+                if len(state) == 0:
+                    state["step"] = 0
+                    state["exp_avg"] = torch.zeros_like(p)
+                    state["exp_avg_sq"] = torch.zeros_like(p)
+                exp_avg, exp_avg_sq = state["exp_avg"], state["exp_avg_sq"]
+                beta1, beta2 = group["betas"]
+                state["step"] += 1
+                exp_avg.mul_(beta1).add_(grad, alpha=(1.0 - beta1))
+                exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1.0 - beta2)
+                denom = exp_avg_sq.sqrt().add_(group["eps"])
+                step_size = group["lr"] * math.sqrt(1.0 - beta2 ** state["step"]) / (1.0 - beta1 ** state["step"])
+                p.addcdiv_(exp_avg, denom, value=-step_size)
+                if group["weight_decay"] > 0.0:
+                    p.add_(p, alpha=(-group["lr"] * group["weight_decay"]))

@@ -73,6 +73,25 @@ local function read(path)
   return text
 end
 
+-- BertForSequenceClassification: num_labels comes as id2label's size.
+mappings.bert = {
+  family = "bert",
+  keys = {
+    hidden_size = "hidden", num_hidden_layers = "layers", num_attention_heads = "heads",
+    intermediate_size = "intermediate", vocab_size = "vocab", max_position_embeddings = "max_positions",
+    type_vocab_size = "type_vocab", layer_norm_eps = "norm_eps", hidden_dropout_prob = "dropout",
+    attention_probs_dropout_prob = "attn_dropout", hidden_act = "activation", num_labels = "labels",
+  },
+  derive = function(config, values, origins, path)
+    if values.labels == nil and type(config.id2label) == "table" then
+      local n = 0
+      for _ in pairs(config.id2label) do n = n + 1 end
+      values.labels = n
+      origins.labels = path .. ": id2label"
+    end
+  end,
+}
+
 -- DeepSeekMoE (deepseek-ai/deepseek-moe-16b-base, model_type deepseek, its
 -- own modeling code): routed experts after first_k_dense_replace dense
 -- layers, n_shared_experts experts of moe_intermediate_size merged into one

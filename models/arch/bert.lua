@@ -1,0 +1,61 @@
+-- BERT encoders for sequence classification (BertForSequenceClassification,
+-- transformers 4.26-4.4x, eager attention): word, position and token-type
+-- embeddings summed, LayerNorm and dropout; post-norm layers (attention,
+-- then LayerNorm of the sum; GELU MLP, then LayerNorm of the sum) with no
+-- causal mask, only the additive padding mask; the pooler on the first token
+-- and a classifier over the labels, cross-entropy per sequence.
+return architecture {
+  name = "bert",
+  doc = "BERT encoder with a sequence-classification head, as HF's BertForSequenceClassification computes it",
+  fields = {
+    { "hidden", "int", doc = "hidden_size" },
+    { "layers", "int", max = 100000, doc = "num_hidden_layers" },
+    { "heads", "int", doc = "num_attention_heads" },
+    { "intermediate", "int", doc = "intermediate_size" },
+    { "vocab", "int", doc = "vocab_size" },
+    { "max_positions", "int", default = 512, doc = "max_position_embeddings" },
+    { "type_vocab", "int", default = 2, doc = "type_vocab_size" },
+    { "norm_eps", "number", default = 1e-12, min = 0, doc = "layer_norm_eps" },
+    { "dropout", "number", default = 0.1, min = 0, max = 0.999, doc = "hidden_dropout_prob" },
+    { "attn_dropout", "number", default = 0.1, min = 0, max = 0.999, doc = "attention_probs_dropout_prob" },
+    { "activation", "string", default = "gelu", doc = "hidden_act" },
+    { "labels", "int", default = 2, doc = "num_labels" },
+  },
+  check = function(c)
+    if c.hidden % c.heads ~= 0 then
+      return "heads", string.format("must divide hidden (%d)", c.hidden)
+    end
+  end,
+  build = function(c)
+    return decoder {
+      embed = {
+        token_embedding { vocab = c.vocab, hidden = c.hidden },
+        token_type_embedding { types = c.type_vocab, hidden = c.hidden },
+        position_embedding { positions = c.max_positions, hidden = c.hidden, in_place = true },
+        layernorm { hidden = c.hidden, eps = c.norm_eps },
+        dropout { p = c.dropout },
+      },
+      layer = {
+        residual {
+          attention {
+            hidden = c.hidden, heads = c.heads, qkv_bias = true, out_bias = true,
+            dropout = c.attn_dropout, resid_dropout = c.dropout, mask = "padding",
+            upcast_softmax = false, cast_probs = false,
+          },
+        },
+        layernorm { hidden = c.hidden, eps = c.norm_eps },
+        residual {
+          mlp { hidden = c.hidden, intermediate = c.intermediate, activation = c.activation, bias = true,
+                resid_dropout = c.dropout },
+        },
+        layernorm { hidden = c.hidden, eps = c.norm_eps },
+      },
+      layers = c.layers,
+      final = {
+        pooler { hidden = c.hidden },
+        classifier { hidden = c.hidden, labels = c.labels, dropout = c.dropout },
+        cross_entropy { upcast = false, per_sequence = true },
+      },
+    }
+  end,
+}
