@@ -5,6 +5,7 @@
 #include "finetune.h"
 
 #include "ops.h"
+#include "prefix.h"
 
 bool vp_finetune_trains(const vp_recipe *recipe, const vp_leaf_spec *spec, bool frozen) {
     if (!spec->trainable || spec->buffer) return false;
@@ -75,6 +76,8 @@ static census take_census(const vp_model *model, const vp_recipe *recipe) {
     count_ops(&c, s[VP_SECTION_FINAL].ops, s[VP_SECTION_FINAL].n_ops, 1, false);
     if (recipe->finetune == VP_FINETUNE_PROMPT) /* PromptEmbedding: num_virtual_tokens x hidden */
         c.trainable += (uint64_t)recipe->virtual_tokens * vp_token_embedding_hidden(&s[VP_SECTION_EMBED].ops[0]);
+    if (recipe->finetune == VP_FINETUNE_PREFIX) /* PrefixEncoder: num_virtual_tokens x 2 x layers x kv width */
+        c.trainable += (uint64_t)recipe->virtual_tokens * vp_prefix_table_width(model);
     return c;
 }
 
@@ -143,11 +146,24 @@ const char *vp_finetune_problem(const vp_model *model, const vp_recipe *recipe) 
         return "quant: a quantized base needs finetune = qlora";
     if (recipe->finetune != VP_FINETUNE_FREEZE && recipe->trainable_layers)
         return "trainable_layers: needs finetune = freeze";
-    if (recipe->finetune != VP_FINETUNE_PROMPT && recipe->virtual_tokens)
-        return "num_virtual_tokens: needs finetune = prompt";
+    bool prompt_learning = recipe->finetune == VP_FINETUNE_PROMPT || recipe->finetune == VP_FINETUNE_PREFIX;
+    if (!prompt_learning && recipe->virtual_tokens) return "num_virtual_tokens: needs finetune = prompt or prefix";
     switch (recipe->finetune) {
     case VP_FINETUNE_FULL: return NULL;
-    case VP_FINETUNE_PREFIX: return "finetune: prefix tuning is not modelled yet (lora is)";
+    case VP_FINETUNE_PREFIX:
+        if (!recipe->virtual_tokens) return "num_virtual_tokens: prefix tuning needs at least one virtual token";
+        /* PeftModel._setup_prompt_encoder refuses it: the cache and
+         * recomputation do not mix */
+        if (recipe->checkpoint_every || recipe->selective)
+            return "checkpointing: PEFT's prefix tuning does not work with gradient checkpointing";
+        if (recipe->attention != VP_ATTN_EAGER && recipe->attention != VP_ATTN_FLASH)
+            return "attention: prefix tuning is modelled with attention = \"eager\" or \"flash\" (the default sdpa "
+                   "runs a masked kernel with the prefix, not modelled yet)";
+        if (recipe->cp > 1 || recipe->tp > 1 || recipe->pp > 1 || recipe->framework == VP_FRAMEWORK_MEGATRON)
+            return "finetune: prefix tuning runs as PEFT does, without tp, pp or cp";
+        if (model && !vp_model_has(model, "lm_head"))
+            return "finetune: prefix tuning is modelled for causal language models (PeftModelForCausalLM)";
+        break;
     case VP_FINETUNE_PROMPT:
         if (!recipe->virtual_tokens) return "num_virtual_tokens: prompt tuning needs at least one virtual token";
         if (recipe->cp > 1 || recipe->tp > 1) return "finetune: prompt tuning runs as PEFT does, without tp or cp";

@@ -238,13 +238,13 @@ static const recipe_key keys[] = {
     {"grad_accum", parse_grad_accum, "gradient accumulation steps: micro-batches into the same gradients before the optimizer step [1]"},
     {"pp_layers", parse_pp_layers, "layers of each stage, as \"7,8,8,9\" [an even split]"},
     {"gpus", parse_gpus, "GPUs in all: when given, must equal dp x tp x pp x cp"},
-    {"finetune", parse_finetune, "what is trained: full, lora, qlora, freeze, prompt (prefix: not modelled yet) [full]"},
+    {"finetune", parse_finetune, "what is trained: full, lora, qlora, freeze, prompt, prefix [full]"},
     {"lora_rank", parse_lora_rank, "LoRA's r [8]"},
     {"lora_alpha", parse_lora_alpha, "LoRA's alpha (scaling alpha / r: no memory of its own) [8]"},
     {"lora_dropout", parse_lora_dropout, "dropout on the adapters' input (a mask and a copy per targeted module) [0]"},
     {"lora_targets", parse_lora_targets, "modules given adapters: names (q_proj,v_proj) or all-linear [q_proj,v_proj; GPT-2 c_attn]"},
     {"trainable_layers", parse_trainable_layers, "freeze: the last layers trained, with the final norm and head [0]"},
-    {"num_virtual_tokens", parse_virtual_tokens, "prompt tuning: the learned virtual tokens put before every sequence"},
+    {"num_virtual_tokens", parse_virtual_tokens, "prompt tuning: the learned tokens put before every sequence; prefix tuning: the learned keys and values before every layer's"},
     {"quant", parse_quant, "qlora: the frozen base's linear weights, nf4 or fp4 (int8: not modelled yet) [nf4]"},
     {"double_quant", parse_double_quant, "qlora: quantize the block scales too (8-bit, in blocks of 256) [true]"},
     {"compute_dtype", parse_compute_dtype, "qlora: the dtype 4-bit weights are dequantized to, bf16, fp16 or fp32 [bf16]"},
@@ -372,7 +372,7 @@ void vp_lua_push_recipe(lua_State *L, const vp_recipe *given) {
         lua_pushstring(L, names);
         lua_setfield(L, -2, "modules_to_save");
     }
-    if (r->finetune == VP_FINETUNE_PROMPT) {
+    if (r->finetune == VP_FINETUNE_PROMPT || r->finetune == VP_FINETUNE_PREFIX) {
         lua_pushinteger(L, r->virtual_tokens);
         lua_setfield(L, -2, "num_virtual_tokens");
     }

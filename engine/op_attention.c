@@ -3,6 +3,7 @@
  * SDPA (flash or memory-efficient backend) and FlashAttention-2. */
 #include "checkpoint.h"
 #include "ops.h"
+#include "prefix.h"
 #include "ring_attention.h"
 
 enum {
@@ -73,6 +74,11 @@ static shape local_shape(const vp_op *op, unsigned tp) {
     s.heads /= tp;
     s.kv_heads = s.kv_heads >= tp ? s.kv_heads / tp : 1;
     return s;
+}
+
+uint64_t vp_attention_kv_width(const vp_op *attention) {
+    shape s = shape_of(attention);
+    return s.kv_heads * s.head_dim;
 }
 
 static const char *attention_check_tp(const vp_op *op, unsigned tp) {
@@ -151,7 +157,8 @@ static void attention_prepare(vp_step *step, const vp_op *op) {
         step->causal_mask = vp_new(sim, step->tokens, step->activation, "attention_mask.extended");
         return;
     }
-    uint64_t n = vp_numel(sim, step->seq, step->seq);
+    /* target_length: the cached prefix's keys and the sequence's */
+    uint64_t n = vp_numel(sim, step->seq, step->seq + step->past_tokens);
     bool grad_mode = sim->grad_mode;
     sim->grad_mode = false;
     vp_t full = vp_new(sim, n, step->activation, "causal_mask.full");
@@ -268,12 +275,13 @@ static vp_t eager(vp_step *step, const vp_op *op, const vp_t *leaves, const qkv 
     vp_sim *sim = &step->sim;
     uint64_t b = step->batch, n = step->seq;
     unsigned rep = (unsigned)(s.heads / s.kv_heads);
-    uint64_t scores_numel = vp_numel4(sim, b, s.heads, n, n);
+    uint64_t scores_numel = vp_numel4(sim, b, s.heads, n, n + step->past_tokens);
 
-    /* key_states = repeat_kv(key, n_rep): expand + reshape, a contiguous copy */
+    /* key_states = repeat_kv(key, n_rep): expand + reshape, a contiguous copy;
+     * keys joined to a cached prefix are a cat's contiguous result already */
     vp_t k = rep > 1 ? vp_repeat(sim, in->k, rep, "attention.repeat_kv") : (vp_hold(sim, in->k), in->k);
     vp_t v = rep > 1 ? vp_repeat(sim, in->v, rep, "attention.repeat_kv") : (vp_hold(sim, in->v), in->v);
-    bool k_contiguous = rep > 1, v_contiguous = rep > 1;
+    bool k_contiguous = rep > 1 || step->past_tokens, v_contiguous = k_contiguous;
 
     /* attn_weights = torch.matmul(query, key.transpose(2, 3)) */
     vp_t qa = vp_autocast_low(step, in->q, "attention.q_cast");
@@ -322,14 +330,17 @@ static vp_t eager(vp_step *step, const vp_op *op, const vp_t *leaves, const qkv 
 typedef struct {
     kernel which;
     uint64_t batch, seq, heads, kv_heads, head_dim;
+    uint64_t seq_k; /* keys: seq, or more behind a cached prefix */
 } flash_shape;
 
 static uint64_t round_up(uint64_t x, uint64_t m) { return (x + m - 1) / m * m; }
 
 static void backward_flash(vp_sim *sim, uint32_t index) {
     vp_node *node = vp_node_at(sim, index);
-    const flash_shape shape_of_node = {(kernel)node->aux[0], node->aux[1], node->aux[2], node->aux[3], node->aux[4],
-                                       node->aux[5]};
+    flash_shape shape_of_node = {(kernel)node->aux[0], node->aux[1], node->aux[2], node->aux[3], node->aux[4],
+                                 node->aux[5], 0};
+    /* the saved keys tell their length */
+    shape_of_node.seq_k = vp_at(sim, node->saved[1])->numel / (node->aux[1] * node->aux[4] * node->aux[5]);
     const flash_shape *f = &shape_of_node;
     vp_t grads[3] = {0};
     for (unsigned i = 0; i < 3; i++) {
@@ -344,7 +355,7 @@ static void backward_flash(vp_sim *sim, uint32_t index) {
     if (f->which == KERNEL_FLASH && f->kv_heads != f->heads) {
         node = vp_node_at(sim, index);
         for (unsigned i = 0; i < 2; i++)
-            expanded[i] = vp_grad_sized(sim, vp_numel4(sim, f->batch, f->seq, f->heads, f->head_dim),
+            expanded[i] = vp_grad_sized(sim, vp_numel4(sim, f->batch, f->seq_k, f->heads, f->head_dim),
                                         (vp_dtype)vp_at(sim, node->in[1 + i] ? node->in[1 + i] : node->out[0])->dtype,
                                         "attention.flash_backward");
     }
@@ -446,6 +457,15 @@ static vp_t attention_forward(vp_step *step, const vp_op *op, const vp_t *leaves
         vp_drop(sim, in.k);
         in.q = q;
         in.k = k;
+    }
+    if (step->kv_cache) { /* past_key_value.update(key_states, value_states, layer_idx) */
+        unsigned layer = (unsigned)step->ledger.place.layer - step->stage.first_layer;
+        vp_t k = vp_prefix_join(step, layer, 0, in.k);
+        vp_t v = vp_prefix_join(step, layer, 1, in.v);
+        vp_drop(sim, in.k);
+        vp_drop(sim, in.v);
+        in.k = k;
+        in.v = v;
     }
     kernel which = kernel_for(step);
     vp_t context;

@@ -5,11 +5,16 @@
 
 /* ---- token embedding ---- */
 
-enum { TOKEN_VOCAB, TOKEN_HIDDEN, TOKEN_FIELDS };
+enum { TOKEN_VOCAB, TOKEN_HIDDEN, TOKEN_MODEL_LOCAL, TOKEN_FIELDS };
+
+#define MODEL_LOCAL_DOC                                                                                        \
+    "the output is a local of the model's forward (HF's inputs_embeds, position_embeds), alive until the model " \
+    "body returns; false where a submodule makes it (BertEmbeddings)"
 
 static const vp_field token_fields[TOKEN_FIELDS] = {
     [TOKEN_VOCAB] = {"vocab", VP_FIELD_INT, true, 0, 1, 1 << 24, NULL, "vocabulary size"},
     [TOKEN_HIDDEN] = {"hidden", VP_FIELD_INT, true, 0, 1, 1 << 20, NULL, "embedding width"},
+    [TOKEN_MODEL_LOCAL] = {"model_local", VP_FIELD_BOOL, false, 1, 0, 1, NULL, MODEL_LOCAL_DOC},
 };
 
 /* Megatron's VocabParallelEmbedding: each tensor-parallel rank holds a
@@ -51,9 +56,15 @@ static vp_t token_forward(vp_step *step, const vp_op *op, const vp_t *leaves, vp
         vp_t y = vp_embedding(sim, x, leaves[0], step->input_tokens, vp_op_u64(op, TOKEN_HIDDEN),
                               step->recipe->device, "embed_tokens");
         vp_step_embedding_output(step, y);
-        if (!step->virtual_tokens) return y;
+        if (!step->virtual_tokens) {
+            if (vp_op_flag(op, TOKEN_MODEL_LOCAL)) vp_step_keep_local(step, y, VP_LOCAL_OF_BODY);
+            return y;
+        }
+        /* PEFT's forward makes the embeddings and keeps the joined ones
+         * until the model it calls returns its outputs */
         vp_t joined = with_prompt(step, op, y);
         vp_drop(sim, y);
+        vp_step_keep_local(step, joined, VP_LOCAL_OF_WRAPPER);
         return joined;
     }
     vp_t mask = vp_new(sim, step->tokens, VP_BOOL, "embed_tokens.mask");
@@ -79,13 +90,14 @@ const vp_op_kind vp_op_token_embedding = {
 
 /* ---- learned position embedding ---- */
 
-enum { POSITION_POSITIONS, POSITION_HIDDEN, POSITION_IN_PLACE, POSITION_FIELDS };
+enum { POSITION_POSITIONS, POSITION_HIDDEN, POSITION_IN_PLACE, POSITION_MODEL_LOCAL, POSITION_FIELDS };
 
 static const vp_field position_fields[POSITION_FIELDS] = {
     [POSITION_POSITIONS] = {"positions", VP_FIELD_INT, true, 0, 1, 1 << 24, NULL, "maximum sequence length"},
     [POSITION_HIDDEN] = {"hidden", VP_FIELD_INT, true, 0, 1, 1 << 20, NULL, "embedding width"},
     [POSITION_IN_PLACE] = {"in_place", VP_FIELD_BOOL, false, 0, 0, 1, NULL,
                            "added in place (BERT's embeddings += position_embeddings), not into a new tensor"},
+    [POSITION_MODEL_LOCAL] = {"model_local", VP_FIELD_BOOL, false, 1, 0, 1, NULL, MODEL_LOCAL_DOC},
 };
 
 static unsigned position_leaves(const vp_op *op, const vp_ranks *split, vp_leaf_spec *out) {
@@ -104,6 +116,7 @@ static vp_t position_forward(vp_step *step, const vp_op *op, const vp_t *leaves,
                            step->recipe->device, "wpe");
     vp_t y = vp_op_flag(op, POSITION_IN_PLACE) ? vp_attach(sim, x, pe, "embeddings.add_")
                                                 : vp_add(sim, x, pe, vp_at(sim, x)->numel, "embeddings.add");
+    if (vp_op_flag(op, POSITION_MODEL_LOCAL)) vp_step_keep_local(step, pe, VP_LOCAL_OF_BODY);
     vp_drop(sim, pe);
     return y;
 }

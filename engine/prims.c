@@ -83,14 +83,18 @@ static void backward_split(vp_sim *sim, uint32_t index) {
     vp_give_grad(sim, vp_node_at(sim, index), 0, g);
 }
 
-/* CatBackward: each input gets a narrow() view of the gradient. */
+/* CatBackward (cat_tensors_backward): each input gets a narrow() view of
+ * the gradient, converted to the input's dtype (a copy) where the cat
+ * promoted it. */
 static void backward_cat(vp_sim *sim, uint32_t index) {
     vp_node *node = vp_node_at(sim, index);
     vp_t g = vp_grad_out(sim, node, 0);
     for (unsigned i = 0; i < 2; i++) {
         node = vp_node_at(sim, index);
         if (!vp_needs_grad(sim, node, i)) continue;
-        vp_t part = vp_view(sim, g, numel_of(sim, node->in[i]), node->label);
+        vp_t input = node->in[i];
+        vp_t part = vp_at(sim, input)->grad_dtype == dtype_of(sim, g) ? vp_view(sim, g, numel_of(sim, input), node->label)
+                                                                      : vp_grad_like(sim, input, node->label);
         vp_give_grad(sim, vp_node_at(sim, index), i, part);
     }
 }
@@ -300,7 +304,8 @@ vp_t vp_repeat(vp_sim *sim, vp_t x, unsigned times, const char *label) {
 }
 
 vp_t vp_cat(vp_sim *sim, vp_t a, vp_t b, const char *label) {
-    vp_t y = vp_new(sim, numel_of(sim, a) + numel_of(sim, b), dtype_of(sim, a), label);
+    vp_dtype dtype = vp_dtype_promote(dtype_of(sim, a), dtype_of(sim, b));
+    vp_t y = vp_new(sim, numel_of(sim, a) + numel_of(sim, b), dtype, label);
     vp_t in[2] = {a, b};
     vp_record(sim, backward_cat, label, in, 2, &y, 1);
     return y;

@@ -84,7 +84,8 @@ vp_t vp_slice(vp_sim *sim, vp_t x, uint64_t numel, const char *label);
 /* expand + reshape (repeat_kv): a copy `times` larger; backward sums back. */
 vp_t vp_repeat(vp_sim *sim, vp_t x, unsigned times, const char *label);
 
-/* cat of two tensors; backward hands out views of the gradient. */
+/* cat of two tensors, in their promoted dtype; backward hands out views of
+ * the gradient (copies for an input of another dtype). */
 vp_t vp_cat(vp_sim *sim, vp_t a, vp_t b, const char *label);
 
 /* native_dropout: output plus a one-byte bool mask, which it saves. p == 0

@@ -11,6 +11,7 @@
 #include "layout.h"
 #include "finetune.h"
 #include "ops.h"
+#include "prefix.h"
 #include "optimizer.h"
 #include "update.h"
 
@@ -140,14 +141,19 @@ static bool plan_chunks(vp_step *step) {
     if (!step->chunks || !step->chunk_repeat) return false;
     unsigned instance = 0;
     step->n_chunks = 0;
-    bool no_gradient_in = !step->stage.embed || step->recipe->finetune != VP_FINETUNE_FULL;
+    /* the first chunk's input also outlives it where the model body keeps
+     * the embeddings as a local (vp_step_keep_local) */
+    bool first_unlike = !step->stage.embed || step->recipe->finetune != VP_FINETUNE_FULL ||
+                        step->recipe->framework != VP_FRAMEWORK_MEGATRON;
     /* frozen layers under ZeRO-3 or FSDP are released when backward ends,
      * outside any folded stretch: they are evaluated one by one */
     bool released_late = step->plan.gather || step->plan.grads == VP_GRADS_UNIT;
     for (unsigned r = 0; r < 3; r++) {
         if (splits[r + 1] <= splits[r]) continue;
-        bool lone = splits[r] == start ? no_gradient_in : splits[r] == b;
-        bool fold = step->fold && !(released_late && splits[r] < b);
+        bool lone = splits[r] == start ? first_unlike : splits[r] == b;
+        /* prefix tuning's cache holds a key and a value of every layer,
+         * made before the layers run: no layer stands for another */
+        bool fold = step->fold && !(released_late && splits[r] < b) && !step->past_tokens;
         plan_run(step, splits[r], splits[r + 1] - splits[r], per, lone, fold, &instance);
     }
     step->n_layer_instances = instance;
@@ -220,9 +226,10 @@ static bool setup(vp_step *step) {
         vp_layout_create_leaves(step, embed->ops, 1, step->embed_leaves, 1, freezing); /* the token embedding alone */
         step->tied_weight = step->embed_leaves[embed->ops[0].slot];
     }
-    if (step->virtual_tokens && step->stage.embed) { /* PromptEmbedding, beside the model's embeddings */
-        uint64_t hidden = vp_token_embedding_hidden(&embed->ops[0]);
-        vp_leaf_spec spec = vp_param(step->recipe->virtual_tokens * hidden, "prompt_encoder.embedding.weight",
+    if ((step->virtual_tokens || step->past_tokens) && step->stage.embed) {
+        /* PromptEmbedding or PrefixEncoder, beside the model's embeddings */
+        uint64_t width = step->past_tokens ? vp_prefix_table_width(m) : vp_token_embedding_hidden(&embed->ops[0]);
+        vp_leaf_spec spec = vp_param(step->recipe->virtual_tokens * width, "prompt_encoder.embedding.weight",
                                      VP_MODULE_NONE, 0);
         spec.rows = step->recipe->virtual_tokens;
         step->prompt = step->embed_leaves[embed->n_slots] = vp_layout_extra_leaf(step, &spec);
@@ -311,6 +318,44 @@ static vp_t forward_layers(vp_step *step, vp_t x) {
 
 static bool is_loss_op(const vp_op *op) { return op->kind == &vp_op_lm_head || op->kind == &vp_op_cross_entropy; }
 
+/* The head's ops run outside the model body (XForCausalLM.forward calls
+ * self.model, then lm_head and the loss). */
+static bool is_head_op(const vp_op *op) { return is_loss_op(op) || op->kind == &vp_op_classifier; }
+
+void vp_step_keep_local(vp_step *step, vp_t t, vp_local_frame frame) {
+    /* Megatron's modules keep no such locals the engine models */
+    if (step->recipe->framework == VP_FRAMEWORK_MEGATRON) return;
+    vp_t *slots = step->locals[frame];
+    for (unsigned i = 0; i < VP_LOCALS_MAX; i++) {
+        if (!slots[i]) {
+            vp_hold(&step->sim, t);
+            slots[i] = t;
+            return;
+        }
+    }
+    step->sim.status = VP_SIM_OVERFLOW; /* more locals than a frame has room for: an op-table bug */
+}
+
+static void drop_locals(vp_step *step, vp_local_frame frame) {
+    for (unsigned i = 0; i < VP_LOCALS_MAX; i++) {
+        vp_drop(&step->sim, step->locals[frame][i]);
+        step->locals[frame][i] = 0;
+    }
+}
+
+/* The model body returns: its locals go, and with them the tensors it made
+ * once for all layers (position ids, rotary tables, the mask). Megatron's
+ * GPTModel runs the head inside the same forward: they go at its end. */
+static void body_returns(vp_step *step, bool forward_ends) {
+    drop_locals(step, VP_LOCAL_OF_BODY);
+    if (step->recipe->framework == VP_FRAMEWORK_MEGATRON && !forward_ends) return;
+    vp_drop(&step->sim, step->position_ids);
+    vp_drop(&step->sim, step->cos);
+    vp_drop(&step->sim, step->sin);
+    vp_drop(&step->sim, step->causal_mask);
+    step->position_ids = step->cos = step->sin = step->causal_mask = 0;
+}
+
 static bool is_embedding_op(const vp_op *op) {
     return op->kind == &vp_op_token_embedding || op->kind == &vp_op_position_embedding;
 }
@@ -326,8 +371,15 @@ static vp_t run_section(vp_step *step, vp_section_id id, const vp_t *leaves, vp_
             if (is_embedding_op(&section->ops[i])) scatter_after = i;
     vp_t current = x;
     vp_hold(&step->sim, x);
+    bool in_body = id == VP_SECTION_FINAL;
     for (unsigned i = 0; i < section->n_ops; i++) {
         const vp_op *op = &section->ops[i];
+        if (in_body && is_head_op(op)) {
+            body_returns(step, false);
+            /* `hidden_states = outputs[0]`: the head's caller keeps it */
+            vp_step_keep_local(step, current, VP_LOCAL_OF_WRAPPER);
+            in_body = false;
+        }
         if (is_loss_op(op)) step->ledger.place.phase = VP_PHASE_LOSS;
         vp_t next = op->kind->forward(step, op, leaves + op->slot, current);
         vp_drop(&step->sim, current);
@@ -512,11 +564,15 @@ static uint64_t micro_batch(vp_step *step, const vp_meter *resident, const vp_me
     vp_drop(sim, old_ids);
     vp_drop(sim, old_labels);
     vp_t old_loss = step->loss, old_logits = step->logits, old_hooked = step->hooked_input;
+    vp_t *old_cache = step->kv_cache;
     step->loss = step->logits = 0;
+    step->kv_cache = NULL;
     step->position_ids = vp_new(sim, step->seq, VP_INT64, "position_ids");
     for (int s = 0; s < VP_SECTION_COUNT; s++) prepare_ops(step, m->section[s].ops, m->section[s].n_ops);
 
     vp_layout_forward_begin(step);
+    /* PEFT's get_prompt: the prefix's cache, made before the model runs */
+    if (step->past_tokens) vp_prefix_begin(step);
     vp_t x, received = 0;
     if (step->stage.embed) {
         x = run_section(step, VP_SECTION_EMBED, step->embed_leaves, step->input_ids);
@@ -541,19 +597,18 @@ static uint64_t micro_batch(vp_step *step, const vp_meter *resident, const vp_me
     uint32_t final_end = sim->n_nodes;
     /* the model's forward returns: its autocast region and locals end */
     vp_step_clear_casts(step, 0);
-    vp_drop(sim, step->position_ids);
-    vp_drop(sim, step->cos);
-    vp_drop(sim, step->sin);
-    vp_drop(sim, step->causal_mask);
-    step->cos = step->sin = step->causal_mask = 0;
+    body_returns(step, true);
+    drop_locals(step, VP_LOCAL_OF_WRAPPER);
     /* Megatron's forward step returns the loss alone */
     if (!step->recipe->keep_logits || step->recipe->framework == VP_FRAMEWORK_MEGATRON) {
         vp_drop(sim, step->logits);
         step->logits = 0;
+        vp_prefix_release(step, step->kv_cache); /* the outputs' past_key_values */
     }
     /* `out = model(batch)` rebinds: the last micro-batch's outputs go now */
     vp_drop(sim, old_loss);
     vp_drop(sim, old_logits);
+    vp_prefix_release(step, old_cache);
     drop_hooked(sim, old_hooked);
     uint64_t activations = step->recipe->device == VP_DEVICE_CPU ? ledger->raw.total - resident_raw->total
                                                                  : ledger->rounded.total - resident->total;
@@ -606,6 +661,7 @@ static void run(vp_step *step, vp_step_result *result) {
     /* the loop body ends: loss, outputs and the batch go */
     vp_drop(sim, step->loss);
     vp_drop(sim, step->logits);
+    vp_prefix_release(step, step->kv_cache);
     drop_hooked(sim, step->hooked_input);
     vp_drop(sim, step->input_ids);
     vp_drop(sim, step->labels);
@@ -657,6 +713,8 @@ vp_step_status vp_step_run_stage(const vp_model *model, const vp_recipe *given, 
      * the model runs on seq_len + num_virtual_tokens */
     step.virtual_tokens = recipe->finetune == VP_FINETUNE_PROMPT ? recipe->virtual_tokens : 0;
     step.seq += step.virtual_tokens;
+    /* prefix tuning's instead lengthen the keys and values of every layer */
+    step.past_tokens = recipe->finetune == VP_FINETUNE_PREFIX ? recipe->virtual_tokens : 0;
     step.tokens = vp_numel(&step.sim, step.batch, step.seq);
     step.tp = recipe->tp ? recipe->tp : 1;
     step.ep = recipe->ep ? recipe->ep : 1;

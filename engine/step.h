@@ -42,6 +42,12 @@ typedef struct {
     int layer;                       /* the layer that made it */
 } vp_cast_entry;
 
+/* Tensors a Python frame keeps as locals, not as autograd saves: the model
+ * body's (HF's inputs_embeds, position_embeds) until it returns, before the
+ * head; a wrapper's (PEFT's forward) until the outputs come back. */
+typedef enum { VP_LOCAL_OF_BODY, VP_LOCAL_OF_WRAPPER, VP_LOCAL_FRAMES } vp_local_frame;
+enum { VP_LOCALS_MAX = 4 };
+
 typedef struct vp_step {
     vp_sim sim;
     vp_ledger ledger;
@@ -53,6 +59,7 @@ typedef struct vp_step {
     uint64_t batch, seq, tokens;     /* tokens = batch * seq rows */
     uint64_t input_tokens;           /* the batch's own: tokens without prompt tuning's virtual ones */
     uint64_t virtual_tokens;         /* prompt tuning's, put before every sequence */
+    uint64_t past_tokens;            /* prefix tuning's: keys and values before every layer's own */
     unsigned tp;                     /* tensor-parallel ranks */
     unsigned ep;                     /* expert-parallel ranks */
     unsigned etp;                    /* expert-tensor-parallel ranks */
@@ -67,8 +74,10 @@ typedef struct vp_step {
     vp_t input_ids, labels, position_ids, cos, sin, causal_mask, logits, loss;
     vp_t tied_weight;                /* the token embedding, for a tied head */
     vp_t hooked_input;               /* the embedding output made to require grad (PEFT, checkpointing) */
-    vp_t prompt;                     /* prompt tuning's embedding table (in the embeddings' leaf array) */
+    vp_t prompt;                     /* prompt or prefix tuning's table (in the embeddings' leaf array) */
+    vp_t *kv_cache;                  /* prefix tuning: the DynamicCache, a key and a value per layer */
     vp_t fp8_input, fp8_columnwise;  /* the input an op's FP8 GEMMs quantized, and its saved copy */
+    vp_t locals[VP_LOCAL_FRAMES][VP_LOCALS_MAX]; /* vp_step_keep_local's */
     /* leaves: one slot array per section instance */
     vp_t *embed_leaves, *final_leaves;
     vp_t *layer_leaves;              /* n_layer_instances x layer slots */
@@ -101,6 +110,9 @@ void vp_step_clear_fp8(vp_step *step);
 
 /* The token embedding's output, as forward hooks see it. */
 void vp_step_embedding_output(vp_step *step, vp_t output);
+
+/* Keeps t as a local of `frame` (a new reference). */
+void vp_step_keep_local(vp_step *step, vp_t t, vp_local_frame frame);
 
 /* Leaves an autocast region: drops the casts made since `from`. */
 void vp_step_clear_casts(vp_step *step, unsigned from);

@@ -28,10 +28,12 @@ return architecture {
   end,
   build = function(c)
     return decoder {
+      -- BertEmbeddings' lookups are its own locals, gone when it returns;
+      -- BertModel's embedding_output is layer 0's input
       embed = {
-        token_embedding { vocab = c.vocab, hidden = c.hidden },
+        token_embedding { vocab = c.vocab, hidden = c.hidden, model_local = false },
         token_type_embedding { types = c.type_vocab, hidden = c.hidden },
-        position_embedding { positions = c.max_positions, hidden = c.hidden, in_place = true },
+        position_embedding { positions = c.max_positions, hidden = c.hidden, in_place = true, model_local = false },
         layernorm { hidden = c.hidden, eps = c.norm_eps },
         dropout { p = c.dropout },
       },

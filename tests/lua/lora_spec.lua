@@ -69,7 +69,6 @@ describe("LoRA", function()
     { { "llama2-7b", "--set", "finetune=lora", "--set", "lora_targets=qproj" }, "lora_targets: no module is called 'qproj'" },
     { { "llama2-7b", "--set", "finetune=lora", "--set", "lora_rank=0" }, "lora_rank: must be between 1" },
     { { "llama2-7b", "--set", "finetune=lora", "--set", "framework=megatron" }, "finetune: LoRA runs as PEFT does" },
-    { { "llama2-7b", "--set", "finetune=prefix" }, "finetune: prefix tuning is not modelled yet" },
     { { "llama2-7b", "--set", "finetune=lora", "--set", "modules_to_save=wpe" }, "modules_to_save: the model has no module" },
   }
   for _, case in ipairs(bad) do
@@ -143,5 +142,58 @@ describe("prompt tuning", function()
   it("rejects prompt tuning without virtual tokens", helper.rejection(
     { "llama2-7b", "--set", "finetune=prompt" }, "num_virtual_tokens: prompt tuning needs at least one"))
   it("rejects virtual tokens without prompt tuning", helper.rejection(
-    { "llama2-7b", "--set", "num_virtual_tokens=8" }, "num_virtual_tokens: needs finetune = prompt"))
+    { "llama2-7b", "--set", "num_virtual_tokens=8" }, "num_virtual_tokens: needs finetune = prompt or prefix"))
+end)
+
+describe("prefix tuning", function()
+  local function prefix(model, ...)
+    return helper.estimate(model, "--set", "finetune=prefix", "--set", "attention=eager", "--set", "precision=bf16",
+      "--set", "micro_batch=1", "--set", "seq_len=256", ...)
+  end
+
+  it("trains a key and a value per layer and virtual token, cut to the key/value heads", function()
+    -- PrefixEncoder: num_virtual_tokens x (num_layers * 2 * token_dim), fp32
+    local mha = prefix("llama2-7b", "--set", "num_virtual_tokens=20")
+    assert.are.equal(20 * 32 * 2 * 4096, mha.model.trainable_params)
+    assert.are.equal(4 * 20 * 32 * 2 * 4096, mha.per_gpu.grads_bytes)
+    -- Llama-3-8B: 8 of 32 heads carry keys and values (PEFT #1901)
+    local gqa = prefix("llama3-8b", "--set", "num_virtual_tokens=20")
+    assert.are.equal(20 * 32 * 2 * 8 * 128, gqa.model.trainable_params)
+  end)
+
+  it("keeps every layer's joined keys and values in the cache the outputs hold", function()
+    -- with grouped-query attention eager attention saves the repeated
+    -- copies, so the cache's own tensors are what keeping the outputs adds
+    -- beside the bf16 logits: 2 x 32 layers x 8 heads x (256 + 20) x 128
+    local kept = prefix("llama3-8b", "--set", "num_virtual_tokens=20", "--set", "keep_logits=true")
+    local dropped = prefix("llama3-8b", "--set", "num_virtual_tokens=20", "--set", "keep_logits=false")
+    local cache = 2 * 32 * 8 * (256 + 20) * 128 * 2
+    local logits = 256 * 128256 * 2
+    assert.are.equal(cache + logits, kept.per_gpu.activations_bytes - dropped.per_gpu.activations_bytes)
+  end)
+
+  it("agrees with evaluating every layer", function()
+    helper.assert_folds_agree(helper.model("llama3-8b", 4), {
+      { finetune = "prefix", num_virtual_tokens = 16, precision = "bf16", attention = "eager" },
+      { finetune = "prefix", num_virtual_tokens = 8, precision = "amp-bf16", attention = "flash" },
+      { finetune = "prefix", num_virtual_tokens = 8, framework = "deepspeed", zero = 3, dp = 2,
+        precision = "mixed-bf16", attention = "eager" },
+    })
+  end)
+
+  it("rejects prefix tuning without virtual tokens", helper.rejection(
+    { "llama2-7b", "--set", "finetune=prefix", "--set", "attention=eager" },
+    "num_virtual_tokens: prefix tuning needs at least one"))
+  it("rejects gradient checkpointing, as PEFT does", helper.rejection(
+    { "llama2-7b", "--set", "finetune=prefix", "--set", "num_virtual_tokens=8", "--set", "attention=eager",
+      "--set", "checkpointing=full" }, "checkpointing: PEFT's prefix tuning does not work with gradient checkpointing"))
+  it("rejects SDPA's masked kernel, which it does not model", helper.rejection(
+    { "llama2-7b", "--set", "finetune=prefix", "--set", "num_virtual_tokens=8" },
+    'attention: prefix tuning is modelled with attention = "eager" or "flash"'))
+  it("rejects Megatron's tensor parallelism", helper.rejection(
+    { "llama2-7b", "--set", "finetune=prefix", "--set", "num_virtual_tokens=8", "--set", "attention=eager",
+      "--set", "framework=megatron", "--set", "tp=2" }, "finetune: prefix tuning runs as PEFT does, without tp, pp or cp"))
+  it("rejects an encoder with a classifier", helper.rejection(
+    { "bert-large-uncased", "--set", "finetune=prefix", "--set", "num_virtual_tokens=8", "--set", "attention=eager" },
+    "finetune: prefix tuning is modelled for causal language models"))
 end)

@@ -120,6 +120,11 @@ CASES = [
     ("llama prompt bf16 checkpointed", llama(layers=3), recipe("bf16", ckpt="full", finetune="prompt",
                                                                 num_virtual_tokens=5)),
     ("gpt2 prompt amp-bf16", gpt2(), recipe("amp-bf16", finetune="prompt", num_virtual_tokens=6)),
+    # prefix tuning: trained keys and values before every layer's, through the cache
+    ("llama prefix fp32", llama(), recipe(finetune="prefix", num_virtual_tokens=8)),
+    ("llama prefix bf16 MHA", llama(kv=4, layers=3), recipe("bf16", finetune="prefix", num_virtual_tokens=5)),
+    ("llama prefix amp-bf16 keep no logits", llama(), recipe("amp-bf16", finetune="prefix", num_virtual_tokens=6,
+                                                             keep_logits="false")),
     # BERT sequence classification (the model of HF's single-GPU measurements)
     ("bert fp32", bert(), recipe(optimizer="adamw-hf")),
     ("bert fp32 adafactor", bert(), recipe(optimizer="adafactor")),

@@ -19,7 +19,7 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 import torch.utils.checkpoint
 
-from models import Autocast, BertForSequenceClassification, CausalLM, add_lora, add_prompt
+from models import Autocast, BertForSequenceClassification, CausalLM, add_lora, add_prefix, add_prompt
 from optimizers import SM3, Adafactor, HFAdamW
 
 # oneDNN's bf16 GEMMs allocate scratch buffers of their own on the CPU (heap
@@ -129,12 +129,14 @@ def measure(case, rank=None):
     model.to(model_dtype)
     ac = Autocast(torch.bfloat16 if precision == "amp-bf16" else None)
     finetune = recipe.get("finetune", "full")
-    if finetune in ("lora", "prompt"):
+    if finetune in ("lora", "prompt", "prefix"):
         # PEFT upcasts 16-bit adapters to fp32 (autocast_adapter_dtype) unless
         # the framework casts the whole module (the mixed-* recipes)
         adapter_dtype = model_dtype if precision.startswith("mixed") else torch.float32
         if finetune == "lora":
             add_lora(model, ac, recipe, adapter_dtype)
+        elif finetune == "prefix":
+            add_prefix(model, cfg, recipe, adapter_dtype)
         else:
             add_prompt(model, recipe, adapter_dtype)
         if every:  # enable_input_require_grads
@@ -167,6 +169,8 @@ def measure(case, rank=None):
         labels = torch.randint(cfg.get("num_labels", 2), (b,)) if classifier else input_ids.clone()
         loss, logits = net(ac, input_ids, labels, ckpt)
         ac.clear()
+        if str(recipe.get("keep_logits", "true")) == "false":  # HF's Trainer returns the loss alone
+            logits = None
         if measuring:
             after_forward = _current()
         loss.backward()

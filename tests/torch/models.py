@@ -260,10 +260,12 @@ class GPT2(nn.Module):
         if not self.tied:
             self.lm_head = nn.Linear(h, cfg["vocab_size"], bias=False)
 
-    def body(self, ac, input_ids, checkpoint, prompt=None):
-        inputs_embeds = None
-        if prompt is not None:  # PEFT computes the embeddings before it calls the model
-            inputs_embeds = prompt(self.wte(input_ids))
+    def embed(self, input_ids):
+        return self.wte(input_ids)
+
+    def body(self, ac, input_ids, checkpoint, inputs_embeds=None, past_key_values=None):
+        if past_key_values is not None:
+            raise NotImplementedError("prefix tuning is mirrored on LLaMA only")
         length = input_ids.shape[1] if inputs_embeds is None else inputs_embeds.shape[1]
         cache_position = torch.arange(0, length)
         position_ids = cache_position.unsqueeze(0)
@@ -343,9 +345,38 @@ def repeat_kv(hidden_states, n_rep):
     return hidden_states.reshape(batch, num_key_value_heads * n_rep, slen, head_dim)
 
 
+class DynamicCache:
+    """transformers 4.45-4.55's DynamicCache: it keeps the tensors it is
+    first given and torch.cat's later ones after them."""
+
+    def __init__(self):
+        self.key_cache, self.value_cache = [], []
+
+    def update(self, key_states, value_states, layer_idx):
+        if len(self.key_cache) <= layer_idx:
+            self.key_cache.append(key_states)
+            self.value_cache.append(value_states)
+        else:
+            self.key_cache[layer_idx] = torch.cat([self.key_cache[layer_idx], key_states], dim=-2)
+            self.value_cache[layer_idx] = torch.cat([self.value_cache[layer_idx], value_states], dim=-2)
+        return self.key_cache[layer_idx], self.value_cache[layer_idx]
+
+    @classmethod
+    def from_legacy_cache(cls, past_key_values):
+        cache = cls()
+        for layer_idx in range(len(past_key_values)):
+            key_states, value_states = past_key_values[layer_idx]
+            cache.update(key_states, value_states, layer_idx)
+        return cache
+
+    def get_seq_length(self):
+        return self.key_cache[0].shape[-2] if self.key_cache else 0
+
+
 class LlamaAttention(nn.Module):
-    def __init__(self, cfg):
+    def __init__(self, cfg, layer_idx=0):
         super().__init__()
+        self.layer_idx = layer_idx
         h = cfg["hidden_size"]
         self.num_heads = cfg["num_attention_heads"]
         self.num_kv = cfg.get("num_key_value_heads") or self.num_heads
@@ -374,7 +405,7 @@ class LlamaAttention(nn.Module):
         attn_output = attn_output.transpose(1, 2).contiguous()
         return attn_output, attn_weights
 
-    def forward(self, ac, hidden_states, position_embeddings, attention_mask):
+    def forward(self, ac, hidden_states, position_embeddings, attention_mask, past_key_value=None):
         input_shape = hidden_states.shape[:-1]
         hidden_shape = (*input_shape, -1, self.head_dim)
         query_states = linear(ac, hidden_states, self.q_proj.weight, self.q_proj.bias).view(hidden_shape).transpose(1, 2)
@@ -382,6 +413,8 @@ class LlamaAttention(nn.Module):
         value_states = linear(ac, hidden_states, self.v_proj.weight, self.v_proj.bias).view(hidden_shape).transpose(1, 2)
         cos, sin = position_embeddings
         query_states, key_states = apply_rotary_pos_emb(query_states, key_states, cos, sin)
+        if past_key_value is not None:
+            key_states, value_states = past_key_value.update(key_states, value_states, self.layer_idx)
         attn_output, attn_weights = self.eager(ac, query_states, key_states, value_states, attention_mask)
         attn_output = attn_output.reshape(*input_shape, -1).contiguous()
         attn_output = linear(ac, attn_output, self.o_proj.weight, self.o_proj.bias)
@@ -549,7 +582,7 @@ class LlamaDecoderLayer(nn.Module):
         super().__init__()
         h = cfg["hidden_size"]
         eps = cfg.get("rms_norm_eps", 1e-6)
-        self.self_attn = LlamaAttention(cfg)
+        self.self_attn = LlamaAttention(cfg, layer_idx)
         self.sparse = cfg["model_type"] in ("mixtral", "qwen2_moe")
         if self.sparse:
             self.mlp = SparseMoeBlock(cfg)
@@ -560,10 +593,10 @@ class LlamaDecoderLayer(nn.Module):
         self.input_layernorm = LlamaRMSNorm(h, eps)
         self.post_attention_layernorm = LlamaRMSNorm(h, eps)
 
-    def forward(self, ac, hidden_states, attention_mask, position_ids, cos, sin):
+    def forward(self, ac, hidden_states, attention_mask, position_ids, cos, sin, past_key_value=None):
         residual = hidden_states
         hidden_states = self.input_layernorm(hidden_states)
-        hidden_states, _ = self.self_attn(ac, hidden_states, (cos, sin), attention_mask)
+        hidden_states, _ = self.self_attn(ac, hidden_states, (cos, sin), attention_mask, past_key_value)
         hidden_states = residual + hidden_states
         residual = hidden_states
         hidden_states = self.post_attention_layernorm(hidden_states)
@@ -588,10 +621,11 @@ class Llama(nn.Module):
         if not self.tied:
             self.lm_head = nn.Linear(h, cfg["vocab_size"], bias=False)
 
-    def causal_mask(self, input_tensor, cache_position):
+    def causal_mask(self, input_tensor, cache_position, past_seen_tokens=0):
         # LlamaModel._prepare_4d_causal_attention_mask_with_cache_position, no padding mask
         dtype = input_tensor.dtype
-        sequence_length = target_length = input_tensor.shape[1]
+        sequence_length = input_tensor.shape[1]
+        target_length = past_seen_tokens + sequence_length
         min_dtype = torch.finfo(dtype).min
         causal_mask = torch.full((sequence_length, target_length), fill_value=min_dtype, dtype=dtype)
         causal_mask = torch.triu(causal_mask, diagonal=1)
@@ -599,13 +633,16 @@ class Llama(nn.Module):
         causal_mask = causal_mask[None, None, :, :].expand(input_tensor.shape[0], 1, -1, -1)
         return causal_mask
 
-    def body(self, ac, input_ids, checkpoint, prompt=None):
-        inputs_embeds = self.embed_tokens(input_ids)
-        if prompt is not None:  # PEFT computes the embeddings before it calls the model
-            inputs_embeds = prompt(inputs_embeds)
-        cache_position = torch.arange(0, inputs_embeds.shape[1])
+    def embed(self, input_ids):
+        return self.embed_tokens(input_ids)
+
+    def body(self, ac, input_ids, checkpoint, inputs_embeds=None, past_key_values=None):
+        if inputs_embeds is None:
+            inputs_embeds = self.embed_tokens(input_ids)
+        past_seen_tokens = past_key_values.get_seq_length() if past_key_values is not None else 0
+        cache_position = torch.arange(past_seen_tokens, past_seen_tokens + inputs_embeds.shape[1])
         position_ids = cache_position.unsqueeze(0)
-        causal_mask = self.causal_mask(inputs_embeds, cache_position)
+        causal_mask = self.causal_mask(inputs_embeds, cache_position, past_seen_tokens)
         hidden_states = inputs_embeds
         cos, sin = self.rotary_emb(hidden_states, position_ids)
         for layer in self.layers:
@@ -613,7 +650,7 @@ class Llama(nn.Module):
                 hidden_states = checkpoint(lambda x, m, p, c, s, l=layer: l(ac, x, m, p, c, s),
                                            hidden_states, causal_mask, position_ids, cos, sin)
             else:
-                hidden_states = layer(ac, hidden_states, causal_mask, position_ids, cos, sin)
+                hidden_states = layer(ac, hidden_states, causal_mask, position_ids, cos, sin, past_key_values)
         hidden_states = self.norm(hidden_states)
         return hidden_states
 
@@ -651,9 +688,18 @@ class CausalLM(nn.Module):
             prefix_labels = torch.full((labels.shape[0], prompt.num_virtual_tokens), -100)
             labels = torch.cat((prefix_labels, labels), dim=1)
             del prefix_labels
-        hidden_states = self.model.body(ac, input_ids, checkpoint, prompt)
+        inputs_embeds = None
+        if prompt is not None:  # PEFT computes the embeddings and keeps them until the model returns
+            inputs_embeds = prompt(self.model.embed(input_ids))
+        prefix = getattr(self, "prefix", None)
+        past_key_values = None
+        if prefix is not None:  # PeftModelForCausalLM.forward: past_key_values=self.get_prompt(batch_size)
+            past_key_values = prefix.get_prompt(input_ids.shape[0], self.model.embed_tokens.weight.dtype)
+        hidden_states = self.model.body(ac, input_ids, checkpoint, inputs_embeds, past_key_values)
         logits = linear(ac, hidden_states, self.model.head_weight())
         loss = causal_lm_loss(ac, logits, labels, self.vocab)
+        if past_key_values is not None:  # use_cache: the outputs keep the cache beside the logits
+            return loss, (logits, past_key_values)
         return loss, logits
 
 
@@ -710,6 +756,40 @@ def add_prompt(model, recipe, dtype):
         param.requires_grad_(False)
     embedding = model.model.wte if hasattr(model.model, "wte") else model.model.embed_tokens
     model.prompt = PromptTuning(recipe["num_virtual_tokens"], embedding.weight.shape[1], dtype)
+
+
+class PrefixTuning(nn.Module):
+    """PEFT's prefix tuning without a projection (PrefixEncoder and
+    PeftModel.get_prompt): a table of num_layers * 2 keys and values per
+    virtual token, looked up for every sequence, cast to the model's dtype
+    and handed to the model as a DynamicCache of views."""
+
+    def __init__(self, num_virtual_tokens, layers, kv_heads, head_dim, dtype):
+        super().__init__()
+        self.num_virtual_tokens, self.layers, self.kv_heads, self.head_dim = num_virtual_tokens, layers, kv_heads, head_dim
+        self.embedding = nn.Embedding(num_virtual_tokens, layers * 2 * kv_heads * head_dim, dtype=dtype)
+
+    def get_prompt(self, batch_size, model_dtype):
+        # the prompt tokens are an arange kept on the CPU: on CUDA, the
+        # .to(device) of the expanded tensor copies it
+        prompt_tokens = torch.arange(self.num_virtual_tokens).unsqueeze(0).expand(batch_size, -1).contiguous()
+        past_key_values = self.embedding(prompt_tokens)
+        past_key_values = past_key_values.to(model_dtype)
+        past_key_values = past_key_values.view(batch_size, self.num_virtual_tokens, self.layers * 2, self.kv_heads,
+                                               self.head_dim)
+        past_key_values = past_key_values.permute([2, 0, 3, 1, 4]).split(2)
+        return DynamicCache.from_legacy_cache(past_key_values)
+
+
+def add_prefix(model, cfg, recipe, dtype):
+    """get_peft_model(model, PrefixTuningConfig(num_virtual_tokens=...)):
+    token_dim cut to the key/value heads for grouped-query attention."""
+    for param in model.parameters():
+        param.requires_grad_(False)
+    heads = cfg["num_attention_heads"]
+    kv_heads = cfg.get("num_key_value_heads") or heads
+    model.prefix = PrefixTuning(recipe["num_virtual_tokens"], cfg["num_hidden_layers"], kv_heads,
+                                cfg["hidden_size"] // heads, dtype)
 
 
 # ---------------------------------------------------------------- BERT

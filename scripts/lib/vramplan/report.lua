@@ -55,9 +55,14 @@ function report.human(ctx)
   line("recipe: %s, %s (%s), micro_batch %d x seq_len %d, checkpointing %s, attention %s",
     recipe.precision, recipe.optimizer, recipe.optimizer_impl, recipe.micro_batch, recipe.seq_len,
     recipe.checkpointing, recipe.attention)
-  if recipe.finetune ~= "full" then
+  local training = (recipe.modules_to_save or "") ~= "" and (", training " .. recipe.modules_to_save) or ""
+  if recipe.finetune == "lora" or recipe.finetune == "qlora" then
     line("fine-tuning: %s, r %d on %s (dropout %g)%s", recipe.finetune, recipe.lora_rank, recipe.lora_targets,
-      recipe.lora_dropout, recipe.modules_to_save ~= "" and (", training " .. recipe.modules_to_save) or "")
+      recipe.lora_dropout, training)
+  elseif recipe.finetune == "prompt" or recipe.finetune == "prefix" then
+    line("fine-tuning: %s, %d virtual tokens", recipe.finetune, recipe.num_virtual_tokens)
+  elseif recipe.finetune == "freeze" then
+    line("fine-tuning: freeze, the last %d layers trained%s", recipe.trainable_layers, training)
   end
   if recipe.dp > 1 or recipe.pp > 1 or recipe.framework ~= "torch" then
     local layout = { recipe.framework, "dp " .. recipe.dp }

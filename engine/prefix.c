@@ -1,0 +1,115 @@
+/* prefix.c — PEFT's prefix tuning (peft/peft_model.py, PeftModel.get_prompt
+ * of PEFT 0.14+, which hands the prefix over as a DynamicCache) on the
+ * key/value cache of transformers 4.45-4.55 (cache_utils.DynamicCache keeps
+ * the tensors it is given, then torch.cat's each layer's new keys after
+ * them).
+ *
+ * What it costs beyond the trained table:
+ *  - every layer attends over num_virtual_tokens + seq_len keys;
+ *  - the joined keys and values sit in the cache, which the model's outputs
+ *    keep (use_cache defaults to true): with them until the loop lets go;
+ *  - in backward, the graph nodes that take the prefix's gradients were
+ *    made before the model ran, so the engine's ready queue, which runs
+ *    the latest-made node first, reaches them only after every layer: each
+ *    layer's key and value gradients (whole, the prefix's part being a
+ *    narrow() view of them) are held until then. */
+#include "prefix.h"
+
+#include "ops.h"
+
+static const vp_op *layer_attention(const vp_model *model) {
+    return vp_section_find(&model->section[VP_SECTION_LAYER], &vp_op_attention);
+}
+
+/* PrefixTuningConfig after _prepare_prompt_learning_config: token_dim is
+ * the hidden size, cut to the key/value heads for grouped-query attention
+ * (PEFT #1901); the table is num_layers * 2 * token_dim wide. */
+uint64_t vp_prefix_table_width(const vp_model *model) {
+    const vp_op *attention = layer_attention(model);
+    return attention ? 2 * (uint64_t)model->layers * vp_attention_kv_width(attention) : 0;
+}
+
+/* SplitBackward of past_key_values.split(2) into one [2, b, kv_heads, v, d]
+ * part per layer: each part's gradient waits in the node's input buffer
+ * until the last arrives, then torch.cat makes the whole one. The parts
+ * beyond a node's three output slots are in the context. */
+typedef struct {
+    vp_t *parts;
+    unsigned n;
+} layer_split;
+
+static void backward_split_layers(vp_sim *sim, uint32_t index) {
+    vp_node *node = vp_node_at(sim, index);
+    const layer_split *split = node->context;
+    vp_t g = vp_grad_like(sim, node->in[0], node->label);
+    for (unsigned i = VP_NODE_MAX_OUT; i < split->n; i++) {
+        vp_tensor *part = vp_at(sim, split->parts[i]);
+        vp_t buffered = part->grad;
+        part->grad = 0;
+        vp_drop(sim, buffered);
+    }
+    vp_give_grad(sim, vp_node_at(sim, index), 0, g);
+}
+
+static void split_layers(vp_step *step, vp_t x, layer_split *split) {
+    vp_sim *sim = &step->sim;
+    uint64_t each = vp_at(sim, x)->numel / split->n;
+    for (unsigned i = 0; i < split->n; i++) split->parts[i] = vp_view(sim, x, each, "prefix.split");
+    vp_node *node = vp_record(sim, backward_split_layers, "prefix.split", &x, 1, split->parts,
+                              split->n < VP_NODE_MAX_OUT ? split->n : VP_NODE_MAX_OUT);
+    if (!node) return;
+    node->context = split;
+    for (unsigned i = VP_NODE_MAX_OUT; i < split->n; i++) vp_at(sim, split->parts[i])->requires_grad = true;
+}
+
+void vp_prefix_begin(vp_step *step) {
+    vp_sim *sim = &step->sim;
+    unsigned layers = step->stage.layers;
+    uint64_t v = step->past_tokens, width = vp_prefix_table_width(step->model);
+    layer_split *split = vp_step_scratch(step, sizeof *split);
+    vp_t *parts = vp_step_scratch(step, layers * sizeof *parts);
+    step->kv_cache = vp_step_scratch(step, 2 * (size_t)layers * sizeof *step->kv_cache);
+    if (!split || !parts || !step->kv_cache) return;
+    *split = (layer_split){parts, layers};
+
+    /* prompt_tokens: an arange kept on the CPU, expanded to the batch; the
+     * .to(device) of the expanded tensor copies it */
+    vp_t ids = vp_new(sim, vp_numel(sim, step->batch, v), VP_INT64, "prefix.tokens");
+    vp_t looked_up = vp_embedding(sim, ids, step->prompt, vp_numel(sim, step->batch, v), width, step->recipe->device,
+                                  "prefix_encoder");
+    vp_drop(sim, ids);
+    /* .to(base_model_torch_dtype): the model's parameter dtype */
+    vp_t prefix = vp_to(sim, looked_up, step->precision->params, "prefix.cast");
+    vp_drop(sim, looked_up);
+    /* .view(b, v, 2 * layers, kv_heads, d).permute([2, 0, 3, 1, 4]): views,
+     * but the gradient arrives in the permuted layout and ViewBackward's
+     * reshape copies it */
+    vp_t permuted = vp_slice(sim, prefix, vp_at(sim, prefix)->numel, "prefix.permute");
+    vp_drop(sim, prefix);
+    split_layers(step, permuted, split);
+    vp_drop(sim, permuted);
+    /* DynamicCache.from_legacy_cache: `key, value = part` unbinds each part
+     * (UnbindBackward stacks the two gradients); the cache keeps the views */
+    for (unsigned i = 0; i < layers; i++) {
+        vp_split(sim, parts[i], 2, &step->kv_cache[2 * i], "prefix.unbind");
+        vp_drop(sim, parts[i]);
+    }
+}
+
+vp_t vp_prefix_join(vp_step *step, unsigned layer, unsigned which, vp_t x) {
+    vp_sim *sim = &step->sim;
+    vp_t *slot = &step->kv_cache[2 * layer + which];
+    vp_t joined = vp_cat(sim, *slot, x, which ? "cache.values_cat" : "cache.keys_cat");
+    vp_drop(sim, *slot);
+    *slot = joined;
+    vp_hold(sim, joined);
+    return joined;
+}
+
+void vp_prefix_release(vp_step *step, vp_t *cache) {
+    if (!cache) return;
+    for (unsigned i = 0; i < 2 * step->stage.layers; i++) {
+        vp_drop(&step->sim, cache[i]);
+        cache[i] = 0;
+    }
+}
