@@ -9,12 +9,23 @@
 
 typedef vp_t (*vp_recompute_fn)(vp_step *step, void *ctx, const vp_t *inputs);
 
+/* The other arguments of the checkpointed call, as step fields the
+ * function reads: `saved` are tensor arguments (ctx.save_for_backward:
+ * masks, position ids), `held` sit inside non-tensor arguments (HF's
+ * position_embeddings tuple), which ctx keeps as they are. */
+typedef struct {
+    vp_t *const *saved;
+    unsigned n_saved;
+    vp_t *const *held;
+    unsigned n_held;
+} vp_checkpoint_args;
+
 /* Runs fn(inputs) without grad and returns its output; keeps the inputs and
- * the `kept` tensors (other arguments the function reads: masks, rotary
- * tables) for backward, which reruns fn with grad enabled (in a fresh
- * autocast region), backpropagates through the rerun, and hands each input
- * its gradient. `ctx` must live as long as the step (vp_step_scratch). */
+ * the other arguments for backward, which puts them back in their fields,
+ * reruns fn with grad enabled (in a fresh autocast region), backpropagates
+ * through the rerun, and hands each input its gradient. `ctx` must live as
+ * long as the step (vp_step_scratch). */
 vp_t vp_checkpoint(vp_step *step, vp_recompute_fn fn, void *ctx, const vp_t *inputs, unsigned n_inputs,
-                   const vp_t *kept, unsigned n_kept);
+                   const vp_checkpoint_args *args);
 
 #endif

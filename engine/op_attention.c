@@ -166,7 +166,10 @@ static void attention_prepare(vp_step *step, const vp_op *op) {
     vp_drop(sim, full);
     vp_t keep = vp_new(sim, n, VP_BOOL, "causal_mask.compare");
     vp_drop(sim, keep);
-    step->causal_mask = mask;
+    /* causal_mask[None, None, :, :].expand(batch, 1, -1, -1): a view, whole
+     * batch-sized where something copies it (save_on_cpu's pack) */
+    step->causal_mask = vp_view(sim, mask, vp_numel(sim, step->batch, n), "causal_mask.expand");
+    vp_drop(sim, mask);
     sim->grad_mode = grad_mode;
 }
 
@@ -228,7 +231,11 @@ static vp_t normalize(vp_step *step, const vp_op *op, const vp_t *leaves, vp_t s
 
     vp_t masked;
     if (vp_op_u64(op, ATT_MASK) == MASK_BOOL_BUFFER) {
-        masked = vp_where(sim, scaled, leaves[MASK_BUFFER], "attention.mask");
+        /* self.bias[:, :, key_length - query_length : key_length, :key_length] */
+        vp_t window = vp_view(sim, leaves[MASK_BUFFER], vp_numel(sim, step->seq, step->seq + step->past_tokens),
+                              "attn.bias[window]");
+        masked = vp_where(sim, scaled, window, "attention.mask");
+        vp_drop(sim, window);
     } else {
         vp_dtype dt = vp_dtype_promote((vp_dtype)vp_at(sim, scaled)->dtype, (vp_dtype)vp_at(sim, step->causal_mask)->dtype);
         masked = vp_shift(sim, scaled, dt, scores_numel, "attention.mask");
@@ -474,8 +481,9 @@ static vp_t attention_forward(vp_step *step, const vp_op *op, const vp_t *leaves
         if (!c) return 0;
         *c = (core_call){op, leaves, s};
         vp_t inputs[3] = {in.q, in.k, in.v};
-        vp_t kept[1] = {step->causal_mask};
-        context = vp_checkpoint(step, recompute_core, c, inputs, 3, kept, 1);
+        vp_t *const saved[1] = {&step->causal_mask};
+        vp_checkpoint_args args = {saved, 1, NULL, 0};
+        context = vp_checkpoint(step, recompute_core, c, inputs, 3, &args);
     } else if (which == KERNEL_EAGER) {
         context = eager(step, op, leaves, &in, s);
     } else if (step->cp > 1) {

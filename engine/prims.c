@@ -365,6 +365,8 @@ vp_t vp_embedding(vp_sim *sim, vp_t indices, vp_t w, uint64_t rows, uint64_t dim
         node->aux[0] = rows;
         node->aux_dtype = (uint8_t)device;
         vp_save(sim, node, indices);
+        /* no memory of its own, unless saved tensors are packed elsewhere */
+        if (sim->embedding_saves_weight) vp_save(sim, node, w);
     }
     return y;
 }

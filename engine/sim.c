@@ -190,16 +190,60 @@ vp_node *vp_record(vp_sim *sim, vp_backward_fn backward, const char *label, cons
     return node;
 }
 
+void vp_save_at(vp_sim *sim, vp_node *node, unsigned slot, vp_t t) {
+    if (!node || !t || slot >= VP_NODE_MAX_SAVED || node->saved[slot]) {
+        overflow(sim); /* more saved tensors than a node has room for: an op-table bug */
+        return;
+    }
+    node->saved[slot] = t;
+    if (!sim->pack) {
+        vp_hold(sim, t);
+        return;
+    }
+    /* pack_to_cpu: torch.empty(tensor.size(), pin_memory=True).copy_(tensor),
+     * the view's own elements, contiguous */
+    uint64_t bytes;
+    const vp_tensor *x = vp_at(sim, t);
+    if (!vp_tensor_bytes((vp_dtype)x->dtype, x->numel, &bytes)) overflow(sim);
+    node->packed |= (uint8_t)(1u << slot);
+    sim->pack(sim->pack_ctx, bytes);
+}
+
+void vp_hold_at(vp_sim *sim, vp_node *node, unsigned slot, vp_t t) {
+    if (!node || !t || slot >= VP_NODE_MAX_SAVED || node->saved[slot]) {
+        overflow(sim);
+        return;
+    }
+    node->saved[slot] = t;
+    vp_hold(sim, t);
+}
+
 void vp_save(vp_sim *sim, vp_node *node, vp_t t) {
     if (!node || !t) return;
     for (unsigned i = 0; i < VP_NODE_MAX_SAVED; i++) {
         if (!node->saved[i]) {
-            node->saved[i] = t;
-            vp_hold(sim, t);
+            vp_save_at(sim, node, i, t);
             return;
         }
     }
     overflow(sim); /* more saved tensors than a node has room for: an op-table bug */
+}
+
+/* unpack_from_cpu: tensor.to(device) for every packed slot, as the node's
+ * apply unpacks its saved variables before computing; the copies take the
+ * slots and go with them. */
+static void unpack(vp_sim *sim, uint32_t index) {
+    for (unsigned i = 0; i < VP_NODE_MAX_SAVED; i++) {
+        vp_node *node = vp_node_at(sim, index);
+        if (!(node->packed & (1u << i))) continue;
+        vp_t original = node->saved[i];
+        vp_t copy = vp_new(sim, vp_at(sim, original)->numel, (vp_dtype)vp_at(sim, original)->dtype, "offload.unpack");
+        /* SavedVariable::unpack gives it the original's autograd metadata */
+        vp_at(sim, copy)->requires_grad = vp_at(sim, original)->requires_grad;
+        node = vp_node_at(sim, index);
+        node->saved[i] = copy;
+        node->packed &= (uint8_t)~(1u << i);
+    }
 }
 
 bool vp_needs_grad(vp_sim *sim, const vp_node *node, unsigned i) {
@@ -298,7 +342,10 @@ static void run_node(vp_sim *sim, uint32_t index) {
     sim->ledger->place.layer = node->layer >= 0 ? node->layer + sim->layer_offset : -1;
     for (unsigned i = 0; i < VP_NODE_MAX_OUT; i++)
         if (vp_grad_out(sim, node, i)) any_grad = true;
-    if (any_grad) node->backward(sim, index);
+    if (any_grad) {
+        unpack(sim, index);
+        vp_node_at(sim, index)->backward(sim, index);
+    }
     node = vp_node_at(sim, index); /* the rule may have grown the node array */
     for (unsigned i = 0; i < VP_NODE_MAX_OUT; i++) {
         if (!node->out[i]) continue;
@@ -308,9 +355,10 @@ static void run_node(vp_sim *sim, uint32_t index) {
         vp_drop(sim, g);
     }
     for (unsigned i = 0; i < VP_NODE_MAX_SAVED; i++) {
-        vp_drop(sim, node->saved[i]);
+        if (!(node->packed & (1u << i))) vp_drop(sim, node->saved[i]); /* a host copy is no GPU memory */
         node->saved[i] = 0;
     }
+    node->packed = 0;
     for (unsigned i = 0; i < VP_NODE_MAX_IN; i++) {
         vp_t g = node->grads[i];
         node->grads[i] = 0;

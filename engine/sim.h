@@ -13,7 +13,7 @@
 
 typedef uint32_t vp_t; /* tensor handle; 0 is "no tensor" */
 
-enum { VP_NODE_MAX_IN = 3, VP_NODE_MAX_OUT = 3, VP_NODE_MAX_SAVED = 5 };
+enum { VP_NODE_MAX_IN = 3, VP_NODE_MAX_OUT = 3, VP_NODE_MAX_SAVED = 6 };
 
 /* How PyTorch's engine combines a second gradient arriving for a tensor that
  * already has one buffered (torch/csrc/autograd/input_buffer.cpp). */
@@ -61,6 +61,7 @@ typedef struct vp_node {
     uint8_t aux_dtype;
     int layer;                     /* layer at creation (-1: none), before layer_offset */
     void *context;                 /* rule context (a checkpointed chunk) */
+    uint8_t packed;                /* saved slots packed to host memory (bit i: saved[i]) */
     bool done;
 } vp_node;
 
@@ -80,7 +81,12 @@ typedef struct vp_sim {
     bool grad_mode;              /* torch.is_grad_enabled() */
     vp_category category;        /* charged for new tensors in the current phase */
     vp_accumulate accumulate;
+    bool embedding_saves_weight; /* PyTorch 1.13's EmbeddingBackward0 keeps the weight (2.x: its row count) */
     int layer_offset;            /* added to node layers when placing backward events */
+    /* torch.autograd.graph.save_on_cpu: while set, what autograd saves is
+     * copied to host memory (pack is told the bytes) instead of kept */
+    void (*pack)(void *ctx, uint64_t bytes);
+    void *pack_ctx;
     vp_sim_status status;
 } vp_sim;
 
@@ -119,6 +125,12 @@ vp_node *vp_node_at(vp_sim *sim, uint32_t node);
 vp_node *vp_record(vp_sim *sim, vp_backward_fn backward, const char *label, const vp_t *in,
                    unsigned n_in, const vp_t *out, unsigned n_out);
 void vp_save(vp_sim *sim, vp_node *node, vp_t t);
+/* The same into saved slot `slot`. Packed tensors come back in backward as
+ * new copies, made before the rule runs and freed after it. */
+void vp_save_at(vp_sim *sim, vp_node *node, unsigned slot, vp_t t);
+/* A reference the node keeps outside autograd's saved tensors (a Python
+ * object on ctx): never packed. */
+void vp_hold_at(vp_sim *sim, vp_node *node, unsigned slot, vp_t t);
 
 /* Backward helpers for the rule functions. */
 vp_t vp_grad_like(vp_sim *sim, vp_t like, const char *label);

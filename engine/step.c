@@ -278,16 +278,21 @@ static vp_t layers_forward(vp_step *step, const vp_chunk *chunk, vp_t x) {
     return current;
 }
 
-/* HF's gradient checkpointing of a chunk: the chunk's input is the one
- * input, and the other tensor arguments of the layer call (the mask,
- * position ids, cos and sin) are kept with it. */
+/* HF's gradient checkpointing of a chunk (transformers 4.46-4.52): the
+ * chunk's input is the one input; LlamaDecoderLayer's call also passes the
+ * mask, position_ids and cache_position (a view and its base: one storage,
+ * two saved tensors) and the (cos, sin) tuple, which ctx holds as it is;
+ * GPT-2's and BERT's pass the attention mask when there is one. */
 static vp_t recompute_chunk(vp_step *step, void *ctx, const vp_t *inputs) {
     return layers_forward(step, ctx, inputs[0]);
 }
 
 static vp_t checkpoint_forward(vp_step *step, vp_chunk *chunk, vp_t x) {
-    vp_t kept[4] = {step->causal_mask, step->position_ids, step->cos, step->sin};
-    return vp_checkpoint(step, recompute_chunk, chunk, &x, 1, kept, 4);
+    vp_t *const saved[3] = {&step->causal_mask, &step->position_ids, &step->position_ids};
+    vp_t *const held[2] = {&step->cos, &step->sin};
+    bool rotary = step->cos != 0;
+    vp_checkpoint_args args = {saved, rotary ? 3 : 1, held, rotary ? 2 : 0};
+    return vp_checkpoint(step, recompute_chunk, chunk, &x, 1, &args);
 }
 
 static vp_t chunk_forward(vp_step *step, vp_chunk *chunk, vp_t x) {
@@ -334,6 +339,25 @@ void vp_step_keep_local(vp_step *step, vp_t t, vp_local_frame frame) {
         }
     }
     step->sim.status = VP_SIM_OVERFLOW; /* more locals than a frame has room for: an op-table bug */
+}
+
+void vp_step_graph_hold(vp_step *step, vp_t t) {
+    for (unsigned i = 0; i < VP_LOCALS_MAX; i++) {
+        if (step->graph_refs[i] == t) return;
+        if (!step->graph_refs[i]) {
+            vp_hold(&step->sim, t);
+            step->graph_refs[i] = t;
+            return;
+        }
+    }
+    step->sim.status = VP_SIM_OVERFLOW; /* more than the graph's room: an op-table bug */
+}
+
+static void drop_refs(vp_sim *sim, vp_t *refs) {
+    for (unsigned i = 0; i < VP_LOCALS_MAX; i++) {
+        vp_drop(sim, refs[i]);
+        refs[i] = 0;
+    }
 }
 
 static void drop_locals(vp_step *step, vp_local_frame frame) {
@@ -407,8 +431,9 @@ static unsigned pin_externals(vp_step *step, const vp_chunk *chunk, vp_t **pins)
         vp_node *node = vp_node_at(sim, i);
         for (unsigned j = 0; j < VP_NODE_MAX_SAVED; j++) {
             vp_t t = node->saved[j];
-            /* the chunk's input is its own: each real chunk frees its input */
-            if (!t || t >= chunk->first_tensor || t == chunk->input) continue;
+            /* the chunk's input is its own: each real chunk frees its input;
+             * a packed one is on the host */
+            if (!t || t >= chunk->first_tensor || t == chunk->input || (node->packed & (1u << j))) continue;
             if (n == cap) {
                 cap = cap ? cap * 2 : 16;
                 vp_t *grown = realloc(*pins, cap * sizeof *grown);
@@ -533,6 +558,18 @@ static vp_step_status status_of(const vp_step *step) {
     return VP_STEP_OK;
 }
 
+/* save_on_cpu's pack: a pinned host tensor from PyTorch's caching host
+ * allocator, which rounds every request up to a power of two
+ * (c10/cuda/CachingHostAllocator: PowerOf2Ceil) and keeps freed blocks for
+ * reuse, so the forward's peak stays reserved. */
+static void offload_pack(void *ctx, uint64_t bytes) {
+    vp_step *step = ctx;
+    uint64_t block = 1;
+    while (block < bytes && block) block <<= 1;
+    if (!block || !bytes) block = bytes; /* beyond 2^63: left as asked */
+    step->offloaded += block * step->fold_repeat;
+}
+
 /* The model's width: what flows between pipeline stages. */
 static uint64_t hidden_size(const vp_model *m) {
     return vp_token_embedding_hidden(&m->section[VP_SECTION_EMBED].ops[0]);
@@ -563,8 +600,16 @@ static uint64_t micro_batch(vp_step *step, const vp_meter *resident, const vp_me
     }
     vp_drop(sim, old_ids);
     vp_drop(sim, old_labels);
+    /* `with save_on_cpu(pin_memory=True): out = model(batch)` */
+    if (step->recipe->offload_activations) {
+        sim->pack = offload_pack;
+        sim->pack_ctx = step;
+    }
     vp_t old_loss = step->loss, old_logits = step->logits, old_hooked = step->hooked_input;
     vp_t *old_cache = step->kv_cache;
+    vp_t old_graph[VP_LOCALS_MAX];
+    memcpy(old_graph, step->graph_refs, sizeof old_graph);
+    memset(step->graph_refs, 0, sizeof step->graph_refs);
     step->loss = step->logits = 0;
     step->kv_cache = NULL;
     step->position_ids = vp_new(sim, step->seq, VP_INT64, "position_ids");
@@ -596,6 +641,8 @@ static uint64_t micro_batch(vp_step *step, const vp_meter *resident, const vp_me
     }
     uint32_t final_end = sim->n_nodes;
     /* the model's forward returns: its autocast region and locals end */
+    sim->pack = NULL;
+    if (step->host_bytes + step->offloaded > step->host_peak) step->host_peak = step->host_bytes + step->offloaded;
     vp_step_clear_casts(step, 0);
     body_returns(step, true);
     drop_locals(step, VP_LOCAL_OF_WRAPPER);
@@ -607,6 +654,7 @@ static uint64_t micro_batch(vp_step *step, const vp_meter *resident, const vp_me
     }
     /* `out = model(batch)` rebinds: the last micro-batch's outputs go now */
     vp_drop(sim, old_loss);
+    drop_refs(sim, old_graph); /* the last micro-batch's graph goes with its loss */
     vp_drop(sim, old_logits);
     vp_prefix_release(step, old_cache);
     drop_hooked(sim, old_hooked);
@@ -628,6 +676,10 @@ static uint64_t micro_batch(vp_step *step, const vp_meter *resident, const vp_me
         vp_backward(sim, 0, embed_end);
         vp_layout_backward_end(step);
     }
+    step->offloaded = 0; /* backward unpacked and released them all */
+    /* HF's Trainer returns loss.detach(): the graph goes after backward */
+    if (!step->recipe->keep_logits || step->recipe->framework == VP_FRAMEWORK_MEGATRON)
+        drop_refs(sim, step->graph_refs);
     if (received) { /* its gradient is sent to the previous stage */
         vp_t g = vp_at(sim, received)->param_grad;
         vp_at(sim, received)->param_grad = 0;
@@ -660,6 +712,7 @@ static void run(vp_step *step, vp_step_result *result) {
     vp_update_zero_grad(step);
     /* the loop body ends: loss, outputs and the batch go */
     vp_drop(sim, step->loss);
+    drop_refs(sim, step->graph_refs);
     vp_drop(sim, step->logits);
     vp_prefix_release(step, step->kv_cache);
     drop_hooked(sim, step->hooked_input);
@@ -725,6 +778,7 @@ vp_step_status vp_step_run_stage(const vp_model *model, const vp_recipe *given, 
     step.activation = step.precision->params;
     step.low = step.autocast ? step.precision->compute : step.activation;
     step.sim.accumulate = recipe->torch_version == VP_TORCH_1_13 ? VP_ACCUMULATE_OUT_OF_PLACE : VP_ACCUMULATE_INPLACE;
+    step.sim.embedding_saves_weight = recipe->torch_version == VP_TORCH_1_13;
 
     if (!step.precision || !step.optimizer || model->layers == 0 || step.stage.layers == 0 ||
         step.stage.first_layer + step.stage.layers > model->layers) {
@@ -759,6 +813,8 @@ const char *vp_step_layout_problem(const vp_model *model, const vp_recipe *recip
     if (!precision) return "precision: unknown";
     const char *problem = vp_shard_plan_make(recipe, precision, &plan);
     if (!problem) problem = vp_finetune_problem(model, recipe);
+    if (!problem && recipe->offload_activations && (recipe->framework == VP_FRAMEWORK_MEGATRON || recipe->pp > 1))
+        problem = "offload_activations: modelled as PyTorch's save_on_cpu around a whole forward (no megatron, no pp)";
     if (problem || !model) return problem;
     if (recipe->tp > 1 && !vp_model_has(model, "lm_head"))
         return "tp: tensor parallelism is modelled for language models (an lm_head)";

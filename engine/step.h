@@ -78,6 +78,7 @@ typedef struct vp_step {
     vp_t *kv_cache;                  /* prefix tuning: the DynamicCache, a key and a value per layer */
     vp_t fp8_input, fp8_columnwise;  /* the input an op's FP8 GEMMs quantized, and its saved copy */
     vp_t locals[VP_LOCAL_FRAMES][VP_LOCALS_MAX]; /* vp_step_keep_local's */
+    vp_t graph_refs[VP_LOCALS_MAX];  /* vp_step_graph_hold's */
     /* leaves: one slot array per section instance */
     vp_t *embed_leaves, *final_leaves;
     vp_t *layer_leaves;              /* n_layer_instances x layer slots */
@@ -95,6 +96,7 @@ typedef struct vp_step {
     struct vp_layer_hook *hooks;     /* one per layer instance */
     uint64_t root_gather_bytes;      /* FSDP's root unit (embeddings, head) gathered for the step */
     uint64_t host_bytes, host_peak, nvme_bytes; /* per rank, outside the GPU */
+    uint64_t offloaded;              /* pinned host bytes the forward's saved tensors were packed into */
     /* LoRA's adapters, by the weight they sit beside */
     struct vp_lora_adapter *adapters;
     unsigned n_adapters, cap_adapters;
@@ -110,6 +112,12 @@ void vp_step_clear_fp8(vp_step *step);
 
 /* The token embedding's output, as forward hooks see it. */
 void vp_step_embedding_output(vp_step *step, vp_t output);
+
+/* Keeps t for as long as this micro-batch's autograd graph lives: Python
+ * objects its nodes hold (a checkpoint's ctx.inputs), freed with the graph
+ * (when the loop lets go of the loss, or after backward under HF's
+ * Trainer), not when the node runs. */
+void vp_step_graph_hold(vp_step *step, vp_t t);
 
 /* Keeps t as a local of `frame` (a new reference). */
 void vp_step_keep_local(vp_step *step, vp_t t, vp_local_frame frame);

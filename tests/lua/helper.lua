@@ -73,7 +73,7 @@ function helper.assert_fold_agrees(model, recipe)
   local vramplan = require("vramplan")
   local a = vramplan.estimate(model, recipe, nil, { fold = true })
   local b = vramplan.estimate(model, recipe, nil, { fold = false })
-  for _, k in ipairs({ "peak_allocated_bytes", "activations_bytes", "master_bytes", "optimizer_bytes" }) do
+  for _, k in ipairs({ "peak_allocated_bytes", "activations_bytes", "master_bytes", "optimizer_bytes", "host_bytes" }) do
     assert(a[k] == b[k], string.format("%s: folded %s, unfolded %s", k, tostring(a[k]), tostring(b[k])))
   end
 end

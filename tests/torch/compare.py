@@ -18,6 +18,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 TOLERANCE = 0.03
 EXACT = ("params_bytes", "grads_bytes", "master_bytes", "optimizer_bytes")
+HOST_TOLERANCE = 1024  # bytes of save_on_cpu's pinned host memory (see below)
 
 
 def llama(h=64, layers=2, heads=4, kv=2, inter=128, vocab=256, tied=False, dropout=0.0):
@@ -125,6 +126,11 @@ CASES = [
     ("llama prefix bf16 MHA", llama(kv=4, layers=3), recipe("bf16", finetune="prefix", num_virtual_tokens=5)),
     ("llama prefix amp-bf16 keep no logits", llama(), recipe("amp-bf16", finetune="prefix", num_virtual_tokens=6,
                                                              keep_logits="false")),
+    # activation offload: the forward under save_on_cpu, host bytes exact
+    ("llama offload fp32", llama(), recipe(offload_activations="true")),
+    ("llama offload amp-bf16 checkpointed", llama(layers=3), recipe("amp-bf16", ckpt="full",
+                                                                     offload_activations="true")),
+    ("gpt2 offload bf16 lora", gpt2(), recipe("bf16", finetune="lora", offload_activations="true")),
     # BERT sequence classification (the model of HF's single-GPU measurements)
     ("bert fp32", bert(), recipe(optimizer="adamw-hf")),
     ("bert fp32 adafactor", bert(), recipe(optimizer="adafactor")),
@@ -142,8 +148,9 @@ def measure(cases, workdir):
     with open(path, "w") as f:
         json.dump([{"name": n, "config": c, "recipe": r} for n, c, r in cases], f)
     env = dict(os.environ, LD_PRELOAD=os.path.join(ROOT, "build", "libmemcount.so"), PYTHONPATH=HERE)
+    # the harness's stderr passes through: a failing case shows its traceback
     out = subprocess.run([sys.executable, os.path.join(HERE, "harness.py"), path], env=env, check=True,
-                         capture_output=True, text=True).stdout
+                         stdout=subprocess.PIPE, text=True).stdout
     return [json.loads(line) for line in out.splitlines() if line.strip()]
 
 
@@ -156,7 +163,8 @@ def engine(name, config, rec, workdir):
     for k, v in rec.items():
         cmd += ["--set", f"{k}={v}"]
     out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
-    return json.loads(out)["per_gpu"]
+    result = json.loads(out)
+    return dict(result["per_gpu"], host_bytes=result["host"]["cpu_bytes_per_rank"])
 
 
 def main():
@@ -177,6 +185,12 @@ def main():
                 row.append(f"{e[key]:>9}/{m[mkey]:<9} {ratio:5.3f}")
                 if abs(ratio - 1) > TOLERANCE:
                     failures.append(f"{name}: {key} engine {e[key]} measured {m[mkey]} (ratio {ratio:.3f})")
+            # PyTorch also packs the 0-dim scalars some ops save (`x * scaling`,
+            # GPT-2's torch.full([])), 4-8 bytes each, which the engine leaves out
+            if "host_packed_bytes" in m:
+                row.append(f"  host {e['host_bytes']}/{m['host_packed_bytes']}")
+                if abs(e["host_bytes"] - m["host_packed_bytes"]) > HOST_TOLERANCE:
+                    failures.append(f"{name}: host_bytes engine {e['host_bytes']} measured {m['host_packed_bytes']}")
             if m["end_balance"] != 0:
                 failures.append(f"{name}: the measured step did not return to its start ({m['end_balance']} bytes)")
             print(" ".join(row), flush=True)

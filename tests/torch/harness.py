@@ -14,6 +14,7 @@ import json
 import os
 import sys
 
+import numpy as np
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
@@ -35,6 +36,42 @@ _peak.restype = ctypes.c_longlong
 _reset = _lib.memcount_reset_peak
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
+
+
+# numpy storage of each dtype's bits: numpy's memory comes from malloc, which
+# the counter does not see, as a GPU run does not see pinned host memory
+HOST_STORAGE = {torch.float32: np.float32, torch.bfloat16: np.int16, torch.float16: np.int16,
+                torch.float64: np.float64, torch.int64: np.int64, torch.int32: np.int32, torch.uint8: np.uint8,
+                torch.bool: np.bool_}
+
+
+class SaveOnHost(torch.autograd.graph.saved_tensors_hooks):
+    """torch.autograd.graph.save_on_cpu(pin_memory=True) for a CPU run: every
+    tensor autograd saves is copied into host memory (contiguous, its own
+    elements) and comes back in backward as a new tensor (.to(device)).
+    packed_bytes adds up the pinned blocks the GPU run would take from the
+    caching host allocator (each request rounded up to a power of two)."""
+
+    def __init__(self):
+        self.packed_bytes = 0
+
+        def pack(tensor):
+            host = np.empty(tuple(tensor.shape), dtype=HOST_STORAGE[tensor.dtype])
+            with torch.no_grad():
+                torch.from_numpy(host).view(tensor.dtype).copy_(tensor)
+            n = tensor.numel() * tensor.element_size()
+            self.packed_bytes += 1 << (n - 1).bit_length() if n else 0
+            return tensor.dtype, host
+
+        def unpack(packed):
+            dtype, host = packed
+            if dtype == torch.float64 and host.ndim == 0:
+                # a wrapped Python number (`x * scaling`) lives on the CPU in
+                # a GPU run too: .to(its device) is the pinned copy itself
+                return torch.from_numpy(host)
+            return torch.from_numpy(host).view(dtype).clone()
+
+        super().__init__(pack, unpack)
 
 
 def tensor_bytes(tensors):
@@ -157,6 +194,7 @@ def measure(case, rank=None):
         opt = make_optimizer(name, impl, params)
     vocab = cfg["vocab_size"]
     ckpt = checkpoint_fn(every, ac)
+    offload = str(recipe.get("offload_activations", "false")) == "true"
     result = {}
 
     for step in range(3):
@@ -167,8 +205,15 @@ def measure(case, rank=None):
             _reset()
         input_ids = torch.randint(vocab, (b, s))
         labels = torch.randint(cfg.get("num_labels", 2), (b,)) if classifier else input_ids.clone()
-        loss, logits = net(ac, input_ids, labels, ckpt)
+        if offload:
+            host = SaveOnHost()
+            with host:
+                loss, logits = net(ac, input_ids, labels, ckpt)
+        else:
+            loss, logits = net(ac, input_ids, labels, ckpt)
         ac.clear()
+        if offload and measuring:
+            result["host_packed_bytes"] = host.packed_bytes
         if str(recipe.get("keep_logits", "true")) == "false":  # HF's Trainer returns the loss alone
             logits = None
         if measuring:

@@ -646,9 +646,9 @@ class Llama(nn.Module):
         hidden_states = inputs_embeds
         cos, sin = self.rotary_emb(hidden_states, position_ids)
         for layer in self.layers:
-            if checkpoint:
-                hidden_states = checkpoint(lambda x, m, p, c, s, l=layer: l(ac, x, m, p, c, s),
-                                           hidden_states, causal_mask, position_ids, cos, sin)
+            if checkpoint:  # LlamaModel's call: the rotary tables go as a tuple, not as tensors
+                hidden_states = checkpoint(lambda x, m, p, cp, pe, l=layer: l(ac, x, m, p, pe[0], pe[1]),
+                                           hidden_states, causal_mask, position_ids, cache_position, (cos, sin))
             else:
                 hidden_states = layer(ac, hidden_states, causal_mask, position_ids, cos, sin, past_key_values)
         hidden_states = self.norm(hidden_states)
