@@ -13,7 +13,7 @@ import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "torch"))
-from models import Autocast, CausalLM  # noqa: E402
+from models import Autocast, BertForSequenceClassification, CausalLM  # noqa: E402
 
 
 def run(case):
@@ -22,7 +22,8 @@ def run(case):
     torch.cuda.reset_peak_memory_stats()
     dev = torch.device("cuda")
     dtype = torch.bfloat16 if rec["precision"] in ("bf16", "mixed-bf16") else torch.float32
-    model = CausalLM(cfg).to(dev, dtype)
+    classifier = cfg["model_type"] == "bert"
+    model = (BertForSequenceClassification(cfg) if classifier else CausalLM(cfg)).to(dev, dtype)
     model.train()
     ac = Autocast(None)  # real autocast below
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4, foreach=rec["optimizer_impl"] == "foreach")
@@ -36,8 +37,9 @@ def run(case):
             torch.cuda.synchronize()
             torch.cuda.reset_peak_memory_stats()
         ids = torch.randint(cfg["vocab_size"], (b, s), device=dev)
-        labels = ids.clone()
-        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=rec["precision"] == "amp-bf16"):
+        labels = torch.randint(cfg.get("num_labels", 2), (b,), device=dev) if classifier else ids.clone()
+        low = torch.float16 if rec["precision"] == "amp-fp16" else torch.bfloat16
+        with torch.autocast("cuda", dtype=low, enabled=rec["precision"].startswith("amp-")):
             loss, logits = model(ac, ids, labels, ckpt)
         loss.backward()
         opt.step()
