@@ -8,6 +8,7 @@
 
 #include "finetune.h"
 #include "lora.h"
+#include "ops.h"
 #include "optimizer.h"
 
 typedef struct vp_layer_hook {
@@ -31,6 +32,18 @@ void vp_layout_host(vp_step *step, uint64_t bytes, unsigned repeat, bool nvme) {
         step->host_bytes += bytes * repeat;
         if (step->host_bytes > step->host_peak) step->host_peak = step->host_bytes;
     }
+}
+
+/* apex ASP's init_model_for_pruning: every trained nn.Linear weight gets a
+ * bool mask buffer of its own size, unless an fp32 or fp16 weight's shape
+ * does not suit the sparse tensor cores (rows a multiple of 8, columns of
+ * 16); bf16 weights are not checked. The step then masks gradients and
+ * weights in place: nothing else. */
+static void asp_mask(vp_step *step, uint64_t rows, uint64_t numel, vp_dtype dtype) {
+    if (step->recipe->sparsity != VP_SPARSITY_2_4 || !rows) return;
+    uint64_t columns = numel / rows;
+    if ((dtype == VP_FP32 || dtype == VP_FP16) && (rows % 8 || columns % 16)) return;
+    vp_leaf(&step->sim, numel, VP_BOOL, VP_CAT_BUFFERS, false, "asp mask");
 }
 
 static vp_t make_leaf(vp_step *step, const vp_leaf_spec *spec, bool trainable, unsigned repeat) {
@@ -66,6 +79,7 @@ static vp_t make_leaf(vp_step *step, const vp_leaf_spec *spec, bool trainable, u
         vp_ledger_alloc(&step->ledger, VP_CAT_BUFFERS, bytes_of(VP_FP32, (1024 + 1) * 5), "fp8 scaling state");
     }
     vp_at(&step->sim, leaf)->fp8 = fp8;
+    if (trainable && spec->out_features && !spec->conv1d) asp_mask(step, spec->out_features, spec->numel, compute);
     return leaf;
 }
 
@@ -94,6 +108,8 @@ static void make_adapters(vp_step *step, const vp_leaf_spec *spec, vp_t weight, 
     b.rows = spec->out_features;
     out[0] = make_leaf(step, &a, true, repeat);
     out[1] = make_leaf(step, &b, true, repeat);
+    asp_mask(step, r, a.numel, dtype); /* lora_A and lora_B are nn.Linear too */
+    asp_mask(step, spec->out_features, b.numel, dtype);
     if (!vp_lora_register(step, weight, out[0], out[1], spec->out_features)) step->sim.status = VP_SIM_NOMEM;
 }
 
@@ -119,6 +135,11 @@ void vp_layout_create_leaves(vp_step *step, const vp_op *ops, unsigned n, vp_t *
                 for (unsigned c = 0; c < count; c++) make_adapters(step, &specs[j], slots[op->slot + j_slot(specs, j) + c],
                                                                    slots + slot + 2 * c, repeat);
             slot += 2 * count;
+        }
+        /* a tied head's nn.Linear holds the embedding's weight: ASP masks it there */
+        if (op->kind == &vp_op_lm_head && vp_lm_head_tied(op) && step->stage.embed) {
+            const vp_tensor *w = vp_at(&step->sim, step->embed_leaves[step->model->section[VP_SECTION_EMBED].ops[0].slot]);
+            if (w->requires_grad) asp_mask(step, w->rows, w->numel, (vp_dtype)w->dtype);
         }
         vp_layout_create_leaves(step, op->children, op->n_children, slots, repeat, frozen);
     }

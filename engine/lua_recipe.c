@@ -140,6 +140,7 @@ static vp_module_set read_modules(lua_State *L, const char *key) {
 static void parse_trainable_layers(lua_State *L, vp_recipe *r, const char *k) { r->trainable_layers = (unsigned)read_int(L, k, 0, 100000); }
 static void parse_virtual_tokens(lua_State *L, vp_recipe *r, const char *k) { r->virtual_tokens = (unsigned)read_int(L, k, 1, 1 << 20); }
 static void parse_quant(lua_State *L, vp_recipe *r, const char *k) { r->quant = (vp_quant)read_option(L, k, vp_quant_names); }
+static void parse_sparsity(lua_State *L, vp_recipe *r, const char *k) { r->sparsity = (vp_sparsity)read_option(L, k, vp_sparsity_names); }
 static void parse_double_quant(lua_State *L, vp_recipe *r, const char *k) { r->double_quant = read_bool(L, k); }
 static void parse_compute_dtype(lua_State *L, vp_recipe *r, const char *k) {
     static const char *const names[] = {"bf16", "fp16", "fp32", NULL};
@@ -248,6 +249,8 @@ static const recipe_key keys[] = {
     {"lora_targets", parse_lora_targets, "modules given adapters: names (q_proj,v_proj) or all-linear [q_proj,v_proj; GPT-2 c_attn]"},
     {"trainable_layers", parse_trainable_layers, "freeze: the last layers trained, with the final norm and head [0]"},
     {"num_virtual_tokens", parse_virtual_tokens, "prompt tuning: the learned tokens put before every sequence; prefix tuning: the learned keys and values before every layer's"},
+    {"sparsity", parse_sparsity,
+     "2:4: apex ASP's structured sparsity, a bool mask beside every pruned linear weight; it saves no training memory [none]"},
     {"quant", parse_quant, "qlora: the frozen base's linear weights, nf4 or fp4 (int8: not modelled yet) [nf4]"},
     {"double_quant", parse_double_quant, "qlora: quantize the block scales too (8-bit, in blocks of 256) [true]"},
     {"compute_dtype", parse_compute_dtype, "qlora: the dtype 4-bit weights are dequantized to, bf16, fp16 or fp32 [bf16]"},
@@ -327,6 +330,8 @@ void vp_lua_push_recipe(lua_State *L, const vp_recipe *given) {
     lua_setfield(L, -2, "grads_set_to_none");
     lua_pushboolean(L, r->offload_activations);
     lua_setfield(L, -2, "offload_activations");
+    lua_pushstring(L, vp_sparsity_names[r->sparsity]);
+    lua_setfield(L, -2, "sparsity");
     lua_pushboolean(L, r->training);
     lua_setfield(L, -2, "training");
     lua_pushnumber(L, r->fragmentation);

@@ -21,6 +21,7 @@ enum {
     ATT_POSITIONS,
     ATT_UPCAST_SOFTMAX,
     ATT_CAST_PROBS,
+    ATT_CONV1D,
     ATT_FIELDS
 };
 
@@ -51,6 +52,9 @@ static const vp_field attention_fields[ATT_FIELDS] = {
     [ATT_CAST_PROBS] = {"cast_probs", VP_FIELD_BOOL, false, 1, 0, 1, NULL,
                         "without upcast_softmax: probabilities cast to the value's dtype before dropout (GPT-2's .type); "
                         "false: dropout on them as they are, the matmul casting (BERT)"},
+    [ATT_CONV1D] = {"conv1d", VP_FIELD_BOOL, false, 0, 0, 1, NULL,
+                    "the projections are transformers' Conv1D (GPT-2), not nn.Linear: tools that act on "
+                    "nn.Linear (apex ASP) pass them by"},
 };
 
 typedef struct {
@@ -121,6 +125,7 @@ static unsigned attention_leaves(const vp_op *op, const vp_ranks *split, vp_leaf
     }
     out[O_W] = vp_param(q * s.hidden, "o_proj.weight", out_module, s.hidden); /* row-parallel */
     out[O_B] = vp_param(vp_op_flag(op, ATT_OUT_BIAS) ? s.hidden : 0, "o_proj.bias", out_module, 0);
+    for (unsigned i = 0; i < MASK_BUFFER; i++) out[i].conv1d = vp_op_flag(op, ATT_CONV1D);
     if (vp_op_u64(op, ATT_MASK) == MASK_BOOL_BUFFER) {
         /* GPT2Attention registers torch.tril(ones(n, n, dtype=bool)) per layer */
         uint64_t n = vp_op_u64(op, ATT_POSITIONS);

@@ -2,7 +2,7 @@
  * activation functions counted as the frameworks implement them. */
 #include "ops.h"
 
-enum { MLP_HIDDEN, MLP_INTERMEDIATE, MLP_ACTIVATION, MLP_GATED, MLP_BIAS, MLP_RESID_DROPOUT, MLP_FIELDS };
+enum { MLP_HIDDEN, MLP_INTERMEDIATE, MLP_ACTIVATION, MLP_GATED, MLP_BIAS, MLP_RESID_DROPOUT, MLP_CONV1D, MLP_FIELDS };
 
 enum { ACT_GELU, ACT_GELU_TANH, ACT_GELU_NEW, ACT_RELU, ACT_SILU };
 static const char *const activation_names[] = {"gelu", "gelu_pytorch_tanh", "gelu_new", "relu", "silu", NULL};
@@ -17,6 +17,8 @@ static const vp_field mlp_fields[MLP_FIELDS] = {
     [MLP_BIAS] = {"bias", VP_FIELD_BOOL, false, 0, 0, 1, NULL, "biases on the projections"},
     [MLP_RESID_DROPOUT] = {"resid_dropout", VP_FIELD_NUMBER, false, 0, 0, 0.999999, NULL,
                            "dropout on the output, inside the module (GPT-2's MLP dropout)"},
+    [MLP_CONV1D] = {"conv1d", VP_FIELD_BOOL, false, 0, 0, 1, NULL,
+                    "the projections are transformers' Conv1D (GPT-2), not nn.Linear"},
 };
 
 enum { UP_W, UP_B, GATE_W, GATE_B, DOWN_W, DOWN_B, MLP_SLOTS };
@@ -36,6 +38,7 @@ static unsigned mlp_leaves(const vp_op *op, const vp_ranks *split, vp_leaf_spec 
     out[GATE_B] = vp_param(gated && bias ? f : 0, "mlp.gate_proj.bias", VP_MODULE_GATE_PROJ, 0);
     out[DOWN_W] = vp_param(f * h, "mlp.down_proj.weight", down_module, h);
     out[DOWN_B] = vp_param(bias ? h : 0, "mlp.down_proj.bias", down_module, 0);
+    for (unsigned i = 0; i < MLP_SLOTS; i++) out[i].conv1d = vp_op_flag(op, MLP_CONV1D);
     return MLP_SLOTS;
 }
 

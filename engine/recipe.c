@@ -29,6 +29,7 @@ unsigned vp_recipe_microbatches(const vp_recipe *r) {
 }
 
 const char *const vp_quant_names[] = {"none", "nf4", "fp4", "int8", NULL};
+const char *const vp_sparsity_names[] = {"none", "2:4", NULL};
 
 vp_dtype vp_quant_storage(const vp_recipe *recipe) {
     if (recipe->finetune != VP_FINETUNE_QLORA) return VP_DTYPE_NONE;

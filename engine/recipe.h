@@ -80,6 +80,12 @@ typedef enum {
 /* bitsandbytes' storage of a frozen base (QLoRA). */
 typedef enum { VP_QUANT_NONE, VP_QUANT_NF4, VP_QUANT_FP4, VP_QUANT_INT8, VP_QUANT_COUNT } vp_quant;
 
+/* 2:4 structured sparsity as NVIDIA apex's ASP trains it
+ * (apex/contrib/sparsity/asp.py): a bool mask buffer beside every pruned
+ * weight, gradients and weights masked in place around the step. */
+typedef enum { VP_SPARSITY_NONE, VP_SPARSITY_2_4, VP_SPARSITY_COUNT } vp_sparsity;
+extern const char *const vp_sparsity_names[];
+
 /* Behaviour that changed between the PyTorch versions we model. */
 typedef enum { VP_TORCH_2, VP_TORCH_1_13, VP_TORCH_COUNT } vp_torch_version;
 
@@ -143,6 +149,7 @@ typedef struct {
     unsigned trainable_layers;   /* freeze: the last layers trained (with the final norm and head) */
     unsigned virtual_tokens;     /* prompt tuning: num_virtual_tokens */
     vp_quant quant;              /* the base's linear weights (qlora; none: nf4 for qlora) */
+    vp_sparsity sparsity;        /* 2:4 sparsity's masks (apex ASP) */
     bool double_quant;           /* bnb_4bit_use_double_quant */
     vp_dtype compute_dtype;      /* bnb_4bit_compute_dtype */
 } vp_recipe;

@@ -34,13 +34,13 @@ return architecture {
           attention {
             hidden = c.hidden, heads = c.heads, qkv_bias = true, out_bias = true, fused_qkv = true,
             dropout = c.attn_dropout, resid_dropout = c.resid_dropout, mask = "bool-buffer",
-            positions = c.max_positions, upcast_softmax = false,
+            positions = c.max_positions, upcast_softmax = false, conv1d = true,
           },
         },
         residual {
           layernorm { hidden = c.hidden, eps = c.norm_eps },
           mlp { hidden = c.hidden, intermediate = c.intermediate, activation = c.activation, bias = true,
-                resid_dropout = c.resid_dropout },
+                resid_dropout = c.resid_dropout, conv1d = true },
         },
       },
       layers = c.layers,
