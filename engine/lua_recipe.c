@@ -82,6 +82,7 @@ static void parse_decay(lua_State *L, vp_recipe *r, const char *k) { r->weight_d
 static void parse_keep(lua_State *L, vp_recipe *r, const char *k) { r->keep_logits = read_bool(L, k); }
 static void parse_none(lua_State *L, vp_recipe *r, const char *k) { r->grads_set_to_none = read_bool(L, k); }
 static void parse_offload_activations(lua_State *L, vp_recipe *r, const char *k) { r->offload_activations = read_bool(L, k); }
+static void parse_use_cache(lua_State *L, vp_recipe *r, const char *k) { r->use_cache = read_bool(L, k); }
 static void parse_training(lua_State *L, vp_recipe *r, const char *k) { r->training = read_bool(L, k); }
 static void parse_fragmentation(lua_State *L, vp_recipe *r, const char *k) { r->fragmentation = read_number(L, k, 0, 10); }
 static void parse_context(lua_State *L, vp_recipe *r, const char *k) { r->cuda_context_mib = read_number(L, k, 0, 1 << 20); }
@@ -213,6 +214,8 @@ static const recipe_key keys[] = {
     {"device", parse_device, "cuda | cpu (cpu: the CPU twin the PyTorch harness measures)"},
     {"keep_logits", parse_keep, "the loop keeps the model's outputs (logits) until the step ends"},
     {"grads_set_to_none", parse_none, "zero_grad(set_to_none=True): gradients freed between steps"},
+    {"use_cache", parse_use_cache,
+     "the model's outputs keep every layer's keys and values (the configs' default; off under checkpointing) [true]"},
     {"offload_activations", parse_offload_activations,
      "the forward under torch.autograd.graph.save_on_cpu(pin_memory=True): what autograd saves goes to pinned host memory [false]"},
     {"training", parse_training, "dropout active (model.train())"},
@@ -330,6 +333,8 @@ void vp_lua_push_recipe(lua_State *L, const vp_recipe *given) {
     lua_setfield(L, -2, "grads_set_to_none");
     lua_pushboolean(L, r->offload_activations);
     lua_setfield(L, -2, "offload_activations");
+    lua_pushboolean(L, r->use_cache);
+    lua_setfield(L, -2, "use_cache");
     lua_pushstring(L, vp_sparsity_names[r->sparsity]);
     lua_setfield(L, -2, "sparsity");
     lua_pushboolean(L, r->training);

@@ -3,7 +3,7 @@
  * SDPA (flash or memory-efficient backend) and FlashAttention-2. */
 #include "checkpoint.h"
 #include "ops.h"
-#include "prefix.h"
+#include "kv_cache.h"
 #include "ring_attention.h"
 
 enum {
@@ -22,6 +22,7 @@ enum {
     ATT_UPCAST_SOFTMAX,
     ATT_CAST_PROBS,
     ATT_CONV1D,
+    ATT_CACHES,
     ATT_FIELDS
 };
 
@@ -55,6 +56,9 @@ static const vp_field attention_fields[ATT_FIELDS] = {
     [ATT_CONV1D] = {"conv1d", VP_FIELD_BOOL, false, 0, 0, 1, NULL,
                     "the projections are transformers' Conv1D (GPT-2), not nn.Linear: tools that act on "
                     "nn.Linear (apex ASP) pass them by"},
+    [ATT_CACHES] = {"caches", VP_FIELD_BOOL, false, 0, 0, 1, NULL,
+                    "with use_cache the model's outputs keep this layer's keys and values (LLaMA's DynamicCache: "
+                    "after the rotary embedding; GPT-2's presents: views of the fused projection)"},
 };
 
 typedef struct {
@@ -79,6 +83,8 @@ static shape local_shape(const vp_op *op, unsigned tp) {
     s.kv_heads = s.kv_heads >= tp ? s.kv_heads / tp : 1;
     return s;
 }
+
+bool vp_attention_caches(const vp_op *attention) { return vp_op_flag(attention, ATT_CACHES); }
 
 uint64_t vp_attention_kv_width(const vp_op *attention) {
     shape s = shape_of(attention);
@@ -470,15 +476,9 @@ static vp_t attention_forward(vp_step *step, const vp_op *op, const vp_t *leaves
         in.q = q;
         in.k = k;
     }
-    if (step->kv_cache) { /* past_key_value.update(key_states, value_states, layer_idx) */
-        unsigned layer = (unsigned)step->ledger.place.layer - step->stage.first_layer;
-        vp_t k = vp_prefix_join(step, layer, 0, in.k);
-        vp_t v = vp_prefix_join(step, layer, 1, in.v);
-        vp_drop(sim, in.k);
-        vp_drop(sim, in.v);
-        in.k = k;
-        in.v = v;
-    }
+    /* past_key_value.update(key_states, value_states, layer_idx), or GPT-2's
+     * present = (key, value) */
+    if (vp_op_flag(op, ATT_CACHES) || step->past_tokens) vp_kv_cache_update(step, &in.k, &in.v);
     kernel which = kernel_for(step);
     vp_t context;
     if (which == KERNEL_EAGER && step->recipe->selective) {

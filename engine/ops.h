@@ -42,6 +42,8 @@ bool vp_lm_head_tied(const vp_op *head);
 /* Whether the loss takes one label per sequence (a classifier's). */
 bool vp_loss_per_sequence(const vp_op *loss);
 uint64_t vp_token_embedding_hidden(const vp_op *embedding);
+/* Whether the layer's keys and values go into the model's cache. */
+bool vp_attention_caches(const vp_op *attention);
 /* Keys (or values) per token: kv_heads x head_dim. */
 uint64_t vp_attention_kv_width(const vp_op *attention);
 

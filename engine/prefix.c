@@ -68,8 +68,7 @@ void vp_prefix_begin(vp_step *step) {
     uint64_t v = step->past_tokens, width = vp_prefix_table_width(step->model);
     layer_split *split = vp_step_scratch(step, sizeof *split);
     vp_t *parts = vp_step_scratch(step, layers * sizeof *parts);
-    step->kv_cache = vp_step_scratch(step, 2 * (size_t)layers * sizeof *step->kv_cache);
-    if (!split || !parts || !step->kv_cache) return;
+    if (!split || !parts || !step->kv_cache.tensors) return;
     *split = (layer_split){parts, layers};
 
     /* prompt_tokens: an arange kept on the CPU, expanded to the batch; the
@@ -91,25 +90,8 @@ void vp_prefix_begin(vp_step *step) {
     /* DynamicCache.from_legacy_cache: `key, value = part` unbinds each part
      * (UnbindBackward stacks the two gradients); the cache keeps the views */
     for (unsigned i = 0; i < layers; i++) {
-        vp_split(sim, parts[i], 2, &step->kv_cache[2 * i], "prefix.unbind");
+        vp_split(sim, parts[i], 2, &step->kv_cache.tensors[2 * i], "prefix.unbind");
+        step->kv_cache.repeat[2 * i] = step->kv_cache.repeat[2 * i + 1] = 1;
         vp_drop(sim, parts[i]);
-    }
-}
-
-vp_t vp_prefix_join(vp_step *step, unsigned layer, unsigned which, vp_t x) {
-    vp_sim *sim = &step->sim;
-    vp_t *slot = &step->kv_cache[2 * layer + which];
-    vp_t joined = vp_cat(sim, *slot, x, which ? "cache.values_cat" : "cache.keys_cat");
-    vp_drop(sim, *slot);
-    *slot = joined;
-    vp_hold(sim, joined);
-    return joined;
-}
-
-void vp_prefix_release(vp_step *step, vp_t *cache) {
-    if (!cache) return;
-    for (unsigned i = 0; i < 2 * step->stage.layers; i++) {
-        vp_drop(&step->sim, cache[i]);
-        cache[i] = 0;
     }
 }

@@ -61,6 +61,7 @@ void vp_recipe_defaults(vp_recipe *recipe) {
     recipe->torch_version = VP_TORCH_2;
     recipe->device = VP_DEVICE_CUDA;
     recipe->keep_logits = true;
+    recipe->use_cache = true; /* PretrainedConfig.use_cache */
     recipe->grads_set_to_none = true;
     recipe->training = true;
     /* A reported out-of-memory error: 1.83 GiB reserved but unallocated

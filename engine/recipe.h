@@ -104,6 +104,7 @@ typedef struct {
     vp_device device;
     bool keep_logits;            /* the loop holds the model's outputs through backward */
     bool offload_activations;    /* the forward under torch.autograd.graph.save_on_cpu(pin_memory=True) */
+    bool use_cache;              /* the model's outputs keep every layer's keys and values (HF configs' default) */
     bool grads_set_to_none;      /* zero_grad(set_to_none=True) */
     bool training;               /* dropout active */
     double fragmentation;        /* reserved beyond segments, as a fraction of the allocated peak */

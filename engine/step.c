@@ -11,6 +11,7 @@
 #include "layout.h"
 #include "finetune.h"
 #include "ops.h"
+#include "kv_cache.h"
 #include "prefix.h"
 #include "optimizer.h"
 #include "update.h"
@@ -606,17 +607,18 @@ static uint64_t micro_batch(vp_step *step, const vp_meter *resident, const vp_me
         sim->pack_ctx = step;
     }
     vp_t old_loss = step->loss, old_logits = step->logits, old_hooked = step->hooked_input;
-    vp_t *old_cache = step->kv_cache;
+    vp_kv_cache old_cache = step->kv_cache;
     vp_t old_graph[VP_LOCALS_MAX];
     memcpy(old_graph, step->graph_refs, sizeof old_graph);
     memset(step->graph_refs, 0, sizeof step->graph_refs);
     step->loss = step->logits = 0;
-    step->kv_cache = NULL;
+    step->kv_cache = (vp_kv_cache){0};
     step->position_ids = vp_new(sim, step->seq, VP_INT64, "position_ids");
     for (int s = 0; s < VP_SECTION_COUNT; s++) prepare_ops(step, m->section[s].ops, m->section[s].n_ops);
 
     vp_layout_forward_begin(step);
-    /* PEFT's get_prompt: the prefix's cache, made before the model runs */
+    /* the cache the model fills (PEFT's get_prompt fills the prefix's first) */
+    if (vp_kv_cache_wanted(step)) vp_kv_cache_begin(step);
     if (step->past_tokens) vp_prefix_begin(step);
     vp_t x, received = 0;
     if (step->stage.embed) {
@@ -650,13 +652,13 @@ static uint64_t micro_batch(vp_step *step, const vp_meter *resident, const vp_me
     if (!step->recipe->keep_logits || step->recipe->framework == VP_FRAMEWORK_MEGATRON) {
         vp_drop(sim, step->logits);
         step->logits = 0;
-        vp_prefix_release(step, step->kv_cache); /* the outputs' past_key_values */
+        vp_kv_cache_release(step, &step->kv_cache); /* the outputs' past_key_values */
     }
     /* `out = model(batch)` rebinds: the last micro-batch's outputs go now */
     vp_drop(sim, old_loss);
     drop_refs(sim, old_graph); /* the last micro-batch's graph goes with its loss */
     vp_drop(sim, old_logits);
-    vp_prefix_release(step, old_cache);
+    vp_kv_cache_release(step, &old_cache);
     drop_hooked(sim, old_hooked);
     uint64_t activations = step->recipe->device == VP_DEVICE_CPU ? ledger->raw.total - resident_raw->total
                                                                  : ledger->rounded.total - resident->total;
@@ -714,7 +716,7 @@ static void run(vp_step *step, vp_step_result *result) {
     vp_drop(sim, step->loss);
     drop_refs(sim, step->graph_refs);
     vp_drop(sim, step->logits);
-    vp_prefix_release(step, step->kv_cache);
+    vp_kv_cache_release(step, &step->kv_cache);
     drop_hooked(sim, step->hooked_input);
     vp_drop(sim, step->input_ids);
     vp_drop(sim, step->labels);

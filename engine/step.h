@@ -48,6 +48,13 @@ typedef struct {
 typedef enum { VP_LOCAL_OF_BODY, VP_LOCAL_OF_WRAPPER, VP_LOCAL_FRAMES } vp_local_frame;
 enum { VP_LOCALS_MAX = 4 };
 
+/* A key and a value per layer of the stage, each entry standing for
+ * `repeat` layers when folded (tensors NULL: no cache). */
+typedef struct {
+    vp_t *tensors;
+    unsigned *repeat;
+} vp_kv_cache;
+
 typedef struct vp_step {
     vp_sim sim;
     vp_ledger ledger;
@@ -75,7 +82,7 @@ typedef struct vp_step {
     vp_t tied_weight;                /* the token embedding, for a tied head */
     vp_t hooked_input;               /* the embedding output made to require grad (PEFT, checkpointing) */
     vp_t prompt;                     /* prompt or prefix tuning's table (in the embeddings' leaf array) */
-    vp_t *kv_cache;                  /* prefix tuning: the DynamicCache, a key and a value per layer */
+    vp_kv_cache kv_cache;            /* the outputs' key/value cache (kv_cache.h) */
     vp_t fp8_input, fp8_columnwise;  /* the input an op's FP8 GEMMs quantized, and its saved copy */
     vp_t locals[VP_LOCAL_FRAMES][VP_LOCALS_MAX]; /* vp_step_keep_local's */
     vp_t graph_refs[VP_LOCALS_MAX];  /* vp_step_graph_hold's */

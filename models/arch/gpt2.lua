@@ -34,7 +34,7 @@ return architecture {
           attention {
             hidden = c.hidden, heads = c.heads, qkv_bias = true, out_bias = true, fused_qkv = true,
             dropout = c.attn_dropout, resid_dropout = c.resid_dropout, mask = "bool-buffer",
-            positions = c.max_positions, upcast_softmax = false, conv1d = true,
+            positions = c.max_positions, upcast_softmax = false, conv1d = true, caches = true,
           },
         },
         residual {

@@ -78,7 +78,7 @@ return architecture {
           attention {
             hidden = c.hidden, heads = c.heads, kv_heads = c.kv_heads, head_dim = c.head_dim,
             qkv_bias = c.qkv_bias, out_bias = c.attention_bias, rotary = true,
-            dropout = c.attn_dropout, mask = "additive", upcast_softmax = true,
+            dropout = c.attn_dropout, mask = "additive", upcast_softmax = true, caches = true,
           },
         },
         residual {

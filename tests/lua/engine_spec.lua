@@ -74,3 +74,23 @@ describe("the timeline", function()
     assert.are.equal(r.resident_bytes, r.timeline[#r.timeline].live)
   end)
 end)
+
+describe("use_cache", function()
+  local function run(...)
+    return helper.estimate("llama3-8b", "--set", "precision=bf16", "--set", "micro_batch=1", "--set", "seq_len=512",
+      "--set", "attention=eager", ...).per_gpu
+  end
+
+  it("keeps every layer's keys and values with the outputs", function()
+    -- Llama-3-8B: 32 layers, 8 key/value heads of 128; eager attention
+    -- saves the repeated copies, so the cache's own tensors are extra
+    local cached, uncached = run(), run("--set", "use_cache=false")
+    assert.are.equal(32 * 2 * 512 * 8 * 128 * 2, cached.activations_bytes - uncached.activations_bytes)
+  end)
+
+  it("is off under gradient checkpointing, as transformers turns it off", function()
+    local cached = run("--set", "checkpointing=full")
+    local uncached = run("--set", "checkpointing=full", "--set", "use_cache=false")
+    assert.are.equal(uncached.peak_allocated_bytes, cached.peak_allocated_bytes)
+  end)
+end)

@@ -13,10 +13,13 @@ end
 describe("activation offload", function()
   it("leaves on the GPU only what no node saves: the outputs and the batch", function()
     local r = offload()
-    local logits = 512 * 32000 * 2 -- bf16, kept by the outputs
-    local batch = 2 * 512 * 8      -- input_ids and labels
-    local loss = 512               -- one fp32 scalar in a 512-byte block
-    assert.are.equal(logits + batch + loss, r.per_gpu.activations_bytes)
+    local logits = 512 * 32000 * 2       -- bf16, kept by the outputs
+    local cache = 32 * 2 * 512 * 4096 * 2 -- every layer's keys and values (use_cache)
+    local batch = 2 * 512 * 8            -- input_ids and labels
+    local loss = 512                     -- one fp32 scalar in a 512-byte block
+    assert.are.equal(logits + cache + batch + loss, r.per_gpu.activations_bytes)
+    local uncached = offload("--set", "use_cache=false")
+    assert.are.equal(logits + batch + loss, uncached.per_gpu.activations_bytes)
   end)
 
   it("copies the weights each matmul saves to the host as well", function()

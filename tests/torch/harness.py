@@ -161,6 +161,7 @@ def measure(case, rank=None):
 
     classifier = cfg["model_type"] == "bert"
     model = BertForSequenceClassification(cfg) if classifier else CausalLM(cfg)
+    model.use_cache = str(recipe.get("use_cache", "true")) == "true"
     model.train()
     model_dtype = torch.bfloat16 if precision in ("bf16", "mixed-bf16") else torch.float32
     model.to(model_dtype)

@@ -168,13 +168,15 @@ class GPT2Attention(nn.Module):
         attn_output = attn_output.transpose(1, 2)
         return attn_output, attn_weights
 
-    def forward(self, ac, hidden_states):
+    def forward(self, ac, hidden_states, presents=None):
         query_states, key_states, value_states = self.c_attn(ac, hidden_states).split(self.split_size, dim=2)
         shape_q = (*query_states.shape[:-1], -1, self.head_dim)
         shape_kv = (*key_states.shape[:-1], -1, self.head_dim)
         query_states = query_states.view(shape_q).transpose(1, 2)
         key_states = key_states.view(shape_kv).transpose(1, 2)
         value_states = value_states.view(shape_kv).transpose(1, 2)
+        if presents is not None:  # use_cache: present = (key_states, value_states), views of c_attn's output
+            presents.append((key_states, value_states))
         attn_output, attn_weights = self.eager(ac, query_states, key_states, value_states)
         attn_output = attn_output.reshape(*attn_output.shape[:-2], -1).contiguous()
         attn_output = self.c_proj(ac, attn_output)
@@ -234,10 +236,10 @@ class GPT2Block(nn.Module):
         self.ln_2 = nn.LayerNorm(h, eps=eps)
         self.mlp = GPT2MLP(cfg)
 
-    def forward(self, ac, hidden_states):
+    def forward(self, ac, hidden_states, presents=None):
         residual = hidden_states
         hidden_states = layer_norm(ac, self.ln_1, hidden_states)
-        attn_output, _ = self.attn(ac, hidden_states)
+        attn_output, _ = self.attn(ac, hidden_states, presents)
         hidden_states = attn_output + residual
         residual = hidden_states
         hidden_states = layer_norm(ac, self.ln_2, hidden_states)
@@ -264,7 +266,8 @@ class GPT2(nn.Module):
         return self.wte(input_ids)
 
     def body(self, ac, input_ids, checkpoint, inputs_embeds=None, past_key_values=None):
-        if past_key_values is not None:
+        """past_key_values: a list that collects the presents (use_cache)."""
+        if past_key_values is not None and not isinstance(past_key_values, list):
             raise NotImplementedError("prefix tuning is mirrored on LLaMA only")
         length = input_ids.shape[1] if inputs_embeds is None else inputs_embeds.shape[1]
         cache_position = torch.arange(0, length)
@@ -278,7 +281,7 @@ class GPT2(nn.Module):
             if checkpoint:
                 hidden_states = checkpoint(lambda x, b=block: b(ac, x), hidden_states)
             else:
-                hidden_states = block(ac, hidden_states)
+                hidden_states = block(ac, hidden_states, past_key_values)
         hidden_states = layer_norm(ac, self.ln_f, hidden_states)
         return hidden_states
 
@@ -695,10 +698,14 @@ class CausalLM(nn.Module):
         past_key_values = None
         if prefix is not None:  # PeftModelForCausalLM.forward: past_key_values=self.get_prompt(batch_size)
             past_key_values = prefix.get_prompt(input_ids.shape[0], self.model.embed_tokens.weight.dtype)
+        elif getattr(self, "use_cache", True) and checkpoint is None:
+            # config.use_cache, which transformers turns off under gradient
+            # checkpointing: LlamaModel makes a DynamicCache, GPT-2 returns presents
+            past_key_values = [] if isinstance(self.model, GPT2) else DynamicCache()
         hidden_states = self.model.body(ac, input_ids, checkpoint, inputs_embeds, past_key_values)
         logits = linear(ac, hidden_states, self.model.head_weight())
         loss = causal_lm_loss(ac, logits, labels, self.vocab)
-        if past_key_values is not None:  # use_cache: the outputs keep the cache beside the logits
+        if past_key_values is not None:  # the outputs keep the cache beside the logits
             return loss, (logits, past_key_values)
         return loss, logits
 

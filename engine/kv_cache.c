@@ -1,0 +1,63 @@
+/* kv_cache.c — the key/value cache a training step's outputs keep
+ * (transformers 4.46-4.52: LlamaModel makes a DynamicCache when use_cache
+ * is set, which keeps the tensors it is first given; GPT-2 returns its
+ * presents). Under folding one layer stands for several: an entry stands
+ * for as many, and goes with as many. */
+#include "kv_cache.h"
+
+#include "ops.h"
+
+bool vp_kv_cache_wanted(const vp_step *step) {
+    if (step->past_tokens) return true;
+    const vp_recipe *r = step->recipe;
+    if (!r->use_cache || r->checkpoint_every || r->selective || r->framework == VP_FRAMEWORK_MEGATRON) return false;
+    const vp_op *attention = vp_section_find(&step->model->section[VP_SECTION_LAYER], &vp_op_attention);
+    return attention && vp_attention_caches(attention);
+}
+
+void vp_kv_cache_begin(vp_step *step) {
+    size_t n = 2 * (size_t)step->stage.layers;
+    step->kv_cache.tensors = vp_step_scratch(step, n * sizeof *step->kv_cache.tensors);
+    step->kv_cache.repeat = vp_step_scratch(step, n * sizeof *step->kv_cache.repeat);
+    if (!step->kv_cache.tensors || !step->kv_cache.repeat) step->kv_cache.tensors = NULL;
+}
+
+static void update_one(vp_step *step, unsigned slot, vp_t *x, const char *label) {
+    vp_sim *sim = &step->sim;
+    vp_t *entry = &step->kv_cache.tensors[slot];
+    if (*entry) { /* torch.cat([cached, new], dim=-2) takes the cached one's place */
+        vp_t joined = vp_cat(sim, *entry, *x, label);
+        vp_drop(sim, *entry);
+        vp_drop(sim, *x);
+        *x = joined;
+    }
+    vp_hold(sim, *x);
+    *entry = *x;
+    step->kv_cache.repeat[slot] = step->fold_repeat;
+}
+
+void vp_kv_cache_update(vp_step *step, vp_t *k, vp_t *v) {
+    if (!step->kv_cache.tensors) return;
+    unsigned layer = (unsigned)step->ledger.place.layer - step->stage.first_layer;
+    update_one(step, 2 * layer, k, "cache.keys_cat");
+    update_one(step, 2 * layer + 1, v, "cache.values_cat");
+}
+
+void vp_kv_cache_release(vp_step *step, vp_kv_cache *cache) {
+    if (!cache->tensors) return;
+    vp_sim *sim = &step->sim;
+    for (unsigned i = 0; i < 2 * step->stage.layers; i++) {
+        vp_t t = cache->tensors[i];
+        if (!t) continue;
+        /* the layers this entry stood for let go of theirs too, when this
+         * drop frees the storage (a view's: its base's) */
+        const vp_tensor *x = vp_at(sim, t);
+        const vp_tensor *owner = x->base ? vp_at(sim, x->base) : x;
+        bool frees = x->refs == 1 && (!x->base || owner->refs == 1);
+        for (unsigned r = 1; frees && r < cache->repeat[i]; r++)
+            vp_ledger_release(sim->ledger, (vp_category)owner->category, owner->bytes, owner->label);
+        vp_drop(sim, t);
+        cache->tensors[i] = 0;
+    }
+    cache->tensors = NULL;
+}
