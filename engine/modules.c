@@ -20,6 +20,10 @@ const char *const vp_module_names[VP_MODULE_COUNT + 1] = {
     [VP_MODULE_W2] = "w2",
     [VP_MODULE_W3] = "w3",
     [VP_MODULE_GATE] = "gate",
+    [VP_MODULE_Q_A_PROJ] = "q_a_proj",
+    [VP_MODULE_Q_B_PROJ] = "q_b_proj",
+    [VP_MODULE_KV_A_PROJ] = "kv_a_proj_with_mqa",
+    [VP_MODULE_KV_B_PROJ] = "kv_b_proj",
     [VP_MODULE_LM_HEAD] = "lm_head",
     [VP_MODULE_EMBED_TOKENS] = "embed_tokens",
     [VP_MODULE_EMBED_POSITIONS] = "embed_positions",
@@ -29,7 +33,7 @@ const char *const vp_module_names[VP_MODULE_COUNT + 1] = {
 
 vp_module_set vp_module_all_linear(void) {
     vp_module_set set = 0;
-    for (int m = VP_MODULE_Q_PROJ; m <= VP_MODULE_GATE; m++) set |= vp_module_bit((vp_module)m);
+    for (int m = VP_MODULE_Q_PROJ; m <= VP_MODULE_KV_B_PROJ; m++) set |= vp_module_bit((vp_module)m);
     return set;
 }
 

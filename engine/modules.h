@@ -23,6 +23,10 @@ typedef enum {
     VP_MODULE_W2,
     VP_MODULE_W3,
     VP_MODULE_GATE,         /* a mixture's router */
+    VP_MODULE_Q_A_PROJ,     /* multi-head latent attention's query down- and up-projections */
+    VP_MODULE_Q_B_PROJ,
+    VP_MODULE_KV_A_PROJ,    /* kv_a_proj_with_mqa: the latent and the shared rotary key */
+    VP_MODULE_KV_B_PROJ,
     VP_MODULE_LM_HEAD,
     VP_MODULE_EMBED_TOKENS, /* wte for GPT-2 */
     VP_MODULE_EMBED_POSITIONS,

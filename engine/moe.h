@@ -18,17 +18,20 @@ enum {
     MOE_CAPACITY,
     MOE_BLOCK,
     MOE_AUX_LOSS,
+    MOE_GROUPS,
+    MOE_TOPK_GROUPS,
     MOE_FIELDS
 };
 
-/* The plain-PyTorch block: HF's token loop (Mixtral, Qwen2-MoE) or
- * DeepSeekMoE's training path. */
-enum { MOE_BLOCK_MIXTRAL, MOE_BLOCK_DEEPSEEK };
+/* The plain-PyTorch block: HF's token loop (Mixtral, Qwen2-MoE),
+ * DeepSeekMoE's training path, or DeepSeek-V3's sigmoid router with an
+ * fp32 accumulator. */
+enum { MOE_BLOCK_MIXTRAL, MOE_BLOCK_DEEPSEEK, MOE_BLOCK_DEEPSEEK_V3 };
 
 /* This rank's leaves of the op: the router, each local expert's three
  * matrices, the shared experts' up, gate, down and gate weight. */
 typedef struct {
-    const vp_t *router, *w1, *w3, *w2, *shared;
+    const vp_t *router, *w1, *w3, *w2, *shared, *score_bias;
 } moe_slots;
 
 /* softmax(logits, dim=-1, dtype=torch.float32) */
@@ -43,6 +46,7 @@ vp_t vp_moe_plus_shared(vp_step *step, const vp_op *op, const vp_t *shared, vp_t
 
 vp_t vp_moe_mixtral(vp_step *step, const vp_op *op, const moe_slots *s, vp_t x);
 vp_t vp_moe_deepseek(vp_step *step, const vp_op *op, const moe_slots *s, vp_t x);
+vp_t vp_moe_deepseek_v3(vp_step *step, const vp_op *op, const moe_slots *s, vp_t x);
 vp_t vp_moe_megatron(vp_step *step, const vp_op *op, const moe_slots *s, vp_t x);
 
 #endif

@@ -1,35 +1,20 @@
 /* moe_hf.c — the mixture of experts as plain PyTorch model code runs it in
- * training: transformers' token loop (Mixtral, Qwen2-MoE) and DeepSeekMoE's
- * repeat-and-scatter path. */
+ * training: transformers' token loop (Mixtral, Qwen2-MoE; DeepSeek-V3's
+ * with its own router) and DeepSeekMoE's repeat-and-scatter path. */
 #include "moe.h"
 
-/* transformers' MixtralSparseMoeBlock.forward (Qwen2-MoE alike): router
- * logits, an fp32 softmax, top-k (renormalized for Mixtral) cast back,
- * one_hot(selected_experts) as int64 [tokens, k, experts], then for every
- * expert: torch.where for its tokens, hidden_states[None, top_x] (a copy
- * its MLP keeps), the expert MLP, times its routing weights, index_add_
- * into the zero-initialized output. */
-vp_t vp_moe_mixtral(vp_step *step, const vp_op *op, const moe_slots *s, vp_t x) {
+/* The expert loop of transformers' sparse blocks (after the caller's
+ * one_hot(selected), int64 [tokens, k, experts]): for every expert,
+ * torch.where for its tokens, hidden_states[top_x] (a copy its MLP keeps),
+ * the expert MLP, times its routing weights, index_add_ into the
+ * zero-initialized output of `dtype`. Returns that output; x and routing
+ * are borrowed. */
+static vp_t expert_loop(vp_step *step, const vp_op *op, const moe_slots *s, vp_t x, vp_t routing, vp_dtype dtype) {
     vp_sim *sim = &step->sim;
     uint64_t h = vp_op_u64(op, MOE_HIDDEN), f = vp_op_u64(op, MOE_INTERMEDIATE);
     unsigned experts = (unsigned)vp_op_u64(op, MOE_EXPERTS), k = (unsigned)vp_op_u64(op, MOE_TOP_K);
     uint64_t n = vp_at(sim, x)->numel / h, assignments = vp_numel(sim, n, k);
-    vp_t logits = vp_project(step, x, *s->router, 0, experts, "moe.gate");
-    vp_t probs = vp_moe_softmax_fp32(step, logits, "moe.router_softmax");
-    vp_t selected;
-    vp_t weights = vp_topk(sim, probs, assignments, &selected, "moe.topk");
-    if (vp_op_flag(op, MOE_NORM_TOPK)) { /* routing_weights /= routing_weights.sum(dim=-1, keepdim=True) */
-        vp_t sum = vp_sum(sim, weights, n, "moe.topk_sum");
-        vp_t normed = vp_mul(sim, weights, sum, assignments, "moe.topk_norm");
-        vp_drop(sim, sum);
-        vp_drop(sim, weights);
-        weights = normed;
-    }
-    /* the name is rebound to the cast: the fp32 values go unless the cast is a no-op */
-    vp_t routing = vp_to(sim, weights, (vp_dtype)vp_at(sim, x)->dtype, "moe.routing_weights");
-    vp_drop(sim, weights);
-    vp_t out = vp_new(sim, vp_at(sim, x)->numel, (vp_dtype)vp_at(sim, x)->dtype, "moe.final_hidden_states");
-    vp_t one_hot = vp_new(sim, vp_numel(sim, assignments, experts), VP_INT64, "moe.expert_mask");
+    vp_t out = vp_new(sim, vp_at(sim, x)->numel, dtype, "moe.final_hidden_states");
     for (unsigned e = 0; e < experts; e++) {
         uint64_t tokens = vp_moe_share(assignments, experts, e);
         if (!tokens) continue;
@@ -52,6 +37,38 @@ vp_t vp_moe_mixtral(vp_step *step, const vp_op *op, const moe_slots *s, vp_t x) 
         vp_drop(sim, which);
         vp_drop(sim, top_x);
     }
+    return out;
+}
+
+static vp_t expert_mask(vp_step *step, const vp_op *op, uint64_t assignments) {
+    return vp_new(&step->sim, vp_numel(&step->sim, assignments, vp_op_u64(op, MOE_EXPERTS)), VP_INT64,
+                  "moe.expert_mask");
+}
+
+/* transformers' MixtralSparseMoeBlock.forward (Qwen2-MoE alike): router
+ * logits, an fp32 softmax, top-k (renormalized for Mixtral) cast back, the
+ * expert loop, the shared experts while the expert mask is still a local. */
+vp_t vp_moe_mixtral(vp_step *step, const vp_op *op, const moe_slots *s, vp_t x) {
+    vp_sim *sim = &step->sim;
+    uint64_t h = vp_op_u64(op, MOE_HIDDEN);
+    unsigned experts = (unsigned)vp_op_u64(op, MOE_EXPERTS), k = (unsigned)vp_op_u64(op, MOE_TOP_K);
+    uint64_t n = vp_at(sim, x)->numel / h, assignments = vp_numel(sim, n, k);
+    vp_t logits = vp_project(step, x, *s->router, 0, experts, "moe.gate");
+    vp_t probs = vp_moe_softmax_fp32(step, logits, "moe.router_softmax");
+    vp_t selected;
+    vp_t weights = vp_topk(sim, probs, assignments, &selected, "moe.topk");
+    if (vp_op_flag(op, MOE_NORM_TOPK)) { /* routing_weights /= routing_weights.sum(dim=-1, keepdim=True) */
+        vp_t sum = vp_sum(sim, weights, n, "moe.topk_sum");
+        vp_t normed = vp_mul(sim, weights, sum, assignments, "moe.topk_norm");
+        vp_drop(sim, sum);
+        vp_drop(sim, weights);
+        weights = normed;
+    }
+    /* the name is rebound to the cast: the fp32 values go unless the cast is a no-op */
+    vp_t routing = vp_to(sim, weights, (vp_dtype)vp_at(sim, x)->dtype, "moe.routing_weights");
+    vp_drop(sim, weights);
+    vp_t one_hot = expert_mask(step, op, assignments);
+    vp_t out = expert_loop(step, op, s, x, routing, (vp_dtype)vp_at(sim, x)->dtype);
     out = vp_moe_plus_shared(step, op, s->shared, x, out);
     vp_drop(sim, one_hot);
     vp_drop(sim, routing);
@@ -59,6 +76,19 @@ vp_t vp_moe_mixtral(vp_step *step, const vp_op *op, const moe_slots *s, vp_t x) 
     vp_drop(sim, probs);
     vp_drop(sim, logits); /* router_logits leave with the layer's outputs */
     return out;
+}
+
+/* DeepSeek's top-k renormalization, w / (w.sum(-1, keepdim=True) + 1e-20):
+ * the sum, the shifted sum and the quotient, [tokens, k] over n tokens.
+ * Takes over the reference to weights. */
+static vp_t renormalized(vp_sim *sim, vp_t weights, uint64_t n) {
+    vp_t sum = vp_sum(sim, weights, n, "moe.topk_sum");
+    vp_t denominator = vp_scale(sim, sum, "moe.topk_sum");
+    vp_drop(sim, sum);
+    vp_t normed = vp_mul(sim, weights, denominator, vp_at(sim, weights)->numel, "moe.topk_norm");
+    vp_drop(sim, denominator);
+    vp_drop(sim, weights);
+    return normed;
 }
 
 /* MoEGate's sequence-wise auxiliary loss (seq_aux): ce = zeros(b, E) and a
@@ -104,15 +134,8 @@ vp_t vp_moe_deepseek(vp_step *step, const vp_op *op, const moe_slots *s, vp_t x)
     vp_drop(sim, logits);
     vp_t selected;
     vp_t weights = vp_topk(sim, scores, assignments, &selected, "moe.topk");
-    if (vp_op_flag(op, MOE_NORM_TOPK)) { /* topk_weight / (topk_weight.sum(dim=-1, keepdim=True) + 1e-20) */
-        vp_t sum = vp_sum(sim, weights, n, "moe.topk_sum");
-        vp_t denominator = vp_scale(sim, sum, "moe.topk_sum");
-        vp_drop(sim, sum);
-        vp_t normed = vp_mul(sim, weights, denominator, assignments, "moe.topk_norm");
-        vp_drop(sim, denominator);
-        vp_drop(sim, weights);
-        weights = normed;
-    }
+    /* topk_weight / (topk_weight.sum(dim=-1, keepdim=True) + 1e-20) */
+    if (vp_op_flag(op, MOE_NORM_TOPK)) weights = renormalized(sim, weights, n);
     vp_t loss = vp_op_flag(op, MOE_AUX_LOSS) ? aux_loss(step, scores, experts, assignments) : 0;
     vp_drop(sim, scores);
     /* repeat_interleave(k, dim=0): a repeats tensor, its index, index_select */
@@ -155,6 +178,81 @@ vp_t vp_moe_deepseek(vp_step *step, const vp_op *op, const moe_slots *s, vp_t x)
     out = vp_moe_plus_shared(step, op, s->shared, x, out);
     vp_drop(sim, repeated);
     vp_drop(sim, weights);
+    vp_drop(sim, selected);
+    return out;
+}
+
+/* DeepseekV3TopkRouter.get_topk_indices, under no_grad: the scores plus
+ * the correction bias, the two best per group summed, topk_group groups
+ * chosen and scattered into a zeros_like mask, the mask expanded to the
+ * experts (a reshape copy), the other experts' scores masked to zero, top-k.
+ * Temporaries only; returns the int64 indices. */
+static vp_t choose(vp_step *step, const vp_op *op, uint64_t n) {
+    vp_sim *sim = &step->sim;
+    uint64_t e = vp_op_u64(op, MOE_EXPERTS), g = vp_op_u64(op, MOE_GROUPS), tg = vp_op_u64(op, MOE_TOPK_GROUPS);
+    uint64_t k = vp_op_u64(op, MOE_TOP_K), all = vp_numel(sim, n, e);
+    bool grad_mode = sim->grad_mode;
+    sim->grad_mode = false;
+    vp_t for_choice = vp_new(sim, all, VP_FP32, "moe.scores_for_choice");
+    vp_t best2 = vp_new(sim, vp_numel3(sim, n, g, 2), VP_FP32, "moe.group_topk");
+    vp_drop(sim, vp_new(sim, vp_numel3(sim, n, g, 2), VP_INT64, "moe.group_topk")); /* [0]: the indices go */
+    vp_t group_scores = vp_new(sim, vp_numel(sim, n, g), VP_FP32, "moe.group_scores");
+    vp_drop(sim, best2);
+    vp_drop(sim, vp_new(sim, vp_numel(sim, n, tg), VP_FP32, "moe.group_idx")); /* [1]: the values go */
+    vp_t group_idx = vp_new(sim, vp_numel(sim, n, tg), VP_INT64, "moe.group_idx");
+    vp_t group_mask = vp_new(sim, vp_numel(sim, n, g), VP_FP32, "moe.group_mask");
+    vp_t score_mask = vp_new(sim, all, VP_FP32, "moe.score_mask");
+    vp_t as_bool = vp_new(sim, all, VP_BOOL, "moe.score_mask");
+    vp_t inverted = vp_new(sim, all, VP_BOOL, "moe.score_mask");
+    vp_drop(sim, as_bool);
+    vp_t masked = vp_new(sim, all, VP_FP32, "moe.scores_for_choice");
+    vp_drop(sim, inverted);
+    vp_drop(sim, for_choice);
+    vp_drop(sim, vp_new(sim, vp_numel(sim, n, k), VP_FP32, "moe.topk"));
+    vp_t indices = vp_new(sim, vp_numel(sim, n, k), VP_INT64, "moe.topk");
+    vp_drop(sim, group_scores);
+    vp_drop(sim, group_idx);
+    vp_drop(sim, group_mask);
+    vp_drop(sim, score_mask);
+    vp_drop(sim, masked);
+    sim->grad_mode = grad_mode;
+    return indices;
+}
+
+/* DeepseekV3MoE.forward (transformers 4.51-4.52) in training. The router:
+ * F.linear of the input and the weight cast to fp32 (copies when they are
+ * 16-bit; autocast casts them back down), sigmoid scores (kept), the choice
+ * without grad, the chosen scores gathered, renormalized (in place in the
+ * model; modelled as the division's own [tokens, k] tensor) and scaled.
+ * moe(): an accumulator in the weights' dtype (fp32 unless autocast made
+ * them 16-bit), one_hot, the expert loop, the result cast back; the mask
+ * and accumulator go as moe() returns, before the shared experts run on
+ * the layer's input. */
+vp_t vp_moe_deepseek_v3(vp_step *step, const vp_op *op, const moe_slots *s, vp_t x) {
+    vp_sim *sim = &step->sim;
+    uint64_t h = vp_op_u64(op, MOE_HIDDEN), experts = vp_op_u64(op, MOE_EXPERTS), k = vp_op_u64(op, MOE_TOP_K);
+    uint64_t n = vp_at(sim, x)->numel / h, assignments = vp_numel(sim, n, k);
+    vp_t x32 = vp_to(sim, x, VP_FP32, "moe.router_input");
+    vp_t w32 = vp_to(sim, *s->router, VP_FP32, "moe.router_weight");
+    vp_t logits = vp_project(step, x32, w32, 0, experts, "moe.gate");
+    vp_drop(sim, x32);
+    vp_drop(sim, w32);
+    vp_t scores = vp_unary(sim, logits, VP_SAVES_OUTPUT, 0, (vp_dtype)vp_at(sim, logits)->dtype, "moe.router_sigmoid");
+    vp_drop(sim, logits);
+    vp_t selected = choose(step, op, n);
+    vp_t weights = vp_index(sim, scores, selected, assignments, "moe.topk_gather");
+    vp_drop(sim, scores);
+    /* topk_weights /= topk_weights.sum(-1, keepdim=True) + 1e-20 */
+    if (vp_op_flag(op, MOE_NORM_TOPK)) weights = renormalized(sim, weights, n);
+    vp_t routing = vp_scale(sim, weights, "moe.routed_scaling");
+    vp_drop(sim, weights);
+    vp_t one_hot = expert_mask(step, op, assignments);
+    vp_t accumulated = expert_loop(step, op, s, x, routing, (vp_dtype)vp_at(sim, routing)->dtype);
+    vp_drop(sim, one_hot);
+    vp_t routed = vp_to(sim, accumulated, (vp_dtype)vp_at(sim, x)->dtype, "moe.final_hidden_states");
+    vp_drop(sim, accumulated);
+    vp_t out = vp_moe_plus_shared(step, op, s->shared, x, routed);
+    vp_drop(sim, routing);
     vp_drop(sim, selected);
     return out;
 }

@@ -4,6 +4,7 @@
 #include "checkpoint.h"
 #include "ops.h"
 #include "kv_cache.h"
+#include "mla.h"
 #include "ring_attention.h"
 
 enum {
@@ -23,6 +24,12 @@ enum {
     ATT_CAST_PROBS,
     ATT_CONV1D,
     ATT_CACHES,
+    ATT_Q_LORA_RANK,
+    ATT_KV_LORA_RANK,
+    ATT_QK_NOPE_HEAD_DIM,
+    ATT_QK_ROPE_HEAD_DIM,
+    ATT_V_HEAD_DIM,
+    ATT_ROPE_INTERLEAVE,
     ATT_FIELDS
 };
 
@@ -59,11 +66,34 @@ static const vp_field attention_fields[ATT_FIELDS] = {
     [ATT_CACHES] = {"caches", VP_FIELD_BOOL, false, 0, 0, 1, NULL,
                     "with use_cache the model's outputs keep this layer's keys and values (LLaMA's DynamicCache: "
                     "after the rotary embedding; GPT-2's presents: views of the fused projection)"},
+    [ATT_Q_LORA_RANK] = {"q_lora_rank", VP_FIELD_INT, false, 0, 0, 1 << 20, NULL,
+                         "multi-head latent attention: the queries' low rank (0: one q_proj)"},
+    [ATT_KV_LORA_RANK] = {"kv_lora_rank", VP_FIELD_INT, false, 0, 0, 1 << 20, NULL,
+                          "multi-head latent attention (DeepSeek-V2/V3) when set: the keys' and values' latent width"},
+    [ATT_QK_NOPE_HEAD_DIM] = {"qk_nope_head_dim", VP_FIELD_INT, false, 0, 0, 1 << 16, NULL,
+                              "MLA: each head's query/key width without rotary"},
+    [ATT_QK_ROPE_HEAD_DIM] = {"qk_rope_head_dim", VP_FIELD_INT, false, 0, 0, 1 << 16, NULL,
+                              "MLA: each head's rotary query/key width (the key's shared by all heads)"},
+    [ATT_V_HEAD_DIM] = {"v_head_dim", VP_FIELD_INT, false, 0, 0, 1 << 16, NULL, "MLA: each head's value width"},
+    [ATT_ROPE_INTERLEAVE] = {"rope_interleave", VP_FIELD_BOOL, false, 0, 0, 1, NULL,
+                             "MLA: the rotary halves are interleaved in the weights (a regrouping copy per use)"},
 };
 
+/* head_dim is the queries' and keys' width; v_dim the values' (they differ
+ * under multi-head latent attention). */
 typedef struct {
-    uint64_t heads, kv_heads, head_dim, hidden;
+    uint64_t heads, kv_heads, head_dim, v_dim, hidden;
 } shape;
+
+static bool is_mla(const vp_op *op) { return vp_op_u64(op, ATT_KV_LORA_RANK) > 0; }
+
+static vp_mla_shape mla_shape(const vp_op *op) {
+    return (vp_mla_shape){vp_op_u64(op, ATT_HIDDEN),          vp_op_u64(op, ATT_HEADS),
+                          vp_op_u64(op, ATT_Q_LORA_RANK),     vp_op_u64(op, ATT_KV_LORA_RANK),
+                          vp_op_u64(op, ATT_QK_NOPE_HEAD_DIM), vp_op_u64(op, ATT_QK_ROPE_HEAD_DIM),
+                          vp_op_u64(op, ATT_V_HEAD_DIM),      vp_op_flag(op, ATT_QKV_BIAS),
+                          vp_op_flag(op, ATT_ROPE_INTERLEAVE)};
+}
 
 static shape shape_of(const vp_op *op) {
     shape s;
@@ -71,6 +101,12 @@ static shape shape_of(const vp_op *op) {
     s.heads = vp_op_u64(op, ATT_HEADS);
     s.kv_heads = vp_op_u64(op, ATT_KV_HEADS) ? vp_op_u64(op, ATT_KV_HEADS) : s.heads;
     s.head_dim = vp_op_u64(op, ATT_HEAD_DIM) ? vp_op_u64(op, ATT_HEAD_DIM) : s.hidden / s.heads;
+    s.v_dim = s.head_dim;
+    if (is_mla(op)) { /* every head its own keys and values */
+        s.kv_heads = s.heads;
+        s.head_dim = vp_op_u64(op, ATT_QK_NOPE_HEAD_DIM) + vp_op_u64(op, ATT_QK_ROPE_HEAD_DIM);
+        s.v_dim = vp_op_u64(op, ATT_V_HEAD_DIM);
+    }
     return s;
 }
 
@@ -86,6 +122,8 @@ static shape local_shape(const vp_op *op, unsigned tp) {
 
 bool vp_attention_caches(const vp_op *attention) { return vp_op_flag(attention, ATT_CACHES); }
 
+bool vp_attention_is_mla(const vp_op *attention) { return is_mla(attention); }
+
 uint64_t vp_attention_kv_width(const vp_op *attention) {
     shape s = shape_of(attention);
     return s.kv_heads * s.head_dim;
@@ -93,6 +131,7 @@ uint64_t vp_attention_kv_width(const vp_op *attention) {
 
 static const char *attention_check_tp(const vp_op *op, unsigned tp) {
     shape s = shape_of(op);
+    if (is_mla(op)) return "tp: multi-head latent attention is modelled without tensor parallelism";
     if (s.heads % tp) return "tp: must divide the attention heads";
     if (s.kv_heads % tp && tp % s.kv_heads) return "tp: the key/value heads and tp must divide one another";
     return NULL;
@@ -100,6 +139,14 @@ static const char *attention_check_tp(const vp_op *op, unsigned tp) {
 
 static const char *attention_check(const vp_op *op) {
     shape s = shape_of(op);
+    if (is_mla(op)) {
+        if (!vp_op_u64(op, ATT_QK_NOPE_HEAD_DIM) || !vp_op_u64(op, ATT_QK_ROPE_HEAD_DIM) || !s.v_dim)
+            return "multi-head latent attention needs qk_nope_head_dim, qk_rope_head_dim and v_head_dim";
+        if (!vp_op_flag(op, ATT_ROTARY) || vp_op_u64(op, ATT_QK_ROPE_HEAD_DIM) % 2)
+            return "multi-head latent attention needs rotary = true and an even qk_rope_head_dim";
+        if (vp_op_flag(op, ATT_FUSED_QKV)) return "multi-head latent attention has no fused_qkv";
+        return NULL;
+    }
     if (!vp_op_u64(op, ATT_HEAD_DIM) && s.hidden % s.heads) return "heads must divide hidden (or give head_dim)";
     if (s.heads % s.kv_heads) return "kv_heads must divide heads";
     if (vp_op_flag(op, ATT_FUSED_QKV) && s.kv_heads != s.heads) return "fused_qkv needs kv_heads equal to heads";
@@ -112,6 +159,10 @@ static const char *attention_check(const vp_op *op) {
 enum { Q_W, Q_B, K_W, K_B, V_W, V_B, O_W, O_B, MASK_BUFFER, ATT_SLOTS };
 
 static unsigned attention_leaves(const vp_op *op, const vp_ranks *split, vp_leaf_spec *out) {
+    if (is_mla(op)) {
+        vp_mla_shape m = mla_shape(op);
+        return vp_mla_leaves(&m, out);
+    }
     unsigned tp = split->tp;
     shape s = local_shape(op, tp);
     uint64_t q = s.heads * s.head_dim, kv = s.kv_heads * s.head_dim;
@@ -184,28 +235,6 @@ static void attention_prepare(vp_step *step, const vp_op *op) {
     sim->grad_mode = grad_mode;
 }
 
-/* apply_rotary_pos_emb for one of q, k: (x * cos) + (rotate_half(x) * sin),
- * rotate_half(x) = cat((-x2, x1)) of two slices whose backward each
- * allocates a zero-filled full-size gradient (slice_backward). */
-static vp_t rotate(vp_step *step, vp_t x, const char *label) {
-    vp_sim *sim = &step->sim;
-    uint64_t n = vp_at(sim, x)->numel;
-    vp_t xc = vp_mul(sim, x, step->cos, n, label);
-    vp_t x1 = vp_slice(sim, x, n / 2, label);
-    vp_t x2 = vp_slice(sim, x, n / 2, label);
-    vp_t neg = vp_scale(sim, x2, label);
-    vp_t rotated = vp_cat(sim, neg, x1, label);
-    vp_drop(sim, neg);
-    vp_drop(sim, x1);
-    vp_drop(sim, x2);
-    vp_t rs = vp_mul(sim, rotated, step->sin, n, label);
-    vp_drop(sim, rotated);
-    vp_t y = vp_add(sim, xc, rs, n, label);
-    vp_drop(sim, xc);
-    vp_drop(sim, rs);
-    return y;
-}
-
 /* matmul's batched path reshapes each operand to 3-d; an operand whose heads
  * are a transposed view (strides of a [b, s, heads, d] tensor) cannot be
  * viewed that way and is copied, and the copy is what bmm saves. */
@@ -217,10 +246,12 @@ static vp_t batched_operand(vp_step *step, vp_t x, bool contiguous, const char *
     return vp_copy(&step->sim, x, label);
 }
 
-/* q, k, v as [b, heads, s, d] views of [b, s, heads, d] projections
- * (after rotary: results that keep that layout): never contiguous. */
+/* q, k, v as [b, heads, s, d]: views of [b, s, heads, d] projections
+ * (after rotary: results that keep that layout), not contiguous, unless
+ * said (multi-head latent attention's cat results). */
 typedef struct {
     vp_t q, k, v;
+    bool q_contiguous, k_contiguous;
 } qkv;
 
 /* Scores to probabilities: scale, causal mask and softmax as the model's
@@ -299,12 +330,13 @@ static vp_t eager(vp_step *step, const vp_op *op, const vp_t *leaves, const qkv 
      * keys joined to a cached prefix are a cat's contiguous result already */
     vp_t k = rep > 1 ? vp_repeat(sim, in->k, rep, "attention.repeat_kv") : (vp_hold(sim, in->k), in->k);
     vp_t v = rep > 1 ? vp_repeat(sim, in->v, rep, "attention.repeat_kv") : (vp_hold(sim, in->v), in->v);
-    bool k_contiguous = rep > 1 || step->past_tokens, v_contiguous = k_contiguous;
+    bool k_contiguous = rep > 1 || step->past_tokens || in->k_contiguous;
+    bool v_contiguous = rep > 1 || step->past_tokens;
 
     /* attn_weights = torch.matmul(query, key.transpose(2, 3)) */
     vp_t qa = vp_autocast_low(step, in->q, "attention.q_cast");
     vp_t ka = vp_autocast_low(step, k, "attention.k_cast");
-    vp_t qm = batched_operand(step, qa, false, "attention.q_reshape");
+    vp_t qm = batched_operand(step, qa, in->q_contiguous, "attention.q_reshape");
     vp_t km = batched_operand(step, ka, k_contiguous, "attention.k_reshape");
     vp_drop(sim, qa);
     vp_drop(sim, ka);
@@ -321,7 +353,7 @@ static vp_t eager(vp_step *step, const vp_op *op, const vp_t *leaves, const qkv 
     vp_t va = vp_autocast_low(step, v, "attention.v_cast");
     vp_t vm = batched_operand(step, va, v_contiguous, "attention.v_reshape");
     vp_drop(sim, va);
-    vp_t context = vp_matmul(sim, pa, vm, vp_numel4(sim, b, s.heads, n, s.head_dim), "attention.context");
+    vp_t context = vp_matmul(sim, pa, vm, vp_numel4(sim, b, s.heads, n, s.v_dim), "attention.context");
     vp_drop(sim, pa);
     vp_drop(sim, vm);
     vp_drop(sim, dropped);
@@ -405,7 +437,17 @@ static vp_t fused_kernel(vp_step *step, const qkv *in, shape s, kernel which) {
     vp_t va = vp_autocast_low(step, v, "attention.v_cast");
     vp_drop(sim, k);
     vp_drop(sim, v);
-    vp_t out = vp_new(sim, vp_numel4(sim, b, n, s.heads, s.head_dim), (vp_dtype)vp_at(sim, qa)->dtype,
+    /* FlashAttention-2 wants one head width: HF pads narrower values with
+     * F.pad (multi-head latent attention); SDPA's memory-efficient kernel
+     * takes them as they are */
+    uint64_t out_dim = s.v_dim;
+    if (which == KERNEL_FLASH && s.v_dim != s.head_dim) {
+        vp_t padded = vp_pad(sim, va, vp_numel4(sim, b, s.heads, n, s.head_dim), "attention.v_pad");
+        vp_drop(sim, va);
+        va = padded;
+        out_dim = s.head_dim;
+    }
+    vp_t out = vp_new(sim, vp_numel4(sim, b, n, s.heads, out_dim), (vp_dtype)vp_at(sim, qa)->dtype,
                       "attention.flash");
     uint64_t lse_rows = which == KERNEL_MEM_EFFICIENT ? round_up(n, 32) : n;
     vp_t lse = vp_new(sim, vp_numel3(sim, b, s.heads, lse_rows), VP_FP32, "attention.flash_lse");
@@ -431,7 +473,13 @@ static vp_t fused_kernel(vp_step *step, const qkv *in, shape s, kernel which) {
     vp_drop(sim, qa);
     vp_drop(sim, ka);
     vp_drop(sim, va);
-    return out;
+    if (out_dim == s.v_dim) return out;
+    /* attn_output[:, :, :, :v_head_dim].reshape(b, s, -1).contiguous() */
+    vp_t sliced = vp_slice(sim, out, vp_numel4(sim, b, n, s.heads, s.v_dim), "attention.v_unpad");
+    vp_drop(sim, out);
+    vp_t merged = vp_copy(sim, sliced, "attention.merge_heads");
+    vp_drop(sim, sliced);
+    return merged;
 }
 
 /* The attention core as a checkpointed function (Megatron's selective
@@ -445,7 +493,7 @@ typedef struct {
 
 static vp_t recompute_core(vp_step *step, void *ctx, const vp_t *inputs) {
     const core_call *c = ctx;
-    qkv in = {inputs[0], inputs[1], inputs[2]};
+    qkv in = {inputs[0], inputs[1], inputs[2], false, false};
     return eager(step, c->op, c->leaves, &in, c->s);
 }
 
@@ -454,7 +502,12 @@ static vp_t attention_forward(vp_step *step, const vp_op *op, const vp_t *leaves
     shape s = local_shape(op, step->tp);
     uint64_t q_out = s.heads * s.head_dim, kv_out = s.kv_heads * s.head_dim;
     qkv in = {0};
-    if (vp_op_flag(op, ATT_FUSED_QKV)) {
+    bool mla = is_mla(op);
+    if (mla) {
+        vp_mla_shape m = mla_shape(op);
+        vp_mla_project(step, &m, leaves, x, &in.q, &in.k, &in.v);
+        in.q_contiguous = in.k_contiguous = true; /* torch.cat's results */
+    } else if (vp_op_flag(op, ATT_FUSED_QKV)) {
         /* self.c_attn(hidden_states).split(split_size, dim=2) */
         vp_t fused = vp_project_column(step, x, leaves[Q_W], leaves[Q_B], q_out + 2 * kv_out, "attention.c_attn");
         vp_t parts[3];
@@ -468,9 +521,9 @@ static vp_t attention_forward(vp_step *step, const vp_op *op, const vp_t *leaves
         in.k = vp_project_column(step, x, leaves[K_W], leaves[K_B], kv_out, "attention.k_proj");
         in.v = vp_project_column(step, x, leaves[V_W], leaves[V_B], kv_out, "attention.v_proj");
     }
-    if (vp_op_flag(op, ATT_ROTARY)) {
-        vp_t q = rotate(step, in.q, "attention.rotary_q");
-        vp_t k = rotate(step, in.k, "attention.rotary_k");
+    if (vp_op_flag(op, ATT_ROTARY) && !mla) {
+        vp_t q = vp_apply_rotary(step, in.q, "attention.rotary_q");
+        vp_t k = vp_apply_rotary(step, in.k, "attention.rotary_k");
         vp_drop(sim, in.q);
         vp_drop(sim, in.k);
         in.q = q;
@@ -480,6 +533,9 @@ static vp_t attention_forward(vp_step *step, const vp_op *op, const vp_t *leaves
      * present = (key, value) */
     if (vp_op_flag(op, ATT_CACHES) || step->past_tokens) vp_kv_cache_update(step, &in.k, &in.v);
     kernel which = kernel_for(step);
+    /* SDPA's flash backend takes one head width for q, k and v
+     * (sdp_utils.cpp, check_head_dim_size_flash): the memory-efficient one runs */
+    if (which == KERNEL_SDPA_FLASH && s.v_dim != s.head_dim) which = KERNEL_MEM_EFFICIENT;
     vp_t context;
     if (which == KERNEL_EAGER && step->recipe->selective) {
         core_call *c = vp_step_scratch(step, sizeof *c);
@@ -496,7 +552,8 @@ static vp_t attention_forward(vp_step *step, const vp_op *op, const vp_t *leaves
     } else {
         context = fused_kernel(step, &in, s, which);
     }
-    vp_t out = vp_project_row(step, context, leaves[O_W], leaves[O_B], s.hidden, "attention.o_proj");
+    vp_t out = vp_project_row(step, context, leaves[mla ? MLA_O_W : O_W], leaves[mla ? MLA_O_B : O_B], s.hidden,
+                              "attention.o_proj");
     vp_drop(sim, context);
     vp_t dropped = vp_train_dropout(step, out, op->value[ATT_RESID_DROPOUT], "attention.resid_dropout");
     vp_drop(sim, out);

@@ -223,6 +223,28 @@ static void rotary_prepare(vp_step *step, const vp_op *op) {
     sim->grad_mode = grad_mode;
 }
 
+/* apply_rotary_pos_emb for one of q, k: (x * cos) + (rotate_half(x) * sin),
+ * rotate_half(x) = cat((-x2, x1)) of two slices whose backward each
+ * allocates a zero-filled full-size gradient (slice_backward). */
+vp_t vp_apply_rotary(vp_step *step, vp_t x, const char *label) {
+    vp_sim *sim = &step->sim;
+    uint64_t n = vp_at(sim, x)->numel;
+    vp_t xc = vp_mul(sim, x, step->cos, n, label);
+    vp_t x1 = vp_slice(sim, x, n / 2, label);
+    vp_t x2 = vp_slice(sim, x, n / 2, label);
+    vp_t neg = vp_scale(sim, x2, label);
+    vp_t rotated = vp_cat(sim, neg, x1, label);
+    vp_drop(sim, neg);
+    vp_drop(sim, x1);
+    vp_drop(sim, x2);
+    vp_t rs = vp_mul(sim, rotated, step->sin, n, label);
+    vp_drop(sim, rotated);
+    vp_t y = vp_add(sim, xc, rs, n, label);
+    vp_drop(sim, xc);
+    vp_drop(sim, rs);
+    return y;
+}
+
 static vp_t rotary_forward(vp_step *step, const vp_op *op, const vp_t *leaves, vp_t x) {
     (void)op;
     (void)leaves;

@@ -6,7 +6,7 @@
  * blocks, moe_megatron.c Megatron-Core's MoELayer. */
 #include "moe.h"
 
-static const char *const block_names[] = {"mixtral", "deepseek", NULL};
+static const char *const block_names[] = {"mixtral", "deepseek", "deepseek_v3", NULL};
 
 static const vp_field moe_fields[MOE_FIELDS] = {
     [MOE_HIDDEN] = {"hidden", VP_FIELD_INT, true, 0, 1, 1 << 20, NULL, "model width"},
@@ -22,13 +22,23 @@ static const vp_field moe_fields[MOE_FIELDS] = {
     [MOE_CAPACITY] = {"capacity_factor", VP_FIELD_NUMBER, false, 0, 0, 64, NULL,
                       "Megatron: tokens an expert takes, as a multiple of its even share (0: dropless)"},
     [MOE_BLOCK] = {"block", VP_FIELD_ENUM, false, MOE_BLOCK_MIXTRAL, 0, 1, block_names,
-                   "plain PyTorch: HF's token loop (mixtral, qwen2_moe) or DeepSeekMoE's training path"},
+                   "plain PyTorch: HF's token loop (mixtral, qwen2_moe), DeepSeekMoE's training path (deepseek) "
+                   "or DeepSeek-V3's (deepseek_v3)"},
     [MOE_AUX_LOSS] = {"aux_loss", VP_FIELD_BOOL, false, 0, 0, 1, NULL,
                       "DeepSeekMoE's sequence-wise auxiliary loss (aux_loss_alpha > 0)"},
+    [MOE_GROUPS] = {"groups", VP_FIELD_INT, false, 1, 1, 1 << 14, NULL,
+                    "deepseek_v3: n_group, the expert groups the choice is limited by"},
+    [MOE_TOPK_GROUPS] = {"topk_groups", VP_FIELD_INT, false, 1, 1, 1 << 14, NULL,
+                         "deepseek_v3: topk_group, the groups a token's experts come from"},
 };
 
 static const char *moe_check(const vp_op *op) {
-    if (vp_op_u64(op, MOE_TOP_K) > vp_op_u64(op, MOE_EXPERTS)) return "top_k cannot exceed experts";
+    uint64_t e = vp_op_u64(op, MOE_EXPERTS), g = vp_op_u64(op, MOE_GROUPS);
+    if (vp_op_u64(op, MOE_TOP_K) > e) return "top_k cannot exceed experts";
+    if (vp_op_u64(op, MOE_BLOCK) == MOE_BLOCK_DEEPSEEK_V3) {
+        if (e % g || e / g < 2) return "groups must divide experts into groups of two or more";
+        if (vp_op_u64(op, MOE_TOPK_GROUPS) > g) return "topk_groups cannot exceed groups";
+    }
     return NULL;
 }
 
@@ -38,7 +48,7 @@ static const char *moe_check_tp(const vp_op *op, unsigned tp) {
     return NULL;
 }
 
-enum { ROUTER, W1, W3, W2, SHARED_UP, SHARED_GATE_PROJ, SHARED_DOWN, SHARED_GATE, MOE_SPECS };
+enum { ROUTER, W1, W3, W2, SHARED_UP, SHARED_GATE_PROJ, SHARED_DOWN, SHARED_GATE, SCORE_BIAS, MOE_SPECS };
 
 /* `local` identical experts' copies of a weight, split over expert-parallel ranks. */
 static vp_leaf_spec experts_of(vp_leaf_spec spec, unsigned local) {
@@ -62,6 +72,10 @@ static unsigned moe_leaves(const vp_op *op, const vp_ranks *split, vp_leaf_spec 
     out[SHARED_GATE_PROJ] = vp_param(fs * h, "moe.shared_expert.gate_proj", VP_MODULE_GATE_PROJ, fs);
     out[SHARED_DOWN] = vp_param(h * fs, "moe.shared_expert.down_proj", VP_MODULE_DOWN_PROJ, h);
     out[SHARED_GATE] = vp_param(vp_op_flag(op, MOE_SHARED_GATE) ? h : 0, "moe.shared_expert_gate", VP_MODULE_NONE, 0);
+    /* DeepseekV3TopkRouter's e_score_correction_bias, a buffer */
+    bool v3 = vp_op_u64(op, MOE_BLOCK) == MOE_BLOCK_DEEPSEEK_V3;
+    out[SCORE_BIAS] = (vp_leaf_spec){.numel = v3 ? e : 0, .dtype = VP_FP32, .buffer = true,
+                                     .label = "moe.gate.e_score_correction_bias", .count = 1};
     return MOE_SPECS;
 }
 
@@ -73,6 +87,7 @@ static moe_slots slots_of(const vp_t *leaves, unsigned local) {
     s.w3 = s.w1 + local;
     s.w2 = s.w3 + local;
     s.shared = s.w2 + local; /* up, gate, down, gate weight */
+    s.score_bias = s.shared + 4;
     return s;
 }
 
@@ -147,6 +162,7 @@ static vp_t moe_forward(vp_step *step, const vp_op *op, const vp_t *leaves, vp_t
     moe_slots s = slots_of(leaves, local);
     if (step->recipe->framework == VP_FRAMEWORK_MEGATRON) return vp_moe_megatron(step, op, &s, x);
     if (vp_op_u64(op, MOE_BLOCK) == MOE_BLOCK_DEEPSEEK) return vp_moe_deepseek(step, op, &s, x);
+    if (vp_op_u64(op, MOE_BLOCK) == MOE_BLOCK_DEEPSEEK_V3) return vp_moe_deepseek_v3(step, op, &s, x);
     return vp_moe_mixtral(step, op, &s, x);
 }
 

@@ -66,12 +66,8 @@ static unsigned rmsnorm_leaves(const vp_op *op, const vp_ranks *split, vp_leaf_s
  * pow, mean and rsqrt are on autocast's fp32 list; their inputs are fp32
  * already. pow's backward builds grad * (2 * self.pow(1)): two temporaries;
  * rsqrt's builds -0.5 * grad * result.pow(3): two more. */
-static vp_t rmsnorm_forward(vp_step *step, const vp_op *op, const vp_t *leaves, vp_t x) {
-    (void)op;
+vp_t vp_hf_rms_norm(vp_step *step, vp_t x, vp_t weight, uint64_t rows) {
     vp_sim *sim = &step->sim;
-    uint64_t rows = step->rows;
-    /* Megatron-LM runs a fused kernel (Transformer Engine / apex) */
-    if (step->recipe->framework == VP_FRAMEWORK_MEGATRON) return vp_rms_norm(sim, x, leaves[0], rows, "rmsnorm");
     vp_dtype input_dtype = (vp_dtype)vp_at(sim, x)->dtype;
     vp_t h32 = vp_to(sim, x, VP_FP32, "rmsnorm.upcast");
     vp_t squared = vp_unary(sim, h32, VP_SAVES_INPUT, 2, VP_FP32, "rmsnorm.pow");
@@ -85,10 +81,18 @@ static vp_t rmsnorm_forward(vp_step *step, const vp_op *op, const vp_t *leaves, 
     vp_drop(sim, variance);
     vp_drop(sim, h32);
     vp_t cast = vp_to(sim, normed, input_dtype, "rmsnorm.downcast");
-    vp_t y = vp_mul(sim, leaves[0], cast, vp_at(sim, cast)->numel, "rmsnorm.weight");
+    vp_t y = vp_mul(sim, weight, cast, vp_at(sim, cast)->numel, "rmsnorm.weight");
     vp_drop(sim, cast);
     vp_drop(sim, normed);
     return y;
+}
+
+static vp_t rmsnorm_forward(vp_step *step, const vp_op *op, const vp_t *leaves, vp_t x) {
+    (void)op;
+    /* Megatron-LM runs a fused kernel (Transformer Engine / apex) */
+    if (step->recipe->framework == VP_FRAMEWORK_MEGATRON)
+        return vp_rms_norm(&step->sim, x, leaves[0], step->rows, "rmsnorm");
+    return vp_hf_rms_norm(step, x, leaves[0], step->rows);
 }
 
 const vp_op_kind vp_op_rmsnorm = {

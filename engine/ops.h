@@ -37,11 +37,19 @@ vp_t vp_project_column(vp_step *step, vp_t x, vp_t weight, vp_t bias, uint64_t o
  * place, or reduce-scattered along the sequence under sequence parallelism. */
 vp_t vp_project_row(vp_step *step, vp_t x, vp_t weight, vp_t bias, uint64_t out_features, const char *label);
 
+/* HF's RMSNorm (LlamaRMSNorm, DeepseekV3RMSNorm) over `rows` rows of x. */
+vp_t vp_hf_rms_norm(vp_step *step, vp_t x, vp_t weight, uint64_t rows);
+
+/* apply_rotary_pos_emb for one of q, k with the step's cos and sin. */
+vp_t vp_apply_rotary(vp_step *step, vp_t x, const char *label);
+
 /* What the step driver asks of particular ops. */
 bool vp_lm_head_tied(const vp_op *head);
 /* Whether the loss takes one label per sequence (a classifier's). */
 bool vp_loss_per_sequence(const vp_op *loss);
 uint64_t vp_token_embedding_hidden(const vp_op *embedding);
+/* Whether it is multi-head latent attention (DeepSeek-V2/V3). */
+bool vp_attention_is_mla(const vp_op *attention);
 /* Whether the layer's keys and values go into the model's cache. */
 bool vp_attention_caches(const vp_op *attention);
 /* Keys (or values) per token: kv_heads x head_dim. */

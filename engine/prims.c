@@ -290,6 +290,23 @@ void vp_split(vp_sim *sim, vp_t x, unsigned parts, vp_t *out, const char *label)
     vp_record(sim, backward_split, label, &x, 1, out, parts);
 }
 
+void vp_split_sizes(vp_sim *sim, vp_t x, unsigned parts, const uint64_t *numels, vp_t *out, const char *label) {
+    for (unsigned i = 0; i < parts; i++) out[i] = vp_view(sim, x, numels[i], label);
+    vp_record(sim, backward_split, label, &x, 1, out, parts);
+}
+
+vp_t vp_pad(vp_sim *sim, vp_t x, uint64_t numel, const char *label) {
+    vp_t y = vp_new(sim, numel, dtype_of(sim, x), label);
+    vp_record(sim, backward_fresh, label, &x, 1, &y, 1);
+    return y;
+}
+
+vp_t vp_expand(vp_sim *sim, vp_t x, uint64_t numel, const char *label) {
+    vp_t y = vp_view(sim, x, numel, label);
+    vp_record(sim, backward_fresh, label, &x, 1, &y, 1);
+    return y;
+}
+
 vp_t vp_slice(vp_sim *sim, vp_t x, uint64_t numel, const char *label) {
     vp_t y = vp_view(sim, x, numel, label);
     vp_record(sim, backward_split, label, &x, 1, &y, 1);

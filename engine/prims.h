@@ -77,6 +77,18 @@ vp_t vp_alias(vp_sim *sim, vp_t x, const char *label);
  * gradient (SplitBackward concatenates, zero-filling missing parts). */
 void vp_split(vp_sim *sim, vp_t x, unsigned parts, vp_t *out, const char *label);
 
+/* torch.split into parts of the given sizes (views, at most three): one
+ * gradient of the whole input in backward. */
+void vp_split_sizes(vp_sim *sim, vp_t x, unsigned parts, const uint64_t *numels, vp_t *out, const char *label);
+
+/* F.pad(x, ...) with zeros to `numel` elements: a new tensor; backward
+ * (constant_pad_nd with the negated padding) makes x's gradient anew. */
+vp_t vp_pad(vp_sim *sim, vp_t x, uint64_t numel, const char *label);
+
+/* x.expand(...) to `numel` elements: a view; backward sums the gradient
+ * back to x's size (sum_to_size), a new tensor. */
+vp_t vp_expand(vp_sim *sim, vp_t x, uint64_t numel, const char *label);
+
 /* A slice x[..., a:b] (a view): backward allocates a zero-filled gradient
  * of the whole input and copies into it (slice_backward). */
 vp_t vp_slice(vp_sim *sim, vp_t x, uint64_t numel, const char *label);

@@ -143,10 +143,15 @@ const char *vp_shard_plan_make(const vp_recipe *r, const vp_precision *p, vp_sha
     if (r->cp > 1 && r->framework != VP_FRAMEWORK_MEGATRON)
         return "cp: context parallelism needs framework = \"megatron\"";
     if (r->sequence_parallel && r->tp < 2) return "sequence_parallel: needs tp > 1";
+    const char *problem;
     switch (r->framework) {
-    case VP_FRAMEWORK_DEEPSPEED: return plan_deepspeed(r, p, plan);
-    case VP_FRAMEWORK_FSDP: return plan_fsdp(r, p, plan);
+    case VP_FRAMEWORK_DEEPSPEED: problem = plan_deepspeed(r, p, plan); break;
+    case VP_FRAMEWORK_FSDP: problem = plan_fsdp(r, p, plan); break;
     case VP_FRAMEWORK_MEGATRON: return plan_megatron(r, p, plan);
-    default: return plan_torch(r, p, plan);
+    default: problem = plan_torch(r, p, plan); break;
     }
+    /* without expert parallelism experts are parameters like any other:
+     * ZeRO and FSDP shard them over every data-parallel rank */
+    plan->expert_shards = plan->shards;
+    return problem;
 }

@@ -1,7 +1,8 @@
 -- LLaMA-style decoders (Llama 2, Llama 3, Mistral, and with experts > 0 the
--- mixtures of experts Mixtral and Qwen-MoE): pre-norm RMSNorm, rotary
--- positions, SwiGLU MLP (or a routed set of SwiGLU experts), grouped-query
--- attention, no biases unless asked, untied head.
+-- mixtures of experts Mixtral, Qwen-MoE, DeepSeekMoE and DeepSeek-V3):
+-- pre-norm RMSNorm, rotary positions, SwiGLU MLP (or a routed set of SwiGLU
+-- experts), grouped-query attention or, with kv_lora_rank > 0, DeepSeek's
+-- multi-head latent attention, no biases unless asked, untied head.
 -- Field names follow vramplan; HF config.json keys map onto them (hf.lua).
 return architecture {
   name = "llama",
@@ -39,6 +40,15 @@ return architecture {
     { "aux_loss", "bool", default = false, doc = "DeepSeekMoE's sequence-wise auxiliary loss (aux_loss_alpha > 0)" },
     { "dense_layers", "int", default = 0, min = 0,
       doc = "first_k_dense_replace: leading layers with a dense MLP of `intermediate` (DeepSeek)" },
+    { "expert_groups", "int", default = 1, min = 1, doc = "n_group: expert groups that limit the choice (deepseek_v3)" },
+    { "topk_groups", "int", default = 1, min = 1, doc = "topk_group: groups a token's experts come from (deepseek_v3)" },
+    { "q_lora_rank", "int", default = 0, min = 0, doc = "MLA: the queries' low rank (0: one q_proj)" },
+    { "kv_lora_rank", "int", default = 0, min = 0,
+      doc = "multi-head latent attention (DeepSeek-V2/V3) when set: the keys' and values' latent width" },
+    { "qk_nope_head_dim", "int", default = 0, min = 0, doc = "MLA: each head's query/key width without rotary" },
+    { "qk_rope_head_dim", "int", default = 0, min = 0, doc = "MLA: each head's rotary width" },
+    { "v_head_dim", "int", default = 0, min = 0, doc = "MLA: each head's value width" },
+    { "rope_interleave", "bool", default = false, doc = "MLA: rotary halves interleaved in the weights" },
     { "capacity_factor", "number", default = 0, min = 0,
       doc = "Megatron's moe_expert_capacity_factor: rows per expert as a multiple of the even share (0: dropless)" },
   },
@@ -52,8 +62,11 @@ return architecture {
     if c.experts > 0 and c.experts_per_token > c.experts then
       return "experts_per_token", string.format("cannot exceed experts (%d)", c.experts)
     end
-    if c.moe_block ~= "mixtral" and c.moe_block ~= "deepseek" then
-      return "moe_block", "must be mixtral or deepseek"
+    if c.moe_block ~= "mixtral" and c.moe_block ~= "deepseek" and c.moe_block ~= "deepseek_v3" then
+      return "moe_block", "must be mixtral, deepseek or deepseek_v3"
+    end
+    if c.kv_lora_rank > 0 and (c.qk_nope_head_dim == 0 or c.qk_rope_head_dim == 0 or c.v_head_dim == 0) then
+      return "kv_lora_rank", "multi-head latent attention needs qk_nope_head_dim, qk_rope_head_dim and v_head_dim"
     end
     if c.dense_layers > 0 and (c.experts == 0 or c.dense_layers >= c.layers) then
       return "dense_layers", string.format("needs experts and fewer than layers (%d)", c.layers)
@@ -69,7 +82,7 @@ return architecture {
       return moe { hidden = c.hidden, intermediate = c.moe_intermediate, experts = c.experts,
                    top_k = c.experts_per_token, shared_intermediate = c.shared_intermediate,
                    shared_gate = c.shared_gate, norm_topk = c.norm_topk, capacity_factor = c.capacity_factor,
-                   block = c.moe_block, aux_loss = c.aux_loss }
+                   block = c.moe_block, aux_loss = c.aux_loss, groups = c.expert_groups, topk_groups = c.topk_groups }
     end
     local function layer(feed_forward)
       return {
@@ -79,6 +92,8 @@ return architecture {
             hidden = c.hidden, heads = c.heads, kv_heads = c.kv_heads, head_dim = c.head_dim,
             qkv_bias = c.qkv_bias, out_bias = c.attention_bias, rotary = true,
             dropout = c.attn_dropout, mask = "additive", upcast_softmax = true, caches = true,
+            q_lora_rank = c.q_lora_rank, kv_lora_rank = c.kv_lora_rank, qk_nope_head_dim = c.qk_nope_head_dim,
+            qk_rope_head_dim = c.qk_rope_head_dim, v_head_dim = c.v_head_dim, rope_interleave = c.rope_interleave,
           },
         },
         residual {
@@ -90,7 +105,7 @@ return architecture {
     return decoder {
       embed = {
         token_embedding { vocab = c.vocab, hidden = c.hidden },
-        rotary_embedding { head_dim = c.head_dim, theta = c.rope_theta },
+        rotary_embedding { head_dim = c.kv_lora_rank > 0 and c.qk_rope_head_dim or c.head_dim, theta = c.rope_theta },
       },
       first_layer = c.dense_layers > 0 and layer(dense()) or nil,
       first_layers = c.dense_layers,

@@ -18,7 +18,8 @@ describe("mixture-of-experts models", function()
   it("reads Mixtral's and Qwen2-MoE's config.json like the model scripts", function()
     for _, pair in ipairs({ { "tests/fixtures/mixtral-8x7b-config.json", "mixtral-8x7b" },
                             { "tests/fixtures/qwen1.5-moe-a2.7b-config.json", "qwen1.5-moe-a2.7b" },
-                            { "tests/fixtures/deepseek-moe-16b-config.json", "deepseek-moe-16b" } }) do
+                            { "tests/fixtures/deepseek-moe-16b-config.json", "deepseek-moe-16b" },
+                            { "tests/fixtures/deepseek-v3-config.json", "deepseek-v3" } }) do
       local a = helper.estimate(pair[1], "--set", "seq_len=256")
       local b = helper.estimate(pair[2], "--set", "seq_len=256")
       assert.are.equal(b.model.params, a.model.params)
@@ -54,6 +55,18 @@ describe("mixture-of-experts models", function()
     local master = 4 * (MIXTRAL_DENSE / dp + MIXTRAL_EXPERTS / ep / (dp / ep))
     assert.is_true(math.abs(r.per_gpu.master_bytes - master) < 4 * 2000)
     assert.is_true(math.abs(r.per_gpu.optimizer_bytes - 2 * master) < 8 * 2000)
+  end)
+
+  it("shards experts like any parameter under ZeRO-3 and FSDP, which know no expert parallelism", function()
+    for _, layout in ipairs({ { "framework=deepspeed", "zero=3" }, { "framework=fsdp", "fsdp=full_shard" } }) do
+      local r = helper.estimate("mixtral-8x7b", "--set", "seq_len=256", "--set", "precision=mixed-bf16",
+        "--set", layout[1], "--set", layout[2], "--set", "dp=8")
+      -- an eighth of every tensor, each rounded up to whole elements: Adam's
+      -- two fp32 moments, and the parameters' shard (bf16 under ZeRO-3,
+      -- FSDP's fp32 flat parameter)
+      assert.is_true(math.abs(r.per_gpu.optimizer_bytes - 8 * MIXTRAL_PARAMS / 8) < 8 * 2000, layout[1])
+      assert.is_true(r.per_gpu.params_bytes <= 4 * MIXTRAL_PARAMS / 8 + 4 * 2000, layout[1])
+    end
   end)
 
   it("agrees with evaluating every layer (HF's expert loop, Megatron's grouped GEMMs)", function()
@@ -120,7 +133,7 @@ describe("expert-parallel layouts that do not hold together", function()
     assert.truthy(err:find(path .. ": moe_layer_freq: ", 1, true), err)
     _, err, code = helper.run("estimate", "deepseek-moe-16b", "--set", "moe_block=switch")
     assert.are.equal(1, code)
-    assert.truthy(err:find("moe_block: must be mixtral or deepseek", 1, true), err)
+    assert.truthy(err:find("moe_block: must be mixtral, deepseek or deepseek_v3", 1, true), err)
   end)
 
   it("names the config.json key when Qwen2-MoE mixes dense and sparse layers", function()

@@ -20,6 +20,16 @@ describe("published parameter counts", function()
   end
 end)
 
+describe("parameter counts published rounded", function()
+  -- DeepSeek-V3's README_WEIGHTS.md (deepseek-ai/DeepSeek-V3): "Total
+  -- parameters: 671B" for the main model, without the multi-token
+  -- prediction module transformers does not load
+  it("deepseek-v3 has 671B parameters in its main model", function()
+    local r = helper.estimate("deepseek-v3", "--set", "seq_len=128")
+    assert.are.equal(671, math.floor(r.model.params / 1e9 + 0.5))
+  end)
+end)
+
 describe("model states of mixed-precision Adam", function()
   -- Rajbhandari et al. 2020 (ZeRO), section 3.1: fp16 parameters and
   -- gradients (2 + 2 bytes) and fp32 parameters, momentum and variance

@@ -51,6 +51,17 @@ def deepseek(h=64, layers=3, heads=4, inter=128, vocab=256, experts=6, k=2, moe_
                 first_k_dense_replace=dense, aux_loss_alpha=alpha, norm_topk_prob=norm)
 
 
+def deepseek_v3(h=64, layers=3, heads=4, vocab=256, q_lora=32, kv_lora=16, nope=16, rope=8, v=16, experts=8, k=2,
+                groups=4, topk_groups=2, moe_inter=32, shared=1, dense=1, interleave=True):
+    return {"model_type": "deepseek_v3", "hidden_size": h, "num_hidden_layers": layers, "num_attention_heads": heads,
+            "num_key_value_heads": heads, "intermediate_size": 128, "vocab_size": vocab, "q_lora_rank": q_lora,
+            "kv_lora_rank": kv_lora, "qk_nope_head_dim": nope, "qk_rope_head_dim": rope, "v_head_dim": v,
+            "n_routed_experts": experts, "num_experts_per_tok": k, "n_group": groups, "topk_group": topk_groups,
+            "moe_intermediate_size": moe_inter, "n_shared_experts": shared, "first_k_dense_replace": dense,
+            "norm_topk_prob": True, "routed_scaling_factor": 2.5, "rope_interleave": interleave,
+            "tie_word_embeddings": False}
+
+
 def bert(h=64, layers=2, heads=4, inter=128, vocab=256, positions=64, dropout=0.1):
     return {"model_type": "bert", "hidden_size": h, "num_hidden_layers": layers, "num_attention_heads": heads,
             "intermediate_size": inter, "vocab_size": vocab, "max_position_embeddings": positions,
@@ -101,6 +112,11 @@ CASES = [
     ("deepseek-moe fp32", deepseek(), recipe()),
     ("deepseek-moe bf16 norm_topk", deepseek(norm=True), recipe("bf16")),
     ("deepseek-moe no aux loss checkpointed", deepseek(alpha=0.0, layers=4), recipe(ckpt="full")),
+    # DeepSeek-V3: multi-head latent attention, a sigmoid group-limited router, an fp32 accumulator
+    ("deepseek-v3 fp32", deepseek_v3(), recipe()),
+    ("deepseek-v3 bf16 q_proj", deepseek_v3(q_lora=None, interleave=False), recipe("bf16")),
+    ("deepseek-v3 amp-bf16", deepseek_v3(), recipe("amp-bf16")),
+    ("deepseek-v3 checkpointed", deepseek_v3(layers=4), recipe("bf16", ckpt="full")),
     # optimizers outside torch.optim (tests/torch/optimizers.py)
     ("llama fp32 adafactor", llama(), recipe(optimizer="adafactor")),
     ("llama bf16 adafactor", llama(), recipe("bf16", optimizer="adafactor")),

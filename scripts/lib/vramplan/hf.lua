@@ -92,6 +92,15 @@ mappings.bert = {
   end,
 }
 
+-- DeepSeek's shared experts: n_shared_experts of moe_intermediate_size, one MLP
+local function shared_experts(config, values, origins, path)
+  local shared, width = config.n_shared_experts, config.moe_intermediate_size
+  if type(shared) == "number" and type(width) == "number" then
+    values.shared_intermediate = shared * width
+    origins.shared_intermediate = path .. ": n_shared_experts x moe_intermediate_size"
+  end
+end
+
 -- DeepSeekMoE (deepseek-ai/deepseek-moe-16b-base, model_type deepseek, its
 -- own modeling code): routed experts after first_k_dense_replace dense
 -- layers, n_shared_experts experts of moe_intermediate_size merged into one
@@ -111,14 +120,36 @@ mappings.deepseek = extend(mappings.llama, {
   end,
   -- fields made of several keys
   derive = function(config, values, origins, path)
-    local shared, width = config.n_shared_experts, config.moe_intermediate_size
-    if type(shared) == "number" and type(width) == "number" then
-      values.shared_intermediate = shared * width
-      origins.shared_intermediate = path .. ": n_shared_experts x moe_intermediate_size"
-    end
+    shared_experts(config, values, origins, path)
     local alpha = config.aux_loss_alpha
     values.aux_loss = type(alpha) == "number" and alpha > 0
     origins.aux_loss = path .. ": aux_loss_alpha"
+  end,
+})
+
+-- DeepseekV3ForCausalLM (transformers 4.51+; DeepSeek-V3/R1, Kimi-K2):
+-- multi-head latent attention, first_k_dense_replace dense layers, then
+-- routed experts behind a sigmoid, group-limited router, n_shared_experts
+-- experts of moe_intermediate_size merged into one MLP. The multi-token
+-- prediction layers the checkpoints carry are not loaded by transformers.
+mappings.deepseek_v3 = extend(mappings.llama, {
+  keys = {
+    n_routed_experts = "experts", num_experts_per_tok = "experts_per_token", moe_intermediate_size = "moe_intermediate",
+    first_k_dense_replace = "dense_layers", norm_topk_prob = "norm_topk", n_group = "expert_groups",
+    topk_group = "topk_groups", q_lora_rank = "q_lora_rank", kv_lora_rank = "kv_lora_rank",
+    qk_nope_head_dim = "qk_nope_head_dim", qk_rope_head_dim = "qk_rope_head_dim", v_head_dim = "v_head_dim",
+    rope_interleave = "rope_interleave",
+  },
+  defaults = { moe_block = "deepseek_v3", shared_gate = false, norm_topk = true, rope_interleave = true },
+  check = function(config)
+    if config.kv_lora_rank == nil then return "kv_lora_rank", "a DeepSeek-V3 config names its latent width" end
+  end,
+  derive = function(config, values, origins, path)
+    shared_experts(config, values, origins, path)
+    if config.q_lora_rank == json.null then
+      values.q_lora_rank = 0
+      origins.q_lora_rank = path .. ": q_lora_rank (null: one q_proj)"
+    end
   end,
 })
 
