@@ -30,6 +30,7 @@ enum {
     ATT_QK_ROPE_HEAD_DIM,
     ATT_V_HEAD_DIM,
     ATT_ROPE_INTERLEAVE,
+    ATT_QK_NORM,
     ATT_FIELDS
 };
 
@@ -77,6 +78,8 @@ static const vp_field attention_fields[ATT_FIELDS] = {
     [ATT_V_HEAD_DIM] = {"v_head_dim", VP_FIELD_INT, false, 0, 0, 1 << 16, NULL, "MLA: each head's value width"},
     [ATT_ROPE_INTERLEAVE] = {"rope_interleave", VP_FIELD_BOOL, false, 0, 0, 1, NULL,
                              "MLA: the rotary halves are interleaved in the weights (a regrouping copy per use)"},
+    [ATT_QK_NORM] = {"qk_norm", VP_FIELD_BOOL, false, 0, 0, 1, NULL,
+                     "an RMSNorm over each head of the queries and keys before the rotary embedding (Qwen3)"},
 };
 
 /* head_dim is the queries' and keys' width; v_dim the values' (they differ
@@ -156,7 +159,7 @@ static const char *attention_check(const vp_op *op) {
     return NULL;
 }
 
-enum { Q_W, Q_B, K_W, K_B, V_W, V_B, O_W, O_B, MASK_BUFFER, ATT_SLOTS };
+enum { Q_W, Q_B, K_W, K_B, V_W, V_B, O_W, O_B, MASK_BUFFER, Q_NORM, K_NORM, ATT_SLOTS };
 
 static unsigned attention_leaves(const vp_op *op, const vp_ranks *split, vp_leaf_spec *out) {
     if (is_mla(op)) {
@@ -183,6 +186,10 @@ static unsigned attention_leaves(const vp_op *op, const vp_ranks *split, vp_leaf
     out[O_W] = vp_param(q * s.hidden, "o_proj.weight", out_module, s.hidden); /* row-parallel */
     out[O_B] = vp_param(vp_op_flag(op, ATT_OUT_BIAS) ? s.hidden : 0, "o_proj.bias", out_module, 0);
     for (unsigned i = 0; i < MASK_BUFFER; i++) out[i].conv1d = vp_op_flag(op, ATT_CONV1D);
+    if (vp_op_flag(op, ATT_QK_NORM)) { /* Qwen3Attention's q_norm and k_norm, one head wide */
+        out[Q_NORM] = vp_param(s.head_dim, "q_norm.weight", VP_MODULE_NORM, 0);
+        out[K_NORM] = vp_param(s.head_dim, "k_norm.weight", VP_MODULE_NORM, 0);
+    }
     if (vp_op_u64(op, ATT_MASK) == MASK_BOOL_BUFFER) {
         /* GPT2Attention registers torch.tril(ones(n, n, dtype=bool)) per layer */
         uint64_t n = vp_op_u64(op, ATT_POSITIONS);
@@ -497,6 +504,14 @@ static vp_t recompute_core(vp_step *step, void *ctx, const vp_t *inputs) {
     return eager(step, c->op, c->leaves, &in, c->s);
 }
 
+/* An RMSNorm over every head of every token (the weight one head wide):
+ * HF's, or Megatron's fused one (its qk_layernorm). */
+static vp_t head_norm(vp_step *step, vp_t x, vp_t weight) {
+    uint64_t rows = vp_at(&step->sim, x)->numel / vp_at(&step->sim, weight)->numel;
+    if (step->recipe->framework == VP_FRAMEWORK_MEGATRON) return vp_rms_norm(&step->sim, x, weight, rows, "attention.qk_norm");
+    return vp_hf_rms_norm(step, x, weight, rows);
+}
+
 static vp_t attention_forward(vp_step *step, const vp_op *op, const vp_t *leaves, vp_t x) {
     vp_sim *sim = &step->sim;
     shape s = local_shape(op, step->tp);
@@ -520,6 +535,15 @@ static vp_t attention_forward(vp_step *step, const vp_op *op, const vp_t *leaves
         in.q = vp_project_column(step, x, leaves[Q_W], leaves[Q_B], q_out, "attention.q_proj");
         in.k = vp_project_column(step, x, leaves[K_W], leaves[K_B], kv_out, "attention.k_proj");
         in.v = vp_project_column(step, x, leaves[V_W], leaves[V_B], kv_out, "attention.v_proj");
+    }
+    if (vp_op_flag(op, ATT_QK_NORM) && !mla) {
+        /* self.q_norm(q_proj(x).view(hidden_shape)), likewise k: over head_dim */
+        vp_t q = head_norm(step, in.q, leaves[Q_NORM]);
+        vp_t k = head_norm(step, in.k, leaves[K_NORM]);
+        vp_drop(sim, in.q);
+        vp_drop(sim, in.k);
+        in.q = q;
+        in.k = k;
     }
     if (vp_op_flag(op, ATT_ROTARY) && !mla) {
         vp_t q = vp_apply_rotary(step, in.q, "attention.rotary_q");

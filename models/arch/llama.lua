@@ -49,6 +49,7 @@ return architecture {
     { "qk_rope_head_dim", "int", default = 0, min = 0, doc = "MLA: each head's rotary width" },
     { "v_head_dim", "int", default = 0, min = 0, doc = "MLA: each head's value width" },
     { "rope_interleave", "bool", default = false, doc = "MLA: rotary halves interleaved in the weights" },
+    { "qk_norm", "bool", default = false, doc = "an RMSNorm over each query and key head before rotary (Qwen3)" },
     { "capacity_factor", "number", default = 0, min = 0,
       doc = "Megatron's moe_expert_capacity_factor: rows per expert as a multiple of the even share (0: dropless)" },
   },
@@ -94,6 +95,7 @@ return architecture {
             dropout = c.attn_dropout, mask = "additive", upcast_softmax = true, caches = true,
             q_lora_rank = c.q_lora_rank, kv_lora_rank = c.kv_lora_rank, qk_nope_head_dim = c.qk_nope_head_dim,
             qk_rope_head_dim = c.qk_rope_head_dim, v_head_dim = c.v_head_dim, rope_interleave = c.rope_interleave,
+            qk_norm = c.qk_norm,
           },
         },
         residual {

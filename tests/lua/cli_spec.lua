@@ -86,10 +86,13 @@ describe("vramplan estimate", function()
   end)
 
   it("reads a Hugging Face config.json like the model script it describes", function()
-    local a = helper.estimate("tests/fixtures/llama2-7b-config.json", "--set", "seq_len=512")
-    local b = helper.estimate("models/llama2-7b.lua", "--set", "seq_len=512")
-    assert.are.equal(b.model.params, a.model.params)
-    assert.are.equal(b.per_gpu.peak_allocated_bytes, a.per_gpu.peak_allocated_bytes)
+    helper.assert_same_model("tests/fixtures/llama2-7b-config.json", "models/llama2-7b.lua")
+    helper.assert_same_model("tests/fixtures/qwen2.5-7b-config.json", "models/qwen2.5-7b.lua")
+    helper.assert_same_model("tests/fixtures/qwen3-8b-config.json", "models/qwen3-8b.lua")
+  end)
+
+  it("names the key of a Qwen2 config that asks for a sliding window", function()
+    helper.assert_config_rejected('{"model_type": "qwen2", "use_sliding_window": true}', "use_sliding_window")
   end)
 
   it("lets --set override model fields, so one script describes a family", function()

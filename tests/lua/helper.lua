@@ -61,6 +61,28 @@ function helper.assert_folds_agree(model, recipes)
   end
 end
 
+-- Fails unless a Hugging Face config.json and a model script describe the
+-- same model: the same parameters and the same peak.
+function helper.assert_same_model(config_path, model)
+  local a = helper.estimate(config_path, "--set", "seq_len=256")
+  local b = helper.estimate(model, "--set", "seq_len=256")
+  local function same(what, x, y)
+    assert(x == y, string.format("%s: %s %s vs %s", config_path, what, tostring(x), tostring(y)))
+  end
+  same("params", a.model.params, b.model.params)
+  same("peak_allocated_bytes", a.per_gpu.peak_allocated_bytes, b.per_gpu.peak_allocated_bytes)
+end
+
+-- Fails unless `estimate` refuses a config.json with exit 1 and an error
+-- that names the file and the config key it cannot describe.
+function helper.assert_config_rejected(json, key)
+  local path = helper.write(json, ".json")
+  local _, err, code = helper.run("estimate", path)
+  os.remove(path)
+  assert(code == 1, string.format("%s: exit %s, want 1", json, tostring(code)))
+  assert(err:find(path .. ": " .. key .. ": ", 1, true), err)
+end
+
 -- A model of models/ with a few layers, for evaluations that run every one.
 function helper.model(name, layers)
   local arch = require("vramplan.arch")

@@ -112,6 +112,10 @@ CASES = [
     ("deepseek-moe fp32", deepseek(), recipe()),
     ("deepseek-moe bf16 norm_topk", deepseek(norm=True), recipe("bf16")),
     ("deepseek-moe no aux loss checkpointed", deepseek(alpha=0.0, layers=4), recipe(ckpt="full")),
+    # Qwen3: an RMSNorm over every query and key head
+    ("qwen3 fp32", dict(llama(), model_type="qwen3", head_dim=32), recipe()),
+    ("qwen3 bf16 tied", dict(llama(tied=True), model_type="qwen3"), recipe("bf16")),
+    ("qwen3 amp-bf16 checkpointed", dict(llama(layers=3), model_type="qwen3"), recipe("amp-bf16", ckpt="full")),
     # DeepSeek-V3: multi-head latent attention, a sigmoid group-limited router, an fp32 accumulator
     ("deepseek-v3 fp32", deepseek_v3(), recipe()),
     ("deepseek-v3 bf16 q_proj", deepseek_v3(q_lora=None, interleave=False), recipe("bf16")),

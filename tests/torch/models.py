@@ -398,6 +398,9 @@ class LlamaAttention(nn.Module):
         self.attention_dropout = cfg.get("attention_dropout", 0.0)
         bias = cfg.get("attention_bias", False)
         qkv_bias = bias or cfg["model_type"] == "qwen2_moe"  # Qwen2Attention: biases on q, k, v only
+        qk_norm = cfg["model_type"] == "qwen3"  # Qwen3Attention: q_norm, k_norm over head_dim
+        self.q_norm = LlamaRMSNorm(self.head_dim, cfg.get("rms_norm_eps", 1e-6)) if qk_norm else None
+        self.k_norm = LlamaRMSNorm(self.head_dim, cfg.get("rms_norm_eps", 1e-6)) if qk_norm else None
         self.q_proj = nn.Linear(h, self.num_heads * self.head_dim, bias=qkv_bias)
         self.k_proj = nn.Linear(h, self.num_kv * self.head_dim, bias=qkv_bias)
         self.v_proj = nn.Linear(h, self.num_kv * self.head_dim, bias=qkv_bias)
@@ -420,8 +423,13 @@ class LlamaAttention(nn.Module):
     def forward(self, ac, hidden_states, position_embeddings, attention_mask, past_key_value=None):
         input_shape = hidden_states.shape[:-1]
         hidden_shape = (*input_shape, -1, self.head_dim)
-        query_states = linear(ac, hidden_states, self.q_proj.weight, self.q_proj.bias).view(hidden_shape).transpose(1, 2)
-        key_states = linear(ac, hidden_states, self.k_proj.weight, self.k_proj.bias).view(hidden_shape).transpose(1, 2)
+        query_states = linear(ac, hidden_states, self.q_proj.weight, self.q_proj.bias).view(hidden_shape)
+        key_states = linear(ac, hidden_states, self.k_proj.weight, self.k_proj.bias).view(hidden_shape)
+        if self.q_norm is not None:
+            query_states = self.q_norm(query_states)
+            key_states = self.k_norm(key_states)
+        query_states = query_states.transpose(1, 2)
+        key_states = key_states.transpose(1, 2)
         value_states = linear(ac, hidden_states, self.v_proj.weight, self.v_proj.bias).view(hidden_shape).transpose(1, 2)
         cos, sin = position_embeddings
         query_states, key_states = apply_rotary_pos_emb(query_states, key_states, cos, sin)

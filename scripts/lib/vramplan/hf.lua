@@ -36,6 +36,26 @@ local function extend(base, extra)
   return { family = base.family, keys = keys, defaults = extra.defaults, check = extra.check, derive = extra.derive }
 end
 
+-- Qwen2ForCausalLM (Qwen2, Qwen2.5): LLaMA with biases on q, k and v. The
+-- sliding window is off unless use_sliding_window (then rejected).
+mappings.qwen2 = extend(mappings.llama, {
+  keys = {},
+  defaults = { qkv_bias = true, rope_theta = 1000000.0 },
+  check = function(config)
+    if config.use_sliding_window == true then
+      return "use_sliding_window", "sliding-window attention is not modelled yet"
+    end
+  end,
+})
+
+-- Qwen3ForCausalLM: LLaMA with an RMSNorm over every query and key head
+-- (q_norm, k_norm) before the rotary embedding, no biases, head_dim given.
+mappings.qwen3 = extend(mappings.llama, {
+  keys = {},
+  defaults = { qk_norm = true, rope_theta = 1000000.0 },
+  check = mappings.qwen2.check,
+})
+
 -- MixtralForCausalLM: Mistral with a sparse MoE block; intermediate_size is
 -- each expert's width. router_jitter_noise perturbs logits in place only.
 mappings.mixtral = extend(mappings.llama, {
