@@ -62,6 +62,7 @@ test-c: $(C_TESTS)
 	@set -e; for t in $(C_TESTS); do echo "== $$t"; $$t; done
 
 test-lua: all
+	/usr/bin/python3 tools/megatron_report.py --check tests/reference/megatron_report.json
 	lua5.4 /usr/bin/busted -o utfTerminal tests/lua
 
 test-torch: all build/libmemcount.so

@@ -61,6 +61,14 @@ function helper.assert_folds_agree(model, recipes)
   end
 end
 
+-- The decoded contents of a JSON file (the reference tables).
+function helper.read_json(path)
+  local f = assert(io.open(path, "r"))
+  local v = require("dkjson").decode(f:read("a"))
+  f:close()
+  return v
+end
+
 -- Fails unless a Hugging Face config.json and a model script describe the
 -- same model: the same parameters and the same peak.
 function helper.assert_same_model(config_path, model)

@@ -4,15 +4,6 @@
 -- vramplan's figures come from its op-by-op timeline of a GPT layer (fp16,
 -- GELU, dropout, a fused-softmax-like 16-bit softmax), not from the formulas.
 local helper = require("tests.lua.helper")
-local json = require("dkjson")
-
-local function read_json(path)
-  local f = assert(io.open(path, "r"))
-  local v = json.decode(f:read("a"))
-  f:close()
-  return v
-end
-
 local schemes = {
   ["TP only (baseline)"] = {},
   ["TP+SP, no recompute"] = { "sequence_parallel=true" },
@@ -64,7 +55,7 @@ describe("Korthikanti et al. 2022: the paper's configurations", function()
   -- The reference multiplies the Table 2 formula by the layer count: the
   -- first pipeline stage holds L/p layers with p micro-batches in flight
   -- under 1F1B, which is L layers' worth.
-  for _, ref in ipairs(read_json("tests/reference/korthikanti.json")) do
+  for _, ref in ipairs(helper.read_json("tests/reference/korthikanti.json")) do
     it(string.format("%s: %s, %s, %s", ref.id, ref.model, ref.scheme, ref.value_raw), function()
       local got = per_layer(ref, ref.scheme) * ref.layers
       assert.is_true(math.abs(got / ref.value_bytes - 1) < 0.005,

@@ -1,15 +1,6 @@
 -- Data parallelism: the ZeRO paper's per-device model states, DeepSpeed's
 -- estimator and where it over-counts, the layouts' errors, offload.
 local helper = require("tests.lua.helper")
-local json = require("dkjson")
-
-local function read_json(path)
-  local f = assert(io.open(path, "r"))
-  local v = json.decode(f:read("a"))
-  f:close()
-  return v
-end
-
 local function states(r)
   local p = r.per_gpu
   return p.params_bytes + p.grads_bytes + p.master_bytes + p.optimizer_bytes
@@ -24,7 +15,7 @@ end
 local stages = { ["baseline DP"] = 0, Pos = 1, ["Pos+g"] = 2, ["Pos+g+p"] = 3 }
 
 describe("the ZeRO paper's model states (Rajbhandari et al. 2020)", function()
-  for _, ref in ipairs(read_json("tests/reference/zero.json")) do
+  for _, ref in ipairs(helper.read_json("tests/reference/zero.json")) do
     if ref.id:match("^zero") then
       it(string.format("%s: %s of a %.4g-parameter model on %d GPUs", ref.id, ref.value_raw, ref.params, ref.dp),
         function()
@@ -59,7 +50,7 @@ describe("DeepSpeed's estimator", function()
   -- vramplan puts it on the optimizer step's timeline: vramplan's resident
   -- model states are lower by exactly 2P - 2P/N + 4P/N. With the optimizer
   -- offloaded both keep the 2P of fp16 parameters on the GPU.
-  for _, ref in ipairs(read_json("tests/reference/zero.json")) do
+  for _, ref in ipairs(helper.read_json("tests/reference/zero.json")) do
     if ref.id:match("^ds%-est") then
       it(ref.id .. ": " .. ref.value_raw .. " (" .. ref.offload .. ")", function()
         local p, n = ref.params, ref.dp

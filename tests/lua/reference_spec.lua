@@ -1,18 +1,9 @@
 -- Checks against the world: published parameter counts and the published
 -- arithmetic of model states.
 local helper = require("tests.lua.helper")
-local json = require("dkjson")
-
-local function read_json(path)
-  local f = assert(io.open(path, "r"))
-  local v = json.decode(f:read("a"))
-  f:close()
-  return v
-end
-
 describe("published parameter counts", function()
   -- tests/reference/models.json: each count with the place it is published
-  for _, entry in ipairs(read_json("tests/reference/models.json")) do
+  for _, entry in ipairs(helper.read_json("tests/reference/models.json")) do
     it(entry.model .. " has " .. entry.published_params .. " parameters (" .. entry.source .. ")", function()
       local r = helper.estimate(entry.model, "--set", "seq_len=128")
       assert.are.equal(entry.published_params, r.model.params)
