@@ -249,7 +249,7 @@ static const recipe_key keys[] = {
     {"lora_rank", parse_lora_rank, "LoRA's r [8]"},
     {"lora_alpha", parse_lora_alpha, "LoRA's alpha (scaling alpha / r: no memory of its own) [8]"},
     {"lora_dropout", parse_lora_dropout, "dropout on the adapters' input (a mask and a copy per targeted module) [0]"},
-    {"lora_targets", parse_lora_targets, "modules given adapters: names (q_proj,v_proj) or all-linear [q_proj,v_proj; GPT-2 c_attn]"},
+    {"lora_targets", parse_lora_targets, "modules given adapters: names (q_proj,v_proj) or all-linear [q_proj,v_proj; GPT-2 c_attn; BLOOM query_key_value]"},
     {"trainable_layers", parse_trainable_layers, "freeze: the last layers trained, with the final norm and head [0]"},
     {"num_virtual_tokens", parse_virtual_tokens, "prompt tuning: the learned tokens put before every sequence; prefix tuning: the learned keys and values before every layer's"},
     {"sparsity", parse_sparsity,

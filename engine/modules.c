@@ -24,6 +24,10 @@ const char *const vp_module_names[VP_MODULE_COUNT + 1] = {
     [VP_MODULE_Q_B_PROJ] = "q_b_proj",
     [VP_MODULE_KV_A_PROJ] = "kv_a_proj_with_mqa",
     [VP_MODULE_KV_B_PROJ] = "kv_b_proj",
+    [VP_MODULE_QUERY_KEY_VALUE] = "query_key_value",
+    [VP_MODULE_DENSE] = "dense",
+    [VP_MODULE_DENSE_H_TO_4H] = "dense_h_to_4h",
+    [VP_MODULE_DENSE_4H_TO_H] = "dense_4h_to_h",
     [VP_MODULE_LM_HEAD] = "lm_head",
     [VP_MODULE_EMBED_TOKENS] = "embed_tokens",
     [VP_MODULE_EMBED_POSITIONS] = "embed_positions",
@@ -33,7 +37,7 @@ const char *const vp_module_names[VP_MODULE_COUNT + 1] = {
 
 vp_module_set vp_module_all_linear(void) {
     vp_module_set set = 0;
-    for (int m = VP_MODULE_Q_PROJ; m <= VP_MODULE_KV_B_PROJ; m++) set |= vp_module_bit((vp_module)m);
+    for (int m = VP_MODULE_Q_PROJ; m <= VP_MODULE_LAST_LINEAR; m++) set |= vp_module_bit((vp_module)m);
     return set;
 }
 

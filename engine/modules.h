@@ -27,6 +27,10 @@ typedef enum {
     VP_MODULE_Q_B_PROJ,
     VP_MODULE_KV_A_PROJ,    /* kv_a_proj_with_mqa: the latent and the shared rotary key */
     VP_MODULE_KV_B_PROJ,
+    VP_MODULE_QUERY_KEY_VALUE, /* BLOOM's fused q/k/v */
+    VP_MODULE_DENSE,           /* BLOOM's attention output */
+    VP_MODULE_DENSE_H_TO_4H,   /* BLOOM's MLP */
+    VP_MODULE_DENSE_4H_TO_H,
     VP_MODULE_LM_HEAD,
     VP_MODULE_EMBED_TOKENS, /* wte for GPT-2 */
     VP_MODULE_EMBED_POSITIONS,
@@ -42,7 +46,8 @@ static inline bool vp_module_in(vp_module_set set, vp_module m) { return m != VP
 extern const char *const vp_module_names[VP_MODULE_COUNT + 1];
 
 /* The linear modules "all-linear" means: every one but the output head
- * (PEFT's rule). */
+ * (PEFT's rule): q_proj through the last of them. */
+enum { VP_MODULE_LAST_LINEAR = VP_MODULE_DENSE_4H_TO_H };
 vp_module_set vp_module_all_linear(void);
 
 /* Parses "q_proj,v_proj" or "all-linear" into a set; on an unknown name

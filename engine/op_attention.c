@@ -31,11 +31,16 @@ enum {
     ATT_V_HEAD_DIM,
     ATT_ROPE_INTERLEAVE,
     ATT_QK_NORM,
+    ATT_ALIBI,
+    ATT_MODULE_NAMES,
     ATT_FIELDS
 };
 
-enum { MASK_ADDITIVE, MASK_BOOL_BUFFER, MASK_PADDING };
-static const char *const mask_names[] = {"additive", "bool-buffer", "padding", NULL};
+enum { MASK_ADDITIVE, MASK_BOOL_BUFFER, MASK_PADDING, MASK_BOOL };
+static const char *const mask_names[] = {"additive", "bool-buffer", "padding", "bool", NULL};
+
+enum { NAMES_AUTO, NAMES_BLOOM };
+static const char *const module_name_sets[] = {"auto", "bloom", NULL};
 
 static const vp_field attention_fields[ATT_FIELDS] = {
     [ATT_HIDDEN] = {"hidden", VP_FIELD_INT, true, 0, 1, 1 << 20, NULL, "model width (input and output)"},
@@ -53,7 +58,8 @@ static const vp_field attention_fields[ATT_FIELDS] = {
                            "dropout on the output projection, inside the module (GPT-2's resid_dropout)"},
     [ATT_MASK] = {"mask", VP_FIELD_ENUM, false, MASK_ADDITIVE, 0, 0, mask_names,
                   "causal mask: one additive s x s mask per step (LLaMA), a per-layer bool buffer with torch.where (GPT-2), "
-                  "or no causal mask, an additive [b, 1, 1, s] padding mask (BERT)"},
+                  "no causal mask, an additive [b, 1, 1, s] padding mask (BERT), or one [b, 1, s, s] bool mask per "
+                  "step applied with masked_fill (BLOOM)"},
     [ATT_POSITIONS] = {"positions", VP_FIELD_INT, false, 0, 0, 1 << 20, NULL,
                        "size of the bool-buffer mask (GPT-2's n_positions)"},
     [ATT_UPCAST_SOFTMAX] = {"upcast_softmax", VP_FIELD_BOOL, false, 1, 0, 1, NULL,
@@ -80,6 +86,12 @@ static const vp_field attention_fields[ATT_FIELDS] = {
                              "MLA: the rotary halves are interleaved in the weights (a regrouping copy per use)"},
     [ATT_QK_NORM] = {"qk_norm", VP_FIELD_BOOL, false, 0, 0, 1, NULL,
                      "an RMSNorm over each head of the queries and keys before the rotary embedding (Qwen3)"},
+    [ATT_ALIBI] = {"alibi", VP_FIELD_BOOL, false, 0, 0, 1, NULL,
+                   "ALiBi as BLOOM computes it: a [b x heads, 1, s] bias per step, the scores one baddbmm of "
+                   "contiguous copies of q and k; transformers runs it eagerly only"},
+    [ATT_MODULE_NAMES] = {"module_names", VP_FIELD_ENUM, false, NAMES_AUTO, 0, 0, module_name_sets,
+                          "the projections' names for LoRA targets: auto (q_proj/k_proj/v_proj/o_proj, c_attn/c_proj "
+                          "when fused) or bloom (query_key_value, dense)"},
 };
 
 /* head_dim is the queries' and keys' width; v_dim the values' (they differ
@@ -156,6 +168,22 @@ static const char *attention_check(const vp_op *op) {
     if (vp_op_flag(op, ATT_ROTARY) && s.head_dim % 2) return "rotary attention needs an even head_dim";
     if (vp_op_u64(op, ATT_MASK) == MASK_BOOL_BUFFER && !vp_op_u64(op, ATT_POSITIONS))
         return "positions is required with mask = \"bool-buffer\"";
+    if (vp_op_u64(op, ATT_MODULE_NAMES) == NAMES_BLOOM && !vp_op_flag(op, ATT_FUSED_QKV))
+        return "module_names = \"bloom\" names a fused query_key_value: needs fused_qkv";
+    if (vp_op_flag(op, ATT_ALIBI) && (!vp_op_flag(op, ATT_FUSED_QKV) || vp_op_flag(op, ATT_ROTARY)))
+        return "alibi is BLOOM's attention: needs fused_qkv and no rotary";
+    return NULL;
+}
+
+/* transformers has BLOOM's attention in eager form only (no SDPA or flash
+ * implementation): "sdpa", the default, resolves to it. */
+const char *vp_attention_recipe_problem(const vp_model *model, const vp_recipe *recipe) {
+    const vp_op *op = vp_section_find(&model->section[VP_SECTION_LAYER], &vp_op_attention);
+    if (!op || !vp_op_flag(op, ATT_ALIBI)) return NULL;
+    if (recipe->attention == VP_ATTN_FLASH || recipe->attention == VP_ATTN_MEM_EFFICIENT)
+        return "attention: BLOOM's ALiBi attention runs eagerly in transformers (no flash or SDPA kernel)";
+    if (recipe->framework == VP_FRAMEWORK_MEGATRON || recipe->cp > 1)
+        return "framework: BLOOM's ALiBi attention is modelled as transformers runs it (no megatron, no cp)";
     return NULL;
 }
 
@@ -170,11 +198,14 @@ static unsigned attention_leaves(const vp_op *op, const vp_ranks *split, vp_leaf
     shape s = local_shape(op, tp);
     uint64_t q = s.heads * s.head_dim, kv = s.kv_heads * s.head_dim;
     bool qkv_bias = vp_op_flag(op, ATT_QKV_BIAS), fused = vp_op_flag(op, ATT_FUSED_QKV);
-    vp_module out_module = fused ? VP_MODULE_C_PROJ : VP_MODULE_O_PROJ; /* GPT-2's names with its fused q/k/v */
+    /* GPT-2's names with its fused q/k/v, or BLOOM's */
+    bool bloom = vp_op_u64(op, ATT_MODULE_NAMES) == NAMES_BLOOM;
+    vp_module out_module = bloom ? VP_MODULE_DENSE : fused ? VP_MODULE_C_PROJ : VP_MODULE_O_PROJ;
     for (unsigned i = 0; i < ATT_SLOTS; i++) out[i] = vp_param(0, "attention", VP_MODULE_NONE, 0);
     if (fused) {
-        out[Q_W] = vp_param(s.hidden * (q + 2 * kv), "c_attn.weight", VP_MODULE_C_ATTN, q + 2 * kv);
-        out[Q_B] = vp_param(qkv_bias ? q + 2 * kv : 0, "c_attn.bias", VP_MODULE_C_ATTN, 0);
+        vp_module m = bloom ? VP_MODULE_QUERY_KEY_VALUE : VP_MODULE_C_ATTN;
+        out[Q_W] = vp_param(s.hidden * (q + 2 * kv), bloom ? "query_key_value.weight" : "c_attn.weight", m, q + 2 * kv);
+        out[Q_B] = vp_param(qkv_bias ? q + 2 * kv : 0, bloom ? "query_key_value.bias" : "c_attn.bias", m, 0);
     } else {
         out[Q_W] = vp_param(s.hidden * q, "q_proj.weight", VP_MODULE_Q_PROJ, q);
         out[Q_B] = vp_param(qkv_bias ? q : 0, "q_proj.bias", VP_MODULE_Q_PROJ, 0);
@@ -204,7 +235,8 @@ static unsigned attention_leaves(const vp_op *op, const vp_ranks *split, vp_leaf
  * (torch/csrc/.../sdp_utils.cpp: flash needs fp16/bf16). */
 typedef enum { KERNEL_EAGER, KERNEL_FLASH, KERNEL_SDPA_FLASH, KERNEL_MEM_EFFICIENT } kernel;
 
-static kernel kernel_for(const vp_step *step) {
+static kernel kernel_for(const vp_step *step, const vp_op *op) {
+    if (vp_op_flag(op, ATT_ALIBI)) return KERNEL_EAGER; /* see vp_attention_recipe_problem */
     switch (step->recipe->attention) {
     case VP_ATTN_FLASH: return KERNEL_FLASH;
     case VP_ATTN_MEM_EFFICIENT: return KERNEL_MEM_EFFICIENT;
@@ -213,13 +245,68 @@ static kernel kernel_for(const vp_step *step) {
     }
 }
 
+/* BloomModel.forward (transformers 4.26-4.27) without an attention mask:
+ * attention_mask = torch.ones((b, s)) in fp32, a local of the forward; then
+ * build_alibi_tensor: ((mask.cumsum(-1) - 1) * mask) and its product with
+ * the per-head slopes, [b, heads, s] in fp32, reshaped to [b x heads, 1, s]
+ * and cast to the hidden states' dtype (a copy unless fp32). The slopes
+ * (one float per head) and two scalars are left out. */
+static void prepare_alibi(vp_step *step, const vp_op *op) {
+    vp_sim *sim = &step->sim;
+    uint64_t bn = vp_numel(sim, step->batch, step->seq + step->past_tokens);
+    vp_t ones = vp_new(sim, bn, VP_FP32, "attention_mask.ones");
+    vp_step_keep_local(step, ones, VP_LOCAL_OF_BODY);
+    vp_t cumsum = vp_new(sim, bn, VP_FP32, "alibi.cumsum");
+    vp_t shifted = vp_new(sim, bn, VP_FP32, "alibi.cumsum_minus_one");
+    vp_drop(sim, cumsum);
+    vp_t positions = vp_new(sim, bn, VP_FP32, "alibi.positions");
+    vp_drop(sim, shifted);
+    vp_t alibi32 = vp_new(sim, vp_numel(sim, bn, shape_of(op).heads), VP_FP32, "alibi");
+    vp_drop(sim, positions);
+    step->alibi = vp_to(sim, alibi32, step->activation, "alibi.to");
+    vp_drop(sim, alibi32);
+    vp_drop(sim, ones);
+}
+
+/* BloomModel._prepare_attn_mask: a [s, s] bool causal mask (torch.empty,
+ * filled from an arange comparison), the padding mask inverted as bool
+ * ([b, s], twice: .to(torch.bool) then ~), both expanded and or-ed into
+ * one [b, 1, s, s] bool tensor, which every layer's masked_fill keeps. */
+static void prepare_bool_mask(vp_step *step) {
+    vp_sim *sim = &step->sim;
+    uint64_t n = step->seq + step->past_tokens, bn = vp_numel(sim, step->batch, n);
+    vp_t causal = vp_new(sim, vp_numel(sim, step->seq, n), VP_BOOL, "causal_mask.empty");
+    vp_t seq_ids = vp_new(sim, step->seq, VP_INT64, "causal_mask.seq_ids");
+    vp_t compare = vp_new(sim, vp_numel(sim, step->seq, step->seq), VP_BOOL, "causal_mask.compare");
+    vp_drop(sim, compare);
+    vp_t as_bool = vp_new(sim, bn, VP_BOOL, "attention_mask.to_bool");
+    vp_t inverted = vp_new(sim, bn, VP_BOOL, "attention_mask.invert");
+    vp_drop(sim, as_bool);
+    step->causal_mask = vp_new(sim, vp_numel(sim, bn, step->seq), VP_BOOL, "causal_mask.combined");
+    vp_drop(sim, inverted);
+    vp_drop(sim, seq_ids);
+    vp_drop(sim, causal);
+}
+
 /* The additive causal mask LlamaModel builds once per forward for eager
  * attention (_prepare_4d_causal_attention_mask_with_cache_position): full()
  * then triu() of s x s in the activations' dtype, then an in-place multiply
  * by a bool comparison; expanded, not copied, to the batch. */
 static void attention_prepare(vp_step *step, const vp_op *op) {
-    if (vp_op_u64(op, ATT_MASK) == MASK_BOOL_BUFFER || kernel_for(step) != KERNEL_EAGER || step->causal_mask) return;
     vp_sim *sim = &step->sim;
+    bool grad_mode = sim->grad_mode;
+    if (vp_op_flag(op, ATT_ALIBI) && !step->alibi) {
+        sim->grad_mode = false;
+        prepare_alibi(step, op);
+        sim->grad_mode = grad_mode;
+    }
+    if (vp_op_u64(op, ATT_MASK) == MASK_BOOL_BUFFER || kernel_for(step, op) != KERNEL_EAGER || step->causal_mask) return;
+    if (vp_op_u64(op, ATT_MASK) == MASK_BOOL) {
+        sim->grad_mode = false;
+        prepare_bool_mask(step);
+        sim->grad_mode = grad_mode;
+        return;
+    }
     if (vp_op_u64(op, ATT_MASK) == MASK_PADDING) {
         /* BertModel.get_extended_attention_mask: (1.0 - mask[:, None, None, :])
          * * finfo.min in the model's dtype, [b, 1, 1, s] */
@@ -228,7 +315,6 @@ static void attention_prepare(vp_step *step, const vp_op *op) {
     }
     /* target_length: the cached prefix's keys and the sequence's */
     uint64_t n = vp_numel(sim, step->seq, step->seq + step->past_tokens);
-    bool grad_mode = sim->grad_mode;
     sim->grad_mode = false;
     vp_t full = vp_new(sim, n, step->activation, "causal_mask.full");
     vp_t mask = vp_new(sim, n, step->activation, "causal_mask.triu");
@@ -258,14 +344,25 @@ static vp_t batched_operand(vp_step *step, vp_t x, bool contiguous, const char *
  * said (multi-head latent attention's cat results). */
 typedef struct {
     vp_t q, k, v;
-    bool q_contiguous, k_contiguous;
+    bool q_contiguous, k_contiguous, v_contiguous;
+    vp_t locals[4]; /* other tensors the module's Python locals keep until it returns */
+    unsigned n_locals;
 } qkv;
+
+static void keep_local(vp_sim *sim, qkv *in, vp_t t) {
+    if (in->n_locals == sizeof in->locals / sizeof *in->locals) {
+        sim->status = VP_SIM_OVERFLOW; /* more locals than room: an op bug */
+        return;
+    }
+    vp_hold(sim, t);
+    in->locals[in->n_locals++] = t;
+}
 
 /* Scores to probabilities: scale, causal mask and softmax as the model's
  * code does them (HF: separate ops, LLaMA's softmax upcast to fp32 and cast
  * back; Megatron: FusedScaleMaskSoftmax, one kernel that keeps its 16-bit
  * output). Takes over the reference to scores; returns a new one. */
-static vp_t normalize(vp_step *step, const vp_op *op, const vp_t *leaves, vp_t scores, const qkv *in) {
+static vp_t normalize(vp_step *step, const vp_op *op, const vp_t *leaves, vp_t scores, qkv *in) {
     vp_sim *sim = &step->sim;
     vp_t probs;
     if (step->recipe->framework == VP_FRAMEWORK_MEGATRON) {
@@ -274,12 +371,29 @@ static vp_t normalize(vp_step *step, const vp_op *op, const vp_t *leaves, vp_t s
         return probs;
     }
     uint64_t scores_numel = vp_at(sim, scores)->numel;
-    /* * scaling (LLaMA) or / torch.full([], sqrt(d)) (GPT-2) */
-    vp_t scaled = vp_scale(sim, scores, "attention.scale");
+    vp_t scaled;
+    if (vp_op_flag(op, ATT_ALIBI)) {
+        /* BLOOM: baddbmm scaled and biased the scores already; fp16 ones
+         * are cast to fp32 first (attention_scores.to(torch.float)). The
+         * scores, their fp32 copy and the masked scores stay bound to
+         * locals (matmul_result, attention_scores, attn_weights) until
+         * the module returns. */
+        keep_local(sim, in, scores);
+        scaled = vp_at(sim, scores)->dtype == VP_FP16 ? vp_to(sim, scores, VP_FP32, "attention.scores_float")
+                                                      : (vp_hold(sim, scores), scores);
+        if (scaled != scores) keep_local(sim, in, scaled);
+    } else {
+        /* * scaling (LLaMA) or / torch.full([], sqrt(d)) (GPT-2) */
+        scaled = vp_scale(sim, scores, "attention.scale");
+    }
     vp_drop(sim, scores);
 
     vp_t masked;
-    if (vp_op_u64(op, ATT_MASK) == MASK_BOOL_BUFFER) {
+    if (vp_op_u64(op, ATT_MASK) == MASK_BOOL) {
+        /* torch.masked_fill(attention_scores, attention_mask, finfo.min) */
+        masked = vp_where(sim, scaled, step->causal_mask, "attention.masked_fill");
+        keep_local(sim, in, masked);
+    } else if (vp_op_u64(op, ATT_MASK) == MASK_BOOL_BUFFER) {
         /* self.bias[:, :, key_length - query_length : key_length, :key_length] */
         vp_t window = vp_view(sim, leaves[MASK_BUFFER], vp_numel(sim, step->seq, step->seq + step->past_tokens),
                               "attn.bias[window]");
@@ -327,7 +441,7 @@ static vp_t normalize(vp_step *step, const vp_op *op, const vp_t *leaves, vp_t s
 
 /* HF's eager_attention_forward (LLaMA) and GPT-2's eager path. Returns the
  * [b*s, heads*d] input of the output projection. */
-static vp_t eager(vp_step *step, const vp_op *op, const vp_t *leaves, const qkv *in, shape s) {
+static vp_t eager(vp_step *step, const vp_op *op, const vp_t *leaves, qkv *in, shape s) {
     vp_sim *sim = &step->sim;
     uint64_t b = step->batch, n = step->seq;
     unsigned rep = (unsigned)(s.heads / s.kv_heads);
@@ -338,7 +452,7 @@ static vp_t eager(vp_step *step, const vp_op *op, const vp_t *leaves, const qkv 
     vp_t k = rep > 1 ? vp_repeat(sim, in->k, rep, "attention.repeat_kv") : (vp_hold(sim, in->k), in->k);
     vp_t v = rep > 1 ? vp_repeat(sim, in->v, rep, "attention.repeat_kv") : (vp_hold(sim, in->v), in->v);
     bool k_contiguous = rep > 1 || step->past_tokens || in->k_contiguous;
-    bool v_contiguous = rep > 1 || step->past_tokens;
+    bool v_contiguous = rep > 1 || step->past_tokens || in->v_contiguous;
 
     /* attn_weights = torch.matmul(query, key.transpose(2, 3)) */
     vp_t qa = vp_autocast_low(step, in->q, "attention.q_cast");
@@ -347,7 +461,11 @@ static vp_t eager(vp_step *step, const vp_op *op, const vp_t *leaves, const qkv 
     vp_t km = batched_operand(step, ka, k_contiguous, "attention.k_reshape");
     vp_drop(sim, qa);
     vp_drop(sim, ka);
+    /* BLOOM: alibi.baddbmm(q, k): on autocast's lower-precision list, the
+     * bias is cast with the operands (a copy per layer) */
+    vp_t bias = vp_op_flag(op, ATT_ALIBI) ? vp_autocast_low(step, step->alibi, "attention.alibi_cast") : 0;
     vp_t scores = vp_matmul(sim, qm, km, scores_numel, "attention.scores");
+    vp_drop(sim, bias);
     vp_drop(sim, qm);
     vp_drop(sim, km);
     vp_t probs = normalize(step, op, leaves, scores, in);
@@ -496,12 +614,16 @@ typedef struct {
     const vp_op *op;
     const vp_t *leaves;
     shape s;
+    bool q_contiguous, k_contiguous, v_contiguous;
 } core_call;
 
 static vp_t recompute_core(vp_step *step, void *ctx, const vp_t *inputs) {
     const core_call *c = ctx;
-    qkv in = {inputs[0], inputs[1], inputs[2], false, false};
-    return eager(step, c->op, c->leaves, &in, c->s);
+    qkv in = {.q = inputs[0], .k = inputs[1], .v = inputs[2],
+              .q_contiguous = c->q_contiguous, .k_contiguous = c->k_contiguous, .v_contiguous = c->v_contiguous};
+    vp_t context = eager(step, c->op, c->leaves, &in, c->s);
+    for (unsigned i = 0; i < in.n_locals; i++) vp_drop(&step->sim, in.locals[i]);
+    return context;
 }
 
 /* An RMSNorm over every head of every token (the weight one head wide):
@@ -510,6 +632,29 @@ static vp_t head_norm(vp_step *step, vp_t x, vp_t weight) {
     uint64_t rows = vp_at(&step->sim, x)->numel / vp_at(&step->sim, weight)->numel;
     if (step->recipe->framework == VP_FRAMEWORK_MEGATRON) return vp_rms_norm(&step->sim, x, weight, rows, "attention.qk_norm");
     return vp_hf_rms_norm(step, x, weight, rows);
+}
+
+/* BloomAttention (4.26-4.27): fused_qkv viewed as [b, s, heads, 3, d] and
+ * indexed ([..., 0, :] and so on: views whose backward each allocates a
+ * zero-filled gradient of the whole projection), then
+ * query.transpose(1, 2).reshape(b * heads, s, d) and likewise for the key
+ * and value: copies, as those views cannot be reshaped in place. The
+ * copies are what baddbmm and bmm save and what use_cache's presents
+ * keep; fused_qkv stays a local until the module returns. */
+static void bloom_project(vp_step *step, const vp_t *leaves, vp_t x, uint64_t q_out, qkv *in) {
+    vp_sim *sim = &step->sim;
+    vp_t fused = vp_project_column(step, x, leaves[Q_W], leaves[Q_B], 3 * q_out, "attention.query_key_value");
+    uint64_t part = vp_at(sim, fused)->numel / 3;
+    vp_t *dest[3] = {&in->q, &in->k, &in->v};
+    static const char *const labels[3] = {"attention.query_layer", "attention.key_layer", "attention.value_layer"};
+    for (unsigned i = 0; i < 3; i++) {
+        vp_t view = vp_slice(sim, fused, part, "attention.split_heads");
+        *dest[i] = vp_copy(sim, view, labels[i]);
+        vp_drop(sim, view);
+    }
+    keep_local(sim, in, fused); /* fused_qkv */
+    vp_drop(sim, fused);
+    in->q_contiguous = in->k_contiguous = in->v_contiguous = true;
 }
 
 static vp_t attention_forward(vp_step *step, const vp_op *op, const vp_t *leaves, vp_t x) {
@@ -522,6 +667,8 @@ static vp_t attention_forward(vp_step *step, const vp_op *op, const vp_t *leaves
         vp_mla_shape m = mla_shape(op);
         vp_mla_project(step, &m, leaves, x, &in.q, &in.k, &in.v);
         in.q_contiguous = in.k_contiguous = true; /* torch.cat's results */
+    } else if (vp_op_flag(op, ATT_ALIBI)) {
+        bloom_project(step, leaves, x, q_out, &in);
     } else if (vp_op_flag(op, ATT_FUSED_QKV)) {
         /* self.c_attn(hidden_states).split(split_size, dim=2) */
         vp_t fused = vp_project_column(step, x, leaves[Q_W], leaves[Q_B], q_out + 2 * kv_out, "attention.c_attn");
@@ -556,7 +703,7 @@ static vp_t attention_forward(vp_step *step, const vp_op *op, const vp_t *leaves
     /* past_key_value.update(key_states, value_states, layer_idx), or GPT-2's
      * present = (key, value) */
     if (vp_op_flag(op, ATT_CACHES) || step->past_tokens) vp_kv_cache_update(step, &in.k, &in.v);
-    kernel which = kernel_for(step);
+    kernel which = kernel_for(step, op);
     /* SDPA's flash backend takes one head width for q, k and v
      * (sdp_utils.cpp, check_head_dim_size_flash): the memory-efficient one runs */
     if (which == KERNEL_SDPA_FLASH && s.v_dim != s.head_dim) which = KERNEL_MEM_EFFICIENT;
@@ -564,7 +711,7 @@ static vp_t attention_forward(vp_step *step, const vp_op *op, const vp_t *leaves
     if (which == KERNEL_EAGER && step->recipe->selective) {
         core_call *c = vp_step_scratch(step, sizeof *c);
         if (!c) return 0;
-        *c = (core_call){op, leaves, s};
+        *c = (core_call){op, leaves, s, in.q_contiguous, in.k_contiguous, in.v_contiguous};
         vp_t inputs[3] = {in.q, in.k, in.v};
         vp_t *const saved[1] = {&step->causal_mask};
         vp_checkpoint_args args = {saved, 1, NULL, 0};
@@ -585,6 +732,7 @@ static vp_t attention_forward(vp_step *step, const vp_op *op, const vp_t *leaves
     vp_drop(sim, in.q);
     vp_drop(sim, in.k);
     vp_drop(sim, in.v);
+    for (unsigned i = 0; i < in.n_locals; i++) vp_drop(sim, in.locals[i]);
     return dropped;
 }
 

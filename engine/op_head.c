@@ -47,12 +47,18 @@ const vp_op_kind vp_op_lm_head = {
 
 /* ---- cross-entropy ---- */
 
-enum { CE_UPCAST, CE_PER_SEQUENCE, CE_FIELDS };
+enum { CE_UPCAST, CE_PER_SEQUENCE, CE_SHIFT, CE_FIELDS };
+
+enum { SHIFT_LABELS, SHIFT_LOGITS };
+static const char *const shift_names[] = {"labels", "logits", NULL};
 
 static const vp_field ce_fields[CE_FIELDS] = {
     [CE_UPCAST] = {"upcast", VP_FIELD_BOOL, false, 1, 0, 1, NULL, "logits.float() before the loss, as HF's ForCausalLMLoss does"},
     [CE_PER_SEQUENCE] = {"per_sequence", VP_FIELD_BOOL, false, 0, 0, 1, NULL,
                          "one label per sequence (a classifier's loss), not shifted per-token labels"},
+    [CE_SHIFT] = {"shift", VP_FIELD_ENUM, false, SHIFT_LABELS, 0, 0, shift_names,
+                  "how next-token targets line up: labels (padded and shifted, ForCausalLMLoss, transformers 4.46+) "
+                  "or logits (logits[..., :-1, :].contiguous(), the models' own loss before)"},
 };
 
 bool vp_loss_per_sequence(const vp_op *loss) { return vp_op_flag(loss, CE_PER_SEQUENCE); }
@@ -103,21 +109,58 @@ static vp_t vocab_parallel_ce(vp_step *step, vp_t logits) {
     return mean;
 }
 
+/* cross_entropy(logits, targets): log_softmax (on autocast's fp32 list;
+ * keeps its output) then nll_loss (keeps that output again and the
+ * targets). Borrows both. */
+static vp_t log_softmax_nll(vp_step *step, vp_t logits, vp_t targets) {
+    vp_sim *sim = &step->sim;
+    vp_t la = vp_autocast_fp32(step, logits, "loss.log_softmax");
+    vp_t log_probs = vp_unary(sim, la, VP_SAVES_OUTPUT, 0, (vp_dtype)vp_at(sim, la)->dtype, "loss.log_softmax");
+    vp_drop(sim, la);
+    vp_t loss = vp_nll_loss(sim, log_probs, targets, "loss.nll_loss");
+    vp_drop(sim, log_probs);
+    return loss;
+}
+
+/* The causal-LM loss as the models computed it themselves before
+ * transformers 4.46 (BloomForCausalLM 4.26-4.27):
+ *   shift_logits = lm_logits[..., :-1, :].contiguous()
+ *   shift_labels = labels[..., 1:].contiguous()
+ *   loss = CrossEntropyLoss()(shift_logits.view(-1, V), shift_labels.view(-1))
+ * both copies locals until the forward returns, right after the loss; the
+ * slice's backward makes a zero-filled gradient of all the logits. */
+static vp_t shifted_logits_ce(vp_step *step, vp_t logits) {
+    vp_sim *sim = &step->sim;
+    uint64_t vocab = vp_at(sim, logits)->numel / step->tokens;
+    uint64_t rows = vp_numel(sim, step->batch, step->seq - 1);
+    vp_t sliced = vp_slice(sim, logits, vp_numel(sim, rows, vocab), "loss.shift_logits");
+    vp_t shift_logits = vp_copy(sim, sliced, "loss.shift_logits");
+    vp_drop(sim, sliced);
+    vp_t shift_labels = vp_new(sim, rows, VP_INT64, "loss.shift_labels");
+    vp_t loss = log_softmax_nll(step, shift_logits, shift_labels);
+    vp_drop(sim, shift_labels);
+    vp_drop(sim, shift_logits);
+    return loss;
+}
+
+static const char *ce_check(const vp_op *op) {
+    if (vp_op_u64(op, CE_SHIFT) == SHIFT_LOGITS && (vp_op_flag(op, CE_PER_SEQUENCE) || vp_op_flag(op, CE_UPCAST)))
+        return "shift = \"logits\" is the models' own causal-LM loss: per-token, without upcast";
+    return NULL;
+}
+
 static vp_t ce_forward(vp_step *step, const vp_op *op, const vp_t *leaves, vp_t x) {
     (void)leaves;
     vp_sim *sim = &step->sim;
     if (step->tp > 1) return vocab_parallel_ce(step, x);
+    if (vp_op_u64(op, CE_SHIFT) == SHIFT_LOGITS) return shifted_logits_ce(step, x);
     vp_t logits32 = vp_op_flag(op, CE_UPCAST) ? vp_to(sim, x, VP_FP32, "loss.logits_float")
                                                : (vp_hold(sim, x), x);
     bool per_sequence = vp_op_flag(op, CE_PER_SEQUENCE); /* CrossEntropyLoss()(logits.view(-1, n), labels.view(-1)) */
     vp_t padded = per_sequence ? 0 : vp_new(sim, vp_numel(sim, step->batch, step->seq + 1), VP_INT64, "loss.labels_pad");
     vp_t shifted = per_sequence ? (vp_hold(sim, step->labels), step->labels)
                                 : vp_new(sim, step->tokens, VP_INT64, "loss.shift_labels");
-    vp_t la = vp_autocast_fp32(step, logits32, "loss.log_softmax");
-    vp_t log_probs = vp_unary(sim, la, VP_SAVES_OUTPUT, 0, (vp_dtype)vp_at(sim, la)->dtype, "loss.log_softmax");
-    vp_drop(sim, la);
-    vp_t loss = vp_nll_loss(sim, log_probs, shifted, "loss.nll_loss");
-    vp_drop(sim, log_probs);
+    vp_t loss = log_softmax_nll(step, logits32, shifted);
     vp_drop(sim, shifted);
     vp_drop(sim, padded);
     vp_drop(sim, logits32);
@@ -129,5 +172,6 @@ const vp_op_kind vp_op_cross_entropy = {
     .doc = "causal-LM cross-entropy over the logits as HF computes it, with the fp32 upcast",
     .fields = ce_fields,
     .n_fields = CE_FIELDS,
+    .check = ce_check,
     .forward = ce_forward,
 };

@@ -2,10 +2,24 @@
  * activation functions counted as the frameworks implement them. */
 #include "ops.h"
 
-enum { MLP_HIDDEN, MLP_INTERMEDIATE, MLP_ACTIVATION, MLP_GATED, MLP_BIAS, MLP_RESID_DROPOUT, MLP_CONV1D, MLP_FIELDS };
+enum {
+    MLP_HIDDEN,
+    MLP_INTERMEDIATE,
+    MLP_ACTIVATION,
+    MLP_GATED,
+    MLP_BIAS,
+    MLP_RESID_DROPOUT,
+    MLP_CONV1D,
+    MLP_MODULE_NAMES,
+    MLP_FIELDS
+};
 
-enum { ACT_GELU, ACT_GELU_TANH, ACT_GELU_NEW, ACT_RELU, ACT_SILU };
-static const char *const activation_names[] = {"gelu", "gelu_pytorch_tanh", "gelu_new", "relu", "silu", NULL};
+enum { ACT_GELU, ACT_GELU_TANH, ACT_GELU_NEW, ACT_RELU, ACT_SILU, ACT_BLOOM_GELU };
+static const char *const activation_names[] = {"gelu", "gelu_pytorch_tanh", "gelu_new", "relu", "silu", "bloom_gelu",
+                                               NULL};
+
+enum { NAMES_AUTO, NAMES_BLOOM };
+static const char *const module_name_sets[] = {"auto", "bloom", NULL};
 
 static const vp_field mlp_fields[MLP_FIELDS] = {
     [MLP_HIDDEN] = {"hidden", VP_FIELD_INT, true, 0, 1, 1 << 20, NULL, "model width"},
@@ -19,6 +33,9 @@ static const vp_field mlp_fields[MLP_FIELDS] = {
                            "dropout on the output, inside the module (GPT-2's MLP dropout)"},
     [MLP_CONV1D] = {"conv1d", VP_FIELD_BOOL, false, 0, 0, 1, NULL,
                     "the projections are transformers' Conv1D (GPT-2), not nn.Linear"},
+    [MLP_MODULE_NAMES] = {"module_names", VP_FIELD_ENUM, false, NAMES_AUTO, 0, 0, module_name_sets,
+                          "the projections' names for LoRA targets: auto (gate_proj/up_proj/down_proj when gated, "
+                          "else c_fc/c_proj) or bloom (dense_h_to_4h, dense_4h_to_h)"},
 };
 
 enum { UP_W, UP_B, GATE_W, GATE_B, DOWN_W, DOWN_B, MLP_SLOTS };
@@ -29,9 +46,10 @@ static unsigned mlp_leaves(const vp_op *op, const vp_ranks *split, vp_leaf_spec 
     unsigned tp = split->tp;
     uint64_t h = vp_op_u64(op, MLP_HIDDEN), f = vp_op_u64(op, MLP_INTERMEDIATE) / tp;
     bool bias = vp_op_flag(op, MLP_BIAS), gated = vp_op_flag(op, MLP_GATED);
-    /* gated: LLaMA's names; plain: GPT-2's c_fc and c_proj */
-    vp_module up_module = gated ? VP_MODULE_UP_PROJ : VP_MODULE_C_FC;
-    vp_module down_module = gated ? VP_MODULE_DOWN_PROJ : VP_MODULE_C_PROJ;
+    /* gated: LLaMA's names; plain: GPT-2's c_fc and c_proj, or BLOOM's */
+    bool bloom = vp_op_u64(op, MLP_MODULE_NAMES) == NAMES_BLOOM;
+    vp_module up_module = bloom ? VP_MODULE_DENSE_H_TO_4H : gated ? VP_MODULE_UP_PROJ : VP_MODULE_C_FC;
+    vp_module down_module = bloom ? VP_MODULE_DENSE_4H_TO_H : gated ? VP_MODULE_DOWN_PROJ : VP_MODULE_C_PROJ;
     out[UP_W] = vp_param(h * f, "mlp.up_proj.weight", up_module, f);
     out[UP_B] = vp_param(bias ? f : 0, "mlp.up_proj.bias", up_module, 0);
     out[GATE_W] = vp_param(gated ? h * f : 0, "mlp.gate_proj.weight", VP_MODULE_GATE_PROJ, f);
@@ -70,6 +88,26 @@ static vp_t gelu_new(vp_step *step, vp_t x) {
     return y;
 }
 
+/* BLOOM's GeLUFunction (modeling_bloom.py): an autograd.Function that
+ * saves its input and computes
+ *   x * 0.5 * (1.0 + torch.tanh(0.79788456 * x * (1 + 0.044715 * x * x)))
+ * without autograd: at most four input-sized temporaries are alive at once
+ * (x * 0.5, 0.79788456 * x, 0.044715 * x and its product with x) before the
+ * output. Its backward (bloom_gelu_back) holds at most five, counting
+ * tanh_out and the gradient it returns: four beside the gradient. */
+static vp_t bloom_gelu(vp_step *step, vp_t x) {
+    vp_sim *sim = &step->sim;
+    uint64_t n = vp_at(sim, x)->numel;
+    vp_dtype dt = (vp_dtype)vp_at(sim, x)->dtype;
+    bool grad_mode = sim->grad_mode;
+    sim->grad_mode = false;
+    vp_t temps[4];
+    for (unsigned i = 0; i < 4; i++) temps[i] = vp_new(sim, n, dt, "mlp.bloom_gelu.temporary");
+    for (unsigned i = 0; i < 4; i++) vp_drop(sim, temps[i]);
+    sim->grad_mode = grad_mode;
+    return vp_unary(sim, x, VP_SAVES_INPUT, 4, dt, "mlp.bloom_gelu");
+}
+
 /* One-kernel activations: gelu (erf or tanh approximation) and silu keep
  * their input, relu its output (threshold_backward). None is on an autocast
  * list: they run in their input's dtype. */
@@ -78,6 +116,7 @@ static vp_t activate(vp_step *step, unsigned kind, vp_t x) {
     vp_dtype dt = (vp_dtype)vp_at(sim, x)->dtype;
     switch (kind) {
     case ACT_GELU_NEW: return gelu_new(step, x);
+    case ACT_BLOOM_GELU: return bloom_gelu(step, x);
     case ACT_RELU: return vp_unary(sim, x, VP_SAVES_OUTPUT, 0, dt, "mlp.relu");
     case ACT_SILU: return vp_unary(sim, x, VP_SAVES_INPUT, 0, dt, "mlp.silu");
     case ACT_GELU_TANH: return vp_unary(sim, x, VP_SAVES_INPUT, 0, dt, "mlp.gelu_tanh");

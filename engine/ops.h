@@ -54,6 +54,9 @@ bool vp_attention_is_mla(const vp_op *attention);
 bool vp_attention_caches(const vp_op *attention);
 /* Keys (or values) per token: kv_heads x head_dim. */
 uint64_t vp_attention_kv_width(const vp_op *attention);
+/* What the model's attention cannot run under this recipe (a message
+ * naming the key), or NULL. */
+const char *vp_attention_recipe_problem(const vp_model *model, const vp_recipe *recipe);
 
 /* Tensor-parallel helpers. */
 uint64_t vp_split_tp(const vp_step *step, uint64_t n);          /* n / tp */

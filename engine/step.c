@@ -289,10 +289,17 @@ static vp_t recompute_chunk(vp_step *step, void *ctx, const vp_t *inputs) {
 }
 
 static vp_t checkpoint_forward(vp_step *step, vp_chunk *chunk, vp_t x) {
-    vp_t *const saved[3] = {&step->causal_mask, &step->position_ids, &step->position_ids};
+    vp_t *saved[4];
+    unsigned n = 0;
+    if (step->alibi) saved[n++] = &step->alibi; /* BloomModel's call (4.26-4.27): x, alibi, causal_mask */
+    saved[n++] = &step->causal_mask;
     vp_t *const held[2] = {&step->cos, &step->sin};
     bool rotary = step->cos != 0;
-    vp_checkpoint_args args = {saved, rotary ? 3 : 1, held, rotary ? 2 : 0};
+    if (rotary) {
+        saved[n++] = &step->position_ids;
+        saved[n++] = &step->position_ids;
+    }
+    vp_checkpoint_args args = {saved, n, held, rotary ? 2 : 0};
     return vp_checkpoint(step, recompute_chunk, chunk, &x, 1, &args);
 }
 
@@ -378,7 +385,8 @@ static void body_returns(vp_step *step, bool forward_ends) {
     vp_drop(&step->sim, step->cos);
     vp_drop(&step->sim, step->sin);
     vp_drop(&step->sim, step->causal_mask);
-    step->position_ids = step->cos = step->sin = step->causal_mask = 0;
+    vp_drop(&step->sim, step->alibi);
+    step->position_ids = step->cos = step->sin = step->causal_mask = step->alibi = 0;
 }
 
 static bool is_embedding_op(const vp_op *op) {
@@ -854,6 +862,8 @@ const char *vp_step_layout_problem(const vp_model *model, const vp_recipe *recip
         if (recipe->attention == VP_ATTN_EAGER)
             return "cp: ring attention runs a fused kernel: use attention = flash or sdpa";
     }
+    problem = vp_attention_recipe_problem(model, recipe);
+    if (problem) return problem;
     /* Megatron splits the sequence dimension evenly over the tp ranks */
     if (recipe->sequence_parallel && (recipe->micro_batch * (recipe->seq_len / cp)) % tp)
         return "sequence_parallel: tp must divide micro_batch x seq_len (over cp)";

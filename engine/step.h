@@ -79,6 +79,7 @@ typedef struct vp_step {
     bool fold;                       /* evaluate identical layers once */
     /* tensors the model forward creates once per step */
     vp_t input_ids, labels, position_ids, cos, sin, causal_mask, logits, loss;
+    vp_t alibi;                      /* BLOOM's [b x heads, 1, s] ALiBi bias */
     vp_t tied_weight;                /* the token embedding, for a tied head */
     vp_t hooked_input;               /* the embedding output made to require grad (PEFT, checkpointing) */
     vp_t prompt;                     /* prompt or prefix tuning's table (in the embeddings' leaf array) */

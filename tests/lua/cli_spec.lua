@@ -89,6 +89,23 @@ describe("vramplan estimate", function()
     helper.assert_same_model("tests/fixtures/llama2-7b-config.json", "models/llama2-7b.lua")
     helper.assert_same_model("tests/fixtures/qwen2.5-7b-config.json", "models/qwen2.5-7b.lua")
     helper.assert_same_model("tests/fixtures/qwen3-8b-config.json", "models/qwen3-8b.lua")
+    helper.assert_same_model("tests/fixtures/bloom-560m-config.json", "models/bloom-560m.lua")
+  end)
+
+  it("names what a BLOOM config asks for that is not modelled", function()
+    helper.assert_config_rejected('{"model_type": "bloom", "apply_residual_connection_post_layernorm": true}',
+      "apply_residual_connection_post_layernorm")
+    helper.assert_config_rejected('{"model_type": "bloom", "pretraining_tp": 4, "slow_but_exact": true}',
+      "slow_but_exact")
+  end)
+
+  it("refuses a flash kernel for BLOOM's ALiBi attention and runs sdpa eagerly", function()
+    local _, err, code = helper.run("estimate", "bloom-560m", "--set", "attention=flash")
+    assert.are.equal(1, code)
+    assert.truthy(err:find("attention: BLOOM's ALiBi attention runs eagerly", 1, true), err)
+    local sdpa = helper.estimate("bloom-560m", "--set", "seq_len=128")
+    local eager = helper.estimate("bloom-560m", "--set", "seq_len=128", "--set", "attention=eager")
+    assert.are.equal(eager.per_gpu.peak_allocated_bytes, sdpa.per_gpu.peak_allocated_bytes)
   end)
 
   it("names the key of a Qwen2 config that asks for a sliding window", function()

@@ -62,6 +62,11 @@ def deepseek_v3(h=64, layers=3, heads=4, vocab=256, q_lora=32, kv_lora=16, nope=
             "tie_word_embeddings": False}
 
 
+def bloom(h=64, layers=2, heads=4, vocab=256, dropout=0.0):
+    return {"model_type": "bloom", "hidden_size": h, "n_layer": layers, "n_head": heads, "vocab_size": vocab,
+            "hidden_dropout": dropout, "attention_dropout": dropout}
+
+
 def bert(h=64, layers=2, heads=4, inter=128, vocab=256, positions=64, dropout=0.1):
     return {"model_type": "bert", "hidden_size": h, "num_hidden_layers": layers, "num_attention_heads": heads,
             "intermediate_size": inter, "vocab_size": vocab, "max_position_embeddings": positions,
@@ -116,6 +121,15 @@ CASES = [
     ("qwen3 fp32", dict(llama(), model_type="qwen3", head_dim=32), recipe()),
     ("qwen3 bf16 tied", dict(llama(tied=True), model_type="qwen3"), recipe("bf16")),
     ("qwen3 amp-bf16 checkpointed", dict(llama(layers=3), model_type="qwen3"), recipe("amp-bf16", ckpt="full")),
+    # BLOOM (transformers 4.26-4.27): ALiBi, a bool mask, BLOOM's GeLU function, the shifted loss
+    ("bloom fp32", bloom(), recipe()),
+    ("bloom fp32 dropout", bloom(dropout=0.1), recipe()),
+    ("bloom bf16", bloom(), recipe("bf16")),
+    ("bloom amp-bf16", bloom(), recipe("amp-bf16")),
+    ("bloom checkpointed", bloom(layers=3), recipe(ckpt="full")),
+    ("bloom lora query_key_value", bloom(), recipe(finetune="lora", lora_dropout=0.1, lora_alpha=32)),
+    ("bloom lora all-linear checkpointed", bloom(layers=3), recipe("amp-bf16", ckpt="full", finetune="lora",
+                                                               lora_targets="all-linear")),
     # DeepSeek-V3: multi-head latent attention, a sigmoid group-limited router, an fp32 accumulator
     ("deepseek-v3 fp32", deepseek_v3(), recipe()),
     ("deepseek-v3 bf16 q_proj", deepseek_v3(q_lora=None, interleave=False), recipe("bf16")),

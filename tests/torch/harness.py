@@ -178,7 +178,8 @@ def measure(case, rank=None):
         else:
             add_prompt(model, recipe, adapter_dtype)
         if every:  # enable_input_require_grads
-            embedding = model.model.wte if cfg["model_type"] == "gpt2" else model.model.embed_tokens
+            name = {"gpt2": "wte", "bloom": "word_embeddings"}.get(cfg["model_type"], "embed_tokens")
+            embedding = getattr(model.model, name)
             embedding.register_forward_hook(lambda module, inputs, output: output.requires_grad_(True))
     all_params = [p for p in model.parameters()]
     params = [p for p in all_params if p.requires_grad]

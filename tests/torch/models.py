@@ -818,6 +818,178 @@ class Llama(nn.Module):
         return self.embed_tokens.weight if self.tied else self.lm_head.weight
 
 
+# ---------------------------------------------------------------- BLOOM
+# BloomForCausalLM as transformers 4.26-4.27 computes it.
+
+
+def bloom_gelu_forward(x):
+    return x * 0.5 * (1.0 + torch.tanh(0.79788456 * x * (1 + 0.044715 * x * x)))
+
+
+def bloom_gelu_back(g, x):
+    tanh_out = torch.tanh(0.79788456 * x * (1 + 0.044715 * x * x))
+    ff = 0.5 * x * ((1 - tanh_out * tanh_out) * (0.79788456 + 0.1070322243 * x * x)) + 0.5 * (1 + tanh_out)
+    return ff * g
+
+
+class BloomGeLU(torch.autograd.Function):
+    """modeling_bloom.GeLUFunction: keeps its input, computes without autograd."""
+
+    @staticmethod
+    def forward(ctx, input):
+        ctx.save_for_backward(input)
+        return bloom_gelu_forward(input)
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        (input,) = ctx.saved_tensors
+        return bloom_gelu_back(grad_output, input)
+
+
+def dropout_add(x, residual, prob, training):
+    out = dropout(x, prob, training)
+    out = residual + out
+    return out
+
+
+def build_alibi_tensor(attention_mask, num_heads, dtype):
+    batch_size, seq_length = attention_mask.shape
+    closest_power_of_2 = 2 ** math.floor(math.log2(num_heads))
+    base = torch.tensor(2 ** (-(2 ** -(math.log2(closest_power_of_2) - 3))), dtype=torch.float32)
+    powers = torch.arange(1, 1 + closest_power_of_2, dtype=torch.int32)
+    slopes = torch.pow(base, powers)
+    if closest_power_of_2 != num_heads:
+        extra_base = torch.tensor(2 ** (-(2 ** -(math.log2(2 * closest_power_of_2) - 3))), dtype=torch.float32)
+        num_remaining_heads = min(closest_power_of_2, num_heads - closest_power_of_2)
+        extra_powers = torch.arange(1, 1 + 2 * num_remaining_heads, 2, dtype=torch.int32)
+        slopes = torch.cat([slopes, torch.pow(extra_base, extra_powers)], dim=0)
+    arange_tensor = ((attention_mask.cumsum(dim=-1) - 1) * attention_mask)[:, None, :]
+    alibi = slopes[..., None] * arange_tensor
+    return alibi.reshape(batch_size * num_heads, 1, seq_length).to(dtype)
+
+
+class BloomAttention(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        h = cfg["hidden_size"]
+        self.num_heads = cfg["n_head"]
+        self.head_dim = h // self.num_heads
+        self.inv_norm_factor = 1.0 / math.sqrt(self.head_dim)
+        self.query_key_value = nn.Linear(h, 3 * h, bias=True)
+        self.dense = nn.Linear(h, h)
+        self.attention_dropout = cfg.get("attention_dropout", 0.0)
+        self.hidden_dropout = cfg.get("hidden_dropout", 0.0)
+
+    def _merge_heads(self, x):
+        batch_size_and_num_heads, seq_length, _ = x.shape
+        batch_size = batch_size_and_num_heads // self.num_heads
+        x = x.view(batch_size, self.num_heads, seq_length, self.head_dim)
+        x = x.permute(0, 2, 1, 3)
+        return x.reshape(batch_size, seq_length, self.num_heads * self.head_dim)
+
+    def forward(self, ac, hidden_states, residual, alibi, attention_mask, presents=None):
+        fused_qkv = linear(ac, hidden_states, self.query_key_value.weight, self.query_key_value.bias)
+        batch_size, q_length, _ = fused_qkv.shape
+        viewed = fused_qkv.view(batch_size, q_length, self.num_heads, 3, self.head_dim)  # _split_heads
+        (query_layer, key_layer, value_layer) = viewed[..., 0, :], viewed[..., 1, :], viewed[..., 2, :]
+        del viewed
+        query_layer = query_layer.transpose(1, 2).reshape(batch_size * self.num_heads, q_length, self.head_dim)
+        key_layer = key_layer.permute(0, 2, 3, 1).reshape(batch_size * self.num_heads, self.head_dim, q_length)
+        value_layer = value_layer.transpose(1, 2).reshape(batch_size * self.num_heads, q_length, self.head_dim)
+        if presents is not None:  # use_cache: present = (key_layer, value_layer)
+            presents.append((key_layer, value_layer))
+        # alibi.baddbmm: on autocast's lower-precision list, the bias cast too
+        matmul_result = torch.baddbmm(ac.down(alibi), ac.down(query_layer), ac.down(key_layer), beta=1.0,
+                                      alpha=self.inv_norm_factor)
+        attention_scores = matmul_result.view(batch_size, self.num_heads, q_length, -1)
+        input_dtype = attention_scores.dtype
+        if input_dtype == torch.float16:
+            attention_scores = attention_scores.to(torch.float)
+        attn_weights = torch.masked_fill(attention_scores, attention_mask, torch.finfo(attention_scores.dtype).min)
+        attention_probs = nn.functional.softmax(attn_weights, dim=-1, dtype=torch.float32).to(input_dtype)
+        attention_probs = dropout(attention_probs, self.attention_dropout, self.training)
+        attention_probs_reshaped = attention_probs.view(batch_size * self.num_heads, q_length, -1)
+        context_layer = torch.bmm(ac.down(attention_probs_reshaped), ac.down(value_layer))
+        context_layer = self._merge_heads(context_layer)
+        output_tensor = linear(ac, context_layer, self.dense.weight, self.dense.bias)
+        output_tensor = dropout_add(output_tensor, residual, self.hidden_dropout, self.training)
+        return output_tensor
+
+
+class BloomBlock(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        h = cfg["hidden_size"]
+        eps = cfg.get("layer_norm_epsilon", 1e-5)
+        self.input_layernorm = nn.LayerNorm(h, eps=eps)
+        self.self_attention = BloomAttention(cfg)
+        self.post_attention_layernorm = nn.LayerNorm(h, eps=eps)
+        self.dense_h_to_4h = nn.Linear(h, 4 * h)
+        self.dense_4h_to_h = nn.Linear(4 * h, h)
+        self.hidden_dropout = cfg.get("hidden_dropout", 0.0)
+
+    def mlp(self, ac, hidden_states, residual):
+        hidden_states = BloomGeLU.apply(linear(ac, hidden_states, self.dense_h_to_4h.weight, self.dense_h_to_4h.bias))
+        intermediate_output = linear(ac, hidden_states, self.dense_4h_to_h.weight, self.dense_4h_to_h.bias)
+        return dropout_add(intermediate_output, residual, self.hidden_dropout, self.training)
+
+    def forward(self, ac, hidden_states, alibi, attention_mask, presents=None):
+        layernorm_output = layer_norm(ac, self.input_layernorm, hidden_states)
+        residual = hidden_states
+        attention_output = self.self_attention(ac, layernorm_output, residual, alibi, attention_mask, presents)
+        layernorm_output = layer_norm(ac, self.post_attention_layernorm, attention_output)
+        residual = attention_output
+        return self.mlp(ac, layernorm_output, residual)
+
+
+class Bloom(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        h = cfg["hidden_size"]
+        self.cfg = cfg
+        self.n_head = cfg["n_head"]
+        eps = cfg.get("layer_norm_epsilon", 1e-5)
+        self.word_embeddings = nn.Embedding(cfg["vocab_size"], h)
+        self.word_embeddings_layernorm = nn.LayerNorm(h, eps=eps)
+        self.h = nn.ModuleList([BloomBlock(cfg) for _ in range(cfg["n_layer"])])
+        self.ln_f = nn.LayerNorm(h, eps=eps)
+
+    def prepare_attn_mask(self, attention_mask, input_shape):
+        # BloomModel._prepare_attn_mask: _make_causal_mask | _expand_mask
+        batch_size, target_length = input_shape
+        mask = torch.empty((target_length, target_length), dtype=torch.bool)
+        seq_ids = torch.arange(target_length)
+        mask[:, 0:] = seq_ids[:, None] < seq_ids[None, :]
+        combined_attention_mask = mask[None, None, :, :].expand(batch_size, 1, target_length, target_length)
+        expanded_attn_mask = ~(attention_mask[:, None, None, :].to(torch.bool))
+        expanded_attn_mask = expanded_attn_mask.expand(batch_size, 1, target_length, target_length)
+        return expanded_attn_mask | combined_attention_mask
+
+    def embed(self, input_ids):
+        return self.word_embeddings(input_ids)
+
+    def body(self, ac, input_ids, checkpoint, inputs_embeds=None, past_key_values=None):
+        if past_key_values is not None and not isinstance(past_key_values, list):
+            raise NotImplementedError("prefix tuning is mirrored on LLaMA only")
+        if inputs_embeds is None:
+            inputs_embeds = self.word_embeddings(input_ids)
+        hidden_states = layer_norm(ac, self.word_embeddings_layernorm, inputs_embeds)
+        batch_size, seq_length = inputs_embeds.shape[:2]
+        attention_mask = torch.ones((batch_size, seq_length))
+        alibi = build_alibi_tensor(attention_mask, self.n_head, dtype=hidden_states.dtype)
+        causal_mask = self.prepare_attn_mask(attention_mask, (batch_size, seq_length))
+        for block in self.h:
+            if checkpoint:  # BloomModel's call: hidden_states, alibi, causal_mask go as tensors
+                hidden_states = checkpoint(lambda x, a, m, b=block: b(ac, x, a, m), hidden_states, alibi, causal_mask)
+            else:
+                hidden_states = block(ac, hidden_states, alibi, causal_mask, past_key_values)
+        hidden_states = layer_norm(ac, self.ln_f, hidden_states)
+        return hidden_states
+
+    def head_weight(self):
+        return self.word_embeddings.weight
+
+
 # ---------------------------------------------------------------- CausalLM
 
 
@@ -832,6 +1004,15 @@ def causal_lm_loss(ac, logits, labels, vocab_size, ignore_index=-100):
     return nn.functional.nll_loss(log_probs, shift_labels, ignore_index=ignore_index)
 
 
+def shifted_logits_loss(ac, lm_logits, labels):
+    # BloomForCausalLM.forward (4.26-4.27): the model's own shifted loss
+    shift_logits = lm_logits[..., :-1, :].contiguous()
+    shift_labels = labels[..., 1:].contiguous()
+    batch_size, seq_length, vocab_size = shift_logits.shape
+    log_probs = nn.functional.log_softmax(ac.up(shift_logits.view(batch_size * seq_length, vocab_size)), dim=-1)
+    return nn.functional.nll_loss(log_probs, shift_labels.view(batch_size * seq_length))
+
+
 class CausalLM(nn.Module):
     """XForCausalLM.forward: body, head, loss; returns (loss, logits) the way
     CausalLMOutputWithPast keeps them."""
@@ -839,7 +1020,7 @@ class CausalLM(nn.Module):
     def __init__(self, cfg):
         super().__init__()
         kind = cfg["model_type"]
-        self.model = GPT2(cfg) if kind == "gpt2" else Llama(cfg)
+        self.model = {"gpt2": GPT2, "bloom": Bloom}.get(kind, Llama)(cfg)
         self.vocab = cfg["vocab_size"]
 
     def forward(self, ac, input_ids, labels, checkpoint=None):
@@ -858,10 +1039,13 @@ class CausalLM(nn.Module):
         elif getattr(self, "use_cache", True) and checkpoint is None:
             # config.use_cache, which transformers turns off under gradient
             # checkpointing: LlamaModel makes a DynamicCache, GPT-2 returns presents
-            past_key_values = [] if isinstance(self.model, GPT2) else DynamicCache()
+            past_key_values = [] if isinstance(self.model, (GPT2, Bloom)) else DynamicCache()
         hidden_states = self.model.body(ac, input_ids, checkpoint, inputs_embeds, past_key_values)
         logits = linear(ac, hidden_states, self.model.head_weight())
-        loss = causal_lm_loss(ac, logits, labels, self.vocab)
+        if isinstance(self.model, Bloom):
+            loss = shifted_logits_loss(ac, logits, labels)
+        else:
+            loss = causal_lm_loss(ac, logits, labels, self.vocab)
         if past_key_values is not None:  # the outputs keep the cache beside the logits
             return loss, (logits, past_key_values)
         return loss, logits
@@ -870,7 +1054,7 @@ class CausalLM(nn.Module):
 # ---------------------------------------------------------------- LoRA
 
 LINEAR_NAMES = {"q_proj", "k_proj", "v_proj", "o_proj", "c_attn", "c_proj", "c_fc", "gate_proj", "up_proj",
-                "down_proj", "lm_head"}
+                "down_proj", "query_key_value", "dense", "dense_h_to_4h", "dense_4h_to_h", "lm_head"}
 
 
 def add_lora(model, ac, recipe, adapter_dtype):
@@ -880,7 +1064,7 @@ def add_lora(model, ac, recipe, adapter_dtype):
     r = recipe.get("lora_rank", 8)
     alpha = recipe.get("lora_alpha", 8)
     p = recipe.get("lora_dropout", 0.0)
-    wanted = recipe.get("lora_targets", "q_proj,v_proj,c_attn")
+    wanted = recipe.get("lora_targets", "q_proj,v_proj,c_attn,query_key_value")
     targets = LINEAR_NAMES - {"lm_head"} if wanted == "all-linear" else set(wanted.split(","))
     for param in model.parameters():
         param.requires_grad_(False)

@@ -112,6 +112,26 @@ mappings.bert = {
   end,
 }
 
+-- BloomForCausalLM: older configs name the width n_embed, newer ones
+-- hidden_size; n_layer and n_head under either name.
+mappings.bloom = {
+  family = "bloom",
+  keys = {
+    hidden_size = "hidden", n_embed = "hidden", n_layer = "layers", num_hidden_layers = "layers", n_head = "heads",
+    num_attention_heads = "heads", vocab_size = "vocab", layer_norm_epsilon = "norm_eps",
+    hidden_dropout = "hidden_dropout", attention_dropout = "attn_dropout",
+  },
+  check = function(config)
+    if config.apply_residual_connection_post_layernorm == true then
+      return "apply_residual_connection_post_layernorm", "residuals after the norms are not modelled"
+    end
+    local tp = config.pretraining_tp
+    if config.slow_but_exact == true and type(tp) == "number" and tp > 1 then
+      return "slow_but_exact", "the sliced projections of pretraining_tp > 1 are not modelled"
+    end
+  end,
+}
+
 -- DeepSeek's shared experts: n_shared_experts of moe_intermediate_size, one MLP
 local function shared_experts(config, values, origins, path)
   local shared, width = config.n_shared_experts, config.moe_intermediate_size
