@@ -73,6 +73,8 @@ static census take_census(const vp_model *model, const vp_recipe *recipe) {
         count_ops(&c, s[VP_SECTION_FIRST_LAYER].ops, s[VP_SECTION_FIRST_LAYER].n_ops, early, frozen);
         count_ops(&c, s[VP_SECTION_LAYER].ops, s[VP_SECTION_LAYER].n_ops, late, frozen);
     }
+    /* the bridge sits before the decoder's layers: frozen with the layers before it */
+    count_ops(&c, s[VP_SECTION_BRIDGE].ops, s[VP_SECTION_BRIDGE].n_ops, 1, freezing && boundary > first);
     count_ops(&c, s[VP_SECTION_FINAL].ops, s[VP_SECTION_FINAL].n_ops, 1, false);
     if (recipe->finetune == VP_FINETUNE_PROMPT) /* PromptEmbedding: num_virtual_tokens x hidden */
         c.trainable += (uint64_t)recipe->virtual_tokens * vp_token_embedding_hidden(&s[VP_SECTION_EMBED].ops[0]);
@@ -111,6 +113,14 @@ static const char *const no_target[] = {
     "lora_targets: the model has no linear module dense",
     "lora_targets: the model has no linear module dense_h_to_4h",
     "lora_targets: the model has no linear module dense_4h_to_h",
+    "lora_targets: the model has no linear module q",
+    "lora_targets: the model has no linear module k",
+    "lora_targets: the model has no linear module v",
+    "lora_targets: the model has no linear module o",
+    "lora_targets: the model has no linear module wi",
+    "lora_targets: the model has no linear module wo",
+    "lora_targets: the model has no linear module wi_0",
+    "lora_targets: the model has no linear module wi_1",
     "lora_targets: the model has no linear module lm_head",
     "lora_targets: the model has no linear module embed_tokens",
     "lora_targets: the model has no linear module embed_positions",
@@ -141,6 +151,14 @@ static const char *const no_module[] = {
     "modules_to_save: the model has no module dense",
     "modules_to_save: the model has no module dense_h_to_4h",
     "modules_to_save: the model has no module dense_4h_to_h",
+    "modules_to_save: the model has no module q",
+    "modules_to_save: the model has no module k",
+    "modules_to_save: the model has no module v",
+    "modules_to_save: the model has no module o",
+    "modules_to_save: the model has no module wi",
+    "modules_to_save: the model has no module wo",
+    "modules_to_save: the model has no module wi_0",
+    "modules_to_save: the model has no module wi_1",
     "modules_to_save: the model has no module lm_head",
     "modules_to_save: the model has no module embed_tokens",
     "modules_to_save: the model has no module embed_positions",

@@ -15,8 +15,12 @@ bool vp_kv_cache_wanted(const vp_step *step) {
     return attention && vp_attention_caches(attention);
 }
 
+/* Slots: a key and a value per layer, then an encoder-decoder's
+ * cross-attention key and value per layer. */
+static unsigned slot_count(const vp_step *step) { return 4 * step->stage.layers; }
+
 void vp_kv_cache_begin(vp_step *step) {
-    size_t n = 2 * (size_t)step->stage.layers;
+    size_t n = slot_count(step);
     step->kv_cache.tensors = vp_step_scratch(step, n * sizeof *step->kv_cache.tensors);
     step->kv_cache.repeat = vp_step_scratch(step, n * sizeof *step->kv_cache.repeat);
     if (!step->kv_cache.tensors || !step->kv_cache.repeat) step->kv_cache.tensors = NULL;
@@ -43,10 +47,18 @@ void vp_kv_cache_update(vp_step *step, vp_t *k, vp_t *v) {
     update_one(step, 2 * layer + 1, v, "cache.values_cat");
 }
 
+void vp_kv_cache_update_cross(vp_step *step, vp_t k, vp_t v) {
+    if (!step->kv_cache.tensors) return;
+    unsigned layer = (unsigned)step->ledger.place.layer - step->stage.first_layer;
+    unsigned base = 2 * step->stage.layers;
+    update_one(step, base + 2 * layer, &k, "cache.cross_keys");
+    update_one(step, base + 2 * layer + 1, &v, "cache.cross_values");
+}
+
 void vp_kv_cache_release(vp_step *step, vp_kv_cache *cache) {
     if (!cache->tensors) return;
     vp_sim *sim = &step->sim;
-    for (unsigned i = 0; i < 2 * step->stage.layers; i++) {
+    for (unsigned i = 0; i < slot_count(step); i++) {
         vp_t t = cache->tensors[i];
         if (!t) continue;
         /* the layers this entry stood for let go of theirs too, when this

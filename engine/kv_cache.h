@@ -22,6 +22,11 @@ void vp_kv_cache_begin(vp_step *step);
  * as they are. */
 void vp_kv_cache_update(vp_step *step, vp_t *k, vp_t *v);
 
+/* An encoder-decoder's cross-attention keys and values for the layer
+ * running now (EncoderDecoderCache's cross_attention_cache): kept as they
+ * are. */
+void vp_kv_cache_update_cross(vp_step *step, vp_t k, vp_t v);
+
 /* The model's outputs let go of a cache. */
 void vp_kv_cache_release(vp_step *step, vp_kv_cache *cache);
 

@@ -229,11 +229,14 @@ bool vp_layout_prepare(vp_step *step) {
             if (!reshard_after_forward(step)) h->prefetch = 0; /* nothing to gather again in backward */
         }
     }
-    /* FSDP's root unit (the embeddings, final norm and head) is not resharded
-     * between forward and backward; DeepSpeed gathers those modules at use,
-     * which this counts for the whole step too (at most one embedding more) */
+    /* FSDP's root unit (the embeddings, final norm and head; an
+     * encoder-decoder's bridge: the encoder's final norm, the decoder's
+     * position-bias table) is not resharded between forward and backward;
+     * DeepSpeed gathers those modules at use, which this counts for the
+     * whole step too (at most one embedding more) */
     if (step->plan.gather)
         step->root_gather_bytes = gathered_bytes(step, step->embed_leaves, m->section[VP_SECTION_EMBED].n_slots) +
+                                  gathered_bytes(step, step->bridge_leaves, m->section[VP_SECTION_BRIDGE].n_slots) +
                                   gathered_bytes(step, step->final_leaves, m->section[VP_SECTION_FINAL].n_slots);
     return true;
 }
@@ -355,6 +358,7 @@ void vp_layout_backward_end(vp_step *step) {
     if (step->plan.grads == VP_GRADS_UNIT) {
         const vp_model *m = step->model;
         reduce_scatter(step, step->embed_leaves, m->section[VP_SECTION_EMBED].n_slots);
+        reduce_scatter(step, step->bridge_leaves, m->section[VP_SECTION_BRIDGE].n_slots);
         reduce_scatter(step, step->final_leaves, m->section[VP_SECTION_FINAL].n_slots);
     }
     vp_ledger_release(&step->ledger, VP_CAT_PARAMS, step->root_gather_bytes, "all_gather.root");

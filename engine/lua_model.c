@@ -206,7 +206,7 @@ static void copy_ops(lua_State *L, int index, vp_op *out, unsigned n) {
     }
 }
 
-static const char *const section_names[VP_SECTION_COUNT] = {"embed", "layer", "final", "first_layer"};
+static const char *const section_names[VP_SECTION_COUNT] = {"embed", "layer", "final", "first_layer", "bridge"};
 
 static const char *check_shape(const vp_model *m) {
     const vp_section *embed = &m->section[VP_SECTION_EMBED], *final = &m->section[VP_SECTION_FINAL];
@@ -220,14 +220,17 @@ static const char *check_shape(const vp_model *m) {
     if (m->first_layers >= m->layers) return "'first_layers' must be fewer than 'layers'";
     if (m->first_layers && !m->section[VP_SECTION_FIRST_LAYER].n_ops)
         return "'first_layers' needs a 'first_layer' with at least one op";
+    if (m->section[VP_SECTION_BRIDGE].n_ops && !m->first_layers)
+        return "a 'bridge' runs where the first layers end: it needs 'first_layers'";
     return NULL;
 }
 
 /* vramplan.model{ name=, embed={...}, layer={...}, layers=N, final={...}
- *                 [, first_layer={...}, first_layers=K] } */
+ *                 [, first_layer={...}, first_layers=K, bridge={...}] } */
 static int l_model(lua_State *L) {
     luaL_checktype(L, 1, LUA_TTABLE);
-    static const char *const keys[] = {"name", "embed", "layer", "layers", "final", "first_layer", "first_layers"};
+    static const char *const keys[] = {"name",        "embed",        "layer", "layers", "final",
+                                       "first_layer", "first_layers", "bridge"};
     const unsigned n_keys = sizeof keys / sizeof keys[0];
     lua_pushnil(L);
     while (lua_next(L, 1)) {
@@ -257,8 +260,9 @@ static int l_model(lua_State *L) {
     for (int s = 0; s < VP_SECTION_COUNT; s++) {
         lua_getfield(L, 1, section_names[s]);
         idx[s] = lua_gettop(L);
-        /* the first layers' ops are optional */
-        counts[s] = s == VP_SECTION_FIRST_LAYER && lua_isnil(L, -1) ? 0 : count_ops(L, idx[s], section_names[s]);
+        /* the first layers' ops and the bridge are optional */
+        bool optional = s == VP_SECTION_FIRST_LAYER || s == VP_SECTION_BRIDGE;
+        counts[s] = optional && lua_isnil(L, -1) ? 0 : count_ops(L, idx[s], section_names[s]);
     }
     lua_model *u = lua_newuserdatauv(L, sizeof *u, 0);
     memset(u, 0, sizeof *u);

@@ -78,6 +78,7 @@ static void parse_torch(lua_State *L, vp_recipe *r, const char *k) { r->torch_ve
 static void parse_device(lua_State *L, vp_recipe *r, const char *k) { r->device = (vp_device)read_option(L, k, vp_device_names); }
 static void parse_batch(lua_State *L, vp_recipe *r, const char *k) { r->micro_batch = (uint64_t)read_int(L, k, 1, 1 << 24); }
 static void parse_seq(lua_State *L, vp_recipe *r, const char *k) { r->seq_len = (uint64_t)read_int(L, k, 1, 1 << 26); }
+static void parse_target(lua_State *L, vp_recipe *r, const char *k) { r->target_len = (uint64_t)read_int(L, k, 1, 1 << 26); }
 static void parse_decay(lua_State *L, vp_recipe *r, const char *k) { r->weight_decay = read_number(L, k, 0, 1e6); }
 static void parse_keep(lua_State *L, vp_recipe *r, const char *k) { r->keep_logits = read_bool(L, k); }
 static void parse_none(lua_State *L, vp_recipe *r, const char *k) { r->grads_set_to_none = read_bool(L, k); }
@@ -207,6 +208,7 @@ static const recipe_key keys[] = {
     {"weight_decay", parse_decay, "weight decay; by default the optimizer's own (AdamW 0.01, others 0)"},
     {"micro_batch", parse_batch, "sequences per micro-batch"},
     {"seq_len", parse_seq, "tokens per sequence"},
+    {"target_len", parse_target, "encoder-decoder models (T5): the decoder's tokens per sequence, the labels' length [seq_len]"},
     {"checkpointing", parse_checkpointing, "none | full | selective (the attention core, Korthikanti et al.) | every-K (keep the input of every K-layer chunk)"},
     {"attention", parse_attention, "eager | sdpa | flash | sdpa-mem-efficient"},
     {"framework", parse_framework, "torch (a plain PyTorch training loop)"},
@@ -314,6 +316,8 @@ void vp_lua_push_recipe(lua_State *L, const vp_recipe *given) {
     lua_setfield(L, -2, "micro_batch");
     lua_pushinteger(L, (lua_Integer)r->seq_len);
     lua_setfield(L, -2, "seq_len");
+    lua_pushinteger(L, (lua_Integer)(r->target_len ? r->target_len : r->seq_len));
+    lua_setfield(L, -2, "target_len");
     if (r->selective) lua_pushliteral(L, "selective");
     else if (r->checkpoint_every == 0) lua_pushliteral(L, "none");
     else if (r->checkpoint_every == 1) lua_pushliteral(L, "full");

@@ -11,6 +11,7 @@ static const vp_op_kind *const registry[] = {
     &vp_op_dropout,         &vp_op_layernorm,          &vp_op_rmsnorm,
     &vp_op_attention,       &vp_op_mlp,                &vp_op_moe,               &vp_op_residual,
     &vp_op_lm_head,         &vp_op_cross_entropy,      &vp_op_pooler,            &vp_op_classifier,
+    &vp_op_position_bias,   &vp_op_decoder_start,
 };
 
 unsigned vp_op_kind_count(void) { return sizeof registry / sizeof registry[0]; }
@@ -95,7 +96,9 @@ uint64_t vp_model_params(const vp_model *model, bool trainable_only) {
                                trainable_only);
     uint64_t first = count_ops(model->section[VP_SECTION_FIRST_LAYER].ops,
                                model->section[VP_SECTION_FIRST_LAYER].n_ops, trainable_only);
-    return embed + first * model->first_layers + layer * (model->layers - model->first_layers) + final;
+    uint64_t bridge = count_ops(model->section[VP_SECTION_BRIDGE].ops, model->section[VP_SECTION_BRIDGE].n_ops,
+                                trainable_only);
+    return embed + first * model->first_layers + bridge + layer * (model->layers - model->first_layers) + final;
 }
 
 static const vp_op *find_in(const vp_op *ops, unsigned n, const vp_op_kind *kind) {

@@ -96,12 +96,15 @@ typedef struct vp_op {
 
 /* A model is its embeddings, a layer repeated `layers` times (the first
  * `first_layers` of them another layer: DeepSeek's dense layers before
- * its sparse ones), and the final norm, head and loss. */
+ * its sparse ones, an encoder's layers before its decoder's), and the
+ * final norm, head and loss. The bridge runs once where the first layers
+ * end: an encoder's final norm and the decoder's embeddings. */
 typedef enum {
     VP_SECTION_EMBED,
     VP_SECTION_LAYER,
     VP_SECTION_FINAL,
     VP_SECTION_FIRST_LAYER,
+    VP_SECTION_BRIDGE,
     VP_SECTION_COUNT
 } vp_section_id;
 

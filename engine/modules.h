@@ -31,6 +31,14 @@ typedef enum {
     VP_MODULE_DENSE,           /* BLOOM's attention output */
     VP_MODULE_DENSE_H_TO_4H,   /* BLOOM's MLP */
     VP_MODULE_DENSE_4H_TO_H,
+    VP_MODULE_Q,               /* T5's attention: q, k, v, o */
+    VP_MODULE_K,
+    VP_MODULE_V,
+    VP_MODULE_O,
+    VP_MODULE_WI,              /* T5's MLP: wi, wo; gated: wi_0, wi_1 */
+    VP_MODULE_WO,
+    VP_MODULE_WI_0,
+    VP_MODULE_WI_1,
     VP_MODULE_LM_HEAD,
     VP_MODULE_EMBED_TOKENS, /* wte for GPT-2 */
     VP_MODULE_EMBED_POSITIONS,
@@ -38,16 +46,16 @@ typedef enum {
     VP_MODULE_COUNT
 } vp_module;
 
-typedef uint32_t vp_module_set; /* bit m: module m */
+typedef uint64_t vp_module_set; /* bit m: module m */
 
-static inline vp_module_set vp_module_bit(vp_module m) { return (vp_module_set)1u << m; }
+static inline vp_module_set vp_module_bit(vp_module m) { return (vp_module_set)1 << m; }
 static inline bool vp_module_in(vp_module_set set, vp_module m) { return m != VP_MODULE_NONE && (set >> m & 1u); }
 
 extern const char *const vp_module_names[VP_MODULE_COUNT + 1];
 
 /* The linear modules "all-linear" means: every one but the output head
  * (PEFT's rule): q_proj through the last of them. */
-enum { VP_MODULE_LAST_LINEAR = VP_MODULE_DENSE_4H_TO_H };
+enum { VP_MODULE_LAST_LINEAR = VP_MODULE_WI_1 };
 vp_module_set vp_module_all_linear(void);
 
 /* Parses "q_proj,v_proj" or "all-linear" into a set; on an unknown name

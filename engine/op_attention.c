@@ -33,14 +33,16 @@ enum {
     ATT_QK_NORM,
     ATT_ALIBI,
     ATT_MODULE_NAMES,
+    ATT_POSITION_BIAS,
+    ATT_CROSS,
     ATT_FIELDS
 };
 
-enum { MASK_ADDITIVE, MASK_BOOL_BUFFER, MASK_PADDING, MASK_BOOL };
-static const char *const mask_names[] = {"additive", "bool-buffer", "padding", "bool", NULL};
+enum { MASK_ADDITIVE, MASK_BOOL_BUFFER, MASK_PADDING, MASK_BOOL, MASK_NONE };
+static const char *const mask_names[] = {"additive", "bool-buffer", "padding", "bool", "none", NULL};
 
-enum { NAMES_AUTO, NAMES_BLOOM };
-static const char *const module_name_sets[] = {"auto", "bloom", NULL};
+enum { NAMES_AUTO, NAMES_BLOOM, NAMES_T5 };
+static const char *const module_name_sets[] = {"auto", "bloom", "t5", NULL};
 
 static const vp_field attention_fields[ATT_FIELDS] = {
     [ATT_HIDDEN] = {"hidden", VP_FIELD_INT, true, 0, 1, 1 << 20, NULL, "model width (input and output)"},
@@ -59,7 +61,7 @@ static const vp_field attention_fields[ATT_FIELDS] = {
     [ATT_MASK] = {"mask", VP_FIELD_ENUM, false, MASK_ADDITIVE, 0, 0, mask_names,
                   "causal mask: one additive s x s mask per step (LLaMA), a per-layer bool buffer with torch.where (GPT-2), "
                   "no causal mask, an additive [b, 1, 1, s] padding mask (BERT), or one [b, 1, s, s] bool mask per "
-                  "step applied with masked_fill (BLOOM)"},
+                  "step applied with masked_fill (BLOOM), or none (the masks are in T5's position bias)"},
     [ATT_POSITIONS] = {"positions", VP_FIELD_INT, false, 0, 0, 1 << 20, NULL,
                        "size of the bool-buffer mask (GPT-2's n_positions)"},
     [ATT_UPCAST_SOFTMAX] = {"upcast_softmax", VP_FIELD_BOOL, false, 1, 0, 1, NULL,
@@ -91,7 +93,13 @@ static const vp_field attention_fields[ATT_FIELDS] = {
                    "contiguous copies of q and k; transformers runs it eagerly only"},
     [ATT_MODULE_NAMES] = {"module_names", VP_FIELD_ENUM, false, NAMES_AUTO, 0, 0, module_name_sets,
                           "the projections' names for LoRA targets: auto (q_proj/k_proj/v_proj/o_proj, c_attn/c_proj "
-                          "when fused) or bloom (query_key_value, dense)"},
+                          "when fused), bloom (query_key_value, dense) or t5 (q, k, v, o)"},
+    [ATT_POSITION_BIAS] = {"position_bias", VP_FIELD_BOOL, false, 0, 0, 1, NULL,
+                           "T5Attention: unscaled scores, the stack's position bias (masks included) added in place, "
+                           "softmax over scores.float(); the scores stay bound until the module returns; eager only"},
+    [ATT_CROSS] = {"cross", VP_FIELD_BOOL, false, 0, 0, 1, NULL,
+                   "encoder-decoder attention (T5's EncDecAttention): keys and values from the encoder's output, "
+                   "the cross-attention bias; needs position_bias"},
 };
 
 /* head_dim is the queries' and keys' width; v_dim the values' (they differ
@@ -172,6 +180,13 @@ static const char *attention_check(const vp_op *op) {
         return "module_names = \"bloom\" names a fused query_key_value: needs fused_qkv";
     if (vp_op_flag(op, ATT_ALIBI) && (!vp_op_flag(op, ATT_FUSED_QKV) || vp_op_flag(op, ATT_ROTARY)))
         return "alibi is BLOOM's attention: needs fused_qkv and no rotary";
+    bool position_bias = vp_op_flag(op, ATT_POSITION_BIAS);
+    if (position_bias && (vp_op_flag(op, ATT_FUSED_QKV) || vp_op_flag(op, ATT_ROTARY) || vp_op_flag(op, ATT_ALIBI) ||
+                          vp_op_u64(op, ATT_MASK) != MASK_NONE || s.kv_heads != s.heads))
+        return "position_bias is T5's attention: separate q, k, v, no rotary or alibi, mask = \"none\", kv_heads = heads";
+    if (!position_bias && vp_op_u64(op, ATT_MASK) == MASK_NONE)
+        return "mask = \"none\" needs position_bias (the masks are in the bias)";
+    if (vp_op_flag(op, ATT_CROSS) && !position_bias) return "cross attention is T5's: needs position_bias";
     return NULL;
 }
 
@@ -179,6 +194,11 @@ static const char *attention_check(const vp_op *op) {
  * implementation): "sdpa", the default, resolves to it. */
 const char *vp_attention_recipe_problem(const vp_model *model, const vp_recipe *recipe) {
     const vp_op *op = vp_section_find(&model->section[VP_SECTION_LAYER], &vp_op_attention);
+    /* T5 has no SDPA or flash implementation in transformers 4.46-4.52:
+     * "sdpa" falls back to eager */
+    if (op && vp_op_flag(op, ATT_POSITION_BIAS) &&
+        (recipe->attention == VP_ATTN_FLASH || recipe->attention == VP_ATTN_MEM_EFFICIENT))
+        return "attention: T5's position-biased attention runs eagerly in transformers (no flash or SDPA kernel)";
     if (!op || !vp_op_flag(op, ATT_ALIBI)) return NULL;
     if (recipe->attention == VP_ATTN_FLASH || recipe->attention == VP_ATTN_MEM_EFFICIENT)
         return "attention: BLOOM's ALiBi attention runs eagerly in transformers (no flash or SDPA kernel)";
@@ -199,20 +219,23 @@ static unsigned attention_leaves(const vp_op *op, const vp_ranks *split, vp_leaf
     uint64_t q = s.heads * s.head_dim, kv = s.kv_heads * s.head_dim;
     bool qkv_bias = vp_op_flag(op, ATT_QKV_BIAS), fused = vp_op_flag(op, ATT_FUSED_QKV);
     /* GPT-2's names with its fused q/k/v, or BLOOM's */
-    bool bloom = vp_op_u64(op, ATT_MODULE_NAMES) == NAMES_BLOOM;
-    vp_module out_module = bloom ? VP_MODULE_DENSE : fused ? VP_MODULE_C_PROJ : VP_MODULE_O_PROJ;
+    unsigned names = (unsigned)vp_op_u64(op, ATT_MODULE_NAMES);
+    bool bloom = names == NAMES_BLOOM, t5 = names == NAMES_T5;
+    vp_module out_module = bloom ? VP_MODULE_DENSE : fused ? VP_MODULE_C_PROJ : t5 ? VP_MODULE_O : VP_MODULE_O_PROJ;
     for (unsigned i = 0; i < ATT_SLOTS; i++) out[i] = vp_param(0, "attention", VP_MODULE_NONE, 0);
     if (fused) {
         vp_module m = bloom ? VP_MODULE_QUERY_KEY_VALUE : VP_MODULE_C_ATTN;
         out[Q_W] = vp_param(s.hidden * (q + 2 * kv), bloom ? "query_key_value.weight" : "c_attn.weight", m, q + 2 * kv);
         out[Q_B] = vp_param(qkv_bias ? q + 2 * kv : 0, bloom ? "query_key_value.bias" : "c_attn.bias", m, 0);
     } else {
-        out[Q_W] = vp_param(s.hidden * q, "q_proj.weight", VP_MODULE_Q_PROJ, q);
-        out[Q_B] = vp_param(qkv_bias ? q : 0, "q_proj.bias", VP_MODULE_Q_PROJ, 0);
-        out[K_W] = vp_param(s.hidden * kv, "k_proj.weight", VP_MODULE_K_PROJ, kv);
-        out[K_B] = vp_param(qkv_bias ? kv : 0, "k_proj.bias", VP_MODULE_K_PROJ, 0);
-        out[V_W] = vp_param(s.hidden * kv, "v_proj.weight", VP_MODULE_V_PROJ, kv);
-        out[V_B] = vp_param(qkv_bias ? kv : 0, "v_proj.bias", VP_MODULE_V_PROJ, 0);
+        vp_module qm = t5 ? VP_MODULE_Q : VP_MODULE_Q_PROJ, km = t5 ? VP_MODULE_K : VP_MODULE_K_PROJ,
+                  vm = t5 ? VP_MODULE_V : VP_MODULE_V_PROJ;
+        out[Q_W] = vp_param(s.hidden * q, "q_proj.weight", qm, q);
+        out[Q_B] = vp_param(qkv_bias ? q : 0, "q_proj.bias", qm, 0);
+        out[K_W] = vp_param(s.hidden * kv, "k_proj.weight", km, kv);
+        out[K_B] = vp_param(qkv_bias ? kv : 0, "k_proj.bias", km, 0);
+        out[V_W] = vp_param(s.hidden * kv, "v_proj.weight", vm, kv);
+        out[V_B] = vp_param(qkv_bias ? kv : 0, "v_proj.bias", vm, 0);
     }
     out[O_W] = vp_param(q * s.hidden, "o_proj.weight", out_module, s.hidden); /* row-parallel */
     out[O_B] = vp_param(vp_op_flag(op, ATT_OUT_BIAS) ? s.hidden : 0, "o_proj.bias", out_module, 0);
@@ -236,7 +259,7 @@ static unsigned attention_leaves(const vp_op *op, const vp_ranks *split, vp_leaf
 typedef enum { KERNEL_EAGER, KERNEL_FLASH, KERNEL_SDPA_FLASH, KERNEL_MEM_EFFICIENT } kernel;
 
 static kernel kernel_for(const vp_step *step, const vp_op *op) {
-    if (vp_op_flag(op, ATT_ALIBI)) return KERNEL_EAGER; /* see vp_attention_recipe_problem */
+    if (vp_op_flag(op, ATT_ALIBI) || vp_op_flag(op, ATT_POSITION_BIAS)) return KERNEL_EAGER; /* see vp_attention_recipe_problem */
     switch (step->recipe->attention) {
     case VP_ATTN_FLASH: return KERNEL_FLASH;
     case VP_ATTN_MEM_EFFICIENT: return KERNEL_MEM_EFFICIENT;
@@ -300,7 +323,8 @@ static void attention_prepare(vp_step *step, const vp_op *op) {
         prepare_alibi(step, op);
         sim->grad_mode = grad_mode;
     }
-    if (vp_op_u64(op, ATT_MASK) == MASK_BOOL_BUFFER || kernel_for(step, op) != KERNEL_EAGER || step->causal_mask) return;
+    unsigned mask_kind = (unsigned)vp_op_u64(op, ATT_MASK);
+    if (mask_kind == MASK_NONE || mask_kind == MASK_BOOL_BUFFER || kernel_for(step, op) != KERNEL_EAGER || step->causal_mask) return;
     if (vp_op_u64(op, ATT_MASK) == MASK_BOOL) {
         sim->grad_mode = false;
         prepare_bool_mask(step);
@@ -345,6 +369,8 @@ static vp_t batched_operand(vp_step *step, vp_t x, bool contiguous, const char *
 typedef struct {
     vp_t q, k, v;
     bool q_contiguous, k_contiguous, v_contiguous;
+    uint64_t kv_len;  /* keys per query row: the encoder's length for cross-attention; 0: seq + past */
+    vp_t bias;        /* T5: the position bias the scores add (borrowed) */
     vp_t locals[4]; /* other tensors the module's Python locals keep until it returns */
     unsigned n_locals;
 } qkv;
@@ -358,6 +384,24 @@ static void keep_local(vp_sim *sim, qkv *in, vp_t t) {
     in->locals[in->n_locals++] = t;
 }
 
+/* T5Attention (transformers 4.46-4.52): `scores += position_bias_masked`
+ * in place, unscaled; the local `scores` keeps them until the module
+ * returns; softmax(scores.float(), dim=-1).type_as(scores), the fp32 copy
+ * made even for 16-bit scores. Takes over the reference to scores. */
+static vp_t t5_normalize(vp_step *step, vp_t scores, qkv *in) {
+    vp_sim *sim = &step->sim;
+    vp_t biased = vp_add_(sim, scores, in->bias, "attention.position_bias");
+    vp_drop(sim, scores);
+    keep_local(sim, in, biased);
+    vp_t up = vp_to(sim, biased, VP_FP32, "attention.scores_float");
+    vp_drop(sim, biased);
+    vp_t p32 = vp_unary(sim, up, VP_SAVES_OUTPUT, 0, VP_FP32, "attention.softmax");
+    vp_drop(sim, up);
+    vp_t probs = vp_to(sim, p32, (vp_dtype)vp_at(sim, biased)->dtype, "attention.softmax_type_as");
+    vp_drop(sim, p32);
+    return probs;
+}
+
 /* Scores to probabilities: scale, causal mask and softmax as the model's
  * code does them (HF: separate ops, LLaMA's softmax upcast to fp32 and cast
  * back; Megatron: FusedScaleMaskSoftmax, one kernel that keeps its 16-bit
@@ -365,6 +409,7 @@ static void keep_local(vp_sim *sim, qkv *in, vp_t t) {
 static vp_t normalize(vp_step *step, const vp_op *op, const vp_t *leaves, vp_t scores, qkv *in) {
     vp_sim *sim = &step->sim;
     vp_t probs;
+    if (vp_op_flag(op, ATT_POSITION_BIAS)) return t5_normalize(step, scores, in);
     if (step->recipe->framework == VP_FRAMEWORK_MEGATRON) {
         probs = vp_unary(sim, scores, VP_SAVES_OUTPUT, 0, (vp_dtype)vp_at(sim, scores)->dtype, "attention.softmax");
         vp_drop(sim, scores);
@@ -445,7 +490,7 @@ static vp_t eager(vp_step *step, const vp_op *op, const vp_t *leaves, qkv *in, s
     vp_sim *sim = &step->sim;
     uint64_t b = step->batch, n = step->seq;
     unsigned rep = (unsigned)(s.heads / s.kv_heads);
-    uint64_t scores_numel = vp_numel4(sim, b, s.heads, n, n + step->past_tokens);
+    uint64_t scores_numel = vp_numel4(sim, b, s.heads, n, in->kv_len ? in->kv_len : n + step->past_tokens);
 
     /* key_states = repeat_kv(key, n_rep): expand + reshape, a contiguous copy;
      * keys joined to a cached prefix are a cat's contiguous result already */
@@ -662,7 +707,7 @@ static vp_t attention_forward(vp_step *step, const vp_op *op, const vp_t *leaves
     shape s = local_shape(op, step->tp);
     uint64_t q_out = s.heads * s.head_dim, kv_out = s.kv_heads * s.head_dim;
     qkv in = {0};
-    bool mla = is_mla(op);
+    bool mla = is_mla(op), cross = vp_op_flag(op, ATT_CROSS);
     if (mla) {
         vp_mla_shape m = mla_shape(op);
         vp_mla_project(step, &m, leaves, x, &in.q, &in.k, &in.v);
@@ -679,9 +724,15 @@ static vp_t attention_forward(vp_step *step, const vp_op *op, const vp_t *leaves
         in.k = parts[1];
         in.v = parts[2];
     } else {
+        /* cross-attention's keys and values come from the encoder's output */
+        vp_t source = cross ? step->memory : x;
         in.q = vp_project_column(step, x, leaves[Q_W], leaves[Q_B], q_out, "attention.q_proj");
-        in.k = vp_project_column(step, x, leaves[K_W], leaves[K_B], kv_out, "attention.k_proj");
-        in.v = vp_project_column(step, x, leaves[V_W], leaves[V_B], kv_out, "attention.v_proj");
+        in.k = vp_project_column(step, source, leaves[K_W], leaves[K_B], kv_out, "attention.k_proj");
+        in.v = vp_project_column(step, source, leaves[V_W], leaves[V_B], kv_out, "attention.v_proj");
+    }
+    if (vp_op_flag(op, ATT_POSITION_BIAS)) {
+        in.bias = cross ? step->cross_bias : step->position_bias;
+        in.kv_len = cross ? step->source_seq : 0;
     }
     if (vp_op_flag(op, ATT_QK_NORM) && !mla) {
         /* self.q_norm(q_proj(x).view(hidden_shape)), likewise k: over head_dim */
@@ -702,7 +753,10 @@ static vp_t attention_forward(vp_step *step, const vp_op *op, const vp_t *leaves
     }
     /* past_key_value.update(key_states, value_states, layer_idx), or GPT-2's
      * present = (key, value) */
-    if (vp_op_flag(op, ATT_CACHES) || step->past_tokens) vp_kv_cache_update(step, &in.k, &in.v);
+    if (cross && vp_op_flag(op, ATT_CACHES))
+        vp_kv_cache_update_cross(step, in.k, in.v);
+    else if (vp_op_flag(op, ATT_CACHES) || step->past_tokens)
+        vp_kv_cache_update(step, &in.k, &in.v);
     kernel which = kernel_for(step, op);
     /* SDPA's flash backend takes one head width for q, k and v
      * (sdp_utils.cpp, check_head_dim_size_flash): the memory-efficient one runs */

@@ -3,13 +3,15 @@
 
 /* ---- lm_head ---- */
 
-enum { HEAD_VOCAB, HEAD_HIDDEN, HEAD_TIED, HEAD_BIAS, HEAD_FIELDS };
+enum { HEAD_VOCAB, HEAD_HIDDEN, HEAD_TIED, HEAD_BIAS, HEAD_SCALE_INPUT, HEAD_FIELDS };
 
 static const vp_field head_fields[HEAD_FIELDS] = {
     [HEAD_VOCAB] = {"vocab", VP_FIELD_INT, true, 0, 1, 1 << 24, NULL, "vocabulary size (logit width)"},
     [HEAD_HIDDEN] = {"hidden", VP_FIELD_INT, true, 0, 1, 1 << 20, NULL, "model width"},
     [HEAD_TIED] = {"tied", VP_FIELD_BOOL, false, 0, 0, 1, NULL, "reuse the token embedding's weight"},
     [HEAD_BIAS] = {"bias", VP_FIELD_BOOL, false, 0, 0, 1, NULL, "a bias on the logits"},
+    [HEAD_SCALE_INPUT] = {"scale_input", VP_FIELD_BOOL, false, 0, 0, 1, NULL,
+                          "the hidden states scaled by hidden^-0.5 first, a new tensor (T5 with a tied head)"},
 };
 
 enum { HEAD_W, HEAD_B, HEAD_SLOTS };
@@ -28,7 +30,11 @@ static unsigned head_leaves(const vp_op *op, const vp_ranks *split, vp_leaf_spec
 static vp_t head_forward(vp_step *step, const vp_op *op, const vp_t *leaves, vp_t x) {
     vp_t weight = vp_op_flag(op, HEAD_TIED) ? step->tied_weight : leaves[HEAD_W];
     uint64_t vocab = vp_padded_vocab(vp_op_u64(op, HEAD_VOCAB), step->tp) / step->tp;
-    vp_t logits = vp_project_column(step, x, weight, leaves[HEAD_B], vocab, "lm_head");
+    /* T5ForConditionalGeneration: sequence_output * (self.model_dim**-0.5)
+     * when the head is tied; the product is what lm_head keeps */
+    vp_t input = vp_op_flag(op, HEAD_SCALE_INPUT) ? vp_scale(&step->sim, x, "lm_head.scale_input") : (vp_hold(&step->sim, x), x);
+    vp_t logits = vp_project_column(step, input, weight, leaves[HEAD_B], vocab, "lm_head");
+    vp_drop(&step->sim, input);
     vp_hold(&step->sim, logits);
     step->logits = logits;
     return logits;
@@ -49,8 +55,8 @@ const vp_op_kind vp_op_lm_head = {
 
 enum { CE_UPCAST, CE_PER_SEQUENCE, CE_SHIFT, CE_FIELDS };
 
-enum { SHIFT_LABELS, SHIFT_LOGITS };
-static const char *const shift_names[] = {"labels", "logits", NULL};
+enum { SHIFT_LABELS, SHIFT_LOGITS, SHIFT_NONE };
+static const char *const shift_names[] = {"labels", "logits", "none", NULL};
 
 static const vp_field ce_fields[CE_FIELDS] = {
     [CE_UPCAST] = {"upcast", VP_FIELD_BOOL, false, 1, 0, 1, NULL, "logits.float() before the loss, as HF's ForCausalLMLoss does"},
@@ -58,7 +64,8 @@ static const vp_field ce_fields[CE_FIELDS] = {
                          "one label per sequence (a classifier's loss), not shifted per-token labels"},
     [CE_SHIFT] = {"shift", VP_FIELD_ENUM, false, SHIFT_LABELS, 0, 0, shift_names,
                   "how next-token targets line up: labels (padded and shifted, ForCausalLMLoss, transformers 4.46+) "
-                  "or logits (logits[..., :-1, :].contiguous(), the models' own loss before)"},
+                  "or logits (logits[..., :-1, :].contiguous(), the models' own loss before), or none (labels "
+                  "already aligned: an encoder-decoder's decoder, fed the labels shifted right)"},
 };
 
 bool vp_loss_per_sequence(const vp_op *loss) { return vp_op_flag(loss, CE_PER_SEQUENCE); }
@@ -144,9 +151,16 @@ static vp_t shifted_logits_ce(vp_step *step, vp_t logits) {
 }
 
 static const char *ce_check(const vp_op *op) {
-    if (vp_op_u64(op, CE_SHIFT) == SHIFT_LOGITS && (vp_op_flag(op, CE_PER_SEQUENCE) || vp_op_flag(op, CE_UPCAST)))
-        return "shift = \"logits\" is the models' own causal-LM loss: per-token, without upcast";
+    unsigned shift = (unsigned)vp_op_u64(op, CE_SHIFT);
+    if (shift != SHIFT_LABELS && (vp_op_flag(op, CE_PER_SEQUENCE) || vp_op_flag(op, CE_UPCAST)))
+        return "shift = \"logits\" or \"none\" is a model's own loss: per-token, without upcast";
     return NULL;
+}
+
+/* T5ForConditionalGeneration: CrossEntropyLoss(ignore_index=-100) over
+ * lm_logits.view(-1, V) and labels.view(-1), as they are. */
+static vp_t aligned_ce(vp_step *step, vp_t logits) {
+    return log_softmax_nll(step, logits, step->labels);
 }
 
 static vp_t ce_forward(vp_step *step, const vp_op *op, const vp_t *leaves, vp_t x) {
@@ -154,6 +168,7 @@ static vp_t ce_forward(vp_step *step, const vp_op *op, const vp_t *leaves, vp_t 
     vp_sim *sim = &step->sim;
     if (step->tp > 1) return vocab_parallel_ce(step, x);
     if (vp_op_u64(op, CE_SHIFT) == SHIFT_LOGITS) return shifted_logits_ce(step, x);
+    if (vp_op_u64(op, CE_SHIFT) == SHIFT_NONE) return aligned_ce(step, x);
     vp_t logits32 = vp_op_flag(op, CE_UPCAST) ? vp_to(sim, x, VP_FP32, "loss.logits_float")
                                                : (vp_hold(sim, x), x);
     bool per_sequence = vp_op_flag(op, CE_PER_SEQUENCE); /* CrossEntropyLoss()(logits.view(-1, n), labels.view(-1)) */

@@ -11,6 +11,7 @@ enum {
     MLP_RESID_DROPOUT,
     MLP_CONV1D,
     MLP_MODULE_NAMES,
+    MLP_INNER_DROPOUT,
     MLP_FIELDS
 };
 
@@ -18,8 +19,8 @@ enum { ACT_GELU, ACT_GELU_TANH, ACT_GELU_NEW, ACT_RELU, ACT_SILU, ACT_BLOOM_GELU
 static const char *const activation_names[] = {"gelu", "gelu_pytorch_tanh", "gelu_new", "relu", "silu", "bloom_gelu",
                                                NULL};
 
-enum { NAMES_AUTO, NAMES_BLOOM };
-static const char *const module_name_sets[] = {"auto", "bloom", NULL};
+enum { NAMES_AUTO, NAMES_BLOOM, NAMES_T5 };
+static const char *const module_name_sets[] = {"auto", "bloom", "t5", NULL};
 
 static const vp_field mlp_fields[MLP_FIELDS] = {
     [MLP_HIDDEN] = {"hidden", VP_FIELD_INT, true, 0, 1, 1 << 20, NULL, "model width"},
@@ -35,7 +36,9 @@ static const vp_field mlp_fields[MLP_FIELDS] = {
                     "the projections are transformers' Conv1D (GPT-2), not nn.Linear"},
     [MLP_MODULE_NAMES] = {"module_names", VP_FIELD_ENUM, false, NAMES_AUTO, 0, 0, module_name_sets,
                           "the projections' names for LoRA targets: auto (gate_proj/up_proj/down_proj when gated, "
-                          "else c_fc/c_proj) or bloom (dense_h_to_4h, dense_4h_to_h)"},
+                          "else c_fc/c_proj), bloom (dense_h_to_4h, dense_4h_to_h) or t5 (wi, wo; gated wi_0, wi_1)"},
+    [MLP_INNER_DROPOUT] = {"inner_dropout", VP_FIELD_NUMBER, false, 0, 0, 0.999999, NULL,
+                           "dropout on the activation before the down projection (T5's DenseReluDense)"},
 };
 
 enum { UP_W, UP_B, GATE_W, GATE_B, DOWN_W, DOWN_B, MLP_SLOTS };
@@ -46,14 +49,23 @@ static unsigned mlp_leaves(const vp_op *op, const vp_ranks *split, vp_leaf_spec 
     unsigned tp = split->tp;
     uint64_t h = vp_op_u64(op, MLP_HIDDEN), f = vp_op_u64(op, MLP_INTERMEDIATE) / tp;
     bool bias = vp_op_flag(op, MLP_BIAS), gated = vp_op_flag(op, MLP_GATED);
-    /* gated: LLaMA's names; plain: GPT-2's c_fc and c_proj, or BLOOM's */
-    bool bloom = vp_op_u64(op, MLP_MODULE_NAMES) == NAMES_BLOOM;
-    vp_module up_module = bloom ? VP_MODULE_DENSE_H_TO_4H : gated ? VP_MODULE_UP_PROJ : VP_MODULE_C_FC;
-    vp_module down_module = bloom ? VP_MODULE_DENSE_4H_TO_H : gated ? VP_MODULE_DOWN_PROJ : VP_MODULE_C_PROJ;
+    /* gated: LLaMA's names; plain: GPT-2's c_fc and c_proj, or BLOOM's, or T5's */
+    unsigned names = (unsigned)vp_op_u64(op, MLP_MODULE_NAMES);
+    vp_module up_module = gated ? VP_MODULE_UP_PROJ : VP_MODULE_C_FC;
+    vp_module gate_module = VP_MODULE_GATE_PROJ;
+    vp_module down_module = gated ? VP_MODULE_DOWN_PROJ : VP_MODULE_C_PROJ;
+    if (names == NAMES_BLOOM) {
+        up_module = VP_MODULE_DENSE_H_TO_4H;
+        down_module = VP_MODULE_DENSE_4H_TO_H;
+    } else if (names == NAMES_T5) {
+        up_module = gated ? VP_MODULE_WI_1 : VP_MODULE_WI;
+        gate_module = VP_MODULE_WI_0;
+        down_module = VP_MODULE_WO;
+    }
     out[UP_W] = vp_param(h * f, "mlp.up_proj.weight", up_module, f);
     out[UP_B] = vp_param(bias ? f : 0, "mlp.up_proj.bias", up_module, 0);
-    out[GATE_W] = vp_param(gated ? h * f : 0, "mlp.gate_proj.weight", VP_MODULE_GATE_PROJ, f);
-    out[GATE_B] = vp_param(gated && bias ? f : 0, "mlp.gate_proj.bias", VP_MODULE_GATE_PROJ, 0);
+    out[GATE_W] = vp_param(gated ? h * f : 0, "mlp.gate_proj.weight", gate_module, f);
+    out[GATE_B] = vp_param(gated && bias ? f : 0, "mlp.gate_proj.bias", gate_module, 0);
     out[DOWN_W] = vp_param(f * h, "mlp.down_proj.weight", down_module, h);
     out[DOWN_B] = vp_param(bias ? h : 0, "mlp.down_proj.bias", down_module, 0);
     for (unsigned i = 0; i < MLP_SLOTS; i++) out[i].conv1d = vp_op_flag(op, MLP_CONV1D);
@@ -154,8 +166,18 @@ static vp_t mlp_forward(vp_step *step, const vp_op *op, const vp_t *leaves, vp_t
         inner = activate(step, kind, up);
         vp_drop(sim, up);
     }
-    vp_t out = vp_project_row(step, inner, leaves[DOWN_W], leaves[DOWN_B], h, "mlp.down_proj");
+    /* T5's DenseReluDense: self.dropout(hidden_states) before self.wo */
+    vp_t dropped_inner = vp_train_dropout(step, inner, op->value[MLP_INNER_DROPOUT], "mlp.dropout");
     vp_drop(sim, inner);
+    if (vp_op_u64(op, MLP_MODULE_NAMES) == NAMES_T5) {
+        /* hidden_states.to(self.wo.weight.dtype) where they differ: under
+         * autocast an fp32 copy, which wo's autocast casts back */
+        vp_t cast = vp_to(sim, dropped_inner, (vp_dtype)vp_at(sim, leaves[DOWN_W])->dtype, "mlp.wo_dtype");
+        vp_drop(sim, dropped_inner);
+        dropped_inner = cast;
+    }
+    vp_t out = vp_project_row(step, dropped_inner, leaves[DOWN_W], leaves[DOWN_B], h, "mlp.down_proj");
+    vp_drop(sim, dropped_inner);
     vp_t dropped = vp_train_dropout(step, out, op->value[MLP_RESID_DROPOUT], "mlp.resid_dropout");
     vp_drop(sim, out);
     return dropped;

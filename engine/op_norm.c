@@ -43,11 +43,17 @@ const vp_op_kind vp_op_layernorm = {
 
 /* ---- RMSNorm ---- */
 
-enum { RMS_HIDDEN, RMS_EPS, RMS_FIELDS };
+enum { RMS_HIDDEN, RMS_EPS, RMS_STYLE, RMS_FIELDS };
+
+enum { STYLE_LLAMA, STYLE_T5 };
+static const char *const style_names[] = {"llama", "t5", NULL};
 
 static const vp_field rmsnorm_fields[RMS_FIELDS] = {
     [RMS_HIDDEN] = {"hidden", VP_FIELD_INT, true, 0, 1, 1 << 20, NULL, "normalized width"},
     [RMS_EPS] = {"eps", VP_FIELD_NUMBER, false, 1e-6, 0, 1, NULL, "variance epsilon"},
+    [RMS_STYLE] = {"style", VP_FIELD_ENUM, false, STYLE_LLAMA, 0, 0, style_names,
+                   "llama: the input cast to fp32 and normalized there (LlamaRMSNorm); t5: only the variance in "
+                   "fp32, the input itself multiplied (T5LayerNorm)"},
 };
 
 static unsigned rmsnorm_leaves(const vp_op *op, const vp_ranks *split, vp_leaf_spec *out) {
@@ -87,11 +93,42 @@ vp_t vp_hf_rms_norm(vp_step *step, vp_t x, vp_t weight, uint64_t rows) {
     return y;
 }
 
+/* T5LayerNorm.forward (transformers 4.4x-4.5x):
+ *   variance = hidden_states.to(torch.float32).pow(2).mean(-1, keepdim=True)
+ *   hidden_states = hidden_states * torch.rsqrt(variance + self.variance_epsilon)
+ *   if self.weight.dtype in [torch.float16, torch.bfloat16]:
+ *       hidden_states = hidden_states.to(self.weight.dtype)
+ *   return self.weight * hidden_states
+ * The fp32 copy is a temporary that pow keeps; the input itself is
+ * multiplied by the fp32 rsqrt (a 16-bit input's product promotes to
+ * fp32). In fp32 this is LlamaRMSNorm's sequence exactly. */
+static vp_t t5_layer_norm(vp_step *step, vp_t x, vp_t weight, uint64_t rows) {
+    vp_sim *sim = &step->sim;
+    vp_t h32 = vp_to(sim, x, VP_FP32, "t5_layer_norm.upcast");
+    vp_t squared = vp_unary(sim, h32, VP_SAVES_INPUT, 2, VP_FP32, "t5_layer_norm.pow");
+    vp_drop(sim, h32);
+    vp_t variance = vp_reduce(sim, squared, rows, "t5_layer_norm.mean");
+    vp_drop(sim, squared);
+    vp_t shifted = vp_shift(sim, variance, VP_FP32, rows, "t5_layer_norm.add_eps");
+    vp_drop(sim, variance);
+    vp_t inverse = vp_unary(sim, shifted, VP_SAVES_OUTPUT, 2, VP_FP32, "t5_layer_norm.rsqrt");
+    vp_drop(sim, shifted);
+    vp_t normed = vp_mul(sim, x, inverse, vp_at(sim, x)->numel, "t5_layer_norm.mul");
+    vp_drop(sim, inverse);
+    vp_dtype wdt = (vp_dtype)vp_at(sim, weight)->dtype;
+    vp_t cast = wdt == VP_FP16 || wdt == VP_BF16 ? vp_to(sim, normed, wdt, "t5_layer_norm.downcast")
+                                                 : (vp_hold(sim, normed), normed);
+    vp_drop(sim, normed);
+    vp_t y = vp_mul(sim, weight, cast, vp_at(sim, cast)->numel, "t5_layer_norm.weight");
+    vp_drop(sim, cast);
+    return y;
+}
+
 static vp_t rmsnorm_forward(vp_step *step, const vp_op *op, const vp_t *leaves, vp_t x) {
-    (void)op;
     /* Megatron-LM runs a fused kernel (Transformer Engine / apex) */
     if (step->recipe->framework == VP_FRAMEWORK_MEGATRON)
         return vp_rms_norm(&step->sim, x, leaves[0], step->rows, "rmsnorm");
+    if (vp_op_u64(op, RMS_STYLE) == STYLE_T5) return t5_layer_norm(step, x, leaves[0], step->rows);
     return vp_hf_rms_norm(step, x, leaves[0], step->rows);
 }
 

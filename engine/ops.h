@@ -21,6 +21,8 @@ extern const vp_op_kind vp_op_lm_head;
 extern const vp_op_kind vp_op_pooler;
 extern const vp_op_kind vp_op_classifier;
 extern const vp_op_kind vp_op_cross_entropy;
+extern const vp_op_kind vp_op_position_bias;
+extern const vp_op_kind vp_op_decoder_start;
 
 /* A projection as F.linear under the step's precision: autocast casts the
  * input (every call: activations are not cached) and the weight and bias

@@ -203,6 +203,13 @@ vp_t vp_add(vp_sim *sim, vp_t a, vp_t b, uint64_t out_numel, const char *label) 
     return y;
 }
 
+vp_t vp_add_(vp_sim *sim, vp_t a, vp_t b, const char *label) {
+    vp_t y = vp_view(sim, a, numel_of(sim, a), label);
+    vp_t in[2] = {a, b};
+    vp_record(sim, backward_pass, label, in, 2, &y, 1);
+    return y;
+}
+
 vp_t vp_mul(vp_sim *sim, vp_t a, vp_t b, uint64_t out_numel, const char *label) {
     vp_dtype dt = vp_dtype_promote(dtype_of(sim, a), dtype_of(sim, b));
     vp_t y = vp_new(sim, out_numel, dt, label);

@@ -35,6 +35,11 @@ vp_t vp_matmul(vp_sim *sim, vp_t a, vp_t b, uint64_t out_numel, const char *labe
  * result has the promoted dtype. Saves nothing. */
 vp_t vp_add(vp_sim *sim, vp_t a, vp_t b, uint64_t out_numel, const char *label);
 
+/* a += b in place (b broadcast, or wider: a keeps its dtype): a new
+ * version of a's storage. Saves nothing; the gradient passes to a as it
+ * is and to b reduced or cast to fit (T5's scores += position_bias). */
+vp_t vp_add_(vp_sim *sim, vp_t a, vp_t b, const char *label);
+
 /* Elementwise a * b with broadcasting: saves b if a needs a gradient and a if
  * b does (mul.Tensor). */
 vp_t vp_mul(vp_sim *sim, vp_t a, vp_t b, uint64_t out_numel, const char *label);

@@ -13,9 +13,10 @@ const char *const vp_framework_names[] = {"torch", "deepspeed", "fsdp", "megatro
 vp_module_set vp_lora_targets(const vp_recipe *recipe) {
     if (recipe->lora_targets) return recipe->lora_targets;
     /* TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING: llama, mistral,
-     * mixtral, qwen2 -> q_proj, v_proj; gpt2 -> c_attn; bloom -> query_key_value */
+     * mixtral, qwen2 -> q_proj, v_proj; gpt2 -> c_attn; bloom -> query_key_value;
+     * t5, mt5 -> q, v */
     return vp_module_bit(VP_MODULE_Q_PROJ) | vp_module_bit(VP_MODULE_V_PROJ) | vp_module_bit(VP_MODULE_C_ATTN) |
-           vp_module_bit(VP_MODULE_QUERY_KEY_VALUE);
+           vp_module_bit(VP_MODULE_QUERY_KEY_VALUE) | vp_module_bit(VP_MODULE_Q) | vp_module_bit(VP_MODULE_V);
 }
 
 unsigned vp_recipe_first_trained_layer(const vp_recipe *r, unsigned layers) {

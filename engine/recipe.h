@@ -96,6 +96,7 @@ typedef struct {
     double weight_decay;         /* < 0: the optimizer's own default */
     uint64_t micro_batch;
     uint64_t seq_len;
+    uint64_t target_len;         /* encoder-decoder models: the decoder's tokens (labels); 0: seq_len */
     unsigned checkpoint_every;   /* 0: none; k: the input of every k-layer chunk is kept */
     bool selective;              /* Korthikanti et al.'s selective recompute: the attention core only */
     vp_attention_impl attention;

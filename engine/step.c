@@ -154,7 +154,11 @@ static bool plan_chunks(vp_step *step) {
         bool lone = splits[r] == start ? first_unlike : splits[r] == b;
         /* prefix tuning's cache holds a key and a value of every layer,
          * made before the layers run: no layer stands for another */
-        bool fold = step->fold && !(released_late && splits[r] < b) && !step->past_tokens;
+        /* an encoder-decoder's layers all give gradients to tensors made
+         * outside them (the position bias, the encoder's output), into one
+         * buffer that a fold would count once per layer */
+        bool encoder_decoder = step->model->section[VP_SECTION_BRIDGE].n_ops > 0;
+        bool fold = step->fold && !(released_late && splits[r] < b) && !step->past_tokens && !encoder_decoder;
         plan_run(step, splits[r], splits[r + 1] - splits[r], per, lone, fold, &instance);
     }
     step->n_layer_instances = instance;
@@ -190,13 +194,15 @@ static const vp_section *instance_section(const vp_step *step, unsigned i) {
     return vp_model_layer_section(step->model, step->chunks[entry_of_instance(step, i)].first_layer);
 }
 
-unsigned vp_step_leaf_group_count(const vp_step *step) { return 2 + step->n_layer_instances; }
+/* embeddings, layer instances, bridge, final */
+unsigned vp_step_leaf_group_count(const vp_step *step) { return 3 + step->n_layer_instances; }
 
 vp_leaf_group vp_step_leaf_group_at(vp_step *step, unsigned i) {
     const vp_model *m = step->model;
+    unsigned count = vp_step_leaf_group_count(step);
     if (i == 0) return (vp_leaf_group){step->embed_leaves, m->section[VP_SECTION_EMBED].n_slots + (step->prompt != 0), 1};
-    if (i == vp_step_leaf_group_count(step) - 1)
-        return (vp_leaf_group){step->final_leaves, m->section[VP_SECTION_FINAL].n_slots, 1};
+    if (i == count - 1) return (vp_leaf_group){step->final_leaves, m->section[VP_SECTION_FINAL].n_slots, 1};
+    if (i == count - 2) return (vp_leaf_group){step->bridge_leaves, m->section[VP_SECTION_BRIDGE].n_slots, 1};
     unsigned slots = vp_model_layer_slots(m);
     return (vp_leaf_group){step->layer_leaves + (size_t)(i - 1) * slots, slots, instance_repeat(step, i - 1)};
 }
@@ -215,7 +221,8 @@ static bool setup(vp_step *step) {
     step->embed_leaves = calloc(m->section[VP_SECTION_EMBED].n_slots + 1, sizeof(vp_t));
     step->final_leaves = calloc(m->section[VP_SECTION_FINAL].n_slots + 1, sizeof(vp_t));
     step->layer_leaves = calloc((size_t)layer_slots * step->n_layer_instances + 1, sizeof(vp_t));
-    if (!step->embed_leaves || !step->final_leaves || !step->layer_leaves) return false;
+    step->bridge_leaves = calloc(m->section[VP_SECTION_BRIDGE].n_slots + 1, sizeof(vp_t));
+    if (!step->embed_leaves || !step->final_leaves || !step->layer_leaves || !step->bridge_leaves) return false;
 
     step->ledger.place.phase = VP_PHASE_SETUP;
     bool freezing = step->recipe->finetune == VP_FINETUNE_FREEZE;
@@ -245,6 +252,11 @@ static bool setup(vp_step *step) {
         vp_layout_create_leaves(step, layer->ops, layer->n_ops, slots, repeat, frozen);
         vp_layout_resident(step, slots, layer_slots, repeat);
         vp_ledger_repeat_segment(&step->ledger, repeat, 0);
+    }
+    const vp_section *bridge = &m->section[VP_SECTION_BRIDGE];
+    if (bridge->n_ops) { /* encoder-decoders run on one stage (vp_step_layout_problem) */
+        vp_layout_create_leaves(step, bridge->ops, bridge->n_ops, step->bridge_leaves, 1, freezing && boundary > m->first_layers);
+        vp_layout_resident(step, step->bridge_leaves, bridge->n_slots, 1);
     }
     if (step->stage.final) {
         vp_layout_create_leaves(step, final->ops, final->n_ops, step->final_leaves, 1, false);
@@ -312,11 +324,23 @@ static vp_t chunk_forward(vp_step *step, vp_chunk *chunk, vp_t x) {
     return y;
 }
 
+static vp_t run_section(vp_step *step, vp_section_id id, const vp_t *leaves, vp_t x);
+
 static vp_t forward_layers(vp_step *step, vp_t x) {
     vp_t current = x;
+    bool bridge = step->model->section[VP_SECTION_BRIDGE].n_ops > 0;
     for (unsigned i = 0; i < step->n_chunks; i++) {
         vp_chunk *chunk = &step->chunks[i];
         unsigned repeat = step->chunk_repeat[i];
+        if (bridge && chunk->first_layer == step->model->first_layers) {
+            /* the encoder returns, the decoder begins */
+            step->ledger.place.layer = -1;
+            step->bridge_first_node = step->sim.n_nodes;
+            vp_t next = run_section(step, VP_SECTION_BRIDGE, step->bridge_leaves, current);
+            vp_drop(&step->sim, current);
+            current = next;
+            step->bridge_end_node = step->sim.n_nodes;
+        }
         vp_ledger_begin_segment(&step->ledger);
         step->fold_repeat = repeat;
         vp_t next = chunk_forward(step, chunk, current);
@@ -375,6 +399,12 @@ static void drop_locals(vp_step *step, vp_local_frame frame) {
     }
 }
 
+void vp_step_stack_returns(vp_step *step) {
+    drop_locals(step, VP_LOCAL_OF_BODY);
+    vp_drop(&step->sim, step->position_bias);
+    step->position_bias = 0;
+}
+
 /* The model body returns: its locals go, and with them the tensors it made
  * once for all layers (position ids, rotary tables, the mask). Megatron's
  * GPTModel runs the head inside the same forward: they go at its end. */
@@ -387,6 +417,10 @@ static void body_returns(vp_step *step, bool forward_ends) {
     vp_drop(&step->sim, step->causal_mask);
     vp_drop(&step->sim, step->alibi);
     step->position_ids = step->cos = step->sin = step->causal_mask = step->alibi = 0;
+    vp_drop(&step->sim, step->memory);
+    vp_drop(&step->sim, step->position_bias);
+    vp_drop(&step->sim, step->cross_bias);
+    step->memory = step->position_bias = step->cross_bias = 0;
 }
 
 static bool is_embedding_op(const vp_op *op) {
@@ -461,9 +495,14 @@ static unsigned pin_externals(vp_step *step, const vp_chunk *chunk, vp_t **pins)
 
 static void backward_layers(vp_step *step) {
     vp_sim *sim = &step->sim;
+    bool bridge = step->model->section[VP_SECTION_BRIDGE].n_ops > 0;
     for (unsigned i = step->n_chunks; i-- > 0;) {
         vp_chunk *chunk = &step->chunks[i];
         unsigned repeat = step->chunk_repeat[i];
+        if (bridge && i + 1 < step->n_chunks && step->chunks[i + 1].first_layer == step->model->first_layers) {
+            step->ledger.place.layer = -1;
+            vp_backward(sim, step->bridge_first_node, step->bridge_end_node);
+        }
         vp_t *pins;
         unsigned n_pins = pin_externals(step, chunk, &pins);
         sim->layer_offset = (int)((repeat - 1) * chunk->layers);
@@ -554,6 +593,7 @@ static void free_step(vp_step *step) {
     free(step->embed_leaves);
     free(step->final_leaves);
     free(step->layer_leaves);
+    free(step->bridge_leaves);
     free(step->casts);
     free(step->chunks);
     free(step->chunk_repeat);
@@ -596,30 +636,43 @@ static uint64_t micro_batch(vp_step *step, const vp_meter *resident, const vp_me
     ledger->place.phase = VP_PHASE_FORWARD;
     sim->category = VP_CAT_ACTIVATIONS;
     sim->n_nodes = 0;
+    /* an encoder-decoder's encoder runs on the inputs' length, its decoder
+     * on the labels' (the bridge switches) */
+    bool encoder_decoder = m->section[VP_SECTION_BRIDGE].n_ops > 0;
+    if (encoder_decoder) {
+        step->seq = step->source_seq;
+        step->tokens = step->rows = step->input_tokens = vp_numel(sim, step->batch, step->seq);
+    }
     /* `for batch in loader`: the next batch arrives, then the last one goes */
-    vp_t old_ids = step->input_ids, old_labels = step->labels;
-    step->input_ids = step->labels = 0;
+    vp_t old_ids = step->input_ids, old_labels = step->labels, old_mask = step->attention_mask;
+    step->input_ids = step->labels = step->attention_mask = 0;
     if (step->stage.embed) step->input_ids = vp_new(sim, step->input_tokens, VP_INT64, "batch.input_ids");
+    /* the tokenizer's attention_mask, which seq2seq batches carry */
+    if (encoder_decoder) step->attention_mask = vp_new(sim, step->input_tokens, VP_INT64, "batch.attention_mask");
     /* prompt tuning: the labels with -100 for every virtual token (a cat of
      * the batch's and the prefix's) */
     if (step->stage.final) {
         const vp_op *loss = vp_section_find(&step->model->section[VP_SECTION_FINAL], &vp_op_cross_entropy);
-        uint64_t labels = loss && vp_loss_per_sequence(loss) ? step->batch : step->tokens;
+        uint64_t labels = loss && vp_loss_per_sequence(loss) ? step->batch
+                          : encoder_decoder                    ? vp_numel(sim, step->batch, step->target_seq)
+                                                               : step->tokens;
         step->labels = vp_new(sim, labels, VP_INT64, "batch.labels");
     }
     vp_drop(sim, old_ids);
     vp_drop(sim, old_labels);
+    vp_drop(sim, old_mask);
     /* `with save_on_cpu(pin_memory=True): out = model(batch)` */
     if (step->recipe->offload_activations) {
         sim->pack = offload_pack;
         sim->pack_ctx = step;
     }
     vp_t old_loss = step->loss, old_logits = step->logits, old_hooked = step->hooked_input;
+    vp_t old_encoder_output = step->encoder_output;
     vp_kv_cache old_cache = step->kv_cache;
     vp_t old_graph[VP_LOCALS_MAX];
     memcpy(old_graph, step->graph_refs, sizeof old_graph);
     memset(step->graph_refs, 0, sizeof step->graph_refs);
-    step->loss = step->logits = 0;
+    step->loss = step->logits = step->encoder_output = 0;
     step->kv_cache = (vp_kv_cache){0};
     step->position_ids = vp_new(sim, step->seq, VP_INT64, "position_ids");
     for (int s = 0; s < VP_SECTION_COUNT; s++) prepare_ops(step, m->section[s].ops, m->section[s].n_ops);
@@ -659,13 +712,15 @@ static uint64_t micro_batch(vp_step *step, const vp_meter *resident, const vp_me
     /* Megatron's forward step returns the loss alone */
     if (!step->recipe->keep_logits || step->recipe->framework == VP_FRAMEWORK_MEGATRON) {
         vp_drop(sim, step->logits);
-        step->logits = 0;
+        vp_drop(sim, step->encoder_output);
+        step->logits = step->encoder_output = 0;
         vp_kv_cache_release(step, &step->kv_cache); /* the outputs' past_key_values */
     }
     /* `out = model(batch)` rebinds: the last micro-batch's outputs go now */
     vp_drop(sim, old_loss);
     drop_refs(sim, old_graph); /* the last micro-batch's graph goes with its loss */
     vp_drop(sim, old_logits);
+    vp_drop(sim, old_encoder_output);
     vp_kv_cache_release(step, &old_cache);
     drop_hooked(sim, old_hooked);
     uint64_t activations = step->recipe->device == VP_DEVICE_CPU ? ledger->raw.total - resident_raw->total
@@ -724,10 +779,12 @@ static void run(vp_step *step, vp_step_result *result) {
     vp_drop(sim, step->loss);
     drop_refs(sim, step->graph_refs);
     vp_drop(sim, step->logits);
+    vp_drop(sim, step->encoder_output);
     vp_kv_cache_release(step, &step->kv_cache);
     drop_hooked(sim, step->hooked_input);
     vp_drop(sim, step->input_ids);
     vp_drop(sim, step->labels);
+    vp_drop(sim, step->attention_mask);
     if (status_of(step) == VP_STEP_OK && memcmp(ledger->rounded.current, resident.current, sizeof resident.current))
         sim->status = VP_SIM_UNBALANCED;
 
@@ -772,6 +829,8 @@ vp_step_status vp_step_run_stage(const vp_model *model, const vp_recipe *given, 
     step.cp = recipe->cp ? recipe->cp : 1;
     step.seq = recipe->seq_len / step.cp; /* Megatron's get_batch_on_this_cp_rank */
     step.input_tokens = vp_numel(&step.sim, step.batch, step.seq);
+    step.source_seq = step.seq;
+    step.target_seq = recipe->target_len ? recipe->target_len : recipe->seq_len;
     /* PEFT's prompt tuning puts its virtual tokens before every sequence:
      * the model runs on seq_len + num_virtual_tokens */
     step.virtual_tokens = recipe->finetune == VP_FINETUNE_PROMPT ? recipe->virtual_tokens : 0;
@@ -864,6 +923,23 @@ const char *vp_step_layout_problem(const vp_model *model, const vp_recipe *recip
     }
     problem = vp_attention_recipe_problem(model, recipe);
     if (problem) return problem;
+    if (model->section[VP_SECTION_BRIDGE].n_ops) {
+        /* an encoder-decoder runs as transformers runs it, on one stage */
+        if (recipe->framework == VP_FRAMEWORK_MEGATRON || tp > 1 || cp > 1 || recipe->pp > 1)
+            return "framework: encoder-decoder models are modelled as transformers runs them (no megatron, tp, pp or cp)";
+        if (recipe->checkpoint_every || recipe->selective)
+            return "checkpointing: gradient checkpointing of encoder-decoder models is not modelled yet";
+        if (recipe->finetune == VP_FINETUNE_PROMPT || recipe->finetune == VP_FINETUNE_PREFIX)
+            return "finetune: prompt and prefix tuning of encoder-decoder models are not modelled yet";
+        /* transformers keeps T5's wo in fp32 when it loads the model in fp16
+         * or quantized (_keep_in_fp32_modules): a mixed model not modelled */
+        if (recipe->precision == VP_PREC_FP16 || recipe->precision == VP_PREC_FP8)
+            return "precision: T5 loaded in fp16 keeps its wo weights in fp32 (not modelled), and fp8 is not modelled for it";
+        if (recipe->quant != VP_QUANT_NONE || recipe->finetune == VP_FINETUNE_QLORA)
+            return "quant: transformers leaves T5's wo unquantized in fp32 (not modelled yet)";
+    } else if (recipe->target_len && recipe->target_len != recipe->seq_len) {
+        return "target_len: the decoder's length of an encoder-decoder model; this model has one sequence";
+    }
     /* Megatron splits the sequence dimension evenly over the tp ranks */
     if (recipe->sequence_parallel && (recipe->micro_batch * (recipe->seq_len / cp)) % tp)
         return "sequence_parallel: tp must divide micro_batch x seq_len (over cp)";

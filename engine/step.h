@@ -46,7 +46,7 @@ typedef struct {
  * body's (HF's inputs_embeds, position_embeds) until it returns, before the
  * head; a wrapper's (PEFT's forward) until the outputs come back. */
 typedef enum { VP_LOCAL_OF_BODY, VP_LOCAL_OF_WRAPPER, VP_LOCAL_FRAMES } vp_local_frame;
-enum { VP_LOCALS_MAX = 4 };
+enum { VP_LOCALS_MAX = 8 };
 
 /* A key and a value per layer of the stage, each entry standing for
  * `repeat` layers when folded (tensors NULL: no cache). */
@@ -80,6 +80,14 @@ typedef struct vp_step {
     /* tensors the model forward creates once per step */
     vp_t input_ids, labels, position_ids, cos, sin, causal_mask, logits, loss;
     vp_t alibi;                      /* BLOOM's [b x heads, 1, s] ALiBi bias */
+    /* encoder-decoder models (T5): the encoder's output that cross-attention
+     * reads and the outputs' reference to it, the running stack's position
+     * bias and the cross-attention's, the batch's attention mask, and the
+     * encoder's and decoder's lengths */
+    vp_t memory, encoder_output, position_bias, cross_bias, attention_mask;
+    uint64_t source_seq, target_seq;
+    vp_t *bridge_leaves;
+    uint32_t bridge_first_node, bridge_end_node;
     vp_t tied_weight;                /* the token embedding, for a tied head */
     vp_t hooked_input;               /* the embedding output made to require grad (PEFT, checkpointing) */
     vp_t prompt;                     /* prompt or prefix tuning's table (in the embeddings' leaf array) */
@@ -129,6 +137,9 @@ void vp_step_graph_hold(vp_step *step, vp_t t);
 
 /* Keeps t as a local of `frame` (a new reference). */
 void vp_step_keep_local(vp_step *step, vp_t t, vp_local_frame frame);
+/* An encoder stack returns (T5Stack.forward): its locals and its position
+ * bias go. */
+void vp_step_stack_returns(vp_step *step);
 
 /* Leaves an autocast region: drops the casts made since `from`. */
 void vp_step_clear_casts(vp_step *step, unsigned from);

@@ -300,6 +300,36 @@ static void test_accumulate_modes(void) {
     }
 }
 
+/* T5's `scores += position_bias` (add_ with a wider, grad-requiring
+ * other): no new storage in forward, the result keeps the scores' dtype;
+ * AddBackward passes the gradient to the scores as it is and casts a copy
+ * to the bias's dtype (validate_outputs). h = 2x bf16 [256] = 512 B, bias
+ * fp32 [256] = 1024 B. Backward allocates: the seed, the bias's fp32
+ * gradient, x's gradient (scale's grad * 2). */
+static void test_add_inplace(void) {
+    graph g;
+    graph_init(&g, true);
+    vp_t bias = vp_leaf(&g.sim, 256, VP_FP32, VP_CAT_PARAMS, true, "bias");
+    vp_t x = grad_input(&g, 256, VP_BF16);
+    vp_t h = vp_scale(&g.sim, x, "scale");
+    uint64_t before = g.ledger.raw.total;
+    vp_t y = vp_add_(&g.sim, h, bias, "add_");
+    vp_drop(&g.sim, h);
+    CHECK_EQ_U64(g.ledger.raw.total, before); /* in place: a view of h's storage */
+    CHECK(vp_at(&g.sim, y)->dtype == VP_BF16 && vp_at(&g.sim, y)->numel == 256);
+    unsigned from = g.ledger.n_events;
+    backward_from(&g, y);
+    CHECK_EQ_U64(allocated_since(&g.ledger, from), 512 + 1024 + 512);
+    vp_t gb = vp_at(&g.sim, bias)->param_grad;
+    CHECK(gb && vp_at(&g.sim, gb)->bytes == 1024);
+    CHECK_EQ_U64(live(&g, VP_CAT_TRANSIENT), 0);
+    vp_drop(&g.sim, gb);
+    vp_drop(&g.sim, vp_at(&g.sim, x)->param_grad);
+    vp_drop(&g.sim, x);
+    vp_drop(&g.sim, y);
+    graph_free(&g);
+}
+
 /* embedding: weight: embedding_backward(grad, indices, ...): saves the
  * indices; the dense gradient is vocab x dim. On CUDA with more than 3072
  * indices the sort-based kernel adds an fp32 row per index and six int64
@@ -366,6 +396,7 @@ int main(void) {
     test_to();
     test_mul_broadcast();
     test_accumulate_modes();
+    test_add_inplace();
     test_embedding();
     test_backward_frees_activations();
     return check_summary("test_prims");

@@ -2,14 +2,7 @@
 -- field, and a non-zero exit; never a crash, a hang or a silent number.
 local helper = require("tests.lua.helper")
 
--- Runs `vramplan estimate <args>`, expects exit code 1 and returns stderr.
-local function fails(...)
-  local out, err, code = helper.run("estimate", ...)
-  assert.are.equal(1, code, "expected a clean failure, got exit " .. code .. ": " .. err .. out)
-  assert.truthy(err:find("^vramplan: "), err)
-  assert.is_nil(err:find("stack traceback"), "a user error must not print a traceback: " .. err)
-  return err
-end
+local fails = helper.fails
 
 local function model(text) return helper.write(text, ".lua") end
 
@@ -147,8 +140,8 @@ describe("bad Hugging Face configs", function()
   end)
 
   it("names an unsupported model_type", function()
-    local p = helper.write('{"model_type": "t5"}', ".json")
-    assert.truthy(fails(p):find("model_type: t5 is not supported", 1, true))
+    local p = helper.write('{"model_type": "whisper"}', ".json")
+    assert.truthy(fails(p):find("model_type: whisper is not supported", 1, true))
   end)
 
   it("names the config key behind a bad value", function()

@@ -34,6 +34,16 @@ function helper.estimate(...)
   return require("dkjson").decode(out)
 end
 
+-- Runs `vramplan estimate <args>` expecting a clean failure: exit code 1, a
+-- message that starts "vramplan: " and no traceback. Returns stderr.
+function helper.fails(...)
+  local out, err, code = helper.run("estimate", ...)
+  assert(code == 1, "expected a clean failure, got exit " .. code .. ": " .. err .. out)
+  assert(err:find("^vramplan: "), err)
+  assert(not err:find("stack traceback"), "a user error must not print a traceback: " .. err)
+  return err
+end
+
 -- Writes `text` to a temporary file with the given suffix; returns its path.
 function helper.write(text, suffix)
   local path = os.tmpname() .. (suffix or ".lua")

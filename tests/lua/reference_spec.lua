@@ -19,6 +19,20 @@ describe("parameter counts published rounded", function()
     local r = helper.estimate("deepseek-v3", "--set", "seq_len=128")
     assert.are.equal(671, math.floor(r.model.params / 1e9 + 0.5))
   end)
+
+  -- DeepSpeed's memory.rst runs its estimator on t5-3b: "2851M total
+  -- params" (T5Model; with the tied head T5ForConditionalGeneration has no
+  -- more)
+  it("t5-3b has 2851M parameters", function()
+    local r = helper.estimate("t5-3b", "--set", "seq_len=128")
+    assert.are.equal(2851, math.floor(r.model.params / 1e6))
+  end)
+
+  -- bigscience/mt0-xxl's model card: 13B parameters
+  it("mt0-xxl has 13B parameters", function()
+    local r = helper.estimate("mt0-xxl", "--set", "seq_len=128")
+    assert.are.equal(13, math.floor(r.model.params / 1e9 + 0.5))
+  end)
 end)
 
 describe("model states of mixed-precision Adam", function()

@@ -73,6 +73,13 @@ def bert(h=64, layers=2, heads=4, inter=128, vocab=256, positions=64, dropout=0.
             "hidden_dropout_prob": dropout, "attention_probs_dropout_prob": dropout, "num_labels": 2}
 
 
+def t5(h=64, layers=2, decoder_layers=None, heads=4, d_kv=16, d_ff=128, vocab=256, dropout=0.1, proj="relu",
+       tied=True):
+    return {"model_type": "t5", "d_model": h, "num_layers": layers, "num_decoder_layers": decoder_layers or layers,
+            "num_heads": heads, "d_kv": d_kv, "d_ff": d_ff, "vocab_size": vocab, "dropout_rate": dropout,
+            "feed_forward_proj": proj, "tie_word_embeddings": tied, "relative_attention_num_buckets": 8}
+
+
 def recipe(precision="fp32", optimizer="adamw", impl="foreach", b=2, s=32, ckpt="none", **layout):
     return {"precision": precision, "optimizer": optimizer, "optimizer_impl": impl, "micro_batch": b,
             "seq_len": s, "checkpointing": ckpt, **layout}
@@ -170,6 +177,16 @@ CASES = [
     ("bert fp32 adafactor", bert(), recipe(optimizer="adafactor")),
     ("bert amp-bf16 checkpointed", bert(layers=3), recipe("amp-bf16", ckpt="full", optimizer="adamw-hf")),
     ("bert checkpointed", bert(layers=3), recipe(ckpt="full")),
+    # T5 encoder-decoders (transformers 4.46-4.52): position biases, cross-attention, the labels' length
+    ("t5 fp32", t5(), recipe(target_len=16)),
+    ("t5 fp32 no dropout longer target", t5(dropout=0.0, layers=3, decoder_layers=2), recipe(s=24, target_len=40)),
+    ("t5 bf16", t5(), recipe("bf16", target_len=16)),
+    ("t5 amp-bf16", t5(), recipe("amp-bf16", target_len=16)),
+    ("t5 v1.1 gated-gelu untied amp-bf16", t5(proj="gated-gelu", tied=False, d_kv=8), recipe("amp-bf16", target_len=8)),
+    ("t5 mixed-bf16 no cache", t5(), recipe("mixed-bf16", impl="for-loop", target_len=16, use_cache="false")),
+    ("t5 lora q,v", t5(), recipe(finetune="lora", target_len=16)),
+    ("t5 lora all-linear amp-bf16", t5(proj="gated-gelu", tied=False), recipe("amp-bf16", finetune="lora",
+                                                                              lora_targets="all-linear", target_len=12)),
     # DistributedDataParallel (2 ranks over gloo): flat gradient buckets
     ("llama DDP", llama(), recipe(dp=2)),
     ("llama DDP bucket views", llama(), recipe(dp=2, ddp_bucket_view="true")),

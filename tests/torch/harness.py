@@ -20,7 +20,8 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 import torch.utils.checkpoint
 
-from models import Autocast, BertForSequenceClassification, CausalLM, add_lora, add_prefix, add_prompt
+from models import (Autocast, BertForSequenceClassification, CausalLM, T5ForConditionalGeneration, add_lora,
+                    add_prefix, add_prompt)
 from optimizers import SM3, Adafactor, HFAdamW
 
 # oneDNN's bf16 GEMMs allocate scratch buffers of their own on the CPU (heap
@@ -160,7 +161,13 @@ def measure(case, rank=None):
     base = _current()
 
     classifier = cfg["model_type"] == "bert"
-    model = BertForSequenceClassification(cfg) if classifier else CausalLM(cfg)
+    seq2seq = cfg["model_type"] in ("t5", "mt5")
+    if classifier:
+        model = BertForSequenceClassification(cfg)
+    elif seq2seq:
+        model = T5ForConditionalGeneration(cfg)
+    else:
+        model = CausalLM(cfg)
     model.use_cache = str(recipe.get("use_cache", "true")) == "true"
     model.train()
     model_dtype = torch.bfloat16 if precision in ("bf16", "mixed-bf16") else torch.float32
@@ -206,13 +213,20 @@ def measure(case, rank=None):
             start = _current()
             _reset()
         input_ids = torch.randint(vocab, (b, s))
-        labels = torch.randint(cfg.get("num_labels", 2), (b,)) if classifier else input_ids.clone()
+        extra = {}
+        if seq2seq:  # a seq2seq batch: the tokenizer's attention mask, labels of the target length
+            extra["attention_mask"] = torch.ones((b, s), dtype=torch.long)
+            labels = torch.randint(vocab, (b, recipe.get("target_len", s)))
+        elif classifier:
+            labels = torch.randint(cfg.get("num_labels", 2), (b,))
+        else:
+            labels = input_ids.clone()
         if offload:
             host = SaveOnHost()
             with host:
-                loss, logits = net(ac, input_ids, labels, ckpt)
+                loss, logits = net(ac, input_ids, labels, ckpt, **extra)
         else:
-            loss, logits = net(ac, input_ids, labels, ckpt)
+            loss, logits = net(ac, input_ids, labels, ckpt, **extra)
         ac.clear()
         if offload and measuring:
             result["host_packed_bytes"] = host.packed_bytes
@@ -229,7 +243,7 @@ def measure(case, rank=None):
         else:
             for p in params:
                 p.grad = None
-        del loss, logits, input_ids, labels
+        del loss, logits, input_ids, labels, extra
         if measuring:
             dynamic_peak = _peak() - start
             result["activations_bytes"] = after_forward - start

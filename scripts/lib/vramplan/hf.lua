@@ -132,6 +132,32 @@ mappings.bloom = {
   end,
 }
 
+-- T5ForConditionalGeneration (T5, T5 v1.1, Flan-T5, T0): defaults are
+-- T5Config's, for the keys a config.json leaves out; mT5 (mT0) has
+-- MT5Config's. Only the encoder-decoder is modelled: a config that says
+-- is_encoder_decoder = false (T5EncoderModel) is refused.
+local t5_keys = {
+  d_model = "hidden", num_layers = "layers", num_decoder_layers = "decoder_layers", num_heads = "heads",
+  d_kv = "head_dim", d_ff = "intermediate", vocab_size = "vocab", relative_attention_num_buckets = "buckets",
+  dropout_rate = "dropout", layer_norm_epsilon = "norm_eps", feed_forward_proj = "feed_forward",
+  tie_word_embeddings = "tie_embeddings",
+}
+local function t5_check(config)
+  if config.is_encoder_decoder == false then
+    return "is_encoder_decoder", "only the encoder-decoder (T5ForConditionalGeneration) is modelled"
+  end
+end
+mappings.t5 = {
+  family = "t5", keys = t5_keys, check = t5_check,
+  defaults = { hidden = 512, layers = 6, heads = 8, head_dim = 64, intermediate = 2048, vocab = 32128,
+               feed_forward = "relu", tie_embeddings = true },
+}
+mappings.mt5 = {
+  family = "t5", keys = t5_keys, check = t5_check,
+  defaults = { hidden = 512, layers = 8, heads = 6, head_dim = 64, intermediate = 1024, vocab = 250112,
+               feed_forward = "gated-gelu", tie_embeddings = false },
+}
+
 -- DeepSeek's shared experts: n_shared_experts of moe_intermediate_size, one MLP
 local function shared_experts(config, values, origins, path)
   local shared, width = config.n_shared_experts, config.moe_intermediate_size

@@ -1,0 +1,238 @@
+/* op_t5.c — T5's position biases and the bridge from its encoder to its
+ * decoder, as transformers 4.46-4.52 compute them (T5Stack,
+ * T5Attention.compute_bias, T5ForConditionalGeneration). T5 adds its masks
+ * to a per-stack position bias, and every attention layer of the stack adds
+ * that bias to its scores in place. */
+#include "ops.h"
+
+/* ---- position biases ---- */
+
+enum { BIAS_HEADS, BIAS_BUCKETS, BIAS_KIND, BIAS_FIELDS };
+
+enum { KIND_ENCODER, KIND_DECODER, KIND_CROSS };
+static const char *const kind_names[] = {"encoder", "decoder", "cross", NULL};
+
+static const vp_field bias_fields[BIAS_FIELDS] = {
+    [BIAS_HEADS] = {"heads", VP_FIELD_INT, true, 0, 1, 1 << 14, NULL, "attention heads"},
+    [BIAS_BUCKETS] = {"buckets", VP_FIELD_INT, false, 32, 1, 1 << 16, NULL, "relative_attention_num_buckets"},
+    [BIAS_KIND] = {"kind", VP_FIELD_ENUM, true, 0, 0, 0, kind_names,
+                   "encoder (bidirectional buckets, the padding mask), decoder (causal buckets, the causal mask) or "
+                   "cross (zeros and the encoder's padding mask)"},
+};
+
+/* The encoder's and the decoder's first self-attention own the bucket table. */
+static unsigned bias_leaves(const vp_op *op, const vp_ranks *split, vp_leaf_spec *out) {
+    (void)split;
+    bool table = vp_op_u64(op, BIAS_KIND) != KIND_CROSS;
+    out[0] = vp_param(table ? vp_op_u64(op, BIAS_BUCKETS) * vp_op_u64(op, BIAS_HEADS) : 0,
+                      "relative_attention_bias.weight", VP_MODULE_NONE, 0);
+    out[0].rows = vp_op_u64(op, BIAS_BUCKETS);
+    return 1;
+}
+
+/* (1.0 - mask[:, None, None, :].to(dtype)) * finfo(dtype).min: the
+ * encoder's padding mask as T5Stack and invert_attention_mask make it,
+ * [b, 1, 1, s] in the hidden states' dtype. */
+static vp_t padding_mask(vp_step *step) {
+    vp_sim *sim = &step->sim;
+    uint64_t n = vp_numel(sim, step->batch, step->source_seq);
+    vp_t cast = vp_new(sim, n, step->activation, "attention_mask.to");
+    vp_t inverted = vp_new(sim, n, step->activation, "attention_mask.invert");
+    vp_drop(sim, cast);
+    vp_t mask = vp_new(sim, n, step->activation, "attention_mask.extended");
+    vp_drop(sim, inverted);
+    return mask;
+}
+
+/* The decoder's causal mask from T5Stack's all-ones attention mask
+ * (_prepare_4d_causal_attention_mask_with_cache_position): full() and
+ * triu() of [t, t], a bool comparison, the expansion cloned to
+ * [b, 1, t, t], then the padding mask added, compared with 0 and
+ * masked_fill-ed back in (three more [b, 1, t, t] temporaries). */
+static vp_t causal_mask(vp_step *step) {
+    vp_sim *sim = &step->sim;
+    uint64_t t = step->seq, tt = vp_numel(sim, t, t), btt = vp_numel(sim, step->batch, tt);
+    vp_t ones = vp_new(sim, vp_numel(sim, step->batch, t), VP_FP32, "attention_mask.ones");
+    vp_step_keep_local(step, ones, VP_LOCAL_OF_BODY);
+    vp_drop(sim, ones);
+    vp_t full = vp_new(sim, tt, step->activation, "causal_mask.full");
+    vp_t triu = vp_new(sim, tt, step->activation, "causal_mask.triu");
+    vp_drop(sim, full);
+    vp_t compare = vp_new(sim, tt, VP_BOOL, "causal_mask.compare");
+    vp_drop(sim, compare);
+    vp_t mask = vp_new(sim, btt, step->activation, "causal_mask.clone");
+    vp_drop(sim, triu);
+    /* the mask plus the fp32 ones: fp32 whatever the mask's dtype */
+    vp_t padded = vp_new(sim, btt, VP_FP32, "causal_mask.padding");
+    vp_t is_padding = vp_new(sim, btt, VP_BOOL, "causal_mask.padding_eq");
+    vp_drop(sim, padded);
+    vp_t filled = vp_new(sim, btt, step->activation, "causal_mask.masked_fill");
+    vp_drop(sim, filled);
+    vp_drop(sim, is_padding);
+    return mask;
+}
+
+/* T5Attention._relative_position_bucket on the [q, k] int64 relative
+ * positions, tensor by tensor (L: int64, B: bool, F: fp32, all [q, k]):
+ * bidirectional (the encoder), half the buckets for each direction:
+ *   (relative_position > 0).to(long) * num_buckets, added to the Python
+ *   int 0 (a new L), then abs(relative_position);
+ * causal (the decoder): -torch.min(relative_position, zeros_like(...));
+ * then for both: is_small (B), the log-scaled large positions (fp32 steps,
+ * .to(long), max_exact + ...), min() with a full_like, and torch.where
+ * added to the buckets (in place for the encoder; for the decoder 0 + it,
+ * a new L). Returns the buckets. */
+static vp_t position_buckets(vp_sim *sim, uint64_t qk, bool bidirectional) {
+    vp_t buckets = 0, position;
+    if (bidirectional) {
+        vp_t positive = vp_new(sim, qk, VP_BOOL, "position_bias.positive");
+        vp_t as_long = vp_new(sim, qk, VP_INT64, "position_bias.positive_long");
+        vp_drop(sim, positive);
+        vp_t scaled = vp_new(sim, qk, VP_INT64, "position_bias.positive_scaled");
+        vp_drop(sim, as_long);
+        buckets = vp_new(sim, qk, VP_INT64, "position_bias.buckets");
+        vp_drop(sim, scaled);
+        position = vp_new(sim, qk, VP_INT64, "position_bias.abs");
+    } else {
+        vp_t zeros = vp_new(sim, qk, VP_INT64, "position_bias.zeros_like");
+        vp_t least = vp_new(sim, qk, VP_INT64, "position_bias.min");
+        vp_drop(sim, zeros);
+        position = vp_new(sim, qk, VP_INT64, "position_bias.neg");
+        vp_drop(sim, least);
+    }
+    vp_t is_small = vp_new(sim, qk, VP_BOOL, "position_bias.is_small");
+    /* max_exact + (log(rp.float() / max_exact) / log(...) * n).to(long) */
+    vp_t f = vp_new(sim, qk, VP_FP32, "position_bias.float");
+    for (unsigned i = 0; i < 4; i++) { /* / max_exact, log, / log(...), * (num_buckets - max_exact) */
+        vp_t next = vp_new(sim, qk, VP_FP32, "position_bias.log_scale");
+        vp_drop(sim, f);
+        f = next;
+    }
+    vp_t truncated = vp_new(sim, qk, VP_INT64, "position_bias.to_long");
+    vp_drop(sim, f);
+    vp_t large = vp_new(sim, qk, VP_INT64, "position_bias.if_large");
+    vp_drop(sim, truncated);
+    vp_t full = vp_new(sim, qk, VP_INT64, "position_bias.full_like");
+    vp_t capped = vp_new(sim, qk, VP_INT64, "position_bias.if_large_min");
+    vp_drop(sim, full);
+    vp_drop(sim, large);
+    vp_t chosen = vp_new(sim, qk, VP_INT64, "position_bias.where");
+    if (!bidirectional) buckets = vp_new(sim, qk, VP_INT64, "position_bias.buckets");
+    vp_drop(sim, chosen);
+    vp_drop(sim, capped);
+    vp_drop(sim, is_small);
+    vp_drop(sim, position);
+    return buckets;
+}
+
+/* compute_bias(q, k): memory_position - context_position ([q, k] int64;
+ * the aranges are left out), the buckets, the table looked up ([q, k,
+ * heads], keeping the buckets), permuted to [1, heads, q, k] and sliced
+ * [:, :, -q:, :]. The permuted view's gradient is made contiguous by
+ * embedding_dense_backward (a new tensor, as an expand's backward makes);
+ * the slice's backward builds a zero-filled gradient of the whole. */
+static vp_t relative_bias(vp_step *step, vp_t table, uint64_t heads, uint64_t q, uint64_t k, bool bidirectional) {
+    vp_sim *sim = &step->sim;
+    uint64_t qk = vp_numel(sim, q, k);
+    vp_t relative = vp_new(sim, qk, VP_INT64, "position_bias.relative_position");
+    vp_t buckets = position_buckets(sim, qk, bidirectional);
+    vp_drop(sim, relative);
+    vp_t values = vp_embedding(sim, buckets, table, qk, heads, step->recipe->device, "relative_attention_bias");
+    vp_drop(sim, buckets);
+    vp_t permuted = vp_expand(sim, values, vp_at(sim, values)->numel, "position_bias.permute");
+    vp_drop(sim, values);
+    vp_t sliced = vp_slice(sim, permuted, vp_at(sim, permuted)->numel, "position_bias.slice");
+    vp_drop(sim, permuted);
+    return sliced;
+}
+
+/* The stack's position bias, masks added: [b, heads, q, k]. The encoder's
+ * mask and the bias stay as locals of their stack; under gradient
+ * checkpointing the biases are checkpoint inputs (they need gradients). */
+static vp_t bias_forward(vp_step *step, const vp_op *op, const vp_t *leaves, vp_t x) {
+    vp_sim *sim = &step->sim;
+    uint64_t heads = vp_op_u64(op, BIAS_HEADS), b = step->batch, q = step->seq;
+    unsigned kind = (unsigned)vp_op_u64(op, BIAS_KIND);
+    uint64_t k = kind == KIND_CROSS ? step->source_seq : q;
+    vp_t mask = kind == KIND_DECODER ? causal_mask(step) : padding_mask(step);
+    vp_t bias;
+    if (kind == KIND_CROSS) {
+        /* torch.zeros((1, n_heads, t, s), dtype=scores.dtype): autocast's */
+        bias = vp_new(sim, vp_numel4(sim, 1, heads, q, k), step->low, "position_bias.zeros");
+    } else {
+        bias = relative_bias(step, leaves[0], heads, q, k, kind == KIND_ENCODER);
+    }
+    vp_t masked = vp_add(sim, bias, mask, vp_numel4(sim, b, heads, q, k), "position_bias.add_mask");
+    vp_drop(sim, bias);
+    vp_t *field = kind == KIND_CROSS ? &step->cross_bias : &step->position_bias;
+    vp_drop(sim, *field);
+    *field = masked;
+    /* the decoder's self-attention mask is a local of its stack; the
+     * encoder's padding mask goes with the encoder (or, for the cross
+     * bias, with the decoder) */
+    vp_step_keep_local(step, mask, VP_LOCAL_OF_BODY);
+    vp_drop(sim, mask);
+    vp_hold(sim, x);
+    return x;
+}
+
+const vp_op_kind vp_op_position_bias = {
+    .name = "position_bias",
+    .doc = "T5's per-stack position bias, masks included, that every attention layer adds to its scores",
+    .fields = bias_fields,
+    .n_fields = BIAS_FIELDS,
+    .leaves = bias_leaves,
+    .forward = bias_forward,
+};
+
+/* ---- the encoder-decoder bridge ---- */
+
+enum { DECODER_HIDDEN, DECODER_FIELDS };
+
+static const vp_field decoder_fields[DECODER_FIELDS] = {
+    [DECODER_HIDDEN] = {"hidden", VP_FIELD_INT, true, 0, 1, 1 << 20, NULL, "embedding width (d_model)"},
+};
+
+/* Where T5's encoder returns and its decoder begins. The encoder's output
+ * (after its final norm and dropout) is what every cross-attention reads;
+ * the outputs keep it too (encoder_last_hidden_state). The encoder stack's
+ * locals go. The decoder runs on the labels' length: _shift_right(labels)
+ * (a zeros tensor, a clone of all but the last column, a comparison for
+ * the -100s), the shared embedding looked up (a local of the decoder
+ * stack) and its dropout is applied by the next op. */
+static vp_t decoder_forward(vp_step *step, const vp_op *op, const vp_t *leaves, vp_t x) {
+    (void)leaves;
+    vp_sim *sim = &step->sim;
+    vp_hold(sim, x);
+    step->memory = x;
+    vp_hold(sim, x);
+    step->encoder_output = x;
+    vp_step_stack_returns(step);
+
+    step->seq = step->target_seq;
+    step->tokens = step->rows = vp_numel(sim, step->batch, step->seq);
+    uint64_t bt = step->tokens;
+    vp_t ids = vp_new(sim, bt, VP_INT64, "decoder_input_ids");
+    vp_t head = vp_new(sim, bt - step->batch, VP_INT64, "shift_right.clone");
+    vp_drop(sim, head);
+    vp_t is_ignored = vp_new(sim, bt, VP_BOOL, "shift_right.eq");
+    vp_drop(sim, is_ignored);
+    vp_t embeds = vp_embedding(sim, ids, step->tied_weight, bt, vp_op_u64(op, DECODER_HIDDEN), step->recipe->device,
+                               "decoder.embed_tokens");
+    vp_step_embedding_output(step, embeds);
+    /* decoder_input_ids: a local of the model's forward, like the embeddings
+     * of the decoder stack */
+    vp_step_keep_local(step, ids, VP_LOCAL_OF_WRAPPER);
+    vp_drop(sim, ids);
+    vp_step_keep_local(step, embeds, VP_LOCAL_OF_BODY);
+    return embeds;
+}
+
+const vp_op_kind vp_op_decoder_start = {
+    .name = "decoder_start",
+    .doc = "where an encoder-decoder's encoder returns (its output kept for cross-attention) and its decoder "
+           "begins on the labels shifted right",
+    .fields = decoder_fields,
+    .n_fields = DECODER_FIELDS,
+    .forward = decoder_forward,
+};

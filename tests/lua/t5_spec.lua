@@ -1,0 +1,65 @@
+-- T5 encoder-decoders (models/arch/t5.lua): config.json files read like the
+-- model scripts, what the decoder's caches keep, the decoder's own length,
+-- and what is refused. (The activations are checked against PyTorch in
+-- tests/torch/compare.py; DeepSpeed's ZeRO-3 estimator in parallel_spec,
+-- PEFT's measured runs in peft_memory_spec.)
+local helper = require("tests.lua.helper")
+
+local fails = helper.fails
+
+describe("T5", function()
+  it("reads T5, T5 v1.1 and mT5 config.json files like the model scripts they describe", function()
+    helper.assert_same_model("tests/fixtures/t5-large-config.json", "models/t5-large.lua")
+    helper.assert_same_model("tests/fixtures/t0_3b-config.json", "models/t0-3b.lua")
+    helper.assert_same_model("tests/fixtures/mt0-xxl-config.json", "models/mt0-xxl.lua")
+  end)
+
+  it("refuses a config of the encoder alone", function()
+    helper.assert_config_rejected('{"model_type": "t5", "is_encoder_decoder": false}', "is_encoder_decoder")
+  end)
+
+  it("keeps the decoder's self- and cross-attention keys and values in the outputs with use_cache", function()
+    -- EncoderDecoderCache: per decoder layer the self-attention's keys and
+    -- values (target length) and the cross-attention's (input length),
+    -- heads x d_kv wide, in fp32 here
+    local b, s, t, layers, inner = 2, 64, 32, 24, 16 * 64
+    local function forward_bytes(cache)
+      return helper.estimate("t5-large", "--set", "precision=fp32", "--set", "micro_batch=" .. b, "--set",
+        "seq_len=" .. s, "--set", "target_len=" .. t, "--set", "use_cache=" .. cache).per_gpu.activations_bytes
+    end
+    assert.are.equal(layers * 2 * b * (t + s) * inner * 4, forward_bytes("true") - forward_bytes("false"))
+  end)
+
+  it("runs the decoder on target_len and the encoder on seq_len", function()
+    local function logits_side(s, t)
+      local target = t and { "--set", "target_len=" .. t } or {}
+      return helper.estimate("t5-large", "--set", "precision=fp32", "--set", "micro_batch=1", "--set",
+        "seq_len=" .. s, "--set", "use_cache=false", table.unpack(target))
+    end
+    local base = logits_side(128, 16)
+    assert.are.equal(16, base.recipe.target_len)
+    -- a longer target grows the vocabulary-wide logits; a longer input does not
+    local longer_target, longer_input = logits_side(128, 32), logits_side(144, 16)
+    local vocab_rows = 16 * 32128 * 4 -- 16 more rows of fp32 logits
+    assert.is_true(longer_target.per_gpu.activations_bytes - base.per_gpu.activations_bytes > vocab_rows)
+    assert.is_true(longer_input.per_gpu.activations_bytes - base.per_gpu.activations_bytes
+      < longer_target.per_gpu.activations_bytes - base.per_gpu.activations_bytes)
+    -- without target_len the decoder runs on seq_len
+    assert.are.equal(128, logits_side(128).recipe.target_len)
+  end)
+
+  it("names what it does not model", function()
+    assert.truthy(fails("t5-large", "--set", "attention=flash"):find("attention: T5's position-biased attention", 1, true))
+    assert.truthy(fails("t5-large", "--set", "checkpointing=full")
+      :find("checkpointing: gradient checkpointing of encoder-decoder models is not modelled yet", 1, true))
+    assert.truthy(fails("t5-large", "--set", "precision=fp16"):find("precision: T5 loaded in fp16", 1, true))
+    assert.truthy(fails("t5-large", "--set", "finetune=qlora"):find("quant: transformers leaves T5's wo", 1, true))
+    assert.truthy(fails("t5-large", "--set", "finetune=prompt", "--set", "num_virtual_tokens=8")
+      :find("finetune: prompt and prefix tuning of encoder-decoder models", 1, true))
+    assert.truthy(fails("t5-large", "--set", "framework=megatron", "--set", "tp=2")
+      :find("framework: encoder-decoder models are modelled as transformers runs them", 1, true))
+    assert.truthy(fails("llama2-7b", "--set", "target_len=64")
+      :find("target_len: the decoder's length of an encoder-decoder model", 1, true))
+    assert.truthy(fails("t5-large", "--set", "feed_forward=gated-swish"):find("feed_forward: unknown activation", 1, true))
+  end)
+end)
