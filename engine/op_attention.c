@@ -370,7 +370,7 @@ typedef struct {
     vp_t q, k, v;
     bool q_contiguous, k_contiguous, v_contiguous;
     uint64_t kv_len;  /* keys per query row: the encoder's length for cross-attention; 0: seq + past */
-    vp_t bias;        /* T5: the position bias the scores add (borrowed) */
+    bool cross;       /* T5: cross-attention (its bias is the stack's cross bias) */
     vp_t locals[4]; /* other tensors the module's Python locals keep until it returns */
     unsigned n_locals;
 } qkv;
@@ -384,13 +384,16 @@ static void keep_local(vp_sim *sim, qkv *in, vp_t t) {
     in->locals[in->n_locals++] = t;
 }
 
-/* T5Attention (transformers 4.46-4.52): `scores += position_bias_masked`
- * in place, unscaled; the local `scores` keeps them until the module
- * returns; softmax(scores.float(), dim=-1).type_as(scores), the fp32 copy
- * made even for 16-bit scores. Takes over the reference to scores. */
-static vp_t t5_normalize(vp_step *step, vp_t scores, qkv *in) {
+/* T5Attention (transformers 4.46-4.52): the stack's first layer makes the
+ * position bias; `scores += position_bias_masked` in place, unscaled; the
+ * local `scores` keeps them until the module returns;
+ * softmax(scores.float(), dim=-1).type_as(scores), the fp32 copy made even
+ * for 16-bit scores. Takes over the reference to scores. */
+static vp_t t5_normalize(vp_step *step, vp_t scores, qkv *in, uint64_t heads) {
     vp_sim *sim = &step->sim;
-    vp_t biased = vp_add_(sim, scores, in->bias, "attention.position_bias");
+    vp_t *bias = in->cross ? &step->cross_bias : &step->position_bias;
+    if (!*bias) *bias = vp_t5_position_bias(step, in->cross, heads, in->kv_len, (vp_dtype)vp_at(sim, scores)->dtype);
+    vp_t biased = vp_add_(sim, scores, *bias, "attention.position_bias");
     vp_drop(sim, scores);
     keep_local(sim, in, biased);
     vp_t up = vp_to(sim, biased, VP_FP32, "attention.scores_float");
@@ -409,7 +412,7 @@ static vp_t t5_normalize(vp_step *step, vp_t scores, qkv *in) {
 static vp_t normalize(vp_step *step, const vp_op *op, const vp_t *leaves, vp_t scores, qkv *in) {
     vp_sim *sim = &step->sim;
     vp_t probs;
-    if (vp_op_flag(op, ATT_POSITION_BIAS)) return t5_normalize(step, scores, in);
+    if (vp_op_flag(op, ATT_POSITION_BIAS)) return t5_normalize(step, scores, in, shape_of(op).heads);
     if (step->recipe->framework == VP_FRAMEWORK_MEGATRON) {
         probs = vp_unary(sim, scores, VP_SAVES_OUTPUT, 0, (vp_dtype)vp_at(sim, scores)->dtype, "attention.softmax");
         vp_drop(sim, scores);
@@ -731,8 +734,8 @@ static vp_t attention_forward(vp_step *step, const vp_op *op, const vp_t *leaves
         in.v = vp_project_column(step, source, leaves[V_W], leaves[V_B], kv_out, "attention.v_proj");
     }
     if (vp_op_flag(op, ATT_POSITION_BIAS)) {
-        in.bias = cross ? step->cross_bias : step->position_bias;
-        in.kv_len = cross ? step->source_seq : 0;
+        in.cross = cross;
+        in.kv_len = cross ? step->source_seq : step->seq;
     }
     if (vp_op_flag(op, ATT_QK_NORM) && !mla) {
         /* self.q_norm(q_proj(x).view(hidden_shape)), likewise k: over head_dim */

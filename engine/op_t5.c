@@ -146,39 +146,44 @@ static vp_t relative_bias(vp_step *step, vp_t table, uint64_t heads, uint64_t q,
     return sliced;
 }
 
-/* The stack's position bias, masks added: [b, heads, q, k]. The encoder's
- * mask and the bias stay as locals of their stack; under gradient
- * checkpointing the biases are checkpoint inputs (they need gradients). */
+/* T5Stack before its layers: the masks (the encoder's padding mask, the
+ * decoder's causal mask, the decoder's inverted encoder mask for
+ * cross-attention), locals of the stack; the bias itself is made by the
+ * stack's first attention layer (vp_t5_position_bias). */
 static vp_t bias_forward(vp_step *step, const vp_op *op, const vp_t *leaves, vp_t x) {
-    vp_sim *sim = &step->sim;
-    uint64_t heads = vp_op_u64(op, BIAS_HEADS), b = step->batch, q = step->seq;
     unsigned kind = (unsigned)vp_op_u64(op, BIAS_KIND);
-    uint64_t k = kind == KIND_CROSS ? step->source_seq : q;
     vp_t mask = kind == KIND_DECODER ? causal_mask(step) : padding_mask(step);
-    vp_t bias;
-    if (kind == KIND_CROSS) {
-        /* torch.zeros((1, n_heads, t, s), dtype=scores.dtype): autocast's */
-        bias = vp_new(sim, vp_numel4(sim, 1, heads, q, k), step->low, "position_bias.zeros");
-    } else {
-        bias = relative_bias(step, leaves[0], heads, q, k, kind == KIND_ENCODER);
+    vp_t *field = kind == KIND_CROSS ? &step->cross_mask : &step->self_mask;
+    vp_drop(&step->sim, *field);
+    *field = mask;
+    if (kind != KIND_CROSS) {
+        step->bias_table = leaves[0];
+        step->bias_bidirectional = kind == KIND_ENCODER;
     }
-    vp_t masked = vp_add(sim, bias, mask, vp_numel4(sim, b, heads, q, k), "position_bias.add_mask");
-    vp_drop(sim, bias);
-    vp_t *field = kind == KIND_CROSS ? &step->cross_bias : &step->position_bias;
-    vp_drop(sim, *field);
-    *field = masked;
-    /* the decoder's self-attention mask is a local of its stack; the
-     * encoder's padding mask goes with the encoder (or, for the cross
-     * bias, with the decoder) */
-    vp_step_keep_local(step, mask, VP_LOCAL_OF_BODY);
-    vp_drop(sim, mask);
-    vp_hold(sim, x);
+    vp_hold(&step->sim, x);
     return x;
+}
+
+/* T5Attention.forward with position_bias None (the stack's first layer):
+ * compute_bias(q, k)[:, :, -q:, :], or for cross-attention
+ * torch.zeros((1, heads, q, k), dtype=scores.dtype), plus the stack's mask:
+ * [b, heads, q, k]. The stack's loop keeps it (`position_bias =
+ * layer_outputs[2]`) for every later layer. */
+vp_t vp_t5_position_bias(vp_step *step, bool cross, uint64_t heads, uint64_t k, vp_dtype scores_dtype) {
+    vp_sim *sim = &step->sim;
+    uint64_t q = step->seq;
+    vp_t bias = cross ? vp_new(sim, vp_numel4(sim, 1, heads, q, k), scores_dtype, "position_bias.zeros")
+                      : relative_bias(step, step->bias_table, heads, q, k, step->bias_bidirectional);
+    vp_t masked = vp_add(sim, bias, cross ? step->cross_mask : step->self_mask, vp_numel4(sim, step->batch, heads, q, k),
+                         "position_bias.add_mask");
+    vp_drop(sim, bias);
+    return masked;
 }
 
 const vp_op_kind vp_op_position_bias = {
     .name = "position_bias",
-    .doc = "T5's per-stack position bias, masks included, that every attention layer adds to its scores",
+    .doc = "T5Stack's masks before its layers, and the relative-position table its first attention layer uses for "
+           "the stack's position bias",
     .fields = bias_fields,
     .n_fields = BIAS_FIELDS,
     .leaves = bias_leaves,

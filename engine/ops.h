@@ -60,6 +60,11 @@ uint64_t vp_attention_kv_width(const vp_op *attention);
  * naming the key), or NULL. */
 const char *vp_attention_recipe_problem(const vp_model *model, const vp_recipe *recipe);
 
+/* T5's position bias for the stack running now, masks added, [b, heads,
+ * q, k]: its first self-attention's (relative positions) or
+ * cross-attention's (zeros in the scores' dtype). */
+vp_t vp_t5_position_bias(vp_step *step, bool cross, uint64_t heads, uint64_t k, vp_dtype scores_dtype);
+
 /* Tensor-parallel helpers. */
 uint64_t vp_split_tp(const vp_step *step, uint64_t n);          /* n / tp */
 uint64_t vp_padded_vocab(uint64_t vocab, unsigned tp);           /* Megatron's vocabulary padding */

@@ -399,10 +399,18 @@ static void drop_locals(vp_step *step, vp_local_frame frame) {
     }
 }
 
+/* The stack's loop variables and masks go with it. */
+static void drop_stack(vp_step *step) {
+    vp_t *fields[] = {&step->position_bias, &step->cross_bias, &step->self_mask, &step->cross_mask};
+    for (unsigned i = 0; i < sizeof fields / sizeof *fields; i++) {
+        vp_drop(&step->sim, *fields[i]);
+        *fields[i] = 0;
+    }
+}
+
 void vp_step_stack_returns(vp_step *step) {
     drop_locals(step, VP_LOCAL_OF_BODY);
-    vp_drop(&step->sim, step->position_bias);
-    step->position_bias = 0;
+    drop_stack(step);
 }
 
 /* The model body returns: its locals go, and with them the tensors it made
@@ -418,9 +426,8 @@ static void body_returns(vp_step *step, bool forward_ends) {
     vp_drop(&step->sim, step->alibi);
     step->position_ids = step->cos = step->sin = step->causal_mask = step->alibi = 0;
     vp_drop(&step->sim, step->memory);
-    vp_drop(&step->sim, step->position_bias);
-    vp_drop(&step->sim, step->cross_bias);
-    step->memory = step->position_bias = step->cross_bias = 0;
+    step->memory = 0;
+    drop_stack(step);
 }
 
 static bool is_embedding_op(const vp_op *op) {

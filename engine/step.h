@@ -85,6 +85,9 @@ typedef struct vp_step {
      * bias and the cross-attention's, the batch's attention mask, and the
      * encoder's and decoder's lengths */
     vp_t memory, encoder_output, position_bias, cross_bias, attention_mask;
+    vp_t self_mask, cross_mask;      /* the running stack's masks (T5Stack's locals) */
+    vp_t bias_table;                 /* the stack's relative_attention_bias (a leaf, borrowed) */
+    bool bias_bidirectional;         /* the encoder's buckets (the decoder's are causal) */
     uint64_t source_seq, target_seq;
     vp_t *bridge_leaves;
     uint32_t bridge_first_node, bridge_end_node;
