@@ -5,19 +5,54 @@ typedef struct {
     vp_step *step;
     vp_recompute_fn fn;
     void *ctx;
-    unsigned n_inputs, n_fields;
-    vp_t *fields[VP_NODE_MAX_SAVED]; /* where the function reads the other arguments, in saved slot order */
+    unsigned n_inputs, n_fields, n_outputs;
+    vp_t *fields[VP_NODE_MAX_SAVED];     /* where the function reads the other arguments, in saved slot order */
+    vp_t *input_fields[VP_NODE_MAX_IN];  /* where it reads inputs past the first (NULL: passed alone) */
+    vp_t *output_fields[VP_NODE_MAX_OUT]; /* where it leaves the outputs past the first, by node output */
 } call;
+
+/* A step field's value set aside while the rerun uses the field. */
+typedef struct {
+    vp_t *field;
+    vp_t value;
+} stashed;
+
+static unsigned stash(stashed *list, unsigned n, vp_t *field) {
+    for (unsigned i = 0; i < n; i++)
+        if (list[i].field == field) return n;
+    list[n] = (stashed){field, *field};
+    *field = 0;
+    return n + 1;
+}
+
+static bool is_one_of(vp_t t, const vp_t *list, unsigned n) {
+    for (unsigned i = 0; i < n; i++)
+        if (t && list[i] == t) return true;
+    return false;
+}
 
 /* CheckpointFunction.backward (torch/utils/checkpoint.py, reentrant):
  * detach the saved inputs, rerun the function with grad enabled and
- * autocast re-entered, backward from the recomputed output with the
- * incoming gradient, return the detached inputs' .grad. */
+ * autocast re-entered, backward from the recomputed outputs with the
+ * incoming gradients (zeros where an output got none: the Function's
+ * materialized grads), return the detached inputs' .grad. An output that
+ * is a detached input itself is a leaf of the rerun: its incoming gradient
+ * joins what the rerun gives it last, in place. */
 static void backward_checkpoint(vp_sim *sim, uint32_t index) {
     vp_node *node = vp_node_at(sim, index);
     const call *c = node->context;
     vp_step *step = c->step;
-    vp_t g = vp_grad_out(sim, node, 0);
+    unsigned n_out = 1 + c->n_outputs;
+    vp_t grads[VP_NODE_MAX_OUT] = {0};
+    for (unsigned j = 0; j < n_out; j++) {
+        node = vp_node_at(sim, index);
+        vp_t g = vp_grad_out(sim, node, j);
+        if (g)
+            vp_hold(sim, g);
+        else
+            g = vp_grad_like(sim, node->out[j], "checkpoint.materialize_grads");
+        grads[j] = g;
+    }
     vp_t detached[VP_NODE_MAX_IN] = {0};
     for (unsigned i = 0; i < c->n_inputs; i++) {
         vp_t x = vp_node_at(sim, index)->saved[i];
@@ -35,6 +70,17 @@ static void backward_checkpoint(vp_sim *sim, uint32_t index) {
         outer[j] = *c->fields[j];
         *c->fields[j] = vp_node_at(sim, index)->saved[c->n_inputs + j];
     }
+    /* inputs read from fields get their detached selves; outputs start
+     * empty unless they are such inputs */
+    stashed set_aside[VP_NODE_MAX_IN + VP_NODE_MAX_OUT];
+    unsigned n_aside = 0;
+    for (unsigned j = 1; j < n_out; j++) n_aside = stash(set_aside, n_aside, c->output_fields[j]);
+    for (unsigned i = 1; i < c->n_inputs; i++) {
+        if (!c->input_fields[i]) continue;
+        n_aside = stash(set_aside, n_aside, c->input_fields[i]);
+        vp_hold(sim, detached[i]);
+        *c->input_fields[i] = detached[i];
+    }
     vp_phase phase = step->ledger.place.phase;
     vp_category category = sim->category;
     step->ledger.place.phase = VP_PHASE_RECOMPUTE;
@@ -43,18 +89,41 @@ static void backward_checkpoint(vp_sim *sim, uint32_t index) {
     unsigned casts = step->n_casts;
     unsigned repeat = step->fold_repeat;
     step->fold_repeat = 1;
-    vp_t y = c->fn(step, c->ctx, detached);
+    vp_t recomputed[VP_NODE_MAX_OUT] = {c->fn(step, c->ctx, detached)};
     vp_step_clear_casts(step, casts);
     step->fold_repeat = repeat;
+    for (unsigned j = 1; j < n_out; j++) { /* the field's reference becomes ours */
+        recomputed[j] = *c->output_fields[j];
+        *c->output_fields[j] = 0;
+    }
+    for (unsigned i = 1; i < c->n_inputs; i++) {
+        if (!c->input_fields[i]) continue;
+        vp_drop(sim, *c->input_fields[i]);
+        *c->input_fields[i] = 0;
+    }
+    for (unsigned k = n_aside; k-- > 0;) *set_aside[k].field = set_aside[k].value;
     /* backwards: a field may come twice (position_ids and cache_position) */
     for (unsigned j = c->n_fields; j-- > 0;) *c->fields[j] = outer[j];
     sim->category = category;
     step->ledger.place.phase = phase;
 
-    vp_hold(sim, g);
-    vp_at(sim, y)->grad = g;
+    bool deferred[VP_NODE_MAX_OUT] = {false};
+    for (unsigned j = 0; j < n_out; j++) {
+        vp_t r = recomputed[j];
+        if (!r || !vp_at(sim, r)->requires_grad) {
+            vp_drop(sim, grads[j]);
+            grads[j] = 0;
+        } else if (is_one_of(r, detached, c->n_inputs)) {
+            deferred[j] = true;
+        } else {
+            vp_at(sim, r)->grad = grads[j];
+        }
+    }
     vp_backward(sim, first, sim->n_nodes);
-    vp_drop(sim, y);
+    for (unsigned j = 0; j < n_out; j++) {
+        if (deferred[j]) vp_deliver_grad(sim, recomputed[j], grads[j]);
+        vp_drop(sim, recomputed[j]);
+    }
     for (unsigned i = 0; i < c->n_inputs; i++) {
         vp_t gx = vp_at(sim, detached[i])->param_grad;
         vp_at(sim, detached[i])->param_grad = 0;
@@ -74,15 +143,33 @@ vp_t vp_checkpoint(vp_step *step, vp_recompute_fn fn, void *ctx, const vp_t *inp
     call *c = vp_step_scratch(step, sizeof *c);
     if (!c) return y;
     unsigned n_fields = args->n_saved + args->n_held;
-    if (n_inputs + n_fields > VP_NODE_MAX_SAVED) { /* more than a node keeps: an op-table bug */
-        sim->status = VP_SIM_OVERFLOW;
+    if (n_inputs + n_fields > VP_NODE_MAX_SAVED || n_inputs > VP_NODE_MAX_IN || 1 + args->n_outputs > VP_NODE_MAX_OUT) {
+        sim->status = VP_SIM_OVERFLOW; /* more than a node keeps: an op-table bug */
         return y;
     }
-    *c = (call){step, fn, ctx, n_inputs, n_fields, {0}};
-    vp_node *node = vp_record(sim, backward_checkpoint, "checkpoint", inputs, n_inputs, &y, 1);
+    *c = (call){.step = step, .fn = fn, .ctx = ctx, .n_inputs = n_inputs, .n_fields = n_fields};
+    for (unsigned i = 1; i < n_inputs && args->input_fields; i++) c->input_fields[i] = args->input_fields[i];
+    /* the outputs the function left in fields; an input passed through
+     * comes out as a view of it (autograd.Function's outputs are new) */
+    vp_t outs[VP_NODE_MAX_OUT] = {y}, replaced[VP_NODE_MAX_OUT] = {0};
+    unsigned n_out = 1;
+    for (unsigned j = 0; j < args->n_outputs; j++) {
+        vp_t *field = args->outputs[j];
+        if (!*field) continue;
+        if (is_one_of(*field, inputs, n_inputs)) {
+            replaced[n_out] = *field; /* the field's reference, let go once the node keeps the input */
+            *field = vp_view(sim, *field, vp_at(sim, *field)->numel, "checkpoint.output");
+        }
+        c->output_fields[n_out] = field;
+        outs[n_out++] = *field;
+    }
+    c->n_outputs = n_out - 1;
+    vp_node *node = vp_record(sim, backward_checkpoint, "checkpoint", inputs, n_inputs, outs, n_out);
+    if (node)
+        for (unsigned i = 0; i < n_inputs; i++) vp_save_at(sim, node, i, inputs[i]);
+    for (unsigned j = 1; j < n_out; j++) vp_drop(sim, replaced[j]);
     if (!node) return y;
     node->context = c;
-    for (unsigned i = 0; i < n_inputs; i++) vp_save_at(sim, node, i, inputs[i]);
     /* by slot, so that an empty field keeps its place */
     for (unsigned j = 0; j < n_fields; j++) {
         bool saved = j < args->n_saved;

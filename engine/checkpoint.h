@@ -1,5 +1,5 @@
 /* checkpoint.h — activation checkpointing as torch.utils.checkpoint's
- * reentrant CheckpointFunction does it, for any function of up to three
+ * reentrant CheckpointFunction does it, for any function of up to four
  * tensors: a chunk of layers (HF's gradient checkpointing) or the attention
  * core (Megatron's selective recompute). */
 #ifndef VP_CHECKPOINT_H
@@ -9,22 +9,35 @@
 
 typedef vp_t (*vp_recompute_fn)(vp_step *step, void *ctx, const vp_t *inputs);
 
-/* The other arguments of the checkpointed call, as step fields the
- * function reads: `saved` are tensor arguments (ctx.save_for_backward:
- * masks, position ids), `held` sit inside non-tensor arguments (HF's
- * position_embeddings tuple), which ctx keeps as they are. */
+/* The other arguments and results of the checkpointed call, as step fields
+ * the function reads or sets:
+ *  - `saved` are tensor arguments that need no gradient (ctx.save_for_backward:
+ *    masks, position ids);
+ *  - `held` sit inside non-tensor arguments (HF's position_embeddings
+ *    tuple), which ctx keeps as they are;
+ *  - `input_fields[i]`, for inputs past the first, is where the function
+ *    reads input i (T5's position bias, the encoder's output): the rerun
+ *    puts the detached input there;
+ *  - `outputs` are more results besides the returned one (T5Block's
+ *    position biases): the function leaves them in these fields; one that
+ *    is an input passed through comes out as a view of it, as an
+ *    autograd.Function's output does. */
 typedef struct {
     vp_t *const *saved;
     unsigned n_saved;
     vp_t *const *held;
     unsigned n_held;
+    vp_t *const *input_fields;
+    vp_t *const *outputs;
+    unsigned n_outputs;
 } vp_checkpoint_args;
 
 /* Runs fn(inputs) without grad and returns its output; keeps the inputs and
  * the other arguments for backward, which puts them back in their fields,
  * reruns fn with grad enabled (in a fresh autocast region), backpropagates
- * through the rerun, and hands each input its gradient. `ctx` must live as
- * long as the step (vp_step_scratch). */
+ * through the rerun from every output (zeros for an output that got no
+ * gradient: autograd.Function materializes them), and hands each input its
+ * gradient. `ctx` must live as long as the step (vp_step_scratch). */
 vp_t vp_checkpoint(vp_step *step, vp_recompute_fn fn, void *ctx, const vp_t *inputs, unsigned n_inputs,
                    const vp_checkpoint_args *args);
 

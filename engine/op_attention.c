@@ -771,7 +771,7 @@ static vp_t attention_forward(vp_step *step, const vp_op *op, const vp_t *leaves
         *c = (core_call){op, leaves, s, in.q_contiguous, in.k_contiguous, in.v_contiguous};
         vp_t inputs[3] = {in.q, in.k, in.v};
         vp_t *const saved[1] = {&step->causal_mask};
-        vp_checkpoint_args args = {saved, 1, NULL, 0};
+        vp_checkpoint_args args = {.saved = saved, .n_saved = 1};
         context = vp_checkpoint(step, recompute_core, c, inputs, 3, &args);
     } else if (which == KERNEL_EAGER) {
         context = eager(step, op, leaves, &in, s);

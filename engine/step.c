@@ -300,7 +300,35 @@ static vp_t recompute_chunk(vp_step *step, void *ctx, const vp_t *inputs) {
     return layers_forward(step, ctx, inputs[0]);
 }
 
+/* T5Stack's call (transformers 4.46-4.52): hidden_states, causal_mask,
+ * position_bias, encoder_hidden_states, encoder_extended_attention_mask,
+ * encoder_decoder_position_bias and cache_position, every tensor saved;
+ * the biases (from the stack's second layer on) and the encoder's output
+ * need gradients. T5Block returns the hidden states and the biases, which
+ * the next layer's call takes. */
+static vp_t checkpoint_stack_layers(vp_step *step, vp_chunk *chunk, vp_t x) {
+    vp_t inputs[VP_NODE_MAX_IN] = {x};
+    vp_t *input_fields[VP_NODE_MAX_IN] = {NULL};
+    unsigned n = 1;
+    vp_t *const candidates[] = {&step->position_bias, &step->memory, &step->cross_bias};
+    for (unsigned k = 0; k < sizeof candidates / sizeof *candidates; k++)
+        if (*candidates[k]) {
+            inputs[n] = *candidates[k];
+            input_fields[n++] = candidates[k];
+        }
+    bool decoder = step->memory != 0;
+    vp_t *saved[3];
+    unsigned n_saved = 0;
+    saved[n_saved++] = &step->self_mask;
+    if (decoder) saved[n_saved++] = &step->cross_mask;
+    saved[n_saved++] = &step->position_ids; /* cache_position */
+    vp_t *const outputs[2] = {&step->position_bias, &step->cross_bias};
+    vp_checkpoint_args args = {saved, n_saved, NULL, 0, input_fields, outputs, decoder ? 2 : 1};
+    return vp_checkpoint(step, recompute_chunk, chunk, inputs, n, &args);
+}
+
 static vp_t checkpoint_forward(vp_step *step, vp_chunk *chunk, vp_t x) {
+    if (step->model->section[VP_SECTION_BRIDGE].n_ops) return checkpoint_stack_layers(step, chunk, x);
     vp_t *saved[4];
     unsigned n = 0;
     if (step->alibi) saved[n++] = &step->alibi; /* BloomModel's call (4.26-4.27): x, alibi, causal_mask */
@@ -311,7 +339,7 @@ static vp_t checkpoint_forward(vp_step *step, vp_chunk *chunk, vp_t x) {
         saved[n++] = &step->position_ids;
         saved[n++] = &step->position_ids;
     }
-    vp_checkpoint_args args = {saved, n, held, rotary ? 2 : 0};
+    vp_checkpoint_args args = {.saved = saved, .n_saved = n, .held = held, .n_held = rotary ? 2 : 0};
     return vp_checkpoint(step, recompute_chunk, chunk, &x, 1, &args);
 }
 
@@ -509,6 +537,9 @@ static void backward_layers(vp_step *step) {
         if (bridge && i + 1 < step->n_chunks && step->chunks[i + 1].first_layer == step->model->first_layers) {
             step->ledger.place.layer = -1;
             vp_backward(sim, step->bridge_first_node, step->bridge_end_node);
+            /* the encoder's layers (recomputed ones) run on the inputs' length */
+            step->seq = step->source_seq;
+            step->tokens = step->rows = vp_numel(sim, step->batch, step->seq);
         }
         vp_t *pins;
         unsigned n_pins = pin_externals(step, chunk, &pins);
@@ -536,17 +567,22 @@ void vp_step_embedding_output(vp_step *step, vp_t output) {
     /* its AccumulateGrad node holds it, .grad and all, for as long as the
      * graph lives: until the loss goes */
     vp_hold(&step->sim, output);
-    step->hooked_input = output;
+    unsigned n = step->hooked_inputs[0] != 0;
+    if (step->hooked_inputs[n]) step->sim.status = VP_SIM_OVERFLOW; /* a third embedding call: an op-table bug */
+    step->hooked_inputs[n] = output;
 }
 
-/* The graph lets go of the embedding output PEFT made require grad: it
- * goes, and its .grad with it. */
-static void drop_hooked(vp_sim *sim, vp_t hooked) {
-    if (!hooked) return;
-    vp_t grad = vp_at(sim, hooked)->param_grad;
-    vp_at(sim, hooked)->param_grad = 0;
-    vp_drop(sim, grad);
-    vp_drop(sim, hooked);
+/* The graph lets go of the embedding outputs PEFT made require grad: they
+ * go, and their .grad with them. */
+static void drop_hooked(vp_sim *sim, vp_t *hooked) {
+    for (unsigned i = 0; i < 2; i++) {
+        if (!hooked[i]) continue;
+        vp_t grad = vp_at(sim, hooked[i])->param_grad;
+        vp_at(sim, hooked[i])->param_grad = 0;
+        vp_drop(sim, grad);
+        vp_drop(sim, hooked[i]);
+        hooked[i] = 0;
+    }
 }
 
 /* The gradients a rank keeps for the optimizer: whole, or its shard. */
@@ -673,7 +709,9 @@ static uint64_t micro_batch(vp_step *step, const vp_meter *resident, const vp_me
         sim->pack = offload_pack;
         sim->pack_ctx = step;
     }
-    vp_t old_loss = step->loss, old_logits = step->logits, old_hooked = step->hooked_input;
+    vp_t old_loss = step->loss, old_logits = step->logits, old_hooked[2];
+    memcpy(old_hooked, step->hooked_inputs, sizeof old_hooked);
+    memset(step->hooked_inputs, 0, sizeof step->hooked_inputs);
     vp_t old_encoder_output = step->encoder_output;
     vp_kv_cache old_cache = step->kv_cache;
     vp_t old_graph[VP_LOCALS_MAX];
@@ -788,7 +826,7 @@ static void run(vp_step *step, vp_step_result *result) {
     vp_drop(sim, step->logits);
     vp_drop(sim, step->encoder_output);
     vp_kv_cache_release(step, &step->kv_cache);
-    drop_hooked(sim, step->hooked_input);
+    drop_hooked(sim, step->hooked_inputs);
     vp_drop(sim, step->input_ids);
     vp_drop(sim, step->labels);
     vp_drop(sim, step->attention_mask);
@@ -934,8 +972,8 @@ const char *vp_step_layout_problem(const vp_model *model, const vp_recipe *recip
         /* an encoder-decoder runs as transformers runs it, on one stage */
         if (recipe->framework == VP_FRAMEWORK_MEGATRON || tp > 1 || cp > 1 || recipe->pp > 1)
             return "framework: encoder-decoder models are modelled as transformers runs them (no megatron, tp, pp or cp)";
-        if (recipe->checkpoint_every || recipe->selective)
-            return "checkpointing: gradient checkpointing of encoder-decoder models is not modelled yet";
+        if (recipe->selective)
+            return "checkpointing: selective recompute (Megatron's) is not modelled for encoder-decoder models";
         if (recipe->finetune == VP_FINETUNE_PROMPT || recipe->finetune == VP_FINETUNE_PREFIX)
             return "finetune: prompt and prefix tuning of encoder-decoder models are not modelled yet";
         /* transformers keeps T5's wo in fp32 when it loads the model in fp16

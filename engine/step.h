@@ -92,7 +92,9 @@ typedef struct vp_step {
     vp_t *bridge_leaves;
     uint32_t bridge_first_node, bridge_end_node;
     vp_t tied_weight;                /* the token embedding, for a tied head */
-    vp_t hooked_input;               /* the embedding output made to require grad (PEFT, checkpointing) */
+    /* the embedding outputs made to require grad (PEFT, checkpointing): an
+     * encoder-decoder's shared embedding runs twice */
+    vp_t hooked_inputs[2];
     vp_t prompt;                     /* prompt or prefix tuning's table (in the embeddings' leaf array) */
     vp_kv_cache kv_cache;            /* the outputs' key/value cache (kv_cache.h) */
     vp_t fp8_input, fp8_columnwise;  /* the input an op's FP8 GEMMs quantized, and its saved copy */

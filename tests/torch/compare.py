@@ -185,6 +185,11 @@ CASES = [
     ("t5 v1.1 gated-gelu untied amp-bf16", t5(proj="gated-gelu", tied=False, d_kv=8), recipe("amp-bf16", target_len=8)),
     ("t5 mixed-bf16 no cache", t5(), recipe("mixed-bf16", impl="for-loop", target_len=16, use_cache="false")),
     ("t5 lora q,v", t5(), recipe(finetune="lora", target_len=16)),
+    ("t5 fp32 checkpointed", t5(layers=3), recipe(ckpt="full", target_len=16)),
+    ("t5 amp-bf16 checkpointed", t5(layers=3, decoder_layers=2), recipe("amp-bf16", ckpt="full", target_len=24)),
+    ("t5 lora checkpointed", t5(layers=3), recipe(ckpt="full", finetune="lora", target_len=16)),
+    ("t5 v1.1 bf16 lora all-linear checkpointed", t5(proj="gated-gelu", tied=False), recipe(
+        "bf16", ckpt="full", finetune="lora", lora_targets="all-linear", lora_dropout=0.1, target_len=20)),
     ("t5 lora all-linear amp-bf16", t5(proj="gated-gelu", tied=False), recipe("amp-bf16", finetune="lora",
                                                                               lora_targets="all-linear", target_len=12)),
     # DistributedDataParallel (2 ranks over gloo): flat gradient buckets

@@ -186,7 +186,7 @@ def measure(case, rank=None):
             add_prompt(model, recipe, adapter_dtype)
         if every:  # enable_input_require_grads
             name = {"gpt2": "wte", "bloom": "word_embeddings"}.get(cfg["model_type"], "embed_tokens")
-            embedding = getattr(model.model, name)
+            embedding = model.shared if seq2seq else getattr(model.model, name)
             embedding.register_forward_hook(lambda module, inputs, output: output.requires_grad_(True))
     all_params = [p for p in model.parameters()]
     params = [p for p in all_params if p.requires_grad]

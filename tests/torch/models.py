@@ -1052,6 +1052,7 @@ class T5Attention(nn.Module):
         self.inner_dim = self.n_heads * self.key_value_proj_dim
         self.dropout = cfg.get("dropout_rate", 0.1)
         self.layer_idx = layer_idx
+        self.gradient_checkpointing = False
         d_model = cfg["d_model"]
         self.q = nn.Linear(d_model, self.inner_dim, bias=False)
         self.k = nn.Linear(d_model, self.inner_dim, bias=False)
@@ -1115,6 +1116,8 @@ class T5Attention(nn.Module):
             real_seq_length = query_length if query_length is not None else cache_position[-1] + 1
             if not self.has_relative_attention_bias:
                 position_bias = torch.zeros((1, self.n_heads, seq_length, key_length), dtype=scores.dtype)
+                if self.gradient_checkpointing and self.training:
+                    position_bias.requires_grad = True
             else:
                 position_bias = self.compute_bias(real_seq_length, key_length, cache_position=cache_position)
                 position_bias = position_bias[:, :, -seq_length:, :]
@@ -1173,7 +1176,10 @@ class T5Block(nn.Module):
         forwarded_states = self.ff_norm(hidden_states)
         forwarded_states = self.DenseReluDense(ac, forwarded_states)
         hidden_states = hidden_states + dropout(forwarded_states, self.p, self.training)
-        return hidden_states, position_bias, encoder_decoder_position_bias
+        # (hidden_states, position_bias) and, in the decoder, the cross-attention's
+        if self.is_decoder:
+            return hidden_states, position_bias, encoder_decoder_position_bias
+        return hidden_states, position_bias
 
 
 class T5Stack(nn.Module):
@@ -1203,7 +1209,7 @@ class T5Stack(nn.Module):
         return causal_mask
 
     def forward(self, ac, input_ids, attention_mask=None, encoder_hidden_states=None, encoder_attention_mask=None,
-                cache=None):
+                cache=None, checkpoint=None):
         inputs_embeds = self.embed_tokens(input_ids)
         batch_size, seq_length = input_ids.shape
         cache_position = torch.arange(0, seq_length)
@@ -1225,10 +1231,21 @@ class T5Stack(nn.Module):
         encoder_decoder_position_bias = None
         hidden_states = dropout(inputs_embeds, self.p, self.training)
         for i, layer_module in enumerate(self.block):
-            layer_cache = None if cache is None else (cache[0], cache[1])
-            hidden_states, position_bias, encoder_decoder_position_bias = layer_module(
-                ac, hidden_states, causal_mask, position_bias, encoder_hidden_states, encoder_extended_attention_mask,
-                encoder_decoder_position_bias, layer_cache, cache_position)
+            if checkpoint:  # T5Stack's call: every tensor argument goes through the checkpoint
+                layer_outputs = checkpoint(
+                    lambda h, m, pb, e, em, epb, cp, layer=layer_module: layer(ac, h, m, pb, e, em, epb, None, cp),
+                    hidden_states, causal_mask, position_bias, encoder_hidden_states, encoder_extended_attention_mask,
+                    encoder_decoder_position_bias, cache_position)
+            else:
+                layer_cache = None if cache is None else (cache[0], cache[1])
+                layer_outputs = layer_module(
+                    ac, hidden_states, causal_mask, position_bias, encoder_hidden_states,
+                    encoder_extended_attention_mask, encoder_decoder_position_bias, layer_cache, cache_position)
+            hidden_states = layer_outputs[0]
+            position_bias = layer_outputs[1]
+            if self.is_decoder:
+                encoder_decoder_position_bias = layer_outputs[2]
+            del layer_outputs
         hidden_states = self.final_layer_norm(hidden_states)
         hidden_states = dropout(hidden_states, self.p, self.training)
         return hidden_states
@@ -1259,13 +1276,16 @@ class T5ForConditionalGeneration(nn.Module):
         return shifted_input_ids
 
     def forward(self, ac, input_ids, labels, checkpoint=None, attention_mask=None):
-        if checkpoint:
-            raise NotImplementedError("T5 under gradient checkpointing is not mirrored")
-        hidden_states = self.encoder(ac, input_ids, attention_mask)
+        if checkpoint:  # gradient_checkpointing_enable()
+            for module in self.modules():
+                if isinstance(module, T5Attention):
+                    module.gradient_checkpointing = True
+        hidden_states = self.encoder(ac, input_ids, attention_mask, checkpoint=checkpoint)
         decoder_input_ids = self._shift_right(labels)
-        # config.use_cache: EncoderDecoderCache(DynamicCache(), DynamicCache())
-        cache = (DynamicCache(), DynamicCache()) if getattr(self, "use_cache", True) else None
-        sequence_output = self.decoder(ac, decoder_input_ids, None, hidden_states, attention_mask, cache)
+        # config.use_cache: EncoderDecoderCache(DynamicCache(), DynamicCache()); off under checkpointing
+        use_cache = getattr(self, "use_cache", True) and not checkpoint
+        cache = (DynamicCache(), DynamicCache()) if use_cache else None
+        sequence_output = self.decoder(ac, decoder_input_ids, None, hidden_states, attention_mask, cache, checkpoint)
         if self.tied:
             sequence_output = sequence_output * (self.model_dim ** -0.5)
         lm_logits = linear(ac, sequence_output, self.shared.weight if self.tied else self.lm_head.weight)
