@@ -10,6 +10,7 @@
 #include "lora.h"
 #include "ops.h"
 #include "optimizer.h"
+#include "zero3.h"
 
 typedef struct vp_layer_hook {
     vp_step *step;
@@ -17,8 +18,11 @@ typedef struct vp_layer_hook {
     unsigned n;
     uint64_t gather;      /* the layer's parameters, gathered, in the compute dtype */
     uint64_t prefetch;    /* gathered ahead of use */
+    vp_zero3_kept kept;   /* what DeepSpeed's coordinator keeps gathered after the layer's forward, recompute */
+    uint64_t held;        /* of `gather`, what is gathered now */
+    uint64_t prefetched;  /* of `prefetch`, what is gathered now */
     bool deferred;        /* its input needs no gradient: released when backward ends */
-    bool gathered;        /* its parameters are gathered now */
+    bool gathered;        /* its parameters are gathered for a pass now */
 } vp_layer_hook;
 
 static uint64_t bytes_of(vp_dtype dtype, uint64_t numel) {
@@ -192,14 +196,33 @@ void vp_layout_resident(vp_step *step, const vp_t *leaves, unsigned n, unsigned 
 
 /* ---- per-layer hooks ---- */
 
+/* the padded unsharded buffer: every rank's shard, side by side */
+static uint64_t unsharded_bytes(vp_step *step, const vp_tensor *t) {
+    unsigned ranks = step->plan.shards.params;
+    return bytes_of(step->plan.gather_dtype, vp_shard_numel(t->numel, ranks) * ranks);
+}
+
+static bool persistent(const vp_step *step, const vp_tensor *t) { return t->numel < step->plan.persistence_threshold; }
+
+uint64_t vp_layout_gathered_bytes(vp_step *step, vp_t leaf) {
+    const vp_tensor *t = leaf ? vp_at(&step->sim, leaf) : NULL;
+    if (!t || t->category != VP_CAT_PARAMS || persistent(step, t)) return 0;
+    return unsharded_bytes(step, t);
+}
+
 static uint64_t gathered_bytes(vp_step *step, const vp_t *leaves, unsigned n) {
     uint64_t total = 0;
-    unsigned ranks = step->plan.shards.params;
+    for (unsigned i = 0; i < n; i++) total += vp_layout_gathered_bytes(step, leaves[i]);
+    return total;
+}
+
+/* DeepSpeed's persistent parameters (ds_persist): gathered at the first
+ * use and never released, a whole copy on every rank. */
+static uint64_t persistent_bytes(vp_step *step, const vp_t *leaves, unsigned n) {
+    uint64_t total = 0;
     for (unsigned i = 0; i < n; i++) {
         const vp_tensor *t = leaves[i] ? vp_at(&step->sim, leaves[i]) : NULL;
-        if (!t || vp_at(&step->sim, leaves[i])->category != VP_CAT_PARAMS) continue;
-        /* the padded unsharded buffer: every rank's shard, side by side */
-        total += bytes_of(step->plan.gather_dtype, vp_shard_numel(t->numel, ranks) * ranks);
+        if (t && t->category == VP_CAT_PARAMS && persistent(step, t)) total += unsharded_bytes(step, t);
     }
     return total;
 }
@@ -212,13 +235,21 @@ bool vp_layout_prepare(vp_step *step) {
     const vp_model *m = step->model;
     unsigned slots = vp_model_layer_slots(m);
     step->hooks = calloc(step->n_layer_instances + 1, sizeof *step->hooks);
-    if (!step->hooks) return false;
+    vp_zero3_kept *kept = calloc(step->n_layer_instances + 1, sizeof *kept);
+    bool traced = step->hooks && kept && (!step->plan.gather || vp_zero3_kept_bytes(step, kept));
+    if (!traced) {
+        free(kept);
+        return false;
+    }
+    uint64_t persistent_total = 0;
     for (unsigned i = 0; i < step->n_layer_instances; i++) {
         vp_layer_hook *h = &step->hooks[i];
         h->step = step;
         h->leaves = step->layer_leaves + (size_t)i * slots;
         h->n = slots;
+        h->kept = kept[i];
         if (step->plan.gather) {
+            persistent_total += persistent_bytes(step, h->leaves, h->n);
             h->gather = gathered_bytes(step, h->leaves, h->n);
             /* DeepSpeed prefetches stage3_prefetch_bucket_size elements ahead;
              * FSDP's BACKWARD_PRE prefetch is the next layer, in backward only */
@@ -229,15 +260,22 @@ bool vp_layout_prepare(vp_step *step) {
             if (!reshard_after_forward(step)) h->prefetch = 0; /* nothing to gather again in backward */
         }
     }
+    free(kept);
     /* FSDP's root unit (the embeddings, final norm and head; an
      * encoder-decoder's bridge: the encoder's final norm, the decoder's
      * position-bias table) is not resharded between forward and backward;
      * DeepSpeed gathers those modules at use, which this counts for the
      * whole step too (at most one embedding more) */
-    if (step->plan.gather)
-        step->root_gather_bytes = gathered_bytes(step, step->embed_leaves, m->section[VP_SECTION_EMBED].n_slots) +
-                                  gathered_bytes(step, step->bridge_leaves, m->section[VP_SECTION_BRIDGE].n_slots) +
-                                  gathered_bytes(step, step->final_leaves, m->section[VP_SECTION_FINAL].n_slots);
+    if (step->plan.gather) {
+        const vp_t *roots[3] = {step->embed_leaves, step->bridge_leaves, step->final_leaves};
+        const unsigned n_roots[3] = {m->section[VP_SECTION_EMBED].n_slots, m->section[VP_SECTION_BRIDGE].n_slots,
+                                     m->section[VP_SECTION_FINAL].n_slots};
+        for (unsigned r = 0; r < 3; r++) {
+            step->root_gather_bytes += gathered_bytes(step, roots[r], n_roots[r]);
+            persistent_total += persistent_bytes(step, roots[r], n_roots[r]);
+        }
+        vp_ledger_alloc(&step->ledger, VP_CAT_PARAMS, persistent_total, "persistent parameters");
+    }
     return true;
 }
 
@@ -267,14 +305,42 @@ static void pass_gradient(vp_sim *sim, uint32_t index) {
     vp_give_grad(sim, node, 0, g);
 }
 
+/* The layer's parameters gathered for a pass (those kept since the last
+ * one are there already), and `ahead` bytes more prefetched: DeepSpeed
+ * stops prefetching at stage3_max_live_parameters gathered. */
+static void gather_layer(vp_layer_hook *h, uint64_t ahead) {
+    vp_step *step = h->step;
+    vp_ledger_alloc(&step->ledger, VP_CAT_PARAMS, h->gather - h->held, "all_gather");
+    step->gathered_live += h->gather - h->held;
+    h->held = h->gather;
+    if (step->plan.max_live_elements) {
+        uint64_t cap = bytes_of(step->plan.gather_dtype, step->plan.max_live_elements);
+        uint64_t room = cap > step->gathered_live ? cap - step->gathered_live : 0;
+        if (ahead > room) ahead = room;
+    }
+    vp_ledger_alloc(&step->ledger, VP_CAT_PARAMS, ahead, "all_gather.prefetch");
+    h->prefetched = ahead;
+    h->gathered = true;
+}
+
+/* The pass is over: the prefetch goes, and the layer's parameters but
+ * `keep` bytes of them. */
+static void release_layer(vp_layer_hook *h, uint64_t keep) {
+    vp_step *step = h->step;
+    if (keep > h->held) keep = h->held;
+    vp_ledger_release(&step->ledger, VP_CAT_PARAMS, h->held - keep + h->prefetched, "all_gather.release");
+    step->gathered_live -= h->held - keep;
+    h->held = keep;
+    h->prefetched = 0;
+    h->gathered = false;
+}
+
 /* The layer's backward is done: its gradients are reduce-scattered and its
  * gathered parameters released. */
 static void layer_done(vp_layer_hook *h) {
     if (h->step->plan.grads == VP_GRADS_UNIT) reduce_scatter(h->step, h->leaves, h->n);
-    if (!h->gathered) return; /* a frozen layer: resharded after forward, never gathered again */
-    h->gathered = false;
-    vp_ledger_release(&h->step->ledger, VP_CAT_PARAMS, h->gather + h->prefetch * reshard_after_forward(h->step),
-                      "all_gather.release");
+    if (!h->gathered && !h->held) return; /* a frozen layer: resharded after forward, never gathered again */
+    release_layer(h, 0);
 }
 
 static void backward_layer_start(vp_sim *sim, uint32_t index) {
@@ -284,8 +350,7 @@ static void backward_layer_start(vp_sim *sim, uint32_t index) {
 
 static void backward_layer_end(vp_sim *sim, uint32_t index) {
     vp_layer_hook *h = vp_node_at(sim, index)->context;
-    vp_ledger_alloc(sim->ledger, VP_CAT_PARAMS, h->gather + h->prefetch, "all_gather");
-    h->gathered = true;
+    gather_layer(h, h->prefetch);
     pass_gradient(sim, index);
 }
 
@@ -308,8 +373,7 @@ vp_t vp_layout_layer_start(vp_step *step, vp_t x, unsigned layer) {
         return x;
     }
     vp_layer_hook *h = hook_of(step, layer);
-    vp_ledger_alloc(&step->ledger, VP_CAT_PARAMS, h->gather + h->prefetch * forward_prefetch(step), "all_gather");
-    h->gathered = true;
+    gather_layer(h, h->prefetch * forward_prefetch(step));
     if (step->sim.grad_mode && !vp_at(&step->sim, x)->requires_grad) {
         /* frozen embeddings feed the first layer (LoRA): no node on its input
          * runs in backward; the frameworks' post-backward hooks on the
@@ -328,9 +392,11 @@ vp_t vp_layout_layer_end(vp_step *step, vp_t y, unsigned layer) {
     }
     vp_layer_hook *h = hook_of(step, layer);
     if (reshard_after_forward(step)) {
-        vp_ledger_release(&step->ledger, VP_CAT_PARAMS, h->gather + h->prefetch * forward_prefetch(step),
-                          "all_gather.release");
-        h->gathered = false;
+        /* DeepSpeed keeps what is used again soon: the last layers' weights
+         * through the turn into backward, a recomputed layer's until its
+         * backward */
+        bool recomputing = step->ledger.place.phase == VP_PHASE_RECOMPUTE;
+        release_layer(h, recomputing ? h->kept.recompute : h->kept.forward);
         return hook(step, y, backward_layer_end, h, "layer.end");
     }
     /* SHARD_GRAD_OP: the layer stays gathered until its backward is done */

@@ -20,6 +20,11 @@ void vp_layout_create_leaves(vp_step *step, const vp_op *ops, unsigned n, vp_t *
  * communication buckets of the trainable leaves among `leaves`. */
 void vp_layout_resident(vp_step *step, const vp_t *leaves, unsigned n, unsigned repeat);
 
+/* The bytes a parameter takes when all-gathered (its padded shards side by
+ * side, in the compute dtype); 0 for anything that is not gathered per use:
+ * buffers, DeepSpeed's persistent parameters. */
+uint64_t vp_layout_gathered_bytes(vp_step *step, vp_t leaf);
+
 /* Prepares the per-layer hooks once the leaves exist. */
 bool vp_layout_prepare(vp_step *step);
 

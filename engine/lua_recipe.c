@@ -97,6 +97,9 @@ static void parse_offload_params(lua_State *L, vp_recipe *r, const char *k) { r-
 static void parse_reduce_bucket(lua_State *L, vp_recipe *r, const char *k) { r->reduce_bucket_size = read_number(L, k, 1, 1e12); }
 static void parse_allgather_bucket(lua_State *L, vp_recipe *r, const char *k) { r->allgather_bucket_size = read_number(L, k, 1, 1e12); }
 static void parse_prefetch_bucket(lua_State *L, vp_recipe *r, const char *k) { r->prefetch_bucket_size = read_number(L, k, 0, 1e12); }
+static void parse_max_live(lua_State *L, vp_recipe *r, const char *k) { r->max_live_parameters = read_number(L, k, 0, 1e15); }
+static void parse_reuse(lua_State *L, vp_recipe *r, const char *k) { r->max_reuse_distance = read_number(L, k, 0, 1e15); }
+static void parse_persistence(lua_State *L, vp_recipe *r, const char *k) { r->persistence_threshold = read_number(L, k, 0, 1e15); }
 static void parse_overlap(lua_State *L, vp_recipe *r, const char *k) { r->overlap_comm = read_bool(L, k); }
 static void parse_bucket_view(lua_State *L, vp_recipe *r, const char *k) { r->ddp_bucket_view = read_bool(L, k); }
 static void parse_bucket_mb(lua_State *L, vp_recipe *r, const char *k) { r->ddp_bucket_mb = read_number(L, k, 0.001, 1e6); }
@@ -230,6 +233,9 @@ static const recipe_key keys[] = {
     {"reduce_bucket_size", parse_reduce_bucket, "DeepSpeed reduce bucket, elements [5e8]"},
     {"allgather_bucket_size", parse_allgather_bucket, "DeepSpeed all-gather bucket, elements [5e8]"},
     {"stage3_prefetch_bucket_size", parse_prefetch_bucket, "ZeRO-3 parameters gathered ahead, elements [5e7]"},
+    {"stage3_max_live_parameters", parse_max_live, "ZeRO-3: gathered parameters beyond which nothing more is prefetched, elements [1e9]"},
+    {"stage3_max_reuse_distance", parse_reuse, "ZeRO-3: a gathered parameter used again within this many elements of the module trace is not released, elements [1e9]"},
+    {"stage3_param_persistence_threshold", parse_persistence, "ZeRO-3: parameters with fewer elements stay gathered on every rank [1e5]"},
     {"overlap_comm", parse_overlap, "DeepSpeed overlap_comm: two reduce buckets [on for stage 3 only]"},
     {"ddp_bucket_view", parse_bucket_view, "DDP gradient_as_bucket_view [false]"},
     {"ddp_bucket_mb", parse_bucket_mb, "DDP bucket_cap_mb [25]"},
@@ -361,6 +367,12 @@ void vp_lua_push_recipe(lua_State *L, const vp_recipe *given) {
     lua_setfield(L, -2, "reduce_bucket_size");
     lua_pushnumber(L, r->prefetch_bucket_size);
     lua_setfield(L, -2, "stage3_prefetch_bucket_size");
+    lua_pushnumber(L, r->max_live_parameters);
+    lua_setfield(L, -2, "stage3_max_live_parameters");
+    lua_pushnumber(L, r->max_reuse_distance);
+    lua_setfield(L, -2, "stage3_max_reuse_distance");
+    lua_pushnumber(L, r->persistence_threshold);
+    lua_setfield(L, -2, "stage3_param_persistence_threshold");
     lua_pushboolean(L, r->overlap_comm >= 0 ? r->overlap_comm : r->zero == 3);
     lua_setfield(L, -2, "overlap_comm");
     lua_pushboolean(L, r->ddp_bucket_view);

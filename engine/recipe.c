@@ -86,6 +86,10 @@ void vp_recipe_defaults(vp_recipe *recipe) {
     recipe->reduce_bucket_size = 5e8;
     recipe->allgather_bucket_size = 5e8;
     recipe->prefetch_bucket_size = 5e7;
+    /* DeepSpeed's DeepSpeedZeroConfig defaults */
+    recipe->max_live_parameters = 1e9;
+    recipe->max_reuse_distance = 1e9;
+    recipe->persistence_threshold = 1e5;
     recipe->overlap_comm = -1;
     /* DistributedDataParallel(bucket_cap_mb=25, gradient_as_bucket_view=False) */
     recipe->ddp_bucket_view = false;

@@ -120,6 +120,10 @@ typedef struct {
     double reduce_bucket_size;   /* DeepSpeed, elements */
     double allgather_bucket_size;
     double prefetch_bucket_size; /* stage3_prefetch_bucket_size, elements */
+    double max_live_parameters;  /* stage3_max_live_parameters: gathered elements that cap prefetching */
+    double max_reuse_distance;   /* stage3_max_reuse_distance: gathered parameters used again within this many
+                                  * elements of the trace stay gathered */
+    double persistence_threshold; /* stage3_param_persistence_threshold: smaller parameters stay gathered */
     int overlap_comm;            /* -1: DeepSpeed's default (on for stage 3 only) */
     bool ddp_bucket_view;        /* DDP gradient_as_bucket_view */
     double ddp_bucket_mb;        /* DDP bucket_cap_mb */

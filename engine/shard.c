@@ -68,6 +68,11 @@ static const char *plan_deepspeed(const vp_recipe *r, const vp_precision *p, vp_
         plan->backward_buffers = bucket * (overlap ? 2 : 1);
     }
     plan->prefetch_elements = r->zero == 3 ? (uint64_t)r->prefetch_bucket_size : 0;
+    if (r->zero == 3) {
+        plan->max_live_elements = (uint64_t)r->max_live_parameters;
+        plan->reuse_distance_elements = (uint64_t)r->max_reuse_distance;
+        plan->persistence_threshold = (uint64_t)r->persistence_threshold;
+    }
     return NULL;
 }
 

@@ -45,6 +45,11 @@ typedef struct {
     uint64_t bucket_bytes_per_param_byte; /* DDP: buckets as large as the gradients (0/1) */
     uint64_t backward_buffers; /* bytes of buffers alive during backward (DeepSpeed's IPG buckets) */
     uint64_t prefetch_elements; /* ZeRO-3: parameters gathered ahead of use */
+    /* DeepSpeed ZeRO-3's parameter coordinator (0: FSDP, which has none):
+     * the cap on gathered elements for prefetching, the reuse distance
+     * within which a gathered parameter is kept, and the size below which
+     * a parameter stays gathered for good */
+    uint64_t max_live_elements, reuse_distance_elements, persistence_threshold;
 } vp_shard_plan;
 
 /* The plan of a recipe, or NULL with a message naming the key when the

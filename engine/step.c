@@ -158,7 +158,11 @@ static bool plan_chunks(vp_step *step) {
          * outside them (the position bias, the encoder's output), into one
          * buffer that a fold would count once per layer */
         bool encoder_decoder = step->model->section[VP_SECTION_BRIDGE].n_ops > 0;
-        bool fold = step->fold && !(released_late && splits[r] < b) && !step->past_tokens && !encoder_decoder;
+        /* DeepSpeed ZeRO-3 keeps a layer's weights by where it sits in the
+         * step (zero3.h): every layer its own */
+        bool coordinated = step->plan.reuse_distance_elements > 0;
+        bool fold = step->fold && !(released_late && splits[r] < b) && !step->past_tokens && !encoder_decoder &&
+                    !coordinated;
         plan_run(step, splits[r], splits[r + 1] - splits[r], per, lone, fold, &instance);
     }
     step->n_layer_instances = instance;

@@ -109,6 +109,7 @@ typedef struct vp_step {
     vp_cast_entry *casts;
     unsigned n_casts, cap_casts;
     unsigned fold_repeat;            /* repetitions the code now running stands for */
+    uint64_t gathered_live;          /* bytes of layers' parameters all-gathered now (ZeRO-3, FSDP) */
     vp_chunk *chunks;                /* the forward's layer chunks, in order */
     unsigned n_chunks;
     unsigned *chunk_repeat;          /* how many chunks each entry stands for */

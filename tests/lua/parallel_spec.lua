@@ -6,10 +6,13 @@ local function states(r)
   return p.params_bytes + p.grads_bytes + p.master_bytes + p.optimizer_bytes
 end
 
--- Model states per device of a real model under a DeepSpeed stage.
+-- Model states per device of a real model under a DeepSpeed stage. The
+-- ZeRO paper partitions every parameter: DeepSpeed's persistent small
+-- parameters (stage3_param_persistence_threshold) are left out here.
 local function zero(stage, dp, ...)
   return helper.estimate("llama2-7b", "--set", "framework=deepspeed", "--set", "zero=" .. stage, "--set",
-    "dp=" .. dp, "--set", "precision=mixed-fp16", "--set", "optimizer=adam", "--set", "seq_len=256", ...)
+    "dp=" .. dp, "--set", "precision=mixed-fp16", "--set", "optimizer=adam", "--set", "seq_len=256", "--set",
+    "stage3_param_persistence_threshold=0", ...)
 end
 
 local stages = { ["baseline DP"] = 0, Pos = 1, ["Pos+g"] = 2, ["Pos+g+p"] = 3 }
@@ -112,6 +115,68 @@ describe("DeepSpeed's ZeRO-3 estimator on T5 models", function()
   end
 end)
 
+describe("DeepSpeed ZeRO-3's parameter coordinator", function()
+  -- partitioned_param_coordinator.py, once the step's trace is recorded:
+  -- after a module runs, its gathered weights are released unless a module
+  -- within stage3_max_reuse_distance elements of the trace ahead uses them
+  -- again. In forward the next use of a weight is its own backward, after
+  -- every module behind it twice (forward, then backward in reverse): the
+  -- last modules stay gathered into backward, where the peak is.
+  local function peak(reuse, ...)
+    return helper.estimate("llama2-7b", "--set", "framework=deepspeed", "--set", "zero=3", "--set", "dp=8", "--set",
+      "precision=mixed-bf16", "--set", "seq_len=2048", "--set", "stage3_max_reuse_distance=" .. reuse, ...)
+      .per_gpu.peak_allocated_bytes
+  end
+
+  it("keeps the weights used again within the reuse distance, as DeepSpeed's trace scan decides", function()
+    -- LLaMA-2-7B's modules in forward order: q, k, v, o of 4096 x 4096, and
+    -- up, gate, down of 4096 x 11008, in 32 layers; then the final norm and
+    -- the untied head (32000 x 4096). The norms (4096) are persistent: they
+    -- count toward distances but are never released.
+    local h, f, vocab = 4096, 11008, 32000
+    local modules = {}
+    for _ = 1, 32 do
+      modules[#modules + 1] = { h } -- input_layernorm
+      for _ = 1, 4 do modules[#modules + 1] = { h * h, layer = true } end
+      modules[#modules + 1] = { h } -- post_attention_layernorm
+      for _ = 1, 3 do modules[#modules + 1] = { h * f, layer = true } end
+    end
+    modules[#modules + 1] = { h }
+    modules[#modules + 1] = { vocab * h }
+    local function kept_elements(reuse)
+      local behind, kept = 0, 0
+      for i = #modules, 1, -1 do
+        if modules[i].layer and 2 * behind < reuse then kept = kept + modules[i][1] end
+        behind = behind + modules[i][1]
+      end
+      return kept
+    end
+    -- bf16 weights; the peak's moment may move by a norm's gradient
+    -- (480 KiB), far less than one module (32 MiB)
+    for _, reuse in ipairs({ 1e9, 2e9 }) do
+      local extra = peak(reuse) - peak(0)
+      assert.is_true(math.abs(extra - 2 * kept_elements(reuse)) < 2 ^ 20,
+        string.format("%d bytes kept, DeepSpeed's rule %d", extra, 2 * kept_elements(reuse)))
+    end
+  end)
+
+  it("stops prefetching at stage3_max_live_parameters gathered", function()
+    -- the weights backward prefetches: none once the kept weights (370M
+    -- elements at the default reuse distance) exceed the cap
+    local function prefetched(max_live)
+      local r = helper.estimate("llama2-7b", "--set", "framework=deepspeed", "--set", "zero=3", "--set", "dp=8",
+        "--set", "seq_len=256", "--set", "stage3_max_live_parameters=" .. max_live, "--timeline")
+      local total = 0
+      for _, e in ipairs(r.timeline) do
+        if e.phase == "backward" and e.op == "all_gather.prefetch" then total = total + e.delta end
+      end
+      return total
+    end
+    assert.is_true(prefetched(1e9) > 0)
+    assert.are.equal(0, prefetched(1e8))
+  end)
+end)
+
 describe("offload", function()
   it("keeps fp32 master weights, Adam states and gradients of the partition in host memory", function()
     local r = zero(2, 8, "--set", "offload_optimizer=cpu")
@@ -126,6 +191,12 @@ describe("offload", function()
     local r = zero(3, 8, "--set", "offload_params=nvme", "--set", "offload_optimizer=nvme")
     assert.are.equal(0, r.per_gpu.params_bytes)
     assert.is_true(r.host.nvme_bytes_per_rank > 0)
+    -- DeepSpeed's persistent parameters (fewer than 1e5 elements: LLaMA's
+    -- 65 RMSNorm weights of 4096) stay gathered on the GPU, fp16, whatever
+    -- the offload
+    local persisted = zero(3, 8, "--set", "offload_params=nvme", "--set", "offload_optimizer=nvme", "--set",
+      "stage3_param_persistence_threshold=1e5")
+    assert.are.equal((2 * 32 + 1) * 4096 * 2, persisted.per_gpu.params_bytes)
   end)
 end)
 
