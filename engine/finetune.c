@@ -203,7 +203,6 @@ const char *vp_finetune_problem(const vp_model *model, const vp_recipe *recipe) 
         if (recipe->cp > 1 || recipe->tp > 1) return "finetune: prompt tuning runs as PEFT does, without tp or cp";
         break;
     case VP_FINETUNE_QLORA:
-        if (recipe->quant == VP_QUANT_INT8) return "quant: int8 (LLM.int8) is not modelled yet: use nf4 or fp4";
         if (recipe->framework != VP_FRAMEWORK_TORCH)
             return "finetune: qlora is modelled on a single GPU's framework torch (bitsandbytes' 4-bit weights)";
         break;

@@ -57,10 +57,13 @@ static vp_t make_leaf(vp_step *step, const vp_leaf_spec *spec, bool trainable, u
     vp_dtype compute = spec->dtype == VP_DTYPE_NONE ? plan->gather_dtype : spec->dtype;
     vp_dtype resident = spec->dtype == VP_DTYPE_NONE ? plan->params_dtype : spec->dtype;
     bool quantized = vp_quantizes(step->recipe, spec);
-    if (quantized) { /* bitsandbytes' Params4bit: packed, with its quant_state */
+    bool int8 = quantized && step->recipe->quant == VP_QUANT_INT8;
+    if (quantized) { /* bitsandbytes' Params4bit: packed, with its quant_state; Int8Params: int8 */
         resident = vp_quant_storage(step->recipe);
-        compute = step->recipe->compute_dtype;
+        compute = int8 ? VP_INT8 : step->recipe->compute_dtype;
     }
+    /* Int8Params' SCB: an fp32 absmax per output row, beside the weight */
+    if (int8) vp_leaf(&step->sim, spec->out_features, VP_FP32, VP_CAT_PARAMS, false, "SCB");
     uint64_t shard = bytes_of(resident, vp_shard_numel(spec->numel, vp_plan_shards(plan, spec->expert)->params));
     bool away = plan->params_on_host || plan->params_on_nvme;
     if (away) vp_layout_host(step, shard, repeat, plan->params_on_nvme);

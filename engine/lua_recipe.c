@@ -262,7 +262,7 @@ static const recipe_key keys[] = {
     {"num_virtual_tokens", parse_virtual_tokens, "prompt tuning: the learned tokens put before every sequence; prefix tuning: the learned keys and values before every layer's"},
     {"sparsity", parse_sparsity,
      "2:4: apex ASP's structured sparsity, a bool mask beside every pruned linear weight; it saves no training memory [none]"},
-    {"quant", parse_quant, "qlora: the frozen base's linear weights, nf4 or fp4 (int8: not modelled yet) [nf4]"},
+    {"quant", parse_quant, "qlora: the frozen base's linear weights, nf4, fp4 or int8 (LLM.int8, bitsandbytes 0.45+) [nf4]"},
     {"double_quant", parse_double_quant, "qlora: quantize the block scales too (8-bit, in blocks of 256) [true]"},
     {"compute_dtype", parse_compute_dtype, "qlora: the dtype 4-bit weights are dequantized to, bf16, fp16 or fp32 [bf16]"},
     {"modules_to_save", parse_modules_to_save, "modules trained in full beside the adapters (lm_head, embed_tokens, norm)"},

@@ -4,6 +4,14 @@
 
 /* bnb.nn.Linear4bit.forward: x cast to the compute dtype, matmul_4bit,
  * the bias added in it, the output cast back to x's dtype. */
+/* Linear8bitLt.forward (bitsandbytes 0.45+): bnb.matmul(x, self.weight,
+ * bias=self.bias) on x as it comes, the bias cast to x's dtype and fused. */
+static vp_t project_int8(vp_step *step, vp_t x, vp_t weight, uint64_t out_features, const char *label) {
+    vp_sim *sim = &step->sim;
+    uint64_t in = vp_at(sim, weight)->numel / out_features;
+    return vp_linear_int8(sim, x, weight, vp_at(sim, x)->numel / (in ? in : 1), out_features, label);
+}
+
 static vp_t project_4bit(vp_step *step, vp_t x, vp_t weight, vp_t bias, uint64_t out_features, const char *label) {
     vp_sim *sim = &step->sim;
     vp_dtype compute = (vp_dtype)vp_at(sim, weight)->dtype, input = (vp_dtype)vp_at(sim, x)->dtype;
@@ -53,6 +61,8 @@ void vp_step_clear_fp8(vp_step *step) {
 static vp_t project(vp_step *step, vp_t x, vp_t weight, vp_t bias, uint64_t out_features, bool gather,
                     const char *label) {
     vp_sim *sim = &step->sim;
+    if (vp_at(sim, weight)->quantized && step->recipe->quant == VP_QUANT_INT8)
+        return vp_lora_forward(step, x, weight, project_int8(step, x, weight, out_features, label), label);
     if (vp_at(sim, weight)->quantized)
         return vp_lora_forward(step, x, weight, project_4bit(step, x, weight, bias, out_features, label), label);
     vp_t xa = vp_autocast_low(step, x, label);

@@ -68,11 +68,39 @@ describe("QLoRA", function()
     helper.assert_folds_agree(model, {
       { finetune = "qlora", precision = "bf16", lora_targets = "all-linear" },
       { finetune = "qlora", precision = "amp-bf16", checkpointing = "full", optimizer = "paged-adamw-8bit" },
+      { finetune = "qlora", quant = "int8", precision = "fp16", lora_targets = "all-linear" },
     })
   end)
 
+  -- LLM.int8 (Dettmers et al. 2022; bitsandbytes 0.45+ Linear8bitLt):
+  -- Int8Params hold one int8 per weight and an fp32 absmax per output row
+  -- (SCB); MatMul8bitLt saves its input for backward, where MatMul4Bit
+  -- keeps none of it
+  it("stores LLM.int8 weights as int8 with an fp32 scale per output row", function()
+    local h, f, layers, vocab = 4096, 11008, 32, 32000
+    local r = qlora("llama2-7b", "--set", "quant=int8", "--set", "precision=bf16")
+    local quantized = layers * (4 * h * h + 3 * h * f)
+    local rows = layers * (4 * h + 2 * f + h)
+    local rest = 2 * vocab * h + (2 * layers + 1) * h -- embeddings, head, norms in bf16
+    local adapters = layers * 2 * 8 * (h + h) -- q and v, r 8, fp32
+    assert.are.equal(quantized + 4 * rows + 2 * rest + 4 * adapters, r.per_gpu.params_bytes)
+  end)
+
+  it("keeps every int8 linear's input for backward, where 4-bit keeps none", function()
+    -- one more layer adds, under int8 beyond NF4: the attention's input
+    -- (LoRA keeps its own fp32 copy), the MLP's input and the down
+    -- projection's input, in bf16 (o_proj's input is the attention's
+    -- output, which flash attention keeps anyway)
+    local b, s, h, f = 2, 512, 4096, 11008
+    local function forward(quant, layers)
+      return qlora("llama2-7b", "--set", "quant=" .. quant, "--set", "layers=" .. layers, "--set", "precision=bf16",
+        "--set", "seq_len=" .. s, "--set", "micro_batch=" .. b).per_gpu.activations_bytes
+    end
+    local per_layer = function(quant) return forward(quant, 3) - forward(quant, 2) end
+    assert.are.equal(2 * (2 * b * s * h + b * s * f), per_layer("int8") - per_layer("nf4"))
+  end)
+
   local bad = {
-    { { "--set", "finetune=qlora", "--set", "quant=int8" }, "quant: int8 (LLM.int8) is not modelled yet" },
     { { "--set", "finetune=lora", "--set", "quant=nf4" }, "quant: a quantized base needs finetune = qlora" },
     { { "--set", "finetune=qlora", "--set", "framework=deepspeed", "--set", "dp=2" }, "finetune: qlora is modelled on" },
     { { "--set", "finetune=qlora", "--set", "compute_dtype=fp8" }, "compute_dtype: 'fp8' is not one of" },
