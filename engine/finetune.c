@@ -202,10 +202,15 @@ const char *vp_finetune_problem(const vp_model *model, const vp_recipe *recipe) 
         if (!recipe->virtual_tokens) return "num_virtual_tokens: prompt tuning needs at least one virtual token";
         if (recipe->cp > 1 || recipe->tp > 1) return "finetune: prompt tuning runs as PEFT does, without tp or cp";
         break;
-    case VP_FINETUNE_QLORA:
-        if (recipe->framework != VP_FRAMEWORK_TORCH)
-            return "finetune: qlora is modelled on a single GPU's framework torch (bitsandbytes' 4-bit weights)";
+    case VP_FINETUNE_QLORA: {
+        /* FSDP and ZeRO-3 shard float storage: bitsandbytes' 4-bit weights
+         * get it with bnb_4bit_quant_storage; Int8Params have none */
+        bool sharded = recipe->framework == VP_FRAMEWORK_FSDP || (recipe->framework == VP_FRAMEWORK_DEEPSPEED && recipe->zero == 3);
+        if (sharded && recipe->quant == VP_QUANT_INT8)
+            return "quant: int8 weights cannot be sharded by FSDP or ZeRO-3 (bnb_4bit_quant_storage is for 4-bit weights)";
+        if (recipe->offload_params) return "offload_params: a quantized base offloaded is not modelled";
         break;
+    }
     default: break;
     }
     bool lora = recipe->finetune == VP_FINETUNE_LORA || recipe->finetune == VP_FINETUNE_QLORA;

@@ -65,6 +65,13 @@ static vp_t make_leaf(vp_step *step, const vp_leaf_spec *spec, bool trainable, u
     /* Int8Params' SCB: an fp32 absmax per output row, beside the weight */
     if (int8) vp_leaf(&step->sim, spec->out_features, VP_FP32, VP_CAT_PARAMS, false, "SCB");
     uint64_t shard = bytes_of(resident, vp_shard_numel(spec->numel, vp_plan_shards(plan, spec->expert)->params));
+    if (quantized && !int8 && plan->shards.params > 1) {
+        /* FSDP-QLoRA (bnb_4bit_quant_storage): the packed bytes are the
+         * storage FSDP or ZeRO-3 shards; the quant_state (absmax and its
+         * scales) is no parameter and stays whole on every rank */
+        uint64_t packed = bytes_of(VP_INT4, spec->numel);
+        shard = vp_shard_numel(packed, plan->shards.params) + (bytes_of(resident, spec->numel) - packed);
+    }
     bool away = plan->params_on_host || plan->params_on_nvme;
     if (away) vp_layout_host(step, shard, repeat, plan->params_on_nvme);
     vp_t leaf = vp_leaf_resident(&step->sim, spec->numel, compute, away ? 0 : shard, VP_CAT_PARAMS, trainable,
@@ -210,6 +217,10 @@ static bool persistent(const vp_step *step, const vp_tensor *t) { return t->nume
 uint64_t vp_layout_gathered_bytes(vp_step *step, vp_t leaf) {
     const vp_tensor *t = leaf ? vp_at(&step->sim, leaf) : NULL;
     if (!t || t->category != VP_CAT_PARAMS || persistent(step, t)) return 0;
+    if (t->quantized) { /* the packed 4-bit storage, gathered as it is */
+        unsigned ranks = step->plan.shards.params;
+        return vp_shard_numel(bytes_of(VP_INT4, t->numel), ranks) * ranks;
+    }
     return unsharded_bytes(step, t);
 }
 

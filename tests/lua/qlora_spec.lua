@@ -100,9 +100,30 @@ describe("QLoRA", function()
     assert.are.equal(2 * (2 * b * s * h + b * s * f), per_layer("int8") - per_layer("nf4"))
   end)
 
+  -- FSDP-QLoRA (answer.ai and Hugging Face, bnb_4bit_quant_storage): FSDP
+  -- shards the packed 4-bit bytes like any float storage; the quant_state
+  -- (uint8 absmax per 64 weights, an fp32 scale per 256 of those) is no
+  -- parameter and stays whole on every rank
+  it("shards the packed 4-bit weights under FSDP and keeps their scales whole", function()
+    local h, f, layers, vocab, dp = 4096, 11008, 32, 32000, 2
+    local function ceil(x) return math.ceil(x) end
+    local function quantized(n)
+      local blocks = ceil(n / 64)
+      return ceil(n / 2 / dp) + blocks + 4 * ceil(blocks / 256)
+    end
+    local weights = layers * (4 * quantized(h * h) + 3 * quantized(h * f))
+    local rest = 2 * 2 * ceil(vocab * h / dp) + (2 * layers + 1) * 2 * ceil(h / dp) -- bf16 shards
+    local adapters = layers * 2 * 2 * 4 * ceil(8 * h / dp) -- q and v: A and B, fp32 shards
+    local r = qlora("llama2-7b", "--set", "precision=bf16", "--set", "framework=fsdp", "--set", "dp=" .. dp)
+    assert.are.equal(weights + rest + adapters, r.per_gpu.params_bytes)
+  end)
+
   local bad = {
     { { "--set", "finetune=lora", "--set", "quant=nf4" }, "quant: a quantized base needs finetune = qlora" },
-    { { "--set", "finetune=qlora", "--set", "framework=deepspeed", "--set", "dp=2" }, "finetune: qlora is modelled on" },
+    { { "--set", "finetune=qlora", "--set", "quant=int8", "--set", "framework=fsdp", "--set", "dp=2" },
+      "quant: int8 weights cannot be sharded by FSDP or ZeRO-3" },
+    { { "--set", "finetune=qlora", "--set", "framework=fsdp", "--set", "dp=2", "--set", "offload_params=cpu" },
+      "offload_params: a quantized base offloaded is not modelled" },
     { { "--set", "finetune=qlora", "--set", "compute_dtype=fp8" }, "compute_dtype: 'fp8' is not one of" },
   }
   for _, case in ipairs(bad) do
