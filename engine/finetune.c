@@ -190,9 +190,6 @@ const char *vp_finetune_problem(const vp_model *model, const vp_recipe *recipe) 
          * recomputation do not mix */
         if (recipe->checkpoint_every || recipe->selective)
             return "checkpointing: PEFT's prefix tuning does not work with gradient checkpointing";
-        if (recipe->attention != VP_ATTN_EAGER && recipe->attention != VP_ATTN_FLASH)
-            return "attention: prefix tuning is modelled with attention = \"eager\" or \"flash\" (the default sdpa "
-                   "runs a masked kernel with the prefix, not modelled yet)";
         if (recipe->cp > 1 || recipe->tp > 1 || recipe->pp > 1 || recipe->framework == VP_FRAMEWORK_MEGATRON)
             return "finetune: prefix tuning runs as PEFT does, without tp, pp or cp";
         if (model && !vp_model_has(model, "lm_head"))

@@ -268,6 +268,15 @@ static kernel kernel_for(const vp_step *step, const vp_op *op) {
     }
 }
 
+/* SDPA behind a cached prefix (PEFT's prefix tuning): keys outnumber the
+ * queries, so transformers' _ignore_causal_mask_sdpa keeps the 4-D mask
+ * and SDPA gets it with is_causal=False: the flash backend takes no mask,
+ * the memory-efficient one runs. */
+static bool sdpa_masked(const vp_step *step, const vp_op *op) {
+    kernel which = kernel_for(step, op);
+    return step->past_tokens && (which == KERNEL_SDPA_FLASH || which == KERNEL_MEM_EFFICIENT);
+}
+
 /* BloomModel.forward (transformers 4.26-4.27) without an attention mask:
  * attention_mask = torch.ones((b, s)) in fp32, a local of the forward; then
  * build_alibi_tensor: ((mask.cumsum(-1) - 1) * mask) and its product with
@@ -324,7 +333,12 @@ static void attention_prepare(vp_step *step, const vp_op *op) {
         sim->grad_mode = grad_mode;
     }
     unsigned mask_kind = (unsigned)vp_op_u64(op, ATT_MASK);
-    if (mask_kind == MASK_NONE || mask_kind == MASK_BOOL_BUFFER || kernel_for(step, op) != KERNEL_EAGER || step->causal_mask) return;
+    bool masked_sdpa = sdpa_masked(step, op);
+    if (mask_kind == MASK_NONE || step->causal_mask) return;
+    if (kernel_for(step, op) != KERNEL_EAGER && !masked_sdpa) return;
+    /* GPT-2's eager path masks with its buffer; its SDPA path with a
+     * prefix gets a 4-D additive mask like LLaMA's (to_causal_4d) */
+    if (mask_kind == MASK_BOOL_BUFFER && !masked_sdpa) return;
     if (vp_op_u64(op, ATT_MASK) == MASK_BOOL) {
         sim->grad_mode = false;
         prepare_bool_mask(step);
@@ -589,7 +603,23 @@ static void backward_flash(vp_sim *sim, uint32_t index) {
     for (unsigned i = 0; i < 3; i++) vp_give_grad(sim, vp_node_at(sim, index), i, grads[i]);
 }
 
-static vp_t fused_kernel(vp_step *step, const qkv *in, shape s, kernel which) {
+/* The attention bias SDPA's memory-efficient kernel gets and saves:
+ * autocast casts the mask (a materialized copy of the expanded view), and
+ * preprocess_mask (aten/.../transformers/attention.cpp) pads a mask whose
+ * rows are not a multiple of 8 elements (at::pad, a copy, then sliced and
+ * expanded over the heads: views). Returns a new reference. */
+static vp_t attention_bias(vp_step *step, vp_t mask, uint64_t keys) {
+    vp_sim *sim = &step->sim;
+    vp_t cast = vp_autocast_low(step, mask, "attention.mask_cast");
+    if (keys % 8 == 0) return cast;
+    uint64_t rows = vp_at(sim, cast)->numel / keys;
+    vp_t padded = vp_new(sim, vp_numel(sim, rows, keys + 8 - keys % 8), (vp_dtype)vp_at(sim, cast)->dtype,
+                         "attention.mask_pad");
+    vp_drop(sim, cast);
+    return padded;
+}
+
+static vp_t fused_kernel(vp_step *step, const qkv *in, shape s, kernel which, vp_t mask) {
     vp_sim *sim = &step->sim;
     uint64_t b = step->batch, n = step->seq;
     vp_t k, v;
@@ -620,6 +650,7 @@ static vp_t fused_kernel(vp_step *step, const qkv *in, shape s, kernel which) {
         va = padded;
         out_dim = s.head_dim;
     }
+    vp_t bias = mask ? attention_bias(step, mask, n + step->past_tokens) : 0;
     vp_t out = vp_new(sim, vp_numel4(sim, b, n, s.heads, out_dim), (vp_dtype)vp_at(sim, qa)->dtype,
                       "attention.flash");
     uint64_t lse_rows = which == KERNEL_MEM_EFFICIENT ? round_up(n, 32) : n;
@@ -640,7 +671,9 @@ static vp_t fused_kernel(vp_step *step, const qkv *in, shape s, kernel which) {
         vp_save(sim, node, va);
         vp_save(sim, node, out);
         vp_save(sim, node, lse);
+        if (bias) vp_save(sim, node, bias);
     }
+    vp_drop(sim, bias);
     vp_drop(sim, lse);
     vp_drop(sim, rng);
     vp_drop(sim, qa);
@@ -764,6 +797,8 @@ static vp_t attention_forward(vp_step *step, const vp_op *op, const vp_t *leaves
     /* SDPA's flash backend takes one head width for q, k and v
      * (sdp_utils.cpp, check_head_dim_size_flash): the memory-efficient one runs */
     if (which == KERNEL_SDPA_FLASH && s.v_dim != s.head_dim) which = KERNEL_MEM_EFFICIENT;
+    bool masked = sdpa_masked(step, op);
+    if (masked) which = KERNEL_MEM_EFFICIENT;
     vp_t context;
     if (which == KERNEL_EAGER && step->recipe->selective) {
         core_call *c = vp_step_scratch(step, sizeof *c);
@@ -778,7 +813,7 @@ static vp_t attention_forward(vp_step *step, const vp_op *op, const vp_t *leaves
     } else if (step->cp > 1) {
         context = vp_ring_attention(step, in.q, in.k, in.v, s.heads, s.kv_heads, s.head_dim);
     } else {
-        context = fused_kernel(step, &in, s, which);
+        context = fused_kernel(step, &in, s, which, masked ? step->causal_mask : 0);
     }
     vp_t out = vp_project_row(step, context, leaves[mla ? MLA_O_W : O_W], leaves[mla ? MLA_O_B : O_B], s.hidden,
                               "attention.o_proj");

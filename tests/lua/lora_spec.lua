@@ -176,6 +176,7 @@ describe("prefix tuning", function()
     helper.assert_folds_agree(helper.model("llama3-8b", 4), {
       { finetune = "prefix", num_virtual_tokens = 16, precision = "bf16", attention = "eager" },
       { finetune = "prefix", num_virtual_tokens = 8, precision = "amp-bf16", attention = "flash" },
+      { finetune = "prefix", num_virtual_tokens = 7, precision = "bf16", attention = "sdpa" },
       { finetune = "prefix", num_virtual_tokens = 8, framework = "deepspeed", zero = 3, dp = 2,
         precision = "mixed-bf16", attention = "eager" },
     })
@@ -187,9 +188,27 @@ describe("prefix tuning", function()
   it("rejects gradient checkpointing, as PEFT does", helper.rejection(
     { "llama2-7b", "--set", "finetune=prefix", "--set", "num_virtual_tokens=8", "--set", "attention=eager",
       "--set", "checkpointing=full" }, "checkpointing: PEFT's prefix tuning does not work with gradient checkpointing"))
-  it("rejects SDPA's masked kernel, which it does not model", helper.rejection(
-    { "llama2-7b", "--set", "finetune=prefix", "--set", "num_virtual_tokens=8" },
-    'attention: prefix tuning is modelled with attention = "eager" or "flash"'))
+  it("gives SDPA the 4-D mask, which its memory-efficient kernel keeps per layer, padded to 8 columns", function()
+    -- keys outnumber queries behind the prefix, so transformers keeps the
+    -- mask and SDPA runs its memory-efficient kernel; preprocess_mask pads
+    -- rows that are not a multiple of 8 elements (a copy each layer keeps)
+    local function pads(tokens, precision)
+      local r = helper.estimate("llama2-7b", "--set", "finetune=prefix", "--set", "num_virtual_tokens=" .. tokens,
+        "--set", "precision=" .. precision, "--set", "micro_batch=2", "--set", "seq_len=512", "--timeline")
+      local n, bytes = 0, 0
+      for _, e in ipairs(r.timeline) do
+        if e.phase == "forward" and (e.op == "attention.mask_pad" or e.op == "attention.mask_cast") and e.delta > 0 then
+          n, bytes = n + 1, bytes + e.delta
+        end
+      end
+      return n, bytes
+    end
+    -- bf16: 512 + 7 keys pad to 520; 512 + 8 need none
+    assert.are.same({ 32, 32 * 2 * 512 * 520 * 2 }, { pads(7, "bf16") })
+    assert.are.same({ 0, 0 }, { pads(8, "bf16") })
+    -- amp-bf16: autocast casts the fp32 mask to bf16 in every layer
+    assert.are.same({ 32, 32 * 2 * 512 * 520 * 2 }, { pads(8, "amp-bf16") })
+  end)
   it("rejects Megatron's tensor parallelism", helper.rejection(
     { "llama2-7b", "--set", "finetune=prefix", "--set", "num_virtual_tokens=8", "--set", "attention=eager",
       "--set", "framework=megatron", "--set", "tp=2" }, "finetune: prefix tuning runs as PEFT does, without tp, pp or cp"))
