@@ -31,21 +31,11 @@ static bool is_one_of(vp_t t, const vp_t *list, unsigned n) {
     return false;
 }
 
-/* CheckpointFunction.backward (torch/utils/checkpoint.py, reentrant):
- * detach the saved inputs, rerun the function with grad enabled and
- * autocast re-entered, backward from the recomputed outputs with the
- * incoming gradients (zeros where an output got none: the Function's
- * materialized grads), return the detached inputs' .grad. An output that
- * is a detached input itself is a leaf of the rerun: its incoming gradient
- * joins what the rerun gives it last, in place. */
-static void backward_checkpoint(vp_sim *sim, uint32_t index) {
-    vp_node *node = vp_node_at(sim, index);
-    const call *c = node->context;
-    vp_step *step = c->step;
-    unsigned n_out = 1 + c->n_outputs;
-    vp_t grads[VP_NODE_MAX_OUT] = {0};
+/* The gradients of the node's outputs, each a new reference; an output
+ * nobody used gets zeros (autograd.Function materializes them). */
+static void output_grads(vp_sim *sim, uint32_t index, unsigned n_out, vp_t *grads) {
     for (unsigned j = 0; j < n_out; j++) {
-        node = vp_node_at(sim, index);
+        vp_node *node = vp_node_at(sim, index);
         vp_t g = vp_grad_out(sim, node, j);
         if (g)
             vp_hold(sim, g);
@@ -53,8 +43,12 @@ static void backward_checkpoint(vp_sim *sim, uint32_t index) {
             g = vp_grad_like(sim, node->out[j], "checkpoint.materialize_grads");
         grads[j] = g;
     }
-    vp_t detached[VP_NODE_MAX_IN] = {0};
-    for (unsigned i = 0; i < c->n_inputs; i++) {
+}
+
+/* detach_variable: views of the saved inputs that are leaves of the rerun,
+ * requiring grad where the inputs did. */
+static void detach_inputs(vp_sim *sim, uint32_t index, unsigned n, vp_t *detached) {
+    for (unsigned i = 0; i < n; i++) {
         vp_t x = vp_node_at(sim, index)->saved[i];
         detached[i] = vp_view(sim, x, vp_at(sim, x)->numel, "checkpoint.detach");
         vp_tensor *d = vp_at(sim, detached[i]);
@@ -62,16 +56,21 @@ static void backward_checkpoint(vp_sim *sim, uint32_t index) {
         d->requires_grad = vp_at(sim, x)->requires_grad;
         d->grad_category = VP_CAT_TRANSIENT;
     }
+}
 
-    /* the rerun reads its other arguments where the forward did: the node's
-     * (unpacked copies when offloaded) stand in for the step's own */
+/* The rerun with grad enabled, reading its arguments where the forward
+ * did: the other arguments from the node (unpacked copies when offloaded),
+ * inputs read from fields as their detached selves; outputs left in fields
+ * start empty unless they are such inputs. Fills recomputed[] (new
+ * references) and puts every field back. */
+static void rerun(vp_sim *sim, uint32_t index, const call *c, vp_t *detached, vp_t *recomputed) {
+    vp_step *step = c->step;
+    unsigned n_out = 1 + c->n_outputs;
     vp_t outer[VP_NODE_MAX_SAVED];
     for (unsigned j = 0; j < c->n_fields; j++) {
         outer[j] = *c->fields[j];
         *c->fields[j] = vp_node_at(sim, index)->saved[c->n_inputs + j];
     }
-    /* inputs read from fields get their detached selves; outputs start
-     * empty unless they are such inputs */
     stashed set_aside[VP_NODE_MAX_IN + VP_NODE_MAX_OUT];
     unsigned n_aside = 0;
     for (unsigned j = 1; j < n_out; j++) n_aside = stash(set_aside, n_aside, c->output_fields[j]);
@@ -85,11 +84,10 @@ static void backward_checkpoint(vp_sim *sim, uint32_t index) {
     vp_category category = sim->category;
     step->ledger.place.phase = VP_PHASE_RECOMPUTE;
     sim->category = VP_CAT_ACTIVATIONS;
-    uint32_t first = sim->n_nodes;
     unsigned casts = step->n_casts;
     unsigned repeat = step->fold_repeat;
     step->fold_repeat = 1;
-    vp_t recomputed[VP_NODE_MAX_OUT] = {c->fn(step, c->ctx, detached)};
+    recomputed[0] = c->fn(step, c->ctx, detached);
     vp_step_clear_casts(step, casts);
     step->fold_repeat = repeat;
     for (unsigned j = 1; j < n_out; j++) { /* the field's reference becomes ours */
@@ -106,6 +104,22 @@ static void backward_checkpoint(vp_sim *sim, uint32_t index) {
     for (unsigned j = c->n_fields; j-- > 0;) *c->fields[j] = outer[j];
     sim->category = category;
     step->ledger.place.phase = phase;
+}
+
+/* CheckpointFunction.backward (torch/utils/checkpoint.py, reentrant):
+ * detach the saved inputs, rerun the function with grad enabled and
+ * autocast re-entered, backward from the recomputed outputs with the
+ * incoming gradients, return the detached inputs' .grad. An output that is
+ * a detached input itself is a leaf of the rerun: its incoming gradient
+ * joins what the rerun gives it last, in place. */
+static void backward_checkpoint(vp_sim *sim, uint32_t index) {
+    const call *c = vp_node_at(sim, index)->context;
+    unsigned n_out = 1 + c->n_outputs;
+    vp_t grads[VP_NODE_MAX_OUT] = {0}, detached[VP_NODE_MAX_IN] = {0}, recomputed[VP_NODE_MAX_OUT] = {0};
+    output_grads(sim, index, n_out, grads);
+    detach_inputs(sim, index, c->n_inputs, detached);
+    uint32_t first = sim->n_nodes;
+    rerun(sim, index, c, detached, recomputed);
 
     bool deferred[VP_NODE_MAX_OUT] = {false};
     for (unsigned j = 0; j < n_out; j++) {

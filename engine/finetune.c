@@ -205,7 +205,8 @@ const char *vp_finetune_problem(const vp_model *model, const vp_recipe *recipe) 
         bool sharded = recipe->framework == VP_FRAMEWORK_FSDP || (recipe->framework == VP_FRAMEWORK_DEEPSPEED && recipe->zero == 3);
         if (sharded && recipe->quant == VP_QUANT_INT8)
             return "quant: int8 weights cannot be sharded by FSDP or ZeRO-3 (bnb_4bit_quant_storage is for 4-bit weights)";
-        if (recipe->offload_params) return "offload_params: a quantized base offloaded is not modelled";
+        if (recipe->offload_params && !sharded)
+            return "offload_params: a quantized base is offloaded by FSDP or ZeRO-3 (framework fsdp, or zero = 3)";
         break;
     }
     default: break;

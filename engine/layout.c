@@ -65,17 +65,20 @@ static vp_t make_leaf(vp_step *step, const vp_leaf_spec *spec, bool trainable, u
     /* Int8Params' SCB: an fp32 absmax per output row, beside the weight */
     if (int8) vp_leaf(&step->sim, spec->out_features, VP_FP32, VP_CAT_PARAMS, false, "SCB");
     uint64_t shard = bytes_of(resident, vp_shard_numel(spec->numel, vp_plan_shards(plan, spec->expert)->params));
+    uint64_t on_gpu = 0; /* what stays on the GPU of an offloaded parameter */
     if (quantized && !int8 && plan->shards.params > 1) {
         /* FSDP-QLoRA (bnb_4bit_quant_storage): the packed bytes are the
-         * storage FSDP or ZeRO-3 shards; the quant_state (absmax and its
-         * scales) is no parameter and stays whole on every rank */
+         * storage FSDP or ZeRO-3 shards (and offloads); the quant_state
+         * (absmax and its scales) is no parameter: it stays whole on every
+         * rank's GPU, where the dequantization runs */
         uint64_t packed = bytes_of(VP_INT4, spec->numel);
-        shard = vp_shard_numel(packed, plan->shards.params) + (bytes_of(resident, spec->numel) - packed);
+        on_gpu = bytes_of(resident, spec->numel) - packed;
+        shard = vp_shard_numel(packed, plan->shards.params);
     }
     bool away = plan->params_on_host || plan->params_on_nvme;
     if (away) vp_layout_host(step, shard, repeat, plan->params_on_nvme);
-    vp_t leaf = vp_leaf_resident(&step->sim, spec->numel, compute, away ? 0 : shard, VP_CAT_PARAMS, trainable,
-                                 spec->label);
+    vp_t leaf = vp_leaf_resident(&step->sim, spec->numel, compute, (away ? 0 : shard) + on_gpu, VP_CAT_PARAMS,
+                                 trainable, spec->label);
     vp_at(&step->sim, leaf)->grad_drop = plan->grads == VP_GRADS_BUCKET;
     vp_at(&step->sim, leaf)->expert = spec->expert;
     vp_at(&step->sim, leaf)->rows = spec->rows;

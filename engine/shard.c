@@ -25,7 +25,8 @@ static const char *plan_torch(const vp_recipe *r, const vp_precision *p, vp_shar
     if (r->tp > 1) return "tp: tensor parallelism needs framework = \"megatron\"";
     if (r->zero) return "zero: ZeRO stages need framework = \"deepspeed\"";
     if (r->fsdp != VP_FSDP_NONE) return "fsdp: a sharding strategy needs framework = \"fsdp\"";
-    if (r->offload_optimizer || r->offload_params) return "offload_optimizer: offload needs framework = \"deepspeed\" (or fsdp's offload_params)";
+    if (r->offload_optimizer) return "offload_optimizer: optimizer offload needs framework = \"deepspeed\"";
+    if (r->offload_params) return "offload_params: parameter offload needs framework = \"deepspeed\" (zero = 3) or \"fsdp\"";
     plan->grads = r->dp > 1 && r->ddp_bucket_view ? VP_GRADS_BUCKET : VP_GRADS_KEEP;
     plan->bucket_bytes_per_param_byte = r->dp > 1;
     plan->master_grads = p->master != VP_DTYPE_NONE;

@@ -118,12 +118,29 @@ describe("QLoRA", function()
     assert.are.equal(weights + rest + adapters, r.per_gpu.params_bytes)
   end)
 
+  -- Answer.AI's FSDP+QLoRA release (https://www.answer.ai/posts/2024-03-06-fsdp-qlora):
+  -- a 70B model fine-tuned on two 24 GB gaming GPUs, with gradient
+  -- checkpointing, CPU offloading and FlashAttention-2. Their train.py's
+  -- LoRA (r 64 on every linear layer) at 2 x 512 tokens: it fits with the
+  -- parameters offloaded to the CPU, and not without (the 4-bit shards,
+  -- the quant_state and the adapters' fp32 states alone take 19 GiB).
+  it("fine-tunes a 70B model on two 24 GB GPUs with FSDP, checkpointing and CPU offload", function()
+    local function fits(offload)
+      return helper.estimate("llama2-70b", "--set", "finetune=qlora", "--set", "lora_targets=all-linear", "--set",
+        "lora_rank=64", "--set", "precision=bf16", "--set", "framework=fsdp", "--set", "dp=2", "--set",
+        "checkpointing=full", "--set", "attention=flash", "--set", "micro_batch=2", "--set", "seq_len=512",
+        "--set", "offload_params=" .. offload, "--gpu", "rtx4090").fits
+    end
+    assert.is_true(fits("cpu"))
+    assert.is_false(fits("none"))
+  end)
+
   local bad = {
     { { "--set", "finetune=lora", "--set", "quant=nf4" }, "quant: a quantized base needs finetune = qlora" },
     { { "--set", "finetune=qlora", "--set", "quant=int8", "--set", "framework=fsdp", "--set", "dp=2" },
       "quant: int8 weights cannot be sharded by FSDP or ZeRO-3" },
-    { { "--set", "finetune=qlora", "--set", "framework=fsdp", "--set", "dp=2", "--set", "offload_params=cpu" },
-      "offload_params: a quantized base offloaded is not modelled" },
+    { { "--set", "finetune=qlora", "--set", "framework=deepspeed", "--set", "zero=2", "--set", "dp=2", "--set",
+        "offload_params=cpu" }, "offload_params: parameter offload needs zero = 3" },
     { { "--set", "finetune=qlora", "--set", "compute_dtype=fp8" }, "compute_dtype: 'fp8' is not one of" },
   }
   for _, case in ipairs(bad) do
