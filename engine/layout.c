@@ -266,7 +266,8 @@ bool vp_layout_prepare(vp_step *step) {
         h->n = slots;
         h->kept = kept[i];
         if (step->plan.gather) {
-            persistent_total += persistent_bytes(step, h->leaves, h->n);
+            /* a folded instance stands for several layers' persistent parameters */
+            persistent_total += persistent_bytes(step, h->leaves, h->n) * vp_step_leaf_group_at(step, i + 1).repeat;
             h->gather = gathered_bytes(step, h->leaves, h->n);
             /* DeepSpeed prefetches stage3_prefetch_bucket_size elements ahead;
              * FSDP's BACKWARD_PRE prefetch is the next layer, in backward only */
@@ -345,7 +346,9 @@ static void gather_layer(vp_layer_hook *h, uint64_t ahead) {
 static void release_layer(vp_layer_hook *h, uint64_t keep) {
     vp_step *step = h->step;
     if (keep > h->held) keep = h->held;
-    vp_ledger_release(&step->ledger, VP_CAT_PARAMS, h->held - keep + h->prefetched, "all_gather.release");
+    /* as they were allocated: the ledger rounds each block */
+    vp_ledger_release(&step->ledger, VP_CAT_PARAMS, h->held - keep, "all_gather.release");
+    vp_ledger_release(&step->ledger, VP_CAT_PARAMS, h->prefetched, "all_gather.release");
     step->gathered_live -= h->held - keep;
     h->held = keep;
     h->prefetched = 0;

@@ -150,6 +150,8 @@ void vp_model_free(vp_model *model);
 /* Parameter counts, as `sum(p.numel() for p in model.parameters())` of the
  * whole model (no tensor-parallel split, no vocabulary padding). */
 uint64_t vp_model_params(const vp_model *model, bool trainable_only);
+/* The parameters of one instance of a section (one layer of the layer section). */
+uint64_t vp_section_params(const vp_section *section);
 
 /* The first op (children included) that cannot be split over tp ranks:
  * its message, or NULL. */

@@ -127,16 +127,40 @@ static void plan_run(vp_step *step, unsigned first, unsigned layers, unsigned pe
 
 static unsigned clamp(unsigned x, unsigned lo, unsigned hi) { return x < lo ? lo : x > hi ? hi : x; }
 
-/* Runs of alike layers: split where the model's first layers end and where
- * freezing ends. A run's first chunk is unlike the rest when its input
- * comes from another stage or carries no gradient (frozen embeddings or
- * frozen layers before it). */
+/* DeepSpeed ZeRO-3 keeps a layer's weights gathered after its forward
+ * only within stage3_max_reuse_distance elements of its backward
+ * (zero3.h): the layers further from the end than that, plus a margin,
+ * keep nothing and stay alike. Where the stage's last layers begin that
+ * may keep something (at a chunk boundary); `end` without a coordinator. */
+static unsigned coordinated_from(const vp_step *step, unsigned start, unsigned end, unsigned per) {
+    uint64_t reach = step->plan.reuse_distance_elements;
+    uint64_t layer = vp_section_params(&step->model->section[VP_SECTION_LAYER]);
+    if (!reach) return end;
+    uint64_t trailing = layer ? reach / layer + 2 : end - start;
+    if (trailing >= end - start) return start;
+    unsigned from = end - (unsigned)trailing;
+    return start + (from - start) / per * per;
+}
+
+/* Runs of alike layers: split where the model's first layers end, where
+ * freezing ends and where DeepSpeed's coordinator may keep something. A
+ * run's first chunk is unlike the rest when its input comes from another
+ * stage or carries no gradient (frozen embeddings or frozen layers before
+ * it). */
 static bool plan_chunks(vp_step *step) {
     unsigned start = step->stage.first_layer, end = start + step->stage.layers, per = chunk_layers(step);
     unsigned a = clamp(step->model->first_layers, start, end);
     unsigned b = clamp(vp_recipe_first_trained_layer(step->recipe, step->model->layers), start, end);
-    unsigned splits[4] = {start, a < b ? a : b, a < b ? b : a, end};
-    unsigned entries = step->stage.layers / per + 9; /* three runs, each with a remainder and a lone first chunk */
+    unsigned c = coordinated_from(step, start, end, per);
+    /* the split points in order */
+    unsigned splits[5] = {start, a, b, c, end};
+    for (unsigned i = 1; i < 4; i++)
+        for (unsigned j = i; j > 1 && splits[j] < splits[j - 1]; j--) {
+            unsigned t = splits[j];
+            splits[j] = splits[j - 1];
+            splits[j - 1] = t;
+        }
+    unsigned entries = step->stage.layers / per + 12; /* four runs, each with a remainder and a lone first chunk */
     step->chunks = calloc(entries, sizeof *step->chunks);
     step->chunk_repeat = calloc(entries, sizeof *step->chunk_repeat);
     if (!step->chunks || !step->chunk_repeat) return false;
@@ -149,7 +173,7 @@ static bool plan_chunks(vp_step *step) {
     /* frozen layers under ZeRO-3 or FSDP are released when backward ends,
      * outside any folded stretch: they are evaluated one by one */
     bool released_late = step->plan.gather || step->plan.grads == VP_GRADS_UNIT;
-    for (unsigned r = 0; r < 3; r++) {
+    for (unsigned r = 0; r < 4; r++) {
         if (splits[r + 1] <= splits[r]) continue;
         bool lone = splits[r] == start ? first_unlike : splits[r] == b;
         /* prefix tuning's cache holds a key and a value of every layer,
@@ -158,11 +182,9 @@ static bool plan_chunks(vp_step *step) {
          * outside them (the position bias, the encoder's output), into one
          * buffer that a fold would count once per layer */
         bool encoder_decoder = step->model->section[VP_SECTION_BRIDGE].n_ops > 0;
-        /* DeepSpeed ZeRO-3 keeps a layer's weights by where it sits in the
-         * step (zero3.h): every layer its own */
-        bool coordinated = step->plan.reuse_distance_elements > 0;
+        /* the last layers under DeepSpeed ZeRO-3 each keep what they keep */
         bool fold = step->fold && !(released_late && splits[r] < b) && !step->past_tokens && !encoder_decoder &&
-                    !coordinated;
+                    splits[r] < c;
         plan_run(step, splits[r], splits[r + 1] - splits[r], per, lone, fold, &instance);
     }
     step->n_layer_instances = instance;

@@ -65,6 +65,20 @@ static void add_chunk(trace *t, vp_step *step, const vp_chunk *c, bool reverse, 
     }
 }
 
+/* The other chunks a folded entry stands for: their parameters count
+ * toward distances, as anonymous uses. */
+static void add_folded(trace *t, vp_step *step, const vp_chunk *c, unsigned copies, unsigned passes) {
+    unsigned slots = vp_model_layer_slots(step->model);
+    uint64_t numel = 0;
+    for (unsigned k = 0; k < c->layers; k++) {
+        const vp_t *leaves = instance_leaves(step, c->instance + k);
+        for (unsigned j = 0; j < slots; j++)
+            if (leaves[j] && vp_at(&step->sim, leaves[j])->category == VP_CAT_PARAMS)
+                numel += vp_at(&step->sim, leaves[j])->numel;
+    }
+    for (unsigned i = 0; i < copies * passes; i++) add(t, 0, numel, -1, false);
+}
+
 /* The step's module trace: the forward (embeddings, layers, an
  * encoder-decoder's bridge, the head, whose tied weight is the
  * embedding's), then backward in reverse, each checkpointed chunk first
@@ -78,9 +92,11 @@ static void build(trace *t, vp_step *step) {
     vp_t tied_weight = step->stage.embed ? step->embed_leaves[m->section[VP_SECTION_EMBED].ops[0].slot] : step->tied_weight;
     bool tied = step->stage.final && head && vp_lm_head_tied(head) && tied_weight;
     if (step->stage.embed) add_leaves(t, step, step->embed_leaves, m->section[VP_SECTION_EMBED].n_slots, false, -1, false);
+    /* a folded entry's own chunk stands last among those it stands for */
     for (unsigned i = 0; i < step->n_chunks; i++) {
         if (bridge && step->chunks[i].first_layer == m->first_layers)
             add_leaves(t, step, step->bridge_leaves, m->section[VP_SECTION_BRIDGE].n_slots, false, -1, false);
+        add_folded(t, step, &step->chunks[i], step->chunk_repeat[i] - 1, 1);
         add_chunk(t, step, &step->chunks[i], false, false);
     }
     if (step->stage.final) {
@@ -93,6 +109,7 @@ static void build(trace *t, vp_step *step) {
         const vp_chunk *c = &step->chunks[i];
         if (c->checkpointed) add_chunk(t, step, c, false, true);
         add_chunk(t, step, c, true, false);
+        add_folded(t, step, c, step->chunk_repeat[i] - 1, c->checkpointed ? 2 : 1);
         if (bridge && c->first_layer == m->first_layers)
             add_leaves(t, step, step->bridge_leaves, m->section[VP_SECTION_BRIDGE].n_slots, true, -1, false);
     }

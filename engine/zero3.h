@@ -19,8 +19,9 @@ typedef struct {
 } vp_zero3_kept;
 
 /* Fills out[i] for every layer instance of the stage (zeros without a
- * coordinator: FSDP, or a reuse distance of 0). Layer instances must be
- * single layers (no folding). False when memory runs out. */
+ * coordinator: FSDP, or a reuse distance of 0). An instance that stands
+ * for a folded run of chunks gets what the run's last chunk keeps (the
+ * others count toward distances only). False when memory runs out. */
 bool vp_zero3_kept_bytes(vp_step *step, vp_zero3_kept *out);
 
 #endif

@@ -160,6 +160,17 @@ describe("DeepSpeed ZeRO-3's parameter coordinator", function()
     end
   end)
 
+  it("folds the layers beyond the reuse distance, as evaluating every layer finds", function()
+    -- 16 layers of Llama-2-7B: the last 6 evaluated one by one, the rest folded
+    helper.assert_folds_agree(helper.model("llama2-7b", 16), {
+      { framework = "deepspeed", zero = 3, dp = 8, precision = "mixed-bf16" },
+      { framework = "deepspeed", zero = 3, dp = 8, precision = "mixed-bf16", checkpointing = "full" },
+      { framework = "deepspeed", zero = 3, dp = 8, precision = "mixed-bf16", checkpointing = "every-3" },
+      { framework = "deepspeed", zero = 3, dp = 4, precision = "mixed-bf16", finetune = "lora",
+        stage3_max_reuse_distance = 5e8 },
+    })
+  end)
+
   it("stops prefetching at stage3_max_live_parameters gathered", function()
     -- the weights backward prefetches: none once the kept weights (370M
     -- elements at the default reuse distance) exceed the cap
@@ -201,6 +212,19 @@ describe("offload", function()
 end)
 
 describe("DDP and FSDP", function()
+  it("returns to the resident state with gathered layers whose blocks round (GPT-2 XL's 1600-wide biases)", function()
+    -- each gathered block is rounded to 512 bytes: what is released must
+    -- mirror what was allocated, prefetch and partial keeps included
+    for _, args in ipairs({
+      { "--set", "framework=fsdp", "--set", "dp=4", "--set", "checkpointing=every-2" },
+      { "--set", "framework=deepspeed", "--set", "zero=3", "--set", "dp=4", "--set", "checkpointing=full",
+        "--set", "stage3_max_reuse_distance=2e8" },
+    }) do
+      local r = helper.estimate("gpt2-xl", "--set", "seq_len=64", table.unpack(args))
+      assert.is_true(r.per_gpu.peak_allocated_bytes > 0)
+    end
+  end)
+
   it("gives DDP a bucket as large as the gradients", function()
     local r = helper.estimate("llama2-7b", "--set", "dp=8", "--set", "seq_len=256")
     assert.are.equal(r.per_gpu.grads_bytes, r.per_gpu.comm_bytes)

@@ -35,6 +35,31 @@ describe("parameter counts published rounded", function()
   end)
 end)
 
+describe("accelerate estimate-memory's \"Training using Adam\" (bert-base-cased)", function()
+  -- HF Accelerate's model-size estimator prints 4 x the model's size for
+  -- training with Adam (weights, gradients, two moments): 1.61 GB in fp32
+  -- and 826.36 MB in fp16 for bert-base-cased (binary units; its docs'
+  -- usage guide "Model memory estimator"; reference accel-02). That is
+  -- pure training in one dtype, which vramplan's fp32 and fp16 recipes
+  -- match; "fp16 training" as AMP or mixed precision keeps fp32 weights or
+  -- master copies and takes twice the fp16 figure.
+  local function states(precision)
+    local p = helper.estimate("bert-base-cased", "--set", "precision=" .. precision, "--set", "optimizer=adam",
+      "--set", "seq_len=128").per_gpu
+    return p.params_bytes + p.grads_bytes + p.master_bytes + p.optimizer_bytes
+  end
+  it("is vramplan's fp32 model states: 1.61 GiB", function()
+    assert.is_true(math.abs(states("fp32") / 2 ^ 30 - 1.61) < 0.005)
+  end)
+  it("is vramplan's pure-fp16 model states: 826.36 MiB (4 x the 206.59 MiB it prints)", function()
+    assert.is_true(math.abs(states("fp16") / 2 ^ 20 - 826.36) < 0.03)
+  end)
+  it("is half of what AMP or mixed-precision Adam keeps", function()
+    assert.are.equal(2 * states("fp16"), states("amp-fp16"))
+    assert.are.equal(2 * states("fp16"), states("mixed-fp16"))
+  end)
+end)
+
 describe("model states of mixed-precision Adam", function()
   -- Rajbhandari et al. 2020 (ZeRO), section 3.1: fp16 parameters and
   -- gradients (2 + 2 bytes) and fp32 parameters, momentum and variance
