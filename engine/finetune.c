@@ -76,11 +76,16 @@ static census take_census(const vp_model *model, const vp_recipe *recipe) {
     /* the bridge sits before the decoder's layers: frozen with the layers before it */
     count_ops(&c, s[VP_SECTION_BRIDGE].ops, s[VP_SECTION_BRIDGE].n_ops, 1, freezing && boundary > first);
     count_ops(&c, s[VP_SECTION_FINAL].ops, s[VP_SECTION_FINAL].n_ops, 1, false);
-    if (recipe->finetune == VP_FINETUNE_PROMPT) /* PromptEmbedding: num_virtual_tokens x hidden */
-        c.trainable += (uint64_t)recipe->virtual_tokens * vp_token_embedding_hidden(&s[VP_SECTION_EMBED].ops[0]);
+    if (recipe->finetune == VP_FINETUNE_PROMPT) /* PromptEmbedding: num_virtual_tokens x submodules x hidden */
+        c.trainable += (uint64_t)recipe->virtual_tokens * vp_prompt_submodules(model) *
+                       vp_token_embedding_hidden(&s[VP_SECTION_EMBED].ops[0]);
     if (recipe->finetune == VP_FINETUNE_PREFIX) /* PrefixEncoder: num_virtual_tokens x 2 x layers x kv width */
         c.trainable += (uint64_t)recipe->virtual_tokens * vp_prefix_table_width(model);
     return c;
+}
+
+unsigned vp_prompt_submodules(const vp_model *model) {
+    return model->section[VP_SECTION_BRIDGE].n_ops ? 2 : 1;
 }
 
 uint64_t vp_finetune_trainable_params(const vp_model *model, const vp_recipe *recipe) {

@@ -31,4 +31,8 @@ uint64_t vp_finetune_trainable_params(const vp_model *model, const vp_recipe *re
  * it does not have, a method not modelled), or NULL. */
 const char *vp_finetune_problem(const vp_model *model, const vp_recipe *recipe);
 
+/* PEFT's num_transformer_submodules: prompt tables of encoder-decoders
+ * hold two sets of virtual tokens (PeftModelForSeq2SeqLM), others one. */
+unsigned vp_prompt_submodules(const vp_model *model);
+
 #endif

@@ -1,6 +1,7 @@
 /* op_embedding.c — token and learned position embeddings, rotary tables. */
 #include <math.h>
 
+#include "finetune.h"
 #include "ops.h"
 
 /* ---- token embedding ---- */
@@ -32,20 +33,41 @@ static unsigned token_leaves(const vp_op *op, const vp_ranks *split, vp_leaf_spe
  * outside the rank's slice are masked (a bool mask, and shifted ids that
  * the lookup keeps for backward) and the partial embeddings all-reduced in
  * place (VocabParallelEmbedding.forward). */
-/* PeftModelForCausalLM.forward with prompt tuning: the prompt table looked
- * up for every sequence (PromptEmbedding), cast to the embeddings' dtype,
- * and put before them (torch.cat, whose backward hands out views). */
+/* PeftModelForCausalLM.forward and PeftModelForSeq2SeqLM.forward with
+ * prompt tuning: a seq2seq batch's attention mask gets ones for the
+ * virtual tokens (torch.cat of fp32 ones and the int64 mask: fp32); the
+ * prompt table is looked up for every sequence (PromptEmbedding; a
+ * seq2seq table holds two sets, num_transformer_submodules, of which the
+ * encoder gets the first), cast to the embeddings' dtype and put before
+ * them (torch.cat, whose backward hands out views). `prompts` and the
+ * mask are locals of PEFT's forward until the model returns. */
 static vp_t with_prompt(vp_step *step, const vp_op *op, vp_t inputs_embeds) {
     vp_sim *sim = &step->sim;
-    uint64_t rows = vp_numel(sim, step->batch, step->virtual_tokens);
-    vp_t ids = vp_new(sim, step->virtual_tokens, VP_INT64, "prompt.tokens"); /* expanded over the batch: a view */
-    vp_t looked_up = vp_embedding(sim, ids, step->prompt, rows, vp_op_u64(op, TOKEN_HIDDEN), step->recipe->device,
-                                  "prompt_encoder");
+    unsigned sets = vp_prompt_submodules(step->model);
+    uint64_t hidden = vp_op_u64(op, TOKEN_HIDDEN);
+    if (step->attention_mask) {
+        vp_t ones = vp_new(sim, vp_numel(sim, step->batch, step->virtual_tokens), VP_FP32, "prompt.mask_ones");
+        vp_t mask = vp_new(sim, step->tokens, VP_FP32, "prompt.attention_mask");
+        vp_drop(sim, ones);
+        vp_step_keep_local(step, mask, VP_LOCAL_OF_WRAPPER);
+        vp_drop(sim, step->prompt_mask);
+        step->prompt_mask = mask;
+    }
+    uint64_t tokens = (uint64_t)step->virtual_tokens * sets;
+    vp_t ids = vp_new(sim, tokens, VP_INT64, "prompt.tokens"); /* expanded over the batch: a view */
+    vp_t looked_up = vp_embedding(sim, ids, step->prompt, vp_numel(sim, step->batch, tokens), hidden,
+                                  step->recipe->device, "prompt_encoder");
     vp_drop(sim, ids);
     vp_t prompts = vp_to(sim, looked_up, (vp_dtype)vp_at(sim, inputs_embeds)->dtype, "prompt.cast");
     vp_drop(sim, looked_up);
-    vp_t joined = vp_cat(sim, prompts, inputs_embeds, "prompt.cat");
+    vp_step_keep_local(step, prompts, VP_LOCAL_OF_WRAPPER);
+    /* prompts[:, :num_virtual_tokens]: a view of the first set */
+    vp_t first = sets > 1 ? vp_slice(sim, prompts, vp_numel3(sim, step->batch, step->virtual_tokens, hidden),
+                                     "prompt.encoder_part")
+                          : (vp_hold(sim, prompts), prompts);
     vp_drop(sim, prompts);
+    vp_t joined = vp_cat(sim, first, inputs_embeds, "prompt.cat");
+    vp_drop(sim, first);
     return joined;
 }
 

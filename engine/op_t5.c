@@ -32,11 +32,14 @@ static unsigned bias_leaves(const vp_op *op, const vp_ranks *split, vp_leaf_spec
 
 /* (1.0 - mask[:, None, None, :].to(dtype)) * finfo(dtype).min: the
  * encoder's padding mask as T5Stack and invert_attention_mask make it,
- * [b, 1, 1, s] in the hidden states' dtype. */
+ * [b, 1, 1, s] in the hidden states' dtype. The batch's mask is int64;
+ * PEFT's prompt tuning passes an fp32 one, which .to() returns as it is
+ * when the dtype is fp32. */
 static vp_t padding_mask(vp_step *step) {
     vp_sim *sim = &step->sim;
     uint64_t n = vp_numel(sim, step->batch, step->source_seq);
-    vp_t cast = vp_new(sim, n, step->activation, "attention_mask.to");
+    bool as_is = step->prompt_mask && step->activation == VP_FP32;
+    vp_t cast = as_is ? 0 : vp_new(sim, n, step->activation, "attention_mask.to");
     vp_t inverted = vp_new(sim, n, step->activation, "attention_mask.invert");
     vp_drop(sim, cast);
     vp_t mask = vp_new(sim, n, step->activation, "attention_mask.extended");

@@ -263,9 +263,9 @@ static bool setup(vp_step *step) {
     if ((step->virtual_tokens || step->past_tokens) && step->stage.embed) {
         /* PromptEmbedding or PrefixEncoder, beside the model's embeddings */
         uint64_t width = step->past_tokens ? vp_prefix_table_width(m) : vp_token_embedding_hidden(&embed->ops[0]);
-        vp_leaf_spec spec = vp_param(step->recipe->virtual_tokens * width, "prompt_encoder.embedding.weight",
-                                     VP_MODULE_NONE, 0);
-        spec.rows = step->recipe->virtual_tokens;
+        uint64_t rows = (uint64_t)step->recipe->virtual_tokens * vp_prompt_submodules(m);
+        vp_leaf_spec spec = vp_param(rows * width, "prompt_encoder.embedding.weight", VP_MODULE_NONE, 0);
+        spec.rows = rows;
         step->prompt = step->embed_leaves[embed->n_slots] = vp_layout_extra_leaf(step, &spec);
     }
     vp_layout_resident(step, step->embed_leaves, embed->n_slots + (step->prompt != 0), 1);
@@ -480,7 +480,8 @@ static void body_returns(vp_step *step, bool forward_ends) {
     vp_drop(&step->sim, step->alibi);
     step->position_ids = step->cos = step->sin = step->causal_mask = step->alibi = 0;
     vp_drop(&step->sim, step->memory);
-    step->memory = 0;
+    vp_drop(&step->sim, step->prompt_mask);
+    step->memory = step->prompt_mask = 0;
     drop_stack(step);
 }
 
@@ -710,7 +711,8 @@ static uint64_t micro_batch(vp_step *step, const vp_meter *resident, const vp_me
     bool encoder_decoder = m->section[VP_SECTION_BRIDGE].n_ops > 0;
     if (encoder_decoder) {
         step->seq = step->source_seq;
-        step->tokens = step->rows = step->input_tokens = vp_numel(sim, step->batch, step->seq);
+        step->tokens = step->rows = vp_numel(sim, step->batch, step->seq);
+        step->input_tokens = vp_numel(sim, step->batch, step->seq - step->virtual_tokens);
     }
     /* `for batch in loader`: the next batch arrives, then the last one goes */
     vp_t old_ids = step->input_ids, old_labels = step->labels, old_mask = step->attention_mask;
@@ -900,12 +902,13 @@ vp_step_status vp_step_run_stage(const vp_model *model, const vp_recipe *given, 
     step.cp = recipe->cp ? recipe->cp : 1;
     step.seq = recipe->seq_len / step.cp; /* Megatron's get_batch_on_this_cp_rank */
     step.input_tokens = vp_numel(&step.sim, step.batch, step.seq);
-    step.source_seq = step.seq;
     step.target_seq = recipe->target_len ? recipe->target_len : recipe->seq_len;
     /* PEFT's prompt tuning puts its virtual tokens before every sequence:
-     * the model runs on seq_len + num_virtual_tokens */
+     * the model (an encoder-decoder's encoder) runs on seq_len +
+     * num_virtual_tokens */
     step.virtual_tokens = recipe->finetune == VP_FINETUNE_PROMPT ? recipe->virtual_tokens : 0;
     step.seq += step.virtual_tokens;
+    step.source_seq = step.seq;
     /* prefix tuning's instead lengthen the keys and values of every layer */
     step.past_tokens = recipe->finetune == VP_FINETUNE_PREFIX ? recipe->virtual_tokens : 0;
     step.tokens = vp_numel(&step.sim, step.batch, step.seq);
@@ -1000,8 +1003,8 @@ const char *vp_step_layout_problem(const vp_model *model, const vp_recipe *recip
             return "framework: encoder-decoder models are modelled as transformers runs them (no megatron, tp, pp or cp)";
         if (recipe->selective)
             return "checkpointing: selective recompute (Megatron's) is not modelled for encoder-decoder models";
-        if (recipe->finetune == VP_FINETUNE_PROMPT || recipe->finetune == VP_FINETUNE_PREFIX)
-            return "finetune: prompt and prefix tuning of encoder-decoder models are not modelled yet";
+        if (recipe->finetune == VP_FINETUNE_PREFIX)
+            return "finetune: prefix tuning of encoder-decoder models is not modelled yet";
         /* transformers keeps T5's wo in fp32 when it loads the model in fp16
          * or quantized (_keep_in_fp32_modules): a mixed model not modelled */
         if (recipe->precision == VP_PREC_FP16 || recipe->precision == VP_PREC_FP8)

@@ -86,6 +86,7 @@ typedef struct vp_step {
      * encoder's and decoder's lengths */
     vp_t memory, encoder_output, position_bias, cross_bias, attention_mask;
     vp_t self_mask, cross_mask;      /* the running stack's masks (T5Stack's locals) */
+    vp_t prompt_mask;                /* PEFT's attention mask with the virtual tokens' ones (seq2seq prompt tuning) */
     vp_t bias_table;                 /* the stack's relative_attention_bias (a leaf, borrowed) */
     bool bias_bidirectional;         /* the encoder's buckets (the decoder's are causal) */
     uint64_t source_seq, target_seq;

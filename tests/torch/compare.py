@@ -190,6 +190,9 @@ CASES = [
     ("t5 lora checkpointed", t5(layers=3), recipe(ckpt="full", finetune="lora", target_len=16)),
     ("t5 v1.1 bf16 lora all-linear checkpointed", t5(proj="gated-gelu", tied=False), recipe(
         "bf16", ckpt="full", finetune="lora", lora_targets="all-linear", lora_dropout=0.1, target_len=20)),
+    ("t5 prompt fp32", t5(), recipe(finetune="prompt", num_virtual_tokens=6, target_len=16)),
+    ("t5 v1.1 prompt bf16 checkpointed", t5(proj="gated-gelu", tied=False), recipe(
+        "bf16", ckpt="full", finetune="prompt", num_virtual_tokens=5, target_len=12)),
     ("t5 lora all-linear amp-bf16", t5(proj="gated-gelu", tied=False), recipe("amp-bf16", finetune="lora",
                                                                               lora_targets="all-linear", target_len=12)),
     # DistributedDataParallel (2 ranks over gloo): flat gradient buckets

@@ -1209,9 +1209,10 @@ class T5Stack(nn.Module):
         return causal_mask
 
     def forward(self, ac, input_ids, attention_mask=None, encoder_hidden_states=None, encoder_attention_mask=None,
-                cache=None, checkpoint=None):
-        inputs_embeds = self.embed_tokens(input_ids)
-        batch_size, seq_length = input_ids.shape
+                cache=None, checkpoint=None, inputs_embeds=None):
+        if inputs_embeds is None:
+            inputs_embeds = self.embed_tokens(input_ids)
+        batch_size, seq_length = inputs_embeds.shape[:2]
         cache_position = torch.arange(0, seq_length)
         if attention_mask is None:
             attention_mask = torch.ones(batch_size, seq_length)
@@ -1280,7 +1281,16 @@ class T5ForConditionalGeneration(nn.Module):
             for module in self.modules():
                 if isinstance(module, T5Attention):
                     module.gradient_checkpointing = True
-        hidden_states = self.encoder(ac, input_ids, attention_mask, checkpoint=checkpoint)
+        prompt = getattr(self, "prompt", None)
+        inputs_embeds = prompts = None
+        if prompt is not None:  # PeftModelForSeq2SeqLM.forward: the encoder's inputs get the first set
+            inputs_embeds = self.shared(input_ids)
+            prefix_attention_mask = torch.ones(input_ids.shape[0], prompt.num_virtual_tokens)
+            attention_mask = torch.cat((prefix_attention_mask, attention_mask), dim=1)
+            del prefix_attention_mask
+            prompts = prompt.get_prompt(input_ids.shape[0], inputs_embeds.dtype)
+            inputs_embeds = torch.cat((prompts[:, : prompt.num_virtual_tokens], inputs_embeds), dim=1)
+        hidden_states = self.encoder(ac, input_ids, attention_mask, checkpoint=checkpoint, inputs_embeds=inputs_embeds)
         decoder_input_ids = self._shift_right(labels)
         # config.use_cache: EncoderDecoderCache(DynamicCache(), DynamicCache()); off under checkpointing
         use_cache = getattr(self, "use_cache", True) and not checkpoint
@@ -1291,7 +1301,7 @@ class T5ForConditionalGeneration(nn.Module):
         lm_logits = linear(ac, sequence_output, self.shared.weight if self.tied else self.lm_head.weight)
         log_probs = nn.functional.log_softmax(ac.up(lm_logits.view(-1, lm_logits.size(-1))), dim=-1)
         loss = nn.functional.nll_loss(log_probs, labels.view(-1), ignore_index=-100)
-        del log_probs
+        del log_probs, prompts, inputs_embeds
         return loss, (lm_logits, cache, hidden_states)
 
 
@@ -1334,9 +1344,11 @@ class CausalLM(nn.Module):
             prefix_labels = torch.full((labels.shape[0], prompt.num_virtual_tokens), -100)
             labels = torch.cat((prefix_labels, labels), dim=1)
             del prefix_labels
-        inputs_embeds = None
-        if prompt is not None:  # PEFT computes the embeddings and keeps them until the model returns
-            inputs_embeds = prompt(self.model.embed(input_ids))
+        inputs_embeds = prompts = None
+        if prompt is not None:  # PEFT computes the embeddings and keeps them (and its prompts) until the model returns
+            inputs_embeds = self.model.embed(input_ids)
+            prompts = prompt.get_prompt(inputs_embeds.shape[0], inputs_embeds.dtype)
+            inputs_embeds = torch.cat((prompts, inputs_embeds), dim=1)
         prefix = getattr(self, "prefix", None)
         past_key_values = None
         if prefix is not None:  # PeftModelForCausalLM.forward: past_key_values=self.get_prompt(batch_size)
@@ -1389,25 +1401,29 @@ def add_lora(model, ac, recipe, adapter_dtype):
 
 
 class PromptTuning(nn.Module):
-    """PEFT's prompt tuning (PromptEmbedding and PeftModelForCausalLM.forward):
-    the virtual tokens' table looked up for every sequence, cast to the
-    embeddings' dtype and put before them."""
+    """PEFT's prompt tuning (PromptEmbedding, PeftModel.get_prompt): the
+    virtual tokens' table, num_transformer_submodules sets of them (two for
+    seq2seq models), looked up for every sequence and cast to the
+    embeddings' dtype; the caller puts them before the embeddings."""
 
-    def __init__(self, num_virtual_tokens, hidden, dtype):
+    def __init__(self, num_virtual_tokens, hidden, dtype, submodules=1):
         super().__init__()
         self.num_virtual_tokens = num_virtual_tokens
-        self.embedding = nn.Embedding(num_virtual_tokens, hidden, dtype=dtype)
+        self.total = num_virtual_tokens * submodules
+        self.embedding = nn.Embedding(self.total, hidden, dtype=dtype)
 
-    def forward(self, inputs_embeds):
-        prompt_tokens = torch.arange(self.num_virtual_tokens).unsqueeze(0).expand(inputs_embeds.shape[0], -1)
-        prompts = self.embedding(prompt_tokens).to(inputs_embeds.dtype)
-        return torch.cat((prompts, inputs_embeds), dim=1)
+    def get_prompt(self, batch_size, dtype):
+        prompt_tokens = torch.arange(self.total).unsqueeze(0).expand(batch_size, -1)
+        return self.embedding(prompt_tokens).to(dtype)
 
 
 def add_prompt(model, recipe, dtype):
     """get_peft_model(model, PromptTuningConfig(num_virtual_tokens=...))."""
     for param in model.parameters():
         param.requires_grad_(False)
+    if isinstance(model, T5ForConditionalGeneration):
+        model.prompt = PromptTuning(recipe["num_virtual_tokens"], model.shared.weight.shape[1], dtype, submodules=2)
+        return
     embedding = model.model.wte if hasattr(model.model, "wte") else model.model.embed_tokens
     model.prompt = PromptTuning(recipe["num_virtual_tokens"], embedding.weight.shape[1], dtype)
 
