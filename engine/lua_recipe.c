@@ -64,9 +64,13 @@ static int read_option(lua_State *L, const char *key, const char *const *options
         luaL_addstring(&b, options[i]);
     }
     luaL_pushresult(&b);
+    const char *choices = lua_tostring(L, -1);
     const char *guess = s ? vp_lua_suggest(s, options, n) : NULL;
-    if (guess) recipe_error(L, "%s: '%s' is not one of %s (did you mean '%s'?)", key, s, lua_tostring(L, -1), guess);
-    recipe_error(L, "%s: must be one of %s (got %s)", key, lua_tostring(L, -1), luaL_tolstring(L, -2, NULL));
+    if (guess) recipe_error(L, "%s: '%s' is not one of %s (did you mean '%s'?)", key, s, choices, guess);
+    /* its own statement: luaL_tolstring pushes, so it must not share an
+     * argument list with a stack-relative read */
+    const char *given = luaL_tolstring(L, -2, NULL);
+    recipe_error(L, "%s: must be one of %s (got %s)", key, choices, given);
     return 0;
 }
 
