@@ -151,10 +151,10 @@ static void parse_virtual_tokens(lua_State *L, vp_recipe *r, const char *k) { r-
 static void parse_quant(lua_State *L, vp_recipe *r, const char *k) { r->quant = (vp_quant)read_option(L, k, vp_quant_names); }
 static void parse_sparsity(lua_State *L, vp_recipe *r, const char *k) { r->sparsity = (vp_sparsity)read_option(L, k, vp_sparsity_names); }
 static void parse_double_quant(lua_State *L, vp_recipe *r, const char *k) { r->double_quant = read_bool(L, k); }
+static const char *const compute_dtype_names[] = {"bf16", "fp16", "fp32", NULL};
 static void parse_compute_dtype(lua_State *L, vp_recipe *r, const char *k) {
-    static const char *const names[] = {"bf16", "fp16", "fp32", NULL};
     static const vp_dtype dtypes[] = {VP_BF16, VP_FP16, VP_FP32};
-    r->compute_dtype = dtypes[read_option(L, k, names)];
+    r->compute_dtype = dtypes[read_option(L, k, compute_dtype_names)];
 }
 static void parse_lora_targets(lua_State *L, vp_recipe *r, const char *k) { r->lora_targets = read_modules(L, k); }
 static void parse_modules_to_save(lua_State *L, vp_recipe *r, const char *k) { r->modules_to_save = read_modules(L, k); }
@@ -206,73 +206,76 @@ typedef struct {
     const char *name;
     void (*parse)(lua_State *L, vp_recipe *recipe, const char *key);
     const char *doc;
+    const char *const *choices; /* the values an option key takes, as its parser reads them */
 } recipe_key;
 
+
 static const recipe_key keys[] = {
-    {"precision", parse_precision, "fp32 | bf16 | fp16 | amp-bf16 | amp-fp16 | mixed-bf16 | mixed-fp16"},
-    {"optimizer", parse_optimizer, "adamw | adam | sgd | sgd-momentum | none"},
-    {"optimizer_impl", parse_impl, "for-loop | foreach | fused | auto (foreach for torch.optim, fused for DeepSpeed)"},
-    {"weight_decay", parse_decay, "weight decay; by default the optimizer's own (AdamW 0.01, others 0)"},
-    {"micro_batch", parse_batch, "sequences per micro-batch"},
-    {"seq_len", parse_seq, "tokens per sequence"},
-    {"target_len", parse_target, "encoder-decoder models (T5): the decoder's tokens per sequence, the labels' length [seq_len]"},
-    {"checkpointing", parse_checkpointing, "none | full | selective (the attention core, Korthikanti et al.) | every-K (keep the input of every K-layer chunk)"},
-    {"attention", parse_attention, "eager | sdpa | flash | sdpa-mem-efficient"},
-    {"framework", parse_framework, "torch (a plain PyTorch training loop)"},
-    {"torch_version", parse_torch, "2.x | 1.13: autograd and optimizer behaviour that differs between them"},
-    {"device", parse_device, "cuda | cpu (cpu: the CPU twin the PyTorch harness measures)"},
-    {"keep_logits", parse_keep, "the loop keeps the model's outputs (logits) until the step ends"},
-    {"grads_set_to_none", parse_none, "zero_grad(set_to_none=True): gradients freed between steps"},
+    {"precision", parse_precision, "fp32, bf16, fp16 train the model in that dtype; amp-* autocasts over fp32 weights; mixed-* keeps 16-bit weights and fp32 master weights; fp8 is Transformer Engine's", vp_precision_names},
+    {"optimizer", parse_optimizer, "the optimizer (none: forward and backward only)", NULL},
+    {"optimizer_impl", parse_impl, "the optimizer's kernels; auto picks foreach for torch.optim, fused for DeepSpeed", vp_optimizer_impl_names},
+    {"weight_decay", parse_decay, "weight decay; by default the optimizer's own (AdamW 0.01, others 0)", NULL},
+    {"micro_batch", parse_batch, "sequences per micro-batch", NULL},
+    {"seq_len", parse_seq, "tokens per sequence", NULL},
+    {"target_len", parse_target, "encoder-decoder models (T5): the decoder's tokens per sequence, the labels' length [seq_len]", NULL},
+    {"checkpointing", parse_checkpointing, "none | full | selective (the attention core, Korthikanti et al.) | every-K (keep the input of every K-layer chunk)", NULL},
+    {"attention", parse_attention, "the attention kernel", vp_attention_names},
+    {"framework", parse_framework, "the training framework, with its own buffers and defaults; torch is a plain PyTorch loop (DDP with dp)", vp_framework_names},
+    {"torch_version", parse_torch, "autograd and optimizer behaviour that differs between them", vp_torch_version_names},
+    {"device", parse_device, "where the step runs; cpu is the CPU twin the PyTorch harness measures", vp_device_names},
+    {"keep_logits", parse_keep, "the loop keeps the model's outputs (logits) until the step ends", NULL},
+    {"grads_set_to_none", parse_none, "zero_grad(set_to_none=True): gradients freed between steps", NULL},
     {"use_cache", parse_use_cache,
-     "the model's outputs keep every layer's keys and values (the configs' default; off under checkpointing) [true]"},
+     "the model's outputs keep every layer's keys and values (the configs' default; off under checkpointing) [true]", NULL},
     {"offload_activations", parse_offload_activations,
-     "the forward under torch.autograd.graph.save_on_cpu(pin_memory=True): what autograd saves goes to pinned host memory [false]"},
-    {"training", parse_training, "dropout active (model.train())"},
-    {"dp", parse_dp, "data-parallel ranks (DDP with framework torch)"},
-    {"zero", parse_zero, "DeepSpeed ZeRO stage 0-3 (framework deepspeed)"},
-    {"fsdp", parse_fsdp, "none | no_shard | shard_grad_op | full_shard | hybrid_shard (framework fsdp; default full_shard)"},
-    {"fsdp_shard_size", parse_shard_size, "ranks one model is sharded over with hybrid_shard"},
-    {"offload_optimizer", parse_offload_optimizer, "none | cpu | nvme: DeepSpeed's optimizer offload (master weights, states, fp32 gradients)"},
-    {"offload_params", parse_offload_params, "none | cpu | nvme: ZeRO-3 parameter offload, FSDP's CPUOffload"},
-    {"reduce_bucket_size", parse_reduce_bucket, "DeepSpeed reduce bucket, elements [5e8]"},
-    {"allgather_bucket_size", parse_allgather_bucket, "DeepSpeed all-gather bucket, elements [5e8]"},
-    {"stage3_prefetch_bucket_size", parse_prefetch_bucket, "ZeRO-3 parameters gathered ahead, elements [5e7]"},
-    {"stage3_max_live_parameters", parse_max_live, "ZeRO-3: gathered parameters beyond which nothing more is prefetched, elements [1e9]"},
-    {"stage3_max_reuse_distance", parse_reuse, "ZeRO-3: a gathered parameter used again within this many elements of the module trace is not released, elements [1e9]"},
-    {"stage3_param_persistence_threshold", parse_persistence, "ZeRO-3: parameters with fewer elements stay gathered on every rank [1e5]"},
-    {"overlap_comm", parse_overlap, "DeepSpeed overlap_comm: two reduce buckets [on for stage 3 only]"},
-    {"ddp_bucket_view", parse_bucket_view, "DDP gradient_as_bucket_view [false]"},
-    {"ddp_bucket_mb", parse_bucket_mb, "DDP bucket_cap_mb [25]"},
-    {"tp", parse_tp, "tensor-parallel ranks (framework megatron)"},
-    {"ep", parse_ep, "expert-parallel ranks, within dp x tp x cp (framework megatron)"},
-    {"etp", parse_etp, "expert-tensor-parallel ranks: each expert's width split [tp]"},
-    {"cp", parse_cp, "context-parallel ranks: the sequence split, K/V passed around a ring (framework megatron)"},
-    {"sequence_parallel", parse_sp, "Megatron sequence parallelism: norms, dropouts and the residual stream split along the sequence"},
-    {"distributed_optimizer", parse_distopt, "Megatron's distributed optimizer: master weights and states sharded over dp"},
-    {"accumulate_allreduce_grads_in_fp32", parse_fp32_grads, "Megatron's fp32 main_grad buffers [true]"},
-    {"pp", parse_pp, "pipeline stages"},
-    {"pp_schedule", parse_schedule, "1f1b | gpipe | interleaved-1f1b [1f1b]"},
-    {"virtual_stages", parse_virtual, "model chunks per rank with interleaved-1f1b [1]"},
-    {"num_microbatches", parse_microbatches, "micro-batches per step (with pp; gradient accumulation without) [pp]"},
-    {"grad_accum", parse_grad_accum, "gradient accumulation steps: micro-batches into the same gradients before the optimizer step [1]"},
-    {"pp_layers", parse_pp_layers, "layers of each stage, as \"7,8,8,9\" [an even split]"},
-    {"gpus", parse_gpus, "GPUs in all: when given, must equal dp x tp x pp x cp"},
-    {"finetune", parse_finetune, "what is trained: full, lora, qlora, freeze, prompt, prefix [full]"},
-    {"lora_rank", parse_lora_rank, "LoRA's r [8]"},
-    {"lora_alpha", parse_lora_alpha, "LoRA's alpha (scaling alpha / r: no memory of its own) [8]"},
-    {"lora_dropout", parse_lora_dropout, "dropout on the adapters' input (a mask and a copy per targeted module) [0]"},
-    {"lora_targets", parse_lora_targets, "modules given adapters: names (q_proj,v_proj) or all-linear [q_proj,v_proj; GPT-2 c_attn; BLOOM query_key_value]"},
-    {"trainable_layers", parse_trainable_layers, "freeze: the last layers trained, with the final norm and head [0]"},
-    {"num_virtual_tokens", parse_virtual_tokens, "prompt tuning: the learned tokens put before every sequence; prefix tuning: the learned keys and values before every layer's"},
+     "the forward under torch.autograd.graph.save_on_cpu(pin_memory=True): what autograd saves goes to pinned host memory [false]", NULL},
+    {"training", parse_training, "dropout active (model.train())", NULL},
+    {"dp", parse_dp, "data-parallel ranks (DDP with framework torch)", NULL},
+    {"zero", parse_zero, "DeepSpeed ZeRO stage 0-3 (framework deepspeed)", NULL},
+    {"fsdp", parse_fsdp, "FSDP's sharding strategy (framework fsdp) [full_shard]", vp_fsdp_names},
+    {"fsdp_shard_size", parse_shard_size, "ranks one model is sharded over with hybrid_shard", NULL},
+    {"offload_optimizer", parse_offload_optimizer, "DeepSpeed's optimizer offload (master weights, states, fp32 gradients)", vp_offload_names},
+    {"offload_params", parse_offload_params, "ZeRO-3 parameter offload, FSDP's CPUOffload", vp_offload_names},
+    {"reduce_bucket_size", parse_reduce_bucket, "DeepSpeed reduce bucket, elements [5e8]", NULL},
+    {"allgather_bucket_size", parse_allgather_bucket, "DeepSpeed all-gather bucket, elements [5e8]", NULL},
+    {"stage3_prefetch_bucket_size", parse_prefetch_bucket, "ZeRO-3 parameters gathered ahead, elements [5e7]", NULL},
+    {"stage3_max_live_parameters", parse_max_live, "ZeRO-3: gathered parameters beyond which nothing more is prefetched, elements [1e9]", NULL},
+    {"stage3_max_reuse_distance", parse_reuse, "ZeRO-3: a gathered parameter used again within this many elements of the module trace is not released, elements [1e9]", NULL},
+    {"stage3_param_persistence_threshold", parse_persistence, "ZeRO-3: parameters with fewer elements stay gathered on every rank [1e5]", NULL},
+    {"overlap_comm", parse_overlap, "DeepSpeed overlap_comm: two reduce buckets [on for stage 3 only]", NULL},
+    {"ddp_bucket_view", parse_bucket_view, "DDP gradient_as_bucket_view [false]", NULL},
+    {"ddp_bucket_mb", parse_bucket_mb, "DDP bucket_cap_mb [25]", NULL},
+    {"tp", parse_tp, "tensor-parallel ranks (framework megatron)", NULL},
+    {"ep", parse_ep, "expert-parallel ranks, within dp x tp x cp (framework megatron)", NULL},
+    {"etp", parse_etp, "expert-tensor-parallel ranks: each expert's width split [tp]", NULL},
+    {"cp", parse_cp, "context-parallel ranks: the sequence split, K/V passed around a ring (framework megatron)", NULL},
+    {"sequence_parallel", parse_sp, "Megatron sequence parallelism: norms, dropouts and the residual stream split along the sequence", NULL},
+    {"distributed_optimizer", parse_distopt, "Megatron's distributed optimizer: master weights and states sharded over dp", NULL},
+    {"accumulate_allreduce_grads_in_fp32", parse_fp32_grads, "Megatron's fp32 main_grad buffers [true]", NULL},
+    {"pp", parse_pp, "pipeline stages", NULL},
+    {"pp_schedule", parse_schedule, "the pipeline schedule [1f1b]", vp_pp_schedule_names},
+    {"virtual_stages", parse_virtual, "model chunks per rank with interleaved-1f1b [1]", NULL},
+    {"num_microbatches", parse_microbatches, "micro-batches per step (with pp; gradient accumulation without) [pp]", NULL},
+    {"grad_accum", parse_grad_accum, "gradient accumulation steps: micro-batches into the same gradients before the optimizer step [1]", NULL},
+    {"pp_layers", parse_pp_layers, "layers of each stage, as \"7,8,8,9\" [an even split]", NULL},
+    {"gpus", parse_gpus, "GPUs in all: when given, must equal dp x tp x pp x cp", NULL},
+    {"finetune", parse_finetune, "what is trained [full]", vp_finetune_names},
+    {"lora_rank", parse_lora_rank, "LoRA's r [8]", NULL},
+    {"lora_alpha", parse_lora_alpha, "LoRA's alpha (scaling alpha / r: no memory of its own) [8]", NULL},
+    {"lora_dropout", parse_lora_dropout, "dropout on the adapters' input (a mask and a copy per targeted module) [0]", NULL},
+    {"lora_targets", parse_lora_targets, "modules given adapters: names (q_proj,v_proj) or all-linear [q_proj,v_proj; GPT-2 c_attn; BLOOM query_key_value]", NULL},
+    {"trainable_layers", parse_trainable_layers, "freeze: the last layers trained, with the final norm and head [0]", NULL},
+    {"num_virtual_tokens", parse_virtual_tokens, "prompt tuning: the learned tokens put before every sequence; prefix tuning: the learned keys and values before every layer's", NULL},
     {"sparsity", parse_sparsity,
-     "2:4: apex ASP's structured sparsity, a bool mask beside every pruned linear weight; it saves no training memory [none]"},
-    {"quant", parse_quant, "qlora: the frozen base's linear weights, nf4, fp4 or int8 (LLM.int8, bitsandbytes 0.45+) [nf4]"},
-    {"double_quant", parse_double_quant, "qlora: quantize the block scales too (8-bit, in blocks of 256) [true]"},
-    {"compute_dtype", parse_compute_dtype, "qlora: the dtype 4-bit weights are dequantized to, bf16, fp16 or fp32 [bf16]"},
-    {"modules_to_save", parse_modules_to_save, "modules trained in full beside the adapters (lm_head, embed_tokens, norm)"},
-    {"gpus_per_node", parse_gpus_per_node, "GPUs per node, for host memory per node [min(dp, 8)]"},
-    {"fragmentation", parse_fragmentation, "caching-allocator reservation beyond whole segments, as a fraction of the allocated peak"},
-    {"cuda_context_mib", parse_context, "memory of the CUDA context and its loaded kernels, in MiB"},
+     "apex ASP's 2:4 structured sparsity, a bool mask beside every pruned linear weight; it saves no training memory [none]",
+     vp_sparsity_names},
+    {"quant", parse_quant, "qlora: the frozen base's linear weights; int8 is LLM.int8 of bitsandbytes 0.45+ [nf4]", vp_quant_names},
+    {"double_quant", parse_double_quant, "qlora: quantize the block scales too (8-bit, in blocks of 256) [true]", NULL},
+    {"compute_dtype", parse_compute_dtype, "qlora: the dtype 4-bit weights are dequantized to [bf16]", compute_dtype_names},
+    {"modules_to_save", parse_modules_to_save, "modules trained in full beside the adapters (lm_head, embed_tokens, norm)", NULL},
+    {"gpus_per_node", parse_gpus_per_node, "GPUs per node, for host memory per node [min(gpus, 8)]", NULL},
+    {"fragmentation", parse_fragmentation, "caching-allocator reservation beyond whole segments, as a fraction of the allocated peak", NULL},
+    {"cuda_context_mib", parse_context, "memory of the CUDA context and its loaded kernels, in MiB", NULL},
 };
 
 enum { N_KEYS = sizeof keys / sizeof keys[0] };
@@ -439,9 +442,10 @@ void vp_lua_push_recipe(lua_State *L, const vp_recipe *given) {
     lua_setfield(L, -2, "num_microbatches");
     lua_pushinteger(L, vp_recipe_microbatches(r));
     lua_setfield(L, -2, "grad_accum");
-    lua_pushinteger(L, r->dp * r->tp * r->pp);
+    unsigned gpus = r->dp * r->tp * r->pp * r->cp;
+    lua_pushinteger(L, gpus);
     lua_setfield(L, -2, "gpus");
-    lua_pushinteger(L, r->gpus_per_node ? r->gpus_per_node : (r->dp < 8 ? r->dp : 8));
+    lua_pushinteger(L, r->gpus_per_node ? r->gpus_per_node : (gpus < 8 ? gpus : 8));
     lua_setfield(L, -2, "gpus_per_node");
 }
 
@@ -453,6 +457,20 @@ int vp_lua_recipe_keys(lua_State *L) {
         lua_setfield(L, -2, "name");
         lua_pushstring(L, keys[i].doc);
         lua_setfield(L, -2, "doc");
+        if (keys[i].choices || keys[i].parse == parse_optimizer) {
+            lua_newtable(L);
+            if (keys[i].choices)
+                for (unsigned j = 0; keys[i].choices[j]; j++) {
+                    lua_pushstring(L, keys[i].choices[j]);
+                    lua_rawseti(L, -2, (lua_Integer)j + 1);
+                }
+            else /* the optimizer registry */
+                for (unsigned j = 0; j < vp_optimizer_count(); j++) {
+                    lua_pushstring(L, vp_optimizer_at(j)->name);
+                    lua_rawseti(L, -2, (lua_Integer)j + 1);
+                }
+            lua_setfield(L, -2, "choices");
+        }
         lua_rawseti(L, -2, (lua_Integer)i + 1);
     }
     return 1;

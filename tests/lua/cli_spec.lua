@@ -138,4 +138,28 @@ describe("vramplan estimate", function()
     assert.truthy(out:find("h100%-80gb"))
     assert.truthy(out:find("rtx4090"))
   end)
+
+  it("lists every value an option key takes, from the tables its parser reads", function()
+    local out, _, code = helper.run("keys")
+    assert.are.equal(0, code)
+    local function line(key) return out:match("\n  " .. key .. " +([^\n]*)") end
+    for _, opt in ipairs({ "adafactor", "adamw-8bit", "paged-adamw-32bit", "lion", "sm3" }) do
+      assert.truthy(line("optimizer"):find(opt, 1, true), opt)
+    end
+    assert.truthy(line("precision"):find("| fp8:", 1, true))
+    assert.truthy(line("framework"):find("torch | deepspeed | fsdp | megatron", 1, true))
+    assert.truthy(line("finetune"):find("prefix | prompt", 1, true))
+    -- every listed choice is accepted
+    for choice in line("optimizer"):match("^([^:]*)"):gmatch("[%w%-]+") do
+      local _, err, rc = helper.run("estimate", "gpt2", "--set", "optimizer=" .. choice, "--set", "seq_len=64")
+      assert.are.equal(0, rc, choice .. ": " .. tostring(err))
+    end
+  end)
+
+  it("echoes the GPU count over every parallel dimension", function()
+    local r = helper.estimate("models/llama2-7b.lua", "--set", "framework=megatron", "--set", "dp=2",
+      "--set", "tp=2", "--set", "cp=2", "--set", "pp=2", "--set", "seq_len=1024")
+    assert.are.equal(16, r.recipe.gpus)
+    assert.are.equal(8, r.recipe.gpus_per_node)
+  end)
 end)

@@ -111,7 +111,10 @@ end
 
 local function keys()
   print("recipe keys (--set KEY=VALUE or in a recipe script):")
-  for _, k in ipairs(vramplan.recipe_keys()) do print(string.format("  %-18s %s", k.name, k.doc)) end
+  for _, k in ipairs(vramplan.recipe_keys()) do
+    local doc = k.choices and (table.concat(k.choices, " | ") .. ": " .. k.doc) or k.doc
+    print(string.format("  %-18s %s", k.name, doc))
+  end
   print("")
   print("op kinds and their fields (for architecture scripts):")
   for _, kind in ipairs(vramplan.op_kinds()) do
