@@ -35,14 +35,16 @@ enum {
     ATT_MODULE_NAMES,
     ATT_POSITION_BIAS,
     ATT_CROSS,
+    ATT_ROTARY_CAT,
+    ATT_SLIDING_WINDOW,
     ATT_FIELDS
 };
 
-enum { MASK_ADDITIVE, MASK_BOOL_BUFFER, MASK_PADDING, MASK_BOOL, MASK_NONE };
-static const char *const mask_names[] = {"additive", "bool-buffer", "padding", "bool", "none", NULL};
+enum { MASK_ADDITIVE, MASK_BOOL_BUFFER, MASK_PADDING, MASK_BOOL, MASK_NONE, MASK_ADDITIVE_MISTRAL };
+static const char *const mask_names[] = {"additive", "bool-buffer", "padding", "bool", "none", "additive-mistral", NULL};
 
-enum { NAMES_AUTO, NAMES_BLOOM, NAMES_T5 };
-static const char *const module_name_sets[] = {"auto", "bloom", "t5", NULL};
+enum { NAMES_AUTO, NAMES_BLOOM, NAMES_T5, NAMES_PHI3 };
+static const char *const module_name_sets[] = {"auto", "bloom", "t5", "phi3", NULL};
 
 static const vp_field attention_fields[ATT_FIELDS] = {
     [ATT_HIDDEN] = {"hidden", VP_FIELD_INT, true, 0, 1, 1 << 20, NULL, "model width (input and output)"},
@@ -61,7 +63,9 @@ static const vp_field attention_fields[ATT_FIELDS] = {
     [ATT_MASK] = {"mask", VP_FIELD_ENUM, false, MASK_ADDITIVE, 0, 0, mask_names,
                   "causal mask: one additive s x s mask per step (LLaMA), a per-layer bool buffer with torch.where (GPT-2), "
                   "no causal mask, an additive [b, 1, 1, s] padding mask (BERT), or one [b, 1, s, s] bool mask per "
-                  "step applied with masked_fill (BLOOM), or none (the masks are in T5's position bias)"},
+                  "step applied with masked_fill (BLOOM), none (the masks are in T5's position bias), or "
+                  "additive-mistral: LLaMA's additive mask built as MistralModel builds it (Mistral, Phi-3: no "
+                  "triu copy; the sliding window or-ed in place)"},
     [ATT_POSITIONS] = {"positions", VP_FIELD_INT, false, 0, 0, 1 << 20, NULL,
                        "size of the bool-buffer mask (GPT-2's n_positions)"},
     [ATT_UPCAST_SOFTMAX] = {"upcast_softmax", VP_FIELD_BOOL, false, 1, 0, 1, NULL,
@@ -93,13 +97,19 @@ static const vp_field attention_fields[ATT_FIELDS] = {
                    "contiguous copies of q and k; transformers runs it eagerly only"},
     [ATT_MODULE_NAMES] = {"module_names", VP_FIELD_ENUM, false, NAMES_AUTO, 0, 0, module_name_sets,
                           "the projections' names for LoRA targets: auto (q_proj/k_proj/v_proj/o_proj, c_attn/c_proj "
-                          "when fused), bloom (query_key_value, dense) or t5 (q, k, v, o)"},
+                          "when fused), bloom (query_key_value, dense), t5 (q, k, v, o) or phi3 (qkv_proj, o_proj)"},
     [ATT_POSITION_BIAS] = {"position_bias", VP_FIELD_BOOL, false, 0, 0, 1, NULL,
                            "T5Attention: unscaled scores, the stack's position bias (masks included) added in place, "
                            "softmax over scores.float(); the scores stay bound until the module returns; eager only"},
     [ATT_CROSS] = {"cross", VP_FIELD_BOOL, false, 0, 0, 1, NULL,
                    "encoder-decoder attention (T5's EncDecAttention): keys and values from the encoder's output, "
                    "the cross-attention bias; needs position_bias"},
+    [ATT_ROTARY_CAT] = {"rotary_cat", VP_FIELD_BOOL, false, 0, 0, 1, NULL,
+                        "the rotated queries and keys joined to their unrotated rest with torch.cat, a copy each "
+                        "(Phi-3's apply_rotary_pos_emb, transformers 4.49+)"},
+    [ATT_SLIDING_WINDOW] = {"sliding_window", VP_FIELD_INT, false, 0, 0, 1 << 30, NULL,
+                            "keys a query sees at most (Mistral, Phi-3); 0: no window. A window no shorter than the "
+                            "sequence changes nothing; a shorter one makes transformers build a 4-D mask (refused)"},
 };
 
 /* head_dim is the queries' and keys' width; v_dim the values' (they differ
@@ -172,7 +182,11 @@ static const char *attention_check(const vp_op *op) {
     }
     if (!vp_op_u64(op, ATT_HEAD_DIM) && s.hidden % s.heads) return "heads must divide hidden (or give head_dim)";
     if (s.heads % s.kv_heads) return "kv_heads must divide heads";
-    if (vp_op_flag(op, ATT_FUSED_QKV) && s.kv_heads != s.heads) return "fused_qkv needs kv_heads equal to heads";
+    bool phi3 = vp_op_u64(op, ATT_MODULE_NAMES) == NAMES_PHI3;
+    if (vp_op_flag(op, ATT_FUSED_QKV) && s.kv_heads != s.heads && !phi3)
+        return "fused_qkv with fewer kv_heads than heads is Phi-3's qkv_proj: needs module_names = \"phi3\"";
+    if (phi3 && !vp_op_flag(op, ATT_FUSED_QKV)) return "module_names = \"phi3\" names a fused qkv_proj: needs fused_qkv";
+    if (vp_op_flag(op, ATT_ROTARY_CAT) && !vp_op_flag(op, ATT_ROTARY)) return "rotary_cat needs rotary";
     if (vp_op_flag(op, ATT_ROTARY) && s.head_dim % 2) return "rotary attention needs an even head_dim";
     if (vp_op_u64(op, ATT_MASK) == MASK_BOOL_BUFFER && !vp_op_u64(op, ATT_POSITIONS))
         return "positions is required with mask = \"bool-buffer\"";
@@ -190,6 +204,16 @@ static const char *attention_check(const vp_op *op) {
     return NULL;
 }
 
+/* _ignore_causal_mask_sdpa drops the mask only while the keys are fewer
+ * than the window (key_value_length < sliding_window): the sequence with
+ * its virtual tokens, a cached prefix's keys before it. FlashAttention-2
+ * takes the window as an argument: nothing to allocate. */
+static bool window_binds(const vp_op *op, const vp_recipe *recipe) {
+    uint64_t window = vp_op_u64(op, ATT_SLIDING_WINDOW);
+    uint64_t keys = recipe->seq_len / (recipe->cp ? recipe->cp : 1) + recipe->virtual_tokens;
+    return window && recipe->framework != VP_FRAMEWORK_MEGATRON && keys >= window;
+}
+
 /* transformers has BLOOM's attention in eager form only (no SDPA or flash
  * implementation): "sdpa", the default, resolves to it. */
 const char *vp_attention_recipe_problem(const vp_model *model, const vp_recipe *recipe) {
@@ -199,6 +223,9 @@ const char *vp_attention_recipe_problem(const vp_model *model, const vp_recipe *
     if (op && vp_op_flag(op, ATT_POSITION_BIAS) &&
         (recipe->attention == VP_ATTN_FLASH || recipe->attention == VP_ATTN_MEM_EFFICIENT))
         return "attention: T5's position-biased attention runs eagerly in transformers (no flash or SDPA kernel)";
+    if (op && window_binds(op, recipe) && (recipe->attention == VP_ATTN_SDPA || recipe->attention == VP_ATTN_MEM_EFFICIENT))
+        return "seq_len: reaches the model's sliding_window, where transformers hands SDPA a 4-D mask (not modelled "
+               "yet); use attention = flash or eager, or a shorter seq_len";
     if (!op || !vp_op_flag(op, ATT_ALIBI)) return NULL;
     if (recipe->attention == VP_ATTN_FLASH || recipe->attention == VP_ATTN_MEM_EFFICIENT)
         return "attention: BLOOM's ALiBi attention runs eagerly in transformers (no flash or SDPA kernel)";
@@ -221,12 +248,19 @@ static unsigned attention_leaves(const vp_op *op, const vp_ranks *split, vp_leaf
     /* GPT-2's names with its fused q/k/v, or BLOOM's */
     unsigned names = (unsigned)vp_op_u64(op, ATT_MODULE_NAMES);
     bool bloom = names == NAMES_BLOOM, t5 = names == NAMES_T5;
-    vp_module out_module = bloom ? VP_MODULE_DENSE : fused ? VP_MODULE_C_PROJ : t5 ? VP_MODULE_O : VP_MODULE_O_PROJ;
+    bool phi3 = names == NAMES_PHI3;
+    vp_module out_module = bloom  ? VP_MODULE_DENSE
+                           : phi3 ? VP_MODULE_O_PROJ
+                           : fused ? VP_MODULE_C_PROJ
+                           : t5    ? VP_MODULE_O
+                                   : VP_MODULE_O_PROJ;
     for (unsigned i = 0; i < ATT_SLOTS; i++) out[i] = vp_param(0, "attention", VP_MODULE_NONE, 0);
     if (fused) {
-        vp_module m = bloom ? VP_MODULE_QUERY_KEY_VALUE : VP_MODULE_C_ATTN;
-        out[Q_W] = vp_param(s.hidden * (q + 2 * kv), bloom ? "query_key_value.weight" : "c_attn.weight", m, q + 2 * kv);
-        out[Q_B] = vp_param(qkv_bias ? q + 2 * kv : 0, bloom ? "query_key_value.bias" : "c_attn.bias", m, 0);
+        vp_module m = bloom ? VP_MODULE_QUERY_KEY_VALUE : phi3 ? VP_MODULE_QKV_PROJ : VP_MODULE_C_ATTN;
+        const char *w = bloom ? "query_key_value.weight" : phi3 ? "qkv_proj.weight" : "c_attn.weight";
+        const char *b = bloom ? "query_key_value.bias" : phi3 ? "qkv_proj.bias" : "c_attn.bias";
+        out[Q_W] = vp_param(s.hidden * (q + 2 * kv), w, m, q + 2 * kv);
+        out[Q_B] = vp_param(qkv_bias ? q + 2 * kv : 0, b, m, 0);
     } else {
         vp_module qm = t5 ? VP_MODULE_Q : VP_MODULE_Q_PROJ, km = t5 ? VP_MODULE_K : VP_MODULE_K_PROJ,
                   vm = t5 ? VP_MODULE_V : VP_MODULE_V_PROJ;
@@ -323,7 +357,9 @@ static void prepare_bool_mask(vp_step *step) {
 /* The additive causal mask LlamaModel builds once per forward for eager
  * attention (_prepare_4d_causal_attention_mask_with_cache_position): full()
  * then triu() of s x s in the activations' dtype, then an in-place multiply
- * by a bool comparison; expanded, not copied, to the batch. */
+ * by a bool comparison; expanded, not copied, to the batch. MistralModel's
+ * (Mistral, Phi-3; transformers 4.49-4.52) has no triu and, with a sliding
+ * window, ors a second comparison into the first in place. */
 static void attention_prepare(vp_step *step, const vp_op *op) {
     vp_sim *sim = &step->sim;
     bool grad_mode = sim->grad_mode;
@@ -354,10 +390,18 @@ static void attention_prepare(vp_step *step, const vp_op *op) {
     /* target_length: the cached prefix's keys and the sequence's */
     uint64_t n = vp_numel(sim, step->seq, step->seq + step->past_tokens);
     sim->grad_mode = false;
-    vp_t full = vp_new(sim, n, step->activation, "causal_mask.full");
-    vp_t mask = vp_new(sim, n, step->activation, "causal_mask.triu");
-    vp_drop(sim, full);
+    vp_t mask = vp_new(sim, n, step->activation, "causal_mask.full");
+    if (mask_kind == MASK_ADDITIVE) {
+        vp_t triu = vp_new(sim, n, step->activation, "causal_mask.triu");
+        vp_drop(sim, mask);
+        mask = triu;
+    }
     vp_t keep = vp_new(sim, n, VP_BOOL, "causal_mask.compare");
+    if (mask_kind == MASK_ADDITIVE_MISTRAL && vp_op_u64(op, ATT_SLIDING_WINDOW)) {
+        /* diagonal_attend_mask.bitwise_or_(arange <= cache_position - sliding_window) */
+        vp_t outside = vp_new(sim, n, VP_BOOL, "causal_mask.sliding_window");
+        vp_drop(sim, outside);
+    }
     vp_drop(sim, keep);
     /* causal_mask[None, None, :, :].expand(batch, 1, -1, -1): a view, whole
      * batch-sized where something copies it (save_on_cpu's pack) */
@@ -738,6 +782,21 @@ static void bloom_project(vp_step *step, const vp_t *leaves, vp_t x, uint64_t q_
     in->q_contiguous = in->k_contiguous = in->v_contiguous = true;
 }
 
+/* Phi-3's apply_rotary_pos_emb: x[..., :rotary_dim] is x itself (a slice
+ * over the whole width is no op), x[..., rotary_dim:] an empty slice whose
+ * backward still makes a zero-filled gradient of x's size, and the rotated
+ * part is joined to it with torch.cat: a copy. */
+static vp_t rotate(vp_step *step, vp_t x, bool joined, const char *label) {
+    if (!joined) return vp_apply_rotary(step, x, label);
+    vp_sim *sim = &step->sim;
+    vp_t pass = vp_slice(sim, x, 0, label);
+    vp_t rotated = vp_apply_rotary(step, x, label);
+    vp_t y = vp_cat(sim, rotated, pass, label);
+    vp_drop(sim, rotated);
+    vp_drop(sim, pass);
+    return y;
+}
+
 static vp_t attention_forward(vp_step *step, const vp_op *op, const vp_t *leaves, vp_t x) {
     vp_sim *sim = &step->sim;
     shape s = local_shape(op, step->tp);
@@ -751,10 +810,15 @@ static vp_t attention_forward(vp_step *step, const vp_op *op, const vp_t *leaves
     } else if (vp_op_flag(op, ATT_ALIBI)) {
         bloom_project(step, leaves, x, q_out, &in);
     } else if (vp_op_flag(op, ATT_FUSED_QKV)) {
-        /* self.c_attn(hidden_states).split(split_size, dim=2) */
+        /* self.c_attn(hidden_states).split(split_size, dim=2), or Phi-3's
+         * qkv[..., :query_pos] and the keys' and values' slices after it:
+         * views, which keep the whole projection for as long as any of
+         * them is kept */
         vp_t fused = vp_project_column(step, x, leaves[Q_W], leaves[Q_B], q_out + 2 * kv_out, "attention.c_attn");
         vp_t parts[3];
-        vp_split(sim, fused, 3, parts, "attention.split");
+        uint64_t rows = vp_at(sim, fused)->numel / (q_out + 2 * kv_out);
+        const uint64_t sizes[3] = {rows * q_out, rows * kv_out, rows * kv_out};
+        vp_split_sizes(sim, fused, 3, sizes, parts, "attention.split");
         vp_drop(sim, fused);
         in.q = parts[0];
         in.k = parts[1];
@@ -780,8 +844,9 @@ static vp_t attention_forward(vp_step *step, const vp_op *op, const vp_t *leaves
         in.k = k;
     }
     if (vp_op_flag(op, ATT_ROTARY) && !mla) {
-        vp_t q = vp_apply_rotary(step, in.q, "attention.rotary_q");
-        vp_t k = vp_apply_rotary(step, in.k, "attention.rotary_k");
+        bool joined = vp_op_flag(op, ATT_ROTARY_CAT);
+        vp_t q = rotate(step, in.q, joined, "attention.rotary_q");
+        vp_t k = rotate(step, in.k, joined, "attention.rotary_k");
         vp_drop(sim, in.q);
         vp_drop(sim, in.k);
         in.q = q;

@@ -19,8 +19,8 @@ enum { ACT_GELU, ACT_GELU_TANH, ACT_GELU_NEW, ACT_RELU, ACT_SILU, ACT_BLOOM_GELU
 static const char *const activation_names[] = {"gelu", "gelu_pytorch_tanh", "gelu_new", "relu", "silu", "bloom_gelu",
                                                NULL};
 
-enum { NAMES_AUTO, NAMES_BLOOM, NAMES_T5 };
-static const char *const module_name_sets[] = {"auto", "bloom", "t5", NULL};
+enum { NAMES_AUTO, NAMES_BLOOM, NAMES_T5, NAMES_PHI3 };
+static const char *const module_name_sets[] = {"auto", "bloom", "t5", "phi3", NULL};
 
 static const vp_field mlp_fields[MLP_FIELDS] = {
     [MLP_HIDDEN] = {"hidden", VP_FIELD_INT, true, 0, 1, 1 << 20, NULL, "model width"},
@@ -36,7 +36,8 @@ static const vp_field mlp_fields[MLP_FIELDS] = {
                     "the projections are transformers' Conv1D (GPT-2), not nn.Linear"},
     [MLP_MODULE_NAMES] = {"module_names", VP_FIELD_ENUM, false, NAMES_AUTO, 0, 0, module_name_sets,
                           "the projections' names for LoRA targets: auto (gate_proj/up_proj/down_proj when gated, "
-                          "else c_fc/c_proj), bloom (dense_h_to_4h, dense_4h_to_h) or t5 (wi, wo; gated wi_0, wi_1)"},
+                          "else c_fc/c_proj), bloom (dense_h_to_4h, dense_4h_to_h), t5 (wi, wo; gated wi_0, wi_1) or phi3 "
+                          "(gated: one gate_up_proj, whose output is chunked in two views, and down_proj)"},
     [MLP_INNER_DROPOUT] = {"inner_dropout", VP_FIELD_NUMBER, false, 0, 0, 0.999999, NULL,
                            "dropout on the activation before the down projection (T5's DenseReluDense)"},
 };
@@ -61,6 +62,14 @@ static unsigned mlp_leaves(const vp_op *op, const vp_ranks *split, vp_leaf_spec 
         up_module = gated ? VP_MODULE_WI_1 : VP_MODULE_WI;
         gate_module = VP_MODULE_WI_0;
         down_module = VP_MODULE_WO;
+    } else if (names == NAMES_PHI3) { /* Phi3MLP: gate_up_proj, 2f outputs, in the gate's slots */
+        out[UP_W] = vp_param(0, "mlp.gate_up_proj", VP_MODULE_NONE, 0);
+        out[UP_B] = vp_param(0, "mlp.gate_up_proj", VP_MODULE_NONE, 0);
+        out[GATE_W] = vp_param(h * 2 * f, "mlp.gate_up_proj.weight", VP_MODULE_GATE_UP_PROJ, 2 * f);
+        out[GATE_B] = vp_param(bias ? 2 * f : 0, "mlp.gate_up_proj.bias", VP_MODULE_GATE_UP_PROJ, 0);
+        out[DOWN_W] = vp_param(f * h, "mlp.down_proj.weight", down_module, h);
+        out[DOWN_B] = vp_param(bias ? h : 0, "mlp.down_proj.bias", down_module, 0);
+        return MLP_SLOTS;
     }
     out[UP_W] = vp_param(h * f, "mlp.up_proj.weight", up_module, f);
     out[UP_B] = vp_param(bias ? f : 0, "mlp.up_proj.bias", up_module, 0);
@@ -141,16 +150,36 @@ static vp_t mlp_forward(vp_step *step, const vp_op *op, const vp_t *leaves, vp_t
     uint64_t h = vp_op_u64(op, MLP_HIDDEN), f = vp_split_tp(step, vp_op_u64(op, MLP_INTERMEDIATE));
     unsigned kind = (unsigned)vp_op_u64(op, MLP_ACTIVATION);
     vp_t inner;
+    bool fused = vp_op_u64(op, MLP_MODULE_NAMES) == NAMES_PHI3;
     if (vp_op_flag(op, MLP_GATED) && step->recipe->framework == VP_FRAMEWORK_MEGATRON) {
         /* Megatron's MLP: one linear_fc1 GEMM makes gate and up side by side
          * (2f), and the fused bias_swiglu keeps that whole output */
-        vp_t gate = vp_project_column(step, x, leaves[GATE_W], leaves[GATE_B], f, "mlp.linear_fc1");
-        vp_t up = vp_project_column(step, x, leaves[UP_W], leaves[UP_B], f, "mlp.linear_fc1");
-        vp_t fc1 = vp_cat(sim, gate, up, "mlp.linear_fc1");
-        vp_drop(sim, gate);
-        vp_drop(sim, up);
+        vp_t fc1;
+        if (fused) {
+            fc1 = vp_project_column(step, x, leaves[GATE_W], leaves[GATE_B], 2 * f, "mlp.linear_fc1");
+        } else {
+            vp_t gate = vp_project_column(step, x, leaves[GATE_W], leaves[GATE_B], f, "mlp.linear_fc1");
+            vp_t up = vp_project_column(step, x, leaves[UP_W], leaves[UP_B], f, "mlp.linear_fc1");
+            fc1 = vp_cat(sim, gate, up, "mlp.linear_fc1");
+            vp_drop(sim, gate);
+            vp_drop(sim, up);
+        }
         inner = vp_glu(sim, fc1, "mlp.swiglu");
         vp_drop(sim, fc1);
+    } else if (fused) {
+        /* Phi3MLP: gate, up_states = self.gate_up_proj(x).chunk(2, dim=-1);
+         * up_states * self.activation_fn(gate): the activation keeps the
+         * gate's view and the product the up half's, so the whole output
+         * stays */
+        vp_t both = vp_project_column(step, x, leaves[GATE_W], leaves[GATE_B], 2 * f, "mlp.gate_up_proj");
+        vp_t halves[2];
+        vp_split(sim, both, 2, halves, "mlp.chunk");
+        vp_drop(sim, both);
+        vp_t act = activate(step, kind, halves[0]);
+        inner = vp_mul(sim, halves[1], act, vp_at(sim, act)->numel, "mlp.gate_mul");
+        vp_drop(sim, halves[0]);
+        vp_drop(sim, halves[1]);
+        vp_drop(sim, act);
     } else if (vp_op_flag(op, MLP_GATED)) {
         /* self.down_proj(self.act_fn(self.gate_proj(x)) * self.up_proj(x)) */
         vp_t gate = vp_project_column(step, x, leaves[GATE_W], leaves[GATE_B], f, "mlp.gate_proj");
@@ -183,6 +212,12 @@ static vp_t mlp_forward(vp_step *step, const vp_op *op, const vp_t *leaves, vp_t
     return dropped;
 }
 
+static const char *mlp_check(const vp_op *op) {
+    if (vp_op_u64(op, MLP_MODULE_NAMES) == NAMES_PHI3 && !vp_op_flag(op, MLP_GATED))
+        return "module_names = \"phi3\" names a fused gate_up_proj: needs gated";
+    return NULL;
+}
+
 static const char *mlp_check_tp(const vp_op *op, unsigned tp) {
     return vp_op_u64(op, MLP_INTERMEDIATE) % tp ? "tp: must divide the MLP's intermediate width" : NULL;
 }
@@ -192,6 +227,7 @@ const vp_op_kind vp_op_mlp = {
     .doc = "feed-forward block: up, activation, down; gated variants multiply act(gate(x)) by up(x)",
     .fields = mlp_fields,
     .n_fields = MLP_FIELDS,
+    .check = mlp_check,
     .check_tp = mlp_check_tp,
     .leaves = mlp_leaves,
     .forward = mlp_forward,

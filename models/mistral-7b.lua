@@ -1,8 +1,10 @@
 -- Mistral 7B v0.1 (Jiang et al. 2023, arXiv:2310.06825). Config: HF
 -- mistralai/Mistral-7B-v0.1 config.json (MistralForCausalLM, the same
--- modules as LlamaForCausalLM). Its sliding_window = 4096 has no field here:
--- it limits which keys a query sees, not what training keeps. Published
--- parameter count: 7,241,732,096.
+-- modules as LlamaForCausalLM, MistralModel's mask). Its sliding_window of
+-- 4096 limits which keys a query sees; below it nothing changes, at 4096
+-- tokens and more transformers hands SDPA a 4-D mask (refused until
+-- modelled; flash and eager are modelled). Published parameter count:
+-- 7,241,732,096.
 return llama {
   name = "Mistral-7B-v0.1",
   hidden = 4096,
@@ -13,4 +15,5 @@ return llama {
   vocab = 32000,
   max_positions = 32768,
   norm_eps = 1e-5,
+  sliding_window = 4096,
 }

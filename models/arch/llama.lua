@@ -2,7 +2,8 @@
 -- mixtures of experts Mixtral, Qwen-MoE, DeepSeekMoE and DeepSeek-V3):
 -- pre-norm RMSNorm, rotary positions, SwiGLU MLP (or a routed set of SwiGLU
 -- experts), grouped-query attention or, with kv_lora_rank > 0, DeepSeek's
--- multi-head latent attention, no biases unless asked, untied head.
+-- multi-head latent attention, no biases unless asked, untied head; with
+-- fused_projections Phi-3 (Phi3ForCausalLM of transformers 4.49-4.52).
 -- Field names follow vramplan; HF config.json keys map onto them (hf.lua).
 return architecture {
   name = "llama",
@@ -50,6 +51,12 @@ return architecture {
     { "v_head_dim", "int", default = 0, min = 0, doc = "MLA: each head's value width" },
     { "rope_interleave", "bool", default = false, doc = "MLA: rotary halves interleaved in the weights" },
     { "qk_norm", "bool", default = false, doc = "an RMSNorm over each query and key head before rotary (Qwen3)" },
+    { "fused_projections", "bool", default = false,
+      doc = "Phi-3: one qkv_proj and one gate_up_proj, their outputs split into views; rotary joined by torch.cat" },
+    { "sliding_window", "int", default = 0, min = 0,
+      doc = "sliding_window: keys a query sees at most (Mistral, Phi-3; 0: none)" },
+    { "mistral_mask", "bool", default = function(c) return c.fused_projections or c.sliding_window > 0 end,
+      doc = "the eager additive mask built as MistralModel builds it (no triu copy; Mistral, Phi-3)" },
     { "capacity_factor", "number", default = 0, min = 0,
       doc = "Megatron's moe_expert_capacity_factor: rows per expert as a multiple of the even share (0: dropless)" },
   },
@@ -69,6 +76,9 @@ return architecture {
     if c.kv_lora_rank > 0 and (c.qk_nope_head_dim == 0 or c.qk_rope_head_dim == 0 or c.v_head_dim == 0) then
       return "kv_lora_rank", "multi-head latent attention needs qk_nope_head_dim, qk_rope_head_dim and v_head_dim"
     end
+    if c.fused_projections and (c.experts > 0 or c.kv_lora_rank > 0) then
+      return "fused_projections", "is Phi-3's dense attention and MLP: no experts or latent attention"
+    end
     if c.dense_layers > 0 and (c.experts == 0 or c.dense_layers >= c.layers) then
       return "dense_layers", string.format("needs experts and fewer than layers (%d)", c.layers)
     end
@@ -76,7 +86,7 @@ return architecture {
   build = function(c)
     local function dense()
       return mlp { hidden = c.hidden, intermediate = c.intermediate, activation = c.activation,
-                   gated = true, bias = c.mlp_bias }
+                   gated = true, bias = c.mlp_bias, module_names = c.fused_projections and "phi3" or nil }
     end
     local function ffn()
       if c.experts == 0 then return dense() end
@@ -92,7 +102,11 @@ return architecture {
           attention {
             hidden = c.hidden, heads = c.heads, kv_heads = c.kv_heads, head_dim = c.head_dim,
             qkv_bias = c.qkv_bias, out_bias = c.attention_bias, rotary = true,
-            dropout = c.attn_dropout, mask = "additive", upcast_softmax = true, caches = true,
+            dropout = c.attn_dropout, upcast_softmax = true, caches = true,
+            mask = c.mistral_mask and "additive-mistral" or "additive",
+            sliding_window = c.sliding_window,
+            fused_qkv = c.fused_projections, rotary_cat = c.fused_projections,
+            module_names = c.fused_projections and "phi3" or nil,
             q_lora_rank = c.q_lora_rank, kv_lora_rank = c.kv_lora_rank, qk_nope_head_dim = c.qk_nope_head_dim,
             qk_rope_head_dim = c.qk_rope_head_dim, v_head_dim = c.v_head_dim, rope_interleave = c.rope_interleave,
             qk_norm = c.qk_norm,

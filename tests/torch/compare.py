@@ -33,6 +33,10 @@ def gpt2(h=64, layers=2, heads=4, vocab=256, positions=64, dropout=0.1, act="gel
             "activation_function": act, "tie_word_embeddings": tied}
 
 
+def phi3(window=None, **kw):
+    return dict(llama(**kw), model_type="phi3", sliding_window=window, resid_pdrop=0.0, embd_pdrop=0.0)
+
+
 def mixtral(h=64, layers=2, heads=4, kv=2, inter=96, vocab=256, experts=4, k=2):
     return dict(llama(h, layers, heads, kv, inter, vocab), model_type="mixtral", num_local_experts=experts,
                 num_experts_per_tok=k)
@@ -154,6 +158,12 @@ CASES = [
     ("llama lora amp-bf16 dropout", llama(), recipe("amp-bf16", finetune="lora", lora_dropout=0.1)),
     ("llama lora mixed-bf16", llama(), recipe("mixed-bf16", finetune="lora", lora_targets="q_proj,k_proj,down_proj")),
     ("llama lora checkpointed", llama(layers=3), recipe("bf16", ckpt="full", finetune="lora")),
+    ("phi3 fp32", phi3(), recipe()),
+    ("phi3 MHA amp-bf16 window", phi3(kv=4, window=8), recipe("amp-bf16")),
+    ("phi3 bf16 checkpointed", phi3(layers=3), recipe("bf16", ckpt="full")),
+    ("phi3 lora qkv_proj,o_proj", phi3(), recipe(finetune="lora", lora_targets="qkv_proj,o_proj")),
+    ("phi3 lora all-linear amp-bf16 checkpointed", phi3(layers=3), recipe("amp-bf16", ckpt="full", finetune="lora",
+                                                                       lora_targets="all-linear", lora_rank=4)),
     ("gpt2 lora c_attn", gpt2(), recipe(finetune="lora")),
     ("gpt2 lora all-linear checkpointed", gpt2(layers=3), recipe("amp-bf16", ckpt="full", finetune="lora",
                                                                   lora_targets="all-linear", lora_dropout=0.05)),

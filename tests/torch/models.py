@@ -340,6 +340,18 @@ def apply_rotary_pos_emb(q, k, cos, sin, unsqueeze_dim=1):
     return q_embed, k_embed
 
 
+def apply_rotary_pos_emb_phi3(q, k, cos, sin, unsqueeze_dim=1):
+    # Phi-3's (transformers 4.49+): the rotated part joined to the rest
+    cos = cos.unsqueeze(unsqueeze_dim)
+    sin = sin.unsqueeze(unsqueeze_dim)
+    rotary_dim = cos.shape[-1]
+    q_rot, q_pass = q[..., :rotary_dim], q[..., rotary_dim:]
+    k_rot, k_pass = k[..., :rotary_dim], k[..., rotary_dim:]
+    q_embed = torch.cat([(q_rot * cos) + (rotate_half(q_rot) * sin), q_pass], dim=-1)
+    k_embed = torch.cat([(k_rot * cos) + (rotate_half(k_rot) * sin), k_pass], dim=-1)
+    return q_embed, k_embed
+
+
 def apply_rotary_pos_emb_interleave(q, k, cos, sin, unsqueeze_dim=1):
     # the rotary halves interleaved in the weights: regrouped first (copies)
     b, h, s, d = q.shape
@@ -401,9 +413,14 @@ class LlamaAttention(nn.Module):
         qk_norm = cfg["model_type"] == "qwen3"  # Qwen3Attention: q_norm, k_norm over head_dim
         self.q_norm = LlamaRMSNorm(self.head_dim, cfg.get("rms_norm_eps", 1e-6)) if qk_norm else None
         self.k_norm = LlamaRMSNorm(self.head_dim, cfg.get("rms_norm_eps", 1e-6)) if qk_norm else None
-        self.q_proj = nn.Linear(h, self.num_heads * self.head_dim, bias=qkv_bias)
-        self.k_proj = nn.Linear(h, self.num_kv * self.head_dim, bias=qkv_bias)
-        self.v_proj = nn.Linear(h, self.num_kv * self.head_dim, bias=qkv_bias)
+        self.fused = cfg["model_type"] == "phi3"  # Phi3Attention: one qkv_proj
+        if self.fused:
+            op_size = (self.num_heads + 2 * self.num_kv) * self.head_dim
+            self.qkv_proj = nn.Linear(h, op_size, bias=False)
+        else:
+            self.q_proj = nn.Linear(h, self.num_heads * self.head_dim, bias=qkv_bias)
+            self.k_proj = nn.Linear(h, self.num_kv * self.head_dim, bias=qkv_bias)
+            self.v_proj = nn.Linear(h, self.num_kv * self.head_dim, bias=qkv_bias)
         self.o_proj = nn.Linear(self.num_heads * self.head_dim, h, bias=bias)
 
     def eager(self, ac, query, key, value, attention_mask):
@@ -420,7 +437,30 @@ class LlamaAttention(nn.Module):
         attn_output = attn_output.transpose(1, 2).contiguous()
         return attn_output, attn_weights
 
+    def forward_phi3(self, ac, hidden_states, position_embeddings, attention_mask, past_key_value=None):
+        # Phi3Attention.forward (transformers 4.49-4.52)
+        input_shape = hidden_states.shape[:-1]
+        hidden_shape = (*input_shape, -1, self.head_dim)
+        qkv = linear(ac, hidden_states, self.qkv_proj.weight)
+        query_pos = self.num_heads * self.head_dim
+        query_states = qkv[..., :query_pos]
+        key_states = qkv[..., query_pos: query_pos + self.num_kv * self.head_dim]
+        value_states = qkv[..., query_pos + self.num_kv * self.head_dim:]
+        query_states = query_states.view(hidden_shape).transpose(1, 2)
+        key_states = key_states.view(hidden_shape).transpose(1, 2)
+        value_states = value_states.view(hidden_shape).transpose(1, 2)
+        cos, sin = position_embeddings
+        query_states, key_states = apply_rotary_pos_emb_phi3(query_states, key_states, cos, sin)
+        if past_key_value is not None:
+            key_states, value_states = past_key_value.update(key_states, value_states, self.layer_idx)
+        attn_output, attn_weights = self.eager(ac, query_states, key_states, value_states, attention_mask)
+        attn_output = attn_output.reshape(*input_shape, -1).contiguous()
+        attn_output = linear(ac, attn_output, self.o_proj.weight, self.o_proj.bias)
+        return attn_output, attn_weights
+
     def forward(self, ac, hidden_states, position_embeddings, attention_mask, past_key_value=None):
+        if self.fused:
+            return self.forward_phi3(ac, hidden_states, position_embeddings, attention_mask, past_key_value)
         input_shape = hidden_states.shape[:-1]
         hidden_shape = (*input_shape, -1, self.head_dim)
         query_states = linear(ac, hidden_states, self.q_proj.weight, self.q_proj.bias).view(hidden_shape)
@@ -508,12 +548,22 @@ class LlamaMLP(nn.Module):
         super().__init__()
         h, f = cfg["hidden_size"], cfg["intermediate_size"]
         bias = cfg.get("mlp_bias", False)
-        self.gate_proj = nn.Linear(h, f, bias=bias)
-        self.up_proj = nn.Linear(h, f, bias=bias)
+        self.fused = cfg["model_type"] == "phi3"  # Phi3MLP: one gate_up_proj
+        if self.fused:
+            self.gate_up_proj = nn.Linear(h, 2 * f, bias=False)
+        else:
+            self.gate_proj = nn.Linear(h, f, bias=bias)
+            self.up_proj = nn.Linear(h, f, bias=bias)
         self.down_proj = nn.Linear(f, h, bias=bias)
         self.act = cfg.get("hidden_act", "silu")
 
     def forward(self, ac, x):
+        if self.fused:
+            # Phi3MLP.forward
+            up_states = linear(ac, x, self.gate_up_proj.weight)
+            gate, up_states = up_states.chunk(2, dim=-1)
+            up_states = up_states * activation(ac, self.act, gate)
+            return linear(ac, up_states, self.down_proj.weight, self.down_proj.bias)
         # down_proj = self.down_proj(self.act_fn(self.gate_proj(x)) * self.up_proj(x))
         return linear(ac, activation(ac, self.act, linear(ac, x, self.gate_proj.weight, self.gate_proj.bias))
                       * linear(ac, x, self.up_proj.weight, self.up_proj.bias),
@@ -788,6 +838,15 @@ class Llama(nn.Module):
         target_length = past_seen_tokens + sequence_length
         min_dtype = torch.finfo(dtype).min
         causal_mask = torch.full((sequence_length, target_length), fill_value=min_dtype, dtype=dtype)
+        if self.cfg["model_type"] == "phi3":
+            # MistralModel's (Phi3Model's): no triu; the window or-ed in
+            diagonal_attend_mask = torch.arange(target_length) > cache_position.reshape(-1, 1)
+            window = self.cfg.get("sliding_window")
+            if window is not None:
+                sliding_attend_mask = torch.arange(target_length) <= (cache_position.reshape(-1, 1) - window)
+                diagonal_attend_mask.bitwise_or_(sliding_attend_mask)
+            causal_mask *= diagonal_attend_mask
+            return causal_mask[None, None, :, :].expand(input_tensor.shape[0], 1, -1, -1)
         causal_mask = torch.triu(causal_mask, diagonal=1)
         causal_mask *= torch.arange(target_length) > cache_position.reshape(-1, 1)
         causal_mask = causal_mask[None, None, :, :].expand(input_tensor.shape[0], 1, -1, -1)
@@ -1372,7 +1431,7 @@ class CausalLM(nn.Module):
 
 LINEAR_NAMES = {"q_proj", "k_proj", "v_proj", "o_proj", "c_attn", "c_proj", "c_fc", "gate_proj", "up_proj",
                 "down_proj", "query_key_value", "dense", "dense_h_to_4h", "dense_4h_to_h", "q", "k", "v", "o", "wi",
-                "wo", "wi_0", "wi_1", "lm_head"}
+                "wo", "wi_0", "wi_1", "qkv_proj", "gate_up_proj", "lm_head"}
 
 
 def add_lora(model, ac, recipe, adapter_dtype):

@@ -27,7 +27,6 @@ local mappings = {
     },
   },
 }
-mappings.mistral = mappings.llama
 
 local function extend(base, extra)
   local keys = {}
@@ -35,6 +34,33 @@ local function extend(base, extra)
   for k, v in pairs(extra.keys) do keys[k] = v end
   return { family = base.family, keys = keys, defaults = extra.defaults, check = extra.check, derive = extra.derive }
 end
+
+-- MistralForCausalLM: LLaMA's modules; MistralModel builds the eager mask
+-- its own way and narrows it to sliding_window (null in v0.2 and later).
+mappings.mistral = extend(mappings.llama, {
+  keys = { sliding_window = "sliding_window" },
+  defaults = { mistral_mask = true },
+})
+
+-- Phi3ForCausalLM (Phi-3, Phi-3.5, Phi-4) of transformers 4.49-4.52: fused
+-- qkv_proj and gate_up_proj, MistralModel's mask. A partial rotary factor
+-- (Phi-4-mini) is not modelled; resid_pdrop and embd_pdrop are 0.0 in the
+-- published configs and refused otherwise.
+mappings.phi3 = extend(mappings.llama, {
+  keys = { sliding_window = "sliding_window" },
+  defaults = { fused_projections = true, mistral_mask = true },
+  check = function(config)
+    local factor = config.partial_rotary_factor
+    if type(factor) == "number" and factor ~= 1 then
+      return "partial_rotary_factor", "a partial rotary embedding is not modelled yet"
+    end
+    for _, key in ipairs({ "resid_pdrop", "embd_pdrop" }) do
+      if type(config[key]) == "number" and config[key] ~= 0 then
+        return key, "Phi-3's residual and embedding dropouts are not modelled yet (the published configs have 0.0)"
+      end
+    end
+  end,
+})
 
 -- Qwen2ForCausalLM (Qwen2, Qwen2.5): LLaMA with biases on q, k and v. The
 -- sliding window is off unless use_sliding_window (then rejected).

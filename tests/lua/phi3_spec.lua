@@ -1,0 +1,68 @@
+-- Phi-3 (models/phi-3-mini-4k.lua, models/phi-4.lua: the llama family with
+-- fused_projections): config.json files read like the model scripts, the
+-- fused modules' names for LoRA, what the fused projection keeps, and the
+-- sliding window. (The activations are checked against PyTorch in
+-- tests/torch/compare.py; the parameter count in reference_spec.)
+local helper = require("tests.lua.helper")
+
+local fails = helper.fails
+
+describe("Phi-3", function()
+  it("reads a Phi-3 config.json like the model script it describes", function()
+    helper.assert_same_model("tests/fixtures/phi-3-mini-4k-config.json", "models/phi-3-mini-4k.lua")
+  end)
+
+  it("counts LoRA on the fused modules as PEFT prints it", function()
+    -- A public fine-tuning run's print_trainable_parameters() for
+    -- microsoft/phi-3-mini-4k-instruct with r 16 on qkv_proj, o_proj,
+    -- gate_up_proj and down_proj: "trainable params: 25,165,824 || all
+    -- params: 3,846,245,376" (python-docstring-generator's README).
+    local r = helper.estimate("phi-3-mini-4k", "--set", "finetune=lora", "--set", "lora_rank=16",
+      "--set", "lora_targets=qkv_proj,o_proj,gate_up_proj,down_proj", "--set", "seq_len=256")
+    assert.are.equal(25165824, r.model.trainable_params)
+    assert.are.equal(3846245376 - 25165824, r.model.params)
+    -- all-linear is the same four modules
+    local all = helper.estimate("phi-3-mini-4k", "--set", "finetune=lora", "--set", "lora_rank=16",
+      "--set", "lora_targets=all-linear", "--set", "seq_len=256")
+    assert.are.equal(25165824, all.model.trainable_params)
+  end)
+
+  it("asks for LoRA targets, as PEFT has no default for phi3", function()
+    assert.truthy(fails("phi-3-mini-4k", "--set", "finetune=lora", "--set", "seq_len=256")
+      :find("lora_targets: the model has none of PEFT's default targets", 1, true))
+    assert.truthy(fails("phi-3-mini-4k", "--set", "finetune=lora", "--set", "lora_targets=q_proj,v_proj",
+      "--set", "seq_len=256"):find("lora_targets: the model has no linear module q_proj", 1, true))
+  end)
+
+  it("keeps the whole fused q/k/v output while the attention keeps the values' view", function()
+    -- SDPA's flash kernel saves q and k after the rotary embedding and v:
+    -- with one qkv_proj, v is a view that keeps the queries' and keys'
+    -- columns of the projection alive too. Per layer that is
+    -- (3072 + 3072) x tokens bf16 elements more than separate projections.
+    local function activations(fused)
+      return helper.estimate("phi-3-mini-4k", "--set", "precision=bf16", "--set", "seq_len=1024",
+        "--set", "fused_projections=" .. tostring(fused), "--set", "use_cache=false").per_gpu.activations_bytes
+    end
+    assert.are.equal(32 * (3072 + 3072) * 1024 * 2, activations(true) - activations(false))
+  end)
+
+  it("models a sliding window only where it changes nothing SDPA allocates", function()
+    -- 2047 keys at most: below that the mask is dropped as for LLaMA
+    helper.estimate("phi-3-mini-4k", "--set", "seq_len=2046")
+    local err = fails("phi-3-mini-4k", "--set", "seq_len=2047")
+    assert.truthy(err:find("seq_len: reaches the model's sliding_window", 1, true), err)
+    -- prompt tuning's virtual tokens count among the keys
+    fails("phi-3-mini-4k", "--set", "seq_len=2040", "--set", "finetune=prompt", "--set", "num_virtual_tokens=8")
+    -- FlashAttention-2 takes the window as an argument; eager builds the
+    -- windowed mask, the size of a causal one
+    helper.estimate("phi-3-mini-4k", "--set", "seq_len=4096", "--set", "attention=flash")
+    helper.estimate("phi-3-mini-4k", "--set", "seq_len=4096", "--set", "attention=eager")
+    -- no window: Phi-4
+    helper.estimate("phi-4", "--set", "seq_len=8192", "--set", "precision=bf16")
+  end)
+
+  it("refuses what a Phi-3 config asks for that is not modelled", function()
+    helper.assert_config_rejected('{"model_type": "phi3", "partial_rotary_factor": 0.75}', "partial_rotary_factor")
+    helper.assert_config_rejected('{"model_type": "phi3", "resid_pdrop": 0.1}', "resid_pdrop")
+  end)
+end)
