@@ -151,6 +151,23 @@ const vp_op_kind vp_op_dropout = {
     .forward = dropout_forward,
 };
 
+/* ---- scale ---- */
+
+/* x * torch.tensor(c, dtype=x.dtype): a new tensor; the product's backward
+ * keeps only the 0-dim constant (left out). Gemma's embeddings times
+ * sqrt(hidden_size) (GemmaModel's normalizer). */
+static vp_t scale_forward(vp_step *step, const vp_op *op, const vp_t *leaves, vp_t x) {
+    (void)op;
+    (void)leaves;
+    return vp_scale(&step->sim, x, "scale");
+}
+
+const vp_op_kind vp_op_scale = {
+    .name = "scale",
+    .doc = "x times a constant (Gemma's embedding normalizer): a new tensor, nothing kept for backward",
+    .forward = scale_forward,
+};
+
 /* ---- residual ---- */
 
 /* x + f(x): the children run in order on x, and the branch's result is

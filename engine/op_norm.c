@@ -45,15 +45,16 @@ const vp_op_kind vp_op_layernorm = {
 
 enum { RMS_HIDDEN, RMS_EPS, RMS_STYLE, RMS_FIELDS };
 
-enum { STYLE_LLAMA, STYLE_T5 };
-static const char *const style_names[] = {"llama", "t5", NULL};
+enum { STYLE_LLAMA, STYLE_T5, STYLE_GEMMA };
+static const char *const style_names[] = {"llama", "t5", "gemma", NULL};
 
 static const vp_field rmsnorm_fields[RMS_FIELDS] = {
     [RMS_HIDDEN] = {"hidden", VP_FIELD_INT, true, 0, 1, 1 << 20, NULL, "normalized width"},
     [RMS_EPS] = {"eps", VP_FIELD_NUMBER, false, 1e-6, 0, 1, NULL, "variance epsilon"},
     [RMS_STYLE] = {"style", VP_FIELD_ENUM, false, STYLE_LLAMA, 0, 0, style_names,
                    "llama: the input cast to fp32 and normalized there (LlamaRMSNorm); t5: only the variance in "
-                   "fp32, the input itself multiplied (T5LayerNorm)"},
+                   "fp32, the input itself multiplied (T5LayerNorm); gemma: normalized and scaled by 1 + weight "
+                   "in fp32, cast back last (GemmaRMSNorm)"},
 };
 
 static unsigned rmsnorm_leaves(const vp_op *op, const vp_ranks *split, vp_leaf_spec *out) {
@@ -124,11 +125,42 @@ static vp_t t5_layer_norm(vp_step *step, vp_t x, vp_t weight, uint64_t rows) {
     return y;
 }
 
+/* GemmaRMSNorm.forward (transformers 4.4x-4.5x):
+ *   output = self._norm(x.float())      # x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)
+ *   output = output * (1.0 + self.weight.float())
+ *   return output.type_as(x)
+ * LlamaRMSNorm's steps in fp32, but the weight is applied before the cast
+ * back: the product keeps the normalized rows in fp32, not in x's dtype. */
+static vp_t gemma_rms_norm(vp_step *step, vp_t x, vp_t weight, uint64_t rows) {
+    vp_sim *sim = &step->sim;
+    vp_t h32 = vp_to(sim, x, VP_FP32, "gemma_rmsnorm.float");
+    vp_t squared = vp_unary(sim, h32, VP_SAVES_INPUT, 2, VP_FP32, "gemma_rmsnorm.pow");
+    vp_t variance = vp_reduce(sim, squared, rows, "gemma_rmsnorm.mean");
+    vp_drop(sim, squared);
+    vp_t shifted = vp_shift(sim, variance, VP_FP32, rows, "gemma_rmsnorm.add_eps");
+    vp_drop(sim, variance);
+    vp_t inverse = vp_unary(sim, shifted, VP_SAVES_OUTPUT, 2, VP_FP32, "gemma_rmsnorm.rsqrt");
+    vp_drop(sim, shifted);
+    vp_t normed = vp_mul(sim, h32, inverse, vp_at(sim, h32)->numel, "gemma_rmsnorm.mul");
+    vp_drop(sim, inverse);
+    vp_drop(sim, h32);
+    vp_t w32 = vp_to(sim, weight, VP_FP32, "gemma_rmsnorm.weight_float");
+    vp_t one_plus = vp_shift(sim, w32, VP_FP32, vp_at(sim, w32)->numel, "gemma_rmsnorm.one_plus");
+    vp_drop(sim, w32);
+    vp_t scaled = vp_mul(sim, normed, one_plus, vp_at(sim, normed)->numel, "gemma_rmsnorm.scale");
+    vp_drop(sim, normed);
+    vp_drop(sim, one_plus);
+    vp_t y = vp_to(sim, scaled, (vp_dtype)vp_at(sim, x)->dtype, "gemma_rmsnorm.type_as");
+    vp_drop(sim, scaled);
+    return y;
+}
+
 static vp_t rmsnorm_forward(vp_step *step, const vp_op *op, const vp_t *leaves, vp_t x) {
     /* Megatron-LM runs a fused kernel (Transformer Engine / apex) */
     if (step->recipe->framework == VP_FRAMEWORK_MEGATRON)
         return vp_rms_norm(&step->sim, x, leaves[0], step->rows, "rmsnorm");
     if (vp_op_u64(op, RMS_STYLE) == STYLE_T5) return t5_layer_norm(step, x, leaves[0], step->rows);
+    if (vp_op_u64(op, RMS_STYLE) == STYLE_GEMMA) return gemma_rms_norm(step, x, leaves[0], step->rows);
     return vp_hf_rms_norm(step, x, leaves[0], step->rows);
 }
 

@@ -11,6 +11,7 @@ extern const vp_op_kind vp_op_position_embedding;
 extern const vp_op_kind vp_op_rotary_embedding;
 extern const vp_op_kind vp_op_token_type_embedding;
 extern const vp_op_kind vp_op_dropout;
+extern const vp_op_kind vp_op_scale;
 extern const vp_op_kind vp_op_layernorm;
 extern const vp_op_kind vp_op_rmsnorm;
 extern const vp_op_kind vp_op_attention;

@@ -3,7 +3,8 @@
 -- pre-norm RMSNorm, rotary positions, SwiGLU MLP (or a routed set of SwiGLU
 -- experts), grouped-query attention or, with kv_lora_rank > 0, DeepSeek's
 -- multi-head latent attention, no biases unless asked, untied head; with
--- fused_projections Phi-3 (Phi3ForCausalLM of transformers 4.49-4.52).
+-- fused_projections Phi-3 (Phi3ForCausalLM of transformers 4.49-4.52);
+-- with norm_style "gemma" and embed_scale Gemma (GemmaForCausalLM).
 -- Field names follow vramplan; HF config.json keys map onto them (hf.lua).
 return architecture {
   name = "llama",
@@ -55,6 +56,10 @@ return architecture {
       doc = "Phi-3: one qkv_proj and one gate_up_proj, their outputs split into views; rotary joined by torch.cat" },
     { "sliding_window", "int", default = 0, min = 0,
       doc = "sliding_window: keys a query sees at most (Mistral, Phi-3; 0: none)" },
+    { "norm_style", "string", default = "llama",
+      doc = "the RMSNorms: llama (LlamaRMSNorm) or gemma (GemmaRMSNorm: 1 + weight, applied in fp32)" },
+    { "embed_scale", "bool", default = false,
+      doc = "the embeddings multiplied by sqrt(hidden_size) before the first layer (Gemma's normalizer)" },
     { "mistral_mask", "bool", default = function(c) return c.fused_projections or c.sliding_window > 0 end,
       doc = "the eager additive mask built as MistralModel builds it (no triu copy; Mistral, Phi-3)" },
     { "capacity_factor", "number", default = 0, min = 0,
@@ -75,6 +80,9 @@ return architecture {
     end
     if c.kv_lora_rank > 0 and (c.qk_nope_head_dim == 0 or c.qk_rope_head_dim == 0 or c.v_head_dim == 0) then
       return "kv_lora_rank", "multi-head latent attention needs qk_nope_head_dim, qk_rope_head_dim and v_head_dim"
+    end
+    if c.norm_style ~= "llama" and c.norm_style ~= "gemma" then
+      return "norm_style", "must be llama or gemma"
     end
     if c.fused_projections and (c.experts > 0 or c.kv_lora_rank > 0) then
       return "fused_projections", "is Phi-3's dense attention and MLP: no experts or latent attention"
@@ -98,7 +106,7 @@ return architecture {
     local function layer(feed_forward)
       return {
         residual {
-          rmsnorm { hidden = c.hidden, eps = c.norm_eps },
+          rmsnorm { hidden = c.hidden, eps = c.norm_eps, style = c.norm_style },
           attention {
             hidden = c.hidden, heads = c.heads, kv_heads = c.kv_heads, head_dim = c.head_dim,
             qkv_bias = c.qkv_bias, out_bias = c.attention_bias, rotary = true,
@@ -113,7 +121,7 @@ return architecture {
           },
         },
         residual {
-          rmsnorm { hidden = c.hidden, eps = c.norm_eps },
+          rmsnorm { hidden = c.hidden, eps = c.norm_eps, style = c.norm_style },
           feed_forward,
         },
       }
@@ -122,13 +130,14 @@ return architecture {
       embed = {
         token_embedding { vocab = c.vocab, hidden = c.hidden },
         rotary_embedding { head_dim = c.kv_lora_rank > 0 and c.qk_rope_head_dim or c.head_dim, theta = c.rope_theta },
+        c.embed_scale and scale {} or nil,
       },
       first_layer = c.dense_layers > 0 and layer(dense()) or nil,
       first_layers = c.dense_layers,
       layer = layer(ffn()),
       layers = c.layers,
       final = {
-        rmsnorm { hidden = c.hidden, eps = c.norm_eps },
+        rmsnorm { hidden = c.hidden, eps = c.norm_eps, style = c.norm_style },
         lm_head { vocab = c.vocab, hidden = c.hidden, tied = c.tie_embeddings },
         cross_entropy {},
       },

@@ -37,6 +37,10 @@ def phi3(window=None, **kw):
     return dict(llama(**kw), model_type="phi3", sliding_window=window, resid_pdrop=0.0, embd_pdrop=0.0)
 
 
+def gemma(**kw):
+    return dict(llama(tied=True, **kw), model_type="gemma", head_dim=32, hidden_act="gelu_pytorch_tanh")
+
+
 def mixtral(h=64, layers=2, heads=4, kv=2, inter=96, vocab=256, experts=4, k=2):
     return dict(llama(h, layers, heads, kv, inter, vocab), model_type="mixtral", num_local_experts=experts,
                 num_experts_per_tok=k)
@@ -158,6 +162,10 @@ CASES = [
     ("llama lora amp-bf16 dropout", llama(), recipe("amp-bf16", finetune="lora", lora_dropout=0.1)),
     ("llama lora mixed-bf16", llama(), recipe("mixed-bf16", finetune="lora", lora_targets="q_proj,k_proj,down_proj")),
     ("llama lora checkpointed", llama(layers=3), recipe("bf16", ckpt="full", finetune="lora")),
+    ("gemma fp32", gemma(), recipe()),
+    ("gemma bf16 MQA", gemma(kv=1), recipe("bf16")),
+    ("gemma amp-bf16 checkpointed", gemma(layers=3), recipe("amp-bf16", ckpt="full")),
+    ("gemma lora q,v bf16", gemma(), recipe("bf16", finetune="lora")),
     ("phi3 fp32", phi3(), recipe()),
     ("phi3 MHA amp-bf16 window", phi3(kv=4, window=8), recipe("amp-bf16")),
     ("phi3 bf16 checkpointed", phi3(layers=3), recipe("bf16", ckpt="full")),

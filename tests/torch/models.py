@@ -306,6 +306,26 @@ class LlamaRMSNorm(nn.Module):
         return self.weight * hidden_states.to(input_dtype)
 
 
+class GemmaRMSNorm(nn.Module):
+    def __init__(self, dim, eps=1e-6):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.zeros(dim))
+
+    def _norm(self, x):
+        return x * torch.rsqrt(Mean2x.apply(x.pow(2)) + self.eps)
+
+    def forward(self, x):
+        output = self._norm(x.float())
+        output = output * (1.0 + self.weight.float())
+        return output.type_as(x)
+
+
+def rms_norm(cfg, dim):
+    eps = cfg.get("rms_norm_eps", 1e-6)
+    return GemmaRMSNorm(dim, eps) if cfg["model_type"] == "gemma" else LlamaRMSNorm(dim, eps)
+
+
 class LlamaRotaryEmbedding(nn.Module):
     def __init__(self, cfg):
         super().__init__()
@@ -800,8 +820,8 @@ class LlamaDecoderLayer(nn.Module):
             self.mlp = DeepseekV3MoE(cfg)
         else:
             self.mlp = LlamaMLP(cfg)
-        self.input_layernorm = LlamaRMSNorm(h, eps)
-        self.post_attention_layernorm = LlamaRMSNorm(h, eps)
+        self.input_layernorm = rms_norm(cfg, h)
+        self.post_attention_layernorm = rms_norm(cfg, h)
 
     def forward(self, ac, hidden_states, attention_mask, position_ids, cos, sin, past_key_value=None):
         residual = hidden_states
@@ -825,9 +845,9 @@ class Llama(nn.Module):
         self.cfg = cfg
         self.embed_tokens = nn.Embedding(cfg["vocab_size"], h)
         self.layers = nn.ModuleList([LlamaDecoderLayer(cfg, i) for i in range(cfg["num_hidden_layers"])])
-        self.norm = LlamaRMSNorm(h, cfg.get("rms_norm_eps", 1e-6))
+        self.norm = rms_norm(cfg, h)
         self.rotary_emb = LlamaRotaryEmbedding(cfg)
-        self.tied = cfg.get("tie_word_embeddings", False)
+        self.tied = cfg.get("tie_word_embeddings", cfg["model_type"] == "gemma")
         if not self.tied:
             self.lm_head = nn.Linear(h, cfg["vocab_size"], bias=False)
 
@@ -864,6 +884,9 @@ class Llama(nn.Module):
         causal_mask = self.causal_mask(inputs_embeds, cache_position, past_seen_tokens)
         hidden_states = inputs_embeds
         cos, sin = self.rotary_emb(hidden_states, position_ids)
+        if self.cfg["model_type"] == "gemma":  # GemmaModel's normalizer
+            normalizer = torch.tensor(self.cfg["hidden_size"] ** 0.5, dtype=hidden_states.dtype)
+            hidden_states = hidden_states * normalizer
         for layer in self.layers:
             if checkpoint:  # LlamaModel's call: the rotary tables go as a tuple, not as tensors
                 hidden_states = checkpoint(lambda x, m, p, cp, pe, l=layer: l(ac, x, m, p, pe[0], pe[1]),

@@ -42,6 +42,15 @@ mappings.mistral = extend(mappings.llama, {
   defaults = { mistral_mask = true },
 })
 
+-- GemmaForCausalLM (Gemma 1, CodeGemma) of transformers 4.49-4.52:
+-- GemmaRMSNorm, the embeddings scaled by sqrt(hidden_size), GeLU-gated MLP,
+-- head_dim 256, tied head. hidden_activation (older configs) names the
+-- same one-kernel GeLU as hidden_act.
+mappings.gemma = extend(mappings.llama, {
+  keys = {},
+  defaults = { norm_style = "gemma", embed_scale = true, tie_embeddings = true, activation = "gelu_pytorch_tanh" },
+})
+
 -- Phi3ForCausalLM (Phi-3, Phi-3.5, Phi-4) of transformers 4.49-4.52: fused
 -- qkv_proj and gate_up_proj, MistralModel's mask. A partial rotary factor
 -- (Phi-4-mini) is not modelled; resid_pdrop and embd_pdrop are 0.0 in the

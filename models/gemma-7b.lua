@@ -1,0 +1,20 @@
+-- Gemma 7B (Gemma Team 2024, arXiv:2403.08295). Config: HF google/gemma-7b
+-- config.json (GemmaForCausalLM: hidden 3072, 28 layers, 16 heads of 256,
+-- intermediate 24576, vocab 256000, rms_norm_eps 1e-6, tied head, GeLU
+-- gated MLP). Published parameter count: 8,537,680,896 (keras-hub's gemma
+-- preset).
+return llama {
+  name = "gemma-7b",
+  hidden = 3072,
+  layers = 28,
+  heads = 16,
+  head_dim = 256,
+  intermediate = 24576,
+  vocab = 256000,
+  max_positions = 8192,
+  norm_eps = 1e-6,
+  tie_embeddings = true,
+  activation = "gelu_pytorch_tanh",
+  norm_style = "gemma",
+  embed_scale = true,
+}
