@@ -38,6 +38,7 @@ const char *const vp_module_names[VP_MODULE_COUNT + 1] = {
     [VP_MODULE_WI_1] = "wi_1",
     [VP_MODULE_QKV_PROJ] = "qkv_proj",
     [VP_MODULE_GATE_UP_PROJ] = "gate_up_proj",
+    [VP_MODULE_SHARED_EXPERT_GATE] = "shared_expert_gate",
     [VP_MODULE_LM_HEAD] = "lm_head",
     [VP_MODULE_EMBED_TOKENS] = "embed_tokens",
     [VP_MODULE_EMBED_POSITIONS] = "embed_positions",

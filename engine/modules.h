@@ -41,6 +41,7 @@ typedef enum {
     VP_MODULE_WI_1,
     VP_MODULE_QKV_PROJ,        /* Phi-3's fused q/k/v */
     VP_MODULE_GATE_UP_PROJ,    /* Phi-3's fused gate and up projections */
+    VP_MODULE_SHARED_EXPERT_GATE, /* Qwen2-MoE's sigmoid gate on the shared expert */
     VP_MODULE_LM_HEAD,
     VP_MODULE_EMBED_TOKENS, /* wte for GPT-2 */
     VP_MODULE_EMBED_POSITIONS,
@@ -57,7 +58,7 @@ extern const char *const vp_module_names[VP_MODULE_COUNT + 1];
 
 /* The linear modules "all-linear" means: every one but the output head
  * (PEFT's rule): q_proj through the last of them. */
-enum { VP_MODULE_LAST_LINEAR = VP_MODULE_GATE_UP_PROJ };
+enum { VP_MODULE_LAST_LINEAR = VP_MODULE_SHARED_EXPERT_GATE };
 vp_module_set vp_module_all_linear(void);
 
 /* Parses "q_proj,v_proj" or "all-linear" into a set; on an unknown name

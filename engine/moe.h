@@ -20,6 +20,7 @@ enum {
     MOE_AUX_LOSS,
     MOE_GROUPS,
     MOE_TOPK_GROUPS,
+    MOE_EXPERT_NAMES,
     MOE_FIELDS
 };
 
@@ -27,6 +28,10 @@ enum {
  * DeepSeekMoE's training path, or DeepSeek-V3's sigmoid router with an
  * fp32 accumulator. */
 enum { MOE_BLOCK_MIXTRAL, MOE_BLOCK_DEEPSEEK, MOE_BLOCK_DEEPSEEK_V3 };
+
+/* The experts' projections as the model names them: Mixtral's w1, w3, w2
+ * or the gate_proj, up_proj, down_proj of Qwen-MoE's and DeepSeek's. */
+enum { MOE_NAMES_W, MOE_NAMES_PROJ };
 
 /* This rank's leaves of the op: the router, each local expert's three
  * matrices, the shared experts' up, gate, down and gate weight. */

@@ -7,6 +7,7 @@
 #include "moe.h"
 
 static const char *const block_names[] = {"mixtral", "deepseek", "deepseek_v3", NULL};
+static const char *const expert_name_sets[] = {"w", "proj", NULL};
 
 static const vp_field moe_fields[MOE_FIELDS] = {
     [MOE_HIDDEN] = {"hidden", VP_FIELD_INT, true, 0, 1, 1 << 20, NULL, "model width"},
@@ -30,6 +31,9 @@ static const vp_field moe_fields[MOE_FIELDS] = {
                     "deepseek_v3: n_group, the expert groups the choice is limited by"},
     [MOE_TOPK_GROUPS] = {"topk_groups", VP_FIELD_INT, false, 1, 1, 1 << 14, NULL,
                          "deepseek_v3: topk_group, the groups a token's experts come from"},
+    [MOE_EXPERT_NAMES] = {"expert_names", VP_FIELD_ENUM, false, MOE_NAMES_W, 0, 0, expert_name_sets,
+                          "the experts' projections for LoRA targets: w (w1, w3, w2: Mixtral) or proj (gate_proj, "
+                          "up_proj, down_proj: Qwen-MoE, DeepSeek)"},
 };
 
 static const char *moe_check(const vp_op *op) {
@@ -64,14 +68,19 @@ static unsigned moe_leaves(const vp_op *op, const vp_ranks *split, vp_leaf_spec 
     uint64_t f = vp_op_u64(op, MOE_INTERMEDIATE) / split->etp;
     uint64_t fs = vp_op_u64(op, MOE_SHARED) / split->tp;
     unsigned local = (unsigned)(e / split->ep);
-    out[ROUTER] = vp_param(e * h, "moe.gate.weight", VP_MODULE_GATE, e);
-    out[W1] = experts_of(vp_param(f * h, "moe.experts.w1", VP_MODULE_W1, f), local);
-    out[W3] = experts_of(vp_param(f * h, "moe.experts.w3", VP_MODULE_W3, f), local);
-    out[W2] = experts_of(vp_param(h * f, "moe.experts.w2", VP_MODULE_W2, h), local);
+    /* HF's routers are nn.Linear (LoRA's all-linear and bitsandbytes take
+     * them); DeepSeek's MoEGate holds a bare weight for F.linear */
+    bool linear_router = vp_op_u64(op, MOE_BLOCK) == MOE_BLOCK_MIXTRAL;
+    out[ROUTER] = vp_param(e * h, "moe.gate.weight", VP_MODULE_GATE, linear_router ? e : 0);
+    bool proj = vp_op_u64(op, MOE_EXPERT_NAMES) == MOE_NAMES_PROJ;
+    out[W1] = experts_of(vp_param(f * h, "moe.experts.w1", proj ? VP_MODULE_GATE_PROJ : VP_MODULE_W1, f), local);
+    out[W3] = experts_of(vp_param(f * h, "moe.experts.w3", proj ? VP_MODULE_UP_PROJ : VP_MODULE_W3, f), local);
+    out[W2] = experts_of(vp_param(h * f, "moe.experts.w2", proj ? VP_MODULE_DOWN_PROJ : VP_MODULE_W2, h), local);
     out[SHARED_UP] = vp_param(fs * h, "moe.shared_expert.up_proj", VP_MODULE_UP_PROJ, fs);
     out[SHARED_GATE_PROJ] = vp_param(fs * h, "moe.shared_expert.gate_proj", VP_MODULE_GATE_PROJ, fs);
     out[SHARED_DOWN] = vp_param(h * fs, "moe.shared_expert.down_proj", VP_MODULE_DOWN_PROJ, h);
-    out[SHARED_GATE] = vp_param(vp_op_flag(op, MOE_SHARED_GATE) ? h : 0, "moe.shared_expert_gate", VP_MODULE_NONE, 0);
+    out[SHARED_GATE] = vp_param(vp_op_flag(op, MOE_SHARED_GATE) ? h : 0, "moe.shared_expert_gate",
+                                VP_MODULE_SHARED_EXPERT_GATE, 1); /* nn.Linear(hidden, 1) */
     /* DeepseekV3TopkRouter's e_score_correction_bias, a buffer */
     bool v3 = vp_op_u64(op, MOE_BLOCK) == MOE_BLOCK_DEEPSEEK_V3;
     out[SCORE_BIAS] = (vp_leaf_spec){.numel = v3 ? e : 0, .dtype = VP_FP32, .buffer = true,

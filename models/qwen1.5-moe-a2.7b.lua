@@ -20,4 +20,5 @@ return llama {
   moe_intermediate = 1408,
   shared_intermediate = 5632,
   norm_topk = false,
+  expert_names = "proj",
 }

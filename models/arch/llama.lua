@@ -39,6 +39,8 @@ return architecture {
     { "norm_topk", "bool", default = true, doc = "norm_topk_prob: renormalize the top-k routing weights" },
     { "moe_block", "string", default = "mixtral",
       doc = "plain-PyTorch MoE code: mixtral (HF's token loop, Qwen2-MoE too) or deepseek (DeepSeekMoE's training path)" },
+    { "expert_names", "string", default = function(c) return c.moe_block == "mixtral" and "w" or "proj" end,
+      doc = "the experts' projection names: w (w1, w3, w2: Mixtral) or proj (gate_proj, up_proj, down_proj)" },
     { "aux_loss", "bool", default = false, doc = "DeepSeekMoE's sequence-wise auxiliary loss (aux_loss_alpha > 0)" },
     { "dense_layers", "int", default = 0, min = 0,
       doc = "first_k_dense_replace: leading layers with a dense MLP of `intermediate` (DeepSeek)" },
@@ -101,7 +103,8 @@ return architecture {
       return moe { hidden = c.hidden, intermediate = c.moe_intermediate, experts = c.experts,
                    top_k = c.experts_per_token, shared_intermediate = c.shared_intermediate,
                    shared_gate = c.shared_gate, norm_topk = c.norm_topk, capacity_factor = c.capacity_factor,
-                   block = c.moe_block, aux_loss = c.aux_loss, groups = c.expert_groups, topk_groups = c.topk_groups }
+                   block = c.moe_block, aux_loss = c.aux_loss, groups = c.expert_groups, topk_groups = c.topk_groups,
+                   expert_names = c.expert_names }
     end
     local function layer(feed_forward)
       return {

@@ -20,6 +20,28 @@ describe("mixture-of-experts models", function()
     helper.assert_same_model("tests/fixtures/qwen1.5-moe-a2.7b-config.json", "qwen1.5-moe-a2.7b")
     helper.assert_same_model("tests/fixtures/deepseek-moe-16b-config.json", "deepseek-moe-16b")
     helper.assert_same_model("tests/fixtures/deepseek-v3-config.json", "deepseek-v3")
+    helper.assert_same_model("tests/fixtures/qwen3-30b-a3b-config.json", "qwen3-30b-a3b")
+  end)
+
+  it("gives LoRA the experts' own names and PEFT's all-linear its nn.Linear routers", function()
+    local function trainable(model, targets)
+      return helper.estimate(model, "--set", "finetune=lora", "--set", "lora_targets=" .. targets,
+        "--set", "seq_len=128", "--set", "precision=bf16").model.trainable_params
+    end
+    -- Qwen3-MoE's experts are Qwen3MoeMLP: gate_proj, up_proj, down_proj
+    -- of 2048 -> 768 -> 2048, 128 a layer, 48 layers, r 8
+    assert.are.equal(48 * 128 * 3 * 8 * (2048 + 768), trainable("qwen3-30b-a3b", "gate_proj,up_proj,down_proj"))
+    -- all-linear adds q, k, v, o (4096 and 512 wide) and the router, an
+    -- nn.Linear(2048, 128)
+    local attention = 8 * ((2048 + 4096) * 2 + (2048 + 512) * 2)
+    assert.are.equal(48 * (128 * 3 * 8 * (2048 + 768) + attention + 8 * (2048 + 128)),
+      trainable("qwen3-30b-a3b", "all-linear"))
+    -- Mixtral's experts are w1, w3, w2; DeepSeek's router is MoEGate, a
+    -- bare weight that PEFT cannot adapt
+    assert.truthy(helper.fails("mixtral-8x7b", "--set", "finetune=lora", "--set", "lora_targets=gate_proj",
+      "--set", "seq_len=128"):find("no linear module gate_proj", 1, true))
+    assert.truthy(helper.fails("deepseek-moe-16b", "--set", "finetune=lora", "--set", "lora_targets=gate",
+      "--set", "seq_len=128"):find("no linear module gate", 1, true))
   end)
 
   it("keeps a whole expert per expert-parallel rank: 1/ep of the experts", function()
@@ -129,5 +151,7 @@ describe("expert-parallel layouts that do not hold together", function()
 
   it("names the config.json key when Qwen2-MoE mixes dense and sparse layers", function()
     helper.assert_config_rejected('{"model_type": "qwen2_moe", "mlp_only_layers": [0, 1]}', "mlp_only_layers")
+    helper.assert_config_rejected('{"model_type": "qwen3_moe", "decoder_sparse_step": 2}', "decoder_sparse_step")
+    helper.assert_config_rejected('{"model_type": "qwen3_moe", "output_router_logits": true}', "output_router_logits")
   end)
 end)

@@ -41,6 +41,11 @@ def gemma(**kw):
     return dict(llama(tied=True, **kw), model_type="gemma", head_dim=32, hidden_act="gelu_pytorch_tanh")
 
 
+def qwen3_moe(h=64, layers=2, heads=4, kv=2, vocab=256, experts=8, k=2, moe_inter=32, norm=True):
+    return dict(llama(h, layers, heads, kv, 128, vocab), model_type="qwen3_moe", head_dim=32, num_experts=experts,
+                num_experts_per_tok=k, moe_intermediate_size=moe_inter, norm_topk_prob=norm)
+
+
 def mixtral(h=64, layers=2, heads=4, kv=2, inter=96, vocab=256, experts=4, k=2):
     return dict(llama(h, layers, heads, kv, inter, vocab), model_type="mixtral", num_local_experts=experts,
                 num_experts_per_tok=k)
@@ -128,8 +133,13 @@ CASES = [
     ("qwen2-moe fp32", qwen_moe(), recipe()),
     ("qwen2-moe bf16 norm_topk", qwen_moe(norm=True), recipe("bf16")),
     ("qwen2-moe amp-bf16", qwen_moe(), recipe("amp-bf16")),
+    ("qwen2-moe lora all-linear", qwen_moe(), recipe(finetune="lora", lora_targets="all-linear")),
+    ("qwen3-moe fp32", qwen3_moe(), recipe()),
+    ("qwen3-moe bf16 checkpointed", qwen3_moe(layers=3, norm=False), recipe("bf16", ckpt="full")),
+    ("qwen3-moe amp-bf16 lora all-linear", qwen3_moe(), recipe("amp-bf16", finetune="lora", lora_targets="all-linear")),
     # DeepSeekMoE's own code: index_put_ needs the expert's dtype to be y's, so no autocast
     ("deepseek-moe fp32", deepseek(), recipe()),
+    ("deepseek-moe lora all-linear", deepseek(), recipe(finetune="lora", lora_targets="all-linear")),
     ("deepseek-moe bf16 norm_topk", deepseek(norm=True), recipe("bf16")),
     ("deepseek-moe no aux loss checkpointed", deepseek(alpha=0.0, layers=4), recipe(ckpt="full")),
     # Qwen3: an RMSNorm over every query and key head

@@ -430,7 +430,7 @@ class LlamaAttention(nn.Module):
         self.attention_dropout = cfg.get("attention_dropout", 0.0)
         bias = cfg.get("attention_bias", False)
         qkv_bias = bias or cfg["model_type"] == "qwen2_moe"  # Qwen2Attention: biases on q, k, v only
-        qk_norm = cfg["model_type"] == "qwen3"  # Qwen3Attention: q_norm, k_norm over head_dim
+        qk_norm = cfg["model_type"] in ("qwen3", "qwen3_moe")  # Qwen3Attention: q_norm, k_norm over head_dim
         self.q_norm = LlamaRMSNorm(self.head_dim, cfg.get("rms_norm_eps", 1e-6)) if qk_norm else None
         self.k_norm = LlamaRMSNorm(self.head_dim, cfg.get("rms_norm_eps", 1e-6)) if qk_norm else None
         self.fused = cfg["model_type"] == "phi3"  # Phi3Attention: one qkv_proj
@@ -615,12 +615,13 @@ class RoundRobinTopk(torch.autograd.Function):
 
 
 class SparseMoeBlock(nn.Module):
-    """MixtralSparseMoeBlock, or with a shared expert Qwen2MoeSparseMoeBlock."""
+    """MixtralSparseMoeBlock, with a shared expert Qwen2MoeSparseMoeBlock,
+    without one Qwen3MoeSparseMoeBlock."""
 
     def __init__(self, cfg):
         super().__init__()
         h = cfg["hidden_size"]
-        qwen = cfg["model_type"] == "qwen2_moe"
+        qwen = cfg["model_type"] in ("qwen2_moe", "qwen3_moe")
         self.num_experts = cfg["num_experts"] if qwen else cfg["num_local_experts"]
         self.top_k = cfg["num_experts_per_tok"]
         self.norm_topk_prob = cfg.get("norm_topk_prob", False) if qwen else True
@@ -810,7 +811,7 @@ class LlamaDecoderLayer(nn.Module):
         h = cfg["hidden_size"]
         eps = cfg.get("rms_norm_eps", 1e-6)
         self.self_attn = DeepseekV3Attention(cfg, layer_idx) if cfg.get("kv_lora_rank") else LlamaAttention(cfg, layer_idx)
-        self.sparse = cfg["model_type"] in ("mixtral", "qwen2_moe")
+        self.sparse = cfg["model_type"] in ("mixtral", "qwen2_moe", "qwen3_moe")
         routed = layer_idx >= cfg.get("first_k_dense_replace", 0)
         if self.sparse:
             self.mlp = SparseMoeBlock(cfg)
@@ -1454,7 +1455,7 @@ class CausalLM(nn.Module):
 
 LINEAR_NAMES = {"q_proj", "k_proj", "v_proj", "o_proj", "c_attn", "c_proj", "c_fc", "gate_proj", "up_proj",
                 "down_proj", "query_key_value", "dense", "dense_h_to_4h", "dense_4h_to_h", "q", "k", "v", "o", "wi",
-                "wo", "wi_0", "wi_1", "qkv_proj", "gate_up_proj", "lm_head"}
+                "wo", "wi_0", "wi_1", "qkv_proj", "gate_up_proj", "gate", "shared_expert_gate", "lm_head"}
 
 
 def add_lora(model, ac, recipe, adapter_dtype):
@@ -1470,7 +1471,7 @@ def add_lora(model, ac, recipe, adapter_dtype):
         param.requires_grad_(False)
     adapters = nn.ParameterList()
     for name, module in model.named_modules():
-        if name.rsplit(".", 1)[-1] not in targets or not hasattr(module, "weight"):
+        if name.rsplit(".", 1)[-1] not in targets or not isinstance(module, (nn.Linear, Conv1D)):
             continue
         w = module.weight
         out_features, in_features = (w.shape[1], w.shape[0]) if isinstance(module, Conv1D) else w.shape

@@ -106,7 +106,7 @@ mappings.qwen2_moe = extend(mappings.llama, {
     shared_expert_intermediate_size = "shared_intermediate", norm_topk_prob = "norm_topk",
   },
   defaults = { experts = 60, experts_per_token = 4, moe_intermediate = 1408, shared_intermediate = 5632,
-               norm_topk = false, qkv_bias = true, rope_theta = 1000000.0 },
+               norm_topk = false, qkv_bias = true, rope_theta = 1000000.0, expert_names = "proj" },
   check = function(config)
     -- dense layers among sparse ones would need per-layer groups
     local step = config.decoder_sparse_step
@@ -117,6 +117,27 @@ mappings.qwen2_moe = extend(mappings.llama, {
     if type(dense) == "table" and #dense > 0 then
       return "mlp_only_layers", "dense layers among sparse ones are not supported yet"
     end
+  end,
+})
+
+-- Qwen3MoeForCausalLM (transformers 4.51-4.52): Qwen3's attention (q_norm,
+-- k_norm) and Mixtral's token loop over fine-grained experts, no shared
+-- expert. The router's auxiliary loss runs only with output_router_logits
+-- (false in the published configs; refused).
+mappings.qwen3_moe = extend(mappings.llama, {
+  keys = {
+    num_experts = "experts", num_experts_per_tok = "experts_per_token", moe_intermediate_size = "moe_intermediate",
+    norm_topk_prob = "norm_topk",
+  },
+  defaults = { experts = 128, experts_per_token = 8, moe_intermediate = 768, norm_topk = false, qk_norm = true,
+               rope_theta = 1000000.0, expert_names = "proj" },
+  check = function(config)
+    local problem_key, problem = mappings.qwen2_moe.check(config)
+    if problem_key then return problem_key, problem end
+    if config.output_router_logits == true then
+      return "output_router_logits", "the router's load-balancing loss is not modelled yet"
+    end
+    return mappings.qwen2.check(config)
   end,
 })
 
