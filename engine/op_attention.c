@@ -108,8 +108,8 @@ static const vp_field attention_fields[ATT_FIELDS] = {
                         "the rotated queries and keys joined to their unrotated rest with torch.cat, a copy each "
                         "(Phi-3's apply_rotary_pos_emb, transformers 4.49+)"},
     [ATT_SLIDING_WINDOW] = {"sliding_window", VP_FIELD_INT, false, 0, 0, 1 << 30, NULL,
-                            "keys a query sees at most (Mistral, Phi-3); 0: no window. A window no shorter than the "
-                            "sequence changes nothing; a shorter one makes transformers build a 4-D mask (refused)"},
+                            "keys a query sees at most (Mistral, Phi-3); 0: no window. A window longer than the keys "
+                            "changes nothing; from there on SDPA gets the 4-D mask (its memory-efficient kernel)"},
 };
 
 /* head_dim is the queries' and keys' width; v_dim the values' (they differ
@@ -204,16 +204,6 @@ static const char *attention_check(const vp_op *op) {
     return NULL;
 }
 
-/* _ignore_causal_mask_sdpa drops the mask only while the keys are fewer
- * than the window (key_value_length < sliding_window): the sequence with
- * its virtual tokens, a cached prefix's keys before it. FlashAttention-2
- * takes the window as an argument: nothing to allocate. */
-static bool window_binds(const vp_op *op, const vp_recipe *recipe) {
-    uint64_t window = vp_op_u64(op, ATT_SLIDING_WINDOW);
-    uint64_t keys = recipe->seq_len / (recipe->cp ? recipe->cp : 1) + recipe->virtual_tokens;
-    return window && recipe->framework != VP_FRAMEWORK_MEGATRON && keys >= window;
-}
-
 /* transformers has BLOOM's attention in eager form only (no SDPA or flash
  * implementation): "sdpa", the default, resolves to it. */
 const char *vp_attention_recipe_problem(const vp_model *model, const vp_recipe *recipe) {
@@ -223,9 +213,6 @@ const char *vp_attention_recipe_problem(const vp_model *model, const vp_recipe *
     if (op && vp_op_flag(op, ATT_POSITION_BIAS) &&
         (recipe->attention == VP_ATTN_FLASH || recipe->attention == VP_ATTN_MEM_EFFICIENT))
         return "attention: T5's position-biased attention runs eagerly in transformers (no flash or SDPA kernel)";
-    if (op && window_binds(op, recipe) && (recipe->attention == VP_ATTN_SDPA || recipe->attention == VP_ATTN_MEM_EFFICIENT))
-        return "seq_len: reaches the model's sliding_window, where transformers hands SDPA a 4-D mask (not modelled "
-               "yet); use attention = flash or eager, or a shorter seq_len";
     if (!op || !vp_op_flag(op, ATT_ALIBI)) return NULL;
     if (recipe->attention == VP_ATTN_FLASH || recipe->attention == VP_ATTN_MEM_EFFICIENT)
         return "attention: BLOOM's ALiBi attention runs eagerly in transformers (no flash or SDPA kernel)";
@@ -302,13 +289,16 @@ static kernel kernel_for(const vp_step *step, const vp_op *op) {
     }
 }
 
-/* SDPA behind a cached prefix (PEFT's prefix tuning): keys outnumber the
- * queries, so transformers' _ignore_causal_mask_sdpa keeps the 4-D mask
- * and SDPA gets it with is_causal=False: the flash backend takes no mask,
- * the memory-efficient one runs. */
+/* SDPA behind a cached prefix (PEFT's prefix tuning), where keys outnumber
+ * the queries, or with a sliding window no longer than the keys:
+ * transformers' _ignore_causal_mask_sdpa keeps the 4-D mask and SDPA gets
+ * it with is_causal=False: the flash backend takes no mask, the
+ * memory-efficient one runs. */
 static bool sdpa_masked(const vp_step *step, const vp_op *op) {
     kernel which = kernel_for(step, op);
-    return step->past_tokens && (which == KERNEL_SDPA_FLASH || which == KERNEL_MEM_EFFICIENT);
+    uint64_t window = vp_op_u64(op, ATT_SLIDING_WINDOW);
+    bool windowed = window && step->seq + step->past_tokens >= window;
+    return (step->past_tokens || windowed) && (which == KERNEL_SDPA_FLASH || which == KERNEL_MEM_EFFICIENT);
 }
 
 /* BloomModel.forward (transformers 4.26-4.27) without an attention mask:
@@ -387,8 +377,14 @@ static void attention_prepare(vp_step *step, const vp_op *op) {
         step->causal_mask = vp_new(sim, step->tokens, step->activation, "attention_mask.extended");
         return;
     }
-    /* target_length: the cached prefix's keys and the sequence's */
-    uint64_t n = vp_numel(sim, step->seq, step->seq + step->past_tokens);
+    /* target_length: the cached prefix's keys and the sequence's, and for
+     * LLaMA's and Mistral's _update_causal_mask, called without an
+     * attention mask, one more (past_seen_tokens + sequence_length + 1); the
+     * attention slices the keys' columns off each row (a view). GPT-2's
+     * SDPA path (to_causal_4d) builds exactly the keys' columns. */
+    uint64_t keys = step->seq + step->past_tokens;
+    step->mask_columns = keys + (mask_kind == MASK_BOOL_BUFFER ? 0 : 1);
+    uint64_t n = vp_numel(sim, step->seq, step->mask_columns);
     sim->grad_mode = false;
     vp_t mask = vp_new(sim, n, step->activation, "causal_mask.full");
     if (mask_kind == MASK_ADDITIVE) {
@@ -648,15 +644,21 @@ static void backward_flash(vp_sim *sim, uint32_t index) {
 }
 
 /* The attention bias SDPA's memory-efficient kernel gets and saves:
- * autocast casts the mask (a materialized copy of the expanded view), and
+ * autocast casts the mask (a materialized copy of the keys' columns), and
  * preprocess_mask (aten/.../transformers/attention.cpp) pads a mask whose
- * rows are not a multiple of 8 elements (at::pad, a copy, then sliced and
- * expanded over the heads: views). Returns a new reference. */
+ * row stride is not a multiple of 8 elements (pad_bias: at::pad by 8 - keys
+ * % 8, or a whole 8, a copy, then sliced and expanded over the heads:
+ * views). Uncast, the rows keep the mask's own stride. Returns a new
+ * reference. */
 static vp_t attention_bias(vp_step *step, vp_t mask, uint64_t keys) {
     vp_sim *sim = &step->sim;
-    vp_t cast = vp_autocast_low(step, mask, "attention.mask_cast");
-    if (keys % 8 == 0) return cast;
-    uint64_t rows = vp_at(sim, cast)->numel / keys;
+    uint64_t rows = vp_numel(sim, step->batch, step->seq);
+    /* causal_mask[:, :, :, :key_states.shape[-2]] */
+    vp_t sliced = vp_view(sim, mask, vp_numel(sim, rows, keys), "attention.mask_keys");
+    vp_t cast = vp_autocast_low(step, sliced, "attention.mask_cast");
+    uint64_t stride = cast != sliced ? keys : step->mask_columns;
+    vp_drop(sim, sliced);
+    if (stride % 8 == 0) return cast;
     vp_t padded = vp_new(sim, vp_numel(sim, rows, keys + 8 - keys % 8), (vp_dtype)vp_at(sim, cast)->dtype,
                          "attention.mask_pad");
     vp_drop(sim, cast);

@@ -79,6 +79,7 @@ typedef struct vp_step {
     bool fold;                       /* evaluate identical layers once */
     /* tensors the model forward creates once per step */
     vp_t input_ids, labels, position_ids, cos, sin, causal_mask, logits, loss;
+    uint64_t mask_columns;           /* the causal mask's row length (HF's target_length) */
     vp_t alibi;                      /* BLOOM's [b x heads, 1, s] ALiBi bias */
     /* encoder-decoder models (T5): the encoder's output that cross-attention
      * reads and the outputs' reference to it, the running stack's position

@@ -2,8 +2,8 @@
 -- mistralai/Mistral-7B-v0.1 config.json (MistralForCausalLM, the same
 -- modules as LlamaForCausalLM, MistralModel's mask). Its sliding_window of
 -- 4096 limits which keys a query sees; below it nothing changes, at 4096
--- tokens and more transformers hands SDPA a 4-D mask (refused until
--- modelled; flash and eager are modelled). Published parameter count:
+-- tokens and more transformers hands SDPA the 4-D mask, which SDPA's
+-- memory-efficient kernel keeps per layer. Published parameter count:
 -- 7,241,732,096.
 return llama {
   name = "Mistral-7B-v0.1",

@@ -188,10 +188,11 @@ describe("prefix tuning", function()
   it("rejects gradient checkpointing, as PEFT does", helper.rejection(
     { "llama2-7b", "--set", "finetune=prefix", "--set", "num_virtual_tokens=8", "--set", "attention=eager",
       "--set", "checkpointing=full" }, "checkpointing: PEFT's prefix tuning does not work with gradient checkpointing"))
-  it("gives SDPA the 4-D mask, which its memory-efficient kernel keeps per layer, padded to 8 columns", function()
+  it("gives SDPA the 4-D mask, which its memory-efficient kernel keeps per layer, padded where misaligned", function()
     -- keys outnumber queries behind the prefix, so transformers keeps the
     -- mask and SDPA runs its memory-efficient kernel; preprocess_mask pads
-    -- rows that are not a multiple of 8 elements (a copy each layer keeps)
+    -- rows whose stride is not a multiple of 8 elements (a copy each layer
+    -- keeps)
     local function pads(tokens, precision)
       local r = helper.estimate("llama2-7b", "--set", "finetune=prefix", "--set", "num_virtual_tokens=" .. tokens,
         "--set", "precision=" .. precision, "--set", "micro_batch=2", "--set", "seq_len=512", "--timeline")
@@ -203,10 +204,14 @@ describe("prefix tuning", function()
       end
       return n, bytes
     end
-    -- bf16: 512 + 7 keys pad to 520; 512 + 8 need none
-    assert.are.same({ 32, 32 * 2 * 512 * 520 * 2 }, { pads(7, "bf16") })
-    assert.are.same({ 0, 0 }, { pads(8, "bf16") })
-    -- amp-bf16: autocast casts the fp32 mask to bf16 in every layer
+    -- bf16: LlamaModel builds s + 1 columns past the prefix's (no attention
+    -- mask: target_length = past_seen_tokens + s + 1), so the keys' slice
+    -- has a row stride of 512 + 8 + 1 with 8 virtual tokens: padded to
+    -- 520 + 8 columns; with 7 the stride is 520 and nothing is copied
+    assert.are.same({ 32, 32 * 2 * 512 * 528 * 2 }, { pads(8, "bf16") })
+    assert.are.same({ 0, 0 }, { pads(7, "bf16") })
+    -- amp-bf16: autocast casts the keys' columns of the fp32 mask to a
+    -- contiguous bf16 copy in every layer: 520 columns need no padding
     assert.are.same({ 32, 32 * 2 * 512 * 520 * 2 }, { pads(8, "amp-bf16") })
   end)
   it("rejects Megatron's tensor parallelism", helper.rejection(

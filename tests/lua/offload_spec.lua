@@ -41,8 +41,10 @@ describe("activation offload", function()
     -- cache_position (512 int64 each); the (cos, sin) tuple stays with ctx
     local layer = 4 * 2 ^ 20 + 2 * 4096
     assert.are.equal(2 * layer, host(4, "sdpa") - host(2, "sdpa"))
-    -- eager attention adds the causal mask, expanded to the batch: 512 x 512 bf16
-    assert.are.equal(2 * (layer + 512 * 512 * 2), host(4, "eager") - host(2, "eager"))
+    -- eager attention adds the causal mask, expanded to the batch: 512 x 513
+    -- bf16 (LlamaModel's target_length is s + 1 without an attention mask),
+    -- 525,312 bytes in a 1 MiB pinned block
+    assert.are.equal(2 * (layer + 2 ^ 20), host(4, "eager") - host(2, "eager"))
   end)
 
   it("agrees with evaluating every layer", function()

@@ -46,17 +46,24 @@ describe("Phi-3", function()
     assert.are.equal(32 * (3072 + 3072) * 1024 * 2, activations(true) - activations(false))
   end)
 
-  it("models a sliding window only where it changes nothing SDPA allocates", function()
-    -- 2047 keys at most: below that the mask is dropped as for LLaMA
-    helper.estimate("phi-3-mini-4k", "--set", "seq_len=2046")
-    local err = fails("phi-3-mini-4k", "--set", "seq_len=2047")
-    assert.truthy(err:find("seq_len: reaches the model's sliding_window", 1, true), err)
-    -- prompt tuning's virtual tokens count among the keys
-    fails("phi-3-mini-4k", "--set", "seq_len=2040", "--set", "finetune=prompt", "--set", "num_virtual_tokens=8")
+  it("hands SDPA the 4-D mask once the keys reach the sliding window", function()
+    local function activations(window, seq, attention)
+      return helper.estimate("phi-3-mini-4k", "--set", "precision=bf16", "--set", "use_cache=false",
+        "--set", "sliding_window=" .. window, "--set", "seq_len=" .. seq, "--set", "attention=" .. attention)
+        .per_gpu.activations_bytes
+    end
+    -- below the window (2047 keys) the mask is dropped, as without one
+    assert.are.equal(activations(0, 2046, "sdpa"), activations(2047, 2046, "sdpa"))
+    -- from there on MistralModel builds a [s, s + 1] mask (no attention
+    -- mask passed: target_length is s + 1), SDPA runs its memory-efficient
+    -- kernel on the keys' columns, and preprocess_mask pads their rows
+    -- (stride 2049, not a multiple of 8) into a copy that every layer's
+    -- kernel saves: 32 layers x 2048 x (2048 + 8) bf16
+    assert.are.equal(32 * 2048 * 2056 * 2, activations(2047, 2048, "sdpa") - activations(0, 2048, "sdpa"))
     -- FlashAttention-2 takes the window as an argument; eager builds the
-    -- windowed mask, the size of a causal one
-    helper.estimate("phi-3-mini-4k", "--set", "seq_len=4096", "--set", "attention=flash")
-    helper.estimate("phi-3-mini-4k", "--set", "seq_len=4096", "--set", "attention=eager")
+    -- windowed mask, the size of a causal one, and keeps nothing more
+    assert.are.equal(activations(0, 4096, "flash"), activations(2047, 4096, "flash"))
+    assert.are.equal(activations(0, 1024, "eager"), activations(2047, 1024, "eager"))
     -- no window: Phi-4
     helper.estimate("phi-4", "--set", "seq_len=8192", "--set", "precision=bf16")
   end)

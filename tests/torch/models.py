@@ -853,10 +853,12 @@ class Llama(nn.Module):
             self.lm_head = nn.Linear(h, cfg["vocab_size"], bias=False)
 
     def causal_mask(self, input_tensor, cache_position, past_seen_tokens=0):
-        # LlamaModel._prepare_4d_causal_attention_mask_with_cache_position, no padding mask
+        # LlamaModel._update_causal_mask without an attention mask: target_length
+        # is past_seen_tokens + sequence_length + 1; then
+        # _prepare_4d_causal_attention_mask_with_cache_position, no padding mask
         dtype = input_tensor.dtype
         sequence_length = input_tensor.shape[1]
-        target_length = past_seen_tokens + sequence_length
+        target_length = past_seen_tokens + sequence_length + 1
         min_dtype = torch.finfo(dtype).min
         causal_mask = torch.full((sequence_length, target_length), fill_value=min_dtype, dtype=dtype)
         if self.cfg["model_type"] == "phi3":
