@@ -37,11 +37,15 @@ enum {
     ATT_CROSS,
     ATT_ROTARY_CAT,
     ATT_SLIDING_WINDOW,
+    ATT_QK_NORM_STYLE,
     ATT_FIELDS
 };
 
 enum { MASK_ADDITIVE, MASK_BOOL_BUFFER, MASK_PADDING, MASK_BOOL, MASK_NONE, MASK_ADDITIVE_MISTRAL };
 static const char *const mask_names[] = {"additive", "bool-buffer", "padding", "bool", "none", "additive-mistral", NULL};
+
+enum { QK_NORM_HEAD, QK_NORM_OLMO2 };
+static const char *const qk_norm_styles[] = {"head", "olmo2", NULL};
 
 enum { NAMES_AUTO, NAMES_BLOOM, NAMES_T5, NAMES_PHI3 };
 static const char *const module_name_sets[] = {"auto", "bloom", "t5", "phi3", NULL};
@@ -61,7 +65,7 @@ static const vp_field attention_fields[ATT_FIELDS] = {
     [ATT_RESID_DROPOUT] = {"resid_dropout", VP_FIELD_NUMBER, false, 0, 0, 0.999999, NULL,
                            "dropout on the output projection, inside the module (GPT-2's resid_dropout)"},
     [ATT_MASK] = {"mask", VP_FIELD_ENUM, false, MASK_ADDITIVE, 0, 0, mask_names,
-                  "causal mask: one additive s x s mask per step (LLaMA), a per-layer bool buffer with torch.where (GPT-2), "
+                  "causal mask: one additive s x (s + 1) mask per step (LLaMA), a per-layer bool buffer with torch.where (GPT-2), "
                   "no causal mask, an additive [b, 1, 1, s] padding mask (BERT), or one [b, 1, s, s] bool mask per "
                   "step applied with masked_fill (BLOOM), none (the masks are in T5's position bias), or "
                   "additive-mistral: LLaMA's additive mask built as MistralModel builds it (Mistral, Phi-3: no "
@@ -110,6 +114,9 @@ static const vp_field attention_fields[ATT_FIELDS] = {
     [ATT_SLIDING_WINDOW] = {"sliding_window", VP_FIELD_INT, false, 0, 0, 1 << 30, NULL,
                             "keys a query sees at most (Mistral, Phi-3); 0: no window. A window longer than the keys "
                             "changes nothing; from there on SDPA gets the 4-D mask (its memory-efficient kernel)"},
+    [ATT_QK_NORM_STYLE] = {"qk_norm_style", VP_FIELD_ENUM, false, QK_NORM_HEAD, 0, 0, qk_norm_styles,
+                           "with qk_norm: head (Qwen3: LlamaRMSNorm over each head) or olmo2 (OLMo-2: Olmo2RMSNorm "
+                           "over the whole projection, before it is split into heads)"},
 };
 
 /* head_dim is the queries' and keys' width; v_dim the values' (they differ
@@ -167,6 +174,8 @@ static const char *attention_check_tp(const vp_op *op, unsigned tp) {
     if (is_mla(op)) return "tp: multi-head latent attention is modelled without tensor parallelism";
     if (s.heads % tp) return "tp: must divide the attention heads";
     if (s.kv_heads % tp && tp % s.kv_heads) return "tp: the key/value heads and tp must divide one another";
+    if (tp > 1 && vp_op_flag(op, ATT_QK_NORM) && vp_op_u64(op, ATT_QK_NORM_STYLE) == QK_NORM_OLMO2)
+        return "tp: OLMo-2's q_norm and k_norm span the whole projection; modelled without tensor parallelism";
     return NULL;
 }
 
@@ -261,9 +270,10 @@ static unsigned attention_leaves(const vp_op *op, const vp_ranks *split, vp_leaf
     out[O_W] = vp_param(q * s.hidden, "o_proj.weight", out_module, s.hidden); /* row-parallel */
     out[O_B] = vp_param(vp_op_flag(op, ATT_OUT_BIAS) ? s.hidden : 0, "o_proj.bias", out_module, 0);
     for (unsigned i = 0; i < MASK_BUFFER; i++) out[i].conv1d = vp_op_flag(op, ATT_CONV1D);
-    if (vp_op_flag(op, ATT_QK_NORM)) { /* Qwen3Attention's q_norm and k_norm, one head wide */
-        out[Q_NORM] = vp_param(s.head_dim, "q_norm.weight", VP_MODULE_NORM, 0);
-        out[K_NORM] = vp_param(s.head_dim, "k_norm.weight", VP_MODULE_NORM, 0);
+    if (vp_op_flag(op, ATT_QK_NORM)) { /* Qwen3Attention's q_norm and k_norm, one head wide, or OLMo-2's, whole */
+        bool whole = vp_op_u64(op, ATT_QK_NORM_STYLE) == QK_NORM_OLMO2;
+        out[Q_NORM] = vp_param(whole ? q : s.head_dim, "q_norm.weight", VP_MODULE_NORM, 0);
+        out[K_NORM] = vp_param(whole ? kv : s.head_dim, "k_norm.weight", VP_MODULE_NORM, 0);
     }
     if (vp_op_u64(op, ATT_MASK) == MASK_BOOL_BUFFER) {
         /* GPT2Attention registers torch.tril(ones(n, n, dtype=bool)) per layer */
@@ -755,9 +765,10 @@ static vp_t recompute_core(vp_step *step, void *ctx, const vp_t *inputs) {
 
 /* An RMSNorm over every head of every token (the weight one head wide):
  * HF's, or Megatron's fused one (its qk_layernorm). */
-static vp_t head_norm(vp_step *step, vp_t x, vp_t weight) {
+static vp_t head_norm(vp_step *step, const vp_op *op, vp_t x, vp_t weight) {
     uint64_t rows = vp_at(&step->sim, x)->numel / vp_at(&step->sim, weight)->numel;
     if (step->recipe->framework == VP_FRAMEWORK_MEGATRON) return vp_rms_norm(&step->sim, x, weight, rows, "attention.qk_norm");
+    if (vp_op_u64(op, ATT_QK_NORM_STYLE) == QK_NORM_OLMO2) return vp_olmo2_rms_norm(step, x, weight, rows);
     return vp_hf_rms_norm(step, x, weight, rows);
 }
 
@@ -838,8 +849,8 @@ static vp_t attention_forward(vp_step *step, const vp_op *op, const vp_t *leaves
     }
     if (vp_op_flag(op, ATT_QK_NORM) && !mla) {
         /* self.q_norm(q_proj(x).view(hidden_shape)), likewise k: over head_dim */
-        vp_t q = head_norm(step, in.q, leaves[Q_NORM]);
-        vp_t k = head_norm(step, in.k, leaves[K_NORM]);
+        vp_t q = head_norm(step, op, in.q, leaves[Q_NORM]);
+        vp_t k = head_norm(step, op, in.k, leaves[K_NORM]);
         vp_drop(sim, in.q);
         vp_drop(sim, in.k);
         in.q = q;

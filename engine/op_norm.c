@@ -45,8 +45,8 @@ const vp_op_kind vp_op_layernorm = {
 
 enum { RMS_HIDDEN, RMS_EPS, RMS_STYLE, RMS_FIELDS };
 
-enum { STYLE_LLAMA, STYLE_T5, STYLE_GEMMA };
-static const char *const style_names[] = {"llama", "t5", "gemma", NULL};
+enum { STYLE_LLAMA, STYLE_T5, STYLE_GEMMA, STYLE_OLMO2 };
+static const char *const style_names[] = {"llama", "t5", "gemma", "olmo2", NULL};
 
 static const vp_field rmsnorm_fields[RMS_FIELDS] = {
     [RMS_HIDDEN] = {"hidden", VP_FIELD_INT, true, 0, 1, 1 << 20, NULL, "normalized width"},
@@ -54,7 +54,8 @@ static const vp_field rmsnorm_fields[RMS_FIELDS] = {
     [RMS_STYLE] = {"style", VP_FIELD_ENUM, false, STYLE_LLAMA, 0, 0, style_names,
                    "llama: the input cast to fp32 and normalized there (LlamaRMSNorm); t5: only the variance in "
                    "fp32, the input itself multiplied (T5LayerNorm); gemma: normalized and scaled by 1 + weight "
-                   "in fp32, cast back last (GemmaRMSNorm)"},
+                   "in fp32, cast back last (GemmaRMSNorm); olmo2: the weight applied to the fp32 rows, cast back "
+                   "last (Olmo2RMSNorm)"},
 };
 
 static unsigned rmsnorm_leaves(const vp_op *op, const vp_ranks *split, vp_leaf_spec *out) {
@@ -91,6 +92,30 @@ vp_t vp_hf_rms_norm(vp_step *step, vp_t x, vp_t weight, uint64_t rows) {
     vp_t y = vp_mul(sim, weight, cast, vp_at(sim, cast)->numel, "rmsnorm.weight");
     vp_drop(sim, cast);
     vp_drop(sim, normed);
+    return y;
+}
+
+/* Olmo2RMSNorm.forward (transformers 4.4x-4.5x): LlamaRMSNorm's steps, but
+ *   return (self.weight * hidden_states).to(input_dtype)
+ * the weight multiplies the fp32 rows (a 16-bit weight promotes to fp32),
+ * so the product keeps them in fp32, and the cast comes last. */
+vp_t vp_olmo2_rms_norm(vp_step *step, vp_t x, vp_t weight, uint64_t rows) {
+    vp_sim *sim = &step->sim;
+    vp_t h32 = vp_to(sim, x, VP_FP32, "olmo2_rmsnorm.upcast");
+    vp_t squared = vp_unary(sim, h32, VP_SAVES_INPUT, 2, VP_FP32, "olmo2_rmsnorm.pow");
+    vp_t variance = vp_reduce(sim, squared, rows, "olmo2_rmsnorm.mean");
+    vp_drop(sim, squared);
+    vp_t shifted = vp_shift(sim, variance, VP_FP32, rows, "olmo2_rmsnorm.add_eps");
+    vp_drop(sim, variance);
+    vp_t inverse = vp_unary(sim, shifted, VP_SAVES_OUTPUT, 2, VP_FP32, "olmo2_rmsnorm.rsqrt");
+    vp_drop(sim, shifted);
+    vp_t normed = vp_mul(sim, h32, inverse, vp_at(sim, h32)->numel, "olmo2_rmsnorm.mul");
+    vp_drop(sim, inverse);
+    vp_drop(sim, h32);
+    vp_t scaled = vp_mul(sim, weight, normed, vp_at(sim, normed)->numel, "olmo2_rmsnorm.weight");
+    vp_drop(sim, normed);
+    vp_t y = vp_to(sim, scaled, (vp_dtype)vp_at(sim, x)->dtype, "olmo2_rmsnorm.downcast");
+    vp_drop(sim, scaled);
     return y;
 }
 
@@ -161,6 +186,7 @@ static vp_t rmsnorm_forward(vp_step *step, const vp_op *op, const vp_t *leaves, 
         return vp_rms_norm(&step->sim, x, leaves[0], step->rows, "rmsnorm");
     if (vp_op_u64(op, RMS_STYLE) == STYLE_T5) return t5_layer_norm(step, x, leaves[0], step->rows);
     if (vp_op_u64(op, RMS_STYLE) == STYLE_GEMMA) return gemma_rms_norm(step, x, leaves[0], step->rows);
+    if (vp_op_u64(op, RMS_STYLE) == STYLE_OLMO2) return vp_olmo2_rms_norm(step, x, leaves[0], step->rows);
     return vp_hf_rms_norm(step, x, leaves[0], step->rows);
 }
 

@@ -42,6 +42,8 @@ vp_t vp_project_row(vp_step *step, vp_t x, vp_t weight, vp_t bias, uint64_t out_
 
 /* HF's RMSNorm (LlamaRMSNorm, DeepseekV3RMSNorm) over `rows` rows of x. */
 vp_t vp_hf_rms_norm(vp_step *step, vp_t x, vp_t weight, uint64_t rows);
+/* Olmo2RMSNorm: the weight applied in fp32, the cast back last. */
+vp_t vp_olmo2_rms_norm(vp_step *step, vp_t x, vp_t weight, uint64_t rows);
 
 /* apply_rotary_pos_emb for one of q, k with the step's cos and sin. */
 vp_t vp_apply_rotary(vp_step *step, vp_t x, const char *label);

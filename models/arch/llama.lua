@@ -4,7 +4,8 @@
 -- experts), grouped-query attention or, with kv_lora_rank > 0, DeepSeek's
 -- multi-head latent attention, no biases unless asked, untied head; with
 -- fused_projections Phi-3 (Phi3ForCausalLM of transformers 4.49-4.52);
--- with norm_style "gemma" and embed_scale Gemma (GemmaForCausalLM).
+-- with norm_style "gemma" and embed_scale Gemma (GemmaForCausalLM); with
+-- norm_style "olmo2", norm_position "post" and qk_norm OLMo-2.
 -- Field names follow vramplan; HF config.json keys map onto them (hf.lua).
 return architecture {
   name = "llama",
@@ -59,7 +60,13 @@ return architecture {
     { "sliding_window", "int", default = 0, min = 0,
       doc = "sliding_window: keys a query sees at most (Mistral, Phi-3; 0: none)" },
     { "norm_style", "string", default = "llama",
-      doc = "the RMSNorms: llama (LlamaRMSNorm) or gemma (GemmaRMSNorm: 1 + weight, applied in fp32)" },
+      doc = "the RMSNorms: llama (LlamaRMSNorm), gemma (GemmaRMSNorm: 1 + weight, applied in fp32) or olmo2 "
+            .. "(Olmo2RMSNorm: the weight applied in fp32)" },
+    { "norm_position", "string", default = "pre",
+      doc = "pre: each block's input normalized (LLaMA); post: each block's output normalized before the "
+            .. "residual add (OLMo-2)" },
+    { "qk_norm_style", "string", default = function(c) return c.norm_style == "olmo2" and "olmo2" or "head" end,
+      doc = "with qk_norm: head (an RMSNorm over each head, Qwen3) or olmo2 (over the whole projection, OLMo-2)" },
     { "embed_scale", "bool", default = false,
       doc = "the embeddings multiplied by sqrt(hidden_size) before the first layer (Gemma's normalizer)" },
     { "mistral_mask", "bool", default = function(c) return c.fused_projections or c.sliding_window > 0 end,
@@ -83,8 +90,11 @@ return architecture {
     if c.kv_lora_rank > 0 and (c.qk_nope_head_dim == 0 or c.qk_rope_head_dim == 0 or c.v_head_dim == 0) then
       return "kv_lora_rank", "multi-head latent attention needs qk_nope_head_dim, qk_rope_head_dim and v_head_dim"
     end
-    if c.norm_style ~= "llama" and c.norm_style ~= "gemma" then
-      return "norm_style", "must be llama or gemma"
+    if c.norm_style ~= "llama" and c.norm_style ~= "gemma" and c.norm_style ~= "olmo2" then
+      return "norm_style", "must be llama, gemma or olmo2"
+    end
+    if c.norm_position ~= "pre" and c.norm_position ~= "post" then
+      return "norm_position", "must be pre or post"
     end
     if c.fused_projections and (c.experts > 0 or c.kv_lora_rank > 0) then
       return "fused_projections", "is Phi-3's dense attention and MLP: no experts or latent attention"
@@ -106,27 +116,28 @@ return architecture {
                    block = c.moe_block, aux_loss = c.aux_loss, groups = c.expert_groups, topk_groups = c.topk_groups,
                    expert_names = c.expert_names }
     end
+    local function norm() return rmsnorm { hidden = c.hidden, eps = c.norm_eps, style = c.norm_style } end
+    -- pre: the block's input normalized (LLaMA); post: its output, before
+    -- the residual add (OLMo-2)
+    local function block(op)
+      if c.norm_position == "post" then return residual { op, norm() } end
+      return residual { norm(), op }
+    end
     local function layer(feed_forward)
       return {
-        residual {
-          rmsnorm { hidden = c.hidden, eps = c.norm_eps, style = c.norm_style },
-          attention {
-            hidden = c.hidden, heads = c.heads, kv_heads = c.kv_heads, head_dim = c.head_dim,
-            qkv_bias = c.qkv_bias, out_bias = c.attention_bias, rotary = true,
-            dropout = c.attn_dropout, upcast_softmax = true, caches = true,
-            mask = c.mistral_mask and "additive-mistral" or "additive",
-            sliding_window = c.sliding_window,
-            fused_qkv = c.fused_projections, rotary_cat = c.fused_projections,
-            module_names = c.fused_projections and "phi3" or nil,
-            q_lora_rank = c.q_lora_rank, kv_lora_rank = c.kv_lora_rank, qk_nope_head_dim = c.qk_nope_head_dim,
-            qk_rope_head_dim = c.qk_rope_head_dim, v_head_dim = c.v_head_dim, rope_interleave = c.rope_interleave,
-            qk_norm = c.qk_norm,
-          },
-        },
-        residual {
-          rmsnorm { hidden = c.hidden, eps = c.norm_eps, style = c.norm_style },
-          feed_forward,
-        },
+        block(attention {
+          hidden = c.hidden, heads = c.heads, kv_heads = c.kv_heads, head_dim = c.head_dim,
+          qkv_bias = c.qkv_bias, out_bias = c.attention_bias, rotary = true,
+          dropout = c.attn_dropout, upcast_softmax = true, caches = true,
+          mask = c.mistral_mask and "additive-mistral" or "additive",
+          sliding_window = c.sliding_window,
+          fused_qkv = c.fused_projections, rotary_cat = c.fused_projections,
+          module_names = c.fused_projections and "phi3" or nil,
+          q_lora_rank = c.q_lora_rank, kv_lora_rank = c.kv_lora_rank, qk_nope_head_dim = c.qk_nope_head_dim,
+          qk_rope_head_dim = c.qk_rope_head_dim, v_head_dim = c.v_head_dim, rope_interleave = c.rope_interleave,
+          qk_norm = c.qk_norm, qk_norm_style = c.qk_norm_style,
+        }),
+        block(feed_forward),
       }
     end
     return decoder {
@@ -140,7 +151,7 @@ return architecture {
       layer = layer(ffn()),
       layers = c.layers,
       final = {
-        rmsnorm { hidden = c.hidden, eps = c.norm_eps, style = c.norm_style },
+        norm(),
         lm_head { vocab = c.vocab, hidden = c.hidden, tied = c.tie_embeddings },
         cross_entropy {},
       },

@@ -46,6 +46,10 @@ def qwen3_moe(h=64, layers=2, heads=4, kv=2, vocab=256, experts=8, k=2, moe_inte
                 num_experts_per_tok=k, moe_intermediate_size=moe_inter, norm_topk_prob=norm)
 
 
+def olmo2(**kw):
+    return dict(llama(**kw), model_type="olmo2")
+
+
 def mixtral(h=64, layers=2, heads=4, kv=2, inter=96, vocab=256, experts=4, k=2):
     return dict(llama(h, layers, heads, kv, inter, vocab), model_type="mixtral", num_local_experts=experts,
                 num_experts_per_tok=k)
@@ -176,6 +180,10 @@ CASES = [
     ("gemma bf16 MQA", gemma(kv=1), recipe("bf16")),
     ("gemma amp-bf16 checkpointed", gemma(layers=3), recipe("amp-bf16", ckpt="full")),
     ("gemma lora q,v bf16", gemma(), recipe("bf16", finetune="lora")),
+    ("olmo2 fp32", olmo2(), recipe()),
+    ("olmo2 bf16 MHA", olmo2(kv=4), recipe("bf16")),
+    ("olmo2 amp-bf16 checkpointed", olmo2(layers=3), recipe("amp-bf16", ckpt="full")),
+    ("olmo2 lora all-linear bf16", olmo2(), recipe("bf16", finetune="lora", lora_targets="all-linear")),
     ("phi3 fp32", phi3(), recipe()),
     ("phi3 MHA amp-bf16 window", phi3(kv=4, window=8), recipe("amp-bf16")),
     ("phi3 bf16 checkpointed", phi3(layers=3), recipe("bf16", ckpt="full")),

@@ -321,9 +321,19 @@ class GemmaRMSNorm(nn.Module):
         return output.type_as(x)
 
 
+class Olmo2RMSNorm(LlamaRMSNorm):
+    def forward(self, hidden_states):
+        input_dtype = hidden_states.dtype
+        hidden_states = hidden_states.to(torch.float32)
+        variance = Mean2x.apply(hidden_states.pow(2))
+        hidden_states = hidden_states * torch.rsqrt(variance + self.variance_epsilon)
+        return (self.weight * hidden_states).to(input_dtype)
+
+
 def rms_norm(cfg, dim):
     eps = cfg.get("rms_norm_eps", 1e-6)
-    return GemmaRMSNorm(dim, eps) if cfg["model_type"] == "gemma" else LlamaRMSNorm(dim, eps)
+    kind = {"gemma": GemmaRMSNorm, "olmo2": Olmo2RMSNorm}.get(cfg["model_type"], LlamaRMSNorm)
+    return kind(dim, eps)
 
 
 class LlamaRotaryEmbedding(nn.Module):
@@ -433,6 +443,11 @@ class LlamaAttention(nn.Module):
         qk_norm = cfg["model_type"] in ("qwen3", "qwen3_moe")  # Qwen3Attention: q_norm, k_norm over head_dim
         self.q_norm = LlamaRMSNorm(self.head_dim, cfg.get("rms_norm_eps", 1e-6)) if qk_norm else None
         self.k_norm = LlamaRMSNorm(self.head_dim, cfg.get("rms_norm_eps", 1e-6)) if qk_norm else None
+        # Olmo2Attention: q_norm and k_norm over the whole projections, before the view
+        self.olmo2 = cfg["model_type"] == "olmo2"
+        if self.olmo2:
+            self.q_norm = Olmo2RMSNorm(self.num_heads * self.head_dim, cfg.get("rms_norm_eps", 1e-6))
+            self.k_norm = Olmo2RMSNorm(self.num_kv * self.head_dim, cfg.get("rms_norm_eps", 1e-6))
         self.fused = cfg["model_type"] == "phi3"  # Phi3Attention: one qkv_proj
         if self.fused:
             op_size = (self.num_heads + 2 * self.num_kv) * self.head_dim
@@ -483,9 +498,13 @@ class LlamaAttention(nn.Module):
             return self.forward_phi3(ac, hidden_states, position_embeddings, attention_mask, past_key_value)
         input_shape = hidden_states.shape[:-1]
         hidden_shape = (*input_shape, -1, self.head_dim)
-        query_states = linear(ac, hidden_states, self.q_proj.weight, self.q_proj.bias).view(hidden_shape)
-        key_states = linear(ac, hidden_states, self.k_proj.weight, self.k_proj.bias).view(hidden_shape)
-        if self.q_norm is not None:
+        if self.olmo2:
+            query_states = self.q_norm(linear(ac, hidden_states, self.q_proj.weight, self.q_proj.bias)).view(hidden_shape)
+            key_states = self.k_norm(linear(ac, hidden_states, self.k_proj.weight, self.k_proj.bias)).view(hidden_shape)
+        else:
+            query_states = linear(ac, hidden_states, self.q_proj.weight, self.q_proj.bias).view(hidden_shape)
+            key_states = linear(ac, hidden_states, self.k_proj.weight, self.k_proj.bias).view(hidden_shape)
+        if self.q_norm is not None and not self.olmo2:
             query_states = self.q_norm(query_states)
             key_states = self.k_norm(key_states)
         query_states = query_states.transpose(1, 2)
@@ -821,10 +840,24 @@ class LlamaDecoderLayer(nn.Module):
             self.mlp = DeepseekV3MoE(cfg)
         else:
             self.mlp = LlamaMLP(cfg)
-        self.input_layernorm = rms_norm(cfg, h)
-        self.post_attention_layernorm = rms_norm(cfg, h)
+        self.olmo2 = cfg["model_type"] == "olmo2"
+        if self.olmo2:
+            self.post_attention_layernorm = rms_norm(cfg, h)
+            self.post_feedforward_layernorm = rms_norm(cfg, h)
+        else:
+            self.input_layernorm = rms_norm(cfg, h)
+            self.post_attention_layernorm = rms_norm(cfg, h)
 
     def forward(self, ac, hidden_states, attention_mask, position_ids, cos, sin, past_key_value=None):
+        if self.olmo2:  # Olmo2DecoderLayer: each block's output normalized
+            residual = hidden_states
+            hidden_states, _ = self.self_attn(ac, hidden_states, (cos, sin), attention_mask, past_key_value)
+            hidden_states = self.post_attention_layernorm(hidden_states)
+            hidden_states = residual + hidden_states
+            residual = hidden_states
+            hidden_states = self.mlp(ac, hidden_states)
+            hidden_states = self.post_feedforward_layernorm(hidden_states)
+            return residual + hidden_states
         residual = hidden_states
         hidden_states = self.input_layernorm(hidden_states)
         hidden_states, _ = self.self_attn(ac, hidden_states, (cos, sin), attention_mask, past_key_value)

@@ -51,6 +51,16 @@ mappings.gemma = extend(mappings.llama, {
   defaults = { norm_style = "gemma", embed_scale = true, tie_embeddings = true, activation = "gelu_pytorch_tanh" },
 })
 
+-- Olmo2ForCausalLM (OLMo 2) of transformers 4.49-4.52: Olmo2RMSNorm (the
+-- weight applied in fp32) after the attention and the MLP instead of
+-- before them, and over the whole query and key projections (q_norm,
+-- k_norm) before the rotary embedding.
+mappings.olmo2 = extend(mappings.llama, {
+  keys = {},
+  defaults = { norm_style = "olmo2", norm_position = "post", qk_norm = true, qk_norm_style = "olmo2",
+               rope_theta = 500000.0 },
+})
+
 -- Phi3ForCausalLM (Phi-3, Phi-3.5, Phi-4) of transformers 4.49-4.52: fused
 -- qkv_proj and gate_up_proj, MistralModel's mask. A partial rotary factor
 -- (Phi-4-mini) is not modelled; resid_pdrop and embd_pdrop are 0.0 in the
