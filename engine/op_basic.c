@@ -153,22 +153,43 @@ const vp_op_kind vp_op_dropout = {
 
 /* ---- scale ---- */
 
-/* x * torch.tensor(c, dtype=x.dtype): a new tensor; the product's backward
- * keeps only the 0-dim constant (left out). Gemma's embeddings times
- * sqrt(hidden_size) (GemmaModel's normalizer). */
+enum { SCALE_MODEL_LOCAL, SCALE_FIELDS };
+
+static const vp_field scale_fields[SCALE_FIELDS] = {
+    [SCALE_MODEL_LOCAL] = {"model_local", VP_FIELD_BOOL, false, 0, 0, 1, NULL,
+                           "the product is a local of the model's forward until the body returns (Granite's "
+                           "inputs_embeds = inputs_embeds * embedding_multiplier)"},
+};
+
+/* x * a constant: a new tensor; the product's backward keeps at most a
+ * 0-dim constant (left out). Gemma's embeddings times sqrt(hidden_size)
+ * (GemmaModel's normalizer, beside the inputs_embeds it keeps), Granite's
+ * times embedding_multiplier (rebound to inputs_embeds). */
 static vp_t scale_forward(vp_step *step, const vp_op *op, const vp_t *leaves, vp_t x) {
-    (void)op;
     (void)leaves;
-    return vp_scale(&step->sim, x, "scale");
+    vp_t y = vp_scale(&step->sim, x, "scale");
+    if (vp_op_flag(op, SCALE_MODEL_LOCAL)) vp_step_keep_local(step, y, VP_LOCAL_OF_BODY);
+    return y;
 }
 
 const vp_op_kind vp_op_scale = {
     .name = "scale",
-    .doc = "x times a constant (Gemma's embedding normalizer): a new tensor, nothing kept for backward",
+    .doc = "x times a constant (Gemma's embedding normalizer, Granite's multipliers): a new tensor, nothing kept "
+           "for backward",
+    .fields = scale_fields,
+    .n_fields = SCALE_FIELDS,
     .forward = scale_forward,
 };
 
 /* ---- residual ---- */
+
+enum { RESIDUAL_SCALE, RESIDUAL_FIELDS };
+
+static const vp_field residual_fields[RESIDUAL_FIELDS] = {
+    [RESIDUAL_SCALE] = {"scale", VP_FIELD_BOOL, false, 0, 0, 1, NULL,
+                        "the branch multiplied by a constant before the add (Granite's residual_multiplier): one "
+                        "more branch-sized tensor, nothing kept"},
+};
 
 /* x + f(x): the children run in order on x, and the branch's result is
  * added to x (HF decoder layers: `residual = hidden_states ... hidden_states
@@ -177,6 +198,11 @@ static vp_t residual_forward(vp_step *step, const vp_op *op, const vp_t *leaves,
     vp_sim *sim = &step->sim;
     /* children's slots are numbered within the section, after this op's own */
     vp_t branch = vp_run_ops(step, op->children, op->n_children, leaves - op->slot, x);
+    if (vp_op_flag(op, RESIDUAL_SCALE)) { /* residual + hidden_states * self.residual_multiplier */
+        vp_t scaled = vp_scale(sim, branch, "residual.scale");
+        vp_drop(sim, branch);
+        branch = scaled;
+    }
     vp_t y = vp_add(sim, x, branch, vp_at(sim, x)->numel, "residual.add");
     vp_drop(sim, branch);
     return y;
@@ -185,6 +211,8 @@ static vp_t residual_forward(vp_step *step, const vp_op *op, const vp_t *leaves,
 const vp_op_kind vp_op_residual = {
     .name = "residual",
     .doc = "a residual branch: its ops run on the input and their result is added back",
+    .fields = residual_fields,
+    .n_fields = RESIDUAL_FIELDS,
     .container = true,
     .forward = residual_forward,
 };

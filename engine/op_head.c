@@ -3,7 +3,7 @@
 
 /* ---- lm_head ---- */
 
-enum { HEAD_VOCAB, HEAD_HIDDEN, HEAD_TIED, HEAD_BIAS, HEAD_SCALE_INPUT, HEAD_FIELDS };
+enum { HEAD_VOCAB, HEAD_HIDDEN, HEAD_TIED, HEAD_BIAS, HEAD_SCALE_INPUT, HEAD_SCALE_LOGITS, HEAD_FIELDS };
 
 static const vp_field head_fields[HEAD_FIELDS] = {
     [HEAD_VOCAB] = {"vocab", VP_FIELD_INT, true, 0, 1, 1 << 24, NULL, "vocabulary size (logit width)"},
@@ -12,6 +12,9 @@ static const vp_field head_fields[HEAD_FIELDS] = {
     [HEAD_BIAS] = {"bias", VP_FIELD_BOOL, false, 0, 0, 1, NULL, "a bias on the logits"},
     [HEAD_SCALE_INPUT] = {"scale_input", VP_FIELD_BOOL, false, 0, 0, 1, NULL,
                           "the hidden states scaled by hidden^-0.5 first, a new tensor (T5 with a tied head)"},
+    [HEAD_SCALE_LOGITS] = {"scale_logits", VP_FIELD_BOOL, false, 0, 0, 1, NULL,
+                           "the logits divided by a constant into a new tensor, which replaces them (Granite's "
+                           "logits_scaling)"},
 };
 
 enum { HEAD_W, HEAD_B, HEAD_SLOTS };
@@ -35,6 +38,11 @@ static vp_t head_forward(vp_step *step, const vp_op *op, const vp_t *leaves, vp_
     vp_t input = vp_op_flag(op, HEAD_SCALE_INPUT) ? vp_scale(&step->sim, x, "lm_head.scale_input") : (vp_hold(&step->sim, x), x);
     vp_t logits = vp_project_column(step, input, weight, leaves[HEAD_B], vocab, "lm_head");
     vp_drop(&step->sim, input);
+    if (vp_op_flag(op, HEAD_SCALE_LOGITS)) { /* logits = logits / self.config.logits_scaling */
+        vp_t scaled = vp_scale(&step->sim, logits, "lm_head.logits_scaling");
+        vp_drop(&step->sim, logits);
+        logits = scaled;
+    }
     vp_hold(&step->sim, logits);
     step->logits = logits;
     return logits;

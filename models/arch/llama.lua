@@ -5,7 +5,8 @@
 -- multi-head latent attention, no biases unless asked, untied head; with
 -- fused_projections Phi-3 (Phi3ForCausalLM of transformers 4.49-4.52);
 -- with norm_style "gemma" and embed_scale Gemma (GemmaForCausalLM); with
--- norm_style "olmo2", norm_position "post" and qk_norm OLMo-2.
+-- norm_style "olmo2", norm_position "post" and qk_norm OLMo-2; with
+-- multipliers Granite (GraniteForCausalLM).
 -- Field names follow vramplan; HF config.json keys map onto them (hf.lua).
 return architecture {
   name = "llama",
@@ -69,6 +70,9 @@ return architecture {
       doc = "with qk_norm: head (an RMSNorm over each head, Qwen3) or olmo2 (over the whole projection, OLMo-2)" },
     { "embed_scale", "bool", default = false,
       doc = "the embeddings multiplied by sqrt(hidden_size) before the first layer (Gemma's normalizer)" },
+    { "multipliers", "bool", default = false,
+      doc = "Granite: the embeddings times embedding_multiplier, every block's output times residual_multiplier "
+            .. "and the logits over logits_scaling, each product a new tensor" },
     { "mistral_mask", "bool", default = function(c) return c.fused_projections or c.sliding_window > 0 end,
       doc = "the eager additive mask built as MistralModel builds it (no triu copy; Mistral, Phi-3)" },
     { "capacity_factor", "number", default = 0, min = 0,
@@ -120,8 +124,8 @@ return architecture {
     -- pre: the block's input normalized (LLaMA); post: its output, before
     -- the residual add (OLMo-2)
     local function block(op)
-      if c.norm_position == "post" then return residual { op, norm() } end
-      return residual { norm(), op }
+      if c.norm_position == "post" then return residual { op, norm(), scale = c.multipliers } end
+      return residual { norm(), op, scale = c.multipliers }
     end
     local function layer(feed_forward)
       return {
@@ -140,19 +144,23 @@ return architecture {
         block(feed_forward),
       }
     end
+    -- Granite rebinds inputs_embeds to their product with embedding_multiplier;
+    -- Gemma keeps them and scales a copy into the hidden states
+    local embed = { token_embedding { vocab = c.vocab, hidden = c.hidden, model_local = not c.multipliers } }
+    if c.multipliers then embed[#embed + 1] = scale { model_local = true } end
+    embed[#embed + 1] = rotary_embedding {
+      head_dim = c.kv_lora_rank > 0 and c.qk_rope_head_dim or c.head_dim, theta = c.rope_theta,
+    }
+    if c.embed_scale then embed[#embed + 1] = scale {} end
     return decoder {
-      embed = {
-        token_embedding { vocab = c.vocab, hidden = c.hidden },
-        rotary_embedding { head_dim = c.kv_lora_rank > 0 and c.qk_rope_head_dim or c.head_dim, theta = c.rope_theta },
-        c.embed_scale and scale {} or nil,
-      },
+      embed = embed,
       first_layer = c.dense_layers > 0 and layer(dense()) or nil,
       first_layers = c.dense_layers,
       layer = layer(ffn()),
       layers = c.layers,
       final = {
         norm(),
-        lm_head { vocab = c.vocab, hidden = c.hidden, tied = c.tie_embeddings },
+        lm_head { vocab = c.vocab, hidden = c.hidden, tied = c.tie_embeddings, scale_logits = c.multipliers },
         cross_entropy {},
       },
     }

@@ -50,6 +50,11 @@ def olmo2(**kw):
     return dict(llama(**kw), model_type="olmo2")
 
 
+def granite(**kw):
+    return dict(llama(tied=True, **kw), model_type="granite", embedding_multiplier=12.0, residual_multiplier=0.22,
+                logits_scaling=16.0, attention_multiplier=0.125)
+
+
 def mixtral(h=64, layers=2, heads=4, kv=2, inter=96, vocab=256, experts=4, k=2):
     return dict(llama(h, layers, heads, kv, inter, vocab), model_type="mixtral", num_local_experts=experts,
                 num_experts_per_tok=k)
@@ -184,6 +189,9 @@ CASES = [
     ("olmo2 bf16 MHA", olmo2(kv=4), recipe("bf16")),
     ("olmo2 amp-bf16 checkpointed", olmo2(layers=3), recipe("amp-bf16", ckpt="full")),
     ("olmo2 lora all-linear bf16", olmo2(), recipe("bf16", finetune="lora", lora_targets="all-linear")),
+    ("granite fp32", granite(), recipe()),
+    ("granite bf16 checkpointed", granite(layers=3), recipe("bf16", ckpt="full")),
+    ("granite amp-bf16 lora", granite(), recipe("amp-bf16", finetune="lora")),
     ("phi3 fp32", phi3(), recipe()),
     ("phi3 MHA amp-bf16 window", phi3(kv=4, window=8), recipe("amp-bf16")),
     ("phi3 bf16 checkpointed", phi3(layers=3), recipe("bf16", ckpt="full")),

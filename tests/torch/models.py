@@ -840,6 +840,7 @@ class LlamaDecoderLayer(nn.Module):
             self.mlp = DeepseekV3MoE(cfg)
         else:
             self.mlp = LlamaMLP(cfg)
+        self.residual_multiplier = cfg.get("residual_multiplier") if cfg["model_type"] == "granite" else None
         self.olmo2 = cfg["model_type"] == "olmo2"
         if self.olmo2:
             self.post_attention_layernorm = rms_norm(cfg, h)
@@ -861,6 +862,12 @@ class LlamaDecoderLayer(nn.Module):
         residual = hidden_states
         hidden_states = self.input_layernorm(hidden_states)
         hidden_states, _ = self.self_attn(ac, hidden_states, (cos, sin), attention_mask, past_key_value)
+        if self.residual_multiplier is not None:  # GraniteDecoderLayer
+            hidden_states = residual + hidden_states * self.residual_multiplier
+            residual = hidden_states
+            hidden_states = self.post_attention_layernorm(hidden_states)
+            hidden_states = self.mlp(ac, hidden_states)
+            return residual + hidden_states * self.residual_multiplier
         hidden_states = residual + hidden_states
         residual = hidden_states
         hidden_states = self.post_attention_layernorm(hidden_states)
@@ -914,6 +921,8 @@ class Llama(nn.Module):
     def body(self, ac, input_ids, checkpoint, inputs_embeds=None, past_key_values=None):
         if inputs_embeds is None:
             inputs_embeds = self.embed_tokens(input_ids)
+        if self.cfg["model_type"] == "granite":  # GraniteModel rebinds inputs_embeds
+            inputs_embeds = inputs_embeds * self.cfg["embedding_multiplier"]
         past_seen_tokens = past_key_values.get_seq_length() if past_key_values is not None else 0
         cache_position = torch.arange(past_seen_tokens, past_seen_tokens + inputs_embeds.shape[1])
         position_ids = cache_position.unsqueeze(0)
@@ -1477,6 +1486,8 @@ class CausalLM(nn.Module):
             past_key_values = [] if isinstance(self.model, (GPT2, Bloom)) else DynamicCache()
         hidden_states = self.model.body(ac, input_ids, checkpoint, inputs_embeds, past_key_values)
         logits = linear(ac, hidden_states, self.model.head_weight())
+        if getattr(self.model, "cfg", {}).get("model_type") == "granite":  # GraniteForCausalLM
+            logits = logits / self.model.cfg["logits_scaling"]
         if isinstance(self.model, Bloom):
             loss = shifted_logits_loss(ac, logits, labels)
         else:

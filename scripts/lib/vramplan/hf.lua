@@ -61,6 +61,14 @@ mappings.olmo2 = extend(mappings.llama, {
                rope_theta = 500000.0 },
 })
 
+-- GraniteForCausalLM (IBM Granite 3.x) of transformers 4.49-4.52: LLaMA with
+-- embedding_multiplier, residual_multiplier, logits_scaling (new tensors)
+-- and attention_multiplier (the softmax scale: nothing to allocate).
+mappings.granite = extend(mappings.llama, {
+  keys = {},
+  defaults = { multipliers = true },
+})
+
 -- Phi3ForCausalLM (Phi-3, Phi-3.5, Phi-4) of transformers 4.49-4.52: fused
 -- qkv_proj and gate_up_proj, MistralModel's mask. A partial rotary factor
 -- (Phi-4-mini) is not modelled; resid_pdrop and embd_pdrop are 0.0 in the
