@@ -16,4 +16,5 @@ return llama {
   norm_eps = 1e-5,
   experts = 8,
   experts_per_token = 2,
+  mistral_mask = true, -- MixtralModel is MistralModel (sliding_window null)
 }

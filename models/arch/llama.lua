@@ -74,7 +74,7 @@ return architecture {
       doc = "Granite: the embeddings times embedding_multiplier, every block's output times residual_multiplier "
             .. "and the logits over logits_scaling, each product a new tensor" },
     { "mistral_mask", "bool", default = function(c) return c.fused_projections or c.sliding_window > 0 end,
-      doc = "the eager additive mask built as MistralModel builds it (no triu copy; Mistral, Phi-3)" },
+      doc = "the eager additive mask built as MistralModel builds it (no triu copy; Mistral, Mixtral, Phi-3)" },
     { "capacity_factor", "number", default = 0, min = 0,
       doc = "Megatron's moe_expert_capacity_factor: rows per expert as a multiple of the even share (0: dropless)" },
   },

@@ -109,11 +109,12 @@ mappings.qwen3 = extend(mappings.llama, {
   check = mappings.qwen2.check,
 })
 
--- MixtralForCausalLM: Mistral with a sparse MoE block; intermediate_size is
--- each expert's width. router_jitter_noise perturbs logits in place only.
+-- MixtralForCausalLM: Mistral with a sparse MoE block (MixtralModel is
+-- MistralModel: its mask and sliding_window); intermediate_size is each
+-- expert's width. router_jitter_noise perturbs logits in place only.
 mappings.mixtral = extend(mappings.llama, {
-  keys = { num_local_experts = "experts", num_experts_per_tok = "experts_per_token" },
-  defaults = { experts = 8, experts_per_token = 2, norm_topk = true },
+  keys = { num_local_experts = "experts", num_experts_per_tok = "experts_per_token", sliding_window = "sliding_window" },
+  defaults = { experts = 8, experts_per_token = 2, norm_topk = true, mistral_mask = true },
 })
 
 -- Qwen2MoeForCausalLM: biases on q/k/v only, fine-grained experts beside a
