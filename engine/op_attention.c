@@ -38,6 +38,7 @@ enum {
     ATT_ROTARY_CAT,
     ATT_SLIDING_WINDOW,
     ATT_QK_NORM_STYLE,
+    ATT_ROTARY_DIM,
     ATT_FIELDS
 };
 
@@ -117,6 +118,9 @@ static const vp_field attention_fields[ATT_FIELDS] = {
     [ATT_QK_NORM_STYLE] = {"qk_norm_style", VP_FIELD_ENUM, false, QK_NORM_HEAD, 0, 0, qk_norm_styles,
                            "with qk_norm: head (Qwen3: LlamaRMSNorm over each head) or olmo2 (OLMo-2: Olmo2RMSNorm "
                            "over the whole projection, before it is split into heads)"},
+    [ATT_ROTARY_DIM] = {"rotary_dim", VP_FIELD_INT, false, 0, 0, 1 << 16, NULL,
+                        "with rotary_cat: the rotated width of each query and key head (Phi-4-mini's "
+                        "partial_rotary_factor); 0 means all of it"},
 };
 
 /* head_dim is the queries' and keys' width; v_dim the values' (they differ
@@ -196,6 +200,9 @@ static const char *attention_check(const vp_op *op) {
         return "fused_qkv with fewer kv_heads than heads is Phi-3's qkv_proj: needs module_names = \"phi3\"";
     if (phi3 && !vp_op_flag(op, ATT_FUSED_QKV)) return "module_names = \"phi3\" names a fused qkv_proj: needs fused_qkv";
     if (vp_op_flag(op, ATT_ROTARY_CAT) && !vp_op_flag(op, ATT_ROTARY)) return "rotary_cat needs rotary";
+    uint64_t rotary_dim = vp_op_u64(op, ATT_ROTARY_DIM);
+    if (rotary_dim && (!vp_op_flag(op, ATT_ROTARY_CAT) || rotary_dim % 2 || rotary_dim > s.head_dim))
+        return "rotary_dim needs rotary_cat and an even width no wider than a head";
     if (vp_op_flag(op, ATT_ROTARY) && s.head_dim % 2) return "rotary attention needs an even head_dim";
     if (vp_op_u64(op, ATT_MASK) == MASK_BOOL_BUFFER && !vp_op_u64(op, ATT_POSITIONS))
         return "positions is required with mask = \"bool-buffer\"";
@@ -795,15 +802,20 @@ static void bloom_project(vp_step *step, const vp_t *leaves, vp_t x, uint64_t q_
     in->q_contiguous = in->k_contiguous = in->v_contiguous = true;
 }
 
-/* Phi-3's apply_rotary_pos_emb: x[..., :rotary_dim] is x itself (a slice
- * over the whole width is no op), x[..., rotary_dim:] an empty slice whose
- * backward still makes a zero-filled gradient of x's size, and the rotated
- * part is joined to it with torch.cat: a copy. */
-static vp_t rotate(vp_step *step, vp_t x, bool joined, const char *label) {
-    if (!joined) return vp_apply_rotary(step, x, label);
+/* Phi-3's apply_rotary_pos_emb: x[..., :rotary_dim] (x itself when it
+ * spans the head: a full slice is no op) and x[..., rotary_dim:] (empty
+ * then, and its backward still makes a zero-filled gradient of x's size);
+ * the rotated part is joined to the rest with torch.cat: a copy. */
+static vp_t rotate(vp_step *step, const vp_op *op, vp_t x, const char *label) {
+    if (!vp_op_flag(op, ATT_ROTARY_CAT)) return vp_apply_rotary(step, x, label);
     vp_sim *sim = &step->sim;
-    vp_t pass = vp_slice(sim, x, 0, label);
-    vp_t rotated = vp_apply_rotary(step, x, label);
+    uint64_t n = vp_at(sim, x)->numel, head_dim = shape_of(op).head_dim;
+    uint64_t rotary_dim = vp_op_u64(op, ATT_ROTARY_DIM) ? vp_op_u64(op, ATT_ROTARY_DIM) : head_dim;
+    uint64_t rotated_numel = n / head_dim * rotary_dim;
+    vp_t part = rotary_dim < head_dim ? vp_slice(sim, x, rotated_numel, label) : (vp_hold(sim, x), x);
+    vp_t pass = vp_slice(sim, x, n - rotated_numel, label);
+    vp_t rotated = vp_apply_rotary(step, part, label);
+    vp_drop(sim, part);
     vp_t y = vp_cat(sim, rotated, pass, label);
     vp_drop(sim, rotated);
     vp_drop(sim, pass);
@@ -857,9 +869,8 @@ static vp_t attention_forward(vp_step *step, const vp_op *op, const vp_t *leaves
         in.k = k;
     }
     if (vp_op_flag(op, ATT_ROTARY) && !mla) {
-        bool joined = vp_op_flag(op, ATT_ROTARY_CAT);
-        vp_t q = rotate(step, in.q, joined, "attention.rotary_q");
-        vp_t k = rotate(step, in.k, joined, "attention.rotary_k");
+        vp_t q = rotate(step, op, in.q, "attention.rotary_q");
+        vp_t k = rotate(step, op, in.k, "attention.rotary_k");
         vp_drop(sim, in.q);
         vp_drop(sim, in.k);
         in.q = q;

@@ -58,6 +58,8 @@ return architecture {
     { "qk_norm", "bool", default = false, doc = "an RMSNorm over each query and key head before rotary (Qwen3)" },
     { "fused_projections", "bool", default = false,
       doc = "Phi-3: one qkv_proj and one gate_up_proj, their outputs split into views; rotary joined by torch.cat" },
+    { "partial_rotary_factor", "number", default = 1.0, min = 0, max = 1,
+      doc = "the share of each head the rotary embedding turns (Phi-4-mini: 0.75); the rest joined back by torch.cat" },
     { "sliding_window", "int", default = 0, min = 0,
       doc = "sliding_window: keys a query sees at most (Mistral, Phi-3; 0: none)" },
     { "norm_style", "string", default = "llama",
@@ -100,6 +102,10 @@ return architecture {
     if c.norm_position ~= "pre" and c.norm_position ~= "post" then
       return "norm_position", "must be pre or post"
     end
+    local rotary_dim = math.floor(c.head_dim * c.partial_rotary_factor)
+    if c.partial_rotary_factor < 1 and (not c.fused_projections or rotary_dim % 2 ~= 0 or rotary_dim == 0) then
+      return "partial_rotary_factor", "is Phi-3's (fused_projections) and must leave an even, nonzero rotated width"
+    end
     if c.fused_projections and (c.experts > 0 or c.kv_lora_rank > 0) then
       return "fused_projections", "is Phi-3's dense attention and MLP: no experts or latent attention"
     end
@@ -136,6 +142,7 @@ return architecture {
           mask = c.mistral_mask and "additive-mistral" or "additive",
           sliding_window = c.sliding_window,
           fused_qkv = c.fused_projections, rotary_cat = c.fused_projections,
+          rotary_dim = c.partial_rotary_factor < 1 and math.floor(c.head_dim * c.partial_rotary_factor) or 0,
           module_names = c.fused_projections and "phi3" or nil,
           q_lora_rank = c.q_lora_rank, kv_lora_rank = c.kv_lora_rank, qk_nope_head_dim = c.qk_nope_head_dim,
           qk_rope_head_dim = c.qk_rope_head_dim, v_head_dim = c.v_head_dim, rope_interleave = c.rope_interleave,
@@ -149,7 +156,8 @@ return architecture {
     local embed = { token_embedding { vocab = c.vocab, hidden = c.hidden, model_local = not c.multipliers } }
     if c.multipliers then embed[#embed + 1] = scale { model_local = true } end
     embed[#embed + 1] = rotary_embedding {
-      head_dim = c.kv_lora_rank > 0 and c.qk_rope_head_dim or c.head_dim, theta = c.rope_theta,
+      head_dim = c.kv_lora_rank > 0 and c.qk_rope_head_dim or math.floor(c.head_dim * c.partial_rotary_factor),
+      theta = c.rope_theta,
     }
     if c.embed_scale then embed[#embed + 1] = scale {} end
     return decoder {

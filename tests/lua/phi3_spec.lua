@@ -68,8 +68,29 @@ describe("Phi-3", function()
     helper.estimate("phi-4", "--set", "seq_len=8192", "--set", "precision=bf16")
   end)
 
+  it("rotates a part of each head when the config asks for a partial rotary embedding", function()
+    -- Phi-4-mini: 96 of 128 dimensions rotated; the unrotated 32 come back
+    -- through torch.cat, a copy of the whole head either way, so the layers
+    -- keep what they kept; only the rotary tables (cos and sin, bf16) shrink
+    local function run(factor)
+      return helper.estimate("phi-4-mini", "--set", "precision=bf16", "--set", "seq_len=512", "--set", "use_cache=false",
+        "--set", "partial_rotary_factor=" .. factor, "--timeline")
+    end
+    local partial, whole = run(0.75), run(1)
+    assert.are.equal(2 * 512 * (128 - 96) * 2, whole.per_gpu.activations_bytes - partial.per_gpu.activations_bytes)
+    local function first_alloc(r, op)
+      for _, e in ipairs(r.timeline) do
+        if e.op == op and e.delta > 0 then return e.delta end
+      end
+    end
+    -- the mul by cos takes the rotated slice only: 512 x 24 x 96 bf16
+    assert.are.equal(512 * 24 * 96 * 2, first_alloc(partial, "attention.rotary_q"))
+    assert.are.equal(512 * 24 * 128 * 2, first_alloc(whole, "attention.rotary_q"))
+    local err = helper.fails("llama2-7b", "--set", "partial_rotary_factor=0.5", "--set", "seq_len=128")
+    assert.truthy(err:find("partial_rotary_factor", 1, true), err)
+  end)
+
   it("refuses what a Phi-3 config asks for that is not modelled", function()
-    helper.assert_config_rejected('{"model_type": "phi3", "partial_rotary_factor": 0.75}', "partial_rotary_factor")
     helper.assert_config_rejected('{"model_type": "phi3", "resid_pdrop": 0.1}', "resid_pdrop")
   end)
 end)

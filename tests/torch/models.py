@@ -340,6 +340,7 @@ class LlamaRotaryEmbedding(nn.Module):
     def __init__(self, cfg):
         super().__init__()
         dim = cfg.get("qk_rope_head_dim") or cfg.get("head_dim") or cfg["hidden_size"] // cfg["num_attention_heads"]
+        dim = int(dim * cfg.get("partial_rotary_factor", 1.0))  # Phi3RotaryEmbedding
         base = cfg.get("rope_theta", 10000.0)
         inv_freq = 1.0 / (base ** (torch.arange(0, dim, 2, dtype=torch.int64).float() / dim))
         self.register_buffer("inv_freq", inv_freq, persistent=False)

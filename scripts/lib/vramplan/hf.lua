@@ -70,17 +70,13 @@ mappings.granite = extend(mappings.llama, {
 })
 
 -- Phi3ForCausalLM (Phi-3, Phi-3.5, Phi-4) of transformers 4.49-4.52: fused
--- qkv_proj and gate_up_proj, MistralModel's mask. A partial rotary factor
--- (Phi-4-mini) is not modelled; resid_pdrop and embd_pdrop are 0.0 in the
--- published configs and refused otherwise.
+-- qkv_proj and gate_up_proj, MistralModel's mask, a partial rotary factor
+-- (Phi-4-mini). resid_pdrop and embd_pdrop are 0.0 in the published configs
+-- and refused otherwise.
 mappings.phi3 = extend(mappings.llama, {
-  keys = { sliding_window = "sliding_window" },
+  keys = { sliding_window = "sliding_window", partial_rotary_factor = "partial_rotary_factor" },
   defaults = { fused_projections = true, mistral_mask = true },
   check = function(config)
-    local factor = config.partial_rotary_factor
-    if type(factor) == "number" and factor ~= 1 then
-      return "partial_rotary_factor", "a partial rotary embedding is not modelled yet"
-    end
     for _, key in ipairs({ "resid_pdrop", "embd_pdrop" }) do
       if type(config[key]) == "number" and config[key] ~= 0 then
         return key, "Phi-3's residual and embedding dropouts are not modelled yet (the published configs have 0.0)"
