@@ -21,4 +21,5 @@ return llama {
   shared_intermediate = 5632,
   norm_topk = false,
   expert_names = "proj",
+  mistral_mask = true, -- Qwen's models are MistralModel's
 }

@@ -16,4 +16,5 @@ return llama {
   norm_eps = 1e-6,
   qkv_bias = true,
   tie_embeddings = true,
+  mistral_mask = true, -- Qwen's models are MistralModel's
 }

@@ -15,4 +15,5 @@ return llama {
   rope_theta = 1000000.0,
   norm_eps = 1e-6,
   qkv_bias = true,
+  mistral_mask = true, -- Qwen's models are MistralModel's
 }

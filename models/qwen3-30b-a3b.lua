@@ -22,4 +22,5 @@ return llama {
   moe_intermediate = 768,
   norm_topk = true,
   expert_names = "proj",
+  mistral_mask = true, -- Qwen's models are MistralModel's
 }

@@ -17,4 +17,5 @@ return llama {
   rope_theta = 1000000.0,
   norm_eps = 1e-6,
   qk_norm = true,
+  mistral_mask = true, -- Qwen's models are MistralModel's
 }

@@ -108,8 +108,19 @@ describe("vramplan estimate", function()
     assert.are.equal(eager.per_gpu.peak_allocated_bytes, sdpa.per_gpu.peak_allocated_bytes)
   end)
 
-  it("names the key of a Qwen2 config that asks for a sliding window", function()
-    helper.assert_config_rejected('{"model_type": "qwen2", "use_sliding_window": true}', "use_sliding_window")
+  it("reads a Qwen2 config's sliding window only when use_sliding_window is on", function()
+    local function config(use)
+      return helper.write(string.format('{"model_type": "qwen2", "hidden_size": 256, "num_hidden_layers": 2, '
+        .. '"num_attention_heads": 4, "num_key_value_heads": 2, "intermediate_size": 512, "vocab_size": 1000, '
+        .. '"sliding_window": 64, "use_sliding_window": %s}', tostring(use)), ".json")
+    end
+    local function activations(use)
+      return helper.estimate(config(use), "--set", "seq_len=128", "--set", "precision=bf16",
+        "--set", "use_cache=false").per_gpu.activations_bytes
+    end
+    -- 128 keys reach the 64-token window: SDPA gets the 4-D mask, which its
+    -- memory-efficient kernel keeps per layer (rows of 129, padded to 136)
+    assert.are.equal(2 * 128 * 136 * 2, activations(true) - activations(false))
   end)
 
   it("lets --set override model fields, so one script describes a family", function()

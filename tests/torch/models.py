@@ -902,8 +902,8 @@ class Llama(nn.Module):
         target_length = past_seen_tokens + sequence_length + 1
         min_dtype = torch.finfo(dtype).min
         causal_mask = torch.full((sequence_length, target_length), fill_value=min_dtype, dtype=dtype)
-        if self.cfg["model_type"] in ("phi3", "mixtral"):
-            # MistralModel's (Phi3Model's, MixtralModel's): no triu; the window or-ed in
+        if self.cfg["model_type"] in ("phi3", "mixtral", "qwen2", "qwen3", "qwen2_moe", "qwen3_moe"):
+            # MistralModel's (and its descendants'): no triu; the window or-ed in
             diagonal_attend_mask = torch.arange(target_length) > cache_position.reshape(-1, 1)
             window = self.cfg.get("sliding_window")
             if window is not None:

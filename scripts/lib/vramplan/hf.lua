@@ -85,24 +85,30 @@ mappings.phi3 = extend(mappings.llama, {
   end,
 })
 
--- Qwen2ForCausalLM (Qwen2, Qwen2.5): LLaMA with biases on q, k and v. The
--- sliding window is off unless use_sliding_window (then rejected).
+-- Qwen's models are MistralModel's (Qwen2Model, Qwen3Model, and the MoE
+-- ones): its eager mask, and sliding_window once use_sliding_window is on
+-- (the mask narrows every layer's keys; max_window_layers only tells
+-- FlashAttention-2's layers, where the window allocates nothing).
+local function qwen_window(config, values, origins, path)
+  if config.use_sliding_window == true and type(config.sliding_window) == "number" then
+    values.sliding_window = config.sliding_window
+    origins.sliding_window = path .. ": sliding_window (use_sliding_window)"
+  end
+end
+
+-- Qwen2ForCausalLM (Qwen2, Qwen2.5): LLaMA with biases on q, k and v.
 mappings.qwen2 = extend(mappings.llama, {
   keys = {},
-  defaults = { qkv_bias = true, rope_theta = 1000000.0 },
-  check = function(config)
-    if config.use_sliding_window == true then
-      return "use_sliding_window", "sliding-window attention is not modelled yet"
-    end
-  end,
+  defaults = { qkv_bias = true, rope_theta = 1000000.0, mistral_mask = true },
+  derive = qwen_window,
 })
 
 -- Qwen3ForCausalLM: LLaMA with an RMSNorm over every query and key head
 -- (q_norm, k_norm) before the rotary embedding, no biases, head_dim given.
 mappings.qwen3 = extend(mappings.llama, {
   keys = {},
-  defaults = { qk_norm = true, rope_theta = 1000000.0 },
-  check = mappings.qwen2.check,
+  defaults = { qk_norm = true, rope_theta = 1000000.0, mistral_mask = true },
+  derive = qwen_window,
 })
 
 -- MixtralForCausalLM: Mistral with a sparse MoE block (MixtralModel is
@@ -121,7 +127,8 @@ mappings.qwen2_moe = extend(mappings.llama, {
     shared_expert_intermediate_size = "shared_intermediate", norm_topk_prob = "norm_topk",
   },
   defaults = { experts = 60, experts_per_token = 4, moe_intermediate = 1408, shared_intermediate = 5632,
-               norm_topk = false, qkv_bias = true, rope_theta = 1000000.0, expert_names = "proj" },
+               norm_topk = false, qkv_bias = true, rope_theta = 1000000.0, expert_names = "proj", mistral_mask = true },
+  derive = qwen_window,
   check = function(config)
     -- dense layers among sparse ones would need per-layer groups
     local step = config.decoder_sparse_step
@@ -145,14 +152,14 @@ mappings.qwen3_moe = extend(mappings.llama, {
     norm_topk_prob = "norm_topk",
   },
   defaults = { experts = 128, experts_per_token = 8, moe_intermediate = 768, norm_topk = false, qk_norm = true,
-               rope_theta = 1000000.0, expert_names = "proj" },
+               rope_theta = 1000000.0, expert_names = "proj", mistral_mask = true },
+  derive = qwen_window,
   check = function(config)
     local problem_key, problem = mappings.qwen2_moe.check(config)
     if problem_key then return problem_key, problem end
     if config.output_router_logits == true then
       return "output_router_logits", "the router's load-balancing loss is not modelled yet"
     end
-    return mappings.qwen2.check(config)
   end,
 })
 
