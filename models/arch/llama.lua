@@ -102,6 +102,12 @@ return architecture {
     if c.norm_position ~= "pre" and c.norm_position ~= "post" then
       return "norm_position", "must be pre or post"
     end
+    if c.qk_norm_style ~= "head" and c.qk_norm_style ~= "olmo2" then
+      return "qk_norm_style", "must be head or olmo2"
+    end
+    if c.expert_names ~= "w" and c.expert_names ~= "proj" then
+      return "expert_names", "must be w or proj"
+    end
     local rotary_dim = math.floor(c.head_dim * c.partial_rotary_factor)
     if c.partial_rotary_factor < 1 and (not c.fused_projections or rotary_dim % 2 ~= 0 or rotary_dim == 0) then
       return "partial_rotary_factor", "is Phi-3's (fused_projections) and must leave an even, nonzero rotated width"

@@ -131,6 +131,19 @@ describe("bad recipes", function()
     assert.truthy(fails("models/llama2-7b.lua", "--recipe", p):find(":1: micro_batch: must be a whole number", 1, true))
   end)
 
+  it("names a family field's value that is not one of its choices", function()
+    for _, case in ipairs({
+      { "norm_style=rms", "norm_style: must be llama, gemma or olmo2" },
+      { "norm_position=middle", "norm_position: must be pre or post" },
+      { "qk_norm_style=row", "qk_norm_style: must be head or olmo2" },
+      { "expert_names=x", "expert_names: must be w or proj" },
+      { "partial_rotary_factor=0.5", "partial_rotary_factor: is Phi-3's" },
+    }) do
+      local err = fails("models/llama2-7b.lua", "--set", case[1], "--set", "seq_len=128")
+      assert.truthy(err:find("--set " .. case[1] .. ": " .. case[2], 1, true), err)
+    end
+  end)
+
   it("names a key that is neither a recipe key nor a model field", function()
     assert.truthy(fails("models/llama2-7b.lua", "--set", "hiden=1024")
       :find("--set hiden=1024: unknown key 'hiden': not a recipe key nor a field of llama (did you mean 'hidden'?)", 1, true))
