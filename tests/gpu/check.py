@@ -1,5 +1,6 @@
 """The GPU check: run on a machine with CUDA. Trains each configuration of
-cases.json for three steps with real torch.autocast and CUDA kernels, and
+cases.json for three steps with real torch.autocast and CUDA kernels (SDPA
+where a config's _attn_implementation asks for it: PyTorch 2.x), and
 prints torch.cuda.max_memory_allocated(), memory_reserved() and the device's
 used memory beside the engine's figures (expected.json, made by prepare.sh).
 

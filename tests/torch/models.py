@@ -439,6 +439,7 @@ class LlamaAttention(nn.Module):
         self.num_key_value_groups = self.num_heads // self.num_kv
         self.scaling = self.head_dim ** -0.5
         self.attention_dropout = cfg.get("attention_dropout", 0.0)
+        self.attn_impl = cfg.get("_attn_implementation", "eager")
         bias = cfg.get("attention_bias", False)
         qkv_bias = bias or cfg["model_type"] == "qwen2_moe"  # Qwen2Attention: biases on q, k, v only
         qk_norm = cfg["model_type"] in ("qwen3", "qwen3_moe")  # Qwen3Attention: q_norm, k_norm over head_dim
@@ -473,6 +474,26 @@ class LlamaAttention(nn.Module):
         attn_output = attn_output.transpose(1, 2).contiguous()
         return attn_output, attn_weights
 
+    def sdpa(self, query, key, value, attention_mask):
+        # integrations/sdpa_attention.py sdpa_attention_forward (4.49-4.52);
+        # only the GPU check runs it (real autocast, CUDA's kernels)
+        key = repeat_kv(key, self.num_key_value_groups)
+        value = repeat_kv(value, self.num_key_value_groups)
+        causal_mask = attention_mask
+        if attention_mask is not None:
+            causal_mask = causal_mask[:, :, :, : key.shape[-2]]
+        query, key, value = query.contiguous(), key.contiguous(), value.contiguous()
+        is_causal = query.shape[2] > 1 and causal_mask is None
+        attn_output = nn.functional.scaled_dot_product_attention(
+            query, key, value, attn_mask=causal_mask, dropout_p=self.attention_dropout if self.training else 0.0,
+            scale=self.scaling, is_causal=is_causal)
+        return attn_output.transpose(1, 2).contiguous(), None
+
+    def attend(self, ac, query, key, value, attention_mask):
+        if self.attn_impl == "sdpa":
+            return self.sdpa(query, key, value, attention_mask)
+        return self.eager(ac, query, key, value, attention_mask)
+
     def forward_phi3(self, ac, hidden_states, position_embeddings, attention_mask, past_key_value=None):
         # Phi3Attention.forward (transformers 4.49-4.52)
         input_shape = hidden_states.shape[:-1]
@@ -489,7 +510,7 @@ class LlamaAttention(nn.Module):
         query_states, key_states = apply_rotary_pos_emb_phi3(query_states, key_states, cos, sin)
         if past_key_value is not None:
             key_states, value_states = past_key_value.update(key_states, value_states, self.layer_idx)
-        attn_output, attn_weights = self.eager(ac, query_states, key_states, value_states, attention_mask)
+        attn_output, attn_weights = self.attend(ac, query_states, key_states, value_states, attention_mask)
         attn_output = attn_output.reshape(*input_shape, -1).contiguous()
         attn_output = linear(ac, attn_output, self.o_proj.weight, self.o_proj.bias)
         return attn_output, attn_weights
@@ -515,7 +536,7 @@ class LlamaAttention(nn.Module):
         query_states, key_states = apply_rotary_pos_emb(query_states, key_states, cos, sin)
         if past_key_value is not None:
             key_states, value_states = past_key_value.update(key_states, value_states, self.layer_idx)
-        attn_output, attn_weights = self.eager(ac, query_states, key_states, value_states, attention_mask)
+        attn_output, attn_weights = self.attend(ac, query_states, key_states, value_states, attention_mask)
         attn_output = attn_output.reshape(*input_shape, -1).contiguous()
         attn_output = linear(ac, attn_output, self.o_proj.weight, self.o_proj.bias)
         return attn_output, attn_weights
@@ -927,7 +948,13 @@ class Llama(nn.Module):
         past_seen_tokens = past_key_values.get_seq_length() if past_key_values is not None else 0
         cache_position = torch.arange(past_seen_tokens, past_seen_tokens + inputs_embeds.shape[1])
         position_ids = cache_position.unsqueeze(0)
-        causal_mask = self.causal_mask(inputs_embeds, cache_position, past_seen_tokens)
+        # _update_causal_mask: SDPA drops the mask while the keys are the
+        # queries and fewer than the sliding window (_ignore_causal_mask_sdpa)
+        window = self.cfg.get("sliding_window")
+        keys = past_seen_tokens + inputs_embeds.shape[1]
+        sdpa_ignores = (self.cfg.get("_attn_implementation") == "sdpa" and past_seen_tokens == 0
+                        and (window is None or keys < window))
+        causal_mask = None if sdpa_ignores else self.causal_mask(inputs_embeds, cache_position, past_seen_tokens)
         hidden_states = inputs_embeds
         cos, sin = self.rotary_emb(hidden_states, position_ids)
         if self.cfg["model_type"] == "gemma":  # GemmaModel's normalizer
