@@ -18,6 +18,11 @@ the code here keeps what 2.x on CUDA keeps, and says so:
   CUDA kernels allocate.
 * mean: 1.13's MeanBackward keeps its whole input; 2.x keeps only sizes.
   Mean2x below keeps nothing and expands in backward, as 2.x does.
+* mixed-dtype adds: CPU's TensorIterator copies the lower-precision operand
+  into the promoted dtype before adding (CPU kernels do not cast on the
+  fly); CUDA's cast as they read. LoRA's `result + lora_B(...) * scaling`
+  (a 16-bit base output and an fp32 adapter term) is MixedAdd below, which
+  allocates only the output, as CUDA does.
 """
 import math
 
@@ -101,6 +106,29 @@ class Mean2x(torch.autograd.Function):
         return grad.expand(ctx.shape) / ctx.shape[-1]
 
 
+class MixedAdd(torch.autograd.Function):
+    """a + b for operands of two dtypes, as CUDA computes it: one output in
+    the promoted dtype. CPU's TensorIterator first copies the lower-precision
+    operand into the promoted dtype (CPU kernels do not cast on the fly), a
+    temporary a GPU run does not have. Backward as AddBackward0: the gradient
+    for each input, in its dtype (a cast copy for the lower one)."""
+
+    @staticmethod
+    def forward(ctx, a, b):
+        ctx.dtypes = a.dtype, b.dtype
+        out = torch.empty(torch.broadcast_shapes(a.shape, b.shape), dtype=torch.promote_types(a.dtype, b.dtype))
+        out.copy_(a)  # copy_ converts element by element
+        return out.add_(b) if b.dtype == out.dtype else out.add_(b.to(out.dtype))
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad.to(ctx.dtypes[0]), grad.to(ctx.dtypes[1])
+
+
+def add(a, b):
+    return MixedAdd.apply(a, b) if a.dtype != b.dtype else a + b
+
+
 def lora(ac, x, w, result):
     """peft.tuners.lora.layer.Linear.forward after its base layer."""
     adapter = ac.lora.get(id(w))
@@ -110,7 +138,7 @@ def lora(ac, x, w, result):
     torch_result_dtype = result.dtype
     if x.dtype != lora_A.dtype:  # self._cast_input_dtype(x, lora_A.weight.dtype)
         x = x.to(lora_A.dtype)
-    result = result + linear(ac, linear(ac, dropout(x, p, True), lora_A), lora_B) * scaling
+    result = add(result, linear(ac, linear(ac, dropout(x, p, True), lora_A), lora_B) * scaling)
     result = result.to(torch_result_dtype)
     return result
 
