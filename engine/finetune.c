@@ -34,7 +34,7 @@ vp_dtype vp_lora_dtype(const vp_recipe *recipe, vp_dtype params) {
 typedef struct {
     const vp_recipe *recipe;
     uint64_t trainable;
-    vp_module_set linear, present;
+    vp_module_set linear, present, adapted;
 } census;
 
 static void count_ops(census *c, const vp_op *ops, unsigned n, uint64_t times, bool frozen) {
@@ -50,6 +50,7 @@ static void count_ops(census *c, const vp_op *ops, unsigned n, uint64_t times, b
             if (s->out_features) c->linear |= vp_module_bit(s->module);
             if (vp_finetune_trains(c->recipe, s, frozen)) c->trainable += s->numel * copies;
             if (vp_lora_adapts(c->recipe, s)) {
+                c->adapted |= vp_module_bit(s->module);
                 uint64_t in = s->numel / s->out_features;
                 c->trainable += (uint64_t)c->recipe->lora_rank * (in + s->out_features) * copies;
             }
@@ -59,7 +60,7 @@ static void count_ops(census *c, const vp_op *ops, unsigned n, uint64_t times, b
 }
 
 static census take_census(const vp_model *model, const vp_recipe *recipe) {
-    census c = {recipe, 0, 0, 0};
+    census c = {recipe, 0, 0, 0, 0};
     const vp_section *s = model->section;
     bool freezing = recipe->finetune == VP_FINETUNE_FREEZE;
     count_ops(&c, s[VP_SECTION_EMBED].ops, s[VP_SECTION_EMBED].n_ops, 1, freezing);
@@ -90,6 +91,10 @@ unsigned vp_prompt_submodules(const vp_model *model) {
 
 uint64_t vp_finetune_trainable_params(const vp_model *model, const vp_recipe *recipe) {
     return take_census(model, recipe).trainable;
+}
+
+vp_module_set vp_lora_adapted(const vp_model *model, const vp_recipe *recipe) {
+    return take_census(model, recipe).adapted;
 }
 
 /* Messages naming the module a recipe asks for and the model lacks (in

@@ -31,6 +31,10 @@ uint64_t vp_finetune_trainable_params(const vp_model *model, const vp_recipe *re
  * it does not have, a method not modelled), or NULL. */
 const char *vp_finetune_problem(const vp_model *model, const vp_recipe *recipe);
 
+/* The modules LoRA puts adapters on in this model: the recipe's targets
+ * (or PEFT's defaults, or all-linear) that the model has. */
+vp_module_set vp_lora_adapted(const vp_model *model, const vp_recipe *recipe);
+
 /* PEFT's num_transformer_submodules: prompt tables of encoder-decoders
  * hold two sets of virtual tokens (PeftModelForSeq2SeqLM), others one. */
 unsigned vp_prompt_submodules(const vp_model *model);

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "estimate.h"
+#include "finetune.h"
 #include "lua_vramplan.h"
 
 static void set_int(lua_State *L, const char *key, uint64_t v) {
@@ -164,6 +165,12 @@ static int l_estimate(lua_State *L) {
     set_rank(L, &worst, &recipe, has_gpu);
     set_int(L, "params", params);
     set_int(L, "trainable_params", trainable);
+    if (recipe.finetune == VP_FINETUNE_LORA || recipe.finetune == VP_FINETUNE_QLORA) {
+        char names[256];
+        vp_module_format(vp_lora_adapted(model, &recipe), names, sizeof names);
+        lua_pushstring(L, names);
+        lua_setfield(L, -2, "lora_modules");
+    }
     set_int(L, "ranks_per_stage", per_stage);
     lua_pushvalue(L, ranks_index);
     lua_setfield(L, -2, "ranks");

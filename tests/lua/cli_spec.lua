@@ -150,6 +150,20 @@ describe("vramplan estimate", function()
     assert.truthy(out:find("rtx4090"))
   end)
 
+  it("names the modules LoRA adapts in this model, not the recipe's list of candidates", function()
+    -- PEFT's defaults name modules of several families; BLOOM has one of them
+    local bloom = helper.estimate("bloom-560m", "--set", "finetune=lora", "--set", "seq_len=64")
+    assert.are.equal("query_key_value", bloom.model.lora_modules)
+    -- all-linear: every linear module but the head, routers included
+    local moe = helper.estimate("qwen1.5-moe-a2.7b", "--set", "finetune=lora", "--set", "lora_targets=all-linear",
+      "--set", "seq_len=64")
+    assert.are.equal("q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj,gate,shared_expert_gate",
+      moe.model.lora_modules)
+    assert.is_nil(helper.estimate("gpt2", "--set", "seq_len=64").model.lora_modules)
+    local out = helper.run("estimate", "bloom-560m", "--set", "finetune=lora", "--set", "seq_len=64")
+    assert.truthy(out:find("fine-tuning: lora, r 8 on query_key_value", 1, true), out)
+  end)
+
   it("lists every value an option key takes, from the tables its parser reads", function()
     local out, _, code = helper.run("keys")
     assert.are.equal(0, code)

@@ -57,7 +57,7 @@ function report.human(ctx)
     recipe.checkpointing, recipe.attention)
   local training = (recipe.modules_to_save or "") ~= "" and (", training " .. recipe.modules_to_save) or ""
   if recipe.finetune == "lora" or recipe.finetune == "qlora" then
-    line("fine-tuning: %s, r %d on %s (dropout %g)%s", recipe.finetune, recipe.lora_rank, recipe.lora_targets,
+    line("fine-tuning: %s, r %d on %s (dropout %g)%s", recipe.finetune, recipe.lora_rank, r.lora_modules,
       recipe.lora_dropout, training)
   elseif recipe.finetune == "prompt" or recipe.finetune == "prefix" then
     line("fine-tuning: %s, %d virtual tokens", recipe.finetune, recipe.num_virtual_tokens)
@@ -184,7 +184,7 @@ end
 
 local order = {
   "vramplan_version", "model", "recipe", "per_gpu", "gpu", "fits", "headroom_bytes", "timeline",
-  "name", "params", "trainable_params", "arch", "layers", "source",
+  "name", "params", "trainable_params", "lora_modules", "arch", "layers", "source",
   "params_bytes", "buffers_bytes", "grads_bytes", "master_bytes", "optimizer_bytes", "activations_bytes",
   "peak_allocated_bytes", "peak_reserved_bytes", "peak_total_bytes", "peak_phase", "peak_layer", "peak_op",
   "peak_breakdown", "allocator_bytes", "runtime_bytes", "cuda_context_bytes", "cublas_workspace_bytes",
@@ -212,7 +212,7 @@ function report.object(ctx)
   local o = {
     vramplan_version = ctx.version,
     model = { name = ctx.model_name, params = r.params, trainable_params = r.trainable_params, arch = ctx.arch,
-              layers = ctx.layers, source = ctx.source },
+              layers = ctx.layers, source = ctx.source, lora_modules = r.lora_modules },
     recipe = r.recipe,
     per_gpu = per_gpu,
     per_rank = per_rank,
