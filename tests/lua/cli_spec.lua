@@ -87,6 +87,8 @@ describe("vramplan estimate", function()
 
   it("reads a Hugging Face config.json like the model script it describes", function()
     helper.assert_same_model("tests/fixtures/llama2-7b-config.json", "models/llama2-7b.lua")
+    -- Llama 3.2: a tied head and llama3 rope scaling (inverse frequencies only)
+    helper.assert_same_model("tests/fixtures/llama3.2-1b-config.json", "models/llama3.2-1b.lua")
     helper.assert_same_model("tests/fixtures/qwen2.5-7b-config.json", "models/qwen2.5-7b.lua")
     helper.assert_same_model("tests/fixtures/qwen3-8b-config.json", "models/qwen3-8b.lua")
     helper.assert_same_model("tests/fixtures/bloom-560m-config.json", "models/bloom-560m.lua")
