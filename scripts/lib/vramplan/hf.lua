@@ -111,12 +111,21 @@ mappings.qwen3 = extend(mappings.llama, {
   derive = qwen_window,
 })
 
+-- The HF mixtures compute the router's load-balancing loss only with
+-- output_router_logits (false in the published configs; refused).
+local function router_logits_check(config)
+  if config.output_router_logits == true then
+    return "output_router_logits", "the router's load-balancing loss is not modelled yet"
+  end
+end
+
 -- MixtralForCausalLM: Mistral with a sparse MoE block (MixtralModel is
 -- MistralModel: its mask and sliding_window); intermediate_size is each
 -- expert's width. router_jitter_noise perturbs logits in place only.
 mappings.mixtral = extend(mappings.llama, {
   keys = { num_local_experts = "experts", num_experts_per_tok = "experts_per_token", sliding_window = "sliding_window" },
   defaults = { experts = 8, experts_per_token = 2, norm_topk = true, mistral_mask = true },
+  check = router_logits_check,
 })
 
 -- Qwen2MoeForCausalLM: biases on q/k/v only, fine-grained experts beside a
@@ -139,13 +148,13 @@ mappings.qwen2_moe = extend(mappings.llama, {
     if type(dense) == "table" and #dense > 0 then
       return "mlp_only_layers", "dense layers among sparse ones are not supported yet"
     end
+    return router_logits_check(config)
   end,
 })
 
 -- Qwen3MoeForCausalLM (transformers 4.51-4.52): Qwen3's attention (q_norm,
 -- k_norm) and Mixtral's token loop over fine-grained experts, no shared
--- expert. The router's auxiliary loss runs only with output_router_logits
--- (false in the published configs; refused).
+-- expert.
 mappings.qwen3_moe = extend(mappings.llama, {
   keys = {
     num_experts = "experts", num_experts_per_tok = "experts_per_token", moe_intermediate_size = "moe_intermediate",
@@ -154,13 +163,7 @@ mappings.qwen3_moe = extend(mappings.llama, {
   defaults = { experts = 128, experts_per_token = 8, moe_intermediate = 768, norm_topk = false, qk_norm = true,
                rope_theta = 1000000.0, expert_names = "proj", mistral_mask = true },
   derive = qwen_window,
-  check = function(config)
-    local problem_key, problem = mappings.qwen2_moe.check(config)
-    if problem_key then return problem_key, problem end
-    if config.output_router_logits == true then
-      return "output_router_logits", "the router's load-balancing loss is not modelled yet"
-    end
-  end,
+  check = mappings.qwen2_moe.check,
 })
 
 local function read(path)
