@@ -239,6 +239,10 @@ const char *vp_finetune_problem(const vp_model *model, const vp_recipe *recipe) 
         vp_module_set named = recipe->lora_targets == vp_module_all_linear() ? 0 : recipe->lora_targets;
         missing = named ? first_missing(named, c.linear) : VP_MODULE_NONE;
         if (missing) return no_target[missing];
+        const vp_op *attention = vp_section_find(&model->section[VP_SECTION_LAYER], &vp_op_attention);
+        if (!recipe->lora_targets && attention && !vp_attention_peft_defaults(attention))
+            return "lora_targets: PEFT has no default LoRA targets for this model type; name them (as q_proj,v_proj) "
+                   "or use all-linear";
         if (!recipe->lora_targets && !(vp_lora_targets(recipe) & c.linear))
             return "lora_targets: the model has none of PEFT's default targets; name them";
     }

@@ -39,6 +39,7 @@ enum {
     ATT_SLIDING_WINDOW,
     ATT_QK_NORM_STYLE,
     ATT_ROTARY_DIM,
+    ATT_PEFT_DEFAULTS,
     ATT_FIELDS
 };
 
@@ -121,6 +122,9 @@ static const vp_field attention_fields[ATT_FIELDS] = {
     [ATT_ROTARY_DIM] = {"rotary_dim", VP_FIELD_INT, false, 0, 0, 1 << 16, NULL,
                         "with rotary_cat: the rotated width of each query and key head (Phi-4-mini's "
                         "partial_rotary_factor); 0 means all of it"},
+    [ATT_PEFT_DEFAULTS] = {"peft_defaults", VP_FIELD_BOOL, false, 1, 0, 1, NULL,
+                           "PEFT has default LoRA targets for this model type (its "
+                           "TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING); false: a recipe must name them"},
 };
 
 /* head_dim is the queries' and keys' width; v_dim the values' (they differ
@@ -167,6 +171,8 @@ static shape local_shape(const vp_op *op, unsigned tp) {
 bool vp_attention_caches(const vp_op *attention) { return vp_op_flag(attention, ATT_CACHES); }
 
 bool vp_attention_is_mla(const vp_op *attention) { return is_mla(attention); }
+
+bool vp_attention_peft_defaults(const vp_op *attention) { return vp_op_flag(attention, ATT_PEFT_DEFAULTS); }
 
 uint64_t vp_attention_kv_width(const vp_op *attention) {
     shape s = shape_of(attention);

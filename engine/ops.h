@@ -55,6 +55,8 @@ bool vp_loss_per_sequence(const vp_op *loss);
 uint64_t vp_token_embedding_hidden(const vp_op *embedding);
 /* Whether it is multi-head latent attention (DeepSeek-V2/V3). */
 bool vp_attention_is_mla(const vp_op *attention);
+/* PEFT has default LoRA targets for the model type this attention is from. */
+bool vp_attention_peft_defaults(const vp_op *attention);
 /* Whether the layer's keys and values go into the model's cache. */
 bool vp_attention_caches(const vp_op *attention);
 /* Keys (or values) per token: kv_heads x head_dim. */

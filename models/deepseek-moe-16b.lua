@@ -25,4 +25,5 @@ return llama {
   dense_layers = 1,
   moe_block = "deepseek",
   aux_loss = true,
+  peft_lora_defaults = false, -- PEFT has no default LoRA targets for its model_type
 }

@@ -34,4 +34,5 @@ return llama {
   qk_rope_head_dim = 64,
   v_head_dim = 128,
   rope_interleave = true,
+  peft_lora_defaults = false, -- PEFT has no default LoRA targets for its model_type
 }

@@ -17,4 +17,5 @@ return llama {
   norm_eps = 1e-5,
   tie_embeddings = true,
   multipliers = true,
+  peft_lora_defaults = false, -- PEFT has no default LoRA targets for its model_type
 }

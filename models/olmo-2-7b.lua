@@ -17,4 +17,5 @@ return llama {
   norm_style = "olmo2",
   norm_position = "post",
   qk_norm = true,
+  peft_lora_defaults = false, -- PEFT has no default LoRA targets for its model_type
 }

@@ -14,4 +14,5 @@ return llama {
   norm_eps = 1e-5,
   fused_projections = true,
   sliding_window = 2047,
+  peft_lora_defaults = false, -- PEFT has no default LoRA targets for its model_type
 }

@@ -18,4 +18,5 @@ return llama {
   tie_embeddings = true,
   fused_projections = true,
   partial_rotary_factor = 0.75,
+  peft_lora_defaults = false, -- PEFT has no default LoRA targets for its model_type
 }

@@ -16,4 +16,5 @@ return llama {
   rope_theta = 250000,
   norm_eps = 1e-5,
   fused_projections = true,
+  peft_lora_defaults = false, -- PEFT has no default LoRA targets for its model_type
 }

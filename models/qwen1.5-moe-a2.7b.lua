@@ -22,4 +22,5 @@ return llama {
   norm_topk = false,
   expert_names = "proj",
   mistral_mask = true, -- Qwen's models are MistralModel's
+  peft_lora_defaults = false, -- PEFT has no default LoRA targets for its model_type
 }

@@ -23,4 +23,5 @@ return llama {
   norm_topk = true,
   expert_names = "proj",
   mistral_mask = true, -- Qwen's models are MistralModel's
+  peft_lora_defaults = false, -- PEFT has no default LoRA targets for its model_type
 }

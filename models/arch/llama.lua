@@ -75,6 +75,9 @@ return architecture {
     { "multipliers", "bool", default = false,
       doc = "Granite: the embeddings times embedding_multiplier, every block's output times residual_multiplier "
             .. "and the logits over logits_scaling, each product a new tensor" },
+    { "peft_lora_defaults", "bool", default = true,
+      doc = "PEFT has default LoRA targets (q_proj, v_proj) for this model type; false (OLMo 2, Granite, Phi-3, the "
+            .. "Qwen and DeepSeek mixtures): a recipe must name them" },
     { "mistral_mask", "bool", default = function(c) return c.fused_projections or c.sliding_window > 0 end,
       doc = "the eager additive mask built as MistralModel builds it (no triu copy; Mistral, Mixtral, Phi-3)" },
     { "capacity_factor", "number", default = 0, min = 0,
@@ -152,7 +155,7 @@ return architecture {
           module_names = c.fused_projections and "phi3" or nil,
           q_lora_rank = c.q_lora_rank, kv_lora_rank = c.kv_lora_rank, qk_nope_head_dim = c.qk_nope_head_dim,
           qk_rope_head_dim = c.qk_rope_head_dim, v_head_dim = c.v_head_dim, rope_interleave = c.rope_interleave,
-          qk_norm = c.qk_norm, qk_norm_style = c.qk_norm_style,
+          qk_norm = c.qk_norm, qk_norm_style = c.qk_norm_style, peft_defaults = c.peft_lora_defaults,
         }),
         block(feed_forward),
       }

@@ -9,9 +9,17 @@ describe("Granite", function()
     helper.assert_same_model("tests/fixtures/granite-3.1-8b-config.json", "models/granite-3.1-8b.lua")
   end)
 
+  it("asks for LoRA targets, as PEFT has no default for granite", function()
+    local err = helper.fails("granite-3.1-8b", "--set", "finetune=lora", "--set", "seq_len=64")
+    assert.truthy(err:find("lora_targets: PEFT has no default LoRA targets for this model type", 1, true), err)
+    -- and reads it from a config.json as well
+    err = helper.fails("tests/fixtures/granite-3.1-8b-config.json", "--set", "finetune=qlora", "--set", "seq_len=64")
+    assert.truthy(err:find("PEFT has no default LoRA targets", 1, true), err)
+  end)
+
   it("multiplies the embeddings, every block's output and the logits into new tensors", function()
     local r = helper.estimate("granite-3.1-8b", "--set", "seq_len=256", "--set", "precision=bf16",
-      "--set", "finetune=lora", "--timeline")
+      "--set", "finetune=lora", "--set", "lora_targets=q_proj,v_proj", "--timeline")
     local count, bytes = {}, {}
     for _, e in ipairs(r.timeline) do
       if e.delta > 0 and (e.phase == "forward" or e.phase == "loss") then

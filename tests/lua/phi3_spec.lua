@@ -29,7 +29,7 @@ describe("Phi-3", function()
 
   it("asks for LoRA targets, as PEFT has no default for phi3", function()
     assert.truthy(fails("phi-3-mini-4k", "--set", "finetune=lora", "--set", "seq_len=256")
-      :find("lora_targets: the model has none of PEFT's default targets", 1, true))
+      :find("lora_targets: PEFT has no default LoRA targets for this model type", 1, true))
     assert.truthy(fails("phi-3-mini-4k", "--set", "finetune=lora", "--set", "lora_targets=q_proj,v_proj",
       "--set", "seq_len=256"):find("lora_targets: the model has no linear module q_proj", 1, true))
   end)

@@ -191,7 +191,7 @@ CASES = [
     ("olmo2 lora all-linear bf16", olmo2(), recipe("bf16", finetune="lora", lora_targets="all-linear")),
     ("granite fp32", granite(), recipe()),
     ("granite bf16 checkpointed", granite(layers=3), recipe("bf16", ckpt="full")),
-    ("granite amp-bf16 lora", granite(), recipe("amp-bf16", finetune="lora")),
+    ("granite amp-bf16 lora", granite(), recipe("amp-bf16", finetune="lora", lora_targets="q_proj,v_proj")),
     ("phi3 fp32", phi3(), recipe()),
     ("phi3 MHA amp-bf16 window", phi3(kv=4, window=8), recipe("amp-bf16")),
     ("phi3 bf16 checkpointed", phi3(layers=3), recipe("bf16", ckpt="full")),

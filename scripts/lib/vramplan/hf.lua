@@ -58,7 +58,7 @@ mappings.gemma = extend(mappings.llama, {
 mappings.olmo2 = extend(mappings.llama, {
   keys = {},
   defaults = { norm_style = "olmo2", norm_position = "post", qk_norm = true, qk_norm_style = "olmo2",
-               rope_theta = 500000.0 },
+               rope_theta = 500000.0, peft_lora_defaults = false },
 })
 
 -- GraniteForCausalLM (IBM Granite 3.x) of transformers 4.49-4.52: LLaMA with
@@ -66,7 +66,7 @@ mappings.olmo2 = extend(mappings.llama, {
 -- and attention_multiplier (the softmax scale: nothing to allocate).
 mappings.granite = extend(mappings.llama, {
   keys = {},
-  defaults = { multipliers = true },
+  defaults = { multipliers = true, peft_lora_defaults = false },
 })
 
 -- Phi3ForCausalLM (Phi-3, Phi-3.5, Phi-4) of transformers 4.49-4.52: fused
@@ -75,7 +75,7 @@ mappings.granite = extend(mappings.llama, {
 -- and refused otherwise.
 mappings.phi3 = extend(mappings.llama, {
   keys = { sliding_window = "sliding_window", partial_rotary_factor = "partial_rotary_factor" },
-  defaults = { fused_projections = true, mistral_mask = true },
+  defaults = { fused_projections = true, mistral_mask = true, peft_lora_defaults = false },
   check = function(config)
     for _, key in ipairs({ "resid_pdrop", "embd_pdrop" }) do
       if type(config[key]) == "number" and config[key] ~= 0 then
@@ -111,6 +111,10 @@ mappings.qwen3 = extend(mappings.llama, {
   derive = qwen_window,
 })
 
+-- PEFT's TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING has no entry
+-- for olmo2, granite, phi3, qwen2_moe, qwen3_moe, deepseek or deepseek_v3:
+-- LoRA on those needs named targets (peft_lora_defaults = false).
+
 -- The HF mixtures compute the router's load-balancing loss only with
 -- output_router_logits (false in the published configs; refused).
 local function router_logits_check(config)
@@ -136,7 +140,8 @@ mappings.qwen2_moe = extend(mappings.llama, {
     shared_expert_intermediate_size = "shared_intermediate", norm_topk_prob = "norm_topk",
   },
   defaults = { experts = 60, experts_per_token = 4, moe_intermediate = 1408, shared_intermediate = 5632,
-               norm_topk = false, qkv_bias = true, rope_theta = 1000000.0, expert_names = "proj", mistral_mask = true },
+               norm_topk = false, qkv_bias = true, rope_theta = 1000000.0, expert_names = "proj", mistral_mask = true,
+               peft_lora_defaults = false },
   derive = qwen_window,
   check = function(config)
     -- dense layers among sparse ones would need per-layer groups
@@ -161,7 +166,7 @@ mappings.qwen3_moe = extend(mappings.llama, {
     norm_topk_prob = "norm_topk",
   },
   defaults = { experts = 128, experts_per_token = 8, moe_intermediate = 768, norm_topk = false, qk_norm = true,
-               rope_theta = 1000000.0, expert_names = "proj", mistral_mask = true },
+               rope_theta = 1000000.0, expert_names = "proj", mistral_mask = true, peft_lora_defaults = false },
   derive = qwen_window,
   check = mappings.qwen2_moe.check,
 })
@@ -257,7 +262,7 @@ mappings.deepseek = extend(mappings.llama, {
     n_routed_experts = "experts", num_experts_per_tok = "experts_per_token", moe_intermediate_size = "moe_intermediate",
     first_k_dense_replace = "dense_layers", norm_topk_prob = "norm_topk",
   },
-  defaults = { moe_block = "deepseek", shared_gate = false, norm_topk = false },
+  defaults = { moe_block = "deepseek", shared_gate = false, norm_topk = false, peft_lora_defaults = false },
   check = function(config)
     local freq = config.moe_layer_freq
     if freq ~= nil and freq ~= 1 then return "moe_layer_freq", "only 1 (every layer after the dense ones) is supported" end
@@ -287,7 +292,8 @@ mappings.deepseek_v3 = extend(mappings.llama, {
     qk_nope_head_dim = "qk_nope_head_dim", qk_rope_head_dim = "qk_rope_head_dim", v_head_dim = "v_head_dim",
     rope_interleave = "rope_interleave",
   },
-  defaults = { moe_block = "deepseek_v3", shared_gate = false, norm_topk = true, rope_interleave = true },
+  defaults = { moe_block = "deepseek_v3", shared_gate = false, norm_topk = true, rope_interleave = true,
+               peft_lora_defaults = false },
   check = function(config)
     if config.kv_lora_rank == nil then return "kv_lora_rank", "a DeepSeek-V3 config names its latent width" end
   end,
