@@ -74,21 +74,38 @@ static unsigned rmsnorm_leaves(const vp_op *op, const vp_ranks *split, vp_leaf_s
  * pow, mean and rsqrt are on autocast's fp32 list; their inputs are fp32
  * already. pow's backward builds grad * (2 * self.pow(1)): two temporaries;
  * rsqrt's builds -0.5 * grad * result.pow(3): two more. */
-vp_t vp_hf_rms_norm(vp_step *step, vp_t x, vp_t weight, uint64_t rows) {
+/* The steps HF's RMSNorms share in fp32: x.to(float32), pow(2),
+ * mean(-1), + eps, rsqrt and their product, which it returns; the fp32
+ * copy goes once the product is made. `variance` is a local of Llama's
+ * forward (alive until the product is made), a temporary in Gemma's
+ * _norm. */
+typedef struct {
+    const char *upcast, *pow, *mean, *add_eps, *rsqrt, *mul;
+} norm_labels;
+
+static vp_t normalize_fp32(vp_step *step, vp_t x, uint64_t rows, bool variance_local, const norm_labels *label) {
     vp_sim *sim = &step->sim;
-    vp_dtype input_dtype = (vp_dtype)vp_at(sim, x)->dtype;
-    vp_t h32 = vp_to(sim, x, VP_FP32, "rmsnorm.upcast");
-    vp_t squared = vp_unary(sim, h32, VP_SAVES_INPUT, 2, VP_FP32, "rmsnorm.pow");
-    vp_t variance = vp_reduce(sim, squared, rows, "rmsnorm.mean");
+    vp_t h32 = vp_to(sim, x, VP_FP32, label->upcast);
+    vp_t squared = vp_unary(sim, h32, VP_SAVES_INPUT, 2, VP_FP32, label->pow);
+    vp_t variance = vp_reduce(sim, squared, rows, label->mean);
     vp_drop(sim, squared);
-    vp_t shifted = vp_shift(sim, variance, VP_FP32, rows, "rmsnorm.add_eps");
-    vp_t inverse = vp_unary(sim, shifted, VP_SAVES_OUTPUT, 2, VP_FP32, "rmsnorm.rsqrt");
+    vp_t shifted = vp_shift(sim, variance, VP_FP32, rows, label->add_eps);
+    if (!variance_local) vp_drop(sim, variance);
+    vp_t inverse = vp_unary(sim, shifted, VP_SAVES_OUTPUT, 2, VP_FP32, label->rsqrt);
     vp_drop(sim, shifted);
-    vp_t normed = vp_mul(sim, h32, inverse, vp_at(sim, h32)->numel, "rmsnorm.mul");
+    vp_t normed = vp_mul(sim, h32, inverse, vp_at(sim, h32)->numel, label->mul);
     vp_drop(sim, inverse);
-    vp_drop(sim, variance);
+    if (variance_local) vp_drop(sim, variance);
     vp_drop(sim, h32);
-    vp_t cast = vp_to(sim, normed, input_dtype, "rmsnorm.downcast");
+    return normed;
+}
+
+vp_t vp_hf_rms_norm(vp_step *step, vp_t x, vp_t weight, uint64_t rows) {
+    static const norm_labels labels = {"rmsnorm.upcast", "rmsnorm.pow",   "rmsnorm.mean",
+                                       "rmsnorm.add_eps", "rmsnorm.rsqrt", "rmsnorm.mul"};
+    vp_sim *sim = &step->sim;
+    vp_t normed = normalize_fp32(step, x, rows, true, &labels);
+    vp_t cast = vp_to(sim, normed, (vp_dtype)vp_at(sim, x)->dtype, "rmsnorm.downcast");
     vp_t y = vp_mul(sim, weight, cast, vp_at(sim, cast)->numel, "rmsnorm.weight");
     vp_drop(sim, cast);
     vp_drop(sim, normed);
@@ -100,18 +117,10 @@ vp_t vp_hf_rms_norm(vp_step *step, vp_t x, vp_t weight, uint64_t rows) {
  * the weight multiplies the fp32 rows (a 16-bit weight promotes to fp32),
  * so the product keeps them in fp32, and the cast comes last. */
 vp_t vp_olmo2_rms_norm(vp_step *step, vp_t x, vp_t weight, uint64_t rows) {
+    static const norm_labels labels = {"olmo2_rmsnorm.upcast", "olmo2_rmsnorm.pow",   "olmo2_rmsnorm.mean",
+                                       "olmo2_rmsnorm.add_eps", "olmo2_rmsnorm.rsqrt", "olmo2_rmsnorm.mul"};
     vp_sim *sim = &step->sim;
-    vp_t h32 = vp_to(sim, x, VP_FP32, "olmo2_rmsnorm.upcast");
-    vp_t squared = vp_unary(sim, h32, VP_SAVES_INPUT, 2, VP_FP32, "olmo2_rmsnorm.pow");
-    vp_t variance = vp_reduce(sim, squared, rows, "olmo2_rmsnorm.mean");
-    vp_drop(sim, squared);
-    vp_t shifted = vp_shift(sim, variance, VP_FP32, rows, "olmo2_rmsnorm.add_eps");
-    vp_drop(sim, variance);
-    vp_t inverse = vp_unary(sim, shifted, VP_SAVES_OUTPUT, 2, VP_FP32, "olmo2_rmsnorm.rsqrt");
-    vp_drop(sim, shifted);
-    vp_t normed = vp_mul(sim, h32, inverse, vp_at(sim, h32)->numel, "olmo2_rmsnorm.mul");
-    vp_drop(sim, inverse);
-    vp_drop(sim, h32);
+    vp_t normed = normalize_fp32(step, x, rows, false, &labels);
     vp_t scaled = vp_mul(sim, weight, normed, vp_at(sim, normed)->numel, "olmo2_rmsnorm.weight");
     vp_drop(sim, normed);
     vp_t y = vp_to(sim, scaled, (vp_dtype)vp_at(sim, x)->dtype, "olmo2_rmsnorm.downcast");
@@ -157,18 +166,10 @@ static vp_t t5_layer_norm(vp_step *step, vp_t x, vp_t weight, uint64_t rows) {
  * LlamaRMSNorm's steps in fp32, but the weight is applied before the cast
  * back: the product keeps the normalized rows in fp32, not in x's dtype. */
 static vp_t gemma_rms_norm(vp_step *step, vp_t x, vp_t weight, uint64_t rows) {
+    static const norm_labels labels = {"gemma_rmsnorm.float",   "gemma_rmsnorm.pow",   "gemma_rmsnorm.mean",
+                                       "gemma_rmsnorm.add_eps", "gemma_rmsnorm.rsqrt", "gemma_rmsnorm.mul"};
     vp_sim *sim = &step->sim;
-    vp_t h32 = vp_to(sim, x, VP_FP32, "gemma_rmsnorm.float");
-    vp_t squared = vp_unary(sim, h32, VP_SAVES_INPUT, 2, VP_FP32, "gemma_rmsnorm.pow");
-    vp_t variance = vp_reduce(sim, squared, rows, "gemma_rmsnorm.mean");
-    vp_drop(sim, squared);
-    vp_t shifted = vp_shift(sim, variance, VP_FP32, rows, "gemma_rmsnorm.add_eps");
-    vp_drop(sim, variance);
-    vp_t inverse = vp_unary(sim, shifted, VP_SAVES_OUTPUT, 2, VP_FP32, "gemma_rmsnorm.rsqrt");
-    vp_drop(sim, shifted);
-    vp_t normed = vp_mul(sim, h32, inverse, vp_at(sim, h32)->numel, "gemma_rmsnorm.mul");
-    vp_drop(sim, inverse);
-    vp_drop(sim, h32);
+    vp_t normed = normalize_fp32(step, x, rows, false, &labels);
     vp_t w32 = vp_to(sim, weight, VP_FP32, "gemma_rmsnorm.weight_float");
     vp_t one_plus = vp_shift(sim, w32, VP_FP32, vp_at(sim, w32)->numel, "gemma_rmsnorm.one_plus");
     vp_drop(sim, w32);

@@ -149,7 +149,7 @@ describe("expert-parallel layouts that do not hold together", function()
     assert.truthy(err:find("moe_block: must be mixtral, deepseek or deepseek_v3", 1, true), err)
   end)
 
-  it("names the config.json key when Qwen2-MoE mixes dense and sparse layers", function()
+  it("names the config.json keys the mixtures ask for that are not modelled", function()
     helper.assert_config_rejected('{"model_type": "qwen2_moe", "mlp_only_layers": [0, 1]}', "mlp_only_layers")
     helper.assert_config_rejected('{"model_type": "qwen3_moe", "decoder_sparse_step": 2}', "decoder_sparse_step")
     helper.assert_config_rejected('{"model_type": "qwen3_moe", "output_router_logits": true}', "output_router_logits")
