@@ -77,8 +77,8 @@ static unsigned rmsnorm_leaves(const vp_op *op, const vp_ranks *split, vp_leaf_s
 /* The steps HF's RMSNorms share in fp32: x.to(float32), pow(2),
  * mean(-1), + eps, rsqrt and their product, which it returns; the fp32
  * copy goes once the product is made. `variance` is a local of Llama's
- * forward (alive until the product is made), a temporary in Gemma's
- * _norm. */
+ * and OLMo 2's forward (alive until the product is made), a temporary in
+ * Gemma's _norm. */
 typedef struct {
     const char *upcast, *pow, *mean, *add_eps, *rsqrt, *mul;
 } norm_labels;
@@ -120,7 +120,7 @@ vp_t vp_olmo2_rms_norm(vp_step *step, vp_t x, vp_t weight, uint64_t rows) {
     static const norm_labels labels = {"olmo2_rmsnorm.upcast", "olmo2_rmsnorm.pow",   "olmo2_rmsnorm.mean",
                                        "olmo2_rmsnorm.add_eps", "olmo2_rmsnorm.rsqrt", "olmo2_rmsnorm.mul"};
     vp_sim *sim = &step->sim;
-    vp_t normed = normalize_fp32(step, x, rows, false, &labels);
+    vp_t normed = normalize_fp32(step, x, rows, true, &labels);
     vp_t scaled = vp_mul(sim, weight, normed, vp_at(sim, normed)->numel, "olmo2_rmsnorm.weight");
     vp_drop(sim, normed);
     vp_t y = vp_to(sim, scaled, (vp_dtype)vp_at(sim, x)->dtype, "olmo2_rmsnorm.downcast");
