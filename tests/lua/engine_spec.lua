@@ -26,6 +26,22 @@ describe("require 'vramplan'", function()
     assert.is_false(ok)
     assert.truthy(tostring(err):find("attention: unknown field 'hedas' (did you mean 'heads'?)", 1, true))
   end)
+
+  it("rejects fused and rotary fields that do not hold together, naming the op", function()
+    for _, case in ipairs({
+      { { hidden = 64, heads = 4, kv_heads = 2, fused_qkv = true }, "fused_qkv with fewer kv_heads than heads" },
+      { { hidden = 64, heads = 4, module_names = "phi3" }, "module_names = \"phi3\" names a fused qkv_proj" },
+      { { hidden = 64, heads = 4, rotary_cat = true }, "rotary_cat needs rotary" },
+      { { hidden = 64, heads = 4, rotary = true, rotary_dim = 6 }, "rotary_dim needs rotary_cat" },
+    }) do
+      local ok, err = pcall(vramplan.op, "attention", case[1])
+      assert.is_false(ok)
+      assert.truthy(tostring(err):find("attention: " .. case[2], 1, true), tostring(err))
+    end
+    local ok, err = pcall(vramplan.op, "mlp", { hidden = 64, intermediate = 128, module_names = "phi3" })
+    assert.is_false(ok)
+    assert.truthy(tostring(err):find("mlp: module_names = \"phi3\" names a fused gate_up_proj", 1, true), tostring(err))
+  end)
 end)
 
 describe("folding identical layers", function()
