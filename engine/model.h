@@ -28,7 +28,7 @@ typedef struct {
     const char *doc;
 } vp_field;
 
-enum { VP_OP_MAX_FIELDS = 32, VP_OP_MAX_LEAVES = 16 };
+enum { VP_OP_MAX_FIELDS = 40, VP_OP_MAX_LEAVES = 16 };
 
 /* A tensor an op owns for the whole run: a parameter or a buffer; `count`
  * identical ones side by side (the experts of a mixture), one when 0;

@@ -40,11 +40,13 @@ enum {
     ATT_QK_NORM_STYLE,
     ATT_ROTARY_DIM,
     ATT_PEFT_DEFAULTS,
+    ATT_SOFTCAP,
     ATT_FIELDS
 };
 
-enum { MASK_ADDITIVE, MASK_BOOL_BUFFER, MASK_PADDING, MASK_BOOL, MASK_NONE, MASK_ADDITIVE_MISTRAL };
-static const char *const mask_names[] = {"additive", "bool-buffer", "padding", "bool", "none", "additive-mistral", NULL};
+enum { MASK_ADDITIVE, MASK_BOOL_BUFFER, MASK_PADDING, MASK_BOOL, MASK_NONE, MASK_ADDITIVE_MISTRAL, MASK_ADDITIVE_HYBRID };
+static const char *const mask_names[] = {"additive", "bool-buffer", "padding", "bool", "none", "additive-mistral",
+                                         "additive-hybrid", NULL};
 
 enum { QK_NORM_HEAD, QK_NORM_OLMO2 };
 static const char *const qk_norm_styles[] = {"head", "olmo2", NULL};
@@ -71,7 +73,8 @@ static const vp_field attention_fields[ATT_FIELDS] = {
                   "no causal mask, an additive [b, 1, 1, s] padding mask (BERT), or one [b, 1, s, s] bool mask per "
                   "step applied with masked_fill (BLOOM), none (the masks are in T5's position bias), or "
                   "additive-mistral: LLaMA's additive mask built as MistralModel builds it (Mistral, Phi-3: no "
-                  "triu copy; the sliding window or-ed in place)"},
+                  "triu copy; the sliding window or-ed in place), or additive-hybrid: LLaMA's with exactly the keys' "
+                  "columns, given to SDPA too (Gemma 2's _update_causal_mask)"},
     [ATT_POSITIONS] = {"positions", VP_FIELD_INT, false, 0, 0, 1 << 20, NULL,
                        "size of the bool-buffer mask (GPT-2's n_positions)"},
     [ATT_UPCAST_SOFTMAX] = {"upcast_softmax", VP_FIELD_BOOL, false, 1, 0, 1, NULL,
@@ -125,6 +128,10 @@ static const vp_field attention_fields[ATT_FIELDS] = {
     [ATT_PEFT_DEFAULTS] = {"peft_defaults", VP_FIELD_BOOL, false, 1, 0, 1, NULL,
                            "PEFT has default LoRA targets for this model type (its "
                            "TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING); false: a recipe must name them"},
+    [ATT_SOFTCAP] = {"softcap", VP_FIELD_NUMBER, false, 0, 0, 1e9, NULL,
+                     "the scores capped as cap * tanh(scores / cap) before the mask (Gemma 2's "
+                     "attn_logit_softcapping): under eager attention three more score-sized tensors, tanh's kept "
+                     "for backward; 0: none"},
 };
 
 /* head_dim is the queries' and keys' width; v_dim the values' (they differ
@@ -235,6 +242,12 @@ const char *vp_attention_recipe_problem(const vp_model *model, const vp_recipe *
     if (op && vp_op_flag(op, ATT_POSITION_BIAS) &&
         (recipe->attention == VP_ATTN_FLASH || recipe->attention == VP_ATTN_MEM_EFFICIENT))
         return "attention: T5's position-biased attention runs eagerly in transformers (no flash or SDPA kernel)";
+    bool hybrid = op && (vp_op_u64(op, ATT_MASK) == MASK_ADDITIVE_HYBRID || op->value[ATT_SOFTCAP] > 0);
+    if (hybrid && (recipe->framework == VP_FRAMEWORK_MEGATRON || recipe->cp > 1))
+        return "framework: Gemma 2's attention (soft-capped scores, per-layer sliding masks) is modelled as "
+               "transformers runs it (no megatron, no cp)";
+    if (hybrid && recipe->finetune == VP_FINETUNE_PREFIX)
+        return "finetune: prefix tuning of Gemma 2 (PEFT's HybridCache path) is not modelled";
     if (!op || !vp_op_flag(op, ATT_ALIBI)) return NULL;
     if (recipe->attention == VP_ATTN_FLASH || recipe->attention == VP_ATTN_MEM_EFFICIENT)
         return "attention: BLOOM's ALiBi attention runs eagerly in transformers (no flash or SDPA kernel)";
@@ -321,7 +334,9 @@ static bool sdpa_masked(const vp_step *step, const vp_op *op) {
     kernel which = kernel_for(step, op);
     uint64_t window = vp_op_u64(op, ATT_SLIDING_WINDOW);
     bool windowed = window && step->seq + step->past_tokens >= window;
-    return (step->past_tokens || windowed) && (which == KERNEL_SDPA_FLASH || which == KERNEL_MEM_EFFICIENT);
+    /* Gemma 2's model hands SDPA its 4-D mask always */
+    bool always = vp_op_u64(op, ATT_MASK) == MASK_ADDITIVE_HYBRID;
+    return (step->past_tokens || windowed || always) && (which == KERNEL_SDPA_FLASH || which == KERNEL_MEM_EFFICIENT);
 }
 
 /* BloomModel.forward (transformers 4.26-4.27) without an attention mask:
@@ -406,11 +421,13 @@ static void attention_prepare(vp_step *step, const vp_op *op) {
      * attention slices the keys' columns off each row (a view). GPT-2's
      * SDPA path (to_causal_4d) builds exactly the keys' columns. */
     uint64_t keys = step->seq + step->past_tokens;
-    step->mask_columns = keys + (mask_kind == MASK_BOOL_BUFFER ? 0 : 1);
+    /* Gemma2Model's target_length without an attention mask or a
+     * HybridCache: the sequence's length */
+    step->mask_columns = keys + (mask_kind == MASK_BOOL_BUFFER || mask_kind == MASK_ADDITIVE_HYBRID ? 0 : 1);
     uint64_t n = vp_numel(sim, step->seq, step->mask_columns);
     sim->grad_mode = false;
     vp_t mask = vp_new(sim, n, step->activation, "causal_mask.full");
-    if (mask_kind == MASK_ADDITIVE) {
+    if (mask_kind == MASK_ADDITIVE || mask_kind == MASK_ADDITIVE_HYBRID) {
         vp_t triu = vp_new(sim, n, step->activation, "causal_mask.triu");
         vp_drop(sim, mask);
         mask = triu;
@@ -428,6 +445,10 @@ static void attention_prepare(vp_step *step, const vp_op *op) {
     vp_drop(sim, mask);
     sim->grad_mode = grad_mode;
 }
+
+/* The mask the running layer's attention applies: its own (Gemma 2's
+ * sliding layers) or the model's. */
+static vp_t current_mask(const vp_step *step) { return step->layer_mask ? step->layer_mask : step->causal_mask; }
 
 /* matmul's batched path reshapes each operand to 3-d; an operand whose heads
  * are a transposed view (strides of a [b, s, heads, d] tensor) cannot be
@@ -512,11 +533,14 @@ static vp_t normalize(vp_step *step, const vp_op *op, const vp_t *leaves, vp_t s
         scaled = vp_scale(sim, scores, "attention.scale");
     }
     vp_drop(sim, scores);
+    /* attn_weights / softcap, torch.tanh, * softcap (Gemma 2) */
+    if (op->value[ATT_SOFTCAP] > 0) scaled = vp_softcap(sim, scaled, "attention.softcap");
+    vp_t mask = current_mask(step);
 
     vp_t masked;
     if (vp_op_u64(op, ATT_MASK) == MASK_BOOL) {
         /* torch.masked_fill(attention_scores, attention_mask, finfo.min) */
-        masked = vp_where(sim, scaled, step->causal_mask, "attention.masked_fill");
+        masked = vp_where(sim, scaled, mask, "attention.masked_fill");
         keep_local(sim, in, masked);
     } else if (vp_op_u64(op, ATT_MASK) == MASK_BOOL_BUFFER) {
         /* self.bias[:, :, key_length - query_length : key_length, :key_length] */
@@ -525,7 +549,7 @@ static vp_t normalize(vp_step *step, const vp_op *op, const vp_t *leaves, vp_t s
         masked = vp_where(sim, scaled, window, "attention.mask");
         vp_drop(sim, window);
     } else {
-        vp_dtype dt = vp_dtype_promote((vp_dtype)vp_at(sim, scaled)->dtype, (vp_dtype)vp_at(sim, step->causal_mask)->dtype);
+        vp_dtype dt = vp_dtype_promote((vp_dtype)vp_at(sim, scaled)->dtype, (vp_dtype)vp_at(sim, mask)->dtype);
         masked = vp_shift(sim, scaled, dt, scores_numel, "attention.mask");
     }
     vp_drop(sim, scaled);
@@ -900,7 +924,7 @@ static vp_t attention_forward(vp_step *step, const vp_op *op, const vp_t *leaves
         if (!c) return 0;
         *c = (core_call){op, leaves, s, in.q_contiguous, in.k_contiguous, in.v_contiguous};
         vp_t inputs[3] = {in.q, in.k, in.v};
-        vp_t *const saved[1] = {&step->causal_mask};
+        vp_t *const saved[1] = {step->layer_mask ? &step->layer_mask : &step->causal_mask};
         vp_checkpoint_args args = {.saved = saved, .n_saved = 1};
         context = vp_checkpoint(step, recompute_core, c, inputs, 3, &args);
     } else if (which == KERNEL_EAGER) {
@@ -908,7 +932,7 @@ static vp_t attention_forward(vp_step *step, const vp_op *op, const vp_t *leaves
     } else if (step->cp > 1) {
         context = vp_ring_attention(step, in.q, in.k, in.v, s.heads, s.kv_heads, s.head_dim);
     } else {
-        context = fused_kernel(step, &in, s, which, masked ? step->causal_mask : 0);
+        context = fused_kernel(step, &in, s, which, masked ? current_mask(step) : 0);
     }
     vp_t out = vp_project_row(step, context, leaves[mla ? MLA_O_W : O_W], leaves[mla ? MLA_O_B : O_B], s.hidden,
                               "attention.o_proj");

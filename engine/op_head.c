@@ -3,7 +3,7 @@
 
 /* ---- lm_head ---- */
 
-enum { HEAD_VOCAB, HEAD_HIDDEN, HEAD_TIED, HEAD_BIAS, HEAD_SCALE_INPUT, HEAD_SCALE_LOGITS, HEAD_FIELDS };
+enum { HEAD_VOCAB, HEAD_HIDDEN, HEAD_TIED, HEAD_BIAS, HEAD_SCALE_INPUT, HEAD_SCALE_LOGITS, HEAD_SOFTCAP, HEAD_FIELDS };
 
 static const vp_field head_fields[HEAD_FIELDS] = {
     [HEAD_VOCAB] = {"vocab", VP_FIELD_INT, true, 0, 1, 1 << 24, NULL, "vocabulary size (logit width)"},
@@ -15,6 +15,9 @@ static const vp_field head_fields[HEAD_FIELDS] = {
     [HEAD_SCALE_LOGITS] = {"scale_logits", VP_FIELD_BOOL, false, 0, 0, 1, NULL,
                            "the logits divided by a constant into a new tensor, which replaces them (Granite's "
                            "logits_scaling)"},
+    [HEAD_SOFTCAP] = {"softcap", VP_FIELD_NUMBER, false, 0, 0, 1e9, NULL,
+                      "the logits capped as cap * tanh(logits / cap) (Gemma 2's final_logit_softcapping): two "
+                      "more logits-sized tensors, tanh's kept for backward; 0: none"},
 };
 
 enum { HEAD_W, HEAD_B, HEAD_SLOTS };
@@ -43,6 +46,8 @@ static vp_t head_forward(vp_step *step, const vp_op *op, const vp_t *leaves, vp_
         vp_drop(&step->sim, logits);
         logits = scaled;
     }
+    /* Gemma2ForCausalLM: logits / cap, torch.tanh (kept), * cap */
+    if (op->value[HEAD_SOFTCAP] > 0) logits = vp_softcap(&step->sim, logits, "lm_head.softcap");
     vp_hold(&step->sim, logits);
     step->logits = logits;
     return logits;

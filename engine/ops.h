@@ -24,6 +24,7 @@ extern const vp_op_kind vp_op_classifier;
 extern const vp_op_kind vp_op_cross_entropy;
 extern const vp_op_kind vp_op_position_bias;
 extern const vp_op_kind vp_op_decoder_start;
+extern const vp_op_kind vp_op_sliding_mask;
 
 /* A projection as F.linear under the step's precision: autocast casts the
  * input (every call: activations are not cached) and the weight and bias
@@ -49,6 +50,8 @@ vp_t vp_olmo2_rms_norm(vp_step *step, vp_t x, vp_t weight, uint64_t rows);
 vp_t vp_apply_rotary(vp_step *step, vp_t x, const char *label);
 
 /* What the step driver asks of particular ops. */
+/* Layers per period of a sliding_mask op's pattern (1: every layer alike). */
+unsigned vp_sliding_mask_period(const vp_op *sliding_mask);
 bool vp_lm_head_tied(const vp_op *head);
 /* Whether the loss takes one label per sequence (a classifier's). */
 bool vp_loss_per_sequence(const vp_op *loss);

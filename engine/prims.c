@@ -274,6 +274,16 @@ vp_t vp_scale(vp_sim *sim, vp_t a, const char *label) {
     return y;
 }
 
+vp_t vp_softcap(vp_sim *sim, vp_t x, const char *label) {
+    vp_t divided = vp_scale(sim, x, label);
+    vp_drop(sim, x);
+    vp_t capped = vp_unary(sim, divided, VP_SAVES_OUTPUT, 0, dtype_of(sim, divided), label);
+    vp_drop(sim, divided);
+    vp_t y = vp_scale(sim, capped, label);
+    vp_drop(sim, capped);
+    return y;
+}
+
 vp_t vp_shift(vp_sim *sim, vp_t a, vp_dtype out_dtype, uint64_t out_numel, const char *label) {
     vp_t y = vp_new(sim, out_numel, out_dtype, label);
     vp_record(sim, backward_pass, label, &a, 1, &y, 1);

@@ -68,6 +68,11 @@ typedef enum { VP_SAVES_INPUT, VP_SAVES_OUTPUT } vp_saves;
 vp_t vp_unary(vp_sim *sim, vp_t a, vp_saves saves, unsigned backward_temps, vp_dtype out_dtype,
               const char *label);
 
+/* Gemma 2's soft cap, cap * tanh(x / cap), as three tensor ops: the
+ * quotient, tanh (kept for backward) and the product. Takes over the
+ * reference to x; returns a new one. */
+vp_t vp_softcap(vp_sim *sim, vp_t x, const char *label);
+
 /* A reduction over the last dimension to `out_numel` elements that keeps
  * nothing (mean in 2.x saves only sizes); backward expands and divides into
  * an input-sized tensor. */

@@ -166,6 +166,8 @@ static bool plan_chunks(vp_step *step) {
     if (!step->chunks || !step->chunk_repeat) return false;
     unsigned instance = 0;
     step->n_chunks = 0;
+    const vp_op *sliding = vp_section_find(&step->model->section[VP_SECTION_LAYER], &vp_op_sliding_mask);
+    unsigned period = sliding ? vp_sliding_mask_period(sliding) : 1;
     /* the first chunk's input also outlives it where the model body keeps
      * the embeddings as a local (vp_step_keep_local) */
     bool first_unlike = !step->stage.embed || step->recipe->finetune != VP_FINETUNE_FULL ||
@@ -183,8 +185,10 @@ static bool plan_chunks(vp_step *step) {
          * buffer that a fold would count once per layer */
         bool encoder_decoder = step->model->section[VP_SECTION_BRIDGE].n_ops > 0;
         /* the last layers under DeepSpeed ZeRO-3 each keep what they keep */
+        /* layers that alternate (Gemma 2's sliding and global ones) fold
+         * only by chunks that hold whole periods */
         bool fold = step->fold && !(released_late && splits[r] < b) && !step->past_tokens && !encoder_decoder &&
-                    splits[r] < c;
+                    splits[r] < c && per % period == 0;
         plan_run(step, splits[r], splits[r + 1] - splits[r], per, lone, fold, &instance);
     }
     step->n_layer_instances = instance;
@@ -300,16 +304,22 @@ static void prepare_ops(vp_step *step, const vp_op *ops, unsigned n) {
     }
 }
 
+static void drop_locals(vp_step *step, vp_local_frame frame);
+
 static vp_t layers_forward(vp_step *step, const vp_chunk *chunk, vp_t x) {
     vp_t current = x;
     vp_hold(&step->sim, x);
     for (unsigned j = 0; j < chunk->layers; j++) {
         unsigned index = chunk->first_layer + j;
         step->ledger.place.layer = (int)index + step->sim.layer_offset;
+        step->layer_index = index;
         vp_t in = vp_layout_layer_start(step, current, index);
         vp_drop(&step->sim, current);
         const vp_section *layer = vp_model_layer_section(step->model, index);
         vp_t out = vp_run_ops(step, layer->ops, layer->n_ops, vp_step_layer_leaves(step, index), in);
+        /* the layer returns: its locals go */
+        drop_locals(step, VP_LOCAL_OF_LAYER);
+        step->layer_mask = 0;
         vp_drop(&step->sim, in);
         current = vp_layout_layer_end(step, out, index);
         vp_drop(&step->sim, out);

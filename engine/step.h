@@ -44,8 +44,9 @@ typedef struct {
 
 /* Tensors a Python frame keeps as locals, not as autograd saves: the model
  * body's (HF's inputs_embeds, position_embeds) until it returns, before the
- * head; a wrapper's (PEFT's forward) until the outputs come back. */
-typedef enum { VP_LOCAL_OF_BODY, VP_LOCAL_OF_WRAPPER, VP_LOCAL_FRAMES } vp_local_frame;
+ * head; a wrapper's (PEFT's forward) until the outputs come back; a decoder
+ * layer's (Gemma 2's sliding-window mask) until the layer returns. */
+typedef enum { VP_LOCAL_OF_BODY, VP_LOCAL_OF_WRAPPER, VP_LOCAL_OF_LAYER, VP_LOCAL_FRAMES } vp_local_frame;
 enum { VP_LOCALS_MAX = 8 };
 
 /* A key and a value per layer of the stage, each entry standing for
@@ -80,6 +81,8 @@ typedef struct vp_step {
     /* tensors the model forward creates once per step */
     vp_t input_ids, labels, position_ids, cos, sin, causal_mask, logits, loss;
     uint64_t mask_columns;           /* the causal mask's row length (HF's target_length) */
+    vp_t layer_mask;                 /* the running layer's own mask (a layer local, borrowed), or 0 */
+    unsigned layer_index;            /* the model layer running now (HF's layer_idx) */
     vp_t alibi;                      /* BLOOM's [b x heads, 1, s] ALiBi bias */
     /* encoder-decoder models (T5): the encoder's output that cross-attention
      * reads and the outputs' reference to it, the running stack's position

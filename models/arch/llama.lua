@@ -6,7 +6,8 @@
 -- fused_projections Phi-3 (Phi3ForCausalLM of transformers 4.49-4.52);
 -- with norm_style "gemma" and embed_scale Gemma (GemmaForCausalLM); with
 -- norm_style "olmo2", norm_position "post" and qk_norm OLMo-2; with
--- multipliers Granite (GraniteForCausalLM).
+-- multipliers Granite (GraniteForCausalLM); with norm_position "sandwich",
+-- sliding_pattern and the soft caps Gemma 2 (Gemma2ForCausalLM).
 -- Field names follow vramplan; HF config.json keys map onto them (hf.lua).
 return architecture {
   name = "llama",
@@ -67,7 +68,15 @@ return architecture {
             .. "(Olmo2RMSNorm: the weight applied in fp32)" },
     { "norm_position", "string", default = "pre",
       doc = "pre: each block's input normalized (LLaMA); post: each block's output normalized before the "
-            .. "residual add (OLMo-2)" },
+            .. "residual add (OLMo-2); sandwich: both, two norms a block (Gemma 2)" },
+    { "sliding_pattern", "int", default = 0, min = 0,
+      doc = "Gemma 2's alternating layers: layer i slides over sliding_window keys unless (i + 1) is a multiple "
+            .. "of this (2: every other layer global), each sliding layer narrowing its own copy of the model's "
+            .. "mask; 0: every layer alike" },
+    { "attn_softcap", "number", default = 0, min = 0,
+      doc = "attn_logit_softcapping: the attention scores capped as cap * tanh(scores / cap) (Gemma 2); 0: none" },
+    { "final_softcap", "number", default = 0, min = 0,
+      doc = "final_logit_softcapping: the logits capped as cap * tanh(logits / cap) (Gemma 2); 0: none" },
     { "qk_norm_style", "string", default = function(c) return c.norm_style == "olmo2" and "olmo2" or "head" end,
       doc = "with qk_norm: head (an RMSNorm over each head, Qwen3) or olmo2 (over the whole projection, OLMo-2)" },
     { "embed_scale", "bool", default = false,
@@ -102,8 +111,14 @@ return architecture {
     if c.norm_style ~= "llama" and c.norm_style ~= "gemma" and c.norm_style ~= "olmo2" then
       return "norm_style", "must be llama, gemma or olmo2"
     end
-    if c.norm_position ~= "pre" and c.norm_position ~= "post" then
-      return "norm_position", "must be pre or post"
+    if c.norm_position ~= "pre" and c.norm_position ~= "post" and c.norm_position ~= "sandwich" then
+      return "norm_position", "must be pre, post or sandwich"
+    end
+    if c.sliding_pattern > 0 and c.sliding_window == 0 then
+      return "sliding_pattern", "needs a sliding_window for the sliding layers"
+    end
+    if c.sliding_pattern > 0 and (c.experts > 0 or c.kv_lora_rank > 0 or c.fused_projections) then
+      return "sliding_pattern", "is Gemma 2's dense decoder: no experts, latent attention or fused projections"
     end
     if c.qk_norm_style ~= "head" and c.qk_norm_style ~= "olmo2" then
       return "qk_norm_style", "must be head or olmo2"
@@ -140,25 +155,32 @@ return architecture {
     -- the residual add (OLMo-2)
     local function block(op)
       if c.norm_position == "post" then return residual { op, norm(), scale = c.multipliers } end
+      if c.norm_position == "sandwich" then return residual { norm(), op, norm(), scale = c.multipliers } end
       return residual { norm(), op, scale = c.multipliers }
     end
+    -- Gemma 2: the layer narrows the model's mask itself on its sliding
+    -- layers; the attention sees no window of its own, and in training
+    -- Gemma2Model makes no cache (HybridCache only when not training)
+    local hybrid = c.sliding_pattern > 0
     local function layer(feed_forward)
-      return {
+      local ops = {}
+      if hybrid then ops[1] = sliding_mask { window = c.sliding_window, pattern = c.sliding_pattern } end
+      ops[#ops + 1] =
         block(attention {
           hidden = c.hidden, heads = c.heads, kv_heads = c.kv_heads, head_dim = c.head_dim,
           qkv_bias = c.qkv_bias, out_bias = c.attention_bias, rotary = true,
-          dropout = c.attn_dropout, upcast_softmax = true, caches = true,
-          mask = c.mistral_mask and "additive-mistral" or "additive",
-          sliding_window = c.sliding_window,
+          dropout = c.attn_dropout, upcast_softmax = true, caches = not hybrid,
+          mask = hybrid and "additive-hybrid" or c.mistral_mask and "additive-mistral" or "additive",
+          sliding_window = hybrid and 0 or c.sliding_window, softcap = c.attn_softcap,
           fused_qkv = c.fused_projections, rotary_cat = c.fused_projections,
           rotary_dim = c.partial_rotary_factor < 1 and math.floor(c.head_dim * c.partial_rotary_factor) or 0,
           module_names = c.fused_projections and "phi3" or nil,
           q_lora_rank = c.q_lora_rank, kv_lora_rank = c.kv_lora_rank, qk_nope_head_dim = c.qk_nope_head_dim,
           qk_rope_head_dim = c.qk_rope_head_dim, v_head_dim = c.v_head_dim, rope_interleave = c.rope_interleave,
           qk_norm = c.qk_norm, qk_norm_style = c.qk_norm_style, peft_defaults = c.peft_lora_defaults,
-        }),
-        block(feed_forward),
-      }
+        })
+      ops[#ops + 1] = block(feed_forward)
+      return ops
     end
     -- Granite rebinds inputs_embeds to their product with embedding_multiplier;
     -- Gemma keeps them and scales a copy into the hidden states
@@ -177,7 +199,8 @@ return architecture {
       layers = c.layers,
       final = {
         norm(),
-        lm_head { vocab = c.vocab, hidden = c.hidden, tied = c.tie_embeddings, scale_logits = c.multipliers },
+        lm_head { vocab = c.vocab, hidden = c.hidden, tied = c.tie_embeddings, scale_logits = c.multipliers,
+                  softcap = c.final_softcap },
         cross_entropy {},
       },
     }

@@ -41,6 +41,13 @@ def gemma(**kw):
     return dict(llama(tied=True, **kw), model_type="gemma", head_dim=32, hidden_act="gelu_pytorch_tanh")
 
 
+def gemma2(window=16, **kw):
+    kw.setdefault("layers", 3)
+    return dict(llama(tied=True, **kw), model_type="gemma2", head_dim=32, hidden_activation="gelu_pytorch_tanh",
+                sliding_window=window, query_pre_attn_scalar=32, attn_logit_softcapping=50.0,
+                final_logit_softcapping=30.0)
+
+
 def qwen3_moe(h=64, layers=2, heads=4, kv=2, vocab=256, experts=8, k=2, moe_inter=32, norm=True):
     return dict(llama(h, layers, heads, kv, 128, vocab), model_type="qwen3_moe", head_dim=32, num_experts=experts,
                 num_experts_per_tok=k, moe_intermediate_size=moe_inter, norm_topk_prob=norm)
@@ -185,6 +192,19 @@ CASES = [
     ("gemma bf16 MQA", gemma(kv=1), recipe("bf16")),
     ("gemma amp-bf16 checkpointed", gemma(layers=3), recipe("amp-bf16", ckpt="full")),
     ("gemma lora q,v bf16", gemma(), recipe("bf16", finetune="lora")),
+    ("gemma2 fp32", gemma2(), recipe()),
+    ("gemma2 amp-bf16 window past the sequence", gemma2(window=64), recipe("amp-bf16")),
+    ("gemma2 mixed-bf16 checkpointed", gemma2(layers=4), recipe("mixed-bf16", ckpt="full")),
+    ("gemma2 bf16 MQA 4 layers", gemma2(layers=4, kv=1), recipe("bf16")),
+    ("gemma2 lora q,v bf16", gemma2(), recipe("bf16", finetune="lora")),
+    # long sequences: the sliding layers' own masks at the peak
+    ("gemma2 fp32 one head seq 256", gemma2(h=32, heads=1, kv=1, vocab=32), recipe(optimizer="none", s=256)),
+    ("gemma2 fp32 one head seq 256 checkpointed", gemma2(h=32, heads=1, kv=1, vocab=32),
+     recipe(optimizer="none", s=256, ckpt="full")),
+    ("gemma2 amp-bf16 one head seq 256", gemma2(h=48, heads=1, kv=1, vocab=40),
+     recipe("amp-bf16", optimizer="none", s=256)),
+    ("gemma2 amp-bf16 one head seq 256 checkpointed", gemma2(h=32, heads=1, kv=1, vocab=32),
+     recipe("amp-bf16", optimizer="none", s=256, ckpt="full")),
     ("olmo2 fp32", olmo2(), recipe()),
     ("olmo2 bf16 MHA", olmo2(kv=4), recipe("bf16")),
     ("olmo2 amp-bf16 checkpointed", olmo2(layers=3), recipe("amp-bf16", ckpt="full")),

@@ -22,7 +22,8 @@ the code here keeps what 2.x on CUDA keeps, and says so:
   into the promoted dtype before adding (CPU kernels do not cast on the
   fly); CUDA's cast as they read. LoRA's `result + lora_B(...) * scaling`
   (a 16-bit base output and an fp32 adapter term) is MixedAdd below, which
-  allocates only the output, as CUDA does.
+  allocates only the output, as CUDA does; so are Gemma 2's residual adds
+  (16-bit post-norm rows onto the fp32 stream under autocast).
 """
 import math
 
@@ -117,8 +118,10 @@ class MixedAdd(torch.autograd.Function):
     def forward(ctx, a, b):
         ctx.dtypes = a.dtype, b.dtype
         out = torch.empty(torch.broadcast_shapes(a.shape, b.shape), dtype=torch.promote_types(a.dtype, b.dtype))
-        out.copy_(a)  # copy_ converts element by element
-        return out.add_(b) if b.dtype == out.dtype else out.add_(b.to(out.dtype))
+        # the lower-precision operand first: copy_ converts element by element
+        low, high = (a, b) if a.dtype != out.dtype else (b, a)
+        out.copy_(low)
+        return out.add_(high) if high.dtype == out.dtype else out.add_(high.to(out.dtype))
 
     @staticmethod
     def backward(ctx, grad):
@@ -360,7 +363,7 @@ class Olmo2RMSNorm(LlamaRMSNorm):
 
 def rms_norm(cfg, dim):
     eps = cfg.get("rms_norm_eps", 1e-6)
-    kind = {"gemma": GemmaRMSNorm, "olmo2": Olmo2RMSNorm}.get(cfg["model_type"], LlamaRMSNorm)
+    kind = {"gemma": GemmaRMSNorm, "gemma2": GemmaRMSNorm, "olmo2": Olmo2RMSNorm}.get(cfg["model_type"], LlamaRMSNorm)
     return kind(dim, eps)
 
 
@@ -466,6 +469,10 @@ class LlamaAttention(nn.Module):
         self.head_dim = cfg.get("head_dim") or h // self.num_heads
         self.num_key_value_groups = self.num_heads // self.num_kv
         self.scaling = self.head_dim ** -0.5
+        self.softcap = None
+        if cfg["model_type"] == "gemma2":  # Gemma2Attention
+            self.scaling = cfg.get("query_pre_attn_scalar", self.head_dim) ** -0.5
+            self.softcap = cfg.get("attn_logit_softcapping", 50.0)
         self.attention_dropout = cfg.get("attention_dropout", 0.0)
         self.attn_impl = cfg.get("_attn_implementation", "eager")
         bias = cfg.get("attention_bias", False)
@@ -493,6 +500,10 @@ class LlamaAttention(nn.Module):
         key_states = repeat_kv(key, self.num_key_value_groups)
         value_states = repeat_kv(value, self.num_key_value_groups)
         attn_weights = torch.matmul(ac.down(query), ac.down(key_states).transpose(2, 3)) * self.scaling
+        if self.softcap is not None:  # modeling_gemma2.eager_attention_forward
+            attn_weights = attn_weights / self.softcap
+            attn_weights = torch.tanh(attn_weights)
+            attn_weights = attn_weights * self.softcap
         if attention_mask is not None:
             causal_mask = attention_mask[:, :, :, : key_states.shape[-2]]
             attn_weights = attn_weights + causal_mask
@@ -599,6 +610,7 @@ class DeepseekV3Attention(nn.Module):
         self.kv_b_proj = nn.Linear(self.kv_lora_rank, self.num_heads * (self.qk_nope + self.v_head_dim), bias=False)
         self.o_proj = nn.Linear(self.num_heads * self.v_head_dim, h, bias=bias)
         self.scaling = self.qk_head_dim ** -0.5
+        self.softcap = None
 
     eager = LlamaAttention.eager
 
@@ -892,14 +904,52 @@ class LlamaDecoderLayer(nn.Module):
             self.mlp = LlamaMLP(cfg)
         self.residual_multiplier = cfg.get("residual_multiplier") if cfg["model_type"] == "granite" else None
         self.olmo2 = cfg["model_type"] == "olmo2"
-        if self.olmo2:
+        self.gemma2 = cfg["model_type"] == "gemma2"
+        if self.gemma2:  # Gemma2DecoderLayer: four norms, every other layer sliding
+            self.is_sliding = not bool(layer_idx % 2)
+            self.sliding_window = cfg.get("sliding_window", 4096)
+            self.input_layernorm = rms_norm(cfg, h)
+            self.post_attention_layernorm = rms_norm(cfg, h)
+            self.pre_feedforward_layernorm = rms_norm(cfg, h)
+            self.post_feedforward_layernorm = rms_norm(cfg, h)
+        elif self.olmo2:
             self.post_attention_layernorm = rms_norm(cfg, h)
             self.post_feedforward_layernorm = rms_norm(cfg, h)
         else:
             self.input_layernorm = rms_norm(cfg, h)
             self.post_attention_layernorm = rms_norm(cfg, h)
 
-    def forward(self, ac, hidden_states, attention_mask, position_ids, cos, sin, past_key_value=None):
+    def forward_gemma2(self, ac, hidden_states, attention_mask, cos, sin, cache_position):
+        # Gemma2DecoderLayer.forward (transformers 4.50-4.52) with eager attention
+        if self.is_sliding and attention_mask is not None:
+            effective_seq_len = max(cache_position.shape[0], self.sliding_window)
+            min_dtype = torch.finfo(attention_mask.dtype).min
+            sliding_window_mask = torch.tril(
+                torch.ones_like(attention_mask, dtype=torch.bool), diagonal=-self.sliding_window)
+            attention_mask = torch.where(sliding_window_mask, min_dtype, attention_mask)
+            offset = cache_position[-1] - effective_seq_len + 1
+            offset = torch.clamp(offset, min=0)
+            mask_indexes = torch.arange(min(effective_seq_len, attention_mask.shape[-1]))
+            mask_indexes += offset
+            attention_mask = attention_mask[:, :, :, mask_indexes]
+        residual = hidden_states
+        hidden_states = self.input_layernorm(hidden_states)
+        hidden_states, _ = self.self_attn(ac, hidden_states, (cos, sin), attention_mask)
+        hidden_states = self.post_attention_layernorm(hidden_states)
+        # under autocast the post norms return 16-bit rows and the residual
+        # stream is fp32: CUDA's add, as MixedAdd, without CPU's fp32 copy
+        hidden_states = add(residual, hidden_states)
+        residual = hidden_states
+        hidden_states = self.pre_feedforward_layernorm(hidden_states)
+        hidden_states = self.mlp(ac, hidden_states)
+        hidden_states = self.post_feedforward_layernorm(hidden_states)
+        hidden_states = add(residual, hidden_states)
+        return hidden_states
+
+    def forward(self, ac, hidden_states, attention_mask, position_ids, cos, sin, past_key_value=None,
+                cache_position=None):
+        if self.gemma2:
+            return self.forward_gemma2(ac, hidden_states, attention_mask, cos, sin, cache_position)
         if self.olmo2:  # Olmo2DecoderLayer: each block's output normalized
             residual = hidden_states
             hidden_states, _ = self.self_attn(ac, hidden_states, (cos, sin), attention_mask, past_key_value)
@@ -938,7 +988,7 @@ class Llama(nn.Module):
         self.layers = nn.ModuleList([LlamaDecoderLayer(cfg, i) for i in range(cfg["num_hidden_layers"])])
         self.norm = rms_norm(cfg, h)
         self.rotary_emb = LlamaRotaryEmbedding(cfg)
-        self.tied = cfg.get("tie_word_embeddings", cfg["model_type"] == "gemma")
+        self.tied = cfg.get("tie_word_embeddings", cfg["model_type"] in ("gemma", "gemma2"))
         if not self.tied:
             self.lm_head = nn.Linear(h, cfg["vocab_size"], bias=False)
 
@@ -949,6 +999,8 @@ class Llama(nn.Module):
         dtype = input_tensor.dtype
         sequence_length = input_tensor.shape[1]
         target_length = past_seen_tokens + sequence_length + 1
+        if self.cfg["model_type"] == "gemma2":  # Gemma2Model._update_causal_mask: the input's length
+            target_length = sequence_length
         min_dtype = torch.finfo(dtype).min
         causal_mask = torch.full((sequence_length, target_length), fill_value=min_dtype, dtype=dtype)
         if self.cfg["model_type"] in ("phi3", "mixtral", "qwen2", "qwen3", "qwen2_moe", "qwen3_moe"):
@@ -981,19 +1033,21 @@ class Llama(nn.Module):
         window = self.cfg.get("sliding_window")
         keys = past_seen_tokens + inputs_embeds.shape[1]
         sdpa_ignores = (self.cfg.get("_attn_implementation") == "sdpa" and past_seen_tokens == 0
-                        and (window is None or keys < window))
+                        and (window is None or keys < window) and self.cfg["model_type"] != "gemma2")
         causal_mask = None if sdpa_ignores else self.causal_mask(inputs_embeds, cache_position, past_seen_tokens)
         hidden_states = inputs_embeds
         cos, sin = self.rotary_emb(hidden_states, position_ids)
-        if self.cfg["model_type"] == "gemma":  # GemmaModel's normalizer
+        if self.cfg["model_type"] in ("gemma", "gemma2"):  # GemmaModel's normalizer
             normalizer = torch.tensor(self.cfg["hidden_size"] ** 0.5, dtype=hidden_states.dtype)
             hidden_states = hidden_states * normalizer
         for layer in self.layers:
             if checkpoint:  # LlamaModel's call: the rotary tables go as a tuple, not as tensors
-                hidden_states = checkpoint(lambda x, m, p, cp, pe, l=layer: l(ac, x, m, p, pe[0], pe[1]),
-                                           hidden_states, causal_mask, position_ids, cache_position, (cos, sin))
+                hidden_states = checkpoint(
+                    lambda x, m, p, cp, pe, l=layer: l(ac, x, m, p, pe[0], pe[1], cache_position=cp),
+                    hidden_states, causal_mask, position_ids, cache_position, (cos, sin))
             else:
-                hidden_states = layer(ac, hidden_states, causal_mask, position_ids, cos, sin, past_key_values)
+                hidden_states = layer(ac, hidden_states, causal_mask, position_ids, cos, sin, past_key_values,
+                                      cache_position=cache_position)
         hidden_states = self.norm(hidden_states)
         return hidden_states
 
@@ -1521,6 +1575,10 @@ class CausalLM(nn.Module):
         self.model = {"gpt2": GPT2, "bloom": Bloom}.get(kind, Llama)(cfg)
         self.vocab = cfg["vocab_size"]
 
+    def no_training_cache(self):
+        # Gemma2Model makes its HybridCache only when not training
+        return getattr(self.model, "cfg", {}).get("model_type") == "gemma2"
+
     def forward(self, ac, input_ids, labels, checkpoint=None):
         prompt = getattr(self, "prompt", None)
         if prompt is not None:  # PeftModelForCausalLM.forward: -100 labels for the virtual tokens
@@ -1536,7 +1594,7 @@ class CausalLM(nn.Module):
         past_key_values = None
         if prefix is not None:  # PeftModelForCausalLM.forward: past_key_values=self.get_prompt(batch_size)
             past_key_values = prefix.get_prompt(input_ids.shape[0], self.model.embed_tokens.weight.dtype)
-        elif getattr(self, "use_cache", True) and checkpoint is None:
+        elif getattr(self, "use_cache", True) and checkpoint is None and not self.no_training_cache():
             # config.use_cache, which transformers turns off under gradient
             # checkpointing: LlamaModel makes a DynamicCache, GPT-2 returns presents
             past_key_values = [] if isinstance(self.model, (GPT2, Bloom)) else DynamicCache()
@@ -1544,6 +1602,11 @@ class CausalLM(nn.Module):
         logits = linear(ac, hidden_states, self.model.head_weight())
         if getattr(self.model, "cfg", {}).get("model_type") == "granite":  # GraniteForCausalLM
             logits = logits / self.model.cfg["logits_scaling"]
+        cap = getattr(self.model, "cfg", {}).get("final_logit_softcapping")
+        if cap is not None:  # Gemma2ForCausalLM
+            logits = logits / cap
+            logits = torch.tanh(logits)
+            logits = logits * cap
         if isinstance(self.model, Bloom):
             loss = shifted_logits_loss(ac, logits, labels)
         else:

@@ -51,6 +51,30 @@ mappings.gemma = extend(mappings.llama, {
   defaults = { norm_style = "gemma", embed_scale = true, tie_embeddings = true, activation = "gelu_pytorch_tanh" },
 })
 
+-- Gemma2ForCausalLM (Gemma 2) of transformers 4.50-4.52: Gemma's norms,
+-- normalizer and tied head, four norms a layer (before and after the
+-- attention and the MLP), every other layer sliding over sliding_window
+-- keys through its own copy of the mask, the attention scores and the
+-- logits soft-capped (Gemma2Config's defaults: 50 and 30; null: none).
+-- query_pre_attn_scalar only sets the softmax scale.
+local function gemma2_caps(config, values, origins, path)
+  for key, field in pairs({ attn_logit_softcapping = "attn_softcap", final_logit_softcapping = "final_softcap" }) do
+    if config[key] == json.null then
+      values[field] = 0
+      origins[field] = path .. ": " .. key .. " (null: none)"
+    end
+  end
+end
+mappings.gemma2 = extend(mappings.llama, {
+  keys = { sliding_window = "sliding_window", attn_logit_softcapping = "attn_softcap",
+           final_logit_softcapping = "final_softcap", hidden_activation = "activation" },
+  defaults = { norm_style = "gemma", embed_scale = true, tie_embeddings = true, activation = "gelu_pytorch_tanh",
+               norm_position = "sandwich", sliding_pattern = 2, sliding_window = 4096, attn_softcap = 50.0,
+               final_softcap = 30.0, head_dim = 256 },
+  derive = gemma2_caps,
+})
+mappings.gemma2.keys.hidden_act = nil -- Gemma2MLP reads hidden_activation
+
 -- Olmo2ForCausalLM (OLMo 2) of transformers 4.49-4.52: Olmo2RMSNorm (the
 -- weight applied in fp32) after the attention and the MLP instead of
 -- before them, and over the whole query and key projections (q_norm,
