@@ -48,8 +48,8 @@ enum { MASK_ADDITIVE, MASK_BOOL_BUFFER, MASK_PADDING, MASK_BOOL, MASK_NONE, MASK
 static const char *const mask_names[] = {"additive", "bool-buffer", "padding", "bool", "none", "additive-mistral",
                                          "additive-hybrid", NULL};
 
-enum { QK_NORM_HEAD, QK_NORM_OLMO2 };
-static const char *const qk_norm_styles[] = {"head", "olmo2", NULL};
+enum { QK_NORM_HEAD, QK_NORM_OLMO2, QK_NORM_GEMMA };
+static const char *const qk_norm_styles[] = {"head", "olmo2", "gemma", NULL};
 
 enum { NAMES_AUTO, NAMES_BLOOM, NAMES_T5, NAMES_PHI3 };
 static const char *const module_name_sets[] = {"auto", "bloom", "t5", "phi3", NULL};
@@ -120,8 +120,9 @@ static const vp_field attention_fields[ATT_FIELDS] = {
                             "keys a query sees at most (Mistral, Phi-3); 0: no window. A window longer than the keys "
                             "changes nothing; from there on SDPA gets the 4-D mask (its memory-efficient kernel)"},
     [ATT_QK_NORM_STYLE] = {"qk_norm_style", VP_FIELD_ENUM, false, QK_NORM_HEAD, 0, 0, qk_norm_styles,
-                           "with qk_norm: head (Qwen3: LlamaRMSNorm over each head) or olmo2 (OLMo-2: Olmo2RMSNorm "
-                           "over the whole projection, before it is split into heads)"},
+                           "with qk_norm: head (Qwen3: LlamaRMSNorm over each head), olmo2 (OLMo-2: Olmo2RMSNorm "
+                           "over the whole projection, before it is split into heads) or gemma (Gemma 3: "
+                           "Gemma3RMSNorm over each head)"},
     [ATT_ROTARY_DIM] = {"rotary_dim", VP_FIELD_INT, false, 0, 0, 1 << 16, NULL,
                         "with rotary_cat: the rotated width of each query and key head (Phi-4-mini's "
                         "partial_rotary_factor); 0 means all of it"},
@@ -806,6 +807,9 @@ static vp_t head_norm(vp_step *step, const vp_op *op, vp_t x, vp_t weight) {
     uint64_t rows = vp_at(&step->sim, x)->numel / vp_at(&step->sim, weight)->numel;
     if (step->recipe->framework == VP_FRAMEWORK_MEGATRON) return vp_rms_norm(&step->sim, x, weight, rows, "attention.qk_norm");
     if (vp_op_u64(op, ATT_QK_NORM_STYLE) == QK_NORM_OLMO2) return vp_olmo2_rms_norm(step, x, weight, rows);
+    /* Gemma 3: Gemma3RMSNorm over each head (of the transposed view: the
+     * same tensors) */
+    if (vp_op_u64(op, ATT_QK_NORM_STYLE) == QK_NORM_GEMMA) return vp_gemma_rms_norm(step, x, weight, rows);
     return vp_hf_rms_norm(step, x, weight, rows);
 }
 

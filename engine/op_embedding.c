@@ -193,11 +193,14 @@ const vp_op_kind vp_op_position_embedding = {
 
 /* ---- rotary tables ---- */
 
-enum { ROTARY_HEAD_DIM, ROTARY_THETA, ROTARY_FIELDS };
+enum { ROTARY_HEAD_DIM, ROTARY_THETA, ROTARY_LOCAL, ROTARY_FIELDS };
 
 static const vp_field rotary_fields[ROTARY_FIELDS] = {
     [ROTARY_HEAD_DIM] = {"head_dim", VP_FIELD_INT, true, 0, 2, 1 << 16, NULL, "rotated dimensions per head"},
     [ROTARY_THETA] = {"theta", VP_FIELD_NUMBER, false, 10000.0, 1.0, HUGE_VAL, NULL, "rope_theta base"},
+    [ROTARY_LOCAL] = {"sliding", VP_FIELD_BOOL, false, 0, 0, 1, NULL,
+                      "a second pair of tables, kept beside the first for the sliding layers (Gemma 3's "
+                      "rotary_emb_local, rope_local_base_freq)"},
 };
 
 static const char *rotary_check(const vp_op *op) {
@@ -240,8 +243,9 @@ static void rotary_prepare(vp_step *step, const vp_op *op) {
         tables[i] = vp_to(sim, scaled[i], step->activation, "rotary.cos_sin");
         vp_drop(sim, scaled[i]);
     }
-    step->cos = tables[0];
-    step->sin = tables[1];
+    bool local = vp_op_flag(op, ROTARY_LOCAL);
+    *(local ? &step->cos_local : &step->cos) = tables[0];
+    *(local ? &step->sin_local : &step->sin) = tables[1];
     sim->grad_mode = grad_mode;
 }
 
@@ -251,7 +255,10 @@ static void rotary_prepare(vp_step *step, const vp_op *op) {
 vp_t vp_apply_rotary(vp_step *step, vp_t x, const char *label) {
     vp_sim *sim = &step->sim;
     uint64_t n = vp_at(sim, x)->numel;
-    vp_t xc = vp_mul(sim, x, step->cos, n, label);
+    /* Gemma 3's sliding layers rotate with their own tables */
+    bool local = step->layer_slides && step->cos_local;
+    vp_t cos = local ? step->cos_local : step->cos, sin = local ? step->sin_local : step->sin;
+    vp_t xc = vp_mul(sim, x, cos, n, label);
     vp_t x1 = vp_slice(sim, x, n / 2, label);
     vp_t x2 = vp_slice(sim, x, n / 2, label);
     vp_t neg = vp_scale(sim, x2, label);
@@ -259,7 +266,7 @@ vp_t vp_apply_rotary(vp_step *step, vp_t x, const char *label) {
     vp_drop(sim, neg);
     vp_drop(sim, x1);
     vp_drop(sim, x2);
-    vp_t rs = vp_mul(sim, rotated, step->sin, n, label);
+    vp_t rs = vp_mul(sim, rotated, sin, n, label);
     vp_drop(sim, rotated);
     vp_t y = vp_add(sim, xc, rs, n, label);
     vp_drop(sim, xc);

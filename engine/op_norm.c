@@ -165,7 +165,7 @@ static vp_t t5_layer_norm(vp_step *step, vp_t x, vp_t weight, uint64_t rows) {
  *   return output.type_as(x)
  * LlamaRMSNorm's steps in fp32, but the weight is applied before the cast
  * back: the product keeps the normalized rows in fp32, not in x's dtype. */
-static vp_t gemma_rms_norm(vp_step *step, vp_t x, vp_t weight, uint64_t rows) {
+vp_t vp_gemma_rms_norm(vp_step *step, vp_t x, vp_t weight, uint64_t rows) {
     static const norm_labels labels = {"gemma_rmsnorm.float",   "gemma_rmsnorm.pow",   "gemma_rmsnorm.mean",
                                        "gemma_rmsnorm.add_eps", "gemma_rmsnorm.rsqrt", "gemma_rmsnorm.mul"};
     vp_sim *sim = &step->sim;
@@ -186,7 +186,7 @@ static vp_t rmsnorm_forward(vp_step *step, const vp_op *op, const vp_t *leaves, 
     if (step->recipe->framework == VP_FRAMEWORK_MEGATRON)
         return vp_rms_norm(&step->sim, x, leaves[0], step->rows, "rmsnorm");
     if (vp_op_u64(op, RMS_STYLE) == STYLE_T5) return t5_layer_norm(step, x, leaves[0], step->rows);
-    if (vp_op_u64(op, RMS_STYLE) == STYLE_GEMMA) return gemma_rms_norm(step, x, leaves[0], step->rows);
+    if (vp_op_u64(op, RMS_STYLE) == STYLE_GEMMA) return vp_gemma_rms_norm(step, x, leaves[0], step->rows);
     if (vp_op_u64(op, RMS_STYLE) == STYLE_OLMO2) return vp_olmo2_rms_norm(step, x, leaves[0], step->rows);
     return vp_hf_rms_norm(step, x, leaves[0], step->rows);
 }

@@ -1,6 +1,8 @@
 /* op_sliding_mask.c — a decoder layer that narrows the model's causal mask
- * to a sliding window itself, as Gemma2DecoderLayer does (transformers
- * 4.50-4.52), on the layers the pattern makes sliding. */
+ * to a sliding window itself, as Gemma2DecoderLayer and Gemma3DecoderLayer
+ * do (transformers 4.50-4.52), on the layers the pattern makes sliding; it
+ * also tells the layer's attention to rotate with the sliding layers'
+ * tables where there are such (Gemma 3). */
 #include "ops.h"
 
 enum { SLIDING_WINDOW, SLIDING_PATTERN, SLIDING_FIELDS };
@@ -34,7 +36,8 @@ static vp_t sliding_mask_forward(vp_step *step, const vp_op *op, const vp_t *lea
     (void)leaves;
     vp_sim *sim = &step->sim;
     vp_hold(sim, x);
-    if (!step->causal_mask || !sliding_layer(step, op)) return x;
+    step->layer_slides = sliding_layer(step, op);
+    if (!step->causal_mask || !step->layer_slides) return x;
     bool grad_mode = sim->grad_mode;
     sim->grad_mode = false;
     uint64_t window = vp_op_u64(op, SLIDING_WINDOW), columns = step->mask_columns;

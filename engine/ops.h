@@ -45,6 +45,8 @@ vp_t vp_project_row(vp_step *step, vp_t x, vp_t weight, vp_t bias, uint64_t out_
 vp_t vp_hf_rms_norm(vp_step *step, vp_t x, vp_t weight, uint64_t rows);
 /* Olmo2RMSNorm: the weight applied in fp32, the cast back last. */
 vp_t vp_olmo2_rms_norm(vp_step *step, vp_t x, vp_t weight, uint64_t rows);
+/* GemmaRMSNorm (Gemma 1-3): 1 + weight applied to the fp32 rows, the cast back last. */
+vp_t vp_gemma_rms_norm(vp_step *step, vp_t x, vp_t weight, uint64_t rows);
 
 /* apply_rotary_pos_emb for one of q, k with the step's cos and sin. */
 vp_t vp_apply_rotary(vp_step *step, vp_t x, const char *label);

@@ -320,6 +320,7 @@ static vp_t layers_forward(vp_step *step, const vp_chunk *chunk, vp_t x) {
         /* the layer returns: its locals go */
         drop_locals(step, VP_LOCAL_OF_LAYER);
         step->layer_mask = 0;
+        step->layer_slides = false;
         vp_drop(&step->sim, in);
         current = vp_layout_layer_end(step, out, index);
         vp_drop(&step->sim, out);
@@ -369,13 +370,15 @@ static vp_t checkpoint_forward(vp_step *step, vp_chunk *chunk, vp_t x) {
     unsigned n = 0;
     if (step->alibi) saved[n++] = &step->alibi; /* BloomModel's call (4.26-4.27): x, alibi, causal_mask */
     saved[n++] = &step->causal_mask;
-    vp_t *const held[2] = {&step->cos, &step->sin};
+    /* Gemma3TextModel's call passes both pairs of tables */
+    vp_t *const held[4] = {&step->cos, &step->sin, &step->cos_local, &step->sin_local};
+    unsigned n_held = step->cos_local ? 4 : step->cos ? 2 : 0;
     bool rotary = step->cos != 0;
     if (rotary) {
         saved[n++] = &step->position_ids;
         saved[n++] = &step->position_ids;
     }
-    vp_checkpoint_args args = {.saved = saved, .n_saved = n, .held = held, .n_held = rotary ? 2 : 0};
+    vp_checkpoint_args args = {.saved = saved, .n_saved = n, .held = held, .n_held = n_held};
     return vp_checkpoint(step, recompute_chunk, chunk, &x, 1, &args);
 }
 
@@ -486,9 +489,12 @@ static void body_returns(vp_step *step, bool forward_ends) {
     vp_drop(&step->sim, step->position_ids);
     vp_drop(&step->sim, step->cos);
     vp_drop(&step->sim, step->sin);
+    vp_drop(&step->sim, step->cos_local);
+    vp_drop(&step->sim, step->sin_local);
     vp_drop(&step->sim, step->causal_mask);
     vp_drop(&step->sim, step->alibi);
     step->position_ids = step->cos = step->sin = step->causal_mask = step->alibi = 0;
+    step->cos_local = step->sin_local = 0;
     vp_drop(&step->sim, step->memory);
     vp_drop(&step->sim, step->prompt_mask);
     step->memory = step->prompt_mask = 0;

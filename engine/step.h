@@ -80,9 +80,11 @@ typedef struct vp_step {
     bool fold;                       /* evaluate identical layers once */
     /* tensors the model forward creates once per step */
     vp_t input_ids, labels, position_ids, cos, sin, causal_mask, logits, loss;
+    vp_t cos_local, sin_local;       /* Gemma 3's second rotary tables (the sliding layers'), or 0 */
     uint64_t mask_columns;           /* the causal mask's row length (HF's target_length) */
     vp_t layer_mask;                 /* the running layer's own mask (a layer local, borrowed), or 0 */
     unsigned layer_index;            /* the model layer running now (HF's layer_idx) */
+    bool layer_slides;               /* it is a sliding layer (it rotates with cos_local, sin_local) */
     vp_t alibi;                      /* BLOOM's [b x heads, 1, s] ALiBi bias */
     /* encoder-decoder models (T5): the encoder's output that cross-attention
      * reads and the outputs' reference to it, the running stack's position

@@ -7,7 +7,9 @@
 -- with norm_style "gemma" and embed_scale Gemma (GemmaForCausalLM); with
 -- norm_style "olmo2", norm_position "post" and qk_norm OLMo-2; with
 -- multipliers Granite (GraniteForCausalLM); with norm_position "sandwich",
--- sliding_pattern and the soft caps Gemma 2 (Gemma2ForCausalLM).
+-- sliding_pattern and the soft caps Gemma 2 (Gemma2ForCausalLM); with
+-- those and qk_norm_style "gemma", local_rope and scaled_embedding Gemma 3's
+-- text model (Gemma3ForCausalLM).
 -- Field names follow vramplan; HF config.json keys map onto them (hf.lua).
 return architecture {
   name = "llama",
@@ -78,7 +80,14 @@ return architecture {
     { "final_softcap", "number", default = 0, min = 0,
       doc = "final_logit_softcapping: the logits capped as cap * tanh(logits / cap) (Gemma 2); 0: none" },
     { "qk_norm_style", "string", default = function(c) return c.norm_style == "olmo2" and "olmo2" or "head" end,
-      doc = "with qk_norm: head (an RMSNorm over each head, Qwen3) or olmo2 (over the whole projection, OLMo-2)" },
+      doc = "with qk_norm: head (an RMSNorm over each head, Qwen3), olmo2 (over the whole projection, OLMo-2) or "
+            .. "gemma (a GemmaRMSNorm over each head, Gemma 3)" },
+    { "local_rope", "bool", default = false,
+      doc = "a second pair of rotary tables for the sliding layers, made beside the first (Gemma 3's "
+            .. "rope_local_base_freq)" },
+    { "scaled_embedding", "bool", default = false,
+      doc = "the embedding module returns its rows times sqrt(hidden_size) (Gemma 3's scaled word embedding): the "
+            .. "product is inputs_embeds, the raw rows a temporary" },
     { "embed_scale", "bool", default = false,
       doc = "the embeddings multiplied by sqrt(hidden_size) before the first layer (Gemma's normalizer)" },
     { "multipliers", "bool", default = false,
@@ -120,8 +129,14 @@ return architecture {
     if c.sliding_pattern > 0 and (c.experts > 0 or c.kv_lora_rank > 0 or c.fused_projections) then
       return "sliding_pattern", "is Gemma 2's dense decoder: no experts, latent attention or fused projections"
     end
-    if c.qk_norm_style ~= "head" and c.qk_norm_style ~= "olmo2" then
-      return "qk_norm_style", "must be head or olmo2"
+    if c.qk_norm_style ~= "head" and c.qk_norm_style ~= "olmo2" and c.qk_norm_style ~= "gemma" then
+      return "qk_norm_style", "must be head, olmo2 or gemma"
+    end
+    if c.local_rope and c.sliding_pattern == 0 then
+      return "local_rope", "is the sliding layers' rotary tables: needs sliding_pattern"
+    end
+    if c.scaled_embedding and (c.embed_scale or c.multipliers) then
+      return "scaled_embedding", "scales the embeddings itself: not with embed_scale or multipliers"
     end
     if c.expert_names ~= "w" and c.expert_names ~= "proj" then
       return "expert_names", "must be w or proj"
@@ -184,12 +199,13 @@ return architecture {
     end
     -- Granite rebinds inputs_embeds to their product with embedding_multiplier;
     -- Gemma keeps them and scales a copy into the hidden states
-    local embed = { token_embedding { vocab = c.vocab, hidden = c.hidden, model_local = not c.multipliers } }
-    if c.multipliers then embed[#embed + 1] = scale { model_local = true } end
-    embed[#embed + 1] = rotary_embedding {
-      head_dim = c.kv_lora_rank > 0 and c.qk_rope_head_dim or math.floor(c.head_dim * c.partial_rotary_factor),
-      theta = c.rope_theta,
-    }
+    -- as does Gemma 3's embedding module
+    local rebinds = c.multipliers or c.scaled_embedding
+    local embed = { token_embedding { vocab = c.vocab, hidden = c.hidden, model_local = not rebinds } }
+    if rebinds then embed[#embed + 1] = scale { model_local = true } end
+    local rotary_dim = c.kv_lora_rank > 0 and c.qk_rope_head_dim or math.floor(c.head_dim * c.partial_rotary_factor)
+    embed[#embed + 1] = rotary_embedding { head_dim = rotary_dim, theta = c.rope_theta }
+    if c.local_rope then embed[#embed + 1] = rotary_embedding { head_dim = rotary_dim, sliding = true } end
     if c.embed_scale then embed[#embed + 1] = scale {} end
     return decoder {
       embed = embed,

@@ -136,7 +136,7 @@ describe("bad recipes", function()
       { "norm_style=rms", "norm_style: must be llama, gemma or olmo2" },
       { "norm_position=middle", "norm_position: must be pre, post or sandwich" },
       { "sliding_pattern=2", "sliding_pattern: needs a sliding_window" },
-      { "qk_norm_style=row", "qk_norm_style: must be head or olmo2" },
+      { "qk_norm_style=row", "qk_norm_style: must be head, olmo2 or gemma" },
       { "expert_names=x", "expert_names: must be w or proj" },
       { "partial_rotary_factor=0.5", "partial_rotary_factor: is Phi-3's" },
     }) do

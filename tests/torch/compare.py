@@ -48,6 +48,13 @@ def gemma2(window=16, **kw):
                 final_logit_softcapping=30.0)
 
 
+def gemma3(window=16, pattern=3, **kw):
+    kw.setdefault("layers", 4)
+    return dict(llama(tied=True, **kw), model_type="gemma3_text", head_dim=32, hidden_activation="gelu_pytorch_tanh",
+                sliding_window=window, sliding_window_pattern=pattern, query_pre_attn_scalar=32,
+                rope_theta=1000000.0, rope_local_base_freq=10000.0)
+
+
 def qwen3_moe(h=64, layers=2, heads=4, kv=2, vocab=256, experts=8, k=2, moe_inter=32, norm=True):
     return dict(llama(h, layers, heads, kv, 128, vocab), model_type="qwen3_moe", head_dim=32, num_experts=experts,
                 num_experts_per_tok=k, moe_intermediate_size=moe_inter, norm_topk_prob=norm)
@@ -205,6 +212,13 @@ CASES = [
      recipe("amp-bf16", optimizer="none", s=256)),
     ("gemma2 amp-bf16 one head seq 256 checkpointed", gemma2(h=32, heads=1, kv=1, vocab=32),
      recipe("amp-bf16", optimizer="none", s=256, ckpt="full")),
+    ("gemma3 fp32", gemma3(), recipe()),
+    ("gemma3 amp-bf16 checkpointed", gemma3(), recipe("amp-bf16", ckpt="full")),
+    ("gemma3 bf16 MQA", gemma3(kv=1), recipe("bf16")),
+    ("gemma3 lora all-linear bf16", gemma3(), recipe("bf16", finetune="lora", lora_targets="all-linear")),
+    ("gemma3 lora q,v amp-bf16 checkpointed", gemma3(), recipe("amp-bf16", ckpt="full", finetune="lora")),
+    ("gemma3 amp-bf16 one head seq 256", gemma3(h=48, heads=1, kv=1, vocab=40),
+     recipe("amp-bf16", optimizer="none", s=256)),
     ("olmo2 fp32", olmo2(), recipe()),
     ("olmo2 bf16 MHA", olmo2(kv=4), recipe("bf16")),
     ("olmo2 amp-bf16 checkpointed", olmo2(layers=3), recipe("amp-bf16", ckpt="full")),

@@ -363,7 +363,8 @@ class Olmo2RMSNorm(LlamaRMSNorm):
 
 def rms_norm(cfg, dim):
     eps = cfg.get("rms_norm_eps", 1e-6)
-    kind = {"gemma": GemmaRMSNorm, "gemma2": GemmaRMSNorm, "olmo2": Olmo2RMSNorm}.get(cfg["model_type"], LlamaRMSNorm)
+    kind = {"gemma": GemmaRMSNorm, "gemma2": GemmaRMSNorm, "gemma3_text": GemmaRMSNorm,
+            "olmo2": Olmo2RMSNorm}.get(cfg["model_type"], LlamaRMSNorm)
     return kind(dim, eps)
 
 
@@ -473,6 +474,9 @@ class LlamaAttention(nn.Module):
         if cfg["model_type"] == "gemma2":  # Gemma2Attention
             self.scaling = cfg.get("query_pre_attn_scalar", self.head_dim) ** -0.5
             self.softcap = cfg.get("attn_logit_softcapping", 50.0)
+        if cfg["model_type"] == "gemma3_text":  # Gemma3Attention: no soft cap by default
+            self.scaling = cfg.get("query_pre_attn_scalar", self.head_dim) ** -0.5
+            self.softcap = cfg.get("attn_logit_softcapping")
         self.attention_dropout = cfg.get("attention_dropout", 0.0)
         self.attn_impl = cfg.get("_attn_implementation", "eager")
         bias = cfg.get("attention_bias", False)
@@ -480,6 +484,11 @@ class LlamaAttention(nn.Module):
         qk_norm = cfg["model_type"] in ("qwen3", "qwen3_moe")  # Qwen3Attention: q_norm, k_norm over head_dim
         self.q_norm = LlamaRMSNorm(self.head_dim, cfg.get("rms_norm_eps", 1e-6)) if qk_norm else None
         self.k_norm = LlamaRMSNorm(self.head_dim, cfg.get("rms_norm_eps", 1e-6)) if qk_norm else None
+        # Gemma3Attention: Gemma3RMSNorm over each head, after the transpose
+        self.gemma3 = cfg["model_type"] == "gemma3_text"
+        if self.gemma3:
+            self.q_norm = GemmaRMSNorm(self.head_dim, cfg.get("rms_norm_eps", 1e-6))
+            self.k_norm = GemmaRMSNorm(self.head_dim, cfg.get("rms_norm_eps", 1e-6))
         # Olmo2Attention: q_norm and k_norm over the whole projections, before the view
         self.olmo2 = cfg["model_type"] == "olmo2"
         if self.olmo2:
@@ -565,11 +574,14 @@ class LlamaAttention(nn.Module):
         else:
             query_states = linear(ac, hidden_states, self.q_proj.weight, self.q_proj.bias).view(hidden_shape)
             key_states = linear(ac, hidden_states, self.k_proj.weight, self.k_proj.bias).view(hidden_shape)
-        if self.q_norm is not None and not self.olmo2:
+        if self.q_norm is not None and not self.olmo2 and not self.gemma3:
             query_states = self.q_norm(query_states)
             key_states = self.k_norm(key_states)
         query_states = query_states.transpose(1, 2)
         key_states = key_states.transpose(1, 2)
+        if self.gemma3:
+            query_states = self.q_norm(query_states)
+            key_states = self.k_norm(key_states)
         value_states = linear(ac, hidden_states, self.v_proj.weight, self.v_proj.bias).view(hidden_shape).transpose(1, 2)
         cos, sin = position_embeddings
         query_states, key_states = apply_rotary_pos_emb(query_states, key_states, cos, sin)
@@ -904,9 +916,10 @@ class LlamaDecoderLayer(nn.Module):
             self.mlp = LlamaMLP(cfg)
         self.residual_multiplier = cfg.get("residual_multiplier") if cfg["model_type"] == "granite" else None
         self.olmo2 = cfg["model_type"] == "olmo2"
-        self.gemma2 = cfg["model_type"] == "gemma2"
-        if self.gemma2:  # Gemma2DecoderLayer: four norms, every other layer sliding
-            self.is_sliding = not bool(layer_idx % 2)
+        self.gemma2 = cfg["model_type"] in ("gemma2", "gemma3_text")
+        if self.gemma2:  # Gemma2DecoderLayer: four norms, every other layer sliding; Gemma 3's: one in six global
+            pattern = cfg.get("sliding_window_pattern", 6) if cfg["model_type"] == "gemma3_text" else 2
+            self.is_sliding = bool((layer_idx + 1) % pattern)
             self.sliding_window = cfg.get("sliding_window", 4096)
             self.input_layernorm = rms_norm(cfg, h)
             self.post_attention_layernorm = rms_norm(cfg, h)
@@ -920,7 +933,9 @@ class LlamaDecoderLayer(nn.Module):
             self.post_attention_layernorm = rms_norm(cfg, h)
 
     def forward_gemma2(self, ac, hidden_states, attention_mask, cos, sin, cache_position):
-        # Gemma2DecoderLayer.forward (transformers 4.50-4.52) with eager attention
+        # Gemma2DecoderLayer.forward (transformers 4.50-4.52) with eager
+        # attention; Gemma3DecoderLayer's is the same with the sliding
+        # layers' own rotary tables (its caller passes the ones to use)
         if self.is_sliding and attention_mask is not None:
             effective_seq_len = max(cache_position.shape[0], self.sliding_window)
             min_dtype = torch.finfo(attention_mask.dtype).min
@@ -988,7 +1003,11 @@ class Llama(nn.Module):
         self.layers = nn.ModuleList([LlamaDecoderLayer(cfg, i) for i in range(cfg["num_hidden_layers"])])
         self.norm = rms_norm(cfg, h)
         self.rotary_emb = LlamaRotaryEmbedding(cfg)
-        self.tied = cfg.get("tie_word_embeddings", cfg["model_type"] in ("gemma", "gemma2"))
+        self.rotary_emb_local = None
+        if cfg["model_type"] == "gemma3_text":  # Gemma3TextModel: the sliding layers' tables, the scaled embedding
+            self.rotary_emb_local = LlamaRotaryEmbedding(dict(cfg, rope_theta=cfg.get("rope_local_base_freq", 10000.0)))
+            self.register_buffer("embed_scale", torch.tensor(h ** 0.5), persistent=False)
+        self.tied = cfg.get("tie_word_embeddings", cfg["model_type"] in ("gemma", "gemma2", "gemma3_text"))
         if not self.tied:
             self.lm_head = nn.Linear(h, cfg["vocab_size"], bias=False)
 
@@ -999,7 +1018,7 @@ class Llama(nn.Module):
         dtype = input_tensor.dtype
         sequence_length = input_tensor.shape[1]
         target_length = past_seen_tokens + sequence_length + 1
-        if self.cfg["model_type"] == "gemma2":  # Gemma2Model._update_causal_mask: the input's length
+        if self.cfg["model_type"] in ("gemma2", "gemma3_text"):  # Gemma2Model._update_causal_mask: the input's length
             target_length = sequence_length
         min_dtype = torch.finfo(dtype).min
         causal_mask = torch.full((sequence_length, target_length), fill_value=min_dtype, dtype=dtype)
@@ -1018,11 +1037,13 @@ class Llama(nn.Module):
         return causal_mask
 
     def embed(self, input_ids):
+        if self.rotary_emb_local is not None:  # Gemma3TextScaledWordEmbedding.forward
+            return self.embed_tokens(input_ids) * self.embed_scale.to(self.embed_tokens.weight.dtype)
         return self.embed_tokens(input_ids)
 
     def body(self, ac, input_ids, checkpoint, inputs_embeds=None, past_key_values=None):
         if inputs_embeds is None:
-            inputs_embeds = self.embed_tokens(input_ids)
+            inputs_embeds = self.embed(input_ids)
         if self.cfg["model_type"] == "granite":  # GraniteModel rebinds inputs_embeds
             inputs_embeds = inputs_embeds * self.cfg["embedding_multiplier"]
         past_seen_tokens = past_key_values.get_seq_length() if past_key_values is not None else 0
@@ -1033,20 +1054,25 @@ class Llama(nn.Module):
         window = self.cfg.get("sliding_window")
         keys = past_seen_tokens + inputs_embeds.shape[1]
         sdpa_ignores = (self.cfg.get("_attn_implementation") == "sdpa" and past_seen_tokens == 0
-                        and (window is None or keys < window) and self.cfg["model_type"] != "gemma2")
+                        and (window is None or keys < window) and self.cfg["model_type"] not in ("gemma2", "gemma3_text"))
         causal_mask = None if sdpa_ignores else self.causal_mask(inputs_embeds, cache_position, past_seen_tokens)
         hidden_states = inputs_embeds
         cos, sin = self.rotary_emb(hidden_states, position_ids)
-        if self.cfg["model_type"] in ("gemma", "gemma2"):  # GemmaModel's normalizer
+        tables = (cos, sin)
+        if self.rotary_emb_local is not None:  # both pairs go to every layer
+            tables = (cos, sin) + self.rotary_emb_local(hidden_states, position_ids)
+        if self.cfg["model_type"] in ("gemma", "gemma2"):  # GemmaModel's normalizer (Gemma 3's is in its embedding)
             normalizer = torch.tensor(self.cfg["hidden_size"] ** 0.5, dtype=hidden_states.dtype)
             hidden_states = hidden_states * normalizer
         for layer in self.layers:
+            # Gemma 3's sliding layers take the second pair
+            pe = tables[2:] if len(tables) == 4 and layer.is_sliding else tables[:2]
             if checkpoint:  # LlamaModel's call: the rotary tables go as a tuple, not as tensors
                 hidden_states = checkpoint(
-                    lambda x, m, p, cp, pe, l=layer: l(ac, x, m, p, pe[0], pe[1], cache_position=cp),
-                    hidden_states, causal_mask, position_ids, cache_position, (cos, sin))
+                    lambda x, m, p, cp, t, l=layer, pe=pe: l(ac, x, m, p, pe[0], pe[1], cache_position=cp),
+                    hidden_states, causal_mask, position_ids, cache_position, tables)
             else:
-                hidden_states = layer(ac, hidden_states, causal_mask, position_ids, cos, sin, past_key_values,
+                hidden_states = layer(ac, hidden_states, causal_mask, position_ids, pe[0], pe[1], past_key_values,
                                       cache_position=cache_position)
         hidden_states = self.norm(hidden_states)
         return hidden_states
@@ -1577,7 +1603,7 @@ class CausalLM(nn.Module):
 
     def no_training_cache(self):
         # Gemma2Model makes its HybridCache only when not training
-        return getattr(self.model, "cfg", {}).get("model_type") == "gemma2"
+        return getattr(self.model, "cfg", {}).get("model_type") in ("gemma2", "gemma3_text")
 
     def forward(self, ac, input_ids, labels, checkpoint=None):
         prompt = getattr(self, "prompt", None)

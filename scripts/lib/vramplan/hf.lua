@@ -75,6 +75,31 @@ mappings.gemma2 = extend(mappings.llama, {
 })
 mappings.gemma2.keys.hidden_act = nil -- Gemma2MLP reads hidden_activation
 
+-- Gemma3ForCausalLM (Gemma 3's text model, model_type gemma3_text) of
+-- transformers 4.50-4.52: Gemma 2's layers with one global layer in every
+-- sliding_window_pattern (6), a Gemma3RMSNorm over each query and key
+-- head, a second pair of rotary tables for the sliding layers
+-- (rope_local_base_freq), the embedding module scaling its own rows, and
+-- no soft caps unless the config sets them. rope_scaling only changes the
+-- tables' values. The multimodal Gemma3ForConditionalGeneration (model_type
+-- gemma3, with a vision tower) is not modelled.
+mappings.gemma3_text = extend(mappings.gemma2, {
+  keys = { sliding_window_pattern = "sliding_pattern" },
+  defaults = { norm_style = "gemma", tie_embeddings = true, activation = "gelu_pytorch_tanh",
+               norm_position = "sandwich", sliding_pattern = 6, sliding_window = 4096, head_dim = 256,
+               qk_norm = true, qk_norm_style = "gemma", local_rope = true, scaled_embedding = true,
+               rope_theta = 1000000.0 },
+  derive = gemma2_caps,
+})
+mappings.gemma3_text.keys.hidden_act = nil
+mappings.gemma3 = {
+  family = "llama", keys = {},
+  check = function()
+    return "model_type", "gemma3 is Gemma 3's multimodal model (a vision tower beside the text model), not modelled; "
+      .. "its text_config, saved as a config.json of its own (model_type gemma3_text), describes the text model"
+  end,
+}
+
 -- Olmo2ForCausalLM (OLMo 2) of transformers 4.49-4.52: Olmo2RMSNorm (the
 -- weight applied in fp32) after the attention and the MLP instead of
 -- before them, and over the whole query and key projections (q_norm,
