@@ -38,6 +38,8 @@ const char *const vp_module_names[VP_MODULE_COUNT + 1] = {
     [VP_MODULE_WI_1] = "wi_1",
     [VP_MODULE_QKV_PROJ] = "qkv_proj",
     [VP_MODULE_GATE_UP_PROJ] = "gate_up_proj",
+    [VP_MODULE_FC1] = "fc1",
+    [VP_MODULE_FC2] = "fc2",
     [VP_MODULE_SHARED_EXPERT_GATE] = "shared_expert_gate",
     [VP_MODULE_LM_HEAD] = "lm_head",
     [VP_MODULE_EMBED_TOKENS] = "embed_tokens",
@@ -52,10 +54,13 @@ vp_module_set vp_module_all_linear(void) {
     return set;
 }
 
-/* GPT-2's own names for its embeddings, accepted beside the generic ones */
+/* GPT-2's and GPT-NeoX's own names for their embeddings and head, accepted
+ * beside the generic ones */
 static vp_module alias(const char *name, size_t len) {
     if (len == 3 && strncmp(name, "wte", 3) == 0) return VP_MODULE_EMBED_TOKENS;
     if (len == 3 && strncmp(name, "wpe", 3) == 0) return VP_MODULE_EMBED_POSITIONS;
+    if (len == 8 && strncmp(name, "embed_in", 8) == 0) return VP_MODULE_EMBED_TOKENS;
+    if (len == 9 && strncmp(name, "embed_out", 9) == 0) return VP_MODULE_LM_HEAD;
     for (int m = VP_MODULE_Q_PROJ; m < VP_MODULE_COUNT; m++)
         if (strlen(vp_module_names[m]) == len && strncmp(vp_module_names[m], name, len) == 0) return (vp_module)m;
     return VP_MODULE_NONE;

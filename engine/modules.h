@@ -41,6 +41,8 @@ typedef enum {
     VP_MODULE_WI_1,
     VP_MODULE_QKV_PROJ,        /* Phi-3's fused q/k/v */
     VP_MODULE_GATE_UP_PROJ,    /* Phi-3's fused gate and up projections */
+    VP_MODULE_FC1,             /* Phi-1/Phi-2's MLP */
+    VP_MODULE_FC2,
     VP_MODULE_SHARED_EXPERT_GATE, /* Qwen2-MoE's sigmoid gate on the shared expert */
     VP_MODULE_LM_HEAD,
     VP_MODULE_EMBED_TOKENS, /* wte for GPT-2 */

@@ -41,6 +41,7 @@ enum {
     ATT_ROTARY_DIM,
     ATT_PEFT_DEFAULTS,
     ATT_SOFTCAP,
+    ATT_ROTARY_LOCALS,
     ATT_FIELDS
 };
 
@@ -51,8 +52,8 @@ static const char *const mask_names[] = {"additive", "bool-buffer", "padding", "
 enum { QK_NORM_HEAD, QK_NORM_OLMO2, QK_NORM_GEMMA };
 static const char *const qk_norm_styles[] = {"head", "olmo2", "gemma", NULL};
 
-enum { NAMES_AUTO, NAMES_BLOOM, NAMES_T5, NAMES_PHI3 };
-static const char *const module_name_sets[] = {"auto", "bloom", "t5", "phi3", NULL};
+enum { NAMES_AUTO, NAMES_BLOOM, NAMES_T5, NAMES_PHI3, NAMES_PHI };
+static const char *const module_name_sets[] = {"auto", "bloom", "t5", "phi3", "phi", NULL};
 
 static const vp_field attention_fields[ATT_FIELDS] = {
     [ATT_HIDDEN] = {"hidden", VP_FIELD_INT, true, 0, 1, 1 << 20, NULL, "model width (input and output)"},
@@ -106,7 +107,8 @@ static const vp_field attention_fields[ATT_FIELDS] = {
                    "contiguous copies of q and k; transformers runs it eagerly only"},
     [ATT_MODULE_NAMES] = {"module_names", VP_FIELD_ENUM, false, NAMES_AUTO, 0, 0, module_name_sets,
                           "the projections' names for LoRA targets: auto (q_proj/k_proj/v_proj/o_proj, c_attn/c_proj "
-                          "when fused), bloom (query_key_value, dense), t5 (q, k, v, o) or phi3 (qkv_proj, o_proj)"},
+                          "when fused), bloom (query_key_value, dense: BLOOM's, GPT-NeoX's), t5 (q, k, v, o), phi3 "
+                          "(qkv_proj, o_proj) or phi (q_proj, k_proj, v_proj, dense: Phi-1/Phi-2)"},
     [ATT_POSITION_BIAS] = {"position_bias", VP_FIELD_BOOL, false, 0, 0, 1, NULL,
                            "T5Attention: unscaled scores, the stack's position bias (masks included) added in place, "
                            "softmax over scores.float(); the scores stay bound until the module returns; eager only"},
@@ -133,6 +135,9 @@ static const vp_field attention_fields[ATT_FIELDS] = {
                      "the scores capped as cap * tanh(scores / cap) before the mask (Gemma 2's "
                      "attn_logit_softcapping): under eager attention three more score-sized tensors, tanh's kept "
                      "for backward; 0: none"},
+    [ATT_ROTARY_LOCALS] = {"rotary_locals", VP_FIELD_BOOL, false, 0, 0, 1, NULL,
+                           "with rotary_cat: the rotated parts and the unrotated rests (views of the projections) "
+                           "are locals of the module until it returns (PhiAttention.forward), not of a helper"},
 };
 
 /* head_dim is the queries' and keys' width; v_dim the values' (they differ
@@ -213,7 +218,10 @@ static const char *attention_check(const vp_op *op) {
     if (vp_op_flag(op, ATT_FUSED_QKV) && s.kv_heads != s.heads && !phi3)
         return "fused_qkv with fewer kv_heads than heads is Phi-3's qkv_proj: needs module_names = \"phi3\"";
     if (phi3 && !vp_op_flag(op, ATT_FUSED_QKV)) return "module_names = \"phi3\" names a fused qkv_proj: needs fused_qkv";
+    if (vp_op_u64(op, ATT_MODULE_NAMES) == NAMES_PHI && vp_op_flag(op, ATT_FUSED_QKV))
+        return "module_names = \"phi\" names Phi-2's separate q_proj, k_proj, v_proj: no fused_qkv";
     if (vp_op_flag(op, ATT_ROTARY_CAT) && !vp_op_flag(op, ATT_ROTARY)) return "rotary_cat needs rotary";
+    if (vp_op_flag(op, ATT_ROTARY_LOCALS) && !vp_op_flag(op, ATT_ROTARY_CAT)) return "rotary_locals needs rotary_cat";
     uint64_t rotary_dim = vp_op_u64(op, ATT_ROTARY_DIM);
     if (rotary_dim && (!vp_op_flag(op, ATT_ROTARY_CAT) || rotary_dim % 2 || rotary_dim > s.head_dim))
         return "rotary_dim needs rotary_cat and an even width no wider than a head";
@@ -272,7 +280,7 @@ static unsigned attention_leaves(const vp_op *op, const vp_ranks *split, vp_leaf
     unsigned names = (unsigned)vp_op_u64(op, ATT_MODULE_NAMES);
     bool bloom = names == NAMES_BLOOM, t5 = names == NAMES_T5;
     bool phi3 = names == NAMES_PHI3;
-    vp_module out_module = bloom  ? VP_MODULE_DENSE
+    vp_module out_module = bloom || names == NAMES_PHI ? VP_MODULE_DENSE
                            : phi3 ? VP_MODULE_O_PROJ
                            : fused ? VP_MODULE_C_PROJ
                            : t5    ? VP_MODULE_O
@@ -840,7 +848,7 @@ static void bloom_project(vp_step *step, const vp_t *leaves, vp_t x, uint64_t q_
  * spans the head: a full slice is no op) and x[..., rotary_dim:] (empty
  * then, and its backward still makes a zero-filled gradient of x's size);
  * the rotated part is joined to the rest with torch.cat: a copy. */
-static vp_t rotate(vp_step *step, const vp_op *op, vp_t x, const char *label) {
+static vp_t rotate(vp_step *step, const vp_op *op, vp_t x, qkv *in, const char *label) {
     if (!vp_op_flag(op, ATT_ROTARY_CAT)) return vp_apply_rotary(step, x, label);
     vp_sim *sim = &step->sim;
     uint64_t n = vp_at(sim, x)->numel, head_dim = shape_of(op).head_dim;
@@ -851,6 +859,12 @@ static vp_t rotate(vp_step *step, const vp_op *op, vp_t x, const char *label) {
     vp_t rotated = vp_apply_rotary(step, part, label);
     vp_drop(sim, part);
     vp_t y = vp_cat(sim, rotated, pass, label);
+    /* PhiAttention binds query_rot (rebound to its rotation) and
+     * query_pass, and likewise the key's, in its own frame */
+    if (vp_op_flag(op, ATT_ROTARY_LOCALS)) {
+        keep_local(sim, in, rotated);
+        keep_local(sim, in, pass);
+    }
     vp_drop(sim, rotated);
     vp_drop(sim, pass);
     return y;
@@ -903,12 +917,14 @@ static vp_t attention_forward(vp_step *step, const vp_op *op, const vp_t *leaves
         in.k = k;
     }
     if (vp_op_flag(op, ATT_ROTARY) && !mla) {
-        vp_t q = rotate(step, op, in.q, "attention.rotary_q");
-        vp_t k = rotate(step, op, in.k, "attention.rotary_k");
+        vp_t q = rotate(step, op, in.q, &in, "attention.rotary_q");
+        vp_t k = rotate(step, op, in.k, &in, "attention.rotary_k");
         vp_drop(sim, in.q);
         vp_drop(sim, in.k);
         in.q = q;
         in.k = k;
+        /* torch.cat's results are contiguous [b, heads, s, d] */
+        if (vp_op_flag(op, ATT_ROTARY_CAT)) in.q_contiguous = in.k_contiguous = true;
     }
     /* past_key_value.update(key_states, value_states, layer_idx), or GPT-2's
      * present = (key, value) */

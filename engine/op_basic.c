@@ -208,6 +208,53 @@ static vp_t residual_forward(vp_step *step, const vp_op *op, const vp_t *leaves,
     return y;
 }
 
+/* ---- sequence and parallel branches ---- */
+
+/* f(x) for children f1, f2, ... run in order (a branch of a parallel
+ * block: GPT-NeoX's input_layernorm, attention and dropout). */
+static vp_t sequence_forward(vp_step *step, const vp_op *op, const vp_t *leaves, vp_t x) {
+    return vp_run_ops(step, op->children, op->n_children, leaves - op->slot, x);
+}
+
+const vp_op_kind vp_op_sequence = {
+    .name = "sequence",
+    .doc = "its ops run in order on the input, nothing added back (a branch of a parallel block)",
+    .container = true,
+    .forward = sequence_forward,
+};
+
+/* f1(x) + f2(x) + ...: every child runs on the same x, its result kept
+ * while the next runs, then the results are summed left to right, each sum
+ * a new tensor (Phi's attn_outputs + feed_forward_hidden_states, GPT-NeoX's
+ * mlp_output + attn_output; the residual around them adds x last). */
+static vp_t parallel_forward(vp_step *step, const vp_op *op, const vp_t *leaves, vp_t x) {
+    vp_sim *sim = &step->sim;
+    const vp_t *section = leaves - op->slot; /* children's slots are numbered within the section */
+    vp_t sum = 0;
+    for (unsigned i = 0; i < op->n_children; i++) {
+        const vp_op *child = &op->children[i];
+        vp_t result = child->kind->forward(step, child, section + child->slot, x);
+        vp_step_clear_fp8(step);
+        if (!sum) {
+            sum = result;
+            continue;
+        }
+        vp_t next = vp_add(sim, sum, result, vp_at(sim, sum)->numel, "parallel.add");
+        vp_drop(sim, sum);
+        vp_drop(sim, result);
+        sum = next;
+    }
+    return sum;
+}
+
+const vp_op_kind vp_op_parallel = {
+    .name = "parallel",
+    .doc = "its ops each run on the same input and their results are summed (Phi's and GPT-NeoX's parallel "
+           "attention and MLP)",
+    .container = true,
+    .forward = parallel_forward,
+};
+
 const vp_op_kind vp_op_residual = {
     .name = "residual",
     .doc = "a residual branch: its ops run on the input and their result is added back",

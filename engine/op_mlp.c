@@ -19,8 +19,8 @@ enum { ACT_GELU, ACT_GELU_TANH, ACT_GELU_NEW, ACT_RELU, ACT_SILU, ACT_BLOOM_GELU
 static const char *const activation_names[] = {"gelu", "gelu_pytorch_tanh", "gelu_new", "relu", "silu", "bloom_gelu",
                                                NULL};
 
-enum { NAMES_AUTO, NAMES_BLOOM, NAMES_T5, NAMES_PHI3 };
-static const char *const module_name_sets[] = {"auto", "bloom", "t5", "phi3", NULL};
+enum { NAMES_AUTO, NAMES_BLOOM, NAMES_T5, NAMES_PHI3, NAMES_PHI };
+static const char *const module_name_sets[] = {"auto", "bloom", "t5", "phi3", "phi", NULL};
 
 static const vp_field mlp_fields[MLP_FIELDS] = {
     [MLP_HIDDEN] = {"hidden", VP_FIELD_INT, true, 0, 1, 1 << 20, NULL, "model width"},
@@ -36,8 +36,9 @@ static const vp_field mlp_fields[MLP_FIELDS] = {
                     "the projections are transformers' Conv1D (GPT-2), not nn.Linear"},
     [MLP_MODULE_NAMES] = {"module_names", VP_FIELD_ENUM, false, NAMES_AUTO, 0, 0, module_name_sets,
                           "the projections' names for LoRA targets: auto (gate_proj/up_proj/down_proj when gated, "
-                          "else c_fc/c_proj), bloom (dense_h_to_4h, dense_4h_to_h), t5 (wi, wo; gated wi_0, wi_1) or phi3 "
-                          "(gated: one gate_up_proj, whose output is chunked in two views, and down_proj)"},
+                          "else c_fc/c_proj), bloom (dense_h_to_4h, dense_4h_to_h, GPT-NeoX's too), t5 (wi, wo; gated "
+                          "wi_0, wi_1), phi3 (gated: one gate_up_proj, whose output is chunked in two views, and "
+                          "down_proj) or phi (fc1, fc2: Phi-1/Phi-2)"},
     [MLP_INNER_DROPOUT] = {"inner_dropout", VP_FIELD_NUMBER, false, 0, 0, 0.999999, NULL,
                            "dropout on the activation before the down projection (T5's DenseReluDense)"},
 };
@@ -58,6 +59,9 @@ static unsigned mlp_leaves(const vp_op *op, const vp_ranks *split, vp_leaf_spec 
     if (names == NAMES_BLOOM) {
         up_module = VP_MODULE_DENSE_H_TO_4H;
         down_module = VP_MODULE_DENSE_4H_TO_H;
+    } else if (names == NAMES_PHI) {
+        up_module = VP_MODULE_FC1;
+        down_module = VP_MODULE_FC2;
     } else if (names == NAMES_T5) {
         up_module = gated ? VP_MODULE_WI_1 : VP_MODULE_WI;
         gate_module = VP_MODULE_WI_0;
@@ -215,6 +219,8 @@ static vp_t mlp_forward(vp_step *step, const vp_op *op, const vp_t *leaves, vp_t
 static const char *mlp_check(const vp_op *op) {
     if (vp_op_u64(op, MLP_MODULE_NAMES) == NAMES_PHI3 && !vp_op_flag(op, MLP_GATED))
         return "module_names = \"phi3\" names a fused gate_up_proj: needs gated";
+    if (vp_op_u64(op, MLP_MODULE_NAMES) == NAMES_PHI && vp_op_flag(op, MLP_GATED))
+        return "module_names = \"phi\" names Phi-2's fc1 and fc2: not gated";
     return NULL;
 }
 

@@ -25,6 +25,8 @@ extern const vp_op_kind vp_op_cross_entropy;
 extern const vp_op_kind vp_op_position_bias;
 extern const vp_op_kind vp_op_decoder_start;
 extern const vp_op_kind vp_op_sliding_mask;
+extern const vp_op_kind vp_op_sequence;
+extern const vp_op_kind vp_op_parallel;
 
 /* A projection as F.linear under the step's precision: autocast casts the
  * input (every call: activations are not cached) and the weight and bias

@@ -60,7 +60,7 @@ describe("folding identical layers", function()
     { framework = "fsdp", fsdp = "shard_grad_op", dp = 4, precision = "amp-bf16" },
     { framework = "fsdp", fsdp = "hybrid_shard", fsdp_shard_size = 4, dp = 16, precision = "bf16" },
   }
-  for _, name in ipairs({ "gpt2", "llama2-7b", "mistral-7b", "phi-3-mini-4k", "phi-4", "gemma-2-9b", "gemma-3-1b" }) do
+  for _, name in ipairs({ "gpt2", "llama2-7b", "mistral-7b", "phi-3-mini-4k", "phi-4", "gemma-2-9b", "gemma-3-1b", "pythia-1b", "phi-2" }) do
     for i, recipe in ipairs(recipes) do
       it(string.format("gives the same answer as layer-by-layer evaluation (%s, recipe %d)", name, i), function()
         local model = build(name, { layers = 7 })

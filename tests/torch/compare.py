@@ -55,6 +55,18 @@ def gemma3(window=16, pattern=3, **kw):
                 rope_theta=1000000.0, rope_local_base_freq=10000.0)
 
 
+def neox(h=64, layers=2, heads=4, inter=128, vocab=256, pct=0.25, parallel=True, dropout=0.0):
+    return {"model_type": "gpt_neox", "hidden_size": h, "num_hidden_layers": layers, "num_attention_heads": heads,
+            "intermediate_size": inter, "vocab_size": vocab, "rotary_pct": pct, "use_parallel_residual": parallel,
+            "hidden_dropout": dropout, "attention_dropout": dropout, "hidden_act": "gelu"}
+
+
+def phi(h=64, layers=2, heads=4, kv=None, inter=128, vocab=256, factor=0.5, resid=0.1):
+    return {"model_type": "phi", "hidden_size": h, "num_hidden_layers": layers, "num_attention_heads": heads,
+            "num_key_value_heads": kv, "intermediate_size": inter, "vocab_size": vocab,
+            "partial_rotary_factor": factor, "resid_pdrop": resid, "embd_pdrop": 0.0, "hidden_act": "gelu_new"}
+
+
 def qwen3_moe(h=64, layers=2, heads=4, kv=2, vocab=256, experts=8, k=2, moe_inter=32, norm=True):
     return dict(llama(h, layers, heads, kv, 128, vocab), model_type="qwen3_moe", head_dim=32, num_experts=experts,
                 num_experts_per_tok=k, moe_intermediate_size=moe_inter, norm_topk_prob=norm)
@@ -219,6 +231,17 @@ CASES = [
     ("gemma3 lora q,v amp-bf16 checkpointed", gemma3(), recipe("amp-bf16", ckpt="full", finetune="lora")),
     ("gemma3 amp-bf16 one head seq 256", gemma3(h=48, heads=1, kv=1, vocab=40),
      recipe("amp-bf16", optimizer="none", s=256)),
+    # parallel attention and MLP: GPT-NeoX (Pythia) and Phi-2
+    ("neox fp32", neox(), recipe()),
+    ("neox amp-bf16 checkpointed", neox(layers=3), recipe("amp-bf16", ckpt="full")),
+    ("neox bf16 sequential residual full rotary", neox(parallel=False, pct=1.0), recipe("bf16")),
+    ("neox amp-bf16 dropout", neox(dropout=0.1), recipe("amp-bf16")),
+    ("neox lora query_key_value bf16", neox(), recipe("bf16", finetune="lora")),
+    ("phi fp32", phi(), recipe()),
+    ("phi amp-bf16 checkpointed", phi(layers=3), recipe("amp-bf16", ckpt="full")),
+    ("phi bf16 GQA no dropout", phi(kv=2, resid=0.0), recipe("bf16")),
+    ("phi lora all-linear amp-bf16", phi(), recipe("amp-bf16", finetune="lora", lora_targets="all-linear")),
+    ("phi amp-bf16 two heads seq 256", phi(h=32, heads=2, vocab=40), recipe("amp-bf16", optimizer="none", s=256)),
     ("olmo2 fp32", olmo2(), recipe()),
     ("olmo2 bf16 MHA", olmo2(kv=4), recipe("bf16")),
     ("olmo2 amp-bf16 checkpointed", olmo2(layers=3), recipe("amp-bf16", ckpt="full")),

@@ -228,6 +228,37 @@ local function read(path)
   return text
 end
 
+-- GPTNeoXForCausalLM (GPT-NeoX-20B, Pythia) of transformers 4.50-4.52.
+-- rotary_emb_base is the older name of rope_theta.
+mappings.gpt_neox = {
+  family = "gpt_neox",
+  keys = {
+    hidden_size = "hidden", num_hidden_layers = "layers", num_attention_heads = "heads",
+    intermediate_size = "intermediate", vocab_size = "vocab", max_position_embeddings = "max_positions",
+    rotary_pct = "rotary_pct", rotary_emb_base = "rope_theta", rope_theta = "rope_theta",
+    layer_norm_eps = "norm_eps", use_parallel_residual = "parallel_residual", attention_dropout = "attn_dropout",
+    hidden_dropout = "hidden_dropout", hidden_act = "activation", attention_bias = "attention_bias",
+    tie_word_embeddings = "tie_embeddings",
+  },
+}
+
+-- PhiForCausalLM (Phi-1, Phi-1.5, Phi-2) of transformers 4.50-4.52; a
+-- config with qk_layernorm (norms over q and k) is refused.
+mappings.phi = {
+  family = "phi",
+  keys = {
+    hidden_size = "hidden", num_hidden_layers = "layers", num_attention_heads = "heads",
+    num_key_value_heads = "kv_heads", intermediate_size = "intermediate", vocab_size = "vocab",
+    max_position_embeddings = "max_positions", partial_rotary_factor = "partial_rotary_factor",
+    rope_theta = "rope_theta", layer_norm_eps = "norm_eps", resid_pdrop = "resid_dropout",
+    embd_pdrop = "embed_dropout", attention_dropout = "attn_dropout", hidden_act = "activation",
+    tie_word_embeddings = "tie_embeddings",
+  },
+  check = function(config)
+    if config.qk_layernorm == true then return "qk_layernorm", "Phi's q/k LayerNorms are not modelled" end
+  end,
+}
+
 -- BertForSequenceClassification: num_labels comes as id2label's size.
 mappings.bert = {
   family = "bert",
