@@ -212,8 +212,11 @@ static const char *check_shape(const vp_model *m) {
     const vp_section *embed = &m->section[VP_SECTION_EMBED], *final = &m->section[VP_SECTION_FINAL];
     if (!embed->n_ops || embed->ops[0].kind != vp_op_kind_find("token_embedding"))
         return "the embed ops must start with token_embedding";
-    if (!final->n_ops || final->ops[final->n_ops - 1].kind != vp_op_kind_find("cross_entropy"))
-        return "the final ops must end with cross_entropy";
+    /* the loss, then what adds to it (the mixtures' load-balancing loss) */
+    unsigned loss = final->n_ops;
+    while (loss && final->ops[loss - 1].kind == vp_op_kind_find("router_aux_loss")) loss--;
+    if (!loss || final->ops[loss - 1].kind != vp_op_kind_find("cross_entropy"))
+        return "the final ops must end with cross_entropy (then router_aux_loss, if any)";
     if (!vp_section_find(final, vp_op_kind_find("lm_head")) && !vp_section_find(final, vp_op_kind_find("classifier")))
         return "the final ops need an lm_head or a classifier";
     if (!m->section[VP_SECTION_LAYER].n_ops) return "a layer needs at least one op";

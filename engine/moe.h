@@ -21,6 +21,7 @@ enum {
     MOE_GROUPS,
     MOE_TOPK_GROUPS,
     MOE_EXPERT_NAMES,
+    MOE_ROUTER_LOGITS,
     MOE_FIELDS
 };
 

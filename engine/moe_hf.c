@@ -3,18 +3,40 @@
  * with its own router) and DeepSeekMoE's repeat-and-scatter path. */
 #include "moe.h"
 
+/* The expert loop's Python locals: each lives until the next iteration
+ * rebinds its name, the last ones until the function returns. With frozen
+ * experts (LoRA) nothing saves the expert's input, so its lifetime shows. */
+typedef struct {
+    vp_t which, top_x;   /* torch.where's index columns (views of one tensor) */
+    vp_t state;          /* the expert's input: hidden_states[top_x] */
+    vp_t weighted;       /* its output times the routing weights */
+} loop_locals;
+
+static void rebind(vp_sim *sim, vp_t *name, vp_t value) {
+    vp_t old = *name;
+    *name = value;
+    vp_drop(sim, old);
+}
+
+static void drop_loop_locals(vp_sim *sim, loop_locals *l) {
+    vp_t *names[] = {&l->which, &l->top_x, &l->state, &l->weighted};
+    for (unsigned i = 0; i < sizeof names / sizeof *names; i++) rebind(sim, names[i], 0);
+}
+
 /* The expert loop of transformers' sparse blocks (after the caller's
  * one_hot(selected), int64 [tokens, k, experts]): for every expert,
- * torch.where for its tokens, hidden_states[top_x] (a copy its MLP keeps),
- * the expert MLP, times its routing weights, index_add_ into the
- * zero-initialized output of `dtype`. Returns that output; x and routing
- * are borrowed. */
-static vp_t expert_loop(vp_step *step, const vp_op *op, const moe_slots *s, vp_t x, vp_t routing, vp_dtype dtype) {
+ * torch.where for its tokens, hidden_states[top_x] (a copy its MLP keeps
+ * when trained), the expert MLP, times its routing weights, index_add_
+ * into the zero-initialized output of `dtype`. Returns that output and
+ * leaves the last iteration's locals in *l; x and routing are borrowed. */
+static vp_t expert_loop(vp_step *step, const vp_op *op, const moe_slots *s, vp_t x, vp_t routing, vp_dtype dtype,
+                        loop_locals *l) {
     vp_sim *sim = &step->sim;
     uint64_t h = vp_op_u64(op, MOE_HIDDEN), f = vp_op_u64(op, MOE_INTERMEDIATE);
     unsigned experts = (unsigned)vp_op_u64(op, MOE_EXPERTS), k = (unsigned)vp_op_u64(op, MOE_TOP_K);
     uint64_t n = vp_at(sim, x)->numel / h, assignments = vp_numel(sim, n, k);
     vp_t out = vp_new(sim, vp_at(sim, x)->numel, dtype, "moe.final_hidden_states");
+    *l = (loop_locals){0};
     for (unsigned e = 0; e < experts; e++) {
         uint64_t tokens = vp_moe_share(assignments, experts, e);
         if (!tokens) continue;
@@ -23,19 +45,17 @@ static vp_t expert_loop(vp_step *step, const vp_op *op, const moe_slots *s, vp_t
         vp_t hits = vp_new(sim, vp_numel(sim, tokens, 2), VP_INT64, "moe.where");
         vp_t which = vp_view(sim, hits, tokens, "moe.where.idx"), top_x = vp_view(sim, hits, tokens, "moe.where.top_x");
         vp_drop(sim, hits);
-        vp_t state = vp_index(sim, x, top_x, vp_numel(sim, tokens, h), "moe.current_state");
-        vp_t y = vp_moe_expert(step, state, s->w1[e], s->w3[e], s->w2[e], f, h);
-        vp_drop(sim, state);
+        rebind(sim, &l->which, which);
+        rebind(sim, &l->top_x, top_x);
+        rebind(sim, &l->state, vp_index(sim, x, top_x, vp_numel(sim, tokens, h), "moe.current_state"));
+        vp_t y = vp_moe_expert(step, l->state, s->w1[e], s->w3[e], s->w2[e], f, h);
         vp_t w = vp_index(sim, routing, which, tokens, "moe.routing_weight");
-        vp_t weighted = vp_mul(sim, y, w, vp_at(sim, y)->numel, "moe.weighted");
+        rebind(sim, &l->weighted, vp_mul(sim, y, w, vp_at(sim, y)->numel, "moe.weighted"));
         vp_drop(sim, y);
         vp_drop(sim, w);
-        vp_t next = vp_index_add(sim, out, weighted, top_x, true, "moe.index_add");
-        vp_drop(sim, weighted);
+        vp_t next = vp_index_add(sim, out, l->weighted, top_x, true, "moe.index_add");
         vp_drop(sim, out);
         out = next;
-        vp_drop(sim, which);
-        vp_drop(sim, top_x);
     }
     return out;
 }
@@ -68,13 +88,18 @@ vp_t vp_moe_mixtral(vp_step *step, const vp_op *op, const moe_slots *s, vp_t x) 
     vp_t routing = vp_to(sim, weights, (vp_dtype)vp_at(sim, x)->dtype, "moe.routing_weights");
     vp_drop(sim, weights);
     vp_t one_hot = expert_mask(step, op, assignments);
-    vp_t out = expert_loop(step, op, s, x, routing, (vp_dtype)vp_at(sim, x)->dtype);
+    loop_locals locals;
+    vp_t out = expert_loop(step, op, s, x, routing, (vp_dtype)vp_at(sim, x)->dtype, &locals);
     out = vp_moe_plus_shared(step, op, s->shared, x, out);
+    drop_loop_locals(sim, &locals);
     vp_drop(sim, one_hot);
     vp_drop(sim, routing);
     vp_drop(sim, selected);
     vp_drop(sim, probs);
-    vp_drop(sim, logits); /* router_logits leave with the layer's outputs */
+    /* router_logits leave with the layer's outputs, which the model keeps
+     * with output_router_logits */
+    if (vp_op_flag(op, MOE_ROUTER_LOGITS)) vp_step_keep_router_logits(step, logits);
+    vp_drop(sim, logits);
     return out;
 }
 
@@ -247,9 +272,12 @@ vp_t vp_moe_deepseek_v3(vp_step *step, const vp_op *op, const moe_slots *s, vp_t
     vp_t routing = vp_scale(sim, weights, "moe.routed_scaling");
     vp_drop(sim, weights);
     vp_t one_hot = expert_mask(step, op, assignments);
-    vp_t accumulated = expert_loop(step, op, s, x, routing, (vp_dtype)vp_at(sim, routing)->dtype);
-    vp_drop(sim, one_hot);
+    loop_locals locals;
+    vp_t accumulated = expert_loop(step, op, s, x, routing, (vp_dtype)vp_at(sim, routing)->dtype, &locals);
     vp_t routed = vp_to(sim, accumulated, (vp_dtype)vp_at(sim, x)->dtype, "moe.final_hidden_states");
+    /* moe() returns: its locals go */
+    drop_loop_locals(sim, &locals);
+    vp_drop(sim, one_hot);
     vp_drop(sim, accumulated);
     vp_t out = vp_moe_plus_shared(step, op, s->shared, x, routed);
     vp_drop(sim, routing);

@@ -34,11 +34,16 @@ static const vp_field moe_fields[MOE_FIELDS] = {
     [MOE_EXPERT_NAMES] = {"expert_names", VP_FIELD_ENUM, false, MOE_NAMES_W, 0, 0, expert_name_sets,
                           "the experts' projections for LoRA targets: w (w1, w3, w2: Mixtral) or proj (gate_proj, "
                           "up_proj, down_proj: Qwen-MoE, DeepSeek)"},
+    [MOE_ROUTER_LOGITS] = {"output_router_logits", VP_FIELD_BOOL, false, 0, 0, 1, NULL,
+                           "mixtral block: the router logits go to the model's outputs for the load-balancing "
+                           "loss (router_aux_loss), kept as long as the outputs are"},
 };
 
 static const char *moe_check(const vp_op *op) {
     uint64_t e = vp_op_u64(op, MOE_EXPERTS), g = vp_op_u64(op, MOE_GROUPS);
     if (vp_op_u64(op, MOE_TOP_K) > e) return "top_k cannot exceed experts";
+    if (vp_op_flag(op, MOE_ROUTER_LOGITS) && vp_op_u64(op, MOE_BLOCK) != MOE_BLOCK_MIXTRAL)
+        return "output_router_logits is transformers' sparse blocks' (block = \"mixtral\")";
     if (vp_op_u64(op, MOE_BLOCK) == MOE_BLOCK_DEEPSEEK_V3) {
         if (e % g || e / g < 2) return "groups must divide experts into groups of two or more";
         if (vp_op_u64(op, MOE_TOPK_GROUPS) > g) return "topk_groups cannot exceed groups";

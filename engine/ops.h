@@ -27,6 +27,7 @@ extern const vp_op_kind vp_op_decoder_start;
 extern const vp_op_kind vp_op_sliding_mask;
 extern const vp_op_kind vp_op_sequence;
 extern const vp_op_kind vp_op_parallel;
+extern const vp_op_kind vp_op_router_aux_loss;
 
 /* A projection as F.linear under the step's precision: autocast casts the
  * input (every call: activations are not cached) and the weight and bias
@@ -68,6 +69,8 @@ bool vp_attention_peft_defaults(const vp_op *attention);
 bool vp_attention_caches(const vp_op *attention);
 /* Keys (or values) per token: kv_heads x head_dim. */
 uint64_t vp_attention_kv_width(const vp_op *attention);
+/* What the load-balancing loss cannot run under this recipe, or NULL. */
+const char *vp_router_aux_recipe_problem(const vp_model *model, const vp_recipe *recipe);
 /* What the model's attention cannot run under this recipe (a message
  * naming the key), or NULL. */
 const char *vp_attention_recipe_problem(const vp_model *model, const vp_recipe *recipe);

@@ -3,6 +3,9 @@
  * PyTorch 2.x; "saves" means the generated node holds a SavedVariable. */
 #include "prims.h"
 
+#include <stdlib.h>
+#include <string.h>
+
 static vp_dtype dtype_of(vp_sim *sim, vp_t t) { return (vp_dtype)vp_at(sim, t)->dtype; }
 static uint64_t numel_of(vp_sim *sim, vp_t t) { return vp_at(sim, t)->numel; }
 static bool wants_grad(vp_sim *sim, vp_t t) { return t && vp_at(sim, t)->requires_grad; }
@@ -379,6 +382,50 @@ vp_t vp_repeat(vp_sim *sim, vp_t x, unsigned times, const char *label) {
     vp_t y = vp_new(sim, vp_numel(sim, numel_of(sim, x), times), dtype_of(sim, x), label);
     vp_node *node = vp_record(sim, backward_unary, label, &x, 1, &y, 1);
     if (node) node->aux[0] = 0;
+    return y;
+}
+
+/* CatBackward of one node of vp_cat_many's tree: each input gets a view of
+ * the node's output gradient (itself a view of the cat's). */
+static void backward_cat_views(vp_sim *sim, uint32_t index) {
+    vp_node *node = vp_node_at(sim, index);
+    vp_t g = vp_grad_out(sim, node, 0);
+    for (unsigned i = 0; i < VP_NODE_MAX_IN; i++) {
+        node = vp_node_at(sim, index);
+        if (!vp_needs_grad(sim, node, i)) continue;
+        vp_t part = vp_view(sim, g, numel_of(sim, node->in[i]), node->label);
+        vp_give_grad(sim, vp_node_at(sim, index), i, part);
+    }
+}
+
+vp_t vp_cat_many(vp_sim *sim, const vp_t *parts, unsigned n, const char *label) {
+    uint64_t total = 0;
+    for (unsigned i = 0; i < n; i++) total += numel_of(sim, parts[i]);
+    vp_t y = vp_new(sim, total, dtype_of(sim, parts[0]), label);
+    vp_t *level = malloc(n * sizeof *level);
+    if (!level) {
+        sim->status = VP_SIM_NOMEM;
+        return y;
+    }
+    memcpy(level, parts, n * sizeof *level);
+    bool views = false; /* whether level holds views of y this function owns */
+    while (n > VP_NODE_MAX_IN) {
+        unsigned groups = (n + VP_NODE_MAX_IN - 1) / VP_NODE_MAX_IN;
+        for (unsigned g = 0; g < groups; g++) {
+            unsigned first = g * VP_NODE_MAX_IN, count = n - first < VP_NODE_MAX_IN ? n - first : VP_NODE_MAX_IN;
+            uint64_t numel = 0;
+            for (unsigned i = 0; i < count; i++) numel += numel_of(sim, level[first + i]);
+            vp_t part = vp_view(sim, y, numel, label);
+            vp_record(sim, backward_cat_views, label, &level[first], count, &part, 1);
+            for (unsigned i = 0; views && i < count; i++) vp_drop(sim, level[first + i]);
+            level[g] = part;
+        }
+        n = groups;
+        views = true;
+    }
+    vp_record(sim, backward_cat_views, label, level, n, &y, 1);
+    for (unsigned i = 0; views && i < n; i++) vp_drop(sim, level[i]);
+    free(level);
     return y;
 }
 

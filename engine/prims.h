@@ -73,6 +73,11 @@ vp_t vp_unary(vp_sim *sim, vp_t a, vp_saves saves, unsigned backward_temps, vp_d
  * reference to x; returns a new one. */
 vp_t vp_softcap(vp_sim *sim, vp_t x, const char *label);
 
+/* torch.cat of n tensors of one dtype (any number: recorded as a tree of
+ * nodes whose outputs are views of the result); backward gives each a view
+ * of the gradient. parts are borrowed; the result is owned. */
+vp_t vp_cat_many(vp_sim *sim, const vp_t *parts, unsigned n, const char *label);
+
 /* A reduction over the last dimension to `out_numel` elements that keeps
  * nothing (mean in 2.x saves only sizes); backward expands and divides into
  * an input-sized tensor. */

@@ -184,10 +184,14 @@ static bool plan_chunks(vp_step *step) {
          * outside them (the position bias, the encoder's output), into one
          * buffer that a fold would count once per layer */
         bool encoder_decoder = step->model->section[VP_SECTION_BRIDGE].n_ops > 0;
+        /* likewise every mixture layer's router logits go into one cat
+         * whose gradient's views reach each of them */
+        bool router_outputs = vp_section_find(&step->model->section[VP_SECTION_FINAL], &vp_op_router_aux_loss) != 0;
         /* the last layers under DeepSpeed ZeRO-3 each keep what they keep */
         /* layers that alternate (Gemma 2's sliding and global ones) fold
          * only by chunks that hold whole periods */
         bool fold = step->fold && !(released_late && splits[r] < b) && !step->past_tokens && !encoder_decoder &&
+                    !router_outputs &&
                     splits[r] < c && per % period == 0;
         plan_run(step, splits[r], splits[r + 1] - splits[r], per, lone, fold, &instance);
     }
@@ -334,7 +338,12 @@ static vp_t layers_forward(vp_step *step, const vp_chunk *chunk, vp_t x) {
  * two saved tensors) and the (cos, sin) tuple, which ctx holds as it is;
  * GPT-2's and BERT's pass the attention mask when there is one. */
 static vp_t recompute_chunk(vp_step *step, void *ctx, const vp_t *inputs) {
-    return layers_forward(step, ctx, inputs[0]);
+    /* MixtralDecoderLayer returns its router logits too: the chunk's
+     * further results (output_router_logits) */
+    step->capture_router_logits = true;
+    vp_t y = layers_forward(step, ctx, inputs[0]);
+    step->capture_router_logits = false;
+    return y;
 }
 
 /* T5Stack's call (transformers 4.46-4.52): hidden_states, causal_mask,
@@ -378,8 +387,19 @@ static vp_t checkpoint_forward(vp_step *step, vp_chunk *chunk, vp_t x) {
         saved[n++] = &step->position_ids;
         saved[n++] = &step->position_ids;
     }
-    vp_checkpoint_args args = {.saved = saved, .n_saved = n, .held = held, .n_held = n_held};
-    return vp_checkpoint(step, recompute_chunk, chunk, &x, 1, &args);
+    vp_t *const outputs[2] = {&step->chunk_router_logits[0], &step->chunk_router_logits[1]};
+    vp_checkpoint_args args = {.saved = saved, .n_saved = n, .held = held, .n_held = n_held, .outputs = outputs,
+                               .n_outputs = 2};
+    vp_t y = vp_checkpoint(step, recompute_chunk, chunk, &x, 1, &args);
+    /* the model collects them into its outputs */
+    for (unsigned i = 0; i < 2; i++) {
+        vp_t logits = step->chunk_router_logits[i];
+        step->chunk_router_logits[i] = 0;
+        if (!logits) continue;
+        vp_step_keep_router_logits(step, logits);
+        vp_drop(&step->sim, logits);
+    }
+    return y;
 }
 
 static vp_t chunk_forward(vp_step *step, vp_chunk *chunk, vp_t x) {
@@ -420,7 +440,9 @@ static vp_t forward_layers(vp_step *step, vp_t x) {
     return current;
 }
 
-static bool is_loss_op(const vp_op *op) { return op->kind == &vp_op_lm_head || op->kind == &vp_op_cross_entropy; }
+static bool is_loss_op(const vp_op *op) {
+    return op->kind == &vp_op_lm_head || op->kind == &vp_op_cross_entropy || op->kind == &vp_op_router_aux_loss;
+}
 
 /* The head's ops run outside the model body (XForCausalLM.forward calls
  * self.model, then lm_head and the loss). */
@@ -438,6 +460,39 @@ void vp_step_keep_local(vp_step *step, vp_t t, vp_local_frame frame) {
         }
     }
     step->sim.status = VP_SIM_OVERFLOW; /* more locals than a frame has room for: an op-table bug */
+}
+
+void vp_step_keep_router_logits(vp_step *step, vp_t logits) {
+    if (step->capture_router_logits) {
+        for (unsigned i = 0; i < 2; i++)
+            if (!step->chunk_router_logits[i]) {
+                vp_hold(&step->sim, logits);
+                step->chunk_router_logits[i] = logits;
+                return;
+            }
+        step->sim.status = VP_SIM_OVERFLOW; /* more layers a chunk than vp_router_aux_recipe_problem allows */
+        return;
+    }
+    vp_router_logits *r = &step->router_logits;
+    if (r->n == r->cap) {
+        unsigned cap = r->cap ? 2 * r->cap : 16;
+        vp_t *grown = realloc(r->tensors, cap * sizeof *grown);
+        if (!grown) {
+            step->sim.status = VP_SIM_NOMEM;
+            return;
+        }
+        r->tensors = grown;
+        r->cap = cap;
+    }
+    vp_hold(&step->sim, logits);
+    r->tensors[r->n++] = logits;
+}
+
+/* The outputs holding them go: the references drop, the array stays for
+ * the next micro-batch. */
+static void release_router_logits(vp_sim *sim, vp_router_logits *r) {
+    for (unsigned i = 0; i < r->n; i++) vp_drop(sim, r->tensors[i]);
+    r->n = 0;
 }
 
 void vp_step_graph_hold(vp_step *step, vp_t t) {
@@ -685,6 +740,7 @@ static void free_step(vp_step *step) {
     free(step->chunk_repeat);
     free(step->hooks);
     free(step->adapters);
+    free(step->router_logits.tensors);
 }
 
 static vp_step_status status_of(const vp_step *step) {
@@ -758,11 +814,13 @@ static uint64_t micro_batch(vp_step *step, const vp_meter *resident, const vp_me
     memset(step->hooked_inputs, 0, sizeof step->hooked_inputs);
     vp_t old_encoder_output = step->encoder_output;
     vp_kv_cache old_cache = step->kv_cache;
+    vp_router_logits old_router = step->router_logits;
     vp_t old_graph[VP_LOCALS_MAX];
     memcpy(old_graph, step->graph_refs, sizeof old_graph);
     memset(step->graph_refs, 0, sizeof step->graph_refs);
     step->loss = step->logits = step->encoder_output = 0;
     step->kv_cache = (vp_kv_cache){0};
+    step->router_logits = (vp_router_logits){0};
     step->position_ids = vp_new(sim, step->seq, VP_INT64, "position_ids");
     for (int s = 0; s < VP_SECTION_COUNT; s++) prepare_ops(step, m->section[s].ops, m->section[s].n_ops);
 
@@ -804,6 +862,7 @@ static uint64_t micro_batch(vp_step *step, const vp_meter *resident, const vp_me
         vp_drop(sim, step->encoder_output);
         step->logits = step->encoder_output = 0;
         vp_kv_cache_release(step, &step->kv_cache); /* the outputs' past_key_values */
+        release_router_logits(sim, &step->router_logits);
     }
     /* `out = model(batch)` rebinds: the last micro-batch's outputs go now */
     vp_drop(sim, old_loss);
@@ -811,6 +870,8 @@ static uint64_t micro_batch(vp_step *step, const vp_meter *resident, const vp_me
     vp_drop(sim, old_logits);
     vp_drop(sim, old_encoder_output);
     vp_kv_cache_release(step, &old_cache);
+    release_router_logits(sim, &old_router);
+    free(old_router.tensors);
     drop_hooked(sim, old_hooked);
     uint64_t activations = step->recipe->device == VP_DEVICE_CPU ? ledger->raw.total - resident_raw->total
                                                                  : ledger->rounded.total - resident->total;
@@ -870,6 +931,7 @@ static void run(vp_step *step, vp_step_result *result) {
     vp_drop(sim, step->logits);
     vp_drop(sim, step->encoder_output);
     vp_kv_cache_release(step, &step->kv_cache);
+    release_router_logits(sim, &step->router_logits);
     drop_hooked(sim, step->hooked_inputs);
     vp_drop(sim, step->input_ids);
     vp_drop(sim, step->labels);
@@ -1012,6 +1074,7 @@ const char *vp_step_layout_problem(const vp_model *model, const vp_recipe *recip
             return "cp: ring attention runs a fused kernel: use attention = flash or sdpa";
     }
     problem = vp_attention_recipe_problem(model, recipe);
+    if (!problem) problem = vp_router_aux_recipe_problem(model, recipe);
     if (problem) return problem;
     if (model->section[VP_SECTION_BRIDGE].n_ops) {
         /* an encoder-decoder runs as transformers runs it, on one stage */

@@ -49,6 +49,13 @@ typedef struct {
 typedef enum { VP_LOCAL_OF_BODY, VP_LOCAL_OF_WRAPPER, VP_LOCAL_OF_LAYER, VP_LOCAL_FRAMES } vp_local_frame;
 enum { VP_LOCALS_MAX = 8 };
 
+/* The router logits of every mixture layer, as the model's outputs keep
+ * them with output_router_logits (MoeModelOutputWithPast.router_logits). */
+typedef struct {
+    vp_t *tensors;
+    unsigned n, cap;
+} vp_router_logits;
+
 /* A key and a value per layer of the stage, each entry standing for
  * `repeat` layers when folded (tensors NULL: no cache). */
 typedef struct {
@@ -104,6 +111,11 @@ typedef struct vp_step {
     vp_t hooked_inputs[2];
     vp_t prompt;                     /* prompt or prefix tuning's table (in the embeddings' leaf array) */
     vp_kv_cache kv_cache;            /* the outputs' key/value cache (kv_cache.h) */
+    vp_router_logits router_logits;  /* the outputs' router logits (output_router_logits) */
+    /* the router logits a checkpointed chunk returns beside its hidden
+     * states (at most VP_CHUNK_ROUTER_LOGITS layers a chunk), while one runs */
+    vp_t chunk_router_logits[2];
+    bool capture_router_logits;
     vp_t fp8_input, fp8_columnwise;  /* the input an op's FP8 GEMMs quantized, and its saved copy */
     vp_t locals[VP_LOCAL_FRAMES][VP_LOCALS_MAX]; /* vp_step_keep_local's */
     vp_t graph_refs[VP_LOCALS_MAX];  /* vp_step_graph_hold's */
@@ -147,6 +159,11 @@ void vp_step_embedding_output(vp_step *step, vp_t output);
  * (when the loop lets go of the loss, or after backward under HF's
  * Trainer), not when the node runs. */
 void vp_step_graph_hold(vp_step *step, vp_t t);
+
+/* Keeps a mixture layer's router logits with the model's outputs (a new
+ * reference), or, inside a checkpointed chunk, as one of the chunk's
+ * results. */
+void vp_step_keep_router_logits(vp_step *step, vp_t logits);
 
 /* Keeps t as a local of `frame` (a new reference). */
 void vp_step_keep_local(vp_step *step, vp_t t, vp_local_frame frame);

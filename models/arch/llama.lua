@@ -98,6 +98,9 @@ return architecture {
             .. "Qwen and DeepSeek mixtures): a recipe must name them" },
     { "mistral_mask", "bool", default = function(c) return c.fused_projections or c.sliding_window > 0 end,
       doc = "the eager additive mask built as MistralModel builds it (no triu copy; Mistral, Mixtral, Phi-3)" },
+    { "router_aux_loss", "bool", default = false,
+      doc = "output_router_logits: every layer's router logits kept with the outputs and the load-balancing loss "
+            .. "added to the loss (Mixtral, Qwen-MoE)" },
     { "capacity_factor", "number", default = 0, min = 0,
       doc = "Megatron's moe_expert_capacity_factor: rows per expert as a multiple of the even share (0: dropless)" },
   },
@@ -148,6 +151,10 @@ return architecture {
     if c.fused_projections and (c.experts > 0 or c.kv_lora_rank > 0) then
       return "fused_projections", "is Phi-3's dense attention and MLP: no experts or latent attention"
     end
+    if c.router_aux_loss and (c.experts == 0 or c.moe_block ~= "mixtral") then
+      return "router_aux_loss", "is the load-balancing loss of transformers' sparse blocks: needs experts and "
+        .. "moe_block mixtral"
+    end
     if c.dense_layers > 0 and (c.experts == 0 or c.dense_layers >= c.layers) then
       return "dense_layers", string.format("needs experts and fewer than layers (%d)", c.layers)
     end
@@ -163,7 +170,7 @@ return architecture {
                    top_k = c.experts_per_token, shared_intermediate = c.shared_intermediate,
                    shared_gate = c.shared_gate, norm_topk = c.norm_topk, capacity_factor = c.capacity_factor,
                    block = c.moe_block, aux_loss = c.aux_loss, groups = c.expert_groups, topk_groups = c.topk_groups,
-                   expert_names = c.expert_names }
+                   expert_names = c.expert_names, output_router_logits = c.router_aux_loss }
     end
     local function norm() return rmsnorm { hidden = c.hidden, eps = c.norm_eps, style = c.norm_style } end
     -- pre: the block's input normalized (LLaMA); post: its output, before
@@ -207,18 +214,20 @@ return architecture {
     embed[#embed + 1] = rotary_embedding { head_dim = rotary_dim, theta = c.rope_theta }
     if c.local_rope then embed[#embed + 1] = rotary_embedding { head_dim = rotary_dim, sliding = true } end
     if c.embed_scale then embed[#embed + 1] = scale {} end
+    local final = {
+      norm(),
+      lm_head { vocab = c.vocab, hidden = c.hidden, tied = c.tie_embeddings, scale_logits = c.multipliers,
+                softcap = c.final_softcap },
+      cross_entropy {},
+    }
+    if c.router_aux_loss then final[#final + 1] = router_aux_loss { experts = c.experts, top_k = c.experts_per_token } end
     return decoder {
       embed = embed,
       first_layer = c.dense_layers > 0 and layer(dense()) or nil,
       first_layers = c.dense_layers,
       layer = layer(ffn()),
       layers = c.layers,
-      final = {
-        norm(),
-        lm_head { vocab = c.vocab, hidden = c.hidden, tied = c.tie_embeddings, scale_logits = c.multipliers,
-                  softcap = c.final_softcap },
-        cross_entropy {},
-      },
+      final = final,
     }
   end,
 }

@@ -915,6 +915,7 @@ class LlamaDecoderLayer(nn.Module):
         else:
             self.mlp = LlamaMLP(cfg)
         self.residual_multiplier = cfg.get("residual_multiplier") if cfg["model_type"] == "granite" else None
+        self.output_router_logits = cfg.get("output_router_logits", False)
         self.olmo2 = cfg["model_type"] == "olmo2"
         self.gemma2 = cfg["model_type"] in ("gemma2", "gemma3_text")
         if self.gemma2:  # Gemma2DecoderLayer: four norms, every other layer sliding; Gemma 3's: one in six global
@@ -991,6 +992,8 @@ class LlamaDecoderLayer(nn.Module):
         else:
             hidden_states = self.mlp(ac, hidden_states)
         hidden_states = residual + hidden_states
+        if self.sparse and self.output_router_logits:  # outputs += (router_logits,)
+            return hidden_states, router_logits
         return hidden_states
 
 
@@ -1064,6 +1067,7 @@ class Llama(nn.Module):
         if self.cfg["model_type"] in ("gemma", "gemma2"):  # GemmaModel's normalizer (Gemma 3's is in its embedding)
             normalizer = torch.tensor(self.cfg["hidden_size"] ** 0.5, dtype=hidden_states.dtype)
             hidden_states = hidden_states * normalizer
+        self.all_router_logits = ()
         for layer in self.layers:
             # Gemma 3's sliding layers take the second pair
             pe = tables[2:] if len(tables) == 4 and layer.is_sliding else tables[:2]
@@ -1074,6 +1078,10 @@ class Llama(nn.Module):
             else:
                 hidden_states = layer(ac, hidden_states, causal_mask, position_ids, pe[0], pe[1], past_key_values,
                                       cache_position=cache_position)
+            if isinstance(hidden_states, tuple):  # MixtralModel: all_router_logits += (layer_outputs[-1],)
+                hidden_states, router_logits = hidden_states
+                self.all_router_logits += (router_logits,)
+                del router_logits
         hidden_states = self.norm(hidden_states)
         return hidden_states
 
@@ -1772,6 +1780,18 @@ def causal_lm_loss(ac, logits, labels, vocab_size, ignore_index=-100):
     return nn.functional.nll_loss(log_probs, shift_labels, ignore_index=ignore_index)
 
 
+def load_balancing_loss_func(ac, gate_logits, num_experts, top_k):
+    # transformers' (Mixtral, Qwen2-MoE, Qwen3-MoE; 4.46-4.52) without an attention mask
+    concatenated_gate_logits = torch.cat([layer_gate for layer_gate in gate_logits], dim=0)
+    routing_weights = torch.nn.functional.softmax(ac.up(concatenated_gate_logits), dim=-1)  # autocast's fp32 list
+    _, selected_experts = torch.topk(routing_weights, top_k, dim=-1)
+    expert_mask = torch.nn.functional.one_hot(selected_experts, num_experts)
+    tokens_per_expert = torch.mean(expert_mask.float(), dim=0)
+    router_prob_per_expert = torch.mean(routing_weights, dim=0)
+    overall_loss = torch.sum(tokens_per_expert * router_prob_per_expert.unsqueeze(0))
+    return overall_loss * num_experts
+
+
 def shifted_logits_loss(ac, lm_logits, labels):
     # BloomForCausalLM.forward (4.26-4.27): the model's own shifted loss
     shift_logits = lm_logits[..., :-1, :].contiguous()
@@ -1828,6 +1848,15 @@ class CausalLM(nn.Module):
             loss = shifted_logits_loss(ac, logits, labels)
         else:
             loss = causal_lm_loss(ac, logits, labels, self.vocab)
+        router_logits = getattr(self.model, "all_router_logits", ())
+        self.model.all_router_logits = ()
+        if router_logits:  # MixtralForCausalLM with output_router_logits
+            cfg = self.model.cfg
+            experts = cfg.get("num_local_experts") or cfg["num_experts"]
+            aux_loss = load_balancing_loss_func(ac, router_logits, experts, cfg["num_experts_per_tok"])
+            loss += cfg.get("router_aux_loss_coef", 0.001) * aux_loss
+            del aux_loss
+            logits = (logits, router_logits)  # the outputs keep them beside the logits
         if past_key_values is not None:  # the outputs keep the cache beside the logits
             return loss, (logits, past_key_values)
         return loss, logits

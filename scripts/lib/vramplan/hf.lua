@@ -165,20 +165,16 @@ mappings.qwen3 = extend(mappings.llama, {
 -- LoRA on those needs named targets (peft_lora_defaults = false).
 
 -- The HF mixtures compute the router's load-balancing loss only with
--- output_router_logits (false in the published configs; refused).
-local function router_logits_check(config)
-  if config.output_router_logits == true then
-    return "output_router_logits", "the router's load-balancing loss is not modelled yet"
-  end
-end
+-- output_router_logits (false in the published configs; true in many
+-- fine-tuning recipes): router_aux_loss.
 
 -- MixtralForCausalLM: Mistral with a sparse MoE block (MixtralModel is
 -- MistralModel: its mask and sliding_window); intermediate_size is each
 -- expert's width. router_jitter_noise perturbs logits in place only.
 mappings.mixtral = extend(mappings.llama, {
-  keys = { num_local_experts = "experts", num_experts_per_tok = "experts_per_token", sliding_window = "sliding_window" },
+  keys = { num_local_experts = "experts", num_experts_per_tok = "experts_per_token", sliding_window = "sliding_window",
+           output_router_logits = "router_aux_loss" },
   defaults = { experts = 8, experts_per_token = 2, norm_topk = true, mistral_mask = true },
-  check = router_logits_check,
 })
 
 -- Qwen2MoeForCausalLM: biases on q/k/v only, fine-grained experts beside a
@@ -187,6 +183,7 @@ mappings.qwen2_moe = extend(mappings.llama, {
   keys = {
     num_experts = "experts", num_experts_per_tok = "experts_per_token", moe_intermediate_size = "moe_intermediate",
     shared_expert_intermediate_size = "shared_intermediate", norm_topk_prob = "norm_topk",
+    output_router_logits = "router_aux_loss",
   },
   defaults = { experts = 60, experts_per_token = 4, moe_intermediate = 1408, shared_intermediate = 5632,
                norm_topk = false, qkv_bias = true, rope_theta = 1000000.0, expert_names = "proj", mistral_mask = true,
@@ -202,7 +199,6 @@ mappings.qwen2_moe = extend(mappings.llama, {
     if type(dense) == "table" and #dense > 0 then
       return "mlp_only_layers", "dense layers among sparse ones are not supported yet"
     end
-    return router_logits_check(config)
   end,
 })
 
@@ -212,7 +208,7 @@ mappings.qwen2_moe = extend(mappings.llama, {
 mappings.qwen3_moe = extend(mappings.llama, {
   keys = {
     num_experts = "experts", num_experts_per_tok = "experts_per_token", moe_intermediate_size = "moe_intermediate",
-    norm_topk_prob = "norm_topk",
+    norm_topk_prob = "norm_topk", output_router_logits = "router_aux_loss",
   },
   defaults = { experts = 128, experts_per_token = 8, moe_intermediate = 768, norm_topk = false, qk_norm = true,
                rope_theta = 1000000.0, expert_names = "proj", mistral_mask = true, peft_lora_defaults = false },
