@@ -464,12 +464,12 @@ void vp_step_keep_local(vp_step *step, vp_t t, vp_local_frame frame) {
 
 void vp_step_keep_router_logits(vp_step *step, vp_t logits) {
     if (step->capture_router_logits) {
-        for (unsigned i = 0; i < 2; i++)
-            if (!step->chunk_router_logits[i]) {
-                vp_hold(&step->sim, logits);
-                step->chunk_router_logits[i] = logits;
-                return;
-            }
+        for (unsigned i = 0; i < 2; i++) {
+            if (step->chunk_router_logits[i]) continue;
+            vp_hold(&step->sim, logits);
+            step->chunk_router_logits[i] = logits;
+            return;
+        }
         step->sim.status = VP_SIM_OVERFLOW; /* more layers a chunk than vp_router_aux_recipe_problem allows */
         return;
     }

@@ -113,7 +113,7 @@ typedef struct vp_step {
     vp_kv_cache kv_cache;            /* the outputs' key/value cache (kv_cache.h) */
     vp_router_logits router_logits;  /* the outputs' router logits (output_router_logits) */
     /* the router logits a checkpointed chunk returns beside its hidden
-     * states (at most VP_CHUNK_ROUTER_LOGITS layers a chunk), while one runs */
+     * states (at most two layers a chunk: vp_router_aux_recipe_problem), while one runs */
     vp_t chunk_router_logits[2];
     bool capture_router_logits;
     vp_t fp8_input, fp8_columnwise;  /* the input an op's FP8 GEMMs quantized, and its saved copy */
