@@ -22,6 +22,9 @@ def run(case):
     torch.cuda.empty_cache()
     torch.cuda.reset_peak_memory_stats()
     dev = torch.device("cuda")
+    # the mirrors make their masks, positions and rotary tables without a
+    # device argument, as transformers makes them on the inputs' device
+    torch.set_default_device(dev)  # PyTorch 2.x, which the check needs (SDPA)
     dtype = torch.bfloat16 if rec["precision"] in ("bf16", "mixed-bf16") else torch.float32
     classifier = cfg["model_type"] == "bert"
     model = (BertForSequenceClassification(cfg) if classifier else CausalLM(cfg)).to(dev, dtype)
