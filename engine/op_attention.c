@@ -253,10 +253,10 @@ const char *vp_attention_recipe_problem(const vp_model *model, const vp_recipe *
         return "attention: T5's position-biased attention runs eagerly in transformers (no flash or SDPA kernel)";
     bool hybrid = op && (vp_op_u64(op, ATT_MASK) == MASK_ADDITIVE_HYBRID || op->value[ATT_SOFTCAP] > 0);
     if (hybrid && (recipe->framework == VP_FRAMEWORK_MEGATRON || recipe->cp > 1))
-        return "framework: Gemma 2's attention (soft-capped scores, per-layer sliding masks) is modelled as "
+        return "framework: Gemma 2's and Gemma 3's attention (per-layer sliding masks, soft caps) is modelled as "
                "transformers runs it (no megatron, no cp)";
     if (hybrid && recipe->finetune == VP_FINETUNE_PREFIX)
-        return "finetune: prefix tuning of Gemma 2 (PEFT's HybridCache path) is not modelled";
+        return "finetune: prefix tuning of Gemma 2 and Gemma 3 (PEFT's HybridCache path) is not modelled";
     if (!op || !vp_op_flag(op, ATT_ALIBI)) return NULL;
     if (recipe->attention == VP_ATTN_FLASH || recipe->attention == VP_ATTN_MEM_EFFICIENT)
         return "attention: BLOOM's ALiBi attention runs eagerly in transformers (no flash or SDPA kernel)";

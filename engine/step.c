@@ -1076,6 +1076,10 @@ const char *vp_step_layout_problem(const vp_model *model, const vp_recipe *recip
     problem = vp_attention_recipe_problem(model, recipe);
     if (!problem) problem = vp_router_aux_recipe_problem(model, recipe);
     if (problem) return problem;
+    /* Megatron-Core's TransformerLayer runs attention and MLP in sequence */
+    if (recipe->framework == VP_FRAMEWORK_MEGATRON && vp_model_has(model, "parallel"))
+        return "framework: attention and MLP side by side (GPT-NeoX, Phi) are modelled as transformers runs them "
+               "(no megatron)";
     if (model->section[VP_SECTION_BRIDGE].n_ops) {
         /* an encoder-decoder runs as transformers runs it, on one stage */
         if (recipe->framework == VP_FRAMEWORK_MEGATRON || tp > 1 || cp > 1 || recipe->pp > 1)

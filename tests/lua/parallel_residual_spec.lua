@@ -41,6 +41,13 @@ describe("GPT-NeoX and Phi", function()
     assert.are.equal(16 * 1024 * 2048 * 2, activations(false) - activations(true))
   end)
 
+  it("are refused under Megatron, whose layers run attention and MLP in sequence", function()
+    for _, name in ipairs({ "pythia-1b", "phi-2" }) do
+      local err = helper.fails(name, "--set", "framework=megatron")
+      assert.truthy(err:find("framework: attention and MLP side by side", 1, true), err)
+    end
+  end)
+
   it("refuses Phi configs with q/k LayerNorms, naming the key", function()
     helper.assert_config_rejected('{"model_type": "phi", "hidden_size": 64, "num_hidden_layers": 2, '
       .. '"num_attention_heads": 4, "intermediate_size": 128, "qk_layernorm": true}', "qk_layernorm")
