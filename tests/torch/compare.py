@@ -241,6 +241,10 @@ CASES = [
     ("phi amp-bf16 checkpointed", phi(layers=3), recipe("amp-bf16", ckpt="full")),
     ("phi bf16 GQA no dropout", phi(kv=2, resid=0.0), recipe("bf16")),
     ("phi lora all-linear amp-bf16", phi(), recipe("amp-bf16", finetune="lora", lora_targets="all-linear")),
+    ("neox prefix bf16", neox(), recipe("bf16", finetune="prefix", num_virtual_tokens=6)),
+    ("phi prefix amp-bf16", phi(), recipe("amp-bf16", finetune="prefix", num_virtual_tokens=6)),
+    ("neox prompt bf16", neox(), recipe("bf16", finetune="prompt", num_virtual_tokens=6)),
+    ("gemma2 prompt amp-bf16", gemma2(), recipe("amp-bf16", finetune="prompt", num_virtual_tokens=6)),
     ("phi amp-bf16 two heads seq 256", phi(h=32, heads=2, vocab=40), recipe("amp-bf16", optimizer="none", s=256)),
     # the load-balancing loss (output_router_logits): every layer's router logits in one cat
     ("mixtral amp-bf16 router aux loss", dict(mixtral(), output_router_logits=True), recipe("amp-bf16")),
