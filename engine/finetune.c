@@ -19,10 +19,11 @@ bool vp_lora_adapts(const vp_recipe *recipe, const vp_leaf_spec *spec) {
 }
 
 /* transformers' bitsandbytes integration replaces every nn.Linear but the
- * output head (llm_int8_skip_modules) with Linear4bit. */
+ * output head (llm_int8_skip_modules) and the model's _keep_in_fp32_modules
+ * (modules_to_not_convert) with Linear4bit. */
 bool vp_quantizes(const vp_recipe *recipe, const vp_leaf_spec *spec) {
     return recipe->finetune == VP_FINETUNE_QLORA && spec->out_features && !spec->buffer &&
-           spec->module != VP_MODULE_LM_HEAD;
+           spec->module != VP_MODULE_LM_HEAD && !spec->keep_fp32;
 }
 
 vp_dtype vp_lora_dtype(const vp_recipe *recipe, vp_dtype params) {

@@ -45,6 +45,8 @@ typedef struct {
     uint64_t out_features;       /* a linear layer's weight: its outputs (LoRA adapts it); else 0 */
     uint64_t rows;               /* a matrix's rows (a linear weight's outputs, an embedding's entries); 0: a vector */
     bool conv1d;                 /* a linear weight held by transformers' Conv1D (GPT-2), not an nn.Linear */
+    bool keep_fp32;              /* transformers' _keep_in_fp32_modules: left in fp32, unquantized, when the model
+                                    is loaded quantized (T5's wo) */
 } vp_leaf_spec;
 
 static inline unsigned vp_leaf_count(const vp_leaf_spec *spec) { return spec->count ? spec->count : 1; }
@@ -52,7 +54,8 @@ static inline unsigned vp_leaf_count(const vp_leaf_spec *spec) { return spec->co
 /* A trainable parameter in the precision's dtype, one of it, of `module`
  * (out_features: a linear weight's outputs; 0 for anything else). */
 static inline vp_leaf_spec vp_param(uint64_t numel, const char *label, vp_module module, uint64_t out_features) {
-    return (vp_leaf_spec){numel, VP_DTYPE_NONE, true, false, label, 1, false, module, out_features, out_features, false};
+    return (vp_leaf_spec){numel, VP_DTYPE_NONE, true, false, label, 1, false, module, out_features, out_features, false,
+                          false};
 }
 
 /* How the model is split over model-parallel ranks: tensor-parallel ranks,

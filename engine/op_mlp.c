@@ -81,6 +81,8 @@ static unsigned mlp_leaves(const vp_op *op, const vp_ranks *split, vp_leaf_spec 
     out[GATE_B] = vp_param(gated && bias ? f : 0, "mlp.gate_proj.bias", gate_module, 0);
     out[DOWN_W] = vp_param(f * h, "mlp.down_proj.weight", down_module, h);
     out[DOWN_B] = vp_param(bias ? h : 0, "mlp.down_proj.bias", down_module, 0);
+    /* T5PreTrainedModel._keep_in_fp32_modules = ["wo"] */
+    out[DOWN_W].keep_fp32 = names == NAMES_T5;
     for (unsigned i = 0; i < MLP_SLOTS; i++) out[i].conv1d = vp_op_flag(op, MLP_CONV1D);
     return MLP_SLOTS;
 }

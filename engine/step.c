@@ -1088,12 +1088,12 @@ const char *vp_step_layout_problem(const vp_model *model, const vp_recipe *recip
             return "checkpointing: selective recompute (Megatron's) is not modelled for encoder-decoder models";
         if (recipe->finetune == VP_FINETUNE_PREFIX)
             return "finetune: prefix tuning of encoder-decoder models is not modelled yet";
-        /* transformers keeps T5's wo in fp32 when it loads the model in fp16
-         * or quantized (_keep_in_fp32_modules): a mixed model not modelled */
+        /* T5Block clamps fp16 hidden states after each layer (torch.isinf,
+         * torch.where, torch.clamp) */
         if (recipe->precision == VP_PREC_FP16 || recipe->precision == VP_PREC_FP8)
-            return "precision: T5 loaded in fp16 keeps its wo weights in fp32 (not modelled), and fp8 is not modelled for it";
-        if (recipe->quant != VP_QUANT_NONE || recipe->finetune == VP_FINETUNE_QLORA)
-            return "quant: transformers leaves T5's wo unquantized in fp32 (not modelled yet)";
+            return "precision: T5 in fp16 clamps its hidden states in every block (not modelled), and fp8 is not "
+                   "modelled for it";
+
     } else if (recipe->target_len && recipe->target_len != recipe->seq_len) {
         return "target_len: the decoder's length of an encoder-decoder model; this model has one sequence";
     }
