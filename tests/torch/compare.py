@@ -258,6 +258,12 @@ CASES = [
      recipe("bf16", ckpt="full", finetune="lora", lora_targets="q_proj,v_proj")),
     ("qwen3-moe amp-bf16 router aux loss lora 18 layers", dict(qwen3_moe(h=32, layers=18, experts=16), output_router_logits=True),
      recipe("amp-bf16", finetune="lora", lora_targets="q_proj,v_proj", s=64)),
+    # vramplan's every-K checkpointing: a checkpointed call runs K layers
+    ("llama fp32 every-2 checkpointed", llama(layers=5), recipe(ckpt="every-2")),
+    ("gemma2 amp-bf16 every-2 checkpointed", gemma2(layers=5), recipe("amp-bf16", ckpt="every-2")),
+    ("gemma2 bf16 every-3 checkpointed", gemma2(layers=7, kv=1), recipe("bf16", ckpt="every-3", s=64)),
+    ("qwen3-moe bf16 router aux loss every-2", dict(qwen3_moe(layers=4), output_router_logits=True),
+     recipe("bf16", ckpt="every-2")),
     ("olmo2 fp32", olmo2(), recipe()),
     ("olmo2 bf16 MHA", olmo2(kv=4), recipe("bf16")),
     ("olmo2 amp-bf16 checkpointed", olmo2(layers=3), recipe("amp-bf16", ckpt="full")),

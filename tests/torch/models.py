@@ -997,6 +997,22 @@ class LlamaDecoderLayer(nn.Module):
         return hidden_states
 
 
+def run_layers(ac, layers, x, mask, position_ids, cache_position, tables, past_key_values=None):
+    """Decoder layers in a row: one per HF checkpoint call, or a chunk of
+    them under vramplan's every-K checkpointing. Each output replaces the
+    last; the mixtures' router logits come back beside the hidden states."""
+    router = ()
+    for layer in layers:
+        # Gemma 3's sliding layers take the second pair
+        pe = tables[2:] if len(tables) == 4 and layer.is_sliding else tables[:2]
+        x = layer(ac, x, mask, position_ids, pe[0], pe[1], past_key_values, cache_position=cache_position)
+        if isinstance(x, tuple):
+            x, logits = x
+            router += (logits,)
+            del logits
+    return (x,) + router if router else x
+
+
 class Llama(nn.Module):
     def __init__(self, cfg):
         super().__init__()
@@ -1068,20 +1084,22 @@ class Llama(nn.Module):
             normalizer = torch.tensor(self.cfg["hidden_size"] ** 0.5, dtype=hidden_states.dtype)
             hidden_states = hidden_states * normalizer
         self.all_router_logits = ()
-        for layer in self.layers:
-            # Gemma 3's sliding layers take the second pair
-            pe = tables[2:] if len(tables) == 4 and layer.is_sliding else tables[:2]
+        every = getattr(checkpoint, "every", 1) if checkpoint else 1
+        for first in range(0, len(self.layers), every):
+            chunk = self.layers[first:first + every]
             if checkpoint:  # LlamaModel's call: the rotary tables go as a tuple, not as tensors
-                hidden_states = checkpoint(
-                    lambda x, m, p, cp, t, l=layer, pe=pe: l(ac, x, m, p, pe[0], pe[1], cache_position=cp),
-                    hidden_states, causal_mask, position_ids, cache_position, tables)
+                outputs = checkpoint(lambda x, m, p, cp, t, c=chunk: run_layers(ac, c, x, m, p, cp, t),
+                                     hidden_states, causal_mask, position_ids, cache_position, tables)
             else:
-                hidden_states = layer(ac, hidden_states, causal_mask, position_ids, pe[0], pe[1], past_key_values,
-                                      cache_position=cache_position)
-            if isinstance(hidden_states, tuple):  # MixtralModel: all_router_logits += (layer_outputs[-1],)
-                hidden_states, router_logits = hidden_states
-                self.all_router_logits += (router_logits,)
+                outputs = run_layers(ac, chunk, hidden_states, causal_mask, position_ids, cache_position, tables,
+                                     past_key_values)
+            if isinstance(outputs, tuple):  # MixtralModel: all_router_logits += (layer_outputs[-1],)
+                hidden_states, router_logits = outputs[0], outputs[1:]
+                self.all_router_logits += router_logits
                 del router_logits
+            else:
+                hidden_states = outputs
+            del outputs
         hidden_states = self.norm(hidden_states)
         return hidden_states
 
