@@ -150,6 +150,20 @@ def linear(ac, x, w, b=None):
     return lora(ac, x, w, nn.functional.linear(ac.down(x), ac.down(w), ac.down(b)))
 
 
+def chunks(layers, checkpoint):
+    """The layers a checkpointed call runs: one (HF), or K under vramplan's
+    every-K checkpointing; one at a time without checkpointing."""
+    every = getattr(checkpoint, "every", 1) if checkpoint else 1
+    return [layers[i:i + every] for i in range(0, len(layers), every)]
+
+
+def in_turn(chunk, x, call):
+    """x through the chunk's layers, each output replacing the last."""
+    for layer in chunk:
+        x = call(layer, x)
+    return x
+
+
 # ---------------------------------------------------------------- GPT-2
 
 
@@ -308,11 +322,11 @@ class GPT2(nn.Module):
         position_embeds = self.wpe(position_ids)
         hidden_states = inputs_embeds + position_embeds
         hidden_states = dropout(hidden_states, self.embd_pdrop, self.training)
-        for block in self.h:
+        for chunk in chunks(self.h, checkpoint):
             if checkpoint:
-                hidden_states = checkpoint(lambda x, b=block: b(ac, x), hidden_states)
+                hidden_states = checkpoint(lambda x, c=chunk: in_turn(c, x, lambda b, y: b(ac, y)), hidden_states)
             else:
-                hidden_states = block(ac, hidden_states, past_key_values)
+                hidden_states = chunk[0](ac, hidden_states, past_key_values)
         hidden_states = layer_norm(ac, self.ln_f, hidden_states)
         return hidden_states
 
@@ -1084,9 +1098,7 @@ class Llama(nn.Module):
             normalizer = torch.tensor(self.cfg["hidden_size"] ** 0.5, dtype=hidden_states.dtype)
             hidden_states = hidden_states * normalizer
         self.all_router_logits = ()
-        every = getattr(checkpoint, "every", 1) if checkpoint else 1
-        for first in range(0, len(self.layers), every):
-            chunk = self.layers[first:first + every]
+        for chunk in chunks(self.layers, checkpoint):
             if checkpoint:  # LlamaModel's call: the rotary tables go as a tuple, not as tensors
                 outputs = checkpoint(lambda x, m, p, cp, t, c=chunk: run_layers(ac, c, x, m, p, cp, t),
                                      hidden_states, causal_mask, position_ids, cache_position, tables)
@@ -1282,12 +1294,13 @@ class ParallelDecoder(nn.Module):
         causal_mask = self.causal_mask(inputs_embeds, cache_position, past_seen_tokens)
         hidden_states = dropout(inputs_embeds, self.embed_dropout, self.training)
         cos, sin = self.rotary_emb(hidden_states, position_ids)
-        for layer in self.layers:
+        for chunk in chunks(self.layers, checkpoint):
             if checkpoint:  # the call passes the mask, position_ids, cache_position and the tables' tuple
-                hidden_states = checkpoint(lambda x, m, p, cp, pe, l=layer: l(ac, x, m, pe[0], pe[1]),
-                                           hidden_states, causal_mask, position_ids, cache_position, (cos, sin))
+                hidden_states = checkpoint(
+                    lambda x, m, p, cp, pe, c=chunk: in_turn(c, x, lambda l, y: l(ac, y, m, pe[0], pe[1])),
+                    hidden_states, causal_mask, position_ids, cache_position, (cos, sin))
             else:
-                hidden_states = layer(ac, hidden_states, causal_mask, cos, sin, past_key_values)
+                hidden_states = chunk[0](ac, hidden_states, causal_mask, cos, sin, past_key_values)
         return layer_norm(ac, self.final_norm, hidden_states)
 
     def head_weight(self):
@@ -1457,11 +1470,12 @@ class Bloom(nn.Module):
         attention_mask = torch.ones((batch_size, seq_length))
         alibi = build_alibi_tensor(attention_mask, self.n_head, dtype=hidden_states.dtype)
         causal_mask = self.prepare_attn_mask(attention_mask, (batch_size, seq_length))
-        for block in self.h:
+        for chunk in chunks(self.h, checkpoint):
             if checkpoint:  # BloomModel's call: hidden_states, alibi, causal_mask go as tensors
-                hidden_states = checkpoint(lambda x, a, m, b=block: b(ac, x, a, m), hidden_states, alibi, causal_mask)
+                hidden_states = checkpoint(lambda x, a, m, c=chunk: in_turn(c, x, lambda b, y: b(ac, y, a, m)),
+                                           hidden_states, alibi, causal_mask)
             else:
-                hidden_states = block(ac, hidden_states, alibi, causal_mask, past_key_values)
+                hidden_states = chunk[0](ac, hidden_states, alibi, causal_mask, past_key_values)
         hidden_states = layer_norm(ac, self.ln_f, hidden_states)
         return hidden_states
 
@@ -2056,11 +2070,12 @@ class BertForSequenceClassification(nn.Module):
         embeddings += position_embeddings
         embeddings = layer_norm(ac, self.ln, embeddings)
         hidden_states = dropout(embeddings, self.p, self.training)
-        for layer in self.layers:
+        for chunk in chunks(self.layers, checkpoint):
             if checkpoint:
-                hidden_states = checkpoint(lambda x, m, l=layer: l(ac, x, m), hidden_states, extended)
+                hidden_states = checkpoint(lambda x, m, c=chunk: in_turn(c, x, lambda l, y: l(ac, y, m)),
+                                           hidden_states, extended)
             else:
-                hidden_states = layer(ac, hidden_states, extended)
+                hidden_states = chunk[0](ac, hidden_states, extended)
         first_token_tensor = hidden_states[:, 0]
         pooled = torch.tanh(linear(ac, first_token_tensor, self.pooler.weight, self.pooler.bias))
         pooled = dropout(pooled, self.p, self.training)
