@@ -171,6 +171,9 @@ static int l_estimate(lua_State *L) {
         lua_pushstring(L, names);
         lua_setfield(L, -2, "lora_modules");
     }
+    /* output_router_logits: the mixtures' load-balancing loss is computed */
+    lua_pushboolean(L, vp_model_has(model, "router_aux_loss"));
+    lua_setfield(L, -2, "load_balancing_loss");
     set_int(L, "ranks_per_stage", per_stage);
     lua_pushvalue(L, ranks_index);
     lua_setfield(L, -2, "ranks");

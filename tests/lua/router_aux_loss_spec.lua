@@ -23,6 +23,15 @@ describe("the load-balancing loss", function()
     local off = helper.estimate(path, "--set", "seq_len=64", "--set", "router_aux_loss=false").per_gpu.activations_bytes
     os.remove(path)
     assert.is_true(on > off)
+    -- and says so: the JSON's model.load_balancing_loss, the report's loss line
+    path = helper.write('{"model_type": "mixtral", "hidden_size": 64, "num_hidden_layers": 2, '
+      .. '"num_attention_heads": 4, "num_key_value_heads": 2, "intermediate_size": 96, "vocab_size": 256, '
+      .. '"output_router_logits": true}', ".json")
+    assert.is_true(helper.estimate(path, "--set", "seq_len=64").model.load_balancing_loss)
+    local out = helper.run("estimate", path, "--set", "seq_len=64")
+    os.remove(path)
+    assert.truthy(out:find("loss: with the routers' load-balancing loss", 1, true), out)
+    assert.is_nil(helper.estimate("mixtral-8x7b", "--set", "seq_len=64").model.load_balancing_loss)
   end)
 
   it("keeps the fp32 routing weights of every layer's tokens, and the router logits while the outputs live", function()

@@ -64,6 +64,7 @@ function report.human(ctx)
   elseif recipe.finetune == "freeze" then
     line("fine-tuning: freeze, the last %d layers trained%s", recipe.trainable_layers, training)
   end
+  if r.load_balancing_loss then line("loss: with the routers' load-balancing loss (output_router_logits)") end
   if recipe.dp > 1 or recipe.pp > 1 or recipe.framework ~= "torch" then
     local layout = { recipe.framework, "dp " .. recipe.dp }
     if recipe.tp > 1 then layout[#layout + 1] = "tp " .. recipe.tp .. (recipe.sequence_parallel and " with sequence parallelism" or "") end
@@ -184,7 +185,7 @@ end
 
 local order = {
   "vramplan_version", "model", "recipe", "per_gpu", "gpu", "fits", "headroom_bytes", "timeline",
-  "name", "params", "trainable_params", "lora_modules", "arch", "layers", "source",
+  "name", "params", "trainable_params", "lora_modules", "load_balancing_loss", "arch", "layers", "source",
   "params_bytes", "buffers_bytes", "grads_bytes", "master_bytes", "optimizer_bytes", "activations_bytes",
   "peak_allocated_bytes", "peak_reserved_bytes", "peak_total_bytes", "peak_phase", "peak_layer", "peak_op",
   "peak_breakdown", "allocator_bytes", "runtime_bytes", "cuda_context_bytes", "cublas_workspace_bytes",
@@ -212,7 +213,8 @@ function report.object(ctx)
   local o = {
     vramplan_version = ctx.version,
     model = { name = ctx.model_name, params = r.params, trainable_params = r.trainable_params, arch = ctx.arch,
-              layers = ctx.layers, source = ctx.source, lora_modules = r.lora_modules },
+              layers = ctx.layers, source = ctx.source, lora_modules = r.lora_modules,
+              load_balancing_loss = r.load_balancing_loss or nil },
     recipe = r.recipe,
     per_gpu = per_gpu,
     per_rank = per_rank,
