@@ -63,8 +63,9 @@ static vp_t make_leaf(vp_step *step, const vp_leaf_spec *spec, bool trainable, u
         compute = int8 ? VP_INT8 : step->recipe->compute_dtype;
     }
     /* from_pretrained keeps _keep_in_fp32_modules in fp32 when it
-     * quantizes (use_keep_in_fp32_modules) */
-    if (spec->keep_fp32 && step->recipe->finetune == VP_FINETUNE_QLORA) resident = compute = VP_FP32;
+     * quantizes or loads in fp16 (use_keep_in_fp32_modules) */
+    bool loaded_fp16 = step->recipe->precision == VP_PREC_FP16;
+    if (spec->keep_fp32 && (step->recipe->finetune == VP_FINETUNE_QLORA || loaded_fp16)) resident = compute = VP_FP32;
     /* Int8Params' SCB: an fp32 absmax per output row, beside the weight */
     if (int8) vp_leaf(&step->sim, spec->out_features, VP_FP32, VP_CAT_PARAMS, false, "SCB");
     uint64_t shard = bytes_of(resident, vp_shard_numel(spec->numel, vp_plan_shards(plan, spec->expert)->params));

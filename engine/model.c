@@ -12,7 +12,7 @@ static const vp_op_kind *const registry[] = {
     &vp_op_attention,       &vp_op_mlp,                &vp_op_moe,               &vp_op_residual,
     &vp_op_lm_head,         &vp_op_cross_entropy,      &vp_op_pooler,            &vp_op_classifier,
     &vp_op_position_bias,   &vp_op_decoder_start,      &vp_op_sliding_mask,      &vp_op_sequence,
-    &vp_op_parallel,        &vp_op_router_aux_loss,
+    &vp_op_parallel,        &vp_op_router_aux_loss,    &vp_op_fp16_clamp,
 };
 
 unsigned vp_op_kind_count(void) { return sizeof registry / sizeof registry[0]; }

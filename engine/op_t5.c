@@ -236,6 +236,42 @@ static vp_t decoder_forward(vp_step *step, const vp_op *op, const vp_t *leaves, 
     return embeds;
 }
 
+/* T5Block (transformers 4.46-4.52) after each of its layers:
+ *   if hidden_states.dtype == torch.float16:
+ *       clamp_value = torch.where(torch.isinf(hidden_states).any(),
+ *                                 torch.finfo(hidden_states.dtype).max - 1000, torch.finfo(hidden_states.dtype).max)
+ *       hidden_states = torch.clamp(hidden_states, min=-clamp_value, max=clamp_value)
+ * isinf's bool rows and any()'s 0-dim result are temporaries; where of two
+ * Python floats is a 0-dim fp32 tensor, its negation another; the clamp is
+ * a new fp16 tensor and keeps its input and both bounds. Anything but fp16
+ * passes through untouched. */
+static vp_t clamp_forward(vp_step *step, const vp_op *op, const vp_t *leaves, vp_t x) {
+    (void)op;
+    (void)leaves;
+    vp_sim *sim = &step->sim;
+    if (vp_at(sim, x)->dtype != VP_FP16) {
+        vp_hold(sim, x);
+        return x;
+    }
+    vp_t inf = vp_new(sim, vp_at(sim, x)->numel, VP_BOOL, "t5_clamp.isinf");
+    vp_t any = vp_new(sim, 1, VP_BOOL, "t5_clamp.any");
+    vp_drop(sim, inf);
+    vp_t value = vp_new(sim, 1, VP_FP32, "t5_clamp.where");
+    vp_drop(sim, any);
+    vp_t low = vp_new(sim, 1, VP_FP32, "t5_clamp.neg");
+    vp_t y = vp_clamp(sim, x, low, value, "t5_clamp.clamp");
+    vp_drop(sim, low);
+    vp_drop(sim, value);
+    return y;
+}
+
+const vp_op_kind vp_op_fp16_clamp = {
+    .name = "fp16_clamp",
+    .doc = "T5Block's clamp of fp16 hidden states after each layer: the clamped copy, its input kept for "
+           "backward; other dtypes pass through",
+    .forward = clamp_forward,
+};
+
 const vp_op_kind vp_op_decoder_start = {
     .name = "decoder_start",
     .doc = "where an encoder-decoder's encoder returns (its output kept for cross-attention) and its decoder "

@@ -28,6 +28,7 @@ extern const vp_op_kind vp_op_sliding_mask;
 extern const vp_op_kind vp_op_sequence;
 extern const vp_op_kind vp_op_parallel;
 extern const vp_op_kind vp_op_router_aux_loss;
+extern const vp_op_kind vp_op_fp16_clamp;
 
 /* A projection as F.linear under the step's precision: autocast casts the
  * input (every call: activations are not cached) and the weight and bias

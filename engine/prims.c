@@ -304,6 +304,21 @@ vp_t vp_unary(vp_sim *sim, vp_t a, vp_saves saves, unsigned backward_temps, vp_d
     return y;
 }
 
+vp_t vp_clamp(vp_sim *sim, vp_t x, vp_t min, vp_t max, const char *label) {
+    vp_t y = vp_new(sim, numel_of(sim, x), dtype_of(sim, x), label);
+    vp_node *node = vp_record(sim, backward_unary, label, &x, 1, &y, 1);
+    if (node) {
+        /* clamp_backward_min_max: self >= min and self <= max, two bool
+         * tensors (one input-sized 16-bit temporary's bytes), then
+         * where(pred, grad, 0) */
+        node->aux[0] = 1;
+        vp_save(sim, node, x);
+        vp_save(sim, node, min);
+        vp_save(sim, node, max);
+    }
+    return y;
+}
+
 /* SumBackward: grad.expand(self's sizes), a view of the incoming gradient. */
 static void backward_expand(vp_sim *sim, uint32_t index) {
     vp_node *node = vp_node_at(sim, index);

@@ -78,6 +78,10 @@ vp_t vp_softcap(vp_sim *sim, vp_t x, const char *label);
  * of the gradient. parts are borrowed; the result is owned. */
 vp_t vp_cat_many(vp_sim *sim, const vp_t *parts, unsigned n, const char *label);
 
+/* torch.clamp(x, min=min, max=max) with 0-dim tensor bounds (clamp.Tensor):
+ * a new tensor of x's dtype; ClampBackward1 keeps x and both bounds. */
+vp_t vp_clamp(vp_sim *sim, vp_t x, vp_t min, vp_t max, const char *label);
+
 /* A reduction over the last dimension to `out_numel` elements that keeps
  * nothing (mean in 2.x saves only sizes); backward expands and divides into
  * an input-sized tensor. */

@@ -1092,11 +1092,7 @@ const char *vp_step_layout_problem(const vp_model *model, const vp_recipe *recip
             return "checkpointing: selective recompute (Megatron's) is not modelled for encoder-decoder models";
         if (recipe->finetune == VP_FINETUNE_PREFIX)
             return "finetune: prefix tuning of encoder-decoder models is not modelled yet";
-        /* T5Block clamps fp16 hidden states after each layer (torch.isinf,
-         * torch.where, torch.clamp) */
-        if (recipe->precision == VP_PREC_FP16 || recipe->precision == VP_PREC_FP8)
-            return "precision: T5 in fp16 clamps its hidden states in every block (not modelled), and fp8 is not "
-                   "modelled for it";
+        if (recipe->precision == VP_PREC_FP8) return "precision: fp8 is not modelled for T5";
 
     } else if (recipe->target_len && recipe->target_len != recipe->seq_len) {
         return "target_len: the decoder's length of an encoder-decoder model; this model has one sequence";

@@ -73,7 +73,8 @@ return architecture {
         dropout { p = p },
         position_bias { heads = c.heads, buckets = c.buckets, kind = "encoder" },
       },
-      first_layer = { attention_layer {}, feed_forward_layer() },
+      -- T5Block clamps fp16 hidden states after each of its layers
+      first_layer = { attention_layer {}, fp16_clamp {}, feed_forward_layer(), fp16_clamp {} },
       first_layers = c.layers,
       bridge = {
         norm(), -- the encoder's final_layer_norm
@@ -85,8 +86,11 @@ return architecture {
       },
       layer = {
         attention_layer { caches = true },
+        fp16_clamp {},
         attention_layer { caches = true, cross = true },
+        fp16_clamp {},
         feed_forward_layer(),
+        fp16_clamp {},
       },
       layers = c.layers + c.decoder_layers,
       final = {

@@ -94,11 +94,32 @@ describe("T5", function()
     assert.are.equal(want, params("--set", "finetune=qlora", "--set", "quant=int8") - params("--set", "finetune=lora"))
   end)
 
+  it("clamps fp16 hidden states after every layer of every block, keeping each clamp's input", function()
+    -- mixed-fp16 (the model itself in fp16, DeepSpeed's): T5Block's clamp
+    -- after each layer keeps its input and two 0-dim fp32 bounds (512
+    -- bytes each on CUDA); the clamped copy is what the next norm keeps.
+    -- bf16 has no clamps and the same sizes. t5-large: 24 encoder blocks
+    -- (2 layers) over 512 tokens, 24 decoder blocks (3) over 128, d_model 1024.
+    local function activations(precision)
+      return helper.estimate("t5-large", "--set", "precision=" .. precision, "--set", "seq_len=512",
+        "--set", "target_len=128").per_gpu.activations_bytes
+    end
+    local want = 24 * 2 * (512 * 1024 * 2 + 2 * 512) + 24 * 3 * (128 * 1024 * 2 + 2 * 512)
+    assert.are.equal(want, activations("mixed-fp16") - activations("mixed-bf16"))
+  end)
+
+  it("keeps wo in fp32 when the model is loaded in fp16", function()
+    local function params(precision)
+      return helper.estimate("t5-large", "--set", "precision=" .. precision).per_gpu.params_bytes
+    end
+    assert.are.equal(2 * 24 * 4096 * 1024 * 2, params("fp16") - params("bf16"))
+  end)
+
   it("names what it does not model", function()
     assert.truthy(fails("t5-large", "--set", "attention=flash"):find("attention: T5's position-biased attention", 1, true))
     assert.truthy(fails("t5-large", "--set", "checkpointing=selective")
       :find("checkpointing: selective recompute (Megatron's) is not modelled for encoder-decoder models", 1, true))
-    assert.truthy(fails("t5-large", "--set", "precision=fp16"):find("precision: T5 in fp16 clamps", 1, true))
+    assert.truthy(fails("t5-large", "--set", "precision=fp8"):find("precision: fp8 is not modelled for T5", 1, true))
     assert.truthy(fails("t5-large", "--set", "finetune=prefix", "--set", "num_virtual_tokens=8")
       :find("finetune: prefix tuning of encoder-decoder models is not modelled yet", 1, true))
     assert.truthy(fails("t5-large", "--set", "framework=megatron", "--set", "tp=2")
