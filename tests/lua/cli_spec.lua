@@ -183,6 +183,25 @@ describe("vramplan estimate", function()
     end
   end)
 
+  it("lists every model family's fields, each one a --set that its models accept", function()
+    local out = helper.run("keys")
+    local llama = out:match("\n  llama — [^\n]*\n(.-)\n  %S")
+    assert.truthy(llama, out)
+    local n = 0
+    for row in (llama .. "\n"):gmatch("([^\n]*)\n") do
+      local name = row:match("^      (%S+)")
+      n = n + 1
+      assert.truthy(name and name:match("^[%w_]+$"), row)
+    end
+    assert.is_true(n > 40, tostring(n))
+    for _, field in ipairs({ "sliding_pattern", "router_aux_loss", "local_rope", "final_softcap" }) do
+      assert.truthy(llama:find("      " .. field .. " ", 1, true), field)
+    end
+    -- a listed field is one --set accepts for the family's models
+    local r = helper.estimate("gemma-2-2b", "--set", "final_softcap=0", "--set", "seq_len=64")
+    assert.truthy(r.per_gpu)
+  end)
+
   it("echoes the GPU count over every parallel dimension", function()
     local r = helper.estimate("models/llama2-7b.lua", "--set", "framework=megatron", "--set", "dp=2",
       "--set", "tp=2", "--set", "cp=2", "--set", "pp=2", "--set", "seq_len=1024")

@@ -51,7 +51,7 @@ local function arch_env(path)
     local declarations = { { "name", "string", default = def.name, doc = "display name" } }
     for _, d in ipairs(def.fields) do declarations[#declarations + 1] = d end
     return setmetatable({
-      name = def.name, doc = def.doc or "", schema = schema.new(def.name, declarations),
+      name = def.name, doc = def.doc or "", schema = schema.new(def.name, declarations), fields = def.fields,
       check = def.check, build = def.build, source = path,
     }, family_meta)
   end

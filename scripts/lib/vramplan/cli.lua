@@ -12,7 +12,7 @@ local cli = {}
 local usage = [[
 usage: vramplan estimate MODEL [--recipe FILE] [--set KEY=VALUE]... [--gpu NAME] [--json] [--timeline]
        vramplan list models|gpus|recipes
-       vramplan keys            recipe keys and op fields, with their meaning
+       vramplan keys            recipe keys, op fields and model families' fields, with their meaning
        vramplan --version
 
 MODEL is a model script, a name in models/ (llama2-7b, gpt2, ...) or a Hugging
@@ -109,7 +109,22 @@ local function list(opts, home)
   return 0
 end
 
-local function keys()
+-- Every family's fields: what a model script sets, and --set overrides.
+local function family_fields(home)
+  local arch = require("vramplan.arch")
+  print("model families and their fields (in a model script, or --set FIELD=VALUE over one):")
+  for _, name in ipairs(require("vramplan.files").script_names(home .. "/models/arch")) do
+    local family = arch.load(home, name)
+    print(string.format("  %s — %s", family.name, family.doc))
+    for _, f in ipairs(family.fields) do
+      local default = type(f.default) == "function" and "derived" or f.default == nil and "required"
+        or ("default " .. tostring(f.default))
+      print(string.format("      %-20s %-6s %-16s %s", f[1], f[2], default, f.doc or ""))
+    end
+  end
+end
+
+local function keys(home)
   print("recipe keys (--set KEY=VALUE or in a recipe script):")
   for _, k in ipairs(vramplan.recipe_keys()) do
     local doc = k.choices and (table.concat(k.choices, " | ") .. ": " .. k.doc) or k.doc
@@ -124,6 +139,8 @@ local function keys()
       print(string.format("      %-16s %-6s %-14s %s", f.name, f.type, d, f.doc))
     end
   end
+  print("")
+  family_fields(home)
   return 0
 end
 
@@ -131,7 +148,7 @@ function cli.run(args, home)
   local opts = parse(args)
   if opts.command == "estimate" then return estimate(opts, home)
   elseif opts.command == "list" then return list(opts, home)
-  elseif opts.command == "keys" then return keys()
+  elseif opts.command == "keys" then return keys(home)
   elseif opts.command == "--version" or opts.command == "version" then print("vramplan " .. vramplan.version) return 0
   elseif opts.command == nil or opts.command == "help" then print(usage) return opts.command and 0 or 2
   end
