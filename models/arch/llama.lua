@@ -220,7 +220,9 @@ return architecture {
                 softcap = c.final_softcap },
       cross_entropy {},
     }
-    if c.router_aux_loss then final[#final + 1] = router_aux_loss { experts = c.experts, top_k = c.experts_per_token } end
+    if c.router_aux_loss then
+      final[#final + 1] = router_aux_loss { experts = c.experts, top_k = c.experts_per_token }
+    end
     return decoder {
       embed = embed,
       first_layer = c.dense_layers > 0 and layer(dense()) or nil,
