@@ -166,8 +166,6 @@ static bool plan_chunks(vp_step *step) {
     if (!step->chunks || !step->chunk_repeat) return false;
     unsigned instance = 0;
     step->n_chunks = 0;
-    const vp_op *sliding = vp_section_find(&step->model->section[VP_SECTION_LAYER], &vp_op_sliding_mask);
-    unsigned period = sliding ? vp_sliding_mask_period(sliding) : 1;
     /* the first chunk's input also outlives it where the model body keeps
      * the embeddings as a local (vp_step_keep_local) */
     bool first_unlike = !step->stage.embed || step->recipe->finetune != VP_FINETUNE_FULL ||
@@ -175,24 +173,24 @@ static bool plan_chunks(vp_step *step) {
     /* frozen layers under ZeRO-3 or FSDP are released when backward ends,
      * outside any folded stretch: they are evaluated one by one */
     bool released_late = step->plan.gather || step->plan.grads == VP_GRADS_UNIT;
+    /* Where no layer may stand for another at all: prefix tuning's cache
+     * holds a key and a value of every layer, made before the layers run;
+     * an encoder-decoder's layers all give gradients to tensors made outside
+     * them (the position bias, the encoder's output), and a mixture's router
+     * logits all go into one cat whose gradient's views reach each layer,
+     * one buffer that a fold would count once per layer; layers that
+     * alternate (Gemma 2's sliding and global ones) fold only by chunks that
+     * hold whole periods. */
+    const vp_model *m = step->model;
+    const vp_op *sliding = vp_section_find(&m->section[VP_SECTION_LAYER], &vp_op_sliding_mask);
+    unsigned period = sliding ? vp_sliding_mask_period(sliding) : 1;
+    bool foldable = step->fold && !step->past_tokens && !m->section[VP_SECTION_BRIDGE].n_ops &&
+                    !vp_section_find(&m->section[VP_SECTION_FINAL], &vp_op_router_aux_loss) && per % period == 0;
     for (unsigned r = 0; r < 4; r++) {
         if (splits[r + 1] <= splits[r]) continue;
         bool lone = splits[r] == start ? first_unlike : splits[r] == b;
-        /* prefix tuning's cache holds a key and a value of every layer,
-         * made before the layers run: no layer stands for another */
-        /* an encoder-decoder's layers all give gradients to tensors made
-         * outside them (the position bias, the encoder's output), into one
-         * buffer that a fold would count once per layer */
-        bool encoder_decoder = step->model->section[VP_SECTION_BRIDGE].n_ops > 0;
-        /* likewise every mixture layer's router logits go into one cat
-         * whose gradient's views reach each of them */
-        bool router_outputs = vp_section_find(&step->model->section[VP_SECTION_FINAL], &vp_op_router_aux_loss) != 0;
         /* the last layers under DeepSpeed ZeRO-3 each keep what they keep */
-        /* layers that alternate (Gemma 2's sliding and global ones) fold
-         * only by chunks that hold whole periods */
-        bool fold = step->fold && !(released_late && splits[r] < b) && !step->past_tokens && !encoder_decoder &&
-                    !router_outputs &&
-                    splits[r] < c && per % period == 0;
+        bool fold = foldable && !(released_late && splits[r] < b) && splits[r] < c;
         plan_run(step, splits[r], splits[r + 1] - splits[r], per, lone, fold, &instance);
     }
     step->n_layer_instances = instance;
