@@ -73,7 +73,7 @@ mappings.gemma2 = extend(mappings.llama, {
                final_softcap = 30.0, head_dim = 256 },
   derive = gemma2_caps,
 })
-mappings.gemma2.keys.hidden_act = nil -- Gemma2MLP reads hidden_activation
+mappings.gemma2.keys.hidden_act = nil -- Gemma2MLP reads hidden_activation (gemma3_text's keys extend these)
 
 -- Gemma3ForCausalLM (Gemma 3's text model, model_type gemma3_text) of
 -- transformers 4.50-4.52: Gemma 2's layers with one global layer in every
@@ -91,7 +91,6 @@ mappings.gemma3_text = extend(mappings.gemma2, {
                rope_theta = 1000000.0 },
   derive = gemma2_caps,
 })
-mappings.gemma3_text.keys.hidden_act = nil
 mappings.gemma3 = {
   family = "llama", keys = {},
   check = function()
