@@ -42,6 +42,23 @@ describe("require 'vramplan'", function()
     assert.is_false(ok)
     assert.truthy(tostring(err):find("mlp: module_names = \"phi3\" names a fused gate_up_proj", 1, true), tostring(err))
   end)
+
+  it("rejects this session's op fields where they do not hold together, naming the op", function()
+    for _, case in ipairs({
+      { "attention", { hidden = 64, heads = 4, rotary = true, rotary_locals = true }, "rotary_locals needs rotary_cat" },
+      { "attention", { hidden = 64, heads = 4, fused_qkv = true, module_names = "phi" },
+        "module_names = \"phi\" names Phi-2's separate q_proj" },
+      { "mlp", { hidden = 64, intermediate = 128, gated = true, module_names = "phi" },
+        "module_names = \"phi\" names Phi-2's fc1 and fc2" },
+      { "moe", { hidden = 64, intermediate = 32, experts = 4, top_k = 2, block = "deepseek", output_router_logits = true },
+        "output_router_logits is transformers' sparse blocks'" },
+      { "router_aux_loss", { experts = 4, top_k = 8 }, "top_k cannot exceed experts" },
+    }) do
+      local ok, err = pcall(vramplan.op, case[1], case[2])
+      assert.is_false(ok)
+      assert.truthy(tostring(err):find(case[1] .. ": " .. case[3], 1, true), tostring(err))
+    end
+  end)
 end)
 
 describe("folding identical layers", function()

@@ -136,12 +136,24 @@ describe("bad recipes", function()
       { "norm_style=rms", "norm_style: must be llama, gemma or olmo2" },
       { "norm_position=middle", "norm_position: must be pre, post or sandwich" },
       { "sliding_pattern=2", "sliding_pattern: needs a sliding_window" },
+      { "local_rope=true", "local_rope: is the sliding layers' rotary tables" },
       { "qk_norm_style=row", "qk_norm_style: must be head, olmo2 or gemma" },
       { "expert_names=x", "expert_names: must be w or proj" },
       { "partial_rotary_factor=0.5", "partial_rotary_factor: is Phi-3's" },
     }) do
       local err = fails("models/llama2-7b.lua", "--set", case[1], "--set", "seq_len=128")
       assert.truthy(err:find("--set " .. case[1] .. ": " .. case[2], 1, true), err)
+    end
+  end)
+
+  it("names the new families' fields that do not hold together", function()
+    for _, case in ipairs({
+      { "gemma-2b", "scaled_embedding=true", "scaled_embedding: scales the embeddings itself" },
+      { "pythia-1b", "rotary_pct=0.001", "rotary_pct: must leave an even, nonzero rotated width" },
+      { "phi-2", "partial_rotary_factor=0.0125", "partial_rotary_factor: must leave an even, nonzero rotated width" },
+    }) do
+      local err = fails(case[1], "--set", case[2], "--set", "seq_len=128")
+      assert.truthy(err:find("--set " .. case[2] .. ": " .. case[3], 1, true), err)
     end
   end)
 
