@@ -44,9 +44,19 @@ function helper.fails(...)
   return err
 end
 
+-- The temporary files of helper.write, removed when the test run's Lua state
+-- closes (busted exits with os.exit(code, true), which runs finalizers).
+local written = setmetatable({}, { __gc = function(paths)
+  for _, path in ipairs(paths) do os.remove(path) end
+end })
+
 -- Writes `text` to a temporary file with the given suffix; returns its path.
+-- os.tmpname's own empty file keeps the name unique until the run ends.
 function helper.write(text, suffix)
-  local path = os.tmpname() .. (suffix or ".lua")
+  local reserved = os.tmpname()
+  local path = reserved .. (suffix or ".lua")
+  written[#written + 1] = reserved
+  written[#written + 1] = path
   local f = assert(io.open(path, "w"))
   f:write(text)
   f:close()
