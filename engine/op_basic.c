@@ -226,7 +226,9 @@ const vp_op_kind vp_op_sequence = {
 /* f1(x) + f2(x) + ...: every child runs on the same x, its result kept
  * while the next runs, then the results are summed left to right, each sum
  * a new tensor (Phi's attn_outputs + feed_forward_hidden_states, GPT-NeoX's
- * mlp_output + attn_output; the residual around them adds x last). */
+ * mlp_output + attn_output; the residual around them adds x last). Each
+ * result is bound to a name of the layer's forward, so it lives until the
+ * layer returns, through the residual's add. */
 static vp_t parallel_forward(vp_step *step, const vp_op *op, const vp_t *leaves, vp_t x) {
     vp_sim *sim = &step->sim;
     const vp_t *section = leaves - op->slot; /* children's slots are numbered within the section */
@@ -235,6 +237,7 @@ static vp_t parallel_forward(vp_step *step, const vp_op *op, const vp_t *leaves,
         const vp_op *child = &op->children[i];
         vp_t result = child->kind->forward(step, child, section + child->slot, x);
         vp_step_clear_fp8(step);
+        vp_step_keep_local(step, result, VP_LOCAL_OF_LAYER);
         if (!sum) {
             sum = result;
             continue;
@@ -250,7 +253,7 @@ static vp_t parallel_forward(vp_step *step, const vp_op *op, const vp_t *leaves,
 const vp_op_kind vp_op_parallel = {
     .name = "parallel",
     .doc = "its ops each run on the same input and their results are summed (Phi's and GPT-NeoX's parallel "
-           "attention and MLP)",
+           "attention and MLP); the results are locals of the layer until it returns",
     .container = true,
     .forward = parallel_forward,
 };

@@ -5,12 +5,15 @@
 
 /* ---- LayerNorm ---- */
 
-enum { LN_HIDDEN, LN_BIAS, LN_EPS, LN_FIELDS };
+enum { LN_HIDDEN, LN_BIAS, LN_EPS, LN_LAYER_LOCAL, LN_FIELDS };
 
 static const vp_field layernorm_fields[LN_FIELDS] = {
     [LN_HIDDEN] = {"hidden", VP_FIELD_INT, true, 0, 1, 1 << 20, NULL, "normalized width"},
     [LN_BIAS] = {"bias", VP_FIELD_BOOL, false, 1, 0, 1, NULL, "learned bias beside the weight"},
     [LN_EPS] = {"eps", VP_FIELD_NUMBER, false, 1e-5, 0, 1, NULL, "variance epsilon"},
+    [LN_LAYER_LOCAL] = {"layer_local", VP_FIELD_BOOL, false, 0, 0, 1, NULL,
+                        "the output stays bound to a name of the layer's forward until the layer returns, "
+                        "through the residual's add (PhiDecoderLayer's hidden_states)"},
 };
 
 static unsigned layernorm_leaves(const vp_op *op, const vp_ranks *split, vp_leaf_spec *out) {
@@ -24,11 +27,11 @@ static unsigned layernorm_leaves(const vp_op *op, const vp_ranks *split, vp_leaf
 
 /* layer_norm is on autocast's fp32 list: a 16-bit input is cast up first. */
 static vp_t layernorm_forward(vp_step *step, const vp_op *op, const vp_t *leaves, vp_t x) {
-    (void)op;
     vp_sim *sim = &step->sim;
     vp_t xa = vp_autocast_fp32(step, x, "layernorm");
     vp_t y = vp_layer_norm(sim, xa, leaves[0], leaves[1], step->rows, step->recipe->device, "layernorm");
     vp_drop(sim, xa);
+    if (vp_op_flag(op, LN_LAYER_LOCAL)) vp_step_keep_local(step, y, VP_LOCAL_OF_LAYER);
     return y;
 }
 

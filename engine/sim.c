@@ -307,10 +307,11 @@ void vp_deliver_grad(vp_sim *sim, vp_t to, vp_t grad) {
         vp_drop(sim, grad);
         return;
     }
-    if (x->leaf) {
+    if (x->leaf && !x->pending) {
         accumulate_into_leaf(sim, to, grad);
         return;
     }
+    /* a non-leaf's input buffer, or a leaf's while more of its edges are to come */
     if (!x->grad) {
         x->grad = grad;
         return;
@@ -336,6 +337,15 @@ void vp_deliver_grad(vp_sim *sim, vp_t to, vp_t grad) {
  * rule computes input gradients while its output gradients and saved tensors
  * are alive; then the output gradients are freed, the saved tensors released
  * (release_variables), and the new gradients routed to their inputs. */
+/* One edge to `to` has been followed; the last one runs its AccumulateGrad. */
+static void settle_leaf_edge(vp_sim *sim, vp_t to) {
+    vp_tensor *x = vp_at(sim, to);
+    if (!x->leaf || !x->pending || --x->pending) return;
+    vp_t buffered = x->grad;
+    x->grad = 0;
+    if (buffered) accumulate_into_leaf(sim, to, buffered);
+}
+
 static void run_node(vp_sim *sim, uint32_t index) {
     vp_node *node = vp_node_at(sim, index);
     bool any_grad = false;
@@ -363,8 +373,22 @@ static void run_node(vp_sim *sim, uint32_t index) {
         vp_t g = node->grads[i];
         node->grads[i] = 0;
         if (g) vp_deliver_grad(sim, node->in[i], g);
+        if (node->in[i]) settle_leaf_edge(sim, node->in[i]);
     }
     node->done = true;
+}
+
+/* A leaf's AccumulateGrad is a node like any other: it runs once, when every
+ * node of the graph task with an edge to it has run (its dependency count,
+ * torch/csrc/autograd/engine.cpp compute_dependencies), on the sum its input
+ * buffer gathered. Counting the edges of the nodes in [first, end). */
+static void count_leaf_edges(vp_sim *sim, uint32_t first, uint32_t end) {
+    for (uint32_t i = first; i < end; i++) {
+        const vp_node *node = vp_node_at(sim, i);
+        if (node->done) continue;
+        for (unsigned j = 0; j < VP_NODE_MAX_IN; j++)
+            if (node->in[j] && vp_at(sim, node->in[j])->leaf) vp_at(sim, node->in[j])->pending++;
+    }
 }
 
 /* The engine's ready queue runs the node with the highest sequence number
@@ -373,6 +397,7 @@ static void run_node(vp_sim *sim, uint32_t index) {
 void vp_backward(vp_sim *sim, uint32_t first, uint32_t end) {
     vp_category saved = sim->category;
     sim->category = VP_CAT_TRANSIENT;
+    count_leaf_edges(sim, first, end);
     for (uint32_t i = end; i-- > first;) {
         if (sim->status != VP_SIM_OK) break;
         if (!vp_node_at(sim, i)->done) run_node(sim, i);

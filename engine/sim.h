@@ -39,6 +39,7 @@ typedef struct {
     uint8_t grad_category; /* for leaves: what a stolen gradient is charged as */
     bool live;
     vp_t grad;           /* gradient buffered for this tensor during backward */
+    uint32_t pending;    /* leaves: edges to it from nodes of the running backward yet to run */
     vp_t param_grad;     /* for leaves: the .grad tensor */
     uint8_t grad_dtype;  /* dtype of this tensor's gradient (its own dtype) */
     const char *label;

@@ -449,6 +449,8 @@ static bool is_head_op(const vp_op *op) { return is_loss_op(op) || op->kind == &
 void vp_step_keep_local(vp_step *step, vp_t t, vp_local_frame frame) {
     /* Megatron's modules keep no such locals the engine models */
     if (step->recipe->framework == VP_FRAMEWORK_MEGATRON) return;
+    /* outside the layers a layer's local belongs to the model body's frame */
+    if (frame == VP_LOCAL_OF_LAYER && step->ledger.place.layer < 0) frame = VP_LOCAL_OF_BODY;
     vp_t *slots = step->locals[frame];
     for (unsigned i = 0; i < VP_LOCALS_MAX; i++) {
         if (!slots[i]) {

@@ -45,7 +45,8 @@ return architecture {
       },
       layer = {
         residual {
-          layernorm { hidden = c.hidden, eps = c.norm_eps }, -- input_layernorm
+          -- input_layernorm: its output is hidden_states until the final add rebinds it
+          layernorm { hidden = c.hidden, eps = c.norm_eps, layer_local = true },
           parallel {
             attention {
               hidden = c.hidden, heads = c.heads, kv_heads = c.kv_heads, qkv_bias = true, out_bias = true,

@@ -114,10 +114,12 @@ static void test_linear_backward(void) {
     graph_free(&g);
 }
 
-/* Tied weights: w used by two linears. The first gradient to arrive (from
- * the later use, which backward runs first) is stolen into .grad and moves
- * from transient to grads; the second is added in place
- * (accumulate_grad.h: variable_grad += new_grad) and freed. */
+/* Tied weights: w used by two linears. w's AccumulateGrad has two
+ * dependencies (engine.cpp compute_dependencies): the first gradient to
+ * arrive (from the later use, which backward runs first) waits in its input
+ * buffer, still transient; the second is added to it in place
+ * (input_buffer.cpp: the buffer holds the last reference) and freed; then
+ * AccumulateGrad steals the sum into .grad, which moves it to grads. */
 static void test_accumulate_grad_tied(void) {
     graph g;
     graph_init(&g, false);
@@ -133,12 +135,12 @@ static void test_accumulate_grad_tied(void) {
     CHECK_EQ_U64(live(&g, VP_CAT_ACTIVATIONS), 128 + 128 + 256);
     uint32_t tensors_before = g.sim.n_tensors;
     backward_from(&g, s);
-    /* The peak: during use1's backward, with use2's grad_w already in
-     * .grad: params 512 + x1 128 + s 256 + grads 512 + seed 256 + grad_w 512
-     * (x2 was released after use2's node ran). */
+    /* The peak: during use1's backward, with use2's grad_w buffered:
+     * params 512 + x1 128 + s 256 + buffered 512 + seed 256 + grad_w 512
+     * (x2 was released after use2's node ran); nothing is in .grad yet. */
     CHECK_EQ_U64(g.ledger.raw.peak, 512 + 128 + 256 + 512 + 256 + 512);
-    CHECK_EQ_U64(g.ledger.raw.peak_breakdown[VP_CAT_GRADS], 512);
-    CHECK_EQ_U64(g.ledger.raw.peak_breakdown[VP_CAT_TRANSIENT], 256 + 512);
+    CHECK_EQ_U64(g.ledger.raw.peak_breakdown[VP_CAT_GRADS], 0);
+    CHECK_EQ_U64(g.ledger.raw.peak_breakdown[VP_CAT_TRANSIENT], 512 + 256 + 512);
     CHECK_EQ_U64(live(&g, VP_CAT_GRADS), 512); /* one .grad */
     CHECK_EQ_U64(live(&g, VP_CAT_TRANSIENT), 0);
     CHECK_EQ_U64(live(&g, VP_CAT_ACTIVATIONS), 256); /* s, still ours */
@@ -151,6 +153,39 @@ static void test_accumulate_grad_tied(void) {
 /* native_dropout: input: native_dropout_backward(grad, result1, scale) —
  * only the mask (result1, torch.bool: one byte per element) is saved, not
  * the input. p = 0 returns the input itself (F.dropout's short-circuit). */
+/* A leaf used twice, through a residual add and a linear (a checkpointed
+ * layer's detached input): the add hands x the incoming gradient itself,
+ * which the caller also holds (CheckpointFunction.backward's argument). x's
+ * input buffer keeps it until the linear's gradient arrives; that one, held
+ * by nobody else, takes the sum in place (new.add_(old)), and AccumulateGrad
+ * steals it: no clone of the shared gradient at any time. */
+static void test_accumulate_grad_waits_for_every_edge(void) {
+    graph g;
+    graph_init(&g, false);
+    vp_t w = vp_leaf(&g.sim, 8 * 8, VP_FP32, VP_CAT_PARAMS, false, "w");
+    vp_t x = grad_input(&g, 4 * 8, VP_FP32);
+    vp_t y = vp_linear(&g.sim, x, w, 0, 4, 8, "linear");
+    vp_t s = vp_add(&g.sim, x, y, 4 * 8, "residual");
+    vp_drop(&g.sim, y);
+    uint32_t tensors_before = g.sim.n_tensors;
+    vp_t seed = vp_new_in(&g.sim, 4 * 8, VP_FP32, VP_CAT_TRANSIENT, "seed");
+    vp_hold(&g.sim, seed); /* the caller's reference */
+    vp_at(&g.sim, s)->grad = seed;
+    g.ledger.place.phase = VP_PHASE_BACKWARD;
+    vp_backward(&g.sim, 0, g.sim.n_nodes);
+    CHECK_EQ_U64(g.sim.n_tensors - tensors_before, 2); /* seed and the linear's grad_x */
+    CHECK_EQ_U64(g.ledger.raw.peak_breakdown[VP_CAT_TRANSIENT], 128 + 128);
+    vp_t grad = vp_at(&g.sim, x)->param_grad;
+    CHECK(grad && grad != seed && vp_at(&g.sim, x)->pending == 0);
+    CHECK_EQ_U64(live(&g, VP_CAT_GRADS), 128);
+    vp_drop(&g.sim, seed);
+    vp_drop(&g.sim, grad);
+    vp_drop(&g.sim, x);
+    vp_drop(&g.sim, s);
+    CHECK_EQ_U64(g.ledger.raw.total, 256);
+    graph_free(&g);
+}
+
 static void test_dropout(void) {
     graph g;
     graph_init(&g, false);
@@ -391,6 +426,7 @@ int main(void) {
     test_linear_saves();
     test_linear_backward();
     test_accumulate_grad_tied();
+    test_accumulate_grad_waits_for_every_edge();
     test_dropout();
     test_layer_norm();
     test_to();

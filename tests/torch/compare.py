@@ -1,6 +1,7 @@
 """Run the PyTorch harness over a spread of small configurations and check
 vramplan against it: model states exactly, activations and the peak of live
-tensor bytes within 3 %.
+tensor bytes within 2 KiB (today's largest difference, BERT's, is 1,036 bytes:
+the 0-dim scalars and few-byte index tensors the engine leaves out).
 
 The engine runs as the CPU twin of the measured run (device=cpu: exact
 tensor bytes, no CUDA caching-allocator rounding, CPU LayerNorm statistics
@@ -16,7 +17,7 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
-TOLERANCE = 0.03
+BYTES_TOLERANCE = 2048
 EXACT = ("params_bytes", "grads_bytes", "master_bytes", "optimizer_bytes")
 HOST_TOLERANCE = 1024  # bytes of save_on_cpu's pinned host memory (see below)
 
@@ -246,6 +247,15 @@ CASES = [
     ("neox prompt bf16", neox(), recipe("bf16", finetune="prompt", num_virtual_tokens=6)),
     ("gemma2 prompt amp-bf16", gemma2(), recipe("amp-bf16", finetune="prompt", num_virtual_tokens=6)),
     ("phi amp-bf16 two heads seq 256", phi(h=32, heads=2, vocab=40), recipe("amp-bf16", optimizer="none", s=256)),
+    # a checkpointed layer's input gets the residual's gradient (the caller's
+    # own tensor) and the norm's: AccumulateGrad waits for both, no clone
+    ("phi lora fc1 fp32 checkpointed", phi(layers=2, resid=0.0),
+     recipe(ckpt="full", optimizer="none", finetune="lora", lora_targets="fc1", lora_dropout=0.0)),
+    # the norm's output and both branches' results live through the final add
+    ("phi gelu lora amp-bf16 checkpointed", dict(phi(layers=2, resid=0.0), hidden_act="gelu"),
+     recipe("amp-bf16", ckpt="full", optimizer="none", finetune="lora", lora_targets="q_proj,v_proj,fc1")),
+    ("neox lora amp-bf16 checkpointed", neox(layers=3),
+     recipe("amp-bf16", ckpt="full", finetune="lora", lora_targets="query_key_value,dense_h_to_4h")),
     # the load-balancing loss (output_router_logits): every layer's router logits in one cat
     ("mixtral amp-bf16 router aux loss", dict(mixtral(), output_router_logits=True), recipe("amp-bf16")),
     ("qwen3-moe bf16 router aux loss 6 layers", dict(qwen3_moe(layers=6), output_router_logits=True),
@@ -371,10 +381,10 @@ def main():
                 if e[key] != m[key]:
                     failures.append(f"{name}: {key} engine {e[key]} measured {m[key]}")
             for key, mkey in (("activations_bytes", "activations_bytes"), ("peak_allocated_bytes", "peak_allocated_bytes")):
-                ratio = e[key] / m[mkey]
-                row.append(f"{e[key]:>9}/{m[mkey]:<9} {ratio:5.3f}")
-                if abs(ratio - 1) > TOLERANCE:
-                    failures.append(f"{name}: {key} engine {e[key]} measured {m[mkey]} (ratio {ratio:.3f})")
+                diff = e[key] - m[mkey]
+                row.append(f"{e[key]:>9}/{m[mkey]:<9} {diff:+6}")
+                if abs(diff) > BYTES_TOLERANCE:
+                    failures.append(f"{name}: {key} engine {e[key]} measured {m[mkey]} ({diff:+} bytes)")
             # PyTorch also packs the 0-dim scalars some ops save (`x * scaling`,
             # GPT-2's torch.full([])), 4-8 bytes each, which the engine leaves out
             if "host_packed_bytes" in m:
@@ -387,7 +397,7 @@ def main():
     if failures:
         print("\nFAILED:\n  " + "\n  ".join(failures))
         sys.exit(1)
-    print(f"\nall {len(cases)} configurations within {TOLERANCE:.0%}; model states exact")
+    print(f"\nall {len(cases)} configurations within {BYTES_TOLERANCE} bytes; model states exact")
 
 
 if __name__ == "__main__":
