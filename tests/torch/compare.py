@@ -331,6 +331,15 @@ CASES = [
     ("t5 lora checkpointed", t5(layers=3), recipe(ckpt="full", finetune="lora", target_len=16)),
     ("t5 v1.1 bf16 lora all-linear checkpointed", t5(proj="gated-gelu", tied=False), recipe(
         "bf16", ckpt="full", finetune="lora", lora_targets="all-linear", lora_dropout=0.1, target_len=20)),
+    # every-K: one checkpointed call runs K blocks of a stack, passing the biases along
+    ("t5 fp32 every-2 checkpointed", t5(layers=4), recipe(optimizer="none", ckpt="every-2", target_len=16)),
+    ("t5 v1.1 amp-bf16 every-3 checkpointed", t5(layers=3, decoder_layers=5, proj="gated-gelu", tied=False),
+     recipe("amp-bf16", optimizer="none", ckpt="every-3", target_len=24)),
+    ("t5 lora bf16 every-2 checkpointed", t5(layers=4),
+     recipe("bf16", optimizer="none", ckpt="every-2", finetune="lora", target_len=16)),
+    # the gated MLP's fp32 gelu_new times its 16-bit linear half, at the backward's peak
+    ("t5 v1.1 amp-bf16 checkpointed", t5(layers=2, proj="gated-gelu"),
+     recipe("amp-bf16", optimizer="none", ckpt="full", target_len=24)),
     ("t5 prompt fp32", t5(), recipe(finetune="prompt", num_virtual_tokens=6, target_len=16)),
     ("t5 v1.1 prompt bf16 checkpointed", t5(proj="gated-gelu", tied=False), recipe(
         "bf16", ckpt="full", finetune="prompt", num_virtual_tokens=5, target_len=12)),

@@ -132,6 +132,39 @@ def add(a, b):
     return MixedAdd.apply(a, b) if a.dtype != b.dtype else a + b
 
 
+class MixedMul(torch.autograd.Function):
+    """a * b for operands of two dtypes, as CUDA computes it: one output in
+    the promoted dtype, without the CPU's fp32 copy of the lower-precision
+    operand (see MixedAdd). Backward as MulBackward0 (derivatives.yaml's
+    mul_tensor_backward: self's grad * other, then other's grad * self, both
+    in the promoted dtype; the engine's validate_outputs then casts each to
+    its input's dtype); each operand kept only if the other needs its
+    gradient."""
+
+    @staticmethod
+    def forward(ctx, a, b):
+        ctx.save_for_backward(b if a.requires_grad else None, a if b.requires_grad else None)
+        return MixedMul.product(a, b)
+
+    @staticmethod
+    def product(a, b):
+        out = torch.empty(torch.broadcast_shapes(a.shape, b.shape), dtype=torch.promote_types(a.dtype, b.dtype))
+        low, high = (a, b) if a.dtype != out.dtype else (b, a)
+        out.copy_(low)  # copy_ converts element by element
+        return out.mul_(high)
+
+    @staticmethod
+    def backward(ctx, grad):
+        b, a = ctx.saved_tensors
+        grad_a = MixedMul.product(grad, b) if b is not None else None
+        grad_b = MixedMul.product(grad, a) if a is not None else None
+        return grad_a, grad_b
+
+
+def mul(a, b):
+    return MixedMul.apply(a, b) if a.dtype != b.dtype else a * b
+
+
 def lora(ac, x, w, result):
     """peft.tuners.lora.layer.Linear.forward after its base layer."""
     adapter = ac.lora.get(id(w))
@@ -231,7 +264,10 @@ class GPT2Attention(nn.Module):
 
 def gelu_new(ac, input):
     # NewGELUActivation; pow is on autocast's fp32 list
-    return 0.5 * input * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (input + 0.044715 * torch.pow(ac.up(input), 3.0))))
+    # (CUDA's mixed-dtype add and mul where the fp32 cube meets a 16-bit
+    # input; Python's order: 0.5 * input first)
+    half = 0.5 * input
+    return mul(half, 1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * add(input, 0.044715 * torch.pow(ac.up(input), 3.0))))
 
 
 def activation(ac, name, x):
@@ -1522,7 +1558,7 @@ class T5DenseActDense(nn.Module):
         if self.gated:
             hidden_gelu = activation(ac, self.act, linear(ac, hidden_states, self.wi_0.weight))
             hidden_linear = linear(ac, hidden_states, self.wi_1.weight)
-            hidden_states = hidden_gelu * hidden_linear
+            hidden_states = mul(hidden_gelu, hidden_linear)
         else:
             hidden_states = linear(ac, hidden_states, self.wi.weight)
             hidden_states = activation(ac, self.act, hidden_states)
@@ -1701,6 +1737,17 @@ class T5Stack(nn.Module):
         causal_mask[:, :, :, :mask_length] = causal_mask[:, :, :, :mask_length].masked_fill(padding_mask, min_dtype)
         return causal_mask
 
+    def run_blocks(self, ac, chunk, h, m, pb, e, em, epb, cp):
+        """A checkpointed call's blocks (one, as HF's, or K under every-K):
+        each block's outputs feed the next as T5Stack's loop passes them; the
+        call returns the last block's."""
+        for layer in chunk:
+            outputs = layer(ac, h, m, pb, e, em, epb, None, cp)
+            h, pb = outputs[0], outputs[1]
+            if self.is_decoder:
+                epb = outputs[2]
+        return outputs
+
     def forward(self, ac, input_ids, attention_mask=None, encoder_hidden_states=None, encoder_attention_mask=None,
                 cache=None, checkpoint=None, inputs_embeds=None):
         if inputs_embeds is None:
@@ -1724,15 +1771,15 @@ class T5Stack(nn.Module):
         position_bias = None
         encoder_decoder_position_bias = None
         hidden_states = dropout(inputs_embeds, self.p, self.training)
-        for i, layer_module in enumerate(self.block):
+        for chunk in chunks(list(self.block), checkpoint):
             if checkpoint:  # T5Stack's call: every tensor argument goes through the checkpoint
                 layer_outputs = checkpoint(
-                    lambda h, m, pb, e, em, epb, cp, layer=layer_module: layer(ac, h, m, pb, e, em, epb, None, cp),
+                    lambda h, m, pb, e, em, epb, cp, chunk=chunk: self.run_blocks(ac, chunk, h, m, pb, e, em, epb, cp),
                     hidden_states, causal_mask, position_bias, encoder_hidden_states, encoder_extended_attention_mask,
                     encoder_decoder_position_bias, cache_position)
             else:
                 layer_cache = None if cache is None else (cache[0], cache[1])
-                layer_outputs = layer_module(
+                layer_outputs = chunk[0](
                     ac, hidden_states, causal_mask, position_bias, encoder_hidden_states,
                     encoder_extended_attention_mask, encoder_decoder_position_bias, layer_cache, cache_position)
             hidden_states = layer_outputs[0]
