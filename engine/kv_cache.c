@@ -8,7 +8,7 @@
 #include "ops.h"
 
 bool vp_kv_cache_wanted(const vp_step *step) {
-    if (step->past_tokens) return true;
+    if (step->prefix_tokens) return true;
     const vp_recipe *r = step->recipe;
     if (!r->use_cache || r->checkpoint_every || r->selective || r->framework == VP_FRAMEWORK_MEGATRON) return false;
     const vp_op *attention = vp_section_find(&step->model->section[VP_SECTION_LAYER], &vp_op_attention);

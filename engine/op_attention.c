@@ -192,6 +192,11 @@ uint64_t vp_attention_kv_width(const vp_op *attention) {
     return s.kv_heads * s.head_dim;
 }
 
+bool vp_attention_splits_hidden(const vp_op *attention) {
+    shape s = shape_of(attention);
+    return s.hidden % s.heads == 0 && s.hidden / s.heads == s.head_dim;
+}
+
 static const char *attention_check_tp(const vp_op *op, unsigned tp) {
     shape s = shape_of(op);
     if (is_mla(op)) return "tp: multi-head latent attention is modelled without tensor parallelism";
@@ -609,8 +614,10 @@ static vp_t eager(vp_step *step, const vp_op *op, const vp_t *leaves, qkv *in, s
      * keys joined to a cached prefix are a cat's contiguous result already */
     vp_t k = rep > 1 ? vp_repeat(sim, in->k, rep, "attention.repeat_kv") : (vp_hold(sim, in->k), in->k);
     vp_t v = rep > 1 ? vp_repeat(sim, in->v, rep, "attention.repeat_kv") : (vp_hold(sim, in->v), in->v);
-    bool k_contiguous = rep > 1 || step->past_tokens || in->k_contiguous;
-    bool v_contiguous = rep > 1 || step->past_tokens || in->v_contiguous;
+    /* (a decoder's cross-attention keys are the encoder's, no prefix joined) */
+    bool joined = step->past_tokens && !in->cross;
+    bool k_contiguous = rep > 1 || joined || in->k_contiguous;
+    bool v_contiguous = rep > 1 || joined || in->v_contiguous;
 
     /* attn_weights = torch.matmul(query, key.transpose(2, 3)) */
     vp_t qa = vp_autocast_low(step, in->q, "attention.q_cast");
@@ -905,7 +912,7 @@ static vp_t attention_forward(vp_step *step, const vp_op *op, const vp_t *leaves
     }
     if (vp_op_flag(op, ATT_POSITION_BIAS)) {
         in.cross = cross;
-        in.kv_len = cross ? step->source_seq : step->seq;
+        in.kv_len = cross ? step->source_seq : step->seq + step->past_tokens;
     }
     if (vp_op_flag(op, ATT_QK_NORM) && !mla) {
         /* self.q_norm(q_proj(x).view(hidden_shape)), likewise k: over head_dim */

@@ -49,13 +49,14 @@ static vp_t padding_mask(vp_step *step) {
 
 /* The decoder's causal mask from T5Stack's all-ones attention mask
  * (_prepare_4d_causal_attention_mask_with_cache_position): full() and
- * triu() of [t, t], a bool comparison, the expansion cloned to
- * [b, 1, t, t], then the padding mask added, compared with 0 and
- * masked_fill-ed back in (three more [b, 1, t, t] temporaries). */
+ * triu() of [t, k], a bool comparison, the expansion cloned to
+ * [b, 1, t, k], then the padding mask added, compared with 0 and
+ * masked_fill-ed back in (three more [b, 1, t, k] temporaries). k is t, or
+ * p + t behind a cached prefix of p (the ones mask is past + seq long). */
 static vp_t causal_mask(vp_step *step) {
     vp_sim *sim = &step->sim;
-    uint64_t t = step->seq, tt = vp_numel(sim, t, t), btt = vp_numel(sim, step->batch, tt);
-    vp_t ones = vp_new(sim, vp_numel(sim, step->batch, t), VP_FP32, "attention_mask.ones");
+    uint64_t t = step->seq, k = t + step->past_tokens, tt = vp_numel(sim, t, k), btt = vp_numel(sim, step->batch, tt);
+    vp_t ones = vp_new(sim, vp_numel(sim, step->batch, k), VP_FP32, "attention_mask.ones");
     vp_step_keep_local(step, ones, VP_LOCAL_OF_BODY);
     vp_drop(sim, ones);
     vp_t full = vp_new(sim, tt, step->activation, "causal_mask.full");
@@ -219,6 +220,8 @@ static vp_t decoder_forward(vp_step *step, const vp_op *op, const vp_t *leaves, 
 
     step->seq = step->target_seq;
     step->tokens = step->rows = vp_numel(sim, step->batch, step->seq);
+    /* the decoder's self-attention alone reads PEFT's prefix (prefix.c) */
+    step->past_tokens = step->prefix_tokens;
     uint64_t bt = step->tokens;
     vp_t ids = vp_new(sim, bt, VP_INT64, "decoder_input_ids");
     vp_t head = vp_new(sim, bt - step->batch, VP_INT64, "shift_right.clone");

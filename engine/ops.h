@@ -70,6 +70,8 @@ bool vp_attention_peft_defaults(const vp_op *attention);
 bool vp_attention_caches(const vp_op *attention);
 /* Keys (or values) per token: kv_heads x head_dim. */
 uint64_t vp_attention_kv_width(const vp_op *attention);
+/* Whether hidden / heads is the head width (T5: d_model = num_heads x d_kv). */
+bool vp_attention_splits_hidden(const vp_op *attention);
 /* What the load-balancing loss cannot run under this recipe, or NULL. */
 const char *vp_router_aux_recipe_problem(const vp_model *model, const vp_recipe *recipe);
 /* What the model's attention cannot run under this recipe (a message

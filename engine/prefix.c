@@ -21,12 +21,34 @@ static const vp_op *layer_attention(const vp_model *model) {
     return vp_section_find(&model->section[VP_SECTION_LAYER], &vp_op_attention);
 }
 
+static bool encoder_decoder(const vp_model *model) { return model->section[VP_SECTION_BRIDGE].n_ops > 0; }
+
+/* The layers that get a prefix: every layer, or an encoder-decoder's
+ * decoder layers (num_layers of T5's config, its encoder's count, which
+ * vp_prefix_recipe_problem makes the decoder's too). */
+static unsigned prefixed_layers(const vp_model *model) {
+    return encoder_decoder(model) ? model->layers - model->first_layers : model->layers;
+}
+
 /* PrefixTuningConfig after _prepare_prompt_learning_config: token_dim is
  * the hidden size, cut to the key/value heads for grouped-query attention
- * (PEFT #1901); the table is num_layers * 2 * token_dim wide. */
+ * (PEFT #1901), T5's d_model; the table is num_layers * 2 * token_dim wide. */
 uint64_t vp_prefix_table_width(const vp_model *model) {
     const vp_op *attention = layer_attention(model);
-    return attention ? 2 * (uint64_t)model->layers * vp_attention_kv_width(attention) : 0;
+    return attention ? 2 * (uint64_t)prefixed_layers(model) * vp_attention_kv_width(attention) : 0;
+}
+
+const char *vp_prefix_recipe_problem(const vp_model *model) {
+    if (!encoder_decoder(model)) return NULL;
+    const vp_op *attention = layer_attention(model);
+    /* get_prompt views each token's d_model values as num_heads rows of
+     * d_model / num_heads, which torch.cat joins to keys d_kv wide */
+    if (!attention || !vp_attention_splits_hidden(attention))
+        return "finetune: PEFT's prefix splits d_model over the heads, which must give T5's d_kv (d_model = "
+               "num_heads x d_kv, which t5-3b and t5-11b are not)";
+    if (model->first_layers * 2 != model->layers)
+        return "finetune: PEFT's prefix has num_layers (the encoder's) layers, which must be the decoder's too";
+    return NULL;
 }
 
 /* SplitBackward of past_key_values.split(2) into one [2, b, kv_heads, v, d]
@@ -62,15 +84,62 @@ static void split_layers(vp_step *step, vp_t x, layer_split *split) {
     for (unsigned i = VP_NODE_MAX_OUT; i < split->n; i++) vp_at(sim, split->parts[i])->requires_grad = true;
 }
 
+/* An encoder-decoder's prefix (PEFT's SEQ_2_SEQ_LM, two transformer
+ * submodules): prompt_tokens hold 2 x v ids, of which [:, :v] are looked
+ * up (a slice; embedding's reshape of it copies it); after the cast and
+ * view, torch.cat([past_key_values, past_key_values], dim=2) doubles the
+ * table for the decoder's self- and cross-attention, a part of four per
+ * layer. */
+static vp_t seq2seq_lookup(vp_step *step, uint64_t v, uint64_t width) {
+    vp_sim *sim = &step->sim;
+    uint64_t bv = vp_numel(sim, step->batch, v);
+    vp_t ids = vp_new(sim, 2 * bv, VP_INT64, "prefix.tokens");
+    vp_t first = vp_view(sim, ids, bv, "prefix.tokens_slice");
+    vp_drop(sim, ids);
+    vp_t flat = vp_new(sim, bv, VP_INT64, "prefix.tokens_reshape");
+    vp_drop(sim, flat);
+    vp_t looked_up = vp_embedding(sim, first, step->prompt, bv, width, step->recipe->device, "prefix_encoder");
+    vp_drop(sim, first);
+    vp_t prefix = vp_to(sim, looked_up, step->precision->params, "prefix.cast");
+    vp_drop(sim, looked_up);
+    vp_t doubled = vp_cat(sim, prefix, prefix, "prefix.cat");
+    vp_drop(sim, prefix);
+    /* permute: a view (its gradient too); the cat's two narrow() gradients
+     * then sum into a new one */
+    vp_t permuted = vp_alias(sim, doubled, "prefix.permute");
+    vp_drop(sim, doubled);
+    return permuted;
+}
+
 void vp_prefix_begin(vp_step *step) {
     vp_sim *sim = &step->sim;
     unsigned layers = step->stage.layers;
-    uint64_t v = step->past_tokens, width = vp_prefix_table_width(step->model);
+    bool seq2seq = encoder_decoder(step->model);
+    unsigned first = seq2seq ? step->model->first_layers : 0; /* the decoder's cache slots */
+    if (seq2seq) layers -= first;
+    uint64_t v = step->prefix_tokens, width = vp_prefix_table_width(step->model);
     layer_split *split = vp_step_scratch(step, sizeof *split);
     vp_t *parts = vp_step_scratch(step, layers * sizeof *parts);
     if (!split || !parts || !step->kv_cache.tensors) return;
     *split = (layer_split){parts, layers};
 
+    if (seq2seq) {
+        vp_t permuted = seq2seq_lookup(step, v, width);
+        split_layers(step, permuted, split);
+        vp_drop(sim, permuted);
+        /* EncoderDecoderCache.from_legacy_cache: part[:2] unbound into the
+         * self-attention cache (the slice's gradient is a zero-filled part),
+         * part[2:] into the cross-attention cache, which PEFT then replaces
+         * by an empty DynamicCache: views dropped, nothing kept */
+        for (unsigned i = 0; i < layers; i++) {
+            vp_t self = vp_slice(sim, parts[i], vp_at(sim, parts[i])->numel / 2, "prefix.self_attention");
+            vp_split(sim, self, 2, &step->kv_cache.tensors[2 * (first + i)], "prefix.unbind");
+            step->kv_cache.repeat[2 * (first + i)] = step->kv_cache.repeat[2 * (first + i) + 1] = 1;
+            vp_drop(sim, self);
+            vp_drop(sim, parts[i]);
+        }
+        return;
+    }
     /* prompt_tokens: an arange kept on the CPU, expanded to the batch; the
      * .to(device) of the expanded tensor copies it */
     vp_t ids = vp_new(sim, vp_numel(sim, step->batch, v), VP_INT64, "prefix.tokens");

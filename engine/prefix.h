@@ -11,7 +11,11 @@
 void vp_prefix_begin(vp_step *step);
 
 /* PrefixEncoder's table without a projection: num_virtual_tokens rows of
- * 2 x layers x the key/value width. */
+ * 2 x layers x the key/value width (an encoder-decoder's: its decoder's). */
 uint64_t vp_prefix_table_width(const vp_model *model);
+
+/* What keeps PEFT's prefix tuning from running on this model (a message
+ * naming the key), or NULL. */
+const char *vp_prefix_recipe_problem(const vp_model *model);
 
 #endif

@@ -184,7 +184,7 @@ static bool plan_chunks(vp_step *step) {
     const vp_model *m = step->model;
     const vp_op *sliding = vp_section_find(&m->section[VP_SECTION_LAYER], &vp_op_sliding_mask);
     unsigned period = sliding ? vp_sliding_mask_period(sliding) : 1;
-    bool foldable = step->fold && !step->past_tokens && !m->section[VP_SECTION_BRIDGE].n_ops &&
+    bool foldable = step->fold && !step->prefix_tokens && !m->section[VP_SECTION_BRIDGE].n_ops &&
                     !vp_section_find(&m->section[VP_SECTION_FINAL], &vp_op_router_aux_loss) && per % period == 0;
     for (unsigned r = 0; r < 4; r++) {
         if (splits[r + 1] <= splits[r]) continue;
@@ -266,10 +266,11 @@ static bool setup(vp_step *step) {
         vp_layout_create_leaves(step, embed->ops, 1, step->embed_leaves, 1, freezing); /* the token embedding alone */
         step->tied_weight = step->embed_leaves[embed->ops[0].slot];
     }
-    if ((step->virtual_tokens || step->past_tokens) && step->stage.embed) {
-        /* PromptEmbedding or PrefixEncoder, beside the model's embeddings */
-        uint64_t width = step->past_tokens ? vp_prefix_table_width(m) : vp_token_embedding_hidden(&embed->ops[0]);
-        uint64_t rows = (uint64_t)step->recipe->virtual_tokens * vp_prompt_submodules(m);
+    if ((step->virtual_tokens || step->prefix_tokens) && step->stage.embed) {
+        /* PromptEmbedding (a row per virtual token of each submodule) or
+         * PrefixEncoder (num_virtual_tokens rows), beside the model's embeddings */
+        uint64_t width = step->prefix_tokens ? vp_prefix_table_width(m) : vp_token_embedding_hidden(&embed->ops[0]);
+        uint64_t rows = (uint64_t)step->recipe->virtual_tokens * (step->prefix_tokens ? 1 : vp_prompt_submodules(m));
         vp_leaf_spec spec = vp_param(rows * width, "prompt_encoder.embedding.weight", VP_MODULE_NONE, 0);
         spec.rows = rows;
         step->prompt = step->embed_leaves[embed->n_slots] = vp_layout_extra_leaf(step, &spec);
@@ -637,6 +638,7 @@ static void backward_layers(vp_step *step) {
             vp_backward(sim, step->bridge_first_node, step->bridge_end_node);
             /* the encoder's layers (recomputed ones) run on the inputs' length */
             step->seq = step->source_seq;
+            step->past_tokens = 0;
             step->tokens = step->rows = vp_numel(sim, step->batch, step->seq);
         }
         vp_t *pins;
@@ -783,6 +785,7 @@ static uint64_t micro_batch(vp_step *step, const vp_meter *resident, const vp_me
     bool encoder_decoder = m->section[VP_SECTION_BRIDGE].n_ops > 0;
     if (encoder_decoder) {
         step->seq = step->source_seq;
+        step->past_tokens = 0;
         step->tokens = step->rows = vp_numel(sim, step->batch, step->seq);
         step->input_tokens = vp_numel(sim, step->batch, step->seq - step->virtual_tokens);
     }
@@ -827,7 +830,7 @@ static uint64_t micro_batch(vp_step *step, const vp_meter *resident, const vp_me
     vp_layout_forward_begin(step);
     /* the cache the model fills (PEFT's get_prompt fills the prefix's first) */
     if (vp_kv_cache_wanted(step)) vp_kv_cache_begin(step);
-    if (step->past_tokens) vp_prefix_begin(step);
+    if (step->prefix_tokens) vp_prefix_begin(step);
     vp_t x, received = 0;
     if (step->stage.embed) {
         x = run_section(step, VP_SECTION_EMBED, step->embed_leaves, step->input_ids);
@@ -988,7 +991,9 @@ vp_step_status vp_step_run_stage(const vp_model *model, const vp_recipe *given, 
     step.seq += step.virtual_tokens;
     step.source_seq = step.seq;
     /* prefix tuning's instead lengthen the keys and values of every layer */
-    step.past_tokens = recipe->finetune == VP_FINETUNE_PREFIX ? recipe->virtual_tokens : 0;
+    step.prefix_tokens = recipe->finetune == VP_FINETUNE_PREFIX ? recipe->virtual_tokens : 0;
+    /* an encoder-decoder's decoder alone gets the prefix (decoder_start) */
+    step.past_tokens = model->section[VP_SECTION_BRIDGE].n_ops ? 0 : step.prefix_tokens;
     step.tokens = vp_numel(&step.sim, step.batch, step.seq);
     step.tp = recipe->tp ? recipe->tp : 1;
     step.ep = recipe->ep ? recipe->ep : 1;
@@ -1090,8 +1095,8 @@ const char *vp_step_layout_problem(const vp_model *model, const vp_recipe *recip
             return "framework: encoder-decoder models are modelled as transformers runs them (no megatron, tp, pp or cp)";
         if (recipe->selective)
             return "checkpointing: selective recompute (Megatron's) is not modelled for encoder-decoder models";
-        if (recipe->finetune == VP_FINETUNE_PREFIX)
-            return "finetune: prefix tuning of encoder-decoder models is not modelled yet";
+        if (recipe->finetune == VP_FINETUNE_PREFIX && (problem = vp_prefix_recipe_problem(model)))
+            return problem;
         if (recipe->precision == VP_PREC_FP8) return "precision: fp8 is not modelled for T5";
 
     } else if (recipe->target_len && recipe->target_len != recipe->seq_len) {

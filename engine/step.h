@@ -74,7 +74,9 @@ typedef struct vp_step {
     uint64_t batch, seq, tokens;     /* tokens = batch * seq rows */
     uint64_t input_tokens;           /* the batch's own: tokens without prompt tuning's virtual ones */
     uint64_t virtual_tokens;         /* prompt tuning's, put before every sequence */
-    uint64_t past_tokens;            /* prefix tuning's: keys and values before every layer's own */
+    uint64_t prefix_tokens;          /* prefix tuning's num_virtual_tokens */
+    uint64_t past_tokens;            /* of those, what the running stack's layers see before their own keys
+                                      * (an encoder-decoder's encoder: none) */
     unsigned tp;                     /* tensor-parallel ranks */
     unsigned ep;                     /* expert-parallel ranks */
     unsigned etp;                    /* expert-tensor-parallel ranks */

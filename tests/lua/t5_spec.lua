@@ -120,12 +120,45 @@ describe("T5", function()
     assert.truthy(fails("t5-large", "--set", "checkpointing=selective")
       :find("checkpointing: selective recompute (Megatron's) is not modelled for encoder-decoder models", 1, true))
     assert.truthy(fails("t5-large", "--set", "precision=fp8"):find("precision: fp8 is not modelled for T5", 1, true))
-    assert.truthy(fails("t5-large", "--set", "finetune=prefix", "--set", "num_virtual_tokens=8")
-      :find("finetune: prefix tuning of encoder-decoder models is not modelled yet", 1, true))
+    -- PEFT views d_model as num_heads rows for T5's d_kv-wide keys; t5-3b
+    -- has 32 heads of 128 over d_model 1024
+    assert.truthy(fails("t5-3b", "--set", "finetune=prefix", "--set", "num_virtual_tokens=8")
+      :find("finetune: PEFT's prefix splits d_model over the heads", 1, true))
+    assert.truthy(fails("t5-large", "--set", "decoder_layers=12", "--set", "finetune=prefix", "--set",
+      "num_virtual_tokens=8"):find("finetune: PEFT's prefix has num_layers (the encoder's) layers", 1, true))
     assert.truthy(fails("t5-large", "--set", "framework=megatron", "--set", "tp=2")
       :find("framework: encoder-decoder models are modelled as transformers runs them", 1, true))
     assert.truthy(fails("llama2-7b", "--set", "target_len=64")
       :find("target_len: the decoder's length of an encoder-decoder model", 1, true))
     assert.truthy(fails("t5-large", "--set", "feed_forward=gated-swish"):find("feed_forward: unknown activation", 1, true))
+  end)
+end)
+
+describe("T5 prefix tuning", function()
+  -- PEFT 0.14+ with transformers 4.47+: get_prompt's EncoderDecoderCache
+  -- has its cross-attention cache replaced by an empty one, and the encoder
+  -- gets no cache: only the decoder's self-attention joins the prefix.
+  it("joins the prefix to the decoder's self-attention keys alone", function()
+    local r = helper.estimate("t5-large", "--set", "finetune=prefix", "--set", "num_virtual_tokens=20", "--set",
+      "precision=bf16", "--set", "micro_batch=1", "--set", "seq_len=256", "--set", "target_len=64", "--timeline")
+    local joined = { keys = 0, values = 0 }
+    for _, e in ipairs(r.timeline) do
+      assert.is_nil(e.op:find("cache.cross_", 1, true), "a cross-attention cache joined something")
+      local kind = e.op:match("^cache%.(%a+)_cat$")
+      if kind and e.delta > 0 then
+        joined[kind] = joined[kind] + 1
+        assert.is_true(e.layer >= 24, "an encoder layer joined a prefix") -- layers 24-47 are the decoder's
+        -- [1, 16 heads, 20 + 64 positions, 64] in bf16
+        assert.are.equal(16 * (20 + 64) * 64 * 2, e.delta)
+      end
+    end
+    assert.are.same({ keys = 24, values = 24 }, joined)
+  end)
+
+  it("trains num_virtual_tokens rows of 2 x num_layers x d_model, not doubled for the two stacks", function()
+    local r = helper.estimate("mt0-xxl", "--set", "finetune=prefix", "--set", "num_virtual_tokens=10", "--set",
+      "precision=bf16")
+    assert.are.equal(10 * 2 * 24 * 4096, r.model.trainable_params)
+    assert.are.equal(4 * r.model.trainable_params, r.per_gpu.grads_bytes) -- fp32 beside the bf16 model
   end)
 end)

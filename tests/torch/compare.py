@@ -340,6 +340,14 @@ CASES = [
     # the gated MLP's fp32 gelu_new times its 16-bit linear half, at the backward's peak
     ("t5 v1.1 amp-bf16 checkpointed", t5(layers=2, proj="gated-gelu"),
      recipe("amp-bf16", optimizer="none", ckpt="full", target_len=24)),
+    # prefix tuning: the decoder's self-attention alone joins the prefix (PEFT drops the cross-attention's)
+    ("t5 prefix fp32", t5(), recipe(finetune="prefix", num_virtual_tokens=6, target_len=16)),
+    ("t5 prefix bf16 long target", t5(heads=8, d_kv=8, vocab=32), recipe(
+        "bf16", optimizer="none", finetune="prefix", num_virtual_tokens=10, target_len=128, s=16)),
+    ("t5 v1.1 prefix amp-bf16 long target", t5(heads=8, d_kv=8, vocab=32, proj="gated-gelu", tied=False), recipe(
+        "amp-bf16", optimizer="none", finetune="prefix", num_virtual_tokens=10, target_len=128, s=16)),
+    ("t5 prefix mixed-bf16 batch 3", t5(layers=3), recipe("mixed-bf16", impl="for-loop", finetune="prefix",
+                                                          num_virtual_tokens=5, target_len=24, b=3)),
     ("t5 prompt fp32", t5(), recipe(finetune="prompt", num_virtual_tokens=6, target_len=16)),
     ("t5 v1.1 prompt bf16 checkpointed", t5(proj="gated-gelu", tied=False), recipe(
         "bf16", ckpt="full", finetune="prompt", num_virtual_tokens=5, target_len=12)),

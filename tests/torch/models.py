@@ -1753,9 +1753,10 @@ class T5Stack(nn.Module):
         if inputs_embeds is None:
             inputs_embeds = self.embed_tokens(input_ids)
         batch_size, seq_length = inputs_embeds.shape[:2]
-        cache_position = torch.arange(0, seq_length)
+        past_length = cache[0].get_seq_length() if cache is not None else 0
+        cache_position = torch.arange(past_length, past_length + seq_length)
         if attention_mask is None:
-            attention_mask = torch.ones(batch_size, seq_length)
+            attention_mask = torch.ones(batch_size, past_length + seq_length)
         if self.is_decoder:
             causal_mask = self.causal_mask(attention_mask, seq_length, attention_mask.shape[-1], inputs_embeds.dtype,
                                            cache_position, batch_size)
@@ -1830,11 +1831,16 @@ class T5ForConditionalGeneration(nn.Module):
             del prefix_attention_mask
             prompts = prompt.get_prompt(input_ids.shape[0], inputs_embeds.dtype)
             inputs_embeds = torch.cat((prompts[:, : prompt.num_virtual_tokens], inputs_embeds), dim=1)
+        prefix = getattr(self, "prefix", None)
+        cache = None
+        if prefix is not None:  # PeftModelForSeq2SeqLM.forward: past_key_values=self.get_prompt(batch_size)
+            cache = prefix.get_prompt(input_ids.shape[0], self.shared.weight.dtype)
         hidden_states = self.encoder(ac, input_ids, attention_mask, checkpoint=checkpoint, inputs_embeds=inputs_embeds)
         decoder_input_ids = self._shift_right(labels)
         # config.use_cache: EncoderDecoderCache(DynamicCache(), DynamicCache()); off under checkpointing
         use_cache = getattr(self, "use_cache", True) and not checkpoint
-        cache = (DynamicCache(), DynamicCache()) if use_cache else None
+        if cache is None and use_cache:
+            cache = (DynamicCache(), DynamicCache())
         sequence_output = self.decoder(ac, decoder_input_ids, None, hidden_states, attention_mask, cache, checkpoint)
         if self.tied:
             sequence_output = sequence_output * (self.model_dim ** -0.5)
@@ -2024,11 +2030,47 @@ class PrefixTuning(nn.Module):
         return DynamicCache.from_legacy_cache(past_key_values)
 
 
+class Seq2SeqPrefixTuning(PrefixTuning):
+    """PeftModel.get_prompt for SEQ_2_SEQ_LM (PEFT 0.14-0.17, transformers
+    4.47-4.52): prompt_tokens hold 2 x num_virtual_tokens ids, cut to the
+    first num_virtual_tokens; token_dim is d_model; the table's keys and
+    values are joined to themselves (torch.cat on dim 2) for the decoder's
+    self- and cross-attention, split per layer into four, and handed over as
+    an EncoderDecoderCache whose cross-attention cache PEFT then replaces by
+    an empty DynamicCache: only the decoder's self-attention sees the prefix
+    (the encoder never gets a cache)."""
+
+    def get_prompt(self, batch_size, model_dtype):
+        # .to(device) of the expanded ids copies them on CUDA
+        prompt_tokens = torch.arange(2 * self.num_virtual_tokens).unsqueeze(0).expand(batch_size, -1).contiguous()
+        prompt_tokens = prompt_tokens[:, : self.num_virtual_tokens]
+        past_key_values = self.embedding(prompt_tokens)
+        past_key_values = past_key_values.to(model_dtype)
+        past_key_values = past_key_values.view(batch_size, self.num_virtual_tokens, self.layers * 2, self.kv_heads,
+                                               self.head_dim)
+        past_key_values = torch.cat([past_key_values, past_key_values], dim=2)
+        past_key_values = past_key_values.permute([2, 0, 3, 1, 4]).split(4)
+        # EncoderDecoderCache.from_legacy_cache: [:2] to the self-attention
+        # cache, [2:] to the cross-attention one, which PEFT drops
+        self_attention, cross_attention = DynamicCache(), DynamicCache()
+        for layer_idx in range(len(past_key_values)):
+            key_states, value_states = past_key_values[layer_idx][:2]
+            self_attention.update(key_states, value_states, layer_idx)
+            key_states, value_states = past_key_values[layer_idx][2:]
+            cross_attention.update(key_states, value_states, layer_idx)
+        return self_attention, DynamicCache()
+
+
 def add_prefix(model, cfg, recipe, dtype):
     """get_peft_model(model, PrefixTuningConfig(num_virtual_tokens=...)):
-    token_dim cut to the key/value heads for grouped-query attention."""
+    token_dim cut to the key/value heads for grouped-query attention; T5's
+    token_dim is d_model, split over its heads."""
     for param in model.parameters():
         param.requires_grad_(False)
+    if cfg["model_type"] in ("t5", "mt5"):
+        model.prefix = Seq2SeqPrefixTuning(recipe["num_virtual_tokens"], cfg["num_layers"], cfg["num_heads"],
+                                           cfg["d_model"] // cfg["num_heads"], dtype)
+        return
     heads = cfg["num_attention_heads"]
     kv_heads = cfg.get("num_key_value_heads") or heads
     model.prefix = PrefixTuning(recipe["num_virtual_tokens"], cfg["num_hidden_layers"], kv_heads,
