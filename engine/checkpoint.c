@@ -138,6 +138,7 @@ static void backward_checkpoint(vp_sim *sim, uint32_t index) {
         if (deferred[j]) vp_deliver_grad(sim, recomputed[j], grads[j]);
         vp_drop(sim, recomputed[j]);
     }
+    vp_step_drop_rerun_leaves(c->step); /* the rerun's graph goes */
     for (unsigned i = 0; i < c->n_inputs; i++) {
         vp_t gx = vp_at(sim, detached[i])->param_grad;
         vp_at(sim, detached[i])->param_grad = 0;

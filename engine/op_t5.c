@@ -178,6 +178,15 @@ vp_t vp_t5_position_bias(vp_step *step, bool cross, uint64_t heads, uint64_t k, 
     uint64_t q = step->seq;
     vp_t bias = cross ? vp_new(sim, vp_numel4(sim, 1, heads, q, k), scores_dtype, "position_bias.zeros")
                       : relative_bias(step, step->bias_table, heads, q, k, step->bias_bidirectional);
+    /* `if self.gradient_checkpointing and self.training:
+     * position_bias.requires_grad = True`: in a checkpointed layer's rerun
+     * the zeros become a leaf of its graph, kept with the .grad the mask's
+     * add gives them (summed to their shape) until the chunk's backward
+     * ends; the cross bias the layer returns then needs a gradient too */
+    if (cross && step->recipe->checkpoint_every && step->ledger.place.phase == VP_PHASE_RECOMPUTE) {
+        vp_requires_grad(sim, bias);
+        vp_step_rerun_leaf(step, bias);
+    }
     vp_t masked = vp_add(sim, bias, cross ? step->cross_mask : step->self_mask, vp_numel4(sim, step->batch, heads, q, k),
                          "position_bias.add_mask");
     vp_drop(sim, bias);
@@ -231,6 +240,9 @@ static vp_t decoder_forward(vp_step *step, const vp_op *op, const vp_t *leaves, 
     vp_t embeds = vp_embedding(sim, ids, step->tied_weight, bt, vp_op_u64(op, DECODER_HIDDEN), step->recipe->device,
                                "decoder.embed_tokens");
     vp_step_embedding_output(step, embeds);
+    /* the decoder stack's cache_position: the labels' length (the encoder's went with its stack) */
+    vp_drop(sim, step->position_ids);
+    step->position_ids = vp_new(sim, step->seq, VP_INT64, "cache_position");
     /* decoder_input_ids: a local of the model's forward, like the embeddings
      * of the decoder stack */
     vp_step_keep_local(step, ids, VP_LOCAL_OF_WRAPPER);

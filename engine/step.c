@@ -496,6 +496,30 @@ static void release_router_logits(vp_sim *sim, vp_router_logits *r) {
     r->n = 0;
 }
 
+void vp_step_rerun_leaf(vp_step *step, vp_t t) {
+    for (unsigned i = 0; i < 2; i++) {
+        if (!step->rerun_leaves[i]) {
+            vp_hold(&step->sim, t);
+            step->rerun_leaves[i] = t;
+            return;
+        }
+    }
+    step->sim.status = VP_SIM_OVERFLOW; /* more such leaves than room: an op-table bug */
+}
+
+void vp_step_drop_rerun_leaves(vp_step *step) {
+    vp_sim *sim = &step->sim;
+    for (unsigned i = 0; i < 2; i++) {
+        vp_t leaf = step->rerun_leaves[i];
+        if (!leaf) continue;
+        vp_t grad = vp_at(sim, leaf)->param_grad;
+        vp_at(sim, leaf)->param_grad = 0;
+        vp_drop(sim, grad);
+        vp_drop(sim, leaf);
+        step->rerun_leaves[i] = 0;
+    }
+}
+
 void vp_step_graph_hold(vp_step *step, vp_t t) {
     for (unsigned i = 0; i < VP_LOCALS_MAX; i++) {
         if (step->graph_refs[i] == t) return;

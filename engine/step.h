@@ -121,6 +121,7 @@ typedef struct vp_step {
     vp_t fp8_input, fp8_columnwise;  /* the input an op's FP8 GEMMs quantized, and its saved copy */
     vp_t locals[VP_LOCAL_FRAMES][VP_LOCALS_MAX]; /* vp_step_keep_local's */
     vp_t graph_refs[VP_LOCALS_MAX];  /* vp_step_graph_hold's */
+    vp_t rerun_leaves[2];            /* vp_step_rerun_leaf's */
     /* leaves: one slot array per section instance */
     vp_t *embed_leaves, *final_leaves;
     vp_t *layer_leaves;              /* n_layer_instances x layer slots */
@@ -161,6 +162,12 @@ void vp_step_embedding_output(vp_step *step, vp_t output);
  * (when the loop lets go of the loss, or after backward under HF's
  * Trainer), not when the node runs. */
 void vp_step_graph_hold(vp_step *step, vp_t t);
+/* A leaf that requires grad, made inside a checkpointed chunk's rerun: the
+ * rerun's graph (its AccumulateGrad node) holds it, and the .grad its
+ * backward gives it, until the chunk's backward ends
+ * (vp_step_drop_rerun_leaves). */
+void vp_step_rerun_leaf(vp_step *step, vp_t t);
+void vp_step_drop_rerun_leaves(vp_step *step);
 
 /* Keeps a mixture layer's router logits with the model's outputs (a new
  * reference), or, inside a checkpointed chunk, as one of the chunk's

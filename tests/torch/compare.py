@@ -340,6 +340,14 @@ CASES = [
     # the gated MLP's fp32 gelu_new times its 16-bit linear half, at the backward's peak
     ("t5 v1.1 amp-bf16 checkpointed", t5(layers=2, proj="gated-gelu"),
      recipe("amp-bf16", optimizer="none", ckpt="full", target_len=24)),
+    # targets longer than the inputs: the decoder's layers at the peak. Checkpointed, the first
+    # cross-attention's zeros require grad (T5Attention under gradient checkpointing): a leaf the
+    # rerun's graph keeps, with its .grad; bf16, T5LayerNorm's rows times the fp32 rsqrt
+    ("t5 fp32 checkpointed target past the source", t5(layers=1, vocab=32),
+     recipe(optimizer="none", ckpt="full", target_len=32, s=16)),
+    ("t5 bf16 checkpointed target 128", t5(layers=3, vocab=32),
+     recipe("bf16", optimizer="none", ckpt="full", target_len=128, s=16)),
+    ("t5 bf16 target 128", t5(vocab=32), recipe("bf16", optimizer="none", target_len=128, s=16)),
     # prefix tuning: the decoder's self-attention alone joins the prefix (PEFT drops the cross-attention's)
     ("t5 prefix fp32", t5(), recipe(finetune="prefix", num_virtual_tokens=6, target_len=16)),
     ("t5 prefix bf16 long target", t5(heads=8, d_kv=8, vocab=32), recipe(

@@ -1531,7 +1531,8 @@ class T5LayerNorm(nn.Module):
     def forward(self, hidden_states):
         # pow and rsqrt are on autocast's fp32 list; their inputs are fp32 here
         variance = Mean2x.apply(hidden_states.to(torch.float32).pow(2))
-        hidden_states = hidden_states * torch.rsqrt(variance + self.variance_epsilon)
+        # a 16-bit model's rows times the fp32 rsqrt: CUDA's mixed-dtype mul
+        hidden_states = mul(hidden_states, torch.rsqrt(variance + self.variance_epsilon))
         if self.weight.dtype in [torch.float16, torch.bfloat16]:
             hidden_states = hidden_states.to(self.weight.dtype)
         return self.weight * hidden_states
