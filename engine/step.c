@@ -45,9 +45,13 @@ vp_t vp_autocast_low(vp_step *step, vp_t x, const char *label) {
      * cached, for as long as the autocast region lasts */
     bool cacheable = t->leaf && t->requires_grad;
     if (cacheable) {
+        /* a parameter's keyed by layer too (folded layers share one
+         * instance's tensors); any other leaf is one tensor for every layer
+         * (a checkpointed chunk's detached input, T5's encoder output read
+         * by each decoder layer's cross-attention) */
+        bool per_layer = t->category == VP_CAT_PARAMS;
         for (unsigned i = 0; i < step->n_casts; i++) {
-            /* keyed by layer too: folded layers share one instance's tensors */
-            if (step->casts[i].param == x && step->casts[i].layer == step->ledger.place.layer) {
+            if (step->casts[i].param == x && (!per_layer || step->casts[i].layer == step->ledger.place.layer)) {
                 vp_hold(sim, step->casts[i].cast);
                 return step->casts[i].cast;
             }

@@ -348,6 +348,9 @@ CASES = [
     ("t5 bf16 checkpointed target 128", t5(layers=3, vocab=32),
      recipe("bf16", optimizer="none", ckpt="full", target_len=128, s=16)),
     ("t5 bf16 target 128", t5(vocab=32), recipe("bf16", optimizer="none", target_len=128, s=16)),
+    # every decoder layer of an every-2 rerun reads one autocast cast of the detached encoder output
+    ("t5 amp-bf16 every-2 checkpointed target past the source", t5(vocab=32),
+     recipe("amp-bf16", optimizer="none", ckpt="every-2", target_len=96, s=16)),
     # prefix tuning: the decoder's self-attention alone joins the prefix (PEFT drops the cross-attention's)
     ("t5 prefix fp32", t5(), recipe(finetune="prefix", num_virtual_tokens=6, target_len=16)),
     ("t5 prefix bf16 long target", t5(heads=8, d_kv=8, vocab=32), recipe(
