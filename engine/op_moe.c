@@ -180,6 +180,21 @@ static vp_t moe_forward(vp_step *step, const vp_op *op, const vp_t *leaves, vp_t
     return vp_moe_mixtral(step, op, &s, x);
 }
 
+/* DeepseekMoE.forward in training: y = torch.empty_like(hidden_states),
+ * then y[flat_topk_idx == i] = expert(...) for each expert. Under autocast
+ * the residual stream is fp32 and the experts' outputs 16-bit, and
+ * index_put_ refuses the mix ("Index put requires the source and
+ * destination dtypes match"): such a run never trains. */
+const char *vp_moe_recipe_problem(const vp_model *model, const vp_recipe *recipe) {
+    const vp_op *op = vp_section_find(&model->section[VP_SECTION_LAYER], &vp_op_moe);
+    if (!op || vp_op_u64(op, MOE_BLOCK) != MOE_BLOCK_DEEPSEEK || recipe->framework == VP_FRAMEWORK_MEGATRON)
+        return NULL;
+    if (vp_precision_get(recipe->precision)->autocast)
+        return "precision: DeepseekMoE writes the experts' 16-bit outputs into its fp32 rows by index, which "
+               "PyTorch refuses under autocast: use bf16, fp16 or a mixed-* precision";
+    return NULL;
+}
+
 static const char *moe_check_ep(const vp_op *op, const vp_ranks *split) {
     if (vp_op_u64(op, MOE_EXPERTS) % split->ep) return "ep: must divide the experts";
     if (vp_op_u64(op, MOE_INTERMEDIATE) % split->etp) return "etp: must divide each expert's intermediate width";

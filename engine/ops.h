@@ -74,6 +74,8 @@ uint64_t vp_attention_kv_width(const vp_op *attention);
 bool vp_attention_splits_hidden(const vp_op *attention);
 /* What the load-balancing loss cannot run under this recipe, or NULL. */
 const char *vp_router_aux_recipe_problem(const vp_model *model, const vp_recipe *recipe);
+/* What the mixture's HF training loop cannot run under this recipe, or NULL. */
+const char *vp_moe_recipe_problem(const vp_model *model, const vp_recipe *recipe);
 /* What the model's attention cannot run under this recipe (a message
  * naming the key), or NULL. */
 const char *vp_attention_recipe_problem(const vp_model *model, const vp_recipe *recipe);

@@ -1108,6 +1108,7 @@ const char *vp_step_layout_problem(const vp_model *model, const vp_recipe *recip
     }
     problem = vp_attention_recipe_problem(model, recipe);
     if (!problem) problem = vp_router_aux_recipe_problem(model, recipe);
+    if (!problem) problem = vp_moe_recipe_problem(model, recipe);
     if (problem) return problem;
     /* the layer-local masks are Python locals of HF's decoder layers */
     if (recipe->framework == VP_FRAMEWORK_MEGATRON && vp_model_has(model, "sliding_mask"))

@@ -256,6 +256,12 @@ CASES = [
      recipe("amp-bf16", ckpt="full", optimizer="none", finetune="lora", lora_targets="q_proj,v_proj,fc1")),
     ("neox lora amp-bf16 checkpointed", neox(layers=3),
      recipe("amp-bf16", ckpt="full", finetune="lora", lora_targets="query_key_value,dense_h_to_4h")),
+    # under autocast the 16-bit expert outputs times fp32 routing weights, and Qwen2-MoE's fp32 sum
+    # plus its 16-bit shared expert, at a checkpointed backward's peak
+    ("qwen3-moe amp-bf16 checkpointed seq 64", qwen3_moe(), recipe("amp-bf16", optimizer="none", ckpt="full", s=64)),
+    ("qwen3-moe amp-bf16 two experts top-1 checkpointed", qwen3_moe(experts=2, k=1),
+     recipe("amp-bf16", optimizer="none", ckpt="full", s=64)),
+    ("qwen2-moe amp-bf16 checkpointed seq 64", qwen_moe(), recipe("amp-bf16", optimizer="none", ckpt="full", s=64)),
     # the load-balancing loss (output_router_logits): every layer's router logits in one cat
     ("mixtral amp-bf16 router aux loss", dict(mixtral(), output_router_logits=True), recipe("amp-bf16")),
     ("qwen3-moe bf16 router aux loss 6 layers", dict(qwen3_moe(layers=6), output_router_logits=True),

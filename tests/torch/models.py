@@ -791,13 +791,14 @@ class SparseMoeBlock(nn.Module):
             expert_layer = self.experts[expert_idx]
             idx, top_x = torch.where(expert_mask[expert_idx])
             current_state = hidden_states[None, top_x].reshape(-1, hidden_dim)
-            current_hidden_states = expert_layer(ac, current_state) * routing_weights[top_x, idx, None]
+            # under autocast a 16-bit expert output times fp32 weights: CUDA's mixed mul
+            current_hidden_states = mul(expert_layer(ac, current_state), routing_weights[top_x, idx, None])
             final_hidden_states.index_add_(0, top_x, current_hidden_states.to(hidden_states.dtype))
         if self.shared_expert is not None:
             shared_expert_output = self.shared_expert(ac, hidden_states)
             shared_expert_output = (nn.functional.sigmoid(linear(ac, hidden_states, self.shared_expert_gate.weight))
                                     * shared_expert_output)
-            final_hidden_states = final_hidden_states + shared_expert_output
+            final_hidden_states = add(final_hidden_states, shared_expert_output)
         final_hidden_states = final_hidden_states.reshape(batch_size, sequence_length, hidden_dim)
         return final_hidden_states, router_logits
 
@@ -934,7 +935,7 @@ class DeepseekV3MoE(nn.Module):
                 expert_weights = topk_weights[token_indices, weight_indices]
                 expert_input = hidden_states[token_indices]
                 expert_output = expert(ac, expert_input)
-                weighted_output = expert_output * expert_weights.unsqueeze(-1)
+                weighted_output = mul(expert_output, expert_weights.unsqueeze(-1))
                 final_hidden_states.index_add_(0, token_indices, weighted_output)
         return final_hidden_states.type(hidden_states.dtype)
 
