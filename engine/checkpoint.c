@@ -111,11 +111,14 @@ static void rerun(vp_sim *sim, uint32_t index, const call *c, vp_t *detached, vp
  * autocast re-entered, backward from the recomputed outputs with the
  * incoming gradients, return the detached inputs' .grad. An output that is
  * a detached input itself is a leaf of the rerun: its incoming gradient
- * joins what the rerun gives it last, in place. */
+ * joins what the rerun gives it last, in place. The gradients the call
+ * gets (materialized zeros too, and those of outputs that need none in the
+ * rerun) are its arguments, alive until it returns. */
 static void backward_checkpoint(vp_sim *sim, uint32_t index) {
     const call *c = vp_node_at(sim, index)->context;
     unsigned n_out = 1 + c->n_outputs;
     vp_t grads[VP_NODE_MAX_OUT] = {0}, detached[VP_NODE_MAX_IN] = {0}, recomputed[VP_NODE_MAX_OUT] = {0};
+    vp_t arguments[VP_NODE_MAX_OUT] = {0};
     output_grads(sim, index, n_out, grads);
     detach_inputs(sim, index, c->n_inputs, detached);
     uint32_t first = sim->n_nodes;
@@ -125,11 +128,13 @@ static void backward_checkpoint(vp_sim *sim, uint32_t index) {
     for (unsigned j = 0; j < n_out; j++) {
         vp_t r = recomputed[j];
         if (!r || !vp_at(sim, r)->requires_grad) {
-            vp_drop(sim, grads[j]);
+            arguments[j] = grads[j];
             grads[j] = 0;
         } else if (is_one_of(r, detached, c->n_inputs)) {
             deferred[j] = true;
         } else {
+            vp_hold(sim, grads[j]);
+            arguments[j] = grads[j];
             vp_at(sim, r)->grad = grads[j];
         }
     }
@@ -137,6 +142,7 @@ static void backward_checkpoint(vp_sim *sim, uint32_t index) {
     for (unsigned j = 0; j < n_out; j++) {
         if (deferred[j]) vp_deliver_grad(sim, recomputed[j], grads[j]);
         vp_drop(sim, recomputed[j]);
+        vp_drop(sim, arguments[j]);
     }
     vp_step_drop_rerun_leaves(c->step); /* the rerun's graph goes */
     for (unsigned i = 0; i < c->n_inputs; i++) {

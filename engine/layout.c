@@ -187,7 +187,9 @@ void vp_layout_resident(vp_step *step, const vp_t *leaves, unsigned n, unsigned 
         vp_dtype states_dtype = plan->master_dtype == VP_DTYPE_NONE && t->dtype != plan->gather_dtype
                                     ? (vp_dtype)t->dtype : plan->states_dtype;
         uint64_t numel = t->numel, states = vp_shard_numel(numel, shards->states);
-        if (plan->master_dtype != VP_DTYPE_NONE)
+        /* the fp32 master copy belongs to the optimizer (apex, DeepSpeed and
+         * Megatron wrap it): without one there is none */
+        if (plan->master_dtype != VP_DTYPE_NONE && step->optimizer->steps)
             place(step, VP_CAT_MASTER, bytes_of(plan->master_dtype, states), repeat, host, nvme, "master weights");
         /* states of this rank's shard; bitsandbytes' paged states live in
          * unified memory, which the host backs (paged in at the step) */

@@ -466,9 +466,12 @@ static vp_t current_mask(const vp_step *step) { return step->layer_mask ? step->
 
 /* matmul's batched path reshapes each operand to 3-d; an operand whose heads
  * are a transposed view (strides of a [b, s, heads, d] tensor) cannot be
- * viewed that way and is copied, and the copy is what bmm saves. */
+ * viewed that way and is copied, and the copy is what bmm saves. With one
+ * sequence the batch dimension has size 1 and folds into the heads as a
+ * view (each head's rows keep their stride, which bmm and cuBLAS take):
+ * nothing is copied, and bmm saves the view, which keeps its base. */
 static vp_t batched_operand(vp_step *step, vp_t x, bool contiguous, const char *label) {
-    if (contiguous) {
+    if (contiguous || step->batch == 1) {
         vp_hold(&step->sim, x);
         return x;
     }
@@ -602,6 +605,15 @@ static vp_t normalize(vp_step *step, const vp_op *op, const vp_t *leaves, vp_t s
     return probs;
 }
 
+/* repeat_kv's result: the keys or values themselves (one head each), a
+ * contiguous copy, or a view whose gradient is summed back to their size. */
+static vp_t repeat_kv(vp_sim *sim, vp_t x, unsigned rep, bool copies) {
+    if (copies) return vp_repeat(sim, x, rep, "attention.repeat_kv");
+    if (rep > 1) return vp_expand(sim, x, vp_numel(sim, vp_at(sim, x)->numel, rep), "attention.repeat_kv");
+    vp_hold(sim, x);
+    return x;
+}
+
 /* HF's eager_attention_forward (LLaMA) and GPT-2's eager path. Returns the
  * [b*s, heads*d] input of the output projection. */
 static vp_t eager(vp_step *step, const vp_op *op, const vp_t *leaves, qkv *in, shape s) {
@@ -611,9 +623,14 @@ static vp_t eager(vp_step *step, const vp_op *op, const vp_t *leaves, qkv *in, s
     uint64_t scores_numel = vp_numel4(sim, b, s.heads, n, in->kv_len ? in->kv_len : n + step->past_tokens);
 
     /* key_states = repeat_kv(key, n_rep): expand + reshape, a contiguous copy;
-     * keys joined to a cached prefix are a cat's contiguous result already */
-    vp_t k = rep > 1 ? vp_repeat(sim, in->k, rep, "attention.repeat_kv") : (vp_hold(sim, in->k), in->k);
-    vp_t v = rep > 1 ? vp_repeat(sim, in->v, rep, "attention.repeat_kv") : (vp_hold(sim, in->v), in->v);
+     * keys joined to a cached prefix are a cat's contiguous result already.
+     * With one key/value head the reshape merges a size-1 dimension: a
+     * zero-stride view of the (contiguous) keys, which matmul's batch fold
+     * copies only when b > 1 (the same bytes as the copy counted here): a
+     * single sequence of a multi-query model copies nothing (an autocast
+     * cast of the view still writes every repeated element) */
+    bool copies = rep > 1 && !(s.kv_heads == 1 && b == 1);
+    vp_t k = repeat_kv(sim, in->k, rep, copies), v = repeat_kv(sim, in->v, rep, copies);
     /* (a decoder's cross-attention keys are the encoder's, no prefix joined) */
     bool joined = step->past_tokens && !in->cross;
     bool k_contiguous = rep > 1 || joined || in->k_contiguous;
@@ -843,7 +860,9 @@ static void bloom_project(vp_step *step, const vp_t *leaves, vp_t x, uint64_t q_
     static const char *const labels[3] = {"attention.query_layer", "attention.key_layer", "attention.value_layer"};
     for (unsigned i = 0; i < 3; i++) {
         vp_t view = vp_slice(sim, fused, part, "attention.split_heads");
-        *dest[i] = vp_copy(sim, view, labels[i]);
+        /* transpose(1, 2).reshape(b * heads, ...): a copy, or with one
+         * sequence a view (the size-1 batch merges into the heads) */
+        *dest[i] = step->batch == 1 ? vp_alias(sim, view, labels[i]) : vp_copy(sim, view, labels[i]);
         vp_drop(sim, view);
     }
     keep_local(sim, in, fused); /* fused_qkv */

@@ -148,15 +148,18 @@ static vp_t log_softmax_nll(vp_step *step, vp_t logits, vp_t targets) {
  *   shift_labels = labels[..., 1:].contiguous()
  *   loss = CrossEntropyLoss()(shift_logits.view(-1, V), shift_labels.view(-1))
  * both copies locals until the forward returns, right after the loss; the
- * slice's backward makes a zero-filled gradient of all the logits. */
+ * slice's backward makes a zero-filled gradient of all the logits. With one
+ * sequence both slices are contiguous and .contiguous() copies nothing. */
 static vp_t shifted_logits_ce(vp_step *step, vp_t logits) {
     vp_sim *sim = &step->sim;
     uint64_t vocab = vp_at(sim, logits)->numel / step->tokens;
     uint64_t rows = vp_numel(sim, step->batch, step->seq - 1);
+    bool one = step->batch == 1;
     vp_t sliced = vp_slice(sim, logits, vp_numel(sim, rows, vocab), "loss.shift_logits");
-    vp_t shift_logits = vp_copy(sim, sliced, "loss.shift_logits");
+    vp_t shift_logits = one ? (vp_hold(sim, sliced), sliced) : vp_copy(sim, sliced, "loss.shift_logits");
     vp_drop(sim, sliced);
-    vp_t shift_labels = vp_new(sim, rows, VP_INT64, "loss.shift_labels");
+    vp_t shift_labels = one && step->labels ? vp_view(sim, step->labels, rows, "loss.shift_labels")
+                                            : vp_new(sim, rows, VP_INT64, "loss.shift_labels");
     vp_t loss = log_softmax_nll(step, shift_logits, shift_labels);
     vp_drop(sim, shift_labels);
     vp_drop(sim, shift_logits);
@@ -186,8 +189,10 @@ static vp_t ce_forward(vp_step *step, const vp_op *op, const vp_t *leaves, vp_t 
                                                : (vp_hold(sim, x), x);
     bool per_sequence = vp_op_flag(op, CE_PER_SEQUENCE); /* CrossEntropyLoss()(logits.view(-1, n), labels.view(-1)) */
     vp_t padded = per_sequence ? 0 : vp_new(sim, vp_numel(sim, step->batch, step->seq + 1), VP_INT64, "loss.labels_pad");
-    vp_t shifted = per_sequence ? (vp_hold(sim, step->labels), step->labels)
-                                : vp_new(sim, step->tokens, VP_INT64, "loss.shift_labels");
+    /* one sequence: labels[..., 1:] is contiguous already, and .contiguous() returns it */
+    vp_t shifted = per_sequence          ? (vp_hold(sim, step->labels), step->labels)
+                   : step->batch == 1 ? vp_view(sim, padded, step->tokens, "loss.shift_labels")
+                                      : vp_new(sim, step->tokens, VP_INT64, "loss.shift_labels");
     vp_t loss = log_softmax_nll(step, logits32, shifted);
     vp_drop(sim, shifted);
     vp_drop(sim, padded);

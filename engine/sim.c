@@ -384,10 +384,24 @@ static void run_node(vp_sim *sim, uint32_t index) {
  * buffer gathered. Counting the edges of the nodes in [first, end). */
 static void count_leaf_edges(vp_sim *sim, uint32_t first, uint32_t end) {
     for (uint32_t i = first; i < end; i++) {
-        const vp_node *node = vp_node_at(sim, i);
-        if (node->done) continue;
+        vp_node *node = vp_node_at(sim, i);
+        if (node->done || node->counted) continue;
+        node->counted = true;
         for (unsigned j = 0; j < VP_NODE_MAX_IN; j++)
             if (node->in[j] && vp_at(sim, node->in[j])->leaf) vp_at(sim, node->in[j])->pending++;
+    }
+}
+
+void vp_backward_task(vp_sim *sim, uint32_t first, uint32_t end) { count_leaf_edges(sim, first, end); }
+
+void vp_backward_task_end(vp_sim *sim) {
+    for (vp_t t = 1; t < sim->n_tensors; t++) {
+        vp_tensor *x = vp_at(sim, t);
+        if (!x->leaf || !x->pending) continue;
+        x->pending = 0;
+        vp_t buffered = x->grad;
+        x->grad = 0;
+        if (buffered) accumulate_into_leaf(sim, t, buffered);
     }
 }
 

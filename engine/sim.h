@@ -64,6 +64,7 @@ typedef struct vp_node {
     void *context;                 /* rule context (a checkpointed chunk) */
     uint8_t packed;                /* saved slots packed to host memory (bit i: saved[i]) */
     bool done;
+    bool counted;                  /* its edges to leaves are counted in their pending */
 } vp_node;
 
 typedef enum {
@@ -145,8 +146,16 @@ bool vp_needs_grad(vp_sim *sim, const vp_node *node, unsigned i);
 void vp_scratch(vp_sim *sim, uint64_t bytes, const char *label);
 
 /* Run backward over nodes [first, end) in reverse creation order; `end` is
- * usually sim->n_nodes. The seed gradient must already be buffered. */
+ * usually sim->n_nodes. The seed gradient must already be buffered. A leaf's
+ * gradients wait for every edge to it that vp_backward_task counted (one
+ * graph task run range by range) or, failing that, that this range has. */
 void vp_backward(vp_sim *sim, uint32_t first, uint32_t end);
+/* One loss.backward() run as several vp_backward ranges: count the leaves'
+ * edges of nodes [first, end) once, before the first range. */
+void vp_backward_task(vp_sim *sim, uint32_t first, uint32_t end);
+/* After the task: leaves whose gradients still wait (an edge no range ran)
+ * get them now. */
+void vp_backward_task_end(vp_sim *sim);
 
 /* Hand a gradient to a tensor as the autograd engine does: into .grad for a
  * parameter, else into the tensor's input buffer. Consumes the reference. */

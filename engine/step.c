@@ -916,10 +916,14 @@ static uint64_t micro_batch(vp_step *step, const vp_meter *resident, const vp_me
                                       : vp_new(sim, width, step->activation, "pipeline.recv_grad");
         vp_at(sim, seed_from)->grad = seed;
         vp_layout_backward_begin(step);
+        /* one graph task: a leaf used before and after the layers (a tied
+         * embedding) waits for both */
+        vp_backward_task(sim, 0, sim->n_nodes);
         vp_backward(sim, final_first, final_end);
         backward_layers(step);
         ledger->place.phase = VP_PHASE_BACKWARD;
         vp_backward(sim, 0, embed_end);
+        vp_backward_task_end(sim);
         vp_layout_backward_end(step);
     }
     step->offloaded = 0; /* backward unpacked and released them all */

@@ -186,6 +186,43 @@ static void test_accumulate_grad_waits_for_every_edge(void) {
     graph_free(&g);
 }
 
+/* The same tied weight with loss.backward() run range by range (the step's
+ * head, then its layers, then its embedding): vp_backward_task counts both
+ * edges first, so the head's gradient still waits in the input buffer when
+ * its range is done, and 1.13's out-of-place sum makes a third weight-sized
+ * tensor when the embedding's arrives. */
+static void test_accumulate_grad_across_ranges(void) {
+    graph g;
+    graph_init(&g, false);
+    g.sim.accumulate = VP_ACCUMULATE_OUT_OF_PLACE;
+    vp_t w = vp_leaf(&g.sim, 16 * 8, VP_FP32, VP_CAT_PARAMS, true, "w");
+    vp_t x1 = vp_new(&g.sim, 4 * 8, VP_FP32, "x1"), x2 = vp_new(&g.sim, 4 * 8, VP_FP32, "x2");
+    vp_t y1 = vp_linear(&g.sim, x1, w, 0, 4, 16, "embedding"); /* node 0 */
+    uint32_t embed_end = g.sim.n_nodes;
+    vp_t y2 = vp_linear(&g.sim, x2, w, 0, 4, 16, "head"); /* node 1 */
+    vp_t s = vp_add(&g.sim, y1, y2, 4 * 16, "sum");
+    vp_drop(&g.sim, x1);
+    vp_drop(&g.sim, x2);
+    vp_drop(&g.sim, y1);
+    vp_drop(&g.sim, y2);
+    vp_at(&g.sim, s)->grad = vp_new_in(&g.sim, 4 * 16, VP_FP32, VP_CAT_TRANSIENT, "seed");
+    g.ledger.place.phase = VP_PHASE_BACKWARD;
+    vp_backward_task(&g.sim, 0, g.sim.n_nodes);
+    vp_backward(&g.sim, embed_end, g.sim.n_nodes);
+    CHECK(!vp_at(&g.sim, w)->param_grad && vp_at(&g.sim, w)->grad); /* waiting, not in .grad */
+    CHECK_EQ_U64(live(&g, VP_CAT_GRADS), 0);
+    vp_backward(&g.sim, 0, embed_end);
+    vp_backward_task_end(&g.sim);
+    /* at the sum: the head's and the embedding's gradients and their sum
+     * (y1's gradient went when its node was done) */
+    CHECK_EQ_U64(g.ledger.raw.peak_breakdown[VP_CAT_TRANSIENT], 3 * 512);
+    CHECK_EQ_U64(live(&g, VP_CAT_GRADS), 512);
+    CHECK_EQ_U64(vp_at(&g.sim, w)->pending, 0);
+    vp_drop(&g.sim, vp_at(&g.sim, w)->param_grad);
+    vp_drop(&g.sim, s);
+    graph_free(&g);
+}
+
 static void test_dropout(void) {
     graph g;
     graph_init(&g, false);
@@ -427,6 +464,7 @@ int main(void) {
     test_linear_backward();
     test_accumulate_grad_tied();
     test_accumulate_grad_waits_for_every_edge();
+    test_accumulate_grad_across_ranges();
     test_dropout();
     test_layer_norm();
     test_to();

@@ -262,6 +262,21 @@ CASES = [
     ("qwen3-moe amp-bf16 two experts top-1 checkpointed", qwen3_moe(experts=2, k=1),
      recipe("amp-bf16", optimizer="none", ckpt="full", s=64)),
     ("qwen2-moe amp-bf16 checkpointed seq 64", qwen_moe(), recipe("amp-bf16", optimizer="none", ckpt="full", s=64)),
+    # one sequence: matmul folds a size-1 batch into the heads as a view, so no operand is copied;
+    # a multi-query model's repeat_kv is a zero-stride view (copied by matmul only when b > 1)
+    ("llama MHA fp32 one sequence", llama(kv=4), recipe(optimizer="none", b=1, s=64)),
+    ("llama MQA amp-bf16 lora one sequence", llama(kv=1), recipe("amp-bf16", finetune="lora", b=1, s=64)),
+    ("gemma MQA bf16 checkpointed one sequence", gemma(kv=1), recipe("bf16", optimizer="none", ckpt="full", b=1, s=64)),
+    ("neox fp32 every-2 one sequence", neox(parallel=False), recipe(optimizer="none", ckpt="every-2", b=1, s=64)),
+    ("deepseek-v3 bf16 one sequence", deepseek_v3(), recipe("bf16", b=1, s=64)),
+    ("bloom fp32 one sequence", bloom(dropout=0.0), recipe(optimizer="none", b=1, s=24)),
+    # a tied embedding's AccumulateGrad waits for the head's and the embedding's gradients across the
+    # whole backward; 1.13 sums them out of place (three weight-sized tensors at the end)
+    ("gpt2 bf16 checkpointed one short sequence", gpt2(layers=1), recipe("bf16", optimizer="none", ckpt="full", b=1, s=16)),
+    ("gemma fp32 every-2 one short sequence", gemma(), recipe(optimizer="none", ckpt="every-2", b=1, s=16)),
+    # no optimizer, no master weights (the optimizer wrapper owns them)
+    ("gemma mixed-bf16 no optimizer checkpointed", gemma(), recipe("mixed-bf16", impl="for-loop", optimizer="none",
+                                                                  ckpt="full", s=64)),
     # the load-balancing loss (output_router_logits): every layer's router logits in one cat
     ("mixtral amp-bf16 router aux loss", dict(mixtral(), output_router_logits=True), recipe("amp-bf16")),
     ("qwen3-moe bf16 router aux loss 6 layers", dict(qwen3_moe(layers=6), output_router_logits=True),
@@ -357,6 +372,12 @@ CASES = [
     # every decoder layer of an every-2 rerun reads one autocast cast of the detached encoder output
     ("t5 amp-bf16 every-2 checkpointed target past the source", t5(vocab=32),
      recipe("amp-bf16", optimizer="none", ckpt="every-2", target_len=96, s=16)),
+    # with a frozen base the rerun's self-attention bias needs no gradient, but the call keeps the
+    # zeros it got for it (its arguments) until it returns
+    ("t5 lora checkpointed target past the source", t5(layers=1), recipe(
+        optimizer="none", ckpt="full", finetune="lora", target_len=48, b=1, s=16)),
+    ("t5 prompt bf16 checkpointed target 96", t5(layers=1), recipe(
+        "bf16", optimizer="sgd", ckpt="full", finetune="prompt", num_virtual_tokens=6, target_len=96, b=3, s=16)),
     # prefix tuning: the decoder's self-attention alone joins the prefix (PEFT drops the cross-attention's)
     ("t5 prefix fp32", t5(), recipe(finetune="prefix", num_virtual_tokens=6, target_len=16)),
     ("t5 prefix bf16 long target", t5(heads=8, d_kv=8, vocab=32), recipe(
