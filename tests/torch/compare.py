@@ -277,6 +277,12 @@ CASES = [
     # no optimizer, no master weights (the optimizer wrapper owns them)
     ("gemma mixed-bf16 no optimizer checkpointed", gemma(), recipe("mixed-bf16", impl="for-loop", optimizer="none",
                                                                   ckpt="full", s=64)),
+    # multi-head latent attention's four projections are linear layers PEFT's all-linear adapts
+    ("deepseek-v3 lora all-linear checkpointed", deepseek_v3(), recipe(ckpt="full", finetune="lora",
+                                                                     lora_targets="all-linear", b=3, s=16)),
+    # Granite's scaled 16-bit branches join the fp32 stream under autocast (CUDA's mixed add)
+    ("granite amp-bf16 prompt checkpointed", granite(), recipe("amp-bf16", optimizer="none", ckpt="full",
+                                                              finetune="prompt", num_virtual_tokens=6, s=16)),
     # the load-balancing loss (output_router_logits): every layer's router logits in one cat
     ("mixtral amp-bf16 router aux loss", dict(mixtral(), output_router_logits=True), recipe("amp-bf16")),
     ("qwen3-moe bf16 router aux loss 6 layers", dict(qwen3_moe(layers=6), output_router_logits=True),

@@ -1025,24 +1025,25 @@ class LlamaDecoderLayer(nn.Module):
             residual = hidden_states
             hidden_states = self.mlp(ac, hidden_states)
             hidden_states = self.post_feedforward_layernorm(hidden_states)
-            return residual + hidden_states
+            return add(residual, hidden_states)
+        # under autocast the branches' 16-bit outputs join the fp32 stream: CUDA's mixed add
         residual = hidden_states
         hidden_states = self.input_layernorm(hidden_states)
         hidden_states, _ = self.self_attn(ac, hidden_states, (cos, sin), attention_mask, past_key_value)
         if self.residual_multiplier is not None:  # GraniteDecoderLayer
-            hidden_states = residual + hidden_states * self.residual_multiplier
+            hidden_states = add(residual, hidden_states * self.residual_multiplier)
             residual = hidden_states
             hidden_states = self.post_attention_layernorm(hidden_states)
             hidden_states = self.mlp(ac, hidden_states)
-            return residual + hidden_states * self.residual_multiplier
-        hidden_states = residual + hidden_states
+            return add(residual, hidden_states * self.residual_multiplier)
+        hidden_states = add(residual, hidden_states)
         residual = hidden_states
         hidden_states = self.post_attention_layernorm(hidden_states)
         if self.sparse:
             hidden_states, router_logits = self.mlp(ac, hidden_states)
         else:
             hidden_states = self.mlp(ac, hidden_states)
-        hidden_states = residual + hidden_states
+        hidden_states = add(residual, hidden_states)
         if self.sparse and self.output_router_logits:  # outputs += (router_logits,)
             return hidden_states, router_logits
         return hidden_states
@@ -1953,7 +1954,8 @@ class CausalLM(nn.Module):
 
 LINEAR_NAMES = {"q_proj", "k_proj", "v_proj", "o_proj", "c_attn", "c_proj", "c_fc", "gate_proj", "up_proj",
                 "down_proj", "query_key_value", "dense", "dense_h_to_4h", "dense_4h_to_h", "q", "k", "v", "o", "wi",
-                "wo", "wi_0", "wi_1", "qkv_proj", "gate_up_proj", "gate", "shared_expert_gate", "fc1", "fc2", "lm_head"}
+                "wo", "wi_0", "wi_1", "qkv_proj", "gate_up_proj", "gate", "shared_expert_gate", "fc1", "fc2", "lm_head",
+                "q_a_proj", "q_b_proj", "kv_a_proj_with_mqa", "kv_b_proj"}
 
 
 def add_lora(model, ac, recipe, adapter_dtype):
