@@ -59,6 +59,7 @@ static void partition_grad(vp_step *step, vp_t leaf, void *ctx) {
 
 typedef struct {
     vp_dtype dtype;
+    bool own_dtype;              /* each tensor's temporaries in its own dtype (no master weights) */
     uint64_t raw, rounded;       /* foreach: totals over the group */
     uint64_t largest;            /* for-loop: the largest tensor */
     unsigned repeat;
@@ -66,7 +67,8 @@ typedef struct {
 
 static void measure_tensor(vp_step *step, vp_t leaf, temp_sizes *sizes) {
     const vp_tensor *t = vp_at(&step->sim, leaf);
-    uint64_t bytes = bytes_of(sizes->dtype, vp_shard_numel(t->numel, vp_plan_shards(&step->plan, t->expert)->states));
+    vp_dtype dtype = sizes->own_dtype ? (vp_dtype)t->dtype : sizes->dtype;
+    uint64_t bytes = bytes_of(dtype, vp_shard_numel(t->numel, vp_plan_shards(&step->plan, t->expert)->states));
     sizes->raw += bytes * sizes->repeat;
     sizes->rounded += vp_round_block(bytes) * sizes->repeat;
     if (bytes > sizes->largest) sizes->largest = bytes;
@@ -97,10 +99,13 @@ static void temporaries(vp_step *step) {
     if (kind->paged && !step->plan.states_on_host && !step->plan.states_on_nvme) paged_in(step);
     unsigned temps = kind->temporaries(step->recipe, vp_optimizer_weight_decay(kind, step->recipe));
     if (!temps || step->plan.states_on_host || step->plan.states_on_nvme) return;
-    /* the update runs on the master weights when there are any */
+    /* the update runs on the master weights when there are any, else on
+     * each parameter in its own dtype (LoRA's fp32 adapters in a 16-bit
+     * model: like their states) */
     vp_dtype dtype = step->plan.master_dtype != VP_DTYPE_NONE ? step->plan.master_dtype : step->plan.params_dtype;
+    bool own_dtype = step->plan.master_dtype == VP_DTYPE_NONE && kind->temp_dtype == VP_DTYPE_NONE;
     if (kind->temp_dtype != VP_DTYPE_NONE) dtype = kind->temp_dtype;
-    temp_sizes sizes = {dtype, 0, 0, 0, 1};
+    temp_sizes sizes = {dtype, own_dtype, 0, 0, 0, 1};
     for (unsigned g = 0; g < vp_step_leaf_group_count(step); g++) {
         vp_leaf_group group = vp_step_leaf_group_at(step, g);
         sizes.repeat = group.repeat;

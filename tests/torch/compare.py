@@ -280,6 +280,9 @@ CASES = [
     # multi-head latent attention's four projections are linear layers PEFT's all-linear adapts
     ("deepseek-v3 lora all-linear checkpointed", deepseek_v3(), recipe(ckpt="full", finetune="lora",
                                                                      lora_targets="all-linear", b=3, s=16)),
+    # the AdamW step's temporaries of fp32 adapters on a bf16 model are fp32, like their states
+    ("deepseek-v3 bf16 lora experts adamw", deepseek_v3(), recipe("bf16", finetune="lora",
+                                                                  lora_targets="gate_proj,up_proj,down_proj", s=16)),
     # Granite's scaled 16-bit branches join the fp32 stream under autocast (CUDA's mixed add)
     ("granite amp-bf16 prompt checkpointed", granite(), recipe("amp-bf16", optimizer="none", ckpt="full",
                                                               finetune="prompt", num_virtual_tokens=6, s=16)),
