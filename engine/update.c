@@ -63,6 +63,8 @@ typedef struct {
     uint64_t raw, rounded;       /* foreach: totals over the group */
     uint64_t largest;            /* for-loop: the largest tensor */
     unsigned repeat;
+    unsigned temps, carried;     /* for-loop: a tensor's temporaries, and those the previous one's leave */
+    uint64_t previous, worst;    /* for-loop: the last tensor's bytes; the most alive at once */
 } temp_sizes;
 
 static void measure_tensor(vp_step *step, vp_t leaf, temp_sizes *sizes) {
@@ -72,6 +74,9 @@ static void measure_tensor(vp_step *step, vp_t leaf, temp_sizes *sizes) {
     sizes->raw += bytes * sizes->repeat;
     sizes->rounded += vp_round_block(bytes) * sizes->repeat;
     if (bytes > sizes->largest) sizes->largest = bytes;
+    uint64_t alive = sizes->temps * bytes + sizes->carried * sizes->previous;
+    if (alive > sizes->worst) sizes->worst = alive;
+    sizes->previous = bytes;
 }
 
 /* bitsandbytes' paged optimizers prefetch a parameter's states to the GPU
@@ -105,7 +110,7 @@ static void temporaries(vp_step *step) {
     vp_dtype dtype = step->plan.master_dtype != VP_DTYPE_NONE ? step->plan.master_dtype : step->plan.params_dtype;
     bool own_dtype = step->plan.master_dtype == VP_DTYPE_NONE && kind->temp_dtype == VP_DTYPE_NONE;
     if (kind->temp_dtype != VP_DTYPE_NONE) dtype = kind->temp_dtype;
-    temp_sizes sizes = {dtype, own_dtype, 0, 0, 0, 1};
+    temp_sizes sizes = {dtype, own_dtype, 0, 0, 0, 1, temps, kind->carried, 0, 0};
     for (unsigned g = 0; g < vp_step_leaf_group_count(step); g++) {
         vp_leaf_group group = vp_step_leaf_group_at(step, g);
         sizes.repeat = group.repeat;
@@ -119,9 +124,12 @@ static void temporaries(vp_step *step) {
     if (step->recipe->optimizer_impl == VP_IMPL_FOREACH && !kind->per_tensor) {
         for (unsigned i = 0; i < temps; i++) vp_ledger_alloc_many(ledger, VP_CAT_TRANSIENT, sizes.raw, sizes.rounded, label);
         for (unsigned i = 0; i < temps; i++) vp_ledger_release_many(ledger, VP_CAT_TRANSIENT, sizes.raw, sizes.rounded, label);
-    } else {
+    } else if (!kind->carried) {
         for (unsigned i = 0; i < temps; i++) vp_ledger_alloc(ledger, VP_CAT_TRANSIENT, sizes.largest, label);
         for (unsigned i = 0; i < temps; i++) vp_ledger_release(ledger, VP_CAT_TRANSIENT, sizes.largest, label);
+    } else { /* the worst parameter: its temporaries beside what the one before it left */
+        vp_ledger_alloc(ledger, VP_CAT_TRANSIENT, sizes.worst, label);
+        vp_ledger_release(ledger, VP_CAT_TRANSIENT, sizes.worst, label);
     }
 }
 

@@ -430,8 +430,10 @@ static uint64_t run_optimizer_peak(const vp_model *m, vp_precision_id precision,
  * denom = _foreach_add(exp_avg_sq_sqrt, eps): two lists. Each list holds a
  * state-dtype copy of every trainable parameter; the fused kernel none.
  * _single_tensor_adamw holds sqrt and its quotient for one tensor at a time:
- * two copies of the largest (the 1000 x 256 embedding or head). Adam with
- * weight decay first copies the gradient (grad.add(param)): a third. */
+ * two copies of the largest (the 1000 x 256 embedding or head), beside the
+ * denom the tensor before it left in the loop's local (the head's: the final
+ * norm's 256). Adam with weight decay first copies the gradient
+ * (grad.add(param)): a third, rebound before the next tensor's. */
 static void test_optimizer_temporaries(void) {
     vp_model m;
     build_llama(&m, &small);
@@ -441,7 +443,7 @@ static void test_optimizer_temporaries(void) {
     } cases[] = {{VP_PREC_FP32, 4}, {VP_PREC_BF16, 2}};
     for (unsigned i = 0; i < 2; i++) {
         uint64_t copy = cases[i].elem * small_params; /* every tensor is a multiple of 512 B */
-        uint64_t largest = cases[i].elem * 1000 * 256;
+        uint64_t largest = cases[i].elem * 1000 * 256, before_head = cases[i].elem * 256;
         uint64_t fused = run_optimizer_peak(&m, cases[i].precision, VP_IMPL_FUSED, VP_TORCH_2, "adamw", -1);
         uint64_t fused_113 = run_optimizer_peak(&m, cases[i].precision, VP_IMPL_FUSED, VP_TORCH_1_13, "adamw", -1);
         CHECK_EQ_U64(run_optimizer_peak(&m, cases[i].precision, VP_IMPL_FOREACH, VP_TORCH_2, "adamw", -1) - fused,
@@ -450,11 +452,11 @@ static void test_optimizer_temporaries(void) {
             run_optimizer_peak(&m, cases[i].precision, VP_IMPL_FOREACH, VP_TORCH_1_13, "adamw", -1) - fused_113,
             2 * copy);
         CHECK_EQ_U64(run_optimizer_peak(&m, cases[i].precision, VP_IMPL_FOR_LOOP, VP_TORCH_2, "adamw", -1) - fused,
-                     2 * largest);
+                     2 * largest + before_head);
         CHECK_EQ_U64(run_optimizer_peak(&m, cases[i].precision, VP_IMPL_FOR_LOOP, VP_TORCH_2, "adam", 0.01) - fused,
-                     3 * largest);
+                     3 * largest + before_head);
         CHECK_EQ_U64(run_optimizer_peak(&m, cases[i].precision, VP_IMPL_FOR_LOOP, VP_TORCH_2, "adam", 0.0) - fused,
-                     2 * largest);
+                     2 * largest + before_head);
     }
     vp_model_free(&m);
 }

@@ -283,6 +283,8 @@ CASES = [
     # the AdamW step's temporaries of fp32 adapters on a bf16 model are fp32, like their states
     ("deepseek-v3 bf16 lora experts adamw", deepseek_v3(), recipe("bf16", finetune="lora",
                                                                   lora_targets="gate_proj,up_proj,down_proj", s=16)),
+    # the for-loop AdamW's denom of one parameter lives on while the next one's sqrt and quotient are made
+    ("llama fp32 for-loop adamw wide mlp", llama(layers=1, vocab=32, inter=512), recipe(impl="for-loop", b=1, s=16)),
     # Granite's scaled 16-bit branches join the fp32 stream under autocast (CUDA's mixed add)
     ("granite amp-bf16 prompt checkpointed", granite(), recipe("amp-bf16", optimizer="none", ckpt="full",
                                                               finetune="prompt", num_virtual_tokens=6, s=16)),
