@@ -86,18 +86,20 @@ static void split_layers(vp_step *step, vp_t x, layer_split *split) {
 
 /* An encoder-decoder's prefix (PEFT's SEQ_2_SEQ_LM, two transformer
  * submodules): prompt_tokens hold 2 x v ids, of which [:, :v] are looked
- * up (a slice; embedding's reshape of it copies it); after the cast and
- * view, torch.cat([past_key_values, past_key_values], dim=2) doubles the
- * table for the decoder's self- and cross-attention, a part of four per
- * layer. */
+ * up (a slice; embedding's reshape of it copies it, but for one sequence);
+ * after the cast and view, torch.cat([past_key_values, past_key_values],
+ * dim=2) doubles the table for the decoder's self- and cross-attention, a
+ * part of four per layer. */
 static vp_t seq2seq_lookup(vp_step *step, uint64_t v, uint64_t width) {
     vp_sim *sim = &step->sim;
     uint64_t bv = vp_numel(sim, step->batch, v);
     vp_t ids = vp_new(sim, 2 * bv, VP_INT64, "prefix.tokens");
     vp_t first = vp_view(sim, ids, bv, "prefix.tokens_slice");
     vp_drop(sim, ids);
-    vp_t flat = vp_new(sim, bv, VP_INT64, "prefix.tokens_reshape");
-    vp_drop(sim, flat);
+    if (step->batch > 1) { /* one row's slice is contiguous: reshape copies only more */
+        vp_t flat = vp_new(sim, bv, VP_INT64, "prefix.tokens_reshape");
+        vp_drop(sim, flat);
+    }
     vp_t looked_up = vp_embedding(sim, first, step->prompt, bv, width, step->recipe->device, "prefix_encoder");
     vp_drop(sim, first);
     vp_t prefix = vp_to(sim, looked_up, step->precision->params, "prefix.cast");

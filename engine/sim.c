@@ -333,10 +333,6 @@ void vp_deliver_grad(vp_sim *sim, vp_t to, vp_t grad) {
     vp_at(sim, to)->grad = sum;
 }
 
-/* One node, as torch/csrc/autograd/engine.cpp evaluate_function runs it: the
- * rule computes input gradients while its output gradients and saved tensors
- * are alive; then the output gradients are freed, the saved tensors released
- * (release_variables), and the new gradients routed to their inputs. */
 /* One edge to `to` has been followed; the last one runs its AccumulateGrad. */
 static void settle_leaf_edge(vp_sim *sim, vp_t to) {
     vp_tensor *x = vp_at(sim, to);
@@ -346,6 +342,10 @@ static void settle_leaf_edge(vp_sim *sim, vp_t to) {
     if (buffered) accumulate_into_leaf(sim, to, buffered);
 }
 
+/* One node, as torch/csrc/autograd/engine.cpp evaluate_function runs it: the
+ * rule computes input gradients while its output gradients and saved tensors
+ * are alive; then the output gradients are freed, the saved tensors released
+ * (release_variables), and the new gradients routed to their inputs. */
 static void run_node(vp_sim *sim, uint32_t index) {
     vp_node *node = vp_node_at(sim, index);
     bool any_grad = false;
