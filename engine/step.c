@@ -154,6 +154,16 @@ static unsigned coordinated_from(const vp_step *step, unsigned start, unsigned e
 static bool plan_chunks(vp_step *step) {
     unsigned start = step->stage.first_layer, end = start + step->stage.layers, per = chunk_layers(step);
     unsigned a = clamp(step->model->first_layers, start, end);
+    /* every-K chunks run across the end of a decoder's first layers
+     * (DeepSeek's dense ones), as Megatron's uniform recompute groups K
+     * consecutive layers whatever they are: the run splits at the chunk
+     * boundary after them instead, and the run before it, whose chunks are
+     * not alike, is evaluated unfolded */
+    bool mixed = false;
+    if (per > 1 && !step->model->section[VP_SECTION_BRIDGE].n_ops && a > start && a < end && (a - start) % per) {
+        a = clamp(start + (a - start + per - 1) / per * per, start, end);
+        mixed = true;
+    }
     unsigned b = clamp(vp_recipe_first_trained_layer(step->recipe, step->model->layers), start, end);
     unsigned c = coordinated_from(step, start, end, per);
     /* the split points in order */
@@ -194,7 +204,7 @@ static bool plan_chunks(vp_step *step) {
         if (splits[r + 1] <= splits[r]) continue;
         bool lone = splits[r] == start ? first_unlike : splits[r] == b;
         /* the last layers under DeepSpeed ZeRO-3 each keep what they keep */
-        bool fold = foldable && !(released_late && splits[r] < b) && splits[r] < c;
+        bool fold = foldable && !(released_late && splits[r] < b) && splits[r] < c && !(mixed && splits[r] < a);
         plan_run(step, splits[r], splits[r + 1] - splits[r], per, lone, fold, &instance);
     }
     step->n_layer_instances = instance;
@@ -225,9 +235,11 @@ static unsigned entry_of_instance(const vp_step *step, unsigned i) {
 /* How many real layers instance i stands for. */
 static unsigned instance_repeat(const vp_step *step, unsigned i) { return step->chunk_repeat[entry_of_instance(step, i)]; }
 
-/* The ops of the layers instance i stands for. */
+/* The ops of the layers instance i stands for: its place in its chunk's
+ * first run of layers (a chunk may hold a dense layer and a mixture's). */
 static const vp_section *instance_section(const vp_step *step, unsigned i) {
-    return vp_model_layer_section(step->model, step->chunks[entry_of_instance(step, i)].first_layer);
+    const vp_chunk *c = &step->chunks[entry_of_instance(step, i)];
+    return vp_model_layer_section(step->model, c->first_layer + (i - c->instance));
 }
 
 /* embeddings, layer instances, bridge, final */

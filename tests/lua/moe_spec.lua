@@ -111,6 +111,10 @@ describe("mixture-of-experts models", function()
       -- a dense first layer: chunks and pipeline stages on either side of it
       { "deepseek-moe-16b", { precision = "bf16", checkpointing = "every-2" } },
       { "deepseek-moe-16b", { framework = "megatron", dp = 4, ep = 4, pp = 2, distributed_optimizer = true } },
+      -- three dense layers: every-K chunks that hold dense layers and mixtures together
+      { "deepseek-v3", { precision = "bf16", checkpointing = "every-2" } },
+      { "deepseek-v3", { precision = "bf16", checkpointing = "every-4", finetune = "lora", lora_targets = "all-linear" } },
+      { "deepseek-moe-16b", { precision = "bf16", checkpointing = "every-3" } },
     }) do
       local model = arch.build(models.describe(helper.root, case[1]), { layers = 5 }, { layers = "test" })
       local recipe = case[2]

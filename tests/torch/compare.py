@@ -285,6 +285,11 @@ CASES = [
                                                                   lora_targets="gate_proj,up_proj,down_proj", s=16)),
     # the for-loop AdamW's denom of one parameter lives on while the next one's sqrt and quotient are made
     ("llama fp32 for-loop adamw wide mlp", llama(layers=1, vocab=32, inter=512), recipe(impl="for-loop", b=1, s=16)),
+    # every-K chunks run across the dense first layers' end, a dense layer and a mixture's in one call
+    ("deepseek-v3 bf16 every-2 lora dense and mixture in one chunk", deepseek_v3(layers=2), recipe(
+        "bf16", optimizer="none", ckpt="every-2", finetune="lora", lora_targets="all-linear", b=1, s=64)),
+    ("deepseek-v3 bf16 every-2 five layers", deepseek_v3(layers=5), recipe("bf16", optimizer="none", ckpt="every-2", s=32)),
+    ("deepseek-moe bf16 every-3", deepseek(layers=5), recipe("bf16", optimizer="none", ckpt="every-3", s=32)),
     # Granite's scaled 16-bit branches join the fp32 stream under autocast (CUDA's mixed add)
     ("granite amp-bf16 prompt checkpointed", granite(), recipe("amp-bf16", optimizer="none", ckpt="full",
                                                               finetune="prompt", num_virtual_tokens=6, s=16)),
