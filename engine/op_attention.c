@@ -860,9 +860,8 @@ static void bloom_project(vp_step *step, const vp_t *leaves, vp_t x, uint64_t q_
     static const char *const labels[3] = {"attention.query_layer", "attention.key_layer", "attention.value_layer"};
     for (unsigned i = 0; i < 3; i++) {
         vp_t view = vp_slice(sim, fused, part, "attention.split_heads");
-        /* transpose(1, 2).reshape(b * heads, ...): a copy, or with one
-         * sequence a view (the size-1 batch merges into the heads) */
-        *dest[i] = step->batch == 1 ? vp_alias(sim, view, labels[i]) : vp_copy(sim, view, labels[i]);
+        /* transpose(1, 2).reshape(b * heads, ...): matmul's batch fold by hand */
+        *dest[i] = batched_operand(step, view, false, labels[i]);
         vp_drop(sim, view);
     }
     keep_local(sim, in, fused); /* fused_qkv */

@@ -523,18 +523,10 @@ void vp_step_rerun_leaf(vp_step *step, vp_t t) {
     step->sim.status = VP_SIM_OVERFLOW; /* more such leaves than room: an op-table bug */
 }
 
-void vp_step_drop_rerun_leaves(vp_step *step) {
-    vp_sim *sim = &step->sim;
-    for (unsigned i = 0; i < 2; i++) {
-        vp_t leaf = step->rerun_leaves[i];
-        if (!leaf) continue;
-        vp_t grad = vp_at(sim, leaf)->param_grad;
-        vp_at(sim, leaf)->param_grad = 0;
-        vp_drop(sim, grad);
-        vp_drop(sim, leaf);
-        step->rerun_leaves[i] = 0;
-    }
-}
+static void drop_hooked(vp_sim *sim, vp_t *hooked);
+
+/* like the hooked embedding outputs: each leaf goes with its .grad */
+void vp_step_drop_rerun_leaves(vp_step *step) { drop_hooked(&step->sim, step->rerun_leaves); }
 
 void vp_step_graph_hold(vp_step *step, vp_t t) {
     for (unsigned i = 0; i < VP_LOCALS_MAX; i++) {
@@ -1143,7 +1135,6 @@ const char *vp_step_layout_problem(const vp_model *model, const vp_recipe *recip
         if (recipe->finetune == VP_FINETUNE_PREFIX && (problem = vp_prefix_recipe_problem(model)))
             return problem;
         if (recipe->precision == VP_PREC_FP8) return "precision: fp8 is not modelled for T5";
-
     } else if (recipe->target_len && recipe->target_len != recipe->seq_len) {
         return "target_len: the decoder's length of an encoder-decoder model; this model has one sequence";
     }
