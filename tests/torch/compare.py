@@ -256,6 +256,15 @@ CASES = [
      recipe("amp-bf16", ckpt="full", optimizer="none", finetune="lora", lora_targets="q_proj,v_proj,fc1")),
     ("neox lora amp-bf16 checkpointed", neox(layers=3),
      recipe("amp-bf16", ckpt="full", finetune="lora", lora_targets="query_key_value,dense_h_to_4h")),
+    # autocast's 16-bit scores plus the fp32 causal mask, at a checkpointed rerun's peak (CUDA adds
+    # them in one kernel; the CPU's fp32 copy of the scores had put the harness 12 KB above)
+    ("neox sequential lora query_key_value amp-bf16 checkpointed", neox(layers=1, parallel=False), recipe(
+        "amp-bf16", ckpt="full", finetune="lora", lora_targets="query_key_value", b=2, s=48)),
+    # DeepSeek-V3's fp32 routed sum plus its 16-bit shared expert (sweep.py 10 40, cases 11 and 32)
+    ("deepseek-v3 amp-bf16 lora all-linear checkpointed one sequence", deepseek_v3(), recipe(
+        "amp-bf16", optimizer="sgd", ckpt="full", finetune="lora", lora_targets="all-linear", b=1, s=48)),
+    ("deepseek-v3 amp-bf16 lora all-linear checkpointed batch 3", deepseek_v3(), recipe(
+        "amp-bf16", ckpt="full", finetune="lora", lora_targets="all-linear", b=3, s=64)),
     # under autocast the 16-bit expert outputs times fp32 routing weights, and Qwen2-MoE's fp32 sum
     # plus its 16-bit shared expert, at a checkpointed backward's peak
     ("qwen3-moe amp-bf16 checkpointed seq 64", qwen3_moe(), recipe("amp-bf16", optimizer="none", ckpt="full", s=64)),

@@ -565,7 +565,8 @@ class LlamaAttention(nn.Module):
             attn_weights = attn_weights * self.softcap
         if attention_mask is not None:
             causal_mask = attention_mask[:, :, :, : key_states.shape[-2]]
-            attn_weights = attn_weights + causal_mask
+            # 16-bit scores under autocast plus the fp32 mask: CUDA's add (MixedAdd)
+            attn_weights = add(attn_weights, causal_mask)
         attn_weights = nn.functional.softmax(attn_weights, dim=-1, dtype=torch.float32).to(query.dtype)
         attn_weights = dropout(attn_weights, self.attention_dropout, self.training)
         attn_output = torch.matmul(ac.down(attn_weights), ac.down(value_states))
@@ -945,7 +946,8 @@ class DeepseekV3MoE(nn.Module):
         topk_indices, topk_weights = self.gate(ac, hidden_states)
         hidden_states = hidden_states.view(-1, hidden_states.shape[-1])
         hidden_states = self.moe(ac, hidden_states, topk_indices, topk_weights).view(*orig_shape)
-        hidden_states = hidden_states + self.shared_experts(ac, residuals)
+        # the fp32 routed sum and the shared experts' 16-bit output under autocast: CUDA's add
+        hidden_states = add(hidden_states, self.shared_experts(ac, residuals))
         return hidden_states
 
 
