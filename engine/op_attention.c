@@ -471,11 +471,7 @@ static vp_t current_mask(const vp_step *step) { return step->layer_mask ? step->
  * view (each head's rows keep their stride, which bmm and cuBLAS take):
  * nothing is copied, and bmm saves the view, which keeps its base. */
 static vp_t batched_operand(vp_step *step, vp_t x, bool contiguous, const char *label) {
-    if (contiguous || step->batch == 1) {
-        vp_hold(&step->sim, x);
-        return x;
-    }
-    return vp_copy(&step->sim, x, label);
+    return vp_contiguous(&step->sim, x, contiguous || step->batch == 1, label);
 }
 
 /* q, k, v as [b, heads, s, d]: views of [b, s, heads, d] projections

@@ -156,7 +156,7 @@ static vp_t shifted_logits_ce(vp_step *step, vp_t logits) {
     uint64_t rows = vp_numel(sim, step->batch, step->seq - 1);
     bool one = step->batch == 1;
     vp_t sliced = vp_slice(sim, logits, vp_numel(sim, rows, vocab), "loss.shift_logits");
-    vp_t shift_logits = one ? (vp_hold(sim, sliced), sliced) : vp_copy(sim, sliced, "loss.shift_logits");
+    vp_t shift_logits = vp_contiguous(sim, sliced, one, "loss.shift_logits");
     vp_drop(sim, sliced);
     vp_t shift_labels = one && step->labels ? vp_view(sim, step->labels, rows, "loss.shift_labels")
                                             : vp_new(sim, rows, VP_INT64, "loss.shift_labels");

@@ -358,6 +358,12 @@ vp_t vp_copy(vp_sim *sim, vp_t x, const char *label) {
     return y;
 }
 
+vp_t vp_contiguous(vp_sim *sim, vp_t x, bool viewable, const char *label) {
+    if (!viewable) return vp_copy(sim, x, label);
+    vp_hold(sim, x);
+    return x;
+}
+
 vp_t vp_alias(vp_sim *sim, vp_t x, const char *label) {
     vp_t y = vp_view(sim, x, numel_of(sim, x), label);
     vp_record(sim, backward_pass, label, &x, 1, &y, 1);

@@ -98,6 +98,11 @@ vp_t vp_to(vp_sim *sim, vp_t x, vp_dtype dtype, const char *label);
  * tensor): backward passes the gradient through. */
 vp_t vp_copy(vp_sim *sim, vp_t x, const char *label);
 
+/* x.contiguous() (or a reshape that may view): x itself, a new reference,
+ * when its layout allows already (`viewable`: a slice or transpose whose
+ * leading dimension has size 1, say), else vp_copy. */
+vp_t vp_contiguous(vp_sim *sim, vp_t x, bool viewable, const char *label);
+
 /* A view: no storage, the gradient passes through. */
 vp_t vp_alias(vp_sim *sim, vp_t x, const char *label);
 
