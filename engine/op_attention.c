@@ -256,7 +256,9 @@ const char *vp_attention_recipe_problem(const vp_model *model, const vp_recipe *
     if (op && vp_op_flag(op, ATT_POSITION_BIAS) &&
         (recipe->attention == VP_ATTN_FLASH || recipe->attention == VP_ATTN_MEM_EFFICIENT))
         return "attention: T5's position-biased attention runs eagerly in transformers (no flash or SDPA kernel)";
-    bool hybrid = op && (vp_op_u64(op, ATT_MASK) == MASK_ADDITIVE_HYBRID || op->value[ATT_SOFTCAP] > 0);
+    /* a layer's own sliding-window mask is a Python local of HF's decoder layer */
+    bool hybrid = (op && (vp_op_u64(op, ATT_MASK) == MASK_ADDITIVE_HYBRID || op->value[ATT_SOFTCAP] > 0)) ||
+                  vp_model_has(model, "sliding_mask");
     if (hybrid && (recipe->framework == VP_FRAMEWORK_MEGATRON || recipe->cp > 1))
         return "framework: Gemma 2's and Gemma 3's attention (per-layer sliding masks, soft caps) is modelled as "
                "transformers runs it (no megatron, no cp)";

@@ -1118,10 +1118,6 @@ const char *vp_step_layout_problem(const vp_model *model, const vp_recipe *recip
     if (!problem) problem = vp_router_aux_recipe_problem(model, recipe);
     if (!problem) problem = vp_moe_recipe_problem(model, recipe);
     if (problem) return problem;
-    /* the layer-local masks are Python locals of HF's decoder layers */
-    if (recipe->framework == VP_FRAMEWORK_MEGATRON && vp_model_has(model, "sliding_mask"))
-        return "framework: a layer's own sliding-window mask (Gemma 2, Gemma 3) is modelled as transformers makes "
-               "it (no megatron)";
     /* Megatron-Core's TransformerLayer runs attention and MLP in sequence */
     if (recipe->framework == VP_FRAMEWORK_MEGATRON && vp_model_has(model, "parallel"))
         return "framework: attention and MLP side by side (GPT-NeoX, Phi) are modelled as transformers runs them "
