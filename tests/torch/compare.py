@@ -261,10 +261,12 @@ CASES = [
     ("neox sequential lora query_key_value amp-bf16 checkpointed", neox(layers=1, parallel=False), recipe(
         "amp-bf16", ckpt="full", finetune="lora", lora_targets="query_key_value", b=2, s=48)),
     # DeepSeek-V3's fp32 routed sum plus its 16-bit shared expert (sweep.py 10 40, cases 11 and 32)
+    # and BLOOM's dropout_add of a 16-bit output to the fp32 stream (sweep.py 12 40, case 13)
     ("deepseek-v3 amp-bf16 lora all-linear checkpointed one sequence", deepseek_v3(), recipe(
         "amp-bf16", optimizer="sgd", ckpt="full", finetune="lora", lora_targets="all-linear", b=1, s=48)),
     ("deepseek-v3 amp-bf16 lora all-linear checkpointed batch 3", deepseek_v3(), recipe(
         "amp-bf16", ckpt="full", finetune="lora", lora_targets="all-linear", b=3, s=64)),
+    ("bloom lora amp-bf16 checkpointed one sequence", bloom(), recipe("amp-bf16", ckpt="full", finetune="lora", b=1, s=16)),
     # under autocast the 16-bit expert outputs times fp32 routing weights, and Qwen2-MoE's fp32 sum
     # plus its 16-bit shared expert, at a checkpointed backward's peak
     ("qwen3-moe amp-bf16 checkpointed seq 64", qwen3_moe(), recipe("amp-bf16", optimizer="none", ckpt="full", s=64)),

@@ -321,11 +321,11 @@ class GPT2Block(nn.Module):
         residual = hidden_states
         hidden_states = layer_norm(ac, self.ln_1, hidden_states)
         attn_output, _ = self.attn(ac, hidden_states, presents)
-        hidden_states = attn_output + residual
+        hidden_states = add(attn_output, residual)  # under autocast: CUDA's add of a 16-bit output to fp32
         residual = hidden_states
         hidden_states = layer_norm(ac, self.ln_2, hidden_states)
         feed_forward_hidden_states = self.mlp(ac, hidden_states)
-        hidden_states = residual + feed_forward_hidden_states
+        hidden_states = add(residual, feed_forward_hidden_states)
         return hidden_states
 
 
@@ -448,8 +448,9 @@ def rotate_half(x):
 def apply_rotary_pos_emb(q, k, cos, sin, unsqueeze_dim=1):
     cos = cos.unsqueeze(unsqueeze_dim)
     sin = sin.unsqueeze(unsqueeze_dim)
-    q_embed = (q * cos) + (rotate_half(q) * sin)
-    k_embed = (k * cos) + (rotate_half(k) * sin)
+    # under autocast 16-bit q and k times the fp32 tables: CUDA's multiply (MixedMul)
+    q_embed = mul(q, cos) + mul(rotate_half(q), sin)
+    k_embed = mul(k, cos) + mul(rotate_half(k), sin)
     return q_embed, k_embed
 
 
@@ -460,8 +461,8 @@ def apply_rotary_pos_emb_phi3(q, k, cos, sin, unsqueeze_dim=1):
     rotary_dim = cos.shape[-1]
     q_rot, q_pass = q[..., :rotary_dim], q[..., rotary_dim:]
     k_rot, k_pass = k[..., :rotary_dim], k[..., rotary_dim:]
-    q_embed = torch.cat([(q_rot * cos) + (rotate_half(q_rot) * sin), q_pass], dim=-1)
-    k_embed = torch.cat([(k_rot * cos) + (rotate_half(k_rot) * sin), k_pass], dim=-1)
+    q_embed = torch.cat([mul(q_rot, cos) + mul(rotate_half(q_rot), sin), q_pass], dim=-1)
+    k_embed = torch.cat([mul(k_rot, cos) + mul(rotate_half(k_rot), sin), k_pass], dim=-1)
     return q_embed, k_embed
 
 
@@ -1023,7 +1024,7 @@ class LlamaDecoderLayer(nn.Module):
             residual = hidden_states
             hidden_states, _ = self.self_attn(ac, hidden_states, (cos, sin), attention_mask, past_key_value)
             hidden_states = self.post_attention_layernorm(hidden_states)
-            hidden_states = residual + hidden_states
+            hidden_states = add(residual, hidden_states)
             residual = hidden_states
             hidden_states = self.mlp(ac, hidden_states)
             hidden_states = self.post_feedforward_layernorm(hidden_states)
@@ -1380,7 +1381,7 @@ class BloomGeLU(torch.autograd.Function):
 
 def dropout_add(x, residual, prob, training):
     out = dropout(x, prob, training)
-    out = residual + out
+    out = add(residual, out)  # the fp32 stream plus a 16-bit output under autocast: CUDA's add
     return out
 
 
@@ -1683,7 +1684,7 @@ class T5LayerAttention(nn.Module):
         normed_hidden_states = self.layer_norm(hidden_states)
         attention_output = self.attention(ac, normed_hidden_states, mask, key_value_states, position_bias, cache,
                                           query_length, cache_position)
-        hidden_states = hidden_states + dropout(attention_output[0], self.p, self.training)
+        hidden_states = add(hidden_states, dropout(attention_output[0], self.p, self.training))
         return hidden_states, attention_output[1]
 
 
@@ -1709,7 +1710,7 @@ class T5Block(nn.Module):
         # T5LayerFF
         forwarded_states = self.ff_norm(hidden_states)
         forwarded_states = self.DenseReluDense(ac, forwarded_states)
-        hidden_states = hidden_states + dropout(forwarded_states, self.p, self.training)
+        hidden_states = add(hidden_states, dropout(forwarded_states, self.p, self.training))
         # (hidden_states, position_bias) and, in the decoder, the cross-attention's
         if self.is_decoder:
             return hidden_states, position_bias, encoder_decoder_position_bias
@@ -2112,7 +2113,7 @@ class BertLayer(nn.Module):
         query_layer = self.transpose_for_scores(mixed_query_layer)
         attention_scores = torch.matmul(ac.down(query_layer), ac.down(key_layer.transpose(-1, -2)))
         attention_scores = attention_scores / math.sqrt(self.head_size)
-        attention_scores = attention_scores + attention_mask
+        attention_scores = add(attention_scores, attention_mask)
         attention_probs = nn.functional.softmax(ac.up(attention_scores), dim=-1)  # autocast's fp32 list
         attention_probs = dropout(attention_probs, self.attn_p, self.training)
         context_layer = torch.matmul(ac.down(attention_probs), ac.down(value_layer))
@@ -2123,12 +2124,12 @@ class BertLayer(nn.Module):
         self_output = self.self_attention(ac, hidden_states, attention_mask)
         x = linear(ac, self_output, self.attn_dense.weight, self.attn_dense.bias)
         x = dropout(x, self.p, self.training)
-        attention_output = layer_norm(ac, self.attn_ln, x + hidden_states)
+        attention_output = layer_norm(ac, self.attn_ln, add(x, hidden_states))
         intermediate = activation(ac, self.act, linear(ac, attention_output, self.intermediate.weight,
                                                        self.intermediate.bias))
         x = linear(ac, intermediate, self.output_dense.weight, self.output_dense.bias)
         x = dropout(x, self.p, self.training)
-        return layer_norm(ac, self.output_ln, x + attention_output)
+        return layer_norm(ac, self.output_ln, add(x, attention_output))
 
 
 class BertForSequenceClassification(nn.Module):
