@@ -351,6 +351,13 @@ CASES = [
     ("llama prompt bf16 checkpointed", llama(layers=3), recipe("bf16", ckpt="full", finetune="prompt",
                                                                 num_virtual_tokens=5)),
     ("gpt2 prompt amp-bf16", gpt2(), recipe("amp-bf16", finetune="prompt", num_virtual_tokens=6)),
+    # BLOOM: the ALiBi table and the mask cover the virtual tokens too (BloomModel's ones mask is the
+    # embeddings' length)
+    ("bloom prompt bf16", bloom(), recipe("bf16", finetune="prompt", num_virtual_tokens=6)),
+    ("bloom prompt amp-bf16 checkpointed one sequence", bloom(layers=3), recipe(
+        "amp-bf16", ckpt="full", finetune="prompt", num_virtual_tokens=5, b=1)),
+    ("bloom prompt every-2 dropout", bloom(dropout=0.1), recipe(
+        ckpt="every-2", finetune="prompt", num_virtual_tokens=4, b=3, s=16)),
     # prefix tuning: trained keys and values before every layer's, through the cache
     ("llama prefix fp32", llama(), recipe(finetune="prefix", num_virtual_tokens=8)),
     ("llama prefix bf16 MHA", llama(kv=4, layers=3), recipe("bf16", finetune="prefix", num_virtual_tokens=5)),

@@ -2010,7 +2010,8 @@ def add_prompt(model, recipe, dtype):
     if isinstance(model, T5ForConditionalGeneration):
         model.prompt = PromptTuning(recipe["num_virtual_tokens"], model.shared.weight.shape[1], dtype, submodules=2)
         return
-    embedding = model.model.wte if hasattr(model.model, "wte") else model.model.embed_tokens
+    body = model.model
+    embedding = body.wte if hasattr(body, "wte") else body.word_embeddings if isinstance(body, Bloom) else body.embed_tokens
     model.prompt = PromptTuning(recipe["num_virtual_tokens"], embedding.weight.shape[1], dtype)
 
 

@@ -76,7 +76,7 @@ def main():
             try:
                 m = C.measure([(name, config, recipe)], workdir)[0]
             except subprocess.CalledProcessError:
-                unmirrored += 1  # the harness has no mirror of it (BLOOM's prompt tuning, say)
+                unmirrored += 1  # the harness has no mirror of it
                 print(f"{'NOMIRROR':8} {name}", flush=True)
                 continue
         activations = e["activations_bytes"] - m["activations_bytes"]
