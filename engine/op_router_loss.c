@@ -72,10 +72,10 @@ const char *vp_router_aux_recipe_problem(const vp_model *model, const vp_recipe 
         return "framework: the router's load-balancing loss (output_router_logits) is modelled as transformers "
                "computes it (no megatron, no pp)";
     /* a checkpointed chunk returns its layers' router logits beside the
-     * hidden states: up to two (a node's outputs) */
-    if (recipe->checkpoint_every > 2 || recipe->selective)
-        return "checkpointing: with output_router_logits, full or every-2 (a checkpointed chunk returns each "
-               "layer's router logits)";
+     * hidden states, one output each */
+    if (recipe->checkpoint_every > VP_CHUNK_ROUTER_MAX || recipe->selective)
+        return "checkpointing: with output_router_logits, full or every-K up to every-8 (a checkpointed chunk "
+               "returns each layer's router logits)";
     return NULL;
 }
 

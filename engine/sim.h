@@ -13,7 +13,9 @@
 
 typedef uint32_t vp_t; /* tensor handle; 0 is "no tensor" */
 
-enum { VP_NODE_MAX_IN = 4, VP_NODE_MAX_OUT = 3, VP_NODE_MAX_SAVED = 8 };
+/* VP_NODE_MAX_OUT: a checkpointed chunk of up to eight mixture layers
+ * returns its hidden states and each layer's router logits */
+enum { VP_NODE_MAX_IN = 4, VP_NODE_MAX_OUT = 9, VP_NODE_MAX_SAVED = 8 };
 
 /* How PyTorch's engine combines a second gradient arriving for a tensor that
  * already has one buffered (torch/csrc/autograd/input_buffer.cpp). */

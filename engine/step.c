@@ -402,12 +402,13 @@ static vp_t checkpoint_forward(vp_step *step, vp_chunk *chunk, vp_t x) {
         saved[n++] = &step->position_ids;
         saved[n++] = &step->position_ids;
     }
-    vp_t *const outputs[2] = {&step->chunk_router_logits[0], &step->chunk_router_logits[1]};
+    vp_t *outputs[VP_CHUNK_ROUTER_MAX];
+    for (unsigned i = 0; i < VP_CHUNK_ROUTER_MAX; i++) outputs[i] = &step->chunk_router_logits[i];
     vp_checkpoint_args args = {.saved = saved, .n_saved = n, .held = held, .n_held = n_held, .outputs = outputs,
-                               .n_outputs = 2};
+                               .n_outputs = VP_CHUNK_ROUTER_MAX};
     vp_t y = vp_checkpoint(step, recompute_chunk, chunk, &x, 1, &args);
     /* the model collects them into its outputs */
-    for (unsigned i = 0; i < 2; i++) {
+    for (unsigned i = 0; i < VP_CHUNK_ROUTER_MAX; i++) {
         vp_t logits = step->chunk_router_logits[i];
         step->chunk_router_logits[i] = 0;
         if (!logits) continue;
@@ -481,7 +482,7 @@ void vp_step_keep_local(vp_step *step, vp_t t, vp_local_frame frame) {
 
 void vp_step_keep_router_logits(vp_step *step, vp_t logits) {
     if (step->capture_router_logits) {
-        for (unsigned i = 0; i < 2; i++) {
+        for (unsigned i = 0; i < VP_CHUNK_ROUTER_MAX; i++) {
             if (step->chunk_router_logits[i]) continue;
             vp_hold(&step->sim, logits);
             step->chunk_router_logits[i] = logits;

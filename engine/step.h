@@ -48,6 +48,8 @@ typedef struct {
  * layer's (Gemma 2's sliding-window mask) until the layer returns. */
 typedef enum { VP_LOCAL_OF_BODY, VP_LOCAL_OF_WRAPPER, VP_LOCAL_OF_LAYER, VP_LOCAL_FRAMES } vp_local_frame;
 enum { VP_LOCALS_MAX = 8 };
+/* a checkpointed chunk's router logits: a node's outputs past the hidden states */
+enum { VP_CHUNK_ROUTER_MAX = VP_NODE_MAX_OUT - 1 };
 
 /* The router logits of every mixture layer, as the model's outputs keep
  * them with output_router_logits (MoeModelOutputWithPast.router_logits). */
@@ -115,8 +117,8 @@ typedef struct vp_step {
     vp_kv_cache kv_cache;            /* the outputs' key/value cache (kv_cache.h) */
     vp_router_logits router_logits;  /* the outputs' router logits (output_router_logits) */
     /* the router logits a checkpointed chunk returns beside its hidden
-     * states (at most two layers a chunk: vp_router_aux_recipe_problem), while one runs */
-    vp_t chunk_router_logits[2];
+     * states (one per layer: vp_router_aux_recipe_problem bounds a chunk), while one runs */
+    vp_t chunk_router_logits[VP_CHUNK_ROUTER_MAX];
     bool capture_router_logits;
     vp_t fp8_input, fp8_columnwise;  /* the input an op's FP8 GEMMs quantized, and its saved copy */
     vp_t locals[VP_LOCAL_FRAMES][VP_LOCALS_MAX]; /* vp_step_keep_local's */

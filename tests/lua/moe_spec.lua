@@ -115,8 +115,14 @@ describe("mixture-of-experts models", function()
       { "deepseek-v3", { precision = "bf16", checkpointing = "every-2" } },
       { "deepseek-v3", { precision = "bf16", checkpointing = "every-4", finetune = "lora", lora_targets = "all-linear" } },
       { "deepseek-moe-16b", { precision = "bf16", checkpointing = "every-3" } },
+      -- chunks that return three and four layers' router logits, a shorter chunk left over
+      { "mixtral-8x7b", { precision = "amp-bf16", checkpointing = "every-3" }, { layers = 11, router_aux_loss = true } },
+      { "qwen3-30b-a3b", { precision = "bf16", checkpointing = "every-4" }, { layers = 14, router_aux_loss = true } },
     }) do
-      local model = arch.build(models.describe(helper.root, case[1]), { layers = 5 }, { layers = "test" })
+      local fields = case[3] or { layers = 5 }
+      local origins = {}
+      for k in pairs(fields) do origins[k] = "test" end
+      local model = arch.build(models.describe(helper.root, case[1]), fields, origins)
       local recipe = case[2]
       recipe.seq_len = 128
       helper.assert_fold_agrees(model, recipe)

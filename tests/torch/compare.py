@@ -327,6 +327,13 @@ CASES = [
     ("bert fp32 every-2 checkpointed", bert(layers=4), recipe(ckpt="every-2")),
     ("qwen3-moe bf16 router aux loss every-2", dict(qwen3_moe(layers=4), output_router_logits=True),
      recipe("bf16", ckpt="every-2")),
+    # a chunk returns each of its layers' router logits: three, four, five, and a shorter chunk after
+    ("mixtral amp-bf16 router aux loss every-3", dict(mixtral(layers=3), output_router_logits=True),
+     recipe("amp-bf16", ckpt="every-3")),
+    ("qwen3-moe bf16 router aux loss every-4 lora", dict(qwen3_moe(layers=6), output_router_logits=True),
+     recipe("bf16", ckpt="every-4", finetune="lora", lora_targets="q_proj,v_proj,gate")),
+    ("mixtral amp-bf16 router aux loss every-5 lora all-linear", dict(mixtral(layers=7), output_router_logits=True),
+     recipe("amp-bf16", ckpt="every-5", finetune="lora", lora_targets="all-linear")),
     ("olmo2 fp32", olmo2(), recipe()),
     ("olmo2 bf16 MHA", olmo2(kv=4), recipe("bf16")),
     ("olmo2 amp-bf16 checkpointed", olmo2(layers=3), recipe("amp-bf16", ckpt="full")),
