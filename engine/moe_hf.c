@@ -97,8 +97,11 @@ vp_t vp_moe_mixtral(vp_step *step, const vp_op *op, const moe_slots *s, vp_t x) 
     vp_drop(sim, selected);
     vp_drop(sim, probs);
     /* router_logits leave with the layer's outputs, which the model keeps
-     * with output_router_logits */
+     * with output_router_logits; until then they are the decoder layer's
+     * local (hidden_states, router_logits = self.block_sparse_moe(...)),
+     * through its residual add */
     if (vp_op_flag(op, MOE_ROUTER_LOGITS)) vp_step_keep_router_logits(step, logits);
+    vp_step_keep_local(step, logits, VP_LOCAL_OF_LAYER);
     vp_drop(sim, logits);
     return out;
 }

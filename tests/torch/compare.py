@@ -327,6 +327,9 @@ CASES = [
     ("bert fp32 every-2 checkpointed", bert(layers=4), recipe(ckpt="every-2")),
     ("qwen3-moe bf16 router aux loss every-2", dict(qwen3_moe(layers=4), output_router_logits=True),
      recipe("bf16", ckpt="every-2")),
+    # router_logits stay the decoder layer's local through its residual add (sweep.py 16 40, case 27)
+    ("mixtral lora all-linear every-2", mixtral(), recipe(ckpt="every-2", finetune="lora", lora_targets="all-linear",
+                                                          s=64)),
     # a chunk returns each of its layers' router logits: three, four, five, and a shorter chunk after
     ("mixtral amp-bf16 router aux loss every-3", dict(mixtral(layers=3), output_router_logits=True),
      recipe("amp-bf16", ckpt="every-3")),
