@@ -3,9 +3,12 @@ family the harness mirrors, each measured by the harness and estimated by
 vramplan, printing those whose activations or peak differ by more than
 compare.py allows or whose model states differ at all.
 
-    python3 tests/torch/sweep.py SEED COUNT
+    python3 tests/torch/sweep.py SEED COUNT [wide]
 
-The same SEED draws the same configurations. What it finds becomes a fixed
+The same SEED draws the same configurations. `wide` varies more, from a
+stream of its own (the plain draws stay as they were): longer checkpointed
+chunks, the mixtures' router logits (output_router_logits), LoRA's
+dropout, activation offload and the logits dropped (HF's Trainer). What it finds becomes a fixed
 case in compare.py once understood. Recipes vramplan refuses (a family
 without PEFT's default LoRA targets, say) are skipped and counted.
 """
@@ -61,10 +64,40 @@ def draw(r, i):
     return (f"{i} {family} {precision} {ckpt} {finetune}", config, recipe)
 
 
+MIXTURES = ("mixtral", "qwen_moe", "qwen3_moe")
+
+
+def widen(w, case):
+    """More of the recipe varied, drawn from w (a stream of the case's own)."""
+    name, config, recipe = case
+    family = name.split()[1]
+    config, recipe = dict(config), dict(recipe)
+    layers = config.get("num_hidden_layers") or config.get("n_layer") or config.get("num_layers")
+    if recipe["checkpointing"] != "none" and family != "t5" and w.random() < 0.5:
+        config["num_hidden_layers" if "num_hidden_layers" in config else "n_layer" if "n_layer" in config
+               else "num_layers"] = layers = w.choice([3, 4, 5])
+        recipe["checkpointing"] = f"every-{w.choice([3, 4])}"
+    if family in MIXTURES and w.random() < 0.5:
+        config["output_router_logits"] = True
+    if recipe["finetune"] == "lora" and w.random() < 0.5:
+        recipe["lora_dropout"] = 0.1
+    if recipe["checkpointing"] == "none" and w.random() < 0.2:
+        recipe["offload_activations"] = "true"
+    if w.random() < 0.3:
+        recipe["keep_logits"] = "false"
+    tags = [k for k in ("output_router_logits",) if config.get(k)] + [
+        k for k in ("lora_dropout", "offload_activations", "keep_logits") if k in recipe]
+    return (f"{name.split()[0]} {family} {recipe['precision']} {recipe['checkpointing']} {recipe['finetune']}"
+            + "".join(f" +{t}" for t in tags), config, recipe)
+
+
 def main():
     seed, count = int(sys.argv[1]), int(sys.argv[2])
+    wide = sys.argv[3:] == ["wide"]
     r = random.Random(seed)
     cases = [draw(r, i) for i in range(count)]
+    if wide:
+        cases = [widen(random.Random(f"wide {seed} {i}"), case) for i, case in enumerate(cases)]
     differ = refused = unmirrored = 0
     for name, config, recipe in cases:
         with tempfile.TemporaryDirectory() as workdir:
