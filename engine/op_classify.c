@@ -24,6 +24,9 @@ static unsigned pooler_leaves(const vp_op *op, const vp_ranks *split, vp_leaf_sp
 static vp_t pooler_forward(vp_step *step, const vp_op *op, const vp_t *leaves, vp_t x) {
     vp_sim *sim = &step->sim;
     uint64_t h = vp_op_u64(op, POOLER_HIDDEN);
+    /* BertModel returns the sequence output beside the pooled one, and
+     * the classifier's caller keeps both (outputs) until it returns */
+    vp_step_keep_local(step, x, VP_LOCAL_OF_WRAPPER);
     vp_t first = vp_slice(sim, x, vp_numel(sim, step->batch, h), "pooler.first_token");
     vp_t dense = vp_project(step, first, leaves[0], leaves[1], h, "pooler.dense");
     vp_drop(sim, first);

@@ -604,8 +604,11 @@ static vp_t run_section(vp_step *step, vp_section_id id, const vp_t *leaves, vp_
         for (unsigned i = 0; i < section->n_ops; i++)
             if (is_embedding_op(&section->ops[i])) scatter_after = i;
     vp_t current = x;
-    vp_hold(&step->sim, x);
     bool in_body = id == VP_SECTION_FINAL;
+    /* the final section takes x over: the last layer's output, which the
+     * body keeps (layer_outputs[0]) until it returns, before the head */
+    if (in_body) vp_step_keep_local(step, x, VP_LOCAL_OF_BODY);
+    else vp_hold(&step->sim, x);
     for (unsigned i = 0; i < section->n_ops; i++) {
         const vp_op *op = &section->ops[i];
         if (in_body && is_head_op(op)) {
@@ -879,8 +882,7 @@ static uint64_t micro_batch(vp_step *step, const vp_meter *resident, const vp_me
     uint32_t final_first = sim->n_nodes;
     vp_t sent = 0;
     if (step->stage.final) {
-        step->loss = run_section(step, VP_SECTION_FINAL, step->final_leaves, y);
-        vp_drop(sim, y);
+        step->loss = run_section(step, VP_SECTION_FINAL, step->final_leaves, y); /* takes y over */
     } else { /* p2p send, then Megatron's deallocate_output_tensor frees it */
         sent = y;
         vp_drop(sim, y);

@@ -327,6 +327,9 @@ CASES = [
     ("bert fp32 every-2 checkpointed", bert(layers=4), recipe(ckpt="every-2")),
     ("qwen3-moe bf16 router aux loss every-2", dict(qwen3_moe(layers=4), output_router_logits=True),
      recipe("bf16", ckpt="every-2")),
+    # the last layer's output goes when the body returns, before the head: with the logits dropped
+    # the loss's forward is the peak (sweep.py 3 30 wide, case 26)
+    ("qwen3-moe bf16 logits dropped", qwen3_moe(), recipe("bf16", optimizer="sgd", s=64, keep_logits="false")),
     # router_logits stay the decoder layer's local through its residual add (sweep.py 16 40, case 27)
     ("mixtral lora all-linear every-2", mixtral(), recipe(ckpt="every-2", finetune="lora", lora_targets="all-linear",
                                                           s=64)),
