@@ -54,6 +54,7 @@ static void count_ops(census *c, const vp_op *ops, unsigned n, uint64_t times, b
                 c->adapted |= vp_module_bit(s->module);
                 uint64_t in = s->numel / s->out_features;
                 c->trainable += (uint64_t)c->recipe->lora_rank * (in + s->out_features) * copies;
+                if (c->recipe->use_dora) c->trainable += s->out_features * copies; /* lora_magnitude_vector */
             }
         }
         count_ops(c, ops[i].children, ops[i].n_children, times, frozen);
@@ -203,6 +204,11 @@ const char *vp_finetune_problem(const vp_model *model, const vp_recipe *recipe) 
         return "trainable_layers: needs finetune = freeze";
     bool prompt_learning = recipe->finetune == VP_FINETUNE_PROMPT || recipe->finetune == VP_FINETUNE_PREFIX;
     if (!prompt_learning && recipe->virtual_tokens) return "num_virtual_tokens: needs finetune = prompt or prefix";
+    if (recipe->use_dora && recipe->finetune != VP_FINETUNE_LORA)
+        return recipe->finetune == VP_FINETUNE_QLORA
+                   ? "use_dora: DoRA over a quantized base (its weight dequantized once more for the norm) is not "
+                     "modelled yet; use finetune = lora"
+                   : "use_dora: DoRA is LoRA's variant: needs finetune = lora";
     switch (recipe->finetune) {
     case VP_FINETUNE_FULL: return NULL;
     case VP_FINETUNE_PREFIX:

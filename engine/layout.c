@@ -118,7 +118,9 @@ static unsigned j_slot(const vp_leaf_spec *specs, unsigned j) {
 }
 
 /* LoRA's A [r x in] and B [out x r] for a weight, trained, in the
- * adapters' dtype, placed like any parameter. */
+ * adapters' dtype, placed like any parameter; with DoRA its magnitude
+ * [out], the weight's column norms (lora_magnitude_vector, cast to the
+ * adapters' dtype like them by autocast_adapter_dtype). */
 static void make_adapters(vp_step *step, const vp_leaf_spec *spec, vp_t weight, vp_t *out, unsigned repeat) {
     uint64_t r = step->recipe->lora_rank, in = spec->numel / spec->out_features;
     vp_dtype dtype = vp_lora_dtype(step->recipe, step->plan.params_dtype);
@@ -131,7 +133,13 @@ static void make_adapters(vp_step *step, const vp_leaf_spec *spec, vp_t weight, 
     out[1] = make_leaf(step, &b, true, repeat);
     asp_mask(step, r, a.numel, dtype); /* lora_A and lora_B are nn.Linear too */
     asp_mask(step, spec->out_features, b.numel, dtype);
-    if (!vp_lora_register(step, weight, out[0], out[1], spec->out_features)) step->sim.status = VP_SIM_NOMEM;
+    if (step->recipe->use_dora) {
+        vp_leaf_spec m = vp_param(spec->out_features, "lora_magnitude_vector", VP_MODULE_NONE, 0);
+        m.dtype = dtype;
+        out[2] = make_leaf(step, &m, true, repeat);
+    }
+    vp_lora_adapter adapter = {weight, out[0], out[1], out[2], spec->out_features};
+    if (!vp_lora_register(step, &adapter)) step->sim.status = VP_SIM_NOMEM;
 }
 
 void vp_layout_create_leaves(vp_step *step, const vp_op *ops, unsigned n, vp_t *slots, unsigned repeat, bool frozen) {
@@ -148,14 +156,15 @@ void vp_layout_create_leaves(vp_step *step, const vp_op *ops, unsigned n, vp_t *
                     slots[slot + c] = make_leaf(step, &specs[j], vp_finetune_trains(step->recipe, &specs[j], frozen), repeat);
             slot += count;
         }
-        /* then LoRA's adapters, A and B beside each targeted weight */
+        /* then LoRA's adapters, A and B (and DoRA's magnitude) beside each targeted weight */
         for (unsigned j = 0; j < k; j++) {
             if (!specs[j].out_features) continue;
             unsigned count = vp_leaf_count(&specs[j]);
             if (specs[j].numel && vp_lora_adapts(step->recipe, &specs[j]))
-                for (unsigned c = 0; c < count; c++) make_adapters(step, &specs[j], slots[op->slot + j_slot(specs, j) + c],
-                                                                   slots + slot + 2 * c, repeat);
-            slot += 2 * count;
+                for (unsigned c = 0; c < count; c++)
+                    make_adapters(step, &specs[j], slots[op->slot + j_slot(specs, j) + c],
+                                  slots + slot + VP_ADAPTER_SLOTS * c, repeat);
+            slot += VP_ADAPTER_SLOTS * count;
         }
         /* a tied head's nn.Linear holds the embedding's weight: ASP masks it there */
         if (op->kind == &vp_op_lm_head && vp_lm_head_tied(op) && step->stage.embed) {

@@ -8,7 +8,7 @@
 #include "ops.h"
 #include "step.h"
 
-bool vp_lora_register(vp_step *step, vp_t weight, vp_t a, vp_t b, uint64_t out_features) {
+bool vp_lora_register(vp_step *step, const vp_lora_adapter *adapter) {
     if (step->n_adapters == step->cap_adapters) {
         unsigned cap = step->cap_adapters ? step->cap_adapters * 2 : 32;
         vp_lora_adapter *grown = realloc(step->adapters, cap * sizeof *grown);
@@ -16,7 +16,7 @@ bool vp_lora_register(vp_step *step, vp_t weight, vp_t a, vp_t b, uint64_t out_f
         step->adapters = grown;
         step->cap_adapters = cap;
     }
-    step->adapters[step->n_adapters++] = (vp_lora_adapter){weight, a, b, out_features};
+    step->adapters[step->n_adapters++] = *adapter;
     return true;
 }
 
@@ -26,13 +26,20 @@ static const vp_lora_adapter *find(const vp_step *step, vp_t weight) {
     return NULL;
 }
 
-vp_t vp_lora_forward(vp_step *step, vp_t x, vp_t weight, vp_t result, const char *label) {
+vp_t vp_lora_forward(vp_step *step, vp_t x, vp_t weight, vp_t bias, vp_t result, const char *label) {
     const vp_lora_adapter *adapter = find(step, weight);
     if (!adapter) return result;
     vp_sim *sim = &step->sim;
     vp_dtype result_dtype = (vp_dtype)vp_at(sim, result)->dtype;
     /* x = self._cast_input_dtype(x, lora_A.weight.dtype) */
     vp_t cast = vp_to(sim, x, (vp_dtype)vp_at(sim, adapter->a)->dtype, "lora.cast_input");
+    if (adapter->magnitude) {
+        vp_t sum = vp_dora_forward(step, adapter, cast, bias, result);
+        vp_t out = vp_to(sim, sum, result_dtype, "lora.cast_output");
+        vp_drop(sim, sum);
+        vp_drop(sim, cast); /* the forward's x, until it returns */
+        return out;
+    }
     vp_t dropped = vp_train_dropout(step, cast, step->recipe->lora_dropout, "lora.dropout");
     vp_t down = vp_project(step, dropped, adapter->a, 0, step->recipe->lora_rank, "lora.A");
     vp_drop(sim, dropped);

@@ -6,19 +6,25 @@
 
 struct vp_step;
 
-/* Adapters of one weight: A [r x in], B [out x r]. */
+/* Adapters of one weight: A [r x in], B [out x r], and with DoRA the
+ * magnitude [out] (else 0). */
 typedef struct vp_lora_adapter {
-    vp_t weight, a, b;
+    vp_t weight, a, b, magnitude;
     uint64_t out_features;
 } vp_lora_adapter;
 
-/* Records the adapters of `weight` for the step's forward. */
-bool vp_lora_register(struct vp_step *step, vp_t weight, vp_t a, vp_t b, uint64_t out_features);
+/* Records the adapters of a weight for the step's forward. */
+bool vp_lora_register(struct vp_step *step, const vp_lora_adapter *adapter);
 
 /* PEFT's lora.Linear.forward after the base layer gave `result` for input
- * x: x cast to the adapters' dtype, dropout, A, B, times alpha / r, added,
- * cast back. Takes over the reference to result; returns the new one.
+ * x (bias: the base layer's, 0 for none): x cast to the adapters' dtype,
+ * dropout, A, B, times alpha / r, added, cast back; with DoRA, its variant
+ * (dora.c). Takes over the reference to result; returns the new one.
  * Without adapters on `weight` returns result as it is. */
-vp_t vp_lora_forward(struct vp_step *step, vp_t x, vp_t weight, vp_t result, const char *label);
+vp_t vp_lora_forward(struct vp_step *step, vp_t x, vp_t weight, vp_t bias, vp_t result, const char *label);
+
+/* DoraLinearVariant.forward: result plus DoRA's term for input x (already
+ * cast to the adapters' dtype). Takes over result; returns the sum. */
+vp_t vp_dora_forward(struct vp_step *step, const vp_lora_adapter *adapter, vp_t x, vp_t bias, vp_t result);
 
 #endif

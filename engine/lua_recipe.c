@@ -124,6 +124,7 @@ static void parse_finetune(lua_State *L, vp_recipe *r, const char *k) { r->finet
 static void parse_lora_rank(lua_State *L, vp_recipe *r, const char *k) { r->lora_rank = (unsigned)read_int(L, k, 1, 1 << 16); }
 static void parse_lora_alpha(lua_State *L, vp_recipe *r, const char *k) { r->lora_alpha = read_number(L, k, 0, 1e9); }
 static void parse_lora_dropout(lua_State *L, vp_recipe *r, const char *k) { r->lora_dropout = read_number(L, k, 0, 0.999); }
+static void parse_use_dora(lua_State *L, vp_recipe *r, const char *k) { r->use_dora = read_bool(L, k); }
 
 static vp_module_set read_modules(lua_State *L, const char *key) {
     if (lua_type(L, -1) != LUA_TSTRING)
@@ -263,6 +264,7 @@ static const recipe_key keys[] = {
     {"lora_rank", parse_lora_rank, "LoRA's r [8]", NULL},
     {"lora_alpha", parse_lora_alpha, "LoRA's alpha (scaling alpha / r: no memory of its own) [8]", NULL},
     {"lora_dropout", parse_lora_dropout, "dropout on the adapters' input (a mask and a copy per targeted module) [0]", NULL},
+    {"use_dora", parse_use_dora, "DoRA (LoraConfig's use_dora): a trained magnitude per output feature, and each forward makes B @ A and the weight's column norms whole, weight-sized temporaries [false]", NULL},
     {"lora_targets", parse_lora_targets, "modules given adapters: names (q_proj,v_proj) or all-linear [q_proj,v_proj; GPT-2 c_attn; BLOOM query_key_value]", NULL},
     {"trainable_layers", parse_trainable_layers, "freeze: the last layers trained, with the final norm and head [0]", NULL},
     {"num_virtual_tokens", parse_virtual_tokens, "prompt tuning: the learned tokens put before every sequence; prefix tuning: the learned keys and values before every layer's", NULL},
@@ -402,6 +404,8 @@ void vp_lua_push_recipe(lua_State *L, const vp_recipe *given) {
         lua_setfield(L, -2, "lora_alpha");
         lua_pushnumber(L, r->lora_dropout);
         lua_setfield(L, -2, "lora_dropout");
+        lua_pushboolean(L, r->use_dora);
+        lua_setfield(L, -2, "use_dora");
         if (r->lora_targets == vp_module_all_linear()) snprintf(names, sizeof names, "all-linear");
         else vp_module_format(vp_lora_targets(r), names, sizeof names);
         lua_pushstring(L, names);

@@ -29,6 +29,9 @@ typedef struct {
 } vp_field;
 
 enum { VP_OP_MAX_FIELDS = 40, VP_OP_MAX_LEAVES = 16 };
+/* leaf slots beside each linear weight for its adapters: LoRA's A and B,
+ * DoRA's magnitude (empty unless a recipe adapts the weight) */
+enum { VP_ADAPTER_SLOTS = 3 };
 
 /* A tensor an op owns for the whole run: a parameter or a buffer; `count`
  * identical ones side by side (the experts of a mixture), one when 0;

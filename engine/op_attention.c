@@ -42,6 +42,7 @@ enum {
     ATT_PEFT_DEFAULTS,
     ATT_SOFTCAP,
     ATT_ROTARY_LOCALS,
+    ATT_KEEPS_WEIGHTS,
     ATT_FIELDS
 };
 
@@ -138,6 +139,10 @@ static const vp_field attention_fields[ATT_FIELDS] = {
     [ATT_ROTARY_LOCALS] = {"rotary_locals", VP_FIELD_BOOL, false, 0, 0, 1, NULL,
                            "with rotary_cat: the rotated parts and the unrotated rests (views of the projections) "
                            "are locals of the module until it returns (PhiAttention.forward), not of a helper"},
+    [ATT_KEEPS_WEIGHTS] = {"keeps_weights", VP_FIELD_BOOL, false, 0, 0, 1, NULL,
+                           "eager attention returns its probabilities (after dropout), which the decoder layer "
+                           "keeps until it returns (HF 4.48+: hidden_states, self_attn_weights = self.self_attn(...)); "
+                           "false: they go once used (BERT, BLOOM, T5 return them only with output_attentions)"},
 };
 
 /* head_dim is the queries' and keys' width; v_dim the values' (they differ
@@ -652,6 +657,7 @@ static vp_t eager(vp_step *step, const vp_op *op, const vp_t *leaves, qkv *in, s
 
     vp_t dropped = vp_train_dropout(step, probs, op->value[ATT_DROPOUT], "attention.dropout");
     vp_drop(sim, probs);
+    if (vp_op_flag(op, ATT_KEEPS_WEIGHTS)) vp_step_keep_local(step, dropped, VP_LOCAL_OF_LAYER);
 
     /* attn_output = torch.matmul(attn_weights, value_states) */
     vp_t pa = vp_autocast_low(step, dropped, "attention.probs_cast");

@@ -62,9 +62,9 @@ static vp_t project(vp_step *step, vp_t x, vp_t weight, vp_t bias, uint64_t out_
                     const char *label) {
     vp_sim *sim = &step->sim;
     if (vp_at(sim, weight)->quantized && step->recipe->quant == VP_QUANT_INT8)
-        return vp_lora_forward(step, x, weight, project_int8(step, x, weight, out_features, label), label);
+        return vp_lora_forward(step, x, weight, 0, project_int8(step, x, weight, out_features, label), label);
     if (vp_at(sim, weight)->quantized)
-        return vp_lora_forward(step, x, weight, project_4bit(step, x, weight, bias, out_features, label), label);
+        return vp_lora_forward(step, x, weight, bias, project_4bit(step, x, weight, bias, out_features, label), label);
     vp_t xa = vp_autocast_low(step, x, label);
     vp_t wa = vp_autocast_low(step, weight, label);
     vp_t ba = bias ? vp_autocast_low(step, bias, label) : 0;
@@ -84,7 +84,7 @@ static vp_t project(vp_step *step, vp_t x, vp_t weight, vp_t bias, uint64_t out_
     vp_drop(sim, xa);
     vp_drop(sim, wa);
     vp_drop(sim, ba);
-    return vp_lora_forward(step, x, weight, y, label);
+    return vp_lora_forward(step, x, weight, bias, y, label);
 }
 
 vp_t vp_project(vp_step *step, vp_t x, vp_t weight, vp_t bias, uint64_t out_features, const char *label) {
@@ -183,12 +183,16 @@ const vp_op_kind vp_op_scale = {
 
 /* ---- residual ---- */
 
-enum { RESIDUAL_SCALE, RESIDUAL_FIELDS };
+enum { RESIDUAL_SCALE, RESIDUAL_KEEPS_BRANCH, RESIDUAL_FIELDS };
 
 static const vp_field residual_fields[RESIDUAL_FIELDS] = {
     [RESIDUAL_SCALE] = {"scale", VP_FIELD_BOOL, false, 0, 0, 1, NULL,
                         "the branch multiplied by a constant before the add (Granite's residual_multiplier): one "
                         "more branch-sized tensor, nothing kept"},
+    [RESIDUAL_KEEPS_BRANCH] = {"keeps_branch", VP_FIELD_BOOL, false, 0, 0, 1, NULL,
+                               "the branch's result has a name of its own in the layer's forward, so it lives "
+                               "until the layer returns (GPT2Block's attn_output); false: the add's result "
+                               "takes its name (hidden_states = residual + hidden_states)"},
 };
 
 /* x + f(x): the children run in order on x, and the branch's result is
@@ -198,6 +202,7 @@ static vp_t residual_forward(vp_step *step, const vp_op *op, const vp_t *leaves,
     vp_sim *sim = &step->sim;
     /* children's slots are numbered within the section, after this op's own */
     vp_t branch = vp_run_ops(step, op->children, op->n_children, leaves - op->slot, x);
+    if (vp_op_flag(op, RESIDUAL_KEEPS_BRANCH)) vp_step_keep_local(step, branch, VP_LOCAL_OF_LAYER);
     if (vp_op_flag(op, RESIDUAL_SCALE)) { /* residual + hidden_states * self.residual_multiplier */
         vp_t scaled = vp_scale(sim, branch, "residual.scale");
         vp_drop(sim, branch);

@@ -107,6 +107,7 @@ void vp_recipe_defaults(vp_recipe *recipe) {
     recipe->lora_alpha = 8;
     recipe->lora_dropout = 0.0;
     recipe->lora_targets = 0;
+    recipe->use_dora = false;
     recipe->modules_to_save = 0;
     /* QLoRA's recipe (Dettmers et al. 2023): NF4, double quantization, bf16 compute */
     recipe->quant = VP_QUANT_NONE;

@@ -151,6 +151,7 @@ typedef struct {
     double lora_alpha;           /* scaling = alpha / r: no memory of its own */
     double lora_dropout;
     vp_module_set lora_targets;  /* target_modules; 0: PEFT's default for the model */
+    bool use_dora;               /* DoRA: a magnitude vector per adapted weight, and its forward */
     vp_module_set modules_to_save; /* trained in full beside the adapters */
     unsigned trainable_layers;   /* freeze: the last layers trained (with the final norm and head) */
     unsigned virtual_tokens;     /* prompt tuning: num_virtual_tokens */

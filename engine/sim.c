@@ -405,6 +405,36 @@ void vp_backward_task_end(vp_sim *sim) {
     }
 }
 
+static bool feeds_later_node(vp_sim *sim, uint32_t index, vp_t t) {
+    for (uint32_t j = index + 1; j < sim->n_nodes; j++) {
+        const vp_node *later = vp_node_at(sim, j);
+        if (later->done) continue;
+        for (unsigned i = 0; i < VP_NODE_MAX_IN; i++)
+            if (later->in[i] == t) return true;
+    }
+    return false;
+}
+
+void vp_drop_dead_nodes(vp_sim *sim, uint32_t first, uint32_t end) {
+    /* newest first: a node kept only by a later dead node's saved input dies too */
+    for (uint32_t i = end; i-- > first;) {
+        vp_node *node = vp_node_at(sim, i);
+        bool alive = node->done;
+        for (unsigned o = 0; o < VP_NODE_MAX_OUT && !alive; o++) {
+            vp_t t = node->out[o];
+            alive = t && (vp_at(sim, t)->live || feeds_later_node(sim, i, t));
+        }
+        if (alive) continue;
+        node = vp_node_at(sim, i);
+        for (unsigned s = 0; s < VP_NODE_MAX_SAVED; s++) {
+            if (!(node->packed & (1u << s))) vp_drop(sim, node->saved[s]);
+            node->saved[s] = 0;
+        }
+        node->packed = 0;
+        node->done = true;
+    }
+}
+
 /* The engine's ready queue runs the node with the highest sequence number
  * first; for a graph recorded in program order that is reverse creation
  * order, and every consumer of a tensor runs before its producer. */

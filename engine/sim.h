@@ -152,6 +152,12 @@ void vp_scratch(vp_sim *sim, uint64_t bytes, const char *label);
  * gradients wait for every edge to it that vp_backward_task counted (one
  * graph task run range by range) or, failing that, that this range has. */
 void vp_backward(vp_sim *sim, uint32_t first, uint32_t end);
+
+/* The nodes recorded in [first, end) whose outputs are all gone and which
+ * no later node takes input from died with them (a graph that only a
+ * dropped local reached, which PyTorch frees then): their saved tensors go
+ * now, and they never run. */
+void vp_drop_dead_nodes(vp_sim *sim, uint32_t first, uint32_t end);
 /* One loss.backward() run as several vp_backward ranges: count the leaves'
  * edges of nodes [first, end) once, before the first range. */
 void vp_backward_task(vp_sim *sim, uint32_t first, uint32_t end);

@@ -30,11 +30,12 @@ return architecture {
       },
       layer = {
         residual {
+          keeps_branch = true, -- attn_output, a local of GPT2Block.forward
           layernorm { hidden = c.hidden, eps = c.norm_eps },
           attention {
             hidden = c.hidden, heads = c.heads, qkv_bias = true, out_bias = true, fused_qkv = true,
             dropout = c.attn_dropout, resid_dropout = c.resid_dropout, mask = "bool-buffer",
-            positions = c.max_positions, upcast_softmax = false, conv1d = true, caches = true,
+            positions = c.max_positions, upcast_softmax = false, conv1d = true, caches = true, keeps_weights = true,
           },
         },
         residual {

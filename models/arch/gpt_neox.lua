@@ -45,7 +45,7 @@ return architecture {
           hidden = c.hidden, heads = c.heads, qkv_bias = c.attention_bias, out_bias = c.attention_bias,
           fused_qkv = true, module_names = "bloom", rotary = true, rotary_cat = true,
           rotary_dim = rotary_dim < head_dim and rotary_dim or 0, dropout = c.attn_dropout,
-          upcast_softmax = true, caches = true, mask = "additive",
+          upcast_softmax = true, caches = true, mask = "additive", keeps_weights = true,
         },
         dropout { p = c.hidden_dropout }, -- post_attention_dropout
       }

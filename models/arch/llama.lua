@@ -191,7 +191,7 @@ return architecture {
         block(attention {
           hidden = c.hidden, heads = c.heads, kv_heads = c.kv_heads, head_dim = c.head_dim,
           qkv_bias = c.qkv_bias, out_bias = c.attention_bias, rotary = true,
-          dropout = c.attn_dropout, upcast_softmax = true, caches = not hybrid,
+          dropout = c.attn_dropout, upcast_softmax = true, caches = not hybrid, keeps_weights = true,
           mask = hybrid and "additive-hybrid" or c.mistral_mask and "additive-mistral" or "additive",
           sliding_window = hybrid and 0 or c.sliding_window, softcap = c.attn_softcap,
           fused_qkv = c.fused_projections, rotary_cat = c.fused_projections,

@@ -53,6 +53,7 @@ return architecture {
               module_names = "phi", rotary = true, rotary_cat = true, rotary_locals = true,
               rotary_dim = rotary_dim < head_dim and rotary_dim or 0, dropout = c.attn_dropout,
               resid_dropout = c.resid_dropout, upcast_softmax = true, caches = true, mask = "additive",
+              keeps_weights = true,
             },
             mlp { hidden = c.hidden, intermediate = c.intermediate, activation = c.activation, bias = true,
                   resid_dropout = c.resid_dropout, module_names = "phi" },

@@ -359,6 +359,27 @@ CASES = [
     ("gpt2 lora c_attn", gpt2(), recipe(finetune="lora")),
     ("gpt2 lora all-linear checkpointed", gpt2(layers=3), recipe("amp-bf16", ckpt="full", finetune="lora",
                                                                   lora_targets="all-linear", lora_dropout=0.05)),
+    # DoRA (PEFT 0.15-0.17, use_dora): B @ A made whole over an identity matrix and the weight's
+    # column norms each forward, weight-sized temporaries that make the peak of a short sequence
+    ("llama dora bf16", llama(), recipe("bf16", finetune="lora", use_dora="true")),
+    ("llama dora all-linear amp-bf16 short sequence", llama(h=128, inter=512, vocab=64), recipe(
+        "amp-bf16", finetune="lora", use_dora="true", lora_targets="all-linear", b=1, s=8)),
+    ("llama dora all-linear amp-bf16 dropout checkpointed", llama(h=128, inter=512, vocab=64), recipe(
+        "amp-bf16", finetune="lora", use_dora="true", lora_targets="all-linear", lora_dropout=0.1, b=1, s=8,
+        ckpt="full")),
+    # a frozen attention's probabilities stay the decoder layer's (self_attn_weights) into the MLP
+    ("llama dora down_proj fp32 dropout one layer", llama(h=128, inter=512, vocab=64, layers=1), recipe(
+        finetune="lora", use_dora="true", lora_targets="down_proj", lora_dropout=0.1, b=1, s=8)),
+    # GPT2Block keeps attn_output, its attention's result, until it returns
+    ("gpt2 dora c_fc fp32 one layer", gpt2(h=128, vocab=64, layers=1), recipe(
+        finetune="lora", use_dora="true", lora_targets="c_fc", lora_dropout=0.1, b=1, s=8)),
+    ("gpt2 dora all-linear bf16 dropout", gpt2(h=128, vocab=64), recipe(
+        "bf16", finetune="lora", use_dora="true", lora_targets="all-linear", lora_dropout=0.1, b=1, s=8)),
+    ("mixtral dora all-linear amp-bf16", mixtral(), recipe("amp-bf16", finetune="lora", use_dora="true",
+                                                           lora_targets="all-linear", b=1, s=8)),
+    ("t5 dora bf16", t5(), recipe("bf16", finetune="lora", use_dora="true", target_len=8, b=1, s=8)),
+    ("phi dora all-linear amp-bf16 dropout", phi(), recipe("amp-bf16", finetune="lora", use_dora="true",
+                                                           lora_targets="all-linear", lora_dropout=0.1, b=1, s=8)),
     # prompt tuning: virtual tokens before every sequence
     ("llama prompt fp32", llama(), recipe(finetune="prompt", num_virtual_tokens=8)),
     ("llama prompt bf16 checkpointed", llama(layers=3), recipe("bf16", ckpt="full", finetune="prompt",

@@ -115,21 +115,29 @@ class MixedAdd(torch.autograd.Function):
     for each input, in its dtype (a cast copy for the lower one)."""
 
     @staticmethod
-    def forward(ctx, a, b):
-        ctx.dtypes = a.dtype, b.dtype
+    def forward(ctx, a, b, alpha=1.0):
+        ctx.dtypes, ctx.alpha = (a.dtype, b.dtype), alpha
         out = torch.empty(torch.broadcast_shapes(a.shape, b.shape), dtype=torch.promote_types(a.dtype, b.dtype))
         # the lower-precision operand first: copy_ converts element by element
-        low, high = (a, b) if a.dtype != out.dtype else (b, a)
-        out.copy_(low)
-        return out.add_(high) if high.dtype == out.dtype else out.add_(high.to(out.dtype))
+        if a.dtype != out.dtype:
+            return out.copy_(a).add_(b, alpha=alpha)
+        return out.copy_(b).mul_(alpha).add_(a)
 
     @staticmethod
     def backward(ctx, grad):
-        return grad.to(ctx.dtypes[0]), grad.to(ctx.dtypes[1])
+        needs_a, needs_b = ctx.needs_input_grad[:2]
+        grad_b = None
+        if needs_b:
+            grad_b = (grad if ctx.alpha == 1.0 else grad * ctx.alpha).to(ctx.dtypes[1])
+        return grad.to(ctx.dtypes[0]) if needs_a else None, grad_b, None
 
 
 def add(a, b):
     return MixedAdd.apply(a, b) if a.dtype != b.dtype else a + b
+
+
+def sub(a, b):
+    return MixedAdd.apply(a, b, -1.0) if a.dtype != b.dtype else a - b
 
 
 class MixedMul(torch.autograd.Function):
@@ -165,22 +173,61 @@ def mul(a, b):
     return MixedMul.apply(a, b) if a.dtype != b.dtype else a * b
 
 
-def lora(ac, x, w, result):
+def lora(ac, x, w, result, b=None, fan_in_fan_out=False):
     """peft.tuners.lora.layer.Linear.forward after its base layer."""
     adapter = ac.lora.get(id(w))
     if adapter is None:
         return result
-    lora_A, lora_B, scaling, p = adapter
+    lora_A, lora_B, scaling, p, magnitude = adapter
     torch_result_dtype = result.dtype
     if x.dtype != lora_A.dtype:  # self._cast_input_dtype(x, lora_A.weight.dtype)
         x = x.to(lora_A.dtype)
-    result = add(result, linear(ac, linear(ac, dropout(x, p, True), lora_A), lora_B) * scaling)
+    if magnitude is None:
+        result = add(result, linear(ac, linear(ac, dropout(x, p, True), lora_A), lora_B) * scaling)
+    else:  # this frame's x stays until it returns
+        result = dora_variant(ac, x, w, b, lora_A, lora_B, scaling, p, magnitude, result, fan_in_fan_out)
     result = result.to(torch_result_dtype)
     return result
 
 
+def dora_variant(ac, x, w, b, lora_A, lora_B, scaling, p, magnitude, result, fan_in_fan_out):
+    """peft.tuners.lora.variants.DoraLinearVariant.forward (PEFT 0.15-0.17)."""
+    if p == 0.0:
+        base_result = result
+    else:
+        x = dropout(x, p, True)
+        base_result = None
+    return add(result, dora(ac, x, w, b, lora_A, lora_B, scaling, magnitude, base_result, fan_in_fan_out))
+
+
+def dora(ac, x, weight, bias, lora_A, lora_B, scaling, magnitude, base_result, fan_in_fan_out):
+    """peft.tuners.lora.dora.DoraLinearLayer.forward (PEFT 0.15-0.17) under
+    CUDA's autocast: the whole B @ A made by running the adapters over an
+    identity matrix, the column norm of W + scaling * B @ A (detached), and
+    the magnitude over it scaling both the base output and the adapters'."""
+    x_eye = torch.eye(lora_A.shape[1], dtype=x.dtype)
+    lora_weight = linear(ac, linear(ac, x_eye, lora_A), lora_B).T
+    weight = weight.to(x.dtype)  # dequantize_module_weight: the weight itself
+    # get_weight_norm: linalg_vector_norm is on autocast's fp32 list
+    oriented = weight.T if fan_in_fan_out else weight
+    summed = add(oriented, scaling * lora_weight.detach())
+    weight_norm = torch.linalg.norm(ac.up(summed), dim=1).to(summed.dtype)
+    del oriented, summed
+    weight_norm = weight_norm.detach()
+    mag_norm_scale = (magnitude / weight_norm).view(1, -1)
+    lora_result = linear(ac, linear(ac, x, lora_A), lora_B)
+    if base_result is not None:
+        if bias is not None:
+            base_result = sub(base_result, bias)
+    else:
+        w = weight.T if fan_in_fan_out else weight
+        base_result = nn.functional.linear(ac.down(x), ac.down(w))
+    result_dora = add(mul(mag_norm_scale - 1, base_result), mul(mag_norm_scale, lora_result) * scaling)
+    return result_dora
+
+
 def linear(ac, x, w, b=None):
-    return lora(ac, x, w, nn.functional.linear(ac.down(x), ac.down(w), ac.down(b)))
+    return lora(ac, x, w, nn.functional.linear(ac.down(x), ac.down(w), ac.down(b)), b)
 
 
 def chunks(layers, checkpoint):
@@ -213,7 +260,7 @@ class Conv1D(nn.Module):
         size_out = x.size()[:-1] + (self.nf,)
         out = torch.addmm(ac.down(self.bias), ac.down(x).view(-1, x.size(-1)), ac.down(self.weight))
         out = out.view(size_out)
-        return lora(ac, x, self.weight, out)
+        return lora(ac, x, self.weight, out, self.bias, fan_in_fan_out=True)
 
 
 class GPT2Attention(nn.Module):
@@ -1964,7 +2011,10 @@ LINEAR_NAMES = {"q_proj", "k_proj", "v_proj", "o_proj", "c_attn", "c_proj", "c_f
 def add_lora(model, ac, recipe, adapter_dtype):
     """get_peft_model(model, LoraConfig(...)): every parameter frozen, A and
     B beside each targeted weight (all-linear: every linear but lm_head),
-    registered on the model so that they count as its parameters."""
+    registered on the model so that they count as its parameters. With
+    use_dora, DoRA's magnitude vector too: the column norms of the weight,
+    one per output feature, in the adapters' dtype (autocast_adapter_dtype)."""
+    dora = str(recipe.get("use_dora", "false")) == "true"
     r = recipe.get("lora_rank", 8)
     alpha = recipe.get("lora_alpha", 8)
     p = recipe.get("lora_dropout", 0.0)
@@ -1982,7 +2032,12 @@ def add_lora(model, ac, recipe, adapter_dtype):
         lora_B = nn.Parameter(torch.zeros(out_features, r, dtype=adapter_dtype))
         adapters.append(lora_A)
         adapters.append(lora_B)
-        ac.lora[id(w)] = (lora_A, lora_B, alpha / r, p)
+        magnitude = None
+        if dora:
+            oriented = w.detach().T if isinstance(module, Conv1D) else w.detach()
+            magnitude = nn.Parameter(torch.linalg.norm(oriented.float(), dim=1).to(adapter_dtype))
+            adapters.append(magnitude)
+        ac.lora[id(w)] = (lora_A, lora_B, alpha / r, p, magnitude)
     model.lora_adapters = adapters
 
 
