@@ -668,11 +668,13 @@ static vp_t eager(vp_step *step, const vp_op *op, const vp_t *leaves, qkv *in, s
     vp_drop(sim, pa);
     vp_drop(sim, vm);
     vp_drop(sim, dropped);
-    vp_drop(sim, k);
-    vp_drop(sim, v);
-    /* attn_output.transpose(1, 2).contiguous(): [b, s, heads, d] */
+    /* attn_output.transpose(1, 2).contiguous(): [b, s, heads, d], made
+     * inside eager_attention_forward, whose repeated keys and values
+     * (locals) go when it returns */
     vp_t merged = vp_copy(sim, context, "attention.merge_heads");
     vp_drop(sim, context);
+    vp_drop(sim, k);
+    vp_drop(sim, v);
     return merged;
 }
 

@@ -6,7 +6,7 @@
 
 /* ---- token embedding ---- */
 
-enum { TOKEN_VOCAB, TOKEN_HIDDEN, TOKEN_MODEL_LOCAL, TOKEN_FIELDS };
+enum { TOKEN_VOCAB, TOKEN_HIDDEN, TOKEN_MODEL_LOCAL, TOKEN_SCALED, TOKEN_FIELDS };
 
 #define MODEL_LOCAL_DOC                                                                                        \
     "the output is a local of the model's forward (HF's inputs_embeds, position_embeds), alive until the model " \
@@ -16,6 +16,9 @@ static const vp_field token_fields[TOKEN_FIELDS] = {
     [TOKEN_VOCAB] = {"vocab", VP_FIELD_INT, true, 0, 1, 1 << 24, NULL, "vocabulary size"},
     [TOKEN_HIDDEN] = {"hidden", VP_FIELD_INT, true, 0, 1, 1 << 20, NULL, "embedding width"},
     [TOKEN_MODEL_LOCAL] = {"model_local", VP_FIELD_BOOL, false, 1, 0, 1, NULL, MODEL_LOCAL_DOC},
+    [TOKEN_SCALED] = {"scaled", VP_FIELD_BOOL, false, 0, 0, 1, NULL,
+                      "the module scales its own rows by a constant (Gemma3TextScaledWordEmbedding: the lookup "
+                      "times embed_scale, a new tensor), before anything joins them"},
 };
 
 /* Megatron's VocabParallelEmbedding: each tensor-parallel rank holds a
@@ -77,6 +80,11 @@ static vp_t token_forward(vp_step *step, const vp_op *op, const vp_t *leaves, vp
     if (step->tp == 1) {
         vp_t y = vp_embedding(sim, x, leaves[0], step->input_tokens, vp_op_u64(op, TOKEN_HIDDEN),
                               step->recipe->device, "embed_tokens");
+        if (vp_op_flag(op, TOKEN_SCALED)) {
+            vp_t scaled = vp_scale(sim, y, "embed_tokens.scale");
+            vp_drop(sim, y);
+            y = scaled;
+        }
         vp_step_embedding_output(step, y);
         if (!step->virtual_tokens) {
             if (vp_op_flag(op, TOKEN_MODEL_LOCAL)) vp_step_keep_local(step, y, VP_LOCAL_OF_BODY);

@@ -207,9 +207,10 @@ return architecture {
     -- Granite rebinds inputs_embeds to their product with embedding_multiplier;
     -- Gemma keeps them and scales a copy into the hidden states
     -- as does Gemma 3's embedding module
-    local rebinds = c.multipliers or c.scaled_embedding
-    local embed = { token_embedding { vocab = c.vocab, hidden = c.hidden, model_local = not rebinds } }
-    if rebinds then embed[#embed + 1] = scale { model_local = true } end
+    -- (Gemma 3's scaling is the embedding module's own: before PEFT joins a prompt)
+    local embed = { token_embedding { vocab = c.vocab, hidden = c.hidden, model_local = not c.multipliers,
+                                      scaled = c.scaled_embedding } }
+    if c.multipliers then embed[#embed + 1] = scale { model_local = true } end
     local rotary_dim = c.kv_lora_rank > 0 and c.qk_rope_head_dim or math.floor(c.head_dim * c.partial_rotary_factor)
     embed[#embed + 1] = rotary_embedding { head_dim = rotary_dim, theta = c.rope_theta }
     if c.local_rope then embed[#embed + 1] = rotary_embedding { head_dim = rotary_dim, sliding = true } end

@@ -330,6 +330,19 @@ CASES = [
     # the last layer's output goes when the body returns, before the head: with the logits dropped
     # the loss's forward is the peak (sweep.py 3 30 wide, case 26)
     ("qwen3-moe bf16 logits dropped", qwen3_moe(), recipe("bf16", optimizer="sgd", s=64, keep_logits="false")),
+    # Trainer.training_step returns loss.detach(): with the logits dropped the graph, and the rotary tables
+    # a checkpointed call holds, go before the optimizer step (sweep.py 10 30 wide, case 15)
+    ("llama amp-bf16 checkpointed logits dropped", llama(layers=3), recipe("amp-bf16", ckpt="full", b=3, s=48,
+                                                                           keep_logits="false")),
+    ("deepseek-v3 fp32 checkpointed logits dropped one sequence", deepseek_v3(), recipe(
+        ckpt="full", b=1, s=48, keep_logits="false")),
+    # save_on_cpu: what stays on the GPU is what Python still names. Gemma3Attention normalizes q and k
+    # after all three projections; eager attention's repeated keys and values last until its
+    # contiguous output is made; Gemma 3's embedding scales its rows before PEFT joins the prompt
+    # (sweep.py 11 30 wide, case 27)
+    ("gemma3 fp32 offload", gemma3(layers=3), recipe(optimizer="sgd", b=3, s=48, offload_activations="true")),
+    ("gemma3 prompt fp32 offload", gemma3(layers=3), recipe(optimizer="sgd", b=3, s=48, finetune="prompt",
+                                                            num_virtual_tokens=3, offload_activations="true")),
     # router_logits stay the decoder layer's local through its residual add (sweep.py 16 40, case 27)
     ("mixtral lora all-linear every-2", mixtral(), recipe(ckpt="every-2", finetune="lora", lora_targets="all-linear",
                                                           s=64)),

@@ -237,6 +237,8 @@ def measure(case, rank=None):
         if measuring:
             after_forward = _current()
         loss.backward()
+        if logits is None:  # Trainer.training_step returns loss.detach(): the graph (and what it holds) goes before the step
+            loss = loss.detach()
         if measuring:
             result["grads_bytes"] = tensor_bytes(p.grad for p in params)
         if opt is not None:

@@ -200,12 +200,20 @@ def dora_variant(ac, x, w, b, lora_A, lora_B, scaling, p, magnitude, result, fan
     return add(result, dora(ac, x, w, b, lora_A, lora_B, scaling, magnitude, base_result, fan_in_fan_out))
 
 
+def eye(n, dtype):
+    """torch.eye(n, dtype=dtype); CPU PyTorch 1.13 has no bf16 eye: the
+    same single tensor, its diagonal filled in place."""
+    if dtype == torch.bfloat16:
+        return torch.zeros(n, n, dtype=dtype).fill_diagonal_(1)
+    return torch.eye(n, dtype=dtype)
+
+
 def dora(ac, x, weight, bias, lora_A, lora_B, scaling, magnitude, base_result, fan_in_fan_out):
     """peft.tuners.lora.dora.DoraLinearLayer.forward (PEFT 0.15-0.17) under
     CUDA's autocast: the whole B @ A made by running the adapters over an
     identity matrix, the column norm of W + scaling * B @ A (detached), and
     the magnitude over it scaling both the base output and the adapters'."""
-    x_eye = torch.eye(lora_A.shape[1], dtype=x.dtype)
+    x_eye = eye(lora_A.shape[1], x.dtype)
     lora_weight = linear(ac, linear(ac, x_eye, lora_A), lora_B).T
     weight = weight.to(x.dtype)  # dequantize_module_weight: the weight itself
     # get_weight_norm: linalg_vector_norm is on autocast's fp32 list
@@ -432,6 +440,19 @@ class LlamaRMSNorm(nn.Module):
         variance = Mean2x.apply(hidden_states.pow(2))
         hidden_states = hidden_states * torch.rsqrt(variance + self.variance_epsilon)
         return self.weight * hidden_states.to(input_dtype)
+
+
+class ScaledEmbedding(nn.Embedding):
+    """Gemma3TextScaledWordEmbedding: the module scales its own rows, so its
+    output (what a forward hook sees: PEFT's enable_input_require_grads) is
+    the scaled one, and the unscaled lookup a temporary."""
+
+    def __init__(self, num_embeddings, dim):
+        super().__init__(num_embeddings, dim)
+        self.register_buffer("embed_scale", torch.tensor(dim ** 0.5), persistent=False)
+
+    def forward(self, input_ids):
+        return super().forward(input_ids) * self.embed_scale.to(self.weight.dtype)
 
 
 class GemmaRMSNorm(nn.Module):
@@ -678,10 +699,10 @@ class LlamaAttention(nn.Module):
             key_states = self.k_norm(key_states)
         query_states = query_states.transpose(1, 2)
         key_states = key_states.transpose(1, 2)
-        if self.gemma3:
+        value_states = linear(ac, hidden_states, self.v_proj.weight, self.v_proj.bias).view(hidden_shape).transpose(1, 2)
+        if self.gemma3:  # Gemma3Attention: the norms after all three projections
             query_states = self.q_norm(query_states)
             key_states = self.k_norm(key_states)
-        value_states = linear(ac, hidden_states, self.v_proj.weight, self.v_proj.bias).view(hidden_shape).transpose(1, 2)
         cos, sin = position_embeddings
         query_states, key_states = apply_rotary_pos_emb(query_states, key_states, cos, sin)
         if past_key_value is not None:
@@ -1120,14 +1141,14 @@ class Llama(nn.Module):
         super().__init__()
         h = cfg["hidden_size"]
         self.cfg = cfg
-        self.embed_tokens = nn.Embedding(cfg["vocab_size"], h)
+        gemma3 = cfg["model_type"] == "gemma3_text"
+        self.embed_tokens = ScaledEmbedding(cfg["vocab_size"], h) if gemma3 else nn.Embedding(cfg["vocab_size"], h)
         self.layers = nn.ModuleList([LlamaDecoderLayer(cfg, i) for i in range(cfg["num_hidden_layers"])])
         self.norm = rms_norm(cfg, h)
         self.rotary_emb = LlamaRotaryEmbedding(cfg)
         self.rotary_emb_local = None
-        if cfg["model_type"] == "gemma3_text":  # Gemma3TextModel: the sliding layers' tables, the scaled embedding
+        if gemma3:  # Gemma3TextModel: the sliding layers' tables
             self.rotary_emb_local = LlamaRotaryEmbedding(dict(cfg, rope_theta=cfg.get("rope_local_base_freq", 10000.0)))
-            self.register_buffer("embed_scale", torch.tensor(h ** 0.5), persistent=False)
         self.tied = cfg.get("tie_word_embeddings", cfg["model_type"] in ("gemma", "gemma2", "gemma3_text"))
         if not self.tied:
             self.lm_head = nn.Linear(h, cfg["vocab_size"], bias=False)
@@ -1158,8 +1179,6 @@ class Llama(nn.Module):
         return causal_mask
 
     def embed(self, input_ids):
-        if self.rotary_emb_local is not None:  # Gemma3TextScaledWordEmbedding.forward
-            return self.embed_tokens(input_ids) * self.embed_scale.to(self.embed_tokens.weight.dtype)
         return self.embed_tokens(input_ids)
 
     def body(self, ac, input_ids, checkpoint, inputs_embeds=None, past_key_values=None):

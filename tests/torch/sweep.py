@@ -8,7 +8,7 @@ compare.py allows or whose model states differ at all.
 The same SEED draws the same configurations. `wide` varies more, from a
 stream of its own (the plain draws stay as they were): longer checkpointed
 chunks, the mixtures' router logits (output_router_logits), LoRA's
-dropout, activation offload and the logits dropped (HF's Trainer). What it finds becomes a fixed
+dropout, DoRA, activation offload and the logits dropped (HF's Trainer). What it finds becomes a fixed
 case in compare.py once understood. Recipes vramplan refuses (a family
 without PEFT's default LoRA targets, say) are skipped and counted.
 """
@@ -81,12 +81,14 @@ def widen(w, case):
         config["output_router_logits"] = True
     if recipe["finetune"] == "lora" and w.random() < 0.5:
         recipe["lora_dropout"] = 0.1
+    if recipe["finetune"] == "lora" and w.random() < 0.4:
+        recipe["use_dora"] = "true"
     if recipe["checkpointing"] == "none" and w.random() < 0.2:
         recipe["offload_activations"] = "true"
     if w.random() < 0.3:
         recipe["keep_logits"] = "false"
     tags = [k for k in ("output_router_logits",) if config.get(k)] + [
-        k for k in ("lora_dropout", "offload_activations", "keep_logits") if k in recipe]
+        k for k in ("lora_dropout", "use_dora", "offload_activations", "keep_logits") if k in recipe]
     return (f"{name.split()[0]} {family} {recipe['precision']} {recipe['checkpointing']} {recipe['finetune']}"
             + "".join(f" +{t}" for t in tags), config, recipe)
 
