@@ -851,6 +851,13 @@ static vp_t head_norm(vp_step *step, const vp_op *op, vp_t x, vp_t weight) {
     return vp_hf_rms_norm(step, x, weight, rows);
 }
 
+/* *t = norm(*t): the name rebound, the projection gone unless kept */
+static void normalize_in_place(vp_step *step, const vp_op *op, vp_t *t, vp_t weight) {
+    vp_t normed = head_norm(step, op, *t, weight);
+    vp_drop(&step->sim, *t);
+    *t = normed;
+}
+
 /* BloomAttention (4.26-4.27): fused_qkv viewed as [b, s, heads, 3, d] and
  * indexed ([..., 0, :] and so on: views whose backward each allocates a
  * zero-filled gradient of the whole projection), then
@@ -906,7 +913,7 @@ static vp_t attention_forward(vp_step *step, const vp_op *op, const vp_t *leaves
     shape s = local_shape(op, step->tp);
     uint64_t q_out = s.heads * s.head_dim, kv_out = s.kv_heads * s.head_dim;
     qkv in = {0};
-    bool mla = is_mla(op), cross = vp_op_flag(op, ATT_CROSS);
+    bool mla = is_mla(op), cross = vp_op_flag(op, ATT_CROSS), normalized = false;
     if (mla) {
         vp_mla_shape m = mla_shape(op);
         vp_mla_project(step, &m, leaves, x, &in.q, &in.k, &in.v);
@@ -930,22 +937,24 @@ static vp_t attention_forward(vp_step *step, const vp_op *op, const vp_t *leaves
     } else {
         /* cross-attention's keys and values come from the encoder's output */
         vp_t source = cross ? step->memory : x;
+        /* Qwen3 and OLMo-2 normalize each projection as it is made
+         * (self.q_norm(self.q_proj(x)...), then k, then v); Gemma 3 after all three */
+        bool early = vp_op_flag(op, ATT_QK_NORM) && vp_op_u64(op, ATT_QK_NORM_STYLE) != QK_NORM_GEMMA;
         in.q = vp_project_column(step, x, leaves[Q_W], leaves[Q_B], q_out, "attention.q_proj");
+        if (early) normalize_in_place(step, op, &in.q, leaves[Q_NORM]);
         in.k = vp_project_column(step, source, leaves[K_W], leaves[K_B], kv_out, "attention.k_proj");
+        if (early) normalize_in_place(step, op, &in.k, leaves[K_NORM]);
         in.v = vp_project_column(step, source, leaves[V_W], leaves[V_B], kv_out, "attention.v_proj");
+        normalized = early;
     }
     if (vp_op_flag(op, ATT_POSITION_BIAS)) {
         in.cross = cross;
         in.kv_len = cross ? step->source_seq : step->seq + step->past_tokens;
     }
-    if (vp_op_flag(op, ATT_QK_NORM) && !mla) {
-        /* self.q_norm(q_proj(x).view(hidden_shape)), likewise k: over head_dim */
-        vp_t q = head_norm(step, op, in.q, leaves[Q_NORM]);
-        vp_t k = head_norm(step, op, in.k, leaves[K_NORM]);
-        vp_drop(sim, in.q);
-        vp_drop(sim, in.k);
-        in.q = q;
-        in.k = k;
+    if (vp_op_flag(op, ATT_QK_NORM) && !mla && !normalized) {
+        /* self.q_norm(query_states), likewise k: over head_dim */
+        normalize_in_place(step, op, &in.q, leaves[Q_NORM]);
+        normalize_in_place(step, op, &in.k, leaves[K_NORM]);
     }
     if (vp_op_flag(op, ATT_ROTARY) && !mla) {
         vp_t q = rotate(step, op, in.q, &in, "attention.rotary_q");

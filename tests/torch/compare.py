@@ -340,6 +340,12 @@ CASES = [
     # after all three projections; eager attention's repeated keys and values last until its
     # contiguous output is made; Gemma 3's embedding scales its rows before PEFT joins the prompt
     # (sweep.py 11 30 wide, case 27)
+    # Qwen3 and OLMo-2 normalize q right after q_proj, then k after k_proj, then project v (sweep.py 3 30
+    # wide, case 28)
+    ("olmo2 bf16 lora all-linear offload", olmo2(), recipe("bf16", optimizer="sgd", b=1, s=16, finetune="lora",
+                                                           lora_targets="all-linear", offload_activations="true")),
+    ("qwen3 bf16 lora all-linear offload", dict(llama(), model_type="qwen3", head_dim=16), recipe(
+        "bf16", optimizer="sgd", b=1, s=16, finetune="lora", lora_targets="all-linear", offload_activations="true")),
     ("gemma3 fp32 offload", gemma3(layers=3), recipe(optimizer="sgd", b=3, s=48, offload_activations="true")),
     ("gemma3 prompt fp32 offload", gemma3(layers=3), recipe(optimizer="sgd", b=3, s=48, finetune="prompt",
                                                             num_virtual_tokens=3, offload_activations="true")),

@@ -691,12 +691,12 @@ class LlamaAttention(nn.Module):
         if self.olmo2:
             query_states = self.q_norm(linear(ac, hidden_states, self.q_proj.weight, self.q_proj.bias)).view(hidden_shape)
             key_states = self.k_norm(linear(ac, hidden_states, self.k_proj.weight, self.k_proj.bias)).view(hidden_shape)
+        elif self.q_norm is not None and not self.gemma3:  # Qwen3Attention: each norm right after its projection
+            query_states = self.q_norm(linear(ac, hidden_states, self.q_proj.weight, self.q_proj.bias).view(hidden_shape))
+            key_states = self.k_norm(linear(ac, hidden_states, self.k_proj.weight, self.k_proj.bias).view(hidden_shape))
         else:
             query_states = linear(ac, hidden_states, self.q_proj.weight, self.q_proj.bias).view(hidden_shape)
             key_states = linear(ac, hidden_states, self.k_proj.weight, self.k_proj.bias).view(hidden_shape)
-        if self.q_norm is not None and not self.olmo2 and not self.gemma3:
-            query_states = self.q_norm(query_states)
-            key_states = self.k_norm(key_states)
         query_states = query_states.transpose(1, 2)
         key_states = key_states.transpose(1, 2)
         value_states = linear(ac, hidden_states, self.v_proj.weight, self.v_proj.bias).view(hidden_shape).transpose(1, 2)
