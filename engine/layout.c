@@ -309,6 +309,8 @@ bool vp_layout_prepare(vp_step *step) {
         }
         vp_ledger_alloc(&step->ledger, VP_CAT_PARAMS, persistent_total, "persistent parameters");
     }
+    /* made in _setup_for_real_optimizer: none without an optimizer (DummyOptim) */
+    if (step->optimizer->steps) vp_ledger_alloc(&step->ledger, VP_CAT_COMM, step->plan.resident_buffers, "ipg bucket");
     return true;
 }
 

@@ -66,14 +66,20 @@ static const char *plan_deepspeed(const vp_recipe *r, const vp_precision *p, vp_
     if (r->zero >= 2) {
         uint64_t bucket;
         vp_tensor_bytes(p->grads, (uint64_t)r->reduce_bucket_size, &bucket);
-        /* Stage 3's code allocates one IPG buffer (stage3.py's
-         * __ipg_bucket_flat_buffer, at init, whatever overlap_comm says);
-         * the second bucket here stands for about that much more that
-         * PEFT's measured T0-3B ZeRO-3 row needs beyond everything else
-         * modelled (tests/lua/peft_memory_spec.lua: 18 % low without it).
-         * What it really is (a transient of the fetch's H2D copies?) takes
-         * a GPU run of DeepSpeed to settle. */
-        plan->backward_buffers = bucket * (overlap ? 2 : 1);
+        if (r->zero == 3) {
+            /* stage3.py allocates one IPG buffer (__ipg_bucket_flat_buffer)
+             * when it sets up the optimizer, whatever overlap_comm says, and
+             * keeps it: the forward has it too. The second bucket in backward
+             * stands for about that much more that PEFT's measured T0-3B
+             * ZeRO-3 row needs beyond everything else modelled
+             * (tests/lua/peft_memory_spec.lua: 18 % low without it). What it
+             * really is (a transient of the fetch's H2D copies?) takes a GPU
+             * run of DeepSpeed to settle. */
+            plan->resident_buffers = bucket;
+            plan->backward_buffers = overlap ? bucket : 0;
+        } else { /* stage_1_and_2.py: ipg_buffer made in backward, two with overlap_comm */
+            plan->backward_buffers = bucket * (overlap ? 2 : 1);
+        }
     }
     plan->prefetch_elements = r->zero == 3 ? (uint64_t)r->prefetch_bucket_size : 0;
     if (r->zero == 3) {

@@ -44,6 +44,7 @@ typedef struct {
     bool master_grads;        /* the step first makes fp32 gradients of the shard (DeepSpeed, Megatron) */
     uint64_t bucket_bytes_per_param_byte; /* DDP: buckets as large as the gradients (0/1) */
     uint64_t backward_buffers; /* bytes of buffers alive during backward (DeepSpeed's IPG buckets) */
+    uint64_t resident_buffers; /* bytes of buffers made with the optimizer and kept (ZeRO-3's IPG bucket) */
     uint64_t prefetch_elements; /* ZeRO-3: parameters gathered ahead of use */
     /* DeepSpeed ZeRO-3's parameter coordinator (0: FSDP, which has none):
      * the cap on gathered elements for prefetching, the reuse distance

@@ -115,6 +115,23 @@ describe("DeepSpeed's ZeRO-3 estimator on T5 models", function()
   end
 end)
 
+describe("DeepSpeed's reduce buckets", function()
+  local function comm(...)
+    return helper.estimate("llama2-7b", "--set", "framework=deepspeed", "--set", "dp=8", "--set", "precision=mixed-bf16",
+      "--set", "seq_len=512", ...).per_gpu.comm_bytes
+  end
+
+  it("keeps ZeRO-3's IPG bucket from the optimizer's setup on, stage 1 and 2's only in backward", function()
+    -- stage3.py: __ipg_bucket_flat_buffer, reduce_bucket_size elements of the
+    -- 16-bit gradients, made in _setup_for_real_optimizer and never freed;
+    -- stage_1_and_2.py makes its ipg_buffer in backward
+    assert.are.equal(2 * 5e8, comm("--set", "zero=3"))
+    assert.are.equal(2 * 1e6, comm("--set", "zero=3", "--set", "reduce_bucket_size=1e6"))
+    assert.are.equal(0, comm("--set", "zero=3", "--set", "optimizer=none"))
+    assert.are.equal(0, comm("--set", "zero=2"))
+  end)
+end)
+
 describe("DeepSpeed ZeRO-3's parameter coordinator", function()
   -- partitioned_param_coordinator.py, once the step's trace is recorded:
   -- after a module runs, its gathered weights are released unless a module
