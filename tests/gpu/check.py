@@ -14,7 +14,7 @@ import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "torch"))
-from models import Autocast, BertForSequenceClassification, CausalLM  # noqa: E402
+from models import Autocast, BertForSequenceClassification, CausalLM, add_lora  # noqa: E402
 
 
 def run(case):
@@ -30,7 +30,10 @@ def run(case):
     model = (BertForSequenceClassification(cfg) if classifier else CausalLM(cfg)).to(dev, dtype)
     model.train()
     ac = Autocast(None)  # real autocast below
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, foreach=rec["optimizer_impl"] == "foreach")
+    if rec.get("finetune") == "lora":  # LoRA or DoRA (use_dora): fp32 adapters, as PEFT's autocast_adapter_dtype
+        add_lora(model, ac, rec, torch.float32)
+    trained = [p for p in model.parameters() if p.requires_grad]
+    opt = torch.optim.AdamW(trained, lr=1e-4, foreach=rec["optimizer_impl"] == "foreach")
     ckpt = None
     if rec.get("checkpointing") == "full":
         def ckpt(fn, *args):
