@@ -108,11 +108,12 @@ class Mean2x(torch.autograd.Function):
 
 
 class MixedAdd(torch.autograd.Function):
-    """a + b for operands of two dtypes, as CUDA computes it: one output in
-    the promoted dtype. CPU's TensorIterator first copies the lower-precision
-    operand into the promoted dtype (CPU kernels do not cast on the fly), a
-    temporary a GPU run does not have. Backward as AddBackward0: the gradient
-    for each input, in its dtype (a cast copy for the lower one)."""
+    """a + alpha * b (sub: alpha -1) for operands of two dtypes, as CUDA
+    computes it: one output in the promoted dtype. CPU's TensorIterator first
+    copies the lower-precision operand into the promoted dtype (CPU kernels
+    do not cast on the fly), a temporary a GPU run does not have. Backward as
+    AddBackward0 and SubBackward0: the gradient of each input that needs
+    one, in its dtype (a cast copy for the lower one)."""
 
     @staticmethod
     def forward(ctx, a, b, alpha=1.0):
