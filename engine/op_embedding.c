@@ -190,6 +190,20 @@ const vp_op_kind vp_op_token_type_embedding = {
     .forward = type_forward,
 };
 
+/* wpe(position_ids) indexes a table of `positions` rows: a sequence past it
+ * (its virtual tokens or prefix included, which shift the positions) makes
+ * transformers fail (index out of range), so no estimate stands for it. */
+const char *vp_position_recipe_problem(const vp_model *model, const vp_recipe *recipe) {
+    const vp_op *op = vp_section_find(&model->section[VP_SECTION_EMBED], &vp_op_position_embedding);
+    if (!op) return NULL;
+    uint64_t positions = recipe->seq_len + recipe->virtual_tokens;
+    if (positions <= vp_op_u64(op, POSITION_POSITIONS)) return NULL;
+    return recipe->virtual_tokens
+               ? "seq_len: the tokens and the virtual tokens before them need more positions than the model's "
+                 "learned table has (max_positions): transformers cannot run it"
+               : "seq_len: longer than the model's learned position table (max_positions): transformers cannot run it";
+}
+
 const vp_op_kind vp_op_position_embedding = {
     .name = "position_embedding",
     .doc = "learned absolute positions (GPT-2's wpe), added to the token embeddings",

@@ -79,6 +79,9 @@ const char *vp_moe_recipe_problem(const vp_model *model, const vp_recipe *recipe
 /* What the model's attention cannot run under this recipe (a message
  * naming the key), or NULL. */
 const char *vp_attention_recipe_problem(const vp_model *model, const vp_recipe *recipe);
+/* A sequence longer than a learned position table (GPT-2's wpe, BERT's):
+ * a message naming seq_len, or NULL. */
+const char *vp_position_recipe_problem(const vp_model *model, const vp_recipe *recipe);
 
 /* T5's position bias for the stack running now, masks added, [b, heads,
  * q, k]: its first self-attention's (relative positions) or

@@ -1118,6 +1118,7 @@ const char *vp_step_layout_problem(const vp_model *model, const vp_recipe *recip
             return "cp: ring attention runs a fused kernel: use attention = flash or sdpa";
     }
     problem = vp_attention_recipe_problem(model, recipe);
+    if (!problem) problem = vp_position_recipe_problem(model, recipe);
     if (!problem) problem = vp_router_aux_recipe_problem(model, recipe);
     if (!problem) problem = vp_moe_recipe_problem(model, recipe);
     if (problem) return problem;

@@ -106,6 +106,17 @@ describe("bad model scripts", function()
 end)
 
 describe("bad recipes", function()
+  it("refuses a sequence longer than a learned position table, counting virtual tokens", function()
+    -- GPT-2's wpe has 1024 rows, BERT's 512: transformers fails (index out of range) past them
+    local err = fails("models/gpt2.lua", "--set", "seq_len=1025")
+    assert.truthy(err:find("seq_len: longer than the model's learned position table", 1, true), err)
+    err = fails("models/gpt2.lua", "--set", "seq_len=1020", "--set", "finetune=prompt", "--set", "num_virtual_tokens=8")
+    assert.truthy(err:find("seq_len: the tokens and the virtual tokens before them", 1, true), err)
+    assert.truthy(fails("models/bert-large-uncased.lua", "--set", "seq_len=513"):find("seq_len:", 1, true))
+    helper.estimate("gpt2", "--set", "seq_len=1024")
+    helper.estimate("llama2-7b", "--set", "seq_len=8192") -- rotary positions have no table
+  end)
+
   it("names an unknown recipe key with its origin", function()
     local p = helper.write("return recipe {\n  precision = 'bf16',\n  micro_bach = 2,\n}\n")
     local err = fails("models/llama2-7b.lua", "--recipe", p)
