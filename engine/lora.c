@@ -26,10 +26,52 @@ static const vp_lora_adapter *find(const vp_step *step, vp_t weight) {
     return NULL;
 }
 
+/* lora_B(lora_A(dropout(x))) * scaling */
+static vp_t adapters_output(vp_step *step, const vp_lora_adapter *adapter, vp_t x) {
+    vp_sim *sim = &step->sim;
+    vp_t dropped = vp_train_dropout(step, x, step->recipe->lora_dropout, "lora.dropout");
+    vp_t down = vp_project(step, dropped, adapter->a, 0, step->recipe->lora_rank, "lora.A");
+    vp_drop(sim, dropped);
+    vp_t up = vp_project(step, down, adapter->b, 0, adapter->out_features, "lora.B");
+    vp_drop(sim, down);
+    vp_t scaled = vp_scale(sim, up, "lora.scaling");
+    vp_drop(sim, up);
+    return scaled;
+}
+
+/* peft/tuners/lora/bnb.py, Linear4bit and Linear8bitLt.forward after the
+ * quantized base layer: a 4-bit result is cloned first (defensively, for
+ * backprop through views); without autocast x is cast to the adapters'
+ * dtype and their output back to the result's before the add, so the sum
+ * keeps the result's dtype (under autocast the adapters run in it). */
+static vp_t bnb_forward(vp_step *step, const vp_lora_adapter *adapter, vp_t x, vp_t result, const char *label) {
+    vp_sim *sim = &step->sim;
+    if (step->recipe->quant != VP_QUANT_INT8) {
+        vp_t clone = vp_copy(sim, result, "lora.clone");
+        vp_drop(sim, result);
+        result = clone;
+    }
+    bool convert = !step->autocast;
+    vp_t input = convert ? vp_to(sim, x, (vp_dtype)vp_at(sim, adapter->a)->dtype, "lora.cast_input")
+                         : (vp_hold(sim, x), x);
+    vp_t output = adapters_output(step, adapter, input);
+    if (convert) {
+        vp_t cast = vp_to(sim, output, (vp_dtype)vp_at(sim, result)->dtype, "lora.cast_output");
+        vp_drop(sim, output);
+        output = cast;
+    }
+    vp_t sum = vp_add(sim, result, output, vp_at(sim, result)->numel, label);
+    vp_drop(sim, result);
+    vp_drop(sim, output); /* a local until the forward returns, as is x */
+    vp_drop(sim, input);
+    return sum;
+}
+
 vp_t vp_lora_forward(vp_step *step, vp_t x, vp_t weight, vp_t bias, vp_t result, const char *label) {
     const vp_lora_adapter *adapter = find(step, weight);
     if (!adapter) return result;
     vp_sim *sim = &step->sim;
+    if (vp_at(sim, weight)->quantized) return bnb_forward(step, adapter, x, result, label);
     vp_dtype result_dtype = (vp_dtype)vp_at(sim, result)->dtype;
     /* x = self._cast_input_dtype(x, lora_A.weight.dtype) */
     vp_t cast = vp_to(sim, x, (vp_dtype)vp_at(sim, adapter->a)->dtype, "lora.cast_input");
@@ -40,13 +82,7 @@ vp_t vp_lora_forward(vp_step *step, vp_t x, vp_t weight, vp_t bias, vp_t result,
         vp_drop(sim, cast); /* the forward's x, until it returns */
         return out;
     }
-    vp_t dropped = vp_train_dropout(step, cast, step->recipe->lora_dropout, "lora.dropout");
-    vp_t down = vp_project(step, dropped, adapter->a, 0, step->recipe->lora_rank, "lora.A");
-    vp_drop(sim, dropped);
-    vp_t up = vp_project(step, down, adapter->b, 0, adapter->out_features, "lora.B");
-    vp_drop(sim, down);
-    vp_t scaled = vp_scale(sim, up, "lora.scaling");
-    vp_drop(sim, up);
+    vp_t scaled = adapters_output(step, adapter, cast);
     vp_t sum = vp_add(sim, result, scaled, vp_at(sim, result)->numel, label);
     vp_drop(sim, scaled);
     vp_drop(sim, result);

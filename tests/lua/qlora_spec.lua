@@ -49,6 +49,32 @@ describe("QLoRA", function()
     assert.is_true(sizes[2 * 4096 * 11008])  -- gate, up, down
   end)
 
+  it("runs the adapters as PEFT's bnb layers do: a 4-bit result cloned, the output cast back before the add", function()
+    -- peft/tuners/lora/bnb.py: Linear4bit.forward clones the base output;
+    -- without autocast the adapters' fp32 output is cast to the result's
+    -- dtype first, so the sum is a bf16 tensor (the plain lora.Linear adds
+    -- in fp32 and casts the sum)
+    local vramplan = require("vramplan")
+    local model = helper.model("llama2-7b", 1)
+    local function forward_sizes(recipe, op)
+      local r = vramplan.estimate(model, recipe, nil, { timeline = true, fold = false })
+      local sizes = {}
+      for _, e in ipairs(r.timeline) do
+        if e.op == op and e.phase == "forward" and e.delta > 0 then sizes[#sizes + 1] = e.delta end
+      end
+      return sizes
+    end
+    local tokens = 64
+    local q = { finetune = "qlora", precision = "bf16", seq_len = tokens, lora_targets = "q_proj" }
+    assert.are.same({ 2 * tokens * 4096 }, forward_sizes(q, "lora.clone"))
+    assert.are.same({ 2 * tokens * 4096 }, forward_sizes(q, "lora.cast_output"))
+    q.quant = "int8" -- Linear8bitLt: no clone
+    assert.are.same({}, forward_sizes(q, "lora.clone"))
+    -- under autocast the adapters run in bf16 already: nothing to cast back
+    q.quant, q.precision = "nf4", "amp-bf16"
+    assert.are.same({}, forward_sizes(q, "lora.cast_output"))
+  end)
+
   it("fine-tunes LLaMA-65B on one 48 GB GPU, where 16-bit full fine-tuning needs over 780 GB", function()
     -- Dettmers et al. 2023, section 1: "finetune a 65B parameter model on a
     -- single 48GB GPU"; "more than 780 GB of GPU memory" for regular 16-bit
