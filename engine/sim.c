@@ -333,13 +333,28 @@ void vp_deliver_grad(vp_sim *sim, vp_t to, vp_t grad) {
     vp_at(sim, to)->grad = sum;
 }
 
+/* A leaf's AccumulateGrad runs on what its input buffer gathered. */
+static void flush_leaf_buffer(vp_sim *sim, vp_t leaf) {
+    vp_tensor *x = vp_at(sim, leaf);
+    vp_t buffered = x->grad;
+    x->grad = 0;
+    if (buffered) accumulate_into_leaf(sim, leaf, buffered);
+}
+
 /* One edge to `to` has been followed; the last one runs its AccumulateGrad. */
 static void settle_leaf_edge(vp_sim *sim, vp_t to) {
     vp_tensor *x = vp_at(sim, to);
     if (!x->leaf || !x->pending || --x->pending) return;
-    vp_t buffered = x->grad;
-    x->grad = 0;
-    if (buffered) accumulate_into_leaf(sim, to, buffered);
+    flush_leaf_buffer(sim, to);
+}
+
+/* A node done with: its saved tensors released (a host copy is no GPU memory). */
+static void release_saved(vp_sim *sim, vp_node *node) {
+    for (unsigned i = 0; i < VP_NODE_MAX_SAVED; i++) {
+        if (!(node->packed & (1u << i))) vp_drop(sim, node->saved[i]);
+        node->saved[i] = 0;
+    }
+    node->packed = 0;
 }
 
 /* One node, as torch/csrc/autograd/engine.cpp evaluate_function runs it: the
@@ -364,11 +379,7 @@ static void run_node(vp_sim *sim, uint32_t index) {
         o->grad = 0;
         vp_drop(sim, g);
     }
-    for (unsigned i = 0; i < VP_NODE_MAX_SAVED; i++) {
-        if (!(node->packed & (1u << i))) vp_drop(sim, node->saved[i]); /* a host copy is no GPU memory */
-        node->saved[i] = 0;
-    }
-    node->packed = 0;
+    release_saved(sim, node);
     for (unsigned i = 0; i < VP_NODE_MAX_IN; i++) {
         vp_t g = node->grads[i];
         node->grads[i] = 0;
@@ -399,9 +410,7 @@ void vp_backward_task_end(vp_sim *sim) {
         vp_tensor *x = vp_at(sim, t);
         if (!x->leaf || !x->pending) continue;
         x->pending = 0;
-        vp_t buffered = x->grad;
-        x->grad = 0;
-        if (buffered) accumulate_into_leaf(sim, t, buffered);
+        flush_leaf_buffer(sim, t);
     }
 }
 
@@ -426,11 +435,7 @@ void vp_drop_dead_nodes(vp_sim *sim, uint32_t first, uint32_t end) {
         }
         if (alive) continue;
         node = vp_node_at(sim, i);
-        for (unsigned s = 0; s < VP_NODE_MAX_SAVED; s++) {
-            if (!(node->packed & (1u << s))) vp_drop(sim, node->saved[s]);
-            node->saved[s] = 0;
-        }
-        node->packed = 0;
+        release_saved(sim, node);
         node->done = true;
     }
 }

@@ -514,7 +514,7 @@ static void release_router_logits(vp_sim *sim, vp_router_logits *r) {
 }
 
 void vp_step_rerun_leaf(vp_step *step, vp_t t) {
-    for (unsigned i = 0; i < 2; i++) {
+    for (unsigned i = 0; i < sizeof step->rerun_leaves / sizeof *step->rerun_leaves; i++) {
         if (!step->rerun_leaves[i]) {
             vp_hold(&step->sim, t);
             step->rerun_leaves[i] = t;
