@@ -49,6 +49,29 @@ static vp_t weight_norm(vp_step *step, vp_t weight, vp_t whole, uint64_t out) {
     return detached_norm;
 }
 
+/* weight = dequantize_module_weight(base_layer); weight = weight.to(x.dtype)
+ * (peft/utils/integrations.py). A 16-bit weight is itself; a 4-bit one is
+ * dequantized whole (bitsandbytes' dequantize_4bit, in the dtype it was
+ * loaded in: QLoRA's scripts load in the compute dtype, which this takes);
+ * an int8 one by int8_vectorwise_dequant, A * SCB.view(-1, 1) / 127: two
+ * fp32 products, the first gone once the second is made. */
+static vp_t dense_weight(vp_step *step, vp_t weight, vp_dtype x_dtype) {
+    vp_sim *sim = &step->sim;
+    if (!vp_at(sim, weight)->quantized) return vp_to(sim, weight, x_dtype, "dora.weight");
+    uint64_t numel = vp_at(sim, weight)->numel;
+    vp_t dense;
+    if (step->recipe->quant == VP_QUANT_INT8) {
+        vp_t scaled = vp_new(sim, numel, VP_FP32, "dora.dequantize");
+        dense = vp_new(sim, numel, VP_FP32, "dora.dequantize");
+        vp_drop(sim, scaled);
+    } else {
+        dense = vp_new(sim, numel, (vp_dtype)vp_at(sim, weight)->dtype, "dora.dequantize");
+    }
+    vp_t cast = vp_to(sim, dense, x_dtype, "dora.weight");
+    vp_drop(sim, dense);
+    return cast;
+}
+
 /* The base output without its bias (base_result - bias, in the promoted
  * dtype), or F.linear(x, weight) on the dropped-out input. */
 static vp_t base_output(vp_step *step, vp_t base_result, vp_t bias, vp_t x, vp_t weight, uint64_t out) {
@@ -85,8 +108,7 @@ vp_t vp_dora_forward(vp_step *step, const vp_lora_adapter *ad, vp_t x, vp_t bias
     vp_t eye;
     vp_t whole = whole_update(step, ad, in, x_dtype, &eye);
     uint32_t graph_end = sim->n_nodes;
-    /* weight = dequantize_module_weight(base_layer).to(x.dtype) */
-    vp_t weight = vp_to(sim, ad->weight, x_dtype, "dora.weight");
+    vp_t weight = dense_weight(step, ad->weight, x_dtype);
     vp_t norm = weight_norm(step, weight, whole, out);
     /* mag_norm_scale = (magnitude / weight_norm).view(1, -1) */
     vp_t mag_norm_scale = vp_mul(sim, ad->magnitude, norm, out, "dora.mag_norm_scale");

@@ -204,11 +204,8 @@ const char *vp_finetune_problem(const vp_model *model, const vp_recipe *recipe) 
         return "trainable_layers: needs finetune = freeze";
     bool prompt_learning = recipe->finetune == VP_FINETUNE_PROMPT || recipe->finetune == VP_FINETUNE_PREFIX;
     if (!prompt_learning && recipe->virtual_tokens) return "num_virtual_tokens: needs finetune = prompt or prefix";
-    if (recipe->use_dora && recipe->finetune != VP_FINETUNE_LORA)
-        return recipe->finetune == VP_FINETUNE_QLORA
-                   ? "use_dora: DoRA over a quantized base (its weight dequantized once more for the norm) is not "
-                     "modelled yet; use finetune = lora"
-                   : "use_dora: DoRA is LoRA's variant: needs finetune = lora";
+    if (recipe->use_dora && recipe->finetune != VP_FINETUNE_LORA && recipe->finetune != VP_FINETUNE_QLORA)
+        return "use_dora: DoRA is LoRA's variant: needs finetune = lora or qlora";
     switch (recipe->finetune) {
     case VP_FINETUNE_FULL: return NULL;
     case VP_FINETUNE_PREFIX:

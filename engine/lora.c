@@ -43,8 +43,11 @@ static vp_t adapters_output(vp_step *step, const vp_lora_adapter *adapter, vp_t 
  * quantized base layer: a 4-bit result is cloned first (defensively, for
  * backprop through views); without autocast x is cast to the adapters'
  * dtype and their output back to the result's before the add, so the sum
- * keeps the result's dtype (under autocast the adapters run in it). */
-static vp_t bnb_forward(vp_step *step, const vp_lora_adapter *adapter, vp_t x, vp_t result, const char *label) {
+ * keeps the result's dtype (under autocast the adapters run in it). DoRA
+ * runs as over a 16-bit weight, on the clone and the cast x, with the
+ * weight dequantized for its norm (dora.c). */
+static vp_t bnb_forward(vp_step *step, const vp_lora_adapter *adapter, vp_t x, vp_t bias, vp_t result,
+                        const char *label) {
     vp_sim *sim = &step->sim;
     if (step->recipe->quant != VP_QUANT_INT8) {
         vp_t clone = vp_copy(sim, result, "lora.clone");
@@ -54,15 +57,23 @@ static vp_t bnb_forward(vp_step *step, const vp_lora_adapter *adapter, vp_t x, v
     bool convert = !step->autocast;
     vp_t input = convert ? vp_to(sim, x, (vp_dtype)vp_at(sim, adapter->a)->dtype, "lora.cast_input")
                          : (vp_hold(sim, x), x);
-    vp_t output = adapters_output(step, adapter, input);
-    if (convert) {
-        vp_t cast = vp_to(sim, output, (vp_dtype)vp_at(sim, result)->dtype, "lora.cast_output");
-        vp_drop(sim, output);
-        output = cast;
+    vp_dtype expected = (vp_dtype)vp_at(sim, result)->dtype;
+    vp_t sum;
+    if (adapter->magnitude) { /* result = variant.forward(...), then result.to(expected_dtype) */
+        vp_t dora = vp_dora_forward(step, adapter, input, bias, result);
+        sum = convert ? vp_to(sim, dora, expected, "lora.cast_output") : (vp_hold(sim, dora), dora);
+        vp_drop(sim, dora);
+    } else {
+        vp_t output = adapters_output(step, adapter, input);
+        if (convert) {
+            vp_t cast = vp_to(sim, output, expected, "lora.cast_output");
+            vp_drop(sim, output);
+            output = cast;
+        }
+        sum = vp_add(sim, result, output, vp_at(sim, result)->numel, label);
+        vp_drop(sim, result);
+        vp_drop(sim, output); /* a local until the forward returns, as is x */
     }
-    vp_t sum = vp_add(sim, result, output, vp_at(sim, result)->numel, label);
-    vp_drop(sim, result);
-    vp_drop(sim, output); /* a local until the forward returns, as is x */
     vp_drop(sim, input);
     return sum;
 }
@@ -71,7 +82,7 @@ vp_t vp_lora_forward(vp_step *step, vp_t x, vp_t weight, vp_t bias, vp_t result,
     const vp_lora_adapter *adapter = find(step, weight);
     if (!adapter) return result;
     vp_sim *sim = &step->sim;
-    if (vp_at(sim, weight)->quantized) return bnb_forward(step, adapter, x, result, label);
+    if (vp_at(sim, weight)->quantized) return bnb_forward(step, adapter, x, bias, result, label);
     vp_dtype result_dtype = (vp_dtype)vp_at(sim, result)->dtype;
     /* x = self._cast_input_dtype(x, lora_A.weight.dtype) */
     vp_t cast = vp_to(sim, x, (vp_dtype)vp_at(sim, adapter->a)->dtype, "lora.cast_input");

@@ -62,7 +62,7 @@ static vp_t project(vp_step *step, vp_t x, vp_t weight, vp_t bias, uint64_t out_
                     const char *label) {
     vp_sim *sim = &step->sim;
     if (vp_at(sim, weight)->quantized && step->recipe->quant == VP_QUANT_INT8)
-        return vp_lora_forward(step, x, weight, 0, project_int8(step, x, weight, out_features, label), label);
+        return vp_lora_forward(step, x, weight, bias, project_int8(step, x, weight, out_features, label), label);
     if (vp_at(sim, weight)->quantized)
         return vp_lora_forward(step, x, weight, bias, project_4bit(step, x, weight, bias, out_features, label), label);
     vp_t xa = vp_autocast_low(step, x, label);

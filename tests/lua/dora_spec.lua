@@ -55,9 +55,69 @@ describe("DoRA", function()
     })
   end)
 
+  -- QDoRA: peft/tuners/lora/bnb.py runs the variant on the cloned 4-bit
+  -- output; DoraLinearLayer.forward takes its norms of
+  -- dequantize_module_weight(base_layer).to(x.dtype)
+  describe("over a quantized base", function()
+    local model = helper.model("llama2-7b", 1)
+    local function forward_sizes(recipe, op) return helper.forward_sizes(model, recipe, op) end
+    local q = { finetune = "qlora", use_dora = true, seq_len = 64, lora_targets = "q_proj,down_proj" }
+
+    it("dequantizes each adapted weight whole: 4-bit in the compute dtype, int8 in fp32 (two products at once)", function()
+      q.precision = "amp-bf16"
+      assert.are.same({ 2 * H * H, 2 * H * F }, forward_sizes(q, "dora.dequantize"))
+      q.quant = "int8"
+      assert.are.same({ 4 * H * H, 4 * H * H, 4 * H * F, 4 * H * F }, forward_sizes(q, "dora.dequantize"))
+      q.quant = nil
+    end)
+
+    it("casts the dense weight to x's fp32, and the result back without autocast", function()
+      q.precision = "bf16" -- x is cast to lora_A's fp32, and the weight with it
+      assert.are.same({ 4 * H * H, 4 * H * F }, forward_sizes(q, "dora.weight"))
+      assert.are.same({ 2 * 64 * H, 2 * 64 * H }, forward_sizes(q, "lora.cast_output"))
+      -- under autocast x is not cast, but prepare_model_for_kbit_training
+      -- keeps the norms in fp32, so q_proj's x is fp32 already
+      -- (and bnb's Linear4bit returns its input's dtype, so the MLP's too)
+      q.precision = "amp-bf16"
+      assert.are.same({ 4 * H * H, 4 * H * F }, forward_sizes(q, "dora.weight"))
+      assert.are.same({}, forward_sizes(q, "lora.cast_output"))
+    end)
+
+    it("trains the magnitudes DoRA trains over a 16-bit base", function()
+      local lora = adapted("--set", "use_dora=true")
+      local qdora = helper.estimate("llama2-7b", "--set", "finetune=qlora", "--set", "use_dora=true")
+      assert.are.equal(lora.model.trainable_params, qdora.model.trainable_params)
+      assert.is_true(qdora.recipe.use_dora)
+    end)
+
+    it("keeps the dense weight for backward once dropout makes F.linear recompute the base output", function()
+      local function run(dropout)
+        return helper.estimate("llama2-7b", "--set", "finetune=qlora", "--set", "use_dora=true",
+          "--set", "precision=amp-bf16", "--set", "seq_len=64", "--set", "lora_dropout=" .. dropout)
+      end
+      -- q_proj and v_proj: autocast's bf16 copy of the dense weight, saved
+      -- by F.linear(x, weight) where x needs a gradient (not in layer 0,
+      -- whose input comes from the frozen embedding); around it a few
+      -- [64 x H] tensors come and go (the mask and F.linear's output kept,
+      -- the clone no longer), under 2 %
+      local saved = (LAYERS - 1) * 2 * 2 * H * H
+      local extra = run(0.1).per_gpu.activations_bytes - run(0).per_gpu.activations_bytes
+      assert.is_true(extra >= saved * 0.98, string.format("%d more with dropout, expected about %d", extra, saved))
+      assert.is_true(extra < saved * 1.05, string.format("%d more with dropout, expected about %d", extra, saved))
+    end)
+
+    it("agrees with evaluating every layer", function()
+      helper.assert_folds_agree(helper.model("llama2-7b", 5), {
+        { finetune = "qlora", use_dora = true, precision = "bf16", lora_dropout = 0.1 },
+        { finetune = "qlora", use_dora = true, quant = "int8", precision = "amp-bf16", checkpointing = "full" },
+      })
+    end)
+  end)
+
   local bad = {
-    { { "llama2-7b", "--set", "use_dora=true" }, "use_dora: DoRA is LoRA's variant: needs finetune = lora" },
-    { { "llama2-7b", "--set", "finetune=qlora", "--set", "use_dora=true" }, "use_dora: DoRA over a quantized base" },
+    { { "llama2-7b", "--set", "use_dora=true" }, "use_dora: DoRA is LoRA's variant: needs finetune = lora or qlora" },
+    { { "llama2-7b", "--set", "finetune=prompt", "--set", "num_virtual_tokens=8", "--set", "use_dora=true" },
+      "use_dora: DoRA is LoRA's variant" },
     { { "llama2-7b", "--set", "finetune=lora", "--set", "use_dora=yes" }, "use_dora" },
   }
   for _, case in ipairs(bad) do

@@ -117,6 +117,18 @@ function helper.model(name, layers)
   return (arch.build(require("vramplan.models").describe(helper.root, name), { layers = layers }, { layers = "test" }))
 end
 
+-- The sizes of the forward's allocations named `op` in a layer-by-layer
+-- timeline of `recipe`, smallest first.
+function helper.forward_sizes(model, recipe, op)
+  local r = require("vramplan").estimate(model, recipe, nil, { timeline = true, fold = false })
+  local sizes = {}
+  for _, e in ipairs(r.timeline) do
+    if e.op == op and e.phase == "forward" and e.delta > 0 then sizes[#sizes + 1] = e.delta end
+  end
+  table.sort(sizes)
+  return sizes
+end
+
 -- Evaluates a recipe with identical layers folded and layer by layer and
 -- fails unless the two agree (folding must change nothing but speed).
 function helper.assert_fold_agrees(model, recipe)

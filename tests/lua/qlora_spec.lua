@@ -54,16 +54,8 @@ describe("QLoRA", function()
     -- without autocast the adapters' fp32 output is cast to the result's
     -- dtype first, so the sum is a bf16 tensor (the plain lora.Linear adds
     -- in fp32 and casts the sum)
-    local vramplan = require("vramplan")
     local model = helper.model("llama2-7b", 1)
-    local function forward_sizes(recipe, op)
-      local r = vramplan.estimate(model, recipe, nil, { timeline = true, fold = false })
-      local sizes = {}
-      for _, e in ipairs(r.timeline) do
-        if e.op == op and e.phase == "forward" and e.delta > 0 then sizes[#sizes + 1] = e.delta end
-      end
-      return sizes
-    end
+    local function forward_sizes(recipe, op) return helper.forward_sizes(model, recipe, op) end
     local tokens = 64
     local q = { finetune = "qlora", precision = "bf16", seq_len = tokens, lora_targets = "q_proj" }
     assert.are.same({ 2 * tokens * 4096 }, forward_sizes(q, "lora.clone"))

@@ -57,8 +57,8 @@ function report.human(ctx)
     recipe.checkpointing, recipe.attention)
   local training = (recipe.modules_to_save or "") ~= "" and (", training " .. recipe.modules_to_save) or ""
   if recipe.finetune == "lora" or recipe.finetune == "qlora" then
-    line("fine-tuning: %s, r %d on %s (dropout %g)%s", recipe.finetune, recipe.lora_rank, r.lora_modules,
-      recipe.lora_dropout, training)
+    line("fine-tuning: %s%s, r %d on %s (dropout %g)%s", recipe.finetune, recipe.use_dora and " with DoRA" or "",
+      recipe.lora_rank, r.lora_modules, recipe.lora_dropout, training)
   elseif recipe.finetune == "prompt" or recipe.finetune == "prefix" then
     line("fine-tuning: %s, %d virtual tokens", recipe.finetune, recipe.num_virtual_tokens)
   elseif recipe.finetune == "freeze" then
