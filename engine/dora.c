@@ -52,7 +52,8 @@ static vp_t weight_norm(vp_step *step, vp_t weight, vp_t whole, uint64_t out) {
 /* weight = dequantize_module_weight(base_layer); weight = weight.to(x.dtype)
  * (peft/utils/integrations.py). A 16-bit weight is itself; a 4-bit one is
  * dequantized whole (bitsandbytes' dequantize_4bit, in the dtype it was
- * loaded in: QLoRA's scripts load in the compute dtype, which this takes);
+ * loaded in: QLoRA's scripts load in the compute dtype, which this takes;
+ * its double-quantized block scales in fp32 first, as for the product);
  * an int8 one by int8_vectorwise_dequant, A * SCB.view(-1, 1) / 127: two
  * fp32 products, the first gone once the second is made. */
 static vp_t dense_weight(vp_step *step, vp_t weight, vp_dtype x_dtype) {
@@ -65,7 +66,10 @@ static vp_t dense_weight(vp_step *step, vp_t weight, vp_dtype x_dtype) {
         dense = vp_new(sim, numel, VP_FP32, "dora.dequantize");
         vp_drop(sim, scaled);
     } else {
+        uint64_t absmax_numel = vp_dequant_absmax_numel(step->recipe, numel);
+        vp_t absmax = absmax_numel ? vp_new(sim, absmax_numel, VP_FP32, "dora.dequantize.absmax") : 0;
         dense = vp_new(sim, numel, (vp_dtype)vp_at(sim, weight)->dtype, "dora.dequantize");
+        vp_drop(sim, absmax);
     }
     vp_t cast = vp_to(sim, dense, x_dtype, "dora.weight");
     vp_drop(sim, dense);

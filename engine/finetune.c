@@ -26,6 +26,11 @@ bool vp_quantizes(const vp_recipe *recipe, const vp_leaf_spec *spec) {
            spec->module != VP_MODULE_LM_HEAD && !spec->keep_fp32;
 }
 
+uint64_t vp_dequant_absmax_numel(const vp_recipe *recipe, uint64_t numel) {
+    if (recipe->quant == VP_QUANT_INT8 || !recipe->double_quant) return 0;
+    return numel / 64 + (numel % 64 != 0);
+}
+
 vp_dtype vp_lora_dtype(const vp_recipe *recipe, vp_dtype params) {
     bool sixteen = params == VP_BF16 || params == VP_FP16;
     bool whole_module_cast = vp_precision_is_mixed(recipe->precision);

@@ -19,6 +19,11 @@ bool vp_lora_adapts(const vp_recipe *recipe, const vp_leaf_spec *spec);
  * head). */
 bool vp_quantizes(const vp_recipe *recipe, const vp_leaf_spec *spec);
 
+/* The fp32 block scales dequantize_4bit makes of a 4-bit weight of `numel`
+ * elements before the weight itself: its double-quantized absmax, one per
+ * 64 elements (0 without double quantization, or for int8). */
+uint64_t vp_dequant_absmax_numel(const vp_recipe *recipe, uint64_t numel);
+
 /* The dtype of the adapters: PEFT upcasts 16-bit adapters to fp32
  * (get_peft_model's autocast_adapter_dtype=True) unless a framework casts
  * the whole module (DeepSpeed's and Megatron's mixed precision). */

@@ -50,6 +50,25 @@ static void asp_mask(vp_step *step, uint64_t rows, uint64_t numel, vp_dtype dtyp
     vp_leaf(&step->sim, numel, VP_BOOL, VP_CAT_BUFFERS, false, "asp mask");
 }
 
+/* bitsandbytes' Params4bit (quantize_4bit, bitsandbytes 0.45-0.46): the
+ * packed storage is the parameter; its quant_state keeps, per weight, the
+ * absmax of every 64-element block (fp32; double-quantized: uint8, with an
+ * fp32 absmax per 256 blocks and an fp32 offset) and a 16-value fp32 code
+ * table of its own (get_4bit_type). The state is no parameter: FSDP and
+ * ZeRO-3 neither shard nor offload it. */
+static void quant_state_leaves(vp_step *step, uint64_t numel) {
+    vp_sim *sim = &step->sim;
+    uint64_t blocks = numel / 64 + (numel % 64 != 0);
+    if (step->recipe->double_quant) {
+        vp_leaf(sim, blocks, VP_UINT8, VP_CAT_PARAMS, false, "quant_state.absmax");
+        vp_leaf(sim, blocks / 256 + (blocks % 256 != 0), VP_FP32, VP_CAT_PARAMS, false, "quant_state.state2.absmax");
+        vp_leaf(sim, 1, VP_FP32, VP_CAT_PARAMS, false, "quant_state.offset");
+    } else {
+        vp_leaf(sim, blocks, VP_FP32, VP_CAT_PARAMS, false, "quant_state.absmax");
+    }
+    vp_leaf(sim, 16, VP_FP32, VP_CAT_PARAMS, false, "quant_state.code");
+}
+
 static vp_t make_leaf(vp_step *step, const vp_leaf_spec *spec, bool trainable, unsigned repeat) {
     const vp_shard_plan *plan = &step->plan;
     if (spec->buffer) /* buffers are never sharded (ZeRO-3, FSDP) */
@@ -58,9 +77,10 @@ static vp_t make_leaf(vp_step *step, const vp_leaf_spec *spec, bool trainable, u
     vp_dtype resident = spec->dtype == VP_DTYPE_NONE ? plan->params_dtype : spec->dtype;
     bool quantized = vp_quantizes(step->recipe, spec);
     bool int8 = quantized && step->recipe->quant == VP_QUANT_INT8;
-    if (quantized) { /* bitsandbytes' Params4bit: packed, with its quant_state; Int8Params: int8 */
-        resident = vp_quant_storage(step->recipe);
+    if (quantized) { /* bitsandbytes' Params4bit: packed, beside its quant_state; Int8Params: int8 */
+        resident = int8 ? VP_INT8 : VP_INT4;
         compute = int8 ? VP_INT8 : step->recipe->compute_dtype;
+        if (!int8) quant_state_leaves(step, spec->numel);
     }
     /* from_pretrained keeps _keep_in_fp32_modules in fp32 when it
      * quantizes or loads in fp16 (use_keep_in_fp32_modules) */
@@ -69,20 +89,14 @@ static vp_t make_leaf(vp_step *step, const vp_leaf_spec *spec, bool trainable, u
     /* Int8Params' SCB: an fp32 absmax per output row, beside the weight */
     if (int8) vp_leaf(&step->sim, spec->out_features, VP_FP32, VP_CAT_PARAMS, false, "SCB");
     uint64_t shard = bytes_of(resident, vp_shard_numel(spec->numel, vp_plan_shards(plan, spec->expert)->params));
-    uint64_t on_gpu = 0; /* what stays on the GPU of an offloaded parameter */
-    if (quantized && !int8 && plan->shards.params > 1) {
-        /* FSDP-QLoRA (bnb_4bit_quant_storage): the packed bytes are the
-         * storage FSDP or ZeRO-3 shards (and offloads); the quant_state
-         * (absmax and its scales) is no parameter: it stays whole on every
-         * rank's GPU, where the dequantization runs */
-        uint64_t packed = bytes_of(VP_INT4, spec->numel);
-        on_gpu = bytes_of(resident, spec->numel) - packed;
-        shard = vp_shard_numel(packed, plan->shards.params);
-    }
+    /* FSDP-QLoRA (bnb_4bit_quant_storage): the packed bytes are the storage
+     * FSDP or ZeRO-3 shards (and offloads) */
+    if (quantized && !int8 && plan->shards.params > 1)
+        shard = vp_shard_numel(bytes_of(VP_INT4, spec->numel), plan->shards.params);
     bool away = plan->params_on_host || plan->params_on_nvme;
     if (away) vp_layout_host(step, shard, repeat, plan->params_on_nvme);
-    vp_t leaf = vp_leaf_resident(&step->sim, spec->numel, compute, (away ? 0 : shard) + on_gpu, VP_CAT_PARAMS,
-                                 trainable, spec->label);
+    vp_t leaf = vp_leaf_resident(&step->sim, spec->numel, compute, away ? 0 : shard, VP_CAT_PARAMS, trainable,
+                                 spec->label);
     vp_at(&step->sim, leaf)->grad_drop = plan->grads == VP_GRADS_BUCKET;
     vp_at(&step->sim, leaf)->expert = spec->expert;
     vp_at(&step->sim, leaf)->rows = spec->rows;

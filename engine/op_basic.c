@@ -2,8 +2,6 @@
 #include "lora.h"
 #include "ops.h"
 
-/* bnb.nn.Linear4bit.forward: x cast to the compute dtype, matmul_4bit,
- * the bias added in it, the output cast back to x's dtype. */
 /* Linear8bitLt.forward (bitsandbytes 0.45+): bnb.matmul(x, self.weight,
  * bias=self.bias) on x as it comes, the bias cast to x's dtype and fused. */
 static vp_t project_int8(vp_step *step, vp_t x, vp_t weight, uint64_t out_features, const char *label) {
@@ -12,18 +10,21 @@ static vp_t project_int8(vp_step *step, vp_t x, vp_t weight, uint64_t out_featur
     return vp_linear_int8(sim, x, weight, vp_at(sim, x)->numel / (in ? in : 1), out_features, label);
 }
 
+/* bnb.nn.Linear4bit.forward (bitsandbytes 0.45-0.46): x and the bias cast
+ * to the compute dtype, matmul_4bit with the bias fused, the output cast
+ * back to x's dtype. (A bias of another dtype than x's is first replaced
+ * by a copy in x's, for good: not modelled; QLoRA's scripts have the two
+ * agree.) */
 static vp_t project_4bit(vp_step *step, vp_t x, vp_t weight, vp_t bias, uint64_t out_features, const char *label) {
     vp_sim *sim = &step->sim;
     vp_dtype compute = (vp_dtype)vp_at(sim, weight)->dtype, input = (vp_dtype)vp_at(sim, x)->dtype;
     uint64_t in = vp_at(sim, weight)->numel / out_features;
     vp_t xc = vp_to(sim, x, compute, "linear4bit.cast_input");
-    vp_t y = vp_linear_4bit(sim, xc, weight, vp_at(sim, x)->numel / (in ? in : 1), out_features, label);
+    vp_t bc = bias ? vp_to(sim, bias, compute, "linear4bit.cast_bias") : 0;
+    vp_t y = vp_linear_4bit(sim, xc, weight, bc, vp_dequant_absmax_numel(step->recipe, vp_at(sim, weight)->numel),
+                            vp_at(sim, x)->numel / (in ? in : 1), out_features, label);
+    vp_drop(sim, bc);
     vp_drop(sim, xc);
-    if (bias) {
-        vp_t biased = vp_add(sim, y, bias, vp_at(sim, y)->numel, label);
-        vp_drop(sim, y);
-        y = biased;
-    }
     vp_t out = vp_to(sim, y, input, "linear4bit.cast_output");
     vp_drop(sim, y);
     return out;

@@ -137,25 +137,34 @@ vp_t vp_linear(vp_sim *sim, vp_t x, vp_t w, vp_t b, uint64_t rows, uint64_t out_
 }
 
 /* MatMul4Bit's backward: grad_A = grad @ dequantize_4bit(W).t(), the
- * dequantized weight a transient again. */
+ * dequantized weight (and its block scales) a transient again. */
 static void backward_4bit(vp_sim *sim, uint32_t index) {
     vp_node *node = vp_node_at(sim, index);
     if (!vp_needs_grad(sim, node, 0)) return;
-    uint64_t weight_numel = vp_at(sim, (vp_t)node->aux[0])->numel;
+    uint64_t weight_numel = vp_at(sim, (vp_t)node->aux[0])->numel, absmax_numel = node->aux[1];
+    vp_t absmax = absmax_numel ? vp_grad_sized(sim, absmax_numel, VP_FP32, "dequantize_4bit.absmax") : 0;
     vp_t dequantized = vp_grad_sized(sim, weight_numel, (vp_dtype)vp_at(sim, node->out[0])->dtype, "dequantize_4bit");
+    vp_drop(sim, absmax);
     vp_t g = vp_grad_like(sim, vp_node_at(sim, index)->in[0], vp_node_at(sim, index)->label);
     vp_drop(sim, dequantized);
     vp_give_grad(sim, vp_node_at(sim, index), 0, g);
 }
 
-vp_t vp_linear_4bit(vp_sim *sim, vp_t x, vp_t w, uint64_t rows, uint64_t out_features, const char *label) {
+vp_t vp_linear_4bit(vp_sim *sim, vp_t x, vp_t w, vp_t b, uint64_t absmax_numel, uint64_t rows, uint64_t out_features,
+                    const char *label) {
     vp_dtype dt = dtype_of(sim, x);
+    vp_t absmax = absmax_numel ? vp_new(sim, absmax_numel, VP_FP32, "dequantize_4bit.absmax") : 0;
     vp_t dequantized = vp_new(sim, numel_of(sim, w), dt, "dequantize_4bit");
+    vp_drop(sim, absmax);
     vp_t y = vp_new(sim, vp_numel(sim, rows, out_features), dt, label);
     vp_drop(sim, dequantized);
+    (void)b; /* fused into the product; frozen like the weight */
     vp_t in[2] = {x, 0}; /* the frozen packed weight gets no gradient */
     vp_node *node = vp_record(sim, backward_4bit, label, in, 2, &y, 1);
-    if (node) node->aux[0] = w; /* ctx.tensors = (None, B): the packed weight, a parameter */
+    if (node) {
+        node->aux[0] = w; /* ctx.tensors = (None, B): the packed weight, a parameter */
+        node->aux[1] = absmax_numel;
+    }
     return y;
 }
 

@@ -17,10 +17,14 @@ vp_t vp_linear(vp_sim *sim, vp_t x, vp_t w, vp_t b, uint64_t rows, uint64_t out_
                const char *label);
 
 /* A batched matmul of two activations (bmm): saves both. */
-/* bitsandbytes' matmul_4bit (MatMul4Bit): the packed weight dequantized to
- * x's dtype for the product and dropped; keeps nothing of x (the weight is
- * frozen); backward dequantizes again for x's gradient. */
-vp_t vp_linear_4bit(vp_sim *sim, vp_t x, vp_t w, uint64_t rows, uint64_t out_features, const char *label);
+/* bitsandbytes' matmul_4bit (MatMul4Bit, bitsandbytes 0.45-0.46):
+ * F.linear(x, dequantize_4bit(W).to(x.dtype).t(), b), the bias fused; the
+ * dequantized weight (in x's dtype) is dropped, and with it, under double
+ * quantization, the `absmax_numel` fp32 block scales dequantize_blockwise
+ * made first. Keeps nothing of x (the weight is frozen; ctx.tensors holds
+ * the packed parameter); backward dequantizes again for x's gradient. */
+vp_t vp_linear_4bit(vp_sim *sim, vp_t x, vp_t w, vp_t b, uint64_t absmax_numel, uint64_t rows, uint64_t out_features,
+                    const char *label);
 
 /* bitsandbytes' MatMul8bitLt (LLM.int8, bitsandbytes 0.45+) against a
  * frozen int8 weight (CB, with fp32 row scales): x cast to fp16 and

@@ -33,15 +33,6 @@ unsigned vp_recipe_microbatches(const vp_recipe *r) {
 const char *const vp_quant_names[] = {"none", "nf4", "fp4", "int8", NULL};
 const char *const vp_sparsity_names[] = {"none", "2:4", NULL};
 
-vp_dtype vp_quant_storage(const vp_recipe *recipe) {
-    if (recipe->finetune != VP_FINETUNE_QLORA) return VP_DTYPE_NONE;
-    switch (recipe->quant) {
-    case VP_QUANT_FP4: return recipe->double_quant ? VP_FP4_DQ : VP_FP4;
-    case VP_QUANT_INT8: return VP_INT8;
-    default: return recipe->double_quant ? VP_NF4_DQ : VP_NF4; /* QLoRA's NormalFloat4 */
-    }
-}
-
 const char *const vp_finetune_names[] = {"full", "lora", "qlora", "prefix", "prompt", "freeze", NULL};
 const char *const vp_fsdp_names[] = {"none", "no_shard", "shard_grad_op", "full_shard", "hybrid_shard", NULL};
 const char *const vp_offload_names[] = {"none", "cpu", "nvme", NULL};

@@ -182,9 +182,6 @@ unsigned vp_recipe_microbatches(const vp_recipe *recipe);
  * (0: all of them; freezing keeps the ones before it frozen). */
 unsigned vp_recipe_first_trained_layer(const vp_recipe *recipe, unsigned layers);
 
-/* The storage of a quantized base weight, or VP_DTYPE_NONE. */
-vp_dtype vp_quant_storage(const vp_recipe *recipe);
-
 /* The modules LoRA adapts: the recipe's, or PEFT's defaults for the
  * supported models (q_proj and v_proj; c_attn for GPT-2). */
 vp_module_set vp_lora_targets(const vp_recipe *recipe);

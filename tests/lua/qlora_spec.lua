@@ -5,11 +5,16 @@ local helper = require("tests.lua.helper")
 
 -- NF4 with double quantization: 4 bits per element, a uint8 absmax per 64
 -- elements and an fp32 scale per 256 of those (the paper's section 3:
--- 4 + 8/64 + 32/(64 x 256) bits per parameter)
+-- 4 + 8/64 + 32/(64 x 256) bits per parameter); bitsandbytes' quant_state
+-- adds an fp32 offset and the 16-value fp32 code table of each weight
+-- (quantize_4bit: absmax.mean(), get_4bit_type)
+local CODE, OFFSET = 16 * 4, 4
 local function nf4_dq_bytes(numel)
   local blocks = math.ceil(numel / 64)
-  return math.ceil(numel / 2) + blocks + 4 * math.ceil(blocks / 256)
+  return math.ceil(numel / 2) + blocks + 4 * math.ceil(blocks / 256) + OFFSET + CODE
 end
+-- the second level's 256-value fp32 map, one per process (name2qmap["dynamic"])
+local DYNAMIC_MAP = 256 * 4
 
 local function qlora(model, ...)
   return helper.estimate(model, "--set", "seq_len=256", "--set", "finetune=qlora", ...)
@@ -22,7 +27,7 @@ describe("QLoRA", function()
     local quantized = layers * (4 * nf4_dq_bytes(h * h) + 3 * nf4_dq_bytes(h * f))
     local sixteen_bit = 2 * (2 * vocab * h + layers * 2 * h + h) -- embeddings, head, norms in bf16
     local adapters = 4 * layers * 2 * 8 * (h + h)                   -- fp32 (PEFT's autocast_adapter_dtype)
-    assert.are.equal(quantized + sixteen_bit + adapters, r.per_gpu.params_bytes)
+    assert.are.equal(quantized + sixteen_bit + adapters + DYNAMIC_MAP, r.per_gpu.params_bytes)
     assert.are.equal(layers * 2 * 8 * (h + h), r.model.trainable_params)
   end)
 
@@ -32,8 +37,10 @@ describe("QLoRA", function()
     local nf4 = qlora("llama2-7b")
     local h, f = 4096, 11008
     local per_layer_nf4 = 4 * nf4_dq_bytes(h * h) + 3 * nf4_dq_bytes(h * f)
-    local per_layer_plain = 4 * (h * h / 2 + 4 * h * h / 64) + 3 * (h * f / 2 + 4 * h * f / 64)
-    assert.are.equal(32 * (per_layer_plain - per_layer_nf4), plain.per_gpu.params_bytes - nf4.per_gpu.params_bytes)
+    -- an fp32 absmax per block and the code table, no offset, no map
+    local per_layer_plain = 4 * (h * h / 2 + 4 * h * h / 64 + CODE) + 3 * (h * f / 2 + 4 * h * f / 64 + CODE)
+    assert.are.equal(32 * (per_layer_plain - per_layer_nf4) - DYNAMIC_MAP,
+      plain.per_gpu.params_bytes - nf4.per_gpu.params_bytes)
     assert.are.equal(nf4.per_gpu.params_bytes, fp4.per_gpu.params_bytes)
   end)
 
@@ -47,6 +54,13 @@ describe("QLoRA", function()
     end
     assert.is_true(sizes[2 * 4096 * 4096])   -- q, k, v, o in bf16
     assert.is_true(sizes[2 * 4096 * 11008])  -- gate, up, down
+    -- dequantize_4bit first makes a double-quantized weight's block absmax
+    -- fp32 again (dequantize_blockwise): one per 64 elements
+    local attention, mlp = 4 * 4096 * 4096 / 64, 4 * 4096 * 11008 / 64 -- q, k, v, o; gate, up, down
+    assert.are.same({ attention, attention, attention, attention, mlp, mlp, mlp },
+      helper.forward_sizes(helper.model("llama2-7b", 1), { finetune = "qlora", seq_len = 64 }, "dequantize_4bit.absmax"))
+    assert.are.same({}, helper.forward_sizes(helper.model("llama2-7b", 1),
+      { finetune = "qlora", seq_len = 64, double_quant = false }, "dequantize_4bit.absmax"))
   end)
 
   it("runs the adapters as PEFT's bnb layers do: a 4-bit result cloned, the output cast back before the add", function()
@@ -120,20 +134,20 @@ describe("QLoRA", function()
 
   -- FSDP-QLoRA (answer.ai and Hugging Face, bnb_4bit_quant_storage): FSDP
   -- shards the packed 4-bit bytes like any float storage; the quant_state
-  -- (uint8 absmax per 64 weights, an fp32 scale per 256 of those) is no
-  -- parameter and stays whole on every rank
+  -- (uint8 absmax per 64 weights, an fp32 scale per 256 of those, the
+  -- offset and the code table) is no parameter and stays whole on every rank
   it("shards the packed 4-bit weights under FSDP and keeps their scales whole", function()
     local h, f, layers, vocab, dp = 4096, 11008, 32, 32000, 2
     local function ceil(x) return math.ceil(x) end
     local function quantized(n)
       local blocks = ceil(n / 64)
-      return ceil(n / 2 / dp) + blocks + 4 * ceil(blocks / 256)
+      return ceil(n / 2 / dp) + blocks + 4 * ceil(blocks / 256) + OFFSET + CODE
     end
     local weights = layers * (4 * quantized(h * h) + 3 * quantized(h * f))
     local rest = 2 * 2 * ceil(vocab * h / dp) + (2 * layers + 1) * 2 * ceil(h / dp) -- bf16 shards
     local adapters = layers * 2 * 2 * 4 * ceil(8 * h / dp) -- q and v: A and B, fp32 shards
     local r = qlora("llama2-7b", "--set", "precision=bf16", "--set", "framework=fsdp", "--set", "dp=" .. dp)
-    assert.are.equal(weights + rest + adapters, r.per_gpu.params_bytes)
+    assert.are.equal(weights + rest + adapters + DYNAMIC_MAP, r.per_gpu.params_bytes)
   end)
 
   -- Answer.AI's FSDP+QLoRA release (https://www.answer.ai/posts/2024-03-06-fsdp-qlora):

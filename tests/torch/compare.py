@@ -399,6 +399,21 @@ CASES = [
     ("t5 dora bf16", t5(), recipe("bf16", finetune="lora", use_dora="true", target_len=8, b=1, s=8)),
     ("phi dora all-linear amp-bf16 dropout", phi(), recipe("amp-bf16", finetune="lora", use_dora="true",
                                                            lora_targets="all-linear", lora_dropout=0.1, b=1, s=8)),
+    # QLoRA: bitsandbytes' 4-bit layers (written out in models.py), PEFT's bnb LoRA and DoRA layers
+    ("llama qlora bf16", llama(h=256, inter=512), recipe("bf16", finetune="qlora", b=1, s=16)),
+    ("llama qlora amp-bf16 all-linear dropout", llama(h=256, inter=512), recipe("amp-bf16", finetune="qlora", lora_targets="all-linear",
+                                                                lora_dropout=0.1)),
+    ("llama qlora fp4 no double quant checkpointed", llama(h=256, inter=512, layers=3), recipe(
+        "amp-bf16", ckpt="full", finetune="qlora", quant="fp4", double_quant="false")),
+    ("llama qlora bf16 attention biases", llama(h=256, inter=512, kv=4) | {"attention_bias": True}, recipe(
+        "bf16", finetune="qlora", lora_targets="all-linear", b=1, s=16)),
+    # one short sequence: the dequantized weight (and its fp32 block scales) make the peak
+    ("llama qlora bf16 short sequence", llama(h=256, inter=1024, vocab=64), recipe("bf16", finetune="qlora", b=1, s=4)),
+    ("llama qlora amp-bf16 checkpointed short sequence", llama(h=256, inter=1024, vocab=64), recipe(
+        "amp-bf16", finetune="qlora", b=1, s=4, ckpt="full")),
+    ("llama qlora dora amp-bf16", llama(h=256, inter=512), recipe("amp-bf16", finetune="qlora", use_dora="true", b=1, s=8)),
+    ("llama qlora dora bf16 dropout all-linear", llama(h=256, inter=512), recipe("bf16", finetune="qlora", use_dora="true",
+                                                                 lora_dropout=0.1, lora_targets="all-linear", b=1, s=8)),
     # prompt tuning: virtual tokens before every sequence
     ("llama prompt fp32", llama(), recipe(finetune="prompt", num_virtual_tokens=8)),
     ("llama prompt bf16 checkpointed", llama(layers=3), recipe("bf16", ckpt="full", finetune="prompt",

@@ -21,7 +21,7 @@ import torch.multiprocessing as mp
 import torch.utils.checkpoint
 
 from models import (Autocast, BertForSequenceClassification, CausalLM, T5ForConditionalGeneration, add_lora,
-                    add_prefix, add_prompt)
+                    add_prefix, add_prompt, quantize_4bit)
 from optimizers import SM3, Adafactor, HFAdamW
 
 # oneDNN's bf16 GEMMs allocate scratch buffers of their own on the CPU (heap
@@ -176,11 +176,15 @@ def measure(case, rank=None):
     model.to(model_dtype)
     ac = Autocast(torch.bfloat16 if precision == "amp-bf16" else None)
     finetune = recipe.get("finetune", "full")
-    if finetune in ("lora", "prompt", "prefix"):
+    if finetune == "qlora":
+        # loaded in the compute dtype and quantized; under amp-bf16 the rest
+        # is fp32, as prepare_model_for_kbit_training leaves it
+        quantize_4bit(model, ac, str(recipe.get("double_quant", "true")) == "true", torch.bfloat16, torch.bfloat16)
+    if finetune in ("lora", "qlora", "prompt", "prefix"):
         # PEFT upcasts 16-bit adapters to fp32 (autocast_adapter_dtype) unless
         # the framework casts the whole module (the mixed-* recipes)
         adapter_dtype = model_dtype if precision.startswith("mixed") else torch.float32
-        if finetune == "lora":
+        if finetune in ("lora", "qlora"):
             add_lora(model, ac, recipe, adapter_dtype)
         elif finetune == "prefix":
             add_prefix(model, cfg, recipe, adapter_dtype)
@@ -253,7 +257,7 @@ def measure(case, rank=None):
             result["activations_bytes"] = after_forward - start
             result["end_balance"] = _current() - start
 
-    result["params_bytes"] = tensor_bytes(all_params)
+    result["params_bytes"] = tensor_bytes(all_params) + tensor_bytes(getattr(model, "quant_tensors", []))
     result["buffers_bytes"] = tensor_bytes(model.buffers())
     if isinstance(opt, MasterWeights):
         result["master_bytes"] = tensor_bytes(opt.masters)

@@ -33,12 +33,14 @@ import torch.nn as nn
 
 class Autocast:
     """torch.autocast(device_type='cuda', dtype=low) done by hand; it also
-    carries the run's LoRA adapters (id(weight) -> (A, B, scaling, dropout))."""
+    carries the run's LoRA adapters (id(weight) -> (A, B, scaling, dropout,
+    magnitude)) and QLoRA's 4-bit weights (id(packed weight) -> QuantState)."""
 
     def __init__(self, low):
         self.low = low  # None: autocast off
         self.cache = {}
         self.lora = {}
+        self.quant = {}
 
     def down(self, t):
         """Lower-precision list: fp32 inputs are cast; leaves that require
@@ -216,7 +218,8 @@ def dora(ac, x, weight, bias, lora_A, lora_B, scaling, magnitude, base_result, f
     the magnitude over it scaling both the base output and the adapters'."""
     x_eye = eye(lora_A.shape[1], x.dtype)
     lora_weight = linear(ac, linear(ac, x_eye, lora_A), lora_B).T
-    weight = weight.to(x.dtype)  # dequantize_module_weight: the weight itself
+    weight = dequantize_module_weight(ac, weight)
+    weight = weight.to(x.dtype)
     # get_weight_norm: linalg_vector_norm is on autocast's fp32 list
     oriented = weight.T if fan_in_fan_out else weight
     summed = add(oriented, scaling * lora_weight.detach())
@@ -236,7 +239,140 @@ def dora(ac, x, weight, bias, lora_A, lora_B, scaling, magnitude, base_result, f
 
 
 def linear(ac, x, w, b=None):
+    state = ac.quant.get(id(w))
+    if state is not None:  # the base output passed on, no frame between keeping it
+        adapter = ac.lora.get(id(w))
+        if adapter is None:
+            return linear_4bit(x, w, b, state)
+        return lora_4bit(ac, x, w, linear_4bit(x, w, b, state), b, adapter)
     return lora(ac, x, w, nn.functional.linear(ac.down(x), ac.down(w), ac.down(b)), b)
+
+
+# ---------------------------------------------------------------- QLoRA
+# bitsandbytes 0.45-0.46's 4-bit layers as they allocate on the GPU (there is
+# no bitsandbytes on this CPU): the values are not NF4's, the tensors are.
+
+
+class QuantState:
+    """Params4bit.quant_state after quantize_4bit with blocks of 64: the
+    absmax of every block (fp32; double-quantized: uint8, with state2's fp32
+    absmax per 256 blocks and an fp32 offset) and a 16-value fp32 code table
+    of the weight's own (get_4bit_type). `dtype` is the weight's before
+    quantization, `compute_dtype` Linear4bit's."""
+
+    def __init__(self, shape, dtype, compute_dtype, double_quant):
+        self.shape, self.dtype, self.compute_dtype, self.nested = shape, dtype, compute_dtype, double_quant
+        self.blocks = -(-shape[0] * shape[1] // 64)
+        self.code = torch.zeros(16, dtype=torch.float32)
+        if double_quant:
+            self.absmax = torch.zeros(self.blocks, dtype=torch.uint8)
+            self.offset = torch.zeros((), dtype=torch.float32)
+            self.state2_absmax = torch.zeros(-(-self.blocks // 256), dtype=torch.float32)
+        else:
+            self.absmax = torch.zeros(self.blocks, dtype=torch.float32)
+
+    def tensors(self):
+        extra = [self.offset, self.state2_absmax] if self.nested else []
+        return [self.absmax, self.code] + extra
+
+
+def dequantize_4bit(A, state):
+    """bitsandbytes.functional.dequantize_4bit: with double quantization the
+    block absmax first, dequantize_blockwise's fp32 tensor (the offset added
+    in place), then the weight in the dtype it had; a transposed packed
+    weight ([1, n/2]) gets the transposed view back."""
+    absmax = state.absmax
+    if state.nested:
+        absmax = torch.empty(state.blocks, dtype=torch.float32)
+        absmax += state.offset
+    out = torch.empty(state.shape, dtype=state.dtype).fill_(0.01)
+    del absmax
+    return out.t() if A.shape[0] == 1 else out
+
+
+def dequantize_module_weight(ac, weight):
+    """peft.utils.integrations.dequantize_module_weight: a 4-bit weight
+    dequantized whole (dequantize_bnb_weight), any other as it is."""
+    state = ac.quant.get(id(weight))
+    return weight if state is None else dequantize_4bit(weight, state)
+
+
+class MatMul4Bit(torch.autograd.Function):
+    """bitsandbytes.autograd._functions.MatMul4Bit: F.linear on the weight
+    dequantized to A's dtype, the bias fused; ctx keeps the packed weight
+    (a parameter) and the state, nothing of A. Backward dequantizes again."""
+
+    @staticmethod
+    def forward(ctx, A, B, bias, state):
+        ctx.state, ctx.B = state, B
+        ctx.dtype_bias = None if bias is None else bias.dtype
+        return nn.functional.linear(A, dequantize_4bit(B, state).to(A.dtype).t(), bias)
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        req_grad_a, _, req_grad_bias, _ = ctx.needs_input_grad
+        grad_a = grad_bias = None
+        if req_grad_bias:
+            grad_bias = grad_output.sum(0, dtype=ctx.dtype_bias)
+        if req_grad_a:
+            grad_a = torch.matmul(grad_output, dequantize_4bit(ctx.B, ctx.state).to(grad_output.dtype).t())
+        return grad_a, None, grad_bias, None
+
+
+def linear_4bit(x, weight, bias, state):
+    """bitsandbytes.nn.Linear4bit.forward: a bias of another dtype than x's
+    replaced by a copy in x's for good, x and the bias cast to the compute
+    dtype, matmul_4bit, the output cast back to x's dtype."""
+    if bias is not None and bias.dtype != x.dtype:
+        bias.data = bias.data.to(x.dtype)
+    inp_dtype = x.dtype
+    x = x.to(state.compute_dtype)
+    bias = None if bias is None else bias.to(state.compute_dtype)
+    out = MatMul4Bit.apply(x, weight.t(), bias, state)
+    out = out.to(inp_dtype)
+    return out
+
+
+def lora_4bit(ac, x, w, result, b, adapter):
+    """peft.tuners.lora.bnb.Linear4bit.forward after its base layer: the
+    result cloned; without autocast x cast to the adapters' dtype and their
+    output (or DoRA's result) cast back to the result's."""
+    result = result.clone()
+    lora_A, lora_B, scaling, p, magnitude = adapter
+    requires_conversion = ac.low is None  # not torch.is_autocast_enabled()
+    if requires_conversion:
+        expected_dtype = result.dtype
+        if x.dtype != lora_A.dtype:  # self._cast_input_dtype(x, lora_A.weight.dtype)
+            x = x.to(lora_A.dtype)
+    if magnitude is None:
+        output = linear(ac, linear(ac, dropout(x, p, True), lora_A), lora_B) * scaling
+        if requires_conversion:
+            output = output.to(expected_dtype)
+        result = add(result, output)
+    else:
+        result = dora_variant(ac, x, w, b, lora_A, lora_B, scaling, p, magnitude, result, False)
+        if requires_conversion:
+            result = result.to(expected_dtype)
+    return result
+
+
+def quantize_4bit(model, ac, double_quant, dtype, compute_dtype):
+    """from_pretrained(quantization_config=BitsAndBytesConfig(load_in_4bit,
+    bnb_4bit_use_double_quant, bnb_4bit_compute_dtype)): every nn.Linear but
+    the head becomes a Linear4bit whose weight (loaded in `dtype`) is packed
+    two to a byte, [(n + 1) // 2, 1] uint8. model.quant_tensors lists the
+    states' tensors and, with double quantization, the 256-value fp32 map
+    quantize_blockwise caches once per process."""
+    model.quant_tensors = [torch.zeros(256, dtype=torch.float32)] if double_quant else []
+    for name, module in model.named_modules():
+        if not isinstance(module, nn.Linear) or name.rsplit(".", 1)[-1] == "lm_head":
+            continue
+        shape = tuple(module.weight.shape)
+        state = QuantState(shape, dtype, compute_dtype, double_quant)
+        module.weight = nn.Parameter(torch.zeros((shape[0] * shape[1] + 1) // 2, 1, dtype=torch.uint8),
+                                     requires_grad=False)
+        ac.quant[id(module.weight)] = state
+        model.quant_tensors += state.tensors()
 
 
 def chunks(layers, checkpoint):
@@ -2047,13 +2183,18 @@ def add_lora(model, ac, recipe, adapter_dtype):
         if name.rsplit(".", 1)[-1] not in targets or not isinstance(module, (nn.Linear, Conv1D)):
             continue
         w = module.weight
-        out_features, in_features = (w.shape[1], w.shape[0]) if isinstance(module, Conv1D) else w.shape
+        state = ac.quant.get(id(w))
+        out_features, in_features = (
+            state.shape if state else (w.shape[1], w.shape[0]) if isinstance(module, Conv1D) else w.shape)
         lora_A = nn.Parameter(torch.empty(r, in_features, dtype=adapter_dtype).normal_(std=0.02))
         lora_B = nn.Parameter(torch.zeros(out_features, r, dtype=adapter_dtype))
         adapters.append(lora_A)
         adapters.append(lora_B)
         magnitude = None
-        if dora:
+        if dora and state:  # the norms of the dequantized weight, made once
+            magnitude = nn.Parameter(torch.ones(out_features, dtype=adapter_dtype))
+            adapters.append(magnitude)
+        elif dora:
             oriented = w.detach().T if isinstance(module, Conv1D) else w.detach()
             magnitude = nn.Parameter(torch.linalg.norm(oriented.float(), dim=1).to(adapter_dtype))
             adapters.append(magnitude)
