@@ -407,6 +407,17 @@ CASES = [
         "amp-bf16", ckpt="full", finetune="qlora", quant="fp4", double_quant="false")),
     ("llama qlora bf16 attention biases", llama(h=256, inter=512, kv=4) | {"attention_bias": True}, recipe(
         "bf16", finetune="qlora", lora_targets="all-linear", b=1, s=16)),
+    # every family's linears in 4 bits: experts and routers, fused projections, T5's wo kept in fp32
+    ("mixtral qlora bf16 all-linear", mixtral(h=128, inter=192), recipe("bf16", finetune="qlora", lora_targets="all-linear")),
+    ("qwen3-moe qlora amp-bf16 all-linear", qwen3_moe(h=128), recipe("amp-bf16", finetune="qlora",
+                                                                     lora_targets="all-linear")),
+    ("phi3 qlora amp-bf16 all-linear", phi3(h=128, inter=256), recipe("amp-bf16", finetune="qlora",
+                                                                     lora_targets="all-linear")),
+    ("gemma2 qlora amp-bf16 all-linear", gemma2(h=128, inter=256), recipe("amp-bf16", finetune="qlora",
+                                                                         lora_targets="all-linear")),
+    ("phi qlora bf16 all-linear", phi(h=128, inter=256), recipe("bf16", finetune="qlora", lora_targets="all-linear")),
+    ("t5 v1.1 qlora amp-bf16 all-linear", t5(h=128, d_ff=256, proj="gated-gelu", tied=False), recipe(
+        "amp-bf16", finetune="qlora", lora_targets="all-linear", target_len=16)),
     # one short sequence: the dequantized weight (and its fp32 block scales) make the peak
     ("llama qlora bf16 short sequence", llama(h=256, inter=1024, vocab=64), recipe("bf16", finetune="qlora", b=1, s=4)),
     ("llama qlora amp-bf16 checkpointed short sequence", llama(h=256, inter=1024, vocab=64), recipe(

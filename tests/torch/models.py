@@ -360,12 +360,17 @@ def quantize_4bit(model, ac, double_quant, dtype, compute_dtype):
     """from_pretrained(quantization_config=BitsAndBytesConfig(load_in_4bit,
     bnb_4bit_use_double_quant, bnb_4bit_compute_dtype)): every nn.Linear but
     the head becomes a Linear4bit whose weight (loaded in `dtype`) is packed
-    two to a byte, [(n + 1) // 2, 1] uint8. model.quant_tensors lists the
+    two to a byte, [(n + 1) // 2, 1] uint8; the model's _keep_in_fp32_modules
+    (T5's wo) stay unquantized, in fp32. model.quant_tensors lists the
     states' tensors and, with double quantization, the 256-value fp32 map
     quantize_blockwise caches once per process."""
+    keep_fp32 = {"wo"} if isinstance(model, T5ForConditionalGeneration) else set()
     model.quant_tensors = [torch.zeros(256, dtype=torch.float32)] if double_quant else []
     for name, module in model.named_modules():
         if not isinstance(module, nn.Linear) or name.rsplit(".", 1)[-1] == "lm_head":
+            continue
+        if name.rsplit(".", 1)[-1] in keep_fp32:
+            module.to(torch.float32)
             continue
         shape = tuple(module.weight.shape)
         state = QuantState(shape, dtype, compute_dtype, double_quant)
