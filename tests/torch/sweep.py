@@ -8,7 +8,8 @@ compare.py allows or whose model states differ at all.
 The same SEED draws the same configurations. `wide` varies more, from a
 stream of its own (the plain draws stay as they were): longer checkpointed
 chunks, the mixtures' router logits (output_router_logits), LoRA's
-dropout, DoRA, activation offload and the logits dropped (HF's Trainer). What it finds becomes a fixed
+dropout, DoRA, QLoRA, activation offload and the logits dropped (HF's
+Trainer). What it finds becomes a fixed
 case in compare.py once understood. Recipes vramplan refuses (a family
 without PEFT's default LoRA targets, say) are skipped and counted.
 """
@@ -83,6 +84,14 @@ def widen(w, case):
         recipe["lora_dropout"] = 0.1
     if recipe["finetune"] == "lora" and w.random() < 0.4:
         recipe["use_dora"] = "true"
+    # QLoRA over the harness's bitsandbytes layers (GPT-2's Conv1D are not written out; under
+    # autocast Linear4bit's cast of a bias to its input's dtype, left out, changes BLOOM's,
+    # Phi-2's and GPT-NeoX's states by a few hundred bytes)
+    biased = family in ("bloom", "phi", "neox") and recipe["precision"] == "amp-bf16"
+    if recipe["finetune"] == "lora" and family != "gpt2" and not biased and w.random() < 0.4:
+        recipe["finetune"] = "qlora"
+        recipe["quant"] = w.choice(["nf4", "nf4", "fp4"])
+        recipe["double_quant"] = w.choice(["true", "true", "false"])
     if recipe["checkpointing"] == "none" and w.random() < 0.2:
         recipe["offload_activations"] = "true"
     if w.random() < 0.3:
