@@ -122,6 +122,7 @@ static void backward_checkpoint(vp_sim *sim, uint32_t index) {
     output_grads(sim, index, n_out, grads);
     detach_inputs(sim, index, c->n_inputs, detached);
     uint32_t first = sim->n_nodes;
+    unsigned ctx_from = c->step->n_ctx_refs;
     rerun(sim, index, c, detached, recomputed);
 
     bool deferred[VP_NODE_MAX_OUT] = {false};
@@ -145,6 +146,7 @@ static void backward_checkpoint(vp_sim *sim, uint32_t index) {
         vp_drop(sim, arguments[j]);
     }
     vp_step_drop_rerun_leaves(c->step); /* the rerun's graph goes */
+    vp_step_release_ctx(c->step, ctx_from);
     for (unsigned i = 0; i < c->n_inputs; i++) {
         vp_t gx = vp_at(sim, detached[i])->param_grad;
         vp_at(sim, detached[i])->param_grad = 0;

@@ -169,9 +169,9 @@ vp_t vp_linear_4bit(vp_sim *sim, vp_t x, vp_t w, vp_t b, uint64_t absmax_numel, 
 }
 
 /* MatMul8bitLt.backward: CB = state.CB.to(dtype_A, copy=True).mul_(
- * state.SCB.unsqueeze(1).mul(1.0 / 127.0)); grad_A = torch.matmul(
- * grad_output.to(dtype_A), CB): the dequantized weight and its row scales
- * alive while x's gradient is made. */
+ * state.SCB.unsqueeze(1).mul(1.0 / 127.0)) (the scaled row scales gone
+ * once multiplied in); grad_A = torch.matmul(grad_output.to(dtype_A), CB):
+ * the dequantized weight alive while x's gradient is made. */
 static void backward_int8(vp_sim *sim, uint32_t index) {
     vp_node *node = vp_node_at(sim, index);
     if (!vp_needs_grad(sim, node, 0)) return;
@@ -179,11 +179,11 @@ static void backward_int8(vp_sim *sim, uint32_t index) {
     uint64_t weight_numel = vp_at(sim, (vp_t)node->aux[0])->numel, out_features = node->aux[1];
     vp_t dequantized = vp_grad_sized(sim, weight_numel, dt, "int8.dequantize");
     vp_t scales = vp_grad_sized(sim, out_features, VP_FP32, "int8.dequantize");
+    vp_drop(sim, scales);
     vp_t grad_out = vp_grad_out(sim, node, 0);
     vp_t cast = dtype_of(sim, grad_out) == dt ? 0 : vp_grad_sized(sim, numel_of(sim, grad_out), dt, "int8.grad_cast");
     vp_t g = vp_grad_like(sim, vp_node_at(sim, index)->in[0], vp_node_at(sim, index)->label);
     vp_drop(sim, cast);
-    vp_drop(sim, scales);
     vp_drop(sim, dequantized);
     vp_give_grad(sim, vp_node_at(sim, index), 0, g);
 }
@@ -191,24 +191,32 @@ static void backward_int8(vp_sim *sim, uint32_t index) {
 vp_t vp_linear_int8(vp_sim *sim, vp_t x, vp_t w, uint64_t rows, uint64_t out_features, const char *label) {
     vp_dtype dt = dtype_of(sim, x);
     uint64_t in = numel_of(sim, w) / (out_features ? out_features : 1);
-    /* int8_vectorwise_quant(A.to(torch.float16)) */
+    /* int8_vectorwise_quant(A.to(torch.float16), threshold): the row scales
+     * and the int8 rows; transformers' llm_int8_threshold (6.0) looks for
+     * outliers with A.abs() >= threshold, an fp16 and a bool tensor of A's
+     * size (none found: outliers are data-dependent and left out) */
     vp_t half = dt == VP_FP16 ? 0 : vp_new(sim, numel_of(sim, x), VP_FP16, "int8.cast_input");
-    vp_t quantized = vp_new(sim, vp_numel(sim, rows, in), VP_INT8, "int8.quantize_input");
     vp_t row_scales = vp_new(sim, rows, VP_FP32, "int8.quantize_input");
+    vp_t quantized = vp_new(sim, vp_numel(sim, rows, in), VP_INT8, "int8.quantize_input");
+    vp_t magnitude = vp_new(sim, vp_numel(sim, rows, in), VP_FP16, "int8.outliers");
+    vp_t outliers = vp_new(sim, vp_numel(sim, rows, in), VP_BOOL, "int8.outliers");
+    vp_drop(sim, magnitude);
+    vp_drop(sim, outliers);
     vp_drop(sim, half);
-    /* int8_scaled_mm: int8_linear_matmul's int32 product, dequantized (the
-     * bias fused) into x's dtype */
+    /* int8_scaled_mm: int8_linear_matmul's int32 product, int8_mm_dequant's
+     * fp16 output (the bias fused), cast to x's dtype */
     vp_t product = vp_new(sim, vp_numel(sim, rows, out_features), VP_INT32, "int8.matmul");
+    vp_t dequantized = dt == VP_FP16 ? 0 : vp_new(sim, vp_numel(sim, rows, out_features), VP_FP16, "int8.matmul");
     vp_t y = vp_new(sim, vp_numel(sim, rows, out_features), dt, label);
+    vp_drop(sim, dequantized);
     vp_drop(sim, product);
     vp_drop(sim, row_scales);
     vp_drop(sim, quantized);
     vp_t in_[2] = {x, 0}; /* the frozen int8 weight gets no gradient */
     vp_node *node = vp_record(sim, backward_int8, label, in_, 2, &y, 1);
-    if (node) {
+    if (node) { /* x is kept by the caller: ctx.tensors, not a saved tensor */
         node->aux[0] = w;
         node->aux[1] = out_features;
-        vp_save(sim, node, x);
     }
     return y;
 }

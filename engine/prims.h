@@ -26,13 +26,16 @@ vp_t vp_linear(vp_sim *sim, vp_t x, vp_t w, vp_t b, uint64_t rows, uint64_t out_
 vp_t vp_linear_4bit(vp_sim *sim, vp_t x, vp_t w, vp_t b, uint64_t absmax_numel, uint64_t rows, uint64_t out_features,
                     const char *label);
 
-/* bitsandbytes' MatMul8bitLt (LLM.int8, bitsandbytes 0.45+) against a
+/* bitsandbytes' MatMul8bitLt (LLM.int8, bitsandbytes 0.46) against a
  * frozen int8 weight (CB, with fp32 row scales): x cast to fp16 and
- * quantized row-wise (int8 plus an fp32 scale per row), an int32 product
- * dequantized into an output of x's dtype; x itself is saved (ctx.tensors
- * = (None, subA, A)). Backward dequantizes the weight into x's dtype (a
- * copy, scaled in place) for x's gradient. Outlier columns (threshold 6.0)
- * are data-dependent and left out: no outliers. */
+ * quantized row-wise (int8 plus an fp32 scale per row) after the outlier
+ * search of threshold 6.0, an int32 product dequantized to fp16 and cast
+ * to x's dtype. x itself is kept (ctx.tensors = (None, subA, A)), a ctx
+ * attribute the graph frees, not the node: the caller holds it
+ * (vp_step_ctx_hold) when the output requires grad.
+ * Backward dequantizes the weight into x's dtype (a copy, scaled in place)
+ * for x's gradient. Outlier columns are data-dependent and left out: none
+ * found. */
 vp_t vp_linear_int8(vp_sim *sim, vp_t x, vp_t w, uint64_t rows, uint64_t out_features, const char *label);
 
 /* Transformer Engine's Linear under FP8 (TE 2.x, DelayedScaling) with the

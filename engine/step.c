@@ -547,6 +547,49 @@ void vp_step_graph_hold(vp_step *step, vp_t t) {
     step->sim.status = VP_SIM_OVERFLOW; /* more than the graph's room: an op-table bug */
 }
 
+void vp_step_ctx_hold(vp_step *step, vp_t t) {
+    if (step->n_ctx_refs == step->cap_ctx_refs) {
+        unsigned cap = step->cap_ctx_refs ? step->cap_ctx_refs * 2 : 64;
+        vp_ctx_ref *grown = realloc(step->ctx_refs, cap * sizeof *grown);
+        if (!grown) {
+            step->sim.status = VP_SIM_NOMEM;
+            return;
+        }
+        step->ctx_refs = grown;
+        step->cap_ctx_refs = cap;
+    }
+    vp_hold(&step->sim, t);
+    step->ctx_refs[step->n_ctx_refs++] = (vp_ctx_ref){t, step->fold_repeat};
+}
+
+/* Held while folding, a tensor stands for `repeat` of them: its release is
+ * repeated too (as vp_step_clear_casts does). */
+static void release_ctx_range(vp_step *step, unsigned from, unsigned to) {
+    for (unsigned i = from; i < to; i++) {
+        if (step->ctx_refs[i].repeat == 1) {
+            vp_drop(&step->sim, step->ctx_refs[i].tensor);
+            continue;
+        }
+        vp_ledger_begin_segment(&step->ledger);
+        vp_drop(&step->sim, step->ctx_refs[i].tensor);
+        vp_ledger_repeat_segment(&step->ledger, step->ctx_refs[i].repeat, 0);
+    }
+}
+
+void vp_step_release_ctx(vp_step *step, unsigned from) {
+    release_ctx_range(step, from, step->n_ctx_refs);
+    step->n_ctx_refs = from;
+}
+
+/* The last micro-batch's graph goes once the next forward has run: its ctx
+ * tensors, the first `n` entries. */
+static void release_old_ctx(vp_step *step, unsigned n) {
+    if (!n) return;
+    release_ctx_range(step, 0, n);
+    memmove(step->ctx_refs, step->ctx_refs + n, (step->n_ctx_refs - n) * sizeof *step->ctx_refs);
+    step->n_ctx_refs -= n;
+}
+
 static void drop_refs(vp_sim *sim, vp_t *refs) {
     for (unsigned i = 0; i < VP_LOCALS_MAX; i++) {
         vp_drop(sim, refs[i]);
@@ -780,6 +823,7 @@ static void free_step(vp_step *step) {
     free(step->layer_leaves);
     free(step->bridge_leaves);
     free(step->casts);
+    free(step->ctx_refs);
     free(step->chunks);
     free(step->chunk_repeat);
     free(step->hooks);
@@ -862,6 +906,7 @@ static uint64_t micro_batch(vp_step *step, const vp_meter *resident, const vp_me
     vp_router_logits old_router = step->router_logits;
     vp_t old_graph[VP_LOCALS_MAX];
     memcpy(old_graph, step->graph_refs, sizeof old_graph);
+    unsigned old_ctx = step->n_ctx_refs;
     memset(step->graph_refs, 0, sizeof step->graph_refs);
     step->loss = step->logits = step->encoder_output = 0;
     step->kv_cache = (vp_kv_cache){0};
@@ -911,6 +956,7 @@ static uint64_t micro_batch(vp_step *step, const vp_meter *resident, const vp_me
     /* `out = model(batch)` rebinds: the last micro-batch's outputs go now */
     vp_drop(sim, old_loss);
     drop_refs(sim, old_graph); /* the last micro-batch's graph goes with its loss */
+    release_old_ctx(step, old_ctx);
     vp_drop(sim, old_logits);
     vp_drop(sim, old_encoder_output);
     vp_kv_cache_release(step, &old_cache);
@@ -941,8 +987,10 @@ static uint64_t micro_batch(vp_step *step, const vp_meter *resident, const vp_me
     }
     step->offloaded = 0; /* backward unpacked and released them all */
     /* HF's Trainer returns loss.detach(): the graph goes after backward */
-    if (!step->recipe->keep_logits || step->recipe->framework == VP_FRAMEWORK_MEGATRON)
+    if (!step->recipe->keep_logits || step->recipe->framework == VP_FRAMEWORK_MEGATRON) {
         drop_refs(sim, step->graph_refs);
+        vp_step_release_ctx(step, 0);
+    }
     if (received) { /* its gradient is sent to the previous stage */
         vp_t g = vp_at(sim, received)->param_grad;
         vp_at(sim, received)->param_grad = 0;
@@ -976,6 +1024,7 @@ static void run(vp_step *step, vp_step_result *result) {
     /* the loop body ends: loss, outputs and the batch go */
     vp_drop(sim, step->loss);
     drop_refs(sim, step->graph_refs);
+    vp_step_release_ctx(step, 0);
     vp_drop(sim, step->logits);
     vp_drop(sim, step->encoder_output);
     vp_kv_cache_release(step, &step->kv_cache);

@@ -42,6 +42,13 @@ typedef struct {
     int layer;                       /* the layer that made it */
 } vp_cast_entry;
 
+/* A tensor an autograd Function keeps as a plain ctx attribute, freed with
+ * the graph; made while folding, it stands for `repeat` of them. */
+typedef struct {
+    vp_t tensor;
+    unsigned repeat;
+} vp_ctx_ref;
+
 /* Tensors a Python frame keeps as locals, not as autograd saves: the model
  * body's (HF's inputs_embeds, position_embeds) until it returns, before the
  * head; a wrapper's (PEFT's forward) until the outputs come back; a decoder
@@ -132,6 +139,8 @@ typedef struct vp_step {
      * autocast region exits */
     vp_cast_entry *casts;
     unsigned n_casts, cap_casts;
+    vp_ctx_ref *ctx_refs;            /* vp_step_ctx_hold's, in order */
+    unsigned n_ctx_refs, cap_ctx_refs;
     unsigned fold_repeat;            /* repetitions the code now running stands for */
     uint64_t gathered_live;          /* bytes of layers' parameters all-gathered now (ZeRO-3, FSDP) */
     vp_chunk *chunks;                /* the forward's layer chunks, in order */
@@ -164,6 +173,13 @@ void vp_step_embedding_output(vp_step *step, vp_t output);
  * (when the loop lets go of the loss, or after backward under HF's
  * Trainer), not when the node runs. */
 void vp_step_graph_hold(vp_step *step, vp_t t);
+/* Keeps t, which a recorded node's Function put on ctx as a plain
+ * attribute (bitsandbytes' MatMul8bitLt: ctx.tensors = (None, subA, A)):
+ * autograd does not release it when the node runs, the graph does when it
+ * goes; a checkpointed chunk's rerun graph when the chunk's backward ends. */
+void vp_step_ctx_hold(vp_step *step, vp_t t);
+/* The graph goes: the ctx tensors held from entry `from` on. */
+void vp_step_release_ctx(vp_step *step, unsigned from);
 /* A leaf that requires grad, made inside a checkpointed chunk's rerun: the
  * rerun's graph (its AccumulateGrad node) holds it, and the .grad its
  * backward gives it, until the chunk's backward ends

@@ -418,6 +418,27 @@ CASES = [
     ("phi qlora bf16 all-linear", phi(h=128, inter=256), recipe("bf16", finetune="qlora", lora_targets="all-linear")),
     ("t5 v1.1 qlora amp-bf16 all-linear", t5(h=128, d_ff=256, proj="gated-gelu", tied=False), recipe(
         "amp-bf16", finetune="qlora", lora_targets="all-linear", target_len=16)),
+    # LLM.int8 (bitsandbytes 0.46's Linear8bitLt, written out in models.py): the outlier search of
+    # threshold 6.0, the fp16 product cast to x's dtype; the input kept as a ctx attribute until the
+    # graph goes (after backward, or after the step while the loop holds the loss)
+    ("llama int8 bf16", llama(h=256, inter=512), recipe("bf16", finetune="qlora", quant="int8", b=1, s=16)),
+    ("llama int8 amp-bf16 all-linear dropout", llama(h=256, inter=512), recipe(
+        "amp-bf16", finetune="qlora", quant="int8", lora_targets="all-linear", lora_dropout=0.1)),
+    ("llama int8 fp32 checkpointed", llama(h=256, inter=512, layers=3), recipe("fp32", ckpt="full", finetune="qlora",
+                                                                              quant="int8")),
+    ("llama int8 bf16 long sequence", llama(h=128, inter=256, vocab=64), recipe(
+        "bf16", finetune="qlora", quant="int8", b=2, s=256)),
+    ("llama int8 bf16 keep no logits", llama(h=128, inter=256, layers=3), recipe(
+        "bf16", finetune="qlora", quant="int8", keep_logits="false", b=2, s=64)),
+    # a wide feed-forward over many tokens: the outlier search of down_proj's input makes the peak
+    ("llama int8 bf16 outlier search", llama(h=64, inter=1024, vocab=32, layers=1), recipe(
+        "bf16", optimizer="sgd", finetune="qlora", quant="int8", b=4, s=256)),
+    ("llama int8 bf16 checkpointed outlier search", llama(h=64, inter=1024, vocab=32), recipe(
+        "bf16", optimizer="sgd", ckpt="full", finetune="qlora", quant="int8", b=4, s=256)),
+    ("llama int8 dora amp-bf16", llama(h=256, inter=512), recipe("amp-bf16", finetune="qlora", quant="int8",
+                                                                use_dora="true", b=1, s=8)),
+    ("qwen3-moe int8 amp-bf16 all-linear", qwen3_moe(h=128), recipe("amp-bf16", finetune="qlora", quant="int8",
+                                                                    lora_targets="all-linear")),
     # one short sequence: the dequantized weight (and its fp32 block scales) make the peak
     ("llama qlora bf16 short sequence", llama(h=256, inter=1024, vocab=64), recipe("bf16", finetune="qlora", b=1, s=4)),
     ("llama qlora amp-bf16 checkpointed short sequence", llama(h=256, inter=1024, vocab=64), recipe(

@@ -21,7 +21,7 @@ import torch.multiprocessing as mp
 import torch.utils.checkpoint
 
 from models import (Autocast, BertForSequenceClassification, CausalLM, T5ForConditionalGeneration, add_lora,
-                    add_prefix, add_prompt, quantize_4bit)
+                    add_prefix, add_prompt, quantize_4bit, quantize_8bit)
 from optimizers import SM3, Adafactor, HFAdamW
 
 # oneDNN's bf16 GEMMs allocate scratch buffers of their own on the CPU (heap
@@ -179,7 +179,11 @@ def measure(case, rank=None):
     if finetune == "qlora":
         # loaded in the compute dtype and quantized; under amp-bf16 the rest
         # is fp32, as prepare_model_for_kbit_training leaves it
-        quantize_4bit(model, ac, str(recipe.get("double_quant", "true")) == "true", torch.bfloat16, torch.bfloat16)
+        if recipe.get("quant") == "int8":
+            quantize_8bit(model, ac)
+        else:
+            quantize_4bit(model, ac, str(recipe.get("double_quant", "true")) == "true", torch.bfloat16,
+                          torch.bfloat16)
     if finetune in ("lora", "qlora", "prompt", "prefix"):
         # PEFT upcasts 16-bit adapters to fp32 (autocast_adapter_dtype) unless
         # the framework casts the whole module (the mixed-* recipes)

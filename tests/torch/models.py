@@ -242,9 +242,10 @@ def linear(ac, x, w, b=None):
     state = ac.quant.get(id(w))
     if state is not None:  # the base output passed on, no frame between keeping it
         adapter = ac.lora.get(id(w))
+        base = linear_8bit if isinstance(state, Int8State) else linear_4bit
         if adapter is None:
-            return linear_4bit(x, w, b, state)
-        return lora_4bit(ac, x, w, linear_4bit(x, w, b, state), b, adapter)
+            return base(x, w, b, state)
+        return lora_bnb(ac, x, w, base(x, w, b, state), b, adapter, clone=base is linear_4bit)
     return lora(ac, x, w, nn.functional.linear(ac.down(x), ac.down(w), ac.down(b)), b)
 
 
@@ -291,10 +292,17 @@ def dequantize_4bit(A, state):
 
 
 def dequantize_module_weight(ac, weight):
-    """peft.utils.integrations.dequantize_module_weight: a 4-bit weight
-    dequantized whole (dequantize_bnb_weight), any other as it is."""
+    """peft.utils.integrations.dequantize_module_weight: a 4-bit or 8-bit
+    weight dequantized whole (dequantize_bnb_weight), any other as it is."""
     state = ac.quant.get(id(weight))
-    return weight if state is None else dequantize_4bit(weight, state)
+    if state is None:
+        return weight
+    if isinstance(state, Int8State):  # int8_vectorwise_dequant: A * SCB.view(-1, 1) * (1 / 127), in fp32
+        scaled = torch.empty(weight.shape, dtype=torch.float32)
+        out = torch.empty(weight.shape, dtype=torch.float32).fill_(0.01)
+        del scaled
+        return out
+    return dequantize_4bit(weight, state)
 
 
 class MatMul4Bit(torch.autograd.Function):
@@ -333,11 +341,13 @@ def linear_4bit(x, weight, bias, state):
     return out
 
 
-def lora_4bit(ac, x, w, result, b, adapter):
-    """peft.tuners.lora.bnb.Linear4bit.forward after its base layer: the
-    result cloned; without autocast x cast to the adapters' dtype and their
-    output (or DoRA's result) cast back to the result's."""
-    result = result.clone()
+def lora_bnb(ac, x, w, result, b, adapter, clone):
+    """peft.tuners.lora.bnb's Linear4bit.forward (and Linear8bitLt's, which
+    does not clone) after the base layer: the 4-bit result cloned; without
+    autocast x cast to the adapters' dtype and their output (or DoRA's
+    result) cast back to the result's."""
+    if clone:
+        result = result.clone()
     lora_A, lora_B, scaling, p, magnitude = adapter
     requires_conversion = ac.low is None  # not torch.is_autocast_enabled()
     if requires_conversion:
@@ -356,22 +366,127 @@ def lora_4bit(ac, x, w, result, b, adapter):
     return result
 
 
-def quantize_4bit(model, ac, double_quant, dtype, compute_dtype):
-    """from_pretrained(quantization_config=BitsAndBytesConfig(load_in_4bit,
-    bnb_4bit_use_double_quant, bnb_4bit_compute_dtype)): every nn.Linear but
-    the head becomes a Linear4bit whose weight (loaded in `dtype`) is packed
-    two to a byte, [(n + 1) // 2, 1] uint8; the model's _keep_in_fp32_modules
-    (T5's wo) stay unquantized, in fp32. model.quant_tensors lists the
-    states' tensors and, with double quantization, the 256-value fp32 map
-    quantize_blockwise caches once per process."""
+class Int8State:
+    """Linear8bitLt's MatmulLtState once its Int8Params are on the GPU
+    (has_fp16_weights=False): the weight's data is CB, int8 [out, in]; SCB
+    holds an fp32 absmax per output row; threshold is transformers'
+    llm_int8_threshold (6.0)."""
+
+    def __init__(self, out_features, threshold=6.0):
+        self.SCB = torch.zeros(out_features, dtype=torch.float32)
+        self.threshold = threshold
+
+    def tensors(self):
+        return [self.SCB]
+
+
+def int8_vectorwise_quant(A, threshold):
+    """bitsandbytes' int8_vectorwise_quant (CUDA kernel of 0.46): the row
+    scales and the int8 rows; with a threshold, |A| >= threshold marks the
+    outliers (an fp16 and a bool tensor of A's size). No outlier here: the
+    engine assumes none, and the harness refuses to go on with one."""
+    row_stats = torch.empty(A.shape[0], dtype=torch.float32)
+    out_row = torch.zeros(A.shape, dtype=torch.int8)
+    outlier_cols = None
+    if threshold > 0.0:
+        outliers = A.abs() >= threshold
+        if outliers.any():
+            raise RuntimeError("an LLM.int8 outlier column: not mirrored")
+        outlier_cols = torch.empty(0, dtype=torch.int64)
+        del outliers
+    return out_row, row_stats, outlier_cols
+
+
+def int8_scaled_mm(CA, CB, SCA, SCB, bias, dtype):
+    """bitsandbytes' int8_scaled_mm: int8_linear_matmul's int32 product, then
+    int8_mm_dequant's fp16 output (an fp16 bias fused, another added in
+    place), cast to the input's dtype."""
+    out_i32 = torch.empty(CA.shape[0], CB.shape[0], dtype=torch.int32)
+    out = torch.empty(CA.shape[0], CB.shape[0], dtype=torch.float16).fill_(0.01)
+    if bias is not None and bias.dtype != torch.float16:
+        out.add_(bias.to(torch.float16))  # CUDA adds in place; the CPU would first copy out into fp32
+    result = out.to(dtype)
+    del out, out_i32
+    return result
+
+
+class MatMul8bitLt(torch.autograd.Function):
+    """bitsandbytes.autograd._functions.MatMul8bitLt (0.46) against a frozen
+    int8 weight: A cast to fp16 and quantized row-wise, int8_mixed_scaled_mm
+    (no outlier columns: an empty subA and int8_scaled_mm); ctx.tensors
+    keeps A (the 2-D view of the input) and the empty subA. Backward:
+    CB = state.CB.to(dtype_A, copy=True).mul_(SCB.unsqueeze(1).mul(1 / 127)),
+    grad_A = grad_output.to(dtype_A) @ CB."""
+
+    @staticmethod
+    def forward(ctx, A, B, bias, state):
+        input_shape = A.shape
+        A = A.reshape(-1, input_shape[-1])
+        CA, SCA, outlier_cols = int8_vectorwise_quant(A.to(torch.float16), state.threshold)
+        subA = torch.empty(0, dtype=A.dtype) if state.threshold > 0.0 else None
+        output = int8_scaled_mm(CA, B, SCA, state.SCB, bias, A.dtype)
+        ctx.state, ctx.B, ctx.grad_shape, ctx.dtype_A = state, B, input_shape, A.dtype
+        ctx.tensors = (None, subA, A)
+        return output.reshape(*input_shape[:-1], -1)
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        grad_a = None
+        if ctx.needs_input_grad[0]:
+            if grad_output.dim() == 3:
+                grad_output = grad_output.reshape(-1, grad_output.shape[-1]).contiguous()
+            CB = ctx.B.to(ctx.dtype_A, copy=True)
+            scale = ctx.state.SCB.unsqueeze(1).mul(1.0 / 127.0)
+            CB.mul_(scale.to(CB.dtype))  # CUDA multiplies in place; the CPU would first copy CB into fp32
+            del scale
+            grad_a = torch.matmul(grad_output.to(ctx.dtype_A), CB).view(ctx.grad_shape)
+        return grad_a, None, None, None
+
+
+def linear_8bit(x, weight, bias, state):
+    """bitsandbytes.nn.Linear8bitLt.forward (0.46): a bias of another dtype
+    than x's replaced by a copy in x's for good, then bnb.matmul on x as it
+    comes."""
+    if bias is not None and bias.dtype != x.dtype:
+        bias.data = bias.data.to(x.dtype)
+    return MatMul8bitLt.apply(x, weight, bias, state)
+
+
+def quantized_linears(model):
+    """The nn.Linear modules transformers' bitsandbytes integration replaces:
+    every one but the head; the model's _keep_in_fp32_modules (T5's wo) are
+    cast to fp32 and left out."""
     keep_fp32 = {"wo"} if isinstance(model, T5ForConditionalGeneration) else set()
-    model.quant_tensors = [torch.zeros(256, dtype=torch.float32)] if double_quant else []
-    for name, module in model.named_modules():
-        if not isinstance(module, nn.Linear) or name.rsplit(".", 1)[-1] == "lm_head":
+    for name, module in list(model.named_modules()):
+        short = name.rsplit(".", 1)[-1]
+        if not isinstance(module, nn.Linear) or short == "lm_head":
             continue
-        if name.rsplit(".", 1)[-1] in keep_fp32:
+        if short in keep_fp32:
             module.to(torch.float32)
             continue
+        yield module
+
+
+def quantize_8bit(model, ac):
+    """from_pretrained(quantization_config=BitsAndBytesConfig(load_in_8bit)):
+    each quantized linear becomes a Linear8bitLt holding CB int8 and SCB."""
+    model.quant_tensors = []
+    for module in quantized_linears(model):
+        state = Int8State(module.weight.shape[0])
+        module.weight = nn.Parameter(torch.zeros(module.weight.shape, dtype=torch.int8), requires_grad=False)
+        ac.quant[id(module.weight)] = state
+        model.quant_tensors += state.tensors()
+
+
+def quantize_4bit(model, ac, double_quant, dtype, compute_dtype):
+    """from_pretrained(quantization_config=BitsAndBytesConfig(load_in_4bit,
+    bnb_4bit_use_double_quant, bnb_4bit_compute_dtype)): each quantized
+    linear becomes a Linear4bit whose weight (loaded in `dtype`) is packed
+    two to a byte, [(n + 1) // 2, 1] uint8. model.quant_tensors lists the
+    states' tensors and, with double quantization, the 256-value fp32 map
+    quantize_blockwise caches once per process."""
+    model.quant_tensors = [torch.zeros(256, dtype=torch.float32)] if double_quant else []
+    for module in quantized_linears(model):
         shape = tuple(module.weight.shape)
         state = QuantState(shape, dtype, compute_dtype, double_quant)
         module.weight = nn.Parameter(torch.zeros((shape[0] * shape[1] + 1) // 2, 1, dtype=torch.uint8),
@@ -2190,7 +2305,8 @@ def add_lora(model, ac, recipe, adapter_dtype):
         w = module.weight
         state = ac.quant.get(id(w))
         out_features, in_features = (
-            state.shape if state else (w.shape[1], w.shape[0]) if isinstance(module, Conv1D) else w.shape)
+            state.shape if isinstance(state, QuantState) else (w.shape[1], w.shape[0]) if isinstance(module, Conv1D)
+            else w.shape)
         lora_A = nn.Parameter(torch.empty(r, in_features, dtype=adapter_dtype).normal_(std=0.02))
         lora_B = nn.Parameter(torch.zeros(out_features, r, dtype=adapter_dtype))
         adapters.append(lora_A)
