@@ -101,6 +101,9 @@ describe("QLoRA", function()
       { finetune = "qlora", precision = "bf16", lora_targets = "all-linear" },
       { finetune = "qlora", precision = "amp-bf16", checkpointing = "full", optimizer = "paged-adamw-8bit" },
       { finetune = "qlora", quant = "int8", precision = "fp16", lora_targets = "all-linear" },
+      -- the 8-bit inputs held until the graph goes stand for every folded layer's
+      { finetune = "qlora", quant = "int8", precision = "amp-bf16", grad_accum = 2 },
+      { finetune = "qlora", quant = "int8", precision = "bf16", checkpointing = "every-2", keep_logits = false },
     })
   end)
 
