@@ -26,9 +26,12 @@ bool vp_quantizes(const vp_recipe *recipe, const vp_leaf_spec *spec) {
            spec->module != VP_MODULE_LM_HEAD && !spec->keep_fp32;
 }
 
+bool vp_double_quantizes(const vp_recipe *recipe) {
+    return recipe->finetune == VP_FINETUNE_QLORA && recipe->quant != VP_QUANT_INT8 && recipe->double_quant;
+}
+
 uint64_t vp_dequant_absmax_numel(const vp_recipe *recipe, uint64_t numel) {
-    if (recipe->quant == VP_QUANT_INT8 || !recipe->double_quant) return 0;
-    return numel / 64 + (numel % 64 != 0);
+    return vp_double_quantizes(recipe) ? numel / 64 + (numel % 64 != 0) : 0;
 }
 
 vp_dtype vp_lora_dtype(const vp_recipe *recipe, vp_dtype params) {

@@ -19,6 +19,10 @@ bool vp_lora_adapts(const vp_recipe *recipe, const vp_leaf_spec *spec);
  * head). */
 bool vp_quantizes(const vp_recipe *recipe, const vp_leaf_spec *spec);
 
+/* Whether QLoRA's 4-bit weights are double-quantized (their block absmax
+ * in 8 bits, with a second level of fp32 scales). */
+bool vp_double_quantizes(const vp_recipe *recipe);
+
 /* The fp32 block scales dequantize_4bit makes of a 4-bit weight of `numel`
  * elements before the weight itself: its double-quantized absmax, one per
  * 64 elements (0 without double quantization, or for int8). */

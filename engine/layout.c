@@ -59,7 +59,7 @@ static void asp_mask(vp_step *step, uint64_t rows, uint64_t numel, vp_dtype dtyp
 static void quant_state_leaves(vp_step *step, uint64_t numel) {
     vp_sim *sim = &step->sim;
     uint64_t blocks = numel / 64 + (numel % 64 != 0);
-    if (step->recipe->double_quant) {
+    if (vp_double_quantizes(step->recipe)) {
         vp_leaf(sim, blocks, VP_UINT8, VP_CAT_PARAMS, false, "quant_state.absmax");
         vp_leaf(sim, blocks / 256 + (blocks % 256 != 0), VP_FP32, VP_CAT_PARAMS, false, "quant_state.state2.absmax");
         vp_leaf(sim, 1, VP_FP32, VP_CAT_PARAMS, false, "quant_state.offset");

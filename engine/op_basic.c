@@ -23,7 +23,7 @@ static vp_t project_4bit(vp_step *step, vp_t x, vp_t weight, vp_t bias, uint64_t
     uint64_t in = vp_at(sim, weight)->numel / out_features;
     vp_t xc = vp_to(sim, x, compute, "linear4bit.cast_input");
     vp_t bc = bias ? vp_to(sim, bias, compute, "linear4bit.cast_bias") : 0;
-    vp_t y = vp_linear_4bit(sim, xc, weight, bc, vp_dequant_absmax_numel(step->recipe, vp_at(sim, weight)->numel),
+    vp_t y = vp_linear_4bit(sim, xc, weight, vp_dequant_absmax_numel(step->recipe, vp_at(sim, weight)->numel),
                             vp_at(sim, x)->numel / (in ? in : 1), out_features, label);
     vp_drop(sim, bc);
     vp_drop(sim, xc);

@@ -150,7 +150,7 @@ static void backward_4bit(vp_sim *sim, uint32_t index) {
     vp_give_grad(sim, vp_node_at(sim, index), 0, g);
 }
 
-vp_t vp_linear_4bit(vp_sim *sim, vp_t x, vp_t w, vp_t b, uint64_t absmax_numel, uint64_t rows, uint64_t out_features,
+vp_t vp_linear_4bit(vp_sim *sim, vp_t x, vp_t w, uint64_t absmax_numel, uint64_t rows, uint64_t out_features,
                     const char *label) {
     vp_dtype dt = dtype_of(sim, x);
     vp_t absmax = absmax_numel ? vp_new(sim, absmax_numel, VP_FP32, "dequantize_4bit.absmax") : 0;
@@ -158,7 +158,6 @@ vp_t vp_linear_4bit(vp_sim *sim, vp_t x, vp_t w, vp_t b, uint64_t absmax_numel, 
     vp_drop(sim, absmax);
     vp_t y = vp_new(sim, vp_numel(sim, rows, out_features), dt, label);
     vp_drop(sim, dequantized);
-    (void)b; /* fused into the product; frozen like the weight */
     vp_t in[2] = {x, 0}; /* the frozen packed weight gets no gradient */
     vp_node *node = vp_record(sim, backward_4bit, label, in, 2, &y, 1);
     if (node) {

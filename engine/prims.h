@@ -16,14 +16,14 @@ typedef enum { VP_DEVICE_CUDA, VP_DEVICE_CPU } vp_device;
 vp_t vp_linear(vp_sim *sim, vp_t x, vp_t w, vp_t b, uint64_t rows, uint64_t out_features,
                const char *label);
 
-/* A batched matmul of two activations (bmm): saves both. */
 /* bitsandbytes' matmul_4bit (MatMul4Bit, bitsandbytes 0.45-0.46):
- * F.linear(x, dequantize_4bit(W).to(x.dtype).t(), b), the bias fused; the
- * dequantized weight (in x's dtype) is dropped, and with it, under double
- * quantization, the `absmax_numel` fp32 block scales dequantize_blockwise
- * made first. Keeps nothing of x (the weight is frozen; ctx.tensors holds
- * the packed parameter); backward dequantizes again for x's gradient. */
-vp_t vp_linear_4bit(vp_sim *sim, vp_t x, vp_t w, vp_t b, uint64_t absmax_numel, uint64_t rows, uint64_t out_features,
+ * F.linear(x, dequantize_4bit(W).to(x.dtype).t(), b), the frozen bias
+ * fused (no tensor of its own); the dequantized weight (in x's dtype) is
+ * dropped, and before it, under double quantization, the `absmax_numel`
+ * fp32 block scales dequantize_blockwise made first. Keeps nothing of x
+ * (the weight is frozen; ctx.tensors holds the packed parameter); backward
+ * dequantizes again for x's gradient. */
+vp_t vp_linear_4bit(vp_sim *sim, vp_t x, vp_t w, uint64_t absmax_numel, uint64_t rows, uint64_t out_features,
                     const char *label);
 
 /* bitsandbytes' MatMul8bitLt (LLM.int8, bitsandbytes 0.46) against a
@@ -45,6 +45,7 @@ vp_t vp_linear_int8(vp_sim *sim, vp_t x, vp_t w, uint64_t rows, uint64_t out_fea
 vp_t vp_linear_fp8(vp_sim *sim, vp_t x, vp_t columnwise, vp_t w, vp_t b, uint64_t rows, uint64_t out_features,
                    const char *label);
 
+/* A batched matmul of two activations (bmm): saves both. */
 vp_t vp_matmul(vp_sim *sim, vp_t a, vp_t b, uint64_t out_numel, const char *label);
 
 /* Elementwise a + b (b may be broadcast, smaller, or not require grad). The

@@ -295,8 +295,7 @@ static bool setup(vp_step *step) {
     /* double quantization's second level maps its 8-bit codes with one
      * 256-value fp32 table per process (bitsandbytes' quantize_blockwise
      * caches it in name2qmap["dynamic"]), shared by every 4-bit weight */
-    const vp_recipe *r = step->recipe;
-    if (r->finetune == VP_FINETUNE_QLORA && r->quant != VP_QUANT_INT8 && r->double_quant)
+    if (vp_double_quantizes(step->recipe))
         vp_leaf(&step->sim, 256, VP_FP32, VP_CAT_PARAMS, false, "quant_state.state2.code");
     for (unsigned i = 0; i < step->n_layer_instances; i++) {
         vp_t *slots = step->layer_leaves + (size_t)i * layer_slots;
