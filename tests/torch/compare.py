@@ -416,6 +416,10 @@ CASES = [
     ("gemma2 qlora amp-bf16 all-linear", gemma2(h=128, inter=256), recipe("amp-bf16", finetune="qlora",
                                                                          lora_targets="all-linear")),
     ("phi qlora bf16 all-linear", phi(h=128, inter=256), recipe("bf16", finetune="qlora", lora_targets="all-linear")),
+    # GPT-2's Conv1D become Linear4bit and Linear8bitLt ([out, in] weights)
+    ("gpt2 qlora bf16 all-linear dora", gpt2(h=128), recipe("bf16", finetune="qlora", lora_targets="all-linear",
+                                                           use_dora="true", b=1, s=16)),
+    ("gpt2 int8 bf16", gpt2(h=128), recipe("bf16", finetune="qlora", quant="int8")),
     ("t5 v1.1 qlora amp-bf16 all-linear", t5(h=128, d_ff=256, proj="gated-gelu", tied=False), recipe(
         "amp-bf16", finetune="qlora", lora_targets="all-linear", target_len=16)),
     # LLM.int8 (bitsandbytes 0.46's Linear8bitLt, written out in models.py): the outlier search of

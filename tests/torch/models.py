@@ -459,7 +459,7 @@ def quantized_linears(model):
     keep_fp32 = {"wo"} if isinstance(model, T5ForConditionalGeneration) else set()
     for name, module in list(model.named_modules()):
         short = name.rsplit(".", 1)[-1]
-        if not isinstance(module, nn.Linear) or short == "lm_head":
+        if not isinstance(module, (nn.Linear, Conv1D)) or short == "lm_head":
             continue
         if short in keep_fp32:
             module.to(torch.float32)
@@ -467,13 +467,20 @@ def quantized_linears(model):
         yield module
 
 
+def linear_shape(module):
+    """[out, in] of an nn.Linear, or of the Linear a Conv1D ([in, out]) becomes."""
+    shape = tuple(module.weight.shape)
+    return shape[::-1] if isinstance(module, Conv1D) else shape
+
+
 def quantize_8bit(model, ac):
     """from_pretrained(quantization_config=BitsAndBytesConfig(load_in_8bit)):
     each quantized linear becomes a Linear8bitLt holding CB int8 and SCB."""
     model.quant_tensors = []
     for module in quantized_linears(model):
-        state = Int8State(module.weight.shape[0])
-        module.weight = nn.Parameter(torch.zeros(module.weight.shape, dtype=torch.int8), requires_grad=False)
+        shape = linear_shape(module)
+        state = Int8State(shape[0])
+        module.weight = nn.Parameter(torch.zeros(shape, dtype=torch.int8), requires_grad=False)
         ac.quant[id(module.weight)] = state
         model.quant_tensors += state.tensors()
 
@@ -487,7 +494,7 @@ def quantize_4bit(model, ac, double_quant, dtype, compute_dtype):
     quantize_blockwise caches once per process."""
     model.quant_tensors = [torch.zeros(256, dtype=torch.float32)] if double_quant else []
     for module in quantized_linears(model):
-        shape = tuple(module.weight.shape)
+        shape = linear_shape(module)
         state = QuantState(shape, dtype, compute_dtype, double_quant)
         module.weight = nn.Parameter(torch.zeros((shape[0] * shape[1] + 1) // 2, 1, dtype=torch.uint8),
                                      requires_grad=False)
@@ -522,6 +529,8 @@ class Conv1D(nn.Module):
         self.bias = nn.Parameter(torch.zeros(nf))
 
     def forward(self, ac, x):
+        if id(self.weight) in ac.quant:  # a bitsandbytes Linear4bit or Linear8bitLt now
+            return linear(ac, x, self.weight, self.bias)
         size_out = x.size()[:-1] + (self.nf,)
         out = torch.addmm(ac.down(self.bias), ac.down(x).view(-1, x.size(-1)), ac.down(self.weight))
         out = out.view(size_out)
@@ -2305,8 +2314,8 @@ def add_lora(model, ac, recipe, adapter_dtype):
         w = module.weight
         state = ac.quant.get(id(w))
         out_features, in_features = (
-            state.shape if isinstance(state, QuantState) else (w.shape[1], w.shape[0]) if isinstance(module, Conv1D)
-            else w.shape)
+            state.shape if isinstance(state, QuantState) else w.shape if state
+            else (w.shape[1], w.shape[0]) if isinstance(module, Conv1D) else w.shape)
         lora_A = nn.Parameter(torch.empty(r, in_features, dtype=adapter_dtype).normal_(std=0.02))
         lora_B = nn.Parameter(torch.zeros(out_features, r, dtype=adapter_dtype))
         adapters.append(lora_A)
