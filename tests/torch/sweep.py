@@ -90,7 +90,7 @@ def widen(w, case):
     biased = family in ("gpt2", "bloom", "phi", "neox") and recipe["precision"] == "amp-bf16"
     if recipe["finetune"] == "lora" and not biased and w.random() < 0.4:
         recipe["finetune"] = "qlora"
-        recipe["quant"] = w.choice(["nf4", "nf4", "fp4"])
+        recipe["quant"] = w.choice(["nf4", "nf4", "fp4", "int8"])
         recipe["double_quant"] = w.choice(["true", "true", "false"])
     if recipe["checkpointing"] == "none" and w.random() < 0.2:
         recipe["offload_activations"] = "true"
