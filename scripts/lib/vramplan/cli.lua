@@ -73,6 +73,7 @@ local function estimate(opts, home)
     end
   end
   local model, config = arch.build(description, overrides, override_origins)
+  recipes.over_checkpoint(keys, origins, description.quantization)
   recipes.check(keys, origins)
   local gpu = opts.gpu and hardware.gpu(home, opts.gpu) or nil
   -- the timeline shows every layer: no folding of identical layers then

@@ -381,7 +381,53 @@ mappings.deepseek_v3 = extend(mappings.llama, {
   end,
 })
 
--- Returns family name, values (field -> value), origins and a display name.
+-- A checkpoint quantized by bitsandbytes (transformers' BitsAndBytesConfig,
+-- saved as quantization_config): its weights are stored in that format, so
+-- it fixes the recipe's quant and double_quant (compute_dtype is a default:
+-- from_pretrained may set another) and only adapters train over it.
+-- Returns { keys = recipe keys, fixed = { key = true }, origins = key -> origin }
+-- or nil. Other quantization methods are refused, not estimated as if the
+-- weights were in torch_dtype.
+local compute_dtypes = { bfloat16 = "bf16", float16 = "fp16", float32 = "fp32" }
+local function checkpoint_quantization(config, path)
+  local q = config.quantization_config
+  if q == nil or q == json.null then return nil end
+  local where = path .. ": quantization_config"
+  if type(q) ~= "table" then error(where .. ": a JSON object", 0) end
+  if q.quant_method ~= "bitsandbytes" then
+    error(string.format("%s.quant_method: %s is not modelled (bitsandbytes 4-bit and 8-bit are); without " ..
+      "quantization_config the model is estimated in its torch_dtype", where, tostring(q.quant_method)), 0)
+  end
+  local out = { keys = {}, fixed = {}, origins = {} }
+  local function set(key, value, field, fixed)
+    out.keys[key], out.origins[key], out.fixed[key] = value, where .. "." .. field, fixed
+  end
+  if q.load_in_8bit == true then
+    set("quant", "int8", "load_in_8bit", true)
+  elseif q.load_in_4bit == true then
+    local kind = q.bnb_4bit_quant_type == nil and "fp4" or q.bnb_4bit_quant_type -- BitsAndBytesConfig's default
+    if kind ~= "nf4" and kind ~= "fp4" then
+      error(string.format("%s.bnb_4bit_quant_type: %s is not nf4 or fp4", where, tostring(kind)), 0)
+    end
+    set("quant", kind, "bnb_4bit_quant_type", true)
+    local double = q.bnb_4bit_use_double_quant == true
+    set("double_quant", double, "bnb_4bit_use_double_quant", true)
+    local compute = q.bnb_4bit_compute_dtype
+    if compute ~= nil and compute ~= json.null then
+      if not compute_dtypes[compute] then
+        error(string.format("%s.bnb_4bit_compute_dtype: %s is not bfloat16, float16 or float32", where,
+          tostring(compute)), 0)
+      end
+      set("compute_dtype", compute_dtypes[compute], "bnb_4bit_compute_dtype", false)
+    end
+  else
+    error(where .. ": a bitsandbytes config loads in 4 or 8 bits (load_in_4bit or load_in_8bit)", 0)
+  end
+  return out
+end
+
+-- Returns family name, values (field -> value), origins and a display name,
+-- and the checkpoint's quantization (see checkpoint_quantization) if any.
 function hf.load(path)
   local config, pos, err = json.decode(read(path), 1, json.null)
   if err then error(string.format("%s: invalid JSON: %s", path, err), 0) end
@@ -416,7 +462,7 @@ function hf.load(path)
   if type(name) ~= "string" or name == "" then name = path:match("([^/]+)/[^/]+$") or path end
   values.name = name
   origins.name = path
-  return mapping.family, values, origins
+  return mapping.family, values, origins, checkpoint_quantization(config, path)
 end
 
 return hf

@@ -37,9 +37,10 @@ function models.describe(home, spec)
     end
   end
   if path:match("%.json$") then
-    local family_name, values, origins = hf.load(path)
+    local family_name, values, origins, quantization = hf.load(path)
     local family = arch.load(home, family_name)
-    return { family = family, values = values, origins = origins, where = path, source = path }
+    return { family = family, values = values, origins = origins, where = path, source = path,
+             quantization = quantization }
   end
   local description = sandbox.run(path, model_env(home))
   if not arch.is_description(description) then

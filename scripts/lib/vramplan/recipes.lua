@@ -36,6 +36,31 @@ function recipes.is_key(name)
   return false
 end
 
+-- The recipe over a quantized checkpoint (models.describe's quantization):
+-- fine-tuning defaults to qlora and must be it (transformers trains only
+-- adapters over quantized weights), the checkpoint's storage format fills
+-- quant and double_quant and may not be contradicted, its compute dtype is
+-- a default.
+function recipes.over_checkpoint(keys, origins, quantization)
+  if not quantization then return end
+  local source = quantization.origins.quant
+  if keys.finetune == nil then
+    keys.finetune, origins.finetune = "qlora", source
+  elseif keys.finetune ~= "qlora" then
+    error(string.format("%s: finetune: %s is not possible over a checkpoint quantized by bitsandbytes (%s): " ..
+      "only adapters train over it; use finetune = qlora", origins.finetune or "recipe", tostring(keys.finetune),
+      source), 0)
+  end
+  for key, value in pairs(quantization.keys) do
+    if keys[key] == nil then
+      keys[key], origins[key] = value, quantization.origins[key]
+    elseif quantization.fixed[key] and tostring(keys[key]) ~= tostring(value) then
+      error(string.format("%s: %s: the checkpoint stores %s (%s)", origins[key] or "recipe", key, tostring(value),
+        quantization.origins[key]), 0)
+    end
+  end
+end
+
 -- Checks each key on its own so that an error names its origin.
 function recipes.check(keys, origins)
   for k, v in pairs(keys) do

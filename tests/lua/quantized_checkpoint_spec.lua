@@ -1,0 +1,69 @@
+-- A Hugging Face config.json saved from a bitsandbytes-quantized model
+-- (quantization_config, as the "-bnb-4bit" checkpoints on the Hub carry
+-- it): the weights are stored 4-bit or 8-bit, so the recipe is QLoRA over
+-- that format, not a fine-tuning of 16-bit weights.
+local helper = require("tests.lua.helper")
+local json = require("dkjson")
+
+local function checkpoint(quantization)
+  local f = assert(io.open(helper.root .. "/tests/fixtures/llama2-7b-config.json"))
+  local config = json.decode(f:read("a"))
+  f:close()
+  config.quantization_config = quantization
+  return helper.write(json.encode(config), ".json")
+end
+
+-- BitsAndBytesConfig.to_dict() of a typical QLoRA checkpoint
+local NF4 = { quant_method = "bitsandbytes", load_in_4bit = true, load_in_8bit = false,
+              bnb_4bit_quant_type = "nf4", bnb_4bit_use_double_quant = true, bnb_4bit_compute_dtype = "bfloat16",
+              llm_int8_threshold = 6.0 }
+
+describe("a bitsandbytes-quantized checkpoint", function()
+  it("is QLoRA over the stored format: as the model script with those QLoRA keys", function()
+    local r = helper.estimate(checkpoint(NF4))
+    assert.are.equal("qlora", r.recipe.finetune)
+    assert.are.equal("nf4", r.recipe.quant)
+    assert.is_true(r.recipe.double_quant)
+    local same = helper.estimate("llama2-7b", "--set", "finetune=qlora", "--set", "quant=nf4",
+      "--set", "double_quant=true")
+    assert.are.equal(same.per_gpu.params_bytes, r.per_gpu.params_bytes)
+    assert.are.equal(same.per_gpu.peak_allocated_bytes, r.per_gpu.peak_allocated_bytes)
+  end)
+
+  it("takes BitsAndBytesConfig's defaults where the config is silent (fp4, no double quantization)", function()
+    local r = helper.estimate(checkpoint({ quant_method = "bitsandbytes", load_in_4bit = true }))
+    assert.are.equal("fp4", r.recipe.quant)
+    assert.is_false(r.recipe.double_quant)
+  end)
+
+  it("stores LLM.int8 weights for load_in_8bit", function()
+    local r = helper.estimate(checkpoint({ quant_method = "bitsandbytes", load_in_8bit = true }))
+    assert.are.equal("int8", r.recipe.quant)
+  end)
+
+  it("lets the recipe choose the compute dtype, which from_pretrained may override", function()
+    local r = helper.estimate(checkpoint(NF4), "--set", "compute_dtype=fp16")
+    assert.are.equal("fp16", r.recipe.compute_dtype)
+  end)
+
+  it("refuses full fine-tuning (transformers trains only adapters over quantized weights)", function()
+    local err = helper.fails(checkpoint(NF4), "--set", "finetune=full")
+    assert.truthy(err:find("--set finetune=full: finetune: full is not possible over a checkpoint quantized by " ..
+      "bitsandbytes", 1, true), err)
+    assert.truthy(err:find("quantization_config.bnb_4bit_quant_type", 1, true), err)
+  end)
+
+  it("refuses a recipe that contradicts the stored format, naming both", function()
+    local err = helper.fails(checkpoint(NF4), "--set", "quant=fp4")
+    assert.truthy(err:find("quant: the checkpoint stores nf4", 1, true), err)
+    err = helper.fails(checkpoint(NF4), "--set", "double_quant=false")
+    assert.truthy(err:find("double_quant: the checkpoint stores true", 1, true), err)
+  end)
+
+  it("refuses other quantization methods rather than estimate the weights in torch_dtype", function()
+    local err = helper.fails(checkpoint({ quant_method = "gptq", bits = 4 }))
+    assert.truthy(err:find("quantization_config.quant_method: gptq is not modelled", 1, true), err)
+    err = helper.fails(checkpoint({ quant_method = "bitsandbytes", load_in_4bit = true, bnb_4bit_quant_type = "int4" }))
+    assert.truthy(err:find("quantization_config.bnb_4bit_quant_type: int4 is not nf4 or fp4", 1, true), err)
+  end)
+end)
