@@ -156,6 +156,32 @@ static void make_adapters(vp_step *step, const vp_leaf_spec *spec, vp_t weight, 
     if (!vp_lora_register(step, &adapter)) step->sim.status = VP_SIM_NOMEM;
 }
 
+/* Where each leaf comes from, for vp_step_recast_leaf to name it. */
+static void note_origin(vp_step *step, vp_t leaf, const vp_op *op, unsigned spec, unsigned copy) {
+    if (step->n_origins == step->cap_origins) {
+        unsigned cap = step->cap_origins ? step->cap_origins * 2 : 256;
+        vp_leaf_origin *grown = realloc(step->origins, cap * sizeof *grown);
+        if (!grown) {
+            step->sim.status = VP_SIM_NOMEM;
+            return;
+        }
+        step->origins = grown;
+        step->cap_origins = cap;
+    }
+    step->origins[step->n_origins++] = (vp_leaf_origin){leaf, op, spec, copy};
+}
+
+/* The spec a leaf is made from: its op's, in the dtype a first run found it
+ * recast to (vp_step_recast_leaf), if any. */
+static vp_leaf_spec leaf_spec(const vp_step *step, const vp_op *op, const vp_leaf_spec *specs, unsigned j,
+                              unsigned copy) {
+    vp_leaf_spec own = specs[j];
+    for (unsigned i = 0; i < step->n_recasts; i++)
+        if (step->recasts[i].op == op && step->recasts[i].spec == j && step->recasts[i].copy == copy)
+            own.dtype = step->recasts[i].dtype;
+    return own;
+}
+
 void vp_layout_create_leaves(vp_step *step, const vp_op *ops, unsigned n, vp_t *slots, unsigned repeat, bool frozen) {
     for (unsigned i = 0; i < n; i++) {
         const vp_op *op = &ops[i];
@@ -166,8 +192,11 @@ void vp_layout_create_leaves(vp_step *step, const vp_op *ops, unsigned n, vp_t *
         for (unsigned j = 0; j < k; j++) {
             unsigned count = vp_leaf_count(&specs[j]);
             if (specs[j].numel)
-                for (unsigned c = 0; c < count; c++)
-                    slots[slot + c] = make_leaf(step, &specs[j], vp_finetune_trains(step->recipe, &specs[j], frozen), repeat);
+                for (unsigned c = 0; c < count; c++) {
+                    vp_leaf_spec own = leaf_spec(step, op, specs, j, c);
+                    slots[slot + c] = make_leaf(step, &own, vp_finetune_trains(step->recipe, &own, frozen), repeat);
+                    note_origin(step, slots[slot + c], op, j, c);
+                }
             slot += count;
         }
         /* then LoRA's adapters, A and B (and DoRA's magnitude) beside each targeted weight */

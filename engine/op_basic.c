@@ -14,9 +14,7 @@ static vp_t project_int8(vp_step *step, vp_t x, vp_t weight, uint64_t out_featur
 
 /* bnb.nn.Linear4bit.forward (bitsandbytes 0.45-0.46): x and the bias cast
  * to the compute dtype, matmul_4bit with the bias fused, the output cast
- * back to x's dtype. (A bias of another dtype than x's is first replaced
- * by a copy in x's, for good: not modelled; QLoRA's scripts have the two
- * agree.) */
+ * back to x's dtype. */
 static vp_t project_4bit(vp_step *step, vp_t x, vp_t weight, vp_t bias, uint64_t out_features, const char *label) {
     vp_sim *sim = &step->sim;
     vp_dtype compute = (vp_dtype)vp_at(sim, weight)->dtype, input = (vp_dtype)vp_at(sim, x)->dtype;
@@ -64,6 +62,11 @@ void vp_step_clear_fp8(vp_step *step) {
 static vp_t project(vp_step *step, vp_t x, vp_t weight, vp_t bias, uint64_t out_features, bool gather,
                     const char *label) {
     vp_sim *sim = &step->sim;
+    /* Linear4bit and Linear8bitLt.forward: `if self.bias.dtype != x.dtype:
+     * self.bias.data = self.bias.data.to(x.dtype)`, for good: the step runs
+     * again with that bias made in x's dtype */
+    if (vp_at(sim, weight)->quantized && bias && vp_at(sim, bias)->dtype != vp_at(sim, x)->dtype)
+        vp_step_recast_leaf(step, bias, (vp_dtype)vp_at(sim, x)->dtype);
     if (vp_at(sim, weight)->quantized && step->recipe->quant == VP_QUANT_INT8)
         return vp_lora_forward(step, x, weight, bias, project_int8(step, x, weight, out_features, label), label);
     if (vp_at(sim, weight)->quantized)

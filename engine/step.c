@@ -561,6 +561,21 @@ void vp_step_ctx_hold(vp_step *step, vp_t t) {
     step->ctx_refs[step->n_ctx_refs++] = (vp_ctx_ref){t, step->fold_repeat};
 }
 
+void vp_step_recast_leaf(vp_step *step, vp_t leaf, vp_dtype dtype) {
+    for (unsigned i = 0; i < step->n_origins; i++) {
+        const vp_leaf_origin *o = &step->origins[i];
+        if (o->leaf != leaf) continue;
+        for (unsigned k = 0; k < step->n_found; k++)
+            if (step->found[k].op == o->op && step->found[k].spec == o->spec && step->found[k].copy == o->copy) return;
+        if (step->n_found == VP_RECASTS_MAX) {
+            step->sim.status = VP_SIM_OVERFLOW;
+            return;
+        }
+        step->found[step->n_found++] = (vp_leaf_recast){o->op, o->spec, o->copy, dtype};
+        return;
+    }
+}
+
 /* Held while folding, a tensor stands for `repeat` of them: its release is
  * repeated too (as vp_step_clear_casts does). */
 static void release_ctx_range(vp_step *step, unsigned from, unsigned to) {
@@ -823,6 +838,7 @@ static void free_step(vp_step *step) {
     free(step->bridge_leaves);
     free(step->casts);
     free(step->ctx_refs);
+    free(step->origins);
     free(step->chunks);
     free(step->chunk_repeat);
     free(step->hooks);
@@ -1054,8 +1070,9 @@ vp_step_status vp_step_run(const vp_model *model, const vp_recipe *recipe, bool 
     return vp_step_run_stage(model, recipe, NULL, fold, record, result, ledger_out);
 }
 
-vp_step_status vp_step_run_stage(const vp_model *model, const vp_recipe *given, const vp_stage *stage, bool fold,
-                                 bool record, vp_step_result *result, vp_ledger *ledger_out) {
+static vp_step_status attempt(const vp_model *model, const vp_recipe *given, const vp_stage *stage, bool fold,
+                              bool record, vp_step_result *result, vp_ledger *ledger_out, const vp_leaf_recast *recasts,
+                              unsigned n_recasts, vp_leaf_recast *found, unsigned *n_found) {
     vp_recipe resolved = *given;
     vp_recipe_resolve(&resolved);
     const vp_recipe *recipe = &resolved;
@@ -1072,6 +1089,8 @@ vp_step_status vp_step_run_stage(const vp_model *model, const vp_recipe *given, 
     step.optimizer = vp_optimizer_at(recipe->optimizer);
     step.fold = fold;
     step.fold_repeat = 1;
+    step.recasts = recasts;
+    step.n_recasts = n_recasts;
     step.batch = recipe->micro_batch;
     step.cp = recipe->cp ? recipe->cp : 1;
     step.seq = recipe->seq_len / step.cp; /* Megatron's get_batch_on_this_cp_rank */
@@ -1120,10 +1139,25 @@ vp_step_status vp_step_run_stage(const vp_model *model, const vp_recipe *given, 
     }
     run(&step, result);
     vp_step_status status = step.sim.status == VP_SIM_UNBALANCED ? VP_STEP_INTERNAL : status_of(&step);
+    memcpy(found, step.found, step.n_found * sizeof *found);
+    *n_found = step.n_found;
     free_step(&step);
     if (ledger_out) *ledger_out = step.ledger; /* the caller owns the event log now */
     else vp_ledger_free(&step.ledger);
     return status;
+}
+
+vp_step_status vp_step_run_stage(const vp_model *model, const vp_recipe *given, const vp_stage *stage, bool fold,
+                                 bool record, vp_step_result *result, vp_ledger *ledger_out) {
+    vp_leaf_recast found[VP_RECASTS_MAX];
+    unsigned n_found = 0;
+    vp_step_status status = attempt(model, given, stage, fold, record, result, ledger_out, NULL, 0, found, &n_found);
+    if (status != VP_STEP_OK || !n_found) return status;
+    /* the steady state has those biases recast since the first forward */
+    if (ledger_out) vp_ledger_free(ledger_out);
+    vp_leaf_recast again[VP_RECASTS_MAX];
+    unsigned n_again = 0;
+    return attempt(model, given, stage, fold, record, result, ledger_out, found, n_found, again, &n_again);
 }
 
 const char *vp_step_layout_problem(const vp_model *model, const vp_recipe *recipe) {

@@ -49,6 +49,25 @@ typedef struct {
     unsigned repeat;
 } vp_ctx_ref;
 
+/* Where a leaf comes from: copy `copy` of the op's spec `spec`. */
+typedef struct {
+    vp_t leaf;
+    const struct vp_op *op;
+    unsigned spec, copy;
+} vp_leaf_origin;
+
+/* A leaf to make in another dtype than its spec's: bitsandbytes' Linear4bit
+ * and Linear8bitLt replace a bias of another dtype than their input's by a
+ * copy in the input's, for good, at the first forward; the step finds them
+ * and runs again with them recast (vp_step_run_stage). */
+typedef struct {
+    const struct vp_op *op;
+    unsigned spec, copy;
+    vp_dtype dtype;
+} vp_leaf_recast;
+
+enum { VP_RECASTS_MAX = 64 };
+
 /* Tensors a Python frame keeps as locals, not as autograd saves: the model
  * body's (HF's inputs_embeds, position_embeds) until it returns, before the
  * head; a wrapper's (PEFT's forward) until the outputs come back; a decoder
@@ -141,6 +160,12 @@ typedef struct vp_step {
     unsigned n_casts, cap_casts;
     vp_ctx_ref *ctx_refs;            /* vp_step_ctx_hold's, in order */
     unsigned n_ctx_refs, cap_ctx_refs;
+    vp_leaf_origin *origins;         /* every leaf vp_layout_create_leaves made */
+    unsigned n_origins, cap_origins;
+    const vp_leaf_recast *recasts;   /* leaves to make recast (the second run) */
+    unsigned n_recasts;
+    vp_leaf_recast found[VP_RECASTS_MAX]; /* leaves this run found to recast */
+    unsigned n_found;
     unsigned fold_repeat;            /* repetitions the code now running stands for */
     uint64_t gathered_live;          /* bytes of layers' parameters all-gathered now (ZeRO-3, FSDP) */
     vp_chunk *chunks;                /* the forward's layer chunks, in order */
@@ -178,6 +203,9 @@ void vp_step_graph_hold(vp_step *step, vp_t t);
  * autograd does not release it when the node runs, the graph does when it
  * goes; a checkpointed chunk's rerun graph when the chunk's backward ends. */
 void vp_step_ctx_hold(vp_step *step, vp_t t);
+/* A bitsandbytes layer met its bias in another dtype than its input's:
+ * notes the bias leaf, to be made in `dtype` when the step runs again. */
+void vp_step_recast_leaf(vp_step *step, vp_t leaf, vp_dtype dtype);
 /* The graph goes: the ctx tensors held from entry `from` on. */
 void vp_step_release_ctx(vp_step *step, unsigned from);
 /* A leaf that requires grad, made inside a checkpointed chunk's rerun: the

@@ -95,6 +95,23 @@ describe("QLoRA", function()
     assert.is_true(states > 780e9)
   end)
 
+  -- bitsandbytes' Linear4bit.forward: `if self.bias.dtype != x.dtype:
+  -- self.bias.data = self.bias.data.to(x.dtype)`. Under autocast Phi-2's
+  -- attention output reaches `dense` in bf16, so its fp32 bias is bf16 from
+  -- the first forward on; without autocast (fp32) it stays fp32
+  it("keeps a bias recast to its input's dtype, as Linear4bit leaves it after the first forward", function()
+    local function params(precision)
+      return helper.estimate("phi-2", "--set", "finetune=qlora", "--set", "precision=" .. precision).per_gpu.params_bytes
+    end
+    local layers, hidden = 32, 2560
+    assert.are.equal(params("fp32") - layers * hidden * (4 - 2), params("amp-bf16"))
+    -- folded layers are recast as every layer is
+    helper.assert_folds_agree(helper.model("phi-2", 5), {
+      { finetune = "qlora", precision = "amp-bf16", lora_targets = "all-linear" },
+      { finetune = "qlora", quant = "int8", precision = "amp-bf16", checkpointing = "full" },
+    })
+  end)
+
   it("agrees with evaluating every layer", function()
     local model = helper.model("llama2-7b", 5)
     helper.assert_folds_agree(model, {

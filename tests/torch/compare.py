@@ -416,6 +416,15 @@ CASES = [
     ("gemma2 qlora amp-bf16 all-linear", gemma2(h=128, inter=256), recipe("amp-bf16", finetune="qlora",
                                                                          lora_targets="all-linear")),
     ("phi qlora bf16 all-linear", phi(h=128, inter=256), recipe("bf16", finetune="qlora", lora_targets="all-linear")),
+    # under autocast the attention output reaches the output projection in bf16: Linear4bit and
+    # Linear8bitLt replace its fp32 bias by a bf16 copy for good at the first forward
+    ("phi qlora amp-bf16 bias recast", phi(h=128, inter=256), recipe("amp-bf16", finetune="qlora",
+                                                                    lora_targets="all-linear")),
+    ("bloom qlora amp-bf16 checkpointed bias recast", bloom(h=128), recipe(
+        "amp-bf16", ckpt="full", finetune="qlora", lora_targets="all-linear")),
+    ("neox int8 amp-bf16 bias recast", neox(h=128, inter=256), recipe("amp-bf16", finetune="qlora", quant="int8")),
+    ("gpt2 qlora amp-bf16 dora bias recast", gpt2(h=128), recipe("amp-bf16", finetune="qlora", lora_targets="all-linear",
+                                                                use_dora="true", b=1, s=16)),
     # GPT-2's Conv1D become Linear4bit and Linear8bitLt ([out, in] weights)
     ("gpt2 qlora bf16 all-linear dora", gpt2(h=128), recipe("bf16", finetune="qlora", lora_targets="all-linear",
                                                            use_dora="true", b=1, s=16)),

@@ -84,11 +84,8 @@ def widen(w, case):
         recipe["lora_dropout"] = 0.1
     if recipe["finetune"] == "lora" and w.random() < 0.4:
         recipe["use_dora"] = "true"
-    # QLoRA over the harness's bitsandbytes layers (under autocast Linear4bit's cast of a bias to
-    # its input's dtype, left out, changes GPT-2's, BLOOM's, Phi-2's and GPT-NeoX's states by a
-    # few hundred bytes)
-    biased = family in ("gpt2", "bloom", "phi", "neox") and recipe["precision"] == "amp-bf16"
-    if recipe["finetune"] == "lora" and not biased and w.random() < 0.4:
+    # QLoRA and LLM.int8 over the harness's bitsandbytes layers
+    if recipe["finetune"] == "lora" and w.random() < 0.4:
         recipe["finetune"] = "qlora"
         recipe["quant"] = w.choice(["nf4", "nf4", "fp4", "int8"])
         recipe["double_quant"] = w.choice(["true", "true", "false"])
