@@ -23,10 +23,10 @@ static vp_t project_4bit(vp_step *step, vp_t x, vp_t weight, vp_t bias, uint64_t
     vp_t bc = bias ? vp_to(sim, bias, compute, "linear4bit.cast_bias") : 0;
     vp_t y = vp_linear_4bit(sim, xc, weight, vp_dequant_absmax_numel(step->recipe, vp_at(sim, weight)->numel),
                             vp_at(sim, x)->numel / (in ? in : 1), out_features, label);
-    vp_drop(sim, bc);
-    vp_drop(sim, xc);
     vp_t out = vp_to(sim, y, input, "linear4bit.cast_output");
     vp_drop(sim, y);
+    vp_drop(sim, bc); /* the cast x and bias are forward's locals until it returns */
+    vp_drop(sim, xc);
     return out;
 }
 

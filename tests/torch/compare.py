@@ -409,6 +409,9 @@ CASES = [
         "bf16", finetune="qlora", lora_targets="all-linear", b=1, s=16)),
     # every family's linears in 4 bits: experts and routers, fused projections, T5's wo kept in fp32
     ("mixtral qlora bf16 all-linear", mixtral(h=128, inter=192), recipe("bf16", finetune="qlora", lora_targets="all-linear")),
+    # Linear4bit's cast input lives until its forward returns, through the output's cast back
+    ("mixtral qlora fp32 checkpointed", mixtral(), recipe("fp32", optimizer="none", ckpt="full", finetune="qlora",
+                                                          b=3, s=48)),
     ("qwen3-moe qlora amp-bf16 all-linear", qwen3_moe(h=128), recipe("amp-bf16", finetune="qlora",
                                                                      lora_targets="all-linear")),
     ("phi3 qlora amp-bf16 all-linear", phi3(h=128, inter=256), recipe("amp-bf16", finetune="qlora",
