@@ -187,11 +187,18 @@ static vp_t moe_forward(vp_step *step, const vp_op *op, const vp_t *leaves, vp_t
  * destination dtypes match"): such a run never trains. */
 const char *vp_moe_recipe_problem(const vp_model *model, const vp_recipe *recipe) {
     const vp_op *op = vp_section_find(&model->section[VP_SECTION_LAYER], &vp_op_moe);
-    if (!op || vp_op_u64(op, MOE_BLOCK) != MOE_BLOCK_DEEPSEEK || recipe->framework == VP_FRAMEWORK_MEGATRON)
-        return NULL;
-    if (vp_precision_get(recipe->precision)->autocast)
+    if (!op || recipe->framework == VP_FRAMEWORK_MEGATRON) return NULL;
+    const vp_precision *precision = vp_precision_get(recipe->precision);
+    if (vp_op_u64(op, MOE_BLOCK) == MOE_BLOCK_DEEPSEEK && precision->autocast)
         return "precision: DeepseekMoE writes the experts' 16-bit outputs into its fp32 rows by index, which "
                "PyTorch refuses under autocast: use bf16, fp16 or a mixed-* precision";
+    /* DeepseekV3MoE sums into rows of the router weights' dtype (16-bit under
+     * autocast); bitsandbytes' layers return their fp32 input's dtype, so
+     * index_add_ meets an fp32 source and fails */
+    if (vp_op_u64(op, MOE_BLOCK) == MOE_BLOCK_DEEPSEEK_V3 && recipe->finetune == VP_FINETUNE_QLORA &&
+        precision->autocast && precision->params == VP_FP32)
+        return "precision: DeepseekV3MoE adds the quantized experts' fp32 outputs into the router's 16-bit rows by "
+               "index, which PyTorch refuses under autocast: use bf16 or fp16";
     return NULL;
 }
 

@@ -56,6 +56,24 @@ describe("mixture-of-experts models", function()
     helper.estimate("mixtral-8x7b", "--set", "precision=amp-bf16", "--set", "seq_len=128")
   end)
 
+  -- DeepseekV3MoE's final_hidden_states take the router weights' dtype (bf16
+  -- under autocast); bitsandbytes' experts return their fp32 input's dtype:
+  -- "index_add_(): self (BFloat16) and source (Float) must have the same
+  -- scalar type" (the CPU harness meets it too)
+  it("refuses DeepSeek-V3 under QLoRA with autocast over fp32 hidden states", function()
+    local args = { "deepseek-v3", "--set", "finetune=qlora", "--set", "lora_targets=all-linear", "--set", "seq_len=128" }
+    local function with(...)
+      local all = { table.unpack(args) }
+      for _, a in ipairs({ ... }) do all[#all + 1] = a end
+      return table.unpack(all)
+    end
+    assert.truthy(helper.fails(with("--set", "precision=amp-bf16"))
+      :find("precision: DeepseekV3MoE adds the quantized experts' fp32 outputs", 1, true))
+    helper.estimate(with("--set", "precision=bf16"))
+    helper.estimate("deepseek-v3", "--set", "finetune=lora", "--set", "lora_targets=all-linear", "--set",
+      "precision=amp-bf16", "--set", "seq_len=128")
+  end)
+
   it("keeps a whole expert per expert-parallel rank: 1/ep of the experts", function()
     for _, ep in ipairs({ 1, 2, 4, 8 }) do
       local r = megatron("--set", "dp=8", "--set", "ep=" .. ep)
