@@ -16,8 +16,9 @@ usage: vramplan estimate MODEL [--recipe FILE] [--set KEY=VALUE]... [--gpu NAME]
        vramplan --version
 
 MODEL is a model script, a name in models/ (llama2-7b, gpt2, ...) or a Hugging
-Face config.json. --set sets a recipe key (micro_batch=4) or a model field
-(hidden=1024); it may be repeated.]]
+Face config.json (one saved with a bitsandbytes quantization_config makes
+the recipe QLoRA over that format). --set sets a recipe key (micro_batch=4)
+or a model field (hidden=1024); it may be repeated.]]
 
 local UsageError = {}
 
