@@ -208,6 +208,8 @@ static vp_module first_missing(vp_module_set wanted, vp_module_set present) {
 const char *vp_finetune_problem(const vp_model *model, const vp_recipe *recipe) {
     if (recipe->finetune != VP_FINETUNE_QLORA && recipe->quant != VP_QUANT_NONE)
         return "quant: a quantized base needs finetune = qlora";
+    if (recipe->int8_threshold != 6.0 && (recipe->finetune != VP_FINETUNE_QLORA || recipe->quant != VP_QUANT_INT8))
+        return "llm_int8_threshold: LLM.int8's outlier threshold needs finetune = qlora and quant = int8";
     if (recipe->finetune != VP_FINETUNE_FREEZE && recipe->trainable_layers)
         return "trainable_layers: needs finetune = freeze";
     bool prompt_learning = recipe->finetune == VP_FINETUNE_PROMPT || recipe->finetune == VP_FINETUNE_PREFIX;

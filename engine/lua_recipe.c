@@ -152,6 +152,9 @@ static void parse_virtual_tokens(lua_State *L, vp_recipe *r, const char *k) { r-
 static void parse_quant(lua_State *L, vp_recipe *r, const char *k) { r->quant = (vp_quant)read_option(L, k, vp_quant_names); }
 static void parse_sparsity(lua_State *L, vp_recipe *r, const char *k) { r->sparsity = (vp_sparsity)read_option(L, k, vp_sparsity_names); }
 static void parse_double_quant(lua_State *L, vp_recipe *r, const char *k) { r->double_quant = read_bool(L, k); }
+static void parse_int8_threshold(lua_State *L, vp_recipe *r, const char *k) {
+    r->int8_threshold = read_number(L, k, 0, 1e6);
+}
 static const char *const compute_dtype_names[] = {"bf16", "fp16", "fp32", NULL};
 static void parse_compute_dtype(lua_State *L, vp_recipe *r, const char *k) {
     static const vp_dtype dtypes[] = {VP_BF16, VP_FP16, VP_FP32};
@@ -273,6 +276,7 @@ static const recipe_key keys[] = {
      vp_sparsity_names},
     {"quant", parse_quant, "qlora: the frozen base's linear weights (bitsandbytes 0.45-0.46); int8 is LLM.int8 with transformers' outlier threshold 6.0, no outliers found [nf4]", vp_quant_names},
     {"double_quant", parse_double_quant, "qlora: quantize the block scales too (8-bit, in blocks of 256) [true]", NULL},
+    {"llm_int8_threshold", parse_int8_threshold, "quant = int8: LLM.int8's outlier threshold; 0 skips the outlier search (its input-sized temporaries) [6.0]", NULL},
     {"compute_dtype", parse_compute_dtype, "qlora: the dtype 4-bit weights are dequantized to [bf16]", compute_dtype_names},
     {"modules_to_save", parse_modules_to_save, "modules trained in full beside the adapters (lm_head, embed_tokens, norm)", NULL},
     {"gpus_per_node", parse_gpus_per_node, "GPUs per node, for host memory per node [min(gpus, 8)]", NULL},
@@ -427,6 +431,10 @@ void vp_lua_push_recipe(lua_State *L, const vp_recipe *given) {
         lua_setfield(L, -2, "quant");
         lua_pushboolean(L, r->double_quant);
         lua_setfield(L, -2, "double_quant");
+        if (r->quant == VP_QUANT_INT8) {
+            lua_pushnumber(L, r->int8_threshold);
+            lua_setfield(L, -2, "llm_int8_threshold");
+        }
         lua_pushstring(L, vp_dtype_names[r->compute_dtype]);
         lua_setfield(L, -2, "compute_dtype");
     }

@@ -7,7 +7,8 @@
 static vp_t project_int8(vp_step *step, vp_t x, vp_t weight, uint64_t out_features, const char *label) {
     vp_sim *sim = &step->sim;
     uint64_t in = vp_at(sim, weight)->numel / out_features;
-    vp_t y = vp_linear_int8(sim, x, weight, vp_at(sim, x)->numel / (in ? in : 1), out_features, label);
+    vp_t y = vp_linear_int8(sim, x, weight, step->recipe->int8_threshold > 0, vp_at(sim, x)->numel / (in ? in : 1),
+                            out_features, label);
     if (vp_at(sim, y)->requires_grad) vp_step_ctx_hold(step, x); /* ctx.tensors, until the graph goes */
     return y;
 }

@@ -187,18 +187,20 @@ static void backward_int8(vp_sim *sim, uint32_t index) {
     vp_give_grad(sim, vp_node_at(sim, index), 0, g);
 }
 
-vp_t vp_linear_int8(vp_sim *sim, vp_t x, vp_t w, uint64_t rows, uint64_t out_features, const char *label) {
+vp_t vp_linear_int8(vp_sim *sim, vp_t x, vp_t w, bool outlier_search, uint64_t rows, uint64_t out_features,
+                    const char *label) {
     vp_dtype dt = dtype_of(sim, x);
     uint64_t in = numel_of(sim, w) / (out_features ? out_features : 1);
     /* int8_vectorwise_quant(A.to(torch.float16), threshold): the row scales
-     * and the int8 rows; transformers' llm_int8_threshold (6.0) looks for
-     * outliers with A.abs() >= threshold, an fp16 and a bool tensor of A's
-     * size (none found: outliers are data-dependent and left out) */
+     * and the int8 rows; a threshold above 0 (transformers' default 6.0)
+     * looks for outliers with A.abs() >= threshold, an fp16 and a bool
+     * tensor of A's size (none found: outliers are data-dependent and left
+     * out) */
     vp_t half = dt == VP_FP16 ? 0 : vp_new(sim, numel_of(sim, x), VP_FP16, "int8.cast_input");
     vp_t row_scales = vp_new(sim, rows, VP_FP32, "int8.quantize_input");
     vp_t quantized = vp_new(sim, vp_numel(sim, rows, in), VP_INT8, "int8.quantize_input");
-    vp_t magnitude = vp_new(sim, vp_numel(sim, rows, in), VP_FP16, "int8.outliers");
-    vp_t outliers = vp_new(sim, vp_numel(sim, rows, in), VP_BOOL, "int8.outliers");
+    vp_t magnitude = outlier_search ? vp_new(sim, vp_numel(sim, rows, in), VP_FP16, "int8.outliers") : 0;
+    vp_t outliers = outlier_search ? vp_new(sim, vp_numel(sim, rows, in), VP_BOOL, "int8.outliers") : 0;
     vp_drop(sim, magnitude);
     vp_drop(sim, outliers);
     vp_drop(sim, half);

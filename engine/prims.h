@@ -29,14 +29,15 @@ vp_t vp_linear_4bit(vp_sim *sim, vp_t x, vp_t w, uint64_t absmax_numel, uint64_t
 /* bitsandbytes' MatMul8bitLt (LLM.int8, bitsandbytes 0.46) against a
  * frozen int8 weight (CB, with fp32 row scales): x cast to fp16 and
  * quantized row-wise (int8 plus an fp32 scale per row) after the outlier
- * search of threshold 6.0, an int32 product dequantized to fp16 and cast
+ * search (llm_int8_threshold > 0), an int32 product dequantized to fp16 and cast
  * to x's dtype. x itself is kept (ctx.tensors = (None, subA, A)), a ctx
  * attribute the graph frees, not the node: the caller holds it
  * (vp_step_ctx_hold) when the output requires grad.
  * Backward dequantizes the weight into x's dtype (a copy, scaled in place)
  * for x's gradient. Outlier columns are data-dependent and left out: none
  * found. */
-vp_t vp_linear_int8(vp_sim *sim, vp_t x, vp_t w, uint64_t rows, uint64_t out_features, const char *label);
+vp_t vp_linear_int8(vp_sim *sim, vp_t x, vp_t w, bool outlier_search, uint64_t rows, uint64_t out_features,
+                    const char *label);
 
 /* Transformer Engine's Linear under FP8 (TE 2.x, DelayedScaling) with the
  * input already quantized: `columnwise` (its FP8 transpose) is what it

@@ -103,6 +103,7 @@ void vp_recipe_defaults(vp_recipe *recipe) {
     /* QLoRA's recipe (Dettmers et al. 2023): NF4, double quantization, bf16 compute */
     recipe->quant = VP_QUANT_NONE;
     recipe->double_quant = true;
+    recipe->int8_threshold = 6.0; /* transformers' BitsAndBytesConfig default */
     recipe->compute_dtype = VP_BF16;
     recipe->sequence_parallel = false;
     recipe->distributed_optimizer = false;

@@ -158,6 +158,7 @@ typedef struct {
     vp_quant quant;              /* the base's linear weights (qlora; none: nf4 for qlora) */
     vp_sparsity sparsity;        /* 2:4 sparsity's masks (apex ASP) */
     bool double_quant;           /* bnb_4bit_use_double_quant */
+    double int8_threshold;       /* llm_int8_threshold: LLM.int8's outlier search, off at 0 */
     vp_dtype compute_dtype;      /* bnb_4bit_compute_dtype */
 } vp_recipe;
 

@@ -187,7 +187,28 @@ describe("QLoRA", function()
     assert.is_false(fits("none"))
   end)
 
+  -- int8_vectorwise_quant's outlier search (A.abs() >= threshold): an fp16
+  -- and a bool tensor of the input's size, skipped at llm_int8_threshold 0
+  it("searches an int8 layer's input for outliers unless llm_int8_threshold is 0", function()
+    local model = helper.model("llama2-7b", 1)
+    local recipe = { finetune = "qlora", quant = "int8", precision = "bf16", seq_len = 64 }
+    local tokens, h, f = 64, 4096, 11008
+    local sizes = helper.forward_sizes(model, recipe, "int8.outliers")
+    -- each projection quantizes its input itself: an fp16 and a bool tensor apiece
+    local expected = {}
+    for _, width in ipairs({ h, h, h, h, h, h, f }) do -- q, k, v, o, gate, up read h; down reads f
+      expected[#expected + 1] = tokens * width
+      expected[#expected + 1] = 2 * tokens * width
+    end
+    table.sort(expected)
+    assert.are.same(expected, sizes)
+    recipe.llm_int8_threshold = 0
+    assert.are.same({}, helper.forward_sizes(model, recipe, "int8.outliers"))
+  end)
+
   local bad = {
+    { { "--set", "finetune=qlora", "--set", "llm_int8_threshold=0" },
+      "llm_int8_threshold: LLM.int8's outlier threshold needs finetune = qlora and quant = int8" },
     { { "--set", "finetune=lora", "--set", "quant=nf4" }, "quant: a quantized base needs finetune = qlora" },
     { { "--set", "finetune=qlora", "--set", "quant=int8", "--set", "framework=fsdp", "--set", "dp=2" },
       "quant: int8 weights cannot be sharded by FSDP or ZeRO-3" },

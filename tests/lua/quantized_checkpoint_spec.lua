@@ -36,9 +36,12 @@ describe("a bitsandbytes-quantized checkpoint", function()
     assert.is_false(r.recipe.double_quant)
   end)
 
-  it("stores LLM.int8 weights for load_in_8bit", function()
+  it("stores LLM.int8 weights for load_in_8bit, with the checkpoint's outlier threshold", function()
     local r = helper.estimate(checkpoint({ quant_method = "bitsandbytes", load_in_8bit = true }))
     assert.are.equal("int8", r.recipe.quant)
+    assert.are.equal(6.0, r.recipe.llm_int8_threshold)
+    local off = helper.estimate(checkpoint({ quant_method = "bitsandbytes", load_in_8bit = true, llm_int8_threshold = 0 }))
+    assert.are.equal(0, off.recipe.llm_int8_threshold)
   end)
 
   it("lets the recipe choose the compute dtype, which from_pretrained may override", function()

@@ -451,6 +451,9 @@ CASES = [
         "bf16", optimizer="sgd", finetune="qlora", quant="int8", b=4, s=256)),
     ("llama int8 bf16 checkpointed outlier search", llama(h=64, inter=1024, vocab=32), recipe(
         "bf16", optimizer="sgd", ckpt="full", finetune="qlora", quant="int8", b=4, s=256)),
+    # llm_int8_threshold=0: no outlier search (int8_scaled_mm straight away)
+    ("llama int8 bf16 no outlier threshold", llama(h=64, inter=1024, vocab=32, layers=1), recipe(
+        "bf16", optimizer="sgd", finetune="qlora", quant="int8", llm_int8_threshold=0.0, b=4, s=256)),
     ("llama int8 dora amp-bf16", llama(h=256, inter=512), recipe("amp-bf16", finetune="qlora", quant="int8",
                                                                 use_dora="true", b=1, s=8)),
     ("qwen3-moe int8 amp-bf16 all-linear", qwen3_moe(h=128), recipe("amp-bf16", finetune="qlora", quant="int8",

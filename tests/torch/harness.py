@@ -180,7 +180,7 @@ def measure(case, rank=None):
         # loaded in the compute dtype and quantized; under amp-bf16 the rest
         # is fp32, as prepare_model_for_kbit_training leaves it
         if recipe.get("quant") == "int8":
-            quantize_8bit(model, ac)
+            quantize_8bit(model, ac, float(recipe.get("llm_int8_threshold", 6.0)))
         else:
             quantize_4bit(model, ac, str(recipe.get("double_quant", "true")) == "true", torch.bfloat16,
                           torch.bfloat16)

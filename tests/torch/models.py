@@ -473,13 +473,14 @@ def linear_shape(module):
     return shape[::-1] if isinstance(module, Conv1D) else shape
 
 
-def quantize_8bit(model, ac):
-    """from_pretrained(quantization_config=BitsAndBytesConfig(load_in_8bit)):
-    each quantized linear becomes a Linear8bitLt holding CB int8 and SCB."""
+def quantize_8bit(model, ac, threshold):
+    """from_pretrained(quantization_config=BitsAndBytesConfig(load_in_8bit,
+    llm_int8_threshold)): each quantized linear becomes a Linear8bitLt holding
+    CB int8 and SCB."""
     model.quant_tensors = []
     for module in quantized_linears(model):
         shape = linear_shape(module)
-        state = Int8State(shape[0])
+        state = Int8State(shape[0], threshold)
         module.weight = nn.Parameter(torch.zeros(shape, dtype=torch.int8), requires_grad=False)
         ac.quant[id(module.weight)] = state
         model.quant_tensors += state.tensors()

@@ -404,6 +404,13 @@ local function checkpoint_quantization(config, path)
   end
   if q.load_in_8bit == true then
     set("quant", "int8", "load_in_8bit", true)
+    local threshold = q.llm_int8_threshold
+    if threshold ~= nil and threshold ~= json.null then
+      if type(threshold) ~= "number" or threshold < 0 then
+        error(where .. ".llm_int8_threshold: a number of 0 or more", 0)
+      end
+      set("llm_int8_threshold", threshold, "llm_int8_threshold", false)
+    end
   elseif q.load_in_4bit == true then
     local kind = q.bnb_4bit_quant_type == nil and "fp4" or q.bnb_4bit_quant_type -- BitsAndBytesConfig's default
     if kind ~= "nf4" and kind ~= "fp4" then
