@@ -72,18 +72,23 @@ vp_t vp_autocast_fp32(vp_step *step, vp_t x, const char *label) {
     return vp_to(sim, x, VP_FP32, label);
 }
 
+/* Drops a tensor made while folding, which stands for `repeat` of them:
+ * its release is repeated too. Without a fold (repeat 1) a plain drop, as
+ * this may run inside a folded backward's own segment. */
+static void drop_folded(vp_step *step, vp_t t, unsigned repeat) {
+    if (repeat == 1) {
+        vp_drop(&step->sim, t);
+        return;
+    }
+    vp_ledger_begin_segment(&step->ledger);
+    vp_drop(&step->sim, t);
+    vp_ledger_repeat_segment(&step->ledger, repeat, 0);
+}
+
 /* Leaving the autocast region clears the cache; casts made while folding
  * stand for `repeat` identical casts. */
 void vp_step_clear_casts(vp_step *step, unsigned from) {
-    for (unsigned i = from; i < step->n_casts; i++) {
-        if (step->casts[i].repeat == 1) { /* no fold: this may run inside a folded backward */
-            vp_drop(&step->sim, step->casts[i].cast);
-            continue;
-        }
-        vp_ledger_begin_segment(&step->ledger);
-        vp_drop(&step->sim, step->casts[i].cast);
-        vp_ledger_repeat_segment(&step->ledger, step->casts[i].repeat, 0);
-    }
+    for (unsigned i = from; i < step->n_casts; i++) drop_folded(step, step->casts[i].cast, step->casts[i].repeat);
     step->n_casts = from;
 }
 
@@ -576,18 +581,8 @@ void vp_step_recast_leaf(vp_step *step, vp_t leaf, vp_dtype dtype) {
     }
 }
 
-/* Held while folding, a tensor stands for `repeat` of them: its release is
- * repeated too (as vp_step_clear_casts does). */
 static void release_ctx_range(vp_step *step, unsigned from, unsigned to) {
-    for (unsigned i = from; i < to; i++) {
-        if (step->ctx_refs[i].repeat == 1) {
-            vp_drop(&step->sim, step->ctx_refs[i].tensor);
-            continue;
-        }
-        vp_ledger_begin_segment(&step->ledger);
-        vp_drop(&step->sim, step->ctx_refs[i].tensor);
-        vp_ledger_repeat_segment(&step->ledger, step->ctx_refs[i].repeat, 0);
-    }
+    for (unsigned i = from; i < to; i++) drop_folded(step, step->ctx_refs[i].tensor, step->ctx_refs[i].repeat);
 }
 
 void vp_step_release_ctx(vp_step *step, unsigned from) {
@@ -1070,6 +1065,8 @@ vp_step_status vp_step_run(const vp_model *model, const vp_recipe *recipe, bool 
     return vp_step_run_stage(model, recipe, NULL, fold, record, result, ledger_out);
 }
 
+/* One evaluation of the step, with `recasts` applied to the leaves; the
+ * leaves it finds to recast go to `found` (when not NULL). */
 static vp_step_status attempt(const vp_model *model, const vp_recipe *given, const vp_stage *stage, bool fold,
                               bool record, vp_step_result *result, vp_ledger *ledger_out, const vp_leaf_recast *recasts,
                               unsigned n_recasts, vp_leaf_recast *found, unsigned *n_found) {
@@ -1139,8 +1136,10 @@ static vp_step_status attempt(const vp_model *model, const vp_recipe *given, con
     }
     run(&step, result);
     vp_step_status status = step.sim.status == VP_SIM_UNBALANCED ? VP_STEP_INTERNAL : status_of(&step);
-    memcpy(found, step.found, step.n_found * sizeof *found);
-    *n_found = step.n_found;
+    if (found) {
+        memcpy(found, step.found, step.n_found * sizeof *found);
+        *n_found = step.n_found;
+    }
     free_step(&step);
     if (ledger_out) *ledger_out = step.ledger; /* the caller owns the event log now */
     else vp_ledger_free(&step.ledger);
@@ -1155,9 +1154,7 @@ vp_step_status vp_step_run_stage(const vp_model *model, const vp_recipe *given, 
     if (status != VP_STEP_OK || !n_found) return status;
     /* the steady state has those biases recast since the first forward */
     if (ledger_out) vp_ledger_free(ledger_out);
-    vp_leaf_recast again[VP_RECASTS_MAX];
-    unsigned n_again = 0;
-    return attempt(model, given, stage, fold, record, result, ledger_out, found, n_found, again, &n_again);
+    return attempt(model, given, stage, fold, record, result, ledger_out, found, n_found, NULL, NULL);
 }
 
 const char *vp_step_layout_problem(const vp_model *model, const vp_recipe *recipe) {
