@@ -69,4 +69,19 @@ describe("a bitsandbytes-quantized checkpoint", function()
     err = helper.fails(checkpoint({ quant_method = "bitsandbytes", load_in_4bit = true, bnb_4bit_quant_type = "int4" }))
     assert.truthy(err:find("quantization_config.bnb_4bit_quant_type: int4 is not nf4 or fp4", 1, true), err)
   end)
+
+  it("refuses a bitsandbytes config it cannot read, naming the field", function()
+    local cases = {
+      { { quant_method = "bitsandbytes" }, "quantization_config: a bitsandbytes config loads in 4 or 8 bits" },
+      { { quant_method = "bitsandbytes", load_in_4bit = true, bnb_4bit_compute_dtype = "float8" },
+        "quantization_config.bnb_4bit_compute_dtype: float8 is not bfloat16, float16 or float32" },
+      { { quant_method = "bitsandbytes", load_in_8bit = true, llm_int8_threshold = -1 },
+        "quantization_config.llm_int8_threshold: a number of 0 or more" },
+      { "nf4", "quantization_config: a JSON object" },
+    }
+    for _, case in ipairs(cases) do
+      local err = helper.fails(checkpoint(case[1]))
+      assert.truthy(err:find(case[2], 1, true), err)
+    end
+  end)
 end)
