@@ -208,3 +208,92 @@ vp_t vp_checkpoint(vp_step *step, vp_recompute_fn fn, void *ctx, const vp_t *inp
     }
     return y;
 }
+
+/* ---- use_reentrant=False ---- */
+
+/* torch.utils.checkpoint's non-reentrant frame: the call's arguments on a
+ * keeper node, the function's saved tensors as holders. */
+typedef struct {
+    vp_frame frame;
+    call call;
+} nonreentrant;
+
+/* The unpack hook's recomputation (_checkpoint_without_reentrant_generator,
+ * PyTorch 2.1-2.9; 1.13's _checkpoint_without_reentrant): the function
+ * reruns on the kept arguments themselves, with grad enabled in a fresh
+ * autocast region, each tensor it saves filling its holder; its outputs and
+ * its own graph (ctx attributes too) go when it returns, or at the early
+ * stop, where the rest of the function never runs. */
+static void recompute_frame(vp_sim *sim, vp_frame *frame) {
+    const call *c = &((nonreentrant *)frame->ctx)->call;
+    uint32_t keeper = frame->keeper - 1;
+    vp_t inputs[VP_NODE_MAX_IN] = {0}, outputs[VP_NODE_MAX_OUT] = {0};
+    for (unsigned i = 0; i < c->n_inputs; i++) inputs[i] = vp_node_at(sim, keeper)->saved[i];
+    uint32_t first = sim->n_nodes;
+    unsigned ctx_from = c->step->n_ctx_refs;
+    vp_frame_rerun_begin(sim, frame);
+    rerun(sim, keeper, c, inputs, outputs);
+    vp_frame_rerun_end(sim, frame);
+    for (unsigned j = 0; j <= c->n_outputs; j++) vp_drop(sim, outputs[j]);
+    vp_frame_drop_rerun_graph(sim, first);
+    vp_step_release_ctx(c->step, ctx_from);
+    vp_step_drop_rerun_leaves(c->step);
+}
+
+vp_t vp_checkpoint_nonreentrant(vp_step *step, vp_recompute_fn fn, void *ctx, const vp_t *inputs, unsigned n_inputs,
+                                const vp_checkpoint_args *args, bool early_stop) {
+    vp_sim *sim = &step->sim;
+    unsigned n_fields = args->n_saved + args->n_held;
+    if (n_inputs + n_fields > VP_NODE_MAX_SAVED || n_inputs > VP_NODE_MAX_IN || 1 + args->n_outputs > VP_NODE_MAX_OUT) {
+        sim->status = VP_SIM_OVERFLOW; /* more than a node keeps: an op-table bug */
+        return fn(step, ctx, inputs);
+    }
+    nonreentrant *nr = sim->grad_mode ? vp_step_scratch(step, sizeof *nr) : NULL;
+    uint32_t keeper = nr ? vp_record_keeper(sim, "checkpoint.inputs") : 0;
+    if (!keeper) return fn(step, ctx, inputs); /* no grad: no frame */
+    call *c = &nr->call;
+    *c = (call){.step = step, .fn = fn, .ctx = ctx, .n_inputs = n_inputs, .n_fields = n_fields};
+    for (unsigned i = 1; i < n_inputs && args->input_fields; i++) c->input_fields[i] = args->input_fields[i];
+    /* the positional tensors as saved variables, the rest (kwargs, tuples)
+     * as the frame's references: all of them until the frame goes */
+    for (unsigned i = 0; i < n_inputs; i++) vp_hold_at(sim, vp_node_at(sim, keeper - 1), i, inputs[i]);
+    for (unsigned j = 0; j < n_fields; j++) {
+        vp_t *field = j < args->n_saved ? args->saved[j] : args->held[j - args->n_saved];
+        c->fields[j] = field;
+        if (*field) vp_hold_at(sim, vp_node_at(sim, keeper - 1), n_inputs + j, *field);
+    }
+    /* 1.13's code has no early stop and keeps nothing in the rerun's graph;
+     * 2.x's keeps x.detach() there (with early stop it is 2.x's code) */
+    nr->frame = (vp_frame){.recompute = recompute_frame, .ctx = nr, .early_stop = early_stop,
+                           .rerun_keeps = step->recipe->torch_version != VP_TORCH_1_13 || early_stop};
+    vp_frame_begin(sim, &nr->frame, keeper);
+    vp_t y = fn(step, ctx, inputs);
+    vp_frame_end(sim, &nr->frame);
+    /* the outputs it left in fields, for the rerun to set aside */
+    unsigned n_out = 1;
+    for (unsigned j = 0; j < args->n_outputs; j++)
+        if (*args->outputs[j]) c->output_fields[n_out++] = args->outputs[j];
+    c->n_outputs = n_out - 1;
+    return y;
+}
+
+const char *vp_checkpoint_recipe_problem(const vp_model *model, const vp_recipe *recipe) {
+    if (recipe->checkpoint_early_stop >= 0 && recipe->use_reentrant)
+        return "checkpoint_early_stop: applies to non-reentrant checkpointing (use_reentrant = false)";
+    if (recipe->use_reentrant) return NULL;
+    if (recipe->selective)
+        return "use_reentrant: selective recompute is Megatron's own checkpoint function; use_reentrant = false "
+               "applies to checkpointing = full or every-K";
+    if (recipe->framework == VP_FRAMEWORK_MEGATRON)
+        return "use_reentrant: false is modelled for transformers' gradient checkpointing (no megatron)";
+    if (recipe->zero == 3 || recipe->fsdp != VP_FSDP_NONE)
+        return "use_reentrant: false is not yet modelled with sharded parameters (ZeRO-3, FSDP): their gathers run "
+               "in module hooks that an early-stopped rerun skips";
+    if (recipe->offload_activations)
+        return "use_reentrant: false is not yet modelled with offload_activations (the frame's inputs go through "
+               "save_on_cpu, its holders do not)";
+    if (model && model->section[VP_SECTION_BRIDGE].n_ops)
+        return "use_reentrant: false is not yet modelled for encoder-decoder models (T5's position bias needs a "
+               "gradient in the forward then)";
+    return NULL;
+}

@@ -1,7 +1,8 @@
-/* checkpoint.h — activation checkpointing as torch.utils.checkpoint's
- * reentrant CheckpointFunction does it, for any function of up to four
- * tensors: a chunk of layers (HF's gradient checkpointing) or the attention
- * core (Megatron's selective recompute). */
+/* checkpoint.h — activation checkpointing as torch.utils.checkpoint does
+ * it, for any function of up to four tensors: reentrant (CheckpointFunction:
+ * a chunk of layers, HF's gradient checkpointing, or the attention core,
+ * Megatron's selective recompute) or not (saved-tensor hooks: a chunk of
+ * layers with use_reentrant=False). */
 #ifndef VP_CHECKPOINT_H
 #define VP_CHECKPOINT_H
 
@@ -40,5 +41,16 @@ typedef struct {
  * gradient. `ctx` must live as long as the step (vp_step_scratch). */
 vp_t vp_checkpoint(vp_step *step, vp_recompute_fn fn, void *ctx, const vp_t *inputs, unsigned n_inputs,
                    const vp_checkpoint_args *args);
+
+/* The same with use_reentrant=False: fn runs with grad enabled, and what
+ * autograd saves inside becomes a holder; the call's arguments stay until
+ * the last holder goes. Backward's first unpack of a holder reruns fn
+ * (stopping at the forward's last save with `early_stop`), the rerun's saves
+ * filling the holders that are still alive. */
+vp_t vp_checkpoint_nonreentrant(vp_step *step, vp_recompute_fn fn, void *ctx, const vp_t *inputs, unsigned n_inputs,
+                                const vp_checkpoint_args *args, bool early_stop);
+
+/* A recipe's checkpointing keys that cannot be modelled together, or NULL. */
+const char *vp_checkpoint_recipe_problem(const vp_model *model, const vp_recipe *recipe);
 
 #endif

@@ -87,6 +87,8 @@ static void parse_decay(lua_State *L, vp_recipe *r, const char *k) { r->weight_d
 static void parse_keep(lua_State *L, vp_recipe *r, const char *k) { r->keep_logits = read_bool(L, k); }
 static void parse_none(lua_State *L, vp_recipe *r, const char *k) { r->grads_set_to_none = read_bool(L, k); }
 static void parse_offload_activations(lua_State *L, vp_recipe *r, const char *k) { r->offload_activations = read_bool(L, k); }
+static void parse_use_reentrant(lua_State *L, vp_recipe *r, const char *k) { r->use_reentrant = read_bool(L, k); }
+static void parse_early_stop(lua_State *L, vp_recipe *r, const char *k) { r->checkpoint_early_stop = read_bool(L, k); }
 static void parse_use_cache(lua_State *L, vp_recipe *r, const char *k) { r->use_cache = read_bool(L, k); }
 static void parse_training(lua_State *L, vp_recipe *r, const char *k) { r->training = read_bool(L, k); }
 static void parse_fragmentation(lua_State *L, vp_recipe *r, const char *k) { r->fragmentation = read_number(L, k, 0, 10); }
@@ -223,6 +225,12 @@ static const recipe_key keys[] = {
     {"seq_len", parse_seq, "tokens per sequence", NULL},
     {"target_len", parse_target, "encoder-decoder models (T5): the decoder's tokens per sequence, the labels' length [seq_len]", NULL},
     {"checkpointing", parse_checkpointing, "none | full | selective (the attention core, Korthikanti et al.) | every-K (keep the input of every K-layer chunk)", NULL},
+    {"use_reentrant", parse_use_reentrant,
+     "full or every-K: torch.utils.checkpoint's use_reentrant (gradient_checkpointing_kwargs); false saves holders "
+     "in the forward and recomputes on backward's first unpack (transformers 4.x passes true, 5.x false) [true]", NULL},
+    {"checkpoint_early_stop", parse_early_stop,
+     "use_reentrant = false: the rerun stops once it has remade every saved tensor "
+     "(torch.utils.checkpoint.set_checkpoint_early_stop) [true; false with torch_version 1.13]", NULL},
     {"attention", parse_attention, "the attention kernel", vp_attention_names},
     {"framework", parse_framework, "the training framework, with its own buffers and defaults; torch is a plain PyTorch loop (DDP with dp)", vp_framework_names},
     {"torch_version", parse_torch, "autograd and optimizer behaviour that differs between them", vp_torch_version_names},
@@ -342,6 +350,10 @@ void vp_lua_push_recipe(lua_State *L, const vp_recipe *given) {
     else if (r->checkpoint_every == 1) lua_pushliteral(L, "full");
     else lua_pushfstring(L, "every-%d", (int)r->checkpoint_every);
     lua_setfield(L, -2, "checkpointing");
+    lua_pushboolean(L, r->use_reentrant);
+    lua_setfield(L, -2, "use_reentrant");
+    lua_pushboolean(L, vp_recipe_checkpoint_early_stop(r));
+    lua_setfield(L, -2, "checkpoint_early_stop");
     lua_pushstring(L, vp_attention_names[r->attention]);
     lua_setfield(L, -2, "attention");
     lua_pushstring(L, vp_framework_names[r->framework]);

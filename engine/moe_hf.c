@@ -111,7 +111,7 @@ vp_t vp_moe_mixtral(vp_step *step, const vp_op *op, const moe_slots *s, vp_t x) 
  * Takes over the reference to weights. */
 static vp_t renormalized(vp_sim *sim, vp_t weights, uint64_t n) {
     vp_t sum = vp_sum(sim, weights, n, "moe.topk_sum");
-    vp_t denominator = vp_scale(sim, sum, "moe.topk_sum");
+    vp_t denominator = vp_shift(sim, sum, (vp_dtype)vp_at(sim, sum)->dtype, vp_at(sim, sum)->numel, "moe.topk_sum");
     vp_drop(sim, sum);
     vp_t normed = vp_mul(sim, weights, denominator, vp_at(sim, weights)->numel, "moe.topk_norm");
     vp_drop(sim, denominator);

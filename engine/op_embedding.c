@@ -283,7 +283,7 @@ vp_t vp_apply_rotary(vp_step *step, vp_t x, const char *label) {
     vp_t xc = vp_mul(sim, x, cos, n, label);
     vp_t x1 = vp_slice(sim, x, n / 2, label);
     vp_t x2 = vp_slice(sim, x, n / 2, label);
-    vp_t neg = vp_scale(sim, x2, label);
+    vp_t neg = vp_neg(sim, x2, label);
     vp_t rotated = vp_cat(sim, neg, x1, label);
     vp_drop(sim, neg);
     vp_drop(sim, x1);

@@ -288,12 +288,26 @@ vp_t vp_mul(vp_sim *sim, vp_t a, vp_t b, uint64_t out_numel, const char *label) 
     return y;
 }
 
-vp_t vp_scale(vp_sim *sim, vp_t a, const char *label) {
+static vp_t times_constant(vp_sim *sim, vp_t a, bool saves_scalar, const char *label) {
     vp_t y = vp_new(sim, numel_of(sim, a), dtype_of(sim, a), label);
     vp_node *node = vp_record(sim, backward_unary, label, &a, 1, &y, 1);
-    if (node) node->aux[0] = 0;
+    if (!node) return y;
+    node->aux[0] = 0;
+    /* MulBackward0 and DivBackward0 save the 0-dim `other` (a Python
+     * number wrapped as a tensor): no memory to count, but a saved tensor a
+     * non-reentrant checkpoint holds, whose unpack starts the rerun. Left
+     * out under save_on_cpu, which packs a few host bytes for it. */
+    if (saves_scalar && !sim->pack) {
+        vp_t scalar = vp_new(sim, 0, VP_FP32, "wrapped_scalar");
+        vp_save(sim, node, scalar);
+        vp_drop(sim, scalar);
+    }
     return y;
 }
+
+vp_t vp_scale(vp_sim *sim, vp_t a, const char *label) { return times_constant(sim, a, true, label); }
+
+vp_t vp_neg(vp_sim *sim, vp_t a, const char *label) { return times_constant(sim, a, false, label); }
 
 vp_t vp_softcap(vp_sim *sim, vp_t x, const char *label) {
     vp_t divided = vp_scale(sim, x, label);

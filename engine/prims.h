@@ -62,9 +62,11 @@ vp_t vp_add_(vp_sim *sim, vp_t a, vp_t b, const char *label);
  * b does (mul.Tensor). */
 vp_t vp_mul(vp_sim *sim, vp_t a, vp_t b, uint64_t out_numel, const char *label);
 
-/* a times a Python scalar or a 0-dim tensor that needs no gradient (also
- * division and negation): saves nothing; backward allocates grad * scalar. */
+/* a times (or over) a Python scalar or a 0-dim tensor that needs no
+ * gradient: saves that 0-dim tensor; backward allocates grad * scalar. */
 vp_t vp_scale(vp_sim *sim, vp_t a, const char *label);
+/* -a: saves nothing; backward allocates -grad. */
+vp_t vp_neg(vp_sim *sim, vp_t a, const char *label);
 
 /* a plus a scalar or a tensor that needs no gradient: the gradient passes
  * through unchanged. `out_dtype` lets a wider operand promote the result. */

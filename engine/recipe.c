@@ -49,6 +49,11 @@ void vp_recipe_defaults(vp_recipe *recipe) {
     recipe->micro_batch = 1;
     recipe->seq_len = 2048;
     recipe->checkpoint_every = 0;
+    /* transformers 4.x's gradient_checkpointing_enable passes
+     * use_reentrant=True when given no kwargs (huggingface/transformers
+     * #28538); 5.0 passes False (#43203) */
+    recipe->use_reentrant = true;
+    recipe->checkpoint_early_stop = -1;
     recipe->attention = VP_ATTN_SDPA; /* transformers' default attn_implementation */
     recipe->framework = VP_FRAMEWORK_TORCH;
     recipe->torch_version = VP_TORCH_2;
@@ -115,6 +120,12 @@ void vp_recipe_defaults(vp_recipe *recipe) {
     recipe->microbatches = 0;
     recipe->n_pp_layers = 0;
     recipe->gpus = 0;
+}
+
+bool vp_recipe_checkpoint_early_stop(const vp_recipe *recipe) {
+    /* torch.utils.checkpoint.set_checkpoint_early_stop: on by default since 2.1 */
+    if (recipe->checkpoint_early_stop >= 0) return recipe->checkpoint_early_stop;
+    return recipe->torch_version != VP_TORCH_1_13;
 }
 
 void vp_recipe_resolve(vp_recipe *recipe) {

@@ -99,6 +99,8 @@ typedef struct {
     uint64_t target_len;         /* encoder-decoder models: the decoder's tokens (labels); 0: seq_len */
     unsigned checkpoint_every;   /* 0: none; k: the input of every k-layer chunk is kept */
     bool selective;              /* Korthikanti et al.'s selective recompute: the attention core only */
+    bool use_reentrant;          /* torch.utils.checkpoint(use_reentrant=...) for checkpointed chunks */
+    int checkpoint_early_stop;   /* use_reentrant=False: the rerun stops at the last saved tensor; -1: the version's */
     vp_attention_impl attention;
     vp_framework framework;
     vp_torch_version torch_version;
@@ -191,5 +193,9 @@ extern const char *const vp_offload_names[];
 extern const char *const vp_pp_schedule_names[];
 extern const char *const vp_torch_version_names[];
 extern const char *const vp_device_names[];
+
+/* Whether a non-reentrant checkpoint's rerun stops early: PyTorch >= 2.1's
+ * default, which 1.13 lacks; the recipe may say otherwise. */
+bool vp_recipe_checkpoint_early_stop(const vp_recipe *recipe);
 
 #endif

@@ -18,8 +18,11 @@ void vp_sim_init(vp_sim *sim, vp_ledger *ledger) {
 void vp_sim_free(vp_sim *sim) {
     free(sim->tensors);
     free(sim->nodes);
+    free(sim->holders);
     sim->tensors = NULL;
     sim->nodes = NULL;
+    sim->holders = NULL;
+    sim->n_holders = sim->cap_holders = 0;
     sim->n_tensors = sim->cap_tensors = sim->n_nodes = sim->cap_nodes = 0;
 }
 
@@ -87,7 +90,9 @@ vp_t vp_new_in(vp_sim *sim, uint64_t numel, vp_dtype dtype, vp_category category
     x->category = (uint8_t)category;
     x->live = true;
     x->label = label;
-    vp_ledger_alloc(sim->ledger, category, bytes, label);
+    /* past a rerun's early stop: PyTorch never got this far */
+    x->phantom = sim->phantom_from && t >= sim->phantom_from;
+    if (!x->phantom) vp_ledger_alloc(sim->ledger, category, bytes, label);
     return t;
 }
 
@@ -126,7 +131,7 @@ void vp_drop(vp_sim *sim, vp_t t) {
     }
     if (--x->refs) return;
     x->live = false;
-    vp_ledger_release(sim->ledger, (vp_category)x->category, x->bytes, x->label);
+    if (!x->phantom) vp_ledger_release(sim->ledger, (vp_category)x->category, x->bytes, x->label);
     if (x->base) vp_drop(sim, x->base);
 }
 
@@ -190,9 +195,81 @@ vp_node *vp_record(vp_sim *sim, vp_backward_fn backward, const char *label, cons
     return node;
 }
 
+/* Where the rerun's early stop falls: autograd's generated code saves an
+ * op's inputs, then computes, then saves its outputs, so the stop comes
+ * before the op's new tensors when the last pack is an input and after them
+ * when it is something the op made (an output, a dropout mask, a norm's
+ * statistics: made after the op's first new tensor). The op's new tensors
+ * are those made since another node's last pack; an in-place op has none. */
+static void place_stop(vp_sim *sim, vp_frame *f, const vp_node *node, vp_t t) {
+    uint32_t index = (uint32_t)(node - sim->nodes) + 1;
+    if (f->last_node != index) {
+        f->last_node = index;
+        f->op_floor = f->last_pack_offset;
+    }
+    uint32_t now = sim->n_tensors - f->first_tensor;
+    uint32_t first_new = now;
+    for (unsigned i = 0; i < VP_NODE_MAX_OUT; i++) {
+        vp_t o = node->out[i];
+        if (o >= f->first_tensor + f->op_floor && o - f->first_tensor < first_new) first_new = o - f->first_tensor;
+    }
+    vp_t root = vp_at(sim, t)->base ? vp_at(sim, t)->base : t;
+    bool made_by_op = root >= f->first_tensor && root - f->first_tensor >= first_new;
+    f->last_pack_offset = now;
+    f->stop_offset = made_by_op ? now : first_new;
+}
+
+/* The checkpoint hook's pack: a holder instead of the tensor. */
+static void hold_back(vp_sim *sim, vp_node *node, unsigned slot, vp_t t) {
+    vp_frame *f = sim->saving;
+    if (!grow((void **)&sim->holders, &sim->cap_holders, sim->n_holders + 1, sizeof(vp_holder))) {
+        sim->status = VP_SIM_NOMEM;
+        return;
+    }
+    sim->holders[sim->n_holders++] = (vp_holder){(uint32_t)(node - sim->nodes), (uint8_t)slot};
+    f->n_holders++;
+    f->live++;
+    node->saved[slot] = 0;
+    node->holders |= (uint8_t)(1u << slot);
+    node->frame = f;
+    place_stop(sim, f, node, t);
+}
+
+/* The recomputation hook's pack: the k-th tensor saved fills the k-th
+ * holder if it is alive; the rerun's own node keeps it only where 2.x's
+ * hook returns x.detach() (until the rerun's graph goes). */
+static void refill(vp_sim *sim, vp_node *node, unsigned slot, vp_t t) {
+    vp_frame *f = sim->refilling;
+    uint32_t k = f->refilled++;
+    node->saved[slot] = 0;
+    if (k < f->n_holders) {
+        vp_holder h = sim->holders[f->first_holder + k];
+        vp_node *owner = vp_node_at(sim, h.node);
+        if ((owner->holders & (1u << h.slot)) && !owner->saved[h.slot]) {
+            owner->saved[h.slot] = t;
+            vp_hold(sim, t);
+        }
+        /* the rerun must retrace the forward: a model bug otherwise */
+        if (k + 1 == f->n_holders && sim->n_tensors - f->first_tensor != f->last_pack_offset)
+            sim->status = VP_SIM_UNBALANCED;
+    }
+    if (f->rerun_keeps && !(f->early_stop && k >= f->n_holders)) {
+        node->saved[slot] = t;
+        vp_hold(sim, t);
+    }
+}
+
 void vp_save_at(vp_sim *sim, vp_node *node, unsigned slot, vp_t t) {
-    if (!node || !t || slot >= VP_NODE_MAX_SAVED || node->saved[slot]) {
+    if (!node || !t || slot >= VP_NODE_MAX_SAVED || node->saved[slot] || (node->holders & (1u << slot))) {
         overflow(sim); /* more saved tensors than a node has room for: an op-table bug */
+        return;
+    }
+    if (sim->refilling) {
+        refill(sim, node, slot, t);
+        return;
+    }
+    if (sim->saving) {
+        hold_back(sim, node, slot, t);
         return;
     }
     node->saved[slot] = t;
@@ -221,7 +298,7 @@ void vp_hold_at(vp_sim *sim, vp_node *node, unsigned slot, vp_t t) {
 void vp_save(vp_sim *sim, vp_node *node, vp_t t) {
     if (!node || !t) return;
     for (unsigned i = 0; i < VP_NODE_MAX_SAVED; i++) {
-        if (!node->saved[i]) {
+        if (!node->saved[i] && !(node->holders & (1u << i))) {
             vp_save_at(sim, node, i, t);
             return;
         }
@@ -233,6 +310,11 @@ void vp_save(vp_sim *sim, vp_node *node, vp_t t) {
  * apply unpacks its saved variables before computing; the copies take the
  * slots and go with them. */
 static void unpack(vp_sim *sim, uint32_t index) {
+    vp_frame *frame = vp_node_at(sim, index)->frame;
+    if (vp_node_at(sim, index)->holders && !frame->recomputed) { /* the checkpoint's first unpack */
+        frame->recomputed = true;
+        frame->recompute(sim, frame);
+    }
     for (unsigned i = 0; i < VP_NODE_MAX_SAVED; i++) {
         vp_node *node = vp_node_at(sim, index);
         if (!(node->packed & (1u << i))) continue;
@@ -273,6 +355,7 @@ vp_t vp_grad_out(vp_sim *sim, const vp_node *node, unsigned i) {
 }
 
 void vp_scratch(vp_sim *sim, uint64_t bytes, const char *label) {
+    if (sim->phantom_from && sim->n_tensors > sim->phantom_from) return; /* past an early stop */
     vp_ledger_alloc(sim->ledger, sim->category, bytes, label);
     vp_ledger_release(sim->ledger, sim->category, bytes, label);
 }
@@ -348,13 +431,78 @@ static void settle_leaf_edge(vp_sim *sim, vp_t to) {
     flush_leaf_buffer(sim, to);
 }
 
-/* A node done with: its saved tensors released (a host copy is no GPU memory). */
+/* A node done with: its saved tensors released (a host copy is no GPU
+ * memory). A checkpoint frame dies with its last holder (the hooks that
+ * reference it go with the saved variables), and the function's arguments
+ * with it. */
 static void release_saved(vp_sim *sim, vp_node *node) {
     for (unsigned i = 0; i < VP_NODE_MAX_SAVED; i++) {
         if (!(node->packed & (1u << i))) vp_drop(sim, node->saved[i]);
         node->saved[i] = 0;
     }
     node->packed = 0;
+    unsigned held = (unsigned)__builtin_popcount(node->holders);
+    node->holders = 0;
+    vp_frame *f = node->frame;
+    if (!held || !f) return;
+    f->live -= held < f->live ? held : f->live;
+    if (!f->live && f->keeper) {
+        uint32_t keeper = f->keeper - 1;
+        f->keeper = 0;
+        release_saved(sim, vp_node_at(sim, keeper));
+    }
+}
+
+uint32_t vp_record_keeper(vp_sim *sim, const char *label) {
+    if (!grow((void **)&sim->nodes, &sim->cap_nodes, sim->n_nodes + 1, sizeof(vp_node))) {
+        sim->status = VP_SIM_NOMEM;
+        return 0;
+    }
+    vp_node *node = &sim->nodes[sim->n_nodes++];
+    memset(node, 0, sizeof *node);
+    node->label = label;
+    node->layer = sim->ledger->place.layer >= 0 ? sim->ledger->place.layer - sim->layer_offset : -1;
+    node->done = true;
+    return sim->n_nodes;
+}
+
+void vp_frame_begin(vp_sim *sim, vp_frame *frame, uint32_t keeper) {
+    frame->keeper = keeper;
+    frame->first_holder = sim->n_holders;
+    frame->first_tensor = sim->n_tensors;
+    sim->saving = frame;
+}
+
+void vp_frame_end(vp_sim *sim, vp_frame *frame) {
+    sim->saving = NULL;
+    if (frame->live || !frame->keeper) return;
+    /* nothing saved: the frame is gone with the forward */
+    uint32_t keeper = frame->keeper - 1;
+    frame->keeper = 0;
+    release_saved(sim, vp_node_at(sim, keeper));
+}
+
+void vp_frame_rerun_begin(vp_sim *sim, vp_frame *frame) {
+    frame->refilled = 0;
+    frame->first_tensor = sim->n_tensors;
+    sim->refilling = frame;
+    if (frame->early_stop) sim->phantom_from = sim->n_tensors + frame->stop_offset;
+}
+
+void vp_frame_rerun_end(vp_sim *sim, vp_frame *frame) {
+    sim->refilling = NULL;
+    sim->phantom_from = 0;
+    if (frame->refilled < frame->n_holders) sim->status = VP_SIM_UNBALANCED;
+    for (uint32_t k = 0; k < frame->n_holders; k++) {
+        vp_holder h = sim->holders[frame->first_holder + k];
+        const vp_node *owner = vp_node_at(sim, h.node);
+        if ((owner->holders & (1u << h.slot)) && !owner->saved[h.slot]) sim->status = VP_SIM_UNBALANCED;
+    }
+}
+
+void vp_frame_drop_rerun_graph(vp_sim *sim, uint32_t first) {
+    for (uint32_t i = first; i < sim->n_nodes; i++) release_saved(sim, vp_node_at(sim, i));
+    sim->n_nodes = first;
 }
 
 /* One node, as torch/csrc/autograd/engine.cpp evaluate_function runs it: the

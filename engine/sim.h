@@ -40,6 +40,7 @@ typedef struct {
     bool fp8;            /* a weight whose GEMMs run in FP8 (Transformer Engine) */
     uint8_t grad_category; /* for leaves: what a stolen gradient is charged as */
     bool live;
+    bool phantom;        /* made after a rerun's early stop: never allocated */
     vp_t grad;           /* gradient buffered for this tensor during backward */
     uint32_t pending;    /* leaves: edges to it from nodes of the running backward yet to run */
     vp_t param_grad;     /* for leaves: the .grad tensor */
@@ -65,9 +66,41 @@ typedef struct vp_node {
     int layer;                     /* layer at creation (-1: none), before layer_offset */
     void *context;                 /* rule context (a checkpointed chunk) */
     uint8_t packed;                /* saved slots packed to host memory (bit i: saved[i]) */
+    uint8_t holders;               /* saved slots a checkpoint frame holds (bit i): empty until it recomputes */
+    struct vp_frame *frame;        /* that frame */
     bool done;
     bool counted;                  /* its edges to leaves are counted in their pending */
 } vp_node;
+
+/* A non-reentrant checkpoint's frame (torch.utils.checkpoint with
+ * use_reentrant=False). While it is the sim's `saving` frame, what autograd
+ * saves becomes a holder: the node keeps no reference. The first unpack of a
+ * holder in backward calls `recompute`, which reruns the function with the
+ * frame `refilling`: the k-th tensor the rerun saves fills the forward's
+ * k-th holder if that one is still alive. The function's arguments stay on
+ * the `keeper` node until the frame's last holder is released. */
+typedef struct vp_frame {
+    void (*recompute)(struct vp_sim *sim, struct vp_frame *frame);
+    void *ctx;
+    uint32_t keeper;        /* node index + 1 of the node keeping the arguments (0: none) */
+    uint32_t first_holder;  /* its holders in the sim's holder list */
+    uint32_t n_holders;
+    uint32_t live;          /* holders not yet released */
+    uint32_t refilled;      /* the rerun: tensors saved so far */
+    uint32_t first_tensor;  /* the tensor count when the forward (then the rerun) began */
+    uint32_t stop_offset;   /* early stop: rerun tensors from this offset on are never made */
+    uint32_t last_pack_offset; /* tensors made before the last holder's pack */
+    uint32_t last_node;     /* node index + 1 of the last pack */
+    uint32_t op_floor;      /* tensors made before that node's op began */
+    bool early_stop;        /* the rerun stops at the last holder's pack (PyTorch >= 2.1) */
+    bool rerun_keeps;       /* 2.x: the rerun's own graph keeps what it saves until the rerun ends */
+    bool recomputed;
+} vp_frame;
+
+typedef struct {
+    uint32_t node;
+    uint8_t slot;
+} vp_holder;
 
 typedef enum {
     VP_SIM_OK = 0,
@@ -91,6 +124,12 @@ typedef struct vp_sim {
      * copied to host memory (pack is told the bytes) instead of kept */
     void (*pack)(void *ctx, uint64_t bytes);
     void *pack_ctx;
+    /* non-reentrant checkpointing: the frame whose forward is running, the
+     * frame whose rerun is running, and every frame's holders */
+    vp_frame *saving, *refilling;
+    vp_holder *holders;
+    uint32_t n_holders, cap_holders;
+    uint32_t phantom_from;       /* tensors from this handle on are never made (0: none) */
     vp_sim_status status;
 } vp_sim;
 
@@ -135,6 +174,20 @@ void vp_save_at(vp_sim *sim, vp_node *node, unsigned slot, vp_t t);
 /* A reference the node keeps outside autograd's saved tensors (a Python
  * object on ctx): never packed. */
 void vp_hold_at(vp_sim *sim, vp_node *node, unsigned slot, vp_t t);
+
+/* A node that keeps references for a non-reentrant checkpoint frame: it
+ * takes part in no backward (born done) and lets go when the frame's last
+ * holder goes. Returns its index + 1 (0: out of memory). */
+uint32_t vp_record_keeper(vp_sim *sim, const char *label);
+/* Forward under the frame: begin, end. */
+void vp_frame_begin(vp_sim *sim, vp_frame *frame, uint32_t keeper);
+void vp_frame_end(vp_sim *sim, vp_frame *frame);
+/* The rerun inside `recompute`: begin (early stop armed), end (the
+ * phantom tail ends; checks that every holder still alive was filled). */
+void vp_frame_rerun_begin(vp_sim *sim, vp_frame *frame);
+void vp_frame_rerun_end(vp_sim *sim, vp_frame *frame);
+/* The rerun's own nodes [first, n_nodes) go with the rerun. */
+void vp_frame_drop_rerun_graph(vp_sim *sim, uint32_t first);
 
 /* Backward helpers for the rule functions. */
 vp_t vp_grad_like(vp_sim *sim, vp_t like, const char *label);

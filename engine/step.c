@@ -416,7 +416,10 @@ static vp_t checkpoint_forward(vp_step *step, vp_chunk *chunk, vp_t x) {
     for (unsigned i = 0; i < VP_CHUNK_ROUTER_MAX; i++) outputs[i] = &step->chunk_router_logits[i];
     vp_checkpoint_args args = {.saved = saved, .n_saved = n, .held = held, .n_held = n_held, .outputs = outputs,
                                .n_outputs = VP_CHUNK_ROUTER_MAX};
-    vp_t y = vp_checkpoint(step, recompute_chunk, chunk, &x, 1, &args);
+    const vp_recipe *r = step->recipe;
+    vp_t y = r->use_reentrant ? vp_checkpoint(step, recompute_chunk, chunk, &x, 1, &args)
+                              : vp_checkpoint_nonreentrant(step, recompute_chunk, chunk, &x, 1, &args,
+                                                           vp_recipe_checkpoint_early_stop(r));
     /* the model collects them into its outputs */
     for (unsigned i = 0; i < VP_CHUNK_ROUTER_MAX; i++) {
         vp_t logits = step->chunk_router_logits[i];
@@ -753,9 +756,13 @@ static void backward_layers(vp_step *step) {
 void vp_step_embedding_output(vp_step *step, vp_t output) {
     /* PEFT with gradient checkpointing calls enable_input_require_grads: a
      * forward hook makes the frozen token embedding's output require grad,
-     * so that reentrant checkpoints see an input that needs one */
-    if (step->recipe->finetune == VP_FINETUNE_FULL || !step->recipe->checkpoint_every ||
-        vp_at(&step->sim, output)->requires_grad)
+     * so that reentrant checkpoints see an input that needs one. PeftModel
+     * does so whatever use_reentrant says, except on a quantized model,
+     * where prepare_model_for_kbit_training does it for reentrant
+     * checkpointing only (peft/utils/other.py) */
+    const vp_recipe *r = step->recipe;
+    if (r->finetune == VP_FINETUNE_FULL || !r->checkpoint_every || vp_at(&step->sim, output)->requires_grad ||
+        (!r->use_reentrant && r->finetune == VP_FINETUNE_QLORA))
         return;
     vp_requires_grad(&step->sim, output);
     /* its AccumulateGrad node holds it, .grad and all, for as long as the
@@ -876,6 +883,7 @@ static uint64_t micro_batch(vp_step *step, const vp_meter *resident, const vp_me
     ledger->place.phase = VP_PHASE_FORWARD;
     sim->category = VP_CAT_ACTIVATIONS;
     sim->n_nodes = 0;
+    sim->n_holders = 0;
     /* an encoder-decoder's encoder runs on the inputs' length, its decoder
      * on the labels' (the bridge switches) */
     bool encoder_decoder = m->section[VP_SECTION_BRIDGE].n_ops > 0;
@@ -1167,6 +1175,7 @@ const char *vp_step_layout_problem(const vp_model *model, const vp_recipe *recip
         problem = "sparsity: modelled as apex's ASP on a PyTorch module (framework torch, deepspeed or fsdp)";
     if (!problem && recipe->offload_activations && (recipe->framework == VP_FRAMEWORK_MEGATRON || recipe->pp > 1))
         problem = "offload_activations: modelled as PyTorch's save_on_cpu around a whole forward (no megatron, no pp)";
+    if (!problem) problem = vp_checkpoint_recipe_problem(model, recipe);
     if (problem || !model) return problem;
     if (recipe->tp > 1 && !vp_model_has(model, "lm_head"))
         return "tp: tensor parallelism is modelled for language models (an lm_head)";

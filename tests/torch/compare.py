@@ -544,6 +544,49 @@ CASES = [
         "bf16", ckpt="full", finetune="prompt", num_virtual_tokens=5, target_len=12)),
     ("t5 lora all-linear amp-bf16", t5(proj="gated-gelu", tied=False), recipe("amp-bf16", finetune="lora",
                                                                               lora_targets="all-linear", target_len=12)),
+    # use_reentrant=False: the forward saves holders; backward's first unpack reruns the chunk, whose
+    # saves fill them; the arguments go with the last holder. 1.13's own checkpoint (no early stop,
+    # nothing kept in the rerun's graph) or 2.x's written out (checkpoint2x.py: early stop, the
+    # rerun's graph keeps what it saves). Unlike the reentrant call, nothing holds the chunk's output
+    # or its incoming gradient through the chunk's backward
+    ("llama bf16 non-reentrant", llama(layers=3, vocab=64, inter=256), recipe(
+        "bf16", optimizer="none", ckpt="full", b=2, s=128, use_reentrant="false")),
+    ("llama bf16 non-reentrant early stop", llama(layers=3, vocab=64, inter=256), recipe(
+        "bf16", optimizer="none", ckpt="full", b=2, s=128, use_reentrant="false", checkpoint_early_stop="true")),
+    # LoRA's `* scaling` saves its 0-dim factor: the rerun starts there, before that gradient is made
+    ("llama lora all-linear amp-bf16 dropout non-reentrant", llama(layers=3, vocab=64, inter=256), recipe(
+        "amp-bf16", optimizer="sgd", ckpt="full", b=2, s=128, finetune="lora", lora_targets="all-linear",
+        lora_dropout=0.1, use_reentrant="false")),
+    # the early stop: a two-layer call's rerun ends at the second mixture's last save, before its
+    # weighted sum and the residual (2.x's peak lower than 1.13's)
+    ("mixtral bf16 every-2 non-reentrant", mixtral(layers=4, vocab=64), recipe(
+        "bf16", optimizer="none", ckpt="every-2", b=2, s=64, use_reentrant="false")),
+    ("mixtral bf16 every-2 non-reentrant early stop", mixtral(layers=4, vocab=64), recipe(
+        "bf16", optimizer="none", ckpt="every-2", b=2, s=64, use_reentrant="false", checkpoint_early_stop="true")),
+    ("gemma2 bf16 non-reentrant", gemma2(vocab=64), recipe(
+        "bf16", optimizer="none", ckpt="full", b=2, s=64, use_reentrant="false")),
+    ("gemma3 bf16 non-reentrant early stop", gemma3(vocab=64), recipe(
+        "bf16", optimizer="none", ckpt="full", b=2, s=64, use_reentrant="false", checkpoint_early_stop="true")),
+    # dropout saves its mask after computing: the stop comes after the output
+    ("gpt2 fp32 dropout non-reentrant early stop", gpt2(layers=3, vocab=64, positions=128), recipe(
+        optimizer="none", ckpt="full", b=2, s=128, use_reentrant="false", checkpoint_early_stop="true")),
+    # prepare_model_for_kbit_training makes the embeddings' output require grad for reentrant calls only
+    ("llama qlora bf16 non-reentrant", llama(layers=3, vocab=64, inter=256), recipe(
+        "bf16", optimizer="sgd", ckpt="full", b=2, s=128, finetune="qlora", use_reentrant="false")),
+    # MatMul8bitLt's ctx attributes are no saved tensors: every layer's int8 input stays from the forward
+    ("llama int8 bf16 checkpointed non-reentrant", llama(h=256, inter=512, layers=3), recipe(
+        "bf16", ckpt="full", finetune="qlora", quant="int8", use_reentrant="false")),
+    # 2.x's rerun keeps in its graph the detached tensors it saves, until it stops
+    ("llama dora all-linear amp-bf16 dropout non-reentrant early stop", llama(h=128, inter=512, vocab=64), recipe(
+        "amp-bf16", finetune="lora", use_dora="true", lora_targets="all-linear", lora_dropout=0.1, b=1, s=8,
+        ckpt="full", use_reentrant="false", checkpoint_early_stop="true")),
+    ("granite amp-bf16 non-reentrant", granite(layers=3, vocab=64), recipe(
+        "amp-bf16", ckpt="full", optimizer="none", b=2, s=64, use_reentrant="false")),
+    ("deepseek-v3 fp32 non-reentrant", deepseek_v3(vocab=64), recipe(
+        ckpt="full", optimizer="none", b=2, s=32, use_reentrant="false")),
+    ("llama bf16 every-2 logits dropped non-reentrant early stop", llama(layers=4, vocab=64, inter=256), recipe(
+        "bf16", optimizer="sgd", ckpt="every-2", b=2, s=64, keep_logits="false", use_reentrant="false",
+        checkpoint_early_stop="true")),
     # DistributedDataParallel (2 ranks over gloo): flat gradient buckets
     ("llama DDP", llama(), recipe(dp=2)),
     ("llama DDP bucket views", llama(), recipe(dp=2, ddp_bucket_view="true")),

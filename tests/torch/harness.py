@@ -20,6 +20,8 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 import torch.utils.checkpoint
 
+import checkpoint2x
+
 from models import (Autocast, BertForSequenceClassification, CausalLM, T5ForConditionalGeneration, add_lora,
                     add_prefix, add_prompt, quantize_4bit, quantize_8bit)
 from optimizers import SM3, Adafactor, HFAdamW
@@ -132,21 +134,37 @@ def make_optimizer(name, impl, params):
     raise ValueError(name)
 
 
-def checkpoint_fn(every, ac):
-    """HF's reentrant checkpointing. Its backward reruns the layer inside a
+def checkpoint_fn(every, ac, reentrant=True, early_stop=False):
+    """HF's checkpointing. Reentrant: its backward reruns the layer inside a
     fresh autocast region (ctx.gpu_autocast_kwargs) whose exit clears the
     weight-cast cache; the forward's casts stay cached until the forward's
-    own region ends."""
+    own region ends. Not reentrant: 1.13's own (no early stop), or 2.x's
+    written out (checkpoint2x); its rerun, the function's second call, runs
+    in a fresh autocast region too, left as the rerun ends or stops."""
     if not every:
         return None
 
     def run(fn, *args):
+        if reentrant:
+            def body(*a):
+                out = fn(*a)
+                if torch.is_grad_enabled():  # the recomputation in backward
+                    ac.clear()
+                return out
+            return torch.utils.checkpoint.checkpoint(body, *args, use_reentrant=True, preserve_rng_state=False)
+        calls = []
+
         def body(*a):
-            out = fn(*a)
-            if torch.is_grad_enabled():  # the recomputation in backward
+            calls.append(None)
+            if len(calls) == 1:
+                return fn(*a)
+            try:
+                return fn(*a)
+            finally:
                 ac.clear()
-            return out
-        return torch.utils.checkpoint.checkpoint(body, *args, use_reentrant=True, preserve_rng_state=False)
+        if early_stop:
+            return checkpoint2x.checkpoint(body, *args)
+        return torch.utils.checkpoint.checkpoint(body, *args, use_reentrant=False, preserve_rng_state=False)
 
     run.every = every  # layers a checkpointed call runs (models.chunks)
     return run
@@ -158,6 +176,7 @@ def measure(case, rank=None):
     b, s = recipe["micro_batch"], recipe["seq_len"]
     ckpt_kind = recipe.get("checkpointing", "none")
     every = 1 if ckpt_kind == "full" else int(ckpt_kind[6:]) if ckpt_kind.startswith("every-") else 0
+    reentrant = str(recipe.get("use_reentrant", "true")) == "true"
     torch.manual_seed(0)
     gc.collect()
     base = _current()
@@ -194,7 +213,8 @@ def measure(case, rank=None):
             add_prefix(model, cfg, recipe, adapter_dtype)
         else:
             add_prompt(model, recipe, adapter_dtype)
-        if every:  # enable_input_require_grads
+        # enable_input_require_grads: PeftModel's, or prepare_model_for_kbit_training's for reentrant checkpoints
+        if every and (finetune != "qlora" or reentrant):
             name = {"gpt2": "wte", "bloom": "word_embeddings"}.get(cfg["model_type"], "embed_tokens")
             embedding = model.shared if seq2seq else getattr(model.model, name)
             embedding.register_forward_hook(lambda module, inputs, output: output.requires_grad_(True))
@@ -212,7 +232,7 @@ def measure(case, rank=None):
     else:
         opt = make_optimizer(name, impl, params)
     vocab = cfg["vocab_size"]
-    ckpt = checkpoint_fn(every, ac)
+    ckpt = checkpoint_fn(every, ac, reentrant, str(recipe.get("checkpoint_early_stop", "false")) == "true")
     offload = str(recipe.get("offload_activations", "false")) == "true"
     result = {}
 

@@ -1,0 +1,84 @@
+"""PyTorch 2.1-2.9's non-reentrant torch.utils.checkpoint, written out on
+1.13's saved-tensor hooks so that the CPU harness can measure it (Debian's
+PyTorch is 1.13, whose own use_reentrant=False has no early stop).
+
+As torch/utils/checkpoint.py's _checkpoint_without_reentrant_generator does
+it: the forward runs with grad enabled and every tensor autograd saves is a
+_Holder (a weak reference kept in the frame); the arguments stay with the
+frame, which the hooks of the saved variables reference, so they go with the
+last of those. The first unpack reruns the function under grad; the k-th
+tensor the rerun saves (detached) fills the k-th holder if it is alive, and
+the rerun's own graph keeps it until the rerun ends; with early stop the rerun
+raises once it has saved as many tensors as the forward did. Unpacking hands
+the tensor over and drops the frame's reference to it.
+"""
+import weakref
+
+import torch
+
+
+class _Holder:
+    __slots__ = ("handle", "__weakref__")
+
+    def __init__(self):
+        self.handle = None
+
+
+class _Handle:
+    __slots__ = ("__weakref__",)
+
+
+class _StopRecomputation(Exception):
+    pass
+
+
+class _Frame:
+    def __init__(self, fn, args, early_stop):
+        self.fn = fn
+        self.args = args
+        self.early_stop = early_stop
+        self.weak_holders = []
+        self.recomputed = weakref.WeakKeyDictionary()
+        self.counter = 0
+        self.is_recomputed = False
+
+
+def checkpoint(fn, *args, early_stop=True):
+    if not torch.is_grad_enabled():
+        return fn(*args)
+    frame = _Frame(fn, args, early_stop)
+
+    def pack(x):
+        holder = _Holder()
+        frame.weak_holders.append(weakref.ref(holder))
+        return holder
+
+    def recompute_pack(x):
+        x = x.detach() if x.requires_grad else x
+        index = frame.counter
+        frame.counter += 1
+        holder = frame.weak_holders[index]()
+        if holder is not None:
+            holder.handle = _Handle()
+            frame.recomputed[holder.handle] = x
+        if frame.early_stop and frame.counter == len(frame.weak_holders):
+            raise _StopRecomputation
+        return x
+
+    def unpack(holder):
+        if not frame.is_recomputed:
+            try:
+                with torch.autograd.graph.saved_tensors_hooks(recompute_pack, lambda x: x), torch.enable_grad():
+                    frame.fn(*frame.args)
+            except (_StopRecomputation, RuntimeError) as stop:
+                # 1.13 hands an exception raised in a pack hook back as a
+                # RuntimeError that names it
+                if not isinstance(stop, _StopRecomputation) and "_StopRecomputation" not in str(stop):
+                    raise
+            frame.is_recomputed = True
+        tensor = frame.recomputed[holder.handle]
+        holder.handle = None
+        return tensor
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, unpack):
+        return fn(*args)
