@@ -286,7 +286,7 @@ const char *vp_checkpoint_recipe_problem(const vp_model *model, const vp_recipe 
                "applies to checkpointing = full or every-K";
     if (recipe->framework == VP_FRAMEWORK_MEGATRON)
         return "use_reentrant: false is modelled for transformers' gradient checkpointing (no megatron)";
-    if (recipe->zero == 3 || recipe->fsdp != VP_FSDP_NONE)
+    if (recipe->zero == 3 || recipe->framework == VP_FRAMEWORK_FSDP || recipe->fsdp != VP_FSDP_NONE)
         return "use_reentrant: false is not yet modelled with sharded parameters (ZeRO-3, FSDP): their gathers run "
                "in module hooks that an early-stopped rerun skips";
     if (recipe->offload_activations)

@@ -333,6 +333,45 @@ static void test_fold_equals_unfold(void) {
     for (unsigned mi = 0; mi < 4; mi++) vp_model_free(&models[mi]);
 }
 
+/* use_reentrant=false: the frames' holders, reruns and early stops run the
+ * same folded and layer by layer, and every step returns to its resident
+ * state (the run's own check), for dense, dropout, tied and mixture models. */
+static void test_nonreentrant(void) {
+    const vp_precision_id precisions[] = {VP_PREC_FP32, VP_PREC_BF16, VP_PREC_AMP_BF16, VP_PREC_MIXED_BF16, VP_PREC_FP8};
+    const unsigned checkpoints[] = {1, 2, 3};
+    llama_config dropout_config = small;
+    dropout_config.attn_dropout = 0.1;
+    const gpt2_config gpt2_small = {128, 5, 4, 512, 1000, 128, 0.1};
+    llama_config moe_config = small;
+    moe_config.experts = 5;
+    moe_config.top_k = 2;
+    moe_config.shared = 384;
+    moe_config.intermediate = 96;
+    vp_model models[4];
+    build_llama(&models[0], &small);
+    build_llama(&models[1], &dropout_config);
+    build_gpt2(&models[2], &gpt2_small);
+    build_llama(&models[3], &moe_config);
+    for (unsigned mi = 0; mi < 4; mi++)
+        for (unsigned pi = 0; pi < 5; pi++)
+            for (unsigned ci = 0; ci < 3; ci++)
+                for (int early_stop = 0; early_stop <= 1; early_stop++)
+                    for (int tv = VP_TORCH_2; tv <= VP_TORCH_1_13; tv++) {
+                        vp_recipe r = base_recipe();
+                        r.precision = precisions[pi];
+                        r.checkpoint_every = checkpoints[ci];
+                        r.use_reentrant = false;
+                        r.checkpoint_early_stop = early_stop;
+                        r.torch_version = (vp_torch_version)tv;
+                        vp_step_result folded, unfolded;
+                        CHECK(vp_step_run(&models[mi], &r, true, false, &folded, NULL) == VP_STEP_OK);
+                        CHECK(vp_step_run(&models[mi], &r, false, false, &unfolded, NULL) == VP_STEP_OK);
+                        same_result(&folded, &unfolded);
+                        CHECK(folded.activations_bytes > 0);
+                    }
+    for (unsigned mi = 0; mi < 4; mi++) vp_model_free(&models[mi]);
+}
+
 /* Megatron's MoE layer with experts over expert-parallel ranks: the
  * experts' weights are 1/ep of them, the rest whole, and the folded
  * evaluation agrees with the unfolded one. */
@@ -570,6 +609,7 @@ int main(void) {
     test_llama2_7b();
     test_gpt2_small();
     test_fold_equals_unfold();
+    test_nonreentrant();
     test_overflow();
     test_optimizer_temporaries();
     test_expert_parallel();

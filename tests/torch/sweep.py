@@ -93,8 +93,14 @@ def widen(w, case):
         recipe["offload_activations"] = "true"
     if w.random() < 0.3:
         recipe["keep_logits"] = "false"
+    # use_reentrant=False: 1.13's own checkpoint, or 2.x's with early stop (checkpoint2x.py)
+    if recipe["checkpointing"] != "none" and family != "t5" and w.random() < 0.4:
+        recipe["use_reentrant"] = "false"
+        if w.random() < 0.5:
+            recipe["checkpoint_early_stop"] = "true"
     tags = [k for k in ("output_router_logits",) if config.get(k)] + [
-        k for k in ("lora_dropout", "use_dora", "offload_activations", "keep_logits") if k in recipe]
+        k for k in ("lora_dropout", "use_dora", "offload_activations", "keep_logits", "use_reentrant",
+                    "checkpoint_early_stop") if k in recipe]
     return (f"{name.split()[0]} {family} {recipe['precision']} {recipe['checkpointing']} {recipe['finetune']}"
             + "".join(f" +{t}" for t in tags), config, recipe)
 

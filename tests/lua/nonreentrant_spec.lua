@@ -1,0 +1,101 @@
+-- Non-reentrant gradient checkpointing (use_reentrant = false,
+-- checkpoint_early_stop): torch.utils.checkpoint's saved-tensor hooks. What
+-- the engine keeps and reruns is checked tensor by tensor against PyTorch in
+-- tests/torch/compare.py (1.13's own checkpoint and 2.x's written out); these
+-- are the consequences a user plans with.
+local helper = require("tests.lua.helper")
+local vramplan = require("vramplan")
+
+local function mistral(...)
+  return helper.estimate("mistral-7b", "--set", "precision=bf16", "--set", "optimizer=sgd", "--set", "micro_batch=2",
+    "--set", "seq_len=1024", "--set", "keep_logits=false", "--set", "checkpointing=full", ...)
+end
+
+describe("non-reentrant checkpointing", function()
+  it("echoes its keys, early stop following the PyTorch version", function()
+    local r = helper.estimate("gpt2", "--set", "seq_len=1024", "--set", "checkpointing=full")
+    assert.is_true(r.recipe.use_reentrant)
+    assert.is_true(r.recipe.checkpoint_early_stop)
+    r = helper.estimate("gpt2", "--set", "seq_len=1024", "--set", "checkpointing=full", "--set", "use_reentrant=false", "--set",
+      "torch_version=1.13")
+    assert.is_false(r.recipe.use_reentrant)
+    assert.is_false(r.recipe.checkpoint_early_stop) -- 1.13's checkpoint has none
+    r = helper.estimate("gpt2", "--set", "seq_len=1024", "--set", "checkpointing=full", "--set", "use_reentrant=false", "--set",
+      "checkpoint_early_stop=false")
+    assert.is_false(r.recipe.checkpoint_early_stop)
+  end)
+
+  it("keeps the same activations through the forward: only each chunk's input", function()
+    assert.are.equal(mistral().per_gpu.activations_bytes,
+      mistral("--set", "use_reentrant=false").per_gpu.activations_bytes)
+  end)
+
+  it("lets a layer's output go before the layer's backward", function()
+    -- CheckpointFunction.backward holds its rerun's output (the layer's
+    -- hidden states, [2, 1024, 4096] in bf16) until the inner backward
+    -- returns; the non-reentrant rerun's outputs go as it ends
+    local hidden = 2 * 1024 * 4096 * 2
+    local reentrant = mistral().per_gpu
+    local hooks = mistral("--set", "use_reentrant=false").per_gpu
+    assert.are.equal("backward", reentrant.peak_phase)
+    assert.are.equal(hidden, reentrant.peak_allocated_bytes - hooks.peak_allocated_bytes)
+  end)
+
+  it("stops the rerun early where it saves nothing more", function()
+    -- a LLaMA chunk's last save is down_proj's input: with early stop the
+    -- rerun never makes down_proj's output nor the residual sum after it,
+    -- which without it are both alive as the rerun ends (its peak): two
+    -- [1, 1024, 4096] bf16 tensors
+    local function rerun_peak(early_stop)
+      local r = vramplan.estimate(helper.model("llama2-7b", 4), {
+        precision = "bf16", optimizer = "none", micro_batch = 1, seq_len = 1024, checkpointing = "every-2",
+        use_reentrant = false, checkpoint_early_stop = early_stop, keep_logits = false,
+      }, nil, { timeline = true, fold = false })
+      local peak = 0
+      for _, e in ipairs(r.timeline) do
+        if e.phase == "recompute" and e.live > peak then peak = e.live end
+      end
+      return peak
+    end
+    assert.are.equal(2 * 1024 * 4096 * 2, rerun_peak(false) - rerun_peak(true))
+  end)
+
+  it("agrees with evaluating every layer", function()
+    helper.assert_folds_agree(helper.model("llama2-7b", 5), {
+      { precision = "bf16", checkpointing = "full", use_reentrant = false },
+      { precision = "amp-bf16", checkpointing = "every-2", use_reentrant = false, checkpoint_early_stop = false },
+      { finetune = "lora", lora_targets = "all-linear", lora_dropout = 0.1, checkpointing = "full",
+        use_reentrant = false, precision = "bf16" },
+      { finetune = "qlora", checkpointing = "full", use_reentrant = false, precision = "bf16" },
+      { framework = "deepspeed", zero = 2, dp = 2, precision = "mixed-bf16", checkpointing = "full",
+        use_reentrant = false },
+    })
+    helper.assert_folds_agree(helper.model("mixtral-8x7b", 4), {
+      { precision = "bf16", checkpointing = "every-2", use_reentrant = false, optimizer = "none" },
+    })
+  end)
+
+  it("rejects early stop for reentrant checkpoints", helper.rejection(
+    { "gpt2", "--set", "checkpointing=full", "--set", "checkpoint_early_stop=true" },
+    "checkpoint_early_stop: applies to non-reentrant checkpointing"))
+  it("rejects Megatron's selective recompute", helper.rejection(
+    { "llama2-7b", "--set", "checkpointing=selective", "--set", "use_reentrant=false" },
+    "use_reentrant: selective recompute is Megatron's own"))
+  it("rejects megatron", helper.rejection(
+    { "llama2-7b", "--set", "framework=megatron", "--set", "checkpointing=full", "--set", "use_reentrant=false" },
+    "use_reentrant: false is modelled for transformers' gradient checkpointing"))
+  it("rejects sharded parameters", function()
+    helper.rejection({ "llama2-7b", "--set", "framework=deepspeed", "--set", "zero=3", "--set", "dp=2", "--set",
+      "use_reentrant=false", "--set", "checkpointing=full" }, "use_reentrant: false is not yet modelled with sharded")()
+    helper.rejection({ "llama2-7b", "--set", "framework=fsdp", "--set", "dp=2", "--set", "use_reentrant=false",
+      "--set", "checkpointing=full" }, "use_reentrant: false is not yet modelled with sharded")()
+  end)
+  it("rejects activation offload", helper.rejection(
+    { "llama2-7b", "--set", "offload_activations=true", "--set", "checkpointing=full", "--set", "use_reentrant=false" },
+    "use_reentrant: false is not yet modelled with offload_activations"))
+  it("rejects encoder-decoders", helper.rejection(
+    { "t5-large", "--set", "checkpointing=full", "--set", "use_reentrant=false" },
+    "use_reentrant: false is not yet modelled for encoder-decoder"))
+  it("rejects a value that is not a boolean", helper.rejection(
+    { "gpt2", "--set", "use_reentrant=no" }, "use_reentrant: must be true or false"))
+end)
