@@ -260,7 +260,14 @@ vp_t vp_moe_deepseek_v3(vp_step *step, const vp_op *op, const moe_slots *s, vp_t
     vp_sim *sim = &step->sim;
     uint64_t h = vp_op_u64(op, MOE_HIDDEN), experts = vp_op_u64(op, MOE_EXPERTS), k = vp_op_u64(op, MOE_TOP_K);
     uint64_t n = vp_at(sim, x)->numel / h, assignments = vp_numel(sim, n, k);
-    vp_t x32 = vp_to(sim, x, VP_FP32, "moe.router_input");
+    /* the router views the input itself (hidden_states.view(-1, h)), then
+     * forward views it for the experts: each view is an autograd node with
+     * an input buffer of its own, so the experts' gradients add up apart from
+     * the shared experts' (which take the input as it is) until the view's
+     * backward hands their sum on */
+    vp_t router_view = vp_alias(sim, x, "moe.router_view");
+    vp_t x32 = vp_to(sim, router_view, VP_FP32, "moe.router_input");
+    vp_drop(sim, router_view);
     vp_t w32 = vp_to(sim, *s->router, VP_FP32, "moe.router_weight");
     vp_t logits = vp_project(step, x32, w32, 0, experts, "moe.gate");
     vp_drop(sim, x32);
@@ -274,14 +281,16 @@ vp_t vp_moe_deepseek_v3(vp_step *step, const vp_op *op, const moe_slots *s, vp_t
     if (vp_op_flag(op, MOE_NORM_TOPK)) weights = renormalized(sim, weights, n);
     vp_t routing = vp_scale(sim, weights, "moe.routed_scaling");
     vp_drop(sim, weights);
+    vp_t flat = vp_alias(sim, x, "moe.view");
     vp_t one_hot = expert_mask(step, op, assignments);
     loop_locals locals;
-    vp_t accumulated = expert_loop(step, op, s, x, routing, (vp_dtype)vp_at(sim, routing)->dtype, &locals);
+    vp_t accumulated = expert_loop(step, op, s, flat, routing, (vp_dtype)vp_at(sim, routing)->dtype, &locals);
     vp_t routed = vp_to(sim, accumulated, (vp_dtype)vp_at(sim, x)->dtype, "moe.final_hidden_states");
-    /* moe() returns: its locals go */
+    /* moe() returns: its locals go; the name of the view is rebound */
     drop_loop_locals(sim, &locals);
     vp_drop(sim, one_hot);
     vp_drop(sim, accumulated);
+    vp_drop(sim, flat);
     vp_t out = vp_moe_plus_shared(step, op, s->shared, x, routed);
     vp_drop(sim, routing);
     vp_drop(sim, selected);

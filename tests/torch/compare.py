@@ -544,6 +544,13 @@ CASES = [
         "bf16", ckpt="full", finetune="prompt", num_virtual_tokens=5, target_len=12)),
     ("t5 lora all-linear amp-bf16", t5(proj="gated-gelu", tied=False), recipe("amp-bf16", finetune="lora",
                                                                               lora_targets="all-linear", target_len=12)),
+    # DeepseekV3MoE views its input for the experts (and its router for itself): the experts' gradients
+    # add up in that view's own buffer beside the shared experts' sum until the view's backward hands them
+    # on (sweep.py 41 40 wide, case 3: 12 KB below before)
+    ("deepseek-v3 fp32 every-2 two gradient buffers", deepseek_v3(layers=2, vocab=256), recipe(
+        optimizer="none", b=2, s=48, ckpt="every-2")),
+    ("deepseek-v3 fp32 every-2 non-reentrant early stop", deepseek_v3(layers=3, vocab=256), recipe(
+        optimizer="sgd", b=2, s=48, ckpt="every-2", use_reentrant="false", checkpoint_early_stop="true")),
     # use_reentrant=False: the forward saves holders; backward's first unpack reruns the chunk, whose
     # saves fill them; the arguments go with the last holder. 1.13's own checkpoint (no early stop,
     # nothing kept in the rerun's graph) or 2.x's written out (checkpoint2x.py: early stop, the
