@@ -36,8 +36,10 @@ def run(case):
     opt = torch.optim.AdamW(trained, lr=1e-4, foreach=rec["optimizer_impl"] == "foreach")
     ckpt = None
     if rec.get("checkpointing") == "full":
+        reentrant = str(rec.get("use_reentrant", "true")) == "true"  # False: 2.x's own, early stop on
+
         def ckpt(fn, *args):
-            return torch.utils.checkpoint.checkpoint(fn, *args, use_reentrant=True)
+            return torch.utils.checkpoint.checkpoint(fn, *args, use_reentrant=reentrant)
     b, s = rec["micro_batch"], rec["seq_len"]
     for step in range(3):
         if step == 2:
