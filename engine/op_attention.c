@@ -791,6 +791,9 @@ static vp_t fused_kernel(vp_step *step, const qkv *in, shape s, kernel which, vp
     vp_t inputs[3] = {qa, ka, va};
     vp_node *node = vp_record(sim, backward_flash, "attention.flash", inputs, 3, &out, 1);
     if (node) {
+        /* flash_attn's FlashAttnFunc packs after computing; SDPA's kernels
+         * save their outputs last */
+        node->late_saves = true;
         /* the rule's shape: kernel, batch, seq, heads, kv heads as the kernel sees them, head width */
         node->aux[0] = which;
         node->aux[1] = b;

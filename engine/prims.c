@@ -244,6 +244,7 @@ vp_t vp_linear_fp8(vp_sim *sim, vp_t x, vp_t columnwise, vp_t w, vp_t b, uint64_
     vp_t in[3] = {x, w, b};
     vp_node *node = vp_record(sim, backward_fp8, label, in, 3, &y, 1);
     if (node) {
+        node->late_saves = true; /* Transformer Engine's _Linear, an autograd.Function */
         if (wants_grad(sim, w)) vp_save(sim, node, columnwise);
         if (wants_grad(sim, x)) vp_save(sim, node, w);
     }

@@ -200,7 +200,8 @@ vp_node *vp_record(vp_sim *sim, vp_backward_fn backward, const char *label, cons
  * before the op's new tensors when the last pack is an input and after them
  * when it is something the op made (an output, a dropout mask, a norm's
  * statistics: made after the op's first new tensor). The op's new tensors
- * are those made since another node's last pack; an in-place op has none. */
+ * are those made since another node's last pack; an in-place op has none.
+ * An autograd.Function packs everything after its forward. */
 static void place_stop(vp_sim *sim, vp_frame *f, const vp_node *node, vp_t t) {
     uint32_t index = (uint32_t)(node - sim->nodes) + 1;
     if (f->last_node != index) {
@@ -214,7 +215,7 @@ static void place_stop(vp_sim *sim, vp_frame *f, const vp_node *node, vp_t t) {
         if (o >= f->first_tensor + f->op_floor && o - f->first_tensor < first_new) first_new = o - f->first_tensor;
     }
     vp_t root = vp_at(sim, t)->base ? vp_at(sim, t)->base : t;
-    bool made_by_op = root >= f->first_tensor && root - f->first_tensor >= first_new;
+    bool made_by_op = node->late_saves || (root >= f->first_tensor && root - f->first_tensor >= first_new);
     f->last_pack_offset = now;
     f->stop_offset = made_by_op ? now : first_new;
 }

@@ -67,6 +67,7 @@ typedef struct vp_node {
     void *context;                 /* rule context (a checkpointed chunk) */
     uint8_t packed;                /* saved slots packed to host memory (bit i: saved[i]) */
     uint8_t holders;               /* saved slots a checkpoint frame holds (bit i): empty until it recomputes */
+    bool late_saves;               /* an autograd.Function's: what it saves is packed after it computes */
     struct vp_frame *frame;        /* that frame */
     bool done;
     bool counted;                  /* its edges to leaves are counted in their pending */

@@ -60,6 +60,28 @@ describe("non-reentrant checkpointing", function()
     assert.are.equal(2 * 1024 * 4096 * 2, rerun_peak(false) - rerun_peak(true))
   end)
 
+  it("stops after what an autograd.Function computes, before what a native op would", function()
+    -- the rerun's last new tensor: bf16's down_proj (a native mm) saves its
+    -- input before computing, so the stop comes before its output;
+    -- Transformer Engine's FP8 Linear packs after its forward, so its output
+    -- is made ([1, 1024, 4096] bf16) and the residual sum is not
+    local function last_made(precision)
+      local r = vramplan.estimate(helper.model("llama2-7b", 2), {
+        precision = precision, optimizer = "none", micro_batch = 1, seq_len = 1024, checkpointing = "every-2",
+        use_reentrant = false, keep_logits = false,
+      }, nil, { timeline = true, fold = false })
+      local last
+      for _, e in ipairs(r.timeline) do
+        if e.phase == "recompute" and e.delta > 0 then last = e end
+      end
+      return last
+    end
+    assert.are.equal("mlp.gate_mul", last_made("bf16").op)
+    local fp8 = last_made("fp8")
+    assert.are.equal("mlp.down_proj", fp8.op)
+    assert.are.equal(1024 * 4096 * 2, fp8.delta)
+  end)
+
   it("agrees with evaluating every layer", function()
     helper.assert_folds_agree(helper.model("llama2-7b", 5), {
       { precision = "bf16", checkpointing = "full", use_reentrant = false },
