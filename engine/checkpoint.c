@@ -232,7 +232,9 @@ static void recompute_frame(vp_sim *sim, vp_frame *frame) {
     uint32_t first = sim->n_nodes;
     unsigned ctx_from = c->step->n_ctx_refs;
     vp_frame_rerun_begin(sim, frame);
+    c->step->frame_rerun = true;
     rerun(sim, keeper, c, inputs, outputs);
+    c->step->frame_rerun = false;
     vp_frame_rerun_end(sim, frame);
     for (unsigned j = 0; j <= c->n_outputs; j++) vp_drop(sim, outputs[j]);
     vp_frame_drop_rerun_graph(sim, first);
@@ -286,9 +288,15 @@ const char *vp_checkpoint_recipe_problem(const vp_model *model, const vp_recipe 
                "applies to checkpointing = full or every-K";
     if (recipe->framework == VP_FRAMEWORK_MEGATRON)
         return "use_reentrant: false is modelled for transformers' gradient checkpointing (no megatron)";
-    if (recipe->zero == 3 || recipe->framework == VP_FRAMEWORK_FSDP || recipe->fsdp != VP_FSDP_NONE)
-        return "use_reentrant: false is not yet modelled with sharded parameters (ZeRO-3, FSDP): their gathers run "
-               "in module hooks that an early-stopped rerun skips";
+    /* FSDP(CheckpointWrapper(layer)): FSDP skips its hooks in the rerun of
+     * a unit whose pre-backward hook has run, the one a call of one layer
+     * reruns; a call of several would run the others' hooks */
+    if ((recipe->framework == VP_FRAMEWORK_FSDP || recipe->fsdp != VP_FSDP_NONE) && recipe->checkpoint_every > 1)
+        return "use_reentrant: false with FSDP is modelled for checkpointing = full (each layer its own "
+               "checkpoint inside its FSDP unit, as accelerate wraps them)";
+    if (recipe->zero == 3)
+        return "use_reentrant: false is not yet modelled with ZeRO-3: DeepSpeed's gathers run in every module's "
+               "hooks, which an early-stopped rerun leaves half run";
     if (recipe->offload_activations)
         return "use_reentrant: false is not yet modelled with offload_activations (the frame's inputs go through "
                "save_on_cpu, its holders do not)";

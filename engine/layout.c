@@ -447,8 +447,25 @@ static vp_layer_hook *hook_of(vp_step *step, unsigned layer) {
     return &step->hooks[(leaves - step->layer_leaves) / (slots ? slots : 1)];
 }
 
+/* The sharding hooks around a layer's call: none without gathered or
+ * unit-reduced parameters. */
+static bool hooks_around_layer(const vp_step *step) {
+    return step->plan.gather || step->plan.grads == VP_GRADS_UNIT;
+}
+
+/* Inside a non-reentrant rerun the hooks do not run: the layer's parameters
+ * are still gathered by its pre-backward hook, and FSDP's forward hooks
+ * wrap the checkpoint (FSDP(CheckpointWrapper(layer))). The alias keeps the
+ * rerun making the tensors the forward made, in order. */
+static vp_t rerun_alias(vp_step *step, vp_t x, const char *label) {
+    vp_t y = vp_view(&step->sim, x, vp_at(&step->sim, x)->numel, label);
+    vp_at(&step->sim, y)->requires_grad = vp_at(&step->sim, x)->requires_grad;
+    return y;
+}
+
 vp_t vp_layout_layer_start(vp_step *step, vp_t x, unsigned layer) {
-    if (!step->plan.gather && step->plan.grads != VP_GRADS_UNIT) {
+    if (hooks_around_layer(step) && step->frame_rerun) return rerun_alias(step, x, "layer.start");
+    if (!hooks_around_layer(step)) {
         vp_hold(&step->sim, x);
         return x;
     }
@@ -466,7 +483,8 @@ vp_t vp_layout_layer_start(vp_step *step, vp_t x, unsigned layer) {
 }
 
 vp_t vp_layout_layer_end(vp_step *step, vp_t y, unsigned layer) {
-    if (!step->plan.gather && step->plan.grads != VP_GRADS_UNIT) {
+    if (hooks_around_layer(step) && step->frame_rerun) return rerun_alias(step, y, "layer.end");
+    if (!hooks_around_layer(step)) {
         vp_hold(&step->sim, y);
         return y;
     }

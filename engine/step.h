@@ -146,6 +146,9 @@ typedef struct vp_step {
      * states (one per layer: vp_router_aux_recipe_problem bounds a chunk), while one runs */
     vp_t chunk_router_logits[VP_CHUNK_ROUTER_MAX];
     bool capture_router_logits;
+    /* a non-reentrant checkpoint's rerun: FSDP wraps the checkpointed
+     * layer (FSDP(CheckpointWrapper(layer))), so its hooks stay out of it */
+    bool frame_rerun;
     vp_t fp8_input, fp8_columnwise;  /* the input an op's FP8 GEMMs quantized, and its saved copy */
     vp_t locals[VP_LOCAL_FRAMES][VP_LOCALS_MAX]; /* vp_step_keep_local's */
     vp_t graph_refs[VP_LOCALS_MAX];  /* vp_step_graph_hold's */

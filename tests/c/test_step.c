@@ -335,7 +335,8 @@ static void test_fold_equals_unfold(void) {
 
 /* use_reentrant=false: the frames' holders, reruns and early stops run the
  * same folded and layer by layer, and every step returns to its resident
- * state (the run's own check), for dense, dropout, tied and mixture models. */
+ * state (the run's own check), for dense, dropout, tied and mixture models,
+ * alone and inside FSDP units. */
 static void test_nonreentrant(void) {
     const vp_precision_id precisions[] = {VP_PREC_FP32, VP_PREC_BF16, VP_PREC_AMP_BF16, VP_PREC_MIXED_BF16, VP_PREC_FP8};
     const unsigned checkpoints[] = {1, 2, 3};
@@ -354,12 +355,18 @@ static void test_nonreentrant(void) {
     build_llama(&models[3], &moe_config);
     for (unsigned mi = 0; mi < 4; mi++)
         for (unsigned pi = 0; pi < 5; pi++)
-            for (unsigned ci = 0; ci < 3; ci++)
+            for (unsigned ci = 0; ci < 4; ci++)
                 for (int early_stop = 0; early_stop <= 1; early_stop++)
                     for (int tv = VP_TORCH_2; tv <= VP_TORCH_1_13; tv++) {
                         vp_recipe r = base_recipe();
                         r.precision = precisions[pi];
-                        r.checkpoint_every = checkpoints[ci];
+                        /* the fourth: one layer a call inside FSDP units */
+                        r.checkpoint_every = ci < 3 ? checkpoints[ci] : 1;
+                        if (ci == 3) {
+                            r.framework = VP_FRAMEWORK_FSDP;
+                            r.fsdp = VP_FSDP_FULL_SHARD;
+                            r.dp = 4;
+                        }
                         r.use_reentrant = false;
                         r.checkpoint_early_stop = early_stop;
                         r.torch_version = (vp_torch_version)tv;

@@ -82,6 +82,41 @@ describe("non-reentrant checkpointing", function()
     assert.are.equal(1024 * 4096 * 2, fp8.delta)
   end)
 
+  describe("inside FSDP units", function()
+    local function fsdp(reentrant)
+      return vramplan.estimate(helper.model("llama2-7b", 4), {
+        framework = "fsdp", dp = 8, precision = "mixed-bf16", checkpointing = "full", micro_batch = 2,
+        seq_len = 4096, use_reentrant = reentrant,
+      }, nil, { timeline = true, fold = false })
+    end
+
+    it("reruns a layer on the parameters its pre-backward hook gathered", function()
+      -- FSDP(CheckpointWrapper(layer)): the rerun runs inside the unit,
+      -- whose hooks skip a recomputed forward; the reentrant call of HF's
+      -- loop reruns the unit itself, gathering and resharding it
+      local function gathers_in_rerun(r)
+        local n = 0
+        for _, e in ipairs(r.timeline) do
+          if e.phase == "recompute" and e.op:find("^all_gather") and e.delta ~= 0 then n = n + 1 end
+        end
+        return n
+      end
+      assert.are.equal(0, gathers_in_rerun(fsdp(false)))
+      assert.is_true(gathers_in_rerun(fsdp(true)) > 0)
+    end)
+
+    it("lets a layer's output go before its backward, as on one GPU", function()
+      local function peak(reentrant)
+        return helper.estimate("llama2-7b", "--set", "framework=fsdp", "--set", "dp=8", "--set", "precision=mixed-bf16",
+          "--set", "checkpointing=full", "--set", "micro_batch=2", "--set", "seq_len=4096", "--set",
+          "use_reentrant=" .. tostring(reentrant)).per_gpu
+      end
+      local reentrant, hooks = peak(true), peak(false)
+      assert.are.equal("backward", reentrant.peak_phase)
+      assert.are.equal(2 * 4096 * 4096 * 2, reentrant.peak_allocated_bytes - hooks.peak_allocated_bytes)
+    end)
+  end)
+
   it("agrees with evaluating every layer", function()
     helper.assert_folds_agree(helper.model("llama2-7b", 5), {
       { precision = "bf16", checkpointing = "full", use_reentrant = false },
@@ -91,6 +126,11 @@ describe("non-reentrant checkpointing", function()
       { finetune = "qlora", checkpointing = "full", use_reentrant = false, precision = "bf16" },
       { framework = "deepspeed", zero = 2, dp = 2, precision = "mixed-bf16", checkpointing = "full",
         use_reentrant = false },
+      { framework = "fsdp", dp = 4, precision = "mixed-bf16", checkpointing = "full", use_reentrant = false },
+      { framework = "fsdp", fsdp = "shard_grad_op", dp = 4, precision = "bf16", checkpointing = "full",
+        use_reentrant = false, finetune = "lora" },
+      { framework = "fsdp", fsdp = "hybrid_shard", fsdp_shard_size = 2, dp = 4, precision = "mixed-bf16",
+        checkpointing = "full", use_reentrant = false, offload_params = "cpu" },
     })
     helper.assert_folds_agree(helper.model("mixtral-8x7b", 4), {
       { precision = "bf16", checkpointing = "every-2", use_reentrant = false, optimizer = "none" },
@@ -106,12 +146,13 @@ describe("non-reentrant checkpointing", function()
   it("rejects megatron", helper.rejection(
     { "llama2-7b", "--set", "framework=megatron", "--set", "checkpointing=full", "--set", "use_reentrant=false" },
     "use_reentrant: false is modelled for transformers' gradient checkpointing"))
-  it("rejects sharded parameters", function()
+  it("rejects ZeRO-3, and FSDP with several layers a call", function()
     helper.rejection({ "llama2-7b", "--set", "framework=deepspeed", "--set", "zero=3", "--set", "dp=2", "--set",
-      "use_reentrant=false", "--set", "checkpointing=full" }, "use_reentrant: false is not yet modelled with sharded")()
+      "use_reentrant=false", "--set", "checkpointing=full" }, "use_reentrant: false is not yet modelled with ZeRO-3")()
     helper.rejection({ "llama2-7b", "--set", "framework=fsdp", "--set", "dp=2", "--set", "use_reentrant=false",
-      "--set", "checkpointing=full" }, "use_reentrant: false is not yet modelled with sharded")()
+      "--set", "checkpointing=every-2" }, "use_reentrant: false with FSDP is modelled for checkpointing = full")()
   end)
+
   it("rejects activation offload", helper.rejection(
     { "llama2-7b", "--set", "offload_activations=true", "--set", "checkpointing=full", "--set", "use_reentrant=false" },
     "use_reentrant: false is not yet modelled with offload_activations"))
