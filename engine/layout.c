@@ -455,8 +455,9 @@ static bool hooks_around_layer(const vp_step *step) {
 
 /* Inside a non-reentrant rerun the hooks do not run: the layer's parameters
  * are still gathered by its pre-backward hook, and FSDP's forward hooks
- * wrap the checkpoint (FSDP(CheckpointWrapper(layer))). The alias keeps the
- * rerun making the tensors the forward made, in order. */
+ * wrap the checkpoint (FSDP(CheckpointWrapper(layer))). Where the forward
+ * made a hook's view, an alias keeps the rerun making the tensors the
+ * forward made, in order. */
 static vp_t rerun_alias(vp_step *step, vp_t x, const char *label) {
     vp_t y = vp_view(&step->sim, x, vp_at(&step->sim, x)->numel, label);
     vp_at(&step->sim, y)->requires_grad = vp_at(&step->sim, x)->requires_grad;
@@ -464,8 +465,9 @@ static vp_t rerun_alias(vp_step *step, vp_t x, const char *label) {
 }
 
 vp_t vp_layout_layer_start(vp_step *step, vp_t x, unsigned layer) {
-    if (hooks_around_layer(step) && step->frame_rerun) return rerun_alias(step, x, "layer.start");
-    if (!hooks_around_layer(step)) {
+    if (hooks_around_layer(step) && step->frame_rerun && vp_at(&step->sim, x)->requires_grad)
+        return rerun_alias(step, x, "layer.start");
+    if (!hooks_around_layer(step) || step->frame_rerun) {
         vp_hold(&step->sim, x);
         return x;
     }
@@ -483,8 +485,9 @@ vp_t vp_layout_layer_start(vp_step *step, vp_t x, unsigned layer) {
 }
 
 vp_t vp_layout_layer_end(vp_step *step, vp_t y, unsigned layer) {
-    if (hooks_around_layer(step) && step->frame_rerun) return rerun_alias(step, y, "layer.end");
-    if (!hooks_around_layer(step)) {
+    if (hooks_around_layer(step) && step->frame_rerun && reshard_after_forward(step))
+        return rerun_alias(step, y, "layer.end");
+    if (!hooks_around_layer(step) || step->frame_rerun) {
         vp_hold(&step->sim, y);
         return y;
     }

@@ -127,6 +127,8 @@ describe("non-reentrant checkpointing", function()
       { framework = "deepspeed", zero = 2, dp = 2, precision = "mixed-bf16", checkpointing = "full",
         use_reentrant = false },
       { framework = "fsdp", dp = 4, precision = "mixed-bf16", checkpointing = "full", use_reentrant = false },
+      { framework = "fsdp", dp = 4, precision = "bf16", checkpointing = "full", use_reentrant = false,
+        finetune = "qlora" },
       { framework = "fsdp", fsdp = "shard_grad_op", dp = 4, precision = "bf16", checkpointing = "full",
         use_reentrant = false, finetune = "lora" },
       { framework = "fsdp", fsdp = "hybrid_shard", fsdp_shard_size = 2, dp = 4, precision = "mixed-bf16",
