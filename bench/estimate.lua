@@ -21,6 +21,8 @@ end
 local recipes = {
   { name = "eager, no checkpointing", keys = { attention = "eager", seq_len = 4096 } },
   { name = "flash, full checkpointing", keys = { attention = "flash", seq_len = 4096, checkpointing = "full" } },
+  { name = "flash, full, non-reentrant", keys = { attention = "flash", seq_len = 4096, checkpointing = "full",
+                                                  use_reentrant = false } },
   { name = "qlora all-linear, full ckpt", keys = { finetune = "qlora", lora_targets = "all-linear", seq_len = 4096,
                                                    checkpointing = "full", precision = "amp-bf16" } },
 }

@@ -231,6 +231,7 @@ static void recompute_frame(vp_sim *sim, vp_frame *frame) {
     for (unsigned i = 0; i < c->n_inputs; i++) inputs[i] = vp_node_at(sim, keeper)->saved[i];
     uint32_t first = sim->n_nodes;
     unsigned ctx_from = c->step->n_ctx_refs;
+    int layer = c->step->ledger.place.layer; /* the node that unpacked runs on after */
     vp_frame_rerun_begin(sim, frame);
     c->step->frame_rerun = true;
     rerun(sim, keeper, c, inputs, outputs);
@@ -240,6 +241,7 @@ static void recompute_frame(vp_sim *sim, vp_frame *frame) {
     vp_frame_drop_rerun_graph(sim, first);
     vp_step_release_ctx(c->step, ctx_from);
     vp_step_drop_rerun_leaves(c->step);
+    c->step->ledger.place.layer = layer;
 }
 
 vp_t vp_checkpoint_nonreentrant(vp_step *step, vp_recompute_fn fn, void *ctx, const vp_t *inputs, unsigned n_inputs,

@@ -356,7 +356,7 @@ vp_t vp_grad_out(vp_sim *sim, const vp_node *node, unsigned i) {
 }
 
 void vp_scratch(vp_sim *sim, uint64_t bytes, const char *label) {
-    if (sim->phantom_from && sim->n_tensors > sim->phantom_from) return; /* past an early stop */
+    if (sim->phantom_from && sim->n_tensors >= sim->phantom_from) return; /* past an early stop */
     vp_ledger_alloc(sim->ledger, sim->category, bytes, label);
     vp_ledger_release(sim->ledger, sim->category, bytes, label);
 }
