@@ -281,7 +281,7 @@ vp_t vp_checkpoint_nonreentrant(vp_step *step, vp_recompute_fn fn, void *ctx, co
     return y;
 }
 
-const char *vp_checkpoint_recipe_problem(const vp_model *model, const vp_recipe *recipe) {
+const char *vp_checkpoint_recipe_problem(const vp_recipe *recipe) {
     if (recipe->checkpoint_early_stop >= 0 && recipe->use_reentrant)
         return "checkpoint_early_stop: applies to non-reentrant checkpointing (use_reentrant = false)";
     if (recipe->use_reentrant) return NULL;
@@ -302,8 +302,5 @@ const char *vp_checkpoint_recipe_problem(const vp_model *model, const vp_recipe 
     if (recipe->offload_activations)
         return "use_reentrant: false is not yet modelled with offload_activations (the frame's inputs go through "
                "save_on_cpu, its holders do not)";
-    if (model && model->section[VP_SECTION_BRIDGE].n_ops)
-        return "use_reentrant: false is not yet modelled for encoder-decoder models (T5's position bias needs a "
-               "gradient in the forward then)";
     return NULL;
 }

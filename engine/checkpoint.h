@@ -51,6 +51,6 @@ vp_t vp_checkpoint_nonreentrant(vp_step *step, vp_recompute_fn fn, void *ctx, co
                                 const vp_checkpoint_args *args, bool early_stop);
 
 /* A recipe's checkpointing keys that cannot be modelled together, or NULL. */
-const char *vp_checkpoint_recipe_problem(const vp_model *model, const vp_recipe *recipe);
+const char *vp_checkpoint_recipe_problem(const vp_recipe *recipe);
 
 #endif

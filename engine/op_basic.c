@@ -190,7 +190,7 @@ const vp_op_kind vp_op_scale = {
 
 /* ---- residual ---- */
 
-enum { RESIDUAL_SCALE, RESIDUAL_KEEPS_BRANCH, RESIDUAL_FIELDS };
+enum { RESIDUAL_SCALE, RESIDUAL_KEEPS_BRANCH, RESIDUAL_NAMES_LAST_INPUT, RESIDUAL_FIELDS };
 
 static const vp_field residual_fields[RESIDUAL_FIELDS] = {
     [RESIDUAL_SCALE] = {"scale", VP_FIELD_BOOL, false, 0, 0, 1, NULL,
@@ -200,6 +200,10 @@ static const vp_field residual_fields[RESIDUAL_FIELDS] = {
                                "the branch's result has a name of its own in the layer's forward, so it lives "
                                "until the layer returns (GPT2Block's attn_output); false: the add's result "
                                "takes its name (hidden_states = residual + hidden_states)"},
+    [RESIDUAL_NAMES_LAST_INPUT] = {"names_last_input", VP_FIELD_BOOL, false, 0, 0, 1, NULL,
+                                   "what the branch's last op (its dropout) takes has a name of its own, so it "
+                                   "lives through the add (T5LayerFF's `hidden_states + "
+                                   "self.dropout(forwarded_states)`)"},
 };
 
 /* x + f(x): the children run in order on x, and the branch's result is
@@ -208,7 +212,12 @@ static const vp_field residual_fields[RESIDUAL_FIELDS] = {
 static vp_t residual_forward(vp_step *step, const vp_op *op, const vp_t *leaves, vp_t x) {
     vp_sim *sim = &step->sim;
     /* children's slots are numbered within the section, after this op's own */
-    vp_t branch = vp_run_ops(step, op->children, op->n_children, leaves - op->slot, x);
+    const vp_t *children = leaves - op->slot;
+    unsigned n = op->n_children;
+    vp_t named = 0; /* the last op's input, a local until the sub-layer returns */
+    if (vp_op_flag(op, RESIDUAL_NAMES_LAST_INPUT) && n > 1) named = vp_run_ops(step, op->children, --n, children, x);
+    vp_t branch = named ? vp_run_ops(step, op->children + n, 1, children, named)
+                        : vp_run_ops(step, op->children, n, children, x);
     if (vp_op_flag(op, RESIDUAL_KEEPS_BRANCH)) vp_step_keep_local(step, branch, VP_LOCAL_OF_LAYER);
     if (vp_op_flag(op, RESIDUAL_SCALE)) { /* residual + hidden_states * self.residual_multiplier */
         vp_t scaled = vp_scale(sim, branch, "residual.scale");
@@ -217,6 +226,7 @@ static vp_t residual_forward(vp_step *step, const vp_op *op, const vp_t *leaves,
     }
     vp_t y = vp_add(sim, x, branch, vp_at(sim, x)->numel, "residual.add");
     vp_drop(sim, branch);
+    vp_drop(sim, named);
     return y;
 }
 

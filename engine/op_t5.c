@@ -186,6 +186,11 @@ vp_t vp_t5_position_bias(vp_step *step, bool cross, uint64_t heads, uint64_t k, 
     if (cross && step->recipe->checkpoint_every && step->ledger.place.phase == VP_PHASE_RECOMPUTE) {
         vp_requires_grad(sim, bias);
         vp_step_rerun_leaf(step, bias);
+    } else if (cross && step->recipe->checkpoint_every && !step->recipe->use_reentrant && sim->grad_mode) {
+        /* a non-reentrant checkpoint's forward runs with grad: the graph
+         * keeps the leaf, and its .grad, until it goes */
+        vp_requires_grad(sim, bias);
+        vp_step_graph_leaf(step, bias);
     }
     vp_t masked = vp_add(sim, bias, cross ? step->cross_mask : step->self_mask, vp_numel4(sim, step->batch, heads, q, k),
                          "position_bias.add_mask");

@@ -363,12 +363,29 @@ static vp_t layers_forward(vp_step *step, const vp_chunk *chunk, vp_t x) {
  * two saved tensors) and the (cos, sin) tuple, which ctx holds as it is;
  * GPT-2's and BERT's pass the attention mask when there is one. */
 static vp_t recompute_chunk(vp_step *step, void *ctx, const vp_t *inputs) {
+    const vp_chunk *chunk = ctx;
+    /* a rerun in backward runs in its own stack: T5's encoder layers are
+     * recomputed after the decoder's, with the encoder's buckets */
+    vp_t table = step->bias_table;
+    bool bidirectional = step->bias_bidirectional;
+    step->bias_table = chunk->bias_table;
+    step->bias_bidirectional = chunk->bias_bidirectional;
     /* MixtralDecoderLayer returns its router logits too: the chunk's
      * further results (output_router_logits) */
     step->capture_router_logits = true;
     vp_t y = layers_forward(step, ctx, inputs[0]);
     step->capture_router_logits = false;
+    step->bias_table = table;
+    step->bias_bidirectional = bidirectional;
     return y;
+}
+
+/* torch.utils.checkpoint(..., use_reentrant=...) of a chunk's layers. */
+static vp_t call_checkpoint(vp_step *step, vp_chunk *chunk, const vp_t *inputs, unsigned n,
+                            const vp_checkpoint_args *args) {
+    const vp_recipe *r = step->recipe;
+    if (r->use_reentrant) return vp_checkpoint(step, recompute_chunk, chunk, inputs, n, args);
+    return vp_checkpoint_nonreentrant(step, recompute_chunk, chunk, inputs, n, args, vp_recipe_checkpoint_early_stop(r));
 }
 
 /* T5Stack's call (transformers 4.46-4.52): hidden_states, causal_mask,
@@ -395,7 +412,7 @@ static vp_t checkpoint_stack_layers(vp_step *step, vp_chunk *chunk, vp_t x) {
     saved[n_saved++] = &step->position_ids; /* cache_position */
     vp_t *const outputs[2] = {&step->position_bias, &step->cross_bias};
     vp_checkpoint_args args = {saved, n_saved, NULL, 0, input_fields, outputs, decoder ? 2 : 1};
-    return vp_checkpoint(step, recompute_chunk, chunk, inputs, n, &args);
+    return call_checkpoint(step, chunk, inputs, n, &args);
 }
 
 static vp_t checkpoint_forward(vp_step *step, vp_chunk *chunk, vp_t x) {
@@ -416,10 +433,7 @@ static vp_t checkpoint_forward(vp_step *step, vp_chunk *chunk, vp_t x) {
     for (unsigned i = 0; i < VP_CHUNK_ROUTER_MAX; i++) outputs[i] = &step->chunk_router_logits[i];
     vp_checkpoint_args args = {.saved = saved, .n_saved = n, .held = held, .n_held = n_held, .outputs = outputs,
                                .n_outputs = VP_CHUNK_ROUTER_MAX};
-    const vp_recipe *r = step->recipe;
-    vp_t y = r->use_reentrant ? vp_checkpoint(step, recompute_chunk, chunk, &x, 1, &args)
-                              : vp_checkpoint_nonreentrant(step, recompute_chunk, chunk, &x, 1, &args,
-                                                           vp_recipe_checkpoint_early_stop(r));
+    vp_t y = call_checkpoint(step, chunk, &x, 1, &args);
     /* the model collects them into its outputs */
     for (unsigned i = 0; i < VP_CHUNK_ROUTER_MAX; i++) {
         vp_t logits = step->chunk_router_logits[i];
@@ -435,6 +449,8 @@ static vp_t chunk_forward(vp_step *step, vp_chunk *chunk, vp_t x) {
     chunk->first_node = step->sim.n_nodes;
     chunk->first_tensor = step->sim.n_tensors;
     chunk->input = x;
+    chunk->bias_table = step->bias_table;
+    chunk->bias_bidirectional = step->bias_bidirectional;
     vp_t y = chunk->checkpointed ? checkpoint_forward(step, chunk, x) : layers_forward(step, chunk, x);
     chunk->end_node = step->sim.n_nodes;
     return y;
@@ -526,16 +542,20 @@ static void release_router_logits(vp_sim *sim, vp_router_logits *r) {
     r->n = 0;
 }
 
-void vp_step_rerun_leaf(vp_step *step, vp_t t) {
-    for (unsigned i = 0; i < sizeof step->rerun_leaves / sizeof *step->rerun_leaves; i++) {
-        if (!step->rerun_leaves[i]) {
+static void keep_leaf(vp_step *step, vp_t *leaves, vp_t t) {
+    for (unsigned i = 0; i < VP_GRAPH_LEAVES; i++) {
+        if (!leaves[i]) {
             vp_hold(&step->sim, t);
-            step->rerun_leaves[i] = t;
+            leaves[i] = t;
             return;
         }
     }
     step->sim.status = VP_SIM_OVERFLOW; /* more such leaves than room: an op-table bug */
 }
+
+void vp_step_rerun_leaf(vp_step *step, vp_t t) { keep_leaf(step, step->rerun_leaves, t); }
+
+void vp_step_graph_leaf(vp_step *step, vp_t t) { keep_leaf(step, step->hooked_inputs, t); }
 
 static void drop_hooked(vp_sim *sim, vp_t *hooked);
 
@@ -767,16 +787,13 @@ void vp_step_embedding_output(vp_step *step, vp_t output) {
     vp_requires_grad(&step->sim, output);
     /* its AccumulateGrad node holds it, .grad and all, for as long as the
      * graph lives: until the loss goes */
-    vp_hold(&step->sim, output);
-    unsigned n = step->hooked_inputs[0] != 0;
-    if (step->hooked_inputs[n]) step->sim.status = VP_SIM_OVERFLOW; /* a third embedding call: an op-table bug */
-    step->hooked_inputs[n] = output;
+    vp_step_graph_leaf(step, output);
 }
 
 /* The graph lets go of the embedding outputs PEFT made require grad: they
  * go, and their .grad with them. */
 static void drop_hooked(vp_sim *sim, vp_t *hooked) {
-    for (unsigned i = 0; i < 2; i++) {
+    for (unsigned i = 0; i < VP_GRAPH_LEAVES; i++) {
         if (!hooked[i]) continue;
         vp_t grad = vp_at(sim, hooked[i])->param_grad;
         vp_at(sim, hooked[i])->param_grad = 0;
@@ -916,7 +933,7 @@ static uint64_t micro_batch(vp_step *step, const vp_meter *resident, const vp_me
         sim->pack = offload_pack;
         sim->pack_ctx = step;
     }
-    vp_t old_loss = step->loss, old_logits = step->logits, old_hooked[2];
+    vp_t old_loss = step->loss, old_logits = step->logits, old_hooked[VP_GRAPH_LEAVES];
     memcpy(old_hooked, step->hooked_inputs, sizeof old_hooked);
     memset(step->hooked_inputs, 0, sizeof step->hooked_inputs);
     vp_t old_encoder_output = step->encoder_output;
@@ -1175,7 +1192,7 @@ const char *vp_step_layout_problem(const vp_model *model, const vp_recipe *recip
         problem = "sparsity: modelled as apex's ASP on a PyTorch module (framework torch, deepspeed or fsdp)";
     if (!problem && recipe->offload_activations && (recipe->framework == VP_FRAMEWORK_MEGATRON || recipe->pp > 1))
         problem = "offload_activations: modelled as PyTorch's save_on_cpu around a whole forward (no megatron, no pp)";
-    if (!problem) problem = vp_checkpoint_recipe_problem(model, recipe);
+    if (!problem) problem = vp_checkpoint_recipe_problem(recipe);
     if (problem || !model) return problem;
     if (recipe->tp > 1 && !vp_model_has(model, "lm_head"))
         return "tp: tensor parallelism is modelled for language models (an lm_head)";

@@ -23,6 +23,8 @@ typedef struct {
                                        backpropagate into gradients that already exist */
 } vp_stage;
 
+enum { VP_GRAPH_LEAVES = 3 };
+
 /* A run of consecutive layers evaluated as one unit: under activation
  * checkpointing, the chunk whose input alone is kept. */
 typedef struct vp_chunk {
@@ -34,6 +36,8 @@ typedef struct vp_chunk {
     uint32_t first_tensor;           /* tensors created before it are external */
     vp_t input, output;
     unsigned instance;               /* its first layer instance */
+    vp_t bias_table;                 /* T5: its stack's relative position table and buckets, for a rerun */
+    bool bias_bidirectional;
 } vp_chunk;
 
 typedef struct {
@@ -136,9 +140,11 @@ typedef struct vp_step {
     vp_t *bridge_leaves;
     uint32_t bridge_first_node, bridge_end_node;
     vp_t tied_weight;                /* the token embedding, for a tied head */
-    /* the embedding outputs made to require grad (PEFT, checkpointing): an
-     * encoder-decoder's shared embedding runs twice */
-    vp_t hooked_inputs[2];
+    /* leaves of the forward that the graph keeps with their .grad: the
+     * embedding outputs made to require grad (PEFT, checkpointing; an
+     * encoder-decoder's shared embedding runs twice) and T5's first
+     * cross-attention zero bias under non-reentrant checkpointing */
+    vp_t hooked_inputs[VP_GRAPH_LEAVES];
     vp_t prompt;                     /* prompt or prefix tuning's table (in the embeddings' leaf array) */
     vp_kv_cache kv_cache;            /* the outputs' key/value cache (kv_cache.h) */
     vp_router_logits router_logits;  /* the outputs' router logits (output_router_logits) */
@@ -152,7 +158,7 @@ typedef struct vp_step {
     vp_t fp8_input, fp8_columnwise;  /* the input an op's FP8 GEMMs quantized, and its saved copy */
     vp_t locals[VP_LOCAL_FRAMES][VP_LOCALS_MAX]; /* vp_step_keep_local's */
     vp_t graph_refs[VP_LOCALS_MAX];  /* vp_step_graph_hold's */
-    vp_t rerun_leaves[2];            /* vp_step_rerun_leaf's */
+    vp_t rerun_leaves[VP_GRAPH_LEAVES]; /* vp_step_rerun_leaf's */
     /* leaves: one slot array per section instance */
     vp_t *embed_leaves, *final_leaves;
     vp_t *layer_leaves;              /* n_layer_instances x layer slots */
@@ -216,6 +222,9 @@ void vp_step_release_ctx(vp_step *step, unsigned from);
  * backward gives it, until the chunk's backward ends
  * (vp_step_drop_rerun_leaves). */
 void vp_step_rerun_leaf(vp_step *step, vp_t t);
+/* A leaf that requires grad, made in the forward: the graph holds it, and
+ * the .grad backward gives it, until the graph goes. */
+void vp_step_graph_leaf(vp_step *step, vp_t t);
 void vp_step_drop_rerun_leaves(vp_step *step);
 
 /* Keeps a mixture layer's router logits with the model's outputs (a new

@@ -53,12 +53,15 @@ return architecture {
         dropout = p, module_names = "t5",
       }
       for k, v in pairs(extra) do fields[k] = v end
-      -- T5LayerSelfAttention / T5LayerCrossAttention: x + dropout(attention(norm(x)))
-      return residual { norm(), attention(fields), dropout { p = p } }
+      -- T5LayerSelfAttention / T5LayerCrossAttention: x + dropout(attention(norm(x))),
+      -- the attention's outputs a local (attention_output) until the sub-layer returns
+      return residual { names_last_input = true, norm(), attention(fields), dropout { p = p } }
     end
     local function feed_forward_layer()
-      -- T5LayerFF: x + dropout(DenseReluDense(norm(x)))
+      -- T5LayerFF: x + dropout(DenseReluDense(norm(x))), DenseReluDense's
+      -- output a local (forwarded_states) until the sub-layer returns
       return residual {
+        names_last_input = true,
         norm(),
         mlp { hidden = c.hidden, intermediate = c.intermediate, gated = gated, activation = act,
               inner_dropout = p, module_names = "t5" },

@@ -134,6 +134,11 @@ describe("non-reentrant checkpointing", function()
       { framework = "fsdp", fsdp = "hybrid_shard", fsdp_shard_size = 2, dp = 4, precision = "mixed-bf16",
         checkpointing = "full", use_reentrant = false, offload_params = "cpu" },
     })
+    helper.assert_folds_agree(helper.model("t5-large", 6), {
+      { precision = "bf16", checkpointing = "full", use_reentrant = false, target_len = 64 },
+      { precision = "amp-bf16", checkpointing = "every-2", use_reentrant = false, finetune = "lora",
+        lora_targets = "all-linear", target_len = 64 },
+    })
     helper.assert_folds_agree(helper.model("mixtral-8x7b", 4), {
       { precision = "bf16", checkpointing = "every-2", use_reentrant = false, optimizer = "none" },
     })
@@ -158,9 +163,18 @@ describe("non-reentrant checkpointing", function()
   it("rejects activation offload", helper.rejection(
     { "llama2-7b", "--set", "offload_activations=true", "--set", "checkpointing=full", "--set", "use_reentrant=false" },
     "use_reentrant: false is not yet modelled with offload_activations"))
-  it("rejects encoder-decoders", helper.rejection(
-    { "t5-large", "--set", "checkpointing=full", "--set", "use_reentrant=false" },
-    "use_reentrant: false is not yet modelled for encoder-decoder"))
+  it("keeps T5's first cross-attention zero bias, and its gradient, with the graph", function()
+    -- T5Attention makes the zeros require grad under gradient checkpointing;
+    -- a non-reentrant forward runs with grad, so the graph keeps the leaf
+    -- ([1, heads, target, source]) from the forward on, not just in a rerun
+    local function forward_activations(reentrant)
+      return helper.estimate("t5-large", "--set", "checkpointing=full", "--set", "seq_len=512", "--set",
+        "target_len=128", "--set", "precision=bf16", "--set", "use_reentrant=" .. tostring(reentrant)
+      ).per_gpu.activations_bytes
+    end
+    assert.are.equal(16 * 128 * 512 * 2, forward_activations(false) - forward_activations(true))
+  end)
+
   it("rejects a value that is not a boolean", helper.rejection(
     { "gpt2", "--set", "use_reentrant=no" }, "use_reentrant: must be true or false"))
 end)

@@ -544,6 +544,17 @@ CASES = [
         "bf16", ckpt="full", finetune="prompt", num_virtual_tokens=5, target_len=12)),
     ("t5 lora all-linear amp-bf16", t5(proj="gated-gelu", tied=False), recipe("amp-bf16", finetune="lora",
                                                                               lora_targets="all-linear", target_len=12)),
+    # T5 with use_reentrant=False: the first cross-attention's zero bias requires grad in the forward too
+    # (the graph keeps it and its .grad); T5LayerFF's forwarded_states lives through the sub-layer's add
+    # (1.13's rerun, without early stop, peaks there)
+    ("t5 fp32 checkpointed non-reentrant", t5(layers=3), recipe(ckpt="full", target_len=16, optimizer="none",
+                                                              use_reentrant="false")),
+    ("t5 fp32 every-2 non-reentrant early stop", t5(layers=4), recipe(
+        optimizer="none", ckpt="every-2", target_len=16, use_reentrant="false", checkpoint_early_stop="true")),
+    ("t5 lora checkpointed non-reentrant", t5(layers=3), recipe(ckpt="full", finetune="lora", target_len=16,
+                                                              use_reentrant="false")),
+    ("t5 amp-bf16 checkpointed non-reentrant early stop", t5(layers=3, decoder_layers=2), recipe(
+        "amp-bf16", ckpt="full", target_len=24, use_reentrant="false", checkpoint_early_stop="true")),
     # DeepseekV3MoE views its input for the experts (and its router for itself): the experts' gradients
     # add up in that view's own buffer beside the shared experts' sum until the view's backward hands them
     # on (sweep.py 41 40 wide, case 3: 12 KB below before)
