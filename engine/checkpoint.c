@@ -258,8 +258,9 @@ vp_t vp_checkpoint_nonreentrant(vp_step *step, vp_recompute_fn fn, void *ctx, co
     call *c = &nr->call;
     *c = (call){.step = step, .fn = fn, .ctx = ctx, .n_inputs = n_inputs, .n_fields = n_fields};
     for (unsigned i = 1; i < n_inputs && args->input_fields; i++) c->input_fields[i] = args->input_fields[i];
-    /* the positional tensors as saved variables, the rest (kwargs, tuples)
-     * as the frame's references: all of them until the frame goes */
+    /* the call's tensors (2.x: the positional ones as saved variables, the
+     * rest in closures; 1.13: all in closures) stay until the frame goes;
+     * nothing packs them (offload_activations is refused) */
     for (unsigned i = 0; i < n_inputs; i++) vp_hold_at(sim, vp_node_at(sim, keeper - 1), i, inputs[i]);
     for (unsigned j = 0; j < n_fields; j++) {
         vp_t *field = j < args->n_saved ? args->saved[j] : args->held[j - args->n_saved];

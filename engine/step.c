@@ -555,12 +555,12 @@ static void keep_leaf(vp_step *step, vp_t *leaves, vp_t t) {
 
 void vp_step_rerun_leaf(vp_step *step, vp_t t) { keep_leaf(step, step->rerun_leaves, t); }
 
-void vp_step_graph_leaf(vp_step *step, vp_t t) { keep_leaf(step, step->hooked_inputs, t); }
+void vp_step_graph_leaf(vp_step *step, vp_t t) { keep_leaf(step, step->graph_leaves, t); }
 
-static void drop_hooked(vp_sim *sim, vp_t *hooked);
+static void drop_leaves(vp_sim *sim, vp_t *hooked);
 
-/* like the hooked embedding outputs: each leaf goes with its .grad */
-void vp_step_drop_rerun_leaves(vp_step *step) { drop_hooked(&step->sim, step->rerun_leaves); }
+/* like the graph's leaves: each goes with its .grad */
+void vp_step_drop_rerun_leaves(vp_step *step) { drop_leaves(&step->sim, step->rerun_leaves); }
 
 void vp_step_graph_hold(vp_step *step, vp_t t) {
     for (unsigned i = 0; i < VP_LOCALS_MAX; i++) {
@@ -792,7 +792,7 @@ void vp_step_embedding_output(vp_step *step, vp_t output) {
 
 /* The graph lets go of the embedding outputs PEFT made require grad: they
  * go, and their .grad with them. */
-static void drop_hooked(vp_sim *sim, vp_t *hooked) {
+static void drop_leaves(vp_sim *sim, vp_t *hooked) {
     for (unsigned i = 0; i < VP_GRAPH_LEAVES; i++) {
         if (!hooked[i]) continue;
         vp_t grad = vp_at(sim, hooked[i])->param_grad;
@@ -933,9 +933,9 @@ static uint64_t micro_batch(vp_step *step, const vp_meter *resident, const vp_me
         sim->pack = offload_pack;
         sim->pack_ctx = step;
     }
-    vp_t old_loss = step->loss, old_logits = step->logits, old_hooked[VP_GRAPH_LEAVES];
-    memcpy(old_hooked, step->hooked_inputs, sizeof old_hooked);
-    memset(step->hooked_inputs, 0, sizeof step->hooked_inputs);
+    vp_t old_loss = step->loss, old_logits = step->logits, old_graph_leaves[VP_GRAPH_LEAVES];
+    memcpy(old_graph_leaves, step->graph_leaves, sizeof old_graph_leaves);
+    memset(step->graph_leaves, 0, sizeof step->graph_leaves);
     vp_t old_encoder_output = step->encoder_output;
     vp_kv_cache old_cache = step->kv_cache;
     vp_router_logits old_router = step->router_logits;
@@ -997,7 +997,7 @@ static uint64_t micro_batch(vp_step *step, const vp_meter *resident, const vp_me
     vp_kv_cache_release(step, &old_cache);
     release_router_logits(sim, &old_router);
     free(old_router.tensors);
-    drop_hooked(sim, old_hooked);
+    drop_leaves(sim, old_graph_leaves);
     uint64_t activations = step->recipe->device == VP_DEVICE_CPU ? ledger->raw.total - resident_raw->total
                                                                  : ledger->rounded.total - resident->total;
 
@@ -1064,7 +1064,7 @@ static void run(vp_step *step, vp_step_result *result) {
     vp_drop(sim, step->encoder_output);
     vp_kv_cache_release(step, &step->kv_cache);
     release_router_logits(sim, &step->router_logits);
-    drop_hooked(sim, step->hooked_inputs);
+    drop_leaves(sim, step->graph_leaves);
     vp_drop(sim, step->input_ids);
     vp_drop(sim, step->labels);
     vp_drop(sim, step->attention_mask);

@@ -144,7 +144,7 @@ typedef struct vp_step {
      * embedding outputs made to require grad (PEFT, checkpointing; an
      * encoder-decoder's shared embedding runs twice) and T5's first
      * cross-attention zero bias under non-reentrant checkpointing */
-    vp_t hooked_inputs[VP_GRAPH_LEAVES];
+    vp_t graph_leaves[VP_GRAPH_LEAVES];
     vp_t prompt;                     /* prompt or prefix tuning's table (in the embeddings' leaf array) */
     vp_kv_cache kv_cache;            /* the outputs' key/value cache (kv_cache.h) */
     vp_router_logits router_logits;  /* the outputs' router logits (output_router_logits) */
