@@ -227,6 +227,17 @@ typedef struct {
 static void recompute_frame(vp_sim *sim, vp_frame *frame) {
     const call *c = &((nonreentrant *)frame->ctx)->call;
     uint32_t keeper = frame->keeper - 1;
+    /* the call's tensors save_on_cpu packed come back as GPU copies, the
+     * rerun's arguments, gone with it unless a holder keeps them */
+    vp_t packed[VP_NODE_MAX_SAVED] = {0};
+    for (unsigned i = 0; i < VP_NODE_MAX_SAVED; i++) {
+        vp_node *k = vp_node_at(sim, keeper);
+        if (!(k->packed & (1u << i))) continue;
+        packed[i] = k->saved[i];
+        vp_t copy = vp_new(sim, vp_at(sim, packed[i])->numel, (vp_dtype)vp_at(sim, packed[i])->dtype, "offload.unpack");
+        vp_at(sim, copy)->requires_grad = vp_at(sim, packed[i])->requires_grad;
+        vp_node_at(sim, keeper)->saved[i] = copy;
+    }
     vp_t inputs[VP_NODE_MAX_IN] = {0}, outputs[VP_NODE_MAX_OUT] = {0};
     for (unsigned i = 0; i < c->n_inputs; i++) inputs[i] = vp_node_at(sim, keeper)->saved[i];
     uint32_t first = sim->n_nodes;
@@ -241,6 +252,11 @@ static void recompute_frame(vp_sim *sim, vp_frame *frame) {
     vp_frame_drop_rerun_graph(sim, first);
     vp_step_release_ctx(c->step, ctx_from);
     vp_step_drop_rerun_leaves(c->step);
+    for (unsigned i = 0; i < VP_NODE_MAX_SAVED; i++) {
+        if (!packed[i]) continue;
+        vp_drop(sim, vp_node_at(sim, keeper)->saved[i]);
+        vp_node_at(sim, keeper)->saved[i] = packed[i];
+    }
     c->step->ledger.place.layer = layer;
 }
 
@@ -258,19 +274,25 @@ vp_t vp_checkpoint_nonreentrant(vp_step *step, vp_recompute_fn fn, void *ctx, co
     call *c = &nr->call;
     *c = (call){.step = step, .fn = fn, .ctx = ctx, .n_inputs = n_inputs, .n_fields = n_fields};
     for (unsigned i = 1; i < n_inputs && args->input_fields; i++) c->input_fields[i] = args->input_fields[i];
-    /* the call's tensors (2.x: the positional ones as saved variables, the
-     * rest in closures; 1.13: all in closures) stay until the frame goes;
-     * nothing packs them (offload_activations is refused) */
-    for (unsigned i = 0; i < n_inputs; i++) vp_hold_at(sim, vp_node_at(sim, keeper - 1), i, inputs[i]);
-    for (unsigned j = 0; j < n_fields; j++) {
-        vp_t *field = j < args->n_saved ? args->saved[j] : args->held[j - args->n_saved];
-        c->fields[j] = field;
-        if (*field) vp_hold_at(sim, vp_node_at(sim, keeper - 1), n_inputs + j, *field);
+    /* 1.13's code has no early stop, keeps the call's tensors in closures
+     * and nothing in the rerun's graph; 2.x's keeps the positional tensors
+     * as saved variables (which save_on_cpu packs) and x.detach() in the
+     * rerun's graph (with early stop it is 2.x's code) */
+    bool code_2x = step->recipe->torch_version != VP_TORCH_1_13 || early_stop;
+    vp_node *k = vp_node_at(sim, keeper - 1);
+    for (unsigned i = 0; i < n_inputs; i++) {
+        if (code_2x) vp_save_at(sim, k, i, inputs[i]);
+        else vp_hold_at(sim, k, i, inputs[i]);
     }
-    /* 1.13's code has no early stop and keeps nothing in the rerun's graph;
-     * 2.x's keeps x.detach() there (with early stop it is 2.x's code) */
-    nr->frame = (vp_frame){.recompute = recompute_frame, .ctx = nr, .early_stop = early_stop,
-                           .rerun_keeps = step->recipe->torch_version != VP_TORCH_1_13 || early_stop};
+    for (unsigned j = 0; j < n_fields; j++) {
+        bool saved = j < args->n_saved;
+        vp_t *field = saved ? args->saved[j] : args->held[j - args->n_saved];
+        c->fields[j] = field;
+        if (!*field) continue;
+        if (saved && code_2x) vp_save_at(sim, k, n_inputs + j, *field);
+        else vp_hold_at(sim, k, n_inputs + j, *field); /* a tuple (the rotary tables) stays as it is */
+    }
+    nr->frame = (vp_frame){.recompute = recompute_frame, .ctx = nr, .early_stop = early_stop, .rerun_keeps = code_2x};
     vp_frame_begin(sim, &nr->frame, keeper);
     vp_t y = fn(step, ctx, inputs);
     vp_frame_end(sim, &nr->frame);
@@ -300,8 +322,5 @@ const char *vp_checkpoint_recipe_problem(const vp_recipe *recipe) {
     if (recipe->zero == 3)
         return "use_reentrant: false is not yet modelled with ZeRO-3: DeepSpeed's gathers run in every module's "
                "hooks, which an early-stopped rerun leaves half run";
-    if (recipe->offload_activations)
-        return "use_reentrant: false is not yet modelled with offload_activations (the frame's inputs go through "
-               "save_on_cpu, its holders do not)";
     return NULL;
 }

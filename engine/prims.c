@@ -297,8 +297,8 @@ static vp_t times_constant(vp_sim *sim, vp_t a, bool saves_scalar, const char *l
     /* MulBackward0 and DivBackward0 save the 0-dim `other` (a Python
      * number wrapped as a tensor): no memory to count, but a saved tensor a
      * non-reentrant checkpoint holds, whose unpack starts the rerun. Left
-     * out under save_on_cpu, which packs a few host bytes for it. */
-    if (saves_scalar && !sim->pack) {
+     * out where save_on_cpu would pack it (a few host bytes). */
+    if (saves_scalar && (!sim->pack || sim->saving || sim->refilling)) {
         vp_t scalar = vp_new(sim, 0, VP_FP32, "wrapped_scalar");
         vp_save(sim, node, scalar);
         vp_drop(sim, scalar);

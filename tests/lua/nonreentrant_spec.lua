@@ -160,9 +160,23 @@ describe("non-reentrant checkpointing", function()
       "--set", "checkpointing=every-2" }, "use_reentrant: false with FSDP is modelled for checkpointing = full")()
   end)
 
-  it("rejects activation offload", helper.rejection(
-    { "llama2-7b", "--set", "offload_activations=true", "--set", "checkpointing=full", "--set", "use_reentrant=false" },
-    "use_reentrant: false is not yet modelled with offload_activations"))
+  it("packs the call's tensors under save_on_cpu as the reentrant call does (PyTorch 2.x)", function()
+    -- 2.x keeps the positional tensors as saved variables, which save_on_cpu
+    -- packs: per layer the hidden states (512 x 4096 bf16, 4 MiB) and
+    -- position_ids and cache_position (512 int64 each), the (cos, sin)
+    -- tuple staying as it is; the holders inside are never packed
+    local function host(layers, version)
+      return vramplan.estimate(helper.model("llama2-7b", layers), {
+        precision = "bf16", micro_batch = 1, seq_len = 512, checkpointing = "full", offload_activations = true,
+        use_reentrant = false, torch_version = version,
+      }).host_bytes
+    end
+    local layer = 4 * 2 ^ 20 + 2 * 4096
+    assert.are.equal(2 * layer, host(4, "2.x") - host(2, "2.x"))
+    -- 1.13 keeps them in closures: nothing a layer packs
+    assert.are.equal(0, host(4, "1.13") - host(2, "1.13"))
+  end)
+
   it("keeps T5's first cross-attention zero bias, and its gradient, with the graph", function()
     -- T5Attention makes the zeros require grad under gradient checkpointing;
     -- a non-reentrant forward runs with grad, so the graph keeps the leaf

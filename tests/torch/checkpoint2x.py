@@ -32,10 +32,31 @@ class _StopRecomputation(Exception):
     pass
 
 
+_SAVED = object()  # where a saved tensor goes back among the arguments
+
+
+class _SaveInputs(torch.autograd.Function):
+    """_NoopSaveInputs: the call's tensors as saved variables of a node off
+    the backward path (a dummy that requires grad makes it), so that the
+    hooks around the call (save_on_cpu) pack them."""
+
+    @staticmethod
+    def forward(ctx, dummy, *tensors):
+        ctx.save_for_backward(*tensors)
+        return torch.empty((0,))
+
+    @staticmethod
+    def backward(ctx, grad):
+        raise RuntimeError("never on the backward path")
+
+
 class _Frame:
     def __init__(self, fn, args, early_stop):
         self.fn = fn
-        self.args = args
+        # the positional tensors saved, the other arguments (a tuple) as they are
+        self.others = [_SAVED if torch.is_tensor(a) else a for a in args]
+        dummy = torch.empty((0,), requires_grad=True)
+        self.input_saver = _SaveInputs.apply(dummy, *[a for a in args if torch.is_tensor(a)])
         self.early_stop = early_stop
         self.weak_holders = []
         self.recomputed = weakref.WeakKeyDictionary()
@@ -67,9 +88,11 @@ def checkpoint(fn, *args, early_stop=True):
 
     def unpack(holder):
         if not frame.is_recomputed:
+            saved = iter(frame.input_saver.grad_fn.saved_tensors)
+            args = [next(saved) if a is _SAVED else a for a in frame.others]
             try:
                 with torch.autograd.graph.saved_tensors_hooks(recompute_pack, lambda x: x), torch.enable_grad():
-                    frame.fn(*frame.args)
+                    frame.fn(*args)
             except (_StopRecomputation, RuntimeError) as stop:
                 # 1.13 hands an exception raised in a pack hook back as a
                 # RuntimeError that names it

@@ -555,6 +555,20 @@ CASES = [
                                                               use_reentrant="false")),
     ("t5 amp-bf16 checkpointed non-reentrant early stop", t5(layers=3, decoder_layers=2), recipe(
         "amp-bf16", ckpt="full", target_len=24, use_reentrant="false", checkpoint_early_stop="true")),
+    # save_on_cpu around non-reentrant checkpoints: the holders inside are the innermost hooks, never
+    # packed; 2.x saves the call's tensors as saved variables, which it packs (and unpacks for the
+    # rerun), 1.13 keeps them in closures on the GPU
+    ("llama bf16 checkpointed offload non-reentrant", llama(layers=3, vocab=64, inter=256), recipe(
+        "bf16", optimizer="none", ckpt="full", b=2, s=128, offload_activations="true", use_reentrant="false")),
+    ("llama bf16 checkpointed offload non-reentrant early stop", llama(layers=3, vocab=64, inter=256), recipe(
+        "bf16", optimizer="none", ckpt="full", b=2, s=128, offload_activations="true", use_reentrant="false",
+        checkpoint_early_stop="true")),
+    ("llama lora all-linear amp-bf16 offload non-reentrant early stop", llama(layers=3, vocab=64, inter=256), recipe(
+        "amp-bf16", optimizer="sgd", ckpt="full", b=2, s=128, finetune="lora", lora_targets="all-linear",
+        lora_dropout=0.1, offload_activations="true", use_reentrant="false", checkpoint_early_stop="true")),
+    ("t5 fp32 checkpointed offload non-reentrant early stop", t5(layers=3), recipe(
+        ckpt="full", target_len=16, optimizer="none", offload_activations="true", use_reentrant="false",
+        checkpoint_early_stop="true")),
     # DeepseekV3MoE views its input for the experts (and its router for itself): the experts' gradients
     # add up in that view's own buffer beside the shared experts' sum until the view's backward hands them
     # on (sweep.py 41 40 wide, case 3: 12 KB below before)
