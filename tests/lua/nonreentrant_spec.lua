@@ -25,6 +25,14 @@ describe("non-reentrant checkpointing", function()
     assert.is_false(r.recipe.checkpoint_early_stop)
   end)
 
+  it("says so in the text report", function()
+    local out = helper.run("estimate", "gpt2", "--set", "seq_len=1024", "--set", "checkpointing=full", "--set",
+      "use_reentrant=false")
+    assert.truthy(out:find("checkpointing full (non-reentrant), ", 1, true), out)
+    out = helper.run("estimate", "gpt2", "--set", "seq_len=1024", "--set", "checkpointing=full")
+    assert.truthy(out:find("checkpointing full, ", 1, true), out)
+  end)
+
   it("keeps the same activations through the forward: only each chunk's input", function()
     assert.are.equal(mistral().per_gpu.activations_bytes,
       mistral("--set", "use_reentrant=false").per_gpu.activations_bytes)

@@ -52,9 +52,13 @@ function report.human(ctx)
   local out = {}
   local function line(fmt, ...) out[#out + 1] = string.format(fmt, ...) end
   line("%s (%s parameters, %s trainable) from %s", ctx.model_name, count(r.params), count(r.trainable_params), ctx.source)
+  local checkpointing = recipe.checkpointing
+  if checkpointing ~= "none" and checkpointing ~= "selective" and recipe.use_reentrant == false then
+    checkpointing = checkpointing .. (recipe.checkpoint_early_stop and " (non-reentrant)" or " (non-reentrant, no early stop)")
+  end
   line("recipe: %s, %s (%s), micro_batch %d x seq_len %d, checkpointing %s, attention %s",
     recipe.precision, recipe.optimizer, recipe.optimizer_impl, recipe.micro_batch, recipe.seq_len,
-    recipe.checkpointing, recipe.attention)
+    checkpointing, recipe.attention)
   local training = (recipe.modules_to_save or "") ~= "" and (", training " .. recipe.modules_to_save) or ""
   if recipe.finetune == "lora" or recipe.finetune == "qlora" then
     line("fine-tuning: %s%s, r %d on %s (dropout %g)%s", recipe.finetune, recipe.use_dora and " with DoRA" or "",
