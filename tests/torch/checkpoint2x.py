@@ -10,7 +10,9 @@ last of those. The first unpack reruns the function under grad; the k-th
 tensor the rerun saves (detached) fills the k-th holder if it is alive, and
 the rerun's own graph keeps it until the rerun ends; with early stop the rerun
 raises once it has saved as many tensors as the forward did. Unpacking hands
-the tensor over and drops the frame's reference to it.
+the tensor over and drops the frame's reference to it. The call's tensors
+are saved variables of a node off the backward path (_NoopSaveInputs), so
+that save_on_cpu around the call packs them; the rerun gets them unpacked.
 """
 import weakref
 
