@@ -94,7 +94,7 @@ def widen(w, case):
     if w.random() < 0.3:
         recipe["keep_logits"] = "false"
     # use_reentrant=False: 1.13's own checkpoint, or 2.x's with early stop (checkpoint2x.py)
-    if recipe["checkpointing"] != "none" and family != "t5" and w.random() < 0.4:
+    if recipe["checkpointing"] != "none" and w.random() < 0.4:
         recipe["use_reentrant"] = "false"
         if w.random() < 0.5:
             recipe["checkpoint_early_stop"] = "true"
