@@ -290,19 +290,20 @@ vp_t vp_mul(vp_sim *sim, vp_t a, vp_t b, uint64_t out_numel, const char *label) 
 }
 
 static vp_t times_constant(vp_sim *sim, vp_t a, bool saves_scalar, const char *label) {
+    /* MulBackward0 and DivBackward0 save the 0-dim `other` (a Python
+     * number wrapped as a tensor before the op runs): no memory to count,
+     * but a saved input a non-reentrant checkpoint holds, whose unpack
+     * starts the rerun and whose pack can be its early stop. Left out where
+     * save_on_cpu would pack it (a few host bytes). */
+    bool wrapped = saves_scalar && (!sim->pack || sim->saving || sim->refilling);
+    vp_t scalar = wrapped ? vp_new(sim, 0, VP_FP32, "wrapped_scalar") : 0;
     vp_t y = vp_new(sim, numel_of(sim, a), dtype_of(sim, a), label);
     vp_node *node = vp_record(sim, backward_unary, label, &a, 1, &y, 1);
-    if (!node) return y;
-    node->aux[0] = 0;
-    /* MulBackward0 and DivBackward0 save the 0-dim `other` (a Python
-     * number wrapped as a tensor): no memory to count, but a saved tensor a
-     * non-reentrant checkpoint holds, whose unpack starts the rerun. Left
-     * out where save_on_cpu would pack it (a few host bytes). */
-    if (saves_scalar && (!sim->pack || sim->saving || sim->refilling)) {
-        vp_t scalar = vp_new(sim, 0, VP_FP32, "wrapped_scalar");
-        vp_save(sim, node, scalar);
-        vp_drop(sim, scalar);
+    if (node) {
+        node->aux[0] = 0;
+        if (scalar) vp_save(sim, node, scalar);
     }
+    vp_drop(sim, scalar);
     return y;
 }
 

@@ -605,6 +605,15 @@ CASES = [
     # prepare_model_for_kbit_training makes the embeddings' output require grad for reentrant calls only
     ("llama qlora bf16 non-reentrant", llama(layers=3, vocab=64, inter=256), recipe(
         "bf16", optimizer="sgd", ckpt="full", b=2, s=128, finetune="qlora", use_reentrant="false")),
+    # with an adapter on down_proj the chunk's last save is `* scaling`'s 0-dim factor, an input: the
+    # early stop comes before the product (and PEFT's fp32 sum and cast back) are made (sweep.py 48 40
+    # wide, case 31: 48 KB above before)
+    ("llama lora all-linear bf16 non-reentrant early stop", llama(h=64, layers=5, heads=4, kv=2, inter=128, vocab=256),
+     recipe("bf16", b=3, s=64, ckpt="full", finetune="lora", lora_targets="all-linear", use_reentrant="false",
+            checkpoint_early_stop="true")),
+    ("gemma bf16 every-4 dora all-linear non-reentrant early stop", gemma(layers=5, inter=128, vocab=256), recipe(
+        "bf16", b=3, s=64, ckpt="every-4", finetune="lora", lora_targets="all-linear", use_dora="true",
+        use_reentrant="false", checkpoint_early_stop="true")),
     # MatMul8bitLt's ctx attributes are no saved tensors: every layer's int8 input stays from the forward
     ("llama int8 bf16 checkpointed non-reentrant", llama(h=256, inter=512, layers=3), recipe(
         "bf16", ckpt="full", finetune="qlora", quant="int8", use_reentrant="false")),
