@@ -195,7 +195,7 @@ enum { RESIDUAL_SCALE, RESIDUAL_KEEPS_BRANCH, RESIDUAL_NAMES_LAST_INPUT, RESIDUA
 static const vp_field residual_fields[RESIDUAL_FIELDS] = {
     [RESIDUAL_SCALE] = {"scale", VP_FIELD_BOOL, false, 0, 0, 1, NULL,
                         "the branch multiplied by a constant before the add (Granite's residual_multiplier): one "
-                        "more branch-sized tensor, nothing kept"},
+                        "more branch-sized tensor, nothing kept; the branch itself lives through the add"},
     [RESIDUAL_KEEPS_BRANCH] = {"keeps_branch", VP_FIELD_BOOL, false, 0, 0, 1, NULL,
                                "the branch's result has a name of its own in the layer's forward, so it lives "
                                "until the layer returns (GPT2Block's attn_output); false: the add's result "
@@ -219,12 +219,11 @@ static vp_t residual_forward(vp_step *step, const vp_op *op, const vp_t *leaves,
     vp_t branch = named ? vp_run_ops(step, op->children + n, 1, children, named)
                         : vp_run_ops(step, op->children, n, children, x);
     if (vp_op_flag(op, RESIDUAL_KEEPS_BRANCH)) vp_step_keep_local(step, branch, VP_LOCAL_OF_LAYER);
-    if (vp_op_flag(op, RESIDUAL_SCALE)) { /* residual + hidden_states * self.residual_multiplier */
-        vp_t scaled = vp_scale(sim, branch, "residual.scale");
-        vp_drop(sim, branch);
-        branch = scaled;
-    }
-    vp_t y = vp_add(sim, x, branch, vp_at(sim, x)->numel, "residual.add");
+    /* hidden_states = residual + hidden_states * self.residual_multiplier:
+     * the name is rebound once the add is done */
+    vp_t scaled = vp_op_flag(op, RESIDUAL_SCALE) ? vp_scale(sim, branch, "residual.scale") : 0;
+    vp_t y = vp_add(sim, x, scaled ? scaled : branch, vp_at(sim, x)->numel, "residual.add");
+    vp_drop(sim, scaled);
     vp_drop(sim, branch);
     vp_drop(sim, named);
     return y;

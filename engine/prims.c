@@ -15,6 +15,7 @@ static bool wants_grad(vp_sim *sim, vp_t t) { return t && vp_at(sim, t)->require
  * or casting into a new tensor: what validate_outputs does after the rule
  * (torch/csrc/autograd/engine.cpp). Consumes one reference to g. */
 static void give_fitted(vp_sim *sim, uint32_t index, unsigned i, vp_t g) {
+    vp_drop_handed(sim, index);
     vp_node *node = vp_node_at(sim, index);
     vp_t input = node->in[i];
     const vp_tensor *x = vp_at(sim, input);

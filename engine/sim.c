@@ -249,6 +249,9 @@ static void refill(vp_sim *sim, vp_node *node, unsigned slot, vp_t t) {
         if ((owner->holders & (1u << h.slot)) && !owner->saved[h.slot]) {
             owner->saved[h.slot] = t;
             vp_hold(sim, t);
+            /* 2.x's unpack hands it over and drops the frame's reference;
+             * 1.13's storage keeps it while the holder lives */
+            if (f->rerun_keeps) owner->handed |= (uint8_t)(1u << h.slot);
         }
         /* the rerun must retrace the forward: a model bug otherwise */
         if (k + 1 == f->n_holders && sim->n_tensors - f->first_tensor != f->last_pack_offset)
@@ -326,7 +329,20 @@ static void unpack(vp_sim *sim, uint32_t index) {
         node = vp_node_at(sim, index);
         node->saved[i] = copy;
         node->packed &= (uint8_t)~(1u << i);
+        node->handed |= (uint8_t)(1u << i);
     }
+}
+
+void vp_drop_handed(vp_sim *sim, uint32_t index) {
+    vp_node *node = vp_node_at(sim, index);
+    for (unsigned i = 0; i < VP_NODE_MAX_SAVED; i++) {
+        if (!(node->handed & (1u << i))) continue;
+        vp_t t = node->saved[i];
+        node->saved[i] = 0;
+        vp_drop(sim, t);
+        node = vp_node_at(sim, index);
+    }
+    node->handed = 0;
 }
 
 bool vp_needs_grad(vp_sim *sim, const vp_node *node, unsigned i) {
@@ -442,6 +458,7 @@ static void release_saved(vp_sim *sim, vp_node *node) {
         node->saved[i] = 0;
     }
     node->packed = 0;
+    node->handed = 0;
     unsigned held = (unsigned)__builtin_popcount(node->holders);
     node->holders = 0;
     vp_frame *f = node->frame;

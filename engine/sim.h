@@ -67,6 +67,7 @@ typedef struct vp_node {
     void *context;                 /* rule context (a checkpointed chunk) */
     uint8_t packed;                /* saved slots packed to host memory (bit i: saved[i]) */
     uint8_t holders;               /* saved slots a checkpoint frame holds (bit i): empty until it recomputes */
+    uint8_t handed;                /* saved slots whose unpacked tensor only the rule's locals hold (bit i) */
     bool late_saves;               /* an autograd.Function's: what it saves is packed after it computes */
     struct vp_frame *frame;        /* that frame */
     bool done;
@@ -172,6 +173,11 @@ void vp_save(vp_sim *sim, vp_node *node, vp_t t);
 /* The same into saved slot `slot`. Packed tensors come back in backward as
  * new copies, made before the rule runs and freed after it. */
 void vp_save_at(vp_sim *sim, vp_node *node, unsigned slot, vp_t t);
+/* A rule's return: the saved tensors whose unpack handed the rule the only
+ * reference (a copy back from host memory, a 2.x checkpoint's recomputed
+ * tensor) go with its locals, before validate_outputs fits its gradients;
+ * the others stay until release_variables. */
+void vp_drop_handed(vp_sim *sim, uint32_t node);
 /* A reference the node keeps outside autograd's saved tensors (a Python
  * object on ctx): never packed. */
 void vp_hold_at(vp_sim *sim, vp_node *node, unsigned slot, vp_t t);

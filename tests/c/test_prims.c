@@ -332,6 +332,38 @@ static void test_mul_broadcast(void) {
     graph_free(&g);
 }
 
+static void count_packed(void *ctx, uint64_t bytes) { *(uint64_t *)ctx += bytes; }
+
+/* The same under torch.autograd.graph.save_on_cpu: the node's apply unpacks
+ * each saved tensor as a GPU copy (a local of the generated apply, the only
+ * reference), so the copies go when apply returns, before validate_outputs
+ * reduces b's gradient (torch/csrc/autograd/engine.cpp call_function); a
+ * SavedVariable without hooks would keep them until release_variables. */
+static void test_mul_broadcast_offloaded(void) {
+    graph g;
+    graph_init(&g, false);
+    uint64_t host = 0;
+    g.sim.pack = count_packed;
+    g.sim.pack_ctx = &host;
+    vp_t b = vp_leaf(&g.sim, 256, VP_FP32, VP_CAT_PARAMS, true, "scale");
+    vp_t a = grad_input(&g, 4 * 256, VP_FP32);
+    vp_t y = vp_mul(&g.sim, a, b, 4 * 256, "mul");
+    g.sim.pack = NULL;
+    CHECK_EQ_U64(host, 1024 + 4096);
+    backward_from(&g, y);
+    /* seed + the two copies + two full products; then the copies go and
+     * b's reduced gradient (1024) comes */
+    CHECK_EQ_U64(g.ledger.raw.peak_breakdown[VP_CAT_TRANSIENT], 4096 + 1024 + 4096 + 4096 + 4096);
+    CHECK_EQ_U64(g.ledger.raw.peak, 1024 + 4096 + 4096 + (4096 + 1024 + 4096 + 4096 + 4096));
+    CHECK_EQ_U64(live(&g, VP_CAT_GRADS), 4096 + 1024);
+    CHECK_EQ_U64(live(&g, VP_CAT_TRANSIENT), 0);
+    vp_drop(&g.sim, vp_at(&g.sim, b)->param_grad);
+    vp_drop(&g.sim, vp_at(&g.sim, a)->param_grad);
+    vp_drop(&g.sim, a);
+    vp_drop(&g.sim, y);
+    graph_free(&g);
+}
+
 /* Bytes allocated (positive rounded deltas) since event `from`. */
 static uint64_t allocated_since(const vp_ledger *l, unsigned from) {
     uint64_t sum = 0;
@@ -469,6 +501,7 @@ int main(void) {
     test_layer_norm();
     test_to();
     test_mul_broadcast();
+    test_mul_broadcast_offloaded();
     test_accumulate_modes();
     test_add_inplace();
     test_embedding();

@@ -628,6 +628,15 @@ CASES = [
     ("llama bf16 every-2 logits dropped non-reentrant early stop", llama(layers=4, vocab=64, inter=256), recipe(
         "bf16", optimizer="sgd", ckpt="every-2", b=2, s=64, keep_logits="false", use_reentrant="false",
         checkpoint_early_stop="true")),
+    # sweep.py 51 40 wide: 2.x's unpack hands the recomputed tensor over, so
+    # a node's saved tensors go before validate_outputs casts its gradients
+    # (the gelu's mixed-dtype product: 16 KB high before)
+    ("phi lora amp-bf16 checkpointed non-reentrant early stop", phi(layers=3), recipe(
+        "amp-bf16", ckpt="full", finetune="lora", b=1, s=64, use_reentrant="false", checkpoint_early_stop="true")),
+    # sweep.py 51 40 wide: Granite's `residual + hidden_states * m` keeps the
+    # branch through the add, the peak of a rerun that ends at it (18 KB low before)
+    ("granite amp-bf16 every-4 non-reentrant", granite(layers=4, inter=64), recipe(
+        "amp-bf16", ckpt="every-4", optimizer="none", b=3, s=48, use_reentrant="false")),
     # DistributedDataParallel (2 ranks over gloo): flat gradient buckets
     ("llama DDP", llama(), recipe(dp=2)),
     ("llama DDP bucket views", llama(), recipe(dp=2, ddp_bucket_view="true")),
