@@ -1021,10 +1021,12 @@ static uint64_t micro_batch(vp_step *step, const vp_meter *resident, const vp_me
         vp_layout_backward_end(step);
     }
     step->offloaded = 0; /* backward unpacked and released them all */
-    /* HF's Trainer returns loss.detach(): the graph goes after backward */
+    /* HF's Trainer returns loss.detach(): the graph goes after backward,
+     * with the leaves its AccumulateGrad nodes hold and their .grad */
     if (!step->recipe->keep_logits || step->recipe->framework == VP_FRAMEWORK_MEGATRON) {
         drop_refs(sim, step->graph_refs);
         vp_step_release_ctx(step, 0);
+        drop_leaves(sim, step->graph_leaves);
     }
     if (received) { /* its gradient is sent to the previous stage */
         vp_t g = vp_at(sim, received)->param_grad;
