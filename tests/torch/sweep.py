@@ -8,8 +8,8 @@ compare.py allows or whose model states differ at all.
 The same SEED draws the same configurations. `wide` varies more, from a
 stream of its own (the plain draws stay as they were): longer checkpointed
 chunks, the mixtures' router logits (output_router_logits), LoRA's
-dropout, DoRA, QLoRA, activation offload and the logits dropped (HF's
-Trainer). What it finds becomes a fixed
+dropout, DoRA, QLoRA, activation offload (around checkpointed calls too)
+and the logits dropped (HF's Trainer). What it finds becomes a fixed
 case in compare.py once understood. Recipes vramplan refuses (a family
 without PEFT's default LoRA targets, say) are skipped and counted.
 """
@@ -98,6 +98,9 @@ def widen(w, case):
         recipe["use_reentrant"] = "false"
         if w.random() < 0.5:
             recipe["checkpoint_early_stop"] = "true"
+    # save_on_cpu around checkpointed calls too (drawn last: the draws above stay as they were)
+    if recipe["checkpointing"] != "none" and "offload_activations" not in recipe and w.random() < 0.15:
+        recipe["offload_activations"] = "true"
     tags = [k for k in ("output_router_logits",) if config.get(k)] + [
         k for k in ("lora_dropout", "use_dora", "offload_activations", "keep_logits", "use_reentrant",
                     "checkpoint_early_stop") if k in recipe]
