@@ -171,7 +171,7 @@ vp_node *vp_record(vp_sim *sim, vp_backward_fn backward, const char *label, cons
                    unsigned n_in, const vp_t *out, unsigned n_out);
 void vp_save(vp_sim *sim, vp_node *node, vp_t t);
 /* The same into saved slot `slot`. Packed tensors come back in backward as
- * new copies, made before the rule runs and freed after it. */
+ * new copies, made before the rule runs and freed as it returns. */
 void vp_save_at(vp_sim *sim, vp_node *node, unsigned slot, vp_t t);
 /* A rule's return: the saved tensors whose unpack handed the rule the only
  * reference (a copy back from host memory, a 2.x checkpoint's recomputed
