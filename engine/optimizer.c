@@ -83,20 +83,21 @@ static uint64_t adam_8bit_states(const vp_param_shape *p, vp_dtype dtype) {
 /* transformers' Adafactor (beta1=None, its default): a matrix keeps the
  * row and column means of the squared gradient (exp_avg_sq_row, _col), a
  * vector the full exp_avg_sq; fp32 either way, since the step turns a
- * 16-bit gradient into fp32 before it makes them. state["RMS"] is a 0-dim
- * fp32 tensor (self._rms returns one). */
+ * 16-bit gradient into fp32 before it makes them. Any 2-D weight is
+ * factored (len(shape) >= 2), a (1, n) one too: n + 1 values. state["RMS"]
+ * is a 0-dim fp32 tensor (self._rms returns one). */
 static uint64_t adafactor_states(const vp_param_shape *p, vp_dtype dtype) {
     (void)dtype;
     uint64_t rms = bytes_of(VP_FP32, 1);
-    if (p->rows > 1 && p->rows < p->numel) return bytes_of(VP_FP32, p->rows + p->numel / p->rows) + rms;
+    if (p->rows > 0) return bytes_of(VP_FP32, p->rows + p->numel / p->rows) + rms;
     return bytes_of(VP_FP32, p->numel) + rms;
 }
 
 /* SM3 (torch-optimizer's, as in GPT-NeoX; momentum 0, its default): one
- * accumulator per dimension, (rows, 1) and (1, cols) for a matrix, in the
- * gradient's dtype. */
+ * accumulator per dimension, (rows, 1) and (1, cols) for a matrix of any
+ * shape (a (1, n) one keeps n + 1 values), in the gradient's dtype. */
 static uint64_t sm3_states(const vp_param_shape *p, vp_dtype dtype) {
-    if (p->rows > 1 && p->rows < p->numel) return bytes_of(dtype, p->rows + p->numel / p->rows);
+    if (p->rows > 0) return bytes_of(dtype, p->rows + p->numel / p->rows);
     return bytes_of(dtype, p->numel);
 }
 

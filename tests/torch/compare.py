@@ -202,6 +202,10 @@ CASES = [
     ("gpt2 amp-bf16 adafactor", gpt2(), recipe("amp-bf16", optimizer="adafactor")),
     ("llama fp32 sm3", llama(), recipe(optimizer="sm3")),
     ("llama bf16 sm3 lora", llama(), recipe("bf16", optimizer="sm3", finetune="lora")),
+    # any 2-D weight is factored, a (1, n) or (n, 1) one too: n + 1 values (sweep.py 66 wide, case 10)
+    ("qwen2-moe amp-bf16 sm3 lora all-linear", qwen_moe(), recipe(
+        "amp-bf16", optimizer="sm3", finetune="lora", lora_targets="all-linear")),
+    ("llama adafactor lora rank 1", llama(), recipe(optimizer="adafactor", finetune="lora", lora_rank=1, lora_alpha=2)),
     # LoRA as PEFT applies it (frozen base, trained A and B)
     ("llama lora q,v fp32", llama(), recipe(finetune="lora")),
     ("llama lora all-linear bf16", llama(), recipe("bf16", finetune="lora", lora_targets="all-linear", lora_rank=4)),

@@ -8,8 +8,9 @@ compare.py allows or whose model states differ at all.
 The same SEED draws the same configurations. `wide` varies more, from a
 stream of its own (the plain draws stay as they were): longer checkpointed
 chunks, the mixtures' router logits (output_router_logits), LoRA's
-dropout, DoRA, QLoRA, activation offload (around checkpointed calls too)
-and the logits dropped (HF's Trainer). What it finds becomes a fixed
+dropout, DoRA, QLoRA, activation offload (around checkpointed calls too),
+the logits dropped (HF's Trainer), and last the model's dropout, LLaMA's
+tied embeddings, the other optimizers the harness has and LoRA's rank. What it finds becomes a fixed
 case in compare.py once understood. Recipes vramplan refuses (a family
 without PEFT's default LoRA targets, say) are skipped and counted.
 """
@@ -66,6 +67,14 @@ def draw(r, i):
 
 
 MIXTURES = ("mixtral", "qwen_moe", "qwen3_moe")
+# the dropout probabilities a family's config has (the LLaMA family: attention_dropout)
+DROPOUT_KEYS = {
+    "gpt2": ("resid_pdrop", "embd_pdrop", "attn_pdrop"),
+    "phi": ("resid_pdrop",),
+    "neox": ("hidden_dropout", "attention_dropout"),
+    "bloom": ("hidden_dropout", "attention_dropout"),
+    "t5": ("dropout_rate",),
+}
 
 
 def widen(w, case):
@@ -101,9 +110,23 @@ def widen(w, case):
     # save_on_cpu around checkpointed calls too (drawn last: the draws above stay as they were)
     if recipe["checkpointing"] != "none" and "offload_activations" not in recipe and w.random() < 0.15:
         recipe["offload_activations"] = "true"
+    # dropout, untied embeddings, other optimizers and ranks (drawn after all of the above)
+    more = []
+    if w.random() < 0.2:
+        config.update({k: 0.1 - config.get(k, 0.0) for k in DROPOUT_KEYS.get(family, ("attention_dropout",))})
+        more.append("dropout flipped")
+    if family == "llama" and w.random() < 0.2:
+        config["tie_word_embeddings"] = not config["tie_word_embeddings"]
+        more.append("tied" if config["tie_word_embeddings"] else "untied")
+    if w.random() < 0.25:
+        recipe["optimizer"] = w.choice(["adam", "sgd-momentum", "adamw-hf", "adafactor", "sm3"])
+        more.append(recipe["optimizer"])
+    if recipe["finetune"] in ("lora", "qlora") and w.random() < 0.2:
+        recipe["lora_rank"], recipe["lora_alpha"] = w.choice([(4, 16), (16, 8), (1, 2)])
+        more.append(f"r{recipe['lora_rank']}")
     tags = [k for k in ("output_router_logits",) if config.get(k)] + [
         k for k in ("lora_dropout", "use_dora", "offload_activations", "keep_logits", "use_reentrant",
-                    "checkpoint_early_stop") if k in recipe]
+                    "checkpoint_early_stop") if k in recipe] + more
     return (f"{name.split()[0]} {family} {recipe['precision']} {recipe['checkpointing']} {recipe['finetune']}"
             + "".join(f" +{t}" for t in tags), config, recipe)
 
