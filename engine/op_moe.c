@@ -77,6 +77,7 @@ static unsigned moe_leaves(const vp_op *op, const vp_ranks *split, vp_leaf_spec 
      * them); DeepSeek's MoEGate holds a bare weight for F.linear */
     bool linear_router = vp_op_u64(op, MOE_BLOCK) == MOE_BLOCK_MIXTRAL;
     out[ROUTER] = vp_param(e * h, "moe.gate.weight", VP_MODULE_GATE, linear_router ? e : 0);
+    out[ROUTER].rows = e; /* an (experts, hidden) matrix either way: factored optimizers factor it */
     bool proj = vp_op_u64(op, MOE_EXPERT_NAMES) == MOE_NAMES_PROJ;
     out[W1] = experts_of(vp_param(f * h, "moe.experts.w1", proj ? VP_MODULE_GATE_PROJ : VP_MODULE_W1, f), local);
     out[W3] = experts_of(vp_param(f * h, "moe.experts.w3", proj ? VP_MODULE_UP_PROJ : VP_MODULE_W3, f), local);

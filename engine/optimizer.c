@@ -101,16 +101,22 @@ static uint64_t sm3_states(const vp_param_shape *p, vp_dtype dtype) {
     return bytes_of(dtype, p->numel);
 }
 
-/* Adafactor.step: a 16-bit gradient and parameter are copied to fp32
- * (grad.float(), p.float()); update = grad**2 + eps is alive while
- * _approx_sq_grad's outer product is made, and that one while
- * p_data_fp32.add_(-update) makes -update: two fp32 tensors, four with
- * 16-bit parameters. */
-static unsigned adafactor_temps(const vp_recipe *recipe, double weight_decay) {
+/* Adafactor.step: update = grad**2 + eps is alive while _approx_sq_grad's
+ * outer product is made, and that one while p_data_fp32.add_(-update) makes
+ * -update: two fp32 tensors; a 16-bit gradient and parameter are copied to
+ * fp32 first (grad.float(), p.float()): two more (upcast_temps); a factored
+ * matrix's factors beside them (adafactor_factors). */
+static unsigned two_temps(const vp_recipe *recipe, double weight_decay) {
+    (void)recipe;
     (void)weight_decay;
-    bool sixteen = recipe->precision == VP_PREC_BF16 || recipe->precision == VP_PREC_FP16 ||
-                   vp_precision_is_mixed(recipe->precision);
-    return sixteen ? 4 : 2;
+    return 2;
+}
+
+/* _approx_sq_grad: the reciprocal square roots of the row statistics over
+ * their mean (r_factor, rows) and of the column ones (c_factor, cols) are
+ * alive while their outer product is made beside update. */
+static uint64_t adafactor_factors(const vp_param_shape *p) {
+    return p->rows > 0 ? p->rows + p->numel / p->rows : 0;
 }
 
 /* SM3.step: update = acc_0.clone(), then torch.min with the column
@@ -123,28 +129,28 @@ static unsigned one_temp(const vp_recipe *recipe, double weight_decay) {
 
 static const vp_optimizer_kind registry[] = {
     {"adamw", "AdamW: exp_avg and exp_avg_sq per parameter, decoupled weight decay (default 0.01)", 0.01, true,
-     two_states, adamw_temps, VP_DTYPE_NONE, false, false, 1},
+     two_states, adamw_temps, VP_DTYPE_NONE, false, false, 1, 0, NULL},
     {"adam", "Adam: exp_avg and exp_avg_sq per parameter (weight decay default 0)", 0.0, true, two_states, adam_temps,
-     VP_DTYPE_NONE, false, false, 1},
-    {"sgd", "plain SGD: no state", 0.0, true, no_state, sgd_temps, VP_DTYPE_NONE, false, false, 0},
+     VP_DTYPE_NONE, false, false, 1, 0, NULL},
+    {"sgd", "plain SGD: no state", 0.0, true, no_state, sgd_temps, VP_DTYPE_NONE, false, false, 0, 0, NULL},
     {"sgd-momentum", "SGD with momentum: one momentum buffer per parameter", 0.0, true, one_state, sgd_temps,
-     VP_DTYPE_NONE, false, false, 0},
+     VP_DTYPE_NONE, false, false, 0, 0, NULL},
     {"adamw-hf", "transformers' own AdamW (Trainer's adamw_hf): a loop whose denom = exp_avg_sq.sqrt().add_(eps) is its one temporary",
-     0.0, true, two_states, one_temp, VP_DTYPE_NONE, true, false, 1},
+     0.0, true, two_states, one_temp, VP_DTYPE_NONE, true, false, 1, 0, NULL},
     {"adamw-8bit", "bitsandbytes AdamW8bit: uint8 states with an fp32 absmax per 256 elements (fp32 below 4096 elements), fused",
-     0.01, true, adam_8bit_states, no_temps, VP_DTYPE_NONE, false, false, 0},
+     0.01, true, adam_8bit_states, no_temps, VP_DTYPE_NONE, false, false, 0, 0, NULL},
     {"paged-adamw-8bit", "bitsandbytes PagedAdamW8bit: the 8-bit states in CUDA unified memory, paged in per tensor at the step",
-     0.01, true, adam_8bit_states, no_temps, VP_DTYPE_NONE, true, true, 0},
+     0.01, true, adam_8bit_states, no_temps, VP_DTYPE_NONE, true, true, 0, 0, NULL},
     {"paged-adamw-32bit", "bitsandbytes PagedAdamW32bit: fp32 states in CUDA unified memory, paged in per tensor at the step",
-     0.01, true, fp32_two_states, no_temps, VP_DTYPE_NONE, true, true, 0},
+     0.01, true, fp32_two_states, no_temps, VP_DTYPE_NONE, true, true, 0, 0, NULL},
     {"lion", "bitsandbytes Lion (32-bit): one fp32 momentum per parameter, fused", 0.0, true, fp32_one_state, no_temps,
-     VP_DTYPE_NONE, false, false, 0},
+     VP_DTYPE_NONE, false, false, 0, 0, NULL},
     {"adafactor", "transformers Adafactor (no first moment): factored fp32 second moments, a loop over parameters",
-     0.0, true, adafactor_states, adafactor_temps, VP_FP32, true, false, 0},
+     0.0, true, adafactor_states, two_temps, VP_FP32, true, false, 0, 2, adafactor_factors},
     {"sm3", "SM3 (torch-optimizer, momentum 0): one accumulator per dimension, a loop over parameters", 0.0, true,
-     sm3_states, one_temp, VP_DTYPE_NONE, true, false, 0},
+     sm3_states, one_temp, VP_DTYPE_NONE, true, false, 0, 0, NULL},
     {"none", "no optimizer step: forward and backward only", 0.0, false, no_state, no_temps, VP_DTYPE_NONE, false,
-     false, 0},
+     false, 0, 0, NULL},
 };
 
 unsigned vp_optimizer_count(void) { return sizeof registry / sizeof registry[0]; }

@@ -34,6 +34,13 @@ typedef struct vp_optimizer_kind {
      * still holds while the next parameter's are made (Adam's denom,
      * rebound only once the next one is computed). */
     unsigned carried;
+    /* fp32 copies a step makes of a 16-bit parameter and its gradient
+     * (Adafactor's p.float() and grad.float()), beside `temporaries`; none
+     * when it steps on fp32 master weights */
+    unsigned upcast_temps;
+    /* Elements of the temp dtype alive beside a tensor's temporaries at its
+     * peak (Adafactor's row and column factors); NULL: none. */
+    uint64_t (*beside_temps)(const vp_param_shape *p);
 } vp_optimizer_kind;
 
 const vp_optimizer_kind *vp_optimizer_at(unsigned index);

@@ -64,17 +64,38 @@ typedef struct {
     uint64_t largest;            /* for-loop: the largest tensor */
     unsigned repeat;
     unsigned temps, carried;     /* for-loop: a tensor's temporaries, and those the previous one's leave */
+    unsigned upcast;             /* for-loop: more temporaries for a 16-bit tensor stepped on itself */
     uint64_t previous, worst;    /* for-loop: the last tensor's bytes; the most alive at once */
+    uint64_t worst_bytes;        /* for-loop without carried ones: the tensor whose temporaries are the most, */
+    unsigned worst_temps;        /* how many of them, */
+    uint64_t worst_beside;       /* and the bytes beside them */
 } temp_sizes;
+
+static bool sixteen_bit(vp_dtype dtype) { return dtype == VP_BF16 || dtype == VP_FP16; }
 
 static void measure_tensor(vp_step *step, vp_t leaf, temp_sizes *sizes) {
     const vp_tensor *t = vp_at(&step->sim, leaf);
     vp_dtype dtype = sizes->own_dtype ? (vp_dtype)t->dtype : sizes->dtype;
-    uint64_t bytes = bytes_of(dtype, vp_shard_numel(t->numel, vp_plan_shards(&step->plan, t->expert)->states));
+    uint64_t numel = vp_shard_numel(t->numel, vp_plan_shards(&step->plan, t->expert)->states);
+    uint64_t bytes = bytes_of(dtype, numel);
     sizes->raw += bytes * sizes->repeat;
     sizes->rounded += vp_round_block(bytes) * sizes->repeat;
     if (bytes > sizes->largest) sizes->largest = bytes;
-    uint64_t alive = sizes->temps * bytes + sizes->carried * sizes->previous;
+    unsigned temps = sizes->temps + (step->plan.master_dtype == VP_DTYPE_NONE && sixteen_bit((vp_dtype)t->dtype)
+                                         ? sizes->upcast
+                                         : 0);
+    const vp_optimizer_kind *kind = step->optimizer;
+    uint64_t beside = 0;
+    if (kind->beside_temps) {
+        vp_param_shape shape = {numel, numel == t->numel ? t->rows : 0}; /* a flat shard is a vector */
+        beside = bytes_of(dtype, kind->beside_temps(&shape));
+    }
+    if (temps * bytes + beside > sizes->worst_temps * sizes->worst_bytes + sizes->worst_beside) {
+        sizes->worst_temps = temps;
+        sizes->worst_bytes = bytes;
+        sizes->worst_beside = beside;
+    }
+    uint64_t alive = temps * bytes + beside + sizes->carried * sizes->previous;
     if (alive > sizes->worst) sizes->worst = alive;
     sizes->previous = bytes;
 }
@@ -110,7 +131,7 @@ static void temporaries(vp_step *step) {
     vp_dtype dtype = step->plan.master_dtype != VP_DTYPE_NONE ? step->plan.master_dtype : step->plan.params_dtype;
     bool own_dtype = step->plan.master_dtype == VP_DTYPE_NONE && kind->temp_dtype == VP_DTYPE_NONE;
     if (kind->temp_dtype != VP_DTYPE_NONE) dtype = kind->temp_dtype;
-    temp_sizes sizes = {dtype, own_dtype, 0, 0, 0, 1, temps, kind->carried, 0, 0};
+    temp_sizes sizes = {dtype, own_dtype, 0, 0, 0, 1, temps, kind->carried, kind->upcast_temps, 0, 0, 0, 0, 0};
     for (unsigned g = 0; g < vp_step_leaf_group_count(step); g++) {
         vp_leaf_group group = vp_step_leaf_group_at(step, g);
         sizes.repeat = group.repeat;
@@ -125,8 +146,10 @@ static void temporaries(vp_step *step) {
         for (unsigned i = 0; i < temps; i++) vp_ledger_alloc_many(ledger, VP_CAT_TRANSIENT, sizes.raw, sizes.rounded, label);
         for (unsigned i = 0; i < temps; i++) vp_ledger_release_many(ledger, VP_CAT_TRANSIENT, sizes.raw, sizes.rounded, label);
     } else if (!kind->carried) {
-        for (unsigned i = 0; i < temps; i++) vp_ledger_alloc(ledger, VP_CAT_TRANSIENT, sizes.largest, label);
-        for (unsigned i = 0; i < temps; i++) vp_ledger_release(ledger, VP_CAT_TRANSIENT, sizes.largest, label);
+        for (unsigned i = 0; i < sizes.worst_temps; i++) vp_ledger_alloc(ledger, VP_CAT_TRANSIENT, sizes.worst_bytes, label);
+        if (sizes.worst_beside) vp_ledger_alloc(ledger, VP_CAT_TRANSIENT, sizes.worst_beside, label);
+        if (sizes.worst_beside) vp_ledger_release(ledger, VP_CAT_TRANSIENT, sizes.worst_beside, label);
+        for (unsigned i = 0; i < sizes.worst_temps; i++) vp_ledger_release(ledger, VP_CAT_TRANSIENT, sizes.worst_bytes, label);
     } else { /* the worst parameter: its temporaries beside what the one before it left */
         vp_ledger_alloc(ledger, VP_CAT_TRANSIENT, sizes.worst, label);
         vp_ledger_release(ledger, VP_CAT_TRANSIENT, sizes.worst, label);

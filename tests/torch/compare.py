@@ -206,6 +206,16 @@ CASES = [
     ("qwen2-moe amp-bf16 sm3 lora all-linear", qwen_moe(), recipe(
         "amp-bf16", optimizer="sm3", finetune="lora", lora_targets="all-linear")),
     ("llama adafactor lora rank 1", llama(), recipe(optimizer="adafactor", finetune="lora", lora_rank=1, lora_alpha=2)),
+    # the step runs on the fp32 masters: no fp32 copies of a 16-bit parameter
+    # and gradient; the row and column factors beside the outer product (sweep.py
+    # 69 wide, case 12: 127 KB high, then 1.2 KB low)
+    ("llama mixed-bf16 adafactor attention dropout", llama(layers=3, dropout=0.1), recipe(
+        "mixed-bf16", optimizer="adafactor", impl="for-loop", s=16)),
+    # DeepSeek's MoEGate weight, a bare (experts, hidden) parameter, is factored
+    # too (sweep.py 69 wide, case 32: 3.5 KB of states high)
+    ("deepseek-v3 amp-bf16 adafactor every-2 non-reentrant early stop", deepseek_v3(), recipe(
+        "amp-bf16", optimizer="adafactor", ckpt="every-2", s=16, keep_logits="false", use_reentrant="false",
+        checkpoint_early_stop="true")),
     # LoRA as PEFT applies it (frozen base, trained A and B)
     ("llama lora q,v fp32", llama(), recipe(finetune="lora")),
     ("llama lora all-linear bf16", llama(), recipe("bf16", finetune="lora", lora_targets="all-linear", lora_rank=4)),
@@ -646,6 +656,25 @@ CASES = [
     # before the optimizer's step, the peak here (4 KB high before)
     ("gemma2 bf16 every-3 lora all-linear logits dropped", gemma2(layers=4), recipe(
         "bf16", ckpt="every-3", finetune="lora", lora_targets="all-linear", b=1, s=16, keep_logits="false")),
+    # gradient accumulation as a training loop runs it (`loss, logits = model(batch)`
+    # rebinds after the next forward): the second micro-batch runs beside the
+    # gradients the first made and the first one's outputs, cache and batch
+    ("llama fp32 grad_accum 2", llama(), recipe(grad_accum=2)),
+    ("llama fp32 grad_accum 2 wide vocab", llama(vocab=4096), recipe(optimizer="none", grad_accum=2)),
+    ("llama mixed-bf16 lora grad_accum 3 logits dropped", llama(), recipe(
+        "mixed-bf16", impl="for-loop", finetune="lora", grad_accum=3, keep_logits="false")),
+    ("gpt2 amp-bf16 grad_accum 2 offload", gpt2(), recipe("amp-bf16", grad_accum=2, offload_activations="true")),
+    # T5's decoder_outputs keeps the decoder's last hidden state through the
+    # loss, the second micro-batch's peak here (the harness had let it go at
+    # the tied head's rescale: 20 KB)
+    ("t5 fp32 grad_accum 2", t5(), recipe(grad_accum=2, target_len=40)),
+    ("mixtral amp-bf16 every-2 router aux loss grad_accum 2", dict(mixtral(), output_router_logits=True), recipe(
+        "amp-bf16", ckpt="every-2", grad_accum=2)),
+    ("llama qlora amp-bf16 checkpointed grad_accum 2", llama(h=256, inter=512, kv=4), recipe(
+        "amp-bf16", finetune="qlora", quant="nf4", ckpt="full", grad_accum=2)),
+    ("llama amp-bf16 every-2 non-reentrant early stop grad_accum 2 logits dropped", llama(layers=4), recipe(
+        "amp-bf16", ckpt="every-2", use_reentrant="false", checkpoint_early_stop="true", grad_accum=2,
+        keep_logits="false")),
     # DistributedDataParallel (2 ranks over gloo): flat gradient buckets
     ("llama DDP", llama(), recipe(dp=2)),
     ("llama DDP bucket views", llama(), recipe(dp=2, ddp_bucket_view="true")),

@@ -236,37 +236,51 @@ def measure(case, rank=None):
     offload = str(recipe.get("offload_activations", "false")) == "true"
     result = {}
 
+    # gradient accumulation as a training loop runs it: `for batch in
+    # loader: loss, logits = model(batch); loss.backward()`, the step after
+    # the last; the rebinding keeps the last micro-batch's batch until the
+    # next has arrived and its outputs (and graph) until the next forward
+    # returns
+    accum = int(recipe.get("grad_accum", 1))
+    if accum > 1 and rank is not None:
+        raise ValueError("grad_accum under DDP (no_sync) is not mirrored")
     for step in range(3):
         measuring = step == 2
         if measuring:
             gc.collect()
             start = _current()
             _reset()
-        input_ids = torch.randint(vocab, (b, s))
+        loss = logits = input_ids = labels = None
         extra = {}
-        if seq2seq:  # a seq2seq batch: the tokenizer's attention mask, labels of the target length
-            extra["attention_mask"] = torch.ones((b, s), dtype=torch.long)
-            labels = torch.randint(vocab, (b, recipe.get("target_len", s)))
-        elif classifier:
-            labels = torch.randint(cfg.get("num_labels", 2), (b,))
-        else:
-            labels = input_ids.clone()
-        if offload:
-            host = SaveOnHost()
-            with host:
+        for micro in range(accum):
+            first = micro == 0
+            new_ids = torch.randint(vocab, (b, s))
+            new_extra = {}
+            if seq2seq:  # a seq2seq batch: the tokenizer's attention mask, labels of the target length
+                new_extra["attention_mask"] = torch.ones((b, s), dtype=torch.long)
+                new_labels = torch.randint(vocab, (b, recipe.get("target_len", s)))
+            elif classifier:
+                new_labels = torch.randint(cfg.get("num_labels", 2), (b,))
+            else:
+                new_labels = new_ids.clone()
+            input_ids, labels, extra = new_ids, new_labels, new_extra
+            del new_ids, new_labels, new_extra
+            if offload:
+                host = SaveOnHost()
+                with host:
+                    loss, logits = net(ac, input_ids, labels, ckpt, **extra)
+            else:
                 loss, logits = net(ac, input_ids, labels, ckpt, **extra)
-        else:
-            loss, logits = net(ac, input_ids, labels, ckpt, **extra)
-        ac.clear()
-        if offload and measuring:
-            result["host_packed_bytes"] = host.packed_bytes
-        if str(recipe.get("keep_logits", "true")) == "false":  # HF's Trainer returns the loss alone
-            logits = None
-        if measuring:
-            after_forward = _current()
-        loss.backward()
-        if logits is None:  # Trainer.training_step returns loss.detach(): the graph (and what it holds) goes before the step
-            loss = loss.detach()
+            ac.clear()
+            if offload and measuring:
+                result["host_packed_bytes"] = max(result.get("host_packed_bytes", 0), host.packed_bytes)
+            if str(recipe.get("keep_logits", "true")) == "false":  # HF's Trainer returns the loss alone
+                logits = None
+            if measuring and first:
+                after_forward = _current()
+            loss.backward()
+            if logits is None:  # Trainer.training_step returns loss.detach(): the graph (and what it holds) goes before the step
+                loss = loss.detach()
         if measuring:
             result["grads_bytes"] = tensor_bytes(p.grad for p in params)
         if opt is not None:

@@ -2180,13 +2180,15 @@ class T5ForConditionalGeneration(nn.Module):
         use_cache = getattr(self, "use_cache", True) and not checkpoint
         if cache is None and use_cache:
             cache = (DynamicCache(), DynamicCache())
-        sequence_output = self.decoder(ac, decoder_input_ids, None, hidden_states, attention_mask, cache, checkpoint)
+        # decoder_outputs keeps the decoder's last hidden state until the model returns
+        decoder_outputs = sequence_output = self.decoder(ac, decoder_input_ids, None, hidden_states, attention_mask,
+                                                         cache, checkpoint)
         if self.tied:
             sequence_output = sequence_output * (self.model_dim ** -0.5)
         lm_logits = linear(ac, sequence_output, self.shared.weight if self.tied else self.lm_head.weight)
         log_probs = nn.functional.log_softmax(ac.up(lm_logits.view(-1, lm_logits.size(-1))), dim=-1)
         loss = nn.functional.nll_loss(log_probs, labels.view(-1), ignore_index=-100)
-        del log_probs, prompts, inputs_embeds
+        del log_probs, prompts, inputs_embeds, decoder_outputs
         return loss, (lm_logits, cache, hidden_states)
 
 

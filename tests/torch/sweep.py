@@ -10,7 +10,8 @@ stream of its own (the plain draws stay as they were): longer checkpointed
 chunks, the mixtures' router logits (output_router_logits), LoRA's
 dropout, DoRA, QLoRA, activation offload (around checkpointed calls too),
 the logits dropped (HF's Trainer), and last the model's dropout, LLaMA's
-tied embeddings, the other optimizers the harness has and LoRA's rank. What it finds becomes a fixed
+tied embeddings, the other optimizers the harness has, LoRA's rank and
+gradient accumulation. What it finds becomes a fixed
 case in compare.py once understood. Recipes vramplan refuses (a family
 without PEFT's default LoRA targets, say) are skipped and counted.
 """
@@ -110,7 +111,8 @@ def widen(w, case):
     # save_on_cpu around checkpointed calls too (drawn last: the draws above stay as they were)
     if recipe["checkpointing"] != "none" and "offload_activations" not in recipe and w.random() < 0.15:
         recipe["offload_activations"] = "true"
-    # dropout, untied embeddings, other optimizers and ranks (drawn after all of the above)
+    # dropout, untied embeddings, other optimizers, ranks and gradient
+    # accumulation (drawn after all of the above)
     more = []
     if w.random() < 0.2:
         config.update({k: 0.1 - config.get(k, 0.0) for k in DROPOUT_KEYS.get(family, ("attention_dropout",))})
@@ -124,6 +126,9 @@ def widen(w, case):
     if recipe["finetune"] in ("lora", "qlora") and w.random() < 0.2:
         recipe["lora_rank"], recipe["lora_alpha"] = w.choice([(4, 16), (16, 8), (1, 2)])
         more.append(f"r{recipe['lora_rank']}")
+    if w.random() < 0.2:
+        recipe["grad_accum"] = w.choice([2, 3])
+        more.append(f"accum{recipe['grad_accum']}")
     tags = [k for k in ("output_router_logits",) if config.get(k)] + [
         k for k in ("lora_dropout", "use_dora", "offload_activations", "keep_logits", "use_reentrant",
                     "checkpoint_early_stop") if k in recipe] + more
