@@ -40,7 +40,8 @@ static vp_t rotary(vp_step *step, const vp_mla_shape *m, vp_t x, const char *lab
     return y;
 }
 
-void vp_mla_project(vp_step *step, const vp_mla_shape *m, const vp_t *leaves, vp_t x, vp_t *q, vp_t *k, vp_t *v) {
+void vp_mla_project(vp_step *step, const vp_mla_shape *m, const vp_t *leaves, vp_t x, vp_t *q, vp_t *k, vp_t *v,
+                    vp_t locals[MLA_LOCALS]) {
     vp_sim *sim = &step->sim;
     uint64_t rows = step->rows, b = step->batch, n = step->seq;
     uint64_t qk = m->qk_nope + m->qk_rope;
@@ -69,7 +70,7 @@ void vp_mla_project(vp_step *step, const vp_mla_shape *m, const vp_t *leaves, vp
     vp_t kv_parts[2];
     uint64_t kv_sizes[2] = {vp_numel(sim, rows, m->kv_lora_rank), vp_numel(sim, rows, m->qk_rope)};
     vp_split_sizes(sim, compressed, 2, kv_sizes, kv_parts, "mla.kv_split");
-    vp_drop(sim, compressed);
+    locals[1] = compressed; /* compressed_kv */
 
     /* kv_b_proj(kv_a_layernorm(k_pass)).view(...).transpose(1, 2), split
      * into every head's keys and values (views) */
@@ -94,10 +95,10 @@ void vp_mla_project(vp_step *step, const vp_mla_shape *m, const vp_t *leaves, vp
 
     /* torch.cat((pass, rot), dim=-1) */
     *q = vp_cat(sim, q_parts[0], q_rot, "mla.query_states");
-    vp_drop(sim, q_parts[0]);
-    vp_drop(sim, q_rot);
     *k = vp_cat(sim, kv_heads[0], k_rot_heads, "mla.key_states");
-    vp_drop(sim, kv_heads[0]);
-    vp_drop(sim, k_rot_heads);
+    vp_drop(sim, kv_heads[0]); /* k_pass: a view of what value_states keeps */
     *v = kv_heads[1];
+    locals[0] = q_parts[0]; /* q_pass, with q_states: q_b_proj's output */
+    locals[2] = q_rot;
+    locals[3] = k_rot_heads;
 }

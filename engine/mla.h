@@ -32,10 +32,16 @@ enum {
 
 unsigned vp_mla_leaves(const vp_mla_shape *m, vp_leaf_spec *out);
 
+enum { MLA_LOCALS = 4 };
+
 /* DeepseekV3Attention.forward up to the attention kernel: the query states
  * ([b, heads, s, nope + rope], a cat's contiguous result), key states (the
  * same, the shared rotary key expanded to every head) and value states
- * (a view of kv_b_proj's output). New references in *q, *k, *v. */
-void vp_mla_project(vp_step *step, const vp_mla_shape *m, const vp_t *leaves, vp_t x, vp_t *q, vp_t *k, vp_t *v);
+ * (a view of kv_b_proj's output). New references in *q, *k, *v, and in
+ * locals[] the tensors its other Python locals keep until it returns
+ * (q_pass, compressed_kv, q_rot, k_rot): what save_on_cpu leaves on the
+ * GPU. */
+void vp_mla_project(vp_step *step, const vp_mla_shape *m, const vp_t *leaves, vp_t x, vp_t *q, vp_t *k, vp_t *v,
+                    vp_t locals[MLA_LOCALS]);
 
 #endif

@@ -49,7 +49,8 @@ static vp_t expert_loop(vp_step *step, const vp_op *op, const moe_slots *s, vp_t
         rebind(sim, &l->top_x, top_x);
         rebind(sim, &l->state, vp_index(sim, x, top_x, vp_numel(sim, tokens, h), "moe.current_state"));
         vp_t y = vp_moe_expert(step, l->state, s->w1[e], s->w3[e], s->w2[e], f, h);
-        vp_t w = vp_index(sim, routing, which, tokens, "moe.routing_weight");
+        /* routing_weights[top_x, idx, None] (DeepSeek-V3: topk_weights[token_indices, weight_indices]) */
+        vp_t w = vp_index_pair(sim, routing, top_x, which, tokens, "moe.routing_weight");
         rebind(sim, &l->weighted, vp_mul(sim, y, w, vp_at(sim, y)->numel, "moe.weighted"));
         vp_drop(sim, y);
         vp_drop(sim, w);
@@ -275,7 +276,7 @@ vp_t vp_moe_deepseek_v3(vp_step *step, const vp_op *op, const moe_slots *s, vp_t
     vp_t scores = vp_unary(sim, logits, VP_SAVES_OUTPUT, 0, (vp_dtype)vp_at(sim, logits)->dtype, "moe.router_sigmoid");
     vp_drop(sim, logits);
     vp_t selected = choose(step, op, n);
-    vp_t weights = vp_index(sim, scores, selected, assignments, "moe.topk_gather");
+    vp_t weights = vp_gather(sim, scores, selected, assignments, "moe.topk_gather");
     vp_drop(sim, scores);
     /* topk_weights /= topk_weights.sum(-1, keepdim=True) + 1e-20 */
     if (vp_op_flag(op, MOE_NORM_TOPK)) weights = renormalized(sim, weights, n);

@@ -489,7 +489,7 @@ typedef struct {
     bool q_contiguous, k_contiguous, v_contiguous;
     uint64_t kv_len;  /* keys per query row: the encoder's length for cross-attention; 0: seq + past */
     bool cross;       /* T5: cross-attention (its bias is the stack's cross bias) */
-    vp_t locals[4]; /* other tensors the module's Python locals keep until it returns */
+    vp_t locals[8]; /* other tensors the module's Python locals keep until it returns */
     unsigned n_locals;
 } qkv;
 
@@ -919,7 +919,12 @@ static vp_t attention_forward(vp_step *step, const vp_op *op, const vp_t *leaves
     bool mla = is_mla(op), cross = vp_op_flag(op, ATT_CROSS), normalized = false;
     if (mla) {
         vp_mla_shape m = mla_shape(op);
-        vp_mla_project(step, &m, leaves, x, &in.q, &in.k, &in.v);
+        vp_t locals[MLA_LOCALS];
+        vp_mla_project(step, &m, leaves, x, &in.q, &in.k, &in.v, locals);
+        for (unsigned i = 0; i < MLA_LOCALS; i++) {
+            keep_local(sim, &in, locals[i]);
+            vp_drop(sim, locals[i]);
+        }
         in.q_contiguous = in.k_contiguous = true; /* torch.cat's results */
     } else if (vp_op_flag(op, ATT_ALIBI)) {
         bloom_project(step, leaves, x, q_out, &in);

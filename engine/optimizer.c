@@ -115,8 +115,8 @@ static unsigned two_temps(const vp_recipe *recipe, double weight_decay) {
 /* _approx_sq_grad: the reciprocal square roots of the row statistics over
  * their mean (r_factor, rows) and of the column ones (c_factor, cols) are
  * alive while their outer product is made beside update. */
-static uint64_t adafactor_factors(const vp_param_shape *p) {
-    return p->rows > 0 ? p->rows + p->numel / p->rows : 0;
+static uint64_t adafactor_factors(const vp_param_shape *p, vp_dtype dtype) {
+    return p->rows > 0 ? bytes_of(dtype, p->rows + p->numel / p->rows) : 0;
 }
 
 /* SM3.step: update = acc_0.clone(), then torch.min with the column
@@ -125,6 +125,16 @@ static unsigned one_temp(const vp_recipe *recipe, double weight_decay) {
     (void)recipe;
     (void)weight_decay;
     return 1;
+}
+
+/* SM3.step: each accumulator takes update's max over the other dimension
+ * (update.max(dim=d, keepdim=True).values), whose values and int64
+ * indices are alive beside update: the larger of rows and columns. A
+ * vector's accumulator is update itself. */
+static uint64_t sm3_reductions(const vp_param_shape *p, vp_dtype dtype) {
+    if (p->rows == 0) return 0;
+    uint64_t cols = p->numel / p->rows, longer = p->rows > cols ? p->rows : cols;
+    return bytes_of(dtype, longer) + bytes_of(VP_INT64, longer);
 }
 
 static const vp_optimizer_kind registry[] = {
@@ -148,7 +158,7 @@ static const vp_optimizer_kind registry[] = {
     {"adafactor", "transformers Adafactor (no first moment): factored fp32 second moments, a loop over parameters",
      0.0, true, adafactor_states, two_temps, VP_FP32, true, false, 0, 2, adafactor_factors},
     {"sm3", "SM3 (torch-optimizer, momentum 0): one accumulator per dimension, a loop over parameters", 0.0, true,
-     sm3_states, one_temp, VP_DTYPE_NONE, true, false, 0, 0, NULL},
+     sm3_states, one_temp, VP_DTYPE_NONE, true, false, 0, 0, sm3_reductions},
     {"none", "no optimizer step: forward and backward only", 0.0, false, no_state, no_temps, VP_DTYPE_NONE, false,
      false, 0, 0, NULL},
 };

@@ -38,9 +38,10 @@ typedef struct vp_optimizer_kind {
      * (Adafactor's p.float() and grad.float()), beside `temporaries`; none
      * when it steps on fp32 master weights */
     unsigned upcast_temps;
-    /* Elements of the temp dtype alive beside a tensor's temporaries at its
-     * peak (Adafactor's row and column factors); NULL: none. */
-    uint64_t (*beside_temps)(const vp_param_shape *p);
+    /* Bytes alive beside a tensor's temporaries at its peak, given the
+     * dtype the step runs in (Adafactor's row and column factors, SM3's
+     * reductions); NULL: none. */
+    uint64_t (*beside_temps)(const vp_param_shape *p, vp_dtype dtype);
 } vp_optimizer_kind;
 
 const vp_optimizer_kind *vp_optimizer_at(unsigned index);

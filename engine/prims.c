@@ -646,11 +646,27 @@ vp_t vp_glu(vp_sim *sim, vp_t x, const char *label) {
     return y;
 }
 
-vp_t vp_index(vp_sim *sim, vp_t x, vp_t indices, uint64_t numel, const char *label) {
+/* Rows of x picked by an op whose backward fills a zero gradient of all of
+ * x, saving `saved` (its index tensors, and for gather x itself). */
+static vp_t picked(vp_sim *sim, vp_t x, const vp_t *saved, unsigned n_saved, uint64_t numel, const char *label) {
     vp_t y = vp_new(sim, numel, dtype_of(sim, x), label);
     vp_node *node = vp_record(sim, backward_split, label, &x, 1, &y, 1); /* a gradient like all of x */
-    if (node) vp_save(sim, node, indices);
+    for (unsigned i = 0; node && i < n_saved; i++) vp_save(sim, node, saved[i]);
     return y;
+}
+
+vp_t vp_index(vp_sim *sim, vp_t x, vp_t indices, uint64_t numel, const char *label) {
+    return picked(sim, x, &indices, 1, numel, label);
+}
+
+vp_t vp_index_pair(vp_sim *sim, vp_t x, vp_t first, vp_t second, uint64_t numel, const char *label) {
+    vp_t indices[2] = {first, second};
+    return picked(sim, x, indices, 2, numel, label);
+}
+
+vp_t vp_gather(vp_sim *sim, vp_t x, vp_t index, uint64_t numel, const char *label) {
+    vp_t saved[2] = {x, index};
+    return picked(sim, x, saved, 2, numel, label);
 }
 
 vp_t vp_topk(vp_sim *sim, vp_t x, uint64_t numel, vp_t *indices_out, const char *label) {

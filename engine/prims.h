@@ -192,6 +192,15 @@ vp_t vp_all_gather(vp_sim *sim, vp_t x, unsigned parts, const char *label);
  * zero-filled gradient of all of x and puts rows into it (index_backward). */
 vp_t vp_index(vp_sim *sim, vp_t x, vp_t indices, uint64_t numel, const char *label);
 
+/* x[first, second]: advanced indexing with two index tensors
+ * (IndexBackward0 saves both; save_on_cpu packs each, even when both are
+ * views of one tensor, as torch.where's columns are). */
+vp_t vp_index_pair(vp_sim *sim, vp_t x, vp_t first, vp_t second, uint64_t numel, const char *label);
+
+/* x.gather(dim, index): like vp_index, but GatherBackward0 saves x too
+ * (gather_backward takes self). */
+vp_t vp_gather(vp_sim *sim, vp_t x, vp_t index, uint64_t numel, const char *label);
+
 /* torch.topk(x, k): values (x's dtype) and int64 indices of `numel`
  * elements each; saves the indices; backward scatters into a zero-filled
  * gradient of x. *indices_out gets the indices (a new reference). */

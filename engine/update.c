@@ -88,7 +88,7 @@ static void measure_tensor(vp_step *step, vp_t leaf, temp_sizes *sizes) {
     uint64_t beside = 0;
     if (kind->beside_temps) {
         vp_param_shape shape = {numel, numel == t->numel ? t->rows : 0}; /* a flat shard is a vector */
-        beside = bytes_of(dtype, kind->beside_temps(&shape));
+        beside = kind->beside_temps(&shape, dtype);
     }
     if (temps * bytes + beside > sizes->worst_temps * sizes->worst_bytes + sizes->worst_beside) {
         sizes->worst_temps = temps;

@@ -334,6 +334,14 @@ static void test_mul_broadcast(void) {
 
 static void count_packed(void *ctx, uint64_t bytes) { *(uint64_t *)ctx += bytes; }
 
+/* A graph whose saved tensors are packed (save_on_cpu), counting into *host. */
+static void graph_init_packing(graph *g, uint64_t *host) {
+    graph_init(g, false);
+    *host = 0;
+    g->sim.pack = count_packed;
+    g->sim.pack_ctx = host;
+}
+
 /* The same under torch.autograd.graph.save_on_cpu: the node's apply unpacks
  * each saved tensor as a GPU copy (a local of the generated apply, the only
  * reference), so the copies go when apply returns, before validate_outputs
@@ -341,10 +349,8 @@ static void count_packed(void *ctx, uint64_t bytes) { *(uint64_t *)ctx += bytes;
  * SavedVariable without hooks would keep them until release_variables. */
 static void test_mul_broadcast_offloaded(void) {
     graph g;
-    graph_init(&g, false);
-    uint64_t host = 0;
-    g.sim.pack = count_packed;
-    g.sim.pack_ctx = &host;
+    uint64_t host;
+    graph_init_packing(&g, &host);
     vp_t b = vp_leaf(&g.sim, 256, VP_FP32, VP_CAT_PARAMS, true, "scale");
     vp_t a = grad_input(&g, 4 * 256, VP_FP32);
     vp_t y = vp_mul(&g.sim, a, b, 4 * 256, "mul");
@@ -361,6 +367,38 @@ static void test_mul_broadcast_offloaded(void) {
     vp_drop(&g.sim, vp_at(&g.sim, a)->param_grad);
     vp_drop(&g.sim, a);
     vp_drop(&g.sim, y);
+    graph_free(&g);
+}
+
+/* scores.gather(1, index) saves scores and index (GatherBackward0);
+ * weights[top_x, idx] saves both index tensors though they are columns of
+ * one torch.where result: save_on_cpu packs every saved variable apart.
+ * scores fp32 [64, 8] = 2048 B, index int64 [64, 2] = 1024 B, the two
+ * columns [16] int64 = 128 B each (views of a [16, 2] one). */
+static void test_gather_and_index_pair_pack_each_save(void) {
+    graph g;
+    uint64_t host;
+    graph_init_packing(&g, &host);
+    vp_t scores = grad_input(&g, 64 * 8, VP_FP32);
+    vp_t index = vp_new(&g.sim, 64 * 2, VP_INT64, "topk");
+    vp_t weights = vp_gather(&g.sim, scores, index, 64 * 2, "gather");
+    CHECK_EQ_U64(host, 2048 + 1024);
+    vp_t hits = vp_new(&g.sim, 16 * 2, VP_INT64, "where");
+    vp_t idx = vp_view(&g.sim, hits, 16, "idx"), top_x = vp_view(&g.sim, hits, 16, "top_x");
+    vp_drop(&g.sim, hits);
+    vp_t picked = vp_index_pair(&g.sim, weights, top_x, idx, 16, "weights[top_x, idx]");
+    g.sim.pack = NULL;
+    CHECK_EQ_U64(host, 2048 + 1024 + 128 + 128);
+    vp_drop(&g.sim, idx);
+    vp_drop(&g.sim, top_x);
+    vp_drop(&g.sim, index);
+    vp_drop(&g.sim, weights);
+    backward_from(&g, picked);
+    CHECK_EQ_U64(live(&g, VP_CAT_GRADS), 2048);
+    CHECK_EQ_U64(live(&g, VP_CAT_TRANSIENT), 0);
+    vp_drop(&g.sim, vp_at(&g.sim, scores)->param_grad);
+    vp_drop(&g.sim, scores);
+    vp_drop(&g.sim, picked);
     graph_free(&g);
 }
 
@@ -502,6 +540,7 @@ int main(void) {
     test_to();
     test_mul_broadcast();
     test_mul_broadcast_offloaded();
+    test_gather_and_index_pair_pack_each_save();
     test_accumulate_modes();
     test_add_inplace();
     test_embedding();

@@ -201,6 +201,9 @@ CASES = [
     ("llama bf16 adafactor", llama(), recipe("bf16", optimizer="adafactor")),
     ("gpt2 amp-bf16 adafactor", gpt2(), recipe("amp-bf16", optimizer="adafactor")),
     ("llama fp32 sm3", llama(), recipe(optimizer="sm3")),
+    # each accumulator's max over the other dimension: values and int64 indices
+    # beside the parameter-sized update (sweep.py 73 wide, case 5: 3 KB low)
+    ("gpt2 mixed-bf16 sm3 for-loop", gpt2(layers=3), recipe("mixed-bf16", optimizer="sm3", impl="for-loop", b=3, s=16)),
     ("llama bf16 sm3 lora", llama(), recipe("bf16", optimizer="sm3", finetune="lora")),
     # any 2-D weight is factored, a (1, n) or (n, 1) one too: n + 1 values (sweep.py 66 wide, case 10)
     ("qwen2-moe amp-bf16 sm3 lora all-linear", qwen_moe(), recipe(
@@ -501,6 +504,19 @@ CASES = [
     ("llama offload amp-bf16 checkpointed", llama(layers=3), recipe("amp-bf16", ckpt="full",
                                                                      offload_activations="true")),
     ("gpt2 offload bf16 lora", gpt2(), recipe("bf16", finetune="lora", offload_activations="true")),
+    # the mixtures under save_on_cpu (sweep.py 74 wide, case 2): routing_weights[top_x, idx]
+    # saves both index columns and DeepSeek-V3's gather its input too, each packed
+    # (host 2-6 KB low); DeepseekV3Attention's locals (q_states, compressed_kv,
+    # q_rot, k_rot) stay on the GPU until it returns (20 KB low at the forward's peak)
+    ("qwen3-moe bf16 offload logits dropped", qwen3_moe(), recipe(
+        "bf16", b=1, s=64, keep_logits="false", offload_activations="true")),
+    ("mixtral amp-bf16 offload", mixtral(), recipe("amp-bf16", offload_activations="true")),
+    ("deepseek-v3 bf16 lora offload logits dropped", deepseek_v3(), recipe(
+        "bf16", optimizer="none", b=1, s=64, finetune="lora", lora_targets="q_a_proj", keep_logits="false",
+        offload_activations="true")),
+    ("deepseek-v3 bf16 prompt offload logits dropped", deepseek_v3(), recipe(
+        "bf16", b=1, s=64, finetune="prompt", num_virtual_tokens=6, keep_logits="false",
+        offload_activations="true")),
     # BERT sequence classification (the model of HF's single-GPU measurements)
     ("bert fp32", bert(), recipe(optimizer="adamw-hf")),
     ("bert fp32 adafactor", bert(), recipe(optimizer="adafactor")),
