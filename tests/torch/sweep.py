@@ -1,7 +1,8 @@
 """A differential sweep, run on demand: random small configurations of every
 family the harness mirrors, each measured by the harness and estimated by
 vramplan, printing those whose activations or peak differ by more than
-compare.py allows or whose model states differ at all.
+compare.py allows (host bytes under save_on_cpu too) or whose model states
+differ at all.
 
     python3 tests/torch/sweep.py SEED COUNT [wide]
 
@@ -160,9 +161,12 @@ def main():
         activations = e["activations_bytes"] - m["activations_bytes"]
         peak = e["peak_allocated_bytes"] - m["peak_allocated_bytes"]
         states = [k for k in C.EXACT if e[k] != m[k]]
-        bad = abs(activations) > C.BYTES_TOLERANCE or abs(peak) > C.BYTES_TOLERANCE or states
+        host = e["host_bytes"] - m["host_packed_bytes"] if "host_packed_bytes" in m else 0
+        bad = abs(activations) > C.BYTES_TOLERANCE or abs(peak) > C.BYTES_TOLERANCE or states or \
+            abs(host) > C.HOST_TOLERANCE
         differ += bool(bad)
         print(f"{'DIFFERS' if bad else 'ok':8} {name:40} activations {activations:+8} peak {peak:+8}"
+              + (f" host {host:+6}" if host else "")
               + (f" states {states}\n         {json.dumps(config)}\n         {json.dumps(recipe)}" if bad else ""),
               flush=True)
     print(f"\n{count} drawn, {refused} refused by vramplan, {unmirrored} not mirrored, {differ} differ")
