@@ -61,7 +61,6 @@ typedef struct {
     vp_dtype dtype;
     bool own_dtype;              /* each tensor's temporaries in its own dtype (no master weights) */
     uint64_t raw, rounded;       /* foreach: totals over the group */
-    uint64_t largest;            /* for-loop: the largest tensor */
     unsigned repeat;
     unsigned temps, carried;     /* for-loop: a tensor's temporaries, and those the previous one's leave */
     unsigned upcast;             /* for-loop: more temporaries for a 16-bit tensor stepped on itself */
@@ -80,7 +79,6 @@ static void measure_tensor(vp_step *step, vp_t leaf, temp_sizes *sizes) {
     uint64_t bytes = bytes_of(dtype, numel);
     sizes->raw += bytes * sizes->repeat;
     sizes->rounded += vp_round_block(bytes) * sizes->repeat;
-    if (bytes > sizes->largest) sizes->largest = bytes;
     unsigned temps = sizes->temps + (step->plan.master_dtype == VP_DTYPE_NONE && sixteen_bit((vp_dtype)t->dtype)
                                          ? sizes->upcast
                                          : 0);
@@ -131,7 +129,7 @@ static void temporaries(vp_step *step) {
     vp_dtype dtype = step->plan.master_dtype != VP_DTYPE_NONE ? step->plan.master_dtype : step->plan.params_dtype;
     bool own_dtype = step->plan.master_dtype == VP_DTYPE_NONE && kind->temp_dtype == VP_DTYPE_NONE;
     if (kind->temp_dtype != VP_DTYPE_NONE) dtype = kind->temp_dtype;
-    temp_sizes sizes = {dtype, own_dtype, 0, 0, 0, 1, temps, kind->carried, kind->upcast_temps, 0, 0, 0, 0, 0};
+    temp_sizes sizes = {dtype, own_dtype, 0, 0, 1, temps, kind->carried, kind->upcast_temps, 0, 0, 0, 0, 0};
     for (unsigned g = 0; g < vp_step_leaf_group_count(step); g++) {
         vp_leaf_group group = vp_step_leaf_group_at(step, g);
         sizes.repeat = group.repeat;
