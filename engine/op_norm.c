@@ -79,26 +79,29 @@ static unsigned rmsnorm_leaves(const vp_op *op, const vp_ranks *split, vp_leaf_s
  * rsqrt's builds -0.5 * grad * result.pow(3): two more. */
 /* The steps HF's RMSNorms share in fp32: x.to(float32), pow(2),
  * mean(-1), + eps, rsqrt and their product, which it returns; the fp32
- * copy goes once the product is made. `variance` is a local of Llama's
- * and OLMo 2's forward (alive until the product is made), a temporary in
- * Gemma's _norm. */
+ * copy goes once the product is made (the name is rebound to it).
+ * `variance` is a local of Llama's and OLMo 2's forward, alive until it
+ * returns: handed to *variance_local for the caller to drop then; a
+ * temporary in Gemma's _norm (variance_local NULL). */
 typedef struct {
     const char *upcast, *pow, *mean, *add_eps, *rsqrt, *mul;
 } norm_labels;
 
-static vp_t normalize_fp32(vp_step *step, vp_t x, uint64_t rows, bool variance_local, const norm_labels *label) {
+static vp_t normalize_fp32(vp_step *step, vp_t x, uint64_t rows, vp_t *variance_local, const norm_labels *label) {
     vp_sim *sim = &step->sim;
     vp_t h32 = vp_to(sim, x, VP_FP32, label->upcast);
     vp_t squared = vp_unary(sim, h32, VP_SAVES_INPUT, 2, VP_FP32, label->pow);
     vp_t variance = vp_reduce(sim, squared, rows, label->mean);
     vp_drop(sim, squared);
     vp_t shifted = vp_shift(sim, variance, VP_FP32, rows, label->add_eps);
-    if (!variance_local) vp_drop(sim, variance);
+    if (variance_local)
+        *variance_local = variance;
+    else
+        vp_drop(sim, variance);
     vp_t inverse = vp_unary(sim, shifted, VP_SAVES_OUTPUT, 2, VP_FP32, label->rsqrt);
     vp_drop(sim, shifted);
     vp_t normed = vp_mul(sim, h32, inverse, vp_at(sim, h32)->numel, label->mul);
     vp_drop(sim, inverse);
-    if (variance_local) vp_drop(sim, variance);
     vp_drop(sim, h32);
     return normed;
 }
@@ -107,27 +110,32 @@ vp_t vp_hf_rms_norm(vp_step *step, vp_t x, vp_t weight, uint64_t rows) {
     static const norm_labels labels = {"rmsnorm.upcast", "rmsnorm.pow",   "rmsnorm.mean",
                                        "rmsnorm.add_eps", "rmsnorm.rsqrt", "rmsnorm.mul"};
     vp_sim *sim = &step->sim;
-    vp_t normed = normalize_fp32(step, x, rows, true, &labels);
+    vp_t variance;
+    vp_t normed = normalize_fp32(step, x, rows, &variance, &labels);
     vp_t cast = vp_to(sim, normed, (vp_dtype)vp_at(sim, x)->dtype, "rmsnorm.downcast");
     vp_t y = vp_mul(sim, weight, cast, vp_at(sim, cast)->numel, "rmsnorm.weight");
     vp_drop(sim, cast);
     vp_drop(sim, normed);
+    vp_drop(sim, variance);
     return y;
 }
 
 /* Olmo2RMSNorm.forward (transformers 4.4x-4.5x): LlamaRMSNorm's steps, but
  *   return (self.weight * hidden_states).to(input_dtype)
  * the weight multiplies the fp32 rows (a 16-bit weight promotes to fp32),
- * so the product keeps them in fp32, and the cast comes last. */
+ * so the product keeps them in fp32, and the cast comes last; the
+ * normalized rows (hidden_states) live through it. */
 vp_t vp_olmo2_rms_norm(vp_step *step, vp_t x, vp_t weight, uint64_t rows) {
     static const norm_labels labels = {"olmo2_rmsnorm.upcast", "olmo2_rmsnorm.pow",   "olmo2_rmsnorm.mean",
                                        "olmo2_rmsnorm.add_eps", "olmo2_rmsnorm.rsqrt", "olmo2_rmsnorm.mul"};
     vp_sim *sim = &step->sim;
-    vp_t normed = normalize_fp32(step, x, rows, true, &labels);
+    vp_t variance;
+    vp_t normed = normalize_fp32(step, x, rows, &variance, &labels);
     vp_t scaled = vp_mul(sim, weight, normed, vp_at(sim, normed)->numel, "olmo2_rmsnorm.weight");
-    vp_drop(sim, normed);
     vp_t y = vp_to(sim, scaled, (vp_dtype)vp_at(sim, x)->dtype, "olmo2_rmsnorm.downcast");
     vp_drop(sim, scaled);
+    vp_drop(sim, normed);
+    vp_drop(sim, variance);
     return y;
 }
 
@@ -172,7 +180,7 @@ vp_t vp_gemma_rms_norm(vp_step *step, vp_t x, vp_t weight, uint64_t rows) {
     static const norm_labels labels = {"gemma_rmsnorm.float",   "gemma_rmsnorm.pow",   "gemma_rmsnorm.mean",
                                        "gemma_rmsnorm.add_eps", "gemma_rmsnorm.rsqrt", "gemma_rmsnorm.mul"};
     vp_sim *sim = &step->sim;
-    vp_t normed = normalize_fp32(step, x, rows, false, &labels);
+    vp_t normed = normalize_fp32(step, x, rows, NULL, &labels);
     vp_t w32 = vp_to(sim, weight, VP_FP32, "gemma_rmsnorm.weight_float");
     vp_t one_plus = vp_shift(sim, w32, VP_FP32, vp_at(sim, w32)->numel, "gemma_rmsnorm.one_plus");
     vp_drop(sim, w32);
