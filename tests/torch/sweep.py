@@ -11,8 +11,8 @@ stream of its own (the plain draws stay as they were): longer checkpointed
 chunks, the mixtures' router logits (output_router_logits), LoRA's
 dropout, DoRA, QLoRA, activation offload (around checkpointed calls too),
 the logits dropped (HF's Trainer), and last the model's dropout, LLaMA's
-tied embeddings, the other optimizers the harness has, LoRA's rank and
-gradient accumulation. What it finds becomes a fixed
+tied embeddings, the other optimizers the harness has, LoRA's rank,
+gradient accumulation and use_cache. What it finds becomes a fixed
 case in compare.py once understood. Recipes vramplan refuses (a family
 without PEFT's default LoRA targets, say) are skipped and counted.
 """
@@ -130,6 +130,9 @@ def widen(w, case):
     if w.random() < 0.2:
         recipe["grad_accum"] = w.choice([2, 3])
         more.append(f"accum{recipe['grad_accum']}")
+    if recipe["checkpointing"] == "none" and w.random() < 0.15:  # config.use_cache off: no cache in the outputs
+        recipe["use_cache"] = "false"
+        more.append("no cache")
     tags = [k for k in ("output_router_logits",) if config.get(k)] + [
         k for k in ("lora_dropout", "use_dora", "offload_activations", "keep_logits", "use_reentrant",
                     "checkpoint_early_stop") if k in recipe] + more
