@@ -26,7 +26,8 @@ static const char *aux_check(const vp_op *op) {
  *   router_prob = mean(routing_weights, dim=0)                  [E]
  *   loss = sum(tokens_per_expert * router_prob.unsqueeze(0)) * E
  * Every name is a local until the function returns; topk's node dies with
- * its values (nothing reaches them), so the indices go then too. The
+ * its values (nothing reaches them), so the indices it saved go then too
+ * (save_on_cpu has packed them meanwhile). The
  * caller adds coef * loss to the language-model loss in place. Takes x
  * (that loss) and returns the sum, a view of it. */
 static vp_t aux_forward(vp_step *step, const vp_op *op, const vp_t *leaves, vp_t x) {
@@ -44,9 +45,9 @@ static vp_t aux_forward(vp_step *step, const vp_op *op, const vp_t *leaves, vp_t
     vp_t up = vp_autocast_fp32(step, cat, "router_aux.softmax");
     vp_t weights = vp_unary(sim, up, VP_SAVES_OUTPUT, 0, (vp_dtype)vp_at(sim, up)->dtype, "router_aux.softmax");
     vp_drop(sim, up);
-    vp_dtype wdt = (vp_dtype)vp_at(sim, weights)->dtype;
-    vp_t values = vp_new(sim, vp_numel(sim, rows, k), wdt, "router_aux.topk");
-    vp_t selected = vp_new(sim, vp_numel(sim, rows, k), VP_INT64, "router_aux.topk");
+    uint32_t topk_node = sim->n_nodes;
+    vp_t selected;
+    vp_t values = vp_topk(sim, weights, vp_numel(sim, rows, k), &selected, "router_aux.topk");
     vp_t mask = vp_new(sim, vp_numel3(sim, rows, k, experts), VP_INT64, "router_aux.one_hot");
     vp_t mask32 = vp_new(sim, vp_numel3(sim, rows, k, experts), VP_FP32, "router_aux.mask_float");
     vp_t tokens_per_expert = vp_new(sim, vp_numel(sim, k, experts), VP_FP32, "router_aux.tokens_per_expert");
@@ -58,6 +59,7 @@ static vp_t aux_forward(vp_step *step, const vp_op *op, const vp_t *leaves, vp_t
     vp_t aux = vp_scale(sim, sum, "router_aux.num_experts");
     vp_t locals[] = {cat, weights, values, selected, mask, tokens_per_expert, prob, sum};
     for (unsigned i = 0; i < sizeof locals / sizeof *locals; i++) vp_drop(sim, locals[i]);
+    vp_drop_dead_nodes(sim, topk_node, topk_node + 1); /* topk's, with the indices it saved (and packed) */
     /* loss += self.router_aux_loss_coef * aux_loss.to(loss.device) */
     vp_t scaled = vp_scale(sim, aux, "router_aux.coef");
     vp_drop(sim, aux);

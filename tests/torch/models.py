@@ -97,16 +97,19 @@ def dropout(x, p, training):
 
 
 class Mean2x(torch.autograd.Function):
-    """x.mean(-1, keepdim=True) keeping what PyTorch 2.x keeps: the sizes."""
+    """x.mean(dim, keepdim) keeping what PyTorch 2.x keeps: the sizes
+    (mean_backward: sum_backward's expanded view divided by the count)."""
 
     @staticmethod
-    def forward(ctx, x):
-        ctx.shape = x.shape
-        return x.mean(-1, keepdim=True)
+    def forward(ctx, x, dim=-1, keepdim=True):
+        ctx.shape, ctx.dim, ctx.keepdim = x.shape, dim, keepdim
+        return x.mean(dim, keepdim=keepdim)
 
     @staticmethod
     def backward(ctx, grad):
-        return grad.expand(ctx.shape) / ctx.shape[-1]
+        if not ctx.keepdim:
+            grad = grad.unsqueeze(ctx.dim)
+        return grad.expand(ctx.shape) / ctx.shape[ctx.dim], None, None
 
 
 class MixedAdd(torch.autograd.Function):
@@ -1189,7 +1192,7 @@ class DeepseekMoE(nn.Module):
             ce = torch.zeros(bsz, self.n_routed_experts)
             ce.scatter_add_(1, topk_idx_for_aux_loss, torch.ones(bsz, seq_len * self.top_k)).div_(
                 seq_len * self.top_k / self.n_routed_experts)
-            aux_loss = (ce * scores_for_seq_aux.mean(dim=1)).sum(dim=1).mean() * self.alpha
+            aux_loss = (ce * Mean2x.apply(scores_for_seq_aux, 1, False)).sum(dim=1).mean() * self.alpha
         return topk_idx, topk_weight, aux_loss
 
     def forward(self, ac, hidden_states):
@@ -2213,7 +2216,7 @@ def load_balancing_loss_func(ac, gate_logits, num_experts, top_k):
     _, selected_experts = torch.topk(routing_weights, top_k, dim=-1)
     expert_mask = torch.nn.functional.one_hot(selected_experts, num_experts)
     tokens_per_expert = torch.mean(expert_mask.float(), dim=0)
-    router_prob_per_expert = torch.mean(routing_weights, dim=0)
+    router_prob_per_expert = Mean2x.apply(routing_weights, 0, False)
     overall_loss = torch.sum(tokens_per_expert * router_prob_per_expert.unsqueeze(0))
     return overall_loss * num_experts
 
