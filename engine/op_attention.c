@@ -43,6 +43,7 @@ enum {
     ATT_SOFTCAP,
     ATT_ROTARY_LOCALS,
     ATT_KEEPS_WEIGHTS,
+    ATT_PROBS_LOCAL,
     ATT_FIELDS
 };
 
@@ -143,6 +144,10 @@ static const vp_field attention_fields[ATT_FIELDS] = {
                            "eager attention returns its probabilities (after dropout), which the decoder layer "
                            "keeps until it returns (HF 4.48+: hidden_states, self_attn_weights = self.self_attn(...)); "
                            "false: they go once used (BERT, BLOOM, T5 return them only with output_attentions)"},
+    [ATT_PROBS_LOCAL] = {"probs_local", VP_FIELD_BOOL, false, 0, 0, 1, NULL,
+                         "eager attention computed in the module's own forward (T5Attention, BloomAttention): its "
+                         "probabilities (after dropout) are a local there through the output projection, on the GPU "
+                         "under save_on_cpu"},
 };
 
 /* head_dim is the queries' and keys' width; v_dim the values' (they differ
@@ -658,6 +663,7 @@ static vp_t eager(vp_step *step, const vp_op *op, const vp_t *leaves, qkv *in, s
     vp_t dropped = vp_train_dropout(step, probs, op->value[ATT_DROPOUT], "attention.dropout");
     vp_drop(sim, probs);
     if (vp_op_flag(op, ATT_KEEPS_WEIGHTS)) vp_step_keep_local(step, dropped, VP_LOCAL_OF_LAYER);
+    if (vp_op_flag(op, ATT_PROBS_LOCAL)) keep_local(sim, in, dropped);
 
     /* attn_output = torch.matmul(attn_weights, value_states) */
     vp_t pa = vp_autocast_low(step, dropped, "attention.probs_cast");

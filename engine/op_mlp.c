@@ -156,7 +156,8 @@ static vp_t mlp_forward(vp_step *step, const vp_op *op, const vp_t *leaves, vp_t
     uint64_t h = vp_op_u64(op, MLP_HIDDEN), f = vp_split_tp(step, vp_op_u64(op, MLP_INTERMEDIATE));
     unsigned kind = (unsigned)vp_op_u64(op, MLP_ACTIVATION);
     vp_t inner;
-    bool fused = vp_op_u64(op, MLP_MODULE_NAMES) == NAMES_PHI3;
+    bool fused = vp_op_u64(op, MLP_MODULE_NAMES) == NAMES_PHI3, t5 = vp_op_u64(op, MLP_MODULE_NAMES) == NAMES_T5;
+    vp_t t5_locals[2] = {0, 0}; /* T5DenseGatedActDense's hidden_gelu and hidden_linear */
     if (vp_op_flag(op, MLP_GATED) && step->recipe->framework == VP_FRAMEWORK_MEGATRON) {
         /* Megatron's MLP: one linear_fc1 GEMM makes gate and up side by side
          * (2f), and the fused bias_swiglu keeps that whole output */
@@ -187,14 +188,20 @@ static vp_t mlp_forward(vp_step *step, const vp_op *op, const vp_t *leaves, vp_t
         vp_drop(sim, halves[1]);
         vp_drop(sim, act);
     } else if (vp_op_flag(op, MLP_GATED)) {
-        /* self.down_proj(self.act_fn(self.gate_proj(x)) * self.up_proj(x)) */
+        /* self.down_proj(self.act_fn(self.gate_proj(x)) * self.up_proj(x)); T5
+         * names them (hidden_gelu, hidden_linear): locals until it returns */
         vp_t gate = vp_project_column(step, x, leaves[GATE_W], leaves[GATE_B], f, "mlp.gate_proj");
         vp_t act = activate(step, kind, gate);
         vp_drop(sim, gate);
         vp_t up = vp_project_column(step, x, leaves[UP_W], leaves[UP_B], f, "mlp.up_proj");
         inner = vp_mul(sim, act, up, vp_at(sim, up)->numel, "mlp.gate_mul");
-        vp_drop(sim, act);
-        vp_drop(sim, up);
+        if (t5) {
+            t5_locals[0] = act;
+            t5_locals[1] = up;
+        } else {
+            vp_drop(sim, act);
+            vp_drop(sim, up);
+        }
     } else {
         /* hidden = self.act(self.c_fc(hidden)) */
         vp_t up = vp_project_column(step, x, leaves[UP_W], leaves[UP_B], f, "mlp.up_proj");
@@ -204,7 +211,7 @@ static vp_t mlp_forward(vp_step *step, const vp_op *op, const vp_t *leaves, vp_t
     /* T5's DenseReluDense: self.dropout(hidden_states) before self.wo */
     vp_t dropped_inner = vp_train_dropout(step, inner, op->value[MLP_INNER_DROPOUT], "mlp.dropout");
     vp_drop(sim, inner);
-    if (vp_op_u64(op, MLP_MODULE_NAMES) == NAMES_T5) {
+    if (t5) {
         /* hidden_states.to(self.wo.weight.dtype) where they differ: under
          * autocast an fp32 copy, which wo's autocast casts back */
         vp_t cast = vp_to(sim, dropped_inner, (vp_dtype)vp_at(sim, leaves[DOWN_W])->dtype, "mlp.wo_dtype");
@@ -213,6 +220,8 @@ static vp_t mlp_forward(vp_step *step, const vp_op *op, const vp_t *leaves, vp_t
     }
     vp_t out = vp_project_row(step, dropped_inner, leaves[DOWN_W], leaves[DOWN_B], h, "mlp.down_proj");
     vp_drop(sim, dropped_inner);
+    vp_drop(sim, t5_locals[0]);
+    vp_drop(sim, t5_locals[1]);
     vp_t dropped = vp_train_dropout(step, out, op->value[MLP_RESID_DROPOUT], "mlp.resid_dropout");
     vp_drop(sim, out);
     return dropped;

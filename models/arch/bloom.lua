@@ -32,7 +32,7 @@ return architecture {
           attention {
             hidden = c.hidden, heads = c.heads, qkv_bias = true, out_bias = true, fused_qkv = true,
             alibi = true, mask = "bool", upcast_softmax = true, dropout = c.attn_dropout,
-            resid_dropout = c.hidden_dropout, caches = true, module_names = "bloom",
+            resid_dropout = c.hidden_dropout, caches = true, module_names = "bloom", probs_local = true,
           },
         },
         residual {

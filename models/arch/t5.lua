@@ -50,7 +50,7 @@ return architecture {
     local function attention_layer(extra)
       local fields = {
         hidden = c.hidden, heads = c.heads, head_dim = c.head_dim, mask = "none", position_bias = true,
-        dropout = p, module_names = "t5",
+        dropout = p, module_names = "t5", probs_local = true,
       }
       for k, v in pairs(extra) do fields[k] = v end
       -- T5LayerSelfAttention / T5LayerCrossAttention: x + dropout(attention(norm(x))),

@@ -520,6 +520,16 @@ CASES = [
     # the load-balancing loss under save_on_cpu: topk's node saves (and packs) its
     # indices, though it dies with its values (sweep.py 104 wide, case 14: host 16 KB low;
     # the harness's mean over the tokens had kept its input, as 1.13 does and 2.x does not)
+    # T5Attention and BloomAttention compute their probabilities inline: a local
+    # through the output projection; T5DenseGatedActDense's hidden_gelu and
+    # hidden_linear live through wo (sweep.py 106 wide, case 17: a QDoRA step
+    # under save_on_cpu 16 KB low; 58 and 25 KB with DoRA on o and wo)
+    ("t5 v1.1 fp32 dora o,wo dropout offload", t5(layers=1, proj="gated-gelu"), recipe(
+        optimizer="sgd", b=2, s=48, target_len=96, finetune="lora", lora_targets="o,wo", lora_dropout=0.1,
+        use_dora="true", offload_activations="true")),
+    ("bloom fp32 dora dense dropout offload logits dropped", bloom(dropout=0.1), recipe(
+        optimizer="none", b=2, s=48, keep_logits="false", offload_activations="true", finetune="lora",
+        lora_targets="dense", use_dora="true", lora_dropout=0.1)),
     ("qwen3-moe bf16 prompt router aux loss offload", dict(qwen3_moe(), output_router_logits=True), recipe(
         "bf16", b=2, s=64, finetune="prompt", num_virtual_tokens=3, offload_activations="true")),
     ("mixtral bf16 every-3 dora router aux loss offload", dict(mixtral(layers=3), output_router_logits=True),
