@@ -37,8 +37,11 @@ static vp_t head_forward(vp_step *step, const vp_op *op, const vp_t *leaves, vp_
     vp_t weight = vp_op_flag(op, HEAD_TIED) ? step->tied_weight : leaves[HEAD_W];
     uint64_t vocab = vp_padded_vocab(vp_op_u64(op, HEAD_VOCAB), step->tp) / step->tp;
     /* T5ForConditionalGeneration: sequence_output * (self.model_dim**-0.5)
-     * when the head is tied; the product is what lm_head keeps */
-    vp_t input = vp_op_flag(op, HEAD_SCALE_INPUT) ? vp_scale(&step->sim, x, "lm_head.scale_input") : (vp_hold(&step->sim, x), x);
+     * when the head is tied; the product is what lm_head keeps, and the
+     * rebound name (sequence_output) until the model returns */
+    bool scaled_input = vp_op_flag(op, HEAD_SCALE_INPUT);
+    vp_t input = scaled_input ? vp_scale(&step->sim, x, "lm_head.scale_input") : (vp_hold(&step->sim, x), x);
+    if (scaled_input) vp_step_keep_local(step, input, VP_LOCAL_OF_WRAPPER);
     vp_t logits = vp_project_column(step, input, weight, leaves[HEAD_B], vocab, "lm_head");
     vp_drop(&step->sim, input);
     if (vp_op_flag(op, HEAD_SCALE_LOGITS)) { /* logits = logits / self.config.logits_scaling */

@@ -716,7 +716,9 @@ static vp_t run_section(vp_step *step, vp_section_id id, const vp_t *leaves, vp_
 
 /* While one chunk's backward stands for several, tensors it did not create
  * (cos and sin, the mask, parameters) must outlive every repetition: the
- * real chunks all hold them, so they are held here until the fold ends. */
+ * real chunks all hold them, so they are held here until the fold ends.
+ * (Through its last repetition too, where the real chunk lets them go as
+ * its nodes do: the once-per-step tables, over-held for one layer.) */
 static unsigned pin_externals(vp_step *step, const vp_chunk *chunk, vp_t **pins) {
     vp_sim *sim = &step->sim;
     unsigned n = 0, cap = 0;
@@ -758,8 +760,9 @@ static void backward_layers(vp_step *step) {
             step->past_tokens = 0;
             step->tokens = step->rows = vp_numel(sim, step->batch, step->seq);
         }
-        vp_t *pins;
-        unsigned n_pins = pin_externals(step, chunk, &pins);
+        /* a chunk that stands for itself lets them go as its own nodes do */
+        vp_t *pins = NULL;
+        unsigned n_pins = repeat > 1 ? pin_externals(step, chunk, &pins) : 0;
         sim->layer_offset = (int)((repeat - 1) * chunk->layers);
         vp_ledger_begin_segment(&step->ledger);
         vp_backward(sim, chunk->first_node, chunk->end_node);

@@ -171,6 +171,10 @@ CASES = [
     ("qwen2-moe amp-bf16", qwen_moe(), recipe("amp-bf16")),
     ("qwen2-moe lora all-linear", qwen_moe(), recipe(finetune="lora", lora_targets="all-linear")),
     ("qwen3-moe fp32", qwen3_moe(), recipe()),
+    # the rotary tables go with the first layer's last rotary node, not when its
+    # backward ends: its q_norm's backward is the peak here (sweep.py 114 wide,
+    # case 20: 2 KB high)
+    ("qwen3-moe bf16 one sequence of 16", qwen3_moe(), recipe("bf16", optimizer="none", b=1, s=16)),
     ("qwen3-moe bf16 checkpointed", qwen3_moe(layers=3, norm=False), recipe("bf16", ckpt="full")),
     ("qwen3-moe amp-bf16 lora all-linear", qwen3_moe(), recipe("amp-bf16", finetune="lora", lora_targets="all-linear")),
     # DeepSeekMoE's own code: index_put_ needs the expert's dtype to be y's, so no autocast
@@ -708,6 +712,10 @@ CASES = [
     # loss, the second micro-batch's peak here (the harness had let it go at
     # the tied head's rescale: 20 KB)
     ("t5 fp32 grad_accum 2", t5(), recipe(grad_accum=2, target_len=40)),
+    # with a frozen head nothing saves the rescaled sequence_output: the name keeps
+    # it until the model returns (sweep.py 117 wide, case 20: prompt tuning, 3 KB low)
+    ("t5 bf16 lora grad_accum 2 target 8", t5(), recipe(
+        "bf16", optimizer="none", b=3, s=16, target_len=8, finetune="lora", grad_accum=2)),
     ("mixtral amp-bf16 every-2 router aux loss grad_accum 2", dict(mixtral(), output_router_logits=True), recipe(
         "amp-bf16", ckpt="every-2", grad_accum=2)),
     ("llama qlora amp-bf16 checkpointed grad_accum 2", llama(h=256, inter=512, kv=4), recipe(
