@@ -143,7 +143,8 @@ static const vp_field attention_fields[ATT_FIELDS] = {
     [ATT_KEEPS_WEIGHTS] = {"keeps_weights", VP_FIELD_BOOL, false, 0, 0, 1, NULL,
                            "eager attention returns its probabilities (after dropout), which the decoder layer "
                            "keeps until it returns (HF 4.48+: hidden_states, self_attn_weights = self.self_attn(...)); "
-                           "false: they go once used (BERT, BLOOM, T5 return them only with output_attentions)"},
+                           "false: they go once used (BERT, BLOOM and T5 return them only with output_attentions; "
+                           "see probs_local)"},
     [ATT_PROBS_LOCAL] = {"probs_local", VP_FIELD_BOOL, false, 0, 0, 1, NULL,
                          "eager attention computed in the module's own forward (T5Attention, BloomAttention): its "
                          "probabilities (after dropout) are a local there through the output projection, on the GPU "

@@ -48,6 +48,7 @@ static vp_t aux_forward(vp_step *step, const vp_op *op, const vp_t *leaves, vp_t
     uint32_t topk_node = sim->n_nodes;
     vp_t selected;
     vp_t values = vp_topk(sim, weights, vp_numel(sim, rows, k), &selected, "router_aux.topk");
+    bool topk_recorded = sim->n_nodes > topk_node;
     vp_t mask = vp_new(sim, vp_numel3(sim, rows, k, experts), VP_INT64, "router_aux.one_hot");
     vp_t mask32 = vp_new(sim, vp_numel3(sim, rows, k, experts), VP_FP32, "router_aux.mask_float");
     vp_t tokens_per_expert = vp_new(sim, vp_numel(sim, k, experts), VP_FP32, "router_aux.tokens_per_expert");
@@ -59,7 +60,7 @@ static vp_t aux_forward(vp_step *step, const vp_op *op, const vp_t *leaves, vp_t
     vp_t aux = vp_scale(sim, sum, "router_aux.num_experts");
     vp_t locals[] = {cat, weights, values, selected, mask, tokens_per_expert, prob, sum};
     for (unsigned i = 0; i < sizeof locals / sizeof *locals; i++) vp_drop(sim, locals[i]);
-    vp_drop_dead_nodes(sim, topk_node, topk_node + 1); /* topk's, with the indices it saved (and packed) */
+    if (topk_recorded) vp_drop_dead_nodes(sim, topk_node, topk_node + 1); /* with the indices it saved (and packed) */
     /* loss += self.router_aux_loss_coef * aux_loss.to(loss.device) */
     vp_t scaled = vp_scale(sim, aux, "router_aux.coef");
     vp_drop(sim, aux);
