@@ -384,6 +384,11 @@ CASES = [
     ("olmo2 bf16 MHA", olmo2(kv=4), recipe("bf16")),
     ("olmo2 amp-bf16 checkpointed", olmo2(layers=3), recipe("amp-bf16", ckpt="full")),
     ("olmo2 lora all-linear bf16", olmo2(), recipe("bf16", finetune="lora", lora_targets="all-linear")),
+    # Olmo2Attention registers q_norm and k_norm after its projections, the order a
+    # for-loop optimizer's steps follow (sweep.py 95 wide, case 22: the harness had them
+    # first, 3.7 KB apart)
+    ("olmo2 fp32 adamw-hf offload one sequence", olmo2(), recipe(
+        optimizer="adamw-hf", b=1, s=48, offload_activations="true")),
     # Olmo2RMSNorm's normalized rows and variance are locals until it returns:
     # with a frozen weight nothing saves them, and a 1.13 rerun's last norm
     # casts beside them (sweep.py 86 wide, case 5: 21 KB low)

@@ -870,6 +870,17 @@ class LlamaAttention(nn.Module):
         self.attn_impl = cfg.get("_attn_implementation", "eager")
         bias = cfg.get("attention_bias", False)
         qkv_bias = bias or cfg["model_type"] == "qwen2_moe"  # Qwen2Attention: biases on q, k, v only
+        self.fused = cfg["model_type"] == "phi3"  # Phi3Attention: one qkv_proj
+        if self.fused:
+            op_size = (self.num_heads + 2 * self.num_kv) * self.head_dim
+            self.qkv_proj = nn.Linear(h, op_size, bias=False)
+        else:
+            self.q_proj = nn.Linear(h, self.num_heads * self.head_dim, bias=qkv_bias)
+            self.k_proj = nn.Linear(h, self.num_kv * self.head_dim, bias=qkv_bias)
+            self.v_proj = nn.Linear(h, self.num_kv * self.head_dim, bias=qkv_bias)
+        self.o_proj = nn.Linear(self.num_heads * self.head_dim, h, bias=bias)
+        # the norms registered after the projections, as transformers does (the
+        # parameters' order, which a for-loop optimizer's temporaries follow)
         qk_norm = cfg["model_type"] in ("qwen3", "qwen3_moe")  # Qwen3Attention: q_norm, k_norm over head_dim
         self.q_norm = LlamaRMSNorm(self.head_dim, cfg.get("rms_norm_eps", 1e-6)) if qk_norm else None
         self.k_norm = LlamaRMSNorm(self.head_dim, cfg.get("rms_norm_eps", 1e-6)) if qk_norm else None
@@ -883,15 +894,6 @@ class LlamaAttention(nn.Module):
         if self.olmo2:
             self.q_norm = Olmo2RMSNorm(self.num_heads * self.head_dim, cfg.get("rms_norm_eps", 1e-6))
             self.k_norm = Olmo2RMSNorm(self.num_kv * self.head_dim, cfg.get("rms_norm_eps", 1e-6))
-        self.fused = cfg["model_type"] == "phi3"  # Phi3Attention: one qkv_proj
-        if self.fused:
-            op_size = (self.num_heads + 2 * self.num_kv) * self.head_dim
-            self.qkv_proj = nn.Linear(h, op_size, bias=False)
-        else:
-            self.q_proj = nn.Linear(h, self.num_heads * self.head_dim, bias=qkv_bias)
-            self.k_proj = nn.Linear(h, self.num_kv * self.head_dim, bias=qkv_bias)
-            self.v_proj = nn.Linear(h, self.num_kv * self.head_dim, bias=qkv_bias)
-        self.o_proj = nn.Linear(self.num_heads * self.head_dim, h, bias=bias)
 
     def eager(self, ac, query, key, value, attention_mask):
         # modeling_llama.eager_attention_forward
