@@ -80,6 +80,9 @@ static uint64_t adam_8bit_states(const vp_param_shape *p, vp_dtype dtype) {
     return 2 * (p->numel + bytes_of(VP_FP32, (p->numel + 255) / 256));
 }
 
+/* A matrix's columns (numel / rows); 0 for a vector (rows 0). */
+static uint64_t matrix_cols(const vp_param_shape *p) { return p->rows ? p->numel / p->rows : 0; }
+
 /* transformers' Adafactor (beta1=None, its default): a matrix keeps the
  * row and column means of the squared gradient (exp_avg_sq_row, _col), a
  * vector the full exp_avg_sq; fp32 either way, since the step turns a
@@ -89,16 +92,14 @@ static uint64_t adam_8bit_states(const vp_param_shape *p, vp_dtype dtype) {
 static uint64_t adafactor_states(const vp_param_shape *p, vp_dtype dtype) {
     (void)dtype;
     uint64_t rms = bytes_of(VP_FP32, 1);
-    if (p->rows > 0) return bytes_of(VP_FP32, p->rows + p->numel / p->rows) + rms;
-    return bytes_of(VP_FP32, p->numel) + rms;
+    return bytes_of(VP_FP32, p->rows ? p->rows + matrix_cols(p) : p->numel) + rms;
 }
 
 /* SM3 (torch-optimizer's, as in GPT-NeoX; momentum 0, its default): one
  * accumulator per dimension, (rows, 1) and (1, cols) for a matrix of any
  * shape (a (1, n) one keeps n + 1 values), in the gradient's dtype. */
 static uint64_t sm3_states(const vp_param_shape *p, vp_dtype dtype) {
-    if (p->rows > 0) return bytes_of(dtype, p->rows + p->numel / p->rows);
-    return bytes_of(dtype, p->numel);
+    return bytes_of(dtype, p->rows ? p->rows + matrix_cols(p) : p->numel);
 }
 
 /* Adafactor.step: update = grad**2 + eps is alive while _approx_sq_grad's
@@ -116,7 +117,7 @@ static unsigned two_temps(const vp_recipe *recipe, double weight_decay) {
  * their mean (r_factor, rows) and of the column ones (c_factor, cols) are
  * alive while their outer product is made beside update. */
 static uint64_t adafactor_factors(const vp_param_shape *p, vp_dtype dtype) {
-    return p->rows > 0 ? bytes_of(dtype, p->rows + p->numel / p->rows) : 0;
+    return bytes_of(dtype, p->rows + matrix_cols(p));
 }
 
 /* SM3.step: update = acc_0.clone(), then torch.min with the column
@@ -132,8 +133,7 @@ static unsigned one_temp(const vp_recipe *recipe, double weight_decay) {
  * indices are alive beside update: the larger of rows and columns. A
  * vector's accumulator is update itself. */
 static uint64_t sm3_reductions(const vp_param_shape *p, vp_dtype dtype) {
-    if (p->rows == 0) return 0;
-    uint64_t cols = p->numel / p->rows, longer = p->rows > cols ? p->rows : cols;
+    uint64_t cols = matrix_cols(p), longer = p->rows > cols ? p->rows : cols;
     return bytes_of(dtype, longer) + bytes_of(VP_INT64, longer);
 }
 

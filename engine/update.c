@@ -88,12 +88,13 @@ static void measure_tensor(vp_step *step, vp_t leaf, temp_sizes *sizes) {
         vp_param_shape shape = {numel, numel == t->numel ? t->rows : 0}; /* a flat shard is a vector */
         beside = kind->beside_temps(&shape, dtype);
     }
-    if (temps * bytes + beside > sizes->worst_temps * sizes->worst_bytes + sizes->worst_beside) {
+    uint64_t own = temps * bytes + beside; /* this tensor's temporaries at its peak */
+    if (own > sizes->worst_temps * sizes->worst_bytes + sizes->worst_beside) {
         sizes->worst_temps = temps;
         sizes->worst_bytes = bytes;
         sizes->worst_beside = beside;
     }
-    uint64_t alive = temps * bytes + beside + sizes->carried * sizes->previous;
+    uint64_t alive = own + sizes->carried * sizes->previous;
     if (alive > sizes->worst) sizes->worst = alive;
     sizes->previous = bytes;
 }
