@@ -228,12 +228,16 @@ static const char *check_shape(const vp_model *m) {
     return NULL;
 }
 
+/* vp_norm_registration's names, in its order */
+static const char *const norm_registrations[] = {"in_place", "last", "first", "after_branch", NULL};
+
 /* vramplan.model{ name=, embed={...}, layer={...}, layers=N, final={...}
- *                 [, first_layer={...}, first_layers=K, bridge={...}] } */
+ *                 [, first_layer={...}, first_layers=K, bridge={...},
+ *                 norms_registered=] } */
 static int l_model(lua_State *L) {
     luaL_checktype(L, 1, LUA_TTABLE);
-    static const char *const keys[] = {"name",        "embed",        "layer", "layers", "final",
-                                       "first_layer", "first_layers", "bridge"};
+    static const char *const keys[] = {"name",        "embed",        "layer",  "layers",          "final",
+                                       "first_layer", "first_layers", "bridge", "norms_registered"};
     const unsigned n_keys = sizeof keys / sizeof keys[0];
     lua_pushnil(L);
     while (lua_next(L, 1)) {
@@ -258,6 +262,13 @@ static int l_model(lua_State *L) {
     lua_Integer first_layers = lua_isnil(L, -1) ? 0 : lua_tointegerx(L, -1, &isint);
     if (!lua_isnil(L, -1) && (!isint || first_layers < 0 || first_layers > 100000))
         luaL_error(L, "model: 'first_layers' must be a whole number of layers");
+    lua_getfield(L, 1, "norms_registered");
+    const char *how = lua_isnil(L, -1) ? "in_place" : lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : NULL;
+    int norms_registered = -1;
+    for (int i = 0; how && norm_registrations[i]; i++)
+        if (strcmp(how, norm_registrations[i]) == 0) norms_registered = i;
+    if (norms_registered < 0)
+        luaL_error(L, "model: 'norms_registered' must be in_place, last, first or after_branch");
     int idx[VP_SECTION_COUNT];
     unsigned counts[VP_SECTION_COUNT];
     for (int s = 0; s < VP_SECTION_COUNT; s++) {
@@ -274,14 +285,16 @@ static int l_model(lua_State *L) {
     snprintf(u->model.name, sizeof u->model.name, "%s", name);
     u->model.layers = (unsigned)layers;
     u->model.first_layers = (unsigned)first_layers;
+    u->model.norms_registered = (vp_norm_registration)norms_registered;
     for (int s = 0; s < VP_SECTION_COUNT; s++) {
         u->model.section[s].ops = calloc(counts[s] ? counts[s] : 1, sizeof(vp_op));
         if (!u->model.section[s].ops) return luaL_error(L, "not enough memory");
         u->model.section[s].n_ops = counts[s];
         copy_ops(L, idx[s], u->model.section[s].ops, counts[s]);
     }
-    vp_model_finish(&u->model);
-    const char *problem = check_shape(&u->model);
+    const char *problem = vp_model_finish(&u->model);
+    if (problem) luaL_error(L, "model: %s", problem);
+    problem = check_shape(&u->model);
     if (problem) luaL_error(L, "model: %s", problem);
     return 1;
 }

@@ -57,9 +57,71 @@ static unsigned layout(vp_op *ops, unsigned n, unsigned next) {
     return next;
 }
 
+/* ---- the order a layer registers its parameters in ---- */
+
+static bool is_norm(const vp_op *op) { return op->kind == &vp_op_layernorm || op->kind == &vp_op_rmsnorm; }
+
+/* An op's own slots, before its children's. */
+static unsigned own_slots(const vp_op *op) { return op->n_children ? op->children[0].slot - op->slot : op->n_slots; }
+
+typedef struct {
+    unsigned *slots;
+    unsigned n;
+} slot_list;
+
+static void append_range(slot_list *out, unsigned first, unsigned count) {
+    for (unsigned i = 0; i < count; i++) out->slots[out->n++] = first + i;
+}
+
+/* The slots of the norms (`norms`) or of all the rest, depth-first. */
+static void append_kind(slot_list *out, const vp_op *ops, unsigned n, bool norms) {
+    for (unsigned i = 0; i < n; i++) {
+        if (is_norm(&ops[i])) {
+            if (norms) append_range(out, ops[i].slot, ops[i].n_slots);
+            continue;
+        }
+        if (!norms) append_range(out, ops[i].slot, own_slots(&ops[i]));
+        append_kind(out, ops[i].children, ops[i].n_children, norms);
+    }
+}
+
+/* Depth-first, but a container's norms after its other children. */
+static void append_norms_after(slot_list *out, const vp_op *ops, unsigned n) {
+    for (unsigned i = 0; i < n; i++) {
+        const vp_op *op = &ops[i];
+        append_range(out, op->slot, own_slots(op));
+        for (unsigned c = 0; c < op->n_children; c++)
+            if (!is_norm(&op->children[c])) append_norms_after(out, &op->children[c], 1);
+        for (unsigned c = 0; c < op->n_children; c++)
+            if (is_norm(&op->children[c])) append_range(out, op->children[c].slot, op->children[c].n_slots);
+    }
+}
+
+static const char *register_order(vp_section *section, vp_norm_registration how) {
+    free(section->registered);
+    section->registered = NULL;
+    if (how == VP_NORMS_IN_PLACE || !section->n_slots) return NULL;
+    slot_list out = {malloc(section->n_slots * sizeof(unsigned)), 0};
+    if (!out.slots) return "not enough memory";
+    if (how == VP_NORMS_AFTER_BRANCH) {
+        append_norms_after(&out, section->ops, section->n_ops);
+    } else {
+        bool first = how == VP_NORMS_FIRST;
+        append_kind(&out, section->ops, section->n_ops, first);
+        append_kind(&out, section->ops, section->n_ops, !first);
+    }
+    section->registered = out.slots;
+    return NULL;
+}
+
 const char *vp_model_finish(vp_model *model) {
     for (int s = 0; s < VP_SECTION_COUNT; s++)
         model->section[s].n_slots = layout(model->section[s].ops, model->section[s].n_ops, 0);
+    const vp_section_id layers[] = {VP_SECTION_LAYER, VP_SECTION_FIRST_LAYER};
+    for (unsigned i = 0; i < 2; i++) {
+        const char *problem = register_order(&model->section[layers[i]], model->norms_registered);
+        if (problem) return problem;
+    }
     return NULL;
 }
 
@@ -71,6 +133,8 @@ static void free_ops(vp_op *ops, unsigned n) {
 void vp_model_free(vp_model *model) {
     for (int s = 0; s < VP_SECTION_COUNT; s++) {
         free_ops(model->section[s].ops, model->section[s].n_ops);
+        free(model->section[s].registered);
+        model->section[s].registered = NULL;
         model->section[s].ops = NULL;
         model->section[s].n_ops = 0;
     }

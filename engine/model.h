@@ -118,14 +118,29 @@ typedef struct {
     vp_op *ops;
     unsigned n_ops;
     unsigned n_slots;
+    unsigned *registered;        /* the slots in the order the module registers its parameters; NULL: slot order */
 } vp_section;
+
+/* Where transformers registers a layer's norms among its other modules, so
+ * where model.parameters() (and so a for-loop optimizer) meets them:
+ * in place (GPT-2's ln_1, attn, ln_2, mlp), after the attention and MLP
+ * (LlamaDecoderLayer: self_attn, mlp, input_layernorm,
+ * post_attention_layernorm), before them (GPTNeoXLayer), or after the
+ * module each one feeds, within its residual branch (T5LayerSelfAttention:
+ * SelfAttention, layer_norm). */
+typedef enum { VP_NORMS_IN_PLACE, VP_NORMS_LAST, VP_NORMS_FIRST, VP_NORMS_AFTER_BRANCH } vp_norm_registration;
 
 typedef struct {
     char name[128];
     vp_section section[VP_SECTION_COUNT];
     unsigned layers;             /* all of them, the first ones included */
     unsigned first_layers;       /* layers that use VP_SECTION_FIRST_LAYER */
+    vp_norm_registration norms_registered; /* in the layers */
 } vp_model;
+
+/* An encoder-decoder (T5): a bridge between its encoder's layers and its
+ * decoder's. */
+static inline bool vp_model_encoder_decoder(const vp_model *m) { return m->section[VP_SECTION_BRIDGE].n_ops > 0; }
 
 /* The ops layer `layer` runs. */
 static inline const vp_section *vp_model_layer_section(const vp_model *m, unsigned layer) {
@@ -149,7 +164,8 @@ int vp_field_index(const vp_op_kind *kind, const char *name);
 static inline uint64_t vp_op_u64(const vp_op *op, unsigned field) { return (uint64_t)op->value[field]; }
 static inline bool vp_op_flag(const vp_op *op, unsigned field) { return op->value[field] != 0.0; }
 
-/* Lay out leaf slots; returns NULL or a message (an op kind misuse). */
+/* Lay out leaf slots and the layers' registration order; returns NULL or
+ * a message. */
 const char *vp_model_finish(vp_model *model);
 void vp_model_free(vp_model *model);
 

@@ -253,11 +253,18 @@ unsigned vp_step_leaf_group_count(const vp_step *step) { return 3 + step->n_laye
 vp_leaf_group vp_step_leaf_group_at(vp_step *step, unsigned i) {
     const vp_model *m = step->model;
     unsigned count = vp_step_leaf_group_count(step);
-    if (i == 0) return (vp_leaf_group){step->embed_leaves, m->section[VP_SECTION_EMBED].n_slots + (step->prompt != 0), 1};
-    if (i == count - 1) return (vp_leaf_group){step->final_leaves, m->section[VP_SECTION_FINAL].n_slots, 1};
-    if (i == count - 2) return (vp_leaf_group){step->bridge_leaves, m->section[VP_SECTION_BRIDGE].n_slots, 1};
+    if (i == 0)
+        return (vp_leaf_group){step->embed_leaves, m->section[VP_SECTION_EMBED].n_slots + (step->prompt != 0), 1, NULL};
+    if (i == count - 1) return (vp_leaf_group){step->final_leaves, m->section[VP_SECTION_FINAL].n_slots, 1, NULL};
+    if (i == count - 2) return (vp_leaf_group){step->bridge_leaves, m->section[VP_SECTION_BRIDGE].n_slots, 1, NULL};
     unsigned slots = vp_model_layer_slots(m);
-    return (vp_leaf_group){step->layer_leaves + (size_t)(i - 1) * slots, slots, instance_repeat(step, i - 1)};
+    vp_leaf_group group = {step->layer_leaves + (size_t)(i - 1) * slots, slots, instance_repeat(step, i - 1), NULL};
+    const vp_section *section = instance_section(step, i - 1);
+    if (section->registered) { /* the slots past the section's own are empty */
+        group.n = section->n_slots;
+        group.order = section->registered;
+    }
+    return group;
 }
 
 /* A last pipeline stage without the embeddings still needs the token

@@ -248,7 +248,13 @@ typedef struct {
     vp_t *leaves;
     unsigned n;
     unsigned repeat;
+    const unsigned *order;       /* the slots in registration order (a layer's); NULL: slot order */
 } vp_leaf_group;
+
+/* The i-th parameter slot of a group as model.parameters() meets them. */
+static inline vp_t vp_leaf_group_registered(const vp_leaf_group *group, unsigned i) {
+    return group->leaves[group->order ? group->order[i] : i];
+}
 
 unsigned vp_step_leaf_group_count(const vp_step *step);
 vp_leaf_group vp_step_leaf_group_at(vp_step *step, unsigned i);

@@ -14,7 +14,7 @@ void vp_update_for_each_trainable(vp_step *step, void (*fn)(vp_step *, vp_t, voi
         step->fold_repeat = group.repeat; /* for what fn counts outside the ledger */
         vp_ledger_begin_segment(&step->ledger);
         for (unsigned i = 0; i < group.n; i++) {
-            vp_t t = group.leaves[i];
+            vp_t t = vp_leaf_group_registered(&group, i);
             if (t && vp_at(&step->sim, t)->requires_grad) fn(step, t, ctx);
         }
         vp_ledger_repeat_segment(&step->ledger, group.repeat, 0);
@@ -134,8 +134,8 @@ static void temporaries(vp_step *step) {
     for (unsigned g = 0; g < vp_step_leaf_group_count(step); g++) {
         vp_leaf_group group = vp_step_leaf_group_at(step, g);
         sizes.repeat = group.repeat;
-        for (unsigned i = 0; i < group.n; i++) {
-            vp_t t = group.leaves[i];
+        for (unsigned i = 0; i < group.n; i++) { /* torch.optim steps them in model.parameters()' order */
+            vp_t t = vp_leaf_group_registered(&group, i);
             if (t && vp_at(&step->sim, t)->requires_grad) measure_tensor(step, t, &sizes);
         }
     }

@@ -65,6 +65,8 @@ return architecture {
       layer = { residual { attention_branch() }, residual { mlp_branch() } }
     end
     return decoder {
+      -- GPTNeoXLayer registers its two norms before attention and mlp
+      norms_registered = "first",
       embed = {
         token_embedding { vocab = c.vocab, hidden = c.hidden }, -- embed_in
         rotary_embedding { head_dim = rotary_dim, theta = c.rope_theta },

@@ -225,6 +225,8 @@ return architecture {
       final[#final + 1] = router_aux_loss { experts = c.experts, top_k = c.experts_per_token }
     end
     return decoder {
+      -- LlamaDecoderLayer (and its kin) registers self_attn, mlp, then its norms
+      norms_registered = "last",
       embed = embed,
       first_layer = c.dense_layers > 0 and layer(dense()) or nil,
       first_layers = c.dense_layers,

@@ -38,6 +38,8 @@ return architecture {
     local head_dim = c.hidden // c.heads
     local rotary_dim = math.floor(head_dim * c.partial_rotary_factor)
     return decoder {
+      -- PhiDecoderLayer registers self_attn, mlp, then input_layernorm
+      norms_registered = "last",
       embed = {
         token_embedding { vocab = c.vocab, hidden = c.hidden },
         rotary_embedding { head_dim = rotary_dim, theta = c.rope_theta },

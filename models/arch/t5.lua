@@ -69,6 +69,8 @@ return architecture {
       }
     end
     return decoder {
+      -- each T5Layer* registers its module (SelfAttention, DenseReluDense) before its layer_norm
+      norms_registered = "after_branch",
       embed = {
         -- T5Stack (encoder): inputs_embeds a local of the stack, its dropout,
         -- the padding mask and the encoder's bidirectional position bias

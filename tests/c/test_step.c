@@ -118,10 +118,10 @@ static void build_llama(vp_model *m, const llama_config *c) {
     set(&final[1], "hidden", c->hidden);
     final[2] = make_op(&vp_op_cross_entropy);
 
-    m->section[VP_SECTION_EMBED] = (vp_section){embed, 2, 0};
-    m->section[VP_SECTION_LAYER] = (vp_section){llama_layer(c, c->experts > 0), 2, 0};
-    m->section[VP_SECTION_FINAL] = (vp_section){final, 3, 0};
-    if (c->dense_layers) m->section[VP_SECTION_FIRST_LAYER] = (vp_section){llama_layer(c, false), 2, 0};
+    m->section[VP_SECTION_EMBED] = (vp_section){.ops = embed, .n_ops = 2};
+    m->section[VP_SECTION_LAYER] = (vp_section){.ops = llama_layer(c, c->experts > 0), .n_ops = 2};
+    m->section[VP_SECTION_FINAL] = (vp_section){.ops = final, .n_ops = 3};
+    if (c->dense_layers) m->section[VP_SECTION_FIRST_LAYER] = (vp_section){.ops = llama_layer(c, false), .n_ops = 2};
     m->layers = c->layers;
     m->first_layers = c->dense_layers;
     CHECK(vp_model_finish(m) == NULL);
@@ -191,9 +191,9 @@ static void build_gpt2(vp_model *m, const gpt2_config *c) {
     set(&final[1], "tied", 1);
     final[2] = make_op(&vp_op_cross_entropy);
 
-    m->section[VP_SECTION_EMBED] = (vp_section){embed, 3, 0};
-    m->section[VP_SECTION_LAYER] = (vp_section){layer, 2, 0};
-    m->section[VP_SECTION_FINAL] = (vp_section){final, 3, 0};
+    m->section[VP_SECTION_EMBED] = (vp_section){.ops = embed, .n_ops = 3};
+    m->section[VP_SECTION_LAYER] = (vp_section){.ops = layer, .n_ops = 2};
+    m->section[VP_SECTION_FINAL] = (vp_section){.ops = final, .n_ops = 3};
     m->layers = c->layers;
     CHECK(a->kind->check(a) == NULL);
     CHECK(vp_model_finish(m) == NULL);
@@ -507,6 +507,50 @@ static void test_optimizer_temporaries(void) {
     vp_model_free(&m);
 }
 
+/* The order model.parameters() meets a layer's slots in, as each family
+ * registers its norms: the order is a permutation of the slots, and each
+ * op's slots stay together in their own order. */
+static void append_op_slots(unsigned *expected, unsigned *n, const vp_op *op) {
+    for (unsigned i = 0; i < op->n_slots; i++) expected[(*n)++] = op->slot + i;
+}
+
+static void test_norms_registered(void) {
+    vp_model m;
+    build_llama(&m, &small);
+    const vp_section *layer = &m.section[VP_SECTION_LAYER];
+    CHECK(layer->registered == NULL); /* in place: slot order */
+    const vp_op *attn_norm = &layer->ops[0].children[0], *attention = &layer->ops[0].children[1];
+    const vp_op *mlp_norm = &layer->ops[1].children[0], *mlp = &layer->ops[1].children[1];
+    const struct {
+        vp_norm_registration how;
+        const vp_op *order[4];
+    } cases[] = {
+        {VP_NORMS_LAST, {attention, mlp, attn_norm, mlp_norm}},      /* LlamaDecoderLayer */
+        {VP_NORMS_FIRST, {attn_norm, mlp_norm, attention, mlp}},     /* GPTNeoXLayer */
+        {VP_NORMS_AFTER_BRANCH, {attention, attn_norm, mlp, mlp_norm}}, /* T5's sub-layers */
+    };
+    for (unsigned c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        m.norms_registered = cases[c].how;
+        CHECK(vp_model_finish(&m) == NULL);
+        unsigned expected[256], n = 0;
+        for (unsigned i = 0; i < 4; i++) append_op_slots(expected, &n, cases[c].order[i]);
+        CHECK_EQ_U64(n, layer->n_slots);
+        CHECK(layer->registered != NULL);
+        for (unsigned i = 0; i < n && layer->registered; i++) CHECK_EQ_U64(layer->registered[i], expected[i]);
+        CHECK(m.section[VP_SECTION_EMBED].registered == NULL && m.section[VP_SECTION_FINAL].registered == NULL);
+        /* the order changes where the optimizer meets the parameters, not what the step keeps */
+        vp_recipe r = base_recipe();
+        vp_step_result folded, unfolded;
+        CHECK(vp_step_run(&m, &r, true, false, &folded, NULL) == VP_STEP_OK);
+        CHECK(vp_step_run(&m, &r, false, false, &unfolded, NULL) == VP_STEP_OK);
+        same_result(&folded, &unfolded);
+    }
+    m.norms_registered = VP_NORMS_IN_PLACE;
+    CHECK(vp_model_finish(&m) == NULL);
+    CHECK(layer->registered == NULL);
+    vp_model_free(&m);
+}
+
 /* DeepSeek's layout: dense layers first, then experts. Parameters count
  * each kind of layer; pipeline stages and checkpointed chunks that straddle
  * the boundary agree with the unfolded evaluation. */
@@ -622,6 +666,7 @@ int main(void) {
     test_expert_parallel();
     test_context_parallel();
     test_first_layers();
+    test_norms_registered();
     test_lora();
     return check_summary("test_step");
 }

@@ -43,6 +43,25 @@ describe("require 'vramplan'", function()
     assert.truthy(tostring(err):find("mlp: module_names = \"phi3\" names a fused gate_up_proj", 1, true), tostring(err))
   end)
 
+  it("takes a family's norm registration order by name, and rejects one it does not know", function()
+    local function model(norms_registered)
+      return pcall(vramplan.model, {
+        embed = { vramplan.op("token_embedding", { vocab = 10, hidden = 8 }) },
+        layer = { vramplan.op("rmsnorm", { hidden = 8 }) },
+        layers = 1,
+        final = { vramplan.op("lm_head", { vocab = 10, hidden = 8 }), vramplan.op("cross_entropy", {}) },
+        norms_registered = norms_registered,
+      })
+    end
+    for _, how in ipairs({ "in_place", "last", "first", "after_branch" }) do assert.is_true((model(how))) end
+    for _, bad in ipairs({ "lastt", 2 }) do
+      local ok, err = model(bad)
+      assert.is_false(ok)
+      assert.truthy(tostring(err):find("model: 'norms_registered' must be in_place, last, first or after_branch", 1,
+        true), tostring(err))
+    end
+  end)
+
   it("rejects this session's op fields where they do not hold together, naming the op", function()
     for _, case in ipairs({
       { "attention", { hidden = 64, heads = 4, rotary = true, rotary_locals = true }, "rotary_locals needs rotary_cat" },
