@@ -77,7 +77,11 @@ vp_t vp_moe_mixtral(vp_step *step, const vp_op *op, const moe_slots *s, vp_t x) 
     vp_t logits = vp_project(step, x, *s->router, 0, experts, "moe.gate");
     vp_t probs = vp_moe_softmax_fp32(step, logits, "moe.router_softmax");
     vp_t selected;
+    /* routing_weights, selected_experts = torch.topk(routing_weights, ...):
+     * the name is rebound, so the probabilities live on only where the
+     * softmax saved them (in host memory under save_on_cpu) */
     vp_t weights = vp_topk(sim, probs, assignments, &selected, "moe.topk");
+    vp_drop(sim, probs);
     if (vp_op_flag(op, MOE_NORM_TOPK)) { /* routing_weights /= routing_weights.sum(dim=-1, keepdim=True) */
         vp_t sum = vp_sum(sim, weights, n, "moe.topk_sum");
         vp_t normed = vp_mul(sim, weights, sum, assignments, "moe.topk_norm");
@@ -96,7 +100,6 @@ vp_t vp_moe_mixtral(vp_step *step, const vp_op *op, const moe_slots *s, vp_t x) 
     vp_drop(sim, one_hot);
     vp_drop(sim, routing);
     vp_drop(sim, selected);
-    vp_drop(sim, probs);
     /* router_logits leave with the layer's outputs, which the model keeps
      * with output_router_logits; until then they are the decoder layer's
      * local (hidden_states, router_logits = self.block_sparse_moe(...)),

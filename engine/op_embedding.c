@@ -44,6 +44,15 @@ static unsigned token_leaves(const vp_op *op, const vp_ranks *split, vp_leaf_spe
  * encoder gets the first), cast to the embeddings' dtype and put before
  * them (torch.cat, whose backward hands out views). `prompts` and the
  * mask are locals of PEFT's forward until the model returns. */
+/* PeftModelForCausalLM gives the labels -100 for the virtual tokens
+ * (torch.cat of torch.full and the batch's): the model's labels, a local
+ * of PEFT's forward. A seq2seq model's labels are the decoder's and a
+ * classifier's one per sequence: PEFT leaves them as they are. */
+static bool prefixes_labels(const vp_step *step) {
+    const vp_op *loss = vp_section_find(&step->model->section[VP_SECTION_FINAL], &vp_op_cross_entropy);
+    return !vp_model_encoder_decoder(step->model) && loss && !vp_loss_per_sequence(loss);
+}
+
 static vp_t with_prompt(vp_step *step, const vp_op *op, vp_t inputs_embeds) {
     vp_sim *sim = &step->sim;
     unsigned sets = vp_prompt_submodules(step->model);
@@ -56,9 +65,17 @@ static vp_t with_prompt(vp_step *step, const vp_op *op, vp_t inputs_embeds) {
         vp_drop(sim, step->prompt_mask);
         step->prompt_mask = mask;
     }
-    uint64_t tokens = (uint64_t)step->virtual_tokens * sets;
-    vp_t ids = vp_new(sim, tokens, VP_INT64, "prompt.tokens"); /* expanded over the batch: a view */
-    vp_t looked_up = vp_embedding(sim, ids, step->prompt, vp_numel(sim, step->batch, tokens), hidden,
+    if (step->labels && prefixes_labels(step)) {
+        vp_t prefix = vp_new(sim, vp_numel(sim, step->batch, step->virtual_tokens), VP_INT64, "prompt.prefix_labels");
+        vp_drop(sim, step->prompt_labels);
+        step->prompt_labels = vp_new(sim, step->tokens, VP_INT64, "prompt.labels");
+        vp_drop(sim, prefix);
+    }
+    /* prompt_tokens: an arange kept on the CPU, expanded to the batch; the
+     * .to(device) copies every row */
+    uint64_t tokens = vp_numel(sim, step->batch, (uint64_t)step->virtual_tokens * sets);
+    vp_t ids = vp_new(sim, tokens, VP_INT64, "prompt.tokens");
+    vp_t looked_up = vp_embedding(sim, ids, step->prompt, tokens, hidden,
                                   step->recipe->device, "prompt_encoder");
     vp_drop(sim, ids);
     vp_t prompts = vp_to(sim, looked_up, (vp_dtype)vp_at(sim, inputs_embeds)->dtype, "prompt.cast");

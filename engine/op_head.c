@@ -161,8 +161,9 @@ static vp_t shifted_logits_ce(vp_step *step, vp_t logits) {
     vp_t sliced = vp_slice(sim, logits, vp_numel(sim, rows, vocab), "loss.shift_logits");
     vp_t shift_logits = vp_contiguous(sim, sliced, one, "loss.shift_logits");
     vp_drop(sim, sliced);
-    vp_t shift_labels = one && step->labels ? vp_view(sim, step->labels, rows, "loss.shift_labels")
-                                            : vp_new(sim, rows, VP_INT64, "loss.shift_labels");
+    vp_t labels = vp_step_loss_labels(step);
+    vp_t shift_labels = one && labels ? vp_view(sim, labels, rows, "loss.shift_labels")
+                                      : vp_new(sim, rows, VP_INT64, "loss.shift_labels");
     vp_t loss = log_softmax_nll(step, shift_logits, shift_labels);
     vp_drop(sim, shift_labels);
     vp_drop(sim, shift_logits);
@@ -179,7 +180,7 @@ static const char *ce_check(const vp_op *op) {
 /* T5ForConditionalGeneration: CrossEntropyLoss(ignore_index=-100) over
  * lm_logits.view(-1, V) and labels.view(-1), as they are. */
 static vp_t aligned_ce(vp_step *step, vp_t logits) {
-    return log_softmax_nll(step, logits, step->labels);
+    return log_softmax_nll(step, logits, vp_step_loss_labels(step));
 }
 
 static vp_t ce_forward(vp_step *step, const vp_op *op, const vp_t *leaves, vp_t x) {
@@ -193,7 +194,8 @@ static vp_t ce_forward(vp_step *step, const vp_op *op, const vp_t *leaves, vp_t 
     bool per_sequence = vp_op_flag(op, CE_PER_SEQUENCE); /* CrossEntropyLoss()(logits.view(-1, n), labels.view(-1)) */
     vp_t padded = per_sequence ? 0 : vp_new(sim, vp_numel(sim, step->batch, step->seq + 1), VP_INT64, "loss.labels_pad");
     /* one sequence: labels[..., 1:] is contiguous already, and .contiguous() returns it */
-    vp_t shifted = per_sequence          ? (vp_hold(sim, step->labels), step->labels)
+    vp_t labels = vp_step_loss_labels(step);
+    vp_t shifted = per_sequence          ? (vp_hold(sim, labels), labels)
                    : step->batch == 1 ? vp_view(sim, padded, step->tokens, "loss.shift_labels")
                                       : vp_new(sim, step->tokens, VP_INT64, "loss.shift_labels");
     vp_t loss = log_softmax_nll(step, logits32, shifted);

@@ -926,13 +926,12 @@ static uint64_t micro_batch(vp_step *step, const vp_meter *resident, const vp_me
     if (step->stage.embed) step->input_ids = vp_new(sim, step->input_tokens, VP_INT64, "batch.input_ids");
     /* the tokenizer's attention_mask, which seq2seq batches carry */
     if (encoder_decoder) step->attention_mask = vp_new(sim, step->input_tokens, VP_INT64, "batch.attention_mask");
-    /* prompt tuning: the labels with -100 for every virtual token (a cat of
-     * the batch's and the prefix's) */
+    /* the batch's labels (prompt tuning's virtual tokens get theirs in PEFT's forward) */
     if (step->stage.final) {
         const vp_op *loss = vp_section_find(&step->model->section[VP_SECTION_FINAL], &vp_op_cross_entropy);
         uint64_t labels = loss && vp_loss_per_sequence(loss) ? step->batch
                           : encoder_decoder                    ? vp_numel(sim, step->batch, step->target_seq)
-                                                               : step->tokens;
+                                                               : step->input_tokens;
         step->labels = vp_new(sim, labels, VP_INT64, "batch.labels");
     }
     vp_drop(sim, old_ids);
@@ -990,6 +989,8 @@ static uint64_t micro_batch(vp_step *step, const vp_meter *resident, const vp_me
     vp_step_clear_casts(step, 0);
     body_returns(step, true);
     drop_locals(step, VP_LOCAL_OF_WRAPPER);
+    vp_drop(sim, step->prompt_labels);
+    step->prompt_labels = 0;
     /* Megatron's forward step returns the loss alone */
     if (!step->recipe->keep_logits || step->recipe->framework == VP_FRAMEWORK_MEGATRON) {
         vp_drop(sim, step->logits);

@@ -134,6 +134,7 @@ typedef struct vp_step {
     vp_t memory, encoder_output, position_bias, cross_bias, attention_mask;
     vp_t self_mask, cross_mask;      /* the running stack's masks (T5Stack's locals) */
     vp_t prompt_mask;                /* PEFT's attention mask with the virtual tokens' ones (seq2seq prompt tuning) */
+    vp_t prompt_labels;              /* PEFT's labels with -100 for the virtual tokens (causal prompt tuning) */
     vp_t bias_table;                 /* the stack's relative_attention_bias (a leaf, borrowed) */
     bool bias_bidirectional;         /* the encoder's buckets (the decoder's are causal) */
     uint64_t source_seq, target_seq;
@@ -240,6 +241,12 @@ void vp_step_stack_returns(vp_step *step);
 
 /* Leaves an autocast region: drops the casts made since `from`. */
 void vp_step_clear_casts(vp_step *step, unsigned from);
+
+/* The labels the loss reads: the batch's, or PEFT's with the virtual
+ * tokens' -100 before them. */
+static inline vp_t vp_step_loss_labels(const vp_step *step) {
+    return step->prompt_labels ? step->prompt_labels : step->labels;
+}
 
 /* The parameter arrays, with how many real instances each stands for: the
  * embedding, the layers (one instance per chunk position when folding), the

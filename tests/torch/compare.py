@@ -404,6 +404,15 @@ CASES = [
     ("phi3 partial rotary amp-bf16", dict(phi3(), partial_rotary_factor=0.5), recipe("amp-bf16")),
     ("phi3 partial rotary bf16 lora checkpointed", dict(phi3(layers=3), partial_rotary_factor=0.75),
      recipe("bf16", ckpt="full", finetune="lora", lora_targets="qkv_proj")),
+    # prompt tuning: the batch's labels stay beside the ones PEFT prefixes
+    # with -100 for the virtual tokens (the engine had counted PEFT's alone)
+    ("llama prompt offloaded logits dropped", llama(),
+     recipe(b=4, s=96, finetune="prompt", num_virtual_tokens=4, offload_activations="true", keep_logits="false")),
+    # the routing softmax's output goes when topk rebinds its name (saved in
+    # host memory under save_on_cpu); the engine had kept it through the block
+    # (sweep.py 162 wide, case 33: 2.2 KB high at the shared expert)
+    ("qwen_moe prompt offloaded logits dropped", qwen_moe(),
+     recipe(b=2, s=64, finetune="prompt", num_virtual_tokens=3, offload_activations="true", keep_logits="false")),
     # the step's worst tensor is the fused gate_up_proj, which model.parameters()
     # meets after o_proj (the layer's norms are registered last): for-loop
     # AdamW's carried denom was the norm's in the engine's op order (16 KB low)

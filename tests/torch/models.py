@@ -2248,13 +2248,13 @@ class CausalLM(nn.Module):
 
     def forward(self, ac, input_ids, labels, checkpoint=None):
         prompt = getattr(self, "prompt", None)
-        if prompt is not None:  # PeftModelForCausalLM.forward: -100 labels for the virtual tokens
-            prefix_labels = torch.full((labels.shape[0], prompt.num_virtual_tokens), -100)
-            labels = torch.cat((prefix_labels, labels), dim=1)
-            del prefix_labels
         inputs_embeds = prompts = None
         if prompt is not None:  # PEFT computes the embeddings and keeps them (and its prompts) until the model returns
             inputs_embeds = self.model.embed(input_ids)
+            # PeftModelForCausalLM.forward: -100 labels for the virtual tokens
+            prefix_labels = torch.full((labels.shape[0], prompt.num_virtual_tokens), -100)
+            labels = torch.cat((prefix_labels, labels), dim=1)
+            del prefix_labels
             prompts = prompt.get_prompt(inputs_embeds.shape[0], inputs_embeds.dtype)
             inputs_embeds = torch.cat((prompts, inputs_embeds), dim=1)
         prefix = getattr(self, "prefix", None)
@@ -2353,7 +2353,9 @@ class PromptTuning(nn.Module):
         self.embedding = nn.Embedding(self.total, hidden, dtype=dtype)
 
     def get_prompt(self, batch_size, dtype):
-        prompt_tokens = torch.arange(self.total).unsqueeze(0).expand(batch_size, -1)
+        # the prompt tokens are an arange kept on the CPU: on CUDA, the
+        # .to(device) of the expanded tensor copies it
+        prompt_tokens = torch.arange(self.total).unsqueeze(0).expand(batch_size, -1).contiguous()
         return self.embedding(prompt_tokens).to(dtype)
 
 
