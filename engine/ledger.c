@@ -82,7 +82,9 @@ static void meter_sub(vp_ledger *ledger, vp_meter *m, vp_category c, uint64_t by
     m->total -= bytes;
 }
 
-static void log_event(vp_ledger *ledger, vp_category c, int64_t delta, const char *op, unsigned repeat) {
+/* delta and raw_delta: the change in rounded and in exact bytes */
+static void log_event(vp_ledger *ledger, vp_category c, int64_t delta, int64_t raw_delta, const char *op,
+                      unsigned repeat) {
     if (!ledger->record) return;
     if (ledger->n_events == ledger->cap_events) {
         unsigned cap = ledger->cap_events ? ledger->cap_events * 2 : 256;
@@ -100,6 +102,8 @@ static void log_event(vp_ledger *ledger, vp_category c, int64_t delta, const cha
     e->category = c;
     e->delta = delta;
     e->live = ledger->rounded.total;
+    e->raw_delta = raw_delta;
+    e->raw_live = ledger->raw.total;
     e->repeat = repeat;
 }
 
@@ -125,7 +129,7 @@ void vp_ledger_alloc(vp_ledger *ledger, vp_category c, uint64_t bytes, const cha
     meter_add(ledger, &ledger->rounded, c, vp_round_block(bytes));
     pools_change(&ledger->rounded, vp_round_block(bytes), true);
     track_peaks(ledger, op);
-    log_event(ledger, c, (int64_t)vp_round_block(bytes), op, 1);
+    log_event(ledger, c, (int64_t)vp_round_block(bytes), (int64_t)bytes, op, 1);
 }
 
 void vp_ledger_release(vp_ledger *ledger, vp_category c, uint64_t bytes, const char *op) {
@@ -133,7 +137,7 @@ void vp_ledger_release(vp_ledger *ledger, vp_category c, uint64_t bytes, const c
     meter_sub(ledger, &ledger->raw, c, bytes);
     meter_sub(ledger, &ledger->rounded, c, vp_round_block(bytes));
     pools_change(&ledger->rounded, vp_round_block(bytes), false);
-    log_event(ledger, c, -(int64_t)vp_round_block(bytes), op, 1);
+    log_event(ledger, c, -(int64_t)vp_round_block(bytes), -(int64_t)bytes, op, 1);
 }
 
 void vp_ledger_alloc_many(vp_ledger *ledger, vp_category c, uint64_t raw, uint64_t rounded, const char *op) {
@@ -142,7 +146,7 @@ void vp_ledger_alloc_many(vp_ledger *ledger, vp_category c, uint64_t raw, uint64
     meter_add(ledger, &ledger->rounded, c, rounded);
     ledger->rounded.pools[VP_POOL_LARGE] += round_to(rounded, large_round); /* a list: counted as large blocks */
     track_peaks(ledger, op);
-    log_event(ledger, c, (int64_t)rounded, op, 1);
+    log_event(ledger, c, (int64_t)rounded, (int64_t)raw, op, 1);
 }
 
 void vp_ledger_release_many(vp_ledger *ledger, vp_category c, uint64_t raw, uint64_t rounded, const char *op) {
@@ -150,7 +154,7 @@ void vp_ledger_release_many(vp_ledger *ledger, vp_category c, uint64_t raw, uint
     meter_sub(ledger, &ledger->raw, c, raw);
     meter_sub(ledger, &ledger->rounded, c, rounded);
     ledger->rounded.pools[VP_POOL_LARGE] -= round_to(rounded, large_round);
-    log_event(ledger, c, -(int64_t)rounded, op, 1);
+    log_event(ledger, c, -(int64_t)rounded, -(int64_t)raw, op, 1);
 }
 
 void vp_ledger_move(vp_ledger *ledger, vp_category from, vp_category to, uint64_t bytes) {
@@ -229,11 +233,12 @@ void vp_ledger_repeat_segment(vp_ledger *ledger, unsigned times, int layer_step)
     if (times <= 1) return;
     uint64_t extra = times - 1;
     int64_t delta = (int64_t)(ledger->rounded.total - ledger->seg_start_rounded.total);
+    int64_t raw_delta = (int64_t)(ledger->raw.total - ledger->seg_start_raw.total);
     fold_meter(ledger, &ledger->raw, &ledger->seg_start_raw, &ledger->seg_raw, extra, layer_step);
     fold_meter(ledger, &ledger->rounded, &ledger->seg_start_rounded, &ledger->seg_rounded, extra, layer_step);
     if (ledger->place.layer >= 0) ledger->place.layer += layer_step * (int)extra;
     if (ledger->record && ledger->n_events) {
         /* the log keeps one repetition, marked with how often it recurs */
-        log_event(ledger, VP_CAT_COUNT, delta * (int64_t)extra, "(repeated)", times - 1);
+        log_event(ledger, VP_CAT_COUNT, delta * (int64_t)extra, raw_delta * (int64_t)extra, "(repeated)", times - 1);
     }
 }

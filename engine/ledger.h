@@ -63,6 +63,8 @@ typedef struct {
     vp_category category;
     int64_t delta;       /* rounded bytes, signed */
     uint64_t live;       /* rounded live total after the event */
+    int64_t raw_delta;   /* the same in exact tensor bytes */
+    uint64_t raw_live;
     unsigned repeat;     /* >1 when this event stands for a folded segment */
 } vp_event;
 

@@ -29,8 +29,10 @@ static void push_place(lua_State *L, const vp_place *place) {
     lua_setfield(L, -2, "peak_op");
 }
 
-/* The event log: one entry per allocation or free, in order. */
-static void push_timeline(lua_State *L, const vp_ledger *ledger) {
+/* The event log: one entry per allocation or free, in order; in the bytes
+ * the peak is counted in (the caching allocator's blocks, or on the CPU
+ * twin the tensors' own). */
+static void push_timeline(lua_State *L, const vp_ledger *ledger, bool exact) {
     lua_createtable(L, (int)ledger->n_events, 0);
     for (unsigned i = 0; i < ledger->n_events; i++) {
         const vp_event *e = &ledger->events[i];
@@ -45,9 +47,9 @@ static void push_timeline(lua_State *L, const vp_ledger *ledger) {
         lua_setfield(L, -2, "op");
         lua_pushstring(L, e->category < VP_CAT_COUNT ? vp_category_names[e->category] : "repeat");
         lua_setfield(L, -2, "category");
-        lua_pushinteger(L, e->delta);
+        lua_pushinteger(L, exact ? e->raw_delta : e->delta);
         lua_setfield(L, -2, "delta");
-        lua_pushinteger(L, (lua_Integer)e->live);
+        lua_pushinteger(L, (lua_Integer)(exact ? e->raw_live : e->live));
         lua_setfield(L, -2, "live");
         lua_rawseti(L, -2, (lua_Integer)i + 1);
     }
@@ -143,7 +145,7 @@ static int l_estimate(lua_State *L) {
     }
     /* copied into Lua before anything can raise again: the event log, then
      * the ranks (the estimate's memory is freed right after) */
-    if (timeline) push_timeline(L, &ledger);
+    if (timeline) push_timeline(L, &ledger, recipe.device == VP_DEVICE_CPU);
     else lua_pushnil(L);
     vp_ledger_free(&ledger);
     int timeline_index = lua_gettop(L);

@@ -1059,7 +1059,8 @@ static void run(vp_step *step, vp_step_result *result) {
     }
     vp_meter resident = ledger->rounded;
     vp_meter resident_raw = ledger->raw; /* component figures are exact tensor bytes */
-    result->resident_bytes = resident.total;
+    /* in the bytes the peak is counted in: the CPU twin's are exact */
+    result->resident_bytes = step->recipe->device == VP_DEVICE_CPU ? resident_raw.total : resident.total;
 
     result->activations_bytes = micro_batch(step, &resident, &resident_raw);
     /* a later micro-batch backpropagates into the gradients the first made */
