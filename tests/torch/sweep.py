@@ -12,7 +12,7 @@ chunks, the mixtures' router logits (output_router_logits), LoRA's
 dropout, DoRA, QLoRA, activation offload (around checkpointed calls too),
 the logits dropped (HF's Trainer), and last the model's dropout, LLaMA's
 tied embeddings, the other optimizers the harness has, LoRA's rank,
-gradient accumulation and use_cache. What it finds becomes a fixed
+gradient accumulation, use_cache and a small vocabulary. What it finds becomes a fixed
 case in compare.py once understood. Recipes vramplan refuses (a family
 without PEFT's default LoRA targets, say) are skipped and counted.
 """
@@ -133,6 +133,11 @@ def widen(w, case):
     if recipe["checkpointing"] == "none" and w.random() < 0.15:  # config.use_cache off: no cache in the outputs
         recipe["use_cache"] = "false"
         more.append("no cache")
+    # a small vocabulary: a layer's weights, not the embedding or head, are
+    # the optimizer step's largest tensors (its order of parameters shows)
+    if w.random() < 0.15:
+        config["vocab_size"] = 32
+        more.append("vocab 32")
     tags = [k for k in ("output_router_logits",) if config.get(k)] + [
         k for k in ("lora_dropout", "use_dora", "offload_activations", "keep_logits", "use_reentrant",
                     "checkpoint_early_stop") if k in recipe] + more
