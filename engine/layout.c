@@ -246,7 +246,7 @@ void vp_layout_resident(vp_step *step, const vp_t *leaves, unsigned n, unsigned 
         /* states of this rank's shard; bitsandbytes' paged states live in
          * unified memory, which the host backs (paged in at the step) */
         vp_param_shape shape = {states, states == numel ? t->rows : 0};
-        uint64_t state_bytes = step->optimizer->state_bytes(&shape, states_dtype);
+        uint64_t state_bytes = vp_optimizer_state_bytes(step->optimizer, step->recipe, &shape, states_dtype);
         bool paged = step->optimizer->paged;
         place(step, VP_CAT_OPTIMIZER, state_bytes, repeat, host || paged, nvme, "optimizer state");
         if (plan->grads == VP_GRADS_BUCKET) {

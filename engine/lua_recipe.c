@@ -84,6 +84,7 @@ static void parse_batch(lua_State *L, vp_recipe *r, const char *k) { r->micro_ba
 static void parse_seq(lua_State *L, vp_recipe *r, const char *k) { r->seq_len = (uint64_t)read_int(L, k, 1, 1 << 26); }
 static void parse_target(lua_State *L, vp_recipe *r, const char *k) { r->target_len = (uint64_t)read_int(L, k, 1, 1 << 26); }
 static void parse_decay(lua_State *L, vp_recipe *r, const char *k) { r->weight_decay = read_number(L, k, 0, 1e6); }
+static void parse_first_moment(lua_State *L, vp_recipe *r, const char *k) { r->first_moment = read_bool(L, k); }
 static void parse_keep(lua_State *L, vp_recipe *r, const char *k) { r->keep_logits = read_bool(L, k); }
 static void parse_none(lua_State *L, vp_recipe *r, const char *k) { r->grads_set_to_none = read_bool(L, k); }
 static void parse_offload_activations(lua_State *L, vp_recipe *r, const char *k) { r->offload_activations = read_bool(L, k); }
@@ -221,6 +222,9 @@ static const recipe_key keys[] = {
     {"optimizer", parse_optimizer, "the optimizer (none: forward and backward only)", NULL},
     {"optimizer_impl", parse_impl, "the optimizer's kernels; auto picks foreach for torch.optim, fused for DeepSpeed", vp_optimizer_impl_names},
     {"weight_decay", parse_decay, "weight decay; by default the optimizer's own (AdamW 0.01, others 0)", NULL},
+    {"first_moment", parse_first_moment,
+     "adafactor or sm3: keep a first moment, one state per parameter (Adafactor's beta1 set: fp32; SM3's momentum > 0: "
+     "the gradient's dtype); their libraries' default is none [false]", NULL},
     {"micro_batch", parse_batch, "sequences per micro-batch", NULL},
     {"seq_len", parse_seq, "tokens per sequence", NULL},
     {"target_len", parse_target, "encoder-decoder models (T5): the decoder's tokens per sequence, the labels' length [seq_len]", NULL},
@@ -339,6 +343,8 @@ void vp_lua_push_recipe(lua_State *L, const vp_recipe *given) {
     lua_setfield(L, -2, "optimizer_impl");
     lua_pushnumber(L, vp_optimizer_weight_decay(vp_optimizer_at(r->optimizer), r));
     lua_setfield(L, -2, "weight_decay");
+    lua_pushboolean(L, r->first_moment);
+    lua_setfield(L, -2, "first_moment");
     lua_pushinteger(L, (lua_Integer)r->micro_batch);
     lua_setfield(L, -2, "micro_batch");
     lua_pushinteger(L, (lua_Integer)r->seq_len);

@@ -95,6 +95,20 @@ static uint64_t adafactor_states(const vp_param_shape *p, vp_dtype dtype) {
     return bytes_of(VP_FP32, p->rows ? p->rows + matrix_cols(p) : p->numel) + rms;
 }
 
+/* Adafactor with beta1: exp_avg = torch.zeros_like(grad), of the gradient
+ * the step has made fp32. The update is then rebound to it, so no
+ * temporary is added. */
+static uint64_t fp32_first_moment(const vp_param_shape *p, vp_dtype dtype) {
+    (void)dtype;
+    return bytes_of(VP_FP32, p->numel);
+}
+
+/* SM3 with momentum > 0: state['momentum_buffer'] = update.detach(), in
+ * the gradient's dtype; the update becomes the new buffer, and the old one
+ * stays in the loop's local m until the next tensor's step rebinds it
+ * (moment_carried). */
+static uint64_t own_first_moment(const vp_param_shape *p, vp_dtype dtype) { return bytes_of(dtype, p->numel); }
+
 /* SM3 (torch-optimizer's, as in GPT-NeoX; momentum 0, its default): one
  * accumulator per dimension, (rows, 1) and (1, cols) for a matrix of any
  * shape (a (1, n) one keeps n + 1 values), in the gradient's dtype. */
@@ -139,28 +153,28 @@ static uint64_t sm3_reductions(const vp_param_shape *p, vp_dtype dtype) {
 
 static const vp_optimizer_kind registry[] = {
     {"adamw", "AdamW: exp_avg and exp_avg_sq per parameter, decoupled weight decay (default 0.01)", 0.01, true,
-     two_states, adamw_temps, VP_DTYPE_NONE, false, false, 1, 0, NULL},
+     two_states, adamw_temps, VP_DTYPE_NONE, false, false, 1, 0, NULL, NULL, 0},
     {"adam", "Adam: exp_avg and exp_avg_sq per parameter (weight decay default 0)", 0.0, true, two_states, adam_temps,
-     VP_DTYPE_NONE, false, false, 1, 0, NULL},
-    {"sgd", "plain SGD: no state", 0.0, true, no_state, sgd_temps, VP_DTYPE_NONE, false, false, 0, 0, NULL},
+     VP_DTYPE_NONE, false, false, 1, 0, NULL, NULL, 0},
+    {"sgd", "plain SGD: no state", 0.0, true, no_state, sgd_temps, VP_DTYPE_NONE, false, false, 0, 0, NULL, NULL, 0},
     {"sgd-momentum", "SGD with momentum: one momentum buffer per parameter", 0.0, true, one_state, sgd_temps,
-     VP_DTYPE_NONE, false, false, 0, 0, NULL},
+     VP_DTYPE_NONE, false, false, 0, 0, NULL, NULL, 0},
     {"adamw-hf", "transformers' own AdamW (Trainer's adamw_hf): a loop whose denom = exp_avg_sq.sqrt().add_(eps) is its one temporary",
-     0.0, true, two_states, one_temp, VP_DTYPE_NONE, true, false, 1, 0, NULL},
+     0.0, true, two_states, one_temp, VP_DTYPE_NONE, true, false, 1, 0, NULL, NULL, 0},
     {"adamw-8bit", "bitsandbytes AdamW8bit: uint8 states with an fp32 absmax per 256 elements (fp32 below 4096 elements), fused",
-     0.01, true, adam_8bit_states, no_temps, VP_DTYPE_NONE, false, false, 0, 0, NULL},
+     0.01, true, adam_8bit_states, no_temps, VP_DTYPE_NONE, false, false, 0, 0, NULL, NULL, 0},
     {"paged-adamw-8bit", "bitsandbytes PagedAdamW8bit: the 8-bit states in CUDA unified memory, paged in per tensor at the step",
-     0.01, true, adam_8bit_states, no_temps, VP_DTYPE_NONE, true, true, 0, 0, NULL},
+     0.01, true, adam_8bit_states, no_temps, VP_DTYPE_NONE, true, true, 0, 0, NULL, NULL, 0},
     {"paged-adamw-32bit", "bitsandbytes PagedAdamW32bit: fp32 states in CUDA unified memory, paged in per tensor at the step",
-     0.01, true, fp32_two_states, no_temps, VP_DTYPE_NONE, true, true, 0, 0, NULL},
+     0.01, true, fp32_two_states, no_temps, VP_DTYPE_NONE, true, true, 0, 0, NULL, NULL, 0},
     {"lion", "bitsandbytes Lion (32-bit): one fp32 momentum per parameter, fused", 0.0, true, fp32_one_state, no_temps,
-     VP_DTYPE_NONE, false, false, 0, 0, NULL},
-    {"adafactor", "transformers Adafactor (no first moment): factored fp32 second moments, a loop over parameters",
-     0.0, true, adafactor_states, two_temps, VP_FP32, true, false, 0, 2, adafactor_factors},
-    {"sm3", "SM3 (torch-optimizer, momentum 0): one accumulator per dimension, a loop over parameters", 0.0, true,
-     sm3_states, one_temp, VP_DTYPE_NONE, true, false, 0, 0, sm3_reductions},
+     VP_DTYPE_NONE, false, false, 0, 0, NULL, NULL, 0},
+    {"adafactor", "transformers Adafactor: factored fp32 second moments (and with first_moment an fp32 exp_avg, its beta1), a loop over parameters",
+     0.0, true, adafactor_states, two_temps, VP_FP32, true, false, 0, 2, adafactor_factors, fp32_first_moment, 0},
+    {"sm3", "SM3 (torch-optimizer): one accumulator per dimension (and with first_moment a momentum buffer), a loop over parameters",
+     0.0, true, sm3_states, one_temp, VP_DTYPE_NONE, true, false, 0, 0, sm3_reductions, own_first_moment, 1},
     {"none", "no optimizer step: forward and backward only", 0.0, false, no_state, no_temps, VP_DTYPE_NONE, false,
-     false, 0, 0, NULL},
+     false, 0, 0, NULL, NULL, 0},
 };
 
 unsigned vp_optimizer_count(void) { return sizeof registry / sizeof registry[0]; }
@@ -173,6 +187,20 @@ int vp_optimizer_find(const char *name) {
     for (unsigned i = 0; i < vp_optimizer_count(); i++)
         if (strcmp(registry[i].name, name) == 0) return (int)i;
     return -1;
+}
+
+uint64_t vp_optimizer_state_bytes(const vp_optimizer_kind *kind, const vp_recipe *recipe, const vp_param_shape *p,
+                                  vp_dtype dtype) {
+    uint64_t bytes = kind->state_bytes(p, dtype);
+    if (recipe->first_moment && kind->first_moment) bytes += kind->first_moment(p, dtype);
+    return bytes;
+}
+
+const char *vp_optimizer_problem(const vp_recipe *recipe) {
+    const vp_optimizer_kind *kind = vp_optimizer_at(recipe->optimizer);
+    if (recipe->first_moment && (!kind || !kind->first_moment))
+        return "first_moment: only adafactor (beta1) and sm3 (momentum) keep a first moment on request";
+    return NULL;
 }
 
 double vp_optimizer_weight_decay(const vp_optimizer_kind *kind, const vp_recipe *recipe) {

@@ -42,11 +42,27 @@ typedef struct vp_optimizer_kind {
      * dtype the step runs in (Adafactor's row and column factors, SM3's
      * reductions); NULL: none. */
     uint64_t (*beside_temps)(const vp_param_shape *p, vp_dtype dtype);
+    /* Bytes of a first moment the optimizer keeps only when asked
+     * (recipe.first_moment: Adafactor's beta1, SM3's momentum); NULL: it
+     * has no optional one. */
+    uint64_t (*first_moment)(const vp_param_shape *p, vp_dtype dtype);
+    /* With it, how many of the last tensor's replaced first moments a
+     * Python local still holds through the next tensor's step (SM3's `m`),
+     * beside `carried`. */
+    unsigned moment_carried;
 } vp_optimizer_kind;
 
 const vp_optimizer_kind *vp_optimizer_at(unsigned index);
 unsigned vp_optimizer_count(void);
 int vp_optimizer_find(const char *name);
+
+/* Bytes of state one parameter keeps under the recipe (its optional first
+ * moment included when asked for). */
+uint64_t vp_optimizer_state_bytes(const vp_optimizer_kind *kind, const vp_recipe *recipe, const vp_param_shape *p,
+                                  vp_dtype dtype);
+
+/* A recipe's optimizer keys that do not hold together, or NULL. */
+const char *vp_optimizer_problem(const vp_recipe *recipe);
 
 /* The recipe's weight decay, or the optimizer's default. */
 double vp_optimizer_weight_decay(const vp_optimizer_kind *kind, const vp_recipe *recipe);

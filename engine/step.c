@@ -1202,6 +1202,7 @@ const char *vp_step_layout_problem(const vp_model *model, const vp_recipe *recip
     if (!precision) return "precision: unknown";
     const char *problem = vp_shard_plan_make(recipe, precision, &plan);
     if (!problem) problem = vp_finetune_problem(model, recipe);
+    if (!problem) problem = vp_optimizer_problem(recipe);
     if (!problem && recipe->sparsity && recipe->framework == VP_FRAMEWORK_MEGATRON)
         problem = "sparsity: modelled as apex's ASP on a PyTorch module (framework torch, deepspeed or fsdp)";
     if (!problem && recipe->offload_activations && (recipe->framework == VP_FRAMEWORK_MEGATRON || recipe->pp > 1))

@@ -110,7 +110,7 @@ static void paged_in(vp_step *step) {
             if (!t || !vp_at(&step->sim, t)->requires_grad) continue;
             const vp_tensor *x = vp_at(&step->sim, t);
             vp_param_shape shape = {x->numel, x->rows};
-            uint64_t bytes = step->optimizer->state_bytes(&shape, step->plan.states_dtype);
+            uint64_t bytes = vp_optimizer_state_bytes(step->optimizer, step->recipe, &shape, step->plan.states_dtype);
             if (bytes > largest) largest = bytes;
         }
     }
@@ -130,7 +130,8 @@ static void temporaries(vp_step *step) {
     vp_dtype dtype = step->plan.master_dtype != VP_DTYPE_NONE ? step->plan.master_dtype : step->plan.params_dtype;
     bool own_dtype = step->plan.master_dtype == VP_DTYPE_NONE && kind->temp_dtype == VP_DTYPE_NONE;
     if (kind->temp_dtype != VP_DTYPE_NONE) dtype = kind->temp_dtype;
-    temp_sizes sizes = {dtype, own_dtype, 0, 0, 1, temps, kind->carried, kind->upcast_temps, 0, 0, 0, 0, 0};
+    unsigned carried = kind->carried + (step->recipe->first_moment && kind->first_moment ? kind->moment_carried : 0);
+    temp_sizes sizes = {dtype, own_dtype, 0, 0, 1, temps, carried, kind->upcast_temps, 0, 0, 0, 0, 0};
     for (unsigned g = 0; g < vp_step_leaf_group_count(step); g++) {
         vp_leaf_group group = vp_step_leaf_group_at(step, g);
         sizes.repeat = group.repeat;
@@ -144,7 +145,7 @@ static void temporaries(vp_step *step) {
     if (step->recipe->optimizer_impl == VP_IMPL_FOREACH && !kind->per_tensor) {
         for (unsigned i = 0; i < temps; i++) vp_ledger_alloc_many(ledger, VP_CAT_TRANSIENT, sizes.raw, sizes.rounded, label);
         for (unsigned i = 0; i < temps; i++) vp_ledger_release_many(ledger, VP_CAT_TRANSIENT, sizes.raw, sizes.rounded, label);
-    } else if (!kind->carried) {
+    } else if (!carried) {
         for (unsigned i = 0; i < sizes.worst_temps; i++) vp_ledger_alloc(ledger, VP_CAT_TRANSIENT, sizes.worst_bytes, label);
         if (sizes.worst_beside) vp_ledger_alloc(ledger, VP_CAT_TRANSIENT, sizes.worst_beside, label);
         if (sizes.worst_beside) vp_ledger_release(ledger, VP_CAT_TRANSIENT, sizes.worst_beside, label);

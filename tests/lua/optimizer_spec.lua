@@ -77,6 +77,24 @@ describe("optimizer states", function()
     assert.are.equal(expected, optimizer("sm3", "--set", "precision=bf16").per_gpu.optimizer_bytes)
   end)
 
+  it("first_moment: adafactor's beta1 keeps an fp32 exp_avg per parameter, sm3's momentum a buffer in the gradient's dtype",
+    function()
+    -- transformers' Adafactor: exp_avg = torch.zeros_like(grad) of the
+    -- gradient it has made fp32; torch-optimizer's SM3: momentum_buffer =
+    -- update, in the gradient's dtype
+    local params = sum_over_params(function(numel) return numel end)
+    for _, case in ipairs({ { "adafactor", "bf16", 4 }, { "adafactor", "fp32", 4 }, { "sm3", "bf16", 2 } }) do
+      local without = optimizer(case[1], "--set", "precision=" .. case[2])
+      local with = optimizer(case[1], "--set", "precision=" .. case[2], "--set", "first_moment=true")
+      assert.are.equal(case[3] * params, with.per_gpu.optimizer_bytes - without.per_gpu.optimizer_bytes)
+      assert.is_true(with.recipe.first_moment)
+    end
+    local _, err, code = helper.run("estimate", "gpt2", "--set", "first_moment=true")
+    assert.are.equal(1, code)
+    assert.truthy(err:find("first_moment: only adafactor (beta1) and sm3 (momentum) keep a first moment on request", 1,
+      true), err)
+  end)
+
   it("rejects an optimizer it does not know, naming the choices", function()
     local _, err, code = helper.run("estimate", "gpt2", "--set", "optimizer=adamw8bit")
     assert.are.equal(1, code)

@@ -205,6 +205,14 @@ CASES = [
     ("llama bf16 adafactor", llama(), recipe("bf16", optimizer="adafactor")),
     ("gpt2 amp-bf16 adafactor", gpt2(), recipe("amp-bf16", optimizer="adafactor")),
     ("llama fp32 sm3", llama(), recipe(optimizer="sm3")),
+    # first_moment: Adafactor's beta1 (an fp32 exp_avg), SM3's momentum (a buffer in the gradient's dtype)
+    ("llama fp32 adafactor first moment", llama(), recipe(optimizer="adafactor", first_moment="true", b=1, s=16)),
+    ("llama bf16 adafactor first moment", llama(), recipe("bf16", optimizer="adafactor", first_moment="true", b=1, s=16)),
+    ("gpt2 mixed-bf16 adafactor first moment lora", gpt2(), recipe(
+        "mixed-bf16", optimizer="adafactor", impl="for-loop", first_moment="true", finetune="lora")),
+    ("llama fp32 sm3 momentum", llama(), recipe(optimizer="sm3", first_moment="true", b=1, s=16)),
+    ("llama bf16 sm3 momentum lora all-linear", llama(), recipe(
+        "bf16", optimizer="sm3", first_moment="true", finetune="lora", lora_targets="all-linear")),
     # each accumulator's max over the other dimension: values and int64 indices
     # beside the parameter-sized update (sweep.py 73 wide, case 5: 3 KB low)
     ("gpt2 mixed-bf16 sm3 for-loop", gpt2(layers=3), recipe("mixed-bf16", optimizer="sm3", impl="for-loop", b=3, s=16)),

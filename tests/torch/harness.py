@@ -113,7 +113,7 @@ def optimizer_state(opt):
     return [v for st in opt.state.values() for k, v in st.items() if torch.is_tensor(v) and k != "step"]
 
 
-def make_optimizer(name, impl, params):
+def make_optimizer(name, impl, params, first_moment=False):
     foreach = impl == "foreach"
     if name == "adamw":
         return torch.optim.AdamW(params, lr=1e-4, foreach=foreach)
@@ -126,9 +126,9 @@ def make_optimizer(name, impl, params):
     if name == "adamw-hf":
         return HFAdamW(params)
     if name == "adafactor":
-        return Adafactor(params)
+        return Adafactor(params, beta1=0.9 if first_moment else None)
     if name == "sm3":
-        return SM3(params)
+        return SM3(params, momentum=0.9 if first_moment else 0.0)
     if name == "none":
         return None
     raise ValueError(name)
@@ -227,10 +227,11 @@ def measure(case, rank=None):
         net = torch.nn.parallel.DistributedDataParallel(
             model, gradient_as_bucket_view=bool(recipe.get("ddp_bucket_view", False)), broadcast_buffers=False)
     name, impl = recipe.get("optimizer", "adamw"), recipe.get("optimizer_impl", "foreach")
+    first_moment = str(recipe.get("first_moment", "false")) == "true"
     if precision.startswith("mixed"):
-        opt = MasterWeights(params, lambda ps: make_optimizer(name, impl, ps)) if name != "none" else None
+        opt = MasterWeights(params, lambda ps: make_optimizer(name, impl, ps, first_moment)) if name != "none" else None
     else:
-        opt = make_optimizer(name, impl, params)
+        opt = make_optimizer(name, impl, params, first_moment)
     vocab = cfg["vocab_size"]
     ckpt = checkpoint_fn(every, ac, reentrant, str(recipe.get("checkpoint_early_stop", "false")) == "true")
     offload = str(recipe.get("offload_activations", "false")) == "true"

@@ -3,9 +3,10 @@ libraries run them on parameters that are not sparse, so that the CPU
 harness measures what their steps allocate.
 
 * Adafactor: transformers.optimization.Adafactor with its defaults
-  (scale_parameter, relative_step, beta1=None, weight_decay 0).
+  (scale_parameter, relative_step, beta1=None, weight_decay 0), or beta1
+  set (a first moment).
 * SM3: torch-optimizer's SM3 (as vendored by GPT-NeoX) with its defaults
-  (momentum 0, beta 0).
+  (momentum 0, beta 0), or a momentum.
 * HFAdamW: transformers' own AdamW, the Trainer's adamw_hf.
 """
 import math
@@ -15,9 +16,9 @@ from torch.optim import Optimizer
 
 
 class Adafactor(Optimizer):
-    def __init__(self, params, eps=(1e-30, 1e-3), clip_threshold=1.0, decay_rate=-0.8):
+    def __init__(self, params, eps=(1e-30, 1e-3), clip_threshold=1.0, decay_rate=-0.8, beta1=None):
         defaults = {"lr": None, "eps": eps, "clip_threshold": clip_threshold, "decay_rate": decay_rate,
-                    "beta1": None, "weight_decay": 0.0, "scale_parameter": True, "relative_step": True,
+                    "beta1": beta1, "weight_decay": 0.0, "scale_parameter": True, "relative_step": True,
                     "warmup_init": False}
         super().__init__(params, defaults)
 
@@ -49,14 +50,19 @@ class Adafactor(Optimizer):
                 state = self.state[p]
                 grad_shape = grad.shape
                 factored = len(grad_shape) >= 2
+                use_first_moment = group["beta1"] is not None
                 if len(state) == 0:
                     state["step"] = 0
+                    if use_first_moment:
+                        state["exp_avg"] = torch.zeros_like(grad)
                     if factored:
                         state["exp_avg_sq_row"] = torch.zeros(grad_shape[:-1]).to(grad)
                         state["exp_avg_sq_col"] = torch.zeros(grad_shape[:-2] + grad_shape[-1:]).to(grad)
                     else:
                         state["exp_avg_sq"] = torch.zeros_like(grad)
                     state["RMS"] = 0
+                elif use_first_moment:
+                    state["exp_avg"] = state["exp_avg"].to(grad)
                 p_data_fp32 = p
                 if p.dtype in {torch.float16, torch.bfloat16}:
                     p_data_fp32 = p_data_fp32.float()
@@ -78,14 +84,18 @@ class Adafactor(Optimizer):
                     update = exp_avg_sq.rsqrt().mul_(grad)
                 update.div_((self._rms(update) / group["clip_threshold"]).clamp_(min=1.0))
                 update.mul_(lr)
+                if use_first_moment:
+                    exp_avg = state["exp_avg"]
+                    exp_avg.mul_(group["beta1"]).add_(update, alpha=(1 - group["beta1"]))
+                    update = exp_avg
                 p_data_fp32.add_(-update)
                 if p.dtype in {torch.float16, torch.bfloat16}:
                     p.copy_(p_data_fp32)
 
 
 class SM3(Optimizer):
-    def __init__(self, params, lr=0.1, eps=1e-30):
-        super().__init__(params, {"lr": lr, "eps": eps})
+    def __init__(self, params, lr=0.1, momentum=0.0, eps=1e-30):
+        super().__init__(params, {"lr": lr, "momentum": momentum, "eps": eps})
 
     @torch.no_grad()
     def step(self):
@@ -114,6 +124,10 @@ class SM3(Optimizer):
                             nu_max = nu_max.max(dim=d, keepdim=True).values
                     acc.copy_(nu_max)
                 update.add_(group["eps"]).rsqrt_().mul_(grad)
+                if group["momentum"] > 0.0:
+                    m = state["momentum_buffer"]
+                    update.mul_(1.0 - group["momentum"]).add_(m, alpha=group["momentum"])
+                    state["momentum_buffer"] = update.detach()
                 p.sub_(update, alpha=group["lr"])
                 state["step"] += 1
 

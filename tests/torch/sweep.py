@@ -12,7 +12,8 @@ chunks, the mixtures' router logits (output_router_logits), LoRA's
 dropout, DoRA, QLoRA, activation offload (around checkpointed calls too),
 the logits dropped (HF's Trainer), and last the model's dropout, LLaMA's
 tied embeddings, the other optimizers the harness has, LoRA's rank,
-gradient accumulation, use_cache and a small vocabulary. What it finds becomes a fixed
+gradient accumulation, use_cache, a small vocabulary and Adafactor's and
+SM3's first moment. What it finds becomes a fixed
 case in compare.py once understood. Recipes vramplan refuses (a family
 without PEFT's default LoRA targets, say) are skipped and counted.
 """
@@ -138,6 +139,9 @@ def widen(w, case):
     if w.random() < 0.15:
         config["vocab_size"] = 32
         more.append("vocab 32")
+    if recipe["optimizer"] in ("adafactor", "sm3") and w.random() < 0.5:  # beta1 / momentum
+        recipe["first_moment"] = "true"
+        more.append("first moment")
     tags = [k for k in ("output_router_logits",) if config.get(k)] + [
         k for k in ("lora_dropout", "use_dora", "offload_activations", "keep_logits", "use_reentrant",
                     "checkpoint_early_stop") if k in recipe] + more
