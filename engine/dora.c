@@ -91,7 +91,9 @@ static vp_t base_output(vp_step *step, vp_t base_result, vp_t bias, vp_t x, vp_t
     uint64_t in = vp_at(sim, weight)->numel / out;
     vp_t xa = vp_autocast_low(step, x, "dora.base");
     vp_t wa = vp_autocast_low(step, weight, "dora.base");
-    vp_t y = vp_linear(sim, xa, wa, 0, vp_at(sim, x)->numel / in, out, "dora.base");
+    /* PEFT's F.linear(x, transpose(weight, fan_in_fan_out)): a Conv1D's
+     * weight transposed twice, so taken as it is */
+    vp_t y = vp_linear(sim, xa, wa, 0, vp_at(sim, x)->numel / in, out, vp_at(sim, weight)->conv1d, "dora.base");
     vp_drop(sim, xa);
     vp_drop(sim, wa);
     return y;

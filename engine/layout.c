@@ -114,6 +114,7 @@ static vp_t make_leaf(vp_step *step, const vp_leaf_spec *spec, bool trainable, u
         vp_ledger_alloc(&step->ledger, VP_CAT_BUFFERS, bytes_of(VP_FP32, (1024 + 1) * 5), "fp8 scaling state");
     }
     vp_at(&step->sim, leaf)->fp8 = fp8;
+    vp_at(&step->sim, leaf)->conv1d = spec->conv1d;
     if (trainable && spec->out_features && !spec->conv1d) asp_mask(step, spec->out_features, spec->numel, compute);
     return leaf;
 }

@@ -86,7 +86,7 @@ static vp_t project(vp_step *step, vp_t x, vp_t weight, vp_t bias, uint64_t out_
         vp_drop(sim, rowwise);
         vp_drop(sim, columnwise);
     } else {
-        y = vp_linear(sim, xa, wa, ba, rows, out_features, label);
+        y = vp_linear(sim, xa, wa, ba, rows, out_features, vp_at(sim, weight)->conv1d, label);
     }
     vp_drop(sim, xa);
     vp_drop(sim, wa);

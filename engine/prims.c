@@ -124,7 +124,7 @@ static void backward_embedding(vp_sim *sim, uint32_t index) {
     vp_give_grad(sim, vp_node_at(sim, index), 0, g);
 }
 
-vp_t vp_linear(vp_sim *sim, vp_t x, vp_t w, vp_t b, uint64_t rows, uint64_t out_features,
+vp_t vp_linear(vp_sim *sim, vp_t x, vp_t w, vp_t b, uint64_t rows, uint64_t out_features, bool conv1d,
                const char *label) {
     vp_t y = vp_new(sim, vp_numel(sim, rows, out_features), dtype_of(sim, x), label);
     vp_t in[3] = {x, w, b};
@@ -132,7 +132,8 @@ vp_t vp_linear(vp_sim *sim, vp_t x, vp_t w, vp_t b, uint64_t rows, uint64_t out_
     if (node) {
         /* addmm: mat1's gradient needs mat2 and mat2's needs mat1 */
         if (wants_grad(sim, w)) vp_save(sim, node, x);
-        if (wants_grad(sim, x)) vp_save(sim, node, w);
+        if (wants_grad(sim, x) && conv1d) vp_save(sim, node, w);
+        if (wants_grad(sim, x) && !conv1d) vp_save_strided(sim, node, w);
     }
     return y;
 }

@@ -11,9 +11,11 @@
 /* Where kernels differ between devices, the rules follow `device`. */
 typedef enum { VP_DEVICE_CUDA, VP_DEVICE_CPU } vp_device;
 
-/* x[rows, in] @ w[out, in]^T (+ b): F.linear / addmm / Conv1D. Saves x only
- * when w needs a gradient and w only when x does. */
-vp_t vp_linear(vp_sim *sim, vp_t x, vp_t w, vp_t b, uint64_t rows, uint64_t out_features,
+/* x[rows, in] @ w[out, in]^T (+ b): F.linear / addmm, or with `conv1d`
+ * transformers' Conv1D (x @ w[in, out]). Saves x only when w needs a
+ * gradient and w only when x does: a Linear's as weight.t(), a view that
+ * is not contiguous. */
+vp_t vp_linear(vp_sim *sim, vp_t x, vp_t w, vp_t b, uint64_t rows, uint64_t out_features, bool conv1d,
                const char *label);
 
 /* bitsandbytes' matmul_4bit (MatMul4Bit, bitsandbytes 0.45-0.46):

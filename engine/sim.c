@@ -263,7 +263,28 @@ static void refill(vp_sim *sim, vp_node *node, unsigned slot, vp_t t) {
     }
 }
 
-void vp_save_at(vp_sim *sim, vp_node *node, unsigned slot, vp_t t) {
+/* Bytes a node's outputs hold. */
+static uint64_t output_bytes(vp_sim *sim, const vp_node *node) {
+    uint64_t total = 0;
+    for (unsigned i = 0; i < VP_NODE_MAX_OUT; i++)
+        if (node->out[i]) total += vp_at(sim, node->out[i])->bytes;
+    return total;
+}
+
+/* CUDA copies a tensor that is not contiguous to the host through a
+ * contiguous copy on its device (ATen's Copy.cu: copy_requires_temporaries,
+ * then src.expand_as(dst).contiguous()), freed once copied. An op packs
+ * what it saves before it computes, so the copy comes before the node's
+ * outputs, which the sim has already made: it raises the peak only by what
+ * it holds beyond them. An autograd.Function packs after it computes. */
+static void pack_through_contiguous(vp_sim *sim, const vp_node *node, uint64_t bytes) {
+    uint64_t made = node->late_saves ? 0 : output_bytes(sim, node);
+    if (bytes <= made) return;
+    vp_ledger_alloc(sim->ledger, (vp_category)sim->category, bytes - made, "offload.contiguous");
+    vp_ledger_release(sim->ledger, (vp_category)sim->category, bytes - made, "offload.contiguous");
+}
+
+static void save_at(vp_sim *sim, vp_node *node, unsigned slot, vp_t t, bool strided) {
     if (!node || !t || slot >= VP_NODE_MAX_SAVED || node->saved[slot] || (node->holders & (1u << slot))) {
         overflow(sim); /* more saved tensors than a node has room for: an op-table bug */
         return;
@@ -286,9 +307,13 @@ void vp_save_at(vp_sim *sim, vp_node *node, unsigned slot, vp_t t) {
     uint64_t bytes;
     const vp_tensor *x = vp_at(sim, t);
     if (!vp_tensor_bytes((vp_dtype)x->dtype, x->numel, &bytes)) overflow(sim);
+    bool expanded = x->base && x->numel > vp_at(sim, x->base)->numel; /* a stride-0 dimension */
+    if (strided || expanded) pack_through_contiguous(sim, node, bytes);
     node->packed |= (uint8_t)(1u << slot);
     sim->pack(sim->pack_ctx, bytes);
 }
+
+void vp_save_at(vp_sim *sim, vp_node *node, unsigned slot, vp_t t) { save_at(sim, node, slot, t, false); }
 
 void vp_hold_at(vp_sim *sim, vp_node *node, unsigned slot, vp_t t) {
     if (!node || !t || slot >= VP_NODE_MAX_SAVED || node->saved[slot]) {
@@ -299,16 +324,19 @@ void vp_hold_at(vp_sim *sim, vp_node *node, unsigned slot, vp_t t) {
     vp_hold(sim, t);
 }
 
-void vp_save(vp_sim *sim, vp_node *node, vp_t t) {
+static void save(vp_sim *sim, vp_node *node, vp_t t, bool strided) {
     if (!node || !t) return;
     for (unsigned i = 0; i < VP_NODE_MAX_SAVED; i++) {
         if (!node->saved[i] && !(node->holders & (1u << i))) {
-            vp_save_at(sim, node, i, t);
+            save_at(sim, node, i, t, strided);
             return;
         }
     }
     overflow(sim); /* more saved tensors than a node has room for: an op-table bug */
 }
+
+void vp_save(vp_sim *sim, vp_node *node, vp_t t) { save(sim, node, t, false); }
+void vp_save_strided(vp_sim *sim, vp_node *node, vp_t t) { save(sim, node, t, true); }
 
 /* unpack_from_cpu: tensor.to(device) for every packed slot, as the node's
  * apply unpacks its saved variables before computing; the copies take the

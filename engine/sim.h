@@ -38,6 +38,8 @@ typedef struct {
     uint64_t rows;       /* a matrix parameter's rows (0: a vector): factored optimizers need them */
     bool quantized;      /* stored 4-bit (QLoRA): dequantized to its dtype for every use */
     bool fp8;            /* a weight whose GEMMs run in FP8 (Transformer Engine) */
+    bool conv1d;         /* a weight of transformers' Conv1D, (in, out): its GEMM takes it as it is, a Linear's
+                            its transpose */
     uint8_t grad_category; /* for leaves: what a stolen gradient is charged as */
     bool live;
     bool phantom;        /* made after a rerun's early stop: never allocated */
@@ -170,6 +172,10 @@ vp_node *vp_node_at(vp_sim *sim, uint32_t node);
 vp_node *vp_record(vp_sim *sim, vp_backward_fn backward, const char *label, const vp_t *in,
                    unsigned n_in, const vp_t *out, unsigned n_out);
 void vp_save(vp_sim *sim, vp_node *node, vp_t t);
+/* The same for a view autograd saves as it is, not contiguous (mm's mat2,
+ * a Linear's weight.t()): save_on_cpu's pinned copy of it goes through a
+ * contiguous copy on the GPU first, as an expanded view's does. */
+void vp_save_strided(vp_sim *sim, vp_node *node, vp_t t);
 /* The same into saved slot `slot`. Packed tensors come back in backward as
  * new copies, made before the rule runs and freed as it returns. */
 void vp_save_at(vp_sim *sim, vp_node *node, unsigned slot, vp_t t);

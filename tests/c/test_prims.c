@@ -51,7 +51,7 @@ static void test_linear_saves(void) {
     graph_init(&g, false);
     vp_t w = vp_leaf(&g.sim, 16 * 8, VP_FP32, VP_CAT_PARAMS, true, "w");
     vp_t x = vp_new(&g.sim, 4 * 8, VP_FP32, "x");
-    vp_t y = vp_linear(&g.sim, x, w, 0, 4, 16, "linear");
+    vp_t y = vp_linear(&g.sim, x, w, 0, 4, 16, false, "linear");
     vp_drop(&g.sim, x); /* the node keeps it: the weight needs its gradient */
     CHECK_EQ_U64(g.sim.n_nodes, 1);
     CHECK(g.sim.nodes[0].saved[0] == x && g.sim.nodes[0].saved[1] == 0);
@@ -65,7 +65,7 @@ static void test_linear_saves(void) {
     graph_init(&g, false);
     w = vp_leaf(&g.sim, 16 * 8, VP_FP32, VP_CAT_PARAMS, false, "w");
     x = grad_input(&g, 4 * 8, VP_FP32);
-    y = vp_linear(&g.sim, x, w, 0, 4, 16, "linear");
+    y = vp_linear(&g.sim, x, w, 0, 4, 16, false, "linear");
     vp_drop(&g.sim, x);
     CHECK(g.sim.nodes[0].saved[0] == w && g.sim.nodes[0].saved[1] == 0);
     CHECK(!vp_at(&g.sim, x)->live);
@@ -77,7 +77,7 @@ static void test_linear_saves(void) {
     graph_init(&g, false);
     w = vp_leaf(&g.sim, 16 * 8, VP_FP32, VP_CAT_PARAMS, false, "w");
     x = vp_new(&g.sim, 4 * 8, VP_FP32, "x");
-    y = vp_linear(&g.sim, x, w, 0, 4, 16, "linear");
+    y = vp_linear(&g.sim, x, w, 0, 4, 16, false, "linear");
     vp_drop(&g.sim, x);
     CHECK_EQ_U64(g.sim.n_nodes, 0);
     CHECK(!vp_at(&g.sim, y)->requires_grad);
@@ -95,7 +95,7 @@ static void test_linear_backward(void) {
     graph_init(&g, false);
     vp_t w = vp_leaf(&g.sim, 16 * 8, VP_FP32, VP_CAT_PARAMS, true, "w");
     vp_t x = grad_input(&g, 4 * 8, VP_FP32);
-    vp_t y = vp_linear(&g.sim, x, w, 0, 4, 16, "linear");
+    vp_t y = vp_linear(&g.sim, x, w, 0, 4, 16, false, "linear");
     CHECK(g.sim.nodes[0].saved[0] == x && g.sim.nodes[0].saved[1] == w);
     uint32_t tensors_before = g.sim.n_tensors;
     backward_from(&g, y);
@@ -125,8 +125,8 @@ static void test_accumulate_grad_tied(void) {
     graph_init(&g, false);
     vp_t w = vp_leaf(&g.sim, 16 * 8, VP_FP32, VP_CAT_PARAMS, true, "w");
     vp_t x1 = vp_new(&g.sim, 4 * 8, VP_FP32, "x1"), x2 = vp_new(&g.sim, 4 * 8, VP_FP32, "x2");
-    vp_t y1 = vp_linear(&g.sim, x1, w, 0, 4, 16, "use1");
-    vp_t y2 = vp_linear(&g.sim, x2, w, 0, 4, 16, "use2");
+    vp_t y1 = vp_linear(&g.sim, x1, w, 0, 4, 16, false, "use1");
+    vp_t y2 = vp_linear(&g.sim, x2, w, 0, 4, 16, false, "use2");
     vp_t s = vp_add(&g.sim, y1, y2, 4 * 16, "sum"); /* add saves nothing */
     vp_drop(&g.sim, x1);
     vp_drop(&g.sim, x2);
@@ -164,7 +164,7 @@ static void test_accumulate_grad_waits_for_every_edge(void) {
     graph_init(&g, false);
     vp_t w = vp_leaf(&g.sim, 8 * 8, VP_FP32, VP_CAT_PARAMS, false, "w");
     vp_t x = grad_input(&g, 4 * 8, VP_FP32);
-    vp_t y = vp_linear(&g.sim, x, w, 0, 4, 8, "linear");
+    vp_t y = vp_linear(&g.sim, x, w, 0, 4, 8, false, "linear");
     vp_t s = vp_add(&g.sim, x, y, 4 * 8, "residual");
     vp_drop(&g.sim, y);
     uint32_t tensors_before = g.sim.n_tensors;
@@ -197,9 +197,9 @@ static void test_accumulate_grad_across_ranges(void) {
     g.sim.accumulate = VP_ACCUMULATE_OUT_OF_PLACE;
     vp_t w = vp_leaf(&g.sim, 16 * 8, VP_FP32, VP_CAT_PARAMS, true, "w");
     vp_t x1 = vp_new(&g.sim, 4 * 8, VP_FP32, "x1"), x2 = vp_new(&g.sim, 4 * 8, VP_FP32, "x2");
-    vp_t y1 = vp_linear(&g.sim, x1, w, 0, 4, 16, "embedding"); /* node 0 */
+    vp_t y1 = vp_linear(&g.sim, x1, w, 0, 4, 16, false, "embedding"); /* node 0 */
     uint32_t embed_end = g.sim.n_nodes;
-    vp_t y2 = vp_linear(&g.sim, x2, w, 0, 4, 16, "head"); /* node 1 */
+    vp_t y2 = vp_linear(&g.sim, x2, w, 0, 4, 16, false, "head"); /* node 1 */
     vp_t s = vp_add(&g.sim, y1, y2, 4 * 16, "sum");
     vp_drop(&g.sim, x1);
     vp_drop(&g.sim, x2);
@@ -370,6 +370,57 @@ static void test_mul_broadcast_offloaded(void) {
     graph_free(&g);
 }
 
+/* Under save_on_cpu a Linear's saved weight.t() is not contiguous: CUDA
+ * copies it to the host through a contiguous GPU copy, made before the op's
+ * output, so the step's peak is the larger of the two on top of what lives.
+ * A Conv1D keeps its weight as it is: no copy. x[4,8] fp32 = 128 B (needs
+ * grad), frozen w[16,8] = 512 B, y[4,16] = 256 B; with w[64,8] = 2048 B
+ * and y[4,64] = 1024 B the copy outgrows the output by 1024 B. An
+ * expanded view (a stride-0 dimension) takes the same road. */
+static void test_pack_through_contiguous(void) {
+    const struct {
+        uint64_t out;
+        bool conv1d;
+        uint64_t beyond; /* the peak above resident, input and output */
+    } cases[] = {{16, false, 512 - 256}, {64, false, 2048 - 1024}, {64, true, 0}, {4, false, 128 - 64}};
+    for (unsigned i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        graph g;
+        uint64_t host;
+        graph_init_packing(&g, &host);
+        uint64_t w_bytes = 4 * 8 * cases[i].out, y_bytes = 4 * 4 * cases[i].out;
+        vp_t w = vp_leaf(&g.sim, 8 * cases[i].out, VP_FP32, VP_CAT_PARAMS, false, "w");
+        vp_t x = grad_input(&g, 4 * 8, VP_FP32);
+        vp_t y = vp_linear(&g.sim, x, w, 0, 4, cases[i].out, cases[i].conv1d, "linear");
+        CHECK_EQ_U64(host, w_bytes);
+        CHECK_EQ_U64(g.ledger.raw.peak, w_bytes + 128 + y_bytes + cases[i].beyond);
+        CHECK_EQ_U64(g.ledger.raw.total, w_bytes + 128 + y_bytes);
+        g.sim.pack = NULL;
+        vp_drop(&g.sim, y);
+        vp_drop(&g.sim, x);
+        graph_free(&g);
+    }
+    /* a [64, 4] fp32 matrix expanded to [3, 64, 4] and saved by a batched
+     * product with a [3, 4, 64] input into [3, 4, 4] = 192 B: 3072 B
+     * copied through the GPU */
+    graph g;
+    uint64_t host;
+    graph_init_packing(&g, &host);
+    vp_t b = vp_new(&g.sim, 64 * 4, VP_FP32, "b");
+    vp_t expanded = vp_view(&g.sim, b, 3 * 64 * 4, "b.expand");
+    vp_t a = grad_input(&g, 3 * 4 * 64, VP_FP32);
+    uint64_t before = g.ledger.raw.total;
+    vp_t y = vp_matmul(&g.sim, a, expanded, 3 * 4 * 4, "bmm");
+    CHECK_EQ_U64(host, 3072);
+    CHECK_EQ_U64(g.ledger.raw.peak, before + 3072);
+    CHECK_EQ_U64(g.ledger.raw.total, before + 192);
+    g.sim.pack = NULL;
+    vp_drop(&g.sim, y);
+    vp_drop(&g.sim, expanded);
+    vp_drop(&g.sim, b);
+    vp_drop(&g.sim, a);
+    graph_free(&g);
+}
+
 /* scores.gather(1, index) saves scores and index (GatherBackward0);
  * weights[top_x, idx] saves both index tensors though they are columns of
  * one torch.where result: save_on_cpu packs every saved variable apart.
@@ -507,11 +558,11 @@ static void test_backward_frees_activations(void) {
     vp_t w2 = vp_leaf(&g.sim, 32 * 64, VP_BF16, VP_CAT_PARAMS, true, "w2");
     const uint64_t params = 2 * (64 * 32 * 2);
     vp_t x = vp_new(&g.sim, 4 * 32, VP_BF16, "x");
-    vp_t h = vp_linear(&g.sim, x, w1, 0, 4, 64, "fc1");
+    vp_t h = vp_linear(&g.sim, x, w1, 0, 4, 64, false, "fc1");
     vp_drop(&g.sim, x);
     vp_t a = vp_unary(&g.sim, h, VP_SAVES_INPUT, 0, VP_BF16, "silu");
     vp_drop(&g.sim, h);
-    vp_t o = vp_linear(&g.sim, a, w2, 0, 4, 32, "fc2");
+    vp_t o = vp_linear(&g.sim, a, w2, 0, 4, 32, false, "fc2");
     vp_drop(&g.sim, a);
     vp_t loss = vp_reduce(&g.sim, o, 1, "mean");
     vp_drop(&g.sim, o);
@@ -541,6 +592,7 @@ int main(void) {
     test_mul_broadcast();
     test_mul_broadcast_offloaded();
     test_gather_and_index_pair_pack_each_save();
+    test_pack_through_contiguous();
     test_accumulate_modes();
     test_add_inplace();
     test_embedding();

@@ -734,6 +734,11 @@ CASES = [
     ("llama fp32 grad_accum 2 wide vocab", llama(vocab=4096), recipe(optimizer="none", grad_accum=2)),
     ("llama mixed-bf16 lora grad_accum 3 logits dropped", llama(), recipe(
         "mixed-bf16", impl="for-loop", finetune="lora", grad_accum=3, keep_logits="false")),
+    # save_on_cpu copies a Linear's saved weight.t() (not contiguous) through a
+    # contiguous copy on the GPU: with a small vocabulary an MLP weight's is
+    # the peak (sweep.py 172 wide, case 9: 4.6 KB low)
+    ("neox amp-bf16 prompt offload small vocabulary", neox(vocab=32, parallel=False), recipe(
+        "amp-bf16", optimizer="sgd", b=1, s=16, finetune="prompt", num_virtual_tokens=3, offload_activations="true")),
     ("gpt2 amp-bf16 grad_accum 2 offload", gpt2(), recipe("amp-bf16", grad_accum=2, offload_activations="true")),
     # T5's decoder_outputs keeps the decoder's last hidden state through the
     # loss, the second micro-batch's peak here (the harness had let it go at

@@ -61,7 +61,17 @@ class SaveOnHost(torch.autograd.graph.saved_tensors_hooks):
         def pack(tensor):
             host = np.empty(tuple(tensor.shape), dtype=HOST_STORAGE[tensor.dtype])
             with torch.no_grad():
-                torch.from_numpy(host).view(tensor.dtype).copy_(tensor)
+                # CUDA copies a non-contiguous tensor to the host through a
+                # contiguous copy on the GPU (copy_requires_temporaries in
+                # ATen's Copy.cu: src.expand_as(dst).contiguous()); made
+                # here as a 3-D copy, since the CPU's copy of a transposed
+                # matrix takes a 60 x 60 block buffer of its own
+                source = tensor
+                if not tensor.is_contiguous():
+                    source = torch.empty(tensor.shape, dtype=tensor.dtype)
+                    source.unsqueeze(0).copy_(tensor.unsqueeze(0))
+                torch.from_numpy(host).view(tensor.dtype).copy_(source)
+                del source
             n = tensor.numel() * tensor.element_size()
             self.packed_bytes += 1 << (n - 1).bit_length() if n else 0
             return tensor.dtype, host
