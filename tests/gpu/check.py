@@ -6,6 +6,7 @@ used memory beside the engine's figures (expected.json, made by prepare.sh).
 
     python3 tests/gpu/check.py
 """
+import contextlib
 import json
 import os
 import sys
@@ -48,7 +49,9 @@ def run(case):
         ids = torch.randint(cfg["vocab_size"], (b, s), device=dev)
         labels = torch.randint(cfg.get("num_labels", 2), (b,), device=dev) if classifier else ids.clone()
         low = torch.float16 if rec["precision"] == "amp-fp16" else torch.bfloat16
-        with torch.autocast("cuda", dtype=low, enabled=rec["precision"].startswith("amp-")):
+        offload = str(rec.get("offload_activations", "false")) == "true"
+        with torch.autocast("cuda", dtype=low, enabled=rec["precision"].startswith("amp-")), \
+                torch.autograd.graph.save_on_cpu(pin_memory=True) if offload else contextlib.nullcontext():
             loss, logits = model(ac, ids, labels, ckpt)
         loss.backward()
         opt.step()
