@@ -124,11 +124,27 @@ static void backward_embedding(vp_sim *sim, uint32_t index) {
     vp_give_grad(sim, vp_node_at(sim, index), 0, g);
 }
 
+/* AddmmBackward0: mat1's and mat2's gradients are products; self's (the
+ * bias, which addmm broadcasts) is the incoming gradient itself, summed to
+ * the bias's shape by validate_outputs once the rule has returned (and
+ * what its unpacking handed it has gone). */
+static void backward_linear(vp_sim *sim, uint32_t index) {
+    for (unsigned i = 0; i < 2; i++) {
+        vp_node *node = vp_node_at(sim, index);
+        if (vp_needs_grad(sim, node, i)) vp_give_grad(sim, node, i, vp_grad_like(sim, node->in[i], node->label));
+    }
+    vp_node *node = vp_node_at(sim, index);
+    if (!vp_needs_grad(sim, node, 2)) return;
+    vp_t g = vp_grad_out(sim, node, 0);
+    vp_hold(sim, g);
+    give_fitted(sim, index, 2, g);
+}
+
 vp_t vp_linear(vp_sim *sim, vp_t x, vp_t w, vp_t b, uint64_t rows, uint64_t out_features, bool conv1d,
                const char *label) {
     vp_t y = vp_new(sim, vp_numel(sim, rows, out_features), dtype_of(sim, x), label);
     vp_t in[3] = {x, w, b};
-    vp_node *node = vp_record(sim, backward_fresh, label, in, 3, &y, 1);
+    vp_node *node = vp_record(sim, backward_linear, label, in, 3, &y, 1);
     if (node) {
         /* addmm: mat1's gradient needs mat2 and mat2's needs mat1 */
         if (wants_grad(sim, w)) vp_save(sim, node, x);
