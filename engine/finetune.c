@@ -96,7 +96,7 @@ static census take_census(const vp_model *model, const vp_recipe *recipe) {
 }
 
 unsigned vp_prompt_submodules(const vp_model *model) {
-    return model->section[VP_SECTION_BRIDGE].n_ops ? 2 : 1;
+    return vp_model_encoder_decoder(model) ? 2 : 1;
 }
 
 uint64_t vp_finetune_trainable_params(const vp_model *model, const vp_recipe *recipe) {

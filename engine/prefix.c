@@ -21,13 +21,12 @@ static const vp_op *layer_attention(const vp_model *model) {
     return vp_section_find(&model->section[VP_SECTION_LAYER], &vp_op_attention);
 }
 
-static bool encoder_decoder(const vp_model *model) { return model->section[VP_SECTION_BRIDGE].n_ops > 0; }
 
 /* The layers that get a prefix: every layer, or an encoder-decoder's
  * decoder layers (num_layers of T5's config, its encoder's count, which
  * vp_prefix_recipe_problem makes the decoder's too). */
 static unsigned prefixed_layers(const vp_model *model) {
-    return encoder_decoder(model) ? model->layers - model->first_layers : model->layers;
+    return vp_model_encoder_decoder(model) ? model->layers - model->first_layers : model->layers;
 }
 
 /* PrefixTuningConfig after _prepare_prompt_learning_config: token_dim is
@@ -39,7 +38,7 @@ uint64_t vp_prefix_table_width(const vp_model *model) {
 }
 
 const char *vp_prefix_recipe_problem(const vp_model *model) {
-    if (!encoder_decoder(model)) return NULL;
+    if (!vp_model_encoder_decoder(model)) return NULL;
     const vp_op *attention = layer_attention(model);
     /* get_prompt views each token's d_model values as num_heads rows of
      * d_model / num_heads, which torch.cat joins to keys d_kv wide */
@@ -116,7 +115,7 @@ static vp_t seq2seq_lookup(vp_step *step, uint64_t v, uint64_t width) {
 void vp_prefix_begin(vp_step *step) {
     vp_sim *sim = &step->sim;
     unsigned layers = step->stage.layers;
-    bool seq2seq = encoder_decoder(step->model);
+    bool seq2seq = vp_model_encoder_decoder(step->model);
     unsigned first = seq2seq ? step->model->first_layers : 0; /* the decoder's cache slots */
     if (seq2seq) layers -= first;
     uint64_t v = step->prefix_tokens, width = vp_prefix_table_width(step->model);

@@ -165,7 +165,7 @@ static bool plan_chunks(vp_step *step) {
      * boundary after them instead, and the run before it, whose chunks are
      * not alike, is evaluated unfolded */
     bool mixed = false;
-    if (per > 1 && !step->model->section[VP_SECTION_BRIDGE].n_ops && a > start && a < end && (a - start) % per) {
+    if (per > 1 && !vp_model_encoder_decoder(step->model) && a > start && a < end && (a - start) % per) {
         a = clamp(start + (a - start + per - 1) / per * per, start, end);
         mixed = true;
     }
@@ -203,7 +203,7 @@ static bool plan_chunks(vp_step *step) {
     const vp_model *m = step->model;
     const vp_op *sliding = vp_section_find(&m->section[VP_SECTION_LAYER], &vp_op_sliding_mask);
     unsigned period = sliding ? vp_sliding_mask_period(sliding) : 1;
-    bool foldable = step->fold && !step->prefix_tokens && !m->section[VP_SECTION_BRIDGE].n_ops &&
+    bool foldable = step->fold && !step->prefix_tokens && !vp_model_encoder_decoder(m) &&
                     !vp_section_find(&m->section[VP_SECTION_FINAL], &vp_op_router_aux_loss) && per % period == 0;
     for (unsigned r = 0; r < 4; r++) {
         if (splits[r + 1] <= splits[r]) continue;
@@ -423,7 +423,7 @@ static vp_t checkpoint_stack_layers(vp_step *step, vp_chunk *chunk, vp_t x) {
 }
 
 static vp_t checkpoint_forward(vp_step *step, vp_chunk *chunk, vp_t x) {
-    if (step->model->section[VP_SECTION_BRIDGE].n_ops) return checkpoint_stack_layers(step, chunk, x);
+    if (vp_model_encoder_decoder(step->model)) return checkpoint_stack_layers(step, chunk, x);
     vp_t *saved[4];
     unsigned n = 0;
     if (step->alibi) saved[n++] = &step->alibi; /* BloomModel's call (4.26-4.27): x, alibi, causal_mask */
@@ -467,7 +467,7 @@ static vp_t run_section(vp_step *step, vp_section_id id, const vp_t *leaves, vp_
 
 static vp_t forward_layers(vp_step *step, vp_t x) {
     vp_t current = x;
-    bool bridge = step->model->section[VP_SECTION_BRIDGE].n_ops > 0;
+    bool bridge = vp_model_encoder_decoder(step->model);
     for (unsigned i = 0; i < step->n_chunks; i++) {
         vp_chunk *chunk = &step->chunks[i];
         unsigned repeat = step->chunk_repeat[i];
@@ -755,7 +755,7 @@ static unsigned pin_externals(vp_step *step, const vp_chunk *chunk, vp_t **pins)
 
 static void backward_layers(vp_step *step) {
     vp_sim *sim = &step->sim;
-    bool bridge = step->model->section[VP_SECTION_BRIDGE].n_ops > 0;
+    bool bridge = vp_model_encoder_decoder(step->model);
     for (unsigned i = step->n_chunks; i-- > 0;) {
         vp_chunk *chunk = &step->chunks[i];
         unsigned repeat = step->chunk_repeat[i];
@@ -913,7 +913,7 @@ static uint64_t micro_batch(vp_step *step, const vp_meter *resident, const vp_me
     sim->n_holders = 0;
     /* an encoder-decoder's encoder runs on the inputs' length, its decoder
      * on the labels' (the bridge switches) */
-    bool encoder_decoder = m->section[VP_SECTION_BRIDGE].n_ops > 0;
+    bool encoder_decoder = vp_model_encoder_decoder(m);
     if (encoder_decoder) {
         step->seq = step->source_seq;
         step->past_tokens = 0;
@@ -1141,7 +1141,7 @@ static vp_step_status attempt(const vp_model *model, const vp_recipe *given, con
     /* prefix tuning's instead lengthen the keys and values of every layer */
     step.prefix_tokens = recipe->finetune == VP_FINETUNE_PREFIX ? recipe->virtual_tokens : 0;
     /* an encoder-decoder's decoder alone gets the prefix (decoder_start) */
-    step.past_tokens = model->section[VP_SECTION_BRIDGE].n_ops ? 0 : step.prefix_tokens;
+    step.past_tokens = vp_model_encoder_decoder(model) ? 0 : step.prefix_tokens;
     step.tokens = vp_numel(&step.sim, step.batch, step.seq);
     step.tp = recipe->tp ? recipe->tp : 1;
     step.ep = recipe->ep ? recipe->ep : 1;
@@ -1252,7 +1252,7 @@ const char *vp_step_layout_problem(const vp_model *model, const vp_recipe *recip
     if (recipe->framework == VP_FRAMEWORK_MEGATRON && vp_model_has(model, "parallel"))
         return "framework: attention and MLP side by side (GPT-NeoX, Phi) are modelled as transformers runs them "
                "(no megatron)";
-    if (model->section[VP_SECTION_BRIDGE].n_ops) {
+    if (vp_model_encoder_decoder(model)) {
         /* an encoder-decoder runs as transformers runs it, on one stage */
         if (recipe->framework == VP_FRAMEWORK_MEGATRON || tp > 1 || cp > 1 || recipe->pp > 1)
             return "framework: encoder-decoder models are modelled as transformers runs them (no megatron, tp, pp or cp)";

@@ -85,7 +85,7 @@ static void add_folded(trace *t, vp_step *step, const vp_chunk *c, unsigned copi
  * recomputed in forward order. */
 static void build(trace *t, vp_step *step) {
     const vp_model *m = step->model;
-    bool bridge = m->section[VP_SECTION_BRIDGE].n_ops > 0;
+    bool bridge = vp_model_encoder_decoder(m);
     /* a tied head's weight is the token embedding's (the forward sets
      * step->tied_weight; a stage without the embeddings has its copy) */
     const vp_op *head = vp_section_find(&m->section[VP_SECTION_FINAL], &vp_op_lm_head);
