@@ -13,6 +13,15 @@ bool vp_finetune_trains(const vp_recipe *recipe, const vp_leaf_spec *spec, bool 
     return recipe->finetune == VP_FINETUNE_FULL || (recipe->finetune == VP_FINETUNE_FREEZE && !frozen);
 }
 
+static bool peft_method(const vp_recipe *recipe) {
+    return recipe->finetune == VP_FINETUNE_LORA || recipe->finetune == VP_FINETUNE_QLORA ||
+           recipe->finetune == VP_FINETUNE_PROMPT || recipe->finetune == VP_FINETUNE_PREFIX;
+}
+
+bool vp_finetune_keeps_original(const vp_recipe *recipe, const vp_leaf_spec *spec) {
+    return peft_method(recipe) && spec->trainable && !spec->buffer && vp_module_in(recipe->modules_to_save, spec->module);
+}
+
 bool vp_lora_adapts(const vp_recipe *recipe, const vp_leaf_spec *spec) {
     bool lora = recipe->finetune == VP_FINETUNE_LORA || recipe->finetune == VP_FINETUNE_QLORA;
     return lora && spec->out_features && !spec->buffer && vp_module_in(vp_lora_targets(recipe), spec->module);
@@ -212,6 +221,13 @@ const char *vp_finetune_problem(const vp_model *model, const vp_recipe *recipe) 
         return "llm_int8_threshold: LLM.int8's outlier threshold needs finetune = qlora and quant = int8";
     if (recipe->finetune != VP_FINETUNE_FREEZE && recipe->trainable_layers)
         return "trainable_layers: needs finetune = freeze";
+    /* torch.utils.checkpoint's reentrant CheckpointFunction: outputs need
+     * a gradient only if an input does, and behind frozen embeddings none
+     * does (transformers calls enable_input_require_grads for PEFT alone) */
+    if (recipe->finetune == VP_FINETUNE_FREEZE && recipe->trainable_layers && recipe->checkpoint_every &&
+        recipe->use_reentrant && !vp_module_in(recipe->modules_to_save, VP_MODULE_EMBED_TOKENS))
+        return "checkpointing: reentrant checkpoints (use_reentrant = true) behind frozen embeddings give the trained "
+               "layers no gradients in PyTorch; set use_reentrant = false, or train embed_tokens (modules_to_save)";
     bool prompt_learning = recipe->finetune == VP_FINETUNE_PROMPT || recipe->finetune == VP_FINETUNE_PREFIX;
     if (!prompt_learning && recipe->virtual_tokens) return "num_virtual_tokens: needs finetune = prompt or prefix";
     if (recipe->use_dora && recipe->finetune != VP_FINETUNE_LORA && recipe->finetune != VP_FINETUNE_QLORA)
@@ -264,6 +280,13 @@ const char *vp_finetune_problem(const vp_model *model, const vp_recipe *recipe) 
         if (!recipe->lora_targets && !(vp_lora_targets(recipe) & c.linear))
             return "lora_targets: the model has none of PEFT's default targets; name them";
     }
+    /* a tied head shares the embedding's weight: PEFT's copy of either
+     * module would untie them */
+    const vp_op *head = vp_section_find(&model->section[VP_SECTION_FINAL], &vp_op_lm_head);
+    vp_module_set tied_pair = vp_module_bit(VP_MODULE_EMBED_TOKENS) | vp_module_bit(VP_MODULE_LM_HEAD);
+    if (peft_method(recipe) && head && vp_lm_head_tied(head) && (recipe->modules_to_save & tied_pair))
+        return "modules_to_save: this model's head is tied to its embeddings, and PEFT's trained copy of "
+               "embed_tokens or lm_head unties them: not modelled";
     missing = first_missing(recipe->modules_to_save, c.present);
     if (missing) return no_module[missing];
     return NULL;

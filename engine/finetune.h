@@ -12,6 +12,10 @@
  * ones). */
 bool vp_finetune_trains(const vp_recipe *recipe, const vp_leaf_spec *spec, bool frozen);
 
+/* PEFT's ModulesToSaveWrapper: a module named in modules_to_save is
+ * trained as a deep copy, the original kept beside it, frozen. */
+bool vp_finetune_keeps_original(const vp_recipe *recipe, const vp_leaf_spec *spec);
+
 /* Whether LoRA puts adapters beside this weight. */
 bool vp_lora_adapts(const vp_recipe *recipe, const vp_leaf_spec *spec);
 

@@ -195,6 +195,8 @@ void vp_layout_create_leaves(vp_step *step, const vp_op *ops, unsigned n, vp_t *
             if (specs[j].numel)
                 for (unsigned c = 0; c < count; c++) {
                     vp_leaf_spec own = leaf_spec(step, op, specs, j, c);
+                    /* modules_to_save: the original, frozen, then the copy the model uses */
+                    if (vp_finetune_keeps_original(step->recipe, &own)) make_leaf(step, &own, false, repeat);
                     slots[slot + c] = make_leaf(step, &own, vp_finetune_trains(step->recipe, &own, frozen), repeat);
                     note_origin(step, slots[slot + c], op, j, c);
                 }

@@ -45,9 +45,12 @@ describe("LoRA", function()
     assert.are.equal(32 * per_layer, r.model.trainable_params)
   end)
 
-  it("trains modules_to_save in full beside the adapters", function()
+  it("trains modules_to_save in full beside the adapters, as PEFT's copy beside the frozen original", function()
     local r = lora("--set", "lora_targets=q_proj", "--set", "modules_to_save=lm_head")
     assert.are.equal(32 * 8 * (4096 + 4096) + 32000 * 4096, r.model.trainable_params)
+    -- ModulesToSaveWrapper deep-copies the head: its bf16 bytes twice
+    local plain = lora("--set", "lora_targets=q_proj")
+    assert.are.equal(2 * 32000 * 4096, r.per_gpu.params_bytes - plain.per_gpu.params_bytes)
   end)
 
   it("costs far less than a full fine-tune and agrees with evaluating every layer", function()
@@ -70,6 +73,8 @@ describe("LoRA", function()
     { { "llama2-7b", "--set", "finetune=lora", "--set", "lora_rank=0" }, "lora_rank: must be between 1" },
     { { "llama2-7b", "--set", "finetune=lora", "--set", "framework=megatron" }, "finetune: LoRA runs as PEFT does" },
     { { "llama2-7b", "--set", "finetune=lora", "--set", "modules_to_save=wpe" }, "modules_to_save: the model has no module" },
+    { { "gpt2", "--set", "seq_len=512", "--set", "finetune=lora", "--set", "modules_to_save=embed_tokens" },
+      "modules_to_save: this model's head is tied to its embeddings" },
   }
   for _, case in ipairs(bad) do
     local args = { table.unpack(case[1]) }
@@ -93,6 +98,18 @@ describe("freezing layers", function()
     assert.are.equal(h + 2 * 32000 * h, more.model.trainable_params)
   end)
 
+  it("refuses reentrant checkpoints behind frozen embeddings, which give the trained layers no gradients", function()
+    local _, err, code = helper.run("estimate", "llama2-7b", "--set", "finetune=freeze", "--set", "trainable_layers=2",
+      "--set", "checkpointing=full")
+    assert.are.equal(1, code)
+    assert.truthy(err:find("checkpointing: reentrant checkpoints (use_reentrant = true) behind frozen embeddings", 1,
+      true), err)
+    -- non-reentrant ones, or trained embeddings, are fine
+    assert.is_true(freeze(2, "--set", "checkpointing=full", "--set", "use_reentrant=false").per_gpu.peak_allocated_bytes > 0)
+    assert.is_true(freeze(2, "--set", "checkpointing=full", "--set", "modules_to_save=embed_tokens").per_gpu
+      .peak_allocated_bytes > 0)
+  end)
+
   it("keeps activations only where gradients flow: each trained layer adds the same", function()
     local one, two, three = freeze(1), freeze(2), freeze(3)
     local step = two.per_gpu.activations_bytes - one.per_gpu.activations_bytes
@@ -103,10 +120,12 @@ describe("freezing layers", function()
   it("agrees with evaluating every layer, sharded too", function()
     helper.assert_folds_agree(helper.model("llama2-7b", 6), {
       { finetune = "freeze", trainable_layers = 2, precision = "bf16" },
-      { finetune = "freeze", trainable_layers = 3, checkpointing = "every-2", precision = "amp-bf16" },
+      { finetune = "freeze", trainable_layers = 3, checkpointing = "every-2", precision = "amp-bf16",
+        use_reentrant = false },
+      { finetune = "freeze", trainable_layers = 3, checkpointing = "every-2", modules_to_save = "embed_tokens" },
       { finetune = "freeze", trainable_layers = 2, framework = "deepspeed", zero = 3, dp = 4, precision = "mixed-bf16" },
       { finetune = "freeze", trainable_layers = 4, framework = "fsdp", dp = 4, precision = "mixed-bf16",
-        checkpointing = "full" },
+        checkpointing = "full", use_reentrant = false },
       { finetune = "freeze", trainable_layers = 2, framework = "fsdp", fsdp = "shard_grad_op", dp = 4,
         precision = "mixed-bf16" },
     })

@@ -220,6 +220,30 @@ CASES = [
     # any 2-D weight is factored, a (1, n) or (n, 1) one too: n + 1 values (sweep.py 66 wide, case 10)
     ("qwen2-moe amp-bf16 sm3 lora all-linear", qwen_moe(), recipe(
         "amp-bf16", optimizer="sm3", finetune="lora", lora_targets="all-linear")),
+    # modules_to_save: PEFT trains a deep copy and keeps the original, frozen
+    # (the engine had trained the original: the copy's bytes were missing)
+    ("llama lora modules_to_save lm_head", llama(), recipe(finetune="lora", modules_to_save="lm_head")),
+    ("llama mixed-bf16 for-loop lora modules_to_save norm", llama(), recipe(
+        "mixed-bf16", impl="for-loop", finetune="lora", modules_to_save="norm")),
+    ("qwen3 bf16 lora modules_to_save norm (q_norm, k_norm too)", dict(llama(), model_type="qwen3", head_dim=32),
+     recipe("bf16", finetune="lora", modules_to_save="norm")),
+    ("llama qlora amp-bf16 modules_to_save embed_tokens,lm_head", llama(), recipe(
+        "amp-bf16", finetune="qlora", quant="nf4", modules_to_save="embed_tokens,lm_head")),
+    ("llama prompt modules_to_save lm_head", llama(), recipe(finetune="prompt", num_virtual_tokens=3,
+                                                            modules_to_save="lm_head")),
+    # freeze: the last layers, the final norm and an untied head trained
+    ("llama freeze 1 layer", llama(layers=3), recipe(finetune="freeze", trainable_layers=1)),
+    ("gpt2 untied freeze 1 layer mixed-bf16 for-loop", gpt2(layers=3, tied=False), recipe(
+        "mixed-bf16", impl="for-loop", finetune="freeze", trainable_layers=1)),
+    ("bloom freeze 0 layers (norm and tied head)", bloom(layers=3), recipe(finetune="freeze", trainable_layers=0)),
+    ("mixtral freeze 1 layer amp-bf16 checkpointed non-reentrant", mixtral(layers=3), recipe(
+        "amp-bf16", ckpt="full", finetune="freeze", trainable_layers=1, use_reentrant="false")),
+    ("neox freeze 3 layers bf16 every-2 non-reentrant", neox(layers=3), recipe(
+        "bf16", ckpt="every-2", finetune="freeze", trainable_layers=3, use_reentrant="false")),
+    ("llama freeze 2 layers every-2 embed_tokens trained", llama(layers=3), recipe(
+        ckpt="every-2", finetune="freeze", trainable_layers=2, modules_to_save="embed_tokens")),
+    ("llama freeze 1 layer modules_to_save embed_tokens", llama(layers=3), recipe(
+        finetune="freeze", trainable_layers=1, modules_to_save="embed_tokens")),
     ("llama adafactor lora rank 1", llama(), recipe(optimizer="adafactor", finetune="lora", lora_rank=1, lora_alpha=2)),
     # the step runs on the fp32 masters: no fp32 copies of a 16-bit parameter
     # and gradient; the row and column factors beside the outer product (sweep.py

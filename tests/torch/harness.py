@@ -23,7 +23,8 @@ import torch.utils.checkpoint
 import checkpoint2x
 
 from models import (Autocast, BertForSequenceClassification, CausalLM, T5ForConditionalGeneration, add_lora,
-                    add_prefix, add_prompt, quantize_4bit, quantize_8bit)
+                    add_modules_to_save, add_prefix, add_prompt, freeze, quantize_4bit, quantize_8bit,
+                    trained_in_registration_order)
 from optimizers import SM3, Adafactor, HFAdamW
 
 # oneDNN's bf16 GEMMs allocate scratch buffers of their own on the CPU (heap
@@ -223,13 +224,17 @@ def measure(case, rank=None):
             add_prefix(model, cfg, recipe, adapter_dtype)
         else:
             add_prompt(model, recipe, adapter_dtype)
+        add_modules_to_save(model, recipe)
         # enable_input_require_grads: PeftModel's, or prepare_model_for_kbit_training's for reentrant checkpoints
         if every and (finetune != "qlora" or reentrant):
             name = {"gpt2": "wte", "bloom": "word_embeddings"}.get(cfg["model_type"], "embed_tokens")
             embedding = model.shared if seq2seq else getattr(model.model, name)
             embedding.register_forward_hook(lambda module, inputs, output: output.requires_grad_(True))
+    elif finetune == "freeze":
+        freeze(model, int(recipe.get("trainable_layers", 0)))
+        add_modules_to_save(model, recipe, wrapped=False)  # no PEFT here: trained as they are
     all_params = [p for p in model.parameters()]
-    params = [p for p in all_params if p.requires_grad]
+    params = trained_in_registration_order(model, ac)
     net = model
     if rank is not None:  # DistributedDataParallel over gloo, one process per rank
         # gloo cannot broadcast GPT-2's bool mask buffers: DDP is told to skip them

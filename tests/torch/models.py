@@ -2340,6 +2340,62 @@ def add_lora(model, ac, recipe, adapter_dtype):
     model.lora_adapters = adapters
 
 
+def freeze(model, trainable_layers):
+    """Partial fine-tuning (finetune = freeze): every parameter frozen but
+    the last trainable_layers layers', the final norm's and an untied head's."""
+    if not isinstance(model, CausalLM):
+        raise NotImplementedError("freeze is mirrored for the causal language models")
+    body = model.model
+    for param in model.parameters():
+        param.requires_grad_(False)
+    layers = body.h if isinstance(body, (GPT2, Bloom)) else body.layers
+    final = body.ln_f if isinstance(body, (GPT2, Bloom)) else body.final_norm if isinstance(body, ParallelDecoder) \
+        else body.norm
+    trained = list(layers)[len(layers) - trainable_layers:] if trainable_layers else []
+    for module in trained + [final] + ([body.lm_head] if hasattr(body, "lm_head") else []):
+        module.requires_grad_(True)
+
+
+def add_modules_to_save(model, recipe, wrapped=True):
+    """Every module whose name ends with one of modules_to_save trained
+    (_set_trainable's key.endswith). `wrapped`: PEFT's ModulesToSaveWrapper,
+    whose model goes on with a trained deep copy, the original kept beside
+    it, frozen; here the module's own parameters are trained and the frozen
+    copies kept apart: the same tensors, by bytes and by role."""
+    wanted = [t for t in str(recipe.get("modules_to_save", "")).split(",") if t]
+    originals = nn.ParameterList()
+    for name, module in model.named_modules():
+        if not any(name.endswith(t) for t in wanted):
+            continue
+        for param in module.parameters():
+            if wrapped:
+                originals.append(nn.Parameter(param.detach().clone(), requires_grad=False))
+            param.requires_grad_(True)
+    model.peft_originals = originals
+
+
+def trained_in_registration_order(model, ac):
+    """The trained parameters as a PEFT model registers them, which a
+    for-loop optimizer follows: a module's own, then the LoRA adapters
+    beside its weight (lora_A, lora_B, DoRA's magnitude), module by module.
+    The harness keeps its adapters in one list at the end; this puts them
+    back in place."""
+    adapters = {id(p) for p in getattr(model, "lora_adapters", ())}
+    order, seen = [], set()
+    for module in model.modules():
+        beside = []
+        for param in module.parameters(recurse=False):
+            if id(param) in adapters or id(param) in seen:
+                continue
+            seen.add(id(param))
+            order.append(param)
+            adapter = ac.lora.get(id(param))
+            if adapter:
+                beside += [adapter[0], adapter[1]] + ([adapter[4]] if adapter[4] is not None else [])
+        order += beside
+    return [p for p in order if p.requires_grad]
+
+
 class PromptTuning(nn.Module):
     """PEFT's prompt tuning (PromptEmbedding, PeftModel.get_prompt): the
     virtual tokens' table, num_transformer_submodules sets of them (two for

@@ -12,8 +12,8 @@ chunks, the mixtures' router logits (output_router_logits), LoRA's
 dropout, DoRA, QLoRA, activation offload (around checkpointed calls too),
 the logits dropped (HF's Trainer), and last the model's dropout, LLaMA's
 tied embeddings, the other optimizers the harness has, LoRA's rank,
-gradient accumulation, use_cache, a small vocabulary and Adafactor's and
-SM3's first moment. What it finds becomes a fixed
+gradient accumulation, use_cache, a small vocabulary, Adafactor's and
+SM3's first moment, modules_to_save and frozen layers. What it finds becomes a fixed
 case in compare.py once understood. Recipes vramplan refuses (a family
 without PEFT's default LoRA targets, say) are skipped and counted.
 """
@@ -142,6 +142,15 @@ def widen(w, case):
     if recipe["optimizer"] in ("adafactor", "sm3") and w.random() < 0.5:  # beta1 / momentum
         recipe["first_moment"] = "true"
         more.append("first moment")
+    # modules_to_save (PEFT's wrapped copies; GPT-2's and BLOOM's ln_f and
+    # T5's names end otherwise than "norm"), and frozen layers
+    if recipe["finetune"] in ("lora", "qlora", "prompt") and family not in ("t5", "gpt2", "bloom") and \
+            w.random() < 0.15:
+        recipe["modules_to_save"] = w.choice(["lm_head", "norm", "embed_tokens,lm_head"])
+        more.append(f"save {recipe['modules_to_save']}")
+    if recipe["finetune"] == "full" and family != "t5" and w.random() < 0.15:
+        recipe["finetune"], recipe["trainable_layers"] = "freeze", w.choice([0, 1, 2])
+        more.append(f"freeze {recipe['trainable_layers']}")
     tags = [k for k in ("output_router_logits",) if config.get(k)] + [
         k for k in ("lora_dropout", "use_dora", "offload_activations", "keep_logits", "use_reentrant",
                     "checkpoint_early_stop") if k in recipe] + more
