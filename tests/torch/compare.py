@@ -220,6 +220,20 @@ CASES = [
     # any 2-D weight is factored, a (1, n) or (n, 1) one too: n + 1 values (sweep.py 66 wide, case 10)
     ("qwen2-moe amp-bf16 sm3 lora all-linear", qwen_moe(), recipe(
         "amp-bf16", optimizer="sm3", finetune="lora", lora_targets="all-linear")),
+    # weight decay: Adam's copies the gradient first (for-loop: one tensor's,
+    # 1.13's foreach: the whole list); AdamW's, SGD's and Adafactor's act in place
+    ("llama adam for-loop weight decay", llama(), recipe(optimizer="adam", impl="for-loop", weight_decay=0.1, b=1, s=16)),
+    ("llama adam foreach weight decay", llama(), recipe(optimizer="adam", weight_decay=0.1, b=1, s=16)),
+    ("llama sgd-momentum for-loop weight decay", llama(), recipe(
+        optimizer="sgd-momentum", impl="for-loop", weight_decay=0.1, b=1, s=16)),
+    ("llama adamw-hf weight decay", llama(), recipe(optimizer="adamw-hf", weight_decay=0.1, b=1, s=16)),
+    ("llama adafactor weight decay", llama(), recipe(optimizer="adafactor", weight_decay=0.1, b=1, s=16)),
+    # zero_grad(set_to_none=False): the zeroed gradients stay between steps
+    ("llama fp32 adamw gradients kept", llama(), recipe(grads_set_to_none="false")),
+    ("llama bf16 gradients kept no optimizer", llama(), recipe("bf16", optimizer="none", grads_set_to_none="false")),
+    ("gpt2 amp-bf16 lora checkpointed gradients kept", gpt2(layers=3), recipe(
+        "amp-bf16", ckpt="full", finetune="lora", grads_set_to_none="false")),
+    ("llama gradients kept grad_accum 2", llama(), recipe(grad_accum=2, grads_set_to_none="false")),
     # modules_to_save: PEFT trains a deep copy and keeps the original, frozen
     # (the engine had trained the original: the copy's bytes were missing)
     ("llama lora modules_to_save lm_head", llama(), recipe(finetune="lora", modules_to_save="lm_head")),

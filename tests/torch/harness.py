@@ -124,20 +124,23 @@ def optimizer_state(opt):
     return [v for st in opt.state.values() for k, v in st.items() if torch.is_tensor(v) and k != "step"]
 
 
-def make_optimizer(name, impl, params, first_moment=False):
+def make_optimizer(name, impl, params, first_moment=False, weight_decay=None):
+    """The recipe's optimizer; weight_decay None: its library's default
+    (torch's AdamW 0.01, the others 0; SM3 has none)."""
     foreach = impl == "foreach"
+    decay = {} if weight_decay is None else {"weight_decay": weight_decay}
     if name == "adamw":
-        return torch.optim.AdamW(params, lr=1e-4, foreach=foreach)
+        return torch.optim.AdamW(params, lr=1e-4, foreach=foreach, **decay)
     if name == "adam":
-        return torch.optim.Adam(params, lr=1e-4, foreach=foreach)
+        return torch.optim.Adam(params, lr=1e-4, foreach=foreach, **decay)
     if name == "sgd":
-        return torch.optim.SGD(params, lr=1e-3, foreach=foreach)
+        return torch.optim.SGD(params, lr=1e-3, foreach=foreach, **decay)
     if name == "sgd-momentum":
-        return torch.optim.SGD(params, lr=1e-3, momentum=0.9, foreach=foreach)
+        return torch.optim.SGD(params, lr=1e-3, momentum=0.9, foreach=foreach, **decay)
     if name == "adamw-hf":
-        return HFAdamW(params)
+        return HFAdamW(params, **decay)
     if name == "adafactor":
-        return Adafactor(params, beta1=0.9 if first_moment else None)
+        return Adafactor(params, beta1=0.9 if first_moment else None, **decay)
     if name == "sm3":
         return SM3(params, momentum=0.9 if first_moment else 0.0)
     if name == "none":
@@ -243,10 +246,13 @@ def measure(case, rank=None):
             model, gradient_as_bucket_view=bool(recipe.get("ddp_bucket_view", False)), broadcast_buffers=False)
     name, impl = recipe.get("optimizer", "adamw"), recipe.get("optimizer_impl", "foreach")
     first_moment = str(recipe.get("first_moment", "false")) == "true"
+    decay = float(recipe["weight_decay"]) if "weight_decay" in recipe else None
     if precision.startswith("mixed"):
-        opt = MasterWeights(params, lambda ps: make_optimizer(name, impl, ps, first_moment)) if name != "none" else None
+        opt = MasterWeights(params, lambda ps: make_optimizer(name, impl, ps, first_moment, decay)) \
+            if name != "none" else None
     else:
-        opt = make_optimizer(name, impl, params, first_moment)
+        opt = make_optimizer(name, impl, params, first_moment, decay)
+    set_to_none = str(recipe.get("grads_set_to_none", "true")) == "true"
     vocab = cfg["vocab_size"]
     ckpt = checkpoint_fn(every, ac, reentrant, str(recipe.get("checkpoint_early_stop", "false")) == "true")
     offload = str(recipe.get("offload_activations", "false")) == "true"
@@ -301,10 +307,13 @@ def measure(case, rank=None):
             result["grads_bytes"] = tensor_bytes(p.grad for p in params)
         if opt is not None:
             opt.step()
-            opt.zero_grad(set_to_none=True)
-        else:
+            opt.zero_grad(set_to_none=set_to_none)
+        elif set_to_none:
             for p in params:
                 p.grad = None
+        else:
+            for p in params:
+                p.grad.zero_()
         del loss, logits, input_ids, labels, extra
         if measuring:
             dynamic_peak = _peak() - start
@@ -323,6 +332,8 @@ def measure(case, rank=None):
     # (bf16 matmul) that are heap memory but no tensor, allocated at the
     # first step and constant after; they are reported, not counted.
     resident = sum(result[k] for k in ("params_bytes", "buffers_bytes", "master_bytes", "optimizer_bytes"))
+    if not set_to_none:  # zero_grad(set_to_none=False): the zeroed gradients stay between steps
+        resident += tensor_bytes(p.grad for p in params)
     if net is not model:  # DDP's flat gradient buckets, as the Reducer reports them
         sizes = str(net._get_ddp_logging_data()["bucket_sizes"])
         result["bucket_bytes"] = sum(int(b) for b in sizes.split(",") if b.strip())

@@ -4,10 +4,11 @@ harness measures what their steps allocate.
 
 * Adafactor: transformers.optimization.Adafactor with its defaults
   (scale_parameter, relative_step, beta1=None, weight_decay 0), or beta1
-  set (a first moment).
+  set (a first moment) and a weight decay.
 * SM3: torch-optimizer's SM3 (as vendored by GPT-NeoX) with its defaults
   (momentum 0, beta 0), or a momentum.
-* HFAdamW: transformers' own AdamW, the Trainer's adamw_hf.
+* HFAdamW: transformers' own AdamW, the Trainer's adamw_hf (weight decay 0
+  unless given).
 """
 import math
 
@@ -16,9 +17,9 @@ from torch.optim import Optimizer
 
 
 class Adafactor(Optimizer):
-    def __init__(self, params, eps=(1e-30, 1e-3), clip_threshold=1.0, decay_rate=-0.8, beta1=None):
+    def __init__(self, params, eps=(1e-30, 1e-3), clip_threshold=1.0, decay_rate=-0.8, beta1=None, weight_decay=0.0):
         defaults = {"lr": None, "eps": eps, "clip_threshold": clip_threshold, "decay_rate": decay_rate,
-                    "beta1": beta1, "weight_decay": 0.0, "scale_parameter": True, "relative_step": True,
+                    "beta1": beta1, "weight_decay": weight_decay, "scale_parameter": True, "relative_step": True,
                     "warmup_init": False}
         super().__init__(params, defaults)
 
@@ -88,6 +89,8 @@ class Adafactor(Optimizer):
                     exp_avg = state["exp_avg"]
                     exp_avg.mul_(group["beta1"]).add_(update, alpha=(1 - group["beta1"]))
                     update = exp_avg
+                if group["weight_decay"] != 0:
+                    p_data_fp32.add_(p_data_fp32, alpha=(-group["weight_decay"] * lr))
                 p_data_fp32.add_(-update)
                 if p.dtype in {torch.float16, torch.bfloat16}:
                     p.copy_(p_data_fp32)
