@@ -493,6 +493,12 @@ CASES = [
                                                            lora_targets="all-linear", lora_dropout=0.1, b=1, s=8)),
     # QLoRA: bitsandbytes' 4-bit layers (written out in models.py), PEFT's bnb LoRA and DoRA layers
     ("llama qlora bf16", llama(h=256, inter=512), recipe("bf16", finetune="qlora", b=1, s=16)),
+    # bnb_4bit_compute_dtype fp32: the weights dequantized to fp32, the input cast up
+    ("llama qlora bf16 fp32 compute", llama(layers=3), recipe("bf16", finetune="qlora", compute_dtype="fp32")),
+    ("gpt2 qlora amp-bf16 fp4 fp32 compute all-linear", gpt2(), recipe(
+        "amp-bf16", finetune="qlora", quant="fp4", compute_dtype="fp32", lora_targets="all-linear")),
+    ("llama qdora amp-bf16 fp32 compute checkpointed", llama(layers=3), recipe(
+        "amp-bf16", ckpt="full", finetune="qlora", compute_dtype="fp32", use_dora="true")),
     ("llama qlora amp-bf16 all-linear dropout", llama(h=256, inter=512), recipe("amp-bf16", finetune="qlora", lora_targets="all-linear",
                                                                 lora_dropout=0.1)),
     ("llama qlora fp4 no double quant checkpointed", llama(h=256, inter=512, layers=3), recipe(

@@ -215,8 +215,9 @@ def measure(case, rank=None):
         if recipe.get("quant") == "int8":
             quantize_8bit(model, ac, float(recipe.get("llm_int8_threshold", 6.0)))
         else:
-            quantize_4bit(model, ac, str(recipe.get("double_quant", "true")) == "true", torch.bfloat16,
-                          torch.bfloat16)
+            # bnb_4bit_compute_dtype (fp16 matmuls do not run on this CPU)
+            compute = {"bf16": torch.bfloat16, "fp32": torch.float32}[recipe.get("compute_dtype", "bf16")]
+            quantize_4bit(model, ac, str(recipe.get("double_quant", "true")) == "true", compute, compute)
     if finetune in ("lora", "qlora", "prompt", "prefix"):
         # PEFT upcasts 16-bit adapters to fp32 (autocast_adapter_dtype) unless
         # the framework casts the whole module (the mixed-* recipes)

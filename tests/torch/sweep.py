@@ -13,8 +13,8 @@ dropout, DoRA, QLoRA, activation offload (around checkpointed calls too),
 the logits dropped (HF's Trainer), and last the model's dropout, LLaMA's
 tied embeddings, the other optimizers the harness has, LoRA's rank,
 gradient accumulation, use_cache, a small vocabulary, Adafactor's and
-SM3's first moment, modules_to_save, frozen layers, weight decay and the
-gradients kept between steps. What it finds becomes a fixed
+SM3's first moment, modules_to_save, frozen layers, weight decay, the
+gradients kept between steps and QLoRA's fp32 compute dtype. What it finds becomes a fixed
 case in compare.py once understood. Recipes vramplan refuses (a family
 without PEFT's default LoRA targets, say) are skipped and counted.
 """
@@ -158,6 +158,9 @@ def widen(w, case):
     if w.random() < 0.1:  # refused with mixed-bf16
         recipe["grads_set_to_none"] = "false"
         more.append("grads kept")
+    if recipe["finetune"] == "qlora" and recipe.get("quant") != "int8" and w.random() < 0.3:
+        recipe["compute_dtype"] = "fp32"
+        more.append("fp32 compute")
     tags = [k for k in ("output_router_logits",) if config.get(k)] + [
         k for k in ("lora_dropout", "use_dora", "offload_activations", "keep_logits", "use_reentrant",
                     "checkpoint_early_stop") if k in recipe] + more
