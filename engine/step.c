@@ -169,7 +169,10 @@ static bool plan_chunks(vp_step *step) {
         a = clamp(start + (a - start + per - 1) / per * per, start, end);
         mixed = true;
     }
+    /* every-K chunks run across the end of the frozen layers too: the
+     * trained run starts with the chunk that holds the first trained layer */
     unsigned b = clamp(vp_recipe_first_trained_layer(step->recipe, step->model->layers), start, end);
+    b = start + (b - start) / per * per;
     unsigned c = coordinated_from(step, start, end, per);
     /* the split points in order */
     unsigned splits[5] = {start, a, b, c, end};
@@ -240,11 +243,17 @@ static unsigned entry_of_instance(const vp_step *step, unsigned i) {
 /* How many real layers instance i stands for. */
 static unsigned instance_repeat(const vp_step *step, unsigned i) { return step->chunk_repeat[entry_of_instance(step, i)]; }
 
-/* The ops of the layers instance i stands for: its place in its chunk's
- * first run of layers (a chunk may hold a dense layer and a mixture's). */
-static const vp_section *instance_section(const vp_step *step, unsigned i) {
+/* The layer instance i stands for: its place in its chunk's first run of
+ * layers. */
+static unsigned instance_layer(const vp_step *step, unsigned i) {
     const vp_chunk *c = &step->chunks[entry_of_instance(step, i)];
-    return vp_model_layer_section(step->model, c->first_layer + (i - c->instance));
+    return c->first_layer + (i - c->instance);
+}
+
+/* The ops of the layers instance i stands for (a chunk may hold a dense
+ * layer and a mixture's). */
+static const vp_section *instance_section(const vp_step *step, unsigned i) {
+    return vp_model_layer_section(step->model, instance_layer(step, i));
 }
 
 /* embeddings, layer instances, bridge, final */
@@ -314,7 +323,7 @@ static bool setup(vp_step *step) {
         unsigned repeat = instance_repeat(step, i);
         vp_ledger_begin_segment(&step->ledger);
         const vp_section *layer = instance_section(step, i);
-        bool frozen = step->chunks[entry_of_instance(step, i)].first_layer < boundary;
+        bool frozen = instance_layer(step, i) < boundary;
         vp_layout_create_leaves(step, layer->ops, layer->n_ops, slots, repeat, frozen);
         vp_layout_resident(step, slots, layer_slots, repeat);
         vp_ledger_repeat_segment(&step->ledger, repeat, 0);

@@ -254,6 +254,13 @@ CASES = [
         "amp-bf16", ckpt="full", finetune="freeze", trainable_layers=1, use_reentrant="false")),
     ("neox freeze 3 layers bf16 every-2 non-reentrant", neox(layers=3), recipe(
         "bf16", ckpt="every-2", finetune="freeze", trainable_layers=3, use_reentrant="false")),
+    # a checkpointed call of three layers, the first two frozen: the call's
+    # input is the frozen embeddings' output, kept by its frame (the engine
+    # had started its chunks over at the first trained layer: sweep.py 203
+    # wide, case 1, 6 KB low)
+    ("llama freeze 2 of 4 layers every-3 non-reentrant early stop", llama(layers=4, kv=1), recipe(
+        "bf16", b=3, s=16, ckpt="every-3", finetune="freeze", trainable_layers=2, keep_logits="false",
+        use_reentrant="false", checkpoint_early_stop="true")),
     ("llama freeze 2 layers every-2 embed_tokens trained", llama(layers=3), recipe(
         ckpt="every-2", finetune="freeze", trainable_layers=2, modules_to_save="embed_tokens")),
     ("llama freeze 1 layer modules_to_save embed_tokens", llama(layers=3), recipe(
