@@ -650,12 +650,16 @@ static vp_t eager(vp_step *step, const vp_op *op, const vp_t *leaves, qkv *in, s
     vp_t ka = vp_autocast_low(step, k, "attention.k_cast");
     vp_t qm = batched_operand(step, qa, in->q_contiguous, "attention.q_reshape");
     vp_t km = batched_operand(step, ka, k_contiguous, "attention.k_reshape");
-    vp_drop(sim, qa);
-    vp_drop(sim, ka);
     /* BLOOM: alibi.baddbmm(q, k): on autocast's lower-precision list, the
      * bias is cast with the operands (a copy per layer) */
     vp_t bias = vp_op_flag(op, ATT_ALIBI) ? vp_autocast_low(step, step->alibi, "attention.alibi_cast") : 0;
-    vp_t scores = vp_matmul(sim, qm, km, scores_numel, "attention.scores");
+    /* the keys' batched view is key.transpose(2, 3) of contiguous keys (their
+     * copy, if batched_operand made one, is contiguous as it lies) */
+    vp_t scores = vp_matmul(sim, qm, km, scores_numel, k_contiguous, "attention.scores");
+    /* autocast's casts are the op's arguments until it returns, beside the
+     * copies its batch fold made of them */
+    vp_drop(sim, qa);
+    vp_drop(sim, ka);
     vp_drop(sim, bias);
     vp_drop(sim, qm);
     vp_drop(sim, km);
@@ -670,8 +674,8 @@ static vp_t eager(vp_step *step, const vp_op *op, const vp_t *leaves, qkv *in, s
     vp_t pa = vp_autocast_low(step, dropped, "attention.probs_cast");
     vp_t va = vp_autocast_low(step, v, "attention.v_cast");
     vp_t vm = batched_operand(step, va, v_contiguous, "attention.v_reshape");
+    vp_t context = vp_matmul(sim, pa, vm, vp_numel4(sim, b, s.heads, n, s.v_dim), false, "attention.context");
     vp_drop(sim, va);
-    vp_t context = vp_matmul(sim, pa, vm, vp_numel4(sim, b, s.heads, n, s.v_dim), "attention.context");
     vp_drop(sim, pa);
     vp_drop(sim, vm);
     vp_drop(sim, dropped);

@@ -269,13 +269,14 @@ vp_t vp_linear_fp8(vp_sim *sim, vp_t x, vp_t columnwise, vp_t w, vp_t b, uint64_
     return y;
 }
 
-vp_t vp_matmul(vp_sim *sim, vp_t a, vp_t b, uint64_t out_numel, const char *label) {
+vp_t vp_matmul(vp_sim *sim, vp_t a, vp_t b, uint64_t out_numel, bool b_transposed, const char *label) {
     vp_t y = vp_new(sim, out_numel, dtype_of(sim, a), label);
     vp_t in[2] = {a, b};
     vp_node *node = vp_record(sim, backward_fresh, label, in, 2, &y, 1);
     if (node) {
         if (wants_grad(sim, b)) vp_save(sim, node, a);
-        if (wants_grad(sim, a)) vp_save(sim, node, b);
+        if (wants_grad(sim, a) && b_transposed) vp_save_strided(sim, node, b);
+        if (wants_grad(sim, a) && !b_transposed) vp_save(sim, node, b);
     }
     return y;
 }

@@ -48,8 +48,10 @@ vp_t vp_linear_int8(vp_sim *sim, vp_t x, vp_t w, bool outlier_search, uint64_t r
 vp_t vp_linear_fp8(vp_sim *sim, vp_t x, vp_t columnwise, vp_t w, vp_t b, uint64_t rows, uint64_t out_features,
                    const char *label);
 
-/* A batched matmul of two activations (bmm): saves both. */
-vp_t vp_matmul(vp_sim *sim, vp_t a, vp_t b, uint64_t out_numel, const char *label);
+/* A batched matmul of two activations (bmm): saves both, b as the
+ * transposed view it is with `b_transposed` (key.transpose(2, 3) of
+ * contiguous keys, which matmul's batch fold views rather than copies). */
+vp_t vp_matmul(vp_sim *sim, vp_t a, vp_t b, uint64_t out_numel, bool b_transposed, const char *label);
 
 /* Elementwise a + b (b may be broadcast, smaller, or not require grad). The
  * result has the promoted dtype. Saves nothing. */

@@ -409,11 +409,23 @@ static void test_pack_through_contiguous(void) {
     vp_t expanded = vp_view(&g.sim, b, 3 * 64 * 4, "b.expand");
     vp_t a = grad_input(&g, 3 * 4 * 64, VP_FP32);
     uint64_t before = g.ledger.raw.total;
-    vp_t y = vp_matmul(&g.sim, a, expanded, 3 * 4 * 4, "bmm");
+    vp_t y = vp_matmul(&g.sim, a, expanded, 3 * 4 * 4, false, "bmm");
     CHECK_EQ_U64(host, 3072);
     CHECK_EQ_U64(g.ledger.raw.peak, before + 3072);
     CHECK_EQ_U64(g.ledger.raw.total, before + 192);
+    /* the same product with keys saved as key.transpose(2, 3), a view of
+     * contiguous keys [3, 4, 64] = 3072 B: copied through the GPU too; as a
+     * contiguous operand, not */
+    vp_t keys = vp_new(&g.sim, 3 * 4 * 64, VP_FP32, "keys");
+    for (unsigned transposed = 0; transposed < 2; transposed++) {
+        g.ledger.raw.peak = g.ledger.raw.total;
+        uint64_t at = g.ledger.raw.total;
+        vp_t scores = vp_matmul(&g.sim, a, keys, 3 * 4 * 4, transposed, "scores");
+        CHECK_EQ_U64(g.ledger.raw.peak, at + (transposed ? 3072 : 192));
+        vp_drop(&g.sim, scores);
+    }
     g.sim.pack = NULL;
+    vp_drop(&g.sim, keys);
     vp_drop(&g.sim, y);
     vp_drop(&g.sim, expanded);
     vp_drop(&g.sim, b);

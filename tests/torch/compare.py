@@ -795,6 +795,14 @@ CASES = [
     # (the engine had made it beside them: 3 KB high at c_attn)
     ("gpt2 fp32 offload one sequence bias gradient", gpt2(h=256, vocab=32), recipe(
         optimizer="sgd", b=1, s=16, offload_activations="true", keep_logits="false")),
+    # eager attention under autocast: the casts stay the matmul's arguments
+    # beside the copy its batch fold makes of the (non-contiguous) queries,
+    # and key.transpose(2, 3) of the contiguous repeated keys is saved as a
+    # view, copied through the GPU when packed (sweep.py 206 wide, case 39:
+    # 6 KB low)
+    ("gemma3 qlora amp-bf16 offload small vocabulary", gemma3(layers=3, vocab=32), recipe(
+        "amp-bf16", optimizer="sgd-momentum", b=3, s=16, finetune="qlora", lora_rank=1, lora_alpha=2,
+        offload_activations="true")),
     ("gpt2 amp-bf16 grad_accum 2 offload", gpt2(), recipe("amp-bf16", grad_accum=2, offload_activations="true")),
     # T5's decoder_outputs keeps the decoder's last hidden state through the
     # loss, the second micro-batch's peak here (the harness had let it go at
