@@ -164,6 +164,11 @@ describe("vramplan estimate", function()
     assert.is_nil(helper.estimate("gpt2", "--set", "seq_len=64").model.lora_modules)
     local out = helper.run("estimate", "bloom-560m", "--set", "finetune=lora", "--set", "seq_len=64")
     assert.truthy(out:find("fine-tuning: lora, r 8 on query_key_value", 1, true), out)
+    -- PEFT trains copies of modules_to_save; freezing trains them as they are
+    out = helper.run("estimate", "llama2-7b", "--set", "finetune=lora", "--set", "modules_to_save=lm_head")
+    assert.truthy(out:find("training copies of lm_head (the originals kept, frozen)", 1, true), out)
+    out = helper.run("estimate", "llama2-7b", "--set", "finetune=freeze", "--set", "modules_to_save=lm_head")
+    assert.truthy(out:find("the last 0 layers trained, training lm_head\n"), out)
   end)
 
   it("lists every value an option key takes, from the tables its parser reads", function()

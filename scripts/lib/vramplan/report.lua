@@ -59,12 +59,15 @@ function report.human(ctx)
   line("recipe: %s, %s (%s), micro_batch %d x seq_len %d, checkpointing %s, attention %s",
     recipe.precision, recipe.optimizer, recipe.optimizer_impl, recipe.micro_batch, recipe.seq_len,
     checkpointing, recipe.attention)
-  local training = (recipe.modules_to_save or "") ~= "" and (", training " .. recipe.modules_to_save) or ""
+  local saved = recipe.modules_to_save or ""
+  local training = saved ~= "" and (", training " .. saved) or ""
+  -- PEFT's ModulesToSaveWrapper trains a copy and keeps the original
+  local copies = saved ~= "" and (", training copies of " .. saved .. " (the originals kept, frozen)") or ""
   if recipe.finetune == "lora" or recipe.finetune == "qlora" then
     line("fine-tuning: %s%s, r %d on %s (dropout %g)%s", recipe.finetune, recipe.use_dora and " with DoRA" or "",
-      recipe.lora_rank, r.lora_modules, recipe.lora_dropout, training)
+      recipe.lora_rank, r.lora_modules, recipe.lora_dropout, copies)
   elseif recipe.finetune == "prompt" or recipe.finetune == "prefix" then
-    line("fine-tuning: %s, %d virtual tokens", recipe.finetune, recipe.num_virtual_tokens)
+    line("fine-tuning: %s, %d virtual tokens%s", recipe.finetune, recipe.num_virtual_tokens, copies)
   elseif recipe.finetune == "freeze" then
     line("fine-tuning: freeze, the last %d layers trained%s", recipe.trainable_layers, training)
   end
