@@ -69,7 +69,9 @@ function report.human(ctx)
   elseif recipe.finetune == "prompt" or recipe.finetune == "prefix" then
     line("fine-tuning: %s, %d virtual tokens%s", recipe.finetune, recipe.num_virtual_tokens, copies)
   elseif recipe.finetune == "freeze" then
-    line("fine-tuning: freeze, the last %d layers trained%s", recipe.trainable_layers, training)
+    local n = recipe.trainable_layers
+    local layers = n == 0 and "no layer" or n == 1 and "the last layer" or string.format("the last %d layers", n)
+    line("fine-tuning: freeze, %s trained with the final norm and head%s", layers, training)
   end
   if r.load_balancing_loss then line("loss: with the routers' load-balancing loss (output_router_logits)") end
   if recipe.dp > 1 or recipe.pp > 1 or recipe.framework ~= "torch" then
