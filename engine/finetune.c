@@ -53,6 +53,7 @@ typedef struct {
     const vp_recipe *recipe;
     uint64_t trainable;
     vp_module_set linear, present, adapted;
+    vp_module_set quantized;     /* modules stored in 4 or 8 bits (QLoRA's base) */
 } census;
 
 static void count_ops(census *c, const vp_op *ops, unsigned n, uint64_t times, bool frozen) {
@@ -66,6 +67,7 @@ static void count_ops(census *c, const vp_op *ops, unsigned n, uint64_t times, b
             uint64_t copies = times * vp_leaf_count(s);
             c->present |= vp_module_bit(s->module);
             if (s->out_features) c->linear |= vp_module_bit(s->module);
+            if (vp_quantizes(c->recipe, s)) c->quantized |= vp_module_bit(s->module);
             if (vp_finetune_trains(c->recipe, s, frozen)) c->trainable += s->numel * copies;
             if (vp_lora_adapts(c->recipe, s)) {
                 c->adapted |= vp_module_bit(s->module);
@@ -79,7 +81,7 @@ static void count_ops(census *c, const vp_op *ops, unsigned n, uint64_t times, b
 }
 
 static census take_census(const vp_model *model, const vp_recipe *recipe) {
-    census c = {recipe, 0, 0, 0, 0};
+    census c = {recipe, 0, 0, 0, 0, 0};
     const vp_section *s = model->section;
     bool freezing = recipe->finetune == VP_FINETUNE_FREEZE;
     count_ops(&c, s[VP_SECTION_EMBED].ops, s[VP_SECTION_EMBED].n_ops, 1, freezing);
@@ -289,5 +291,9 @@ const char *vp_finetune_problem(const vp_model *model, const vp_recipe *recipe) 
                "embed_tokens or lm_head unties them: not modelled";
     missing = first_missing(recipe->modules_to_save, c.present);
     if (missing) return no_module[missing];
+    /* a Params4bit or Int8Params weight holds integers: no gradient */
+    if (recipe->modules_to_save & c.quantized)
+        return "modules_to_save: a module QLoRA stores quantized cannot be trained (its weights are integers); "
+               "the head, the embeddings and the norms can";
     return NULL;
 }

@@ -75,6 +75,8 @@ describe("LoRA", function()
     { { "llama2-7b", "--set", "finetune=lora", "--set", "modules_to_save=wpe" }, "modules_to_save: the model has no module" },
     { { "gpt2", "--set", "seq_len=512", "--set", "finetune=lora", "--set", "modules_to_save=embed_tokens" },
       "modules_to_save: this model's head is tied to its embeddings" },
+    { { "llama2-7b", "--set", "finetune=qlora", "--set", "modules_to_save=q_proj" },
+      "modules_to_save: a module QLoRA stores quantized cannot be trained" },
   }
   for _, case in ipairs(bad) do
     local args = { table.unpack(case[1]) }
