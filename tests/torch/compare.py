@@ -803,6 +803,13 @@ CASES = [
     ("gemma3 qlora amp-bf16 offload small vocabulary", gemma3(layers=3, vocab=32), recipe(
         "amp-bf16", optimizer="sgd-momentum", b=3, s=16, finetune="qlora", lora_rank=1, lora_alpha=2,
         offload_activations="true")),
+    # the rotary product of 16-bit queries and fp32 tables keeps the queries'
+    # (transposed) layout, so matmul copies them beside the cast (the
+    # harness's mixed-dtype multiply had made them contiguous: sweep.py 209
+    # wide, case 9, 5.9 KB apart)
+    ("gemma amp-bf16 prompt offload logits dropped", gemma(layers=2), recipe(
+        "amp-bf16", optimizer="none", b=2, s=16, finetune="prompt", num_virtual_tokens=3, offload_activations="true",
+        keep_logits="false")),
     ("gpt2 amp-bf16 grad_accum 2 offload", gpt2(), recipe("amp-bf16", grad_accum=2, offload_activations="true")),
     # T5's decoder_outputs keeps the decoder's last hidden state through the
     # loss, the second micro-batch's peak here (the harness had let it go at

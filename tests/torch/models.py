@@ -112,6 +112,14 @@ class Mean2x(torch.autograd.Function):
         return grad.expand(ctx.shape) / ctx.shape[ctx.dim], None, None
 
 
+def empty_like_result(a, b, op):
+    """An empty tensor laid out as TensorIterator lays out op(a, b)'s result
+    (the operands' own order of dimensions, which need not be contiguous),
+    found by running op on meta tensors."""
+    like = op(a.to("meta"), b.to("meta"))
+    return torch.empty_strided(like.shape, like.stride(), dtype=like.dtype)
+
+
 class MixedAdd(torch.autograd.Function):
     """a + alpha * b (sub: alpha -1) for operands of two dtypes, as CUDA
     computes it: one output in the promoted dtype. CPU's TensorIterator first
@@ -123,7 +131,7 @@ class MixedAdd(torch.autograd.Function):
     @staticmethod
     def forward(ctx, a, b, alpha=1.0):
         ctx.dtypes, ctx.alpha = (a.dtype, b.dtype), alpha
-        out = torch.empty(torch.broadcast_shapes(a.shape, b.shape), dtype=torch.promote_types(a.dtype, b.dtype))
+        out = empty_like_result(a, b, torch.add)
         # the lower-precision operand first: copy_ converts element by element
         if a.dtype != out.dtype:
             return out.copy_(a).add_(b, alpha=alpha)
@@ -162,7 +170,7 @@ class MixedMul(torch.autograd.Function):
 
     @staticmethod
     def product(a, b):
-        out = torch.empty(torch.broadcast_shapes(a.shape, b.shape), dtype=torch.promote_types(a.dtype, b.dtype))
+        out = empty_like_result(a, b, torch.mul)
         low, high = (a, b) if a.dtype != out.dtype else (b, a)
         out.copy_(low)  # copy_ converts element by element
         return out.mul_(high)
