@@ -635,19 +635,20 @@ static vp_t eager(vp_step *step, const vp_op *op, const vp_t *leaves, qkv *in, s
      * keys joined to a cached prefix are a cat's contiguous result already.
      * With one key/value head the reshape merges a size-1 dimension: a
      * zero-stride view of the (contiguous) keys, which matmul's batch fold
-     * copies only when b > 1 (the same bytes as the copy counted here): a
-     * single sequence of a multi-query model copies nothing (an autocast
-     * cast of the view still writes every repeated element) */
-    bool copies = rep > 1 && !(s.kv_heads == 1 && b == 1);
+     * copies (when b > 1) inside the call, and an autocast cast writes out
+     * whole (a dense copy of every repeated element) */
+    bool expanded = rep > 1 && s.kv_heads == 1;
+    bool copies = rep > 1 && !expanded;
     vp_t k = repeat_kv(sim, in->k, rep, copies), v = repeat_kv(sim, in->v, rep, copies);
     /* (a decoder's cross-attention keys are the encoder's, no prefix joined) */
     bool joined = step->past_tokens && !in->cross;
-    bool k_contiguous = rep > 1 || joined || in->k_contiguous;
-    bool v_contiguous = rep > 1 || joined || in->v_contiguous;
+    bool k_contiguous = copies || joined || in->k_contiguous;
+    bool v_contiguous = copies || joined || in->v_contiguous;
 
     /* attn_weights = torch.matmul(query, key.transpose(2, 3)) */
     vp_t qa = vp_autocast_low(step, in->q, "attention.q_cast");
     vp_t ka = vp_autocast_low(step, k, "attention.k_cast");
+    if (expanded && ka != k) k_contiguous = true;
     vp_t qm = batched_operand(step, qa, in->q_contiguous, "attention.q_reshape");
     vp_t km = batched_operand(step, ka, k_contiguous, "attention.k_reshape");
     /* BLOOM: alibi.baddbmm(q, k): on autocast's lower-precision list, the
@@ -673,6 +674,7 @@ static vp_t eager(vp_step *step, const vp_op *op, const vp_t *leaves, qkv *in, s
     /* attn_output = torch.matmul(attn_weights, value_states) */
     vp_t pa = vp_autocast_low(step, dropped, "attention.probs_cast");
     vp_t va = vp_autocast_low(step, v, "attention.v_cast");
+    if (expanded && va != v) v_contiguous = true;
     vp_t vm = batched_operand(step, va, v_contiguous, "attention.v_reshape");
     vp_t context = vp_matmul(sim, pa, vm, vp_numel4(sim, b, s.heads, n, s.v_dim), false, "attention.context");
     vp_drop(sim, va);

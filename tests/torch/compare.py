@@ -263,6 +263,13 @@ CASES = [
         use_reentrant="false", checkpoint_early_stop="true")),
     ("llama freeze 2 layers every-2 embed_tokens trained", llama(layers=3), recipe(
         ckpt="every-2", finetune="freeze", trainable_layers=2, modules_to_save="embed_tokens")),
+    # multi-query keys and values stay repeat_kv's zero-stride views, which
+    # matmul copies inside the call: with no gradient anywhere (every layer
+    # frozen) the copies go with the call (the engine had made them at
+    # repeat_kv, held to the attention's end: sweep.py 215 wide, case 13,
+    # 21 KB high)
+    ("llama MQA bf16 freeze 0 layers", llama(kv=1), recipe("bf16", b=2, s=64, finetune="freeze", trainable_layers=0,
+                                                          keep_logits="false")),
     ("llama freeze 1 layer modules_to_save embed_tokens", llama(layers=3), recipe(
         finetune="freeze", trainable_layers=1, modules_to_save="embed_tokens")),
     ("llama adafactor lora rank 1", llama(), recipe(optimizer="adafactor", finetune="lora", lora_rank=1, lora_alpha=2)),
