@@ -249,7 +249,8 @@ CASES = [
     ("llama freeze 1 layer", llama(layers=3), recipe(finetune="freeze", trainable_layers=1)),
     ("gpt2 untied freeze 1 layer mixed-bf16 for-loop", gpt2(layers=3, tied=False), recipe(
         "mixed-bf16", impl="for-loop", finetune="freeze", trainable_layers=1)),
-    ("bloom freeze 0 layers (the final norm; its head, tied to the frozen embeddings, stays frozen)", bloom(layers=3), recipe(finetune="freeze", trainable_layers=0)),
+    ("bloom freeze 0 layers (the final norm; its head, tied to the frozen embeddings, stays frozen)",
+     bloom(layers=3), recipe(finetune="freeze", trainable_layers=0)),
     ("mixtral freeze 1 layer amp-bf16 checkpointed non-reentrant", mixtral(layers=3), recipe(
         "amp-bf16", ckpt="full", finetune="freeze", trainable_layers=1, use_reentrant="false")),
     ("neox freeze 3 layers bf16 every-2 non-reentrant", neox(layers=3), recipe(
