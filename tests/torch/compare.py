@@ -207,7 +207,8 @@ CASES = [
     ("llama fp32 sm3", llama(), recipe(optimizer="sm3")),
     # first_moment: Adafactor's beta1 (an fp32 exp_avg), SM3's momentum (a buffer in the gradient's dtype)
     ("llama fp32 adafactor first moment", llama(), recipe(optimizer="adafactor", first_moment="true", b=1, s=16)),
-    ("llama bf16 adafactor first moment", llama(), recipe("bf16", optimizer="adafactor", first_moment="true", b=1, s=16)),
+    ("llama bf16 adafactor first moment", llama(), recipe(
+        "bf16", optimizer="adafactor", first_moment="true", b=1, s=16)),
     ("gpt2 mixed-bf16 adafactor first moment lora", gpt2(), recipe(
         "mixed-bf16", optimizer="adafactor", impl="for-loop", first_moment="true", finetune="lora")),
     ("llama fp32 sm3 momentum", llama(), recipe(optimizer="sm3", first_moment="true", b=1, s=16)),
@@ -222,7 +223,8 @@ CASES = [
         "amp-bf16", optimizer="sm3", finetune="lora", lora_targets="all-linear")),
     # weight decay: Adam's copies the gradient first (for-loop: one tensor's,
     # 1.13's foreach: the whole list); AdamW's, SGD's and Adafactor's act in place
-    ("llama adam for-loop weight decay", llama(), recipe(optimizer="adam", impl="for-loop", weight_decay=0.1, b=1, s=16)),
+    ("llama adam for-loop weight decay", llama(), recipe(
+        optimizer="adam", impl="for-loop", weight_decay=0.1, b=1, s=16)),
     ("llama adam foreach weight decay", llama(), recipe(optimizer="adam", weight_decay=0.1, b=1, s=16)),
     ("llama sgd-momentum for-loop weight decay", llama(), recipe(
         optimizer="sgd-momentum", impl="for-loop", weight_decay=0.1, b=1, s=16)),
