@@ -13,13 +13,13 @@ bool vp_finetune_trains(const vp_recipe *recipe, const vp_leaf_spec *spec, bool 
     return recipe->finetune == VP_FINETUNE_FULL || (recipe->finetune == VP_FINETUNE_FREEZE && !frozen);
 }
 
-static bool peft_method(const vp_recipe *recipe) {
+bool vp_finetune_peft(const vp_recipe *recipe) {
     return recipe->finetune == VP_FINETUNE_LORA || recipe->finetune == VP_FINETUNE_QLORA ||
            recipe->finetune == VP_FINETUNE_PROMPT || recipe->finetune == VP_FINETUNE_PREFIX;
 }
 
 bool vp_finetune_keeps_original(const vp_recipe *recipe, const vp_leaf_spec *spec) {
-    return peft_method(recipe) && spec->trainable && !spec->buffer && vp_module_in(recipe->modules_to_save, spec->module);
+    return vp_finetune_peft(recipe) && spec->trainable && !spec->buffer && vp_module_in(recipe->modules_to_save, spec->module);
 }
 
 bool vp_lora_adapts(const vp_recipe *recipe, const vp_leaf_spec *spec) {
@@ -286,7 +286,7 @@ const char *vp_finetune_problem(const vp_model *model, const vp_recipe *recipe) 
      * module would untie them */
     const vp_op *head = vp_section_find(&model->section[VP_SECTION_FINAL], &vp_op_lm_head);
     vp_module_set tied_pair = vp_module_bit(VP_MODULE_EMBED_TOKENS) | vp_module_bit(VP_MODULE_LM_HEAD);
-    if (peft_method(recipe) && head && vp_lm_head_tied(head) && (recipe->modules_to_save & tied_pair))
+    if (vp_finetune_peft(recipe) && head && vp_lm_head_tied(head) && (recipe->modules_to_save & tied_pair))
         return "modules_to_save: this model's head is tied to its embeddings, and PEFT's trained copy of "
                "embed_tokens or lm_head unties them: not modelled";
     missing = first_missing(recipe->modules_to_save, c.present);

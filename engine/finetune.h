@@ -12,6 +12,10 @@
  * ones). */
 bool vp_finetune_trains(const vp_recipe *recipe, const vp_leaf_spec *spec, bool frozen);
 
+/* Whether a PEFT model runs the recipe (LoRA, QLoRA, prompt or prefix
+ * tuning), not full fine-tuning or plain freezing. */
+bool vp_finetune_peft(const vp_recipe *recipe);
+
 /* PEFT's ModulesToSaveWrapper: a module named in modules_to_save is
  * trained as a deep copy, the original kept beside it, frozen. */
 bool vp_finetune_keeps_original(const vp_recipe *recipe, const vp_leaf_spec *spec);

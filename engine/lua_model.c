@@ -61,6 +61,15 @@ static int unknown_field(lua_State *L, const vp_op_kind *kind, const char *key) 
     return luaL_error(L, "%s: unknown field '%s'", kind->name, key);
 }
 
+/* The index of the string on top of the stack in a NULL-terminated list of
+ * names, or -1 (not a string, or not one of them). */
+static int option_index(lua_State *L, const char *const *options) {
+    const char *s = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : NULL;
+    for (int i = 0; s && options[i]; i++)
+        if (strcmp(options[i], s) == 0) return i;
+    return -1;
+}
+
 /* Reads the value on top of the stack into op->value[index]; raises an error
  * naming the op and the field. */
 static void read_field(lua_State *L, const vp_op_kind *kind, unsigned index, vp_op *op) {
@@ -71,13 +80,11 @@ static void read_field(lua_State *L, const vp_op_kind *kind, unsigned index, vp_
         op->value[index] = lua_toboolean(L, -1);
         return;
     case VP_FIELD_ENUM: {
-        const char *s = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : NULL;
-        if (s)
-            for (unsigned i = 0; f->options[i]; i++)
-                if (strcmp(f->options[i], s) == 0) {
-                    op->value[index] = i;
-                    return;
-                }
+        int option = option_index(L, f->options);
+        if (option >= 0) {
+            op->value[index] = option;
+            return;
+        }
         luaL_Buffer b;
         luaL_buffinit(L, &b);
         for (unsigned i = 0; f->options[i]; i++) {
@@ -263,10 +270,7 @@ static int l_model(lua_State *L) {
     if (!lua_isnil(L, -1) && (!isint || first_layers < 0 || first_layers > 100000))
         luaL_error(L, "model: 'first_layers' must be a whole number of layers");
     lua_getfield(L, 1, "norms_registered");
-    const char *how = lua_isnil(L, -1) ? "in_place" : lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : NULL;
-    int norms_registered = -1;
-    for (int i = 0; how && norm_registrations[i]; i++)
-        if (strcmp(how, norm_registrations[i]) == 0) norms_registered = i;
+    int norms_registered = lua_isnil(L, -1) ? VP_NORMS_IN_PLACE : option_index(L, norm_registrations);
     if (norms_registered < 0)
         luaL_error(L, "model: 'norms_registered' must be in_place, last, first or after_branch");
     int idx[VP_SECTION_COUNT];

@@ -31,19 +31,6 @@ static unsigned token_leaves(const vp_op *op, const vp_ranks *split, vp_leaf_spe
     return 1;
 }
 
-/* x is the batch's input ids. The embedding runs in the parameters' dtype:
- * it is on no autocast list. Split over tensor-parallel ranks, the ids
- * outside the rank's slice are masked (a bool mask, and shifted ids that
- * the lookup keeps for backward) and the partial embeddings all-reduced in
- * place (VocabParallelEmbedding.forward). */
-/* PeftModelForCausalLM.forward and PeftModelForSeq2SeqLM.forward with
- * prompt tuning: a seq2seq batch's attention mask gets ones for the
- * virtual tokens (torch.cat of fp32 ones and the int64 mask: fp32); the
- * prompt table is looked up for every sequence (PromptEmbedding; a
- * seq2seq table holds two sets, num_transformer_submodules, of which the
- * encoder gets the first), cast to the embeddings' dtype and put before
- * them (torch.cat, whose backward hands out views). `prompts` and the
- * mask are locals of PEFT's forward until the model returns. */
 /* PeftModelForCausalLM gives the labels -100 for the virtual tokens
  * (torch.cat of torch.full and the batch's): the model's labels, a local
  * of PEFT's forward. A seq2seq model's labels are the decoder's and a
@@ -53,6 +40,14 @@ static bool prefixes_labels(const vp_step *step) {
     return !vp_model_encoder_decoder(step->model) && loss && !vp_loss_per_sequence(loss);
 }
 
+/* PeftModelForCausalLM.forward and PeftModelForSeq2SeqLM.forward with
+ * prompt tuning: a seq2seq batch's attention mask gets ones for the
+ * virtual tokens (torch.cat of fp32 ones and the int64 mask: fp32); the
+ * prompt table is looked up for every sequence (PromptEmbedding; a
+ * seq2seq table holds two sets, num_transformer_submodules, of which the
+ * encoder gets the first), cast to the embeddings' dtype and put before
+ * them (torch.cat, whose backward hands out views). `prompts` and the
+ * mask are locals of PEFT's forward until the model returns. */
 static vp_t with_prompt(vp_step *step, const vp_op *op, vp_t inputs_embeds) {
     vp_sim *sim = &step->sim;
     unsigned sets = vp_prompt_submodules(step->model);
@@ -91,6 +86,11 @@ static vp_t with_prompt(vp_step *step, const vp_op *op, vp_t inputs_embeds) {
     return joined;
 }
 
+/* x is the batch's input ids. The embedding runs in the parameters' dtype:
+ * it is on no autocast list. Split over tensor-parallel ranks, the ids
+ * outside the rank's slice are masked (a bool mask, and shifted ids that
+ * the lookup keeps for backward) and the partial embeddings all-reduced in
+ * place (VocabParallelEmbedding.forward). */
 static vp_t token_forward(vp_step *step, const vp_op *op, const vp_t *leaves, vp_t x) {
     vp_sim *sim = &step->sim;
     step->tied_weight = leaves[0];

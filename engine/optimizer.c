@@ -192,7 +192,7 @@ int vp_optimizer_find(const char *name) {
 uint64_t vp_optimizer_state_bytes(const vp_optimizer_kind *kind, const vp_recipe *recipe, const vp_param_shape *p,
                                   vp_dtype dtype) {
     uint64_t bytes = kind->state_bytes(p, dtype);
-    if (recipe->first_moment && kind->first_moment) bytes += kind->first_moment(p, dtype);
+    if (vp_optimizer_first_moment(kind, recipe)) bytes += kind->first_moment(p, dtype);
     return bytes;
 }
 

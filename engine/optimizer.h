@@ -56,6 +56,11 @@ const vp_optimizer_kind *vp_optimizer_at(unsigned index);
 unsigned vp_optimizer_count(void);
 int vp_optimizer_find(const char *name);
 
+/* Whether the recipe asks for the optional first moment the optimizer has. */
+static inline bool vp_optimizer_first_moment(const vp_optimizer_kind *kind, const vp_recipe *recipe) {
+    return recipe->first_moment && kind->first_moment;
+}
+
 /* Bytes of state one parameter keeps under the recipe (its optional first
  * moment included when asked for). */
 uint64_t vp_optimizer_state_bytes(const vp_optimizer_kind *kind, const vp_recipe *recipe, const vp_param_shape *p,

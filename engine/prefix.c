@@ -21,7 +21,6 @@ static const vp_op *layer_attention(const vp_model *model) {
     return vp_section_find(&model->section[VP_SECTION_LAYER], &vp_op_attention);
 }
 
-
 /* The layers that get a prefix: every layer, or an encoder-decoder's
  * decoder layers (num_layers of T5's config, its encoder's count, which
  * vp_prefix_recipe_problem makes the decoder's too). */

@@ -800,8 +800,7 @@ void vp_step_embedding_output(vp_step *step, vp_t output) {
      * where prepare_model_for_kbit_training does it for reentrant
      * checkpointing only (peft/utils/other.py) */
     const vp_recipe *r = step->recipe;
-    bool peft = r->finetune != VP_FINETUNE_FULL && r->finetune != VP_FINETUNE_FREEZE; /* freeze: no PEFT, no hook */
-    if (!peft || !r->checkpoint_every || vp_at(&step->sim, output)->requires_grad ||
+    if (!vp_finetune_peft(r) || !r->checkpoint_every || vp_at(&step->sim, output)->requires_grad ||
         (!r->use_reentrant && r->finetune == VP_FINETUNE_QLORA))
         return;
     vp_requires_grad(&step->sim, output);

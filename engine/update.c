@@ -130,7 +130,7 @@ static void temporaries(vp_step *step) {
     vp_dtype dtype = step->plan.master_dtype != VP_DTYPE_NONE ? step->plan.master_dtype : step->plan.params_dtype;
     bool own_dtype = step->plan.master_dtype == VP_DTYPE_NONE && kind->temp_dtype == VP_DTYPE_NONE;
     if (kind->temp_dtype != VP_DTYPE_NONE) dtype = kind->temp_dtype;
-    unsigned carried = kind->carried + (step->recipe->first_moment && kind->first_moment ? kind->moment_carried : 0);
+    unsigned carried = kind->carried + (vp_optimizer_first_moment(kind, step->recipe) ? kind->moment_carried : 0);
     temp_sizes sizes = {dtype, own_dtype, 0, 0, 1, temps, carried, kind->upcast_temps, 0, 0, 0, 0, 0};
     for (unsigned g = 0; g < vp_step_leaf_group_count(step); g++) {
         vp_leaf_group group = vp_step_leaf_group_at(step, g);
