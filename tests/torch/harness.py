@@ -8,6 +8,7 @@ with recipe keys as vramplan names them (precision, optimizer,
 optimizer_impl, micro_batch, seq_len, checkpointing). Prints one JSON object
 per case, one per line.
 """
+import contextlib
 import ctypes
 import gc
 import json
@@ -288,11 +289,8 @@ def measure(case, rank=None):
                 new_labels = new_ids.clone()
             input_ids, labels, extra = new_ids, new_labels, new_extra
             del new_ids, new_labels, new_extra
-            if offload:
-                host = SaveOnHost()
-                with host:
-                    loss, logits = net(ac, input_ids, labels, ckpt, **extra)
-            else:
+            host = SaveOnHost() if offload else None
+            with host or contextlib.nullcontext():
                 loss, logits = net(ac, input_ids, labels, ckpt, **extra)
             ac.clear()
             if offload and measuring:
