@@ -104,8 +104,8 @@ static void read_field(lua_State *L, const vp_op_kind *kind, unsigned index, vp_
         if (f->type == VP_FIELD_INT && (v != floor(v) || !isfinite(v)))
             luaL_error(L, "%s: field '%s' must be a whole number (got %s)", kind->name, f->name, lua_tostring(L, -1));
         if (!(v >= f->min && v <= f->max))
-            luaL_error(L, "%s: field '%s' must be between %g and %g (got %s)", kind->name, f->name, f->min, f->max,
-                       lua_tostring(L, -1));
+            luaL_error(L, "%s: field '%s' must be between %f and %f (got %s)", kind->name, f->name, (lua_Number)f->min,
+                       (lua_Number)f->max, lua_tostring(L, -1));
         op->value[index] = v;
         return;
     }
@@ -329,7 +329,7 @@ static int l_op_kinds(lua_State *L) {
         lua_createtable(L, (int)kind->n_fields, 0);
         for (unsigned i = 0; i < kind->n_fields; i++) {
             const vp_field *f = &kind->fields[i];
-            lua_createtable(L, 0, 5);
+            lua_createtable(L, 0, 6);
             lua_pushstring(L, f->name);
             lua_setfield(L, -2, "name");
             lua_pushstring(L, type_names[f->type]);
@@ -338,6 +338,14 @@ static int l_op_kinds(lua_State *L) {
             lua_setfield(L, -2, "required");
             lua_pushstring(L, f->doc);
             lua_setfield(L, -2, "doc");
+            if (f->type == VP_FIELD_ENUM) {
+                lua_newtable(L);
+                for (int o = 0; f->options[o]; o++) {
+                    lua_pushstring(L, f->options[o]);
+                    lua_rawseti(L, -2, o + 1);
+                }
+                lua_setfield(L, -2, "options");
+            }
             if (!f->required) {
                 if (f->type == VP_FIELD_ENUM) lua_pushstring(L, f->options[(int)f->fallback]);
                 else if (f->type == VP_FIELD_BOOL) lua_pushboolean(L, f->fallback != 0);

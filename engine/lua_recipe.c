@@ -23,21 +23,32 @@ static int recipe_error(lua_State *L, const char *fmt, ...) {
     return lua_error(L);
 }
 
+/* Pushes a value as an error message shows it: scalars as tostring writes
+ * them, a table or function by its kind rather than its address. */
+static const char *shown(lua_State *L, int idx) {
+    switch (lua_type(L, idx)) {
+    case LUA_TTABLE: return lua_pushliteral(L, "a table");
+    case LUA_TFUNCTION: return lua_pushliteral(L, "a function");
+    default: return luaL_tolstring(L, idx, NULL);
+    }
+}
+
 /* Values arrive as Lua values from recipe scripts or as strings from --set:
  * both are accepted where they mean the same. */
 static lua_Integer read_int(lua_State *L, const char *key, lua_Integer min, lua_Integer max) {
     int ok;
     lua_Integer v = lua_tointegerx(L, -1, &ok);
-    if (!ok) recipe_error(L, "%s: must be a whole number (got %s)", key, luaL_tolstring(L, -1, NULL));
-    if (v < min || v > max) recipe_error(L, "%s: must be between %d and %d (got %d)", key, (int)min, (int)max, (int)v);
+    if (!ok) recipe_error(L, "%s: must be a whole number (got %s)", key, shown(L, -1));
+    if (v < min || v > max) recipe_error(L, "%s: must be between %I and %I (got %I)", key, min, max, v);
     return v;
 }
 
 static double read_number(lua_State *L, const char *key, double min, double max) {
     int ok;
     lua_Number v = lua_tonumberx(L, -1, &ok);
-    if (!ok) recipe_error(L, "%s: must be a number (got %s)", key, luaL_tolstring(L, -1, NULL));
-    if (!(v >= min && v <= max)) recipe_error(L, "%s: must be between %g and %g (got %g)", key, min, max, v);
+    if (!ok) recipe_error(L, "%s: must be a number (got %s)", key, shown(L, -1));
+    /* lua_pushfstring's %f is a lua_Number in LUAI_NUMFFORMAT (%.14g) */
+    if (!(v >= min && v <= max)) recipe_error(L, "%s: must be between %f and %f (got %f)", key, min, max, v);
     return v;
 }
 
@@ -48,7 +59,7 @@ static bool read_bool(lua_State *L, const char *key) {
         if (strcmp(s, "true") == 0) return true;
         if (strcmp(s, "false") == 0) return false;
     }
-    recipe_error(L, "%s: must be true or false (got %s)", key, luaL_tolstring(L, -1, NULL));
+    recipe_error(L, "%s: must be true or false (got %s)", key, shown(L, -1));
     return false;
 }
 
@@ -67,9 +78,9 @@ static int read_option(lua_State *L, const char *key, const char *const *options
     const char *choices = lua_tostring(L, -1);
     const char *guess = s ? vp_lua_suggest(s, options, n) : NULL;
     if (guess) recipe_error(L, "%s: '%s' is not one of %s (did you mean '%s'?)", key, s, choices, guess);
-    /* its own statement: luaL_tolstring pushes, so it must not share an
-     * argument list with a stack-relative read */
-    const char *given = luaL_tolstring(L, -2, NULL);
+    /* its own statement: shown pushes, so it must not share an argument
+     * list with a stack-relative read */
+    const char *given = shown(L, -2);
     recipe_error(L, "%s: must be one of %s (got %s)", key, choices, given);
     return 0;
 }
@@ -206,7 +217,7 @@ static void parse_checkpointing(lua_State *L, vp_recipe *r, const char *k) {
     else if (strncmp(s, "every-", 6) == 0 && (r->checkpoint_every = (unsigned)strtoul(s + 6, &end, 10), end && !*end) &&
              r->checkpoint_every >= 1 && r->checkpoint_every <= 100000 && s[6] >= '1' && s[6] <= '9')
         ;
-    else recipe_error(L, "%s: must be none, full, selective or every-K for a whole K >= 1 (got %s)", k, luaL_tolstring(L, -1, NULL));
+    else recipe_error(L, "%s: must be none, full, selective or every-K for a whole K >= 1 (got %s)", k, shown(L, -1));
 }
 
 typedef struct {

@@ -18,7 +18,7 @@ return architecture {
     { "norm_eps", "number", default = 1e-12, min = 0, doc = "layer_norm_eps" },
     { "dropout", "number", default = 0.1, min = 0, max = 0.999, doc = "hidden_dropout_prob" },
     { "attn_dropout", "number", default = 0.1, min = 0, max = 0.999, doc = "attention_probs_dropout_prob" },
-    { "activation", "string", default = "gelu", doc = "hidden_act" },
+    { "activation", "string", default = "gelu", options = op_options("mlp", "activation"), doc = "hidden_act" },
     { "labels", "int", default = 2, doc = "num_labels" },
   },
   check = function(c)

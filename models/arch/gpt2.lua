@@ -11,7 +11,7 @@ return architecture {
     { "intermediate", "int", default = function(c) return c.hidden and 4 * c.hidden end, doc = "n_inner (default 4 x hidden)" },
     { "vocab", "int", default = 50257, doc = "vocab_size" },
     { "max_positions", "int", default = 1024, doc = "n_positions: the position table and the per-layer causal-mask buffer" },
-    { "activation", "string", default = "gelu_new", doc = "activation_function" },
+    { "activation", "string", default = "gelu_new", options = op_options("mlp", "activation"), doc = "activation_function" },
     { "resid_dropout", "number", default = 0.1, min = 0, max = 0.999, doc = "resid_pdrop" },
     { "embed_dropout", "number", default = 0.1, min = 0, max = 0.999, doc = "embd_pdrop" },
     { "attn_dropout", "number", default = 0.1, min = 0, max = 0.999, doc = "attn_pdrop" },

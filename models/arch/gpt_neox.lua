@@ -24,7 +24,7 @@ return architecture {
     { "attn_dropout", "number", default = 0.0, min = 0, max = 0.999, doc = "attention_dropout" },
     { "hidden_dropout", "number", default = 0.0, min = 0, max = 0.999,
       doc = "hidden_dropout: after the embeddings and on each branch's output" },
-    { "activation", "string", default = "gelu", doc = "hidden_act" },
+    { "activation", "string", default = "gelu", options = op_options("mlp", "activation"), doc = "hidden_act" },
     { "attention_bias", "bool", default = true, doc = "attention_bias: biases on query_key_value and dense" },
     { "tie_embeddings", "bool", default = false, doc = "tie_word_embeddings" },
   },

@@ -32,7 +32,7 @@ return architecture {
       doc = "biases on q/k/v only (Qwen2: true with attention_bias false)" },
     { "mlp_bias", "bool", default = false, doc = "biases on the MLP projections" },
     { "attn_dropout", "number", default = 0.0, min = 0, max = 0.999, doc = "attention_dropout" },
-    { "activation", "string", default = "silu", doc = "hidden_act" },
+    { "activation", "string", default = "silu", options = op_options("mlp", "activation"), doc = "hidden_act" },
     { "experts", "int", default = 0, min = 0, doc = "routed experts per layer (0: a dense MLP); num_local_experts" },
     { "experts_per_token", "int", default = 2, doc = "num_experts_per_tok (top-k)" },
     { "moe_intermediate", "int", default = function(c) return c.intermediate end,

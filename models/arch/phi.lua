@@ -23,7 +23,7 @@ return architecture {
     { "resid_dropout", "number", default = 0.0, min = 0, max = 0.999, doc = "resid_pdrop: on both branches' outputs" },
     { "embed_dropout", "number", default = 0.0, min = 0, max = 0.999, doc = "embd_pdrop" },
     { "attn_dropout", "number", default = 0.0, min = 0, max = 0.999, doc = "attention_dropout" },
-    { "activation", "string", default = "gelu_new", doc = "hidden_act" },
+    { "activation", "string", default = "gelu_new", options = op_options("mlp", "activation"), doc = "hidden_act" },
     { "tie_embeddings", "bool", default = false, doc = "tie_word_embeddings" },
   },
   check = function(c)

@@ -8,7 +8,9 @@
 -- when tied (T5 v1.0), the head, whose input is then scaled by d_model^-0.5.
 -- The decoder runs on the labels' length (the recipe's target_len), fed the
 -- labels shifted right. transformers has T5 in eager attention only.
-local activations = { relu = true, gelu = true, gelu_new = true, silu = true, gelu_pytorch_tanh = true }
+local activation_names = op_options("mlp", "activation") -- the activations the core counts
+local activations = {}
+for _, name in ipairs(activation_names) do activations[name] = true end
 
 -- feed_forward_proj as T5Config reads it: "act" or "gated-act";
 -- "gated-gelu" means gelu_new.
@@ -40,7 +42,7 @@ return architecture {
   check = function(c)
     local _, act = feed_forward(c.feed_forward)
     if not activations[act] then
-      return "feed_forward", string.format("unknown activation %q (relu, gelu, gelu_new, silu, gelu_pytorch_tanh)", act)
+      return "feed_forward", string.format("unknown activation %q (%s)", act, table.concat(activation_names, ", "))
     end
   end,
   build = function(c)

@@ -206,6 +206,16 @@ describe("vramplan estimate", function()
     -- a listed field is one --set accepts for the family's models
     local r = helper.estimate("gemma-2-2b", "--set", "final_softcap=0", "--set", "seq_len=64")
     assert.truthy(r.per_gpu)
+    -- a field that takes names lists them, and each listed one is accepted
+    local activation = llama:match("\n      activation +string +default silu +([^:\n]*):")
+    assert.truthy(activation, llama)
+    local listed = 0
+    for name in activation:gmatch("[%w_]+") do
+      listed = listed + 1
+      local _, err, rc = helper.run("estimate", "llama3.2-1b", "--set", "activation=" .. name, "--set", "seq_len=64")
+      assert.are.equal(0, rc, name .. ": " .. tostring(err))
+    end
+    assert.is_true(listed >= 5, activation)
   end)
 
   it("echoes the GPU count over every parallel dimension", function()

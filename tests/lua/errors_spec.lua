@@ -117,6 +117,26 @@ describe("bad recipes", function()
     helper.estimate("llama2-7b", "--set", "seq_len=8192") -- rotary positions have no table
   end)
 
+  it("states a range's bounds and the value outside it as numbers", function()
+    -- lua_pushfstring knows %f and %I, not %g: a bound once came out as a format error
+    local err = fails("models/llama2-7b.lua", "--set", "finetune=lora", "--set", "lora_dropout=3")
+    assert.truthy(err:find("lora_dropout: must be between 0.0 and 0.999 (got 3.0)", 1, true), err)
+    err = fails("models/llama2-7b.lua", "--set", "micro_batch=99999999999")
+    assert.truthy(err:find("micro_batch: must be between 1 and 16777216 (got 99999999999)", 1, true), err)
+    err = fails("models/llama2-7b.lua", "--set", "norm_eps=3.5") -- the rmsnorm op's own range
+    assert.truthy(err:find("rmsnorm: field 'eps' must be between 0.0 and 1.0 (got 3.5)", 1, true), err)
+  end)
+
+  it("shows a table given for a recipe key by its kind, not its address", function()
+    local function given(key)
+      return fails("models/llama2-7b.lua", "--recipe", helper.write("return recipe { " .. key .. " }\n"))
+    end
+    local err = given("precision = {}")
+    assert.truthy(err:find("precision: must be one of fp32, bf16", 1, true) and err:find("(got a table)", 1, true), err)
+    err = given("micro_batch = { 2 }")
+    assert.truthy(err:find("micro_batch: must be a whole number (got a table)", 1, true), err)
+  end)
+
   it("names an unknown recipe key with its origin", function()
     local p = helper.write("return recipe {\n  precision = 'bf16',\n  micro_bach = 2,\n}\n")
     local err = fails("models/llama2-7b.lua", "--recipe", p)
@@ -189,6 +209,90 @@ describe("bad Hugging Face configs", function()
     local p = helper.write('{"model_type": "llama", "hidden_size": 64, "num_hidden_layers": 2, '
       .. '"num_attention_heads": 3, "intermediate_size": 128, "vocab_size": 100}', ".json")
     assert.truthy(fails(p):find(base_name(p) .. ": num_attention_heads: heads: must divide hidden (64)", 1, true))
+  end)
+
+  local LLAMA = '"model_type": "llama", "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4, '
+    .. '"intermediate_size": 128, "vocab_size": 100'
+
+  it("names hidden_act when the core counts no such activation", function()
+    local err = fails(helper.write("{" .. LLAMA .. ', "hidden_act": "swish"}', ".json"))
+    assert.truthy(err:find(": hidden_act: activation: must be one of gelu, gelu_pytorch_tanh, gelu_new, relu, silu",
+      1, true), err)
+    assert.truthy(err:find("(got swish)", 1, true), err)
+    assert.truthy(fails(helper.write("{" .. LLAMA .. ', "hidden_act": 7}', ".json"))
+      :find(": hidden_act: activation: must be a string (got 7)", 1, true))
+  end)
+
+  it("shows a list or an object by its kind, a blank string quoted", function()
+    local function with(key, value)
+      return fails(helper.write("{" .. LLAMA .. ', "' .. key .. '": ' .. value .. "}", ".json"))
+    end
+    local err = with("num_key_value_heads", "[1, 2]")
+    assert.truthy(err:find("num_key_value_heads: kv_heads: must be a whole number (got a list)", 1, true), err)
+    err = with("tie_word_embeddings", '{"a": 1}')
+    assert.truthy(err:find("tie_word_embeddings: tie_embeddings: must be true or false (got an object)", 1, true), err)
+    err = with("rms_norm_eps", '""')
+    assert.truthy(err:find('rms_norm_eps: norm_eps: must be a number (got "")', 1, true), err)
+    err = fails(helper.write('{"model_type": ["llama"]}', ".json"))
+    assert.truthy(err:find("model_type: a list is not supported", 1, true), err)
+  end)
+end)
+
+describe("bad architecture scripts", function()
+  -- a home of its own holding one family, loaded through the library
+  -- (which keeps a family by name: each test names its own)
+  local function family(name, text)
+    local home = os.tmpname()
+    os.remove(home)
+    assert(os.execute("mkdir -p " .. home .. "/models/arch"))
+    local f = assert(io.open(home .. "/models/arch/" .. name .. ".lua", "w"))
+    f:write(text)
+    f:close()
+    return home, require("vramplan.arch").load(home, name)
+  end
+
+  it("reports an op the core refuses at the script's line that built it", function()
+    local home, tiny = family("tiny", [[
+return architecture {
+  name = "tiny",
+  fields = { { "hidden", "int" } },
+  build = function(c)
+    return decoder {
+      layer = {
+        mlp { hidden = c.hidden, intermediate = 4, activation = "swish" },
+      },
+    }
+  end,
+}
+]])
+    local ok, err = pcall(require("vramplan.arch").build, tiny { hidden = 8 })
+    os.execute("rm -r " .. home)
+    assert.is_false(ok)
+    assert.truthy(err:find("models/arch/tiny.lua:7: mlp: field 'activation' must be one of", 1, true), err)
+  end)
+
+  it("gives a family's fields the core's options for an op's enum field", function()
+    local home, tiny = family("tiny_act", [[
+return architecture {
+  name = "tiny_act",
+  fields = { { "act", "string", default = "silu", options = op_options("mlp", "activation") } },
+  build = function(c)
+    return decoder {
+      layers = 1,
+      embed = { token_embedding { vocab = 10, hidden = 8 } },
+      layer = { mlp { hidden = 8, intermediate = 4, activation = c.act } },
+      final = { lm_head { vocab = 10, hidden = 8 }, cross_entropy {} },
+    }
+  end,
+}
+]])
+    local arch = require("vramplan.arch")
+    local ok, err = pcall(arch.build, tiny { act = "swish" })
+    local built = arch.build(tiny { act = "relu" })
+    os.execute("rm -r " .. home)
+    assert.is_false(ok)
+    assert.truthy(err:find("act: must be one of gelu, gelu_pytorch_tanh, gelu_new, relu, silu", 1, true), err)
+    assert.truthy(built)
   end)
 end)
 

@@ -33,16 +33,36 @@ family_meta.__call = function(family, values)
   return { family = family, values = values, origins = origins, where = where }
 end
 
--- The constructors an architecture script sees: one per op kind, plus
--- `decoder` and `architecture`.
-local function arch_env(path)
-  local names = {}
-  for _, kind in ipairs(vramplan.op_kinds()) do
-    local name = kind.name
-    names[name] = function(fields) return vramplan.op(name, fields) end
+-- The names an op kind's enum field accepts, as the core lists them:
+-- op_options("mlp", "activation") in a family's field declarations.
+local function op_options(kinds, kind_name, field_name)
+  for _, kind in ipairs(kinds) do
+    if kind.name == kind_name then
+      for _, field in ipairs(kind.fields) do
+        if field.name == field_name and field.options then return table.move(field.options, 1, #field.options, 1, {}) end
+      end
+    end
   end
+  error(string.format("op_options: %s has no enum field '%s'", kind_name, tostring(field_name)), 2)
+end
+
+-- The constructors an architecture script sees: one per op kind, plus
+-- `decoder`, `architecture` and `op_options`. An op the core refuses is
+-- reported at the script's line that built it.
+local function arch_env(path)
+  local kinds = vramplan.op_kinds()
+  local names = {}
   names.decoder = function(t) return t end
+  names.op_options = function(kind_name, field_name) return op_options(kinds, kind_name, field_name) end
   local located = {}
+  for _, kind in ipairs(kinds) do
+    local name = kind.name
+    located[name] = function(where, fields)
+      local ok, op = pcall(vramplan.op, name, fields)
+      if not ok then error(where .. ": " .. tostring(op), 0) end
+      return op
+    end
+  end
   located.architecture = function(where, def)
     if type(def) ~= "table" or type(def.name) ~= "string" or type(def.fields) ~= "table"
         or type(def.build) ~= "function" then

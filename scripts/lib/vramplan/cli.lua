@@ -111,6 +111,11 @@ local function list(opts, home)
   return 0
 end
 
+-- A field's documentation, led by the names it accepts when it lists them.
+local function with_options(options, doc)
+  return options and (table.concat(options, " | ") .. ": " .. doc) or doc
+end
+
 -- Every family's fields: what a model script sets, and --set overrides.
 local function family_fields(home)
   local arch = require("vramplan.arch")
@@ -121,7 +126,7 @@ local function family_fields(home)
     for _, f in ipairs(family.fields) do
       local default = type(f.default) == "function" and "derived" or f.default == nil and "required"
         or ("default " .. tostring(f.default))
-      print(string.format("      %-20s %-6s %-16s %s", f[1], f[2], default, f.doc or ""))
+      print(string.format("      %-20s %-6s %-16s %s", f[1], f[2], default, with_options(f.options, f.doc or "")))
     end
   end
 end
@@ -129,8 +134,7 @@ end
 local function keys(home)
   print("recipe keys (--set KEY=VALUE or in a recipe script):")
   for _, k in ipairs(vramplan.recipe_keys()) do
-    local doc = k.choices and (table.concat(k.choices, " | ") .. ": " .. k.doc) or k.doc
-    print(string.format("  %-18s %s", k.name, doc))
+    print(string.format("  %-18s %s", k.name, with_options(k.choices, k.doc)))
   end
   print("")
   print("op kinds and their fields (for architecture scripts):")
@@ -138,7 +142,7 @@ local function keys(home)
     print(string.format("  %s — %s", kind.name, kind.doc))
     for _, f in ipairs(kind.fields) do
       local d = f.required and "required" or ("default " .. tostring(f.default))
-      print(string.format("      %-16s %-6s %-14s %s", f.name, f.type, d, f.doc))
+      print(string.format("      %-16s %-6s %-14s %s", f.name, f.type, d, with_options(f.options, f.doc)))
     end
   end
   print("")

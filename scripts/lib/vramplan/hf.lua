@@ -2,6 +2,7 @@
 -- model_type picks the architecture family and each known key maps to a
 -- family field. Keys that do not change training memory are ignored.
 local json = require("dkjson")
+local schema = require("vramplan.schema")
 
 local hf = {}
 
@@ -446,7 +447,7 @@ function hf.load(path)
     for k in pairs(mappings) do known[#known + 1] = k end
     table.sort(known)
     error(string.format("%s: model_type: %s is not supported (supported: %s)", path,
-      tostring(model_type), table.concat(known, ", ")), 0)
+      schema.shown(model_type), table.concat(known, ", ")), 0)
   end
   if mapping.check then
     local key, problem = mapping.check(config)

@@ -24,12 +24,24 @@ local function suggest(word, names)
 end
 schema.suggest = suggest
 
+-- A value as an error message shows it: a string as it is unless blank
+-- (then quoted, to stay visible), a table (a config.json's array or
+-- object) by its kind, not its address.
+local function shown(v)
+  if type(v) == "string" then return v:find("^%s*$") and string.format("%q", v) or v end
+  if type(v) == "table" then
+    return next(v) == nil and "an empty list or object" or (v[1] ~= nil and "a list" or "an object")
+  end
+  return tostring(v)
+end
+schema.shown = shown
+
 -- Converts v to the field's type; returns the value or nil and a message.
 local function coerce(field, v)
   local kind = field.type
   if kind == "int" then
     local n = math.tointeger(tonumber(v))
-    if not n then return nil, "must be a whole number (got " .. tostring(v) .. ")" end
+    if not n then return nil, "must be a whole number (got " .. shown(v) .. ")" end
     local min, max = field.min or 1, field.max or 2 ^ 40
     if n < min or n > max then
       return nil, string.format("must be between %s and %s (got %d)", min, math.floor(max), n)
@@ -37,7 +49,7 @@ local function coerce(field, v)
     return n
   elseif kind == "number" then
     local n = tonumber(v)
-    if not n or n ~= n then return nil, "must be a number (got " .. tostring(v) .. ")" end
+    if not n or n ~= n then return nil, "must be a number (got " .. shown(v) .. ")" end
     if (field.min and n < field.min) or (field.max and n > field.max) then
       return nil, string.format("must be between %s and %s (got %s)", field.min or "-inf", field.max or "inf", n)
     end
@@ -45,12 +57,12 @@ local function coerce(field, v)
   elseif kind == "bool" then
     if v == true or v == "true" then return true end
     if v == false or v == "false" then return false end
-    return nil, "must be true or false (got " .. tostring(v) .. ")"
+    return nil, "must be true or false (got " .. shown(v) .. ")"
   elseif kind == "string" then
-    if type(v) ~= "string" then return nil, "must be a string (got " .. type(v) .. ")" end
+    if type(v) ~= "string" then return nil, "must be a string (got " .. shown(v) .. ")" end
     if field.options then
       for _, o in ipairs(field.options) do if o == v then return v end end
-      return nil, "must be one of " .. table.concat(field.options, ", ") .. " (got " .. v .. ")"
+      return nil, "must be one of " .. table.concat(field.options, ", ") .. " (got " .. shown(v) .. ")"
     end
     return v
   end
