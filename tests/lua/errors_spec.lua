@@ -241,13 +241,17 @@ end)
 describe("bad architecture scripts", function()
   -- a home of its own holding one family, loaded through the library
   -- (which keeps a family by name: each test names its own)
-  local function family(name, text)
+  local function write_family(name, text)
     local home = os.tmpname()
     os.remove(home)
     assert(os.execute("mkdir -p " .. home .. "/models/arch"))
     local f = assert(io.open(home .. "/models/arch/" .. name .. ".lua", "w"))
     f:write(text)
     f:close()
+    return home
+  end
+  local function family(name, text)
+    local home = write_family(name, text)
     return home, require("vramplan.arch").load(home, name)
   end
 
@@ -269,6 +273,21 @@ return architecture {
     os.execute("rm -r " .. home)
     assert.is_false(ok)
     assert.truthy(err:find("models/arch/tiny.lua:7: mlp: field 'activation' must be one of", 1, true), err)
+  end)
+
+  it("names a malformed field declaration by its place in the list", function()
+    local home = write_family("tiny_decl", [[
+return architecture {
+  name = "tiny_decl",
+  fields = { { "hidden", "int" }, { "eps", "float" } },
+  build = function(c) return decoder {} end,
+}
+]])
+    local ok, err = pcall(require("vramplan.arch").load, home, "tiny_decl")
+    os.execute("rm -r " .. home)
+    assert.is_false(ok)
+    assert.truthy(err:find("models/arch/tiny_decl.lua:1: tiny_decl: fields[2]: eps: type must be int, number, bool "
+      .. "or string (got float)", 1, true), err)
   end)
 
   it("gives a family's fields the core's options for an op's enum field", function()

@@ -69,7 +69,11 @@ local function arch_env(path)
       error(where .. ": architecture needs name, fields and build", 0)
     end
     local declarations = { { "name", "string", default = def.name, doc = "display name" } }
-    for _, d in ipairs(def.fields) do declarations[#declarations + 1] = d end
+    for i, d in ipairs(def.fields) do
+      local problem = schema.declaration_problem(d)
+      if problem then error(string.format("%s: %s: fields[%d]: %s", where, def.name, i, problem), 0) end
+      declarations[#declarations + 1] = d
+    end
     return setmetatable({
       name = def.name, doc = def.doc or "", schema = schema.new(def.name, declarations), fields = def.fields,
       check = def.check, build = def.build, source = path,

@@ -69,11 +69,38 @@ local function coerce(field, v)
   error("schema: unknown field type " .. tostring(kind))
 end
 
+local field_types = { int = true, number = true, bool = true, string = true }
+
+-- What is wrong with one declaration, or nil.
+function schema.declaration_problem(d)
+  if type(d) ~= "table" then return "must be a table { name, type, ... }" end
+  if type(d[1]) ~= "string" or not d[1]:match("^[%a_][%w_]*$") then
+    return "its name must be a word (got " .. shown(d[1]) .. ")"
+  end
+  if not field_types[d[2]] then
+    return d[1] .. ": type must be int, number, bool or string (got " .. shown(d[2]) .. ")"
+  end
+  for _, bound in ipairs({ "min", "max" }) do
+    local v = d[bound]
+    if v ~= nil and (type(v) ~= "number" or v ~= v) then return d[1] .. ": " .. bound .. " must be a number" end
+  end
+  if d.options ~= nil then
+    if type(d.options) ~= "table" or #d.options == 0 then return d[1] .. ": options must be a list of names" end
+    for _, o in ipairs(d.options) do
+      if type(o) ~= "string" then return d[1] .. ": options must be a list of names" end
+    end
+  end
+  if d.doc ~= nil and type(d.doc) ~= "string" then return d[1] .. ": doc must be a string" end
+end
+
 -- A schema from a list of declarations { name, type, default=, min=, max=,
 -- options=, doc= }; defaults may be functions of the fields before them.
+-- A malformed declaration is an error naming its place in the list.
 function schema.new(title, declarations)
   local s = { title = title, fields = {}, order = {} }
-  for _, d in ipairs(declarations) do
+  for i, d in ipairs(declarations) do
+    local problem = schema.declaration_problem(d)
+    if problem then error(string.format("%s: fields[%d]: %s", title, i, problem), 0) end
     local f = { name = d[1], type = d[2], default = d.default, min = d.min, max = d.max,
                 options = d.options, doc = d.doc or "" }
     s.fields[f.name] = f
