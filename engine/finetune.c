@@ -7,9 +7,17 @@
 #include "ops.h"
 #include "prefix.h"
 
+/* The modules trained in full: the recipe's modules_to_save, and under
+ * PEFT a classifier's head, which PeftModelForSequenceClassification
+ * (task_type SEQ_CLS) adds to them ("classifier", "score"). */
+static vp_module_set saved_modules(const vp_recipe *recipe) {
+    vp_module_set head = vp_finetune_peft(recipe) ? vp_module_bit(VP_MODULE_CLASSIFIER) : 0;
+    return recipe->modules_to_save | head;
+}
+
 bool vp_finetune_trains(const vp_recipe *recipe, const vp_leaf_spec *spec, bool frozen) {
     if (!spec->trainable || spec->buffer) return false;
-    if (vp_module_in(recipe->modules_to_save, spec->module)) return true;
+    if (vp_module_in(saved_modules(recipe), spec->module)) return true;
     return recipe->finetune == VP_FINETUNE_FULL || (recipe->finetune == VP_FINETUNE_FREEZE && !frozen);
 }
 
@@ -19,7 +27,7 @@ bool vp_finetune_peft(const vp_recipe *recipe) {
 }
 
 bool vp_finetune_keeps_original(const vp_recipe *recipe, const vp_leaf_spec *spec) {
-    return vp_finetune_peft(recipe) && spec->trainable && !spec->buffer && vp_module_in(recipe->modules_to_save, spec->module);
+    return vp_finetune_peft(recipe) && spec->trainable && !spec->buffer && vp_module_in(saved_modules(recipe), spec->module);
 }
 
 bool vp_lora_adapts(const vp_recipe *recipe, const vp_leaf_spec *spec) {
@@ -28,11 +36,12 @@ bool vp_lora_adapts(const vp_recipe *recipe, const vp_leaf_spec *spec) {
 }
 
 /* transformers' bitsandbytes integration replaces every nn.Linear but the
- * output head (llm_int8_skip_modules) and the model's _keep_in_fp32_modules
+ * output head (get_keys_to_not_convert: the model's last child, a language
+ * model's head or a classifier) and the model's _keep_in_fp32_modules
  * (modules_to_not_convert) with Linear4bit. */
 bool vp_quantizes(const vp_recipe *recipe, const vp_leaf_spec *spec) {
     return recipe->finetune == VP_FINETUNE_QLORA && spec->out_features && !spec->buffer &&
-           spec->module != VP_MODULE_LM_HEAD && !spec->keep_fp32;
+           spec->module != VP_MODULE_LM_HEAD && spec->module != VP_MODULE_CLASSIFIER && !spec->keep_fp32;
 }
 
 bool vp_double_quantizes(const vp_recipe *recipe) {
@@ -156,8 +165,12 @@ static const char *const no_target[] = {
     "lora_targets: the model has no linear module gate_up_proj",
     "lora_targets: the model has no linear module fc1",
     "lora_targets: the model has no linear module fc2",
+    "lora_targets: the model has no linear module query",
+    "lora_targets: the model has no linear module key",
+    "lora_targets: the model has no linear module value",
     "lora_targets: the model has no linear module shared_expert_gate",
     "lora_targets: the model has no linear module lm_head",
+    "lora_targets: the model has no linear module classifier",
     "lora_targets: the model has no linear module embed_tokens",
     "lora_targets: the model has no linear module embed_positions",
     "lora_targets: the model has no linear module norm",
@@ -199,8 +212,12 @@ static const char *const no_module[] = {
     "modules_to_save: the model has no module gate_up_proj",
     "modules_to_save: the model has no module fc1",
     "modules_to_save: the model has no module fc2",
+    "modules_to_save: the model has no module query",
+    "modules_to_save: the model has no module key",
+    "modules_to_save: the model has no module value",
     "modules_to_save: the model has no module shared_expert_gate",
     "modules_to_save: the model has no module lm_head",
+    "modules_to_save: the model has no module classifier",
     "modules_to_save: the model has no module embed_tokens",
     "modules_to_save: the model has no module embed_positions",
     "modules_to_save: the model has no module norm",

@@ -301,7 +301,7 @@ static const recipe_key keys[] = {
     {"double_quant", parse_double_quant, "qlora: quantize the block scales too (8-bit, in blocks of 256) [true]", NULL},
     {"llm_int8_threshold", parse_int8_threshold, "quant = int8: LLM.int8's outlier threshold; 0 skips the outlier search (its input-sized temporaries) [6.0]", NULL},
     {"compute_dtype", parse_compute_dtype, "qlora: the dtype 4-bit weights are dequantized to [bf16]", compute_dtype_names},
-    {"modules_to_save", parse_modules_to_save, "modules trained in full beside the adapters (lm_head, embed_tokens, norm)", NULL},
+    {"modules_to_save", parse_modules_to_save, "modules trained in full beside the adapters (lm_head, embed_tokens, norm; a classifier's head joins them by itself)", NULL},
     {"gpus_per_node", parse_gpus_per_node, "GPUs per node, for host memory per node [min(gpus, 8)]", NULL},
     {"fragmentation", parse_fragmentation, "caching-allocator reservation beyond whole segments, as a fraction of the allocated peak", NULL},
     {"cuda_context_mib", parse_context, "memory of the CUDA context and its loaded kernels, in MiB", NULL},

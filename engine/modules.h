@@ -43,8 +43,12 @@ typedef enum {
     VP_MODULE_GATE_UP_PROJ,    /* Phi-3's fused gate and up projections */
     VP_MODULE_FC1,             /* Phi-1/Phi-2's MLP */
     VP_MODULE_FC2,
+    VP_MODULE_QUERY,           /* BERT's attention: query, key, value; its outputs and pooler are dense */
+    VP_MODULE_KEY,
+    VP_MODULE_VALUE,
     VP_MODULE_SHARED_EXPERT_GATE, /* Qwen2-MoE's sigmoid gate on the shared expert */
     VP_MODULE_LM_HEAD,
+    VP_MODULE_CLASSIFIER,   /* a sequence classifier's head (BERT's classifier) */
     VP_MODULE_EMBED_TOKENS, /* wte for GPT-2 */
     VP_MODULE_EMBED_POSITIONS,
     VP_MODULE_NORM,         /* every norm's weight and bias */
@@ -58,8 +62,9 @@ static inline bool vp_module_in(vp_module_set set, vp_module m) { return m != VP
 
 extern const char *const vp_module_names[VP_MODULE_COUNT + 1];
 
-/* The linear modules "all-linear" means: every one but the output head
- * (PEFT's rule): q_proj through the last of them. */
+/* The linear modules "all-linear" means: every one but the output head,
+ * a language model's or a classifier's (PEFT's rule): q_proj through the
+ * last of them. */
 enum { VP_MODULE_LAST_LINEAR = VP_MODULE_SHARED_EXPERT_GATE };
 vp_module_set vp_module_all_linear(void);
 

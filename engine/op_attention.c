@@ -44,6 +44,9 @@ enum {
     ATT_ROTARY_LOCALS,
     ATT_KEEPS_WEIGHTS,
     ATT_PROBS_LOCAL,
+    ATT_HOLDS_CONTEXT,
+    ATT_SCORES_LOCAL,
+    ATT_RETURNS_BEFORE_OUT_PROJ,
     ATT_FIELDS
 };
 
@@ -54,8 +57,8 @@ static const char *const mask_names[] = {"additive", "bool-buffer", "padding", "
 enum { QK_NORM_HEAD, QK_NORM_OLMO2, QK_NORM_GEMMA };
 static const char *const qk_norm_styles[] = {"head", "olmo2", "gemma", NULL};
 
-enum { NAMES_AUTO, NAMES_BLOOM, NAMES_T5, NAMES_PHI3, NAMES_PHI };
-static const char *const module_name_sets[] = {"auto", "bloom", "t5", "phi3", "phi", NULL};
+enum { NAMES_AUTO, NAMES_BLOOM, NAMES_T5, NAMES_PHI3, NAMES_PHI, NAMES_BERT };
+static const char *const module_name_sets[] = {"auto", "bloom", "t5", "phi3", "phi", "bert", NULL};
 
 static const vp_field attention_fields[ATT_FIELDS] = {
     [ATT_HIDDEN] = {"hidden", VP_FIELD_INT, true, 0, 1, 1 << 20, NULL, "model width (input and output)"},
@@ -110,7 +113,8 @@ static const vp_field attention_fields[ATT_FIELDS] = {
     [ATT_MODULE_NAMES] = {"module_names", VP_FIELD_ENUM, false, NAMES_AUTO, 0, 0, module_name_sets,
                           "the projections' names for LoRA targets: auto (q_proj/k_proj/v_proj/o_proj, c_attn/c_proj "
                           "when fused), bloom (query_key_value, dense: BLOOM's, GPT-NeoX's), t5 (q, k, v, o), phi3 "
-                          "(qkv_proj, o_proj) or phi (q_proj, k_proj, v_proj, dense: Phi-1/Phi-2)"},
+                          "(qkv_proj, o_proj), phi (q_proj, k_proj, v_proj, dense: Phi-1/Phi-2) or bert (query, key, "
+                          "value, dense)"},
     [ATT_POSITION_BIAS] = {"position_bias", VP_FIELD_BOOL, false, 0, 0, 1, NULL,
                            "T5Attention: unscaled scores, the stack's position bias (masks included) added in place, "
                            "softmax over scores.float(); the scores stay bound until the module returns; eager only"},
@@ -149,6 +153,19 @@ static const vp_field attention_fields[ATT_FIELDS] = {
                          "eager attention computed in the module's own forward (T5Attention, BloomAttention): its "
                          "probabilities (after dropout) are a local there through the output projection, on the GPU "
                          "under save_on_cpu"},
+    [ATT_HOLDS_CONTEXT] = {"holds_context", VP_FIELD_BOOL, false, 0, 0, 1, NULL,
+                           "the context (the output projection's input) stays a local of the block until the norm "
+                           "after it returns (BertAttention: self_outputs while BertSelfOutput runs), whether or not "
+                           "autograd saves it"},
+    [ATT_SCORES_LOCAL] = {"scores_local", VP_FIELD_BOOL, false, 0, 0, 1, NULL,
+                          "eager attention's masked scores keep their name past the softmax (BertSelfAttention: "
+                          "attention_probs = softmax(attention_scores)), so they stay until the module returns; "
+                          "false: the softmax's result takes the name (attn_weights = softmax(attn_weights))"},
+    [ATT_RETURNS_BEFORE_OUT_PROJ] = {"returns_before_out_proj", VP_FIELD_BOOL, false, 0, 0, 1, NULL,
+                                     "the module that computes the context returns it before the output "
+                                     "projection, which another module runs (BertSelfAttention, then "
+                                     "BertSelfOutput): its locals (the projections, kept scores and "
+                                     "probabilities) go first"},
 };
 
 /* head_dim is the queries' and keys' width; v_dim the values' (they differ
@@ -297,8 +314,8 @@ static unsigned attention_leaves(const vp_op *op, const vp_ranks *split, vp_leaf
     /* GPT-2's names with its fused q/k/v, or BLOOM's */
     unsigned names = (unsigned)vp_op_u64(op, ATT_MODULE_NAMES);
     bool bloom = names == NAMES_BLOOM, t5 = names == NAMES_T5;
-    bool phi3 = names == NAMES_PHI3;
-    vp_module out_module = bloom || names == NAMES_PHI ? VP_MODULE_DENSE
+    bool phi3 = names == NAMES_PHI3, bert = names == NAMES_BERT;
+    vp_module out_module = bloom || names == NAMES_PHI || bert ? VP_MODULE_DENSE
                            : phi3 ? VP_MODULE_O_PROJ
                            : fused ? VP_MODULE_C_PROJ
                            : t5    ? VP_MODULE_O
@@ -311,8 +328,9 @@ static unsigned attention_leaves(const vp_op *op, const vp_ranks *split, vp_leaf
         out[Q_W] = vp_param(s.hidden * (q + 2 * kv), w, m, q + 2 * kv);
         out[Q_B] = vp_param(qkv_bias ? q + 2 * kv : 0, b, m, 0);
     } else {
-        vp_module qm = t5 ? VP_MODULE_Q : VP_MODULE_Q_PROJ, km = t5 ? VP_MODULE_K : VP_MODULE_K_PROJ,
-                  vm = t5 ? VP_MODULE_V : VP_MODULE_V_PROJ;
+        vp_module qm = t5 ? VP_MODULE_Q : bert ? VP_MODULE_QUERY : VP_MODULE_Q_PROJ,
+                  km = t5 ? VP_MODULE_K : bert ? VP_MODULE_KEY : VP_MODULE_K_PROJ,
+                  vm = t5 ? VP_MODULE_V : bert ? VP_MODULE_VALUE : VP_MODULE_V_PROJ;
         out[Q_W] = vp_param(s.hidden * q, "q_proj.weight", qm, q);
         out[Q_B] = vp_param(qkv_bias ? q : 0, "q_proj.bias", qm, 0);
         out[K_W] = vp_param(s.hidden * kv, "k_proj.weight", km, kv);
@@ -499,6 +517,16 @@ typedef struct {
     unsigned n_locals;
 } qkv;
 
+/* The module returns: its projections and other locals go. */
+static void release_locals(vp_sim *sim, qkv *in) {
+    vp_drop(sim, in->q);
+    vp_drop(sim, in->k);
+    vp_drop(sim, in->v);
+    for (unsigned i = 0; i < in->n_locals; i++) vp_drop(sim, in->locals[i]);
+    in->q = in->k = in->v = 0;
+    in->n_locals = 0;
+}
+
 static void keep_local(vp_sim *sim, qkv *in, vp_t t) {
     if (in->n_locals == sizeof in->locals / sizeof *in->locals) {
         sim->status = VP_SIM_OVERFLOW; /* more locals than room: an op bug */
@@ -577,6 +605,7 @@ static vp_t normalize(vp_step *step, const vp_op *op, const vp_t *leaves, vp_t s
     } else {
         vp_dtype dt = vp_dtype_promote((vp_dtype)vp_at(sim, scaled)->dtype, (vp_dtype)vp_at(sim, mask)->dtype);
         masked = vp_shift(sim, scaled, dt, scores_numel, "attention.mask");
+        if (vp_op_flag(op, ATT_SCORES_LOCAL)) keep_local(sim, in, masked);
     }
     vp_drop(sim, scaled);
 
@@ -1015,16 +1044,16 @@ static vp_t attention_forward(vp_step *step, const vp_op *op, const vp_t *leaves
     } else {
         context = fused_kernel(step, &in, s, which, masked ? current_mask(step) : 0);
     }
+    if (vp_op_flag(op, ATT_HOLDS_CONTEXT)) vp_step_keep_local(step, context, VP_LOCAL_OF_POST_NORM_BLOCK);
+    bool returned = vp_op_flag(op, ATT_RETURNS_BEFORE_OUT_PROJ);
+    if (returned) release_locals(sim, &in);
     vp_t out = vp_project_row(step, context, leaves[mla ? MLA_O_W : O_W], leaves[mla ? MLA_O_B : O_B], s.hidden,
                               "attention.o_proj");
     vp_drop(sim, context);
     vp_t dropped = vp_train_dropout(step, out, op->value[ATT_RESID_DROPOUT], "attention.resid_dropout");
     vp_drop(sim, out);
     /* query/key/value locals live until the module returns */
-    vp_drop(sim, in.q);
-    vp_drop(sim, in.k);
-    vp_drop(sim, in.v);
-    for (unsigned i = 0; i < in.n_locals; i++) vp_drop(sim, in.locals[i]);
+    if (!returned) release_locals(sim, &in);
     return dropped;
 }
 

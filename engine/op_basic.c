@@ -190,7 +190,7 @@ const vp_op_kind vp_op_scale = {
 
 /* ---- residual ---- */
 
-enum { RESIDUAL_SCALE, RESIDUAL_KEEPS_BRANCH, RESIDUAL_NAMES_LAST_INPUT, RESIDUAL_FIELDS };
+enum { RESIDUAL_SCALE, RESIDUAL_KEEPS_BRANCH, RESIDUAL_NAMES_LAST_INPUT, RESIDUAL_POST_NORM, RESIDUAL_FIELDS };
 
 static const vp_field residual_fields[RESIDUAL_FIELDS] = {
     [RESIDUAL_SCALE] = {"scale", VP_FIELD_BOOL, false, 0, 0, 1, NULL,
@@ -204,6 +204,10 @@ static const vp_field residual_fields[RESIDUAL_FIELDS] = {
                                    "what the branch's last op (its dropout) takes has a name of its own, so it "
                                    "lives through the add (T5LayerFF's `hidden_states + "
                                    "self.dropout(forwarded_states)`)"},
+    [RESIDUAL_POST_NORM] = {"post_norm", VP_FIELD_BOOL, false, 0, 0, 1, NULL,
+                            "the norm after the add ends the block (BertSelfOutput, BertOutput: "
+                            "self.LayerNorm(hidden_states + input_tensor)): the branch's result and the residual's "
+                            "input are its locals until that norm returns"},
 };
 
 /* x + f(x): the children run in order on x, and the branch's result is
@@ -219,6 +223,10 @@ static vp_t residual_forward(vp_step *step, const vp_op *op, const vp_t *leaves,
     vp_t branch = named ? vp_run_ops(step, op->children + n, 1, children, named)
                         : vp_run_ops(step, op->children, n, children, x);
     if (vp_op_flag(op, RESIDUAL_KEEPS_BRANCH)) vp_step_keep_local(step, branch, VP_LOCAL_OF_LAYER);
+    if (vp_op_flag(op, RESIDUAL_POST_NORM)) {
+        vp_step_keep_local(step, branch, VP_LOCAL_OF_POST_NORM_BLOCK);
+        vp_step_keep_local(step, x, VP_LOCAL_OF_POST_NORM_BLOCK);
+    }
     /* hidden_states = residual + hidden_states * self.residual_multiplier:
      * the name is rebound once the add is done */
     vp_t scaled = vp_op_flag(op, RESIDUAL_SCALE) ? vp_scale(sim, branch, "residual.scale") : 0;

@@ -13,8 +13,8 @@ static const vp_field pooler_fields[POOLER_FIELDS] = {
 static unsigned pooler_leaves(const vp_op *op, const vp_ranks *split, vp_leaf_spec *out) {
     (void)split;
     uint64_t h = vp_op_u64(op, POOLER_HIDDEN);
-    out[0] = vp_param(h * h, "pooler.dense.weight", VP_MODULE_NONE, h);
-    out[1] = vp_param(h, "pooler.dense.bias", VP_MODULE_NONE, 0);
+    out[0] = vp_param(h * h, "pooler.dense.weight", VP_MODULE_DENSE, h); /* BertPooler.dense: a LoRA "dense" too */
+    out[1] = vp_param(h, "pooler.dense.bias", VP_MODULE_DENSE, 0);
     return 2;
 }
 
@@ -57,8 +57,8 @@ static const vp_field classifier_fields[CLASSIFIER_FIELDS] = {
 static unsigned classifier_leaves(const vp_op *op, const vp_ranks *split, vp_leaf_spec *out) {
     (void)split;
     uint64_t h = vp_op_u64(op, CLASSIFIER_HIDDEN), n = vp_op_u64(op, CLASSIFIER_LABELS);
-    out[0] = vp_param(n * h, "classifier.weight", VP_MODULE_NONE, n);
-    out[1] = vp_param(n, "classifier.bias", VP_MODULE_NONE, 0);
+    out[0] = vp_param(n * h, "classifier.weight", VP_MODULE_CLASSIFIER, n);
+    out[1] = vp_param(n, "classifier.bias", VP_MODULE_CLASSIFIER, 0);
     return 2;
 }
 

@@ -170,11 +170,15 @@ static vp_t position_forward(vp_step *step, const vp_op *op, const vp_t *leaves,
 
 /* ---- token types (BERT's segment embedding) ---- */
 
-enum { TYPE_TYPES, TYPE_HIDDEN, TYPE_FIELDS };
+enum { TYPE_TYPES, TYPE_HIDDEN, TYPE_ID_BUFFERS, TYPE_FIELDS };
 
 static const vp_field type_fields[TYPE_FIELDS] = {
     [TYPE_TYPES] = {"types", VP_FIELD_INT, false, 2, 1, 1 << 16, NULL, "type_vocab_size"},
     [TYPE_HIDDEN] = {"hidden", VP_FIELD_INT, true, 0, 1, 1 << 20, NULL, "embedding width"},
+    [TYPE_ID_BUFFERS] = {"id_buffers", VP_FIELD_INT, false, 0, 0, 1 << 24, NULL,
+                         "the embeddings module's registered id buffers, this many positions each "
+                         "(BertEmbeddings: position_ids and token_type_ids, int64 [1, max_position_embeddings]); 0: "
+                         "none"},
 };
 
 static unsigned type_leaves(const vp_op *op, const vp_ranks *split, vp_leaf_spec *out) {
@@ -182,7 +186,14 @@ static unsigned type_leaves(const vp_op *op, const vp_ranks *split, vp_leaf_spec
     out[0] = vp_param(vp_op_u64(op, TYPE_TYPES) * vp_op_u64(op, TYPE_HIDDEN), "token_type_embeddings.weight",
                       VP_MODULE_NONE, 0);
     out[0].rows = vp_op_u64(op, TYPE_TYPES);
-    return 1;
+    /* torch.arange(max_position_embeddings).expand((1, -1)) and
+     * torch.zeros(position_ids.size(), dtype=torch.long) */
+    uint64_t n = vp_op_u64(op, TYPE_ID_BUFFERS);
+    out[1] = (vp_leaf_spec){.numel = n, .dtype = VP_INT64, .buffer = true, .label = "embeddings.position_ids",
+                            .count = 1};
+    out[2] = (vp_leaf_spec){.numel = n, .dtype = VP_INT64, .buffer = true, .label = "embeddings.token_type_ids",
+                            .count = 1};
+    return 3;
 }
 
 /* BertEmbeddings: token_type_ids default to the zeros of a registered

@@ -12,6 +12,7 @@ enum {
     MLP_CONV1D,
     MLP_MODULE_NAMES,
     MLP_INNER_DROPOUT,
+    MLP_HOLDS_ACTIVATION,
     MLP_FIELDS
 };
 
@@ -19,8 +20,8 @@ enum { ACT_GELU, ACT_GELU_TANH, ACT_GELU_NEW, ACT_RELU, ACT_SILU, ACT_BLOOM_GELU
 static const char *const activation_names[] = {"gelu", "gelu_pytorch_tanh", "gelu_new", "relu", "silu", "bloom_gelu",
                                                NULL};
 
-enum { NAMES_AUTO, NAMES_BLOOM, NAMES_T5, NAMES_PHI3, NAMES_PHI };
-static const char *const module_name_sets[] = {"auto", "bloom", "t5", "phi3", "phi", NULL};
+enum { NAMES_AUTO, NAMES_BLOOM, NAMES_T5, NAMES_PHI3, NAMES_PHI, NAMES_BERT };
+static const char *const module_name_sets[] = {"auto", "bloom", "t5", "phi3", "phi", "bert", NULL};
 
 static const vp_field mlp_fields[MLP_FIELDS] = {
     [MLP_HIDDEN] = {"hidden", VP_FIELD_INT, true, 0, 1, 1 << 20, NULL, "model width"},
@@ -37,10 +38,15 @@ static const vp_field mlp_fields[MLP_FIELDS] = {
     [MLP_MODULE_NAMES] = {"module_names", VP_FIELD_ENUM, false, NAMES_AUTO, 0, 0, module_name_sets,
                           "the projections' names for LoRA targets: auto (gate_proj/up_proj/down_proj when gated, "
                           "else c_fc/c_proj), bloom (dense_h_to_4h, dense_4h_to_h, GPT-NeoX's too), t5 (wi, wo; gated "
-                          "wi_0, wi_1), phi3 (gated: one gate_up_proj, whose output is chunked in two views, and "
+                          "wi_0, wi_1), bert (both dense: BertIntermediate's and BertOutput's), phi3 (gated: one "
+                          "gate_up_proj, whose output is chunked in two views, and "
                           "down_proj) or phi (fc1, fc2: Phi-1/Phi-2)"},
     [MLP_INNER_DROPOUT] = {"inner_dropout", VP_FIELD_NUMBER, false, 0, 0, 0.999999, NULL,
                            "dropout on the activation before the down projection (T5's DenseReluDense)"},
+    [MLP_HOLDS_ACTIVATION] = {"holds_activation", VP_FIELD_BOOL, false, 0, 0, 1, NULL,
+                              "the activation's output stays a local until the norm after the block returns "
+                              "(BertLayer.feed_forward_chunk: intermediate_output while BertOutput runs), whether or "
+                              "not autograd saves it"},
 };
 
 enum { UP_W, UP_B, GATE_W, GATE_B, DOWN_W, DOWN_B, MLP_SLOTS };
@@ -62,6 +68,8 @@ static unsigned mlp_leaves(const vp_op *op, const vp_ranks *split, vp_leaf_spec 
     } else if (names == NAMES_PHI) {
         up_module = VP_MODULE_FC1;
         down_module = VP_MODULE_FC2;
+    } else if (names == NAMES_BERT) {
+        up_module = down_module = VP_MODULE_DENSE;
     } else if (names == NAMES_T5) {
         up_module = gated ? VP_MODULE_WI_1 : VP_MODULE_WI;
         gate_module = VP_MODULE_WI_0;
@@ -208,6 +216,7 @@ static vp_t mlp_forward(vp_step *step, const vp_op *op, const vp_t *leaves, vp_t
         inner = activate(step, kind, up);
         vp_drop(sim, up);
     }
+    if (vp_op_flag(op, MLP_HOLDS_ACTIVATION)) vp_step_keep_local(step, inner, VP_LOCAL_OF_POST_NORM_BLOCK);
     /* T5's DenseReluDense: self.dropout(hidden_states) before self.wo */
     vp_t dropped_inner = vp_train_dropout(step, inner, op->value[MLP_INNER_DROPOUT], "mlp.dropout");
     vp_drop(sim, inner);

@@ -32,6 +32,7 @@ static vp_t layernorm_forward(vp_step *step, const vp_op *op, const vp_t *leaves
     vp_t y = vp_layer_norm(sim, xa, leaves[0], leaves[1], step->rows, step->recipe->device, "layernorm");
     vp_drop(sim, xa);
     if (vp_op_flag(op, LN_LAYER_LOCAL)) vp_step_keep_local(step, y, VP_LOCAL_OF_LAYER);
+    vp_step_norm_returns(step);
     return y;
 }
 

@@ -363,6 +363,7 @@ static vp_t layers_forward(vp_step *step, const vp_chunk *chunk, vp_t x) {
         const vp_section *layer = vp_model_layer_section(step->model, index);
         vp_t out = vp_run_ops(step, layer->ops, layer->n_ops, vp_step_layer_leaves(step, index), in);
         /* the layer returns: its locals go */
+        drop_locals(step, VP_LOCAL_OF_POST_NORM_BLOCK);
         drop_locals(step, VP_LOCAL_OF_LAYER);
         step->layer_mask = 0;
         step->layer_slides = false;
@@ -651,6 +652,8 @@ static void drop_locals(vp_step *step, vp_local_frame frame) {
         step->locals[frame][i] = 0;
     }
 }
+
+void vp_step_norm_returns(vp_step *step) { drop_locals(step, VP_LOCAL_OF_POST_NORM_BLOCK); }
 
 /* The stack's loop variables and masks go with it. */
 static void drop_stack(vp_step *step) {

@@ -75,8 +75,16 @@ enum { VP_RECASTS_MAX = 64 };
 /* Tensors a Python frame keeps as locals, not as autograd saves: the model
  * body's (HF's inputs_embeds, position_embeds) until it returns, before the
  * head; a wrapper's (PEFT's forward) until the outputs come back; a decoder
- * layer's (Gemma 2's sliding-window mask) until the layer returns. */
-typedef enum { VP_LOCAL_OF_BODY, VP_LOCAL_OF_WRAPPER, VP_LOCAL_OF_LAYER, VP_LOCAL_FRAMES } vp_local_frame;
+ * layer's (Gemma 2's sliding-window mask) until the layer returns; a
+ * post-norm block's (BertAttention's self_outputs, BertLayer's
+ * intermediate_output) until the norm that ends the block returns. */
+typedef enum {
+    VP_LOCAL_OF_BODY,
+    VP_LOCAL_OF_WRAPPER,
+    VP_LOCAL_OF_LAYER,
+    VP_LOCAL_OF_POST_NORM_BLOCK,
+    VP_LOCAL_FRAMES
+} vp_local_frame;
 enum { VP_LOCALS_MAX = 8 };
 /* a checkpointed chunk's router logits: a node's outputs past the hidden states */
 enum { VP_CHUNK_ROUTER_MAX = VP_NODE_MAX_OUT - 1 };
@@ -235,6 +243,8 @@ void vp_step_keep_router_logits(vp_step *step, vp_t logits);
 
 /* Keeps t as a local of `frame` (a new reference). */
 void vp_step_keep_local(vp_step *step, vp_t t, vp_local_frame frame);
+/* A norm has returned: the locals of the post-norm block it ends go. */
+void vp_step_norm_returns(vp_step *step);
 /* An encoder stack returns (T5Stack.forward): its locals and its position
  * bias go. */
 void vp_step_stack_returns(vp_step *step);

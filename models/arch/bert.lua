@@ -32,23 +32,28 @@ return architecture {
       -- BertModel's embedding_output is layer 0's input
       embed = {
         token_embedding { vocab = c.vocab, hidden = c.hidden, model_local = false },
-        token_type_embedding { types = c.type_vocab, hidden = c.hidden },
+        token_type_embedding { types = c.type_vocab, hidden = c.hidden, id_buffers = c.max_positions },
         position_embedding { positions = c.max_positions, hidden = c.hidden, in_place = true, model_local = false },
         layernorm { hidden = c.hidden, eps = c.norm_eps },
         dropout { p = c.dropout },
       },
       layer = {
+        -- BertSelfOutput and BertOutput end with the norm: what the blocks
+        -- name lives until it returns (post_norm, holds_context, holds_activation)
         residual {
+          post_norm = true,
           attention {
             hidden = c.hidden, heads = c.heads, qkv_bias = true, out_bias = true,
             dropout = c.attn_dropout, resid_dropout = c.dropout, mask = "padding",
-            upcast_softmax = false, cast_probs = false,
+            upcast_softmax = false, cast_probs = false, module_names = "bert", holds_context = true,
+            scores_local = true, probs_local = true, returns_before_out_proj = true,
           },
         },
         layernorm { hidden = c.hidden, eps = c.norm_eps },
         residual {
+          post_norm = true,
           mlp { hidden = c.hidden, intermediate = c.intermediate, activation = c.activation, bias = true,
-                resid_dropout = c.dropout },
+                resid_dropout = c.dropout, module_names = "bert", holds_activation = true },
         },
         layernorm { hidden = c.hidden, eps = c.norm_eps },
       },

@@ -17,6 +17,6 @@ with tempfile.TemporaryDirectory() as d:
             cmd += ["--set", f"{k}={v}"]
         r = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout)
         out.append({"name": c["name"], "per_gpu": r["per_gpu"]})
-json.dump(out, open("tests/gpu/expected.json", "w"), indent=1)
+json.dump(out, open("tests/gpu/expected.json", "w"), indent=1, sort_keys=True)
 print("wrote tests/gpu/expected.json")
 PY

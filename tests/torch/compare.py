@@ -638,6 +638,19 @@ CASES = [
     ("bert fp32 adafactor", bert(), recipe(optimizer="adafactor")),
     ("bert amp-bf16 checkpointed", bert(layers=3), recipe("amp-bf16", ckpt="full", optimizer="adamw-hf")),
     ("bert checkpointed", bert(layers=3), recipe(ckpt="full")),
+    # PEFT on BERT as PeftModelForSequenceClassification runs it: query/value
+    # by default, the classifier a trained copy (modules_to_save), the
+    # post-norm blocks' locals (BertSelfOutput, BertOutput) and the masked
+    # scores alive past the softmax with frozen weights
+    ("bert lora fp32", bert(layers=1, dropout=0.0), recipe(b=3, s=48, finetune="lora")),
+    ("bert lora amp-bf16 dora every-2", bert(layers=3), recipe(
+        "amp-bf16", optimizer="none", b=3, s=48, ckpt="every-2", finetune="lora", use_dora="true", lora_dropout=0.1)),
+    ("bert lora offload", bert(layers=2, dropout=0.0), recipe(
+        optimizer="none", b=3, s=48, finetune="lora", offload_activations="true")),
+    ("bert lora all-linear bf16", bert(), recipe("bf16", finetune="lora", lora_targets="all-linear")),
+    ("bert qlora nf4", bert(), recipe(
+        "amp-bf16", finetune="qlora", quant="nf4", double_quant="true", lora_targets="all-linear")),
+    ("bert prompt", bert(layers=1), recipe(finetune="prompt", num_virtual_tokens=4)),
     # T5 encoder-decoders (transformers 4.46-4.52): position biases, cross-attention, the labels' length
     ("t5 fp32", t5(), recipe(target_len=16)),
     ("t5 fp32 no dropout longer target", t5(dropout=0.0, layers=3, decoder_layers=2), recipe(s=24, target_len=40)),

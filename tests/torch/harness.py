@@ -229,11 +229,16 @@ def measure(case, rank=None):
             add_prefix(model, cfg, recipe, adapter_dtype)
         else:
             add_prompt(model, recipe, adapter_dtype)
-        add_modules_to_save(model, recipe)
+        # PeftModelForSequenceClassification (task_type SEQ_CLS) adds its head to modules_to_save
+        saved = recipe.get("modules_to_save", "")
+        if cfg["model_type"] == "bert":
+            saved = ",".join(t for t in (saved, "classifier") if t)
+        add_modules_to_save(model, dict(recipe, modules_to_save=saved))
         # enable_input_require_grads: PeftModel's, or prepare_model_for_kbit_training's for reentrant checkpoints
         if every and (finetune != "qlora" or reentrant):
             name = {"gpt2": "wte", "bloom": "word_embeddings"}.get(cfg["model_type"], "embed_tokens")
-            embedding = model.shared if seq2seq else getattr(model.model, name)
+            embedding = model.shared if seq2seq else model.word_embeddings if cfg["model_type"] == "bert" else \
+                getattr(model.model, name)
             embedding.register_forward_hook(lambda module, inputs, output: output.requires_grad_(True))
     elif finetune == "freeze":
         freeze(model, int(recipe.get("trainable_layers", 0)))

@@ -465,12 +465,13 @@ def linear_8bit(x, weight, bias, state):
 
 def quantized_linears(model):
     """The nn.Linear modules transformers' bitsandbytes integration replaces:
-    every one but the head; the model's _keep_in_fp32_modules (T5's wo) are
-    cast to fp32 and left out."""
+    every one but the head (get_keys_to_not_convert: the last child, a
+    language model's head or a classifier); the model's
+    _keep_in_fp32_modules (T5's wo) are cast to fp32 and left out."""
     keep_fp32 = {"wo"} if isinstance(model, T5ForConditionalGeneration) else set()
     for name, module in list(model.named_modules()):
         short = name.rsplit(".", 1)[-1]
-        if not isinstance(module, (nn.Linear, Conv1D)) or short == "lm_head":
+        if not isinstance(module, (nn.Linear, Conv1D)) or short in ("lm_head", "classifier"):
             continue
         if short in keep_fp32:
             module.to(torch.float32)
@@ -2306,7 +2307,9 @@ class CausalLM(nn.Module):
 LINEAR_NAMES = {"q_proj", "k_proj", "v_proj", "o_proj", "c_attn", "c_proj", "c_fc", "gate_proj", "up_proj",
                 "down_proj", "query_key_value", "dense", "dense_h_to_4h", "dense_4h_to_h", "q", "k", "v", "o", "wi",
                 "wo", "wi_0", "wi_1", "qkv_proj", "gate_up_proj", "gate", "shared_expert_gate", "fc1", "fc2", "lm_head",
-                "q_a_proj", "q_b_proj", "kv_a_proj_with_mqa", "kv_b_proj"}
+                "q_a_proj", "q_b_proj", "kv_a_proj_with_mqa", "kv_b_proj", "query", "key", "value", "classifier"}
+# the heads PEFT's all-linear leaves out: a language model's, a classifier's (SEQ_CLS_HEAD_NAMES)
+HEAD_NAMES = {"lm_head", "classifier"}
 
 
 def add_lora(model, ac, recipe, adapter_dtype):
@@ -2319,8 +2322,8 @@ def add_lora(model, ac, recipe, adapter_dtype):
     r = recipe.get("lora_rank", 8)
     alpha = recipe.get("lora_alpha", 8)
     p = recipe.get("lora_dropout", 0.0)
-    wanted = recipe.get("lora_targets", "q_proj,v_proj,c_attn,query_key_value,q,v")
-    targets = LINEAR_NAMES - {"lm_head"} if wanted == "all-linear" else set(wanted.split(","))
+    wanted = recipe.get("lora_targets", "q_proj,v_proj,c_attn,query_key_value,q,v,query,value")
+    targets = LINEAR_NAMES - HEAD_NAMES if wanted == "all-linear" else set(wanted.split(","))
     for param in model.parameters():
         param.requires_grad_(False)
     adapters = nn.ParameterList()
@@ -2430,8 +2433,9 @@ def add_prompt(model, recipe, dtype):
     if isinstance(model, T5ForConditionalGeneration):
         model.prompt = PromptTuning(recipe["num_virtual_tokens"], model.shared.weight.shape[1], dtype, submodules=2)
         return
-    body = model.model
-    embedding = body.wte if hasattr(body, "wte") else body.word_embeddings if isinstance(body, Bloom) else body.embed_tokens
+    body = model if isinstance(model, BertForSequenceClassification) else model.model
+    embedding = body.wte if hasattr(body, "wte") else \
+        body.word_embeddings if isinstance(body, (Bloom, BertForSequenceClassification)) else body.embed_tokens
     model.prompt = PromptTuning(recipe["num_virtual_tokens"], embedding.weight.shape[1], dtype)
 
 
@@ -2508,6 +2512,16 @@ def add_prefix(model, cfg, recipe, dtype):
 # ---------------------------------------------------------------- BERT
 
 
+class Dense(nn.Module):
+    """One nn.Linear named dense, as BertSelfOutput, BertIntermediate,
+    BertOutput and BertPooler hold it: PEFT's target "dense" finds it by
+    that name (the parameters register in HF's order)."""
+
+    def __init__(self, n_in, n_out):
+        super().__init__()
+        self.dense = nn.Linear(n_in, n_out)
+
+
 class BertLayer(nn.Module):
     """BertLayer of transformers 4.26 (eager attention, absolute positions)."""
 
@@ -2517,9 +2531,9 @@ class BertLayer(nn.Module):
         self.heads = cfg["num_attention_heads"]
         self.head_size = h // self.heads
         self.query, self.key, self.value = nn.Linear(h, h), nn.Linear(h, h), nn.Linear(h, h)
-        self.attn_dense, self.attn_ln = nn.Linear(h, h), nn.LayerNorm(h, eps=cfg.get("layer_norm_eps", 1e-12))
-        self.intermediate = nn.Linear(h, f)
-        self.output_dense, self.output_ln = nn.Linear(f, h), nn.LayerNorm(h, eps=cfg.get("layer_norm_eps", 1e-12))
+        self.attention_output, self.attn_ln = Dense(h, h), nn.LayerNorm(h, eps=cfg.get("layer_norm_eps", 1e-12))
+        self.intermediate = Dense(h, f)
+        self.output, self.output_ln = Dense(f, h), nn.LayerNorm(h, eps=cfg.get("layer_norm_eps", 1e-12))
         self.p = cfg.get("hidden_dropout_prob", 0.1)
         self.attn_p = cfg.get("attention_probs_dropout_prob", 0.1)
         self.act = cfg.get("hidden_act", "gelu")
@@ -2541,16 +2555,27 @@ class BertLayer(nn.Module):
         context_layer = context_layer.permute(0, 2, 1, 3).contiguous()
         return context_layer.view(context_layer.size()[:-2] + (self.heads * self.head_size,))
 
-    def forward(self, ac, hidden_states, attention_mask):
-        self_output = self.self_attention(ac, hidden_states, attention_mask)
-        x = linear(ac, self_output, self.attn_dense.weight, self.attn_dense.bias)
+    # HF's functions, one per module, so that what is not saved goes when
+    # the module that made it returns (frozen weights save less)
+
+    def self_output(self, ac, context, input_tensor):  # BertSelfOutput
+        x = linear(ac, context, self.attention_output.dense.weight, self.attention_output.dense.bias)
         x = dropout(x, self.p, self.training)
-        attention_output = layer_norm(ac, self.attn_ln, add(x, hidden_states))
-        intermediate = activation(ac, self.act, linear(ac, attention_output, self.intermediate.weight,
-                                                       self.intermediate.bias))
-        x = linear(ac, intermediate, self.output_dense.weight, self.output_dense.bias)
+        return layer_norm(ac, self.attn_ln, add(x, input_tensor))
+
+    def bert_output(self, ac, intermediate, attention_output):  # BertOutput
+        x = linear(ac, intermediate, self.output.dense.weight, self.output.dense.bias)
         x = dropout(x, self.p, self.training)
         return layer_norm(ac, self.output_ln, add(x, attention_output))
+
+    def feed_forward_chunk(self, ac, attention_output):
+        intermediate = activation(ac, self.act, linear(ac, attention_output, self.intermediate.dense.weight,
+                                                       self.intermediate.dense.bias))  # BertIntermediate
+        return self.bert_output(ac, intermediate, attention_output)
+
+    def forward(self, ac, hidden_states, attention_mask):
+        attention_output = self.self_output(ac, self.self_attention(ac, hidden_states, attention_mask), hidden_states)
+        return self.feed_forward_chunk(ac, attention_output)
 
 
 class BertForSequenceClassification(nn.Module):
@@ -2569,24 +2594,40 @@ class BertForSequenceClassification(nn.Module):
         self.ln = nn.LayerNorm(h, eps=cfg.get("layer_norm_eps", 1e-12))
         self.p = cfg.get("hidden_dropout_prob", 0.1)
         self.layers = nn.ModuleList([BertLayer(cfg) for _ in range(cfg["num_hidden_layers"])])
-        self.pooler = nn.Linear(h, h)
+        self.pooler = Dense(h, h)
         self.num_labels = cfg.get("num_labels", 2)
         self.classifier = nn.Linear(h, self.num_labels)
 
-    def forward(self, ac, input_ids, labels, checkpoint=None):
-        batch, seq = input_ids.shape
-        attention_mask = torch.ones((batch, seq))
-        extended = attention_mask[:, None, None, :].to(dtype=self.word_embeddings.weight.dtype)
-        extended = (1.0 - extended) * torch.finfo(extended.dtype).min
+    def embeddings(self, ac, input_ids, inputs_embeds=None):
+        """BertEmbeddings.forward: its lookups and sums are its own locals,
+        gone when it returns."""
+        batch, seq = inputs_embeds.shape[:2] if inputs_embeds is not None else input_ids.shape
         position_ids = self.position_ids[:, :seq]
         token_type_ids = self.token_type_ids[:, :seq].expand(batch, seq)
-        inputs_embeds = self.word_embeddings(input_ids)
+        if inputs_embeds is None:
+            inputs_embeds = self.word_embeddings(input_ids)
         token_type_embeddings = self.token_type_embeddings(token_type_ids)
         embeddings = inputs_embeds + token_type_embeddings
         position_embeddings = self.position_embeddings(position_ids)
         embeddings += position_embeddings
         embeddings = layer_norm(ac, self.ln, embeddings)
-        hidden_states = dropout(embeddings, self.p, self.training)
+        return dropout(embeddings, self.p, self.training)
+
+    def forward(self, ac, input_ids, labels, checkpoint=None):
+        prompt = getattr(self, "prompt", None)
+        inputs_embeds = prompts = None
+        if prompt is not None:  # PeftModelForSequenceClassification.forward: kept until the model returns
+            inputs_embeds = self.word_embeddings(input_ids)
+            prompts = prompt.get_prompt(input_ids.shape[0], inputs_embeds.dtype)
+            inputs_embeds = torch.cat((prompts, inputs_embeds), dim=1)
+        return self.bert(ac, input_ids, labels, checkpoint, inputs_embeds)
+
+    def bert(self, ac, input_ids, labels, checkpoint, inputs_embeds):
+        batch, seq = inputs_embeds.shape[:2] if inputs_embeds is not None else input_ids.shape
+        attention_mask = torch.ones((batch, seq))
+        extended = attention_mask[:, None, None, :].to(dtype=self.word_embeddings.weight.dtype)
+        extended = (1.0 - extended) * torch.finfo(extended.dtype).min
+        hidden_states = self.embeddings(ac, input_ids, inputs_embeds)
         for chunk in chunks(self.layers, checkpoint):
             if checkpoint:
                 hidden_states = checkpoint(lambda x, m, c=chunk: in_turn(c, x, lambda l, y: l(ac, y, m)),
@@ -2594,7 +2635,7 @@ class BertForSequenceClassification(nn.Module):
             else:
                 hidden_states = chunk[0](ac, hidden_states, extended)
         first_token_tensor = hidden_states[:, 0]
-        pooled = torch.tanh(linear(ac, first_token_tensor, self.pooler.weight, self.pooler.bias))
+        pooled = torch.tanh(linear(ac, first_token_tensor, self.pooler.dense.weight, self.pooler.dense.bias))
         pooled = dropout(pooled, self.p, self.training)
         logits = linear(ac, pooled, self.classifier.weight, self.classifier.bias)
         loss = nn.functional.cross_entropy(ac.up(logits.view(-1, self.num_labels)), labels.view(-1))

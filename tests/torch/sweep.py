@@ -4,9 +4,10 @@ vramplan, printing those whose activations or peak differ by more than
 compare.py allows (host bytes under save_on_cpu too) or whose model states
 differ at all.
 
-    python3 tests/torch/sweep.py SEED COUNT [wide]
+    python3 tests/torch/sweep.py SEED COUNT [wide] [more]
 
-The same SEED draws the same configurations. `wide` varies more, from a
+The same SEED draws the same configurations. `more` adds BERT and
+DeepSeekMoE to the families drawn. `wide` varies more, from a
 stream of its own (the plain draws stay as they were): longer checkpointed
 chunks, the mixtures' router logits (output_router_logits), LoRA's
 dropout, DoRA, QLoRA, activation offload (around checkpointed calls too),
@@ -45,11 +46,17 @@ FAMILIES = {
     "t5": lambda r: C.t5(layers=r.choice([1, 2]), proj=r.choice(["relu", "gated-gelu"])),
     "deepseek_v3": lambda r: C.deepseek_v3(layers=3),
 }
+# drawn too with `more` (left out of FAMILIES so that earlier seeds draw as they did)
+MORE_FAMILIES = {
+    "bert": lambda r: C.bert(layers=r.choice([1, 2, 3]), dropout=r.choice([0.0, 0.1])),
+    "deepseek": lambda r: C.deepseek(layers=r.choice([2, 3]), norm=r.choice([True, False]),
+                                     alpha=r.choice([0.0, 0.001])),
+}
 
 
-def draw(r, i):
-    family = r.choice(sorted(FAMILIES))
-    config = FAMILIES[family](r)
+def draw(r, i, families=FAMILIES):
+    family = r.choice(sorted(families))
+    config = families[family](r)
     precision = r.choice(["fp32", "bf16", "amp-bf16", "mixed-bf16"])
     ckpt = r.choice(["none", "full", "every-2"])
     finetune = r.choice(["full", "lora", "lora", "prompt"])
@@ -170,9 +177,10 @@ def widen(w, case):
 
 def main():
     seed, count = int(sys.argv[1]), int(sys.argv[2])
-    wide = sys.argv[3:] == ["wide"]
+    wide, more = "wide" in sys.argv[3:], "more" in sys.argv[3:]
     r = random.Random(seed)
-    cases = [draw(r, i) for i in range(count)]
+    families = dict(FAMILIES, **MORE_FAMILIES) if more else FAMILIES
+    cases = [draw(r, i, families) for i in range(count)]
     if wide:
         cases = [widen(random.Random(f"wide {seed} {i}"), case) for i, case in enumerate(cases)]
     differ = refused = unmirrored = 0
