@@ -34,6 +34,12 @@ typedef struct vp_optimizer_kind {
      * still holds while the next parameter's are made (Adam's denom,
      * rebound only once the next one is computed). */
     unsigned carried;
+    /* Of them, how many a Python local holds only while the next
+     * parameter's first temporaries are made, gone before the rest and the
+     * bytes beside them (Adafactor's update, rebound by `update = grad**2 +
+     * eps`); none when the optional first moment is kept, which the update
+     * then is. */
+    unsigned carried_early;
     /* fp32 copies a step makes of a 16-bit parameter and its gradient
      * (Adafactor's p.float() and grad.float()), beside `temporaries`; none
      * when it steps on fp32 master weights */

@@ -63,6 +63,7 @@ typedef struct {
     uint64_t raw, rounded;       /* foreach: totals over the group */
     unsigned repeat;
     unsigned temps, carried;     /* for-loop: a tensor's temporaries, and those the previous one's leave */
+    unsigned carried_early;      /* for-loop: the previous one's left only while the first temporaries are made */
     unsigned upcast;             /* for-loop: more temporaries for a 16-bit tensor stepped on itself */
     uint64_t previous, worst;    /* for-loop: the last tensor's bytes; the most alive at once */
     uint64_t worst_bytes;        /* for-loop without carried ones: the tensor whose temporaries are the most, */
@@ -94,7 +95,10 @@ static void measure_tensor(vp_step *step, vp_t leaf, temp_sizes *sizes) {
         sizes->worst_bytes = bytes;
         sizes->worst_beside = beside;
     }
-    uint64_t alive = own + sizes->carried * sizes->previous;
+    /* a temporary carried early is gone before the bytes beside the
+     * temporaries exist: the larger of the two moments */
+    uint64_t early = temps * bytes + sizes->carried_early * sizes->previous;
+    uint64_t alive = (own > early ? own : early) + sizes->carried * sizes->previous;
     if (alive > sizes->worst) sizes->worst = alive;
     sizes->previous = bytes;
 }
@@ -130,8 +134,10 @@ static void temporaries(vp_step *step) {
     vp_dtype dtype = step->plan.master_dtype != VP_DTYPE_NONE ? step->plan.master_dtype : step->plan.params_dtype;
     bool own_dtype = step->plan.master_dtype == VP_DTYPE_NONE && kind->temp_dtype == VP_DTYPE_NONE;
     if (kind->temp_dtype != VP_DTYPE_NONE) dtype = kind->temp_dtype;
-    unsigned carried = kind->carried + (vp_optimizer_first_moment(kind, step->recipe) ? kind->moment_carried : 0);
-    temp_sizes sizes = {dtype, own_dtype, 0, 0, 1, temps, carried, kind->upcast_temps, 0, 0, 0, 0, 0};
+    bool first_moment = vp_optimizer_first_moment(kind, step->recipe);
+    unsigned carried = kind->carried + (first_moment ? kind->moment_carried : 0);
+    unsigned carried_early = first_moment ? 0 : kind->carried_early;
+    temp_sizes sizes = {dtype, own_dtype, 0, 0, 1, temps, carried, carried_early, kind->upcast_temps, 0, 0, 0, 0, 0};
     for (unsigned g = 0; g < vp_step_leaf_group_count(step); g++) {
         vp_leaf_group group = vp_step_leaf_group_at(step, g);
         sizes.repeat = group.repeat;
@@ -145,7 +151,7 @@ static void temporaries(vp_step *step) {
     if (step->recipe->optimizer_impl == VP_IMPL_FOREACH && !kind->per_tensor) {
         for (unsigned i = 0; i < temps; i++) vp_ledger_alloc_many(ledger, VP_CAT_TRANSIENT, sizes.raw, sizes.rounded, label);
         for (unsigned i = 0; i < temps; i++) vp_ledger_release_many(ledger, VP_CAT_TRANSIENT, sizes.raw, sizes.rounded, label);
-    } else if (!carried) {
+    } else if (!carried && !carried_early) {
         for (unsigned i = 0; i < sizes.worst_temps; i++) vp_ledger_alloc(ledger, VP_CAT_TRANSIENT, sizes.worst_bytes, label);
         if (sizes.worst_beside) vp_ledger_alloc(ledger, VP_CAT_TRANSIENT, sizes.worst_beside, label);
         if (sizes.worst_beside) vp_ledger_release(ledger, VP_CAT_TRANSIENT, sizes.worst_beside, label);

@@ -150,9 +150,9 @@ def widen(w, case):
     if recipe["optimizer"] in ("adafactor", "sm3") and w.random() < 0.5:  # beta1 / momentum
         recipe["first_moment"] = "true"
         more.append("first moment")
-    # modules_to_save (PEFT's wrapped copies; GPT-2's and BLOOM's ln_f and
-    # T5's names end otherwise than "norm"), and frozen layers
-    if recipe["finetune"] in ("lora", "qlora", "prompt") and family not in ("t5", "gpt2", "bloom") and \
+    # modules_to_save (PEFT's wrapped copies; GPT-2's and BLOOM's ln_f,
+    # BERT's LayerNorm and T5's names end otherwise than "norm"), and frozen layers
+    if recipe["finetune"] in ("lora", "qlora", "prompt") and family not in ("t5", "gpt2", "bloom", "bert") and \
             w.random() < 0.15:
         recipe["modules_to_save"] = w.choice(["lm_head", "norm", "embed_tokens,lm_head"])
         more.append(f"save {recipe['modules_to_save']}")
