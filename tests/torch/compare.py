@@ -655,6 +655,9 @@ CASES = [
     ("bert qlora nf4", bert(), recipe(
         "amp-bf16", finetune="qlora", quant="nf4", double_quant="true", lora_targets="all-linear")),
     ("bert prompt", bert(layers=1), recipe(finetune="prompt", num_virtual_tokens=4)),
+    ("bert freeze amp-bf16 head only", bert(layers=3), recipe("amp-bf16", finetune="freeze", trainable_layers=0)),
+    ("bert freeze 2 non-reentrant", bert(layers=3), recipe(
+        optimizer="sgd", ckpt="full", finetune="freeze", trainable_layers=2, use_reentrant="false")),
     # T5 encoder-decoders (transformers 4.46-4.52): position biases, cross-attention, the labels' length
     ("t5 fp32", t5(), recipe(target_len=16)),
     ("t5 fp32 no dropout longer target", t5(dropout=0.0, layers=3, decoder_layers=2), recipe(s=24, target_len=40)),

@@ -2353,9 +2353,17 @@ def add_lora(model, ac, recipe, adapter_dtype):
 
 def freeze(model, trainable_layers):
     """Partial fine-tuning (finetune = freeze): every parameter frozen but
-    the last trainable_layers layers', the final norm's and an untied head's."""
+    the last trainable_layers layers', the final norm's and an untied head's
+    (a classifier's: the pooler and the classifier)."""
+    if isinstance(model, BertForSequenceClassification):
+        for param in model.parameters():
+            param.requires_grad_(False)
+        trained = list(model.layers)[len(model.layers) - trainable_layers:] if trainable_layers else []
+        for module in trained + [model.pooler, model.classifier]:
+            module.requires_grad_(True)
+        return
     if not isinstance(model, CausalLM):
-        raise NotImplementedError("freeze is mirrored for the causal language models")
+        raise NotImplementedError("freeze is mirrored for the causal language models and BERT")
     body = model.model
     for param in model.parameters():
         param.requires_grad_(False)

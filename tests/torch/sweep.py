@@ -7,7 +7,7 @@ differ at all.
     python3 tests/torch/sweep.py SEED COUNT [wide] [more]
 
 The same SEED draws the same configurations. `more` adds BERT and
-DeepSeekMoE to the families drawn. `wide` varies more, from a
+DeepSeekMoE to the families drawn, and DDP over two processes. `wide` varies more, from a
 stream of its own (the plain draws stay as they were): longer checkpointed
 chunks, the mixtures' router logits (output_router_logits), LoRA's
 dropout, DoRA, QLoRA, activation offload (around checkpointed calls too),
@@ -175,6 +175,16 @@ def widen(w, case):
             + "".join(f" +{t}" for t in tags), config, recipe)
 
 
+def over_ddp(r, case):
+    """With `more`: now and then plain DDP over two gloo processes (fp32
+    gradients: gloo reduces no bf16; no accumulation, which no_sync would need)."""
+    name, config, recipe = case
+    if recipe["precision"] in ("fp32", "amp-bf16") and "grad_accum" not in recipe and r.random() < 0.15:
+        recipe = dict(recipe, dp=2)
+        name += " +ddp"
+    return name, config, recipe
+
+
 def main():
     seed, count = int(sys.argv[1]), int(sys.argv[2])
     wide, more = "wide" in sys.argv[3:], "more" in sys.argv[3:]
@@ -183,6 +193,8 @@ def main():
     cases = [draw(r, i, families) for i in range(count)]
     if wide:
         cases = [widen(random.Random(f"wide {seed} {i}"), case) for i, case in enumerate(cases)]
+    if more:
+        cases = [over_ddp(random.Random(f"ddp {seed} {i}"), case) for i, case in enumerate(cases)]
     differ = refused = unmirrored = 0
     for name, config, recipe in cases:
         with tempfile.TemporaryDirectory() as workdir:
