@@ -193,7 +193,7 @@ vp_t vp_gemma_rms_norm(vp_step *step, vp_t x, vp_t weight, uint64_t rows) {
     return y;
 }
 
-static vp_t rmsnorm_forward(vp_step *step, const vp_op *op, const vp_t *leaves, vp_t x) {
+static vp_t rms_normalized(vp_step *step, const vp_op *op, const vp_t *leaves, vp_t x) {
     /* Megatron-LM runs a fused kernel (Transformer Engine / apex) */
     if (step->recipe->framework == VP_FRAMEWORK_MEGATRON)
         return vp_rms_norm(&step->sim, x, leaves[0], step->rows, "rmsnorm");
@@ -201,6 +201,12 @@ static vp_t rmsnorm_forward(vp_step *step, const vp_op *op, const vp_t *leaves, 
     if (vp_op_u64(op, RMS_STYLE) == STYLE_GEMMA) return vp_gemma_rms_norm(step, x, leaves[0], step->rows);
     if (vp_op_u64(op, RMS_STYLE) == STYLE_OLMO2) return vp_olmo2_rms_norm(step, x, leaves[0], step->rows);
     return vp_hf_rms_norm(step, x, leaves[0], step->rows);
+}
+
+static vp_t rmsnorm_forward(vp_step *step, const vp_op *op, const vp_t *leaves, vp_t x) {
+    vp_t y = rms_normalized(step, op, leaves, x);
+    vp_step_norm_returns(step);
+    return y;
 }
 
 const vp_op_kind vp_op_rmsnorm = {

@@ -39,7 +39,9 @@ local function op_options(kinds, kind_name, field_name)
   for _, kind in ipairs(kinds) do
     if kind.name == kind_name then
       for _, field in ipairs(kind.fields) do
-        if field.name == field_name and field.options then return table.move(field.options, 1, #field.options, 1, {}) end
+        if field.name == field_name and field.options then
+          return table.move(field.options, 1, #field.options, 1, {})
+        end
       end
     end
   end
