@@ -127,6 +127,10 @@ vp_module_set vp_lora_adapted(const vp_model *model, const vp_recipe *recipe) {
     return take_census(model, recipe).adapted;
 }
 
+vp_module_set vp_finetune_saved(const vp_model *model, const vp_recipe *recipe) {
+    return saved_modules(recipe) & take_census(model, recipe).present;
+}
+
 /* Messages naming the module a recipe asks for and the model lacks (in
  * vp_module order). */
 static const char *const no_target[] = {

@@ -52,6 +52,10 @@ const char *vp_finetune_problem(const vp_model *model, const vp_recipe *recipe);
  * (or PEFT's defaults, or all-linear) that the model has. */
 vp_module_set vp_lora_adapted(const vp_model *model, const vp_recipe *recipe);
 
+/* The modules of this model trained in full beside what the method trains:
+ * the recipe's modules_to_save and, under PEFT, a classifier's head. */
+vp_module_set vp_finetune_saved(const vp_model *model, const vp_recipe *recipe);
+
 /* PEFT's num_transformer_submodules: prompt tables of encoder-decoders
  * hold two sets of virtual tokens (PeftModelForSeq2SeqLM), others one. */
 unsigned vp_prompt_submodules(const vp_model *model);

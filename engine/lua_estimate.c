@@ -173,6 +173,13 @@ static int l_estimate(lua_State *L) {
         lua_pushstring(L, names);
         lua_setfield(L, -2, "lora_modules");
     }
+    vp_module_set saved = vp_finetune_saved(model, &recipe);
+    if (saved) { /* modules_to_save as the model has them, a classifier's head included */
+        char names[256];
+        vp_module_format(saved, names, sizeof names);
+        lua_pushstring(L, names);
+        lua_setfield(L, -2, "saved_modules");
+    }
     /* output_router_logits: the mixtures' load-balancing loss is computed */
     lua_pushboolean(L, vp_model_has(model, "router_aux_loss"));
     lua_setfield(L, -2, "load_balancing_loss");

@@ -53,6 +53,20 @@ describe("LoRA", function()
     assert.are.equal(2 * 32000 * 4096, r.per_gpu.params_bytes - plain.per_gpu.params_bytes)
   end)
 
+  it("trains a classifier's head as PEFT's SEQ_CLS copy, on BERT's own module names", function()
+    local r = helper.estimate("bert-base-cased", "--set", "finetune=lora", "--set", "seq_len=128")
+    assert.are.equal("query,value", r.model.lora_modules) -- PEFT's default targets for bert
+    assert.are.equal("classifier", r.model.saved_modules)
+    -- 12 layers x 2 modules x r 8 x (768 + 768), and the head's 768 x 2 + 2
+    assert.are.equal(12 * 2 * 8 * (768 + 768) + 768 * 2 + 2, r.model.trainable_params)
+    local all = helper.estimate("bert-base-cased", "--set", "finetune=lora", "--set", "lora_targets=all-linear",
+      "--set", "seq_len=128")
+    -- all-linear: query, key, value and every dense (attention output, MLP, pooler); not the classifier
+    local h, f = 768, 3072
+    local per_layer = 8 * (4 * (h + h) + (h + f) + (f + h))
+    assert.are.equal(12 * per_layer + 8 * (h + h) + h * 2 + 2, all.model.trainable_params)
+  end)
+
   it("costs far less than a full fine-tune and agrees with evaluating every layer", function()
     local full = helper.estimate("llama2-7b", "--set", "seq_len=256")
     local adapted = lora()

@@ -59,7 +59,7 @@ function report.human(ctx)
   line("recipe: %s, %s (%s), micro_batch %d x seq_len %d, checkpointing %s, attention %s",
     recipe.precision, recipe.optimizer, recipe.optimizer_impl, recipe.micro_batch, recipe.seq_len,
     checkpointing, recipe.attention)
-  local saved = recipe.modules_to_save or ""
+  local saved = r.saved_modules or "" -- modules_to_save in the model, a classifier's head included
   local training = saved ~= "" and (", training " .. saved) or ""
   -- PEFT's ModulesToSaveWrapper trains a copy and keeps the original
   local copies = saved ~= "" and (", training copies of " .. saved .. " (the originals kept, frozen)") or ""
@@ -194,7 +194,8 @@ end
 
 local order = {
   "vramplan_version", "model", "recipe", "per_gpu", "gpu", "fits", "headroom_bytes", "timeline",
-  "name", "params", "trainable_params", "lora_modules", "load_balancing_loss", "arch", "layers", "source",
+  "name", "params", "trainable_params", "lora_modules", "saved_modules", "load_balancing_loss", "arch", "layers",
+  "source",
   "params_bytes", "buffers_bytes", "grads_bytes", "master_bytes", "optimizer_bytes", "activations_bytes",
   "peak_allocated_bytes", "peak_reserved_bytes", "peak_total_bytes", "peak_phase", "peak_layer", "peak_op",
   "peak_breakdown", "allocator_bytes", "runtime_bytes", "cuda_context_bytes", "cublas_workspace_bytes",
@@ -222,7 +223,7 @@ function report.object(ctx)
   local o = {
     vramplan_version = ctx.version,
     model = { name = ctx.model_name, params = r.params, trainable_params = r.trainable_params, arch = ctx.arch,
-              layers = ctx.layers, source = ctx.source, lora_modules = r.lora_modules,
+              layers = ctx.layers, source = ctx.source, lora_modules = r.lora_modules, saved_modules = r.saved_modules,
               load_balancing_loss = r.load_balancing_loss or nil },
     recipe = r.recipe,
     per_gpu = per_gpu,
