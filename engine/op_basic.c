@@ -139,15 +139,20 @@ vp_t vp_train_dropout(vp_step *step, vp_t x, double p, const char *label) {
 
 /* ---- dropout ---- */
 
-enum { DROPOUT_P, DROPOUT_FIELDS };
+enum { DROPOUT_P, DROPOUT_MODEL_LOCAL, DROPOUT_FIELDS };
 
 static const vp_field dropout_fields[DROPOUT_FIELDS] = {
     [DROPOUT_P] = {"p", VP_FIELD_NUMBER, true, 0, 0, 0.999999, NULL, "probability of zeroing an element"},
+    [DROPOUT_MODEL_LOCAL] = {"model_local", VP_FIELD_BOOL, false, 0, 0, 1, NULL,
+                             "the output is a local of the model's forward until the body returns (BertModel's "
+                             "embedding_output, which BertEmbeddings' last dropout makes)"},
 };
 
 static vp_t dropout_forward(vp_step *step, const vp_op *op, const vp_t *leaves, vp_t x) {
     (void)leaves;
-    return vp_train_dropout(step, x, op->value[DROPOUT_P], "dropout");
+    vp_t y = vp_train_dropout(step, x, op->value[DROPOUT_P], "dropout");
+    if (vp_op_flag(op, DROPOUT_MODEL_LOCAL)) vp_step_keep_local(step, y, VP_LOCAL_OF_BODY);
+    return y;
 }
 
 const vp_op_kind vp_op_dropout = {

@@ -35,7 +35,7 @@ return architecture {
         token_type_embedding { types = c.type_vocab, hidden = c.hidden, id_buffers = c.max_positions },
         position_embedding { positions = c.max_positions, hidden = c.hidden, in_place = true, model_local = false },
         layernorm { hidden = c.hidden, eps = c.norm_eps },
-        dropout { p = c.dropout },
+        dropout { p = c.dropout, model_local = true }, -- BertModel's embedding_output
       },
       layer = {
         -- BertSelfOutput and BertOutput end with the norm: what the blocks

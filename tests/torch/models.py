@@ -2628,23 +2628,29 @@ class BertForSequenceClassification(nn.Module):
             inputs_embeds = self.word_embeddings(input_ids)
             prompts = prompt.get_prompt(input_ids.shape[0], inputs_embeds.dtype)
             inputs_embeds = torch.cat((prompts, inputs_embeds), dim=1)
-        return self.bert(ac, input_ids, labels, checkpoint, inputs_embeds)
+        # BertForSequenceClassification.forward: the model's outputs (the
+        # last hidden state too) live until it returns
+        outputs = self.bert(ac, input_ids, checkpoint, inputs_embeds)
+        pooled = dropout(outputs[1], self.p, self.training)
+        logits = linear(ac, pooled, self.classifier.weight, self.classifier.bias)
+        loss = nn.functional.cross_entropy(ac.up(logits.view(-1, self.num_labels)), labels.view(-1))
+        return loss, logits
 
-    def bert(self, ac, input_ids, labels, checkpoint, inputs_embeds):
+    def bert(self, ac, input_ids, checkpoint, inputs_embeds):
+        """BertModel.forward: its mask and embedding_output are locals until
+        it returns; the last hidden state and the pooled one go back."""
         batch, seq = inputs_embeds.shape[:2] if inputs_embeds is not None else input_ids.shape
         attention_mask = torch.ones((batch, seq))
         extended = attention_mask[:, None, None, :].to(dtype=self.word_embeddings.weight.dtype)
         extended = (1.0 - extended) * torch.finfo(extended.dtype).min
-        hidden_states = self.embeddings(ac, input_ids, inputs_embeds)
+        embedding_output = hidden_states = self.embeddings(ac, input_ids, inputs_embeds)
         for chunk in chunks(self.layers, checkpoint):
             if checkpoint:
                 hidden_states = checkpoint(lambda x, m, c=chunk: in_turn(c, x, lambda l, y: l(ac, y, m)),
                                            hidden_states, extended)
             else:
                 hidden_states = chunk[0](ac, hidden_states, extended)
-        first_token_tensor = hidden_states[:, 0]
+        first_token_tensor = hidden_states[:, 0]  # BertPooler's
         pooled = torch.tanh(linear(ac, first_token_tensor, self.pooler.dense.weight, self.pooler.dense.bias))
-        pooled = dropout(pooled, self.p, self.training)
-        logits = linear(ac, pooled, self.classifier.weight, self.classifier.bias)
-        loss = nn.functional.cross_entropy(ac.up(logits.view(-1, self.num_labels)), labels.view(-1))
-        return loss, logits
+        del first_token_tensor, embedding_output
+        return hidden_states, pooled
