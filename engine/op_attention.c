@@ -455,9 +455,19 @@ static void attention_prepare(vp_step *step, const vp_op *op) {
         return;
     }
     if (vp_op_u64(op, ATT_MASK) == MASK_PADDING) {
-        /* BertModel.get_extended_attention_mask: (1.0 - mask[:, None, None, :])
-         * * finfo.min in the model's dtype, [b, 1, 1, s] */
+        /* BertModel.forward without an attention mask: torch.ones((b, s)) in
+         * fp32, a local until it returns; get_extended_attention_mask:
+         * mask[:, None, None, :].to(dtype) (a copy unless fp32), 1.0 - it,
+         * times finfo.min: [b, 1, 1, s] in the model's dtype */
+        vp_t ones = vp_new(sim, step->tokens, VP_FP32, "attention_mask.ones");
+        vp_step_keep_local(step, ones, VP_LOCAL_OF_BODY);
+        vp_t cast = step->activation == VP_FP32 ? (vp_hold(sim, ones), ones)
+                                                : vp_to(sim, ones, step->activation, "attention_mask.to");
+        vp_t inverted = vp_new(sim, step->tokens, step->activation, "attention_mask.invert");
+        vp_drop(sim, cast);
         step->causal_mask = vp_new(sim, step->tokens, step->activation, "attention_mask.extended");
+        vp_drop(sim, inverted);
+        vp_drop(sim, ones);
         return;
     }
     /* target_length: the cached prefix's keys and the sequence's, and for

@@ -137,7 +137,7 @@ const vp_op_kind vp_op_token_embedding = {
 
 /* ---- learned position embedding ---- */
 
-enum { POSITION_POSITIONS, POSITION_HIDDEN, POSITION_IN_PLACE, POSITION_MODEL_LOCAL, POSITION_FIELDS };
+enum { POSITION_POSITIONS, POSITION_HIDDEN, POSITION_IN_PLACE, POSITION_MODEL_LOCAL, POSITION_IDS_BUFFER, POSITION_FIELDS };
 
 static const vp_field position_fields[POSITION_FIELDS] = {
     [POSITION_POSITIONS] = {"positions", VP_FIELD_INT, true, 0, 1, 1 << 24, NULL, "maximum sequence length"},
@@ -145,6 +145,9 @@ static const vp_field position_fields[POSITION_FIELDS] = {
     [POSITION_IN_PLACE] = {"in_place", VP_FIELD_BOOL, false, 0, 0, 1, NULL,
                            "added in place (BERT's embeddings += position_embeddings), not into a new tensor"},
     [POSITION_MODEL_LOCAL] = {"model_local", VP_FIELD_BOOL, false, 1, 0, 1, NULL, MODEL_LOCAL_DOC},
+    [POSITION_IDS_BUFFER] = {"ids_buffer", VP_FIELD_BOOL, false, 0, 0, 1, NULL,
+                             "the positions are a registered int64 buffer of `positions` ids, sliced per step "
+                             "(BertEmbeddings' position_ids): a buffer, and no ids made per step"},
 };
 
 static unsigned position_leaves(const vp_op *op, const vp_ranks *split, vp_leaf_spec *out) {
@@ -152,13 +155,20 @@ static unsigned position_leaves(const vp_op *op, const vp_ranks *split, vp_leaf_
     out[0] = vp_param(vp_op_u64(op, POSITION_POSITIONS) * vp_op_u64(op, POSITION_HIDDEN), "wpe.weight",
                       VP_MODULE_EMBED_POSITIONS, 0);
     out[0].rows = vp_op_u64(op, POSITION_POSITIONS);
-    return 1;
+    /* torch.arange(max_position_embeddings).expand((1, -1)) */
+    out[1] = (vp_leaf_spec){.numel = vp_op_flag(op, POSITION_IDS_BUFFER) ? vp_op_u64(op, POSITION_POSITIONS) : 0,
+                            .dtype = VP_INT64, .buffer = true, .label = "embeddings.position_ids", .count = 1};
+    return 2;
 }
 
 /* GPT2Model: position_embeds = self.wpe(position_ids) for one row of
  * positions, broadcast-added to the token embeddings. */
 static vp_t position_forward(vp_step *step, const vp_op *op, const vp_t *leaves, vp_t x) {
     vp_sim *sim = &step->sim;
+    if (vp_op_flag(op, POSITION_IDS_BUFFER)) { /* self.position_ids[:, :seq_length]: a view, in place of made ids */
+        vp_drop(sim, step->position_ids);
+        step->position_ids = vp_view(sim, leaves[1], step->seq, "position_ids (a view of the buffer)");
+    }
     vp_t pe = vp_embedding(sim, step->position_ids, leaves[0], step->seq, vp_op_u64(op, POSITION_HIDDEN),
                            step->recipe->device, "wpe");
     vp_t y = vp_op_flag(op, POSITION_IN_PLACE) ? vp_attach(sim, x, pe, "embeddings.add_")
@@ -170,15 +180,14 @@ static vp_t position_forward(vp_step *step, const vp_op *op, const vp_t *leaves,
 
 /* ---- token types (BERT's segment embedding) ---- */
 
-enum { TYPE_TYPES, TYPE_HIDDEN, TYPE_ID_BUFFERS, TYPE_FIELDS };
+enum { TYPE_TYPES, TYPE_HIDDEN, TYPE_IDS_BUFFER, TYPE_FIELDS };
 
 static const vp_field type_fields[TYPE_FIELDS] = {
     [TYPE_TYPES] = {"types", VP_FIELD_INT, false, 2, 1, 1 << 16, NULL, "type_vocab_size"},
     [TYPE_HIDDEN] = {"hidden", VP_FIELD_INT, true, 0, 1, 1 << 20, NULL, "embedding width"},
-    [TYPE_ID_BUFFERS] = {"id_buffers", VP_FIELD_INT, false, 0, 0, 1 << 24, NULL,
-                         "the embeddings module's registered id buffers, this many positions each "
-                         "(BertEmbeddings: position_ids and token_type_ids, int64 [1, max_position_embeddings]); 0: "
-                         "none"},
+    [TYPE_IDS_BUFFER] = {"ids_buffer", VP_FIELD_INT, false, 0, 0, 1 << 24, NULL,
+                         "the token types are a registered int64 buffer of this many zeros, sliced and expanded per "
+                         "step (BertEmbeddings' token_type_ids, [1, max_position_embeddings]); 0: none"},
 };
 
 static unsigned type_leaves(const vp_op *op, const vp_ranks *split, vp_leaf_spec *out) {
@@ -186,14 +195,10 @@ static unsigned type_leaves(const vp_op *op, const vp_ranks *split, vp_leaf_spec
     out[0] = vp_param(vp_op_u64(op, TYPE_TYPES) * vp_op_u64(op, TYPE_HIDDEN), "token_type_embeddings.weight",
                       VP_MODULE_NONE, 0);
     out[0].rows = vp_op_u64(op, TYPE_TYPES);
-    /* torch.arange(max_position_embeddings).expand((1, -1)) and
-     * torch.zeros(position_ids.size(), dtype=torch.long) */
-    uint64_t n = vp_op_u64(op, TYPE_ID_BUFFERS);
-    out[1] = (vp_leaf_spec){.numel = n, .dtype = VP_INT64, .buffer = true, .label = "embeddings.position_ids",
-                            .count = 1};
-    out[2] = (vp_leaf_spec){.numel = n, .dtype = VP_INT64, .buffer = true, .label = "embeddings.token_type_ids",
-                            .count = 1};
-    return 3;
+    /* torch.zeros(position_ids.size(), dtype=torch.long) */
+    out[1] = (vp_leaf_spec){.numel = vp_op_u64(op, TYPE_IDS_BUFFER), .dtype = VP_INT64, .buffer = true,
+                            .label = "embeddings.token_type_ids", .count = 1};
+    return 2;
 }
 
 /* BertEmbeddings: token_type_ids default to the zeros of a registered

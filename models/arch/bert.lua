@@ -32,8 +32,9 @@ return architecture {
       -- BertModel's embedding_output is layer 0's input
       embed = {
         token_embedding { vocab = c.vocab, hidden = c.hidden, model_local = false },
-        token_type_embedding { types = c.type_vocab, hidden = c.hidden, id_buffers = c.max_positions },
-        position_embedding { positions = c.max_positions, hidden = c.hidden, in_place = true, model_local = false },
+        token_type_embedding { types = c.type_vocab, hidden = c.hidden, ids_buffer = c.max_positions },
+        position_embedding { positions = c.max_positions, hidden = c.hidden, in_place = true, model_local = false,
+                             ids_buffer = true },
         layernorm { hidden = c.hidden, eps = c.norm_eps },
         dropout { p = c.dropout, model_local = true }, -- BertModel's embedding_output
       },
