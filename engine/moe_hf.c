@@ -197,9 +197,11 @@ vp_t vp_moe_deepseek(vp_step *step, const vp_op *op, const moe_slots *s, vp_t x)
         vp_drop(sim, y);
         y = next;
     }
+    /* y = (y.view(...) * topk_weight.unsqueeze(-1)).sum(dim=1): the name
+     * lets go of the experts' rows only once the sum is made */
     vp_t weighted = vp_mul(sim, y, weights, vp_at(sim, y)->numel, "moe.weighted");
-    vp_drop(sim, y);
     vp_t out = vp_sum(sim, weighted, vp_numel(sim, n, h), "moe.sum_topk");
+    vp_drop(sim, y);
     vp_drop(sim, weighted);
     if (loss) {
         vp_t hooked = vp_attach(sim, out, loss, "moe.add_aux_loss"); /* AddAuxiliaryLoss */

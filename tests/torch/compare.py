@@ -181,6 +181,10 @@ CASES = [
     ("deepseek-moe fp32", deepseek(), recipe()),
     ("deepseek-moe lora all-linear", deepseek(), recipe(finetune="lora", lora_targets="all-linear")),
     ("deepseek-moe bf16 norm_topk", deepseek(norm=True), recipe("bf16")),
+    # every layer frozen: nothing saves the experts' rows, which the name y keeps through the sum over k
+    # (sweep 321-334's case 39: 4 KB low)
+    ("deepseek-moe bf16 frozen checkpointed vocab 32", deepseek(vocab=32), recipe(
+        "bf16", optimizer="none", b=2, s=16, ckpt="full", finetune="freeze", trainable_layers=0)),
     ("deepseek-moe no aux loss checkpointed", deepseek(alpha=0.0, layers=4), recipe(ckpt="full")),
     # Qwen3: an RMSNorm over every query and key head
     ("qwen3 fp32", dict(llama(), model_type="qwen3", head_dim=32), recipe()),
