@@ -7,7 +7,8 @@ differ at all.
     python3 tests/torch/sweep.py SEED COUNT [wide] [more]
 
 The same SEED draws the same configurations. `more` adds BERT and
-DeepSeekMoE to the families drawn, and DDP over two processes. `wide` varies more, from a
+DeepSeekMoE to the families drawn, DDP over two processes, and every
+layer frozen under a small vocabulary (the forward's own lifetimes). `wide` varies more, from a
 stream of its own (the plain draws stay as they were): longer checkpointed
 chunks, the mixtures' router logits (output_router_logits), LoRA's
 dropout, DoRA, QLoRA, activation offload (around checkpointed calls too),
@@ -185,6 +186,19 @@ def over_ddp(r, case):
     return name, config, recipe
 
 
+def frozen(r, case):
+    """With `more`: now and then every layer frozen under a small
+    vocabulary, so that the forward's own lifetimes make the peak (what
+    autograd does not save shows only there)."""
+    name, config, recipe = case
+    family = name.split()[1]
+    if family != "t5" and recipe["finetune"] in ("full", "freeze") and r.random() < 0.25:
+        config = dict(config, vocab_size=32)
+        recipe = dict(recipe, finetune="freeze", trainable_layers=0, optimizer="none")
+        name += " +all frozen"
+    return name, config, recipe
+
+
 def main():
     seed, count = int(sys.argv[1]), int(sys.argv[2])
     wide, more = "wide" in sys.argv[3:], "more" in sys.argv[3:]
@@ -195,6 +209,7 @@ def main():
         cases = [widen(random.Random(f"wide {seed} {i}"), case) for i, case in enumerate(cases)]
     if more:
         cases = [over_ddp(random.Random(f"ddp {seed} {i}"), case) for i, case in enumerate(cases)]
+        cases = [frozen(random.Random(f"frozen {seed} {i}"), case) for i, case in enumerate(cases)]
     differ = refused = unmirrored = 0
     for name, config, recipe in cases:
         with tempfile.TemporaryDirectory() as workdir:
