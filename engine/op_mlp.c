@@ -165,7 +165,9 @@ static vp_t mlp_forward(vp_step *step, const vp_op *op, const vp_t *leaves, vp_t
     unsigned kind = (unsigned)vp_op_u64(op, MLP_ACTIVATION);
     vp_t inner;
     bool fused = vp_op_u64(op, MLP_MODULE_NAMES) == NAMES_PHI3, t5 = vp_op_u64(op, MLP_MODULE_NAMES) == NAMES_T5;
-    vp_t t5_locals[2] = {0, 0}; /* T5DenseGatedActDense's hidden_gelu and hidden_linear */
+    /* the module's locals until it returns: T5DenseGatedActDense's
+     * hidden_gelu and hidden_linear, Phi3MLP's gate */
+    vp_t locals[2] = {0, 0};
     if (vp_op_flag(op, MLP_GATED) && step->recipe->framework == VP_FRAMEWORK_MEGATRON) {
         /* Megatron's MLP: one linear_fc1 GEMM makes gate and up side by side
          * (2f), and the fused bias_swiglu keeps that whole output */
@@ -185,14 +187,16 @@ static vp_t mlp_forward(vp_step *step, const vp_op *op, const vp_t *leaves, vp_t
         /* Phi3MLP: gate, up_states = self.gate_up_proj(x).chunk(2, dim=-1);
          * up_states * self.activation_fn(gate): the activation keeps the
          * gate's view and the product the up half's, so the whole output
-         * stays */
+         * stays; and the local `gate` keeps it until the module returns,
+         * through down_proj, even where nothing is saved on the GPU
+         * (save_on_cpu) */
         vp_t both = vp_project_column(step, x, leaves[GATE_W], leaves[GATE_B], 2 * f, "mlp.gate_up_proj");
         vp_t halves[2];
         vp_split(sim, both, 2, halves, "mlp.chunk");
         vp_drop(sim, both);
         vp_t act = activate(step, kind, halves[0]);
         inner = vp_mul(sim, halves[1], act, vp_at(sim, act)->numel, "mlp.gate_mul");
-        vp_drop(sim, halves[0]);
+        locals[0] = halves[0];
         vp_drop(sim, halves[1]);
         vp_drop(sim, act);
     } else if (vp_op_flag(op, MLP_GATED)) {
@@ -204,8 +208,8 @@ static vp_t mlp_forward(vp_step *step, const vp_op *op, const vp_t *leaves, vp_t
         vp_t up = vp_project_column(step, x, leaves[UP_W], leaves[UP_B], f, "mlp.up_proj");
         inner = vp_mul(sim, act, up, vp_at(sim, up)->numel, "mlp.gate_mul");
         if (t5) {
-            t5_locals[0] = act;
-            t5_locals[1] = up;
+            locals[0] = act;
+            locals[1] = up;
         } else {
             vp_drop(sim, act);
             vp_drop(sim, up);
@@ -229,8 +233,8 @@ static vp_t mlp_forward(vp_step *step, const vp_op *op, const vp_t *leaves, vp_t
     }
     vp_t out = vp_project_row(step, dropped_inner, leaves[DOWN_W], leaves[DOWN_B], h, "mlp.down_proj");
     vp_drop(sim, dropped_inner);
-    vp_drop(sim, t5_locals[0]);
-    vp_drop(sim, t5_locals[1]);
+    vp_drop(sim, locals[0]);
+    vp_drop(sim, locals[1]);
     vp_t dropped = vp_train_dropout(step, out, op->value[MLP_RESID_DROPOUT], "mlp.resid_dropout");
     vp_drop(sim, out);
     return dropped;

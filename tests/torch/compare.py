@@ -181,6 +181,11 @@ CASES = [
     ("deepseek-moe fp32", deepseek(), recipe()),
     ("deepseek-moe lora all-linear", deepseek(), recipe(finetune="lora", lora_targets="all-linear")),
     ("deepseek-moe bf16 norm_topk", deepseek(norm=True), recipe("bf16")),
+    # Phi3MLP's local `gate` (a view of gate_up_proj's output) keeps the whole output through
+    # down_proj; under save_on_cpu nothing else holds it on the GPU (sweep 510 case 28: 29 KB low)
+    ("phi3 amp-bf16 lora all-linear offload accum 3", phi3(layers=2), recipe(
+        "amp-bf16", optimizer="sgd", b=3, s=64, finetune="lora", lora_targets="all-linear",
+        offload_activations="true", grad_accum=3)),
     # every layer frozen: nothing saves the experts' rows, which the name y keeps through the sum over k
     # (sweep 321-334's case 39: 4 KB low)
     ("deepseek-moe bf16 frozen checkpointed vocab 32", deepseek(vocab=32), recipe(
