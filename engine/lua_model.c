@@ -238,13 +238,36 @@ static const char *check_shape(const vp_model *m) {
 /* vp_norm_registration's names, in its order */
 static const char *const norm_registrations[] = {"in_place", "last", "first", "after_branch", NULL};
 
+/* embed_registered = { i, j, ... }: the embedding ops (1-based) in the
+ * order their module registers them; each exactly once. Returns how many. */
+static unsigned read_embed_order(lua_State *L, int index, unsigned *order) {
+    if (lua_isnil(L, index)) return 0;
+    if (!lua_istable(L, index)) luaL_error(L, "model: 'embed_registered' must be a list of embedding op indices");
+    lua_Unsigned n = lua_rawlen(L, index);
+    if (n == 0 || n > VP_EMBED_ORDER_MAX)
+        luaL_error(L, "model: 'embed_registered' must list 1 to %d ops", VP_EMBED_ORDER_MAX);
+    bool seen[VP_EMBED_ORDER_MAX] = {false};
+    for (lua_Unsigned i = 1; i <= n; i++) {
+        lua_rawgeti(L, index, (lua_Integer)i);
+        int isint;
+        lua_Integer op = lua_tointegerx(L, -1, &isint);
+        lua_pop(L, 1);
+        if (!isint || op < 1 || op > (lua_Integer)n || seen[op - 1])
+            luaL_error(L, "model: 'embed_registered' must hold each of 1 to %d once", (int)n);
+        seen[op - 1] = true;
+        order[i - 1] = (unsigned)(op - 1);
+    }
+    return (unsigned)n;
+}
+
 /* vramplan.model{ name=, embed={...}, layer={...}, layers=N, final={...}
  *                 [, first_layer={...}, first_layers=K, bridge={...},
- *                 norms_registered=] } */
+ *                 norms_registered=, embed_registered={...}] } */
 static int l_model(lua_State *L) {
     luaL_checktype(L, 1, LUA_TTABLE);
-    static const char *const keys[] = {"name",        "embed",        "layer",  "layers",          "final",
-                                       "first_layer", "first_layers", "bridge", "norms_registered"};
+    static const char *const keys[] = {"name",         "embed",        "layer",  "layers",
+                                       "final",        "first_layer",  "first_layers", "bridge",
+                                       "norms_registered", "embed_registered"};
     const unsigned n_keys = sizeof keys / sizeof keys[0];
     lua_pushnil(L);
     while (lua_next(L, 1)) {
@@ -273,6 +296,9 @@ static int l_model(lua_State *L) {
     int norms_registered = lua_isnil(L, -1) ? VP_NORMS_IN_PLACE : option_index(L, norm_registrations);
     if (norms_registered < 0)
         luaL_error(L, "model: 'norms_registered' must be in_place, last, first or after_branch");
+    lua_getfield(L, 1, "embed_registered");
+    unsigned embed_order[VP_EMBED_ORDER_MAX];
+    unsigned n_embed_order = read_embed_order(L, lua_gettop(L), embed_order);
     int idx[VP_SECTION_COUNT];
     unsigned counts[VP_SECTION_COUNT];
     for (int s = 0; s < VP_SECTION_COUNT; s++) {
@@ -290,6 +316,8 @@ static int l_model(lua_State *L) {
     u->model.layers = (unsigned)layers;
     u->model.first_layers = (unsigned)first_layers;
     u->model.norms_registered = (vp_norm_registration)norms_registered;
+    u->model.n_embed_order = n_embed_order;
+    memcpy(u->model.embed_order, embed_order, sizeof embed_order);
     for (int s = 0; s < VP_SECTION_COUNT; s++) {
         u->model.section[s].ops = calloc(counts[s] ? counts[s] : 1, sizeof(vp_op));
         if (!u->model.section[s].ops) return luaL_error(L, "not enough memory");

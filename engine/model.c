@@ -114,9 +114,30 @@ static const char *register_order(vp_section *section, vp_norm_registration how)
     return NULL;
 }
 
+/* The embeddings' slots in their ops' registration order, and PEFT's
+ * prompt table's slot after them (a group may hold one more). */
+static const char *register_embeddings(vp_model *model) {
+    vp_section *section = &model->section[VP_SECTION_EMBED];
+    free(section->registered);
+    section->registered = NULL;
+    if (!model->n_embed_order) return NULL;
+    if (model->n_embed_order != section->n_ops) return "embed_registered must name every embedding op once";
+    slot_list out = {malloc((section->n_slots + 1) * sizeof(unsigned)), 0};
+    if (!out.slots) return "not enough memory";
+    for (unsigned i = 0; i < model->n_embed_order; i++) {
+        const vp_op *op = &section->ops[model->embed_order[i]];
+        append_range(&out, op->slot, op->n_slots);
+    }
+    out.slots[out.n++] = section->n_slots;
+    section->registered = out.slots;
+    return NULL;
+}
+
 const char *vp_model_finish(vp_model *model) {
     for (int s = 0; s < VP_SECTION_COUNT; s++)
         model->section[s].n_slots = layout(model->section[s].ops, model->section[s].n_ops, 0);
+    const char *embed_problem = register_embeddings(model);
+    if (embed_problem) return embed_problem;
     const vp_section_id layers[] = {VP_SECTION_LAYER, VP_SECTION_FIRST_LAYER};
     for (unsigned i = 0; i < 2; i++) {
         const char *problem = register_order(&model->section[layers[i]], model->norms_registered);

@@ -130,12 +130,19 @@ typedef struct {
  * SelfAttention, layer_norm). */
 typedef enum { VP_NORMS_IN_PLACE, VP_NORMS_LAST, VP_NORMS_FIRST, VP_NORMS_AFTER_BRANCH } vp_norm_registration;
 
+enum { VP_EMBED_ORDER_MAX = 16 };
+
 typedef struct {
     char name[128];
     vp_section section[VP_SECTION_COUNT];
     unsigned layers;             /* all of them, the first ones included */
     unsigned first_layers;       /* layers that use VP_SECTION_FIRST_LAYER */
     vp_norm_registration norms_registered; /* in the layers */
+    /* the embedding ops in the order their module registers them, when it
+     * is not the forward's (BertEmbeddings: word, position, token type);
+     * 0: the forward's */
+    unsigned n_embed_order;
+    unsigned embed_order[VP_EMBED_ORDER_MAX];
 } vp_model;
 
 /* An encoder-decoder (T5): a bridge between its encoder's layers and its

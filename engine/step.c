@@ -263,7 +263,8 @@ vp_leaf_group vp_step_leaf_group_at(vp_step *step, unsigned i) {
     const vp_model *m = step->model;
     unsigned count = vp_step_leaf_group_count(step);
     if (i == 0)
-        return (vp_leaf_group){step->embed_leaves, m->section[VP_SECTION_EMBED].n_slots + (step->prompt != 0), 1, NULL};
+        return (vp_leaf_group){step->embed_leaves, m->section[VP_SECTION_EMBED].n_slots + (step->prompt != 0), 1,
+                               m->section[VP_SECTION_EMBED].registered};
     if (i == count - 1) return (vp_leaf_group){step->final_leaves, m->section[VP_SECTION_FINAL].n_slots, 1, NULL};
     if (i == count - 2) return (vp_leaf_group){step->bridge_leaves, m->section[VP_SECTION_BRIDGE].n_slots, 1, NULL};
     unsigned slots = vp_model_layer_slots(m);

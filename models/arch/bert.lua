@@ -59,6 +59,9 @@ return architecture {
         layernorm { hidden = c.hidden, eps = c.norm_eps },
       },
       layers = c.layers,
+      -- BertEmbeddings registers word, position, token type, LayerNorm
+      -- (a for-loop optimizer's order); its forward adds the token types first
+      embed_registered = { 1, 3, 2, 4, 5 },
       final = {
         pooler { hidden = c.hidden },
         classifier { hidden = c.hidden, labels = c.labels, dropout = c.dropout },

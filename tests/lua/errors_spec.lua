@@ -290,6 +290,36 @@ return architecture {
       .. "or string (got float)", 1, true), err)
   end)
 
+  it("refuses an embedding registration order that is not one of the embedding ops", function()
+    local function built(order)
+      local name = "tiny_order_" .. (#order > 0 and table.concat(order, "_") or "none")
+      local home, fam = family(name, string.format([[
+return architecture {
+  name = %q,
+  fields = { { "hidden", "int", default = 8 } },
+  build = function(c)
+    return decoder {
+      layers = 1,
+      embed = { token_embedding { vocab = 10, hidden = 8 }, dropout { p = 0 } },
+      layer = { mlp { hidden = 8, intermediate = 4 } },
+      final = { lm_head { vocab = 10, hidden = 8 }, cross_entropy {} },
+      embed_registered = { %s },
+    }
+  end,
+}
+]], name, table.concat(order, ", ")))
+      local ok, err = pcall(require("vramplan.arch").build, fam {})
+      os.execute("rm -r " .. home)
+      return ok, err
+    end
+    assert.is_true((built({ 2, 1 })))
+    for _, bad in ipairs({ { 1, 1 }, { 1 }, { 1, 3 }, {} }) do
+      local ok, err = built(bad)
+      assert.is_false(ok, table.concat(bad, ","))
+      assert.truthy(tostring(err):find("embed_registered", 1, true), err)
+    end
+  end)
+
   it("gives a family's fields the core's options for an op's enum field", function()
     local home, tiny = family("tiny_act", [[
 return architecture {

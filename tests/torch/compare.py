@@ -217,6 +217,10 @@ CASES = [
     # first_moment: Adafactor's beta1 (an fp32 exp_avg), SM3's momentum (a buffer in the gradient's dtype)
     # a small vocabulary: the MLP's weights are the largest, one after another; the last one's update is
     # still bound while `update = grad**2 + eps` is made (sweep 301, DeepSeek-V3: 32 KB high)
+    # PhiDecoderLayer registers its norm after the attention and the MLP: SM3's carried momentum
+    # pairs fc2 with the next layer's q_proj (sweep 509 case 2: the harness had the norm first)
+    ("phi bf16 sm3 momentum offload checkpointed", phi(layers=2), recipe(
+        "bf16", optimizer="sm3", b=1, s=16, ckpt="full", offload_activations="true", first_moment="true")),
     ("llama mixed-bf16 adafactor vocab 32 checkpointed", llama(layers=3, vocab=32), recipe(
         "mixed-bf16", optimizer="adafactor", impl="for-loop", b=1, s=64, ckpt="full", keep_logits="false")),
     ("llama fp32 adafactor first moment", llama(), recipe(optimizer="adafactor", first_moment="true", b=1, s=16)),
@@ -664,6 +668,10 @@ CASES = [
     ("bert qlora nf4", bert(), recipe(
         "amp-bf16", finetune="qlora", quant="nf4", double_quant="true", lora_targets="all-linear")),
     ("bert prompt", bert(layers=1), recipe(finetune="prompt", num_virtual_tokens=4)),
+    # BertEmbeddings registers word, position, token type: transformers' AdamW carries the word
+    # table's denom into the position table's step (sweep 513 case 16: 4 KB low in token type order)
+    ("bert bf16 adamw-hf offload", bert(layers=3, dropout=0.0), recipe(
+        "bf16", optimizer="adamw-hf", b=2, s=16, offload_activations="true", weight_decay=0.0)),
     ("bert freeze amp-bf16 head only", bert(layers=3), recipe("amp-bf16", finetune="freeze", trainable_layers=0)),
     ("bert freeze 2 non-reentrant", bert(layers=3), recipe(
         optimizer="sgd", ckpt="full", finetune="freeze", trainable_layers=2, use_reentrant="false")),

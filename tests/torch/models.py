@@ -1633,9 +1633,11 @@ class PhiDecoderLayer(nn.Module):
     def __init__(self, cfg, layer_idx):
         super().__init__()
         h = cfg["hidden_size"]
-        self.input_layernorm = nn.LayerNorm(h, eps=cfg.get("layer_norm_eps", 1e-5))
+        # registered as PhiDecoderLayer registers them: the norm after the
+        # attention and the MLP (a for-loop optimizer's order)
         self.self_attn = PhiAttention(cfg, layer_idx)
         self.mlp = TwoLinearMLP(h, cfg["intermediate_size"], cfg.get("hidden_act", "gelu_new"), ("fc1", "fc2"))
+        self.input_layernorm = nn.LayerNorm(h, eps=cfg.get("layer_norm_eps", 1e-5))
         self.resid_pdrop = cfg.get("resid_pdrop", 0.0)
 
     def forward(self, ac, hidden_states, attention_mask, cos, sin, past_key_value=None):
