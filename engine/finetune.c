@@ -27,7 +27,8 @@ bool vp_finetune_peft(const vp_recipe *recipe) {
 }
 
 bool vp_finetune_keeps_original(const vp_recipe *recipe, const vp_leaf_spec *spec) {
-    return vp_finetune_peft(recipe) && spec->trainable && !spec->buffer && vp_module_in(saved_modules(recipe), spec->module);
+    return vp_finetune_peft(recipe) && spec->trainable && !spec->buffer &&
+           vp_module_in(saved_modules(recipe), spec->module);
 }
 
 bool vp_lora_adapts(const vp_recipe *recipe, const vp_leaf_spec *spec) {

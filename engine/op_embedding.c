@@ -137,7 +137,14 @@ const vp_op_kind vp_op_token_embedding = {
 
 /* ---- learned position embedding ---- */
 
-enum { POSITION_POSITIONS, POSITION_HIDDEN, POSITION_IN_PLACE, POSITION_MODEL_LOCAL, POSITION_IDS_BUFFER, POSITION_FIELDS };
+enum {
+    POSITION_POSITIONS,
+    POSITION_HIDDEN,
+    POSITION_IN_PLACE,
+    POSITION_MODEL_LOCAL,
+    POSITION_IDS_BUFFER,
+    POSITION_FIELDS
+};
 
 static const vp_field position_fields[POSITION_FIELDS] = {
     [POSITION_POSITIONS] = {"positions", VP_FIELD_INT, true, 0, 1, 1 << 24, NULL, "maximum sequence length"},

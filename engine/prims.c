@@ -148,8 +148,7 @@ vp_t vp_linear(vp_sim *sim, vp_t x, vp_t w, vp_t b, uint64_t rows, uint64_t out_
     if (node) {
         /* addmm: mat1's gradient needs mat2 and mat2's needs mat1 */
         if (wants_grad(sim, w)) vp_save(sim, node, x);
-        if (wants_grad(sim, x) && conv1d) vp_save(sim, node, w);
-        if (wants_grad(sim, x) && !conv1d) vp_save_strided(sim, node, w);
+        if (wants_grad(sim, x)) vp_save_view(sim, node, w, !conv1d); /* a Linear's weight.t() */
     }
     return y;
 }
@@ -275,8 +274,7 @@ vp_t vp_matmul(vp_sim *sim, vp_t a, vp_t b, uint64_t out_numel, bool b_transpose
     vp_node *node = vp_record(sim, backward_fresh, label, in, 2, &y, 1);
     if (node) {
         if (wants_grad(sim, b)) vp_save(sim, node, a);
-        if (wants_grad(sim, a) && b_transposed) vp_save_strided(sim, node, b);
-        if (wants_grad(sim, a) && !b_transposed) vp_save(sim, node, b);
+        if (wants_grad(sim, a)) vp_save_view(sim, node, b, b_transposed);
     }
     return y;
 }

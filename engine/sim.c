@@ -336,7 +336,7 @@ static void save(vp_sim *sim, vp_node *node, vp_t t, bool strided) {
 }
 
 void vp_save(vp_sim *sim, vp_node *node, vp_t t) { save(sim, node, t, false); }
-void vp_save_strided(vp_sim *sim, vp_node *node, vp_t t) { save(sim, node, t, true); }
+void vp_save_view(vp_sim *sim, vp_node *node, vp_t t, bool strided) { save(sim, node, t, strided); }
 
 /* unpack_from_cpu: tensor.to(device) for every packed slot, as the node's
  * apply unpacks its saved variables before computing; the copies take the

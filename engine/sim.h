@@ -172,10 +172,10 @@ vp_node *vp_node_at(vp_sim *sim, uint32_t node);
 vp_node *vp_record(vp_sim *sim, vp_backward_fn backward, const char *label, const vp_t *in,
                    unsigned n_in, const vp_t *out, unsigned n_out);
 void vp_save(vp_sim *sim, vp_node *node, vp_t t);
-/* The same for a view autograd saves as it is, not contiguous (mm's mat2,
- * a Linear's weight.t()): save_on_cpu's pinned copy of it goes through a
- * contiguous copy on the GPU first, as an expanded view's does. */
-void vp_save_strided(vp_sim *sim, vp_node *node, vp_t t);
+/* The same, `strided` for a view autograd saves as it is, not contiguous
+ * (mm's mat2, a Linear's weight.t()): save_on_cpu's pinned copy of it goes
+ * through a contiguous copy on the GPU first, as an expanded view's does. */
+void vp_save_view(vp_sim *sim, vp_node *node, vp_t t, bool strided);
 /* The same into saved slot `slot`. Packed tensors come back in backward as
  * new copies, made before the rule runs and freed as it returns. */
 void vp_save_at(vp_sim *sim, vp_node *node, unsigned slot, vp_t t);

@@ -95,12 +95,11 @@ end
 
 -- A schema from a list of declarations { name, type, default=, min=, max=,
 -- options=, doc= }; defaults may be functions of the fields before them.
--- A malformed declaration is an error naming its place in the list.
+-- Declarations from scripts are checked first (schema.declaration_problem,
+-- which arch.lua calls with the script's place of each).
 function schema.new(title, declarations)
   local s = { title = title, fields = {}, order = {} }
-  for i, d in ipairs(declarations) do
-    local problem = schema.declaration_problem(d)
-    if problem then error(string.format("%s: fields[%d]: %s", title, i, problem), 0) end
+  for _, d in ipairs(declarations) do
     local f = { name = d[1], type = d[2], default = d.default, min = d.min, max = d.max,
                 options = d.options, doc = d.doc or "" }
     s.fields[f.name] = f
