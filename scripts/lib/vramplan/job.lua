@@ -1,0 +1,90 @@
+-- vramplan.job — what every command starts from: a model (script, name or
+-- config.json) with its --set field overrides, a recipe (script and --set
+-- keys, each remembering where it was set) and an optional GPU; and one
+-- estimate of it, with errors blamed on where the offending key came from.
+local vramplan = require("vramplan")
+local arch = require("vramplan.arch")
+local hardware = require("vramplan.hardware")
+local models = require("vramplan.models")
+local recipes = require("vramplan.recipes")
+local schema = require("vramplan.schema")
+
+local job = {}
+
+-- Splits --set KEY=VALUE pairs between the model's fields and recipe keys.
+local function split_sets(description, sets, keys, origins)
+  local overrides, override_origins = {}, {}
+  for _, s in ipairs(sets) do
+    local k, v, origin = s[1], s[2], s[3]
+    if description.family.schema.fields[k] then
+      overrides[k], override_origins[k] = v, origin
+    elseif recipes.is_key(k) then
+      keys[k], origins[k] = v, origin
+    else
+      local names = {}
+      for _, key in ipairs(vramplan.recipe_keys()) do names[#names + 1] = key.name end
+      for _, f in ipairs(description.family.schema.order) do names[#names + 1] = f end
+      local guess = schema.suggest(k, names)
+      error(string.format("%s: unknown key '%s': not a recipe key nor a field of %s%s", origin, k,
+        description.family.name, guess and (" (did you mean '" .. guess .. "'?)") or ""), 0)
+    end
+  end
+  return overrides, override_origins
+end
+
+-- job.load(home, spec): spec = { target = MODEL, recipe = FILE?, sets = {{k, v, origin}...}, gpu = NAME? }.
+-- Returns a job: the built model, its resolved config, the recipe keys and
+-- their origins (checked), the GPU (or nil).
+function job.load(home, spec)
+  if not spec.target then error("no MODEL given", 0) end
+  local description = models.describe(home, spec.target)
+  local keys, origins = {}, {}
+  if spec.recipe then keys, origins = recipes.load(spec.recipe) end
+  local overrides, override_origins = split_sets(description, spec.sets or {}, keys, origins)
+  local model, config = arch.build(description, overrides, override_origins)
+  recipes.over_checkpoint(keys, origins, description.quantization)
+  recipes.check(keys, origins)
+  local gpu = spec.gpu and hardware.gpu(home, spec.gpu) or nil
+  return { home = home, description = description, model = model, config = config, keys = keys, origins = origins,
+           gpu = gpu }
+end
+
+-- The job's recipe keys with `changes` (key -> value) on top.
+function job.keys_with(j, changes)
+  local keys = {}
+  for k, v in pairs(j.keys) do keys[k] = v end
+  for k, v in pairs(changes or {}) do keys[k] = v end
+  return keys
+end
+
+-- One estimate of the job (with `changes` on its keys): the core's result
+-- table, or raises a message blaming where the offending key was set.
+-- options as vramplan.estimate's (timeline, fold); folding by default.
+function job.estimate(j, changes, options)
+  options = options or {}
+  if options.fold == nil then options.fold = not options.timeline end
+  local ok, result = pcall(vramplan.estimate, j.model, job.keys_with(j, changes), j.gpu, options)
+  if not ok then
+    local key = tostring(result):match("^([%w_]+):")
+    local origin = changes and changes[key] ~= nil and "searched" or j.origins[key] or j.description.source
+    error(string.format("%s: %s", origin, tostring(result)), 0)
+  end
+  return result
+end
+
+-- Like job.estimate, but returns nil and the message instead of raising.
+function job.try(j, changes, options)
+  local ok, result = pcall(job.estimate, j, changes, options)
+  if ok then return result end
+  return nil, tostring(result)
+end
+
+-- The report's context (report.human / report.json) for one result.
+function job.context(j, result)
+  return {
+    result = result, gpu = j.gpu, model_name = j.config.name, arch = j.description.family.name,
+    layers = j.config.layers, source = j.description.source, version = vramplan.version,
+  }
+end
+
+return job
