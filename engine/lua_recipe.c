@@ -134,6 +134,7 @@ static void parse_schedule(lua_State *L, vp_recipe *r, const char *k) { r->pp_sc
 static void parse_virtual(lua_State *L, vp_recipe *r, const char *k) { r->virtual_stages = (unsigned)read_int(L, k, 1, 1024); }
 static void parse_microbatches(lua_State *L, vp_recipe *r, const char *k) { r->microbatches = (unsigned)read_int(L, k, 1, 1 << 20); }
 static void parse_grad_accum(lua_State *L, vp_recipe *r, const char *k) { r->grad_accum = (unsigned)read_int(L, k, 1, 1 << 20); }
+static void parse_global_batch(lua_State *L, vp_recipe *r, const char *k) { r->global_batch = (unsigned)read_int(L, k, 1, 1 << 30); }
 static void parse_finetune(lua_State *L, vp_recipe *r, const char *k) { r->finetune = (vp_finetune)read_option(L, k, vp_finetune_names); }
 static void parse_lora_rank(lua_State *L, vp_recipe *r, const char *k) { r->lora_rank = (unsigned)read_int(L, k, 1, 1 << 16); }
 static void parse_lora_alpha(lua_State *L, vp_recipe *r, const char *k) { r->lora_alpha = read_number(L, k, 0, 1e9); }
@@ -284,6 +285,7 @@ static const recipe_key keys[] = {
     {"virtual_stages", parse_virtual, "model chunks per rank with interleaved-1f1b [1]", NULL},
     {"num_microbatches", parse_microbatches, "micro-batches per step (with pp; gradient accumulation without) [pp]", NULL},
     {"grad_accum", parse_grad_accum, "gradient accumulation steps: micro-batches into the same gradients before the optimizer step [1]", NULL},
+    {"global_batch", parse_global_batch, "sequences per optimizer step over all data-parallel ranks: sets grad_accum (num_microbatches with pp) to global_batch / (micro_batch x dp) [unset]", NULL},
     {"pp_layers", parse_pp_layers, "layers of each stage, as \"7,8,8,9\" [an even split]", NULL},
     {"gpus", parse_gpus, "GPUs in all: when given, must equal dp x tp x pp x cp", NULL},
     {"finetune", parse_finetune, "what is trained [full]", vp_finetune_names},
@@ -334,6 +336,7 @@ void vp_lua_read_recipe(lua_State *L, int index, vp_recipe *recipe) {
 void vp_lua_check_recipe(lua_State *L, const vp_recipe *recipe) {
     const char *problem = vp_step_layout_problem(NULL, recipe);
     if (!problem) problem = vp_pipeline_problem(NULL, recipe);
+    if (!problem) problem = vp_recipe_batch_problem(recipe);
     if (problem) recipe_error(L, "%s", problem);
     if (recipe->precision >= VP_PREC_MIXED_BF16 && !recipe->grads_set_to_none)
         recipe_error(L, "grads_set_to_none: false is not modelled with mixed-* precision (the master-weight step frees the 16-bit gradients)");
@@ -483,6 +486,8 @@ void vp_lua_push_recipe(lua_State *L, const vp_recipe *given) {
     lua_setfield(L, -2, "num_microbatches");
     lua_pushinteger(L, vp_recipe_microbatches(r));
     lua_setfield(L, -2, "grad_accum");
+    lua_pushinteger(L, (lua_Integer)vp_recipe_microbatches(r) * r->micro_batch * r->dp);
+    lua_setfield(L, -2, "global_batch");
     unsigned gpus = r->dp * r->tp * r->pp * r->cp;
     lua_pushinteger(L, gpus);
     lua_setfield(L, -2, "gpus");

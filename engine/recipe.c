@@ -28,7 +28,24 @@ unsigned vp_recipe_first_trained_layer(const vp_recipe *r, unsigned layers) {
 unsigned vp_recipe_microbatches(const vp_recipe *r) {
     if (r->microbatches) return r->microbatches;
     if (r->grad_accum) return r->grad_accum;
+    /* Megatron-LM's global_batch_size = micro_batch_size x data-parallel
+     * size x num_microbatches (megatron/core/num_microbatches_calculator.py);
+     * DeepSpeed's train_batch_size likewise with gradient_accumulation_steps */
+    unsigned per_pass = r->micro_batch * r->dp;
+    if (r->global_batch && per_pass && r->global_batch % per_pass == 0) return r->global_batch / per_pass;
     return r->pp > 1 ? r->pp : 1;
+}
+
+const char *vp_recipe_batch_problem(const vp_recipe *r) {
+    if (!r->global_batch) return NULL;
+    unsigned per_pass = r->micro_batch * r->dp;
+    if (r->global_batch % per_pass)
+        return "global_batch: must be a multiple of micro_batch x dp (the sequences of one pass over every "
+               "data-parallel rank)";
+    unsigned given = r->microbatches ? r->microbatches : r->grad_accum;
+    if (given && given * per_pass != r->global_batch)
+        return "global_batch: disagrees with micro_batch x dp x grad_accum (or num_microbatches); give two of them";
+    return NULL;
 }
 
 const char *const vp_quant_names[] = {"none", "nf4", "fp4", "int8", NULL};

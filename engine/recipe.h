@@ -145,6 +145,7 @@ typedef struct {
     unsigned virtual_stages;     /* model chunks per rank with the interleaved schedule */
     unsigned microbatches;       /* micro-batches per step (0: grad_accum, else pp) */
     unsigned grad_accum;         /* gradient accumulation steps: micro-batches without pp (0: unset) */
+    unsigned global_batch;       /* sequences per optimizer step over all dp ranks (0: unset) */
     unsigned n_pp_layers;        /* a custom layout: layers of each stage (0: even) */
     unsigned pp_layers[VP_MAX_STAGES];
     unsigned gpus;               /* when given, must equal dp x tp x pp x cp */
@@ -181,6 +182,10 @@ extern const char *const vp_quant_names[];
 /* Micro-batches one optimizer step sees: num_microbatches, or grad_accum,
  * or one per pipeline stage. */
 unsigned vp_recipe_microbatches(const vp_recipe *recipe);
+
+/* What is wrong with the batch keys together (global_batch against
+ * micro_batch x dp and the micro-batch count), or NULL. */
+const char *vp_recipe_batch_problem(const vp_recipe *recipe);
 
 /* The first layer of a model of `layers` that the recipe trains in full
  * (0: all of them; freezing keeps the ones before it frozen). */

@@ -49,11 +49,16 @@ function job.load(home, spec)
            gpu = gpu }
 end
 
--- The job's recipe keys with `changes` (key -> value) on top.
+-- A value in `changes` that removes the key (back to the engine's default).
+job.unset = setmetatable({}, { __tostring = function() return "unset" end })
+
+-- The job's recipe keys with `changes` (key -> value, or job.unset) on top.
 function job.keys_with(j, changes)
   local keys = {}
   for k, v in pairs(j.keys) do keys[k] = v end
-  for k, v in pairs(changes or {}) do keys[k] = v end
+  for k, v in pairs(changes or {}) do
+    if v == job.unset then keys[k] = nil else keys[k] = v end
+  end
   return keys
 end
 
