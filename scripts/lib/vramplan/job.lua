@@ -71,7 +71,9 @@ function job.estimate(j, changes, options)
   local ok, result = pcall(vramplan.estimate, j.model, job.keys_with(j, changes), j.gpu, options)
   if not ok then
     local key = tostring(result):match("^([%w_]+):")
-    local origin = changes and changes[key] ~= nil and "searched" or j.origins[key] or j.description.source
+    -- a key the caller changed is blamed as if the user had set it
+    local origin = changes and changes[key] ~= nil and string.format("--set %s=%s", key, tostring(changes[key]))
+      or j.origins[key] or j.description.source
     error(string.format("%s: %s", origin, tostring(result)), 0)
   end
   return result

@@ -1,0 +1,109 @@
+-- `vramplan advise`: every fix it prints must estimate as it says, and the
+-- hand-found answers of the planning issue must be among them.
+local helper = require("tests.lua.helper")
+local json = require("dkjson")
+
+-- The issue's third question: Llama-2-13B, 4 x A100 80GB, ZeRO-2, batch 4,
+-- 4096 tokens, no checkpointing (short by 144 GiB).
+local llama13 = { "llama2-13b", "--gpu", "a100-80gb", "--set", "framework=deepspeed", "--set", "zero=2",
+                  "--set", "dp=4", "--set", "micro_batch=4", "--set", "seq_len=4096" }
+
+local function advise(args)
+  local out, err, code = helper.run("advise", "--json", table.unpack(args))
+  assert(code == 0, err)
+  return json.decode(out)
+end
+
+local function with_changes(args, changes)
+  local full = { table.unpack(args) }
+  for k, v in pairs(changes) do
+    full[#full + 1] = "--set"
+    full[#full + 1] = k .. "=" .. tostring(v)
+  end
+  return full
+end
+
+local function find(fixes, changes)
+  for _, f in ipairs(fixes) do
+    local same = true
+    for k, v in pairs(changes) do if tostring(f.changes[k]) ~= tostring(v) then same = false end end
+    for k in pairs(f.changes) do if changes[k] == nil then same = false end end
+    if same then return f end
+  end
+end
+
+describe("vramplan advise", function()
+  local o = advise(llama13)
+  local fixes = o.advice.fixes
+
+  it("names the binding term: the peak's place and its largest category", function()
+    local e = helper.estimate(table.unpack(llama13))
+    local b = o.advice.binding
+    assert.are.equal(e.per_gpu.peak_phase, b.phase)
+    assert.are.equal(e.per_gpu.peak_op, b.op)
+    local largest, bytes = nil, -1
+    for k, v in pairs(e.per_gpu.peak_breakdown) do if v > bytes then largest, bytes = k, v end end
+    assert.are.equal(largest, b.category)
+    assert.are.equal(bytes, b.bytes)
+  end)
+
+  it("prints fixes that estimate as it says", function()
+    assert.is_true(#fixes > 5)
+    for _, f in ipairs(fixes) do
+      local e = helper.estimate(table.unpack(with_changes(llama13, f.changes)))
+      assert.are.equal(e.per_gpu.peak_total_bytes, f.peak_total_bytes, json.encode(f.changes))
+      assert.are.equal(e.fits, f.fits, json.encode(f.changes))
+      assert.are.equal(e.headroom_bytes, f.headroom_bytes, json.encode(f.changes))
+    end
+  end)
+
+  it("finds what 14 hand runs found: checkpointing alone is not enough; with ZeRO-3 or optimizer offload it fits", function()
+    local alone = find(fixes, { checkpointing = "full" })
+    assert.is_false(alone.fits)
+    assert.is_true(find(fixes, { checkpointing = "full", zero = 3 }).fits)
+    assert.is_true(find(fixes, { checkpointing = "full", offload_optimizer = "cpu" }).fits)
+  end)
+
+  it("lists the same-training fixes that fit before those that do not among single changes", function()
+    local seen_no = false
+    for _, f in ipairs(fixes) do
+      if f.changes_training then break end
+      local n = 0
+      for _ in pairs(f.changes) do n = n + 1 end
+      if n == 1 then
+        if not f.fits then seen_no = true end
+        assert.is_false(f.fits and seen_no, "a fitting single after a failing one: " .. json.encode(f.changes))
+      end
+    end
+  end)
+
+  it("keeps changes to what is trained apart, after the others", function()
+    local training = find(fixes, { finetune = "lora" })
+    assert.is_true(training.changes_training)
+    local after = false
+    for _, f in ipairs(fixes) do
+      if f.changes_training then after = true else assert.is_false(after, "a same-training fix after a training one") end
+    end
+  end)
+
+  it("says what will not help: flash attention where SDPA already runs it", function()
+    local flash = find(o.advice.no_help, { attention = "flash" })
+    assert.is_not_nil(flash)
+    assert.truthy(flash.note:find("SDPA", 1, true))
+    local e = helper.estimate(table.unpack(with_changes(llama13, { attention = "flash" })))
+    assert.is_true(e.per_gpu.peak_total_bytes >= o.per_gpu.peak_total_bytes * 0.995)
+  end)
+
+  it("says plainly when the recipe already fits, with the binding term and the headroom", function()
+    local out, err, code = helper.run("advise", "gpt2", "--gpu", "a100-80gb", "--set", "seq_len=1024")
+    assert.are.equal(0, code, err)
+    assert.truthy(out:find("the recipe fits with", 1, true), out)
+    assert.truthy(out:find("binding: ", 1, true), out)
+  end)
+
+  it("needs --gpu", function()
+    local _, err, code = helper.run("advise", "gpt2")
+    assert.are.equal(2, code)
+    assert.truthy(err:find("advise needs --gpu", 1, true), err)
+  end)
+end)
