@@ -62,6 +62,17 @@ function job.keys_with(j, changes)
   return keys
 end
 
+-- A job like `j` with `changes` made to its recipe keys, blamed on `origin`.
+function job.derive(j, changes, origin)
+  local d = {}
+  for k, v in pairs(j) do d[k] = v end
+  d.keys = job.keys_with(j, changes)
+  d.origins = {}
+  for k, v in pairs(j.origins) do d.origins[k] = v end
+  for k in pairs(changes) do d.origins[k] = origin or "derived" end
+  return d
+end
+
 -- One estimate of the job (with `changes` on its keys): the core's result
 -- table, or raises a message blaming where the offending key was set.
 -- options as vramplan.estimate's (timeline, fold); folding by default.
