@@ -238,6 +238,22 @@ function report.object(ctx)
   return o
 end
 
+-- the recipe echo in the order its keys are declared (recipe_keys.c), and
+-- the breakdown in the report's row order: a stable order across runs
+do
+  local listed = {}
+  for _, k in ipairs(order) do listed[k] = true end
+  local function append(name)
+    if not listed[name] then
+      listed[name] = true
+      order[#order + 1] = name
+    end
+  end
+  for _, key in ipairs(require("vramplan").recipe_keys()) do append(key.name) end
+  for _, row in ipairs(rows) do append(row[1]) end
+end
+report.keyorder = order
+
 function report.json(ctx)
   return json.encode(report.object(ctx), { indent = true, keyorder = order })
 end

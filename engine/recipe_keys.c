@@ -1,0 +1,484 @@
+/* recipe_keys.c — the recipe keys, each declared once (recipe_keys.h), and
+ * the recipe's defaults taken from them. */
+#include "recipe_keys.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dtype.h"
+#include "modules.h"
+#include "optimizer.h"
+
+/* Option fields are enums stored as int-sized values. */
+_Static_assert(sizeof(vp_precision_id) == sizeof(int), "enum fields are int-sized");
+_Static_assert(sizeof(vp_framework) == sizeof(int), "enum fields are int-sized");
+
+#define FIELD(f) offsetof(vp_recipe, f)
+
+/* ---- text keys: their own parsers ---- */
+
+/* "none", "full" (every layer), "selective" or "every-K" (chunks of K layers). */
+static bool parse_checkpointing(vp_recipe *r, const char *key, const char *s, const char *shown, char *message,
+                                size_t size) {
+    r->selective = false;
+    if (s && strcmp(s, "none") == 0) r->checkpoint_every = 0;
+    else if (s && strcmp(s, "full") == 0) r->checkpoint_every = 1;
+    else if (s && strcmp(s, "selective") == 0) {
+        r->checkpoint_every = 0;
+        r->selective = true;
+    } else {
+        char *end = NULL;
+        unsigned long k = s && strncmp(s, "every-", 6) == 0 ? strtoul(s + 6, &end, 10) : 0;
+        if (!(end && !*end && k >= 1 && k <= 100000 && s[6] >= '1' && s[6] <= '9')) {
+            snprintf(message, size, "%s: must be none, full, selective or every-K for a whole K >= 1 (got %s)", key,
+                     shown);
+            return false;
+        }
+        r->checkpoint_every = (unsigned)k;
+    }
+    return true;
+}
+
+/* "q_proj,v_proj" or "all-linear": a set of module names. */
+static bool parse_module_list(vp_module_set *out, const char *key, const char *s, char *message, size_t size) {
+    if (!s) {
+        snprintf(message, size, "%s: must be module names, as \"q_proj,v_proj\" or \"all-linear\"", key);
+        return false;
+    }
+    const char *bad;
+    unsigned len;
+    if (!vp_module_parse(s, out, &bad, &len)) {
+        int n = snprintf(message, size, "%s: no module is called '%.*s' (known: all-linear", key, (int)len, bad);
+        for (unsigned i = 1; vp_module_names[i] && n > 0 && (size_t)n < size; i++)
+            n += snprintf(message + n, size - (size_t)n, ", %s", vp_module_names[i]);
+        if (n > 0 && (size_t)n < size) snprintf(message + n, size - (size_t)n, ")");
+        return false;
+    }
+    if (!*out) {
+        snprintf(message, size, "%s: names no module", key);
+        return false;
+    }
+    return true;
+}
+
+static bool parse_lora_targets(vp_recipe *r, const char *key, const char *s, const char *shown, char *message,
+                               size_t size) {
+    (void)shown;
+    return parse_module_list(&r->lora_targets, key, s, message, size);
+}
+
+static bool parse_modules_to_save(vp_recipe *r, const char *key, const char *s, const char *shown, char *message,
+                                  size_t size) {
+    (void)shown;
+    return parse_module_list(&r->modules_to_save, key, s, message, size);
+}
+
+/* "8,8,8,8": the layers of each stage, in order */
+static bool parse_pp_layers(vp_recipe *r, const char *key, const char *s, const char *shown, char *message,
+                            size_t size) {
+    (void)shown;
+    unsigned n = 0;
+    while (s && *s && n < VP_MAX_STAGES) {
+        char *end;
+        unsigned long v = strtoul(s, &end, 10);
+        if (end == s || v == 0 || v > 100000 || (*end && *end != ',')) {
+            s = NULL;
+            break;
+        }
+        r->pp_layers[n++] = (unsigned)v;
+        s = *end ? end + 1 : end;
+    }
+    if (!s || n == 0) {
+        snprintf(message, size, "%s: must list the layers of each stage, as \"8,8,8,8\"", key);
+        return false;
+    }
+    r->n_pp_layers = n;
+    return true;
+}
+
+/* ---- options whose names or storage are not a plain array ---- */
+
+static const char *optimizer_name(unsigned index) {
+    const vp_optimizer_kind *kind = vp_optimizer_at(index);
+    return kind ? kind->name : NULL;
+}
+
+static const char *const compute_dtype_names[] = {"bf16", "fp16", "fp32", NULL};
+static void store_compute_dtype(vp_recipe *r, unsigned index) {
+    static const vp_dtype dtypes[] = {VP_BF16, VP_FP16, VP_FP32};
+    r->compute_dtype = dtypes[index];
+}
+
+/* ---- values the echo derives from the resolved recipe ---- */
+
+static void set_integer(vp_key_value *out, int64_t v) {
+    out->kind = VP_VALUE_INTEGER;
+    out->integer = v;
+}
+static void set_bool(vp_key_value *out, bool v) {
+    out->kind = VP_VALUE_BOOL;
+    out->boolean = v;
+}
+static void set_string(vp_key_value *out, const char *s) {
+    out->kind = VP_VALUE_STRING;
+    out->string = s;
+}
+
+static void value_weight_decay(const vp_recipe *r, vp_key_value *out) {
+    out->kind = VP_VALUE_NUMBER;
+    out->number = vp_optimizer_weight_decay(vp_optimizer_at(r->optimizer), r);
+}
+static void value_target_len(const vp_recipe *r, vp_key_value *out) {
+    set_integer(out, (int64_t)(r->target_len ? r->target_len : r->seq_len));
+}
+static void value_checkpointing(const vp_recipe *r, vp_key_value *out) {
+    if (r->selective) set_string(out, "selective");
+    else if (r->checkpoint_every == 0) set_string(out, "none");
+    else if (r->checkpoint_every == 1) set_string(out, "full");
+    else {
+        snprintf(out->text, sizeof out->text, "every-%u", r->checkpoint_every);
+        set_string(out, out->text);
+    }
+}
+static void value_early_stop(const vp_recipe *r, vp_key_value *out) { set_bool(out, vp_recipe_checkpoint_early_stop(r)); }
+/* DeepSpeed's overlap_comm defaults to on for stage 3 only */
+static void value_overlap(const vp_recipe *r, vp_key_value *out) {
+    set_bool(out, r->overlap_comm >= 0 ? r->overlap_comm : r->zero == 3);
+}
+static void value_etp(const vp_recipe *r, vp_key_value *out) { set_integer(out, r->etp ? r->etp : r->tp); }
+static void value_microbatches(const vp_recipe *r, vp_key_value *out) { set_integer(out, vp_recipe_microbatches(r)); }
+static void value_global_batch(const vp_recipe *r, vp_key_value *out) {
+    set_integer(out, (int64_t)vp_recipe_microbatches(r) * (int64_t)r->micro_batch * r->dp);
+}
+static unsigned recipe_gpus(const vp_recipe *r) { return r->dp * r->tp * r->pp * r->cp; }
+static void value_gpus(const vp_recipe *r, vp_key_value *out) { set_integer(out, recipe_gpus(r)); }
+static void value_gpus_per_node(const vp_recipe *r, vp_key_value *out) {
+    unsigned gpus = recipe_gpus(r);
+    set_integer(out, r->gpus_per_node ? r->gpus_per_node : (gpus < 8 ? gpus : 8));
+}
+static void value_lora_targets(const vp_recipe *r, vp_key_value *out) {
+    if (r->lora_targets == vp_module_all_linear()) snprintf(out->text, sizeof out->text, "all-linear");
+    else vp_module_format(vp_lora_targets(r), out->text, sizeof out->text);
+    set_string(out, out->text);
+}
+static void value_modules_to_save(const vp_recipe *r, vp_key_value *out) {
+    vp_module_format(r->modules_to_save, out->text, sizeof out->text);
+    set_string(out, out->text);
+}
+/* QLoRA's base is NF4 unless the recipe names another format */
+static void value_quant(const vp_recipe *r, vp_key_value *out) {
+    set_string(out, r->quant == VP_QUANT_NONE ? "nf4" : vp_quant_names[r->quant]);
+}
+static void value_compute_dtype(const vp_recipe *r, vp_key_value *out) { set_string(out, vp_dtype_names[r->compute_dtype]); }
+
+/* ---- which keys the echo shows for which recipe ---- */
+
+static bool with_adapters(const vp_recipe *r) { return r->finetune != VP_FINETUNE_FULL; }
+static bool with_virtual_tokens(const vp_recipe *r) {
+    return r->finetune == VP_FINETUNE_PROMPT || r->finetune == VP_FINETUNE_PREFIX;
+}
+static bool with_freezing(const vp_recipe *r) { return r->finetune == VP_FINETUNE_FREEZE; }
+static bool with_quantized_base(const vp_recipe *r) { return r->finetune == VP_FINETUNE_QLORA; }
+static bool with_int8_base(const vp_recipe *r) { return r->finetune == VP_FINETUNE_QLORA && r->quant == VP_QUANT_INT8; }
+
+#define UINT_KEY(key, f, lo, hi, def) .name = key, .kind = VP_KEY_UINT, .offset = FIELD(f), .min = lo, .max = hi, .fallback = def
+#define U64_KEY(key, f, lo, hi, def) .name = key, .kind = VP_KEY_U64, .offset = FIELD(f), .min = lo, .max = hi, .fallback = def
+#define NUMBER_KEY(key, f, lo, hi, def) .name = key, .kind = VP_KEY_NUMBER, .offset = FIELD(f), .min = lo, .max = hi, .fallback = def
+#define ELEMENTS_KEY(key, f, lo, hi, def) .name = key, .kind = VP_KEY_ELEMENTS, .offset = FIELD(f), .min = lo, .max = hi, .fallback = def
+#define BOOL_KEY(key, f, def) .name = key, .kind = VP_KEY_BOOL, .offset = FIELD(f), .fallback = def
+#define TRISTATE_KEY(key, f) .name = key, .kind = VP_KEY_TRISTATE, .offset = FIELD(f), .fallback = -1
+#define OPTION_KEY(key, f, names, def) .name = key, .kind = VP_KEY_OPTION, .offset = FIELD(f), .choices = names, .fallback = def
+#define TEXT_KEY(key, parser) .name = key, .kind = VP_KEY_TEXT, .parse_text = parser
+
+/* In the order `vramplan keys`, the JSON echo and the docs list them. */
+static const vp_recipe_key keys[] = {
+    {OPTION_KEY("precision", precision, vp_precision_names, VP_PREC_MIXED_BF16),
+     .doc = "fp32, bf16, fp16 train the model in that dtype; amp-* autocasts over fp32 weights; mixed-* keeps 16-bit "
+            "weights and fp32 master weights; fp8 is Transformer Engine's"},
+    {OPTION_KEY("optimizer", optimizer, NULL, 0), .choice_at = optimizer_name,
+     .doc = "the optimizer (none: forward and backward only)"},
+    {OPTION_KEY("optimizer_impl", optimizer_impl, vp_optimizer_impl_names, VP_IMPL_AUTO),
+     .doc = "the optimizer's kernels; auto picks foreach for torch.optim, fused for DeepSpeed"},
+    {NUMBER_KEY("weight_decay", weight_decay, 0, 1e6, -1), .value = value_weight_decay,
+     .doc = "weight decay; by default the optimizer's own (AdamW 0.01, others 0)"},
+    {BOOL_KEY("first_moment", first_moment, false),
+     .doc = "adafactor or sm3: keep a first moment, one state per parameter (Adafactor's beta1 set: fp32; SM3's "
+            "momentum > 0: the gradient's dtype); their libraries' default is none [false]"},
+    {U64_KEY("micro_batch", micro_batch, 1, 1 << 24, 1), .doc = "sequences per micro-batch"},
+    {U64_KEY("seq_len", seq_len, 1, 1 << 26, 2048), .doc = "tokens per sequence"},
+    {U64_KEY("target_len", target_len, 1, 1 << 26, 0), .value = value_target_len,
+     .doc = "encoder-decoder models (T5): the decoder's tokens per sequence, the labels' length [seq_len]"},
+    {TEXT_KEY("checkpointing", parse_checkpointing), .value = value_checkpointing,
+     .doc = "none | full | selective (the attention core, Korthikanti et al.) | every-K (keep the input of every "
+            "K-layer chunk)"},
+    /* transformers 4.x's gradient_checkpointing_enable passes
+     * use_reentrant=True when given no kwargs (huggingface/transformers
+     * #28538); 5.0 passes False (#43203) */
+    {BOOL_KEY("use_reentrant", use_reentrant, true),
+     .doc = "full or every-K: torch.utils.checkpoint's use_reentrant (gradient_checkpointing_kwargs); false saves "
+            "holders in the forward and recomputes on backward's first unpack (transformers 4.x passes true, 5.x "
+            "false) [true]"},
+    {TRISTATE_KEY("checkpoint_early_stop", checkpoint_early_stop), .value = value_early_stop,
+     .doc = "use_reentrant = false: the rerun stops once it has remade every saved tensor "
+            "(torch.utils.checkpoint.set_checkpoint_early_stop) [true; false with torch_version 1.13]"},
+    /* transformers' default attn_implementation */
+    {OPTION_KEY("attention", attention, vp_attention_names, VP_ATTN_SDPA), .doc = "the attention kernel"},
+    {OPTION_KEY("framework", framework, vp_framework_names, VP_FRAMEWORK_TORCH),
+     .doc = "the training framework, with its own buffers and defaults; torch is a plain PyTorch loop (DDP with dp)"},
+    {OPTION_KEY("torch_version", torch_version, vp_torch_version_names, VP_TORCH_2),
+     .doc = "autograd and optimizer behaviour that differs between them"},
+    {OPTION_KEY("device", device, vp_device_names, VP_DEVICE_CUDA),
+     .doc = "where the step runs; cpu is the CPU twin the PyTorch harness measures"},
+    {BOOL_KEY("keep_logits", keep_logits, true), .doc = "the loop keeps the model's outputs (logits) until the step ends"},
+    {BOOL_KEY("grads_set_to_none", grads_set_to_none, true),
+     .doc = "zero_grad(set_to_none=True): gradients freed between steps"},
+    /* PretrainedConfig.use_cache */
+    {BOOL_KEY("use_cache", use_cache, true),
+     .doc = "the model's outputs keep every layer's keys and values (the configs' default; off under checkpointing) "
+            "[true]"},
+    {BOOL_KEY("offload_activations", offload_activations, false),
+     .doc = "the forward under torch.autograd.graph.save_on_cpu(pin_memory=True): what autograd saves goes to pinned "
+            "host memory [false]"},
+    {BOOL_KEY("training", training, true), .doc = "dropout active (model.train())"},
+    {UINT_KEY("dp", dp, 1, 1 << 20, 1), .doc = "data-parallel ranks (DDP with framework torch)"},
+    {UINT_KEY("zero", zero, 0, 3, 0), .doc = "DeepSpeed ZeRO stage 0-3 (framework deepspeed)"},
+    {OPTION_KEY("fsdp", fsdp, vp_fsdp_names, VP_FSDP_NONE),
+     .doc = "FSDP's sharding strategy (framework fsdp) [full_shard]"},
+    {UINT_KEY("fsdp_shard_size", fsdp_shard_size, 1, 1 << 20, 0), .hidden = true,
+     .doc = "ranks one model is sharded over with hybrid_shard"},
+    {OPTION_KEY("offload_optimizer", offload_optimizer, vp_offload_names, VP_OFFLOAD_NONE),
+     .doc = "DeepSpeed's optimizer offload (master weights, states, fp32 gradients)"},
+    {OPTION_KEY("offload_params", offload_params, vp_offload_names, VP_OFFLOAD_NONE),
+     .doc = "ZeRO-3 parameter offload, FSDP's CPUOffload"},
+    /* DeepSpeed's defaults (deepspeed/runtime/zero/config.py): 5e8, 5e8, 5e7 */
+    {ELEMENTS_KEY("reduce_bucket_size", reduce_bucket_size, 1, 1e12, 5e8),
+     .doc = "DeepSpeed reduce bucket, elements [5e8]"},
+    {ELEMENTS_KEY("allgather_bucket_size", allgather_bucket_size, 1, 1e12, 5e8), .hidden = true,
+     .doc = "DeepSpeed all-gather bucket, elements [5e8]"},
+    {ELEMENTS_KEY("stage3_prefetch_bucket_size", prefetch_bucket_size, 0, 1e12, 5e7),
+     .doc = "ZeRO-3 parameters gathered ahead, elements [5e7]"},
+    /* DeepSpeed's DeepSpeedZeroConfig defaults */
+    {ELEMENTS_KEY("stage3_max_live_parameters", max_live_parameters, 0, 1e15, 1e9),
+     .doc = "ZeRO-3: gathered parameters beyond which nothing more is prefetched, elements [1e9]"},
+    {ELEMENTS_KEY("stage3_max_reuse_distance", max_reuse_distance, 0, 1e15, 1e9),
+     .doc = "ZeRO-3: a gathered parameter used again within this many elements of the module trace is not released, "
+            "elements [1e9]"},
+    {ELEMENTS_KEY("stage3_param_persistence_threshold", persistence_threshold, 0, 1e15, 1e5),
+     .doc = "ZeRO-3: parameters with fewer elements stay gathered on every rank [1e5]"},
+    {TRISTATE_KEY("overlap_comm", overlap_comm), .value = value_overlap,
+     .doc = "DeepSpeed overlap_comm: two reduce buckets [on for stage 3 only]"},
+    /* DistributedDataParallel(bucket_cap_mb=25, gradient_as_bucket_view=False) */
+    {BOOL_KEY("ddp_bucket_view", ddp_bucket_view, false), .doc = "DDP gradient_as_bucket_view [false]"},
+    {NUMBER_KEY("ddp_bucket_mb", ddp_bucket_mb, 0.001, 1e6, 25.0), .hidden = true, .doc = "DDP bucket_cap_mb [25]"},
+    {UINT_KEY("tp", tp, 1, 1 << 16, 1), .doc = "tensor-parallel ranks (framework megatron)"},
+    {UINT_KEY("ep", ep, 1, 1 << 16, 1), .doc = "expert-parallel ranks, within dp x tp x cp (framework megatron)"},
+    {UINT_KEY("etp", etp, 1, 1 << 16, 0), .value = value_etp,
+     .doc = "expert-tensor-parallel ranks: each expert's width split [tp]"},
+    {UINT_KEY("cp", cp, 1, 1 << 16, 1),
+     .doc = "context-parallel ranks: the sequence split, K/V passed around a ring (framework megatron)"},
+    {BOOL_KEY("sequence_parallel", sequence_parallel, false),
+     .doc = "Megatron sequence parallelism: norms, dropouts and the residual stream split along the sequence"},
+    {BOOL_KEY("distributed_optimizer", distributed_optimizer, false),
+     .doc = "Megatron's distributed optimizer: master weights and states sharded over dp"},
+    /* Megatron-LM's default for bf16 (arguments.py) */
+    {BOOL_KEY("accumulate_allreduce_grads_in_fp32", grads_in_fp32, true),
+     .doc = "Megatron's fp32 main_grad buffers [true]"},
+    {UINT_KEY("pp", pp, 1, VP_MAX_STAGES, 1), .doc = "pipeline stages"},
+    {OPTION_KEY("pp_schedule", pp_schedule, vp_pp_schedule_names, VP_PP_1F1B), .doc = "the pipeline schedule [1f1b]"},
+    {UINT_KEY("virtual_stages", virtual_stages, 1, 1024, 1), .doc = "model chunks per rank with interleaved-1f1b [1]"},
+    {UINT_KEY("num_microbatches", microbatches, 1, 1 << 20, 0), .value = value_microbatches,
+     .doc = "micro-batches per step (with pp; gradient accumulation without) [pp]"},
+    {UINT_KEY("grad_accum", grad_accum, 1, 1 << 20, 0), .value = value_microbatches,
+     .doc = "gradient accumulation steps: micro-batches into the same gradients before the optimizer step [1]"},
+    {UINT_KEY("global_batch", global_batch, 1, 1 << 30, 0), .value = value_global_batch,
+     .doc = "sequences per optimizer step over all data-parallel ranks: sets grad_accum (num_microbatches with pp) "
+            "to global_batch / (micro_batch x dp) [unset]"},
+    {TEXT_KEY("pp_layers", parse_pp_layers), .hidden = true,
+     .doc = "layers of each stage, as \"7,8,8,9\" [an even split]"},
+    {UINT_KEY("gpus", gpus, 1, 1 << 24, 0), .value = value_gpus,
+     .doc = "GPUs in all: when given, must equal dp x tp x pp x cp"},
+    {OPTION_KEY("finetune", finetune, vp_finetune_names, VP_FINETUNE_FULL), .doc = "what is trained [full]"},
+    /* peft.LoraConfig: r=8, lora_alpha=8, lora_dropout=0.0 */
+    {UINT_KEY("lora_rank", lora_rank, 1, 1 << 16, 8), .applies = with_adapters, .doc = "LoRA's r [8]"},
+    {NUMBER_KEY("lora_alpha", lora_alpha, 0, 1e9, 8), .applies = with_adapters,
+     .doc = "LoRA's alpha (scaling alpha / r: no memory of its own) [8]"},
+    {NUMBER_KEY("lora_dropout", lora_dropout, 0, 0.999, 0), .applies = with_adapters,
+     .doc = "dropout on the adapters' input (a mask and a copy per targeted module) [0]"},
+    {BOOL_KEY("use_dora", use_dora, false), .applies = with_adapters,
+     .doc = "DoRA (LoraConfig's use_dora), with lora or qlora: a trained magnitude per output feature, and each "
+            "forward makes B @ A and the weight's column norms whole (a quantized weight dequantized), weight-sized "
+            "temporaries [false]"},
+    {TEXT_KEY("lora_targets", parse_lora_targets), .value = value_lora_targets, .applies = with_adapters,
+     .doc = "modules given adapters: names (q_proj,v_proj) or all-linear [q_proj,v_proj; GPT-2 c_attn; BLOOM "
+            "query_key_value]"},
+    {TEXT_KEY("modules_to_save", parse_modules_to_save), .value = value_modules_to_save, .applies = with_adapters,
+     .doc = "modules trained in full beside the adapters (lm_head, embed_tokens, norm; a classifier's head joins "
+            "them by itself)"},
+    {UINT_KEY("trainable_layers", trainable_layers, 0, 100000, 0), .applies = with_freezing,
+     .doc = "freeze: the last layers trained, with the final norm and head [0]"},
+    {UINT_KEY("num_virtual_tokens", virtual_tokens, 1, 1 << 20, 0), .applies = with_virtual_tokens,
+     .doc = "prompt tuning: the learned tokens put before every sequence; prefix tuning: the learned keys and values "
+            "before every layer's"},
+    {OPTION_KEY("sparsity", sparsity, vp_sparsity_names, VP_SPARSITY_NONE),
+     .doc = "apex ASP's 2:4 structured sparsity, a bool mask beside every pruned linear weight; it saves no training "
+            "memory [none]"},
+    /* QLoRA's recipe (Dettmers et al. 2023): NF4, double quantization, bf16 compute */
+    {OPTION_KEY("quant", quant, vp_quant_names, VP_QUANT_NONE), .value = value_quant, .applies = with_quantized_base,
+     .doc = "qlora: the frozen base's linear weights (bitsandbytes 0.45-0.46); int8 is LLM.int8 with transformers' "
+            "outlier threshold 6.0, no outliers found [nf4]"},
+    {BOOL_KEY("double_quant", double_quant, true), .applies = with_quantized_base,
+     .doc = "qlora: quantize the block scales too (8-bit, in blocks of 256) [true]"},
+    /* transformers' BitsAndBytesConfig default */
+    {NUMBER_KEY("llm_int8_threshold", int8_threshold, 0, 1e6, 6.0), .applies = with_int8_base,
+     .doc = "quant = int8: LLM.int8's outlier threshold; 0 skips the outlier search (its input-sized temporaries) "
+            "[6.0]"},
+    {OPTION_KEY("compute_dtype", compute_dtype, compute_dtype_names, 0), .store_option = store_compute_dtype,
+     .value = value_compute_dtype, .applies = with_quantized_base,
+     .doc = "qlora: the dtype 4-bit weights are dequantized to [bf16]"},
+    {UINT_KEY("gpus_per_node", gpus_per_node, 1, 1024, 0), .value = value_gpus_per_node,
+     .doc = "GPUs per node, for host memory per node [min(gpus, 8)]"},
+    /* A reported out-of-memory error: 1.83 GiB reserved but unallocated
+     * beside 75.31 GiB allocated (vllm-project/compressed-tensors#587):
+     * 2.43 %. Fragmentation depends on the workload; set it per recipe. */
+    {NUMBER_KEY("fragmentation", fragmentation, 0, 10, 1.83 / 75.31),
+     .doc = "caching-allocator reservation beyond whole segments, as a fraction of the allocated peak"},
+    /* The context alone, with CUDA's lazy module loading (the default since
+     * PyTorch 1.13): 426 MiB in nvidia-smi on an RTX 6000 Ada with PyTorch
+     * 2.10 / CUDA 13 (unslothai/unsloth-zoo#1053); before CUDA 11.7 every
+     * kernel was loaded up front and it was over 1 GiB (1343 MiB on a V100
+     * in HF's perf_train_gpu_one docs). */
+    {NUMBER_KEY("cuda_context_mib", cuda_context_mib, 0, 1 << 20, 426.0),
+     .doc = "memory of the CUDA context and its loaded kernels, in MiB"},
+};
+
+enum { N_KEYS = sizeof keys / sizeof keys[0] };
+
+unsigned vp_recipe_key_count(void) { return N_KEYS; }
+
+const vp_recipe_key *vp_recipe_key_at(unsigned index) { return index < N_KEYS ? &keys[index] : NULL; }
+
+const vp_recipe_key *vp_recipe_key_find(const char *name) {
+    for (unsigned i = 0; i < N_KEYS; i++)
+        if (strcmp(keys[i].name, name) == 0) return &keys[i];
+    return NULL;
+}
+
+const char *vp_recipe_key_choice(const vp_recipe_key *key, unsigned index) {
+    if (key->choice_at) return key->choice_at(index);
+    if (!key->choices) return NULL;
+    for (unsigned i = 0; i < index; i++)
+        if (!key->choices[i]) return NULL;
+    return key->choices[index];
+}
+
+static void *field(vp_recipe *recipe, const vp_recipe_key *key) { return (char *)recipe + key->offset; }
+static const void *const_field(const vp_recipe *recipe, const vp_recipe_key *key) {
+    return (const char *)recipe + key->offset;
+}
+
+void vp_recipe_key_set_integer(vp_recipe *recipe, const vp_recipe_key *key, int64_t value) {
+    if (key->kind == VP_KEY_U64) {
+        uint64_t v = (uint64_t)value;
+        memcpy(field(recipe, key), &v, sizeof v);
+    } else {
+        unsigned v = (unsigned)value;
+        memcpy(field(recipe, key), &v, sizeof v);
+    }
+}
+
+void vp_recipe_key_set_number(vp_recipe *recipe, const vp_recipe_key *key, double value) {
+    memcpy(field(recipe, key), &value, sizeof value);
+}
+
+void vp_recipe_key_set_bool(vp_recipe *recipe, const vp_recipe_key *key, bool value) {
+    if (key->kind == VP_KEY_TRISTATE) {
+        int v = value;
+        memcpy(field(recipe, key), &v, sizeof v);
+    } else {
+        memcpy(field(recipe, key), &value, sizeof value);
+    }
+}
+
+void vp_recipe_key_set_option(vp_recipe *recipe, const vp_recipe_key *key, unsigned index) {
+    if (key->store_option) {
+        key->store_option(recipe, index);
+        return;
+    }
+    int v = (int)index;
+    memcpy(field(recipe, key), &v, sizeof v);
+}
+
+void vp_recipe_key_value(const vp_recipe *r, const vp_recipe_key *key, vp_key_value *out) {
+    memset(out, 0, sizeof *out);
+    if (key->hidden || (key->applies && !key->applies(r))) return; /* VP_VALUE_HIDDEN */
+    if (key->value) {
+        key->value(r, out);
+        return;
+    }
+    const void *p = const_field(r, key);
+    switch (key->kind) {
+    case VP_KEY_UINT: {
+        unsigned v;
+        memcpy(&v, p, sizeof v);
+        set_integer(out, v);
+        break;
+    }
+    case VP_KEY_U64: {
+        uint64_t v;
+        memcpy(&v, p, sizeof v);
+        set_integer(out, (int64_t)v);
+        break;
+    }
+    case VP_KEY_NUMBER:
+        out->kind = VP_VALUE_NUMBER;
+        memcpy(&out->number, p, sizeof out->number);
+        break;
+    case VP_KEY_ELEMENTS: { /* element counts read as whole numbers */
+        double v;
+        memcpy(&v, p, sizeof v);
+        set_integer(out, (int64_t)v);
+        break;
+    }
+    case VP_KEY_BOOL: {
+        bool v;
+        memcpy(&v, p, sizeof v);
+        set_bool(out, v);
+        break;
+    }
+    case VP_KEY_TRISTATE: {
+        int v;
+        memcpy(&v, p, sizeof v);
+        set_bool(out, v > 0);
+        break;
+    }
+    case VP_KEY_OPTION: {
+        int v;
+        memcpy(&v, p, sizeof v);
+        set_string(out, vp_recipe_key_choice(key, (unsigned)v));
+        break;
+    }
+    case VP_KEY_TEXT: break; /* text keys echo through their own value function */
+    }
+}
+
+void vp_recipe_defaults(vp_recipe *recipe) {
+    memset(recipe, 0, sizeof *recipe); /* every key unset, then the defaults */
+    for (unsigned i = 0; i < N_KEYS; i++) {
+        const vp_recipe_key *key = &keys[i];
+        switch (key->kind) {
+        case VP_KEY_UINT:
+        case VP_KEY_U64: vp_recipe_key_set_integer(recipe, key, (int64_t)key->fallback); break;
+        case VP_KEY_NUMBER:
+        case VP_KEY_ELEMENTS: vp_recipe_key_set_number(recipe, key, key->fallback); break;
+        case VP_KEY_BOOL: vp_recipe_key_set_bool(recipe, key, key->fallback != 0); break;
+        case VP_KEY_TRISTATE: {
+            int v = (int)key->fallback;
+            memcpy(field(recipe, key), &v, sizeof v);
+            break;
+        }
+        case VP_KEY_OPTION: vp_recipe_key_set_option(recipe, key, (unsigned)key->fallback); break;
+        case VP_KEY_TEXT: break; /* zero: none, PEFT's targets, an even split */
+        }
+    }
+}
