@@ -32,11 +32,12 @@ svg { max-width: 100%; height: auto; }
 footer { color: #777; font-size: 12px; margin-top: 30px; }
 ]]
 
--- A whole page around `body` (a list of HTML fragments).
+-- A whole page around `body` (a list of HTML fragments), well-formed XML
+-- as well as HTML (every element closed) so that an XML parser checks it.
 function html.page(title, body)
   return table.concat({
-    "<!DOCTYPE html>", '<html lang="en">', "<head>", '<meta charset="utf-8">',
-    '<meta name="viewport" content="width=device-width, initial-scale=1">',
+    "<!DOCTYPE html>", '<html xmlns="http://www.w3.org/1999/xhtml" lang="en">', "<head>", '<meta charset="utf-8"/>',
+    '<meta name="viewport" content="width=device-width, initial-scale=1"/>',
     "<title>" .. escape(title) .. "</title>", "<style>" .. CSS .. "</style>", "</head>", "<body>",
     table.concat(body, "\n"), "</body>", "</html>", "",
   }, "\n")

@@ -49,16 +49,19 @@ end
 -- The keys that tell the lines (or heat maps) apart: the other varied keys,
 -- the model and the GPU, those that take more than one value.
 local function group_keys(rows, varied, drawn)
-  local out = {}
-  local candidates = {}
-  for _, k in ipairs(varied) do candidates[#candidates + 1] = k end
-  candidates[#candidates + 1] = "model.name"
-  candidates[#candidates + 1] = "gpu.short_name"
+  local out, candidates, named = {}, {}, {}
+  for _, k in ipairs(varied) do candidates[#candidates + 1], named[k] = k, true end
+  -- a sweep over `model` or `gpu` names them in its own column already
+  if not named.model then candidates[#candidates + 1] = "model.name" end
+  if not named.gpu then candidates[#candidates + 1] = "gpu.short_name" end
   for _, k in ipairs(candidates) do
     if not drawn[k] and #sweep_plot.values(rows, k) > 1 then out[#out + 1] = k end
   end
   return out
 end
+
+-- Columns whose values say what they are (a100-80gb, Llama-2-7B).
+local names_itself = { model = true, gpu = true, ["model.name"] = true, ["gpu.short_name"] = true }
 
 -- Rows split by their values of `keys`, in the sweep's order, each group
 -- with a label.
@@ -66,7 +69,7 @@ local function groups(rows, keys)
   local out, by = {}, {}
   for _, row in ipairs(rows) do
     local parts = {}
-    for _, k in ipairs(keys) do parts[#parts + 1] = (k == "model.name" or k == "gpu.short_name") and row[k] or (k .. " " .. row[k]) end
+    for _, k in ipairs(keys) do parts[#parts + 1] = names_itself[k] and row[k] or (k .. " " .. row[k]) end
     local label = #parts > 0 and table.concat(parts, ", ") or (row["model.name"] .. " on " .. row["gpu.short_name"])
     if not by[label] then
       by[label] = { label = label, rows = {} }
