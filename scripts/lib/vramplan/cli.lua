@@ -24,13 +24,19 @@ local function command(name)
   end
 end
 
+-- A command's usage lines, each after "vramplan "; a line that starts with
+-- spaces continues the one before it.
+local function usage_lines(cmd, lines)
+  for line in cmd.usage:gmatch("[^\n]+") do
+    local lead = #lines == 0 and "usage: " or "       "
+    lines[#lines + 1] = lead .. (line:match("^%s") and "        " or "vramplan ") .. line
+  end
+  return lines
+end
+
 local function usage()
   local lines = {}
-  for i, name in ipairs(command_names) do
-    for line in command(name).usage:gmatch("[^\n]+") do
-      lines[#lines + 1] = (i == 1 and #lines == 0 and "usage: " or "       ") .. "vramplan " .. line
-    end
-  end
+  for _, name in ipairs(command_names) do usage_lines(command(name), lines) end
   return table.concat(lines, "\n") .. "\n" .. footer
 end
 
@@ -92,8 +98,7 @@ function cli.main(args, home)
   for _, a in ipairs(args) do
     if a == "--help" or a == "-h" then
       local cmd = command(args[1])
-      print(cmd and ("usage: vramplan " .. cmd.usage:gsub("\n", "\n       vramplan ") .. (cmd.help and ("\n\n" .. cmd.help) or ""))
-        or usage())
+      print(cmd and (table.concat(usage_lines(cmd, {}), "\n") .. (cmd.help and ("\n\n" .. cmd.help) or "")) or usage())
       return 0
     end
     if a == "--version" then print("vramplan " .. vramplan.version) return 0 end
