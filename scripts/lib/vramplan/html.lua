@@ -106,7 +106,10 @@ local function recipe_list(recipe)
   table.sort(keys)
   local out = { '<div class="recipe">' }
   for _, k in ipairs(keys) do
-    out[#out + 1] = "<div><span>" .. escape(k) .. "</span> = " .. escape(tostring(recipe[k])) .. "</div>"
+    local v = recipe[k]
+    -- whole numbers as integers (1000000000, not 1000000000.0)
+    if math.type(v) == "float" then v = math.tointeger(v) or string.format("%.6g", v) end
+    out[#out + 1] = "<div><span>" .. escape(k) .. "</span> = " .. escape(tostring(v)) .. "</div>"
   end
   out[#out + 1] = "</div>"
   return table.concat(out, "\n")

@@ -275,6 +275,17 @@ local function legend_items(categories)
   return items
 end
 
+local function phase_items(timeline)
+  local items, seen = {}, {}
+  for _, e in ipairs(timeline) do
+    if not seen[e.phase] then
+      seen[e.phase] = true
+      items[#items + 1] = { label = "phase: " .. e.phase, colour = svg.phases[e.phase] or "#f0f0f0" }
+    end
+  end
+  return items
+end
+
 -- The whole figure for one estimate (ctx as report.human's, its result
 -- carrying the timeline). `standalone` writes an XML document (the --plot
 -- file); otherwise an inline <svg> for the report page.
@@ -312,6 +323,10 @@ function plot.figure(ctx, standalone)
   y = box.y + box.h + 56
   local legend
   legend, y = svg.legend(legend_items(categories), margin_left, y, margin_left + w)
+  out[#out + 1] = legend
+  -- the bands too: a narrow one (recompute between backward's layers) has
+  -- no room for its name
+  legend, y = svg.legend(phase_items(r.timeline), margin_left, y, margin_left + w)
   out[#out + 1] = legend
   if pipeline then
     y = y + 20
