@@ -242,6 +242,16 @@ describe("the drawings refuse bad input in one line", function()
     err = clean_failure("report", "/nonexistent.csv", "--x", "micro_batch", "-o", out)
     assert.truthy(err:find("cannot read /nonexistent.csv", 1, true), err)
     assert.is_nil(io.open(out, "r"), "wrote a page after an error")
+    local no_gpu = helper.write(table.concat({
+      "variant,micro_batch,seq_len,model.name,gpu.short_name,per_gpu.peak_total_bytes,fits,headroom_bytes,error",
+      "1,1,128,M,,100,,,", "2,2,128,M,,200,,,", "" }, "\n"), ".csv")
+    err = clean_failure("report", no_gpu, "--x", "micro_batch", "--y", "seq_len", "-o", out)
+    assert.truthy(err:find("a heat map of the room left needs a GPU", 1, true), err)
+    local _, e, c = helper.run("report", no_gpu, "--x", "micro_batch", "-o", out)
+    assert.are.equal(0, c, e) -- lines need no GPU: no capacity then
+    assert.are.equal(0, #with_class(elements(out), "capacity"))
+    assert.are.equal(2, #with_class(elements(out), "point"))
+    os.remove(out)
     local broken = helper.write('variant,x\n1,"open\n', ".csv")
     err = clean_failure("report", broken, "--x", "x", "-o", out)
     assert.truthy(err:find("a quoted field is not closed", 1, true), err)

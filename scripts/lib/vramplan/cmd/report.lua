@@ -81,11 +81,12 @@ local function groups(rows, keys)
 end
 
 -- Each GPU's capacity: the sweep's gpu.memory_bytes when it has one, else
--- the GPU's description in hardware/.
+-- the GPU's description in hardware/; nil for a sweep without a GPU.
 local function capacity_finder(home)
   local cache = {}
   return function(row)
     local short = row["gpu.short_name"]
+    if short == "" then return nil end
     if not cache[short] then
       local bytes = math.tointeger(tonumber(row["gpu.memory_bytes"] or ""))
       local name = short
@@ -116,7 +117,7 @@ local function line_chart(rows, x, keys, capacity, path)
     for _, row in ipairs(g.rows) do
       points[#points + 1] = { x = row[x], bytes = number(row, "per_gpu.peak_total_bytes", path) }
       local c = capacity(row)
-      if not seen[c.label] then seen[c.label] = true caps[#caps + 1] = c end
+      if c and not seen[c.label] then seen[c.label] = true caps[#caps + 1] = c end
     end
     table.sort(points, function(a, b) return pos[a.x] < pos[b.x] end)
     series[#series + 1] = { label = g.label, points = points }
@@ -131,9 +132,13 @@ local function heat_maps(all_rows, x, y, keys, capacity, path)
     local cells = {}
     for _, row in ipairs(g.rows) do
       cells[row[x]] = cells[row[x]] or {}
-      local cell = { capacity = capacity(row).bytes }
+      local cell = {}
       if row.error ~= "" then cell.error = row.error
-      else cell.headroom, cell.fits = number(row, "headroom_bytes", path), row.fits == "true" end
+      else
+        local c = capacity(row)
+        if not c then error(path .. ": a heat map of the room left needs a GPU (gpu.short_name is empty)", 0) end
+        cell.capacity, cell.headroom, cell.fits = c.bytes, number(row, "headroom_bytes", path), row.fits == "true"
+      end
       cells[row[x]][row[y]] = cell
     end
     figures[#figures + 1] = sweep_plot.heat("Room left per GPU: " .. g.label, x, y, xs, ys, cells)
