@@ -20,7 +20,7 @@ PIC_OBJ     := $(CORE:%=build/pic/%.o) $(BINDING:%=build/pic/%.o)
 SAN_OBJ     := $(CORE:%=build/san/%.o)
 C_TESTS     := $(patsubst tests/c/%.c,build/tests/%,$(wildcard tests/c/test_*.c))
 
-.PHONY: all run test test-c test-lua test-torch install clean bench
+.PHONY: all run test test-c test-lua test-torch install clean bench docs-png
 all: build/vramplan build/vramplan.so
 
 build/obj/%.o: engine/%.c | build/obj
@@ -67,6 +67,15 @@ test-lua: all
 
 test-torch: all build/libmemcount.so
 	/usr/bin/python3 tests/torch/compare.py
+
+# docs/example.png, the README's picture: make run's example drawn with
+# --plot, photographed by headless Chromium at the figure's own size
+EXAMPLE := models/llama2-7b.lua --recipe scripts/recipes/full-bf16-adamw.lua --gpu a100-80gb
+docs-png: all
+	./build/vramplan estimate $(EXAMPLE) --plot build/example.svg >/dev/null
+	chromium --headless --no-sandbox --disable-gpu --hide-scrollbars --user-data-dir=build/chromium-profile \
+	    --window-size=$$(sed -n 's/^<svg[^>]* height="\([0-9]*\)".* width="\([0-9]*\)".*/\2,\1/p' build/example.svg) \
+	    --screenshot=docs/example.png file://$(CURDIR)/build/example.svg 2>/dev/null
 
 bench: all
 	lua5.4 bench/estimate.lua

@@ -159,10 +159,15 @@ void vp_ledger_release_many(vp_ledger *ledger, vp_category c, uint64_t raw, uint
 
 void vp_ledger_move(vp_ledger *ledger, vp_category from, vp_category to, uint64_t bytes) {
     if (bytes == 0 || from == to) return;
+    /* on the timeline as a release and an allocation (each event's live is
+     * the total after it), so that the events' categories add up to the
+     * breakdown; the dip between them is no peak to track */
     meter_sub(ledger, &ledger->raw, from, bytes);
-    meter_add(ledger, &ledger->raw, to, bytes);
     meter_sub(ledger, &ledger->rounded, from, vp_round_block(bytes));
+    log_event(ledger, from, -(int64_t)vp_round_block(bytes), -(int64_t)bytes, "AccumulateGrad", 1);
+    meter_add(ledger, &ledger->raw, to, bytes);
     meter_add(ledger, &ledger->rounded, to, vp_round_block(bytes));
+    log_event(ledger, to, (int64_t)vp_round_block(bytes), (int64_t)bytes, "AccumulateGrad", 1);
 }
 
 void vp_ledger_begin_segment(vp_ledger *ledger) {

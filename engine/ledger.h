@@ -92,7 +92,8 @@ void vp_ledger_release(vp_ledger *ledger, vp_category category, uint64_t bytes, 
 void vp_ledger_alloc_many(vp_ledger *ledger, vp_category category, uint64_t raw, uint64_t rounded, const char *op);
 void vp_ledger_release_many(vp_ledger *ledger, vp_category category, uint64_t raw, uint64_t rounded, const char *op);
 /* Move live bytes from one category to another (a gradient that becomes a
- * parameter's .grad keeps its storage). */
+ * parameter's .grad keeps its storage); the timeline logs it as a release
+ * and an allocation under the op "AccumulateGrad". */
 void vp_ledger_move(vp_ledger *ledger, vp_category from, vp_category to, uint64_t bytes);
 
 /* Everything between begin and repeat happened `times` times in a row, each

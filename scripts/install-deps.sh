@@ -1,10 +1,11 @@
 #!/bin/sh
 # Install the Debian packages vramplan needs, only those that are missing.
 #   install-deps.sh run   — building and running: C toolchain, Lua 5.4, LuaFileSystem, dkjson
-#   install-deps.sh test  — the above plus busted and Debian's PyTorch for the test suite
+#   install-deps.sh test  — the above plus busted, Debian's PyTorch and Chromium (which renders the
+#                           HTML report headless) for the test suite
 set -e
 need="gcc make pkg-config liblua5.4-dev lua5.4 lua-filesystem lua-dkjson"
-[ "$1" = test ] && need="$need lua-busted python3-torch"
+[ "$1" = test ] && need="$need lua-busted python3-torch chromium"
 missing=""
 for p in $need; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing="$missing $p"

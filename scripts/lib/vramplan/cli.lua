@@ -6,8 +6,9 @@ local vramplan = require("vramplan")
 local cli = {}
 
 -- The commands, in the order the usage lists them: each module returns
--- { usage = "...", flags = { name = kind, ... }, run = function(opts, home) }.
-local command_names = { "estimate", "fit", "advise", "plan", "list", "keys" }
+-- { usage = "...", flags = { name = kind, ... }, short = { letter = name }?,
+-- run = function(opts, home) }.
+local command_names = { "estimate", "fit", "advise", "plan", "report", "list", "keys" }
 
 local footer = [[
        vramplan --version
@@ -23,13 +24,19 @@ local function command(name)
   end
 end
 
+-- A command's usage lines, each after "vramplan "; a line that starts with
+-- spaces continues the one before it.
+local function usage_lines(cmd, lines)
+  for line in cmd.usage:gmatch("[^\n]+") do
+    local lead = #lines == 0 and "usage: " or "       "
+    lines[#lines + 1] = lead .. (line:match("^%s") and "        " or "vramplan ") .. line
+  end
+  return lines
+end
+
 local function usage()
   local lines = {}
-  for i, name in ipairs(command_names) do
-    for line in command(name).usage:gmatch("[^\n]+") do
-      lines[#lines + 1] = (i == 1 and #lines == 0 and "usage: " or "       ") .. "vramplan " .. line
-    end
-  end
+  for _, name in ipairs(command_names) do usage_lines(command(name), lines) end
   return table.concat(lines, "\n") .. "\n" .. footer
 end
 
@@ -40,8 +47,9 @@ cli.fail_usage = fail_usage
 
 -- Flag kinds: "flag" (a boolean), "value" (the next argument), "list" (the
 -- next argument, repeatable: a list of values), "set" (KEY=VALUE,
--- repeatable: a list of { key, value, origin }).
-local function parse(args, flags)
+-- repeatable: a list of { key, value, origin }). `short` maps a one-letter
+-- flag (-o) to the long name it stands for (--out).
+local function parse(args, flags, short)
   local opts = { sets = {}, positional = {} }
   local i = 1
   local function value(flag)
@@ -51,7 +59,7 @@ local function parse(args, flags)
   end
   while i <= #args do
     local a = args[i]
-    local name = a:match("^%-%-([%w%-]+)$")
+    local name = a:match("^%-%-([%w%-]+)$") or short and short[a:match("^%-(%a)$") or ""]
     local kind = name and flags[name]
     if kind == "flag" then opts[name:gsub("%-", "_")] = true
     elseif kind == "value" then opts[name:gsub("%-", "_")] = value(a)
@@ -64,7 +72,7 @@ local function parse(args, flags)
       local k, v = kv:match("^([%w_]+)=(.*)$")
       if not k then fail_usage(a .. " takes KEY=VALUE (got '" .. kv .. "')") end
       opts.sets[#opts.sets + 1] = { k, v, a .. " " .. kv }
-    elseif a:sub(1, 2) == "--" then fail_usage("unknown option " .. a)
+    elseif a:sub(1, 2) == "--" or a:match("^%-%a$") then fail_usage("unknown option " .. a)
     else opts.positional[#opts.positional + 1] = a end
     i = i + 1
   end
@@ -82,7 +90,7 @@ function cli.run(args, home)
     fail_usage("unknown command " .. name)
   end
   local rest = table.move(args, 2, #args, 1, {})
-  return cmd.run(parse(rest, cmd.flags), home)
+  return cmd.run(parse(rest, cmd.flags, cmd.short), home)
 end
 
 -- Returns the exit status: 0, 1 for bad input, 2 for bad usage.
@@ -90,8 +98,7 @@ function cli.main(args, home)
   for _, a in ipairs(args) do
     if a == "--help" or a == "-h" then
       local cmd = command(args[1])
-      print(cmd and ("usage: vramplan " .. cmd.usage:gsub("\n", "\n       vramplan ") .. (cmd.help and ("\n\n" .. cmd.help) or ""))
-        or usage())
+      print(cmd and (table.concat(usage_lines(cmd, {}), "\n") .. (cmd.help and ("\n\n" .. cmd.help) or "")) or usage())
       return 0
     end
     if a == "--version" then print("vramplan " .. vramplan.version) return 0 end

@@ -144,7 +144,9 @@ function report.timeline(r)
   end
   local setup, setup_order = {}, {}
   for _, e in ipairs(r.timeline or {}) do
-    if e.phase == "setup" then
+    -- a gradient moved into .grad changes no total: not a line of its own
+    if e.op == "AccumulateGrad" then
+    elseif e.phase == "setup" then
       if not setup[e.category] then setup_order[#setup_order + 1] = e.category end
       setup[e.category] = (setup[e.category] or 0) + e.delta
       live = e.live

@@ -1,19 +1,36 @@
--- vramplan estimate: one recipe's memory on one GPU, as text or JSON.
+-- vramplan estimate: one recipe's memory on one GPU, as text or JSON, and
+-- drawn (--plot FILE.svg, --report FILE.html).
+local files = require("vramplan.files")
 local job = require("vramplan.job")
 local report = require("vramplan.report")
 
 local estimate = {
-  usage = "estimate MODEL [--recipe FILE] [--set KEY=VALUE]... [--gpu NAME] [--json] [--timeline]",
-  flags = { recipe = "value", gpu = "value", set = "set", json = "flag", timeline = "flag" },
+  usage = "estimate MODEL [--recipe FILE] [--set KEY=VALUE]... [--gpu NAME] [--json] [--timeline]\n" ..
+    "    [--plot FILE.svg] [--report FILE.html]",
+  flags = { recipe = "value", gpu = "value", set = "set", json = "flag", timeline = "flag", plot = "value",
+            report = "value" },
 }
+
+-- The drawings the user asked for, each written to the file named.
+local function draw(ctx, opts)
+  local plot = require("vramplan.plot")
+  if opts.plot then files.write(opts.plot, plot.figure(ctx, true)) end
+  if opts.report then files.write(opts.report, require("vramplan.html").estimate(ctx, plot.figure(ctx, false))) end
+end
 
 function estimate.run(opts, home)
   if not opts.target then require("vramplan.cli").fail_usage("estimate needs a MODEL") end
   if opts.positional[2] then require("vramplan.cli").fail_usage("unexpected argument " .. opts.positional[2]) end
   local j = job.load(home, opts)
-  -- the timeline shows every layer: no folding of identical layers then
-  local result = job.estimate(j, nil, { timeline = opts.timeline })
+  -- the timeline (printed or drawn) shows every layer: no folding of
+  -- identical layers then
+  local drawn = opts.plot or opts.report
+  local result = job.estimate(j, nil, { timeline = opts.timeline or drawn ~= nil })
   local ctx = job.context(j, result)
+  if drawn then
+    draw(ctx, opts)
+    if not opts.timeline then result.timeline = nil end -- asked for to draw, not to print
+  end
   if opts.json then
     print(report.json(ctx))
   else
