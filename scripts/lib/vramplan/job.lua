@@ -11,6 +11,8 @@ local schema = require("vramplan.schema")
 
 local job = {}
 
+local DEFAULT_SEQ_LEN = 2048 -- the core's (engine/recipe.c)
+
 -- Splits --set KEY=VALUE pairs between the model's fields and recipe keys.
 local function split_sets(description, sets, keys, origins)
   local overrides, override_origins = {}, {}
@@ -39,9 +41,16 @@ function job.load(home, spec)
   if not spec.target then error("no MODEL given", 0) end
   local description = models.describe(home, spec.target)
   local keys, origins = {}, {}
-  if spec.recipe then keys, origins = recipes.load(spec.recipe) end
+  if spec.recipe then keys, origins = recipes.load(recipes.find(home, spec.recipe)) end
   local overrides, override_origins = split_sets(description, spec.sets or {}, keys, origins)
   local model, config = arch.build(description, overrides, override_origins)
+  -- the core's seq_len default (2048) is longer than a learned position
+  -- table of 1024 (GPT-2) or 512 (BERT): a recipe that names no seq_len
+  -- gets the model's own limit then
+  local limit = math.tointeger(config.max_positions)
+  if keys.seq_len == nil and limit and limit < DEFAULT_SEQ_LEN then
+    keys.seq_len, origins.seq_len = limit, description.source .. ": max_positions"
+  end
   recipes.over_checkpoint(keys, origins, description.quantization)
   recipes.check(keys, origins)
   local gpu = spec.gpu and hardware.gpu(home, spec.gpu) or nil
