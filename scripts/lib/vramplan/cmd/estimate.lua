@@ -3,8 +3,8 @@ local job = require("vramplan.job")
 local report = require("vramplan.report")
 
 local estimate = {
-  usage = "estimate MODEL [--recipe FILE] [--set KEY=VALUE]... [--gpu NAME] [--json] [--timeline]",
-  flags = { recipe = "value", gpu = "value", set = "set", json = "flag", timeline = "flag" },
+  usage = "estimate MODEL [--recipe FILE|NAME] [--set KEY=VALUE]... [--gpu GPU|NODE|INSTANCE] [--gpus N] [--json] [--timeline]",
+  flags = { recipe = "value", gpu = "value", gpus = "value", set = "set", json = "flag", timeline = "flag" },
 }
 
 function estimate.run(opts, home)
