@@ -13,19 +13,23 @@ local GiB = 1024 ^ 3
 
 local function number(v, fmt) return (v and v > 0) and string.format(fmt or "%g", v) or "-" end
 
--- Rows of strings under a header, each column as wide as its widest cell.
+-- Rows of strings under a header, each column as wide as its widest cell;
+-- a column of figures (numbers or "-") is aligned right, header included.
 local function table_text(header, rows)
-  local widths = {}
-  for _, row in ipairs({ header, table.unpack(rows) }) do
-    for i, cell in ipairs(row) do widths[i] = math.max(widths[i] or 0, #cell) end
+  local widths, figures = {}, {}
+  for i in ipairs(header) do figures[i] = true end
+  for r, row in ipairs({ header, table.unpack(rows) }) do
+    for i, cell in ipairs(row) do
+      widths[i] = math.max(widths[i] or 0, #cell)
+      if r > 1 and not cell:match("^[%d.%-]+$") then figures[i] = false end
+    end
   end
   local out = {}
   for _, row in ipairs({ header, table.unpack(rows) }) do
     local cells = {}
     for i, cell in ipairs(row) do
-      -- figures right, words left
       local pad = string.rep(" ", widths[i] - #cell)
-      cells[i] = cell:match("^[%d.,%-]+$") and (pad .. cell) or (cell .. pad)
+      cells[i] = figures[i] and (pad .. cell) or (cell .. pad)
     end
     out[#out + 1] = (table.concat(cells, "  "):gsub("%s+$", ""))
   end
