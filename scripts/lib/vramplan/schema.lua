@@ -41,12 +41,11 @@ function schema.suggest_names(word, names)
     local close = suggest(word:lower(), names)
     if close then found[1] = close end
   end
-  -- where the word starts, then the shorter name (the GPU before the nodes
-  -- named after it), then alphabetical
+  -- where the word starts, then alphabetical (rtx4090 before the nodes
+  -- named after it, h100-80gb before h100-nvl)
   local function rank(name) return plain(name):find(w, 1, true) or 0 end
   table.sort(found, function(a, b)
     if rank(a) ~= rank(b) then return rank(a) < rank(b) end
-    if #a ~= #b then return #a < #b end
     return a < b
   end)
   return table.move(found, 1, math.min(#found, 4), 1, {})
@@ -157,7 +156,7 @@ function schema.resolve(s, values, origins, where)
     end
     local field = s.fields[name]
     if not field then
-      local guess = suggest(name, s.order)
+      local guess = suggest(name, s.order) or schema.suggest_names(name, s.order)[1]
       error(string.format("%s: unknown field '%s' in %s%s", origins[name] or where, name, s.title,
         guess and (" (did you mean '" .. guess .. "'?)") or ""), 0)
     end
