@@ -15,7 +15,8 @@ local footer = [[
 MODEL is a model script, a name in models/ (llama2-7b, gpt2, ...) or a Hugging
 Face config.json (one saved with a bitsandbytes quantization_config makes
 the recipe QLoRA over that format). --set sets a recipe key (micro_batch=4)
-or a model field (hidden=1024); it may be repeated.]]
+or a model field (hidden=1024); it may be repeated. --gpu names a GPU, a node
+or a cloud instance (vramplan hardware lists them); --gpus N sets dp.]]
 
 local function command(name)
   for _, n in ipairs(command_names) do
