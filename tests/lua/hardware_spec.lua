@@ -297,7 +297,8 @@ describe("issue 19's small items", function()
     -- a model with a longer limit keeps 2048, a seq_len given is kept
     assert.are.equal(2048, helper.estimate("llama2-7b").recipe.seq_len)
     assert.are.equal(256, helper.estimate("gpt2", "--set", "seq_len=256").recipe.seq_len)
-    assert.truthy(helper.fails("gpt2", "--set", "seq_len=2048"):find("longer than the model's learned position", 1, true))
+    assert.truthy(helper.fails("gpt2", "--set", "seq_len=2048")
+      :find("longer than the model's learned position", 1, true))
   end)
 
   it("imports GPT-NeoX-20B's own config.json (gelu_fast)", function()
@@ -306,10 +307,15 @@ describe("issue 19's small items", function()
     assert.is_true(r.model.params > 20e9 and r.model.params < 21e9, tostring(r.model.params))
   end)
 
-  -- A two-layer GPT-NeoX with hidden_act `act`: its activations at the end of forward.
-  local function activations(act)
-    local p = helper.write('{"model_type": "gpt_neox", "hidden_size": 64, "num_hidden_layers": 2, ' ..
+  -- A two-layer GPT-NeoX config.json with hidden_act `act`.
+  local function tiny_neox(act)
+    return helper.write('{"model_type": "gpt_neox", "hidden_size": 64, "num_hidden_layers": 2, ' ..
       '"num_attention_heads": 4, "intermediate_size": 256, "vocab_size": 100, "hidden_act": "' .. act .. '"}', ".json")
+  end
+
+  -- Its activations at the end of forward.
+  local function activations(act)
+    local p = tiny_neox(act)
     return helper.estimate(p, "--set", "seq_len=128", "--set", "precision=mixed-bf16").per_gpu.activations_bytes
   end
 
@@ -335,9 +341,7 @@ describe("issue 19's small items", function()
 
   it("refuses an activation whose memory the core cannot count, naming the key", function()
     for _, act in ipairs({ "gelu_10", "gelu_python", "linear", "prelu" }) do
-      local p = helper.write('{"model_type": "gpt_neox", "hidden_size": 64, "num_hidden_layers": 2, ' ..
-        '"num_attention_heads": 4, "intermediate_size": 256, "vocab_size": 100, "hidden_act": "' .. act .. '"}', ".json")
-      assert.truthy(helper.fails(p):find(": hidden_act: " .. act .. ": ", 1, true), act)
+      assert.truthy(helper.fails(tiny_neox(act)):find(": hidden_act: " .. act .. ": ", 1, true), act)
     end
   end)
 end)

@@ -83,7 +83,9 @@ function hardware.list(home, kind) return names_of(home, kind or "gpu") end
 
 local function load(path, kind)
   local v = sandbox.run(path, hardware_env())
-  if type(v) ~= "table" or v.kind ~= kind then error(path .. ": a " .. kind .. " file must return " .. kind .. " { ... }", 0) end
+  if type(v) ~= "table" or v.kind ~= kind then
+    error(path .. ": a " .. kind .. " file must return " .. kind .. " { ... }", 0)
+  end
   v.short_name = path:match("([^/]+)%.lua$")
   if kind == "gpu" then v.memory_bytes = math.floor(v.memory_mib * 1024 * 1024) end
   return v
@@ -166,8 +168,17 @@ local function with_gpu(home, v)
   return v
 end
 
-function hardware.node(home, spec) return with_gpu(home, assert(find(home, "node", spec))) end
-function hardware.instance(home, spec) return with_gpu(home, assert(find(home, "instance", spec))) end
+local function named(home, kind, spec)
+  local v = find(home, kind, spec)
+  if not v then
+    local guesses = schema.suggest_names(spec, names_of(home, kind))
+    error(string.format("no %s '%s'%s", kind, spec, schema.did_you_mean(guesses)), 0)
+  end
+  return with_gpu(home, v)
+end
+
+function hardware.node(home, spec) return named(home, "node", spec) end
+function hardware.instance(home, spec) return named(home, "instance", spec) end
 
 -- What --gpu names: a GPU, a node or an instance (a file path or a name).
 -- Returns { gpu = the GPU, host = the node or instance or nil }.

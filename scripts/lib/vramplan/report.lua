@@ -260,11 +260,11 @@ function report.object(ctx)
     gpu = ctx.gpu and { name = ctx.gpu.name, short_name = ctx.gpu.short_name, memory_bytes = ctx.gpu.memory_bytes }
       or json.null,
     -- the node or instance --gpu named, if it named one
-    node = ctx.host and { kind = ctx.host.kind, name = ctx.host.name, short_name = ctx.host.short_name,
-                          gpus = ctx.host.gpus,
-                          cpu_ram_bytes = ctx.host.cpu_ram_gib > 0 and math.floor(ctx.host.cpu_ram_gib * GiB) or json.null,
-                          price_per_hour = (ctx.host.price_per_hour or 0) > 0 and ctx.host.price_per_hour or nil }
-      or nil,
+    node = ctx.host and {
+      kind = ctx.host.kind, name = ctx.host.name, short_name = ctx.host.short_name, gpus = ctx.host.gpus,
+      cpu_ram_bytes = ctx.host.cpu_ram_gib > 0 and math.floor(ctx.host.cpu_ram_gib * GiB) or json.null,
+      price_per_hour = (ctx.host.price_per_hour or 0) > 0 and ctx.host.price_per_hour or nil,
+    } or nil,
     fits = r.fits == nil and json.null or r.fits,
     headroom_bytes = r.headroom_bytes == nil and json.null or r.headroom_bytes,
   }

@@ -3,7 +3,8 @@ local job = require("vramplan.job")
 local report = require("vramplan.report")
 
 local estimate = {
-  usage = "estimate MODEL [--recipe FILE|NAME] [--set KEY=VALUE]... [--gpu GPU|NODE|INSTANCE] [--gpus N] [--json] [--timeline]",
+  usage = "estimate MODEL [--recipe FILE|NAME] [--set KEY=VALUE]... [--gpu GPU|NODE|INSTANCE] [--gpus N] [--json]"
+    .. " [--timeline]",
   flags = { recipe = "value", gpu = "value", gpus = "value", set = "set", json = "flag", timeline = "flag" },
 }
 

@@ -56,7 +56,8 @@ local function nodes(home)
   local rows = {}
   for _, n in ipairs(hardware.list(home, "node")) do
     local v = hardware.node(home, n)
-    rows[#rows + 1] = { n, v.name, v.gpus .. " x " .. v.gpu, string.format("%.0f", v.gpus * v.gpu_spec.memory_bytes / GiB),
+    local gpu_gib = string.format("%.0f", v.gpus * v.gpu_spec.memory_bytes / GiB)
+    rows[#rows + 1] = { n, v.name, v.gpus .. " x " .. v.gpu, gpu_gib,
       number(v.cpu_ram_gib), number(v.nvme_tb), v.gpu_link ~= "" and v.gpu_link or "-", number(v.gpu_link_gbps),
       number(v.network_gbit_per_s) }
   end
@@ -73,8 +74,8 @@ local function instances(home)
       number(v.price_per_hour, "%.2f"), per_gpu, number(v.spot_price_per_hour, "%.2f"),
       v.region ~= "" and v.region or "-", v.price_date ~= "" and v.price_date or "-" }
   end
-  return table_text({ "instance", "provider", "GPUs", "CPU GiB", "network Gbit/s", "$/hour", "$/GPU-hour", "spot $/hour",
-    "region", "price date" }, rows)
+  return table_text({ "instance", "provider", "GPUs", "CPU GiB", "network Gbit/s", "$/hour", "$/GPU-hour",
+    "spot $/hour", "region", "price date" }, rows)
 end
 
 local listings = { gpus = gpus, nodes = nodes, instances = instances }
