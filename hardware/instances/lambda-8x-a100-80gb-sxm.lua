@@ -4,12 +4,12 @@ return instance {
   provider = "Lambda",
   gpu = "a100-80gb",
   gpus = 8,
-  cpu_ram_gib = 1800,                 -- Lambda pricing page instance table (1800 GiB RAM, 19.5 TiB SSD); no network figure between instances
+  cpu_ram_gib = 1800,                 -- 1800 GiB (skypilot-org/skypilot-catalog catalogs/v8/lambda/vms.csv); 19.5 TiB SSD (Lambda pricing page); no network figure between instances
   nvme_tb = 19.5,                     -- local NVMe / SSD, as above
   gpu_link = "NVLink 3 (NVSwitch)",
-  price_per_hour = 14.32,             -- on-demand USD: $1.79 per GPU-hour as Lambda published it in 2024; not re-read for this commit
+  price_per_hour = 22.32,             -- on-demand USD: skypilot-org/skypilot-catalog catalogs/v8/lambda/vms.csv (gpu_8x_a100_80gb_sxm4, us-east-1), the same scrape as the 8x H100 price
   -- spot_price_per_hour: spot / preemptible prices change hourly; none recorded
-  region = "us (on-demand cloud)",
-  price_date = "2024",
+  region = "us-east-1",
+  price_date = "2026-09",
   source = "https://lambda.ai/pricing",
 }

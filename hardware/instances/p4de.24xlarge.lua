@@ -8,9 +8,9 @@ return instance {
   network_gbit_per_s = 400,           -- as above
   nvme_tb = 8,                        -- local NVMe / SSD, as above
   gpu_link = "NVLink 3 (NVSwitch)",
-  price_per_hour = 40.9657,           -- on-demand USD: AWS cut P4d, P4de and P5 on-demand prices in June 2025 (up to 45% for P5; usage.ai, 'LLM Cost Optimization on AWS', 2026-06): this is the list price before that cut, the last one this commit could attribute
+  price_per_hour = 27.44705,          -- on-demand USD: datareceipts/data-receipts 109-gpu-pricing/hyperscalers.json, retrieved 2026-11-09 (a scrape of the providers' list prices); AWS cut P4 and P5 on-demand prices in June 2025 (the list before was 32.7726, 40.9657 and 98.32)
   -- spot_price_per_hour: spot / preemptible prices change hourly; none recorded
   region = "us-east-1",
-  price_date = "2025-05",
+  price_date = "2026-11",
   source = "https://aws.amazon.com/ec2/pricing/on-demand/",
 }

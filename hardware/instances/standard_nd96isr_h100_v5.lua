@@ -7,9 +7,9 @@ return instance {
   cpu_ram_gib = 1900,                 -- Microsoft Learn, 'ND H100 v5-series' (1900 GiB memory, 8x 400 Gb/s NDR InfiniBand)
   network_gbit_per_s = 3200,          -- as above
   gpu_link = "NVLink 4 (NVSwitch)",
-  price_per_hour = 98.32,             -- on-demand USD: the East US pay-as-you-go Linux price as published in 2024; not re-read for this commit
+  price_per_hour = 98.32,             -- on-demand USD: 8 x $12.29 per GPU-hour (Azure's H100 SXM) in datareceipts/data-receipts 109-gpu-pricing/compare.json, retrieved 2026-11-09
   -- spot_price_per_hour: spot / preemptible prices change hourly; none recorded
   region = "eastus",
-  price_date = "2024",
+  price_date = "2026-11",
   source = "https://azure.microsoft.com/pricing/details/virtual-machines/linux/",
 }
