@@ -81,13 +81,15 @@ local function names_of(home, kind) return files.script_names(home .. "/hardware
 
 function hardware.list(home, kind) return names_of(home, kind or "gpu") end
 
+-- A hardware file: gpu { }, node { } or instance { } (`kind`, or any when nil).
 local function load(path, kind)
   local v = sandbox.run(path, hardware_env())
-  if type(v) ~= "table" or v.kind ~= kind then
-    error(path .. ": a " .. kind .. " file must return " .. kind .. " { ... }", 0)
+  if type(v) ~= "table" or not kinds[v.kind] or (kind and v.kind ~= kind) then
+    error(path .. ": a " .. (kind or "hardware") .. " file must return " ..
+      (kind and (kind .. " { ... }") or "gpu { ... }, node { ... } or instance { ... }"), 0)
   end
   v.short_name = path:match("([^/]+)%.lua$")
-  if kind == "gpu" then v.memory_bytes = math.floor(v.memory_mib * 1024 * 1024) end
+  if v.kind == "gpu" then v.memory_bytes = math.floor(v.memory_mib * 1024 * 1024) end
   return v
 end
 
@@ -184,15 +186,8 @@ function hardware.instance(home, spec) return named(home, "instance", spec) end
 -- Returns { gpu = the GPU, host = the node or instance or nil }.
 function hardware.resolve(home, spec)
   if files.is_file(spec) then
-    local v = sandbox.run(spec, hardware_env())
-    if type(v) ~= "table" or not kinds[v.kind] then
-      error(spec .. ": a hardware file must return gpu { ... }, node { ... } or instance { ... }", 0)
-    end
-    v.short_name = spec:match("([^/]+)%.lua$")
-    if v.kind == "gpu" then
-      v.memory_bytes = math.floor(v.memory_mib * 1024 * 1024)
-      return { gpu = v }
-    end
+    local v = load(spec)
+    if v.kind == "gpu" then return { gpu = v } end
     with_gpu(home, v)
     return { gpu = v.gpu_spec, host = v }
   end
