@@ -16,9 +16,10 @@ enum {
     MLP_FIELDS
 };
 
-enum { ACT_GELU, ACT_GELU_TANH, ACT_GELU_NEW, ACT_RELU, ACT_SILU, ACT_BLOOM_GELU };
+enum { ACT_GELU, ACT_GELU_TANH, ACT_GELU_NEW, ACT_RELU, ACT_SILU, ACT_BLOOM_GELU, ACT_GELU_FAST, ACT_QUICK_GELU,
+       ACT_RELU2 };
 static const char *const activation_names[] = {"gelu", "gelu_pytorch_tanh", "gelu_new", "relu", "silu", "bloom_gelu",
-                                               NULL};
+                                               "gelu_fast", "quick_gelu", "relu2", NULL};
 
 enum { NAMES_AUTO, NAMES_BLOOM, NAMES_T5, NAMES_PHI3, NAMES_PHI, NAMES_BERT };
 static const char *const module_name_sets[] = {"auto", "bloom", "t5", "phi3", "phi", "bert", NULL};
@@ -123,6 +124,65 @@ static vp_t gelu_new(vp_step *step, vp_t x) {
     return y;
 }
 
+/* HF's FastGELUActivation (gelu_fast, GPT-NeoX-20B's config):
+ *   0.5 * input * (1.0 + torch.tanh(input * 0.7978845608 * (1.0 + 0.044715 * input * input)))
+ * evaluated left to right. Unlike gelu_new there is no pow, so nothing runs
+ * in fp32 under autocast; but three tensor-by-tensor multiplies each keep
+ * both operands: 0.044715 * input (with input), input * 0.7978845608 with
+ * 1 + 0.044715 * input^2, and 0.5 * input with 1 + tanh; tanh keeps its
+ * output. Six input-sized tensors besides the input. */
+static vp_t gelu_fast(vp_step *step, vp_t x) {
+    vp_sim *sim = &step->sim;
+    uint64_t n = vp_at(sim, x)->numel;
+    vp_dtype dt = (vp_dtype)vp_at(sim, x)->dtype;
+    vp_t half = vp_scale(sim, x, "mlp.gelu_fast.mul");
+    vp_t scaled = vp_scale(sim, x, "mlp.gelu_fast.mul");
+    vp_t small = vp_scale(sim, x, "mlp.gelu_fast.mul");
+    vp_t square = vp_mul(sim, small, x, n, "mlp.gelu_fast.mul");
+    vp_drop(sim, small);
+    vp_t one_plus_square = vp_shift(sim, square, dt, n, "mlp.gelu_fast.add");
+    vp_drop(sim, square);
+    vp_t inner = vp_mul(sim, scaled, one_plus_square, n, "mlp.gelu_fast.mul");
+    vp_drop(sim, scaled);
+    vp_drop(sim, one_plus_square);
+    vp_t t = vp_unary(sim, inner, VP_SAVES_OUTPUT, 0, dt, "mlp.gelu_fast.tanh");
+    vp_drop(sim, inner);
+    vp_t one_plus = vp_shift(sim, t, dt, n, "mlp.gelu_fast.add");
+    vp_drop(sim, t);
+    vp_t y = vp_mul(sim, half, one_plus, n, "mlp.gelu_fast.mul");
+    vp_drop(sim, half);
+    vp_drop(sim, one_plus);
+    return y;
+}
+
+/* HF's QuickGELUActivation (quick_gelu, CLIP's): input * torch.sigmoid(1.702
+ * * input). The scaled copy is freed once sigmoid has run; sigmoid keeps its
+ * output and the product keeps both operands: the input and the sigmoid. */
+static vp_t quick_gelu(vp_step *step, vp_t x) {
+    vp_sim *sim = &step->sim;
+    uint64_t n = vp_at(sim, x)->numel;
+    vp_dtype dt = (vp_dtype)vp_at(sim, x)->dtype;
+    vp_t scaled = vp_scale(sim, x, "mlp.quick_gelu.mul");
+    vp_t sig = vp_unary(sim, scaled, VP_SAVES_OUTPUT, 0, dt, "mlp.quick_gelu.sigmoid");
+    vp_drop(sim, scaled);
+    vp_t y = vp_mul(sim, x, sig, n, "mlp.quick_gelu.mul");
+    vp_drop(sim, sig);
+    return y;
+}
+
+/* HF's ReLUSquaredActivation (relu2): torch.square(relu(input)). relu keeps
+ * its output; square is pow(x, 2), on autocast's fp32 list like gelu_new's
+ * pow, and keeps its (upcast) input. */
+static vp_t relu2(vp_step *step, vp_t x) {
+    vp_sim *sim = &step->sim;
+    vp_t r = vp_unary(sim, x, VP_SAVES_OUTPUT, 0, (vp_dtype)vp_at(sim, x)->dtype, "mlp.relu2.relu");
+    vp_t ra = vp_autocast_fp32(step, r, "mlp.relu2.square");
+    vp_drop(sim, r);
+    vp_t y = vp_unary(sim, ra, VP_SAVES_INPUT, 2, (vp_dtype)vp_at(sim, ra)->dtype, "mlp.relu2.square");
+    vp_drop(sim, ra);
+    return y;
+}
+
 /* BLOOM's GeLUFunction (modeling_bloom.py): an autograd.Function that
  * saves its input and computes
  *   x * 0.5 * (1.0 + torch.tanh(0.79788456 * x * (1 + 0.044715 * x * x)))
@@ -152,6 +212,9 @@ static vp_t activate(vp_step *step, unsigned kind, vp_t x) {
     switch (kind) {
     case ACT_GELU_NEW: return gelu_new(step, x);
     case ACT_BLOOM_GELU: return bloom_gelu(step, x);
+    case ACT_GELU_FAST: return gelu_fast(step, x);
+    case ACT_QUICK_GELU: return quick_gelu(step, x);
+    case ACT_RELU2: return relu2(step, x);
     case ACT_RELU: return vp_unary(sim, x, VP_SAVES_OUTPUT, 0, dt, "mlp.relu");
     case ACT_SILU: return vp_unary(sim, x, VP_SAVES_INPUT, 0, dt, "mlp.silu");
     case ACT_GELU_TANH: return vp_unary(sim, x, VP_SAVES_INPUT, 0, dt, "mlp.gelu_tanh");

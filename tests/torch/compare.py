@@ -335,6 +335,10 @@ CASES = [
      recipe("amp-bf16", optimizer="none", s=256)),
     # parallel attention and MLP: GPT-NeoX (Pythia) and Phi-2
     ("neox fp32", neox(), recipe()),
+    # transformers' other activations (GPT-NeoX-20B's config names gelu_fast)
+    ("neox gelu_fast amp-bf16", dict(neox(), hidden_act="gelu_fast"), recipe("amp-bf16")),
+    ("neox quick_gelu fp32", dict(neox(), hidden_act="quick_gelu"), recipe()),
+    ("neox relu2 amp-bf16", dict(neox(), hidden_act="relu2"), recipe("amp-bf16")),
     ("neox amp-bf16 checkpointed", neox(layers=3), recipe("amp-bf16", ckpt="full")),
     ("neox bf16 sequential residual full rotary", neox(parallel=False, pct=1.0), recipe("bf16")),
     ("neox amp-bf16 dropout", neox(dropout=0.1), recipe("amp-bf16")),

@@ -604,9 +604,31 @@ def gelu_new(ac, input):
     return mul(half, 1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * add(input, 0.044715 * torch.pow(ac.up(input), 3.0))))
 
 
+def gelu_fast(ac, input):
+    # FastGELUActivation: no pow, so nothing on autocast's lists; left to
+    # right as Python evaluates it
+    return 0.5 * input * (1.0 + torch.tanh(input * 0.7978845608 * (1.0 + 0.044715 * input * input)))
+
+
+def quick_gelu(ac, input):
+    # QuickGELUActivation (CLIP's)
+    return input * torch.sigmoid(1.702 * input)
+
+
+def relu2(ac, input):
+    # ReLUSquaredActivation: square is pow(x, 2), on autocast's fp32 list
+    return torch.square(ac.up(nn.functional.relu(input)))
+
+
 def activation(ac, name, x):
     if name == "gelu_new":
         return gelu_new(ac, x)
+    if name == "gelu_fast":
+        return gelu_fast(ac, x)
+    if name == "quick_gelu":
+        return quick_gelu(ac, x)
+    if name == "relu2":
+        return relu2(ac, x)
     if name in ("gelu_pytorch_tanh",):
         return nn.functional.gelu(x, approximate="tanh")
     if name == "gelu":

@@ -8,7 +8,7 @@ local cli = {}
 -- The commands, in the order the usage lists them: each module returns
 -- { usage = "...", flags = { name = kind, ... }, short = { letter = name }?,
 -- run = function(opts, home) }.
-local command_names = { "estimate", "fit", "advise", "plan", "report", "list", "keys" }
+local command_names = { "estimate", "fit", "advise", "plan", "report", "list", "keys", "hardware" }
 
 local footer = [[
        vramplan --version
@@ -16,7 +16,8 @@ local footer = [[
 MODEL is a model script, a name in models/ (llama2-7b, gpt2, ...) or a Hugging
 Face config.json (one saved with a bitsandbytes quantization_config makes
 the recipe QLoRA over that format). --set sets a recipe key (micro_batch=4)
-or a model field (hidden=1024); it may be repeated.]]
+or a model field (hidden=1024); it may be repeated. --gpu names a GPU, a node
+or a cloud instance (vramplan hardware lists them); --gpus N sets dp.]]
 
 local function command(name)
   for _, n in ipairs(command_names) do

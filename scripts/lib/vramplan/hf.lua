@@ -434,6 +434,51 @@ local function checkpoint_quantization(config, path)
   return out
 end
 
+-- transformers' activation names (ACT2FN in activations.py) -> the core's
+-- mlp activation whose memory is the same. The core counts what autograd
+-- keeps and what each op allocates, so one name stands for every function
+-- that runs as one kernel and keeps the same tensor for backward.
+local activation_aliases = {
+  gelu = "gelu", gelu_pytorch_tanh = "gelu_pytorch_tanh", gelu_new = "gelu_new", gelu_fast = "gelu_fast",
+  quick_gelu = "quick_gelu", relu2 = "relu2", relu = "relu", silu = "silu",
+  swish = "silu",            -- nn.SiLU under its other name
+  -- AccurateGELUActivation: NewGELUActivation's eight ops in the same order
+  -- (pow, tanh, the final product); only its constant is computed otherwise
+  gelu_accurate = "gelu_new",
+  -- one kernel each whose backward keeps the input, as SiluBackward0 does:
+  -- MishBackward0 (nn.Mish), LeakyReluBackward0 (nn.LeakyReLU, not in
+  -- place), HardtanhBackward0 (nn.ReLU6 is hardtanh(0, 6))
+  mish = "silu", leaky_relu = "silu", relu6 = "silu",
+  -- one kernel each whose backward keeps the output, as relu's
+  -- threshold_backward does: TanhBackward0, SigmoidBackward0
+  tanh = "relu", sigmoid = "relu",
+}
+-- Names transformers accepts whose memory differs from every op the core has.
+local refused_activations = {
+  gelu_10 = "ClippedGELUActivation clips gelu's output with torch.clip, which keeps that output for backward " ..
+    "besides gelu's input: not modelled",
+  gelu_python = "GELUActivation(use_gelu_python) runs x * 0.5 * (1 + erf(x / sqrt(2))) as separate ops that keep " ..
+    "three intermediate-sized tensors: not modelled",
+  linear = "LinearActivation hands its input on unchanged (no tensor of its own): not modelled",
+  laplace = "LaplaceActivation's chain of ops is not modelled",
+  prelu = "nn.PReLU has a weight of its own: not modelled",
+  xielu = "XIELUActivation has parameters of its own: not modelled",
+}
+
+-- The core's activation for a config's value of `key`, or an error naming it.
+local function activation(v, key, path)
+  if type(v) ~= "string" then return v end
+  local name = activation_aliases[v]
+  if name then return name end
+  local why = refused_activations[v]
+  if why then error(string.format("%s: %s: %s: %s", path, key, v, why), 0) end
+  local known = {}
+  for k in pairs(activation_aliases) do known[#known + 1] = k end
+  table.sort(known)
+  error(string.format("%s: %s: %s is not an activation transformers names (modelled: %s)", path, key,
+    schema.shown(v), table.concat(known, ", ")), 0)
+end
+
 -- Returns family name, values (field -> value), origins and a display name,
 -- and the checkpoint's quantization (see checkpoint_quantization) if any.
 function hf.load(path)
@@ -461,6 +506,7 @@ function hf.load(path)
   for key, field in pairs(mapping.keys) do
     local v = config[key]
     if v ~= nil and v ~= json.null then
+      if field == "activation" then v = activation(v, key, path) end
       values[field] = v
       origins[field] = path .. ": " .. key
     end

@@ -11,6 +11,8 @@ local schema = require("vramplan.schema")
 
 local job = {}
 
+local DEFAULT_SEQ_LEN = 2048 -- the core's (engine/recipe.c)
+
 -- Splits --set KEY=VALUE pairs between the model's fields and recipe keys.
 local function split_sets(description, sets, keys, origins)
   local overrides, override_origins = {}, {}
@@ -32,21 +34,56 @@ local function split_sets(description, sets, keys, origins)
   return overrides, override_origins
 end
 
--- job.load(home, spec): spec = { target = MODEL, recipe = FILE?, sets = {{k, v, origin}...}, gpu = NAME? }.
+local function whole(v) return math.tointeger(tonumber(v)) end
+
+-- --gpus N sets dp to N over the other parallel sizes (tp x pp x cp); a
+-- node or instance named by --gpu sets gpus_per_node: its GPUs, or fewer
+-- when the job has fewer ranks.
+local function place(keys, origins, count, host, host_name)
+  local split = 1
+  for _, k in ipairs({ "tp", "pp", "cp" }) do split = split * (whole(keys[k] or 1) or 1) end
+  if count then
+    local n = whole(count)
+    if not n or n < 1 then error("--gpus: a whole number of GPUs, 1 or more (got " .. tostring(count) .. ")", 0) end
+    if n % split ~= 0 then
+      error(string.format("--gpus %d: not a multiple of tp x pp x cp (%d)", n, split), 0)
+    end
+    local dp = n // split
+    if keys.dp ~= nil and whole(keys.dp) ~= dp then
+      error(string.format("%s: dp: %s, but --gpus %d makes dp %d", origins.dp or "recipe", tostring(keys.dp), n, dp), 0)
+    end
+    keys.dp, origins.dp = dp, "--gpus " .. count
+  end
+  if host and keys.gpus_per_node == nil then
+    local ranks = (whole(keys.dp or 1) or 1) * split
+    keys.gpus_per_node, origins.gpus_per_node = math.min(host.gpus, ranks), "--gpu " .. host_name
+  end
+end
+
+-- job.load(home, spec): spec = { target = MODEL, recipe = FILE or NAME?, sets = {{k, v, origin}...},
+-- gpu = NAME?, gpus = N? } (NAME: a GPU, a node or an instance).
 -- Returns a job: the built model, its resolved config, the recipe keys and
--- their origins (checked), the GPU (or nil).
+-- their origins (checked), the GPU (or nil), the node or instance (or nil).
 function job.load(home, spec)
   if not spec.target then error("no MODEL given", 0) end
   local description = models.describe(home, spec.target)
   local keys, origins = {}, {}
-  if spec.recipe then keys, origins = recipes.load(spec.recipe) end
+  if spec.recipe then keys, origins = recipes.load(recipes.find(home, spec.recipe)) end
   local overrides, override_origins = split_sets(description, spec.sets or {}, keys, origins)
   local model, config = arch.build(description, overrides, override_origins)
+  -- the core's seq_len default (2048) is longer than a learned position
+  -- table of 1024 (GPT-2) or 512 (BERT): a recipe that names no seq_len
+  -- gets the model's own limit then
+  local limit = math.tointeger(config.max_positions)
+  if keys.seq_len == nil and limit and limit < DEFAULT_SEQ_LEN then
+    keys.seq_len, origins.seq_len = limit, description.source .. ": max_positions"
+  end
   recipes.over_checkpoint(keys, origins, description.quantization)
+  local hw = spec.gpu and hardware.resolve(home, spec.gpu) or {}
+  place(keys, origins, spec.gpus, hw.host, spec.gpu)
   recipes.check(keys, origins)
-  local gpu = spec.gpu and hardware.gpu(home, spec.gpu) or nil
   return { home = home, description = description, model = model, config = config, keys = keys, origins = origins,
-           gpu = gpu }
+           gpu = hw.gpu, host = hw.host }
 end
 
 -- A value in `changes` that removes the key (back to the engine's default).
@@ -87,6 +124,13 @@ function job.estimate(j, changes, options)
       or j.origins[key] or j.description.source
     error(string.format("%s: %s", origin, tostring(result)), 0)
   end
+  if j.gpu then
+    local key, problem = hardware.unsupported(j.gpu, result.recipe)
+    if key then
+      local origin = changes and changes[key] ~= nil and "searched" or j.origins[key] or "the default recipe"
+      error(string.format("%s: %s", origin, problem), 0)
+    end
+  end
   return result
 end
 
@@ -100,7 +144,7 @@ end
 -- The report's context (report.human / report.json) for one result.
 function job.context(j, result)
   return {
-    result = result, gpu = j.gpu, model_name = j.config.name, arch = j.description.family.name,
+    result = result, gpu = j.gpu, host = j.host, model_name = j.config.name, arch = j.description.family.name,
     layers = j.config.layers, source = j.description.source, version = vramplan.version,
   }
 end

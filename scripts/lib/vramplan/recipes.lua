@@ -2,6 +2,7 @@
 -- values, checked key by key against the core's recipe declarations, each
 -- error naming where the key was set.
 local vramplan = require("vramplan")
+local files = require("vramplan.files")
 local sandbox = require("vramplan.sandbox")
 
 local recipes = {}
@@ -13,6 +14,18 @@ local function recipe_env()
       return { keys = t, where = where }
     end,
   })
+end
+
+-- A recipe by path, or by the name `list recipes` prints (scripts/recipes/NAME.lua).
+function recipes.find(home, spec)
+  -- a path (it has a folder or .lua) is left to recipes.load to open
+  if files.is_file(spec) or spec:find("/", 1, true) or spec:match("%.lua$") then return spec end
+  local path = home .. "/scripts/recipes/" .. spec .. ".lua"
+  if files.is_file(path) then return path end
+  local schema = require("vramplan.schema")
+  local names = files.script_names(home .. "/scripts/recipes")
+  error(string.format("no recipe '%s': not a file, nor a name in %s/scripts/recipes%s", spec, home,
+    schema.did_you_mean(schema.suggest_names(spec, names))), 0)
 end
 
 -- Reads a recipe script: returns keys (name -> value) and their origins.

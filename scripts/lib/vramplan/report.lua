@@ -97,6 +97,8 @@ function report.human(ctx)
   end
   line("")
   line("%s", report.verdict(r, gpu))
+  local host_verdict = report.host_verdict(r, ctx.host)
+  if host_verdict then line("%s", host_verdict) end
   if #r.ranks > 1 then
     line("")
     line("  %-6s %-9s %9s %12s %12s  %s", "stage", "layers", "in flight", "allocated", "total", "peak")
@@ -171,13 +173,38 @@ function report.timeline(r)
   return table.concat(out, "\n")
 end
 
--- Memory outside the GPUs: offloaded states and parameters.
-function report.host(r)
+-- Memory outside the GPUs: offloaded states and parameters; with a node or
+-- instance (`host`) whose CPU memory is known, that memory and whether the
+-- node's share of offloaded state fits in it (nil otherwise).
+function report.host(r, host)
   local per_node = r.recipe.gpus_per_node
-  return {
+  local o = {
     cpu_bytes_per_rank = r.host_bytes, cpu_bytes_per_node = r.host_bytes * per_node,
     nvme_bytes_per_rank = r.nvme_bytes, nvme_bytes_per_node = r.nvme_bytes * per_node, gpus_per_node = per_node,
   }
+  if host and host.cpu_ram_gib > 0 then
+    o.cpu_ram_bytes_per_node = math.floor(host.cpu_ram_gib * GiB)
+    o.fits = o.cpu_bytes_per_node <= o.cpu_ram_bytes_per_node
+  end
+  return o
+end
+
+-- The host-memory verdict when state is offloaded to a node whose memory
+-- is known: a line, or nil.
+function report.host_verdict(r, host)
+  if not host or r.host_bytes == 0 then return nil end
+  local h = report.host(r, host)
+  if h.fits == nil then
+    return string.format("host memory: %s per node; %s publishes no CPU memory figure: no verdict",
+      report.bytes(h.cpu_bytes_per_node), host.name)
+  end
+  if h.fits then
+    return string.format("host memory fits on %s: %s offloaded per node of %s", host.name,
+      report.bytes(h.cpu_bytes_per_node), report.bytes(h.cpu_ram_bytes_per_node))
+  end
+  return string.format("host memory does not fit on %s: needs %s per node (%d ranks), has %s (short by %s)",
+    host.name, report.bytes(h.cpu_bytes_per_node), h.gpus_per_node, report.bytes(h.cpu_ram_bytes_per_node),
+    report.bytes(h.cpu_bytes_per_node - h.cpu_ram_bytes_per_node))
 end
 
 local rank_fields = {
@@ -195,7 +222,7 @@ local function rank_object(r)
 end
 
 local order = {
-  "vramplan_version", "model", "recipe", "per_gpu", "gpu", "fits", "headroom_bytes", "timeline",
+  "vramplan_version", "model", "recipe", "per_gpu", "gpu", "node", "fits", "headroom_bytes", "timeline",
   "name", "params", "trainable_params", "lora_modules", "saved_modules", "load_balancing_loss", "arch", "layers",
   "source",
   "params_bytes", "buffers_bytes", "grads_bytes", "master_bytes", "optimizer_bytes", "activations_bytes",
@@ -203,6 +230,7 @@ local order = {
   "peak_breakdown", "allocator_bytes", "runtime_bytes", "cuda_context_bytes", "cublas_workspace_bytes",
   "memory_bytes", "short_name", "per_rank", "host", "stage", "in_flight", "ranks", "count", "comm_bytes",
   "cpu_bytes_per_rank", "cpu_bytes_per_node", "nvme_bytes_per_rank", "nvme_bytes_per_node", "gpus_per_node",
+  "cpu_ram_bytes_per_node", "kind", "cpu_ram_bytes", "price_per_hour",
 }
 
 function report.object(ctx)
@@ -230,12 +258,20 @@ function report.object(ctx)
     recipe = r.recipe,
     per_gpu = per_gpu,
     per_rank = per_rank,
-    host = report.host(r),
+    host = report.host(r, ctx.host),
     gpu = ctx.gpu and { name = ctx.gpu.name, short_name = ctx.gpu.short_name, memory_bytes = ctx.gpu.memory_bytes }
       or json.null,
+    -- the node or instance --gpu named, if it named one
+    node = ctx.host and {
+      kind = ctx.host.kind, name = ctx.host.name, short_name = ctx.host.short_name, gpus = ctx.host.gpus,
+      cpu_ram_bytes = ctx.host.cpu_ram_gib > 0 and math.floor(ctx.host.cpu_ram_gib * GiB) or json.null,
+      price_per_hour = (ctx.host.price_per_hour or 0) > 0 and ctx.host.price_per_hour or nil,
+    } or nil,
     fits = r.fits == nil and json.null or r.fits,
     headroom_bytes = r.headroom_bytes == nil and json.null or r.headroom_bytes,
   }
+  -- null, not absent, when no node's memory is known
+  if o.host.fits == nil then o.host.fits, o.host.cpu_ram_bytes_per_node = json.null, json.null end
   if r.timeline then o.timeline = r.timeline end
   return o
 end

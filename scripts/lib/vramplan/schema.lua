@@ -24,6 +24,42 @@ local function suggest(word, names)
 end
 schema.suggest = suggest
 
+-- Names worth offering for a mistyped one, best first (at most four):
+-- those that contain it, letters and digits only and case aside (a100 ->
+-- a100-40gb and a100-80gb, 4090 -> rtx4090), before those a typo or two
+-- away (a10g is one edit from a100, but a different GPU).
+function schema.suggest_names(word, names)
+  local function plain(s) return (s:lower():gsub("[^%w]", "")) end
+  local w = plain(word)
+  local found = {}
+  if #w >= 2 then
+    for _, name in ipairs(names) do
+      if plain(name):find(w, 1, true) then found[#found + 1] = name end
+    end
+  end
+  if #found == 0 then
+    local close = suggest(word:lower(), names)
+    if close then found[1] = close end
+  end
+  -- where the word starts, then alphabetical (rtx4090 before the nodes
+  -- named after it, h100-80gb before h100-nvl)
+  local function rank(name) return plain(name):find(w, 1, true) or 0 end
+  table.sort(found, function(a, b)
+    if rank(a) ~= rank(b) then return rank(a) < rank(b) end
+    return a < b
+  end)
+  return table.move(found, 1, math.min(#found, 4), 1, {})
+end
+
+-- " (did you mean 'a' or 'b'?)" for schema.suggest_names' list, or "".
+function schema.did_you_mean(list)
+  if #list == 0 then return "" end
+  local quoted = {}
+  for i, n in ipairs(list) do quoted[i] = "'" .. n .. "'" end
+  local last = table.remove(quoted)
+  return " (did you mean " .. (#quoted > 0 and (table.concat(quoted, ", ") .. " or ") or "") .. last .. "?)"
+end
+
 -- A value as an error message shows it: a string as it is unless blank
 -- (then quoted, to stay visible), a table (a config.json's array or
 -- object) by its kind, not its address.
@@ -120,7 +156,7 @@ function schema.resolve(s, values, origins, where)
     end
     local field = s.fields[name]
     if not field then
-      local guess = suggest(name, s.order)
+      local guess = suggest(name, s.order) or schema.suggest_names(name, s.order)[1]
       error(string.format("%s: unknown field '%s' in %s%s", origins[name] or where, name, s.title,
         guess and (" (did you mean '" .. guess .. "'?)") or ""), 0)
     end

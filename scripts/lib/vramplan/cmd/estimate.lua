@@ -5,10 +5,10 @@ local job = require("vramplan.job")
 local report = require("vramplan.report")
 
 local estimate = {
-  usage = "estimate MODEL [--recipe FILE] [--set KEY=VALUE]... [--gpu NAME] [--json] [--timeline]\n" ..
-    "    [--plot FILE.svg] [--report FILE.html]",
-  flags = { recipe = "value", gpu = "value", set = "set", json = "flag", timeline = "flag", plot = "value",
-            report = "value" },
+  usage = "estimate MODEL [--recipe FILE|NAME] [--set KEY=VALUE]... [--gpu GPU|NODE|INSTANCE] [--gpus N] [--json]"
+    .. " [--timeline]\n    [--plot FILE.svg] [--report FILE.html]",
+  flags = { recipe = "value", gpu = "value", gpus = "value", set = "set", json = "flag", timeline = "flag",
+            plot = "value", report = "value" },
 }
 
 -- The drawings the user asked for, each written to the file named.

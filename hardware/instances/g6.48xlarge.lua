@@ -1,0 +1,16 @@
+-- AWS g6.48xlarge: eight L4 on PCIe.
+return instance {
+  name = "g6.48xlarge",
+  provider = "AWS",
+  gpu = "l4",
+  gpus = 8,
+  cpu_ram_gib = 768,                  -- AWS EC2 accelerated-computing instance type pages (G5, G6, G6e)
+  network_gbit_per_s = 100,           -- as above
+  nvme_tb = 60,                       -- local NVMe / SSD, as above
+  gpu_link = "PCIe 4.0 x16",
+  price_per_hour = 13.3504,           -- on-demand USD: the us-east-1 list price as published in 2024; not re-read for this commit
+  -- spot_price_per_hour: spot / preemptible prices change hourly; none recorded
+  region = "us-east-1",
+  price_date = "2024",
+  source = "https://aws.amazon.com/ec2/pricing/on-demand/",
+}
