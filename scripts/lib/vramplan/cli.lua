@@ -7,7 +7,7 @@ local cli = {}
 
 -- The commands, in the order the usage lists them: each module returns
 -- { usage = "...", flags = { name = kind, ... }, run = function(opts, home) }.
-local command_names = { "estimate", "list", "keys" }
+local command_names = { "estimate", "sweep", "merge", "list", "keys" }
 
 local footer = [[
        vramplan --version
@@ -73,6 +73,7 @@ local function parse(args, flags)
 end
 
 function cli.run(args, home)
+  vramplan.home = home
   local name = args[1]
   if name == nil or name == "help" then print(usage()) return name and 0 or 2 end
   if name == "--version" or name == "version" then print("vramplan " .. vramplan.version) return 0 end

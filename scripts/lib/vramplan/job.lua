@@ -31,6 +31,7 @@ local function split_sets(description, sets, keys, origins)
   end
   return overrides, override_origins
 end
+job.split_sets = split_sets
 
 -- job.load(home, spec): spec = { target = MODEL, recipe = FILE?, sets = {{k, v, origin}...}, gpu = NAME? }.
 -- Returns a job: the built model, its resolved config, the recipe keys and
