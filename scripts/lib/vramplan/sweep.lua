@@ -179,6 +179,10 @@ local function script_choice(plan, t, name, where)
   else error(string.format("%s: %s: a name or a list of names", where, name), 0) end
 end
 
+-- A generator's variants are kept (it runs to its end before the first
+-- row): a bound that a generator which never ends reaches in a few seconds.
+local MAX_GENERATED = 1000000
+
 -- Runs the generator (under the sandbox's budgets, so one that never ends
 -- stops) and keeps the variants it emits.
 local function generated(fn, where)
@@ -189,6 +193,9 @@ local function generated(fn, where)
     for k, v in pairs(values) do
       if type(k) ~= "string" then error("emit: keys are names", 2) end
       copy[k] = v
+    end
+    if #list >= MAX_GENERATED then
+      error(string.format("more than %d variants (does it never end?)", MAX_GENERATED), 2)
     end
     list[#list + 1] = copy
   end
