@@ -1,13 +1,14 @@
 /* lua_system.c — the few operating-system facts the sweep command needs and
  * standard Lua lacks: whether a stream is a terminal, how many CPUs are
- * online, this program's own path (to start workers) and cutting a file's
+ * online, a wall clock finer than os.time, this program's own path (to start workers) and cutting a file's
  * partial last line. Not offered to scripts: the sandbox sees none of it. */
-#define _DEFAULT_SOURCE /* readlink, truncate */
+#define _DEFAULT_SOURCE /* readlink, truncate, clock_gettime */
 #include <errno.h>
 #include <lauxlib.h>
 #include <limits.h>
 #include <lua.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "lua_vramplan.h"
@@ -24,6 +25,15 @@ static int l_isatty(lua_State *L) {
 static int l_cpu_count(lua_State *L) {
     long n = sysconf(_SC_NPROCESSORS_ONLN);
     lua_pushinteger(L, n > 0 ? n : 1);
+    return 1;
+}
+
+/* vramplan.clock() -> seconds on a monotonic wall clock (os.clock counts
+ * this process's CPU time, which says nothing of workers) */
+static int l_clock(lua_State *L) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    lua_pushnumber(L, (lua_Number)t.tv_sec + (lua_Number)t.tv_nsec * 1e-9);
     return 1;
 }
 
@@ -53,6 +63,7 @@ static int l_truncate(lua_State *L) {
 static const luaL_Reg functions[] = {
     {"isatty", l_isatty},
     {"cpu_count", l_cpu_count},
+    {"clock", l_clock},
     {"executable", l_executable},
     {"truncate", l_truncate},
     {NULL, NULL},

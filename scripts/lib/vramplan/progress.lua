@@ -4,11 +4,8 @@ local vramplan = require("vramplan")
 
 local progress = {}
 
-local function clock()
-  -- os.time's whole seconds are enough for a rate over a long sweep; the
-  -- line is redrawn at most once a second
-  return os.time()
-end
+-- the line is redrawn at most this often (seconds)
+local REDRAW = 0.2
 
 local function duration(seconds)
   seconds = math.floor(seconds + 0.5)
@@ -26,12 +23,12 @@ function progress.new(total, quiet)
     function bar.finish() end
     return bar
   end
-  local start, drawn = clock(), nil
+  local start, drawn = vramplan.clock(), -math.huge
   local function draw(final)
-    local now = clock()
-    if not final and drawn == now then return end
+    local now = vramplan.clock()
+    if not final and now - drawn < REDRAW then return end
     drawn = now
-    local elapsed = math.max(now - start, 1)
+    local elapsed = math.max(now - start, 1e-6)
     local rate = bar.done / elapsed
     local text = string.format("%d/%s variants, %.1f/s", bar.done, total and tostring(total) or "?", rate)
     if total and rate > 0 and not final then text = text .. ", ETA " .. duration((total - bar.done) / rate) end
