@@ -70,6 +70,7 @@ test-torch: all build/libmemcount.so
 
 bench: all
 	lua5.4 bench/estimate.lua
+	lua5.4 bench/sweep.lua
 
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/vramplan $(DESTDIR)$(PREFIX)/lib/lua/5.4
