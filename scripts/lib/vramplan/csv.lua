@@ -5,14 +5,16 @@
 local csv = {}
 
 -- One value as a CSV field: nil (and JSON null) empty, integers exact,
--- other numbers with 17 significant digits (they read back equal).
+-- other numbers with the digits that read back equal.
 function csv.field(v)
   local t = type(v)
   if v == nil or t == "function" or t == "userdata" then return "" end
   if t == "number" then
     if math.type(v) == "integer" then return string.format("%d", v) end
     if v == math.floor(v) and math.abs(v) < 2 ^ 53 then return string.format("%.1f", v) end
-    return string.format("%.17g", v)
+    -- the shortest of 15 or 17 digits that reads back equal: 0.05, not 0.050000000000000003
+    local short = string.format("%.15g", v)
+    return tonumber(short) == v and short or string.format("%.17g", v)
   end
   local s = tostring(v)
   if s:find('[,"\r\n]') then return '"' .. s:gsub('"', '""') .. '"' end

@@ -79,6 +79,7 @@ function rows.resume(path, header)
     return {}, true
   end
   local reader = rows.reader(path)
+  if header and not reader.header then error(path .. ": holds JSON lines, not CSV rows", 0) end
   if header and reader.header ~= header then
     error(string.format("%s: its columns are not this sweep's (header %s, this sweep writes %s)", path,
       tostring(reader.header), header), 0)

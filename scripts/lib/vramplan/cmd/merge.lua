@@ -7,16 +7,28 @@ local merge = {
   flags = { out = "value" },
 }
 
--- "3-5, 9" for a sorted list of numbers.
-local function ranges(list)
-  local parts, i = {}, 1
-  while i <= #list do
-    local j = i
-    while j < #list and list[j + 1] == list[j] + 1 do j = j + 1 end
-    parts[#parts + 1] = i == j and tostring(list[i]) or (list[i] .. "-" .. list[j])
-    i = j + 1
+-- At most this many ranges are named: a shard missing from a million
+-- variants must not hold them all.
+local MAX_RANGES = 20
+
+-- A set of variant numbers given in increasing order, kept as ranges:
+-- add(first, last), text() -> "3-5, 9" (and how many in all).
+local function range_set()
+  local set, ranges, count, dropped = {}, {}, 0, false
+  function set.add(first, last)
+    count = count + (last - first + 1)
+    local previous = ranges[#ranges]
+    if previous and previous[2] + 1 == first then previous[2] = last
+    elseif #ranges < MAX_RANGES then ranges[#ranges + 1] = { first, last }
+    else dropped = true end
   end
-  return table.concat(parts, ", ")
+  function set.empty() return count == 0 end
+  function set.text()
+    local parts = {}
+    for i, r in ipairs(ranges) do parts[i] = r[1] == r[2] and tostring(r[1]) or (r[1] .. "-" .. r[2]) end
+    return table.concat(parts, ", ") .. (dropped and string.format(", ... (%d in all)", count) or "")
+  end
+  return set
 end
 
 -- Opens every file; checks they share one format and header.
@@ -59,14 +71,15 @@ function merge.run(opts)
   local out = io.stdout
   if opts.out then out = assert(io.open(opts.out, "w")) end
   if readers[1].header then out:write(readers[1].header, "\n") end
-  local missing, duplicated, expected = {}, {}, 0
+  local missing, duplicated, expected, last_duplicate = range_set(), range_set(), 0, nil
   while true do
     local r = smallest(readers)
     if not r then break end
     if r.variant < expected then
-      if duplicated[#duplicated] ~= r.variant then duplicated[#duplicated + 1] = r.variant end
+      if last_duplicate ~= r.variant then duplicated.add(r.variant, r.variant) end
+      last_duplicate = r.variant
     else
-      for v = expected, r.variant - 1 do missing[#missing + 1] = v end
+      if r.variant > expected then missing.add(expected, r.variant - 1) end
       out:write(r.line, "\n")
       expected = r.variant + 1
     end
@@ -74,8 +87,8 @@ function merge.run(opts)
   end
   if out ~= io.stdout then out:close() end
   local problems = {}
-  if #missing > 0 then problems[#problems + 1] = "missing variants " .. ranges(missing) end
-  if #duplicated > 0 then problems[#problems + 1] = "duplicated variants " .. ranges(duplicated) end
+  if not missing.empty() then problems[#problems + 1] = "missing variants " .. missing.text() end
+  if not duplicated.empty() then problems[#problems + 1] = "duplicated variants " .. duplicated.text() end
   if #problems > 0 then error("merge: " .. table.concat(problems, "; "), 0) end
   return 0
 end

@@ -27,13 +27,22 @@ local function split(text)
   return list
 end
 
+-- Does the file look like a sweep script rather than a model (which needs
+-- --vary)? Its text calls sweep.
+local function is_sweep_script(path)
+  local f = io.open(path, "r")
+  local text = f and f:read(1 << 20) or ""
+  if f then f:close() end
+  return text:find("sweep%s*[{(]") ~= nil
+end
+
 -- The plan: a grid from --vary, or a sweep script.
 local function plan_of(opts, home)
   if not opts.target then fail_usage("sweep needs a MODEL with --vary, or a sweep script") end
   if opts.positional[2] then fail_usage("unexpected argument " .. opts.positional[2]) end
   if opts.vary then return sweep.from_args(home, opts) end
-  if not require("vramplan.files").is_file(opts.target) then
-    fail_usage("sweep " .. opts.target .. ": give --vary KEY=LIST, or a sweep script")
+  if not require("vramplan.files").is_file(opts.target) or not is_sweep_script(opts.target) then
+    fail_usage("sweep " .. opts.target .. ": give --vary KEY=LIST, or a sweep script (return sweep { ... })")
   end
   if opts.recipe or opts.gpu or #opts.sets > 0 then
     fail_usage("a sweep script says its recipe, GPUs and keys itself (no --recipe, --gpu, --set)")
