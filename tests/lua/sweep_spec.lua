@@ -307,6 +307,32 @@ describe("vramplan sweep", function()
     assert.are.equal(read(whole), read(file))
   end)
 
+  it("draws a progress line on stderr only when it is a terminal", function()
+    -- script(1) gives the command a terminal; without it there is nothing to check
+    if not os.execute("command -v script >/dev/null 2>&1") then return end
+    local log = temp(".txt")
+    local args = {}
+    for i, a in ipairs(grid_args) do args[i] = "'" .. a .. "'" end
+    os.execute(string.format("script -qc \"%s %s --out /dev/null\" %s >/dev/null 2>&1", helper.bin,
+      table.concat(args, " "):gsub('"', '\\"'), log))
+    local text = read(log)
+    assert.truthy(text:find("12/12 variants, [%d.]+/s"), text)
+    local _, err = run(grid_args, "--out", temp(".csv"))
+    assert.are.equal("", err)
+  end)
+
+  it("refuses merging files of different columns, and --resume without --out", function()
+    local a, b = temp(".csv"), temp(".csv")
+    run(grid_args, "--out", a)
+    run(grid_args, "--out", b, "--fields", "variant,error")
+    local _, err, code = run("merge", a, b)
+    assert.are.equal(1, code)
+    assert.truthy(err:find(b .. ": its columns differ from " .. a .. "'s", 1, true), err)
+    _, err, code = run(grid_args, "--resume")
+    assert.are.equal(2, code)
+    assert.truthy(err:find("--resume needs --out FILE", 1, true), err)
+  end)
+
   it("refuses --resume into a file of other columns", function()
     local file = temp(".csv")
     write(file, "variant,hidden\n0,1024\n")
