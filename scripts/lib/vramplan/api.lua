@@ -60,7 +60,7 @@ function vramplan.sweep(spec, on_row)
   for k, v in pairs(spec) do if k ~= "fields" and k ~= "shard" then t[k] = v end end
   check(spec.fields == nil or type(spec.fields) == "table", "sweep", 1, "spec.fields", "a list of names", spec.fields)
   check(spec.shard == nil or type(spec.shard) == "table", "sweep", 1, "spec.shard", "{ k, n }", spec.shard)
-  local plan = sweep.from_table(vramplan.home, t, "vramplan.sweep")
+  local plan = require("vramplan.sweep_script").from_table(vramplan.home, t, "vramplan.sweep")
   local fields = sweep.fields(plan, spec.fields)
   local evaluate = sweep.evaluator(plan)
   local varied = {}

@@ -47,7 +47,7 @@ local function plan_of(opts, home)
   if opts.recipe or opts.gpu or #opts.sets > 0 then
     fail_usage("a sweep script says its recipe, GPUs and keys itself (no --recipe, --gpu, --set)")
   end
-  return sweep.from_script(home, opts.target)
+  return require("vramplan.sweep_script").from_script(home, opts.target)
 end
 
 -- The command line of worker `j` of `jobs`: the same sweep on a finer shard.
