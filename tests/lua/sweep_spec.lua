@@ -194,6 +194,21 @@ describe("vramplan sweep", function()
     end
   end)
 
+  it("gives workers the same random variants a generator draws", function()
+    local path = helper.write([[
+return sweep {
+  model = "gpt2",
+  set = { seq_len = 128 },
+  generate = function(emit)
+    for _ = 1, 8 do emit { micro_batch = math.random(1, 16) } end
+  end,
+}
+]], ".lua")
+    local one, err, code = run("sweep", path, "--jobs", "1")
+    assert.are.equal(0, code, err)
+    assert.are.equal(one, (run("sweep", path, "--jobs", "2")))
+  end)
+
   it("puts a variant's one-line message in error and goes on", function()
     local out, err, code = run("sweep", "llama2-7b", "--vary", "heads=32,30,64", "--vary", "micro_batch=1,2",
       "--fields", "variant,heads,micro_batch,per_gpu.peak_total_bytes,error")
