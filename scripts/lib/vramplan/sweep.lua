@@ -1,7 +1,7 @@
--- vramplan.sweep — a sweep's plan (from the command line; sweep_script.lua
--- reads scripts),
--- evaluating one variant into a row with the names of `estimate --json`
--- (flattened with dots), and the rows' two formats (CSV, JSON lines).
+-- vramplan.sweep — a sweep's plan (from the command line here; from a
+-- script in sweep_script.lua), evaluating one variant into a row with the
+-- names of `estimate --json` (flattened with dots), and the rows' two
+-- formats (CSV, JSON lines).
 local json = require("dkjson")
 local arch = require("vramplan.arch")
 local csv = require("vramplan.csv")
@@ -71,6 +71,16 @@ local function check_keys(home, plan)
     if values.model ~= nil then reach(values.model, string.format("variant %d", i - 1)) end
   end
   if #descriptions == 0 then error(plan.source .. ": no model to sweep (give model = ...)", 0) end
+  -- a misspelt GPU fails at once rather than in every row
+  if plan.gpu then hardware.gpu(home, plan.gpu) end
+  for _, axis in ipairs(plan.axes) do
+    if axis.key == "gpu" then
+      for _, name in ipairs(axis.values) do
+        local ok, err = pcall(hardware.gpu, home, tostring(name))
+        if not ok then error(axis.origin .. ": " .. tostring(err), 0) end
+      end
+    end
+  end
   local known, all = known_keys(descriptions)
   for _, axis in ipairs(plan.axes) do check_key(known, all, axis.key, axis.origin) end
   for _, d in ipairs(plan.derived) do check_key(known, all, d.key, d.origin) end
@@ -167,29 +177,37 @@ local function model_key(name, overrides)
   return table.concat(parts, "\0")
 end
 
+-- The --set pairs of one variant: the plan's, then its varied keys (by
+-- name, each with the origin of its list or function).
+local function variant_sets(plan, origin, values)
+  local sets = table.move(plan.sets, 1, #plan.sets, 1, {})
+  local varied = {}
+  for k in pairs(values) do if k ~= "model" and k ~= "gpu" then varied[#varied + 1] = k end end
+  table.sort(varied)
+  for _, k in ipairs(varied) do sets[#sets + 1] = { k, values[k], origin[k] or "variant" } end
+  return sets
+end
+
 -- An evaluator for the plan: evaluate(values) -> the flat row (name ->
 -- value), or nil and the one-line message of why it cannot be evaluated.
+-- It is `estimate`'s path (job.split_sets, arch.build, job.estimate,
+-- report.object) with the models, descriptions and GPUs cached.
 function sweep.evaluator(plan)
   local home = plan.home
-  local descriptions = bounded_cache(64)
-  local built = bounded_cache(16)
-  local gpus = bounded_cache(64)
+  local descriptions, built, gpus = bounded_cache(64), bounded_cache(16), bounded_cache(64)
   local origin = {}
   for _, axis in ipairs(plan.axes) do origin[axis.key] = axis.origin end
   for _, d in ipairs(plan.derived) do origin[d.key] = d.origin end
 
-  local function evaluate(values)
+  -- the job of one variant: model built (or cached), keys, GPU
+  local function variant_job(values)
     local name = values.model or plan.model
     local d = descriptions(name, function() return models.describe(home, name) end)
     if d.error then return nil, d.error end
     local keys, origins = {}, {}
     for k, v in pairs(plan.keys or {}) do keys[k], origins[k] = v, plan.origins[k] end
-    local sets = table.move(plan.sets, 1, #plan.sets, 1, {})
-    local varied = {}
-    for k in pairs(values) do if k ~= "model" and k ~= "gpu" then varied[#varied + 1] = k end end
-    table.sort(varied)
-    for _, k in ipairs(varied) do sets[#sets + 1] = { k, values[k], origin[k] or "variant" } end
-    local ok, overrides, override_origins = pcall(job.split_sets, d.value, sets, keys, origins)
+    local ok, overrides, override_origins = pcall(job.split_sets, d.value, variant_sets(plan, origin, values), keys,
+      origins)
     if not ok then return nil, tostring(overrides) end
     local m = built(model_key(name, overrides), function()
       local model, config = arch.build(d.value, overrides, override_origins)
@@ -198,19 +216,23 @@ function sweep.evaluator(plan)
     if m.error then return nil, m.error end
     local ok2, err = pcall(recipes.over_checkpoint, keys, origins, d.value.quantization)
     if not ok2 then return nil, tostring(err) end
-    local gpu_name = values.gpu or plan.gpu
-    local g
+    local gpu_name, g = values.gpu or plan.gpu, nil
     if gpu_name then
       g = gpus(gpu_name, function() return hardware.gpu(home, gpu_name) end)
       if g.error then return nil, g.error end
     end
-    local j = { home = home, description = d.value, model = m.value.model, config = m.value.config, keys = keys,
-                origins = origins, gpu = g and g.value }
-    local result, message = job.try(j)
+    return { home = home, description = d.value, model = m.value.model, config = m.value.config, keys = keys,
+             origins = origins, gpu = g and g.value }
+  end
+
+  return function(values)
+    local j, message = variant_job(values)
+    if not j then return nil, message end
+    local result
+    result, message = job.try(j)
     if not result then return nil, message end
     return flatten(report.object(job.context(j, result)))
   end
-  return evaluate
 end
 
 -- ---- rows ----
