@@ -135,6 +135,32 @@ local function stop_workers(workers, jobs, check)
   if problem then error(problem, 0) end
 end
 
+-- Where rows come from: emit(index, values) -> the row's line, evaluated
+-- here (--jobs 1) or read from the worker whose turn it is (workers own
+-- every jobs-th variant of the shard, so their turns come round-robin);
+-- and the workers, if any.
+local function row_source(plan, opts, fields, format_name, shard, jobs, done)
+  if jobs > 1 then
+    local workers = start_workers(opts, fields, format_name, shard, jobs, done)
+    return function(index)
+      local w = workers[(index // shard[2]) % jobs]
+      local line = w.pipe:read("l")
+      if not line then
+        local why = read_all(w.err_path):gsub("\n+$", "")
+        error(string.format("variant %d: its worker stopped early: %s", index, why), 0)
+      end
+      return line
+    end, workers
+  end
+  local format, evaluate = sweep.format(format_name), sweep.evaluator(plan)
+  local varied = {}
+  for _, k in ipairs(plan.columns) do varied[k] = true end
+  return function(index, values)
+    local flat, message = evaluate(values)
+    return format.row(fields, sweep.row_values(fields, varied, index, values, flat, sweep.one_line(message)))
+  end
+end
+
 -- The number of variants this run will write (for the progress bar).
 local function count(plan, shard, done)
   local n = 0
@@ -160,27 +186,7 @@ function cmd.run(opts, home)
   if fresh and header then out:write(header, "\n"); out:flush() end
   local bar = progress.new(vramplan.isatty(2) and not opts.worker and count(plan, shard, done) or nil, opts.worker)
 
-  local varied = {}
-  for _, k in ipairs(plan.columns) do varied[k] = true end
-  local emit
-  local workers
-  if jobs > 1 then
-    workers = start_workers(opts, fields, format_name, shard, jobs, done)
-    emit = function(index)
-      local w = workers[(index // shard[2]) % jobs]
-      local line = w.pipe:read("l")
-      if not line then
-        error(string.format("variant %d: its worker stopped early: %s", index, read_all(w.err_path):gsub("\n+$", "")), 0)
-      end
-      return line
-    end
-  else
-    local evaluate = sweep.evaluator(plan)
-    emit = function(index, values)
-      local flat, message = evaluate(values)
-      return format.row(fields, sweep.row_values(fields, varied, index, values, flat, sweep.one_line(message)))
-    end
-  end
+  local emit, workers = row_source(plan, opts, fields, format_name, shard, jobs, done)
   local ok, err = pcall(grid.each, plan, function(index, values)
     if not grid.owns(shard, index) or done[index] then return end
     out:write(emit(index, values), "\n")
