@@ -34,8 +34,18 @@ function rows.reader(path)
   local f, why = io.open(path, "r")
   if not f then error("cannot open " .. tostring(why), 0) end
   local reader, number = {}, 0
-  local first = f:read("l")
-  number = first and 1 or 0
+  -- a line without its end is what a killed run leaves: never taken for a row
+  local function read_line()
+    local line = f:read("L")
+    if not line then return nil end
+    number = number + 1
+    if line:sub(-1) ~= "\n" then
+      error(string.format("%s:%d: the last line is cut short (a run killed while writing it? --resume mends it)",
+        path, number), 0)
+    end
+    return line:sub(1, -2)
+  end
+  local first = read_line()
   local column, pending
   if first and first:sub(1, 1) ~= "{" then
     reader.header, column = first, variant_column(path, first)
@@ -44,7 +54,7 @@ function rows.reader(path)
   end
   function reader.next()
     local line = pending
-    if line then pending = nil else line = f:read("l"); number = number + (line and 1 or 0) end
+    if line then pending = nil else line = read_line() end
     if not line then f:close() return nil end
     local v = variant_of(line, column)
     if not v then error(string.format("%s:%d: a row without a variant number", path, number), 0) end
