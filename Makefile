@@ -13,7 +13,7 @@ SANITIZE := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-r
 
 CORE    := dtype ledger sim prims precision modules recipe recipe_keys model finetune op_basic op_embedding op_norm \
            lora dora kv_cache prefix mla op_attention op_sliding_mask ring_attention op_mlp op_moe moe_hf moe_megatron op_t5 op_head op_router_loss op_classify optimizer shard zero3 layout update checkpoint step estimate
-BINDING := lua_model lua_recipe lua_estimate lua_sandbox lua_vramplan
+BINDING := lua_model lua_recipe lua_estimate lua_sandbox lua_system lua_vramplan
 CORE_OBJ    := $(CORE:%=build/obj/%.o)
 BINDING_OBJ := $(BINDING:%=build/obj/%.o)
 PIC_OBJ     := $(CORE:%=build/pic/%.o) $(BINDING:%=build/pic/%.o)
@@ -79,6 +79,7 @@ docs-png: all
 
 bench: all
 	lua5.4 bench/estimate.lua
+	lua5.4 bench/sweep.lua
 
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/vramplan $(DESTDIR)$(PREFIX)/lib/lua/5.4

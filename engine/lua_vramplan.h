@@ -14,6 +14,7 @@
 void vp_lua_open_model(lua_State *L);
 void vp_lua_open_estimate(lua_State *L);
 void vp_lua_open_sandbox(lua_State *L);
+void vp_lua_open_system(lua_State *L);
 
 vp_model *vp_lua_checkmodel(lua_State *L, int index);
 

@@ -59,14 +59,15 @@ static int pmain(lua_State *L) {
     if (!find_home(home, sizeof home))
         return luaL_error(L, "cannot find vramplan's scripts (set VRAMPLAN_HOME to the folder holding scripts/)");
     luaL_openlibs(L);
-    luaL_requiref(L, "vramplan", luaopen_vramplan, 0);
-    lua_pop(L, 1);
-    /* package.path gets the tree's Lua library first */
+    /* package.path gets the tree's Lua library first: the module's Lua half
+     * is loaded from it when the module opens */
     lua_getglobal(L, "package");
     lua_getfield(L, -1, "path");
     lua_pushfstring(L, "%s/scripts/lib/?.lua;%s/scripts/lib/?/init.lua;%s", home, home, lua_tostring(L, -1));
     lua_setfield(L, -3, "path");
     lua_pop(L, 2);
+    luaL_requiref(L, "vramplan", luaopen_vramplan, 0);
+    lua_pop(L, 1);
 
     lua_pushcfunction(L, traceback);                 /* tb */
     lua_getglobal(L, "require");

@@ -115,11 +115,22 @@ end
 
 -- Resolves the description's fields with `overrides` (name -> string value,
 -- from --set) on top, checks them, and builds the core's model.
+-- `override_origins` (name -> where it was set) is optional: without it an
+-- override's errors are blamed on "overrides".
 function arch.build(description, overrides, override_origins)
+  if not arch.is_description(description) then
+    error("arch.build: argument 1 (description) must be a model description (models.describe's)", 2)
+  end
+  if overrides ~= nil and type(overrides) ~= "table" then
+    error("arch.build: argument 2 (overrides) must be a table of field = value", 2)
+  end
+  if override_origins ~= nil and type(override_origins) ~= "table" then
+    error("arch.build: argument 3 (override_origins) must be a table of field = origin", 2)
+  end
   local family = description.family
   local values, origins = {}, {}
   for k, v in pairs(description.values) do values[k], origins[k] = v, description.origins[k] end
-  for k, v in pairs(overrides or {}) do values[k], origins[k] = v, override_origins[k] end
+  for k, v in pairs(overrides or {}) do values[k], origins[k] = v, override_origins and override_origins[k] or "overrides" end
   -- defaults and checks are the architecture script's code: budgeted too
   local config = sandbox.call(function(v) return schema.resolve(family.schema, v, origins, description.where) end,
     values)

@@ -8,7 +8,7 @@ local cli = {}
 -- The commands, in the order the usage lists them: each module returns
 -- { usage = "...", flags = { name = kind, ... }, short = { letter = name }?,
 -- run = function(opts, home) }.
-local command_names = { "estimate", "fit", "advise", "plan", "report", "list", "keys", "hardware" }
+local command_names = { "estimate", "fit", "advise", "plan", "sweep", "merge", "report", "list", "keys", "hardware" }
 
 local footer = [[
        vramplan --version
@@ -82,6 +82,7 @@ local function parse(args, flags, short)
 end
 
 function cli.run(args, home)
+  vramplan.home = home
   local name = args[1]
   if name == nil or name == "help" then print(usage()) return name and 0 or 2 end
   if name == "--version" or name == "version" then print("vramplan " .. vramplan.version) return 0 end

@@ -33,6 +33,7 @@ local function split_sets(description, sets, keys, origins)
   end
   return overrides, override_origins
 end
+job.split_sets = split_sets
 
 local function whole(v) return math.tointeger(tonumber(v)) end
 

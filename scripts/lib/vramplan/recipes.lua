@@ -42,11 +42,16 @@ function recipes.load(path)
   return r.keys, origins
 end
 
+-- The core's recipe keys are fixed when it is built: the set is made once
+-- (vramplan.recipe_keys() builds a table of every key and its doc, too slow
+-- to call for each key of each variant of a sweep).
+local key_set
 function recipes.is_key(name)
-  for _, k in ipairs(vramplan.recipe_keys()) do
-    if k.name == name then return true end
+  if not key_set then
+    key_set = {}
+    for _, k in ipairs(vramplan.recipe_keys()) do key_set[k.name] = true end
   end
-  return false
+  return key_set[name] == true
 end
 
 -- The recipe over a quantized checkpoint (models.describe's quantization):

@@ -1,0 +1,49 @@
+-- Benchmark, run on demand (`make bench`): the sweep command end to end
+-- (the built binary, rows written to /dev/null), variants per second per
+-- core and total time for (a) Llama-2-7B over seven recipe keys, (b) a shape
+-- grid of dense models (every variant a model of its own), (c) (a) with
+-- --jobs 2. Prints figures; asserts nothing.
+package.cpath = "build/?.so;" .. package.cpath
+package.path = "scripts/lib/?.lua;" .. package.path
+local vramplan = require("vramplan")
+
+local bin = "build/vramplan"
+
+local recipe_grid = {
+  "llama2-7b", "--set", "framework=deepspeed", "--gpu", "a100-80gb",
+  "--vary", "micro_batch=1:8:*2", "--vary", "seq_len=512:4096:*2", "--vary", "dp=1:8:*2", "--vary", "zero=0:3",
+  "--vary", "checkpointing=none,full,selective", "--vary", "attention=eager,sdpa,flash",
+  "--vary", "optimizer_impl=for-loop,foreach,fused",
+}
+
+local shape_grid = {
+  "llama2-7b", "--gpu", "h100-80gb", "--set", "checkpointing=full", "--set", "seq_len=2048", "--set", "kv_heads=8",
+  "--vary", "hidden=1024:8192:1024", "--vary", "layers=8:64:8", "--vary", "heads=8,16,32,64",
+  "--vary", "intermediate=4096:28672:4096",
+}
+
+local function count(args)
+  local n = 1
+  for i, a in ipairs(args) do
+    if a == "--vary" then n = n * #require("vramplan.grid").parse_list(args[i + 1]:match("=(.*)$")) end
+  end
+  return n
+end
+
+local function run(name, args, jobs)
+  local quoted = {}
+  for i, a in ipairs(args) do quoted[i] = "'" .. a .. "'" end
+  local command = string.format("%s sweep %s --jobs %d --out /dev/null", bin, table.concat(quoted, " "), jobs)
+  local t0 = vramplan.clock()
+  local ok = os.execute(command)
+  local seconds = vramplan.clock() - t0
+  local n = count(args)
+  print(string.format("%-34s %8d %5d %10.2f %12.0f %14.0f%s", name, n, jobs, seconds, n / seconds,
+    n / seconds / jobs, ok and "" or "  (failed)"))
+end
+
+print(string.format("%-34s %8s %5s %10s %12s %14s", "sweep", "variants", "jobs", "seconds", "variants/s",
+  "variants/s/core"))
+run("(a) llama2-7b, 7 recipe keys", recipe_grid, 1)
+run("(b) dense shapes, 4 model fields", shape_grid, 1)
+run("(c) (a) with --jobs 2", recipe_grid, 2)

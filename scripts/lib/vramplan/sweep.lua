@@ -1,0 +1,303 @@
+-- vramplan.sweep — a sweep's plan (from the command line here; from a
+-- script in sweep_script.lua), evaluating one variant into a row with the
+-- names of `estimate --json` (flattened with dots), and the rows' two
+-- formats (CSV, JSON lines).
+local json = require("dkjson")
+local arch = require("vramplan.arch")
+local csv = require("vramplan.csv")
+local hardware = require("vramplan.hardware")
+local job = require("vramplan.job")
+local models = require("vramplan.models")
+local recipes = require("vramplan.recipes")
+local report = require("vramplan.report")
+local schema = require("vramplan.schema")
+local vramplan = require("vramplan")
+
+local sweep = {}
+
+-- The columns after `variant` and the varied keys, unless --fields says.
+sweep.default_fields = {
+  "model.name", "model.params", "model.trainable_params", "gpu.short_name", "per_gpu.params_bytes",
+  "per_gpu.grads_bytes", "per_gpu.master_bytes", "per_gpu.optimizer_bytes", "per_gpu.activations_bytes",
+  "per_gpu.peak_allocated_bytes", "per_gpu.peak_reserved_bytes", "per_gpu.peak_total_bytes", "per_gpu.peak_phase",
+  "fits", "headroom_bytes", "error",
+}
+
+-- The top-level names of estimate --json's object: a --fields name must
+-- start with one of them (or be variant, error or a varied key).
+local object_names = {
+  vramplan_version = true, model = true, recipe = true, per_gpu = true, per_rank = true, host = true, gpu = true,
+  fits = true, headroom_bytes = true,
+}
+
+-- ---- the plan ----
+
+-- Every key a sweep may vary: recipe keys, the models' fields, gpu, model.
+local function known_keys(descriptions)
+  local known, names = { gpu = true, model = true }, { "gpu", "model" }
+  for _, k in ipairs(vramplan.recipe_keys()) do known[k.name] = true; names[#names + 1] = k.name end
+  for _, d in ipairs(descriptions) do
+    for _, f in ipairs(d.family.schema.order) do
+      if not known[f] then known[f] = true; names[#names + 1] = f end
+    end
+  end
+  return known, names
+end
+
+-- Raises "<origin>: unknown key ..." unless `key` can be varied.
+local function check_key(known, names, key, origin)
+  if known[key] then return end
+  local guess = schema.suggest(key, names)
+  error(string.format("%s: unknown key '%s': not a recipe key, a model field, gpu nor model%s", origin, tostring(key),
+    guess and (" (did you mean '" .. guess .. "'?)") or ""), 0)
+end
+
+-- Checks the plan's keys against the models it can reach.
+local function check_keys(home, plan)
+  local descriptions, seen = {}, {}
+  local function reach(name, origin)
+    if seen[name] then return end
+    if type(name) ~= "string" then error(string.format("%s: a model is a name or a path", origin), 0) end
+    seen[name] = true
+    descriptions[#descriptions + 1] = models.describe(home, name)
+  end
+  if plan.model then reach(plan.model, plan.source) end
+  for _, axis in ipairs(plan.axes) do
+    if axis.key == "model" then
+      for _, name in ipairs(axis.values) do reach(name, axis.origin) end
+    end
+  end
+  for i, values in ipairs(plan.generated or {}) do
+    if values.model ~= nil then reach(values.model, string.format("variant %d", i - 1)) end
+  end
+  if #descriptions == 0 then error(plan.source .. ": no model to sweep (give model = ...)", 0) end
+  -- a misspelt GPU fails at once rather than in every row
+  if plan.gpu then hardware.gpu(home, plan.gpu) end
+  for _, axis in ipairs(plan.axes) do
+    if axis.key == "gpu" then
+      for _, name in ipairs(axis.values) do
+        local ok, err = pcall(hardware.gpu, home, tostring(name))
+        if not ok then error(axis.origin .. ": " .. tostring(err), 0) end
+      end
+    end
+  end
+  local known, all = known_keys(descriptions)
+  for _, axis in ipairs(plan.axes) do check_key(known, all, axis.key, axis.origin) end
+  for _, d in ipairs(plan.derived) do check_key(known, all, d.key, d.origin) end
+  for _, s in ipairs(plan.sets) do check_key(known, all, s[1], s[3]) end
+  for i, values in ipairs(plan.generated or {}) do
+    for k in pairs(values) do check_key(known, all, k, string.format("variant %d", i - 1)) end
+  end
+end
+
+-- The varied keys in column order: the axes, then the derived values (a
+-- generator's keys sorted by name).
+local function columns(plan)
+  local cols, seen = {}, {}
+  local function add(k) if not seen[k] then seen[k] = true; cols[#cols + 1] = k end end
+  for _, axis in ipairs(plan.axes) do add(axis.key) end
+  if plan.generated then
+    local keys = {}
+    for _, values in ipairs(plan.generated) do
+      for k in pairs(values) do if not seen[k] then seen[k] = true; keys[#keys + 1] = k end end
+    end
+    table.sort(keys)
+    for _, k in ipairs(keys) do cols[#cols + 1] = k end
+  end
+  for _, d in ipairs(plan.derived) do add(d.key) end
+  return cols
+end
+
+-- Finishes a plan: checks its keys, fixes its columns.
+function sweep.finish(home, plan)
+  check_keys(home, plan)
+  plan.columns = columns(plan)
+  plan.home = home
+  return plan
+end
+
+-- A plan from the command line: spec = { target, recipe, gpu, sets, vary =
+-- { "KEY=LIST", ... } }.
+function sweep.from_args(home, spec)
+  local plan = { model = spec.target, gpu = spec.gpu, sets = spec.sets or {}, axes = {}, derived = {},
+                 source = "command line" }
+  if spec.recipe then plan.keys, plan.origins = recipes.load(spec.recipe) end
+  for _, text in ipairs(spec.vary or {}) do
+    local origin = "--vary " .. text
+    local key, list = text:match("^([%w_]+)=(.+)$")
+    if not key then error(origin .. ": takes KEY=LIST", 0) end
+    local ok, values = pcall(require("vramplan.grid").parse_list, list)
+    if not ok then error(origin .. ": " .. tostring(values), 0) end
+    for _, axis in ipairs(plan.axes) do
+      if axis.key == key then error(origin .. ": " .. key .. " is varied twice", 0) end
+    end
+    plan.axes[#plan.axes + 1] = { key = key, values = values, origin = origin }
+  end
+  return sweep.finish(home, plan)
+end
+
+-- ---- evaluating ----
+
+-- Flattens estimate --json's object into name -> value with dotted names
+-- (per_gpu.peak_total_bytes, per_rank.1.stage); JSON null stays null.
+local function flatten(object, prefix, into)
+  into = into or {}
+  for k, v in pairs(object) do
+    local name = prefix and (prefix .. "." .. k) or tostring(k)
+    if type(v) == "table" and v ~= json.null then flatten(v, name, into)
+    else into[name] = v end
+  end
+  return into
+end
+sweep.flatten = flatten
+
+-- A cache that forgets everything when full: sweeps visit their variants in
+-- order, so the models they reuse are the recent ones, and memory stays flat
+-- however many models a shape sweep builds.
+local function bounded_cache(limit)
+  local entries, n = {}, 0
+  return function(key, make)
+    local hit = entries[key]
+    if hit then return hit end
+    if n >= limit then entries, n = {}, 0 end
+    local ok, value = pcall(make)
+    hit = ok and { value = value } or { error = tostring(value) }
+    entries[key], n = hit, n + 1
+    return hit
+  end
+end
+
+-- The key of a model with field overrides, independent of table order.
+local function model_key(name, overrides)
+  local parts = { name }
+  local keys = {}
+  for k in pairs(overrides) do keys[#keys + 1] = k end
+  table.sort(keys)
+  for _, k in ipairs(keys) do parts[#parts + 1] = k .. "=" .. tostring(overrides[k]) end
+  return table.concat(parts, "\0")
+end
+
+-- The --set pairs of one variant: the plan's, then its varied keys (by
+-- name, each with the origin of its list or function).
+local function variant_sets(plan, origin, values)
+  local sets = table.move(plan.sets, 1, #plan.sets, 1, {})
+  local varied = {}
+  for k in pairs(values) do if k ~= "model" and k ~= "gpu" then varied[#varied + 1] = k end end
+  table.sort(varied)
+  for _, k in ipairs(varied) do sets[#sets + 1] = { k, values[k], origin[k] or "variant" } end
+  return sets
+end
+
+-- An evaluator for the plan: evaluate(values) -> the flat row (name ->
+-- value), or nil and the one-line message of why it cannot be evaluated.
+-- It is `estimate`'s path (job.split_sets, arch.build, job.estimate,
+-- report.object) with the models, descriptions and GPUs cached.
+function sweep.evaluator(plan)
+  local home = plan.home
+  local descriptions, built, gpus = bounded_cache(64), bounded_cache(16), bounded_cache(64)
+  local origin = {}
+  for _, axis in ipairs(plan.axes) do origin[axis.key] = axis.origin end
+  for _, d in ipairs(plan.derived) do origin[d.key] = d.origin end
+
+  -- the job of one variant: model built (or cached), keys, GPU
+  local function variant_job(values)
+    local name = values.model or plan.model
+    local d = descriptions(name, function() return models.describe(home, name) end)
+    if d.error then return nil, d.error end
+    local keys, origins = {}, {}
+    for k, v in pairs(plan.keys or {}) do keys[k], origins[k] = v, plan.origins[k] end
+    local ok, overrides, override_origins = pcall(job.split_sets, d.value, variant_sets(plan, origin, values), keys,
+      origins)
+    if not ok then return nil, tostring(overrides) end
+    local m = built(model_key(name, overrides), function()
+      local model, config = arch.build(d.value, overrides, override_origins)
+      return { model = model, config = config }
+    end)
+    if m.error then return nil, m.error end
+    local ok2, err = pcall(recipes.over_checkpoint, keys, origins, d.value.quantization)
+    if not ok2 then return nil, tostring(err) end
+    local gpu_name, g = values.gpu or plan.gpu, nil
+    if gpu_name then
+      g = gpus(gpu_name, function() return hardware.gpu(home, gpu_name) end)
+      if g.error then return nil, g.error end
+    end
+    return { home = home, description = d.value, model = m.value.model, config = m.value.config, keys = keys,
+             origins = origins, gpu = g and g.value }
+  end
+
+  return function(values)
+    local j, message = variant_job(values)
+    if not j then return nil, message end
+    local result
+    result, message = job.try(j)
+    if not result then return nil, message end
+    return flatten(report.object(job.context(j, result)))
+  end
+end
+
+-- ---- rows ----
+
+-- The columns of the output: `fields` (a list, from --fields) checked, or
+-- variant, the varied keys and the default fields.
+function sweep.fields(plan, fields)
+  local varied = {}
+  for _, k in ipairs(plan.columns) do varied[k] = true end
+  if fields then
+    for _, f in ipairs(fields) do
+      if f ~= "variant" and f ~= "error" and not varied[f] and not object_names[f:match("^[^.]+")] then
+        error(string.format("--fields: unknown field '%s' (fields are variant, error, the varied keys and " ..
+          "estimate --json's names joined with dots, such as per_gpu.peak_total_bytes)", f), 0)
+      end
+    end
+    return fields
+  end
+  local list = { "variant" }
+  for _, k in ipairs(plan.columns) do list[#list + 1] = k end
+  for _, f in ipairs(sweep.default_fields) do list[#list + 1] = f end
+  return list
+end
+
+-- One row's values in `fields` order (nil where a field has no value).
+function sweep.row_values(fields, varied, index, values, flat, message)
+  local out = {}
+  for i, f in ipairs(fields) do
+    local v
+    if f == "variant" then v = index
+    elseif f == "error" then v = message
+    elseif varied[f] then v = values[f]
+    elseif flat then v = flat[f] end
+    if v == json.null then v = nil end
+    out[i] = v
+  end
+  return out
+end
+
+-- The formats: a header line (or nil) and one line per row.
+local formats = {}
+
+formats.csv = {
+  header = function(fields) return csv.line(fields) end,
+  row = function(fields, values) return csv.line(values, #fields) end,
+}
+
+formats.jsonl = {
+  header = function() return nil end,
+  row = function(fields, values)
+    local o = {}
+    for i, f in ipairs(fields) do o[f] = values[i] == nil and json.null or values[i] end
+    return json.encode(o, { keyorder = fields })
+  end,
+}
+
+function sweep.format(name)
+  local f = formats[name]
+  if not f then error(string.format("--format: csv or jsonl (got '%s')", tostring(name)), 0) end
+  return f
+end
+
+-- A message on one line: a row holds no line break.
+function sweep.one_line(message)
+  return message and (tostring(message):gsub("[\r\n]+", " ")) or nil
+end
+
+return sweep

@@ -1,0 +1,529 @@
+-- vramplan sweep and merge: rows equal to separate `estimate --json` runs,
+-- shards, --resume, --jobs, bad sweep scripts; the grid's LIST syntax; the
+-- Lua module's sweep API.
+local helper = require("tests.lua.helper")
+local json = require("dkjson")
+
+-- Runs `vramplan ARGS...` (any command), returns stdout, stderr, exit code;
+-- a list first stands for its arguments (Lua expands only a call's last).
+local function run(first, ...)
+  if type(first) ~= "table" then return helper.run(first, ...) end
+  local t = table.move(first, 1, #first, 1, {})
+  for i = 1, select("#", ...) do t[#t + 1] = select(i, ...) end
+  return helper.run(table.unpack(t))
+end
+
+local function read(path)
+  local f = assert(io.open(path, "rb"))
+  local s = f:read("a")
+  f:close()
+  return s
+end
+
+local function write(path, text)
+  local f = assert(io.open(path, "wb"))
+  f:write(text)
+  f:close()
+end
+
+-- A temporary path that helper.write's cleanup removes.
+local function temp(suffix) return helper.write("", suffix) end
+
+-- A plain CSV reader written here, not the sweep's: header and rows as
+-- tables of name -> text. Handles RFC 4180 quoting within one line.
+local function parse_csv(text)
+  local lines = {}
+  for line in text:gmatch("([^\n]*)\n") do lines[#lines + 1] = line end
+  local function fields(line)
+    local out, field, quoted, i = {}, {}, false, 1
+    while i <= #line do
+      local c = line:sub(i, i)
+      if quoted then
+        if c == '"' and line:sub(i + 1, i + 1) == '"' then field[#field + 1] = '"'; i = i + 1
+        elseif c == '"' then quoted = false
+        else field[#field + 1] = c end
+      elseif c == '"' then quoted = true
+      elseif c == "," then out[#out + 1] = table.concat(field); field = {}
+      else field[#field + 1] = c end
+      i = i + 1
+    end
+    out[#out + 1] = table.concat(field)
+    return out
+  end
+  local header = fields(lines[1])
+  local rows = {}
+  for i = 2, #lines do
+    local row = {}
+    for j, v in ipairs(fields(lines[i])) do row[header[j]] = v end
+    rows[#rows + 1] = row
+  end
+  return header, rows
+end
+
+-- estimate --json's object flattened with dots, values as CSV text.
+local function flat_estimate(args)
+  local o = helper.estimate(table.unpack(args))
+  local flat = {}
+  local function walk(t, prefix)
+    for k, v in pairs(t) do
+      local name = prefix and (prefix .. "." .. k) or k
+      if type(v) == "table" then walk(v, name)
+      elseif v == nil or v == json.null then flat[name] = ""
+      else flat[name] = math.type(v) == "integer" and string.format("%d", v) or tostring(v) end
+    end
+  end
+  walk(o, nil)
+  return flat
+end
+
+local compared = {
+  "model.name", "model.params", "model.trainable_params", "gpu.short_name", "per_gpu.params_bytes",
+  "per_gpu.grads_bytes", "per_gpu.master_bytes", "per_gpu.optimizer_bytes", "per_gpu.activations_bytes",
+  "per_gpu.peak_allocated_bytes", "per_gpu.peak_reserved_bytes", "per_gpu.peak_total_bytes", "per_gpu.peak_phase",
+  "fits", "headroom_bytes",
+}
+
+-- Fails unless `row` holds estimate --json's figures for `args`.
+local function assert_row_is_estimate(row, args)
+  local e = flat_estimate(args)
+  assert.are.equal("", row.error, "variant " .. row.variant .. ": " .. tostring(row.error))
+  for _, f in ipairs(compared) do
+    assert.are.equal(e[f] or "", row[f], string.format("variant %s, %s (estimate %s)", row.variant, f,
+      table.concat(args, " ")))
+  end
+end
+
+-- A few rows picked at random (the seed is in the message of a failure).
+local function sample(rows, n)
+  local seed = os.time()
+  math.randomseed(seed)
+  local picked = {}
+  for _ = 1, n do picked[#picked + 1] = rows[math.random(#rows)] end
+  return picked, seed
+end
+
+local grid_args = { "sweep", "gpt2", "--gpu", "a100-40gb", "--set", "precision=amp-bf16",
+  "--vary", "micro_batch=1:4:*2", "--vary", "seq_len=128,256", "--vary", "checkpointing=none,full" }
+
+describe("vramplan sweep", function()
+  it("enumerates the grid with the first --vary slowest, variants numbered from 0", function()
+    local out, err, code = run(grid_args, "--jobs", "1")
+    assert.are.equal(0, code, err)
+    assert.are.equal("", err) -- stderr is not a terminal: no progress bar
+    local header, rows = parse_csv(out)
+    assert.are.same({ "variant", "micro_batch", "seq_len", "checkpointing", "model.name" },
+      { table.unpack(header, 1, 5) })
+    assert.are.equal("error", header[#header])
+    assert.are.equal(12, #rows)
+    local expected, i = {}, 0
+    for _, b in ipairs({ "1", "2", "4" }) do
+      for _, s in ipairs({ "128", "256" }) do
+        for _, c in ipairs({ "none", "full" }) do
+          expected[#expected + 1] = { tostring(i), b, s, c }
+          i = i + 1
+        end
+      end
+    end
+    for n, row in ipairs(rows) do
+      assert.are.same(expected[n], { row.variant, row.micro_batch, row.seq_len, row.checkpointing })
+    end
+  end)
+
+  it("writes for a sample of variants what estimate --json gives for them", function()
+    local out = run(grid_args)
+    local _, rows = parse_csv(out)
+    local picked, seed = sample(rows, 3)
+    for _, row in ipairs(picked) do
+      assert_row_is_estimate(row, { "gpt2", "--gpu", "a100-40gb", "--set", "precision=amp-bf16", "--set",
+        "micro_batch=" .. row.micro_batch, "--set", "seq_len=" .. row.seq_len, "--set",
+        "checkpointing=" .. row.checkpointing }, seed)
+    end
+  end)
+
+  -- Each example script with what `estimate` needs besides the row's keys.
+  local scripts = {
+    ["scaling"] = { model = "llama2-7b", args = { "--gpu", "h100-80gb", "--set", "precision=amp-bf16", "--set",
+      "optimizer=adamw", "--set", "seq_len=2048", "--set", "checkpointing=full" },
+      keys = { "hidden", "layers", "heads", "kv_heads", "intermediate" } },
+    ["hardware"] = { model = "llama2-7b", args = { "--recipe", "scripts/recipes/lora-q-v-checkpointed.lua" },
+      keys = { "micro_batch" }, gpu_column = "gpu" },
+    ["lora-batch-by-length"] = { model = "llama3-8b", args = { "--gpu", "rtx4090", "--recipe",
+      "scripts/recipes/lora-q-v-checkpointed.lua" }, keys = { "micro_batch", "seq_len" } },
+  }
+
+  for name, s in pairs(scripts) do
+    it("runs scripts/sweeps/" .. name .. ".lua, a sample of its rows equal to estimate --json", function()
+      local out, err, code = run("sweep", "scripts/sweeps/" .. name .. ".lua")
+      assert.are.equal(0, code, err)
+      local _, rows = parse_csv(out)
+      assert.is_true(#rows >= 10, name .. ": " .. #rows .. " rows")
+      local picked = sample(rows, 2)
+      for _, row in ipairs(picked) do
+        local args = { s.model, table.unpack(s.args) }
+        for _, k in ipairs(s.keys) do
+          args[#args + 1] = "--set"
+          args[#args + 1] = k .. "=" .. row[k]
+        end
+        if s.gpu_column then
+          args[#args + 1] = "--gpu"
+          args[#args + 1] = row[s.gpu_column]
+        end
+        assert_row_is_estimate(row, args)
+      end
+    end)
+  end
+
+  it("keeps only the variants a where filter accepts, numbered without gaps", function()
+    local _, rows = parse_csv((run("sweep", "scripts/sweeps/lora-batch-by-length.lua")))
+    for i, row in ipairs(rows) do
+      assert.are.equal(tostring(i - 1), row.variant)
+      assert.is_true(tonumber(row.micro_batch) * tonumber(row.seq_len) <= 65536)
+    end
+  end)
+
+  it("gives identical output with --jobs 1 and --jobs 2", function()
+    for _, args in ipairs({ grid_args, { "sweep", "scripts/sweeps/lora-batch-by-length.lua", "--format", "jsonl" },
+                             { "sweep", "scripts/sweeps/scaling.lua", "--shard", "1/3" } }) do
+      local one, err1, c1 = run(args, "--jobs", "1")
+      local two, err2, c2 = run(args, "--jobs", "2")
+      assert.are.equal(0, c1, err1)
+      assert.are.equal(0, c2, err2)
+      assert.are.equal(one, two)
+      local three = run(args, "--jobs", "3")
+      assert.are.equal(one, three)
+    end
+  end)
+
+  it("gives workers the same random variants a generator draws", function()
+    local path = helper.write([[
+return sweep {
+  model = "gpt2",
+  set = { seq_len = 128 },
+  generate = function(emit)
+    for _ = 1, 8 do emit { micro_batch = math.random(1, 16) } end
+  end,
+}
+]], ".lua")
+    local one, err, code = run("sweep", path, "--jobs", "1")
+    assert.are.equal(0, code, err)
+    assert.are.equal(one, (run("sweep", path, "--jobs", "2")))
+  end)
+
+  it("puts a variant's one-line message in error and goes on", function()
+    local out, err, code = run("sweep", "llama2-7b", "--vary", "heads=32,30,64", "--vary", "micro_batch=1,2",
+      "--fields", "variant,heads,micro_batch,per_gpu.peak_total_bytes,error")
+    assert.are.equal(0, code, err)
+    local _, rows = parse_csv(out)
+    assert.are.equal(6, #rows)
+    assert.are.equal("", rows[1].error)
+    assert.truthy(rows[3].error:find("heads: must divide hidden (4096)", 1, true), rows[3].error)
+    assert.are.equal("", rows[3]["per_gpu.peak_total_bytes"])
+    assert.are.equal("", rows[5].error)
+    -- the message's quotes and commas are quoted as RFC 4180 says
+    local raw = out:match("\n(2,30,1,[^\n]*)")
+    assert.truthy(raw:find(',"[^"]*heads: must divide hidden %(4096%)', 1), raw)
+  end)
+
+  it("writes JSON lines, one object per row, with --fields' columns in order and null verdicts without a GPU",
+    function()
+      local out, err, code = run("sweep", "gpt2", "--set", "seq_len=256", "--vary", "micro_batch=1,2", "--format", "jsonl", "--fields",
+        "per_gpu.peak_total_bytes,variant,fits,gpu.short_name,recipe.micro_batch")
+      assert.are.equal(0, code, err)
+      local lines = {}
+      for line in out:gmatch("[^\n]+") do lines[#lines + 1] = line end
+      assert.are.equal(2, #lines)
+      assert.truthy(lines[2]:find('^{"per_gpu.peak_total_bytes":%d+,"variant":1,"fits":null,"gpu.short_name":null,' ..
+        '"recipe.micro_batch":2}$'), lines[2])
+      local e = helper.estimate("gpt2", "--set", "seq_len=256", "--set", "micro_batch=2")
+      assert.are.equal(e.per_gpu.peak_total_bytes, json.decode(lines[2])["per_gpu.peak_total_bytes"])
+    end)
+
+  it("refuses an unknown field, an unknown key and a bad LIST, naming them", function()
+    local _, err, code = run("sweep", "gpt2", "--vary", "micro_batch=1,2", "--fields", "variant,peak_total")
+    assert.are.equal(1, code)
+    assert.truthy(err:find("unknown field 'peak_total'", 1, true), err)
+    _, err, code = run("sweep", "gpt2", "--vary", "micro_bach=1,2")
+    assert.are.equal(1, code)
+    assert.truthy(err:find("^vramplan: %-%-vary micro_bach=1,2: unknown key 'micro_bach'.*did you mean 'micro_batch'"),
+      err)
+    _, err, code = run("sweep", "gpt2", "--vary", "micro_batch=4:1")
+    assert.are.equal(1, code)
+    assert.truthy(err:find("--vary micro_batch=4:1: '4:1': the range is empty", 1, true), err)
+    assert.falsy(err:find("traceback"))
+  end)
+
+  it("joins shards with merge into the unsharded output", function()
+    for _, format in ipairs({ "csv", "jsonl" }) do
+      local whole = run(grid_args, "--format", format)
+      local parts = {}
+      for k = 0, 2 do
+        parts[#parts + 1] = temp("." .. format)
+        local _, err, code = run(grid_args, "--format", format, "--shard", k .. "/3",
+          "--out", parts[#parts])
+        assert.are.equal(0, code, err)
+      end
+      local merged = temp("." .. format)
+      local _, err, code = run("merge", parts[3], parts[1], parts[2], "--out", merged)
+      assert.are.equal(0, code, err)
+      assert.are.equal(whole, read(merged))
+      local out = run("merge", parts[1], parts[2], parts[3])
+      assert.are.equal(whole, out)
+    end
+  end)
+
+  it("has merge report missing and duplicated variants and exit 1", function()
+    local a, b = temp(".csv"), temp(".csv")
+    run(grid_args, "--shard", "0/3", "--out", a)
+    run(grid_args, "--shard", "2/3", "--out", b)
+    local _, err, code = run("merge", a, b, a)
+    assert.are.equal(1, code)
+    assert.truthy(err:find("missing variants 1, 4, 7, 10", 1, true), err)
+    assert.truthy(err:find("duplicated variants 0, 3, 6, 9", 1, true), err)
+  end)
+
+  it("resumes a sweep cut in the middle of a row to the file of an uninterrupted run", function()
+    local whole = temp(".csv")
+    assert.are.equal(0, select(3, run(grid_args, "--out", whole)))
+    local text = read(whole)
+    -- the header, five rows and half the sixth, as a kill while writing leaves it
+    local cut = 0
+    for _ = 1, 6 do cut = text:find("\n", cut + 1, true) end
+    local partial = temp(".csv")
+    write(partial, text:sub(1, cut + 20))
+    for _, jobs in ipairs({ "1", "2" }) do
+      local file = temp(".csv")
+      write(file, text:sub(1, cut + 20))
+      local _, err, code = run(grid_args, "--out", file, "--resume", "--jobs", jobs)
+      assert.are.equal(0, code, err)
+      assert.are.equal(text, read(file))
+    end
+    -- resuming a complete file changes nothing
+    run(grid_args, "--out", whole, "--resume")
+    assert.are.equal(text, read(whole))
+  end)
+
+  it("resumes after a kill mid-sweep to the file of an uninterrupted run", function()
+    -- some thousands of variants: a few seconds, long enough to be killed
+    local args = { "sweep", "llama2-7b", "--vary", "micro_batch=1:32", "--vary", "seq_len=128:8192:128", "--vary",
+      "checkpointing=none,full", "--format", "jsonl", "--jobs", "1" }
+    local whole = temp(".jsonl")
+    assert.are.equal(0, select(3, run(args, "--out", whole)))
+    local file = temp(".jsonl")
+    local quoted = {}
+    for i, a in ipairs(args) do quoted[i] = "'" .. a .. "'" end
+    -- SIGKILL once it has written 50 rows: no chance to finish a line
+    os.execute(string.format("%s %s --out %s >/dev/null 2>&1 & pid=$!; " ..
+      "while [ \"$(wc -l < %s 2>/dev/null || echo 0)\" -lt 50 ]; do sleep 0.01; done; { kill -9 $pid; wait $pid; } 2>/dev/null",
+      helper.bin, table.concat(quoted, " "), file, file))
+    local interrupted = read(file)
+    assert.is_true(#interrupted < #read(whole), "the sweep ended before it was killed")
+    local _, err, code = run(args, "--out", file, "--resume", "--jobs", "2")
+    assert.are.equal(0, code, err)
+    assert.are.equal(read(whole), read(file))
+  end)
+
+  it("draws a progress line on stderr only when it is a terminal", function()
+    -- script(1) gives the command a terminal; without it there is nothing to check
+    if not os.execute("command -v script >/dev/null 2>&1") then return end
+    local log = temp(".txt")
+    local args = {}
+    for i, a in ipairs(grid_args) do args[i] = "'" .. a .. "'" end
+    os.execute(string.format("script -qc \"%s %s --out /dev/null\" %s >/dev/null 2>&1", helper.bin,
+      table.concat(args, " "):gsub('"', '\\"'), log))
+    local text = read(log)
+    assert.truthy(text:find("12/12 variants, [%d.]+/s"), text)
+    local _, err = run(grid_args, "--out", temp(".csv"))
+    assert.are.equal("", err)
+  end)
+
+  it("refuses merging files of different columns or cut short, and --resume without --out", function()
+    local a, b = temp(".csv"), temp(".csv")
+    run(grid_args, "--out", a)
+    run(grid_args, "--out", b, "--fields", "variant,error")
+    local _, err, code = run("merge", a, b)
+    assert.are.equal(1, code)
+    assert.truthy(err:find(b .. ": its columns differ from " .. a .. "'s", 1, true), err)
+    -- a shard's file cut in the middle of a row, as a kill leaves it
+    local cut = temp(".csv")
+    local text = read(a)
+    write(cut, text:sub(1, #text - 5))
+    _, err, code = run("merge", cut)
+    assert.are.equal(1, code)
+    assert.truthy(err:find(":13: the last line is cut short", 1, true), err)
+    _, err, code = run(grid_args, "--resume")
+    assert.are.equal(2, code)
+    assert.truthy(err:find("--resume needs --out FILE", 1, true), err)
+  end)
+
+  it("refuses --resume into a file of other columns", function()
+    local file = temp(".csv")
+    write(file, "variant,hidden\n0,1024\n")
+    local _, err, code = run(grid_args, "--out", file, "--resume")
+    assert.are.equal(1, code)
+    assert.truthy(err:find(file .. ": its columns are not this sweep's", 1, true), err)
+  end)
+end)
+
+describe("bad sweep scripts", function()
+  local function sweep_script(text) return helper.write(text, ".lua") end
+
+  it("report a syntax error at its line", function()
+    local path = sweep_script('return sweep {\n  model = "gpt2",\n  vary = { micro_batch = { 1, 2 3 } },\n}\n')
+    local out, err, code = run("sweep", path)
+    assert.are.equal(1, code)
+    assert.are.equal("", out)
+    assert.truthy(err:find("^vramplan: " .. path:gsub("%p", "%%%0") .. ":3: "), err)
+  end)
+
+  it("report an error in the tenth variant with the script's line, keeping the nine rows written", function()
+    local path = sweep_script([[
+return sweep {
+  model = "gpt2",
+  vary = {
+    micro_batch = { 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12 },
+    seq_len = function(v)
+      if v.micro_batch == 10 then error("no tenth") end
+      return 128
+    end,
+  },
+}
+]])
+    for _, jobs in ipairs({ "1", "2" }) do
+      local out = temp(".csv")
+      local _, err, code = run("sweep", path, "--out", out, "--jobs", jobs)
+      assert.are.equal(1, code)
+      assert.truthy(err:find("^vramplan: variant 9: " .. path:gsub("%p", "%%%0") .. ":6: no tenth\n$"), err)
+      local _, rows = parse_csv(read(out))
+      assert.are.equal(9, #rows)
+      assert.are.equal("8", rows[9].variant)
+    end
+  end)
+
+  it("stop a generator that never ends", function()
+    local path = sweep_script([[
+return sweep {
+  model = "gpt2",
+  generate = function(emit)
+    local b = 1
+    while true do emit { micro_batch = b }; b = b + 1 end
+  end,
+}
+]])
+    local _, err, code = run("sweep", path)
+    assert.are.equal(1, code)
+    assert.truthy(err:find(path .. ":5: ", 1, true), err)
+    assert.truthy(err:find("does it never end?", 1, true), err)
+  end)
+
+  it("name an unknown key in vary, and a misspelt field of sweep", function()
+    local path = sweep_script('return sweep {\n  model = "gpt2",\n  vary = { micro_bach = { 1, 2 } },\n}\n')
+    local _, err, code = run("sweep", path)
+    assert.are.equal(1, code)
+    assert.truthy(err:find(path .. ":1: vary.micro_bach: unknown key 'micro_bach'", 1, true), err)
+    assert.truthy(err:find("did you mean 'micro_batch'", 1, true), err)
+    path = sweep_script('return sweep {\n  model = "gpt2",\n  vary = { micro_batch = { 1, 2 } },\n  wher = 1,\n}\n')
+    _, err, code = run("sweep", path)
+    assert.are.equal(1, code)
+    assert.truthy(err:find("sweep: unknown field 'wher' (did you mean 'where'?)", 1, true), err)
+  end)
+
+  it("run a generator's variants in the order it emits them", function()
+    local path = sweep_script([[
+return sweep {
+  model = "gpt2",
+  set = { seq_len = 128 },
+  generate = function(emit)
+    for b = 3, 1, -1 do emit { micro_batch = b } end
+  end,
+}
+]])
+    local out, err, code = run("sweep", path, "--fields", "variant,micro_batch,per_gpu.peak_total_bytes")
+    assert.are.equal(0, code, err)
+    local _, rows = parse_csv(out)
+    assert.are.same({ "3", "2", "1" }, { rows[1].micro_batch, rows[2].micro_batch, rows[3].micro_batch })
+    local e = helper.estimate("gpt2", "--set", "seq_len=128", "--set", "micro_batch=2")
+    assert.are.equal(string.format("%d", e.per_gpu.peak_total_bytes), rows[2]["per_gpu.peak_total_bytes"])
+  end)
+end)
+
+describe("the grid's LIST syntax", function()
+  local grid = require("vramplan.grid")
+
+  it("reads lists, ranges and geometric ranges", function()
+    assert.are.same({ 1, 2, 4 }, grid.parse_list("1,2,4"))
+    assert.are.same({ "flash", "sdpa" }, grid.parse_list("flash,sdpa"))
+    assert.are.same({ 128, 384, 640 }, grid.parse_list("128:640:256"))
+    assert.are.same({ 1, 2, 3 }, grid.parse_list("1:3"))
+    assert.are.same({ 512, 1024, 2048, 4096 }, grid.parse_list("512:5000:*2"))
+    assert.are.same({ true, false, 0.05 }, grid.parse_list("true,false,0.05"))
+  end)
+
+  it("refuses empty values, empty ranges and bad steps", function()
+    assert.has_error(function() grid.parse_list("1,,2") end, "'1,,2': an empty value in the list")
+    assert.has_error(function() grid.parse_list("8:1") end, "'8:1': the range is empty (8 > 1)")
+    assert.has_error(function() grid.parse_list("1:8:0") end, "'1:8:0': a range's step is a whole number >= 1")
+    assert.has_error(function() grid.parse_list("1:8:*1") end,
+      "'1:8:*1': a geometric range a:b:*k needs a >= 1 and a whole k >= 2")
+  end)
+
+  it("deals variants to shards round-robin", function()
+    local owned = {}
+    for i = 0, 9 do if grid.owns({ 1, 3 }, i) then owned[#owned + 1] = i end end
+    assert.are.same({ 1, 4, 7 }, owned)
+    assert.has_error(function() grid.parse_shard("3/3") end, "--shard takes K/N with 0 <= K < N (got '3/3')")
+  end)
+end)
+
+describe("the Lua module", function()
+  local vramplan = require("vramplan")
+  vramplan.home = helper.root
+
+  it("builds a model once and estimates many recipes against it, as estimate does", function()
+    local model, config = vramplan.load_model("gpt2", { layers = 4 })
+    local gpu = vramplan.load_gpu("a100-40gb")
+    for _, b in ipairs({ 1, 2 }) do
+      local r = vramplan.estimate(model, { micro_batch = b, seq_len = 256 }, gpu)
+      local o = vramplan.report(r, config, gpu)
+      local e = helper.estimate("gpt2", "--set", "layers=4", "--set", "micro_batch=" .. b, "--set", "seq_len=256",
+        "--gpu", "a100-40gb")
+      assert.are.equal(e.per_gpu.peak_total_bytes, o.per_gpu.peak_total_bytes)
+      assert.are.equal(e.headroom_bytes, o.headroom_bytes)
+      assert.are.equal(e.model.name, o.model.name)
+    end
+  end)
+
+  it("sweeps in-process, rows as the command writes them", function()
+    local rows = {}
+    local n = vramplan.sweep({ model = "gpt2", gpu = "a100-40gb", vary = { micro_batch = { 1, 2 }, seq_len = { 128 } },
+      fields = { "variant", "micro_batch", "per_gpu.peak_total_bytes", "fits" } }, function(row) rows[#rows + 1] = row end)
+    assert.are.equal(2, n)
+    local _, csv_rows = parse_csv((run("sweep", "gpt2", "--gpu", "a100-40gb", "--vary", "micro_batch=1,2", "--vary",
+      "seq_len=128")))
+    for i = 1, 2 do
+      assert.are.equal(i - 1, rows[i].variant)
+      assert.are.equal(csv_rows[i]["per_gpu.peak_total_bytes"], string.format("%d", rows[i]["per_gpu.peak_total_bytes"]))
+      assert.are.equal(true, rows[i].fits)
+    end
+  end)
+
+  it("names a bad argument instead of failing on a nil index", function()
+    assert.has_error(function() vramplan.load_model(nil) end,
+      "vramplan.load_model: argument 1 (model) must be a model name or path (got nil)")
+    assert.has_error(function() vramplan.load_model("gpt2", 4) end,
+      "vramplan.load_model: argument 2 (fields) must be a table of field = value (got number)")
+    assert.has_error(function() vramplan.sweep({ model = "gpt2" }) end,
+      "vramplan.sweep: argument 2 (on_row) must be a function(row) (got nil)")
+    assert.has_error(function() vramplan.load_gpu(80) end,
+      "vramplan.load_gpu: argument 1 (name) must be a GPU name such as h100-80gb (got number)")
+  end)
+
+  it("builds a model with overrides and no origins (arch.build's third argument is optional)", function()
+    local arch, models = require("vramplan.arch"), require("vramplan.models")
+    local model, config = arch.build(models.describe(helper.root, "gpt2"), { layers = 2 })
+    assert.are.equal(2, config.layers)
+    assert.truthy(model)
+    local ok, err = pcall(arch.build, models.describe(helper.root, "gpt2"), { heads = 5 })
+    assert.is_false(ok)
+    assert.truthy(tostring(err):find("^overrides: heads: "), err)
+  end)
+end)
