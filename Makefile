@@ -20,7 +20,7 @@ PIC_OBJ     := $(CORE:%=build/pic/%.o) $(BINDING:%=build/pic/%.o)
 SAN_OBJ     := $(CORE:%=build/san/%.o)
 C_TESTS     := $(patsubst tests/c/%.c,build/tests/%,$(wildcard tests/c/test_*.c))
 
-.PHONY: all run test test-c test-lua test-torch install clean bench docs-png
+.PHONY: all run test test-c test-lua test-torch install clean bench docs docs-png
 all: build/vramplan build/vramplan.so
 
 build/obj/%.o: engine/%.c | build/obj
@@ -76,6 +76,10 @@ docs-png: all
 	chromium --headless --no-sandbox --disable-gpu --hide-scrollbars --user-data-dir=build/chromium-profile \
 	    --window-size=$$(sed -n 's/^<svg[^>]* height="\([0-9]*\)".* width="\([0-9]*\)".*/\2,\1/p' build/example.svg) \
 	    --screenshot=docs/example.png file://$(CURDIR)/build/example.svg 2>/dev/null
+
+# the generated references in docs/ (a test checks they are current)
+docs: all
+	./build/vramplan keys --markdown > docs/recipe-keys.md
 
 bench: all
 	lua5.4 bench/estimate.lua

@@ -154,6 +154,18 @@ void vp_lua_check_recipe(lua_State *L, const vp_recipe *recipe) {
         recipe_error(L, "grads_set_to_none: false is not modelled with sharded or bucketed gradients");
 }
 
+/* Pushes a key's value; false (nothing pushed) when it is hidden. */
+static bool push_value(lua_State *L, const vp_key_value *v) {
+    switch (v->kind) {
+    case VP_VALUE_HIDDEN: return false;
+    case VP_VALUE_INTEGER: lua_pushinteger(L, (lua_Integer)v->integer); break;
+    case VP_VALUE_NUMBER: lua_pushnumber(L, v->number); break;
+    case VP_VALUE_BOOL: lua_pushboolean(L, v->boolean); break;
+    case VP_VALUE_STRING: lua_pushstring(L, v->string); break;
+    }
+    return true;
+}
+
 void vp_lua_push_recipe(lua_State *L, const vp_recipe *given) {
     vp_recipe resolved = *given;
     vp_recipe_resolve(&resolved);
@@ -163,18 +175,11 @@ void vp_lua_push_recipe(lua_State *L, const vp_recipe *given) {
         const vp_recipe_key *key = vp_recipe_key_at(i);
         vp_key_value v;
         vp_recipe_key_value(&resolved, key, &v);
-        switch (v.kind) {
-        case VP_VALUE_HIDDEN: continue;
-        case VP_VALUE_INTEGER: lua_pushinteger(L, (lua_Integer)v.integer); break;
-        case VP_VALUE_NUMBER: lua_pushnumber(L, v.number); break;
-        case VP_VALUE_BOOL: lua_pushboolean(L, v.boolean); break;
-        case VP_VALUE_STRING: lua_pushstring(L, v.string); break;
-        }
-        lua_setfield(L, -2, key->name);
+        if (push_value(L, &v)) lua_setfield(L, -2, key->name);
     }
 }
 
-/* vramplan.recipe_keys() -> { {name, doc, kind, default?, choices?}, ... } in
+/* vramplan.recipe_keys() -> { {name, doc, type, default?, choices?}, ... } in
  * the declaration's order. */
 int vp_lua_recipe_keys(lua_State *L) {
     static const char *const kind_names[] = {"int", "int", "number", "int", "bool", "bool", "option", "text"};
@@ -189,6 +194,9 @@ int vp_lua_recipe_keys(lua_State *L) {
         lua_setfield(L, -2, "doc");
         lua_pushstring(L, kind_names[key->kind]);
         lua_setfield(L, -2, "type");
+        vp_key_value fallback;
+        vp_recipe_key_default(key, &fallback);
+        if (push_value(L, &fallback)) lua_setfield(L, -2, "default");
         if (key->kind == VP_KEY_OPTION) {
             lua_newtable(L);
             const char *name;

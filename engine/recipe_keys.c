@@ -409,9 +409,24 @@ void vp_recipe_key_set_option(vp_recipe *recipe, const vp_recipe_key *key, unsig
     memcpy(field(recipe, key), &v, sizeof v);
 }
 
+static void field_value(const vp_recipe *r, const vp_recipe_key *key, vp_key_value *out);
+
 void vp_recipe_key_value(const vp_recipe *r, const vp_recipe_key *key, vp_key_value *out) {
     memset(out, 0, sizeof *out);
     if (key->hidden || (key->applies && !key->applies(r))) return; /* VP_VALUE_HIDDEN */
+    field_value(r, key, out);
+}
+
+void vp_recipe_key_default(const vp_recipe_key *key, vp_key_value *out) {
+    vp_recipe r;
+    vp_recipe_defaults(&r);
+    vp_recipe_resolve(&r);
+    memset(out, 0, sizeof *out);
+    field_value(&r, key, out);
+}
+
+/* The key's value read from its field, or through its own echo. */
+static void field_value(const vp_recipe *r, const vp_recipe_key *key, vp_key_value *out) {
     if (key->value) {
         key->value(r, out);
         return;

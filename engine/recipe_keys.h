@@ -75,4 +75,8 @@ void vp_recipe_key_set_option(vp_recipe *recipe, const vp_recipe_key *key, unsig
  * LoRA) or is not echoed. */
 void vp_recipe_key_value(const vp_recipe *resolved, const vp_recipe_key *key, vp_key_value *out);
 
+/* The key's default as the echo would show it (whether or not the echo
+ * shows the key for the default recipe): its documentation's "default". */
+void vp_recipe_key_default(const vp_recipe_key *key, vp_key_value *out);
+
 #endif

@@ -277,18 +277,22 @@ function report.object(ctx)
 end
 
 -- the recipe echo in the order its keys are declared (recipe_keys.c), and
--- the breakdown in the report's row order: a stable order across runs
+-- the breakdown in the report's row order: a stable order across runs.
+-- dkjson's key order is one list for every object, so the recipe's keys
+-- go right after the top level's (host.gpus_per_node shares a name).
 do
-  local listed = {}
-  for _, k in ipairs(order) do listed[k] = true end
+  local top, listed, merged = 9, {}, {}
   local function append(name)
     if not listed[name] then
       listed[name] = true
-      order[#order + 1] = name
+      merged[#merged + 1] = name
     end
   end
+  for i = 1, top do append(order[i]) end
   for _, key in ipairs(require("vramplan").recipe_keys()) do append(key.name) end
+  for i = top + 1, #order do append(order[i]) end
   for _, row in ipairs(rows) do append(row[1]) end
+  order = merged
 end
 report.keyorder = order
 
