@@ -146,7 +146,7 @@ void vp_lua_read_recipe(lua_State *L, int index, vp_recipe *recipe) {
 void vp_lua_check_recipe(lua_State *L, const vp_recipe *recipe) {
     const char *problem = vp_step_layout_problem(NULL, recipe);
     if (!problem) problem = vp_pipeline_problem(NULL, recipe);
-    if (!problem) problem = vp_recipe_batch_problem(recipe);
+    if (!problem) problem = vp_recipe_problem(recipe);
     if (problem) recipe_error(L, "%s", problem);
     if (recipe->precision >= VP_PREC_MIXED_BF16 && !recipe->grads_set_to_none)
         recipe_error(L, "grads_set_to_none: false is not modelled with mixed-* precision (the master-weight step frees the 16-bit gradients)");

@@ -36,7 +36,12 @@ unsigned vp_recipe_microbatches(const vp_recipe *r) {
     return r->pp > 1 ? r->pp : 1;
 }
 
-const char *vp_recipe_batch_problem(const vp_recipe *r) {
+const char *vp_recipe_problem(const vp_recipe *r) {
+    /* selective recompute is Megatron-LM's (--recompute-granularity
+     * selective, Korthikanti et al. 2022); transformers' and DeepSpeed's
+     * checkpointing wrap whole layers */
+    if (r->selective && r->framework != VP_FRAMEWORK_MEGATRON)
+        return "checkpointing: selective recompute is Megatron-LM's: use framework = megatron, or full or every-K";
     if (!r->global_batch) return NULL;
     unsigned per_pass = r->micro_batch * r->dp;
     if (r->global_batch % per_pass)

@@ -183,9 +183,10 @@ extern const char *const vp_quant_names[];
  * or one per pipeline stage. */
 unsigned vp_recipe_microbatches(const vp_recipe *recipe);
 
-/* What is wrong with the batch keys together (global_batch against
- * micro_batch x dp and the micro-batch count), or NULL. */
-const char *vp_recipe_batch_problem(const vp_recipe *recipe);
+/* What is wrong with the recipe's keys together, whatever the model: the
+ * batch keys (global_batch against micro_batch x dp and the micro-batch
+ * count), selective recompute outside Megatron; or NULL. */
+const char *vp_recipe_problem(const vp_recipe *recipe);
 
 /* The first layer of a model of `layers` that the recipe trains in full
  * (0: all of them; freezing keeps the ones before it frozen). */

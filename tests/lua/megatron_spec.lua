@@ -75,4 +75,16 @@ describe("tensor-parallel layouts that do not hold together", function()
     assert.truthy(fails("llama2-7b", "--set", "framework=megatron", "--set", "precision=amp-bf16")
       :find("precision: Megatron-LM trains with", 1, true))
   end)
+
+  it("keeps selective recompute to Megatron-LM, whose option it is", function()
+    for _, framework in ipairs({ "torch", "deepspeed", "fsdp" }) do
+      for _, attention in ipairs({ "eager", "sdpa" }) do
+        assert.truthy(fails("llama3.2-1b", "--set", "checkpointing=selective", "--set", "framework=" .. framework,
+          "--set", "attention=" .. attention):find("checkpointing: selective recompute is Megatron-LM's", 1, true))
+      end
+    end
+    local _, err, code = helper.run("estimate", "llama3.2-1b", "--set", "checkpointing=selective",
+      "--set", "framework=megatron", "--set", "attention=eager")
+    assert.are.equal(0, code, err)
+  end)
 end)

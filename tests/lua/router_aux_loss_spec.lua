@@ -74,8 +74,9 @@ describe("the load-balancing loss", function()
     -- a checkpointed chunk returns one router logits tensor per layer, as a node's outputs: up to eight
     local err = helper.fails("qwen3-30b-a3b", "--set", "router_aux_loss=true", "--set", "checkpointing=every-9")
     assert.truthy(err:find("checkpointing: with output_router_logits", 1, true), err)
+    -- selective recompute is Megatron's, which this loss is not modelled under
     err = helper.fails("qwen3-30b-a3b", "--set", "router_aux_loss=true", "--set", "checkpointing=selective")
-    assert.truthy(err:find("checkpointing: with output_router_logits", 1, true), err)
+    assert.truthy(err:find("checkpointing: selective recompute is Megatron-LM's", 1, true), err)
     err = helper.fails("deepseek-moe-16b", "--set", "router_aux_loss=true")
     assert.truthy(err:find("router_aux_loss", 1, true), err)
   end)

@@ -118,7 +118,7 @@ describe("T5", function()
   it("names what it does not model", function()
     assert.truthy(fails("t5-large", "--set", "attention=flash"):find("attention: T5's position-biased attention", 1, true))
     assert.truthy(fails("t5-large", "--set", "checkpointing=selective")
-      :find("checkpointing: selective recompute (Megatron's) is not modelled for encoder-decoder models", 1, true))
+      :find("checkpointing: selective recompute is Megatron-LM's", 1, true))
     assert.truthy(fails("t5-large", "--set", "precision=fp8"):find("precision: fp8 is not modelled for T5", 1, true))
     -- PEFT views d_model as num_heads rows for T5's d_kv-wide keys; t5-3b
     -- has 32 heads of 128 over d_model 1024
