@@ -1,0 +1,38 @@
+-- Every command the README's cookbook shows runs as written (from an empty
+-- folder, as a user would, with the tree's binary).
+local helper = require("tests.lua.helper")
+
+local function readme_commands()
+  local f = assert(io.open(helper.root .. "/README.md", "r"))
+  local commands = {}
+  for line in f:lines() do
+    local command = line:match("^%$ (build/vramplan .*)$")
+    if command then commands[#commands + 1] = command end
+  end
+  f:close()
+  return commands
+end
+
+describe("the README's cookbook", function()
+  local commands = readme_commands()
+
+  it("shows commands (at least the questions it promises)", function()
+    assert.is_true(#commands >= 8, #commands .. " commands")
+  end)
+
+  it("runs each command as written", function()
+    local dir = os.tmpname()
+    os.remove(dir)
+    assert(os.execute("mkdir " .. dir))
+    local root = helper.root:sub(1, 1) == "/" and helper.root or (os.getenv("PWD") .. "/" .. helper.root)
+    for _, command in ipairs(commands) do
+      local shell = string.format("cd %s && timeout 120 %s/%s >out.txt 2>err.txt", dir, root, command)
+      local ok, _, code = os.execute(shell)
+      local f = io.open(dir .. "/err.txt")
+      local err = f and f:read("a") or ""
+      if f then f:close() end
+      assert(ok, string.format("`%s` exited %s: %s", command, tostring(code), err))
+    end
+    os.execute("rm -rf " .. dir)
+  end)
+end)
