@@ -36,17 +36,20 @@ end
 -- Returns a job: the built model, its resolved config, the recipe keys and
 -- their origins (checked), the GPU (or nil).
 function job.load(home, spec)
-  if not spec.target then error("no MODEL given", 0) end
-  local description = models.describe(home, spec.target)
-  local keys, origins = {}, {}
-  if spec.recipe then keys, origins = recipes.load(spec.recipe) end
+  local keys, origins, imported = {}, {}, nil
+  if spec.recipe then keys, origins, imported = recipes.load(spec.recipe) end
+  -- a config file may name its model (axolotl's base_model, ...)
+  local target = spec.target or (imported and imported.model)
+  if not target then error((imported and imported.model_note) or "no MODEL given", 0) end
+  local description = models.describe(home, target)
   local overrides, override_origins = split_sets(description, spec.sets or {}, keys, origins)
   local model, config = arch.build(description, overrides, override_origins)
+  local assumed = recipes.normalize(keys, origins, imported, config)
   recipes.over_checkpoint(keys, origins, description.quantization)
   recipes.check(keys, origins)
   local gpu = spec.gpu and hardware.gpu(home, spec.gpu) or nil
   return { home = home, description = description, model = model, config = config, keys = keys, origins = origins,
-           gpu = gpu }
+           gpu = gpu, assumed = assumed }
 end
 
 -- A value in `changes` that removes the key (back to the engine's default).
@@ -101,7 +104,7 @@ end
 function job.context(j, result)
   return {
     result = result, gpu = j.gpu, model_name = j.config.name, arch = j.description.family.name,
-    layers = j.config.layers, source = j.description.source, version = vramplan.version,
+    layers = j.config.layers, source = j.description.source, version = vramplan.version, assumed = j.assumed,
   }
 end
 

@@ -59,6 +59,10 @@ function report.human(ctx)
   line("recipe: %s, %s (%s), micro_batch %d x seq_len %d, checkpointing %s, attention %s",
     recipe.precision, recipe.optimizer, recipe.optimizer_impl, recipe.micro_batch, recipe.seq_len,
     checkpointing, recipe.attention)
+  if ctx.assumed then -- the stack and the precision vramplan.stacks assumed
+    local a = ctx.assumed
+    line("stack: %s%s", a.stack or "HF Trainer's flags", a.precision and (", precision " .. recipe.precision .. " (" .. a.precision .. ")") or "")
+  end
   local saved = r.saved_modules or "" -- modules_to_save in the model, a classifier's head included
   local training = saved ~= "" and (", training " .. saved) or ""
   -- PEFT's ModulesToSaveWrapper trains a copy and keeps the original

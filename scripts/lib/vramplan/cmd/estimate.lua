@@ -3,12 +3,14 @@ local job = require("vramplan.job")
 local report = require("vramplan.report")
 
 local estimate = {
-  usage = "estimate MODEL [--recipe FILE] [--set KEY=VALUE]... [--gpu NAME] [--json] [--timeline]",
-  flags = { recipe = "value", gpu = "value", set = "set", json = "flag", timeline = "flag" },
+  usage = "estimate MODEL [--recipe FILE] [--set KEY=VALUE]... [--gpu NAME] [--json] [--timeline]\n"
+    .. "estimate --recipe CONFIG.yaml [--model MODEL] ...   (a config file naming its model)",
+  flags = { recipe = "value", gpu = "value", set = "set", json = "flag", timeline = "flag", model = "value" },
 }
 
 function estimate.run(opts, home)
-  if not opts.target then require("vramplan.cli").fail_usage("estimate needs a MODEL") end
+  opts.target = opts.target or opts.model
+  if not opts.target and not opts.recipe then require("vramplan.cli").fail_usage("estimate needs a MODEL") end
   if opts.positional[2] then require("vramplan.cli").fail_usage("unexpected argument " .. opts.positional[2]) end
   local j = job.load(home, opts)
   -- the timeline shows every layer: no folding of identical layers then
