@@ -110,3 +110,45 @@ describe("DeepSpeed configs as recipes", function()
     assert.truthy(helper.fails("gpt2", "--recipe", path):find(path .. ":2: zero: must be between 0 and 3", 1, true))
   end)
 end)
+
+describe("other tools' names for recipe keys", function()
+  it("implies DeepSpeed from a ZeRO stage, FSDP from a sharding strategy, Megatron from tp", function()
+    local recipe, peak = estimate("gpt2", "--set", "seq_len=128", "--set", "zero=3")
+    assert.are.equal("deepspeed", recipe.framework)
+    local _, want = estimate("gpt2", "--set", "seq_len=128", "--set", "zero=3", "--set", "framework=deepspeed")
+    assert.are.equal(want, peak)
+    recipe = estimate("gpt2", "--set", "seq_len=128", "--set", "fsdp=FULL_SHARD", "--set", "gpus=4")
+    assert_keys(recipe, { framework = "fsdp", fsdp = "full_shard", dp = 4 })
+    recipe = estimate("gpt2", "--set", "seq_len=128", "--set", "tp=2", "--set", "gpus=4")
+    assert_keys(recipe, { framework = "megatron", tp = 2, dp = 2 })
+  end)
+
+  it("keeps an explicit framework: zero without deepspeed is still refused", function()
+    local err = helper.fails("gpt2", "--set", "zero=3", "--set", "framework=torch")
+    assert.truthy(err:find("ZeRO stages need framework", 1, true), err)
+  end)
+
+  it("reads Hugging Face's, PEFT's and DeepSpeed's names and PyTorch's spellings", function()
+    local theirs = { "gpt2", "--set", "per_device_train_batch_size=2", "--set", "gradient_checkpointing=true",
+      "--set", "finetune=lora", "--set", "r=16", "--set", "max_seq_length=256", "--set", "precision=bfloat16",
+      "--set", "attn_implementation=flash_attention_2", "--set", "optim=adamw_bnb_8bit" }
+    local ours = { "gpt2", "--set", "micro_batch=2", "--set", "checkpointing=full", "--set", "finetune=lora",
+      "--set", "lora_rank=16", "--set", "seq_len=256", "--set", "precision=bf16", "--set", "attention=flash",
+      "--set", "optimizer=adamw-8bit" }
+    local recipe, peak = estimate(table.unpack(theirs))
+    assert_keys(recipe, { micro_batch = 2, checkpointing = "full", lora_rank = 16, seq_len = 256, precision = "bf16",
+      attention = "flash", optimizer = "adamw-8bit" })
+    local _, want = estimate(table.unpack(ours))
+    assert.are.equal(want, peak)
+    recipe = estimate("gpt2", "--set", "seq_len=128", "--set", "train_batch_size=1024", "--set",
+      "gradient_accumulation_steps=8", "--set", "zero_stage=2", "--set", "gpus=8")
+    assert_keys(recipe, { framework = "deepspeed", zero = 2, micro_batch = 16, grad_accum = 8, dp = 8 })
+    recipe = estimate("gpt2", "--set", "seq_len=128", "--set", "fsdp_sharding_strategy=1", "--set", "num_processes=2")
+    assert_keys(recipe, { framework = "fsdp", fsdp = "full_shard", dp = 2, gpus = 2 })
+  end)
+
+  it("refuses two names for one key that disagree", function()
+    local err = helper.fails("gpt2", "--set", "finetune=lora", "--set", "r=16", "--set", "lora_rank=8")
+    assert.truthy(err:find("r (16) disagrees with lora_rank = 8", 1, true), err)
+  end)
+end)
