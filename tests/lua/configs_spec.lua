@@ -71,7 +71,7 @@ describe("DeepSpeed configs as recipes", function()
   end)
 
   it("reads accelerate's ZeRO-2 offload template, auto values from the run and the model", function()
-    local recipe = assert_same_as_sets("llama3.2-1b", FIXTURES .. "accelerate-zero_stage2_offload_config.json",
+    local recipe = assert_same_as_sets("llama3.2-1b", FIXTURES .. "accelerate/examples/deepspeed_config_templates/zero_stage2_offload_config.json",
       { "--set", "gpus=2", "--set", "seq_len=256", "--set", "micro_batch=2" }, {
         framework = "deepspeed", zero = 2, precision = "mixed-fp16", optimizer = "adamw", optimizer_impl = "foreach",
         offload_optimizer = "cpu", overlap_comm = true,
@@ -81,7 +81,7 @@ describe("DeepSpeed configs as recipes", function()
   end)
 
   it("reads LLaMA-Factory's ZeRO-3 config, resolving its auto buckets from the model's width", function()
-    local recipe = estimate("llama3.2-1b", "--recipe", FIXTURES .. "llamafactory-ds_z3_config.json", "--set", "gpus=4",
+    local recipe = estimate("llama3.2-1b", "--recipe", FIXTURES .. "llamafactory/examples/deepspeed/ds_z3_config.json", "--set", "gpus=4",
       "--set", "seq_len=256")
     assert_keys(recipe, { zero = 3, overlap_comm = true, reduce_bucket_size = 2048 * 2048,
       stage3_prefetch_bucket_size = math.floor(0.9 * 2048 * 2048), stage3_param_persistence_threshold = 20480,
@@ -150,5 +150,85 @@ describe("other tools' names for recipe keys", function()
   it("refuses two names for one key that disagree", function()
     local err = helper.fails("gpt2", "--set", "finetune=lora", "--set", "r=16", "--set", "lora_rank=8")
     assert.truthy(err:find("r (16) disagrees with lora_rank = 8", 1, true), err)
+  end)
+end)
+
+describe("axolotl and LLaMA-Factory YAML as recipes", function()
+  it("reads axolotl's QLoRA example: the model by its Hugging Face id, 4-bit adapters, bf16 weights", function()
+    local recipe = assert_same_as_sets("llama3-8b", FIXTURES .. "axolotl/examples/llama-3/qlora.yml", {}, {
+      finetune = "qlora", quant = "nf4", double_quant = true, lora_rank = 32, lora_alpha = 16, lora_dropout = 0.05,
+      lora_targets = "all-linear", micro_batch = 2, grad_accum = 4, seq_len = 4096, optimizer = "paged-adamw-32bit",
+      checkpointing = "full", attention = "flash", precision = "bf16", weight_decay = 0,
+      keep_logits = false, -- the Trainer keeps the loss, not the outputs
+    })
+    -- and without MODEL: base_model NousResearch/Meta-Llama-3-8B is llama3-8b
+    local r = helper.estimate("--recipe", FIXTURES .. "axolotl/examples/llama-3/qlora.yml")
+    assert.are.equal("Meta-Llama-3-8B", r.model.name)
+    assert.are.same(recipe, r.recipe)
+  end)
+
+  it("reads axolotl's LoRA example over 8-bit weights as LLM.int8", function()
+    local r = helper.estimate("--recipe", FIXTURES .. "axolotl/examples/llama-3/lora-8b.yml")
+    assert_keys(r.recipe, { finetune = "qlora", quant = "int8", lora_rank = 32, optimizer = "adamw-8bit" })
+    assert.truthy(r.recipe.modules_to_save:find("embed_tokens", 1, true) and r.recipe.modules_to_save:find("lm_head", 1, true))
+  end)
+
+  it("reads LLaMA-Factory's LoRA example with its own defaults (rank 8, alpha 16, checkpointing on)", function()
+    assert_same_as_sets("llama3-8b", FIXTURES .. "llamafactory/examples/train_lora/llama3_lora_sft.yaml", {}, {
+      finetune = "lora", lora_rank = 8, lora_alpha = 16, lora_dropout = 0, lora_targets = "all-linear",
+      micro_batch = 1, grad_accum = 8, seq_len = 1024, precision = "bf16", checkpointing = "full",
+      keep_logits = false,
+    })
+  end)
+
+  it("follows LLaMA-Factory's deepspeed: FILE to the ZeRO-3 config, bf16 filling its auto", function()
+    local recipe = estimate("--recipe", FIXTURES .. "llamafactory/examples/train_lora/llama3_lora_sft_ds3.yaml",
+      "--set", "gpus=4")
+    assert_keys(recipe, { framework = "deepspeed", zero = 3, dp = 4, precision = "mixed-bf16", micro_batch = 1,
+      grad_accum = 2, seq_len = 2048, reduce_bucket_size = 4096 * 4096 })
+  end)
+
+  it("takes the model from MODEL or --model when the id is unknown, and says so when neither is given", function()
+    local path = helper.write("base_model: someone/unknown-model\nadapter: lora\nsequence_len: 128\n", ".yaml")
+    local err = helper.fails("--recipe", path)
+    assert.truthy(err:find(path .. ":1: someone/unknown-model is not a model vramplan knows", 1, true), err)
+    local r = helper.estimate("--recipe", path, "--model", helper.root .. "/tests/fixtures/llama3.2-1b-config.json")
+    assert.are.equal("lora", r.recipe.finetune)
+    assert.are.equal(128, r.recipe.seq_len)
+  end)
+
+  it("blames a malformed YAML file's line and column", function()
+    local path = helper.write("base_model: gpt2\nadapter: lora\n  lora_r: 8\n", ".yaml")
+    assert.truthy(helper.fails("--recipe", path):find(path .. ":3:9: mapping values are not allowed", 1, true))
+    path = helper.write("base_model: gpt2\nlora_target_modules: [q_proj,\n", ".yml")
+    assert.truthy(helper.fails("--recipe", path):find(path .. ":3:1: did not find expected node content", 1, true))
+    path = helper.write("- 1\n- 2\n", ".yaml")
+    assert.truthy(helper.fails("gpt2", "--recipe", path):find(path .. ":1:1: a training config is a YAML mapping", 1, true))
+    path = helper.write("learning_rate: 1\n", ".yaml")
+    assert.truthy(helper.fails("gpt2", "--recipe", path):find("not a config vramplan reads", 1, true))
+  end)
+end)
+
+describe("Hugging Face ids of the models in models/", function()
+  local hub_ids = require("vramplan.hub_ids")
+  it("has one for every model, each named in the model script's header", function()
+    local names = {}
+    for id, name in pairs(hub_ids.ids) do names[name] = id end
+    for _, name in ipairs(require("vramplan.models").list(helper.root)) do
+      local id = names[name]
+      assert(id, name .. " has no Hugging Face id")
+      local f = assert(io.open(helper.root .. "/models/" .. name .. ".lua"))
+      local header = f:read("a"):sub(1, 600)
+      f:close()
+      assert(header:find(id, 1, true), name .. ": its header does not name " .. id)
+    end
+  end)
+
+  it("finds mirrors and instruct variants, not unrelated names", function()
+    assert.are.equal("llama3-8b", (hub_ids.lookup("meta-llama/Meta-Llama-3-8B")))
+    assert.are.equal("llama3-8b", (hub_ids.lookup("NousResearch/Meta-Llama-3-8B")))
+    assert.are.equal("llama3-8b", (hub_ids.lookup("meta-llama/Meta-Llama-3-8B-Instruct")))
+    assert.are.equal("qwen2.5-7b", (hub_ids.lookup("Qwen/Qwen2.5-7B-Instruct")))
+    assert.is_nil(hub_ids.lookup("meta-llama/Meta-Llama-3-8B-Vision"))
   end)
 end)

@@ -82,4 +82,77 @@ function common.count(value)
   return n
 end
 
+-- The folder of a path ("." for a bare name).
+local function folder(path) return path:match("^(.*)/[^/]*$") or "." end
+
+local function exists(path)
+  local f = io.open(path, "r")
+  if f then f:close() end
+  return f ~= nil
+end
+
+-- The file a config names (`deepspeed: FILE`): relative to the config's
+-- folder, then to each folder above it (LLaMA-Factory's examples name
+-- files from the repository's root), then as given (the working folder).
+function common.find_beside(config_path, name)
+  if name:sub(1, 1) == "/" then return exists(name) and name or nil end
+  local dir = folder(config_path)
+  while true do
+    local candidate = dir .. "/" .. name
+    if exists(candidate) then return candidate end
+    local up = folder(dir)
+    if up == dir or dir == "." or dir == "" then break end
+    dir = up
+  end
+  return exists(name) and name or nil
+end
+
+-- Reads the DeepSpeed config a YAML config names (at `keypath` of r's
+-- file) into `r`: its keys fill those the YAML left unset; an explicit
+-- value that disagrees with the YAML's is refused.
+function common.merge_deepspeed(r, name, keypath)
+  local where = r.where(keypath)
+  local path = common.find_beside(r.path, name)
+  if not path then
+    error(string.format("%s: cannot find the DeepSpeed config %s (looked beside the file and in the folders above it)",
+      where, name), 0)
+  end
+  local ds = require("vramplan.import.deepspeed").load(path)
+  for key, value in pairs(ds.keys) do
+    local origin = ds.origins[key]
+    if r.keys[key] == nil then
+      r.keys[key], r.origins[key] = value, origin
+    elseif tostring(r.keys[key]) ~= tostring(value) and not origin:find("default", 1, true)
+      and not origin:find("a DeepSpeed config", 1, true) then
+      error(string.format("%s: %s = %s disagrees with %s = %s (%s)", origin, key, tostring(value), key,
+        tostring(r.keys[key]), r.origins[key]), 0)
+    end
+  end
+  for _, d in ipairs(ds.deferred) do r.deferred[#r.deferred + 1] = d end
+  for _, u in ipairs(ds.unmodelled) do r.unmodelled[#r.unmodelled + 1] = path .. ": " .. u end
+  if ds.auto_precision then r.auto_precision = true end
+end
+
+-- Sets the model from a Hugging Face id when it names a model in models/.
+function common.set_model(r, id, keypath)
+  if type(id) ~= "string" then return end
+  local name, how = require("vramplan.hub_ids").lookup(id)
+  if name then
+    r.model, r.model_how = name, how
+  else
+    r.model_note = string.format("%s: %s is not a model vramplan knows by its Hugging Face id: give MODEL " ..
+      "(a name in models/ or the checkpoint's config.json, --model FILE)", r.where(keypath), id)
+  end
+end
+
+-- A YAML list or comma-separated string as "a,b,c".
+function common.list(value)
+  if type(value) == "table" then
+    local parts = {}
+    for _, v in ipairs(value) do parts[#parts + 1] = tostring(v) end
+    return table.concat(parts, ",")
+  end
+  return value
+end
+
 return common
