@@ -232,3 +232,32 @@ describe("Hugging Face ids of the models in models/", function()
     assert.is_nil(hub_ids.lookup("meta-llama/Meta-Llama-3-8B-Vision"))
   end)
 end)
+
+describe("accelerate config YAML as recipes", function()
+  local DIR = FIXTURES .. "accelerate/examples/config_yaml_templates/"
+
+  it("reads the FSDP template: FULL_SHARD on 2 processes, bf16 mixed precision over fp32 shards", function()
+    local _, err, code = helper.run("estimate", "llama3.2-1b", "--recipe", DIR .. "fsdp.yaml", "--set", "seq_len=256")
+    assert.are.equal(0, code)
+    assert.truthy(err:find("fsdp_config.fsdp_backward_prefetch", 1, true), err)
+    assert_same_as_sets("llama3.2-1b", DIR .. "fsdp.yaml", { "--set", "seq_len=256" }, {
+      framework = "fsdp", fsdp = "full_shard", dp = 2, gpus = 2, precision = "mixed-bf16", offload_params = "none",
+    })
+  end)
+
+  it("reads the DeepSpeed template through its deepspeed_config_file", function()
+    assert_same_as_sets("llama3.2-1b", DIR .. "deepspeed.yaml", { "--set", "seq_len=256" }, {
+      framework = "deepspeed", zero = 1, dp = 2, precision = "mixed-fp16", optimizer_impl = "foreach",
+      overlap_comm = true, reduce_bucket_size = 2048 * 2048,
+    })
+  end)
+
+  it("reads the plugin fields without a DeepSpeed file, and the machines' count", function()
+    local path = helper.write("compute_environment: LOCAL_MACHINE\ndistributed_type: DEEPSPEED\nmixed_precision: bf16\n" ..
+      "num_machines: 2\nnum_processes: 16\ndeepspeed_config:\n  zero_stage: 3\n  offload_optimizer_device: cpu\n" ..
+      "  offload_param_device: none\n  gradient_accumulation_steps: 4\n", ".yaml")
+    local recipe = estimate("llama3.2-1b", "--recipe", path, "--set", "seq_len=256")
+    assert_keys(recipe, { framework = "deepspeed", zero = 3, offload_optimizer = "cpu", offload_params = "none",
+      grad_accum = 4, gpus = 16, dp = 16, gpus_per_node = 8, precision = "mixed-bf16" })
+  end)
+end)

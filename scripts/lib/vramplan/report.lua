@@ -61,7 +61,7 @@ function report.human(ctx)
     checkpointing, recipe.attention)
   if ctx.assumed then -- the stack and the precision vramplan.stacks assumed
     local a = ctx.assumed
-    line("stack: %s%s", a.stack or "HF Trainer's flags", a.precision and (", precision " .. recipe.precision .. " (" .. a.precision .. ")") or "")
+    line("stack: %s%s", a.stack or "none named", a.precision and (", precision " .. recipe.precision .. " (" .. a.precision .. ")") or "")
   end
   local saved = r.saved_modules or "" -- modules_to_save in the model, a classifier's head included
   local training = saved ~= "" and (", training " .. saved) or ""

@@ -178,7 +178,7 @@ function stacks.apply(keys, origins)
     error(string.format("%s: stack: %s is not one of %s", stack_origin or "recipe", tostring(name),
       table.concat(names, " | ")), 0)
   end
-  local source = name and string.format("stack %s", name) or "HF Trainer's precision flags"
+  local source = name and string.format("stack %s", name) or "bf16 / fp16 as transformers and accelerate apply them"
   if profile.framework and keys.framework == nil and keys.zero == nil and (keys.fsdp == nil or keys.fsdp == "none") then
     keys.framework, origins.framework = profile.framework, stack_origin .. " (" .. source .. ")"
   end

@@ -68,7 +68,7 @@ end
 function common.warn(r, tool)
   if #r.unmodelled == 0 then return end
   table.sort(r.unmodelled)
-  io.stderr:write(string.format("vramplan: warning: %s: %s keys not modelled (no effect on the estimate): %s\n",
+  io.stderr:write(string.format("vramplan: warning: %s: %s keys vramplan does not model (the estimate ignores them): %s\n",
     r.path, tool, table.concat(r.unmodelled, ", ")))
 end
 
