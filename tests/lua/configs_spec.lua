@@ -261,3 +261,53 @@ describe("accelerate config YAML as recipes", function()
       grad_accum = 4, gpus = 16, dp = 16, gpus_per_node = 8, precision = "mixed-bf16" })
   end)
 end)
+
+describe("training stacks", function()
+  it("runs HF Trainer's bf16=True as autocast over fp32 weights, over bf16 weights as bf16", function()
+    local recipe, peak = estimate("llama3.2-1b", "--set", "seq_len=256", "--set", "stack=hf-trainer", "--set", "bf16=true")
+    assert_keys(recipe, { precision = "amp-bf16", micro_batch = 8, optimizer = "adamw", optimizer_impl = "foreach",
+      checkpointing = "none", keep_logits = false })
+    local _, want = estimate("llama3.2-1b", "--set", "seq_len=256", "--set", "precision=amp-bf16", "--set", "micro_batch=8",
+      "--set", "optimizer_impl=foreach", "--set", "keep_logits=false")
+    assert.are.equal(want, peak)
+    recipe = estimate("llama3.2-1b", "--set", "seq_len=256", "--set", "stack=hf-trainer", "--set", "bf16=true",
+      "--set", "torch_dtype=torch.bfloat16")
+    assert.are.equal("bf16", recipe.precision)
+    -- the flags alone are read as transformers applies them
+    recipe = estimate("llama3.2-1b", "--set", "seq_len=256", "--set", "fp16=true")
+    assert.are.equal("amp-fp16", recipe.precision)
+  end)
+
+  it("says which stack and precision it assumed", function()
+    local out = helper.run("estimate", "llama3.2-1b", "--set", "seq_len=256", "--set", "stack=hf-trainer", "--set", "bf16=true")
+    assert.truthy(out:find("stack: hf-trainer, precision amp-bf16 (bf16=True over fp32 weights: autocast)", 1, true), out)
+  end)
+
+  it("refuses the Trainer's fp16 autocast over fp16 weights, and unknown stacks", function()
+    local err = helper.fails("gpt2", "--set", "stack=hf-trainer", "--set", "fp16=true", "--set", "torch_dtype=float16")
+    assert.truthy(err:find("--set fp16=true: fp16: the Trainer's fp16 autocast over fp16 weights fails", 1, true), err)
+    err = helper.fails("gpt2", "--set", "stack=keras")
+    assert.truthy(err:find("--set stack=keras: stack: keras is not one of axolotl | deepspeed | hf-trainer", 1, true), err)
+  end)
+
+  it("sets each stack's own defaults and precision", function()
+    local recipe = estimate("llama3.2-1b", "--set", "stack=trl")
+    assert_keys(recipe, { precision = "amp-bf16", checkpointing = "full", seq_len = 1024, micro_batch = 8 })
+    recipe = estimate("llama3.2-1b", "--set", "seq_len=256", "--set", "stack=llama-factory", "--set", "bf16=true",
+      "--set", "finetune=full")
+    assert.are.equal("amp-bf16", recipe.precision) -- trainable parameters upcast to fp32
+    recipe = estimate("llama3.2-1b", "--set", "seq_len=256", "--set", "stack=llama-factory", "--set", "bf16=true",
+      "--set", "finetune=lora")
+    assert.are.equal("bf16", recipe.precision)
+    recipe = estimate("llama3.2-1b", "--set", "seq_len=256", "--set", "stack=deepspeed", "--set", "fp16=true",
+      "--set", "zero=2", "--set", "gpus=2")
+    assert_keys(recipe, { framework = "deepspeed", precision = "mixed-fp16", optimizer_impl = "fused", dp = 2 })
+    recipe = estimate("llama3.2-1b", "--set", "seq_len=256", "--set", "stack=torchtitan", "--set", "gpus=4")
+    assert_keys(recipe, { framework = "fsdp", precision = "mixed-bf16", optimizer_impl = "fused", dp = 4 })
+    recipe = estimate("llama3.2-1b", "--set", "seq_len=256", "--set", "stack=torchtune")
+    assert_keys(recipe, { precision = "bf16", checkpointing = "full" })
+    -- a recipe key set by hand wins over the stack's default
+    recipe = estimate("llama3.2-1b", "--set", "seq_len=256", "--set", "stack=trl", "--set", "checkpointing=none")
+    assert.are.equal("none", recipe.checkpointing)
+  end)
+end)
