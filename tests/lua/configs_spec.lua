@@ -311,3 +311,61 @@ describe("training stacks", function()
     assert.are.equal("none", recipe.checkpointing)
   end)
 end)
+
+describe("export", function()
+  -- Exports `source` in `format`, then checks that importing the export
+  -- gives the same recipe and peak as importing the source (with `extra`
+  -- arguments to both), and that exporting the export gives the same text.
+  local function assert_round_trip(format, model, source, suffix, extra)
+    local out, err, code = helper.run("export", "--format", format, source, table.unpack(extra.export or {}))
+    assert(code == 0, err)
+    local path = helper.write(out, suffix)
+    local args = extra.estimate or {}
+    local a = helper.estimate(model, "--recipe", source, table.unpack(args))
+    local b = helper.estimate(model, "--recipe", path, table.unpack(args))
+    assert.are.same(a.recipe, b.recipe)
+    assert.are.equal(a.per_gpu.peak_allocated_bytes, b.per_gpu.peak_allocated_bytes)
+    local again = helper.run("export", "--format", format, path, table.unpack(extra.export or {}))
+    assert.are.equal(out, again)
+    return out, err
+  end
+
+  it("round-trips the guide's DeepSpeed example and LLaMA-Factory's ZeRO-3 config (auto values kept)", function()
+    local path = helper.write([[{"train_batch_size": 1024, "gradient_accumulation_steps": 8, "optimizer": {"type": "AdamW", "params": {"lr": 6e-5}}, "fp16": {"enabled": true, "loss_scale_window": 1000}, "zero_optimization": {"stage": 2, "offload_optimizer": {"device": "cpu"}}}]], ".json")
+    local out, err = assert_round_trip("deepspeed", "llama3.2-1b", path, ".json",
+      { export = { "--set", "gpus=8" }, estimate = { "--set", "gpus=8", "--set", "seq_len=256" } })
+    assert.truthy(err:find("not expressible in the deepspeed format (left out): gpus", 1, true), err)
+    assert.falsy(out:find("train_micro_batch_size_per_gpu", 1, true)) -- the GPU count's, not the file's
+    out = assert_round_trip("deepspeed", "llama3.2-1b", FIXTURES .. "llamafactory/examples/deepspeed/ds_z3_config.json",
+      ".json", { estimate = { "--set", "gpus=2", "--set", "seq_len=256" } })
+    assert.truthy(out:find('"reduce_bucket_size":"auto"', 1, true), out)
+  end)
+
+  it("round-trips accelerate's FSDP template and a DeepSpeed plugin config", function()
+    assert_round_trip("accelerate", "llama3.2-1b", FIXTURES .. "accelerate/examples/config_yaml_templates/fsdp.yaml",
+      ".yaml", { estimate = { "--set", "seq_len=256" } })
+    local path = helper.write("distributed_type: DEEPSPEED\nmixed_precision: bf16\nnum_processes: 4\n" ..
+      "deepspeed_config:\n  zero_stage: 3\n  offload_optimizer_device: cpu\n  gradient_accumulation_steps: 2\n", ".yaml")
+    assert_round_trip("accelerate", "llama3.2-1b", path, ".yaml", { estimate = { "--set", "seq_len=256" } })
+  end)
+
+  it("round-trips axolotl's QLoRA and 8-bit LoRA examples, the model by its Hugging Face id", function()
+    local out = assert_round_trip("axolotl", "llama3-8b", FIXTURES .. "axolotl/examples/llama-3/qlora.yml", ".yml", {})
+    assert.truthy(out:find("base_model: 'meta-llama/Meta-Llama-3-8B'", 1, true), out)
+    assert_round_trip("axolotl", "llama3-8b", FIXTURES .. "axolotl/examples/llama-3/lora-8b.yml", ".yml", {})
+  end)
+
+  it("exports a recipe script, and refuses what the format cannot say", function()
+    local out, err, code = helper.run("export", "--format", "deepspeed", helper.root .. "/scripts/recipes/full-bf16-adamw.lua",
+      "--set", "zero=1")
+    assert.are.equal(0, code, err)
+    assert.truthy(out:find('"bf16":{\n    "enabled":true', 1, true), out)
+    assert.truthy(err:find("left out): attention, checkpointing, seq_len", 1, true), err)
+    _, err, code = helper.run("export", "--format", "deepspeed", helper.root .. "/scripts/recipes/hf-trainer-amp-bf16.lua")
+    assert.are.equal(1, code)
+    assert.truthy(err:find("precision = amp-bf16 has no equivalent in a DeepSpeed config", 1, true), err)
+    _, err, code = helper.run("export", "--format", "keras", helper.root .. "/scripts/recipes/hf-trainer-amp-bf16.lua")
+    assert.are.equal(2, code)
+    assert.truthy(err:find("unknown format keras", 1, true), err)
+  end)
+end)

@@ -7,7 +7,7 @@ local cli = {}
 
 -- The commands, in the order the usage lists them: each module returns
 -- { usage = "...", flags = { name = kind, ... }, run = function(opts, home) }.
-local command_names = { "estimate", "fit", "advise", "plan", "list", "keys" }
+local command_names = { "estimate", "fit", "advise", "plan", "list", "keys", "export" }
 
 local footer = [[
        vramplan --version

@@ -135,6 +135,10 @@ local function precision_rule(profile, framework, flags, finetune, origin)
     return "amp-bf16", "bf16=True over " .. weights .. " weights: autocast"
   end
   if fp16 then
+    if weights == "fp16" and (finetune == "lora" or finetune == "qlora") then
+      -- PEFT keeps the adapters, the only trainable parameters, in fp32
+      return "fp16", "fp16=True over fp16 weights, fp32 adapters"
+    end
     if weights == "fp16" then
       error(string.format("%s: fp16: the Trainer's fp16 autocast over fp16 weights fails (its GradScaler "
         .. "refuses fp16 gradients: \"Attempting to unscale FP16 gradients\"); load the model in fp32", origin), 0)
