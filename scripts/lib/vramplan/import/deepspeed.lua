@@ -170,7 +170,7 @@ local function read_zero(r, zero)
             origin = r.where({ "zero_optimization", k }) .. " (auto: from the model's hidden size, as transformers resolves it)" }
         end
       else
-        r.set(key, common.count(v), { "zero_optimization", k })
+        r.set(key, common.count(v) or v, { "zero_optimization", k })
       end
     elseif k == "stage" or k == "offload_optimizer" or k == "offload_param" or k == "overlap_comm"
       or k == "cpu_offload" or k == "cpu_offload_param" or k == "cpu_offload_use_pin_memory" or zero_no_memory[k] then
@@ -202,7 +202,7 @@ function deepspeed.read(r, config)
   for json_key, key in pairs({ train_batch_size = "global_batch", train_micro_batch_size_per_gpu = "micro_batch",
                                 gradient_accumulation_steps = "grad_accum" }) do
     local v = config[json_key]
-    if v ~= nil and not common.is_auto(v) then r.set(key, common.count(v), { json_key }) end
+    if v ~= nil and not common.is_auto(v) then r.set(key, common.count(v) or v, { json_key }) end
   end
   read_precision(r, config)
   read_optimizer(r, config.optimizer)
