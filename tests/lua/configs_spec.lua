@@ -167,6 +167,13 @@ describe("axolotl and LLaMA-Factory YAML as recipes", function()
     assert.are.same(recipe, r.recipe)
   end)
 
+  it("names axolotl's keys it does not model, and lets fit take the model from the file", function()
+    local out, err, code = helper.run("fit", "--recipe", FIXTURES .. "axolotl/examples/llama-3/qlora.yml", "--gpu", "a100-80gb")
+    assert.are.equal(0, code, err)
+    assert.truthy(err:find("axolotl keys vramplan does not model (the estimate ignores them): sample_packing\n", 1, true), err)
+    assert.truthy(out:find("Meta-Llama-3-8B on NVIDIA A100 80GB", 1, true), out)
+  end)
+
   it("reads axolotl's LoRA example over 8-bit weights as LLM.int8", function()
     local r = helper.estimate("--recipe", FIXTURES .. "axolotl/examples/llama-3/lora-8b.yml")
     assert_keys(r.recipe, { finetune = "qlora", quant = "int8", lora_rank = 32, optimizer = "adamw-8bit" })
