@@ -30,11 +30,11 @@ local function to_plain(v)
 end
 
 local function json_text(t)
-  local order = {}
+  local order, listed = {}, {}
   local function collect(v)
     if type(v) == "table" and not v.list then
       for _, kv in ipairs(v) do
-        order[#order + 1] = kv[1]
+        if not listed[kv[1]] then order[#order + 1], listed[kv[1]] = kv[1], true end
         collect(kv[2])
       end
     end

@@ -14,9 +14,14 @@ local common = require("vramplan.import.common")
 
 local deepspeed = {}
 
--- Parses JSON text, strictly enough to blame a malformed file's line and
--- column (dkjson's decode gives the byte where it stopped).
+-- Parses JSON text: checked strictly first (import.json_check: the first
+-- byte that is not JSON, as a line and column), then decoded by dkjson.
 function deepspeed.decode(text, path)
+  local at, problem = require("vramplan.import.json_check").problem(text)
+  if at then
+    local line, col = common.position(text, at)
+    error(string.format("%s:%d:%d: %s", path, line, col, problem), 0)
+  end
   local value, pos, err = json.decode(text, 1, json.null)
   if err then
     local line, col = common.position(text, pos)
