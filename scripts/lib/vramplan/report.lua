@@ -237,6 +237,9 @@ function report.object(ctx)
       or json.null,
     fits = r.fits == nil and json.null or r.fits,
     headroom_bytes = r.headroom_bytes == nil and json.null or r.headroom_bytes,
+    -- the stack and the precision rule vramplan.stacks assumed, when any
+    assumed = ctx.assumed and { stack = ctx.assumed.stack or json.null, precision = ctx.assumed.precision or json.null }
+      or nil,
   }
   if r.timeline then o.timeline = r.timeline end
   return o
