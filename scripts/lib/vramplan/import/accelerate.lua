@@ -101,17 +101,17 @@ function accelerate.read(r, c)
   elseif mp == "fp16" then r.set("fp16", true, { "mixed_precision" })
   elseif mp == "fp8" then
     local backend = type(c.fp8_config) == "table" and c.fp8_config.backend
-    if backend == nil or tostring(backend):upper() == "TE" then
+    if backend == nil or common.show(backend):upper() == "TE" then
       r.set("precision", "fp8", { "mixed_precision" }, false, "Transformer Engine's")
     else
-      r.skip({ "mixed_precision=fp8 (" .. tostring(backend) .. ")" })
+      r.skip({ "mixed_precision=fp8 (" .. common.show(backend) .. ")" })
     end
   end
   if c.num_processes ~= nil then
     r.set("gpus", c.num_processes, { "num_processes" })
-    local machines = tonumber(c.num_machines) or 1
-    if machines > 1 and c.num_processes % machines == 0 then
-      r.set("gpus_per_node", c.num_processes // machines, { "num_machines" })
+    local machines, processes = tonumber(c.num_machines) or 1, tonumber(c.num_processes)
+    if processes and machines > 1 and processes % machines == 0 then
+      r.set("gpus_per_node", math.tointeger(processes // machines), { "num_machines" })
     end
   end
   if type(c.deepspeed_config) == "table" and kind == "DEEPSPEED" then read_deepspeed(r, c.deepspeed_config) end

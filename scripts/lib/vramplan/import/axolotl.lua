@@ -52,7 +52,7 @@ local function read_adapter(r, c)
       if not eight then r.set("double_quant", true, { "adapter" }, false, "axolotl's BitsAndBytesConfig") end
     end
   elseif adapter ~= nil then
-    r.skip({ "adapter=" .. tostring(adapter) })
+    r.skip({ "adapter=" .. common.show(adapter) })
   end
   if c.lora_r ~= nil then r.set("lora_rank", c.lora_r, { "lora_r" }) end
   if c.lora_alpha ~= nil then r.set("lora_alpha", c.lora_alpha, { "lora_alpha" }) end
@@ -74,7 +74,7 @@ local function read_fsdp(r, c)
   local options = type(c.fsdp) == "table" and c.fsdp or (c.fsdp and { c.fsdp }) or {}
   local fc = type(c.fsdp_config) == "table" and c.fsdp_config or {}
   for _, o in ipairs(options) do
-    local s = tostring(o):lower()
+    local s = common.show(o):lower()
     if s == "full_shard" or s == "shard_grad_op" or s == "hybrid_shard" or s == "no_shard" then
       r.set("fsdp", s, { "fsdp" })
     elseif s == "offload" then
@@ -131,7 +131,7 @@ function axolotl.read(r, c)
   local gc = c.gradient_checkpointing
   if gc == true or gc == "true" then r.set("checkpointing", "full", { "gradient_checkpointing" })
   elseif gc == false then r.set("checkpointing", "none", { "gradient_checkpointing" })
-  elseif gc ~= nil then r.skip({ "gradient_checkpointing=" .. tostring(gc) }) end
+  elseif gc ~= nil then r.skip({ "gradient_checkpointing=" .. common.show(gc) }) end
   if type(c.gradient_checkpointing_kwargs) == "table" and c.gradient_checkpointing_kwargs.use_reentrant ~= nil then
     r.set("use_reentrant", truthy(c.gradient_checkpointing_kwargs.use_reentrant), { "gradient_checkpointing_kwargs" })
   end

@@ -133,9 +133,20 @@ function common.merge_deepspeed(r, name, keypath)
   if ds.auto_precision then r.auto_precision = true end
 end
 
+-- A config value in a message: tables as what they are, not addresses.
+function common.show(value)
+  if type(value) ~= "table" then return tostring(value) end
+  return value[1] ~= nil and "a list" or "a mapping"
+end
+
 -- Sets the model from a Hugging Face id when it names a model in models/.
 function common.set_model(r, id, keypath)
-  if type(id) ~= "string" then return end
+  if id == nil then return end
+  if type(id) ~= "string" then
+    r.model_note = string.format("%s: %s: a Hugging Face id is a string (got %s)", r.where(keypath), keypath[1],
+      common.show(id))
+    return
+  end
   local name, how = require("vramplan.hub_ids").lookup(id)
   if name then
     r.model, r.model_how = name, how

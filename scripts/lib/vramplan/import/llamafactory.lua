@@ -39,6 +39,10 @@ function llamafactory.read(r, c)
   local kp = c.finetuning_type and { "finetuning_type" } or nil
   if kind == "lora" then
     local bits = tonumber(c.quantization_bit)
+    if c.quantization_bit ~= nil and not bits then
+      error(string.format("%s: quantization_bit: must be a number of bits, 4 or 8 (got %s)",
+        r.where({ "quantization_bit" }), common.show(c.quantization_bit)), 0)
+    end
     if bits then
       r.set("finetune", "qlora", { "quantization_bit" })
       if bits == 4 then
@@ -52,14 +56,14 @@ function llamafactory.read(r, c)
         r.skip({ "quantization_bit=" .. bits })
       end
       if c.quantization_method and c.quantization_method ~= "bnb" and c.quantization_method ~= "bitsandbytes" then
-        r.skip({ "quantization_method=" .. tostring(c.quantization_method) })
+        r.skip({ "quantization_method=" .. common.show(c.quantization_method) })
       end
     else
       r.set("finetune", "lora", kp, false, not kp and "LLaMA-Factory's default finetuning_type" or nil)
     end
     local rank = c.lora_rank or 8
     r.set("lora_rank", rank, c.lora_rank and { "lora_rank" } or kp)
-    r.set("lora_alpha", c.lora_alpha or 2 * rank, c.lora_alpha and { "lora_alpha" } or kp, false,
+    r.set("lora_alpha", c.lora_alpha or (tonumber(rank) and 2 * tonumber(rank)), c.lora_alpha and { "lora_alpha" } or kp, false,
       not c.lora_alpha and "LLaMA-Factory's default: twice lora_rank" or nil)
     r.set("lora_dropout", c.lora_dropout or 0, c.lora_dropout and { "lora_dropout" } or kp)
     local target = c.lora_target or "all"
@@ -72,10 +76,10 @@ function llamafactory.read(r, c)
     r.set("finetune", "freeze", kp)
     r.set("trainable_layers", c.freeze_trainable_layers or 2, { "freeze_trainable_layers" })
   else
-    r.skip({ "finetuning_type=" .. tostring(kind) })
+    r.skip({ "finetuning_type=" .. common.show(kind) })
   end
   if c.stage and c.stage ~= "sft" and c.stage ~= "pt" then
-    r.skip({ "stage=" .. tostring(c.stage) .. " (a reference or reward model beside the trained one)" })
+    r.skip({ "stage=" .. common.show(c.stage) .. " (a reference or reward model beside the trained one)" })
   end
   r.set("micro_batch", c.per_device_train_batch_size or 8, c.per_device_train_batch_size and
     { "per_device_train_batch_size" } or nil, false, not c.per_device_train_batch_size and "TrainingArguments' default" or nil)
@@ -94,7 +98,7 @@ function llamafactory.read(r, c)
   if c.use_reentrant_gc ~= nil then r.set("use_reentrant", truthy(c.use_reentrant_gc), { "use_reentrant_gc" }) end
   local fa = c.flash_attn or "auto"
   if attention[fa] then r.set("attention", attention[fa], c.flash_attn and { "flash_attn" } or nil)
-  else r.skip({ "flash_attn=" .. tostring(fa) }) end
+  else r.skip({ "flash_attn=" .. common.show(fa) }) end
   if c.optim ~= nil then r.set("optimizer", c.optim, { "optim" }) end
   if c.weight_decay ~= nil then r.set("weight_decay", c.weight_decay, { "weight_decay" }) end
   if type(c.deepspeed) == "string" then common.merge_deepspeed(r, c.deepspeed, { "deepspeed" }) end
