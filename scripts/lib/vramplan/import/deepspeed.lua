@@ -209,12 +209,22 @@ function deepspeed.read(r, config)
     local v = config[json_key]
     if v ~= nil and not common.is_auto(v) then r.set(key, common.count(v) or v, { json_key }) end
   end
+  -- train_batch_size alone: no accumulation, the micro-batch from the
+  -- world size (deepspeed/runtime/config.py, _set_batch_related_parameters)
+  if r.keys.global_batch ~= nil and r.keys.micro_batch == nil and config.gradient_accumulation_steps == nil then
+    r.set("grad_accum", 1, { "train_batch_size" }, false, "DeepSpeed: train_batch_size alone means no accumulation")
+  end
   read_precision(r, config)
   read_optimizer(r, config.optimizer)
   read_zero(r, config.zero_optimization)
   read_activation_checkpointing(r, config.activation_checkpointing)
-  for k in pairs(config) do
-    if not known[k] and not no_memory[k] then r.skip({ k }) end
+  local sections = { fp16 = true, bf16 = true, bfloat16 = true, optimizer = true, zero_optimization = true,
+                     activation_checkpointing = true }
+  for k, v in pairs(config) do
+    if not known[k] and not no_memory[k] then r.skip({ k })
+    elseif sections[k] and type(v) ~= "table" then
+      r.skip({ k .. "=" .. common.show(v) .. " (a section is a JSON object)" })
+    end
   end
   -- a DeepSpeed config means DeepSpeed's engine, ZeRO stage 0 unless given
   r.set("framework", "deepspeed", nil, false, "a DeepSpeed config")
