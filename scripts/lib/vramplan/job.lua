@@ -66,12 +66,15 @@ end
 -- Returns a job: the built model, its resolved config, the recipe keys and
 -- their origins (checked), the GPU (or nil), the node or instance (or nil).
 function job.load(home, spec)
-  if not spec.target then error("no MODEL given", 0) end
-  local description = models.describe(home, spec.target)
-  local keys, origins = {}, {}
-  if spec.recipe then keys, origins = recipes.load(recipes.find(home, spec.recipe)) end
+  local keys, origins, imported = {}, {}, nil
+  if spec.recipe then keys, origins, imported = recipes.load(recipes.find(home, spec.recipe)) end
+  -- a config file may name its model (axolotl's base_model, ...)
+  local target = spec.target or (imported and imported.model)
+  if not target then error((imported and imported.model_note) or "no MODEL given", 0) end
+  local description = models.describe(home, target)
   local overrides, override_origins = split_sets(description, spec.sets or {}, keys, origins)
   local model, config = arch.build(description, overrides, override_origins)
+  local assumed = recipes.normalize(keys, origins, imported, config)
   -- the core's seq_len default (2048) is longer than a learned position
   -- table of 1024 (GPT-2) or 512 (BERT): a recipe that names no seq_len
   -- gets the model's own limit then
@@ -84,7 +87,7 @@ function job.load(home, spec)
   place(keys, origins, spec.gpus, hw.host, spec.gpu)
   recipes.check(keys, origins)
   return { home = home, description = description, model = model, config = config, keys = keys, origins = origins,
-           gpu = hw.gpu, host = hw.host }
+           gpu = hw.gpu, host = hw.host, assumed = assumed }
 end
 
 -- A value in `changes` that removes the key (back to the engine's default).
@@ -146,7 +149,7 @@ end
 function job.context(j, result)
   return {
     result = result, gpu = j.gpu, host = j.host, model_name = j.config.name, arch = j.description.family.name,
-    layers = j.config.layers, source = j.description.source, version = vramplan.version,
+    layers = j.config.layers, source = j.description.source, version = vramplan.version, assumed = j.assumed,
   }
 end
 

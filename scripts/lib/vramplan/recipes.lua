@@ -29,7 +29,14 @@ function recipes.find(home, spec)
 end
 
 -- Reads a recipe script: returns keys (name -> value) and their origins.
+-- Another tool's config file (DeepSpeed JSON, accelerate, axolotl or
+-- LLaMA-Factory YAML: vramplan.configs) is read as one; it returns a third
+-- value, the imported recipe (its model, its "auto" values).
 function recipes.load(path)
+  if require("vramplan.configs").handles(path) then
+    local r = require("vramplan.configs").load(path)
+    return r.keys, r.origins, r
+  end
   local f = io.open(path, "r")
   if not f then error("cannot open recipe " .. path, 0) end
   f:close()
@@ -51,7 +58,30 @@ function recipes.is_key(name)
     key_set = {}
     for _, k in ipairs(vramplan.recipe_keys()) do key_set[k.name] = true end
   end
-  return key_set[name] == true
+  if key_set[name] then return true end
+  -- another tool's name for a key, or a key read in Lua (the stack)
+  return require("vramplan.aliases").key(name) ~= nil or require("vramplan.stacks").keys[name] ~= nil
+end
+
+-- Before the core sees the keys: other tools' names and spellings become
+-- ours (vramplan.aliases), the stack and its precision flags choose values
+-- (vramplan.stacks), settings implied by others are filled, then the
+-- stack's defaults, then an imported config's "auto" values that depend on
+-- the model (`config`: the model's resolved fields). Returns what was
+-- assumed about the stack and precision (for the report), or nil.
+function recipes.normalize(keys, origins, imported, config)
+  local aliases = require("vramplan.aliases")
+  local stacks = require("vramplan.stacks")
+  aliases.apply(keys, origins)
+  local assumed = stacks.apply(keys, origins)
+  aliases.imply(keys, origins)
+  if assumed then stacks.defaults(keys, origins, assumed) end
+  for _, d in ipairs(imported and imported.deferred or {}) do
+    if keys[d.key] == nil and config and config.hidden then
+      keys[d.key], origins[d.key] = d.from_hidden(config.hidden), d.origin
+    end
+  end
+  return assumed
 end
 
 -- The recipe over a quantized checkpoint (models.describe's quantization):

@@ -59,6 +59,10 @@ function report.human(ctx)
   line("recipe: %s, %s (%s), micro_batch %d x seq_len %d, checkpointing %s, attention %s",
     recipe.precision, recipe.optimizer, recipe.optimizer_impl, recipe.micro_batch, recipe.seq_len,
     checkpointing, recipe.attention)
+  if ctx.assumed then -- the stack and the precision vramplan.stacks assumed
+    local a = ctx.assumed
+    line("stack: %s%s", a.stack or "none named", a.precision and (", precision " .. recipe.precision .. " (" .. a.precision .. ")") or "")
+  end
   local saved = r.saved_modules or "" -- modules_to_save in the model, a classifier's head included
   local training = saved ~= "" and (", training " .. saved) or ""
   -- PEFT's ModulesToSaveWrapper trains a copy and keeps the original
@@ -269,6 +273,9 @@ function report.object(ctx)
     } or nil,
     fits = r.fits == nil and json.null or r.fits,
     headroom_bytes = r.headroom_bytes == nil and json.null or r.headroom_bytes,
+    -- the stack and the precision rule vramplan.stacks assumed, when any
+    assumed = ctx.assumed and { stack = ctx.assumed.stack or json.null, precision = ctx.assumed.precision or json.null }
+      or nil,
   }
   -- null, not absent, when no node's memory is known
   if o.host.fits == nil then o.host.fits, o.host.cpu_ram_bytes_per_node = json.null, json.null end

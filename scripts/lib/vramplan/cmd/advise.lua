@@ -49,7 +49,7 @@ end
 
 function cmd.run(opts, home)
   local cli = require("vramplan.cli")
-  if not opts.target then cli.fail_usage("advise needs a MODEL") end
+  if not opts.target and not opts.recipe then cli.fail_usage("advise needs a MODEL") end -- a config may name it
   if not opts.gpu then cli.fail_usage("advise needs --gpu NAME") end
   local j = job.load(home, opts)
   local advice, base = advise.advise(j)

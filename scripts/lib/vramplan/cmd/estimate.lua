@@ -6,9 +6,10 @@ local report = require("vramplan.report")
 
 local estimate = {
   usage = "estimate MODEL [--recipe FILE|NAME] [--set KEY=VALUE]... [--gpu GPU|NODE|INSTANCE] [--gpus N] [--json]"
-    .. " [--timeline]\n    [--plot FILE.svg] [--report FILE.html]",
+    .. " [--timeline]\n    [--plot FILE.svg] [--report FILE.html]\n"
+    .. "estimate --recipe CONFIG.yaml [--model MODEL] ...   (a config file naming its model)",
   flags = { recipe = "value", gpu = "value", gpus = "value", set = "set", json = "flag", timeline = "flag",
-            plot = "value", report = "value" },
+            plot = "value", report = "value", model = "value" },
 }
 
 -- The drawings the user asked for, each written to the file named.
@@ -19,7 +20,8 @@ local function draw(ctx, opts)
 end
 
 function estimate.run(opts, home)
-  if not opts.target then require("vramplan.cli").fail_usage("estimate needs a MODEL") end
+  opts.target = opts.target or opts.model
+  if not opts.target and not opts.recipe then require("vramplan.cli").fail_usage("estimate needs a MODEL") end
   if opts.positional[2] then require("vramplan.cli").fail_usage("unexpected argument " .. opts.positional[2]) end
   local j = job.load(home, opts)
   -- the timeline (printed or drawn) shows every layer: no folding of

@@ -64,6 +64,22 @@ function keys.run(opts, home)
   for _, k in ipairs(vramplan.recipe_keys()) do
     print(string.format("  %-18s %s", k.name, with_options(k.choices, k.doc)))
   end
+  -- read in Lua before the core (vramplan.stacks, vramplan.aliases; docs/configs.md)
+  print("")
+  print("keys read before the core (stacks and precision flags):")
+  local names = {}
+  for name in pairs(require("vramplan.stacks").profiles) do names[#names + 1] = name end
+  table.sort(names)
+  print(string.format("  %-18s %s", "stack", table.concat(names, " | ") ..
+    ": the training stack, whose defaults fill unset keys and whose rules turn the flags into a precision"))
+  print(string.format("  %-18s %s", "bf16, fp16", "the stack's mixed-precision flags (TrainingArguments', accelerate's)"))
+  print(string.format("  %-18s %s", "pure_bf16", "LLaMA-Factory's: weights, gradients and states all in bf16"))
+  print(string.format("  %-18s %s", "torch_dtype", "bfloat16 | float16 | float32: the dtype the model is loaded in"))
+  print("other tools' names for recipe keys:")
+  local aliases = {}
+  for name, a in pairs(require("vramplan.aliases").keys) do aliases[#aliases + 1] = { name, a.key } end
+  table.sort(aliases, function(x, y) return x[1] < y[1] end)
+  for _, a in ipairs(aliases) do print(string.format("  %-18s %s", a[1], a[2])) end
   print("")
   print("op kinds and their fields (for architecture scripts):")
   for _, kind in ipairs(vramplan.op_kinds()) do

@@ -72,7 +72,7 @@ end
 
 function cmd.run(opts, home)
   local cli = require("vramplan.cli")
-  if not opts.target then cli.fail_usage("plan needs a MODEL") end
+  if not opts.target and not opts.recipe then cli.fail_usage("plan needs a MODEL") end -- a config may name it
   if not opts.gpu then cli.fail_usage("plan needs --gpu NAME") end
   if not opts.gpus then cli.fail_usage("plan needs --gpus N") end
   local gpus, top = positive(opts, "gpus"), positive(opts, "top", 5)

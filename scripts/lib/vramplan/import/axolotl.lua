@@ -1,0 +1,153 @@
+-- vramplan.import.axolotl — an axolotl training YAML as recipe keys.
+-- Meanings and defaults: axolotl's config schema
+-- (src/axolotl/utils/schemas/config.py, AxolotlInputConfig, and
+-- schemas/peft.py, schemas/training.py; axolotl 0.8-0.12) and its model
+-- loader (src/axolotl/loaders/model.py: the model loaded in bfloat16 /
+-- float16 when bf16 / fp16 is set; for 4-bit QLoRA a BitsAndBytesConfig
+-- with nf4, double quantization and the training dtype as compute dtype).
+local common = require("vramplan.import.common")
+
+local axolotl = {}
+
+-- Keys with no memory of their own in a training step (data, logging,
+-- saving, schedules, hub) or read below.
+local no_memory = {}
+for k in ([[base_model base_model_config model_type tokenizer_type tokenizer_config trust_remote_code strict datasets
+  test_datasets dataset_prepared_path val_set_size output_dir lora_model_dir wandb_project wandb_entity wandb_watch
+  wandb_name wandb_log_model wandb_mode wandb_run_id num_epochs max_steps lr_scheduler learning_rate warmup_steps
+  warmup_ratio logging_steps evals_per_epoch eval_steps saves_per_epoch save_steps save_total_limit special_tokens
+  resume_from_checkpoint hub_model_id hub_strategy seed chat_template eval_sample_packing pad_to_sequence_len
+  train_on_inputs group_by_length local_rank early_stopping_patience debug tf32 xformers_attention
+  dataset_processes shuffle_merged_datasets eval_table_size eval_max_new_tokens max_grad_norm adam_beta1 adam_beta2
+  adam_epsilon loss_watchdog_threshold loss_watchdog_patience save_safetensors auto_resume_from_checkpoints
+  tokens dataloader_num_workers dataloader_pin_memory dataloader_prefetch_factor lr_scheduler_kwargs cosine_min_lr_ratio
+  model_config_type is_llama_derived_model is_mistral_derived_model is_qwen_derived_model plugins
+  bf16 fp16 load_in_4bit load_in_8bit adapter lora_r lora_alpha lora_dropout lora_target_modules lora_target_linear
+  lora_modules_to_save sequence_len micro_batch_size gradient_accumulation_steps gradient_checkpointing
+  gradient_checkpointing_kwargs flash_attention sdp_attention eager_attention optimizer weight_decay deepspeed fsdp
+  fsdp_config fsdp_version peft_use_dora torch_dtype]]):gmatch("%S+") do
+  no_memory[k] = true
+end
+
+local function truthy(v) return v == true or (type(v) == "string" and v:lower() == "true") end
+
+local function read_precision(r, c)
+  -- bf16: auto means bf16 where the GPU has it (Ampere and later)
+  if c.bf16 ~= nil then
+    local v = c.bf16 == "auto" or truthy(c.bf16)
+    r.set("bf16", v, { "bf16" }, false, c.bf16 == "auto" and "auto: bf16 on GPUs that have it" or nil)
+  end
+  if c.fp16 ~= nil then r.set("fp16", truthy(c.fp16), { "fp16" }) end
+end
+
+local function read_adapter(r, c)
+  local adapter = c.adapter
+  local four, eight = truthy(c.load_in_4bit), truthy(c.load_in_8bit)
+  if adapter == "lora" or adapter == "qlora" then
+    -- LoRA over 8-bit or 4-bit weights is vramplan's qlora with that format
+    local quantized = adapter == "qlora" or four or eight
+    r.set("finetune", quantized and "qlora" or "lora", { "adapter" })
+    if quantized then
+      r.set("quant", eight and "int8" or "nf4", { eight and "load_in_8bit" or (four and "load_in_4bit" or "adapter") })
+      if not eight then r.set("double_quant", true, { "adapter" }, false, "axolotl's BitsAndBytesConfig") end
+    end
+  elseif adapter ~= nil then
+    r.skip({ "adapter=" .. common.show(adapter) })
+  end
+  if c.lora_r ~= nil then r.set("lora_rank", c.lora_r, { "lora_r" }) end
+  if c.lora_alpha ~= nil then r.set("lora_alpha", c.lora_alpha, { "lora_alpha" }) end
+  if c.lora_dropout ~= nil then r.set("lora_dropout", c.lora_dropout, { "lora_dropout" }) end
+  if truthy(c.lora_target_linear) then
+    r.set("lora_targets", "all-linear", { "lora_target_linear" })
+  elseif c.lora_target_modules ~= nil then
+    r.set("lora_targets", common.list(c.lora_target_modules), { "lora_target_modules" })
+  end
+  if c.lora_modules_to_save ~= nil then
+    r.set("modules_to_save", common.list(c.lora_modules_to_save), { "lora_modules_to_save" })
+  end
+  if c.peft_use_dora ~= nil then r.set("use_dora", truthy(c.peft_use_dora), { "peft_use_dora" }) end
+end
+
+-- axolotl's fsdp: a list of FSDP options ("full_shard", "auto_wrap",
+-- "offload") with fsdp_config beside it.
+local function read_fsdp(r, c)
+  local options = type(c.fsdp) == "table" and c.fsdp or (c.fsdp and { c.fsdp }) or {}
+  local fc = type(c.fsdp_config) == "table" and c.fsdp_config or {}
+  for _, o in ipairs(options) do
+    local s = common.show(o):lower()
+    if s == "full_shard" or s == "shard_grad_op" or s == "hybrid_shard" or s == "no_shard" then
+      r.set("fsdp", s, { "fsdp" })
+    elseif s == "offload" then
+      r.set("offload_params", "cpu", { "fsdp" })
+    elseif s ~= "auto_wrap" then
+      r.skip({ "fsdp=" .. s })
+    end
+  end
+  local strategy = fc.fsdp_sharding_strategy or fc.sharding_strategy
+  if strategy ~= nil then r.set("fsdp", strategy, { "fsdp_config" }) end
+  local reshard = fc.reshard_after_forward
+  if reshard == nil then reshard = fc.fsdp_reshard_after_forward end
+  if reshard ~= nil and strategy == nil then
+    -- FSDP2: resharding after forward is FULL_SHARD, keeping the gathered
+    -- parameters until backward is SHARD_GRAD_OP
+    r.set("fsdp", truthy(reshard) and "full_shard" or "shard_grad_op", { "fsdp_config" })
+  end
+  local offload = fc.fsdp_offload_params
+  if offload == nil then offload = fc.offload_params end
+  if offload ~= nil then r.set("offload_params", truthy(offload) and "cpu" or "none", { "fsdp_config" }) end
+  local ac = fc.fsdp_activation_checkpointing
+  if ac == nil then ac = fc.activation_checkpointing end
+  if truthy(ac) then r.set("checkpointing", "full", { "fsdp_config" }) end
+  if (#options > 0 or next(fc)) and r.keys.fsdp == nil then
+    r.set("fsdp", "full_shard", { "fsdp" }, false, "FSDP's default strategy")
+  end
+  for k, v in pairs(fc) do
+    local known = { fsdp_sharding_strategy = 1, sharding_strategy = 1, reshard_after_forward = 1,
+      fsdp_reshard_after_forward = 1, fsdp_offload_params = 1, offload_params = 1, fsdp_activation_checkpointing = 1,
+      activation_checkpointing = 1, fsdp_version = 1, fsdp_state_dict_type = 1, state_dict_type = 1,
+      fsdp_sync_module_states = 1, sync_module_states = 1, fsdp_cpu_ram_efficient_loading = 1,
+      cpu_ram_efficient_loading = 1, fsdp_auto_wrap_policy = 1, auto_wrap_policy = 1,
+      fsdp_transformer_layer_cls_to_wrap = 1, transformer_layer_cls_to_wrap = 1, fsdp_use_orig_params = 1,
+      use_orig_params = 1 }
+    if not known[k] then r.skip({ "fsdp_config", k }) end
+    local _ = v
+  end
+end
+
+-- Fills recipe `r` from an axolotl config table.
+function axolotl.read(r, c)
+  r.set("stack", "axolotl", nil, false, "an axolotl config")
+  common.set_model(r, c.base_model, { "base_model" })
+  read_precision(r, c)
+  read_adapter(r, c)
+  -- schemas/config.py: sequence_len 512, micro_batch_size 1, gradient_accumulation_steps 1
+  r.set("seq_len", c.sequence_len or 512, c.sequence_len and { "sequence_len" } or nil, false,
+    not c.sequence_len and "axolotl's default sequence_len" or nil)
+  r.set("micro_batch", c.micro_batch_size or 1, c.micro_batch_size and { "micro_batch_size" } or nil, false,
+    not c.micro_batch_size and "axolotl's default micro_batch_size" or nil)
+  if c.gradient_accumulation_steps ~= nil then
+    r.set("grad_accum", c.gradient_accumulation_steps, { "gradient_accumulation_steps" })
+  end
+  local gc = c.gradient_checkpointing
+  if gc == true or gc == "true" then r.set("checkpointing", "full", { "gradient_checkpointing" })
+  elseif gc == false then r.set("checkpointing", "none", { "gradient_checkpointing" })
+  elseif gc ~= nil then r.skip({ "gradient_checkpointing=" .. common.show(gc) }) end
+  if type(c.gradient_checkpointing_kwargs) == "table" and c.gradient_checkpointing_kwargs.use_reentrant ~= nil then
+    r.set("use_reentrant", truthy(c.gradient_checkpointing_kwargs.use_reentrant), { "gradient_checkpointing_kwargs" })
+  end
+  if truthy(c.flash_attention) then r.set("attention", "flash", { "flash_attention" })
+  elseif truthy(c.sdp_attention) then r.set("attention", "sdpa", { "sdp_attention" })
+  elseif truthy(c.eager_attention) then r.set("attention", "eager", { "eager_attention" }) end
+  if c.xformers_attention then r.skip({ "xformers_attention" }) end
+  if c.optimizer ~= nil then r.set("optimizer", c.optimizer, { "optimizer" }) end
+  if c.weight_decay ~= nil then r.set("weight_decay", c.weight_decay, { "weight_decay" }) end
+  if c.torch_dtype ~= nil then r.set("torch_dtype", c.torch_dtype, { "torch_dtype" }) end
+  read_fsdp(r, c)
+  if type(c.deepspeed) == "string" then common.merge_deepspeed(r, c.deepspeed, { "deepspeed" }) end
+  for k, v in pairs(c) do
+    if not no_memory[k] and v ~= false then r.skip({ k }) end
+  end
+  return r
+end
+
+return axolotl

@@ -1,0 +1,169 @@
+-- vramplan.import.common — what the config importers share: reading a file,
+-- byte offsets as line and column, the line a nested key is written on,
+-- and a recipe under construction (keys, where each was set, what the
+-- file holds that vramplan does not model).
+local common = {}
+
+function common.read(path)
+  local f = io.open(path, "r")
+  if not f then error("cannot open recipe " .. path, 0) end
+  local text = f:read("a")
+  f:close()
+  return text
+end
+
+-- The line and column (both from 1) of byte `offset` of `text`.
+function common.position(text, offset)
+  local line, start = 1, 1
+  for nl in text:sub(1, math.max(offset - 1, 0)):gmatch("()\n") do
+    line, start = line + 1, nl + 1
+  end
+  return line, offset - start + 1
+end
+
+local function escape(s) return (s:gsub("[%^%$%(%)%%%.%[%]%*%+%-%?]", "%%%0")) end
+
+-- The line where the key path { "zero_optimization", "stage" } is written:
+-- each name looked for (as a quoted JSON key or a YAML key) after the one
+-- before it; nil when not found.
+function common.line_of(text, path)
+  local from = 1
+  for _, name in ipairs(path) do
+    local n = escape(tostring(name))
+    local at = text:find('"' .. n .. '"%s*:', from) or text:find("'" .. n .. "'%s*:", from)
+      or text:find("%f[%w_%-]" .. n .. "%s*:", from)
+    if not at then return nil end
+    from = at + 1
+  end
+  return (common.position(text, from - 1))
+end
+
+-- A recipe under construction from the file at `path` (its text `text`).
+function common.recipe(path, text)
+  local r = { path = path, text = text, keys = {}, origins = {}, unmodelled = {}, deferred = {} }
+
+  -- "file:line" of a key path, or the file's name alone
+  function r.where(keypath)
+    local line = keypath and common.line_of(text, keypath)
+    return line and (path .. ":" .. line) or path
+  end
+
+  -- Sets a recipe key from the key path where the file holds it; a key
+  -- already set is kept unless `override`.
+  function r.set(key, value, keypath, override, note)
+    if r.keys[key] ~= nil and not override then return end
+    r.keys[key] = value
+    r.origins[key] = r.where(keypath) .. (note and (" (" .. note .. ")") or "")
+  end
+
+  -- A key the file sets that vramplan does not model, named as a dotted path.
+  function r.skip(keypath)
+    r.unmodelled[#r.unmodelled + 1] = table.concat(keypath, ".")
+  end
+
+  return r
+end
+
+-- Prints one warning listing the keys of a file that were not modelled.
+function common.warn(r, tool)
+  if #r.unmodelled == 0 then return end
+  table.sort(r.unmodelled)
+  io.stderr:write(string.format("vramplan: warning: %s: %s keys vramplan does not model (the estimate ignores them): %s\n",
+    r.path, tool, table.concat(r.unmodelled, ", ")))
+end
+
+-- True when `value` is the string "auto" (resolved from the rest of the run).
+function common.is_auto(value) return type(value) == "string" and value:lower() == "auto" end
+
+-- A JSON or YAML number as a Lua number (5e8 is an integer count of elements).
+function common.count(value)
+  local n = tonumber(value)
+  if n and n == math.floor(n) and math.abs(n) < 2 ^ 53 then return math.tointeger(n) end
+  return n
+end
+
+-- The folder of a path ("." for a bare name).
+local function folder(path) return path:match("^(.*)/[^/]*$") or "." end
+
+local function exists(path)
+  local f = io.open(path, "r")
+  if f then f:close() end
+  return f ~= nil
+end
+
+-- The file a config names (`deepspeed: FILE`): relative to the config's
+-- folder, then to each folder above it (LLaMA-Factory's examples name
+-- files from the repository's root), then as given (the working folder).
+function common.find_beside(config_path, name)
+  if name:sub(1, 1) == "/" then return exists(name) and name or nil end
+  local dir = folder(config_path)
+  while true do
+    local candidate = dir .. "/" .. name
+    if exists(candidate) then return candidate end
+    local up = folder(dir)
+    if up == dir or dir == "." or dir == "" then break end
+    dir = up
+  end
+  return exists(name) and name or nil
+end
+
+-- Reads the DeepSpeed config a YAML config names (at `keypath` of r's
+-- file) into `r`: its keys fill those the YAML left unset; an explicit
+-- value that disagrees with the YAML's is refused.
+function common.merge_deepspeed(r, name, keypath)
+  local where = r.where(keypath)
+  local path = common.find_beside(r.path, name)
+  if not path then
+    error(string.format("%s: cannot find the DeepSpeed config %s (looked beside the file and in the folders above it)",
+      where, name), 0)
+  end
+  local ds = require("vramplan.import.deepspeed").load(path)
+  for key, value in pairs(ds.keys) do
+    local origin = ds.origins[key]
+    if r.keys[key] == nil then
+      r.keys[key], r.origins[key] = value, origin
+    elseif tostring(r.keys[key]) ~= tostring(value) and not origin:find("default", 1, true)
+      and not origin:find("a DeepSpeed config", 1, true) then
+      error(string.format("%s: %s = %s disagrees with %s = %s (%s)", origin, key, tostring(value), key,
+        tostring(r.keys[key]), r.origins[key]), 0)
+    end
+  end
+  for _, d in ipairs(ds.deferred) do r.deferred[#r.deferred + 1] = d end
+  for _, u in ipairs(ds.unmodelled) do r.unmodelled[#r.unmodelled + 1] = path .. ": " .. u end
+  if ds.auto_precision then r.auto_precision = true end
+end
+
+-- A config value in a message: tables as what they are, not addresses.
+function common.show(value)
+  if type(value) ~= "table" then return tostring(value) end
+  return value[1] ~= nil and "a list" or "a mapping"
+end
+
+-- Sets the model from a Hugging Face id when it names a model in models/.
+function common.set_model(r, id, keypath)
+  if id == nil then return end
+  if type(id) ~= "string" then
+    r.model_note = string.format("%s: %s: a Hugging Face id is a string (got %s)", r.where(keypath), keypath[1],
+      common.show(id))
+    return
+  end
+  local name, how = require("vramplan.hub_ids").lookup(id)
+  if name then
+    r.model, r.model_how = name, how
+  else
+    r.model_note = string.format("%s: %s is not a model vramplan knows by its Hugging Face id: give MODEL " ..
+      "(a name in models/ or the checkpoint's config.json, --model FILE)", r.where(keypath), id)
+  end
+end
+
+-- A YAML list or comma-separated string as "a,b,c".
+function common.list(value)
+  if type(value) == "table" then
+    local parts = {}
+    for _, v in ipairs(value) do parts[#parts + 1] = tostring(v) end
+    return table.concat(parts, ",")
+  end
+  return value
+end
+
+return common

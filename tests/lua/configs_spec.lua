@@ -1,0 +1,416 @@
+-- Other tools' configuration files as recipes (docs/configs.md): each
+-- import is checked against the same recipe written as --set keys (the
+-- estimate's recipe echo and its peak), on the configurations the tools
+-- publish (tests/fixtures/configs/, SOURCES.md) and on malformed files.
+local helper = require("tests.lua.helper")
+
+local FIXTURES = helper.root .. "/tests/fixtures/configs/"
+
+-- The recipe echo and peak of an estimate, failing unless it succeeds.
+local function estimate(...)
+  local r = helper.estimate(...)
+  return r.recipe, r.per_gpu.peak_allocated_bytes
+end
+
+-- Fails unless every key of `want` has that value in the recipe echo.
+local function assert_keys(recipe, want)
+  for k, v in pairs(want) do
+    assert(recipe[k] == v, string.format("%s: %s, want %s", k, tostring(recipe[k]), tostring(v)))
+  end
+end
+
+-- --set arguments for a table of keys.
+local function sets(keys)
+  local args = {}
+  for k, v in pairs(keys) do
+    args[#args + 1] = "--set"
+    args[#args + 1] = k .. "=" .. tostring(v)
+  end
+  return table.unpack(args)
+end
+
+-- Fails unless the config gives the same recipe keys and peak as `keys` set by hand.
+local function assert_same_as_sets(model, config, extra, keys)
+  local recipe, peak = estimate(model, "--recipe", config, table.unpack(extra))
+  assert_keys(recipe, keys)
+  local args = { model, sets(keys) }
+  for _, a in ipairs(extra) do args[#args + 1] = a end
+  local _, want = estimate(table.unpack(args))
+  assert.are.equal(want, peak)
+  return recipe
+end
+
+describe("DeepSpeed configs as recipes", function()
+  -- The example issue 19 quotes from a widely read guide on training
+  -- memory: 1024 sequences a step on 8 GPUs with 8 accumulation steps is
+  -- 16 sequences per GPU and micro-batch.
+  local EXAMPLE = [[{"train_batch_size": 1024, "gradient_accumulation_steps": 8, "optimizer": {"type": "AdamW", "params": {"lr": 6e-5}}, "fp16": {"enabled": true, "loss_scale_window": 1000}, "zero_optimization": {"stage": 2, "offload_optimizer": {"device": "cpu"}}}]]
+
+  it("loads the guide's example and evaluates it on 8 GPUs at micro-batch 16", function()
+    local path = helper.write(EXAMPLE, ".json")
+    assert_same_as_sets("llama3.2-1b", path, { "--set", "gpus=8", "--set", "seq_len=512" }, {
+      framework = "deepspeed", zero = 2, dp = 8, micro_batch = 16, grad_accum = 8, global_batch = 1024,
+      precision = "mixed-fp16", optimizer = "adamw", offload_optimizer = "cpu",
+    })
+  end)
+
+  it("takes the GPU count from dp too, and any two batch sizes imply the third", function()
+    local path = helper.write('{"train_micro_batch_size_per_gpu": 4, "gradient_accumulation_steps": 2}', ".json")
+    local recipe = estimate("gpt2", "--recipe", path, "--set", "dp=4", "--set", "seq_len=128")
+    assert_keys(recipe, { micro_batch = 4, grad_accum = 2, global_batch = 32, dp = 4, framework = "deepspeed", zero = 0 })
+    path = helper.write('{"train_batch_size": 64}', ".json")
+    recipe = estimate("gpt2", "--recipe", path, "--set", "gpus=8", "--set", "seq_len=128")
+    assert_keys(recipe, { micro_batch = 8, grad_accum = 1, global_batch = 64, dp = 8 })
+    path = helper.write('{"train_batch_size": 64, "train_micro_batch_size_per_gpu": 4}', ".json")
+    recipe = estimate("gpt2", "--recipe", path, "--set", "gpus=2", "--set", "seq_len=128")
+    assert_keys(recipe, { micro_batch = 4, grad_accum = 8, global_batch = 64, dp = 2 })
+  end)
+
+  it("refuses batch sizes that do not divide", function()
+    local path = helper.write('{"train_batch_size": 100, "gradient_accumulation_steps": 8}', ".json")
+    local err = helper.fails("gpt2", "--recipe", path, "--set", "gpus=8")
+    assert.truthy(err:find(path .. ":1", 1, true), err)
+    assert.truthy(err:find("global_batch 100 is not grad_accum 8 x dp 8", 1, true), err)
+  end)
+
+  it("reads accelerate's ZeRO-2 offload template, auto values from the run and the model", function()
+    local recipe = assert_same_as_sets("llama3.2-1b", FIXTURES .. "accelerate/examples/deepspeed_config_templates/zero_stage2_offload_config.json",
+      { "--set", "gpus=2", "--set", "seq_len=256", "--set", "micro_batch=2" }, {
+        framework = "deepspeed", zero = 2, precision = "mixed-fp16", optimizer = "adamw", optimizer_impl = "foreach",
+        offload_optimizer = "cpu", overlap_comm = true,
+        reduce_bucket_size = 2048 * 2048, -- "auto": hidden_size^2 (transformers' trainer_config_finalize)
+      })
+    assert.are.equal(1, recipe.grad_accum)
+  end)
+
+  it("reads LLaMA-Factory's ZeRO-3 config, resolving its auto buckets from the model's width", function()
+    local recipe = estimate("llama3.2-1b", "--recipe", FIXTURES .. "llamafactory/examples/deepspeed/ds_z3_config.json", "--set", "gpus=4",
+      "--set", "seq_len=256")
+    assert_keys(recipe, { zero = 3, overlap_comm = true, reduce_bucket_size = 2048 * 2048,
+      stage3_prefetch_bucket_size = math.floor(0.9 * 2048 * 2048), stage3_param_persistence_threshold = 20480,
+      stage3_max_live_parameters = 1e9 })
+  end)
+
+  it("lists every key it does not model in one warning", function()
+    local path = helper.write('{"zero_optimization": {"stage": 1, "round_robin_gradients": true,\n' ..
+      '"offload_optimizer": {"device": "cpu", "buffer_count": 8}}, "amp": {"enabled": true}, "gradient_clipping": 1.0}', ".json")
+    local _, err, code = helper.run("estimate", "gpt2", "--recipe", path, "--set", "seq_len=128")
+    assert.are.equal(0, code)
+    assert.truthy(err:find("amp, zero_optimization.offload_optimizer.buffer_count, zero_optimization.round_robin_gradients",
+      1, true), err)
+    assert.falsy(err:find("gradient_clipping", 1, true), err)
+  end)
+
+  it("blames a malformed file's line and column", function()
+    local path = helper.write('{\n  "zero_optimization": {\n    "stage": 2,\n    "overlap_comm": tru\n  }\n}\n', ".json")
+    local err = helper.fails("gpt2", "--recipe", path)
+    assert.truthy(err:find("^vramplan: " .. path:gsub("%p", "%%%0") .. ":4:21: "), err)
+    -- what Python's json (DeepSpeed's reader) refuses, though dkjson would forgive it
+    path = helper.write('{\n  "zero_optimization": {\n    "stage": 2\n    "overlap_comm": true\n  }\n}\n', ".json")
+    assert.truthy(helper.fails("gpt2", "--recipe", path):find(path .. ":4:5: expected ',' or '}'", 1, true))
+    path = helper.write('{"zero_optimization": {"stage": 2,}}', ".json")
+    assert.truthy(helper.fails("gpt2", "--recipe", path):find(path .. ":1:35: a trailing comma", 1, true))
+    path = helper.write('{"fp16": {"enabled": true},\n "fp16": {"enabled": false}}', ".json")
+    assert.truthy(helper.fails("gpt2", "--recipe", path):find(path .. ':2:2: duplicate key "fp16"', 1, true))
+    path = helper.write('{"zero_optimization": {"stage": 2}}\n}\n', ".json")
+    assert.truthy(helper.fails("gpt2", "--recipe", path):find(path .. ":2:1: unexpected text after the JSON value", 1, true))
+    path = helper.write('[1, 2]', ".json")
+    assert.truthy(helper.fails("gpt2", "--recipe", path):find(path .. ":1:1: a DeepSpeed config is a JSON object", 1, true))
+    path = helper.write('{"zero_optimization": {\n  "stage": 7}}', ".json")
+    assert.truthy(helper.fails("gpt2", "--recipe", path):find(path .. ":2: zero: must be between 0 and 3", 1, true))
+  end)
+end)
+
+describe("other tools' names for recipe keys", function()
+  it("implies DeepSpeed from a ZeRO stage, FSDP from a sharding strategy, Megatron from tp", function()
+    local recipe, peak = estimate("gpt2", "--set", "seq_len=128", "--set", "zero=3")
+    assert.are.equal("deepspeed", recipe.framework)
+    local _, want = estimate("gpt2", "--set", "seq_len=128", "--set", "zero=3", "--set", "framework=deepspeed")
+    assert.are.equal(want, peak)
+    recipe = estimate("gpt2", "--set", "seq_len=128", "--set", "fsdp=FULL_SHARD", "--set", "gpus=4")
+    assert_keys(recipe, { framework = "fsdp", fsdp = "full_shard", dp = 4 })
+    recipe = estimate("gpt2", "--set", "seq_len=128", "--set", "tp=2", "--set", "gpus=4")
+    assert_keys(recipe, { framework = "megatron", tp = 2, dp = 2 })
+  end)
+
+  it("keeps an explicit framework: zero without deepspeed is still refused", function()
+    local err = helper.fails("gpt2", "--set", "zero=3", "--set", "framework=torch")
+    assert.truthy(err:find("ZeRO stages need framework", 1, true), err)
+  end)
+
+  it("reads Hugging Face's, PEFT's and DeepSpeed's names and PyTorch's spellings", function()
+    local theirs = { "gpt2", "--set", "per_device_train_batch_size=2", "--set", "gradient_checkpointing=true",
+      "--set", "finetune=lora", "--set", "r=16", "--set", "max_seq_length=256", "--set", "precision=bfloat16",
+      "--set", "attn_implementation=flash_attention_2", "--set", "optim=adamw_bnb_8bit" }
+    local ours = { "gpt2", "--set", "micro_batch=2", "--set", "checkpointing=full", "--set", "finetune=lora",
+      "--set", "lora_rank=16", "--set", "seq_len=256", "--set", "precision=bf16", "--set", "attention=flash",
+      "--set", "optimizer=adamw-8bit" }
+    local recipe, peak = estimate(table.unpack(theirs))
+    assert_keys(recipe, { micro_batch = 2, checkpointing = "full", lora_rank = 16, seq_len = 256, precision = "bf16",
+      attention = "flash", optimizer = "adamw-8bit" })
+    local _, want = estimate(table.unpack(ours))
+    assert.are.equal(want, peak)
+    recipe = estimate("gpt2", "--set", "seq_len=128", "--set", "train_batch_size=1024", "--set",
+      "gradient_accumulation_steps=8", "--set", "zero_stage=2", "--set", "gpus=8")
+    assert_keys(recipe, { framework = "deepspeed", zero = 2, micro_batch = 16, grad_accum = 8, dp = 8 })
+    recipe = estimate("gpt2", "--set", "seq_len=128", "--set", "fsdp_sharding_strategy=1", "--set", "num_processes=2")
+    assert_keys(recipe, { framework = "fsdp", fsdp = "full_shard", dp = 2, gpus = 2 })
+  end)
+
+  it("refuses two names for one key that disagree", function()
+    local err = helper.fails("gpt2", "--set", "finetune=lora", "--set", "r=16", "--set", "lora_rank=8")
+    assert.truthy(err:find("r (16) disagrees with lora_rank = 8", 1, true), err)
+  end)
+end)
+
+describe("axolotl and LLaMA-Factory YAML as recipes", function()
+  it("reads axolotl's QLoRA example: the model by its Hugging Face id, 4-bit adapters, bf16 weights", function()
+    local recipe = assert_same_as_sets("llama3-8b", FIXTURES .. "axolotl/examples/llama-3/qlora.yml", {}, {
+      finetune = "qlora", quant = "nf4", double_quant = true, lora_rank = 32, lora_alpha = 16, lora_dropout = 0.05,
+      lora_targets = "all-linear", micro_batch = 2, grad_accum = 4, seq_len = 4096, optimizer = "paged-adamw-32bit",
+      checkpointing = "full", attention = "flash", precision = "bf16", weight_decay = 0,
+      keep_logits = false, -- the Trainer keeps the loss, not the outputs
+    })
+    -- and without MODEL: base_model NousResearch/Meta-Llama-3-8B is llama3-8b
+    local r = helper.estimate("--recipe", FIXTURES .. "axolotl/examples/llama-3/qlora.yml")
+    assert.are.equal("Meta-Llama-3-8B", r.model.name)
+    assert.are.same(recipe, r.recipe)
+  end)
+
+  it("names axolotl's keys it does not model, and lets fit take the model from the file", function()
+    local out, err, code = helper.run("fit", "--recipe", FIXTURES .. "axolotl/examples/llama-3/qlora.yml", "--gpu", "a100-80gb")
+    assert.are.equal(0, code, err)
+    assert.truthy(err:find("axolotl keys vramplan does not model (the estimate ignores them): sample_packing\n", 1, true), err)
+    assert.truthy(out:find("Meta-Llama-3-8B on NVIDIA A100 80GB", 1, true), out)
+  end)
+
+  it("reads axolotl's LoRA example over 8-bit weights as LLM.int8", function()
+    local r = helper.estimate("--recipe", FIXTURES .. "axolotl/examples/llama-3/lora-8b.yml")
+    assert_keys(r.recipe, { finetune = "qlora", quant = "int8", lora_rank = 32, optimizer = "adamw-8bit" })
+    assert.truthy(r.recipe.modules_to_save:find("embed_tokens", 1, true) and r.recipe.modules_to_save:find("lm_head", 1, true))
+  end)
+
+  it("reads LLaMA-Factory's LoRA example with its own defaults (rank 8, alpha 16, checkpointing on)", function()
+    assert_same_as_sets("llama3-8b", FIXTURES .. "llamafactory/examples/train_lora/llama3_lora_sft.yaml", {}, {
+      finetune = "lora", lora_rank = 8, lora_alpha = 16, lora_dropout = 0, lora_targets = "all-linear",
+      micro_batch = 1, grad_accum = 8, seq_len = 1024, precision = "bf16", checkpointing = "full",
+      keep_logits = false,
+    })
+  end)
+
+  it("follows LLaMA-Factory's deepspeed: FILE to the ZeRO-3 config, bf16 filling its auto", function()
+    local recipe = estimate("--recipe", FIXTURES .. "llamafactory/examples/train_lora/llama3_lora_sft_ds3.yaml",
+      "--set", "gpus=4")
+    assert_keys(recipe, { framework = "deepspeed", zero = 3, dp = 4, precision = "mixed-bf16", micro_batch = 1,
+      grad_accum = 2, seq_len = 2048, reduce_bucket_size = 4096 * 4096 })
+  end)
+
+  it("finds deepspeed: FILE beside the YAML, and refuses one that is missing or disagrees", function()
+    local ds = helper.write('{"train_micro_batch_size_per_gpu": 4, "zero_optimization": {"stage": 2}}', ".json")
+    local name = ds:match("([^/]+)$")
+    local path = helper.write("base_model: gpt2\nmicro_batch_size: 4\nsequence_len: 128\ndeepspeed: " .. name .. "\n", ".yml")
+    assert_keys(estimate("--recipe", path), { framework = "deepspeed", zero = 2, micro_batch = 4 })
+    path = helper.write("base_model: gpt2\nmicro_batch_size: 2\nsequence_len: 128\ndeepspeed: " .. name .. "\n", ".yml")
+    local err = helper.fails("--recipe", path)
+    assert.truthy(err:find(ds .. ":1: micro_batch = 4 disagrees with micro_batch = 2 (" .. path .. ":2)", 1, true), err)
+    path = helper.write("base_model: gpt2\nsequence_len: 128\ndeepspeed: no-such-file.json\n", ".yml")
+    err = helper.fails("--recipe", path)
+    assert.truthy(err:find(path .. ":3: cannot find the DeepSpeed config no-such-file.json", 1, true), err)
+  end)
+
+  it("takes the model from MODEL or --model when the id is unknown, and says so when neither is given", function()
+    local path = helper.write("base_model: someone/unknown-model\nadapter: lora\nsequence_len: 128\n", ".yaml")
+    local err = helper.fails("--recipe", path)
+    assert.truthy(err:find(path .. ":1: someone/unknown-model is not a model vramplan knows", 1, true), err)
+    local r = helper.estimate("--recipe", path, "--model", helper.root .. "/tests/fixtures/llama3.2-1b-config.json")
+    assert.are.equal("lora", r.recipe.finetune)
+    assert.are.equal(128, r.recipe.seq_len)
+  end)
+
+  it("blames a malformed YAML file's line and column", function()
+    local path = helper.write("base_model: gpt2\nadapter: lora\n  lora_r: 8\n", ".yaml")
+    assert.truthy(helper.fails("--recipe", path):find(path .. ":3:9: mapping values are not allowed", 1, true))
+    path = helper.write("base_model: gpt2\nlora_target_modules: [q_proj,\n", ".yml")
+    assert.truthy(helper.fails("--recipe", path):find(path .. ":3:1: did not find expected node content", 1, true))
+    path = helper.write("- 1\n- 2\n", ".yaml")
+    assert.truthy(helper.fails("gpt2", "--recipe", path):find(path .. ":1:1: a training config is a YAML mapping", 1, true))
+    -- values of the wrong kind: blamed on their line, never an internal error
+    path = helper.write("base_model: [gpt2]\n", ".yaml")
+    assert.truthy(helper.fails("--recipe", path):find(path .. ":1: base_model: a Hugging Face id is a string (got a list)",
+      1, true))
+    path = helper.write("base_model: gpt2\nsequence_len: [1, 2]\n", ".yaml")
+    assert.truthy(helper.fails("--recipe", path):find(path .. ":2: seq_len: must be a whole number", 1, true))
+    path = helper.write("model_name_or_path: gpt2\ncutoff_len: 64\nlora_rank: abc\n", ".yaml")
+    assert.truthy(helper.fails("--recipe", path):find(path .. ":3: lora_rank: must be a whole number (got abc)", 1, true))
+    path = helper.write("model_name_or_path: gpt2\ncutoff_len: 64\nquantization_bit: four\n", ".yaml")
+    assert.truthy(helper.fails("--recipe", path):find(path .. ":3: quantization_bit: must be a number of bits", 1, true))
+    path = helper.write("distributed_type: FSDP\nnum_machines: 2\nnum_processes: two\n", ".yaml")
+    assert.truthy(helper.fails("gpt2", "--recipe", path):find(path .. ":3: gpus: must be a whole number (got two)", 1, true))
+    path = helper.write("learning_rate: 1\n", ".yaml")
+    assert.truthy(helper.fails("gpt2", "--recipe", path):find("not a config vramplan reads", 1, true))
+  end)
+end)
+
+describe("Hugging Face ids of the models in models/", function()
+  local hub_ids = require("vramplan.hub_ids")
+  it("has one for every model, each named in the model script's header", function()
+    local names = {}
+    for id, name in pairs(hub_ids.ids) do names[name] = id end
+    for _, name in ipairs(require("vramplan.models").list(helper.root)) do
+      local id = names[name]
+      assert(id, name .. " has no Hugging Face id")
+      local f = assert(io.open(helper.root .. "/models/" .. name .. ".lua"))
+      local header = f:read("a"):sub(1, 600)
+      f:close()
+      assert(header:find(id, 1, true), name .. ": its header does not name " .. id)
+    end
+  end)
+
+  it("finds mirrors and instruct variants, not unrelated names", function()
+    assert.are.equal("llama3-8b", (hub_ids.lookup("meta-llama/Meta-Llama-3-8B")))
+    assert.are.equal("llama3-8b", (hub_ids.lookup("NousResearch/Meta-Llama-3-8B")))
+    assert.are.equal("llama3-8b", (hub_ids.lookup("meta-llama/Meta-Llama-3-8B-Instruct")))
+    assert.are.equal("qwen2.5-7b", (hub_ids.lookup("Qwen/Qwen2.5-7B-Instruct")))
+    assert.is_nil(hub_ids.lookup("meta-llama/Meta-Llama-3-8B-Vision"))
+  end)
+end)
+
+describe("accelerate config YAML as recipes", function()
+  local DIR = FIXTURES .. "accelerate/examples/config_yaml_templates/"
+
+  it("reads the FSDP template: FULL_SHARD on 2 processes, bf16 mixed precision over fp32 shards", function()
+    local _, err, code = helper.run("estimate", "llama3.2-1b", "--recipe", DIR .. "fsdp.yaml", "--set", "seq_len=256")
+    assert.are.equal(0, code)
+    assert.truthy(err:find("fsdp_config.fsdp_backward_prefetch", 1, true), err)
+    assert_same_as_sets("llama3.2-1b", DIR .. "fsdp.yaml", { "--set", "seq_len=256" }, {
+      framework = "fsdp", fsdp = "full_shard", dp = 2, gpus = 2, precision = "mixed-bf16", offload_params = "none",
+    })
+  end)
+
+  it("reads the DeepSpeed template through its deepspeed_config_file", function()
+    assert_same_as_sets("llama3.2-1b", DIR .. "deepspeed.yaml", { "--set", "seq_len=256" }, {
+      framework = "deepspeed", zero = 1, dp = 2, precision = "mixed-fp16", optimizer_impl = "foreach",
+      overlap_comm = true, reduce_bucket_size = 2048 * 2048,
+    })
+  end)
+
+  it("reads the plugin fields without a DeepSpeed file, and the machines' count", function()
+    local path = helper.write("compute_environment: LOCAL_MACHINE\ndistributed_type: DEEPSPEED\nmixed_precision: bf16\n" ..
+      "num_machines: 2\nnum_processes: 16\ndeepspeed_config:\n  zero_stage: 3\n  offload_optimizer_device: cpu\n" ..
+      "  offload_param_device: none\n  gradient_accumulation_steps: 4\n", ".yaml")
+    local recipe = estimate("llama3.2-1b", "--recipe", path, "--set", "seq_len=256")
+    assert_keys(recipe, { framework = "deepspeed", zero = 3, offload_optimizer = "cpu", offload_params = "none",
+      grad_accum = 4, gpus = 16, dp = 16, gpus_per_node = 8, precision = "mixed-bf16" })
+  end)
+end)
+
+describe("training stacks", function()
+  it("runs HF Trainer's bf16=True as autocast over fp32 weights, over bf16 weights as bf16", function()
+    local recipe, peak = estimate("llama3.2-1b", "--set", "seq_len=256", "--set", "stack=hf-trainer", "--set", "bf16=true")
+    assert_keys(recipe, { precision = "amp-bf16", micro_batch = 8, optimizer = "adamw", optimizer_impl = "foreach",
+      checkpointing = "none", keep_logits = false })
+    local _, want = estimate("llama3.2-1b", "--set", "seq_len=256", "--set", "precision=amp-bf16", "--set", "micro_batch=8",
+      "--set", "optimizer_impl=foreach", "--set", "keep_logits=false")
+    assert.are.equal(want, peak)
+    recipe = estimate("llama3.2-1b", "--set", "seq_len=256", "--set", "stack=hf-trainer", "--set", "bf16=true",
+      "--set", "torch_dtype=torch.bfloat16")
+    assert.are.equal("bf16", recipe.precision)
+    -- the flags alone are read as transformers applies them
+    recipe = estimate("llama3.2-1b", "--set", "seq_len=256", "--set", "fp16=true")
+    assert.are.equal("amp-fp16", recipe.precision)
+  end)
+
+  it("says which stack and precision it assumed", function()
+    local out = helper.run("estimate", "llama3.2-1b", "--set", "seq_len=256", "--set", "stack=hf-trainer", "--set", "bf16=true")
+    assert.truthy(out:find("stack: hf-trainer, precision amp-bf16 (bf16=True over fp32 weights: autocast)", 1, true), out)
+    local r = helper.estimate("llama3.2-1b", "--set", "seq_len=256", "--set", "stack=hf-trainer", "--set", "bf16=true")
+    assert.are.same({ stack = "hf-trainer", precision = "bf16=True over fp32 weights: autocast" }, r.assumed)
+    assert.is_nil(helper.estimate("llama3.2-1b", "--set", "seq_len=256").assumed)
+  end)
+
+  it("refuses the Trainer's fp16 autocast over fp16 weights, and unknown stacks", function()
+    local err = helper.fails("gpt2", "--set", "stack=hf-trainer", "--set", "fp16=true", "--set", "torch_dtype=float16")
+    assert.truthy(err:find("--set fp16=true: fp16: the Trainer's fp16 autocast over fp16 weights fails", 1, true), err)
+    err = helper.fails("gpt2", "--set", "stack=keras")
+    assert.truthy(err:find("--set stack=keras: stack: keras is not one of axolotl | deepspeed | hf-trainer", 1, true), err)
+  end)
+
+  it("sets each stack's own defaults and precision", function()
+    local recipe = estimate("llama3.2-1b", "--set", "stack=trl")
+    assert_keys(recipe, { precision = "amp-bf16", checkpointing = "full", seq_len = 1024, micro_batch = 8 })
+    recipe = estimate("llama3.2-1b", "--set", "seq_len=256", "--set", "stack=llama-factory", "--set", "bf16=true",
+      "--set", "finetune=full")
+    assert.are.equal("amp-bf16", recipe.precision) -- trainable parameters upcast to fp32
+    recipe = estimate("llama3.2-1b", "--set", "seq_len=256", "--set", "stack=llama-factory", "--set", "bf16=true",
+      "--set", "finetune=lora")
+    assert.are.equal("bf16", recipe.precision)
+    recipe = estimate("llama3.2-1b", "--set", "seq_len=256", "--set", "stack=deepspeed", "--set", "fp16=true",
+      "--set", "zero=2", "--set", "gpus=2")
+    assert_keys(recipe, { framework = "deepspeed", precision = "mixed-fp16", optimizer_impl = "fused", dp = 2 })
+    recipe = estimate("llama3.2-1b", "--set", "seq_len=256", "--set", "stack=torchtitan", "--set", "gpus=4")
+    assert_keys(recipe, { framework = "fsdp", precision = "mixed-bf16", optimizer_impl = "fused", dp = 4 })
+    recipe = estimate("llama3.2-1b", "--set", "seq_len=256", "--set", "stack=torchtune")
+    assert_keys(recipe, { precision = "bf16", checkpointing = "full" })
+    -- a recipe key set by hand wins over the stack's default
+    recipe = estimate("llama3.2-1b", "--set", "seq_len=256", "--set", "stack=trl", "--set", "checkpointing=none")
+    assert.are.equal("none", recipe.checkpointing)
+  end)
+end)
+
+describe("export", function()
+  -- Exports `source` in `format`, then checks that importing the export
+  -- gives the same recipe and peak as importing the source (with `extra`
+  -- arguments to both), and that exporting the export gives the same text.
+  local function assert_round_trip(format, model, source, suffix, extra)
+    local out, err, code = helper.run("export", "--format", format, source, table.unpack(extra.export or {}))
+    assert(code == 0, err)
+    local path = helper.write(out, suffix)
+    local args = extra.estimate or {}
+    local a = helper.estimate(model, "--recipe", source, table.unpack(args))
+    local b = helper.estimate(model, "--recipe", path, table.unpack(args))
+    assert.are.same(a.recipe, b.recipe)
+    assert.are.equal(a.per_gpu.peak_allocated_bytes, b.per_gpu.peak_allocated_bytes)
+    local again = helper.run("export", "--format", format, path, table.unpack(extra.export or {}))
+    assert.are.equal(out, again)
+    return out, err
+  end
+
+  it("round-trips the guide's DeepSpeed example and LLaMA-Factory's ZeRO-3 config (auto values kept)", function()
+    local path = helper.write([[{"train_batch_size": 1024, "gradient_accumulation_steps": 8, "optimizer": {"type": "AdamW", "params": {"lr": 6e-5}}, "fp16": {"enabled": true, "loss_scale_window": 1000}, "zero_optimization": {"stage": 2, "offload_optimizer": {"device": "cpu"}}}]], ".json")
+    local out, err = assert_round_trip("deepspeed", "llama3.2-1b", path, ".json",
+      { export = { "--set", "gpus=8" }, estimate = { "--set", "gpus=8", "--set", "seq_len=256" } })
+    assert.truthy(err:find("not expressible in the deepspeed format (left out): gpus", 1, true), err)
+    assert.falsy(out:find("train_micro_batch_size_per_gpu", 1, true)) -- the GPU count's, not the file's
+    out = assert_round_trip("deepspeed", "llama3.2-1b", FIXTURES .. "llamafactory/examples/deepspeed/ds_z3_config.json",
+      ".json", { estimate = { "--set", "gpus=2", "--set", "seq_len=256" } })
+    assert.truthy(out:find('"reduce_bucket_size":"auto"', 1, true), out)
+  end)
+
+  it("round-trips accelerate's FSDP template and a DeepSpeed plugin config", function()
+    assert_round_trip("accelerate", "llama3.2-1b", FIXTURES .. "accelerate/examples/config_yaml_templates/fsdp.yaml",
+      ".yaml", { estimate = { "--set", "seq_len=256" } })
+    local path = helper.write("distributed_type: DEEPSPEED\nmixed_precision: bf16\nnum_processes: 4\n" ..
+      "deepspeed_config:\n  zero_stage: 3\n  offload_optimizer_device: cpu\n  gradient_accumulation_steps: 2\n", ".yaml")
+    assert_round_trip("accelerate", "llama3.2-1b", path, ".yaml", { estimate = { "--set", "seq_len=256" } })
+  end)
+
+  it("round-trips axolotl's QLoRA and 8-bit LoRA examples, the model by its Hugging Face id", function()
+    local out = assert_round_trip("axolotl", "llama3-8b", FIXTURES .. "axolotl/examples/llama-3/qlora.yml", ".yml", {})
+    assert.truthy(out:find("base_model: 'meta-llama/Meta-Llama-3-8B'", 1, true), out)
+    assert_round_trip("axolotl", "llama3-8b", FIXTURES .. "axolotl/examples/llama-3/lora-8b.yml", ".yml", {})
+  end)
+
+  it("exports a recipe script, and refuses what the format cannot say", function()
+    local out, err, code = helper.run("export", "--format", "deepspeed", helper.root .. "/scripts/recipes/full-bf16-adamw.lua",
+      "--set", "zero=1")
+    assert.are.equal(0, code, err)
+    assert.truthy(out:find('"bf16":{\n    "enabled":true', 1, true), out)
+    assert.truthy(err:find("left out): attention, checkpointing, seq_len", 1, true), err)
+    _, err, code = helper.run("export", "--format", "deepspeed", helper.root .. "/scripts/recipes/hf-trainer-amp-bf16.lua")
+    assert.are.equal(1, code)
+    assert.truthy(err:find("precision = amp-bf16 has no equivalent in a DeepSpeed config", 1, true), err)
+    _, err, code = helper.run("export", "--format", "keras", helper.root .. "/scripts/recipes/hf-trainer-amp-bf16.lua")
+    assert.are.equal(2, code)
+    assert.truthy(err:find("unknown format keras", 1, true), err)
+  end)
+end)
