@@ -41,6 +41,25 @@ local function where(r)
   return table.concat(parts, ", ")
 end
 
+-- The step time's fields, in the JSON's order (null where no GPU is given).
+local time_fields = {
+  "step_s", "tokens_per_s", "tokens_per_s_per_gpu", "model_flops_per_step", "hardware_flops_per_step", "mfu", "hfu",
+  "compute_s", "exposed_comm_s", "bubble_s", "offload_s",
+}
+
+local function thousands(n)
+  local s = string.format("%.0f", n)
+  return (s:reverse():gsub("(%d%d%d)", "%1,"):reverse():gsub("^,", ""))
+end
+
+-- The one-line step time: "step ~1.9 s, 8,600 tokens/s per GPU, MFU 41 %".
+function report.step_time(t)
+  if not t or not t.step_s then return nil end
+  local per_gpu = t.tokens_per_s_per_gpu
+  local rounded = per_gpu >= 1000 and math.floor(per_gpu / 100 + 0.5) * 100 or math.floor(per_gpu + 0.5)
+  return string.format("step ~%.2g s, %s tokens/s per GPU, MFU %.0f %%", t.step_s, thousands(rounded), 100 * t.mfu)
+end
+
 local rows = {
   { "params", "parameters" }, { "buffers", "buffers" }, { "grads", "gradients" }, { "master", "master weights" },
   { "optimizer", "optimizer states" }, { "activations", "activations" }, { "transient", "transient" },
@@ -97,6 +116,8 @@ function report.human(ctx)
   end
   line("")
   line("%s", report.verdict(r, gpu))
+  local step = gpu and report.step_time(r.time)
+  if step then line("%s", step) end
   if #r.ranks > 1 then
     line("")
     line("  %-6s %-9s %9s %12s %12s  %s", "stage", "layers", "in flight", "allocated", "total", "peak")
@@ -193,7 +214,7 @@ local function rank_object(r)
 end
 
 local order = {
-  "vramplan_version", "model", "recipe", "per_gpu", "gpu", "fits", "headroom_bytes", "timeline",
+  "vramplan_version", "model", "recipe", "per_gpu", "gpu", "fits", "headroom_bytes", "time", "timeline",
   "name", "params", "trainable_params", "lora_modules", "saved_modules", "load_balancing_loss", "arch", "layers",
   "source",
   "params_bytes", "buffers_bytes", "grads_bytes", "master_bytes", "optimizer_bytes", "activations_bytes",
@@ -202,6 +223,7 @@ local order = {
   "memory_bytes", "short_name", "per_rank", "host", "stage", "in_flight", "ranks", "count", "comm_bytes",
   "cpu_bytes_per_rank", "cpu_bytes_per_node", "nvme_bytes_per_rank", "nvme_bytes_per_node", "gpus_per_node",
 }
+for _, k in ipairs(time_fields) do order[#order + 1] = k end
 
 function report.object(ctx)
   local r = ctx.result
@@ -233,7 +255,12 @@ function report.object(ctx)
       or json.null,
     fits = r.fits == nil and json.null or r.fits,
     headroom_bytes = r.headroom_bytes == nil and json.null or r.headroom_bytes,
+    time = {},
   }
+  for _, k in ipairs(time_fields) do
+    local v = ctx.gpu and r.time and r.time[k]
+    o.time[k] = v == nil and json.null or v
+  end
   if r.timeline then o.timeline = r.timeline end
   return o
 end

@@ -1,0 +1,659 @@
+/* steptime.c — the step-time model: the forward, backward and recomputation
+ * of every op of the slowest pipeline stage, the collectives of each
+ * parallel dimension with what the framework hides behind compute, the
+ * pipeline bubble, the optimizer step and offload traffic.
+ *
+ * Each op kind's cost is one entry of `costs` below, keyed by the kind's
+ * name and reading the op's fields by name through vp_field_index: step 1
+ * of the op-interface redesign (branch i20) moves these functions into the
+ * kinds themselves, beside their leaves and forward. */
+#include "steptime.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "ops.h"
+
+/* ---- coefficients, each with its source ---- */
+
+/* The best fraction of the dense tensor-core peak a BF16/FP16 GEMM reaches
+ * with the best shape: Bekman's "Maximum Achievable Matmul FLOPS" table
+ * (stas00/ml-engineering, compute/accelerator/README.md): A100 SXM 267.9 of
+ * 312 TFLOP/s (85.9 %), H100 SXM 792.1 of 989 (80.1 %), MI300X 781.9 of
+ * 1300 (60.1 %). V100 is not in it: we take the A100's. */
+static double matmul_cap(unsigned compute_major, bool amd) {
+    if (amd) return 0.601;
+    return compute_major >= 9 ? 0.801 : 0.859;
+}
+/* FP8 GEMMs (Transformer Engine on Hopper): no published MAMF figure;
+ * the NeMo 24.07 FP8 rows (tests/reference/throughput.json) reach 1.3-1.5x
+ * the BF16 rate of the same models, so we take 60 % of the FP8 peak (about
+ * 1.5x the H100's BF16 MAMF). An assumption, marked as such in
+ * docs/step-time.md. */
+static const double fp8_cap = 0.60;
+/* The attention core as FlashAttention-2 runs it (Dao 2023, "FlashAttention-2",
+ * Fig. 5-6 on A100: forward up to ~70 %, backward ~60 % of the peak at head
+ * dimension 128): as fractions of the GEMM cap, 0.8 and 0.7. */
+static const double attention_forward_share = 0.8, attention_backward_share = 0.7;
+/* FlashAttention's backward recomputes the scores: 5 matmuls to the
+ * forward's 2 (Dao et al. 2022, section 3.1; FlashAttention-2 counts the
+ * backward as 2.5x the forward). */
+static const double flash_backward_flops = 2.5;
+/* NCCL's all-reduce bus bandwidth inside an 8-GPU NVLink node is about
+ * 70 % of the per-direction link rate: ~200-208 GB/s of 300 GB/s on
+ * A100 SXM (nccl-tests issues #149 and #178). */
+static const double link_efficiency = 0.70;
+/* Inter-node, GB/s per GPU one way when the GPU file gives no
+ * network_gbps: one NIC per GPU on DGX-class nodes: DGX-2 V100 8x100 Gb/s
+ * EDR for 16 GPUs, DGX A100 8x200 Gb/s HDR, DGX H100 8x400 Gb/s NDR
+ * (NVIDIA DGX datasheets). */
+static double default_network_gbps(unsigned compute_major) {
+    if (compute_major >= 9) return 400.0 / 8;
+    if (compute_major == 8) return 200.0 / 8;
+    return 100.0 / 8 / 2;
+}
+/* nccl-tests over InfiniBand reach about 80 % of the line rate. */
+static const double network_efficiency = 0.80;
+/* PCIe x16 per direction: Gen3 15.75, Gen4 31.5, Gen5 63 GB/s (PCI-SIG);
+ * pinned cudaMemcpy reaches about 80 % (CUDA bandwidthTest). V100 Gen3,
+ * A100 Gen4, H100 Gen5. */
+static double pcie_gbps(unsigned compute_major) {
+    if (compute_major >= 9) return 63.0 * 0.8;
+    if (compute_major == 8) return 31.5 * 0.8;
+    return 15.75 * 0.8;
+}
+/* A dual-socket server's DDR4/DDR5 bandwidth seen by DeepSpeed's CPU Adam,
+ * which streams four fp32 arrays (Ren et al. 2021, ZeRO-Offload, section
+ * 5.1): we take 100 GB/s. NVMe: one Gen4 drive per GPU, ~6 GB/s
+ * (Rajbhandari et al. 2021, ZeRO-Infinity, section 6). */
+static const double host_gbps = 100.0, nvme_gbps = 6.0;
+/* Memory-bound kernels reach about 80 % of the HBM datasheet bandwidth
+ * (STREAM-like copy on A100/H100: ~1.6 of 2.0 TB/s, ~2.6-3.0 of 3.35 TB/s). */
+static const double memory_efficiency = 0.80;
+
+/* ---- primitives ---- */
+
+double vp_time_allreduce(double bytes, unsigned n, double busbw) {
+    if (n <= 1 || bytes <= 0 || busbw <= 0) return 0;
+    return 2.0 * (n - 1) / n * bytes / busbw;
+}
+
+double vp_time_allgather(double bytes, unsigned n, double busbw) {
+    if (n <= 1 || bytes <= 0 || busbw <= 0) return 0;
+    return (double)(n - 1) / n * bytes / busbw;
+}
+
+double vp_time_alltoall(double bytes, unsigned n, double busbw) { return vp_time_allgather(bytes, n, busbw); }
+
+double vp_time_matmul(double m, double n, double k, double batch, double elem, const vp_time_hw *hw, double peak) {
+    if (m <= 0 || n <= 0 || k <= 0 || batch <= 0) return 0;
+    double flops = 2.0 * m * n * k * batch;
+    double bytes = elem * (m * k + k * n + m * n) * batch;
+    double compute = flops / (peak * hw->matmul_cap);
+    double memory = bytes / hw->memory_bw;
+    return compute > memory ? compute : memory;
+}
+
+double vp_time_bubble_microbatches(vp_pp_schedule schedule, unsigned pp, unsigned virtual_stages) {
+    if (pp <= 1) return 0;
+    unsigned v = schedule == VP_PP_INTERLEAVED && virtual_stages > 1 ? virtual_stages : 1;
+    return (double)(pp - 1) / v;
+}
+
+bool vp_time_hw_from_gpu(const vp_gpu *gpu, const vp_recipe *r, vp_time_hw *hw) {
+    memset(hw, 0, sizeof *hw);
+    if (!gpu) return false;
+    double sixteen = r->precision == VP_PREC_BF16 || r->precision == VP_PREC_AMP_BF16 ||
+                             r->precision == VP_PREC_MIXED_BF16
+                         ? gpu->bf16_tflops
+                         : gpu->fp16_tflops;
+    if (sixteen <= 0) sixteen = gpu->fp16_tflops > 0 ? gpu->fp16_tflops : gpu->bf16_tflops;
+    double linear = sixteen;
+    bool amd = gpu->compute_major == 0 && gpu->fp16_tflops > 0;
+    hw->matmul_cap = matmul_cap(gpu->compute_major, amd);
+    /* torch keeps fp32 matmuls in full fp32 unless allow_tf32 is set
+     * (off for matmuls since PyTorch 1.12) */
+    if (r->precision == VP_PREC_FP32) linear = sixteen = gpu->fp32_tflops;
+    if (r->precision == VP_PREC_FP8 && gpu->fp8_tflops > 0) {
+        linear = gpu->fp8_tflops * fp8_cap / hw->matmul_cap;
+    }
+    if (linear <= 0 || gpu->memory_gbps <= 0) return false;
+    hw->matmul_flops = linear * 1e12;
+    hw->attention_flops = sixteen * 1e12;
+    hw->memory_bw = gpu->memory_gbps * 1e9 * memory_efficiency;
+    double link = gpu->interconnect_gbps > 0 ? gpu->interconnect_gbps : 2 * pcie_gbps(gpu->compute_major);
+    hw->link_busbw = link / 2 * 1e9 * link_efficiency;
+    double net = gpu->network_gbps > 0 ? gpu->network_gbps : default_network_gbps(gpu->compute_major);
+    hw->network_bw = net * 1e9 * network_efficiency;
+    hw->pcie_bw = pcie_gbps(gpu->compute_major) * 1e9;
+    hw->host_bw = host_gbps * 1e9;
+    hw->nvme_bw = nvme_gbps * 1e9;
+    hw->gpus_per_node = r->gpus_per_node ? r->gpus_per_node : 8;
+    return true;
+}
+
+/* ---- the ops ---- */
+
+/* What one pass over some ops costs on one rank, for one micro-batch. */
+typedef struct {
+    double matmul_s;          /* forward linears */
+    double attention_s;       /* forward attention core (scores, softmax, context) */
+    double attention_bwd_s;   /* its backward */
+    double memory_s;          /* forward memory-bound ops */
+    double model_flops;       /* forward FLOPs, full s^2 attention, whole layer (no split) */
+    double exec_flops;        /* forward FLOPs this rank runs (split, causal kernels skip the masked half) */
+    double attention_flops;   /* of model_flops, the attention core's */
+    double tp_bytes;          /* all-reduced over tp in the forward (as much again in backward) */
+    double a2a_bytes;         /* all-to-all per rank in the forward (MoE dispatch and combine) */
+    double cp_bytes;          /* keys and values passed around the context-parallel ring in the forward */
+} op_cost;
+
+typedef struct {
+    const vp_recipe *recipe;
+    const vp_time_hw *hw;
+    double batch, seq, seq_kv;  /* this rank's sequences and queries; keys each query sees */
+    double rows;                /* batch x seq: rows through the linears */
+    double norm_rows;           /* rows of the residual stream: / tp under sequence parallelism */
+    double tp, elem, ep, etp;
+    bool flash;                 /* a fused kernel: no scores in memory, the masked half skipped */
+    bool train_dropout;
+    double hidden;              /* the residual stream's width where the walk is (for kinds without one) */
+    double vocab;               /* the section's vocabulary (the loss over the head's logits) */
+} cost_ctx;
+
+static double field(const vp_op *op, const char *name) {
+    int i = vp_field_index(op->kind, name);
+    return i < 0 ? 0.0 : op->value[i];
+}
+
+static void linear(const cost_ctx *c, double rows, double in, double out, op_cost *o) {
+    o->matmul_s += vp_time_matmul(rows, out, in, 1, c->elem, c->hw, c->hw->matmul_flops);
+    o->exec_flops += 2 * rows * in * out;
+}
+
+static void memory_pass(const cost_ctx *c, double bytes, op_cost *o) { o->memory_s += bytes / c->hw->memory_bw; }
+
+/* The attention core of `heads` query heads of width d (dv for values)
+ * over n_kv keys. */
+static void attention_core(const cost_ctx *c, double heads, double d, double dv, double dropout, bool upcast,
+                           op_cost *o) {
+    double b = c->batch, s = c->seq, kv = c->seq_kv, h = heads / c->tp;
+    double full = 2 * b * s * kv * heads * (d + dv);
+    o->model_flops += full;
+    o->attention_flops += full;
+    double run = 2 * b * s * kv * h * (d + dv);
+    const vp_time_hw *hw = c->hw;
+    if (c->flash) {
+        run *= 0.5; /* causal: the blocks above the diagonal are skipped */
+        o->exec_flops += run;
+        double rate = hw->attention_flops * hw->matmul_cap;
+        o->attention_s += run / (rate * attention_forward_share);
+        o->attention_bwd_s += flash_backward_flops * run / (rate * attention_backward_share);
+        return;
+    }
+    o->exec_flops += run;
+    double t = vp_time_matmul(s, kv, d, b * h, c->elem, hw, hw->attention_flops) +
+               vp_time_matmul(s, dv, kv, b * h, c->elem, hw, hw->attention_flops);
+    /* scale, mask and softmax (Megatron fuses them: one read, one write;
+     * an fp32 upcast adds a 4-byte copy each way), then dropout with its
+     * one-byte mask */
+    double scores = b * h * s * kv;
+    double bytes = scores * 2 * c->elem + (upcast ? scores * 8 : 0);
+    if (dropout > 0 && c->train_dropout) bytes += scores * (2 * c->elem + 1);
+    double mem = bytes / hw->memory_bw;
+    o->attention_s += t + mem;
+    o->attention_bwd_s += 2 * t + 2 * mem;
+}
+
+static void cost_attention(const vp_op *op, const cost_ctx *c, op_cost *o) {
+    double hidden = field(op, "hidden"), heads = field(op, "heads"), kv = field(op, "kv_heads");
+    double d = field(op, "head_dim");
+    if (kv <= 0) kv = heads;
+    if (d <= 0) d = hidden / heads;
+    double rows = c->rows, tp = c->tp, dv = d;
+    if (field(op, "kv_lora_rank") > 0) { /* multi-head latent attention (DeepSeek-V2/V3) */
+        double ql = field(op, "q_lora_rank"), kvl = field(op, "kv_lora_rank");
+        double nope = field(op, "qk_nope_head_dim"), rope = field(op, "qk_rope_head_dim");
+        d = nope + rope;
+        dv = field(op, "v_head_dim");
+        double q_in = ql > 0 ? ql : hidden;
+        if (ql > 0) linear(c, rows, hidden, ql, o);
+        linear(c, rows, q_in, heads * d / tp, o);
+        linear(c, rows, hidden, kvl + rope, o);
+        linear(c, rows, kvl, heads * (nope + dv) / tp, o);
+        linear(c, rows, heads * dv / tp, hidden, o);
+        o->model_flops += 2 * rows * tp * ((ql > 0 ? hidden * ql : 0) + q_in * heads * d + hidden * (kvl + rope) +
+                                           kvl * heads * (nope + dv) + heads * dv * hidden);
+    } else {
+        linear(c, rows, hidden, (heads + 2 * kv) * d / tp, o);
+        linear(c, rows, heads * d / tp, hidden, o);
+        o->model_flops += 2 * rows * hidden * (2 * heads + 2 * kv) * d;
+        if (field(op, "rotary") != 0) memory_pass(c, 2 * rows * (heads + kv) * d / tp * c->elem, o);
+    }
+    cost_ctx local = *c;
+    double window = field(op, "sliding_window");
+    if (window > 0 && window < local.seq_kv) local.seq_kv = window;
+    attention_core(&local, heads, d, dv, field(op, "dropout"), field(op, "upcast_softmax") != 0, o);
+    double resid = field(op, "resid_dropout");
+    if (resid > 0 && c->train_dropout) memory_pass(c, c->norm_rows * hidden * (2 * c->elem + 1), o);
+    o->tp_bytes += rows * hidden * c->elem;
+    /* ring attention: each rank's keys and values visit the cp - 1 others */
+    unsigned cp = c->recipe->cp ? c->recipe->cp : 1;
+    if (cp > 1) o->cp_bytes += (cp - 1) * 2 * rows * kv * d / tp * c->elem;
+}
+
+static void cost_mlp(const vp_op *op, const cost_ctx *c, op_cost *o) {
+    double hidden = field(op, "hidden"), inner = field(op, "intermediate"), tp = c->tp, rows = c->rows;
+    bool gated = field(op, "gated") != 0;
+    linear(c, rows, hidden, (gated ? 2 : 1) * inner / tp, o);
+    linear(c, rows, inner / tp, hidden, o);
+    o->model_flops += 2 * rows * hidden * inner * (gated ? 3 : 2);
+    /* the activation (and the gate's product): read and write the inner rows */
+    memory_pass(c, rows * inner / tp * c->elem * (gated ? 5 : 2), o);
+    if (field(op, "resid_dropout") > 0 && c->train_dropout) memory_pass(c, c->norm_rows * hidden * (2 * c->elem + 1), o);
+    o->tp_bytes += rows * hidden * c->elem;
+}
+
+static void cost_moe(const vp_op *op, const cost_ctx *c, op_cost *o) {
+    double hidden = field(op, "hidden"), inner = field(op, "intermediate"), experts = field(op, "experts");
+    double k = field(op, "top_k"), shared = field(op, "shared_intermediate"), rows = c->rows;
+    /* the router */
+    linear(c, rows, hidden, experts, o);
+    /* routed rows: every token k times; over ep ranks each takes its
+     * experts' share of the tp x ep group's tokens */
+    double routed = rows * k, etp = c->etp;
+    linear(c, routed, hidden, 2 * inner / etp, o);
+    linear(c, routed, inner / etp, hidden, o);
+    memory_pass(c, routed * inner / etp * c->elem * 5, o);
+    o->model_flops += 2 * rows * (hidden * experts + k * 3 * hidden * inner);
+    if (shared > 0) {
+        linear(c, rows, hidden, 2 * shared / c->tp, o);
+        linear(c, rows, shared / c->tp, hidden, o);
+        o->model_flops += 2 * rows * 3 * hidden * shared;
+    }
+    if (c->ep > 1) o->a2a_bytes += 2 * routed * hidden * c->elem;
+    o->tp_bytes += rows * hidden * c->elem;
+}
+
+static void cost_norm(const vp_op *op, const cost_ctx *c, op_cost *o) {
+    /* read the rows, write the normalized rows (fp32 statistics are tiny) */
+    memory_pass(c, 2 * c->norm_rows * field(op, "hidden") * c->elem, o);
+}
+
+/* read, write, and a one-byte mask */
+static void cost_dropout(const vp_op *op, const cost_ctx *c, op_cost *o) {
+    if (field(op, "p") > 0 && c->train_dropout) memory_pass(c, c->norm_rows * c->hidden * (2 * c->elem + 1), o);
+}
+
+static void cost_token_embedding(const vp_op *op, const cost_ctx *c, op_cost *o) {
+    double hidden = field(op, "hidden");
+    memory_pass(c, c->rows * hidden * c->elem, o);
+    /* Megatron's vocabulary-parallel embedding all-reduces its rows */
+    if (c->tp > 1) o->tp_bytes += c->rows * hidden * c->elem;
+}
+
+static void cost_position_embedding(const vp_op *op, const cost_ctx *c, op_cost *o) {
+    memory_pass(c, 3 * c->norm_rows * field(op, "hidden") * c->elem, o);
+}
+
+static void cost_lm_head(const vp_op *op, const cost_ctx *c, op_cost *o) {
+    double vocab = field(op, "vocab"), hidden = field(op, "hidden");
+    unsigned tp = (unsigned)c->tp;
+    double local = (double)vp_padded_vocab((uint64_t)vocab, tp) / tp;
+    linear(c, c->rows, hidden, local, o);
+    o->model_flops += 2 * c->rows * hidden * vocab;
+}
+
+/* the logits read in 16 bits, an fp32 copy, softmax and its gradient
+ * over this rank's vocabulary share */
+static void cost_cross_entropy(const vp_op *op, const cost_ctx *c, op_cost *o) {
+    (void)op;
+    memory_pass(c, c->rows * c->vocab / c->tp * (c->elem + 4 * 3), o);
+}
+
+/* containers: the residual add (or a parallel block's sum): two reads, a write */
+static void cost_residual(const vp_op *op, const cost_ctx *c, op_cost *o) {
+    (void)op;
+    memory_pass(c, 3 * c->norm_rows * c->hidden * c->elem, o);
+}
+
+static void cost_classifier(const vp_op *op, const cost_ctx *c, op_cost *o) {
+    linear(c, c->batch, field(op, "hidden"), field(op, "labels"), o);
+}
+
+typedef void (*cost_fn)(const vp_op *op, const cost_ctx *c, op_cost *o);
+
+/* One entry per op kind that costs time; kinds not listed (masks, rotary
+ * tables, T5's bias tables, containers' bookkeeping) cost nothing here. */
+static const struct {
+    const char *kind;
+    cost_fn cost;
+} costs[] = {
+    {"attention", cost_attention},
+    {"mlp", cost_mlp},
+    {"moe", cost_moe},
+    {"layernorm", cost_norm},
+    {"rmsnorm", cost_norm},
+    {"dropout", cost_dropout},
+    {"token_embedding", cost_token_embedding},
+    {"position_embedding", cost_position_embedding},
+    {"lm_head", cost_lm_head},
+    {"cross_entropy", cost_cross_entropy},
+    {"classifier", cost_classifier},
+    {"residual", cost_residual},
+    {"parallel", cost_residual},
+};
+
+static cost_fn find_cost(const vp_op_kind *kind) {
+    for (unsigned k = 0; k < sizeof costs / sizeof costs[0]; k++)
+        if (!strcmp(costs[k].kind, kind->name)) return costs[k].cost;
+    return NULL;
+}
+
+/* Walks ops, a container's children before its own cost; c->hidden
+ * follows the residual stream's width for the kinds that do not carry it
+ * (dropout, residual adds). */
+static void cost_ops(const vp_op *ops, unsigned n, cost_ctx *c, op_cost *o) {
+    for (unsigned i = 0; i < n; i++) {
+        const vp_op *op = &ops[i];
+        double h = field(op, "hidden");
+        if (h > 0) c->hidden = h;
+        if (op->kind->container) cost_ops(op->children, op->n_children, c, o);
+        cost_fn cost = find_cost(op->kind);
+        if (cost) cost(op, c, o);
+    }
+}
+
+static double section_vocab(const vp_section *s) {
+    for (unsigned i = 0; i < s->n_ops; i++)
+        if (!strcmp(s->ops[i].kind->name, "lm_head") || !strcmp(s->ops[i].kind->name, "token_embedding"))
+            return field(&s->ops[i], "vocab");
+    return 0;
+}
+
+static op_cost cost_section(const vp_model *m, vp_section_id id, const cost_ctx *c) {
+    op_cost o = {0};
+    const vp_section *s = &m->section[id];
+    cost_ctx local = *c;
+    local.vocab = section_vocab(s);
+    cost_ops(s->ops, s->n_ops, &local, &o);
+    return o;
+}
+
+static void add_cost(op_cost *a, const op_cost *b, double times) {
+    a->matmul_s += times * b->matmul_s;
+    a->attention_s += times * b->attention_s;
+    a->attention_bwd_s += times * b->attention_bwd_s;
+    a->memory_s += times * b->memory_s;
+    a->model_flops += times * b->model_flops;
+    a->exec_flops += times * b->exec_flops;
+    a->attention_flops += times * b->attention_flops;
+    a->tp_bytes += times * b->tp_bytes;
+    a->a2a_bytes += times * b->a2a_bytes;
+    a->cp_bytes += times * b->cp_bytes;
+}
+
+static double elem_bytes(const vp_recipe *r) { return r->precision == VP_PREC_FP32 ? 4.0 : 2.0; }
+
+static cost_ctx make_ctx(const vp_recipe *r, const vp_time_hw *hw, bool split) {
+    unsigned tp = split && r->tp ? r->tp : 1, cp = split && r->cp ? r->cp : 1;
+    cost_ctx c = {.recipe = r, .hw = hw};
+    c.tp = tp;
+    c.batch = (double)r->micro_batch;
+    c.seq = (double)r->seq_len / cp;
+    c.seq_kv = (double)r->seq_len; /* ring attention: every key, a share per step */
+    c.rows = c.batch * c.seq;
+    c.norm_rows = r->sequence_parallel && split ? c.rows / tp : c.rows;
+    c.elem = elem_bytes(r);
+    c.ep = split && r->ep ? r->ep : 1;
+    c.etp = split ? (r->etp ? r->etp : tp) : 1;
+    c.flash = r->attention != VP_ATTN_EAGER;
+    c.train_dropout = r->training;
+    return c;
+}
+
+/* ---- the step ---- */
+
+/* The residual stream's width: the first op of a layer that names one. */
+static double model_hidden(const vp_model *m) {
+    const vp_section *s = &m->section[VP_SECTION_LAYER];
+    for (unsigned i = 0; i < s->n_ops; i++) {
+        const vp_op *op = &s->ops[i];
+        double h = field(op, "hidden");
+        for (unsigned k = 0; h <= 0 && k < op->n_children; k++) h = field(&op->children[k], "hidden");
+        if (h > 0) return h;
+    }
+    return 0;
+}
+
+/* The bus bandwidth of a group of n ranks whose neighbours are `stride`
+ * ranks apart (Megatron's order: tp, cp, dp, pp): inside a node NVLink;
+ * across nodes every member's NIC in the node carries its share. */
+static double group_busbw(const vp_time_hw *hw, unsigned n, unsigned stride) {
+    unsigned node = hw->gpus_per_node ? hw->gpus_per_node : 8;
+    if ((double)n * stride <= node) return hw->link_busbw;
+    double per_node = stride >= node ? 1 : (double)node / stride;
+    double bw = per_node * hw->network_bw;
+    return bw < hw->link_busbw ? bw : hw->link_busbw;
+}
+
+typedef struct {
+    op_cost fwd;              /* one micro-batch's forward through the stage */
+    double recompute_s;       /* the forward again under checkpointing */
+    double recompute_flops;
+    double recompute_tp_bytes;
+    double backward_flops;
+} stage_cost;
+
+static bool frozen_base(const vp_recipe *r) { return r->finetune != VP_FINETUNE_FULL; }
+
+static stage_cost cost_stage(const vp_model *m, const vp_recipe *r, const vp_rank_estimate *e, bool first, bool last,
+                             const cost_ctx *c) {
+    stage_cost s = {0};
+    op_cost layers = {0};
+    unsigned end = e->first_layer + e->layers;
+    unsigned firsts = 0;
+    for (unsigned l = e->first_layer; l < end; l++)
+        if (l < m->first_layers) firsts++;
+    op_cost regular = cost_section(m, VP_SECTION_LAYER, c);
+    add_cost(&layers, &regular, e->layers - firsts);
+    if (firsts) {
+        op_cost f = cost_section(m, VP_SECTION_FIRST_LAYER, c);
+        add_cost(&layers, &f, firsts);
+    }
+    s.fwd = layers;
+    if (first) {
+        op_cost o = cost_section(m, VP_SECTION_EMBED, c);
+        add_cost(&s.fwd, &o, 1);
+    }
+    if (vp_model_encoder_decoder(m) && m->first_layers >= e->first_layer && m->first_layers < end) {
+        op_cost o = cost_section(m, VP_SECTION_BRIDGE, c);
+        add_cost(&s.fwd, &o, 1);
+    }
+    if (last) {
+        op_cost o = cost_section(m, VP_SECTION_FINAL, c);
+        add_cost(&s.fwd, &o, 1);
+    }
+    /* recomputation: full and every-K rerun the layers' forward (Megatron's
+     * full recompute, torch.utils.checkpoint); selective reruns the
+     * attention core (Korthikanti et al. 2022, section 5) */
+    if (r->checkpoint_every > 0) {
+        s.recompute_s = layers.matmul_s + layers.attention_s + layers.memory_s;
+        s.recompute_flops = layers.exec_flops;
+        s.recompute_tp_bytes = layers.tp_bytes;
+    } else if (r->selective) {
+        s.recompute_s = layers.attention_s;
+        s.recompute_flops = layers.attention_flops / c->tp * (c->flash ? 0.5 : 1);
+    }
+    return s;
+}
+
+/* Seconds of one micro-batch's forward, backward and recomputation on a
+ * stage, compute only. */
+static double stage_compute(const stage_cost *s, const vp_recipe *r) {
+    double weight_grads = frozen_base(r) ? 1.0 : 2.0; /* input grads, plus weight grads when trained */
+    const op_cost *f = &s->fwd;
+    return f->matmul_s * (1 + weight_grads) + f->attention_s + f->attention_bwd_s + 3 * f->memory_s + s->recompute_s;
+}
+
+vp_step_time vp_step_time_run(const vp_model *model, const vp_recipe *r, const vp_gpu *gpu, const vp_estimate *est) {
+    vp_step_time t = {0};
+    vp_time_hw hw;
+    if (!est || !est->n_ranks || !vp_time_hw_from_gpu(gpu, r, &hw)) return t;
+    unsigned tp = r->tp ? r->tp : 1, cp = r->cp ? r->cp : 1, dp = r->dp ? r->dp : 1, pp = r->pp ? r->pp : 1;
+    unsigned m = vp_recipe_microbatches(r);
+    if (!m) m = 1;
+    cost_ctx c = make_ctx(r, &hw, true);
+
+    /* the slowest stage sets the pace (1F1B and GPipe alike) */
+    double tp_busbw = group_busbw(&hw, tp, 1);
+    double slowest = 0, slowest_comm = 0, slowest_bwd = 0;
+    op_cost busiest = {0};
+    for (unsigned i = 0; i < est->n_ranks; i++) {
+        const vp_rank_estimate *e = &est->ranks[i];
+        stage_cost s = cost_stage(model, r, e, i == 0, i == est->n_ranks - 1, &c);
+        double compute = stage_compute(&s, r);
+        /* tensor-parallel collectives: an all-reduce per block in forward
+         * and one in backward (Megatron; reduce-scatter + all-gather under
+         * sequence parallelism, the same bytes), again in a recomputed
+         * forward. Megatron-LM of 2021-22 runs them on the critical path
+         * (Narayanan et al. 2021, section 3.3); Transformer Engine's
+         * --tp-comm-overlap hides them behind the GEMMs (overlap_comm). */
+        double tp_s = vp_time_allreduce(2 * s.fwd.tp_bytes + s.recompute_tp_bytes, tp, tp_busbw);
+        if (r->overlap_comm > 0) {
+            double hidden_by = s.fwd.matmul_s * 3;
+            tp_s = tp_s > hidden_by ? tp_s - hidden_by : 0;
+        }
+        /* MoE: dispatch and combine, forward and backward */
+        double a2a = 2 * vp_time_alltoall(s.fwd.a2a_bytes, c.ep > 1 ? (unsigned)c.ep : 1, group_busbw(&hw, (unsigned)c.ep, tp));
+        /* ring attention's exchange runs beside the attention core */
+        double cp_s = vp_time_allgather(3 * s.fwd.cp_bytes * cp / (cp > 1 ? cp - 1 : 1), cp, group_busbw(&hw, cp, tp));
+        double core = s.fwd.attention_s + s.fwd.attention_bwd_s;
+        cp_s = cp_s > core ? cp_s - core : 0;
+        /* pipeline sends: the boundary activations forward, their gradient
+         * back, split over tp (Narayanan et al. 2021, section 4.1) */
+        double p2p = 0;
+        if (pp > 1) {
+            double bytes = c.rows * model_hidden(model) * c.elem / tp;
+            double bw = (double)tp * cp * dp >= hw.gpus_per_node ? hw.network_bw : hw.link_busbw;
+            p2p = 2 * bytes / bw;
+        }
+        double comm = tp_s + a2a + cp_s + p2p;
+        if (compute + comm > slowest + slowest_comm) {
+            slowest = compute;
+            slowest_comm = comm;
+            slowest_bwd = compute - s.fwd.matmul_s - s.fwd.attention_s - s.fwd.memory_s;
+            busiest = s.fwd;
+            t.hardware_flops_per_step = 0; /* set below from the whole model */
+        }
+    }
+    (void)busiest;
+
+    /* the optimizer step and gradient clipping stream the rank's states
+     * through HBM: read gradients twice (norm, update), read and write the
+     * master weights and states, write the parameters */
+    const vp_rank_estimate *w = &est->ranks[est->worst];
+    double optimizer_s = 0, offload_s = 0;
+    bool host_optimizer = r->offload_optimizer != VP_OFFLOAD_NONE;
+    double n_trainable = (double)w->step.trainable_params / ((double)tp * pp);
+    if (!host_optimizer) {
+        double bytes = 2.0 * w->step.grads_bytes + w->step.params_bytes + 2.0 * (w->step.master_bytes + w->step.optimizer_bytes);
+        optimizer_s = bytes / hw.memory_bw;
+    } else {
+        /* ZeRO-Offload: gradients down, parameters up over PCIe; CPU Adam
+         * streams grads, master weights and two states (16 B read, 12 B
+         * written per parameter) */
+        double shard = n_trainable / (r->zero >= 1 ? dp : 1);
+        offload_s += shard * (2 + 2) / hw.pcie_bw + shard * 28 / hw.host_bw;
+        if (r->offload_optimizer == VP_OFFLOAD_NVME) offload_s += shard * 12 * 2 / hw.nvme_bw;
+    }
+    if (r->offload_params != VP_OFFLOAD_NONE) /* every micro-batch's forward and backward fetch the rank's shard */
+        offload_s += m * 2 * n_trainable * c.elem / dp / hw.pcie_bw;
+    if (r->offload_activations) offload_s += m * 2.0 * w->step.activations_bytes / hw.pcie_bw;
+
+    /* data parallelism: the gradients' reduction, and the parameters'
+     * gathers where they are sharded */
+    double dp_busbw = group_busbw(&hw, dp, tp * cp);
+    double grad_elem = r->framework == VP_FRAMEWORK_MEGATRON && vp_precision_is_mixed(r->precision) && r->grads_in_fp32
+                           ? 4.0
+                           : (r->precision == VP_PREC_FP32 || r->precision == VP_PREC_AMP_BF16 ||
+                                      r->precision == VP_PREC_AMP_FP16
+                                  ? 4.0
+                                  : 2.0);
+    double grads = n_trainable * grad_elem, params = n_trainable * c.elem;
+    bool gather_params = (r->framework == VP_FRAMEWORK_DEEPSPEED && r->zero == 3) ||
+                         (r->framework == VP_FRAMEWORK_FSDP &&
+                          (r->fsdp == VP_FSDP_FULL_SHARD || r->fsdp == VP_FSDP_HYBRID_SHARD));
+    bool sharded_states = (r->framework == VP_FRAMEWORK_DEEPSPEED && r->zero >= 1) ||
+                          (r->framework == VP_FRAMEWORK_MEGATRON && r->distributed_optimizer) ||
+                          r->framework == VP_FRAMEWORK_FSDP;
+    double dp_s = 0, window = slowest_bwd, gathered_s = 0;
+    if (gather_params) {
+        unsigned shard = r->fsdp == VP_FSDP_HYBRID_SHARD && r->fsdp_shard_size ? r->fsdp_shard_size : dp;
+        /* ZeRO-3 / FSDP: every micro-batch gathers the weights for its
+         * forward and again for its backward, prefetched behind compute */
+        double gather = 2 * vp_time_allgather(params, shard, group_busbw(&hw, shard, tp * cp));
+        gathered_s = m * (gather > slowest ? gather - slowest : 0);
+        dp_s = vp_time_allgather(grads, shard, group_busbw(&hw, shard, tp * cp));
+        if (shard < dp) dp_s += vp_time_allreduce(grads / shard, dp / shard, hw.network_bw);
+    } else if (sharded_states) {
+        dp_s = vp_time_allgather(grads, dp, dp_busbw) + vp_time_allgather(params, dp, dp_busbw);
+    } else {
+        dp_s = vp_time_allreduce(grads, dp, dp_busbw);
+    }
+    /* what hides the reduction: DDP and FSDP overlap it with backward by
+     * design (bucketed hooks); DeepSpeed with overlap_comm (on for ZeRO-3);
+     * Megatron with --overlap-grad-reduce (overlap_comm here; off by default) */
+    bool overlaps = r->framework == VP_FRAMEWORK_TORCH || r->framework == VP_FRAMEWORK_FSDP ||
+                    (r->overlap_comm >= 0 ? r->overlap_comm > 0 : r->framework == VP_FRAMEWORK_DEEPSPEED && r->zero == 3);
+    double dp_exposed = overlaps ? (dp_s > window ? dp_s - window : 0) : dp_s;
+    /* a head tied to the embeddings across pipeline stages: their
+     * gradients are all-reduced between the first and the last stage */
+    if (pp > 1 && vp_model_has(model, "lm_head")) {
+        const vp_section *f = &model->section[VP_SECTION_FINAL];
+        for (unsigned i = 0; i < f->n_ops; i++)
+            if (!strcmp(f->ops[i].kind->name, "lm_head") && vp_lm_head_tied(&f->ops[i]))
+                dp_exposed += vp_time_allreduce(field(&f->ops[i], "vocab") * field(&f->ops[i], "hidden") / tp * grad_elem,
+                                                2, hw.network_bw);
+    }
+
+    double per_mb = slowest + slowest_comm;
+    t.compute_s = m * slowest + optimizer_s;
+    t.exposed_comm_s = m * slowest_comm + dp_exposed + gathered_s;
+    t.bubble_s = vp_time_bubble_microbatches(r->pp_schedule, pp, r->virtual_stages) * per_mb;
+    t.offload_s = offload_s;
+    t.step_s = t.compute_s + t.exposed_comm_s + t.bubble_s + t.offload_s;
+
+    /* FLOPs over the whole model and every rank */
+    cost_ctx whole = make_ctx(r, &hw, false);
+    whole.flash = false;
+    whole.seq = (double)r->seq_len;
+    whole.rows = whole.batch * whole.seq;
+    op_cost all = {0};
+    for (unsigned id = 0; id < VP_SECTION_COUNT; id++) {
+        if (id == VP_SECTION_LAYER || id == VP_SECTION_FIRST_LAYER) continue;
+        op_cost o = cost_section(model, (vp_section_id)id, &whole);
+        add_cost(&all, &o, 1);
+    }
+    op_cost layer = cost_section(model, VP_SECTION_LAYER, &whole), first = cost_section(model, VP_SECTION_FIRST_LAYER, &whole);
+    add_cost(&all, &layer, model->layers - model->first_layers);
+    add_cost(&all, &first, model->first_layers);
+    double layers_fwd = layer.model_flops * (model->layers - model->first_layers) + first.model_flops * model->first_layers;
+    double sequences = (double)m * dp; /* micro-batches of every data-parallel rank */
+    t.model_flops_per_step = 3 * all.model_flops * sequences;
+    double bwd = frozen_base(r) ? 1.0 : 2.0;
+    double recompute = 0;
+    if (r->checkpoint_every > 0) recompute = layers_fwd;
+    else if (r->selective) recompute = layer.attention_flops * (model->layers - model->first_layers) +
+                                       first.attention_flops * model->first_layers;
+    t.hardware_flops_per_step = ((1 + bwd) * all.model_flops + recompute) * sequences;
+    t.gpus = dp * tp * pp * cp;
+    t.tokens_per_step = (double)r->micro_batch * r->seq_len * m * dp;
+    t.tokens_per_s = t.tokens_per_step / t.step_s;
+    t.tokens_per_s_per_gpu = t.tokens_per_s / t.gpus;
+    double peak = (r->precision == VP_PREC_FP8 ? hw.attention_flops : hw.matmul_flops) * t.gpus * t.step_s;
+    t.mfu = t.model_flops_per_step / peak;
+    t.hfu = t.hardware_flops_per_step / peak;
+    t.valid = true;
+    return t;
+}
