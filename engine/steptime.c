@@ -71,6 +71,17 @@ static const double host_gbps = 100.0, nvme_gbps = 6.0;
  * (STREAM-like copy on A100/H100: ~1.6 of 2.0 TB/s, ~2.6-3.0 of 3.35 TB/s). */
 static const double memory_efficiency = 0.80;
 
+/* SMs that run a GEMM's tiles: V100 80, A100 108, H100 SXM 132 (NVIDIA's
+ * Volta, Ampere and Hopper architecture whitepapers); MI300X 304 compute
+ * units (AMD CDNA 3 whitepaper). 0: no wave model. */
+static unsigned streaming_multiprocessors(unsigned compute_major, bool amd) {
+    if (amd) return 304;
+    if (compute_major >= 9) return 132;
+    if (compute_major == 8) return 108;
+    if (compute_major == 7) return 80;
+    return 0;
+}
+
 /* ---- primitives ---- */
 
 double vp_time_allreduce(double bytes, unsigned n, double busbw) {
@@ -85,11 +96,30 @@ double vp_time_allgather(double bytes, unsigned n, double busbw) {
 
 double vp_time_alltoall(double bytes, unsigned n, double busbw) { return vp_time_allgather(bytes, n, busbw); }
 
+/* Tile and wave quantization (NVIDIA, "Matrix Multiplication Background
+ * User's Guide", Deep Learning Performance documentation): the output is
+ * cut into tiles, the tiles run in waves of one per SM, and a partial tile
+ * or a partial last wave costs as much as a full one. We take the better of
+ * cuBLAS's 256x128 tile either way round; the published best-shape
+ * efficiency (matmul_cap) is the one with no waste. */
+double vp_time_wave_efficiency(double m, double n, double batch, unsigned sms) {
+    if (!sms || m <= 0 || n <= 0 || batch <= 0) return 1;
+    static const double tiles[2][2] = {{256, 128}, {128, 256}};
+    double best = 0;
+    for (unsigned i = 0; i < 2; i++) {
+        double count = ceil(m / tiles[i][0]) * ceil(n / tiles[i][1]) * batch;
+        double waves = ceil(count / sms);
+        double e = m * n * batch / (waves * sms * tiles[i][0] * tiles[i][1]);
+        if (e > best) best = e;
+    }
+    return best;
+}
+
 double vp_time_matmul(double m, double n, double k, double batch, double elem, const vp_time_hw *hw, double peak) {
     if (m <= 0 || n <= 0 || k <= 0 || batch <= 0) return 0;
     double flops = 2.0 * m * n * k * batch;
     double bytes = elem * (m * k + k * n + m * n) * batch;
-    double compute = flops / (peak * hw->matmul_cap);
+    double compute = flops / (peak * hw->matmul_cap * vp_time_wave_efficiency(m, n, batch, hw->sms));
     double memory = bytes / hw->memory_bw;
     return compute > memory ? compute : memory;
 }
@@ -129,6 +159,7 @@ bool vp_time_hw_from_gpu(const vp_gpu *gpu, const vp_recipe *r, vp_time_hw *hw) 
     hw->host_bw = host_gbps * 1e9;
     hw->nvme_bw = nvme_gbps * 1e9;
     hw->gpus_per_node = r->gpus_per_node ? r->gpus_per_node : 8;
+    hw->sms = streaming_multiprocessors(gpu->compute_major, amd);
     return true;
 }
 
@@ -507,8 +538,7 @@ vp_step_time vp_step_time_run(const vp_model *model, const vp_recipe *r, const v
 
     /* the slowest stage sets the pace (1F1B and GPipe alike) */
     double tp_busbw = group_busbw(&hw, tp, 1);
-    double slowest = 0, slowest_comm = 0, slowest_bwd = 0;
-    op_cost busiest = {0};
+    double slowest = 0, slowest_comm = 0, slowest_bwd = 0, slowest_fwd = 0;
     for (unsigned i = 0; i < est->n_ranks; i++) {
         const vp_rank_estimate *e = &est->ranks[i];
         stage_cost s = cost_stage(model, r, e, i == 0, i == est->n_ranks - 1, &c);
@@ -516,14 +546,20 @@ vp_step_time vp_step_time_run(const vp_model *model, const vp_recipe *r, const v
         /* tensor-parallel collectives: an all-reduce per block in forward
          * and one in backward (Megatron; reduce-scatter + all-gather under
          * sequence parallelism, the same bytes), again in a recomputed
-         * forward. Megatron-LM of 2021-22 runs them on the critical path
-         * (Narayanan et al. 2021, section 3.3); Transformer Engine's
-         * --tp-comm-overlap hides them behind the GEMMs (overlap_comm). */
-        double tp_s = vp_time_allreduce(2 * s.fwd.tp_bytes + s.recompute_tp_bytes, tp, tp_busbw);
+         * forward. The forward's are on the critical path (Narayanan et al.
+         * 2021, section 3.3); the backward's overlap the weight-gradient
+         * GEMM (Korthikanti et al. 2022, section 6.2); Transformer Engine's
+         * --tp-comm-overlap hides the forward's behind the GEMMs too
+         * (overlap_comm). */
+        double tp_fwd = vp_time_allreduce(s.fwd.tp_bytes + s.recompute_tp_bytes, tp, tp_busbw);
+        double tp_bwd = vp_time_allreduce(s.fwd.tp_bytes, tp, tp_busbw);
+        double weight_grads = frozen_base(r) ? 0 : s.fwd.matmul_s;
+        tp_bwd = tp_bwd > weight_grads ? tp_bwd - weight_grads : 0;
         if (r->overlap_comm > 0) {
-            double hidden_by = s.fwd.matmul_s * 3;
-            tp_s = tp_s > hidden_by ? tp_s - hidden_by : 0;
+            double hidden_by = s.fwd.matmul_s * (s.recompute_tp_bytes > 0 ? 2 : 1);
+            tp_fwd = tp_fwd > hidden_by ? tp_fwd - hidden_by : 0;
         }
+        double tp_s = tp_fwd + tp_bwd;
         /* MoE: dispatch and combine, forward and backward */
         double a2a = 2 * vp_time_alltoall(s.fwd.a2a_bytes, c.ep > 1 ? (unsigned)c.ep : 1, group_busbw(&hw, (unsigned)c.ep, tp));
         /* ring attention's exchange runs beside the attention core */
@@ -542,12 +578,10 @@ vp_step_time vp_step_time_run(const vp_model *model, const vp_recipe *r, const v
         if (compute + comm > slowest + slowest_comm) {
             slowest = compute;
             slowest_comm = comm;
-            slowest_bwd = compute - s.fwd.matmul_s - s.fwd.attention_s - s.fwd.memory_s;
-            busiest = s.fwd;
-            t.hardware_flops_per_step = 0; /* set below from the whole model */
+            slowest_fwd = s.fwd.matmul_s + s.fwd.attention_s + s.fwd.memory_s;
+            slowest_bwd = compute - slowest_fwd;
         }
     }
-    (void)busiest;
 
     /* the optimizer step and gradient clipping stream the rank's states
      * through HBM: read gradients twice (norm, update), read and write the
@@ -587,26 +621,40 @@ vp_step_time vp_step_time_run(const vp_model *model, const vp_recipe *r, const v
     bool sharded_states = (r->framework == VP_FRAMEWORK_DEEPSPEED && r->zero >= 1) ||
                           (r->framework == VP_FRAMEWORK_MEGATRON && r->distributed_optimizer) ||
                           r->framework == VP_FRAMEWORK_FSDP;
-    double dp_s = 0, window = slowest_bwd, gathered_s = 0;
+    /* what hides the data-parallel traffic: DDP and FSDP overlap it with
+     * backward by design (bucketed hooks); DeepSpeed with overlap_comm (on
+     * for ZeRO-3); Megatron with --overlap-grad-reduce and
+     * --overlap-param-gather (overlap_comm here; off by default). The
+     * gradients' reduction hides behind the last micro-batch's backward, a
+     * sharded optimizer's parameter all-gather behind the first forward. */
+    bool overlaps = r->framework == VP_FRAMEWORK_TORCH || r->framework == VP_FRAMEWORK_FSDP ||
+                    (r->overlap_comm >= 0 ? r->overlap_comm > 0 : r->framework == VP_FRAMEWORK_DEEPSPEED && r->zero == 3);
+    double dp_exposed = 0;
     if (gather_params) {
         unsigned shard = r->fsdp == VP_FSDP_HYBRID_SHARD && r->fsdp_shard_size ? r->fsdp_shard_size : dp;
         /* ZeRO-3 / FSDP: every micro-batch gathers the weights for its
-         * forward and again for its backward, prefetched behind compute */
-        double gather = 2 * vp_time_allgather(params, shard, group_busbw(&hw, shard, tp * cp));
-        gathered_s = m * (gather > slowest ? gather - slowest : 0);
-        dp_s = vp_time_allgather(grads, shard, group_busbw(&hw, shard, tp * cp));
-        if (shard < dp) dp_s += vp_time_allreduce(grads / shard, dp / shard, hw.network_bw);
-    } else if (sharded_states) {
-        dp_s = vp_time_allgather(grads, dp, dp_busbw) + vp_time_allgather(params, dp, dp_busbw);
+         * forward, again for a recomputed forward and for its backward, and
+         * reduce-scatters its gradients (DeepSpeed reduces every micro-batch),
+         * prefetched behind compute. Across nodes these gathers reach one
+         * NIC's bandwidth per GPU, not the node's aggregate: Narayanan et
+         * al. 2021, Table 2, measure ZeRO-3 steps of 66.75 s on both 768
+         * and 1536 GPUs at one micro-batch each (GPT-3 175B), as an exchange
+         * bound by each GPU's own link (every rank moves the whole model)
+         * predicts and a node-aggregated ring does not. */
+        double bw = (double)shard * tp * cp <= hw.gpus_per_node ? hw.link_busbw : hw.network_bw;
+        double gathers = 2 + (r->checkpoint_every > 0 ? 1 : 0);
+        double per_mb = gathers * vp_time_allgather(params, shard, bw) + vp_time_allgather(grads, shard, bw);
+        if (shard < dp) per_mb += vp_time_allreduce(grads / shard, dp / shard, hw.network_bw);
+        dp_exposed = m * (overlaps ? (per_mb > slowest ? per_mb - slowest : 0) : per_mb);
     } else {
-        dp_s = vp_time_allreduce(grads, dp, dp_busbw);
+        double reduce = sharded_states ? vp_time_allgather(grads, dp, dp_busbw) : vp_time_allreduce(grads, dp, dp_busbw);
+        double gather = sharded_states ? vp_time_allgather(params, dp, dp_busbw) : 0;
+        if (overlaps) {
+            reduce = reduce > slowest_bwd ? reduce - slowest_bwd : 0;
+            gather = gather > slowest_fwd ? gather - slowest_fwd : 0;
+        }
+        dp_exposed = reduce + gather;
     }
-    /* what hides the reduction: DDP and FSDP overlap it with backward by
-     * design (bucketed hooks); DeepSpeed with overlap_comm (on for ZeRO-3);
-     * Megatron with --overlap-grad-reduce (overlap_comm here; off by default) */
-    bool overlaps = r->framework == VP_FRAMEWORK_TORCH || r->framework == VP_FRAMEWORK_FSDP ||
-                    (r->overlap_comm >= 0 ? r->overlap_comm > 0 : r->framework == VP_FRAMEWORK_DEEPSPEED && r->zero == 3);
-    double dp_exposed = overlaps ? (dp_s > window ? dp_s - window : 0) : dp_s;
     /* a head tied to the embeddings across pipeline stages: their
      * gradients are all-reduced between the first and the last stage */
     if (pp > 1 && vp_model_has(model, "lm_head")) {
@@ -619,7 +667,7 @@ vp_step_time vp_step_time_run(const vp_model *model, const vp_recipe *r, const v
 
     double per_mb = slowest + slowest_comm;
     t.compute_s = m * slowest + optimizer_s;
-    t.exposed_comm_s = m * slowest_comm + dp_exposed + gathered_s;
+    t.exposed_comm_s = m * slowest_comm + dp_exposed;
     t.bubble_s = vp_time_bubble_microbatches(r->pp_schedule, pp, r->virtual_stages) * per_mb;
     t.offload_s = offload_s;
     t.step_s = t.compute_s + t.exposed_comm_s + t.bubble_s + t.offload_s;

@@ -22,6 +22,7 @@ typedef struct {
     double host_bw;            /* host memory bytes/s (CPU optimizer) */
     double nvme_bw;            /* NVMe bytes/s per rank (ZeRO-Infinity) */
     unsigned gpus_per_node;
+    unsigned sms;              /* streaming multiprocessors a GEMM's tiles are spread over (0: unknown) */
 } vp_time_hw;
 
 /* The answer: seconds per step and what they are made of. */
@@ -51,6 +52,9 @@ double vp_time_allreduce(double bytes, unsigned n, double busbw);
 double vp_time_allgather(double bytes, unsigned n, double busbw);
 /* All-to-all of `bytes` sent by each rank: (n-1)/n of it leaves. */
 double vp_time_alltoall(double bytes, unsigned n, double busbw);
+/* The share of a GEMM's tile slots that hold useful work: an m x n output
+ * (`batch` of them) in 256x128 tiles, in waves of one tile per SM. */
+double vp_time_wave_efficiency(double m, double n, double batch, unsigned sms);
 /* An [m x k] x [k x n] GEMM (`batch` of them) of `elem` bytes per element:
  * the roofline max(FLOPs / (peak x cap), bytes / bandwidth). */
 double vp_time_matmul(double m, double n, double k, double batch, double elem, const vp_time_hw *hw, double peak);
