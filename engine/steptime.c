@@ -31,10 +31,20 @@ static double matmul_cap(unsigned compute_major, bool amd) {
  * 1.5x the H100's BF16 MAMF). An assumption, marked as such in
  * docs/step-time.md. */
 static const double fp8_cap = 0.60;
-/* The attention core as FlashAttention-2 runs it (Dao 2023, "FlashAttention-2",
- * Fig. 5-6 on A100: forward up to ~70 %, backward ~60 % of the peak at head
- * dimension 128): as fractions of the GEMM cap, 0.8 and 0.7. */
-static const double attention_forward_share = 0.8, attention_backward_share = 0.7;
+/* A fused attention kernel's share of the 16-bit dense peak, forward and
+ * backward. Ampere: FlashAttention-2 reaches 50-73 % of the A100's peak
+ * (Dao 2023, arXiv 2307.08691, abstract and section 4), its backward at
+ * the low end: 0.65 and 0.55. Hopper: FlashAttention-2 reaches only 35 %
+ * of the H100's (Shah et al. 2024, FlashAttention-3, arXiv 2407.08608,
+ * abstract); FlashAttention-3's 75 % came after the H100 rows we check. */
+static void attention_efficiency(unsigned compute_major, double *forward, double *backward) {
+    if (compute_major >= 9) {
+        *forward = *backward = 0.35;
+    } else {
+        *forward = 0.65;
+        *backward = 0.55;
+    }
+}
 /* FlashAttention's backward recomputes the scores: 5 matmuls to the
  * forward's 2 (Dao et al. 2022, section 3.1; FlashAttention-2 counts the
  * backward as 2.5x the forward). */
@@ -160,6 +170,7 @@ bool vp_time_hw_from_gpu(const vp_gpu *gpu, const vp_recipe *r, vp_time_hw *hw) 
     hw->nvme_bw = nvme_gbps * 1e9;
     hw->gpus_per_node = r->gpus_per_node ? r->gpus_per_node : 8;
     hw->sms = streaming_multiprocessors(gpu->compute_major, amd);
+    attention_efficiency(gpu->compute_major, &hw->attention_forward, &hw->attention_backward);
     return true;
 }
 
@@ -171,6 +182,7 @@ typedef struct {
     double attention_s;       /* forward attention core (scores, softmax, context) */
     double attention_bwd_s;   /* its backward */
     double memory_s;          /* forward memory-bound ops */
+    double backward_extra_s;  /* backward traffic with no forward counterpart (gradient accumulation) */
     double model_flops;       /* forward FLOPs, full s^2 attention, whole layer (no split) */
     double exec_flops;        /* forward FLOPs this rank runs (split, causal kernels skip the masked half) */
     double attention_flops;   /* of model_flops, the attention core's */
@@ -188,6 +200,7 @@ typedef struct {
     double tp, elem, ep, etp;
     bool flash;                 /* a fused kernel: no scores in memory, the masked half skipped */
     bool train_dropout;
+    double main_grad_bytes;     /* per weight and micro-batch: Megatron's fp32 main_grad read and written (8) */
     double hidden;              /* the residual stream's width where the walk is (for kinds without one) */
     double vocab;               /* the section's vocabulary (the loss over the head's logits) */
 } cost_ctx;
@@ -200,6 +213,10 @@ static double field(const vp_op *op, const char *name) {
 static void linear(const cost_ctx *c, double rows, double in, double out, op_cost *o) {
     o->matmul_s += vp_time_matmul(rows, out, in, 1, c->elem, c->hw, c->hw->matmul_flops);
     o->exec_flops += 2 * rows * in * out;
+    /* Megatron's gradient_accumulation_fusion adds each weight gradient
+     * into its fp32 main_grad inside the wgrad GEMM: the fp32 buffer is
+     * read and written once per micro-batch (8 bytes a weight) */
+    if (c->main_grad_bytes > 0) o->backward_extra_s += in * out * c->main_grad_bytes / c->hw->memory_bw;
 }
 
 static void memory_pass(const cost_ctx *c, double bytes, op_cost *o) { o->memory_s += bytes / c->hw->memory_bw; }
@@ -217,9 +234,8 @@ static void attention_core(const cost_ctx *c, double heads, double d, double dv,
     if (c->flash) {
         run *= 0.5; /* causal: the blocks above the diagonal are skipped */
         o->exec_flops += run;
-        double rate = hw->attention_flops * hw->matmul_cap;
-        o->attention_s += run / (rate * attention_forward_share);
-        o->attention_bwd_s += flash_backward_flops * run / (rate * attention_backward_share);
+        o->attention_s += run / (hw->attention_flops * hw->attention_forward);
+        o->attention_bwd_s += flash_backward_flops * run / (hw->attention_flops * hw->attention_backward);
         return;
     }
     o->exec_flops += run;
@@ -335,11 +351,16 @@ static void cost_lm_head(const vp_op *op, const cost_ctx *c, op_cost *o) {
     o->model_flops += 2 * c->rows * hidden * vocab;
 }
 
-/* the logits read in 16 bits, an fp32 copy, softmax and its gradient
- * over this rank's vocabulary share */
+/* The loss over this rank's share of the logits, as Megatron's
+ * vocabulary-parallel cross-entropy runs it (core/tensor_parallel/
+ * cross_entropy.py): forward an fp32 copy, the max, the shift, exp, sum and
+ * division, the softmax kept for backward (~38 bytes an element); backward
+ * softmax minus one-hot, times the incoming gradient, cast back (~22).
+ * memory_pass counts forward bytes and backward twice as many: 20 a logit
+ * stands for the ~60 in all. */
 static void cost_cross_entropy(const vp_op *op, const cost_ctx *c, op_cost *o) {
     (void)op;
-    memory_pass(c, c->rows * c->vocab / c->tp * (c->elem + 4 * 3), o);
+    memory_pass(c, c->rows * c->vocab / c->tp * 20, o);
 }
 
 /* containers: the residual add (or a parallel block's sum): two reads, a write */
@@ -416,6 +437,7 @@ static void add_cost(op_cost *a, const op_cost *b, double times) {
     a->attention_s += times * b->attention_s;
     a->attention_bwd_s += times * b->attention_bwd_s;
     a->memory_s += times * b->memory_s;
+    a->backward_extra_s += times * b->backward_extra_s;
     a->model_flops += times * b->model_flops;
     a->exec_flops += times * b->exec_flops;
     a->attention_flops += times * b->attention_flops;
@@ -440,6 +462,9 @@ static cost_ctx make_ctx(const vp_recipe *r, const vp_time_hw *hw, bool split) {
     c.etp = split ? (r->etp ? r->etp : tp) : 1;
     c.flash = r->attention != VP_ATTN_EAGER;
     c.train_dropout = r->training;
+    c.main_grad_bytes = r->framework == VP_FRAMEWORK_MEGATRON && vp_precision_is_mixed(r->precision) && r->grads_in_fp32
+                            ? 8.0
+                            : 0.0;
     return c;
 }
 
@@ -524,7 +549,9 @@ static stage_cost cost_stage(const vp_model *m, const vp_recipe *r, const vp_ran
 static double stage_compute(const stage_cost *s, const vp_recipe *r) {
     double weight_grads = frozen_base(r) ? 1.0 : 2.0; /* input grads, plus weight grads when trained */
     const op_cost *f = &s->fwd;
-    return f->matmul_s * (1 + weight_grads) + f->attention_s + f->attention_bwd_s + 3 * f->memory_s + s->recompute_s;
+    double extra = frozen_base(r) ? 0 : f->backward_extra_s;
+    return f->matmul_s * (1 + weight_grads) + f->attention_s + f->attention_bwd_s + 3 * f->memory_s + extra +
+           s->recompute_s;
 }
 
 vp_step_time vp_step_time_run(const vp_model *model, const vp_recipe *r, const vp_gpu *gpu, const vp_estimate *est) {

@@ -15,6 +15,7 @@ typedef struct {
     double matmul_flops;       /* dense tensor-core peak for the linears' dtype, FLOP/s */
     double attention_flops;    /* the same for the attention core (FP8 recipes keep it in 16 bits) */
     double matmul_cap;         /* the best fraction of matmul_flops a GEMM reaches (published benchmarks) */
+    double attention_forward, attention_backward; /* a fused attention kernel's fraction of attention_flops */
     double memory_bw;          /* HBM bytes/s */
     double link_busbw;         /* NCCL bus bandwidth inside a node, bytes/s */
     double network_bw;         /* inter-node bytes/s per GPU, one direction */

@@ -38,7 +38,7 @@ function rows.modelled(home, row)
       for k, x in pairs(v.fields) do fields[k] = x end
       fields.layers = n
       return estimate(home, { model = v.model, fields = fields, recipe = v.recipe, gpu = v.gpu },
-        { optimizer = "none" }).compute_s
+        { optimizer = "none" }).step_s
     end
     return at(2) - at(1)
   end
