@@ -110,16 +110,19 @@ double vp_time_alltoall(double bytes, unsigned n, double busbw) { return vp_time
  * User's Guide", Deep Learning Performance documentation): the output is
  * cut into tiles, the tiles run in waves of one per SM, and a partial tile
  * or a partial last wave costs as much as a full one. We take the better of
- * cuBLAS's 256x128 tile either way round; the published best-shape
+ * cuBLAS's 256x128 tile either way round (narrowed to an output smaller
+ * than a tile); the published best-shape
  * efficiency (matmul_cap) is the one with no waste. */
 double vp_time_wave_efficiency(double m, double n, double batch, unsigned sms) {
     if (!sms || m <= 0 || n <= 0 || batch <= 0) return 1;
     static const double tiles[2][2] = {{256, 128}, {128, 256}};
     double best = 0;
     for (unsigned i = 0; i < 2; i++) {
-        double count = ceil(m / tiles[i][0]) * ceil(n / tiles[i][1]) * batch;
+        /* an output narrower than a tile gets a narrower one (multiples of 16) */
+        double tm = fmin(tiles[i][0], 16 * ceil(m / 16)), tn = fmin(tiles[i][1], 16 * ceil(n / 16));
+        double count = ceil(m / tm) * ceil(n / tn) * batch;
         double waves = ceil(count / sms);
-        double e = m * n * batch / (waves * sms * tiles[i][0] * tiles[i][1]);
+        double e = m * n * batch / (waves * sms * tm * tn);
         if (e > best) best = e;
     }
     return best;
