@@ -270,7 +270,7 @@ static const recipe_key keys[] = {
     {"stage3_max_live_parameters", parse_max_live, "ZeRO-3: gathered parameters beyond which nothing more is prefetched, elements [1e9]", NULL},
     {"stage3_max_reuse_distance", parse_reuse, "ZeRO-3: a gathered parameter used again within this many elements of the module trace is not released, elements [1e9]", NULL},
     {"stage3_param_persistence_threshold", parse_persistence, "ZeRO-3: parameters with fewer elements stay gathered on every rank [1e5]", NULL},
-    {"overlap_comm", parse_overlap, "DeepSpeed overlap_comm: two reduce buckets [on for stage 3 only]", NULL},
+    {"overlap_comm", parse_overlap, "DeepSpeed overlap_comm: two reduce buckets [on for stage 3 only]; with framework megatron, for the step time only: --overlap-grad-reduce, --overlap-param-gather and --tp-comm-overlap [off]", NULL},
     {"ddp_bucket_view", parse_bucket_view, "DDP gradient_as_bucket_view [false]", NULL},
     {"ddp_bucket_mb", parse_bucket_mb, "DDP bucket_cap_mb [25]", NULL},
     {"tp", parse_tp, "tensor-parallel ranks (framework megatron)", NULL},
