@@ -186,6 +186,7 @@ typedef struct {
     double attention_bwd_s;   /* its backward */
     double memory_s;          /* forward memory-bound ops */
     double backward_extra_s;  /* backward traffic with no forward counterpart (gradient accumulation) */
+    double dequant_s;         /* a quantized base's weights made whole, once a pass (forward, backward, rerun) */
     double model_flops;       /* forward FLOPs, full s^2 attention, whole layer (no split) */
     double exec_flops;        /* forward FLOPs this rank runs (split, causal kernels skip the masked half) */
     double attention_flops;   /* of model_flops, the attention core's */
@@ -204,6 +205,7 @@ typedef struct {
     bool flash;                 /* a fused kernel: no scores in memory, the masked half skipped */
     bool train_dropout;
     double main_grad_bytes;     /* per weight and micro-batch: Megatron's fp32 main_grad read and written (8) */
+    double dequant_bytes;       /* per weight and pass: a quantized base read, its 16-bit copy written */
     double hidden;              /* the residual stream's width where the walk is (for kinds without one) */
     double vocab;               /* the section's vocabulary (the loss over the head's logits) */
 } cost_ctx;
@@ -213,13 +215,22 @@ static double field(const vp_op *op, const char *name) {
     return i < 0 ? 0.0 : op->value[i];
 }
 
-static void linear(const cost_ctx *c, double rows, double in, double out, op_cost *o) {
+/* A projection of `rows` rows from `in` to `out` features. Megatron's
+ * gradient_accumulation_fusion adds its weight gradient into the fp32
+ * main_grad inside the wgrad GEMM: the fp32 buffer is read and written once
+ * per micro-batch (8 bytes a weight). */
+static void project(const cost_ctx *c, double rows, double in, double out, op_cost *o) {
     o->matmul_s += vp_time_matmul(rows, out, in, 1, c->elem, c->hw, c->hw->matmul_flops);
     o->exec_flops += 2 * rows * in * out;
-    /* Megatron's gradient_accumulation_fusion adds each weight gradient
-     * into its fp32 main_grad inside the wgrad GEMM: the fp32 buffer is
-     * read and written once per micro-batch (8 bytes a weight) */
     if (c->main_grad_bytes > 0) o->backward_extra_s += in * out * c->main_grad_bytes / c->hw->memory_bw;
+}
+
+/* A linear layer of the model's body: a projection whose weight QLoRA's
+ * base dequantizes to the compute dtype for the forward and again for the
+ * backward (Dettmers et al. 2023, QLoRA, section 3). */
+static void linear(const cost_ctx *c, double rows, double in, double out, op_cost *o) {
+    project(c, rows, in, out, o);
+    if (c->dequant_bytes > 0) o->dequant_s += in * out * c->dequant_bytes / c->hw->memory_bw;
 }
 
 static void memory_pass(const cost_ctx *c, double bytes, op_cost *o) { o->memory_s += bytes / c->hw->memory_bw; }
@@ -350,7 +361,7 @@ static void cost_lm_head(const vp_op *op, const cost_ctx *c, op_cost *o) {
     double vocab = field(op, "vocab"), hidden = field(op, "hidden");
     unsigned tp = (unsigned)c->tp;
     double local = (double)vp_padded_vocab((uint64_t)vocab, tp) / tp;
-    linear(c, c->rows, hidden, local, o);
+    project(c, c->rows, hidden, local, o);
     o->model_flops += 2 * c->rows * hidden * vocab;
 }
 
@@ -373,7 +384,7 @@ static void cost_residual(const vp_op *op, const cost_ctx *c, op_cost *o) {
 }
 
 static void cost_classifier(const vp_op *op, const cost_ctx *c, op_cost *o) {
-    linear(c, c->batch, field(op, "hidden"), field(op, "labels"), o);
+    project(c, c->batch, field(op, "hidden"), field(op, "labels"), o);
 }
 
 typedef void (*cost_fn)(const vp_op *op, const cost_ctx *c, op_cost *o);
@@ -441,6 +452,7 @@ static void add_cost(op_cost *a, const op_cost *b, double times) {
     a->attention_bwd_s += times * b->attention_bwd_s;
     a->memory_s += times * b->memory_s;
     a->backward_extra_s += times * b->backward_extra_s;
+    a->dequant_s += times * b->dequant_s;
     a->model_flops += times * b->model_flops;
     a->exec_flops += times * b->exec_flops;
     a->attention_flops += times * b->attention_flops;
@@ -465,6 +477,8 @@ static cost_ctx make_ctx(const vp_recipe *r, const vp_time_hw *hw, bool split) {
     c.etp = split ? (r->etp ? r->etp : tp) : 1;
     c.flash = r->attention != VP_ATTN_EAGER;
     c.train_dropout = r->training;
+    /* bitsandbytes: 4-bit codes (half a byte) or int8 read, 16 bits written */
+    if (r->finetune == VP_FINETUNE_QLORA) c.dequant_bytes = (r->quant == VP_QUANT_INT8 ? 1.0 : 0.5) + 2.0;
     c.main_grad_bytes = r->framework == VP_FRAMEWORK_MEGATRON && vp_precision_is_mixed(r->precision) && r->grads_in_fp32
                             ? 8.0
                             : 0.0;
@@ -537,7 +551,7 @@ static stage_cost cost_stage(const vp_model *m, const vp_recipe *r, const vp_ran
      * full recompute, torch.utils.checkpoint); selective reruns the
      * attention core (Korthikanti et al. 2022, section 5) */
     if (r->checkpoint_every > 0) {
-        s.recompute_s = layers.matmul_s + layers.attention_s + layers.memory_s;
+        s.recompute_s = layers.matmul_s + layers.attention_s + layers.memory_s + layers.dequant_s;
         s.recompute_flops = layers.exec_flops;
         s.recompute_tp_bytes = layers.tp_bytes;
     } else if (r->selective) {
@@ -554,7 +568,7 @@ static double stage_compute(const stage_cost *s, const vp_recipe *r) {
     const op_cost *f = &s->fwd;
     double extra = frozen_base(r) ? 0 : f->backward_extra_s;
     return f->matmul_s * (1 + weight_grads) + f->attention_s + f->attention_bwd_s + 3 * f->memory_s + extra +
-           s->recompute_s;
+           2 * f->dequant_s + s->recompute_s;
 }
 
 vp_step_time vp_step_time_run(const vp_model *model, const vp_recipe *r, const vp_gpu *gpu, const vp_estimate *est) {
@@ -608,7 +622,7 @@ vp_step_time vp_step_time_run(const vp_model *model, const vp_recipe *r, const v
         if (compute + comm > slowest + slowest_comm) {
             slowest = compute;
             slowest_comm = comm;
-            slowest_fwd = s.fwd.matmul_s + s.fwd.attention_s + s.fwd.memory_s;
+            slowest_fwd = s.fwd.matmul_s + s.fwd.attention_s + s.fwd.memory_s + s.fwd.dequant_s;
             slowest_bwd = compute - slowest_fwd;
         }
     }
@@ -718,8 +732,10 @@ vp_step_time vp_step_time_run(const vp_model *model, const vp_recipe *r, const v
     add_cost(&all, &first, model->first_layers);
     double layers_fwd = layer.model_flops * (model->layers - model->first_layers) + first.model_flops * model->first_layers;
     double sequences = (double)m * dp; /* micro-batches of every data-parallel rank */
-    t.model_flops_per_step = 3 * all.model_flops * sequences;
+    /* a frozen base computes no weight gradients: its model FLOPs are the
+     * forward and the input gradients (NeMo's LoRA rows count them so) */
     double bwd = frozen_base(r) ? 1.0 : 2.0;
+    t.model_flops_per_step = (1 + bwd) * all.model_flops * sequences;
     double recompute = 0;
     if (r->checkpoint_every > 0) recompute = layers_fwd;
     else if (r->selective) recompute = layer.attention_flops * (model->layers - model->first_layers) +

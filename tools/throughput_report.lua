@@ -10,20 +10,20 @@ local markdown = arg[1] == "--markdown"
 local results = rows.compare(".")
 local errors = {}
 if markdown then
-  print("| id | published | how | vramplan | vramplan / published |")
-  print("|---|---|---|---|---|")
+  print("| id | printed | published time | vramplan | vramplan / published | why they differ |")
+  print("|---|---|---|---|---|---|")
 end
 for _, r in ipairs(results) do
   local row = r.row
   if r.skipped then
-    print(markdown and string.format("| %s | skipped | | | %s |", row.id, r.skipped)
+    print(markdown and string.format("| %s | %s | skipped | | | %s |", row.id, row.value_raw .. " " .. row.unit, r.skipped)
       or string.format("%-16s skipped: %s", row.id, r.skipped))
   else
     errors[#errors + 1] = math.abs(r.ratio - 1)
     local unit = row.vramplan.measure == "layer" and " (one layer)" or ""
     if markdown then
-      print(string.format("| %s | %.4g s%s | %s | %.4g s | %.2f |", row.id, row.published_time_s, unit, row.value_raw .. " " .. row.unit,
-        r.modelled, r.ratio))
+      print(string.format("| %s | %s | %.4g s%s | %.4g s | %.2f | %s |", row.id, row.value_raw .. " " .. row.unit,
+        row.published_time_s, unit, r.modelled, r.ratio, row.difference or ""))
     else
       print(string.format("%-16s published %9.4g s%s  vramplan %9.4g s  ratio %.2f%s", row.id, row.published_time_s, unit,
         r.modelled, r.ratio, math.abs(r.ratio - 1) > 0.25 and "  OUTSIDE 25 %" or ""))
