@@ -188,7 +188,6 @@ typedef struct {
     double backward_extra_s;  /* backward traffic with no forward counterpart (gradient accumulation) */
     double dequant_s;         /* a quantized base's weights made whole, once a pass (forward, backward, rerun) */
     double model_flops;       /* forward FLOPs, full s^2 attention, whole layer (no split) */
-    double exec_flops;        /* forward FLOPs this rank runs (split, causal kernels skip the masked half) */
     double attention_flops;   /* of model_flops, the attention core's */
     double tp_bytes;          /* all-reduced over tp in the forward (as much again in backward) */
     double a2a_bytes;         /* all-to-all per rank in the forward (MoE dispatch and combine) */
@@ -215,13 +214,19 @@ static double field(const vp_op *op, const char *name) {
     return i < 0 ? 0.0 : op->value[i];
 }
 
+/* An enum field's option name ("" when the kind has no such field). */
+static const char *field_option(const vp_op *op, const char *name) {
+    int i = vp_field_index(op->kind, name);
+    if (i < 0 || !op->kind->fields[i].options) return "";
+    return op->kind->fields[i].options[(int)op->value[i]];
+}
+
 /* A projection of `rows` rows from `in` to `out` features. Megatron's
  * gradient_accumulation_fusion adds its weight gradient into the fp32
  * main_grad inside the wgrad GEMM: the fp32 buffer is read and written once
  * per micro-batch (8 bytes a weight). */
 static void project(const cost_ctx *c, double rows, double in, double out, op_cost *o) {
     o->matmul_s += vp_time_matmul(rows, out, in, 1, c->elem, c->hw, c->hw->matmul_flops);
-    o->exec_flops += 2 * rows * in * out;
     if (c->main_grad_bytes > 0) o->backward_extra_s += in * out * c->main_grad_bytes / c->hw->memory_bw;
 }
 
@@ -236,9 +241,9 @@ static void linear(const cost_ctx *c, double rows, double in, double out, op_cos
 static void memory_pass(const cost_ctx *c, double bytes, op_cost *o) { o->memory_s += bytes / c->hw->memory_bw; }
 
 /* The attention core of `heads` query heads of width d (dv for values)
- * over n_kv keys. */
+ * over the ctx's keys; a causal one lets fused kernels skip the masked half. */
 static void attention_core(const cost_ctx *c, double heads, double d, double dv, double dropout, bool upcast,
-                           op_cost *o) {
+                           bool causal, op_cost *o) {
     double b = c->batch, s = c->seq, kv = c->seq_kv, h = heads / c->tp;
     double full = 2 * b * s * kv * heads * (d + dv);
     o->model_flops += full;
@@ -246,13 +251,11 @@ static void attention_core(const cost_ctx *c, double heads, double d, double dv,
     double run = 2 * b * s * kv * h * (d + dv);
     const vp_time_hw *hw = c->hw;
     if (c->flash) {
-        run *= 0.5; /* causal: the blocks above the diagonal are skipped */
-        o->exec_flops += run;
+        if (causal) run *= 0.5; /* the blocks above the diagonal are skipped */
         o->attention_s += run / (hw->attention_flops * hw->attention_forward);
         o->attention_bwd_s += flash_backward_flops * run / (hw->attention_flops * hw->attention_backward);
         return;
     }
-    o->exec_flops += run;
     double t = vp_time_matmul(s, kv, d, b * h, c->elem, hw, hw->attention_flops) +
                vp_time_matmul(s, dv, kv, b * h, c->elem, hw, hw->attention_flops);
     /* scale, mask and softmax (Megatron fuses them: one read, one write;
@@ -294,7 +297,10 @@ static void cost_attention(const vp_op *op, const cost_ctx *c, op_cost *o) {
     cost_ctx local = *c;
     double window = field(op, "sliding_window");
     if (window > 0 && window < local.seq_kv) local.seq_kv = window;
-    attention_core(&local, heads, d, dv, field(op, "dropout"), field(op, "upcast_softmax") != 0, o);
+    /* a padding mask or none (BERT, T5's encoder) and cross-attention see every key */
+    const char *mask = field_option(op, "mask");
+    bool causal = strcmp(mask, "padding") && strcmp(mask, "none") && field(op, "cross") == 0;
+    attention_core(&local, heads, d, dv, field(op, "dropout"), field(op, "upcast_softmax") != 0, causal, o);
     double resid = field(op, "resid_dropout");
     if (resid > 0 && c->train_dropout) memory_pass(c, c->norm_rows * hidden * (2 * c->elem + 1), o);
     o->tp_bytes += rows * hidden * c->elem;
@@ -311,7 +317,8 @@ static void cost_mlp(const vp_op *op, const cost_ctx *c, op_cost *o) {
     o->model_flops += 2 * rows * hidden * inner * (gated ? 3 : 2);
     /* the activation (and the gate's product): read and write the inner rows */
     memory_pass(c, rows * inner / tp * c->elem * (gated ? 5 : 2), o);
-    if (field(op, "resid_dropout") > 0 && c->train_dropout) memory_pass(c, c->norm_rows * hidden * (2 * c->elem + 1), o);
+    if (field(op, "resid_dropout") > 0 && c->train_dropout)
+        memory_pass(c, c->norm_rows * hidden * (2 * c->elem + 1), o);
     o->tp_bytes += rows * hidden * c->elem;
 }
 
@@ -454,7 +461,6 @@ static void add_cost(op_cost *a, const op_cost *b, double times) {
     a->backward_extra_s += times * b->backward_extra_s;
     a->dequant_s += times * b->dequant_s;
     a->model_flops += times * b->model_flops;
-    a->exec_flops += times * b->exec_flops;
     a->attention_flops += times * b->attention_flops;
     a->tp_bytes += times * b->tp_bytes;
     a->a2a_bytes += times * b->a2a_bytes;
@@ -513,9 +519,7 @@ static double group_busbw(const vp_time_hw *hw, unsigned n, unsigned stride) {
 typedef struct {
     op_cost fwd;              /* one micro-batch's forward through the stage */
     double recompute_s;       /* the forward again under checkpointing */
-    double recompute_flops;
     double recompute_tp_bytes;
-    double backward_flops;
 } stage_cost;
 
 static bool frozen_base(const vp_recipe *r) { return r->finetune != VP_FINETUNE_FULL; }
@@ -552,11 +556,9 @@ static stage_cost cost_stage(const vp_model *m, const vp_recipe *r, const vp_ran
      * attention core (Korthikanti et al. 2022, section 5) */
     if (r->checkpoint_every > 0) {
         s.recompute_s = layers.matmul_s + layers.attention_s + layers.memory_s + layers.dequant_s;
-        s.recompute_flops = layers.exec_flops;
         s.recompute_tp_bytes = layers.tp_bytes;
     } else if (r->selective) {
         s.recompute_s = layers.attention_s;
-        s.recompute_flops = layers.attention_flops / c->tp * (c->flash ? 0.5 : 1);
     }
     return s;
 }
@@ -571,6 +573,194 @@ static double stage_compute(const stage_cost *s, const vp_recipe *r) {
            2 * f->dequant_s + s->recompute_s;
 }
 
+/* The slowest stage's micro-batch: its compute, its forward and backward
+ * alone (the windows that hide data-parallel traffic) and the
+ * communication it cannot hide. */
+typedef struct {
+    double compute, forward, backward, comm;
+} pace;
+
+/* Communication of one micro-batch through a stage that compute does not
+ * hide. */
+static double stage_comm(const vp_model *model, const vp_recipe *r, const vp_time_hw *hw, const cost_ctx *c,
+                         const stage_cost *s) {
+    unsigned tp = (unsigned)c->tp, cp = r->cp ? r->cp : 1, dp = r->dp ? r->dp : 1, pp = r->pp ? r->pp : 1;
+    /* tensor-parallel collectives: an all-reduce per block in forward and
+     * one in backward (Megatron; reduce-scatter + all-gather under sequence
+     * parallelism, the same bytes), again in a recomputed forward. The
+     * forward's are on the critical path (Narayanan et al. 2021, section
+     * 3.3); the backward's overlap the weight-gradient GEMM (Korthikanti et
+     * al. 2022, section 6.2); Transformer Engine's --tp-comm-overlap hides
+     * the forward's behind the GEMMs too (overlap_comm). */
+    double tp_busbw = group_busbw(hw, tp, 1);
+    double tp_fwd = vp_time_allreduce(s->fwd.tp_bytes + s->recompute_tp_bytes, tp, tp_busbw);
+    double tp_bwd = vp_time_allreduce(s->fwd.tp_bytes, tp, tp_busbw);
+    double weight_grads = frozen_base(r) ? 0 : s->fwd.matmul_s;
+    tp_bwd = tp_bwd > weight_grads ? tp_bwd - weight_grads : 0;
+    if (r->overlap_comm > 0) {
+        double hidden_by = s->fwd.matmul_s * (s->recompute_tp_bytes > 0 ? 2 : 1);
+        tp_fwd = tp_fwd > hidden_by ? tp_fwd - hidden_by : 0;
+    }
+    /* MoE: dispatch and combine, forward and backward, over the ep group */
+    unsigned ep = (unsigned)c->ep;
+    double a2a = 2 * vp_time_alltoall(s->fwd.a2a_bytes, ep, group_busbw(hw, ep, tp));
+    /* ring attention: each step passes a key-value chunk on (twice as much
+     * in backward: the chunks and their gradients), beside the core */
+    double ring = 3 * s->fwd.cp_bytes / group_busbw(hw, cp, tp);
+    double core = s->fwd.attention_s + s->fwd.attention_bwd_s;
+    ring = ring > core ? ring - core : 0;
+    /* pipeline sends: the boundary activations forward, their gradient
+     * back, split over tp (Narayanan et al. 2021, section 4.1) */
+    double p2p = 0;
+    if (pp > 1) {
+        double bytes = c->rows * model_hidden(model) * c->elem / tp;
+        double bw = (double)tp * cp * dp >= hw->gpus_per_node ? hw->network_bw : hw->link_busbw;
+        p2p = 2 * bytes / bw;
+    }
+    return tp_fwd + tp_bwd + a2a + ring + p2p;
+}
+
+/* The slowest stage sets the pace (1F1B and GPipe alike). */
+static pace slowest_stage(const vp_model *model, const vp_recipe *r, const vp_time_hw *hw, const vp_estimate *est,
+                          const cost_ctx *c) {
+    pace slowest = {0};
+    for (unsigned i = 0; i < est->n_ranks; i++) {
+        stage_cost s = cost_stage(model, r, &est->ranks[i], i == 0, i == est->n_ranks - 1, c);
+        pace p = {.compute = stage_compute(&s, r), .comm = stage_comm(model, r, hw, c, &s)};
+        p.forward = s.fwd.matmul_s + s.fwd.attention_s + s.fwd.memory_s + s.fwd.dequant_s;
+        p.backward = p.compute - p.forward;
+        if (p.compute + p.comm > slowest.compute + slowest.comm) slowest = p;
+    }
+    return slowest;
+}
+
+/* Trainable parameters on one rank before data-parallel sharding. */
+static double rank_trainable(const vp_recipe *r, const vp_rank_estimate *w) {
+    unsigned tp = r->tp ? r->tp : 1, pp = r->pp ? r->pp : 1;
+    return (double)w->step.trainable_params / ((double)tp * pp);
+}
+
+/* The optimizer step on the GPU: it and gradient clipping stream the rank's
+ * states through HBM: gradients read twice (norm, update), master weights
+ * and states read and written, parameters written. */
+static double optimizer_time(const vp_recipe *r, const vp_time_hw *hw, const vp_rank_estimate *w) {
+    if (r->offload_optimizer != VP_OFFLOAD_NONE) return 0;
+    const vp_step_result *s = &w->step;
+    double bytes = 2.0 * s->grads_bytes + s->params_bytes + 2.0 * (s->master_bytes + s->optimizer_bytes);
+    return bytes / hw->memory_bw;
+}
+
+/* Host and NVMe traffic: ZeRO-Offload's gradients down and parameters up
+ * over PCIe and its CPU Adam, which streams gradients, master weights and
+ * two states (16 bytes read, 12 written a parameter); ZeRO-Infinity's
+ * states through NVMe; offloaded parameters fetched for every micro-batch's
+ * forward and backward; activations saved on the host and brought back. */
+static double offload_time(const vp_recipe *r, const vp_time_hw *hw, const vp_rank_estimate *w, unsigned m,
+                           double elem) {
+    unsigned dp = r->dp ? r->dp : 1;
+    double n = rank_trainable(r, w), s = 0;
+    if (r->offload_optimizer != VP_OFFLOAD_NONE) {
+        double shard = n / (r->zero >= 1 ? dp : 1);
+        s += shard * (2 + 2) / hw->pcie_bw + shard * 28 / hw->host_bw;
+        if (r->offload_optimizer == VP_OFFLOAD_NVME) s += shard * 12 * 2 / hw->nvme_bw;
+    }
+    if (r->offload_params != VP_OFFLOAD_NONE) s += m * 2 * n * elem / dp / hw->pcie_bw;
+    if (r->offload_activations) s += m * 2.0 * w->step.activations_bytes / hw->pcie_bw;
+    return s;
+}
+
+/* Bytes a gradient is reduced in: Megatron's fp32 main_grad, an fp32
+ * model's (or autocast's fp32 weights'), else 16 bits. */
+static double gradient_bytes(const vp_recipe *r) {
+    if (r->framework == VP_FRAMEWORK_MEGATRON && vp_precision_is_mixed(r->precision) && r->grads_in_fp32) return 4;
+    bool fp32 = r->precision == VP_PREC_FP32 || r->precision == VP_PREC_AMP_BF16 || r->precision == VP_PREC_AMP_FP16;
+    return fp32 ? 4 : 2;
+}
+
+/* Data-parallel traffic not hidden behind compute. What hides it: DDP and
+ * FSDP overlap it with backward by design (bucketed hooks); DeepSpeed with
+ * overlap_comm (on for ZeRO-3); Megatron with --overlap-grad-reduce and
+ * --overlap-param-gather (overlap_comm here; off by default). The
+ * gradients' reduction hides behind the last micro-batch's backward, a
+ * sharded optimizer's parameter all-gather behind the first forward. */
+static double data_parallel_time(const vp_model *model, const vp_recipe *r, const vp_time_hw *hw,
+                                 const vp_rank_estimate *w, const pace *p, unsigned m, double elem) {
+    unsigned tp = r->tp ? r->tp : 1, cp = r->cp ? r->cp : 1, dp = r->dp ? r->dp : 1, pp = r->pp ? r->pp : 1;
+    double n = rank_trainable(r, w), grads = n * gradient_bytes(r), params = n * elem;
+    bool gather_params = (r->framework == VP_FRAMEWORK_DEEPSPEED && r->zero == 3) ||
+                         (r->framework == VP_FRAMEWORK_FSDP &&
+                          (r->fsdp == VP_FSDP_FULL_SHARD || r->fsdp == VP_FSDP_HYBRID_SHARD));
+    bool sharded_states = (r->framework == VP_FRAMEWORK_DEEPSPEED && r->zero >= 1) ||
+                          (r->framework == VP_FRAMEWORK_MEGATRON && r->distributed_optimizer) ||
+                          r->framework == VP_FRAMEWORK_FSDP;
+    bool deepspeed_default = r->framework == VP_FRAMEWORK_DEEPSPEED && r->zero == 3;
+    bool overlaps = r->framework == VP_FRAMEWORK_TORCH || r->framework == VP_FRAMEWORK_FSDP ||
+                    (r->overlap_comm >= 0 ? r->overlap_comm > 0 : deepspeed_default);
+    double exposed = 0;
+    if (gather_params) {
+        unsigned shard = r->fsdp == VP_FSDP_HYBRID_SHARD && r->fsdp_shard_size ? r->fsdp_shard_size : dp;
+        /* ZeRO-3 / FSDP: every micro-batch gathers the weights for its
+         * forward, again for a recomputed forward and for its backward, and
+         * reduce-scatters its gradients (DeepSpeed reduces every
+         * micro-batch), prefetched behind compute. Across nodes these
+         * gathers reach one NIC's bandwidth per GPU, not the node's
+         * aggregate: Narayanan et al. 2021, Table 2, measure ZeRO-3 steps of
+         * 66.75 s on both 768 and 1536 GPUs at one micro-batch each (GPT-3
+         * 175B), as an exchange bound by each GPU's own link (every rank
+         * moves the whole model) predicts and a node-aggregated ring does
+         * not. */
+        double bw = (double)shard * tp * cp <= hw->gpus_per_node ? hw->link_busbw : hw->network_bw;
+        double gathers = 2 + (r->checkpoint_every > 0 ? 1 : 0);
+        double per_mb = gathers * vp_time_allgather(params, shard, bw) + vp_time_allgather(grads, shard, bw);
+        if (shard < dp) per_mb += vp_time_allreduce(grads / shard, dp / shard, hw->network_bw);
+        exposed = m * (overlaps ? (per_mb > p->compute ? per_mb - p->compute : 0) : per_mb);
+    } else {
+        double busbw = group_busbw(hw, dp, tp * cp);
+        double reduce = sharded_states ? vp_time_allgather(grads, dp, busbw) : vp_time_allreduce(grads, dp, busbw);
+        double gather = sharded_states ? vp_time_allgather(params, dp, busbw) : 0;
+        if (overlaps) {
+            reduce = reduce > p->backward ? reduce - p->backward : 0;
+            gather = gather > p->forward ? gather - p->forward : 0;
+        }
+        exposed = reduce + gather;
+    }
+    /* a head tied to the embeddings across pipeline stages: their gradients
+     * are all-reduced between the first and the last stage */
+    const vp_section *f = &model->section[VP_SECTION_FINAL];
+    for (unsigned i = 0; pp > 1 && i < f->n_ops; i++)
+        if (!strcmp(f->ops[i].kind->name, "lm_head") && vp_lm_head_tied(&f->ops[i])) {
+            double bytes = field(&f->ops[i], "vocab") * field(&f->ops[i], "hidden") / tp * gradient_bytes(r);
+            exposed += vp_time_allreduce(bytes, 2, hw->network_bw);
+        }
+    return exposed;
+}
+
+/* Model and hardware FLOPs of one step over every rank (see steptime.h). */
+static void step_flops(const vp_model *model, const vp_recipe *r, const vp_time_hw *hw, unsigned m,
+                       vp_step_time *t) {
+    cost_ctx whole = make_ctx(r, hw, false);
+    op_cost all = {0};
+    for (unsigned id = 0; id < VP_SECTION_COUNT; id++) {
+        if (id == VP_SECTION_LAYER || id == VP_SECTION_FIRST_LAYER) continue;
+        op_cost o = cost_section(model, (vp_section_id)id, &whole);
+        add_cost(&all, &o, 1);
+    }
+    double regular = model->layers - model->first_layers, firsts = model->first_layers;
+    op_cost layer = cost_section(model, VP_SECTION_LAYER, &whole);
+    op_cost first = cost_section(model, VP_SECTION_FIRST_LAYER, &whole);
+    add_cost(&all, &layer, regular);
+    add_cost(&all, &first, firsts);
+    double sequences = (double)m * (r->dp ? r->dp : 1); /* micro-batches of every data-parallel rank */
+    /* a frozen base computes no weight gradients: its model FLOPs are the
+     * forward and the input gradients (NeMo's LoRA rows count them so) */
+    double passes = frozen_base(r) ? 2.0 : 3.0;
+    double recompute = 0;
+    if (r->checkpoint_every > 0) recompute = layer.model_flops * regular + first.model_flops * firsts;
+    else if (r->selective) recompute = layer.attention_flops * regular + first.attention_flops * firsts;
+    t->model_flops_per_step = passes * all.model_flops * sequences;
+    t->hardware_flops_per_step = (passes * all.model_flops + recompute) * sequences;
+}
+
 vp_step_time vp_step_time_run(const vp_model *model, const vp_recipe *r, const vp_gpu *gpu, const vp_estimate *est) {
     vp_step_time t = {0};
     vp_time_hw hw;
@@ -579,172 +769,22 @@ vp_step_time vp_step_time_run(const vp_model *model, const vp_recipe *r, const v
     unsigned m = vp_recipe_microbatches(r);
     if (!m) m = 1;
     cost_ctx c = make_ctx(r, &hw, true);
-
-    /* the slowest stage sets the pace (1F1B and GPipe alike) */
-    double tp_busbw = group_busbw(&hw, tp, 1);
-    double slowest = 0, slowest_comm = 0, slowest_bwd = 0, slowest_fwd = 0;
-    for (unsigned i = 0; i < est->n_ranks; i++) {
-        const vp_rank_estimate *e = &est->ranks[i];
-        stage_cost s = cost_stage(model, r, e, i == 0, i == est->n_ranks - 1, &c);
-        double compute = stage_compute(&s, r);
-        /* tensor-parallel collectives: an all-reduce per block in forward
-         * and one in backward (Megatron; reduce-scatter + all-gather under
-         * sequence parallelism, the same bytes), again in a recomputed
-         * forward. The forward's are on the critical path (Narayanan et al.
-         * 2021, section 3.3); the backward's overlap the weight-gradient
-         * GEMM (Korthikanti et al. 2022, section 6.2); Transformer Engine's
-         * --tp-comm-overlap hides the forward's behind the GEMMs too
-         * (overlap_comm). */
-        double tp_fwd = vp_time_allreduce(s.fwd.tp_bytes + s.recompute_tp_bytes, tp, tp_busbw);
-        double tp_bwd = vp_time_allreduce(s.fwd.tp_bytes, tp, tp_busbw);
-        double weight_grads = frozen_base(r) ? 0 : s.fwd.matmul_s;
-        tp_bwd = tp_bwd > weight_grads ? tp_bwd - weight_grads : 0;
-        if (r->overlap_comm > 0) {
-            double hidden_by = s.fwd.matmul_s * (s.recompute_tp_bytes > 0 ? 2 : 1);
-            tp_fwd = tp_fwd > hidden_by ? tp_fwd - hidden_by : 0;
-        }
-        double tp_s = tp_fwd + tp_bwd;
-        /* MoE: dispatch and combine, forward and backward */
-        double a2a = 2 * vp_time_alltoall(s.fwd.a2a_bytes, c.ep > 1 ? (unsigned)c.ep : 1, group_busbw(&hw, (unsigned)c.ep, tp));
-        /* ring attention's exchange runs beside the attention core */
-        double cp_s = vp_time_allgather(3 * s.fwd.cp_bytes * cp / (cp > 1 ? cp - 1 : 1), cp, group_busbw(&hw, cp, tp));
-        double core = s.fwd.attention_s + s.fwd.attention_bwd_s;
-        cp_s = cp_s > core ? cp_s - core : 0;
-        /* pipeline sends: the boundary activations forward, their gradient
-         * back, split over tp (Narayanan et al. 2021, section 4.1) */
-        double p2p = 0;
-        if (pp > 1) {
-            double bytes = c.rows * model_hidden(model) * c.elem / tp;
-            double bw = (double)tp * cp * dp >= hw.gpus_per_node ? hw.network_bw : hw.link_busbw;
-            p2p = 2 * bytes / bw;
-        }
-        double comm = tp_s + a2a + cp_s + p2p;
-        if (compute + comm > slowest + slowest_comm) {
-            slowest = compute;
-            slowest_comm = comm;
-            slowest_fwd = s.fwd.matmul_s + s.fwd.attention_s + s.fwd.memory_s + s.fwd.dequant_s;
-            slowest_bwd = compute - slowest_fwd;
-        }
-    }
-
-    /* the optimizer step and gradient clipping stream the rank's states
-     * through HBM: read gradients twice (norm, update), read and write the
-     * master weights and states, write the parameters */
+    pace p = slowest_stage(model, r, &hw, est, &c);
     const vp_rank_estimate *w = &est->ranks[est->worst];
-    double optimizer_s = 0, offload_s = 0;
-    bool host_optimizer = r->offload_optimizer != VP_OFFLOAD_NONE;
-    double n_trainable = (double)w->step.trainable_params / ((double)tp * pp);
-    if (!host_optimizer) {
-        double bytes = 2.0 * w->step.grads_bytes + w->step.params_bytes + 2.0 * (w->step.master_bytes + w->step.optimizer_bytes);
-        optimizer_s = bytes / hw.memory_bw;
-    } else {
-        /* ZeRO-Offload: gradients down, parameters up over PCIe; CPU Adam
-         * streams grads, master weights and two states (16 B read, 12 B
-         * written per parameter) */
-        double shard = n_trainable / (r->zero >= 1 ? dp : 1);
-        offload_s += shard * (2 + 2) / hw.pcie_bw + shard * 28 / hw.host_bw;
-        if (r->offload_optimizer == VP_OFFLOAD_NVME) offload_s += shard * 12 * 2 / hw.nvme_bw;
-    }
-    if (r->offload_params != VP_OFFLOAD_NONE) /* every micro-batch's forward and backward fetch the rank's shard */
-        offload_s += m * 2 * n_trainable * c.elem / dp / hw.pcie_bw;
-    if (r->offload_activations) offload_s += m * 2.0 * w->step.activations_bytes / hw.pcie_bw;
 
-    /* data parallelism: the gradients' reduction, and the parameters'
-     * gathers where they are sharded */
-    double dp_busbw = group_busbw(&hw, dp, tp * cp);
-    double grad_elem = r->framework == VP_FRAMEWORK_MEGATRON && vp_precision_is_mixed(r->precision) && r->grads_in_fp32
-                           ? 4.0
-                           : (r->precision == VP_PREC_FP32 || r->precision == VP_PREC_AMP_BF16 ||
-                                      r->precision == VP_PREC_AMP_FP16
-                                  ? 4.0
-                                  : 2.0);
-    double grads = n_trainable * grad_elem, params = n_trainable * c.elem;
-    bool gather_params = (r->framework == VP_FRAMEWORK_DEEPSPEED && r->zero == 3) ||
-                         (r->framework == VP_FRAMEWORK_FSDP &&
-                          (r->fsdp == VP_FSDP_FULL_SHARD || r->fsdp == VP_FSDP_HYBRID_SHARD));
-    bool sharded_states = (r->framework == VP_FRAMEWORK_DEEPSPEED && r->zero >= 1) ||
-                          (r->framework == VP_FRAMEWORK_MEGATRON && r->distributed_optimizer) ||
-                          r->framework == VP_FRAMEWORK_FSDP;
-    /* what hides the data-parallel traffic: DDP and FSDP overlap it with
-     * backward by design (bucketed hooks); DeepSpeed with overlap_comm (on
-     * for ZeRO-3); Megatron with --overlap-grad-reduce and
-     * --overlap-param-gather (overlap_comm here; off by default). The
-     * gradients' reduction hides behind the last micro-batch's backward, a
-     * sharded optimizer's parameter all-gather behind the first forward. */
-    bool overlaps = r->framework == VP_FRAMEWORK_TORCH || r->framework == VP_FRAMEWORK_FSDP ||
-                    (r->overlap_comm >= 0 ? r->overlap_comm > 0 : r->framework == VP_FRAMEWORK_DEEPSPEED && r->zero == 3);
-    double dp_exposed = 0;
-    if (gather_params) {
-        unsigned shard = r->fsdp == VP_FSDP_HYBRID_SHARD && r->fsdp_shard_size ? r->fsdp_shard_size : dp;
-        /* ZeRO-3 / FSDP: every micro-batch gathers the weights for its
-         * forward, again for a recomputed forward and for its backward, and
-         * reduce-scatters its gradients (DeepSpeed reduces every micro-batch),
-         * prefetched behind compute. Across nodes these gathers reach one
-         * NIC's bandwidth per GPU, not the node's aggregate: Narayanan et
-         * al. 2021, Table 2, measure ZeRO-3 steps of 66.75 s on both 768
-         * and 1536 GPUs at one micro-batch each (GPT-3 175B), as an exchange
-         * bound by each GPU's own link (every rank moves the whole model)
-         * predicts and a node-aggregated ring does not. */
-        double bw = (double)shard * tp * cp <= hw.gpus_per_node ? hw.link_busbw : hw.network_bw;
-        double gathers = 2 + (r->checkpoint_every > 0 ? 1 : 0);
-        double per_mb = gathers * vp_time_allgather(params, shard, bw) + vp_time_allgather(grads, shard, bw);
-        if (shard < dp) per_mb += vp_time_allreduce(grads / shard, dp / shard, hw.network_bw);
-        dp_exposed = m * (overlaps ? (per_mb > slowest ? per_mb - slowest : 0) : per_mb);
-    } else {
-        double reduce = sharded_states ? vp_time_allgather(grads, dp, dp_busbw) : vp_time_allreduce(grads, dp, dp_busbw);
-        double gather = sharded_states ? vp_time_allgather(params, dp, dp_busbw) : 0;
-        if (overlaps) {
-            reduce = reduce > slowest_bwd ? reduce - slowest_bwd : 0;
-            gather = gather > slowest_fwd ? gather - slowest_fwd : 0;
-        }
-        dp_exposed = reduce + gather;
-    }
-    /* a head tied to the embeddings across pipeline stages: their
-     * gradients are all-reduced between the first and the last stage */
-    if (pp > 1 && vp_model_has(model, "lm_head")) {
-        const vp_section *f = &model->section[VP_SECTION_FINAL];
-        for (unsigned i = 0; i < f->n_ops; i++)
-            if (!strcmp(f->ops[i].kind->name, "lm_head") && vp_lm_head_tied(&f->ops[i]))
-                dp_exposed += vp_time_allreduce(field(&f->ops[i], "vocab") * field(&f->ops[i], "hidden") / tp * grad_elem,
-                                                2, hw.network_bw);
-    }
-
-    double per_mb = slowest + slowest_comm;
-    t.compute_s = m * slowest + optimizer_s;
-    t.exposed_comm_s = m * slowest_comm + dp_exposed;
-    t.bubble_s = vp_time_bubble_microbatches(r->pp_schedule, pp, r->virtual_stages) * per_mb;
-    t.offload_s = offload_s;
+    t.compute_s = m * p.compute + optimizer_time(r, &hw, w);
+    t.exposed_comm_s = m * p.comm + data_parallel_time(model, r, &hw, w, &p, m, c.elem);
+    t.bubble_s = vp_time_bubble_microbatches(r->pp_schedule, pp, r->virtual_stages) * (p.compute + p.comm);
+    t.offload_s = offload_time(r, &hw, w, m, c.elem);
     t.step_s = t.compute_s + t.exposed_comm_s + t.bubble_s + t.offload_s;
 
-    /* FLOPs over the whole model and every rank */
-    cost_ctx whole = make_ctx(r, &hw, false);
-    whole.flash = false;
-    whole.seq = (double)r->seq_len;
-    whole.rows = whole.batch * whole.seq;
-    op_cost all = {0};
-    for (unsigned id = 0; id < VP_SECTION_COUNT; id++) {
-        if (id == VP_SECTION_LAYER || id == VP_SECTION_FIRST_LAYER) continue;
-        op_cost o = cost_section(model, (vp_section_id)id, &whole);
-        add_cost(&all, &o, 1);
-    }
-    op_cost layer = cost_section(model, VP_SECTION_LAYER, &whole), first = cost_section(model, VP_SECTION_FIRST_LAYER, &whole);
-    add_cost(&all, &layer, model->layers - model->first_layers);
-    add_cost(&all, &first, model->first_layers);
-    double layers_fwd = layer.model_flops * (model->layers - model->first_layers) + first.model_flops * model->first_layers;
-    double sequences = (double)m * dp; /* micro-batches of every data-parallel rank */
-    /* a frozen base computes no weight gradients: its model FLOPs are the
-     * forward and the input gradients (NeMo's LoRA rows count them so) */
-    double bwd = frozen_base(r) ? 1.0 : 2.0;
-    t.model_flops_per_step = (1 + bwd) * all.model_flops * sequences;
-    double recompute = 0;
-    if (r->checkpoint_every > 0) recompute = layers_fwd;
-    else if (r->selective) recompute = layer.attention_flops * (model->layers - model->first_layers) +
-                                       first.attention_flops * model->first_layers;
-    t.hardware_flops_per_step = ((1 + bwd) * all.model_flops + recompute) * sequences;
+    step_flops(model, r, &hw, m, &t);
     t.gpus = dp * tp * pp * cp;
     t.tokens_per_step = (double)r->micro_batch * r->seq_len * m * dp;
     t.tokens_per_s = t.tokens_per_step / t.step_s;
     t.tokens_per_s_per_gpu = t.tokens_per_s / t.gpus;
+    /* utilization against the dense 16-bit peak (FP8 recipes too, as NVIDIA
+     * and Megatron count it), the fp32 peak for fp32 recipes */
     double peak = (r->precision == VP_PREC_FP8 ? hw.attention_flops : hw.matmul_flops) * t.gpus * t.step_s;
     t.mfu = t.model_flops_per_step / peak;
     t.hfu = t.hardware_flops_per_step / peak;
