@@ -57,7 +57,8 @@ function report.step_time(t)
   if not t or not t.step_s then return nil end
   local per_gpu = t.tokens_per_s_per_gpu
   local rounded = per_gpu >= 1000 and math.floor(per_gpu / 100 + 0.5) * 100 or math.floor(per_gpu + 0.5)
-  return string.format("step ~%.2g s, %s tokens/s per GPU, MFU %.0f %%", t.step_s, thousands(rounded), 100 * t.mfu)
+  local step = t.step_s >= 10 and string.format("%.0f", t.step_s) or string.format("%.2g", t.step_s)
+  return string.format("step ~%s s, %s tokens/s per GPU, MFU %.0f %%", step, thousands(rounded), 100 * t.mfu)
 end
 
 local rows = {
