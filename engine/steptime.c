@@ -198,6 +198,7 @@ typedef struct {
     const vp_recipe *recipe;
     const vp_time_hw *hw;
     double batch, seq, seq_kv;  /* this rank's sequences and queries; keys each query sees */
+    double source_seq;          /* an encoder-decoder's encoder tokens: the keys cross-attention sees */
     double rows;                /* batch x seq: rows through the linears */
     double norm_rows;           /* rows of the residual stream: / tp under sequence parallelism */
     double tp, elem, ep, etp;
@@ -295,6 +296,7 @@ static void cost_attention(const vp_op *op, const cost_ctx *c, op_cost *o) {
         if (field(op, "rotary") != 0) memory_pass(c, 2 * rows * (heads + kv) * d / tp * c->elem, o);
     }
     cost_ctx local = *c;
+    if (field(op, "cross") != 0) local.seq_kv = c->source_seq;
     double window = field(op, "sliding_window");
     if (window > 0 && window < local.seq_kv) local.seq_kv = window;
     /* a padding mask or none (BERT, T5's encoder) and cross-attention see every key */
@@ -476,6 +478,7 @@ static cost_ctx make_ctx(const vp_recipe *r, const vp_time_hw *hw, bool split) {
     c.batch = (double)r->micro_batch;
     c.seq = (double)r->seq_len / cp;
     c.seq_kv = (double)r->seq_len; /* ring attention: every key, a share per step */
+    c.source_seq = (double)r->seq_len;
     c.rows = c.batch * c.seq;
     c.norm_rows = r->sequence_parallel && split ? c.rows / tp : c.rows;
     c.elem = elem_bytes(r);
@@ -524,6 +527,20 @@ typedef struct {
 
 static bool frozen_base(const vp_recipe *r) { return r->finetune != VP_FINETUNE_FULL; }
 
+/* An encoder-decoder's decoder runs on the labels' target_len tokens (T5):
+ * its layers, the bridge (its embeddings), the head and the loss. */
+static cost_ctx decoder_ctx(const vp_model *m, const cost_ctx *c) {
+    cost_ctx d = *c;
+    const vp_recipe *r = c->recipe;
+    if (!vp_model_encoder_decoder(m) || !r->target_len) return d;
+    double cp = r->cp ? r->cp : 1;
+    d.seq = (double)r->target_len / cp;
+    d.seq_kv = (double)r->target_len;
+    d.rows = d.batch * d.seq;
+    d.norm_rows = c->norm_rows * d.rows / c->rows;
+    return d;
+}
+
 static stage_cost cost_stage(const vp_model *m, const vp_recipe *r, const vp_rank_estimate *e, bool first, bool last,
                              const cost_ctx *c) {
     stage_cost s = {0};
@@ -532,7 +549,8 @@ static stage_cost cost_stage(const vp_model *m, const vp_recipe *r, const vp_ran
     unsigned firsts = 0;
     for (unsigned l = e->first_layer; l < end; l++)
         if (l < m->first_layers) firsts++;
-    op_cost regular = cost_section(m, VP_SECTION_LAYER, c);
+    cost_ctx dec = decoder_ctx(m, c);
+    op_cost regular = cost_section(m, VP_SECTION_LAYER, &dec);
     add_cost(&layers, &regular, e->layers - firsts);
     if (firsts) {
         op_cost f = cost_section(m, VP_SECTION_FIRST_LAYER, c);
@@ -544,11 +562,11 @@ static stage_cost cost_stage(const vp_model *m, const vp_recipe *r, const vp_ran
         add_cost(&s.fwd, &o, 1);
     }
     if (vp_model_encoder_decoder(m) && m->first_layers >= e->first_layer && m->first_layers < end) {
-        op_cost o = cost_section(m, VP_SECTION_BRIDGE, c);
+        op_cost o = cost_section(m, VP_SECTION_BRIDGE, &dec);
         add_cost(&s.fwd, &o, 1);
     }
     if (last) {
-        op_cost o = cost_section(m, VP_SECTION_FINAL, c);
+        op_cost o = cost_section(m, VP_SECTION_FINAL, &dec);
         add_cost(&s.fwd, &o, 1);
     }
     /* recomputation: full and every-K rerun the layers' forward (Megatron's
@@ -738,15 +756,15 @@ static double data_parallel_time(const vp_model *model, const vp_recipe *r, cons
 /* Model and hardware FLOPs of one step over every rank (see steptime.h). */
 static void step_flops(const vp_model *model, const vp_recipe *r, const vp_time_hw *hw, unsigned m,
                        vp_step_time *t) {
-    cost_ctx whole = make_ctx(r, hw, false);
+    cost_ctx whole = make_ctx(r, hw, false), dec = decoder_ctx(model, &whole);
     op_cost all = {0};
     for (unsigned id = 0; id < VP_SECTION_COUNT; id++) {
         if (id == VP_SECTION_LAYER || id == VP_SECTION_FIRST_LAYER) continue;
-        op_cost o = cost_section(model, (vp_section_id)id, &whole);
+        op_cost o = cost_section(model, (vp_section_id)id, id == VP_SECTION_EMBED ? &whole : &dec);
         add_cost(&all, &o, 1);
     }
     double regular = model->layers - model->first_layers, firsts = model->first_layers;
-    op_cost layer = cost_section(model, VP_SECTION_LAYER, &whole);
+    op_cost layer = cost_section(model, VP_SECTION_LAYER, &dec);
     op_cost first = cost_section(model, VP_SECTION_FIRST_LAYER, &whole);
     add_cost(&all, &layer, regular);
     add_cost(&all, &first, firsts);
