@@ -15,6 +15,7 @@ typedef struct {
     double memory_gbps;          /* HBM, GB/s */
     double interconnect_gbps;    /* GPU-to-GPU inside a node, GB/s both directions */
     double network_gbps;         /* inter-node network per GPU, GB/s one direction */
+    unsigned sms;                /* streaming multiprocessors (AMD: compute units); 0: not given */
 } vp_gpu;
 
 typedef struct {

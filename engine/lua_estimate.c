@@ -84,6 +84,10 @@ static void read_gpu(lua_State *L, int index, vp_gpu *gpu) {
         *(double *)((char *)gpu + figures[i].offset) = lua_isnumber(L, -1) ? lua_tonumber(L, -1) : 0.0;
         lua_pop(L, 1);
     }
+    lua_getfield(L, index, "sms"); /* gpu.sms */
+    lua_Integer sms = lua_isinteger(L, -1) ? lua_tointeger(L, -1) : 0;
+    gpu->sms = sms > 0 && sms < 100000 ? (unsigned)sms : 0;
+    lua_pop(L, 1);
 }
 
 /* The step time into the table on top: `time`, every field nil without a

@@ -81,9 +81,10 @@ static const double host_gbps = 100.0, nvme_gbps = 6.0;
  * (STREAM-like copy on A100/H100: ~1.6 of 2.0 TB/s, ~2.6-3.0 of 3.35 TB/s). */
 static const double memory_efficiency = 0.80;
 
-/* SMs that run a GEMM's tiles: V100 80, A100 108, H100 SXM 132 (NVIDIA's
- * Volta, Ampere and Hopper architecture whitepapers); MI300X 304 compute
- * units (AMD CDNA 3 whitepaper). 0: no wave model. */
+/* SMs that run a GEMM's tiles when the GPU file gives none: the data-centre
+ * part of each generation, V100 80, A100 108, H100 SXM 132 (NVIDIA's Volta,
+ * Ampere and Hopper architecture whitepapers); MI300X 304 compute units
+ * (AMD CDNA 3 whitepaper). 0: no wave model. */
 static unsigned streaming_multiprocessors(unsigned compute_major, bool amd) {
     if (amd) return 304;
     if (compute_major >= 9) return 132;
@@ -172,7 +173,7 @@ bool vp_time_hw_from_gpu(const vp_gpu *gpu, const vp_recipe *r, vp_time_hw *hw) 
     hw->host_bw = host_gbps * 1e9;
     hw->nvme_bw = nvme_gbps * 1e9;
     hw->gpus_per_node = r->gpus_per_node ? r->gpus_per_node : 8;
-    hw->sms = streaming_multiprocessors(gpu->compute_major, amd);
+    hw->sms = gpu->sms ? gpu->sms : streaming_multiprocessors(gpu->compute_major, amd);
     attention_efficiency(gpu->compute_major, &hw->attention_forward, &hw->attention_backward);
     return true;
 }

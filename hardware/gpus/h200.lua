@@ -14,5 +14,6 @@ return gpu {
   interconnect = "NVLink 4",
   interconnect_gbps = 900,             -- NVLink bidirectional (NVIDIA H200 datasheet, SXM)
   network_gbps = 50,                   -- one 400 Gb/s NDR InfiniBand port per GPU, GB/s one way (NVIDIA DGX H100/H200 datasheets: 8x 400 Gb/s)
+  sms = 132,                           -- the H100 SXM5 die: 132 SMs (NVIDIA H100 architecture whitepaper)
   tdp_watts = 700,                     -- "up to 700W" (NVIDIA H200 datasheet, SXM)
 }

@@ -85,6 +85,10 @@ static void gpu_figures(void) {
     CHECK(close_to(hw.matmul_flops, 312e12));
     CHECK(close_to(hw.matmul_cap, 0.859));
     CHECK(hw.sms == 108);
+    /* the GPU file's own SM count wins over the generation's */
+    vp_gpu l4_like = a100;
+    l4_like.sms = 58;
+    CHECK(vp_time_hw_from_gpu(&l4_like, &r, &hw) && hw.sms == 58);
     /* NVLink: 300 GB/s a direction at NCCL's ~70 % */
     CHECK(close_to(hw.link_busbw, 300e9 * 0.70));
     CHECK(close_to(hw.network_bw, 25e9 * 0.80));
