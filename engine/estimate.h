@@ -10,6 +10,12 @@
 typedef struct {
     uint64_t memory_bytes;       /* 0: no GPU given */
     unsigned compute_major;      /* compute capability's major version; 0 when unknown */
+    /* datasheet figures for the step-time model (steptime.h); 0: not given */
+    double fp32_tflops, tf32_tflops, fp16_tflops, bf16_tflops, fp8_tflops; /* dense */
+    double memory_gbps;          /* HBM, GB/s */
+    double interconnect_gbps;    /* GPU-to-GPU inside a node, GB/s both directions */
+    double network_gbps;         /* inter-node network per GPU, GB/s one direction */
+    unsigned sms;                /* streaming multiprocessors (AMD: compute units); 0: not given */
 } vp_gpu;
 
 typedef struct {

@@ -2,11 +2,13 @@
  * engine and returns every figure as a Lua table. */
 #include <lauxlib.h>
 #include <lua.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "estimate.h"
 #include "finetune.h"
+#include "steptime.h"
 #include "lua_vramplan.h"
 
 static void set_int(lua_State *L, const char *key, uint64_t v) {
@@ -67,6 +69,54 @@ static void read_gpu(lua_State *L, int index, vp_gpu *gpu) {
     lua_getfield(L, index, "compute_capability");
     if (lua_type(L, -1) == LUA_TSTRING) gpu->compute_major = (unsigned)strtoul(lua_tostring(L, -1), NULL, 10);
     lua_pop(L, 2);
+    /* the datasheet figures the step-time model reads (0 when absent) */
+    static const struct {
+        const char *key;
+        size_t offset;
+    } figures[] = {
+        {"fp32_tflops", offsetof(vp_gpu, fp32_tflops)}, {"tf32_tflops", offsetof(vp_gpu, tf32_tflops)},
+        {"fp16_tflops", offsetof(vp_gpu, fp16_tflops)}, {"bf16_tflops", offsetof(vp_gpu, bf16_tflops)},
+        {"fp8_tflops", offsetof(vp_gpu, fp8_tflops)},   {"memory_bandwidth_gbps", offsetof(vp_gpu, memory_gbps)},
+        {"interconnect_gbps", offsetof(vp_gpu, interconnect_gbps)}, {"network_gbps", offsetof(vp_gpu, network_gbps)},
+    };
+    for (size_t i = 0; i < sizeof figures / sizeof figures[0]; i++) {
+        lua_getfield(L, index, figures[i].key); /* gpu[key] */
+        *(double *)((char *)gpu + figures[i].offset) = lua_isnumber(L, -1) ? lua_tonumber(L, -1) : 0.0;
+        lua_pop(L, 1);
+    }
+    lua_getfield(L, index, "sms"); /* gpu.sms */
+    lua_Integer sms = lua_isinteger(L, -1) ? lua_tointeger(L, -1) : 0;
+    gpu->sms = sms > 0 && sms < 100000 ? (unsigned)sms : 0;
+    lua_pop(L, 1);
+}
+
+/* The step time into the table on top: `time`, every field nil without a
+ * GPU peak to time against. */
+static void push_time(lua_State *L, const vp_step_time *t) {
+    lua_createtable(L, 0, 14);
+    if (t->valid) {
+        const struct {
+            const char *key;
+            double value;
+        } fields[] = {
+            {"step_s", t->step_s},
+            {"tokens_per_s", t->tokens_per_s},
+            {"tokens_per_s_per_gpu", t->tokens_per_s_per_gpu},
+            {"model_flops_per_step", t->model_flops_per_step},
+            {"hardware_flops_per_step", t->hardware_flops_per_step},
+            {"mfu", t->mfu},
+            {"hfu", t->hfu},
+            {"compute_s", t->compute_s},
+            {"exposed_comm_s", t->exposed_comm_s},
+            {"bubble_s", t->bubble_s},
+            {"offload_s", t->offload_s},
+        };
+        for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) {
+            lua_pushnumber(L, fields[i].value);
+            lua_setfield(L, -2, fields[i].key);
+        }
+    }
+    lua_setfield(L, -2, "time");
 }
 
 static bool option(lua_State *L, int index, const char *key, bool fallback) {
@@ -156,6 +206,7 @@ static int l_estimate(lua_State *L) {
         lua_rawseti(L, -2, (lua_Integer)i + 1);
     }
     int ranks_index = lua_gettop(L);
+    vp_step_time time = vp_step_time_run(model, &recipe, &gpu, &e);
     vp_rank_estimate worst = e.ranks[e.worst];
     uint64_t params = worst.step.params, trainable = worst.step.trainable_params;
     unsigned per_stage = e.ranks_per_stage;
@@ -184,6 +235,7 @@ static int l_estimate(lua_State *L) {
     lua_pushboolean(L, vp_model_has(model, "router_aux_loss"));
     lua_setfield(L, -2, "load_balancing_loss");
     set_int(L, "ranks_per_stage", per_stage);
+    push_time(L, &time);
     lua_pushvalue(L, ranks_index);
     lua_setfield(L, -2, "ranks");
     vp_lua_push_recipe(L, &recipe);

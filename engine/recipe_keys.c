@@ -267,7 +267,8 @@ static const vp_recipe_key keys[] = {
     {ELEMENTS_KEY("stage3_param_persistence_threshold", persistence_threshold, 0, 1e15, 1e5),
      .doc = "ZeRO-3: parameters with fewer elements stay gathered on every rank [1e5]"},
     {TRISTATE_KEY("overlap_comm", overlap_comm), .value = value_overlap,
-     .doc = "DeepSpeed overlap_comm: two reduce buckets [on for stage 3 only]"},
+     .doc = "DeepSpeed overlap_comm: two reduce buckets [on for stage 3 only]; with framework megatron, for the step "
+            "time only: --overlap-grad-reduce, --overlap-param-gather and --tp-comm-overlap [off]"},
     /* DistributedDataParallel(bucket_cap_mb=25, gradient_as_bucket_view=False) */
     {BOOL_KEY("ddp_bucket_view", ddp_bucket_view, false), .doc = "DDP gradient_as_bucket_view [false]"},
     {NUMBER_KEY("ddp_bucket_mb", ddp_bucket_mb, 0.001, 1e6, 25.0), .hidden = true, .doc = "DDP bucket_cap_mb [25]"},

@@ -12,5 +12,7 @@ return gpu {
   bf16_tflops = 312,                   -- dense; datasheet prints 624* with sparsity, halved (NVIDIA A100 datasheet)
   interconnect = "NVLink 3",
   interconnect_gbps = 600,             -- NVLink bidirectional (NVIDIA A100 datasheet, SXM)
+  network_gbps = 25,                   -- one 200 Gb/s HDR InfiniBand port per GPU, GB/s one way (NVIDIA DGX A100 datasheet: 8x 200 Gb/s)
+  sms = 108,                           -- A100 SXM: 108 SMs (NVIDIA A100 Tensor Core GPU Architecture whitepaper)
   tdp_watts = 400,                     -- NVIDIA A100 datasheet, SXM
 }

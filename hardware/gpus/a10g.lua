@@ -12,5 +12,6 @@ return gpu {
   bf16_tflops = 70,                    -- dense; Baseten A10 vs A10G spec table (A10 datasheet: 125)
   interconnect = "PCIe 4.0 x16",
   interconnect_gbps = 64,              -- PCIe Gen4 x16, 32 GB/s each way (PCIe 4.0 spec)
+  sms = 80,                            -- 10,240 CUDA cores / 128 a GA102 SM (deviceQuery on AWS g5: 80 multiprocessors)
   tdp_watts = 300,                     -- power cap nvidia-smi prints for A10G, "60W / 300W" (github.com/NVIDIA/DCGM/issues/232)
 }

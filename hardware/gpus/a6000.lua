@@ -12,5 +12,6 @@ return gpu {
   bf16_tflops = 154.8,                 -- dense, FP32 accumulate; 309.7* sparse halved (GA102 whitepaper v2, Appendix C)
   interconnect = "PCIe 4.0 x16",       -- an optional NVLink bridge gives 112.5 GB/s between two cards (RTX A6000 datasheet)
   interconnect_gbps = 64,              -- PCIe Gen4 x16, 32 GB/s each way (PCIe 4.0 spec)
+  sms = 84,                            -- 10,752 CUDA cores / 128 a GA102 SM (NVIDIA RTX A6000 datasheet)
   tdp_watts = 300,                     -- max power consumption (NVIDIA RTX A6000 datasheet)
 }

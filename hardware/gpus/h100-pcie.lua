@@ -13,5 +13,6 @@ return gpu {
   fp8_tflops = 1513,                   -- dense; datasheet prints 3,026* with sparsity, halved (NVIDIA H100 datasheet, PCIe)
   interconnect = "PCIe 5.0 x16",       -- optional 2-card NVLink bridge gives 600 GB/s (NVIDIA H100 datasheet, PCIe)
   interconnect_gbps = 128,             -- "PCIe Gen5: 128GB/s" (NVIDIA H100 datasheet, PCIe)
+  sms = 114,                           -- H100 PCIe: 114 SMs (NVIDIA H100 Tensor Core GPU Architecture whitepaper)
   tdp_watts = 350,                     -- max TDP 350 W (NVIDIA H100 PCIe product brief PB-11133-001; datasheet 300-350W)
 }

@@ -13,5 +13,7 @@ return gpu {
   fp8_tflops = 1979,                   -- dense; datasheet prints 3,958* with sparsity, halved (NVIDIA H200 datasheet, SXM)
   interconnect = "NVLink 4",
   interconnect_gbps = 900,             -- NVLink bidirectional (NVIDIA H200 datasheet, SXM)
+  network_gbps = 50,                   -- one 400 Gb/s NDR InfiniBand port per GPU, GB/s one way (NVIDIA DGX H100/H200 datasheets: 8x 400 Gb/s)
+  sms = 132,                           -- the H100 SXM5 die: 132 SMs (NVIDIA H100 architecture whitepaper)
   tdp_watts = 700,                     -- "up to 700W" (NVIDIA H200 datasheet, SXM)
 }

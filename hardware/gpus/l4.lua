@@ -13,5 +13,6 @@ return gpu {
   fp8_tflops = 242.5,                  -- dense; datasheet prints 485* with sparsity, halved (NVIDIA L4 datasheet)
   interconnect = "PCIe 4.0 x16",
   interconnect_gbps = 64,              -- "PCIe Gen4 x16 64GB/s" (NVIDIA L4 datasheet)
+  sms = 58,                            -- 7,424 CUDA cores / 128 an AD104 SM (NVIDIA L4 datasheet)
   tdp_watts = 72,                      -- max thermal design power (NVIDIA L4 datasheet)
 }

@@ -13,5 +13,6 @@ return gpu {
   fp8_tflops = 733,                    -- dense; datasheet prints 1,466* with sparsity (NVIDIA L40S datasheet)
   interconnect = "PCIe 4.0 x16",
   interconnect_gbps = 64,              -- "PCIe Gen4 x16: 64GB/s bidirectional" (NVIDIA L40S datasheet)
+  sms = 142,                           -- 18,176 CUDA cores / 128 an AD102 SM (NVIDIA L40S datasheet)
   tdp_watts = 350,                     -- max power consumption (NVIDIA L40S datasheet)
 }

@@ -12,5 +12,6 @@ return gpu {
   fp8_tflops = 2614.9,                 -- dense; datasheet prints 5229.8 with structured sparsity (AMD Instinct MI300X datasheet)
   interconnect = "Infinity Fabric",
   interconnect_gbps = 896,             -- 7 links x 128 GB/s peak aggregate (AMD Instinct MI300X datasheet)
+  sms = 304,                           -- 304 compute units (AMD Instinct MI300X datasheet)
   tdp_watts = 750,                     -- AMD Instinct MI300X datasheet
 }

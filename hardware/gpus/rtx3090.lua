@@ -12,5 +12,6 @@ return gpu {
   bf16_tflops = 71,                    -- dense, FP32 accumulate; 142* sparse halved (GA102 whitepaper v2, Appendix A)
   interconnect = "PCIe 4.0 x16",       -- an optional NVLink bridge gives 112.5 GB/s between two cards (GA102 whitepaper v2)
   interconnect_gbps = 64,              -- PCIe Gen4 x16, 32 GB/s each way (PCIe 4.0 spec)
+  sms = 82,                            -- 10,496 CUDA cores / 128 a GA102 SM (NVIDIA Ampere GA102 whitepaper)
   tdp_watts = 350,                     -- total graphics power (NVIDIA Ampere GA102 whitepaper v2, Appendix A)
 }

@@ -13,5 +13,6 @@ return gpu {
   fp8_tflops = 330.3,                  -- dense, FP32 accumulate; 660.6* sparse halved (Ada whitepaper, RTX 4090)
   interconnect = "PCIe 4.0 x16",       -- no NVLink on Ada GeForce
   interconnect_gbps = 64,              -- PCIe Gen4 x16, 32 GB/s each way (PCIe 4.0 spec)
+  sms = 128,                           -- 16,384 CUDA cores / 128 an AD102 SM (NVIDIA Ada Lovelace architecture whitepaper)
   tdp_watts = 450,                     -- total graphics power (NVIDIA Ada Lovelace architecture whitepaper, RTX 4090)
 }

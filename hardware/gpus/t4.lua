@@ -10,5 +10,6 @@ return gpu {
   fp16_tflops = 65,                    -- "Mixed Precision (FP16/FP32)" tensor (NVIDIA T4 datasheet; Turing has no sparsity)
   interconnect = "PCIe 3.0 x16",
   interconnect_gbps = 32,              -- PCIe Gen3 x16, ~16 GB/s each way (PCIe 3.0 spec; datasheet gives only "x16 PCIe Gen3")
+  sms = 40,                            -- 2,560 CUDA cores / 64 a TU104 SM (NVIDIA T4 datasheet)
   tdp_watts = 70,                      -- NVIDIA T4 datasheet
 }

@@ -10,5 +10,6 @@ return gpu {
   fp16_tflops = 125,                   -- tensor FP16 with FP32 accumulate, "Tensor Performance" (NVIDIA V100 datasheet, SXM2; Volta has no sparsity)
   interconnect = "NVLink 2",
   interconnect_gbps = 300,             -- NVLink bidirectional (NVIDIA V100 datasheet, SXM2)
+  sms = 80,                            -- V100 SXM2: 80 SMs (NVIDIA Tesla V100 GPU Architecture whitepaper)
   tdp_watts = 300,                     -- NVIDIA V100 datasheet, SXM2
 }

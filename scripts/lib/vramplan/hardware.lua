@@ -22,6 +22,8 @@ local gpu_schema = schema.new("gpu", {
   { "fp8_tflops", "number", default = 0, min = 0, doc = "dense FP8 tensor core" },
   { "interconnect", "string", default = "", doc = "NVLink generation or PCIe" },
   { "interconnect_gbps", "number", default = 0, min = 0, doc = "GPU-to-GPU GB/s" },
+  { "network_gbps", "number", default = 0, min = 0, doc = "inter-node network per GPU, GB/s one way (0: the generation's DGX default)" },
+  { "sms", "int", default = 0, min = 0, doc = "streaming multiprocessors (AMD: compute units) a GEMM's tiles spread over; 0: the generation's data-centre part" },
   { "tdp_watts", "number", default = 0, min = 0, doc = "board power" },
 })
 

@@ -41,6 +41,26 @@ local function where(r)
   return table.concat(parts, ", ")
 end
 
+-- The step time's fields, in the JSON's order (null where no GPU is given).
+local time_fields = {
+  "step_s", "tokens_per_s", "tokens_per_s_per_gpu", "model_flops_per_step", "hardware_flops_per_step", "mfu", "hfu",
+  "compute_s", "exposed_comm_s", "bubble_s", "offload_s",
+}
+
+local function thousands(n)
+  local s = string.format("%.0f", n)
+  return (s:reverse():gsub("(%d%d%d)", "%1,"):reverse():gsub("^,", ""))
+end
+
+-- The one-line step time: "step ~1.9 s, 8,600 tokens/s per GPU, MFU 41 %".
+function report.step_time(t)
+  if not t or not t.step_s then return nil end
+  local per_gpu = t.tokens_per_s_per_gpu
+  local rounded = per_gpu >= 1000 and math.floor(per_gpu / 100 + 0.5) * 100 or math.floor(per_gpu + 0.5)
+  local step = t.step_s >= 10 and string.format("%.0f", t.step_s) or string.format("%.2g", t.step_s)
+  return string.format("step ~%s s, %s tokens/s per GPU, MFU %.0f %%", step, thousands(rounded), 100 * t.mfu)
+end
+
 local rows = {
   { "params", "parameters" }, { "buffers", "buffers" }, { "grads", "gradients" }, { "master", "master weights" },
   { "optimizer", "optimizer states" }, { "activations", "activations" }, { "transient", "transient" },
@@ -103,6 +123,8 @@ function report.human(ctx)
   line("%s", report.verdict(r, gpu))
   local host_verdict = report.host_verdict(r, ctx.host)
   if host_verdict then line("%s", host_verdict) end
+  local step = gpu and report.step_time(r.time)
+  if step then line("%s", step) end
   if #r.ranks > 1 then
     line("")
     line("  %-6s %-9s %9s %12s %12s  %s", "stage", "layers", "in flight", "allocated", "total", "peak")
@@ -226,7 +248,8 @@ local function rank_object(r)
 end
 
 local order = {
-  "vramplan_version", "model", "recipe", "per_gpu", "gpu", "node", "fits", "headroom_bytes", "timeline",
+  "vramplan_version", "model", "recipe", "assumed", "per_gpu", "gpu", "node", "fits", "headroom_bytes", "time",
+  "timeline",
   "name", "params", "trainable_params", "lora_modules", "saved_modules", "load_balancing_loss", "arch", "layers",
   "source",
   "params_bytes", "buffers_bytes", "grads_bytes", "master_bytes", "optimizer_bytes", "activations_bytes",
@@ -236,6 +259,7 @@ local order = {
   "cpu_bytes_per_rank", "cpu_bytes_per_node", "nvme_bytes_per_rank", "nvme_bytes_per_node", "gpus_per_node",
   "cpu_ram_bytes_per_node", "kind", "cpu_ram_bytes", "price_per_hour",
 }
+for _, k in ipairs(time_fields) do order[#order + 1] = k end
 
 function report.object(ctx)
   local r = ctx.result
@@ -276,7 +300,12 @@ function report.object(ctx)
     -- the stack and the precision rule vramplan.stacks assumed, when any
     assumed = ctx.assumed and { stack = ctx.assumed.stack or json.null, precision = ctx.assumed.precision or json.null }
       or nil,
+    time = {},
   }
+  for _, k in ipairs(time_fields) do
+    local v = ctx.gpu and r.time and r.time[k]
+    o.time[k] = v == nil and json.null or v
+  end
   -- null, not absent, when no node's memory is known
   if o.host.fits == nil then o.host.fits, o.host.cpu_ram_bytes_per_node = json.null, json.null end
   if r.timeline then o.timeline = r.timeline end
@@ -288,7 +317,7 @@ end
 -- dkjson's key order is one list for every object, so the recipe's keys
 -- go right after the top level's (host.gpus_per_node shares a name).
 do
-  local top, listed, merged = 9, {}, {}
+  local top, listed, merged = 11, {}, {}
   local function append(name)
     if not listed[name] then
       listed[name] = true
