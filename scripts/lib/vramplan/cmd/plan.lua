@@ -76,6 +76,8 @@ function cmd.run(opts, home)
   if not opts.gpu then cli.fail_usage("plan needs --gpu NAME") end
   if not opts.gpus then cli.fail_usage("plan needs --gpus N") end
   local gpus, top = positive(opts, "gpus"), positive(opts, "top", 5)
+  -- --gpus is the count to split here, not estimate's data-parallel size
+  opts.gpus = nil
   local j = job.load(home, opts)
   local p = plan.plan(j, gpus)
   local written = opts.emit and emit(opts.emit, j, p.candidates, top) or {}
