@@ -86,6 +86,13 @@ describe("vramplan plan", function()
     assert.truthy(out:find("no layout of 2 GPUs fits", 1, true), out)
   end)
 
+  it("says when no layout can split the GPUs as the recipe asks", function()
+    local out, err, code = helper.run("plan", "llama3.2-1b", "--gpu", "a100-80gb", "--gpus", "8",
+      "--set", "framework=megatron", "--set", "tp=3")
+    assert.are.equal(0, code, err)
+    assert.truthy(out:find("no layout can split 8 GPUs", 1, true), out)
+  end)
+
   it("refuses a GPU count that is not a positive integer", function()
     local _, err, code = helper.run("plan", "gpt2", "--gpu", "a100-80gb", "--gpus", "0")
     assert.are.equal(2, code)

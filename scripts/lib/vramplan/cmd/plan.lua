@@ -106,7 +106,14 @@ function cmd.run(opts, home)
     if written[i] then print("    written to " .. written[i]) end
   end
   if #p.candidates == 0 then
-    print(string.format("no layout of %d GPUs fits %s", gpus, j.gpu.name))
+    local tried = (p.rejected["does not fit"] or 0) + (p.rejected["dominated"] or 0)
+    if tried == 0 then
+      -- every split was refused by the engine or contradicts the recipe's keys
+      print(string.format("no layout can split %d GPUs with this recipe's keys (a tp, pp, cp or dp that does not " ..
+        "divide %d, or a layout the model refuses)", gpus, gpus))
+    else
+      print(string.format("no layout of %d GPUs fits %s", gpus, j.gpu.name))
+    end
   end
   local reasons = sorted_keys(p.rejected)
   if #reasons > 0 then
