@@ -129,15 +129,15 @@ static void finish_rank(vp_rank_estimate *e, const vp_recipe *recipe, const vp_g
 }
 
 void vp_estimate_free(vp_estimate *estimate) {
+    for (unsigned i = 0; i < estimate->n_ranks; i++) vp_ledger_free(&estimate->ranks[i].events);
     free(estimate->ranks);
     estimate->ranks = NULL;
     estimate->n_ranks = 0;
 }
 
 vp_step_status vp_estimate_run(const vp_model *model, const vp_recipe *recipe, const vp_gpu *gpu, bool fold,
-                               bool record, vp_estimate *out, vp_ledger *ledger_out) {
+                               bool record, vp_estimate *out) {
     memset(out, 0, sizeof *out);
-    if (ledger_out) vp_ledger_init(ledger_out, false);
     if (vp_pipeline_problem(model, recipe)) return VP_STEP_LAYOUT;
     unsigned pp = recipe->pp ? recipe->pp : 1;
     out->ranks = calloc(pp, sizeof *out->ranks);
@@ -151,9 +151,10 @@ vp_step_status vp_estimate_run(const vp_model *model, const vp_recipe *recipe, c
         e->layers = stage_layers(model, recipe, i, &e->first_layer);
         e->in_flight = vp_pipeline_in_flight(recipe, i);
         /* stages alike in layers and position share one evaluation (not
-         * when either holds some of the model's first layers) */
+         * when either holds some of the model's first layers; not when
+         * each stage's events are recorded) */
         const vp_rank_estimate *same = NULL;
-        for (unsigned j = 1; j < i && !same; j++)
+        for (unsigned j = 1; j < i && !same && !record; j++)
             if (out->ranks[j].layers == e->layers && i != pp - 1 && out->ranks[j].first_layer >= model->first_layers)
                 same = &out->ranks[j];
         if (same && i != 0) {
@@ -165,8 +166,8 @@ vp_step_status vp_estimate_run(const vp_model *model, const vp_recipe *recipe, c
                 if (meters[k]->peak_place.layer >= 0) meters[k]->peak_place.layer += shift;
         } else {
             vp_stage stage = {e->first_layer, e->layers, i == 0, i == pp - 1, microbatches(recipe)};
-            vp_ledger *log = record && i == 0 ? ledger_out : NULL;
-            vp_step_status status = vp_step_run_stage(model, recipe, &stage, fold, record && i == 0, &e->step, log);
+            vp_step_status status =
+                vp_step_run_stage(model, recipe, &stage, fold, record, &e->step, record ? &e->events : NULL);
             if (status != VP_STEP_OK) {
                 vp_estimate_free(out);
                 return status;

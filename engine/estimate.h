@@ -34,6 +34,7 @@ typedef struct {
     uint64_t peak_total;         /* what nvidia-smi would show */
     bool fits;
     int64_t headroom;            /* GPU memory - peak_total (negative: short by) */
+    vp_ledger events;            /* with `record`: this stage's event log, owned (empty otherwise) */
 } vp_rank_estimate;
 
 typedef struct {
@@ -44,10 +45,10 @@ typedef struct {
     bool has_gpu;
 } vp_estimate;
 
-/* Runs every stage. With `record`, the first stage's events go to
- * ledger_out (which the caller frees with vp_ledger_free). */
+/* Runs every stage. With `record`, each stage's events go to its rank's
+ * `events` (every stage evaluated then, none sharing another's). */
 vp_step_status vp_estimate_run(const vp_model *model, const vp_recipe *recipe, const vp_gpu *gpu, bool fold,
-                               bool record, vp_estimate *out, vp_ledger *ledger_out);
+                               bool record, vp_estimate *out);
 void vp_estimate_free(vp_estimate *estimate);
 
 /* The pipeline layout's problem (key: message), or NULL. */

@@ -176,10 +176,8 @@ static int l_estimate(lua_State *L) {
     bool fold = option(L, 4, "fold", true), timeline = option(L, 4, "timeline", false);
 
     vp_estimate e;
-    vp_ledger ledger;
-    vp_step_status status = vp_estimate_run(model, &recipe, &gpu, fold, timeline, &e, &ledger);
-    if (status != VP_STEP_OK) {
-        vp_ledger_free(&ledger); /* free before raising */
+    vp_step_status status = vp_estimate_run(model, &recipe, &gpu, fold, timeline, &e);
+    if (status != VP_STEP_OK) { /* vp_estimate_run freed what it had before returning */
         switch (status) {
         case VP_STEP_OVERFLOW:
             return luaL_error(L, "sizes overflow: micro_batch x seq_len x the model's widths exceed 64-bit byte counts");
@@ -193,16 +191,17 @@ static int l_estimate(lua_State *L) {
         default: return luaL_error(L, "internal error: the step did not return to its resident state (%s)", model->name);
         }
     }
-    /* copied into Lua before anything can raise again: the event log, then
-     * the ranks (the estimate's memory is freed right after) */
-    if (timeline) push_timeline(L, &ledger, recipe.device == VP_DEVICE_CPU);
-    else lua_pushnil(L);
-    vp_ledger_free(&ledger);
-    int timeline_index = lua_gettop(L);
+    /* copied into Lua before anything can raise again: the ranks with
+     * their event logs (the estimate's memory is freed right after); the
+     * first stage's log is the result's timeline */
     lua_createtable(L, (int)e.n_ranks, 0);
     for (unsigned i = 0; i < e.n_ranks; i++) {
-        lua_createtable(L, 0, 32);
+        lua_createtable(L, 0, 33);
         set_rank(L, &e.ranks[i], &recipe, e.has_gpu);
+        if (timeline) {
+            push_timeline(L, &e.ranks[i].events, recipe.device == VP_DEVICE_CPU);
+            lua_setfield(L, -2, "timeline");
+        }
         lua_rawseti(L, -2, (lua_Integer)i + 1);
     }
     int ranks_index = lua_gettop(L);
@@ -241,8 +240,10 @@ static int l_estimate(lua_State *L) {
     vp_lua_push_recipe(L, &recipe);
     lua_setfield(L, -2, "recipe");
     if (timeline) {
-        lua_pushvalue(L, timeline_index);
-        lua_setfield(L, -2, "timeline");
+        lua_rawgeti(L, ranks_index, 1);
+        lua_getfield(L, -1, "timeline");
+        lua_setfield(L, -3, "timeline");
+        lua_pop(L, 1); /* the first rank */
     }
     return 1;
 }

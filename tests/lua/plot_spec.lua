@@ -134,12 +134,31 @@ describe("estimate --plot with pipeline stages", function()
     "--gpu", "a100-80gb" }
   local _, err, code = helper.run("estimate", with(args, "--plot", path))
   local r = helper.estimate(table.unpack(args))
+  local t = helper.estimate("--timeline", table.unpack(args))
 
-  it("draws the first stage's timeline and a bar per stage at its peak", function()
+  it("draws a timeline panel per stage, each marking the peak of that stage's own events", function()
+    assert.are.equal(0, code, err)
+    local els = elements(path)
+    local panels = {}
+    for _, p in ipairs(with_class(els, "panel")) do if p["data-stage"] then panels[#panels + 1] = p end end
+    assert.are.equal(#t.per_rank, #panels)
+    local peaks = with_class(els, "peak")
+    assert.are.equal(#t.per_rank, #peaks)
+    for i, stage in ipairs(t.per_rank) do
+      assert.are.equal(tostring(i - 1), panels[i]["data-stage"])
+      local top = 0
+      for _, e in ipairs(stage.timeline) do top = math.max(top, e.live) end
+      assert.are.equal(top, tonumber(peaks[i]["data-peak-bytes"]), "stage " .. (i - 1))
+      assert.are.equal(stage.timeline[tonumber(peaks[i]["data-event"])].live, top)
+    end
+    -- the stages hold different layers: their logs differ
+    assert.are_not.equal(#t.per_rank[1].timeline, #t.per_rank[#t.per_rank].timeline)
+  end)
+
+  it("draws a bar per stage at its peak", function()
     assert.are.equal(0, code, err)
     local els = elements(path)
     os.remove(path)
-    assert.are.equal("0", with_class(els, "panel")[1]["data-stage"])
     local stages = {}
     for _, e in ipairs(els) do if e.attrs.class == "stage" then stages[#stages + 1] = e.attrs end end
     assert.are.equal(#r.per_rank, #stages)

@@ -1,6 +1,7 @@
 -- vramplan.plot — the timeline as a picture: live bytes over one step's
 -- events, stacked by category, with the step's phases, the layer
--- boundaries, the GPU's capacity and the peak; a bar per pipeline stage.
+-- boundaries, the GPU's capacity and the peak; with pipeline stages, a
+-- panel per stage and a bar per stage at its peak.
 local svg = require("vramplan.svg")
 local report = require("vramplan.report")
 
@@ -225,8 +226,8 @@ function plot.timeline_panel(timeline, box, opts)
 end
 
 -- The peak of every pipeline stage as one stacked bar each, with the
--- capacity: the engine records the events of the first stage only, so the
--- other stages are drawn from their peak's breakdown.
+-- capacity: each stage's peak includes the micro-batches it holds in
+-- flight, which its timeline panel does not draw.
 function plot.stage_panel(ranks, box, capacity, capacity_label)
   local out = {}
   local top = math.max(capacity or 0, 1)
@@ -303,22 +304,30 @@ function plot.figure(ctx, standalone)
   local pipeline = #r.ranks > 1
   local y = 78
   local capacity_label = gpu and (gpu.name .. " capacity " .. report.bytes(gpu.memory_bytes))
-  if pipeline then
-    local first = r.ranks[1]
-    out[#out + 1] = svg.text(margin_left, y - 8, string.format(
-      "stage 0 (layers %d-%d): its events, as the engine records them (for the first stage only)",
-      first.first_layer, first.first_layer + first.layers - 1), { ["font-size"] = 12, fill = "#000" })
-    y = y + 30
+  -- one panel per pipeline stage, each from its own event log; the other
+  -- micro-batches a stage holds in flight are added to its peak, not drawn
+  local drawn = {}
+  local stages = pipeline and r.ranks or { { timeline = r.timeline } }
+  for _, st in ipairs(stages) do
+    if pipeline then
+      out[#out + 1] = svg.text(margin_left, y - 8, string.format("stage %d (layers %d-%d)", st.stage, st.first_layer,
+        st.first_layer + st.layers - 1), { ["font-size"] = 12, fill = "#000" })
+      y = y + 30
+    end
+    local box = { x = margin_left, y = y, w = w, h = pipeline and 260 or 380 }
+    local note = pipeline and string.format("; the stage peaks at %s with %g micro-batches in flight",
+      report.bytes(st.peak_allocated_bytes), st.in_flight) or nil
+    local panel, used = plot.timeline_panel(st.timeline, box, {
+      capacity = gpu and gpu.memory_bytes, capacity_label = capacity_label,
+      reserved = not pipeline and r.peak_reserved_bytes or nil, peak_note = note,
+    })
+    for _, c in ipairs(used) do drawn[c.key] = true end
+    out[#out + 1] = svg.el("g", { class = "panel", ["data-stage"] = pipeline and st.stage or nil }, panel)
+    y = box.y + box.h + 56
   end
-  local box = { x = margin_left, y = y, w = w, h = 380 }
-  local note = pipeline and string.format("; the stage peaks at %s with %g in flight",
-    report.bytes(r.ranks[1].peak_allocated_bytes), r.ranks[1].in_flight) or nil
-  local panel, categories = plot.timeline_panel(r.timeline, box, {
-    capacity = gpu and gpu.memory_bytes, capacity_label = capacity_label,
-    reserved = not pipeline and r.peak_reserved_bytes or nil, peak_note = note,
-  })
-  out[#out + 1] = svg.el("g", { class = "panel", ["data-stage"] = pipeline and 0 or nil }, panel)
-  y = box.y + box.h + 56
+  -- the legend: every category some panel drew, in the palette's order
+  local categories = {}
+  for _, c in ipairs(svg.categories) do if drawn[c.key] then categories[#categories + 1] = c end end
   local legend
   legend, y = svg.legend(legend_items(categories), margin_left, y, margin_left + w)
   out[#out + 1] = legend

@@ -276,6 +276,8 @@ function report.object(ctx)
     o.ranks = string.format("%d-%d", first, first + r.ranks_per_stage - 1)
     o.count = r.ranks_per_stage
     if stage.fits ~= nil then o.fits, o.headroom_bytes = stage.fits, stage.headroom_bytes end
+    -- each stage's own events, when the timeline was asked for with stages
+    if #r.ranks > 1 and r.timeline then o.timeline = stage.timeline end
     per_rank[i] = o
   end
   local o = {
