@@ -388,8 +388,80 @@ static int l_op_kinds(lua_State *L) {
     return 1;
 }
 
+/* Pushes ops[0..n) as { {kind=, params=, leaves={ {label=, numel=, count=,
+ * trainable=, buffer=} }, children={...}? }, ... }: what `vramplan show`
+ * prints. */
+static void push_ops(lua_State *L, const vp_op *ops, unsigned n) {
+    static const vp_ranks whole = {1, 1, 1};
+    lua_createtable(L, (int)n, 0);
+    for (unsigned i = 0; i < n; i++) {
+        const vp_op *op = &ops[i];
+        lua_createtable(L, 0, 4);
+        lua_pushstring(L, op->kind->name);
+        lua_setfield(L, -2, "kind");
+        lua_pushinteger(L, (lua_Integer)vp_op_params(op));
+        lua_setfield(L, -2, "params");
+        vp_leaf_spec specs[VP_OP_MAX_LEAVES];
+        unsigned k = op->kind->leaves ? op->kind->leaves(op, &whole, specs) : 0;
+        lua_createtable(L, (int)k, 0);
+        for (unsigned j = 0; j < k; j++) {
+            lua_createtable(L, 0, 5);
+            lua_pushstring(L, specs[j].label ? specs[j].label : "");
+            lua_setfield(L, -2, "label");
+            lua_pushinteger(L, (lua_Integer)specs[j].numel);
+            lua_setfield(L, -2, "numel");
+            lua_pushinteger(L, vp_leaf_count(&specs[j]));
+            lua_setfield(L, -2, "count");
+            lua_pushboolean(L, specs[j].trainable);
+            lua_setfield(L, -2, "trainable");
+            lua_pushboolean(L, specs[j].buffer);
+            lua_setfield(L, -2, "buffer");
+            lua_rawseti(L, -2, (lua_Integer)j + 1);
+        }
+        lua_setfield(L, -2, "leaves");
+        if (op->n_children) {
+            push_ops(L, op->children, op->n_children);
+            lua_setfield(L, -2, "children");
+        }
+        lua_rawseti(L, -2, (lua_Integer)i + 1);
+    }
+}
+
+/* model:structure() -> { name=, layers=, first_layers=, sections={ {name=,
+ * repeats=, params=, ops={...}} } } in the order a step runs them. */
+static int l_structure(lua_State *L) {
+    const vp_model *m = vp_lua_checkmodel(L, 1);
+    static const vp_section_id order[] = {VP_SECTION_EMBED, VP_SECTION_FIRST_LAYER, VP_SECTION_BRIDGE,
+                                          VP_SECTION_LAYER, VP_SECTION_FINAL};
+    lua_createtable(L, 0, 4);
+    lua_pushstring(L, m->name);
+    lua_setfield(L, -2, "name");
+    lua_pushinteger(L, m->layers);
+    lua_setfield(L, -2, "layers");
+    lua_newtable(L);
+    int n = 0;
+    for (unsigned i = 0; i < sizeof order / sizeof order[0]; i++) {
+        const vp_section *sec = &m->section[order[i]];
+        if (!sec->n_ops) continue;
+        unsigned repeats = order[i] == VP_SECTION_LAYER ? m->layers - m->first_layers
+                           : order[i] == VP_SECTION_FIRST_LAYER ? m->first_layers : 1;
+        lua_createtable(L, 0, 4);
+        lua_pushstring(L, section_names[order[i]]);
+        lua_setfield(L, -2, "name");
+        lua_pushinteger(L, repeats);
+        lua_setfield(L, -2, "repeats");
+        lua_pushinteger(L, (lua_Integer)vp_section_params(sec));
+        lua_setfield(L, -2, "params");
+        push_ops(L, sec->ops, sec->n_ops);
+        lua_setfield(L, -2, "ops");
+        lua_rawseti(L, -2, ++n);
+    }
+    lua_setfield(L, -2, "sections");
+    return 1;
+}
+
 static const luaL_Reg op_methods[] = {{"kind", l_op_kind}, {NULL, NULL}};
-static const luaL_Reg model_methods[] = {{"params", l_params}, {NULL, NULL}};
+static const luaL_Reg model_methods[] = {{"params", l_params}, {"structure", l_structure}, {NULL, NULL}};
 
 static const luaL_Reg functions[] = {
     {"op", l_op},

@@ -176,6 +176,8 @@ static uint64_t count_ops(const vp_op *ops, unsigned n, bool trainable_only) {
 
 uint64_t vp_section_params(const vp_section *section) { return count_ops(section->ops, section->n_ops, false); }
 
+uint64_t vp_op_params(const vp_op *op) { return count_ops(op, 1, false); }
+
 uint64_t vp_model_params(const vp_model *model, bool trainable_only) {
     uint64_t embed = count_ops(model->section[VP_SECTION_EMBED].ops, model->section[VP_SECTION_EMBED].n_ops,
                                trainable_only);

@@ -181,6 +181,8 @@ void vp_model_free(vp_model *model);
 uint64_t vp_model_params(const vp_model *model, bool trainable_only);
 /* The parameters of one instance of a section (one layer of the layer section). */
 uint64_t vp_section_params(const vp_section *section);
+/* One op's parameters, its children's included (buffers not). */
+uint64_t vp_op_params(const vp_op *op);
 
 /* The first op (children included) that cannot be split over tp ranks:
  * its message, or NULL. */
