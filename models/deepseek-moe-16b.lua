@@ -6,7 +6,7 @@
 -- width 2816), and a sequence-wise auxiliary loss (aux_loss_alpha 0.001).
 -- Published: "16.4B parameters" (DeepSeek-MoE README); the checkpoint's
 -- total is 16,375,728,128.
-return llama {
+return deepseek {
   name = "DeepSeekMoE-16B",
   hidden = 2048,
   layers = 28,
@@ -20,10 +20,6 @@ return llama {
   experts_per_token = 6,
   moe_intermediate = 1408,
   shared_intermediate = 2816,
-  shared_gate = false,
-  norm_topk = false,
   dense_layers = 1,
-  moe_block = "deepseek",
   aux_loss = true,
-  peft_lora_defaults = false, -- PEFT has no default LoRA targets for its model_type
 }

@@ -8,7 +8,7 @@
 -- expert. Published: "Total parameters: 671B" for the main model
 -- (README_WEIGHTS.md; the checkpoint's further 11.5B are the multi-token
 -- prediction module, which transformers does not load).
-return llama {
+return deepseek_v3 {
   name = "DeepSeek-V3",
   hidden = 7168,
   layers = 61,
@@ -22,10 +22,7 @@ return llama {
   experts_per_token = 8,
   moe_intermediate = 2048,
   shared_intermediate = 2048,
-  shared_gate = false,
-  norm_topk = true,
   dense_layers = 3,
-  moe_block = "deepseek_v3",
   expert_groups = 8,
   topk_groups = 4,
   q_lora_rank = 1536,
@@ -33,6 +30,4 @@ return llama {
   qk_nope_head_dim = 128,
   qk_rope_head_dim = 64,
   v_head_dim = 128,
-  rope_interleave = true,
-  peft_lora_defaults = false, -- PEFT has no default LoRA targets for its model_type
 }

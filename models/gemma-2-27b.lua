@@ -4,7 +4,7 @@
 -- vocab 256000, sliding_window 4096 on every other layer,
 -- attn_logit_softcapping 50, final_logit_softcapping 30, tied head).
 -- Parameter count: 27,227,128,320 (the checkpoint's safetensors total).
-return llama {
+return gemma2 {
   name = "gemma-2-27b",
   hidden = 4608,
   layers = 46,
@@ -15,13 +15,4 @@ return llama {
   vocab = 256000,
   max_positions = 8192,
   norm_eps = 1e-6,
-  tie_embeddings = true,
-  activation = "gelu_pytorch_tanh",
-  norm_style = "gemma",
-  embed_scale = true,
-  norm_position = "sandwich",
-  sliding_window = 4096,
-  sliding_pattern = 2,
-  attn_softcap = 50.0,
-  final_softcap = 30.0,
 }

@@ -4,24 +4,14 @@
 -- 256000, sliding_window 4096 on every other layer, attn_logit_softcapping
 -- 50, final_logit_softcapping 30, tied head). Parameter count:
 -- 2,614,341,888 (the checkpoint's safetensors total).
-return llama {
+return gemma2 {
   name = "gemma-2-2b",
   hidden = 2304,
   layers = 26,
   heads = 8,
   kv_heads = 4,
-  head_dim = 256,
   intermediate = 9216,
   vocab = 256000,
   max_positions = 8192,
   norm_eps = 1e-6,
-  tie_embeddings = true,
-  activation = "gelu_pytorch_tanh",
-  norm_style = "gemma",
-  embed_scale = true,
-  norm_position = "sandwich",
-  sliding_window = 4096,
-  sliding_pattern = 2,
-  attn_softcap = 50.0,
-  final_softcap = 30.0,
 }

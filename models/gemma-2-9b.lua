@@ -4,24 +4,14 @@
 -- vocab 256000, sliding_window 4096 on every other layer,
 -- attn_logit_softcapping 50, final_logit_softcapping 30, tied head).
 -- Parameter count: 9,241,705,984 (the checkpoint's safetensors total).
-return llama {
+return gemma2 {
   name = "gemma-2-9b",
   hidden = 3584,
   layers = 42,
   heads = 16,
   kv_heads = 8,
-  head_dim = 256,
   intermediate = 14336,
   vocab = 256000,
   max_positions = 8192,
   norm_eps = 1e-6,
-  tie_embeddings = true,
-  activation = "gelu_pytorch_tanh",
-  norm_style = "gemma",
-  embed_scale = true,
-  norm_position = "sandwich",
-  sliding_window = 4096,
-  sliding_pattern = 2,
-  attn_softcap = 50.0,
-  final_softcap = 30.0,
 }

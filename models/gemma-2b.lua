@@ -3,7 +3,7 @@
 -- 256 over one key/value head, intermediate 16384, vocab 256000,
 -- rms_norm_eps 1e-6, tied head, GeLU gated MLP). Published parameter
 -- count: 2,506,172,416 (keras-hub's gemma preset).
-return llama {
+return gemma {
   name = "gemma-2b",
   hidden = 2048,
   layers = 18,
@@ -14,8 +14,4 @@ return llama {
   vocab = 256000,
   max_positions = 8192,
   norm_eps = 1e-6,
-  tie_embeddings = true,
-  activation = "gelu_pytorch_tanh",
-  norm_style = "gemma",
-  embed_scale = true,
 }

@@ -5,26 +5,15 @@
 -- 256 over 8 key/value heads, intermediate 15360, vocab 262208,
 -- sliding_window 1024 on five layers in six, tied head). Parameter count:
 -- 11,766,034,176 (its source: tests/reference/models.json).
-return llama {
+return gemma3_text {
   name = "gemma-3-12b (text)",
   hidden = 3840,
   layers = 48,
   heads = 16,
   kv_heads = 8,
-  head_dim = 256,
   intermediate = 15360,
   vocab = 262208,
   max_positions = 131072,
-  rope_theta = 1000000.0,
   norm_eps = 1e-6,
-  tie_embeddings = true,
-  activation = "gelu_pytorch_tanh",
-  norm_style = "gemma",
-  norm_position = "sandwich",
-  qk_norm = true,
-  qk_norm_style = "gemma",
   sliding_window = 1024,
-  sliding_pattern = 6,
-  local_rope = true,
-  scaled_embedding = true,
 }

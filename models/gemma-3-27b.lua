@@ -5,7 +5,7 @@
 -- 128 over 16 key/value heads, intermediate 21504, vocab 262208,
 -- sliding_window 1024 on five layers in six, tied head). Parameter count:
 -- 27,009,346,304 (its source: tests/reference/models.json).
-return llama {
+return gemma3_text {
   name = "gemma-3-27b (text)",
   hidden = 5376,
   layers = 62,
@@ -15,16 +15,6 @@ return llama {
   intermediate = 21504,
   vocab = 262208,
   max_positions = 131072,
-  rope_theta = 1000000.0,
   norm_eps = 1e-6,
-  tie_embeddings = true,
-  activation = "gelu_pytorch_tanh",
-  norm_style = "gemma",
-  norm_position = "sandwich",
-  qk_norm = true,
-  qk_norm_style = "gemma",
   sliding_window = 1024,
-  sliding_pattern = 6,
-  local_rope = true,
-  scaled_embedding = true,
 }

@@ -3,7 +3,7 @@
 -- intermediate 24576, vocab 256000, rms_norm_eps 1e-6, tied head, GeLU
 -- gated MLP). Published parameter count: 8,537,680,896 (keras-hub's gemma
 -- preset).
-return llama {
+return gemma {
   name = "gemma-7b",
   hidden = 3072,
   layers = 28,
@@ -13,8 +13,4 @@ return llama {
   vocab = 256000,
   max_positions = 8192,
   norm_eps = 1e-6,
-  tie_embeddings = true,
-  activation = "gelu_pytorch_tanh",
-  norm_style = "gemma",
-  embed_scale = true,
 }

@@ -4,7 +4,7 @@
 -- rms_norm_eps 1e-5, tied head; embedding_multiplier 12, residual_multiplier
 -- 0.22, logits_scaling 16, attention_multiplier 1/128). Its parameters:
 -- 8,170,848,256 (the fields' arithmetic; the model card's "8B").
-return llama {
+return granite {
   name = "granite-3.1-8b-instruct",
   hidden = 4096,
   layers = 40,
@@ -16,6 +16,4 @@ return llama {
   rope_theta = 10000000.0,
   norm_eps = 1e-5,
   tie_embeddings = true,
-  multipliers = true,
-  peft_lora_defaults = false, -- PEFT has no default LoRA targets for its model_type
 }

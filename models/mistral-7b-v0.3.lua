@@ -2,7 +2,7 @@
 -- (MistralForCausalLM: v0.1's layers with a 32768-word vocabulary, rope_theta
 -- 1e6 and no sliding window, so MistralModel's mask never narrows).
 -- Parameter count: 7,248,023,552 (its source: tests/reference/models.json).
-return llama {
+return mistral {
   name = "Mistral-7B-v0.3",
   hidden = 4096,
   layers = 32,
@@ -13,5 +13,4 @@ return llama {
   max_positions = 32768,
   rope_theta = 1000000.0,
   norm_eps = 1e-5,
-  mistral_mask = true,
 }

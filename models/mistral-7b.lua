@@ -5,7 +5,7 @@
 -- tokens and more transformers hands SDPA the 4-D mask, which SDPA's
 -- memory-efficient kernel keeps per layer. Published parameter count:
 -- 7,241,732,096.
-return llama {
+return mistral {
   name = "Mistral-7B-v0.1",
   hidden = 4096,
   layers = 32,

@@ -4,7 +4,7 @@
 -- 5120-wide model) over 8 key/value heads, intermediate 14336, vocab
 -- 131072, rope_theta 1e6, rms_norm_eps 1e-5, no sliding window, untied
 -- head). Its checkpoint holds 12,247,782,400 parameters.
-return llama {
+return mistral {
   name = "Mistral-Nemo-Instruct-2407",
   hidden = 5120,
   layers = 40,
@@ -16,5 +16,4 @@ return llama {
   max_positions = 1024000,
   rope_theta = 1000000.0,
   norm_eps = 1e-5,
-  mistral_mask = true, -- MistralModel's
 }

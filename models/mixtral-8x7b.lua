@@ -3,7 +3,7 @@
 -- attention with eight SwiGLU experts of width 14336 per layer, two per
 -- token. Published parameter count: 46,702,792,704 (the HF safetensors
 -- total of mistralai/Mixtral-8x7B-v0.1).
-return llama {
+return mixtral {
   name = "Mixtral-8x7B-v0.1",
   hidden = 4096,
   layers = 32,
@@ -14,7 +14,4 @@ return llama {
   max_positions = 32768,
   rope_theta = 1000000.0,
   norm_eps = 1e-5,
-  experts = 8,
-  experts_per_token = 2,
-  mistral_mask = true, -- MixtralModel is MistralModel (sliding_window null)
 }

@@ -4,7 +4,7 @@
 -- rms_norm_eps 1e-6, untied head; the norms after each block and over the
 -- whole query and key projections). Its checkpoint holds 7,298,617,344
 -- parameters (the Hub's safetensors total).
-return llama {
+return olmo2 {
   name = "OLMo-2-1124-7B",
   hidden = 4096,
   layers = 32,
@@ -12,10 +12,5 @@ return llama {
   intermediate = 11008,
   vocab = 100352,
   max_positions = 4096,
-  rope_theta = 500000.0,
   norm_eps = 1e-6,
-  norm_style = "olmo2",
-  norm_position = "post",
-  qk_norm = true,
-  peft_lora_defaults = false, -- PEFT has no default LoRA targets for its model_type
 }

@@ -3,7 +3,7 @@
 -- 5120, 40 layers, 40 heads over 10 key/value heads, intermediate 17920,
 -- vocab 32064, sliding_window 2047, untied head). Parameter count:
 -- 13,960,238,080 (its source: tests/reference/models.json).
-return llama {
+return phi3 {
   name = "Phi-3-medium-4k-instruct",
   hidden = 5120,
   layers = 40,
@@ -13,7 +13,5 @@ return llama {
   vocab = 32064,
   max_positions = 4096,
   norm_eps = 1e-5,
-  fused_projections = true,
   sliding_window = 2047,
-  peft_lora_defaults = false, -- PEFT has no default LoRA targets for its model_type
 }

@@ -3,7 +3,7 @@
 -- 3072, 32 layers, 32 heads, intermediate 8192, vocab 32064, rope_theta
 -- 10000, rms_norm_eps 1e-5, sliding_window 2047, dropouts 0.0, untied head).
 -- Published parameter count: 3,821,079,552 (keras-hub's phi3 preset).
-return llama {
+return phi3 {
   name = "Phi-3-mini-4k-instruct",
   hidden = 3072,
   layers = 32,
@@ -12,7 +12,5 @@ return llama {
   vocab = 32064,
   max_positions = 4096,
   norm_eps = 1e-5,
-  fused_projections = true,
   sliding_window = 2047,
-  peft_lora_defaults = false, -- PEFT has no default LoRA targets for its model_type
 }

@@ -4,7 +4,7 @@
 -- 8192, vocab 200064, partial_rotary_factor 0.75, rope_theta 10000,
 -- rms_norm_eps 1e-5, tied head). Its checkpoint holds
 -- 3,836,021,760 parameters.
-return llama {
+return phi3 {
   name = "Phi-4-mini-instruct",
   hidden = 3072,
   layers = 32,
@@ -16,7 +16,5 @@ return llama {
   max_positions = 131072,
   norm_eps = 1e-5,
   tie_embeddings = true,
-  fused_projections = true,
   partial_rotary_factor = 0.75,
-  peft_lora_defaults = false, -- PEFT has no default LoRA targets for its model_type
 }

@@ -4,7 +4,7 @@
 -- rms_norm_eps 1e-5, max_position_embeddings 16384, no sliding window,
 -- untied head). Its parameters: 14,659,507,200 (the fields' arithmetic;
 -- the model card's "14B").
-return llama {
+return phi3 {
   name = "phi-4",
   hidden = 5120,
   layers = 40,
@@ -15,6 +15,4 @@ return llama {
   max_positions = 16384,
   rope_theta = 250000,
   norm_eps = 1e-5,
-  fused_projections = true,
-  peft_lora_defaults = false, -- PEFT has no default LoRA targets for its model_type
 }

@@ -3,7 +3,7 @@
 -- 14 query and 2 key/value heads, q/k/v biases, the head tied to the
 -- embedding. Published parameter count: 494,032,768 (the checkpoint's
 -- total; the model card rounds it to 0.49B).
-return llama {
+return qwen2 {
   name = "Qwen2.5-0.5B",
   hidden = 896,
   layers = 24,
@@ -12,9 +12,6 @@ return llama {
   intermediate = 4864,
   vocab = 151936,
   max_positions = 32768,
-  rope_theta = 1000000.0,
   norm_eps = 1e-6,
-  qkv_bias = true,
   tie_embeddings = true,
-  mistral_mask = true, -- Qwen's models are MistralModel's
 }

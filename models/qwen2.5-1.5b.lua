@@ -1,6 +1,6 @@
 -- Qwen2.5-1.5B. Config: HF Qwen/Qwen2.5-1.5B config.json.
 -- Parameter count: 1,543,714,304 (its source: tests/reference/models.json).
-return llama {
+return qwen2 {
   name = "Qwen2.5-1.5B",
   hidden = 1536,
   layers = 28,
@@ -9,9 +9,6 @@ return llama {
   intermediate = 8960,
   vocab = 151936,
   max_positions = 131072,
-  rope_theta = 1000000.0,
   norm_eps = 1e-06,
-  qkv_bias = true,
   tie_embeddings = true,
-  mistral_mask = true, -- Qwen's models are MistralModel's
 }

@@ -1,6 +1,6 @@
 -- Qwen2.5-72B. Config: HF Qwen/Qwen2.5-72B config.json.
 -- Parameter count: 72,706,203,648 (keras-hub's presets; the source is in tests/reference/models.json).
-return llama {
+return qwen2 {
   name = "Qwen2.5-72B",
   hidden = 8192,
   layers = 80,
@@ -9,8 +9,5 @@ return llama {
   intermediate = 29568,
   vocab = 152064,
   max_positions = 131072,
-  rope_theta = 1000000.0,
   norm_eps = 1e-05,
-  qkv_bias = true,
-  mistral_mask = true, -- Qwen's models are MistralModel's
 }

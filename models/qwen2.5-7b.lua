@@ -3,7 +3,7 @@
 -- and v projections, 28 query and 4 key/value heads, an untied head.
 -- Published parameter count: 7,615,616,512 (the checkpoint's total, as GGUF
 -- metadata records it; the model card rounds it to 7.61B).
-return llama {
+return qwen2 {
   name = "Qwen2.5-7B",
   hidden = 3584,
   layers = 28,
@@ -12,8 +12,5 @@ return llama {
   intermediate = 18944,
   vocab = 152064,
   max_positions = 131072,
-  rope_theta = 1000000.0,
   norm_eps = 1e-6,
-  qkv_bias = true,
-  mistral_mask = true, -- Qwen's models are MistralModel's
 }

@@ -1,6 +1,6 @@
 -- Qwen3-14B. Config: HF Qwen/Qwen3-14B config.json.
 -- Parameter count: 14,768,307,200 (its source: tests/reference/models.json).
-return llama {
+return qwen3 {
   name = "Qwen3-14B",
   hidden = 5120,
   layers = 40,
@@ -10,8 +10,5 @@ return llama {
   intermediate = 17408,
   vocab = 151936,
   max_positions = 40960,
-  rope_theta = 1000000.0,
   norm_eps = 1e-06,
-  qk_norm = true,
-  mistral_mask = true, -- Qwen's models are MistralModel's
 }

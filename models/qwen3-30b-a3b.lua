@@ -4,7 +4,7 @@
 -- k_norm) and 128 experts of width 768, 8 per token, renormalized
 -- (norm_topk_prob), no shared expert, untied 151936-word head. Its
 -- checkpoint's tensors hold 30,532,122,624 parameters.
-return llama {
+return qwen3_moe {
   name = "Qwen3-30B-A3B",
   hidden = 2048,
   layers = 48,
@@ -14,14 +14,6 @@ return llama {
   intermediate = 6144,
   vocab = 151936,
   max_positions = 40960,
-  rope_theta = 1000000.0,
   norm_eps = 1e-6,
-  qk_norm = true,
-  experts = 128,
-  experts_per_token = 8,
-  moe_intermediate = 768,
   norm_topk = true,
-  expert_names = "proj",
-  mistral_mask = true, -- Qwen's models are MistralModel's
-  peft_lora_defaults = false, -- PEFT has no default LoRA targets for its model_type
 }

@@ -1,6 +1,6 @@
 -- Qwen3-32B. Config: HF Qwen/Qwen3-32B config.json.
 -- Parameter count: 32,762,123,264 (keras-hub's presets; the source is in tests/reference/models.json).
-return llama {
+return qwen3 {
   name = "Qwen3-32B",
   hidden = 5120,
   layers = 64,
@@ -10,8 +10,5 @@ return llama {
   intermediate = 25600,
   vocab = 151936,
   max_positions = 40960,
-  rope_theta = 1000000.0,
   norm_eps = 1e-06,
-  qk_norm = true,
-  mistral_mask = true, -- Qwen's models are MistralModel's
 }

@@ -4,7 +4,7 @@
 -- the rotary embedding, no biases, an untied head. Published parameter
 -- count: 8,190,735,360 (the checkpoint's safetensors total; the model card
 -- rounds it to 8.2B).
-return llama {
+return qwen3 {
   name = "Qwen3-8B",
   hidden = 4096,
   layers = 36,
@@ -14,8 +14,5 @@ return llama {
   intermediate = 12288,
   vocab = 151936,
   max_positions = 40960,
-  rope_theta = 1000000.0,
   norm_eps = 1e-6,
-  qk_norm = true,
-  mistral_mask = true, -- Qwen's models are MistralModel's
 }

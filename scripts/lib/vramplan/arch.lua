@@ -103,6 +103,31 @@ function arch.load(home, name)
   return family
 end
 
+-- A model type's preset (vramplan.presets) as a model script calls it:
+-- `gemma2 { hidden = 3584, ... }` is the preset's family with the preset's
+-- values under the script's. nil when `name` is no preset.
+local preset_meta = {}
+preset_meta.__call = function(p, values)
+  local where = p.looked_up_at or call_site(2)
+  p.family.looked_up_at = where
+  local description = p.family(values)
+  description.where = where
+  for k, v in pairs(p.values) do
+    if description.values[k] == nil then
+      description.values[k] = v
+      description.origins[k] = where .. ": " .. p.name .. " preset"
+    end
+  end
+  return description
+end
+
+function arch.preset(home, name)
+  local p = require("vramplan.presets")[name]
+  if type(p) ~= "table" or not p.values then return nil end
+  local family = arch.load(home, p.family)
+  return setmetatable({ name = name, family = family, values = p.values }, preset_meta)
+end
+
 -- Marks a family as just looked up at `where` (by a script environment).
 function arch.located(family, where)
   if family then family.looked_up_at = where end

@@ -2,6 +2,7 @@
 -- model_type picks the architecture family and each known key maps to a
 -- family field. Keys that do not change training memory are ignored.
 local json = require("dkjson")
+local presets = require("vramplan.presets")
 local schema = require("vramplan.schema")
 
 local hf = {}
@@ -40,7 +41,7 @@ end
 -- its own way and narrows it to sliding_window (null in v0.2 and later).
 mappings.mistral = extend(mappings.llama, {
   keys = { sliding_window = "sliding_window" },
-  defaults = { mistral_mask = true },
+  defaults = presets.values("mistral"),
 })
 
 -- GemmaForCausalLM (Gemma 1, CodeGemma) of transformers 4.49-4.52:
@@ -48,9 +49,10 @@ mappings.mistral = extend(mappings.llama, {
 -- head_dim 256, tied head. hidden_activation (older configs) names the
 -- same one-kernel GeLU as hidden_act.
 mappings.gemma = extend(mappings.llama, {
-  keys = {},
-  defaults = { norm_style = "gemma", embed_scale = true, tie_embeddings = true, activation = "gelu_pytorch_tanh" },
+  keys = { hidden_activation = "activation" },
+  defaults = presets.values("gemma"),
 })
+mappings.gemma.keys.hidden_act = nil -- GemmaMLP reads hidden_activation (its GeLU has hidden_act's memory)
 
 -- Gemma2ForCausalLM (Gemma 2) of transformers 4.50-4.52: Gemma's norms,
 -- normalizer and tied head, four norms a layer (before and after the
@@ -69,9 +71,7 @@ end
 mappings.gemma2 = extend(mappings.llama, {
   keys = { sliding_window = "sliding_window", attn_logit_softcapping = "attn_softcap",
            final_logit_softcapping = "final_softcap", hidden_activation = "activation" },
-  defaults = { norm_style = "gemma", embed_scale = true, tie_embeddings = true, activation = "gelu_pytorch_tanh",
-               norm_position = "sandwich", sliding_pattern = 2, sliding_window = 4096, attn_softcap = 50.0,
-               final_softcap = 30.0, head_dim = 256 },
+  defaults = presets.values("gemma2"),
   derive = gemma2_caps,
 })
 mappings.gemma2.keys.hidden_act = nil -- Gemma2MLP reads hidden_activation (gemma3_text's keys extend these)
@@ -86,10 +86,7 @@ mappings.gemma2.keys.hidden_act = nil -- Gemma2MLP reads hidden_activation (gemm
 -- gemma3, with a vision tower) is not modelled.
 mappings.gemma3_text = extend(mappings.gemma2, {
   keys = { sliding_window_pattern = "sliding_pattern" },
-  defaults = { norm_style = "gemma", tie_embeddings = true, activation = "gelu_pytorch_tanh",
-               norm_position = "sandwich", sliding_pattern = 6, sliding_window = 4096, head_dim = 256,
-               qk_norm = true, qk_norm_style = "gemma", local_rope = true, scaled_embedding = true,
-               rope_theta = 1000000.0 },
+  defaults = presets.values("gemma3_text"),
   derive = gemma2_caps,
 })
 mappings.gemma3 = {
@@ -106,8 +103,7 @@ mappings.gemma3 = {
 -- k_norm) before the rotary embedding.
 mappings.olmo2 = extend(mappings.llama, {
   keys = {},
-  defaults = { norm_style = "olmo2", norm_position = "post", qk_norm = true, qk_norm_style = "olmo2",
-               rope_theta = 500000.0, peft_lora_defaults = false },
+  defaults = presets.values("olmo2"),
 })
 
 -- GraniteForCausalLM (IBM Granite 3.x) of transformers 4.49-4.52: LLaMA with
@@ -115,7 +111,7 @@ mappings.olmo2 = extend(mappings.llama, {
 -- and attention_multiplier (the softmax scale: nothing to allocate).
 mappings.granite = extend(mappings.llama, {
   keys = {},
-  defaults = { multipliers = true, peft_lora_defaults = false },
+  defaults = presets.values("granite"),
 })
 
 -- Phi3ForCausalLM (Phi-3, Phi-3.5, Phi-4) of transformers 4.49-4.52: fused
@@ -124,7 +120,7 @@ mappings.granite = extend(mappings.llama, {
 -- and refused otherwise.
 mappings.phi3 = extend(mappings.llama, {
   keys = { sliding_window = "sliding_window", partial_rotary_factor = "partial_rotary_factor" },
-  defaults = { fused_projections = true, mistral_mask = true, peft_lora_defaults = false },
+  defaults = presets.values("phi3"),
   check = function(config)
     for _, key in ipairs({ "resid_pdrop", "embd_pdrop" }) do
       if type(config[key]) == "number" and config[key] ~= 0 then
@@ -148,7 +144,7 @@ end
 -- Qwen2ForCausalLM (Qwen2, Qwen2.5): LLaMA with biases on q, k and v.
 mappings.qwen2 = extend(mappings.llama, {
   keys = {},
-  defaults = { qkv_bias = true, rope_theta = 1000000.0, mistral_mask = true },
+  defaults = presets.values("qwen2"),
   derive = qwen_window,
 })
 
@@ -156,7 +152,7 @@ mappings.qwen2 = extend(mappings.llama, {
 -- (q_norm, k_norm) before the rotary embedding, no biases, head_dim given.
 mappings.qwen3 = extend(mappings.llama, {
   keys = {},
-  defaults = { qk_norm = true, rope_theta = 1000000.0, mistral_mask = true },
+  defaults = presets.values("qwen3"),
   derive = qwen_window,
 })
 
@@ -174,7 +170,7 @@ mappings.qwen3 = extend(mappings.llama, {
 mappings.mixtral = extend(mappings.llama, {
   keys = { num_local_experts = "experts", num_experts_per_tok = "experts_per_token", sliding_window = "sliding_window",
            output_router_logits = "router_aux_loss" },
-  defaults = { experts = 8, experts_per_token = 2, norm_topk = true, mistral_mask = true },
+  defaults = presets.values("mixtral"),
 })
 
 -- Qwen2MoeForCausalLM: biases on q/k/v only, fine-grained experts beside a
@@ -185,9 +181,7 @@ mappings.qwen2_moe = extend(mappings.llama, {
     shared_expert_intermediate_size = "shared_intermediate", norm_topk_prob = "norm_topk",
     output_router_logits = "router_aux_loss",
   },
-  defaults = { experts = 60, experts_per_token = 4, moe_intermediate = 1408, shared_intermediate = 5632,
-               norm_topk = false, qkv_bias = true, rope_theta = 1000000.0, expert_names = "proj", mistral_mask = true,
-               peft_lora_defaults = false },
+  defaults = presets.values("qwen2_moe"),
   derive = qwen_window,
   check = function(config)
     -- dense layers among sparse ones would need per-layer groups
@@ -210,8 +204,7 @@ mappings.qwen3_moe = extend(mappings.llama, {
     num_experts = "experts", num_experts_per_tok = "experts_per_token", moe_intermediate_size = "moe_intermediate",
     norm_topk_prob = "norm_topk", output_router_logits = "router_aux_loss",
   },
-  defaults = { experts = 128, experts_per_token = 8, moe_intermediate = 768, norm_topk = false, qk_norm = true,
-               rope_theta = 1000000.0, expert_names = "proj", mistral_mask = true, peft_lora_defaults = false },
+  defaults = presets.values("qwen3_moe"),
   derive = qwen_window,
   check = mappings.qwen2_moe.check,
 })
@@ -338,7 +331,7 @@ mappings.deepseek = extend(mappings.llama, {
     n_routed_experts = "experts", num_experts_per_tok = "experts_per_token", moe_intermediate_size = "moe_intermediate",
     first_k_dense_replace = "dense_layers", norm_topk_prob = "norm_topk",
   },
-  defaults = { moe_block = "deepseek", shared_gate = false, norm_topk = false, peft_lora_defaults = false },
+  defaults = presets.values("deepseek"),
   check = function(config)
     local freq = config.moe_layer_freq
     if freq ~= nil and freq ~= 1 then return "moe_layer_freq", "only 1 (every layer after the dense ones) is supported" end
@@ -368,8 +361,7 @@ mappings.deepseek_v3 = extend(mappings.llama, {
     qk_nope_head_dim = "qk_nope_head_dim", qk_rope_head_dim = "qk_rope_head_dim", v_head_dim = "v_head_dim",
     rope_interleave = "rope_interleave",
   },
-  defaults = { moe_block = "deepseek_v3", shared_gate = false, norm_topk = true, rope_interleave = true,
-               peft_lora_defaults = false },
+  defaults = presets.values("deepseek_v3"),
   check = function(config)
     if config.kv_lora_rank == nil then return "kv_lora_rank", "a DeepSeek-V3 config names its latent width" end
   end,

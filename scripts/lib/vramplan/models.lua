@@ -10,13 +10,14 @@ local models = {}
 local is_file = files.is_file
 
 -- The environment of a model script: family names (llama, gpt2, ...) are
--- looked up in models/arch/ when first used.
+-- looked up in models/arch/ when first used, model types' presets
+-- (gemma2, qwen2, ...) in vramplan.presets.
 local function model_env(home)
   local env = sandbox.env()
   return setmetatable(env, {
     __index = function(_, name)
       if type(name) == "string" and name:match("^[%w_]+$") then
-        return arch.located(arch.load(home, name), arch.call_site(2))
+        return arch.located(arch.load(home, name) or arch.preset(home, name), arch.call_site(2))
       end
     end,
   })

@@ -55,6 +55,23 @@ local function family_fields(home)
   end
 end
 
+-- The model types' presets a model script may call instead of its family.
+local function preset_list()
+  local presets = require("vramplan.presets")
+  local names = {}
+  for name, p in pairs(presets) do if type(p) == "table" and p.values then names[#names + 1] = name end end
+  table.sort(names)
+  print("")
+  print("presets (a model type's values over its family: `gemma2 { hidden = 3584, ... }` in a model script):")
+  for _, name in ipairs(names) do
+    local p = presets[name]
+    local values = {}
+    for k, v in pairs(p.values) do values[#values + 1] = k .. " = " .. tostring(v) end
+    table.sort(values)
+    print(string.format("  %-12s %s over %s: %s", name, p.doc, p.family, table.concat(values, ", ")))
+  end
+end
+
 function keys.run(opts, home)
   if opts.markdown then
     io.write(keys.markdown())
@@ -91,6 +108,7 @@ function keys.run(opts, home)
   end
   print("")
   family_fields(home)
+  preset_list()
   return 0
 end
 
