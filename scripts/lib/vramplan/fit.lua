@@ -33,12 +33,9 @@ function fit.lower_bound(r)
   return bound
 end
 
--- The largest index in 1..n whose result fits, where results[i] = at(i).
--- A doubling search and bisection find the boundary as if fitting were
--- monotone; then, because the total is not, every index past it is tried
--- while its lower bound (monotone, checked against the engine by
--- fit_spec) still allows a fit. Returns nil when none fits.
-local function last_fitting(n, at, capacity)
+-- Whether index i's result fits, and whether its lower bound still
+-- allows a fit (results[i] = at(i)).
+local function tests(at, capacity)
   local function fits(i)
     local r = at(i)
     return r ~= nil and r.fits == true
@@ -47,6 +44,16 @@ local function last_fitting(n, at, capacity)
     local r = at(i)
     return r ~= nil and fit.lower_bound(r) <= capacity
   end
+  return fits, possible
+end
+
+-- The largest index in 1..n whose result fits, where results[i] = at(i).
+-- A doubling search and bisection find the boundary as if fitting were
+-- monotone; then, because the total is not, every index past it is tried
+-- while its lower bound (monotone, checked against the engine by
+-- fit_spec) still allows a fit. Returns nil when none fits.
+local function last_fitting(n, at, capacity)
+  local fits, possible = tests(at, capacity)
   local good
   if fits(1) then
     good = 1
@@ -76,14 +83,7 @@ end
 -- monotone the other way: more ranks, less memory. The same widening as
 -- last_fitting, downwards.
 local function first_fitting(n, at, capacity)
-  local function fits(i)
-    local r = at(i)
-    return r ~= nil and r.fits == true
-  end
-  local function possible(i)
-    local r = at(i)
-    return r ~= nil and fit.lower_bound(r) <= capacity
-  end
+  local fits, possible = tests(at, capacity)
   if not fits(n) then
     -- the widening below still looks for a fit under the bound
     local i, found = n - 1, nil
