@@ -1,10 +1,11 @@
 #!/bin/sh
 # Install the Debian packages vramplan needs, only those that are missing.
-#   install-deps.sh run   — building and running: C toolchain, Lua 5.4, LuaFileSystem, dkjson, lua-yaml (libyaml)
+#   install-deps.sh run   — building and running: C toolchain, Lua 5.4, LuaFileSystem, dkjson, lua-yaml (libyaml),
+#                           lua-argparse (the command line)
 #   install-deps.sh test  — the above plus busted, Debian's PyTorch and Chromium (which renders the
 #                           HTML report headless) for the test suite
 set -e
-need="gcc make pkg-config liblua5.4-dev lua5.4 lua-filesystem lua-dkjson lua-yaml"
+need="gcc make pkg-config liblua5.4-dev lua5.4 lua-filesystem lua-dkjson lua-yaml lua-argparse"
 [ "$1" = test ] && need="$need lua-busted python3-torch chromium"
 missing=""
 for p in $need; do

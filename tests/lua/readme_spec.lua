@@ -14,6 +14,48 @@ local function readme_commands()
   return commands
 end
 
+-- A folder that looks like the tree (its folders linked in), for commands
+-- that write files.
+local function tree_like()
+  local dir = os.tmpname()
+  os.remove(dir)
+  assert(os.execute("mkdir " .. dir))
+  local root = helper.root:sub(1, 1) == "/" and helper.root or (os.getenv("PWD") .. "/" .. helper.root)
+  for _, folder in ipairs({ "build", "scripts", "tests", "models", "hardware", "docs" }) do
+    assert(os.execute(string.format("ln -s %s/%s %s/%s", root, folder, dir, folder)))
+  end
+  return dir
+end
+
+local function run_in(dir, command)
+  local ok, _, code = os.execute(string.format("cd %s && timeout 120 %s >out.txt 2>err.txt", dir, command))
+  local f = io.open(dir .. "/err.txt")
+  local err = f and f:read("a") or ""
+  if f then f:close() end
+  assert(ok, string.format("`%s` exited %s: %s", command, tostring(code), err))
+end
+
+describe("every command's --help", function()
+  it("shows its usage, and each example it gives runs as written", function()
+    local out = helper.run("--help")
+    local dir = tree_like()
+    local names = {}
+    for name in out:gmatch("vramplan (%l+) ") do names[name] = true end
+    local examples = 0
+    for name in pairs(names) do
+      local help, err, code = helper.run(name, "--help")
+      assert.are.equal(0, code, name .. ": " .. err)
+      assert.truthy(help:find("usage: vramplan " .. name, 1, true), help)
+      for example in (help:match("examples:\n(.*)$") or ""):gmatch("  vramplan ([^\n]+)") do
+        run_in(dir, "build/vramplan " .. example)
+        examples = examples + 1
+      end
+    end
+    os.execute("rm -rf " .. dir)
+    assert.is_true(examples >= 8, examples .. " examples")
+  end)
+end)
+
 describe("the README's cookbook", function()
   local commands = readme_commands()
 

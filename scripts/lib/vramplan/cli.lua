@@ -1,6 +1,7 @@
 -- vramplan.cli — the command line: parses arguments for the command named
 -- first (each command is a module in vramplan/cmd/ declaring its usage and
--- flags), runs it; user errors become one message and a non-zero exit.
+-- flags; lua-argparse reads them), runs it; user errors become one message
+-- and a non-zero exit.
 local vramplan = require("vramplan")
 
 local cli = {}
@@ -46,36 +47,65 @@ local UsageError = {}
 local function fail_usage(msg) error(setmetatable({ msg = msg }, UsageError), 0) end
 cli.fail_usage = fail_usage
 
--- Flag kinds: "flag" (a boolean), "value" (the next argument), "list" (the
--- next argument, repeatable: a list of values), "set" (KEY=VALUE,
--- repeatable: a list of { key, value, origin }). `short` maps a one-letter
--- flag (-o) to the long name it stands for (--out).
-local function parse(args, flags, short)
-  local opts = { sets = {}, positional = {} }
-  local i = 1
-  local function value(flag)
-    i = i + 1
-    if args[i] == nil then fail_usage(flag .. " needs a value") end
-    return args[i]
+-- A command's parser (lua-argparse), built from its declaration. Flag
+-- kinds: "flag" (a boolean), "value" (the next argument), "list" (the next
+-- argument, repeatable: a list of values), "set" (KEY=VALUE, repeatable: a
+-- list of { key, value, origin }). `short` maps a one-letter flag (-o) to
+-- the long name it stands for (--out). Help is printed by cli.main, not by
+-- the parser (it would exit the process).
+local function parser_for(name, cmd)
+  local argparse = require("argparse")
+  local p = argparse("vramplan " .. name):add_help(false)
+  p:argument("positional"):args("*")
+  local letter_of = {}
+  for letter, long in pairs(cmd.short or {}) do letter_of[long] = letter end
+  local names = {}
+  for flag in pairs(cmd.flags) do names[#names + 1] = flag end
+  table.sort(names)
+  for _, flag in ipairs(names) do
+    local kind = cmd.flags[flag]
+    local spelled = (letter_of[flag] and ("-" .. letter_of[flag] .. " ") or "") .. "--" .. flag
+    if kind == "flag" then p:flag(spelled)
+    elseif kind == "value" then p:option(spelled):args(1)
+    elseif kind == "list" or kind == "set" then p:option(spelled):args(1):count("*")
+    else error("command " .. name .. ": flag --" .. flag .. " has no kind '" .. tostring(kind) .. "'") end
   end
-  while i <= #args do
-    local a = args[i]
-    local name = a:match("^%-%-([%w%-]+)$") or short and short[a:match("^%-(%a)$") or ""]
-    local kind = name and flags[name]
-    if kind == "flag" then opts[name:gsub("%-", "_")] = true
-    elseif kind == "value" then opts[name:gsub("%-", "_")] = value(a)
+  return p
+end
+
+local function parse(name, cmd, args)
+  -- a value that starts with a minus (--tokens -3) is the flag's value, not
+  -- another flag: argparse reads it so as --tokens=-3
+  local joined = {}
+  for i = 1, #args do
+    local prev = joined[#joined]
+    local flag = prev and prev:match("^%-%-([%w%-]+)$")
+    if flag and cmd.flags[flag] and cmd.flags[flag] ~= "flag" and args[i]:match("^%-[%d.]") then
+      joined[#joined] = prev .. "=" .. args[i]
+    else
+      joined[#joined + 1] = args[i]
+    end
+  end
+  local ok, parsed = parser_for(name, cmd):pparse(joined)
+  -- argparse quotes the option it does not know; our messages name it bare
+  if not ok then fail_usage((parsed:gsub("^unknown option '([^']*)'", "unknown option %1"))) end
+  local opts = { sets = {}, positional = parsed.positional or {} }
+  for flag, kind in pairs(cmd.flags) do
+    local key = flag:gsub("%-", "_")
+    local v = parsed[key]
+    if kind == "set" then
+      for _, kv in ipairs(v or {}) do
+        local k, value = kv:match("^([%w_]+)=(.*)$")
+        if not k then fail_usage("--" .. flag .. " takes KEY=VALUE (got '" .. kv .. "')") end
+        opts.sets[#opts.sets + 1] = { k, value, "--" .. flag .. " " .. kv }
+      end
+    elseif kind == "flag" then
+      opts[key] = v or nil
     elseif kind == "list" then
-      local key = name:gsub("%-", "_")
-      opts[key] = opts[key] or {}
-      opts[key][#opts[key] + 1] = value(a)
-    elseif kind == "set" then
-      local kv = value(a)
-      local k, v = kv:match("^([%w_]+)=(.*)$")
-      if not k then fail_usage(a .. " takes KEY=VALUE (got '" .. kv .. "')") end
-      opts.sets[#opts.sets + 1] = { k, v, a .. " " .. kv }
-    elseif a:sub(1, 2) == "--" or a:match("^%-%a$") then fail_usage("unknown option " .. a)
-    else opts.positional[#opts.positional + 1] = a end
-    i = i + 1
+      opts[key] = v and #v > 0 and v or nil
+    else
+      opts[key] = v
+    end
   end
   opts.target = opts.positional[1]
   return opts
@@ -92,7 +122,7 @@ function cli.run(args, home)
     fail_usage("unknown command " .. name)
   end
   local rest = table.move(args, 2, #args, 1, {})
-  return cmd.run(parse(rest, cmd.flags, cmd.short), home)
+  return cmd.run(parse(name, cmd, rest), home)
 end
 
 -- Returns the exit status: 0, 1 for bad input, 2 for bad usage.
@@ -100,7 +130,8 @@ function cli.main(args, home)
   for _, a in ipairs(args) do
     if a == "--help" or a == "-h" then
       local cmd = command(args[1])
-      print(cmd and (table.concat(usage_lines(cmd, {}), "\n") .. (cmd.help and ("\n\n" .. cmd.help) or "")) or usage())
+      print(cmd and (table.concat(usage_lines(cmd, {}), "\n") .. (cmd.help and ("\n\n" .. cmd.help) or "") ..
+        (cmd.examples and ("\n\nexamples:\n  " .. table.concat(cmd.examples, "\n  ")) or "")) or usage())
       return 0
     end
     if a == "--version" then print("vramplan " .. vramplan.version) return 0 end

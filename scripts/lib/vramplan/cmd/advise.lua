@@ -11,6 +11,9 @@ first, then the best combinations of two or three that fit, each with its peak a
 full estimate; changes that alter what is trained (LoRA, QLoRA, 8-bit optimizers, precision) are
 listed apart; changes that would not help are named.]],
   flags = { recipe = "value", gpu = "value", set = "set", json = "flag" },
+  examples = {
+    "vramplan advise llama2-13b --gpu a100-80gb --set framework=deepspeed --set zero=2 --set dp=4 --set micro_batch=4 --set seq_len=4096",
+  },
 }
 
 local function set_lines(changes)

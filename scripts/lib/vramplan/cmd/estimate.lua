@@ -10,6 +10,11 @@ local estimate = {
     .. "estimate --recipe CONFIG.yaml [--model MODEL] ...   (a config file naming its model)",
   flags = { recipe = "value", gpu = "value", gpus = "value", set = "set", json = "flag", timeline = "flag",
             plot = "value", report = "value", model = "value" },
+  examples = {
+    "vramplan estimate llama3-8b --gpu h100-80gb --set micro_batch=4 --set seq_len=4096 --set checkpointing=full",
+    "vramplan estimate llama2-7b --recipe qlora-all-linear-paged --gpu rtx4090 --json",
+    "vramplan estimate llama2-7b --gpu a100-80gb --plot step.svg --report step.html",
+  },
 }
 
 -- The drawings the user asked for, each written to the file named.

@@ -11,6 +11,10 @@ the grad_accum that keeps it and whether it divides evenly), the longest seq_len
 position limit or --max-seq) and the fewest GPUs (the smallest dp; with framework = megatron the
 smallest tp x pp x dp). Each answer is what `estimate` gives when trying every value.]],
   flags = { recipe = "value", gpu = "value", set = "set", json = "flag", ["max-seq"] = "value", ["max-gpus"] = "value" },
+  examples = {
+    "vramplan fit mistral-7b --gpu a100-80gb --set framework=deepspeed --set zero=3 --set dp=8 --set seq_len=4096 --set checkpointing=full",
+    "vramplan fit llama3-70b --gpu h100-80gb --set framework=fsdp --set checkpointing=full --json",
+  },
 }
 
 local function positive(opts, name)

@@ -12,6 +12,9 @@ offload and the largest micro-batch that fits (with global_batch set, one that k
 judged by a full estimate. Keys the recipe sets are kept. A layout that does not fit at
 micro_batch 1 with its lightest options is not tried further.]],
   flags = { recipe = "value", gpu = "value", set = "set", json = "flag", gpus = "value", top = "value", emit = "value" },
+  examples = {
+    "vramplan plan llama3-70b --gpu h100-80gb --gpus 64 --set framework=megatron --set seq_len=4096 --top 3 --emit plans/",
+  },
 }
 
 local function positive(opts, name, default)

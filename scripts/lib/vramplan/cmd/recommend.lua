@@ -11,6 +11,9 @@ recipe's framework, or else DDP, FSDP full_shard or ZeRO-3, whichever needs fewe
 instances; the step time and the hours to train on N tokens (default 1e9); the cost at the
 published on-demand and spot prices. Cheapest first.]],
   flags = { recipe = "value", set = "set", json = "flag", tokens = "value", ["max-gpus"] = "value" },
+  examples = {
+    "vramplan recommend llama3-8b --set finetune=lora --set precision=bf16 --tokens 2e9",
+  },
 }
 
 local function number(opts, name, integer)

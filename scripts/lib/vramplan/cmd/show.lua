@@ -8,6 +8,10 @@ local cmd = {
   help = "The resolved fields, then each section (embeddings, the layer repeated, the final ops) op by op with its\n" ..
     "parameters by module; the model script and the family script it came from.",
   flags = { set = "set", json = "flag" },
+  examples = {
+    "vramplan show llama3-8b",
+    "vramplan show tests/fixtures/llama3.2-1b-config.json --json",
+  },
 }
 
 -- 1234567 -> "1,234,567"
