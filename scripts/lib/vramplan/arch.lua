@@ -2,6 +2,7 @@
 -- its configuration fields and a build function that arranges the core's
 -- ops; model scripts then call the family with a configuration.
 local vramplan = require("vramplan")
+local files = require("vramplan.files")
 local sandbox = require("vramplan.sandbox")
 local schema = require("vramplan.schema")
 
@@ -84,22 +85,29 @@ local function arch_env(path)
   return sandbox.located(sandbox.env(names), located)
 end
 
--- Loads models/arch/<name>.lua under `home`, once per process.
-local loaded = {}
-function arch.load(home, name)
-  if loaded[name] ~= nil then return loaded[name] or nil end
-  local path = home .. "/models/arch/" .. name .. ".lua"
-  local f = io.open(path, "r")
-  if not f then
-    loaded[name] = false
-    return nil
+-- Where a family's script is: beside the model script that names it
+-- (`near`: NEAR/arch/NAME.lua, NEAR/NAME.lua), then models/arch/NAME.lua
+-- over the search path (files.roots). nil when none has it.
+function arch.find(home, name, near)
+  if near then
+    for _, path in ipairs({ near .. "/arch/" .. name .. ".lua", near .. "/" .. name .. ".lua" }) do
+      if files.is_file(path) then return path end
+    end
   end
-  f:close()
+  return files.find(home, "models/arch", name)
+end
+
+-- Loads a family's script (arch.find), once per process and file.
+local loaded = {}
+function arch.load(home, name, near)
+  local path = arch.find(home, name, near)
+  if not path then return nil end
+  if loaded[path] then return loaded[path] end
   local family = sandbox.run(path, arch_env(path))
   if getmetatable(family) ~= family_meta then
     error(path .. ": an architecture script must return architecture { ... }", 0)
   end
-  loaded[name] = family
+  loaded[path] = family
   return family
 end
 
@@ -121,10 +129,10 @@ preset_meta.__call = function(p, values)
   return description
 end
 
-function arch.preset(home, name)
+function arch.preset(home, name, near)
   local p = require("vramplan.presets")[name]
   if type(p) ~= "table" or not p.values then return nil end
-  local family = arch.load(home, p.family)
+  local family = arch.load(home, p.family, near)
   return setmetatable({ name = name, family = family, values = p.values }, preset_meta)
 end
 

@@ -18,7 +18,10 @@ MODEL is a model script, a name in models/ (llama2-7b, gpt2, ...) or a Hugging
 Face config.json (one saved with a bitsandbytes quantization_config makes
 the recipe QLoRA over that format). --set sets a recipe key (micro_batch=4)
 or a model field (hidden=1024); it may be repeated. --gpu names a GPU, a node
-or a cloud instance (vramplan hardware lists them); --gpus N sets dp.]]
+or a cloud instance (vramplan hardware lists them); --gpus N sets dp.
+--path DIR (any command, repeatable; also $VRAMPLAN_PATH, colon-separated)
+looks for models, families, recipes and hardware in DIR's models/,
+models/arch/, scripts/recipes/ or recipes/, and hardware/ first.]]
 
 local function command(name)
   for _, n in ipairs(command_names) do
@@ -125,8 +128,34 @@ function cli.run(args, home)
   return cmd.run(parse(name, cmd, rest), home)
 end
 
+-- Takes the global `--path DIR` options out of args (any command): the
+-- folders looked in before the installation's (vramplan.files.roots).
+local function take_paths(args)
+  local rest, paths = {}, {}
+  local i = 1
+  while i <= #args do
+    if args[i] == "--path" then
+      if args[i + 1] == nil then fail_usage("--path needs a folder") end
+      paths[#paths + 1] = args[i + 1]
+      i = i + 2
+    else
+      local dir = args[i]:match("^%-%-path=(.+)$")
+      if dir then paths[#paths + 1] = dir else rest[#rest + 1] = args[i] end
+      i = i + 1
+    end
+  end
+  return rest, paths
+end
+
 -- Returns the exit status: 0, 1 for bad input, 2 for bad usage.
 function cli.main(args, home)
+  local ok_paths, rest, paths = pcall(take_paths, args)
+  if not ok_paths then
+    io.stderr:write("vramplan: ", rest.msg, "\n", usage(), "\n")
+    return 2
+  end
+  args = rest
+  vramplan.search_path = paths
   for _, a in ipairs(args) do
     if a == "--help" or a == "-h" then
       local cmd = command(args[1])

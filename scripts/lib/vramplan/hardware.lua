@@ -79,7 +79,7 @@ local function hardware_env()
   return sandbox.located(sandbox.env(), constructors)
 end
 
-local function names_of(home, kind) return files.script_names(home .. "/hardware/" .. kinds[kind].dir) end
+local function names_of(home, kind) return files.names(home, "hardware/" .. kinds[kind].dir) end
 
 function hardware.list(home, kind) return names_of(home, kind or "gpu") end
 
@@ -150,8 +150,8 @@ function hardware.unsupported(g, recipe)
 end
 
 local function find(home, kind, spec)
-  local path = home .. "/hardware/" .. kinds[kind].dir .. "/" .. spec:lower() .. ".lua"
-  if files.is_file(path) then return load(path, kind) end
+  local path = files.find(home, "hardware/" .. kinds[kind].dir, spec:lower())
+  if path then return load(path, kind) end
 end
 
 -- A GPU by short name or path.

@@ -16,14 +16,20 @@ local function recipe_env()
   })
 end
 
+-- Where recipes are looked up by name in each root of the search path.
+recipes.folders = { "scripts/recipes", "recipes" }
+
+-- Every recipe name over the search path.
+function recipes.list(home) return files.names(home, recipes.folders) end
+
 -- A recipe by path, or by the name `list recipes` prints (scripts/recipes/NAME.lua).
 function recipes.find(home, spec)
   -- a path (it has a folder or .lua) is left to recipes.load to open
   if files.is_file(spec) or spec:find("/", 1, true) or spec:match("%.lua$") then return spec end
-  local path = home .. "/scripts/recipes/" .. spec .. ".lua"
-  if files.is_file(path) then return path end
+  local path = files.find(home, recipes.folders, spec)
+  if path then return path end
   local schema = require("vramplan.schema")
-  local names = files.script_names(home .. "/scripts/recipes")
+  local names = recipes.list(home)
   error(string.format("no recipe '%s': not a file, nor a name in %s/scripts/recipes%s", spec, home,
     schema.did_you_mean(schema.suggest_names(spec, names))), 0)
 end

@@ -104,8 +104,7 @@ local function script_recipe(home, plan, t, where)
     plan.keys, plan.origins = {}, {}
     for k, v in pairs(r) do plan.keys[k], plan.origins[k] = v, where .. ": recipe" end
   elseif type(r) == "string" then
-    local path = files.is_file(r) and r or (home .. "/scripts/recipes/" .. r .. ".lua")
-    plan.keys, plan.origins = recipes.load(path)
+    plan.keys, plan.origins = recipes.load(recipes.find(home, r))
   else
     error(where .. ": recipe: a table of keys, a recipe file or a name in scripts/recipes", 0)
   end

@@ -44,7 +44,7 @@ end
 local function family_fields(home)
   local arch = require("vramplan.arch")
   print("model families and their fields (in a model script, or --set FIELD=VALUE over one):")
-  for _, name in ipairs(require("vramplan.files").script_names(home .. "/models/arch")) do
+  for _, name in ipairs(require("vramplan.files").names(home, "models/arch")) do
     local family = arch.load(home, name)
     print(string.format("  %s — %s", family.name, family.doc))
     for _, f in ipairs(family.fields) do

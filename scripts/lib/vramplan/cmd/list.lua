@@ -31,7 +31,7 @@ function list.run(opts, home)
   local names
   if what == "models" then names = models.list(home)
   elseif what == "gpus" then names = hardware.list(home)
-  elseif what == "recipes" then names = files.script_names(home .. "/scripts/recipes")
+  elseif what == "recipes" then names = require("vramplan.recipes").list(home)
   else require("vramplan.cli").fail_usage("list what? models, gpus or recipes") end
   if what ~= "models" then
     if opts.json then print(require("dkjson").encode(names)) else for _, n in ipairs(names) do print(n) end end

@@ -50,7 +50,7 @@ function cmd.run(opts, home)
   end
   local model, config = arch.build(description, overrides, origins)
   local structure = model:structure()
-  local family_file = home .. "/models/arch/" .. description.family.name .. ".lua"
+  local family_file = description.family.source
   if opts.json then
     local fields = {}
     for _, f in ipairs(description.family.schema.order) do fields[f] = config[f] end

@@ -54,6 +54,8 @@ end
 local function worker_command(opts, fields, format, shard, j, jobs, done_path, err_path)
   local args = { vramplan.executable(), "sweep", opts.target }
   local function add(...) for _, a in ipairs({ ... }) do args[#args + 1] = a end end
+  -- the workers look things up where this process does
+  for _, dir in ipairs(vramplan.search_path or {}) do add("--path", dir) end
   if opts.recipe then add("--recipe", opts.recipe) end
   if opts.gpu then add("--gpu", opts.gpu) end
   for _, s in ipairs(opts.sets) do add("--set", s[1] .. "=" .. tostring(s[2])) end
