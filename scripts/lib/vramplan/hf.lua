@@ -255,6 +255,31 @@ mappings.phi = {
   end,
 }
 
+-- Starcoder2ForCausalLM (StarCoder2) of transformers 4.50-4.52; defaults
+-- are Starcoder2Config's for the keys a config.json leaves out (no window,
+-- no dropouts, biases on, the head tied by PretrainedConfig's default).
+-- norm_type and mlp_type name the only kinds transformers builds
+-- (LayerNorm, the ungated c_fc/c_proj MLP): others are refused.
+mappings.starcoder2 = {
+  family = "starcoder2",
+  keys = {
+    hidden_size = "hidden", num_hidden_layers = "layers", num_attention_heads = "heads",
+    num_key_value_heads = "kv_heads", intermediate_size = "intermediate", vocab_size = "vocab",
+    max_position_embeddings = "max_positions", rope_theta = "rope_theta", norm_epsilon = "norm_eps",
+    use_bias = "use_bias", sliding_window = "sliding_window", attention_dropout = "attn_dropout",
+    residual_dropout = "resid_dropout", embedding_dropout = "embed_dropout", hidden_act = "activation",
+    tie_word_embeddings = "tie_embeddings",
+  },
+  check = function(config)
+    if config.norm_type ~= nil and config.norm_type ~= "layer_norm" then
+      return "norm_type", "transformers' Starcoder2 builds LayerNorms only (layer_norm)"
+    end
+    if config.mlp_type ~= nil and config.mlp_type ~= "default" then
+      return "mlp_type", "transformers' Starcoder2 builds the ungated c_fc/c_proj MLP only (default)"
+    end
+  end,
+}
+
 -- BertForSequenceClassification: num_labels comes as id2label's size.
 mappings.bert = {
   family = "bert",
