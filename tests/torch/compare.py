@@ -76,6 +76,13 @@ def starcoder2(h=64, layers=2, heads=4, kv=2, inter=128, vocab=256, window=None,
             "use_bias": bias, "hidden_act": "gelu_pytorch_tanh", "norm_epsilon": 1e-5, "tie_word_embeddings": tied}
 
 
+def opt(h=64, layers=2, heads=4, inter=128, vocab=256, positions=128, dropout=0.1, act="relu"):
+    return {"model_type": "opt", "hidden_size": h, "num_hidden_layers": layers, "num_attention_heads": heads,
+            "ffn_dim": inter, "vocab_size": vocab, "max_position_embeddings": positions, "dropout": dropout,
+            "attention_dropout": 0.0, "activation_function": act, "do_layer_norm_before": True,
+            "enable_bias": True, "word_embed_proj_dim": h}
+
+
 def qwen3_moe(h=64, layers=2, heads=4, kv=2, vocab=256, experts=8, k=2, moe_inter=32, norm=True):
     return dict(llama(h, layers, heads, kv, 128, vocab), model_type="qwen3_moe", head_dim=32, num_experts=experts,
                 num_experts_per_tok=k, moe_intermediate_size=moe_inter, norm_topk_prob=norm)
@@ -359,6 +366,25 @@ CASES = [
     ("starcoder2 qlora nf4 amp-bf16 checkpointed", starcoder2(h=128, inter=256, layers=2), recipe(
         "amp-bf16", ckpt="full", finetune="qlora", quant="nf4", lora_targets="all-linear")),
     ("starcoder2 freeze 1 layer fp32", starcoder2(layers=3), recipe(finetune="freeze", trainable_layers=1)),
+    # OPT: positions counted from its own all-ones mask, a [b, 1, s, s] mask, ReLU fc1/fc2, a tied head
+    ("opt fp32", opt(), recipe()),
+    ("opt fp32 no dropout", opt(dropout=0.0), recipe()),
+    ("opt bf16", opt(), recipe("bf16")),
+    ("opt amp-bf16", opt(), recipe("amp-bf16")),
+    ("opt mixed-bf16 for-loop", opt(), recipe("mixed-bf16", impl="for-loop")),
+    ("opt fp32 checkpointed", opt(layers=3), recipe(ckpt="full")),
+    ("opt amp-bf16 checkpointed", opt(layers=3), recipe("amp-bf16", ckpt="full")),
+    ("opt bf16 every-2 non-reentrant", opt(layers=4), recipe("bf16", ckpt="every-2", use_reentrant="false")),
+    ("opt amp-bf16 attention dropout one sequence", dict(opt(), attention_dropout=0.1), recipe(
+        "amp-bf16", b=1, s=64)),
+    ("opt lora amp-bf16", opt(), recipe("amp-bf16", finetune="lora")),
+    ("opt lora q_proj,out_proj,fc2 fp32", opt(), recipe(finetune="lora", lora_targets="q_proj,out_proj,fc2")),
+    ("opt lora all-linear bf16 checkpointed", opt(layers=3), recipe(
+        "bf16", ckpt="full", finetune="lora", lora_targets="all-linear")),
+    ("opt qlora nf4 amp-bf16 checkpointed", opt(h=128, inter=256), recipe(
+        "amp-bf16", ckpt="full", finetune="qlora", quant="nf4")),
+    ("opt freeze 1 layer fp32", opt(layers=3), recipe(finetune="freeze", trainable_layers=1)),
+    ("opt prompt bf16", opt(), recipe("bf16", finetune="prompt", num_virtual_tokens=6)),
     # parallel attention and MLP: GPT-NeoX (Pythia) and Phi-2
     ("neox fp32", neox(), recipe()),
     # transformers' other activations (GPT-NeoX-20B's config names gelu_fast)

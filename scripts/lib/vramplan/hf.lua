@@ -280,6 +280,39 @@ mappings.starcoder2 = {
   end,
 }
 
+-- OPTForCausalLM (OPT 125M, 1.3B to 66B) of transformers 4.50-4.52:
+-- OPT-350M's layout (norms after the blocks, word_embed_proj_dim 512 with
+-- project_in and project_out) is refused, as are configs without the
+-- LayerNorms' affine parameters or with the final norm removed.
+mappings.opt = {
+  family = "opt",
+  keys = {
+    hidden_size = "hidden", num_hidden_layers = "layers", num_attention_heads = "heads", ffn_dim = "intermediate",
+    vocab_size = "vocab", max_position_embeddings = "max_positions", dropout = "dropout",
+    attention_dropout = "attn_dropout", activation_function = "activation", enable_bias = "enable_bias",
+    tie_word_embeddings = "tie_embeddings",
+  },
+  check = function(config)
+    if config.do_layer_norm_before == false then
+      return "do_layer_norm_before", "OPT-350M's norms after the blocks are not modelled"
+    end
+    local proj = config.word_embed_proj_dim
+    if type(proj) == "number" and proj ~= config.hidden_size then
+      return "word_embed_proj_dim", "OPT-350M's project_in and project_out are not modelled"
+    end
+    if config.layer_norm_elementwise_affine == false then
+      return "layer_norm_elementwise_affine", "LayerNorms without weights are not modelled"
+    end
+    if config._remove_final_layer_norm == true then
+      return "_remove_final_layer_norm", "a decoder without its final LayerNorm is not modelled"
+    end
+    local layerdrop = config.layerdrop
+    if type(layerdrop) == "number" and layerdrop > 0 then
+      return "layerdrop", "layers skipped at random in training are not modelled"
+    end
+  end,
+}
+
 -- BertForSequenceClassification: num_labels comes as id2label's size.
 mappings.bert = {
   family = "bert",
