@@ -58,9 +58,11 @@ vp_module_set vp_module_all_linear(void) {
     return set;
 }
 
-/* GPT-2's and GPT-NeoX's own names for their embeddings and head, accepted
- * beside the generic ones */
+/* GPT-2's and GPT-NeoX's own names for their embeddings and head, and
+ * OPT's for its attention's output projection, accepted beside the generic
+ * ones */
 static vp_module alias(const char *name, size_t len) {
+    if (len == 8 && strncmp(name, "out_proj", 8) == 0) return VP_MODULE_O_PROJ;
     if (len == 3 && strncmp(name, "wte", 3) == 0) return VP_MODULE_EMBED_TOKENS;
     if (len == 3 && strncmp(name, "wpe", 3) == 0) return VP_MODULE_EMBED_POSITIONS;
     if (len == 8 && strncmp(name, "embed_in", 8) == 0) return VP_MODULE_EMBED_TOKENS;

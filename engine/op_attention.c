@@ -50,9 +50,18 @@ enum {
     ATT_FIELDS
 };
 
-enum { MASK_ADDITIVE, MASK_BOOL_BUFFER, MASK_PADDING, MASK_BOOL, MASK_NONE, MASK_ADDITIVE_MISTRAL, MASK_ADDITIVE_HYBRID };
+enum {
+    MASK_ADDITIVE,
+    MASK_BOOL_BUFFER,
+    MASK_PADDING,
+    MASK_BOOL,
+    MASK_NONE,
+    MASK_ADDITIVE_MISTRAL,
+    MASK_ADDITIVE_HYBRID,
+    MASK_ADDITIVE_PADDED
+};
 static const char *const mask_names[] = {"additive", "bool-buffer", "padding", "bool", "none", "additive-mistral",
-                                         "additive-hybrid", NULL};
+                                         "additive-hybrid", "additive-padded", NULL};
 
 enum { QK_NORM_HEAD, QK_NORM_OLMO2, QK_NORM_GEMMA };
 static const char *const qk_norm_styles[] = {"head", "olmo2", "gemma", NULL};
@@ -80,7 +89,9 @@ static const vp_field attention_fields[ATT_FIELDS] = {
                   "step applied with masked_fill (BLOOM), none (the masks are in T5's position bias), or "
                   "additive-mistral: LLaMA's additive mask built as MistralModel builds it (Mistral, Phi-3: no "
                   "triu copy; the sliding window or-ed in place), or additive-hybrid: LLaMA's with exactly the keys' "
-                  "columns, given to SDPA too (Gemma 2's _update_causal_mask)"},
+                  "columns, given to SDPA too (Gemma 2's _update_causal_mask), or additive-padded: LLaMA's made from the "
+                  "model's own all-ones [b, s] mask (OPT): exactly the keys' columns, cloned to the batch and the "
+                  "padding merged in, [b, 1, s, keys]"},
     [ATT_POSITIONS] = {"positions", VP_FIELD_INT, false, 0, 0, 1 << 20, NULL,
                        "size of the bool-buffer mask (GPT-2's n_positions)"},
     [ATT_UPCAST_SOFTMAX] = {"upcast_softmax", VP_FIELD_BOOL, false, 1, 0, 1, NULL,
@@ -427,6 +438,32 @@ static void prepare_bool_mask(vp_step *step) {
     vp_drop(sim, causal);
 }
 
+/* GPT-J's _prepare_4d_causal_attention_mask_with_cache_position (OPT's
+ * copy, transformers 4.50-4.52) given the model's all-ones 2-D mask:
+ * target_length is the keys; full() and triu() of s x keys in the
+ * activations' dtype, the in-place multiply by a bool comparison, the
+ * expanded mask cloned to the batch, the 2-D mask (fp32) added to it, the
+ * sum compared with 0, masked_fill's result copied back in place. */
+static void prepare_padded_mask(vp_step *step, uint64_t keys) {
+    vp_sim *sim = &step->sim;
+    step->mask_columns = keys;
+    uint64_t n = vp_numel(sim, step->seq, keys), bn = vp_numel(sim, step->batch, n);
+    vp_t full = vp_new(sim, n, step->activation, "causal_mask.full");
+    vp_t triu = vp_new(sim, n, step->activation, "causal_mask.triu");
+    vp_drop(sim, full);
+    vp_t keep = vp_new(sim, n, VP_BOOL, "causal_mask.compare");
+    vp_drop(sim, keep);
+    vp_t mask = vp_new(sim, bn, step->activation, "causal_mask.clone");
+    vp_drop(sim, triu);
+    vp_t padding = vp_new(sim, bn, VP_FP32, "causal_mask.padding_add");
+    vp_t zero = vp_new(sim, bn, VP_BOOL, "causal_mask.padding_eq");
+    vp_drop(sim, padding);
+    vp_t filled = vp_new(sim, bn, step->activation, "causal_mask.masked_fill");
+    vp_drop(sim, zero);
+    vp_drop(sim, filled);
+    step->causal_mask = mask;
+}
+
 /* The additive causal mask LlamaModel builds once per forward for eager
  * attention (_prepare_4d_causal_attention_mask_with_cache_position): full()
  * then triu() of s x s in the activations' dtype, then an in-place multiply
@@ -476,6 +513,12 @@ static void attention_prepare(vp_step *step, const vp_op *op) {
      * attention slices the keys' columns off each row (a view). GPT-2's
      * SDPA path (to_causal_4d) builds exactly the keys' columns. */
     uint64_t keys = step->seq + step->past_tokens;
+    if (mask_kind == MASK_ADDITIVE_PADDED) {
+        sim->grad_mode = false;
+        prepare_padded_mask(step, keys);
+        sim->grad_mode = grad_mode;
+        return;
+    }
     /* Gemma2Model's target_length without an attention mask or a
      * HybridCache: the sequence's length */
     step->mask_columns = keys + (mask_kind == MASK_BOOL_BUFFER || mask_kind == MASK_ADDITIVE_HYBRID ? 0 : 1);

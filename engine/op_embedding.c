@@ -143,6 +143,8 @@ enum {
     POSITION_IN_PLACE,
     POSITION_MODEL_LOCAL,
     POSITION_IDS_BUFFER,
+    POSITION_OFFSET,
+    POSITION_FROM_MASK,
     POSITION_FIELDS
 };
 
@@ -155,23 +157,67 @@ static const vp_field position_fields[POSITION_FIELDS] = {
     [POSITION_IDS_BUFFER] = {"ids_buffer", VP_FIELD_BOOL, false, 0, 0, 1, NULL,
                              "the positions are a registered int64 buffer of `positions` ids, sliced per step "
                              "(BertEmbeddings' position_ids): a buffer, and no ids made per step"},
+    [POSITION_OFFSET] = {"offset", VP_FIELD_INT, false, 0, 0, 1 << 16, NULL,
+                         "rows of the table before the first position (OPT's 2): positions + offset rows"},
+    [POSITION_FROM_MASK] = {"from_mask", VP_FIELD_BOOL, false, 0, 0, 1, NULL,
+                            "the positions counted from the model's own all-ones attention mask for every "
+                            "sequence (OPTDecoder: torch.cumsum of fp32 ones, times them, minus one, as int64): "
+                            "[b, s] ids and a [b, s, hidden] lookup, not one row broadcast"},
 };
 
 static unsigned position_leaves(const vp_op *op, const vp_ranks *split, vp_leaf_spec *out) {
     (void)split; /* replicated */
-    out[0] = vp_param(vp_op_u64(op, POSITION_POSITIONS) * vp_op_u64(op, POSITION_HIDDEN), "wpe.weight",
-                      VP_MODULE_EMBED_POSITIONS, 0);
-    out[0].rows = vp_op_u64(op, POSITION_POSITIONS);
+    uint64_t rows = vp_op_u64(op, POSITION_POSITIONS) + vp_op_u64(op, POSITION_OFFSET);
+    out[0] = vp_param(rows * vp_op_u64(op, POSITION_HIDDEN), "wpe.weight", VP_MODULE_EMBED_POSITIONS, 0);
+    out[0].rows = rows;
     /* torch.arange(max_position_embeddings).expand((1, -1)) */
     out[1] = (vp_leaf_spec){.numel = vp_op_flag(op, POSITION_IDS_BUFFER) ? vp_op_u64(op, POSITION_POSITIONS) : 0,
                             .dtype = VP_INT64, .buffer = true, .label = "embeddings.position_ids", .count = 1};
     return 2;
 }
 
+/* OPTDecoder.forward (transformers 4.50-4.52) without an attention mask:
+ * attention_mask = torch.ones(b, past + s) in fp32 and position_ids =
+ * (cumsum(mask) * mask - 1).long() sliced to the sequence, both locals until
+ * it returns; OPTLearnedPositionalEmbedding looks up position_ids + offset
+ * (a new int64 tensor, which the embedding saves) for every sequence. */
+static vp_t positions_from_mask(vp_step *step, const vp_op *op, const vp_t *leaves) {
+    vp_sim *sim = &step->sim;
+    bool grad_mode = sim->grad_mode;
+    uint64_t all = vp_numel(sim, step->batch, step->seq + step->past_tokens);
+    uint64_t rows = vp_numel(sim, step->batch, step->seq);
+    sim->grad_mode = false;
+    vp_t ones = vp_new(sim, all, VP_FP32, "attention_mask.ones");
+    vp_t cumsum = vp_new(sim, all, VP_FP32, "position_ids.cumsum");
+    vp_t product = vp_new(sim, all, VP_FP32, "position_ids.mul");
+    vp_drop(sim, cumsum);
+    vp_t shifted = vp_new(sim, all, VP_FP32, "position_ids.sub");
+    vp_drop(sim, product);
+    vp_t ids = vp_new(sim, all, VP_INT64, "position_ids.long");
+    vp_drop(sim, shifted);
+    vp_t offset = vp_new(sim, rows, VP_INT64, "position_ids.offset");
+    sim->grad_mode = grad_mode;
+    vp_step_keep_local(step, ones, VP_LOCAL_OF_BODY);
+    vp_step_keep_local(step, ids, VP_LOCAL_OF_BODY);
+    vp_drop(sim, ones);
+    vp_drop(sim, ids);
+    vp_t pe = vp_embedding(sim, offset, leaves[0], rows, vp_op_u64(op, POSITION_HIDDEN), step->recipe->device,
+                           "embed_positions");
+    vp_drop(sim, offset);
+    return pe;
+}
+
 /* GPT2Model: position_embeds = self.wpe(position_ids) for one row of
  * positions, broadcast-added to the token embeddings. */
 static vp_t position_forward(vp_step *step, const vp_op *op, const vp_t *leaves, vp_t x) {
     vp_sim *sim = &step->sim;
+    if (vp_op_flag(op, POSITION_FROM_MASK)) {
+        vp_t pe = positions_from_mask(step, op, leaves);
+        vp_t y = vp_add(sim, x, pe, vp_at(sim, x)->numel, "embeddings.add");
+        if (vp_op_flag(op, POSITION_MODEL_LOCAL)) vp_step_keep_local(step, pe, VP_LOCAL_OF_BODY);
+        vp_drop(sim, pe);
+        return y;
+    }
     if (vp_op_flag(op, POSITION_IDS_BUFFER)) { /* self.position_ids[:, :seq_length]: a view, in place of made ids */
         vp_drop(sim, step->position_ids);
         step->position_ids = vp_view(sim, leaves[1], step->seq, "position_ids (a view of the buffer)");

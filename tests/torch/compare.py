@@ -68,6 +68,21 @@ def phi(h=64, layers=2, heads=4, kv=None, inter=128, vocab=256, factor=0.5, resi
             "partial_rotary_factor": factor, "resid_pdrop": resid, "embd_pdrop": 0.0, "hidden_act": "gelu_new"}
 
 
+def starcoder2(h=64, layers=2, heads=4, kv=2, inter=128, vocab=256, window=None, dropout=0.0, bias=True,
+               tied=True):
+    return {"model_type": "starcoder2", "hidden_size": h, "num_hidden_layers": layers, "num_attention_heads": heads,
+            "num_key_value_heads": kv, "intermediate_size": inter, "vocab_size": vocab, "sliding_window": window,
+            "attention_dropout": dropout, "residual_dropout": dropout, "embedding_dropout": dropout,
+            "use_bias": bias, "hidden_act": "gelu_pytorch_tanh", "norm_epsilon": 1e-5, "tie_word_embeddings": tied}
+
+
+def opt(h=64, layers=2, heads=4, inter=128, vocab=256, positions=128, dropout=0.1, act="relu"):
+    return {"model_type": "opt", "hidden_size": h, "num_hidden_layers": layers, "num_attention_heads": heads,
+            "ffn_dim": inter, "vocab_size": vocab, "max_position_embeddings": positions, "dropout": dropout,
+            "attention_dropout": 0.0, "activation_function": act, "do_layer_norm_before": True,
+            "enable_bias": True, "word_embed_proj_dim": h}
+
+
 def qwen3_moe(h=64, layers=2, heads=4, kv=2, vocab=256, experts=8, k=2, moe_inter=32, norm=True):
     return dict(llama(h, layers, heads, kv, 128, vocab), model_type="qwen3_moe", head_dim=32, num_experts=experts,
                 num_experts_per_tok=k, moe_intermediate_size=moe_inter, norm_topk_prob=norm)
@@ -333,6 +348,43 @@ CASES = [
     ("gemma3 lora q,v amp-bf16 checkpointed", gemma3(), recipe("amp-bf16", ckpt="full", finetune="lora")),
     ("gemma3 amp-bf16 one head seq 256", gemma3(h=48, heads=1, kv=1, vocab=40),
      recipe("amp-bf16", optimizer="none", s=256)),
+    # StarCoder2: MistralModel with LayerNorms, biased projections, c_fc/c_proj and three dropouts
+    ("starcoder2 fp32", starcoder2(), recipe()),
+    ("starcoder2 amp-bf16 dropout", starcoder2(dropout=0.1), recipe("amp-bf16")),
+    ("starcoder2 bf16 MQA untied no bias", starcoder2(kv=1, bias=False, tied=False), recipe("bf16")),
+    ("starcoder2 mixed-bf16 for-loop", starcoder2(), recipe("mixed-bf16", impl="for-loop")),
+    ("starcoder2 fp32 checkpointed dropout", starcoder2(layers=3, dropout=0.1), recipe(ckpt="full")),
+    ("starcoder2 amp-bf16 checkpointed", starcoder2(layers=3), recipe("amp-bf16", ckpt="full")),
+    ("starcoder2 bf16 every-2 non-reentrant", starcoder2(layers=4), recipe(
+        "bf16", ckpt="every-2", use_reentrant="false")),
+    # a window shorter than the sequence: MistralModel ors it into the mask in place
+    ("starcoder2 amp-bf16 sliding window 16", starcoder2(window=16, dropout=0.1), recipe("amp-bf16", s=48)),
+    ("starcoder2 lora q_proj,v_proj amp-bf16", starcoder2(dropout=0.1), recipe(
+        "amp-bf16", finetune="lora", lora_targets="q_proj,v_proj")),
+    ("starcoder2 lora all-linear bf16 checkpointed", starcoder2(layers=3), recipe(
+        "bf16", ckpt="full", finetune="lora", lora_targets="all-linear")),
+    ("starcoder2 qlora nf4 amp-bf16 checkpointed", starcoder2(h=128, inter=256, layers=2), recipe(
+        "amp-bf16", ckpt="full", finetune="qlora", quant="nf4", lora_targets="all-linear")),
+    ("starcoder2 freeze 1 layer fp32", starcoder2(layers=3), recipe(finetune="freeze", trainable_layers=1)),
+    # OPT: positions counted from its own all-ones mask, a [b, 1, s, s] mask, ReLU fc1/fc2, a tied head
+    ("opt fp32", opt(), recipe()),
+    ("opt fp32 no dropout", opt(dropout=0.0), recipe()),
+    ("opt bf16", opt(), recipe("bf16")),
+    ("opt amp-bf16", opt(), recipe("amp-bf16")),
+    ("opt mixed-bf16 for-loop", opt(), recipe("mixed-bf16", impl="for-loop")),
+    ("opt fp32 checkpointed", opt(layers=3), recipe(ckpt="full")),
+    ("opt amp-bf16 checkpointed", opt(layers=3), recipe("amp-bf16", ckpt="full")),
+    ("opt bf16 every-2 non-reentrant", opt(layers=4), recipe("bf16", ckpt="every-2", use_reentrant="false")),
+    ("opt amp-bf16 attention dropout one sequence", dict(opt(), attention_dropout=0.1), recipe(
+        "amp-bf16", b=1, s=64)),
+    ("opt lora amp-bf16", opt(), recipe("amp-bf16", finetune="lora")),
+    ("opt lora q_proj,out_proj,fc2 fp32", opt(), recipe(finetune="lora", lora_targets="q_proj,out_proj,fc2")),
+    ("opt lora all-linear bf16 checkpointed", opt(layers=3), recipe(
+        "bf16", ckpt="full", finetune="lora", lora_targets="all-linear")),
+    ("opt qlora nf4 amp-bf16 checkpointed", opt(h=128, inter=256), recipe(
+        "amp-bf16", ckpt="full", finetune="qlora", quant="nf4")),
+    ("opt freeze 1 layer fp32", opt(layers=3), recipe(finetune="freeze", trainable_layers=1)),
+    ("opt prompt bf16", opt(), recipe("bf16", finetune="prompt", num_virtual_tokens=6)),
     # parallel attention and MLP: GPT-NeoX (Pythia) and Phi-2
     ("neox fp32", neox(), recipe()),
     # transformers' other activations (GPT-NeoX-20B's config names gelu_fast)

@@ -1467,7 +1467,7 @@ class Llama(nn.Module):
             target_length = sequence_length
         min_dtype = torch.finfo(dtype).min
         causal_mask = torch.full((sequence_length, target_length), fill_value=min_dtype, dtype=dtype)
-        if self.cfg["model_type"] in ("phi3", "mixtral", "qwen2", "qwen3", "qwen2_moe", "qwen3_moe"):
+        if self.cfg["model_type"] in ("phi3", "mixtral", "qwen2", "qwen3", "qwen2_moe", "qwen3_moe", "starcoder2"):
             # MistralModel's (and its descendants'): no triu; the window or-ed in
             diagonal_attend_mask = torch.arange(target_length) > cache_position.reshape(-1, 1)
             window = self.cfg.get("sliding_window")
@@ -1720,6 +1720,272 @@ class ParallelDecoder(nn.Module):
 
     def head_bias(self):
         return self.lm_head.bias
+
+
+# ---------------------------------------------------------------- StarCoder2
+# Starcoder2ForCausalLM as transformers 4.50-4.52 computes it with eager
+# attention: MistralModel's mask, rotary tables and eager core; LayerNorms
+# with biases; residual_dropout inside the attention and the MLP.
+
+
+class Starcoder2Attention(LlamaAttention):
+    def __init__(self, cfg, layer_idx):
+        # q/k/v/o with biases when use_bias (LlamaAttention's attention_bias)
+        super().__init__(dict(cfg, attention_bias=cfg.get("use_bias", True)), layer_idx)
+        self.residual_dropout = cfg.get("residual_dropout", 0.0)
+
+    def forward(self, ac, hidden_states, position_embeddings, attention_mask, past_key_value=None):
+        input_shape = hidden_states.shape[:-1]
+        hidden_shape = (*input_shape, -1, self.head_dim)
+        query_states = linear(ac, hidden_states, self.q_proj.weight, self.q_proj.bias).view(hidden_shape).transpose(1, 2)
+        key_states = linear(ac, hidden_states, self.k_proj.weight, self.k_proj.bias).view(hidden_shape).transpose(1, 2)
+        value_states = linear(ac, hidden_states, self.v_proj.weight, self.v_proj.bias).view(hidden_shape).transpose(1, 2)
+        cos, sin = position_embeddings
+        query_states, key_states = apply_rotary_pos_emb(query_states, key_states, cos, sin)
+        if past_key_value is not None:
+            key_states, value_states = past_key_value.update(key_states, value_states, self.layer_idx)
+        attn_output, attn_weights = self.attend(ac, query_states, key_states, value_states, attention_mask)
+        attn_output = attn_output.reshape(*input_shape, -1).contiguous()
+        attn_output = linear(ac, attn_output, self.o_proj.weight, self.o_proj.bias)
+        attn_output = dropout(attn_output, self.residual_dropout, self.training)
+        return attn_output, attn_weights
+
+
+class Starcoder2MLP(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        h, bias = cfg["hidden_size"], cfg.get("use_bias", True)
+        self.c_fc = nn.Linear(h, cfg["intermediate_size"], bias=bias)
+        self.c_proj = nn.Linear(cfg["intermediate_size"], h, bias=bias)
+        self.act = cfg.get("hidden_act", "gelu_pytorch_tanh")
+        self.residual_dropout = cfg.get("residual_dropout", 0.0)
+
+    def forward(self, ac, hidden_states):
+        hidden_states = linear(ac, hidden_states, self.c_fc.weight, self.c_fc.bias)
+        hidden_states = activation(ac, self.act, hidden_states)
+        hidden_states = linear(ac, hidden_states, self.c_proj.weight, self.c_proj.bias)
+        return dropout(hidden_states, self.residual_dropout, self.training)
+
+
+class Starcoder2DecoderLayer(nn.Module):
+    def __init__(self, cfg, layer_idx):
+        super().__init__()
+        h, eps = cfg["hidden_size"], cfg.get("norm_epsilon", 1e-5)
+        # MistralDecoderLayer's order: self_attn, mlp, then the norms
+        self.self_attn = Starcoder2Attention(cfg, layer_idx)
+        self.mlp = Starcoder2MLP(cfg)
+        self.input_layernorm = nn.LayerNorm(h, eps=eps)
+        self.post_attention_layernorm = nn.LayerNorm(h, eps=eps)
+        self.is_sliding = False
+
+    def forward(self, ac, hidden_states, attention_mask, position_ids, cos, sin, past_key_value=None,
+                cache_position=None):
+        # under autocast the branches' 16-bit outputs join the fp32 stream: CUDA's mixed add
+        residual = hidden_states
+        hidden_states = layer_norm(ac, self.input_layernorm, hidden_states)
+        hidden_states, self_attn_weights = self.self_attn(ac, hidden_states, (cos, sin), attention_mask,
+                                                          past_key_value)
+        hidden_states = add(residual, hidden_states)
+        residual = hidden_states
+        hidden_states = layer_norm(ac, self.post_attention_layernorm, hidden_states)
+        hidden_states = self.mlp(ac, hidden_states)
+        hidden_states = add(residual, hidden_states)
+        return hidden_states
+
+
+class Starcoder2(nn.Module):
+    """Starcoder2Model: embed_tokens, layers, norm, rotary_emb (MistralModel's
+    order); embedding_dropout after the embeddings, before the tables."""
+
+    def __init__(self, cfg):
+        super().__init__()
+        h = cfg["hidden_size"]
+        self.cfg = cfg
+        self.embed_tokens = nn.Embedding(cfg["vocab_size"], h)
+        self.layers = nn.ModuleList([Starcoder2DecoderLayer(cfg, i) for i in range(cfg["num_hidden_layers"])])
+        self.norm = nn.LayerNorm(h, eps=cfg.get("norm_epsilon", 1e-5))
+        self.rotary_emb = LlamaRotaryEmbedding(cfg)
+        self.embedding_dropout = cfg.get("embedding_dropout", 0.0)
+        self.tied = cfg.get("tie_word_embeddings", True)
+        if not self.tied:
+            self.lm_head = nn.Linear(h, cfg["vocab_size"], bias=False)
+
+    causal_mask = Llama.causal_mask
+
+    def embed(self, input_ids):
+        return self.embed_tokens(input_ids)
+
+    def body(self, ac, input_ids, checkpoint, inputs_embeds=None, past_key_values=None):
+        if inputs_embeds is None:
+            inputs_embeds = self.embed_tokens(input_ids)
+        past_seen_tokens = past_key_values.get_seq_length() if past_key_values is not None else 0
+        cache_position = torch.arange(past_seen_tokens, past_seen_tokens + inputs_embeds.shape[1])
+        position_ids = cache_position.unsqueeze(0)
+        causal_mask = self.causal_mask(inputs_embeds, cache_position, past_seen_tokens)
+        hidden_states = inputs_embeds
+        hidden_states = dropout(hidden_states, self.embedding_dropout, self.training)
+        cos, sin = self.rotary_emb(hidden_states, position_ids)
+        tables = (cos, sin)
+        for chunk in chunks(self.layers, checkpoint):
+            if checkpoint:  # MistralModel's call: the rotary tables go as a tuple
+                hidden_states = checkpoint(lambda x, m, p, cp, t, c=chunk: run_layers(ac, c, x, m, p, cp, t),
+                                           hidden_states, causal_mask, position_ids, cache_position, tables)
+            else:
+                hidden_states = run_layers(ac, chunk, hidden_states, causal_mask, position_ids, cache_position, tables,
+                                           past_key_values)
+        return layer_norm(ac, self.norm, hidden_states)
+
+    def head_weight(self):
+        return self.embed_tokens.weight if self.tied else self.lm_head.weight
+
+
+# ---------------------------------------------------------------- OPT
+# OPTForCausalLM as transformers 4.50-4.52 computes it with eager attention
+# (do_layer_norm_before, word_embed_proj_dim = hidden_size): the decoder
+# makes its own all-ones attention mask, a [b, 1, s, s] causal mask merged
+# with it, and positions counted from it, offset by 2.
+
+
+class OPTAttention(nn.Module):
+    def __init__(self, cfg, layer_idx):
+        super().__init__()
+        h = cfg["hidden_size"]
+        self.layer_idx = layer_idx
+        self.num_heads = cfg["num_attention_heads"]
+        self.head_dim = h // self.num_heads
+        self.scaling = self.head_dim ** -0.5
+        self.dropout = cfg.get("attention_dropout", 0.0)
+        bias = cfg.get("enable_bias", True)
+        # registered as OPTAttention registers them
+        self.k_proj = nn.Linear(h, h, bias=bias)
+        self.v_proj = nn.Linear(h, h, bias=bias)
+        self.q_proj = nn.Linear(h, h, bias=bias)
+        self.out_proj = nn.Linear(h, h, bias=bias)
+
+    def eager(self, ac, query, key, value, attention_mask, scaling):
+        # eager_attention_forward (siglip's), called with scaling=1.0
+        attn_weights = torch.matmul(ac.down(query), ac.down(key).transpose(-1, -2)) * scaling
+        if attention_mask is not None:
+            # 16-bit scores under autocast plus the fp32 mask: CUDA's add (MixedAdd)
+            attn_weights = add(attn_weights, attention_mask)
+        attn_weights = nn.functional.softmax(attn_weights, dim=-1, dtype=torch.float32).to(query.dtype)
+        attn_weights = dropout(attn_weights, self.dropout, self.training)
+        attn_output = torch.matmul(ac.down(attn_weights), ac.down(value))
+        attn_output = attn_output.transpose(1, 2).contiguous()
+        return attn_output, attn_weights
+
+    def forward(self, ac, hidden_states, attention_mask, past_key_value=None):
+        bsz, tgt_len, _ = hidden_states.size()
+        query_states = linear(ac, hidden_states, self.q_proj.weight, self.q_proj.bias) * self.scaling
+        query_states = query_states.view(bsz, -1, self.num_heads, self.head_dim).transpose(1, 2)
+        key_states = linear(ac, hidden_states, self.k_proj.weight, self.k_proj.bias)
+        value_states = linear(ac, hidden_states, self.v_proj.weight, self.v_proj.bias)
+        key_states = key_states.view(bsz, -1, self.num_heads, self.head_dim).transpose(1, 2)
+        value_states = value_states.view(bsz, -1, self.num_heads, self.head_dim).transpose(1, 2)
+        if past_key_value is not None:
+            key_states, value_states = past_key_value.update(key_states, value_states, self.layer_idx)
+        attn_output, attn_weights = self.eager(ac, query_states, key_states, value_states, attention_mask, 1.0)
+        attn_output = attn_output.reshape(bsz, tgt_len, -1).contiguous()
+        attn_output = linear(ac, attn_output, self.out_proj.weight, self.out_proj.bias)
+        attn_weights = None  # not output_attentions
+        return attn_output, attn_weights
+
+
+class OPTDecoderLayer(nn.Module):
+    def __init__(self, cfg, layer_idx):
+        super().__init__()
+        h, bias = cfg["hidden_size"], cfg.get("enable_bias", True)
+        self.self_attn = OPTAttention(cfg, layer_idx)
+        self.dropout = cfg.get("dropout", 0.1)
+        self.act = cfg.get("activation_function", "relu")
+        self.self_attn_layer_norm = nn.LayerNorm(h)
+        self.fc1 = nn.Linear(h, cfg["ffn_dim"], bias=bias)
+        self.fc2 = nn.Linear(cfg["ffn_dim"], h, bias=bias)
+        self.final_layer_norm = nn.LayerNorm(h)
+
+    def forward(self, ac, hidden_states, attention_mask, past_key_value=None):
+        # under autocast the branches' 16-bit outputs join the fp32 stream: CUDA's mixed add
+        residual = hidden_states
+        hidden_states = layer_norm(ac, self.self_attn_layer_norm, hidden_states)
+        hidden_states, self_attn_weights = self.self_attn(ac, hidden_states, attention_mask, past_key_value)
+        hidden_states = dropout(hidden_states, self.dropout, self.training)
+        hidden_states = add(residual, hidden_states)
+        hidden_states_shape = hidden_states.shape
+        hidden_states = hidden_states.reshape(-1, hidden_states.size(-1))
+        residual = hidden_states
+        hidden_states = layer_norm(ac, self.final_layer_norm, hidden_states)
+        hidden_states = linear(ac, hidden_states, self.fc1.weight, self.fc1.bias)
+        hidden_states = activation(ac, self.act, hidden_states)
+        hidden_states = linear(ac, hidden_states, self.fc2.weight, self.fc2.bias)
+        hidden_states = dropout(hidden_states, self.dropout, self.training)
+        hidden_states = add(residual, hidden_states).view(hidden_states_shape)
+        return hidden_states
+
+
+class OPT(nn.Module):
+    """OPTDecoder: embed_tokens, embed_positions (max_position_embeddings + 2
+    rows), final_layer_norm, then the layers; the head tied to embed_tokens."""
+
+    def __init__(self, cfg):
+        super().__init__()
+        h = cfg["hidden_size"]
+        self.cfg = cfg
+        self.embed_tokens = nn.Embedding(cfg["vocab_size"], h)
+        self.offset = 2
+        self.embed_positions = nn.Embedding(cfg["max_position_embeddings"] + self.offset, h)
+        self.final_layer_norm = nn.LayerNorm(h)
+        self.layers = nn.ModuleList([OPTDecoderLayer(cfg, i) for i in range(cfg["num_hidden_layers"])])
+        self.tied = cfg.get("tie_word_embeddings", True)
+        if not self.tied:
+            self.lm_head = nn.Linear(h, cfg["vocab_size"], bias=False)
+
+    def update_causal_mask(self, attention_mask, input_tensor, cache_position):
+        # _update_causal_mask for eager attention, then
+        # _prepare_4d_causal_attention_mask_with_cache_position with the 2-D mask
+        dtype = input_tensor.dtype
+        sequence_length = input_tensor.shape[1]
+        target_length = attention_mask.shape[-1]
+        min_dtype = torch.finfo(dtype).min
+        causal_mask = torch.full((sequence_length, target_length), fill_value=min_dtype, dtype=dtype)
+        if sequence_length != 1:
+            causal_mask = torch.triu(causal_mask, diagonal=1)
+        causal_mask *= torch.arange(target_length) > cache_position.reshape(-1, 1)
+        causal_mask = causal_mask[None, None, :, :].expand(input_tensor.shape[0], 1, -1, -1)
+        causal_mask = causal_mask.clone()  # copy to contiguous memory for in-place edit
+        mask_length = attention_mask.shape[-1]
+        # a 16-bit mask plus the fp32 ones: CUDA's add (MixedAdd), without CPU's fp32 copy
+        padding_mask = add(causal_mask[:, :, :, :mask_length], attention_mask[:, None, None, :])
+        padding_mask = padding_mask == 0
+        causal_mask[:, :, :, :mask_length] = causal_mask[:, :, :, :mask_length].masked_fill(padding_mask, min_dtype)
+        return causal_mask
+
+    def embed(self, input_ids):
+        return self.embed_tokens(input_ids)
+
+    def body(self, ac, input_ids, checkpoint, inputs_embeds=None, past_key_values=None):
+        if inputs_embeds is None:
+            inputs_embeds = self.embed_tokens(input_ids)
+        past_seen_tokens = past_key_values.get_seq_length() if past_key_values is not None else 0
+        cache_position = torch.arange(past_seen_tokens, past_seen_tokens + inputs_embeds.shape[1])
+        seq_length = past_seen_tokens + inputs_embeds.shape[1]
+        attention_mask = torch.ones(inputs_embeds.shape[0], seq_length)
+        causal_mask = self.update_causal_mask(attention_mask, inputs_embeds, cache_position)
+        position_ids = torch.cumsum(attention_mask, dim=1)
+        position_ids = (position_ids * attention_mask - 1).long()
+        position_ids = position_ids[:, past_seen_tokens:]
+        # OPTLearnedPositionalEmbedding.forward: super().forward(position_ids + self.offset)
+        pos_embeds = self.embed_positions(position_ids + self.offset)
+        hidden_states = inputs_embeds + pos_embeds
+        for chunk in chunks(self.layers, checkpoint):
+            if checkpoint:  # the call passes the mask, position_ids and cache_position
+                hidden_states = checkpoint(lambda x, m, p, cp, c=chunk: in_turn(c, x, lambda l, y: l(ac, y, m)),
+                                           hidden_states, causal_mask, position_ids, cache_position)
+            else:
+                hidden_states = chunk[0](ac, hidden_states, causal_mask, past_key_values)
+        return layer_norm(ac, self.final_layer_norm, hidden_states)
+
+    def head_weight(self):
+        return self.embed_tokens.weight if self.tied else self.lm_head.weight
 
 
 # ---------------------------------------------------------------- BLOOM
@@ -2272,7 +2538,8 @@ class CausalLM(nn.Module):
     def __init__(self, cfg):
         super().__init__()
         kind = cfg["model_type"]
-        self.model = {"gpt2": GPT2, "bloom": Bloom, "gpt_neox": ParallelDecoder, "phi": ParallelDecoder}.get(kind, Llama)(cfg)
+        self.model = {"gpt2": GPT2, "bloom": Bloom, "gpt_neox": ParallelDecoder, "phi": ParallelDecoder,
+                      "starcoder2": Starcoder2, "opt": OPT}.get(kind, Llama)(cfg)
         self.vocab = cfg["vocab_size"]
 
     def no_training_cache(self):
@@ -2331,7 +2598,8 @@ class CausalLM(nn.Module):
 LINEAR_NAMES = {"q_proj", "k_proj", "v_proj", "o_proj", "c_attn", "c_proj", "c_fc", "gate_proj", "up_proj",
                 "down_proj", "query_key_value", "dense", "dense_h_to_4h", "dense_4h_to_h", "q", "k", "v", "o", "wi",
                 "wo", "wi_0", "wi_1", "qkv_proj", "gate_up_proj", "gate", "shared_expert_gate", "fc1", "fc2", "lm_head",
-                "q_a_proj", "q_b_proj", "kv_a_proj_with_mqa", "kv_b_proj", "query", "key", "value", "classifier"}
+                "q_a_proj", "q_b_proj", "kv_a_proj_with_mqa", "kv_b_proj", "query", "key", "value", "classifier",
+                "out_proj"}
 # the heads PEFT's all-linear leaves out: a language model's, a classifier's (SEQ_CLS_HEAD_NAMES)
 HEAD_NAMES = {"lm_head", "classifier"}
 
@@ -2393,7 +2661,7 @@ def freeze(model, trainable_layers):
         param.requires_grad_(False)
     layers = body.h if isinstance(body, (GPT2, Bloom)) else body.layers
     final = body.ln_f if isinstance(body, (GPT2, Bloom)) else body.final_norm if isinstance(body, ParallelDecoder) \
-        else body.norm
+        else body.final_layer_norm if isinstance(body, OPT) else body.norm
     trained = list(layers)[len(layers) - trainable_layers:] if trainable_layers else []
     for module in trained + [final] + ([body.lm_head] if hasattr(body, "lm_head") else []):
         module.requires_grad_(True)

@@ -248,6 +248,64 @@ mappings.phi = {
   end,
 }
 
+-- Starcoder2ForCausalLM (StarCoder2) of transformers 4.50-4.52; defaults
+-- are Starcoder2Config's for the keys a config.json leaves out (no window,
+-- no dropouts, biases on, the head tied by PretrainedConfig's default).
+-- norm_type and mlp_type name the only kinds transformers builds
+-- (LayerNorm, the ungated c_fc/c_proj MLP): others are refused.
+mappings.starcoder2 = {
+  family = "starcoder2",
+  keys = {
+    hidden_size = "hidden", num_hidden_layers = "layers", num_attention_heads = "heads",
+    num_key_value_heads = "kv_heads", intermediate_size = "intermediate", vocab_size = "vocab",
+    max_position_embeddings = "max_positions", rope_theta = "rope_theta", norm_epsilon = "norm_eps",
+    use_bias = "use_bias", sliding_window = "sliding_window", attention_dropout = "attn_dropout",
+    residual_dropout = "resid_dropout", embedding_dropout = "embed_dropout", hidden_act = "activation",
+    tie_word_embeddings = "tie_embeddings",
+  },
+  check = function(config)
+    if config.norm_type ~= nil and config.norm_type ~= "layer_norm" then
+      return "norm_type", "transformers' Starcoder2 builds LayerNorms only (layer_norm)"
+    end
+    if config.mlp_type ~= nil and config.mlp_type ~= "default" then
+      return "mlp_type", "transformers' Starcoder2 builds the ungated c_fc/c_proj MLP only (default)"
+    end
+  end,
+}
+
+-- OPTForCausalLM (OPT 125M, 1.3B to 66B) of transformers 4.50-4.52:
+-- OPT-350M's layout (norms after the blocks, word_embed_proj_dim 512 with
+-- project_in and project_out) is refused, as are configs without the
+-- LayerNorms' affine parameters or with the final norm removed.
+mappings.opt = {
+  family = "opt",
+  keys = {
+    hidden_size = "hidden", num_hidden_layers = "layers", num_attention_heads = "heads", ffn_dim = "intermediate",
+    vocab_size = "vocab", max_position_embeddings = "max_positions", dropout = "dropout",
+    attention_dropout = "attn_dropout", activation_function = "activation", enable_bias = "enable_bias",
+    tie_word_embeddings = "tie_embeddings",
+  },
+  check = function(config)
+    if config.do_layer_norm_before == false then
+      return "do_layer_norm_before", "OPT-350M's norms after the blocks are not modelled"
+    end
+    local proj = config.word_embed_proj_dim
+    if type(proj) == "number" and proj ~= config.hidden_size then
+      return "word_embed_proj_dim", "OPT-350M's project_in and project_out are not modelled"
+    end
+    if config.layer_norm_elementwise_affine == false then
+      return "layer_norm_elementwise_affine", "LayerNorms without weights are not modelled"
+    end
+    if config._remove_final_layer_norm == true then
+      return "_remove_final_layer_norm", "a decoder without its final LayerNorm is not modelled"
+    end
+    local layerdrop = config.layerdrop
+    if type(layerdrop) == "number" and layerdrop > 0 then
+      return "layerdrop", "layers skipped at random in training are not modelled"
+    end
+  end,
+}
+
 -- BertForSequenceClassification: num_labels comes as id2label's size.
 mappings.bert = {
   family = "bert",
