@@ -54,6 +54,11 @@ uint64_t vp_dequant_absmax_numel(const vp_recipe *recipe, uint64_t numel) {
 }
 
 vp_dtype vp_lora_dtype(const vp_recipe *recipe, vp_dtype params) {
+    if (recipe->lora_dtype == VP_LORA_DTYPE_BASE) return params;
+    if (recipe->lora_dtype == VP_LORA_DTYPE_FP32) return VP_FP32;
+    /* auto: PEFT 0.12+ (peft/tuners/tuners_utils.py, autocast_adapter_dtype)
+     * upcasts bf16/fp16 adapters to fp32, unless the framework casts the
+     * whole module (DeepSpeed's and Megatron's mixed precision) */
     bool sixteen = params == VP_BF16 || params == VP_FP16;
     bool whole_module_cast = vp_precision_is_mixed(recipe->precision);
     return sixteen && !whole_module_cast ? VP_FP32 : params;

@@ -54,6 +54,7 @@ const char *vp_recipe_problem(const vp_recipe *r) {
 }
 
 const char *const vp_quant_names[] = {"none", "nf4", "fp4", "int8", NULL};
+const char *const vp_lora_dtype_names[] = {"auto", "fp32", "base", NULL};
 const char *const vp_sparsity_names[] = {"none", "2:4", NULL};
 
 const char *const vp_finetune_names[] = {"full", "lora", "qlora", "prefix", "prompt", "freeze", NULL};

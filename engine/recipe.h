@@ -86,6 +86,12 @@ typedef enum { VP_QUANT_NONE, VP_QUANT_NF4, VP_QUANT_FP4, VP_QUANT_INT8, VP_QUAN
 typedef enum { VP_SPARSITY_NONE, VP_SPARSITY_2_4, VP_SPARSITY_COUNT } vp_sparsity;
 extern const char *const vp_sparsity_names[];
 
+/* The adapters' dtype (LoRA, DoRA, prompt and prefix tuning): PEFT 0.12+
+ * upcasts 16-bit adapters to fp32 (autocast_adapter_dtype); PEFT before it,
+ * fsdp_qlora and torchtune keep the base's dtype. */
+typedef enum { VP_LORA_DTYPE_AUTO, VP_LORA_DTYPE_FP32, VP_LORA_DTYPE_BASE, VP_LORA_DTYPE_COUNT } vp_lora_dtype_rule;
+extern const char *const vp_lora_dtype_names[];
+
 /* Behaviour that changed between the PyTorch versions we model. */
 typedef enum { VP_TORCH_2, VP_TORCH_1_13, VP_TORCH_COUNT } vp_torch_version;
 
@@ -156,6 +162,7 @@ typedef struct {
     double lora_dropout;
     vp_module_set lora_targets;  /* target_modules; 0: PEFT's default for the model */
     bool use_dora;               /* DoRA: a magnitude vector per adapted weight, and its forward */
+    vp_lora_dtype_rule lora_dtype; /* the adapters' dtype */
     vp_module_set modules_to_save; /* trained in full beside the adapters */
     unsigned trainable_layers;   /* freeze: the last layers trained (with the final norm and head) */
     unsigned virtual_tokens;     /* prompt tuning: num_virtual_tokens */

@@ -310,6 +310,10 @@ static const vp_recipe_key keys[] = {
      .doc = "DoRA (LoraConfig's use_dora), with lora or qlora: a trained magnitude per output feature, and each "
             "forward makes B @ A and the weight's column norms whole (a quantized weight dequantized), weight-sized "
             "temporaries [false]"},
+    {OPTION_KEY("lora_dtype", lora_dtype, vp_lora_dtype_names, VP_LORA_DTYPE_AUTO), .applies = with_adapters,
+     .doc = "the adapters' dtype (LoRA, DoRA, prompt and prefix tuning): auto is PEFT 0.12+'s rule (16-bit adapters "
+            "upcast to fp32, unless DeepSpeed or Megatron cast the whole module); base keeps the base model's dtype "
+            "(PEFT before 0.12, fsdp_qlora, torchtune); fp32 always fp32 [auto]"},
     {TEXT_KEY("lora_targets", parse_lora_targets), .value = value_lora_targets, .applies = with_adapters,
      .doc = "modules given adapters: names (q_proj,v_proj) or all-linear [q_proj,v_proj; GPT-2 c_attn; BLOOM "
             "query_key_value]"},

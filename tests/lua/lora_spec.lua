@@ -278,4 +278,18 @@ describe("full fine-tuning, LoRA and QLoRA side by side", function()
     -- QLoRA's 4-bit base weighs a third of LoRA's bf16 one
     assert.is_true(qlora.per_gpu.params_bytes < lora.per_gpu.params_bytes / 2.5)
   end)
+
+  it("keeps the adapters in the base's dtype with lora_dtype = base (PEFT before 0.12, torchtune)", function()
+    local args = { "llama2-7b", "--set", "precision=bf16", "--set", "finetune=lora", "--set", "seq_len=256" }
+    local auto = helper.estimate(table.unpack(args))
+    local base = helper.estimate("--set", "lora_dtype=base", table.unpack(args))
+    -- the same adapters, two bytes each instead of four: parameters, gradients and both Adam states
+    local n = auto.model.trainable_params
+    assert.are.equal(n, base.model.trainable_params)
+    assert.are.equal(auto.per_gpu.params_bytes - 2 * n, base.per_gpu.params_bytes)
+    assert.are.equal(auto.per_gpu.optimizer_bytes / 2, base.per_gpu.optimizer_bytes)
+    assert.are.equal("base", base.recipe.lora_dtype)
+    local torchtune = helper.estimate("--set", "stack=torchtune", table.unpack(args))
+    assert.are.equal("base", torchtune.recipe.lora_dtype)
+  end)
 end)

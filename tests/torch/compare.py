@@ -585,6 +585,15 @@ CASES = [
     ("llama qlora bf16", llama(h=256, inter=512), recipe("bf16", finetune="qlora", b=1, s=16)),
     # bnb_4bit_compute_dtype fp32: the weights dequantized to fp32, the input cast up
     ("llama qlora bf16 fp32 compute", llama(layers=3), recipe("bf16", finetune="qlora", compute_dtype="fp32")),
+    # adapters in the base's dtype (PEFT before 0.12, fsdp_qlora, torchtune)
+    ("llama lora bf16 lora_dtype base", llama(), recipe("bf16", finetune="lora", lora_dtype="base")),
+    ("llama qlora bf16 lora_dtype base checkpointed", llama(layers=3), recipe(
+        "bf16", ckpt="full", finetune="qlora", lora_dtype="base")),
+    ("gpt2 lora bf16 all-linear dropout lora_dtype base", gpt2(), recipe(
+        "bf16", finetune="lora", lora_targets="c_attn,c_proj,c_fc", lora_dropout=0.1, lora_dtype="base")),
+    ("llama prompt bf16 lora_dtype base", llama(), recipe("bf16", finetune="prompt", num_virtual_tokens=4,
+        lora_dtype="base")),
+    ("llama lora mixed-bf16 lora_dtype fp32", llama(), recipe("mixed-bf16", finetune="lora", lora_dtype="fp32")),
     ("gpt2 qlora amp-bf16 fp4 fp32 compute all-linear", gpt2(), recipe(
         "amp-bf16", finetune="qlora", quant="fp4", compute_dtype="fp32", lora_targets="all-linear")),
     ("llama qdora amp-bf16 fp32 compute checkpointed", llama(layers=3), recipe(

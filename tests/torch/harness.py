@@ -221,8 +221,15 @@ def measure(case, rank=None):
             quantize_4bit(model, ac, str(recipe.get("double_quant", "true")) == "true", compute, compute)
     if finetune in ("lora", "qlora", "prompt", "prefix"):
         # PEFT upcasts 16-bit adapters to fp32 (autocast_adapter_dtype) unless
-        # the framework casts the whole module (the mixed-* recipes)
-        adapter_dtype = model_dtype if precision.startswith("mixed") else torch.float32
+        # the framework casts the whole module (the mixed-* recipes); before
+        # PEFT 0.12 (and in fsdp_qlora, torchtune) they keep the base's dtype
+        rule = recipe.get("lora_dtype", "auto")
+        if rule == "base":
+            adapter_dtype = model_dtype
+        elif rule == "fp32":
+            adapter_dtype = torch.float32
+        else:
+            adapter_dtype = model_dtype if precision.startswith("mixed") else torch.float32
         if finetune in ("lora", "qlora"):
             add_lora(model, ac, recipe, adapter_dtype)
         elif finetune == "prefix":

@@ -56,8 +56,10 @@ stacks.profiles = {
     doc = "torchtune's recipes",
     -- torchtune/recipes/full_finetune_single_device.py with its configs
     -- (recipes/configs/*): dtype bf16 for the whole model and optimizer (no
-    -- autocast), enable_activation_checkpointing True.
-    defaults = { precision = "bf16", checkpointing = "full", keep_logits = false },
+    -- autocast), enable_activation_checkpointing True; its LoRA recipes
+    -- build the adapters under the same default dtype (set_default_dtype),
+    -- so they stay bf16 (lora_dtype base).
+    defaults = { precision = "bf16", checkpointing = "full", keep_logits = false, lora_dtype = "base" },
     rule = "fixed",
   },
   torchtitan = {
