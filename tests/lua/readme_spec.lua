@@ -64,21 +64,8 @@ describe("the README's cookbook", function()
   end)
 
   it("runs each command as written", function()
-    local dir = os.tmpname()
-    os.remove(dir)
-    assert(os.execute("mkdir " .. dir))
-    local root = helper.root:sub(1, 1) == "/" and helper.root or (os.getenv("PWD") .. "/" .. helper.root)
-    for _, folder in ipairs({ "build", "scripts", "tests", "models", "hardware", "docs" }) do
-      assert(os.execute(string.format("ln -s %s/%s %s/%s", root, folder, dir, folder)))
-    end
-    for _, command in ipairs(commands) do
-      local shell = string.format("cd %s && timeout 120 %s >out.txt 2>err.txt", dir, command)
-      local ok, _, code = os.execute(shell)
-      local f = io.open(dir .. "/err.txt")
-      local err = f and f:read("a") or ""
-      if f then f:close() end
-      assert(ok, string.format("`%s` exited %s: %s", command, tostring(code), err))
-    end
+    local dir = tree_like()
+    for _, command in ipairs(commands) do run_in(dir, command) end
     os.execute("rm -rf " .. dir)
   end)
 end)

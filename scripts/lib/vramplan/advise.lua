@@ -169,12 +169,7 @@ local function better(a, b)
   return a.size < b.size
 end
 
-local function key_of(changes)
-  local parts = {}
-  for k, v in pairs(changes) do parts[#parts + 1] = k .. "=" .. tostring(v) end
-  table.sort(parts)
-  return table.concat(parts, " ")
-end
+local key_of = job.changes_key
 
 -- The advice for a job: { binding, fits, headroom_bytes, fixes, no_help,
 -- gpus }. options.max_combinations caps the listed combinations (default 10).

@@ -119,10 +119,7 @@ end
 local function prober(j, base)
   local cache, self = {}, { estimates = 0 }
   function self.at(changes)
-    local parts = {}
-    for k, v in pairs(changes) do parts[#parts + 1] = k .. "=" .. tostring(v) end
-    table.sort(parts)
-    local key = table.concat(parts, ",")
+    local key = job.changes_key(changes)
     local hit = cache[key]
     if not hit then
       local merged = {}
@@ -211,6 +208,29 @@ local function next_step(answer, result, err)
   end
 end
 
+-- The largest value of `key` up to `limit` that fits, among the multiples
+-- of the smallest value the engine accepts (granularity): the answer, or
+-- { value = nil, reason } with the shortfall of the smallest.
+local function largest_multiple(probe, key, limit, capacity)
+  local g = granularity(probe, key, limit)
+  if not g then
+    local _, err = probe.at({ [key] = 1 })
+    return { value = nil, reason = err, estimates = probe.estimates }
+  end
+  local n = limit // g
+  local i = last_fitting(n, function(i) return probe.at({ [key] = i * g }) end, capacity)
+  if not i then
+    local r = probe.at({ [key] = g })
+    return { value = nil, reason = string.format("%s %d does not fit", key, g), peak_total_bytes = r.peak_total_bytes,
+             short_by_bytes = -r.headroom_bytes, estimates = probe.estimates }
+  end
+  local answer = outcome(probe.at({ [key] = i * g }))
+  answer.value = i * g
+  if i < n then next_step(answer, probe.at({ [key] = (i + 1) * g })) end
+  answer.estimates = probe.estimates
+  return answer
+end
+
 -- The largest micro_batch that fits.
 function fit.micro_batch(j, options)
   options = options or {}
@@ -255,24 +275,7 @@ function fit.micro_batch(j, options)
     answer.estimates = probe.estimates
     return answer
   end
-  local limit = options.max or (1 << 24)
-  local g = granularity(probe, "micro_batch", limit)
-  if not g then
-    local _, err = probe.at({ micro_batch = 1 })
-    return { value = nil, reason = err, estimates = probe.estimates }
-  end
-  local n = limit // g
-  local i = last_fitting(n, function(i) return probe.at({ micro_batch = i * g }) end, j.gpu.memory_bytes)
-  if not i then
-    local r = probe.at({ micro_batch = g })
-    return { value = nil, reason = string.format("micro_batch %d does not fit", g), peak_total_bytes = r.peak_total_bytes,
-             short_by_bytes = -r.headroom_bytes, estimates = probe.estimates }
-  end
-  local answer = outcome(probe.at({ micro_batch = i * g }))
-  answer.value = i * g
-  if i < n then next_step(answer, probe.at({ micro_batch = (i + 1) * g })) end
-  answer.estimates = probe.estimates
-  return answer
+  return largest_multiple(probe, "micro_batch", options.max or (1 << 24), j.gpu.memory_bytes)
 end
 
 -- The model's position limit (learned positions refuse longer sequences;
@@ -290,22 +293,8 @@ function fit.seq_len(j, options)
   if not limit then
     return { value = nil, reason = "the model has no position limit: give --max-seq" }
   end
-  local g = granularity(probe, "seq_len", limit)
-  if not g then
-    local _, err = probe.at({ seq_len = 1 })
-    return { value = nil, reason = err, estimates = probe.estimates }
-  end
-  local n = limit // g
-  local i = last_fitting(n, function(i) return probe.at({ seq_len = i * g }) end, j.gpu.memory_bytes)
-  if not i then
-    local r = probe.at({ seq_len = g })
-    return { value = nil, reason = string.format("seq_len %d does not fit", g), peak_total_bytes = r.peak_total_bytes,
-             short_by_bytes = -r.headroom_bytes, estimates = probe.estimates }
-  end
-  local answer = outcome(probe.at({ seq_len = i * g }))
-  answer.value, answer.limit = i * g, limit
-  if i < n then next_step(answer, probe.at({ seq_len = (i + 1) * g })) end
-  answer.estimates = probe.estimates
+  local answer = largest_multiple(probe, "seq_len", limit, j.gpu.memory_bytes)
+  if answer.value then answer.limit = limit end
   return answer
 end
 

@@ -114,6 +114,15 @@ function job.derive(j, changes, origin)
   return d
 end
 
+-- A text naming a set of changes, the same for the same changes (a
+-- cache or seen-set key): "k1=v1 k2=v2" sorted.
+function job.changes_key(changes)
+  local parts = {}
+  for k, v in pairs(changes) do parts[#parts + 1] = k .. "=" .. tostring(v) end
+  table.sort(parts)
+  return table.concat(parts, " ")
+end
+
 -- One estimate of the job (with `changes` on its keys): the core's result
 -- table, or raises a message blaming where the offending key was set.
 -- options as vramplan.estimate's (timeline, fold); folding by default.

@@ -110,12 +110,7 @@ local function dominated(a, b)
   return b.result.peak_total_bytes <= a.result.peak_total_bytes
 end
 
-local function key_of(changes)
-  local parts = {}
-  for k, v in pairs(changes) do parts[#parts + 1] = k .. "=" .. tostring(v) end
-  table.sort(parts)
-  return table.concat(parts, " ")
-end
+local key_of = job.changes_key
 
 -- Does the recipe set one of these keys to something else? Keys the user
 -- set are kept: the search runs over the rest.
