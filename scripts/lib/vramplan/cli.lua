@@ -9,7 +9,7 @@ local cli = {}
 -- The commands, in the order the usage lists them: each module returns
 -- { usage = "...", flags = { name = kind, ... }, short = { letter = name }?,
 -- run = function(opts, home) }.
-local command_names = { "estimate", "fit", "advise", "plan", "sweep", "merge", "report", "list", "keys", "show", "hardware", "recommend", "export" }
+local command_names = { "estimate", "fit", "advise", "plan", "sweep", "merge", "report", "list", "keys", "show", "hardware", "recommend", "compare", "export" }
 
 local footer = [[
        vramplan --version

@@ -1,0 +1,125 @@
+-- vramplan compare: a measured training step (tools/measure.py's file) beside
+-- vramplan's estimate of the same run, quantity by quantity, naming the
+-- term that differs most and what usually makes it differ.
+local job = require("vramplan.job")
+local report = require("vramplan.report")
+
+local cmd = {
+  usage = "compare MEASURED.json [--json]",
+  help = [[MEASURED.json is what tools/measure.py writes around a real training step: the model, recipe and
+GPU vramplan needs (its "vramplan" object) and what was measured. Each measured quantity is put
+beside the estimate's: the resident tensors (parameters, buffers, gradients, optimizer states,
+counted from the tensors), the allocated and reserved peaks (torch.cuda), and nvidia-smi's
+figure against the estimate's total.]],
+  flags = { json = "flag" },
+}
+
+-- Measured field, the estimate's field(s) it is put beside, and what
+-- usually explains a difference there.
+local QUANTITIES = {
+  { "params_bytes", { "params_bytes" }, "the precision or fine-tuning method (a quantized or frozen base) differs" },
+  { "buffers_bytes", { "buffers_bytes" }, "the model's buffers (rotary tables, masks) differ: a config key" },
+  { "grads_bytes", { "grads_bytes" }, "what is trained, or the gradients' dtype, differs" },
+  { "optimizer_bytes", { "optimizer_bytes" },
+    "the optimizer or its implementation differs (a framework's master weights are counted apart by vramplan)" },
+  { "peak_allocated_bytes", { "peak_allocated_bytes" },
+    "the activations: a technique the recipe does not describe (a fused or chunked loss, torch.compile) or the " ..
+    "batch and sequence; `estimate --timeline` shows what vramplan keeps" },
+  { "peak_reserved_bytes", { "peak_reserved_bytes" },
+    "the caching allocator: vramplan adds the peak's segments and a constant share (fragmentation); " ..
+    "tools/allocator_replay.py replays the timeline through the allocator's rules" },
+  { "nvidia_smi_used_bytes", { "peak_total_bytes" },
+    "beyond the reserved peak: the CUDA context (cuda_context_mib), NCCL's buffers, other processes" },
+}
+
+-- Within this share a quantity agrees (allocator rounding, a few scalars).
+local AGREE = 0.01
+
+local function read_measured(path)
+  local f, err = io.open(path, "r")
+  if not f then error("cannot read " .. tostring(err), 0) end
+  local text = f:read("a")
+  f:close()
+  local o, pos, msg = require("dkjson").decode(text, 1, nil)
+  if msg then error(string.format("%s: invalid JSON at byte %s: %s", path, tostring(pos), msg), 0) end
+  if type(o) ~= "table" or type(o.vramplan) ~= "table" or type(o.measured) ~= "table" then
+    error(path .. ": not a measurement (tools/measure.py writes one: a \"vramplan\" and a \"measured\" object)", 0)
+  end
+  if type(o.vramplan.model) ~= "string" then error(path .. ": vramplan.model: the model's name or file", 0) end
+  return o
+end
+
+-- The job the measurement describes; a model file is relative to the
+-- measurement's folder when not found as given.
+local function measured_job(home, path, o)
+  local files = require("vramplan.files")
+  local model = o.vramplan.model
+  if model:match("[/.]") and not files.is_file(model) then
+    local beside = files.dirname(path) .. "/" .. model
+    if files.is_file(beside) then model = beside end
+  end
+  local sets, keys = {}, {}
+  for k in pairs(o.vramplan.recipe or {}) do keys[#keys + 1] = k end
+  table.sort(keys)
+  for _, k in ipairs(keys) do
+    sets[#sets + 1] = { k, tostring(o.vramplan.recipe[k]), path .. ": vramplan.recipe." .. k }
+  end
+  return job.load(home, { target = model, sets = sets, gpu = o.vramplan.gpu })
+end
+
+-- The rows: measured, estimated, difference; and the largest difference.
+function cmd.compare(measured, result)
+  local rows, largest = {}, nil
+  for _, q in ipairs(QUANTITIES) do
+    local m = measured[q[1]]
+    if type(m) == "number" then
+      local e = 0
+      for _, field in ipairs(q[2]) do e = e + (result[field] or 0) end
+      local row = { quantity = q[1], measured = math.tointeger(m) or m, estimated = e, difference_bytes = e - m,
+                    difference_ratio = m ~= 0 and (e - m) / m or nil, explanation = q[3] }
+      rows[#rows + 1] = row
+      local r = row.difference_ratio and math.abs(row.difference_ratio) or (e ~= 0 and math.huge or 0)
+      if r > AGREE and (not largest or r > largest.size) then largest = { row = row, size = r } end
+    end
+  end
+  return rows, largest and largest.row
+end
+
+local function shown_ratio(row)
+  if not row.difference_ratio then return row.estimated == 0 and "same" or "-" end
+  return string.format("%+.1f %%", 100 * row.difference_ratio)
+end
+
+function cmd.run(opts, home)
+  local path = opts.target
+  if not path then require("vramplan.cli").fail_usage("compare needs MEASURED.json") end
+  local o = read_measured(path)
+  local j = measured_job(home, path, o)
+  local result = job.estimate(j)
+  local rows, largest = cmd.compare(o.measured, result)
+  if opts.json then
+    local json = require("dkjson")
+    print(json.encode({ model = { name = j.config.name, source = j.description.source }, recipe = result.recipe,
+      compare = { rows = rows, largest = largest and largest.quantity or json.null },
+      environment = o.environment }, { indent = true, keyorder = report.keyorder }))
+    return 0
+  end
+  print(string.format("%s, measured on %s, beside vramplan's estimate", j.config.name,
+    o.environment and (o.environment.device_name or o.environment.device) or "?"))
+  print(string.format("%-24s %14s %14s %14s %9s", "quantity", "measured", "vramplan", "difference", ""))
+  for _, row in ipairs(rows) do
+    print(string.format("%-24s %14s %14s %14s %9s", row.quantity, report.bytes(row.measured),
+      report.bytes(row.estimated), (row.difference_bytes >= 0 and "+" or "-") .. report.bytes(math.abs(
+      row.difference_bytes)), shown_ratio(row)))
+  end
+  print("")
+  if largest then
+    print(string.format("largest difference: %s, vramplan %s by %s: %s", largest.quantity,
+      largest.difference_bytes > 0 and "high" or "low", shown_ratio(largest), largest.explanation))
+  else
+    print(string.format("every measured quantity within %g %% of the estimate", 100 * AGREE))
+  end
+  return 0
+end
+
+return cmd

@@ -1,0 +1,77 @@
+-- The field kit: tools/measure.py around a real PyTorch step (on CPU here),
+-- and `vramplan compare` putting it beside the estimate.
+local helper = require("tests.lua.helper")
+local json = require("dkjson")
+
+local function tempdir()
+  local dir = os.tmpname()
+  os.remove(dir)
+  assert(os.execute("mkdir " .. dir))
+  return dir
+end
+
+local function compare(path)
+  local out, err, code = helper.run("compare", "--json", path)
+  assert(code == 0, err)
+  return json.decode(out).compare
+end
+
+describe("vramplan compare", function()
+  it("agrees to the byte with a real step's resident tensors, measured by tools/measure.py", function()
+    local dir = tempdir()
+    local ok = os.execute(string.format("/usr/bin/python3 %s/tests/torch/measure_example.py %s 2>/dev/null",
+      helper.root, dir))
+    assert(ok, "tests/torch/measure_example.py failed")
+    local c = compare(dir .. "/measured.json")
+    local seen = {}
+    for _, row in ipairs(c.rows) do
+      seen[row.quantity] = true
+      assert.are.equal(row.measured, row.estimated, row.quantity)
+    end
+    for _, q in ipairs({ "params_bytes", "buffers_bytes", "grads_bytes", "optimizer_bytes" }) do
+      assert.is_true(seen[q], q)
+    end
+    assert.is_nil(c.largest)
+    os.execute("rm -rf " .. dir)
+  end)
+
+  it("agrees with every measurement of the calibration set (tests/reference/measured/)", function()
+    local p = io.popen("ls " .. helper.root .. "/tests/reference/measured/*/measured.json")
+    local n = 0
+    for path in p:lines() do
+      n = n + 1
+      local c = compare(path)
+      assert.is_nil(c.largest, path .. " differs in " .. tostring(c.largest))
+    end
+    p:close()
+    assert.is_true(n >= 1)
+  end)
+
+  it("names the quantity that differs most, and what usually explains it", function()
+    local e = helper.estimate("llama3.2-1b", "--gpu", "a100-80gb", "--set", "seq_len=512")
+    local dir = tempdir()
+    local path = dir .. "/m.json"
+    local f = assert(io.open(path, "w"))
+    f:write(json.encode({
+      vramplan = { model = "llama3.2-1b", gpu = "a100-80gb", recipe = { seq_len = 512 } },
+      measured = { params_bytes = e.per_gpu.params_bytes,
+                   peak_allocated_bytes = e.per_gpu.peak_allocated_bytes,
+                   peak_reserved_bytes = math.floor(e.per_gpu.peak_reserved_bytes * 1.10),
+                   nvidia_smi_used_bytes = e.per_gpu.peak_total_bytes + (1 << 20) },
+    }))
+    f:close()
+    local c = compare(path)
+    assert.are.equal("peak_reserved_bytes", c.largest)
+    local out = helper.run("compare", path)
+    assert.truthy(out:find("largest difference: peak_reserved_bytes, vramplan low", 1, true), out)
+    assert.truthy(out:find("caching allocator", 1, true), out)
+    os.execute("rm -rf " .. dir)
+  end)
+
+  it("refuses a file that is not a measurement, naming it", function()
+    local path = helper.write('{"measured": {}}', ".json")
+    local _, err, code = helper.run("compare", path)
+    assert.are.equal(1, code)
+    assert.truthy(err:find(path .. ": not a measurement", 1, true), err)
+  end)
+end)

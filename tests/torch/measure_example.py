@@ -1,0 +1,48 @@
+"""A real training step measured with the field kit (tools/measure.py), on
+CPU: the harness's LLaMA (tests/torch/models.py, HF's modeling written out)
+trained with AdamW for three steps, the third measured. Writes the
+measurement and the model's config.json into the folder given, for
+`vramplan compare` (tests/lua/compare_spec.lua)."""
+import json
+import os
+import sys
+
+import torch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(HERE)), "tools"))
+sys.path.insert(0, HERE)
+
+from measure import Measure  # noqa: E402
+from models import Autocast, CausalLM  # noqa: E402
+
+
+def main(out_dir):
+    torch.manual_seed(0)
+    torch.set_num_threads(1)
+    cfg = {"model_type": "llama", "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
+           "num_key_value_heads": 2, "intermediate_size": 128, "vocab_size": 256, "tie_word_embeddings": False,
+           "max_position_embeddings": 128}
+    with open(os.path.join(out_dir, "config.json"), "w") as f:
+        json.dump(cfg, f)
+    model = CausalLM(cfg)
+    model.train()
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, foreach=True)
+    recipe = {"precision": "fp32", "optimizer": "adamw", "optimizer_impl": "foreach", "micro_batch": 2,
+              "seq_len": 32, "device": "cpu", "torch_version": "1.13", "attention": "eager"}
+    m = Measure(os.path.join(out_dir, "measured.json"), model="config.json", recipe=recipe, device="cpu")
+    ac = Autocast(None)
+    for step in range(3):
+        with m.step(measuring=step == 2):
+            ids = torch.randint(256, (2, 32))
+            loss, logits = model(ac, ids, ids.clone())
+            loss.backward()
+            if step == 2:
+                m.after_backward(model)
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+    m.write(model, optimizer)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])

@@ -1,0 +1,111 @@
+"""vramplan's field kit: measure a real training step and write what
+`vramplan compare MEASURED.json` puts beside the estimate.
+
+Around your own training step (on the GPU it runs on):
+
+    import sys; sys.path.insert(0, "path/to/vramplan/tools")
+    from measure import Measure
+
+    m = Measure("measured.json", model="llama3-8b", gpu="h100-80gb",
+                recipe={"precision": "amp-bf16", "micro_batch": 4, "seq_len": 2048})
+    for step in range(3):                      # measure a steady step (the third)
+        with m.step(measuring=step == 2):
+            loss = model(**batch).loss
+            loss.backward()
+            m.after_backward(model)            # the gradients at their peak
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+    m.write(model, optimizer)
+
+`model`, `recipe` and `gpu` are what vramplan needs to estimate the same run
+(a model name or file, recipe keys as `--set` takes them, a GPU name); the
+file also records what was measured and the environment.
+
+What is recorded:
+- on CUDA: torch.cuda.max_memory_allocated and max_memory_reserved over the
+  measured step (the peak statistics are reset when it starts), the caching
+  allocator's retries and out-of-memory count (torch.cuda.memory_stats), the
+  device's used memory as nvidia-smi reports it at the step's end, the
+  device name, and PyTorch's and CUDA's versions;
+- on any device: the resident tensors by category, counted from the
+  tensors themselves: parameters, buffers, gradients (after backward) and
+  the optimizer's states (the per-parameter `step` counters left out: they
+  live on the host on a CUDA run).
+"""
+import contextlib
+import json
+import subprocess
+
+import torch
+
+FORMAT = "vramplan-measured-1"
+
+
+def tensor_bytes(tensors):
+    return sum(t.numel() * t.element_size() for t in tensors if t is not None)
+
+
+def optimizer_state_bytes(optimizer):
+    if optimizer is None:
+        return 0
+    return tensor_bytes(v for state in optimizer.state.values() for k, v in state.items()
+                        if torch.is_tensor(v) and k != "step")
+
+
+def nvidia_smi_used_bytes(index):
+    """The device's used memory as nvidia-smi reports it (MiB), or None."""
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=memory.used", "--format=csv,noheader,nounits",
+                              "-i", str(index)], capture_output=True, text=True, timeout=10, check=True).stdout
+        return int(out.strip().splitlines()[0]) * (1 << 20)
+    except (OSError, subprocess.SubprocessError, ValueError, IndexError):
+        return None
+
+
+class Measure:
+    def __init__(self, path, model, recipe=None, gpu=None, device=None):
+        self.path = path
+        self.setup = {"model": model, "recipe": dict(recipe or {}), "gpu": gpu}
+        self.device = torch.device(device) if device else (
+            torch.device("cuda", torch.cuda.current_device()) if torch.cuda.is_available() else torch.device("cpu"))
+        self.measured = {}
+
+    @contextlib.contextmanager
+    def step(self, measuring=True):
+        """The training step; with measuring, its peaks are recorded."""
+        cuda = self.device.type == "cuda"
+        if measuring and cuda:
+            torch.cuda.synchronize(self.device)
+            torch.cuda.reset_peak_memory_stats(self.device)
+        yield
+        if measuring and cuda:
+            torch.cuda.synchronize(self.device)
+            stats = torch.cuda.memory_stats(self.device)
+            self.measured.update({
+                "peak_allocated_bytes": torch.cuda.max_memory_allocated(self.device),
+                "peak_reserved_bytes": torch.cuda.max_memory_reserved(self.device),
+                "alloc_retries": stats.get("num_alloc_retries", 0),
+                "ooms": stats.get("num_ooms", 0),
+                "nvidia_smi_used_bytes": nvidia_smi_used_bytes(self.device.index or 0),
+            })
+
+    def after_backward(self, model):
+        """Call right after loss.backward(): the gradients at their peak."""
+        self.measured["grads_bytes"] = tensor_bytes(p.grad for p in model.parameters())
+
+    def result(self, model, optimizer=None):
+        """What write() saves: the setup, the measurement, the environment."""
+        measured = dict(self.measured)
+        measured["params_bytes"] = tensor_bytes(model.parameters())
+        measured["buffers_bytes"] = tensor_bytes(model.buffers())
+        measured["optimizer_bytes"] = optimizer_state_bytes(optimizer)
+        env = {"torch": torch.__version__, "device": str(self.device)}
+        if self.device.type == "cuda":
+            env["cuda"] = torch.version.cuda
+            env["device_name"] = torch.cuda.get_device_name(self.device)
+        return {"format": FORMAT, "vramplan": self.setup, "measured": measured, "environment": env}
+
+    def write(self, model, optimizer=None):
+        with open(self.path, "w") as f:
+            json.dump(self.result(model, optimizer), f, indent=1, sort_keys=True)
+            f.write("\n")
