@@ -21,6 +21,25 @@ local function count(n)
   return tostring(n)
 end
 
+-- How close vramplan has been to published GPU measurements of runs of
+-- this kind (vramplan.accuracy, from tests/reference/), and a warning when
+-- the headroom is smaller than its largest under-estimate there.
+local ACCURACY_KINDS = { full = { "full", "full fine-tuning" }, lora = { "lora", "LoRA" }, qlora = { "lora", "LoRA" } }
+
+function report.accuracy_notes(r, gpu)
+  local kind = ACCURACY_KINDS[r.recipe.finetune]
+  local a = kind and require("vramplan.accuracy")[kind[1]]
+  if not gpu or not a then return {} end
+  local notes = { string.format("accuracy: on %d published GPU measurement%s of %s, vramplan was within %.1f %% " ..
+    "(median), %.1f %% low at most (docs/validation.md)", a.runs, a.runs == 1 and "" or "s", kind[2],
+    100 * a.median_error, -100 * a.most_low) }
+  if r.fits and a.most_low < 0 and r.headroom_bytes < -a.most_low * r.peak_total_bytes then
+    notes[#notes + 1] = string.format("warning: %s to spare is less than that error (%s): a tight fit",
+      report.bytes(r.headroom_bytes), report.bytes(-a.most_low * r.peak_total_bytes))
+  end
+  return notes
+end
+
 -- The one-line verdict.
 function report.verdict(r, gpu)
   if not gpu then
@@ -121,6 +140,7 @@ function report.human(ctx)
   end
   line("")
   line("%s", report.verdict(r, gpu))
+  for _, note in ipairs(report.accuracy_notes(r, gpu)) do line("%s", note) end
   local host_verdict = report.host_verdict(r, ctx.host)
   if host_verdict then line("%s", host_verdict) end
   local step = gpu and report.step_time(r.time)
