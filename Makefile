@@ -58,8 +58,13 @@ test:
 	@$(MAKE) --no-print-directory all build/libmemcount.so
 	@$(MAKE) --no-print-directory test-c test-lua test-torch
 
-test-c: $(C_TESTS)
+# the largest dependency circle among engine/'s objects may not grow past
+# today's (issue 20 shrinks it step by step; lower the limit with it)
+DEPCYCLES_MAX := 26
+
+test-c: $(C_TESTS) $(CORE_OBJ) $(BINDING_OBJ) build/obj/main.o
 	@set -e; for t in $(C_TESTS); do echo "== $$t"; $$t; done
+	/usr/bin/python3 tools/depcycles.py --max $(DEPCYCLES_MAX) build/obj
 
 test-lua: all
 	/usr/bin/python3 tools/megatron_report.py --check tests/reference/megatron_report.json
