@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""depcycles.py [--max N] [--verbose] [OBJDIR]: the dependency circles of
+"""depcycles.py [--max N] [--verbose] [--sources DIR] [OBJDIR]: the dependency circles of
 engine/, read from the object files' symbols (nm): file A depends on file B
 when A's object uses a symbol B's object defines. Prints the largest circle
 (strongly connected component) with its size; with --max N, exits 1 when it
@@ -74,10 +74,13 @@ def components(nodes, edges):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("objdir", nargs="?", default="build/obj")
+    parser.add_argument("--sources", default="engine", help="the sources' folder (objects without one are stale)")
     parser.add_argument("--max", type=int, help="fail when the largest circle has more files")
     parser.add_argument("--verbose", action="store_true", help="print which symbols tie each pair")
     args = parser.parse_args()
-    objects = sorted(glob.glob(os.path.join(args.objdir, "*.o")))
+    # an object whose source is gone (a file renamed or split) is stale: left out
+    objects = sorted(o for o in glob.glob(os.path.join(args.objdir, "*.o"))
+                     if os.path.exists(os.path.join(args.sources, os.path.basename(o)[:-2] + ".c")))
     if not objects:
         sys.exit(f"depcycles: no object files in {args.objdir} (run make first)")
     owner, uses = {}, {}
