@@ -55,33 +55,6 @@ vp_t vp_gemma_rms_norm(vp_step *step, vp_t x, vp_t weight, uint64_t rows);
 /* apply_rotary_pos_emb for one of q, k with the step's cos and sin. */
 vp_t vp_apply_rotary(vp_step *step, vp_t x, const char *label);
 
-/* What the step driver asks of particular ops. */
-/* Layers per period of a sliding_mask op's pattern (1: every layer alike). */
-unsigned vp_sliding_mask_period(const vp_op *sliding_mask);
-bool vp_lm_head_tied(const vp_op *head);
-/* Whether the loss takes one label per sequence (a classifier's). */
-bool vp_loss_per_sequence(const vp_op *loss);
-uint64_t vp_token_embedding_hidden(const vp_op *embedding);
-/* Whether it is multi-head latent attention (DeepSeek-V2/V3). */
-bool vp_attention_is_mla(const vp_op *attention);
-/* PEFT has default LoRA targets for the model type this attention is from. */
-bool vp_attention_peft_defaults(const vp_op *attention);
-/* Whether the layer's keys and values go into the model's cache. */
-bool vp_attention_caches(const vp_op *attention);
-/* Keys (or values) per token: kv_heads x head_dim. */
-uint64_t vp_attention_kv_width(const vp_op *attention);
-/* Whether hidden / heads is the head width (T5: d_model = num_heads x d_kv). */
-bool vp_attention_splits_hidden(const vp_op *attention);
-/* What the load-balancing loss cannot run under this recipe, or NULL. */
-const char *vp_router_aux_recipe_problem(const vp_model *model, const vp_recipe *recipe);
-/* What the mixture's HF training loop cannot run under this recipe, or NULL. */
-const char *vp_moe_recipe_problem(const vp_model *model, const vp_recipe *recipe);
-/* What the model's attention cannot run under this recipe (a message
- * naming the key), or NULL. */
-const char *vp_attention_recipe_problem(const vp_model *model, const vp_recipe *recipe);
-/* A sequence longer than a learned position table (GPT-2's wpe, BERT's):
- * a message naming seq_len, or NULL. */
-const char *vp_position_recipe_problem(const vp_model *model, const vp_recipe *recipe);
 
 /* T5's position bias for the stack running now, masks added, [b, heads,
  * q, k]: its first self-attention's (relative positions) or

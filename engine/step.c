@@ -204,10 +204,9 @@ static bool plan_chunks(vp_step *step) {
      * alternate (Gemma 2's sliding and global ones) fold only by chunks that
      * hold whole periods. */
     const vp_model *m = step->model;
-    const vp_op *sliding = vp_section_find(&m->section[VP_SECTION_LAYER], &vp_op_sliding_mask);
-    unsigned period = sliding ? vp_sliding_mask_period(sliding) : 1;
-    bool foldable = step->fold && !step->prefix_tokens && !vp_model_encoder_decoder(m) &&
-                    !vp_section_find(&m->section[VP_SECTION_FINAL], &vp_op_router_aux_loss) && per % period == 0;
+    unsigned period = m->facts.layer_period;
+    bool foldable = step->fold && !step->prefix_tokens && !vp_model_encoder_decoder(m) && !m->facts.router_aux_loss &&
+                    per % period == 0;
     for (unsigned r = 0; r < 4; r++) {
         if (splits[r + 1] <= splits[r]) continue;
         bool lone = splits[r] == start ? first_unlike : splits[r] == b;
@@ -281,8 +280,7 @@ vp_leaf_group vp_step_leaf_group_at(vp_step *step, unsigned i) {
  * embedding's weight for a tied head: Megatron keeps a copy there
  * (word_embeddings_for_head), all-reduced with the first stage's. */
 static bool needs_embedding_copy(const vp_step *step) {
-    const vp_op *head = vp_section_find(&step->model->section[VP_SECTION_FINAL], &vp_op_lm_head);
-    return !step->stage.embed && step->stage.final && head && vp_lm_head_tied(head);
+    return !step->stage.embed && step->stage.final && step->model->facts.tied_head != NULL;
 }
 
 static bool setup(vp_step *step) {
@@ -307,7 +305,7 @@ static bool setup(vp_step *step) {
     if ((step->virtual_tokens || step->prefix_tokens) && step->stage.embed) {
         /* PromptEmbedding (a row per virtual token of each submodule) or
          * PrefixEncoder (num_virtual_tokens rows), beside the model's embeddings */
-        uint64_t width = step->prefix_tokens ? vp_prefix_table_width(m) : vp_token_embedding_hidden(&embed->ops[0]);
+        uint64_t width = step->prefix_tokens ? vp_prefix_table_width(m) : m->facts.hidden;
         uint64_t rows = (uint64_t)step->recipe->virtual_tokens * (step->prefix_tokens ? 1 : vp_prompt_submodules(m));
         vp_leaf_spec spec = vp_param(rows * width, "prompt_encoder.embedding.weight", VP_MODULE_NONE, 0);
         spec.rows = rows;
@@ -503,13 +501,11 @@ static vp_t forward_layers(vp_step *step, vp_t x) {
     return current;
 }
 
-static bool is_loss_op(const vp_op *op) {
-    return op->kind == &vp_op_lm_head || op->kind == &vp_op_cross_entropy || op->kind == &vp_op_router_aux_loss;
-}
+static bool is_loss_op(const vp_op *op) { return (op->kind->roles & VP_ROLE_LOSS) != 0; }
 
 /* The head's ops run outside the model body (XForCausalLM.forward calls
  * self.model, then lm_head and the loss). */
-static bool is_head_op(const vp_op *op) { return is_loss_op(op) || op->kind == &vp_op_classifier; }
+static bool is_head_op(const vp_op *op) { return (op->kind->roles & VP_ROLE_HEAD) != 0; }
 
 void vp_step_keep_local(vp_step *step, vp_t t, vp_local_frame frame) {
     /* Megatron's modules keep no such locals the engine models */
@@ -535,7 +531,7 @@ void vp_step_keep_router_logits(vp_step *step, vp_t logits) {
             step->chunk_router_logits[i] = logits;
             return;
         }
-        step->sim.status = VP_SIM_OVERFLOW; /* more layers a chunk than vp_router_aux_recipe_problem allows */
+        step->sim.status = VP_SIM_OVERFLOW; /* more layers a chunk than router_aux_loss's recipe_problem allows */
         return;
     }
     vp_router_logits *r = &step->router_logits;
@@ -691,9 +687,7 @@ static void body_returns(vp_step *step, bool forward_ends) {
     drop_stack(step);
 }
 
-static bool is_embedding_op(const vp_op *op) {
-    return op->kind == &vp_op_token_embedding || op->kind == &vp_op_position_embedding;
-}
+static bool is_embedding_op(const vp_op *op) { return (op->kind->roles & VP_ROLE_EMBEDDING) != 0; }
 
 static vp_t run_section(vp_step *step, vp_section_id id, const vp_t *leaves, vp_t x) {
     const vp_section *section = &step->model->section[id];
@@ -908,7 +902,7 @@ static void offload_pack(void *ctx, uint64_t bytes) {
 
 /* The model's width: what flows between pipeline stages. */
 static uint64_t hidden_size(const vp_model *m) {
-    return vp_token_embedding_hidden(&m->section[VP_SECTION_EMBED].ops[0]);
+    return m->facts.hidden;
 }
 
 /* One micro-batch through the stage: its inputs arrive (the batch on the
@@ -941,8 +935,7 @@ static uint64_t micro_batch(vp_step *step, const vp_meter *resident, const vp_me
     if (encoder_decoder) step->attention_mask = vp_new(sim, step->input_tokens, VP_INT64, "batch.attention_mask");
     /* the batch's labels (prompt tuning's virtual tokens get theirs in PEFT's forward) */
     if (step->stage.final) {
-        const vp_op *loss = vp_section_find(&step->model->section[VP_SECTION_FINAL], &vp_op_cross_entropy);
-        uint64_t labels = loss && vp_loss_per_sequence(loss) ? step->batch
+        uint64_t labels = step->model->facts.loss_per_sequence ? step->batch
                           : encoder_decoder                    ? vp_numel(sim, step->batch, step->target_seq)
                                                                : step->input_tokens;
         step->labels = vp_new(sim, labels, VP_INT64, "batch.labels");
@@ -1256,10 +1249,7 @@ const char *vp_step_layout_problem(const vp_model *model, const vp_recipe *recip
         if (recipe->attention == VP_ATTN_EAGER)
             return "cp: ring attention runs a fused kernel: use attention = flash or sdpa";
     }
-    problem = vp_attention_recipe_problem(model, recipe);
-    if (!problem) problem = vp_position_recipe_problem(model, recipe);
-    if (!problem) problem = vp_router_aux_recipe_problem(model, recipe);
-    if (!problem) problem = vp_moe_recipe_problem(model, recipe);
+    problem = vp_model_recipe_problem(model, recipe);
     if (problem) return problem;
     /* Megatron-Core's TransformerLayer runs attention and MLP in sequence */
     if (recipe->framework == VP_FRAMEWORK_MEGATRON && vp_model_has(model, "parallel"))

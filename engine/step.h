@@ -158,7 +158,7 @@ typedef struct vp_step {
     vp_kv_cache kv_cache;            /* the outputs' key/value cache (kv_cache.h) */
     vp_router_logits router_logits;  /* the outputs' router logits (output_router_logits) */
     /* the router logits a checkpointed chunk returns beside its hidden
-     * states (one per layer: vp_router_aux_recipe_problem bounds a chunk), while one runs */
+     * states (one per layer: router_aux_loss's recipe_problem bounds a chunk), while one runs */
     vp_t chunk_router_logits[VP_CHUNK_ROUTER_MAX];
     bool capture_router_logits;
     /* a non-reentrant checkpoint's rerun: FSDP wraps the checkpointed
