@@ -1,31 +1,10 @@
-/* model.c — the op registry, field lookup, slot layout and parameter counts. */
+/* model.c — field lookup, slot layout, the model's facts and parameter
+ * counts. It asks ops only through their kinds' hooks (the registry is
+ * registry.c's). */
 #include "model.h"
 
 #include <stdlib.h>
 #include <string.h>
-
-#include "ops.h"
-
-static const vp_op_kind *const registry[] = {
-    &vp_op_token_embedding, &vp_op_position_embedding, &vp_op_rotary_embedding, &vp_op_token_type_embedding,
-    &vp_op_dropout,         &vp_op_scale,              &vp_op_layernorm,          &vp_op_rmsnorm,
-    &vp_op_attention,       &vp_op_mlp,                &vp_op_moe,               &vp_op_residual,
-    &vp_op_lm_head,         &vp_op_cross_entropy,      &vp_op_pooler,            &vp_op_classifier,
-    &vp_op_position_bias,   &vp_op_decoder_start,      &vp_op_sliding_mask,      &vp_op_sequence,
-    &vp_op_parallel,        &vp_op_router_aux_loss,    &vp_op_fp16_clamp,
-};
-
-unsigned vp_op_kind_count(void) { return sizeof registry / sizeof registry[0]; }
-
-const vp_op_kind *vp_op_kind_at(unsigned index) {
-    return index < vp_op_kind_count() ? registry[index] : NULL;
-}
-
-const vp_op_kind *vp_op_kind_find(const char *name) {
-    for (unsigned i = 0; i < vp_op_kind_count(); i++)
-        if (strcmp(registry[i]->name, name) == 0) return registry[i];
-    return NULL;
-}
 
 int vp_field_index(const vp_op_kind *kind, const char *name) {
     for (unsigned i = 0; i < kind->n_fields; i++)
@@ -296,9 +275,15 @@ const char *vp_model_recipe_problem(const vp_model *model, const vp_recipe *reci
     return NULL;
 }
 
+static bool has_named(const vp_op *ops, unsigned n, const char *name) {
+    for (unsigned i = 0; i < n; i++)
+        if (strcmp(ops[i].kind->name, name) == 0 || has_named(ops[i].children, ops[i].n_children, name)) return true;
+    return false;
+}
+
+/* By the kinds' names, not the registry's objects: kind names are unique. */
 bool vp_model_has(const vp_model *model, const char *name) {
-    const vp_op_kind *kind = vp_op_kind_find(name);
-    for (int s = 0; s < VP_SECTION_COUNT && kind; s++)
-        if (vp_section_find(&model->section[s], kind)) return true;
+    for (int s = 0; s < VP_SECTION_COUNT; s++)
+        if (has_named(model->section[s].ops, model->section[s].n_ops, name)) return true;
     return false;
 }

@@ -202,7 +202,7 @@ static inline unsigned vp_model_layer_slots(const vp_model *m) {
     return a > b ? a : b;
 }
 
-/* The registry of op kinds. */
+/* The registry of op kinds (registry.c: op_list.h, in its order). */
 const vp_op_kind *vp_op_kind_find(const char *name);
 const vp_op_kind *vp_op_kind_at(unsigned index);
 unsigned vp_op_kind_count(void);

@@ -1,34 +1,14 @@
 /* ops.h — the op kinds the core knows; each lives in its own file and is
- * listed once in the registry (model.c). */
+ * listed once in op_list.h (the registry: registry.c). */
 #ifndef VP_OPS_H
 #define VP_OPS_H
 
 #include "model.h"
 #include "step.h"
 
-extern const vp_op_kind vp_op_token_embedding;
-extern const vp_op_kind vp_op_position_embedding;
-extern const vp_op_kind vp_op_rotary_embedding;
-extern const vp_op_kind vp_op_token_type_embedding;
-extern const vp_op_kind vp_op_dropout;
-extern const vp_op_kind vp_op_scale;
-extern const vp_op_kind vp_op_layernorm;
-extern const vp_op_kind vp_op_rmsnorm;
-extern const vp_op_kind vp_op_attention;
-extern const vp_op_kind vp_op_mlp;
-extern const vp_op_kind vp_op_moe;
-extern const vp_op_kind vp_op_residual;
-extern const vp_op_kind vp_op_lm_head;
-extern const vp_op_kind vp_op_pooler;
-extern const vp_op_kind vp_op_classifier;
-extern const vp_op_kind vp_op_cross_entropy;
-extern const vp_op_kind vp_op_position_bias;
-extern const vp_op_kind vp_op_decoder_start;
-extern const vp_op_kind vp_op_sliding_mask;
-extern const vp_op_kind vp_op_sequence;
-extern const vp_op_kind vp_op_parallel;
-extern const vp_op_kind vp_op_router_aux_loss;
-extern const vp_op_kind vp_op_fp16_clamp;
+#define VP_OP(name) extern const vp_op_kind vp_op_##name;
+#include "op_list.h"
+#undef VP_OP
 
 /* A projection as F.linear under the step's precision: autocast casts the
  * input (every call: activations are not cached) and the weight and bias
