@@ -10,6 +10,7 @@
 #include "lora.h"
 #include "ops.h"
 #include "optimizer.h"
+#include "step_private.h"
 #include "zero3.h"
 
 typedef struct vp_layer_hook {

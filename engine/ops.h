@@ -4,7 +4,7 @@
 #define VP_OPS_H
 
 #include "model.h"
-#include "step.h"
+#include "op_context.h"
 
 #define VP_OP(name) extern const vp_op_kind vp_op_##name;
 #include "op_list.h"
