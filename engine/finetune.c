@@ -266,7 +266,7 @@ const char *vp_finetune_problem(const vp_model *model, const vp_recipe *recipe) 
             return "checkpointing: PEFT's prefix tuning does not work with gradient checkpointing";
         if (recipe->cp > 1 || recipe->tp > 1 || recipe->pp > 1 || recipe->framework == VP_FRAMEWORK_MEGATRON)
             return "finetune: prefix tuning runs as PEFT does, without tp, pp or cp";
-        if (model && !vp_model_has(model, "lm_head"))
+        if (model && !model->facts.lm_head)
             return "finetune: prefix tuning is modelled for causal language models (PeftModelForCausalLM)";
         break;
     case VP_FINETUNE_PROMPT:

@@ -103,6 +103,10 @@ enum {
  * caller names a kind to ask. */
 typedef struct {
     uint64_t hidden;             /* the token embedding's width: the residual stream's */
+    bool lm_head;                /* a language model's head (tensor parallelism is modelled for those) */
+    bool experts;                /* a mixture of experts somewhere (expert parallelism applies) */
+    bool parallel_branches;      /* attention and MLP side by side (GPT-NeoX, Phi) */
+    bool sliding_mask;           /* layers with their own sliding-window masks (Gemma 2 and 3) */
     const struct vp_op *tied_head; /* the final lm_head when it shares the token embedding's weight, else NULL */
     bool loss;                   /* the final ops end with a loss over labels (cross_entropy) */
     bool loss_per_sequence;      /* it takes one label per sequence (a classifier's) */

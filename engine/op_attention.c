@@ -282,7 +282,7 @@ static const char *attention_recipe_problem(const vp_model *model, const vp_reci
         return "attention: T5's position-biased attention runs eagerly in transformers (no flash or SDPA kernel)";
     /* a layer's own sliding-window mask is a Python local of HF's decoder layer */
     bool hybrid = (op && (vp_op_u64(op, ATT_MASK) == MASK_ADDITIVE_HYBRID || op->value[ATT_SOFTCAP] > 0)) ||
-                  vp_model_has(model, "sliding_mask");
+                  model->facts.sliding_mask;
     if (hybrid && (recipe->framework == VP_FRAMEWORK_MEGATRON || recipe->cp > 1))
         return "framework: Gemma 2's and Gemma 3's attention (per-layer sliding masks, soft caps) is modelled as "
                "transformers runs it (no megatron, no cp)";

@@ -57,6 +57,7 @@ static vp_t head_forward(vp_step *step, const vp_op *op, const vp_t *leaves, vp_
 }
 
 static void head_facts(const vp_op *op, vp_section_id section, vp_model_facts *facts) {
+    facts->lm_head = true;
     if (section == VP_SECTION_FINAL) facts->tied_head = vp_op_flag(op, HEAD_TIED) ? op : NULL;
 }
 

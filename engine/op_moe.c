@@ -209,6 +209,11 @@ static const char *moe_check_ep(const vp_op *op, const vp_ranks *split) {
     return NULL;
 }
 
+static void moe_facts(const vp_op *op, vp_section_id section, vp_model_facts *facts) {
+    (void)op, (void)section;
+    facts->experts = true;
+}
+
 const vp_op_kind vp_op_moe = {
     .name = "moe",
     .doc = "a mixture of gated-MLP experts with a top-k router, optionally with shared experts",
@@ -217,6 +222,7 @@ const vp_op_kind vp_op_moe = {
     .check = moe_check,
     .check_tp = moe_check_tp,
     .check_ep = moe_check_ep,
+    .facts = moe_facts,
     .recipe_problem = moe_recipe_problem,
     .leaves = moe_leaves,
     .forward = moe_forward,

@@ -871,7 +871,7 @@ const char *vp_step_layout_problem(const vp_model *model, const vp_recipe *recip
         problem = "offload_activations: modelled as PyTorch's save_on_cpu around a whole forward (no megatron, no pp)";
     if (!problem) problem = vp_checkpoint_recipe_problem(recipe);
     if (problem || !model) return problem;
-    if (recipe->tp > 1 && !vp_model_has(model, "lm_head"))
+    if (recipe->tp > 1 && !model->facts.lm_head)
         return "tp: tensor parallelism is modelled for language models (an lm_head)";
     if (recipe->tp > 1) {
         problem = vp_model_check_tp(model, recipe->tp);
@@ -880,18 +880,18 @@ const char *vp_step_layout_problem(const vp_model *model, const vp_recipe *recip
     /* megatron/training/arguments.py: "When using MoE and tensor
      * parallelism, sequence parallelism must be used." */
     if (recipe->framework == VP_FRAMEWORK_MEGATRON && recipe->tp > 1 && !recipe->sequence_parallel &&
-        vp_model_has(model, "moe"))
+        model->facts.experts)
         return "sequence_parallel: Megatron-LM needs it for experts with tp > 1";
     unsigned tp = recipe->tp ? recipe->tp : 1, cp = recipe->cp ? recipe->cp : 1;
     vp_ranks experts = {tp, recipe->ep ? recipe->ep : 1, recipe->etp ? recipe->etp : tp};
     bool ep = recipe->ep > 1, etp = recipe->etp > 1 && recipe->etp != tp;
-    if ((ep || etp) && !vp_model_has(model, "moe"))
+    if ((ep || etp) && !model->facts.experts)
         return ep ? "ep: expert parallelism needs a model with experts"
                   : "etp: expert tensor parallelism needs a model with experts";
     if ((ep || etp) && recipe->framework != VP_FRAMEWORK_MEGATRON)
         return ep ? "ep: expert parallelism needs framework = \"megatron\""
                   : "etp: expert tensor parallelism needs framework = \"megatron\"";
-    if (vp_model_has(model, "moe")) {
+    if (model->facts.experts) {
         /* parallel_state.py: ep x etp ranks are carved out of dp x tp x cp */
         if ((recipe->dp * tp * cp) % (experts.ep * experts.etp))
             return ep ? "ep: ep x etp must divide dp x tp x cp (expert ranks are drawn from them)"
@@ -908,7 +908,7 @@ const char *vp_step_layout_problem(const vp_model *model, const vp_recipe *recip
     problem = vp_model_recipe_problem(model, recipe);
     if (problem) return problem;
     /* Megatron-Core's TransformerLayer runs attention and MLP in sequence */
-    if (recipe->framework == VP_FRAMEWORK_MEGATRON && vp_model_has(model, "parallel"))
+    if (recipe->framework == VP_FRAMEWORK_MEGATRON && model->facts.parallel_branches)
         return "framework: attention and MLP side by side (GPT-NeoX, Phi) are modelled as transformers runs them "
                "(no megatron)";
     if (vp_model_encoder_decoder(model)) {
