@@ -1,6 +1,8 @@
 /* checkpoint.c — forward without grad, backward by recomputation. */
 #include "checkpoint.h"
 
+#include "op_context.h"
+
 typedef struct {
     vp_step *step;
     vp_recompute_fn fn;

@@ -115,7 +115,7 @@ static census take_census(const vp_model *model, const vp_recipe *recipe) {
     count_ops(&c, s[VP_SECTION_FINAL].ops, s[VP_SECTION_FINAL].n_ops, 1, false);
     if (recipe->finetune == VP_FINETUNE_PROMPT) /* PromptEmbedding: num_virtual_tokens x submodules x hidden */
         c.trainable += (uint64_t)recipe->virtual_tokens * vp_prompt_submodules(model) *
-                       vp_token_embedding_hidden(&s[VP_SECTION_EMBED].ops[0]);
+                       model->facts.hidden;
     if (recipe->finetune == VP_FINETUNE_PREFIX) /* PrefixEncoder: num_virtual_tokens x 2 x layers x kv width */
         c.trainable += (uint64_t)recipe->virtual_tokens * vp_prefix_table_width(model);
     return c;
@@ -271,7 +271,7 @@ const char *vp_finetune_problem(const vp_model *model, const vp_recipe *recipe) 
             return "checkpointing: PEFT's prefix tuning does not work with gradient checkpointing";
         if (recipe->cp > 1 || recipe->tp > 1 || recipe->pp > 1 || recipe->framework == VP_FRAMEWORK_MEGATRON)
             return "finetune: prefix tuning runs as PEFT does, without tp, pp or cp";
-        if (model && !vp_model_has(model, "lm_head"))
+        if (model && !model->facts.lm_head)
             return "finetune: prefix tuning is modelled for causal language models (PeftModelForCausalLM)";
         break;
     case VP_FINETUNE_PROMPT:
@@ -302,8 +302,7 @@ const char *vp_finetune_problem(const vp_model *model, const vp_recipe *recipe) 
         vp_module_set named = recipe->lora_targets == vp_module_all_linear() ? 0 : recipe->lora_targets;
         missing = named ? first_missing(named, c.linear) : VP_MODULE_NONE;
         if (missing) return no_target[missing];
-        const vp_op *attention = vp_section_find(&model->section[VP_SECTION_LAYER], &vp_op_attention);
-        if (!recipe->lora_targets && attention && !vp_attention_peft_defaults(attention))
+        if (!recipe->lora_targets && model->facts.attention && !model->facts.peft_defaults)
             return "lora_targets: PEFT has no default LoRA targets for this model type; name them (as q_proj,v_proj) "
                    "or use all-linear";
         if (!recipe->lora_targets && !(vp_lora_targets(recipe) & c.linear))
@@ -311,9 +310,8 @@ const char *vp_finetune_problem(const vp_model *model, const vp_recipe *recipe) 
     }
     /* a tied head shares the embedding's weight: PEFT's copy of either
      * module would untie them */
-    const vp_op *head = vp_section_find(&model->section[VP_SECTION_FINAL], &vp_op_lm_head);
     vp_module_set tied_pair = vp_module_bit(VP_MODULE_EMBED_TOKENS) | vp_module_bit(VP_MODULE_LM_HEAD);
-    if (vp_finetune_peft(recipe) && head && vp_lm_head_tied(head) && (recipe->modules_to_save & tied_pair))
+    if (vp_finetune_peft(recipe) && model->facts.tied_head != NULL && (recipe->modules_to_save & tied_pair))
         return "modules_to_save: this model's head is tied to its embeddings, and PEFT's trained copy of "
                "embed_tokens or lm_head unties them: not modelled";
     missing = first_missing(recipe->modules_to_save, c.present);

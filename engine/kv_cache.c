@@ -11,8 +11,7 @@ bool vp_kv_cache_wanted(const vp_step *step) {
     if (step->prefix_tokens) return true;
     const vp_recipe *r = step->recipe;
     if (!r->use_cache || r->checkpoint_every || r->selective || r->framework == VP_FRAMEWORK_MEGATRON) return false;
-    const vp_op *attention = vp_section_find(&step->model->section[VP_SECTION_LAYER], &vp_op_attention);
-    return attention && vp_attention_caches(attention);
+    return step->model->facts.caches;
 }
 
 /* Slots: a key and a value per layer, then an encoder-decoder's

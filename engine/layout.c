@@ -10,6 +10,7 @@
 #include "lora.h"
 #include "ops.h"
 #include "optimizer.h"
+#include "step_private.h"
 #include "zero3.h"
 
 typedef struct vp_layer_hook {
@@ -213,7 +214,7 @@ void vp_layout_create_leaves(vp_step *step, const vp_op *ops, unsigned n, vp_t *
             slot += VP_ADAPTER_SLOTS * count;
         }
         /* a tied head's nn.Linear holds the embedding's weight: ASP masks it there */
-        if (op->kind == &vp_op_lm_head && vp_lm_head_tied(op) && step->stage.embed) {
+        if (op == step->model->facts.tied_head && step->stage.embed) {
             const vp_tensor *w = vp_at(&step->sim, step->embed_leaves[step->model->section[VP_SECTION_EMBED].ops[0].slot]);
             if (w->requires_grad) asp_mask(step, w->rows, w->numel, (vp_dtype)w->dtype);
         }

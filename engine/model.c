@@ -1,31 +1,10 @@
-/* model.c — the op registry, field lookup, slot layout and parameter counts. */
+/* model.c — field lookup, slot layout, the model's facts and parameter
+ * counts. It asks ops only through their kinds' hooks (the registry is
+ * registry.c's). */
 #include "model.h"
 
 #include <stdlib.h>
 #include <string.h>
-
-#include "ops.h"
-
-static const vp_op_kind *const registry[] = {
-    &vp_op_token_embedding, &vp_op_position_embedding, &vp_op_rotary_embedding, &vp_op_token_type_embedding,
-    &vp_op_dropout,         &vp_op_scale,              &vp_op_layernorm,          &vp_op_rmsnorm,
-    &vp_op_attention,       &vp_op_mlp,                &vp_op_moe,               &vp_op_residual,
-    &vp_op_lm_head,         &vp_op_cross_entropy,      &vp_op_pooler,            &vp_op_classifier,
-    &vp_op_position_bias,   &vp_op_decoder_start,      &vp_op_sliding_mask,      &vp_op_sequence,
-    &vp_op_parallel,        &vp_op_router_aux_loss,    &vp_op_fp16_clamp,
-};
-
-unsigned vp_op_kind_count(void) { return sizeof registry / sizeof registry[0]; }
-
-const vp_op_kind *vp_op_kind_at(unsigned index) {
-    return index < vp_op_kind_count() ? registry[index] : NULL;
-}
-
-const vp_op_kind *vp_op_kind_find(const char *name) {
-    for (unsigned i = 0; i < vp_op_kind_count(); i++)
-        if (strcmp(registry[i]->name, name) == 0) return registry[i];
-    return NULL;
-}
 
 int vp_field_index(const vp_op_kind *kind, const char *name) {
     for (unsigned i = 0; i < kind->n_fields; i++)
@@ -59,7 +38,7 @@ static unsigned layout(vp_op *ops, unsigned n, unsigned next) {
 
 /* ---- the order a layer registers its parameters in ---- */
 
-static bool is_norm(const vp_op *op) { return op->kind == &vp_op_layernorm || op->kind == &vp_op_rmsnorm; }
+static bool is_norm(const vp_op *op) { return (op->kind->roles & VP_ROLE_NORM) != 0; }
 
 /* An op's own slots, before its children's. */
 static unsigned own_slots(const vp_op *op) { return op->n_children ? op->children[0].slot - op->slot : op->n_slots; }
@@ -133,9 +112,44 @@ static const char *register_embeddings(vp_model *model) {
     return NULL;
 }
 
+/* ---- the model's facts ---- */
+
+enum { FACT_KINDS_MAX = 64 };
+
+typedef struct {
+    const vp_op_kind *kinds[FACT_KINDS_MAX];
+    unsigned n;
+} kind_set;
+
+/* Whether `kind` is met for the first time (and notes it). */
+static bool first_of_kind(kind_set *seen, const vp_op_kind *kind) {
+    for (unsigned i = 0; i < seen->n; i++)
+        if (seen->kinds[i] == kind) return false;
+    if (seen->n < FACT_KINDS_MAX) seen->kinds[seen->n++] = kind;
+    return true;
+}
+
+/* Depth-first, as vp_section_find meets them: each kind's first op answers. */
+static void gather_facts(const vp_op *ops, unsigned n, vp_section_id section, kind_set *seen,
+                         vp_model_facts *facts) {
+    for (unsigned i = 0; i < n; i++) {
+        if (first_of_kind(seen, ops[i].kind) && ops[i].kind->facts) ops[i].kind->facts(&ops[i], section, facts);
+        gather_facts(ops[i].children, ops[i].n_children, section, seen, facts);
+    }
+}
+
+static void gather_model_facts(vp_model *model) {
+    model->facts = (vp_model_facts){.layer_period = 1};
+    for (int s = 0; s < VP_SECTION_COUNT; s++) {
+        kind_set seen = {.n = 0};
+        gather_facts(model->section[s].ops, model->section[s].n_ops, (vp_section_id)s, &seen, &model->facts);
+    }
+}
+
 const char *vp_model_finish(vp_model *model) {
     for (int s = 0; s < VP_SECTION_COUNT; s++)
         model->section[s].n_slots = layout(model->section[s].ops, model->section[s].n_ops, 0);
+    gather_model_facts(model);
     const char *embed_problem = register_embeddings(model);
     if (embed_problem) return embed_problem;
     const vp_section_id layers[] = {VP_SECTION_LAYER, VP_SECTION_FIRST_LAYER};
@@ -234,9 +248,44 @@ const char *vp_model_check_tp(const vp_model *model, unsigned tp) {
 
 const char *vp_model_check_ep(const vp_model *model, const vp_ranks *split) { return check_model(model, split, true); }
 
+/* Each kind's recipe problem, asked once, in the order of the kinds' first
+ * ops depth-first. */
+static const char *ops_recipe_problem(const vp_model *model, const vp_op *ops, unsigned n, const vp_recipe *recipe,
+                                      kind_set *asked) {
+    for (unsigned i = 0; i < n; i++) {
+        const vp_op_kind *kind = ops[i].kind;
+        const char *problem = first_of_kind(asked, kind) && kind->recipe_problem ? kind->recipe_problem(model, recipe)
+                                                                                 : NULL;
+        if (!problem) problem = ops_recipe_problem(model, ops[i].children, ops[i].n_children, recipe, asked);
+        if (problem) return problem;
+    }
+    return NULL;
+}
+
+/* The sections in the order backward meets them, the loss's first: where a
+ * recipe has several problems, the one reported is the one it always was
+ * (the router's load-balancing loss before the mixture's). */
+const char *vp_model_recipe_problem(const vp_model *model, const vp_recipe *recipe) {
+    static const vp_section_id backward_order[] = {VP_SECTION_FINAL, VP_SECTION_LAYER, VP_SECTION_BRIDGE,
+                                                   VP_SECTION_FIRST_LAYER, VP_SECTION_EMBED};
+    kind_set asked = {.n = 0};
+    for (unsigned s = 0; s < sizeof backward_order / sizeof *backward_order; s++) {
+        const vp_section *section = &model->section[backward_order[s]];
+        const char *problem = ops_recipe_problem(model, section->ops, section->n_ops, recipe, &asked);
+        if (problem) return problem;
+    }
+    return NULL;
+}
+
+static bool has_named(const vp_op *ops, unsigned n, const char *name) {
+    for (unsigned i = 0; i < n; i++)
+        if (strcmp(ops[i].kind->name, name) == 0 || has_named(ops[i].children, ops[i].n_children, name)) return true;
+    return false;
+}
+
+/* By the kinds' names, not the registry's objects: kind names are unique. */
 bool vp_model_has(const vp_model *model, const char *name) {
-    const vp_op_kind *kind = vp_op_kind_find(name);
-    for (int s = 0; s < VP_SECTION_COUNT && kind; s++)
-        if (vp_section_find(&model->section[s], kind)) return true;
+    for (int s = 0; s < VP_SECTION_COUNT; s++)
+        if (has_named(model->section[s].ops, model->section[s].n_ops, name)) return true;
     return false;
 }

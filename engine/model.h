@@ -9,10 +9,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "recipe.h"
 #include "sim.h"
 
 struct vp_step;
 struct vp_op;
+struct vp_model;
 
 typedef enum { VP_FIELD_INT, VP_FIELD_NUMBER, VP_FIELD_BOOL, VP_FIELD_ENUM } vp_field_type;
 
@@ -69,12 +71,69 @@ typedef struct {
     unsigned tp, ep, etp;
 } vp_ranks;
 
+/* A model is its embeddings, a layer repeated `layers` times (the first
+ * `first_layers` of them another layer: DeepSeek's dense layers before
+ * its sparse ones, an encoder's layers before its decoder's), and the
+ * final norm, head and loss. The bridge runs once where the first layers
+ * end: an encoder's final norm and the decoder's embeddings. */
+typedef enum {
+    VP_SECTION_EMBED,
+    VP_SECTION_LAYER,
+    VP_SECTION_FINAL,
+    VP_SECTION_FIRST_LAYER,
+    VP_SECTION_BRIDGE,
+    VP_SECTION_COUNT
+} vp_section_id;
+
+/* What the step driver asks of an op by its kind's roles, never by its
+ * name: where the head's frame begins, where the loss phase begins, what
+ * Megatron scatters after, where a layer registers its norms. */
+enum {
+    VP_ROLE_EMBEDDING = 1u << 0, /* looks tokens or positions up in a table: sequence parallelism scatters
+                                    the sequence after the last one */
+    VP_ROLE_HEAD = 1u << 1,      /* runs in the head's frame, after the model body returns
+                                    (XForCausalLM.forward calls self.model, then its head and loss) */
+    VP_ROLE_LOSS = 1u << 2,      /* part of the loss: the loss phase begins at the first one */
+    VP_ROLE_NORM = 1u << 3,      /* a norm (vp_norm_registration says where a layer registers it) */
+};
+
+/* What the step and the planners ask of a model as a whole, answered once
+ * when the model is finished (vp_model_finish): each kind's `facts` hook
+ * fills in its part from the first op of the kind in each section, so no
+ * caller names a kind to ask. */
+typedef struct {
+    uint64_t hidden;             /* the token embedding's width: the residual stream's */
+    bool lm_head;                /* a language model's head (tensor parallelism is modelled for those) */
+    bool experts;                /* a mixture of experts somewhere (expert parallelism applies) */
+    bool parallel_branches;      /* attention and MLP side by side (GPT-NeoX, Phi) */
+    bool sliding_mask;           /* layers with their own sliding-window masks (Gemma 2 and 3) */
+    const struct vp_op *tied_head; /* the final lm_head when it shares the token embedding's weight, else NULL */
+    bool loss;                   /* the final ops end with a loss over labels (cross_entropy) */
+    bool loss_per_sequence;      /* it takes one label per sequence (a classifier's) */
+    bool router_aux_loss;        /* the final ops add the router's load-balancing loss */
+    unsigned layer_period;       /* layers per period of the layers' sliding-window pattern (1: all alike) */
+    /* the layers' first attention, when `attention` */
+    bool attention;
+    bool caches;                 /* its keys and values go into the model's cache */
+    bool peft_defaults;          /* PEFT has default LoRA targets for the model type it is from */
+    bool splits_hidden;          /* hidden / heads is its head width (T5: d_model = num_heads x d_kv) */
+    uint64_t kv_width;           /* keys (or values) per token: kv_heads x head_dim */
+} vp_model_facts;
+
 typedef struct vp_op_kind {
     const char *name;
     const char *doc;
     const vp_field *fields;
     unsigned n_fields;
     bool container;              /* holds child ops (a residual branch) */
+    unsigned roles;              /* VP_ROLE_* */
+    /* Fills in what `op`, the first of its kind in `section`, tells about
+     * the whole model (vp_model_facts). */
+    void (*facts)(const struct vp_op *op, vp_section_id section, vp_model_facts *facts);
+    /* What the model's ops of this kind cannot run under `recipe` (a
+     * message naming the recipe key), or NULL; asked once per kind the
+     * model holds (vp_model_recipe_problem). */
+    const char *(*recipe_problem)(const struct vp_model *model, const vp_recipe *recipe);
     /* Cross-field checks; returns a message naming the field, or NULL. */
     const char *(*check)(const struct vp_op *op);
     /* Checks the op can be split over `tp` tensor-parallel ranks. */
@@ -100,20 +159,6 @@ typedef struct vp_op {
     unsigned n_slots;                /* leaf slots of the op and its children */
 } vp_op;
 
-/* A model is its embeddings, a layer repeated `layers` times (the first
- * `first_layers` of them another layer: DeepSeek's dense layers before
- * its sparse ones, an encoder's layers before its decoder's), and the
- * final norm, head and loss. The bridge runs once where the first layers
- * end: an encoder's final norm and the decoder's embeddings. */
-typedef enum {
-    VP_SECTION_EMBED,
-    VP_SECTION_LAYER,
-    VP_SECTION_FINAL,
-    VP_SECTION_FIRST_LAYER,
-    VP_SECTION_BRIDGE,
-    VP_SECTION_COUNT
-} vp_section_id;
-
 typedef struct {
     vp_op *ops;
     unsigned n_ops;
@@ -132,7 +177,7 @@ typedef enum { VP_NORMS_IN_PLACE, VP_NORMS_LAST, VP_NORMS_FIRST, VP_NORMS_AFTER_
 
 enum { VP_EMBED_ORDER_MAX = 16 };
 
-typedef struct {
+typedef struct vp_model {
     char name[128];
     vp_section section[VP_SECTION_COUNT];
     unsigned layers;             /* all of them, the first ones included */
@@ -143,6 +188,7 @@ typedef struct {
      * 0: the forward's */
     unsigned n_embed_order;
     unsigned embed_order[VP_EMBED_ORDER_MAX];
+    vp_model_facts facts;        /* filled by vp_model_finish */
 } vp_model;
 
 /* An encoder-decoder (T5): a bridge between its encoder's layers and its
@@ -160,7 +206,7 @@ static inline unsigned vp_model_layer_slots(const vp_model *m) {
     return a > b ? a : b;
 }
 
-/* The registry of op kinds. */
+/* The registry of op kinds (registry.c: op_list.h, in its order). */
 const vp_op_kind *vp_op_kind_find(const char *name);
 const vp_op_kind *vp_op_kind_at(unsigned index);
 unsigned vp_op_kind_count(void);
@@ -171,8 +217,8 @@ int vp_field_index(const vp_op_kind *kind, const char *name);
 static inline uint64_t vp_op_u64(const vp_op *op, unsigned field) { return (uint64_t)op->value[field]; }
 static inline bool vp_op_flag(const vp_op *op, unsigned field) { return op->value[field] != 0.0; }
 
-/* Lay out leaf slots and the layers' registration order; returns NULL or
- * a message. */
+/* Lay out leaf slots and the layers' registration order and gather the
+ * model's facts; returns NULL or a message. */
 const char *vp_model_finish(vp_model *model);
 void vp_model_free(vp_model *model);
 
@@ -189,6 +235,9 @@ uint64_t vp_op_params(const vp_op *op);
 const char *vp_model_check_tp(const vp_model *model, unsigned tp);
 /* The same for the experts' split (ep, etp). */
 const char *vp_model_check_ep(const vp_model *model, const vp_ranks *split);
+/* The first of its kinds' recipe problems (vp_op_kind.recipe_problem), or NULL. */
+const char *vp_model_recipe_problem(const vp_model *model, const vp_recipe *recipe);
+
 /* Whether any op of a kind named `name` is in the model. */
 bool vp_model_has(const vp_model *model, const char *name);
 

@@ -220,20 +220,16 @@ static shape local_shape(const vp_op *op, unsigned tp) {
     return s;
 }
 
-bool vp_attention_caches(const vp_op *attention) { return vp_op_flag(attention, ATT_CACHES); }
-
-bool vp_attention_is_mla(const vp_op *attention) { return is_mla(attention); }
-
-bool vp_attention_peft_defaults(const vp_op *attention) { return vp_op_flag(attention, ATT_PEFT_DEFAULTS); }
-
-uint64_t vp_attention_kv_width(const vp_op *attention) {
-    shape s = shape_of(attention);
-    return s.kv_heads * s.head_dim;
-}
-
-bool vp_attention_splits_hidden(const vp_op *attention) {
-    shape s = shape_of(attention);
-    return s.hidden % s.heads == 0 && s.hidden / s.heads == s.head_dim;
+/* The layers' first attention speaks for the model's cache, PEFT's
+ * defaults and prefix tuning's table. */
+static void attention_facts(const vp_op *op, vp_section_id section, vp_model_facts *facts) {
+    if (section != VP_SECTION_LAYER) return;
+    shape s = shape_of(op);
+    facts->attention = true;
+    facts->caches = vp_op_flag(op, ATT_CACHES);
+    facts->peft_defaults = vp_op_flag(op, ATT_PEFT_DEFAULTS);
+    facts->kv_width = s.kv_heads * s.head_dim;
+    facts->splits_hidden = s.hidden % s.heads == 0 && s.hidden / s.heads == s.head_dim;
 }
 
 static const char *attention_check_tp(const vp_op *op, unsigned tp) {
@@ -288,7 +284,7 @@ static const char *attention_check(const vp_op *op) {
 
 /* transformers has BLOOM's attention in eager form only (no SDPA or flash
  * implementation): "sdpa", the default, resolves to it. */
-const char *vp_attention_recipe_problem(const vp_model *model, const vp_recipe *recipe) {
+static const char *attention_recipe_problem(const vp_model *model, const vp_recipe *recipe) {
     const vp_op *op = vp_section_find(&model->section[VP_SECTION_LAYER], &vp_op_attention);
     /* T5 has no SDPA or flash implementation in transformers 4.46-4.52:
      * "sdpa" falls back to eager */
@@ -297,7 +293,7 @@ const char *vp_attention_recipe_problem(const vp_model *model, const vp_recipe *
         return "attention: T5's position-biased attention runs eagerly in transformers (no flash or SDPA kernel)";
     /* a layer's own sliding-window mask is a Python local of HF's decoder layer */
     bool hybrid = (op && (vp_op_u64(op, ATT_MASK) == MASK_ADDITIVE_HYBRID || op->value[ATT_SOFTCAP] > 0)) ||
-                  vp_model_has(model, "sliding_mask");
+                  model->facts.sliding_mask;
     if (hybrid && (recipe->framework == VP_FRAMEWORK_MEGATRON || recipe->cp > 1))
         return "framework: Gemma 2's and Gemma 3's attention (per-layer sliding masks, soft caps) is modelled as "
                "transformers runs it (no megatron, no cp)";
@@ -372,7 +368,7 @@ static unsigned attention_leaves(const vp_op *op, const vp_ranks *split, vp_leaf
 typedef enum { KERNEL_EAGER, KERNEL_FLASH, KERNEL_SDPA_FLASH, KERNEL_MEM_EFFICIENT } kernel;
 
 static kernel kernel_for(const vp_step *step, const vp_op *op) {
-    if (vp_op_flag(op, ATT_ALIBI) || vp_op_flag(op, ATT_POSITION_BIAS)) return KERNEL_EAGER; /* see vp_attention_recipe_problem */
+    if (vp_op_flag(op, ATT_ALIBI) || vp_op_flag(op, ATT_POSITION_BIAS)) return KERNEL_EAGER; /* see attention_recipe_problem */
     switch (step->recipe->attention) {
     case VP_ATTN_FLASH: return KERNEL_FLASH;
     case VP_ATTN_MEM_EFFICIENT: return KERNEL_MEM_EFFICIENT;
@@ -1117,6 +1113,8 @@ const vp_op_kind vp_op_attention = {
     .n_fields = ATT_FIELDS,
     .check = attention_check,
     .check_tp = attention_check_tp,
+    .facts = attention_facts,
+    .recipe_problem = attention_recipe_problem,
     .leaves = attention_leaves,
     .prepare = attention_prepare,
     .forward = attention_forward,

@@ -284,11 +284,17 @@ static vp_t parallel_forward(vp_step *step, const vp_op *op, const vp_t *leaves,
     return sum;
 }
 
+static void parallel_facts(const vp_op *op, vp_section_id section, vp_model_facts *facts) {
+    (void)op, (void)section;
+    facts->parallel_branches = true;
+}
+
 const vp_op_kind vp_op_parallel = {
     .name = "parallel",
     .doc = "its ops each run on the same input and their results are summed (Phi's and GPT-NeoX's parallel "
            "attention and MLP); the results are locals of the layer until it returns",
     .container = true,
+    .facts = parallel_facts,
     .forward = parallel_forward,
 };
 

@@ -79,6 +79,7 @@ const vp_op_kind vp_op_classifier = {
     .doc = "a sequence classifier: dropout and a linear layer to the labels' logits",
     .fields = classifier_fields,
     .n_fields = CLASSIFIER_FIELDS,
+    .roles = VP_ROLE_HEAD,
     .leaves = classifier_leaves,
     .forward = classifier_forward,
 };

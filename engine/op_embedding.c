@@ -36,8 +36,8 @@ static unsigned token_leaves(const vp_op *op, const vp_ranks *split, vp_leaf_spe
  * of PEFT's forward. A seq2seq model's labels are the decoder's and a
  * classifier's one per sequence: PEFT leaves them as they are. */
 static bool prefixes_labels(const vp_step *step) {
-    const vp_op *loss = vp_section_find(&step->model->section[VP_SECTION_FINAL], &vp_op_cross_entropy);
-    return !vp_model_encoder_decoder(step->model) && loss && !vp_loss_per_sequence(loss);
+    const vp_model_facts *facts = &step->model->facts;
+    return !vp_model_encoder_decoder(step->model) && facts->loss && !facts->loss_per_sequence;
 }
 
 /* PeftModelForCausalLM.forward and PeftModelForSeq2SeqLM.forward with
@@ -124,13 +124,17 @@ static vp_t token_forward(vp_step *step, const vp_op *op, const vp_t *leaves, vp
     return y;
 }
 
-uint64_t vp_token_embedding_hidden(const vp_op *embedding) { return vp_op_u64(embedding, TOKEN_HIDDEN); }
+static void token_facts(const vp_op *op, vp_section_id section, vp_model_facts *facts) {
+    if (section == VP_SECTION_EMBED) facts->hidden = vp_op_u64(op, TOKEN_HIDDEN);
+}
 
 const vp_op_kind vp_op_token_embedding = {
     .name = "token_embedding",
     .doc = "nn.Embedding over the vocabulary; its weight is the one a tied head reuses",
     .fields = token_fields,
     .n_fields = TOKEN_FIELDS,
+    .roles = VP_ROLE_EMBEDDING,
+    .facts = token_facts,
     .leaves = token_leaves,
     .forward = token_forward,
 };
@@ -279,7 +283,7 @@ const vp_op_kind vp_op_token_type_embedding = {
 /* wpe(position_ids) indexes a table of `positions` rows: a sequence past it
  * (its virtual tokens or prefix included, which shift the positions) makes
  * transformers fail (index out of range), so no estimate stands for it. */
-const char *vp_position_recipe_problem(const vp_model *model, const vp_recipe *recipe) {
+static const char *position_recipe_problem(const vp_model *model, const vp_recipe *recipe) {
     const vp_op *op = vp_section_find(&model->section[VP_SECTION_EMBED], &vp_op_position_embedding);
     if (!op) return NULL;
     uint64_t positions = recipe->seq_len + recipe->virtual_tokens;
@@ -295,7 +299,9 @@ const vp_op_kind vp_op_position_embedding = {
     .doc = "learned absolute positions (GPT-2's wpe), added to the token embeddings",
     .fields = position_fields,
     .n_fields = POSITION_FIELDS,
+    .roles = VP_ROLE_EMBEDDING,
     .leaves = position_leaves,
+    .recipe_problem = position_recipe_problem,
     .forward = position_forward,
 };
 

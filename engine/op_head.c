@@ -56,13 +56,18 @@ static vp_t head_forward(vp_step *step, const vp_op *op, const vp_t *leaves, vp_
     return logits;
 }
 
-bool vp_lm_head_tied(const vp_op *head) { return vp_op_flag(head, HEAD_TIED); }
+static void head_facts(const vp_op *op, vp_section_id section, vp_model_facts *facts) {
+    facts->lm_head = true;
+    if (section == VP_SECTION_FINAL) facts->tied_head = vp_op_flag(op, HEAD_TIED) ? op : NULL;
+}
 
 const vp_op_kind vp_op_lm_head = {
     .name = "lm_head",
     .doc = "the output projection to vocabulary logits, tied to the token embedding or not",
     .fields = head_fields,
     .n_fields = HEAD_FIELDS,
+    .roles = VP_ROLE_HEAD | VP_ROLE_LOSS,
+    .facts = head_facts,
     .leaves = head_leaves,
     .forward = head_forward,
 };
@@ -84,7 +89,11 @@ static const vp_field ce_fields[CE_FIELDS] = {
                   "already aligned: an encoder-decoder's decoder, fed the labels shifted right)"},
 };
 
-bool vp_loss_per_sequence(const vp_op *loss) { return vp_op_flag(loss, CE_PER_SEQUENCE); }
+static void ce_facts(const vp_op *op, vp_section_id section, vp_model_facts *facts) {
+    if (section != VP_SECTION_FINAL) return;
+    facts->loss = true;
+    facts->loss_per_sequence = vp_op_flag(op, CE_PER_SEQUENCE);
+}
 
 /* transformers' ForCausalLMLoss (loss_utils.py, 4.46+):
  *   logits = logits.float()
@@ -210,6 +219,8 @@ const vp_op_kind vp_op_cross_entropy = {
     .doc = "causal-LM cross-entropy over the logits as HF computes it, with the fp32 upcast",
     .fields = ce_fields,
     .n_fields = CE_FIELDS,
+    .roles = VP_ROLE_HEAD | VP_ROLE_LOSS,
+    .facts = ce_facts,
     .check = ce_check,
     .forward = ce_forward,
 };

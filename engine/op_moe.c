@@ -186,7 +186,7 @@ static vp_t moe_forward(vp_step *step, const vp_op *op, const vp_t *leaves, vp_t
  * the residual stream is fp32 and the experts' outputs 16-bit, and
  * index_put_ refuses the mix ("Index put requires the source and
  * destination dtypes match"): such a run never trains. */
-const char *vp_moe_recipe_problem(const vp_model *model, const vp_recipe *recipe) {
+static const char *moe_recipe_problem(const vp_model *model, const vp_recipe *recipe) {
     const vp_op *op = vp_section_find(&model->section[VP_SECTION_LAYER], &vp_op_moe);
     if (!op || recipe->framework == VP_FRAMEWORK_MEGATRON) return NULL;
     const vp_precision *precision = vp_precision_get(recipe->precision);
@@ -209,6 +209,11 @@ static const char *moe_check_ep(const vp_op *op, const vp_ranks *split) {
     return NULL;
 }
 
+static void moe_facts(const vp_op *op, vp_section_id section, vp_model_facts *facts) {
+    (void)op, (void)section;
+    facts->experts = true;
+}
+
 const vp_op_kind vp_op_moe = {
     .name = "moe",
     .doc = "a mixture of gated-MLP experts with a top-k router, optionally with shared experts",
@@ -217,6 +222,8 @@ const vp_op_kind vp_op_moe = {
     .check = moe_check,
     .check_tp = moe_check_tp,
     .check_ep = moe_check_ep,
+    .facts = moe_facts,
+    .recipe_problem = moe_recipe_problem,
     .leaves = moe_leaves,
     .forward = moe_forward,
 };

@@ -41,6 +41,7 @@ const vp_op_kind vp_op_layernorm = {
     .doc = "nn.LayerNorm: saves its input and fp32 per-row mean and rstd",
     .fields = layernorm_fields,
     .n_fields = LN_FIELDS,
+    .roles = VP_ROLE_NORM,
     .leaves = layernorm_leaves,
     .forward = layernorm_forward,
 };
@@ -214,6 +215,7 @@ const vp_op_kind vp_op_rmsnorm = {
     .doc = "HF's RMSNorm: an fp32 upcast, pow, mean, rsqrt and two multiplies, each keeping its own tensors",
     .fields = rmsnorm_fields,
     .n_fields = RMS_FIELDS,
+    .roles = VP_ROLE_NORM,
     .leaves = rmsnorm_leaves,
     .forward = rmsnorm_forward,
 };

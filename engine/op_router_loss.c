@@ -69,8 +69,8 @@ static vp_t aux_forward(vp_step *step, const vp_op *op, const vp_t *leaves, vp_t
     return loss;
 }
 
-const char *vp_router_aux_recipe_problem(const vp_model *model, const vp_recipe *recipe) {
-    if (!vp_model_has(model, "router_aux_loss")) return NULL;
+static const char *aux_recipe_problem(const vp_model *model, const vp_recipe *recipe) {
+    (void)model; /* asked only of a model that has the loss */
     if (recipe->framework == VP_FRAMEWORK_MEGATRON || recipe->pp > 1)
         return "framework: the router's load-balancing loss (output_router_logits) is modelled as transformers "
                "computes it (no megatron, no pp)";
@@ -82,12 +82,20 @@ const char *vp_router_aux_recipe_problem(const vp_model *model, const vp_recipe 
     return NULL;
 }
 
+static void aux_facts(const vp_op *op, vp_section_id section, vp_model_facts *facts) {
+    (void)op;
+    if (section == VP_SECTION_FINAL) facts->router_aux_loss = true;
+}
+
 const vp_op_kind vp_op_router_aux_loss = {
     .name = "router_aux_loss",
     .doc = "the mixtures' load-balancing loss over every layer's router logits (output_router_logits), added to "
            "the language-model loss",
     .fields = aux_fields,
     .n_fields = AUX_FIELDS,
+    .roles = VP_ROLE_HEAD | VP_ROLE_LOSS,
+    .facts = aux_facts,
+    .recipe_problem = aux_recipe_problem,
     .check = aux_check,
     .forward = aux_forward,
 };

@@ -14,7 +14,10 @@ static const vp_field sliding_fields[SLIDING_FIELDS] = {
                          "global; 1: every layer slides)"},
 };
 
-unsigned vp_sliding_mask_period(const vp_op *op) { return (unsigned)vp_op_u64(op, SLIDING_PATTERN); }
+static void sliding_facts(const vp_op *op, vp_section_id section, vp_model_facts *facts) {
+    facts->sliding_mask = true;
+    if (section == VP_SECTION_LAYER) facts->layer_period = (unsigned)vp_op_u64(op, SLIDING_PATTERN);
+}
 
 static bool sliding_layer(const vp_step *step, const vp_op *op) {
     uint64_t pattern = vp_op_u64(op, SLIDING_PATTERN);
@@ -74,5 +77,6 @@ const vp_op_kind vp_op_sliding_mask = {
            "returns (Gemma 2's sliding layers under eager and SDPA attention)",
     .fields = sliding_fields,
     .n_fields = SLIDING_FIELDS,
+    .facts = sliding_facts,
     .forward = sliding_mask_forward,
 };

@@ -1,34 +1,14 @@
 /* ops.h — the op kinds the core knows; each lives in its own file and is
- * listed once in the registry (model.c). */
+ * listed once in op_list.h (the registry: registry.c). */
 #ifndef VP_OPS_H
 #define VP_OPS_H
 
 #include "model.h"
-#include "step.h"
+#include "op_context.h"
 
-extern const vp_op_kind vp_op_token_embedding;
-extern const vp_op_kind vp_op_position_embedding;
-extern const vp_op_kind vp_op_rotary_embedding;
-extern const vp_op_kind vp_op_token_type_embedding;
-extern const vp_op_kind vp_op_dropout;
-extern const vp_op_kind vp_op_scale;
-extern const vp_op_kind vp_op_layernorm;
-extern const vp_op_kind vp_op_rmsnorm;
-extern const vp_op_kind vp_op_attention;
-extern const vp_op_kind vp_op_mlp;
-extern const vp_op_kind vp_op_moe;
-extern const vp_op_kind vp_op_residual;
-extern const vp_op_kind vp_op_lm_head;
-extern const vp_op_kind vp_op_pooler;
-extern const vp_op_kind vp_op_classifier;
-extern const vp_op_kind vp_op_cross_entropy;
-extern const vp_op_kind vp_op_position_bias;
-extern const vp_op_kind vp_op_decoder_start;
-extern const vp_op_kind vp_op_sliding_mask;
-extern const vp_op_kind vp_op_sequence;
-extern const vp_op_kind vp_op_parallel;
-extern const vp_op_kind vp_op_router_aux_loss;
-extern const vp_op_kind vp_op_fp16_clamp;
+#define VP_OP(name) extern const vp_op_kind vp_op_##name;
+#include "op_list.h"
+#undef VP_OP
 
 /* A projection as F.linear under the step's precision: autocast casts the
  * input (every call: activations are not cached) and the weight and bias
@@ -55,33 +35,6 @@ vp_t vp_gemma_rms_norm(vp_step *step, vp_t x, vp_t weight, uint64_t rows);
 /* apply_rotary_pos_emb for one of q, k with the step's cos and sin. */
 vp_t vp_apply_rotary(vp_step *step, vp_t x, const char *label);
 
-/* What the step driver asks of particular ops. */
-/* Layers per period of a sliding_mask op's pattern (1: every layer alike). */
-unsigned vp_sliding_mask_period(const vp_op *sliding_mask);
-bool vp_lm_head_tied(const vp_op *head);
-/* Whether the loss takes one label per sequence (a classifier's). */
-bool vp_loss_per_sequence(const vp_op *loss);
-uint64_t vp_token_embedding_hidden(const vp_op *embedding);
-/* Whether it is multi-head latent attention (DeepSeek-V2/V3). */
-bool vp_attention_is_mla(const vp_op *attention);
-/* PEFT has default LoRA targets for the model type this attention is from. */
-bool vp_attention_peft_defaults(const vp_op *attention);
-/* Whether the layer's keys and values go into the model's cache. */
-bool vp_attention_caches(const vp_op *attention);
-/* Keys (or values) per token: kv_heads x head_dim. */
-uint64_t vp_attention_kv_width(const vp_op *attention);
-/* Whether hidden / heads is the head width (T5: d_model = num_heads x d_kv). */
-bool vp_attention_splits_hidden(const vp_op *attention);
-/* What the load-balancing loss cannot run under this recipe, or NULL. */
-const char *vp_router_aux_recipe_problem(const vp_model *model, const vp_recipe *recipe);
-/* What the mixture's HF training loop cannot run under this recipe, or NULL. */
-const char *vp_moe_recipe_problem(const vp_model *model, const vp_recipe *recipe);
-/* What the model's attention cannot run under this recipe (a message
- * naming the key), or NULL. */
-const char *vp_attention_recipe_problem(const vp_model *model, const vp_recipe *recipe);
-/* A sequence longer than a learned position table (GPT-2's wpe, BERT's):
- * a message naming seq_len, or NULL. */
-const char *vp_position_recipe_problem(const vp_model *model, const vp_recipe *recipe);
 
 /* T5's position bias for the stack running now, masks added, [b, heads,
  * q, k]: its first self-attention's (relative positions) or

@@ -8,6 +8,7 @@
  * rank's, which keeps the most: its every step attends to whole chunks. */
 #include "ring_attention.h"
 
+#include "op_context.h"
 #include "prims.h"
 
 enum { RING_BATCH, RING_SEQ, RING_HEADS, RING_KV_HEADS, RING_HEAD_DIM };

@@ -3,6 +3,7 @@
  * activation checkpointing), optimizer step and zero_grad, all on the
  * simulator. Identical layers are evaluated once and folded. */
 #include "step.h"
+#include "step_private.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -15,82 +16,6 @@
 #include "prefix.h"
 #include "optimizer.h"
 #include "update.h"
-
-/* ---- autocast ---- */
-
-static bool remember_cast(vp_step *step, vp_t param, vp_t cast) {
-    if (step->n_casts == step->cap_casts) {
-        unsigned cap = step->cap_casts ? step->cap_casts * 2 : 64;
-        vp_cast_entry *grown = realloc(step->casts, cap * sizeof *grown);
-        if (!grown) {
-            step->sim.status = VP_SIM_NOMEM;
-            return false;
-        }
-        step->casts = grown;
-        step->cap_casts = cap;
-    }
-    vp_hold(&step->sim, cast);
-    step->casts[step->n_casts++] = (vp_cast_entry){param, cast, step->fold_repeat, step->ledger.place.layer};
-    return true;
-}
-
-vp_t vp_autocast_low(vp_step *step, vp_t x, const char *label) {
-    vp_sim *sim = &step->sim;
-    const vp_tensor *t = vp_at(sim, x);
-    if (!step->autocast || t->dtype != VP_FP32) {
-        vp_hold(sim, x);
-        return x;
-    }
-    /* cached_cast (autocast_mode.h): only leaves that require grad are
-     * cached, for as long as the autocast region lasts */
-    bool cacheable = t->leaf && t->requires_grad;
-    if (cacheable) {
-        /* a parameter's keyed by layer too (folded layers share one
-         * instance's tensors); any other leaf is one tensor for every layer
-         * (a checkpointed chunk's detached input, T5's encoder output read
-         * by each decoder layer's cross-attention) */
-        bool per_layer = t->category == VP_CAT_PARAMS;
-        for (unsigned i = 0; i < step->n_casts; i++) {
-            if (step->casts[i].param == x && (!per_layer || step->casts[i].layer == step->ledger.place.layer)) {
-                vp_hold(sim, step->casts[i].cast);
-                return step->casts[i].cast;
-            }
-        }
-    }
-    vp_t cast = vp_to(sim, x, step->low, label);
-    if (cacheable) remember_cast(step, x, cast);
-    return cast;
-}
-
-vp_t vp_autocast_fp32(vp_step *step, vp_t x, const char *label) {
-    vp_sim *sim = &step->sim;
-    vp_dtype dt = (vp_dtype)vp_at(sim, x)->dtype;
-    if (!step->autocast || !vp_dtype_is_float(dt) || dt == VP_FP32) {
-        vp_hold(sim, x);
-        return x;
-    }
-    return vp_to(sim, x, VP_FP32, label);
-}
-
-/* Drops a tensor made while folding, which stands for `repeat` of them:
- * its release is repeated too. Without a fold (repeat 1) a plain drop, as
- * this may run inside a folded backward's own segment. */
-static void drop_folded(vp_step *step, vp_t t, unsigned repeat) {
-    if (repeat == 1) {
-        vp_drop(&step->sim, t);
-        return;
-    }
-    vp_ledger_begin_segment(&step->ledger);
-    vp_drop(&step->sim, t);
-    vp_ledger_repeat_segment(&step->ledger, repeat, 0);
-}
-
-/* Leaving the autocast region clears the cache; casts made while folding
- * stand for `repeat` identical casts. */
-void vp_step_clear_casts(vp_step *step, unsigned from) {
-    for (unsigned i = from; i < step->n_casts; i++) drop_folded(step, step->casts[i].cast, step->casts[i].repeat);
-    step->n_casts = from;
-}
 
 /* ---- leaves ---- */
 
@@ -204,10 +129,9 @@ static bool plan_chunks(vp_step *step) {
      * alternate (Gemma 2's sliding and global ones) fold only by chunks that
      * hold whole periods. */
     const vp_model *m = step->model;
-    const vp_op *sliding = vp_section_find(&m->section[VP_SECTION_LAYER], &vp_op_sliding_mask);
-    unsigned period = sliding ? vp_sliding_mask_period(sliding) : 1;
-    bool foldable = step->fold && !step->prefix_tokens && !vp_model_encoder_decoder(m) &&
-                    !vp_section_find(&m->section[VP_SECTION_FINAL], &vp_op_router_aux_loss) && per % period == 0;
+    unsigned period = m->facts.layer_period;
+    bool foldable = step->fold && !step->prefix_tokens && !vp_model_encoder_decoder(m) && !m->facts.router_aux_loss &&
+                    per % period == 0;
     for (unsigned r = 0; r < 4; r++) {
         if (splits[r + 1] <= splits[r]) continue;
         bool lone = splits[r] == start ? first_unlike : splits[r] == b;
@@ -219,70 +143,11 @@ static bool plan_chunks(vp_step *step) {
     return true;
 }
 
-/* The plan entry that runs a layer. */
-static unsigned entry_of(const vp_step *step, unsigned layer) {
-    for (unsigned i = step->n_chunks; i-- > 0;)
-        if (layer >= step->chunks[i].first_layer) return i;
-    return 0;
-}
-
-vp_t *vp_step_layer_leaves(vp_step *step, unsigned layer) {
-    unsigned slots = vp_model_layer_slots(step->model);
-    const vp_chunk *c = &step->chunks[entry_of(step, layer)];
-    unsigned instance = c->instance + (layer - c->first_layer) % c->layers;
-    return step->layer_leaves + (size_t)instance * slots;
-}
-
-/* The plan entry whose layers instance i stands for. */
-static unsigned entry_of_instance(const vp_step *step, unsigned i) {
-    for (unsigned e = 0; e < step->n_chunks; e++)
-        if (i < step->chunks[e].instance + step->chunks[e].layers) return e;
-    return 0;
-}
-
-/* How many real layers instance i stands for. */
-static unsigned instance_repeat(const vp_step *step, unsigned i) { return step->chunk_repeat[entry_of_instance(step, i)]; }
-
-/* The layer instance i stands for: its place in its chunk's first run of
- * layers. */
-static unsigned instance_layer(const vp_step *step, unsigned i) {
-    const vp_chunk *c = &step->chunks[entry_of_instance(step, i)];
-    return c->first_layer + (i - c->instance);
-}
-
-/* The ops of the layers instance i stands for (a chunk may hold a dense
- * layer and a mixture's). */
-static const vp_section *instance_section(const vp_step *step, unsigned i) {
-    return vp_model_layer_section(step->model, instance_layer(step, i));
-}
-
-/* embeddings, layer instances, bridge, final */
-unsigned vp_step_leaf_group_count(const vp_step *step) { return 3 + step->n_layer_instances; }
-
-vp_leaf_group vp_step_leaf_group_at(vp_step *step, unsigned i) {
-    const vp_model *m = step->model;
-    unsigned count = vp_step_leaf_group_count(step);
-    if (i == 0)
-        return (vp_leaf_group){step->embed_leaves, m->section[VP_SECTION_EMBED].n_slots + (step->prompt != 0), 1,
-                               m->section[VP_SECTION_EMBED].registered};
-    if (i == count - 1) return (vp_leaf_group){step->final_leaves, m->section[VP_SECTION_FINAL].n_slots, 1, NULL};
-    if (i == count - 2) return (vp_leaf_group){step->bridge_leaves, m->section[VP_SECTION_BRIDGE].n_slots, 1, NULL};
-    unsigned slots = vp_model_layer_slots(m);
-    vp_leaf_group group = {step->layer_leaves + (size_t)(i - 1) * slots, slots, instance_repeat(step, i - 1), NULL};
-    const vp_section *section = instance_section(step, i - 1);
-    if (section->registered) { /* the slots past the section's own are empty */
-        group.n = section->n_slots;
-        group.order = section->registered;
-    }
-    return group;
-}
-
 /* A last pipeline stage without the embeddings still needs the token
  * embedding's weight for a tied head: Megatron keeps a copy there
  * (word_embeddings_for_head), all-reduced with the first stage's. */
 static bool needs_embedding_copy(const vp_step *step) {
-    const vp_op *head = vp_section_find(&step->model->section[VP_SECTION_FINAL], &vp_op_lm_head);
-    return !step->stage.embed && step->stage.final && head && vp_lm_head_tied(head);
+    return !step->stage.embed && step->stage.final && step->model->facts.tied_head != NULL;
 }
 
 static bool setup(vp_step *step) {
@@ -307,7 +172,7 @@ static bool setup(vp_step *step) {
     if ((step->virtual_tokens || step->prefix_tokens) && step->stage.embed) {
         /* PromptEmbedding (a row per virtual token of each submodule) or
          * PrefixEncoder (num_virtual_tokens rows), beside the model's embeddings */
-        uint64_t width = step->prefix_tokens ? vp_prefix_table_width(m) : vp_token_embedding_hidden(&embed->ops[0]);
+        uint64_t width = step->prefix_tokens ? vp_prefix_table_width(m) : m->facts.hidden;
         uint64_t rows = (uint64_t)step->recipe->virtual_tokens * (step->prefix_tokens ? 1 : vp_prompt_submodules(m));
         vp_leaf_spec spec = vp_param(rows * width, "prompt_encoder.embedding.weight", VP_MODULE_NONE, 0);
         spec.rows = rows;
@@ -321,10 +186,10 @@ static bool setup(vp_step *step) {
         vp_leaf(&step->sim, 256, VP_FP32, VP_CAT_PARAMS, false, "quant_state.state2.code");
     for (unsigned i = 0; i < step->n_layer_instances; i++) {
         vp_t *slots = step->layer_leaves + (size_t)i * layer_slots;
-        unsigned repeat = instance_repeat(step, i);
+        unsigned repeat = vp_step_instance_repeat(step, i);
         vp_ledger_begin_segment(&step->ledger);
-        const vp_section *layer = instance_section(step, i);
-        bool frozen = instance_layer(step, i) < boundary;
+        const vp_section *layer = vp_step_instance_section(step, i);
+        bool frozen = vp_step_instance_layer(step, i) < boundary;
         vp_layout_create_leaves(step, layer->ops, layer->n_ops, slots, repeat, frozen);
         vp_layout_resident(step, slots, layer_slots, repeat);
         vp_ledger_repeat_segment(&step->ledger, repeat, 0);
@@ -350,8 +215,6 @@ static void prepare_ops(vp_step *step, const vp_op *ops, unsigned n) {
     }
 }
 
-static void drop_locals(vp_step *step, vp_local_frame frame);
-
 static vp_t layers_forward(vp_step *step, const vp_chunk *chunk, vp_t x) {
     vp_t current = x;
     vp_hold(&step->sim, x);
@@ -364,8 +227,8 @@ static vp_t layers_forward(vp_step *step, const vp_chunk *chunk, vp_t x) {
         const vp_section *layer = vp_model_layer_section(step->model, index);
         vp_t out = vp_run_ops(step, layer->ops, layer->n_ops, vp_step_layer_leaves(step, index), in);
         /* the layer returns: its locals go */
-        drop_locals(step, VP_LOCAL_OF_POST_NORM_BLOCK);
-        drop_locals(step, VP_LOCAL_OF_LAYER);
+        vp_step_drop_locals(step, VP_LOCAL_OF_POST_NORM_BLOCK);
+        vp_step_drop_locals(step, VP_LOCAL_OF_LAYER);
         step->layer_mask = 0;
         step->layer_slides = false;
         vp_drop(&step->sim, in);
@@ -503,178 +366,17 @@ static vp_t forward_layers(vp_step *step, vp_t x) {
     return current;
 }
 
-static bool is_loss_op(const vp_op *op) {
-    return op->kind == &vp_op_lm_head || op->kind == &vp_op_cross_entropy || op->kind == &vp_op_router_aux_loss;
-}
+static bool is_loss_op(const vp_op *op) { return (op->kind->roles & VP_ROLE_LOSS) != 0; }
 
 /* The head's ops run outside the model body (XForCausalLM.forward calls
  * self.model, then lm_head and the loss). */
-static bool is_head_op(const vp_op *op) { return is_loss_op(op) || op->kind == &vp_op_classifier; }
-
-void vp_step_keep_local(vp_step *step, vp_t t, vp_local_frame frame) {
-    /* Megatron's modules keep no such locals the engine models */
-    if (step->recipe->framework == VP_FRAMEWORK_MEGATRON) return;
-    /* outside the layers a layer's local belongs to the model body's frame */
-    if (frame == VP_LOCAL_OF_LAYER && step->ledger.place.layer < 0) frame = VP_LOCAL_OF_BODY;
-    vp_t *slots = step->locals[frame];
-    for (unsigned i = 0; i < VP_LOCALS_MAX; i++) {
-        if (!slots[i]) {
-            vp_hold(&step->sim, t);
-            slots[i] = t;
-            return;
-        }
-    }
-    step->sim.status = VP_SIM_OVERFLOW; /* more locals than a frame has room for: an op-table bug */
-}
-
-void vp_step_keep_router_logits(vp_step *step, vp_t logits) {
-    if (step->capture_router_logits) {
-        for (unsigned i = 0; i < VP_CHUNK_ROUTER_MAX; i++) {
-            if (step->chunk_router_logits[i]) continue;
-            vp_hold(&step->sim, logits);
-            step->chunk_router_logits[i] = logits;
-            return;
-        }
-        step->sim.status = VP_SIM_OVERFLOW; /* more layers a chunk than vp_router_aux_recipe_problem allows */
-        return;
-    }
-    vp_router_logits *r = &step->router_logits;
-    if (r->n == r->cap) {
-        unsigned cap = r->cap ? 2 * r->cap : 16;
-        vp_t *grown = realloc(r->tensors, cap * sizeof *grown);
-        if (!grown) {
-            step->sim.status = VP_SIM_NOMEM;
-            return;
-        }
-        r->tensors = grown;
-        r->cap = cap;
-    }
-    vp_hold(&step->sim, logits);
-    r->tensors[r->n++] = logits;
-}
-
-/* The outputs holding them go: the references drop, the array stays for
- * the next micro-batch. */
-static void release_router_logits(vp_sim *sim, vp_router_logits *r) {
-    for (unsigned i = 0; i < r->n; i++) vp_drop(sim, r->tensors[i]);
-    r->n = 0;
-}
-
-static void keep_leaf(vp_step *step, vp_t *leaves, vp_t t) {
-    for (unsigned i = 0; i < VP_GRAPH_LEAVES; i++) {
-        if (!leaves[i]) {
-            vp_hold(&step->sim, t);
-            leaves[i] = t;
-            return;
-        }
-    }
-    step->sim.status = VP_SIM_OVERFLOW; /* more such leaves than room: an op-table bug */
-}
-
-void vp_step_rerun_leaf(vp_step *step, vp_t t) { keep_leaf(step, step->rerun_leaves, t); }
-
-void vp_step_graph_leaf(vp_step *step, vp_t t) { keep_leaf(step, step->graph_leaves, t); }
-
-static void drop_leaves(vp_sim *sim, vp_t *hooked);
-
-/* like the graph's leaves: each goes with its .grad */
-void vp_step_drop_rerun_leaves(vp_step *step) { drop_leaves(&step->sim, step->rerun_leaves); }
-
-void vp_step_graph_hold(vp_step *step, vp_t t) {
-    for (unsigned i = 0; i < VP_LOCALS_MAX; i++) {
-        if (step->graph_refs[i] == t) return;
-        if (!step->graph_refs[i]) {
-            vp_hold(&step->sim, t);
-            step->graph_refs[i] = t;
-            return;
-        }
-    }
-    step->sim.status = VP_SIM_OVERFLOW; /* more than the graph's room: an op-table bug */
-}
-
-void vp_step_ctx_hold(vp_step *step, vp_t t) {
-    if (step->n_ctx_refs == step->cap_ctx_refs) {
-        unsigned cap = step->cap_ctx_refs ? step->cap_ctx_refs * 2 : 64;
-        vp_ctx_ref *grown = realloc(step->ctx_refs, cap * sizeof *grown);
-        if (!grown) {
-            step->sim.status = VP_SIM_NOMEM;
-            return;
-        }
-        step->ctx_refs = grown;
-        step->cap_ctx_refs = cap;
-    }
-    vp_hold(&step->sim, t);
-    step->ctx_refs[step->n_ctx_refs++] = (vp_ctx_ref){t, step->fold_repeat};
-}
-
-void vp_step_recast_leaf(vp_step *step, vp_t leaf, vp_dtype dtype) {
-    for (unsigned i = 0; i < step->n_origins; i++) {
-        const vp_leaf_origin *o = &step->origins[i];
-        if (o->leaf != leaf) continue;
-        for (unsigned k = 0; k < step->n_found; k++)
-            if (step->found[k].op == o->op && step->found[k].spec == o->spec && step->found[k].copy == o->copy) return;
-        if (step->n_found == VP_RECASTS_MAX) {
-            step->sim.status = VP_SIM_OVERFLOW;
-            return;
-        }
-        step->found[step->n_found++] = (vp_leaf_recast){o->op, o->spec, o->copy, dtype};
-        return;
-    }
-}
-
-static void release_ctx_range(vp_step *step, unsigned from, unsigned to) {
-    for (unsigned i = from; i < to; i++) drop_folded(step, step->ctx_refs[i].tensor, step->ctx_refs[i].repeat);
-}
-
-void vp_step_release_ctx(vp_step *step, unsigned from) {
-    release_ctx_range(step, from, step->n_ctx_refs);
-    step->n_ctx_refs = from;
-}
-
-/* The last micro-batch's graph goes once the next forward has run: its ctx
- * tensors, the first `n` entries. */
-static void release_old_ctx(vp_step *step, unsigned n) {
-    if (!n) return;
-    release_ctx_range(step, 0, n);
-    memmove(step->ctx_refs, step->ctx_refs + n, (step->n_ctx_refs - n) * sizeof *step->ctx_refs);
-    step->n_ctx_refs -= n;
-}
-
-static void drop_refs(vp_sim *sim, vp_t *refs) {
-    for (unsigned i = 0; i < VP_LOCALS_MAX; i++) {
-        vp_drop(sim, refs[i]);
-        refs[i] = 0;
-    }
-}
-
-static void drop_locals(vp_step *step, vp_local_frame frame) {
-    for (unsigned i = 0; i < VP_LOCALS_MAX; i++) {
-        vp_drop(&step->sim, step->locals[frame][i]);
-        step->locals[frame][i] = 0;
-    }
-}
-
-void vp_step_norm_returns(vp_step *step) { drop_locals(step, VP_LOCAL_OF_POST_NORM_BLOCK); }
-
-/* The stack's loop variables and masks go with it. */
-static void drop_stack(vp_step *step) {
-    vp_t *fields[] = {&step->position_bias, &step->cross_bias, &step->self_mask, &step->cross_mask};
-    for (unsigned i = 0; i < sizeof fields / sizeof *fields; i++) {
-        vp_drop(&step->sim, *fields[i]);
-        *fields[i] = 0;
-    }
-}
-
-void vp_step_stack_returns(vp_step *step) {
-    drop_locals(step, VP_LOCAL_OF_BODY);
-    drop_stack(step);
-}
+static bool is_head_op(const vp_op *op) { return (op->kind->roles & VP_ROLE_HEAD) != 0; }
 
 /* The model body returns: its locals go, and with them the tensors it made
  * once for all layers (position ids, rotary tables, the mask). Megatron's
  * GPTModel runs the head inside the same forward: they go at its end. */
 static void body_returns(vp_step *step, bool forward_ends) {
-    drop_locals(step, VP_LOCAL_OF_BODY);
+    vp_step_drop_locals(step, VP_LOCAL_OF_BODY);
     if (step->recipe->framework == VP_FRAMEWORK_MEGATRON && !forward_ends) return;
     vp_drop(&step->sim, step->position_ids);
     vp_drop(&step->sim, step->cos);
@@ -688,12 +390,10 @@ static void body_returns(vp_step *step, bool forward_ends) {
     vp_drop(&step->sim, step->memory);
     vp_drop(&step->sim, step->prompt_mask);
     step->memory = step->prompt_mask = 0;
-    drop_stack(step);
+    vp_step_drop_stack(step);
 }
 
-static bool is_embedding_op(const vp_op *op) {
-    return op->kind == &vp_op_token_embedding || op->kind == &vp_op_position_embedding;
-}
+static bool is_embedding_op(const vp_op *op) { return (op->kind->roles & VP_ROLE_EMBEDDING) != 0; }
 
 static vp_t run_section(vp_step *step, vp_section_id id, const vp_t *leaves, vp_t x) {
     const vp_section *section = &step->model->section[id];
@@ -796,36 +496,6 @@ static void backward_layers(vp_step *step) {
 
 /* ---- the step ---- */
 
-void vp_step_embedding_output(vp_step *step, vp_t output) {
-    /* PEFT with gradient checkpointing calls enable_input_require_grads: a
-     * forward hook makes the frozen token embedding's output require grad,
-     * so that reentrant checkpoints see an input that needs one. PeftModel
-     * does so whatever use_reentrant says, except on a quantized model,
-     * where prepare_model_for_kbit_training does it for reentrant
-     * checkpointing only (peft/utils/other.py) */
-    const vp_recipe *r = step->recipe;
-    if (!vp_finetune_peft(r) || !r->checkpoint_every || vp_at(&step->sim, output)->requires_grad ||
-        (!r->use_reentrant && r->finetune == VP_FINETUNE_QLORA))
-        return;
-    vp_requires_grad(&step->sim, output);
-    /* its AccumulateGrad node holds it, .grad and all, for as long as the
-     * graph lives: until the loss goes */
-    vp_step_graph_leaf(step, output);
-}
-
-/* The graph lets go of the embedding outputs PEFT made require grad: they
- * go, and their .grad with them. */
-static void drop_leaves(vp_sim *sim, vp_t *hooked) {
-    for (unsigned i = 0; i < VP_GRAPH_LEAVES; i++) {
-        if (!hooked[i]) continue;
-        vp_t grad = vp_at(sim, hooked[i])->param_grad;
-        vp_at(sim, hooked[i])->param_grad = 0;
-        vp_drop(sim, grad);
-        vp_drop(sim, hooked[i]);
-        hooked[i] = 0;
-    }
-}
-
 /* The gradients a rank keeps for the optimizer: whole, or its shard. */
 static uint64_t kept_grad_bytes(vp_step *step) {
     uint64_t total = 0;
@@ -848,26 +518,6 @@ static uint64_t kept_grad_bytes(vp_step *step) {
         }
     }
     return total;
-}
-
-void *vp_step_scratch(vp_step *step, size_t size) {
-    if (step->n_scratch == step->cap_scratch) {
-        unsigned cap = step->cap_scratch ? step->cap_scratch * 2 : 16;
-        void **grown = realloc(step->scratch, cap * sizeof *grown);
-        if (!grown) {
-            step->sim.status = VP_SIM_NOMEM;
-            return NULL;
-        }
-        step->scratch = grown;
-        step->cap_scratch = cap;
-    }
-    void *p = calloc(1, size);
-    if (!p) {
-        step->sim.status = VP_SIM_NOMEM;
-        return NULL;
-    }
-    step->scratch[step->n_scratch++] = p;
-    return p;
 }
 
 static void free_step(vp_step *step) {
@@ -908,7 +558,7 @@ static void offload_pack(void *ctx, uint64_t bytes) {
 
 /* The model's width: what flows between pipeline stages. */
 static uint64_t hidden_size(const vp_model *m) {
-    return vp_token_embedding_hidden(&m->section[VP_SECTION_EMBED].ops[0]);
+    return m->facts.hidden;
 }
 
 /* One micro-batch through the stage: its inputs arrive (the batch on the
@@ -941,8 +591,7 @@ static uint64_t micro_batch(vp_step *step, const vp_meter *resident, const vp_me
     if (encoder_decoder) step->attention_mask = vp_new(sim, step->input_tokens, VP_INT64, "batch.attention_mask");
     /* the batch's labels (prompt tuning's virtual tokens get theirs in PEFT's forward) */
     if (step->stage.final) {
-        const vp_op *loss = vp_section_find(&step->model->section[VP_SECTION_FINAL], &vp_op_cross_entropy);
-        uint64_t labels = loss && vp_loss_per_sequence(loss) ? step->batch
+        uint64_t labels = step->model->facts.loss_per_sequence ? step->batch
                           : encoder_decoder                    ? vp_numel(sim, step->batch, step->target_seq)
                                                                : step->input_tokens;
         step->labels = vp_new(sim, labels, VP_INT64, "batch.labels");
@@ -1001,7 +650,7 @@ static uint64_t micro_batch(vp_step *step, const vp_meter *resident, const vp_me
     if (step->host_bytes + step->offloaded > step->host_peak) step->host_peak = step->host_bytes + step->offloaded;
     vp_step_clear_casts(step, 0);
     body_returns(step, true);
-    drop_locals(step, VP_LOCAL_OF_WRAPPER);
+    vp_step_drop_locals(step, VP_LOCAL_OF_WRAPPER);
     vp_drop(sim, step->prompt_labels);
     step->prompt_labels = 0;
     /* Megatron's forward step returns the loss alone */
@@ -1010,18 +659,18 @@ static uint64_t micro_batch(vp_step *step, const vp_meter *resident, const vp_me
         vp_drop(sim, step->encoder_output);
         step->logits = step->encoder_output = 0;
         vp_kv_cache_release(step, &step->kv_cache); /* the outputs' past_key_values */
-        release_router_logits(sim, &step->router_logits);
+        vp_step_release_router_logits(sim, &step->router_logits);
     }
     /* `out = model(batch)` rebinds: the last micro-batch's outputs go now */
     vp_drop(sim, old_loss);
-    drop_refs(sim, old_graph); /* the last micro-batch's graph goes with its loss */
-    release_old_ctx(step, old_ctx);
+    vp_step_drop_refs(sim, old_graph); /* the last micro-batch's graph goes with its loss */
+    vp_step_release_old_ctx(step, old_ctx);
     vp_drop(sim, old_logits);
     vp_drop(sim, old_encoder_output);
     vp_kv_cache_release(step, &old_cache);
-    release_router_logits(sim, &old_router);
+    vp_step_release_router_logits(sim, &old_router);
     free(old_router.tensors);
-    drop_leaves(sim, old_graph_leaves);
+    vp_step_drop_leaves(sim, old_graph_leaves);
     uint64_t activations = step->recipe->device == VP_DEVICE_CPU ? ledger->raw.total - resident_raw->total
                                                                  : ledger->rounded.total - resident->total;
 
@@ -1048,9 +697,9 @@ static uint64_t micro_batch(vp_step *step, const vp_meter *resident, const vp_me
     /* HF's Trainer returns loss.detach(): the graph goes after backward,
      * with the leaves its AccumulateGrad nodes hold and their .grad */
     if (!step->recipe->keep_logits || step->recipe->framework == VP_FRAMEWORK_MEGATRON) {
-        drop_refs(sim, step->graph_refs);
+        vp_step_drop_refs(sim, step->graph_refs);
         vp_step_release_ctx(step, 0);
-        drop_leaves(sim, step->graph_leaves);
+        vp_step_drop_leaves(sim, step->graph_leaves);
     }
     if (received) { /* its gradient is sent to the previous stage */
         vp_t g = vp_at(sim, received)->param_grad;
@@ -1085,13 +734,13 @@ static void run(vp_step *step, vp_step_result *result) {
     vp_update_zero_grad(step);
     /* the loop body ends: loss, outputs and the batch go */
     vp_drop(sim, step->loss);
-    drop_refs(sim, step->graph_refs);
+    vp_step_drop_refs(sim, step->graph_refs);
     vp_step_release_ctx(step, 0);
     vp_drop(sim, step->logits);
     vp_drop(sim, step->encoder_output);
     vp_kv_cache_release(step, &step->kv_cache);
-    release_router_logits(sim, &step->router_logits);
-    drop_leaves(sim, step->graph_leaves);
+    vp_step_release_router_logits(sim, &step->router_logits);
+    vp_step_drop_leaves(sim, step->graph_leaves);
     vp_drop(sim, step->input_ids);
     vp_drop(sim, step->labels);
     vp_drop(sim, step->attention_mask);
@@ -1222,7 +871,7 @@ const char *vp_step_layout_problem(const vp_model *model, const vp_recipe *recip
         problem = "offload_activations: modelled as PyTorch's save_on_cpu around a whole forward (no megatron, no pp)";
     if (!problem) problem = vp_checkpoint_recipe_problem(recipe);
     if (problem || !model) return problem;
-    if (recipe->tp > 1 && !vp_model_has(model, "lm_head"))
+    if (recipe->tp > 1 && !model->facts.lm_head)
         return "tp: tensor parallelism is modelled for language models (an lm_head)";
     if (recipe->tp > 1) {
         problem = vp_model_check_tp(model, recipe->tp);
@@ -1231,18 +880,18 @@ const char *vp_step_layout_problem(const vp_model *model, const vp_recipe *recip
     /* megatron/training/arguments.py: "When using MoE and tensor
      * parallelism, sequence parallelism must be used." */
     if (recipe->framework == VP_FRAMEWORK_MEGATRON && recipe->tp > 1 && !recipe->sequence_parallel &&
-        vp_model_has(model, "moe"))
+        model->facts.experts)
         return "sequence_parallel: Megatron-LM needs it for experts with tp > 1";
     unsigned tp = recipe->tp ? recipe->tp : 1, cp = recipe->cp ? recipe->cp : 1;
     vp_ranks experts = {tp, recipe->ep ? recipe->ep : 1, recipe->etp ? recipe->etp : tp};
     bool ep = recipe->ep > 1, etp = recipe->etp > 1 && recipe->etp != tp;
-    if ((ep || etp) && !vp_model_has(model, "moe"))
+    if ((ep || etp) && !model->facts.experts)
         return ep ? "ep: expert parallelism needs a model with experts"
                   : "etp: expert tensor parallelism needs a model with experts";
     if ((ep || etp) && recipe->framework != VP_FRAMEWORK_MEGATRON)
         return ep ? "ep: expert parallelism needs framework = \"megatron\""
                   : "etp: expert tensor parallelism needs framework = \"megatron\"";
-    if (vp_model_has(model, "moe")) {
+    if (model->facts.experts) {
         /* parallel_state.py: ep x etp ranks are carved out of dp x tp x cp */
         if ((recipe->dp * tp * cp) % (experts.ep * experts.etp))
             return ep ? "ep: ep x etp must divide dp x tp x cp (expert ranks are drawn from them)"
@@ -1256,13 +905,10 @@ const char *vp_step_layout_problem(const vp_model *model, const vp_recipe *recip
         if (recipe->attention == VP_ATTN_EAGER)
             return "cp: ring attention runs a fused kernel: use attention = flash or sdpa";
     }
-    problem = vp_attention_recipe_problem(model, recipe);
-    if (!problem) problem = vp_position_recipe_problem(model, recipe);
-    if (!problem) problem = vp_router_aux_recipe_problem(model, recipe);
-    if (!problem) problem = vp_moe_recipe_problem(model, recipe);
+    problem = vp_model_recipe_problem(model, recipe);
     if (problem) return problem;
     /* Megatron-Core's TransformerLayer runs attention and MLP in sequence */
-    if (recipe->framework == VP_FRAMEWORK_MEGATRON && vp_model_has(model, "parallel"))
+    if (recipe->framework == VP_FRAMEWORK_MEGATRON && model->facts.parallel_branches)
         return "framework: attention and MLP side by side (GPT-NeoX, Phi) are modelled as transformers runs them "
                "(no megatron)";
     if (vp_model_encoder_decoder(model)) {

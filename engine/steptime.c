@@ -745,12 +745,11 @@ static double data_parallel_time(const vp_model *model, const vp_recipe *r, cons
     }
     /* a head tied to the embeddings across pipeline stages: their gradients
      * are all-reduced between the first and the last stage */
-    const vp_section *f = &model->section[VP_SECTION_FINAL];
-    for (unsigned i = 0; pp > 1 && i < f->n_ops; i++)
-        if (!strcmp(f->ops[i].kind->name, "lm_head") && vp_lm_head_tied(&f->ops[i])) {
-            double bytes = field(&f->ops[i], "vocab") * field(&f->ops[i], "hidden") / tp * gradient_bytes(r);
-            exposed += vp_time_allreduce(bytes, 2, hw->network_bw);
-        }
+    const vp_op *tied = model->facts.tied_head;
+    if (pp > 1 && tied) {
+        double bytes = field(tied, "vocab") * field(tied, "hidden") / tp * gradient_bytes(r);
+        exposed += vp_time_allreduce(bytes, 2, hw->network_bw);
+    }
     return exposed;
 }
 

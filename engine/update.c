@@ -6,6 +6,7 @@
 
 #include "layout.h"
 #include "optimizer.h"
+#include "step_private.h"
 
 void vp_update_for_each_trainable(vp_step *step, void (*fn)(vp_step *, vp_t, void *), void *ctx) {
     unsigned repeat = step->fold_repeat;

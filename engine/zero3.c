@@ -88,9 +88,8 @@ static void build(trace *t, vp_step *step) {
     bool bridge = vp_model_encoder_decoder(m);
     /* a tied head's weight is the token embedding's (the forward sets
      * step->tied_weight; a stage without the embeddings has its copy) */
-    const vp_op *head = vp_section_find(&m->section[VP_SECTION_FINAL], &vp_op_lm_head);
     vp_t tied_weight = step->stage.embed ? step->embed_leaves[m->section[VP_SECTION_EMBED].ops[0].slot] : step->tied_weight;
-    bool tied = step->stage.final && head && vp_lm_head_tied(head) && tied_weight;
+    bool tied = step->stage.final && m->facts.tied_head != NULL && tied_weight;
     if (step->stage.embed) add_leaves(t, step, step->embed_leaves, m->section[VP_SECTION_EMBED].n_slots, false, -1, false);
     /* a folded entry's own chunk stands last among those it stands for */
     for (unsigned i = 0; i < step->n_chunks; i++) {
