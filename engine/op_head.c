@@ -192,7 +192,8 @@ static vp_t shifted_logits_ce(vp_step *step, vp_t logits) {
 
 /* ---- FlashAttention's fused cross-entropy ---- */
 
-/* Backward of flash_attn's CrossEntropyLossFunction with inplace_backward:
+/* Backward of flash_attn's cross-entropy Function with inplace_backward
+ * (cross_entropy_loss's default is False; the recipe key models True):
  * `dlogits = logits if ctx.inplace_backward else torch.empty_like(logits)`,
  * the kernel writing softmax - one-hot into it; the z-loss output, marked
  * non-differentiable, still gets a materialised zero gradient (autograd's
@@ -207,7 +208,7 @@ static void backward_fused_ce(vp_sim *sim, uint32_t index) {
 }
 
 /* Dao-AILab/flash-attention, flash_attn/ops/triton/cross_entropy.py
- * (CrossEntropyLossFunction.forward): losses, lse and z_losses, one fp32
+ * (the autograd Function CrossEntropyLoss.forward): losses, lse and z_losses, one fp32
  * each per row, made empty and filled by the kernel, which reads the
  * 16-bit logits as they are (no fp32 copy, no log-probabilities); it saves
  * (logits, lse, labels). flash_attn/losses/cross_entropy.py's
@@ -377,17 +378,21 @@ static uint64_t next_power_of_2(uint64_t n) {
 }
 
 /* linkedin/Liger-Kernel, src/liger_kernel/ops/fused_linear_cross_entropy.py
- * (fused_linear_cross_entropy_forward), under no_grad inside the Function:
- * grad_weight = zeros_like(weight) when it is trained, grad_input =
- * zeros_like(_input), loss_1d fp32 per token, target_mask = target !=
- * ignore_index; the tokens in chunks of next_power_of_2(ceil(BT /
- * ceil(V / H))) rows, each `logits_chunk = _input_chunk @ weight.t()`
- * (the name rebound: the last chunk is alive while the next is made), its
- * gradient written over it by the kernel, grad_input[rows] =
- * grad_logits_chunk @ weight (a product copied into the slice), addmm into
- * grad_weight; loss = torch.sum(loss_1d). The Function saves grad_input and
- * grad_weight for backward. The wrapper (LigerForCausalLMLoss) shifts the
- * labels as HF's ForCausalLMLoss does. No logits are returned or kept. */
+ * (fused_linear_cross_entropy_forward, 2025-26), under no_grad inside the
+ * Function: grad_input = zeros_like(_input), grad_weight = zeros_like(weight)
+ * when it is trained (accum_dtype None: the weight's dtype), loss_1d fp32 per
+ * token, target_mask = target != ignore_index; the tokens in chunks of
+ * min(next_power_of_2(ceil(BT / ceil(V / H))), BT) rows. On CUDA with
+ * matching dtypes (_can_use_mm_out) one logits buffer of a chunk is made
+ * for the loop and every product written with out=, nothing else; otherwise
+ * (autocast, the CPU twin) each chunk's logits are `_input_chunk @
+ * weight.t()`, freed at the end of its iteration, grad_input[rows] a
+ * product copied into the slice, and grad_weight, outside CUDA's addmm
+ * paths, `+= torch.mm(grad_logits_chunk.t(), _input_chunk).float()`: a
+ * weight-sized product and its fp32 copy per chunk. The kernel writes each
+ * chunk's gradient over its logits. The Function saves grad_input and
+ * grad_weight; backward hands them on. The wrapper (LigerForCausalLMLoss)
+ * shifts the labels as HF's ForCausalLMLoss does. No logits are kept. */
 static vp_t fused_linear_loss(vp_step *step, vp_t x, vp_t weight, uint64_t vocab) {
     vp_sim *sim = &step->sim;
     uint64_t bt = step->tokens, h = vp_at(sim, x)->numel / bt;
@@ -395,26 +400,46 @@ static vp_t fused_linear_loss(vp_step *step, vp_t x, vp_t weight, uint64_t vocab
     vp_t target = step->batch == 1 ? vp_view(sim, padded, bt, "loss.shift_labels")
                                    : vp_new(sim, bt, VP_INT64, "loss.shift_labels");
     vp_t wa = vp_autocast_low(step, weight, "lm_head"); /* the matmuls' weight under autocast */
-    vp_dtype dt = (vp_dtype)vp_at(sim, wa)->dtype;
+    vp_dtype dt = (vp_dtype)vp_at(sim, wa)->dtype, x_dtype = (vp_dtype)vp_at(sim, x)->dtype;
+    vp_dtype w_dtype = (vp_dtype)vp_at(sim, weight)->dtype;
+    bool cuda = step->recipe->device == VP_DEVICE_CUDA;
+    bool mm_out = cuda && wa == weight && x_dtype == w_dtype;
     bool trains_weight = vp_at(sim, weight)->requires_grad;
-    vp_t grad_weight = trains_weight ? vp_new(sim, vp_at(sim, weight)->numel, (vp_dtype)vp_at(sim, weight)->dtype,
-                                              "loss.fused_linear.grad_weight")
+    vp_t grad_input = vp_new(sim, vp_at(sim, x)->numel, x_dtype, "loss.fused_linear.grad_input");
+    vp_t grad_weight = trains_weight ? vp_new(sim, vp_at(sim, weight)->numel, w_dtype, "loss.fused_linear.grad_weight")
                                      : 0;
-    vp_t grad_input = vp_new(sim, vp_at(sim, x)->numel, (vp_dtype)vp_at(sim, x)->dtype, "loss.fused_linear.grad_input");
     vp_t loss_1d = vp_new(sim, bt, VP_FP32, "loss.fused_linear.loss_1d");
     vp_t mask = vp_new(sim, bt, VP_BOOL, "loss.fused_linear.target_mask");
     uint64_t inc_factor = (vocab + h - 1) / h;
     uint64_t chunk = next_power_of_2((bt + inc_factor - 1) / inc_factor);
-    vp_t last = 0;
+    if (chunk > bt) chunk = bt;
+    vp_t storage = mm_out ? vp_new(sim, vp_numel(sim, chunk, vocab), dt, "loss.fused_linear.logits_storage") : 0;
     for (uint64_t start = 0; start < bt; start += chunk) {
         uint64_t rows = bt - start < chunk ? bt - start : chunk;
-        vp_t logits_chunk = vp_new(sim, vp_numel(sim, rows, vocab), dt, "loss.fused_linear.logits_chunk");
-        vp_drop(sim, last);
-        vp_t product = vp_new(sim, vp_numel(sim, rows, h), dt, "loss.fused_linear.grad_input_chunk");
-        vp_drop(sim, product);
-        last = logits_chunk;
+        vp_t logits = mm_out ? 0 : vp_new(sim, vp_numel(sim, rows, vocab), dt, "loss.fused_linear.logits_chunk");
+        if (!mm_out) /* grad_input[rows] = grad_logits_chunk @ weight */
+            vp_drop(sim, vp_new(sim, vp_numel(sim, rows, h), dt, "loss.fused_linear.grad_input_chunk"));
+        if (grad_weight && cuda && dt != VP_FP32 && x_dtype != dt) /* input_chunk.to(grad_logits' dtype) for addmm */
+            vp_drop(sim, vp_new(sim, vp_numel(sim, rows, h), dt, "loss.fused_linear.input_chunk"));
+        bool addmm = cuda && dt != VP_FP32 && (w_dtype == VP_FP32 || w_dtype == dt);
+        if (grad_weight && !addmm) { /* the legacy fallback: torch.mm(...).float() */
+            vp_t product = vp_new(sim, vp_at(sim, weight)->numel, dt, "loss.fused_linear.grad_weight_chunk");
+            vp_t product32 = vp_to(sim, product, VP_FP32, "loss.fused_linear.grad_weight_chunk");
+            vp_drop(sim, product);
+            /* a 16-bit grad_weight += fp32 on the CPU: TensorIterator casts
+             * self to the common dtype and computes into an fp32 temporary
+             * it copies back (CUDA casts inside the kernel) */
+            vp_t promoted[2] = {0, 0};
+            if (!cuda && w_dtype != VP_FP32)
+                for (unsigned i = 0; i < 2; i++)
+                    promoted[i] = vp_new(sim, vp_at(sim, weight)->numel, VP_FP32, "loss.fused_linear.grad_weight_add");
+            vp_drop(sim, promoted[0]);
+            vp_drop(sim, promoted[1]);
+            vp_drop(sim, product32);
+        }
+        vp_drop(sim, logits);
     }
-    vp_drop(sim, last);
+    vp_drop(sim, storage);
     vp_t loss = vp_new(sim, 1, VP_FP32, "loss.fused_linear.loss");
     vp_t in[2] = {x, weight};
     vp_node *node = vp_record(sim, backward_fused_linear, "loss.fused_linear", in, 2, &loss, 1);
@@ -435,44 +460,70 @@ static vp_t fused_linear_loss(vp_step *step, vp_t x, vp_t weight, uint64_t vocab
 
 /* ---- Apple's cut cross-entropy ---- */
 
-/* Backward of cce's LinearCrossEntropyFunction: cce_backward_kernel
- * recomputes the logits blockwise from the saved embeddings and
- * classifier and accumulates the gradients into zero-filled tensors like
- * them; nothing logits-sized is made. */
+/* Backward of cce's LinearCrossEntropyFunction (cut_cross_entropy/cce.py,
+ * cce_backward.py): sort_logit_avg (torch.argsort, int64, then .to(int32))
+ * orders the vocabulary; cce_backward_kernel makes de = zeros_like(e) and
+ * dc = zeros_like(c) (accum_e_fp32 and accum_c_fp32 off by default) with
+ * int32 lock tables of ceil(rows / 128) x ceil(H / 64) each, recomputes the
+ * logits blockwise inside the kernel, and hands de and dc on: nothing
+ * logits-sized is made. */
 static void backward_cut(vp_sim *sim, uint32_t index) {
+    vp_node *node = vp_node_at(sim, index);
+    uint64_t vocab = node->aux[0], rows = node->aux[1], h = node->aux[2];
+    vp_t order = vp_new(sim, vocab, VP_INT32, "loss.cut.vocab_ordering");
+    vp_scratch(sim, vocab * 8, "loss.cut.argsort");
+    uint64_t locks = ((rows + 127) / 128 + (vocab + 127) / 128) * ((h + 63) / 64);
+    vp_t lock_tables = vp_new(sim, locks, VP_INT32, "loss.cut.locks");
+    vp_t grads[2] = {0, 0};
     for (unsigned i = 0; i < 2; i++) {
-        vp_node *node = vp_node_at(sim, index);
-        if (!vp_needs_grad(sim, node, i)) continue;
-        vp_t grad = vp_grad_like(sim, node->in[i], "loss.cut.grad");
         node = vp_node_at(sim, index);
-        vp_give_grad(sim, node, i, grad);
+        if (vp_needs_grad(sim, node, i)) grads[i] = vp_grad_like(sim, node->in[i], "loss.cut.grad");
+    }
+    vp_drop(sim, lock_tables);
+    vp_drop(sim, order);
+    for (unsigned i = 0; i < 2; i++) {
+        node = vp_node_at(sim, index);
+        if (grads[i]) vp_give_grad(sim, node, i, grads[i]);
     }
 }
 
 /* apple/ml-cross-entropy, cut_cross_entropy/cce.py
- * (LinearCrossEntropyFunction): the forward computes each token's
- * log-sum-exp blockwise (cce_lse_forward_kernel, fp32 per token) and the
- * target logit (indexed_neg_dot_forward_kernel, fp32 per token), the loss
- * their difference, reduced; it saves the embeddings, the classifier and
- * the lse (with the targets). No logits exist at any time. */
+ * (LinearCrossEntropyFunction.forward, with transformers' patch: e the
+ * hidden states, c the head's weight, shift on): cce_lse_forward_kernel
+ * computes each token's log-sum-exp blockwise (fp32) and, with the default
+ * filter_eps "auto", the average logit of each vocabulary entry (fp32);
+ * indexed_neg_dot_forward_kernel the target logit (fp32, the loss made in
+ * it in place); it saves e, c, lse, the targets (a view of the labels),
+ * the valid positions (taken as int64 per token) and logit_avg. No logits
+ * exist at any time. */
 static vp_t cut_loss(vp_step *step, vp_t x, vp_t weight) {
     vp_sim *sim = &step->sim;
-    uint64_t bt = step->tokens;
-    vp_t target = vp_new(sim, bt, VP_INT64, "loss.cut.targets");
+    uint64_t bt = step->tokens, h = vp_at(sim, x)->numel / bt, vocab = vp_at(sim, weight)->numel / h;
+    vp_t labels = vp_step_loss_labels(step);
+    vp_t targets = vp_view(sim, labels, bt, "loss.cut.targets");
+    vp_t valids = vp_new(sim, bt, VP_INT64, "loss.cut.valids");
     vp_t lse = vp_new(sim, bt, VP_FP32, "loss.cut.lse");
+    vp_t logit_avg = vp_new(sim, vocab, VP_FP32, "loss.cut.logit_avg");
     vp_t neg_dot = vp_new(sim, bt, VP_FP32, "loss.cut.neg_dot");
     vp_t loss = vp_new(sim, 1, VP_FP32, "loss.cut.loss");
     vp_t in[2] = {x, weight};
     vp_node *node = vp_record(sim, backward_cut, "loss.cut", in, 2, &loss, 1);
     if (node) {
+        node->aux[0] = vocab;
+        node->aux[1] = bt;
+        node->aux[2] = h;
         vp_save(sim, node, x);
         vp_save(sim, node, weight);
         vp_save(sim, node, lse);
-        vp_save(sim, node, target);
+        vp_save(sim, node, targets);
+        vp_save(sim, node, valids);
+        vp_save(sim, node, logit_avg);
     }
     vp_drop(sim, neg_dot);
+    vp_drop(sim, logit_avg);
     vp_drop(sim, lse);
-    vp_drop(sim, target);
+    vp_drop(sim, valids);
+    vp_drop(sim, targets);
     step->logits = 0;
     return loss;
 }

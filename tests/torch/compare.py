@@ -608,6 +608,7 @@ CASES = [
         "bf16", s=256, finetune="lora", loss="chunked", keep_logits="false")),
     ("llama bf16 loss fused", llama(vocab=4096), recipe("bf16", s=256, loss="fused")),
     ("llama bf16 loss fused checkpointed", llama(layers=3, vocab=4096), recipe("bf16", s=256, ckpt="full", loss="fused")),
+    ("llama amp-bf16 loss fused", llama(vocab=4096), recipe("amp-bf16", s=256, loss="fused")),
     ("llama bf16 loss fused no logits kept", llama(vocab=4096), recipe("bf16", s=256, loss="fused", keep_logits="false")),
     ("llama lora bf16 loss fused", llama(vocab=4096), recipe("bf16", s=256, finetune="lora", loss="fused")),
     ("llama bf16 loss fused-linear", llama(vocab=4096), recipe("bf16", s=256, loss="fused-linear", keep_logits="false")),

@@ -2573,40 +2573,44 @@ def chunked_output_loss(ac, hidden_states, weight, labels, num_output_chunks, ig
 
 class FusedLinearCrossEntropy(torch.autograd.Function):
     """Liger-Kernel's LigerFusedLinearCrossEntropyFunction
-    (src/liger_kernel/ops/fused_linear_cross_entropy.py) as it allocates:
-    the gradients made in the forward chunk by chunk and saved. The Triton
-    kernel's arithmetic (written over each chunk in place) is left out."""
+    (src/liger_kernel/ops/fused_linear_cross_entropy.py, 2025-26) as it
+    allocates off CUDA (_can_use_mm_out false): the gradients made in the
+    forward chunk by chunk and saved. The Triton kernel's arithmetic (the
+    loss, and the gradient written over each chunk) is left out."""
 
     @staticmethod
     def forward(ctx, _input, weight, target, ignore_index=-100):
         BT, H = _input.shape
         V = weight.shape[0]
         inc_factor = -(-V // H)
-        chunk_size = 1 << (-(-BT // inc_factor) - 1).bit_length()
+        chunk_size = min(1 << (-(-BT // inc_factor) - 1).bit_length(), BT)
         num_chunks = -(-BT // chunk_size)
-        grad_weight = torch.zeros_like(weight) if weight.requires_grad else None
         grad_input = torch.zeros_like(_input)
+        grad_weight = torch.zeros_like(weight) if weight.requires_grad else None
         loss_1d = torch.zeros(BT, dtype=torch.float32)
         target_mask = target != ignore_index
         total_n_non_ignore = target_mask.sum().item()
-        logits_chunk = None
         for chunk_id in range(num_chunks):
             start_idx, end_idx = chunk_id * chunk_size, min((chunk_id + 1) * chunk_size, BT)
             _input_chunk = _input[start_idx:end_idx]
             logits_chunk = _input_chunk @ weight.t()
+            target_chunk = target[start_idx:end_idx].contiguous()
+            logits_chunk = logits_chunk.contiguous()
             grad_logits_chunk = logits_chunk  # the kernel writes the gradient over the logits
+            del logits_chunk
             grad_input[start_idx:end_idx] = grad_logits_chunk @ weight
-            if grad_weight is not None:
-                torch.addmm(input=grad_weight, mat1=logits_chunk.t(), mat2=_input_chunk, out=grad_weight)
-        del logits_chunk, grad_logits_chunk, _input_chunk
+            if grad_weight is not None:  # the legacy fallback
+                grad_weight += torch.mm(grad_logits_chunk.t(), _input_chunk).float()
+            del grad_logits_chunk, _input_chunk, target_chunk
         loss = torch.sum(loss_1d)
+        grad_weight = grad_weight.to(weight.dtype) if grad_weight is not None else None
         ctx.save_for_backward(grad_input.detach(), grad_weight.detach() if grad_weight is not None else None)
         return loss
 
     @staticmethod
     def backward(ctx, grad_output):
         grad_input, grad_weight = ctx.saved_tensors
-        if not torch.equal(grad_output, torch.tensor(1.0, dtype=grad_output.dtype)):
+        if not torch.equal(grad_output, torch.tensor(1.0)):
             grad_input.mul_(grad_output)
             if grad_weight is not None:
                 grad_weight.mul_(grad_output)
