@@ -256,12 +256,13 @@ static vp_t ce_forward(vp_step *step, const vp_op *op, const vp_t *leaves, vp_t 
     (void)leaves;
     vp_sim *sim = &step->sim;
     if (step->tp > 1) return vocab_parallel_ce(step, x);
-    if (vp_op_u64(op, CE_SHIFT) == SHIFT_LOGITS) return shifted_logits_ce(step, x);
-    if (vp_op_u64(op, CE_SHIFT) == SHIFT_NONE) return aligned_ce(step, x);
-    if (loss_takes_hidden(step)) { /* the head computed the loss */
+    /* the head computed the loss (a classifier has no lm_head: its own loss runs) */
+    if (loss_takes_hidden(step) && !vp_op_flag(op, CE_PER_SEQUENCE)) {
         vp_hold(sim, x);
         return x;
     }
+    if (vp_op_u64(op, CE_SHIFT) == SHIFT_LOGITS) return shifted_logits_ce(step, x);
+    if (vp_op_u64(op, CE_SHIFT) == SHIFT_NONE) return aligned_ce(step, x);
     bool fused = step->recipe->loss == VP_LOSS_FUSED;
     /* FlashAttention's kernel reads the 16-bit logits as they are */
     vp_t logits32 = vp_op_flag(op, CE_UPCAST) && !fused ? vp_to(sim, x, VP_FP32, "loss.logits_float")

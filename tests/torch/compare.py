@@ -606,6 +606,15 @@ CASES = [
     ("llama amp-bf16 loss chunked", llama(vocab=4096), recipe("amp-bf16", s=256, loss="chunked", keep_logits="false")),
     ("llama lora bf16 loss chunked", llama(vocab=4096), recipe(
         "bf16", s=256, finetune="lora", loss="chunked", keep_logits="false")),
+    ("llama bf16 loss chunked uneven", llama(vocab=4096), recipe("bf16", s=100, loss="chunked", keep_logits="false")),
+    ("llama bf16 loss chunked loop keeps outputs", llama(vocab=4096), recipe("bf16", s=256, loss="chunked")),
+    ("llama MHA tied bf16 loss chunked", llama(kv=4, tied=True, vocab=4096), recipe(
+        "bf16", s=256, loss="chunked", keep_logits="false")),
+    ("gpt2 bf16 loss chunked", gpt2(vocab=4096, positions=256), recipe("bf16", s=256, loss="chunked",
+        keep_logits="false")),
+    ("gpt2 bf16 loss fused", gpt2(vocab=4096, positions=256), recipe("bf16", s=256, loss="fused")),
+    ("llama MHA tied bf16 loss fused-linear", llama(kv=4, tied=True, vocab=4096), recipe(
+        "bf16", s=256, loss="fused-linear", keep_logits="false")),
     ("llama bf16 loss fused", llama(vocab=4096), recipe("bf16", s=256, loss="fused")),
     ("llama bf16 loss fused checkpointed", llama(layers=3, vocab=4096), recipe("bf16", s=256, ckpt="full", loss="fused")),
     ("llama amp-bf16 loss fused", llama(vocab=4096), recipe("amp-bf16", s=256, loss="fused")),

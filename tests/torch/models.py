@@ -2683,10 +2683,14 @@ class CausalLM(nn.Module):
             past_key_values = [] if isinstance(self.model, (GPT2, Bloom)) else DynamicCache()
         hidden_states = self.model.body(ac, input_ids, checkpoint, inputs_embeds, past_key_values)
         kind = getattr(self, "loss", "cross-entropy")
-        if kind == "chunked":  # torchtune: the chunked logits are deleted before backward
-            return chunked_output_loss(ac, hidden_states, self.model.head_weight(), labels, self.loss_chunks), None
-        if kind == "fused-linear":  # Liger: no logits at all
-            return fused_linear_loss(ac, hidden_states, self.model.head_weight(), labels), None
+        if kind in ("chunked", "fused-linear"):
+            # torchtune's recipes delete the chunked logits before backward;
+            # Liger makes none: the outputs keep the cache alone, if any
+            if kind == "chunked":
+                loss = chunked_output_loss(ac, hidden_states, self.model.head_weight(), labels, self.loss_chunks)
+            else:
+                loss = fused_linear_loss(ac, hidden_states, self.model.head_weight(), labels)
+            return loss, (None, past_key_values) if past_key_values is not None else None
         head_bias = getattr(self.model, "head_bias", None)
         logits = linear(ac, hidden_states, self.model.head_weight(), head_bias() if head_bias else None)
         if getattr(self.model, "cfg", {}).get("model_type") == "granite":  # GraniteForCausalLM
