@@ -293,8 +293,8 @@ const vp_op_kind vp_op_cross_entropy = {
 /* ---- torchtune's chunked output and loss ---- */
 
 /* pytorch/torchtune, torchtune/modules/transformer.py
- * (TransformerDecoder.chunked_output):
- *   [self.output(chunk) for chunk in last_hidden_state.chunk(num_output_chunks, dim=1)]
+ * (TransformerDecoder.chunked_output, 0.4+; .chunk before):
+ *   [self.output(chunk) for chunk in last_hidden_state.tensor_split(num_output_chunks, dim=1)]
  * views of the hidden states along the sequence, each through the output
  * projection; with several sequences a chunk is not contiguous and
  * matmul's reshape copies it, the copy what the projection keeps. The
@@ -304,7 +304,7 @@ const vp_op_kind vp_op_cross_entropy = {
  * whatever keep_logits says.
  * torchtune/modules/loss/ce_chunked_output_loss.py (CEWithChunkedOutputLoss):
  *   total_elements = (labels != ignore_index).sum()
- *   labels = [t.reshape(-1) for t in labels.chunk(num_output_chunks, dim=1)]
+ *   labels = [t.reshape(-1) for t in labels.tensor_split(num_output_chunks, dim=1)]
  *   total_loss += F.cross_entropy(logits_chunk.float(), labels_chunk, reduction="sum")
  *   return total_loss / total_elements
  * each chunk's fp32 copy freed after its loss, its log_softmax output kept
@@ -313,13 +313,13 @@ const vp_op_kind vp_op_cross_entropy = {
 static vp_t chunked_head_loss(vp_step *step, vp_t x, vp_t weight, vp_t bias, uint64_t vocab) {
     vp_sim *sim = &step->sim;
     uint64_t b = step->batch, s = step->seq, h = vp_at(sim, x)->numel / step->tokens;
-    unsigned n = step->recipe->loss_chunks;
-    uint64_t len = (s + n - 1) / n; /* torch.chunk: ceil(s / n) each, fewer chunks when that covers s */
-    unsigned parts = (unsigned)((s + len - 1) / len);
+    /* tensor_split(n, dim=1): s / n each, one more for the first s % n
+     * (empty chunks, when n > s, make nothing and are left out) */
+    unsigned parts = step->recipe->loss_chunks < s ? step->recipe->loss_chunks : (unsigned)s;
     uint64_t sizes[VP_LOSS_CHUNKS_MAX], rows[VP_LOSS_CHUNKS_MAX];
     vp_t hidden[VP_LOSS_CHUNKS_MAX], logits[VP_LOSS_CHUNKS_MAX];
     for (unsigned i = 0; i < parts; i++) {
-        rows[i] = vp_numel(sim, b, i + 1 < parts ? len : s - len * (parts - 1));
+        rows[i] = vp_numel(sim, b, s / parts + (i < s % parts));
         sizes[i] = vp_numel(sim, rows[i], h);
     }
     vp_split_sizes(sim, x, parts, sizes, hidden, "lm_head.chunk");

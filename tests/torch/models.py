@@ -2549,7 +2549,7 @@ def fused_causal_lm_loss(logits, labels, vocab_size, ignore_index=-100):
 def ce_with_chunked_output_loss(logits, labels, num_output_chunks, ignore_index=-100):
     # torchtune/modules/loss/ce_chunked_output_loss.py: CEWithChunkedOutputLoss.forward
     total_elements = (labels != ignore_index).sum()
-    labels = [target_chunk.reshape(-1) for target_chunk in labels.chunk(num_output_chunks, dim=1)]
+    labels = [target_chunk.reshape(-1) for target_chunk in labels.tensor_split(num_output_chunks, dim=1)]
     logits = [logit_chunk.reshape(-1, logit_chunk.size(-1)) for logit_chunk in logits]
     total_loss = 0.0
     for logits_chunk, labels_chunk in zip(logits, labels):
@@ -2562,7 +2562,7 @@ def chunked_output_loss(ac, hidden_states, weight, labels, num_output_chunks, ig
     """torchtune: TransformerDecoder.chunked_output, then the recipe's
     _loss_step: the labels shifted with torch.hstack (its local until it
     returns), the loss, `del logits`."""
-    logits = [linear(ac, chunk, weight) for chunk in hidden_states.chunk(num_output_chunks, dim=1)]
+    logits = [linear(ac, chunk, weight) for chunk in hidden_states.tensor_split(num_output_chunks, dim=1)]
     ignore = torch.full((labels.shape[0], 1), ignore_index)  # the recipe's ignore_labels_cache
     labels = torch.hstack((labels[..., 1:], ignore))
     del ignore
