@@ -47,6 +47,10 @@ const char *vp_recipe_problem(const vp_recipe *r) {
     if (r->loss != VP_LOSS_CROSS_ENTROPY && (r->tp > 1 || r->framework == VP_FRAMEWORK_MEGATRON))
         return "loss: the fused, chunked, fused-linear and cut losses are modelled on one rank's whole vocabulary; "
                "framework megatron and tp > 1 use Megatron's vocab-parallel cross-entropy (loss = cross-entropy)";
+    /* cut_cross_entropy/cce_backward.py asserts both are float16 or bfloat16 */
+    if (r->loss == VP_LOSS_CUT && r->precision == VP_PREC_FP32)
+        return "loss: cut cross-entropy's backward takes 16-bit hidden states and head weights only "
+               "(cce_backward_kernel): use a 16-bit precision";
     if (!r->global_batch) return NULL;
     unsigned per_pass = r->micro_batch * r->dp;
     if (r->global_batch % per_pass)

@@ -54,6 +54,9 @@ describe("loss", function()
       "(did you mean 'chunked'?)", 1, true), err)
     err = helper.fails("llama3.2-3b", "--set", "loss=chunked", "--set", "loss_chunks=9")
     assert.truthy(err:find("loss_chunks: must be between 1 and 8 (got 9)", 1, true), err)
+    err = helper.fails("llama3.2-3b", "--set", "loss=cut", "--set", "precision=fp32")
+    assert.truthy(err:find("loss: cut cross-entropy's backward takes 16-bit hidden states and head weights only", 1,
+      true), err)
     for _, loss in ipairs({ "fused", "chunked", "fused-linear", "cut" }) do
       err = helper.fails("llama3.2-3b", "--set", "loss=" .. loss, "--set", "framework=megatron", "--set", "tp=2")
       assert.truthy(err:find("loss: the fused, chunked, fused-linear and cut losses are modelled on one rank's " ..
