@@ -31,10 +31,30 @@ static unsigned head_leaves(const vp_op *op, const vp_ranks *split, vp_leaf_spec
     return HEAD_SLOTS;
 }
 
+static vp_t chunked_head_loss(vp_step *step, vp_t x, vp_t weight, vp_t bias, uint64_t vocab);
+static vp_t fused_linear_loss(vp_step *step, vp_t x, vp_t weight, uint64_t vocab);
+static vp_t cut_loss(vp_step *step, vp_t x, vp_t weight);
+static vp_t log_softmax_nll(vp_step *step, vp_t logits, vp_t targets);
+static vp_t fused_ce(vp_step *step, vp_t logits, vp_t targets);
+
+/* Losses that take the hidden states and the head's weight, not logits:
+ * the head computes the loss itself and the cross_entropy op after it
+ * passes it on (no logits for the outputs to keep). */
+static bool loss_takes_hidden(const vp_step *step) {
+    vp_loss_kind k = step->recipe->loss;
+    return k == VP_LOSS_CHUNKED || k == VP_LOSS_FUSED_LINEAR || k == VP_LOSS_CUT;
+}
+
 /* logits = self.lm_head(hidden_states): the model's outputs object keeps
  * them (CausalLMOutputWithPast.logits). */
 static vp_t head_forward(vp_step *step, const vp_op *op, const vp_t *leaves, vp_t x) {
     vp_t weight = vp_op_flag(op, HEAD_TIED) ? step->tied_weight : leaves[HEAD_W];
+    if (loss_takes_hidden(step)) {
+        uint64_t v = vp_op_u64(op, HEAD_VOCAB);
+        if (step->recipe->loss == VP_LOSS_CHUNKED) return chunked_head_loss(step, x, weight, leaves[HEAD_B], v);
+        if (step->recipe->loss == VP_LOSS_FUSED_LINEAR) return fused_linear_loss(step, x, weight, v);
+        return cut_loss(step, x, weight);
+    }
     uint64_t vocab = vp_padded_vocab(vp_op_u64(op, HEAD_VOCAB), step->tp) / step->tp;
     /* T5ForConditionalGeneration: sequence_output * (self.model_dim**-0.5)
      * when the head is tied; the product is what lm_head keeps, and the
@@ -179,6 +199,55 @@ static vp_t shifted_logits_ce(vp_step *step, vp_t logits) {
     return loss;
 }
 
+/* ---- FlashAttention's fused cross-entropy ---- */
+
+/* Backward of flash_attn's cross-entropy Function with inplace_backward
+ * (cross_entropy_loss's default is False; the recipe key models True):
+ * `dlogits = logits if ctx.inplace_backward else torch.empty_like(logits)`,
+ * the kernel writing softmax - one-hot into it; the z-loss output, marked
+ * non-differentiable, still gets a materialised zero gradient (autograd's
+ * materialize_grads). */
+static void backward_fused_ce(vp_sim *sim, uint32_t index) {
+    vp_node *node = vp_node_at(sim, index);
+    vp_t logits = node->saved[0];
+    vp_scratch(sim, vp_at(sim, node->saved[1])->bytes, "loss.fused.grad_z_losses");
+    node = vp_node_at(sim, index);
+    vp_hold(sim, logits);
+    vp_give_grad(sim, node, 0, logits);
+}
+
+/* Dao-AILab/flash-attention, flash_attn/ops/triton/cross_entropy.py
+ * (the autograd Function CrossEntropyLoss.forward): losses, lse and z_losses, one fp32
+ * each per row, made empty and filled by the kernel, which reads the
+ * 16-bit logits as they are (no fp32 copy, no log-probabilities); it saves
+ * (logits, lse, labels). flash_attn/losses/cross_entropy.py's
+ * CrossEntropyLoss (reduction "mean"): loss.sum() / (target !=
+ * ignore_index).sum(), z_losses dropped. Borrows both. */
+static vp_t fused_ce(vp_step *step, vp_t logits, vp_t targets) {
+    vp_sim *sim = &step->sim;
+    uint64_t rows = vp_at(sim, targets)->numel;
+    vp_t losses = vp_new(sim, rows, VP_FP32, "loss.fused.losses");
+    vp_t lse = vp_new(sim, rows, VP_FP32, "loss.fused.lse");
+    vp_t z_losses = vp_new(sim, rows, VP_FP32, "loss.fused.z_losses");
+    vp_node *node = vp_record(sim, backward_fused_ce, "loss.fused", &logits, 1, &losses, 1);
+    if (node) {
+        vp_save(sim, node, logits);
+        vp_save(sim, node, lse);
+        vp_save(sim, node, targets);
+    }
+    vp_drop(sim, lse);
+    vp_drop(sim, z_losses);
+    vp_t sum = vp_sum(sim, losses, 1, "loss.fused.sum");
+    vp_drop(sim, losses);
+    vp_t mask = vp_new(sim, rows, VP_BOOL, "loss.fused.not_ignored");
+    vp_t count = vp_new(sim, 1, VP_INT64, "loss.fused.count");
+    vp_drop(sim, mask);
+    vp_t mean = vp_scale(sim, sum, "loss.fused.mean");
+    vp_drop(sim, sum);
+    vp_drop(sim, count);
+    return mean;
+}
+
 static const char *ce_check(const vp_op *op) {
     unsigned shift = (unsigned)vp_op_u64(op, CE_SHIFT);
     if (shift != SHIFT_LABELS && (vp_op_flag(op, CE_PER_SEQUENCE) || vp_op_flag(op, CE_UPCAST)))
@@ -196,10 +265,17 @@ static vp_t ce_forward(vp_step *step, const vp_op *op, const vp_t *leaves, vp_t 
     (void)leaves;
     vp_sim *sim = &step->sim;
     if (step->tp > 1) return vocab_parallel_ce(step, x);
+    /* the head computed the loss (a classifier has no lm_head: its own loss runs) */
+    if (loss_takes_hidden(step) && !vp_op_flag(op, CE_PER_SEQUENCE)) {
+        vp_hold(sim, x);
+        return x;
+    }
     if (vp_op_u64(op, CE_SHIFT) == SHIFT_LOGITS) return shifted_logits_ce(step, x);
     if (vp_op_u64(op, CE_SHIFT) == SHIFT_NONE) return aligned_ce(step, x);
-    vp_t logits32 = vp_op_flag(op, CE_UPCAST) ? vp_to(sim, x, VP_FP32, "loss.logits_float")
-                                               : (vp_hold(sim, x), x);
+    bool fused = step->recipe->loss == VP_LOSS_FUSED;
+    /* FlashAttention's kernel reads the 16-bit logits as they are */
+    vp_t logits32 = vp_op_flag(op, CE_UPCAST) && !fused ? vp_to(sim, x, VP_FP32, "loss.logits_float")
+                                                        : (vp_hold(sim, x), x);
     bool per_sequence = vp_op_flag(op, CE_PER_SEQUENCE); /* CrossEntropyLoss()(logits.view(-1, n), labels.view(-1)) */
     vp_t padded = per_sequence ? 0 : vp_new(sim, vp_numel(sim, step->batch, step->seq + 1), VP_INT64, "loss.labels_pad");
     /* one sequence: labels[..., 1:] is contiguous already, and .contiguous() returns it */
@@ -207,7 +283,7 @@ static vp_t ce_forward(vp_step *step, const vp_op *op, const vp_t *leaves, vp_t 
     vp_t shifted = per_sequence          ? (vp_hold(sim, labels), labels)
                    : step->batch == 1 ? vp_view(sim, padded, step->tokens, "loss.shift_labels")
                                       : vp_new(sim, step->tokens, VP_INT64, "loss.shift_labels");
-    vp_t loss = log_softmax_nll(step, logits32, shifted);
+    vp_t loss = fused ? fused_ce(step, logits32, shifted) : log_softmax_nll(step, logits32, shifted);
     vp_drop(sim, shifted);
     vp_drop(sim, padded);
     vp_drop(sim, logits32);
@@ -224,3 +300,242 @@ const vp_op_kind vp_op_cross_entropy = {
     .check = ce_check,
     .forward = ce_forward,
 };
+
+/* ---- torchtune's chunked output and loss ---- */
+
+/* pytorch/torchtune, torchtune/modules/transformer.py
+ * (TransformerDecoder.chunked_output, 0.4+; .chunk before):
+ *   [self.output(chunk) for chunk in last_hidden_state.tensor_split(num_output_chunks, dim=1)]
+ * views of the hidden states along the sequence, each through the output
+ * projection; with several sequences a chunk is not contiguous and
+ * matmul's reshape copies it, the copy what the projection keeps. The
+ * recipes (recipes/full_finetune_single_device.py) shift the labels with
+ * torch.hstack((labels[..., 1:], ignore_labels_cache)), call the loss and
+ * `del logits` before backward: the chunks go when the loss returns,
+ * whatever keep_logits says.
+ * torchtune/modules/loss/ce_chunked_output_loss.py (CEWithChunkedOutputLoss):
+ *   total_elements = (labels != ignore_index).sum()
+ *   labels = [t.reshape(-1) for t in labels.tensor_split(num_output_chunks, dim=1)]
+ *   total_loss += F.cross_entropy(logits_chunk.float(), labels_chunk, reduction="sum")
+ *   return total_loss / total_elements
+ * each chunk's fp32 copy freed after its loss, its log_softmax output kept
+ * for backward: the fp32 log-probabilities of every token are still kept,
+ * but never two fp32 copies at once. */
+static vp_t chunked_head_loss(vp_step *step, vp_t x, vp_t weight, vp_t bias, uint64_t vocab) {
+    vp_sim *sim = &step->sim;
+    uint64_t b = step->batch, s = step->seq, h = vp_at(sim, x)->numel / step->tokens;
+    /* tensor_split(n, dim=1): s / n each, one more for the first s % n
+     * (empty chunks, when n > s, make nothing and are left out) */
+    unsigned parts = step->recipe->loss_chunks < s ? step->recipe->loss_chunks : (unsigned)s;
+    uint64_t sizes[VP_LOSS_CHUNKS_MAX], rows[VP_LOSS_CHUNKS_MAX];
+    vp_t hidden[VP_LOSS_CHUNKS_MAX], logits[VP_LOSS_CHUNKS_MAX];
+    for (unsigned i = 0; i < parts; i++) {
+        rows[i] = vp_numel(sim, b, s / parts + (i < s % parts));
+        sizes[i] = vp_numel(sim, rows[i], h);
+    }
+    vp_split_sizes(sim, x, parts, sizes, hidden, "lm_head.chunk");
+    for (unsigned i = 0; i < parts; i++) {
+        vp_t input = vp_contiguous(sim, hidden[i], b == 1, "lm_head.chunk_reshape");
+        logits[i] = vp_project_column(step, input, weight, bias, vocab, "lm_head");
+        vp_drop(sim, input);
+        vp_drop(sim, hidden[i]);
+    }
+    vp_t labels = vp_new(sim, step->tokens, VP_INT64, "loss.shift_labels"); /* the recipe's hstack */
+    vp_t mask = vp_new(sim, step->tokens, VP_BOOL, "loss.not_ignored");
+    vp_t total_elements = vp_new(sim, 1, VP_INT64, "loss.total_elements");
+    vp_drop(sim, mask);
+    vp_t total = 0;
+    for (unsigned i = 0; i < parts; i++) {
+        vp_t target = b == 1 ? vp_view(sim, labels, rows[i], "loss.chunk_labels")
+                             : vp_new(sim, rows[i], VP_INT64, "loss.chunk_labels");
+        vp_t logits32 = vp_to(sim, logits[i], VP_FP32, "loss.logits_float");
+        vp_t loss = log_softmax_nll(step, logits32, target);
+        vp_drop(sim, logits32);
+        vp_drop(sim, target);
+        /* total_loss = 0.0 + loss, then total_loss += loss (in place) */
+        vp_t next = total ? vp_add_(sim, total, loss, "loss.total") : vp_shift(sim, loss, VP_FP32, 1, "loss.total");
+        vp_drop(sim, total);
+        vp_drop(sim, loss);
+        total = next;
+    }
+    vp_t mean = vp_scale(sim, total, "loss.mean"); /* total_loss / total_elements */
+    vp_drop(sim, total);
+    vp_drop(sim, total_elements);
+    vp_drop(sim, labels);
+    for (unsigned i = 0; i < parts; i++) vp_drop(sim, logits[i]); /* del logits */
+    step->logits = 0;
+    return mean;
+}
+
+/* ---- Liger's fused linear cross-entropy ---- */
+
+/* Backward of LigerFusedLinearCrossEntropyFunction: the gradients made in
+ * the forward are handed on (scaled in place unless grad_output equals
+ * torch.tensor(1.0), a 0-dim tensor made for the comparison). */
+static void backward_fused_linear(vp_sim *sim, uint32_t index) {
+    vp_scratch(sim, 4, "loss.fused_linear.one");
+    for (unsigned i = 0; i < 2; i++) {
+        vp_node *node = vp_node_at(sim, index);
+        vp_t grad = node->saved[i];
+        if (!grad || !vp_needs_grad(sim, node, i)) continue;
+        vp_hold(sim, grad);
+        vp_give_grad(sim, node, i, grad);
+    }
+}
+
+static uint64_t next_power_of_2(uint64_t n) {
+    uint64_t p = 1;
+    while (p < n) p <<= 1;
+    return p;
+}
+
+/* linkedin/Liger-Kernel, src/liger_kernel/ops/fused_linear_cross_entropy.py
+ * (fused_linear_cross_entropy_forward, 2025-26), under no_grad inside the
+ * Function: grad_input = zeros_like(_input), grad_weight = zeros_like(weight)
+ * when it is trained (accum_dtype None: the weight's dtype), loss_1d fp32 per
+ * token, target_mask = target != ignore_index; the tokens in chunks of
+ * min(next_power_of_2(ceil(BT / ceil(V / H))), BT) rows. On CUDA with
+ * matching dtypes (_can_use_mm_out) one logits buffer of a chunk is made
+ * for the loop and every product written with out=, nothing else; otherwise
+ * (autocast, the CPU twin) each chunk's logits are `_input_chunk @
+ * weight.t()`, freed at the end of its iteration, grad_input[rows] a
+ * product copied into the slice, and grad_weight, outside CUDA's addmm
+ * paths, `+= torch.mm(grad_logits_chunk.t(), _input_chunk).float()`: a
+ * weight-sized product and its fp32 copy per chunk. The kernel writes each
+ * chunk's gradient over its logits. The Function saves grad_input and
+ * grad_weight; backward hands them on. The wrapper (LigerForCausalLMLoss)
+ * shifts the labels as HF's ForCausalLMLoss does. No logits are kept. */
+static vp_t fused_linear_loss(vp_step *step, vp_t x, vp_t weight, uint64_t vocab) {
+    vp_sim *sim = &step->sim;
+    uint64_t bt = step->tokens, h = vp_at(sim, x)->numel / bt;
+    vp_t padded = vp_new(sim, vp_numel(sim, step->batch, step->seq + 1), VP_INT64, "loss.labels_pad");
+    vp_t target = step->batch == 1 ? vp_view(sim, padded, bt, "loss.shift_labels")
+                                   : vp_new(sim, bt, VP_INT64, "loss.shift_labels");
+    vp_t wa = vp_autocast_low(step, weight, "lm_head"); /* the matmuls' weight under autocast */
+    vp_dtype dt = (vp_dtype)vp_at(sim, wa)->dtype, x_dtype = (vp_dtype)vp_at(sim, x)->dtype;
+    vp_dtype w_dtype = (vp_dtype)vp_at(sim, weight)->dtype;
+    bool cuda = step->recipe->device == VP_DEVICE_CUDA;
+    bool mm_out = cuda && wa == weight && x_dtype == w_dtype;
+    bool trains_weight = vp_at(sim, weight)->requires_grad;
+    vp_t grad_input = vp_new(sim, vp_at(sim, x)->numel, x_dtype, "loss.fused_linear.grad_input");
+    vp_t grad_weight = trains_weight ? vp_new(sim, vp_at(sim, weight)->numel, w_dtype, "loss.fused_linear.grad_weight")
+                                     : 0;
+    vp_t loss_1d = vp_new(sim, bt, VP_FP32, "loss.fused_linear.loss_1d");
+    vp_t mask = vp_new(sim, bt, VP_BOOL, "loss.fused_linear.target_mask");
+    uint64_t inc_factor = (vocab + h - 1) / h;
+    uint64_t chunk = next_power_of_2((bt + inc_factor - 1) / inc_factor);
+    if (chunk > bt) chunk = bt;
+    vp_t storage = mm_out ? vp_new(sim, vp_numel(sim, chunk, vocab), dt, "loss.fused_linear.logits_storage") : 0;
+    for (uint64_t start = 0; start < bt; start += chunk) {
+        uint64_t rows = bt - start < chunk ? bt - start : chunk;
+        vp_t logits = mm_out ? 0 : vp_new(sim, vp_numel(sim, rows, vocab), dt, "loss.fused_linear.logits_chunk");
+        if (!mm_out) /* grad_input[rows] = grad_logits_chunk @ weight */
+            vp_drop(sim, vp_new(sim, vp_numel(sim, rows, h), dt, "loss.fused_linear.grad_input_chunk"));
+        if (grad_weight && cuda && dt != VP_FP32 && x_dtype != dt) /* input_chunk.to(grad_logits' dtype) for addmm */
+            vp_drop(sim, vp_new(sim, vp_numel(sim, rows, h), dt, "loss.fused_linear.input_chunk"));
+        bool addmm = cuda && dt != VP_FP32 && (w_dtype == VP_FP32 || w_dtype == dt);
+        if (grad_weight && !addmm) { /* the legacy fallback: torch.mm(...).float() */
+            vp_t product = vp_new(sim, vp_at(sim, weight)->numel, dt, "loss.fused_linear.grad_weight_chunk");
+            vp_t product32 = vp_to(sim, product, VP_FP32, "loss.fused_linear.grad_weight_chunk");
+            vp_drop(sim, product);
+            /* a 16-bit grad_weight += fp32 on the CPU: TensorIterator casts
+             * self to the common dtype and computes into an fp32 temporary
+             * it copies back (CUDA casts inside the kernel) */
+            vp_t promoted[2] = {0, 0};
+            if (!cuda && w_dtype != VP_FP32)
+                for (unsigned i = 0; i < 2; i++)
+                    promoted[i] = vp_new(sim, vp_at(sim, weight)->numel, VP_FP32, "loss.fused_linear.grad_weight_add");
+            vp_drop(sim, promoted[0]);
+            vp_drop(sim, promoted[1]);
+            vp_drop(sim, product32);
+        }
+        vp_drop(sim, logits);
+    }
+    vp_drop(sim, storage);
+    vp_t loss = vp_new(sim, 1, VP_FP32, "loss.fused_linear.loss");
+    vp_t in[2] = {x, weight};
+    vp_node *node = vp_record(sim, backward_fused_linear, "loss.fused_linear", in, 2, &loss, 1);
+    if (node) {
+        vp_save_at(sim, node, 0, grad_input);
+        if (grad_weight) vp_save_at(sim, node, 1, grad_weight);
+    }
+    vp_drop(sim, grad_input);
+    vp_drop(sim, grad_weight);
+    vp_drop(sim, loss_1d);
+    vp_drop(sim, mask);
+    vp_drop(sim, wa);
+    vp_drop(sim, target);
+    vp_drop(sim, padded);
+    step->logits = 0;
+    return loss;
+}
+
+/* ---- Apple's cut cross-entropy ---- */
+
+/* Backward of cce's LinearCrossEntropyFunction (cut_cross_entropy/cce.py,
+ * cce_backward.py): sort_logit_avg (torch.argsort, int64, then .to(int32))
+ * orders the vocabulary; cce_backward_kernel makes de = zeros_like(e) and
+ * dc = zeros_like(c) (accum_e_fp32 and accum_c_fp32 off by default) with
+ * int32 lock tables of ceil(rows / 128) x ceil(H / 64) each, recomputes the
+ * logits blockwise inside the kernel, and hands de and dc on: nothing
+ * logits-sized is made. */
+static void backward_cut(vp_sim *sim, uint32_t index) {
+    vp_node *node = vp_node_at(sim, index);
+    uint64_t vocab = node->aux[0], rows = node->aux[1], h = node->aux[2];
+    vp_t order = vp_new(sim, vocab, VP_INT32, "loss.cut.vocab_ordering");
+    vp_scratch(sim, vocab * 8, "loss.cut.argsort");
+    uint64_t locks = ((rows + 127) / 128 + (vocab + 127) / 128) * ((h + 63) / 64);
+    vp_t lock_tables = vp_new(sim, locks, VP_INT32, "loss.cut.locks");
+    vp_t grads[2] = {0, 0};
+    for (unsigned i = 0; i < 2; i++) {
+        node = vp_node_at(sim, index);
+        if (vp_needs_grad(sim, node, i)) grads[i] = vp_grad_like(sim, node->in[i], "loss.cut.grad");
+    }
+    vp_drop(sim, lock_tables);
+    vp_drop(sim, order);
+    for (unsigned i = 0; i < 2; i++) {
+        node = vp_node_at(sim, index);
+        if (grads[i]) vp_give_grad(sim, node, i, grads[i]);
+    }
+}
+
+/* apple/ml-cross-entropy, cut_cross_entropy/cce.py
+ * (LinearCrossEntropyFunction.forward, with transformers' patch: e the
+ * hidden states, c the head's weight, shift on): cce_lse_forward_kernel
+ * computes each token's log-sum-exp blockwise (fp32) and, with the default
+ * filter_eps "auto", the average logit of each vocabulary entry (fp32);
+ * indexed_neg_dot_forward_kernel the target logit (fp32, the loss made in
+ * it in place); it saves e, c, lse, the targets (a view of the labels),
+ * the valid positions (taken as int64 per token) and logit_avg. No logits
+ * exist at any time. */
+static vp_t cut_loss(vp_step *step, vp_t x, vp_t weight) {
+    vp_sim *sim = &step->sim;
+    uint64_t bt = step->tokens, h = vp_at(sim, x)->numel / bt, vocab = vp_at(sim, weight)->numel / h;
+    vp_t labels = vp_step_loss_labels(step);
+    vp_t targets = vp_view(sim, labels, bt, "loss.cut.targets");
+    vp_t valids = vp_new(sim, bt, VP_INT64, "loss.cut.valids");
+    vp_t lse = vp_new(sim, bt, VP_FP32, "loss.cut.lse");
+    vp_t logit_avg = vp_new(sim, vocab, VP_FP32, "loss.cut.logit_avg");
+    vp_t neg_dot = vp_new(sim, bt, VP_FP32, "loss.cut.neg_dot");
+    vp_t loss = vp_new(sim, 1, VP_FP32, "loss.cut.loss");
+    vp_t in[2] = {x, weight};
+    vp_node *node = vp_record(sim, backward_cut, "loss.cut", in, 2, &loss, 1);
+    if (node) {
+        node->aux[0] = vocab;
+        node->aux[1] = bt;
+        node->aux[2] = h;
+        vp_save(sim, node, x);
+        vp_save(sim, node, weight);
+        vp_save(sim, node, lse);
+        vp_save(sim, node, targets);
+        vp_save(sim, node, valids);
+        vp_save(sim, node, logit_avg);
+    }
+    vp_drop(sim, neg_dot);
+    vp_drop(sim, logit_avg);
+    vp_drop(sim, lse);
+    vp_drop(sim, valids);
+    vp_drop(sim, targets);
+    step->logits = 0;
+    return loss;
+}

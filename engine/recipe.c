@@ -42,6 +42,15 @@ const char *vp_recipe_problem(const vp_recipe *r) {
      * checkpointing wrap whole layers */
     if (r->selective && r->framework != VP_FRAMEWORK_MEGATRON)
         return "checkpointing: selective recompute is Megatron-LM's: use framework = megatron, or full or every-K";
+    /* tp > 1 computes Megatron's vocab-parallel cross-entropy
+     * (tensor_parallel/cross_entropy.py) over the rank's slice */
+    if (r->loss != VP_LOSS_CROSS_ENTROPY && (r->tp > 1 || r->framework == VP_FRAMEWORK_MEGATRON))
+        return "loss: the fused, chunked, fused-linear and cut losses are modelled on one rank's whole vocabulary; "
+               "framework megatron and tp > 1 use Megatron's vocab-parallel cross-entropy (loss = cross-entropy)";
+    /* cut_cross_entropy/cce_backward.py asserts both are float16 or bfloat16 */
+    if (r->loss == VP_LOSS_CUT && r->precision == VP_PREC_FP32)
+        return "loss: cut cross-entropy's backward takes 16-bit hidden states and head weights only "
+               "(cce_backward_kernel): use a 16-bit precision";
     if (!r->global_batch) return NULL;
     unsigned per_pass = r->micro_batch * r->dp;
     if (r->global_batch % per_pass)
@@ -55,6 +64,7 @@ const char *vp_recipe_problem(const vp_recipe *r) {
 
 const char *const vp_quant_names[] = {"none", "nf4", "fp4", "int8", NULL};
 const char *const vp_lora_dtype_names[] = {"auto", "fp32", "base", NULL};
+const char *const vp_loss_names[] = {"cross-entropy", "fused", "chunked", "fused-linear", "cut", NULL};
 const char *const vp_sparsity_names[] = {"none", "2:4", NULL};
 
 const char *const vp_finetune_names[] = {"full", "lora", "qlora", "prefix", "prompt", "freeze", NULL};

@@ -92,6 +92,22 @@ extern const char *const vp_sparsity_names[];
 typedef enum { VP_LORA_DTYPE_AUTO, VP_LORA_DTYPE_FP32, VP_LORA_DTYPE_BASE, VP_LORA_DTYPE_COUNT } vp_lora_dtype_rule;
 extern const char *const vp_lora_dtype_names[];
 
+/* The causal-LM loss and what it materialises (docs/loss.md): HF's
+ * cross-entropy over full fp32 logits; FlashAttention's fused kernel on the
+ * 16-bit logits; torchtune's chunked output and loss; Liger's fused linear
+ * cross-entropy; Apple's cut cross-entropy. */
+typedef enum {
+    VP_LOSS_CROSS_ENTROPY,
+    VP_LOSS_FUSED,
+    VP_LOSS_CHUNKED,
+    VP_LOSS_FUSED_LINEAR,
+    VP_LOSS_CUT,
+    VP_LOSS_COUNT
+} vp_loss_kind;
+extern const char *const vp_loss_names[];
+/* loss = chunked: at most this many chunks (one split node's outputs) */
+enum { VP_LOSS_CHUNKS_MAX = 8 };
+
 /* Behaviour that changed between the PyTorch versions we model. */
 typedef enum { VP_TORCH_2, VP_TORCH_1_13, VP_TORCH_COUNT } vp_torch_version;
 
@@ -113,6 +129,8 @@ typedef struct {
     vp_torch_version torch_version;
     vp_device device;
     bool keep_logits;            /* the loop holds the model's outputs through backward */
+    vp_loss_kind loss;           /* how the causal-LM loss is computed */
+    unsigned loss_chunks;        /* loss = chunked: torchtune's num_output_chunks */
     bool offload_activations;    /* the forward under torch.autograd.graph.save_on_cpu(pin_memory=True) */
     bool use_cache;              /* the model's outputs keep every layer's keys and values (HF configs' default) */
     bool grads_set_to_none;      /* zero_grad(set_to_none=True) */

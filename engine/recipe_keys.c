@@ -178,6 +178,7 @@ static bool with_adapters(const vp_recipe *r) { return r->finetune != VP_FINETUN
 static bool with_virtual_tokens(const vp_recipe *r) {
     return r->finetune == VP_FINETUNE_PROMPT || r->finetune == VP_FINETUNE_PREFIX;
 }
+static bool with_chunked_loss(const vp_recipe *r) { return r->loss == VP_LOSS_CHUNKED; }
 static bool with_freezing(const vp_recipe *r) { return r->finetune == VP_FINETUNE_FREEZE; }
 static bool with_quantized_base(const vp_recipe *r) { return r->finetune == VP_FINETUNE_QLORA; }
 static bool with_int8_base(const vp_recipe *r) { return r->finetune == VP_FINETUNE_QLORA && r->quant == VP_QUANT_INT8; }
@@ -231,6 +232,16 @@ static const vp_recipe_key keys[] = {
     {OPTION_KEY("device", device, vp_device_names, VP_DEVICE_CUDA),
      .doc = "where the step runs; cpu is the CPU twin the PyTorch harness measures"},
     {BOOL_KEY("keep_logits", keep_logits, true), .doc = "the loop keeps the model's outputs (logits) until the step ends"},
+    {OPTION_KEY("loss", loss, vp_loss_names, VP_LOSS_CROSS_ENTROPY),
+     .doc = "the causal-LM loss (docs/loss.md): cross-entropy is HF's ForCausalLMLoss over full fp32 logits; fused "
+            "FlashAttention's cross-entropy kernel on the 16-bit logits, its gradient written into them "
+            "(inplace_backward); chunked torchtune's chunked output and CEWithChunkedOutputLoss, the logits freed "
+            "before backward; fused-linear Liger's fused linear cross-entropy (gradients made in the forward); cut "
+            "Apple's cut cross-entropy (no logits kept) [cross-entropy]"},
+    /* torchtune's CEWithChunkedOutputLoss(num_output_chunks=8) */
+    {UINT_KEY("loss_chunks", loss_chunks, 1, VP_LOSS_CHUNKS_MAX, 8), .applies = with_chunked_loss,
+     .doc = "loss = chunked: the sequence split into this many chunks, each through the head and the loss "
+            "(torchtune's num_output_chunks), at most 8 [8]"},
     {BOOL_KEY("grads_set_to_none", grads_set_to_none, true),
      .doc = "zero_grad(set_to_none=True): gradients freed between steps"},
     /* PretrainedConfig.use_cache */

@@ -594,6 +594,37 @@ CASES = [
     ("llama prompt bf16 lora_dtype base", llama(), recipe("bf16", finetune="prompt", num_virtual_tokens=4,
         lora_dtype="base")),
     ("llama lora mixed-bf16 lora_dtype fp32", llama(), recipe("mixed-bf16", finetune="lora", lora_dtype="fp32")),
+    # the loss variants (recipe key loss), a vocabulary wide enough that the
+    # loss is the peak; chunked and fused-linear keep no logits (torchtune's
+    # recipes del logits, Liger returns none): the loop keeps none either
+    ("llama bf16 loss cross-entropy wide", llama(vocab=4096), recipe("bf16", s=256)),
+    ("llama bf16 loss chunked", llama(vocab=4096), recipe("bf16", s=256, loss="chunked", keep_logits="false")),
+    ("llama bf16 loss chunked one sequence", llama(vocab=4096), recipe(
+        "bf16", b=1, s=512, loss="chunked", loss_chunks=4, keep_logits="false")),
+    ("llama bf16 loss chunked checkpointed", llama(layers=3, vocab=4096), recipe(
+        "bf16", s=256, ckpt="full", loss="chunked", keep_logits="false")),
+    ("llama amp-bf16 loss chunked", llama(vocab=4096), recipe("amp-bf16", s=256, loss="chunked", keep_logits="false")),
+    ("llama lora bf16 loss chunked", llama(vocab=4096), recipe(
+        "bf16", s=256, finetune="lora", loss="chunked", keep_logits="false")),
+    ("llama bf16 loss chunked uneven", llama(vocab=4096), recipe("bf16", s=100, loss="chunked", keep_logits="false")),
+    ("llama bf16 loss chunked loop keeps outputs", llama(vocab=4096), recipe("bf16", s=256, loss="chunked")),
+    ("llama MHA tied bf16 loss chunked", llama(kv=4, tied=True, vocab=4096), recipe(
+        "bf16", s=256, loss="chunked", keep_logits="false")),
+    ("gpt2 bf16 loss chunked", gpt2(vocab=4096, positions=256), recipe("bf16", s=256, loss="chunked",
+        keep_logits="false")),
+    ("gpt2 bf16 loss fused", gpt2(vocab=4096, positions=256), recipe("bf16", s=256, loss="fused")),
+    ("llama MHA tied bf16 loss fused-linear", llama(kv=4, tied=True, vocab=4096), recipe(
+        "bf16", s=256, loss="fused-linear", keep_logits="false")),
+    ("llama bf16 loss fused", llama(vocab=4096), recipe("bf16", s=256, loss="fused")),
+    ("llama bf16 loss fused checkpointed", llama(layers=3, vocab=4096), recipe("bf16", s=256, ckpt="full", loss="fused")),
+    ("llama amp-bf16 loss fused", llama(vocab=4096), recipe("amp-bf16", s=256, loss="fused")),
+    ("llama bf16 loss fused no logits kept", llama(vocab=4096), recipe("bf16", s=256, loss="fused", keep_logits="false")),
+    ("llama lora bf16 loss fused", llama(vocab=4096), recipe("bf16", s=256, finetune="lora", loss="fused")),
+    ("llama bf16 loss fused-linear", llama(vocab=4096), recipe("bf16", s=256, loss="fused-linear", keep_logits="false")),
+    ("llama bf16 loss fused-linear checkpointed", llama(layers=3, vocab=4096), recipe(
+        "bf16", s=256, ckpt="full", loss="fused-linear", keep_logits="false")),
+    ("llama lora bf16 loss fused-linear", llama(vocab=4096), recipe(
+        "bf16", s=256, finetune="lora", loss="fused-linear", keep_logits="false")),
     ("gpt2 qlora amp-bf16 fp4 fp32 compute all-linear", gpt2(), recipe(
         "amp-bf16", finetune="qlora", quant="fp4", compute_dtype="fp32", lora_targets="all-linear")),
     ("llama qdora amp-bf16 fp32 compute checkpointed", llama(layers=3), recipe(

@@ -205,6 +205,8 @@ def measure(case, rank=None):
     else:
         model = CausalLM(cfg)
     model.use_cache = str(recipe.get("use_cache", "true")) == "true"
+    model.loss = recipe.get("loss", "cross-entropy")
+    model.loss_chunks = int(recipe.get("loss_chunks", 8))
     model.train()
     model_dtype = torch.bfloat16 if precision in ("bf16", "mixed-bf16") else torch.float32
     model.to(model_dtype)
