@@ -290,6 +290,20 @@ static vp_t ce_forward(vp_step *step, const vp_op *op, const vp_t *leaves, vp_t 
     return loss;
 }
 
+/* The loss libraries (loss = fused, chunked, fused-linear, cut) replace a
+ * causal language model's next-token cross-entropy: a classifier's loss
+ * over one label per sequence and an encoder-decoder's over its decoder
+ * are modelled as transformers computes them only. */
+static const char *ce_recipe_problem(const vp_model *model, const vp_recipe *recipe) {
+    if (recipe->loss == VP_LOSS_CROSS_ENTROPY) return NULL;
+    if (model->facts.loss_per_sequence)
+        return "loss: a classifier's loss (one label per sequence) is modelled as transformers computes it: "
+               "loss = cross-entropy";
+    if (vp_model_encoder_decoder(model))
+        return "loss: an encoder-decoder's loss is modelled as transformers computes it: loss = cross-entropy";
+    return NULL;
+}
+
 const vp_op_kind vp_op_cross_entropy = {
     .name = "cross_entropy",
     .doc = "causal-LM cross-entropy over the logits as HF computes it, with the fp32 upcast",
@@ -298,6 +312,7 @@ const vp_op_kind vp_op_cross_entropy = {
     .roles = VP_ROLE_HEAD | VP_ROLE_LOSS,
     .facts = ce_facts,
     .check = ce_check,
+    .recipe_problem = ce_recipe_problem,
     .forward = ce_forward,
 };
 

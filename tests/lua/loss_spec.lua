@@ -63,4 +63,15 @@ describe("loss", function()
         "whole vocabulary; framework megatron and tp > 1 use Megatron's vocab-parallel cross-entropy", 1, true), err)
     end
   end)
+
+  it("refuses a loss library for a classifier or an encoder-decoder, naming the key", function()
+    for _, model in ipairs({ "bert-base-cased", "t5-large" }) do
+      for _, loss in ipairs({ "fused", "chunked", "fused-linear", "cut" }) do
+        local _, err, code = helper.run("estimate", model, "--set", "loss=" .. loss, "--set", "precision=bf16",
+          "--set", "seq_len=128")
+        assert.are.equal(1, code, model .. " " .. loss)
+        assert.truthy(err:find("loss: ", 1, true), err)
+      end
+    end
+  end)
 end)
