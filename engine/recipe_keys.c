@@ -18,24 +18,36 @@ _Static_assert(sizeof(vp_framework) == sizeof(int), "enum fields are int-sized")
 
 /* ---- text keys: their own parsers ---- */
 
-/* "none", "full" (every layer), "selective" or "every-K" (chunks of K layers). */
+/* A whole K >= 1 after `prefix` ("every-", "layers-"), or 0. */
+static unsigned every_k(const char *s, const char *prefix) {
+    size_t n = strlen(prefix);
+    if (!s || strncmp(s, prefix, n) != 0 || s[n] < '1' || s[n] > '9') return 0;
+    char *end = NULL;
+    unsigned long k = strtoul(s + n, &end, 10);
+    return end && !*end && k >= 1 && k <= 100000 ? (unsigned)k : 0;
+}
+
+/* "none", "full" (every layer), "selective", "every-K" (chunks of K
+ * layers) or "layers-K" (every K-th layer checkpointed alone: torchtitan's
+ * selective layer checkpointing, ac_freq; the others not at all). */
 static bool parse_checkpointing(vp_recipe *r, const char *key, const char *s, const char *shown, char *message,
                                 size_t size) {
     r->selective = false;
+    r->checkpoint_layers = 0;
     if (s && strcmp(s, "none") == 0) r->checkpoint_every = 0;
     else if (s && strcmp(s, "full") == 0) r->checkpoint_every = 1;
     else if (s && strcmp(s, "selective") == 0) {
         r->checkpoint_every = 0;
         r->selective = true;
+    } else if (every_k(s, "every-")) {
+        r->checkpoint_every = every_k(s, "every-");
+    } else if (every_k(s, "layers-")) {
+        r->checkpoint_every = 1;
+        r->checkpoint_layers = every_k(s, "layers-");
     } else {
-        char *end = NULL;
-        unsigned long k = s && strncmp(s, "every-", 6) == 0 ? strtoul(s + 6, &end, 10) : 0;
-        if (!(end && !*end && k >= 1 && k <= 100000 && s[6] >= '1' && s[6] <= '9')) {
-            snprintf(message, size, "%s: must be none, full, selective or every-K for a whole K >= 1 (got %s)", key,
-                     shown);
-            return false;
-        }
-        r->checkpoint_every = (unsigned)k;
+        snprintf(message, size,
+                 "%s: must be none, full, selective, every-K or layers-K for a whole K >= 1 (got %s)", key, shown);
+        return false;
     }
     return true;
 }
@@ -134,7 +146,10 @@ static void value_target_len(const vp_recipe *r, vp_key_value *out) {
 }
 static void value_checkpointing(const vp_recipe *r, vp_key_value *out) {
     if (r->selective) set_string(out, "selective");
-    else if (r->checkpoint_every == 0) set_string(out, "none");
+    else if (r->checkpoint_layers) {
+        snprintf(out->text, sizeof out->text, "layers-%u", r->checkpoint_layers);
+        set_string(out, out->text);
+    } else if (r->checkpoint_every == 0) set_string(out, "none");
     else if (r->checkpoint_every == 1) set_string(out, "full");
     else {
         snprintf(out->text, sizeof out->text, "every-%u", r->checkpoint_every);
@@ -212,7 +227,8 @@ static const vp_recipe_key keys[] = {
      .doc = "encoder-decoder models (T5): the decoder's tokens per sequence, the labels' length [seq_len]"},
     {TEXT_KEY("checkpointing", parse_checkpointing), .value = value_checkpointing,
      .doc = "none | full | selective (the attention core, Korthikanti et al.) | every-K (keep the input of every "
-            "K-layer chunk)"},
+            "K-layer chunk) | layers-K (checkpoint every K-th layer alone, the others not at all: torchtitan's "
+            "selective layer checkpointing)"},
     /* transformers 4.x's gradient_checkpointing_enable passes
      * use_reentrant=True when given no kwargs (huggingface/transformers
      * #28538); 5.0 passes False (#43203) */

@@ -40,11 +40,14 @@ static void plan_run(vp_step *step, unsigned first, unsigned layers, unsigned pe
                      unsigned *instance) {
     unsigned n = step->n_chunks, start = n, left = layers / per, rest = layers % per;
     bool checkpointed = step->recipe->checkpoint_every > 0;
+    /* layers-K (torchtitan's ac_freq): layer i is checkpointed alone when
+     * i % K == 0, the others run as they are (one layer a chunk) */
+    unsigned k = step->recipe->checkpoint_layers;
     while (left) {
         /* without folding, every chunk is its own entry */
         unsigned repeat = !fold ? 1 : (n == start && lone_first && left > 1) ? 1 : left;
-        step->chunks[n] = (vp_chunk){.step = step, .first_layer = first, .layers = per, .checkpointed = checkpointed,
-                                     .instance = *instance};
+        step->chunks[n] = (vp_chunk){.step = step, .first_layer = first, .layers = per,
+                                     .checkpointed = checkpointed && (!k || first % k == 0), .instance = *instance};
         step->chunk_repeat[n++] = repeat;
         first += per * repeat;
         *instance += per;
@@ -130,8 +133,9 @@ static bool plan_chunks(vp_step *step) {
      * hold whole periods. */
     const vp_model *m = step->model;
     unsigned period = m->facts.layer_period;
+    /* layers-K alternates checkpointed and plain layers: evaluated one by one */
     bool foldable = step->fold && !step->prefix_tokens && !vp_model_encoder_decoder(m) && !m->facts.router_aux_loss &&
-                    per % period == 0;
+                    per % period == 0 && !step->recipe->checkpoint_layers;
     for (unsigned r = 0; r < 4; r++) {
         if (splits[r + 1] <= splits[r]) continue;
         bool lone = splits[r] == start ? first_unlike : splits[r] == b;

@@ -574,8 +574,10 @@ static stage_cost cost_stage(const vp_model *m, const vp_recipe *r, const vp_ran
      * full recompute, torch.utils.checkpoint); selective reruns the
      * attention core (Korthikanti et al. 2022, section 5) */
     if (r->checkpoint_every > 0) {
-        s.recompute_s = layers.matmul_s + layers.attention_s + layers.memory_s + layers.dequant_s;
-        s.recompute_tp_bytes = layers.tp_bytes;
+        /* layers-K reruns one layer in K */
+        double share = r->checkpoint_layers ? 1.0 / r->checkpoint_layers : 1.0;
+        s.recompute_s = share * (layers.matmul_s + layers.attention_s + layers.memory_s + layers.dequant_s);
+        s.recompute_tp_bytes = share * layers.tp_bytes;
     } else if (r->selective) {
         s.recompute_s = layers.attention_s;
     }
@@ -773,7 +775,10 @@ static void step_flops(const vp_model *model, const vp_recipe *r, const vp_time_
      * forward and the input gradients (NeMo's LoRA rows count them so) */
     double passes = frozen_base(r) ? 2.0 : 3.0;
     double recompute = 0;
-    if (r->checkpoint_every > 0) recompute = layer.model_flops * regular + first.model_flops * firsts;
+    if (r->checkpoint_every > 0) {
+        double share = r->checkpoint_layers ? 1.0 / r->checkpoint_layers : 1.0; /* layers-K: one layer in K */
+        recompute = share * (layer.model_flops * regular + first.model_flops * firsts);
+    }
     else if (r->selective) recompute = layer.attention_flops * regular + first.attention_flops * firsts;
     t->model_flops_per_step = passes * all.model_flops * sequences;
     t->hardware_flops_per_step = (passes * all.model_flops + recompute) * sequences;

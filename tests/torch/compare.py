@@ -585,6 +585,14 @@ CASES = [
     ("llama qlora bf16", llama(h=256, inter=512), recipe("bf16", finetune="qlora", b=1, s=16)),
     # bnb_4bit_compute_dtype fp32: the weights dequantized to fp32, the input cast up
     ("llama qlora bf16 fp32 compute", llama(layers=3), recipe("bf16", finetune="qlora", compute_dtype="fp32")),
+    # torchtitan's selective layer checkpointing: every K-th layer alone
+    ("llama fp32 layers-2", llama(layers=4), recipe(ckpt="layers-2")),
+    ("llama bf16 layers-3", llama(layers=4), recipe("bf16", ckpt="layers-3")),
+    ("llama amp-bf16 layers-2 non-reentrant", llama(layers=4), recipe("amp-bf16", ckpt="layers-2",
+        use_reentrant="false")),
+    ("gpt2 fp32 dropout layers-2", gpt2(layers=3), recipe(ckpt="layers-2")),
+    ("llama lora amp-bf16 layers-2", llama(layers=4), recipe("amp-bf16", ckpt="layers-2", finetune="lora")),
+    ("mixtral amp-bf16 layers-2", mixtral(layers=4), recipe("amp-bf16", ckpt="layers-2")),
     # adapters in the base's dtype (PEFT before 0.12, fsdp_qlora, torchtune)
     ("llama lora bf16 lora_dtype base", llama(), recipe("bf16", finetune="lora", lora_dtype="base")),
     ("llama qlora bf16 lora_dtype base checkpointed", llama(layers=3), recipe(

@@ -149,7 +149,7 @@ def make_optimizer(name, impl, params, first_moment=False, weight_decay=None):
     raise ValueError(name)
 
 
-def checkpoint_fn(every, ac, reentrant=True, early_stop=False):
+def checkpoint_fn(every, ac, reentrant=True, early_stop=False, layers_k=0):
     """HF's checkpointing. Reentrant: its backward reruns the layer inside a
     fresh autocast region (ctx.gpu_autocast_kwargs) whose exit clears the
     weight-cast cache; the forward's casts stay cached until the forward's
@@ -160,6 +160,13 @@ def checkpoint_fn(every, ac, reentrant=True, early_stop=False):
         return None
 
     def run(fn, *args):
+        # torchtitan's selective layer checkpointing (ac_freq = K): layer i
+        # is wrapped when i % K == 0, the others run as they are
+        if layers_k:
+            index = run.calls
+            run.calls += 1
+            if index % layers_k:
+                return fn(*args)
         if reentrant:
             def body(*a):
                 out = fn(*a)
@@ -182,6 +189,7 @@ def checkpoint_fn(every, ac, reentrant=True, early_stop=False):
         return torch.utils.checkpoint.checkpoint(body, *args, use_reentrant=False, preserve_rng_state=False)
 
     run.every = every  # layers a checkpointed call runs (models.chunks)
+    run.calls = 0  # chunks called since the forward began (layers-K), reset by measure()
     return run
 
 
@@ -191,6 +199,8 @@ def measure(case, rank=None):
     b, s = recipe["micro_batch"], recipe["seq_len"]
     ckpt_kind = recipe.get("checkpointing", "none")
     every = 1 if ckpt_kind == "full" else int(ckpt_kind[6:]) if ckpt_kind.startswith("every-") else 0
+    layers_k = int(ckpt_kind[7:]) if ckpt_kind.startswith("layers-") else 0
+    every = every or (1 if layers_k else 0)
     reentrant = str(recipe.get("use_reentrant", "true")) == "true"
     torch.manual_seed(0)
     gc.collect()
@@ -270,7 +280,8 @@ def measure(case, rank=None):
         opt = make_optimizer(name, impl, params, first_moment, decay)
     set_to_none = str(recipe.get("grads_set_to_none", "true")) == "true"
     vocab = cfg["vocab_size"]
-    ckpt = checkpoint_fn(every, ac, reentrant, str(recipe.get("checkpoint_early_stop", "false")) == "true")
+    ckpt = checkpoint_fn(every, ac, reentrant, str(recipe.get("checkpoint_early_stop", "false")) == "true",
+                         layers_k)
     offload = str(recipe.get("offload_activations", "false")) == "true"
     result = {}
 
@@ -304,6 +315,8 @@ def measure(case, rank=None):
             input_ids, labels, extra = new_ids, new_labels, new_extra
             del new_ids, new_labels, new_extra
             host = SaveOnHost() if offload else None
+            if ckpt is not None:
+                ckpt.calls = 0
             with host or contextlib.nullcontext():
                 loss, logits = net(ac, input_ids, labels, ckpt, **extra)
             ac.clear()
