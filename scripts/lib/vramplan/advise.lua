@@ -36,6 +36,7 @@ local function activation_fixes(r, list, keys)
     add(list, { checkpointing = "full" }, "recompute each layer in backward (about a third more compute)")
     add(list, { checkpointing = "every-2" }, "checkpoint every second layer's input")
     add(list, { checkpointing = "every-4" }, "checkpoint every fourth layer's input")
+    add(list, { checkpointing = "layers-2" }, "checkpoint every second layer alone, the others not at all (half the recompute)")
     add(list, { checkpointing = "selective" }, "recompute the attention core only (Korthikanti et al. 2022)")
   elseif r.checkpointing ~= "full" then
     add(list, { checkpointing = "full" }, "recompute each layer in backward")

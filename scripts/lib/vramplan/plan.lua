@@ -51,7 +51,7 @@ end
 -- does not fit at micro_batch 1 with its lightest options is not tried
 -- further).
 local function options_for(layout)
-  local checkpointing = { "full", "every-2", "none" }
+  local checkpointing = { "full", "every-2", "layers-2", "none" }
   if layout.framework == "megatron" then checkpointing = { "full", "selective", "none" } end
   local shard = { {} }
   if layout.framework == "deepspeed" then
