@@ -12,7 +12,7 @@ ALL_CFLAGS = $(WARNINGS) $(CFLAGS) $(LUA_CFLAGS) -Iengine -MMD -MP
 SANITIZE := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
 
 CORE    := dtype ledger sim prims precision modules recipe recipe_keys model finetune op_basic op_embedding op_norm \
-           lora dora kv_cache prefix mla op_attention op_sliding_mask ring_attention op_mlp op_moe moe_hf moe_megatron op_t5 op_head op_router_loss op_classify optimizer shard zero3 layout update checkpoint step estimate steptime
+           lora dora kv_cache prefix mla op_attention op_sliding_mask ring_attention op_mlp op_moe moe_hf moe_megatron op_t5 op_head op_router_loss op_classify optimizer shard zero3 layout update checkpoint step allocator estimate steptime
 BINDING := lua_model lua_recipe lua_estimate lua_sandbox lua_system lua_vramplan
 CORE_OBJ    := $(CORE:%=build/obj/%.o)
 BINDING_OBJ := $(BINDING:%=build/obj/%.o)
