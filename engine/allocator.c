@@ -14,6 +14,8 @@ void vp_allocator_init(vp_allocator *a) { memset(a, 0, sizeof *a); }
 void vp_allocator_free(vp_allocator *a) {
     free(a->blocks);
     free(a->spare);
+    free(a->pool[0]);
+    free(a->pool[1]);
     memset(a, 0, sizeof *a);
 }
 
@@ -76,23 +78,62 @@ static bool before(const vp_alloc_block *x, const vp_alloc_block *y) {
     return x->offset < y->offset;
 }
 
-/* get_free_block: the best fit in the request's pool (kSmallSize and below:
- * the small pool). A linear scan; the pools of a step hold few blocks. */
-static int32_t best_fit(const vp_allocator *a, uint64_t rounded, bool small) {
-    int32_t best = -1;
-    for (uint32_t i = 0; i < a->n_blocks; i++) {
-        const vp_alloc_block *b = &a->blocks[i];
-        if (!b->used || !b->free || b->small != small || b->size < rounded) continue;
-        if (best < 0 || before(b, &a->blocks[best])) best = (int32_t)i;
+/* The position of the first free block of the pool not before `key` (size,
+ * segment, offset): a binary search of the pool's ordered list. */
+static uint32_t lower_bound(const vp_allocator *a, bool small, const vp_alloc_block *key) {
+    uint32_t lo = 0, hi = a->n_pool[small];
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (before(&a->blocks[a->pool[small][mid]], key)) lo = mid + 1;
+        else hi = mid;
     }
-    return best;
+    return lo;
+}
+
+static bool pool_insert(vp_allocator *a, int32_t b) {
+    bool small = a->blocks[b].small;
+    if (a->n_pool[small] == a->cap_pool[small]) {
+        uint32_t cap = a->cap_pool[small] ? a->cap_pool[small] * 2 : 64;
+        int32_t *grown = realloc(a->pool[small], (size_t)cap * sizeof *grown);
+        if (!grown) return false;
+        a->pool[small] = grown;
+        a->cap_pool[small] = cap;
+    }
+    uint32_t at = lower_bound(a, small, &a->blocks[b]);
+    int32_t *list = a->pool[small];
+    memmove(&list[at + 1], &list[at], (size_t)(a->n_pool[small] - at) * sizeof *list);
+    list[at] = b;
+    a->n_pool[small]++;
+    return true;
+}
+
+static void pool_remove(vp_allocator *a, int32_t b) {
+    bool small = a->blocks[b].small;
+    uint32_t at = lower_bound(a, small, &a->blocks[b]);
+    int32_t *list = a->pool[small];
+    if (at >= a->n_pool[small] || list[at] != b) { /* not in the pool: a bug, flagged */
+        a->failed = true;
+        return;
+    }
+    memmove(&list[at], &list[at + 1], (size_t)(a->n_pool[small] - at - 1) * sizeof *list);
+    a->n_pool[small]--;
+}
+
+/* get_free_block: the best fit in the request's pool (kSmallSize and below:
+ * the small pool), the first block of the ordered pool not smaller than the
+ * request. */
+static int32_t best_fit(const vp_allocator *a, uint64_t rounded, bool small) {
+    vp_alloc_block key = {.size = rounded};
+    uint32_t at = lower_bound(a, small, &key);
+    return at < a->n_pool[small] ? a->pool[small][at] : -1;
 }
 
 int32_t vp_allocator_malloc(vp_allocator *a, uint64_t bytes) {
     uint64_t rounded = vp_allocator_round(bytes);
     bool small = rounded <= VP_ALLOC_SMALL_SIZE;
     int32_t b = best_fit(a, rounded, small);
-    if (b < 0) { /* alloc_block: a new segment from cudaMalloc */
+    if (b >= 0) pool_remove(a, b);
+    else { /* alloc_block: a new segment from cudaMalloc */
         b = new_block(a);
         if (b < 0) {
             a->failed = true;
@@ -116,6 +157,10 @@ int32_t vp_allocator_malloc(vp_allocator *a, uint64_t bytes) {
         if (block->next >= 0) a->blocks[block->next].prev = rest;
         block->next = rest;
         block->size = rounded;
+        if (!pool_insert(a, rest)) {
+            a->failed = true;
+            return -1;
+        }
     }
     a->blocks[b].free = false;
     a->allocated += a->blocks[b].size;
@@ -125,6 +170,7 @@ int32_t vp_allocator_malloc(vp_allocator *a, uint64_t bytes) {
 
 /* try_merge_blocks: a freed block absorbs a free neighbour of its segment. */
 static int32_t merge(vp_allocator *a, int32_t into, int32_t gone) {
+    pool_remove(a, gone);
     vp_alloc_block *x = &a->blocks[into], *y = &a->blocks[gone];
     if (y->offset < x->offset) x->offset = y->offset; /* absorbing the one before */
     x->size += y->size;
@@ -150,36 +196,48 @@ void vp_allocator_release(vp_allocator *a, int32_t b) {
     int32_t prev = a->blocks[b].prev, next = a->blocks[b].next;
     if (prev >= 0 && a->blocks[prev].free) merge(a, b, prev);
     if (next >= 0 && a->blocks[next].free) merge(a, b, next);
+    if (!pool_insert(a, b)) a->failed = true;
 }
 
 /* ---- the replay of a step's events ---- */
 
+/* A block the replay holds for a tensor or an unnamed allocation. */
 typedef struct {
-    uint32_t tensor;
+    uint32_t tensor;  /* 0: unnamed (kept in the `unnamed` list) */
     const char *op;
     uint64_t size;
-    int32_t block;
+    int32_t block;    /* -1: not live */
     bool from_step;   /* made by a step, not by setup */
     bool carried;     /* made by an earlier step and still live when this one began */
 } live_block;
 
 typedef struct {
     vp_allocator alloc;
-    live_block *live; /* owned; in allocation order */
-    uint32_t n_live, cap_live;
+    live_block *named;    /* indexed by tensor (the sim's handles are dense), owned */
+    uint32_t n_named;
+    live_block *unnamed;  /* in allocation order, owned */
+    uint32_t n_unnamed, cap_unnamed;
     unsigned by_size;
-    bool repeat;      /* replaying a step after the first */
+    bool repeat;          /* replaying a step after the first */
+    uint32_t n_carried;   /* unnamed blocks still marked carried */
     bool bad;
 } replay;
 
 /* A tensor the earlier step left live (a .grad kept between steps, a
  * bucket) is not made again: the step's allocation of it is skipped. */
 static bool carried_over(replay *r, const vp_event *e) {
-    for (int64_t i = (int64_t)r->n_live - 1; i >= 0; i--) {
-        live_block *l = &r->live[i];
-        if (l->carried && l->size == (uint64_t)e->delta && l->tensor == e->tensor &&
-            (e->tensor || l->op == e->place.op)) {
+    if (e->tensor) {
+        live_block *l = &r->named[e->tensor];
+        if (l->block < 0 || !l->carried) return false;
+        l->carried = false;
+        return true;
+    }
+    if (!r->n_carried) return false;
+    for (int64_t i = (int64_t)r->n_unnamed - 1; i >= 0; i--) {
+        live_block *l = &r->unnamed[i];
+        if (l->carried && l->size == (uint64_t)e->delta && l->op == e->place.op) {
             l->carried = false;
+            r->n_carried--;
             return true;
         }
     }
@@ -188,53 +246,62 @@ static bool carried_over(replay *r, const vp_event *e) {
 
 static void replay_alloc(replay *r, const vp_event *e) {
     if (r->repeat && carried_over(r, e)) return;
-    if (r->n_live == r->cap_live) {
-        uint32_t cap = r->cap_live ? r->cap_live * 2 : 256;
-        live_block *grown = realloc(r->live, (size_t)cap * sizeof *grown);
+    if (!e->tensor && r->n_unnamed == r->cap_unnamed) {
+        uint32_t cap = r->cap_unnamed ? r->cap_unnamed * 2 : 256;
+        live_block *grown = realloc(r->unnamed, (size_t)cap * sizeof *grown);
         if (!grown) {
             r->bad = true;
             return;
         }
-        r->live = grown;
-        r->cap_live = cap;
+        r->unnamed = grown;
+        r->cap_unnamed = cap;
+    }
+    if (e->tensor && r->named[e->tensor].block >= 0) { /* made twice without a free: not a log to replay */
+        r->bad = true;
+        return;
     }
     int32_t b = vp_allocator_malloc(&r->alloc, (uint64_t)e->delta);
     if (b < 0) {
         r->bad = true;
         return;
     }
-    bool step = e->place.phase != VP_PHASE_SETUP;
-    r->live[r->n_live++] = (live_block){e->tensor, e->place.op, (uint64_t)e->delta, b, step, false};
+    live_block l = {e->tensor, e->place.op, (uint64_t)e->delta, b, e->place.phase != VP_PHASE_SETUP, false};
+    if (e->tensor) r->named[e->tensor] = l;
+    else r->unnamed[r->n_unnamed++] = l;
 }
 
-/* The live block a free releases: the tensor's own when the event names it;
- * else the latest of the same op and size, or failing that of the same size
- * (tools/allocator_replay.py's pairing). */
-static int64_t find_live(const replay *r, const vp_event *e, uint64_t size) {
-    for (int64_t i = (int64_t)r->n_live - 1; e->tensor && i >= 0; i--)
-        if (r->live[i].tensor == e->tensor && r->live[i].size == size) return i;
-    if (e->tensor) return -1;
-    for (int64_t i = (int64_t)r->n_live - 1; i >= 0; i--)
-        if (!r->live[i].tensor && r->live[i].size == size && r->live[i].op == e->place.op) return i;
-    for (int64_t i = (int64_t)r->n_live - 1; i >= 0; i--)
-        if (r->live[i].size == size && (!r->live[i].op || !e->place.op || !strcmp(r->live[i].op, e->place.op)))
-            return i;
-    for (int64_t i = (int64_t)r->n_live - 1; i >= 0; i--)
-        if (r->live[i].size == size) return i;
-    return -1;
+/* The live block an unnamed free releases: the latest unnamed one of the
+ * same op and size, else of the same size (tools/allocator_replay.py's
+ * pairing); failing that a named one of the same size (a tensor freed
+ * outside the autograd simulation, as the KV cache's). */
+static live_block *find_unnamed(replay *r, const vp_event *e, uint64_t size) {
+    for (int64_t i = (int64_t)r->n_unnamed - 1; i >= 0; i--)
+        if (r->unnamed[i].size == size && r->unnamed[i].op == e->place.op) return &r->unnamed[i];
+    for (int64_t i = (int64_t)r->n_unnamed - 1; i >= 0; i--)
+        if (r->unnamed[i].size == size) return &r->unnamed[i];
+    for (int64_t t = (int64_t)r->n_named - 1; t > 0; t--)
+        if (r->named[t].block >= 0 && r->named[t].size == size) return &r->named[t];
+    return NULL;
 }
 
 static void replay_release(replay *r, const vp_event *e) {
     uint64_t size = (uint64_t)(-e->delta);
-    int64_t i = find_live(r, e, size);
-    if (i < 0) {
+    live_block *l = e->tensor ? &r->named[e->tensor] : find_unnamed(r, e, size);
+    if (!l || l->block < 0 || l->size != size) {
         r->bad = true;
         return;
     }
     if (!e->tensor) r->by_size++;
-    vp_allocator_release(&r->alloc, r->live[i].block);
-    memmove(&r->live[i], &r->live[i + 1], (size_t)(r->n_live - 1 - (uint64_t)i) * sizeof *r->live);
-    r->n_live--;
+    vp_allocator_release(&r->alloc, l->block);
+    if (l->tensor) {
+        l->block = -1;
+        l->carried = false;
+        return;
+    }
+    if (l->carried) r->n_carried--;
+    uint32_t i = (uint32_t)(l - r->unnamed);
+    memmove(&r->unnamed[i], &r->unnamed[i + 1], (size_t)(r->n_unnamed - 1 - i) * sizeof *r->unnamed);
+    r->n_unnamed--;
 }
 
 /* Which events a pass replays. */
@@ -265,8 +332,15 @@ bool vp_allocator_replay_events(const vp_event *events, unsigned n_events, unsig
     unsigned first_update = n_events;
     for (unsigned i = 0; i < n_events && first_update == n_events; i++)
         if (events[i].place.phase == VP_PHASE_OPTIMIZER) first_update = i;
+    uint32_t max_tensor = 0;
+    for (unsigned i = 0; i < n_events; i++)
+        if (events[i].tensor != VP_EVENT_MOVE && events[i].tensor > max_tensor) max_tensor = events[i].tensor;
     replay r;
     memset(&r, 0, sizeof r);
+    r.n_named = max_tensor + 1;
+    r.named = malloc((size_t)r.n_named * sizeof *r.named);
+    if (!r.named) return false;
+    for (uint32_t t = 0; t < r.n_named; t++) r.named[t] = (live_block){.tensor = t, .block = -1};
     vp_allocator_init(&r.alloc);
     run(&r, events, 0, n_events, PASS_RESIDENT);
     run(&r, events, 0, first_update, PASS_STEP);
@@ -276,7 +350,12 @@ bool vp_allocator_replay_events(const vp_event *events, unsigned n_events, unsig
     out->steps = 1;
     r.repeat = true;
     while (!r.bad && out->steps < max_steps) {
-        for (uint32_t i = 0; i < r.n_live; i++) r.live[i].carried = r.live[i].from_step;
+        r.n_carried = 0;
+        for (uint32_t i = 0; i < r.n_unnamed; i++) {
+            r.unnamed[i].carried = r.unnamed[i].from_step;
+            r.n_carried += r.unnamed[i].carried;
+        }
+        for (uint32_t t = 1; t < r.n_named; t++) r.named[t].carried = r.named[t].block >= 0 && r.named[t].from_step;
         run(&r, events, 0, n_events, PASS_STEP);
         out->reserved_after[out->steps++] = r.alloc.peak_reserved;
         if (out->reserved_after[out->steps - 1] == out->reserved_after[out->steps - 2]) break;
@@ -287,6 +366,7 @@ bool vp_allocator_replay_events(const vp_event *events, unsigned n_events, unsig
     out->segments = r.alloc.segments;
     out->paired_by_size = r.by_size;
     vp_allocator_free(&r.alloc);
-    free(r.live);
+    free(r.named);
+    free(r.unnamed);
     return ok;
 }

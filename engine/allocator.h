@@ -32,6 +32,9 @@ typedef struct {
     uint32_t n_blocks, cap_blocks;
     int32_t *spare;          /* slots of blocks merged away, owned */
     uint32_t n_spare, cap_spare;
+    int32_t *pool[2];        /* free blocks of the large [0] and small [1] pools, in BlockComparatorSize
+                                order (size, then address), owned */
+    uint32_t n_pool[2], cap_pool[2];
     uint64_t segments;
     uint64_t reserved, peak_reserved;   /* memory_reserved, max_memory_reserved */
     uint64_t allocated, peak_allocated; /* memory_allocated, max_memory_allocated */
