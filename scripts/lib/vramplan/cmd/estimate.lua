@@ -32,7 +32,9 @@ function estimate.run(opts, home)
   -- the timeline (printed or drawn) shows every layer: no folding of
   -- identical layers then
   local drawn = opts.plot or opts.report
-  local result = job.estimate(j, nil, { timeline = opts.timeline or drawn ~= nil })
+  -- the JSON also carries the caching allocator simulated over the step
+  -- (per_gpu.peak_reserved_simulated_bytes; an unfolded evaluation more)
+  local result = job.estimate(j, nil, { timeline = opts.timeline or drawn ~= nil, simulate_allocator = opts.json })
   local ctx = job.context(j, result)
   if drawn then
     draw(ctx, opts)
