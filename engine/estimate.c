@@ -2,6 +2,8 @@
  * costs and the fit verdict. */
 #include "estimate.h"
 
+#include "allocator.h"
+
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -95,6 +97,13 @@ static vp_meter with_in_flight(const vp_meter *fb, const vp_meter *all, uint64_t
     return m;
 }
 
+static void verdict(vp_rank_estimate *e, const vp_gpu *gpu) {
+    if (gpu && gpu->memory_bytes) {
+        e->headroom = (int64_t)gpu->memory_bytes - (int64_t)e->peak_total;
+        e->fits = e->headroom >= 0;
+    }
+}
+
 static void finish_rank(vp_rank_estimate *e, const vp_recipe *recipe, const vp_gpu *gpu) {
     uint64_t extra_rounded = 0, extra_raw = 0;
     if (e->in_flight > 1) {
@@ -122,10 +131,7 @@ static void finish_rank(vp_rank_estimate *e, const vp_recipe *recipe, const vp_g
         e->peak_total = e->peak_reserved + e->runtime_bytes;
     }
     e->allocator_bytes = e->peak_reserved - e->peak_allocated;
-    if (gpu && gpu->memory_bytes) {
-        e->headroom = (int64_t)gpu->memory_bytes - (int64_t)e->peak_total;
-        e->fits = e->headroom >= 0;
-    }
+    verdict(e, gpu);
 }
 
 void vp_estimate_free(vp_estimate *estimate) {
@@ -176,5 +182,66 @@ vp_step_status vp_estimate_run(const vp_model *model, const vp_recipe *recipe, c
         finish_rank(e, recipe, gpu);
         if (e->peak_total > out->ranks[out->worst].peak_total) out->worst = i;
     }
+    if (recipe->allocator == VP_ALLOCATOR_SIMULATED) {
+        vp_step_status status = vp_estimate_simulate_allocator(model, recipe, gpu, out);
+        if (status != VP_STEP_OK) {
+            vp_estimate_free(out);
+            return status;
+        }
+    }
+    return VP_STEP_OK;
+}
+
+/* The steady state: 3 steps at most (the reservation of PyTorch's
+ * allocator only grows; in practice it stops after the second step). */
+enum { SIMULATED_STEPS = 3 };
+
+/* The stage's unfolded event log replayed; false when it cannot be. */
+static vp_step_status simulate_rank(const vp_model *model, const vp_recipe *recipe, vp_rank_estimate *e) {
+    vp_allocator_replay replay;
+    bool ok = false;
+    if (e->events.n_events) ok = vp_allocator_replay_events(e->events.events, e->events.n_events, SIMULATED_STEPS,
+                                                            &replay); /* fails on a folded log */
+    if (!ok) {
+        unsigned pp = recipe->pp ? recipe->pp : 1;
+        vp_stage stage = {e->first_layer, e->layers, e->stage == 0, e->stage + 1 == pp, microbatches(recipe)};
+        vp_step_result result;
+        vp_ledger log;
+        vp_step_status status = vp_step_run_stage(model, recipe, &stage, false, true, &result, &log);
+        if (status != VP_STEP_OK) return status;
+        ok = vp_allocator_replay_events(log.events, log.n_events, SIMULATED_STEPS, &replay);
+        vp_ledger_free(&log);
+    }
+    if (!ok) return VP_STEP_OK; /* no figure: has_simulated stays false */
+    e->has_simulated = true;
+    e->simulated_steps = replay.steps;
+    /* the other micro-batches' activations a pipeline stage holds, in large
+     * blocks of their own (as finish_rank counts them) */
+    uint64_t extra = 0;
+    if (e->in_flight > 1) extra = (uint64_t)llround((e->in_flight - 1) * (double)e->step.activations_bytes);
+    extra = (extra + VP_ALLOC_ROUND_LARGE - 1) / VP_ALLOC_ROUND_LARGE * VP_ALLOC_ROUND_LARGE;
+    e->peak_reserved_simulated = replay.peak_reserved + extra;
+    return VP_STEP_OK;
+}
+
+vp_step_status vp_estimate_simulate_allocator(const vp_model *model, const vp_recipe *recipe, const vp_gpu *gpu,
+                                              vp_estimate *out) {
+    if (recipe->device == VP_DEVICE_CPU) return VP_STEP_OK; /* no caching allocator */
+    for (unsigned i = 0; i < out->n_ranks; i++) {
+        vp_rank_estimate *e = &out->ranks[i];
+        if (e->has_simulated) continue;
+        vp_step_status status = simulate_rank(model, recipe, e);
+        if (status != VP_STEP_OK) return status;
+        if (recipe->allocator != VP_ALLOCATOR_SIMULATED || !e->has_simulated) continue;
+        /* the simulation's reservation instead of segments + fragmentation */
+        e->peak_reserved = e->peak_reserved_simulated > e->peak_allocated ? e->peak_reserved_simulated
+                                                                            : e->peak_allocated;
+        e->allocator_bytes = e->peak_reserved - e->peak_allocated;
+        e->peak_total = e->peak_reserved + e->runtime_bytes;
+        verdict(e, gpu);
+    }
+    out->worst = 0;
+    for (unsigned i = 1; i < out->n_ranks; i++)
+        if (out->ranks[i].peak_total > out->ranks[out->worst].peak_total) out->worst = i;
     return VP_STEP_OK;
 }

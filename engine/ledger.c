@@ -84,7 +84,7 @@ static void meter_sub(vp_ledger *ledger, vp_meter *m, vp_category c, uint64_t by
 
 /* delta and raw_delta: the change in rounded and in exact bytes */
 static void log_event(vp_ledger *ledger, vp_category c, int64_t delta, int64_t raw_delta, const char *op,
-                      unsigned repeat) {
+                      unsigned repeat, uint32_t tensor) {
     if (!ledger->record) return;
     if (ledger->n_events == ledger->cap_events) {
         unsigned cap = ledger->cap_events ? ledger->cap_events * 2 : 256;
@@ -105,6 +105,7 @@ static void log_event(vp_ledger *ledger, vp_category c, int64_t delta, int64_t r
     e->raw_delta = raw_delta;
     e->raw_live = ledger->raw.total;
     e->repeat = repeat;
+    e->tensor = tensor;
 }
 
 static void track_peaks(vp_ledger *ledger, const char *op) {
@@ -124,20 +125,28 @@ static void track_peaks(vp_ledger *ledger, const char *op) {
 }
 
 void vp_ledger_alloc(vp_ledger *ledger, vp_category c, uint64_t bytes, const char *op) {
+    vp_ledger_alloc_tensor(ledger, c, bytes, op, 0);
+}
+
+void vp_ledger_release(vp_ledger *ledger, vp_category c, uint64_t bytes, const char *op) {
+    vp_ledger_release_tensor(ledger, c, bytes, op, 0);
+}
+
+void vp_ledger_alloc_tensor(vp_ledger *ledger, vp_category c, uint64_t bytes, const char *op, uint32_t tensor) {
     if (bytes == 0) return;
     meter_add(ledger, &ledger->raw, c, bytes);
     meter_add(ledger, &ledger->rounded, c, vp_round_block(bytes));
     pools_change(&ledger->rounded, vp_round_block(bytes), true);
     track_peaks(ledger, op);
-    log_event(ledger, c, (int64_t)vp_round_block(bytes), (int64_t)bytes, op, 1);
+    log_event(ledger, c, (int64_t)vp_round_block(bytes), (int64_t)bytes, op, 1, tensor);
 }
 
-void vp_ledger_release(vp_ledger *ledger, vp_category c, uint64_t bytes, const char *op) {
+void vp_ledger_release_tensor(vp_ledger *ledger, vp_category c, uint64_t bytes, const char *op, uint32_t tensor) {
     if (bytes == 0) return;
     meter_sub(ledger, &ledger->raw, c, bytes);
     meter_sub(ledger, &ledger->rounded, c, vp_round_block(bytes));
     pools_change(&ledger->rounded, vp_round_block(bytes), false);
-    log_event(ledger, c, -(int64_t)vp_round_block(bytes), -(int64_t)bytes, op, 1);
+    log_event(ledger, c, -(int64_t)vp_round_block(bytes), -(int64_t)bytes, op, 1, tensor);
 }
 
 void vp_ledger_alloc_many(vp_ledger *ledger, vp_category c, uint64_t raw, uint64_t rounded, const char *op) {
@@ -146,7 +155,7 @@ void vp_ledger_alloc_many(vp_ledger *ledger, vp_category c, uint64_t raw, uint64
     meter_add(ledger, &ledger->rounded, c, rounded);
     ledger->rounded.pools[VP_POOL_LARGE] += round_to(rounded, large_round); /* a list: counted as large blocks */
     track_peaks(ledger, op);
-    log_event(ledger, c, (int64_t)rounded, (int64_t)raw, op, 1);
+    log_event(ledger, c, (int64_t)rounded, (int64_t)raw, op, 1, 0);
 }
 
 void vp_ledger_release_many(vp_ledger *ledger, vp_category c, uint64_t raw, uint64_t rounded, const char *op) {
@@ -154,7 +163,7 @@ void vp_ledger_release_many(vp_ledger *ledger, vp_category c, uint64_t raw, uint
     meter_sub(ledger, &ledger->raw, c, raw);
     meter_sub(ledger, &ledger->rounded, c, rounded);
     ledger->rounded.pools[VP_POOL_LARGE] -= round_to(rounded, large_round);
-    log_event(ledger, c, -(int64_t)rounded, -(int64_t)raw, op, 1);
+    log_event(ledger, c, -(int64_t)rounded, -(int64_t)raw, op, 1, 0);
 }
 
 void vp_ledger_move(vp_ledger *ledger, vp_category from, vp_category to, uint64_t bytes) {
@@ -164,10 +173,10 @@ void vp_ledger_move(vp_ledger *ledger, vp_category from, vp_category to, uint64_
      * breakdown; the dip between them is no peak to track */
     meter_sub(ledger, &ledger->raw, from, bytes);
     meter_sub(ledger, &ledger->rounded, from, vp_round_block(bytes));
-    log_event(ledger, from, -(int64_t)vp_round_block(bytes), -(int64_t)bytes, "AccumulateGrad", 1);
+    log_event(ledger, from, -(int64_t)vp_round_block(bytes), -(int64_t)bytes, "AccumulateGrad", 1, VP_EVENT_MOVE);
     meter_add(ledger, &ledger->raw, to, bytes);
     meter_add(ledger, &ledger->rounded, to, vp_round_block(bytes));
-    log_event(ledger, to, (int64_t)vp_round_block(bytes), (int64_t)bytes, "AccumulateGrad", 1);
+    log_event(ledger, to, (int64_t)vp_round_block(bytes), (int64_t)bytes, "AccumulateGrad", 1, VP_EVENT_MOVE);
 }
 
 void vp_ledger_begin_segment(vp_ledger *ledger) {
@@ -244,6 +253,6 @@ void vp_ledger_repeat_segment(vp_ledger *ledger, unsigned times, int layer_step)
     if (ledger->place.layer >= 0) ledger->place.layer += layer_step * (int)extra;
     if (ledger->record && ledger->n_events) {
         /* the log keeps one repetition, marked with how often it recurs */
-        log_event(ledger, VP_CAT_COUNT, delta * (int64_t)extra, raw_delta * (int64_t)extra, "(repeated)", times - 1);
+        log_event(ledger, VP_CAT_COUNT, delta * (int64_t)extra, raw_delta * (int64_t)extra, "(repeated)", times - 1, 0);
     }
 }

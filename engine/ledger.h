@@ -66,7 +66,11 @@ typedef struct {
     int64_t raw_delta;   /* the same in exact tensor bytes */
     uint64_t raw_live;
     unsigned repeat;     /* >1 when this event stands for a folded segment */
+    uint32_t tensor;     /* the tensor allocated or released (the sim's handle), 0: not named;
+                            VP_EVENT_MOVE: a move between categories, no allocator call */
 } vp_event;
+
+#define VP_EVENT_MOVE UINT32_MAX
 
 typedef struct {
     vp_meter raw, rounded;
@@ -87,6 +91,11 @@ void vp_ledger_free(vp_ledger *ledger);
 
 void vp_ledger_alloc(vp_ledger *ledger, vp_category category, uint64_t bytes, const char *op);
 void vp_ledger_release(vp_ledger *ledger, vp_category category, uint64_t bytes, const char *op);
+/* The same naming the tensor (the autograd simulation's handle, not 0), so
+ * that a replay of the log pairs each free with its allocation. */
+void vp_ledger_alloc_tensor(vp_ledger *ledger, vp_category category, uint64_t bytes, const char *op, uint32_t tensor);
+void vp_ledger_release_tensor(vp_ledger *ledger, vp_category category, uint64_t bytes, const char *op,
+                              uint32_t tensor);
 /* The same for many tensors at once, whose 512-byte rounding the caller has
  * summed tensor by tensor. */
 void vp_ledger_alloc_many(vp_ledger *ledger, vp_category category, uint64_t raw, uint64_t rounded, const char *op);

@@ -147,6 +147,10 @@ static void set_rank(lua_State *L, const vp_rank_estimate *e, const vp_recipe *r
     set_int(L, "cublas_workspace_bytes", e->cublas_workspace_bytes);
     set_int(L, "runtime_bytes", e->runtime_bytes);
     set_int(L, "peak_unrounded_bytes", e->peak_unrounded);
+    if (e->has_simulated) {
+        set_int(L, "peak_reserved_simulated_bytes", e->peak_reserved_simulated);
+        set_int(L, "simulated_steps", e->simulated_steps);
+    }
     set_int(L, "stage", e->stage);
     set_int(L, "first_layer", e->first_layer);
     set_int(L, "layers", e->layers);
@@ -177,6 +181,11 @@ static int l_estimate(lua_State *L) {
 
     vp_estimate e;
     vp_step_status status = vp_estimate_run(model, &recipe, &gpu, fold, timeline, &e);
+    /* the caching allocator simulated beside (with allocator = simulated it already was) */
+    if (status == VP_STEP_OK && option(L, 4, "simulate_allocator", false)) {
+        status = vp_estimate_simulate_allocator(model, &recipe, &gpu, &e);
+        if (status != VP_STEP_OK) vp_estimate_free(&e);
+    }
     if (status != VP_STEP_OK) { /* vp_estimate_run freed what it had before returning */
         switch (status) {
         case VP_STEP_OVERFLOW:

@@ -73,6 +73,7 @@ const char *const vp_offload_names[] = {"none", "cpu", "nvme", NULL};
 const char *const vp_pp_schedule_names[] = {"1f1b", "gpipe", "interleaved-1f1b", NULL};
 const char *const vp_torch_version_names[] = {"2.x", "1.13", NULL};
 const char *const vp_device_names[] = {"cuda", "cpu", NULL};
+const char *const vp_allocator_model_names[] = {"constant", "simulated", NULL};
 
 bool vp_recipe_checkpoint_early_stop(const vp_recipe *recipe) {
     /* torch.utils.checkpoint.set_checkpoint_early_stop: on by default since 2.1 */

@@ -84,6 +84,11 @@ typedef enum { VP_QUANT_NONE, VP_QUANT_NF4, VP_QUANT_FP4, VP_QUANT_INT8, VP_QUAN
  * (apex/contrib/sparsity/asp.py): a bool mask buffer beside every pruned
  * weight, gradients and weights masked in place around the step. */
 typedef enum { VP_SPARSITY_NONE, VP_SPARSITY_2_4, VP_SPARSITY_COUNT } vp_sparsity;
+
+/* How the caching allocator's reservation is found: the peak's segments
+ * plus a constant fragmentation share, or the allocator simulated over the
+ * step's events (engine/allocator.c). */
+typedef enum { VP_ALLOCATOR_CONSTANT, VP_ALLOCATOR_SIMULATED } vp_allocator_model;
 extern const char *const vp_sparsity_names[];
 
 /* The adapters' dtype (LoRA, DoRA, prompt and prefix tuning): PEFT 0.12+
@@ -137,6 +142,7 @@ typedef struct {
     bool grads_set_to_none;      /* zero_grad(set_to_none=True) */
     bool training;               /* dropout active */
     double fragmentation;        /* reserved beyond segments, as a fraction of the allocated peak */
+    vp_allocator_model allocator; /* constant: segments + fragmentation; simulated: engine/allocator.c */
     double cuda_context_mib;     /* the CUDA context and loaded kernels */
     /* data parallelism */
     unsigned dp;                 /* data-parallel ranks */
@@ -226,6 +232,7 @@ extern const char *const vp_offload_names[];
 extern const char *const vp_pp_schedule_names[];
 extern const char *const vp_torch_version_names[];
 extern const char *const vp_device_names[];
+extern const char *const vp_allocator_model_names[];
 
 /* Whether a non-reentrant checkpoint's rerun stops early: PyTorch >= 2.1's
  * default, which 1.13 lacks; the recipe may say otherwise. */

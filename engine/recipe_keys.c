@@ -375,6 +375,11 @@ static const vp_recipe_key keys[] = {
      * 2.43 %. Fragmentation depends on the workload; set it per recipe. */
     {NUMBER_KEY("fragmentation", fragmentation, 0, 10, 1.83 / 75.31),
      .doc = "caching-allocator reservation beyond whole segments, as a fraction of the allocated peak"},
+    /* engine/allocator.c: c10/cuda/CUDACachingAllocator.cpp's default rules
+     * replayed over the step's allocations and frees to the steady state */
+    {OPTION_KEY("allocator", allocator, vp_allocator_model_names, VP_ALLOCATOR_CONSTANT),
+     .doc = "the caching allocator's reservation: constant is the peak's segments plus the fragmentation share; "
+            "simulated replays the step's allocations through PyTorch's allocator rules (no fragmentation share)"},
     /* The context alone, with CUDA's lazy module loading (the default since
      * PyTorch 1.13): 426 MiB in nvidia-smi on an RTX 6000 Ada with PyTorch
      * 2.10 / CUDA 13 (unslothai/unsloth-zoo#1053); before CUDA 11.7 every

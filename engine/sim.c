@@ -92,7 +92,7 @@ vp_t vp_new_in(vp_sim *sim, uint64_t numel, vp_dtype dtype, vp_category category
     x->label = label;
     /* past a rerun's early stop: PyTorch never got this far */
     x->phantom = sim->phantom_from && t >= sim->phantom_from;
-    if (!x->phantom) vp_ledger_alloc(sim->ledger, category, bytes, label);
+    if (!x->phantom) vp_ledger_alloc_tensor(sim->ledger, category, bytes, label, t);
     return t;
 }
 
@@ -131,7 +131,7 @@ void vp_drop(vp_sim *sim, vp_t t) {
     }
     if (--x->refs) return;
     x->live = false;
-    if (!x->phantom) vp_ledger_release(sim->ledger, (vp_category)x->category, x->bytes, x->label);
+    if (!x->phantom) vp_ledger_release_tensor(sim->ledger, (vp_category)x->category, x->bytes, x->label, t);
     if (x->base) vp_drop(sim, x->base);
 }
 
@@ -157,7 +157,7 @@ vp_t vp_leaf_resident(vp_sim *sim, uint64_t numel, vp_dtype dtype, uint64_t resi
     x->leaf = true;
     x->requires_grad = trainable;
     x->grad_category = VP_CAT_GRADS;
-    vp_ledger_alloc(sim->ledger, category, resident_bytes, label);
+    vp_ledger_alloc_tensor(sim->ledger, category, resident_bytes, label, t);
     return t;
 }
 

@@ -257,6 +257,8 @@ local rank_fields = {
   "params_bytes", "buffers_bytes", "grads_bytes", "master_bytes", "optimizer_bytes", "comm_bytes",
   "activations_bytes", "peak_allocated_bytes", "peak_reserved_bytes", "peak_total_bytes", "peak_phase", "peak_op",
   "peak_breakdown", "allocator_bytes", "runtime_bytes", "cuda_context_bytes", "cublas_workspace_bytes",
+  -- the caching allocator simulated over the step (engine/allocator.c): a GPU's estimate asked for it
+  "peak_reserved_simulated_bytes",
 }
 
 -- The per_gpu fields of one rank.
@@ -273,8 +275,8 @@ local order = {
   "name", "params", "trainable_params", "lora_modules", "saved_modules", "load_balancing_loss", "arch", "layers",
   "source",
   "params_bytes", "buffers_bytes", "grads_bytes", "master_bytes", "optimizer_bytes", "activations_bytes",
-  "peak_allocated_bytes", "peak_reserved_bytes", "peak_total_bytes", "peak_phase", "peak_layer", "peak_op",
-  "peak_breakdown", "allocator_bytes", "runtime_bytes", "cuda_context_bytes", "cublas_workspace_bytes",
+  "peak_allocated_bytes", "peak_reserved_bytes", "peak_reserved_simulated_bytes", "peak_total_bytes", "peak_phase",
+  "peak_layer", "peak_op", "peak_breakdown", "allocator_bytes", "runtime_bytes", "cuda_context_bytes", "cublas_workspace_bytes",
   "memory_bytes", "short_name", "per_rank", "host", "stage", "in_flight", "ranks", "count", "comm_bytes",
   "cpu_bytes_per_rank", "cpu_bytes_per_node", "nvme_bytes_per_rank", "nvme_bytes_per_node", "gpus_per_node",
   "cpu_ram_bytes_per_node", "kind", "cpu_ram_bytes", "price_per_hour",

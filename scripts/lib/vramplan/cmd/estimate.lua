@@ -32,7 +32,12 @@ function estimate.run(opts, home)
   -- the timeline (printed or drawn) shows every layer: no folding of
   -- identical layers then
   local drawn = opts.plot or opts.report
-  local result = job.estimate(j, nil, { timeline = opts.timeline or drawn ~= nil })
+  -- with the timeline (an unfolded evaluation already), the JSON also
+  -- carries the caching allocator simulated over the step
+  -- (per_gpu.peak_reserved_simulated_bytes); allocator = simulated always
+  -- does, and uses it
+  local result = job.estimate(j, nil, { timeline = opts.timeline or drawn ~= nil,
+                                        simulate_allocator = opts.json and (opts.timeline or drawn ~= nil) })
   local ctx = job.context(j, result)
   if drawn then
     draw(ctx, opts)

@@ -1,0 +1,372 @@
+/* allocator.c — PyTorch's CUDA caching allocator, default configuration (one
+ * stream, no expandable_segments, no max_split_size_mb, no
+ * roundup_power2_divisions), simulated block by block. The rules are those of
+ * c10/cuda/CUDACachingAllocator.cpp, each cited at the function that follows
+ * it; segments are never returned (empty_cache is not called in a step, and
+ * the simulation never runs out of device memory). */
+#include "allocator.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+void vp_allocator_init(vp_allocator *a) { memset(a, 0, sizeof *a); }
+
+void vp_allocator_free(vp_allocator *a) {
+    free(a->blocks);
+    free(a->spare);
+    free(a->pool[0]);
+    free(a->pool[1]);
+    memset(a, 0, sizeof *a);
+}
+
+static uint64_t round_up(uint64_t x, uint64_t m) { return (x + m - 1) / m * m; }
+
+/* round_size: below kMinBlockSize a request takes 512 bytes, else it is
+ * rounded up to a multiple of 512. */
+uint64_t vp_allocator_round(uint64_t bytes) {
+    return bytes < VP_ALLOC_MIN_BLOCK ? VP_ALLOC_MIN_BLOCK : round_up(bytes, VP_ALLOC_MIN_BLOCK);
+}
+
+/* get_allocation_size: up to kSmallSize a 2 MiB segment (kSmallBuffer), below
+ * kMinLargeAlloc a 20 MiB one (kLargeBuffer), else the request rounded up to
+ * kRoundLarge. */
+uint64_t vp_allocator_segment_size(uint64_t rounded) {
+    if (rounded <= VP_ALLOC_SMALL_SIZE) return VP_ALLOC_SMALL_BUFFER;
+    if (rounded < VP_ALLOC_MIN_LARGE_ALLOC) return VP_ALLOC_LARGE_BUFFER;
+    return round_up(rounded, VP_ALLOC_ROUND_LARGE);
+}
+
+/* should_split: a small-pool block is split when at least kMinBlockSize
+ * would remain, a large-pool one when more than kSmallSize would. */
+bool vp_allocator_should_split(uint64_t block, uint64_t rounded, bool small) {
+    uint64_t remaining = block - rounded;
+    return small ? remaining >= VP_ALLOC_MIN_BLOCK : remaining > VP_ALLOC_SMALL_SIZE;
+}
+
+static int32_t new_block(vp_allocator *a) {
+    if (a->n_spare) return a->spare[--a->n_spare];
+    if (a->n_blocks == a->cap_blocks) {
+        uint32_t cap = a->cap_blocks ? a->cap_blocks * 2 : 256;
+        if (cap > (uint32_t)INT32_MAX) return -1;
+        vp_alloc_block *grown = realloc(a->blocks, (size_t)cap * sizeof *grown);
+        if (!grown) return -1;
+        a->blocks = grown;
+        a->cap_blocks = cap;
+    }
+    return (int32_t)a->n_blocks++;
+}
+
+static bool retire_block(vp_allocator *a, int32_t b) {
+    a->blocks[b].used = false;
+    if (a->n_spare == a->cap_spare) {
+        uint32_t cap = a->cap_spare ? a->cap_spare * 2 : 64;
+        int32_t *grown = realloc(a->spare, (size_t)cap * sizeof *grown);
+        if (!grown) return false; /* the slot is lost, not the result */
+        a->spare = grown;
+        a->cap_spare = cap;
+    }
+    a->spare[a->n_spare++] = b;
+    return true;
+}
+
+/* BlockComparatorSize orders a pool by (stream, size, address): the first
+ * block not smaller than the request is the smallest that fits, the lowest
+ * address among equals. */
+static bool before(const vp_alloc_block *x, const vp_alloc_block *y) {
+    if (x->size != y->size) return x->size < y->size;
+    if (x->segment != y->segment) return x->segment < y->segment;
+    return x->offset < y->offset;
+}
+
+/* The position of the first free block of the pool not before `key` (size,
+ * segment, offset): a binary search of the pool's ordered list. */
+static uint32_t lower_bound(const vp_allocator *a, bool small, const vp_alloc_block *key) {
+    uint32_t lo = 0, hi = a->n_pool[small];
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (before(&a->blocks[a->pool[small][mid]], key)) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo;
+}
+
+static bool pool_insert(vp_allocator *a, int32_t b) {
+    bool small = a->blocks[b].small;
+    if (a->n_pool[small] == a->cap_pool[small]) {
+        uint32_t cap = a->cap_pool[small] ? a->cap_pool[small] * 2 : 64;
+        int32_t *grown = realloc(a->pool[small], (size_t)cap * sizeof *grown);
+        if (!grown) return false;
+        a->pool[small] = grown;
+        a->cap_pool[small] = cap;
+    }
+    uint32_t at = lower_bound(a, small, &a->blocks[b]);
+    int32_t *list = a->pool[small];
+    memmove(&list[at + 1], &list[at], (size_t)(a->n_pool[small] - at) * sizeof *list);
+    list[at] = b;
+    a->n_pool[small]++;
+    return true;
+}
+
+static void pool_remove(vp_allocator *a, int32_t b) {
+    bool small = a->blocks[b].small;
+    uint32_t at = lower_bound(a, small, &a->blocks[b]);
+    int32_t *list = a->pool[small];
+    if (at >= a->n_pool[small] || list[at] != b) { /* not in the pool: a bug, flagged */
+        a->failed = true;
+        return;
+    }
+    memmove(&list[at], &list[at + 1], (size_t)(a->n_pool[small] - at - 1) * sizeof *list);
+    a->n_pool[small]--;
+}
+
+/* get_free_block: the best fit in the request's pool (kSmallSize and below:
+ * the small pool), the first block of the ordered pool not smaller than the
+ * request. */
+static int32_t best_fit(const vp_allocator *a, uint64_t rounded, bool small) {
+    vp_alloc_block key = {.size = rounded};
+    uint32_t at = lower_bound(a, small, &key);
+    return at < a->n_pool[small] ? a->pool[small][at] : -1;
+}
+
+int32_t vp_allocator_malloc(vp_allocator *a, uint64_t bytes) {
+    uint64_t rounded = vp_allocator_round(bytes);
+    bool small = rounded <= VP_ALLOC_SMALL_SIZE;
+    int32_t b = best_fit(a, rounded, small);
+    if (b >= 0) pool_remove(a, b);
+    else { /* alloc_block: a new segment from cudaMalloc */
+        b = new_block(a);
+        if (b < 0) {
+            a->failed = true;
+            return -1;
+        }
+        uint64_t size = vp_allocator_segment_size(rounded);
+        a->blocks[b] = (vp_alloc_block){size, ++a->segments, 0, -1, -1, small, true, true};
+        a->reserved += size;
+        if (a->reserved > a->peak_reserved) a->peak_reserved = a->reserved;
+    }
+    if (vp_allocator_should_split(a->blocks[b].size, rounded, small)) {
+        /* the request takes the block's start; the rest stays free after it */
+        int32_t rest = new_block(a);
+        if (rest < 0) {
+            a->failed = true;
+            return -1;
+        }
+        vp_alloc_block *block = &a->blocks[b];
+        a->blocks[rest] = (vp_alloc_block){block->size - rounded, block->segment, block->offset + rounded, b,
+                                           block->next, small, true, true};
+        if (block->next >= 0) a->blocks[block->next].prev = rest;
+        block->next = rest;
+        block->size = rounded;
+        if (!pool_insert(a, rest)) {
+            a->failed = true;
+            return -1;
+        }
+    }
+    a->blocks[b].free = false;
+    a->allocated += a->blocks[b].size;
+    if (a->allocated > a->peak_allocated) a->peak_allocated = a->allocated;
+    return b;
+}
+
+/* try_merge_blocks: a freed block absorbs a free neighbour of its segment. */
+static int32_t merge(vp_allocator *a, int32_t into, int32_t gone) {
+    pool_remove(a, gone);
+    vp_alloc_block *x = &a->blocks[into], *y = &a->blocks[gone];
+    if (y->offset < x->offset) x->offset = y->offset; /* absorbing the one before */
+    x->size += y->size;
+    if (y->next == into) { /* gone precedes into */
+        x->prev = y->prev;
+        if (y->prev >= 0) a->blocks[y->prev].next = into;
+    } else {
+        x->next = y->next;
+        if (y->next >= 0) a->blocks[y->next].prev = into;
+    }
+    retire_block(a, gone);
+    return into;
+}
+
+/* free_block: the block goes back to its pool, merged with free neighbours. */
+void vp_allocator_release(vp_allocator *a, int32_t b) {
+    if (b < 0 || (uint32_t)b >= a->n_blocks || !a->blocks[b].used || a->blocks[b].free) {
+        a->failed = true;
+        return;
+    }
+    a->blocks[b].free = true;
+    a->allocated -= a->blocks[b].size;
+    int32_t prev = a->blocks[b].prev, next = a->blocks[b].next;
+    if (prev >= 0 && a->blocks[prev].free) merge(a, b, prev);
+    if (next >= 0 && a->blocks[next].free) merge(a, b, next);
+    if (!pool_insert(a, b)) a->failed = true;
+}
+
+/* ---- the replay of a step's events ---- */
+
+/* A block the replay holds for a tensor or an unnamed allocation. */
+typedef struct {
+    uint32_t tensor;  /* 0: unnamed (kept in the `unnamed` list) */
+    const char *op;
+    uint64_t size;
+    int32_t block;    /* -1: not live */
+    bool from_step;   /* made by a step, not by setup */
+    bool carried;     /* made by an earlier step and still live when this one began */
+} live_block;
+
+typedef struct {
+    vp_allocator alloc;
+    live_block *named;    /* indexed by tensor (the sim's handles are dense), owned */
+    uint32_t n_named;
+    live_block *unnamed;  /* in allocation order, owned */
+    uint32_t n_unnamed, cap_unnamed;
+    unsigned by_size;
+    bool repeat;          /* replaying a step after the first */
+    uint32_t n_carried;   /* unnamed blocks still marked carried */
+    bool bad;
+} replay;
+
+/* A tensor the earlier step left live (a .grad kept between steps, a
+ * bucket) is not made again: the step's allocation of it is skipped. */
+static bool carried_over(replay *r, const vp_event *e) {
+    if (e->tensor) {
+        live_block *l = &r->named[e->tensor];
+        if (l->block < 0 || !l->carried) return false;
+        l->carried = false;
+        return true;
+    }
+    if (!r->n_carried) return false;
+    for (int64_t i = (int64_t)r->n_unnamed - 1; i >= 0; i--) {
+        live_block *l = &r->unnamed[i];
+        if (l->carried && l->size == (uint64_t)e->delta && l->op == e->place.op) {
+            l->carried = false;
+            r->n_carried--;
+            return true;
+        }
+    }
+    return false;
+}
+
+static void replay_alloc(replay *r, const vp_event *e) {
+    if (r->repeat && carried_over(r, e)) return;
+    if (!e->tensor && r->n_unnamed == r->cap_unnamed) {
+        uint32_t cap = r->cap_unnamed ? r->cap_unnamed * 2 : 256;
+        live_block *grown = realloc(r->unnamed, (size_t)cap * sizeof *grown);
+        if (!grown) {
+            r->bad = true;
+            return;
+        }
+        r->unnamed = grown;
+        r->cap_unnamed = cap;
+    }
+    if (e->tensor && r->named[e->tensor].block >= 0) { /* made twice without a free: not a log to replay */
+        r->bad = true;
+        return;
+    }
+    int32_t b = vp_allocator_malloc(&r->alloc, (uint64_t)e->delta);
+    if (b < 0) {
+        r->bad = true;
+        return;
+    }
+    live_block l = {e->tensor, e->place.op, (uint64_t)e->delta, b, e->place.phase != VP_PHASE_SETUP, false};
+    if (e->tensor) r->named[e->tensor] = l;
+    else r->unnamed[r->n_unnamed++] = l;
+}
+
+/* The live block an unnamed free releases: the latest unnamed one of the
+ * same op and size, else of the same size (tools/allocator_replay.py's
+ * pairing); failing that a named one of the same size (a tensor freed
+ * outside the autograd simulation, as the KV cache's). */
+static live_block *find_unnamed(replay *r, const vp_event *e, uint64_t size) {
+    for (int64_t i = (int64_t)r->n_unnamed - 1; i >= 0; i--)
+        if (r->unnamed[i].size == size && r->unnamed[i].op == e->place.op) return &r->unnamed[i];
+    for (int64_t i = (int64_t)r->n_unnamed - 1; i >= 0; i--)
+        if (r->unnamed[i].size == size) return &r->unnamed[i];
+    for (int64_t t = (int64_t)r->n_named - 1; t > 0; t--)
+        if (r->named[t].block >= 0 && r->named[t].size == size) return &r->named[t];
+    return NULL;
+}
+
+static void replay_release(replay *r, const vp_event *e) {
+    uint64_t size = (uint64_t)(-e->delta);
+    live_block *l = e->tensor ? &r->named[e->tensor] : find_unnamed(r, e, size);
+    if (!l || l->block < 0 || l->size != size) {
+        r->bad = true;
+        return;
+    }
+    if (!e->tensor) r->by_size++;
+    vp_allocator_release(&r->alloc, l->block);
+    if (l->tensor) {
+        l->block = -1;
+        l->carried = false;
+        return;
+    }
+    if (l->carried) r->n_carried--;
+    uint32_t i = (uint32_t)(l - r->unnamed);
+    memmove(&r->unnamed[i], &r->unnamed[i + 1], (size_t)(r->n_unnamed - 1 - i) * sizeof *r->unnamed);
+    r->n_unnamed--;
+}
+
+/* Which events a pass replays. */
+typedef enum { PASS_RESIDENT, PASS_STATES, PASS_STEP } pass_kind;
+
+static bool is_state(const vp_event *e) {
+    return e->category == VP_CAT_OPTIMIZER || e->category == VP_CAT_MASTER;
+}
+
+static void run(replay *r, const vp_event *events, unsigned from, unsigned to, pass_kind kind) {
+    for (unsigned i = from; i < to && !r->bad; i++) {
+        const vp_event *e = &events[i];
+        bool setup = e->place.phase == VP_PHASE_SETUP;
+        if (kind == PASS_STEP ? setup : (!setup || is_state(e) != (kind == PASS_STATES))) continue;
+        if (e->tensor == VP_EVENT_MOVE || e->delta == 0) continue; /* the storage stays where it is */
+        if (e->delta > 0) replay_alloc(r, e);
+        else replay_release(r, e);
+    }
+}
+
+bool vp_allocator_replay_events(const vp_event *events, unsigned n_events, unsigned max_steps,
+                                vp_allocator_replay *out) {
+    memset(out, 0, sizeof *out);
+    if (max_steps == 0) max_steps = 1;
+    if (max_steps > 4) max_steps = 4;
+    for (unsigned i = 0; i < n_events; i++)
+        if (events[i].repeat > 1 || events[i].category >= VP_CAT_COUNT) return false; /* a folded log */
+    unsigned first_update = n_events;
+    for (unsigned i = 0; i < n_events && first_update == n_events; i++)
+        if (events[i].place.phase == VP_PHASE_OPTIMIZER) first_update = i;
+    uint32_t max_tensor = 0;
+    for (unsigned i = 0; i < n_events; i++)
+        if (events[i].tensor != VP_EVENT_MOVE && events[i].tensor > max_tensor) max_tensor = events[i].tensor;
+    replay r;
+    memset(&r, 0, sizeof r);
+    r.n_named = max_tensor + 1;
+    r.named = malloc((size_t)r.n_named * sizeof *r.named);
+    if (!r.named) return false;
+    for (uint32_t t = 0; t < r.n_named; t++) r.named[t] = (live_block){.tensor = t, .block = -1};
+    vp_allocator_init(&r.alloc);
+    run(&r, events, 0, n_events, PASS_RESIDENT);
+    run(&r, events, 0, first_update, PASS_STEP);
+    run(&r, events, 0, n_events, PASS_STATES);
+    run(&r, events, first_update, n_events, PASS_STEP);
+    out->reserved_after[0] = r.alloc.peak_reserved;
+    out->steps = 1;
+    r.repeat = true;
+    while (!r.bad && out->steps < max_steps) {
+        r.n_carried = 0;
+        for (uint32_t i = 0; i < r.n_unnamed; i++) {
+            r.unnamed[i].carried = r.unnamed[i].from_step;
+            r.n_carried += r.unnamed[i].carried;
+        }
+        for (uint32_t t = 1; t < r.n_named; t++) r.named[t].carried = r.named[t].block >= 0 && r.named[t].from_step;
+        run(&r, events, 0, n_events, PASS_STEP);
+        out->reserved_after[out->steps++] = r.alloc.peak_reserved;
+        if (out->reserved_after[out->steps - 1] == out->reserved_after[out->steps - 2]) break;
+    }
+    bool ok = !r.bad && !r.alloc.failed;
+    out->peak_reserved = r.alloc.peak_reserved;
+    out->peak_allocated = r.alloc.peak_allocated;
+    out->segments = r.alloc.segments;
+    out->paired_by_size = r.by_size;
+    vp_allocator_free(&r.alloc);
+    free(r.named);
+    free(r.unnamed);
+    return ok;
+}

@@ -1,0 +1,80 @@
+/* allocator.h — a simulation of PyTorch's CUDA caching allocator in its
+ * default configuration, replayed over a step's allocation events. */
+#ifndef VP_ALLOCATOR_H
+#define VP_ALLOCATOR_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "ledger.h"
+
+/* The constants of c10/cuda/CUDACachingAllocator.cpp (since PyTorch 2.4
+ * declared in c10/core/CachingAllocator.h / AllocatorConfig.h, same values). */
+#define VP_ALLOC_MIN_BLOCK 512u                 /* kMinBlockSize: every size rounded up to 512 bytes */
+#define VP_ALLOC_SMALL_SIZE (1ull << 20)        /* kSmallSize: the largest small-pool request, 1 MiB */
+#define VP_ALLOC_SMALL_BUFFER (2ull << 20)      /* kSmallBuffer: small-pool segments, 2 MiB */
+#define VP_ALLOC_LARGE_BUFFER (20ull << 20)     /* kLargeBuffer: large-pool segments for requests < 10 MiB */
+#define VP_ALLOC_MIN_LARGE_ALLOC (10ull << 20)  /* kMinLargeAlloc: from here a request gets its own segment */
+#define VP_ALLOC_ROUND_LARGE (2ull << 20)       /* kRoundLarge: ... rounded up to 2 MiB */
+
+typedef struct {
+    uint64_t size;
+    uint64_t segment;    /* the segment's number (1, 2, ...): the order cudaMalloc made them */
+    uint64_t offset;     /* bytes from the segment's start: with `segment`, the block's address */
+    int32_t prev, next;  /* neighbours in the segment (-1: none) */
+    bool small;          /* its pool */
+    bool free;
+    bool used;           /* the slot holds a block (merged-away slots are reused) */
+} vp_alloc_block;
+
+typedef struct {
+    vp_alloc_block *blocks;  /* owned */
+    uint32_t n_blocks, cap_blocks;
+    int32_t *spare;          /* slots of blocks merged away, owned */
+    uint32_t n_spare, cap_spare;
+    int32_t *pool[2];        /* free blocks of the large [0] and small [1] pools, in BlockComparatorSize
+                                order (size, then address), owned */
+    uint32_t n_pool[2], cap_pool[2];
+    uint64_t segments;
+    uint64_t reserved, peak_reserved;   /* memory_reserved, max_memory_reserved */
+    uint64_t allocated, peak_allocated; /* memory_allocated, max_memory_allocated */
+    bool failed;             /* out of host memory, or a free of a block not allocated: figures meaningless */
+} vp_allocator;
+
+void vp_allocator_init(vp_allocator *a);
+void vp_allocator_free(vp_allocator *a);
+
+/* round_size: the bytes a request of `bytes` takes (at least 512, a multiple of 512). */
+uint64_t vp_allocator_round(uint64_t bytes);
+/* get_allocation_size: the segment cudaMalloc'ed for a request that finds no cached block. */
+uint64_t vp_allocator_segment_size(uint64_t rounded);
+/* should_split: whether a free block of `block` bytes serving `rounded` is split. */
+bool vp_allocator_should_split(uint64_t block, uint64_t rounded, bool small);
+
+/* malloc of `bytes`: the block's handle, or -1 (with `failed` set) when out of host memory. */
+int32_t vp_allocator_malloc(vp_allocator *a, uint64_t bytes);
+/* free of a block malloc returned. */
+void vp_allocator_release(vp_allocator *a, int32_t block);
+
+/* Replays a step's event log (vp_ledger with `record`, evaluated without
+ * folding): setup's parameters and buffers, the first step with the
+ * optimizer's states made at its optimizer phase (PyTorch's optimizers make
+ * them lazily), then the step again until the reservation stops growing
+ * (at most `max_steps` steps in all). Frees are paired with their
+ * allocation by the tensor they release where the log names it (every
+ * tensor of the autograd simulation), else with the latest live block of
+ * the same op and size. Returns false when the log cannot be replayed (a
+ * folded segment, a free never allocated, out of memory). */
+typedef struct {
+    uint64_t peak_reserved;       /* after the last step replayed */
+    uint64_t peak_allocated;
+    uint64_t reserved_after[4];   /* the peak reservation after step 1, 2, ... */
+    unsigned steps;
+    uint64_t segments;
+    unsigned paired_by_size;      /* frees paired by op and size (no tensor named) */
+} vp_allocator_replay;
+
+bool vp_allocator_replay_events(const vp_event *events, unsigned n_events, unsigned max_steps,
+                                vp_allocator_replay *out);
+
+#endif

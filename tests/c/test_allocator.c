@@ -1,0 +1,161 @@
+/* test_allocator.c — the caching allocator's rules, each with the constant of
+ * c10/cuda/CUDACachingAllocator.cpp it checks, and the replay of an event log:
+ * pairing by tensor, lazy optimizer states, the steady state. */
+#include <string.h>
+
+#include "allocator.h"
+#include "check.h"
+
+#define KIB 1024ull
+#define MIB (1024ull * 1024ull)
+
+static void test_rounding(void) {
+    /* round_size: kMinBlockSize = 512 */
+    CHECK_EQ_U64(vp_allocator_round(1), 512);
+    CHECK_EQ_U64(vp_allocator_round(512), 512);
+    CHECK_EQ_U64(vp_allocator_round(513), 1024);
+    CHECK_EQ_U64(vp_allocator_round(3 * MIB + 1), 3 * MIB + 512);
+}
+
+static void test_segment_sizes(void) {
+    /* get_allocation_size: kSmallSize = 1 MiB -> kSmallBuffer = 2 MiB;
+     * below kMinLargeAlloc = 10 MiB -> kLargeBuffer = 20 MiB; else kRoundLarge = 2 MiB */
+    CHECK_EQ_U64(vp_allocator_segment_size(512), 2 * MIB);
+    CHECK_EQ_U64(vp_allocator_segment_size(1 * MIB), 2 * MIB);
+    CHECK_EQ_U64(vp_allocator_segment_size(1 * MIB + 512), 20 * MIB);
+    CHECK_EQ_U64(vp_allocator_segment_size(10 * MIB - 512), 20 * MIB);
+    CHECK_EQ_U64(vp_allocator_segment_size(10 * MIB), 10 * MIB);
+    CHECK_EQ_U64(vp_allocator_segment_size(10 * MIB + 512), 12 * MIB);
+}
+
+static void test_split_thresholds(void) {
+    /* should_split: small pool, remaining >= kMinBlockSize; large, remaining > kSmallSize */
+    CHECK(vp_allocator_should_split(2 * MIB, 2 * MIB - 512, true));
+    CHECK(!vp_allocator_should_split(1024, 1024, true));
+    CHECK(vp_allocator_should_split(20 * MIB, 19 * MIB - 512, false));
+    CHECK(!vp_allocator_should_split(20 * MIB, 19 * MIB, false)); /* exactly 1 MiB left: kept whole */
+}
+
+static void test_pools_and_best_fit(void) {
+    vp_allocator a;
+    vp_allocator_init(&a);
+    /* a 1 MiB request is small: one 2 MiB segment, split, the second fits beside */
+    int32_t s1 = vp_allocator_malloc(&a, 1 * MIB);
+    int32_t s2 = vp_allocator_malloc(&a, 1 * MIB);
+    CHECK_EQ_U64(a.reserved, 2 * MIB);
+    CHECK_EQ_U64(a.segments, 1);
+    /* just over: the large pool's 20 MiB segment */
+    int32_t l1 = vp_allocator_malloc(&a, 1 * MIB + 1);
+    CHECK_EQ_U64(a.reserved, 22 * MIB);
+    CHECK_EQ_U64(a.blocks[l1].size, 1 * MIB + 512);
+    /* 18 MiB - 1024 remain in that segment: a 17 MiB request takes it, splits (>1 MiB left) */
+    int32_t l2 = vp_allocator_malloc(&a, 17 * MIB);
+    CHECK_EQ_U64(a.reserved, 22 * MIB);
+    CHECK_EQ_U64(a.blocks[l2].segment, a.blocks[l1].segment);
+    /* what is left (1 MiB - 512) is not offered to a small request: pools are separate */
+    int32_t s3 = vp_allocator_malloc(&a, 4 * KIB);
+    CHECK_EQ_U64(a.reserved, 24 * MIB);
+    /* a large request of its own segment, rounded to 2 MiB */
+    int32_t big = vp_allocator_malloc(&a, 11 * MIB);
+    CHECK_EQ_U64(a.reserved, 36 * MIB);
+    CHECK_EQ_U64(a.blocks[big].size, 12 * MIB); /* not split: exactly 1 MiB left */
+    /* best fit: free the 17 MiB and the 12 MiB blocks; an 11 MiB request takes the 12 MiB one */
+    vp_allocator_release(&a, l2);
+    vp_allocator_release(&a, big);
+    int32_t again = vp_allocator_malloc(&a, 11 * MIB);
+    CHECK_EQ_U64(a.blocks[again].segment, a.blocks[big].segment);
+    CHECK_EQ_U64(a.reserved, 36 * MIB); /* segments are kept, nothing new */
+    CHECK_EQ_U64(a.peak_reserved, 36 * MIB);
+    (void)s1, (void)s2, (void)s3;
+    CHECK(!a.failed);
+    vp_allocator_free(&a);
+}
+
+static void test_merge(void) {
+    vp_allocator a;
+    vp_allocator_init(&a);
+    int32_t x = vp_allocator_malloc(&a, 4 * MIB);
+    int32_t y = vp_allocator_malloc(&a, 4 * MIB);
+    int32_t z = vp_allocator_malloc(&a, 4 * MIB);
+    CHECK_EQ_U64(a.segments, 1); /* three 4 MiB blocks in one 20 MiB segment */
+    vp_allocator_release(&a, x);
+    vp_allocator_release(&a, z); /* merges with the 8 MiB tail */
+    CHECK_EQ_U64(a.blocks[z].size, 12 * MIB);
+    vp_allocator_release(&a, y); /* merges with both: the segment whole again */
+    CHECK_EQ_U64(a.blocks[y].size, 20 * MIB);
+    CHECK_EQ_U64(a.blocks[y].offset, 0);
+    /* without the merge a 16 MiB request would need a new segment */
+    vp_allocator_malloc(&a, 16 * MIB);
+    CHECK_EQ_U64(a.reserved, 20 * MIB);
+    CHECK_EQ_U64(a.allocated, 16 * MIB);
+    vp_allocator_release(&a, y);
+    vp_allocator_release(&a, y); /* a double free: flagged, not crashed */
+    CHECK(a.failed);
+    vp_allocator_free(&a);
+}
+
+/* an event log of tagged tensors */
+static vp_event ev(vp_phase phase, vp_category c, int64_t delta, uint32_t tensor, const char *op) {
+    vp_event e;
+    memset(&e, 0, sizeof e);
+    e.place.phase = phase;
+    e.place.layer = -1;
+    e.place.op = op;
+    e.category = c;
+    e.delta = delta;
+    e.raw_delta = delta;
+    e.repeat = 1;
+    e.tensor = tensor;
+    return e;
+}
+
+static void test_replay(void) {
+    /* a 12 MiB weight; forward makes two 6 MiB activations (one 20 MiB
+     * segment), backward frees the first and makes a 12 MiB .grad kept
+     * between steps; the optimizer makes a 12 MiB state at the first step */
+    vp_event events[] = {
+        ev(VP_PHASE_SETUP, VP_CAT_PARAMS, 12 * MIB, 1, "w"),
+        ev(VP_PHASE_SETUP, VP_CAT_OPTIMIZER, 12 * MIB, 0, "exp_avg"),
+        ev(VP_PHASE_FORWARD, VP_CAT_ACTIVATIONS, 6 * MIB, 2, "a"),
+        ev(VP_PHASE_FORWARD, VP_CAT_ACTIVATIONS, 6 * MIB, 3, "b"),
+        ev(VP_PHASE_BACKWARD, VP_CAT_ACTIVATIONS, -6 * (int64_t)MIB, 3, "b"),
+        ev(VP_PHASE_BACKWARD, VP_CAT_GRADS, 12 * MIB, 4, "w.grad"),
+        ev(VP_PHASE_BACKWARD, VP_CAT_ACTIVATIONS, -6 * (int64_t)MIB, 2, "a"),
+        ev(VP_PHASE_OPTIMIZER, VP_CAT_TRANSIENT, 2 * MIB, 0, "tmp"),
+        ev(VP_PHASE_OPTIMIZER, VP_CAT_TRANSIENT, -2 * (int64_t)MIB, 0, "tmp"),
+    };
+    vp_allocator_replay r;
+    CHECK(vp_allocator_replay_events(events, sizeof events / sizeof *events, 3, &r));
+    /* step 1: w its own 12 MiB segment; a and b share a 20 MiB one; b freed,
+     * the 12 MiB .grad fits in the 14 MiB left there (split: 2 MiB > 1 MiB
+     * remain); a freed; the state finds 6 + 2 MiB free, takes a segment of
+     * its own; tmp takes the 2 MiB rest: 12 + 20 + 12 = 44 MiB */
+    CHECK_EQ_U64(r.reserved_after[0], 44 * MIB);
+    /* step 2: the .grad is kept, not made again; a takes the 6 MiB hole, b
+     * finds nothing: a new 20 MiB segment (fragmentation); step 3 grows no more */
+    CHECK_EQ_U64(r.reserved_after[1], 64 * MIB);
+    CHECK_EQ_U64(r.reserved_after[2], 64 * MIB);
+    CHECK_EQ_U64(r.steps, 3);
+    CHECK_EQ_U64(r.peak_reserved, 64 * MIB);
+    CHECK_EQ_U64(r.peak_allocated, 12 * MIB * 3 + 6 * MIB + 6 * MIB);
+    CHECK_EQ_U64(r.paired_by_size, 3); /* the untagged tmp, once a step */
+    CHECK_EQ_U64(r.segments, 4);
+
+    /* a free of a tensor never allocated: no figure */
+    vp_event bad[] = {ev(VP_PHASE_FORWARD, VP_CAT_ACTIVATIONS, -512, 7, "x")};
+    CHECK(!vp_allocator_replay_events(bad, 1, 3, &r));
+    /* a folded log: no figure */
+    vp_event folded[] = {ev(VP_PHASE_FORWARD, VP_CAT_ACTIVATIONS, 512, 7, "x")};
+    folded[0].repeat = 3;
+    CHECK(!vp_allocator_replay_events(folded, 1, 3, &r));
+}
+
+int main(void) {
+    test_rounding();
+    test_segment_sizes();
+    test_split_thresholds();
+    test_pools_and_best_fit();
+    test_merge();
+    test_replay();
+    return check_summary("allocator");
+}
