@@ -50,29 +50,72 @@ typedef struct {
     size_t limit;      /* refused by the allocator: twice the budget */
     int budget_mib;
     int refused;
+    int spent; /* the soft limit was passed once: it stays spent */
 } capped_alloc;
+
+static capped_alloc *current_cap(lua_State *L) {
+    lua_rawgetp(L, LUA_REGISTRYINDEX, &cap_key);
+    capped_alloc *cap = lua_touserdata(L, -1);
+    lua_pop(L, 1);
+    return cap;
+}
+
+/* Whether the running budgeted call has spent its instructions or memory.
+ * A spent budget stays spent: the hook raises again at every count and
+ * the sandbox's pcall passes the error on, so that a script catching the
+ * error (while true do pcall(f) end) cannot run on. */
+static int budget_spent(lua_State *L) {
+    lua_rawgetp(L, LUA_REGISTRYINDEX, &budget_key);
+    int over = lua_isinteger(L, -1) && lua_tointeger(L, -1) < 0;
+    lua_pop(L, 1);
+    const capped_alloc *cap = current_cap(L);
+    return over || (cap && (cap->spent || cap->refused));
+}
+
+static int raise_spent(lua_State *L) {
+    const capped_alloc *cap = current_cap(L);
+    if (cap && (cap->spent || cap->refused)) {
+        lua_pushfstring(L, "script exceeded its memory budget (%d MiB)", cap->budget_mib);
+        return script_error(L, lua_tostring(L, -1));
+    }
+    return script_error(L, "script exceeded its instruction budget (does it loop forever?)");
+}
 
 static void count_hook(lua_State *L, lua_Debug *ar) {
     (void)ar;
     lua_rawgetp(L, LUA_REGISTRYINDEX, &budget_key);
     lua_Integer left = lua_tointeger(L, -1) - HOOK_EVERY;
     lua_pop(L, 1);
+    if (left < 0) left = -1; /* spent, and no wrap-around however long a script catches it */
     lua_pushinteger(L, left);
     lua_rawsetp(L, LUA_REGISTRYINDEX, &budget_key);
-    if (left < 0) {
-        lua_sethook(L, NULL, 0, 0);
-        script_error(L, "script exceeded its instruction budget (does it loop forever?)");
-    }
-    lua_rawgetp(L, LUA_REGISTRYINDEX, &cap_key);
-    const capped_alloc *cap = lua_touserdata(L, -1);
-    lua_pop(L, 1);
-    if (cap && cap->used > cap->soft_limit) {
-        lua_sethook(L, NULL, 0, 0);
-        lua_pushfstring(L, "script exceeded its memory budget (%d MiB)", cap->budget_mib);
-        script_error(L, lua_tostring(L, -1));
-    }
+    capped_alloc *cap = current_cap(L);
+    if (cap && cap->used > cap->soft_limit) cap->spent = 1;
+    if (budget_spent(L)) raise_spent(L);
 }
 
+/* The sandbox's pcall(f, ...) and xpcall(f, handler, ...): the standard
+ * ones, except that an error of a spent budget is passed on, not caught. */
+static int l_script_pcall(lua_State *L) {
+    luaL_checkany(L, 1);
+    int status = lua_pcall(L, lua_gettop(L) - 1, LUA_MULTRET, 0);
+    if (status != LUA_OK && budget_spent(L)) return raise_spent(L);
+    lua_pushboolean(L, status == LUA_OK);
+    lua_insert(L, 1);                                             /* ok results... | false error */
+    return lua_gettop(L);
+}
+
+static int l_script_xpcall(lua_State *L) {
+    luaL_checktype(L, 2, LUA_TFUNCTION);
+    lua_pushvalue(L, 1);
+    lua_copy(L, 2, 1);
+    lua_replace(L, 2);                                            /* handler f args... */
+    int status = lua_pcall(L, lua_gettop(L) - 2, LUA_MULTRET, 1);
+    if (status != LUA_OK && budget_spent(L)) return raise_spent(L);
+    lua_pushboolean(L, status == LUA_OK);
+    lua_replace(L, 1);                                            /* ok results... | false error */
+    return lua_gettop(L);
+}
 
 static void *capped(void *ud, void *ptr, size_t osize, size_t nsize) {
     capped_alloc *c = ud;
@@ -152,6 +195,7 @@ static int budgeted_call(lua_State *L, int nargs, lua_Integer instructions, lua_
     cap.limit = cap.used + 2 * (size_t)memory;
     cap.budget_mib = (int)(memory >> 20);
     cap.refused = 0;
+    cap.spent = 0;
     lua_rawgetp(L, LUA_REGISTRYINDEX, &cap_key);
     void *saved_cap = lua_touserdata(L, -1);
     lua_pop(L, 1);
@@ -173,7 +217,7 @@ static int budgeted_call(lua_State *L, int nargs, lua_Integer instructions, lua_
     else lua_pushnil(L);
     lua_rawsetp(L, LUA_REGISTRYINDEX, &budget_key);
     if (status != LUA_OK) {
-        if (cap.refused && status == LUA_ERRMEM)
+        if (cap.refused)
             lua_pushfstring(L, "%s: script exceeded its memory budget (%d MiB)", what, (int)(memory >> 20));
         return lua_error(L);
     }
@@ -210,6 +254,8 @@ static int l_call_budgeted(lua_State *L) {
 static const luaL_Reg functions[] = {
     {"run_script", l_run_script},
     {"call_budgeted", l_call_budgeted},
+    {"script_pcall", l_script_pcall},
+    {"script_xpcall", l_script_xpcall},
     {NULL, NULL},
 };
 
