@@ -52,7 +52,7 @@ FUZZ_EXE   := build/fuzz/fuzz_import
 FUZZ_RUNS  ?= 10000000
 FUZZ_TIME  ?= 86400
 FUZZ_SHORT ?= 60
-FUZZ_OPTS  := -dict=tests/fuzz/import.dict -timeout=10 -rss_limit_mb=4096 -detect_leaks=1 -print_final_stats=1 \
+FUZZ_OPTS  := -dict=tests/fuzz/import.dict -timeout=25 -rss_limit_mb=4096 -detect_leaks=1 -print_final_stats=1 \
               -artifact_prefix=build/fuzz/artifacts/
 FUZZ_ENV   := ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 
