@@ -61,7 +61,8 @@ build/fuzz/%.o: engine/%.c | build/fuzz
 $(FUZZ_EXE): tests/fuzz/fuzz_import.c $(FUZZ_OBJ) | build/fuzz
 	$(FUZZ_CC) $(ALL_CFLAGS) $(FUZZ_SAN) -fsanitize=fuzzer -O1 -g -DVRAMPLAN_TREE='"$(CURDIR)"' -o $@ $< $(FUZZ_OBJ) \
 	    $(LUA_LIBS) -lm
-build/fuzz/seeds: tests/fuzz/seeds.sh $(wildcard tests/fixtures/*.json models/*.lua models/arch/*.lua scripts/recipes/*.lua)
+build/fuzz/seeds: tests/fuzz/seeds.sh $(wildcard tests/fixtures/*.json models/*.lua models/arch/*.lua scripts/recipes/*.lua) \
+                  $(shell find tests/fixtures/configs -name '*.json' -o -name '*.y*ml')
 	rm -rf $@ && sh tests/fuzz/seeds.sh $@
 
 # On demand: ten million inputs (or FUZZ_TIME seconds), the corpus kept in
