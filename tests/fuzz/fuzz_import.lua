@@ -98,5 +98,8 @@ local modes = {
 
 return function(selector, text)
   local ok, err = pcall(modes[selector % 6], text)
-  if debug_out then debug_out:write(string.format("mode %d: %s\n", selector % 6, ok and "ok" or tostring(err))) end
+  if debug_out then
+    debug_out:write(string.format("mode %d (Lua heap %.0f KiB): %s\n", selector % 6, collectgarbage("count"),
+      ok and "ok" or tostring(err)))
+  end
 end
