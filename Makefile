@@ -22,7 +22,7 @@ PIC_OBJ     := $(CORE:%=build/pic/%.o) $(BINDING:%=build/pic/%.o)
 SAN_OBJ     := $(CORE:%=build/san/%.o)
 C_TESTS     := $(patsubst tests/c/%.c,build/tests/%,$(wildcard tests/c/test_*.c))
 
-.PHONY: all run test test-c test-lua test-torch install clean bench docs docs-png
+.PHONY: all run test test-c test-lua test-torch install clean bench docs docs-png fuzz fuzz-short
 all: build/vramplan build/vramplan.so
 
 build/obj/%.o: engine/%.c | build/obj
@@ -44,7 +44,44 @@ build/tests/%: tests/c/%.c tests/c/check.h $(SAN_OBJ) | build/tests
 # the sanitizer objects are shared by every C test: keep them between runs
 .SECONDARY: $(SAN_OBJ)
 
-build build/obj build/pic build/san build/tests:
+# ---- the fuzz target (docs/fuzzing.md): libFuzzer through clang, under
+# AddressSanitizer (with LeakSanitizer) and UndefinedBehaviorSanitizer, its
+# objects in build/fuzz/ apart from the other builds ----
+FUZZ_CC    := clang
+FUZZ_SAN   := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
+FUZZ_OBJ   := $(CORE:%=build/fuzz/%.o) $(BINDING:%=build/fuzz/%.o)
+FUZZ_EXE   := build/fuzz/fuzz_import
+FUZZ_RUNS  ?= 10000000
+FUZZ_TIME  ?= 86400
+FUZZ_SHORT ?= 60
+FUZZ_OPTS  := -dict=tests/fuzz/import.dict -timeout=25 -rss_limit_mb=4096 -detect_leaks=1 -print_final_stats=1 \
+              -artifact_prefix=build/fuzz/artifacts/
+FUZZ_ENV   := ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+
+build/fuzz/%.o: engine/%.c | build/fuzz
+	$(FUZZ_CC) $(ALL_CFLAGS) $(FUZZ_SAN) -fsanitize=fuzzer-no-link -O1 -g -c $< -o $@
+$(FUZZ_EXE): tests/fuzz/fuzz_import.c $(FUZZ_OBJ) | build/fuzz
+	$(FUZZ_CC) $(ALL_CFLAGS) $(FUZZ_SAN) -fsanitize=fuzzer -O1 -g -DVRAMPLAN_TREE='"$(CURDIR)"' -o $@ $< $(FUZZ_OBJ) \
+	    $(LUA_LIBS) -lm
+build/fuzz/seeds: tests/fuzz/seeds.sh $(wildcard tests/fixtures/*.json models/*.lua models/arch/*.lua scripts/recipes/*.lua) \
+                  $(shell find tests/fixtures/configs -name '*.json' -o -name '*.y*ml')
+	rm -rf $@ && sh tests/fuzz/seeds.sh $@
+
+# On demand: ten million inputs (or FUZZ_TIME seconds), the corpus kept in
+# build/fuzz/corpus between runs; a finding is written to build/fuzz/artifacts/.
+fuzz: $(FUZZ_EXE) build/fuzz/seeds
+	mkdir -p build/fuzz/corpus build/fuzz/artifacts
+	$(FUZZ_ENV) $(FUZZ_EXE) $(FUZZ_OPTS) -runs=$(FUZZ_RUNS) -max_total_time=$(FUZZ_TIME) build/fuzz/corpus build/fuzz/seeds
+
+# In `make test`: the regressions (inputs that once failed), then a minute
+# of fuzzing from the seeds alone.
+fuzz-short: $(FUZZ_EXE) build/fuzz/seeds
+	mkdir -p build/fuzz/short build/fuzz/artifacts
+	$(FUZZ_ENV) $(FUZZ_EXE) $(FUZZ_OPTS) tests/fuzz/regressions/*
+	rm -rf build/fuzz/short/*
+	$(FUZZ_ENV) $(FUZZ_EXE) $(FUZZ_OPTS) -max_total_time=$(FUZZ_SHORT) build/fuzz/short build/fuzz/seeds
+
+build build/obj build/pic build/san build/tests build/fuzz:
 	mkdir -p $@
 
 # ---- the two commands of the README ----
@@ -58,7 +95,7 @@ run:
 test:
 	@sh scripts/install-deps.sh test
 	@$(MAKE) --no-print-directory all build/libmemcount.so
-	@$(MAKE) --no-print-directory test-c test-lua test-torch
+	@$(MAKE) --no-print-directory test-c test-lua test-torch fuzz-short
 
 # no dependency circle among engine/'s objects of more than four files
 # (issue 20): ops reach the step only through its services (op_context.h)
@@ -101,4 +138,4 @@ install: all
 clean:
 	rm -rf build
 
--include $(wildcard build/obj/*.d build/pic/*.d build/san/*.d build/tests/*.d)
+-include $(wildcard build/obj/*.d build/pic/*.d build/san/*.d build/tests/*.d build/fuzz/*.d)

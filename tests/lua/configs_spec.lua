@@ -218,6 +218,16 @@ describe("axolotl and LLaMA-Factory YAML as recipes", function()
     assert.truthy(err:find(path .. ":3: cannot find the DeepSpeed config no-such-file.json", 1, true), err)
   end)
 
+  it("reads aliases once each: ten levels of nine (a billion laughs) are not copied 9^10 times", function()
+    -- found while writing the fuzz target (tests/fuzz/regressions/)
+    local lines = { "base_model: gpt2", "micro_batch_size: 2", "sequence_len: 128", "a0: &a0 [x, x, x, x, x, x, x, x, x]" }
+    for i = 1, 9 do
+      lines[#lines + 1] = string.format("a%d: &a%d [%s]", i, i, string.rep("*a" .. (i - 1), 9, ", "))
+    end
+    local path = helper.write(table.concat(lines, "\n") .. "\n", ".yaml")
+    assert_keys(estimate("--recipe", path), { micro_batch = 2, seq_len = 128 })
+  end)
+
   it("takes the model from MODEL or --model when the id is unknown, and says so when neither is given", function()
     local path = helper.write("base_model: someone/unknown-model\nadapter: lora\nsequence_len: 128\n", ".yaml")
     local err = helper.fails("--recipe", path)

@@ -64,6 +64,38 @@ describe("bad model scripts", function()
     assert.truthy(fails(p):find(base_name(p) .. ":1:", 1, true))
   end)
 
+  it("stops a script that catches its budget's error and goes on", function()
+    -- found while writing the fuzz target (tests/fuzz/regressions/): the
+    -- hook used to remove itself when it raised, so a pcall that caught
+    -- the error left the script running without a budget
+    local p = model("while true do\n  pcall(function() while true do end end)\nend\n")
+    assert.truthy(fails(p):find(base_name(p) .. ":2: script exceeded its instruction budget", 1, true))
+    p = model("while true do\n  xpcall(function() while true do end end, function(e) return e end)\nend\n")
+    assert.truthy(fails(p):find(base_name(p) .. ":2: script exceeded its instruction budget", 1, true))
+    p = model("local t = {}\nwhile true do pcall(function() t[#t + 1] = string.rep('x', 1e6) end) end\n")
+    assert.truthy(fails(p):find(base_name(p) .. ":2: script exceeded its memory budget", 1, true))
+    -- an ordinary error is still caught
+    p = model("local ok, e = pcall(error, 'boom')\nassert(not ok and e:find('boom'))\n" ..
+      "return llama { hidden = 64, layers = 2, heads = 4, intermediate = 128, vocab = 100 }\n")
+    local _, err, code = helper.run("estimate", p)
+    assert.equal(0, code, err)
+  end)
+
+  it("refuses a pattern whose matching could run for hours", function()
+    -- the matcher backtracks inside one C call, where the instruction
+    -- hook never runs: method calls and string.* are both bounded
+    local p = model("local s = string.rep('a', 40)\nreturn s:find(string.rep('a*', 20) .. 'b')\n")
+    assert.truthy(fails(p):find(base_name(p) .. ":2: pattern too costly to match: 20 repetitions over 40 bytes", 1, true))
+    p = model("local s = string.rep('a', 4e4)\nreturn string.gsub(s, 'a-b', '')\n")
+    assert.truthy(fails(p):find(base_name(p) .. ":2: pattern too costly to match", 1, true))
+    -- plain searches and short subjects are not
+    p = model("local s = string.rep('a*', 4e4)\nassert(s:find('a*a*b', 1, true) == nil)\n" ..
+      "local name = ('llama-x'):gsub('[%w]+%-(%w*)', '%1')\n" ..
+      "return llama { name = name, hidden = 64, layers = 2, heads = 4, intermediate = 128, vocab = 100 }\n")
+    local _, err, code = helper.run("estimate", p)
+    assert.equal(0, code, err)
+  end)
+
   it("runs scripts sandboxed", function()
     local marker = os.tmpname()
     os.remove(marker)

@@ -12,17 +12,20 @@ local function copy(t)
 end
 
 local safe_globals = {
-  "assert", "error", "ipairs", "next", "pairs", "pcall", "select", "tonumber", "tostring",
-  "type", "rawequal", "rawlen", "rawget", "rawset", "xpcall",
+  "assert", "error", "ipairs", "next", "pairs", "select", "tonumber", "tostring",
+  "type", "rawequal", "rawlen", "rawget", "rawset",
 }
 
--- A fresh environment holding the safe globals, copies of math, string,
--- table and utf8 (string.dump removed), and `names`.
+-- A fresh environment holding the safe globals, copies of math, string
+-- (its matching functions bounded, string.dump removed), table and utf8,
+-- and `names`.
 function sandbox.env(names)
   local env = {}
   for _, name in ipairs(safe_globals) do env[name] = _G[name] end
+  -- pcall and xpcall that cannot catch the error of a spent budget
+  env.pcall, env.xpcall = vramplan.script_pcall, vramplan.script_xpcall
   env.math = copy(math)
-  env.string = copy(string)
+  env.string = copy(vramplan.script_string()) -- find, match, gmatch, gsub bounded
   env.string.dump = nil
   env.table = copy(table)
   env.utf8 = copy(utf8)

@@ -25,11 +25,16 @@ local function problem(text)
 end
 
 -- lyaml's null (an empty value such as `lora_model_dir:`) as nil, throughout.
-local function strip_nulls(v, null)
+-- An alias (*name) is the anchored table itself, shared: each table is
+-- copied once (`copies`), or ten levels of nine aliases each (a "billion
+-- laughs") would be copied 9^10 times.
+local function strip_nulls(v, null, copies)
   if type(v) ~= "table" then return v end
   if v == null then return nil end
+  if copies[v] then return copies[v] end
   local out = {}
-  for k, x in pairs(v) do out[k] = strip_nulls(x, null) end
+  copies[v] = out
+  for k, x in pairs(v) do out[k] = strip_nulls(x, null, copies) end
   return out
 end
 
@@ -40,7 +45,7 @@ function yaml.decode(text, path)
   local lyaml = require("lyaml")
   local ok, value = pcall(lyaml.load, text)
   if not ok then error(string.format("%s:%s", path, tostring(value)), 0) end
-  value = strip_nulls(value, lyaml.null)
+  value = strip_nulls(value, lyaml.null, {})
   if type(value) ~= "table" or (value[1] ~= nil) then
     error(string.format("%s:1:1: a training config is a YAML mapping of keys", path), 0)
   end
