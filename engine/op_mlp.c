@@ -96,6 +96,21 @@ static unsigned mlp_leaves(const vp_op *op, const vp_ranks *split, vp_leaf_spec 
     return MLP_SLOTS;
 }
 
+/* The tanh approximations' last three ops, consuming `inner` and `half`:
+ * half * (1 + tanh(inner)); tanh keeps its output, the product both of its
+ * operands; the labels name them (mlp.gelu_new.*, mlp.gelu_fast.*). */
+static vp_t tanh_tail(vp_sim *sim, vp_t half, vp_t inner, uint64_t n, const char *tanh_label, const char *add_label,
+                      const char *mul_label) {
+    vp_t t = vp_unary(sim, inner, VP_SAVES_OUTPUT, 0, (vp_dtype)vp_at(sim, inner)->dtype, tanh_label);
+    vp_drop(sim, inner);
+    vp_t one_plus = vp_shift(sim, t, (vp_dtype)vp_at(sim, t)->dtype, n, add_label);
+    vp_drop(sim, t);
+    vp_t y = vp_mul(sim, half, one_plus, n, mul_label);
+    vp_drop(sim, half);
+    vp_drop(sim, one_plus);
+    return y;
+}
+
 /* HF's NewGELUActivation (gelu_new):
  *   0.5 * input * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (input + 0.044715 * torch.pow(input, 3.0))))
  * evaluated left to right: eight elementwise ops. pow keeps its input (in
@@ -114,14 +129,7 @@ static vp_t gelu_new(vp_step *step, vp_t x) {
     vp_drop(sim, scaled_cube);
     vp_t scaled = vp_scale(sim, inner, "mlp.gelu_new.mul");
     vp_drop(sim, inner);
-    vp_t t = vp_unary(sim, scaled, VP_SAVES_OUTPUT, 0, (vp_dtype)vp_at(sim, scaled)->dtype, "mlp.gelu_new.tanh");
-    vp_drop(sim, scaled);
-    vp_t one_plus = vp_shift(sim, t, (vp_dtype)vp_at(sim, t)->dtype, n, "mlp.gelu_new.add");
-    vp_drop(sim, t);
-    vp_t y = vp_mul(sim, half, one_plus, n, "mlp.gelu_new.mul");
-    vp_drop(sim, half);
-    vp_drop(sim, one_plus);
-    return y;
+    return tanh_tail(sim, half, scaled, n, "mlp.gelu_new.tanh", "mlp.gelu_new.add", "mlp.gelu_new.mul");
 }
 
 /* HF's FastGELUActivation (gelu_fast, GPT-NeoX-20B's config):
@@ -145,14 +153,7 @@ static vp_t gelu_fast(vp_step *step, vp_t x) {
     vp_t inner = vp_mul(sim, scaled, one_plus_square, n, "mlp.gelu_fast.mul");
     vp_drop(sim, scaled);
     vp_drop(sim, one_plus_square);
-    vp_t t = vp_unary(sim, inner, VP_SAVES_OUTPUT, 0, dt, "mlp.gelu_fast.tanh");
-    vp_drop(sim, inner);
-    vp_t one_plus = vp_shift(sim, t, dt, n, "mlp.gelu_fast.add");
-    vp_drop(sim, t);
-    vp_t y = vp_mul(sim, half, one_plus, n, "mlp.gelu_fast.mul");
-    vp_drop(sim, half);
-    vp_drop(sim, one_plus);
-    return y;
+    return tanh_tail(sim, half, inner, n, "mlp.gelu_fast.tanh", "mlp.gelu_fast.add", "mlp.gelu_fast.mul");
 }
 
 /* HF's QuickGELUActivation (quick_gelu, CLIP's): input * torch.sigmoid(1.702
