@@ -211,8 +211,6 @@ function advise.advise(j, options)
     local fix = { changes = changes, note = table.concat(notes, "; "), changes_training = false, size = #parts }
     if evaluate(j, base, fix) and fix.fits then combos[#combos + 1] = fix end
   end
-  local fitting_single = {}
-  for _, f in ipairs(helpful) do if f.fits then fitting_single[key_of(f.changes)] = true end end
   for a = 1, #helpful do
     for b = a + 1, #helpful do
       if not helpful[a].fits and not helpful[b].fits then try_combo({ helpful[a], helpful[b] }) end

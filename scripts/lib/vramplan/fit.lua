@@ -13,7 +13,6 @@
 -- micro-batch can need *less* memory once it leaves fewer micro-batches in
 -- flight. The searches therefore split the values into runs over which
 -- that class is constant (`segments`) and bisect within each run.
-local vramplan = require("vramplan")
 local job = require("vramplan.job")
 
 local fit = {}
@@ -139,12 +138,7 @@ local function prober(j, base)
   return self
 end
 
--- The job's recipe with the engine's defaults filled in (its keys checked
--- one by one: the combination may be what the search is to repair, as
--- micro_batch 1 under sequence parallelism over an odd seq_len).
-local function resolved(j)
-  return vramplan.check_recipe(job.keys_with(j), true)
-end
+local resolved = job.resolved_recipe
 
 -- The micro-batches of one optimizer step when `global_batch` is kept:
 -- ceil(global / (micro_batch x dp)), and whether it divides evenly.

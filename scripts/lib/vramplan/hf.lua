@@ -37,17 +37,13 @@ local function extend(base, extra)
   return { family = base.family, keys = keys, defaults = extra.defaults, check = extra.check, derive = extra.derive }
 end
 
--- MistralForCausalLM: LLaMA's modules; MistralModel builds the eager mask
--- its own way and narrows it to sliding_window (null in v0.2 and later).
+-- model_type mistral: its preset (vramplan.presets) and the config keys it adds.
 mappings.mistral = extend(mappings.llama, {
   keys = { sliding_window = "sliding_window" },
   defaults = presets.values("mistral"),
 })
 
--- GemmaForCausalLM (Gemma 1, CodeGemma) of transformers 4.49-4.52:
--- GemmaRMSNorm, the embeddings scaled by sqrt(hidden_size), GeLU-gated MLP,
--- head_dim 256, tied head. hidden_activation (older configs) names the
--- same one-kernel GeLU as hidden_act.
+-- model_type gemma: its preset (vramplan.presets) and the config keys it adds.
 mappings.gemma = extend(mappings.llama, {
   keys = { hidden_activation = "activation" },
   defaults = presets.values("gemma"),
@@ -76,14 +72,10 @@ mappings.gemma2 = extend(mappings.llama, {
 })
 mappings.gemma2.keys.hidden_act = nil -- Gemma2MLP reads hidden_activation (gemma3_text's keys extend these)
 
--- Gemma3ForCausalLM (Gemma 3's text model, model_type gemma3_text) of
--- transformers 4.50-4.52: Gemma 2's layers with one global layer in every
--- sliding_window_pattern (6), a Gemma3RMSNorm over each query and key
--- head, a second pair of rotary tables for the sliding layers
--- (rope_local_base_freq), the embedding module scaling its own rows, and
--- no soft caps unless the config sets them. rope_scaling only changes the
--- tables' values. The multimodal Gemma3ForConditionalGeneration (model_type
--- gemma3, with a vision tower) is not modelled.
+-- model_type gemma3_text: its preset (vramplan.presets) and the config keys it
+-- adds. rope_scaling only changes the rotary tables' values. The multimodal
+-- Gemma3ForConditionalGeneration (model_type gemma3, with a vision tower)
+-- is not modelled.
 mappings.gemma3_text = extend(mappings.gemma2, {
   keys = { sliding_window_pattern = "sliding_pattern" },
   defaults = presets.values("gemma3_text"),
@@ -97,18 +89,14 @@ mappings.gemma3 = {
   end,
 }
 
--- Olmo2ForCausalLM (OLMo 2) of transformers 4.49-4.52: Olmo2RMSNorm (the
--- weight applied in fp32) after the attention and the MLP instead of
--- before them, and over the whole query and key projections (q_norm,
--- k_norm) before the rotary embedding.
+-- model_type olmo2: its preset (vramplan.presets) and the config keys it adds.
 mappings.olmo2 = extend(mappings.llama, {
   keys = {},
   defaults = presets.values("olmo2"),
 })
 
--- GraniteForCausalLM (IBM Granite 3.x) of transformers 4.49-4.52: LLaMA with
--- embedding_multiplier, residual_multiplier, logits_scaling (new tensors)
--- and attention_multiplier (the softmax scale: nothing to allocate).
+-- model_type granite: its preset (vramplan.presets) and the config keys it
+-- adds; attention_multiplier is the softmax scale (nothing to allocate).
 mappings.granite = extend(mappings.llama, {
   keys = {},
   defaults = presets.values("granite"),
@@ -141,15 +129,15 @@ local function qwen_window(config, values, origins, path)
   end
 end
 
--- Qwen2ForCausalLM (Qwen2, Qwen2.5): LLaMA with biases on q, k and v.
+-- model_type qwen2: its preset (vramplan.presets) and the config keys it adds.
 mappings.qwen2 = extend(mappings.llama, {
   keys = {},
   defaults = presets.values("qwen2"),
   derive = qwen_window,
 })
 
--- Qwen3ForCausalLM: LLaMA with an RMSNorm over every query and key head
--- (q_norm, k_norm) before the rotary embedding, no biases, head_dim given.
+-- model_type qwen3: its preset (vramplan.presets) and the config keys it
+-- adds; its configs give head_dim.
 mappings.qwen3 = extend(mappings.llama, {
   keys = {},
   defaults = presets.values("qwen3"),
@@ -164,9 +152,9 @@ mappings.qwen3 = extend(mappings.llama, {
 -- output_router_logits (false in the published configs; true in many
 -- fine-tuning recipes): router_aux_loss.
 
--- MixtralForCausalLM: Mistral with a sparse MoE block (MixtralModel is
--- MistralModel: its mask and sliding_window); intermediate_size is each
--- expert's width. router_jitter_noise perturbs logits in place only.
+-- model_type mixtral: its preset (vramplan.presets) and the config keys it
+-- adds; intermediate_size is each expert's width, and router_jitter_noise
+-- perturbs the logits in place only.
 mappings.mixtral = extend(mappings.llama, {
   keys = { num_local_experts = "experts", num_experts_per_tok = "experts_per_token", sliding_window = "sliding_window",
            output_router_logits = "router_aux_loss" },

@@ -114,6 +114,13 @@ function job.derive(j, changes, origin)
   return d
 end
 
+-- The job's recipe with the engine's defaults filled in, its keys checked
+-- one by one only: the combination may be what a search is to repair (as
+-- micro_batch 1 under sequence parallelism over an odd seq_len).
+function job.resolved_recipe(j)
+  return vramplan.check_recipe(job.keys_with(j), true)
+end
+
 -- A text naming a set of changes, the same for the same changes (a
 -- cache or seen-set key): "k1=v1 k2=v2" sorted.
 function job.changes_key(changes)

@@ -2,7 +2,6 @@
 -- job: the fewest that fit (fit.gpus, over the frameworks that shard), the
 -- step time at that count, the hours to train on N tokens, and what they
 -- cost at the published prices; cheapest first.
-local vramplan = require("vramplan")
 local fit = require("vramplan.fit")
 local hardware = require("vramplan.hardware")
 local job = require("vramplan.job")
@@ -88,7 +87,7 @@ function recommend.recommend(j, options)
   options.max_gpus = options.max_gpus or 4096
   local shardings = SHARDINGS
   if j.keys.framework ~= nil then shardings = { { name = tostring(j.keys.framework), changes = {} } } end
-  local recipe = vramplan.check_recipe(job.keys_with(j), true)
+  local recipe = job.resolved_recipe(j)
   local rows = {}
   for _, entry in ipairs(catalog(j.home)) do
     local row = { kind = entry.kind, name = entry.name, gpu = entry.gpu.short_name, price_per_hour = entry.price,
