@@ -50,6 +50,20 @@ local UsageError = {}
 local function fail_usage(msg) error(setmetatable({ msg = msg }, UsageError), 0) end
 cli.fail_usage = fail_usage
 
+-- A flag's value as a positive number (a whole one with `integer`), or
+-- `default` when the flag is absent; anything else is a usage error.
+function cli.positive(opts, name, integer, default)
+  local v = opts[name]
+  if v == nil then return default end
+  local n = tonumber(v)
+  if integer then n = math.tointeger(n) end
+  if not n or n <= 0 then
+    fail_usage(string.format("--%s takes a positive %s (got '%s')", name:gsub("_", "-"), integer and "integer" or "number",
+      v))
+  end
+  return n
+end
+
 -- A command's parser (lua-argparse), built from its declaration. Flag
 -- kinds: "flag" (a boolean), "value" (the next argument), "list" (the next
 -- argument, repeatable: a list of values), "set" (KEY=VALUE, repeatable: a

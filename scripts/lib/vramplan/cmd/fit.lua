@@ -17,14 +17,6 @@ smallest tp x pp x dp). Each answer is what `estimate` gives when trying every v
   },
 }
 
-local function positive(opts, name)
-  local v = opts[name]
-  if v == nil then return nil end
-  local n = math.tointeger(tonumber(v))
-  if not n or n < 1 then require("vramplan.cli").fail_usage("--" .. name:gsub("_", "-") .. " takes a positive integer") end
-  return n
-end
-
 local function describe(what, a, unit_of, next_word)
   if a.value == nil then
     return string.format("%-16s none: %s%s", what, a.reason,
@@ -55,8 +47,8 @@ function cmd.run(opts, home)
   local base = job.estimate(j)
   local answers = {
     micro_batch = fit.micro_batch(j),
-    seq_len = fit.seq_len(j, { max = positive(opts, "max_seq") }),
-    gpus = fit.gpus(j, { max = positive(opts, "max_gpus") }),
+    seq_len = fit.seq_len(j, { max = cli.positive(opts, "max_seq", true) }),
+    gpus = fit.gpus(j, { max = cli.positive(opts, "max_gpus", true) }),
   }
   if opts.json then
     local json = require("dkjson")

@@ -17,14 +17,6 @@ micro_batch 1 with its lightest options is not tried further.]],
   },
 }
 
-local function positive(opts, name, default)
-  local v = opts[name]
-  if v == nil then return default end
-  local n = math.tointeger(tonumber(v))
-  if not n or n < 1 then require("vramplan.cli").fail_usage("--" .. name .. " takes a positive integer (got '" .. v .. "')") end
-  return n
-end
-
 local function sorted_keys(t)
   local keys = {}
   for k in pairs(t) do keys[#keys + 1] = k end
@@ -78,7 +70,7 @@ function cmd.run(opts, home)
   if not opts.target and not opts.recipe then cli.fail_usage("plan needs a MODEL") end -- a config may name it
   if not opts.gpu then cli.fail_usage("plan needs --gpu NAME") end
   if not opts.gpus then cli.fail_usage("plan needs --gpus N") end
-  local gpus, top = positive(opts, "gpus"), positive(opts, "top", 5)
+  local gpus, top = cli.positive(opts, "gpus", true), cli.positive(opts, "top", true, 5)
   -- --gpus is the count to split here, not estimate's data-parallel size
   opts.gpus = nil
   local j = job.load(home, opts)

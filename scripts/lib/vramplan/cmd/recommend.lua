@@ -16,17 +16,6 @@ published on-demand and spot prices. Cheapest first.]],
   },
 }
 
-local function number(opts, name, integer)
-  local v = opts[name]
-  if v == nil then return nil end
-  local n = tonumber(v)
-  if integer then n = math.tointeger(n) end
-  if not n or n <= 0 then
-    require("vramplan.cli").fail_usage("--" .. name:gsub("_", "-") .. " takes a positive number (got '" .. v .. "')")
-  end
-  return n
-end
-
 local function money(v) return v and string.format("%.0f", v) or "-" end
 
 local function hours(h)
@@ -38,9 +27,9 @@ end
 function cmd.run(opts, home)
   local cli = require("vramplan.cli")
   if not opts.target and not opts.recipe then cli.fail_usage("recommend needs a MODEL") end
-  local tokens = number(opts, "tokens")
+  local tokens = cli.positive(opts, "tokens")
   local j = job.load(home, opts)
-  local rows = recommend.recommend(j, { tokens = tokens, max_gpus = number(opts, "max_gpus", true) })
+  local rows = recommend.recommend(j, { tokens = tokens, max_gpus = cli.positive(opts, "max_gpus", true) })
   tokens = tokens or 1e9
   if opts.json then
     local json = require("dkjson")
