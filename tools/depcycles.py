@@ -1,9 +1,12 @@
 #!/usr/bin/env python3
-"""depcycles.py [--max N] [--verbose] [--sources DIR] [OBJDIR]: the dependency circles of
-engine/, read from the object files' symbols (nm): file A depends on file B
-when A's object uses a symbol B's object defines. Prints the largest circle
-(strongly connected component) with its size; with --max N, exits 1 when it
-has more than N files, so that the build guards against circles growing back.
+"""depcycles.py [--max N] [--layers L,...] [--services F,...] [--verbose] [--sources DIR] [OBJDIR]:
+the dependency circles of engine/, read from the object files' symbols (nm):
+file A depends on file B when A's object uses a symbol B's object defines.
+Prints the largest circle (strongly connected component) with its size; with
+--max N, exits 1 when it has more than N files, so that the build guards
+against circles growing back. With --layers (engine/'s subfolders, lowest
+first), also exits 1 when a file uses a later layer's file, but for the
+--services files (the step's services that ops call, op_context.h).
 """
 import argparse
 import glob
@@ -71,16 +74,35 @@ def components(nodes, edges):
     return result
 
 
+def layer_breaches(args, edges, why):
+    """'a -> b: symbols' for each use of a later layer than a's own."""
+    layers = args.layers.split(",")
+    services = set(filter(None, args.services.split(",")))
+    rank = {}
+    for position, layer in enumerate(layers):
+        for source in glob.glob(os.path.join(args.sources, layer, "*.c")):
+            rank[os.path.basename(source)[:-2]] = position
+    unplaced = sorted(name for name in edges if name not in rank)
+    if unplaced:
+        sys.exit(f"depcycles: not in any of --layers {args.layers}: {' '.join(unplaced)}")
+    return [f"  {layers[rank[a]]}/{a} -> {layers[rank[b]]}/{b}: {' '.join(sorted(why[(a, b)]))}"
+            for a in sorted(edges) for b in sorted(edges[a])
+            if rank[b] > rank[a] and b not in services]
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("objdir", nargs="?", default="build/obj")
-    parser.add_argument("--sources", default="engine", help="the sources' folder (objects without one are stale)")
+    parser.add_argument("--sources", default="engine", help="the sources' folder, searched with its subfolders (objects without a source are stale)")
     parser.add_argument("--max", type=int, help="fail when the largest circle has more files")
+    parser.add_argument("--layers", help="engine/'s subfolders, lowest first: a file may use its own and earlier ones")
+    parser.add_argument("--services", default="", help="files any layer may use (the ops' services)")
     parser.add_argument("--verbose", action="store_true", help="print which symbols tie each pair")
     args = parser.parse_args()
     # an object whose source is gone (a file renamed or split) is stale: left out
+    sources = {os.path.basename(c)[:-2] for c in glob.glob(os.path.join(args.sources, "**", "*.c"), recursive=True)}
     objects = sorted(o for o in glob.glob(os.path.join(args.objdir, "*.o"))
-                     if os.path.exists(os.path.join(args.sources, os.path.basename(o)[:-2] + ".c")))
+                     if os.path.basename(o)[:-2] in sources)
     if not objects:
         sys.exit(f"depcycles: no object files in {args.objdir} (run make first)")
     owner, uses = {}, {}
@@ -98,6 +120,7 @@ def main():
             if target and target != name:
                 edges[name].add(target)
                 why.setdefault((name, target), []).append(symbol)
+    upward = layer_breaches(args, edges, why) if args.layers else []
     largest = max(components(edges.keys(), edges), key=len)
     print(f"largest dependency circle: {len(largest)} files")
     print("  " + " ".join(largest))
@@ -106,6 +129,10 @@ def main():
         for (a, b), syms in sorted(why.items()):
             if a in members and b in members:
                 print(f"  {a} -> {b}: {' '.join(sorted(syms))}")
+    for line in upward:
+        print(line)
+    if upward:
+        sys.exit(f"depcycles: {len(upward)} uses of a later layer (--layers {args.layers})")
     if args.max is not None and len(largest) > args.max:
         print(f"depcycles: the largest circle has {len(largest)} files, more than --max {args.max}")
         sys.exit(1)

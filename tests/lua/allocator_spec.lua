@@ -1,4 +1,4 @@
--- The caching allocator simulated over the step (engine/allocator.c, recipe
+-- The caching allocator simulated over the step (engine/core/allocator.c, recipe
 -- key `allocator`): the same figure as tools/allocator_replay.py's Python
 -- model of the same rules on a few timelines, the recipe key's two modes,
 -- and no simulation for the CPU twin. Its comparison with Hugging Face's

@@ -1,4 +1,4 @@
--- The recipe keys are declared once (engine/recipe_keys.c): the key
+-- The recipe keys are declared once (engine/policy/recipe_keys.c): the key
 -- listing, the JSON echo and the docs' reference all come from it.
 local helper = require("tests.lua.helper")
 local vramplan = require("vramplan")

@@ -11,7 +11,7 @@ local schema = require("vramplan.schema")
 
 local job = {}
 
-local DEFAULT_SEQ_LEN = 2048 -- the core's (engine/recipe.c)
+local DEFAULT_SEQ_LEN = 2048 -- the core's (engine/policy/recipe.c)
 
 -- Splits --set KEY=VALUE pairs between the model's fields and recipe keys.
 local function split_sets(description, sets, keys, origins)

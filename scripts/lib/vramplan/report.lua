@@ -257,7 +257,7 @@ local rank_fields = {
   "params_bytes", "buffers_bytes", "grads_bytes", "master_bytes", "optimizer_bytes", "comm_bytes",
   "activations_bytes", "peak_allocated_bytes", "peak_reserved_bytes", "peak_total_bytes", "peak_phase", "peak_op",
   "peak_breakdown", "allocator_bytes", "runtime_bytes", "cuda_context_bytes", "cublas_workspace_bytes",
-  -- the caching allocator simulated over the step (engine/allocator.c): a GPU's estimate asked for it
+  -- the caching allocator simulated over the step (engine/core/allocator.c): a GPU's estimate asked for it
   "peak_reserved_simulated_bytes",
 }
 

@@ -5,7 +5,7 @@
 --
 -- `stack`, `bf16`, `fp16`, `torch_dtype` and `pure_bf16` are read here, in
 -- Lua, before the recipe reaches the core (which declares every other key
--- in engine/lua_recipe.c): they only choose values for the core's keys.
+-- in engine/lua/lua_recipe.c): they only choose values for the core's keys.
 local stacks = {}
 
 -- Each stack: its framework (when it fixes one), the defaults it runs

@@ -5,7 +5,7 @@
 #include "finetune.h"
 
 #include "ops.h"
-#include "prefix.h"
+#include "prefix_table.h"
 
 /* The modules trained in full: the recipe's modules_to_save, and under
  * PEFT a classifier's head, which PeftModelForSequenceClassification

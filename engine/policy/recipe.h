@@ -87,7 +87,7 @@ typedef enum { VP_SPARSITY_NONE, VP_SPARSITY_2_4, VP_SPARSITY_COUNT } vp_sparsit
 
 /* How the caching allocator's reservation is found: the peak's segments
  * plus a constant fragmentation share, or the allocator simulated over the
- * step's events (engine/allocator.c). */
+ * step's events (engine/core/allocator.c). */
 typedef enum { VP_ALLOCATOR_CONSTANT, VP_ALLOCATOR_SIMULATED } vp_allocator_model;
 extern const char *const vp_sparsity_names[];
 
@@ -142,7 +142,7 @@ typedef struct {
     bool grads_set_to_none;      /* zero_grad(set_to_none=True) */
     bool training;               /* dropout active */
     double fragmentation;        /* reserved beyond segments, as a fraction of the allocated peak */
-    vp_allocator_model allocator; /* constant: segments + fragmentation; simulated: engine/allocator.c */
+    vp_allocator_model allocator; /* constant: segments + fragmentation; simulated: engine/core/allocator.c */
     double cuda_context_mib;     /* the CUDA context and loaded kernels */
     /* data parallelism */
     unsigned dp;                 /* data-parallel ranks */

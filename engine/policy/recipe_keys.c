@@ -375,7 +375,7 @@ static const vp_recipe_key keys[] = {
      * 2.43 %. Fragmentation depends on the workload; set it per recipe. */
     {NUMBER_KEY("fragmentation", fragmentation, 0, 10, 1.83 / 75.31),
      .doc = "caching-allocator reservation beyond whole segments, as a fraction of the allocated peak"},
-    /* engine/allocator.c: c10/cuda/CUDACachingAllocator.cpp's default rules
+    /* engine/core/allocator.c: c10/cuda/CUDACachingAllocator.cpp's default rules
      * replayed over the step's allocations and frees to the steady state */
     {OPTION_KEY("allocator", allocator, vp_allocator_model_names, VP_ALLOCATOR_CONSTANT),
      .doc = "the caching allocator's reservation: constant is the peak's segments plus the fragmentation share; "

@@ -35,7 +35,7 @@ typedef struct {
     bool fits;
     int64_t headroom;            /* GPU memory - peak_total (negative: short by) */
     vp_ledger events;            /* with `record`: this stage's event log, owned (empty otherwise) */
-    /* the caching allocator simulated over the step (engine/allocator.c),
+    /* the caching allocator simulated over the step (engine/core/allocator.c),
      * when vp_estimate_simulate_allocator ran and could replay the log */
     bool has_simulated;
     uint64_t peak_reserved_simulated;
@@ -58,7 +58,7 @@ void vp_estimate_free(vp_estimate *estimate);
 
 /* Simulates the caching allocator for every stage of a CUDA estimate (none
  * for device = cpu): each stage's step evaluated again without folding and
- * its events replayed (engine/allocator.c). With allocator = simulated the
+ * its events replayed (engine/core/allocator.c). With allocator = simulated the
  * reservation, totals and verdict follow the simulation (vp_estimate_run
  * calls it then); otherwise the figure is only set beside. */
 vp_step_status vp_estimate_simulate_allocator(const vp_model *model, const vp_recipe *recipe, const vp_gpu *gpu,
