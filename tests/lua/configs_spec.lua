@@ -198,6 +198,26 @@ describe("axolotl and LLaMA-Factory YAML as recipes", function()
     })
   end)
 
+  it("reads a LLaMA-Factory config without bf16 / fp16 in its inferred compute dtype, not vramplan's default", function()
+    -- model/patcher.py: infer_optim_dtype gives bf16; model/adapter.py upcasts
+    -- the trainable parameters (full tuning's weights, LoRA's adapters) to fp32
+    local lora = helper.write("model_name_or_path: meta-llama/Meta-Llama-3-8B\nfinetuning_type: lora\n" ..
+      "per_device_train_batch_size: 1\ncutoff_len: 256\n", ".yaml")
+    local r = assert_same_as_sets("llama3-8b", lora, {}, {
+      finetune = "lora", lora_rank = 8, lora_alpha = 16, lora_dropout = 0, lora_targets = "all-linear", micro_batch = 1,
+      seq_len = 256, precision = "bf16", checkpointing = "full", keep_logits = false,
+    })
+    assert.are.equal("auto", r.lora_dtype) -- PEFT's fp32 adapters
+    local full = helper.write("model_name_or_path: meta-llama/Llama-3.2-1B\nfinetuning_type: full\n" ..
+      "per_device_train_batch_size: 1\ncutoff_len: 256\n", ".yaml")
+    assert_same_as_sets("llama3.2-1b", full, {}, {
+      finetune = "full", micro_batch = 1, seq_len = 256, precision = "fp32", checkpointing = "full", keep_logits = false,
+    })
+    -- and the export writes what LLaMA-Factory infers, explicitly
+    local out = helper.run("export", "--format", "llama-factory", lora)
+    assert.truthy(out:find("\nbf16: true\n", 1, true), out)
+  end)
+
   it("follows LLaMA-Factory's deepspeed: FILE to the ZeRO-3 config, bf16 filling its auto", function()
     local recipe = estimate("--recipe", FIXTURES .. "llamafactory/examples/train_lora/llama3_lora_sft_ds3.yaml",
       "--set", "gpus=4")

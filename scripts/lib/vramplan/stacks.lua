@@ -47,9 +47,15 @@ stacks.profiles = {
     -- (bf16 / fp16 when set); model/adapter.py casts trainable parameters to
     -- fp32 unless pure_bf16 (full and freeze tuning: autocast over fp32
     -- weights; LoRA: PEFT's fp32 adapters over the 16-bit base).
+    -- Without bf16 / fp16 it still loads the model in a 16-bit compute
+    -- dtype: model/patcher.py's patch_config calls extras/misc.py's
+    -- infer_optim_dtype, bf16 where the GPU has it and the checkpoint is bf16
+    -- or says nothing (fp16 on older GPUs or for an fp32 checkpoint: not
+    -- followed here), with no autocast.
     defaults = { optimizer = "adamw", keep_logits = false },
     weights_follow_flags = true,
     trainable_fp32 = true,
+    inferred_weights = "bf16",
     rule = "hf",
   },
   torchtune = {
@@ -140,8 +146,12 @@ local function precision_rule(profile, framework, flags, finetune, origin)
     -- MixedPrecision(param_dtype=16-bit) over the fp32 sharded parameters
     return bf16 and "mixed-bf16" or "mixed-fp16", "FSDP mixed precision over fp32 sharded parameters"
   end
+  local inferred = false
   if profile.weights_follow_flags and weights == nil then
     weights = bf16 and "bf16" or fp16 and "fp16" or nil
+    if weights == nil and not flags.pure_bf16 and profile.inferred_weights then
+      weights, inferred = profile.inferred_weights, true
+    end
     if profile.trainable_fp32 and (finetune == nil or finetune == "full" or finetune == "freeze")
       and not flags.pure_bf16 then
       weights = "fp32"
@@ -163,6 +173,12 @@ local function precision_rule(profile, framework, flags, finetune, origin)
         .. "refuses fp16 gradients: \"Attempting to unscale FP16 gradients\"); load the model in fp32", origin), 0)
     end
     return "amp-fp16", "fp16=True over " .. weights .. " weights: autocast"
+  end
+  if inferred then
+    if weights == "fp32" then
+      return "fp32", "no bf16 / fp16: weights loaded in the inferred compute dtype (bf16), trainable ones upcast to fp32"
+    end
+    return weights, "no bf16 / fp16: weights in the inferred compute dtype (" .. weights .. "), fp32 adapters"
   end
   if weights ~= "fp32" then return weights, "no autocast, weights in " .. weights end
   return nil
