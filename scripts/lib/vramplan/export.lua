@@ -364,9 +364,10 @@ local function llama_factory(keys, _, what, options)
   elseif not lora and p == "amp-bf16" then put(t, "bf16", true)
   elseif not lora and p == "amp-fp16" then put(t, "fp16", true)
   elseif not lora and p == "bf16" then put(t, "pure_bf16", true)
-  elseif p ~= nil and p ~= "fp32" then
+  elseif p ~= nil and (p ~= "fp32" or lora) then
+    -- LoRA in fp32: without bf16 / fp16 LLaMA-Factory still infers a 16-bit compute dtype
     refuse(what, "precision", p, string.format("a LLaMA-Factory config with finetuning %s (%s)", ft,
-      lora and "bf16, fp16 or fp32" or "amp-bf16, amp-fp16, bf16 (pure_bf16) or fp32"))
+      lora and "bf16 or fp16: it infers a 16-bit compute dtype" or "amp-bf16, amp-fp16, bf16 (pure_bf16) or fp32"))
   end
   local c = value("checkpointing")
   if c ~= "full" and c ~= "none" then
@@ -409,7 +410,8 @@ local function llama_factory(keys, _, what, options)
   end
   if p == nil then
     -- vramplan's default precision (mixed-bf16) is no LLaMA-Factory setting
-    rest[#rest + 1] = "precision (unset; without bf16 / fp16 LLaMA-Factory loads the weights in the inferred dtype)"
+    rest[#rest + 1] = "precision (unset, so vramplan's mixed-bf16, which LLaMA-Factory does not run; without bf16 / fp16 " ..
+      "it infers the compute dtype: read back, " .. (lora and "bf16" or "fp32") .. ")"
   end
   return yaml_text(t, "# LLaMA-Factory config written by vramplan export (add dataset, template, output_dir)\n"), rest
 end
