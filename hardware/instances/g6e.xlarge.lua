@@ -7,7 +7,7 @@ return instance {
   cpu_ram_gib = 32,                   -- AWS EC2 accelerated-computing instance type pages (G5, G6, G6e); network 'up to 20 Gbit/s'
   network_gbit_per_s = 20,            -- as above
   nvme_tb = 0.25,                     -- local NVMe / SSD, as above
-  price_per_hour = 1.861,             -- on-demand USD: the us-east-1 list price as published in 2024; not re-read for this commit
+  price_per_hour = 1.861,             -- on-demand USD: the us-east-1 list price as published in 2024; not re-read: no dated source for it was found on 2026-12-03 (searched AWS's pricing pages as stored, the scraped catalogs the other instance files cite); the 2024 figure stays, marked by price_date
   -- spot_price_per_hour: spot / preemptible prices change hourly; none recorded
   region = "us-east-1",
   price_date = "2024",

@@ -198,6 +198,26 @@ describe("axolotl and LLaMA-Factory YAML as recipes", function()
     })
   end)
 
+  it("reads a LLaMA-Factory config without bf16 / fp16 in its inferred compute dtype, not vramplan's default", function()
+    -- model/patcher.py: infer_optim_dtype gives bf16; model/adapter.py upcasts
+    -- the trainable parameters (full tuning's weights, LoRA's adapters) to fp32
+    local lora = helper.write("model_name_or_path: meta-llama/Meta-Llama-3-8B\nfinetuning_type: lora\n" ..
+      "per_device_train_batch_size: 1\ncutoff_len: 256\n", ".yaml")
+    local r = assert_same_as_sets("llama3-8b", lora, {}, {
+      finetune = "lora", lora_rank = 8, lora_alpha = 16, lora_dropout = 0, lora_targets = "all-linear", micro_batch = 1,
+      seq_len = 256, precision = "bf16", checkpointing = "full", keep_logits = false,
+    })
+    assert.are.equal("auto", r.lora_dtype) -- PEFT's fp32 adapters
+    local full = helper.write("model_name_or_path: meta-llama/Llama-3.2-1B\nfinetuning_type: full\n" ..
+      "per_device_train_batch_size: 1\ncutoff_len: 256\n", ".yaml")
+    assert_same_as_sets("llama3.2-1b", full, {}, {
+      finetune = "full", micro_batch = 1, seq_len = 256, precision = "fp32", checkpointing = "full", keep_logits = false,
+    })
+    -- and the export writes what LLaMA-Factory infers, explicitly
+    local out = helper.run("export", "--format", "llama-factory", lora)
+    assert.truthy(out:find("\nbf16: true\n", 1, true), out)
+  end)
+
   it("follows LLaMA-Factory's deepspeed: FILE to the ZeRO-3 config, bf16 filling its auto", function()
     local recipe = estimate("--recipe", FIXTURES .. "llamafactory/examples/train_lora/llama3_lora_sft_ds3.yaml",
       "--set", "gpus=4")
@@ -408,6 +428,100 @@ describe("export", function()
     local out = assert_round_trip("axolotl", "llama3-8b", FIXTURES .. "axolotl/examples/llama-3/qlora.yml", ".yml", {})
     assert.truthy(out:find("base_model: 'meta-llama/Meta-Llama-3-8B'", 1, true), out)
     assert_round_trip("axolotl", "llama3-8b", FIXTURES .. "axolotl/examples/llama-3/lora-8b.yml", ".yml", {})
+  end)
+
+  it("round-trips LLaMA-Factory's LoRA example and recipe scripts as LLaMA-Factory YAML", function()
+    local out = assert_round_trip("llama-factory", "llama3-8b",
+      FIXTURES .. "llamafactory/examples/train_lora/llama3_lora_sft.yaml", ".yaml", {})
+    assert.truthy(out:find("model_name_or_path: 'meta-llama/Meta-Llama-3-8B'", 1, true), out)
+    -- LoRA in bf16 with fp32 adapters; full tuning under autocast; pure bf16;
+    -- QLoRA; freeze tuning; no checkpointing (LLaMA-Factory's default is on)
+    local cases = {
+      { "lora-q-v-checkpointed.lua" },
+      { "hf-trainer-amp-bf16.lua" },
+      { "pure-bf16-checkpointed.lua" },
+      { "qlora-all-linear-paged.lua" },
+      { "hf-trainer-amp-bf16.lua", "--set", "finetune=freeze", "--set", "trainable_layers=3", "--set", "checkpointing=none" },
+    }
+    for _, case in ipairs(cases) do
+      -- the Trainer under LLaMA-Factory keeps no logits; the recipes' loop does
+      local sets = { "--set", "keep_logits=false", table.unpack(case, 2) }
+      assert_round_trip("llama-factory", "llama3.2-1b", helper.root .. "/scripts/recipes/" .. case[1], ".yaml",
+        { export = sets, estimate = { "--set", "seq_len=256", table.unpack(sets) } })
+    end
+  end)
+
+  it("round-trips LLaMA-Factory's ZeRO-3 LoRA example, its DeepSpeed config written beside it", function()
+    local source = FIXTURES .. "llamafactory/examples/train_lora/llama3_lora_sft_ds3.yaml"
+    local ds, err, code = helper.run("export", "--format", "deepspeed", source)
+    assert(code == 0, err)
+    local ds_path = helper.write(ds, ".json")
+    local name = ds_path:match("[^/]+$")
+    local out
+    out, err, code = helper.run("export", "--format", "llama-factory", source, "--deepspeed", name)
+    assert(code == 0, err)
+    assert.truthy(out:find("deepspeed: '" .. name .. "'", 1, true), out)
+    assert.falsy(out:find("stage3", 1, true), out) -- the ZeRO keys are the DeepSpeed file's
+    local path = helper.write(out, ".yaml") -- in the same folder as ds_path
+    local args = { "--set", "gpus=2", "--set", "seq_len=256" }
+    local a = helper.estimate("llama3-8b", "--recipe", source, table.unpack(args))
+    local b = helper.estimate("llama3-8b", "--recipe", path, table.unpack(args))
+    assert.are.same(a.recipe, b.recipe)
+    assert.are.equal(a.per_gpu.peak_allocated_bytes, b.per_gpu.peak_allocated_bytes)
+    -- without --deepspeed the DeepSpeed half has nowhere to go
+    _, err, code = helper.run("export", "--format", "llama-factory", source)
+    assert.are.equal(1, code)
+    assert.truthy(err:find("framework = deepspeed: a LLaMA-Factory config names its DeepSpeed config", 1, true), err)
+  end)
+
+  it("writes LLaMA-Factory YAML that parses, with LLaMA-Factory's own argument names and values", function()
+    local out, err, code = helper.run("export", "--format", "llama-factory",
+      helper.root .. "/scripts/recipes/lora-q-v-checkpointed.lua", "--model", "llama3-8b", "--set", "lora_rank=16",
+      "--set", "lora_alpha=32", "--set", "checkpointing=none", "--set", "attention=flash", "--set", "micro_batch=2",
+      "--set", "grad_accum=4", "--set", "modules_to_save=lm_head", "--set", "use_reentrant=false")
+    assert(code == 0, err)
+    local doc = require("lyaml").load(out)
+    assert.are.same({
+      model_name_or_path = "meta-llama/Meta-Llama-3-8B", stage = "sft", do_train = true, finetuning_type = "lora",
+      lora_rank = 16, lora_alpha = 32, lora_dropout = 0.05, lora_target = "q_proj,v_proj", additional_target = "lm_head",
+      per_device_train_batch_size = 2, gradient_accumulation_steps = 4, cutoff_len = 512, bf16 = true,
+      disable_gradient_checkpointing = true, use_reentrant_gc = false, flash_attn = "fa2", optim = "adamw_torch",
+    }, doc)
+    -- every key is an argument LLaMA-Factory or transformers' TrainingArguments
+    -- declares (hiyouga/LLaMA-Factory ff6d4d12, src/llamafactory/hparams/
+    -- {model,data,finetuning}_args.py; transformers/training_args.py)
+    local declared = {}
+    for k in ([[model_name_or_path stage do_train finetuning_type freeze_trainable_layers quantization_bit
+      quantization_type double_quantization lora_rank lora_alpha lora_dropout lora_target additional_target use_dora
+      per_device_train_batch_size gradient_accumulation_steps cutoff_len bf16 fp16 pure_bf16
+      disable_gradient_checkpointing use_reentrant_gc flash_attn optim weight_decay deepspeed]]):gmatch("%S+") do
+      declared[k] = true
+    end
+    for _, recipe in ipairs({ "lora-q-v-checkpointed.lua", "qlora-all-linear-paged.lua", "pure-bf16-checkpointed.lua" }) do
+      local text = helper.run("export", "--format", "llama-factory", helper.root .. "/scripts/recipes/" .. recipe,
+        "--set", "weight_decay=0.1", "--set", "finetune=" .. (recipe:find("pure") and "freeze" or "qlora"))
+      for k in pairs(require("lyaml").load(text)) do
+        assert(declared[k], recipe .. ": " .. k .. " is not a LLaMA-Factory argument")
+      end
+    end
+  end)
+
+  it("refuses what a LLaMA-Factory config cannot say, naming the key", function()
+    local lora = helper.root .. "/scripts/recipes/lora-q-v-checkpointed.lua"
+    local refusals = {
+      { { "--set", "checkpointing=layers-2" }, "checkpointing = layers-2 has no equivalent in a LLaMA-Factory config" },
+      { { "--set", "framework=fsdp" }, "framework = fsdp has no equivalent in a LLaMA-Factory config" },
+      { { "--set", "finetune=prefix", "--set", "num_virtual_tokens=8", "--set", "checkpointing=none" }, "finetune = prefix has no equivalent in a LLaMA-Factory config" },
+      { { "--set", "precision=amp-bf16" }, "precision = amp-bf16 has no equivalent in a LLaMA-Factory config with finetuning lora" },
+      { { "--set", "precision=fp32" }, "precision = fp32 has no equivalent in a LLaMA-Factory config with finetuning lora" },
+      { { "--deepspeed", "ds.json" }, "--deepspeed FILE: the recipe's framework is torch, not deepspeed" },
+    }
+    for _, r in ipairs(refusals) do
+      local _, err, code = helper.run("export", "--format", "llama-factory", lora, table.unpack(r[1]))
+      assert.are.equal(1, code, err)
+      assert.truthy(err:find(r[2], 1, true), err)
+      assert.truthy(err:find(lora, 1, true), err)
+    end
   end)
 
   it("exports a recipe script, and refuses what the format cannot say", function()

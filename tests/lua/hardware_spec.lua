@@ -136,6 +136,22 @@ describe("nodes and instances", function()
     assert.is_true(priced >= 10, "instances with a price: " .. priced)
   end)
 
+  it("prices A2 Ultra and A3 Mega, and says in the file why an instance has no price", function()
+    for _, n in ipairs({ "a2-ultragpu-8g", "a3-megagpu-8g", "a2-highgpu-8g", "a2-megagpu-16g" }) do
+      local v = hardware.instance(root, n)
+      assert.is_true(v.price_per_hour > 0 and v.spot_price_per_hour > 0, n)
+      assert.are.equal("2026-07", v.price_date, n)
+    end
+    for _, n in ipairs(names("instance")) do
+      if hardware.instance(root, n).price_per_hour == 0 then
+        local f = assert(io.open(root .. "/hardware/instances/" .. n .. ".lua"))
+        local text = f:read("a")
+        f:close()
+        assert.truthy(text:find("%-%- price_per_hour: none%. %S"), n .. ": an unpriced instance says why")
+      end
+    end
+  end)
+
   it("refuses an unknown field, naming the file and line", function()
     local p = helper.write('return node {\n  name = "x", gpu = "h100-80gb", gpus = 8,\n  cpu_ram = 2048,\n}\n')
     local err = helper.fails("gpt2", "--gpu", p)

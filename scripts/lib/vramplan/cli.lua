@@ -112,7 +112,7 @@ local function parse(name, cmd, args)
     local v = parsed[key]
     if kind == "set" then
       for _, kv in ipairs(v or {}) do
-        local k, value = kv:match("^([%w_]+)=(.*)$")
+        local k, value = kv:match("^([%w_][%w_.]*)=(.*)$")
         if not k then fail_usage("--" .. flag .. " takes KEY=VALUE (got '" .. kv .. "')") end
         opts.sets[#opts.sets + 1] = { k, value, "--" .. flag .. " " .. kv }
       end

@@ -1,7 +1,7 @@
 -- vramplan.export — a recipe written as another tool's config: a DeepSpeed
--- JSON, an accelerate config YAML or an axolotl YAML, each the inverse of
--- its importer (vramplan.import.*), so that importing what is exported
--- gives the same recipe. Keys the format cannot hold are returned, for a
+-- JSON, an accelerate config YAML, an axolotl YAML or a LLaMA-Factory YAML,
+-- each the inverse of its importer (vramplan.import.*), so that importing
+-- what is exported gives the same recipe. Keys the format cannot hold are returned, for a
 -- warning, unless they are that tool's own default anyway.
 local json = require("dkjson")
 
@@ -260,7 +260,163 @@ local function axolotl(keys, _, what, options)
   return yaml_text(t, "# axolotl config written by vramplan export\n"), leftovers(keys, written, defaults)
 end
 
-export.formats = { deepspeed = deepspeed, accelerate = accelerate, axolotl = axolotl }
+-- LLaMA-Factory: the argument names of src/llamafactory/hparams/
+-- (finetuning_args.py, model_args.py, data_args.py) and transformers'
+-- TrainingArguments (vramplan.import.llamafactory reads them back). Its
+-- defaults differ from vramplan's (finetuning_type lora, checkpointing on,
+-- per_device_train_batch_size 8, cutoff_len 2048), so the keys they touch
+-- are always written. A DeepSpeed run names its DeepSpeed config
+-- (`deepspeed: FILE`, options.deepspeed), which holds the ZeRO keys.
+local zero_keys = { "zero", "offload_optimizer", "offload_params", "overlap_comm", "reduce_bucket_size",
+  "allgather_bucket_size", "stage3_prefetch_bucket_size", "stage3_param_persistence_threshold",
+  "stage3_max_live_parameters", "stage3_max_reuse_distance" }
+
+local function common_count(v) return require("vramplan.import.common").count(v) end
+
+local function t_has(t, key)
+  for _, kv in ipairs(t) do
+    if kv[1] == key then return kv[2] == true end
+  end
+  return false
+end
+
+local function llama_factory(keys, _, what, options)
+  local t, written = ordered(), {}
+  local declared = {}
+  for _, k in ipairs(require("vramplan").recipe_keys()) do declared[k.name] = k end
+  -- a value as its YAML type (--set gives strings)
+  local function take(k)
+    written[k] = true
+    local v, kind = keys[k], declared[k] and declared[k].type
+    if type(v) == "string" and (kind == "int" or kind == "number") and tonumber(v) then return common_count(v) end
+    if type(v) == "string" and kind == "bool" and (v == "true" or v == "false") then return v == "true" end
+    return v
+  end
+  -- a key the recipe leaves unset has vramplan's default, written out where
+  -- LLaMA-Factory's differs
+  local function value(k)
+    local v = take(k)
+    if v == nil then v = declared[k] and declared[k].default end
+    return v
+  end
+  local fw = take("framework") or "torch"
+  if fw == "deepspeed" then
+    if not options.deepspeed then
+      error(string.format("%s: framework = deepspeed: a LLaMA-Factory config names its DeepSpeed config " ..
+        "(`deepspeed: FILE`): write that file with --format deepspeed and give its name with --deepspeed FILE", what), 0)
+    end
+    for _, k in ipairs(zero_keys) do written[k] = true end
+  elseif fw ~= "torch" then
+    refuse(what, "framework", fw, "a LLaMA-Factory config (torch, or deepspeed with --deepspeed FILE; " ..
+      "FSDP is accelerate's config: --format accelerate)")
+  elseif options.deepspeed then
+    error(string.format("%s: --deepspeed FILE: the recipe's framework is %s, not deepspeed", what, fw), 0)
+  end
+  if options.hub_id then put(t, "model_name_or_path", options.hub_id) end
+  put(t, "stage", "sft")
+  put(t, "do_train", true)
+  local ft = value("finetune")
+  if ft == "full" or ft == "freeze" then
+    put(t, "finetuning_type", ft)
+    if ft == "freeze" then put(t, "freeze_trainable_layers", value("trainable_layers")) end
+  elseif ft == "lora" or ft == "qlora" then
+    put(t, "finetuning_type", "lora")
+    if ft == "qlora" then
+      local q = value("quant")
+      if q == "int8" then put(t, "quantization_bit", 8)
+      elseif q == "nf4" or q == "fp4" then
+        put(t, "quantization_bit", 4)
+        put(t, "quantization_type", q)
+        put(t, "double_quantization", value("double_quant"))
+      else refuse(what, "quant", q, "a LLaMA-Factory config (nf4, fp4, int8)") end
+    end
+    put(t, "lora_rank", value("lora_rank"))
+    -- LLaMA-Factory's own default is twice the rank; vramplan's is the rank
+    put(t, "lora_alpha", value("lora_alpha"))
+    put(t, "lora_dropout", value("lora_dropout"))
+    local targets = take("lora_targets")
+    if targets == nil then
+      refuse(what, "lora_targets", "(unset: the model's own q_proj,v_proj)", "a LLaMA-Factory config without naming " ..
+        "the modules (set lora_targets)")
+    end
+    put(t, "lora_target", targets == "all-linear" and "all" or targets)
+    local save = take("modules_to_save")
+    if save ~= nil and save ~= "" then put(t, "additional_target", save) end
+    if keys.use_dora ~= nil then put(t, "use_dora", take("use_dora")) end
+  else
+    refuse(what, "finetune", ft, "a LLaMA-Factory config (full, freeze, lora, qlora)")
+  end
+  put(t, "per_device_train_batch_size", value("micro_batch"))
+  put(t, "gradient_accumulation_steps", take("grad_accum"))
+  put(t, "cutoff_len", take("seq_len"))
+  local p = take("precision")
+  local lora = ft == "lora" or ft == "qlora"
+  -- the llama-factory stack's rule (vramplan.stacks): weights in the compute
+  -- dtype; LoRA adapters, and full / freeze tuning's trainable weights, fp32
+  if fw == "deepspeed" then
+    if p == "mixed-bf16" then put(t, "bf16", true)
+    elseif p == "mixed-fp16" then put(t, "fp16", true)
+    elseif p ~= nil and p ~= "fp32" then
+      refuse(what, "precision", p, "a LLaMA-Factory config under DeepSpeed (mixed-bf16, mixed-fp16, fp32)")
+    end
+  elseif lora and p == "bf16" then put(t, "bf16", true)
+  elseif lora and p == "fp16" then put(t, "fp16", true)
+  elseif not lora and p == "amp-bf16" then put(t, "bf16", true)
+  elseif not lora and p == "amp-fp16" then put(t, "fp16", true)
+  elseif not lora and p == "bf16" then put(t, "pure_bf16", true)
+  elseif p ~= nil and (p ~= "fp32" or lora) then
+    -- LoRA in fp32: without bf16 / fp16 LLaMA-Factory still infers a 16-bit compute dtype
+    refuse(what, "precision", p, string.format("a LLaMA-Factory config with finetuning %s (%s)", ft,
+      lora and "bf16 or fp16: it infers a 16-bit compute dtype" or "amp-bf16, amp-fp16, bf16 (pure_bf16) or fp32"))
+  end
+  local c = value("checkpointing")
+  if c ~= "full" and c ~= "none" then
+    refuse(what, "checkpointing", c, "a LLaMA-Factory config (full or none: disable_gradient_checkpointing)")
+  end
+  put(t, "disable_gradient_checkpointing", c == "none")
+  if keys.use_reentrant ~= nil then put(t, "use_reentrant_gc", take("use_reentrant")) end
+  local a = value("attention")
+  local fa = { flash = "fa2", sdpa = "sdpa", eager = "disabled" }
+  if not fa[a] then refuse(what, "attention", a, "a LLaMA-Factory config (flash, sdpa, eager)") end
+  put(t, "flash_attn", fa[a])
+  local o = take("optimizer")
+  if o ~= nil then
+    if not optimizer_names[o] then refuse(what, "optimizer", o, "a LLaMA-Factory config") end
+    -- transformers' adamw_torch is torch.optim.AdamW's default (foreach on
+    -- CUDA), adamw_torch_fused its fused kernels
+    local impl = keys.optimizer_impl
+    if o == "adamw" and impl == "fused" then put(t, "optim", "adamw_torch_fused") written.optimizer_impl = true
+    else
+      put(t, "optim", optimizer_names[o])
+      if o == "adamw" and (impl == "foreach" or impl == "auto") then written.optimizer_impl = true end
+    end
+  end
+  put(t, "weight_decay", take("weight_decay"))
+  -- bitsandbytes computes in LLaMA-Factory's compute dtype (bf16 / fp16 as set)
+  local cd = keys.compute_dtype
+  if ft == "qlora" and cd ~= nil and ((cd == "bf16" and (t_has(t, "bf16") or t_has(t, "pure_bf16")))
+    or (cd == "fp16" and t_has(t, "fp16"))) then
+    written.compute_dtype = true
+  end
+  if options.deepspeed then put(t, "deepspeed", options.deepspeed) end
+  local stack_defaults = require("vramplan.stacks").profiles["llama-factory"].defaults
+  local rest = leftovers(keys, written, stack_defaults)
+  -- LLaMA-Factory's own defaults the recipe, left unset, would not have had
+  for k, v in pairs(stack_defaults) do
+    local d = declared[k] and declared[k].default
+    if keys[k] == nil and d ~= nil and tostring(d) ~= tostring(v) then
+      rest[#rest + 1] = string.format("%s (unset, %s; LLaMA-Factory's is %s)", k, tostring(d), tostring(v))
+    end
+  end
+  if p == nil then
+    -- vramplan's default precision (mixed-bf16) is no LLaMA-Factory setting
+    rest[#rest + 1] = "precision (unset, so vramplan's mixed-bf16, which LLaMA-Factory does not run; without bf16 / fp16 " ..
+      "it infers the compute dtype: read back, " .. (lora and "bf16" or "fp32") .. ")"
+  end
+  return yaml_text(t, "# LLaMA-Factory config written by vramplan export (add dataset, template, output_dir)\n"), rest
+end
+
+export.formats = { deepspeed = deepspeed, accelerate = accelerate, axolotl = axolotl, ["llama-factory"] = llama_factory }
 
 -- Writes `keys` (recipe keys, normalized) in `format`; `autos` names the
 -- keys an imported config left "auto". Returns the text and the keys the
@@ -268,7 +424,7 @@ export.formats = { deepspeed = deepspeed, accelerate = accelerate, axolotl = axo
 function export.write(format, keys, autos, what, options)
   local writer = export.formats[format]
   if not writer then
-    error(string.format("unknown format %s: deepspeed, accelerate or axolotl", tostring(format)), 0)
+    error(string.format("unknown format %s: deepspeed, accelerate, axolotl or llama-factory", tostring(format)), 0)
   end
   return writer(keys, autos or {}, what, options or {})
 end

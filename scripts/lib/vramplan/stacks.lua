@@ -47,9 +47,15 @@ stacks.profiles = {
     -- (bf16 / fp16 when set); model/adapter.py casts trainable parameters to
     -- fp32 unless pure_bf16 (full and freeze tuning: autocast over fp32
     -- weights; LoRA: PEFT's fp32 adapters over the 16-bit base).
+    -- Without bf16 / fp16 it still loads the model in a 16-bit compute
+    -- dtype: model/patcher.py's patch_config calls extras/misc.py's
+    -- infer_optim_dtype, bf16 where the GPU has it and the checkpoint is bf16
+    -- or says nothing (fp16 on older GPUs or for an fp32 checkpoint: not
+    -- followed here), with no autocast.
     defaults = { optimizer = "adamw", keep_logits = false },
     weights_follow_flags = true,
     trainable_fp32 = true,
+    inferred_weights = "bf16",
     rule = "hf",
   },
   torchtune = {
@@ -59,16 +65,29 @@ stacks.profiles = {
     -- autocast), enable_activation_checkpointing True; its LoRA recipes
     -- build the adapters under the same default dtype (set_default_dtype),
     -- so they stay bf16 (lora_dtype base).
-    defaults = { precision = "bf16", checkpointing = "full", keep_logits = false, lora_dtype = "base" },
+    -- Its checkpointing is non-reentrant: training.set_activation_checkpointing
+    -- (torchtune/training/memory.py) wraps each layer with torch's
+    -- checkpoint_wrapper, CheckpointImpl.NO_REENTRANT by default, and
+    -- training/activations.py's selective wrapper passes use_reentrant=False.
+    defaults = { precision = "bf16", checkpointing = "full", use_reentrant = false, keep_logits = false,
+                 lora_dtype = "base" },
     rule = "fixed",
   },
   torchtitan = {
     doc = "torchtitan (FSDP2)",
     -- torchtitan/config/job_config.py: mixed_precision_param bfloat16 over
     -- fp32 sharded parameters (FSDP2's MixedPrecisionPolicy), AdamW with the
-    -- fused implementation.
+    -- fused implementation. Activation checkpointing: ActivationCheckpoint's
+    -- defaults as the TOML configs had them (job_config.py before commit
+    -- 9810191b, 2026-02-23): mode selective, selective_ac_option "2" (every
+    -- second block, layers-2), early_stop False; each block wrapped by torch's
+    -- checkpoint_wrapper, non-reentrant
+    -- (torchtitan/distributed/activation_checkpoint.py). Later torchtitan
+    -- defaults to per-op selective checkpointing, which vramplan does not
+    -- model: name the mode to be sure.
     framework = "fsdp",
-    defaults = { precision = "mixed-bf16", optimizer = "adamw", optimizer_impl = "fused" },
+    defaults = { precision = "mixed-bf16", optimizer = "adamw", optimizer_impl = "fused", checkpointing = "layers-2",
+                 use_reentrant = false, checkpoint_early_stop = false },
     rule = "fixed",
   },
   deepspeed = {
@@ -94,8 +113,12 @@ stacks.profiles = {
   },
 }
 
--- The keys read here and never passed on.
-stacks.keys = { stack = true, bf16 = true, fp16 = true, torch_dtype = true, pure_bf16 = true, tf32 = true }
+-- The keys read here and never passed on: the stack, the precision flags,
+-- and the stacks' own activation-checkpointing keys (below).
+stacks.keys = { stack = true, bf16 = true, fp16 = true, torch_dtype = true, pure_bf16 = true, tf32 = true,
+  ["activation_checkpoint.mode"] = true, ["activation_checkpoint.selective_ac_option"] = true,
+  ["activation_checkpoint.early_stop"] = true, enable_activation_checkpointing = true, ac_mode = true,
+  ac_option = true }
 
 local function truthy(v) return v == true or v == "true" or v == 1 or v == "1" end
 
@@ -123,8 +146,12 @@ local function precision_rule(profile, framework, flags, finetune, origin)
     -- MixedPrecision(param_dtype=16-bit) over the fp32 sharded parameters
     return bf16 and "mixed-bf16" or "mixed-fp16", "FSDP mixed precision over fp32 sharded parameters"
   end
+  local inferred = false
   if profile.weights_follow_flags and weights == nil then
     weights = bf16 and "bf16" or fp16 and "fp16" or nil
+    if weights == nil and not flags.pure_bf16 and profile.inferred_weights then
+      weights, inferred = profile.inferred_weights, true
+    end
     if profile.trainable_fp32 and (finetune == nil or finetune == "full" or finetune == "freeze")
       and not flags.pure_bf16 then
       weights = "fp32"
@@ -147,14 +174,152 @@ local function precision_rule(profile, framework, flags, finetune, origin)
     end
     return "amp-fp16", "fp16=True over " .. weights .. " weights: autocast"
   end
+  if inferred then
+    if weights == "fp32" then
+      return "fp32", "no bf16 / fp16: weights loaded in the inferred compute dtype (bf16), trainable ones upcast to fp32"
+    end
+    return weights, "no bf16 / fp16: weights in the inferred compute dtype (" .. weights .. "), fp32 adapters"
+  end
   if weights ~= "fp32" then return weights, "no autocast, weights in " .. weights end
   return nil
+end
+
+-- The stacks' checkpointing keys as recipe keys.
+--
+-- torchtitan (its TOML section and CLI flags, --activation_checkpoint.mode):
+-- `activation_checkpoint.mode` none | full | selective | memory_budget,
+-- `activation_checkpoint.selective_ac_option` "op" or an integer K (every
+-- K-th block checkpointed, the others not: 0 and 1 mean every block), and
+-- `activation_checkpoint.early_stop` (False by default); blocks are wrapped
+-- non-reentrant (torchtitan/distributed/activation_checkpoint.py,
+-- _apply_layer_sac, _apply_full_ac; job_config.py's ActivationCheckpoint).
+--
+-- torchtune (recipes/full_finetune_distributed.py, _setup_model):
+-- `enable_activation_checkpointing` wraps every layer; `ac_mode` none | full |
+-- selective with `ac_option` K applies only when
+-- enable_activation_checkpointing is false, and with both set neither applies
+-- (torchtune/training/activations.py checkpoint_wrapper: int(ac_option),
+-- so "op" fails there).
+--
+-- Per-op selective checkpointing (which ops' outputs are saved) is not what
+-- vramplan's `selective` is (Megatron's attention core): refused, by name.
+local function layers_k(text, key, tool)
+  local k = math.tointeger(tonumber(text))
+  if not k or k < 0 or not tostring(text):match("^%s*%d+%s*$") then
+    return nil
+  end
+  if k <= 1 then return "full", tool .. " checkpoints every block when " .. key .. " is " .. k end
+  return "layers-" .. k, nil
+end
+
+local function show(v) return type(v) == "string" and v or tostring(v) end
+
+local function checkpointing_keys(keys, origins)
+  local tt_mode, tt_option = keys["activation_checkpoint.mode"], keys["activation_checkpoint.selective_ac_option"]
+  local tt_early = keys["activation_checkpoint.early_stop"]
+  local tune_enable, tune_mode, tune_option = keys.enable_activation_checkpointing, keys.ac_mode, keys.ac_option
+  local torchtitan = tt_mode ~= nil or tt_option ~= nil or tt_early ~= nil
+  local torchtune = tune_enable ~= nil or tune_mode ~= nil or tune_option ~= nil
+  if not torchtitan and not torchtune then return end
+  local function at(key) return origins[key] or "recipe" end
+  if torchtitan and torchtune then
+    local a = tt_mode ~= nil and "activation_checkpoint.mode" or tt_option ~= nil and
+      "activation_checkpoint.selective_ac_option" or "activation_checkpoint.early_stop"
+    local b = tune_enable ~= nil and "enable_activation_checkpointing" or tune_mode ~= nil and "ac_mode" or "ac_option"
+    error(string.format("%s: %s is torchtitan's and %s (%s) torchtune's: give one stack's checkpointing keys", at(a), a,
+      b, at(b)), 0)
+  end
+  local value, key, note
+  if torchtitan then
+    local mode = tt_mode ~= nil and show(tt_mode):lower() or "selective" -- ActivationCheckpoint's default
+    key = tt_mode ~= nil and "activation_checkpoint.mode" or "activation_checkpoint.selective_ac_option"
+    if mode == "none" then value = "none"
+    elseif mode == "full" then value = "full"
+    elseif mode == "selective" then
+      local option = tt_option ~= nil and show(tt_option) or "2"
+      if option:lower() == "op" then
+        error(string.format("%s: activation_checkpoint.selective_ac_option = op: torchtitan's per-op selective " ..
+          "checkpointing (saving chosen ops' outputs, every other matmul's) is not modelled; use an integer K " ..
+          "(every K-th block, checkpointing = layers-K) or mode = full", at("activation_checkpoint.selective_ac_option")
+          ), 0)
+      end
+      local k
+      k, note = layers_k(option, "selective_ac_option", "torchtitan")
+      if not k then
+        error(string.format("%s: activation_checkpoint.selective_ac_option: %s is neither op nor a whole number of " ..
+          "blocks", at("activation_checkpoint.selective_ac_option"), option), 0)
+      end
+      value = k
+      if tt_option ~= nil then key = "activation_checkpoint.selective_ac_option" end
+    elseif mode == "memory_budget" then
+      error(string.format("%s: activation_checkpoint.mode = memory_budget: torch.compile's partitioner chooses what " ..
+        "to save under a memory budget; not modelled (use full, selective or none)", at(key)), 0)
+    else
+      error(string.format("%s: activation_checkpoint.mode: %s is not one of none | full | selective | memory_budget",
+        at(key), show(tt_mode)), 0)
+    end
+  else
+    local enable = tune_enable ~= nil and truthy(type(tune_enable) == "string" and tune_enable:lower() or tune_enable)
+    if enable and tune_mode ~= nil then
+      value, key = "none", "ac_mode"
+      note = "torchtune applies neither enable_activation_checkpointing nor ac_mode when both are set"
+    elseif enable then
+      value, key = "full", "enable_activation_checkpointing"
+    elseif tune_mode == nil then
+      value, key = "none", tune_enable ~= nil and "enable_activation_checkpointing" or "ac_option"
+      if tune_enable == nil then note = "ac_option without ac_mode does nothing" end
+    else
+      local mode = show(tune_mode):lower()
+      key = "ac_mode"
+      if mode == "none" then value = "none"
+      elseif mode == "full" then value = "full"
+      elseif mode == "selective" then
+        if tune_option == nil then
+          error(string.format("%s: ac_mode = selective needs ac_option, the K of every K-th layer", at("ac_mode")), 0)
+        end
+        if show(tune_option):lower() == "op" then
+          error(string.format("%s: ac_option = op: per-op selective checkpointing is not modelled, and torchtune's " ..
+            "selective wrapper takes only a whole number of layers (int(ac_option)); use an integer K", at("ac_option")),
+            0)
+        end
+        local k
+        k, note = layers_k(show(tune_option), "ac_option", "torchtune")
+        if not k then
+          error(string.format("%s: ac_option: %s is not a whole number of layers", at("ac_option"), show(tune_option)),
+            0)
+        end
+        value, key = k, "ac_option"
+      else
+        error(string.format("%s: ac_mode: %s is not one of none | full | selective", at("ac_mode"), show(tune_mode)), 0)
+      end
+    end
+  end
+  local origin = at(key) .. (note and (" (" .. note .. ")") or "")
+  if keys.checkpointing ~= nil and tostring(keys.checkpointing) ~= value then
+    error(string.format("%s: %s gives checkpointing = %s, but checkpointing = %s (%s)", at(key), key, value,
+      tostring(keys.checkpointing), origins.checkpointing or "recipe"), 0)
+  end
+  if keys.checkpointing == nil then keys.checkpointing, origins.checkpointing = value, origin end
+  if value ~= "none" then
+    -- both stacks wrap with torch's checkpoint_wrapper, non-reentrant
+    local tool = torchtitan and "torchtitan" or "torchtune"
+    if keys.use_reentrant == nil then
+      keys.use_reentrant, origins.use_reentrant = false, at(key) .. " (" .. tool .. "'s checkpoint_wrapper: non-reentrant)"
+    end
+    if torchtitan and keys.checkpoint_early_stop == nil then
+      local early = tt_early ~= nil and truthy(type(tt_early) == "string" and tt_early:lower() or tt_early) or false
+      keys.checkpoint_early_stop = early
+      origins.checkpoint_early_stop = tt_early ~= nil and at("activation_checkpoint.early_stop") or
+        (at(key) .. " (torchtitan's early_stop default: False)")
+    end
+  end
 end
 
 -- Applies `stack` and the precision flags to `keys` (recipe keys, in
 -- place, only where unset). Returns what was assumed: { stack = name?,
 -- precision = why? } or nil.
 function stacks.apply(keys, origins)
+  checkpointing_keys(keys, origins)
   local name = keys.stack
   local flags = {}
   local flag_origin

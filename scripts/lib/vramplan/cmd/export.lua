@@ -1,22 +1,27 @@
 -- vramplan export: a recipe (script or another tool's config) written as a
--- DeepSpeed, accelerate or axolotl config (vramplan.export).
+-- DeepSpeed, accelerate, axolotl or LLaMA-Factory config (vramplan.export).
 local export = require("vramplan.export")
 local recipes = require("vramplan.recipes")
 
 local cmd = {
-  usage = "export --format deepspeed|accelerate|axolotl RECIPE-OR-CONFIG [--set KEY=VALUE]... [--model MODEL] [--output FILE]",
-  flags = { format = "value", set = "set", model = "value", output = "value" },
+  usage = "export --format deepspeed|accelerate|axolotl|llama-factory RECIPE-OR-CONFIG [--set KEY=VALUE]... " ..
+    "[--model MODEL] [--deepspeed FILE] [--output FILE]",
+  flags = { format = "value", set = "set", model = "value", output = "value", deepspeed = "value" },
   help = "Writes the recipe as the named tool's config (stdout, or --output FILE); importing it back with\n" ..
-    "--recipe gives the same recipe. Keys the format cannot hold are listed on stderr.",
+    "--recipe gives the same recipe. Keys the format cannot hold are listed on stderr.\n" ..
+    "--deepspeed FILE (llama-factory): the DeepSpeed config its `deepspeed:` names, written with --format deepspeed.",
 }
 
 function cmd.run(opts, home)
   local cli = require("vramplan.cli")
-  if not opts.format then cli.fail_usage("export needs --format deepspeed, accelerate or axolotl") end
+  if not opts.format then cli.fail_usage("export needs --format deepspeed, accelerate, axolotl or llama-factory") end
   if not opts.target then cli.fail_usage("export needs a RECIPE or a config file") end
   if opts.positional[2] then cli.fail_usage("unexpected argument " .. opts.positional[2]) end
   if not export.formats[opts.format] then
-    cli.fail_usage("unknown format " .. opts.format .. " (deepspeed, accelerate or axolotl)")
+    cli.fail_usage("unknown format " .. opts.format .. " (deepspeed, accelerate, axolotl or llama-factory)")
+  end
+  if opts.deepspeed and opts.format ~= "llama-factory" then
+    cli.fail_usage("--deepspeed FILE names the DeepSpeed config of a llama-factory export")
   end
   local keys, origins, imported = recipes.load(opts.target)
   for _, s in ipairs(opts.sets) do
@@ -37,7 +42,7 @@ function cmd.run(opts, home)
   end
   local model = opts.model or (imported and imported.model)
   local hub_id = model and (export.hub_id(model) or nil)
-  local text, rest = export.write(opts.format, keys, autos, opts.target, { hub_id = hub_id })
+  local text, rest = export.write(opts.format, keys, autos, opts.target, { hub_id = hub_id, deepspeed = opts.deepspeed })
   if #rest > 0 then
     io.stderr:write(string.format("vramplan: warning: %s: not expressible in the %s format (left out): %s\n", opts.target,
       opts.format, table.concat(rest, ", ")))

@@ -92,6 +92,11 @@ function keys.run(opts, home)
   print(string.format("  %-18s %s", "bf16, fp16", "the stack's mixed-precision flags (TrainingArguments', accelerate's)"))
   print(string.format("  %-18s %s", "pure_bf16", "LLaMA-Factory's: weights, gradients and states all in bf16"))
   print(string.format("  %-18s %s", "torch_dtype", "bfloat16 | float16 | float32: the dtype the model is loaded in"))
+  print(string.format("  %-18s %s", "activation_checkpoint.mode", "torchtitan's: none | full | selective " ..
+    "(with activation_checkpoint.selective_ac_option K: layers-K; op is refused) | memory_budget (refused); " ..
+    "activation_checkpoint.early_stop"))
+  print(string.format("  %-18s %s", "enable_activation_checkpointing", "torchtune's: every layer (full); " ..
+    "ac_mode none | full | selective with ac_option K (layers-K) when it is false"))
   print("other tools' names for recipe keys:")
   local aliases = {}
   for name, a in pairs(require("vramplan.aliases").keys) do aliases[#aliases + 1] = { name, a.key } end

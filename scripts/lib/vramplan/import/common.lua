@@ -107,6 +107,13 @@ function common.find_beside(config_path, name)
   return exists(name) and name or nil
 end
 
+-- Two values of a recipe key agree: the same once each tool's spelling is
+-- ours (adamw_torch and adamw).
+local function same(key, a, b)
+  local aliases = require("vramplan.aliases")
+  return tostring(aliases.value(key, a)) == tostring(aliases.value(key, b))
+end
+
 -- Reads the DeepSpeed config a YAML config names (at `keypath` of r's
 -- file) into `r`: its keys fill those the YAML left unset; an explicit
 -- value that disagrees with the YAML's is refused.
@@ -122,7 +129,7 @@ function common.merge_deepspeed(r, name, keypath)
     local origin = ds.origins[key]
     if r.keys[key] == nil then
       r.keys[key], r.origins[key] = value, origin
-    elseif tostring(r.keys[key]) ~= tostring(value) and not origin:find("default", 1, true)
+    elseif not same(key, r.keys[key], value) and not origin:find("default", 1, true)
       and not origin:find("a DeepSpeed config", 1, true) then
       error(string.format("%s: %s = %s disagrees with %s = %s (%s)", origin, key, tostring(value), key,
         tostring(r.keys[key]), r.origins[key]), 0)

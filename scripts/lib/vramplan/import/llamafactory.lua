@@ -100,6 +100,8 @@ function llamafactory.read(r, c)
   if attention[fa] then r.set("attention", attention[fa], c.flash_attn and { "flash_attn" } or nil)
   else r.skip({ "flash_attn=" .. common.show(fa) }) end
   if c.optim ~= nil then r.set("optimizer", c.optim, { "optim" }) end
+  -- transformers' OptimizerNames: adamw_torch_fused is torch.optim.AdamW(fused=True)
+  if c.optim == "adamw_torch_fused" then r.set("optimizer_impl", "fused", { "optim" }) end
   if c.weight_decay ~= nil then r.set("weight_decay", c.weight_decay, { "weight_decay" }) end
   if type(c.deepspeed) == "string" then common.merge_deepspeed(r, c.deepspeed, { "deepspeed" }) end
   for k in pairs(c) do
