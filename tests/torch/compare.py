@@ -176,7 +176,7 @@ CASES = [
     ("gpt2 amp checkpointed", gpt2(layers=3), recipe("amp-bf16", ckpt="full")),
     ("gpt2 gelu untied", gpt2(act="gelu", tied=False), recipe(optimizer="sgd")),
     ("gpt2 relu sgd-momentum", gpt2(act="relu"), recipe(optimizer="sgd-momentum")),
-    # mixtures of experts (routing pinned to even shares; see models.RoundRobinTopk)
+    # mixtures of experts (routing pinned to even shares; see models/moe.py, RoundRobinTopk)
     ("mixtral fp32", mixtral(), recipe()),
     ("mixtral bf16", mixtral(), recipe("bf16")),
     ("mixtral amp-bf16", mixtral(), recipe("amp-bf16")),
@@ -581,7 +581,7 @@ CASES = [
     ("t5 dora bf16", t5(), recipe("bf16", finetune="lora", use_dora="true", target_len=8, b=1, s=8)),
     ("phi dora all-linear amp-bf16 dropout", phi(), recipe("amp-bf16", finetune="lora", use_dora="true",
                                                            lora_targets="all-linear", lora_dropout=0.1, b=1, s=8)),
-    # QLoRA: bitsandbytes' 4-bit layers (written out in models.py), PEFT's bnb LoRA and DoRA layers
+    # QLoRA: bitsandbytes' 4-bit layers (written out in models/linear.py), PEFT's bnb LoRA and DoRA layers
     ("llama qlora bf16", llama(h=256, inter=512), recipe("bf16", finetune="qlora", b=1, s=16)),
     # bnb_4bit_compute_dtype fp32: the weights dequantized to fp32, the input cast up
     ("llama qlora bf16 fp32 compute", llama(layers=3), recipe("bf16", finetune="qlora", compute_dtype="fp32")),
@@ -670,7 +670,7 @@ CASES = [
     ("gpt2 int8 bf16", gpt2(h=128), recipe("bf16", finetune="qlora", quant="int8")),
     ("t5 v1.1 qlora amp-bf16 all-linear", t5(h=128, d_ff=256, proj="gated-gelu", tied=False), recipe(
         "amp-bf16", finetune="qlora", lora_targets="all-linear", target_len=16)),
-    # LLM.int8 (bitsandbytes 0.46's Linear8bitLt, written out in models.py): the outlier search of
+    # LLM.int8 (bitsandbytes 0.46's Linear8bitLt, written out in models/linear.py): the outlier search of
     # threshold 6.0, the fp16 product cast to x's dtype; the input kept as a ctx attribute until the
     # graph goes (after backward, or after the step while the loop holds the loss)
     ("llama int8 bf16", llama(h=256, inter=512), recipe("bf16", finetune="qlora", quant="int8", b=1, s=16)),

@@ -188,7 +188,7 @@ def checkpoint_fn(every, ac, reentrant=True, early_stop=False, layers_k=0):
             return checkpoint2x.checkpoint(body, *args)
         return torch.utils.checkpoint.checkpoint(body, *args, use_reentrant=False, preserve_rng_state=False)
 
-    run.every = every  # layers a checkpointed call runs (models.chunks)
+    run.every = every  # layers a checkpointed call runs (models/common.py, chunks)
     run.calls = 0  # chunks called since the forward began (layers-K), reset by measure()
     return run
 

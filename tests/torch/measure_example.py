@@ -1,5 +1,5 @@
 """A real training step measured with the field kit (tools/measure.py), on
-CPU: the harness's LLaMA (tests/torch/models.py, HF's modeling written out)
+CPU: the harness's LLaMA (tests/torch/models/, HF's modeling written out)
 trained with AdamW for three steps, the third measured. Writes the
 measurement and the model's config.json into the folder given, for
 `vramplan compare` (tests/lua/compare_spec.lua)."""

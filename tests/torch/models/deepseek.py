@@ -1,0 +1,220 @@
+"""DeepSeek: DeepSeek-V3's multi-head latent attention and router, and the
+first DeepSeek-MoE's gate with its auxiliary loss."""
+import torch
+import torch.nn as nn
+
+from .common import Mean2x, add, mul
+from .linear import linear
+from .llama_blocks import (LlamaAttention, LlamaMLP, LlamaRMSNorm, apply_rotary_pos_emb,
+                           apply_rotary_pos_emb_interleave)
+from .moe import RoundRobinTopk
+
+
+class DeepseekV3Attention(nn.Module):
+    """Multi-head latent attention, DeepseekV3Attention of transformers
+    4.51-4.52 with eager attention."""
+
+    def __init__(self, cfg, layer_idx=0):
+        super().__init__()
+        h = cfg["hidden_size"]
+        self.layer_idx = layer_idx
+        self.num_heads = cfg["num_attention_heads"]
+        self.num_key_value_groups = 1
+        self.q_lora_rank = cfg.get("q_lora_rank")
+        self.kv_lora_rank = cfg["kv_lora_rank"]
+        self.qk_nope, self.qk_rope, self.v_head_dim = cfg["qk_nope_head_dim"], cfg["qk_rope_head_dim"], cfg["v_head_dim"]
+        self.qk_head_dim = self.qk_nope + self.qk_rope
+        self.interleave = cfg.get("rope_interleave", True)
+        self.attention_dropout = cfg.get("attention_dropout", 0.0)
+        bias = cfg.get("attention_bias", False)
+        eps = cfg.get("rms_norm_eps", 1e-6)
+        if self.q_lora_rank is None:
+            self.q_proj = nn.Linear(h, self.num_heads * self.qk_head_dim, bias=False)
+        else:
+            self.q_a_proj = nn.Linear(h, self.q_lora_rank, bias=bias)
+            self.q_a_layernorm = LlamaRMSNorm(self.q_lora_rank, eps)
+            self.q_b_proj = nn.Linear(self.q_lora_rank, self.num_heads * self.qk_head_dim, bias=False)
+        self.kv_a_proj_with_mqa = nn.Linear(h, self.kv_lora_rank + self.qk_rope, bias=bias)
+        self.kv_a_layernorm = LlamaRMSNorm(self.kv_lora_rank, eps)
+        self.kv_b_proj = nn.Linear(self.kv_lora_rank, self.num_heads * (self.qk_nope + self.v_head_dim), bias=False)
+        self.o_proj = nn.Linear(self.num_heads * self.v_head_dim, h, bias=bias)
+        self.scaling = self.qk_head_dim ** -0.5
+        self.softcap = None
+
+    eager = LlamaAttention.eager
+
+    def forward(self, ac, hidden_states, position_embeddings, attention_mask, past_key_value=None):
+        batch_size, seq_length = hidden_states.shape[:-1]
+        if self.q_lora_rank is None:
+            q_states = linear(ac, hidden_states, self.q_proj.weight)
+        else:
+            q_down = linear(ac, hidden_states, self.q_a_proj.weight, self.q_a_proj.bias)
+            q_states = linear(ac, self.q_a_layernorm(q_down), self.q_b_proj.weight)
+            del q_down
+        q_states = q_states.view(batch_size, seq_length, -1, self.qk_head_dim).transpose(1, 2)
+        q_pass, q_rot = torch.split(q_states, [self.qk_nope, self.qk_rope], dim=-1)
+        compressed_kv = linear(ac, hidden_states, self.kv_a_proj_with_mqa.weight, self.kv_a_proj_with_mqa.bias)
+        k_pass, k_rot = torch.split(compressed_kv, [self.kv_lora_rank, self.qk_rope], dim=-1)
+        k_pass = linear(ac, self.kv_a_layernorm(k_pass), self.kv_b_proj.weight)
+        k_pass = k_pass.view(batch_size, seq_length, -1, self.qk_nope + self.v_head_dim).transpose(1, 2)
+        k_pass, value_states = torch.split(k_pass, [self.qk_nope, self.v_head_dim], dim=-1)
+        k_rot = k_rot.view(batch_size, 1, seq_length, self.qk_rope)
+        cos, sin = position_embeddings
+        rotary = apply_rotary_pos_emb_interleave if self.interleave else apply_rotary_pos_emb
+        q_rot, k_rot = rotary(q_rot, k_rot, cos, sin)
+        k_rot = k_rot.expand(*k_pass.shape[:-1], -1)
+        query_states = torch.cat((q_pass, q_rot), dim=-1)
+        key_states = torch.cat((k_pass, k_rot), dim=-1)
+        if past_key_value is not None:
+            key_states, value_states = past_key_value.update(key_states, value_states, self.layer_idx)
+        attn_output, attn_weights = self.eager(ac, query_states, key_states, value_states, attention_mask)
+        attn_output = attn_output.reshape(batch_size, seq_length, -1).contiguous()
+        attn_output = linear(ac, attn_output, self.o_proj.weight, self.o_proj.bias)
+        return attn_output, attn_weights
+
+
+class AddAuxiliaryLoss(torch.autograd.Function):
+    """DeepSeek's: returns x; in backward the loss gets ones(1)."""
+
+    @staticmethod
+    def forward(ctx, x, loss):
+        ctx.dtype = loss.dtype
+        ctx.required_aux_loss = loss.requires_grad
+        return x
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        grad_loss = torch.ones(1, dtype=ctx.dtype) if ctx.required_aux_loss else None
+        return grad_output, grad_loss
+
+
+class DeepseekMoE(nn.Module):
+    """MoEGate and DeepseekMoE of deepseek-ai/deepseek-moe-16b-base's
+    modeling_deepseek.py, in training."""
+
+    def __init__(self, cfg):
+        super().__init__()
+        h = cfg["hidden_size"]
+        self.n_routed_experts = cfg["n_routed_experts"]
+        self.top_k = cfg["num_experts_per_tok"]
+        self.norm_topk_prob = cfg.get("norm_topk_prob", False)
+        self.alpha = cfg.get("aux_loss_alpha", 0.001)
+        f = cfg["moe_intermediate_size"]
+        self.experts = nn.ModuleList([LlamaMLP(dict(cfg, intermediate_size=f, mlp_bias=False))
+                                      for _ in range(self.n_routed_experts)])
+        self.gate_weight = nn.Parameter(torch.empty(self.n_routed_experts, h).normal_(std=0.02))
+        shared = cfg.get("n_shared_experts")
+        self.shared_experts = LlamaMLP(dict(cfg, intermediate_size=f * shared, mlp_bias=False)) if shared else None
+
+    def gate(self, ac, hidden_states):
+        bsz, seq_len, h = hidden_states.shape
+        hidden_states = hidden_states.view(-1, h)
+        logits = linear(ac, hidden_states, self.gate_weight)
+        scores = ac.up(logits).softmax(dim=-1)  # softmax is on autocast's fp32 list
+        topk_weight, topk_idx = RoundRobinTopk.apply(scores, self.top_k)
+        if self.top_k > 1 and self.norm_topk_prob:
+            denominator = topk_weight.sum(dim=-1, keepdim=True) + 1e-20
+            topk_weight = topk_weight / denominator
+        aux_loss = None
+        if self.training and self.alpha > 0.0:
+            topk_idx_for_aux_loss = topk_idx.view(bsz, -1)
+            scores_for_seq_aux = scores.view(bsz, seq_len, -1)
+            ce = torch.zeros(bsz, self.n_routed_experts)
+            ce.scatter_add_(1, topk_idx_for_aux_loss, torch.ones(bsz, seq_len * self.top_k)).div_(
+                seq_len * self.top_k / self.n_routed_experts)
+            aux_loss = (ce * Mean2x.apply(scores_for_seq_aux, 1, False)).sum(dim=1).mean() * self.alpha
+        return topk_idx, topk_weight, aux_loss
+
+    def forward(self, ac, hidden_states):
+        identity = hidden_states
+        orig_shape = hidden_states.shape
+        topk_idx, topk_weight, aux_loss = self.gate(ac, hidden_states)
+        hidden_states = hidden_states.view(-1, hidden_states.shape[-1])
+        flat_topk_idx = topk_idx.view(-1)
+        hidden_states = hidden_states.repeat_interleave(self.top_k, dim=0)
+        y = torch.empty_like(hidden_states)
+        for i, expert in enumerate(self.experts):
+            y[flat_topk_idx == i] = expert(ac, hidden_states[flat_topk_idx == i])
+        y = (y.view(*topk_weight.shape, -1) * topk_weight.unsqueeze(-1)).sum(dim=1)
+        y = y.view(*orig_shape)
+        if aux_loss is not None:
+            y = AddAuxiliaryLoss.apply(y, aux_loss)
+        if self.shared_experts is not None:
+            y = y + self.shared_experts(ac, identity)
+        return y
+
+
+class DeepseekV3MoE(nn.Module):
+    """DeepseekV3TopkRouter and DeepseekV3MoE of transformers 4.51-4.52:
+    an fp32 router with sigmoid scores, group-limited top-k chosen without
+    grad (the choice pinned to even shares, as RoundRobinTopk does), the
+    expert loop into an fp32 accumulator, the shared experts on the input."""
+
+    def __init__(self, cfg):
+        super().__init__()
+        h = cfg["hidden_size"]
+        self.hidden = h
+        self.n_routed_experts = cfg["n_routed_experts"]
+        self.top_k = cfg["num_experts_per_tok"]
+        self.n_group, self.topk_group = cfg.get("n_group", 1), cfg.get("topk_group", 1)
+        self.norm_topk_prob = cfg.get("norm_topk_prob", True)
+        self.routed_scaling_factor = cfg.get("routed_scaling_factor", 2.5)
+        f = cfg["moe_intermediate_size"]
+        self.experts = nn.ModuleList([LlamaMLP(dict(cfg, intermediate_size=f, mlp_bias=False))
+                                      for _ in range(self.n_routed_experts)])
+        self.gate_weight = nn.Parameter(torch.empty(self.n_routed_experts, h).normal_(std=0.02))
+        self.register_buffer("e_score_correction_bias", torch.zeros(self.n_routed_experts))
+        self.shared_experts = LlamaMLP(dict(cfg, intermediate_size=f * cfg.get("n_shared_experts", 1), mlp_bias=False))
+
+    @torch.no_grad()
+    def get_topk_indices(self, scores):
+        e = self.n_routed_experts
+        scores_for_choice = scores.view(-1, e) + self.e_score_correction_bias.unsqueeze(0)
+        group_scores = scores_for_choice.view(-1, self.n_group, e // self.n_group).topk(2, dim=-1)[0].sum(dim=-1)
+        group_idx = torch.topk(group_scores, k=self.topk_group, dim=-1, sorted=False)[1]
+        group_mask = torch.zeros_like(group_scores)
+        group_mask.scatter_(1, group_idx, 1)
+        score_mask = group_mask.unsqueeze(-1).expand(-1, self.n_group, e // self.n_group).reshape(-1, e)
+        scores_for_choice = scores_for_choice.masked_fill(~score_mask.bool(), 0.0)
+        topk_indices = torch.topk(scores_for_choice, k=self.top_k, dim=-1, sorted=False)[1]
+        # the same tensor, the choice pinned: token t's j-th expert is (t*k + j) % E
+        topk_indices.copy_(torch.arange(topk_indices.numel()).remainder_(e).view_as(topk_indices))
+        return topk_indices
+
+    def gate(self, ac, hidden_states):
+        hidden_states = hidden_states.view(-1, self.hidden)
+        router_logits = linear(ac, hidden_states.type(torch.float32), self.gate_weight.type(torch.float32))
+        scores = router_logits.sigmoid()
+        topk_indices = self.get_topk_indices(scores)
+        topk_weights = scores.gather(1, topk_indices)
+        if self.norm_topk_prob:
+            denominator = topk_weights.sum(dim=-1, keepdim=True) + 1e-20
+            topk_weights /= denominator
+        topk_weights = topk_weights * self.routed_scaling_factor
+        return topk_indices, topk_weights
+
+    def moe(self, ac, hidden_states, topk_indices, topk_weights):
+        final_hidden_states = torch.zeros_like(hidden_states, dtype=topk_weights.dtype)
+        expert_mask = torch.nn.functional.one_hot(topk_indices, num_classes=len(self.experts))
+        expert_mask = expert_mask.permute(2, 0, 1)
+        for expert_idx in range(len(self.experts)):
+            expert = self.experts[expert_idx]
+            mask = expert_mask[expert_idx]
+            token_indices, weight_indices = torch.where(mask)
+            if token_indices.numel() > 0:
+                expert_weights = topk_weights[token_indices, weight_indices]
+                expert_input = hidden_states[token_indices]
+                expert_output = expert(ac, expert_input)
+                weighted_output = mul(expert_output, expert_weights.unsqueeze(-1))
+                final_hidden_states.index_add_(0, token_indices, weighted_output)
+        return final_hidden_states.type(hidden_states.dtype)
+
+    def forward(self, ac, hidden_states):
+        residuals = hidden_states
+        orig_shape = hidden_states.shape
+        topk_indices, topk_weights = self.gate(ac, hidden_states)
+        hidden_states = hidden_states.view(-1, hidden_states.shape[-1])
+        hidden_states = self.moe(ac, hidden_states, topk_indices, topk_weights).view(*orig_shape)
+        # the fp32 routed sum and the shared experts' 16-bit output under autocast: CUDA's add
+        hidden_states = add(hidden_states, self.shared_experts(ac, residuals))
+        return hidden_states

@@ -1,0 +1,217 @@
+"""The LLaMA-like decoder: LlamaDecoderLayer and LlamaModel, with what each
+family derived from them changes (Mistral's and Qwen's masks, Gemma 1-3,
+Granite's multipliers, OLMo 2's post norms, Phi-3, the mixtures of experts,
+DeepSeek's latent attention)."""
+import torch
+import torch.nn as nn
+
+from .common import add, chunks
+from .deepseek import DeepseekMoE, DeepseekV3Attention, DeepseekV3MoE
+from .llama_blocks import LlamaAttention, LlamaMLP, LlamaRotaryEmbedding, ScaledEmbedding, rms_norm
+from .moe import SparseMoeBlock
+
+
+class LlamaDecoderLayer(nn.Module):
+    def __init__(self, cfg, layer_idx=0):
+        super().__init__()
+        h = cfg["hidden_size"]
+        eps = cfg.get("rms_norm_eps", 1e-6)
+        self.self_attn = DeepseekV3Attention(cfg, layer_idx) if cfg.get("kv_lora_rank") else LlamaAttention(cfg, layer_idx)
+        self.sparse = cfg["model_type"] in ("mixtral", "qwen2_moe", "qwen3_moe")
+        routed = layer_idx >= cfg.get("first_k_dense_replace", 0)
+        if self.sparse:
+            self.mlp = SparseMoeBlock(cfg)
+        elif cfg["model_type"] == "deepseek" and routed:
+            self.mlp = DeepseekMoE(cfg)
+        elif cfg["model_type"] == "deepseek_v3" and routed:
+            self.mlp = DeepseekV3MoE(cfg)
+        else:
+            self.mlp = LlamaMLP(cfg)
+        self.residual_multiplier = cfg.get("residual_multiplier") if cfg["model_type"] == "granite" else None
+        self.output_router_logits = cfg.get("output_router_logits", False)
+        self.olmo2 = cfg["model_type"] == "olmo2"
+        self.gemma2 = cfg["model_type"] in ("gemma2", "gemma3_text")
+        if self.gemma2:  # Gemma2DecoderLayer: four norms, every other layer sliding; Gemma 3's: one in six global
+            pattern = cfg.get("sliding_window_pattern", 6) if cfg["model_type"] == "gemma3_text" else 2
+            self.is_sliding = bool((layer_idx + 1) % pattern)
+            self.sliding_window = cfg.get("sliding_window", 4096)
+            self.input_layernorm = rms_norm(cfg, h)
+            self.post_attention_layernorm = rms_norm(cfg, h)
+            self.pre_feedforward_layernorm = rms_norm(cfg, h)
+            self.post_feedforward_layernorm = rms_norm(cfg, h)
+        elif self.olmo2:
+            self.post_attention_layernorm = rms_norm(cfg, h)
+            self.post_feedforward_layernorm = rms_norm(cfg, h)
+        else:
+            self.input_layernorm = rms_norm(cfg, h)
+            self.post_attention_layernorm = rms_norm(cfg, h)
+
+    def forward_gemma2(self, ac, hidden_states, attention_mask, cos, sin, cache_position):
+        # Gemma2DecoderLayer.forward (transformers 4.50-4.52) with eager
+        # attention; Gemma3DecoderLayer's is the same with the sliding
+        # layers' own rotary tables (its caller passes the ones to use)
+        if self.is_sliding and attention_mask is not None:
+            effective_seq_len = max(cache_position.shape[0], self.sliding_window)
+            min_dtype = torch.finfo(attention_mask.dtype).min
+            sliding_window_mask = torch.tril(
+                torch.ones_like(attention_mask, dtype=torch.bool), diagonal=-self.sliding_window)
+            attention_mask = torch.where(sliding_window_mask, min_dtype, attention_mask)
+            offset = cache_position[-1] - effective_seq_len + 1
+            offset = torch.clamp(offset, min=0)
+            mask_indexes = torch.arange(min(effective_seq_len, attention_mask.shape[-1]))
+            mask_indexes += offset
+            attention_mask = attention_mask[:, :, :, mask_indexes]
+        residual = hidden_states
+        hidden_states = self.input_layernorm(hidden_states)
+        hidden_states, _ = self.self_attn(ac, hidden_states, (cos, sin), attention_mask)
+        hidden_states = self.post_attention_layernorm(hidden_states)
+        # under autocast the post norms return 16-bit rows and the residual
+        # stream is fp32: CUDA's add, as MixedAdd, without CPU's fp32 copy
+        hidden_states = add(residual, hidden_states)
+        residual = hidden_states
+        hidden_states = self.pre_feedforward_layernorm(hidden_states)
+        hidden_states = self.mlp(ac, hidden_states)
+        hidden_states = self.post_feedforward_layernorm(hidden_states)
+        hidden_states = add(residual, hidden_states)
+        return hidden_states
+
+    def forward(self, ac, hidden_states, attention_mask, position_ids, cos, sin, past_key_value=None,
+                cache_position=None):
+        if self.gemma2:
+            return self.forward_gemma2(ac, hidden_states, attention_mask, cos, sin, cache_position)
+        if self.olmo2:  # Olmo2DecoderLayer: each block's output normalized
+            residual = hidden_states
+            hidden_states, _ = self.self_attn(ac, hidden_states, (cos, sin), attention_mask, past_key_value)
+            hidden_states = self.post_attention_layernorm(hidden_states)
+            hidden_states = add(residual, hidden_states)
+            residual = hidden_states
+            hidden_states = self.mlp(ac, hidden_states)
+            hidden_states = self.post_feedforward_layernorm(hidden_states)
+            return add(residual, hidden_states)
+        # under autocast the branches' 16-bit outputs join the fp32 stream: CUDA's mixed add
+        residual = hidden_states
+        hidden_states = self.input_layernorm(hidden_states)
+        hidden_states, _ = self.self_attn(ac, hidden_states, (cos, sin), attention_mask, past_key_value)
+        if self.residual_multiplier is not None:  # GraniteDecoderLayer
+            hidden_states = add(residual, hidden_states * self.residual_multiplier)
+            residual = hidden_states
+            hidden_states = self.post_attention_layernorm(hidden_states)
+            hidden_states = self.mlp(ac, hidden_states)
+            return add(residual, hidden_states * self.residual_multiplier)
+        hidden_states = add(residual, hidden_states)
+        residual = hidden_states
+        hidden_states = self.post_attention_layernorm(hidden_states)
+        if self.sparse:
+            hidden_states, router_logits = self.mlp(ac, hidden_states)
+        else:
+            hidden_states = self.mlp(ac, hidden_states)
+        hidden_states = add(residual, hidden_states)
+        if self.sparse and self.output_router_logits:  # outputs += (router_logits,)
+            return hidden_states, router_logits
+        return hidden_states
+
+
+def run_layers(ac, layers, x, mask, position_ids, cache_position, tables, past_key_values=None):
+    """Decoder layers in a row: one per HF checkpoint call, or a chunk of
+    them under vramplan's every-K checkpointing. Each output replaces the
+    last; the mixtures' router logits come back beside the hidden states."""
+    router = ()
+    for layer in layers:
+        # Gemma 3's sliding layers take the second pair
+        pe = tables[2:] if len(tables) == 4 and layer.is_sliding else tables[:2]
+        x = layer(ac, x, mask, position_ids, pe[0], pe[1], past_key_values, cache_position=cache_position)
+        if isinstance(x, tuple):
+            x, logits = x
+            router += (logits,)
+            del logits
+    return (x,) + router if router else x
+
+
+class Llama(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        h = cfg["hidden_size"]
+        self.cfg = cfg
+        gemma3 = cfg["model_type"] == "gemma3_text"
+        self.embed_tokens = ScaledEmbedding(cfg["vocab_size"], h) if gemma3 else nn.Embedding(cfg["vocab_size"], h)
+        self.layers = nn.ModuleList([LlamaDecoderLayer(cfg, i) for i in range(cfg["num_hidden_layers"])])
+        self.norm = rms_norm(cfg, h)
+        self.rotary_emb = LlamaRotaryEmbedding(cfg)
+        self.rotary_emb_local = None
+        if gemma3:  # Gemma3TextModel: the sliding layers' tables
+            self.rotary_emb_local = LlamaRotaryEmbedding(dict(cfg, rope_theta=cfg.get("rope_local_base_freq", 10000.0)))
+        self.tied = cfg.get("tie_word_embeddings", cfg["model_type"] in ("gemma", "gemma2", "gemma3_text"))
+        if not self.tied:
+            self.lm_head = nn.Linear(h, cfg["vocab_size"], bias=False)
+
+    def causal_mask(self, input_tensor, cache_position, past_seen_tokens=0):
+        # LlamaModel._update_causal_mask without an attention mask: target_length
+        # is past_seen_tokens + sequence_length + 1; then
+        # _prepare_4d_causal_attention_mask_with_cache_position, no padding mask
+        dtype = input_tensor.dtype
+        sequence_length = input_tensor.shape[1]
+        target_length = past_seen_tokens + sequence_length + 1
+        if self.cfg["model_type"] in ("gemma2", "gemma3_text"):  # Gemma2Model._update_causal_mask: the input's length
+            target_length = sequence_length
+        min_dtype = torch.finfo(dtype).min
+        causal_mask = torch.full((sequence_length, target_length), fill_value=min_dtype, dtype=dtype)
+        if self.cfg["model_type"] in ("phi3", "mixtral", "qwen2", "qwen3", "qwen2_moe", "qwen3_moe", "starcoder2"):
+            # MistralModel's (and its descendants'): no triu; the window or-ed in
+            diagonal_attend_mask = torch.arange(target_length) > cache_position.reshape(-1, 1)
+            window = self.cfg.get("sliding_window")
+            if window is not None:
+                sliding_attend_mask = torch.arange(target_length) <= (cache_position.reshape(-1, 1) - window)
+                diagonal_attend_mask.bitwise_or_(sliding_attend_mask)
+            causal_mask *= diagonal_attend_mask
+            return causal_mask[None, None, :, :].expand(input_tensor.shape[0], 1, -1, -1)
+        causal_mask = torch.triu(causal_mask, diagonal=1)
+        causal_mask *= torch.arange(target_length) > cache_position.reshape(-1, 1)
+        causal_mask = causal_mask[None, None, :, :].expand(input_tensor.shape[0], 1, -1, -1)
+        return causal_mask
+
+    def embed(self, input_ids):
+        return self.embed_tokens(input_ids)
+
+    def body(self, ac, input_ids, checkpoint, inputs_embeds=None, past_key_values=None):
+        if inputs_embeds is None:
+            inputs_embeds = self.embed(input_ids)
+        if self.cfg["model_type"] == "granite":  # GraniteModel rebinds inputs_embeds
+            inputs_embeds = inputs_embeds * self.cfg["embedding_multiplier"]
+        past_seen_tokens = past_key_values.get_seq_length() if past_key_values is not None else 0
+        cache_position = torch.arange(past_seen_tokens, past_seen_tokens + inputs_embeds.shape[1])
+        position_ids = cache_position.unsqueeze(0)
+        # _update_causal_mask: SDPA drops the mask while the keys are the
+        # queries and fewer than the sliding window (_ignore_causal_mask_sdpa)
+        window = self.cfg.get("sliding_window")
+        keys = past_seen_tokens + inputs_embeds.shape[1]
+        sdpa_ignores = (self.cfg.get("_attn_implementation") == "sdpa" and past_seen_tokens == 0
+                        and (window is None or keys < window) and self.cfg["model_type"] not in ("gemma2", "gemma3_text"))
+        causal_mask = None if sdpa_ignores else self.causal_mask(inputs_embeds, cache_position, past_seen_tokens)
+        hidden_states = inputs_embeds
+        cos, sin = self.rotary_emb(hidden_states, position_ids)
+        tables = (cos, sin)
+        if self.rotary_emb_local is not None:  # both pairs go to every layer
+            tables = (cos, sin) + self.rotary_emb_local(hidden_states, position_ids)
+        if self.cfg["model_type"] in ("gemma", "gemma2"):  # GemmaModel's normalizer (Gemma 3's is in its embedding)
+            normalizer = torch.tensor(self.cfg["hidden_size"] ** 0.5, dtype=hidden_states.dtype)
+            hidden_states = hidden_states * normalizer
+        self.all_router_logits = ()
+        for chunk in chunks(self.layers, checkpoint):
+            if checkpoint:  # LlamaModel's call: the rotary tables go as a tuple, not as tensors
+                outputs = checkpoint(lambda x, m, p, cp, t, c=chunk: run_layers(ac, c, x, m, p, cp, t),
+                                     hidden_states, causal_mask, position_ids, cache_position, tables)
+            else:
+                outputs = run_layers(ac, chunk, hidden_states, causal_mask, position_ids, cache_position, tables,
+                                     past_key_values)
+            if isinstance(outputs, tuple):  # MixtralModel: all_router_logits += (layer_outputs[-1],)
+                hidden_states, router_logits = outputs[0], outputs[1:]
+                self.all_router_logits += router_logits
+                del router_logits
+            else:
+                hidden_states = outputs
+            del outputs
+        hidden_states = self.norm(hidden_states)
+        return hidden_states
+
+    def head_weight(self):
+        return self.embed_tokens.weight if self.tied else self.lm_head.weight
