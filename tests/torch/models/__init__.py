@@ -1,12 +1,11 @@
-"""The model families as Hugging Face transformers (4.26-4.52) computes them
-in training, written out in plain PyTorch so that the CPU run keeps what a
-CUDA run of PyTorch 2.x keeps. Each forward mirrors
-the HF module line by line: the order of operations and of Python locals
-decides which tensors are alive together, so it is kept exactly. A helper
-called from a forward is a frame of its own, whose locals go when it
-returns, so the families share forward code only where HF's modules share
-it (LLaMA's eager attention, rotary tables and causal mask); construction
-and configuration are shared freely.
+"""The model families as Hugging Face transformers (4.26-4.52) computes them in
+training, written out in plain PyTorch so that the CPU run keeps what a CUDA
+run of PyTorch 2.x keeps. Each forward mirrors the HF module line by line:
+the order of operations and of Python locals decides which tensors are alive
+together, so it is kept exactly. A helper called from a forward is a frame
+of its own, whose locals go when it returns, so the families share forward
+code only where HF's modules share it (LLaMA's eager attention, rotary
+tables and causal mask); construction and configuration are shared freely.
 
 By layer:
 

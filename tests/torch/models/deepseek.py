@@ -5,9 +5,8 @@ import torch.nn as nn
 
 from .common import Mean2x, add, mul
 from .linear import linear
-from .llama_blocks import (LlamaAttention, LlamaMLP, LlamaRMSNorm, apply_rotary_pos_emb,
-                           apply_rotary_pos_emb_interleave)
-from .moe import RoundRobinTopk
+from .llama_blocks import LlamaAttention, LlamaRMSNorm, apply_rotary_pos_emb, apply_rotary_pos_emb_interleave
+from .moe import RoundRobinTopk, expert_mlp, expert_mlps
 
 
 class DeepseekV3Attention(nn.Module):
@@ -100,11 +99,10 @@ class DeepseekMoE(nn.Module):
         self.norm_topk_prob = cfg.get("norm_topk_prob", False)
         self.alpha = cfg.get("aux_loss_alpha", 0.001)
         f = cfg["moe_intermediate_size"]
-        self.experts = nn.ModuleList([LlamaMLP(dict(cfg, intermediate_size=f, mlp_bias=False))
-                                      for _ in range(self.n_routed_experts)])
+        self.experts = expert_mlps(cfg, f, self.n_routed_experts)
         self.gate_weight = nn.Parameter(torch.empty(self.n_routed_experts, h).normal_(std=0.02))
         shared = cfg.get("n_shared_experts")
-        self.shared_experts = LlamaMLP(dict(cfg, intermediate_size=f * shared, mlp_bias=False)) if shared else None
+        self.shared_experts = expert_mlp(cfg, f * shared) if shared else None
 
     def gate(self, ac, hidden_states):
         bsz, seq_len, h = hidden_states.shape
@@ -160,11 +158,10 @@ class DeepseekV3MoE(nn.Module):
         self.norm_topk_prob = cfg.get("norm_topk_prob", True)
         self.routed_scaling_factor = cfg.get("routed_scaling_factor", 2.5)
         f = cfg["moe_intermediate_size"]
-        self.experts = nn.ModuleList([LlamaMLP(dict(cfg, intermediate_size=f, mlp_bias=False))
-                                      for _ in range(self.n_routed_experts)])
+        self.experts = expert_mlps(cfg, f, self.n_routed_experts)
         self.gate_weight = nn.Parameter(torch.empty(self.n_routed_experts, h).normal_(std=0.02))
         self.register_buffer("e_score_correction_bias", torch.zeros(self.n_routed_experts))
-        self.shared_experts = LlamaMLP(dict(cfg, intermediate_size=f * cfg.get("n_shared_experts", 1), mlp_bias=False))
+        self.shared_experts = expert_mlp(cfg, f * cfg.get("n_shared_experts", 1))
 
     @torch.no_grad()
     def get_topk_indices(self, scores):

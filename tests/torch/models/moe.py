@@ -8,6 +8,19 @@ from .linear import linear
 from .llama_blocks import LlamaMLP
 
 
+def expert_mlp(cfg, intermediate_size):
+    """One expert, or a mixture's shared experts as one MLP: LLaMA's gated MLP
+    at the mixture's width, without biases (MixtralBlockSparseTop2MLP,
+    Qwen2MoeMLP, Qwen3MoeMLP, DeepseekMLP, DeepseekV3MLP)."""
+    return LlamaMLP(dict(cfg, intermediate_size=intermediate_size, mlp_bias=False))
+
+
+def expert_mlps(cfg, intermediate_size, count):
+    """The routed experts, registered in their order (their parameters' order
+    is a for-loop optimizer's)."""
+    return nn.ModuleList([expert_mlp(cfg, intermediate_size) for _ in range(count)])
+
+
 class RoundRobinTopk(torch.autograd.Function):
     """torch.topk(probs, k, dim=-1) with the routing pinned: token t's j-th
     choice is expert (t*k + j) % E, so every expert gets its even share, the
@@ -45,10 +58,9 @@ class SparseMoeBlock(nn.Module):
         self.norm_topk_prob = cfg.get("norm_topk_prob", False) if qwen else True
         f = cfg["moe_intermediate_size"] if qwen else cfg["intermediate_size"]
         self.gate = nn.Linear(h, self.num_experts, bias=False)
-        self.experts = nn.ModuleList([LlamaMLP(dict(cfg, intermediate_size=f, mlp_bias=False))
-                                      for _ in range(self.num_experts)])
+        self.experts = expert_mlps(cfg, f, self.num_experts)
         shared = cfg.get("shared_expert_intermediate_size", 0) if qwen else 0
-        self.shared_expert = LlamaMLP(dict(cfg, intermediate_size=shared, mlp_bias=False)) if shared else None
+        self.shared_expert = expert_mlp(cfg, shared) if shared else None
         self.shared_expert_gate = nn.Linear(h, 1, bias=False) if shared else None
 
     def forward(self, ac, hidden_states):
