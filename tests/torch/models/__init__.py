@@ -5,13 +5,15 @@ the order of operations and of Python locals decides which tensors are alive
 together, so it is kept exactly. A helper called from a forward is a frame
 of its own, whose locals go when it returns, so the families share forward
 code only where HF's modules share it (LLaMA's eager attention, rotary
-tables and causal mask); construction and configuration are shared freely.
+tables and causal mask; the 4-D causal mask OPT and T5 make); construction
+and configuration are shared freely.
 
 By layer:
 
 * common: CUDA's autocast, dropout, mean and mixed-dtype arithmetic on
   Debian's PyTorch 1.13 CPU; the activations; LayerNorm under autocast; the
-  checkpointed chunks of layers; transformers' DynamicCache.
+  causal mask from a 2-D mask; the checkpointed chunks of layers;
+  transformers' DynamicCache.
 * linear: the linear layers under autocast with PEFT's LoRA and DoRA and
   bitsandbytes' 4-bit and 8-bit layers.
 * gpt2, bloom, opt, t5, bert: one family each.

@@ -1,6 +1,7 @@
 """What every mirror shares: CUDA's behaviour on Debian's PyTorch 1.13 CPU,
-the activations, LayerNorm under autocast, the checkpointed chunks of layers
-and transformers' DynamicCache.
+the activations, LayerNorm under autocast, the causal mask OPT and T5 make
+from a 2-D mask, the checkpointed chunks of layers and transformers'
+DynamicCache.
 
 Where Debian's PyTorch 1.13 on CPU would keep something else than 2.x on CUDA,
 the code here keeps what 2.x on CUDA keeps, and says so:
@@ -232,6 +233,26 @@ def activation(ac, name, x):
 def layer_norm(ac, ln, x):
     # layer_norm is on autocast's fp32 list
     return nn.functional.layer_norm(ac.up(x), ln.normalized_shape, ln.weight, ln.bias, ln.eps)
+
+
+def causal_mask_with_cache_position(attention_mask, sequence_length, target_length, dtype, cache_position,
+                                    batch_size):
+    """transformers' _prepare_4d_causal_attention_mask_with_cache_position
+    with a 2-D attention mask (OPT's decoder, T5's): the [b, 1, s, t] causal
+    mask, the padding merged into a contiguous copy."""
+    min_dtype = torch.finfo(dtype).min
+    causal_mask = torch.full((sequence_length, target_length), fill_value=min_dtype, dtype=dtype)
+    if sequence_length != 1:
+        causal_mask = torch.triu(causal_mask, diagonal=1)
+    causal_mask *= torch.arange(target_length) > cache_position.reshape(-1, 1)
+    causal_mask = causal_mask[None, None, :, :].expand(batch_size, 1, -1, -1)
+    causal_mask = causal_mask.clone()  # copy to contiguous memory for in-place edit
+    mask_length = attention_mask.shape[-1]
+    # a 16-bit mask plus the fp32 ones: CUDA's add (MixedAdd), without CPU's fp32 copy
+    padding_mask = add(causal_mask[:, :, :, :mask_length], attention_mask[:, None, None, :])
+    padding_mask = padding_mask == 0
+    causal_mask[:, :, :, :mask_length] = causal_mask[:, :, :, :mask_length].masked_fill(padding_mask, min_dtype)
+    return causal_mask
 
 
 def chunks(layers, checkpoint):

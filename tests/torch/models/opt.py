@@ -5,7 +5,7 @@ with it, and positions counted from it, offset by 2."""
 import torch
 import torch.nn as nn
 
-from .common import activation, add, chunks, dropout, in_turn, layer_norm
+from .common import activation, add, causal_mask_with_cache_position, chunks, dropout, in_turn, layer_norm
 from .linear import linear
 
 
@@ -105,22 +105,9 @@ class OPT(nn.Module):
     def update_causal_mask(self, attention_mask, input_tensor, cache_position):
         # _update_causal_mask for eager attention, then
         # _prepare_4d_causal_attention_mask_with_cache_position with the 2-D mask
-        dtype = input_tensor.dtype
-        sequence_length = input_tensor.shape[1]
-        target_length = attention_mask.shape[-1]
-        min_dtype = torch.finfo(dtype).min
-        causal_mask = torch.full((sequence_length, target_length), fill_value=min_dtype, dtype=dtype)
-        if sequence_length != 1:
-            causal_mask = torch.triu(causal_mask, diagonal=1)
-        causal_mask *= torch.arange(target_length) > cache_position.reshape(-1, 1)
-        causal_mask = causal_mask[None, None, :, :].expand(input_tensor.shape[0], 1, -1, -1)
-        causal_mask = causal_mask.clone()  # copy to contiguous memory for in-place edit
-        mask_length = attention_mask.shape[-1]
-        # a 16-bit mask plus the fp32 ones: CUDA's add (MixedAdd), without CPU's fp32 copy
-        padding_mask = add(causal_mask[:, :, :, :mask_length], attention_mask[:, None, None, :])
-        padding_mask = padding_mask == 0
-        causal_mask[:, :, :, :mask_length] = causal_mask[:, :, :, :mask_length].masked_fill(padding_mask, min_dtype)
-        return causal_mask
+        # (its locals in a frame of their own, as in transformers)
+        return causal_mask_with_cache_position(attention_mask, input_tensor.shape[1], attention_mask.shape[-1],
+                                               input_tensor.dtype, cache_position, input_tensor.shape[0])
 
     def embed(self, input_ids):
         return self.embed_tokens(input_ids)

@@ -5,7 +5,7 @@ import math
 import torch
 import torch.nn as nn
 
-from .common import DynamicCache, Mean2x, activation, add, chunks, dropout, mul
+from .common import DynamicCache, Mean2x, activation, add, causal_mask_with_cache_position, chunks, dropout, mul
 from .linear import linear
 
 
@@ -209,21 +209,7 @@ class T5Stack(nn.Module):
         self.final_layer_norm = T5LayerNorm(cfg["d_model"], cfg.get("layer_norm_epsilon", 1e-6))
         self.p = cfg.get("dropout_rate", 0.1)
 
-    @staticmethod
-    def causal_mask(attention_mask, sequence_length, target_length, dtype, cache_position, batch_size):
-        # _prepare_4d_causal_attention_mask_with_cache_position
-        min_dtype = torch.finfo(dtype).min
-        causal_mask = torch.full((sequence_length, target_length), fill_value=min_dtype, dtype=dtype)
-        if sequence_length != 1:
-            causal_mask = torch.triu(causal_mask, diagonal=1)
-        causal_mask *= torch.arange(target_length) > cache_position.reshape(-1, 1)
-        causal_mask = causal_mask[None, None, :, :].expand(batch_size, 1, -1, -1)
-        causal_mask = causal_mask.clone()
-        mask_length = attention_mask.shape[-1]
-        padding_mask = causal_mask[:, :, :, :mask_length] + attention_mask[:, None, None, :]
-        padding_mask = padding_mask == 0
-        causal_mask[:, :, :, :mask_length] = causal_mask[:, :, :, :mask_length].masked_fill(padding_mask, min_dtype)
-        return causal_mask
+    causal_mask = staticmethod(causal_mask_with_cache_position)
 
     def run_blocks(self, ac, chunk, h, m, pb, e, em, epb, cp):
         """A checkpointed call's blocks (one, as HF's, or K under every-K):
