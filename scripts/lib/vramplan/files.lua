@@ -1,10 +1,12 @@
 -- vramplan.files — the folders of scripts (which exist, their names) and the
 -- one file a command writes.
-local lfs = require("lfs")
+local vramplan = require("vramplan")
 
 local files = {}
 
-function files.is_file(path) return lfs.attributes(path, "mode") == "file" end
+-- (the core's stat: loading LuaFileSystem, a shared library, is a good
+-- part of a command's start-up; folders are listed with it when asked)
+files.is_file = vramplan.is_file
 
 -- Where models, families, recipes and hardware are looked up, first to last:
 -- the folders of `--path DIR` (the command line puts them in
@@ -72,6 +74,7 @@ function files.write(path, text)
 end
 
 function files.script_names(dir)
+  local lfs = require("lfs")
   local names = {}
   if lfs.attributes(dir, "mode") ~= "directory" then return names end
   for entry in lfs.dir(dir) do
