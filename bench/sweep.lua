@@ -2,12 +2,13 @@
 -- (the built binary, rows written to /dev/null), variants per second per
 -- core and total time for (a) Llama-2-7B over seven recipe keys, (b) a shape
 -- grid of dense models (every variant a model of its own), (c) (a) with
--- --jobs 2. Prints figures; asserts nothing.
-package.cpath = "build/?.so;" .. package.cpath
-package.path = "scripts/lib/?.lua;" .. package.path
-local vramplan = require("vramplan")
+-- --jobs 2. Per core is per CPU second of the processes (bench/measure.lua:
+-- on a loaded machine the wall time waits for a CPU). Prints figures;
+-- asserts nothing.
+package.path = "bench/?.lua;" .. package.path
+local measure = require("measure")
 
-local bin = "build/vramplan"
+local bin = os.getenv("VRAMPLAN_BIN") or "build/vramplan" -- another build to compare with
 
 local recipe_grid = {
   "llama2-7b", "--set", "framework=deepspeed", "--gpu", "a100-80gb",
@@ -34,16 +35,14 @@ local function run(name, args, jobs)
   local quoted = {}
   for i, a in ipairs(args) do quoted[i] = "'" .. a .. "'" end
   local command = string.format("%s sweep %s --jobs %d --out /dev/null", bin, table.concat(quoted, " "), jobs)
-  local t0 = vramplan.clock()
-  local ok = os.execute(command)
-  local seconds = vramplan.clock() - t0
+  local ok, seconds, cpu = measure.run(command)
   local n = count(args)
-  print(string.format("%-34s %8d %5d %10.2f %12.0f %14.0f%s", name, n, jobs, seconds, n / seconds,
-    n / seconds / jobs, ok and "" or "  (failed)"))
+  print(string.format("%-34s %8d %5d %10.2f %10.2f %12.0f %16s%s", name, n, jobs, seconds, cpu or 0 / 0,
+    n / seconds, cpu and string.format("%.0f", n / cpu) or "-", ok and "" or "  (failed)"))
 end
 
-print(string.format("%-34s %8s %5s %10s %12s %14s", "sweep", "variants", "jobs", "seconds", "variants/s",
-  "variants/s/core"))
+print(string.format("%-34s %8s %5s %10s %10s %12s %16s", "sweep", "variants", "jobs", "wall s", "CPU s", "variants/s",
+  "variants/CPU s"))
 run("(a) llama2-7b, 7 recipe keys", recipe_grid, 1)
 run("(b) dense shapes, 4 model fields", shape_grid, 1)
 run("(c) (a) with --jobs 2", recipe_grid, 2)
