@@ -13,7 +13,7 @@ local bin = os.getenv("VRAMPLAN_BIN") or "build/vramplan" -- another build to co
 local TARGET_MS = 3 -- issue 18: `estimate` as a CLI process in at most 3 ms
 
 -- CPU ms per run (with the shell's own), and the median wall ms.
-local function measure(command)
+local function per_run(command)
   local walls, cpu = {}, 0
   for i = 1, runs do
     local _, wall, seconds = measure.run(command)
@@ -23,7 +23,7 @@ local function measure(command)
   return cpu and cpu * 1000 / runs, walls[(runs + 1) // 2]
 end
 
-local shell_cpu, shell_wall = measure("exec true")
+local shell_cpu, shell_wall = per_run("exec true")
 local commands = {
   { "--version", "--version" },
   { "estimate (text)", "estimate llama2-7b --gpu a100-80gb" },
@@ -36,7 +36,7 @@ print(string.format("%d runs each; a shell's start (deducted): %.2f ms CPU, %.2f
   shell_wall))
 print(string.format("%-24s %10s %10s %14s", "command", "CPU ms", "wall ms", "CPU / 3 ms"))
 for _, c in ipairs(commands) do
-  local cpu, wall = measure(string.format("exec %s %s >/dev/null 2>&1", bin, c[2]))
+  local cpu, wall = per_run(string.format("exec %s %s >/dev/null 2>&1", bin, c[2]))
   cpu = cpu and cpu - shell_cpu
   print(string.format("%-24s %10s %10.2f %14s", c[1], cpu and string.format("%.2f", cpu) or "-", wall - shell_wall,
     cpu and string.format("%.2fx", cpu / TARGET_MS) or "-"))

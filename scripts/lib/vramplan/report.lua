@@ -361,7 +361,7 @@ function report.key_order()
 end
 
 function report.json(ctx)
-  return json.encode(report.object(ctx), { indent = true, keyorder = report.key_order() })
+  return require("vramplan.json_out").encode(report.object(ctx), report.key_order(), true)
 end
 
 return report

@@ -7,6 +7,7 @@ local arch = require("vramplan.arch")
 local csv = require("vramplan.csv")
 local hardware = require("vramplan.hardware")
 local job = require("vramplan.job")
+local json_out = require("vramplan.json_out")
 local models = require("vramplan.models")
 local recipes = require("vramplan.recipes")
 local report = require("vramplan.report")
@@ -325,7 +326,7 @@ formats.jsonl = {
   row = function(fields, values)
     local o = {}
     for i, f in ipairs(fields) do o[f] = values[i] == nil and json.null or values[i] end
-    return json.encode(o, { keyorder = fields })
+    return json_out.encode(o, fields)
   end,
 }
 
