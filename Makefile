@@ -54,7 +54,7 @@ build/vramplan: build/obj/main.o build/obj/embedded.o build/gen/embedded_lua.o $
 LIB_LUA := $(sort $(shell find scripts/lib -name '*.lua'))
 SYSTEM_LUA = $(shell lua5.4 -e "for _, m in ipairs({'argparse', 'dkjson'}) do \
   local p = package.searchpath(m, package.path) if p then io.write(m, '=', p, ' ') end end" 2>/dev/null)
-build/gen/embedded_lua.c: tools/embed_lua.lua $(LIB_LUA) | build/gen
+build/gen/embedded_lua.c: tools/embed_lua.lua $(LIB_LUA) $(foreach m,$(SYSTEM_LUA),$(lastword $(subst =, ,$(m)))) | build/gen
 	lua5.4 tools/embed_lua.lua $@ $(foreach f,$(LIB_LUA),$(subst /,.,$(patsubst scripts/lib/%.lua,%,$(f)))=$(f)) \
 	    $(SYSTEM_LUA)
 build/gen/embedded_lua.o: build/gen/embedded_lua.c engine/lua/embedded.h
