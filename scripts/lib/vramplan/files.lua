@@ -22,8 +22,7 @@ function files.roots(home)
       roots[#roots + 1] = dir
     end
   end
-  local ok, vramplan = pcall(require, "vramplan")
-  for _, dir in ipairs(ok and type(vramplan) == "table" and vramplan.search_path or {}) do add(dir) end
+  for _, dir in ipairs(vramplan.search_path or {}) do add(dir) end
   for dir in (os.getenv("VRAMPLAN_PATH") or ""):gmatch("[^:]+") do add(dir) end
   add(home)
   return roots
