@@ -24,8 +24,11 @@ SANITIZE := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-r
 # every engine/*/*.c is plain C without Lua but engine/lua/ (the binding
 # and main.c): a new op is its file in engine/ops (and its line in op_list.h)
 SOURCES := $(basename $(notdir $(wildcard $(addsuffix /*.c,$(ENGINE)))))
-BINDING := $(filter-out main,$(basename $(notdir $(wildcard engine/lua/*.c))))
-CORE    := $(filter-out main $(BINDING),$(SOURCES))
+# the command alone (not the module): main.c and the searcher of the Lua
+# library it carries compiled (embedded.c, build/gen/embedded_lua.c)
+COMMAND := main embedded
+BINDING := $(filter-out $(COMMAND),$(basename $(notdir $(wildcard engine/lua/*.c))))
+CORE    := $(filter-out $(COMMAND) $(BINDING),$(SOURCES))
 CORE_OBJ    := $(CORE:%=build/obj/%.o)
 BINDING_OBJ := $(BINDING:%=build/obj/%.o)
 PIC_OBJ     := $(CORE:%=build/pic/%.o) $(BINDING:%=build/pic/%.o)
@@ -42,8 +45,20 @@ build/pic/%.o: %.c | build/pic
 build/san/%.o: %.c | build/san
 	$(CC) $(ALL_CFLAGS) $(SANITIZE) -O1 -c $< -o $@
 
-build/vramplan: build/obj/main.o $(CORE_OBJ) $(BINDING_OBJ)
+build/vramplan: build/obj/main.o build/obj/embedded.o build/gen/embedded_lua.o $(CORE_OBJ) $(BINDING_OBJ)
 	$(CC) $(CFLAGS) -o $@ $^ $(LUA_LIBS) -lm
+
+# The Lua library the command loads, compiled ahead of time (the project's
+# own modules and the two system ones it starts with; a file whose text is
+# not the one compiled in is read as before): tools/embed_lua.lua
+LIB_LUA := $(sort $(shell find scripts/lib -name '*.lua'))
+SYSTEM_LUA = $(shell lua5.4 -e "for _, m in ipairs({'argparse', 'dkjson'}) do \
+  local p = package.searchpath(m, package.path) if p then io.write(m, '=', p, ' ') end end" 2>/dev/null)
+build/gen/embedded_lua.c: tools/embed_lua.lua $(LIB_LUA) $(foreach m,$(SYSTEM_LUA),$(lastword $(subst =, ,$(m)))) | build/gen
+	lua5.4 tools/embed_lua.lua $@ $(foreach f,$(LIB_LUA),$(subst /,.,$(patsubst scripts/lib/%.lua,%,$(f)))=$(f)) \
+	    $(SYSTEM_LUA)
+build/gen/embedded_lua.o: build/gen/embedded_lua.c engine/lua/embedded.h
+	$(CC) $(CFLAGS) $(LUA_CFLAGS) -Iengine/lua -c $< -o $@
 build/vramplan.so: $(PIC_OBJ)
 	$(CC) $(CFLAGS) -shared -o $@ $^ -lm
 build/libmemcount.so: tests/torch/memcount.c | build
@@ -91,7 +106,7 @@ fuzz-short: $(FUZZ_EXE) build/fuzz/seeds
 	rm -rf build/fuzz/short/*
 	$(FUZZ_ENV) $(FUZZ_EXE) $(FUZZ_OPTS) -max_total_time=$(FUZZ_SHORT) build/fuzz/short build/fuzz/seeds
 
-build build/obj build/pic build/san build/tests build/fuzz:
+build build/obj build/pic build/san build/tests build/fuzz build/gen:
 	mkdir -p $@
 
 # ---- the two commands of the README ----
@@ -113,7 +128,7 @@ test:
 DEPCYCLES_MAX := 4
 DEPCYCLES := --max $(DEPCYCLES_MAX) --layers $(subst $(eval) ,$(comma),$(LAYERS)) --services step_state,checkpoint
 
-test-c: $(C_TESTS) $(CORE_OBJ) $(BINDING_OBJ) build/obj/main.o
+test-c: $(C_TESTS) $(CORE_OBJ) $(BINDING_OBJ) build/obj/main.o build/obj/embedded.o
 	@set -e; for t in $(C_TESTS); do echo "== $$t"; $$t; done
 	/usr/bin/python3 tools/depcycles.py $(DEPCYCLES) build/obj
 
@@ -138,6 +153,7 @@ docs: all
 	./build/vramplan keys --markdown > docs/recipe-keys.md
 
 bench: all
+	lua5.4 bench/cli.lua
 	lua5.4 bench/estimate.lua
 	lua5.4 bench/sweep.lua
 

@@ -1,13 +1,15 @@
 /* lua_system.c — the few operating-system facts the sweep command needs and
  * standard Lua lacks: whether a stream is a terminal, how many CPUs are
- * online, a wall clock finer than os.time, this program's own path (to start workers) and cutting a file's
- * partial last line. Not offered to scripts: the sandbox sees none of it. */
+ * online, a wall clock finer than os.time, this program's own path (to start workers), cutting a file's
+ * partial last line and whether a path is a regular file (without loading LuaFileSystem, a shared library:
+ * the command's start-up). Not offered to scripts: the sandbox sees none of it. */
 #define _DEFAULT_SOURCE /* readlink, truncate, clock_gettime */
 #include <errno.h>
 #include <lauxlib.h>
 #include <limits.h>
 #include <lua.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -60,7 +62,17 @@ static int l_truncate(lua_State *L) {
     return 1;
 }
 
+/* vramplan.is_file(path) -> whether path names a regular file (through
+ * links), as lfs.attributes(path, "mode") == "file" */
+static int l_is_file(lua_State *L) {
+    const char *path = luaL_checkstring(L, 1);
+    struct stat st;
+    lua_pushboolean(L, stat(path, &st) == 0 && S_ISREG(st.st_mode));
+    return 1;
+}
+
 static const luaL_Reg functions[] = {
+    {"is_file", l_is_file},
     {"isatty", l_isatty},
     {"cpu_count", l_cpu_count},
     {"clock", l_clock},

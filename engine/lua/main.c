@@ -11,6 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "embedded.h"
 #include "lua_vramplan.h"
 
 static int file_exists(const char *dir, const char *rel) {
@@ -66,6 +67,7 @@ static int pmain(lua_State *L) {
     lua_pushfstring(L, "%s/scripts/lib/?.lua;%s/scripts/lib/?/init.lua;%s", home, home, lua_tostring(L, -1));
     lua_setfield(L, -3, "path");
     lua_pop(L, 2);
+    vp_embedded_install(L);
     luaL_requiref(L, "vramplan", luaopen_vramplan, 0);
     lua_pop(L, 1);
 

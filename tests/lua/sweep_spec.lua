@@ -524,6 +524,32 @@ describe("the Lua module", function()
       "vramplan.load_gpu: argument 1 (name) must be a GPU name such as h100-80gb (got number)")
   end)
 
+  it("reads a row's fields from the object as flattening it names them", function()
+    local sweep = require("vramplan.sweep")
+    local model, config = vramplan.load_model("gpt2", { layers = 4 })
+    local cases = {
+      { { micro_batch = 2, seq_len = 256 }, vramplan.load_gpu("a100-40gb") },
+      { { seq_len = 128, pp = 2, num_microbatches = 2 }, vramplan.load_gpu("h100-80gb") },
+      { { seq_len = 128 }, nil }, -- no GPU: null verdicts
+    }
+    for _, c in ipairs(cases) do
+      local o = vramplan.report(vramplan.estimate(model, c[1], c[2]), config, c[2])
+      local flat, n = sweep.flatten(o), 0
+      for name, v in pairs(flat) do
+        assert.are.equal(v, sweep.lookup(o, name), name)
+        n = n + 1
+      end
+      assert.is_true(n > 100, n .. " names")
+      assert.is_truthy(flat["per_rank.1.stage"])
+      -- what flattening names not: objects, parts it never writes
+      for _, name in ipairs({ "per_gpu", "per_rank.1", "per_rank.01.stage", "per_rank.1e0.stage", "per_gpu..params_bytes",
+        ".per_gpu.params_bytes", "per_gpu.params_bytes.", "", "nothing.here", "per_gpu.params_bytes.more" }) do
+        assert.is_nil(flat[name], name)
+        assert.is_nil(sweep.lookup(o, name), name)
+      end
+    end
+  end)
+
   it("builds a model with overrides and no origins (arch.build's third argument is optional)", function()
     local arch, models = require("vramplan.arch"), require("vramplan.models")
     local model, config = arch.build(models.describe(helper.root, "gpt2"), { layers = 2 })

@@ -68,8 +68,8 @@ function vramplan.sweep(spec, on_row)
   local n = 0
   grid.each(plan, function(index, values)
     if not grid.owns(spec.shard, index) then return end
-    local flat, message = evaluate(values)
-    local list = sweep.row_values(fields, varied, index, values, flat, sweep.one_line(message))
+    local object, message = evaluate(values)
+    local list = sweep.row_values(fields, varied, index, values, object, sweep.one_line(message))
     local row = {}
     for i, f in ipairs(fields) do row[f] = list[i] end
     on_row(row)

@@ -90,6 +90,58 @@ local function parser_for(name, cmd)
   return p
 end
 
+-- The plain command lines (a known flag once, its value after it or after
+-- '=', a list or set flag as often as wanted, positional arguments not
+-- starting with a minus) as argparse would read them, without loading it:
+-- most of a command's start-up was argparse's. nil for anything else
+-- (an unknown or repeated flag, a missing value, ...): argparse reads those
+-- and words the error (tests/lua/cli_parse_spec.lua holds the two alike).
+function cli.plain_parse(cmd, args)
+  local parsed, positional = {}, {}
+  local i = 1
+  while i <= #args do
+    local a = args[i]
+    if a:sub(1, 1) ~= "-" then
+      positional[#positional + 1] = a
+    else
+      local name, value = a:match("^%-%-([%w][%w%-]*)=(.*)$")
+      if not name then
+        name = a:match("^%-%-([%w][%w%-]*)$")
+        local letter = a:match("^%-(%a)$")
+        if letter then name = cmd.short and cmd.short[letter] end
+      end
+      local kind = name and cmd.flags[name]
+      if not kind then return nil end
+      local key = name:gsub("%-", "_")
+      if kind == "flag" then
+        if value or parsed[key] then return nil end
+        parsed[key] = true
+      else
+        if not value then
+          value = args[i + 1]
+          if value == nil or value:sub(1, 1) == "-" then return nil end
+          i = i + 1
+        end
+        if kind == "value" then
+          if parsed[key] ~= nil then return nil end
+          parsed[key] = value
+        else
+          parsed[key] = parsed[key] or {}
+          parsed[key][#parsed[key] + 1] = value
+        end
+      end
+    end
+    i = i + 1
+  end
+  parsed.positional = positional
+  return parsed
+end
+
+-- argparse's reading of `args` (as pparse: ok, parsed or message).
+function cli.argparse_parse(name, cmd, args)
+  return parser_for(name, cmd):pparse(args)
+end
+
 local function parse(name, cmd, args)
   -- a value that starts with a minus (--tokens -3) is the flag's value, not
   -- another flag: argparse reads it so as --tokens=-3
@@ -103,7 +155,9 @@ local function parse(name, cmd, args)
       joined[#joined + 1] = args[i]
     end
   end
-  local ok, parsed = parser_for(name, cmd):pparse(joined)
+  local parsed = cli.plain_parse(cmd, joined)
+  local ok = parsed ~= nil
+  if not ok then ok, parsed = cli.argparse_parse(name, cmd, joined) end
   -- argparse quotes the option it does not know; our messages name it bare
   if not ok then fail_usage((parsed:gsub("^unknown option '([^']*)'", "unknown option %1"))) end
   local opts = { sets = {}, positional = parsed.positional or {} }

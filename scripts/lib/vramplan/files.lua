@@ -1,10 +1,12 @@
 -- vramplan.files — the folders of scripts (which exist, their names) and the
 -- one file a command writes.
-local lfs = require("lfs")
+local vramplan = require("vramplan")
 
 local files = {}
 
-function files.is_file(path) return lfs.attributes(path, "mode") == "file" end
+-- (the core's stat: loading LuaFileSystem, a shared library, is a good
+-- part of a command's start-up; folders are listed with it when asked)
+files.is_file = vramplan.is_file
 
 -- Where models, families, recipes and hardware are looked up, first to last:
 -- the folders of `--path DIR` (the command line puts them in
@@ -20,8 +22,7 @@ function files.roots(home)
       roots[#roots + 1] = dir
     end
   end
-  local ok, vramplan = pcall(require, "vramplan")
-  for _, dir in ipairs(ok and type(vramplan) == "table" and vramplan.search_path or {}) do add(dir) end
+  for _, dir in ipairs(vramplan.search_path or {}) do add(dir) end
   for dir in (os.getenv("VRAMPLAN_PATH") or ""):gmatch("[^:]+") do add(dir) end
   add(home)
   return roots
@@ -72,6 +73,7 @@ function files.write(path, text)
 end
 
 function files.script_names(dir)
+  local lfs = require("lfs")
   local names = {}
   if lfs.attributes(dir, "mode") ~= "directory" then return names end
   for entry in lfs.dir(dir) do

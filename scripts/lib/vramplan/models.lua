@@ -1,7 +1,6 @@
 -- vramplan.models — finding and loading a model: a Lua model script, a name
 -- in models/, or a Hugging Face config.json.
 local arch = require("vramplan.arch")
-local hf = require("vramplan.hf")
 local files = require("vramplan.files")
 local sandbox = require("vramplan.sandbox")
 
@@ -39,7 +38,8 @@ function models.describe(home, spec)
     end
   end
   if path:match("%.json$") then
-    local family_name, values, origins, quantization = hf.load(path)
+    -- (required here: a model script needs no JSON reader)
+    local family_name, values, origins, quantization = require("vramplan.hf").load(path)
     local family = arch.load(home, family_name)
     return { family = family, values = values, origins = origins, where = path, source = path,
              quantization = quantization }

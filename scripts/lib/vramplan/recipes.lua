@@ -76,6 +76,8 @@ end
 -- the model (`config`: the model's resolved fields). Returns what was
 -- assumed about the stack and precision (for the report), or nil.
 function recipes.normalize(keys, origins, imported, config)
+  -- no keys: nothing to rename, imply or assume (and two modules not loaded)
+  if next(keys) == nil and not imported then return nil end
   local aliases = require("vramplan.aliases")
   local stacks = require("vramplan.stacks")
   aliases.apply(keys, origins)

@@ -1,6 +1,7 @@
 -- vramplan.report — what the user reads: the verdict, the breakdown at the
 -- peak, the timeline; and the JSON object other tools read.
-local json = require("dkjson")
+-- dkjson when first used (the JSON object): the text report needs none of it
+local json = setmetatable({}, { __index = function(_, k) return require("dkjson")[k] end })
 
 local report = {}
 
@@ -340,7 +341,10 @@ end
 -- the breakdown in the report's row order: a stable order across runs.
 -- dkjson's key order is one list for every object, so the recipe's keys
 -- go right after the top level's (host.gpus_per_node shares a name).
-do
+-- (made when first asked for: the text report needs none of it)
+local merged_order
+function report.key_order()
+  if merged_order then return merged_order end
   local top, listed, merged = 11, {}, {}
   local function append(name)
     if not listed[name] then
@@ -352,12 +356,12 @@ do
   for _, key in ipairs(require("vramplan").recipe_keys()) do append(key.name) end
   for i = top + 1, #order do append(order[i]) end
   for _, row in ipairs(rows) do append(row[1]) end
-  order = merged
+  merged_order = merged
+  return merged
 end
-report.keyorder = order
 
 function report.json(ctx)
-  return json.encode(report.object(ctx), { indent = true, keyorder = order })
+  return require("vramplan.json_out").encode(report.object(ctx), report.key_order(), true)
 end
 
 return report

@@ -7,6 +7,7 @@ local arch = require("vramplan.arch")
 local csv = require("vramplan.csv")
 local hardware = require("vramplan.hardware")
 local job = require("vramplan.job")
+local json_out = require("vramplan.json_out")
 local models = require("vramplan.models")
 local recipes = require("vramplan.recipes")
 local report = require("vramplan.report")
@@ -151,6 +152,43 @@ local function flatten(object, prefix, into)
 end
 sweep.flatten = flatten
 
+-- The value `name` (dotted, as flatten names it) has in estimate --json's
+-- object: what flatten(object)[name] is, without flattening the whole
+-- object for the few fields a row shows. Names are split once.
+local paths = {}
+local function path_of(name)
+  local path = paths[name]
+  if path == nil then
+    path = {}
+    -- flatten never names an empty part
+    if name == "" or name:find("^%.") or name:find("%.%.") or name:find("%.$") then path = false end
+    for part in name:gmatch("[^.]+") do
+      if path then
+        -- an array's index as flatten writes it (tostring of the integer)
+        local n = part:match("^%-?%d+$") and math.tointeger(tonumber(part))
+        path[#path + 1] = { part, n and tostring(n) == part and n or nil }
+      end
+    end
+    paths[name] = path
+  end
+  return path
+end
+
+function sweep.lookup(object, name)
+  local path = path_of(name)
+  if not path then return nil end
+  local v = object
+  for i = 1, #path do
+    if type(v) ~= "table" or v == json.null then return nil end
+    local part = path[i]
+    local next_v = v[part[1]]
+    if next_v == nil and part[2] then next_v = v[part[2]] end
+    v = next_v
+  end
+  if type(v) == "table" and v ~= json.null then return nil end
+  return v
+end
+
 -- A cache that forgets everything when full: sweeps visit their variants in
 -- order, so the models they reuse are the recent ones, and memory stays flat
 -- however many models a shape sweep builds.
@@ -169,6 +207,7 @@ end
 
 -- The key of a model with field overrides, independent of table order.
 local function model_key(name, overrides)
+  if next(overrides) == nil then return name end -- the one model of a recipe sweep
   local parts = { name }
   local keys = {}
   for k in pairs(overrides) do keys[#keys + 1] = k end
@@ -188,8 +227,9 @@ local function variant_sets(plan, origin, values)
   return sets
 end
 
--- An evaluator for the plan: evaluate(values) -> the flat row (name ->
--- value), or nil and the one-line message of why it cannot be evaluated.
+-- An evaluator for the plan: evaluate(values) -> estimate --json's object
+-- (its fields read with sweep.lookup), or nil and the one-line message of
+-- why it cannot be evaluated.
 -- It is `estimate`'s path (job.split_sets, arch.build, job.estimate,
 -- report.object) with the models, descriptions and GPUs cached.
 function sweep.evaluator(plan)
@@ -231,7 +271,7 @@ function sweep.evaluator(plan)
     local result
     result, message = job.try(j)
     if not result then return nil, message end
-    return flatten(report.object(job.context(j, result)))
+    return report.object(job.context(j, result))
   end
 end
 
@@ -257,15 +297,16 @@ function sweep.fields(plan, fields)
   return list
 end
 
--- One row's values in `fields` order (nil where a field has no value).
-function sweep.row_values(fields, varied, index, values, flat, message)
+-- One row's values in `fields` order (nil where a field has no value);
+-- object: the evaluator's (or nil).
+function sweep.row_values(fields, varied, index, values, object, message)
   local out = {}
   for i, f in ipairs(fields) do
     local v
     if f == "variant" then v = index
     elseif f == "error" then v = message
     elseif varied[f] then v = values[f]
-    elseif flat then v = flat[f] end
+    elseif object then v = sweep.lookup(object, f) end
     if v == json.null then v = nil end
     out[i] = v
   end
@@ -285,7 +326,7 @@ formats.jsonl = {
   row = function(fields, values)
     local o = {}
     for i, f in ipairs(fields) do o[f] = values[i] == nil and json.null or values[i] end
-    return json.encode(o, { keyorder = fields })
+    return json_out.encode(o, fields)
   end,
 }
 

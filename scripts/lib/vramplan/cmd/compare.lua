@@ -101,7 +101,7 @@ function cmd.run(opts, home)
     local json = require("dkjson")
     print(json.encode({ model = { name = j.config.name, source = j.description.source }, recipe = result.recipe,
       compare = { rows = rows, largest = largest and largest.quantity or json.null },
-      environment = o.environment }, { indent = true, keyorder = report.keyorder }))
+      environment = o.environment }, { indent = true, keyorder = report.key_order() }))
     return 0
   end
   print(string.format("%s, measured on %s, beside vramplan's estimate", j.config.name,

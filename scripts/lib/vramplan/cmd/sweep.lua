@@ -158,8 +158,8 @@ local function row_source(plan, opts, fields, format_name, shard, jobs, done)
   local varied = {}
   for _, k in ipairs(plan.columns) do varied[k] = true end
   return function(index, values)
-    local flat, message = evaluate(values)
-    return format.row(fields, sweep.row_values(fields, varied, index, values, flat, sweep.one_line(message)))
+    local object, message = evaluate(values)
+    return format.row(fields, sweep.row_values(fields, varied, index, values, object, sweep.one_line(message)))
   end
 end
 
