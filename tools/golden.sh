@@ -29,7 +29,7 @@ prefix|--set finetune=prefix --set num_virtual_tokens=20
 prompt|--set finetune=prompt --set num_virtual_tokens=8 --set precision=bf16
 offload|--set offload_activations=true
 every2|--set use_reentrant=false --set checkpointing=every-2'
-for model in $("$bin" list models); do
+for model in $("$bin" list models --json | sed -n 's/^ *"name":"\([^"]*\)",*$/\1/p'); do
     extra=""
     case $model in gpt2*) extra="--set seq_len=1024" ;; bert*) extra="--set seq_len=512" ;; esac
     printf '%s\n' "$recipes" | while IFS='|' read -r rname rargs; do
