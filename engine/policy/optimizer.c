@@ -151,30 +151,48 @@ static uint64_t sm3_reductions(const vp_param_shape *p, vp_dtype dtype) {
     return bytes_of(dtype, longer) + bytes_of(VP_INT64, longer);
 }
 
+/* In the order a recipe's `optimizer` key lists them. Fields left out are
+ * none: no temporary of their dtype's own, nothing carried or beside. */
 static const vp_optimizer_kind registry[] = {
-    {"adamw", "AdamW: exp_avg and exp_avg_sq per parameter, decoupled weight decay (default 0.01)", 0.01, true,
-     two_states, adamw_temps, VP_DTYPE_NONE, false, false, 1, 0, 0, NULL, NULL, 0},
-    {"adam", "Adam: exp_avg and exp_avg_sq per parameter (weight decay default 0)", 0.0, true, two_states, adam_temps,
-     VP_DTYPE_NONE, false, false, 1, 0, 0, NULL, NULL, 0},
-    {"sgd", "plain SGD: no state", 0.0, true, no_state, sgd_temps, VP_DTYPE_NONE, false, false, 0, 0, 0, NULL, NULL, 0},
-    {"sgd-momentum", "SGD with momentum: one momentum buffer per parameter", 0.0, true, one_state, sgd_temps,
-     VP_DTYPE_NONE, false, false, 0, 0, 0, NULL, NULL, 0},
-    {"adamw-hf", "transformers' own AdamW (Trainer's adamw_hf): a loop whose denom = exp_avg_sq.sqrt().add_(eps) is its one temporary",
-     0.0, true, two_states, one_temp, VP_DTYPE_NONE, true, false, 1, 0, 0, NULL, NULL, 0},
-    {"adamw-8bit", "bitsandbytes AdamW8bit: uint8 states with an fp32 absmax per 256 elements (fp32 below 4096 elements), fused",
-     0.01, true, adam_8bit_states, no_temps, VP_DTYPE_NONE, false, false, 0, 0, 0, NULL, NULL, 0},
-    {"paged-adamw-8bit", "bitsandbytes PagedAdamW8bit: the 8-bit states in CUDA unified memory, paged in per tensor at the step",
-     0.01, true, adam_8bit_states, no_temps, VP_DTYPE_NONE, true, true, 0, 0, 0, NULL, NULL, 0},
-    {"paged-adamw-32bit", "bitsandbytes PagedAdamW32bit: fp32 states in CUDA unified memory, paged in per tensor at the step",
-     0.01, true, fp32_two_states, no_temps, VP_DTYPE_NONE, true, true, 0, 0, 0, NULL, NULL, 0},
-    {"lion", "bitsandbytes Lion (32-bit): one fp32 momentum per parameter, fused", 0.0, true, fp32_one_state, no_temps,
-     VP_DTYPE_NONE, false, false, 0, 0, 0, NULL, NULL, 0},
-    {"adafactor", "transformers Adafactor: factored fp32 second moments (and with first_moment an fp32 exp_avg, its beta1), a loop over parameters",
-     0.0, true, adafactor_states, two_temps, VP_FP32, true, false, 0, 1, 2, adafactor_factors, fp32_first_moment, 0},
-    {"sm3", "SM3 (torch-optimizer): one accumulator per dimension (and with first_moment a momentum buffer), a loop over parameters",
-     0.0, true, sm3_states, one_temp, VP_DTYPE_NONE, true, false, 0, 0, 0, sm3_reductions, own_first_moment, 1},
-    {"none", "no optimizer step: forward and backward only", 0.0, false, no_state, no_temps, VP_DTYPE_NONE, false,
-     false, 0, 0, 0, NULL, NULL, 0},
+    {.name = "adamw", .doc = "AdamW: exp_avg and exp_avg_sq per parameter, decoupled weight decay (default 0.01)",
+     .default_weight_decay = 0.01, .steps = true, .state_bytes = two_states, .temporaries = adamw_temps,
+     .carried = 1},
+    {.name = "adam", .doc = "Adam: exp_avg and exp_avg_sq per parameter (weight decay default 0)", .steps = true,
+     .state_bytes = two_states, .temporaries = adam_temps, .carried = 1},
+    {.name = "sgd", .doc = "plain SGD: no state", .steps = true, .state_bytes = no_state, .temporaries = sgd_temps},
+    {.name = "sgd-momentum", .doc = "SGD with momentum: one momentum buffer per parameter", .steps = true,
+     .state_bytes = one_state, .temporaries = sgd_temps},
+    {.name = "adamw-hf",
+     .doc = "transformers' own AdamW (Trainer's adamw_hf): a loop whose denom = exp_avg_sq.sqrt().add_(eps) is its one "
+            "temporary",
+     .steps = true, .state_bytes = two_states, .temporaries = one_temp, .per_tensor = true, .carried = 1},
+    {.name = "adamw-8bit",
+     .doc = "bitsandbytes AdamW8bit: uint8 states with an fp32 absmax per 256 elements (fp32 below 4096 elements), "
+            "fused",
+     .default_weight_decay = 0.01, .steps = true, .state_bytes = adam_8bit_states, .temporaries = no_temps},
+    {.name = "paged-adamw-8bit",
+     .doc = "bitsandbytes PagedAdamW8bit: the 8-bit states in CUDA unified memory, paged in per tensor at the step",
+     .default_weight_decay = 0.01, .steps = true, .state_bytes = adam_8bit_states, .temporaries = no_temps,
+     .per_tensor = true, .paged = true},
+    {.name = "paged-adamw-32bit",
+     .doc = "bitsandbytes PagedAdamW32bit: fp32 states in CUDA unified memory, paged in per tensor at the step",
+     .default_weight_decay = 0.01, .steps = true, .state_bytes = fp32_two_states, .temporaries = no_temps,
+     .per_tensor = true, .paged = true},
+    {.name = "lion", .doc = "bitsandbytes Lion (32-bit): one fp32 momentum per parameter, fused", .steps = true,
+     .state_bytes = fp32_one_state, .temporaries = no_temps},
+    {.name = "adafactor",
+     .doc = "transformers Adafactor: factored fp32 second moments (and with first_moment an fp32 exp_avg, its beta1), "
+            "a loop over parameters",
+     .steps = true, .state_bytes = adafactor_states, .temporaries = two_temps, .temp_dtype = VP_FP32,
+     .per_tensor = true, .carried_early = 1, .upcast_temps = 2, .beside_temps = adafactor_factors,
+     .first_moment = fp32_first_moment},
+    {.name = "sm3",
+     .doc = "SM3 (torch-optimizer): one accumulator per dimension (and with first_moment a momentum buffer), a loop "
+            "over parameters",
+     .steps = true, .state_bytes = sm3_states, .temporaries = one_temp, .per_tensor = true,
+     .beside_temps = sm3_reductions, .first_moment = own_first_moment, .moment_carried = 1},
+    {.name = "none", .doc = "no optimizer step: forward and backward only", .state_bytes = no_state,
+     .temporaries = no_temps},
 };
 
 unsigned vp_optimizer_count(void) { return sizeof registry / sizeof registry[0]; }
