@@ -226,7 +226,7 @@ static int l_estimate(lua_State *L) {
     set_rank(L, &worst, &recipe, has_gpu);
     set_int(L, "params", params);
     set_int(L, "trainable_params", trainable);
-    if (recipe.finetune == VP_FINETUNE_LORA || recipe.finetune == VP_FINETUNE_QLORA) {
+    if (vp_finetune_method_of(&recipe)->adapts_linear) {
         char names[256];
         vp_module_format(vp_lora_adapted(model, &recipe), names, sizeof names);
         lua_pushstring(L, names);
@@ -240,7 +240,7 @@ static int l_estimate(lua_State *L) {
         lua_setfield(L, -2, "saved_modules");
     }
     /* output_router_logits: the mixtures' load-balancing loss is computed */
-    lua_pushboolean(L, vp_model_has(model, "router_aux_loss"));
+    lua_pushboolean(L, model->facts.router_aux_loss);
     lua_setfield(L, -2, "load_balancing_loss");
     set_int(L, "ranks_per_stage", per_stage);
     push_time(L, &time);

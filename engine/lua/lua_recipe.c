@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "framework.h"
 #include "lua_vramplan.h"
 #include "optimizer.h"
 #include "recipe_keys.h"
@@ -148,9 +149,9 @@ void vp_lua_check_recipe(lua_State *L, const vp_recipe *recipe) {
     if (!problem) problem = vp_pipeline_problem(NULL, recipe);
     if (!problem) problem = vp_recipe_problem(recipe);
     if (problem) recipe_error(L, "%s", problem);
-    if (recipe->precision >= VP_PREC_MIXED_BF16 && !recipe->grads_set_to_none)
+    if (vp_precision_is_mixed(recipe->precision) && !recipe->grads_set_to_none)
         recipe_error(L, "grads_set_to_none: false is not modelled with mixed-* precision (the master-weight step frees the 16-bit gradients)");
-    if ((recipe->framework != VP_FRAMEWORK_TORCH || recipe->ddp_bucket_view) && !recipe->grads_set_to_none)
+    if ((vp_framework_of(recipe)->bucketed_grads || recipe->ddp_bucket_view) && !recipe->grads_set_to_none)
         recipe_error(L, "grads_set_to_none: false is not modelled with sharded or bucketed gradients");
 }
 

@@ -276,16 +276,3 @@ const char *vp_model_recipe_problem(const vp_model *model, const vp_recipe *reci
     }
     return NULL;
 }
-
-static bool has_named(const vp_op *ops, unsigned n, const char *name) {
-    for (unsigned i = 0; i < n; i++)
-        if (strcmp(ops[i].kind->name, name) == 0 || has_named(ops[i].children, ops[i].n_children, name)) return true;
-    return false;
-}
-
-/* By the kinds' names, not the registry's objects: kind names are unique. */
-bool vp_model_has(const vp_model *model, const char *name) {
-    for (int s = 0; s < VP_SECTION_COUNT; s++)
-        if (has_named(model->section[s].ops, model->section[s].n_ops, name)) return true;
-    return false;
-}

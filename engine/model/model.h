@@ -120,6 +120,26 @@ typedef struct {
     uint64_t kv_width;           /* keys (or values) per token: kv_heads x head_dim */
 } vp_model_facts;
 
+/* What an op of the kind costs in the step-time model: steptime.c holds
+ * one cost function per class, reading the op's fields by name. NONE:
+ * nothing there (masks, rotary tables, T5's bias tables, containers'
+ * bookkeeping). */
+typedef enum {
+    VP_COST_NONE,
+    VP_COST_ATTENTION,
+    VP_COST_MLP,
+    VP_COST_MOE,
+    VP_COST_NORM,
+    VP_COST_DROPOUT,
+    VP_COST_TOKEN_EMBEDDING, /* holds the vocabulary (the loss's width where no head does) */
+    VP_COST_POSITION_EMBEDDING,
+    VP_COST_LM_HEAD,         /* holds the vocabulary */
+    VP_COST_CROSS_ENTROPY,
+    VP_COST_CLASSIFIER,
+    VP_COST_RESIDUAL,        /* a container's add (or a parallel block's sum) */
+    VP_COST_COUNT
+} vp_cost_class;
+
 typedef struct vp_op_kind {
     const char *name;
     const char *doc;
@@ -127,6 +147,7 @@ typedef struct vp_op_kind {
     unsigned n_fields;
     bool container;              /* holds child ops (a residual branch) */
     unsigned roles;              /* VP_ROLE_* */
+    vp_cost_class cost;          /* its step time (steptime.c) */
     /* Fills in what `op`, the first of its kind in `section`, tells about
      * the whole model (vp_model_facts). */
     void (*facts)(const struct vp_op *op, vp_section_id section, vp_model_facts *facts);
@@ -237,9 +258,6 @@ const char *vp_model_check_tp(const vp_model *model, unsigned tp);
 const char *vp_model_check_ep(const vp_model *model, const vp_ranks *split);
 /* The first of its kinds' recipe problems (vp_op_kind.recipe_problem), or NULL. */
 const char *vp_model_recipe_problem(const vp_model *model, const vp_recipe *recipe);
-
-/* Whether any op of a kind named `name` is in the model. */
-bool vp_model_has(const vp_model *model, const char *name);
 
 /* The first op of a kind anywhere in a section (children included). */
 const vp_op *vp_section_find(const vp_section *section, const vp_op_kind *kind);

@@ -5,12 +5,13 @@
  * for as many, and goes with as many. */
 #include "kv_cache.h"
 
+#include "framework.h"
 #include "ops.h"
 
 bool vp_kv_cache_wanted(const vp_step *step) {
     if (step->prefix_tokens) return true;
     const vp_recipe *r = step->recipe;
-    if (!r->use_cache || r->checkpoint_every || r->selective || r->framework == VP_FRAMEWORK_MEGATRON) return false;
+    if (!r->use_cache || r->checkpoint_every || r->selective || !vp_framework_of(r)->hf_modeling) return false;
     return step->model->facts.caches;
 }
 

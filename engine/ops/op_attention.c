@@ -2,6 +2,8 @@
  * the kernels a recipe picks: eager (HF's eager_attention_forward), PyTorch
  * SDPA (flash or memory-efficient backend) and FlashAttention-2. */
 #include "checkpoint.h"
+#include "finetune_method.h"
+#include "framework.h"
 #include "ops.h"
 #include "kv_cache.h"
 #include "mla.h"
@@ -294,15 +296,16 @@ static const char *attention_recipe_problem(const vp_model *model, const vp_reci
     /* a layer's own sliding-window mask is a Python local of HF's decoder layer */
     bool hybrid = (op && (vp_op_u64(op, ATT_MASK) == MASK_ADDITIVE_HYBRID || op->value[ATT_SOFTCAP] > 0)) ||
                   model->facts.sliding_mask;
-    if (hybrid && (recipe->framework == VP_FRAMEWORK_MEGATRON || recipe->cp > 1))
+    bool transformers = vp_framework_of(recipe)->hf_modeling;
+    if (hybrid && (!transformers || recipe->cp > 1))
         return "framework: Gemma 2's and Gemma 3's attention (per-layer sliding masks, soft caps) is modelled as "
                "transformers runs it (no megatron, no cp)";
-    if (hybrid && recipe->finetune == VP_FINETUNE_PREFIX)
+    if (hybrid && vp_finetune_method_of(recipe)->virtual_tokens == VP_VIRTUAL_PREFIX)
         return "finetune: prefix tuning of Gemma 2 and Gemma 3 (PEFT's HybridCache path) is not modelled";
     if (!op || !vp_op_flag(op, ATT_ALIBI)) return NULL;
     if (recipe->attention == VP_ATTN_FLASH || recipe->attention == VP_ATTN_MEM_EFFICIENT)
         return "attention: BLOOM's ALiBi attention runs eagerly in transformers (no flash or SDPA kernel)";
-    if (recipe->framework == VP_FRAMEWORK_MEGATRON || recipe->cp > 1)
+    if (!transformers || recipe->cp > 1)
         return "framework: BLOOM's ALiBi attention is modelled as transformers runs it (no megatron, no cp)";
     return NULL;
 }
@@ -614,7 +617,7 @@ static vp_t normalize(vp_step *step, const vp_op *op, const vp_t *leaves, vp_t s
     vp_sim *sim = &step->sim;
     vp_t probs;
     if (vp_op_flag(op, ATT_POSITION_BIAS)) return t5_normalize(step, scores, in, shape_of(op).heads);
-    if (step->recipe->framework == VP_FRAMEWORK_MEGATRON) {
+    if (vp_framework_of(step->recipe)->fused_softmax) {
         probs = vp_unary(sim, scores, VP_SAVES_OUTPUT, 0, (vp_dtype)vp_at(sim, scores)->dtype, "attention.softmax");
         vp_drop(sim, scores);
         return probs;
@@ -937,7 +940,7 @@ static vp_t recompute_core(vp_step *step, void *ctx, const vp_t *inputs) {
  * HF's, or Megatron's fused one (its qk_layernorm). */
 static vp_t head_norm(vp_step *step, const vp_op *op, vp_t x, vp_t weight) {
     uint64_t rows = vp_at(&step->sim, x)->numel / vp_at(&step->sim, weight)->numel;
-    if (step->recipe->framework == VP_FRAMEWORK_MEGATRON) return vp_rms_norm(&step->sim, x, weight, rows, "attention.qk_norm");
+    if (vp_framework_of(step->recipe)->fused_rmsnorm) return vp_rms_norm(&step->sim, x, weight, rows, "attention.qk_norm");
     if (vp_op_u64(op, ATT_QK_NORM_STYLE) == QK_NORM_OLMO2) return vp_olmo2_rms_norm(step, x, weight, rows);
     /* Gemma 3: Gemma3RMSNorm over each head (of the transposed view: the
      * same tensors) */
@@ -1111,6 +1114,7 @@ const vp_op_kind vp_op_attention = {
     .doc = "causal self-attention with q/k/v/o projections; GQA/MQA, rotary, and the recipe's kernel",
     .fields = attention_fields,
     .n_fields = ATT_FIELDS,
+    .cost = VP_COST_ATTENTION,
     .check = attention_check,
     .check_tp = attention_check_tp,
     .facts = attention_facts,

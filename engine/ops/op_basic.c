@@ -160,6 +160,7 @@ const vp_op_kind vp_op_dropout = {
     .doc = "nn.Dropout: a one-byte mask is kept for backward while training (CUDA's fused native_dropout)",
     .fields = dropout_fields,
     .n_fields = DROPOUT_FIELDS,
+    .cost = VP_COST_DROPOUT,
     .forward = dropout_forward,
 };
 
@@ -294,6 +295,7 @@ const vp_op_kind vp_op_parallel = {
     .doc = "its ops each run on the same input and their results are summed (Phi's and GPT-NeoX's parallel "
            "attention and MLP); the results are locals of the layer until it returns",
     .container = true,
+    .cost = VP_COST_RESIDUAL,
     .facts = parallel_facts,
     .forward = parallel_forward,
 };
@@ -304,5 +306,6 @@ const vp_op_kind vp_op_residual = {
     .fields = residual_fields,
     .n_fields = RESIDUAL_FIELDS,
     .container = true,
+    .cost = VP_COST_RESIDUAL,
     .forward = residual_forward,
 };

@@ -80,6 +80,7 @@ const vp_op_kind vp_op_classifier = {
     .fields = classifier_fields,
     .n_fields = CLASSIFIER_FIELDS,
     .roles = VP_ROLE_HEAD,
+    .cost = VP_COST_CLASSIFIER,
     .leaves = classifier_leaves,
     .forward = classifier_forward,
 };

@@ -1,5 +1,6 @@
 /* op_mlp.c — the feed-forward block: plain (GPT-2) or gated (SwiGLU), with
  * activation functions counted as the frameworks implement them. */
+#include "framework.h"
 #include "ops.h"
 
 enum {
@@ -232,7 +233,7 @@ static vp_t mlp_forward(vp_step *step, const vp_op *op, const vp_t *leaves, vp_t
     /* the module's locals until it returns: T5DenseGatedActDense's
      * hidden_gelu and hidden_linear, Phi3MLP's gate */
     vp_t locals[2] = {0, 0};
-    if (vp_op_flag(op, MLP_GATED) && step->recipe->framework == VP_FRAMEWORK_MEGATRON) {
+    if (vp_op_flag(op, MLP_GATED) && vp_framework_of(step->recipe)->fused_swiglu) {
         /* Megatron's MLP: one linear_fc1 GEMM makes gate and up side by side
          * (2f), and the fused bias_swiglu keeps that whole output */
         vp_t fc1;
@@ -321,6 +322,7 @@ const vp_op_kind vp_op_mlp = {
     .doc = "feed-forward block: up, activation, down; gated variants multiply act(gate(x)) by up(x)",
     .fields = mlp_fields,
     .n_fields = MLP_FIELDS,
+    .cost = VP_COST_MLP,
     .check = mlp_check,
     .check_tp = mlp_check_tp,
     .leaves = mlp_leaves,

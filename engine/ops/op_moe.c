@@ -6,6 +6,9 @@
  * blocks, moe_megatron.c Megatron-Core's MoELayer. */
 #include "moe.h"
 
+#include "finetune_method.h"
+#include "framework.h"
+
 static const char *const block_names[] = {"mixtral", "deepseek", "deepseek_v3", NULL};
 static const char *const expert_name_sets[] = {"w", "proj", NULL};
 
@@ -175,7 +178,7 @@ vp_t vp_moe_plus_shared(vp_step *step, const vp_op *op, const vp_t *shared, vp_t
 static vp_t moe_forward(vp_step *step, const vp_op *op, const vp_t *leaves, vp_t x) {
     unsigned local = (unsigned)(vp_op_u64(op, MOE_EXPERTS) / step->ep);
     moe_slots s = slots_of(leaves, local);
-    if (step->recipe->framework == VP_FRAMEWORK_MEGATRON) return vp_moe_megatron(step, op, &s, x);
+    if (vp_framework_of(step->recipe)->token_dispatcher) return vp_moe_megatron(step, op, &s, x);
     if (vp_op_u64(op, MOE_BLOCK) == MOE_BLOCK_DEEPSEEK) return vp_moe_deepseek(step, op, &s, x);
     if (vp_op_u64(op, MOE_BLOCK) == MOE_BLOCK_DEEPSEEK_V3) return vp_moe_deepseek_v3(step, op, &s, x);
     return vp_moe_mixtral(step, op, &s, x);
@@ -188,7 +191,7 @@ static vp_t moe_forward(vp_step *step, const vp_op *op, const vp_t *leaves, vp_t
  * destination dtypes match"): such a run never trains. */
 static const char *moe_recipe_problem(const vp_model *model, const vp_recipe *recipe) {
     const vp_op *op = vp_section_find(&model->section[VP_SECTION_LAYER], &vp_op_moe);
-    if (!op || recipe->framework == VP_FRAMEWORK_MEGATRON) return NULL;
+    if (!op || vp_framework_of(recipe)->token_dispatcher) return NULL;
     const vp_precision *precision = vp_precision_get(recipe->precision);
     if (vp_op_u64(op, MOE_BLOCK) == MOE_BLOCK_DEEPSEEK && precision->autocast)
         return "precision: DeepseekMoE writes the experts' 16-bit outputs into its fp32 rows by index, which "
@@ -196,7 +199,7 @@ static const char *moe_recipe_problem(const vp_model *model, const vp_recipe *re
     /* DeepseekV3MoE sums into rows of the router weights' dtype (16-bit under
      * autocast); bitsandbytes' layers return their fp32 input's dtype, so
      * index_add_ meets an fp32 source and fails */
-    if (vp_op_u64(op, MOE_BLOCK) == MOE_BLOCK_DEEPSEEK_V3 && recipe->finetune == VP_FINETUNE_QLORA &&
+    if (vp_op_u64(op, MOE_BLOCK) == MOE_BLOCK_DEEPSEEK_V3 && vp_finetune_method_of(recipe)->quantizes_base &&
         precision->autocast && precision->params == VP_FP32)
         return "precision: DeepseekV3MoE adds the quantized experts' fp32 outputs into the router's 16-bit rows by "
                "index, which PyTorch refuses under autocast: use bf16 or fp16";
@@ -219,6 +222,7 @@ const vp_op_kind vp_op_moe = {
     .doc = "a mixture of gated-MLP experts with a top-k router, optionally with shared experts",
     .fields = moe_fields,
     .n_fields = MOE_FIELDS,
+    .cost = VP_COST_MOE,
     .check = moe_check,
     .check_tp = moe_check_tp,
     .check_ep = moe_check_ep,

@@ -1,6 +1,7 @@
 /* op_norm.c — LayerNorm (one native kernel) and RMSNorm (HF's composite). */
 #include <math.h>
 
+#include "framework.h"
 #include "ops.h"
 
 /* ---- LayerNorm ---- */
@@ -42,6 +43,7 @@ const vp_op_kind vp_op_layernorm = {
     .fields = layernorm_fields,
     .n_fields = LN_FIELDS,
     .roles = VP_ROLE_NORM,
+    .cost = VP_COST_NORM,
     .leaves = layernorm_leaves,
     .forward = layernorm_forward,
 };
@@ -196,8 +198,7 @@ vp_t vp_gemma_rms_norm(vp_step *step, vp_t x, vp_t weight, uint64_t rows) {
 
 static vp_t rms_normalized(vp_step *step, const vp_op *op, const vp_t *leaves, vp_t x) {
     /* Megatron-LM runs a fused kernel (Transformer Engine / apex) */
-    if (step->recipe->framework == VP_FRAMEWORK_MEGATRON)
-        return vp_rms_norm(&step->sim, x, leaves[0], step->rows, "rmsnorm");
+    if (vp_framework_of(step->recipe)->fused_rmsnorm) return vp_rms_norm(&step->sim, x, leaves[0], step->rows, "rmsnorm");
     if (vp_op_u64(op, RMS_STYLE) == STYLE_T5) return t5_layer_norm(step, x, leaves[0], step->rows);
     if (vp_op_u64(op, RMS_STYLE) == STYLE_GEMMA) return vp_gemma_rms_norm(step, x, leaves[0], step->rows);
     if (vp_op_u64(op, RMS_STYLE) == STYLE_OLMO2) return vp_olmo2_rms_norm(step, x, leaves[0], step->rows);
@@ -216,6 +217,7 @@ const vp_op_kind vp_op_rmsnorm = {
     .fields = rmsnorm_fields,
     .n_fields = RMS_FIELDS,
     .roles = VP_ROLE_NORM,
+    .cost = VP_COST_NORM,
     .leaves = rmsnorm_leaves,
     .forward = rmsnorm_forward,
 };

@@ -2,6 +2,7 @@
  * 4.46-4.52 adds it when output_router_logits is on (MixtralForCausalLM,
  * Qwen2MoeForCausalLM, Qwen3MoeForCausalLM: load_balancing_loss_func, then
  * `loss += router_aux_loss_coef * aux_loss`). */
+#include "framework.h"
 #include "ops.h"
 
 enum { AUX_EXPERTS, AUX_TOP_K, AUX_FIELDS };
@@ -71,7 +72,7 @@ static vp_t aux_forward(vp_step *step, const vp_op *op, const vp_t *leaves, vp_t
 
 static const char *aux_recipe_problem(const vp_model *model, const vp_recipe *recipe) {
     (void)model; /* asked only of a model that has the loss */
-    if (recipe->framework == VP_FRAMEWORK_MEGATRON || recipe->pp > 1)
+    if (!vp_framework_of(recipe)->hf_modeling || recipe->pp > 1)
         return "framework: the router's load-balancing loss (output_router_logits) is modelled as transformers "
                "computes it (no megatron, no pp)";
     /* a checkpointed chunk returns its layers' router logits beside the

@@ -4,36 +4,32 @@
  * recipes that do not hold together with a model. */
 #include "finetune.h"
 
+#include "framework.h"
 #include "ops.h"
-#include "prefix_table.h"
+#include "precision.h"
 
 /* The modules trained in full: the recipe's modules_to_save, and under
  * PEFT a classifier's head, which PeftModelForSequenceClassification
  * (task_type SEQ_CLS) adds to them ("classifier", "score"). */
 static vp_module_set saved_modules(const vp_recipe *recipe) {
-    vp_module_set head = vp_finetune_peft(recipe) ? vp_module_bit(VP_MODULE_CLASSIFIER) : 0;
+    vp_module_set head = vp_finetune_method_of(recipe)->peft ? vp_module_bit(VP_MODULE_CLASSIFIER) : 0;
     return recipe->modules_to_save | head;
 }
 
 bool vp_finetune_trains(const vp_recipe *recipe, const vp_leaf_spec *spec, bool frozen) {
     if (!spec->trainable || spec->buffer) return false;
     if (vp_module_in(saved_modules(recipe), spec->module)) return true;
-    return recipe->finetune == VP_FINETUNE_FULL || (recipe->finetune == VP_FINETUNE_FREEZE && !frozen);
-}
-
-bool vp_finetune_peft(const vp_recipe *recipe) {
-    return recipe->finetune == VP_FINETUNE_LORA || recipe->finetune == VP_FINETUNE_QLORA ||
-           recipe->finetune == VP_FINETUNE_PROMPT || recipe->finetune == VP_FINETUNE_PREFIX;
+    const vp_finetune_method *method = vp_finetune_method_of(recipe);
+    return !method->frozen_base || (method->trains_last_layers && !frozen);
 }
 
 bool vp_finetune_keeps_original(const vp_recipe *recipe, const vp_leaf_spec *spec) {
-    return vp_finetune_peft(recipe) && spec->trainable && !spec->buffer &&
+    return vp_finetune_method_of(recipe)->peft && spec->trainable && !spec->buffer &&
            vp_module_in(saved_modules(recipe), spec->module);
 }
 
 bool vp_lora_adapts(const vp_recipe *recipe, const vp_leaf_spec *spec) {
-    bool lora = recipe->finetune == VP_FINETUNE_LORA || recipe->finetune == VP_FINETUNE_QLORA;
-    return lora && spec->out_features && !spec->buffer && vp_module_in(vp_lora_targets(recipe), spec->module);
+    return vp_finetune_method_of(recipe)->adapts_linear && spec->out_features && !spec->buffer && vp_module_in(vp_lora_targets(recipe), spec->module);
 }
 
 /* transformers' bitsandbytes integration replaces every nn.Linear but the
@@ -41,12 +37,12 @@ bool vp_lora_adapts(const vp_recipe *recipe, const vp_leaf_spec *spec) {
  * model's head or a classifier) and the model's _keep_in_fp32_modules
  * (modules_to_not_convert) with Linear4bit. */
 bool vp_quantizes(const vp_recipe *recipe, const vp_leaf_spec *spec) {
-    return recipe->finetune == VP_FINETUNE_QLORA && spec->out_features && !spec->buffer &&
+    return vp_finetune_method_of(recipe)->quantizes_base && spec->out_features && !spec->buffer &&
            spec->module != VP_MODULE_LM_HEAD && spec->module != VP_MODULE_CLASSIFIER && !spec->keep_fp32;
 }
 
 bool vp_double_quantizes(const vp_recipe *recipe) {
-    return recipe->finetune == VP_FINETUNE_QLORA && recipe->quant != VP_QUANT_INT8 && recipe->double_quant;
+    return vp_finetune_method_of(recipe)->quantizes_base && recipe->quant != VP_QUANT_INT8 && recipe->double_quant;
 }
 
 uint64_t vp_dequant_absmax_numel(const vp_recipe *recipe, uint64_t numel) {
@@ -98,7 +94,8 @@ static void count_ops(census *c, const vp_op *ops, unsigned n, uint64_t times, b
 static census take_census(const vp_model *model, const vp_recipe *recipe) {
     census c = {recipe, 0, 0, 0, 0, 0};
     const vp_section *s = model->section;
-    bool freezing = recipe->finetune == VP_FINETUNE_FREEZE;
+    const vp_finetune_method *method = vp_finetune_method_of(recipe);
+    bool freezing = method->trains_last_layers;
     count_ops(&c, s[VP_SECTION_EMBED].ops, s[VP_SECTION_EMBED].n_ops, 1, freezing);
     /* layers [0, first) are of the first kind, [boundary, layers) trained */
     unsigned first = model->first_layers, boundary = vp_recipe_first_trained_layer(recipe, model->layers);
@@ -113,16 +110,8 @@ static census take_census(const vp_model *model, const vp_recipe *recipe) {
     /* the bridge sits before the decoder's layers: frozen with the layers before it */
     count_ops(&c, s[VP_SECTION_BRIDGE].ops, s[VP_SECTION_BRIDGE].n_ops, 1, freezing && boundary > first);
     count_ops(&c, s[VP_SECTION_FINAL].ops, s[VP_SECTION_FINAL].n_ops, 1, false);
-    if (recipe->finetune == VP_FINETUNE_PROMPT) /* PromptEmbedding: num_virtual_tokens x submodules x hidden */
-        c.trainable += (uint64_t)recipe->virtual_tokens * vp_prompt_submodules(model) *
-                       model->facts.hidden;
-    if (recipe->finetune == VP_FINETUNE_PREFIX) /* PrefixEncoder: num_virtual_tokens x 2 x layers x kv width */
-        c.trainable += (uint64_t)recipe->virtual_tokens * vp_prefix_table_width(model);
+    if (method->leaves) c.trainable += method->leaves(model, recipe);
     return c;
-}
-
-unsigned vp_prompt_submodules(const vp_model *model) {
-    return vp_model_encoder_decoder(model) ? 2 : 1;
 }
 
 uint64_t vp_finetune_trainable_params(const vp_model *model, const vp_recipe *recipe) {
@@ -244,54 +233,28 @@ static vp_module first_missing(vp_module_set wanted, vp_module_set present) {
 }
 
 const char *vp_finetune_problem(const vp_model *model, const vp_recipe *recipe) {
-    if (recipe->finetune != VP_FINETUNE_QLORA && recipe->quant != VP_QUANT_NONE)
+    const vp_finetune_method *method = vp_finetune_method_of(recipe);
+    if (!method->quantizes_base && recipe->quant != VP_QUANT_NONE)
         return "quant: a quantized base needs finetune = qlora";
-    if (recipe->int8_threshold != 6.0 && (recipe->finetune != VP_FINETUNE_QLORA || recipe->quant != VP_QUANT_INT8))
+    if (recipe->int8_threshold != 6.0 && (!method->quantizes_base || recipe->quant != VP_QUANT_INT8))
         return "llm_int8_threshold: LLM.int8's outlier threshold needs finetune = qlora and quant = int8";
-    if (recipe->finetune != VP_FINETUNE_FREEZE && recipe->trainable_layers)
+    if (!method->trains_last_layers && recipe->trainable_layers)
         return "trainable_layers: needs finetune = freeze";
     /* torch.utils.checkpoint's reentrant CheckpointFunction: outputs need
      * a gradient only if an input does, and behind frozen embeddings none
      * does (transformers calls enable_input_require_grads for PEFT alone) */
-    if (recipe->finetune == VP_FINETUNE_FREEZE && recipe->trainable_layers && recipe->checkpoint_every &&
+    if (method->trains_last_layers && recipe->trainable_layers && recipe->checkpoint_every &&
         recipe->use_reentrant && !vp_module_in(recipe->modules_to_save, VP_MODULE_EMBED_TOKENS))
         return "checkpointing: reentrant checkpoints (use_reentrant = true) behind frozen embeddings give the trained "
                "layers no gradients in PyTorch; set use_reentrant = false, or train embed_tokens (modules_to_save)";
-    bool prompt_learning = recipe->finetune == VP_FINETUNE_PROMPT || recipe->finetune == VP_FINETUNE_PREFIX;
-    if (!prompt_learning && recipe->virtual_tokens) return "num_virtual_tokens: needs finetune = prompt or prefix";
-    if (recipe->use_dora && recipe->finetune != VP_FINETUNE_LORA && recipe->finetune != VP_FINETUNE_QLORA)
+    if (!method->virtual_tokens && recipe->virtual_tokens) return "num_virtual_tokens: needs finetune = prompt or prefix";
+    if (recipe->use_dora && !method->adapts_linear)
         return "use_dora: DoRA is LoRA's variant: needs finetune = lora or qlora";
-    switch (recipe->finetune) {
-    case VP_FINETUNE_FULL: return NULL;
-    case VP_FINETUNE_PREFIX:
-        if (!recipe->virtual_tokens) return "num_virtual_tokens: prefix tuning needs at least one virtual token";
-        /* PeftModel._setup_prompt_encoder refuses it: the cache and
-         * recomputation do not mix */
-        if (recipe->checkpoint_every || recipe->selective)
-            return "checkpointing: PEFT's prefix tuning does not work with gradient checkpointing";
-        if (recipe->cp > 1 || recipe->tp > 1 || recipe->pp > 1 || recipe->framework == VP_FRAMEWORK_MEGATRON)
-            return "finetune: prefix tuning runs as PEFT does, without tp, pp or cp";
-        if (model && !model->facts.lm_head)
-            return "finetune: prefix tuning is modelled for causal language models (PeftModelForCausalLM)";
-        break;
-    case VP_FINETUNE_PROMPT:
-        if (!recipe->virtual_tokens) return "num_virtual_tokens: prompt tuning needs at least one virtual token";
-        if (recipe->cp > 1 || recipe->tp > 1) return "finetune: prompt tuning runs as PEFT does, without tp or cp";
-        break;
-    case VP_FINETUNE_QLORA: {
-        /* FSDP and ZeRO-3 shard float storage: bitsandbytes' 4-bit weights
-         * get it with bnb_4bit_quant_storage; Int8Params have none */
-        bool sharded = recipe->framework == VP_FRAMEWORK_FSDP || (recipe->framework == VP_FRAMEWORK_DEEPSPEED && recipe->zero == 3);
-        if (sharded && recipe->quant == VP_QUANT_INT8)
-            return "quant: int8 weights cannot be sharded by FSDP or ZeRO-3 (bnb_4bit_quant_storage is for 4-bit weights)";
-        if (recipe->offload_params && !sharded)
-            return "offload_params: a quantized base is offloaded by FSDP or ZeRO-3 (framework fsdp, or zero = 3)";
-        break;
-    }
-    default: break;
-    }
-    bool lora = recipe->finetune == VP_FINETUNE_LORA || recipe->finetune == VP_FINETUNE_QLORA;
-    if (lora && recipe->framework == VP_FRAMEWORK_MEGATRON)
+    if (!method->frozen_base) return NULL; /* everything trained: no targets, no copies */
+    const char *problem = method->problem ? method->problem(model, recipe) : NULL;
+    if (problem) return problem;
+    bool lora = method->adapts_linear;
+    if (lora && !vp_framework_of(recipe)->hf_modeling)
         return "finetune: LoRA runs as PEFT does, on framework torch, deepspeed or fsdp";
     if (!model) return NULL;
     if (recipe->trainable_layers > model->layers) return "trainable_layers: more than the model's layers";
@@ -311,7 +274,7 @@ const char *vp_finetune_problem(const vp_model *model, const vp_recipe *recipe) 
     /* a tied head shares the embedding's weight: PEFT's copy of either
      * module would untie them */
     vp_module_set tied_pair = vp_module_bit(VP_MODULE_EMBED_TOKENS) | vp_module_bit(VP_MODULE_LM_HEAD);
-    if (vp_finetune_peft(recipe) && model->facts.tied_head != NULL && (recipe->modules_to_save & tied_pair))
+    if (method->peft && model->facts.tied_head != NULL && (recipe->modules_to_save & tied_pair))
         return "modules_to_save: this model's head is tied to its embeddings, and PEFT's trained copy of "
                "embed_tokens or lm_head unties them: not modelled";
     missing = first_missing(recipe->modules_to_save, c.present);

@@ -3,6 +3,7 @@
 #ifndef VRAMPLAN_FINETUNE_H
 #define VRAMPLAN_FINETUNE_H
 
+#include "finetune_method.h"
 #include "model.h"
 #include "recipe.h"
 
@@ -11,10 +12,6 @@
  * frozen part (`frozen`: the embeddings and the layers before the trained
  * ones). */
 bool vp_finetune_trains(const vp_recipe *recipe, const vp_leaf_spec *spec, bool frozen);
-
-/* Whether a PEFT model runs the recipe (LoRA, QLoRA, prompt or prefix
- * tuning), not full fine-tuning or plain freezing. */
-bool vp_finetune_peft(const vp_recipe *recipe);
 
 /* PEFT's ModulesToSaveWrapper: a module named in modules_to_save is
  * trained as a deep copy, the original kept beside it, frozen. */
@@ -55,9 +52,5 @@ vp_module_set vp_lora_adapted(const vp_model *model, const vp_recipe *recipe);
 /* The modules of this model trained in full beside what the method trains:
  * the recipe's modules_to_save and, under PEFT, a classifier's head. */
 vp_module_set vp_finetune_saved(const vp_model *model, const vp_recipe *recipe);
-
-/* PEFT's num_transformer_submodules: prompt tables of encoder-decoders
- * hold two sets of virtual tokens (PeftModelForSeq2SeqLM), others one. */
-unsigned vp_prompt_submodules(const vp_model *model);
 
 #endif

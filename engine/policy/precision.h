@@ -22,4 +22,16 @@ typedef struct {
 
 const vp_precision *vp_precision_get(vp_precision_id id);
 
+/* Framework mixed precision: a 16-bit model with fp32 master weights and
+ * states (Megatron-LM, DeepSpeed), FP8 GEMMs on top of it included: the
+ * precisions with a master dtype. */
+static inline bool vp_precision_mixed(const vp_precision *p) { return p->master != VP_DTYPE_NONE; }
+bool vp_precision_is_mixed(vp_precision_id id);
+
+/* What a framework's own mixed precision takes (DeepSpeed, Megatron-LM): a
+ * mixed precision, or plain fp32 (no autocast, no pure 16-bit model). */
+static inline bool vp_precision_own_mixed(const vp_precision *p) {
+    return vp_precision_mixed(p) || p->compute == VP_FP32;
+}
+
 #endif

@@ -4,12 +4,12 @@
 #include <stddef.h>
 #include <string.h>
 
-const char *const vp_precision_names[] = {
-    "fp32", "bf16", "fp16", "amp-bf16", "amp-fp16", "mixed-bf16", "mixed-fp16", "fp8", NULL,
-};
+#include "finetune_method.h"
+#include "framework.h"
+#include "precision.h"
+
 const char *const vp_optimizer_impl_names[] = {"for-loop", "foreach", "fused", "auto", NULL};
 const char *const vp_attention_names[] = {"eager", "sdpa", "flash", "sdpa-mem-efficient", NULL};
-const char *const vp_framework_names[] = {"torch", "deepspeed", "fsdp", "megatron", NULL};
 vp_module_set vp_lora_targets(const vp_recipe *recipe) {
     if (recipe->lora_targets) return recipe->lora_targets;
     /* TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING: llama, mistral,
@@ -21,7 +21,7 @@ vp_module_set vp_lora_targets(const vp_recipe *recipe) {
 }
 
 unsigned vp_recipe_first_trained_layer(const vp_recipe *r, unsigned layers) {
-    if (r->finetune != VP_FINETUNE_FREEZE) return 0;
+    if (!vp_finetune_method_of(r)->trains_last_layers) return 0;
     return r->trainable_layers >= layers ? 0 : layers - r->trainable_layers;
 }
 
@@ -40,15 +40,16 @@ const char *vp_recipe_problem(const vp_recipe *r) {
     /* selective recompute is Megatron-LM's (--recompute-granularity
      * selective, Korthikanti et al. 2022); transformers' and DeepSpeed's
      * checkpointing wrap whole layers */
-    if (r->selective && r->framework != VP_FRAMEWORK_MEGATRON)
+    const vp_framework_kind *framework = vp_framework_of(r);
+    if (r->selective && !framework->selective_recompute)
         return "checkpointing: selective recompute is Megatron-LM's: use framework = megatron, or full or every-K";
     /* tp > 1 computes Megatron's vocab-parallel cross-entropy
      * (tensor_parallel/cross_entropy.py) over the rank's slice */
-    if (r->loss != VP_LOSS_CROSS_ENTROPY && (r->tp > 1 || r->framework == VP_FRAMEWORK_MEGATRON))
+    if (r->loss != VP_LOSS_CROSS_ENTROPY && (r->tp > 1 || framework->vocab_parallel_loss))
         return "loss: the fused, chunked, fused-linear and cut losses are modelled on one rank's whole vocabulary; "
                "framework megatron and tp > 1 use Megatron's vocab-parallel cross-entropy (loss = cross-entropy)";
     /* cut_cross_entropy/cce_backward.py asserts both are float16 or bfloat16 */
-    if (r->loss == VP_LOSS_CUT && r->precision == VP_PREC_FP32)
+    if (r->loss == VP_LOSS_CUT && vp_precision_get(r->precision)->compute == VP_FP32)
         return "loss: cut cross-entropy's backward takes 16-bit hidden states and head weights only "
                "(cce_backward_kernel): use a 16-bit precision";
     if (!r->global_batch) return NULL;
@@ -67,7 +68,6 @@ const char *const vp_lora_dtype_names[] = {"auto", "fp32", "base", NULL};
 const char *const vp_loss_names[] = {"cross-entropy", "fused", "chunked", "fused-linear", "cut", NULL};
 const char *const vp_sparsity_names[] = {"none", "2:4", NULL};
 
-const char *const vp_finetune_names[] = {"full", "lora", "qlora", "prefix", "prompt", "freeze", NULL};
 const char *const vp_fsdp_names[] = {"none", "no_shard", "shard_grad_op", "full_shard", "hybrid_shard", NULL};
 const char *const vp_offload_names[] = {"none", "cpu", "nvme", NULL};
 const char *const vp_pp_schedule_names[] = {"1f1b", "gpipe", "interleaved-1f1b", NULL};
@@ -83,10 +83,6 @@ bool vp_recipe_checkpoint_early_stop(const vp_recipe *recipe) {
 
 void vp_recipe_resolve(vp_recipe *recipe) {
     if (recipe->optimizer_impl != VP_IMPL_AUTO) return;
-    /* DeepSpeed builds its own FusedAdam (multi-tensor apply, no
-     * temporaries); torch.optim picks foreach by default when every tensor
-     * is on CUDA (torch/optim/optimizer.py, _default_to_fused_or_foreach) */
-    bool own_fused = recipe->framework == VP_FRAMEWORK_DEEPSPEED || recipe->framework == VP_FRAMEWORK_MEGATRON;
-    /* Megatron-LM steps with apex's or Transformer Engine's FusedAdam */
-    recipe->optimizer_impl = own_fused ? VP_IMPL_FUSED : VP_IMPL_FOREACH;
+    /* the framework's own: torch.optim's foreach, or its fused Adam */
+    recipe->optimizer_impl = vp_framework_of(recipe)->optimizer_impl;
 }

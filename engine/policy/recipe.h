@@ -10,6 +10,8 @@
 
 #include "prims.h"
 
+/* The precision: the index of its policy in precision.c's table (whose
+ * names a recipe uses); code asks the policy (vp_precision_get). */
 typedef enum {
     VP_PREC_FP32,
     VP_PREC_BF16,
@@ -32,18 +34,13 @@ typedef enum {
     VP_ATTN_COUNT
 } vp_attention_impl;
 
-/* Framework mixed precision: a 16-bit model, fp32 master weights and
- * states (Megatron-LM, DeepSpeed), FP8 GEMMs on top of it included. */
-static inline bool vp_precision_is_mixed(vp_precision_id id) {
-    return id == VP_PREC_MIXED_BF16 || id == VP_PREC_MIXED_FP16 || id == VP_PREC_FP8;
-}
-
-/* The training framework: which buffers and precisions a layout implies. */
+/* The training framework: the index of its entry among the registered
+ * frameworks (framework.h, listed in framework_list.h). Code asks the
+ * entry's properties (vp_framework_of), never compares these. */
 typedef enum {
-    VP_FRAMEWORK_TORCH,
-    VP_FRAMEWORK_DEEPSPEED,
-    VP_FRAMEWORK_FSDP,
-    VP_FRAMEWORK_MEGATRON,
+#define VP_FRAMEWORK(id, name) VP_FRAMEWORK_##id,
+#include "framework_list.h"
+#undef VP_FRAMEWORK
     VP_FRAMEWORK_COUNT
 } vp_framework;
 
@@ -204,11 +201,8 @@ void vp_recipe_defaults(vp_recipe *recipe);
  * framework uses unless told otherwise. */
 void vp_recipe_resolve(vp_recipe *recipe);
 
-extern const char *const vp_precision_names[];
 extern const char *const vp_optimizer_impl_names[];
 extern const char *const vp_attention_names[];
-extern const char *const vp_framework_names[];
-extern const char *const vp_finetune_names[];
 extern const char *const vp_quant_names[];
 
 /* Micro-batches one optimizer step sees: num_microbatches, or grad_accum,

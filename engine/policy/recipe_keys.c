@@ -7,8 +7,11 @@
 #include <string.h>
 
 #include "dtype.h"
+#include "finetune_method.h"
+#include "framework.h"
 #include "modules.h"
 #include "optimizer.h"
+#include "precision.h"
 
 /* Option fields are enums stored as int-sized values. */
 _Static_assert(sizeof(vp_precision_id) == sizeof(int), "enum fields are int-sized");
@@ -111,9 +114,22 @@ static bool parse_pp_layers(vp_recipe *r, const char *key, const char *s, const 
 
 /* ---- options whose names or storage are not a plain array ---- */
 
+/* the registries' names: each table lists its entries once */
 static const char *optimizer_name(unsigned index) {
     const vp_optimizer_kind *kind = vp_optimizer_at(index);
     return kind ? kind->name : NULL;
+}
+static const char *precision_name(unsigned index) {
+    const vp_precision *precision = index < VP_PREC_COUNT ? vp_precision_get((vp_precision_id)index) : NULL;
+    return precision ? precision->name : NULL;
+}
+static const char *framework_name(unsigned index) {
+    const vp_framework_kind *framework = vp_framework_at(index);
+    return framework ? framework->name : NULL;
+}
+static const char *finetune_name(unsigned index) {
+    const vp_finetune_method *method = vp_finetune_method_at(index);
+    return method ? method->name : NULL;
 }
 
 static const char *const compute_dtype_names[] = {"bf16", "fp16", "fp32", NULL};
@@ -189,14 +205,12 @@ static void value_compute_dtype(const vp_recipe *r, vp_key_value *out) { set_str
 
 /* ---- which keys the echo shows for which recipe ---- */
 
-static bool with_adapters(const vp_recipe *r) { return r->finetune != VP_FINETUNE_FULL; }
-static bool with_virtual_tokens(const vp_recipe *r) {
-    return r->finetune == VP_FINETUNE_PROMPT || r->finetune == VP_FINETUNE_PREFIX;
-}
+static bool with_adapters(const vp_recipe *r) { return vp_finetune_method_of(r)->frozen_base; }
+static bool with_virtual_tokens(const vp_recipe *r) { return vp_finetune_method_of(r)->virtual_tokens != VP_VIRTUAL_NONE; }
 static bool with_chunked_loss(const vp_recipe *r) { return r->loss == VP_LOSS_CHUNKED; }
-static bool with_freezing(const vp_recipe *r) { return r->finetune == VP_FINETUNE_FREEZE; }
-static bool with_quantized_base(const vp_recipe *r) { return r->finetune == VP_FINETUNE_QLORA; }
-static bool with_int8_base(const vp_recipe *r) { return r->finetune == VP_FINETUNE_QLORA && r->quant == VP_QUANT_INT8; }
+static bool with_freezing(const vp_recipe *r) { return vp_finetune_method_of(r)->trains_last_layers; }
+static bool with_quantized_base(const vp_recipe *r) { return vp_finetune_method_of(r)->quantizes_base; }
+static bool with_int8_base(const vp_recipe *r) { return with_quantized_base(r) && r->quant == VP_QUANT_INT8; }
 
 #define UINT_KEY(key, f, lo, hi, def) .name = key, .kind = VP_KEY_UINT, .offset = FIELD(f), .min = lo, .max = hi, .fallback = def
 #define U64_KEY(key, f, lo, hi, def) .name = key, .kind = VP_KEY_U64, .offset = FIELD(f), .min = lo, .max = hi, .fallback = def
@@ -209,7 +223,7 @@ static bool with_int8_base(const vp_recipe *r) { return r->finetune == VP_FINETU
 
 /* In the order `vramplan keys`, the JSON echo and the docs list them. */
 static const vp_recipe_key keys[] = {
-    {OPTION_KEY("precision", precision, vp_precision_names, VP_PREC_MIXED_BF16),
+    {OPTION_KEY("precision", precision, NULL, VP_PREC_MIXED_BF16), .choice_at = precision_name,
      .doc = "fp32, bf16, fp16 train the model in that dtype; amp-* autocasts over fp32 weights; mixed-* keeps 16-bit "
             "weights and fp32 master weights; fp8 is Transformer Engine's"},
     {OPTION_KEY("optimizer", optimizer, NULL, 0), .choice_at = optimizer_name,
@@ -241,7 +255,7 @@ static const vp_recipe_key keys[] = {
             "(torch.utils.checkpoint.set_checkpoint_early_stop) [true; false with torch_version 1.13]"},
     /* transformers' default attn_implementation */
     {OPTION_KEY("attention", attention, vp_attention_names, VP_ATTN_SDPA), .doc = "the attention kernel"},
-    {OPTION_KEY("framework", framework, vp_framework_names, VP_FRAMEWORK_TORCH),
+    {OPTION_KEY("framework", framework, NULL, VP_FRAMEWORK_TORCH), .choice_at = framework_name,
      .doc = "the training framework, with its own buffers and defaults; torch is a plain PyTorch loop (DDP with dp)"},
     {OPTION_KEY("torch_version", torch_version, vp_torch_version_names, VP_TORCH_2),
      .doc = "autograd and optimizer behaviour that differs between them"},
@@ -326,7 +340,8 @@ static const vp_recipe_key keys[] = {
      .doc = "layers of each stage, as \"7,8,8,9\" [an even split]"},
     {UINT_KEY("gpus", gpus, 1, 1 << 24, 0), .value = value_gpus,
      .doc = "GPUs in all: when given, must equal dp x tp x pp x cp"},
-    {OPTION_KEY("finetune", finetune, vp_finetune_names, VP_FINETUNE_FULL), .doc = "what is trained [full]"},
+    {OPTION_KEY("finetune", finetune, NULL, VP_FINETUNE_FULL), .choice_at = finetune_name,
+     .doc = "what is trained [full]"},
     /* peft.LoraConfig: r=8, lora_alpha=8, lora_dropout=0.0 */
     {UINT_KEY("lora_rank", lora_rank, 1, 1 << 16, 8), .applies = with_adapters, .doc = "LoRA's r [8]"},
     {NUMBER_KEY("lora_alpha", lora_alpha, 0, 1e9, 8), .applies = with_adapters,

@@ -58,7 +58,9 @@ typedef struct {
 const char *vp_shard_plan_make(const vp_recipe *recipe, const vp_precision *precision, vp_shard_plan *plan);
 
 /* The shard group's size: dp, or the HYBRID_SHARD group. */
-unsigned vp_shard_group(const vp_recipe *recipe);
+static inline unsigned vp_shard_group(const vp_recipe *r) {
+    return r->fsdp == VP_FSDP_HYBRID_SHARD && r->fsdp_shard_size ? r->fsdp_shard_size : r->dp;
+}
 
 /* Elements of a tensor's shard: ceil(numel / ranks), as ZeRO-3 and FSDP pad
  * each partition (DeepSpeed 1/2 pad one flat group instead: at most ranks - 1

@@ -1,6 +1,7 @@
 /* checkpoint.c — forward without grad, backward by recomputation. */
 #include "checkpoint.h"
 
+#include "framework.h"
 #include "op_context.h"
 
 typedef struct {
@@ -313,12 +314,13 @@ const char *vp_checkpoint_recipe_problem(const vp_recipe *recipe) {
     if (recipe->selective)
         return "use_reentrant: selective recompute is Megatron's own checkpoint function; use_reentrant = false "
                "applies to checkpointing = full or every-K";
-    if (recipe->framework == VP_FRAMEWORK_MEGATRON)
+    const vp_framework_kind *framework = vp_framework_of(recipe);
+    if (!framework->hf_modeling)
         return "use_reentrant: false is modelled for transformers' gradient checkpointing (no megatron)";
     /* FSDP(CheckpointWrapper(layer)): FSDP skips its hooks in the rerun of
      * a unit whose pre-backward hook has run, the one a call of one layer
      * reruns; a call of several would run the others' hooks */
-    if ((recipe->framework == VP_FRAMEWORK_FSDP || recipe->fsdp != VP_FSDP_NONE) && recipe->checkpoint_every > 1)
+    if ((framework->layer_units || recipe->fsdp != VP_FSDP_NONE) && recipe->checkpoint_every > 1)
         return "use_reentrant: false with FSDP is modelled for checkpointing = full (each layer its own "
                "checkpoint inside its FSDP unit, as accelerate wraps them)";
     if (recipe->zero == 3)

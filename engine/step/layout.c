@@ -7,6 +7,7 @@
 #include <stdlib.h>
 
 #include "finetune.h"
+#include "framework.h"
 #include "lora.h"
 #include "ops.h"
 #include "optimizer.h"
@@ -85,8 +86,9 @@ static vp_t make_leaf(vp_step *step, const vp_leaf_spec *spec, bool trainable, u
     }
     /* from_pretrained keeps _keep_in_fp32_modules in fp32 when it
      * quantizes or loads in fp16 (use_keep_in_fp32_modules) */
-    bool loaded_fp16 = step->recipe->precision == VP_PREC_FP16;
-    if (spec->keep_fp32 && (step->recipe->finetune == VP_FINETUNE_QLORA || loaded_fp16)) resident = compute = VP_FP32;
+    bool loaded_fp16 = step->precision->params == VP_FP16 && !vp_precision_mixed(step->precision);
+    if (spec->keep_fp32 && (vp_finetune_method_of(step->recipe)->quantizes_base || loaded_fp16))
+        resident = compute = VP_FP32;
     /* Int8Params' SCB: an fp32 absmax per output row, beside the weight */
     if (int8) vp_leaf(&step->sim, spec->out_features, VP_FP32, VP_CAT_PARAMS, false, "SCB");
     uint64_t shard = bytes_of(resident, vp_shard_numel(spec->numel, vp_plan_shards(plan, spec->expert)->params));
@@ -333,7 +335,7 @@ bool vp_layout_prepare(vp_step *step) {
             h->gather = gathered_bytes(step, h->leaves, h->n);
             /* DeepSpeed prefetches stage3_prefetch_bucket_size elements ahead;
              * FSDP's BACKWARD_PRE prefetch is the next layer, in backward only */
-            uint64_t ahead = step->recipe->framework == VP_FRAMEWORK_DEEPSPEED
+            uint64_t ahead = vp_framework_of(step->recipe)->param_coordinator
                                  ? bytes_of(step->plan.gather_dtype, step->plan.prefetch_elements)
                                  : h->gather;
             h->prefetch = ahead < h->gather ? ahead : h->gather;
@@ -362,7 +364,7 @@ bool vp_layout_prepare(vp_step *step) {
 }
 
 
-static bool forward_prefetch(const vp_step *step) { return step->recipe->framework == VP_FRAMEWORK_DEEPSPEED; }
+static bool forward_prefetch(const vp_step *step) { return vp_framework_of(step->recipe)->param_coordinator; }
 
 /* FSDP's post-backward hook: the layer's unsharded gradients are
  * reduce-scattered, and the shard is kept (fp32 with MixedPrecision). */

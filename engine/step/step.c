@@ -11,6 +11,7 @@
 #include "checkpoint.h"
 #include "layout.h"
 #include "finetune.h"
+#include "framework.h"
 #include "ops.h"
 #include "kv_cache.h"
 #include "prefix.h"
@@ -118,8 +119,8 @@ static bool plan_chunks(vp_step *step) {
     step->n_chunks = 0;
     /* the first chunk's input also outlives it where the model body keeps
      * the embeddings as a local (vp_step_keep_local) */
-    bool first_unlike = !step->stage.embed || step->recipe->finetune != VP_FINETUNE_FULL ||
-                        step->recipe->framework != VP_FRAMEWORK_MEGATRON;
+    bool first_unlike = !step->stage.embed || vp_finetune_method_of(step->recipe)->frozen_base ||
+                        vp_framework_of(step->recipe)->python_locals;
     /* frozen layers under ZeRO-3 or FSDP are released when backward ends,
      * outside any folded stretch: they are evaluated one by one */
     bool released_late = step->plan.gather || step->plan.grads == VP_GRADS_UNIT;
@@ -164,7 +165,7 @@ static bool setup(vp_step *step) {
     if (!step->embed_leaves || !step->final_leaves || !step->layer_leaves || !step->bridge_leaves) return false;
 
     step->ledger.place.phase = VP_PHASE_SETUP;
-    bool freezing = step->recipe->finetune == VP_FINETUNE_FREEZE;
+    bool freezing = vp_finetune_method_of(step->recipe)->trains_last_layers;
     unsigned boundary = vp_recipe_first_trained_layer(step->recipe, m->layers);
     const vp_section *embed = &m->section[VP_SECTION_EMBED], *final = &m->section[VP_SECTION_FINAL];
     if (step->stage.embed) {
@@ -381,7 +382,7 @@ static bool is_head_op(const vp_op *op) { return (op->kind->roles & VP_ROLE_HEAD
  * GPTModel runs the head inside the same forward: they go at its end. */
 static void body_returns(vp_step *step, bool forward_ends) {
     vp_step_drop_locals(step, VP_LOCAL_OF_BODY);
-    if (step->recipe->framework == VP_FRAMEWORK_MEGATRON && !forward_ends) return;
+    if (vp_framework_of(step->recipe)->head_in_forward && !forward_ends) return;
     vp_drop(&step->sim, step->position_ids);
     vp_drop(&step->sim, step->cos);
     vp_drop(&step->sim, step->sin);
@@ -658,7 +659,7 @@ static uint64_t micro_batch(vp_step *step, const vp_meter *resident, const vp_me
     vp_drop(sim, step->prompt_labels);
     step->prompt_labels = 0;
     /* Megatron's forward step returns the loss alone */
-    if (!step->recipe->keep_logits || step->recipe->framework == VP_FRAMEWORK_MEGATRON) {
+    if (!step->recipe->keep_logits || vp_framework_of(step->recipe)->returns_loss_only) {
         vp_drop(sim, step->logits);
         vp_drop(sim, step->encoder_output);
         step->logits = step->encoder_output = 0;
@@ -700,7 +701,7 @@ static uint64_t micro_batch(vp_step *step, const vp_meter *resident, const vp_me
     step->offloaded = 0; /* backward unpacked and released them all */
     /* HF's Trainer returns loss.detach(): the graph goes after backward,
      * with the leaves its AccumulateGrad nodes hold and their .grad */
-    if (!step->recipe->keep_logits || step->recipe->framework == VP_FRAMEWORK_MEGATRON) {
+    if (!step->recipe->keep_logits || vp_framework_of(step->recipe)->returns_loss_only) {
         vp_step_drop_refs(sim, step->graph_refs);
         vp_step_release_ctx(step, 0);
         vp_step_drop_leaves(sim, step->graph_leaves);
@@ -801,11 +802,12 @@ static vp_step_status attempt(const vp_model *model, const vp_recipe *given, con
     /* PEFT's prompt tuning puts its virtual tokens before every sequence:
      * the model (an encoder-decoder's encoder) runs on seq_len +
      * num_virtual_tokens */
-    step.virtual_tokens = recipe->finetune == VP_FINETUNE_PROMPT ? recipe->virtual_tokens : 0;
+    const vp_finetune_method *method = vp_finetune_method_of(recipe);
+    step.virtual_tokens = method->virtual_tokens == VP_VIRTUAL_PROMPT ? recipe->virtual_tokens : 0;
     step.seq += step.virtual_tokens;
     step.source_seq = step.seq;
     /* prefix tuning's instead lengthen the keys and values of every layer */
-    step.prefix_tokens = recipe->finetune == VP_FINETUNE_PREFIX ? recipe->virtual_tokens : 0;
+    step.prefix_tokens = method->virtual_tokens == VP_VIRTUAL_PREFIX ? recipe->virtual_tokens : 0;
     /* an encoder-decoder's decoder alone gets the prefix (decoder_start) */
     step.past_tokens = vp_model_encoder_decoder(model) ? 0 : step.prefix_tokens;
     step.tokens = vp_numel(&step.sim, step.batch, step.seq);
@@ -869,9 +871,10 @@ const char *vp_step_layout_problem(const vp_model *model, const vp_recipe *recip
     const char *problem = vp_shard_plan_make(recipe, precision, &plan);
     if (!problem) problem = vp_finetune_problem(model, recipe);
     if (!problem) problem = vp_optimizer_problem(recipe);
-    if (!problem && recipe->sparsity && recipe->framework == VP_FRAMEWORK_MEGATRON)
+    const vp_framework_kind *framework = vp_framework_of(recipe);
+    if (!problem && recipe->sparsity && !framework->hf_modeling)
         problem = "sparsity: modelled as apex's ASP on a PyTorch module (framework torch, deepspeed or fsdp)";
-    if (!problem && recipe->offload_activations && (recipe->framework == VP_FRAMEWORK_MEGATRON || recipe->pp > 1))
+    if (!problem && recipe->offload_activations && (!framework->hf_modeling || recipe->pp > 1))
         problem = "offload_activations: modelled as PyTorch's save_on_cpu around a whole forward (no megatron, no pp)";
     if (!problem) problem = vp_checkpoint_recipe_problem(recipe);
     if (problem || !model) return problem;
@@ -883,7 +886,7 @@ const char *vp_step_layout_problem(const vp_model *model, const vp_recipe *recip
     }
     /* megatron/training/arguments.py: "When using MoE and tensor
      * parallelism, sequence parallelism must be used." */
-    if (recipe->framework == VP_FRAMEWORK_MEGATRON && recipe->tp > 1 && !recipe->sequence_parallel &&
+    if (framework->experts_need_sequence_parallel && recipe->tp > 1 && !recipe->sequence_parallel &&
         model->facts.experts)
         return "sequence_parallel: Megatron-LM needs it for experts with tp > 1";
     unsigned tp = recipe->tp ? recipe->tp : 1, cp = recipe->cp ? recipe->cp : 1;
@@ -892,7 +895,7 @@ const char *vp_step_layout_problem(const vp_model *model, const vp_recipe *recip
     if ((ep || etp) && !model->facts.experts)
         return ep ? "ep: expert parallelism needs a model with experts"
                   : "etp: expert tensor parallelism needs a model with experts";
-    if ((ep || etp) && recipe->framework != VP_FRAMEWORK_MEGATRON)
+    if ((ep || etp) && !framework->expert_parallel)
         return ep ? "ep: expert parallelism needs framework = \"megatron\""
                   : "etp: expert tensor parallelism needs framework = \"megatron\"";
     if (model->facts.experts) {
@@ -912,18 +915,18 @@ const char *vp_step_layout_problem(const vp_model *model, const vp_recipe *recip
     problem = vp_model_recipe_problem(model, recipe);
     if (problem) return problem;
     /* Megatron-Core's TransformerLayer runs attention and MLP in sequence */
-    if (recipe->framework == VP_FRAMEWORK_MEGATRON && model->facts.parallel_branches)
+    if (!framework->hf_modeling && model->facts.parallel_branches)
         return "framework: attention and MLP side by side (GPT-NeoX, Phi) are modelled as transformers runs them "
                "(no megatron)";
     if (vp_model_encoder_decoder(model)) {
         /* an encoder-decoder runs as transformers runs it, on one stage */
-        if (recipe->framework == VP_FRAMEWORK_MEGATRON || tp > 1 || cp > 1 || recipe->pp > 1)
+        if (!framework->hf_modeling || tp > 1 || cp > 1 || recipe->pp > 1)
             return "framework: encoder-decoder models are modelled as transformers runs them (no megatron, tp, pp or cp)";
         if (recipe->selective)
             return "checkpointing: selective recompute (Megatron's) is not modelled for encoder-decoder models";
-        if (recipe->finetune == VP_FINETUNE_PREFIX && (problem = vp_prefix_recipe_problem(model)))
-            return problem;
-        if (recipe->precision == VP_PREC_FP8) return "precision: fp8 is not modelled for T5";
+        const vp_finetune_method *method = vp_finetune_method_of(recipe);
+        if (method->encoder_decoder_problem && (problem = method->encoder_decoder_problem(model))) return problem;
+        if (precision->fp8_gemms) return "precision: fp8 is not modelled for T5";
     } else if (recipe->target_len && recipe->target_len != recipe->seq_len) {
         return "target_len: the decoder's length of an encoder-decoder model; this model has one sequence";
     }

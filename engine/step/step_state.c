@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "finetune.h"
+#include "framework.h"
 
 /* ---- autocast ---- */
 
@@ -152,7 +153,7 @@ vp_leaf_group vp_step_leaf_group_at(vp_step *step, unsigned i) {
 
 void vp_step_keep_local(vp_step *step, vp_t t, vp_local_frame frame) {
     /* Megatron's modules keep no such locals the engine models */
-    if (step->recipe->framework == VP_FRAMEWORK_MEGATRON) return;
+    if (!vp_framework_of(step->recipe)->python_locals) return;
     /* outside the layers a layer's local belongs to the model body's frame */
     if (frame == VP_LOCAL_OF_LAYER && step->ledger.place.layer < 0) frame = VP_LOCAL_OF_BODY;
     vp_t *slots = step->locals[frame];
@@ -316,8 +317,9 @@ void vp_step_embedding_output(vp_step *step, vp_t output) {
      * where prepare_model_for_kbit_training does it for reentrant
      * checkpointing only (peft/utils/other.py) */
     const vp_recipe *r = step->recipe;
-    if (!vp_finetune_peft(r) || !r->checkpoint_every || vp_at(&step->sim, output)->requires_grad ||
-        (!r->use_reentrant && r->finetune == VP_FINETUNE_QLORA))
+    const vp_finetune_method *method = vp_finetune_method_of(r);
+    if (!method->peft || !r->checkpoint_every || vp_at(&step->sim, output)->requires_grad ||
+        (!r->use_reentrant && method->quantizes_base))
         return;
     vp_requires_grad(&step->sim, output);
     /* its AccumulateGrad node holds it, .grad and all, for as long as the

@@ -3,15 +3,16 @@
  * parallel dimension with what the framework hides behind compute, the
  * pipeline bubble, the optimizer step and offload traffic.
  *
- * Each op kind's cost is one entry of `costs` below, keyed by the kind's
- * name and reading the op's fields by name through vp_field_index: step 1
- * of the op-interface redesign (branch i20) moves these functions into the
- * kinds themselves, beside their leaves and forward. */
+ * Each op kind declares its cost class (vp_op_kind's `cost`); `costs`
+ * below holds one function per class, reading the op's fields by name
+ * through vp_field_index. */
 #include "steptime.h"
 
 #include <math.h>
 #include <string.h>
 
+#include "finetune_method.h"
+#include "framework.h"
 #include "ops.h"
 
 /* ---- coefficients, each with its source ---- */
@@ -147,18 +148,16 @@ double vp_time_bubble_microbatches(vp_pp_schedule schedule, unsigned pp, unsigne
 bool vp_time_hw_from_gpu(const vp_gpu *gpu, const vp_recipe *r, vp_time_hw *hw) {
     memset(hw, 0, sizeof *hw);
     if (!gpu) return false;
-    double sixteen = r->precision == VP_PREC_BF16 || r->precision == VP_PREC_AMP_BF16 ||
-                             r->precision == VP_PREC_MIXED_BF16
-                         ? gpu->bf16_tflops
-                         : gpu->fp16_tflops;
+    const vp_precision *precision = vp_precision_get(r->precision);
+    double sixteen = precision->compute == VP_BF16 ? gpu->bf16_tflops : gpu->fp16_tflops;
     if (sixteen <= 0) sixteen = gpu->fp16_tflops > 0 ? gpu->fp16_tflops : gpu->bf16_tflops;
     double linear = sixteen;
     bool amd = gpu->compute_major == 0 && gpu->fp16_tflops > 0;
     hw->matmul_cap = matmul_cap(gpu->compute_major, amd);
     /* torch keeps fp32 matmuls in full fp32 unless allow_tf32 is set
      * (off for matmuls since PyTorch 1.12) */
-    if (r->precision == VP_PREC_FP32) linear = sixteen = gpu->fp32_tflops;
-    if (r->precision == VP_PREC_FP8 && gpu->fp8_tflops > 0) {
+    if (precision->compute == VP_FP32) linear = sixteen = gpu->fp32_tflops;
+    if (precision->fp8_gemms && gpu->fp8_tflops > 0) {
         linear = gpu->fp8_tflops * fp8_cap / hw->matmul_cap;
     }
     if (linear <= 0 || gpu->memory_gbps <= 0) return false;
@@ -399,32 +398,21 @@ static void cost_classifier(const vp_op *op, const cost_ctx *c, op_cost *o) {
 
 typedef void (*cost_fn)(const vp_op *op, const cost_ctx *c, op_cost *o);
 
-/* One entry per op kind that costs time; kinds not listed (masks, rotary
- * tables, T5's bias tables, containers' bookkeeping) cost nothing here. */
-static const struct {
-    const char *kind;
-    cost_fn cost;
-} costs[] = {
-    {"attention", cost_attention},
-    {"mlp", cost_mlp},
-    {"moe", cost_moe},
-    {"layernorm", cost_norm},
-    {"rmsnorm", cost_norm},
-    {"dropout", cost_dropout},
-    {"token_embedding", cost_token_embedding},
-    {"position_embedding", cost_position_embedding},
-    {"lm_head", cost_lm_head},
-    {"cross_entropy", cost_cross_entropy},
-    {"classifier", cost_classifier},
-    {"residual", cost_residual},
-    {"parallel", cost_residual},
+/* One function per cost class, the class a kind declares (vp_op_kind's
+ * `cost`); VP_COST_NONE costs nothing here. */
+static const cost_fn costs[VP_COST_COUNT] = {
+    [VP_COST_ATTENTION] = cost_attention,
+    [VP_COST_MLP] = cost_mlp,
+    [VP_COST_MOE] = cost_moe,
+    [VP_COST_NORM] = cost_norm,
+    [VP_COST_DROPOUT] = cost_dropout,
+    [VP_COST_TOKEN_EMBEDDING] = cost_token_embedding,
+    [VP_COST_POSITION_EMBEDDING] = cost_position_embedding,
+    [VP_COST_LM_HEAD] = cost_lm_head,
+    [VP_COST_CROSS_ENTROPY] = cost_cross_entropy,
+    [VP_COST_CLASSIFIER] = cost_classifier,
+    [VP_COST_RESIDUAL] = cost_residual,
 };
-
-static cost_fn find_cost(const vp_op_kind *kind) {
-    for (unsigned k = 0; k < sizeof costs / sizeof costs[0]; k++)
-        if (!strcmp(costs[k].kind, kind->name)) return costs[k].cost;
-    return NULL;
-}
 
 /* Walks ops, a container's children before its own cost; c->hidden
  * follows the residual stream's width for the kinds that do not carry it
@@ -435,14 +423,14 @@ static void cost_ops(const vp_op *ops, unsigned n, cost_ctx *c, op_cost *o) {
         double h = field(op, "hidden");
         if (h > 0) c->hidden = h;
         if (op->kind->container) cost_ops(op->children, op->n_children, c, o);
-        cost_fn cost = find_cost(op->kind);
+        cost_fn cost = costs[op->kind->cost];
         if (cost) cost(op, c, o);
     }
 }
 
 static double section_vocab(const vp_section *s) {
     for (unsigned i = 0; i < s->n_ops; i++)
-        if (!strcmp(s->ops[i].kind->name, "lm_head") || !strcmp(s->ops[i].kind->name, "token_embedding"))
+        if (s->ops[i].kind->cost == VP_COST_LM_HEAD || s->ops[i].kind->cost == VP_COST_TOKEN_EMBEDDING)
             return field(&s->ops[i], "vocab");
     return 0;
 }
@@ -470,7 +458,12 @@ static void add_cost(op_cost *a, const op_cost *b, double times) {
     a->cp_bytes += times * b->cp_bytes;
 }
 
-static double elem_bytes(const vp_recipe *r) { return r->precision == VP_PREC_FP32 ? 4.0 : 2.0; }
+static double elem_bytes(const vp_recipe *r) { return vp_precision_get(r->precision)->compute == VP_FP32 ? 4.0 : 2.0; }
+
+/* Megatron's gradient_accumulation_fusion into fp32 main_grad buffers */
+static bool fp32_main_grads(const vp_recipe *r) {
+    return vp_framework_of(r)->main_grad_buffers && vp_precision_is_mixed(r->precision) && r->grads_in_fp32;
+}
 
 static cost_ctx make_ctx(const vp_recipe *r, const vp_time_hw *hw, bool split) {
     unsigned tp = split && r->tp ? r->tp : 1, cp = split && r->cp ? r->cp : 1;
@@ -488,10 +481,8 @@ static cost_ctx make_ctx(const vp_recipe *r, const vp_time_hw *hw, bool split) {
     c.flash = r->attention != VP_ATTN_EAGER;
     c.train_dropout = r->training;
     /* bitsandbytes: 4-bit codes (half a byte) or int8 read, 16 bits written */
-    if (r->finetune == VP_FINETUNE_QLORA) c.dequant_bytes = (r->quant == VP_QUANT_INT8 ? 1.0 : 0.5) + 2.0;
-    c.main_grad_bytes = r->framework == VP_FRAMEWORK_MEGATRON && vp_precision_is_mixed(r->precision) && r->grads_in_fp32
-                            ? 8.0
-                            : 0.0;
+    if (vp_finetune_method_of(r)->quantizes_base) c.dequant_bytes = (r->quant == VP_QUANT_INT8 ? 1.0 : 0.5) + 2.0;
+    c.main_grad_bytes = fp32_main_grads(r) ? 8.0 : 0.0;
     return c;
 }
 
@@ -526,7 +517,7 @@ typedef struct {
     double recompute_tp_bytes;
 } stage_cost;
 
-static bool frozen_base(const vp_recipe *r) { return r->finetune != VP_FINETUNE_FULL; }
+static bool frozen_base(const vp_recipe *r) { return vp_finetune_method_of(r)->frozen_base; }
 
 /* An encoder-decoder's decoder runs on the labels' target_len tokens (T5):
  * its layers, the bridge (its embeddings), the head and the loss. */
@@ -693,9 +684,8 @@ static double offload_time(const vp_recipe *r, const vp_time_hw *hw, const vp_ra
 /* Bytes a gradient is reduced in: Megatron's fp32 main_grad, an fp32
  * model's (or autocast's fp32 weights'), else 16 bits. */
 static double gradient_bytes(const vp_recipe *r) {
-    if (r->framework == VP_FRAMEWORK_MEGATRON && vp_precision_is_mixed(r->precision) && r->grads_in_fp32) return 4;
-    bool fp32 = r->precision == VP_PREC_FP32 || r->precision == VP_PREC_AMP_BF16 || r->precision == VP_PREC_AMP_FP16;
-    return fp32 ? 4 : 2;
+    if (fp32_main_grads(r)) return 4;
+    return vp_precision_get(r->precision)->grads == VP_FP32 ? 4 : 2;
 }
 
 /* Data-parallel traffic not hidden behind compute. What hides it: DDP and
@@ -708,15 +698,9 @@ static double data_parallel_time(const vp_model *model, const vp_recipe *r, cons
                                  const vp_rank_estimate *w, const pace *p, unsigned m, double elem) {
     unsigned tp = r->tp ? r->tp : 1, cp = r->cp ? r->cp : 1, dp = r->dp ? r->dp : 1, pp = r->pp ? r->pp : 1;
     double n = rank_trainable(r, w), grads = n * gradient_bytes(r), params = n * elem;
-    bool gather_params = (r->framework == VP_FRAMEWORK_DEEPSPEED && r->zero == 3) ||
-                         (r->framework == VP_FRAMEWORK_FSDP &&
-                          (r->fsdp == VP_FSDP_FULL_SHARD || r->fsdp == VP_FSDP_HYBRID_SHARD));
-    bool sharded_states = (r->framework == VP_FRAMEWORK_DEEPSPEED && r->zero >= 1) ||
-                          (r->framework == VP_FRAMEWORK_MEGATRON && r->distributed_optimizer) ||
-                          r->framework == VP_FRAMEWORK_FSDP;
-    bool deepspeed_default = r->framework == VP_FRAMEWORK_DEEPSPEED && r->zero == 3;
-    bool overlaps = r->framework == VP_FRAMEWORK_TORCH || r->framework == VP_FRAMEWORK_FSDP ||
-                    (r->overlap_comm >= 0 ? r->overlap_comm > 0 : deepspeed_default);
+    vp_dp_traffic traffic;
+    vp_framework_of(r)->dp_traffic(r, &traffic);
+    bool gather_params = traffic.gathers_params, sharded_states = traffic.shards_states, overlaps = traffic.overlaps;
     double exposed = 0;
     if (gather_params) {
         unsigned shard = r->fsdp == VP_FSDP_HYBRID_SHARD && r->fsdp_shard_size ? r->fsdp_shard_size : dp;
@@ -808,7 +792,7 @@ vp_step_time vp_step_time_run(const vp_model *model, const vp_recipe *r, const v
     t.tokens_per_s_per_gpu = t.tokens_per_s / t.gpus;
     /* utilization against the dense 16-bit peak (FP8 recipes too, as NVIDIA
      * and Megatron count it), the fp32 peak for fp32 recipes */
-    double peak = (r->precision == VP_PREC_FP8 ? hw.attention_flops : hw.matmul_flops) * t.gpus * t.step_s;
+    double peak = (vp_precision_get(r->precision)->fp8_gemms ? hw.attention_flops : hw.matmul_flops) * t.gpus * t.step_s;
     t.mfu = t.model_flops_per_step / peak;
     t.hfu = t.hardware_flops_per_step / peak;
     t.valid = true;

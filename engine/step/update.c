@@ -5,6 +5,7 @@
 #include "update.h"
 
 #include "layout.h"
+#include "framework.h"
 #include "optimizer.h"
 #include "step_private.h"
 
@@ -166,7 +167,7 @@ static void temporaries(vp_step *step) {
 void vp_update_step(vp_step *step) {
     step->ledger.place.phase = VP_PHASE_OPTIMIZER;
     if (!step->optimizer->steps) return;
-    bool deepspeed = step->recipe->framework == VP_FRAMEWORK_DEEPSPEED;
+    bool deepspeed = vp_framework_of(step->recipe)->step_grad_partitions;
     bool make = false, release = true;
     if (deepspeed) vp_update_for_each_trainable(step, partition_grad, &make);
     else if (step->plan.master_grads) vp_update_for_each_trainable(step, grad_to_master, NULL);

@@ -1,0 +1,15 @@
+/* framework.c — the framework registry: the entries of framework_list.h,
+ * indexed by the recipe's `framework`. */
+#include "framework.h"
+
+#define VP_FRAMEWORK(id, name) [VP_FRAMEWORK_##id] = &vp_framework_##name,
+static const vp_framework_kind *const registry[VP_FRAMEWORK_COUNT] = {
+#include "framework_list.h"
+};
+#undef VP_FRAMEWORK
+
+const vp_framework_kind *vp_framework_at(unsigned index) {
+    return index < VP_FRAMEWORK_COUNT ? registry[index] : NULL;
+}
+
+const vp_framework_kind *vp_framework_of(const vp_recipe *recipe) { return registry[recipe->framework]; }

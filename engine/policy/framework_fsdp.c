@@ -1,0 +1,61 @@
+/* framework_fsdp.c — PyTorch's FSDP over transformers' model, each layer
+ * a wrapped unit (as accelerate wraps them). */
+#include "framework.h"
+
+/* FSDP (torch/distributed/fsdp): flat parameters per wrapped layer. With
+ * MixedPrecision(param_dtype=16-bit) the sharded parameters stay fp32 and
+ * are the optimizer's own (no separate master copy), the all-gathered ones
+ * are 16-bit, and the reduce-scattered gradient is kept as an fp32 shard.
+ * FULL_SHARD frees the gathered layer after forward and gathers it again in
+ * backward (the next layer prefetched, BACKWARD_PRE); SHARD_GRAD_OP keeps
+ * it from forward to the end of its backward; NO_SHARD is DDP-like. */
+static const char *plan_fsdp(const vp_recipe *r, const vp_precision *p, vp_shard_plan *plan) {
+    if (r->tp > 1) return "tp: tensor parallelism needs framework = \"megatron\"";
+    if (r->zero) return "zero: ZeRO stages need framework = \"deepspeed\"";
+    if (r->offload_optimizer) return "offload_optimizer: with FSDP, offload is offload_params (CPUOffload)";
+    if (r->offload_params == VP_OFFLOAD_NVME) return "offload_params: FSDP offloads to the CPU only";
+    vp_fsdp_strategy s = r->fsdp == VP_FSDP_NONE ? VP_FSDP_FULL_SHARD : r->fsdp;
+    unsigned group = vp_shard_group(r);
+    if (s == VP_FSDP_HYBRID_SHARD && (group == 0 || r->dp % group))
+        return "fsdp_shard_size: HYBRID_SHARD needs a shard group that divides dp";
+    unsigned n = s == VP_FSDP_NO_SHARD ? 1 : group;
+    plan->shards = (vp_shards){n, n, n};
+    plan->gather = n > 1;
+    plan->grads = n > 1 ? VP_GRADS_UNIT : VP_GRADS_KEEP;
+    if (vp_precision_mixed(p)) {
+        plan->params_dtype = VP_FP32;
+        plan->shard_grads_dtype = VP_FP32;
+    }
+    plan->master_dtype = VP_DTYPE_NONE;
+    plan->master_grads = false;
+    plan->params_on_host = r->offload_params == VP_OFFLOAD_CPU;
+    plan->states_on_host = plan->params_on_host; /* CPUOffload runs the optimizer on the CPU */
+    return NULL;
+}
+
+/* FSDP's flat parameters are sharded storage (bitsandbytes' 4-bit weights
+ * too, with bnb_4bit_quant_storage) */
+static bool fsdp_shards_params(const vp_recipe *r) {
+    (void)r;
+    return true;
+}
+
+/* FULL_SHARD and HYBRID_SHARD gather the weights every micro-batch;
+ * bucketed hooks overlap the traffic with compute by design */
+static void fsdp_traffic(const vp_recipe *r, vp_dp_traffic *out) {
+    out->gathers_params = r->fsdp == VP_FSDP_FULL_SHARD || r->fsdp == VP_FSDP_HYBRID_SHARD;
+    out->shards_states = true;
+    out->overlaps = true;
+}
+
+const vp_framework_kind vp_framework_fsdp = {
+    .name = "fsdp",
+    .plan = plan_fsdp,
+    .shards_params = fsdp_shards_params,
+    .dp_traffic = fsdp_traffic,
+    .optimizer_impl = VP_IMPL_FOREACH,
+    .hf_modeling = true,
+    .python_locals = true,
+    .bucketed_grads = true,
+    .layer_units = true,
+};
