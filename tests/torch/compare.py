@@ -414,6 +414,11 @@ CASES = [
         "amp-bf16", ckpt="full", finetune="lora", lora_targets="out_proj")),
     ("mpt lora fp32 use_cache one sequence", mpt(use_cache=True), recipe(finetune="lora", b=1, s=40)),
     ("mpt prompt bf16", mpt(), recipe("bf16", finetune="prompt", num_virtual_tokens=6)),
+    # from a sweep of MPT configs through sweep.py's draw, widen and frozen: MPT's own names (wte), untied head
+    ("mpt lora save wte,lm_head mixed-bf16 early stop accumulation", mpt(dropout=0.1, tied=False), recipe(
+        "mixed-bf16", impl="for-loop", b=1, s=16, ckpt="full", finetune="lora", lora_dropout=0.1,
+        keep_logits="false", use_reentrant="false", checkpoint_early_stop="true", grad_accum=3,
+        modules_to_save="wte,lm_head")),
     # parallel attention and MLP: GPT-NeoX (Pythia) and Phi-2
     ("neox fp32", neox(), recipe()),
     # transformers' other activations (GPT-NeoX-20B's config names gelu_fast)
