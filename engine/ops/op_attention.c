@@ -7,6 +7,7 @@
 #include "ops.h"
 #include "kv_cache.h"
 #include "mla.h"
+#include "mpt_alibi.h"
 #include "ring_attention.h"
 
 enum {
@@ -49,6 +50,8 @@ enum {
     ATT_HOLDS_CONTEXT,
     ATT_SCORES_LOCAL,
     ATT_RETURNS_BEFORE_OUT_PROJ,
+    ATT_ALIBI_STYLE,
+    ATT_RETURNS_KV,
     ATT_FIELDS
 };
 
@@ -60,16 +63,20 @@ enum {
     MASK_NONE,
     MASK_ADDITIVE_MISTRAL,
     MASK_ADDITIVE_HYBRID,
-    MASK_ADDITIVE_PADDED
+    MASK_ADDITIVE_PADDED,
+    MASK_BOOL_4D
 };
 static const char *const mask_names[] = {"additive", "bool-buffer", "padding", "bool", "none", "additive-mistral",
-                                         "additive-hybrid", "additive-padded", NULL};
+                                         "additive-hybrid", "additive-padded", "bool-4d", NULL};
 
 enum { QK_NORM_HEAD, QK_NORM_OLMO2, QK_NORM_GEMMA };
 static const char *const qk_norm_styles[] = {"head", "olmo2", "gemma", NULL};
 
-enum { NAMES_AUTO, NAMES_BLOOM, NAMES_T5, NAMES_PHI3, NAMES_PHI, NAMES_BERT };
-static const char *const module_name_sets[] = {"auto", "bloom", "t5", "phi3", "phi", "bert", NULL};
+enum { NAMES_AUTO, NAMES_BLOOM, NAMES_T5, NAMES_PHI3, NAMES_PHI, NAMES_BERT, NAMES_MPT };
+static const char *const module_name_sets[] = {"auto", "bloom", "t5", "phi3", "phi", "bert", "mpt", NULL};
+
+enum { ALIBI_BLOOM, ALIBI_MPT };
+static const char *const alibi_styles[] = {"bloom", "mpt", NULL};
 
 static const vp_field attention_fields[ATT_FIELDS] = {
     [ATT_HIDDEN] = {"hidden", VP_FIELD_INT, true, 0, 1, 1 << 20, NULL, "model width (input and output)"},
@@ -93,9 +100,11 @@ static const vp_field attention_fields[ATT_FIELDS] = {
                   "triu copy; the sliding window or-ed in place), or additive-hybrid: LLaMA's with exactly the keys' "
                   "columns, given to SDPA too (Gemma 2's _update_causal_mask), or additive-padded: LLaMA's made from the "
                   "model's own all-ones [b, s] mask (OPT): exactly the keys' columns, cloned to the batch and the "
-                  "padding merged in, [b, 1, s, keys]"},
+                  "padding merged in, [b, 1, s, keys], or bool-4d: _prepare_4d_causal_attention_mask's "
+                  "additive mask made bool (MPT): [b, 1, s, s] bool, applied with masked_fill"},
     [ATT_POSITIONS] = {"positions", VP_FIELD_INT, false, 0, 0, 1 << 20, NULL,
-                       "size of the bool-buffer mask (GPT-2's n_positions)"},
+                       "size of the bool-buffer mask (GPT-2's n_positions), or the width of MPT's ALiBi table "
+                       "(max_seq_len: the longest sequence it runs)"},
     [ATT_UPCAST_SOFTMAX] = {"upcast_softmax", VP_FIELD_BOOL, false, 1, 0, 1, NULL,
                             "softmax(dtype=torch.float32) then .to(query dtype), as LLaMA's eager path does"},
     [ATT_CAST_PROBS] = {"cast_probs", VP_FIELD_BOOL, false, 1, 0, 1, NULL,
@@ -122,12 +131,12 @@ static const vp_field attention_fields[ATT_FIELDS] = {
                      "an RMSNorm over each head of the queries and keys before the rotary embedding (Qwen3)"},
     [ATT_ALIBI] = {"alibi", VP_FIELD_BOOL, false, 0, 0, 1, NULL,
                    "ALiBi as BLOOM computes it: a [b x heads, 1, s] bias per step, the scores one baddbmm of "
-                   "contiguous copies of q and k; transformers runs it eagerly only"},
+                   "contiguous copies of q and k; transformers runs it eagerly only (see alibi_style)"},
     [ATT_MODULE_NAMES] = {"module_names", VP_FIELD_ENUM, false, NAMES_AUTO, 0, 0, module_name_sets,
                           "the projections' names for LoRA targets: auto (q_proj/k_proj/v_proj/o_proj, c_attn/c_proj "
                           "when fused), bloom (query_key_value, dense: BLOOM's, GPT-NeoX's), t5 (q, k, v, o), phi3 "
-                          "(qkv_proj, o_proj), phi (q_proj, k_proj, v_proj, dense: Phi-1/Phi-2) or bert (query, key, "
-                          "value, dense)"},
+                          "(qkv_proj, o_proj), phi (q_proj, k_proj, v_proj, dense: Phi-1/Phi-2), bert (query, key, "
+                          "value, dense) or mpt (Wqkv, out_proj)"},
     [ATT_POSITION_BIAS] = {"position_bias", VP_FIELD_BOOL, false, 0, 0, 1, NULL,
                            "T5Attention: unscaled scores, the stack's position bias (masks included) added in place, "
                            "softmax over scores.float(); the scores stay bound until the module returns; eager only"},
@@ -179,6 +188,14 @@ static const vp_field attention_fields[ATT_FIELDS] = {
                                      "projection, which another module runs (BertSelfAttention, then "
                                      "BertSelfOutput): its locals (the projections, kept scores and "
                                      "probabilities) go first"},
+    [ATT_ALIBI_STYLE] = {"alibi_style", VP_FIELD_ENUM, false, ALIBI_BLOOM, 0, 0, alibi_styles,
+                         "with alibi: bloom (above), or mpt: MptAttention's (transformers 4.50-4.52), an fp32 "
+                         "[heads, 1, positions] table made once, the scores scaled, then added to it (an fp32 "
+                         "sum whatever their dtype), views of one Wqkv output chunked in three"},
+    [ATT_RETURNS_KV] = {"returns_kv", VP_FIELD_BOOL, false, 0, 0, 1, NULL,
+                        "the module returns its keys and values whether or not the model caches them, and the "
+                        "layer keeps them until it returns (MptBlock's past_key_value): views of a fused "
+                        "projection keep all of it"},
 };
 
 /* head_dim is the queries' and keys' width; v_dim the values' (they differ
@@ -188,6 +205,15 @@ typedef struct {
 } shape;
 
 static bool is_mla(const vp_op *op) { return vp_op_u64(op, ATT_KV_LORA_RANK) > 0; }
+
+/* ALiBi as BLOOM computes it (baddbmm of the bias and copies of q and k)
+ * or as MPT does (see alibi_style) */
+static bool bloom_alibi(const vp_op *op) {
+    return vp_op_flag(op, ATT_ALIBI) && vp_op_u64(op, ATT_ALIBI_STYLE) == ALIBI_BLOOM;
+}
+static bool mpt_alibi(const vp_op *op) {
+    return vp_op_flag(op, ATT_ALIBI) && vp_op_u64(op, ATT_ALIBI_STYLE) == ALIBI_MPT;
+}
 
 static vp_mla_shape mla_shape(const vp_op *op) {
     return (vp_mla_shape){vp_op_u64(op, ATT_HIDDEN),          vp_op_u64(op, ATT_HEADS),
@@ -273,7 +299,14 @@ static const char *attention_check(const vp_op *op) {
     if (vp_op_u64(op, ATT_MODULE_NAMES) == NAMES_BLOOM && !vp_op_flag(op, ATT_FUSED_QKV))
         return "module_names = \"bloom\" names a fused query_key_value: needs fused_qkv";
     if (vp_op_flag(op, ATT_ALIBI) && (!vp_op_flag(op, ATT_FUSED_QKV) || vp_op_flag(op, ATT_ROTARY)))
-        return "alibi is BLOOM's attention: needs fused_qkv and no rotary";
+        return "alibi is BLOOM's and MPT's attention: needs fused_qkv and no rotary";
+    if (vp_op_u64(op, ATT_ALIBI_STYLE) == ALIBI_MPT &&
+        (!vp_op_flag(op, ATT_ALIBI) || vp_op_u64(op, ATT_MASK) != MASK_BOOL_4D || !vp_op_u64(op, ATT_POSITIONS)))
+        return "alibi_style = \"mpt\" needs alibi, mask = \"bool-4d\" and positions (the table's width)";
+    if (vp_op_u64(op, ATT_MASK) == MASK_BOOL_4D && !mpt_alibi(op))
+        return "mask = \"bool-4d\" is MPT's: needs alibi_style = \"mpt\"";
+    if (vp_op_u64(op, ATT_MODULE_NAMES) == NAMES_MPT && !vp_op_flag(op, ATT_FUSED_QKV))
+        return "module_names = \"mpt\" names a fused Wqkv: needs fused_qkv";
     bool position_bias = vp_op_flag(op, ATT_POSITION_BIAS);
     if (position_bias && (vp_op_flag(op, ATT_FUSED_QKV) || vp_op_flag(op, ATT_ROTARY) || vp_op_flag(op, ATT_ALIBI) ||
                           vp_op_u64(op, ATT_MASK) != MASK_NONE || s.kv_heads != s.heads))
@@ -303,10 +336,20 @@ static const char *attention_recipe_problem(const vp_model *model, const vp_reci
     if (hybrid && vp_finetune_method_of(recipe)->virtual_tokens == VP_VIRTUAL_PREFIX)
         return "finetune: prefix tuning of Gemma 2 and Gemma 3 (PEFT's HybridCache path) is not modelled";
     if (!op || !vp_op_flag(op, ATT_ALIBI)) return NULL;
+    bool mpt = mpt_alibi(op);
     if (recipe->attention == VP_ATTN_FLASH || recipe->attention == VP_ATTN_MEM_EFFICIENT)
-        return "attention: BLOOM's ALiBi attention runs eagerly in transformers (no flash or SDPA kernel)";
+        return mpt ? "attention: MPT's ALiBi attention runs eagerly in transformers (no flash or SDPA kernel)"
+                   : "attention: BLOOM's ALiBi attention runs eagerly in transformers (no flash or SDPA kernel)";
     if (!transformers || recipe->cp > 1)
-        return "framework: BLOOM's ALiBi attention is modelled as transformers runs it (no megatron, no cp)";
+        return mpt ? "framework: MPT's ALiBi attention is modelled as transformers runs it (no megatron, no cp)"
+                   : "framework: BLOOM's ALiBi attention is modelled as transformers runs it (no megatron, no cp)";
+    if (!mpt) return NULL;
+    /* position_bias[:, :, -keys:] of a max_seq_len-wide table no longer
+     * broadcasts past it */
+    if (recipe->seq_len + recipe->virtual_tokens > vp_op_u64(op, ATT_POSITIONS))
+        return "seq_len: longer than MPT's ALiBi table (max_seq_len): transformers cannot run it";
+    if (vp_finetune_method_of(recipe)->virtual_tokens == VP_VIRTUAL_PREFIX)
+        return "finetune: prefix tuning of MPT is not modelled";
     return NULL;
 }
 
@@ -324,17 +367,17 @@ static unsigned attention_leaves(const vp_op *op, const vp_ranks *split, vp_leaf
     /* GPT-2's names with its fused q/k/v, or BLOOM's */
     unsigned names = (unsigned)vp_op_u64(op, ATT_MODULE_NAMES);
     bool bloom = names == NAMES_BLOOM, t5 = names == NAMES_T5;
-    bool phi3 = names == NAMES_PHI3, bert = names == NAMES_BERT;
+    bool phi3 = names == NAMES_PHI3, bert = names == NAMES_BERT, mpt = names == NAMES_MPT;
     vp_module out_module = bloom || names == NAMES_PHI || bert ? VP_MODULE_DENSE
-                           : phi3 ? VP_MODULE_O_PROJ
+                           : phi3 || mpt ? VP_MODULE_O_PROJ
                            : fused ? VP_MODULE_C_PROJ
                            : t5    ? VP_MODULE_O
                                    : VP_MODULE_O_PROJ;
     for (unsigned i = 0; i < ATT_SLOTS; i++) out[i] = vp_param(0, "attention", VP_MODULE_NONE, 0);
     if (fused) {
-        vp_module m = bloom ? VP_MODULE_QUERY_KEY_VALUE : phi3 ? VP_MODULE_QKV_PROJ : VP_MODULE_C_ATTN;
-        const char *w = bloom ? "query_key_value.weight" : phi3 ? "qkv_proj.weight" : "c_attn.weight";
-        const char *b = bloom ? "query_key_value.bias" : phi3 ? "qkv_proj.bias" : "c_attn.bias";
+        vp_module m = bloom ? VP_MODULE_QUERY_KEY_VALUE : phi3 ? VP_MODULE_QKV_PROJ : mpt ? VP_MODULE_WQKV : VP_MODULE_C_ATTN;
+        const char *w = bloom ? "query_key_value.weight" : phi3 ? "qkv_proj.weight" : mpt ? "Wqkv.weight" : "c_attn.weight";
+        const char *b = bloom ? "query_key_value.bias" : phi3 ? "qkv_proj.bias" : mpt ? "Wqkv.bias" : "c_attn.bias";
         out[Q_W] = vp_param(s.hidden * (q + 2 * kv), w, m, q + 2 * kv);
         out[Q_B] = vp_param(qkv_bias ? q + 2 * kv : 0, b, m, 0);
     } else {
@@ -474,7 +517,10 @@ static void attention_prepare(vp_step *step, const vp_op *op) {
     bool grad_mode = sim->grad_mode;
     if (vp_op_flag(op, ATT_ALIBI) && !step->alibi) {
         sim->grad_mode = false;
-        prepare_alibi(step, op);
+        if (mpt_alibi(op))
+            vp_mpt_prepare_alibi(step, shape_of(op).heads, vp_op_u64(op, ATT_POSITIONS));
+        else
+            prepare_alibi(step, op);
         sim->grad_mode = grad_mode;
     }
     unsigned mask_kind = (unsigned)vp_op_u64(op, ATT_MASK);
@@ -484,9 +530,12 @@ static void attention_prepare(vp_step *step, const vp_op *op) {
     /* GPT-2's eager path masks with its buffer; its SDPA path with a
      * prefix gets a 4-D additive mask like LLaMA's (to_causal_4d) */
     if (mask_kind == MASK_BOOL_BUFFER && !masked_sdpa) return;
-    if (vp_op_u64(op, ATT_MASK) == MASK_BOOL) {
+    if (vp_op_u64(op, ATT_MASK) == MASK_BOOL || vp_op_u64(op, ATT_MASK) == MASK_BOOL_4D) {
         sim->grad_mode = false;
-        prepare_bool_mask(step);
+        if (vp_op_u64(op, ATT_MASK) == MASK_BOOL_4D)
+            vp_mpt_prepare_mask(step);
+        else
+            prepare_bool_mask(step);
         sim->grad_mode = grad_mode;
         return;
     }
@@ -624,7 +673,7 @@ static vp_t normalize(vp_step *step, const vp_op *op, const vp_t *leaves, vp_t s
     }
     uint64_t scores_numel = vp_at(sim, scores)->numel;
     vp_t scaled;
-    if (vp_op_flag(op, ATT_ALIBI)) {
+    if (bloom_alibi(op)) {
         /* BLOOM: baddbmm scaled and biased the scores already; fp16 ones
          * are cast to fp32 first (attention_scores.to(torch.float)). The
          * scores, their fp32 copy and the masked scores stay bound to
@@ -639,13 +688,22 @@ static vp_t normalize(vp_step *step, const vp_op *op, const vp_t *leaves, vp_t s
         scaled = vp_scale(sim, scores, "attention.scale");
     }
     vp_drop(sim, scores);
+    if (mpt_alibi(op)) {
+        /* MptAttention: attention_scores + position_bias, the table's last
+         * columns (a view) broadcast over the batch: the sum in fp32 */
+        vp_t biased = vp_shift(sim, scaled, vp_dtype_promote((vp_dtype)vp_at(sim, scaled)->dtype, VP_FP32),
+                               scores_numel, "attention.alibi");
+        vp_drop(sim, scaled);
+        scaled = biased;
+    }
     /* attn_weights / softcap, torch.tanh, * softcap (Gemma 2) */
     if (op->value[ATT_SOFTCAP] > 0) scaled = vp_softcap(sim, scaled, "attention.softcap");
     vp_t mask = current_mask(step);
 
     vp_t masked;
-    if (vp_op_u64(op, ATT_MASK) == MASK_BOOL) {
-        /* torch.masked_fill(attention_scores, attention_mask, finfo.min) */
+    if (vp_op_u64(op, ATT_MASK) == MASK_BOOL || vp_op_u64(op, ATT_MASK) == MASK_BOOL_4D) {
+        /* torch.masked_fill(attention_scores, attention_mask, finfo.min), or
+         * MPT's attention_scores.masked_fill(...): a local until it returns */
         masked = vp_where(sim, scaled, mask, "attention.masked_fill");
         keep_local(sim, in, masked);
     } else if (vp_op_u64(op, ATT_MASK) == MASK_BOOL_BUFFER) {
@@ -734,7 +792,7 @@ static vp_t eager(vp_step *step, const vp_op *op, const vp_t *leaves, qkv *in, s
     vp_t km = batched_operand(step, ka, k_contiguous, "attention.k_reshape");
     /* BLOOM: alibi.baddbmm(q, k): on autocast's lower-precision list, the
      * bias is cast with the operands (a copy per layer) */
-    vp_t bias = vp_op_flag(op, ATT_ALIBI) ? vp_autocast_low(step, step->alibi, "attention.alibi_cast") : 0;
+    vp_t bias = bloom_alibi(op) ? vp_autocast_low(step, step->alibi, "attention.alibi_cast") : 0;
     /* the keys' batched view is key.transpose(2, 3) of contiguous keys (their
      * copy, if batched_operand made one, is contiguous as it lies) */
     vp_t scores = vp_matmul(sim, qm, km, scores_numel, k_contiguous, "attention.scores");
@@ -1020,10 +1078,11 @@ static vp_t attention_forward(vp_step *step, const vp_op *op, const vp_t *leaves
             vp_drop(sim, locals[i]);
         }
         in.q_contiguous = in.k_contiguous = true; /* torch.cat's results */
-    } else if (vp_op_flag(op, ATT_ALIBI)) {
+    } else if (bloom_alibi(op)) {
         bloom_project(step, leaves, x, q_out, &in);
     } else if (vp_op_flag(op, ATT_FUSED_QKV)) {
-        /* self.c_attn(hidden_states).split(split_size, dim=2), or Phi-3's
+        /* self.c_attn(hidden_states).split(split_size, dim=2), MPT's
+         * mixed_qkv.chunk(3, dim=2), or Phi-3's
          * qkv[..., :query_pos] and the keys' and values' slices after it:
          * views, which keep the whole projection for as long as any of
          * them is kept */
@@ -1074,6 +1133,10 @@ static vp_t attention_forward(vp_step *step, const vp_op *op, const vp_t *leaves
         vp_kv_cache_update_cross(step, in.k, in.v);
     else if (vp_op_flag(op, ATT_CACHES) || step->past_tokens)
         vp_kv_cache_update(step, &in.k, &in.v);
+    if (vp_op_flag(op, ATT_RETURNS_KV)) {
+        vp_step_keep_local(step, in.k, VP_LOCAL_OF_LAYER);
+        vp_step_keep_local(step, in.v, VP_LOCAL_OF_LAYER);
+    }
     kernel which = kernel_for(step, op);
     /* SDPA's flash backend takes one head width for q, k and v
      * (sdp_utils.cpp, check_head_dim_size_flash): the memory-efficient one runs */

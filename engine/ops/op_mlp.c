@@ -14,6 +14,7 @@ enum {
     MLP_MODULE_NAMES,
     MLP_INNER_DROPOUT,
     MLP_HOLDS_ACTIVATION,
+    MLP_HOLDS_OUTPUT,
     MLP_FIELDS
 };
 
@@ -22,8 +23,8 @@ enum { ACT_GELU, ACT_GELU_TANH, ACT_GELU_NEW, ACT_RELU, ACT_SILU, ACT_BLOOM_GELU
 static const char *const activation_names[] = {"gelu", "gelu_pytorch_tanh", "gelu_new", "relu", "silu", "bloom_gelu",
                                                "gelu_fast", "quick_gelu", "relu2", NULL};
 
-enum { NAMES_AUTO, NAMES_BLOOM, NAMES_T5, NAMES_PHI3, NAMES_PHI, NAMES_BERT };
-static const char *const module_name_sets[] = {"auto", "bloom", "t5", "phi3", "phi", "bert", NULL};
+enum { NAMES_AUTO, NAMES_BLOOM, NAMES_T5, NAMES_PHI3, NAMES_PHI, NAMES_BERT, NAMES_MPT };
+static const char *const module_name_sets[] = {"auto", "bloom", "t5", "phi3", "phi", "bert", "mpt", NULL};
 
 static const vp_field mlp_fields[MLP_FIELDS] = {
     [MLP_HIDDEN] = {"hidden", VP_FIELD_INT, true, 0, 1, 1 << 20, NULL, "model width"},
@@ -42,13 +43,17 @@ static const vp_field mlp_fields[MLP_FIELDS] = {
                           "else c_fc/c_proj), bloom (dense_h_to_4h, dense_4h_to_h, GPT-NeoX's too), t5 (wi, wo; gated "
                           "wi_0, wi_1), bert (both dense: BertIntermediate's and BertOutput's), phi3 (gated: one "
                           "gate_up_proj, whose output is chunked in two views, and "
-                          "down_proj) or phi (fc1, fc2: Phi-1/Phi-2)"},
+                          "down_proj), phi (fc1, fc2: Phi-1/Phi-2) or mpt (up_proj, down_proj, not gated)"},
     [MLP_INNER_DROPOUT] = {"inner_dropout", VP_FIELD_NUMBER, false, 0, 0, 0.999999, NULL,
                            "dropout on the activation before the down projection (T5's DenseReluDense)"},
     [MLP_HOLDS_ACTIVATION] = {"holds_activation", VP_FIELD_BOOL, false, 0, 0, 1, NULL,
                               "the activation's output stays a local until the norm after the block returns "
                               "(BertLayer.feed_forward_chunk: intermediate_output while BertOutput runs), whether or "
                               "not autograd saves it"},
+    [MLP_HOLDS_OUTPUT] = {"holds_output", VP_FIELD_BOOL, false, 0, 0, 1, NULL,
+                          "the down projection's output stays a local through the dropout and the residual add "
+                          "after it, until the layer returns (MptMLP's intermediate_output, added inside the "
+                          "module)"},
 };
 
 enum { UP_W, UP_B, GATE_W, GATE_B, DOWN_W, DOWN_B, MLP_SLOTS };
@@ -72,6 +77,9 @@ static unsigned mlp_leaves(const vp_op *op, const vp_ranks *split, vp_leaf_spec 
         down_module = VP_MODULE_FC2;
     } else if (names == NAMES_BERT) {
         up_module = down_module = VP_MODULE_DENSE;
+    } else if (names == NAMES_MPT) {
+        up_module = VP_MODULE_UP_PROJ;
+        down_module = VP_MODULE_DOWN_PROJ;
     } else if (names == NAMES_T5) {
         up_module = gated ? VP_MODULE_WI_1 : VP_MODULE_WI;
         gate_module = VP_MODULE_WI_0;
@@ -300,6 +308,7 @@ static vp_t mlp_forward(vp_step *step, const vp_op *op, const vp_t *leaves, vp_t
     vp_drop(sim, dropped_inner);
     vp_drop(sim, locals[0]);
     vp_drop(sim, locals[1]);
+    if (vp_op_flag(op, MLP_HOLDS_OUTPUT)) vp_step_keep_local(step, out, VP_LOCAL_OF_POST_NORM_BLOCK);
     vp_t dropped = vp_train_dropout(step, out, op->value[MLP_RESID_DROPOUT], "mlp.resid_dropout");
     vp_drop(sim, out);
     return dropped;

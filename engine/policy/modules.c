@@ -43,6 +43,7 @@ const char *const vp_module_names[VP_MODULE_COUNT + 1] = {
     [VP_MODULE_QUERY] = "query",
     [VP_MODULE_KEY] = "key",
     [VP_MODULE_VALUE] = "value",
+    [VP_MODULE_WQKV] = "Wqkv",
     [VP_MODULE_SHARED_EXPERT_GATE] = "shared_expert_gate",
     [VP_MODULE_LM_HEAD] = "lm_head",
     [VP_MODULE_CLASSIFIER] = "classifier",

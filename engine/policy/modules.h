@@ -46,6 +46,7 @@ typedef enum {
     VP_MODULE_QUERY,           /* BERT's attention: query, key, value; its outputs and pooler are dense */
     VP_MODULE_KEY,
     VP_MODULE_VALUE,
+    VP_MODULE_WQKV,            /* MPT's fused q/k/v */
     VP_MODULE_SHARED_EXPERT_GATE, /* Qwen2-MoE's sigmoid gate on the shared expert */
     VP_MODULE_LM_HEAD,
     VP_MODULE_CLASSIFIER,   /* a sequence classifier's head (BERT's classifier) */

@@ -14,10 +14,10 @@ vp_module_set vp_lora_targets(const vp_recipe *recipe) {
     if (recipe->lora_targets) return recipe->lora_targets;
     /* TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING: llama, mistral,
      * mixtral, qwen2 -> q_proj, v_proj; gpt2 -> c_attn; bloom -> query_key_value;
-     * t5, mt5 -> q, v; bert -> query, value */
+     * t5, mt5 -> q, v; bert -> query, value; mpt -> Wqkv */
     return vp_module_bit(VP_MODULE_Q_PROJ) | vp_module_bit(VP_MODULE_V_PROJ) | vp_module_bit(VP_MODULE_C_ATTN) |
            vp_module_bit(VP_MODULE_QUERY_KEY_VALUE) | vp_module_bit(VP_MODULE_Q) | vp_module_bit(VP_MODULE_V) |
-           vp_module_bit(VP_MODULE_QUERY) | vp_module_bit(VP_MODULE_VALUE);
+           vp_module_bit(VP_MODULE_QUERY) | vp_module_bit(VP_MODULE_VALUE) | vp_module_bit(VP_MODULE_WQKV);
 }
 
 unsigned vp_recipe_first_trained_layer(const vp_recipe *r, unsigned layers) {

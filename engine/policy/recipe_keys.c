@@ -358,7 +358,7 @@ static const vp_recipe_key keys[] = {
             "(PEFT before 0.12, fsdp_qlora, torchtune); fp32 always fp32 [auto]"},
     {TEXT_KEY("lora_targets", parse_lora_targets), .value = value_lora_targets, .applies = with_adapters,
      .doc = "modules given adapters: names (q_proj,v_proj) or all-linear [q_proj,v_proj; GPT-2 c_attn; BLOOM "
-            "query_key_value]"},
+            "query_key_value; MPT Wqkv]"},
     {TEXT_KEY("modules_to_save", parse_modules_to_save), .value = value_modules_to_save, .applies = with_adapters,
      .doc = "modules trained in full beside the adapters (lm_head, embed_tokens, norm; a classifier's head joins "
             "them by itself)"},

@@ -83,6 +83,12 @@ def opt(h=64, layers=2, heads=4, inter=128, vocab=256, positions=128, dropout=0.
             "enable_bias": True, "word_embed_proj_dim": h}
 
 
+def mpt(h=64, layers=2, heads=4, vocab=256, positions=128, dropout=0.0, use_cache=False, tied=True):
+    return {"model_type": "mpt", "d_model": h, "n_layers": layers, "n_heads": heads, "vocab_size": vocab,
+            "max_seq_len": positions, "attn_config": {"attn_pdrop": dropout, "alibi": True, "clip_qkv": None},
+            "no_bias": True, "expansion_ratio": 4, "use_cache": use_cache, "tie_word_embeddings": tied}
+
+
 def qwen3_moe(h=64, layers=2, heads=4, kv=2, vocab=256, experts=8, k=2, moe_inter=32, norm=True):
     return dict(llama(h, layers, heads, kv, 128, vocab), model_type="qwen3_moe", head_dim=32, num_experts=experts,
                 num_experts_per_tok=k, moe_intermediate_size=moe_inter, norm_topk_prob=norm)
@@ -385,6 +391,34 @@ CASES = [
         "amp-bf16", ckpt="full", finetune="qlora", quant="nf4")),
     ("opt freeze 1 layer fp32", opt(layers=3), recipe(finetune="freeze", trainable_layers=1)),
     ("opt prompt bf16", opt(), recipe("bf16", finetune="prompt", num_virtual_tokens=6)),
+    # MPT: an fp32 ALiBi table, a bool mask from the 4-D converter, one Wqkv chunked, no biases, a tied head
+    ("mpt fp32", mpt(), recipe()),
+    ("mpt fp32 dropout", mpt(dropout=0.1), recipe()),
+    ("mpt bf16", mpt(), recipe("bf16")),
+    ("mpt amp-bf16", mpt(), recipe("amp-bf16")),
+    ("mpt mixed-bf16 for-loop", mpt(), recipe("mixed-bf16", impl="for-loop")),
+    ("mpt fp32 use_cache", mpt(use_cache=True), recipe()),
+    ("mpt bf16 one sequence", mpt(), recipe("bf16", b=1, s=48)),
+    ("mpt heads not a power of two untied", mpt(h=96, heads=6, tied=False), recipe("amp-bf16")),
+    ("mpt fp32 checkpointed", mpt(layers=3), recipe(ckpt="full")),
+    ("mpt amp-bf16 checkpointed", mpt(layers=3), recipe("amp-bf16", ckpt="full")),
+    ("mpt bf16 every-2 non-reentrant", mpt(layers=4), recipe("bf16", ckpt="every-2", use_reentrant="false")),
+    ("mpt lora amp-bf16", mpt(), recipe("amp-bf16", finetune="lora")),
+    ("mpt lora out_proj,down_proj fp32", mpt(), recipe(finetune="lora", lora_targets="out_proj,down_proj")),
+    ("mpt lora all-linear bf16 checkpointed", mpt(layers=3), recipe(
+        "bf16", ckpt="full", finetune="lora", lora_targets="all-linear")),
+    ("mpt qlora nf4 amp-bf16 checkpointed", mpt(h=128), recipe(
+        "amp-bf16", ckpt="full", finetune="qlora", quant="nf4")),
+    ("mpt freeze 1 layer fp32", mpt(layers=3), recipe(finetune="freeze", trainable_layers=1)),
+    ("mpt lora out_proj amp-bf16 checkpointed dropout", mpt(layers=3, dropout=0.1), recipe(
+        "amp-bf16", ckpt="full", finetune="lora", lora_targets="out_proj")),
+    ("mpt lora fp32 use_cache one sequence", mpt(use_cache=True), recipe(finetune="lora", b=1, s=40)),
+    ("mpt prompt bf16", mpt(), recipe("bf16", finetune="prompt", num_virtual_tokens=6)),
+    # from a sweep of MPT configs through sweep.py's draw, widen and frozen: MPT's own names (wte), untied head
+    ("mpt lora save wte,lm_head mixed-bf16 early stop accumulation", mpt(dropout=0.1, tied=False), recipe(
+        "mixed-bf16", impl="for-loop", b=1, s=16, ckpt="full", finetune="lora", lora_dropout=0.1,
+        keep_logits="false", use_reentrant="false", checkpoint_early_stop="true", grad_accum=3,
+        modules_to_save="wte,lm_head")),
     # parallel attention and MLP: GPT-NeoX (Pythia) and Phi-2
     ("neox fp32", neox(), recipe()),
     # transformers' other activations (GPT-NeoX-20B's config names gelu_fast)

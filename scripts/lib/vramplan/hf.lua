@@ -333,6 +333,36 @@ mappings.bloom = {
   end,
 }
 
+-- MptForCausalLM (MPT-7B, MPT-30B) of transformers 4.50-4.52: attn_pdrop
+-- (in attn_config) is every dropout; MptModel builds ALiBi, LayerNorms
+-- without biases, bias-free projections and a 4 x d_model MLP whatever
+-- attn_config.alibi, no_bias and expansion_ratio say, and ignores qk_ln,
+-- attn_impl and the position-embedding keys. clip_qkv (a clamped copy of
+-- Wqkv's output that keeps it for backward) is refused.
+mappings.mpt = {
+  family = "mpt",
+  keys = {
+    d_model = "hidden", n_layers = "layers", n_heads = "heads", vocab_size = "vocab", max_seq_len = "max_positions",
+    layer_norm_epsilon = "norm_eps", use_cache = "use_cache", tie_word_embeddings = "tie_embeddings",
+  },
+  check = function(config)
+    local attn = config.attn_config
+    if attn ~= nil and attn ~= json.null and type(attn) ~= "table" then return "attn_config", "a JSON object" end
+    local clip = type(attn) == "table" and attn.clip_qkv
+    if clip ~= nil and clip ~= json.null and clip ~= false then
+      return "attn_config.clip_qkv", "the clamped copy of Wqkv's output is not modelled"
+    end
+  end,
+  derive = function(config, values, origins, path)
+    local attn = config.attn_config
+    local p = type(attn) == "table" and attn.attn_pdrop
+    if p ~= nil and p ~= json.null and p ~= false then
+      values.dropout = p
+      origins.dropout = path .. ": attn_config.attn_pdrop"
+    end
+  end,
+}
+
 -- T5ForConditionalGeneration (T5, T5 v1.1, Flan-T5, T0): defaults are
 -- T5Config's, for the keys a config.json leaves out; mT5 (mT0) has
 -- MT5Config's. Only the encoder-decoder is modelled: a config that says

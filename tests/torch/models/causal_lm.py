@@ -10,6 +10,7 @@ from .llama import Llama
 from .losses import (causal_lm_loss, chunked_output_loss, fused_causal_lm_loss, fused_linear_loss,
                      load_balancing_loss_func, shifted_logits_loss)
 from .neox_phi import ParallelDecoder
+from .mpt import Mpt
 from .opt import OPT
 from .starcoder2 import Starcoder2
 
@@ -22,7 +23,7 @@ class CausalLM(nn.Module):
         super().__init__()
         kind = cfg["model_type"]
         self.model = {"gpt2": GPT2, "bloom": Bloom, "gpt_neox": ParallelDecoder, "phi": ParallelDecoder,
-                      "starcoder2": Starcoder2, "opt": OPT}.get(kind, Llama)(cfg)
+                      "starcoder2": Starcoder2, "opt": OPT, "mpt": Mpt}.get(kind, Llama)(cfg)
         self.vocab = cfg["vocab_size"]
 
     def no_training_cache(self):

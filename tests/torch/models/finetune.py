@@ -72,7 +72,7 @@ LINEAR_NAMES = {"q_proj", "k_proj", "v_proj", "o_proj", "c_attn", "c_proj", "c_f
                 "down_proj", "query_key_value", "dense", "dense_h_to_4h", "dense_4h_to_h", "q", "k", "v", "o", "wi",
                 "wo", "wi_0", "wi_1", "qkv_proj", "gate_up_proj", "gate", "shared_expert_gate", "fc1", "fc2", "lm_head",
                 "q_a_proj", "q_b_proj", "kv_a_proj_with_mqa", "kv_b_proj", "query", "key", "value", "classifier",
-                "out_proj"}
+                "out_proj", "Wqkv"}
 # the heads PEFT's all-linear leaves out: a language model's, a classifier's (SEQ_CLS_HEAD_NAMES)
 HEAD_NAMES = {"lm_head", "classifier"}
 
@@ -87,7 +87,7 @@ def add_lora(model, ac, recipe, adapter_dtype):
     r = recipe.get("lora_rank", 8)
     alpha = recipe.get("lora_alpha", 8)
     p = recipe.get("lora_dropout", 0.0)
-    wanted = recipe.get("lora_targets", "q_proj,v_proj,c_attn,query_key_value,q,v,query,value")
+    wanted = recipe.get("lora_targets", "q_proj,v_proj,c_attn,query_key_value,q,v,query,value,Wqkv")
     targets = LINEAR_NAMES - HEAD_NAMES if wanted == "all-linear" else set(wanted.split(","))
     for param in model.parameters():
         param.requires_grad_(False)
