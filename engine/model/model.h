@@ -157,6 +157,9 @@ typedef struct vp_op {
     unsigned n_children;
     unsigned slot;                   /* first leaf slot within its section */
     unsigned n_slots;                /* leaf slots of the op and its children */
+    void *data;                      /* a kind's own data (a Lua block's program: block.h), owned; NULL: none */
+    size_t data_size;
+    unsigned roles;                  /* VP_ROLE_* of this op beyond its kind's (a Lua block declared a norm) */
 } vp_op;
 
 typedef struct {
@@ -237,6 +240,9 @@ const char *vp_model_check_tp(const vp_model *model, unsigned tp);
 const char *vp_model_check_ep(const vp_model *model, const vp_ranks *split);
 /* The first of its kinds' recipe problems (vp_op_kind.recipe_problem), or NULL. */
 const char *vp_model_recipe_problem(const vp_model *model, const vp_recipe *recipe);
+
+/* An op's roles: its kind's and its own. */
+static inline unsigned vp_op_roles(const vp_op *op) { return op->kind->roles | op->roles; }
 
 /* Whether any op of a kind named `name` is in the model. */
 bool vp_model_has(const vp_model *model, const char *name);
