@@ -50,7 +50,7 @@ typedef enum {
     VP_BU_TANH,
     VP_BU_EXP,
     VP_BU_RSQRT,
-    VP_BU_SQUARE, /* pow(x, 2) */
+    VP_BU_POW, /* pow(x, n) for a number n */
     VP_BU_COUNT
 } vp_block_unary;
 

@@ -27,7 +27,7 @@ static const unary_rule unary_rules[VP_BU_COUNT] = {
     /* -0.5 * grad * result.pow(3): two temporaries (op_norm.c's rsqrt) */
     [VP_BU_RSQRT] = {VP_SAVES_OUTPUT, 2, true},
     /* pow_backward: grad * (exponent * self.pow(exponent - 1)): two */
-    [VP_BU_SQUARE] = {VP_SAVES_INPUT, 2, true},
+    [VP_BU_POW] = {VP_SAVES_INPUT, 2, true},
 };
 
 static const vp_block_program *program_of(const vp_op *op) { return op->data; }

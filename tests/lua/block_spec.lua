@@ -1,14 +1,15 @@
 -- Blocks written in Lua (vramplan.block): LLaMA with its MLP and RMSNorms
--- as Lua blocks (models/arch/llama_blocks.lua) is the llama family's model
--- byte for byte: every event of every rank's timeline, under the recipes
--- that change what a block's primitives do. And bad blocks fail at their
--- script's line.
+-- as Lua blocks (models/arch/llama_blocks.lua), and GPT-2 with its MLP
+-- (gpt2_blocks.lua), are the llama and gpt2 families' models byte for
+-- byte: every event of every rank's timeline, under the recipes that change
+-- what a block's primitives do. And bad blocks fail at their script's line.
 local helper = require("tests.lua.helper")
 local json = require("dkjson")
 
-local config = 'hidden = 64, layers = 2, heads = 4, kv_heads = 2, intermediate = 96, vocab = 100'
-local lua_blocks = helper.write('return llama_blocks { name = "tiny", ' .. config .. ' }\n')
-local built_in = helper.write('return llama { name = "tiny", ' .. config .. ' }\n')
+local function pair(family, config)
+  return helper.write("return " .. family .. '_blocks { name = "tiny", ' .. config .. " }\n"),
+    helper.write("return " .. family .. ' { name = "tiny", ' .. config .. " }\n")
+end
 
 local function estimate(model, sets)
   local args = { "--json", "--timeline", model }
@@ -36,15 +37,31 @@ local recipes = {
   { "attention=eager", "precision=amp-fp16", "finetune=freeze" },
 }
 
+local function same_timelines(lua_blocks, built_in, sets)
+  return function()
+    local a, b = estimate(lua_blocks, sets), estimate(built_in, sets)
+    assert.are.equal(#b.timeline, #a.timeline)
+    for i = 1, #b.timeline do assert.are.same(b.timeline[i], a.timeline[i], "event " .. i) end
+    assert.are.same(b, a)
+  end
+end
+
+local function named(sets) return #sets > 0 and table.concat(sets, " ") or "defaults" end
+
 describe("a LLaMA whose MLP and RMSNorms are Lua blocks", function()
+  local lua_blocks, built_in = pair("llama", "hidden = 64, layers = 2, heads = 4, kv_heads = 2, intermediate = 96, "
+    .. "vocab = 100")
   for _, sets in ipairs(recipes) do
-    it("has the built-in LLaMA's timeline byte for byte: " .. (#sets > 0 and table.concat(sets, " ") or "defaults"),
-      function()
-        local a, b = estimate(lua_blocks, sets), estimate(built_in, sets)
-        assert.are.equal(#b.timeline, #a.timeline)
-        for i = 1, #b.timeline do assert.are.same(b.timeline[i], a.timeline[i], "event " .. i) end
-        assert.are.same(b, a)
-      end)
+    it("has the built-in LLaMA's timeline byte for byte: " .. named(sets), same_timelines(lua_blocks, built_in, sets))
+  end
+end)
+
+describe("a GPT-2 whose MLP is a Lua block", function()
+  local lua_blocks, built_in = pair("gpt2", "hidden = 64, layers = 2, heads = 4, vocab = 100, max_positions = 256")
+  for i, sets in ipairs(recipes) do
+    if i ~= 5 and i ~= 8 then -- QLoRA and FP8 as LLaMA's; the rest
+      it("has the built-in GPT-2's timeline byte for byte: " .. named(sets), same_timelines(lua_blocks, built_in, sets))
+    end
   end
 end)
 

@@ -119,17 +119,19 @@ F.neg = function(a, opts)
 end
 
 -- Elementwise functions (op_block.c lists what autograd keeps of each).
-for _, fn in ipairs({ "silu", "gelu", "gelu_tanh", "relu", "sigmoid", "tanh", "exp", "rsqrt", "square" }) do
+for _, fn in ipairs({ "silu", "gelu", "gelu_tanh", "relu", "sigmoid", "tanh", "exp", "rsqrt" }) do
   F[fn] = function(a, opts)
     check_tensor(a, fn)
     return (record("unary", { a }, { fn = fn }, a.width, a.split, label_of(opts, fn)))
   end
 end
 
+-- pow(x, n) for a number n: pow_backward keeps x and builds
+-- grad * (n * x.pow(n - 1)), as for n = 2.
 function F.pow(a, exponent, opts)
   check_tensor(a, "pow")
-  if exponent ~= 2 then fail("pow: only pow(x, 2) is in the vocabulary yet (got %s)", tostring(exponent)) end
-  return (record("unary", { a }, { fn = "square" }, a.width, a.split, label_of(opts, "pow")))
+  if type(exponent) ~= "number" then fail("pow: the exponent must be a number (got %s)", type(exponent)) end
+  return (record("unary", { a }, { fn = "pow" }, a.width, a.split, label_of(opts, "pow")))
 end
 
 local function reduction(prim)
@@ -217,24 +219,53 @@ end
 module_meta.__call = function(m, x, opts) return (F.linear(x, m, opts)) end
 module_meta.__index = function(m, k) fail("linear %s has no field '%s'", rawget(m, "name"), tostring(k)) end
 
--- F.keep(t, "name"): t bound to the forward's local `name`.
-function F.keep(t, name)
-  check_tensor(t, "keep")
-  if type(name) ~= "string" then fail("keep: needs the local's name: F.keep(t, \"hidden_states\")") end
+-- Binds t to local `name` of the innermost frame; a value bound before
+-- loses a name (and goes when it has none left and no use to come).
+local function bind(frame, t, name)
   local trace = tracing
-  local old = trace.bound[name]
-  if old == t then return t end
-  trace.bound[name] = t
-  if not trace.slot[name] then
-    trace.slots[#trace.slots + 1] = name
-    trace.slot[name] = #trace.slots
+  local old = frame.bound[name]
+  if old == t then return end
+  frame.bound[name] = t
+  if not frame.slot[name] then
+    frame.slots[#frame.slots + 1] = name
+    frame.slot[name] = #frame.slots
   end
   trace.names[t.id] = (trace.names[t.id] or 0) + 1
   if old then
     trace.names[old.id] = trace.names[old.id] - 1
     if trace.names[old.id] == 0 then trace.entries[#trace.entries + 1] = { release = old.id } end
   end
+end
+
+-- F.keep(t, "name"): t bound to the running forward's local `name`.
+function F.keep(t, name)
+  check_tensor(t, "keep")
+  if type(name) ~= "string" then fail("keep: needs the local's name: F.keep(t, \"hidden_states\")") end
+  bind(tracing.frames[#tracing.frames], t, name)
   return t
+end
+
+-- F.call(fn, a, b, ...): fn(a, b, ...) as a submodule's forward, a frame
+-- of its own: its arguments, and what it binds with F.keep, are its
+-- locals until it returns (NewGELUActivation.forward's `input`).
+function F.call(fn, ...)
+  if type(fn) ~= "function" then fail("call: the first argument must be the function to call") end
+  local trace = tracing
+  if not trace then fail("call: only inside a block's forward") end
+  local frame = { bound = {}, slots = {}, slot = {} }
+  local args = table.pack(...)
+  for i = 1, args.n do
+    if is_tensor(args[i]) then bind(frame, check_tensor(args[i], "call"), "argument " .. i) end
+  end
+  trace.frames[#trace.frames + 1] = frame
+  local out = fn(...)
+  trace.frames[#trace.frames] = nil
+  for _, name in ipairs(frame.slots) do
+    local t = frame.bound[name]
+    trace.names[t.id] = trace.names[t.id] - 1
+    if trace.names[t.id] == 0 then trace.entries[#trace.entries + 1] = { release = t.id } end
+  end
+  return out
 end
 
 setmetatable(F, {
@@ -245,7 +276,7 @@ setmetatable(F, {
 -- Tensor methods and operators, as PyTorch's Tensor has them.
 local methods = {
   float = F.float, to = F.to, pow = F.pow, mean = F.mean, sum = F.sum, sigmoid = F.sigmoid, tanh = F.tanh,
-  exp = F.exp, rsqrt = F.rsqrt, square = F.square, relu = F.relu,
+  exp = F.exp, rsqrt = F.rsqrt, relu = F.relu,
 }
 tensor_meta.__index = function(t, k)
   if k == "dtype" then return setmetatable({ of = t }, dtype_meta) end
@@ -383,8 +414,9 @@ local function program(trace, returned)
   end
   code[#code + 1] = { prim = "return", args = { returned.id } }
   -- the frame's locals, in the order of their names
-  for _, name in ipairs(trace.slots) do
-    local t = trace.bound[name]
+  local top = trace.frames[1]
+  for _, name in ipairs(top.slots) do
+    local t = top.bound[name]
     if t then drop(t.id, n + 1) end
   end
   return code
@@ -418,11 +450,12 @@ end
 -- One forward traced: its code and how many values it numbered.
 local function trace_forward(def, at, forward)
   local defined = debug.getinfo(forward, "S")
-  local trace = { name = def.name, n_values = 0, values = {}, entries = {}, bound = {}, slots = {}, slot = {},
-                  names = {}, forward_at = defined.short_src .. ":" .. defined.linedefined }
+  local top = { bound = {}, slots = {}, slot = {} }
+  local trace = { name = def.name, n_values = 0, values = {}, entries = {}, frames = { top }, names = {},
+                  forward_at = defined.short_src .. ":" .. defined.linedefined }
   for i, name in ipairs(def.locals or {}) do
-    trace.slots[i] = name
-    trace.slot[name] = i
+    top.slots[i] = name
+    top.slot[name] = i
   end
   local x = new_value(trace, def.width, false)
   local leaves, p = declare(def, trace, at)
