@@ -14,7 +14,7 @@
 
 static const char *const prim_names[] = {"drop", "return", "linear", "unary", "mul", "add", "scale",
                                          "shift", "neg", "mean", "sum", "to", "dropout", "cat", "swiglu",
-                                         "rms_norm", NULL};
+                                         "rms_norm", "kernel", NULL};
 static const char *const unary_names[] = {"silu", "gelu", "gelu_tanh", "relu", "sigmoid",
                                           "tanh", "exp", "rsqrt", "pow", NULL};
 static const char *const split_names[] = {"whole", "rows", "columns", NULL};
@@ -79,6 +79,7 @@ static void read_instr(lua_State *L, unsigned i, vp_block_instr *in) {
     snprintf(what, sizeof what, "instruction %u", i + 1);
     in->prim = (uint8_t)option_field(L, what, "prim", prim_names, -1);
     if (in->prim == VP_BP_UNARY) in->mode = (uint8_t)option_field(L, what, "fn", unary_names, -1);
+    if (in->prim == VP_BP_KERNEL) in->mode = (uint8_t)int_field(L, what, "kernel", 0, VP_BLOCK_KERNELS - 1);
     if (in->prim == VP_BP_TO) {
         lua_getfield(L, -1, "dtype");
         bool like = lua_isnil(L, -1);
@@ -107,6 +108,32 @@ static void read_instr(lua_State *L, unsigned i, vp_block_instr *in) {
     label_field(L, "label", in->label);
 }
 
+/* A dtype field's index (VP_DTYPE_NONE when absent). */
+static uint8_t dtype_field(lua_State *L, const char *what, const char *key) {
+    return (uint8_t)option_field(L, what, key, vp_dtype_names, VP_DTYPE_NONE);
+}
+
+static void read_kernel(lua_State *L, unsigned i, vp_block_kernel *k) {
+    char what[32];
+    snprintf(what, sizeof what, "kernel %u", i + 1);
+    const lua_Integer most = (lua_Integer)1 << 40;
+    k->n_inputs = (uint8_t)int_field(L, what, "inputs", 1, VP_BLOCK_ARGS);
+    k->saves = (uint8_t)int_field(L, what, "saves", 0, (1 << (VP_BLOCK_ARGS + 1)) - 1);
+    k->out_dtype = dtype_field(L, what, "out_dtype");
+    k->in_width = (uint64_t)int_field(L, what, "in_width", 1, most);
+    k->in_split = bool_field(L, "in_split");
+    k->out_width = (uint64_t)int_field(L, what, "out_width", 1, most);
+    k->out_split = bool_field(L, "out_split");
+    k->keep_width[0] = (uint64_t)int_field(L, what, "keep1_width", 0, most);
+    k->keep_dtype[0] = dtype_field(L, what, "keep1_dtype");
+    k->keep_width[1] = (uint64_t)int_field(L, what, "keep2_width", 0, most);
+    k->keep_dtype[1] = dtype_field(L, what, "keep2_dtype");
+    for (unsigned j = 0; j < VP_BLOCK_KEEPS; j++)
+        if (k->keep_width[j] && !k->keep_dtype[j]) luaL_error(L, "block_op: %s: a kept tensor needs its dtype", what);
+    k->forward_workspace = (uint64_t)int_field(L, what, "forward_workspace", 0, most);
+    k->backward_workspace = (uint64_t)int_field(L, what, "backward_workspace", 0, most);
+}
+
 /* vramplan.block_op{ norm=, values=, params={...}, code={...} } -> op */
 static int l_block_op(lua_State *L) {
     luaL_checktype(L, 1, LUA_TTABLE);
@@ -123,6 +150,20 @@ static int l_block_op(lua_State *L) {
         luaL_checktype(L, -1, LUA_TTABLE);
         read_param(L, &p->param[k]);
         lua_pop(L, 1);
+    }
+    lua_pop(L, 1); /* t program */
+    lua_getfield(L, 1, "kernels"); /* t program kernels */
+    if (!lua_isnil(L, -1)) {
+        luaL_checktype(L, -1, LUA_TTABLE);
+        n = luaL_len(L, -1);
+        if (n > VP_BLOCK_KERNELS) luaL_error(L, "block_op: at most %d kernels", VP_BLOCK_KERNELS);
+        p->n_kernels = (unsigned)n;
+        for (unsigned i = 0; i < p->n_kernels; i++) {
+            lua_geti(L, -1, (lua_Integer)i + 1);
+            luaL_checktype(L, -1, LUA_TTABLE);
+            read_kernel(L, i, &p->kernel[i]);
+            lua_pop(L, 1);
+        }
     }
     lua_pop(L, 1); /* t program */
     lua_getfield(L, 1, "code"); /* t program code */

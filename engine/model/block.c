@@ -28,6 +28,12 @@ static const char *check_code(const vp_block_program *p, unsigned first, unsigne
         }
         if (in->prim != VP_BP_DROP && in->prim != VP_BP_RETURN && in->arg[0] < 0)
             return fail(message, size, i, "no operand");
+        if (in->prim == VP_BP_KERNEL) {
+            if (in->mode >= p->n_kernels) return fail(message, size, i, "an undeclared kernel");
+            for (unsigned a = 0; a < VP_BLOCK_ARGS; a++)
+                if ((a < p->kernel[in->mode].n_inputs) != (in->arg[a] >= 0))
+                    return fail(message, size, i, "a kernel called with another number of inputs than declared");
+        }
         if ((in->prim == VP_BP_CAT || in->prim == VP_BP_RMS_NORM) && in->arg[1] < 0)
             return fail(message, size, i, "needs two operands");
         if (in->prim == VP_BP_LINEAR) {
@@ -66,6 +72,7 @@ static const char *check_code(const vp_block_program *p, unsigned first, unsigne
 
 const char *vp_block_check(const vp_block_program *p, char *message, unsigned size) {
     if (p->n_params > VP_BLOCK_PARAMS || p->n_code > VP_BLOCK_CODE || p->n_values > VP_BLOCK_VALUES ||
+        p->n_kernels > VP_BLOCK_KERNELS ||
         p->megatron_start >= p->n_code)
         return fail(message, size, 0, "the program is too large");
     unsigned end = p->megatron_start ? p->megatron_start : p->n_code;

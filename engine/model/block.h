@@ -16,7 +16,9 @@ enum {
     VP_BLOCK_CODE = 512,
     VP_BLOCK_VALUES = 512,
     VP_BLOCK_LABEL = 48,
-    VP_BLOCK_ARGS = 3,
+    VP_BLOCK_ARGS = 4,
+    VP_BLOCK_KERNELS = 8,
+    VP_BLOCK_KEEPS = 2,
 };
 
 /* The primitives a program calls (op_block.c: what each runs). */
@@ -37,6 +39,7 @@ typedef enum {
     VP_BP_CAT,       /* torch.cat((a, b), dim=-1) */
     VP_BP_SWIGLU,    /* Megatron's fused bias_swiglu: silu(first half) * second half, keeps its input */
     VP_BP_RMS_NORM,  /* a fused RMSNorm kernel (apex FusedRMSNorm, Transformer Engine): x, weight */
+    VP_BP_KERNEL,    /* a fused kernel the script declared (F.kernel): mode is its index in `kernel` */
     VP_BP_COUNT
 } vp_block_prim;
 
@@ -68,6 +71,20 @@ typedef struct {
     bool trainable, buffer, keep_fp32, conv1d;
 } vp_block_param;
 
+/* A fused kernel as F.kernel declared it, per row of its first input
+ * (rows = its elements over in_width): the output's width and dtype, the
+ * inputs (bit i) and output (bit VP_BLOCK_ARGS) autograd keeps, tensors it
+ * makes only to keep for backward, and its workspaces in bytes. */
+typedef struct {
+    uint8_t n_inputs, saves;
+    uint8_t out_dtype;           /* VP_DTYPE_NONE: the first input's */
+    bool in_split, out_split;
+    uint64_t in_width, out_width;
+    uint64_t keep_width[VP_BLOCK_KEEPS]; /* 0: none */
+    uint8_t keep_dtype[VP_BLOCK_KEEPS];
+    uint64_t forward_workspace, backward_workspace; /* bytes per row */
+} vp_block_kernel;
+
 /* Value 0 is the block's input, values 1..n_params its parameters (leaf k
  * is value k + 1); each instruction but DROP and RETURN defines value
  * `out`. */
@@ -86,9 +103,10 @@ typedef struct {
  * Megatron-LM, when the block gave a forward of its own for it, from
  * megatron_start to n_code instead. */
 typedef struct {
-    unsigned n_params, n_code, n_values, megatron_start;
+    unsigned n_params, n_code, n_values, megatron_start, n_kernels;
     bool norm;                   /* a norm: registered with the norms, ends a post-norm block's frame */
     vp_block_param param[VP_BLOCK_PARAMS];
+    vp_block_kernel kernel[VP_BLOCK_KERNELS];
     vp_block_instr code[VP_BLOCK_CODE];
 } vp_block_program;
 

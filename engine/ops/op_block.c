@@ -3,6 +3,7 @@
  * services the built-in ops use, so that autocast, LoRA, quantized and FP8
  * weights, tensor parallelism and checkpointing apply to it alike. */
 #include "block.h"
+#include "kernel.h"
 #include "ops.h"
 
 /* What autograd keeps of each elementwise function
@@ -89,6 +90,29 @@ static uint64_t larger(vp_sim *sim, vp_t a, vp_t b) {
     return na > nb ? na : nb;
 }
 
+static vp_t kernel(vp_step *step, const vp_block_program *p, const vp_block_instr *in, const vp_t *val) {
+    vp_sim *sim = &step->sim;
+    const vp_block_kernel *k = &p->kernel[in->mode];
+    vp_t inputs[VP_BLOCK_ARGS];
+    for (unsigned a = 0; a < k->n_inputs; a++) inputs[a] = val[in->arg[a]];
+    uint64_t width = local_dim(k->in_width, k->in_split, step->tp);
+    uint64_t rows = vp_at(sim, inputs[0])->numel / (width ? width : 1);
+    vp_kernel_call call = {
+        .in = inputs,
+        .n_in = k->n_inputs,
+        .out_numel = vp_numel(sim, rows, local_dim(k->out_width, k->out_split, step->tp)),
+        .out_dtype = k->out_dtype ? (vp_dtype)k->out_dtype : (vp_dtype)vp_at(sim, inputs[0])->dtype,
+        .saves = (k->saves & ((1u << VP_BLOCK_ARGS) - 1)) | (k->saves >> VP_BLOCK_ARGS & 1u) << VP_KERNEL_INPUTS,
+        .forward_workspace = vp_numel(sim, rows, k->forward_workspace),
+        .backward_workspace = vp_numel(sim, rows, k->backward_workspace),
+    };
+    for (unsigned j = 0; j < VP_BLOCK_KEEPS && j < VP_KERNEL_KEEPS; j++) {
+        call.keep_numel[j] = vp_numel(sim, rows, k->keep_width[j]);
+        call.keep_dtype[j] = (vp_dtype)k->keep_dtype[j];
+    }
+    return vp_kernel(sim, &call, in->label);
+}
+
 /* One instruction that defines a value: its new reference. */
 static vp_t run(vp_step *step, const vp_block_program *p, const vp_block_instr *in, const vp_t *val) {
     vp_sim *sim = &step->sim;
@@ -113,6 +137,7 @@ static vp_t run(vp_step *step, const vp_block_program *p, const vp_block_instr *
     case VP_BP_DROPOUT: return vp_train_dropout(step, a, in->number, in->label);
     case VP_BP_CAT: return vp_cat(sim, a, b, in->label);
     case VP_BP_SWIGLU: return vp_glu(sim, a, in->label);
+    case VP_BP_KERNEL: return kernel(step, p, in, val);
     case VP_BP_RMS_NORM: return vp_rms_norm(sim, a, b, vp_at(sim, a)->numel / vp_at(sim, b)->numel, in->label);
     default: return 0; /* DROP and RETURN define nothing (vp_block_check) */
     }

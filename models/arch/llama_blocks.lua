@@ -23,6 +23,24 @@ return architecture {
     { "mlp_bias", "bool", default = false, doc = "biases on the MLP projections" },
   },
   build = function(c)
+    -- Megatron-LM's fused kernels, declared from their autograd Functions
+    local swiglu = F.kernel {
+      name = "swiglu",
+      source = "Megatron-LM megatron/core/fusions/fused_bias_swiglu.py: SwiGLUFunction.forward saves its input "
+        .. "(ctx.save_for_backward(input)) and returns silu(first half) * second half",
+      inputs = 1,
+      output = { width = function(x) return x.width // 2 end },
+      saves = { 1 },
+    }
+    local fused_rms_norm = F.kernel {
+      name = "rmsnorm",
+      source = "apex apex/normalization/fused_layer_norm.py: FusedRMSNormAffineFunction.forward "
+        .. "ctx.save_for_backward(input_, weight_, invvar), invvar one fp32 per row (Transformer Engine's RMSNorm "
+        .. "keeps the same: input, weight, rsigma)",
+      inputs = 2,
+      saves = { 1, 2 },
+      keeps = { { width = 1, dtype = "float32" } },
+    }
     -- LlamaMLP.forward: self.down_proj(self.act_fn(self.gate_proj(x)) * self.up_proj(x)).
     -- Declared in the order the core's mlp op makes its leaves (up, gate,
     -- down), so that the two are the same model byte for byte.
@@ -42,7 +60,7 @@ return architecture {
         -- GEMM makes gate and up side by side, the fused bias_swiglu keeps it
         megatron = function(x, p)
           local fc1 = { label = "linear_fc1" }
-          return p.down_proj(F.swiglu(F.cat({ p.gate_proj(x, fc1), p.up_proj(x, fc1) }, -1, fc1)))
+          return p.down_proj(swiglu(F.cat({ p.gate_proj(x, fc1), p.up_proj(x, fc1) }, -1, fc1)))
         end,
       }
     end
@@ -67,7 +85,7 @@ return architecture {
           return F.mul(p.weight, h:to(x.dtype, { label = "downcast" }), { label = "weight" })
         end,
         -- Megatron-LM runs a fused kernel (Transformer Engine's RMSNorm, or apex's)
-        megatron = function(x, p) return F.rms_norm(x, p.weight, { label = "" }) end,
+        megatron = function(x, p) return fused_rms_norm(x, p.weight, { label = "" }) end,
       }
     end
     return decoder {

@@ -130,6 +130,12 @@ describe("a bad block", function()
     check('local f = io.open("/etc/passwd") return f', "global 'io'")
     check('local m = getmetatable(x) return m', "global 'getmetatable'")
   end)
+  it("declares a kernel with the source of its saving rules", function()
+    check('local k = F.kernel { name = "scan", inputs = 1 } local y = k(x) return y',
+      "kernel scan: needs the source its saving rules come from")
+    check('local k = F.kernel { name = "scan", inputs = 2, source = "mamba_ssm selective_scan_interface.py" } '
+      .. "local y = k(x) return y", "kernel scan: takes 2 inputs, got 1")
+  end)
   it("must return a tensor it computed", function()
     local err = bad_block("return 1")
     assert.truthy(err:find("arch/badfam.lua:5: block mlp: forward must return a tensor it computed", 1, true), err)

@@ -198,6 +198,97 @@ function F.rms_norm(a, weight, opts)
   return (record("rms_norm", { a, weight }, nil, a.width, a.split, label_of(opts, "rms_norm")))
 end
 
+-- F.kernel { ... }: a fused kernel whose memory is not its PyTorch
+-- reference's, declared from its source (which `source` cites): inputs
+-- (1-4 tensors), the output's last dimension and dtype, what its autograd
+-- Function keeps (`saves`: input numbers and "output"), tensors it makes
+-- only to keep (`keeps`: per row of the first input, a width and dtype),
+-- and its workspaces in bytes per row. Widths are numbers or functions of
+-- the call's input tensors. Returns the kernel, called as a function.
+local kernel_meta = {}
+local kernel_fields = { name = true, source = true, inputs = true, output = true, saves = true, keeps = true,
+                        workspace = true }
+
+local function width_of(spec, args, what)
+  local w = spec
+  if type(spec) == "function" then w = spec(table.unpack(args)) end
+  if math.type(w) ~= "integer" or w < 1 then fail("%s: a width must be a whole number (got %s)", what, tostring(w)) end
+  return w
+end
+
+function F.kernel(decl)
+  if type(decl) ~= "table" then fail("kernel: takes a declaration table") end
+  for k in pairs(decl) do
+    if not kernel_fields[k] then fail("kernel: unknown field '%s'", tostring(k)) end
+  end
+  if type(decl.name) ~= "string" then fail("kernel: needs a name") end
+  if type(decl.source) ~= "string" or #decl.source < 10 then
+    fail("kernel %s: needs the source its saving rules come from (source = \"repository file: the lines\")", decl.name)
+  end
+  if math.type(decl.inputs) ~= "integer" or decl.inputs < 1 or decl.inputs > 4 then
+    fail("kernel %s: inputs must be 1 to 4", decl.name)
+  end
+  local saves = 0
+  for _, s in ipairs(decl.saves or {}) do
+    if s == "output" then
+      saves = saves | (1 << 4)
+    elseif math.type(s) == "integer" and s >= 1 and s <= decl.inputs then
+      saves = saves | (1 << (s - 1))
+    else
+      fail("kernel %s: saves lists input numbers (1 to %d) and \"output\"", decl.name, decl.inputs)
+    end
+  end
+  if decl.keeps ~= nil and (type(decl.keeps) ~= "table" or #decl.keeps > 2) then
+    fail("kernel %s: keeps lists at most two { width = ..., dtype = ... }", decl.name)
+  end
+  for _, k in ipairs(decl.keeps or {}) do
+    if not dtype_names[k.dtype] then fail("kernel %s: a kept tensor's dtype must be named (float32, ...)", decl.name) end
+  end
+  if decl.output ~= nil and type(decl.output) ~= "table" then fail("kernel %s: output = { width = ..., dtype = ... }", decl.name) end
+  if decl.output and decl.output.dtype and not dtype_names[decl.output.dtype] then
+    fail("kernel %s: unknown output dtype %s", decl.name, tostring(decl.output.dtype))
+  end
+  local w = decl.workspace or {}
+  for _, phase in ipairs({ "forward", "backward" }) do
+    if w[phase] ~= nil and (math.type(w[phase]) ~= "integer" and type(w[phase]) ~= "function") then
+      fail("kernel %s: workspace.%s must be bytes per row", decl.name, phase)
+    end
+  end
+  local k = {}
+  for key, v in pairs(decl) do k[key] = v end
+  k.saves_mask = saves
+  return setmetatable(k, kernel_meta)
+end
+
+kernel_meta.__call = function(k, ...)
+  local args = table.pack(...)
+  local opts
+  if args.n == k.inputs + 1 then opts, args.n = args[args.n], k.inputs end
+  if args.n ~= k.inputs then fail("kernel %s: takes %d inputs, got %d", k.name, k.inputs, args.n) end
+  for i = 1, k.inputs do check_tensor(args[i], "kernel " .. k.name) end
+  local first = args[1]
+  if not first.width then fail("kernel %s: its first input's last dimension is unknown", k.name) end
+  local out = k.output or {}
+  local entry = { inputs = k.inputs, saves = k.saves_mask, in_width = first.width, in_split = first.split,
+                  out_dtype = out.dtype and dtype_names[out.dtype] or nil,
+                  out_width = out.width and width_of(out.width, args, "kernel " .. k.name .. " output") or first.width,
+                  out_split = first.split }
+  for j, keep in ipairs(k.keeps or {}) do
+    entry["keep" .. j .. "_width"] = width_of(keep.width, args, "kernel " .. k.name .. " keeps")
+    entry["keep" .. j .. "_dtype"] = dtype_names[keep.dtype]
+  end
+  local w = k.workspace or {}
+  if w.forward then entry.forward_workspace = width_of(w.forward, args, "kernel " .. k.name .. " workspace") end
+  if w.backward then entry.backward_workspace = width_of(w.backward, args, "kernel " .. k.name .. " workspace") end
+  local kernels = tracing.kernels
+  if #kernels >= 8 then fail("kernel %s: a block calls at most 8 kernels", k.name) end
+  kernels[#kernels + 1] = entry
+  local inputs = {}
+  for i = 1, k.inputs do inputs[i] = args[i] end
+  return (record("kernel", inputs, { kernel = #kernels - 1 }, entry.out_width, entry.out_split,
+    label_of(opts, k.name)))
+end
+
 -- F.linear(x, p.name): the declared linear layer (weight and bias).
 function F.linear(x, m, opts)
   check_tensor(x, "linear")
@@ -448,10 +539,10 @@ local function check_def(def, at)
 end
 
 -- One forward traced: its code and how many values it numbered.
-local function trace_forward(def, at, forward)
+local function trace_forward(def, at, forward, kernels)
   local defined = debug.getinfo(forward, "S")
   local top = { bound = {}, slots = {}, slot = {} }
-  local trace = { name = def.name, n_values = 0, values = {}, entries = {}, frames = { top }, names = {},
+  local trace = { name = def.name, n_values = 0, values = {}, entries = {}, frames = { top }, names = {}, kernels = kernels,
                   forward_at = defined.short_src .. ":" .. defined.linedefined }
   for i, name in ipairs(def.locals or {}) do
     top.slots[i] = name
@@ -478,16 +569,17 @@ end
 -- other code (its fused kernels).
 function block.new(at, def)
   check_def(def, at)
-  local code, values, leaves = trace_forward(def, at, def.forward)
+  local kernels = {}
+  local code, values, leaves = trace_forward(def, at, def.forward, kernels)
   local megatron_start = 0
   if def.megatron then
-    local alt, alt_values = trace_forward(def, at, def.megatron)
+    local alt, alt_values = trace_forward(def, at, def.megatron, kernels)
     megatron_start = #code
     table.move(alt, 1, #alt, #code + 1, code)
     values = math.max(values, alt_values)
   end
   local made, op = pcall(vramplan.block_op, { params = leaves, code = code, values = values, norm = def.norm,
-                                              megatron_start = megatron_start })
+                                              megatron_start = megatron_start, kernels = kernels })
   if not made then error(string.format("%s: block %s: %s", at, def.name, tostring(op)), 0) end
   return op
 end
