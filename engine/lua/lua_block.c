@@ -100,6 +100,8 @@ static void read_instr(lua_State *L, unsigned i, vp_block_instr *in) {
     lua_pop(L, 1); /* .. instr */
     in->width = (uint64_t)int_field(L, what, "width", 0, (lua_Integer)1 << 40);
     in->width_split = bool_field(L, "width_split");
+    in->out_width = (uint64_t)int_field(L, what, "out_width", 0, (lua_Integer)1 << 40);
+    in->out_split = bool_field(L, "out_split");
     lua_getfield(L, -1, "number");
     in->number = luaL_optnumber(L, -1, 0);
     lua_pop(L, 1);

@@ -96,6 +96,8 @@ typedef struct {
     uint64_t width;              /* MEAN, SUM: the reduced dimension */
     bool width_split;            /* it is divided over tensor-parallel ranks */
     double number;               /* DROPOUT: p */
+    uint64_t out_width;          /* the output's last dimension, as traced (0: unknown): the time model's */
+    bool out_split;
     char label[VP_BLOCK_LABEL];
 } vp_block_instr;
 

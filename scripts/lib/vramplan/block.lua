@@ -65,7 +65,7 @@ local function record(prim, args, fields, width, split, label)
   local out = new_value(trace, width, split)
   -- "" names the op by the block's name alone
   local instr = { prim = prim, args = {}, out = out.id, label = trace.name .. (label ~= "" and "." .. label or ""),
-                  at = where() }
+                  out_width = width, out_split = split or false }
   for k, v in pairs(fields or {}) do instr[k] = v end
   for i, a in ipairs(args) do instr.args[i] = a.id end
   trace.entries[#trace.entries + 1] = { instr = instr }
@@ -560,7 +560,6 @@ local function trace_forward(def, at, forward, kernels)
     error(string.format("%s: block %s: forward must return a tensor it computed", at, def.name), 0)
   end
   local code = program(trace, out)
-  for _, instr in ipairs(code) do instr.at = nil end
   return code, trace.n_values, leaves
 end
 
