@@ -14,7 +14,7 @@
 
 static const char *const prim_names[] = {"drop", "return", "linear", "unary", "mul", "add", "scale",
                                          "shift", "neg", "mean", "sum", "to", "dropout", "cat", "swiglu",
-                                         "rms_norm", "kernel", NULL};
+                                         "rms_norm", "kernel", "split", NULL};
 static const char *const unary_names[] = {"silu", "gelu", "gelu_tanh", "relu", "sigmoid",
                                           "tanh", "exp", "rsqrt", "pow", NULL};
 static const char *const split_names[] = {"whole", "rows", "columns", NULL};
@@ -80,6 +80,21 @@ static void read_instr(lua_State *L, unsigned i, vp_block_instr *in) {
     in->prim = (uint8_t)option_field(L, what, "prim", prim_names, -1);
     if (in->prim == VP_BP_UNARY) in->mode = (uint8_t)option_field(L, what, "fn", unary_names, -1);
     if (in->prim == VP_BP_KERNEL) in->mode = (uint8_t)int_field(L, what, "kernel", 0, VP_BLOCK_KERNELS - 1);
+    if (in->prim == VP_BP_SPLIT) {
+        lua_getfield(L, -1, "parts"); /* .. instr parts */
+        luaL_checktype(L, -1, LUA_TTABLE);
+        lua_Integer n = luaL_len(L, -1);
+        if (n < 1 || n > VP_BLOCK_PARTS) luaL_error(L, "block_op: %s: split into 1 to %d parts", what, VP_BLOCK_PARTS);
+        in->mode = (uint8_t)n;
+        for (lua_Integer j = 1; j <= n; j++) {
+            lua_geti(L, -1, j);
+            lua_Integer w = lua_tointeger(L, -1);
+            if (w < 1) luaL_error(L, "block_op: %s: a part's width must be positive", what);
+            in->part[j - 1] = (uint64_t)w;
+            lua_pop(L, 1);
+        }
+        lua_pop(L, 1); /* .. instr */
+    }
     if (in->prim == VP_BP_TO) {
         lua_getfield(L, -1, "dtype");
         bool like = lua_isnil(L, -1);

@@ -60,9 +60,15 @@ static const char *check_code(const vp_block_program *p, unsigned first, unsigne
             continue;
         }
         if (returned) return fail(message, size, i, "computes after the return");
-        if (in->out <= p->n_params || in->out >= p->n_values || state[in->out])
-            return fail(message, size, i, "defines a value already defined");
-        state[in->out] = 1;
+        unsigned outputs = in->prim == VP_BP_SPLIT ? in->mode : 1;
+        if (in->prim == VP_BP_SPLIT && (outputs < 1 || outputs > VP_BLOCK_PARTS || !in->width))
+            return fail(message, size, i, "split: 1 to 8 parts of a known width");
+        for (unsigned o = 0; o < outputs; o++) {
+            unsigned v = in->out + o;
+            if (v <= p->n_params || v >= p->n_values || state[v])
+                return fail(message, size, i, "defines a value already defined");
+            state[v] = 1;
+        }
     }
     if (!returned) return fail(message, size, end - 1, "the block returns nothing");
     for (unsigned v = p->n_params + 1; v < p->n_values; v++)

@@ -13,8 +13,9 @@
 
 enum {
     VP_BLOCK_PARAMS = VP_OP_MAX_LEAVES,
-    VP_BLOCK_CODE = 512,
+    VP_BLOCK_CODE = 256,
     VP_BLOCK_VALUES = 512,
+    VP_BLOCK_PARTS = 8,
     VP_BLOCK_LABEL = 48,
     VP_BLOCK_ARGS = 4,
     VP_BLOCK_KERNELS = 8,
@@ -40,6 +41,7 @@ typedef enum {
     VP_BP_SWIGLU,    /* Megatron's fused bias_swiglu: silu(first half) * second half, keeps its input */
     VP_BP_RMS_NORM,  /* a fused RMSNorm kernel (apex FusedRMSNorm, Transformer Engine): x, weight */
     VP_BP_KERNEL,    /* a fused kernel the script declared (F.kernel): mode is its index in `kernel` */
+    VP_BP_SPLIT,     /* torch.split / chunk along the last dimension (width) into mode views of part[i] */
     VP_BP_COUNT
 } vp_block_prim;
 
@@ -93,9 +95,10 @@ typedef struct {
     uint8_t mode;
     uint16_t out;
     int16_t arg[VP_BLOCK_ARGS];  /* value ids, -1: none */
-    uint64_t width;              /* MEAN, SUM: the reduced dimension */
+    uint64_t width;              /* MEAN, SUM: the reduced dimension; SPLIT: the split one */
     bool width_split;            /* it is divided over tensor-parallel ranks */
     double number;               /* DROPOUT: p */
+    uint64_t part[VP_BLOCK_PARTS]; /* SPLIT: each view's width (defining values out, out + 1, ...) */
     uint64_t out_width;          /* the output's last dimension, as traced (0: unknown): the time model's */
     bool out_split;
     char label[VP_BLOCK_LABEL];

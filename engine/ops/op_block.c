@@ -143,6 +143,16 @@ static vp_t run(vp_step *step, const vp_block_program *p, const vp_block_instr *
     }
 }
 
+/* torch.split's views, in values out, out + 1, ... */
+static void split(vp_step *step, const vp_block_instr *in, vp_t *val) {
+    vp_sim *sim = &step->sim;
+    vp_t x = val[in->arg[0]];
+    uint64_t width = local_dim(in->width, in->width_split, step->tp), rows = vp_at(sim, x)->numel / width;
+    uint64_t numels[VP_BLOCK_PARTS];
+    for (unsigned o = 0; o < in->mode; o++) numels[o] = vp_numel(sim, rows, local_dim(in->part[o], in->width_split, step->tp));
+    vp_split_sizes(sim, x, in->mode, numels, val + in->out, in->label);
+}
+
 static vp_t block_forward(vp_step *step, const vp_op *op, const vp_t *leaves, vp_t x) {
     const vp_block_program *p = program_of(op);
     vp_t val[VP_BLOCK_VALUES] = {0};
@@ -161,6 +171,8 @@ static vp_t block_forward(vp_step *step, const vp_op *op, const vp_t *leaves, vp
             /* the input or a parameter returned as it is: a new reference */
             if ((unsigned)in->arg[0] <= p->n_params) vp_hold(&step->sim, result);
             else val[in->arg[0]] = 0;
+        } else if (in->prim == VP_BP_SPLIT) {
+            split(step, in, val);
         } else {
             val[in->out] = run(step, p, in, val);
         }

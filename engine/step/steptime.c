@@ -361,7 +361,7 @@ static void cost_block(const vp_op *op, const cost_ctx *c, op_cost *o) {
     unsigned first = megatron ? p->megatron_start : 0, end = p->megatron_start && !megatron ? p->megatron_start : p->n_code;
     for (unsigned i = first; i < end; i++) {
         const vp_block_instr *in = &p->code[i];
-        if (in->prim == VP_BP_DROP || in->prim == VP_BP_RETURN) continue;
+        if (in->prim == VP_BP_DROP || in->prim == VP_BP_RETURN || in->prim == VP_BP_SPLIT) continue; /* views */
         if (in->prim == VP_BP_LINEAR) {
             const vp_block_param *w = &p->param[in->arg[1] - 1];
             double out = (double)w->rows, inputs = (double)w->columns;

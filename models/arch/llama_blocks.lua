@@ -21,6 +21,8 @@ return architecture {
     { "norm_eps", "number", default = 1e-6, min = 0, doc = "rms_norm_eps" },
     { "tie_embeddings", "bool", default = false, doc = "tie_word_embeddings" },
     { "mlp_bias", "bool", default = false, doc = "biases on the MLP projections" },
+    { "fused_projections", "bool", default = false,
+      doc = "Phi-3 (Phi3ForCausalLM): one qkv_proj and one gate_up_proj, whose output is chunked in two views" },
   },
   build = function(c)
     -- Megatron-LM's fused kernels, declared from their autograd Functions
@@ -44,7 +46,30 @@ return architecture {
     -- LlamaMLP.forward: self.down_proj(self.act_fn(self.gate_proj(x)) * self.up_proj(x)).
     -- Declared in the order the core's mlp op makes its leaves (up, gate,
     -- down), so that the two are the same model byte for byte.
+    -- Phi3MLP.forward:
+    --   up_states = self.gate_up_proj(hidden_states)
+    --   gate, up_states = up_states.chunk(2, dim=-1)
+    --   up_states = up_states * self.activation_fn(gate)
+    --   return self.down_proj(up_states)
+    -- the local `gate` (a view) keeps the whole projection until it returns
+    local function phi3_mlp()
+      return block {
+        name = "mlp",
+        width = c.hidden,
+        params = {
+          { "gate_up_proj", linear = { c.hidden, 2 * c.intermediate }, split = "column", bias = c.mlp_bias },
+          { "down_proj", linear = { c.intermediate, c.hidden }, split = "row", bias = c.mlp_bias },
+        },
+        forward = function(x, p)
+          local gate, up = F.chunk(p.gate_up_proj(x), 2, -1)
+          gate = F.keep(gate, "gate")
+          return p.down_proj(F.mul(up, F.silu(gate), { label = "gate_mul" }))
+        end,
+        megatron = function(x, p) return p.down_proj(swiglu(p.gate_up_proj(x, { label = "linear_fc1" }))) end,
+      }
+    end
     local function mlp()
+      if c.fused_projections then return phi3_mlp() end
       return block {
         name = "mlp",
         width = c.hidden,
@@ -99,7 +124,9 @@ return architecture {
           rmsnorm(),
           attention {
             hidden = c.hidden, heads = c.heads, kv_heads = c.kv_heads, head_dim = c.head_dim, rotary = true,
-            upcast_softmax = true, caches = true, keeps_weights = true, mask = "additive",
+            upcast_softmax = true, caches = true, keeps_weights = true,
+            mask = c.fused_projections and "additive-mistral" or "additive", fused_qkv = c.fused_projections,
+            rotary_cat = c.fused_projections, module_names = c.fused_projections and "phi3" or nil,
           },
         },
         residual { rmsnorm(), mlp() },

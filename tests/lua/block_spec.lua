@@ -56,6 +56,17 @@ describe("a LLaMA whose MLP and RMSNorms are Lua blocks", function()
   end
 end)
 
+describe("a Phi-3 whose MLP (one gate_up_proj chunked in two views) is a Lua block", function()
+  local lua_blocks, built_in = pair("llama", "hidden = 64, layers = 2, heads = 4, intermediate = 96, vocab = 100, "
+    .. "fused_projections = true")
+  -- the local `gate` keeps the projection's storage until Phi3MLP returns:
+  -- without F.keep the timelines part under checkpointing, freeze, offload
+  local more = { { "finetune=freeze" }, { "offload_activations=true", "finetune=lora", "lora_targets=all-linear" } }
+  for _, sets in ipairs({ recipes[1], recipes[3], recipes[4], recipes[6], recipes[7], more[1], more[2] }) do
+    it("has the built-in Phi-3's timeline byte for byte: " .. named(sets), same_timelines(lua_blocks, built_in, sets))
+  end
+end)
+
 describe("a GPT-2 whose MLP is a Lua block", function()
   local lua_blocks, built_in = pair("gpt2", "hidden = 64, layers = 2, heads = 4, vocab = 100, max_positions = 256")
   for i, sets in ipairs(recipes) do

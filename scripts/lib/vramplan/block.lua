@@ -168,6 +168,40 @@ function F.dropout(a, p, opts)
   return (record("dropout", { a }, { number = p }, a.width, a.split, label_of(opts, "dropout")))
 end
 
+-- torch.split(t, sizes, dim=-1): views of the given widths.
+function F.split(t, sizes, dim, opts)
+  check_tensor(t, "split")
+  if dim ~= -1 then fail("split: only along the last dimension (dim = -1) yet") end
+  if not t.width then fail("split: the last dimension's size is unknown (give the block a width)") end
+  if type(sizes) ~= "table" or #sizes < 1 or #sizes > 8 then fail("split: sizes must list 1 to 8 widths") end
+  local total = 0
+  for _, w in ipairs(sizes) do
+    if math.type(w) ~= "integer" or w < 1 then fail("split: sizes must be whole numbers") end
+    total = total + w
+  end
+  if total ~= t.width then fail("split: the sizes add up to %d, the last dimension is %d", total, t.width) end
+  local trace = tracing
+  local outs, ids = {}, {}
+  for i, w in ipairs(sizes) do
+    outs[i] = new_value(trace, w, t.split)
+    ids[i] = outs[i].id
+  end
+  local label = label_of(opts, "split")
+  trace.entries[#trace.entries + 1] = { instr = { prim = "split", args = { t.id }, out = ids[1], outs = ids,
+    parts = sizes, width = t.width, width_split = t.split, label = trace.name .. (label ~= "" and "." .. label or "") } }
+  return table.unpack(outs)
+end
+
+-- t.chunk(n, dim=-1): n equal views.
+function F.chunk(t, n, dim, opts)
+  check_tensor(t, "chunk")
+  if math.type(n) ~= "integer" or n < 1 or n > 8 then fail("chunk: into 1 to 8 parts") end
+  if not t.width or t.width % n ~= 0 then fail("chunk: the last dimension (%s) must divide into %d", tostring(t.width), n) end
+  local sizes = {}
+  for i = 1, n do sizes[i] = t.width // n end
+  return F.split(t, sizes, dim, { label = label_of(opts, "chunk") })
+end
+
 -- torch.cat((a, b), dim=-1).
 function F.cat(parts, dim, opts)
   if type(parts) ~= "table" or is_tensor(parts) or #parts ~= 2 then fail("cat: takes a list of two tensors: F.cat({ a, b }, -1)") end
@@ -366,7 +400,7 @@ setmetatable(F, {
 
 -- Tensor methods and operators, as PyTorch's Tensor has them.
 local methods = {
-  float = F.float, to = F.to, pow = F.pow, mean = F.mean, sum = F.sum, sigmoid = F.sigmoid, tanh = F.tanh,
+  float = F.float, to = F.to, pow = F.pow, split = F.split, chunk = F.chunk, mean = F.mean, sum = F.sum, sigmoid = F.sigmoid, tanh = F.tanh,
   exp = F.exp, rsqrt = F.rsqrt, relu = F.relu,
 }
 tensor_meta.__index = function(t, k)
@@ -473,7 +507,7 @@ local function program(trace, returned)
   for i, e in ipairs(trace.entries) do
     if e.instr then
       for _, a in ipairs(e.instr.args) do last_use[a] = i end
-      last_use[e.instr.out] = last_use[e.instr.out] or i
+      for _, o in ipairs(e.instr.outs or { e.instr.out }) do last_use[o] = last_use[o] or i end
     elseif e.release then
       released[e.release] = i
     end
@@ -498,7 +532,7 @@ local function program(trace, returned)
     if e.instr then
       code[#code + 1] = e.instr
       for _, a in ipairs(e.instr.args) do drop(a, i) end
-      drop(e.instr.out, i)
+      for _, o in ipairs(e.instr.outs or { e.instr.out }) do drop(o, i) end
     else
       drop(e.release, i)
     end
