@@ -52,6 +52,7 @@ end
 
 local function new_value(trace, width, split)
   local id = trace.n_values
+  if id >= 512 then fail("block %s: more than 512 tensors in one forward", trace.name) end
   trace.n_values = id + 1
   local t = setmetatable({ id = id, width = width, split = split or false, trace = trace }, tensor_meta)
   trace.values[id] = t
@@ -62,6 +63,9 @@ end
 local function record(prim, args, fields, width, split, label)
   local trace = tracing
   if not trace then fail("%s: tensors exist only inside a block's forward", prim) end
+  -- the core's program holds 512 instructions, frees included (block.h)
+  trace.calls = (trace.calls or 0) + 1
+  if trace.calls > 250 then fail("block %s: more than 250 primitive calls in one forward", trace.name) end
   local out = new_value(trace, width, split)
   -- "" names the op by the block's name alone
   local instr = { prim = prim, args = {}, out = out.id, label = trace.name .. (label ~= "" and "." .. label or ""),
