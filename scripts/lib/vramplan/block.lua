@@ -111,7 +111,13 @@ end
 
 F.mul = binary("mul", "scale", "mul")
 F.add = binary("add", "shift", "add")
-F.sub = binary("add", "shift", "sub")
+-- t - number passes the gradient through as t + number does; number - t
+-- and t - u give the subtrahend -grad, a tensor of its own: not yet
+local minus_number = binary("add", "shift", "sub")
+F.sub = function(a, b, opts)
+  if type(b) ~= "number" then fail("sub: only a tensor minus a number is in the vocabulary yet") end
+  return (minus_number(a, b, opts))
+end
 F.div = function(a, b, opts)
   check_tensor(a, "div")
   if type(b) ~= "number" then fail("div: a tensor over a tensor is not in the vocabulary yet; over a number it is") end
@@ -407,7 +413,9 @@ local methods = {
   float = F.float, to = F.to, pow = F.pow, split = F.split, chunk = F.chunk, mean = F.mean, sum = F.sum, sigmoid = F.sigmoid, tanh = F.tanh,
   exp = F.exp, rsqrt = F.rsqrt, relu = F.relu,
 }
+local own_fields = { id = true, width = true, split = true, trace = true }
 tensor_meta.__index = function(t, k)
+  if own_fields[k] then return nil end -- an unknown width
   if k == "dtype" then return setmetatable({ of = t }, dtype_meta) end
   if k == "shape" then return { rawget(t, "width") } end
   local m = methods[k]
@@ -416,10 +424,7 @@ tensor_meta.__index = function(t, k)
 end
 tensor_meta.__mul = function(a, b) return (F.mul(a, b)) end
 tensor_meta.__add = function(a, b) return (F.add(a, b)) end
-tensor_meta.__sub = function(a, b)
-  if type(a) == "number" then fail("sub: a number minus a tensor is not in the vocabulary yet") end
-  return (F.sub(a, b))
-end
+tensor_meta.__sub = function(a, b) return (F.sub(a, b)) end
 tensor_meta.__div = function(a, b) return (F.div(a, b)) end
 tensor_meta.__unm = function(a) return (F.neg(a)) end
 tensor_meta.__tostring = function(t) return string.format("tensor(%d, last dimension %s)", t.id, tostring(t.width)) end
