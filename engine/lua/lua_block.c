@@ -61,6 +61,7 @@ static void read_param(lua_State *L, vp_block_param *q) {
     q->rows = (uint64_t)int_field(L, q->label, "rows", 1, (lua_Integer)1 << 40);
     q->columns = (uint64_t)int_field(L, q->label, "columns", 1, (lua_Integer)1 << 40);
     q->split = (uint8_t)option_field(L, q->label, "split", split_names, VP_BLOCK_WHOLE);
+    if (q->rows > ((uint64_t)1 << 48) / q->columns) luaL_error(L, "block_op: %s: more than 2^48 elements", q->label);
     lua_getfield(L, -1, "module");
     const char *module = luaL_optstring(L, -1, "none");
     q->module = VP_MODULE_NONE;

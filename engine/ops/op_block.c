@@ -147,7 +147,8 @@ static vp_t run(vp_step *step, const vp_block_program *p, const vp_block_instr *
 static void split(vp_step *step, const vp_block_instr *in, vp_t *val) {
     vp_sim *sim = &step->sim;
     vp_t x = val[in->arg[0]];
-    uint64_t width = local_dim(in->width, in->width_split, step->tp), rows = vp_at(sim, x)->numel / width;
+    uint64_t width = local_dim(in->width, in->width_split, step->tp);
+    uint64_t rows = vp_at(sim, x)->numel / (width ? width : 1);
     uint64_t numels[VP_BLOCK_PARTS];
     for (unsigned o = 0; o < in->mode; o++) numels[o] = vp_numel(sim, rows, local_dim(in->part[o], in->width_split, step->tp));
     vp_split_sizes(sim, x, in->mode, numels, val + in->out, in->label);
