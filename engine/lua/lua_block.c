@@ -199,6 +199,7 @@ static int l_block_op(lua_State *L) {
     lua_pushvalue(L, 1);
     p->n_values = (unsigned)int_field(L, "block", "values", 1, VP_BLOCK_VALUES);
     p->norm = bool_field(L, "norm");
+    label_field(L, "name", p->name);
     p->megatron_start = (unsigned)int_field(L, "block", "megatron_start", 0, VP_BLOCK_CODE);
     lua_pop(L, 1);
     char message[128];

@@ -414,6 +414,11 @@ static void push_ops(lua_State *L, const vp_op *ops, unsigned n) {
         lua_createtable(L, 0, 4);
         lua_pushstring(L, op->kind->name);
         lua_setfield(L, -2, "kind");
+        const char *title = op->kind->title ? op->kind->title(op) : NULL;
+        if (title && *title) {
+            lua_pushstring(L, title);
+            lua_setfield(L, -2, "name");
+        }
         lua_pushinteger(L, (lua_Integer)vp_op_params(op));
         lua_setfield(L, -2, "params");
         vp_leaf_spec specs[VP_OP_MAX_LEAVES];

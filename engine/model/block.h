@@ -110,6 +110,7 @@ typedef struct {
 typedef struct {
     unsigned n_params, n_code, n_values, megatron_start, n_kernels;
     bool norm;                   /* a norm: registered with the norms, ends a post-norm block's frame */
+    char name[VP_BLOCK_LABEL];   /* the module's name (block { name = ... }) */
     vp_block_param param[VP_BLOCK_PARAMS];
     vp_block_kernel kernel[VP_BLOCK_KERNELS];
     vp_block_instr code[VP_BLOCK_CODE];

@@ -148,6 +148,9 @@ typedef struct vp_op_kind {
     void (*prepare)(struct vp_step *step, const struct vp_op *op);
     /* Forward: x is borrowed; the result is a new reference. */
     vp_t (*forward)(struct vp_step *step, const struct vp_op *op, const vp_t *leaves, vp_t x);
+    /* The op's own name where its kind's does not say what it is (a Lua
+     * block's module name), or NULL. */
+    const char *(*title)(const struct vp_op *op);
 } vp_op_kind;
 
 typedef struct vp_op {

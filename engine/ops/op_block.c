@@ -182,6 +182,8 @@ static vp_t block_forward(vp_step *step, const vp_op *op, const vp_t *leaves, vp
     return result;
 }
 
+static const char *block_title(const vp_op *op) { return program_of(op) ? program_of(op)->name : NULL; }
+
 const vp_op_kind vp_op_block = {
     .name = "block",
     .doc = "a block written in Lua with the tensor vocabulary (F.linear, F.silu, ...): block { name, params, "
@@ -190,4 +192,5 @@ const vp_op_kind vp_op_block = {
     .check_tp = block_check_tp,
     .leaves = block_leaves,
     .forward = block_forward,
+    .title = block_title,
 };

@@ -176,3 +176,14 @@ describe("the step-time model", function()
     end
   end)
 end)
+
+describe("show", function()
+  it("names each block by its module", function()
+    local lua_blocks = pair("llama", "hidden = 64, layers = 2, heads = 4, intermediate = 96, vocab = 100")
+    local out, err, code = helper.run("show", lua_blocks)
+    assert.are.equal(0, code, err)
+    -- 3 x 64 x 96 = 18,432
+    assert.truthy(out:find("block mlp%s+18,432%s+mlp.up_proj.weight 6,144"), out)
+    assert.truthy(out:find("block rmsnorm%s+64%s+rmsnorm.weight 64"), out)
+  end)
+end)

@@ -620,7 +620,7 @@ function block.new(at, def)
     table.move(alt, 1, #alt, #code + 1, code)
     values = math.max(values, alt_values)
   end
-  local made, op = pcall(vramplan.block_op, { params = leaves, code = code, values = values, norm = def.norm,
+  local made, op = pcall(vramplan.block_op, { name = def.name, params = leaves, code = code, values = values, norm = def.norm,
                                               megatron_start = megatron_start, kernels = kernels })
   if not made then error(string.format("%s: block %s: %s", at, def.name, tostring(op)), 0) end
   return op
