@@ -69,8 +69,8 @@ static void read_param(lua_State *L, vp_block_param *q) {
         if (strcmp(vp_module_names[m], module) == 0) q->module = (uint8_t)m;
     lua_pop(L, 1);
     q->linear = bool_field(L, "linear");
-    q->trainable = !bool_field(L, "frozen");
     q->buffer = bool_field(L, "buffer");
+    q->trainable = !bool_field(L, "frozen") && !q->buffer;
     q->keep_fp32 = bool_field(L, "keep_fp32");
     q->conv1d = bool_field(L, "conv1d");
 }
