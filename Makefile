@@ -156,6 +156,7 @@ bench: all
 	lua5.4 bench/cli.lua
 	lua5.4 bench/estimate.lua
 	lua5.4 bench/sweep.lua
+	lua5.4 bench/blocks.lua
 
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/vramplan $(DESTDIR)$(PREFIX)/lib/lua/5.4

@@ -159,6 +159,14 @@ static int l_op(lua_State *L) {
     return 1;
 }
 
+vp_op *vp_lua_new_op(lua_State *L, const vp_op_kind *kind) {
+    lua_op *u = lua_newuserdatauv(L, sizeof *u, 1); /* op */
+    memset(u, 0, sizeof *u);
+    u->op.kind = kind;
+    luaL_setmetatable(L, OP_META);
+    return &u->op;
+}
+
 static int l_op_kind(lua_State *L) {
     lua_op *u = luaL_checkudata(L, 1, OP_META);
     lua_pushstring(L, u->op.kind->name);
@@ -199,6 +207,13 @@ static void copy_ops(lua_State *L, int index, vp_op *out, unsigned n) {
         out[i] = u->op;
         out[i].children = NULL;
         out[i].n_children = 0;
+        out[i].data = NULL; /* the model's own copy: the script's lives in the op's user value */
+        if (u->op.data) {
+            void *data = malloc(u->op.data_size);
+            if (!data) luaL_error(L, "not enough memory");
+            memcpy(data, u->op.data, u->op.data_size);
+            out[i].data = data;
+        }
         if (u->op.kind->container) {
             lua_getiuservalue(L, -1, 1); /* op children */
             int children = lua_gettop(L);
@@ -399,6 +414,11 @@ static void push_ops(lua_State *L, const vp_op *ops, unsigned n) {
         lua_createtable(L, 0, 4);
         lua_pushstring(L, op->kind->name);
         lua_setfield(L, -2, "kind");
+        const char *title = op->kind->title ? op->kind->title(op) : NULL;
+        if (title && *title) {
+            lua_pushstring(L, title);
+            lua_setfield(L, -2, "name");
+        }
         lua_pushinteger(L, (lua_Integer)vp_op_params(op));
         lua_setfield(L, -2, "params");
         vp_leaf_spec specs[VP_OP_MAX_LEAVES];

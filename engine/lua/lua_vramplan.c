@@ -60,6 +60,7 @@ int luaopen_vramplan(lua_State *L) {
     vp_lua_open_estimate(L);
     vp_lua_open_sandbox(L);
     vp_lua_open_system(L);
+    vp_lua_open_block(L);
     lua_pushliteral(L, VP_VERSION);
     lua_setfield(L, -2, "version");
     open_lua_half(L);

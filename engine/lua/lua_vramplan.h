@@ -15,6 +15,11 @@ void vp_lua_open_model(lua_State *L);
 void vp_lua_open_estimate(lua_State *L);
 void vp_lua_open_sandbox(lua_State *L);
 void vp_lua_open_system(lua_State *L);
+void vp_lua_open_block(lua_State *L);
+
+/* Pushes a new op of `kind` (fields at their zero values; user value 1 free
+ * for the kind's data, which op.data points into) and returns it. */
+vp_op *vp_lua_new_op(lua_State *L, const vp_op_kind *kind);
 
 vp_model *vp_lua_checkmodel(lua_State *L, int index);
 

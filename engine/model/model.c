@@ -38,7 +38,7 @@ static unsigned layout(vp_op *ops, unsigned n, unsigned next) {
 
 /* ---- the order a layer registers its parameters in ---- */
 
-static bool is_norm(const vp_op *op) { return (op->kind->roles & VP_ROLE_NORM) != 0; }
+static bool is_norm(const vp_op *op) { return (vp_op_roles(op) & VP_ROLE_NORM) != 0; }
 
 /* An op's own slots, before its children's. */
 static unsigned own_slots(const vp_op *op) { return op->n_children ? op->children[0].slot - op->slot : op->n_slots; }
@@ -161,7 +161,10 @@ const char *vp_model_finish(vp_model *model) {
 }
 
 static void free_ops(vp_op *ops, unsigned n) {
-    for (unsigned i = 0; i < n; i++) free_ops(ops[i].children, ops[i].n_children);
+    for (unsigned i = 0; i < n; i++) {
+        free_ops(ops[i].children, ops[i].n_children);
+        free(ops[i].data);
+    }
     free(ops);
 }
 

@@ -137,6 +137,7 @@ typedef enum {
     VP_COST_CROSS_ENTROPY,
     VP_COST_CLASSIFIER,
     VP_COST_RESIDUAL,        /* a container's add (or a parallel block's sum) */
+    VP_COST_BLOCK,           /* a Lua block: its program's projections */
     VP_COST_COUNT
 } vp_cost_class;
 
@@ -169,6 +170,9 @@ typedef struct vp_op_kind {
     void (*prepare)(struct vp_step *step, const struct vp_op *op);
     /* Forward: x is borrowed; the result is a new reference. */
     vp_t (*forward)(struct vp_step *step, const struct vp_op *op, const vp_t *leaves, vp_t x);
+    /* The op's own name where its kind's does not say what it is (a Lua
+     * block's module name), or NULL. */
+    const char *(*title)(const struct vp_op *op);
 } vp_op_kind;
 
 typedef struct vp_op {
@@ -178,6 +182,9 @@ typedef struct vp_op {
     unsigned n_children;
     unsigned slot;                   /* first leaf slot within its section */
     unsigned n_slots;                /* leaf slots of the op and its children */
+    void *data;                      /* a kind's own data (a Lua block's program: block.h), owned; NULL: none */
+    size_t data_size;
+    unsigned roles;                  /* VP_ROLE_* of this op beyond its kind's (a Lua block declared a norm) */
 } vp_op;
 
 typedef struct {
@@ -258,6 +265,9 @@ const char *vp_model_check_tp(const vp_model *model, unsigned tp);
 const char *vp_model_check_ep(const vp_model *model, const vp_ranks *split);
 /* The first of its kinds' recipe problems (vp_op_kind.recipe_problem), or NULL. */
 const char *vp_model_recipe_problem(const vp_model *model, const vp_recipe *recipe);
+
+/* An op's roles: its kind's and its own. */
+static inline unsigned vp_op_roles(const vp_op *op) { return op->kind->roles | op->roles; }
 
 /* The first op of a kind anywhere in a section (children included). */
 const vp_op *vp_section_find(const vp_section *section, const vp_op_kind *kind);

@@ -11,6 +11,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "block.h"
 #include "finetune_method.h"
 #include "framework.h"
 #include "ops.h"
@@ -350,6 +351,30 @@ static void cost_norm(const vp_op *op, const cost_ctx *c, op_cost *o) {
     memory_pass(c, 2 * c->norm_rows * field(op, "hidden") * c->elem, o);
 }
 
+/* A Lua block (block.h): its forward's projections as linears, every
+ * other primitive one pass reading and writing its output's size. */
+static void cost_block(const vp_op *op, const cost_ctx *c, op_cost *o) {
+    const vp_block_program *p = op->data;
+    if (!p) return;
+    bool megatron = p->megatron_start && c->recipe->framework == VP_FRAMEWORK_MEGATRON;
+    unsigned first = megatron ? p->megatron_start : 0, end = p->megatron_start && !megatron ? p->megatron_start : p->n_code;
+    for (unsigned i = first; i < end; i++) {
+        const vp_block_instr *in = &p->code[i];
+        if (in->prim == VP_BP_DROP || in->prim == VP_BP_RETURN || in->prim == VP_BP_SPLIT) continue; /* views */
+        if (in->prim == VP_BP_LINEAR) {
+            const vp_block_param *w = &p->param[in->arg[1] - 1];
+            double out = (double)w->rows, inputs = (double)w->columns;
+            linear(c, c->rows, w->split == VP_BLOCK_SPLIT_COLUMNS ? inputs / c->tp : inputs,
+                   w->split == VP_BLOCK_SPLIT_ROWS ? out / c->tp : out, o);
+            o->model_flops += 2 * c->rows * out * inputs;
+            if (w->split == VP_BLOCK_SPLIT_COLUMNS) o->tp_bytes += c->rows * out * c->elem;
+            continue;
+        }
+        double width = (double)in->out_width / (in->out_split ? c->tp : 1);
+        memory_pass(c, 2 * c->rows * width * c->elem, o);
+    }
+}
+
 /* read, write, and a one-byte mask */
 static void cost_dropout(const vp_op *op, const cost_ctx *c, op_cost *o) {
     if (field(op, "p") > 0 && c->train_dropout) memory_pass(c, c->norm_rows * c->hidden * (2 * c->elem + 1), o);
@@ -412,6 +437,7 @@ static const cost_fn costs[VP_COST_COUNT] = {
     [VP_COST_CROSS_ENTROPY] = cost_cross_entropy,
     [VP_COST_CLASSIFIER] = cost_classifier,
     [VP_COST_RESIDUAL] = cost_residual,
+    [VP_COST_BLOCK] = cost_block,
 };
 
 /* Walks ops, a container's children before its own cost; c->hidden

@@ -6,6 +6,8 @@ local files = require("vramplan.files")
 local sandbox = require("vramplan.sandbox")
 local schema = require("vramplan.schema")
 
+local block = require("vramplan.block")
+
 local arch = {}
 
 local family_meta = {}
@@ -50,13 +52,14 @@ local function op_options(kinds, kind_name, field_name)
 end
 
 -- The constructors an architecture script sees: one per op kind, plus
--- `decoder`, `architecture` and `op_options`. An op the core refuses is
+-- `decoder`, `architecture`, `op_options`, `block` and its vocabulary `F`. An op the core refuses is
 -- reported at the script's line that built it.
 local function arch_env(path)
   local kinds = vramplan.op_kinds()
   local names = {}
   names.decoder = function(t) return t end
   names.op_options = function(kind_name, field_name) return op_options(kinds, kind_name, field_name) end
+  names.F = block.F -- the tensor vocabulary of blocks' forwards
   local located = {}
   for _, kind in ipairs(kinds) do
     local name = kind.name
@@ -66,6 +69,7 @@ local function arch_env(path)
       return op
     end
   end
+  located.block = block.new -- a block written in Lua (vramplan.block), in place of the core's op of that name
   located.architecture = function(where, def)
     if type(def) ~= "table" or type(def.name) ~= "string" or type(def.fields) ~= "table"
         or type(def.build) ~= "function" then

@@ -30,7 +30,7 @@ local function print_ops(ops, depth)
         parts[#parts + 1] = string.format("%s %s%s", leaf.label, grouped(n), leaf.buffer and " (buffer)" or "")
       end
     end
-    local name = string.rep("  ", depth) .. op.kind
+    local name = string.rep("  ", depth) .. op.kind .. (op.name and " " .. op.name or "")
     print(string.format("%-30s %15s  %s", name, op.params > 0 and grouped(op.params) or "", table.concat(parts, ", ")))
     if op.children then print_ops(op.children, depth + 1) end
   end

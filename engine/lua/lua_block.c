@@ -1,0 +1,219 @@
+/* lua_block.c — vramplan.block_op(program): the op of a block that
+ * scripts/lib/vramplan/block.lua traced, its parameters and program read
+ * field by field into block.h's flat form and checked before the core
+ * takes it. */
+#include <lauxlib.h>
+#include <lua.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "block.h"
+#include "dtype.h"
+#include "lua_vramplan.h"
+#include "modules.h"
+
+static const char *const prim_names[] = {"drop", "return", "linear", "unary", "mul", "add", "scale",
+                                         "shift", "neg", "mean", "sum", "to", "dropout", "cat", "swiglu",
+                                         "rms_norm", "kernel", "split", NULL};
+static const char *const unary_names[] = {"silu", "gelu", "gelu_tanh", "relu", "sigmoid",
+                                          "tanh", "exp", "rsqrt", "pow", NULL};
+static const char *const split_names[] = {"whole", "rows", "columns", NULL};
+
+/* The integer field `key` of the table on top, within [lo, hi]. */
+static lua_Integer int_field(lua_State *L, const char *what, const char *key, lua_Integer lo, lua_Integer hi) {
+    lua_getfield(L, -1, key);
+    int isint;
+    lua_Integer v = lua_tointegerx(L, -1, &isint);
+    if (lua_isnil(L, -1)) v = lo, isint = 1;
+    if (!isint || v < lo || v > hi) luaL_error(L, "block_op: %s: '%s' must be a whole number from %d to %d", what, key, (int)lo, (int)hi);
+    lua_pop(L, 1);
+    return v;
+}
+
+static bool bool_field(lua_State *L, const char *key) {
+    lua_getfield(L, -1, key);
+    bool v = lua_toboolean(L, -1);
+    lua_pop(L, 1);
+    return v;
+}
+
+/* The option index of the string field `key` (`fallback` when absent). */
+static int option_field(lua_State *L, const char *what, const char *key, const char *const *names, int fallback) {
+    lua_getfield(L, -1, key);
+    int found = lua_isnil(L, -1) ? fallback : -1;
+    const char *s = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : NULL;
+    for (int i = 0; s && names[i]; i++)
+        if (strcmp(names[i], s) == 0) found = i;
+    if (found < 0) luaL_error(L, "block_op: %s: unknown %s '%s'", what, key, s ? s : luaL_typename(L, -1));
+    lua_pop(L, 1);
+    return found;
+}
+
+static void label_field(lua_State *L, const char *key, char *out) {
+    lua_getfield(L, -1, key);
+    const char *s = luaL_optstring(L, -1, "");
+    snprintf(out, VP_BLOCK_LABEL, "%s", s);
+    lua_pop(L, 1);
+}
+
+static void read_param(lua_State *L, vp_block_param *q) {
+    label_field(L, "label", q->label);
+    q->rows = (uint64_t)int_field(L, q->label, "rows", 1, (lua_Integer)1 << 40);
+    q->columns = (uint64_t)int_field(L, q->label, "columns", 1, (lua_Integer)1 << 40);
+    q->split = (uint8_t)option_field(L, q->label, "split", split_names, VP_BLOCK_WHOLE);
+    if (q->rows > ((uint64_t)1 << 48) / q->columns) luaL_error(L, "block_op: %s: more than 2^48 elements", q->label);
+    lua_getfield(L, -1, "module");
+    const char *module = luaL_optstring(L, -1, "none");
+    q->module = VP_MODULE_NONE;
+    for (unsigned m = 0; m < VP_MODULE_COUNT; m++)
+        if (strcmp(vp_module_names[m], module) == 0) q->module = (uint8_t)m;
+    lua_pop(L, 1);
+    q->linear = bool_field(L, "linear");
+    q->buffer = bool_field(L, "buffer");
+    q->trainable = !bool_field(L, "frozen") && !q->buffer;
+    q->keep_fp32 = bool_field(L, "keep_fp32");
+    q->conv1d = bool_field(L, "conv1d");
+}
+
+static void read_instr(lua_State *L, unsigned i, vp_block_instr *in) {
+    char what[32];
+    snprintf(what, sizeof what, "instruction %u", i + 1);
+    in->prim = (uint8_t)option_field(L, what, "prim", prim_names, -1);
+    if (in->prim == VP_BP_UNARY) in->mode = (uint8_t)option_field(L, what, "fn", unary_names, -1);
+    if (in->prim == VP_BP_KERNEL) in->mode = (uint8_t)int_field(L, what, "kernel", 0, VP_BLOCK_KERNELS - 1);
+    if (in->prim == VP_BP_SPLIT) {
+        lua_getfield(L, -1, "parts"); /* .. instr parts */
+        luaL_checktype(L, -1, LUA_TTABLE);
+        lua_Integer n = luaL_len(L, -1);
+        if (n < 1 || n > VP_BLOCK_PARTS) luaL_error(L, "block_op: %s: split into 1 to %d parts", what, VP_BLOCK_PARTS);
+        in->mode = (uint8_t)n;
+        for (lua_Integer j = 1; j <= n; j++) {
+            lua_geti(L, -1, j);
+            lua_Integer w = lua_tointeger(L, -1);
+            if (w < 1) luaL_error(L, "block_op: %s: a part's width must be positive", what);
+            in->part[j - 1] = (uint64_t)w;
+            lua_pop(L, 1);
+        }
+        lua_pop(L, 1); /* .. instr */
+    }
+    if (in->prim == VP_BP_TO) {
+        lua_getfield(L, -1, "dtype");
+        bool like = lua_isnil(L, -1);
+        lua_pop(L, 1);
+        in->mode = like ? VP_BLOCK_LIKE : (uint8_t)option_field(L, what, "dtype", vp_dtype_names, -1);
+    }
+    in->out = (uint16_t)int_field(L, what, "out", 0, VP_BLOCK_VALUES - 1);
+    lua_getfield(L, -1, "args"); /* .. instr args */
+    for (unsigned a = 0; a < VP_BLOCK_ARGS; a++) {
+        lua_geti(L, -1, (lua_Integer)a + 1);
+        int isint;
+        lua_Integer v = lua_tointegerx(L, -1, &isint);
+        if (lua_isnil(L, -1)) v = -1, isint = 1;
+        if (!isint || v < -1 || v >= VP_BLOCK_VALUES) luaL_error(L, "block_op: %s: bad operand %d", what, (int)a + 1);
+        in->arg[a] = (int16_t)v;
+        lua_pop(L, 1);
+    }
+    lua_pop(L, 1); /* .. instr */
+    in->width = (uint64_t)int_field(L, what, "width", 0, (lua_Integer)1 << 40);
+    in->width_split = bool_field(L, "width_split");
+    in->out_width = (uint64_t)int_field(L, what, "out_width", 0, (lua_Integer)1 << 40);
+    in->out_split = bool_field(L, "out_split");
+    lua_getfield(L, -1, "number");
+    in->number = luaL_optnumber(L, -1, 0);
+    lua_pop(L, 1);
+    if (in->prim == VP_BP_DROPOUT && !(in->number >= 0 && in->number < 1))
+        luaL_error(L, "block_op: %s: dropout p must be in [0, 1)", what);
+    label_field(L, "label", in->label);
+}
+
+/* A dtype field's index (VP_DTYPE_NONE when absent). */
+static uint8_t dtype_field(lua_State *L, const char *what, const char *key) {
+    return (uint8_t)option_field(L, what, key, vp_dtype_names, VP_DTYPE_NONE);
+}
+
+static void read_kernel(lua_State *L, unsigned i, vp_block_kernel *k) {
+    char what[32];
+    snprintf(what, sizeof what, "kernel %u", i + 1);
+    const lua_Integer most = (lua_Integer)1 << 40;
+    k->n_inputs = (uint8_t)int_field(L, what, "inputs", 1, VP_BLOCK_ARGS);
+    k->saves = (uint8_t)int_field(L, what, "saves", 0, (1 << (VP_BLOCK_ARGS + 1)) - 1);
+    k->out_dtype = dtype_field(L, what, "out_dtype");
+    k->in_width = (uint64_t)int_field(L, what, "in_width", 1, most);
+    k->in_split = bool_field(L, "in_split");
+    k->out_width = (uint64_t)int_field(L, what, "out_width", 1, most);
+    k->out_split = bool_field(L, "out_split");
+    k->keep_width[0] = (uint64_t)int_field(L, what, "keep1_width", 0, most);
+    k->keep_dtype[0] = dtype_field(L, what, "keep1_dtype");
+    k->keep_width[1] = (uint64_t)int_field(L, what, "keep2_width", 0, most);
+    k->keep_dtype[1] = dtype_field(L, what, "keep2_dtype");
+    for (unsigned j = 0; j < VP_BLOCK_KEEPS; j++)
+        if (k->keep_width[j] && !k->keep_dtype[j]) luaL_error(L, "block_op: %s: a kept tensor needs its dtype", what);
+    k->forward_workspace = (uint64_t)int_field(L, what, "forward_workspace", 0, most);
+    k->backward_workspace = (uint64_t)int_field(L, what, "backward_workspace", 0, most);
+}
+
+/* vramplan.block_op{ norm=, values=, params={...}, code={...} } -> op */
+static int l_block_op(lua_State *L) {
+    luaL_checktype(L, 1, LUA_TTABLE);
+    const vp_op_kind *kind = vp_op_kind_find("block");
+    vp_block_program *p = lua_newuserdatauv(L, sizeof *p, 0); /* t program */
+    memset(p, 0, sizeof *p);
+    lua_getfield(L, 1, "params"); /* t program params */
+    luaL_checktype(L, -1, LUA_TTABLE);
+    lua_Integer n = luaL_len(L, -1);
+    if (n > VP_BLOCK_PARAMS) luaL_error(L, "block_op: at most %d parameters", VP_BLOCK_PARAMS);
+    p->n_params = (unsigned)n;
+    for (unsigned k = 0; k < p->n_params; k++) {
+        lua_geti(L, -1, (lua_Integer)k + 1);
+        luaL_checktype(L, -1, LUA_TTABLE);
+        read_param(L, &p->param[k]);
+        lua_pop(L, 1);
+    }
+    lua_pop(L, 1); /* t program */
+    lua_getfield(L, 1, "kernels"); /* t program kernels */
+    if (!lua_isnil(L, -1)) {
+        luaL_checktype(L, -1, LUA_TTABLE);
+        n = luaL_len(L, -1);
+        if (n > VP_BLOCK_KERNELS) luaL_error(L, "block_op: at most %d kernels", VP_BLOCK_KERNELS);
+        p->n_kernels = (unsigned)n;
+        for (unsigned i = 0; i < p->n_kernels; i++) {
+            lua_geti(L, -1, (lua_Integer)i + 1);
+            luaL_checktype(L, -1, LUA_TTABLE);
+            read_kernel(L, i, &p->kernel[i]);
+            lua_pop(L, 1);
+        }
+    }
+    lua_pop(L, 1); /* t program */
+    lua_getfield(L, 1, "code"); /* t program code */
+    luaL_checktype(L, -1, LUA_TTABLE);
+    n = luaL_len(L, -1);
+    if (n > VP_BLOCK_CODE) luaL_error(L, "block_op: a program of at most %d instructions", VP_BLOCK_CODE);
+    p->n_code = (unsigned)n;
+    for (unsigned i = 0; i < p->n_code; i++) {
+        lua_geti(L, -1, (lua_Integer)i + 1);
+        luaL_checktype(L, -1, LUA_TTABLE);
+        read_instr(L, i, &p->code[i]);
+        lua_pop(L, 1);
+    }
+    lua_pop(L, 1); /* t program */
+    lua_pushvalue(L, 1);
+    p->n_values = (unsigned)int_field(L, "block", "values", 1, VP_BLOCK_VALUES);
+    p->norm = bool_field(L, "norm");
+    label_field(L, "name", p->name);
+    p->megatron_start = (unsigned)int_field(L, "block", "megatron_start", 0, VP_BLOCK_CODE);
+    lua_pop(L, 1);
+    char message[128];
+    const char *problem = vp_block_check(p, message, sizeof message);
+    if (problem) return luaL_error(L, "block_op: %s", problem);
+    vp_op *op = vp_lua_new_op(L, kind); /* t program op */
+    lua_pushvalue(L, -2);
+    lua_setiuservalue(L, -2, 1);
+    op->data = p;
+    op->data_size = sizeof *p;
+    op->roles = p->norm ? VP_ROLE_NORM : 0;
+    return 1;
+}
+
+static const luaL_Reg functions[] = {{"block_op", l_block_op}, {NULL, NULL}};
+
+void vp_lua_open_block(lua_State *L) { luaL_setfuncs(L, functions, 0); }

@@ -1,0 +1,88 @@
+/* block.c — the checks a Lua block's program passes before the core runs
+ * it: whatever a script traced, the interpreter (op_block.c) never reads a
+ * value that is not there, frees one twice or leaves one alive. */
+#include "block.h"
+
+#include <stdio.h>
+
+static const char *fail(char *message, unsigned size, unsigned i, const char *what) {
+    snprintf(message, size, "instruction %u: %s", i + 1, what);
+    return message;
+}
+
+/* One of the program's forwards: instructions [first, end). */
+static const char *check_code(const vp_block_program *p, unsigned first, unsigned end, char *message, unsigned size) {
+    /* 0: not defined yet; 1: alive; 2: gone (dropped or returned) */
+    unsigned char state[VP_BLOCK_VALUES] = {0};
+    for (unsigned k = 0; k <= p->n_params; k++) state[k] = 1;
+    bool returned = false;
+    if (first >= end) return fail(message, size, first, "an empty forward");
+    for (unsigned i = first; i < end; i++) {
+        const vp_block_instr *in = &p->code[i];
+        if (in->prim >= VP_BP_COUNT) return fail(message, size, i, "unknown primitive");
+        if (in->prim == VP_BP_UNARY && in->mode >= VP_BU_COUNT) return fail(message, size, i, "unknown function");
+        for (unsigned a = 0; a < VP_BLOCK_ARGS; a++) {
+            int v = in->arg[a];
+            if (v < -1 || v >= (int)p->n_values) return fail(message, size, i, "an operand out of range");
+            if (v >= 0 && state[v] != 1) return fail(message, size, i, "an operand that is not alive");
+        }
+        if (in->prim != VP_BP_DROP && in->prim != VP_BP_RETURN && in->arg[0] < 0)
+            return fail(message, size, i, "no operand");
+        if (in->prim == VP_BP_KERNEL) {
+            if (in->mode >= p->n_kernels) return fail(message, size, i, "an undeclared kernel");
+            for (unsigned a = 0; a < VP_BLOCK_ARGS; a++)
+                if ((a < p->kernel[in->mode].n_inputs) != (in->arg[a] >= 0))
+                    return fail(message, size, i, "a kernel called with another number of inputs than declared");
+        }
+        if ((in->prim == VP_BP_CAT || in->prim == VP_BP_RMS_NORM) && in->arg[1] < 0)
+            return fail(message, size, i, "needs two operands");
+        if (in->prim == VP_BP_LINEAR) {
+            int w = in->arg[1], b = in->arg[2];
+            if (w < 1 || w > (int)p->n_params || !p->param[w - 1].linear)
+                return fail(message, size, i, "linear needs a linear weight");
+            if (b == 0 || b > (int)p->n_params) return fail(message, size, i, "linear's bias must be a parameter");
+        }
+        if ((in->prim == VP_BP_MUL || in->prim == VP_BP_ADD) && in->arg[1] < 0)
+            return fail(message, size, i, "needs two operands");
+        if (in->prim == VP_BP_TO && in->mode == VP_BLOCK_LIKE && in->arg[1] < 0)
+            return fail(message, size, i, "to(): needs the tensor whose dtype it takes");
+        if (in->prim == VP_BP_TO && in->mode != VP_BLOCK_LIKE && in->mode >= VP_DTYPE_COUNT)
+            return fail(message, size, i, "to(): unknown dtype");
+        if (in->prim == VP_BP_DROP || in->prim == VP_BP_RETURN) {
+            int v = in->arg[0];
+            if (v <= (int)p->n_params && in->prim == VP_BP_DROP)
+                return fail(message, size, i, "drops the input or a parameter");
+            if (in->prim == VP_BP_RETURN) {
+                if (returned) return fail(message, size, i, "a second return");
+                returned = true;
+            }
+            if (v > (int)p->n_params) state[v] = 2;
+            continue;
+        }
+        if (returned) return fail(message, size, i, "computes after the return");
+        unsigned outputs = in->prim == VP_BP_SPLIT ? in->mode : 1;
+        if (in->prim == VP_BP_SPLIT && (outputs < 1 || outputs > VP_BLOCK_PARTS || !in->width))
+            return fail(message, size, i, "split: 1 to 8 parts of a known width");
+        for (unsigned o = 0; o < outputs; o++) {
+            unsigned v = in->out + o;
+            if (v <= p->n_params || v >= p->n_values || state[v])
+                return fail(message, size, i, "defines a value already defined");
+            state[v] = 1;
+        }
+    }
+    if (!returned) return fail(message, size, end - 1, "the block returns nothing");
+    for (unsigned v = p->n_params + 1; v < p->n_values; v++)
+        if (state[v] == 1) return fail(message, size, end - 1, "a value is never freed");
+    return NULL;
+}
+
+const char *vp_block_check(const vp_block_program *p, char *message, unsigned size) {
+    if (p->n_params > VP_BLOCK_PARAMS || p->n_code > VP_BLOCK_CODE || p->n_values > VP_BLOCK_VALUES ||
+        p->n_kernels > VP_BLOCK_KERNELS ||
+        p->megatron_start >= p->n_code)
+        return fail(message, size, 0, "the program is too large");
+    unsigned end = p->megatron_start ? p->megatron_start : p->n_code;
+    const char *problem = check_code(p, 0, end, message, size);
+    if (!problem && p->megatron_start) problem = check_code(p, p->megatron_start, p->n_code, message, size);
+    return problem;
+}

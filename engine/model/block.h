@@ -1,0 +1,124 @@
+/* block.h — a block written in Lua (scripts/lib/vramplan/block.lua), as
+ * the core holds it: its parameters and the program its forward traced to,
+ * a straight list of primitive calls over numbered values with the frees
+ * made explicit. One flat struct (no pointers), so that copying an op
+ * copies it. op_block.c runs it; lua_block.c builds and checks it. */
+#ifndef VP_BLOCK_H
+#define VP_BLOCK_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "model.h"
+
+enum {
+    VP_BLOCK_PARAMS = VP_OP_MAX_LEAVES,
+    VP_BLOCK_CODE = 512,
+    VP_BLOCK_VALUES = 512,
+    VP_BLOCK_PARTS = 8,
+    VP_BLOCK_LABEL = 48,
+    VP_BLOCK_ARGS = 4,
+    VP_BLOCK_KERNELS = 8,
+    VP_BLOCK_KEEPS = 2,
+};
+
+/* The primitives a program calls (op_block.c: what each runs). */
+typedef enum {
+    VP_BP_DROP,      /* the value's last reference goes (a Python temporary or a local that goes) */
+    VP_BP_RETURN,    /* the value is the block's output */
+    VP_BP_LINEAR,    /* x, weight[, bias]: a projection as F.linear under the step (vp_project*) */
+    VP_BP_UNARY,     /* an elementwise function of one tensor; mode: vp_block_unary */
+    VP_BP_MUL,       /* a * b, broadcast */
+    VP_BP_ADD,       /* a + b (or a - b), broadcast */
+    VP_BP_SCALE,     /* a times or over a Python number */
+    VP_BP_SHIFT,     /* a plus or minus a Python number */
+    VP_BP_NEG,       /* -a */
+    VP_BP_MEAN,      /* mean over the last dimension (width), keepdim */
+    VP_BP_SUM,       /* sum over the last dimension (width), keepdim */
+    VP_BP_TO,        /* a.to(dtype): mode a vp_dtype, or VP_BLOCK_LIKE with b the value whose dtype */
+    VP_BP_DROPOUT,   /* nn.Dropout(number) while training */
+    VP_BP_CAT,       /* torch.cat((a, b), dim=-1) */
+    VP_BP_SWIGLU,    /* Megatron's fused bias_swiglu: silu(first half) * second half, keeps its input */
+    VP_BP_RMS_NORM,  /* a fused RMSNorm kernel (apex FusedRMSNorm, Transformer Engine): x, weight */
+    VP_BP_KERNEL,    /* a fused kernel the script declared (F.kernel): mode is its index in `kernel` */
+    VP_BP_SPLIT,     /* torch.split / chunk along the last dimension (width) into mode views of part[i] */
+    VP_BP_COUNT
+} vp_block_prim;
+
+/* The elementwise functions and what autograd keeps of each. */
+typedef enum {
+    VP_BU_SILU,
+    VP_BU_GELU,
+    VP_BU_GELU_TANH,
+    VP_BU_RELU,
+    VP_BU_SIGMOID,
+    VP_BU_TANH,
+    VP_BU_EXP,
+    VP_BU_RSQRT,
+    VP_BU_POW, /* pow(x, n) for a number n */
+    VP_BU_COUNT
+} vp_block_unary;
+
+enum { VP_BLOCK_LIKE = 255 };
+
+/* Which of a parameter's two dimensions tensor parallelism divides. */
+typedef enum { VP_BLOCK_WHOLE, VP_BLOCK_SPLIT_ROWS, VP_BLOCK_SPLIT_COLUMNS } vp_block_split;
+
+typedef struct {
+    char label[VP_BLOCK_LABEL];  /* "mlp.up_proj.weight" */
+    uint64_t rows, columns;      /* a linear weight: out x in; a vector: 1 x n */
+    uint8_t split;               /* vp_block_split */
+    uint8_t module;              /* vp_module: what LoRA targets and modules_to_save name */
+    bool linear;                 /* a linear layer's weight (LoRA may adapt it; rows are its outputs) */
+    bool trainable, buffer, keep_fp32, conv1d;
+} vp_block_param;
+
+/* A fused kernel as F.kernel declared it, per row of its first input
+ * (rows = its elements over in_width): the output's width and dtype, the
+ * inputs (bit i) and output (bit VP_BLOCK_ARGS) autograd keeps, tensors it
+ * makes only to keep for backward, and its workspaces in bytes. */
+typedef struct {
+    uint8_t n_inputs, saves;
+    uint8_t out_dtype;           /* VP_DTYPE_NONE: the first input's */
+    bool in_split, out_split;
+    uint64_t in_width, out_width;
+    uint64_t keep_width[VP_BLOCK_KEEPS]; /* 0: none */
+    uint8_t keep_dtype[VP_BLOCK_KEEPS];
+    uint64_t forward_workspace, backward_workspace; /* bytes per row */
+} vp_block_kernel;
+
+/* Value 0 is the block's input, values 1..n_params its parameters (leaf k
+ * is value k + 1); each instruction but DROP and RETURN defines value
+ * `out`. */
+typedef struct {
+    uint8_t prim;                /* vp_block_prim */
+    uint8_t mode;
+    uint16_t out;
+    int16_t arg[VP_BLOCK_ARGS];  /* value ids, -1: none */
+    uint64_t width;              /* MEAN, SUM: the reduced dimension; SPLIT: the split one */
+    bool width_split;            /* it is divided over tensor-parallel ranks */
+    double number;               /* DROPOUT: p */
+    uint64_t part[VP_BLOCK_PARTS]; /* SPLIT: each view's width (defining values out, out + 1, ...) */
+    uint64_t out_width;          /* the output's last dimension, as traced (0: unknown): the time model's */
+    bool out_split;
+    char label[VP_BLOCK_LABEL];
+} vp_block_instr;
+
+/* The code runs from 0 to megatron_start (or n_code when 0); under
+ * Megatron-LM, when the block gave a forward of its own for it, from
+ * megatron_start to n_code instead. */
+typedef struct {
+    unsigned n_params, n_code, n_values, megatron_start, n_kernels;
+    bool norm;                   /* a norm: registered with the norms, ends a post-norm block's frame */
+    char name[VP_BLOCK_LABEL];   /* the module's name (block { name = ... }) */
+    vp_block_param param[VP_BLOCK_PARAMS];
+    vp_block_kernel kernel[VP_BLOCK_KERNELS];
+    vp_block_instr code[VP_BLOCK_CODE];
+} vp_block_program;
+
+/* The program's problem (a message naming the instruction), or NULL:
+ * values defined before use, each dropped once, one RETURN, nothing left
+ * alive. */
+const char *vp_block_check(const vp_block_program *program, char *message, unsigned size);
+
+#endif

@@ -1,0 +1,199 @@
+/* op_block.c — a block written in Lua: its parameters as leaves, and its
+ * traced program (block.h) run primitive by primitive through the same
+ * services the built-in ops use, so that autocast, LoRA, quantized and FP8
+ * weights, tensor parallelism and checkpointing apply to it alike. */
+#include "block.h"
+#include "framework.h"
+#include "kernel.h"
+#include "ops.h"
+
+/* What autograd keeps of each elementwise function
+ * (tools/autograd/derivatives.yaml, PyTorch 2.x), the temporaries its
+ * backward expression leaves alive beside the gradient, and whether
+ * autocast runs it in fp32 (autocast_mode.cpp's CUDA fp32 list: exp,
+ * rsqrt, pow). */
+typedef struct {
+    vp_saves saves;
+    unsigned backward_temps;
+    bool fp32;
+} unary_rule;
+
+static const unary_rule unary_rules[VP_BU_COUNT] = {
+    [VP_BU_SILU] = {VP_SAVES_INPUT, 0, false},      /* silu_backward(grad, self) */
+    [VP_BU_GELU] = {VP_SAVES_INPUT, 0, false},      /* gelu_backward(grad, self, approximate) */
+    [VP_BU_GELU_TANH] = {VP_SAVES_INPUT, 0, false}, /* the same, approximate="tanh" */
+    [VP_BU_RELU] = {VP_SAVES_OUTPUT, 0, false},     /* threshold_backward(grad, result, 0) */
+    [VP_BU_SIGMOID] = {VP_SAVES_OUTPUT, 0, false},  /* sigmoid_backward(grad, result) */
+    [VP_BU_TANH] = {VP_SAVES_OUTPUT, 0, false},     /* tanh_backward(grad, result) */
+    [VP_BU_EXP] = {VP_SAVES_OUTPUT, 0, true},       /* grad * result.conj() */
+    /* -0.5 * grad * result.pow(3): two temporaries (op_norm.c's rsqrt) */
+    [VP_BU_RSQRT] = {VP_SAVES_OUTPUT, 2, true},
+    /* pow_backward: grad * (exponent * self.pow(exponent - 1)): two */
+    [VP_BU_POW] = {VP_SAVES_INPUT, 2, true},
+};
+
+static const vp_block_program *program_of(const vp_op *op) { return op->data; }
+
+static uint64_t local_dim(uint64_t n, bool split, unsigned tp) { return split ? n / tp : n; }
+
+static unsigned block_leaves(const vp_op *op, const vp_ranks *split, vp_leaf_spec *out) {
+    const vp_block_program *p = program_of(op);
+    if (!p) return 0;
+    for (unsigned k = 0; k < p->n_params; k++) {
+        const vp_block_param *q = &p->param[k];
+        uint64_t rows = local_dim(q->rows, q->split == VP_BLOCK_SPLIT_ROWS, split->tp);
+        uint64_t columns = local_dim(q->columns, q->split == VP_BLOCK_SPLIT_COLUMNS, split->tp);
+        out[k] = vp_param(rows * columns, q->label, (vp_module)q->module, q->linear ? rows : 0);
+        out[k].trainable = q->trainable;
+        out[k].buffer = q->buffer;
+        out[k].keep_fp32 = q->keep_fp32;
+        out[k].conv1d = q->conv1d;
+        if (!q->linear && q->rows > 1) out[k].rows = rows;
+    }
+    return p->n_params;
+}
+
+static const char *block_check(const vp_op *op) {
+    return program_of(op) ? NULL : "a block is made with block { name = ..., params = ..., forward = ... }";
+}
+
+static const char *block_check_tp(const vp_op *op, unsigned tp) {
+    const vp_block_program *p = program_of(op);
+    for (unsigned k = 0; p && k < p->n_params; k++) {
+        const vp_block_param *q = &p->param[k];
+        uint64_t n = q->split == VP_BLOCK_SPLIT_ROWS ? q->rows : q->split == VP_BLOCK_SPLIT_COLUMNS ? q->columns : 0;
+        if (n % tp) return "tp: must divide every split dimension of the block's parameters";
+    }
+    return NULL;
+}
+
+static vp_t linear(vp_step *step, const vp_block_program *p, const vp_block_instr *in, const vp_t *val) {
+    const vp_block_param *w = &p->param[in->arg[1] - 1];
+    vp_t bias = in->arg[2] >= 0 ? val[in->arg[2]] : 0;
+    if (w->split == VP_BLOCK_SPLIT_ROWS)
+        return vp_project_column(step, val[in->arg[0]], val[in->arg[1]], bias, vp_split_tp(step, w->rows), in->label);
+    if (w->split == VP_BLOCK_SPLIT_COLUMNS)
+        return vp_project_row(step, val[in->arg[0]], val[in->arg[1]], bias, w->rows, in->label);
+    return vp_project(step, val[in->arg[0]], val[in->arg[1]], bias, w->rows, in->label);
+}
+
+static vp_t unary(vp_step *step, const vp_block_instr *in, vp_t x) {
+    vp_sim *sim = &step->sim;
+    const unary_rule *rule = &unary_rules[in->mode];
+    vp_t xa = rule->fp32 ? vp_autocast_fp32(step, x, in->label) : x;
+    vp_t y = vp_unary(sim, xa, rule->saves, rule->backward_temps, (vp_dtype)vp_at(sim, xa)->dtype, in->label);
+    if (rule->fp32) vp_drop(sim, xa);
+    return y;
+}
+
+static uint64_t larger(vp_sim *sim, vp_t a, vp_t b) {
+    uint64_t na = vp_at(sim, a)->numel, nb = vp_at(sim, b)->numel;
+    return na > nb ? na : nb;
+}
+
+static vp_t kernel(vp_step *step, const vp_block_program *p, const vp_block_instr *in, const vp_t *val) {
+    vp_sim *sim = &step->sim;
+    const vp_block_kernel *k = &p->kernel[in->mode];
+    vp_t inputs[VP_BLOCK_ARGS];
+    for (unsigned a = 0; a < k->n_inputs; a++) inputs[a] = val[in->arg[a]];
+    uint64_t width = local_dim(k->in_width, k->in_split, step->tp);
+    uint64_t rows = vp_at(sim, inputs[0])->numel / (width ? width : 1);
+    vp_kernel_call call = {
+        .in = inputs,
+        .n_in = k->n_inputs,
+        .out_numel = vp_numel(sim, rows, local_dim(k->out_width, k->out_split, step->tp)),
+        .out_dtype = k->out_dtype ? (vp_dtype)k->out_dtype : (vp_dtype)vp_at(sim, inputs[0])->dtype,
+        .saves = (k->saves & ((1u << VP_BLOCK_ARGS) - 1)) | (k->saves >> VP_BLOCK_ARGS & 1u) << VP_KERNEL_INPUTS,
+        .forward_workspace = vp_numel(sim, rows, k->forward_workspace),
+        .backward_workspace = vp_numel(sim, rows, k->backward_workspace),
+    };
+    for (unsigned j = 0; j < VP_BLOCK_KEEPS && j < VP_KERNEL_KEEPS; j++) {
+        call.keep_numel[j] = vp_numel(sim, rows, k->keep_width[j]);
+        call.keep_dtype[j] = (vp_dtype)k->keep_dtype[j];
+    }
+    return vp_kernel(sim, &call, in->label);
+}
+
+/* One instruction that defines a value: its new reference. */
+static vp_t run(vp_step *step, const vp_block_program *p, const vp_block_instr *in, const vp_t *val) {
+    vp_sim *sim = &step->sim;
+    vp_t a = in->arg[0] >= 0 ? val[in->arg[0]] : 0, b = in->arg[1] >= 0 ? val[in->arg[1]] : 0;
+    switch ((vp_block_prim)in->prim) {
+    case VP_BP_LINEAR: return linear(step, p, in, val);
+    case VP_BP_UNARY: return unary(step, in, a);
+    case VP_BP_MUL: return vp_mul(sim, a, b, larger(sim, a, b), in->label);
+    case VP_BP_ADD: return vp_add(sim, a, b, larger(sim, a, b), in->label);
+    case VP_BP_SCALE: return vp_scale(sim, a, in->label);
+    case VP_BP_SHIFT: return vp_shift(sim, a, (vp_dtype)vp_at(sim, a)->dtype, vp_at(sim, a)->numel, in->label);
+    case VP_BP_NEG: return vp_neg(sim, a, in->label);
+    case VP_BP_MEAN:
+    case VP_BP_SUM: {
+        uint64_t width = local_dim(in->width, in->width_split, step->tp);
+        uint64_t n = vp_at(sim, a)->numel / (width ? width : 1);
+        return in->prim == VP_BP_MEAN ? vp_reduce(sim, a, n, in->label) : vp_sum(sim, a, n, in->label);
+    }
+    case VP_BP_TO:
+        return vp_to(sim, a, in->mode == VP_BLOCK_LIKE ? (vp_dtype)vp_at(sim, b)->dtype : (vp_dtype)in->mode,
+                     in->label);
+    case VP_BP_DROPOUT: return vp_train_dropout(step, a, in->number, in->label);
+    case VP_BP_CAT: return vp_cat(sim, a, b, in->label);
+    case VP_BP_SWIGLU: return vp_glu(sim, a, in->label);
+    case VP_BP_KERNEL: return kernel(step, p, in, val);
+    case VP_BP_RMS_NORM: return vp_rms_norm(sim, a, b, vp_at(sim, a)->numel / vp_at(sim, b)->numel, in->label);
+    default: return 0; /* DROP and RETURN define nothing (vp_block_check) */
+    }
+}
+
+/* torch.split's views, in values out, out + 1, ... */
+static void split(vp_step *step, const vp_block_instr *in, vp_t *val) {
+    vp_sim *sim = &step->sim;
+    vp_t x = val[in->arg[0]];
+    uint64_t width = local_dim(in->width, in->width_split, step->tp);
+    uint64_t rows = vp_at(sim, x)->numel / (width ? width : 1);
+    uint64_t numels[VP_BLOCK_PARTS];
+    for (unsigned o = 0; o < in->mode; o++) numels[o] = vp_numel(sim, rows, local_dim(in->part[o], in->width_split, step->tp));
+    vp_split_sizes(sim, x, in->mode, numels, val + in->out, in->label);
+}
+
+static vp_t block_forward(vp_step *step, const vp_op *op, const vp_t *leaves, vp_t x) {
+    const vp_block_program *p = program_of(op);
+    vp_t val[VP_BLOCK_VALUES] = {0};
+    val[0] = x;
+    for (unsigned k = 0; k < p->n_params; k++) val[k + 1] = leaves[k];
+    vp_t result = 0;
+    /* the block's second forward is written for Megatron's modules */
+    bool megatron = p->megatron_start && !vp_framework_of(step->recipe)->hf_modeling;
+    unsigned first = megatron ? p->megatron_start : 0, end = p->megatron_start && !megatron ? p->megatron_start : p->n_code;
+    for (unsigned i = first; i < end; i++) {
+        const vp_block_instr *in = &p->code[i];
+        if (in->prim == VP_BP_DROP) {
+            vp_drop(&step->sim, val[in->arg[0]]);
+            val[in->arg[0]] = 0;
+        } else if (in->prim == VP_BP_RETURN) {
+            result = val[in->arg[0]];
+            /* the input or a parameter returned as it is: a new reference */
+            if ((unsigned)in->arg[0] <= p->n_params) vp_hold(&step->sim, result);
+            else val[in->arg[0]] = 0;
+        } else if (in->prim == VP_BP_SPLIT) {
+            split(step, in, val);
+        } else {
+            val[in->out] = run(step, p, in, val);
+        }
+    }
+    if (p->norm) vp_step_norm_returns(step);
+    return result;
+}
+
+static const char *block_title(const vp_op *op) { return program_of(op) ? program_of(op)->name : NULL; }
+
+const vp_op_kind vp_op_block = {
+    .name = "block",
+    .doc = "a block written in Lua with the tensor vocabulary (F.linear, F.silu, ...): block { name, params, "
+           "forward } in an architecture script (docs/writing-blocks.md)",
+    .check = block_check,
+    .check_tp = block_check_tp,
+    .leaves = block_leaves,
+    .forward = block_forward,
+    .title = block_title,
+    .cost = VP_COST_BLOCK,
+};

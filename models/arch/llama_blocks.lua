@@ -1,0 +1,142 @@
+-- LLaMA (HF's LlamaForCausalLM, transformers 4.4x-4.5x) with its MLP and
+-- its RMSNorms written as Lua blocks (vramplan.block) instead of the core's
+-- mlp and rmsnorm ops; the attention is still the core's. The same model
+-- as the llama family's plain configurations, step for step:
+-- tests/lua/block_spec.lua compares their timelines byte for byte, and
+-- bench/blocks.lua their speed.
+return architecture {
+  name = "llama_blocks",
+  doc = "LLaMA-style decoder whose MLP and RMSNorms are Lua blocks",
+  fields = {
+    { "hidden", "int", doc = "hidden_size" },
+    { "layers", "int", max = 100000, doc = "num_hidden_layers" },
+    { "heads", "int", doc = "num_attention_heads" },
+    { "kv_heads", "int", default = function(c) return c.heads end, doc = "num_key_value_heads" },
+    { "head_dim", "int", default = function(c) return c.heads and c.hidden and c.hidden // c.heads end,
+      doc = "head_dim (default hidden / heads)" },
+    { "intermediate", "int", doc = "intermediate_size of the SwiGLU MLP" },
+    { "vocab", "int", doc = "vocab_size" },
+    { "max_positions", "int", default = 4096, doc = "max_position_embeddings (no memory of its own)" },
+    { "rope_theta", "number", default = 10000.0, min = 1, doc = "rope_theta" },
+    { "norm_eps", "number", default = 1e-6, min = 0, doc = "rms_norm_eps" },
+    { "tie_embeddings", "bool", default = false, doc = "tie_word_embeddings" },
+    { "mlp_bias", "bool", default = false, doc = "biases on the MLP projections" },
+    { "fused_projections", "bool", default = false,
+      doc = "Phi-3 (Phi3ForCausalLM): one qkv_proj and one gate_up_proj, whose output is chunked in two views" },
+  },
+  build = function(c)
+    -- Megatron-LM's fused kernels, declared from their autograd Functions
+    local swiglu = F.kernel {
+      name = "swiglu",
+      source = "Megatron-LM megatron/core/fusions/fused_bias_swiglu.py: SwiGLUFunction.forward saves its input "
+        .. "(ctx.save_for_backward(input)) and returns silu(first half) * second half",
+      inputs = 1,
+      output = { width = function(x) return x.width // 2 end },
+      saves = { 1 },
+    }
+    local fused_rms_norm = F.kernel {
+      name = "rmsnorm",
+      source = "apex apex/normalization/fused_layer_norm.py: FusedRMSNormAffineFunction.forward "
+        .. "ctx.save_for_backward(input_, weight_, invvar), invvar one fp32 per row (Transformer Engine's RMSNorm "
+        .. "keeps the same: input, weight, rsigma)",
+      inputs = 2,
+      saves = { 1, 2 },
+      keeps = { { width = 1, dtype = "float32" } },
+    }
+    -- LlamaMLP.forward: self.down_proj(self.act_fn(self.gate_proj(x)) * self.up_proj(x)).
+    -- Declared in the order the core's mlp op makes its leaves (up, gate,
+    -- down), so that the two are the same model byte for byte.
+    -- Phi3MLP.forward:
+    --   up_states = self.gate_up_proj(hidden_states)
+    --   gate, up_states = up_states.chunk(2, dim=-1)
+    --   up_states = up_states * self.activation_fn(gate)
+    --   return self.down_proj(up_states)
+    -- the local `gate` (a view) keeps the whole projection until it returns
+    local function phi3_mlp()
+      return block {
+        name = "mlp",
+        width = c.hidden,
+        params = {
+          { "gate_up_proj", linear = { c.hidden, 2 * c.intermediate }, split = "column", bias = c.mlp_bias },
+          { "down_proj", linear = { c.intermediate, c.hidden }, split = "row", bias = c.mlp_bias },
+        },
+        forward = function(x, p)
+          local gate, up = F.chunk(p.gate_up_proj(x), 2, -1)
+          gate = F.keep(gate, "gate")
+          return p.down_proj(F.mul(up, F.silu(gate), { label = "gate_mul" }))
+        end,
+        megatron = function(x, p) return p.down_proj(swiglu(p.gate_up_proj(x, { label = "linear_fc1" }))) end,
+      }
+    end
+    local function mlp()
+      if c.fused_projections then return phi3_mlp() end
+      return block {
+        name = "mlp",
+        width = c.hidden,
+        params = {
+          { "up_proj", linear = { c.hidden, c.intermediate }, split = "column", bias = c.mlp_bias },
+          { "gate_proj", linear = { c.hidden, c.intermediate }, split = "column", bias = c.mlp_bias },
+          { "down_proj", linear = { c.intermediate, c.hidden }, split = "row", bias = c.mlp_bias },
+        },
+        forward = function(x, p)
+          return p.down_proj(F.mul(F.silu(p.gate_proj(x)), p.up_proj(x), { label = "gate_mul" }))
+        end,
+        -- Megatron-LM's MLP (megatron/core/transformer/mlp.py): one linear_fc1
+        -- GEMM makes gate and up side by side, the fused bias_swiglu keeps it
+        megatron = function(x, p)
+          local fc1 = { label = "linear_fc1" }
+          return p.down_proj(swiglu(F.cat({ p.gate_proj(x, fc1), p.up_proj(x, fc1) }, -1, fc1)))
+        end,
+      }
+    end
+    -- LlamaRMSNorm.forward:
+    --   input_dtype = hidden_states.dtype
+    --   hidden_states = hidden_states.to(torch.float32)
+    --   variance = hidden_states.pow(2).mean(-1, keepdim=True)
+    --   hidden_states = hidden_states * torch.rsqrt(variance + self.variance_epsilon)
+    --   return self.weight * hidden_states.to(input_dtype)
+    -- hidden_states and variance are locals until it returns.
+    local function rmsnorm()
+      return block {
+        name = "rmsnorm",
+        width = c.hidden,
+        norm = true,
+        params = { { "weight", size = c.hidden, module = "norm" } },
+        forward = function(x, p)
+          local h = F.keep(x:to("float32", { label = "upcast" }), "hidden_states")
+          local variance = F.keep(h:pow(2):mean(-1), "variance")
+          h = F.keep(F.mul(h, F.rsqrt(F.add(variance, c.norm_eps, { label = "add_eps" })), { label = "mul" }),
+            "hidden_states")
+          return F.mul(p.weight, h:to(x.dtype, { label = "downcast" }), { label = "weight" })
+        end,
+        -- Megatron-LM runs a fused kernel (Transformer Engine's RMSNorm, or apex's)
+        megatron = function(x, p) return fused_rms_norm(x, p.weight, { label = "" }) end,
+      }
+    end
+    return decoder {
+      norms_registered = "last",
+      embed = {
+        token_embedding { vocab = c.vocab, hidden = c.hidden, model_local = true },
+        rotary_embedding { head_dim = c.head_dim, theta = c.rope_theta },
+      },
+      layer = {
+        residual {
+          rmsnorm(),
+          attention {
+            hidden = c.hidden, heads = c.heads, kv_heads = c.kv_heads, head_dim = c.head_dim, rotary = true,
+            upcast_softmax = true, caches = true, keeps_weights = true,
+            mask = c.fused_projections and "additive-mistral" or "additive", fused_qkv = c.fused_projections,
+            rotary_cat = c.fused_projections, module_names = c.fused_projections and "phi3" or nil,
+          },
+        },
+        residual { rmsnorm(), mlp() },
+      },
+      layers = c.layers,
+      final = {
+        rmsnorm(),
+        lm_head { vocab = c.vocab, hidden = c.hidden, tied = c.tie_embeddings },
+        cross_entropy {},
+      },
+    }
+  end,
+}

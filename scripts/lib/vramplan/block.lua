@@ -1,0 +1,629 @@
+-- vramplan.block — new kinds of block written in an architecture script the
+-- way their PyTorch forward reads:
+--
+--   block { name = "mlp", width = c.hidden,
+--           params = { { "gate_proj", linear = { c.hidden, c.intermediate }, split = "column" }, ... },
+--           forward = function(x, p) return p.down_proj(F.silu(p.gate_proj(x)) * p.up_proj(x)) end }
+--
+-- The forward runs once, when the block is built, on symbolic tensors: each
+-- F call records one of the core's primitives (engine/ops/op_block.c runs
+-- them at every step, in C). A value's last reference goes after its last
+-- use, as a Python temporary's does; F.keep(t, "name") makes it a local of
+-- the forward instead, alive until the name is bound again or the forward
+-- returns (then in the order the names were first bound, as CPython clears
+-- a frame). docs/writing-blocks.md builds a block step by step.
+local vramplan = require("vramplan")
+
+local block = {}
+
+local SELF = debug.getinfo(1, "S").short_src
+
+local tracing -- the trace running now (one at a time: block() sets it around the forward)
+
+-- "file:line" of the script line that called into this file. A tail call
+-- (`return F.silu(x)`) leaves no frame of its caller to read the line
+-- from: then the forward's own first line, and its block's name. (This
+-- file makes no tail calls of its own: `return (f(x))`.)
+local function where()
+  local tail = false
+  for level = 2, 60 do
+    local info = debug.getinfo(level, "Slt")
+    if not info then break end
+    if info.short_src ~= SELF and info.what ~= "C" and (info.currentline or 0) > 0 then
+      if tail and tracing then return tracing.forward_at .. ": block " .. tracing.name .. "'s forward" end
+      return info.short_src .. ":" .. info.currentline
+    end
+    tail = info.istailcall
+  end
+  return "?"
+end
+
+local function fail(fmt, ...) error(where() .. ": " .. string.format(fmt, ...), 0) end
+
+local tensor_meta, module_meta, dtype_meta = {}, {}, {}
+
+local function is_tensor(v) return getmetatable(v) == tensor_meta end
+
+local function check_tensor(v, what)
+  if not is_tensor(v) then fail("%s: expected a tensor, got %s", what, type(v)) end
+  if v.trace ~= tracing then fail("%s: a tensor of another block's forward", what) end
+  return v
+end
+
+local function new_value(trace, width, split)
+  local id = trace.n_values
+  if id >= 512 then fail("block %s: more than 512 tensors in one forward", trace.name) end
+  trace.n_values = id + 1
+  local t = setmetatable({ id = id, width = width, split = split or false, trace = trace }, tensor_meta)
+  trace.values[id] = t
+  return t
+end
+
+-- Records one primitive; returns its output tensor (shaped as `like`).
+local function record(prim, args, fields, width, split, label)
+  local trace = tracing
+  if not trace then fail("%s: tensors exist only inside a block's forward", prim) end
+  -- the core's program holds 512 instructions, frees included (block.h)
+  trace.calls = (trace.calls or 0) + 1
+  if trace.calls > 250 then fail("block %s: more than 250 primitive calls in one forward", trace.name) end
+  local out = new_value(trace, width, split)
+  -- "" names the op by the block's name alone
+  local instr = { prim = prim, args = {}, out = out.id, label = trace.name .. (label ~= "" and "." .. label or ""),
+                  out_width = width, out_split = split or false }
+  for k, v in pairs(fields or {}) do instr[k] = v end
+  for i, a in ipairs(args) do instr.args[i] = a.id end
+  trace.entries[#trace.entries + 1] = { instr = instr }
+  return out
+end
+
+local function label_of(opts, default)
+  if opts == nil then return default end
+  if type(opts) ~= "table" or (opts.label ~= nil and type(opts.label) ~= "string") then
+    fail("options: expected { label = \"...\" }")
+  end
+  return opts.label or default
+end
+
+-- Broadcasting of two last dimensions: equal, or one of them 1.
+local function broadcast(a, b, what)
+  if a.width and b.width and a.width ~= b.width and a.width ~= 1 and b.width ~= 1 then
+    fail("%s: shapes do not match: last dimension %d against %d", what, a.width, b.width)
+  end
+  if a.width ~= 1 and b.width ~= 1 and a.split ~= b.split then
+    fail("%s: one operand is split over tensor-parallel ranks and the other is not", what)
+  end
+  if a.width == 1 then return b end
+  return a
+end
+
+local F = {}
+
+local function binary(prim, scalar_prim, label)
+  return function(a, b, opts)
+    if type(a) == "number" then a, b = b, a end
+    check_tensor(a, label)
+    if type(b) == "number" then return (record(scalar_prim, { a }, nil, a.width, a.split, label_of(opts, label))) end
+    check_tensor(b, label)
+    local shape = broadcast(a, b, label)
+    return (record(prim, { a, b }, nil, shape.width, shape.split, label_of(opts, label)))
+  end
+end
+
+F.mul = binary("mul", "scale", "mul")
+F.add = binary("add", "shift", "add")
+-- t - number passes the gradient through as t + number does; number - t
+-- and t - u give the subtrahend -grad, a tensor of its own: not yet
+local minus_number = binary("add", "shift", "sub")
+F.sub = function(a, b, opts)
+  if type(b) ~= "number" then fail("sub: only a tensor minus a number is in the vocabulary yet") end
+  return (minus_number(a, b, opts))
+end
+F.div = function(a, b, opts)
+  check_tensor(a, "div")
+  if type(b) ~= "number" then fail("div: a tensor over a tensor is not in the vocabulary yet; over a number it is") end
+  return (record("scale", { a }, nil, a.width, a.split, label_of(opts, "div")))
+end
+F.neg = function(a, opts)
+  check_tensor(a, "neg")
+  return (record("neg", { a }, nil, a.width, a.split, label_of(opts, "neg")))
+end
+
+-- Elementwise functions (op_block.c lists what autograd keeps of each).
+for _, fn in ipairs({ "silu", "gelu", "gelu_tanh", "relu", "sigmoid", "tanh", "exp", "rsqrt" }) do
+  F[fn] = function(a, opts)
+    check_tensor(a, fn)
+    return (record("unary", { a }, { fn = fn }, a.width, a.split, label_of(opts, fn)))
+  end
+end
+
+-- pow(x, n) for a number n: pow_backward keeps x and builds
+-- grad * (n * x.pow(n - 1)), as for n = 2.
+function F.pow(a, exponent, opts)
+  check_tensor(a, "pow")
+  if type(exponent) ~= "number" then fail("pow: the exponent must be a number (got %s)", type(exponent)) end
+  return (record("unary", { a }, { fn = "pow" }, a.width, a.split, label_of(opts, "pow")))
+end
+
+local function reduction(prim)
+  return function(a, dim, opts)
+    check_tensor(a, prim)
+    if dim ~= -1 then fail("%s: only over the last dimension (dim = -1, keepdim) yet", prim) end
+    if not a.width then fail("%s: the last dimension's size is unknown (give the block a width)", prim) end
+    return (record(prim, { a }, { width = a.width, width_split = a.split }, 1, false, label_of(opts, prim)))
+  end
+end
+F.mean = reduction("mean")
+F.sum = reduction("sum")
+
+local dtype_names = { float32 = "fp32", fp32 = "fp32", float = "fp32", bfloat16 = "bf16", bf16 = "bf16",
+                      float16 = "fp16", fp16 = "fp16", half = "fp16" }
+
+-- x.to(dtype): dtype a name ("float32", "bf16", ...) or another tensor's
+-- x.dtype (known only when the step runs).
+function F.to(a, dtype, opts)
+  check_tensor(a, "to")
+  if getmetatable(dtype) == dtype_meta then
+    check_tensor(dtype.of, "to")
+    return (record("to", { a, dtype.of }, nil, a.width, a.split, label_of(opts, "to")))
+  end
+  local name = dtype_names[dtype]
+  if not name then fail("to: unknown dtype %s (float32, bfloat16, float16 or a tensor's .dtype)", tostring(dtype)) end
+  return (record("to", { a }, { dtype = name }, a.width, a.split, label_of(opts, "to")))
+end
+function F.float(a, opts) return (F.to(a, "float32", opts)) end
+
+function F.dropout(a, p, opts)
+  check_tensor(a, "dropout")
+  if type(p) ~= "number" or p < 0 or p >= 1 then fail("dropout: p must be a number in [0, 1)") end
+  return (record("dropout", { a }, { number = p }, a.width, a.split, label_of(opts, "dropout")))
+end
+
+-- torch.split(t, sizes, dim=-1): views of the given widths.
+function F.split(t, sizes, dim, opts)
+  check_tensor(t, "split")
+  if dim ~= -1 then fail("split: only along the last dimension (dim = -1) yet") end
+  if not t.width then fail("split: the last dimension's size is unknown (give the block a width)") end
+  if type(sizes) ~= "table" or #sizes < 1 or #sizes > 8 then fail("split: sizes must list 1 to 8 widths") end
+  local total = 0
+  for _, w in ipairs(sizes) do
+    if math.type(w) ~= "integer" or w < 1 then fail("split: sizes must be whole numbers") end
+    total = total + w
+  end
+  if total ~= t.width then fail("split: the sizes add up to %d, the last dimension is %d", total, t.width) end
+  local trace = tracing
+  local outs, ids = {}, {}
+  for i, w in ipairs(sizes) do
+    outs[i] = new_value(trace, w, t.split)
+    ids[i] = outs[i].id
+  end
+  local label = label_of(opts, "split")
+  trace.entries[#trace.entries + 1] = { instr = { prim = "split", args = { t.id }, out = ids[1], outs = ids,
+    parts = sizes, width = t.width, width_split = t.split, label = trace.name .. (label ~= "" and "." .. label or "") } }
+  return table.unpack(outs)
+end
+
+-- t.chunk(n, dim=-1): n equal views.
+function F.chunk(t, n, dim, opts)
+  check_tensor(t, "chunk")
+  if math.type(n) ~= "integer" or n < 1 or n > 8 then fail("chunk: into 1 to 8 parts") end
+  if not t.width or t.width % n ~= 0 then fail("chunk: the last dimension (%s) must divide into %d", tostring(t.width), n) end
+  local sizes = {}
+  for i = 1, n do sizes[i] = t.width // n end
+  return F.split(t, sizes, dim, { label = label_of(opts, "chunk") })
+end
+
+-- torch.cat((a, b), dim=-1).
+function F.cat(parts, dim, opts)
+  if type(parts) ~= "table" or is_tensor(parts) or #parts ~= 2 then fail("cat: takes a list of two tensors: F.cat({ a, b }, -1)") end
+  local a, b = check_tensor(parts[1], "cat"), check_tensor(parts[2], "cat")
+  if dim ~= -1 then fail("cat: only along the last dimension (dim = -1) yet") end
+  if a.split ~= b.split then fail("cat: one part is split over tensor-parallel ranks and the other is not") end
+  local width = a.width and b.width and a.width + b.width or nil
+  return (record("cat", { a, b }, nil, width, a.split, label_of(opts, "cat")))
+end
+
+-- Kernels with their own saving rules (engine/core/prims.h cites each):
+-- Megatron's fused bias_swiglu (megatron/core/fusions/fused_bias_swiglu.py:
+-- silu of the first half times the second, keeping its input) and a fused
+-- RMSNorm (apex FusedRMSNorm, Transformer Engine's RMSNorm: keeps the input,
+-- the weight and one fp32 rstd per row).
+function F.swiglu(a, opts)
+  check_tensor(a, "swiglu")
+  if a.width and a.width % 2 ~= 0 then fail("swiglu: the last dimension (%d) must be even", a.width) end
+  return (record("swiglu", { a }, nil, a.width and a.width // 2, a.split, label_of(opts, "swiglu")))
+end
+
+function F.rms_norm(a, weight, opts)
+  check_tensor(a, "rms_norm")
+  check_tensor(weight, "rms_norm")
+  if a.width and weight.width and a.width ~= weight.width then
+    fail("rms_norm: the weight has %d elements, the rows %d", weight.width, a.width)
+  end
+  return (record("rms_norm", { a, weight }, nil, a.width, a.split, label_of(opts, "rms_norm")))
+end
+
+-- F.kernel { ... }: a fused kernel whose memory is not its PyTorch
+-- reference's, declared from its source (which `source` cites): inputs
+-- (1-4 tensors), the output's last dimension and dtype, what its autograd
+-- Function keeps (`saves`: input numbers and "output"), tensors it makes
+-- only to keep (`keeps`: per row of the first input, a width and dtype),
+-- and its workspaces in bytes per row. Widths are numbers or functions of
+-- the call's input tensors. Returns the kernel, called as a function.
+local kernel_meta = {}
+local kernel_fields = { name = true, source = true, inputs = true, output = true, saves = true, keeps = true,
+                        workspace = true }
+
+local function width_of(spec, args, what)
+  local w = spec
+  if type(spec) == "function" then w = spec(table.unpack(args)) end
+  if math.type(w) ~= "integer" or w < 1 then fail("%s: a width must be a whole number (got %s)", what, tostring(w)) end
+  return w
+end
+
+function F.kernel(decl)
+  if type(decl) ~= "table" then fail("kernel: takes a declaration table") end
+  for k in pairs(decl) do
+    if not kernel_fields[k] then fail("kernel: unknown field '%s'", tostring(k)) end
+  end
+  if type(decl.name) ~= "string" then fail("kernel: needs a name") end
+  if type(decl.source) ~= "string" or #decl.source < 10 then
+    fail("kernel %s: needs the source its saving rules come from (source = \"repository file: the lines\")", decl.name)
+  end
+  if math.type(decl.inputs) ~= "integer" or decl.inputs < 1 or decl.inputs > 4 then
+    fail("kernel %s: inputs must be 1 to 4", decl.name)
+  end
+  local saves = 0
+  for _, s in ipairs(decl.saves or {}) do
+    if s == "output" then
+      saves = saves | (1 << 4)
+    elseif math.type(s) == "integer" and s >= 1 and s <= decl.inputs then
+      saves = saves | (1 << (s - 1))
+    else
+      fail("kernel %s: saves lists input numbers (1 to %d) and \"output\"", decl.name, decl.inputs)
+    end
+  end
+  if decl.keeps ~= nil and (type(decl.keeps) ~= "table" or #decl.keeps > 2) then
+    fail("kernel %s: keeps lists at most two { width = ..., dtype = ... }", decl.name)
+  end
+  for _, k in ipairs(decl.keeps or {}) do
+    if not dtype_names[k.dtype] then fail("kernel %s: a kept tensor's dtype must be named (float32, ...)", decl.name) end
+  end
+  if decl.output ~= nil and type(decl.output) ~= "table" then fail("kernel %s: output = { width = ..., dtype = ... }", decl.name) end
+  if decl.output and decl.output.dtype and not dtype_names[decl.output.dtype] then
+    fail("kernel %s: unknown output dtype %s", decl.name, tostring(decl.output.dtype))
+  end
+  local w = decl.workspace or {}
+  for _, phase in ipairs({ "forward", "backward" }) do
+    if w[phase] ~= nil and (math.type(w[phase]) ~= "integer" and type(w[phase]) ~= "function") then
+      fail("kernel %s: workspace.%s must be bytes per row", decl.name, phase)
+    end
+  end
+  local k = {}
+  for key, v in pairs(decl) do k[key] = v end
+  k.saves_mask = saves
+  return setmetatable(k, kernel_meta)
+end
+
+kernel_meta.__call = function(k, ...)
+  local args = table.pack(...)
+  local opts
+  if args.n == k.inputs + 1 then opts, args.n = args[args.n], k.inputs end
+  if args.n ~= k.inputs then fail("kernel %s: takes %d inputs, got %d", k.name, k.inputs, args.n) end
+  for i = 1, k.inputs do check_tensor(args[i], "kernel " .. k.name) end
+  local first = args[1]
+  if not first.width then fail("kernel %s: its first input's last dimension is unknown", k.name) end
+  local out = k.output or {}
+  local entry = { inputs = k.inputs, saves = k.saves_mask, in_width = first.width, in_split = first.split,
+                  out_dtype = out.dtype and dtype_names[out.dtype] or nil,
+                  out_width = out.width and width_of(out.width, args, "kernel " .. k.name .. " output") or first.width,
+                  out_split = first.split }
+  for j, keep in ipairs(k.keeps or {}) do
+    entry["keep" .. j .. "_width"] = width_of(keep.width, args, "kernel " .. k.name .. " keeps")
+    entry["keep" .. j .. "_dtype"] = dtype_names[keep.dtype]
+  end
+  local w = k.workspace or {}
+  if w.forward then entry.forward_workspace = width_of(w.forward, args, "kernel " .. k.name .. " workspace") end
+  if w.backward then entry.backward_workspace = width_of(w.backward, args, "kernel " .. k.name .. " workspace") end
+  local kernels = tracing.kernels
+  if #kernels >= 8 then fail("kernel %s: a block calls at most 8 kernels", k.name) end
+  kernels[#kernels + 1] = entry
+  local inputs = {}
+  for i = 1, k.inputs do inputs[i] = args[i] end
+  return (record("kernel", inputs, { kernel = #kernels - 1 }, entry.out_width, entry.out_split,
+    label_of(opts, k.name)))
+end
+
+-- F.linear(x, p.name): the declared linear layer (weight and bias).
+function F.linear(x, m, opts)
+  check_tensor(x, "linear")
+  if getmetatable(m) ~= module_meta then fail("linear: the second argument must be a declared linear layer (p.name)") end
+  if x.width and x.width ~= m.in_features then
+    fail("linear %s: takes %d input features, got a tensor whose last dimension is %d", m.name, m.in_features, x.width)
+  end
+  if m.split == "row" and not x.split then
+    fail("linear %s: a row-parallel layer takes a column-parallel layer's output (split over tensor-parallel ranks)",
+      m.name)
+  end
+  if m.split ~= "row" and x.split then
+    fail("linear %s: its input is split over tensor-parallel ranks: declare it split = \"row\"", m.name)
+  end
+  local args = { x, m.weight }
+  if m.bias then args[3] = m.bias end
+  return (record("linear", args, nil, m.out_features, m.split == "column", label_of(opts, m.name)))
+end
+module_meta.__call = function(m, x, opts) return (F.linear(x, m, opts)) end
+module_meta.__index = function(m, k) fail("linear %s has no field '%s'", rawget(m, "name"), tostring(k)) end
+
+-- Binds t to local `name` of the innermost frame; a value bound before
+-- loses a name (and goes when it has none left and no use to come).
+local function bind(frame, t, name)
+  local trace = tracing
+  local old = frame.bound[name]
+  if old == t then return end
+  frame.bound[name] = t
+  if not frame.slot[name] then
+    frame.slots[#frame.slots + 1] = name
+    frame.slot[name] = #frame.slots
+  end
+  trace.names[t.id] = (trace.names[t.id] or 0) + 1
+  if old then
+    trace.names[old.id] = trace.names[old.id] - 1
+    if trace.names[old.id] == 0 then trace.entries[#trace.entries + 1] = { release = old.id } end
+  end
+end
+
+-- F.keep(t, "name"): t bound to the running forward's local `name`.
+function F.keep(t, name)
+  check_tensor(t, "keep")
+  if type(name) ~= "string" then fail("keep: needs the local's name: F.keep(t, \"hidden_states\")") end
+  bind(tracing.frames[#tracing.frames], t, name)
+  return t
+end
+
+-- F.call(fn, a, b, ...): fn(a, b, ...) as a submodule's forward, a frame
+-- of its own: its arguments, and what it binds with F.keep, are its
+-- locals until it returns (NewGELUActivation.forward's `input`).
+function F.call(fn, ...)
+  if type(fn) ~= "function" then fail("call: the first argument must be the function to call") end
+  local trace = tracing
+  if not trace then fail("call: only inside a block's forward") end
+  local frame = { bound = {}, slots = {}, slot = {} }
+  local args = table.pack(...)
+  for i = 1, args.n do
+    if is_tensor(args[i]) then bind(frame, check_tensor(args[i], "call"), "argument " .. i) end
+  end
+  trace.frames[#trace.frames + 1] = frame
+  local out = fn(...)
+  trace.frames[#trace.frames] = nil
+  for _, name in ipairs(frame.slots) do
+    local t = frame.bound[name]
+    trace.names[t.id] = trace.names[t.id] - 1
+    if trace.names[t.id] == 0 then trace.entries[#trace.entries + 1] = { release = t.id } end
+  end
+  return out
+end
+
+setmetatable(F, {
+  __index = function(_, k) fail("F.%s: unknown primitive", tostring(k)) end,
+  __newindex = function(_, k) fail("F.%s: the vocabulary is read-only", tostring(k)) end,
+})
+
+-- Tensor methods and operators, as PyTorch's Tensor has them.
+local methods = {
+  float = F.float, to = F.to, pow = F.pow, split = F.split, chunk = F.chunk, mean = F.mean, sum = F.sum, sigmoid = F.sigmoid, tanh = F.tanh,
+  exp = F.exp, rsqrt = F.rsqrt, relu = F.relu,
+}
+local own_fields = { id = true, width = true, split = true, trace = true }
+tensor_meta.__index = function(t, k)
+  if own_fields[k] then return nil end -- an unknown width
+  if k == "dtype" then return setmetatable({ of = t }, dtype_meta) end
+  if k == "shape" then return { rawget(t, "width") } end
+  local m = methods[k]
+  if m then return m end
+  fail("tensor: unknown method or field '%s'", tostring(k))
+end
+tensor_meta.__mul = function(a, b) return (F.mul(a, b)) end
+tensor_meta.__add = function(a, b) return (F.add(a, b)) end
+tensor_meta.__sub = function(a, b) return (F.sub(a, b)) end
+tensor_meta.__div = function(a, b) return (F.div(a, b)) end
+tensor_meta.__unm = function(a) return (F.neg(a)) end
+tensor_meta.__tostring = function(t) return string.format("tensor(%d, last dimension %s)", t.id, tostring(t.width)) end
+
+block.F = F
+
+-- ---- declarations ----
+
+local splits = { column = "rows", row = "columns" }
+
+-- The block's parameters as the core's leaves, and p: name -> a linear
+-- layer (callable) or a tensor.
+local function declare(def, trace, at)
+  local leaves, p = {}, {}
+  local function leaf(spec)
+    leaves[#leaves + 1] = spec
+    return #leaves -- its value id
+  end
+  for i, d in ipairs(def.params or {}) do
+    local name = type(d) == "table" and d[1]
+    if type(name) ~= "string" then error(string.format("%s: block %s: params[%d] needs a name first", at, def.name, i), 0) end
+    if p[name] then error(string.format("%s: block %s: parameter '%s' declared twice", at, def.name, name), 0) end
+    for k in pairs(d) do
+      if k ~= 1 and k ~= "linear" and k ~= "size" and k ~= "split" and k ~= "bias" and k ~= "module" and k ~= "frozen"
+          and k ~= "buffer" and k ~= "keep_fp32" and k ~= "conv1d" then
+        error(string.format("%s: block %s: parameter '%s': unknown field '%s'", at, def.name, name, tostring(k)), 0)
+      end
+    end
+    local common = { module = d.module or name, frozen = d.frozen, buffer = d.buffer, keep_fp32 = d.keep_fp32 }
+    local function with(t)
+      for k, v in pairs(common) do t[k] = v end
+      return t
+    end
+    if d.split ~= nil and not splits[d.split] then
+      error(string.format("%s: block %s: parameter '%s': split must be column or row", at, def.name, name), 0)
+    end
+    local label = def.name .. "." .. name
+    if d.linear then
+      local dims = d.linear
+      if type(dims) ~= "table" or math.type(dims[1]) ~= "integer" or math.type(dims[2]) ~= "integer"
+          or dims[1] < 1 or dims[2] < 1 then
+        error(string.format("%s: block %s: parameter '%s': linear = { in_features, out_features }", at, def.name, name),
+          0)
+      end
+      local m = { name = name, in_features = dims[1], out_features = dims[2], split = d.split or "none", bias = false }
+      local w = leaf(with({ label = label .. ".weight", rows = dims[2], columns = dims[1], linear = true,
+                            split = splits[d.split] or "whole", conv1d = d.conv1d }))
+      m.weight = new_value(trace, nil)
+      assert(m.weight.id == w)
+      if d.bias then
+        local b = leaf(with({ label = label .. ".bias", rows = 1, columns = dims[2],
+                              split = d.split == "column" and "columns" or "whole" }))
+        m.bias = new_value(trace, dims[2], d.split == "column")
+        assert(m.bias.id == b)
+      end
+      p[name] = setmetatable(m, module_meta)
+    elseif math.type(d.size) == "integer" and d.size >= 1 then
+      local v = leaf(with({ label = label, rows = 1, columns = d.size, split = d.split == "column" and "columns" or "whole" }))
+      p[name] = new_value(trace, d.size, d.split == "column")
+      assert(p[name].id == v)
+    else
+      error(string.format("%s: block %s: parameter '%s' needs linear = { in, out } or size = n", at, def.name, name), 0)
+    end
+  end
+  local names = {}
+  for k in pairs(p) do names[#names + 1] = k end
+  table.sort(names)
+  local params = setmetatable({}, {
+    __index = function(_, k)
+      local v = p[k]
+      if v == nil then
+        fail("block %s: parameter '%s' is used but not declared (declared: %s)", def.name, tostring(k),
+          #names > 0 and table.concat(names, ", ") or "none")
+      end
+      return v
+    end,
+    __newindex = function(_, k) fail("block %s: parameters are declared in params, not assigned ('%s')", def.name, k) end,
+  })
+  return leaves, params
+end
+
+-- ---- from the trace to the program ----
+
+-- The frees: a value goes after its last use, or when its last local name
+-- is bound to another value or the forward returns, whichever is later.
+local function program(trace, returned)
+  local n_params = trace.n_params
+  local last_use, released = {}, {}
+  for i, e in ipairs(trace.entries) do
+    if e.instr then
+      for _, a in ipairs(e.instr.args) do last_use[a] = i end
+      for _, o in ipairs(e.instr.outs or { e.instr.out }) do last_use[o] = last_use[o] or i end
+    elseif e.release then
+      released[e.release] = i
+    end
+  end
+  local n = #trace.entries
+  local drop_at = {}
+  for id = n_params + 1, trace.n_values - 1 do
+    if id ~= returned.id and last_use[id] then
+      local named = trace.names[id] and trace.names[id] > 0
+      local release = named and n + 1 or released[id]
+      drop_at[id] = math.max(last_use[id], release or 0)
+    end
+  end
+  local code = {}
+  local function drop(id, at)
+    if drop_at[id] == at then
+      code[#code + 1] = { prim = "drop", args = { id } }
+      drop_at[id] = nil
+    end
+  end
+  for i, e in ipairs(trace.entries) do
+    if e.instr then
+      code[#code + 1] = e.instr
+      for _, a in ipairs(e.instr.args) do drop(a, i) end
+      for _, o in ipairs(e.instr.outs or { e.instr.out }) do drop(o, i) end
+    else
+      drop(e.release, i)
+    end
+  end
+  code[#code + 1] = { prim = "return", args = { returned.id } }
+  -- the frame's locals, in the order of their names
+  local top = trace.frames[1]
+  for _, name in ipairs(top.slots) do
+    local t = top.bound[name]
+    if t then drop(t.id, n + 1) end
+  end
+  return code
+end
+
+local function check_def(def, at)
+  if type(def) ~= "table" then error(at .. ": block takes a table: block { name = ..., params = ..., forward = ... }", 0) end
+  for k in pairs(def) do
+    if k ~= "name" and k ~= "params" and k ~= "forward" and k ~= "width" and k ~= "norm" and k ~= "locals"
+        and k ~= "megatron" then
+      error(string.format("%s: block: unknown field '%s' (name, width, params, forward, megatron, norm, locals)", at,
+        tostring(k)), 0)
+    end
+  end
+  if type(def.name) ~= "string" or not def.name:match("^[%w_.]+$") then
+    error(at .. ": block: 'name' must be the module's name (letters, digits, _ and .)", 0)
+  end
+  if type(def.forward) ~= "function" then error(string.format("%s: block %s: 'forward' must be a function", at, def.name), 0) end
+  if def.megatron ~= nil and type(def.megatron) ~= "function" then
+    error(string.format("%s: block %s: 'megatron' must be a function (the forward Megatron-LM's module runs)", at,
+      def.name), 0)
+  end
+  if def.params ~= nil and type(def.params) ~= "table" then
+    error(string.format("%s: block %s: 'params' must be a list of declarations", at, def.name), 0)
+  end
+  if def.width ~= nil and (math.type(def.width) ~= "integer" or def.width < 1) then
+    error(string.format("%s: block %s: 'width' must be the input's last dimension", at, def.name), 0)
+  end
+end
+
+-- One forward traced: its code and how many values it numbered.
+local function trace_forward(def, at, forward, kernels)
+  local defined = debug.getinfo(forward, "S")
+  local top = { bound = {}, slots = {}, slot = {} }
+  local trace = { name = def.name, n_values = 0, values = {}, entries = {}, frames = { top }, names = {}, kernels = kernels,
+                  forward_at = defined.short_src .. ":" .. defined.linedefined }
+  for i, name in ipairs(def.locals or {}) do
+    top.slots[i] = name
+    top.slot[name] = i
+  end
+  local x = new_value(trace, def.width, false)
+  local leaves, p = declare(def, trace, at)
+  trace.n_params = #leaves
+  if tracing then error(at .. ": block: a block cannot be built inside another block's forward", 0) end
+  tracing = trace
+  local ok, out = pcall(forward, x, p)
+  tracing = nil
+  if not ok then error(out, 0) end
+  if not is_tensor(out) or out.trace ~= trace then
+    error(string.format("%s: block %s: forward must return a tensor it computed", at, def.name), 0)
+  end
+  local code = program(trace, out)
+  return code, trace.n_values, leaves
+end
+
+-- block(where, def) -> the core's op (vramplan.block_op), each forward
+-- traced once: `forward`, and `megatron` where Megatron-LM's module runs
+-- other code (its fused kernels).
+function block.new(at, def)
+  check_def(def, at)
+  local kernels = {}
+  local code, values, leaves = trace_forward(def, at, def.forward, kernels)
+  local megatron_start = 0
+  if def.megatron then
+    local alt, alt_values = trace_forward(def, at, def.megatron, kernels)
+    megatron_start = #code
+    table.move(alt, 1, #alt, #code + 1, code)
+    values = math.max(values, alt_values)
+  end
+  local made, op = pcall(vramplan.block_op, { name = def.name, params = leaves, code = code, values = values, norm = def.norm,
+                                              megatron_start = megatron_start, kernels = kernels })
+  if not made then error(string.format("%s: block %s: %s", at, def.name, tostring(op)), 0) end
+  return op
+end
+
+return block

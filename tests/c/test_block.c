@@ -1,0 +1,106 @@
+/* test_block.c — a Lua block's program is checked before the core runs it:
+ * whatever a script traced, the interpreter never reads a value that is not
+ * there, frees one twice, computes after the return or leaves one alive. */
+#include <string.h>
+
+#include "block.h"
+#include "check.h"
+
+/* x (value 0), one linear weight (value 1); y = linear(x, w) is value 2 */
+static void reset(vp_block_program *p) {
+    memset(p, 0, sizeof *p);
+    p->n_params = 1;
+    p->param[0].linear = true;
+    p->param[0].rows = p->param[0].columns = 4;
+    p->n_values = 3;
+}
+
+static vp_block_instr *emit(vp_block_program *p, vp_block_prim prim, int a, int b, int c, unsigned out) {
+    vp_block_instr *in = &p->code[p->n_code++];
+    in->prim = (uint8_t)prim;
+    in->arg[0] = (int16_t)a;
+    in->arg[1] = (int16_t)b;
+    in->arg[2] = (int16_t)c;
+    in->arg[3] = -1;
+    in->out = (uint16_t)out;
+    return in;
+}
+
+static bool says(const vp_block_program *p, const char *what) {
+    char message[128];
+    const char *problem = vp_block_check(p, message, sizeof message);
+    return what ? problem && strstr(problem, what) : problem == NULL;
+}
+
+int main(void) {
+    static vp_block_program storage; /* large: not on the stack */
+    vp_block_program *p = &storage;
+    reset(p);
+    emit(p, VP_BP_LINEAR, 0, 1, -1, 2);
+    emit(p, VP_BP_RETURN, 2, -1, -1, 0);
+    CHECK(says(p, NULL));
+
+    reset(p); /* a value read before it is defined */
+    emit(p, VP_BP_UNARY, 2, -1, -1, 2);
+    CHECK(says(p, "not alive"));
+
+    reset(p); /* freed twice */
+    emit(p, VP_BP_LINEAR, 0, 1, -1, 2);
+    emit(p, VP_BP_DROP, 2, -1, -1, 0);
+    emit(p, VP_BP_DROP, 2, -1, -1, 0);
+    CHECK(says(p, "not alive"));
+
+    reset(p); /* the input is the caller's */
+    emit(p, VP_BP_DROP, 0, -1, -1, 0);
+    CHECK(says(p, "drops the input"));
+
+    reset(p); /* a value left alive */
+    p->n_values = 4;
+    emit(p, VP_BP_LINEAR, 0, 1, -1, 2);
+    emit(p, VP_BP_LINEAR, 0, 1, -1, 3);
+    emit(p, VP_BP_RETURN, 2, -1, -1, 0);
+    CHECK(says(p, "never freed"));
+
+    reset(p); /* work after the return */
+    p->n_values = 4;
+    emit(p, VP_BP_LINEAR, 0, 1, -1, 2);
+    emit(p, VP_BP_RETURN, 2, -1, -1, 0);
+    emit(p, VP_BP_UNARY, 0, -1, -1, 3);
+    CHECK(says(p, "after the return"));
+
+    reset(p); /* a linear whose weight is the input */
+    emit(p, VP_BP_LINEAR, 0, 0, -1, 2);
+    CHECK(says(p, "linear weight"));
+
+    reset(p); /* no return */
+    emit(p, VP_BP_LINEAR, 0, 1, -1, 2);
+    emit(p, VP_BP_DROP, 2, -1, -1, 0);
+    CHECK(says(p, "returns nothing"));
+
+    reset(p); /* an unknown primitive, an unknown function */
+    emit(p, VP_BP_COUNT, 0, -1, -1, 2);
+    CHECK(says(p, "unknown primitive"));
+    reset(p);
+    emit(p, VP_BP_UNARY, 0, -1, -1, 2)->mode = VP_BU_COUNT;
+    CHECK(says(p, "unknown function"));
+
+    reset(p); /* a split defines its parts; a kernel not declared */
+    p->n_values = 5;
+    vp_block_instr *s = emit(p, VP_BP_SPLIT, 0, -1, -1, 2);
+    s->mode = 2;
+    s->width = 4;
+    emit(p, VP_BP_DROP, 2, -1, -1, 0);
+    emit(p, VP_BP_KERNEL, 3, -1, -1, 4);
+    CHECK(says(p, "undeclared kernel"));
+
+    reset(p); /* each of two forwards is checked: Megatron's leaks */
+    p->n_values = 4;
+    emit(p, VP_BP_LINEAR, 0, 1, -1, 2);
+    emit(p, VP_BP_RETURN, 2, -1, -1, 0);
+    p->megatron_start = p->n_code;
+    emit(p, VP_BP_LINEAR, 0, 1, -1, 2);
+    emit(p, VP_BP_LINEAR, 0, 1, -1, 3);
+    emit(p, VP_BP_RETURN, 3, -1, -1, 0);
+    CHECK(says(p, "instruction 5: a value is never freed"));
+    return check_summary("test_block");
+}

@@ -1,0 +1,189 @@
+-- Blocks written in Lua (vramplan.block): LLaMA with its MLP and RMSNorms
+-- as Lua blocks (models/arch/llama_blocks.lua), and GPT-2 with its MLP
+-- (gpt2_blocks.lua), are the llama and gpt2 families' models byte for
+-- byte: every event of every rank's timeline, under the recipes that change
+-- what a block's primitives do. And bad blocks fail at their script's line.
+local helper = require("tests.lua.helper")
+local json = require("dkjson")
+
+local function pair(family, config)
+  return helper.write("return " .. family .. '_blocks { name = "tiny", ' .. config .. " }\n"),
+    helper.write("return " .. family .. ' { name = "tiny", ' .. config .. " }\n")
+end
+
+local function estimate(model, sets)
+  local args = { "--json", "--timeline", model }
+  for _, s in ipairs(sets) do
+    args[#args + 1] = "--set"
+    args[#args + 1] = s
+  end
+  local out, err, code = helper.run("estimate", table.unpack(args))
+  assert(code == 0, err)
+  local o = json.decode(out)
+  o.time = nil -- the step-time model prices the core's op kinds only
+  o.model.arch, o.model.source = nil, nil
+  return o
+end
+
+local recipes = {
+  {},
+  { "precision=amp-bf16" },
+  { "checkpointing=full", "precision=amp-bf16" },
+  { "finetune=lora", "lora_targets=all-linear", "checkpointing=full", "precision=amp-bf16" },
+  { "finetune=qlora", "lora_targets=all-linear", "precision=amp-bf16" },
+  { "framework=deepspeed", "zero=3", "dp=4", "precision=mixed-bf16" },
+  { "framework=megatron", "tp=2", "sequence_parallel=true", "precision=mixed-bf16" },
+  { "framework=megatron", "precision=fp8" },
+  { "attention=eager", "precision=amp-fp16", "finetune=freeze" },
+}
+
+local function same_timelines(lua_blocks, built_in, sets)
+  return function()
+    local a, b = estimate(lua_blocks, sets), estimate(built_in, sets)
+    assert.are.equal(#b.timeline, #a.timeline)
+    for i = 1, #b.timeline do assert.are.same(b.timeline[i], a.timeline[i], "event " .. i) end
+    assert.are.same(b, a)
+  end
+end
+
+local function named(sets) return #sets > 0 and table.concat(sets, " ") or "defaults" end
+
+describe("a LLaMA whose MLP and RMSNorms are Lua blocks", function()
+  local lua_blocks, built_in = pair("llama", "hidden = 64, layers = 2, heads = 4, kv_heads = 2, intermediate = 96, "
+    .. "vocab = 100")
+  for _, sets in ipairs(recipes) do
+    it("has the built-in LLaMA's timeline byte for byte: " .. named(sets), same_timelines(lua_blocks, built_in, sets))
+  end
+end)
+
+describe("a Phi-3 whose MLP (one gate_up_proj chunked in two views) is a Lua block", function()
+  local lua_blocks, built_in = pair("llama", "hidden = 64, layers = 2, heads = 4, intermediate = 96, vocab = 100, "
+    .. "fused_projections = true")
+  -- the local `gate` keeps the projection's storage until Phi3MLP returns:
+  -- without F.keep the timelines part under checkpointing, freeze, offload
+  local more = { { "finetune=freeze" }, { "offload_activations=true", "finetune=lora", "lora_targets=all-linear" } }
+  for _, sets in ipairs({ recipes[1], recipes[3], recipes[4], recipes[6], recipes[7], more[1], more[2] }) do
+    it("has the built-in Phi-3's timeline byte for byte: " .. named(sets), same_timelines(lua_blocks, built_in, sets))
+  end
+end)
+
+describe("a GPT-2 whose MLP is a Lua block", function()
+  local lua_blocks, built_in = pair("gpt2", "hidden = 64, layers = 2, heads = 4, vocab = 100, max_positions = 256")
+  for i, sets in ipairs(recipes) do
+    if i ~= 5 and i ~= 8 then -- QLoRA and FP8 as LLaMA's; the rest
+      it("has the built-in GPT-2's timeline byte for byte: " .. named(sets), same_timelines(lua_blocks, built_in, sets))
+    end
+  end
+end)
+
+-- A family beside its model script whose block's forward is `body` (on
+-- line 8 of arch/badfam.lua). Returns vramplan's error.
+local function bad_block(body, params)
+  local dir = os.tmpname()
+  os.remove(dir)
+  assert(os.execute("mkdir -p " .. dir .. "/arch"))
+  local f = assert(io.open(dir .. "/arch/badfam.lua", "w"))
+  f:write(string.format([[
+return architecture {
+  name = "badfam",
+  fields = { { "hidden", "int" } },
+  build = function(c)
+    local b = block { name = "mlp", width = c.hidden,
+      params = { %s },
+      forward = function(x, p)
+        %s
+      end }
+    return decoder { embed = { token_embedding { vocab = 10, hidden = c.hidden } }, layer = { residual { b } },
+      layers = 1, final = { lm_head { vocab = 10, hidden = c.hidden }, cross_entropy {} } }
+  end,
+}
+]], params or '{ "up", linear = { c.hidden, 32 } }', body))
+  f:close()
+  f = assert(io.open(dir .. "/bad.lua", "w"))
+  f:write("return badfam { hidden = 64 }\n")
+  f:close()
+  local err = helper.fails(dir .. "/bad.lua")
+  os.execute("rm -rf " .. dir)
+  return err
+end
+
+describe("a bad block", function()
+  local function check(body, message, params)
+    local err = bad_block(body, params)
+    assert.truthy(err:find("arch/badfam.lua:8: ", 1, true), err)
+    assert.truthy(err:find(message, 1, true), err)
+  end
+
+  it("names a shape that does not match", function()
+    check("local y = p.up(p.up(x)) return y",
+      "linear up: takes 64 input features, got a tensor whose last dimension is 32")
+  end)
+  it("names the forward when a tail call hides the line", function()
+    local err = bad_block("return p.up(p.up(x))")
+    assert.truthy(err:find("arch/badfam.lua:7: block mlp's forward: linear up: takes 64 input features", 1, true), err)
+  end)
+  it("names a broadcast that does not match", function()
+    check("return x * p.up(x)", "mul: shapes do not match: last dimension 64 against 32")
+  end)
+  it("refuses what it would get wrong: a tensor minus a tensor", function()
+    check("local y = x - x return y", "sub: only a tensor minus a number is in the vocabulary yet")
+  end)
+  it("names an unknown primitive", function()
+    check("local y = F.softmaxx(x) return y", "F.softmaxx: unknown primitive")
+  end)
+  it("names an unknown tensor method", function()
+    check("return x:softmaxx()", "tensor: unknown method or field 'softmaxx'")
+  end)
+  it("names a parameter used but not declared", function()
+    check("local y = p.down(x) return y", "block mlp: parameter 'down' is used but not declared (declared: up)")
+  end)
+  it("stops an endless loop", function()
+    check("while true do end", "instruction budget")
+  end)
+  it("names a forward too long for the core's program", function()
+    check("for _ = 1, 300 do x = F.silu(x) end return x", "block mlp: more than 250 primitive calls in one forward")
+  end)
+  it("keeps the sandbox shut", function()
+    check('local f = io.open("/etc/passwd") return f', "global 'io'")
+    check('local m = getmetatable(x) return m', "global 'getmetatable'")
+  end)
+  it("declares a kernel with the source of its saving rules", function()
+    check('local k = F.kernel { name = "scan", inputs = 1 } local y = k(x) return y',
+      "kernel scan: needs the source its saving rules come from")
+    check('local k = F.kernel { name = "scan", inputs = 2, source = "mamba_ssm selective_scan_interface.py" } '
+      .. "local y = k(x) return y", "kernel scan: takes 2 inputs, got 1")
+  end)
+  it("must return a tensor it computed", function()
+    local err = bad_block("return 1")
+    assert.truthy(err:find("arch/badfam.lua:5: block mlp: forward must return a tensor it computed", 1, true), err)
+  end)
+  it("names a declaration it cannot read", function()
+    local err = bad_block("return x", '{ "up", linear = 64 }')
+    assert.truthy(err:find("arch/badfam.lua:5: block mlp: parameter 'up': linear = { in_features, out_features }", 1,
+      true), err)
+  end)
+end)
+
+describe("the step-time model", function()
+  it("prices a Lua block's projections as the built-in ops' (FLOPs equal, step time within 10 %)", function()
+    local lua_blocks, built_in = pair("llama", "hidden = 4096, layers = 32, heads = 32, intermediate = 11008, "
+      .. "vocab = 32000, norm_eps = 1e-5")
+    for _, sets in ipairs({ {}, { "--set", "framework=megatron", "--set", "tp=2", "--set", "precision=mixed-bf16" } }) do
+      local a = helper.estimate(lua_blocks, "--gpu", "h100-80gb", "--gpus", "2", table.unpack(sets)).time
+      local b = helper.estimate(built_in, "--gpu", "h100-80gb", "--gpus", "2", table.unpack(sets)).time
+      assert.are.equal(b.model_flops_per_step, a.model_flops_per_step)
+      assert.is_true(math.abs(a.step_s / b.step_s - 1) < 0.10, a.step_s .. " against " .. b.step_s)
+    end
+  end)
+end)
+
+describe("show", function()
+  it("names each block by its module", function()
+    local lua_blocks = pair("llama", "hidden = 64, layers = 2, heads = 4, intermediate = 96, vocab = 100")
+    local out, err, code = helper.run("show", lua_blocks)
+    assert.are.equal(0, code, err)
+    -- 3 x 64 x 96 = 18,432
+    assert.truthy(out:find("block mlp%s+18,432%s+mlp.up_proj.weight 6,144"), out)
+    assert.truthy(out:find("block rmsnorm%s+64%s+rmsnorm.weight 64"), out)
+  end)
+end)
