@@ -209,6 +209,7 @@ typedef struct {
     int32_t block;    /* -1: not live */
     bool from_step;   /* made by a step, not by setup */
     bool carried;     /* made by an earlier step and still live when this one began */
+    bool preloaded;   /* a resident tensor the prelude made: setup does not make it again */
 } live_block;
 
 typedef struct {
@@ -246,6 +247,10 @@ static bool carried_over(replay *r, const vp_event *e) {
 
 static void replay_alloc(replay *r, const vp_event *e) {
     if (r->repeat && carried_over(r, e)) return;
+    if (e->tensor && r->named[e->tensor].preloaded) { /* the prelude made it */
+        r->named[e->tensor].preloaded = false;
+        return;
+    }
     if (!e->tensor && r->n_unnamed == r->cap_unnamed) {
         uint32_t cap = r->cap_unnamed ? r->cap_unnamed * 2 : 256;
         live_block *grown = realloc(r->unnamed, (size_t)cap * sizeof *grown);
@@ -265,7 +270,7 @@ static void replay_alloc(replay *r, const vp_event *e) {
         r->bad = true;
         return;
     }
-    live_block l = {e->tensor, e->place.op, (uint64_t)e->delta, b, e->place.phase != VP_PHASE_SETUP, false};
+    live_block l = {e->tensor, e->place.op, (uint64_t)e->delta, b, e->place.phase != VP_PHASE_SETUP, false, false};
     if (e->tensor) r->named[e->tensor] = l;
     else r->unnamed[r->n_unnamed++] = l;
 }
@@ -304,8 +309,9 @@ static void replay_release(replay *r, const vp_event *e) {
     r->n_unnamed--;
 }
 
-/* Which events a pass replays. */
-typedef enum { PASS_RESIDENT, PASS_STATES, PASS_STEP } pass_kind;
+/* Which events a pass replays: the prelude's (all, each naming its
+ * tensor), setup's resident state or optimizer states, or the step's. */
+typedef enum { PASS_PRELUDE, PASS_RESIDENT, PASS_STATES, PASS_STEP } pass_kind;
 
 static bool is_state(const vp_event *e) {
     return e->category == VP_CAT_OPTIMIZER || e->category == VP_CAT_MASTER;
@@ -315,7 +321,14 @@ static void run(replay *r, const vp_event *events, unsigned from, unsigned to, p
     for (unsigned i = from; i < to && !r->bad; i++) {
         const vp_event *e = &events[i];
         bool setup = e->place.phase == VP_PHASE_SETUP;
-        if (kind == PASS_STEP ? setup : (!setup || is_state(e) != (kind == PASS_STATES))) continue;
+        if (kind == PASS_PRELUDE) {
+            if (!e->tensor || e->tensor == VP_EVENT_MOVE) { /* a prelude names every tensor */
+                r->bad = true;
+                return;
+            }
+        } else if (kind == PASS_STEP ? setup : (!setup || is_state(e) != (kind == PASS_STATES))) {
+            continue;
+        }
         if (e->tensor == VP_EVENT_MOVE || e->delta == 0) continue; /* the storage stays where it is */
         if (e->delta > 0) replay_alloc(r, e);
         else replay_release(r, e);
@@ -324,6 +337,17 @@ static void run(replay *r, const vp_event *events, unsigned from, unsigned to, p
 
 bool vp_allocator_replay_events(const vp_event *events, unsigned n_events, unsigned max_steps,
                                 vp_allocator_replay *out) {
+    return vp_allocator_replay_run(NULL, 0, events, n_events, max_steps, out);
+}
+
+static uint32_t largest_tensor(const vp_event *events, unsigned n, uint32_t max_tensor) {
+    for (unsigned i = 0; i < n; i++)
+        if (events[i].tensor != VP_EVENT_MOVE && events[i].tensor > max_tensor) max_tensor = events[i].tensor;
+    return max_tensor;
+}
+
+bool vp_allocator_replay_run(const vp_event *prelude, unsigned n_prelude, const vp_event *events, unsigned n_events,
+                             unsigned max_steps, vp_allocator_replay *out) {
     memset(out, 0, sizeof *out);
     if (max_steps == 0) max_steps = 1;
     if (max_steps > 4) max_steps = 4;
@@ -332,9 +356,9 @@ bool vp_allocator_replay_events(const vp_event *events, unsigned n_events, unsig
     unsigned first_update = n_events;
     for (unsigned i = 0; i < n_events && first_update == n_events; i++)
         if (events[i].place.phase == VP_PHASE_OPTIMIZER) first_update = i;
-    uint32_t max_tensor = 0;
-    for (unsigned i = 0; i < n_events; i++)
-        if (events[i].tensor != VP_EVENT_MOVE && events[i].tensor > max_tensor) max_tensor = events[i].tensor;
+    for (unsigned i = 0; i < n_prelude; i++)
+        if (prelude[i].repeat > 1) return false;
+    uint32_t max_tensor = largest_tensor(prelude, n_prelude, largest_tensor(events, n_events, 0));
     replay r;
     memset(&r, 0, sizeof r);
     r.n_named = max_tensor + 1;
@@ -342,7 +366,13 @@ bool vp_allocator_replay_events(const vp_event *events, unsigned n_events, unsig
     if (!r.named) return false;
     for (uint32_t t = 0; t < r.n_named; t++) r.named[t] = (live_block){.tensor = t, .block = -1};
     vp_allocator_init(&r.alloc);
+    run(&r, prelude, 0, n_prelude, PASS_PRELUDE);
+    /* what the prelude left live is the resident state setup would make */
+    for (uint32_t t = 1; t < r.n_named; t++) r.named[t].preloaded = r.named[t].block >= 0;
     run(&r, events, 0, n_events, PASS_RESIDENT);
+    for (uint32_t t = 1; t < r.n_named; t++)
+        if (r.named[t].preloaded) r.bad = true; /* the prelude made a tensor setup never makes */
+    out->reserved_at_start = r.alloc.reserved;
     run(&r, events, 0, first_update, PASS_STEP);
     run(&r, events, 0, n_events, PASS_STATES);
     run(&r, events, first_update, n_events, PASS_STEP);

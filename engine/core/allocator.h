@@ -68,6 +68,7 @@ void vp_allocator_release(vp_allocator *a, int32_t block);
 typedef struct {
     uint64_t peak_reserved;       /* after the last step replayed */
     uint64_t peak_allocated;
+    uint64_t reserved_at_start;   /* when the first step begins: what the prelude and setup left reserved */
     uint64_t reserved_after[4];   /* the peak reservation after step 1, 2, ... */
     unsigned steps;
     uint64_t segments;
@@ -76,5 +77,13 @@ typedef struct {
 
 bool vp_allocator_replay_events(const vp_event *events, unsigned n_events, unsigned max_steps,
                                 vp_allocator_replay *out);
+
+/* The same after a prelude: the run before the steady state (loading,
+ * quantizing, wrapping: engine/step/run_phases.c), replayed first, every
+ * event of it in order and every one naming its tensor. A resident tensor
+ * the prelude made (named as the setup event that makes it) is not made
+ * again by setup; the prelude's other tensors are freed within it. */
+bool vp_allocator_replay_run(const vp_event *prelude, unsigned n_prelude, const vp_event *events, unsigned n_events,
+                             unsigned max_steps, vp_allocator_replay *out);
 
 #endif

@@ -151,6 +151,10 @@ static void set_rank(lua_State *L, const vp_rank_estimate *e, const vp_recipe *r
         set_int(L, "peak_reserved_simulated_bytes", e->peak_reserved_simulated);
         set_int(L, "simulated_steps", e->simulated_steps);
     }
+    if (e->has_run) { /* the whole run: loading, quantizing, wrapping, then the steps (docs/reserved.md) */
+        set_int(L, "peak_reserved_run_bytes", e->peak_reserved_run);
+        set_int(L, "reserved_at_start_bytes", e->reserved_at_start);
+    }
     set_int(L, "stage", e->stage);
     set_int(L, "first_layer", e->first_layer);
     set_int(L, "layers", e->layers);

@@ -3,6 +3,7 @@
 #include "estimate.h"
 
 #include "allocator.h"
+#include "run_phases.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -196,31 +197,52 @@ vp_step_status vp_estimate_run(const vp_model *model, const vp_recipe *recipe, c
  * allocator only grows; in practice it stops after the second step). */
 enum { SIMULATED_STEPS = 3 };
 
-/* The stage's unfolded event log replayed; false when it cannot be. */
+/* The whole run replayed: the prelude (loading, quantizing, wrapping)
+ * before the step's log. */
+static void simulate_run(const vp_recipe *recipe, const vp_event *events, unsigned n, uint64_t extra,
+                         vp_rank_estimate *e) {
+    vp_run_prelude prelude;
+    if (!vp_run_prelude_build(recipe, events, n, &prelude)) return;
+    vp_allocator_replay run;
+    if (vp_allocator_replay_run(prelude.events, prelude.n_events, events, n, SIMULATED_STEPS, &run)) {
+        e->has_run = true;
+        e->peak_reserved_run = run.peak_reserved + extra;
+        e->reserved_at_start = run.reserved_at_start;
+    }
+    vp_run_prelude_free(&prelude);
+}
+
+/* The stage's unfolded event log replayed, alone and after the run's
+ * prelude; no figure when it cannot be. */
 static vp_step_status simulate_rank(const vp_model *model, const vp_recipe *recipe, vp_rank_estimate *e) {
     vp_allocator_replay replay;
     bool ok = false;
-    if (e->events.n_events) ok = vp_allocator_replay_events(e->events.events, e->events.n_events, SIMULATED_STEPS,
-                                                            &replay); /* fails on a folded log */
+    const vp_event *events = e->events.events;
+    unsigned n = e->events.n_events;
+    if (n) ok = vp_allocator_replay_events(events, n, SIMULATED_STEPS, &replay); /* fails on a folded log */
+    vp_ledger log = {0};
     if (!ok) {
         unsigned pp = recipe->pp ? recipe->pp : 1;
         vp_stage stage = {e->first_layer, e->layers, e->stage == 0, e->stage + 1 == pp, microbatches(recipe)};
         vp_step_result result;
-        vp_ledger log;
         vp_step_status status = vp_step_run_stage(model, recipe, &stage, false, true, &result, &log);
         if (status != VP_STEP_OK) return status;
-        ok = vp_allocator_replay_events(log.events, log.n_events, SIMULATED_STEPS, &replay);
-        vp_ledger_free(&log);
+        events = log.events;
+        n = log.n_events;
+        ok = vp_allocator_replay_events(events, n, SIMULATED_STEPS, &replay);
     }
-    if (!ok) return VP_STEP_OK; /* no figure: has_simulated stays false */
-    e->has_simulated = true;
-    e->simulated_steps = replay.steps;
     /* the other micro-batches' activations a pipeline stage holds, in large
      * blocks of their own (as finish_rank counts them) */
     uint64_t extra = 0;
     if (e->in_flight > 1) extra = (uint64_t)llround((e->in_flight - 1) * (double)e->step.activations_bytes);
     extra = (extra + VP_ALLOC_ROUND_LARGE - 1) / VP_ALLOC_ROUND_LARGE * VP_ALLOC_ROUND_LARGE;
-    e->peak_reserved_simulated = replay.peak_reserved + extra;
+    if (ok) {
+        e->has_simulated = true;
+        e->simulated_steps = replay.steps;
+        e->peak_reserved_simulated = replay.peak_reserved + extra;
+        simulate_run(recipe, events, n, extra, e);
+    }
+    vp_ledger_free(&log);
     return VP_STEP_OK;
 }
 
