@@ -70,9 +70,10 @@ static bool retire_block(vp_allocator *a, int32_t b) {
 }
 
 /* BlockComparatorSize orders a pool by (stream, size, address): the first
- * block not smaller than the request is the smallest that fits, the lowest
- * address among equals. */
+ * block of the request's stream not smaller than the request is the
+ * smallest that fits, the lowest address among equals. */
 static bool before(const vp_alloc_block *x, const vp_alloc_block *y) {
+    if (x->stream != y->stream) return x->stream < y->stream;
     if (x->size != y->size) return x->size < y->size;
     if (x->segment != y->segment) return x->segment < y->segment;
     return x->offset < y->offset;
@@ -121,17 +122,21 @@ static void pool_remove(vp_allocator *a, int32_t b) {
 
 /* get_free_block: the best fit in the request's pool (kSmallSize and below:
  * the small pool), the first block of the ordered pool not smaller than the
- * request. */
-static int32_t best_fit(const vp_allocator *a, uint64_t rounded, bool small) {
-    vp_alloc_block key = {.size = rounded};
+ * request, of the request's stream (BlockComparatorSize compares the
+ * stream first: a block freed on one stream never serves another). */
+static int32_t best_fit(const vp_allocator *a, uint64_t rounded, bool small, uint8_t stream) {
+    vp_alloc_block key = {.size = rounded, .stream = stream};
     uint32_t at = lower_bound(a, small, &key);
-    return at < a->n_pool[small] ? a->pool[small][at] : -1;
+    if (at >= a->n_pool[small] || a->blocks[a->pool[small][at]].stream != stream) return -1;
+    return a->pool[small][at];
 }
 
-int32_t vp_allocator_malloc(vp_allocator *a, uint64_t bytes) {
+int32_t vp_allocator_malloc(vp_allocator *a, uint64_t bytes) { return vp_allocator_malloc_on(a, bytes, 0); }
+
+int32_t vp_allocator_malloc_on(vp_allocator *a, uint64_t bytes, uint8_t stream) {
     uint64_t rounded = vp_allocator_round(bytes);
     bool small = rounded <= VP_ALLOC_SMALL_SIZE;
-    int32_t b = best_fit(a, rounded, small);
+    int32_t b = best_fit(a, rounded, small, stream);
     if (b >= 0) pool_remove(a, b);
     else { /* alloc_block: a new segment from cudaMalloc */
         b = new_block(a);
@@ -140,7 +145,7 @@ int32_t vp_allocator_malloc(vp_allocator *a, uint64_t bytes) {
             return -1;
         }
         uint64_t size = vp_allocator_segment_size(rounded);
-        a->blocks[b] = (vp_alloc_block){size, ++a->segments, 0, -1, -1, small, true, true};
+        a->blocks[b] = (vp_alloc_block){size, ++a->segments, 0, -1, -1, stream, small, true, true};
         a->reserved += size;
         if (a->reserved > a->peak_reserved) a->peak_reserved = a->reserved;
     }
@@ -153,7 +158,7 @@ int32_t vp_allocator_malloc(vp_allocator *a, uint64_t bytes) {
         }
         vp_alloc_block *block = &a->blocks[b];
         a->blocks[rest] = (vp_alloc_block){block->size - rounded, block->segment, block->offset + rounded, b,
-                                           block->next, small, true, true};
+                                           block->next, stream, small, true, true};
         if (block->next >= 0) a->blocks[block->next].prev = rest;
         block->next = rest;
         block->size = rounded;
@@ -219,6 +224,7 @@ typedef struct {
     live_block *unnamed;  /* in allocation order, owned */
     uint32_t n_unnamed, cap_unnamed;
     unsigned by_size;
+    const vp_replay_streams *streams;
     bool repeat;          /* replaying a step after the first */
     uint32_t n_carried;   /* unnamed blocks still marked carried */
     bool bad;
@@ -245,6 +251,14 @@ static bool carried_over(replay *r, const vp_event *e) {
     return false;
 }
 
+static uint8_t stream_of(const vp_replay_streams *streams, const char *op) {
+    if (!streams || !op) return 0;
+    for (uint8_t s = 0; s < 2; s++)
+        for (const char *const *name = streams->ops[s]; name && *name; name++)
+            if (strcmp(*name, op) == 0) return (uint8_t)(s + 1);
+    return 0;
+}
+
 static void replay_alloc(replay *r, const vp_event *e) {
     if (r->repeat && carried_over(r, e)) return;
     if (e->tensor && r->named[e->tensor].preloaded) { /* the prelude made it */
@@ -265,7 +279,7 @@ static void replay_alloc(replay *r, const vp_event *e) {
         r->bad = true;
         return;
     }
-    int32_t b = vp_allocator_malloc(&r->alloc, (uint64_t)e->delta);
+    int32_t b = vp_allocator_malloc_on(&r->alloc, (uint64_t)e->delta, stream_of(r->streams, e->place.op));
     if (b < 0) {
         r->bad = true;
         return;
@@ -337,7 +351,7 @@ static void run(replay *r, const vp_event *events, unsigned from, unsigned to, p
 
 bool vp_allocator_replay_events(const vp_event *events, unsigned n_events, unsigned max_steps,
                                 vp_allocator_replay *out) {
-    return vp_allocator_replay_run(NULL, 0, events, n_events, max_steps, out);
+    return vp_allocator_replay_run(NULL, 0, events, n_events, max_steps, NULL, out);
 }
 
 static uint32_t largest_tensor(const vp_event *events, unsigned n, uint32_t max_tensor) {
@@ -347,7 +361,7 @@ static uint32_t largest_tensor(const vp_event *events, unsigned n, uint32_t max_
 }
 
 bool vp_allocator_replay_run(const vp_event *prelude, unsigned n_prelude, const vp_event *events, unsigned n_events,
-                             unsigned max_steps, vp_allocator_replay *out) {
+                             unsigned max_steps, const vp_replay_streams *streams, vp_allocator_replay *out) {
     memset(out, 0, sizeof *out);
     if (max_steps == 0) max_steps = 1;
     if (max_steps > 4) max_steps = 4;
@@ -362,6 +376,7 @@ bool vp_allocator_replay_run(const vp_event *prelude, unsigned n_prelude, const 
     replay r;
     memset(&r, 0, sizeof r);
     r.n_named = max_tensor + 1;
+    r.streams = streams;
     r.named = malloc((size_t)r.n_named * sizeof *r.named);
     if (!r.named) return false;
     for (uint32_t t = 0; t < r.n_named; t++) r.named[t] = (live_block){.tensor = t, .block = -1};

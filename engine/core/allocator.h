@@ -22,6 +22,7 @@ typedef struct {
     uint64_t segment;    /* the segment's number (1, 2, ...): the order cudaMalloc made them */
     uint64_t offset;     /* bytes from the segment's start: with `segment`, the block's address */
     int32_t prev, next;  /* neighbours in the segment (-1: none) */
+    uint8_t stream;      /* the stream it was allocated on: a free block serves only its own stream */
     bool small;          /* its pool */
     bool free;
     bool used;           /* the slot holds a block (merged-away slots are reused) */
@@ -53,6 +54,8 @@ bool vp_allocator_should_split(uint64_t block, uint64_t rounded, bool small);
 
 /* malloc of `bytes`: the block's handle, or -1 (with `failed` set) when out of host memory. */
 int32_t vp_allocator_malloc(vp_allocator *a, uint64_t bytes);
+/* The same on a stream (0: the default stream). */
+int32_t vp_allocator_malloc_on(vp_allocator *a, uint64_t bytes, uint8_t stream);
 /* free of a block malloc returned. */
 void vp_allocator_release(vp_allocator *a, int32_t block);
 
@@ -78,12 +81,18 @@ typedef struct {
 bool vp_allocator_replay_events(const vp_event *events, unsigned n_events, unsigned max_steps,
                                 vp_allocator_replay *out);
 
+/* Ops whose allocations are made on a stream of their own (NULL-terminated
+ * labels; NULL: every allocation on the default stream). */
+typedef struct {
+    const char *const *ops[2]; /* stream 1's, stream 2's */
+} vp_replay_streams;
+
 /* The same after a prelude: the run before the steady state (loading,
  * quantizing, wrapping: engine/step/run_phases.c), replayed first, every
  * event of it in order and every one naming its tensor. A resident tensor
  * the prelude made (named as the setup event that makes it) is not made
  * again by setup; the prelude's other tensors are freed within it. */
 bool vp_allocator_replay_run(const vp_event *prelude, unsigned n_prelude, const vp_event *events, unsigned n_events,
-                             unsigned max_steps, vp_allocator_replay *out);
+                             unsigned max_steps, const vp_replay_streams *streams, vp_allocator_replay *out);
 
 #endif

@@ -197,6 +197,20 @@ vp_step_status vp_estimate_run(const vp_model *model, const vp_recipe *recipe, c
  * allocator only grows; in practice it stops after the second step). */
 enum { SIMULATED_STEPS = 3 };
 
+/* FSDP all-gathers a unit's parameters on its unshard stream and makes the
+ * reduce-scattered gradient shard on its post-backward stream
+ * (torch/distributed/fsdp/_runtime_utils.py: _unshard under
+ * state._unshard_stream, _post_backward_hook and _reduce_grad under
+ * state._post_backward_stream): their blocks are cached for those streams
+ * alone. The labels are engine/step/layout.c's. */
+static const char *const fsdp_gathers[] = {"all_gather", "all_gather.prefetch", "all_gather.root", NULL};
+static const char *const fsdp_reduced[] = {"reduce_scatter.grad", NULL};
+static const vp_replay_streams fsdp_streams = {{fsdp_gathers, fsdp_reduced}};
+
+static const vp_replay_streams *streams_of(const vp_recipe *recipe) {
+    return recipe->framework == VP_FRAMEWORK_FSDP ? &fsdp_streams : NULL;
+}
+
 /* The whole run replayed: the prelude (loading, quantizing, wrapping)
  * before the step's log. */
 static void simulate_run(const vp_recipe *recipe, const vp_event *events, unsigned n, uint64_t extra,
@@ -204,7 +218,8 @@ static void simulate_run(const vp_recipe *recipe, const vp_event *events, unsign
     vp_run_prelude prelude;
     if (!vp_run_prelude_build(recipe, events, n, &prelude)) return;
     vp_allocator_replay run;
-    if (vp_allocator_replay_run(prelude.events, prelude.n_events, events, n, SIMULATED_STEPS, &run)) {
+    if (vp_allocator_replay_run(prelude.events, prelude.n_events, events, n, SIMULATED_STEPS, streams_of(recipe),
+                                &run)) {
         e->has_run = true;
         e->peak_reserved_run = run.peak_reserved + extra;
         e->reserved_at_start = run.reserved_at_start;
@@ -219,7 +234,8 @@ static vp_step_status simulate_rank(const vp_model *model, const vp_recipe *reci
     bool ok = false;
     const vp_event *events = e->events.events;
     unsigned n = e->events.n_events;
-    if (n) ok = vp_allocator_replay_events(events, n, SIMULATED_STEPS, &replay); /* fails on a folded log */
+    const vp_replay_streams *streams = streams_of(recipe);
+    if (n) ok = vp_allocator_replay_run(NULL, 0, events, n, SIMULATED_STEPS, streams, &replay); /* not folded logs */
     vp_ledger log = {0};
     if (!ok) {
         unsigned pp = recipe->pp ? recipe->pp : 1;
@@ -229,7 +245,7 @@ static vp_step_status simulate_rank(const vp_model *model, const vp_recipe *reci
         if (status != VP_STEP_OK) return status;
         events = log.events;
         n = log.n_events;
-        ok = vp_allocator_replay_events(events, n, SIMULATED_STEPS, &replay);
+        ok = vp_allocator_replay_run(NULL, 0, events, n, SIMULATED_STEPS, streams, &replay);
     }
     /* the other micro-batches' activations a pipeline stage holds, in large
      * blocks of their own (as finish_rank counts them) */

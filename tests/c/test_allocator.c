@@ -167,7 +167,7 @@ static void test_replay_after_prelude(void) {
         ev(VP_PHASE_BACKWARD, VP_CAT_ACTIVATIONS, -30 * (int64_t)MIB, 2, "a"),
     };
     vp_allocator_replay r;
-    CHECK(vp_allocator_replay_run(prelude, 3, events, 3, 3, &r));
+    CHECK(vp_allocator_replay_run(prelude, 3, events, 3, 3, NULL, &r));
     CHECK_EQ_U64(r.reserved_at_start, 100 * MIB);
     CHECK_EQ_U64(r.peak_reserved, 100 * MIB);
     CHECK_EQ_U64(r.peak_allocated, 100 * MIB); /* the prelude's tensor is counted too */
@@ -179,13 +179,13 @@ static void test_replay_after_prelude(void) {
      * cached 100 MiB block, which stays reserved beside it */
     prelude[2] = ev(VP_PHASE_SETUP, VP_CAT_PARAMS, 110 * MIB, 1, "w");
     events[0] = prelude[2];
-    CHECK(vp_allocator_replay_run(prelude, 3, events, 3, 3, &r));
+    CHECK(vp_allocator_replay_run(prelude, 3, events, 3, 3, NULL, &r));
     CHECK_EQ_U64(r.peak_reserved, 210 * MIB); /* the activation reuses the cached block */
     /* a prelude tensor without a name, or a resident setup never makes: no figure */
     vp_event unnamed[] = {ev(VP_PHASE_SETUP, VP_CAT_TRANSIENT, MIB, 0, "x")};
-    CHECK(!vp_allocator_replay_run(unnamed, 1, events, 3, 3, &r));
+    CHECK(!vp_allocator_replay_run(unnamed, 1, events, 3, 3, NULL, &r));
     vp_event stranger[] = {ev(VP_PHASE_SETUP, VP_CAT_PARAMS, MIB, 9, "x")};
-    CHECK(!vp_allocator_replay_run(stranger, 1, events, 3, 3, &r));
+    CHECK(!vp_allocator_replay_run(stranger, 1, events, 3, 3, NULL, &r));
 }
 
 int main(void) {
