@@ -1,15 +1,22 @@
-/* allocator.c — PyTorch's CUDA caching allocator, default configuration (one
- * stream, no expandable_segments, no max_split_size_mb, no
- * roundup_power2_divisions), simulated block by block. The rules are those of
+/* allocator.c — PyTorch's CUDA caching allocator simulated block by block:
+ * its default configuration, streams' separate free blocks, and the options
+ * max_split_size_mb, expandable_segments and roundup_power2_divisions
+ * (alloc_conf.c reads them). The rules are those of
  * c10/cuda/CUDACachingAllocator.cpp, each cited at the function that follows
  * it; segments are never returned (empty_cache is not called in a step, and
- * the simulation never runs out of device memory). */
+ * the simulation never runs out of device memory, so neither the
+ * out-of-memory retry nor garbage_collection_threshold acts). */
 #include "allocator.h"
 
 #include <stdlib.h>
 #include <string.h>
 
 void vp_allocator_init(vp_allocator *a) { memset(a, 0, sizeof *a); }
+
+void vp_allocator_init_config(vp_allocator *a, const vp_alloc_config *config) {
+    vp_allocator_init(a);
+    if (config) a->config = *config;
+}
 
 void vp_allocator_free(vp_allocator *a) {
     free(a->blocks);
@@ -27,6 +34,31 @@ uint64_t vp_allocator_round(uint64_t bytes) {
     return bytes < VP_ALLOC_MIN_BLOCK ? VP_ALLOC_MIN_BLOCK : round_up(bytes, VP_ALLOC_MIN_BLOCK);
 }
 
+/* roundup_power2_next_division: a power of two stays; otherwise the span
+ * from the power of two below to the next is cut into `divisions` equal
+ * parts and the size rounded up to the next cut. */
+static uint64_t next_division(uint64_t size, unsigned divisions) {
+    if ((size & (size - 1)) == 0) return size;
+    uint64_t floor = 1;
+    while (floor <= size / 2) floor <<= 1;
+    uint64_t division = floor / divisions;
+    if (division == 0) return floor << 1;
+    uint64_t cut = size & ~(division - 1);
+    return cut == size ? size : cut + division;
+}
+
+/* round_size with roundup_power2_divisions: a request above 512 x
+ * divisions bytes is rounded up to the next division
+ * (roundup_power2_next_division), the others to 512 bytes. Applied to a
+ * size already rounded to 512 bytes it gives the same (every division
+ * there is a multiple of 512). */
+uint64_t vp_allocator_round_config(const vp_alloc_config *c, uint64_t bytes) {
+    unsigned divisions = c ? c->roundup_power2_divisions : 0;
+    if (bytes >= VP_ALLOC_MIN_BLOCK && divisions > 1 && bytes > (uint64_t)VP_ALLOC_MIN_BLOCK * divisions)
+        return next_division(bytes, divisions);
+    return vp_allocator_round(bytes);
+}
+
 /* get_allocation_size: up to kSmallSize a 2 MiB segment (kSmallBuffer), below
  * kMinLargeAlloc a 20 MiB one (kLargeBuffer), else the request rounded up to
  * kRoundLarge. */
@@ -39,8 +71,20 @@ uint64_t vp_allocator_segment_size(uint64_t rounded) {
 /* should_split: a small-pool block is split when at least kMinBlockSize
  * would remain, a large-pool one when more than kSmallSize would. */
 bool vp_allocator_should_split(uint64_t block, uint64_t rounded, bool small) {
+    return vp_allocator_should_split_config(NULL, block, rounded, small);
+}
+
+/* ... and with the options: under expandable_segments a large block splits
+ * as a small one does; a request of max_split_size or more never splits
+ * its block. */
+static uint64_t max_split(const vp_alloc_config *c) {
+    return c && c->max_split_size ? c->max_split_size : UINT64_MAX;
+}
+
+bool vp_allocator_should_split_config(const vp_alloc_config *c, uint64_t block, uint64_t rounded, bool small) {
     uint64_t remaining = block - rounded;
-    return small ? remaining >= VP_ALLOC_MIN_BLOCK : remaining > VP_ALLOC_SMALL_SIZE;
+    if (small || (c && c->expandable_segments)) return remaining >= VP_ALLOC_MIN_BLOCK;
+    return rounded < max_split(c) && remaining > VP_ALLOC_SMALL_SIZE;
 }
 
 static int32_t new_block(vp_allocator *a) {
@@ -128,17 +172,68 @@ static int32_t best_fit(const vp_allocator *a, uint64_t rounded, bool small, uin
     vp_alloc_block key = {.size = rounded, .stream = stream};
     uint32_t at = lower_bound(a, small, &key);
     if (at >= a->n_pool[small] || a->blocks[a->pool[small][at]].stream != stream) return -1;
+    /* expandable_segments: the free block at a segment's mapped end counts
+     * as large as the segment can grow, so a larger block that fits comes
+     * first */
+    const vp_alloc_block *found = &a->blocks[a->pool[small][at]];
+    if (a->config.expandable_segments && found->next < 0 && at + 1 < a->n_pool[small] &&
+        a->blocks[a->pool[small][at + 1]].stream == stream)
+        found = &a->blocks[a->pool[small][++at]];
+    /* max_split_size_mb: an oversized block does not serve a smaller
+     * request, nor a larger one it exceeds by kLargeBuffer or more */
+    uint64_t limit = max_split(&a->config);
+    if (rounded < limit && found->size >= limit) return -1;
+    if (rounded >= limit && found->size >= rounded + VP_ALLOC_LARGE_BUFFER) return -1;
     return a->pool[small][at];
+}
+
+/* try_allocate_expandable_block: each pool and stream has one segment
+ * (ExpandableSegment) whose address range is mapped page by page, 2 MiB
+ * pages for the small pool and 20 MiB for the large (kSmallBuffer,
+ * kLargeBuffer); a request no free block serves extends the free block at
+ * its mapped end, or maps a new one there, by whole pages. */
+static int32_t expand(vp_allocator *a, uint64_t rounded, bool small, uint8_t stream) {
+    uint64_t page = small ? VP_ALLOC_SMALL_BUFFER : VP_ALLOC_LARGE_BUFFER;
+    uint64_t *segment = &a->expandable[small][stream], *mapped = &a->mapped[small][stream];
+    int32_t tail = -1;
+    for (uint32_t i = 0; *segment && i < a->n_blocks && tail < 0; i++)
+        if (a->blocks[i].used && a->blocks[i].segment == *segment && a->blocks[i].next < 0) tail = (int32_t)i;
+    if (tail >= 0 && a->blocks[tail].free) {
+        pool_remove(a, tail);
+        uint64_t have = a->blocks[tail].size;
+        uint64_t grow = rounded > have ? round_up(rounded - have, page) : 0;
+        a->blocks[tail].size += grow;
+        *mapped += grow;
+        a->reserved += grow;
+        return tail;
+    }
+    int32_t b = new_block(a);
+    if (b < 0) return -1;
+    if (!*segment) *segment = ++a->segments;
+    uint64_t size = round_up(rounded, page);
+    a->blocks[b] = (vp_alloc_block){size, *segment, *mapped, tail, -1, stream, small, true, true};
+    if (tail >= 0) a->blocks[tail].next = b;
+    *mapped += size;
+    a->reserved += size;
+    return b;
 }
 
 int32_t vp_allocator_malloc(vp_allocator *a, uint64_t bytes) { return vp_allocator_malloc_on(a, bytes, 0); }
 
 int32_t vp_allocator_malloc_on(vp_allocator *a, uint64_t bytes, uint8_t stream) {
-    uint64_t rounded = vp_allocator_round(bytes);
+    uint64_t rounded = vp_allocator_round_config(&a->config, bytes);
     bool small = rounded <= VP_ALLOC_SMALL_SIZE;
+    if (stream >= VP_ALLOC_STREAMS) stream = VP_ALLOC_STREAMS - 1;
     int32_t b = best_fit(a, rounded, small, stream);
     if (b >= 0) pool_remove(a, b);
-    else { /* alloc_block: a new segment from cudaMalloc */
+    else if (a->config.expandable_segments) {
+        b = expand(a, rounded, small, stream);
+        if (b < 0) {
+            a->failed = true;
+            return -1;
+        }
+        if (a->reserved > a->peak_reserved) a->peak_reserved = a->reserved;
+    } else { /* alloc_block: a new segment from cudaMalloc */
         b = new_block(a);
         if (b < 0) {
             a->failed = true;
@@ -149,7 +244,7 @@ int32_t vp_allocator_malloc_on(vp_allocator *a, uint64_t bytes, uint8_t stream) 
         a->reserved += size;
         if (a->reserved > a->peak_reserved) a->peak_reserved = a->reserved;
     }
-    if (vp_allocator_should_split(a->blocks[b].size, rounded, small)) {
+    if (vp_allocator_should_split_config(&a->config, a->blocks[b].size, rounded, small)) {
         /* the request takes the block's start; the rest stays free after it */
         int32_t rest = new_block(a);
         if (rest < 0) {
@@ -351,7 +446,7 @@ static void run(replay *r, const vp_event *events, unsigned from, unsigned to, p
 
 bool vp_allocator_replay_events(const vp_event *events, unsigned n_events, unsigned max_steps,
                                 vp_allocator_replay *out) {
-    return vp_allocator_replay_run(NULL, 0, events, n_events, max_steps, NULL, out);
+    return vp_allocator_replay_run(NULL, 0, events, n_events, max_steps, NULL, NULL, out);
 }
 
 static uint32_t largest_tensor(const vp_event *events, unsigned n, uint32_t max_tensor) {
@@ -361,7 +456,8 @@ static uint32_t largest_tensor(const vp_event *events, unsigned n, uint32_t max_
 }
 
 bool vp_allocator_replay_run(const vp_event *prelude, unsigned n_prelude, const vp_event *events, unsigned n_events,
-                             unsigned max_steps, const vp_replay_streams *streams, vp_allocator_replay *out) {
+                             unsigned max_steps, const vp_replay_streams *streams, const vp_alloc_config *config,
+                             vp_allocator_replay *out) {
     memset(out, 0, sizeof *out);
     if (max_steps == 0) max_steps = 1;
     if (max_steps > 4) max_steps = 4;
@@ -380,7 +476,7 @@ bool vp_allocator_replay_run(const vp_event *prelude, unsigned n_prelude, const 
     r.named = malloc((size_t)r.n_named * sizeof *r.named);
     if (!r.named) return false;
     for (uint32_t t = 0; t < r.n_named; t++) r.named[t] = (live_block){.tensor = t, .block = -1};
-    vp_allocator_init(&r.alloc);
+    vp_allocator_init_config(&r.alloc, config);
     run(&r, prelude, 0, n_prelude, PASS_PRELUDE);
     /* what the prelude left live is the resident state setup would make */
     for (uint32_t t = 1; t < r.n_named; t++) r.named[t].preloaded = r.named[t].block >= 0;

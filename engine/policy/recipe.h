@@ -8,6 +8,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "allocator.h"
 #include "prims.h"
 
 /* The precision: the index of its policy in precision.c's table (whose
@@ -151,6 +152,7 @@ typedef struct {
     double fragmentation;        /* reserved beyond segments, as a fraction of the allocated peak */
     vp_allocator_model allocator; /* constant: segments + fragmentation; simulated: engine/core/allocator.c */
     vp_load load;                /* how the model reaches the GPU (the run before the steady state) */
+    vp_alloc_config alloc_conf;  /* PYTORCH_CUDA_ALLOC_CONF's options, for allocator = simulated */
     double cuda_context_mib;     /* the CUDA context and loaded kernels */
     /* data parallelism */
     unsigned dp;                 /* data-parallel ranks */

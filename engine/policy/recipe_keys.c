@@ -77,6 +77,17 @@ static bool parse_module_list(vp_module_set *out, const char *key, const char *s
     return true;
 }
 
+/* PYTORCH_CUDA_ALLOC_CONF's text (engine/core/alloc_conf.c). */
+static bool parse_alloc_conf(vp_recipe *r, const char *key, const char *s, const char *shown, char *message,
+                             size_t size) {
+    (void)shown;
+    if (!s) {
+        snprintf(message, size, "%s: must be text, as \"expandable_segments:True,max_split_size_mb:128\"", key);
+        return false;
+    }
+    return vp_alloc_config_parse(s, &r->alloc_conf, message, size);
+}
+
 static bool parse_lora_targets(vp_recipe *r, const char *key, const char *s, const char *shown, char *message,
                                size_t size) {
     (void)shown;
@@ -187,6 +198,10 @@ static void value_gpus(const vp_recipe *r, vp_key_value *out) { set_integer(out,
 static void value_gpus_per_node(const vp_recipe *r, vp_key_value *out) {
     unsigned gpus = recipe_gpus(r);
     set_integer(out, r->gpus_per_node ? r->gpus_per_node : (gpus < 8 ? gpus : 8));
+}
+static void value_alloc_conf(const vp_recipe *r, vp_key_value *out) {
+    vp_alloc_config_format(&r->alloc_conf, out->text, sizeof out->text);
+    set_string(out, out->text);
 }
 static void value_load(const vp_recipe *r, vp_key_value *out) { set_string(out, vp_load_names[vp_recipe_load(r)]); }
 static void value_lora_targets(const vp_recipe *r, vp_key_value *out) {
@@ -397,6 +412,12 @@ static const vp_recipe_key keys[] = {
     {OPTION_KEY("allocator", allocator, vp_allocator_model_names, VP_ALLOCATOR_CONSTANT),
      .doc = "the caching allocator's reservation: constant is the peak's segments plus the fragmentation share; "
             "simulated replays the step's allocations through PyTorch's allocator rules (no fragmentation share)"},
+    /* c10's allocator options (engine/core/alloc_conf.c), honoured by the
+     * simulation (engine/core/allocator.c) */
+    {TEXT_KEY("alloc_conf", parse_alloc_conf), .value = value_alloc_conf, .applies = with_simulated_allocator,
+     .doc = "PYTORCH_CUDA_ALLOC_CONF's options for allocator = simulated: max_split_size_mb:N, "
+            "expandable_segments:True|False, roundup_power2_divisions:N (a power of 2), comma-separated "
+            "(docs/reserved.md) [none]"},
     /* engine/step/run_phases.c: the run before the steady state, for
      * per_gpu.peak_reserved_run_bytes (docs/reserved.md) */
     {OPTION_KEY("load", load, vp_load_names, VP_LOAD_AUTO), .value = value_load, .applies = with_simulated_allocator,

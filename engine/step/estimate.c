@@ -219,7 +219,7 @@ static void simulate_run(const vp_recipe *recipe, const vp_event *events, unsign
     if (!vp_run_prelude_build(recipe, events, n, &prelude)) return;
     vp_allocator_replay run;
     if (vp_allocator_replay_run(prelude.events, prelude.n_events, events, n, SIMULATED_STEPS, streams_of(recipe),
-                                &run)) {
+                                &recipe->alloc_conf, &run)) {
         e->has_run = true;
         e->peak_reserved_run = run.peak_reserved + extra;
         e->reserved_at_start = run.reserved_at_start;
@@ -235,7 +235,8 @@ static vp_step_status simulate_rank(const vp_model *model, const vp_recipe *reci
     const vp_event *events = e->events.events;
     unsigned n = e->events.n_events;
     const vp_replay_streams *streams = streams_of(recipe);
-    if (n) ok = vp_allocator_replay_run(NULL, 0, events, n, SIMULATED_STEPS, streams, &replay); /* not folded logs */
+    if (n) ok = vp_allocator_replay_run(NULL, 0, events, n, SIMULATED_STEPS, streams, &recipe->alloc_conf,
+                                        &replay); /* not folded logs */
     vp_ledger log = {0};
     if (!ok) {
         unsigned pp = recipe->pp ? recipe->pp : 1;
@@ -245,7 +246,7 @@ static vp_step_status simulate_rank(const vp_model *model, const vp_recipe *reci
         if (status != VP_STEP_OK) return status;
         events = log.events;
         n = log.n_events;
-        ok = vp_allocator_replay_run(NULL, 0, events, n, SIMULATED_STEPS, streams, &replay);
+        ok = vp_allocator_replay_run(NULL, 0, events, n, SIMULATED_STEPS, streams, &recipe->alloc_conf, &replay);
     }
     /* the other micro-batches' activations a pipeline stage holds, in large
      * blocks of their own (as finish_rank counts them) */
