@@ -430,6 +430,12 @@ static const vp_recipe_key keys[] = {
      * 2.10 / CUDA 13 (unslothai/unsloth-zoo#1053); before CUDA 11.7 every
      * kernel was loaded up front and it was over 1 GiB (1343 MiB on a V100
      * in HF's perf_train_gpu_one docs). */
+    /* engine/step/estimate.c's NCCL buffers: channels per communicator;
+     * NCCL opens at most MAXCHANNELS (32 in NCCL 2.x's src/include/device.h;
+     * later releases allow more: 64 accepted here) */
+    {UINT_KEY("nccl_channels", nccl_channels, 1, 64, 0), .hidden = true,
+     .doc = "NCCL's channels per communicator, for its buffers (NCCL_MIN/MAX_NCHANNELS, docs/reserved.md) "
+            "[24 over NVLink, 2 over PCIe]"},
     {NUMBER_KEY("cuda_context_mib", cuda_context_mib, 0, 1 << 20, 426.0),
      .doc = "memory of the CUDA context and its loaded kernels, in MiB"},
 };

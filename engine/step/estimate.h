@@ -30,7 +30,8 @@ typedef struct {
     uint64_t allocator_bytes;    /* peak_reserved - peak_allocated */
     uint64_t cuda_context_bytes;
     uint64_t cublas_workspace_bytes;
-    uint64_t runtime_bytes;      /* context + workspaces */
+    uint64_t nccl_bytes;         /* NCCL's buffers for the rank's communicators */
+    uint64_t runtime_bytes;      /* context + workspaces + NCCL */
     uint64_t peak_total;         /* what nvidia-smi would show */
     bool fits;
     int64_t headroom;            /* GPU memory - peak_total (negative: short by) */
