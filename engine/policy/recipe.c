@@ -80,7 +80,7 @@ vp_load vp_recipe_load(const vp_recipe *recipe) {
     if (recipe->load != VP_LOAD_AUTO) return recipe->load;
     /* transformers' Bnb4BitHfQuantizer / Bnb8BitHfQuantizer.update_device_map:
      * no device_map given, every tensor goes to the current GPU */
-    return recipe->finetune == VP_FINETUNE_QLORA ? VP_LOAD_DEVICE_MAP : VP_LOAD_CPU;
+    return vp_finetune_method_of(recipe)->quantizes_base ? VP_LOAD_DEVICE_MAP : VP_LOAD_CPU;
 }
 
 bool vp_recipe_checkpoint_early_stop(const vp_recipe *recipe) {

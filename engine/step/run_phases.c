@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "finetune_method.h"
 #include "precision.h"
 #include "shard.h"
 
@@ -321,7 +322,7 @@ bool vp_run_prelude_build(const vp_recipe *recipe, const vp_event *events, unsig
     if (!p.full) return false;
     builder b = {out, largest + 1};
     vp_load load = vp_recipe_load(recipe);
-    bool quantizing = load != VP_LOAD_CPU && recipe->finetune == VP_FINETUNE_QLORA;
+    bool quantizing = load != VP_LOAD_CPU && vp_finetune_method_of(recipe)->quantizes_base;
     if (load == VP_LOAD_WARMUP) warmup(&b, &p);
     if (recipe->framework == VP_FRAMEWORK_DEEPSPEED && p.shards > 1) {
         zero3_init(&b, &p);
