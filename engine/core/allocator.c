@@ -1,15 +1,22 @@
-/* allocator.c — PyTorch's CUDA caching allocator, default configuration (one
- * stream, no expandable_segments, no max_split_size_mb, no
- * roundup_power2_divisions), simulated block by block. The rules are those of
+/* allocator.c — PyTorch's CUDA caching allocator simulated block by block:
+ * its default configuration, streams' separate free blocks, and the options
+ * max_split_size_mb, expandable_segments and roundup_power2_divisions
+ * (alloc_conf.c reads them). The rules are those of
  * c10/cuda/CUDACachingAllocator.cpp, each cited at the function that follows
  * it; segments are never returned (empty_cache is not called in a step, and
- * the simulation never runs out of device memory). */
+ * the simulation never runs out of device memory, so neither the
+ * out-of-memory retry nor garbage_collection_threshold acts). */
 #include "allocator.h"
 
 #include <stdlib.h>
 #include <string.h>
 
 void vp_allocator_init(vp_allocator *a) { memset(a, 0, sizeof *a); }
+
+void vp_allocator_init_config(vp_allocator *a, const vp_alloc_config *config) {
+    vp_allocator_init(a);
+    if (config) a->config = *config;
+}
 
 void vp_allocator_free(vp_allocator *a) {
     free(a->blocks);
@@ -27,6 +34,31 @@ uint64_t vp_allocator_round(uint64_t bytes) {
     return bytes < VP_ALLOC_MIN_BLOCK ? VP_ALLOC_MIN_BLOCK : round_up(bytes, VP_ALLOC_MIN_BLOCK);
 }
 
+/* roundup_power2_next_division: a power of two stays; otherwise the span
+ * from the power of two below to the next is cut into `divisions` equal
+ * parts and the size rounded up to the next cut. */
+static uint64_t next_division(uint64_t size, unsigned divisions) {
+    if ((size & (size - 1)) == 0) return size;
+    uint64_t floor = 1;
+    while (floor <= size / 2) floor <<= 1;
+    uint64_t division = floor / divisions;
+    if (division == 0) return floor << 1;
+    uint64_t cut = size & ~(division - 1);
+    return cut == size ? size : cut + division;
+}
+
+/* round_size with roundup_power2_divisions: a request above 512 x
+ * divisions bytes is rounded up to the next division
+ * (roundup_power2_next_division), the others to 512 bytes. Applied to a
+ * size already rounded to 512 bytes it gives the same (every division
+ * there is a multiple of 512). */
+uint64_t vp_allocator_round_config(const vp_alloc_config *c, uint64_t bytes) {
+    unsigned divisions = c ? c->roundup_power2_divisions : 0;
+    if (bytes >= VP_ALLOC_MIN_BLOCK && divisions > 1 && bytes > (uint64_t)VP_ALLOC_MIN_BLOCK * divisions)
+        return next_division(bytes, divisions);
+    return vp_allocator_round(bytes);
+}
+
 /* get_allocation_size: up to kSmallSize a 2 MiB segment (kSmallBuffer), below
  * kMinLargeAlloc a 20 MiB one (kLargeBuffer), else the request rounded up to
  * kRoundLarge. */
@@ -39,8 +71,20 @@ uint64_t vp_allocator_segment_size(uint64_t rounded) {
 /* should_split: a small-pool block is split when at least kMinBlockSize
  * would remain, a large-pool one when more than kSmallSize would. */
 bool vp_allocator_should_split(uint64_t block, uint64_t rounded, bool small) {
+    return vp_allocator_should_split_config(NULL, block, rounded, small);
+}
+
+/* ... and with the options: under expandable_segments a large block splits
+ * as a small one does; a request of max_split_size or more never splits
+ * its block. */
+static uint64_t max_split(const vp_alloc_config *c) {
+    return c && c->max_split_size ? c->max_split_size : UINT64_MAX;
+}
+
+bool vp_allocator_should_split_config(const vp_alloc_config *c, uint64_t block, uint64_t rounded, bool small) {
     uint64_t remaining = block - rounded;
-    return small ? remaining >= VP_ALLOC_MIN_BLOCK : remaining > VP_ALLOC_SMALL_SIZE;
+    if (small || (c && c->expandable_segments)) return remaining >= VP_ALLOC_MIN_BLOCK;
+    return rounded < max_split(c) && remaining > VP_ALLOC_SMALL_SIZE;
 }
 
 static int32_t new_block(vp_allocator *a) {
@@ -70,9 +114,10 @@ static bool retire_block(vp_allocator *a, int32_t b) {
 }
 
 /* BlockComparatorSize orders a pool by (stream, size, address): the first
- * block not smaller than the request is the smallest that fits, the lowest
- * address among equals. */
+ * block of the request's stream not smaller than the request is the
+ * smallest that fits, the lowest address among equals. */
 static bool before(const vp_alloc_block *x, const vp_alloc_block *y) {
+    if (x->stream != y->stream) return x->stream < y->stream;
     if (x->size != y->size) return x->size < y->size;
     if (x->segment != y->segment) return x->segment < y->segment;
     return x->offset < y->offset;
@@ -121,30 +166,85 @@ static void pool_remove(vp_allocator *a, int32_t b) {
 
 /* get_free_block: the best fit in the request's pool (kSmallSize and below:
  * the small pool), the first block of the ordered pool not smaller than the
- * request. */
-static int32_t best_fit(const vp_allocator *a, uint64_t rounded, bool small) {
-    vp_alloc_block key = {.size = rounded};
+ * request, of the request's stream (BlockComparatorSize compares the
+ * stream first: a block freed on one stream never serves another). */
+static int32_t best_fit(const vp_allocator *a, uint64_t rounded, bool small, uint8_t stream) {
+    vp_alloc_block key = {.size = rounded, .stream = stream};
     uint32_t at = lower_bound(a, small, &key);
-    return at < a->n_pool[small] ? a->pool[small][at] : -1;
+    if (at >= a->n_pool[small] || a->blocks[a->pool[small][at]].stream != stream) return -1;
+    /* expandable_segments: the free block at a segment's mapped end counts
+     * as large as the segment can grow, so a larger block that fits comes
+     * first */
+    const vp_alloc_block *found = &a->blocks[a->pool[small][at]];
+    if (a->config.expandable_segments && found->next < 0 && at + 1 < a->n_pool[small] &&
+        a->blocks[a->pool[small][at + 1]].stream == stream)
+        found = &a->blocks[a->pool[small][++at]];
+    /* max_split_size_mb: an oversized block does not serve a smaller
+     * request, nor a larger one it exceeds by kLargeBuffer or more */
+    uint64_t limit = max_split(&a->config);
+    if (rounded < limit && found->size >= limit) return -1;
+    if (rounded >= limit && found->size >= rounded + VP_ALLOC_LARGE_BUFFER) return -1;
+    return a->pool[small][at];
 }
 
-int32_t vp_allocator_malloc(vp_allocator *a, uint64_t bytes) {
-    uint64_t rounded = vp_allocator_round(bytes);
+/* try_allocate_expandable_block: each pool and stream has one segment
+ * (ExpandableSegment) whose address range is mapped page by page, 2 MiB
+ * pages for the small pool and 20 MiB for the large (kSmallBuffer,
+ * kLargeBuffer); a request no free block serves extends the free block at
+ * its mapped end, or maps a new one there, by whole pages. */
+static int32_t expand(vp_allocator *a, uint64_t rounded, bool small, uint8_t stream) {
+    uint64_t page = small ? VP_ALLOC_SMALL_BUFFER : VP_ALLOC_LARGE_BUFFER;
+    uint64_t *segment = &a->expandable[small][stream], *mapped = &a->mapped[small][stream];
+    int32_t tail = -1;
+    for (uint32_t i = 0; *segment && i < a->n_blocks && tail < 0; i++)
+        if (a->blocks[i].used && a->blocks[i].segment == *segment && a->blocks[i].next < 0) tail = (int32_t)i;
+    if (tail >= 0 && a->blocks[tail].free) {
+        pool_remove(a, tail);
+        uint64_t have = a->blocks[tail].size;
+        uint64_t grow = rounded > have ? round_up(rounded - have, page) : 0;
+        a->blocks[tail].size += grow;
+        *mapped += grow;
+        a->reserved += grow;
+        return tail;
+    }
+    int32_t b = new_block(a);
+    if (b < 0) return -1;
+    if (!*segment) *segment = ++a->segments;
+    uint64_t size = round_up(rounded, page);
+    a->blocks[b] = (vp_alloc_block){size, *segment, *mapped, tail, -1, stream, small, true, true};
+    if (tail >= 0) a->blocks[tail].next = b;
+    *mapped += size;
+    a->reserved += size;
+    return b;
+}
+
+int32_t vp_allocator_malloc(vp_allocator *a, uint64_t bytes) { return vp_allocator_malloc_on(a, bytes, 0); }
+
+int32_t vp_allocator_malloc_on(vp_allocator *a, uint64_t bytes, uint8_t stream) {
+    uint64_t rounded = vp_allocator_round_config(&a->config, bytes);
     bool small = rounded <= VP_ALLOC_SMALL_SIZE;
-    int32_t b = best_fit(a, rounded, small);
+    if (stream >= VP_ALLOC_STREAMS) stream = VP_ALLOC_STREAMS - 1;
+    int32_t b = best_fit(a, rounded, small, stream);
     if (b >= 0) pool_remove(a, b);
-    else { /* alloc_block: a new segment from cudaMalloc */
+    else if (a->config.expandable_segments) {
+        b = expand(a, rounded, small, stream);
+        if (b < 0) {
+            a->failed = true;
+            return -1;
+        }
+        if (a->reserved > a->peak_reserved) a->peak_reserved = a->reserved;
+    } else { /* alloc_block: a new segment from cudaMalloc */
         b = new_block(a);
         if (b < 0) {
             a->failed = true;
             return -1;
         }
         uint64_t size = vp_allocator_segment_size(rounded);
-        a->blocks[b] = (vp_alloc_block){size, ++a->segments, 0, -1, -1, small, true, true};
+        a->blocks[b] = (vp_alloc_block){size, ++a->segments, 0, -1, -1, stream, small, true, true};
         a->reserved += size;
         if (a->reserved > a->peak_reserved) a->peak_reserved = a->reserved;
     }
-    if (vp_allocator_should_split(a->blocks[b].size, rounded, small)) {
+    if (vp_allocator_should_split_config(&a->config, a->blocks[b].size, rounded, small)) {
         /* the request takes the block's start; the rest stays free after it */
         int32_t rest = new_block(a);
         if (rest < 0) {
@@ -153,7 +253,7 @@ int32_t vp_allocator_malloc(vp_allocator *a, uint64_t bytes) {
         }
         vp_alloc_block *block = &a->blocks[b];
         a->blocks[rest] = (vp_alloc_block){block->size - rounded, block->segment, block->offset + rounded, b,
-                                           block->next, small, true, true};
+                                           block->next, stream, small, true, true};
         if (block->next >= 0) a->blocks[block->next].prev = rest;
         block->next = rest;
         block->size = rounded;
@@ -209,6 +309,7 @@ typedef struct {
     int32_t block;    /* -1: not live */
     bool from_step;   /* made by a step, not by setup */
     bool carried;     /* made by an earlier step and still live when this one began */
+    bool preloaded;   /* a resident tensor the prelude made: setup does not make it again */
 } live_block;
 
 typedef struct {
@@ -218,6 +319,7 @@ typedef struct {
     live_block *unnamed;  /* in allocation order, owned */
     uint32_t n_unnamed, cap_unnamed;
     unsigned by_size;
+    const vp_replay_streams *streams;
     bool repeat;          /* replaying a step after the first */
     uint32_t n_carried;   /* unnamed blocks still marked carried */
     bool bad;
@@ -244,8 +346,20 @@ static bool carried_over(replay *r, const vp_event *e) {
     return false;
 }
 
+static uint8_t stream_of(const vp_replay_streams *streams, const char *op) {
+    if (!streams || !op) return 0;
+    for (uint8_t s = 0; s < 2; s++)
+        for (const char *const *name = streams->ops[s]; name && *name; name++)
+            if (strcmp(*name, op) == 0) return (uint8_t)(s + 1);
+    return 0;
+}
+
 static void replay_alloc(replay *r, const vp_event *e) {
     if (r->repeat && carried_over(r, e)) return;
+    if (e->tensor && r->named[e->tensor].preloaded) { /* the prelude made it */
+        r->named[e->tensor].preloaded = false;
+        return;
+    }
     if (!e->tensor && r->n_unnamed == r->cap_unnamed) {
         uint32_t cap = r->cap_unnamed ? r->cap_unnamed * 2 : 256;
         live_block *grown = realloc(r->unnamed, (size_t)cap * sizeof *grown);
@@ -260,12 +374,12 @@ static void replay_alloc(replay *r, const vp_event *e) {
         r->bad = true;
         return;
     }
-    int32_t b = vp_allocator_malloc(&r->alloc, (uint64_t)e->delta);
+    int32_t b = vp_allocator_malloc_on(&r->alloc, (uint64_t)e->delta, stream_of(r->streams, e->place.op));
     if (b < 0) {
         r->bad = true;
         return;
     }
-    live_block l = {e->tensor, e->place.op, (uint64_t)e->delta, b, e->place.phase != VP_PHASE_SETUP, false};
+    live_block l = {e->tensor, e->place.op, (uint64_t)e->delta, b, e->place.phase != VP_PHASE_SETUP, false, false};
     if (e->tensor) r->named[e->tensor] = l;
     else r->unnamed[r->n_unnamed++] = l;
 }
@@ -304,8 +418,9 @@ static void replay_release(replay *r, const vp_event *e) {
     r->n_unnamed--;
 }
 
-/* Which events a pass replays. */
-typedef enum { PASS_RESIDENT, PASS_STATES, PASS_STEP } pass_kind;
+/* Which events a pass replays: the prelude's (all, each naming its
+ * tensor), setup's resident state or optimizer states, or the step's. */
+typedef enum { PASS_PRELUDE, PASS_RESIDENT, PASS_STATES, PASS_STEP } pass_kind;
 
 static bool is_state(const vp_event *e) {
     return e->category == VP_CAT_OPTIMIZER || e->category == VP_CAT_MASTER;
@@ -315,7 +430,14 @@ static void run(replay *r, const vp_event *events, unsigned from, unsigned to, p
     for (unsigned i = from; i < to && !r->bad; i++) {
         const vp_event *e = &events[i];
         bool setup = e->place.phase == VP_PHASE_SETUP;
-        if (kind == PASS_STEP ? setup : (!setup || is_state(e) != (kind == PASS_STATES))) continue;
+        if (kind == PASS_PRELUDE) {
+            if (!e->tensor || e->tensor == VP_EVENT_MOVE) { /* a prelude names every tensor */
+                r->bad = true;
+                return;
+            }
+        } else if (kind == PASS_STEP ? setup : (!setup || is_state(e) != (kind == PASS_STATES))) {
+            continue;
+        }
         if (e->tensor == VP_EVENT_MOVE || e->delta == 0) continue; /* the storage stays where it is */
         if (e->delta > 0) replay_alloc(r, e);
         else replay_release(r, e);
@@ -324,6 +446,18 @@ static void run(replay *r, const vp_event *events, unsigned from, unsigned to, p
 
 bool vp_allocator_replay_events(const vp_event *events, unsigned n_events, unsigned max_steps,
                                 vp_allocator_replay *out) {
+    return vp_allocator_replay_run(NULL, 0, events, n_events, max_steps, NULL, NULL, out);
+}
+
+static uint32_t largest_tensor(const vp_event *events, unsigned n, uint32_t max_tensor) {
+    for (unsigned i = 0; i < n; i++)
+        if (events[i].tensor != VP_EVENT_MOVE && events[i].tensor > max_tensor) max_tensor = events[i].tensor;
+    return max_tensor;
+}
+
+bool vp_allocator_replay_run(const vp_event *prelude, unsigned n_prelude, const vp_event *events, unsigned n_events,
+                             unsigned max_steps, const vp_replay_streams *streams, const vp_alloc_config *config,
+                             vp_allocator_replay *out) {
     memset(out, 0, sizeof *out);
     if (max_steps == 0) max_steps = 1;
     if (max_steps > 4) max_steps = 4;
@@ -332,17 +466,24 @@ bool vp_allocator_replay_events(const vp_event *events, unsigned n_events, unsig
     unsigned first_update = n_events;
     for (unsigned i = 0; i < n_events && first_update == n_events; i++)
         if (events[i].place.phase == VP_PHASE_OPTIMIZER) first_update = i;
-    uint32_t max_tensor = 0;
-    for (unsigned i = 0; i < n_events; i++)
-        if (events[i].tensor != VP_EVENT_MOVE && events[i].tensor > max_tensor) max_tensor = events[i].tensor;
+    for (unsigned i = 0; i < n_prelude; i++)
+        if (prelude[i].repeat > 1) return false;
+    uint32_t max_tensor = largest_tensor(prelude, n_prelude, largest_tensor(events, n_events, 0));
     replay r;
     memset(&r, 0, sizeof r);
     r.n_named = max_tensor + 1;
+    r.streams = streams;
     r.named = malloc((size_t)r.n_named * sizeof *r.named);
     if (!r.named) return false;
     for (uint32_t t = 0; t < r.n_named; t++) r.named[t] = (live_block){.tensor = t, .block = -1};
-    vp_allocator_init(&r.alloc);
+    vp_allocator_init_config(&r.alloc, config);
+    run(&r, prelude, 0, n_prelude, PASS_PRELUDE);
+    /* what the prelude left live is the resident state setup would make */
+    for (uint32_t t = 1; t < r.n_named; t++) r.named[t].preloaded = r.named[t].block >= 0;
     run(&r, events, 0, n_events, PASS_RESIDENT);
+    for (uint32_t t = 1; t < r.n_named; t++)
+        if (r.named[t].preloaded) r.bad = true; /* the prelude made a tensor setup never makes */
+    out->reserved_at_start = r.alloc.reserved;
     run(&r, events, 0, first_update, PASS_STEP);
     run(&r, events, 0, n_events, PASS_STATES);
     run(&r, events, first_update, n_events, PASS_STEP);

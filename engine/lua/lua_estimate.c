@@ -145,11 +145,16 @@ static void set_rank(lua_State *L, const vp_rank_estimate *e, const vp_recipe *r
     set_int(L, "allocator_bytes", e->allocator_bytes);
     set_int(L, "cuda_context_bytes", e->cuda_context_bytes);
     set_int(L, "cublas_workspace_bytes", e->cublas_workspace_bytes);
+    set_int(L, "nccl_bytes", e->nccl_bytes);
     set_int(L, "runtime_bytes", e->runtime_bytes);
     set_int(L, "peak_unrounded_bytes", e->peak_unrounded);
     if (e->has_simulated) {
         set_int(L, "peak_reserved_simulated_bytes", e->peak_reserved_simulated);
         set_int(L, "simulated_steps", e->simulated_steps);
+    }
+    if (e->has_run) { /* the whole run: loading, quantizing, wrapping, then the steps (docs/reserved.md) */
+        set_int(L, "peak_reserved_run_bytes", e->peak_reserved_run);
+        set_int(L, "reserved_at_start_bytes", e->reserved_at_start);
     }
     set_int(L, "stage", e->stage);
     set_int(L, "first_layer", e->first_layer);

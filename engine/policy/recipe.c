@@ -74,6 +74,14 @@ const char *const vp_pp_schedule_names[] = {"1f1b", "gpipe", "interleaved-1f1b",
 const char *const vp_torch_version_names[] = {"2.x", "1.13", NULL};
 const char *const vp_device_names[] = {"cuda", "cpu", NULL};
 const char *const vp_allocator_model_names[] = {"constant", "simulated", NULL};
+const char *const vp_load_names[] = {"auto", "cpu", "device-map", "warmup", NULL};
+
+vp_load vp_recipe_load(const vp_recipe *recipe) {
+    if (recipe->load != VP_LOAD_AUTO) return recipe->load;
+    /* transformers' Bnb4BitHfQuantizer / Bnb8BitHfQuantizer.update_device_map:
+     * no device_map given, every tensor goes to the current GPU */
+    return vp_finetune_method_of(recipe)->quantizes_base ? VP_LOAD_DEVICE_MAP : VP_LOAD_CPU;
+}
 
 bool vp_recipe_checkpoint_early_stop(const vp_recipe *recipe) {
     /* torch.utils.checkpoint.set_checkpoint_early_stop: on by default since 2.1 */

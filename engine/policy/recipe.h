@@ -8,6 +8,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "allocator.h"
 #include "prims.h"
 
 /* The precision: the index of its policy in precision.c's table (whose
@@ -86,6 +87,16 @@ typedef enum { VP_SPARSITY_NONE, VP_SPARSITY_2_4, VP_SPARSITY_COUNT } vp_sparsit
  * plus a constant fragmentation share, or the allocator simulated over the
  * step's events (engine/core/allocator.c). */
 typedef enum { VP_ALLOCATOR_CONSTANT, VP_ALLOCATOR_SIMULATED } vp_allocator_model;
+
+/* How the model reaches the GPU before the first step (the run before the
+ * steady state, engine/step/run_phases.c): built or loaded on the CPU and
+ * moved parameter by parameter (model.to, FSDP's device_id); loaded straight
+ * to the GPU by from_pretrained(device_map=...) (bitsandbytes quantizing
+ * there); the same after transformers' caching_allocator_warmup. auto:
+ * device-map for qlora (transformers' bitsandbytes quantizers set a device
+ * map of the current GPU when none is given), cpu otherwise. */
+typedef enum { VP_LOAD_AUTO, VP_LOAD_CPU, VP_LOAD_DEVICE_MAP, VP_LOAD_WARMUP, VP_LOAD_COUNT } vp_load;
+extern const char *const vp_load_names[];
 extern const char *const vp_sparsity_names[];
 
 /* The adapters' dtype (LoRA, DoRA, prompt and prefix tuning): PEFT 0.12+
@@ -140,7 +151,10 @@ typedef struct {
     bool training;               /* dropout active */
     double fragmentation;        /* reserved beyond segments, as a fraction of the allocated peak */
     vp_allocator_model allocator; /* constant: segments + fragmentation; simulated: engine/core/allocator.c */
+    vp_load load;                /* how the model reaches the GPU (the run before the steady state) */
+    vp_alloc_config alloc_conf;  /* PYTORCH_CUDA_ALLOC_CONF's options, for allocator = simulated */
     double cuda_context_mib;     /* the CUDA context and loaded kernels */
+    unsigned nccl_channels;      /* NCCL's channels per communicator (0: by the GPU's interconnect) */
     /* data parallelism */
     unsigned dp;                 /* data-parallel ranks */
     unsigned zero;               /* DeepSpeed ZeRO stage 0-3 */
@@ -231,5 +245,8 @@ extern const char *const vp_allocator_model_names[];
 /* Whether a non-reentrant checkpoint's rerun stops early: PyTorch >= 2.1's
  * default, which 1.13 lacks; the recipe may say otherwise. */
 bool vp_recipe_checkpoint_early_stop(const vp_recipe *recipe);
+
+/* The load, auto resolved (vp_load). */
+vp_load vp_recipe_load(const vp_recipe *recipe);
 
 #endif

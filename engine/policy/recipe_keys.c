@@ -77,6 +77,17 @@ static bool parse_module_list(vp_module_set *out, const char *key, const char *s
     return true;
 }
 
+/* PYTORCH_CUDA_ALLOC_CONF's text (engine/core/alloc_conf.c). */
+static bool parse_alloc_conf(vp_recipe *r, const char *key, const char *s, const char *shown, char *message,
+                             size_t size) {
+    (void)shown;
+    if (!s) {
+        snprintf(message, size, "%s: must be text, as \"expandable_segments:True,max_split_size_mb:128\"", key);
+        return false;
+    }
+    return vp_alloc_config_parse(s, &r->alloc_conf, message, size);
+}
+
 static bool parse_lora_targets(vp_recipe *r, const char *key, const char *s, const char *shown, char *message,
                                size_t size) {
     (void)shown;
@@ -188,6 +199,11 @@ static void value_gpus_per_node(const vp_recipe *r, vp_key_value *out) {
     unsigned gpus = recipe_gpus(r);
     set_integer(out, r->gpus_per_node ? r->gpus_per_node : (gpus < 8 ? gpus : 8));
 }
+static void value_alloc_conf(const vp_recipe *r, vp_key_value *out) {
+    vp_alloc_config_format(&r->alloc_conf, out->text, sizeof out->text);
+    set_string(out, out->text);
+}
+static void value_load(const vp_recipe *r, vp_key_value *out) { set_string(out, vp_load_names[vp_recipe_load(r)]); }
 static void value_lora_targets(const vp_recipe *r, vp_key_value *out) {
     if (r->lora_targets == vp_module_all_linear()) snprintf(out->text, sizeof out->text, "all-linear");
     else vp_module_format(vp_lora_targets(r), out->text, sizeof out->text);
@@ -211,6 +227,7 @@ static bool with_chunked_loss(const vp_recipe *r) { return r->loss == VP_LOSS_CH
 static bool with_freezing(const vp_recipe *r) { return vp_finetune_method_of(r)->trains_last_layers; }
 static bool with_quantized_base(const vp_recipe *r) { return vp_finetune_method_of(r)->quantizes_base; }
 static bool with_int8_base(const vp_recipe *r) { return with_quantized_base(r) && r->quant == VP_QUANT_INT8; }
+static bool with_simulated_allocator(const vp_recipe *r) { return r->allocator == VP_ALLOCATOR_SIMULATED; }
 
 #define UINT_KEY(key, f, lo, hi, def) .name = key, .kind = VP_KEY_UINT, .offset = FIELD(f), .min = lo, .max = hi, .fallback = def
 #define U64_KEY(key, f, lo, hi, def) .name = key, .kind = VP_KEY_U64, .offset = FIELD(f), .min = lo, .max = hi, .fallback = def
@@ -395,11 +412,30 @@ static const vp_recipe_key keys[] = {
     {OPTION_KEY("allocator", allocator, vp_allocator_model_names, VP_ALLOCATOR_CONSTANT),
      .doc = "the caching allocator's reservation: constant is the peak's segments plus the fragmentation share; "
             "simulated replays the step's allocations through PyTorch's allocator rules (no fragmentation share)"},
+    /* c10's allocator options (engine/core/alloc_conf.c), honoured by the
+     * simulation (engine/core/allocator.c) */
+    {TEXT_KEY("alloc_conf", parse_alloc_conf), .value = value_alloc_conf, .applies = with_simulated_allocator,
+     .doc = "PYTORCH_CUDA_ALLOC_CONF's options for allocator = simulated: max_split_size_mb:N, "
+            "expandable_segments:True|False, roundup_power2_divisions:N (a power of 2), comma-separated "
+            "(docs/reserved.md) [none]"},
+    /* engine/step/run_phases.c: the run before the steady state, for
+     * per_gpu.peak_reserved_run_bytes (docs/reserved.md) */
+    {OPTION_KEY("load", load, vp_load_names, VP_LOAD_AUTO), .value = value_load, .applies = with_simulated_allocator,
+     .doc = "auto | cpu | device-map | warmup: how the model reaches the GPU, for the run's reservation "
+            "(docs/reserved.md): cpu moves it tensor by tensor (model.to, FSDP's device_id); device-map is "
+            "from_pretrained(device_map=...), bitsandbytes quantizing on the GPU; warmup the same after transformers "
+            "4.51+'s caching_allocator_warmup; auto is device-map for qlora, cpu otherwise [auto]"},
     /* The context alone, with CUDA's lazy module loading (the default since
      * PyTorch 1.13): 426 MiB in nvidia-smi on an RTX 6000 Ada with PyTorch
      * 2.10 / CUDA 13 (unslothai/unsloth-zoo#1053); before CUDA 11.7 every
      * kernel was loaded up front and it was over 1 GiB (1343 MiB on a V100
      * in HF's perf_train_gpu_one docs). */
+    /* engine/step/estimate.c's NCCL buffers: channels per communicator;
+     * NCCL opens at most MAXCHANNELS (32 in NCCL 2.x's src/include/device.h;
+     * later releases allow more: 64 accepted here) */
+    {UINT_KEY("nccl_channels", nccl_channels, 1, 64, 0), .hidden = true,
+     .doc = "NCCL's channels per communicator, for its buffers (NCCL_MIN/MAX_NCHANNELS, docs/reserved.md) "
+            "[24 over NVLink, 2 over PCIe]"},
     {NUMBER_KEY("cuda_context_mib", cuda_context_mib, 0, 1 << 20, 426.0),
      .doc = "memory of the CUDA context and its loaded kernels, in MiB"},
 };

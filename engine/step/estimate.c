@@ -3,6 +3,8 @@
 #include "estimate.h"
 
 #include "allocator.h"
+#include "run_phases.h"
+#include "shard.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -21,6 +23,55 @@ static uint64_t cublas_workspace(const vp_gpu *gpu) {
 }
 
 static unsigned microbatches(const vp_recipe *r) { return vp_recipe_microbatches(r); }
+
+/* NCCL's buffers: cudaMalloc'ed (cuMem) by NCCL itself, outside PyTorch's
+ * caching allocator, so nvidia-smi counts them and max_memory_reserved
+ * does not. Each channel of a communicator connects the rank to its ring
+ * neighbours, and each connection has a FIFO per protocol (NCCL
+ * src/init.cc, computeBuffSizes): LL = NCCL_LL_LINES_PER_THREAD 8 x
+ * NCCL_LL_MAX_NTHREADS 512 x NCCL_STEPS 8 x 16-byte lines, LL128 =
+ * NCCL_LL128_ELEMS_PER_THREAD 120 x NCCL_LL128_MAX_NTHREADS 640 x 8 steps x
+ * 8 bytes, SIMPLE = NCCL_BUFFSIZE, 4 MiB by default (docs.nvidia.com/
+ * deeplearning/nccl env.html#nccl-buffsize). A rank holds one connection's
+ * worth per ring channel (the receive side's LL and LL128, the send side's
+ * SIMPLE with P2P read), allocated in 2 MiB granules: the 10485760-byte
+ * buffers NCCL_DEBUG_SUBSYS=ALLOC logs per connection on 8 x H100
+ * (NVIDIA/nccl#1685). Only the rings: since NCCL 2.22 a communicator
+ * connects the algorithms it runs (NCCL_RUNTIME_CONNECT), and trees,
+ * NVLS and send/recv buffers are not counted. */
+#define NCCL_LL_BUFFSIZE (8ull * 512ull * 8ull * 16ull)
+#define NCCL_LL128_BUFFSIZE (120ull * 640ull * 8ull * 8ull)
+#define NCCL_SIMPLE_BUFFSIZE (1ull << 22)
+#define NCCL_GRANULE (2ull << 20)
+
+/* NCCL's channels per communicator when the recipe gives none: 24 on an
+ * NVLink node ("24 coll channels", NVIDIA/nccl#1781), 2 over PCIe ("2 coll
+ * channels", ParCIS/Chimera#2; and between nodes over InfiniBand,
+ * NVIDIA/nccl-tests#133). NVLink: a GPU-to-GPU bandwidth above PCIe 5.0
+ * x16's 128 GB/s both ways (the catalog's interconnect_gbps). */
+static unsigned nccl_channels(const vp_recipe *r, const vp_gpu *gpu) {
+    if (r->nccl_channels) return r->nccl_channels;
+    return gpu && gpu->interconnect_gbps > 128 ? 24 : 2;
+}
+
+/* The communicators a rank takes part in: one per parallel dimension over
+ * more than one rank (data, tensor, pipeline, context, expert), and a second
+ * data-parallel one for FSDP's HYBRID_SHARD (its shard and replica groups). */
+static unsigned nccl_communicators(const vp_recipe *r) {
+    unsigned dims[] = {r->dp, r->tp, r->pp, r->cp, r->ep};
+    unsigned n = 0;
+    for (size_t i = 0; i < sizeof dims / sizeof dims[0]; i++) n += dims[i] > 1;
+    unsigned group = vp_shard_group(r);
+    if (r->framework == VP_FRAMEWORK_FSDP && r->fsdp == VP_FSDP_HYBRID_SHARD && r->dp > 1 && group > 1 && group < r->dp)
+        n++;
+    return n;
+}
+
+static uint64_t nccl_buffers(const vp_recipe *r, const vp_gpu *gpu) {
+    uint64_t connection = NCCL_LL_BUFFSIZE + NCCL_LL128_BUFFSIZE + NCCL_SIMPLE_BUFFSIZE;
+    connection = (connection + NCCL_GRANULE - 1) / NCCL_GRANULE * NCCL_GRANULE;
+    return (uint64_t)nccl_communicators(r) * nccl_channels(r, gpu) * connection;
+}
 
 /* In flight at a stage's peak, per schedule:
  *  - GPipe: every micro-batch's forward runs before any backward: m.
@@ -127,7 +178,8 @@ static void finish_rank(vp_rank_estimate *e, const vp_recipe *recipe, const vp_g
         e->peak_reserved = segments + (uint64_t)llround(recipe->fragmentation * (double)m->peak);
         e->cuda_context_bytes = (uint64_t)llround(recipe->cuda_context_mib * MIB);
         e->cublas_workspace_bytes = cublas_workspace(gpu);
-        e->runtime_bytes = e->cuda_context_bytes + e->cublas_workspace_bytes;
+        e->nccl_bytes = nccl_buffers(recipe, gpu);
+        e->runtime_bytes = e->cuda_context_bytes + e->cublas_workspace_bytes + e->nccl_bytes;
         e->peak_total = e->peak_reserved + e->runtime_bytes;
     }
     e->allocator_bytes = e->peak_reserved - e->peak_allocated;
@@ -196,31 +248,69 @@ vp_step_status vp_estimate_run(const vp_model *model, const vp_recipe *recipe, c
  * allocator only grows; in practice it stops after the second step). */
 enum { SIMULATED_STEPS = 3 };
 
-/* The stage's unfolded event log replayed; false when it cannot be. */
+/* FSDP all-gathers a unit's parameters on its unshard stream and makes the
+ * reduce-scattered gradient shard on its post-backward stream
+ * (torch/distributed/fsdp/_runtime_utils.py: _unshard under
+ * state._unshard_stream, _post_backward_hook and _reduce_grad under
+ * state._post_backward_stream): their blocks are cached for those streams
+ * alone. The labels are engine/step/layout.c's. */
+static const char *const fsdp_gathers[] = {"all_gather", "all_gather.prefetch", "all_gather.root", NULL};
+static const char *const fsdp_reduced[] = {"reduce_scatter.grad", NULL};
+static const vp_replay_streams fsdp_streams = {{fsdp_gathers, fsdp_reduced}};
+
+static const vp_replay_streams *streams_of(const vp_recipe *recipe) {
+    return recipe->framework == VP_FRAMEWORK_FSDP ? &fsdp_streams : NULL;
+}
+
+/* The whole run replayed: the prelude (loading, quantizing, wrapping)
+ * before the step's log. */
+static void simulate_run(const vp_recipe *recipe, const vp_event *events, unsigned n, uint64_t extra,
+                         vp_rank_estimate *e) {
+    vp_run_prelude prelude;
+    if (!vp_run_prelude_build(recipe, events, n, &prelude)) return;
+    vp_allocator_replay run;
+    if (vp_allocator_replay_run(prelude.events, prelude.n_events, events, n, SIMULATED_STEPS, streams_of(recipe),
+                                &recipe->alloc_conf, &run)) {
+        e->has_run = true;
+        e->peak_reserved_run = run.peak_reserved + extra;
+        e->reserved_at_start = run.reserved_at_start;
+    }
+    vp_run_prelude_free(&prelude);
+}
+
+/* The stage's unfolded event log replayed, alone and after the run's
+ * prelude; no figure when it cannot be. */
 static vp_step_status simulate_rank(const vp_model *model, const vp_recipe *recipe, vp_rank_estimate *e) {
     vp_allocator_replay replay;
     bool ok = false;
-    if (e->events.n_events) ok = vp_allocator_replay_events(e->events.events, e->events.n_events, SIMULATED_STEPS,
-                                                            &replay); /* fails on a folded log */
+    const vp_event *events = e->events.events;
+    unsigned n = e->events.n_events;
+    const vp_replay_streams *streams = streams_of(recipe);
+    if (n) ok = vp_allocator_replay_run(NULL, 0, events, n, SIMULATED_STEPS, streams, &recipe->alloc_conf,
+                                        &replay); /* not folded logs */
+    vp_ledger log = {0};
     if (!ok) {
         unsigned pp = recipe->pp ? recipe->pp : 1;
         vp_stage stage = {e->first_layer, e->layers, e->stage == 0, e->stage + 1 == pp, microbatches(recipe)};
         vp_step_result result;
-        vp_ledger log;
         vp_step_status status = vp_step_run_stage(model, recipe, &stage, false, true, &result, &log);
         if (status != VP_STEP_OK) return status;
-        ok = vp_allocator_replay_events(log.events, log.n_events, SIMULATED_STEPS, &replay);
-        vp_ledger_free(&log);
+        events = log.events;
+        n = log.n_events;
+        ok = vp_allocator_replay_run(NULL, 0, events, n, SIMULATED_STEPS, streams, &recipe->alloc_conf, &replay);
     }
-    if (!ok) return VP_STEP_OK; /* no figure: has_simulated stays false */
-    e->has_simulated = true;
-    e->simulated_steps = replay.steps;
     /* the other micro-batches' activations a pipeline stage holds, in large
      * blocks of their own (as finish_rank counts them) */
     uint64_t extra = 0;
     if (e->in_flight > 1) extra = (uint64_t)llround((e->in_flight - 1) * (double)e->step.activations_bytes);
     extra = (extra + VP_ALLOC_ROUND_LARGE - 1) / VP_ALLOC_ROUND_LARGE * VP_ALLOC_ROUND_LARGE;
-    e->peak_reserved_simulated = replay.peak_reserved + extra;
+    if (ok) {
+        e->has_simulated = true;
+        e->simulated_steps = replay.steps;
+        e->peak_reserved_simulated = replay.peak_reserved + extra;
+        simulate_run(recipe, events, n, extra, e);
+    }
+    vp_ledger_free(&log);
     return VP_STEP_OK;
 }
 

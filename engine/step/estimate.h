@@ -30,7 +30,8 @@ typedef struct {
     uint64_t allocator_bytes;    /* peak_reserved - peak_allocated */
     uint64_t cuda_context_bytes;
     uint64_t cublas_workspace_bytes;
-    uint64_t runtime_bytes;      /* context + workspaces */
+    uint64_t nccl_bytes;         /* NCCL's buffers for the rank's communicators */
+    uint64_t runtime_bytes;      /* context + workspaces + NCCL */
     uint64_t peak_total;         /* what nvidia-smi would show */
     bool fits;
     int64_t headroom;            /* GPU memory - peak_total (negative: short by) */
@@ -40,6 +41,11 @@ typedef struct {
     bool has_simulated;
     uint64_t peak_reserved_simulated;
     unsigned simulated_steps;    /* steps replayed until the reservation stopped growing */
+    /* the same over the whole run: loading, quantizing and wrapping the
+     * model (engine/step/run_phases.c) before the steps */
+    bool has_run;
+    uint64_t peak_reserved_run;  /* torch.cuda.max_memory_reserved() over the run */
+    uint64_t reserved_at_start;  /* memory_reserved() when the first step begins */
 } vp_rank_estimate;
 
 typedef struct {
@@ -58,9 +64,11 @@ void vp_estimate_free(vp_estimate *estimate);
 
 /* Simulates the caching allocator for every stage of a CUDA estimate (none
  * for device = cpu): each stage's step evaluated again without folding and
- * its events replayed (engine/core/allocator.c). With allocator = simulated the
- * reservation, totals and verdict follow the simulation (vp_estimate_run
- * calls it then); otherwise the figure is only set beside. */
+ * its events replayed (engine/core/allocator.c), alone (the steady step)
+ * and after the run's prelude (the whole run). With allocator = simulated
+ * the reservation, totals and verdict follow the steady simulation
+ * (vp_estimate_run calls it then); otherwise the figures are only set
+ * beside. */
 vp_step_status vp_estimate_simulate_allocator(const vp_model *model, const vp_recipe *recipe, const vp_gpu *gpu,
                                               vp_estimate *estimate);
 

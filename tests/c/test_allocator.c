@@ -150,6 +150,129 @@ static void test_replay(void) {
     CHECK(!vp_allocator_replay_events(folded, 1, 3, &r));
 }
 
+static void test_replay_after_prelude(void) {
+    /* the run before the steady state: a 100 MiB tensor made and freed
+     * while loading (a 16-bit weight before quantizing, a flat buffer)
+     * leaves its segment cached; the resident 60 MiB weight, made by the
+     * prelude under setup's name, is carved from it (40 MiB > 1 MiB left:
+     * split), and the step's 30 MiB activation fits in the rest */
+    vp_event prelude[] = {
+        ev(VP_PHASE_SETUP, VP_CAT_TRANSIENT, 100 * MIB, 10, "w16"),
+        ev(VP_PHASE_SETUP, VP_CAT_TRANSIENT, -100 * (int64_t)MIB, 10, "w16"),
+        ev(VP_PHASE_SETUP, VP_CAT_PARAMS, 60 * MIB, 1, "w"),
+    };
+    vp_event events[] = {
+        ev(VP_PHASE_SETUP, VP_CAT_PARAMS, 60 * MIB, 1, "w"),
+        ev(VP_PHASE_FORWARD, VP_CAT_ACTIVATIONS, 30 * MIB, 2, "a"),
+        ev(VP_PHASE_BACKWARD, VP_CAT_ACTIVATIONS, -30 * (int64_t)MIB, 2, "a"),
+    };
+    vp_allocator_replay r;
+    CHECK(vp_allocator_replay_run(prelude, 3, events, 3, 3, NULL, NULL, &r));
+    CHECK_EQ_U64(r.reserved_at_start, 100 * MIB);
+    CHECK_EQ_U64(r.peak_reserved, 100 * MIB);
+    CHECK_EQ_U64(r.peak_allocated, 100 * MIB); /* the prelude's tensor is counted too */
+    /* without it: the weight's own 60 MiB segment and the activation's 30 */
+    CHECK(vp_allocator_replay_events(events, 3, 3, &r));
+    CHECK_EQ_U64(r.peak_reserved, 90 * MIB);
+    CHECK_EQ_U64(r.reserved_at_start, 60 * MIB);
+    /* the run's peak is no steady figure: a 110 MiB weight does not fit the
+     * cached 100 MiB block, which stays reserved beside it */
+    prelude[2] = ev(VP_PHASE_SETUP, VP_CAT_PARAMS, 110 * MIB, 1, "w");
+    events[0] = prelude[2];
+    CHECK(vp_allocator_replay_run(prelude, 3, events, 3, 3, NULL, NULL, &r));
+    CHECK_EQ_U64(r.peak_reserved, 210 * MIB); /* the activation reuses the cached block */
+    /* a prelude tensor without a name, or a resident setup never makes: no figure */
+    vp_event unnamed[] = {ev(VP_PHASE_SETUP, VP_CAT_TRANSIENT, MIB, 0, "x")};
+    CHECK(!vp_allocator_replay_run(unnamed, 1, events, 3, 3, NULL, NULL, &r));
+    vp_event stranger[] = {ev(VP_PHASE_SETUP, VP_CAT_PARAMS, MIB, 9, "x")};
+    CHECK(!vp_allocator_replay_run(stranger, 1, events, 3, 3, NULL, NULL, &r));
+}
+
+/* PYTORCH_CUDA_ALLOC_CONF's options, each against the rule of
+ * CUDACachingAllocator.cpp it follows, worked by hand */
+static void test_config(void) {
+    vp_alloc_config c;
+    char message[256];
+    /* roundup_power2_divisions:4 — 1 MiB + 1 lies between 1 and 2 MiB,
+     * cut into 256 KiB steps: 1.25 MiB; 5000 bytes (above 512 x 4) between
+     * 4 and 8 KiB, cut into 1 KiB steps: 5120; a power of two stays; 2000
+     * bytes (not above 2048) is rounded to 512 only */
+    CHECK(vp_alloc_config_parse("roundup_power2_divisions:4", &c, message, sizeof message));
+    CHECK_EQ_U64(vp_allocator_round_config(&c, MIB + 1), MIB + 256 * KIB);
+    CHECK_EQ_U64(vp_allocator_round_config(&c, 5000), 5120);
+    CHECK_EQ_U64(vp_allocator_round_config(&c, 8 * MIB), 8 * MIB);
+    CHECK_EQ_U64(vp_allocator_round_config(&c, 2000), 2048);
+
+    /* max_split_size_mb:128 — a free 200 MiB block serves neither a 50 MiB
+     * request (oversized for it) nor a 150 MiB one (200 >= 150 + 20); a 190
+     * MiB one takes it whole (no split at or above the limit) */
+    CHECK(vp_alloc_config_parse(" max_split_size_mb : 128 ", &c, message, sizeof message));
+    CHECK_EQ_U64(c.max_split_size, 128 * MIB);
+    vp_allocator a;
+    vp_allocator_init_config(&a, &c);
+    vp_allocator_release(&a, vp_allocator_malloc(&a, 200 * MIB));
+    int32_t x = vp_allocator_malloc(&a, 50 * MIB);
+    CHECK_EQ_U64(a.reserved, 250 * MIB);
+    int32_t y = vp_allocator_malloc(&a, 150 * MIB);
+    CHECK_EQ_U64(a.reserved, 400 * MIB);
+    int32_t z = vp_allocator_malloc(&a, 190 * MIB);
+    CHECK_EQ_U64(a.reserved, 400 * MIB);
+    CHECK_EQ_U64(a.blocks[z].size, 200 * MIB);
+    vp_allocator_release(&a, x);
+    vp_allocator_release(&a, y);
+    vp_allocator_release(&a, z);
+    CHECK(!a.failed);
+    vp_allocator_free(&a);
+
+    /* expandable_segments:True — one large-pool segment mapped by 20 MiB
+     * pages: 30 MiB maps 40; the next 30 MiB finds 10 free at the end and
+     * maps 20 more: 60 MiB in one segment (two segments of 30 without) */
+    CHECK(vp_alloc_config_parse("expandable_segments:True", &c, message, sizeof message));
+    vp_allocator_init_config(&a, &c);
+    x = vp_allocator_malloc(&a, 30 * MIB);
+    y = vp_allocator_malloc(&a, 30 * MIB);
+    CHECK_EQ_U64(a.reserved, 60 * MIB);
+    CHECK_EQ_U64(a.segments, 1);
+    CHECK_EQ_U64(a.blocks[y].offset, 30 * MIB);
+    /* a small request maps a 2 MiB page of the small pool's own segment */
+    z = vp_allocator_malloc(&a, 4 * KIB);
+    CHECK_EQ_U64(a.reserved, 62 * MIB);
+    CHECK_EQ_U64(a.segments, 2);
+    vp_allocator_free(&a);
+
+    /* streams: a block freed on the default stream serves no other
+     * (BlockComparatorSize compares the stream first) */
+    vp_allocator_init(&a);
+    vp_allocator_release(&a, vp_allocator_malloc(&a, 40 * MIB));
+    x = vp_allocator_malloc_on(&a, 40 * MIB, 1);
+    CHECK_EQ_U64(a.reserved, 80 * MIB);
+    vp_allocator_release(&a, x);
+    y = vp_allocator_malloc_on(&a, 40 * MIB, 1); /* its own stream's block again */
+    CHECK_EQ_U64(a.reserved, 80 * MIB);
+    CHECK_EQ_U64(a.blocks[y].stream, 1);
+    vp_allocator_free(&a);
+
+    /* the text: errors name the option; the echo is canonical */
+    CHECK(!vp_alloc_config_parse("max_split_size_mb:10", &c, message, sizeof message));
+    CHECK(strstr(message, "max_split_size_mb") != NULL);
+    CHECK(!vp_alloc_config_parse("expandable_segments:yes", &c, message, sizeof message));
+    CHECK(strstr(message, "expandable_segments") != NULL);
+    CHECK(!vp_alloc_config_parse("roundup_power2_divisions:3", &c, message, sizeof message));
+    CHECK(!vp_alloc_config_parse("garbage_collection_threshold:0.6", &c, message, sizeof message));
+    CHECK(strstr(message, "garbage_collection_threshold") != NULL);
+    CHECK(!vp_alloc_config_parse("backend:cudaMallocAsync", &c, message, sizeof message));
+    CHECK(!vp_alloc_config_parse("max_splt_size_mb:128", &c, message, sizeof message));
+    CHECK(strstr(message, "max_splt_size_mb") != NULL);
+    CHECK(vp_alloc_config_parse("pinned_use_cuda_host_register:True,max_split_size_mb:64,expandable_segments:False", &c,
+                                message, sizeof message));
+    char text[128];
+    vp_alloc_config_format(&c, text, sizeof text);
+    CHECK(strcmp(text, "max_split_size_mb:64") == 0);
+    CHECK(vp_alloc_config_parse("", &c, message, sizeof message));
+    vp_alloc_config_format(&c, text, sizeof text);
+    CHECK(strcmp(text, "") == 0);
+}
+
 int main(void) {
     test_rounding();
     test_segment_sizes();
@@ -157,5 +280,7 @@ int main(void) {
     test_pools_and_best_fit();
     test_merge();
     test_replay();
+    test_replay_after_prelude();
+    test_config();
     return check_summary("allocator");
 }

@@ -72,7 +72,9 @@ local function breakdown(r)
   out[#out + 1] = row({ "= allocated (tensors live at the peak)", { report.bytes(r.peak_allocated_bytes), n = true },
     { "", n = true } }, "sum")
   out[#out + 1] = row({ "+ caching allocator", { report.bytes(r.allocator_bytes), n = true }, { "", n = true } })
-  out[#out + 1] = row({ "+ CUDA context and cuBLAS workspaces", { report.bytes(r.runtime_bytes), n = true },
+  local runtime = (r.nccl_bytes or 0) > 0 and "+ CUDA context, cuBLAS workspaces and NCCL's buffers"
+    or "+ CUDA context and cuBLAS workspaces"
+  out[#out + 1] = row({ runtime, { report.bytes(r.runtime_bytes), n = true },
     { "", n = true } })
   out[#out + 1] = row({ "= total (what nvidia-smi would show)", { report.bytes(r.peak_total_bytes), n = true },
     { "", n = true } }, "sum")

@@ -54,6 +54,25 @@ function report.verdict(r, gpu)
     report.bytes(gpu.memory_bytes), report.bytes(-r.headroom_bytes))
 end
 
+-- The reservation over the whole run beside the step's (docs/reserved.md):
+-- loading, quantizing and wrapping the model, then the first step, leave
+-- cached segments behind; a run that needs more than the GPU has is said.
+function report.run_notes(r, gpu)
+  local run = r.peak_reserved_run_bytes
+  if not run then return {} end
+  local notes = {
+    string.format("  %-22s %12s   reserved at most over the whole run (steady step: %s): loading, wrapping, the " ..
+      "first step", "run's reserved peak", report.bytes(run), report.bytes(r.peak_reserved_bytes)),
+  }
+  local total = run + r.runtime_bytes
+  if gpu and r.fits and total > gpu.memory_bytes then
+    notes[#notes + 1] = string.format("  warning: over the whole run it needs %s of %s (short by %s): the " ..
+      "steady step fits, the run may not", report.bytes(total), report.bytes(gpu.memory_bytes),
+      report.bytes(total - gpu.memory_bytes))
+  end
+  return notes
+end
+
 local function where(r)
   local parts = { r.peak_phase }
   if r.peak_layer then parts[#parts + 1] = "layer " .. r.peak_layer end
@@ -166,8 +185,10 @@ function report.human(ctx)
   end
   line("  %-22s %12s   tensors live at the peak (torch.cuda.max_memory_allocated)", "= allocated", report.bytes(r.peak_allocated_bytes))
   line("  %-22s %12s   caching-allocator segments and fragmentation", "+ allocator", report.bytes(r.allocator_bytes))
-  line("  %-22s %12s   CUDA context and cuBLAS workspaces", "+ runtime", report.bytes(r.runtime_bytes))
+  line("  %-22s %12s   CUDA context and cuBLAS workspaces%s", "+ runtime", report.bytes(r.runtime_bytes),
+    (r.nccl_bytes or 0) > 0 and (", NCCL's buffers " .. report.bytes(r.nccl_bytes)) or "")
   line("  %-22s %12s   what nvidia-smi would show", "= total", report.bytes(r.peak_total_bytes))
+  for _, note in ipairs(report.run_notes(r, gpu)) do line("%s", note) end
   line("")
   line("model states: parameters %s, gradients %s, master weights %s, optimizer states %s",
     report.bytes(r.params_bytes), report.bytes(r.grads_bytes), report.bytes(r.master_bytes), report.bytes(r.optimizer_bytes))
@@ -258,8 +279,11 @@ local rank_fields = {
   "params_bytes", "buffers_bytes", "grads_bytes", "master_bytes", "optimizer_bytes", "comm_bytes",
   "activations_bytes", "peak_allocated_bytes", "peak_reserved_bytes", "peak_total_bytes", "peak_phase", "peak_op",
   "peak_breakdown", "allocator_bytes", "runtime_bytes", "cuda_context_bytes", "cublas_workspace_bytes",
+  "nccl_bytes",
   -- the caching allocator simulated over the step (engine/core/allocator.c): a GPU's estimate asked for it
   "peak_reserved_simulated_bytes",
+  -- ... and over the whole run, loading and wrapping the model first (engine/step/run_phases.c)
+  "peak_reserved_run_bytes", "reserved_at_start_bytes",
 }
 
 -- The per_gpu fields of one rank.
@@ -276,8 +300,8 @@ local order = {
   "name", "params", "trainable_params", "lora_modules", "saved_modules", "load_balancing_loss", "arch", "layers",
   "source",
   "params_bytes", "buffers_bytes", "grads_bytes", "master_bytes", "optimizer_bytes", "activations_bytes",
-  "peak_allocated_bytes", "peak_reserved_bytes", "peak_reserved_simulated_bytes", "peak_total_bytes", "peak_phase",
-  "peak_layer", "peak_op", "peak_breakdown", "allocator_bytes", "runtime_bytes", "cuda_context_bytes", "cublas_workspace_bytes",
+  "peak_allocated_bytes", "peak_reserved_bytes", "peak_reserved_simulated_bytes", "peak_reserved_run_bytes",
+  "reserved_at_start_bytes", "peak_total_bytes", "peak_phase", "peak_layer", "peak_op", "peak_breakdown", "allocator_bytes", "runtime_bytes", "cuda_context_bytes", "cublas_workspace_bytes", "nccl_bytes",
   "memory_bytes", "short_name", "per_rank", "host", "stage", "in_flight", "ranks", "count", "comm_bytes",
   "cpu_bytes_per_rank", "cpu_bytes_per_node", "nvme_bytes_per_rank", "nvme_bytes_per_node", "gpus_per_node",
   "cpu_ram_bytes_per_node", "kind", "cpu_ram_bytes", "price_per_hour",

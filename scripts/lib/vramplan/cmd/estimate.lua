@@ -32,12 +32,13 @@ function estimate.run(opts, home)
   -- the timeline (printed or drawn) shows every layer: no folding of
   -- identical layers then
   local drawn = opts.plot or opts.report
-  -- with the timeline (an unfolded evaluation already), the JSON also
-  -- carries the caching allocator simulated over the step
-  -- (per_gpu.peak_reserved_simulated_bytes); allocator = simulated always
-  -- does, and uses it
+  -- with the timeline (an unfolded evaluation already), the output also
+  -- carries the caching allocator simulated over the step and over the
+  -- whole run (per_gpu.peak_reserved_simulated_bytes,
+  -- peak_reserved_run_bytes); allocator = simulated always does, and uses
+  -- the step's
   local result = job.estimate(j, nil, { timeline = opts.timeline or drawn ~= nil,
-                                        simulate_allocator = opts.json and (opts.timeline or drawn ~= nil) })
+                                        simulate_allocator = opts.timeline or drawn ~= nil })
   local ctx = job.context(j, result)
   if drawn then
     draw(ctx, opts)
