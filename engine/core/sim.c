@@ -405,6 +405,13 @@ void vp_scratch(vp_sim *sim, uint64_t bytes, const char *label) {
     vp_ledger_release(sim->ledger, sim->category, bytes, label);
 }
 
+/* AccumulateGrad::apply runs the leaf's post-accumulate-grad hooks after
+ * it has set .grad, before it returns: the gradient it was given is still
+ * its local then (accumulate_grad.cpp, PyTorch 2.1+). */
+static void post_accumulate(vp_sim *sim, vp_t leaf) {
+    if (sim->post_accumulate && vp_at(sim, leaf)->post_accumulate) sim->post_accumulate(sim->post_accumulate_ctx, leaf);
+}
+
 /* AccumulateGrad (torch/csrc/autograd/functions/accumulate_grad.h): the
  * first gradient of a step is stolen into .grad without a copy when nobody
  * else holds it; later ones are added in place and freed. */
@@ -419,6 +426,7 @@ static void accumulate_into_leaf(vp_sim *sim, vp_t to, vp_t grad) {
         vp_ledger_move(sim->ledger, (vp_category)g->category, (vp_category)x->grad_category, g->bytes);
         g->category = x->grad_category;
         x->param_grad = grad;
+        post_accumulate(sim, to);
         return;
     }
     if (!x->param_grad) { /* shared or a view: clone into .grad, obeying the layout contract */
@@ -426,6 +434,7 @@ static void accumulate_into_leaf(vp_sim *sim, vp_t to, vp_t grad) {
                               "accumulate_grad.clone");
         vp_at(sim, to)->param_grad = copy;
     }
+    post_accumulate(sim, to);
     vp_drop(sim, grad);
 }
 

@@ -41,6 +41,7 @@ typedef struct {
     bool conv1d;         /* a weight of transformers' Conv1D, (in, out): its GEMM takes it as it is, a Linear's
                             its transpose */
     uint8_t grad_category; /* for leaves: what a stolen gradient is charged as */
+    bool post_accumulate; /* a leaf whose .grad sim->post_accumulate is told of after each AccumulateGrad */
     bool live;
     bool phantom;        /* made after a rerun's early stop: never allocated */
     vp_t grad;           /* gradient buffered for this tensor during backward */
@@ -128,6 +129,11 @@ typedef struct vp_sim {
      * copied to host memory (pack is told the bytes) instead of kept */
     void (*pack)(void *ctx, uint64_t bytes);
     void *pack_ctx;
+    /* Tensor.register_post_accumulate_grad_hook (PyTorch 2.1+): called for a
+     * leaf marked post_accumulate once its AccumulateGrad has put the
+     * gradient into .grad, while that node still holds what it was given */
+    void (*post_accumulate)(void *ctx, vp_t leaf);
+    void *post_accumulate_ctx;
     /* non-reentrant checkpointing: the frame whose forward is running, the
      * frame whose rerun is running, and every frame's holders */
     vp_frame *saving, *refilling;

@@ -252,6 +252,12 @@ static const vp_recipe_key keys[] = {
     {BOOL_KEY("first_moment", first_moment, false),
      .doc = "adafactor or sm3: keep a first moment, one state per parameter (Adafactor's beta1 set: fp32; SM3's "
             "momentum > 0: the gradient's dtype); their libraries' default is none [false]"},
+    /* torchtune's optimizer_in_bwd (torchtune/modules/optim.py OptimizerInBackward,
+     * training/memory.py register_optim_in_bwd_hooks) */
+    {BOOL_KEY("optimizer_in_backward", optimizer_in_backward, false),
+     .doc = "torchtune's optimizer in backward: one optimizer per parameter, stepped in its post-accumulate-grad hook "
+            "and its gradient set to None at once, so gradients never all live together; one GPU, no gradient "
+            "accumulation, no master weights [false]"},
     {U64_KEY("micro_batch", micro_batch, 1, 1 << 24, 1), .doc = "sequences per micro-batch"},
     {U64_KEY("seq_len", seq_len, 1, 1 << 26, 2048), .doc = "tokens per sequence"},
     {U64_KEY("target_len", target_len, 1, 1 << 26, 0), .value = value_target_len,

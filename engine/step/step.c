@@ -16,6 +16,7 @@
 #include "kv_cache.h"
 #include "prefix.h"
 #include "optimizer.h"
+#include "optim_in_backward.h"
 #include "update.h"
 
 /* ---- leaves ---- */
@@ -504,6 +505,8 @@ static void backward_layers(vp_step *step) {
 /* The gradients a rank keeps for the optimizer: whole, or its shard. */
 static uint64_t kept_grad_bytes(vp_step *step) {
     uint64_t total = 0;
+    /* stepped in backward, each gradient went with its hook */
+    if (step->recipe->optimizer_in_backward) return 0;
     /* an offloaded optimizer keeps the gradient partition in host memory */
     if (step->plan.grads == VP_GRADS_BUCKET && (step->plan.states_on_host || step->plan.states_on_nvme)) return 0;
     bool sharded = step->plan.grads != VP_GRADS_KEEP && !step->plan.bucket_bytes_per_param_byte;
@@ -724,6 +727,7 @@ static void run(vp_step *step, vp_step_result *result) {
         sim->status = VP_SIM_NOMEM;
         return;
     }
+    vp_optim_in_backward_arm(step);
     vp_meter resident = ledger->rounded;
     vp_meter resident_raw = ledger->raw; /* component figures are exact tensor bytes */
     /* in the bytes the peak is counted in: the CPU twin's are exact */
@@ -877,6 +881,7 @@ const char *vp_step_layout_problem(const vp_model *model, const vp_recipe *recip
     if (!problem && recipe->offload_activations && (!framework->hf_modeling || recipe->pp > 1))
         problem = "offload_activations: modelled as PyTorch's save_on_cpu around a whole forward (no megatron, no pp)";
     if (!problem) problem = vp_checkpoint_recipe_problem(recipe);
+    if (!problem) problem = vp_optim_in_backward_problem(recipe);
     if (problem || !model) return problem;
     if (recipe->tp > 1 && !model->facts.lm_head)
         return "tp: tensor parallelism is modelled for language models (an lm_head)";

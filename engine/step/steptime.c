@@ -681,10 +681,15 @@ static double rank_trainable(const vp_recipe *r, const vp_rank_estimate *w) {
 /* The optimizer step on the GPU: it and gradient clipping stream the rank's
  * states through HBM: gradients read twice (norm, update), master weights
  * and states read and written, parameters written. */
+static double gradient_bytes(const vp_recipe *r);
+
 static double optimizer_time(const vp_recipe *r, const vp_time_hw *hw, const vp_rank_estimate *w) {
     if (r->offload_optimizer != VP_OFFLOAD_NONE) return 0;
     const vp_step_result *s = &w->step;
-    double bytes = 2.0 * s->grads_bytes + s->params_bytes + 2.0 * (s->master_bytes + s->optimizer_bytes);
+    /* stepped in backward (optimizer_in_backward), every gradient is read
+     * once by its own update and none is kept: no clipping norm */
+    double grads = r->optimizer_in_backward ? rank_trainable(r, w) * gradient_bytes(r) : 2.0 * s->grads_bytes;
+    double bytes = grads + s->params_bytes + 2.0 * (s->master_bytes + s->optimizer_bytes);
     return bytes / hw->memory_bw;
 }
 

@@ -105,8 +105,20 @@ static void measure_tensor(vp_step *step, vp_t leaf, temp_sizes *sizes) {
     sizes->previous = bytes;
 }
 
-/* bitsandbytes' paged optimizers prefetch a parameter's states to the GPU
- * before its update: one tensor's states at a time on the GPU. */
+/* The states of one parameter, as bitsandbytes' paged optimizers prefetch
+ * them to the GPU before its update. */
+static uint64_t paged_bytes(vp_step *step, vp_t t) {
+    const vp_tensor *x = vp_at(&step->sim, t);
+    vp_param_shape shape = {x->numel, x->rows};
+    return vp_optimizer_state_bytes(step->optimizer, step->recipe, &shape, step->plan.states_dtype);
+}
+
+static void page_in(vp_step *step, uint64_t bytes) {
+    vp_ledger_alloc(&step->ledger, VP_CAT_OPTIMIZER, bytes, "paged optimizer state (paged in)");
+    vp_ledger_release(&step->ledger, VP_CAT_OPTIMIZER, bytes, "paged optimizer state (paged in)");
+}
+
+/* One tensor's states at a time on the GPU: the largest's. */
 static void paged_in(vp_step *step) {
     uint64_t largest = 0;
     for (unsigned g = 0; g < vp_step_leaf_group_count(step); g++) {
@@ -114,22 +126,25 @@ static void paged_in(vp_step *step) {
         for (unsigned i = 0; i < group.n; i++) {
             vp_t t = group.leaves[i];
             if (!t || !vp_at(&step->sim, t)->requires_grad) continue;
-            const vp_tensor *x = vp_at(&step->sim, t);
-            vp_param_shape shape = {x->numel, x->rows};
-            uint64_t bytes = vp_optimizer_state_bytes(step->optimizer, step->recipe, &shape, step->plan.states_dtype);
+            uint64_t bytes = paged_bytes(step, t);
             if (bytes > largest) largest = bytes;
         }
     }
-    vp_ledger_alloc(&step->ledger, VP_CAT_OPTIMIZER, largest, "paged optimizer state (paged in)");
-    vp_ledger_release(&step->ledger, VP_CAT_OPTIMIZER, largest, "paged optimizer state (paged in)");
+    page_in(step, largest);
 }
 
-/* The implementation's temporaries, on the GPU when the states are there. */
-static void temporaries(vp_step *step) {
+/* `count` temporaries of `bytes` and the bytes beside them, made and freed. */
+static void make_and_free(vp_ledger *ledger, unsigned count, uint64_t bytes, uint64_t beside, const char *label) {
+    for (unsigned i = 0; i < count; i++) vp_ledger_alloc(ledger, VP_CAT_TRANSIENT, bytes, label);
+    if (beside) vp_ledger_alloc(ledger, VP_CAT_TRANSIENT, beside, label);
+    if (beside) vp_ledger_release(ledger, VP_CAT_TRANSIENT, beside, label);
+    for (unsigned i = 0; i < count; i++) vp_ledger_release(ledger, VP_CAT_TRANSIENT, bytes, label);
+}
+
+/* The implementation's temporaries as a tensor's step makes them: `temps`
+ * of them a tensor, in the dtype the update runs in. */
+static temp_sizes sizes_for(const vp_step *step, unsigned temps) {
     const vp_optimizer_kind *kind = step->optimizer;
-    if (kind->paged && !step->plan.states_on_host && !step->plan.states_on_nvme) paged_in(step);
-    unsigned temps = kind->temporaries(step->recipe, vp_optimizer_weight_decay(kind, step->recipe));
-    if (!temps || step->plan.states_on_host || step->plan.states_on_nvme) return;
     /* the update runs on the master weights when there are any, else on
      * each parameter in its own dtype (LoRA's fp32 adapters in a 16-bit
      * model: like their states) */
@@ -139,7 +154,17 @@ static void temporaries(vp_step *step) {
     bool first_moment = vp_optimizer_first_moment(kind, step->recipe);
     unsigned carried = kind->carried + (first_moment ? kind->moment_carried : 0);
     unsigned carried_early = first_moment ? 0 : kind->carried_early;
-    temp_sizes sizes = {dtype, own_dtype, 0, 0, 1, temps, carried, carried_early, kind->upcast_temps, 0, 0, 0, 0, 0};
+    return (temp_sizes){dtype, own_dtype, 0, 0, 1, temps, carried, carried_early, kind->upcast_temps, 0, 0, 0, 0, 0};
+}
+
+/* The implementation's temporaries, on the GPU when the states are there. */
+static void temporaries(vp_step *step) {
+    const vp_optimizer_kind *kind = step->optimizer;
+    if (kind->paged && !step->plan.states_on_host && !step->plan.states_on_nvme) paged_in(step);
+    unsigned temps = kind->temporaries(step->recipe, vp_optimizer_weight_decay(kind, step->recipe));
+    if (!temps || step->plan.states_on_host || step->plan.states_on_nvme) return;
+    temp_sizes sizes = sizes_for(step, temps);
+    unsigned carried = sizes.carried, carried_early = sizes.carried_early;
     for (unsigned g = 0; g < vp_step_leaf_group_count(step); g++) {
         vp_leaf_group group = vp_step_leaf_group_at(step, g);
         sizes.repeat = group.repeat;
@@ -154,19 +179,32 @@ static void temporaries(vp_step *step) {
         for (unsigned i = 0; i < temps; i++) vp_ledger_alloc_many(ledger, VP_CAT_TRANSIENT, sizes.raw, sizes.rounded, label);
         for (unsigned i = 0; i < temps; i++) vp_ledger_release_many(ledger, VP_CAT_TRANSIENT, sizes.raw, sizes.rounded, label);
     } else if (!carried && !carried_early) {
-        for (unsigned i = 0; i < sizes.worst_temps; i++) vp_ledger_alloc(ledger, VP_CAT_TRANSIENT, sizes.worst_bytes, label);
-        if (sizes.worst_beside) vp_ledger_alloc(ledger, VP_CAT_TRANSIENT, sizes.worst_beside, label);
-        if (sizes.worst_beside) vp_ledger_release(ledger, VP_CAT_TRANSIENT, sizes.worst_beside, label);
-        for (unsigned i = 0; i < sizes.worst_temps; i++) vp_ledger_release(ledger, VP_CAT_TRANSIENT, sizes.worst_bytes, label);
+        make_and_free(ledger, sizes.worst_temps, sizes.worst_bytes, sizes.worst_beside, label);
     } else { /* the worst parameter: its temporaries beside what the one before it left */
         vp_ledger_alloc(ledger, VP_CAT_TRANSIENT, sizes.worst, label);
         vp_ledger_release(ledger, VP_CAT_TRANSIENT, sizes.worst, label);
     }
 }
 
+void vp_update_parameter(vp_step *step, vp_t leaf) {
+    const vp_optimizer_kind *kind = step->optimizer;
+    if (kind->paged) page_in(step, paged_bytes(step, leaf));
+    unsigned temps = kind->temporaries(step->recipe, vp_optimizer_weight_decay(kind, step->recipe));
+    if (!temps) return;
+    temp_sizes sizes = sizes_for(step, temps);
+    measure_tensor(step, leaf, &sizes);
+    /* a loop over one tensor leaves nothing for a next one to carry; a
+     * foreach kernel's lists hold that tensor alone */
+    if (step->recipe->optimizer_impl == VP_IMPL_FOREACH && !kind->per_tensor)
+        make_and_free(&step->ledger, temps, sizes.previous, 0, kind->name);
+    else
+        make_and_free(&step->ledger, sizes.worst_temps, sizes.worst_bytes, sizes.worst_beside, kind->name);
+}
+
 void vp_update_step(vp_step *step) {
     step->ledger.place.phase = VP_PHASE_OPTIMIZER;
-    if (!step->optimizer->steps) return;
+    /* optimizer_in_backward: every parameter has stepped in backward */
+    if (!step->optimizer->steps || step->recipe->optimizer_in_backward) return;
     bool deepspeed = vp_framework_of(step->recipe)->step_grad_partitions;
     bool make = false, release = true;
     if (deepspeed) vp_update_for_each_trainable(step, partition_grad, &make);

@@ -8,6 +8,10 @@
  * them, then the implementation's temporaries. */
 void vp_update_step(vp_step *step);
 
+/* One parameter's own optimizer steps (optimizer_in_backward: one
+ * optimizer per parameter): its temporaries, made and freed. */
+void vp_update_parameter(vp_step *step, vp_t leaf);
+
 /* zero_grad(set_to_none=True): every kept gradient is freed. */
 void vp_update_zero_grad(vp_step *step);
 

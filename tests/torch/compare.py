@@ -663,6 +663,28 @@ CASES = [
     ("llama bf16 loss fused no logits kept", llama(vocab=4096), recipe("bf16", s=256, loss="fused", keep_logits="false")),
     ("llama lora bf16 loss fused", llama(vocab=4096), recipe("bf16", s=256, finetune="lora", loss="fused")),
     ("llama bf16 loss fused-linear", llama(vocab=4096), recipe("bf16", s=256, loss="fused-linear", keep_logits="false")),
+    # optimizer_in_backward (torchtune's): one optimizer per parameter, stepped in its post-accumulate-grad
+    # hook (1.13: a post hook on its AccumulateGrad node), the gradient set to None there; a small vocabulary
+    # and wide layers so that the parameters' steps in backward make the peak
+    ("llama fp32 optimizer in backward", llama(h=128, inter=512, vocab=64), recipe(optimizer_in_backward="true")),
+    ("llama bf16 optimizer in backward for-loop", llama(h=128, inter=512, vocab=64, layers=4), recipe(
+        "bf16", impl="for-loop", optimizer_in_backward="true")),
+    ("llama bf16 sgd optimizer in backward", llama(h=128, inter=512, vocab=64), recipe(
+        "bf16", optimizer="sgd", optimizer_in_backward="true")),
+    ("llama bf16 optimizer in backward checkpointed", llama(h=128, inter=512, vocab=64, layers=3), recipe(
+        "bf16", ckpt="full", optimizer_in_backward="true")),
+    ("llama amp-bf16 optimizer in backward non-reentrant early stop", llama(h=128, inter=512, vocab=64, layers=3),
+     recipe("amp-bf16", ckpt="full", use_reentrant="false", checkpoint_early_stop="true",
+            optimizer_in_backward="true")),
+    ("gpt2 fp32 tied optimizer in backward", gpt2(h=128, vocab=512), recipe(optimizer_in_backward="true")),
+    ("llama lora bf16 optimizer in backward", llama(h=128, inter=512, vocab=512), recipe(
+        "bf16", b=1, s=16, finetune="lora", lora_rank=64, lora_targets="all-linear", modules_to_save="lm_head",
+        optimizer_in_backward="true")),
+    ("llama bf16 adafactor optimizer in backward", llama(h=128, inter=512, vocab=64), recipe(
+        "bf16", optimizer="adafactor", optimizer_in_backward="true")),
+    ("llama fp32 sgd-momentum optimizer in backward every-2", llama(h=128, inter=512, vocab=64, layers=4), recipe(
+        optimizer="sgd-momentum", weight_decay=0.1, ckpt="every-2", optimizer_in_backward="true")),
+    ("mixtral bf16 optimizer in backward", mixtral(h=128, vocab=64), recipe("bf16", optimizer_in_backward="true")),
     ("llama bf16 loss fused-linear checkpointed", llama(layers=3, vocab=4096), recipe(
         "bf16", s=256, ckpt="full", loss="fused-linear", keep_logits="false")),
     ("llama lora bf16 loss fused-linear", llama(vocab=4096), recipe(

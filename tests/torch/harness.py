@@ -120,6 +120,35 @@ class MasterWeights:
         return optimizer_state(self.inner)
 
 
+class OptimizerInBackward:
+    """torchtune's optimizer in backward (torchtune/modules/optim.py
+    OptimizerInBackward, training/memory.py register_optim_in_bwd_hooks): an
+    optimizer of its own for every trained parameter, whose step() and
+    zero_grad() (set_to_none, 2.x's default) run in the parameter's
+    register_post_accumulate_grad_hook. PyTorch 1.13 has no such hook: a post
+    hook on the parameter's AccumulateGrad node (how DDP's reducer reaches
+    it) runs at the same moment, after .grad is set, while the node's input
+    is still alive, and frees nothing earlier."""
+
+    def __init__(self, params, make):
+        self.optimizers = [make([p]) for p in params]
+        self.nodes = []  # held: the parameters' AccumulateGrad nodes must outlive the graphs
+        for p, opt in zip(params, self.optimizers):
+            node = p.expand_as(p).grad_fn.next_functions[0][0]
+            node.register_hook(self._step_and_clear(opt))
+            self.nodes.append(node)
+
+    @staticmethod
+    def _step_and_clear(opt):
+        def hook(grad_inputs, grad_outputs):
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+        return hook
+
+    def state_tensors(self):
+        return [t for opt in self.optimizers for t in optimizer_state(opt)]
+
+
 def optimizer_state(opt):
     # the per-parameter step counters live on the host on a GPU run
     return [v for st in opt.state.values() for k, v in st.items() if torch.is_tensor(v) and k != "step"]
@@ -273,7 +302,11 @@ def measure(case, rank=None):
     name, impl = recipe.get("optimizer", "adamw"), recipe.get("optimizer_impl", "foreach")
     first_moment = str(recipe.get("first_moment", "false")) == "true"
     decay = float(recipe["weight_decay"]) if "weight_decay" in recipe else None
-    if precision.startswith("mixed"):
+    in_backward = None
+    if str(recipe.get("optimizer_in_backward", "false")) == "true":
+        in_backward = OptimizerInBackward(params, lambda ps: make_optimizer(name, impl, ps, first_moment, decay))
+        opt = None
+    elif precision.startswith("mixed"):
         opt = MasterWeights(params, lambda ps: make_optimizer(name, impl, ps, first_moment, decay)) \
             if name != "none" else None
     else:
@@ -351,6 +384,9 @@ def measure(case, rank=None):
     if isinstance(opt, MasterWeights):
         result["master_bytes"] = tensor_bytes(opt.masters)
         result["optimizer_bytes"] = tensor_bytes(opt.state_tensors())
+    elif in_backward is not None:
+        result["master_bytes"] = 0
+        result["optimizer_bytes"] = tensor_bytes(in_backward.state_tensors())
     else:
         result["master_bytes"] = 0
         result["optimizer_bytes"] = tensor_bytes(optimizer_state(opt)) if opt is not None else 0
@@ -367,7 +403,7 @@ def measure(case, rank=None):
     result["resident_bytes"] = resident
     result["non_tensor_resident_bytes"] = start - base - resident
     result["peak_allocated_bytes"] = resident + dynamic_peak
-    del model, net, opt, params, all_params
+    del model, net, opt, in_backward, params, all_params
     gc.collect()
     return result
 
