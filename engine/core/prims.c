@@ -142,7 +142,10 @@ static void backward_linear(vp_sim *sim, uint32_t index) {
 
 vp_t vp_linear(vp_sim *sim, vp_t x, vp_t w, vp_t b, uint64_t rows, uint64_t out_features, bool conv1d,
                const char *label) {
-    vp_t y = vp_new(sim, vp_numel(sim, rows, out_features), dtype_of(sim, x), label);
+    /* F.linear without a bias is aten.mm (matmul folds the batch into
+     * rows); with one, and Conv1D's torch.addmm, addmm */
+    vp_aten_op op = b || conv1d ? VP_ATEN_ADDMM : VP_ATEN_MM;
+    vp_t y = vp_sac_new(sim, op, vp_numel(sim, rows, out_features), dtype_of(sim, x), label);
     vp_t in[3] = {x, w, b};
     vp_node *node = vp_record(sim, backward_linear, label, in, 3, &y, 1);
     if (node) {
@@ -269,7 +272,7 @@ vp_t vp_linear_fp8(vp_sim *sim, vp_t x, vp_t columnwise, vp_t w, vp_t b, uint64_
 }
 
 vp_t vp_matmul(vp_sim *sim, vp_t a, vp_t b, uint64_t out_numel, bool b_transposed, const char *label) {
-    vp_t y = vp_new(sim, out_numel, dtype_of(sim, a), label);
+    vp_t y = vp_sac_new(sim, VP_ATEN_BMM, out_numel, dtype_of(sim, a), label);
     vp_t in[2] = {a, b};
     vp_node *node = vp_record(sim, backward_fresh, label, in, 2, &y, 1);
     if (node) {

@@ -485,6 +485,8 @@ static void settle_leaf_edge(vp_sim *sim, vp_t to) {
     flush_leaf_buffer(sim, to);
 }
 
+static void frame_goes(vp_sim *sim, vp_frame *f);
+
 /* A node done with: its saved tensors released (a host copy is no GPU
  * memory). A checkpoint frame dies with its last holder (the hooks that
  * reference it go with the saved variables), and the function's arguments
@@ -501,11 +503,43 @@ static void release_saved(vp_sim *sim, vp_node *node) {
     vp_frame *f = node->frame;
     if (!held || !f) return;
     f->live -= held < f->live ? held : f->live;
-    if (!f->live && f->keeper) {
-        uint32_t keeper = f->keeper - 1;
-        f->keeper = 0;
-        release_saved(sim, vp_node_at(sim, keeper));
+    if (!f->live && f->keeper) frame_goes(sim, f);
+}
+
+/* The frame goes: the call's arguments, and the outputs a selective
+ * policy cached that no rerun took (past an early stop). */
+static void frame_goes(vp_sim *sim, vp_frame *f) {
+    uint32_t keeper = f->keeper - 1;
+    f->keeper = 0;
+    while (f->sac_taken < f->sac_cached) vp_drop(sim, f->sac_cache[f->sac_taken++]);
+    release_saved(sim, vp_node_at(sim, keeper));
+}
+
+vp_t vp_sac_new(vp_sim *sim, vp_aten_op op, uint64_t numel, vp_dtype dtype, const char *label) {
+    bool rerun = sim->refilling != NULL;
+    vp_frame *f = rerun ? sim->refilling : sim->saving;
+    if (!f || !f->selective || !f->sac.saved[op]) return vp_new(sim, numel, dtype, label);
+    if (f->sac.alternate[op] && ++f->sac_count[rerun] % 2 == 0) return vp_new(sim, numel, dtype, label);
+    if (!rerun) {
+        vp_t t = vp_new(sim, numel, dtype, label);
+        if (f->sac_cached == VP_SAC_CACHE_MAX) {
+            sim->status = VP_SIM_OVERFLOW; /* more saved outputs in one call than a frame keeps */
+            return t;
+        }
+        vp_hold(sim, t);
+        f->sac_cache[f->sac_cached++] = t;
+        return t;
     }
+    /* past an early stop the rerun never gets here: the cache keeps it */
+    if (sim->phantom_from && sim->n_tensors >= sim->phantom_from) return vp_new(sim, numel, dtype, label);
+    if (f->sac_taken == f->sac_cached) {
+        sim->status = VP_SIM_UNBALANCED; /* the rerun must retrace the forward */
+        return vp_new(sim, numel, dtype, label);
+    }
+    vp_t cached = f->sac_cache[f->sac_taken++];
+    vp_t t = vp_view(sim, cached, numel, label);
+    vp_drop(sim, cached);
+    return t;
 }
 
 uint32_t vp_record_keeper(vp_sim *sim, const char *label) {
@@ -532,13 +566,12 @@ void vp_frame_end(vp_sim *sim, vp_frame *frame) {
     sim->saving = NULL;
     if (frame->live || !frame->keeper) return;
     /* nothing saved: the frame is gone with the forward */
-    uint32_t keeper = frame->keeper - 1;
-    frame->keeper = 0;
-    release_saved(sim, vp_node_at(sim, keeper));
+    frame_goes(sim, frame);
 }
 
 void vp_frame_rerun_begin(vp_sim *sim, vp_frame *frame) {
     frame->refilled = 0;
+    frame->sac_count[1] = 0;
     frame->first_tensor = sim->n_tensors;
     sim->refilling = frame;
     if (frame->early_stop) sim->phantom_from = sim->n_tensors + frame->stop_offset;

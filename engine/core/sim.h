@@ -77,6 +77,31 @@ typedef struct vp_node {
     bool counted;                  /* its edges to leaves are counted in their pending */
 } vp_node;
 
+/* The ATen ops a selective checkpoint's policy tells apart, as the
+ * primitives that make them (F.linear without a bias is aten.mm, with one
+ * addmm; a batched matmul bmm; SDPA's flash and memory-efficient kernels). */
+typedef enum {
+    VP_ATEN_OTHER,
+    VP_ATEN_MM,
+    VP_ATEN_ADDMM,
+    VP_ATEN_BMM,
+    VP_ATEN_SDPA_FLASH,
+    VP_ATEN_SDPA_EFFICIENT,
+    VP_ATEN_COUNT
+} vp_aten_op;
+
+/* Selective activation checkpointing's policy
+ * (torch.utils.checkpoint.create_selective_checkpoint_contexts): the ops
+ * whose outputs are saved (MUST_SAVE), of which those that `alternate` are
+ * saved only at odd counts within one call (1st, 3rd, ...) and recomputed
+ * at even ones; every other op is recomputed. */
+typedef struct {
+    bool saved[VP_ATEN_COUNT];
+    bool alternate[VP_ATEN_COUNT];
+} vp_sac_rules;
+
+enum { VP_SAC_CACHE_MAX = 64 };
+
 /* A non-reentrant checkpoint's frame (torch.utils.checkpoint with
  * use_reentrant=False). While it is the sim's `saving` frame, what autograd
  * saves becomes a holder: the node keeps no reference. The first unpack of a
@@ -100,6 +125,13 @@ typedef struct vp_frame {
     bool early_stop;        /* the rerun stops at the last holder's pack (PyTorch >= 2.1) */
     bool rerun_keeps;       /* 2.x: the rerun's own graph keeps what it saves until the rerun ends */
     bool recomputed;
+    /* selective checkpointing (`selective`): the outputs the policy saved in
+     * the forward, in order, until the rerun takes them (or the frame goes) */
+    bool selective;
+    vp_sac_rules sac;
+    unsigned sac_count[2];  /* the alternating ops met: forward, rerun */
+    vp_t sac_cache[VP_SAC_CACHE_MAX];
+    uint32_t sac_cached, sac_taken;
 } vp_frame;
 
 typedef struct {
@@ -207,6 +239,12 @@ void vp_frame_rerun_begin(vp_sim *sim, vp_frame *frame);
 void vp_frame_rerun_end(vp_sim *sim, vp_frame *frame);
 /* The rerun's own nodes [first, n_nodes) go with the rerun. */
 void vp_frame_drop_rerun_graph(vp_sim *sim, uint32_t first);
+
+/* A new output of ATen op `op` (vp_new's arguments): inside a selective
+ * checkpoint's forward, one the policy saves is also kept in the frame's
+ * cache; in its rerun, such an output is not computed again but taken from
+ * the cache (returned as a view of it). */
+vp_t vp_sac_new(vp_sim *sim, vp_aten_op op, uint64_t numel, vp_dtype dtype, const char *label);
 
 /* Backward helpers for the rule functions. */
 vp_t vp_grad_like(vp_sim *sim, vp_t like, const char *label);

@@ -935,11 +935,16 @@ static vp_t fused_kernel(vp_step *step, const qkv *in, shape s, kernel which, vp
         out_dim = s.head_dim;
     }
     vp_t bias = mask ? attention_bias(step, mask, n + step->past_tokens) : 0;
-    vp_t out = vp_new(sim, vp_numel4(sim, b, n, s.heads, out_dim), (vp_dtype)vp_at(sim, qa)->dtype,
-                      "attention.flash");
+    /* the ATen op a selective checkpoint's policy sees: SDPA's kernels (the
+     * flash_attn library's FlashAttention-2 is none of them) */
+    vp_aten_op aten = which == KERNEL_SDPA_FLASH     ? VP_ATEN_SDPA_FLASH
+                      : which == KERNEL_MEM_EFFICIENT ? VP_ATEN_SDPA_EFFICIENT
+                                                      : VP_ATEN_OTHER;
+    vp_t out = vp_sac_new(sim, aten, vp_numel4(sim, b, n, s.heads, out_dim), (vp_dtype)vp_at(sim, qa)->dtype,
+                          "attention.flash");
     uint64_t lse_rows = which == KERNEL_MEM_EFFICIENT ? round_up(n, 32) : n;
-    vp_t lse = vp_new(sim, vp_numel3(sim, b, s.heads, lse_rows), VP_FP32, "attention.flash_lse");
-    vp_t rng = vp_new(sim, 2, VP_INT64, "attention.flash_rng");
+    vp_t lse = vp_sac_new(sim, aten, vp_numel3(sim, b, s.heads, lse_rows), VP_FP32, "attention.flash_lse");
+    vp_t rng = vp_sac_new(sim, aten, 2, VP_INT64, "attention.flash_rng");
     vp_t inputs[3] = {qa, ka, va};
     vp_node *node = vp_record(sim, backward_flash, "attention.flash", inputs, 3, &out, 1);
     if (node) {

@@ -136,6 +136,7 @@ typedef struct {
     uint64_t target_len;         /* encoder-decoder models: the decoder's tokens (labels); 0: seq_len */
     unsigned checkpoint_every;   /* 0: none; k: the input of every k-layer chunk is kept */
     unsigned checkpoint_layers;  /* layers-K: only every K-th layer is checkpointed (one layer a chunk) */
+    bool checkpoint_ops;         /* op-selective: each layer checkpointed under torchtitan's op-level policy */
     bool selective;              /* Korthikanti et al.'s selective recompute: the attention core only */
     bool use_reentrant;          /* torch.utils.checkpoint(use_reentrant=...) for checkpointed chunks */
     int checkpoint_early_stop;   /* use_reentrant=False: the rerun stops at the last saved tensor; -1: the version's */

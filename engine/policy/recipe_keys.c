@@ -31,12 +31,14 @@ static unsigned every_k(const char *s, const char *prefix) {
 }
 
 /* "none", "full" (every layer), "selective", "every-K" (chunks of K
- * layers) or "layers-K" (every K-th layer checkpointed alone: torchtitan's
- * selective layer checkpointing, ac_freq; the others not at all). */
+ * layers), "layers-K" (every K-th layer checkpointed alone: torchtitan's
+ * selective layer checkpointing, ac_freq; the others not at all) or
+ * "op-selective" (torchtitan's per-op policy in every layer). */
 static bool parse_checkpointing(vp_recipe *r, const char *key, const char *s, const char *shown, char *message,
                                 size_t size) {
     r->selective = false;
     r->checkpoint_layers = 0;
+    r->checkpoint_ops = false;
     if (s && strcmp(s, "none") == 0) r->checkpoint_every = 0;
     else if (s && strcmp(s, "full") == 0) r->checkpoint_every = 1;
     else if (s && strcmp(s, "selective") == 0) {
@@ -47,9 +49,15 @@ static bool parse_checkpointing(vp_recipe *r, const char *key, const char *s, co
     } else if (every_k(s, "layers-")) {
         r->checkpoint_every = 1;
         r->checkpoint_layers = every_k(s, "layers-");
+    } else if (s && strcmp(s, "op-selective") == 0) {
+        /* torch.utils.checkpoint's selective checkpointing runs non-reentrant */
+        r->checkpoint_every = 1;
+        r->checkpoint_ops = true;
+        r->use_reentrant = false;
     } else {
         snprintf(message, size,
-                 "%s: must be none, full, selective, every-K or layers-K for a whole K >= 1 (got %s)", key, shown);
+                 "%s: must be none, full, selective, op-selective, every-K or layers-K for a whole K >= 1 (got %s)",
+                 key, shown);
         return false;
     }
     return true;
@@ -173,6 +181,7 @@ static void value_target_len(const vp_recipe *r, vp_key_value *out) {
 }
 static void value_checkpointing(const vp_recipe *r, vp_key_value *out) {
     if (r->selective) set_string(out, "selective");
+    else if (r->checkpoint_ops) set_string(out, "op-selective");
     else if (r->checkpoint_layers) {
         snprintf(out->text, sizeof out->text, "layers-%u", r->checkpoint_layers);
         set_string(out, out->text);
@@ -265,7 +274,8 @@ static const vp_recipe_key keys[] = {
     {TEXT_KEY("checkpointing", parse_checkpointing), .value = value_checkpointing,
      .doc = "none | full | selective (the attention core, Korthikanti et al.) | every-K (keep the input of every "
             "K-layer chunk) | layers-K (checkpoint every K-th layer alone, the others not at all: torchtitan's "
-            "selective layer checkpointing)"},
+            "selective layer checkpointing) | op-selective (every layer under torchtitan's op-level policy: matmul "
+            "and SDPA outputs saved, every second matmul recomputed; non-reentrant)"},
     /* transformers 4.x's gradient_checkpointing_enable passes
      * use_reentrant=True when given no kwargs (huggingface/transformers
      * #28538); 5.0 passes False (#43203) */

@@ -2,6 +2,7 @@
 #include "checkpoint.h"
 
 #include "framework.h"
+#include "sac_policy.h"
 #include "op_context.h"
 
 typedef struct {
@@ -281,7 +282,8 @@ vp_t vp_checkpoint_nonreentrant(vp_step *step, vp_recompute_fn fn, void *ctx, co
      * and nothing in the rerun's graph; 2.x's keeps the positional tensors
      * as saved variables (which save_on_cpu packs) and x.detach() in the
      * rerun's graph (with early stop it is 2.x's code) */
-    bool code_2x = step->recipe->torch_version != VP_TORCH_1_13 || early_stop;
+    bool selective = step->recipe->checkpoint_ops; /* create_selective_checkpoint_contexts: 2.x's */
+    bool code_2x = step->recipe->torch_version != VP_TORCH_1_13 || early_stop || selective;
     vp_node *k = vp_node_at(sim, keeper - 1);
     for (unsigned i = 0; i < n_inputs; i++) {
         if (code_2x) vp_save_at(sim, k, i, inputs[i]);
@@ -295,7 +297,9 @@ vp_t vp_checkpoint_nonreentrant(vp_step *step, vp_recompute_fn fn, void *ctx, co
         if (saved && code_2x) vp_save_at(sim, k, n_inputs + j, *field);
         else vp_hold_at(sim, k, n_inputs + j, *field); /* a tuple (the rotary tables) stays as it is */
     }
-    nr->frame = (vp_frame){.recompute = recompute_frame, .ctx = nr, .early_stop = early_stop, .rerun_keeps = code_2x};
+    nr->frame = (vp_frame){.recompute = recompute_frame, .ctx = nr, .early_stop = early_stop, .rerun_keeps = code_2x,
+                           .selective = selective};
+    if (selective) vp_sac_torchtitan(&nr->frame.sac);
     vp_frame_begin(sim, &nr->frame, keeper);
     vp_t y = fn(step, ctx, inputs);
     vp_frame_end(sim, &nr->frame);
@@ -307,7 +311,37 @@ vp_t vp_checkpoint_nonreentrant(vp_step *step, vp_recompute_fn fn, void *ctx, co
     return y;
 }
 
+/* torchtitan wraps each block in checkpoint_wrapper (non-reentrant) with
+ * its policy as context_fn; vramplan models it on one GPU's (or DDP's)
+ * plain modules. */
+static const char *op_selective_problem(const vp_recipe *r) {
+    if (!r->checkpoint_ops) return NULL;
+    if (r->use_reentrant)
+        return "use_reentrant: checkpointing = op-selective is torch.utils.checkpoint's selective checkpointing, "
+               "which runs non-reentrant (use_reentrant = false)";
+    if (r->framework != VP_FRAMEWORK_TORCH)
+        return "checkpointing: op-selective is modelled on framework torch (torchtitan runs it over FSDP2, not "
+               "modelled yet)";
+    if (r->finetune == VP_FINETUNE_QLORA)
+        return "checkpointing: op-selective is not modelled with qlora (bitsandbytes' matmuls inside autograd "
+               "Functions)";
+    if (r->precision == VP_PREC_FP8)
+        return "checkpointing: op-selective is not modelled with fp8 (Transformer Engine's GEMMs are no aten.mm)";
+    if (r->offload_activations) return "checkpointing: op-selective is not modelled with offload_activations";
+    return NULL;
+}
+
+const char *vp_checkpoint_model_problem(const vp_model *model, const vp_recipe *recipe) {
+    /* torchtitan's MoE forces its router's mm to be recomputed and saves
+     * topk and all-to-all outputs: not modelled */
+    if (recipe->checkpoint_ops && model->facts.experts)
+        return "checkpointing: op-selective is modelled for dense layers (not mixtures of experts)";
+    return NULL;
+}
+
 const char *vp_checkpoint_recipe_problem(const vp_recipe *recipe) {
+    const char *problem = op_selective_problem(recipe);
+    if (problem) return problem;
     if (recipe->checkpoint_early_stop >= 0 && recipe->use_reentrant)
         return "checkpoint_early_stop: applies to non-reentrant checkpointing (use_reentrant = false)";
     if (recipe->use_reentrant) return NULL;

@@ -53,4 +53,7 @@ vp_t vp_checkpoint_nonreentrant(vp_step *step, vp_recompute_fn fn, void *ctx, co
 /* A recipe's checkpointing keys that cannot be modelled together, or NULL. */
 const char *vp_checkpoint_recipe_problem(const vp_recipe *recipe);
 
+/* The same for this model (op-selective's mixtures), or NULL. */
+const char *vp_checkpoint_model_problem(const vp_model *model, const vp_recipe *recipe);
+
 #endif

@@ -918,6 +918,7 @@ const char *vp_step_layout_problem(const vp_model *model, const vp_recipe *recip
             return "cp: ring attention runs a fused kernel: use attention = flash or sdpa";
     }
     problem = vp_model_recipe_problem(model, recipe);
+    if (!problem) problem = vp_checkpoint_model_problem(model, recipe);
     if (problem) return problem;
     /* Megatron-Core's TransformerLayer runs attention and MLP in sequence */
     if (!framework->hf_modeling && model->facts.parallel_branches)

@@ -183,7 +183,7 @@ describe("bad recipes", function()
     assert.truthy(fails("models/llama2-7b.lua", "--set", "seq_len=-5")
       :find("seq_len: must be between 1 and", 1, true))
     assert.truthy(fails("models/llama2-7b.lua", "--set", "checkpointing=every-0")
-      :find("checkpointing: must be none, full, selective, every-K or layers-K", 1, true))
+      :find("checkpointing: must be none, full, selective, op-selective, every-K or layers-K", 1, true))
     assert.truthy(fails("models/llama2-7b.lua", "--set", "optimizer=adamm")
       :find("did you mean 'adam", 1, true))
     -- far from every choice: the message lists them all and the value given

@@ -13,10 +13,18 @@ raises once it has saved as many tensors as the forward did. Unpacking hands
 the tensor over and drops the frame's reference to it. The call's tensors
 are saved variables of a node off the backward path (_NoopSaveInputs), so
 that save_on_cpu around the call packs them; the rerun gets them unpacked.
+
+With context_fn (selective checkpointing, PyTorch 2.4+'s
+create_selective_checkpoint_contexts, written out on 1.13's
+TorchDispatchMode), the forward and the rerun run under the two modes of
+selective_contexts.
 """
+import contextlib
 import weakref
 
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_map
 
 
 class _Holder:
@@ -52,6 +60,52 @@ class _SaveInputs(torch.autograd.Function):
         raise RuntimeError("never on the backward path")
 
 
+def _detached(x):
+    # _maybe_detach: a floating-point output is kept as a detached alias
+    return x.detach() if isinstance(x, torch.Tensor) and (x.is_floating_point() or x.is_complex()) else x
+
+
+class _Caching(TorchDispatchMode):
+    """_CachingTorchDispatchMode (create_selective_checkpoint_contexts,
+    PyTorch 2.4+): in the forward, the outputs of the ops the policy saves
+    are kept, per op, in the order they come."""
+
+    def __init__(self, policy, storage):
+        super().__init__()
+        self.policy, self.storage = policy, storage
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        out = func(*args, **kwargs)
+        if self.policy(False, func, *args, **kwargs):
+            self.storage.setdefault(func, []).append(tree_map(_detached, out))
+        return out
+
+
+class _Cached(TorchDispatchMode):
+    """_CachedTorchDispatchMode: in the rerun, a saved op is not run again;
+    its outputs are taken from the storage (popped: the storage lets go)."""
+
+    def __init__(self, policy, storage):
+        super().__init__()
+        self.policy, self.storage = policy, storage
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if self.policy(True, func, *args, **kwargs):
+            return self.storage[func].pop(0)
+        return func(*args, **kwargs)
+
+
+def selective_contexts(policy):
+    """create_selective_checkpoint_contexts(policy_fn): the forward's and
+    the rerun's modes over one storage, which lives as long as the frame.
+    policy(is_recompute, func, *args, **kwargs) says whether func's outputs
+    are saved (MUST_SAVE) or recomputed."""
+    storage = {}
+    return _Caching(policy, storage), _Cached(policy, storage)
+
+
 class _Frame:
     def __init__(self, fn, args, early_stop):
         self.fn = fn
@@ -66,10 +120,11 @@ class _Frame:
         self.is_recomputed = False
 
 
-def checkpoint(fn, *args, early_stop=True):
+def checkpoint(fn, *args, early_stop=True, context_fn=None):
     if not torch.is_grad_enabled():
         return fn(*args)
     frame = _Frame(fn, args, early_stop)
+    forward_context, recompute_context = context_fn() if context_fn else (None, None)
 
     def pack(x):
         holder = _Holder()
@@ -93,7 +148,8 @@ def checkpoint(fn, *args, early_stop=True):
             saved = iter(frame.input_saver.grad_fn.saved_tensors)
             args = [next(saved) if a is _SAVED else a for a in frame.others]
             try:
-                with torch.autograd.graph.saved_tensors_hooks(recompute_pack, lambda x: x), torch.enable_grad():
+                with torch.autograd.graph.saved_tensors_hooks(recompute_pack, lambda x: x), torch.enable_grad(), \
+                        recompute_context or contextlib.nullcontext():
                     frame.fn(*args)
             except (_StopRecomputation, RuntimeError) as stop:
                 # 1.13 hands an exception raised in a pack hook back as a
@@ -105,5 +161,5 @@ def checkpoint(fn, *args, early_stop=True):
         holder.handle = None
         return tensor
 
-    with torch.autograd.graph.saved_tensors_hooks(pack, unpack):
+    with torch.autograd.graph.saved_tensors_hooks(pack, unpack), forward_context or contextlib.nullcontext():
         return fn(*args)

@@ -663,6 +663,17 @@ CASES = [
     ("llama bf16 loss fused no logits kept", llama(vocab=4096), recipe("bf16", s=256, loss="fused", keep_logits="false")),
     ("llama lora bf16 loss fused", llama(vocab=4096), recipe("bf16", s=256, finetune="lora", loss="fused")),
     ("llama bf16 loss fused-linear", llama(vocab=4096), recipe("bf16", s=256, loss="fused-linear", keep_logits="false")),
+    # checkpointing = op-selective: torchtitan's per-op policy in every layer (non-reentrant), the mm
+    # outputs saved but every second one recomputed (on CPU 1.13 the eager attention's bmm is not saved)
+    ("llama fp32 op-selective", llama(h=128, inter=512, vocab=64, layers=3), recipe(
+        optimizer="sgd", ckpt="op-selective")),
+    ("llama bf16 op-selective early stop", llama(h=128, inter=512, vocab=64, layers=3), recipe(
+        "bf16", optimizer="none", ckpt="op-selective", checkpoint_early_stop="true")),
+    ("llama amp-bf16 op-selective", llama(h=128, inter=512, vocab=64, layers=3), recipe(
+        "amp-bf16", optimizer="sgd", ckpt="op-selective")),
+    ("llama lora bf16 op-selective", llama(h=128, inter=512, vocab=64, layers=3), recipe(
+        "bf16", finetune="lora", lora_targets="all-linear", ckpt="op-selective")),
+    ("gpt2 fp32 op-selective addmm", gpt2(h=128, vocab=64, layers=3), recipe(optimizer="none", ckpt="op-selective")),
     # optimizer_in_backward (torchtune's): one optimizer per parameter, stepped in its post-accumulate-grad
     # hook (1.13: a post hook on its AccumulateGrad node), the gradient set to None there; a small vocabulary
     # and wide layers so that the parameters' steps in backward make the peak

@@ -178,13 +178,53 @@ def make_optimizer(name, impl, params, first_moment=False, weight_decay=None):
     raise ValueError(name)
 
 
-def checkpoint_fn(every, ac, reentrant=True, early_stop=False, layers_k=0):
+def torchtitan_policy():
+    """torchtitan's op-level selective checkpointing policy
+    (torchtitan/distributed/activation_checkpoint.py at 8a6c9fe6e, _save_list
+    and _custom_policy; engine/policy/sac_policy.c is the engine's copy):
+    the outputs of mm (every second one recomputed, counted per call and per
+    pass), SDPA's flash and memory-efficient kernels, reduce_scatter_tensor,
+    max and flex_attention are saved, the rest recomputed. PyTorch 1.13 has
+    none of the SDPA, collective or flex ops."""
+    saved = {torch.ops.aten.max.default}
+    for name in ("_scaled_dot_product_efficient_attention", "_scaled_dot_product_flash_attention"):
+        if hasattr(torch.ops.aten, name):  # PyTorch 2.0+
+            saved.add(getattr(torch.ops.aten, name).default)
+    counts = {False: 0, True: 0}
+
+    def policy(is_recompute, func, *args, **kwargs):
+        if func == torch.ops.aten.mm.default:
+            counts[is_recompute] += 1
+            return counts[is_recompute] % 2 == 1
+        return func in saved
+    return policy
+
+
+def selective_checkpoint(fn, args, early_stop):
+    """torchtitan's checkpoint_wrapper call on a PyTorch that has the
+    selective checkpoint API (2.4+; not the CPU harness's 1.13)."""
+    from torch.utils.checkpoint import CheckpointPolicy, create_selective_checkpoint_contexts
+
+    def context_fn():
+        policy = torchtitan_policy()
+        return create_selective_checkpoint_contexts(
+            lambda ctx, func, *a, **k: CheckpointPolicy.MUST_SAVE if policy(ctx.is_recompute, func, *a, **k)
+            else CheckpointPolicy.PREFER_RECOMPUTE)
+    with torch.utils.checkpoint.set_checkpoint_early_stop(early_stop):
+        return torch.utils.checkpoint.checkpoint(fn, *args, use_reentrant=False, preserve_rng_state=False,
+                                                 context_fn=context_fn)
+
+
+def checkpoint_fn(every, ac, reentrant=True, early_stop=False, layers_k=0, op_selective=False):
     """HF's checkpointing. Reentrant: its backward reruns the layer inside a
     fresh autocast region (ctx.gpu_autocast_kwargs) whose exit clears the
     weight-cast cache; the forward's casts stay cached until the forward's
     own region ends. Not reentrant: 1.13's own (no early stop), or 2.x's
     written out (checkpoint2x); its rerun, the function's second call, runs
-    in a fresh autocast region too, left as the rerun ends or stops."""
+    in a fresh autocast region too, left as the rerun ends or stops.
+    op_selective: every layer under torchtitan's per-op policy
+    (checkpoint_wrapper with create_selective_checkpoint_contexts; 2.x's
+    non-reentrant checkpoint written out, with or without early stop)."""
     if not every:
         return None
 
@@ -213,6 +253,11 @@ def checkpoint_fn(every, ac, reentrant=True, early_stop=False, layers_k=0):
                 return fn(*a)
             finally:
                 ac.clear()
+        if op_selective and hasattr(torch.utils.checkpoint, "create_selective_checkpoint_contexts"):
+            return selective_checkpoint(body, args, early_stop)  # PyTorch 2.4+: its own
+        if op_selective:
+            return checkpoint2x.checkpoint(body, *args, early_stop=early_stop,
+                                           context_fn=lambda: checkpoint2x.selective_contexts(torchtitan_policy()))
         if early_stop:
             return checkpoint2x.checkpoint(body, *args)
         return torch.utils.checkpoint.checkpoint(body, *args, use_reentrant=False, preserve_rng_state=False)
@@ -229,8 +274,9 @@ def measure(case, rank=None):
     ckpt_kind = recipe.get("checkpointing", "none")
     every = 1 if ckpt_kind == "full" else int(ckpt_kind[6:]) if ckpt_kind.startswith("every-") else 0
     layers_k = int(ckpt_kind[7:]) if ckpt_kind.startswith("layers-") else 0
-    every = every or (1 if layers_k else 0)
-    reentrant = str(recipe.get("use_reentrant", "true")) == "true"
+    op_selective = ckpt_kind == "op-selective"  # non-reentrant, every layer
+    every = every or (1 if layers_k or op_selective else 0)
+    reentrant = str(recipe.get("use_reentrant", "true")) == "true" and not op_selective
     torch.manual_seed(0)
     gc.collect()
     base = _current()
@@ -314,7 +360,7 @@ def measure(case, rank=None):
     set_to_none = str(recipe.get("grads_set_to_none", "true")) == "true"
     vocab = cfg["vocab_size"]
     ckpt = checkpoint_fn(every, ac, reentrant, str(recipe.get("checkpoint_early_stop", "false")) == "true",
-                         layers_k)
+                         layers_k, op_selective)
     offload = str(recipe.get("offload_activations", "false")) == "true"
     result = {}
 
