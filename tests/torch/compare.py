@@ -674,6 +674,9 @@ CASES = [
     ("llama lora bf16 op-selective", llama(h=128, inter=512, vocab=64, layers=3), recipe(
         "bf16", finetune="lora", lora_targets="all-linear", ckpt="op-selective")),
     ("gpt2 fp32 op-selective addmm", gpt2(h=128, vocab=64, layers=3), recipe(optimizer="none", ckpt="op-selective")),
+    ("t5 fp32 op-selective", t5(layers=2), recipe(optimizer="none", ckpt="op-selective", target_len=16)),
+    ("llama bf16 op-selective optimizer in backward", llama(h=128, inter=512, vocab=64, layers=3), recipe(
+        "bf16", ckpt="op-selective", optimizer_in_backward="true")),
     # optimizer_in_backward (torchtune's): one optimizer per parameter, stepped in its post-accumulate-grad
     # hook (1.13: a post hook on its AccumulateGrad node), the gradient set to None there; a small vocabulary
     # and wide layers so that the parameters' steps in backward make the peak
