@@ -1,6 +1,7 @@
 /* checkpoint.c — forward without grad, backward by recomputation. */
 #include "checkpoint.h"
 
+#include "finetune_method.h"
 #include "framework.h"
 #include "sac_policy.h"
 #include "op_context.h"
@@ -319,13 +320,15 @@ static const char *op_selective_problem(const vp_recipe *r) {
     if (r->use_reentrant)
         return "use_reentrant: checkpointing = op-selective is torch.utils.checkpoint's selective checkpointing, "
                "which runs non-reentrant (use_reentrant = false)";
-    if (r->framework != VP_FRAMEWORK_TORCH)
+    const vp_framework_kind *framework = vp_framework_of(r);
+    if (framework->bucketed_grads || !framework->hf_modeling)
         return "checkpointing: op-selective is modelled on framework torch (torchtitan runs it over FSDP2, not "
                "modelled yet)";
-    if (r->finetune == VP_FINETUNE_QLORA)
+    if (vp_finetune_method_of(r)->quantizes_base)
         return "checkpointing: op-selective is not modelled with qlora (bitsandbytes' matmuls inside autograd "
                "Functions)";
-    if (r->precision == VP_PREC_FP8)
+    const vp_precision *precision = vp_precision_get(r->precision);
+    if (precision && precision->fp8_gemms)
         return "checkpointing: op-selective is not modelled with fp8 (Transformer Engine's GEMMs are no aten.mm)";
     if (r->offload_activations) return "checkpointing: op-selective is not modelled with offload_activations";
     return NULL;

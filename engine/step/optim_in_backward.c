@@ -8,6 +8,7 @@
  * parameter's, and nothing is left for an optimizer phase after backward. */
 #include "optim_in_backward.h"
 
+#include "framework.h"
 #include "optimizer.h"
 #include "step_private.h"
 #include "update.h"
@@ -42,7 +43,8 @@ const char *vp_optim_in_backward_problem(const vp_recipe *r) {
     /* OptimizerInBackwardWrapper: "only meant to be used for single-device
      * use cases"; the distributed recipe runs it over FSDP2 (fully_shard),
      * which vramplan does not model yet */
-    if (r->framework != VP_FRAMEWORK_TORCH || r->dp > 1 || r->tp > 1 || r->pp > 1 || r->cp > 1)
+    const vp_framework_kind *framework = vp_framework_of(r);
+    if (framework->bucketed_grads || !framework->hf_modeling || r->dp > 1 || r->tp > 1 || r->pp > 1 || r->cp > 1)
         return "optimizer_in_backward: modelled on one GPU, as torchtune's single-device recipe runs it (framework "
                "torch; dp, tp, pp and cp 1); its distributed recipe runs it over FSDP2, not modelled yet";
     /* full_finetune_single_device.py and full_finetune_distributed.py:
