@@ -21,6 +21,7 @@ static const char *plan_fsdp(const vp_recipe *r, const vp_precision *p, vp_shard
     unsigned n = s == VP_FSDP_NO_SHARD ? 1 : group;
     plan->shards = (vp_shards){n, n, n};
     plan->gather = n > 1;
+    plan->keeps_gathered = s == VP_FSDP_SHARD_GRAD_OP;
     plan->grads = n > 1 ? VP_GRADS_UNIT : VP_GRADS_KEEP;
     if (vp_precision_mixed(p)) {
         plan->params_dtype = VP_FP32;

@@ -162,6 +162,7 @@ typedef struct {
     unsigned zero;               /* DeepSpeed ZeRO stage 0-3 */
     vp_fsdp_strategy fsdp;
     unsigned fsdp_shard_size;    /* HYBRID_SHARD: ranks a model is sharded over (0: dp) */
+    bool reshard_after_forward;  /* FSDP2: blocks resharded after forward (torchtitan's policy) */
     vp_offload offload_optimizer;
     vp_offload offload_params;
     double reduce_bucket_size;   /* DeepSpeed, elements */

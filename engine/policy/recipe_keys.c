@@ -237,6 +237,7 @@ static bool with_freezing(const vp_recipe *r) { return vp_finetune_method_of(r)-
 static bool with_quantized_base(const vp_recipe *r) { return vp_finetune_method_of(r)->quantizes_base; }
 static bool with_int8_base(const vp_recipe *r) { return with_quantized_base(r) && r->quant == VP_QUANT_INT8; }
 static bool with_simulated_allocator(const vp_recipe *r) { return r->allocator == VP_ALLOCATOR_SIMULATED; }
+static bool with_fsdp2(const vp_recipe *r) { return vp_framework_of(r) == &vp_framework_fsdp2; }
 
 #define UINT_KEY(key, f, lo, hi, def) .name = key, .kind = VP_KEY_UINT, .offset = FIELD(f), .min = lo, .max = hi, .fallback = def
 #define U64_KEY(key, f, lo, hi, def) .name = key, .kind = VP_KEY_U64, .offset = FIELD(f), .min = lo, .max = hi, .fallback = def
@@ -321,6 +322,12 @@ static const vp_recipe_key keys[] = {
      .doc = "FSDP's sharding strategy (framework fsdp) [full_shard]"},
     {UINT_KEY("fsdp_shard_size", fsdp_shard_size, 1, 1 << 20, 0), .hidden = true,
      .doc = "ranks one model is sharded over with hybrid_shard"},
+    /* torchtitan's apply_fsdp (torchtitan/parallelisms/parallelize_llama.py):
+     * reshard_after_forward=True for every block but the last */
+    {BOOL_KEY("reshard_after_forward", reshard_after_forward, true), .applies = with_fsdp2,
+     .doc = "framework fsdp2: each block's gathered parameters freed after its forward and gathered again in "
+            "backward (all but the last block and the root, as torchtitan wraps them); false keeps every block "
+            "gathered from its forward to its backward [true]"},
     {OPTION_KEY("offload_optimizer", offload_optimizer, vp_offload_names, VP_OFFLOAD_NONE),
      .doc = "DeepSpeed's optimizer offload (master weights, states, fp32 gradients)"},
     {OPTION_KEY("offload_params", offload_params, vp_offload_names, VP_OFFLOAD_NONE),

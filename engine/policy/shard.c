@@ -11,6 +11,15 @@ uint64_t vp_shard_numel(uint64_t numel, unsigned ranks) {
     return ranks <= 1 ? numel : numel / ranks + (numel % ranks != 0);
 }
 
+/* FSDP2's FSDPParam._init_sharded_param (torch/distributed/_composable/fsdp/
+ * _fsdp_param.py, torch 2.4-2.6): torch.chunk(param, world_size, dim=0),
+ * each rank's chunk padded to chunks[0]'s size, ceil(dim0 / world_size)
+ * rows; the all-gathered parameter is world_size such chunks. */
+uint64_t vp_plan_shard_numel(const vp_shard_plan *plan, uint64_t numel, uint64_t dim0, unsigned ranks) {
+    if (!plan->dim0_shards || ranks <= 1 || dim0 == 0 || numel % dim0) return vp_shard_numel(numel, ranks);
+    return vp_shard_numel(dim0, ranks) * (numel / dim0);
+}
+
 const char *vp_shard_plan_make(const vp_recipe *r, const vp_precision *p, vp_shard_plan *plan) {
     memset(plan, 0, sizeof *plan);
     plan->shards = (vp_shards){1, 1, 1};

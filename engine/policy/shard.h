@@ -51,6 +51,17 @@ typedef struct {
      * within which a gathered parameter is kept, and the size below which
      * a parameter stays gathered for good */
     uint64_t max_live_elements, reuse_distance_elements, persistence_threshold;
+    /* FSDP2 (framework_fsdp2.c): each parameter sharded on its dim 0,
+     * padded to a multiple of the ranks (vp_plan_shard_numel); gathered
+     * parameters kept from a block's forward to its backward
+     * (reshard_after_forward = false; FSDP's SHARD_GRAD_OP too); the
+     * all-gather output and reduce-scatter input buffers that outlive
+     * their collective (sized by vp_layout_prepare); the last block kept
+     * gathered from its forward to its backward (torchtitan's wrapping) */
+    bool dim0_shards;
+    bool keeps_gathered;
+    bool collective_buffers;
+    bool keeps_last_block;
 } vp_shard_plan;
 
 /* The plan of a recipe, or NULL with a message naming the key when the
@@ -66,6 +77,12 @@ static inline unsigned vp_shard_group(const vp_recipe *r) {
  * each partition (DeepSpeed 1/2 pad one flat group instead: at most ranks - 1
  * elements fewer in all). */
 uint64_t vp_shard_numel(uint64_t numel, unsigned ranks);
+
+/* Elements of one parameter's shard under the plan: with dim0_shards
+ * (FSDP2) ceil(dim0 / ranks) rows of numel / dim0 each, else
+ * vp_shard_numel. dim0: the parameter's first dimension (its numel for a
+ * vector). */
+uint64_t vp_plan_shard_numel(const vp_shard_plan *plan, uint64_t numel, uint64_t dim0, unsigned ranks);
 
 /* The divisors for one tensor: experts' parameters are sharded over the
  * data-parallel ranks that hold the same experts. */

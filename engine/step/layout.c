@@ -25,11 +25,26 @@ typedef struct vp_layer_hook {
     uint64_t prefetched;  /* of `prefetch`, what is gathered now */
     bool deferred;        /* its input needs no gradient: released when backward ends */
     bool gathered;        /* its parameters are gathered for a pass now */
+    /* FSDP2's buffers that outlive their collective (framework_fsdp2.c),
+     * on the last block's hook (collective_slots): their sizes, and what
+     * of them lives now */
+    uint64_t gather_slot, reduce_slot, gather_output, reduce_input;
 } vp_layer_hook;
 
 static uint64_t bytes_of(vp_dtype dtype, uint64_t numel) {
     uint64_t b;
     return vp_tensor_bytes(dtype, numel, &b) ? b : 0;
+}
+
+/* A parameter's dim 0: a matrix's rows (a Conv1D weight is stored
+ * (in, out): numel / out), a vector's length. */
+static uint64_t dim0_of(uint64_t numel, uint64_t rows, bool conv1d) {
+    if (!rows) return numel;
+    return conv1d ? numel / rows : rows;
+}
+
+uint64_t vp_layout_shard_numel(const vp_step *step, const vp_tensor *t, unsigned ranks) {
+    return vp_plan_shard_numel(&step->plan, t->numel, dim0_of(t->numel, t->rows, t->conv1d), ranks);
 }
 
 void vp_layout_host(vp_step *step, uint64_t bytes, unsigned repeat, bool nvme) {
@@ -91,7 +106,8 @@ static vp_t make_leaf(vp_step *step, const vp_leaf_spec *spec, bool trainable, u
         resident = compute = VP_FP32;
     /* Int8Params' SCB: an fp32 absmax per output row, beside the weight */
     if (int8) vp_leaf(&step->sim, spec->out_features, VP_FP32, VP_CAT_PARAMS, false, "SCB");
-    uint64_t shard = bytes_of(resident, vp_shard_numel(spec->numel, vp_plan_shards(plan, spec->expert)->params));
+    uint64_t shard = bytes_of(resident, vp_plan_shard_numel(plan, spec->numel, dim0_of(spec->numel, spec->rows, spec->conv1d),
+                                                            vp_plan_shards(plan, spec->expert)->params));
     /* FSDP-QLoRA (bnb_4bit_quant_storage): the packed bytes are the storage
      * FSDP or ZeRO-3 shards (and offloads) */
     if (quantized && !int8 && plan->shards.params > 1)
@@ -244,7 +260,7 @@ void vp_layout_resident(vp_step *step, const vp_t *leaves, unsigned n, unsigned 
          * a 16-bit model) has states in that dtype */
         vp_dtype states_dtype = plan->master_dtype == VP_DTYPE_NONE && t->dtype != plan->gather_dtype
                                     ? (vp_dtype)t->dtype : plan->states_dtype;
-        uint64_t numel = t->numel, states = vp_shard_numel(numel, shards->states);
+        uint64_t numel = t->numel, states = vp_layout_shard_numel(step, t, shards->states);
         /* the fp32 master copy belongs to the optimizer (apex, DeepSpeed and
          * Megatron wrap it): without one there is none */
         if (plan->master_dtype != VP_DTYPE_NONE && step->optimizer->steps)
@@ -258,7 +274,7 @@ void vp_layout_resident(vp_step *step, const vp_t *leaves, unsigned n, unsigned 
         if (plan->grads == VP_GRADS_BUCKET) {
             /* ZeRO-2/3's gradient partition (offloaded: fp32 on the host); DDP's
              * buckets the .grad views live in */
-            uint64_t part = vp_shard_numel(numel, shards->grads);
+            uint64_t part = vp_layout_shard_numel(step, t, shards->grads);
             if (host || nvme) place(step, VP_CAT_GRADS, bytes_of(VP_FP32, part), repeat, host, nvme, "grad partition");
             else vp_ledger_alloc(&step->ledger, VP_CAT_GRADS, bytes_of(plan->shard_grads_dtype, part), "grad partition");
         } else if (plan->bucket_bytes_per_param_byte) {
@@ -276,7 +292,7 @@ void vp_layout_resident(vp_step *step, const vp_t *leaves, unsigned n, unsigned 
 /* the padded unsharded buffer: every rank's shard, side by side */
 static uint64_t unsharded_bytes(vp_step *step, const vp_tensor *t) {
     unsigned ranks = step->plan.shards.params;
-    return bytes_of(step->plan.gather_dtype, vp_shard_numel(t->numel, ranks) * ranks);
+    return bytes_of(step->plan.gather_dtype, vp_layout_shard_numel(step, t, ranks) * ranks);
 }
 
 static bool persistent(const vp_step *step, const vp_tensor *t) { return t->numel < step->plan.persistence_threshold; }
@@ -308,8 +324,45 @@ static uint64_t persistent_bytes(vp_step *step, const vp_t *leaves, unsigned n) 
     return total;
 }
 
+/* FSDP2's reduce-scatter input for a unit: every trainable parameter's
+ * padded unsharded gradient in reduce_dtype, one flat buffer
+ * (foreach_reduce, _fsdp_collectives.py: reduce_scatter_input = torch.empty
+ * of the padded unsharded sizes' sum, in reduce_dtype). */
+static uint64_t reduce_input_bytes(vp_step *step, const vp_t *leaves, unsigned n) {
+    uint64_t total = 0;
+    unsigned ranks = step->plan.shards.grads;
+    for (unsigned i = 0; i < n; i++) {
+        const vp_tensor *t = leaves[i] ? vp_at(&step->sim, leaves[i]) : NULL;
+        if (t && t->category == VP_CAT_PARAMS && t->requires_grad)
+            total += bytes_of(step->plan.shard_grads_dtype, vp_layout_shard_numel(step, t, ranks) * ranks);
+    }
+    return total;
+}
+
+/* FSDP2 keeps one all-gather output (in forward) and one reduce-scatter
+ * input alive after their collectives, each until the next of its kind
+ * (FSDPParamGroup.wait_for_unshard: comm_ctx.all_gather_state;
+ * post_backward: comm_ctx.reduce_scatter_state): one slot of each, as
+ * large as the largest block's, held from the first such collective on.
+ * The slots sit on the last block's hook, the unit backward starts with,
+ * which the step never folds (keeps_last_block), so that a folded run of
+ * blocks repeats no event of theirs. */
+static vp_layer_hook *collective_slots(vp_step *step) {
+    return step->plan.collective_buffers && step->n_layer_instances ? &step->hooks[step->n_layer_instances - 1] : NULL;
+}
+
+static void hold_slot(vp_step *step, uint64_t *live, uint64_t bytes, const char *label) {
+    vp_ledger_alloc(&step->ledger, VP_CAT_COMM, bytes - *live, label);
+    *live = bytes;
+}
+
+static void free_slot(vp_step *step, uint64_t *live, const char *label) {
+    vp_ledger_release(&step->ledger, VP_CAT_COMM, *live, label);
+    *live = 0;
+}
+
 static bool reshard_after_forward(const vp_step *step) {
-    return step->plan.gather && step->recipe->fsdp != VP_FSDP_SHARD_GRAD_OP;
+    return step->plan.gather && !step->plan.keeps_gathered;
 }
 
 bool vp_layout_prepare(vp_step *step) {
@@ -340,9 +393,18 @@ bool vp_layout_prepare(vp_step *step) {
                                  : h->gather;
             h->prefetch = ahead < h->gather ? ahead : h->gather;
             if (!reshard_after_forward(step)) h->prefetch = 0; /* nothing to gather again in backward */
+            /* torchtitan's apply_fsdp: the last block not resharded after forward */
+            if (step->plan.keeps_last_block && i + 1 == step->n_layer_instances) h->kept.forward = h->gather;
         }
     }
     free(kept);
+    vp_layer_hook *slots_at = collective_slots(step);
+    for (unsigned i = 0; slots_at && i < step->n_layer_instances; i++) {
+        vp_layer_hook *h = &step->hooks[i];
+        uint64_t reduce = reduce_input_bytes(step, h->leaves, h->n);
+        if (h->gather > slots_at->gather_slot) slots_at->gather_slot = h->gather;
+        if (reduce > slots_at->reduce_slot) slots_at->reduce_slot = reduce;
+    }
     /* FSDP's root unit (the embeddings, final norm and head; an
      * encoder-decoder's bridge: the encoder's final norm, the decoder's
      * position-bias table) is not resharded between forward and backward;
@@ -374,7 +436,7 @@ static void reduce_scatter(vp_step *step, vp_t *leaves, unsigned n) {
         vp_t leaf = leaves[i];
         if (!leaf || !vp_at(sim, leaf)->requires_grad || !vp_at(sim, leaf)->param_grad) continue;
         const vp_tensor *t = vp_at(sim, leaf);
-        uint64_t numel = vp_shard_numel(t->numel, vp_plan_shards(&step->plan, t->expert)->grads);
+        uint64_t numel = vp_layout_shard_numel(step, t, vp_plan_shards(&step->plan, t->expert)->grads);
         vp_t shard = vp_new_in(sim, numel, step->plan.shard_grads_dtype, VP_CAT_GRADS, "reduce_scatter.grad");
         vp_t full = vp_at(sim, leaf)->param_grad;
         vp_at(sim, leaf)->param_grad = shard;
@@ -424,6 +486,8 @@ static void release_layer(vp_layer_hook *h, uint64_t keep) {
 /* The layer's backward is done: its gradients are reduce-scattered and its
  * gathered parameters released. */
 static void layer_done(vp_layer_hook *h) {
+    vp_layer_hook *slots = collective_slots(h->step);
+    if (slots == h) hold_slot(h->step, &slots->reduce_input, slots->reduce_slot, "reduce_scatter.input");
     if (h->step->plan.grads == VP_GRADS_UNIT) reduce_scatter(h->step, h->leaves, h->n);
     if (!h->gathered && !h->held) return; /* a frozen layer: resharded after forward, never gathered again */
     release_layer(h, 0);
@@ -436,6 +500,8 @@ static void backward_layer_start(vp_sim *sim, uint32_t index) {
 
 static void backward_layer_end(vp_sim *sim, uint32_t index) {
     vp_layer_hook *h = vp_node_at(sim, index)->context;
+    /* the first unshard in backward frees the forward's last all-gather output */
+    if (collective_slots(h->step) == h) free_slot(h->step, &h->gather_output, "all_gather.output");
     gather_layer(h, h->prefetch);
     pass_gradient(sim, index);
 }
@@ -515,6 +581,10 @@ vp_t vp_layout_layer_end(vp_step *step, vp_t y, unsigned layer) {
 
 void vp_layout_forward_begin(vp_step *step) {
     vp_ledger_alloc(&step->ledger, VP_CAT_PARAMS, step->root_gather_bytes, "all_gather.root");
+    /* FSDP2's forward: the root's all-gather output, then each block's,
+     * until the next all-gather */
+    vp_layer_hook *slots = collective_slots(step);
+    if (slots) hold_slot(step, &slots->gather_output, slots->gather_slot, "all_gather.output");
 }
 
 void vp_layout_backward_begin(vp_step *step) {
@@ -530,9 +600,23 @@ void vp_layout_backward_end(vp_step *step) {
     vp_ledger_release(&step->ledger, VP_CAT_COMM, step->plan.backward_buffers, "reduce buckets");
     if (step->plan.grads == VP_GRADS_UNIT) {
         const vp_model *m = step->model;
+        /* FSDP2's root unit reduce-scatters last, through its own input
+         * buffer, all of which the final callback frees
+         * (FSDPState._root_post_backward_final_callback) */
+        uint64_t root_input = 0;
+        vp_layer_hook *slots = collective_slots(step);
+        if (slots) {
+            free_slot(step, &slots->gather_output, "all_gather.output");
+            free_slot(step, &slots->reduce_input, "reduce_scatter.input");
+            root_input = reduce_input_bytes(step, step->embed_leaves, m->section[VP_SECTION_EMBED].n_slots) +
+                         reduce_input_bytes(step, step->bridge_leaves, m->section[VP_SECTION_BRIDGE].n_slots) +
+                         reduce_input_bytes(step, step->final_leaves, m->section[VP_SECTION_FINAL].n_slots);
+            vp_ledger_alloc(&step->ledger, VP_CAT_COMM, root_input, "reduce_scatter.input");
+        }
         reduce_scatter(step, step->embed_leaves, m->section[VP_SECTION_EMBED].n_slots);
         reduce_scatter(step, step->bridge_leaves, m->section[VP_SECTION_BRIDGE].n_slots);
         reduce_scatter(step, step->final_leaves, m->section[VP_SECTION_FINAL].n_slots);
+        vp_ledger_release(&step->ledger, VP_CAT_COMM, root_input, "reduce_scatter.input");
     }
     vp_ledger_release(&step->ledger, VP_CAT_PARAMS, step->root_gather_bytes, "all_gather.root");
 }

@@ -25,6 +25,10 @@ void vp_layout_resident(vp_step *step, const vp_t *leaves, unsigned n, unsigned 
  * buffers, DeepSpeed's persistent parameters. */
 uint64_t vp_layout_gathered_bytes(vp_step *step, vp_t leaf);
 
+/* Elements of this rank's shard of a parameter over `ranks` under the
+ * step's plan (FSDP2: its dim 0 padded, vp_plan_shard_numel). */
+uint64_t vp_layout_shard_numel(const vp_step *step, const vp_tensor *t, unsigned ranks);
+
 /* Prepares the per-layer hooks once the leaves exist. */
 bool vp_layout_prepare(vp_step *step);
 

@@ -74,7 +74,8 @@ static unsigned clamp(unsigned x, unsigned lo, unsigned hi) { return x < lo ? lo
 static unsigned coordinated_from(const vp_step *step, unsigned start, unsigned end, unsigned per) {
     uint64_t reach = step->plan.reuse_distance_elements;
     uint64_t layer = vp_section_params(&step->model->section[VP_SECTION_LAYER]);
-    if (!reach) return end;
+    /* FSDP2 (framework_fsdp2.c): the last block runs alone, unfolded */
+    if (!reach) return step->plan.keeps_last_block && end - start > per ? start + (end - per - start) / per * per : end;
     uint64_t trailing = layer ? reach / layer + 2 : end - start;
     if (trailing >= end - start) return start;
     unsigned from = end - (unsigned)trailing;
@@ -519,7 +520,7 @@ static uint64_t kept_grad_bytes(vp_step *step) {
             if (!t || !vp_at(&step->sim, t)->requires_grad) continue;
             const vp_tensor *x = vp_at(&step->sim, t);
             uint64_t numel = x->numel;
-            if (sharded) numel = vp_shard_numel(numel, vp_plan_shards(&step->plan, x->expert)->grads);
+            if (sharded) numel = vp_layout_shard_numel(step, x, vp_plan_shards(&step->plan, x->expert)->grads);
             /* a whole gradient is in its parameter's own dtype (LoRA's fp32 adapters) */
             vp_dtype own = sharded || step->plan.grads == VP_GRADS_BUCKET ? dtype : (vp_dtype)x->grad_dtype;
             if (vp_tensor_bytes(own, numel, &bytes)) total += bytes * group.repeat;

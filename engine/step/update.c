@@ -48,7 +48,7 @@ static void grad_to_master(vp_step *step, vp_t leaf, void *ctx) {
 static void partition_grad(vp_step *step, vp_t leaf, void *ctx) {
     const bool *release = ctx;
     const vp_tensor *t = vp_at(&step->sim, leaf);
-    uint64_t bytes = bytes_of(VP_FP32, vp_shard_numel(t->numel, vp_plan_shards(&step->plan, t->expert)->states));
+    uint64_t bytes = bytes_of(VP_FP32, vp_layout_shard_numel(step, t, vp_plan_shards(&step->plan, t->expert)->states));
     bool away = step->plan.states_on_host || step->plan.states_on_nvme;
     if (away) {
         return;
@@ -78,7 +78,7 @@ static bool sixteen_bit(vp_dtype dtype) { return dtype == VP_BF16 || dtype == VP
 static void measure_tensor(vp_step *step, vp_t leaf, temp_sizes *sizes) {
     const vp_tensor *t = vp_at(&step->sim, leaf);
     vp_dtype dtype = sizes->own_dtype ? (vp_dtype)t->dtype : sizes->dtype;
-    uint64_t numel = vp_shard_numel(t->numel, vp_plan_shards(&step->plan, t->expert)->states);
+    uint64_t numel = vp_layout_shard_numel(step, t, vp_plan_shards(&step->plan, t->expert)->states);
     uint64_t bytes = bytes_of(dtype, numel);
     sizes->raw += bytes * sizes->repeat;
     sizes->rounded += vp_round_block(bytes) * sizes->repeat;

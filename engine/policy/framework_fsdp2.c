@@ -1,0 +1,88 @@
+/* framework_fsdp2.c — PyTorch's FSDP2 (fully_shard, torch 2.4-2.6:
+ * torch/distributed/_composable/fsdp) as torchtitan applies it
+ * (torchtitan/parallelisms/parallelize_llama.py, apply_fsdp): each
+ * transformer block one fully_shard unit, the root (embeddings, final norm,
+ * head) another, MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32). */
+#include "finetune_method.h"
+#include "framework.h"
+
+/* What FSDP2 does to the model states, and where FSDP's plan
+ * (framework_fsdp.c) already says the same:
+ * - per-parameter sharding (FSDPParam._init_sharded_param, _fsdp_param.py):
+ *   every parameter a DTensor with Shard(0), its dim 0 padded to a multiple
+ *   of the ranks (vp_plan_shard_numel), not one flat parameter per unit;
+ * - with MixedPrecisionPolicy the sharded parameters stay in their own
+ *   dtype (fp32) and are the optimizer's parameters (no master copy), the
+ *   all-gathered ones are in param_dtype (_fsdp_param.py, init_all_gather_outputs
+ *   in param_dtype), as with FSDP1's MixedPrecision;
+ * - each unit's unsharded gradients are copied into one reduce_dtype (fp32)
+ *   reduce-scatter input and freed, and the fp32 shard becomes the sharded
+ *   parameter's .grad (foreach_reduce, _fsdp_collectives.py): FSDP1's
+ *   timeline, with the input buffer kept until the next unit's
+ *   reduce-scatter (FSDPParamGroup.post_backward: comm_ctx.reduce_scatter_state);
+ * - in forward the all-gather output of a unit is kept until the next
+ *   unit's all-gather (FSDPParamGroup.wait_for_unshard: comm_ctx.all_gather_state,
+ *   the implicit forward prefetch); in backward the next unit is prefetched
+ *   explicitly (FSDPState._pre_backward, _backward_prefetch: one unit
+ *   ahead), as FSDP1's BACKWARD_PRE;
+ * - reshard_after_forward=True frees a block's unsharded parameters after its
+ *   forward (FSDPParamGroup.post_forward -> reshard) and gathers them again
+ *   in backward; torchtitan passes False for the last block ("FSDP would
+ *   prefetch it immediately"), and the root is never resharded after forward
+ *   (FSDPState._lazy_init sets the root's post_forward_mesh_info = None). */
+static const char *plan_fsdp2(const vp_recipe *r, const vp_precision *p, vp_shard_plan *plan) {
+    if (r->tp > 1) return "tp: framework = fsdp2 with tp is not modelled yet";
+    if (r->pp > 1) return "pp: framework = fsdp2 with pp is not modelled yet";
+    if (r->ep > 1) return "ep: framework = fsdp2 with ep is not modelled yet";
+    if (r->zero) return "zero: ZeRO stages need framework = \"deepspeed\"";
+    if (r->fsdp != VP_FSDP_NONE)
+        return "fsdp: FSDP1's sharding strategies need framework = \"fsdp\"; fsdp2 shards over dp, "
+               "reshard_after_forward says when";
+    if (r->offload_optimizer || r->offload_params)
+        return "offload_params: framework = fsdp2 with CPUOffloadPolicy is not modelled yet";
+    if (vp_finetune_method_of(r)->quantizes_base)
+        return "method: a quantized base with framework = fsdp2 is not modelled yet";
+    unsigned n = r->dp;
+    plan->shards = (vp_shards){n, n, n};
+    plan->gather = n > 1;
+    plan->grads = n > 1 ? VP_GRADS_UNIT : VP_GRADS_KEEP;
+    if (vp_precision_mixed(p)) { /* torchtitan: param_dtype bf16, reduce_dtype fp32 */
+        plan->params_dtype = VP_FP32;
+        plan->shard_grads_dtype = VP_FP32;
+    }
+    plan->master_dtype = VP_DTYPE_NONE;
+    plan->master_grads = false;
+    plan->dim0_shards = true;
+    plan->keeps_gathered = !r->reshard_after_forward;
+    plan->collective_buffers = n > 1;
+    plan->keeps_last_block = true;
+    return NULL;
+}
+
+static bool fsdp2_shards_params(const vp_recipe *r) {
+    (void)r;
+    return true;
+}
+
+/* every micro-batch gathers the blocks (twice with reshard_after_forward);
+ * FSDP2's separate all-gather and reduce-scatter streams overlap compute */
+static void fsdp2_traffic(const vp_recipe *r, vp_dp_traffic *out) {
+    (void)r;
+    out->gathers_params = true;
+    out->shards_states = true;
+    out->overlaps = true;
+}
+
+/* The model's code as framework = fsdp runs it: the families' modules,
+ * each block a unit with its own hooks; torch.optim's foreach AdamW. */
+const vp_framework_kind vp_framework_fsdp2 = {
+    .name = "fsdp2",
+    .plan = plan_fsdp2,
+    .shards_params = fsdp2_shards_params,
+    .dp_traffic = fsdp2_traffic,
+    .optimizer_impl = VP_IMPL_FOREACH,
+    .hf_modeling = true,
+    .python_locals = true,
+    .bucketed_grads = true,
+    .layer_units = true,
+};
