@@ -378,7 +378,7 @@ describe("training stacks", function()
       "--set", "zero=2", "--set", "gpus=2")
     assert_keys(recipe, { framework = "deepspeed", precision = "mixed-fp16", optimizer_impl = "fused", dp = 2 })
     recipe = estimate("llama3.2-1b", "--set", "seq_len=256", "--set", "stack=torchtitan", "--set", "gpus=4")
-    assert_keys(recipe, { framework = "fsdp", precision = "mixed-bf16", optimizer_impl = "fused", dp = 4 })
+    assert_keys(recipe, { framework = "fsdp2", precision = "mixed-bf16", optimizer_impl = "fused", dp = 4 })
     recipe = estimate("llama3.2-1b", "--set", "seq_len=256", "--set", "stack=torchtune")
     assert_keys(recipe, { precision = "bf16", checkpointing = "full" })
     -- a recipe key set by hand wins over the stack's default

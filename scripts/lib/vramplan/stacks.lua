@@ -85,7 +85,7 @@ stacks.profiles = {
     -- (torchtitan/distributed/activation_checkpoint.py). Later torchtitan
     -- defaults to per-op selective checkpointing, which vramplan does not
     -- model: name the mode to be sure.
-    framework = "fsdp",
+    framework = "fsdp2",
     defaults = { precision = "mixed-bf16", optimizer = "adamw", optimizer_impl = "fused", checkpointing = "layers-2",
                  use_reentrant = false, checkpoint_early_stop = false },
     rule = "fixed",
