@@ -3,8 +3,8 @@
 -- (FSDPParam._init_sharded_param, torch/distributed/_composable/fsdp/
 -- _fsdp_param.py, torch 2.4-2.6: torch.chunk(param, world_size, dim=0), each
 -- rank's chunk padded to chunks[0], ceil(dim0 / world_size) rows), not from
--- the engine. No PyTorch run checks FSDP2 here: the CPU harness's torch has
--- no fully_shard that runs on gloo without a GPU (docs/how-it-works.md).
+-- the engine. No PyTorch run checks FSDP2 here: the CPU harness's torch is
+-- 1.13, which has no fully_shard (docs/how-it-works.md).
 local helper = require("tests.lua.helper")
 
 local DP = 8
