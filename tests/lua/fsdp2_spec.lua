@@ -82,6 +82,19 @@ describe("framework = fsdp2", function()
       string.format("%d bytes more held, expected %d", extra, expected))
   end)
 
+  it("gives the same peak folded and unfolded", function()
+    -- the last block runs alone, and the buffers' slots sit on its hook: a
+    -- folded run of blocks must repeat none of their events
+    helper.assert_folds_agree(helper.model("llama2-7b", 6), {
+      { framework = "fsdp2", dp = 8 },
+      { framework = "fsdp2", dp = 8, reshard_after_forward = false },
+      { framework = "fsdp2", dp = 8, checkpointing = "full" },
+      { framework = "fsdp2", dp = 8, checkpointing = "full", use_reentrant = false },
+      { framework = "fsdp2", dp = 4, finetune = "lora" },
+      { framework = "fsdp2", dp = 4, grad_accum = 2 },
+    })
+  end)
+
   it("brackets torchtitan's published Llama 3.1 8B FSDP run between full and no checkpointing", function()
     -- torchtitan benchmarks/llama3_h100_202412_torchtitan.md, Table 1 (FSDP,
     -- 8 H100, local batch 2, seq 8192, selective op-level checkpointing, no
