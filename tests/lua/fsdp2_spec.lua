@@ -99,7 +99,7 @@ describe("framework = fsdp2", function()
     -- torchtitan benchmarks/llama3_h100_202412_torchtitan.md, Table 1 (FSDP,
     -- 8 H100, local batch 2, seq 8192, selective op-level checkpointing, no
     -- compile): 82.4 GiB, torch.cuda reserved_bytes.all.peak, max over ranks.
-    -- Op-level selective checkpointing is not modelled (docs/status.md): it
+    -- op-selective is not modelled over fsdp2 yet (engine/step/checkpoint.c): it
     -- saves more than full checkpointing and less than none, so the
     -- measurement must lie between fsdp2's two estimates of the same run
     -- (Llama 3 8B's shapes are Llama 3.1 8B's).
