@@ -451,6 +451,14 @@ describe("export", function()
     end
   end)
 
+  it("refuses a framework accelerate's export has no section for (fsdp2), rather than writing MULTI_GPU", function()
+    local out, err, code = helper.run("export", "--format", "accelerate", "scripts/recipes/full-bf16-adamw.lua",
+      "--set", "framework=fsdp2", "--set", "gpus=8")
+    assert.are_not.equal(0, code)
+    assert.are.equal("", out)
+    assert.truthy(err:find("framework = fsdp2 has no equivalent in an accelerate config", 1, true), err)
+  end)
+
   it("round-trips LLaMA-Factory's ZeRO-3 LoRA example, its DeepSpeed config written beside it", function()
     local source = FIXTURES .. "llamafactory/examples/train_lora/llama3_lora_sft_ds3.yaml"
     local ds, err, code = helper.run("export", "--format", "deepspeed", source)

@@ -141,6 +141,11 @@ local function accelerate(keys, _, what)
   local fw = keys.framework or "torch"
   local gpus = num(keys.gpus) or num(keys.dp) or 1
   local kinds = { deepspeed = "DEEPSPEED", fsdp = "FSDP", megatron = "MEGATRON_LM" }
+  -- a framework without its section here (fsdp2: accelerate's fsdp_version 2,
+  -- not written yet) is refused rather than written as plain MULTI_GPU
+  if fw ~= "torch" and not kinds[fw] then
+    refuse(what, "framework", fw, "an accelerate config (torch, deepspeed, fsdp or megatron)")
+  end
   put(t, "compute_environment", "LOCAL_MACHINE")
   put(t, "distributed_type", kinds[fw] or (gpus > 1 and "MULTI_GPU" or "NO"))
   local p = keys.precision
