@@ -7,6 +7,7 @@
 #include "ops.h"
 #include "kv_cache.h"
 #include "mla.h"
+#include "gptj_rotary.h"
 #include "mpt_alibi.h"
 #include "ring_attention.h"
 
@@ -52,6 +53,7 @@ enum {
     ATT_RETURNS_BEFORE_OUT_PROJ,
     ATT_ALIBI_STYLE,
     ATT_RETURNS_KV,
+    ATT_ROTARY_STYLE,
     ATT_FIELDS
 };
 
@@ -68,6 +70,9 @@ enum {
 };
 static const char *const mask_names[] = {"additive", "bool-buffer", "padding", "bool", "none", "additive-mistral",
                                          "additive-hybrid", "additive-padded", "bool-4d", NULL};
+
+enum { ROTARY_HALF, ROTARY_GPTJ };
+static const char *const rotary_styles[] = {"half", "gptj", NULL};
 
 enum { QK_NORM_HEAD, QK_NORM_OLMO2, QK_NORM_GEMMA };
 static const char *const qk_norm_styles[] = {"head", "olmo2", "gemma", NULL};
@@ -196,6 +201,11 @@ static const vp_field attention_fields[ATT_FIELDS] = {
                         "the module returns its keys and values whether or not the model caches them, and the "
                         "layer keeps them until it returns (MptBlock's past_key_value): views of a fused "
                         "projection keep all of it"},
+    [ATT_ROTARY_STYLE] = {"rotary_style", VP_FIELD_ENUM, false, ROTARY_HALF, 0, 0, rotary_styles,
+                          "with rotary: half (rotate_half on the model's shared tables), or gptj: GPTJAttention's "
+                          "(transformers 4.5x), each layer's own fp32 table of positions rows repeated over the batch "
+                          "and gathered, rotate_every_two on the first rotary_dim of each head (the key first), the "
+                          "fp32 table promoting q and k to fp32, then torch.cat"},
 };
 
 /* head_dim is the queries' and keys' width; v_dim the values' (they differ
@@ -211,6 +221,10 @@ static bool is_mla(const vp_op *op) { return vp_op_u64(op, ATT_KV_LORA_RANK) > 0
 static bool bloom_alibi(const vp_op *op) {
     return vp_op_flag(op, ATT_ALIBI) && vp_op_u64(op, ATT_ALIBI_STYLE) == ALIBI_BLOOM;
 }
+static bool gptj_rotary(const vp_op *op) {
+    return vp_op_flag(op, ATT_ROTARY) && vp_op_u64(op, ATT_ROTARY_STYLE) == ROTARY_GPTJ;
+}
+
 static bool mpt_alibi(const vp_op *op) {
     return vp_op_flag(op, ATT_ALIBI) && vp_op_u64(op, ATT_ALIBI_STYLE) == ALIBI_MPT;
 }
@@ -289,9 +303,13 @@ static const char *attention_check(const vp_op *op) {
     if (vp_op_u64(op, ATT_MODULE_NAMES) == NAMES_PHI && vp_op_flag(op, ATT_FUSED_QKV))
         return "module_names = \"phi\" names Phi-2's separate q_proj, k_proj, v_proj: no fused_qkv";
     if (vp_op_flag(op, ATT_ROTARY_CAT) && !vp_op_flag(op, ATT_ROTARY)) return "rotary_cat needs rotary";
+    if (gptj_rotary(op) && (vp_op_flag(op, ATT_ROTARY_CAT) || vp_op_flag(op, ATT_FUSED_QKV) ||
+                            !vp_op_u64(op, ATT_POSITIONS) || s.kv_heads != s.heads))
+        return "rotary_style = \"gptj\" is GPT-J's attention: needs rotary, positions (its table's rows), separate q, "
+               "k, v, kv_heads = heads and no rotary_cat";
     if (vp_op_flag(op, ATT_ROTARY_LOCALS) && !vp_op_flag(op, ATT_ROTARY_CAT)) return "rotary_locals needs rotary_cat";
     uint64_t rotary_dim = vp_op_u64(op, ATT_ROTARY_DIM);
-    if (rotary_dim && (!vp_op_flag(op, ATT_ROTARY_CAT) || rotary_dim % 2 || rotary_dim > s.head_dim))
+    if (rotary_dim && ((!vp_op_flag(op, ATT_ROTARY_CAT) && !gptj_rotary(op)) || rotary_dim % 2 || rotary_dim > s.head_dim))
         return "rotary_dim needs rotary_cat and an even width no wider than a head";
     if (vp_op_flag(op, ATT_ROTARY) && s.head_dim % 2) return "rotary attention needs an even head_dim";
     if (vp_op_u64(op, ATT_MASK) == MASK_BOOL_BUFFER && !vp_op_u64(op, ATT_POSITIONS))
@@ -635,6 +653,17 @@ static void keep_local(vp_sim *sim, qkv *in, vp_t t) {
     }
     vp_hold(sim, t);
     in->locals[in->n_locals++] = t;
+}
+
+/* keep_local as vp_gptj_rotary calls it back */
+typedef struct {
+    vp_sim *sim;
+    qkv *in;
+} local_keeper;
+
+static void keep_local_of(void *ctx, vp_t t) {
+    local_keeper *k = ctx;
+    keep_local(k->sim, k->in, t);
 }
 
 /* T5Attention (transformers 4.46-4.52): the stack's first layer makes the
@@ -1122,7 +1151,11 @@ static vp_t attention_forward(vp_step *step, const vp_op *op, const vp_t *leaves
         normalize_in_place(step, op, &in.q, leaves[Q_NORM]);
         normalize_in_place(step, op, &in.k, leaves[K_NORM]);
     }
-    if (vp_op_flag(op, ATT_ROTARY) && !mla) {
+    if (gptj_rotary(op)) {
+        vp_gptj_rotary_shape g = {s.head_dim, vp_op_u64(op, ATT_ROTARY_DIM), vp_op_u64(op, ATT_POSITIONS)};
+        local_keeper keeper = {sim, &in};
+        vp_gptj_rotary(step, &g, &in.q, &in.k, keep_local_of, &keeper);
+    } else if (vp_op_flag(op, ATT_ROTARY) && !mla) {
         vp_t q = rotate(step, op, in.q, &in, "attention.rotary_q");
         vp_t k = rotate(step, op, in.k, &in, "attention.rotary_k");
         vp_drop(sim, in.q);

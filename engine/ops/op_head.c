@@ -3,7 +3,7 @@
 
 /* ---- lm_head ---- */
 
-enum { HEAD_VOCAB, HEAD_HIDDEN, HEAD_TIED, HEAD_BIAS, HEAD_SCALE_INPUT, HEAD_SCALE_LOGITS, HEAD_SOFTCAP, HEAD_FIELDS };
+enum { HEAD_VOCAB, HEAD_HIDDEN, HEAD_TIED, HEAD_BIAS, HEAD_SCALE_INPUT, HEAD_SCALE_LOGITS, HEAD_SOFTCAP, HEAD_FLOAT_LOGITS, HEAD_FIELDS };
 
 static const vp_field head_fields[HEAD_FIELDS] = {
     [HEAD_VOCAB] = {"vocab", VP_FIELD_INT, true, 0, 1, 1 << 24, NULL, "vocabulary size (logit width)"},
@@ -18,6 +18,9 @@ static const vp_field head_fields[HEAD_FIELDS] = {
     [HEAD_SOFTCAP] = {"softcap", VP_FIELD_NUMBER, false, 0, 0, 1e9, NULL,
                       "the logits capped as cap * tanh(logits / cap) (Gemma 2's final_logit_softcapping): two "
                       "more logits-sized tensors, tanh's kept for backward; 0: none"},
+    [HEAD_FLOAT_LOGITS] = {"float_logits", VP_FIELD_BOOL, false, 0, 0, 1, NULL,
+                           "the logits made fp32 (a copy unless fp32 already), which replaces them and the "
+                           "outputs keep (GPTJForCausalLM's lm_logits.to(torch.float32), transformers 4.5x)"},
 };
 
 enum { HEAD_W, HEAD_B, HEAD_SLOTS };
@@ -71,6 +74,11 @@ static vp_t head_forward(vp_step *step, const vp_op *op, const vp_t *leaves, vp_
     }
     /* Gemma2ForCausalLM: logits / cap, torch.tanh (kept), * cap */
     if (op->value[HEAD_SOFTCAP] > 0) logits = vp_softcap(&step->sim, logits, "lm_head.softcap");
+    if (vp_op_flag(op, HEAD_FLOAT_LOGITS)) {
+        vp_t up = vp_to(&step->sim, logits, VP_FP32, "lm_head.to_float32");
+        vp_drop(&step->sim, logits);
+        logits = up;
+    }
     vp_hold(&step->sim, logits);
     step->logits = logits;
     return logits;

@@ -66,6 +66,9 @@ static vp_module alias(const char *name, size_t len) {
     if (len == 8 && strncmp(name, "out_proj", 8) == 0) return VP_MODULE_O_PROJ;
     if (len == 3 && strncmp(name, "wte", 3) == 0) return VP_MODULE_EMBED_TOKENS;
     if (len == 3 && strncmp(name, "wpe", 3) == 0) return VP_MODULE_EMBED_POSITIONS;
+    /* GPT-J's MLP */
+    if (len == 5 && strncmp(name, "fc_in", 5) == 0) return VP_MODULE_FC1;
+    if (len == 6 && strncmp(name, "fc_out", 6) == 0) return VP_MODULE_FC2;
     if (len == 8 && strncmp(name, "embed_in", 8) == 0) return VP_MODULE_EMBED_TOKENS;
     if (len == 9 && strncmp(name, "embed_out", 9) == 0) return VP_MODULE_LM_HEAD;
     for (int m = VP_MODULE_Q_PROJ; m < VP_MODULE_COUNT; m++)

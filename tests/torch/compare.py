@@ -89,6 +89,12 @@ def mpt(h=64, layers=2, heads=4, vocab=256, positions=128, dropout=0.0, use_cach
             "no_bias": True, "expansion_ratio": 4, "use_cache": use_cache, "tie_word_embeddings": tied}
 
 
+def gptj(h=64, layers=2, heads=4, vocab=256, positions=128, rotary=8, dropout=0.0):
+    return {"model_type": "gptj", "n_embd": h, "n_layer": layers, "n_head": heads, "vocab_size": vocab,
+            "n_positions": positions, "rotary_dim": rotary, "resid_pdrop": dropout, "embd_pdrop": dropout,
+            "attn_pdrop": dropout, "activation_function": "gelu_new", "tie_word_embeddings": False}
+
+
 def qwen3_moe(h=64, layers=2, heads=4, kv=2, vocab=256, experts=8, k=2, moe_inter=32, norm=True):
     return dict(llama(h, layers, heads, kv, 128, vocab), model_type="qwen3_moe", head_dim=32, num_experts=experts,
                 num_experts_per_tok=k, moe_intermediate_size=moe_inter, norm_topk_prob=norm)
@@ -391,6 +397,13 @@ CASES = [
         "amp-bf16", ckpt="full", finetune="qlora", quant="nf4")),
     ("opt freeze 1 layer fp32", opt(layers=3), recipe(finetune="freeze", trainable_layers=1)),
     ("opt prompt bf16", opt(), recipe("bf16", finetune="prompt", num_virtual_tokens=6)),
+    # GPT-J: per-layer fp32 sin/cos tables gathered, every-other-element rotation of the first rotary_dim,
+    # q and k fp32 for the scores, parallel attention and MLP from one ln_1, fp32 logits
+    ("gptj fp32", gptj(), recipe()),
+    ("gptj bf16", gptj(), recipe("bf16")),
+    ("gptj amp-bf16", gptj(), recipe("amp-bf16")),
+    ("gptj fp32 checkpointed", gptj(layers=3), recipe(ckpt="full")),
+    ("gptj lora amp-bf16", gptj(), recipe("amp-bf16", finetune="lora")),
     # MPT: an fp32 ALiBi table, a bool mask from the 4-D converter, one Wqkv chunked, no biases, a tied head
     ("mpt fp32", mpt(), recipe()),
     ("mpt fp32 dropout", mpt(dropout=0.1), recipe()),

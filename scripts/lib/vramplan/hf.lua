@@ -236,6 +236,18 @@ mappings.phi = {
   end,
 }
 
+-- GPTJForCausalLM (GPT-J-6B) of transformers 4.5x (models/gptj,
+-- commit 00b676f); n_inner null is 4 x n_embd (the arch's default).
+mappings.gptj = {
+  family = "gptj",
+  keys = {
+    n_embd = "hidden", n_layer = "layers", n_head = "heads", n_inner = "intermediate", vocab_size = "vocab",
+    n_positions = "max_positions", rotary_dim = "rotary_dim", layer_norm_epsilon = "norm_eps",
+    resid_pdrop = "resid_dropout", embd_pdrop = "embed_dropout", attn_pdrop = "attn_dropout",
+    activation_function = "activation", tie_word_embeddings = "tie_embeddings",
+  },
+}
+
 -- Starcoder2ForCausalLM (StarCoder2) of transformers 4.50-4.52; defaults
 -- are Starcoder2Config's for the keys a config.json leaves out (no window,
 -- no dropouts, biases on, the head tied by PretrainedConfig's default).

@@ -5,6 +5,7 @@ import torch.nn as nn
 from .bloom import Bloom
 from .common import DynamicCache
 from .gpt2 import GPT2
+from .gptj import GPTJ
 from .linear import linear
 from .llama import Llama
 from .losses import (causal_lm_loss, chunked_output_loss, fused_causal_lm_loss, fused_linear_loss,
@@ -23,7 +24,7 @@ class CausalLM(nn.Module):
         super().__init__()
         kind = cfg["model_type"]
         self.model = {"gpt2": GPT2, "bloom": Bloom, "gpt_neox": ParallelDecoder, "phi": ParallelDecoder,
-                      "starcoder2": Starcoder2, "opt": OPT, "mpt": Mpt}.get(kind, Llama)(cfg)
+                      "starcoder2": Starcoder2, "opt": OPT, "mpt": Mpt, "gptj": GPTJ}.get(kind, Llama)(cfg)
         self.vocab = cfg["vocab_size"]
 
     def no_training_cache(self):
@@ -61,6 +62,8 @@ class CausalLM(nn.Module):
             return loss, (None, past_key_values) if past_key_values is not None else None
         head_bias = getattr(self.model, "head_bias", None)
         logits = linear(ac, hidden_states, self.model.head_weight(), head_bias() if head_bias else None)
+        if isinstance(self.model, GPTJ):  # GPTJForCausalLM: lm_logits made fp32, which the outputs keep
+            logits = logits.to(torch.float32)
         if getattr(self.model, "cfg", {}).get("model_type") == "granite":  # GraniteForCausalLM
             logits = logits / self.model.cfg["logits_scaling"]
         cap = getattr(self.model, "cfg", {}).get("final_logit_softcapping")
