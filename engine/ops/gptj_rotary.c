@@ -49,7 +49,7 @@ static vp_t apply(vp_step *step, vp_t x, vp_t sin, vp_t cos, const char *label) 
 void vp_gptj_rotary(vp_step *step, const vp_gptj_rotary_shape *shape, vp_t *q, vp_t *k,
                     void (*keep)(void *ctx, vp_t t), void *ctx) {
     vp_sim *sim = &step->sim;
-    uint64_t r = shape->rotary_dim ? shape->rotary_dim : shape->head_dim;
+    uint64_t r = shape->rotary_dim;
     bool grad_mode = sim->grad_mode;
     sim->grad_mode = false; /* the table and the positions need no gradient */
     vp_t table = vp_new(sim, vp_numel3(sim, step->batch, shape->positions, r), VP_FP32, "gptj.embed_positions");
@@ -64,35 +64,26 @@ void vp_gptj_rotary(vp_step *step, const vp_gptj_rotary_shape *shape, vp_t *q, v
     vp_drop(sim, table);
     vp_drop(sim, ids);
     vp_drop(sim, sincos);
-    if (!shape->rotary_dim) {
-        vp_t key = apply(step, *k, sin, cos, "gptj.rotary_k");
-        vp_t query = apply(step, *q, sin, cos, "gptj.rotary_q");
-        vp_drop(sim, *k);
-        vp_drop(sim, *q);
-        *k = key;
-        *q = query;
-    } else {
-        vp_t *in[2] = {k, q};
-        vp_t rot[2], pass[2];
-        for (unsigned i = 0; i < 2; i++) {
-            uint64_t n = vp_at(sim, *in[i])->numel, rotated = n / shape->head_dim * r;
-            rot[i] = vp_slice(sim, *in[i], rotated, "gptj.rot");
-            pass[i] = vp_slice(sim, *in[i], n - rotated, "gptj.pass");
-        }
-        for (unsigned i = 0; i < 2; i++) {
-            vp_t y = apply(step, rot[i], sin, cos, i ? "gptj.rotary_q" : "gptj.rotary_k");
-            vp_drop(sim, rot[i]);
-            rot[i] = y;
-        }
-        for (unsigned i = 0; i < 2; i++) {
-            vp_t joined = vp_cat(sim, rot[i], pass[i], "gptj.cat");
-            keep(ctx, rot[i]);
-            keep(ctx, pass[i]);
-            vp_drop(sim, rot[i]);
-            vp_drop(sim, pass[i]);
-            vp_drop(sim, *in[i]);
-            *in[i] = joined;
-        }
+    vp_t *in[2] = {k, q};
+    vp_t rot[2], pass[2];
+    for (unsigned i = 0; i < 2; i++) {
+        uint64_t n = vp_at(sim, *in[i])->numel, rotated = n / shape->head_dim * shape->rotary_dim;
+        rot[i] = vp_slice(sim, *in[i], rotated, "gptj.rot");
+        pass[i] = vp_slice(sim, *in[i], n - rotated, "gptj.pass");
+    }
+    for (unsigned i = 0; i < 2; i++) {
+        vp_t y = apply(step, rot[i], sin, cos, i ? "gptj.rotary_q" : "gptj.rotary_k");
+        vp_drop(sim, rot[i]);
+        rot[i] = y;
+    }
+    for (unsigned i = 0; i < 2; i++) {
+        vp_t joined = vp_cat(sim, rot[i], pass[i], "gptj.cat");
+        keep(ctx, rot[i]);
+        keep(ctx, pass[i]);
+        vp_drop(sim, rot[i]);
+        vp_drop(sim, pass[i]);
+        vp_drop(sim, *in[i]);
+        *in[i] = joined;
     }
     vp_drop(sim, sin);
     vp_drop(sim, cos);

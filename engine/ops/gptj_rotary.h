@@ -7,7 +7,7 @@
 #include "step.h"
 
 typedef struct {
-    uint64_t head_dim, rotary_dim; /* rotary_dim 0: config.rotary_dim None, the whole head */
+    uint64_t head_dim, rotary_dim; /* the rotated width of each head, even, nonzero */
     uint64_t positions;            /* n_positions: the table's rows */
 } vp_gptj_rotary_shape;
 

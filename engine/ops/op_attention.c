@@ -304,9 +304,9 @@ static const char *attention_check(const vp_op *op) {
         return "module_names = \"phi\" names Phi-2's separate q_proj, k_proj, v_proj: no fused_qkv";
     if (vp_op_flag(op, ATT_ROTARY_CAT) && !vp_op_flag(op, ATT_ROTARY)) return "rotary_cat needs rotary";
     if (gptj_rotary(op) && (vp_op_flag(op, ATT_ROTARY_CAT) || vp_op_flag(op, ATT_FUSED_QKV) ||
-                            !vp_op_u64(op, ATT_POSITIONS) || s.kv_heads != s.heads))
-        return "rotary_style = \"gptj\" is GPT-J's attention: needs rotary, positions (its table's rows), separate q, "
-               "k, v, kv_heads = heads and no rotary_cat";
+                            !vp_op_u64(op, ATT_POSITIONS) || !vp_op_u64(op, ATT_ROTARY_DIM) || s.kv_heads != s.heads))
+        return "rotary_style = \"gptj\" is GPT-J's attention: needs rotary, positions (its table's rows), rotary_dim, "
+               "separate q, k, v, kv_heads = heads and no rotary_cat";
     if (vp_op_flag(op, ATT_ROTARY_LOCALS) && !vp_op_flag(op, ATT_ROTARY_CAT)) return "rotary_locals needs rotary_cat";
     uint64_t rotary_dim = vp_op_u64(op, ATT_ROTARY_DIM);
     if (rotary_dim && ((!vp_op_flag(op, ATT_ROTARY_CAT) && !gptj_rotary(op)) || rotary_dim % 2 || rotary_dim > s.head_dim))

@@ -21,7 +21,8 @@ return architecture {
       doc = "n_inner (default 4 x n_embd)" },
     { "vocab", "int", default = 50400, doc = "vocab_size (GPTJConfig's default)" },
     { "max_positions", "int", default = 2048, doc = "n_positions: the rows of every layer's sin/cos table" },
-    { "rotary_dim", "int", default = 64, doc = "rotary_dim: the rotated width of each head (GPTJConfig's default)" },
+    { "rotary_dim", "int", default = 64,
+      doc = "rotary_dim: the rotated width of each head (GPTJConfig's default)" },
     { "norm_eps", "number", default = 1e-5, min = 0, doc = "layer_norm_epsilon" },
     { "resid_dropout", "number", default = 0.0, min = 0, max = 0.999, doc = "resid_pdrop: on both branches' outputs" },
     { "embed_dropout", "number", default = 0.0, min = 0, max = 0.999, doc = "embd_pdrop" },
@@ -37,7 +38,6 @@ return architecture {
     end
   end,
   build = function(c)
-    local head_dim = c.hidden // c.heads
     return decoder {
       -- GPTJBlock registers ln_1 before attn and mlp
       norms_registered = "first",
@@ -52,7 +52,7 @@ return architecture {
           parallel {
             attention {
               hidden = c.hidden, heads = c.heads, rotary = true, rotary_style = "gptj",
-              rotary_dim = c.rotary_dim < head_dim and c.rotary_dim or 0, positions = c.max_positions,
+              rotary_dim = c.rotary_dim, positions = c.max_positions,
               dropout = c.attn_dropout, resid_dropout = c.resid_dropout, upcast_softmax = false, caches = true,
               mask = "additive", keeps_weights = true,
             },

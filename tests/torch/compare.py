@@ -404,6 +404,19 @@ CASES = [
     ("gptj amp-bf16", gptj(), recipe("amp-bf16")),
     ("gptj fp32 checkpointed", gptj(layers=3), recipe(ckpt="full")),
     ("gptj lora amp-bf16", gptj(), recipe("amp-bf16", finetune="lora")),
+    ("gptj fp32 dropout", gptj(dropout=0.1), recipe()),
+    ("gptj mixed-bf16 for-loop", gptj(), recipe("mixed-bf16", impl="for-loop")),
+    ("gptj bf16 one sequence", gptj(), recipe("bf16", b=1, s=48)),
+    ("gptj amp-bf16 whole-head rotary", gptj(rotary=16), recipe("amp-bf16")),
+    ("gptj amp-bf16 checkpointed", gptj(layers=3), recipe("amp-bf16", ckpt="full")),
+    ("gptj bf16 every-2 non-reentrant", gptj(layers=4), recipe("bf16", ckpt="every-2", use_reentrant="false")),
+    ("gptj lora q_proj,out_proj,fc_in fp32", gptj(), recipe(finetune="lora", lora_targets="q_proj,out_proj,fc_in")),
+    ("gptj lora all-linear bf16 checkpointed", gptj(layers=3), recipe(
+        "bf16", ckpt="full", finetune="lora", lora_targets="all-linear")),
+    ("gptj qlora nf4 amp-bf16 checkpointed", gptj(h=128), recipe(
+        "amp-bf16", ckpt="full", finetune="qlora", quant="nf4")),
+    ("gptj freeze 1 layer fp32", gptj(layers=3), recipe(finetune="freeze", trainable_layers=1)),
+    ("gptj prompt bf16", gptj(), recipe("bf16", finetune="prompt", num_virtual_tokens=6)),
     # MPT: an fp32 ALiBi table, a bool mask from the 4-D converter, one Wqkv chunked, no biases, a tied head
     ("mpt fp32", mpt(), recipe()),
     ("mpt fp32 dropout", mpt(dropout=0.1), recipe()),

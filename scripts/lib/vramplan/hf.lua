@@ -238,6 +238,8 @@ mappings.phi = {
 
 -- GPTJForCausalLM (GPT-J-6B) of transformers 4.5x (models/gptj,
 -- commit 00b676f); n_inner null is 4 x n_embd (the arch's default).
+-- rotary_dim null is refused: GPTJAttention's table is then n_embd wide,
+-- which does not broadcast over a head of several.
 mappings.gptj = {
   family = "gptj",
   keys = {
@@ -246,6 +248,11 @@ mappings.gptj = {
     resid_pdrop = "resid_dropout", embd_pdrop = "embed_dropout", attn_pdrop = "attn_dropout",
     activation_function = "activation", tie_word_embeddings = "tie_embeddings",
   },
+  check = function(config)
+    if config.rotary_dim == json.null then
+      return "rotary_dim", "null (the whole hidden width rotated) is not modelled: give the rotated width of a head"
+    end
+  end,
 }
 
 -- Starcoder2ForCausalLM (StarCoder2) of transformers 4.50-4.52; defaults
