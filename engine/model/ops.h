@@ -34,6 +34,9 @@ vp_t vp_gemma_rms_norm(vp_step *step, vp_t x, vp_t weight, uint64_t rows);
 
 /* apply_rotary_pos_emb for one of q, k with the step's cos and sin. */
 vp_t vp_apply_rotary(vp_step *step, vp_t x, const char *label);
+/* (x * cos) + (rotate(x) * sin) with the given tables (broadcast over
+ * heads; the products in the promoted dtype). */
+vp_t vp_rotate_with(vp_sim *sim, vp_t x, vp_t cos, vp_t sin, const char *label);
 
 
 /* T5's position bias for the stack running now, masks added, [b, heads,

@@ -24,23 +24,10 @@
 /* apply_rotary_pos_emb(tensor, sin, cos); returns a new reference */
 static vp_t apply(vp_step *step, vp_t x, vp_t sin, vp_t cos, const char *label) {
     vp_sim *sim = &step->sim;
-    uint64_t n = vp_at(sim, x)->numel;
     /* [1, s, 1, r]: each column twice */
     vp_t sin_r = vp_new(sim, 2 * vp_at(sim, sin)->numel, VP_FP32, "gptj.repeat_interleave_sin");
     vp_t cos_r = vp_new(sim, 2 * vp_at(sim, cos)->numel, VP_FP32, "gptj.repeat_interleave_cos");
-    vp_t xc = vp_mul(sim, x, cos_r, n, label);
-    vp_t x1 = vp_slice(sim, x, n / 2, label);
-    vp_t x2 = vp_slice(sim, x, n / 2, label);
-    vp_t neg = vp_neg(sim, x2, label);
-    vp_t stacked = vp_cat(sim, neg, x1, label); /* torch.stack((-x2, x1), dim=-1).flatten(-2) */
-    vp_drop(sim, neg);
-    vp_drop(sim, x1);
-    vp_drop(sim, x2);
-    vp_t rs = vp_mul(sim, stacked, sin_r, n, label);
-    vp_drop(sim, stacked);
-    vp_t y = vp_add(sim, xc, rs, n, label);
-    vp_drop(sim, xc);
-    vp_drop(sim, rs);
+    vp_t y = vp_rotate_with(sim, x, cos_r, sin_r, label);
     vp_drop(sim, sin_r);
     vp_drop(sim, cos_r);
     return y;

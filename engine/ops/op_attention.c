@@ -353,6 +353,19 @@ static const char *attention_recipe_problem(const vp_model *model, const vp_reci
                "transformers runs it (no megatron, no cp)";
     if (hybrid && vp_finetune_method_of(recipe)->virtual_tokens == VP_VIRTUAL_PREFIX)
         return "finetune: prefix tuning of Gemma 2 and Gemma 3 (PEFT's HybridCache path) is not modelled";
+    if (op && gptj_rotary(op)) {
+        /* GPTJAttention: torch.gather of rows past n_positions fails */
+        if (recipe->seq_len + recipe->virtual_tokens > vp_op_u64(op, ATT_POSITIONS))
+            return "seq_len: longer than GPT-J's position table (n_positions): transformers cannot run it";
+        if (recipe->attention == VP_ATTN_FLASH || recipe->attention == VP_ATTN_MEM_EFFICIENT)
+            return "attention: GPT-J's attention is modelled eagerly (GPTJAttention: no SDPA path in transformers; "
+                   "GPTJFlashAttention2 is not modelled)";
+        if (!transformers || recipe->cp > 1)
+            return "framework: GPT-J's attention is modelled as transformers runs it (no megatron, no cp)";
+        if (vp_finetune_method_of(recipe)->virtual_tokens == VP_VIRTUAL_PREFIX)
+            return "finetune: prefix tuning of GPT-J is not modelled";
+        return NULL;
+    }
     if (!op || !vp_op_flag(op, ATT_ALIBI)) return NULL;
     bool mpt = mpt_alibi(op);
     if (recipe->attention == VP_ATTN_FLASH || recipe->attention == VP_ATTN_MEM_EFFICIENT)

@@ -369,11 +369,16 @@ static void rotary_prepare(vp_step *step, const vp_op *op) {
  * rotate_half(x) = cat((-x2, x1)) of two slices whose backward each
  * allocates a zero-filled full-size gradient (slice_backward). */
 vp_t vp_apply_rotary(vp_step *step, vp_t x, const char *label) {
-    vp_sim *sim = &step->sim;
-    uint64_t n = vp_at(sim, x)->numel;
     /* Gemma 3's sliding layers rotate with their own tables */
     bool local = step->layer_slides && step->cos_local;
     vp_t cos = local ? step->cos_local : step->cos, sin = local ? step->sin_local : step->sin;
+    return vp_rotate_with(&step->sim, x, cos, sin, label);
+}
+
+/* GPT-J's rotate_every_two (torch.stack((-x2, x1), dim=-1).flatten(-2) of
+ * strided slices) allocates as rotate_half does: the same ops here. */
+vp_t vp_rotate_with(vp_sim *sim, vp_t x, vp_t cos, vp_t sin, const char *label) {
+    uint64_t n = vp_at(sim, x)->numel;
     vp_t xc = vp_mul(sim, x, cos, n, label);
     vp_t x1 = vp_slice(sim, x, n / 2, label);
     vp_t x2 = vp_slice(sim, x, n / 2, label);

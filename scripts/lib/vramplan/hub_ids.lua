@@ -47,6 +47,7 @@ hub_ids.ids = {
   ["microsoft/Phi-3-medium-4k-instruct"] = "phi-3-medium-4k",
   ["microsoft/phi-4"] = "phi-4",
   ["microsoft/Phi-4-mini-instruct"] = "phi-4-mini",
+  ["EleutherAI/gpt-j-6b"] = "gpt-j-6b",
   ["EleutherAI/pythia-1b"] = "pythia-1b",
   ["EleutherAI/pythia-6.9b"] = "pythia-6.9b",
   ["facebook/opt-1.3b"] = "opt-1.3b",

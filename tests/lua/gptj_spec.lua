@@ -1,0 +1,47 @@
+-- GPT-J (models/gpt-j-6b.lua, models/arch/gptj.lua): its config.json read
+-- like the model script, the parameters as transformers' modules hold them,
+-- LoRA on GPT-J's own module names and what the engine does not model.
+-- (What its per-layer tables, fp32 rotations and fp32 logits keep is
+-- checked against PyTorch in tests/torch/compare.py, cases "gptj".)
+local helper = require("tests.lua.helper")
+
+describe("GPT-J", function()
+  it("reads EleutherAI/gpt-j-6b's config.json like the model script it describes", function()
+    helper.assert_same_model("tests/fixtures/gpt-j-6b-config.json", "models/gpt-j-6b.lua")
+  end)
+
+  it("has the parameters of GPTJForCausalLM's modules", function()
+    -- each module's shapes from modeling_gptj.py (transformers 4.5x): per
+    -- block ln_1 (weight, bias), q/k/v/out_proj without biases, fc_in and
+    -- fc_out with biases; wte, ln_f and lm_head with a bias. The model
+    -- card's 6,053,381,344 is mesh-transformer-jax's count, 2,498,560 more.
+    local h, inner, vocab, layers = 4096, 4 * 4096, 50400, 28
+    local block = 2 * h + 4 * h * h + (h * inner + inner) + (inner * h + h)
+    local total = layers * block + vocab * h + 2 * h + (h * vocab + vocab)
+    assert.are.equal(6050882784, total)
+    assert.are.equal(total, helper.estimate("gpt-j-6b", "--set", "seq_len=128").model.params)
+  end)
+
+  it("puts LoRA on GPT-J's names (out_proj, fc_in, fc_out)", function()
+    local r = helper.estimate("gpt-j-6b", "--set", "finetune=lora", "--set", "lora_rank=8", "--set", "seq_len=128")
+    assert.are.equal(28 * 8 * 2 * (4096 + 4096), r.model.trainable_params) -- q_proj, v_proj
+    local named = helper.estimate("gpt-j-6b", "--set", "finetune=lora", "--set", "lora_rank=8",
+      "--set", "lora_targets=out_proj,fc_in,fc_out", "--set", "seq_len=128")
+    assert.are.equal(28 * 8 * ((4096 + 4096) + 2 * (4096 + 4 * 4096)), named.model.trainable_params)
+  end)
+
+  it("refuses what transformers cannot run or the engine does not model", function()
+    local err = helper.fails("gpt-j-6b", "--set", "seq_len=2049")
+    assert.truthy(err:find("seq_len: longer than GPT-J's position table (n_positions)", 1, true), err)
+    helper.estimate("gpt-j-6b", "--set", "seq_len=2048")
+    err = helper.fails("gpt-j-6b", "--set", "seq_len=128", "--set", "attention=flash")
+    assert.truthy(err:find("GPT-J's attention is modelled eagerly", 1, true), err)
+    err = helper.fails("gpt-j-6b", "--set", "seq_len=128", "--set", "finetune=prefix",
+      "--set", "num_virtual_tokens=8")
+    assert.truthy(err:find("prefix tuning of GPT-J", 1, true), err)
+    helper.assert_config_rejected('{"model_type": "gptj", "n_embd": 64, "n_layer": 2, "n_head": 4, ' ..
+      '"vocab_size": 256, "n_positions": 64, "rotary_dim": null}', "rotary_dim")
+    helper.assert_config_rejected('{"model_type": "gptj", "n_embd": 64, "n_layer": 2, "n_head": 4, ' ..
+      '"vocab_size": 256, "n_positions": 64, "rotary_dim": 32}', "rotary_dim")
+  end)
+end)
