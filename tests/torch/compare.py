@@ -417,6 +417,7 @@ CASES = [
         "amp-bf16", ckpt="full", finetune="qlora", quant="nf4")),
     ("gptj freeze 1 layer fp32", gptj(layers=3), recipe(finetune="freeze", trainable_layers=1)),
     ("gptj prompt bf16", gptj(), recipe("bf16", finetune="prompt", num_virtual_tokens=6)),
+    ("gptj amp-bf16 op-selective", gptj(layers=3), recipe("amp-bf16", ckpt="op-selective")),
     # MPT: an fp32 ALiBi table, a bool mask from the 4-D converter, one Wqkv chunked, no biases, a tied head
     ("mpt fp32", mpt(), recipe()),
     ("mpt fp32 dropout", mpt(dropout=0.1), recipe()),
