@@ -1,0 +1,18 @@
+-- Llama 2 7B with its MLP and RMSNorms written as Lua blocks
+-- (models/arch/llama_blocks.lua, docs/writing-blocks.md) instead of the
+-- core's op kinds: an example of a new kind of block without C. It gives
+-- the same figures as models/llama2-7b.lua (tests/lua/block_spec.lua holds
+-- the two families' timelines byte-identical). Config: HF
+-- meta-llama/Llama-2-7b-hf config.json; published parameter count:
+-- 6,738,415,616.
+return llama_blocks {
+  name = "Llama-2-7B (Lua blocks)",
+  hidden = 4096,
+  layers = 32,
+  heads = 32,
+  kv_heads = 32,
+  intermediate = 11008,
+  vocab = 32000,
+  max_positions = 4096,
+  norm_eps = 1e-5,
+}
