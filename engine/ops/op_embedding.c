@@ -364,7 +364,7 @@ static void rotary_prepare(vp_step *step, const vp_op *op) {
     vp_step_put_tensor(step, local ? VP_TENSOR_SIN_LOCAL : VP_TENSOR_SIN, tables[1]);
     /* LlamaDecoderLayer's call passes position_ids and cache_position: a
      * view and its base, one storage, two saved tensors */
-    vp_step_pass_tensor(step, VP_TENSOR_POSITION_IDS, 2);
+    if (!local) vp_step_pass_tensor(step, VP_TENSOR_POSITION_IDS, 2);
     sim->grad_mode = grad_mode;
 }
 

@@ -703,6 +703,7 @@ static void run(vp_step *step, vp_step_result *result) {
     vp_drop(sim, step->priv->input_ids);
     vp_drop(sim, step->priv->labels);
     vp_drop(sim, step->priv->attention_mask);
+    vp_step_end_lifetime(step, VP_LIVES_STEP);
     if (status_of(step) == VP_STEP_OK && memcmp(ledger->rounded.current, resident.current, sizeof resident.current))
         sim->status = VP_SIM_UNBALANCED;
 
