@@ -124,13 +124,20 @@ test:
 
 # no dependency circle among engine/'s objects of more than four files
 # (issue 20), and no file using a later layer's: ops reach the step only
-# through its services (op_context.h: step_state.c, checkpoint.c)
+# through its services (op_context.h: step_state.c, step_tensors.c,
+# checkpoint.c)
 DEPCYCLES_MAX := 4
-DEPCYCLES := --max $(DEPCYCLES_MAX) --layers $(subst $(eval) ,$(comma),$(LAYERS)) --services step_state,checkpoint
+DEPCYCLES := --max $(DEPCYCLES_MAX) --layers $(subst $(eval) ,$(comma),$(LAYERS)) --services step_state,step_tensors,checkpoint
+
+OP_SEES = $(WARNINGS) $(addprefix -I,$(ENGINE)) -fsyntax-only
 
 test-c: $(C_TESTS) $(CORE_OBJ) $(BINDING_OBJ) build/obj/main.o build/obj/embedded.o
 	@set -e; for t in $(C_TESTS); do echo "== $$t"; $$t; done
 	/usr/bin/python3 tools/depcycles.py $(DEPCYCLES) build/obj
+	@# an op sees the public step and the tensor table, never the driver's own state
+	$(CC) $(OP_SEES) -DREACH=0 tests/c/op_sees.c
+	@for r in 1 2; do if $(CC) $(OP_SEES) -DREACH=$$r tests/c/op_sees.c 2>/dev/null; then \
+	    echo "tests/c/op_sees.c: an op reached the step's private state (REACH=$$r)"; exit 1; fi; done
 
 test-lua: all
 	/usr/bin/python3 tools/megatron_report.py --check tests/reference/megatron_report.json

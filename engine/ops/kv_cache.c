@@ -37,7 +37,7 @@ static void update_one(vp_step *step, unsigned slot, vp_t *x, const char *label)
     }
     vp_hold(sim, *x);
     *entry = *x;
-    step->kv_cache.repeat[slot] = step->fold_repeat;
+    step->kv_cache.repeat[slot] = vp_step_repeat(step);
 }
 
 void vp_kv_cache_update(vp_step *step, vp_t *k, vp_t *v) {

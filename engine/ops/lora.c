@@ -3,28 +3,8 @@
  * lora.Linear.forward adds beside the frozen layer. */
 #include "lora.h"
 
-#include <stdlib.h>
-
 #include "ops.h"
-#include "step.h"
-
-bool vp_lora_register(vp_step *step, const vp_lora_adapter *adapter) {
-    if (step->n_adapters == step->cap_adapters) {
-        unsigned cap = step->cap_adapters ? step->cap_adapters * 2 : 32;
-        vp_lora_adapter *grown = realloc(step->adapters, cap * sizeof *grown);
-        if (!grown) return false;
-        step->adapters = grown;
-        step->cap_adapters = cap;
-    }
-    step->adapters[step->n_adapters++] = *adapter;
-    return true;
-}
-
-static const vp_lora_adapter *find(const vp_step *step, vp_t weight) {
-    for (unsigned i = 0; i < step->n_adapters; i++)
-        if (step->adapters[i].weight == weight) return &step->adapters[i];
-    return NULL;
-}
+#include "op_context.h"
 
 /* lora_B(lora_A(dropout(x))) * scaling */
 static vp_t adapters_output(vp_step *step, const vp_lora_adapter *adapter, vp_t x) {
@@ -79,7 +59,7 @@ static vp_t bnb_forward(vp_step *step, const vp_lora_adapter *adapter, vp_t x, v
 }
 
 vp_t vp_lora_forward(vp_step *step, vp_t x, vp_t weight, vp_t bias, vp_t result, const char *label) {
-    const vp_lora_adapter *adapter = find(step, weight);
+    const vp_lora_adapter *adapter = vp_step_adapter(step, weight);
     if (!adapter) return result;
     vp_sim *sim = &step->sim;
     if (vp_at(sim, weight)->quantized) return bnb_forward(step, adapter, x, bias, result, label);

@@ -6,15 +6,13 @@
 
 struct vp_step;
 
-/* Adapters of one weight: A [r x in], B [out x r], and with DoRA the
+/* Adapters of one weight (the step records them: vp_step_add_adapter,
+ * vp_step_adapter): A [r x in], B [out x r], and with DoRA the
  * magnitude [out] (else 0). */
 typedef struct vp_lora_adapter {
     vp_t weight, a, b, magnitude;
     uint64_t out_features;
 } vp_lora_adapter;
-
-/* Records the adapters of a weight for the step's forward. */
-bool vp_lora_register(struct vp_step *step, const vp_lora_adapter *adapter);
 
 /* PEFT's lora.Linear.forward after the base layer gave `result` for input
  * x (bias: the base layer's, 0 for none): x cast to the adapters' dtype,

@@ -18,7 +18,7 @@ void vp_mpt_prepare_alibi(vp_step *step, uint64_t heads, uint64_t width) {
     vp_step_keep_local(step, ones, VP_LOCAL_OF_BODY);
     vp_drop(sim, ones);
     vp_t arange = vp_new(sim, width, VP_INT32, "alibi.arange");
-    step->alibi = vp_new(sim, vp_numel(sim, heads, width), VP_FP32, "alibi");
+    vp_step_put_tensor(step, VP_TENSOR_ALIBI, vp_new(sim, vp_numel(sim, heads, width), VP_FP32, "alibi"));
     vp_drop(sim, arange);
 }
 
@@ -59,6 +59,6 @@ void vp_mpt_prepare_mask(vp_step *step) {
     vp_drop(sim, padding_bool);
     vp_drop(sim, padding);
     vp_drop(sim, causal);
-    step->causal_mask = vp_new(sim, bn, VP_BOOL, "causal_mask.bool");
+    vp_step_put_tensor(step, VP_TENSOR_CAUSAL_MASK, vp_new(sim, bn, VP_BOOL, "causal_mask.bool"));
     vp_drop(sim, combined);
 }

@@ -486,7 +486,7 @@ static void prepare_alibi(vp_step *step, const vp_op *op) {
     vp_drop(sim, shifted);
     vp_t alibi32 = vp_new(sim, vp_numel(sim, bn, shape_of(op).heads), VP_FP32, "alibi");
     vp_drop(sim, positions);
-    step->alibi = vp_to(sim, alibi32, step->activation, "alibi.to");
+    vp_step_put_tensor(step, VP_TENSOR_ALIBI, vp_to(sim, alibi32, step->activation, "alibi.to"));
     vp_drop(sim, alibi32);
     vp_drop(sim, ones);
 }
@@ -505,7 +505,8 @@ static void prepare_bool_mask(vp_step *step) {
     vp_t as_bool = vp_new(sim, bn, VP_BOOL, "attention_mask.to_bool");
     vp_t inverted = vp_new(sim, bn, VP_BOOL, "attention_mask.invert");
     vp_drop(sim, as_bool);
-    step->causal_mask = vp_new(sim, vp_numel(sim, bn, step->seq), VP_BOOL, "causal_mask.combined");
+    vp_step_put_tensor(step, VP_TENSOR_CAUSAL_MASK,
+                       vp_new(sim, vp_numel(sim, bn, step->seq), VP_BOOL, "causal_mask.combined"));
     vp_drop(sim, inverted);
     vp_drop(sim, seq_ids);
     vp_drop(sim, causal);
@@ -519,7 +520,7 @@ static void prepare_bool_mask(vp_step *step) {
  * sum compared with 0, masked_fill's result copied back in place. */
 static void prepare_padded_mask(vp_step *step, uint64_t keys) {
     vp_sim *sim = &step->sim;
-    step->mask_columns = keys;
+    vp_step_set_tensor_columns(step, VP_TENSOR_CAUSAL_MASK, keys);
     uint64_t n = vp_numel(sim, step->seq, keys), bn = vp_numel(sim, step->batch, n);
     vp_t full = vp_new(sim, n, step->activation, "causal_mask.full");
     vp_t triu = vp_new(sim, n, step->activation, "causal_mask.triu");
@@ -534,7 +535,7 @@ static void prepare_padded_mask(vp_step *step, uint64_t keys) {
     vp_t filled = vp_new(sim, bn, step->activation, "causal_mask.masked_fill");
     vp_drop(sim, zero);
     vp_drop(sim, filled);
-    step->causal_mask = mask;
+    vp_step_put_tensor(step, VP_TENSOR_CAUSAL_MASK, mask);
 }
 
 /* The additive causal mask LlamaModel builds once per forward for eager
@@ -546,7 +547,7 @@ static void prepare_padded_mask(vp_step *step, uint64_t keys) {
 static void attention_prepare(vp_step *step, const vp_op *op) {
     vp_sim *sim = &step->sim;
     bool grad_mode = sim->grad_mode;
-    if (vp_op_flag(op, ATT_ALIBI) && !step->alibi) {
+    if (vp_op_flag(op, ATT_ALIBI) && !vp_step_tensor(step, VP_TENSOR_ALIBI)) {
         sim->grad_mode = false;
         if (mpt_alibi(op))
             vp_mpt_prepare_alibi(step, shape_of(op).heads, vp_op_u64(op, ATT_POSITIONS));
@@ -556,7 +557,7 @@ static void attention_prepare(vp_step *step, const vp_op *op) {
     }
     unsigned mask_kind = (unsigned)vp_op_u64(op, ATT_MASK);
     bool masked_sdpa = sdpa_masked(step, op);
-    if (mask_kind == MASK_NONE || step->causal_mask) return;
+    if (mask_kind == MASK_NONE || vp_step_tensor(step, VP_TENSOR_CAUSAL_MASK)) return;
     if (kernel_for(step, op) != KERNEL_EAGER && !masked_sdpa) return;
     /* GPT-2's eager path masks with its buffer; its SDPA path with a
      * prefix gets a 4-D additive mask like LLaMA's (to_causal_4d) */
@@ -581,7 +582,8 @@ static void attention_prepare(vp_step *step, const vp_op *op) {
                                                 : vp_to(sim, ones, step->activation, "attention_mask.to");
         vp_t inverted = vp_new(sim, step->tokens, step->activation, "attention_mask.invert");
         vp_drop(sim, cast);
-        step->causal_mask = vp_new(sim, step->tokens, step->activation, "attention_mask.extended");
+        vp_step_put_tensor(step, VP_TENSOR_CAUSAL_MASK,
+                           vp_new(sim, step->tokens, step->activation, "attention_mask.extended"));
         vp_drop(sim, inverted);
         vp_drop(sim, ones);
         return;
@@ -600,8 +602,9 @@ static void attention_prepare(vp_step *step, const vp_op *op) {
     }
     /* Gemma2Model's target_length without an attention mask or a
      * HybridCache: the sequence's length */
-    step->mask_columns = keys + (mask_kind == MASK_BOOL_BUFFER || mask_kind == MASK_ADDITIVE_HYBRID ? 0 : 1);
-    uint64_t n = vp_numel(sim, step->seq, step->mask_columns);
+    uint64_t columns = keys + (mask_kind == MASK_BOOL_BUFFER || mask_kind == MASK_ADDITIVE_HYBRID ? 0 : 1);
+    vp_step_set_tensor_columns(step, VP_TENSOR_CAUSAL_MASK, columns);
+    uint64_t n = vp_numel(sim, step->seq, columns);
     sim->grad_mode = false;
     vp_t mask = vp_new(sim, n, step->activation, "causal_mask.full");
     if (mask_kind == MASK_ADDITIVE || mask_kind == MASK_ADDITIVE_HYBRID) {
@@ -618,14 +621,19 @@ static void attention_prepare(vp_step *step, const vp_op *op) {
     vp_drop(sim, keep);
     /* causal_mask[None, None, :, :].expand(batch, 1, -1, -1): a view, whole
      * batch-sized where something copies it (save_on_cpu's pack) */
-    step->causal_mask = vp_view(sim, mask, vp_numel(sim, step->batch, n), "causal_mask.expand");
+    vp_step_put_tensor(step, VP_TENSOR_CAUSAL_MASK,
+                       vp_view(sim, mask, vp_numel(sim, step->batch, n), "causal_mask.expand"));
     vp_drop(sim, mask);
     sim->grad_mode = grad_mode;
 }
 
 /* The mask the running layer's attention applies: its own (Gemma 2's
  * sliding layers) or the model's. */
-static vp_t current_mask(const vp_step *step) { return step->layer_mask ? step->layer_mask : step->causal_mask; }
+static vp_tensor_slot current_mask_slot(const vp_step *step) {
+    return vp_step_tensor(step, VP_TENSOR_LAYER_MASK) ? VP_TENSOR_LAYER_MASK : VP_TENSOR_CAUSAL_MASK;
+}
+
+static vp_t current_mask(const vp_step *step) { return vp_step_tensor(step, current_mask_slot(step)); }
 
 /* matmul's batched path reshapes each operand to 3-d; an operand whose heads
  * are a transposed view (strides of a [b, s, heads, d] tensor) cannot be
@@ -686,9 +694,11 @@ static void keep_local_of(void *ctx, vp_t t) {
  * for 16-bit scores. Takes over the reference to scores. */
 static vp_t t5_normalize(vp_step *step, vp_t scores, qkv *in, uint64_t heads) {
     vp_sim *sim = &step->sim;
-    vp_t *bias = in->cross ? &step->cross_bias : &step->position_bias;
-    if (!*bias) *bias = vp_t5_position_bias(step, in->cross, heads, in->kv_len, (vp_dtype)vp_at(sim, scores)->dtype);
-    vp_t biased = vp_add_(sim, scores, *bias, "attention.position_bias");
+    vp_tensor_slot slot = in->cross ? VP_TENSOR_CROSS_BIAS : VP_TENSOR_POSITION_BIAS;
+    vp_dtype dtype = (vp_dtype)vp_at(sim, scores)->dtype;
+    if (!vp_step_tensor(step, slot))
+        vp_step_put_tensor(step, slot, vp_t5_position_bias(step, in->cross, heads, in->kv_len, dtype));
+    vp_t biased = vp_add_(sim, scores, vp_step_tensor(step, slot), "attention.position_bias");
     vp_drop(sim, scores);
     keep_local(sim, in, biased);
     vp_t up = vp_to(sim, biased, VP_FP32, "attention.scores_float");
@@ -834,7 +844,8 @@ static vp_t eager(vp_step *step, const vp_op *op, const vp_t *leaves, qkv *in, s
     vp_t km = batched_operand(step, ka, k_contiguous, "attention.k_reshape");
     /* BLOOM: alibi.baddbmm(q, k): on autocast's lower-precision list, the
      * bias is cast with the operands (a copy per layer) */
-    vp_t bias = bloom_alibi(op) ? vp_autocast_low(step, step->alibi, "attention.alibi_cast") : 0;
+    vp_t alibi = vp_step_tensor(step, VP_TENSOR_ALIBI);
+    vp_t bias = bloom_alibi(op) ? vp_autocast_low(step, alibi, "attention.alibi_cast") : 0;
     /* the keys' batched view is key.transpose(2, 3) of contiguous keys (their
      * copy, if batched_operand made one, is contiguous as it lies) */
     vp_t scores = vp_matmul(sim, qm, km, scores_numel, k_contiguous, "attention.scores");
@@ -936,7 +947,7 @@ static vp_t attention_bias(vp_step *step, vp_t mask, uint64_t keys) {
     /* causal_mask[:, :, :, :key_states.shape[-2]] */
     vp_t sliced = vp_view(sim, mask, vp_numel(sim, rows, keys), "attention.mask_keys");
     vp_t cast = vp_autocast_low(step, sliced, "attention.mask_cast");
-    uint64_t stride = cast != sliced ? keys : step->mask_columns;
+    uint64_t stride = cast != sliced ? keys : vp_step_tensor_columns(step, VP_TENSOR_CAUSAL_MASK);
     vp_drop(sim, sliced);
     if (stride % 8 == 0) return cast;
     vp_t padded = vp_new(sim, vp_numel(sim, rows, keys + 8 - keys % 8), (vp_dtype)vp_at(sim, cast)->dtype,
@@ -1144,7 +1155,7 @@ static vp_t attention_forward(vp_step *step, const vp_op *op, const vp_t *leaves
         in.v = parts[2];
     } else {
         /* cross-attention's keys and values come from the encoder's output */
-        vp_t source = cross ? step->memory : x;
+        vp_t source = cross ? vp_step_tensor(step, VP_TENSOR_MEMORY) : x;
         /* Qwen3 and OLMo-2 normalize each projection as it is made
          * (self.q_norm(self.q_proj(x)...), then k, then v); Gemma 3 after all three */
         bool early = vp_op_flag(op, ATT_QK_NORM) && vp_op_u64(op, ATT_QK_NORM_STYLE) != QK_NORM_GEMMA;
@@ -1200,7 +1211,7 @@ static vp_t attention_forward(vp_step *step, const vp_op *op, const vp_t *leaves
         if (!c) return 0;
         *c = (core_call){op, leaves, s, in.q_contiguous, in.k_contiguous, in.v_contiguous};
         vp_t inputs[3] = {in.q, in.k, in.v};
-        vp_t *const saved[1] = {step->layer_mask ? &step->layer_mask : &step->causal_mask};
+        vp_t *const saved[1] = {vp_step_tensor_field(step, current_mask_slot(step))};
         vp_checkpoint_args args = {.saved = saved, .n_saved = 1};
         context = vp_checkpoint(step, recompute_core, c, inputs, 3, &args);
     } else if (which == KERNEL_EAGER) {

@@ -70,7 +70,7 @@ static vp_t classifier_forward(vp_step *step, const vp_op *op, const vp_t *leave
     vp_t logits = vp_project(step, dropped, leaves[0], leaves[1], vp_op_u64(op, CLASSIFIER_LABELS), "classifier");
     vp_drop(sim, dropped);
     vp_hold(sim, logits);
-    step->logits = logits;
+    vp_step_put_tensor(step, VP_TENSOR_LOGITS, logits);
     return logits;
 }
 

@@ -52,18 +52,17 @@ static vp_t with_prompt(vp_step *step, const vp_op *op, vp_t inputs_embeds) {
     vp_sim *sim = &step->sim;
     unsigned sets = vp_prompt_submodules(step->model);
     uint64_t hidden = vp_op_u64(op, TOKEN_HIDDEN);
-    if (step->attention_mask) {
+    if (vp_model_encoder_decoder(step->model)) { /* the batch's attention_mask (seq2seq batches carry one) */
         vp_t ones = vp_new(sim, vp_numel(sim, step->batch, step->virtual_tokens), VP_FP32, "prompt.mask_ones");
         vp_t mask = vp_new(sim, step->tokens, VP_FP32, "prompt.attention_mask");
         vp_drop(sim, ones);
         vp_step_keep_local(step, mask, VP_LOCAL_OF_WRAPPER);
-        vp_drop(sim, step->prompt_mask);
-        step->prompt_mask = mask;
+        vp_step_put_tensor(step, VP_TENSOR_PROMPT_MASK, mask);
     }
-    if (step->labels && prefixes_labels(step)) {
+    if (step->stage.final && prefixes_labels(step)) { /* the batch has labels */
         vp_t prefix = vp_new(sim, vp_numel(sim, step->batch, step->virtual_tokens), VP_INT64, "prompt.prefix_labels");
-        vp_drop(sim, step->prompt_labels);
-        step->prompt_labels = vp_new(sim, step->tokens, VP_INT64, "prompt.labels");
+        vp_step_put_tensor(step, VP_TENSOR_PROMPT_LABELS, 0);
+        vp_step_put_tensor(step, VP_TENSOR_PROMPT_LABELS, vp_new(sim, step->tokens, VP_INT64, "prompt.labels"));
         vp_drop(sim, prefix);
     }
     /* prompt_tokens: an arange kept on the CPU, expanded to the batch; the
@@ -224,11 +223,12 @@ static vp_t position_forward(vp_step *step, const vp_op *op, const vp_t *leaves,
         return y;
     }
     if (vp_op_flag(op, POSITION_IDS_BUFFER)) { /* self.position_ids[:, :seq_length]: a view, in place of made ids */
-        vp_drop(sim, step->position_ids);
-        step->position_ids = vp_view(sim, leaves[1], step->seq, "position_ids (a view of the buffer)");
+        vp_step_put_tensor(step, VP_TENSOR_POSITION_IDS, 0);
+        vp_step_put_tensor(step, VP_TENSOR_POSITION_IDS,
+                           vp_view(sim, leaves[1], step->seq, "position_ids (a view of the buffer)"));
     }
-    vp_t pe = vp_embedding(sim, step->position_ids, leaves[0], step->seq, vp_op_u64(op, POSITION_HIDDEN),
-                           step->recipe->device, "wpe");
+    vp_t pe = vp_embedding(sim, vp_step_tensor(step, VP_TENSOR_POSITION_IDS), leaves[0], step->seq,
+                           vp_op_u64(op, POSITION_HIDDEN), step->recipe->device, "wpe");
     vp_t y = vp_op_flag(op, POSITION_IN_PLACE) ? vp_attach(sim, x, pe, "embeddings.add_")
                                                 : vp_add(sim, x, pe, vp_at(sim, x)->numel, "embeddings.add");
     if (vp_op_flag(op, POSITION_MODEL_LOCAL)) vp_step_keep_local(step, pe, VP_LOCAL_OF_BODY);
@@ -265,7 +265,7 @@ static unsigned type_leaves(const vp_op *op, const vp_ranks *split, vp_leaf_spec
 static vp_t type_forward(vp_step *step, const vp_op *op, const vp_t *leaves, vp_t x) {
     vp_sim *sim = &step->sim;
     /* the ids are a view of a buffer: no memory; the batch's ids stand in */
-    vp_t te = vp_embedding(sim, step->input_ids, leaves[0], step->input_tokens, vp_op_u64(op, TYPE_HIDDEN),
+    vp_t te = vp_embedding(sim, vp_step_input_ids(step), leaves[0], step->input_tokens, vp_op_u64(op, TYPE_HIDDEN),
                            step->recipe->device, "token_type_embeddings");
     vp_t y = vp_add(sim, x, te, vp_at(sim, x)->numel, "embeddings.add");
     vp_drop(sim, te);
@@ -360,8 +360,11 @@ static void rotary_prepare(vp_step *step, const vp_op *op) {
         vp_drop(sim, scaled[i]);
     }
     bool local = vp_op_flag(op, ROTARY_LOCAL);
-    *(local ? &step->cos_local : &step->cos) = tables[0];
-    *(local ? &step->sin_local : &step->sin) = tables[1];
+    vp_step_put_tensor(step, local ? VP_TENSOR_COS_LOCAL : VP_TENSOR_COS, tables[0]);
+    vp_step_put_tensor(step, local ? VP_TENSOR_SIN_LOCAL : VP_TENSOR_SIN, tables[1]);
+    /* LlamaDecoderLayer's call passes position_ids and cache_position: a
+     * view and its base, one storage, two saved tensors */
+    if (!local) vp_step_pass_tensor(step, VP_TENSOR_POSITION_IDS, 2);
     sim->grad_mode = grad_mode;
 }
 
@@ -369,9 +372,10 @@ static void rotary_prepare(vp_step *step, const vp_op *op) {
  * rotate_half(x) = cat((-x2, x1)) of two slices whose backward each
  * allocates a zero-filled full-size gradient (slice_backward). */
 vp_t vp_apply_rotary(vp_step *step, vp_t x, const char *label) {
-    /* Gemma 3's sliding layers rotate with their own tables */
-    bool local = step->layer_slides && step->cos_local;
-    vp_t cos = local ? step->cos_local : step->cos, sin = local ? step->sin_local : step->sin;
+    /* Gemma 3's sliding layers rotate with their own tables (op_sliding_mask.c) */
+    bool local = vp_step_tensor(step, VP_TENSOR_LAYER_COS) != 0;
+    vp_t cos = vp_step_tensor(step, local ? VP_TENSOR_LAYER_COS : VP_TENSOR_COS);
+    vp_t sin = vp_step_tensor(step, local ? VP_TENSOR_LAYER_SIN : VP_TENSOR_SIN);
     return vp_rotate_with(&step->sim, x, cos, sin, label);
 }
 

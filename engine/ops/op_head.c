@@ -80,7 +80,7 @@ static vp_t head_forward(vp_step *step, const vp_op *op, const vp_t *leaves, vp_
         logits = up;
     }
     vp_hold(&step->sim, logits);
-    step->logits = logits;
+    vp_step_put_tensor(step, VP_TENSOR_LOGITS, logits);
     return logits;
 }
 
@@ -388,7 +388,7 @@ static vp_t chunked_head_loss(vp_step *step, vp_t x, vp_t weight, vp_t bias, uin
     vp_drop(sim, total_elements);
     vp_drop(sim, labels);
     for (unsigned i = 0; i < parts; i++) vp_drop(sim, logits[i]); /* del logits */
-    step->logits = 0;
+    vp_step_put_tensor(step, VP_TENSOR_LOGITS, 0); /* the outputs keep none */
     return mean;
 }
 
@@ -491,7 +491,7 @@ static vp_t fused_linear_loss(vp_step *step, vp_t x, vp_t weight, uint64_t vocab
     vp_drop(sim, wa);
     vp_drop(sim, target);
     vp_drop(sim, padded);
-    step->logits = 0;
+    vp_step_put_tensor(step, VP_TENSOR_LOGITS, 0); /* the outputs keep none */
     return loss;
 }
 
@@ -561,6 +561,6 @@ static vp_t cut_loss(vp_step *step, vp_t x, vp_t weight) {
     vp_drop(sim, lse);
     vp_drop(sim, valids);
     vp_drop(sim, targets);
-    step->logits = 0;
+    vp_step_put_tensor(step, VP_TENSOR_LOGITS, 0); /* the outputs keep none */
     return loss;
 }

@@ -39,15 +39,21 @@ static vp_t sliding_mask_forward(vp_step *step, const vp_op *op, const vp_t *lea
     (void)leaves;
     vp_sim *sim = &step->sim;
     vp_hold(sim, x);
-    step->layer_slides = sliding_layer(step, op);
-    if (!step->causal_mask || !step->layer_slides) return x;
+    bool slides = sliding_layer(step, op);
+    /* Gemma3DecoderLayer: position_embeddings_local on sliding layers */
+    if (slides && vp_step_tensor(step, VP_TENSOR_COS_LOCAL)) {
+        vp_step_lend_tensor(step, VP_TENSOR_LAYER_COS, vp_step_tensor(step, VP_TENSOR_COS_LOCAL));
+        vp_step_lend_tensor(step, VP_TENSOR_LAYER_SIN, vp_step_tensor(step, VP_TENSOR_SIN_LOCAL));
+    }
+    vp_t mask = vp_step_tensor(step, VP_TENSOR_CAUSAL_MASK);
+    if (!mask || !slides) return x;
     bool grad_mode = sim->grad_mode;
     sim->grad_mode = false;
-    uint64_t window = vp_op_u64(op, SLIDING_WINDOW), columns = step->mask_columns;
+    uint64_t window = vp_op_u64(op, SLIDING_WINDOW), columns = vp_step_tensor_columns(step, VP_TENSOR_CAUSAL_MASK);
     uint64_t effective = step->seq > window ? step->seq : window;
     uint64_t kept = effective < columns ? effective : columns;
     uint64_t n = vp_numel3(sim, step->batch, step->seq, columns);
-    vp_dtype dtype = (vp_dtype)vp_at(sim, step->causal_mask)->dtype;
+    vp_dtype dtype = (vp_dtype)vp_at(sim, mask)->dtype;
     vp_t ones = vp_new(sim, n, VP_BOOL, "sliding_mask.ones_like");
     vp_t outside = vp_new(sim, n, VP_BOOL, "sliding_mask.tril");
     vp_drop(sim, ones);
@@ -66,7 +72,7 @@ static vp_t sliding_mask_forward(vp_step *step, const vp_op *op, const vp_t *lea
         vp_step_keep_local(step, locals[i], VP_LOCAL_OF_LAYER);
         vp_drop(sim, locals[i]);
     }
-    step->layer_mask = narrowed;
+    vp_step_lend_tensor(step, VP_TENSOR_LAYER_MASK, narrowed); /* the layer's locals keep it */
     sim->grad_mode = grad_mode;
     return x;
 }

@@ -38,7 +38,7 @@ static unsigned bias_leaves(const vp_op *op, const vp_ranks *split, vp_leaf_spec
 static vp_t padding_mask(vp_step *step) {
     vp_sim *sim = &step->sim;
     uint64_t n = vp_numel(sim, step->batch, step->source_seq);
-    bool as_is = step->prompt_mask && step->activation == VP_FP32;
+    bool as_is = vp_step_tensor(step, VP_TENSOR_PROMPT_MASK) && step->activation == VP_FP32;
     vp_t cast = as_is ? 0 : vp_new(sim, n, step->activation, "attention_mask.to");
     vp_t inverted = vp_new(sim, n, step->activation, "attention_mask.invert");
     vp_drop(sim, cast);
@@ -157,13 +157,13 @@ static vp_t relative_bias(vp_step *step, vp_t table, uint64_t heads, uint64_t q,
 static vp_t bias_forward(vp_step *step, const vp_op *op, const vp_t *leaves, vp_t x) {
     unsigned kind = (unsigned)vp_op_u64(op, BIAS_KIND);
     vp_t mask = kind == KIND_DECODER ? causal_mask(step) : padding_mask(step);
-    vp_t *field = kind == KIND_CROSS ? &step->cross_mask : &step->self_mask;
-    vp_drop(&step->sim, *field);
-    *field = mask;
-    if (kind != KIND_CROSS) {
-        step->bias_table = leaves[0];
-        step->bias_bidirectional = kind == KIND_ENCODER;
-    }
+    /* T5Stack passes each block its mask, the stack's position biases (the
+     * first block makes them, the next ones take them) and cache_position */
+    vp_step_put_tensor(step, kind == KIND_CROSS ? VP_TENSOR_CROSS_MASK : VP_TENSOR_SELF_MASK, mask);
+    vp_step_pass_tensor(step, kind == KIND_CROSS ? VP_TENSOR_CROSS_BIAS : VP_TENSOR_POSITION_BIAS, 1);
+    vp_step_pass_tensor(step, VP_TENSOR_POSITION_IDS, 1);
+    vp_tensor_slot table = kind == KIND_ENCODER ? VP_TENSOR_ENCODER_POSITION_TABLE : VP_TENSOR_DECODER_POSITION_TABLE;
+    if (kind != KIND_CROSS) vp_step_lend_tensor(step, table, leaves[0]);
     vp_hold(&step->sim, x);
     return x;
 }
@@ -176,8 +176,11 @@ static vp_t bias_forward(vp_step *step, const vp_op *op, const vp_t *leaves, vp_
 vp_t vp_t5_position_bias(vp_step *step, bool cross, uint64_t heads, uint64_t k, vp_dtype scores_dtype) {
     vp_sim *sim = &step->sim;
     uint64_t q = step->seq;
+    /* the encoder's layers are the model's first ones; its buckets are bidirectional */
+    bool encoder = step->layer_index < step->model->first_layers;
+    vp_t table = vp_step_tensor(step, encoder ? VP_TENSOR_ENCODER_POSITION_TABLE : VP_TENSOR_DECODER_POSITION_TABLE);
     vp_t bias = cross ? vp_new(sim, vp_numel4(sim, 1, heads, q, k), scores_dtype, "position_bias.zeros")
-                      : relative_bias(step, step->bias_table, heads, q, k, step->bias_bidirectional);
+                      : relative_bias(step, table, heads, q, k, encoder);
     /* `if self.gradient_checkpointing and self.training:
      * position_bias.requires_grad = True`: in a checkpointed layer's rerun
      * the zeros become a leaf of its graph, kept with the .grad the mask's
@@ -192,8 +195,8 @@ vp_t vp_t5_position_bias(vp_step *step, bool cross, uint64_t heads, uint64_t k, 
         vp_requires_grad(sim, bias);
         vp_step_graph_leaf(step, bias);
     }
-    vp_t masked = vp_add(sim, bias, cross ? step->cross_mask : step->self_mask, vp_numel4(sim, step->batch, heads, q, k),
-                         "position_bias.add_mask");
+    vp_t masked = vp_add(sim, bias, vp_step_tensor(step, cross ? VP_TENSOR_CROSS_MASK : VP_TENSOR_SELF_MASK),
+                         vp_numel4(sim, step->batch, heads, q, k), "position_bias.add_mask");
     vp_drop(sim, bias);
     return masked;
 }
@@ -227,9 +230,9 @@ static vp_t decoder_forward(vp_step *step, const vp_op *op, const vp_t *leaves, 
     (void)leaves;
     vp_sim *sim = &step->sim;
     vp_hold(sim, x);
-    step->memory = x;
+    vp_step_put_tensor(step, VP_TENSOR_MEMORY, x);
     vp_hold(sim, x);
-    step->encoder_output = x;
+    vp_step_put_tensor(step, VP_TENSOR_ENCODER_OUTPUT, x);
     vp_step_stack_returns(step);
 
     step->seq = step->target_seq;
@@ -246,8 +249,8 @@ static vp_t decoder_forward(vp_step *step, const vp_op *op, const vp_t *leaves, 
                                "decoder.embed_tokens");
     vp_step_embedding_output(step, embeds);
     /* the decoder stack's cache_position: the labels' length (the encoder's went with its stack) */
-    vp_drop(sim, step->position_ids);
-    step->position_ids = vp_new(sim, step->seq, VP_INT64, "cache_position");
+    vp_step_put_tensor(step, VP_TENSOR_POSITION_IDS, 0);
+    vp_step_put_tensor(step, VP_TENSOR_POSITION_IDS, vp_new(sim, step->seq, VP_INT64, "cache_position"));
     /* decoder_input_ids: a local of the model's forward, like the embeddings
      * of the decoder stack */
     vp_step_keep_local(step, ids, VP_LOCAL_OF_WRAPPER);

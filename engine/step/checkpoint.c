@@ -5,6 +5,7 @@
 #include "framework.h"
 #include "sac_policy.h"
 #include "op_context.h"
+#include "step_private.h"
 
 typedef struct {
     vp_step *step;
@@ -89,12 +90,12 @@ static void rerun(vp_sim *sim, uint32_t index, const call *c, vp_t *detached, vp
     vp_category category = sim->category;
     step->ledger.place.phase = VP_PHASE_RECOMPUTE;
     sim->category = VP_CAT_ACTIVATIONS;
-    unsigned casts = step->n_casts;
-    unsigned repeat = step->fold_repeat;
-    step->fold_repeat = 1;
+    unsigned casts = step->priv->n_casts;
+    unsigned repeat = step->priv->fold_repeat;
+    step->priv->fold_repeat = 1;
     recomputed[0] = c->fn(step, c->ctx, detached);
     vp_step_clear_casts(step, casts);
-    step->fold_repeat = repeat;
+    step->priv->fold_repeat = repeat;
     for (unsigned j = 1; j < n_out; j++) { /* the field's reference becomes ours */
         recomputed[j] = *c->output_fields[j];
         *c->output_fields[j] = 0;
@@ -127,7 +128,7 @@ static void backward_checkpoint(vp_sim *sim, uint32_t index) {
     output_grads(sim, index, n_out, grads);
     detach_inputs(sim, index, c->n_inputs, detached);
     uint32_t first = sim->n_nodes;
-    unsigned ctx_from = c->step->n_ctx_refs;
+    unsigned ctx_from = c->step->priv->n_ctx_refs;
     rerun(sim, index, c, detached, recomputed);
 
     bool deferred[VP_NODE_MAX_OUT] = {false};
@@ -246,12 +247,12 @@ static void recompute_frame(vp_sim *sim, vp_frame *frame) {
     vp_t inputs[VP_NODE_MAX_IN] = {0}, outputs[VP_NODE_MAX_OUT] = {0};
     for (unsigned i = 0; i < c->n_inputs; i++) inputs[i] = vp_node_at(sim, keeper)->saved[i];
     uint32_t first = sim->n_nodes;
-    unsigned ctx_from = c->step->n_ctx_refs;
+    unsigned ctx_from = c->step->priv->n_ctx_refs;
     int layer = c->step->ledger.place.layer; /* the node that unpacked runs on after */
     vp_frame_rerun_begin(sim, frame);
-    c->step->frame_rerun = true;
+    c->step->priv->frame_rerun = true;
     rerun(sim, keeper, c, inputs, outputs);
-    c->step->frame_rerun = false;
+    c->step->priv->frame_rerun = false;
     vp_frame_rerun_end(sim, frame);
     for (unsigned j = 0; j <= c->n_outputs; j++) vp_drop(sim, outputs[j]);
     vp_frame_drop_rerun_graph(sim, first);

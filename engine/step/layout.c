@@ -44,14 +44,14 @@ static uint64_t dim0_of(uint64_t numel, uint64_t rows, bool conv1d) {
 }
 
 uint64_t vp_layout_shard_numel(const vp_step *step, const vp_tensor *t, unsigned ranks) {
-    return vp_plan_shard_numel(&step->plan, t->numel, dim0_of(t->numel, t->rows, t->conv1d), ranks);
+    return vp_plan_shard_numel(&step->priv->plan, t->numel, dim0_of(t->numel, t->rows, t->conv1d), ranks);
 }
 
 void vp_layout_host(vp_step *step, uint64_t bytes, unsigned repeat, bool nvme) {
-    if (nvme) step->nvme_bytes += bytes * repeat;
+    if (nvme) step->priv->nvme_bytes += bytes * repeat;
     else {
-        step->host_bytes += bytes * repeat;
-        if (step->host_bytes > step->host_peak) step->host_peak = step->host_bytes;
+        step->priv->host_bytes += bytes * repeat;
+        if (step->priv->host_bytes > step->priv->host_peak) step->priv->host_peak = step->priv->host_bytes;
     }
 }
 
@@ -87,7 +87,7 @@ static void quant_state_leaves(vp_step *step, uint64_t numel) {
 }
 
 static vp_t make_leaf(vp_step *step, const vp_leaf_spec *spec, bool trainable, unsigned repeat) {
-    const vp_shard_plan *plan = &step->plan;
+    const vp_shard_plan *plan = &step->priv->plan;
     if (spec->buffer) /* buffers are never sharded (ZeRO-3, FSDP) */
         return vp_leaf(&step->sim, spec->numel, spec->dtype, VP_CAT_BUFFERS, false, spec->label);
     vp_dtype compute = spec->dtype == VP_DTYPE_NONE ? plan->gather_dtype : spec->dtype;
@@ -140,7 +140,7 @@ static vp_t make_leaf(vp_step *step, const vp_leaf_spec *spec, bool trainable, u
 
 vp_t vp_layout_extra_leaf(vp_step *step, const vp_leaf_spec *spec) {
     vp_leaf_spec own = *spec;
-    own.dtype = vp_lora_dtype(step->recipe, step->plan.params_dtype); /* PEFT's adapter dtype rule */
+    own.dtype = vp_lora_dtype(step->recipe, step->priv->plan.params_dtype); /* PEFT's adapter dtype rule */
     return make_leaf(step, &own, true, 1);
 }
 
@@ -157,7 +157,7 @@ static unsigned j_slot(const vp_leaf_spec *specs, unsigned j) {
  * adapters' dtype like them by autocast_adapter_dtype). */
 static void make_adapters(vp_step *step, const vp_leaf_spec *spec, vp_t weight, vp_t *out, unsigned repeat) {
     uint64_t r = step->recipe->lora_rank, in = spec->numel / spec->out_features;
-    vp_dtype dtype = vp_lora_dtype(step->recipe, step->plan.params_dtype);
+    vp_dtype dtype = vp_lora_dtype(step->recipe, step->priv->plan.params_dtype);
     vp_leaf_spec a = vp_param(r * in, "lora_A.weight", VP_MODULE_NONE, 0);
     vp_leaf_spec b = vp_param(spec->out_features * r, "lora_B.weight", VP_MODULE_NONE, 0);
     a.dtype = b.dtype = dtype;
@@ -173,22 +173,22 @@ static void make_adapters(vp_step *step, const vp_leaf_spec *spec, vp_t weight, 
         out[2] = make_leaf(step, &m, true, repeat);
     }
     vp_lora_adapter adapter = {weight, out[0], out[1], out[2], spec->out_features};
-    if (!vp_lora_register(step, &adapter)) step->sim.status = VP_SIM_NOMEM;
+    if (!vp_step_add_adapter(step, &adapter)) step->sim.status = VP_SIM_NOMEM;
 }
 
 /* Where each leaf comes from, for vp_step_recast_leaf to name it. */
 static void note_origin(vp_step *step, vp_t leaf, const vp_op *op, unsigned spec, unsigned copy) {
-    if (step->n_origins == step->cap_origins) {
-        unsigned cap = step->cap_origins ? step->cap_origins * 2 : 256;
-        vp_leaf_origin *grown = realloc(step->origins, cap * sizeof *grown);
+    if (step->priv->n_origins == step->priv->cap_origins) {
+        unsigned cap = step->priv->cap_origins ? step->priv->cap_origins * 2 : 256;
+        vp_leaf_origin *grown = realloc(step->priv->origins, cap * sizeof *grown);
         if (!grown) {
             step->sim.status = VP_SIM_NOMEM;
             return;
         }
-        step->origins = grown;
-        step->cap_origins = cap;
+        step->priv->origins = grown;
+        step->priv->cap_origins = cap;
     }
-    step->origins[step->n_origins++] = (vp_leaf_origin){leaf, op, spec, copy};
+    step->priv->origins[step->priv->n_origins++] = (vp_leaf_origin){leaf, op, spec, copy};
 }
 
 /* The spec a leaf is made from: its op's, in the dtype a first run found it
@@ -196,13 +196,14 @@ static void note_origin(vp_step *step, vp_t leaf, const vp_op *op, unsigned spec
 static vp_leaf_spec leaf_spec(const vp_step *step, const vp_op *op, const vp_leaf_spec *specs, unsigned j,
                               unsigned copy) {
     vp_leaf_spec own = specs[j];
-    for (unsigned i = 0; i < step->n_recasts; i++)
-        if (step->recasts[i].op == op && step->recasts[i].spec == j && step->recasts[i].copy == copy)
-            own.dtype = step->recasts[i].dtype;
+    for (unsigned i = 0; i < step->priv->n_recasts; i++)
+        if (step->priv->recasts[i].op == op && step->priv->recasts[i].spec == j && step->priv->recasts[i].copy == copy)
+            own.dtype = step->priv->recasts[i].dtype;
     return own;
 }
 
 void vp_layout_create_leaves(vp_step *step, const vp_op *ops, unsigned n, vp_t *slots, unsigned repeat, bool frozen) {
+    vp_step_private *priv = step->priv;
     for (unsigned i = 0; i < n; i++) {
         const vp_op *op = &ops[i];
         vp_leaf_spec specs[VP_OP_MAX_LEAVES];
@@ -233,7 +234,8 @@ void vp_layout_create_leaves(vp_step *step, const vp_op *ops, unsigned n, vp_t *
         }
         /* a tied head's nn.Linear holds the embedding's weight: ASP masks it there */
         if (op == step->model->facts.tied_head && step->stage.embed) {
-            const vp_tensor *w = vp_at(&step->sim, step->embed_leaves[step->model->section[VP_SECTION_EMBED].ops[0].slot]);
+            unsigned embedding = step->model->section[VP_SECTION_EMBED].ops[0].slot;
+            const vp_tensor *w = vp_at(&step->sim, priv->embed_leaves[embedding]);
             if (w->requires_grad) asp_mask(step, w->rows, w->numel, (vp_dtype)w->dtype);
         }
         vp_layout_create_leaves(step, op->children, op->n_children, slots, repeat, frozen);
@@ -249,7 +251,7 @@ static void place(vp_step *step, vp_category category, uint64_t bytes, unsigned 
 
 void vp_layout_resident(vp_step *step, const vp_t *leaves, unsigned n, unsigned repeat) {
     vp_sim *sim = &step->sim;
-    const vp_shard_plan *plan = &step->plan;
+    const vp_shard_plan *plan = &step->priv->plan;
     bool host = plan->states_on_host, nvme = plan->states_on_nvme;
     for (unsigned i = 0; i < n; i++) {
         const vp_tensor *t = leaves[i] ? vp_at(sim, leaves[i]) : NULL;
@@ -263,13 +265,13 @@ void vp_layout_resident(vp_step *step, const vp_t *leaves, unsigned n, unsigned 
         uint64_t numel = t->numel, states = vp_layout_shard_numel(step, t, shards->states);
         /* the fp32 master copy belongs to the optimizer (apex, DeepSpeed and
          * Megatron wrap it): without one there is none */
-        if (plan->master_dtype != VP_DTYPE_NONE && step->optimizer->steps)
+        if (plan->master_dtype != VP_DTYPE_NONE && step->priv->optimizer->steps)
             place(step, VP_CAT_MASTER, bytes_of(plan->master_dtype, states), repeat, host, nvme, "master weights");
         /* states of this rank's shard; bitsandbytes' paged states live in
          * unified memory, which the host backs (paged in at the step) */
         vp_param_shape shape = {states, states == numel ? t->rows : 0};
-        uint64_t state_bytes = vp_optimizer_state_bytes(step->optimizer, step->recipe, &shape, states_dtype);
-        bool paged = step->optimizer->paged;
+        uint64_t state_bytes = vp_optimizer_state_bytes(step->priv->optimizer, step->recipe, &shape, states_dtype);
+        bool paged = step->priv->optimizer->paged;
         place(step, VP_CAT_OPTIMIZER, state_bytes, repeat, host || paged, nvme, "optimizer state");
         if (plan->grads == VP_GRADS_BUCKET) {
             /* ZeRO-2/3's gradient partition (offloaded: fp32 on the host); DDP's
@@ -291,17 +293,19 @@ void vp_layout_resident(vp_step *step, const vp_t *leaves, unsigned n, unsigned 
 
 /* the padded unsharded buffer: every rank's shard, side by side */
 static uint64_t unsharded_bytes(vp_step *step, const vp_tensor *t) {
-    unsigned ranks = step->plan.shards.params;
-    return bytes_of(step->plan.gather_dtype, vp_layout_shard_numel(step, t, ranks) * ranks);
+    unsigned ranks = step->priv->plan.shards.params;
+    return bytes_of(step->priv->plan.gather_dtype, vp_layout_shard_numel(step, t, ranks) * ranks);
 }
 
-static bool persistent(const vp_step *step, const vp_tensor *t) { return t->numel < step->plan.persistence_threshold; }
+static bool persistent(const vp_step *step, const vp_tensor *t) {
+    return t->numel < step->priv->plan.persistence_threshold;
+}
 
 uint64_t vp_layout_gathered_bytes(vp_step *step, vp_t leaf) {
     const vp_tensor *t = leaf ? vp_at(&step->sim, leaf) : NULL;
     if (!t || t->category != VP_CAT_PARAMS || persistent(step, t)) return 0;
     if (t->quantized) { /* the packed 4-bit storage, gathered as it is */
-        unsigned ranks = step->plan.shards.params;
+        unsigned ranks = step->priv->plan.shards.params;
         return vp_shard_numel(bytes_of(VP_INT4, t->numel), ranks) * ranks;
     }
     return unsharded_bytes(step, t);
@@ -330,11 +334,11 @@ static uint64_t persistent_bytes(vp_step *step, const vp_t *leaves, unsigned n) 
  * of the padded unsharded sizes' sum, in reduce_dtype). */
 static uint64_t reduce_input_bytes(vp_step *step, const vp_t *leaves, unsigned n) {
     uint64_t total = 0;
-    unsigned ranks = step->plan.shards.grads;
+    unsigned ranks = step->priv->plan.shards.grads;
     for (unsigned i = 0; i < n; i++) {
         const vp_tensor *t = leaves[i] ? vp_at(&step->sim, leaves[i]) : NULL;
         if (t && t->category == VP_CAT_PARAMS && t->requires_grad)
-            total += bytes_of(step->plan.shard_grads_dtype, vp_layout_shard_numel(step, t, ranks) * ranks);
+            total += bytes_of(step->priv->plan.shard_grads_dtype, vp_layout_shard_numel(step, t, ranks) * ranks);
     }
     return total;
 }
@@ -348,7 +352,7 @@ static uint64_t reduce_input_bytes(vp_step *step, const vp_t *leaves, unsigned n
  * which the step never folds (keeps_last_block), so that a folded run of
  * blocks repeats no event of theirs. */
 static vp_layer_hook *collective_slots(vp_step *step) {
-    return step->plan.collective_buffers && step->n_layer_instances ? &step->hooks[step->n_layer_instances - 1] : NULL;
+    return step->priv->plan.collective_buffers && step->priv->n_layer_instances ? &step->priv->hooks[step->priv->n_layer_instances - 1] : NULL;
 }
 
 static void hold_slot(vp_step *step, uint64_t *live, uint64_t bytes, const char *label) {
@@ -362,45 +366,46 @@ static void free_slot(vp_step *step, uint64_t *live, const char *label) {
 }
 
 static bool reshard_after_forward(const vp_step *step) {
-    return step->plan.gather && !step->plan.keeps_gathered;
+    return step->priv->plan.gather && !step->priv->plan.keeps_gathered;
 }
 
 bool vp_layout_prepare(vp_step *step) {
+    vp_step_private *priv = step->priv;
     const vp_model *m = step->model;
     unsigned slots = vp_model_layer_slots(m);
-    step->hooks = calloc(step->n_layer_instances + 1, sizeof *step->hooks);
-    vp_zero3_kept *kept = calloc(step->n_layer_instances + 1, sizeof *kept);
-    bool traced = step->hooks && kept && (!step->plan.gather || vp_zero3_kept_bytes(step, kept));
+    priv->hooks = calloc(priv->n_layer_instances + 1, sizeof *priv->hooks);
+    vp_zero3_kept *kept = calloc(priv->n_layer_instances + 1, sizeof *kept);
+    bool traced = priv->hooks && kept && (!priv->plan.gather || vp_zero3_kept_bytes(step, kept));
     if (!traced) {
         free(kept);
         return false;
     }
     uint64_t persistent_total = 0;
-    for (unsigned i = 0; i < step->n_layer_instances; i++) {
-        vp_layer_hook *h = &step->hooks[i];
+    for (unsigned i = 0; i < priv->n_layer_instances; i++) {
+        vp_layer_hook *h = &priv->hooks[i];
         h->step = step;
-        h->leaves = step->layer_leaves + (size_t)i * slots;
+        h->leaves = priv->layer_leaves + (size_t)i * slots;
         h->n = slots;
         h->kept = kept[i];
-        if (step->plan.gather) {
+        if (priv->plan.gather) {
             /* a folded instance stands for several layers' persistent parameters */
             persistent_total += persistent_bytes(step, h->leaves, h->n) * vp_step_leaf_group_at(step, i + 1).repeat;
             h->gather = gathered_bytes(step, h->leaves, h->n);
             /* DeepSpeed prefetches stage3_prefetch_bucket_size elements ahead;
              * FSDP's BACKWARD_PRE prefetch is the next layer, in backward only */
             uint64_t ahead = vp_framework_of(step->recipe)->param_coordinator
-                                 ? bytes_of(step->plan.gather_dtype, step->plan.prefetch_elements)
+                                 ? bytes_of(priv->plan.gather_dtype, priv->plan.prefetch_elements)
                                  : h->gather;
             h->prefetch = ahead < h->gather ? ahead : h->gather;
             if (!reshard_after_forward(step)) h->prefetch = 0; /* nothing to gather again in backward */
             /* torchtitan's apply_fsdp: the last block not resharded after forward */
-            if (step->plan.keeps_last_block && i + 1 == step->n_layer_instances) h->kept.forward = h->gather;
+            if (step->priv->plan.keeps_last_block && i + 1 == step->priv->n_layer_instances) h->kept.forward = h->gather;
         }
     }
     free(kept);
     vp_layer_hook *slots_at = collective_slots(step);
-    for (unsigned i = 0; slots_at && i < step->n_layer_instances; i++) {
-        vp_layer_hook *h = &step->hooks[i];
+    for (unsigned i = 0; slots_at && i < step->priv->n_layer_instances; i++) {
+        vp_layer_hook *h = &step->priv->hooks[i];
         uint64_t reduce = reduce_input_bytes(step, h->leaves, h->n);
         if (h->gather > slots_at->gather_slot) slots_at->gather_slot = h->gather;
         if (reduce > slots_at->reduce_slot) slots_at->reduce_slot = reduce;
@@ -410,18 +415,18 @@ bool vp_layout_prepare(vp_step *step) {
      * position-bias table) is not resharded between forward and backward;
      * DeepSpeed gathers those modules at use, which this counts for the
      * whole step too (at most one embedding more) */
-    if (step->plan.gather) {
-        const vp_t *roots[3] = {step->embed_leaves, step->bridge_leaves, step->final_leaves};
+    if (priv->plan.gather) {
+        const vp_t *roots[3] = {priv->embed_leaves, priv->bridge_leaves, priv->final_leaves};
         const unsigned n_roots[3] = {m->section[VP_SECTION_EMBED].n_slots, m->section[VP_SECTION_BRIDGE].n_slots,
                                      m->section[VP_SECTION_FINAL].n_slots};
         for (unsigned r = 0; r < 3; r++) {
-            step->root_gather_bytes += gathered_bytes(step, roots[r], n_roots[r]);
+            priv->root_gather_bytes += gathered_bytes(step, roots[r], n_roots[r]);
             persistent_total += persistent_bytes(step, roots[r], n_roots[r]);
         }
         vp_ledger_alloc(&step->ledger, VP_CAT_PARAMS, persistent_total, "persistent parameters");
     }
     /* made in _setup_for_real_optimizer: none without an optimizer (DummyOptim) */
-    if (step->optimizer->steps) vp_ledger_alloc(&step->ledger, VP_CAT_COMM, step->plan.resident_buffers, "ipg bucket");
+    if (priv->optimizer->steps) vp_ledger_alloc(&step->ledger, VP_CAT_COMM, priv->plan.resident_buffers, "ipg bucket");
     return true;
 }
 
@@ -436,8 +441,8 @@ static void reduce_scatter(vp_step *step, vp_t *leaves, unsigned n) {
         vp_t leaf = leaves[i];
         if (!leaf || !vp_at(sim, leaf)->requires_grad || !vp_at(sim, leaf)->param_grad) continue;
         const vp_tensor *t = vp_at(sim, leaf);
-        uint64_t numel = vp_layout_shard_numel(step, t, vp_plan_shards(&step->plan, t->expert)->grads);
-        vp_t shard = vp_new_in(sim, numel, step->plan.shard_grads_dtype, VP_CAT_GRADS, "reduce_scatter.grad");
+        uint64_t numel = vp_layout_shard_numel(step, t, vp_plan_shards(&step->priv->plan, t->expert)->grads);
+        vp_t shard = vp_new_in(sim, numel, step->priv->plan.shard_grads_dtype, VP_CAT_GRADS, "reduce_scatter.grad");
         vp_t full = vp_at(sim, leaf)->param_grad;
         vp_at(sim, leaf)->param_grad = shard;
         vp_drop(sim, full);
@@ -457,11 +462,11 @@ static void pass_gradient(vp_sim *sim, uint32_t index) {
 static void gather_layer(vp_layer_hook *h, uint64_t ahead) {
     vp_step *step = h->step;
     vp_ledger_alloc(&step->ledger, VP_CAT_PARAMS, h->gather - h->held, "all_gather");
-    step->gathered_live += h->gather - h->held;
+    step->priv->gathered_live += h->gather - h->held;
     h->held = h->gather;
-    if (step->plan.max_live_elements) {
-        uint64_t cap = bytes_of(step->plan.gather_dtype, step->plan.max_live_elements);
-        uint64_t room = cap > step->gathered_live ? cap - step->gathered_live : 0;
+    if (step->priv->plan.max_live_elements) {
+        uint64_t cap = bytes_of(step->priv->plan.gather_dtype, step->priv->plan.max_live_elements);
+        uint64_t room = cap > step->priv->gathered_live ? cap - step->priv->gathered_live : 0;
         if (ahead > room) ahead = room;
     }
     vp_ledger_alloc(&step->ledger, VP_CAT_PARAMS, ahead, "all_gather.prefetch");
@@ -477,7 +482,7 @@ static void release_layer(vp_layer_hook *h, uint64_t keep) {
     /* as they were allocated: the ledger rounds each block */
     vp_ledger_release(&step->ledger, VP_CAT_PARAMS, h->held - keep, "all_gather.release");
     vp_ledger_release(&step->ledger, VP_CAT_PARAMS, h->prefetched, "all_gather.release");
-    step->gathered_live -= h->held - keep;
+    step->priv->gathered_live -= h->held - keep;
     h->held = keep;
     h->prefetched = 0;
     h->gathered = false;
@@ -488,7 +493,7 @@ static void release_layer(vp_layer_hook *h, uint64_t keep) {
 static void layer_done(vp_layer_hook *h) {
     vp_layer_hook *slots = collective_slots(h->step);
     if (slots == h) hold_slot(h->step, &slots->reduce_input, slots->reduce_slot, "reduce_scatter.input");
-    if (h->step->plan.grads == VP_GRADS_UNIT) reduce_scatter(h->step, h->leaves, h->n);
+    if (h->step->priv->plan.grads == VP_GRADS_UNIT) reduce_scatter(h->step, h->leaves, h->n);
     if (!h->gathered && !h->held) return; /* a frozen layer: resharded after forward, never gathered again */
     release_layer(h, 0);
 }
@@ -516,13 +521,13 @@ static vp_t hook(vp_step *step, vp_t x, vp_backward_fn backward, vp_layer_hook *
 static vp_layer_hook *hook_of(vp_step *step, unsigned layer) {
     vp_t *leaves = vp_step_layer_leaves(step, layer);
     unsigned slots = vp_model_layer_slots(step->model);
-    return &step->hooks[(leaves - step->layer_leaves) / (slots ? slots : 1)];
+    return &step->priv->hooks[(leaves - step->priv->layer_leaves) / (slots ? slots : 1)];
 }
 
 /* The sharding hooks around a layer's call: none without gathered or
  * unit-reduced parameters. */
 static bool hooks_around_layer(const vp_step *step) {
-    return step->plan.gather || step->plan.grads == VP_GRADS_UNIT;
+    return step->priv->plan.gather || step->priv->plan.grads == VP_GRADS_UNIT;
 }
 
 /* Inside a non-reentrant rerun the hooks do not run: the layer's parameters
@@ -537,9 +542,9 @@ static vp_t rerun_alias(vp_step *step, vp_t x, const char *label) {
 }
 
 vp_t vp_layout_layer_start(vp_step *step, vp_t x, unsigned layer) {
-    if (hooks_around_layer(step) && step->frame_rerun && vp_at(&step->sim, x)->requires_grad)
+    if (hooks_around_layer(step) && step->priv->frame_rerun && vp_at(&step->sim, x)->requires_grad)
         return rerun_alias(step, x, "layer.start");
-    if (!hooks_around_layer(step) || step->frame_rerun) {
+    if (!hooks_around_layer(step) || step->priv->frame_rerun) {
         vp_hold(&step->sim, x);
         return x;
     }
@@ -557,9 +562,9 @@ vp_t vp_layout_layer_start(vp_step *step, vp_t x, unsigned layer) {
 }
 
 vp_t vp_layout_layer_end(vp_step *step, vp_t y, unsigned layer) {
-    if (hooks_around_layer(step) && step->frame_rerun && reshard_after_forward(step))
+    if (hooks_around_layer(step) && step->priv->frame_rerun && reshard_after_forward(step))
         return rerun_alias(step, y, "layer.end");
-    if (!hooks_around_layer(step) || step->frame_rerun) {
+    if (!hooks_around_layer(step) || step->priv->frame_rerun) {
         vp_hold(&step->sim, y);
         return y;
     }
@@ -580,7 +585,7 @@ vp_t vp_layout_layer_end(vp_step *step, vp_t y, unsigned layer) {
 /* ---- around forward and backward ---- */
 
 void vp_layout_forward_begin(vp_step *step) {
-    vp_ledger_alloc(&step->ledger, VP_CAT_PARAMS, step->root_gather_bytes, "all_gather.root");
+    vp_ledger_alloc(&step->ledger, VP_CAT_PARAMS, step->priv->root_gather_bytes, "all_gather.root");
     /* FSDP2's forward: the root's all-gather output, then each block's,
      * until the next all-gather */
     vp_layer_hook *slots = collective_slots(step);
@@ -588,17 +593,17 @@ void vp_layout_forward_begin(vp_step *step) {
 }
 
 void vp_layout_backward_begin(vp_step *step) {
-    vp_ledger_alloc(&step->ledger, VP_CAT_COMM, step->plan.backward_buffers, "reduce buckets");
+    vp_ledger_alloc(&step->ledger, VP_CAT_COMM, step->priv->plan.backward_buffers, "reduce buckets");
 }
 
 void vp_layout_backward_end(vp_step *step) {
-    for (unsigned i = 0; i < step->n_layer_instances; i++)
-        if (step->hooks[i].deferred) {
-            step->hooks[i].deferred = false;
-            layer_done(&step->hooks[i]);
+    for (unsigned i = 0; i < step->priv->n_layer_instances; i++)
+        if (step->priv->hooks[i].deferred) {
+            step->priv->hooks[i].deferred = false;
+            layer_done(&step->priv->hooks[i]);
         }
-    vp_ledger_release(&step->ledger, VP_CAT_COMM, step->plan.backward_buffers, "reduce buckets");
-    if (step->plan.grads == VP_GRADS_UNIT) {
+    vp_ledger_release(&step->ledger, VP_CAT_COMM, step->priv->plan.backward_buffers, "reduce buckets");
+    if (step->priv->plan.grads == VP_GRADS_UNIT) {
         const vp_model *m = step->model;
         /* FSDP2's root unit reduce-scatters last, through its own input
          * buffer, all of which the final callback frees
@@ -608,16 +613,16 @@ void vp_layout_backward_end(vp_step *step) {
         if (slots) {
             free_slot(step, &slots->gather_output, "all_gather.output");
             free_slot(step, &slots->reduce_input, "reduce_scatter.input");
-            root_input = reduce_input_bytes(step, step->embed_leaves, m->section[VP_SECTION_EMBED].n_slots) +
-                         reduce_input_bytes(step, step->bridge_leaves, m->section[VP_SECTION_BRIDGE].n_slots) +
-                         reduce_input_bytes(step, step->final_leaves, m->section[VP_SECTION_FINAL].n_slots);
+            root_input = reduce_input_bytes(step, step->priv->embed_leaves, m->section[VP_SECTION_EMBED].n_slots) +
+                         reduce_input_bytes(step, step->priv->bridge_leaves, m->section[VP_SECTION_BRIDGE].n_slots) +
+                         reduce_input_bytes(step, step->priv->final_leaves, m->section[VP_SECTION_FINAL].n_slots);
             vp_ledger_alloc(&step->ledger, VP_CAT_COMM, root_input, "reduce_scatter.input");
         }
-        reduce_scatter(step, step->embed_leaves, m->section[VP_SECTION_EMBED].n_slots);
-        reduce_scatter(step, step->bridge_leaves, m->section[VP_SECTION_BRIDGE].n_slots);
-        reduce_scatter(step, step->final_leaves, m->section[VP_SECTION_FINAL].n_slots);
+        reduce_scatter(step, step->priv->embed_leaves, m->section[VP_SECTION_EMBED].n_slots);
+        reduce_scatter(step, step->priv->bridge_leaves, m->section[VP_SECTION_BRIDGE].n_slots);
+        reduce_scatter(step, step->priv->final_leaves, m->section[VP_SECTION_FINAL].n_slots);
         vp_ledger_release(&step->ledger, VP_CAT_COMM, root_input, "reduce_scatter.input");
     }
-    vp_ledger_release(&step->ledger, VP_CAT_PARAMS, step->root_gather_bytes, "all_gather.root");
+    vp_ledger_release(&step->ledger, VP_CAT_PARAMS, step->priv->root_gather_bytes, "all_gather.root");
 }
 

@@ -36,11 +36,12 @@ static unsigned chunk_layers(const vp_step *step) {
 }
 
 /* Plans `layers` layers from `first` as chunks of `per`: entries from
- * step->n_chunks on; with `lone_first` the run's first chunk is an entry
+ * the step's n_chunks on; with `lone_first` the run's first chunk is an entry
  * of its own. */
 static void plan_run(vp_step *step, unsigned first, unsigned layers, unsigned per, bool lone_first, bool fold,
                      unsigned *instance) {
-    unsigned n = step->n_chunks, start = n, left = layers / per, rest = layers % per;
+    vp_step_private *priv = step->priv;
+    unsigned n = priv->n_chunks, start = n, left = layers / per, rest = layers % per;
     bool checkpointed = step->recipe->checkpoint_every > 0;
     /* layers-K (torchtitan's ac_freq): layer i is checkpointed alone when
      * i % K == 0, the others run as they are (one layer a chunk) */
@@ -48,20 +49,20 @@ static void plan_run(vp_step *step, unsigned first, unsigned layers, unsigned pe
     while (left) {
         /* without folding, every chunk is its own entry */
         unsigned repeat = !fold ? 1 : (n == start && lone_first && left > 1) ? 1 : left;
-        step->chunks[n] = (vp_chunk){.step = step, .first_layer = first, .layers = per,
+        priv->chunks[n] = (vp_chunk){.step = step, .first_layer = first, .layers = per,
                                      .checkpointed = checkpointed && (!k || first % k == 0), .instance = *instance};
-        step->chunk_repeat[n++] = repeat;
+        priv->chunk_repeat[n++] = repeat;
         first += per * repeat;
         *instance += per;
         left -= repeat;
     }
     if (rest) {
-        step->chunks[n] = (vp_chunk){.step = step, .first_layer = first, .layers = rest, .checkpointed = checkpointed,
+        priv->chunks[n] = (vp_chunk){.step = step, .first_layer = first, .layers = rest, .checkpointed = checkpointed,
                                      .instance = *instance};
-        step->chunk_repeat[n++] = 1;
+        priv->chunk_repeat[n++] = 1;
         *instance += rest;
     }
-    step->n_chunks = n;
+    priv->n_chunks = n;
 }
 
 static unsigned clamp(unsigned x, unsigned lo, unsigned hi) { return x < lo ? lo : x > hi ? hi : x; }
@@ -72,10 +73,10 @@ static unsigned clamp(unsigned x, unsigned lo, unsigned hi) { return x < lo ? lo
  * keep nothing and stay alike. Where the stage's last layers begin that
  * may keep something (at a chunk boundary); `end` without a coordinator. */
 static unsigned coordinated_from(const vp_step *step, unsigned start, unsigned end, unsigned per) {
-    uint64_t reach = step->plan.reuse_distance_elements;
+    uint64_t reach = step->priv->plan.reuse_distance_elements;
     uint64_t layer = vp_section_params(&step->model->section[VP_SECTION_LAYER]);
     /* FSDP2 (framework_fsdp2.c): the last block runs alone, unfolded */
-    if (!reach) return step->plan.keeps_last_block && end - start > per ? start + (end - per - start) / per * per : end;
+    if (!reach) return step->priv->plan.keeps_last_block && end - start > per ? start + (end - per - start) / per * per : end;
     uint64_t trailing = layer ? reach / layer + 2 : end - start;
     if (trailing >= end - start) return start;
     unsigned from = end - (unsigned)trailing;
@@ -88,6 +89,7 @@ static unsigned coordinated_from(const vp_step *step, unsigned start, unsigned e
  * stage or carries no gradient (frozen embeddings or frozen layers before
  * it). */
 static bool plan_chunks(vp_step *step) {
+    vp_step_private *priv = step->priv;
     unsigned start = step->stage.first_layer, end = start + step->stage.layers, per = chunk_layers(step);
     unsigned a = clamp(step->model->first_layers, start, end);
     /* every-K chunks run across the end of a decoder's first layers
@@ -114,18 +116,18 @@ static bool plan_chunks(vp_step *step) {
             splits[j - 1] = t;
         }
     unsigned entries = step->stage.layers / per + 12; /* four runs, each with a remainder and a lone first chunk */
-    step->chunks = calloc(entries, sizeof *step->chunks);
-    step->chunk_repeat = calloc(entries, sizeof *step->chunk_repeat);
-    if (!step->chunks || !step->chunk_repeat) return false;
+    priv->chunks = calloc(entries, sizeof *priv->chunks);
+    priv->chunk_repeat = calloc(entries, sizeof *priv->chunk_repeat);
+    if (!priv->chunks || !priv->chunk_repeat) return false;
     unsigned instance = 0;
-    step->n_chunks = 0;
+    priv->n_chunks = 0;
     /* the first chunk's input also outlives it where the model body keeps
      * the embeddings as a local (vp_step_keep_local) */
     bool first_unlike = !step->stage.embed || vp_finetune_method_of(step->recipe)->frozen_base ||
                         vp_framework_of(step->recipe)->python_locals;
     /* frozen layers under ZeRO-3 or FSDP are released when backward ends,
      * outside any folded stretch: they are evaluated one by one */
-    bool released_late = step->plan.gather || step->plan.grads == VP_GRADS_UNIT;
+    bool released_late = priv->plan.gather || priv->plan.grads == VP_GRADS_UNIT;
     /* Where no layer may stand for another at all: prefix tuning's cache
      * holds a key and a value of every layer, made before the layers run;
      * an encoder-decoder's layers all give gradients to tensors made outside
@@ -137,7 +139,7 @@ static bool plan_chunks(vp_step *step) {
     const vp_model *m = step->model;
     unsigned period = m->facts.layer_period;
     /* layers-K alternates checkpointed and plain layers: evaluated one by one */
-    bool foldable = step->fold && !step->prefix_tokens && !vp_model_encoder_decoder(m) && !m->facts.router_aux_loss &&
+    bool foldable = priv->fold && !step->prefix_tokens && !vp_model_encoder_decoder(m) && !m->facts.router_aux_loss &&
                     per % period == 0 && !step->recipe->checkpoint_layers;
     for (unsigned r = 0; r < 4; r++) {
         if (splits[r + 1] <= splits[r]) continue;
@@ -146,7 +148,7 @@ static bool plan_chunks(vp_step *step) {
         bool fold = foldable && !(released_late && splits[r] < b) && splits[r] < c && !(mixed && splits[r] < a);
         plan_run(step, splits[r], splits[r + 1] - splits[r], per, lone, fold, &instance);
     }
-    step->n_layer_instances = instance;
+    priv->n_layer_instances = instance;
     return true;
 }
 
@@ -158,23 +160,24 @@ static bool needs_embedding_copy(const vp_step *step) {
 }
 
 static bool setup(vp_step *step) {
+    vp_step_private *priv = step->priv;
     const vp_model *m = step->model;
     unsigned layer_slots = vp_model_layer_slots(m);
-    step->embed_leaves = calloc(m->section[VP_SECTION_EMBED].n_slots + 1, sizeof(vp_t));
-    step->final_leaves = calloc(m->section[VP_SECTION_FINAL].n_slots + 1, sizeof(vp_t));
-    step->layer_leaves = calloc((size_t)layer_slots * step->n_layer_instances + 1, sizeof(vp_t));
-    step->bridge_leaves = calloc(m->section[VP_SECTION_BRIDGE].n_slots + 1, sizeof(vp_t));
-    if (!step->embed_leaves || !step->final_leaves || !step->layer_leaves || !step->bridge_leaves) return false;
+    priv->embed_leaves = calloc(m->section[VP_SECTION_EMBED].n_slots + 1, sizeof(vp_t));
+    priv->final_leaves = calloc(m->section[VP_SECTION_FINAL].n_slots + 1, sizeof(vp_t));
+    priv->layer_leaves = calloc((size_t)layer_slots * priv->n_layer_instances + 1, sizeof(vp_t));
+    priv->bridge_leaves = calloc(m->section[VP_SECTION_BRIDGE].n_slots + 1, sizeof(vp_t));
+    if (!priv->embed_leaves || !priv->final_leaves || !priv->layer_leaves || !priv->bridge_leaves) return false;
 
     step->ledger.place.phase = VP_PHASE_SETUP;
     bool freezing = vp_finetune_method_of(step->recipe)->trains_last_layers;
     unsigned boundary = vp_recipe_first_trained_layer(step->recipe, m->layers);
     const vp_section *embed = &m->section[VP_SECTION_EMBED], *final = &m->section[VP_SECTION_FINAL];
     if (step->stage.embed) {
-        vp_layout_create_leaves(step, embed->ops, embed->n_ops, step->embed_leaves, 1, freezing);
+        vp_layout_create_leaves(step, embed->ops, embed->n_ops, priv->embed_leaves, 1, freezing);
     } else if (needs_embedding_copy(step)) {
-        vp_layout_create_leaves(step, embed->ops, 1, step->embed_leaves, 1, freezing); /* the token embedding alone */
-        step->tied_weight = step->embed_leaves[embed->ops[0].slot];
+        vp_layout_create_leaves(step, embed->ops, 1, priv->embed_leaves, 1, freezing); /* the token embedding alone */
+        step->tied_weight = priv->embed_leaves[embed->ops[0].slot];
     }
     if ((step->virtual_tokens || step->prefix_tokens) && step->stage.embed) {
         /* PromptEmbedding (a row per virtual token of each submodule) or
@@ -183,16 +186,16 @@ static bool setup(vp_step *step) {
         uint64_t rows = (uint64_t)step->recipe->virtual_tokens * (step->prefix_tokens ? 1 : vp_prompt_submodules(m));
         vp_leaf_spec spec = vp_param(rows * width, "prompt_encoder.embedding.weight", VP_MODULE_NONE, 0);
         spec.rows = rows;
-        step->prompt = step->embed_leaves[embed->n_slots] = vp_layout_extra_leaf(step, &spec);
+        step->prompt = priv->embed_leaves[embed->n_slots] = vp_layout_extra_leaf(step, &spec);
     }
-    vp_layout_resident(step, step->embed_leaves, embed->n_slots + (step->prompt != 0), 1);
+    vp_layout_resident(step, priv->embed_leaves, embed->n_slots + (step->prompt != 0), 1);
     /* double quantization's second level maps its 8-bit codes with one
      * 256-value fp32 table per process (bitsandbytes' quantize_blockwise
      * caches it in name2qmap["dynamic"]), shared by every 4-bit weight */
     if (vp_double_quantizes(step->recipe))
         vp_leaf(&step->sim, 256, VP_FP32, VP_CAT_PARAMS, false, "quant_state.state2.code");
-    for (unsigned i = 0; i < step->n_layer_instances; i++) {
-        vp_t *slots = step->layer_leaves + (size_t)i * layer_slots;
+    for (unsigned i = 0; i < priv->n_layer_instances; i++) {
+        vp_t *slots = priv->layer_leaves + (size_t)i * layer_slots;
         unsigned repeat = vp_step_instance_repeat(step, i);
         vp_ledger_begin_segment(&step->ledger);
         const vp_section *layer = vp_step_instance_section(step, i);
@@ -203,12 +206,13 @@ static bool setup(vp_step *step) {
     }
     const vp_section *bridge = &m->section[VP_SECTION_BRIDGE];
     if (bridge->n_ops) { /* encoder-decoders run on one stage (vp_step_layout_problem) */
-        vp_layout_create_leaves(step, bridge->ops, bridge->n_ops, step->bridge_leaves, 1, freezing && boundary > m->first_layers);
-        vp_layout_resident(step, step->bridge_leaves, bridge->n_slots, 1);
+        bool frozen = freezing && boundary > m->first_layers;
+        vp_layout_create_leaves(step, bridge->ops, bridge->n_ops, priv->bridge_leaves, 1, frozen);
+        vp_layout_resident(step, priv->bridge_leaves, bridge->n_slots, 1);
     }
     if (step->stage.final) {
-        vp_layout_create_leaves(step, final->ops, final->n_ops, step->final_leaves, 1, false);
-        vp_layout_resident(step, step->final_leaves, final->n_slots, 1);
+        vp_layout_create_leaves(step, final->ops, final->n_ops, priv->final_leaves, 1, false);
+        vp_layout_resident(step, priv->final_leaves, final->n_slots, 1);
     }
     return vp_layout_prepare(step);
 }
@@ -236,8 +240,7 @@ static vp_t layers_forward(vp_step *step, const vp_chunk *chunk, vp_t x) {
         /* the layer returns: its locals go */
         vp_step_drop_locals(step, VP_LOCAL_OF_POST_NORM_BLOCK);
         vp_step_drop_locals(step, VP_LOCAL_OF_LAYER);
-        step->layer_mask = 0;
-        step->layer_slides = false;
+        vp_step_end_lifetime(step, VP_LIVES_LAYER);
         vp_drop(&step->sim, in);
         current = vp_layout_layer_end(step, out, index);
         vp_drop(&step->sim, out);
@@ -245,26 +248,15 @@ static vp_t layers_forward(vp_step *step, const vp_chunk *chunk, vp_t x) {
     return current;
 }
 
-/* HF's gradient checkpointing of a chunk (transformers 4.46-4.52): the
- * chunk's input is the one input; LlamaDecoderLayer's call also passes the
- * mask, position_ids and cache_position (a view and its base: one storage,
- * two saved tensors) and the (cos, sin) tuple, which ctx holds as it is;
- * GPT-2's and BERT's pass the attention mask when there is one. */
+/* HF's gradient checkpointing of a chunk (transformers 4.46-4.52): its
+ * layers rerun on the chunk's input (checkpoint_forward: what else the call
+ * passes). */
 static vp_t recompute_chunk(vp_step *step, void *ctx, const vp_t *inputs) {
-    const vp_chunk *chunk = ctx;
-    /* a rerun in backward runs in its own stack: T5's encoder layers are
-     * recomputed after the decoder's, with the encoder's buckets */
-    vp_t table = step->bias_table;
-    bool bidirectional = step->bias_bidirectional;
-    step->bias_table = chunk->bias_table;
-    step->bias_bidirectional = chunk->bias_bidirectional;
     /* MixtralDecoderLayer returns its router logits too: the chunk's
      * further results (output_router_logits) */
-    step->capture_router_logits = true;
+    step->priv->capture_router_logits = true;
     vp_t y = layers_forward(step, ctx, inputs[0]);
-    step->capture_router_logits = false;
-    step->bias_table = table;
-    step->bias_bidirectional = bidirectional;
+    step->priv->capture_router_logits = false;
     return y;
 }
 
@@ -276,56 +268,28 @@ static vp_t call_checkpoint(vp_step *step, vp_chunk *chunk, const vp_t *inputs, 
     return vp_checkpoint_nonreentrant(step, recompute_chunk, chunk, inputs, n, args, vp_recipe_checkpoint_early_stop(r));
 }
 
-/* T5Stack's call (transformers 4.46-4.52): hidden_states, causal_mask,
- * position_bias, encoder_hidden_states, encoder_extended_attention_mask,
- * encoder_decoder_position_bias and cache_position, every tensor saved;
- * the biases (from the stack's second layer on) and the encoder's output
- * need gradients. T5Block returns the hidden states and the biases, which
- * the next layer's call takes. */
-static vp_t checkpoint_stack_layers(vp_step *step, vp_chunk *chunk, vp_t x) {
-    vp_t inputs[VP_NODE_MAX_IN] = {x};
-    vp_t *input_fields[VP_NODE_MAX_IN] = {NULL};
-    unsigned n = 1;
-    vp_t *const candidates[] = {&step->position_bias, &step->memory, &step->cross_bias};
-    for (unsigned k = 0; k < sizeof candidates / sizeof *candidates; k++)
-        if (*candidates[k]) {
-            inputs[n] = *candidates[k];
-            input_fields[n++] = candidates[k];
-        }
-    bool decoder = step->memory != 0;
-    vp_t *saved[3];
-    unsigned n_saved = 0;
-    saved[n_saved++] = &step->self_mask;
-    if (decoder) saved[n_saved++] = &step->cross_mask;
-    saved[n_saved++] = &step->position_ids; /* cache_position */
-    vp_t *const outputs[2] = {&step->position_bias, &step->cross_bias};
-    vp_checkpoint_args args = {saved, n_saved, NULL, 0, input_fields, outputs, decoder ? 2 : 1};
-    return call_checkpoint(step, chunk, inputs, n, &args);
-}
-
+/* The chunk's layer call: its input, and the tensor table's by their roles
+ * in the order of the call's arguments (step_tensors.h): BloomBlock's (x,
+ * alibi, causal_mask), LlamaDecoderLayer's (x, the mask, position_ids and
+ * cache_position: a view and its base, one storage, two saved tensors; the
+ * (cos, sin) tuple, which ctx holds as it is; Gemma3TextModel's call passes
+ * both pairs of tables), GPT-2's and BERT's (x, the attention mask when
+ * there is one), T5Block's (x, the mask, the position bias, the encoder's
+ * output, its mask, the cross-attention's bias, cache_position: every
+ * tensor saved; the biases, from the stack's second layer on, and the
+ * encoder's output need gradients, and T5Block returns the biases for the
+ * next layer's call). */
 static vp_t checkpoint_forward(vp_step *step, vp_chunk *chunk, vp_t x) {
-    if (vp_model_encoder_decoder(step->model)) return checkpoint_stack_layers(step, chunk, x);
-    vp_t *saved[4];
-    unsigned n = 0;
-    if (step->alibi) saved[n++] = &step->alibi; /* BloomModel's call (4.26-4.27): x, alibi, causal_mask */
-    saved[n++] = &step->causal_mask;
-    /* Gemma3TextModel's call passes both pairs of tables */
-    vp_t *const held[4] = {&step->cos, &step->sin, &step->cos_local, &step->sin_local};
-    unsigned n_held = step->cos_local ? 4 : step->cos ? 2 : 0;
-    bool rotary = step->cos != 0;
-    if (rotary) {
-        saved[n++] = &step->position_ids;
-        saved[n++] = &step->position_ids;
-    }
-    vp_t *outputs[VP_CHUNK_ROUTER_MAX];
-    for (unsigned i = 0; i < VP_CHUNK_ROUTER_MAX; i++) outputs[i] = &step->chunk_router_logits[i];
-    vp_checkpoint_args args = {.saved = saved, .n_saved = n, .held = held, .n_held = n_held, .outputs = outputs,
-                               .n_outputs = VP_CHUNK_ROUTER_MAX};
-    vp_t y = call_checkpoint(step, chunk, &x, 1, &args);
+    vp_layer_call call;
+    if (!vp_step_layer_call(step, x, &call)) step->sim.status = VP_SIM_OVERFLOW; /* an op-table bug */
+    vp_checkpoint_args args = {.saved = call.saved, .n_saved = call.n_saved, .held = call.held, .n_held = call.n_held,
+                               .input_fields = call.input_fields, .outputs = call.outputs,
+                               .n_outputs = call.n_outputs};
+    vp_t y = call_checkpoint(step, chunk, call.inputs, call.n_inputs, &args);
     /* the model collects them into its outputs */
     for (unsigned i = 0; i < VP_CHUNK_ROUTER_MAX; i++) {
-        vp_t logits = step->chunk_router_logits[i];
-        step->chunk_router_logits[i] = 0;
+        vp_t logits = step->priv->chunk_router_logits[i];
+        step->priv->chunk_router_logits[i] = 0;
         if (!logits) continue;
         vp_step_keep_router_logits(step, logits);
         vp_drop(&step->sim, logits);
@@ -337,8 +301,6 @@ static vp_t chunk_forward(vp_step *step, vp_chunk *chunk, vp_t x) {
     chunk->first_node = step->sim.n_nodes;
     chunk->first_tensor = step->sim.n_tensors;
     chunk->input = x;
-    chunk->bias_table = step->bias_table;
-    chunk->bias_bidirectional = step->bias_bidirectional;
     vp_t y = chunk->checkpointed ? checkpoint_forward(step, chunk, x) : layers_forward(step, chunk, x);
     chunk->end_node = step->sim.n_nodes;
     return y;
@@ -349,25 +311,25 @@ static vp_t run_section(vp_step *step, vp_section_id id, const vp_t *leaves, vp_
 static vp_t forward_layers(vp_step *step, vp_t x) {
     vp_t current = x;
     bool bridge = vp_model_encoder_decoder(step->model);
-    for (unsigned i = 0; i < step->n_chunks; i++) {
-        vp_chunk *chunk = &step->chunks[i];
-        unsigned repeat = step->chunk_repeat[i];
+    for (unsigned i = 0; i < step->priv->n_chunks; i++) {
+        vp_chunk *chunk = &step->priv->chunks[i];
+        unsigned repeat = step->priv->chunk_repeat[i];
         if (bridge && chunk->first_layer == step->model->first_layers) {
             /* the encoder returns, the decoder begins */
             step->ledger.place.layer = -1;
-            step->bridge_first_node = step->sim.n_nodes;
-            vp_t next = run_section(step, VP_SECTION_BRIDGE, step->bridge_leaves, current);
+            step->priv->bridge_first_node = step->sim.n_nodes;
+            vp_t next = run_section(step, VP_SECTION_BRIDGE, step->priv->bridge_leaves, current);
             vp_drop(&step->sim, current);
             current = next;
-            step->bridge_end_node = step->sim.n_nodes;
+            step->priv->bridge_end_node = step->sim.n_nodes;
         }
         vp_ledger_begin_segment(&step->ledger);
-        step->fold_repeat = repeat;
+        step->priv->fold_repeat = repeat;
         vp_t next = chunk_forward(step, chunk, current);
         vp_drop(&step->sim, current);
         current = next;
         vp_ledger_repeat_segment(&step->ledger, repeat, (int)chunk->layers);
-        step->fold_repeat = 1;
+        step->priv->fold_repeat = 1;
     }
     step->ledger.place.layer = -1;
     return current;
@@ -385,19 +347,8 @@ static bool is_head_op(const vp_op *op) { return (op->kind->roles & VP_ROLE_HEAD
 static void body_returns(vp_step *step, bool forward_ends) {
     vp_step_drop_locals(step, VP_LOCAL_OF_BODY);
     if (vp_framework_of(step->recipe)->head_in_forward && !forward_ends) return;
-    vp_drop(&step->sim, step->position_ids);
-    vp_drop(&step->sim, step->cos);
-    vp_drop(&step->sim, step->sin);
-    vp_drop(&step->sim, step->cos_local);
-    vp_drop(&step->sim, step->sin_local);
-    vp_drop(&step->sim, step->causal_mask);
-    vp_drop(&step->sim, step->alibi);
-    step->position_ids = step->cos = step->sin = step->causal_mask = step->alibi = 0;
-    step->cos_local = step->sin_local = 0;
-    vp_drop(&step->sim, step->memory);
-    vp_drop(&step->sim, step->prompt_mask);
-    step->memory = step->prompt_mask = 0;
-    vp_step_drop_stack(step);
+    vp_step_end_lifetime(step, VP_LIVES_BODY);
+    vp_step_end_lifetime(step, VP_LIVES_STACK);
 }
 
 static bool is_embedding_op(const vp_op *op) { return (op->kind->roles & VP_ROLE_EMBEDDING) != 0; }
@@ -474,14 +425,15 @@ static unsigned pin_externals(vp_step *step, const vp_chunk *chunk, vp_t **pins)
 }
 
 static void backward_layers(vp_step *step) {
+    vp_step_private *priv = step->priv;
     vp_sim *sim = &step->sim;
     bool bridge = vp_model_encoder_decoder(step->model);
-    for (unsigned i = step->n_chunks; i-- > 0;) {
-        vp_chunk *chunk = &step->chunks[i];
-        unsigned repeat = step->chunk_repeat[i];
-        if (bridge && i + 1 < step->n_chunks && step->chunks[i + 1].first_layer == step->model->first_layers) {
+    for (unsigned i = priv->n_chunks; i-- > 0;) {
+        vp_chunk *chunk = &priv->chunks[i];
+        unsigned repeat = priv->chunk_repeat[i];
+        if (bridge && i + 1 < priv->n_chunks && priv->chunks[i + 1].first_layer == step->model->first_layers) {
             step->ledger.place.layer = -1;
-            vp_backward(sim, step->bridge_first_node, step->bridge_end_node);
+            vp_backward(sim, priv->bridge_first_node, priv->bridge_end_node);
             /* the encoder's layers (recomputed ones) run on the inputs' length */
             step->seq = step->source_seq;
             step->past_tokens = 0;
@@ -505,13 +457,14 @@ static void backward_layers(vp_step *step) {
 
 /* The gradients a rank keeps for the optimizer: whole, or its shard. */
 static uint64_t kept_grad_bytes(vp_step *step) {
+    vp_step_private *priv = step->priv;
     uint64_t total = 0;
     /* stepped in backward, each gradient went with its hook */
     if (step->recipe->optimizer_in_backward) return 0;
     /* an offloaded optimizer keeps the gradient partition in host memory */
-    if (step->plan.grads == VP_GRADS_BUCKET && (step->plan.states_on_host || step->plan.states_on_nvme)) return 0;
-    bool sharded = step->plan.grads != VP_GRADS_KEEP && !step->plan.bucket_bytes_per_param_byte;
-    vp_dtype dtype = sharded ? step->plan.shard_grads_dtype : step->plan.grads_dtype;
+    if (priv->plan.grads == VP_GRADS_BUCKET && (priv->plan.states_on_host || priv->plan.states_on_nvme)) return 0;
+    bool sharded = priv->plan.grads != VP_GRADS_KEEP && !priv->plan.bucket_bytes_per_param_byte;
+    vp_dtype dtype = sharded ? priv->plan.shard_grads_dtype : priv->plan.grads_dtype;
     for (unsigned g = 0; g < vp_step_leaf_group_count(step); g++) {
         vp_leaf_group group = vp_step_leaf_group_at(step, g);
         for (unsigned i = 0; i < group.n; i++) {
@@ -520,9 +473,9 @@ static uint64_t kept_grad_bytes(vp_step *step) {
             if (!t || !vp_at(&step->sim, t)->requires_grad) continue;
             const vp_tensor *x = vp_at(&step->sim, t);
             uint64_t numel = x->numel;
-            if (sharded) numel = vp_layout_shard_numel(step, x, vp_plan_shards(&step->plan, x->expert)->grads);
+            if (sharded) numel = vp_layout_shard_numel(step, x, vp_plan_shards(&priv->plan, x->expert)->grads);
             /* a whole gradient is in its parameter's own dtype (LoRA's fp32 adapters) */
-            vp_dtype own = sharded || step->plan.grads == VP_GRADS_BUCKET ? dtype : (vp_dtype)x->grad_dtype;
+            vp_dtype own = sharded || priv->plan.grads == VP_GRADS_BUCKET ? dtype : (vp_dtype)x->grad_dtype;
             if (vp_tensor_bytes(own, numel, &bytes)) total += bytes * group.repeat;
         }
     }
@@ -530,20 +483,21 @@ static uint64_t kept_grad_bytes(vp_step *step) {
 }
 
 static void free_step(vp_step *step) {
-    for (unsigned i = 0; i < step->n_scratch; i++) free(step->scratch[i]);
-    free(step->scratch);
+    vp_step_private *priv = step->priv;
+    for (unsigned i = 0; i < priv->n_scratch; i++) free(priv->scratch[i]);
+    free(priv->scratch);
     vp_sim_free(&step->sim);
-    free(step->embed_leaves);
-    free(step->final_leaves);
-    free(step->layer_leaves);
-    free(step->bridge_leaves);
-    free(step->casts);
-    free(step->ctx_refs);
-    free(step->origins);
-    free(step->chunks);
-    free(step->chunk_repeat);
-    free(step->hooks);
-    free(step->adapters);
+    free(priv->embed_leaves);
+    free(priv->final_leaves);
+    free(priv->layer_leaves);
+    free(priv->bridge_leaves);
+    free(priv->casts);
+    free(priv->ctx_refs);
+    free(priv->origins);
+    free(priv->chunks);
+    free(priv->chunk_repeat);
+    free(priv->hooks);
+    free(priv->adapters);
     free(step->router_logits.tensors);
 }
 
@@ -562,7 +516,7 @@ static void offload_pack(void *ctx, uint64_t bytes) {
     uint64_t block = 1;
     while (block < bytes && block) block <<= 1;
     if (!block || !bytes) block = bytes; /* beyond 2^63: left as asked */
-    step->offloaded += block * step->fold_repeat;
+    step->priv->offloaded += block * step->priv->fold_repeat;
 }
 
 /* The model's width: what flows between pipeline stages. */
@@ -574,6 +528,7 @@ static uint64_t hidden_size(const vp_model *m) {
  * first stage, the previous stage's activations otherwise), forward, loss
  * or send, backward from the loss or from the gradient the next stage sends. */
 static uint64_t micro_batch(vp_step *step, const vp_meter *resident, const vp_meter *resident_raw) {
+    vp_step_private *priv = step->priv;
     vp_sim *sim = &step->sim;
     vp_ledger *ledger = &step->ledger;
     const vp_model *m = step->model;
@@ -593,17 +548,17 @@ static uint64_t micro_batch(vp_step *step, const vp_meter *resident, const vp_me
         step->input_tokens = vp_numel(sim, step->batch, step->seq - step->virtual_tokens);
     }
     /* `for batch in loader`: the next batch arrives, then the last one goes */
-    vp_t old_ids = step->input_ids, old_labels = step->labels, old_mask = step->attention_mask;
-    step->input_ids = step->labels = step->attention_mask = 0;
-    if (step->stage.embed) step->input_ids = vp_new(sim, step->input_tokens, VP_INT64, "batch.input_ids");
+    vp_t old_ids = priv->input_ids, old_labels = priv->labels, old_mask = priv->attention_mask;
+    priv->input_ids = priv->labels = priv->attention_mask = 0;
+    if (step->stage.embed) priv->input_ids = vp_new(sim, step->input_tokens, VP_INT64, "batch.input_ids");
     /* the tokenizer's attention_mask, which seq2seq batches carry */
-    if (encoder_decoder) step->attention_mask = vp_new(sim, step->input_tokens, VP_INT64, "batch.attention_mask");
+    if (encoder_decoder) priv->attention_mask = vp_new(sim, step->input_tokens, VP_INT64, "batch.attention_mask");
     /* the batch's labels (prompt tuning's virtual tokens get theirs in PEFT's forward) */
     if (step->stage.final) {
         uint64_t labels = step->model->facts.loss_per_sequence ? step->batch
                           : encoder_decoder                    ? vp_numel(sim, step->batch, step->target_seq)
                                                                : step->input_tokens;
-        step->labels = vp_new(sim, labels, VP_INT64, "batch.labels");
+        priv->labels = vp_new(sim, labels, VP_INT64, "batch.labels");
     }
     vp_drop(sim, old_ids);
     vp_drop(sim, old_labels);
@@ -613,20 +568,20 @@ static uint64_t micro_batch(vp_step *step, const vp_meter *resident, const vp_me
         sim->pack = offload_pack;
         sim->pack_ctx = step;
     }
-    vp_t old_loss = step->loss, old_logits = step->logits, old_graph_leaves[VP_GRAPH_LEAVES];
-    memcpy(old_graph_leaves, step->graph_leaves, sizeof old_graph_leaves);
-    memset(step->graph_leaves, 0, sizeof step->graph_leaves);
-    vp_t old_encoder_output = step->encoder_output;
+    vp_t old_loss = priv->loss, old_outputs[VP_TENSOR_SLOTS], old_graph_leaves[VP_GRAPH_LEAVES];
+    memcpy(old_graph_leaves, priv->graph_leaves, sizeof old_graph_leaves);
+    memset(priv->graph_leaves, 0, sizeof priv->graph_leaves);
+    vp_step_take_tensors(step, VP_LIVES_OUTPUTS, old_outputs);
     vp_kv_cache old_cache = step->kv_cache;
     vp_router_logits old_router = step->router_logits;
     vp_t old_graph[VP_LOCALS_MAX];
-    memcpy(old_graph, step->graph_refs, sizeof old_graph);
-    unsigned old_ctx = step->n_ctx_refs;
-    memset(step->graph_refs, 0, sizeof step->graph_refs);
-    step->loss = step->logits = step->encoder_output = 0;
+    memcpy(old_graph, priv->graph_refs, sizeof old_graph);
+    unsigned old_ctx = priv->n_ctx_refs;
+    memset(priv->graph_refs, 0, sizeof priv->graph_refs);
+    priv->loss = 0;
     step->kv_cache = (vp_kv_cache){0};
     step->router_logits = (vp_router_logits){0};
-    step->position_ids = vp_new(sim, step->seq, VP_INT64, "position_ids");
+    vp_step_put_tensor(step, VP_TENSOR_POSITION_IDS, vp_new(sim, step->seq, VP_INT64, "position_ids"));
     for (int s = 0; s < VP_SECTION_COUNT; s++) prepare_ops(step, m->section[s].ops, m->section[s].n_ops);
 
     vp_layout_forward_begin(step);
@@ -635,7 +590,7 @@ static uint64_t micro_batch(vp_step *step, const vp_meter *resident, const vp_me
     if (step->prefix_tokens) vp_prefix_begin(step);
     vp_t x, received = 0;
     if (step->stage.embed) {
-        x = run_section(step, VP_SECTION_EMBED, step->embed_leaves, step->input_ids);
+        x = run_section(step, VP_SECTION_EMBED, priv->embed_leaves, priv->input_ids);
     } else { /* p2p: the previous stage's output, whose gradient goes back to it */
         received = vp_leaf(sim, width, step->activation, VP_CAT_ACTIVATIONS, true, "pipeline.recv");
         vp_at(sim, received)->grad_category = VP_CAT_TRANSIENT;
@@ -648,7 +603,7 @@ static uint64_t micro_batch(vp_step *step, const vp_meter *resident, const vp_me
     uint32_t final_first = sim->n_nodes;
     vp_t sent = 0;
     if (step->stage.final) {
-        step->loss = run_section(step, VP_SECTION_FINAL, step->final_leaves, y); /* takes y over */
+        priv->loss = run_section(step, VP_SECTION_FINAL, priv->final_leaves, y); /* takes y over */
     } else { /* p2p send, then Megatron's deallocate_output_tensor frees it */
         sent = y;
         vp_drop(sim, y);
@@ -656,17 +611,14 @@ static uint64_t micro_batch(vp_step *step, const vp_meter *resident, const vp_me
     uint32_t final_end = sim->n_nodes;
     /* the model's forward returns: its autocast region and locals end */
     sim->pack = NULL;
-    if (step->host_bytes + step->offloaded > step->host_peak) step->host_peak = step->host_bytes + step->offloaded;
+    if (priv->host_bytes + priv->offloaded > priv->host_peak) priv->host_peak = priv->host_bytes + priv->offloaded;
     vp_step_clear_casts(step, 0);
     body_returns(step, true);
     vp_step_drop_locals(step, VP_LOCAL_OF_WRAPPER);
-    vp_drop(sim, step->prompt_labels);
-    step->prompt_labels = 0;
+    vp_step_end_lifetime(step, VP_LIVES_WRAPPER);
     /* Megatron's forward step returns the loss alone */
     if (!step->recipe->keep_logits || vp_framework_of(step->recipe)->returns_loss_only) {
-        vp_drop(sim, step->logits);
-        vp_drop(sim, step->encoder_output);
-        step->logits = step->encoder_output = 0;
+        vp_step_end_lifetime(step, VP_LIVES_OUTPUTS);
         vp_kv_cache_release(step, &step->kv_cache); /* the outputs' past_key_values */
         vp_step_release_router_logits(sim, &step->router_logits);
     }
@@ -674,8 +626,7 @@ static uint64_t micro_batch(vp_step *step, const vp_meter *resident, const vp_me
     vp_drop(sim, old_loss);
     vp_step_drop_refs(sim, old_graph); /* the last micro-batch's graph goes with its loss */
     vp_step_release_old_ctx(step, old_ctx);
-    vp_drop(sim, old_logits);
-    vp_drop(sim, old_encoder_output);
+    vp_step_drop_taken(sim, old_outputs);
     vp_kv_cache_release(step, &old_cache);
     vp_step_release_router_logits(sim, &old_router);
     free(old_router.tensors);
@@ -686,7 +637,7 @@ static uint64_t micro_batch(vp_step *step, const vp_meter *resident, const vp_me
     /* backward: loss.backward(), or backward from the received gradient */
     ledger->place.phase = VP_PHASE_BACKWARD;
     sim->category = VP_CAT_TRANSIENT;
-    vp_t seed_from = step->stage.final ? step->loss : sent;
+    vp_t seed_from = step->stage.final ? priv->loss : sent;
     if (seed_from && vp_at(sim, seed_from)->requires_grad) {
         vp_t seed = step->stage.final ? vp_new(sim, 1, (vp_dtype)vp_at(sim, seed_from)->dtype, "loss.backward")
                                       : vp_new(sim, width, step->activation, "pipeline.recv_grad");
@@ -702,13 +653,13 @@ static uint64_t micro_batch(vp_step *step, const vp_meter *resident, const vp_me
         vp_backward_task_end(sim);
         vp_layout_backward_end(step);
     }
-    step->offloaded = 0; /* backward unpacked and released them all */
+    priv->offloaded = 0; /* backward unpacked and released them all */
     /* HF's Trainer returns loss.detach(): the graph goes after backward,
      * with the leaves its AccumulateGrad nodes hold and their .grad */
     if (!step->recipe->keep_logits || vp_framework_of(step->recipe)->returns_loss_only) {
-        vp_step_drop_refs(sim, step->graph_refs);
+        vp_step_drop_refs(sim, priv->graph_refs);
         vp_step_release_ctx(step, 0);
-        vp_step_drop_leaves(sim, step->graph_leaves);
+        vp_step_drop_leaves(sim, priv->graph_leaves);
     }
     if (received) { /* its gradient is sent to the previous stage */
         vp_t g = vp_at(sim, received)->param_grad;
@@ -743,17 +694,17 @@ static void run(vp_step *step, vp_step_result *result) {
     vp_update_step(step);
     vp_update_zero_grad(step);
     /* the loop body ends: loss, outputs and the batch go */
-    vp_drop(sim, step->loss);
-    vp_step_drop_refs(sim, step->graph_refs);
+    vp_drop(sim, step->priv->loss);
+    vp_step_drop_refs(sim, step->priv->graph_refs);
     vp_step_release_ctx(step, 0);
-    vp_drop(sim, step->logits);
-    vp_drop(sim, step->encoder_output);
+    vp_step_end_lifetime(step, VP_LIVES_OUTPUTS);
     vp_kv_cache_release(step, &step->kv_cache);
     vp_step_release_router_logits(sim, &step->router_logits);
-    vp_step_drop_leaves(sim, step->graph_leaves);
-    vp_drop(sim, step->input_ids);
-    vp_drop(sim, step->labels);
-    vp_drop(sim, step->attention_mask);
+    vp_step_drop_leaves(sim, step->priv->graph_leaves);
+    vp_drop(sim, step->priv->input_ids);
+    vp_drop(sim, step->priv->labels);
+    vp_drop(sim, step->priv->attention_mask);
+    vp_step_end_lifetime(step, VP_LIVES_STEP);
     if (status_of(step) == VP_STEP_OK && memcmp(ledger->rounded.current, resident.current, sizeof resident.current))
         sim->status = VP_SIM_UNBALANCED;
 
@@ -765,8 +716,8 @@ static void run(vp_step *step, vp_step_result *result) {
     result->optimizer_bytes = resident_raw.current[VP_CAT_OPTIMIZER];
     result->grads_bytes = kept_grad_bytes(step);
     result->comm_bytes = resident_raw.current[VP_CAT_COMM];
-    result->host_bytes = step->host_peak;
-    result->nvme_bytes = step->nvme_bytes;
+    result->host_bytes = step->priv->host_peak;
+    result->nvme_bytes = step->priv->nvme_bytes;
     result->rounded = ledger->rounded;
     result->raw = ledger->raw;
 }
@@ -785,7 +736,11 @@ static vp_step_status attempt(const vp_model *model, const vp_recipe *given, con
     vp_recipe_resolve(&resolved);
     const vp_recipe *recipe = &resolved;
     vp_step step;
+    vp_step_private own;
     memset(&step, 0, sizeof step);
+    memset(&own, 0, sizeof own);
+    step.priv = &own;
+    vp_step_tensors_init(&step);
     memset(result, 0, sizeof *result);
     if (ledger_out) vp_ledger_init(ledger_out, false);
     vp_ledger_init(&step.ledger, record);
@@ -794,11 +749,11 @@ static vp_step_status attempt(const vp_model *model, const vp_recipe *given, con
     step.recipe = recipe;
     step.stage = stage ? *stage : (vp_stage){0, model->layers, true, true, 1};
     step.precision = vp_precision_get(recipe->precision);
-    step.optimizer = vp_optimizer_at(recipe->optimizer);
-    step.fold = fold;
-    step.fold_repeat = 1;
-    step.recasts = recasts;
-    step.n_recasts = n_recasts;
+    own.optimizer = vp_optimizer_at(recipe->optimizer);
+    own.fold = fold;
+    own.fold_repeat = 1;
+    own.recasts = recasts;
+    own.n_recasts = n_recasts;
     step.batch = recipe->micro_batch;
     step.cp = recipe->cp ? recipe->cp : 1;
     step.seq = recipe->seq_len / step.cp; /* Megatron's get_batch_on_this_cp_rank */
@@ -827,13 +782,13 @@ static vp_step_status attempt(const vp_model *model, const vp_recipe *given, con
     step.sim.accumulate = recipe->torch_version == VP_TORCH_1_13 ? VP_ACCUMULATE_OUT_OF_PLACE : VP_ACCUMULATE_INPLACE;
     step.sim.embedding_saves_weight = recipe->torch_version == VP_TORCH_1_13;
 
-    if (!step.precision || !step.optimizer || model->layers == 0 || step.stage.layers == 0 ||
+    if (!step.precision || !own.optimizer || model->layers == 0 || step.stage.layers == 0 ||
         step.stage.first_layer + step.stage.layers > model->layers) {
         free_step(&step);
         vp_ledger_free(&step.ledger);
         return VP_STEP_INTERNAL;
     }
-    if (vp_step_layout_problem(model, recipe) || vp_shard_plan_make(recipe, step.precision, &step.plan)) {
+    if (vp_step_layout_problem(model, recipe) || vp_shard_plan_make(recipe, step.precision, &own.plan)) {
         free_step(&step);
         vp_ledger_free(&step.ledger);
         return VP_STEP_LAYOUT;
@@ -841,7 +796,7 @@ static vp_step_status attempt(const vp_model *model, const vp_recipe *given, con
     /* the master-weight step frees the 16-bit gradients (Megatron-LM's
      * _copy_model_grads_to_main_grads), and sharded gradients are not
      * .grad tensors at all: neither can stay allocated as .grad */
-    if ((step.plan.master_grads || step.plan.grads != VP_GRADS_KEEP) && !recipe->grads_set_to_none) {
+    if ((own.plan.master_grads || own.plan.grads != VP_GRADS_KEEP) && !recipe->grads_set_to_none) {
         free_step(&step);
         vp_ledger_free(&step.ledger);
         return VP_STEP_UNSUPPORTED;
@@ -849,8 +804,8 @@ static vp_step_status attempt(const vp_model *model, const vp_recipe *given, con
     run(&step, result);
     vp_step_status status = step.sim.status == VP_SIM_UNBALANCED ? VP_STEP_INTERNAL : status_of(&step);
     if (found) {
-        memcpy(found, step.found, step.n_found * sizeof *found);
-        *n_found = step.n_found;
+        memcpy(found, own.found, own.n_found * sizeof *found);
+        *n_found = own.n_found;
     }
     free_step(&step);
     if (ledger_out) *ledger_out = step.ledger; /* the caller owns the event log now */

@@ -1,5 +1,6 @@
-/* step.h — one training step on one GPU, evaluated on the simulator: its
- * state (ops reach it through op_context.h) and the driver's entry points. */
+/* step.h — one training step on one GPU, evaluated on the simulator: the
+ * state ops see (they reach it through op_context.h) and the driver's entry
+ * points. */
 #ifndef VP_STEP_H
 #define VP_STEP_H
 
@@ -11,8 +12,6 @@
 #include "shard.h"
 #include "sim.h"
 
-struct vp_optimizer_kind;
-struct vp_layer_hook;
 
 /* The part of the model one pipeline stage runs. */
 typedef struct {
@@ -23,69 +22,6 @@ typedef struct {
                                        backpropagate into gradients that already exist */
 } vp_stage;
 
-enum { VP_GRAPH_LEAVES = 3 };
-
-/* A run of consecutive layers evaluated as one unit: under activation
- * checkpointing, the chunk whose input alone is kept. */
-typedef struct vp_chunk {
-    struct vp_step *step;
-    unsigned first_layer;
-    unsigned layers;
-    bool checkpointed;
-    uint32_t first_node, end_node;   /* its nodes in the forward graph */
-    uint32_t first_tensor;           /* tensors created before it are external */
-    vp_t input, output;
-    unsigned instance;               /* its first layer instance */
-    vp_t bias_table;                 /* T5: its stack's relative position table and buckets, for a rerun */
-    bool bias_bidirectional;
-} vp_chunk;
-
-typedef struct {
-    vp_t param, cast;
-    unsigned repeat;                 /* fold multiplicity when the cast was made */
-    int layer;                       /* the layer that made it */
-} vp_cast_entry;
-
-/* A tensor an autograd Function keeps as a plain ctx attribute, freed with
- * the graph; made while folding, it stands for `repeat` of them. */
-typedef struct {
-    vp_t tensor;
-    unsigned repeat;
-} vp_ctx_ref;
-
-/* Where a leaf comes from: copy `copy` of the op's spec `spec`. */
-typedef struct {
-    vp_t leaf;
-    const struct vp_op *op;
-    unsigned spec, copy;
-} vp_leaf_origin;
-
-/* A leaf to make in another dtype than its spec's: bitsandbytes' Linear4bit
- * and Linear8bitLt replace a bias of another dtype than their input's by a
- * copy in the input's, for good, at the first forward; the step finds them
- * and runs again with them recast (vp_step_run_stage). */
-typedef struct {
-    const struct vp_op *op;
-    unsigned spec, copy;
-    vp_dtype dtype;
-} vp_leaf_recast;
-
-enum { VP_RECASTS_MAX = 64 };
-
-/* Tensors a Python frame keeps as locals, not as autograd saves: the model
- * body's (HF's inputs_embeds, position_embeds) until it returns, before the
- * head; a wrapper's (PEFT's forward) until the outputs come back; a decoder
- * layer's (Gemma 2's sliding-window mask) until the layer returns; a
- * post-norm block's (BertAttention's self_outputs, BertLayer's
- * intermediate_output) until the norm that ends the block returns. */
-typedef enum {
-    VP_LOCAL_OF_BODY,
-    VP_LOCAL_OF_WRAPPER,
-    VP_LOCAL_OF_LAYER,
-    VP_LOCAL_OF_POST_NORM_BLOCK,
-    VP_LOCAL_FRAMES
-} vp_local_frame;
-enum { VP_LOCALS_MAX = 8 };
 /* a checkpointed chunk's router logits: a node's outputs past the hidden states */
 enum { VP_CHUNK_ROUTER_MAX = VP_NODE_MAX_OUT - 1 };
 
@@ -103,13 +39,21 @@ typedef struct {
     unsigned *repeat;
 } vp_kv_cache;
 
+struct vp_step_private;
+
+/* What ops see of the step (op_context.h): the simulator, the shapes and
+ * dtypes the running code works in, the recipe and the model. The tensors
+ * the forward shares are in the step's tensor table (step_tensors.h), its
+ * other state reached through the services op_context.h declares; the
+ * driver's own state (chunks, casts, leaves, holds, the data-parallel
+ * layout, host counters) is `priv`, defined in step_private.h alone, so an
+ * op that touches it does not compile. */
 typedef struct vp_step {
     vp_sim sim;
     vp_ledger ledger;
     const vp_model *model;
     const vp_recipe *recipe;
     const vp_precision *precision;
-    const struct vp_optimizer_kind *optimizer;
     vp_stage stage;
     uint64_t batch, seq, tokens;     /* tokens = batch * seq rows */
     uint64_t input_tokens;           /* the batch's own: tokens without prompt tuning's virtual ones */
@@ -117,6 +61,7 @@ typedef struct vp_step {
     uint64_t prefix_tokens;          /* prefix tuning's num_virtual_tokens */
     uint64_t past_tokens;            /* of those, what the running stack's layers see before their own keys
                                       * (an encoder-decoder's encoder: none) */
+    uint64_t source_seq, target_seq; /* an encoder-decoder's encoder's and decoder's lengths */
     unsigned tp;                     /* tensor-parallel ranks */
     unsigned ep;                     /* expert-parallel ranks */
     unsigned etp;                    /* expert-tensor-parallel ranks */
@@ -126,80 +71,13 @@ typedef struct vp_step {
     vp_dtype activation;             /* dtype the residual stream flows in */
     vp_dtype low;                    /* autocast's lower precision (or activation) */
     bool autocast;
-    bool fold;                       /* evaluate identical layers once */
-    /* tensors the model forward creates once per step */
-    vp_t input_ids, labels, position_ids, cos, sin, causal_mask, logits, loss;
-    vp_t cos_local, sin_local;       /* Gemma 3's second rotary tables (the sliding layers'), or 0 */
-    uint64_t mask_columns;           /* the causal mask's row length (HF's target_length) */
-    vp_t layer_mask;                 /* the running layer's own mask (a layer local, borrowed), or 0 */
     unsigned layer_index;            /* the model layer running now (HF's layer_idx) */
-    bool layer_slides;               /* it is a sliding layer (it rotates with cos_local, sin_local) */
-    vp_t alibi;                      /* BLOOM's [b x heads, 1, s] ALiBi bias */
-    /* encoder-decoder models (T5): the encoder's output that cross-attention
-     * reads and the outputs' reference to it, the running stack's position
-     * bias and the cross-attention's, the batch's attention mask, and the
-     * encoder's and decoder's lengths */
-    vp_t memory, encoder_output, position_bias, cross_bias, attention_mask;
-    vp_t self_mask, cross_mask;      /* the running stack's masks (T5Stack's locals) */
-    vp_t prompt_mask;                /* PEFT's attention mask with the virtual tokens' ones (seq2seq prompt tuning) */
-    vp_t prompt_labels;              /* PEFT's labels with -100 for the virtual tokens (causal prompt tuning) */
-    vp_t bias_table;                 /* the stack's relative_attention_bias (a leaf, borrowed) */
-    bool bias_bidirectional;         /* the encoder's buckets (the decoder's are causal) */
-    uint64_t source_seq, target_seq;
-    vp_t *bridge_leaves;
-    uint32_t bridge_first_node, bridge_end_node;
     vp_t tied_weight;                /* the token embedding, for a tied head */
-    /* leaves of the forward that the graph keeps with their .grad: the
-     * embedding outputs made to require grad (PEFT, checkpointing; an
-     * encoder-decoder's shared embedding runs twice) and T5's first
-     * cross-attention zero bias under non-reentrant checkpointing */
-    vp_t graph_leaves[VP_GRAPH_LEAVES];
     vp_t prompt;                     /* prompt or prefix tuning's table (in the embeddings' leaf array) */
     vp_kv_cache kv_cache;            /* the outputs' key/value cache (kv_cache.h) */
     vp_router_logits router_logits;  /* the outputs' router logits (output_router_logits) */
-    /* the router logits a checkpointed chunk returns beside its hidden
-     * states (one per layer: router_aux_loss's recipe_problem bounds a chunk), while one runs */
-    vp_t chunk_router_logits[VP_CHUNK_ROUTER_MAX];
-    bool capture_router_logits;
-    /* a non-reentrant checkpoint's rerun: FSDP wraps the checkpointed
-     * layer (FSDP(CheckpointWrapper(layer))), so its hooks stay out of it */
-    bool frame_rerun;
     vp_t fp8_input, fp8_columnwise;  /* the input an op's FP8 GEMMs quantized, and its saved copy */
-    vp_t locals[VP_LOCAL_FRAMES][VP_LOCALS_MAX]; /* vp_step_keep_local's */
-    vp_t graph_refs[VP_LOCALS_MAX];  /* vp_step_graph_hold's */
-    vp_t rerun_leaves[VP_GRAPH_LEAVES]; /* vp_step_rerun_leaf's */
-    /* leaves: one slot array per section instance */
-    vp_t *embed_leaves, *final_leaves;
-    vp_t *layer_leaves;              /* n_layer_instances x layer slots */
-    unsigned n_layer_instances;
-    /* torch.autocast's weight cache: casts of leaves, cleared when the
-     * autocast region exits */
-    vp_cast_entry *casts;
-    unsigned n_casts, cap_casts;
-    vp_ctx_ref *ctx_refs;            /* vp_step_ctx_hold's, in order */
-    unsigned n_ctx_refs, cap_ctx_refs;
-    vp_leaf_origin *origins;         /* every leaf vp_layout_create_leaves made */
-    unsigned n_origins, cap_origins;
-    const vp_leaf_recast *recasts;   /* leaves to make recast (the second run) */
-    unsigned n_recasts;
-    vp_leaf_recast found[VP_RECASTS_MAX]; /* leaves this run found to recast */
-    unsigned n_found;
-    unsigned fold_repeat;            /* repetitions the code now running stands for */
-    uint64_t gathered_live;          /* bytes of layers' parameters all-gathered now (ZeRO-3, FSDP) */
-    vp_chunk *chunks;                /* the forward's layer chunks, in order */
-    unsigned n_chunks;
-    unsigned *chunk_repeat;          /* how many chunks each entry stands for */
-    /* the data-parallel layout */
-    vp_shard_plan plan;
-    struct vp_layer_hook *hooks;     /* one per layer instance */
-    uint64_t root_gather_bytes;      /* FSDP's root unit (embeddings, head) gathered for the step */
-    uint64_t host_bytes, host_peak, nvme_bytes; /* per rank, outside the GPU */
-    uint64_t offloaded;              /* pinned host bytes the forward's saved tensors were packed into */
-    /* LoRA's adapters, by the weight they sit beside */
-    struct vp_lora_adapter *adapters;
-    unsigned n_adapters, cap_adapters;
-    void **scratch;                  /* memory that lives as long as the step */
-    unsigned n_scratch, cap_scratch;
+    struct vp_step_private *priv;    /* the driver's own (step_private.h) */
 } vp_step;
 
 /* The whole ledger-driving evaluation of one steady-state step. */

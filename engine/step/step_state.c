@@ -11,26 +11,29 @@
 
 #include "finetune.h"
 #include "framework.h"
+#include "lora.h"
 
 /* ---- autocast ---- */
 
 static bool remember_cast(vp_step *step, vp_t param, vp_t cast) {
-    if (step->n_casts == step->cap_casts) {
-        unsigned cap = step->cap_casts ? step->cap_casts * 2 : 64;
-        vp_cast_entry *grown = realloc(step->casts, cap * sizeof *grown);
+    vp_step_private *priv = step->priv;
+    if (priv->n_casts == priv->cap_casts) {
+        unsigned cap = priv->cap_casts ? priv->cap_casts * 2 : 64;
+        vp_cast_entry *grown = realloc(priv->casts, cap * sizeof *grown);
         if (!grown) {
             step->sim.status = VP_SIM_NOMEM;
             return false;
         }
-        step->casts = grown;
-        step->cap_casts = cap;
+        priv->casts = grown;
+        priv->cap_casts = cap;
     }
     vp_hold(&step->sim, cast);
-    step->casts[step->n_casts++] = (vp_cast_entry){param, cast, step->fold_repeat, step->ledger.place.layer};
+    priv->casts[priv->n_casts++] = (vp_cast_entry){param, cast, priv->fold_repeat, step->ledger.place.layer};
     return true;
 }
 
 vp_t vp_autocast_low(vp_step *step, vp_t x, const char *label) {
+    vp_step_private *priv = step->priv;
     vp_sim *sim = &step->sim;
     const vp_tensor *t = vp_at(sim, x);
     if (!step->autocast || t->dtype != VP_FP32) {
@@ -46,10 +49,10 @@ vp_t vp_autocast_low(vp_step *step, vp_t x, const char *label) {
          * (a checkpointed chunk's detached input, T5's encoder output read
          * by each decoder layer's cross-attention) */
         bool per_layer = t->category == VP_CAT_PARAMS;
-        for (unsigned i = 0; i < step->n_casts; i++) {
-            if (step->casts[i].param == x && (!per_layer || step->casts[i].layer == step->ledger.place.layer)) {
-                vp_hold(sim, step->casts[i].cast);
-                return step->casts[i].cast;
+        for (unsigned i = 0; i < priv->n_casts; i++) {
+            if (priv->casts[i].param == x && (!per_layer || priv->casts[i].layer == step->ledger.place.layer)) {
+                vp_hold(sim, priv->casts[i].cast);
+                return priv->casts[i].cast;
             }
         }
     }
@@ -84,40 +87,43 @@ static void drop_folded(vp_step *step, vp_t t, unsigned repeat) {
 /* Leaving the autocast region clears the cache; casts made while folding
  * stand for `repeat` identical casts. */
 void vp_step_clear_casts(vp_step *step, unsigned from) {
-    for (unsigned i = from; i < step->n_casts; i++) drop_folded(step, step->casts[i].cast, step->casts[i].repeat);
-    step->n_casts = from;
+    vp_step_private *priv = step->priv;
+    for (unsigned i = from; i < priv->n_casts; i++) drop_folded(step, priv->casts[i].cast, priv->casts[i].repeat);
+    priv->n_casts = from;
 }
 
 /* ---- the layer instances' leaves ---- */
 
 /* The plan entry that runs a layer. */
 static unsigned entry_of(const vp_step *step, unsigned layer) {
-    for (unsigned i = step->n_chunks; i-- > 0;)
-        if (layer >= step->chunks[i].first_layer) return i;
+    for (unsigned i = step->priv->n_chunks; i-- > 0;)
+        if (layer >= step->priv->chunks[i].first_layer) return i;
     return 0;
 }
 
 vp_t *vp_step_layer_leaves(vp_step *step, unsigned layer) {
     unsigned slots = vp_model_layer_slots(step->model);
-    const vp_chunk *c = &step->chunks[entry_of(step, layer)];
+    const vp_chunk *c = &step->priv->chunks[entry_of(step, layer)];
     unsigned instance = c->instance + (layer - c->first_layer) % c->layers;
-    return step->layer_leaves + (size_t)instance * slots;
+    return step->priv->layer_leaves + (size_t)instance * slots;
 }
 
 /* The plan entry whose layers instance i stands for. */
 static unsigned entry_of_instance(const vp_step *step, unsigned i) {
-    for (unsigned e = 0; e < step->n_chunks; e++)
-        if (i < step->chunks[e].instance + step->chunks[e].layers) return e;
+    for (unsigned e = 0; e < step->priv->n_chunks; e++)
+        if (i < step->priv->chunks[e].instance + step->priv->chunks[e].layers) return e;
     return 0;
 }
 
 /* How many real layers instance i stands for. */
-unsigned vp_step_instance_repeat(const vp_step *step, unsigned i) { return step->chunk_repeat[entry_of_instance(step, i)]; }
+unsigned vp_step_instance_repeat(const vp_step *step, unsigned i) {
+    return step->priv->chunk_repeat[entry_of_instance(step, i)];
+}
 
 /* The layer instance i stands for: its place in its chunk's first run of
  * layers. */
 unsigned vp_step_instance_layer(const vp_step *step, unsigned i) {
-    const vp_chunk *c = &step->chunks[entry_of_instance(step, i)];
+    const vp_chunk *c = &step->priv->chunks[entry_of_instance(step, i)];
     return c->first_layer + (i - c->instance);
 }
 
@@ -128,18 +134,20 @@ const vp_section *vp_step_instance_section(const vp_step *step, unsigned i) {
 }
 
 /* embeddings, layer instances, bridge, final */
-unsigned vp_step_leaf_group_count(const vp_step *step) { return 3 + step->n_layer_instances; }
+unsigned vp_step_leaf_group_count(const vp_step *step) { return 3 + step->priv->n_layer_instances; }
 
 vp_leaf_group vp_step_leaf_group_at(vp_step *step, unsigned i) {
+    vp_step_private *priv = step->priv;
     const vp_model *m = step->model;
     unsigned count = vp_step_leaf_group_count(step);
     if (i == 0)
-        return (vp_leaf_group){step->embed_leaves, m->section[VP_SECTION_EMBED].n_slots + (step->prompt != 0), 1,
+        return (vp_leaf_group){priv->embed_leaves, m->section[VP_SECTION_EMBED].n_slots + (step->prompt != 0), 1,
                                m->section[VP_SECTION_EMBED].registered};
-    if (i == count - 1) return (vp_leaf_group){step->final_leaves, m->section[VP_SECTION_FINAL].n_slots, 1, NULL};
-    if (i == count - 2) return (vp_leaf_group){step->bridge_leaves, m->section[VP_SECTION_BRIDGE].n_slots, 1, NULL};
+    if (i == count - 1) return (vp_leaf_group){priv->final_leaves, m->section[VP_SECTION_FINAL].n_slots, 1, NULL};
+    if (i == count - 2) return (vp_leaf_group){priv->bridge_leaves, m->section[VP_SECTION_BRIDGE].n_slots, 1, NULL};
     unsigned slots = vp_model_layer_slots(m);
-    vp_leaf_group group = {step->layer_leaves + (size_t)(i - 1) * slots, slots, vp_step_instance_repeat(step, i - 1), NULL};
+    unsigned repeat = vp_step_instance_repeat(step, i - 1);
+    vp_leaf_group group = {priv->layer_leaves + (size_t)(i - 1) * slots, slots, repeat, NULL};
     const vp_section *section = vp_step_instance_section(step, i - 1);
     if (section->registered) { /* the slots past the section's own are empty */
         group.n = section->n_slots;
@@ -156,7 +164,7 @@ void vp_step_keep_local(vp_step *step, vp_t t, vp_local_frame frame) {
     if (!vp_framework_of(step->recipe)->python_locals) return;
     /* outside the layers a layer's local belongs to the model body's frame */
     if (frame == VP_LOCAL_OF_LAYER && step->ledger.place.layer < 0) frame = VP_LOCAL_OF_BODY;
-    vp_t *slots = step->locals[frame];
+    vp_t *slots = step->priv->locals[frame];
     for (unsigned i = 0; i < VP_LOCALS_MAX; i++) {
         if (!slots[i]) {
             vp_hold(&step->sim, t);
@@ -168,11 +176,11 @@ void vp_step_keep_local(vp_step *step, vp_t t, vp_local_frame frame) {
 }
 
 void vp_step_keep_router_logits(vp_step *step, vp_t logits) {
-    if (step->capture_router_logits) {
+    if (step->priv->capture_router_logits) {
         for (unsigned i = 0; i < VP_CHUNK_ROUTER_MAX; i++) {
-            if (step->chunk_router_logits[i]) continue;
+            if (step->priv->chunk_router_logits[i]) continue;
             vp_hold(&step->sim, logits);
-            step->chunk_router_logits[i] = logits;
+            step->priv->chunk_router_logits[i] = logits;
             return;
         }
         step->sim.status = VP_SIM_OVERFLOW; /* more layers a chunk than router_aux_loss's recipe_problem allows */
@@ -211,19 +219,19 @@ static void keep_leaf(vp_step *step, vp_t *leaves, vp_t t) {
     step->sim.status = VP_SIM_OVERFLOW; /* more such leaves than room: an op-table bug */
 }
 
-void vp_step_rerun_leaf(vp_step *step, vp_t t) { keep_leaf(step, step->rerun_leaves, t); }
+void vp_step_rerun_leaf(vp_step *step, vp_t t) { keep_leaf(step, step->priv->rerun_leaves, t); }
 
-void vp_step_graph_leaf(vp_step *step, vp_t t) { keep_leaf(step, step->graph_leaves, t); }
+void vp_step_graph_leaf(vp_step *step, vp_t t) { keep_leaf(step, step->priv->graph_leaves, t); }
 
 /* like the graph's leaves: each goes with its .grad */
-void vp_step_drop_rerun_leaves(vp_step *step) { vp_step_drop_leaves(&step->sim, step->rerun_leaves); }
+void vp_step_drop_rerun_leaves(vp_step *step) { vp_step_drop_leaves(&step->sim, step->priv->rerun_leaves); }
 
 void vp_step_graph_hold(vp_step *step, vp_t t) {
     for (unsigned i = 0; i < VP_LOCALS_MAX; i++) {
-        if (step->graph_refs[i] == t) return;
-        if (!step->graph_refs[i]) {
+        if (step->priv->graph_refs[i] == t) return;
+        if (!step->priv->graph_refs[i]) {
             vp_hold(&step->sim, t);
-            step->graph_refs[i] = t;
+            step->priv->graph_refs[i] = t;
             return;
         }
     }
@@ -231,51 +239,54 @@ void vp_step_graph_hold(vp_step *step, vp_t t) {
 }
 
 void vp_step_ctx_hold(vp_step *step, vp_t t) {
-    if (step->n_ctx_refs == step->cap_ctx_refs) {
-        unsigned cap = step->cap_ctx_refs ? step->cap_ctx_refs * 2 : 64;
-        vp_ctx_ref *grown = realloc(step->ctx_refs, cap * sizeof *grown);
+    if (step->priv->n_ctx_refs == step->priv->cap_ctx_refs) {
+        unsigned cap = step->priv->cap_ctx_refs ? step->priv->cap_ctx_refs * 2 : 64;
+        vp_ctx_ref *grown = realloc(step->priv->ctx_refs, cap * sizeof *grown);
         if (!grown) {
             step->sim.status = VP_SIM_NOMEM;
             return;
         }
-        step->ctx_refs = grown;
-        step->cap_ctx_refs = cap;
+        step->priv->ctx_refs = grown;
+        step->priv->cap_ctx_refs = cap;
     }
     vp_hold(&step->sim, t);
-    step->ctx_refs[step->n_ctx_refs++] = (vp_ctx_ref){t, step->fold_repeat};
+    step->priv->ctx_refs[step->priv->n_ctx_refs++] = (vp_ctx_ref){t, step->priv->fold_repeat};
 }
 
 void vp_step_recast_leaf(vp_step *step, vp_t leaf, vp_dtype dtype) {
-    for (unsigned i = 0; i < step->n_origins; i++) {
-        const vp_leaf_origin *o = &step->origins[i];
+    vp_step_private *priv = step->priv;
+    for (unsigned i = 0; i < priv->n_origins; i++) {
+        const vp_leaf_origin *o = &priv->origins[i];
         if (o->leaf != leaf) continue;
-        for (unsigned k = 0; k < step->n_found; k++)
-            if (step->found[k].op == o->op && step->found[k].spec == o->spec && step->found[k].copy == o->copy) return;
-        if (step->n_found == VP_RECASTS_MAX) {
+        for (unsigned k = 0; k < priv->n_found; k++)
+            if (priv->found[k].op == o->op && priv->found[k].spec == o->spec && priv->found[k].copy == o->copy) return;
+        if (priv->n_found == VP_RECASTS_MAX) {
             step->sim.status = VP_SIM_OVERFLOW;
             return;
         }
-        step->found[step->n_found++] = (vp_leaf_recast){o->op, o->spec, o->copy, dtype};
+        priv->found[priv->n_found++] = (vp_leaf_recast){o->op, o->spec, o->copy, dtype};
         return;
     }
 }
 
 static void release_ctx_range(vp_step *step, unsigned from, unsigned to) {
-    for (unsigned i = from; i < to; i++) drop_folded(step, step->ctx_refs[i].tensor, step->ctx_refs[i].repeat);
+    vp_step_private *priv = step->priv;
+    for (unsigned i = from; i < to; i++) drop_folded(step, priv->ctx_refs[i].tensor, priv->ctx_refs[i].repeat);
 }
 
 void vp_step_release_ctx(vp_step *step, unsigned from) {
-    release_ctx_range(step, from, step->n_ctx_refs);
-    step->n_ctx_refs = from;
+    release_ctx_range(step, from, step->priv->n_ctx_refs);
+    step->priv->n_ctx_refs = from;
 }
 
 /* The last micro-batch's graph goes once the next forward has run: its ctx
  * tensors, the first `n` entries. */
 void vp_step_release_old_ctx(vp_step *step, unsigned n) {
+    vp_step_private *priv = step->priv;
     if (!n) return;
     release_ctx_range(step, 0, n);
-    memmove(step->ctx_refs, step->ctx_refs + n, (step->n_ctx_refs - n) * sizeof *step->ctx_refs);
-    step->n_ctx_refs -= n;
+    memmove(priv->ctx_refs, priv->ctx_refs + n, (priv->n_ctx_refs - n) * sizeof *priv->ctx_refs);
+    priv->n_ctx_refs -= n;
 }
 
 void vp_step_drop_refs(vp_sim *sim, vp_t *refs) {
@@ -287,25 +298,17 @@ void vp_step_drop_refs(vp_sim *sim, vp_t *refs) {
 
 void vp_step_drop_locals(vp_step *step, vp_local_frame frame) {
     for (unsigned i = 0; i < VP_LOCALS_MAX; i++) {
-        vp_drop(&step->sim, step->locals[frame][i]);
-        step->locals[frame][i] = 0;
+        vp_drop(&step->sim, step->priv->locals[frame][i]);
+        step->priv->locals[frame][i] = 0;
     }
 }
 
 void vp_step_norm_returns(vp_step *step) { vp_step_drop_locals(step, VP_LOCAL_OF_POST_NORM_BLOCK); }
 
 /* The stack's loop variables and masks go with it. */
-void vp_step_drop_stack(vp_step *step) {
-    vp_t *fields[] = {&step->position_bias, &step->cross_bias, &step->self_mask, &step->cross_mask};
-    for (unsigned i = 0; i < sizeof fields / sizeof *fields; i++) {
-        vp_drop(&step->sim, *fields[i]);
-        *fields[i] = 0;
-    }
-}
-
 void vp_step_stack_returns(vp_step *step) {
     vp_step_drop_locals(step, VP_LOCAL_OF_BODY);
-    vp_step_drop_stack(step);
+    vp_step_end_lifetime(step, VP_LIVES_STACK);
 }
 
 
@@ -341,25 +344,56 @@ void vp_step_drop_leaves(vp_sim *sim, vp_t *hooked) {
 }
 
 
+vp_t vp_step_loss_labels(const vp_step *step) {
+    vp_t prompt_labels = vp_step_tensor(step, VP_TENSOR_PROMPT_LABELS);
+    return prompt_labels ? prompt_labels : step->priv->labels;
+}
+
+vp_t vp_step_input_ids(const vp_step *step) { return step->priv->input_ids; }
+
+unsigned vp_step_repeat(const vp_step *step) { return step->priv->fold_repeat; }
+
+/* ---- LoRA's adapters ---- */
+
+bool vp_step_add_adapter(vp_step *step, const vp_lora_adapter *adapter) {
+    vp_step_private *p = step->priv;
+    if (p->n_adapters == p->cap_adapters) {
+        unsigned cap = p->cap_adapters ? p->cap_adapters * 2 : 32;
+        vp_lora_adapter *grown = realloc(p->adapters, cap * sizeof *grown);
+        if (!grown) return false;
+        p->adapters = grown;
+        p->cap_adapters = cap;
+    }
+    p->adapters[p->n_adapters++] = *adapter;
+    return true;
+}
+
+const vp_lora_adapter *vp_step_adapter(const vp_step *step, vp_t weight) {
+    const vp_step_private *p = step->priv;
+    for (unsigned i = 0; i < p->n_adapters; i++)
+        if (p->adapters[i].weight == weight) return &p->adapters[i];
+    return NULL;
+}
+
 /* ---- scratch ---- */
 
 void *vp_step_scratch(vp_step *step, size_t size) {
-    if (step->n_scratch == step->cap_scratch) {
-        unsigned cap = step->cap_scratch ? step->cap_scratch * 2 : 16;
-        void **grown = realloc(step->scratch, cap * sizeof *grown);
+    if (step->priv->n_scratch == step->priv->cap_scratch) {
+        unsigned cap = step->priv->cap_scratch ? step->priv->cap_scratch * 2 : 16;
+        void **grown = realloc(step->priv->scratch, cap * sizeof *grown);
         if (!grown) {
             step->sim.status = VP_SIM_NOMEM;
             return NULL;
         }
-        step->scratch = grown;
-        step->cap_scratch = cap;
+        step->priv->scratch = grown;
+        step->priv->cap_scratch = cap;
     }
     void *p = calloc(1, size);
     if (!p) {
         step->sim.status = VP_SIM_NOMEM;
         return NULL;
     }
-    step->scratch[step->n_scratch++] = p;
+    step->priv->scratch[step->priv->n_scratch++] = p;
     return p;
 }
 

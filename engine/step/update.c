@@ -10,10 +10,10 @@
 #include "step_private.h"
 
 void vp_update_for_each_trainable(vp_step *step, void (*fn)(vp_step *, vp_t, void *), void *ctx) {
-    unsigned repeat = step->fold_repeat;
+    unsigned repeat = step->priv->fold_repeat;
     for (unsigned g = 0; g < vp_step_leaf_group_count(step); g++) {
         vp_leaf_group group = vp_step_leaf_group_at(step, g);
-        step->fold_repeat = group.repeat; /* for what fn counts outside the ledger */
+        step->priv->fold_repeat = group.repeat; /* for what fn counts outside the ledger */
         vp_ledger_begin_segment(&step->ledger);
         for (unsigned i = 0; i < group.n; i++) {
             vp_t t = vp_leaf_group_registered(&group, i);
@@ -21,7 +21,7 @@ void vp_update_for_each_trainable(vp_step *step, void (*fn)(vp_step *, vp_t, voi
         }
         vp_ledger_repeat_segment(&step->ledger, group.repeat, 0);
     }
-    step->fold_repeat = repeat;
+    step->priv->fold_repeat = repeat;
 }
 
 static uint64_t bytes_of(vp_dtype dtype, uint64_t numel) {
@@ -48,8 +48,8 @@ static void grad_to_master(vp_step *step, vp_t leaf, void *ctx) {
 static void partition_grad(vp_step *step, vp_t leaf, void *ctx) {
     const bool *release = ctx;
     const vp_tensor *t = vp_at(&step->sim, leaf);
-    uint64_t bytes = bytes_of(VP_FP32, vp_layout_shard_numel(step, t, vp_plan_shards(&step->plan, t->expert)->states));
-    bool away = step->plan.states_on_host || step->plan.states_on_nvme;
+    uint64_t bytes = bytes_of(VP_FP32, vp_layout_shard_numel(step, t, vp_plan_shards(&step->priv->plan, t->expert)->states));
+    bool away = step->priv->plan.states_on_host || step->priv->plan.states_on_nvme;
     if (away) {
         return;
     } else if (*release) {
@@ -78,14 +78,14 @@ static bool sixteen_bit(vp_dtype dtype) { return dtype == VP_BF16 || dtype == VP
 static void measure_tensor(vp_step *step, vp_t leaf, temp_sizes *sizes) {
     const vp_tensor *t = vp_at(&step->sim, leaf);
     vp_dtype dtype = sizes->own_dtype ? (vp_dtype)t->dtype : sizes->dtype;
-    uint64_t numel = vp_layout_shard_numel(step, t, vp_plan_shards(&step->plan, t->expert)->states);
+    uint64_t numel = vp_layout_shard_numel(step, t, vp_plan_shards(&step->priv->plan, t->expert)->states);
     uint64_t bytes = bytes_of(dtype, numel);
     sizes->raw += bytes * sizes->repeat;
     sizes->rounded += vp_round_block(bytes) * sizes->repeat;
-    unsigned temps = sizes->temps + (step->plan.master_dtype == VP_DTYPE_NONE && sixteen_bit((vp_dtype)t->dtype)
+    unsigned temps = sizes->temps + (step->priv->plan.master_dtype == VP_DTYPE_NONE && sixteen_bit((vp_dtype)t->dtype)
                                          ? sizes->upcast
                                          : 0);
-    const vp_optimizer_kind *kind = step->optimizer;
+    const vp_optimizer_kind *kind = step->priv->optimizer;
     uint64_t beside = 0;
     if (kind->beside_temps) {
         vp_param_shape shape = {numel, numel == t->numel ? t->rows : 0}; /* a flat shard is a vector */
@@ -110,7 +110,7 @@ static void measure_tensor(vp_step *step, vp_t leaf, temp_sizes *sizes) {
 static uint64_t paged_bytes(vp_step *step, vp_t t) {
     const vp_tensor *x = vp_at(&step->sim, t);
     vp_param_shape shape = {x->numel, x->rows};
-    return vp_optimizer_state_bytes(step->optimizer, step->recipe, &shape, step->plan.states_dtype);
+    return vp_optimizer_state_bytes(step->priv->optimizer, step->recipe, &shape, step->priv->plan.states_dtype);
 }
 
 static void page_in(vp_step *step, uint64_t bytes) {
@@ -144,12 +144,13 @@ static void make_and_free(vp_ledger *ledger, unsigned count, uint64_t bytes, uin
 /* The implementation's temporaries as a tensor's step makes them: `temps`
  * of them a tensor, in the dtype the update runs in. */
 static temp_sizes sizes_for(const vp_step *step, unsigned temps) {
-    const vp_optimizer_kind *kind = step->optimizer;
+    const vp_step_private *priv = step->priv;
+    const vp_optimizer_kind *kind = priv->optimizer;
     /* the update runs on the master weights when there are any, else on
      * each parameter in its own dtype (LoRA's fp32 adapters in a 16-bit
      * model: like their states) */
-    vp_dtype dtype = step->plan.master_dtype != VP_DTYPE_NONE ? step->plan.master_dtype : step->plan.params_dtype;
-    bool own_dtype = step->plan.master_dtype == VP_DTYPE_NONE && kind->temp_dtype == VP_DTYPE_NONE;
+    vp_dtype dtype = priv->plan.master_dtype != VP_DTYPE_NONE ? priv->plan.master_dtype : priv->plan.params_dtype;
+    bool own_dtype = priv->plan.master_dtype == VP_DTYPE_NONE && kind->temp_dtype == VP_DTYPE_NONE;
     if (kind->temp_dtype != VP_DTYPE_NONE) dtype = kind->temp_dtype;
     bool first_moment = vp_optimizer_first_moment(kind, step->recipe);
     unsigned carried = kind->carried + (first_moment ? kind->moment_carried : 0);
@@ -159,10 +160,11 @@ static temp_sizes sizes_for(const vp_step *step, unsigned temps) {
 
 /* The implementation's temporaries, on the GPU when the states are there. */
 static void temporaries(vp_step *step) {
-    const vp_optimizer_kind *kind = step->optimizer;
-    if (kind->paged && !step->plan.states_on_host && !step->plan.states_on_nvme) paged_in(step);
+    vp_step_private *priv = step->priv;
+    const vp_optimizer_kind *kind = priv->optimizer;
+    if (kind->paged && !priv->plan.states_on_host && !priv->plan.states_on_nvme) paged_in(step);
     unsigned temps = kind->temporaries(step->recipe, vp_optimizer_weight_decay(kind, step->recipe));
-    if (!temps || step->plan.states_on_host || step->plan.states_on_nvme) return;
+    if (!temps || priv->plan.states_on_host || priv->plan.states_on_nvme) return;
     temp_sizes sizes = sizes_for(step, temps);
     unsigned carried = sizes.carried, carried_early = sizes.carried_early;
     for (unsigned g = 0; g < vp_step_leaf_group_count(step); g++) {
@@ -187,7 +189,7 @@ static void temporaries(vp_step *step) {
 }
 
 void vp_update_parameter(vp_step *step, vp_t leaf) {
-    const vp_optimizer_kind *kind = step->optimizer;
+    const vp_optimizer_kind *kind = step->priv->optimizer;
     if (kind->paged) page_in(step, paged_bytes(step, leaf));
     unsigned temps = kind->temporaries(step->recipe, vp_optimizer_weight_decay(kind, step->recipe));
     if (!temps) return;
@@ -204,11 +206,11 @@ void vp_update_parameter(vp_step *step, vp_t leaf) {
 void vp_update_step(vp_step *step) {
     step->ledger.place.phase = VP_PHASE_OPTIMIZER;
     /* optimizer_in_backward: every parameter has stepped in backward */
-    if (!step->optimizer->steps || step->recipe->optimizer_in_backward) return;
+    if (!step->priv->optimizer->steps || step->recipe->optimizer_in_backward) return;
     bool deepspeed = vp_framework_of(step->recipe)->step_grad_partitions;
     bool make = false, release = true;
     if (deepspeed) vp_update_for_each_trainable(step, partition_grad, &make);
-    else if (step->plan.master_grads) vp_update_for_each_trainable(step, grad_to_master, NULL);
+    else if (step->priv->plan.master_grads) vp_update_for_each_trainable(step, grad_to_master, NULL);
     temporaries(step);
     if (deepspeed) vp_update_for_each_trainable(step, partition_grad, &release);
 }

@@ -8,6 +8,7 @@
 
 #include "layout.h"
 #include "ops.h"
+#include "step_private.h"
 
 /* One use of a parameter in the trace; `instance` is the layer instance
  * whose forward (or recomputation) it is, -1 for anything else. */
@@ -52,7 +53,7 @@ static void add_leaves(trace *t, vp_step *step, const vp_t *leaves, unsigned n, 
 }
 
 static vp_t *instance_leaves(vp_step *step, unsigned instance) {
-    return step->layer_leaves + (size_t)instance * vp_model_layer_slots(step->model);
+    return step->priv->layer_leaves + (size_t)instance * vp_model_layer_slots(step->model);
 }
 
 /* A chunk's layers as the trace sees them: forward order, or backward's. */
@@ -84,39 +85,41 @@ static void add_folded(trace *t, vp_step *step, const vp_chunk *c, unsigned copi
  * embedding's), then backward in reverse, each checkpointed chunk first
  * recomputed in forward order. */
 static void build(trace *t, vp_step *step) {
+    vp_step_private *priv = step->priv;
     const vp_model *m = step->model;
     bool bridge = vp_model_encoder_decoder(m);
     /* a tied head's weight is the token embedding's (the forward sets
      * step->tied_weight; a stage without the embeddings has its copy) */
-    vp_t tied_weight = step->stage.embed ? step->embed_leaves[m->section[VP_SECTION_EMBED].ops[0].slot] : step->tied_weight;
+    const vp_section *embed = &m->section[VP_SECTION_EMBED];
+    vp_t tied_weight = step->stage.embed ? priv->embed_leaves[embed->ops[0].slot] : step->tied_weight;
     bool tied = step->stage.final && m->facts.tied_head != NULL && tied_weight;
-    if (step->stage.embed) add_leaves(t, step, step->embed_leaves, m->section[VP_SECTION_EMBED].n_slots, false, -1, false);
+    if (step->stage.embed) add_leaves(t, step, priv->embed_leaves, embed->n_slots, false, -1, false);
     /* a folded entry's own chunk stands last among those it stands for */
-    for (unsigned i = 0; i < step->n_chunks; i++) {
-        if (bridge && step->chunks[i].first_layer == m->first_layers)
-            add_leaves(t, step, step->bridge_leaves, m->section[VP_SECTION_BRIDGE].n_slots, false, -1, false);
-        add_folded(t, step, &step->chunks[i], step->chunk_repeat[i] - 1, 1);
-        add_chunk(t, step, &step->chunks[i], false, false);
+    for (unsigned i = 0; i < priv->n_chunks; i++) {
+        if (bridge && priv->chunks[i].first_layer == m->first_layers)
+            add_leaves(t, step, priv->bridge_leaves, m->section[VP_SECTION_BRIDGE].n_slots, false, -1, false);
+        add_folded(t, step, &priv->chunks[i], priv->chunk_repeat[i] - 1, 1);
+        add_chunk(t, step, &priv->chunks[i], false, false);
     }
     if (step->stage.final) {
         /* the head's forward and, at once, its backward */
-        add_leaves(t, step, step->final_leaves, m->section[VP_SECTION_FINAL].n_slots, false, -1, false);
+        add_leaves(t, step, priv->final_leaves, m->section[VP_SECTION_FINAL].n_slots, false, -1, false);
         for (unsigned k = 0; tied && k < 2; k++) add(t, tied_weight, vp_at(&step->sim, tied_weight)->numel, -1, false);
-        add_leaves(t, step, step->final_leaves, m->section[VP_SECTION_FINAL].n_slots, true, -1, false);
+        add_leaves(t, step, priv->final_leaves, m->section[VP_SECTION_FINAL].n_slots, true, -1, false);
     }
-    for (unsigned i = step->n_chunks; i-- > 0;) {
-        const vp_chunk *c = &step->chunks[i];
+    for (unsigned i = priv->n_chunks; i-- > 0;) {
+        const vp_chunk *c = &priv->chunks[i];
         if (c->checkpointed) add_chunk(t, step, c, false, true);
         add_chunk(t, step, c, true, false);
-        add_folded(t, step, c, step->chunk_repeat[i] - 1, c->checkpointed ? 2 : 1);
+        add_folded(t, step, c, priv->chunk_repeat[i] - 1, c->checkpointed ? 2 : 1);
         if (bridge && c->first_layer == m->first_layers)
-            add_leaves(t, step, step->bridge_leaves, m->section[VP_SECTION_BRIDGE].n_slots, true, -1, false);
+            add_leaves(t, step, priv->bridge_leaves, m->section[VP_SECTION_BRIDGE].n_slots, true, -1, false);
     }
 }
 
 bool vp_zero3_kept_bytes(vp_step *step, vp_zero3_kept *out) {
-    for (unsigned i = 0; i < step->n_layer_instances; i++) out[i] = (vp_zero3_kept){0, 0};
-    uint64_t reach = step->plan.reuse_distance_elements;
+    for (unsigned i = 0; i < step->priv->n_layer_instances; i++) out[i] = (vp_zero3_kept){0, 0};
+    uint64_t reach = step->priv->plan.reuse_distance_elements;
     if (!reach) return true;
     trace t = {0};
     build(&t, step);
