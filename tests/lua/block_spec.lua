@@ -56,9 +56,9 @@ describe("a LLaMA whose MLP and RMSNorms are Lua blocks", function()
   end
 end)
 
-describe("the example model llama2-7b-blocks (models/)", function()
+describe("the example model models/examples/llama2-7b-blocks.lua", function()
   it("gives Llama-2-7B's published parameter count and the built-in model's peaks on an A100", function()
-    local a = helper.estimate("llama2-7b-blocks", "--gpu", "a100-80gb", "--set", "checkpointing=full")
+    local a = helper.estimate("models/examples/llama2-7b-blocks.lua", "--gpu", "a100-80gb", "--set", "checkpointing=full")
     local b = helper.estimate("llama2-7b", "--gpu", "a100-80gb", "--set", "checkpointing=full")
     assert.are.equal(6738415616, a.model.params) -- HF meta-llama/Llama-2-7b-hf
     assert.are.same(b.per_gpu, a.per_gpu)
