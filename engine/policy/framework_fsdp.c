@@ -9,12 +9,17 @@
  * FULL_SHARD frees the gathered layer after forward and gathers it again in
  * backward (the next layer prefetched, BACKWARD_PRE); SHARD_GRAD_OP keeps
  * it from forward to the end of its backward; NO_SHARD is DDP-like. */
+/* The strategy a recipe runs: FULL_SHARD, FSDP's default, when it names none. */
+static vp_fsdp_strategy strategy_of(const vp_recipe *r) {
+    return r->fsdp == VP_FSDP_NONE ? VP_FSDP_FULL_SHARD : r->fsdp;
+}
+
 static const char *plan_fsdp(const vp_recipe *r, const vp_precision *p, vp_shard_plan *plan) {
     if (r->tp > 1) return "tp: tensor parallelism needs framework = \"megatron\"";
     if (r->zero) return "zero: ZeRO stages need framework = \"deepspeed\"";
     if (r->offload_optimizer) return "offload_optimizer: with FSDP, offload is offload_params (CPUOffload)";
     if (r->offload_params == VP_OFFLOAD_NVME) return "offload_params: FSDP offloads to the CPU only";
-    vp_fsdp_strategy s = r->fsdp == VP_FSDP_NONE ? VP_FSDP_FULL_SHARD : r->fsdp;
+    vp_fsdp_strategy s = strategy_of(r);
     unsigned group = vp_shard_group(r);
     if (s == VP_FSDP_HYBRID_SHARD && (group == 0 || r->dp % group))
         return "fsdp_shard_size: HYBRID_SHARD needs a shard group that divides dp";
@@ -44,7 +49,8 @@ static bool fsdp_shards_params(const vp_recipe *r) {
 /* FULL_SHARD and HYBRID_SHARD gather the weights every micro-batch;
  * bucketed hooks overlap the traffic with compute by design */
 static void fsdp_traffic(const vp_recipe *r, vp_dp_traffic *out) {
-    out->gathers_params = r->fsdp == VP_FSDP_FULL_SHARD || r->fsdp == VP_FSDP_HYBRID_SHARD;
+    vp_fsdp_strategy s = strategy_of(r);
+    out->gathers_params = s == VP_FSDP_FULL_SHARD || s == VP_FSDP_HYBRID_SHARD;
     out->shards_states = true;
     out->overlaps = true;
 }

@@ -118,4 +118,15 @@ describe("estimate's time fields", function()
     assert.are.equal(0, plain.offload_s)
     assert.is_true(off.offload_s > 0)
   end)
+
+  it("FSDP without a named strategy gathers the weights as FULL_SHARD, its default, does", function()
+    local function time(...)
+      return helper.estimate("llama3-8b", "--gpu", "l40s", "--set", "framework=fsdp", "--set", "dp=8", "--set",
+        "seq_len=256", "--set", "checkpointing=full", ...).time
+    end
+    local default, full, grad_op = time(), time("--set", "fsdp=full_shard"), time("--set", "fsdp=shard_grad_op")
+    assert.are.same(full, default)
+    -- on PCIe the gathers do not hide: FULL_SHARD's second gather in backward shows
+    assert.is_true(default.exposed_comm_s > grad_op.exposed_comm_s)
+  end)
 end)
