@@ -129,18 +129,27 @@ static const char **key_names(lua_State *L) {
 void vp_lua_read_recipe(lua_State *L, int index, vp_recipe *recipe) {
     index = lua_absindex(L, index);
     luaL_checktype(L, index, LUA_TTABLE);
+    /* every name must be a key: an unknown one is refused before any is read */
     lua_pushnil(L);
     while (lua_next(L, index)) { /* key value */
         if (lua_type(L, -2) != LUA_TSTRING) recipe_error(L, "recipe keys are names (found a %s key)", luaL_typename(L, -2));
         const char *name = lua_tostring(L, -2);
-        const vp_recipe_key *key = vp_recipe_key_find(name);
-        if (!key) {
+        if (!vp_recipe_key_find(name)) {
             const char *guess = vp_lua_suggest(name, key_names(L), vp_recipe_key_count());
             if (guess) recipe_error(L, "unknown recipe key '%s' (did you mean '%s'?)", name, guess);
             recipe_error(L, "unknown recipe key '%s'", name);
         }
-        read_key(L, recipe, key);
         lua_pop(L, 1); /* key */
+    }
+    /* then read in the declaration's order, never the table's (which changes
+     * from run to run): a key that implies another's value (op-selective sets
+     * use_reentrant = false) is declared before it, so the other, when given
+     * too, has the last word */
+    unsigned n = vp_recipe_key_count();
+    for (unsigned i = 0; i < n; i++) {
+        const vp_recipe_key *key = vp_recipe_key_at(i);
+        if (lua_getfield(L, index, key->name) != LUA_TNIL) read_key(L, recipe, key);
+        lua_pop(L, 1); /* the value */
     }
 }
 
