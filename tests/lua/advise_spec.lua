@@ -94,6 +94,34 @@ describe("vramplan advise", function()
     assert.is_true(e.per_gpu.peak_total_bytes >= o.per_gpu.peak_total_bytes * 0.995)
   end)
 
+  it("offers today's stacks' techniques where they apply, each estimated as it says", function()
+    -- Llama-3.2-3B in bf16 on one 24 GB card, checkpointing full: the peak
+    -- is the optimizer step with every gradient alive, so stepping in
+    -- backward (torchtune's optimizer_in_bwd) is the one same-training fix
+    local args = { "llama3.2-3b", "--gpu", "rtx4090", "--set", "seq_len=1024", "--set", "micro_batch=1",
+                   "--set", "precision=bf16", "--set", "checkpointing=full" }
+    local whole = advise(args)
+    local oib = find(whole.advice.fixes, { optimizer_in_backward = true })
+    assert.is_not_nil(oib)
+    assert.is_false(whole.fits)
+    assert.is_true(oib.fits)
+    assert.is_not_true(oib.changes_training)
+    local e = helper.estimate(table.unpack(with_changes(args, { optimizer_in_backward = true })))
+    assert.are.equal(e.per_gpu.peak_total_bytes, oib.peak_total_bytes)
+    -- where the loss binds, the kernels that never hold the fp32 logits
+    for _, loss in ipairs({ "chunked", "fused-linear" }) do
+      assert.is_not_nil(find(fixes, { loss = loss }) or find(o.advice.no_help, { loss = loss }), loss)
+    end
+    -- over several ranks of plain DDP, FSDP2 is among the sharding fixes;
+    -- with accumulation or several GPUs stepping in backward is not offered
+    local ddp = advise({ "llama2-7b", "--gpu", "a100-80gb", "--set", "dp=4", "--set", "grad_accum=2" }).advice
+    local all = {}
+    for _, f in ipairs(ddp.fixes) do all[#all + 1] = f end
+    for _, f in ipairs(ddp.no_help) do all[#all + 1] = f end
+    assert.is_not_nil(find(all, { framework = "fsdp2" }))
+    assert.is_nil(find(all, { optimizer_in_backward = true }))
+  end)
+
   it("says plainly when the recipe already fits, with the binding term and the headroom", function()
     local out, err, code = helper.run("advise", "gpt2", "--gpu", "a100-80gb", "--set", "seq_len=1024")
     assert.are.equal(0, code, err)

@@ -31,6 +31,20 @@ describe("vramplan plan", function()
     end
   end)
 
+  it("searches FSDP2 too, with and without resharding after forward", function()
+    local j = job.load(helper.root, { target = "llama3.2-1b", gpu = small_gpu(16000),
+                                      sets = { { "layers", "4", "t" }, { "seq_len", "1024", "t" } } })
+    local p = plan.plan(j, 8)
+    local tried = {}
+    for _, c in ipairs(p.candidates) do
+      if c.recipe.framework == "fsdp2" then tried[tostring(c.recipe.reshard_after_forward)] = true end
+    end
+    for _, r in ipairs(p.rejections) do
+      if r.changes.framework == "fsdp2" then tried[tostring(r.changes.reshard_after_forward)] = true end
+    end
+    assert.is_true(tried["true"] and tried["false"])
+  end)
+
   it("gives each rejection its true reason", function()
     local j = job.load(helper.root, { target = "llama3.2-1b", gpu = small_gpu(6000),
                                       sets = { { "layers", "4", "t" }, { "seq_len", "1024", "t" } } })

@@ -38,6 +38,7 @@ local function activation_fixes(r, list, keys)
     add(list, { checkpointing = "every-4" }, "checkpoint every fourth layer's input")
     add(list, { checkpointing = "layers-2" }, "checkpoint every second layer alone, the others not at all (half the recompute)")
     add(list, { checkpointing = "selective" }, "recompute the attention core only (Korthikanti et al. 2022)")
+    add(list, { checkpointing = "op-selective" }, "torchtitan's op-level policy: matmul and attention outputs kept, the rest recomputed")
   elseif r.checkpointing ~= "full" then
     add(list, { checkpointing = "full" }, "recompute each layer in backward")
   end
@@ -50,6 +51,12 @@ local function activation_fixes(r, list, keys)
     -- flash kernel for 16-bit inputs without an explicit mask (PyTorch's
     -- sdp_utils can_use_flash_attention)
     list[#list].why_not = r.precision ~= "fp32" and "SDPA already runs the flash kernel" or nil
+  end
+  -- the loss without [tokens, vocab] fp32 logits (refused where the model
+  -- has no language-model head)
+  if r.loss == "cross-entropy" then
+    add(list, { loss = "chunked" }, "torchtune's chunked cross-entropy: the fp32 logits one chunk at a time")
+    add(list, { loss = "fused-linear" }, "Liger's fused linear cross-entropy: no full logits at all")
   end
   if not r.offload_activations then
     add(list, { offload_activations = true }, "saved activations to pinned host memory (save_on_cpu)")
@@ -77,6 +84,7 @@ local function state_fixes(r, list)
       add(list, { framework = "deepspeed", zero = zero }, string.format("DeepSpeed ZeRO-%d over the %d ranks", zero, r.dp))
     end
     add(list, { framework = "fsdp", fsdp = "full_shard" }, "FSDP full_shard over the ranks")
+    add(list, { framework = "fsdp2" }, "FSDP2 (fully_shard): each parameter sharded over the ranks")
   elseif r.framework == "deepspeed" then
     for zero = r.zero + 1, 3 do
       add(list, { zero = zero }, string.format("ZeRO-%d: shard %s too", zero,
@@ -111,6 +119,16 @@ local function state_fixes(r, list)
   end
 end
 
+-- When gradients live: the same update, applied as each gradient is made
+-- (torchtune's optimizer_in_bwd; the engine refuses it with accumulation,
+-- several GPUs or mixed precision).
+local function gradient_fixes(r, list)
+  if not r.optimizer_in_backward and r.grad_accum == 1 and r.gpus == 1 and r.optimizer ~= "none" then
+    add(list, { optimizer_in_backward = true },
+      "step each parameter in backward and free its gradient at once (no clipping over the global norm)")
+  end
+end
+
 -- Changes to what is trained: listed apart.
 local function training_fixes(r, list)
   if r.finetune == "full" then
@@ -135,6 +153,7 @@ function advise.candidates(r, keys)
   local list = {}
   activation_fixes(r, list, keys)
   state_fixes(r, list)
+  gradient_fixes(r, list)
   training_fixes(r, list)
   return list
 end

@@ -59,6 +59,10 @@ local function options_for(layout)
               { zero = 2 }, { zero = 1 } }
   elseif layout.framework == "fsdp" then
     shard = { { fsdp = "full_shard", offload_params = "cpu" }, { fsdp = "full_shard" }, { fsdp = "shard_grad_op" } }
+  elseif layout.framework == "fsdp2" then
+    -- fully_shard's reshard_after_forward: True re-gathers in backward
+    -- (ZeRO-3), False keeps the gathered weights from forward to backward
+    shard = { { reshard_after_forward = true }, { reshard_after_forward = false } }
   elseif layout.framework == "megatron" then
     shard = { {} }
     if layout.dp > 1 then shard[1].distributed_optimizer = true end
@@ -142,13 +146,13 @@ end
 -- plan.plan(j, gpus, options): { candidates = {...} (best first), rejected
 -- = { [reason] = count }, rejections = { {reason, changes, count} ... } (the
 -- recipe changes each reason was found at), estimates = n }. options.frameworks limits the
--- frameworks searched (default: the recipe's, or all four when the recipe
+-- frameworks searched (default: the recipe's, or all five when the recipe
 -- names none).
 function plan.plan(j, gpus, options)
   options = options or {}
   local frameworks = options.frameworks
   if not frameworks then
-    frameworks = j.keys.framework and { j.keys.framework } or { "torch", "deepspeed", "fsdp", "megatron" }
+    frameworks = j.keys.framework and { j.keys.framework } or { "torch", "deepspeed", "fsdp", "fsdp2", "megatron" }
   end
   local rejected, candidates, estimates, seen = {}, {}, 0, {}
   local rejections = {}
