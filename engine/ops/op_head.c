@@ -37,6 +37,7 @@ static unsigned head_leaves(const vp_op *op, const vp_ranks *split, vp_leaf_spec
 static vp_t chunked_head_loss(vp_step *step, vp_t x, vp_t weight, vp_t bias, uint64_t vocab);
 static vp_t fused_linear_loss(vp_step *step, vp_t x, vp_t weight, uint64_t vocab);
 static vp_t cut_loss(vp_step *step, vp_t x, vp_t weight);
+static vp_t chunked_linear_loss(vp_step *step, vp_t x, vp_t weight, uint64_t vocab);
 static vp_t log_softmax_nll(vp_step *step, vp_t logits, vp_t targets);
 static vp_t fused_ce(vp_step *step, vp_t logits, vp_t targets);
 
@@ -45,7 +46,7 @@ static vp_t fused_ce(vp_step *step, vp_t logits, vp_t targets);
  * passes it on (no logits for the outputs to keep). */
 static bool loss_takes_hidden(const vp_step *step) {
     vp_loss_kind k = step->recipe->loss;
-    return k == VP_LOSS_CHUNKED || k == VP_LOSS_FUSED_LINEAR || k == VP_LOSS_CUT;
+    return k == VP_LOSS_CHUNKED || k == VP_LOSS_FUSED_LINEAR || k == VP_LOSS_CUT || k == VP_LOSS_CHUNKED_LINEAR;
 }
 
 /* logits = self.lm_head(hidden_states): the model's outputs object keeps
@@ -56,6 +57,7 @@ static vp_t head_forward(vp_step *step, const vp_op *op, const vp_t *leaves, vp_
         uint64_t v = vp_op_u64(op, HEAD_VOCAB);
         if (step->recipe->loss == VP_LOSS_CHUNKED) return chunked_head_loss(step, x, weight, leaves[HEAD_B], v);
         if (step->recipe->loss == VP_LOSS_FUSED_LINEAR) return fused_linear_loss(step, x, weight, v);
+        if (step->recipe->loss == VP_LOSS_CHUNKED_LINEAR) return chunked_linear_loss(step, x, weight, v);
         return cut_loss(step, x, weight);
     }
     uint64_t vocab = vp_padded_vocab(vp_op_u64(op, HEAD_VOCAB), step->tp) / step->tp;
@@ -388,6 +390,82 @@ static vp_t chunked_head_loss(vp_step *step, vp_t x, vp_t weight, vp_t bias, uin
     vp_drop(sim, total_elements);
     vp_drop(sim, labels);
     for (unsigned i = 0; i < parts; i++) vp_drop(sim, logits[i]); /* del logits */
+    vp_step_put_tensor(step, VP_TENSOR_LOGITS, 0); /* the outputs keep none */
+    return mean;
+}
+
+/* ---- torchtune's linear cross-entropy ---- */
+
+/* torch.where(targets != ignore_index)[0]: a bool mask, then nonzero's
+ * [n, 1] int64 whose column the tuple views; the mask goes when where
+ * returns. Returns the column (its storage kept by the view). */
+static vp_t target_rows(vp_sim *sim, uint64_t tokens, uint64_t n, const char *label) {
+    vp_t mask = vp_new(sim, tokens, VP_BOOL, "loss.not_ignored");
+    vp_t nonzero = vp_new(sim, n, VP_INT64, label);
+    vp_drop(sim, mask);
+    vp_t rows = vp_view(sim, nonzero, n, label);
+    vp_drop(sim, nonzero);
+    return rows;
+}
+
+/* pytorch/torchtune main after 0.6.1 (commit 9c06c8bd, April 2025; the
+ * configs' loss since), torchtune/modules/loss/cross_entropy_loss.py
+ * (LinearCrossEntropyLoss, num_output_chunks=8, mask_ignored_tokens=True).
+ * The model skips its output layer (set_model_output) and returns the
+ * normed hidden states; the loss:
+ *   total_valid_tokens = torch.where(targets != ignore_index)[0].numel()
+ *   outputs, targets = mask_inputs(outputs.reshape(-1, h), targets.reshape(-1))
+ *       indices = torch.where(target != ignore_index)[0]
+ *       hidden.index_select(0, indices), target.index_select(0, indices)
+ *   for each of tensor_split(num_output_chunks, dim=0):
+ *       logits = self.linear_projection(hidden_chunk)
+ *       total_loss += F.cross_entropy(logits.float(), target_chunk, reduction="sum")
+ *   return total_loss / total_valid_tokens
+ * total_loss starts as torch.tensor(0.0). The labels come shifted from the
+ * dataset (torchtune/datasets/_sft.py: tokens[1:] and ignore_index last),
+ * so every token but each sequence's last has a target here; a prompt or
+ * padding masked from the loss makes the kept rows, and the memory, fewer
+ * (this is the bound). Each chunk's logits and fp32 copy go when its loss
+ * returns, its log_softmax output stays for backward; index_select keeps
+ * the indices, not the hidden states, which the recipe then deletes. */
+static vp_t chunked_linear_loss(vp_step *step, vp_t x, vp_t weight, uint64_t vocab) {
+    vp_sim *sim = &step->sim;
+    uint64_t tokens = step->tokens, h = vp_at(sim, x)->numel / tokens;
+    uint64_t valid = tokens - step->batch;
+    vp_drop(sim, target_rows(sim, tokens, valid, "loss.total_valid_tokens"));
+    vp_t indices = target_rows(sim, tokens, valid, "loss.valid_rows");
+    vp_t hidden = vp_index(sim, x, indices, vp_numel(sim, valid, h), "loss.valid_hidden");
+    vp_t targets = vp_new(sim, valid, VP_INT64, "loss.valid_targets");
+    vp_drop(sim, indices);
+    /* tensor_split(n, dim=0): valid / n rows each, one more for the first
+     * valid % n; empty chunks (n > valid) make nothing and are left out */
+    unsigned parts = step->recipe->loss_chunks < valid ? step->recipe->loss_chunks : (unsigned)valid;
+    uint64_t sizes[VP_LOSS_CHUNKS_MAX], rows[VP_LOSS_CHUNKS_MAX];
+    vp_t chunks[VP_LOSS_CHUNKS_MAX];
+    for (unsigned i = 0; i < parts; i++) {
+        rows[i] = valid / parts + (i < valid % parts);
+        sizes[i] = vp_numel(sim, rows[i], h);
+    }
+    vp_split_sizes(sim, hidden, parts, sizes, chunks, "loss.hidden_chunk");
+    vp_drop(sim, hidden);
+    vp_t total = vp_new(sim, 1, VP_FP32, "loss.total");
+    for (unsigned i = 0; i < parts; i++) {
+        vp_t target = vp_view(sim, targets, rows[i], "loss.target_chunk");
+        vp_t logits = vp_project_column(step, chunks[i], weight, 0, vocab, "lm_head");
+        vp_t logits32 = vp_to(sim, logits, VP_FP32, "loss.logits_float");
+        vp_t loss = log_softmax_nll(step, logits32, target);
+        vp_drop(sim, logits32);
+        vp_drop(sim, logits);
+        vp_drop(sim, target);
+        vp_t next = vp_add_(sim, total, loss, "loss.total");
+        vp_drop(sim, total);
+        vp_drop(sim, loss);
+        total = next;
+    }
+    vp_t mean = vp_scale(sim, total, "loss.mean");
+    vp_drop(sim, total);
+    for (unsigned i = 0; i < parts; i++) vp_drop(sim, chunks[i]);
+    vp_drop(sim, targets);
     vp_step_put_tensor(step, VP_TENSOR_LOGITS, 0); /* the outputs keep none */
     return mean;
 }

@@ -115,6 +115,7 @@ typedef enum {
     VP_LOSS_CHUNKED,
     VP_LOSS_FUSED_LINEAR,
     VP_LOSS_CUT,
+    VP_LOSS_CHUNKED_LINEAR,
     VP_LOSS_COUNT
 } vp_loss_kind;
 extern const char *const vp_loss_names[];
@@ -146,7 +147,7 @@ typedef struct {
     vp_device device;
     bool keep_logits;            /* the loop holds the model's outputs through backward */
     vp_loss_kind loss;           /* how the causal-LM loss is computed */
-    unsigned loss_chunks;        /* loss = chunked: torchtune's num_output_chunks */
+    unsigned loss_chunks;        /* loss = chunked, chunked-linear: torchtune's num_output_chunks */
     bool offload_activations;    /* the forward under torch.autograd.graph.save_on_cpu(pin_memory=True) */
     bool use_cache;              /* the model's outputs keep every layer's keys and values (HF configs' default) */
     bool grads_set_to_none;      /* zero_grad(set_to_none=True) */

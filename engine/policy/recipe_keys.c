@@ -232,7 +232,9 @@ static void value_compute_dtype(const vp_recipe *r, vp_key_value *out) { set_str
 
 static bool with_adapters(const vp_recipe *r) { return vp_finetune_method_of(r)->frozen_base; }
 static bool with_virtual_tokens(const vp_recipe *r) { return vp_finetune_method_of(r)->virtual_tokens != VP_VIRTUAL_NONE; }
-static bool with_chunked_loss(const vp_recipe *r) { return r->loss == VP_LOSS_CHUNKED; }
+static bool with_chunked_loss(const vp_recipe *r) {
+    return r->loss == VP_LOSS_CHUNKED || r->loss == VP_LOSS_CHUNKED_LINEAR;
+}
 static bool with_freezing(const vp_recipe *r) { return vp_finetune_method_of(r)->trains_last_layers; }
 static bool with_quantized_base(const vp_recipe *r) { return vp_finetune_method_of(r)->quantizes_base; }
 static bool with_int8_base(const vp_recipe *r) { return with_quantized_base(r) && r->quant == VP_QUANT_INT8; }
@@ -301,11 +303,13 @@ static const vp_recipe_key keys[] = {
             "FlashAttention's cross-entropy kernel on the 16-bit logits, its gradient written into them "
             "(inplace_backward); chunked torchtune's chunked output and CEWithChunkedOutputLoss, the logits freed "
             "before backward; fused-linear Liger's fused linear cross-entropy (gradients made in the forward); cut "
-            "Apple's cut cross-entropy (no logits kept) [cross-entropy]"},
-    /* torchtune's CEWithChunkedOutputLoss(num_output_chunks=8) */
+            "Apple's cut cross-entropy (no logits kept); chunked-linear torchtune's LinearCrossEntropyLoss (its "
+            "configs' default after 0.6.1, April 2025: the head applied chunk by chunk inside the loss to the "
+            "tokens with a target) [cross-entropy]"},
+    /* torchtune's CEWithChunkedOutputLoss and LinearCrossEntropyLoss: num_output_chunks=8 */
     {UINT_KEY("loss_chunks", loss_chunks, 1, VP_LOSS_CHUNKS_MAX, 8), .applies = with_chunked_loss,
-     .doc = "loss = chunked: the sequence split into this many chunks, each through the head and the loss "
-            "(torchtune's num_output_chunks), at most 8 [8]"},
+     .doc = "loss = chunked, chunked-linear: the tokens split into this many chunks, each through the head and "
+            "the loss (torchtune's num_output_chunks), at most 8 [8]"},
     {BOOL_KEY("grads_set_to_none", grads_set_to_none, true),
      .doc = "zero_grad(set_to_none=True): gradients freed between steps"},
     /* PretrainedConfig.use_cache */

@@ -25,7 +25,7 @@ describe("loss", function()
 
   it("saves at least one fp32 copy of the logits with each variant, more the less it materialises", function()
     local saved = {}
-    for _, loss in ipairs({ "fused", "chunked", "fused-linear", "cut" }) do
+    for _, loss in ipairs({ "fused", "chunked", "fused-linear", "cut", "chunked-linear" }) do
       local r = peak(loss)
       assert.are.equal(loss, r.recipe.loss)
       saved[loss] = base.per_gpu.peak_allocated_bytes - r.per_gpu.peak_allocated_bytes
@@ -38,6 +38,17 @@ describe("loss", function()
     assert.is_true(saved["fused-linear"] > saved.chunked)
     assert.is_true(saved.cut >= saved["fused-linear"])
     assert.is_true(saved.cut >= 2 * FP32_LOGITS)
+    -- chunked-linear keeps the fp32 log-probabilities too, but never all
+    -- of the 16-bit logits at once: at these sizes the loss no longer binds
+    assert.is_true(saved["chunked-linear"] > saved.chunked)
+  end)
+
+  it("is torchtune's chunked loss under stack = torchtune unless the recipe names one", function()
+    local r = helper.estimate("llama3.2-1b", "--set", "seq_len=256", "--set", "stack=torchtune")
+    assert.are.equal("chunked", r.recipe.loss)
+    r = helper.estimate("llama3.2-1b", "--set", "seq_len=256", "--set", "stack=torchtune", "--set",
+      "loss=chunked-linear")
+    assert.are.equal("chunked-linear", r.recipe.loss)
   end)
 
   it("chunks torchtune's way: fewer chunks, a larger fp32 copy of one chunk", function()
@@ -50,23 +61,23 @@ describe("loss", function()
 
   it("refuses bad values and layouts it does not model", function()
     local err = helper.fails("llama3.2-3b", "--set", "loss=chunky")
-    assert.truthy(err:find("loss: 'chunky' is not one of cross-entropy, fused, chunked, fused-linear, cut " ..
-      "(did you mean 'chunked'?)", 1, true), err)
+    assert.truthy(err:find("loss: 'chunky' is not one of cross-entropy, fused, chunked, fused-linear, cut, " ..
+      "chunked-linear (did you mean 'chunked'?)", 1, true), err)
     err = helper.fails("llama3.2-3b", "--set", "loss=chunked", "--set", "loss_chunks=9")
     assert.truthy(err:find("loss_chunks: must be between 1 and 8 (got 9)", 1, true), err)
     err = helper.fails("llama3.2-3b", "--set", "loss=cut", "--set", "precision=fp32")
     assert.truthy(err:find("loss: cut cross-entropy's backward takes 16-bit hidden states and head weights only", 1,
       true), err)
-    for _, loss in ipairs({ "fused", "chunked", "fused-linear", "cut" }) do
+    for _, loss in ipairs({ "fused", "chunked", "fused-linear", "cut", "chunked-linear" }) do
       err = helper.fails("llama3.2-3b", "--set", "loss=" .. loss, "--set", "framework=megatron", "--set", "tp=2")
-      assert.truthy(err:find("loss: the fused, chunked, fused-linear and cut losses are modelled on one rank's " ..
+      assert.truthy(err:find("loss: the fused, chunked, fused-linear, cut and chunked-linear losses are modelled on one rank's " ..
         "whole vocabulary; framework megatron and tp > 1 use Megatron's vocab-parallel cross-entropy", 1, true), err)
     end
   end)
 
   it("refuses a loss library for a classifier or an encoder-decoder, naming the key", function()
     for _, model in ipairs({ "bert-base-cased", "t5-large" }) do
-      for _, loss in ipairs({ "fused", "chunked", "fused-linear", "cut" }) do
+      for _, loss in ipairs({ "fused", "chunked", "fused-linear", "cut", "chunked-linear" }) do
         local _, err, code = helper.run("estimate", model, "--set", "loss=" .. loss, "--set", "precision=bf16",
           "--set", "seq_len=128")
         assert.are.equal(1, code, model .. " " .. loss)

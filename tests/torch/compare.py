@@ -690,6 +690,19 @@ CASES = [
     ("llama bf16 loss fused no logits kept", llama(vocab=4096), recipe("bf16", s=256, loss="fused", keep_logits="false")),
     ("llama lora bf16 loss fused", llama(vocab=4096), recipe("bf16", s=256, finetune="lora", loss="fused")),
     ("llama bf16 loss fused-linear", llama(vocab=4096), recipe("bf16", s=256, loss="fused-linear", keep_logits="false")),
+    # torchtune's LinearCrossEntropyLoss: the head inside the loss, over the tokens with a target
+    ("llama bf16 loss chunked-linear", llama(vocab=4096), recipe(
+        "bf16", s=256, loss="chunked-linear", keep_logits="false")),
+    ("llama bf16 loss chunked-linear one sequence uneven", llama(vocab=4096), recipe(
+        "bf16", b=1, s=101, loss="chunked-linear", loss_chunks=3, keep_logits="false")),
+    ("llama bf16 loss chunked-linear checkpointed", llama(layers=3, vocab=4096), recipe(
+        "bf16", s=256, ckpt="full", loss="chunked-linear", keep_logits="false")),
+    ("llama amp-bf16 loss chunked-linear", llama(vocab=4096), recipe(
+        "amp-bf16", s=256, loss="chunked-linear", keep_logits="false")),
+    ("llama lora bf16 loss chunked-linear", llama(vocab=4096), recipe(
+        "bf16", s=256, finetune="lora", loss="chunked-linear", keep_logits="false")),
+    ("llama MHA tied bf16 loss chunked-linear", llama(kv=4, tied=True, vocab=4096), recipe(
+        "bf16", s=256, loss="chunked-linear", keep_logits="false")),
     # checkpointing = op-selective: torchtitan's per-op policy in every layer (non-reentrant), the mm
     # outputs saved but every second one recomputed (on CPU 1.13 the eager attention's bmm is not saved)
     ("llama fp32 op-selective", llama(h=128, inter=512, vocab=64, layers=3), recipe(

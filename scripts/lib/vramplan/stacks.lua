@@ -69,8 +69,12 @@ stacks.profiles = {
     -- (torchtune/training/memory.py) wraps each layer with torch's
     -- checkpoint_wrapper, CheckpointImpl.NO_REENTRANT by default, and
     -- training/activations.py's selective wrapper passes use_reentrant=False.
+    -- The loss: CEWithChunkedOutputLoss in 133 of the 137 loss entries of
+    -- the last release's configs (0.6.1, April 2025; the rest the KL
+    -- distillation losses); main since moved them to LinearCrossEntropyLoss
+    -- (loss = chunked-linear).
     defaults = { precision = "bf16", checkpointing = "full", use_reentrant = false, keep_logits = false,
-                 lora_dtype = "base" },
+                 lora_dtype = "base", loss = "chunked" },
     rule = "fixed",
   },
   torchtitan = {

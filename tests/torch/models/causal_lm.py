@@ -9,7 +9,7 @@ from .gptj import GPTJ
 from .linear import linear
 from .llama import Llama
 from .losses import (causal_lm_loss, chunked_output_loss, fused_causal_lm_loss, fused_linear_loss,
-                     load_balancing_loss_func, shifted_logits_loss)
+                     linear_cross_entropy_loss, load_balancing_loss_func, shifted_logits_loss)
 from .neox_phi import ParallelDecoder
 from .mpt import Mpt
 from .opt import OPT
@@ -52,11 +52,15 @@ class CausalLM(nn.Module):
             past_key_values = [] if isinstance(self.model, (GPT2, Bloom)) else DynamicCache()
         hidden_states = self.model.body(ac, input_ids, checkpoint, inputs_embeds, past_key_values)
         kind = getattr(self, "loss", "cross-entropy")
-        if kind in ("chunked", "fused-linear"):
-            # torchtune's recipes delete the chunked logits before backward;
-            # Liger makes none: the outputs keep the cache alone, if any
+        if kind in ("chunked", "fused-linear", "chunked-linear"):
+            # torchtune's recipes delete the chunked logits (or the hidden
+            # states) before backward; Liger makes none: the outputs keep
+            # the cache alone, if any
             if kind == "chunked":
                 loss = chunked_output_loss(ac, hidden_states, self.model.head_weight(), labels, self.loss_chunks)
+            elif kind == "chunked-linear":
+                loss = linear_cross_entropy_loss(ac, hidden_states, self.model.head_weight(), labels,
+                                                 self.loss_chunks)
             else:
                 loss = fused_linear_loss(ac, hidden_states, self.model.head_weight(), labels)
             return loss, (None, past_key_values) if past_key_values is not None else None

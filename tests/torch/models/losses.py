@@ -1,6 +1,6 @@
 """The language models' losses: transformers' ForCausalLMLoss and BLOOM's
-shifted one, flash-attn's fused cross-entropy, torchtune's chunked output,
-Liger-Kernel's fused linear cross-entropy, and the mixtures' load-balancing
+shifted one, flash-attn's fused cross-entropy, torchtune's chunked output
+and linear cross-entropy, Liger-Kernel's fused linear cross-entropy, and the mixtures' load-balancing
 loss."""
 import torch
 import torch.nn as nn
@@ -79,6 +79,37 @@ def chunked_output_loss(ac, hidden_states, weight, labels, num_output_chunks, ig
     loss = ce_with_chunked_output_loss(logits, labels, num_output_chunks, ignore_index)
     del logits, labels
     return loss
+
+
+def linear_cross_entropy_loss(ac, hidden_states, weight, labels, num_output_chunks, ignore_index=-100):
+    """torchtune main after 0.6.1: the model returns the normed hidden
+    states (skip_output_layer) and LinearCrossEntropyLoss
+    (torchtune/modules/loss/cross_entropy_loss.py, mask_ignored_tokens=True)
+    applies the output projection chunk by chunk to the tokens with a
+    target. The labels come shifted from the dataset (datasets/_sft.py:
+    tokens[1:], ignore_index last): here the batch's own labels stand for
+    them, each sequence's last set to ignore_index in place (fill_ with a
+    Python number allocates nothing)."""
+    labels.select(1, -1).fill_(ignore_index)
+    total_valid_tokens = torch.where(labels != ignore_index)[0].numel()
+    targets = labels.reshape(-1)
+    outputs = hidden_states.reshape(-1, hidden_states.shape[-1])
+    indices = torch.where(targets != ignore_index)[0]  # mask_inputs
+    outputs = outputs.index_select(0, indices)
+    targets = targets.index_select(0, indices)
+    del indices
+    hidden_chunks = outputs.tensor_split(num_output_chunks, dim=0)
+    target_chunks = targets.tensor_split(num_output_chunks, dim=0)
+    del outputs, targets
+    total_loss = torch.tensor(0.0)
+    for hidden_chunk, target_chunk in zip(hidden_chunks, target_chunks):
+        logits = linear(ac, hidden_chunk, weight)  # compute_cross_entropy
+        loss = nn.functional.cross_entropy(logits.float(), target_chunk, reduction="sum", ignore_index=ignore_index)
+        del logits
+        total_loss += loss
+        del loss
+    del hidden_chunks, target_chunks
+    return total_loss / total_valid_tokens
 
 
 class FusedLinearCrossEntropy(torch.autograd.Function):
