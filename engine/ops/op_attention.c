@@ -7,6 +7,7 @@
 #include "ops.h"
 #include "kv_cache.h"
 #include "mla.h"
+#include "falcon_qkv.h"
 #include "gptj_rotary.h"
 #include "mpt_alibi.h"
 #include "ring_attention.h"
@@ -54,6 +55,8 @@ enum {
     ATT_ALIBI_STYLE,
     ATT_RETURNS_KV,
     ATT_ROTARY_STYLE,
+    ATT_SPLIT,
+    ATT_SCALE_IN_PLACE,
     ATT_FIELDS
 };
 
@@ -66,10 +69,11 @@ enum {
     MASK_ADDITIVE_MISTRAL,
     MASK_ADDITIVE_HYBRID,
     MASK_ADDITIVE_PADDED,
-    MASK_BOOL_4D
+    MASK_BOOL_4D,
+    MASK_ADDITIVE_KEYS
 };
 static const char *const mask_names[] = {"additive", "bool-buffer", "padding", "bool", "none", "additive-mistral",
-                                         "additive-hybrid", "additive-padded", "bool-4d", NULL};
+                                         "additive-hybrid", "additive-padded", "bool-4d", "additive-keys", NULL};
 
 enum { ROTARY_HALF, ROTARY_GPTJ };
 static const char *const rotary_styles[] = {"half", "gptj", NULL};
@@ -81,6 +85,10 @@ enum { NAMES_AUTO, NAMES_BLOOM, NAMES_T5, NAMES_PHI3, NAMES_PHI, NAMES_BERT, NAM
 static const char *const module_name_sets[] = {"auto", "bloom", "t5", "phi3", "phi", "bert", "mpt", NULL};
 
 enum { ALIBI_BLOOM, ALIBI_MPT };
+/* how a fused projection is split: views (the default) or one of
+ * FalconAttention._split_heads' layouts (vp_falcon_layout's order, after it) */
+enum { SPLIT_VIEWS, SPLIT_FALCON_MULTI_QUERY, SPLIT_FALCON_GROUPED, SPLIT_FALCON_HEADS };
+static const char *const split_names[] = {"views", "falcon-multi-query", "falcon-grouped", "falcon-heads", NULL};
 static const char *const alibi_styles[] = {"bloom", "mpt", NULL};
 
 static const vp_field attention_fields[ATT_FIELDS] = {
@@ -106,7 +114,9 @@ static const vp_field attention_fields[ATT_FIELDS] = {
                   "columns, given to SDPA too (Gemma 2's _update_causal_mask), or additive-padded: LLaMA's made from the "
                   "model's own all-ones [b, s] mask (OPT): exactly the keys' columns, cloned to the batch and the "
                   "padding merged in, [b, 1, s, keys], or bool-4d: _prepare_4d_causal_attention_mask's "
-                  "additive mask made bool (MPT): [b, 1, s, s] bool, applied with masked_fill"},
+                  "additive mask made bool (MPT): [b, 1, s, s] bool, applied with masked_fill, or additive-keys: "
+                  "LLaMA's with exactly the keys' columns (FalconModel's _update_causal_mask: target_length = past "
+                  "+ sequence)"},
     [ATT_POSITIONS] = {"positions", VP_FIELD_INT, false, 0, 0, 1 << 20, NULL,
                        "size of the bool-buffer mask (GPT-2's n_positions), or the width of MPT's ALiBi table "
                        "(max_seq_len: the longest sequence it runs)"},
@@ -206,6 +216,18 @@ static const vp_field attention_fields[ATT_FIELDS] = {
                           "(transformers 4.5x), each layer's own fp32 table of positions rows repeated over the batch "
                           "and gathered, rotate_every_two on the first rotary_dim of each head (the key first), the "
                           "fp32 table promoting q and k to fp32, then torch.cat"},
+    [ATT_SPLIT] = {"split", VP_FIELD_ENUM, false, SPLIT_VIEWS, 0, 0, split_names,
+                   "with fused_qkv: views (split, chunk or slices of the projection), or FalconAttention's "
+                   "_split_heads (transformers 4.5x): falcon-multi-query (multi_query: the queries a view, the one "
+                   "key and value head copies indexed with a list; kv_heads = 1), falcon-grouped "
+                   "(new_decoder_architecture: keys and values indexed per group, broadcast to every query head "
+                   "and, like the queries, copied by flatten unless a group has one head; kv_heads > 1), or "
+                   "falcon-heads (neither: three select views; kv_heads = heads). The projection is a local of "
+                   "the module until it returns"},
+    [ATT_SCALE_IN_PLACE] = {"scale_in_place", VP_FIELD_BOOL, false, 0, 0, 1, NULL,
+                            "FalconAttention's eager scores: divided by sqrt(head_dim) in place, then "
+                            "softmax(scores + mask, dtype=the module input's dtype), the scores bound to their "
+                            "name until the softmax returns; no dropout on the probabilities"},
 };
 
 /* head_dim is the queries' and keys' width; v_dim the values' (they differ
@@ -224,6 +246,10 @@ static bool bloom_alibi(const vp_op *op) {
 static bool gptj_rotary(const vp_op *op) {
     return vp_op_flag(op, ATT_ROTARY) && vp_op_u64(op, ATT_ROTARY_STYLE) == ROTARY_GPTJ;
 }
+
+static vp_falcon_shape falcon_shape(const vp_op *op);
+
+static bool falcon_split(const vp_op *op) { return vp_op_u64(op, ATT_SPLIT) != SPLIT_VIEWS; }
 
 static bool mpt_alibi(const vp_op *op) {
     return vp_op_flag(op, ATT_ALIBI) && vp_op_u64(op, ATT_ALIBI_STYLE) == ALIBI_MPT;
@@ -252,6 +278,14 @@ static shape shape_of(const vp_op *op) {
     return s;
 }
 
+static vp_falcon_shape falcon_shape(const vp_op *op) {
+    static const vp_falcon_layout layouts[] = {[SPLIT_FALCON_MULTI_QUERY] = VP_FALCON_MULTI_QUERY,
+                                               [SPLIT_FALCON_GROUPED] = VP_FALCON_GROUPED,
+                                               [SPLIT_FALCON_HEADS] = VP_FALCON_HEADS};
+    shape s = shape_of(op);
+    return (vp_falcon_shape){layouts[vp_op_u64(op, ATT_SPLIT)], s.heads, s.kv_heads, s.head_dim};
+}
+
 /* One tensor-parallel rank's heads (Megatron's ColumnParallelLinear for
  * q/k/v): heads / tp query heads; key/value groups split the same way, or
  * one group per rank, replicated, when there are fewer groups than ranks. */
@@ -277,6 +311,7 @@ static void attention_facts(const vp_op *op, vp_section_id section, vp_model_fac
 static const char *attention_check_tp(const vp_op *op, unsigned tp) {
     shape s = shape_of(op);
     if (is_mla(op)) return "tp: multi-head latent attention is modelled without tensor parallelism";
+    if (falcon_split(op) && tp > 1) return "tp: Falcon's fused query_key_value is modelled without tensor parallelism";
     if (s.heads % tp) return "tp: must divide the attention heads";
     if (s.kv_heads % tp && tp % s.kv_heads) return "tp: the key/value heads and tp must divide one another";
     if (tp > 1 && vp_op_flag(op, ATT_QK_NORM) && vp_op_u64(op, ATT_QK_NORM_STYLE) == QK_NORM_OLMO2)
@@ -297,7 +332,23 @@ static const char *attention_check(const vp_op *op) {
     if (!vp_op_u64(op, ATT_HEAD_DIM) && s.hidden % s.heads) return "heads must divide hidden (or give head_dim)";
     if (s.heads % s.kv_heads) return "kv_heads must divide heads";
     bool phi3 = vp_op_u64(op, ATT_MODULE_NAMES) == NAMES_PHI3;
-    if (vp_op_flag(op, ATT_FUSED_QKV) && s.kv_heads != s.heads && !phi3)
+    if (falcon_split(op)) {
+        unsigned split = (unsigned)vp_op_u64(op, ATT_SPLIT);
+        if (!vp_op_flag(op, ATT_FUSED_QKV) || vp_op_u64(op, ATT_MODULE_NAMES) != NAMES_BLOOM || !vp_op_flag(op, ATT_ROTARY) ||
+            vp_op_flag(op, ATT_ROTARY_CAT) || gptj_rotary(op))
+            return "split = \"falcon-...\" is FalconAttention's rotary path: needs fused_qkv, module_names = \"bloom\" "
+                   "and rotary (rotate_half, no rotary_cat)";
+        if (split == SPLIT_FALCON_MULTI_QUERY && s.kv_heads != 1) return "split = \"falcon-multi-query\" needs kv_heads = 1";
+        if (split == SPLIT_FALCON_HEADS && s.kv_heads != s.heads)
+            return "split = \"falcon-heads\" needs kv_heads = heads";
+        if (split == SPLIT_FALCON_GROUPED && s.kv_heads == 1 && s.heads > 1)
+            return "split = \"falcon-grouped\" with one key/value group of several heads is not modelled (flatten "
+                   "views the broadcast keys)";
+    }
+    if (vp_op_flag(op, ATT_SCALE_IN_PLACE) && (vp_op_flag(op, ATT_ALIBI) || vp_op_flag(op, ATT_POSITION_BIAS) ||
+                                               vp_op_u64(op, ATT_MASK) != MASK_ADDITIVE_KEYS))
+        return "scale_in_place is FalconAttention's eager path: needs mask = \"additive-keys\", no alibi or position_bias";
+    if (vp_op_flag(op, ATT_FUSED_QKV) && s.kv_heads != s.heads && !phi3 && !falcon_split(op))
         return "fused_qkv with fewer kv_heads than heads is Phi-3's qkv_proj: needs module_names = \"phi3\"";
     if (phi3 && !vp_op_flag(op, ATT_FUSED_QKV)) return "module_names = \"phi3\" names a fused qkv_proj: needs fused_qkv";
     if (vp_op_u64(op, ATT_MODULE_NAMES) == NAMES_PHI && vp_op_flag(op, ATT_FUSED_QKV))
@@ -353,6 +404,20 @@ static const char *attention_recipe_problem(const vp_model *model, const vp_reci
                "transformers runs it (no megatron, no cp)";
     if (hybrid && vp_finetune_method_of(recipe)->virtual_tokens == VP_VIRTUAL_PREFIX)
         return "finetune: prefix tuning of Gemma 2 and Gemma 3 (PEFT's HybridCache path) is not modelled";
+    if (op && falcon_split(op)) {
+        if (!transformers || recipe->cp > 1)
+            return "framework: Falcon's attention is modelled as transformers runs it (no megatron, no cp)";
+        /* SDPA's fused kernels take one head count for q, k and v
+         * (sdp_utils.cpp, check_batch_size_and_num_heads_dense): one key
+         * head for every query head runs its math backend */
+        if (vp_op_u64(op, ATT_SPLIT) == SPLIT_FALCON_MULTI_QUERY &&
+            (recipe->attention == VP_ATTN_SDPA || recipe->attention == VP_ATTN_MEM_EFFICIENT))
+            return "attention: Falcon's multi-query SDPA call (one key head for all query heads) runs PyTorch's math "
+                   "backend, which is not modelled: set attention = eager or flash";
+        if (vp_finetune_method_of(recipe)->virtual_tokens == VP_VIRTUAL_PREFIX)
+            return "finetune: prefix tuning of Falcon is not modelled";
+        return NULL;
+    }
     if (op && gptj_rotary(op)) {
         /* GPTJAttention: torch.gather of rows past n_positions fails */
         if (recipe->seq_len + recipe->virtual_tokens > vp_op_u64(op, ATT_POSITIONS))
@@ -602,12 +667,13 @@ static void attention_prepare(vp_step *step, const vp_op *op) {
     }
     /* Gemma2Model's target_length without an attention mask or a
      * HybridCache: the sequence's length */
-    uint64_t columns = keys + (mask_kind == MASK_BOOL_BUFFER || mask_kind == MASK_ADDITIVE_HYBRID ? 0 : 1);
+    uint64_t columns =
+        keys + (mask_kind == MASK_BOOL_BUFFER || mask_kind == MASK_ADDITIVE_HYBRID || mask_kind == MASK_ADDITIVE_KEYS ? 0 : 1);
     vp_step_set_tensor_columns(step, VP_TENSOR_CAUSAL_MASK, columns);
     uint64_t n = vp_numel(sim, step->seq, columns);
     sim->grad_mode = false;
     vp_t mask = vp_new(sim, n, step->activation, "causal_mask.full");
-    if (mask_kind == MASK_ADDITIVE || mask_kind == MASK_ADDITIVE_HYBRID) {
+    if (mask_kind == MASK_ADDITIVE || mask_kind == MASK_ADDITIVE_HYBRID || mask_kind == MASK_ADDITIVE_KEYS) {
         vp_t triu = vp_new(sim, n, step->activation, "causal_mask.triu");
         vp_drop(sim, mask);
         mask = triu;
@@ -653,6 +719,7 @@ typedef struct {
     bool q_contiguous, k_contiguous, v_contiguous;
     uint64_t kv_len;  /* keys per query row: the encoder's length for cross-attention; 0: seq + past */
     bool cross;       /* T5: cross-attention (its bias is the stack's cross bias) */
+    vp_dtype input_dtype; /* the module's input's (Falcon's softmax takes it) */
     vp_t locals[8]; /* other tensors the module's Python locals keep until it returns */
     unsigned n_locals;
 } qkv;
@@ -710,6 +777,28 @@ static vp_t t5_normalize(vp_step *step, vp_t scores, qkv *in, uint64_t heads) {
     return probs;
 }
 
+/* FalconAttention's eager path (rotary): attention_scores /= sqrt(d) in
+ * place; attention_scores = F.softmax(attention_scores + attention_mask,
+ * dim=-1, dtype=hidden_states.dtype): the sum a temporary, the scores
+ * bound to their name until the softmax's result takes it. With a dtype
+ * argument autocast leaves softmax alone and ATen converts the input first
+ * (a no-op in the input's dtype; SoftMax.cpp). Takes over the reference to
+ * scores. */
+static vp_t falcon_normalize(vp_step *step, vp_t scores, qkv *in) {
+    vp_sim *sim = &step->sim;
+    vp_t scaled = vp_scale_(sim, scores, "attention.scale_");
+    vp_drop(sim, scores);
+    vp_t mask = current_mask(step);
+    vp_dtype sum_dtype = vp_dtype_promote((vp_dtype)vp_at(sim, scaled)->dtype, (vp_dtype)vp_at(sim, mask)->dtype);
+    vp_t masked = vp_shift(sim, scaled, sum_dtype, vp_at(sim, scaled)->numel, "attention.mask");
+    vp_t converted = vp_to(sim, masked, in->input_dtype, "attention.softmax_convert");
+    vp_t probs = vp_unary(sim, converted, VP_SAVES_OUTPUT, 0, in->input_dtype, "attention.softmax");
+    vp_drop(sim, converted);
+    vp_drop(sim, masked);
+    vp_drop(sim, scaled);
+    return probs;
+}
+
 /* Scores to probabilities: scale, causal mask and softmax as the model's
  * code does them (HF: separate ops, LLaMA's softmax upcast to fp32 and cast
  * back; Megatron: FusedScaleMaskSoftmax, one kernel that keeps its 16-bit
@@ -718,6 +807,7 @@ static vp_t normalize(vp_step *step, const vp_op *op, const vp_t *leaves, vp_t s
     vp_sim *sim = &step->sim;
     vp_t probs;
     if (vp_op_flag(op, ATT_POSITION_BIAS)) return t5_normalize(step, scores, in, shape_of(op).heads);
+    if (vp_op_flag(op, ATT_SCALE_IN_PLACE)) return falcon_normalize(step, scores, in);
     if (vp_framework_of(step->recipe)->fused_softmax) {
         probs = vp_unary(sim, scores, VP_SAVES_OUTPUT, 0, (vp_dtype)vp_at(sim, scores)->dtype, "attention.softmax");
         vp_drop(sim, scores);
@@ -814,6 +904,14 @@ static vp_t repeat_kv(vp_sim *sim, vp_t x, unsigned rep, bool copies) {
     return x;
 }
 
+/* matmul's broadcast of one key/value head over `rep` query heads: an
+ * expanded view (summed back in backward). Takes over the reference. */
+static vp_t broadcast_heads(vp_sim *sim, vp_t x, unsigned rep) {
+    vp_t wide = vp_expand(sim, x, vp_numel(sim, vp_at(sim, x)->numel, rep), "attention.broadcast");
+    vp_drop(sim, x);
+    return wide;
+}
+
 /* HF's eager_attention_forward (LLaMA) and GPT-2's eager path. Returns the
  * [b*s, heads*d] input of the output projection. */
 static vp_t eager(vp_step *step, const vp_op *op, const vp_t *leaves, qkv *in, shape s) {
@@ -830,7 +928,11 @@ static vp_t eager(vp_step *step, const vp_op *op, const vp_t *leaves, qkv *in, s
      * whole (a dense copy of every repeated element) */
     bool expanded = rep > 1 && s.kv_heads == 1;
     bool copies = rep > 1 && !expanded;
-    vp_t k = repeat_kv(sim, in->k, rep, copies), v = repeat_kv(sim, in->v, rep, copies);
+    /* Falcon's multi-query keys and values go to matmul as they are, one
+     * head, which its batch fold expands after autocast has cast them */
+    bool late = expanded && falcon_split(op);
+    vp_t k = late ? (vp_hold(sim, in->k), in->k) : repeat_kv(sim, in->k, rep, copies);
+    vp_t v = late ? (vp_hold(sim, in->v), in->v) : repeat_kv(sim, in->v, rep, copies);
     /* (a decoder's cross-attention keys are the encoder's, no prefix joined) */
     bool joined = step->past_tokens && !in->cross;
     bool k_contiguous = copies || joined || in->k_contiguous;
@@ -839,7 +941,8 @@ static vp_t eager(vp_step *step, const vp_op *op, const vp_t *leaves, qkv *in, s
     /* attn_weights = torch.matmul(query, key.transpose(2, 3)) */
     vp_t qa = vp_autocast_low(step, in->q, "attention.q_cast");
     vp_t ka = vp_autocast_low(step, k, "attention.k_cast");
-    if (expanded && ka != k) k_contiguous = true;
+    if (late) ka = broadcast_heads(sim, ka, rep);
+    else if (expanded && ka != k) k_contiguous = true;
     vp_t qm = batched_operand(step, qa, in->q_contiguous, "attention.q_reshape");
     vp_t km = batched_operand(step, ka, k_contiguous, "attention.k_reshape");
     /* BLOOM: alibi.baddbmm(q, k): on autocast's lower-precision list, the
@@ -866,7 +969,8 @@ static vp_t eager(vp_step *step, const vp_op *op, const vp_t *leaves, qkv *in, s
     /* attn_output = torch.matmul(attn_weights, value_states) */
     vp_t pa = vp_autocast_low(step, dropped, "attention.probs_cast");
     vp_t va = vp_autocast_low(step, v, "attention.v_cast");
-    if (expanded && va != v) v_contiguous = true;
+    if (late) va = broadcast_heads(sim, va, rep);
+    else if (expanded && va != v) v_contiguous = true;
     vp_t vm = batched_operand(step, va, v_contiguous, "attention.v_reshape");
     vp_t context = vp_matmul(sim, pa, vm, vp_numel4(sim, b, s.heads, n, s.v_dim), false, "attention.context");
     vp_drop(sim, va);
@@ -1125,7 +1229,7 @@ static vp_t attention_forward(vp_step *step, const vp_op *op, const vp_t *leaves
     vp_sim *sim = &step->sim;
     shape s = local_shape(op, step->tp);
     uint64_t q_out = s.heads * s.head_dim, kv_out = s.kv_heads * s.head_dim;
-    qkv in = {0};
+    qkv in = {.input_dtype = (vp_dtype)vp_at(sim, x)->dtype};
     bool mla = is_mla(op), cross = vp_op_flag(op, ATT_CROSS), normalized = false;
     if (mla) {
         vp_mla_shape m = mla_shape(op);
@@ -1138,6 +1242,15 @@ static vp_t attention_forward(vp_step *step, const vp_op *op, const vp_t *leaves
         in.q_contiguous = in.k_contiguous = true; /* torch.cat's results */
     } else if (bloom_alibi(op)) {
         bloom_project(step, leaves, x, q_out, &in);
+    } else if (falcon_split(op)) {
+        /* fused_qkv = self.query_key_value(hidden_states), a local of
+         * FalconAttention.forward until it returns */
+        vp_falcon_shape f = falcon_shape(op);
+        vp_t fused = vp_project_column(step, x, leaves[Q_W], leaves[Q_B], q_out + 2 * kv_out, "attention.query_key_value");
+        vp_falcon_split(step, &f, fused, &in.q, &in.k, &in.v);
+        keep_local(sim, &in, fused);
+        vp_drop(sim, fused);
+        s.kv_heads = vp_falcon_kv_heads(&f);
     } else if (vp_op_flag(op, ATT_FUSED_QKV)) {
         /* self.c_attn(hidden_states).split(split_size, dim=2), MPT's
          * mixed_qkv.chunk(3, dim=2), or Phi-3's

@@ -16,7 +16,7 @@ By layer:
   transformers' DynamicCache.
 * linear: the linear layers under autocast with PEFT's LoRA and DoRA and
   bitsandbytes' 4-bit and 8-bit layers.
-* gpt2, gptj, bloom, opt, mpt, t5, bert: one family each.
+* gpt2, gptj, bloom, opt, mpt, falcon, t5, bert: one family each.
 * llama_blocks: LLaMA's norms, rotary tables, attention and MLP, which the
   other rotary families reuse; moe and deepseek: the mixtures of experts and
   DeepSeek's latent attention; llama: the LLaMA-like decoder (LLaMA, Mistral,

@@ -4,6 +4,7 @@ import torch.nn as nn
 
 from .bloom import Bloom
 from .common import DynamicCache
+from .falcon import Falcon
 from .gpt2 import GPT2
 from .gptj import GPTJ
 from .linear import linear
@@ -24,7 +25,7 @@ class CausalLM(nn.Module):
         super().__init__()
         kind = cfg["model_type"]
         self.model = {"gpt2": GPT2, "bloom": Bloom, "gpt_neox": ParallelDecoder, "phi": ParallelDecoder,
-                      "starcoder2": Starcoder2, "opt": OPT, "mpt": Mpt, "gptj": GPTJ}.get(kind, Llama)(cfg)
+                      "starcoder2": Starcoder2, "opt": OPT, "mpt": Mpt, "gptj": GPTJ, "falcon": Falcon}.get(kind, Llama)(cfg)
         self.vocab = cfg["vocab_size"]
 
     def no_training_cache(self):
