@@ -11,6 +11,7 @@
 #include "gptj_rotary.h"
 #include "mpt_alibi.h"
 #include "ring_attention.h"
+#include "sdpa_math.h"
 
 enum {
     ATT_HIDDEN,
@@ -408,12 +409,10 @@ static const char *attention_recipe_problem(const vp_model *model, const vp_reci
         if (!transformers || recipe->cp > 1)
             return "framework: Falcon's attention is modelled as transformers runs it (no megatron, no cp)";
         /* SDPA's fused kernels take one head count for q, k and v
-         * (sdp_utils.cpp, check_batch_size_and_num_heads_dense): one key
-         * head for every query head runs its math backend */
-        if (vp_op_u64(op, ATT_SPLIT) == SPLIT_FALCON_MULTI_QUERY &&
-            (recipe->attention == VP_ATTN_SDPA || recipe->attention == VP_ATTN_MEM_EFFICIENT))
-            return "attention: Falcon's multi-query SDPA call (one key head for all query heads) runs PyTorch's math "
-                   "backend, which is not modelled: set attention = eager or flash";
+         * (sdp_utils.cpp, check_batch_size_and_num_heads_dense) */
+        if (vp_op_u64(op, ATT_SPLIT) == SPLIT_FALCON_MULTI_QUERY && recipe->attention == VP_ATTN_MEM_EFFICIENT)
+            return "attention: SDPA's memory-efficient kernel refuses Falcon's one key head for all query heads "
+                   "(SDPA runs its math backend: attention = sdpa)";
         if (vp_finetune_method_of(recipe)->virtual_tokens == VP_VIRTUAL_PREFIX)
             return "finetune: prefix tuning of Falcon is not modelled";
         return NULL;
@@ -1329,6 +1328,16 @@ static vp_t attention_forward(vp_step *step, const vp_op *op, const vp_t *leaves
         context = vp_checkpoint(step, recompute_core, c, inputs, 3, &args);
     } else if (which == KERNEL_EAGER) {
         context = eager(step, op, leaves, &in, s);
+    } else if ((which == KERNEL_SDPA_FLASH || which == KERNEL_MEM_EFFICIENT) && falcon_split(op) &&
+               s.kv_heads != s.heads) {
+        /* SDPA's fused kernels refuse one key head for several query heads
+         * (sdp_utils.cpp, check_batch_size_and_num_heads_dense): its math
+         * backend runs; FalconAttention then transposes and reshapes the
+         * output (a copy) */
+        vp_sdpa_math_shape m = {s.heads, s.kv_heads, s.head_dim, in.q_contiguous};
+        vp_t out = vp_sdpa_math(step, &m, in.q, in.k, in.v);
+        context = vp_copy(sim, out, "attention.merge_heads");
+        vp_drop(sim, out);
     } else if (step->cp > 1) {
         context = vp_ring_attention(step, in.q, in.k, in.v, s.heads, s.kv_heads, s.head_dim);
     } else {

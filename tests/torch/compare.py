@@ -491,6 +491,13 @@ CASES = [
     ("falcon prompt bf16", falcon(), recipe("bf16", finetune="prompt", num_virtual_tokens=6)),
     ("falcon amp-bf16 op-selective", falcon(layers=3), recipe("amp-bf16", ckpt="op-selective")),
     ("falcon new fp32 grad_accum 2", falcon(new=True, kv=2), recipe(grad_accum=2)),
+    # SDPA refuses one key head for several query heads (no enable_gqa): its math backend runs
+    ("falcon sdpa math fp32", dict(falcon(), _attn_implementation="sdpa"), recipe(attention="sdpa")),
+    ("falcon sdpa math amp-bf16", dict(falcon(), _attn_implementation="sdpa"), recipe("amp-bf16", attention="sdpa")),
+    ("falcon sdpa math bf16 one sequence checkpointed", dict(falcon(layers=3), _attn_implementation="sdpa"), recipe(
+        "bf16", attention="sdpa", ckpt="full", b=1, s=40)),
+    ("falcon sdpa math lora amp-bf16", dict(falcon(), _attn_implementation="sdpa"), recipe(
+        "amp-bf16", attention="sdpa", finetune="lora", lora_targets="all-linear")),
     # parallel attention and MLP: GPT-NeoX (Pythia) and Phi-2
     ("neox fp32", neox(), recipe()),
     # transformers' other activations (GPT-NeoX-20B's config names gelu_fast)

@@ -23,6 +23,25 @@ from .linear import linear
 from .llama_blocks import LlamaRotaryEmbedding, apply_rotary_pos_emb
 
 
+def sdpa_math_causal(ac, query, key, value):
+    """F.scaled_dot_product_attention(query, key, value, is_causal=True) as
+    PyTorch 2.1+ runs it when its fused kernels refuse fewer key heads than
+    query heads: _scaled_dot_product_attention_math (aten/src/ATen/native/
+    transformers/attention.cpp), on autocast's lower-precision list."""
+    query, key, value = ac.down(query), ac.down(key), ac.down(value)
+    scaling_factor = math.sqrt(1.0 / math.sqrt(query.shape[-1]))
+    query = query * scaling_factor
+    length, source = query.shape[-2], key.shape[-2]
+    attn_mask = torch.ones(length, source, dtype=torch.bool).tril()
+    new_attn_mask = torch.zeros_like(attn_mask, dtype=query.dtype)  # convert_boolean_attn_mask
+    new_attn_mask.masked_fill_(attn_mask.logical_not(), -float("inf"))
+    attn_mask = new_attn_mask
+    attn = torch.matmul(query, key.transpose(-2, -1) * scaling_factor)
+    attn.add_(attn_mask)
+    attn = torch.softmax(attn, -1)
+    return torch.matmul(attn, value)
+
+
 class FalconAttention(nn.Module):
     def __init__(self, cfg, layer_idx):
         super().__init__()
@@ -43,6 +62,7 @@ class FalconAttention(nn.Module):
         self.query_key_value = nn.Linear(h, qkv_out_dim, bias=False)
         self.dense = nn.Linear(h, h, bias=False)
         self.num_kv_heads = num_kv_heads if (self.new_decoder_architecture or not self.multi_query) else 1
+        self.sdpa = cfg.get("_attn_implementation") == "sdpa"
 
     def _split_heads(self, fused_qkv):
         if self.new_decoder_architecture:
@@ -76,6 +96,12 @@ class FalconAttention(nn.Module):
         query_layer, key_layer = apply_rotary_pos_emb(query_layer, key_layer, cos, sin)
         if layer_past is not None:
             key_layer, value_layer = layer_past.update(key_layer, value_layer, self.layer_idx)
+        if self.sdpa:  # no mask (_ignore_causal_mask_sdpa): is_causal; the math backend for multi-query
+            attn_output = sdpa_math_causal(ac, query_layer, key_layer, value_layer)
+            attn_output = attn_output.view(batch_size, self.num_heads, query_length, self.head_dim)
+            attn_output = attn_output.permute(0, 2, 1, 3)
+            attn_output = attn_output.reshape(batch_size, query_length, self.num_heads * self.head_dim)
+            return linear(ac, attn_output, self.dense.weight), layer_past
         kv_length = key_layer.shape[-2]
         attention_mask = attention_mask[:, :, :, :kv_length]
         # matmul is on autocast's lower-precision list: its arguments are cast, then broadcast
@@ -186,7 +212,8 @@ class Falcon(nn.Module):
         past_seen_tokens = past_key_values.get_seq_length() if past_key_values is not None else 0
         cache_position = torch.arange(past_seen_tokens, past_seen_tokens + inputs_embeds.shape[1])
         position_ids = cache_position.unsqueeze(0)
-        causal_mask = self.causal_mask(inputs_embeds, cache_position, past_seen_tokens)
+        sdpa = self.cfg.get("_attn_implementation") == "sdpa"  # _ignore_causal_mask_sdpa: no mask
+        causal_mask = None if sdpa else self.causal_mask(inputs_embeds, cache_position, past_seen_tokens)
         hidden_states = inputs_embeds
         position_embeddings = self.rotary_emb(hidden_states, position_ids)
         for chunk in chunks(self.h, checkpoint):
