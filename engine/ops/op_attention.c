@@ -10,6 +10,7 @@
 #include "falcon_qkv.h"
 #include "gptj_rotary.h"
 #include "mpt_alibi.h"
+#include "cohere_rotary.h"
 #include "ring_attention.h"
 #include "sdpa_math.h"
 
@@ -76,11 +77,11 @@ enum {
 static const char *const mask_names[] = {"additive", "bool-buffer", "padding", "bool", "none", "additive-mistral",
                                          "additive-hybrid", "additive-padded", "bool-4d", "additive-keys", NULL};
 
-enum { ROTARY_HALF, ROTARY_GPTJ };
-static const char *const rotary_styles[] = {"half", "gptj", NULL};
+enum { ROTARY_HALF, ROTARY_GPTJ, ROTARY_COHERE };
+static const char *const rotary_styles[] = {"half", "gptj", "cohere", NULL};
 
-enum { QK_NORM_HEAD, QK_NORM_OLMO2, QK_NORM_GEMMA };
-static const char *const qk_norm_styles[] = {"head", "olmo2", "gemma", NULL};
+enum { QK_NORM_HEAD, QK_NORM_OLMO2, QK_NORM_GEMMA, QK_NORM_COHERE };
+static const char *const qk_norm_styles[] = {"head", "olmo2", "gemma", "cohere", NULL};
 
 enum { NAMES_AUTO, NAMES_BLOOM, NAMES_T5, NAMES_PHI3, NAMES_PHI, NAMES_BERT, NAMES_MPT };
 static const char *const module_name_sets[] = {"auto", "bloom", "t5", "phi3", "phi", "bert", "mpt", NULL};
@@ -168,7 +169,8 @@ static const vp_field attention_fields[ATT_FIELDS] = {
     [ATT_QK_NORM_STYLE] = {"qk_norm_style", VP_FIELD_ENUM, false, QK_NORM_HEAD, 0, 0, qk_norm_styles,
                            "with qk_norm: head (Qwen3: LlamaRMSNorm over each head), olmo2 (OLMo-2: Olmo2RMSNorm "
                            "over the whole projection, before it is split into heads) or gemma (Gemma 3: "
-                           "Gemma3RMSNorm over each head)"},
+                           "Gemma3RMSNorm over each head) or cohere (Cohere: CohereLayerNorm over each head, a "
+                           "[heads, head_dim] weight, after all three projections)"},
     [ATT_ROTARY_DIM] = {"rotary_dim", VP_FIELD_INT, false, 0, 0, 1 << 16, NULL,
                         "with rotary_cat: the rotated width of each query and key head (Phi-4-mini's "
                         "partial_rotary_factor); 0 means all of it"},
@@ -216,7 +218,9 @@ static const vp_field attention_fields[ATT_FIELDS] = {
                           "with rotary: half (rotate_half on the model's shared tables), or gptj: GPTJAttention's "
                           "(transformers 4.5x), each layer's own fp32 table of positions rows repeated over the batch "
                           "and gathered, rotate_every_two on the first rotary_dim of each head (the key first), the "
-                          "fp32 table promoting q and k to fp32, then torch.cat"},
+                          "fp32 table promoting q and k to fp32, then torch.cat, or cohere: CohereAttention's "
+                          "(transformers 4.5x), q and k made fp32, rotate_half on interleaved pairs (rotate_every_two) "
+                          "with the model's shared tables, then cast back"},
     [ATT_SPLIT] = {"split", VP_FIELD_ENUM, false, SPLIT_VIEWS, 0, 0, split_names,
                    "with fused_qkv: views (split, chunk or slices of the projection), or FalconAttention's "
                    "_split_heads (transformers 4.5x): falcon-multi-query (multi_query: the queries a view, the one "
@@ -246,6 +250,9 @@ static bool bloom_alibi(const vp_op *op) {
 }
 static bool gptj_rotary(const vp_op *op) {
     return vp_op_flag(op, ATT_ROTARY) && vp_op_u64(op, ATT_ROTARY_STYLE) == ROTARY_GPTJ;
+}
+static bool cohere_rotary(const vp_op *op) {
+    return vp_op_flag(op, ATT_ROTARY) && vp_op_u64(op, ATT_ROTARY_STYLE) == ROTARY_COHERE;
 }
 
 static vp_falcon_shape falcon_shape(const vp_op *op);
@@ -317,6 +324,8 @@ static const char *attention_check_tp(const vp_op *op, unsigned tp) {
     if (s.kv_heads % tp && tp % s.kv_heads) return "tp: the key/value heads and tp must divide one another";
     if (tp > 1 && vp_op_flag(op, ATT_QK_NORM) && vp_op_u64(op, ATT_QK_NORM_STYLE) == QK_NORM_OLMO2)
         return "tp: OLMo-2's q_norm and k_norm span the whole projection; modelled without tensor parallelism";
+    if (tp > 1 && (cohere_rotary(op) || (vp_op_flag(op, ATT_QK_NORM) && vp_op_u64(op, ATT_QK_NORM_STYLE) == QK_NORM_COHERE)))
+        return "tp: Cohere's attention is modelled without tensor parallelism";
     return NULL;
 }
 
@@ -360,6 +369,8 @@ static const char *attention_check(const vp_op *op) {
         return "rotary_style = \"gptj\" is GPT-J's attention: needs rotary, positions (its table's rows), rotary_dim, "
                "separate q, k, v, kv_heads = heads and no rotary_cat";
     if (vp_op_flag(op, ATT_ROTARY_LOCALS) && !vp_op_flag(op, ATT_ROTARY_CAT)) return "rotary_locals needs rotary_cat";
+    if (cohere_rotary(op) && (vp_op_flag(op, ATT_ROTARY_CAT) || vp_op_flag(op, ATT_FUSED_QKV)))
+        return "rotary_style = \"cohere\" is CohereAttention's: separate q, k, v and no rotary_cat";
     uint64_t rotary_dim = vp_op_u64(op, ATT_ROTARY_DIM);
     if (rotary_dim && ((!vp_op_flag(op, ATT_ROTARY_CAT) && !gptj_rotary(op)) || rotary_dim % 2 || rotary_dim > s.head_dim))
         return "rotary_dim needs rotary_cat and an even width no wider than a head";
@@ -490,7 +501,7 @@ static unsigned attention_leaves(const vp_op *op, const vp_ranks *split, vp_leaf
     out[O_B] = vp_param(vp_op_flag(op, ATT_OUT_BIAS) ? s.hidden : 0, "o_proj.bias", out_module, 0);
     for (unsigned i = 0; i < MASK_BUFFER; i++) out[i].conv1d = vp_op_flag(op, ATT_CONV1D);
     if (vp_op_flag(op, ATT_QK_NORM)) { /* Qwen3Attention's q_norm and k_norm, one head wide, or OLMo-2's, whole */
-        bool whole = vp_op_u64(op, ATT_QK_NORM_STYLE) == QK_NORM_OLMO2;
+        bool whole = vp_op_u64(op, ATT_QK_NORM_STYLE) == QK_NORM_OLMO2 || vp_op_u64(op, ATT_QK_NORM_STYLE) == QK_NORM_COHERE;
         out[Q_NORM] = vp_param(whole ? q : s.head_dim, "q_norm.weight", VP_MODULE_NORM, 0);
         out[K_NORM] = vp_param(whole ? kv : s.head_dim, "k_norm.weight", VP_MODULE_NORM, 0);
     }
@@ -1164,6 +1175,9 @@ static vp_t head_norm(vp_step *step, const vp_op *op, vp_t x, vp_t weight) {
     /* Gemma 3: Gemma3RMSNorm over each head (of the transposed view: the
      * same tensors) */
     if (vp_op_u64(op, ATT_QK_NORM_STYLE) == QK_NORM_GEMMA) return vp_gemma_rms_norm(step, x, weight, rows);
+    /* Cohere: over each head's head_dim, the weight [heads, head_dim] */
+    if (vp_op_u64(op, ATT_QK_NORM_STYLE) == QK_NORM_COHERE)
+        return vp_cohere_layer_norm(step, x, weight, vp_at(&step->sim, x)->numel / shape_of(op).head_dim);
     return vp_hf_rms_norm(step, x, weight, rows);
 }
 
@@ -1269,8 +1283,9 @@ static vp_t attention_forward(vp_step *step, const vp_op *op, const vp_t *leaves
         /* cross-attention's keys and values come from the encoder's output */
         vp_t source = cross ? vp_step_tensor(step, VP_TENSOR_MEMORY) : x;
         /* Qwen3 and OLMo-2 normalize each projection as it is made
-         * (self.q_norm(self.q_proj(x)...), then k, then v); Gemma 3 after all three */
-        bool early = vp_op_flag(op, ATT_QK_NORM) && vp_op_u64(op, ATT_QK_NORM_STYLE) != QK_NORM_GEMMA;
+         * (self.q_norm(self.q_proj(x)...), then k, then v); Gemma 3 and Cohere after all three */
+        bool early = vp_op_flag(op, ATT_QK_NORM) && vp_op_u64(op, ATT_QK_NORM_STYLE) != QK_NORM_GEMMA &&
+                     vp_op_u64(op, ATT_QK_NORM_STYLE) != QK_NORM_COHERE;
         in.q = vp_project_column(step, x, leaves[Q_W], leaves[Q_B], q_out, "attention.q_proj");
         if (early) normalize_in_place(step, op, &in.q, leaves[Q_NORM]);
         in.k = vp_project_column(step, source, leaves[K_W], leaves[K_B], kv_out, "attention.k_proj");
@@ -1291,6 +1306,8 @@ static vp_t attention_forward(vp_step *step, const vp_op *op, const vp_t *leaves
         vp_gptj_rotary_shape g = {s.head_dim, vp_op_u64(op, ATT_ROTARY_DIM), vp_op_u64(op, ATT_POSITIONS)};
         local_keeper keeper = {sim, &in};
         vp_gptj_rotary(step, &g, &in.q, &in.k, keep_local_of, &keeper);
+    } else if (cohere_rotary(op)) {
+        vp_cohere_rotary(step, &in.q, &in.k);
     } else if (vp_op_flag(op, ATT_ROTARY) && !mla) {
         vp_t q = rotate(step, op, in.q, &in, "attention.rotary_q");
         vp_t k = rotate(step, op, in.k, &in, "attention.rotary_k");

@@ -106,6 +106,13 @@ def falcon(h=64, layers=2, heads=4, kv=None, vocab=256, new=False, mq=True, norm
     return cfg
 
 
+def cohere(h=64, layers=2, heads=4, kv=2, inter=128, vocab=256, qk_norm=False, tied=True, dropout=0.0):
+    return {"model_type": "cohere", "hidden_size": h, "num_hidden_layers": layers, "num_attention_heads": heads,
+            "num_key_value_heads": kv, "intermediate_size": inter, "vocab_size": vocab, "use_qk_norm": qk_norm,
+            "tie_word_embeddings": tied, "attention_dropout": dropout, "logit_scale": 0.0625,
+            "max_position_embeddings": 128}
+
+
 def qwen3_moe(h=64, layers=2, heads=4, kv=2, vocab=256, experts=8, k=2, moe_inter=32, norm=True):
     return dict(llama(h, layers, heads, kv, 128, vocab), model_type="qwen3_moe", head_dim=32, num_experts=experts,
                 num_experts_per_tok=k, moe_intermediate_size=moe_inter, norm_topk_prob=norm)
@@ -498,6 +505,31 @@ CASES = [
         "bf16", attention="sdpa", ckpt="full", b=1, s=40)),
     ("falcon sdpa math lora amp-bf16", dict(falcon(), _attn_implementation="sdpa"), recipe(
         "amp-bf16", attention="sdpa", finetune="lora", lora_targets="all-linear")),
+    # Cohere: CohereLayerNorm in fp32, interleaved rotary in fp32, q/k norms, attention and MLP added to
+    # the residual one by one, the logits scaled
+    ("cohere fp32", cohere(), recipe()),
+    ("cohere bf16", cohere(), recipe("bf16")),
+    ("cohere amp-bf16", cohere(), recipe("amp-bf16")),
+    ("cohere qk norm fp32", cohere(qk_norm=True), recipe()),
+    ("cohere qk norm bf16", cohere(qk_norm=True), recipe("bf16")),
+    ("cohere qk norm amp-bf16 untied", cohere(qk_norm=True, tied=False), recipe("amp-bf16")),
+    ("cohere fp32 dropout", cohere(dropout=0.1), recipe()),
+    ("cohere mixed-bf16 for-loop", cohere(), recipe("mixed-bf16", impl="for-loop")),
+    ("cohere fp32 MQA one sequence", cohere(kv=1), recipe(b=1, s=48)),
+    ("cohere bf16 no cache", cohere(), recipe("bf16", use_cache="false")),
+    ("cohere fp32 checkpointed", cohere(layers=3), recipe(ckpt="full")),
+    ("cohere qk norm amp-bf16 checkpointed", cohere(layers=3, qk_norm=True), recipe("amp-bf16", ckpt="full")),
+    ("cohere bf16 every-2 non-reentrant early stop", cohere(layers=4), recipe(
+        "bf16", ckpt="every-2", use_reentrant="false", checkpoint_early_stop="true")),
+    ("cohere lora q_proj,v_proj amp-bf16", cohere(), recipe("amp-bf16", finetune="lora", lora_targets="q_proj,v_proj")),
+    ("cohere lora all-linear bf16 checkpointed", cohere(layers=3, qk_norm=True), recipe(
+        "bf16", ckpt="full", finetune="lora", lora_targets="all-linear")),
+    ("cohere qlora nf4 amp-bf16 checkpointed", cohere(h=128, inter=256), recipe(
+        "amp-bf16", ckpt="full", finetune="qlora", quant="nf4", lora_targets="all-linear")),
+    ("cohere freeze 1 layer fp32", cohere(layers=3), recipe(finetune="freeze", trainable_layers=1)),
+    ("cohere prompt bf16", cohere(), recipe("bf16", finetune="prompt", num_virtual_tokens=6)),
+    ("cohere amp-bf16 op-selective", cohere(layers=3, qk_norm=True), recipe("amp-bf16", ckpt="op-selective")),
+    ("cohere fp32 grad_accum 2", cohere(), recipe(grad_accum=2)),
     # parallel attention and MLP: GPT-NeoX (Pythia) and Phi-2
     ("neox fp32", neox(), recipe()),
     # transformers' other activations (GPT-NeoX-20B's config names gelu_fast)

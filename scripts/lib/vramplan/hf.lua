@@ -288,6 +288,22 @@ mappings.falcon = {
   end,
 }
 
+-- CohereForCausalLM (Command R, Command R+, Aya 23) of transformers 4.5x
+-- (models/cohere, commit 015bfeb); defaults are CohereConfig's for the keys
+-- a config.json leaves out. logit_scale and rope_scaling only change
+-- values (the logits are multiplied whatever the scale). model_type
+-- cohere2 (Command R7B) is another class, not read here.
+mappings.cohere = {
+  family = "cohere",
+  keys = {
+    hidden_size = "hidden", num_hidden_layers = "layers", num_attention_heads = "heads",
+    num_key_value_heads = "kv_heads", intermediate_size = "intermediate", vocab_size = "vocab",
+    max_position_embeddings = "max_positions", rope_theta = "rope_theta", layer_norm_eps = "norm_eps",
+    attention_bias = "attention_bias", attention_dropout = "attn_dropout", hidden_act = "activation",
+    use_qk_norm = "qk_norm", use_cache = "use_cache", tie_word_embeddings = "tie_embeddings",
+  },
+}
+
 -- Starcoder2ForCausalLM (StarCoder2) of transformers 4.50-4.52; defaults
 -- are Starcoder2Config's for the keys a config.json leaves out (no window,
 -- no dropouts, biases on, the head tied by PretrainedConfig's default).

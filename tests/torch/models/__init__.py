@@ -21,7 +21,8 @@ By layer:
   other rotary families reuse; moe and deepseek: the mixtures of experts and
   DeepSeek's latent attention; llama: the LLaMA-like decoder (LLaMA, Mistral,
   Qwen, Gemma 1-3, Granite, OLMo 2, Phi-3, Mixtral, DeepSeek).
-* neox_phi, starcoder2: GPT-NeoX and Phi-2, StarCoder2 on LLaMA's blocks.
+* neox_phi, starcoder2, cohere: GPT-NeoX and Phi-2, StarCoder2 and Cohere on
+  LLaMA's blocks.
 * losses and causal_lm: XForCausalLM over every decoder family.
 * finetune: what a fine-tuning method does to a built model (PEFT's
   adapters, prompt and prefix tuning, freezing, bitsandbytes quantization).
