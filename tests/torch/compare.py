@@ -532,6 +532,7 @@ CASES = [
     ("cohere prompt bf16", cohere(), recipe("bf16", finetune="prompt", num_virtual_tokens=6)),
     ("cohere amp-bf16 op-selective", cohere(layers=3, qk_norm=True), recipe("amp-bf16", ckpt="op-selective")),
     ("cohere fp32 grad_accum 2", cohere(), recipe(grad_accum=2)),
+    ("cohere prefix bf16", cohere(qk_norm=True), recipe("bf16", finetune="prefix", num_virtual_tokens=6)),
     # parallel attention and MLP: GPT-NeoX (Pythia) and Phi-2
     ("neox fp32", neox(), recipe()),
     # transformers' other activations (GPT-NeoX-20B's config names gelu_fast)
