@@ -309,7 +309,9 @@ vp_t vp_mul(vp_sim *sim, vp_t a, vp_t b, uint64_t out_numel, const char *label) 
     return y;
 }
 
-static vp_t times_constant(vp_sim *sim, vp_t a, bool saves_scalar, const char *label) {
+/* `in_place`: a /= number, a new version of a's storage (div_ on the
+ * wrapped number: DivBackward0 all the same). */
+static vp_t times_constant(vp_sim *sim, vp_t a, bool saves_scalar, bool in_place, const char *label) {
     /* MulBackward0 and DivBackward0 save the 0-dim `other` (a Python
      * number wrapped as a tensor before the op runs): no memory to count,
      * but a saved input a non-reentrant checkpoint holds, whose unpack
@@ -317,7 +319,8 @@ static vp_t times_constant(vp_sim *sim, vp_t a, bool saves_scalar, const char *l
      * save_on_cpu would pack it (a few host bytes). */
     bool wrapped = saves_scalar && (!sim->pack || sim->saving || sim->refilling);
     vp_t scalar = wrapped ? vp_new(sim, 0, VP_FP32, "wrapped_scalar") : 0;
-    vp_t y = vp_new(sim, numel_of(sim, a), dtype_of(sim, a), label);
+    vp_t y = in_place ? vp_view(sim, a, numel_of(sim, a), label)
+                      : vp_new(sim, numel_of(sim, a), dtype_of(sim, a), label);
     vp_node *node = vp_record(sim, backward_unary, label, &a, 1, &y, 1);
     if (node) {
         node->aux[0] = 0;
@@ -327,9 +330,11 @@ static vp_t times_constant(vp_sim *sim, vp_t a, bool saves_scalar, const char *l
     return y;
 }
 
-vp_t vp_scale(vp_sim *sim, vp_t a, const char *label) { return times_constant(sim, a, true, label); }
+vp_t vp_scale(vp_sim *sim, vp_t a, const char *label) { return times_constant(sim, a, true, false, label); }
 
-vp_t vp_neg(vp_sim *sim, vp_t a, const char *label) { return times_constant(sim, a, false, label); }
+vp_t vp_scale_(vp_sim *sim, vp_t a, const char *label) { return times_constant(sim, a, true, true, label); }
+
+vp_t vp_neg(vp_sim *sim, vp_t a, const char *label) { return times_constant(sim, a, false, false, label); }
 
 vp_t vp_softcap(vp_sim *sim, vp_t x, const char *label) {
     vp_t divided = vp_scale(sim, x, label);

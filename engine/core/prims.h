@@ -69,6 +69,9 @@ vp_t vp_mul(vp_sim *sim, vp_t a, vp_t b, uint64_t out_numel, const char *label);
 /* a times (or over) a Python scalar or a 0-dim tensor that needs no
  * gradient: saves that 0-dim tensor; backward allocates grad * scalar. */
 vp_t vp_scale(vp_sim *sim, vp_t a, const char *label);
+/* a /= (or *=) a Python number in place: a new version of a's storage
+ * (no allocation); backward as vp_scale's. */
+vp_t vp_scale_(vp_sim *sim, vp_t a, const char *label);
 /* -a: saves nothing; backward allocates -grad. */
 vp_t vp_neg(vp_sim *sim, vp_t a, const char *label);
 

@@ -31,6 +31,10 @@ vp_t vp_hf_rms_norm(vp_step *step, vp_t x, vp_t weight, uint64_t rows);
 vp_t vp_olmo2_rms_norm(vp_step *step, vp_t x, vp_t weight, uint64_t rows);
 /* GemmaRMSNorm (Gemma 1-3): 1 + weight applied to the fp32 rows, the cast back last. */
 vp_t vp_gemma_rms_norm(vp_step *step, vp_t x, vp_t weight, uint64_t rows);
+/* CohereLayerNorm (a LayerNorm without a bias, written out in fp32) over
+ * `rows` rows; the weight may be one row or several (Cohere's q/k norms:
+ * [heads, head_dim], broadcast over the tokens). */
+vp_t vp_cohere_layer_norm(vp_step *step, vp_t x, vp_t weight, uint64_t rows);
 
 /* apply_rotary_pos_emb for one of q, k with the step's cos and sin. */
 vp_t vp_apply_rotary(vp_step *step, vp_t x, const char *label);

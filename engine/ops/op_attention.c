@@ -7,9 +7,12 @@
 #include "ops.h"
 #include "kv_cache.h"
 #include "mla.h"
+#include "falcon_qkv.h"
 #include "gptj_rotary.h"
 #include "mpt_alibi.h"
+#include "cohere_rotary.h"
 #include "ring_attention.h"
+#include "sdpa_math.h"
 
 enum {
     ATT_HIDDEN,
@@ -54,6 +57,8 @@ enum {
     ATT_ALIBI_STYLE,
     ATT_RETURNS_KV,
     ATT_ROTARY_STYLE,
+    ATT_SPLIT,
+    ATT_SCALE_IN_PLACE,
     ATT_FIELDS
 };
 
@@ -66,21 +71,26 @@ enum {
     MASK_ADDITIVE_MISTRAL,
     MASK_ADDITIVE_HYBRID,
     MASK_ADDITIVE_PADDED,
-    MASK_BOOL_4D
+    MASK_BOOL_4D,
+    MASK_ADDITIVE_KEYS
 };
 static const char *const mask_names[] = {"additive", "bool-buffer", "padding", "bool", "none", "additive-mistral",
-                                         "additive-hybrid", "additive-padded", "bool-4d", NULL};
+                                         "additive-hybrid", "additive-padded", "bool-4d", "additive-keys", NULL};
 
-enum { ROTARY_HALF, ROTARY_GPTJ };
-static const char *const rotary_styles[] = {"half", "gptj", NULL};
+enum { ROTARY_HALF, ROTARY_GPTJ, ROTARY_COHERE };
+static const char *const rotary_styles[] = {"half", "gptj", "cohere", NULL};
 
-enum { QK_NORM_HEAD, QK_NORM_OLMO2, QK_NORM_GEMMA };
-static const char *const qk_norm_styles[] = {"head", "olmo2", "gemma", NULL};
+enum { QK_NORM_HEAD, QK_NORM_OLMO2, QK_NORM_GEMMA, QK_NORM_COHERE };
+static const char *const qk_norm_styles[] = {"head", "olmo2", "gemma", "cohere", NULL};
 
 enum { NAMES_AUTO, NAMES_BLOOM, NAMES_T5, NAMES_PHI3, NAMES_PHI, NAMES_BERT, NAMES_MPT };
 static const char *const module_name_sets[] = {"auto", "bloom", "t5", "phi3", "phi", "bert", "mpt", NULL};
 
 enum { ALIBI_BLOOM, ALIBI_MPT };
+/* how a fused projection is split: views (the default) or one of
+ * FalconAttention._split_heads' layouts (vp_falcon_layout's order, after it) */
+enum { SPLIT_VIEWS, SPLIT_FALCON_MULTI_QUERY, SPLIT_FALCON_GROUPED, SPLIT_FALCON_HEADS };
+static const char *const split_names[] = {"views", "falcon-multi-query", "falcon-grouped", "falcon-heads", NULL};
 static const char *const alibi_styles[] = {"bloom", "mpt", NULL};
 
 static const vp_field attention_fields[ATT_FIELDS] = {
@@ -106,7 +116,9 @@ static const vp_field attention_fields[ATT_FIELDS] = {
                   "columns, given to SDPA too (Gemma 2's _update_causal_mask), or additive-padded: LLaMA's made from the "
                   "model's own all-ones [b, s] mask (OPT): exactly the keys' columns, cloned to the batch and the "
                   "padding merged in, [b, 1, s, keys], or bool-4d: _prepare_4d_causal_attention_mask's "
-                  "additive mask made bool (MPT): [b, 1, s, s] bool, applied with masked_fill"},
+                  "additive mask made bool (MPT): [b, 1, s, s] bool, applied with masked_fill, or additive-keys: "
+                  "LLaMA's with exactly the keys' columns (FalconModel's _update_causal_mask: target_length = past "
+                  "+ sequence)"},
     [ATT_POSITIONS] = {"positions", VP_FIELD_INT, false, 0, 0, 1 << 20, NULL,
                        "size of the bool-buffer mask (GPT-2's n_positions), or the width of MPT's ALiBi table "
                        "(max_seq_len: the longest sequence it runs)"},
@@ -157,7 +169,8 @@ static const vp_field attention_fields[ATT_FIELDS] = {
     [ATT_QK_NORM_STYLE] = {"qk_norm_style", VP_FIELD_ENUM, false, QK_NORM_HEAD, 0, 0, qk_norm_styles,
                            "with qk_norm: head (Qwen3: LlamaRMSNorm over each head), olmo2 (OLMo-2: Olmo2RMSNorm "
                            "over the whole projection, before it is split into heads) or gemma (Gemma 3: "
-                           "Gemma3RMSNorm over each head)"},
+                           "Gemma3RMSNorm over each head) or cohere (Cohere: CohereLayerNorm over each head, a "
+                           "[heads, head_dim] weight, after all three projections)"},
     [ATT_ROTARY_DIM] = {"rotary_dim", VP_FIELD_INT, false, 0, 0, 1 << 16, NULL,
                         "with rotary_cat: the rotated width of each query and key head (Phi-4-mini's "
                         "partial_rotary_factor); 0 means all of it"},
@@ -205,7 +218,21 @@ static const vp_field attention_fields[ATT_FIELDS] = {
                           "with rotary: half (rotate_half on the model's shared tables), or gptj: GPTJAttention's "
                           "(transformers 4.5x), each layer's own fp32 table of positions rows repeated over the batch "
                           "and gathered, rotate_every_two on the first rotary_dim of each head (the key first), the "
-                          "fp32 table promoting q and k to fp32, then torch.cat"},
+                          "fp32 table promoting q and k to fp32, then torch.cat, or cohere: CohereAttention's "
+                          "(transformers 4.5x), q and k made fp32, rotate_half on interleaved pairs (rotate_every_two) "
+                          "with the model's shared tables, then cast back"},
+    [ATT_SPLIT] = {"split", VP_FIELD_ENUM, false, SPLIT_VIEWS, 0, 0, split_names,
+                   "with fused_qkv: views (split, chunk or slices of the projection), or FalconAttention's "
+                   "_split_heads (transformers 4.5x): falcon-multi-query (multi_query: the queries a view, the one "
+                   "key and value head copies indexed with a list; kv_heads = 1), falcon-grouped "
+                   "(new_decoder_architecture: keys and values indexed per group, broadcast to every query head "
+                   "and, like the queries, copied by flatten unless a group has one head; kv_heads > 1), or "
+                   "falcon-heads (neither: three select views; kv_heads = heads). The projection is a local of "
+                   "the module until it returns"},
+    [ATT_SCALE_IN_PLACE] = {"scale_in_place", VP_FIELD_BOOL, false, 0, 0, 1, NULL,
+                            "FalconAttention's eager scores: divided by sqrt(head_dim) in place, then "
+                            "softmax(scores + mask, dtype=the module input's dtype), the scores bound to their "
+                            "name until the softmax returns; no dropout on the probabilities"},
 };
 
 /* head_dim is the queries' and keys' width; v_dim the values' (they differ
@@ -224,6 +251,13 @@ static bool bloom_alibi(const vp_op *op) {
 static bool gptj_rotary(const vp_op *op) {
     return vp_op_flag(op, ATT_ROTARY) && vp_op_u64(op, ATT_ROTARY_STYLE) == ROTARY_GPTJ;
 }
+static bool cohere_rotary(const vp_op *op) {
+    return vp_op_flag(op, ATT_ROTARY) && vp_op_u64(op, ATT_ROTARY_STYLE) == ROTARY_COHERE;
+}
+
+static vp_falcon_shape falcon_shape(const vp_op *op);
+
+static bool falcon_split(const vp_op *op) { return vp_op_u64(op, ATT_SPLIT) != SPLIT_VIEWS; }
 
 static bool mpt_alibi(const vp_op *op) {
     return vp_op_flag(op, ATT_ALIBI) && vp_op_u64(op, ATT_ALIBI_STYLE) == ALIBI_MPT;
@@ -252,6 +286,14 @@ static shape shape_of(const vp_op *op) {
     return s;
 }
 
+static vp_falcon_shape falcon_shape(const vp_op *op) {
+    static const vp_falcon_layout layouts[] = {[SPLIT_FALCON_MULTI_QUERY] = VP_FALCON_MULTI_QUERY,
+                                               [SPLIT_FALCON_GROUPED] = VP_FALCON_GROUPED,
+                                               [SPLIT_FALCON_HEADS] = VP_FALCON_HEADS};
+    shape s = shape_of(op);
+    return (vp_falcon_shape){layouts[vp_op_u64(op, ATT_SPLIT)], s.heads, s.kv_heads, s.head_dim};
+}
+
 /* One tensor-parallel rank's heads (Megatron's ColumnParallelLinear for
  * q/k/v): heads / tp query heads; key/value groups split the same way, or
  * one group per rank, replicated, when there are fewer groups than ranks. */
@@ -277,10 +319,13 @@ static void attention_facts(const vp_op *op, vp_section_id section, vp_model_fac
 static const char *attention_check_tp(const vp_op *op, unsigned tp) {
     shape s = shape_of(op);
     if (is_mla(op)) return "tp: multi-head latent attention is modelled without tensor parallelism";
+    if (falcon_split(op) && tp > 1) return "tp: Falcon's fused query_key_value is modelled without tensor parallelism";
     if (s.heads % tp) return "tp: must divide the attention heads";
     if (s.kv_heads % tp && tp % s.kv_heads) return "tp: the key/value heads and tp must divide one another";
     if (tp > 1 && vp_op_flag(op, ATT_QK_NORM) && vp_op_u64(op, ATT_QK_NORM_STYLE) == QK_NORM_OLMO2)
         return "tp: OLMo-2's q_norm and k_norm span the whole projection; modelled without tensor parallelism";
+    if (tp > 1 && (cohere_rotary(op) || (vp_op_flag(op, ATT_QK_NORM) && vp_op_u64(op, ATT_QK_NORM_STYLE) == QK_NORM_COHERE)))
+        return "tp: Cohere's attention is modelled without tensor parallelism";
     return NULL;
 }
 
@@ -297,7 +342,23 @@ static const char *attention_check(const vp_op *op) {
     if (!vp_op_u64(op, ATT_HEAD_DIM) && s.hidden % s.heads) return "heads must divide hidden (or give head_dim)";
     if (s.heads % s.kv_heads) return "kv_heads must divide heads";
     bool phi3 = vp_op_u64(op, ATT_MODULE_NAMES) == NAMES_PHI3;
-    if (vp_op_flag(op, ATT_FUSED_QKV) && s.kv_heads != s.heads && !phi3)
+    if (falcon_split(op)) {
+        unsigned split = (unsigned)vp_op_u64(op, ATT_SPLIT);
+        if (!vp_op_flag(op, ATT_FUSED_QKV) || vp_op_u64(op, ATT_MODULE_NAMES) != NAMES_BLOOM || !vp_op_flag(op, ATT_ROTARY) ||
+            vp_op_flag(op, ATT_ROTARY_CAT) || gptj_rotary(op))
+            return "split = \"falcon-...\" is FalconAttention's rotary path: needs fused_qkv, module_names = \"bloom\" "
+                   "and rotary (rotate_half, no rotary_cat)";
+        if (split == SPLIT_FALCON_MULTI_QUERY && s.kv_heads != 1) return "split = \"falcon-multi-query\" needs kv_heads = 1";
+        if (split == SPLIT_FALCON_HEADS && s.kv_heads != s.heads)
+            return "split = \"falcon-heads\" needs kv_heads = heads";
+        if (split == SPLIT_FALCON_GROUPED && s.kv_heads == 1 && s.heads > 1)
+            return "split = \"falcon-grouped\" with one key/value group of several heads is not modelled (flatten "
+                   "views the broadcast keys)";
+    }
+    if (vp_op_flag(op, ATT_SCALE_IN_PLACE) && (vp_op_flag(op, ATT_ALIBI) || vp_op_flag(op, ATT_POSITION_BIAS) ||
+                                               vp_op_u64(op, ATT_MASK) != MASK_ADDITIVE_KEYS))
+        return "scale_in_place is FalconAttention's eager path: needs mask = \"additive-keys\", no alibi or position_bias";
+    if (vp_op_flag(op, ATT_FUSED_QKV) && s.kv_heads != s.heads && !phi3 && !falcon_split(op))
         return "fused_qkv with fewer kv_heads than heads is Phi-3's qkv_proj: needs module_names = \"phi3\"";
     if (phi3 && !vp_op_flag(op, ATT_FUSED_QKV)) return "module_names = \"phi3\" names a fused qkv_proj: needs fused_qkv";
     if (vp_op_u64(op, ATT_MODULE_NAMES) == NAMES_PHI && vp_op_flag(op, ATT_FUSED_QKV))
@@ -308,6 +369,8 @@ static const char *attention_check(const vp_op *op) {
         return "rotary_style = \"gptj\" is GPT-J's attention: needs rotary, positions (its table's rows), rotary_dim, "
                "separate q, k, v, kv_heads = heads and no rotary_cat";
     if (vp_op_flag(op, ATT_ROTARY_LOCALS) && !vp_op_flag(op, ATT_ROTARY_CAT)) return "rotary_locals needs rotary_cat";
+    if (cohere_rotary(op) && (vp_op_flag(op, ATT_ROTARY_CAT) || vp_op_flag(op, ATT_FUSED_QKV)))
+        return "rotary_style = \"cohere\" is CohereAttention's: separate q, k, v and no rotary_cat";
     uint64_t rotary_dim = vp_op_u64(op, ATT_ROTARY_DIM);
     if (rotary_dim && ((!vp_op_flag(op, ATT_ROTARY_CAT) && !gptj_rotary(op)) || rotary_dim % 2 || rotary_dim > s.head_dim))
         return "rotary_dim needs rotary_cat and an even width no wider than a head";
@@ -353,6 +416,18 @@ static const char *attention_recipe_problem(const vp_model *model, const vp_reci
                "transformers runs it (no megatron, no cp)";
     if (hybrid && vp_finetune_method_of(recipe)->virtual_tokens == VP_VIRTUAL_PREFIX)
         return "finetune: prefix tuning of Gemma 2 and Gemma 3 (PEFT's HybridCache path) is not modelled";
+    if (op && falcon_split(op)) {
+        if (!transformers || recipe->cp > 1)
+            return "framework: Falcon's attention is modelled as transformers runs it (no megatron, no cp)";
+        /* SDPA's fused kernels take one head count for q, k and v
+         * (sdp_utils.cpp, check_batch_size_and_num_heads_dense) */
+        if (vp_op_u64(op, ATT_SPLIT) == SPLIT_FALCON_MULTI_QUERY && recipe->attention == VP_ATTN_MEM_EFFICIENT)
+            return "attention: SDPA's memory-efficient kernel refuses Falcon's one key head for all query heads "
+                   "(SDPA runs its math backend: attention = sdpa)";
+        if (vp_finetune_method_of(recipe)->virtual_tokens == VP_VIRTUAL_PREFIX)
+            return "finetune: prefix tuning of Falcon is not modelled";
+        return NULL;
+    }
     if (op && gptj_rotary(op)) {
         /* GPTJAttention: torch.gather of rows past n_positions fails */
         if (recipe->seq_len + recipe->virtual_tokens > vp_op_u64(op, ATT_POSITIONS))
@@ -426,7 +501,7 @@ static unsigned attention_leaves(const vp_op *op, const vp_ranks *split, vp_leaf
     out[O_B] = vp_param(vp_op_flag(op, ATT_OUT_BIAS) ? s.hidden : 0, "o_proj.bias", out_module, 0);
     for (unsigned i = 0; i < MASK_BUFFER; i++) out[i].conv1d = vp_op_flag(op, ATT_CONV1D);
     if (vp_op_flag(op, ATT_QK_NORM)) { /* Qwen3Attention's q_norm and k_norm, one head wide, or OLMo-2's, whole */
-        bool whole = vp_op_u64(op, ATT_QK_NORM_STYLE) == QK_NORM_OLMO2;
+        bool whole = vp_op_u64(op, ATT_QK_NORM_STYLE) == QK_NORM_OLMO2 || vp_op_u64(op, ATT_QK_NORM_STYLE) == QK_NORM_COHERE;
         out[Q_NORM] = vp_param(whole ? q : s.head_dim, "q_norm.weight", VP_MODULE_NORM, 0);
         out[K_NORM] = vp_param(whole ? kv : s.head_dim, "k_norm.weight", VP_MODULE_NORM, 0);
     }
@@ -602,12 +677,13 @@ static void attention_prepare(vp_step *step, const vp_op *op) {
     }
     /* Gemma2Model's target_length without an attention mask or a
      * HybridCache: the sequence's length */
-    uint64_t columns = keys + (mask_kind == MASK_BOOL_BUFFER || mask_kind == MASK_ADDITIVE_HYBRID ? 0 : 1);
+    uint64_t columns =
+        keys + (mask_kind == MASK_BOOL_BUFFER || mask_kind == MASK_ADDITIVE_HYBRID || mask_kind == MASK_ADDITIVE_KEYS ? 0 : 1);
     vp_step_set_tensor_columns(step, VP_TENSOR_CAUSAL_MASK, columns);
     uint64_t n = vp_numel(sim, step->seq, columns);
     sim->grad_mode = false;
     vp_t mask = vp_new(sim, n, step->activation, "causal_mask.full");
-    if (mask_kind == MASK_ADDITIVE || mask_kind == MASK_ADDITIVE_HYBRID) {
+    if (mask_kind == MASK_ADDITIVE || mask_kind == MASK_ADDITIVE_HYBRID || mask_kind == MASK_ADDITIVE_KEYS) {
         vp_t triu = vp_new(sim, n, step->activation, "causal_mask.triu");
         vp_drop(sim, mask);
         mask = triu;
@@ -653,6 +729,7 @@ typedef struct {
     bool q_contiguous, k_contiguous, v_contiguous;
     uint64_t kv_len;  /* keys per query row: the encoder's length for cross-attention; 0: seq + past */
     bool cross;       /* T5: cross-attention (its bias is the stack's cross bias) */
+    vp_dtype input_dtype; /* the module's input's (Falcon's softmax takes it) */
     vp_t locals[8]; /* other tensors the module's Python locals keep until it returns */
     unsigned n_locals;
 } qkv;
@@ -710,6 +787,28 @@ static vp_t t5_normalize(vp_step *step, vp_t scores, qkv *in, uint64_t heads) {
     return probs;
 }
 
+/* FalconAttention's eager path (rotary): attention_scores /= sqrt(d) in
+ * place; attention_scores = F.softmax(attention_scores + attention_mask,
+ * dim=-1, dtype=hidden_states.dtype): the sum a temporary, the scores
+ * bound to their name until the softmax's result takes it. With a dtype
+ * argument autocast leaves softmax alone and ATen converts the input first
+ * (a no-op in the input's dtype; SoftMax.cpp). Takes over the reference to
+ * scores. */
+static vp_t falcon_normalize(vp_step *step, vp_t scores, qkv *in) {
+    vp_sim *sim = &step->sim;
+    vp_t scaled = vp_scale_(sim, scores, "attention.scale_");
+    vp_drop(sim, scores);
+    vp_t mask = current_mask(step);
+    vp_dtype sum_dtype = vp_dtype_promote((vp_dtype)vp_at(sim, scaled)->dtype, (vp_dtype)vp_at(sim, mask)->dtype);
+    vp_t masked = vp_shift(sim, scaled, sum_dtype, vp_at(sim, scaled)->numel, "attention.mask");
+    vp_t converted = vp_to(sim, masked, in->input_dtype, "attention.softmax_convert");
+    vp_t probs = vp_unary(sim, converted, VP_SAVES_OUTPUT, 0, in->input_dtype, "attention.softmax");
+    vp_drop(sim, converted);
+    vp_drop(sim, masked);
+    vp_drop(sim, scaled);
+    return probs;
+}
+
 /* Scores to probabilities: scale, causal mask and softmax as the model's
  * code does them (HF: separate ops, LLaMA's softmax upcast to fp32 and cast
  * back; Megatron: FusedScaleMaskSoftmax, one kernel that keeps its 16-bit
@@ -718,6 +817,7 @@ static vp_t normalize(vp_step *step, const vp_op *op, const vp_t *leaves, vp_t s
     vp_sim *sim = &step->sim;
     vp_t probs;
     if (vp_op_flag(op, ATT_POSITION_BIAS)) return t5_normalize(step, scores, in, shape_of(op).heads);
+    if (vp_op_flag(op, ATT_SCALE_IN_PLACE)) return falcon_normalize(step, scores, in);
     if (vp_framework_of(step->recipe)->fused_softmax) {
         probs = vp_unary(sim, scores, VP_SAVES_OUTPUT, 0, (vp_dtype)vp_at(sim, scores)->dtype, "attention.softmax");
         vp_drop(sim, scores);
@@ -814,6 +914,14 @@ static vp_t repeat_kv(vp_sim *sim, vp_t x, unsigned rep, bool copies) {
     return x;
 }
 
+/* matmul's broadcast of one key/value head over `rep` query heads: an
+ * expanded view (summed back in backward). Takes over the reference. */
+static vp_t broadcast_heads(vp_sim *sim, vp_t x, unsigned rep) {
+    vp_t wide = vp_expand(sim, x, vp_numel(sim, vp_at(sim, x)->numel, rep), "attention.broadcast");
+    vp_drop(sim, x);
+    return wide;
+}
+
 /* HF's eager_attention_forward (LLaMA) and GPT-2's eager path. Returns the
  * [b*s, heads*d] input of the output projection. */
 static vp_t eager(vp_step *step, const vp_op *op, const vp_t *leaves, qkv *in, shape s) {
@@ -830,7 +938,11 @@ static vp_t eager(vp_step *step, const vp_op *op, const vp_t *leaves, qkv *in, s
      * whole (a dense copy of every repeated element) */
     bool expanded = rep > 1 && s.kv_heads == 1;
     bool copies = rep > 1 && !expanded;
-    vp_t k = repeat_kv(sim, in->k, rep, copies), v = repeat_kv(sim, in->v, rep, copies);
+    /* Falcon's multi-query keys and values go to matmul as they are, one
+     * head, which its batch fold expands after autocast has cast them */
+    bool late = expanded && falcon_split(op);
+    vp_t k = late ? (vp_hold(sim, in->k), in->k) : repeat_kv(sim, in->k, rep, copies);
+    vp_t v = late ? (vp_hold(sim, in->v), in->v) : repeat_kv(sim, in->v, rep, copies);
     /* (a decoder's cross-attention keys are the encoder's, no prefix joined) */
     bool joined = step->past_tokens && !in->cross;
     bool k_contiguous = copies || joined || in->k_contiguous;
@@ -839,7 +951,8 @@ static vp_t eager(vp_step *step, const vp_op *op, const vp_t *leaves, qkv *in, s
     /* attn_weights = torch.matmul(query, key.transpose(2, 3)) */
     vp_t qa = vp_autocast_low(step, in->q, "attention.q_cast");
     vp_t ka = vp_autocast_low(step, k, "attention.k_cast");
-    if (expanded && ka != k) k_contiguous = true;
+    if (late) ka = broadcast_heads(sim, ka, rep);
+    else if (expanded && ka != k) k_contiguous = true;
     vp_t qm = batched_operand(step, qa, in->q_contiguous, "attention.q_reshape");
     vp_t km = batched_operand(step, ka, k_contiguous, "attention.k_reshape");
     /* BLOOM: alibi.baddbmm(q, k): on autocast's lower-precision list, the
@@ -866,7 +979,8 @@ static vp_t eager(vp_step *step, const vp_op *op, const vp_t *leaves, qkv *in, s
     /* attn_output = torch.matmul(attn_weights, value_states) */
     vp_t pa = vp_autocast_low(step, dropped, "attention.probs_cast");
     vp_t va = vp_autocast_low(step, v, "attention.v_cast");
-    if (expanded && va != v) v_contiguous = true;
+    if (late) va = broadcast_heads(sim, va, rep);
+    else if (expanded && va != v) v_contiguous = true;
     vp_t vm = batched_operand(step, va, v_contiguous, "attention.v_reshape");
     vp_t context = vp_matmul(sim, pa, vm, vp_numel4(sim, b, s.heads, n, s.v_dim), false, "attention.context");
     vp_drop(sim, va);
@@ -1061,6 +1175,9 @@ static vp_t head_norm(vp_step *step, const vp_op *op, vp_t x, vp_t weight) {
     /* Gemma 3: Gemma3RMSNorm over each head (of the transposed view: the
      * same tensors) */
     if (vp_op_u64(op, ATT_QK_NORM_STYLE) == QK_NORM_GEMMA) return vp_gemma_rms_norm(step, x, weight, rows);
+    /* Cohere: over each head's head_dim, the weight [heads, head_dim] */
+    if (vp_op_u64(op, ATT_QK_NORM_STYLE) == QK_NORM_COHERE)
+        return vp_cohere_layer_norm(step, x, weight, vp_at(&step->sim, x)->numel / shape_of(op).head_dim);
     return vp_hf_rms_norm(step, x, weight, rows);
 }
 
@@ -1125,7 +1242,7 @@ static vp_t attention_forward(vp_step *step, const vp_op *op, const vp_t *leaves
     vp_sim *sim = &step->sim;
     shape s = local_shape(op, step->tp);
     uint64_t q_out = s.heads * s.head_dim, kv_out = s.kv_heads * s.head_dim;
-    qkv in = {0};
+    qkv in = {.input_dtype = (vp_dtype)vp_at(sim, x)->dtype};
     bool mla = is_mla(op), cross = vp_op_flag(op, ATT_CROSS), normalized = false;
     if (mla) {
         vp_mla_shape m = mla_shape(op);
@@ -1138,6 +1255,15 @@ static vp_t attention_forward(vp_step *step, const vp_op *op, const vp_t *leaves
         in.q_contiguous = in.k_contiguous = true; /* torch.cat's results */
     } else if (bloom_alibi(op)) {
         bloom_project(step, leaves, x, q_out, &in);
+    } else if (falcon_split(op)) {
+        /* fused_qkv = self.query_key_value(hidden_states), a local of
+         * FalconAttention.forward until it returns */
+        vp_falcon_shape f = falcon_shape(op);
+        vp_t fused = vp_project_column(step, x, leaves[Q_W], leaves[Q_B], q_out + 2 * kv_out, "attention.query_key_value");
+        vp_falcon_split(step, &f, fused, &in.q, &in.k, &in.v);
+        keep_local(sim, &in, fused);
+        vp_drop(sim, fused);
+        s.kv_heads = vp_falcon_kv_heads(&f);
     } else if (vp_op_flag(op, ATT_FUSED_QKV)) {
         /* self.c_attn(hidden_states).split(split_size, dim=2), MPT's
          * mixed_qkv.chunk(3, dim=2), or Phi-3's
@@ -1157,8 +1283,9 @@ static vp_t attention_forward(vp_step *step, const vp_op *op, const vp_t *leaves
         /* cross-attention's keys and values come from the encoder's output */
         vp_t source = cross ? vp_step_tensor(step, VP_TENSOR_MEMORY) : x;
         /* Qwen3 and OLMo-2 normalize each projection as it is made
-         * (self.q_norm(self.q_proj(x)...), then k, then v); Gemma 3 after all three */
-        bool early = vp_op_flag(op, ATT_QK_NORM) && vp_op_u64(op, ATT_QK_NORM_STYLE) != QK_NORM_GEMMA;
+         * (self.q_norm(self.q_proj(x)...), then k, then v); Gemma 3 and Cohere after all three */
+        bool early = vp_op_flag(op, ATT_QK_NORM) && vp_op_u64(op, ATT_QK_NORM_STYLE) != QK_NORM_GEMMA &&
+                     vp_op_u64(op, ATT_QK_NORM_STYLE) != QK_NORM_COHERE;
         in.q = vp_project_column(step, x, leaves[Q_W], leaves[Q_B], q_out, "attention.q_proj");
         if (early) normalize_in_place(step, op, &in.q, leaves[Q_NORM]);
         in.k = vp_project_column(step, source, leaves[K_W], leaves[K_B], kv_out, "attention.k_proj");
@@ -1179,6 +1306,8 @@ static vp_t attention_forward(vp_step *step, const vp_op *op, const vp_t *leaves
         vp_gptj_rotary_shape g = {s.head_dim, vp_op_u64(op, ATT_ROTARY_DIM), vp_op_u64(op, ATT_POSITIONS)};
         local_keeper keeper = {sim, &in};
         vp_gptj_rotary(step, &g, &in.q, &in.k, keep_local_of, &keeper);
+    } else if (cohere_rotary(op)) {
+        vp_cohere_rotary(step, &in.q, &in.k);
     } else if (vp_op_flag(op, ATT_ROTARY) && !mla) {
         vp_t q = rotate(step, op, in.q, &in, "attention.rotary_q");
         vp_t k = rotate(step, op, in.k, &in, "attention.rotary_k");
@@ -1216,6 +1345,16 @@ static vp_t attention_forward(vp_step *step, const vp_op *op, const vp_t *leaves
         context = vp_checkpoint(step, recompute_core, c, inputs, 3, &args);
     } else if (which == KERNEL_EAGER) {
         context = eager(step, op, leaves, &in, s);
+    } else if ((which == KERNEL_SDPA_FLASH || which == KERNEL_MEM_EFFICIENT) && falcon_split(op) &&
+               s.kv_heads != s.heads) {
+        /* SDPA's fused kernels refuse one key head for several query heads
+         * (sdp_utils.cpp, check_batch_size_and_num_heads_dense): its math
+         * backend runs; FalconAttention then transposes and reshapes the
+         * output (a copy) */
+        vp_sdpa_math_shape m = {s.heads, s.kv_heads, s.head_dim, in.q_contiguous};
+        vp_t out = vp_sdpa_math(step, &m, in.q, in.k, in.v);
+        context = vp_copy(sim, out, "attention.merge_heads");
+        vp_drop(sim, out);
     } else if (step->cp > 1) {
         context = vp_ring_attention(step, in.q, in.k, in.v, s.heads, s.kv_heads, s.head_dim);
     } else {

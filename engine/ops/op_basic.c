@@ -196,7 +196,14 @@ const vp_op_kind vp_op_scale = {
 
 /* ---- residual ---- */
 
-enum { RESIDUAL_SCALE, RESIDUAL_KEEPS_BRANCH, RESIDUAL_NAMES_LAST_INPUT, RESIDUAL_POST_NORM, RESIDUAL_FIELDS };
+enum {
+    RESIDUAL_SCALE,
+    RESIDUAL_KEEPS_BRANCH,
+    RESIDUAL_NAMES_LAST_INPUT,
+    RESIDUAL_POST_NORM,
+    RESIDUAL_ADDS_BRANCHES,
+    RESIDUAL_FIELDS
+};
 
 static const vp_field residual_fields[RESIDUAL_FIELDS] = {
     [RESIDUAL_SCALE] = {"scale", VP_FIELD_BOOL, false, 0, 0, 1, NULL,
@@ -214,7 +221,38 @@ static const vp_field residual_fields[RESIDUAL_FIELDS] = {
                             "the norm after the add ends the block (BertSelfOutput, BertOutput: "
                             "self.LayerNorm(hidden_states + input_tensor)): the branch's result and the residual's "
                             "input are its locals until that norm returns"},
+    [RESIDUAL_ADDS_BRANCHES] = {"adds_branches", VP_FIELD_BOOL, false, 0, 0, 1, NULL,
+                                "the last op is a parallel block whose results are added to the input one by one, "
+                                "left to right (CohereDecoderLayer: residual + hidden_states_attention + "
+                                "hidden_states_mlp), not summed first"},
 };
+
+enum { PARALLEL_MAX_CHILDREN = 8 };
+static unsigned run_branches(vp_step *step, const vp_op *op, const vp_t *leaves, vp_t x, vp_t *results);
+
+/* x + r1 + r2 + ...: the branches of the parallel block that ends the
+ * residual's ops, added to x in turn (adds_branches) */
+static vp_t add_branches(vp_step *step, const vp_op *op, const vp_t *children, vp_t x) {
+    vp_sim *sim = &step->sim;
+    const vp_op *last = &op->children[op->n_children - 1];
+    if (last->kind != &vp_op_parallel) {
+        sim->status = VP_SIM_OVERFLOW; /* a family script's bug: see the field's doc */
+        return 0;
+    }
+    vp_t input = vp_run_ops(step, op->children, op->n_children - 1, children, x);
+    vp_t results[PARALLEL_MAX_CHILDREN] = {0};
+    unsigned n = run_branches(step, last, children + last->slot, input, results);
+    vp_drop(sim, input);
+    vp_t sum = x;
+    vp_hold(sim, x);
+    for (unsigned i = 0; i < n; i++) {
+        vp_t next = vp_add(sim, sum, results[i], vp_at(sim, sum)->numel, "residual.add");
+        vp_drop(sim, sum);
+        vp_drop(sim, results[i]);
+        sum = next;
+    }
+    return sum;
+}
 
 /* x + f(x): the children run in order on x, and the branch's result is
  * added to x (HF decoder layers: `residual = hidden_states ... hidden_states
@@ -223,6 +261,7 @@ static vp_t residual_forward(vp_step *step, const vp_op *op, const vp_t *leaves,
     vp_sim *sim = &step->sim;
     /* children's slots are numbered within the section, after this op's own */
     const vp_t *children = leaves - op->slot;
+    if (vp_op_flag(op, RESIDUAL_ADDS_BRANCHES)) return add_branches(step, op, children, x);
     unsigned n = op->n_children;
     vp_t named = 0; /* the last op's input, a local until the sub-layer returns */
     if (vp_op_flag(op, RESIDUAL_NAMES_LAST_INPUT) && n > 1) named = vp_run_ops(step, op->children, --n, children, x);
@@ -258,28 +297,75 @@ const vp_op_kind vp_op_sequence = {
     .forward = sequence_forward,
 };
 
+/* ---- parallel ---- */
+
+enum { PARALLEL_IN_PLACE, PARALLEL_INPUTS_FIRST, PARALLEL_FIELDS };
+
+static const vp_field parallel_fields[PARALLEL_FIELDS] = {
+    [PARALLEL_IN_PLACE] = {"in_place", VP_FIELD_BOOL, false, 0, 0, 1, NULL,
+                           "each result after the first takes the sum so far in place, no new tensor "
+                           "(FalconDecoderLayer's mlp_output += attention_output)"},
+    [PARALLEL_INPUTS_FIRST] = {"inputs_first", VP_FIELD_BOOL, false, 0, 0, 1, NULL,
+                               "every child (at most eight) is a sequence of two ops or more whose first op "
+                               "(a norm) runs on the input before any child's rest runs (FalconDecoderLayer's "
+                               "ln_attn and ln_mlp, both made before the attention)"},
+};
+
+/* The first op of each sequence child, on x, in order (inputs_first). */
+static bool run_first_ops(vp_step *step, const vp_op *op, const vp_t *section, vp_t x, vp_t *firsts) {
+    bool fits = op->n_children <= PARALLEL_MAX_CHILDREN;
+    for (unsigned i = 0; fits && i < op->n_children; i++)
+        fits = op->children[i].kind == &vp_op_sequence && op->children[i].n_children >= 2;
+    if (!fits) {
+        step->sim.status = VP_SIM_OVERFLOW; /* a family script's bug: see the field's doc */
+        return false;
+    }
+    for (unsigned i = 0; i < op->n_children; i++) {
+        const vp_op *first = &op->children[i].children[0];
+        firsts[i] = first->kind->forward(step, first, section + first->slot, x);
+        vp_step_clear_fp8(step);
+    }
+    return true;
+}
+
+/* Every child on the same x, each result bound to a name of the layer's
+ * forward (it lives until the layer returns); returns how many, or 0 with
+ * the simulator's status set. */
+static unsigned run_branches(vp_step *step, const vp_op *op, const vp_t *leaves, vp_t x, vp_t *results) {
+    const vp_t *section = leaves - op->slot; /* children's slots are numbered within the section */
+    bool inputs_first = vp_op_flag(op, PARALLEL_INPUTS_FIRST);
+    vp_t firsts[PARALLEL_MAX_CHILDREN] = {0};
+    if (op->n_children > PARALLEL_MAX_CHILDREN) {
+        step->sim.status = VP_SIM_OVERFLOW; /* see the field's doc */
+        return 0;
+    }
+    if (inputs_first && !run_first_ops(step, op, section, x, firsts)) return 0;
+    for (unsigned i = 0; i < op->n_children; i++) {
+        const vp_op *child = &op->children[i];
+        results[i] = inputs_first ? vp_run_ops(step, child->children + 1, child->n_children - 1, section, firsts[i])
+                                  : child->kind->forward(step, child, section + child->slot, x);
+        vp_drop(&step->sim, firsts[i]);
+        vp_step_clear_fp8(step);
+        vp_step_keep_local(step, results[i], VP_LOCAL_OF_LAYER);
+    }
+    return op->n_children;
+}
+
 /* f1(x) + f2(x) + ...: every child runs on the same x, its result kept
  * while the next runs, then the results are summed left to right, each sum
  * a new tensor (Phi's attn_outputs + feed_forward_hidden_states, GPT-NeoX's
- * mlp_output + attn_output; the residual around them adds x last). Each
- * result is bound to a name of the layer's forward, so it lives until the
- * layer returns, through the residual's add. */
+ * mlp_output + attn_output; the residual around them adds x last), or
+ * in place (in_place). */
 static vp_t parallel_forward(vp_step *step, const vp_op *op, const vp_t *leaves, vp_t x) {
     vp_sim *sim = &step->sim;
-    const vp_t *section = leaves - op->slot; /* children's slots are numbered within the section */
-    vp_t sum = 0;
-    for (unsigned i = 0; i < op->n_children; i++) {
-        const vp_op *child = &op->children[i];
-        vp_t result = child->kind->forward(step, child, section + child->slot, x);
-        vp_step_clear_fp8(step);
-        vp_step_keep_local(step, result, VP_LOCAL_OF_LAYER);
-        if (!sum) {
-            sum = result;
-            continue;
-        }
-        vp_t next = vp_add(sim, sum, result, vp_at(sim, sum)->numel, "parallel.add");
+    vp_t results[PARALLEL_MAX_CHILDREN] = {0};
+    unsigned n = run_branches(step, op, leaves, x, results);
+    vp_t sum = n ? results[0] : 0;
+    for (unsigned i = 1; i < n; i++) {
+        vp_t next = vp_op_flag(op, PARALLEL_IN_PLACE) ? vp_add_(sim, results[i], sum, "parallel.add_")
+                                                      : vp_add(sim, sum, results[i], vp_at(sim, sum)->numel, "parallel.add");
         vp_drop(sim, sum);
-        vp_drop(sim, result);
+        vp_drop(sim, results[i]);
         sum = next;
     }
     return sum;
@@ -294,6 +380,8 @@ const vp_op_kind vp_op_parallel = {
     .name = "parallel",
     .doc = "its ops each run on the same input and their results are summed (Phi's and GPT-NeoX's parallel "
            "attention and MLP); the results are locals of the layer until it returns",
+    .fields = parallel_fields,
+    .n_fields = PARALLEL_FIELDS,
     .container = true,
     .cost = VP_COST_RESIDUAL,
     .facts = parallel_facts,

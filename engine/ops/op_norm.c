@@ -6,7 +6,10 @@
 
 /* ---- LayerNorm ---- */
 
-enum { LN_HIDDEN, LN_BIAS, LN_EPS, LN_LAYER_LOCAL, LN_FIELDS };
+enum { LN_HIDDEN, LN_BIAS, LN_EPS, LN_LAYER_LOCAL, LN_STYLE, LN_FIELDS };
+
+enum { LN_NATIVE, LN_COHERE };
+static const char *const layernorm_styles[] = {"native", "cohere", NULL};
 
 static const vp_field layernorm_fields[LN_FIELDS] = {
     [LN_HIDDEN] = {"hidden", VP_FIELD_INT, true, 0, 1, 1 << 20, NULL, "normalized width"},
@@ -15,7 +18,58 @@ static const vp_field layernorm_fields[LN_FIELDS] = {
     [LN_LAYER_LOCAL] = {"layer_local", VP_FIELD_BOOL, false, 0, 0, 1, NULL,
                         "the output stays bound to a name of the layer's forward until the layer returns, "
                         "through the residual's add (PhiDecoderLayer's hidden_states)"},
+    [LN_STYLE] = {"style", VP_FIELD_ENUM, false, LN_NATIVE, 0, 0, layernorm_styles,
+                  "native: nn.LayerNorm's one kernel; cohere: CohereLayerNorm (transformers 4.5x), written out in "
+                  "fp32 (the input cast up, the mean subtracted twice, pow, mean, rsqrt, the weight made fp32, the "
+                  "result cast back), without a bias"},
 };
+
+static const char *layernorm_check(const vp_op *op) {
+    if (vp_op_u64(op, LN_STYLE) == LN_COHERE && vp_op_flag(op, LN_BIAS))
+        return "style = \"cohere\" is CohereLayerNorm, which has no bias: needs bias = false";
+    return NULL;
+}
+
+/* CohereLayerNorm.forward (models/cohere/modeling_cohere.py, transformers
+ * commit 015bfeb of the 4.5x line), line by line:
+ *   input_dtype = hidden_states.dtype
+ *   hidden_states = hidden_states.to(torch.float32)
+ *   mean = hidden_states.mean(-1, keepdim=True)
+ *   variance = (hidden_states - mean).pow(2).mean(-1, keepdim=True)
+ *   hidden_states = (hidden_states - mean) * torch.rsqrt(variance + eps)
+ *   hidden_states = self.weight.to(torch.float32) * hidden_states
+ *   return hidden_states.to(input_dtype)
+ * mean (2.x) and the subtractions keep nothing, pow keeps its input, rsqrt
+ * its output, the products both operands; mean and variance are locals
+ * until it returns. */
+vp_t vp_cohere_layer_norm(vp_step *step, vp_t x, vp_t weight, uint64_t rows) {
+    vp_sim *sim = &step->sim;
+    vp_t h32 = vp_to(sim, x, VP_FP32, "cohere_layernorm.upcast");
+    uint64_t n = vp_at(sim, h32)->numel;
+    vp_t mean = vp_reduce(sim, h32, rows, "cohere_layernorm.mean");
+    vp_t centered = vp_add(sim, h32, mean, n, "cohere_layernorm.sub");
+    vp_t squared = vp_unary(sim, centered, VP_SAVES_INPUT, 2, VP_FP32, "cohere_layernorm.pow");
+    vp_drop(sim, centered);
+    vp_t variance = vp_reduce(sim, squared, rows, "cohere_layernorm.variance");
+    vp_drop(sim, squared);
+    vp_t again = vp_add(sim, h32, mean, n, "cohere_layernorm.sub");
+    vp_t shifted = vp_shift(sim, variance, VP_FP32, rows, "cohere_layernorm.add_eps");
+    vp_t inverse = vp_unary(sim, shifted, VP_SAVES_OUTPUT, 2, VP_FP32, "cohere_layernorm.rsqrt");
+    vp_drop(sim, shifted);
+    vp_t normed = vp_mul(sim, again, inverse, n, "cohere_layernorm.mul");
+    vp_drop(sim, again);
+    vp_drop(sim, inverse);
+    vp_drop(sim, h32);
+    vp_t w32 = vp_to(sim, weight, VP_FP32, "cohere_layernorm.weight_float");
+    vp_t scaled = vp_mul(sim, w32, normed, n, "cohere_layernorm.weight");
+    vp_drop(sim, w32);
+    vp_drop(sim, normed);
+    vp_t y = vp_to(sim, scaled, (vp_dtype)vp_at(sim, x)->dtype, "cohere_layernorm.downcast");
+    vp_drop(sim, scaled);
+    vp_drop(sim, variance);
+    vp_drop(sim, mean);
+    return y;
+}
 
 static unsigned layernorm_leaves(const vp_op *op, const vp_ranks *split, vp_leaf_spec *out) {
     unsigned tp = split->tp;
@@ -29,9 +83,14 @@ static unsigned layernorm_leaves(const vp_op *op, const vp_ranks *split, vp_leaf
 /* layer_norm is on autocast's fp32 list: a 16-bit input is cast up first. */
 static vp_t layernorm_forward(vp_step *step, const vp_op *op, const vp_t *leaves, vp_t x) {
     vp_sim *sim = &step->sim;
-    vp_t xa = vp_autocast_fp32(step, x, "layernorm");
-    vp_t y = vp_layer_norm(sim, xa, leaves[0], leaves[1], step->rows, step->recipe->device, "layernorm");
-    vp_drop(sim, xa);
+    vp_t y;
+    if (vp_op_u64(op, LN_STYLE) == LN_COHERE) {
+        y = vp_cohere_layer_norm(step, x, leaves[0], step->rows);
+    } else {
+        vp_t xa = vp_autocast_fp32(step, x, "layernorm");
+        y = vp_layer_norm(sim, xa, leaves[0], leaves[1], step->rows, step->recipe->device, "layernorm");
+        vp_drop(sim, xa);
+    }
     if (vp_op_flag(op, LN_LAYER_LOCAL)) vp_step_keep_local(step, y, VP_LOCAL_OF_LAYER);
     vp_step_norm_returns(step);
     return y;
@@ -42,6 +101,7 @@ const vp_op_kind vp_op_layernorm = {
     .doc = "nn.LayerNorm: saves its input and fp32 per-row mean and rstd",
     .fields = layernorm_fields,
     .n_fields = LN_FIELDS,
+    .check = layernorm_check,
     .roles = VP_ROLE_NORM,
     .cost = VP_COST_NORM,
     .leaves = layernorm_leaves,

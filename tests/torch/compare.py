@@ -95,6 +95,24 @@ def gptj(h=64, layers=2, heads=4, vocab=256, positions=128, rotary=8, dropout=0.
             "attn_pdrop": dropout, "activation_function": "gelu_new", "tie_word_embeddings": False}
 
 
+def falcon(h=64, layers=2, heads=4, kv=None, vocab=256, new=False, mq=True, norms=None, dropout=0.0, use_cache=True,
+           tied=True, ffn=None):
+    cfg = {"model_type": "falcon", "hidden_size": h, "num_hidden_layers": layers, "num_attention_heads": heads,
+           "vocab_size": vocab, "new_decoder_architecture": new, "multi_query": mq, "parallel_attn": True,
+           "bias": False, "alibi": False, "hidden_dropout": dropout, "use_cache": use_cache, "tie_word_embeddings": tied}
+    for key, value in (("num_kv_heads", kv), ("num_ln_in_parallel_attn", norms), ("ffn_hidden_size", ffn)):
+        if value is not None:
+            cfg[key] = value
+    return cfg
+
+
+def cohere(h=64, layers=2, heads=4, kv=2, inter=128, vocab=256, qk_norm=False, tied=True, dropout=0.0):
+    return {"model_type": "cohere", "hidden_size": h, "num_hidden_layers": layers, "num_attention_heads": heads,
+            "num_key_value_heads": kv, "intermediate_size": inter, "vocab_size": vocab, "use_qk_norm": qk_norm,
+            "tie_word_embeddings": tied, "attention_dropout": dropout, "logit_scale": 0.0625,
+            "max_position_embeddings": 128}
+
+
 def qwen3_moe(h=64, layers=2, heads=4, kv=2, vocab=256, experts=8, k=2, moe_inter=32, norm=True):
     return dict(llama(h, layers, heads, kv, 128, vocab), model_type="qwen3_moe", head_dim=32, num_experts=experts,
                 num_experts_per_tok=k, moe_intermediate_size=moe_inter, norm_topk_prob=norm)
@@ -446,6 +464,75 @@ CASES = [
         "mixed-bf16", impl="for-loop", b=1, s=16, ckpt="full", finetune="lora", lora_dropout=0.1,
         keep_logits="false", use_reentrant="false", checkpoint_early_stop="true", grad_accum=3,
         modules_to_save="wte,lm_head")),
+    # Falcon: one query_key_value split by indexing (multi-query: the key and value copied; the new
+    # decoder architecture: every group broadcast and copied to all heads), scores divided in place,
+    # the MLP's output taking the attention's in place, a tied head
+    ("falcon fp32", falcon(), recipe()),
+    ("falcon bf16", falcon(), recipe("bf16")),
+    ("falcon amp-bf16", falcon(), recipe("amp-bf16")),
+    ("falcon new fp32", falcon(new=True, kv=2), recipe()),
+    ("falcon new amp-bf16", falcon(new=True, kv=2), recipe("amp-bf16")),
+    ("falcon new one norm bf16", falcon(new=True, kv=2, norms=1, ffn=96), recipe("bf16")),
+    ("falcon new a head a group amp-bf16", falcon(new=True, kv=4), recipe("amp-bf16")),
+    ("falcon heads fp32 untied", falcon(mq=False, tied=False), recipe()),
+    ("falcon fp32 dropout", falcon(dropout=0.1), recipe()),
+    ("falcon mixed-bf16 for-loop", falcon(), recipe("mixed-bf16", impl="for-loop")),
+    ("falcon fp32 no cache", falcon(use_cache=False), recipe()),
+    ("falcon bf16 one sequence", falcon(), recipe("bf16", b=1, s=48)),
+    ("falcon new amp-bf16 one sequence", falcon(new=True, kv=2), recipe("amp-bf16", b=1, s=40)),
+    # one sequence: matmul broadcasts the autocast cast of the one key head as a zero-stride view
+    ("falcon amp-bf16 one sequence", falcon(), recipe("amp-bf16", b=1, s=40)),
+    ("falcon fp32 checkpointed", falcon(layers=3), recipe(ckpt="full")),
+    ("falcon new amp-bf16 checkpointed", falcon(new=True, kv=2, layers=3), recipe("amp-bf16", ckpt="full")),
+    ("falcon bf16 every-2 non-reentrant", falcon(layers=4), recipe("bf16", ckpt="every-2", use_reentrant="false")),
+    ("falcon new bf16 non-reentrant early stop", falcon(new=True, kv=2, layers=3), recipe(
+        "bf16", ckpt="full", use_reentrant="false", checkpoint_early_stop="true")),
+    ("falcon lora amp-bf16", falcon(), recipe("amp-bf16", finetune="lora")),
+    ("falcon lora dense,dense_4h_to_h fp32", falcon(new=True, kv=2), recipe(
+        finetune="lora", lora_targets="dense,dense_4h_to_h")),
+    ("falcon lora all-linear bf16 checkpointed", falcon(layers=3), recipe(
+        "bf16", ckpt="full", finetune="lora", lora_targets="all-linear")),
+    ("falcon qlora nf4 amp-bf16 checkpointed", falcon(h=128), recipe(
+        "amp-bf16", ckpt="full", finetune="qlora", quant="nf4")),
+    ("falcon new qlora nf4 amp-bf16", falcon(h=128, heads=8, new=True, kv=2), recipe(
+        "amp-bf16", finetune="qlora", quant="nf4")),
+    ("falcon freeze 1 layer fp32", falcon(layers=3), recipe(finetune="freeze", trainable_layers=1)),
+    ("falcon prompt bf16", falcon(), recipe("bf16", finetune="prompt", num_virtual_tokens=6)),
+    ("falcon amp-bf16 op-selective", falcon(layers=3), recipe("amp-bf16", ckpt="op-selective")),
+    ("falcon new fp32 grad_accum 2", falcon(new=True, kv=2), recipe(grad_accum=2)),
+    # SDPA refuses one key head for several query heads (no enable_gqa): its math backend runs
+    ("falcon sdpa math fp32", dict(falcon(), _attn_implementation="sdpa"), recipe(attention="sdpa")),
+    ("falcon sdpa math amp-bf16", dict(falcon(), _attn_implementation="sdpa"), recipe("amp-bf16", attention="sdpa")),
+    ("falcon sdpa math bf16 one sequence checkpointed", dict(falcon(layers=3), _attn_implementation="sdpa"), recipe(
+        "bf16", attention="sdpa", ckpt="full", b=1, s=40)),
+    ("falcon sdpa math lora amp-bf16", dict(falcon(), _attn_implementation="sdpa"), recipe(
+        "amp-bf16", attention="sdpa", finetune="lora", lora_targets="all-linear")),
+    # Cohere: CohereLayerNorm in fp32, interleaved rotary in fp32, q/k norms, attention and MLP added to
+    # the residual one by one, the logits scaled
+    ("cohere fp32", cohere(), recipe()),
+    ("cohere bf16", cohere(), recipe("bf16")),
+    ("cohere amp-bf16", cohere(), recipe("amp-bf16")),
+    ("cohere qk norm fp32", cohere(qk_norm=True), recipe()),
+    ("cohere qk norm bf16", cohere(qk_norm=True), recipe("bf16")),
+    ("cohere qk norm amp-bf16 untied", cohere(qk_norm=True, tied=False), recipe("amp-bf16")),
+    ("cohere fp32 dropout", cohere(dropout=0.1), recipe()),
+    ("cohere mixed-bf16 for-loop", cohere(), recipe("mixed-bf16", impl="for-loop")),
+    ("cohere fp32 MQA one sequence", cohere(kv=1), recipe(b=1, s=48)),
+    ("cohere bf16 no cache", cohere(), recipe("bf16", use_cache="false")),
+    ("cohere fp32 checkpointed", cohere(layers=3), recipe(ckpt="full")),
+    ("cohere qk norm amp-bf16 checkpointed", cohere(layers=3, qk_norm=True), recipe("amp-bf16", ckpt="full")),
+    ("cohere bf16 every-2 non-reentrant early stop", cohere(layers=4), recipe(
+        "bf16", ckpt="every-2", use_reentrant="false", checkpoint_early_stop="true")),
+    ("cohere lora q_proj,v_proj amp-bf16", cohere(), recipe("amp-bf16", finetune="lora", lora_targets="q_proj,v_proj")),
+    ("cohere lora all-linear bf16 checkpointed", cohere(layers=3, qk_norm=True), recipe(
+        "bf16", ckpt="full", finetune="lora", lora_targets="all-linear")),
+    ("cohere qlora nf4 amp-bf16 checkpointed", cohere(h=128, inter=256), recipe(
+        "amp-bf16", ckpt="full", finetune="qlora", quant="nf4", lora_targets="all-linear")),
+    ("cohere freeze 1 layer fp32", cohere(layers=3), recipe(finetune="freeze", trainable_layers=1)),
+    ("cohere prompt bf16", cohere(), recipe("bf16", finetune="prompt", num_virtual_tokens=6)),
+    ("cohere amp-bf16 op-selective", cohere(layers=3, qk_norm=True), recipe("amp-bf16", ckpt="op-selective")),
+    ("cohere fp32 grad_accum 2", cohere(), recipe(grad_accum=2)),
+    ("cohere prefix bf16", cohere(qk_norm=True), recipe("bf16", finetune="prefix", num_virtual_tokens=6)),
     # parallel attention and MLP: GPT-NeoX (Pythia) and Phi-2
     ("neox fp32", neox(), recipe()),
     # transformers' other activations (GPT-NeoX-20B's config names gelu_fast)

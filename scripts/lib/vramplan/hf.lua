@@ -255,6 +255,55 @@ mappings.gptj = {
   end,
 }
 
+-- FalconForCausalLM (Falcon-7B, -40B, -180B, Falcon2-11B) of transformers
+-- 4.5x (models/falcon, commit 00dcc6d); defaults are FalconConfig's for the
+-- keys a config.json leaves out (multi_query, no new_decoder_architecture,
+-- num_kv_heads = the heads, the head tied). n_embed, n_layer, n_head and
+-- n_head_kv are its older names. num_ln_in_parallel_attn null is 2 (two
+-- norms) under new_decoder_architecture. attention_dropout only acts on
+-- paths vramplan refuses or where it costs nothing (FlashAttention's
+-- dropout); rope_scaling only changes the tables' values. The ALiBi path
+-- (Falcon-RW: alibi), FalconLinear's separate bias add (bias) and the
+-- sequential block (parallel_attn false) are refused.
+mappings.falcon = {
+  family = "falcon",
+  keys = {
+    hidden_size = "hidden", n_embed = "hidden", num_hidden_layers = "layers", n_layer = "layers",
+    num_attention_heads = "heads", n_head = "heads", num_kv_heads = "kv_heads", n_head_kv = "kv_heads",
+    multi_query = "multi_query", new_decoder_architecture = "new_decoder_architecture",
+    num_ln_in_parallel_attn = "norms", ffn_hidden_size = "intermediate", vocab_size = "vocab",
+    max_position_embeddings = "max_positions", rope_theta = "rope_theta", layer_norm_epsilon = "norm_eps",
+    hidden_dropout = "hidden_dropout", activation = "activation", use_cache = "use_cache",
+    tie_word_embeddings = "tie_embeddings",
+  },
+  check = function(config)
+    if config.alibi == true then return "alibi", "Falcon's ALiBi attention (Falcon-RW) is not modelled" end
+    if config.bias == true then
+      return "bias", "FalconLinear's bias, added apart from the matmul, is not modelled (Falcon-RW's)"
+    end
+    if config.parallel_attn == false then
+      return "parallel_attn", "Falcon's sequential block (attention, then post_attention_layernorm and the MLP) " ..
+        "is not modelled"
+    end
+  end,
+}
+
+-- CohereForCausalLM (Command R, Command R+, Aya 23) of transformers 4.5x
+-- (models/cohere, commit 015bfeb); defaults are CohereConfig's for the keys
+-- a config.json leaves out. logit_scale and rope_scaling only change
+-- values (the logits are multiplied whatever the scale). model_type
+-- cohere2 (Command R7B) is another class, not read here.
+mappings.cohere = {
+  family = "cohere",
+  keys = {
+    hidden_size = "hidden", num_hidden_layers = "layers", num_attention_heads = "heads",
+    num_key_value_heads = "kv_heads", intermediate_size = "intermediate", vocab_size = "vocab",
+    max_position_embeddings = "max_positions", rope_theta = "rope_theta", layer_norm_eps = "norm_eps",
+    attention_bias = "attention_bias", attention_dropout = "attn_dropout", hidden_act = "activation",
+    use_qk_norm = "qk_norm", use_cache = "use_cache", tie_word_embeddings = "tie_embeddings",
+  },
+}
+
 -- Starcoder2ForCausalLM (StarCoder2) of transformers 4.50-4.52; defaults
 -- are Starcoder2Config's for the keys a config.json leaves out (no window,
 -- no dropouts, biases on, the head tied by PretrainedConfig's default).

@@ -16,12 +16,13 @@ By layer:
   transformers' DynamicCache.
 * linear: the linear layers under autocast with PEFT's LoRA and DoRA and
   bitsandbytes' 4-bit and 8-bit layers.
-* gpt2, gptj, bloom, opt, mpt, t5, bert: one family each.
+* gpt2, gptj, bloom, opt, mpt, falcon, t5, bert: one family each.
 * llama_blocks: LLaMA's norms, rotary tables, attention and MLP, which the
   other rotary families reuse; moe and deepseek: the mixtures of experts and
   DeepSeek's latent attention; llama: the LLaMA-like decoder (LLaMA, Mistral,
   Qwen, Gemma 1-3, Granite, OLMo 2, Phi-3, Mixtral, DeepSeek).
-* neox_phi, starcoder2: GPT-NeoX and Phi-2, StarCoder2 on LLaMA's blocks.
+* neox_phi, starcoder2, cohere: GPT-NeoX and Phi-2, StarCoder2 and Cohere on
+  LLaMA's blocks.
 * losses and causal_lm: XForCausalLM over every decoder family.
 * finetune: what a fine-tuning method does to a built model (PEFT's
   adapters, prompt and prefix tuning, freezing, bitsandbytes quantization).

@@ -3,7 +3,9 @@ import torch
 import torch.nn as nn
 
 from .bloom import Bloom
+from .cohere import Cohere
 from .common import DynamicCache
+from .falcon import Falcon
 from .gpt2 import GPT2
 from .gptj import GPTJ
 from .linear import linear
@@ -24,7 +26,8 @@ class CausalLM(nn.Module):
         super().__init__()
         kind = cfg["model_type"]
         self.model = {"gpt2": GPT2, "bloom": Bloom, "gpt_neox": ParallelDecoder, "phi": ParallelDecoder,
-                      "starcoder2": Starcoder2, "opt": OPT, "mpt": Mpt, "gptj": GPTJ}.get(kind, Llama)(cfg)
+                      "starcoder2": Starcoder2, "opt": OPT, "mpt": Mpt, "gptj": GPTJ, "falcon": Falcon,
+                      "cohere": Cohere}.get(kind, Llama)(cfg)
         self.vocab = cfg["vocab_size"]
 
     def no_training_cache(self):
@@ -70,6 +73,8 @@ class CausalLM(nn.Module):
             logits = logits.to(torch.float32)
         if getattr(self.model, "cfg", {}).get("model_type") == "granite":  # GraniteForCausalLM
             logits = logits / self.model.cfg["logits_scaling"]
+        if isinstance(self.model, Cohere):  # CohereForCausalLM
+            logits = logits * self.model.cfg.get("logit_scale", 0.0625)
         cap = getattr(self.model, "cfg", {}).get("final_logit_softcapping")
         if cap is not None:  # Gemma2ForCausalLM
             logits = logits / cap

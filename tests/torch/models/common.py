@@ -255,6 +255,12 @@ def causal_mask_with_cache_position(attention_mask, sequence_length, target_leng
     return causal_mask
 
 
+def aliases(embed, layers, norm):
+    """Properties embed_tokens, layers and norm (the names the harness's
+    generic code reads) over a family's own attribute names."""
+    return tuple(property(lambda self, name=name: getattr(self, name)) for name in (embed, layers, norm))
+
+
 def chunks(layers, checkpoint):
     """The layers a checkpointed call runs: one (HF), or K under vramplan's
     every-K checkpointing; one at a time without checkpointing."""

@@ -13,7 +13,7 @@ embed_tokens, layers and norm are aliases for the harness's generic code.
 import torch
 import torch.nn as nn
 
-from .common import activation, add, chunks, dropout, in_turn, layer_norm, mul
+from .common import activation, add, aliases, chunks, dropout, in_turn, layer_norm, mul
 from .linear import linear
 from .llama import Llama
 
@@ -155,17 +155,7 @@ class GPTJ(nn.Module):
     # GPTJModel._update_causal_mask: LlamaModel's
     causal_mask = Llama.causal_mask
 
-    @property
-    def embed_tokens(self):
-        return self.wte
-
-    @property
-    def layers(self):
-        return self.h
-
-    @property
-    def norm(self):
-        return self.ln_f
+    embed_tokens, layers, norm = aliases("wte", "h", "ln_f")
 
     def embed(self, input_ids):
         return self.wte(input_ids)

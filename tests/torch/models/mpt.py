@@ -11,7 +11,7 @@ import math
 import torch
 import torch.nn as nn
 
-from .common import DynamicCache, add, chunks, dropout, in_turn, layer_norm
+from .common import DynamicCache, add, aliases, chunks, dropout, in_turn, layer_norm
 from .linear import linear
 
 
@@ -147,17 +147,7 @@ class Mpt(nn.Module):
         if not self.tied:
             self.lm_head = nn.Linear(h, cfg["vocab_size"], bias=False)
 
-    @property
-    def embed_tokens(self):
-        return self.wte
-
-    @property
-    def layers(self):
-        return self.blocks
-
-    @property
-    def norm(self):
-        return self.norm_f
+    embed_tokens, layers, norm = aliases("wte", "blocks", "norm_f")
 
     def embed(self, input_ids):
         return self.wte(input_ids)

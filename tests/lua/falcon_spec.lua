@@ -1,0 +1,70 @@
+-- Falcon (models/falcon-*.lua, models/arch/falcon.lua): its config.json read
+-- like the model script, the parameters as transformers' modules hold them
+-- and as a Falcon-7B fine-tune's were counted, PEFT's default target and
+-- what the engine does not model. (What _split_heads copies, the in-place
+-- scores and sums and SDPA's math backend keep is checked against PyTorch
+-- in tests/torch/compare.py, cases "falcon".)
+local helper = require("tests.lua.helper")
+
+describe("Falcon", function()
+  it("reads tiiuae/falcon-7b's config.json like the model script it describes", function()
+    helper.assert_same_model("tests/fixtures/falcon-7b-config.json", "models/falcon-7b.lua")
+  end)
+
+  it("has the parameters of FalconForCausalLM's modules", function()
+    -- modeling_falcon.py (transformers 4.5x): per layer query_key_value
+    -- (hidden x (hidden + 2 head_dim) for multi_query, hidden x (heads + 2
+    -- kv) head_dim for the new decoder architecture), dense, dense_h_to_4h,
+    -- dense_4h_to_h (no biases), one LayerNorm (two for falcon-40b); the
+    -- word embeddings, ln_f, the head tied to them
+    local function count(h, heads, kv, layers, norms)
+      local d = h // heads
+      local block = h * (heads + 2 * kv) * d + h * h + 2 * h * 4 * h + norms * 2 * h
+      return layers * block + 65024 * h + 2 * h
+    end
+    local seven = helper.estimate("falcon-7b", "--set", "seq_len=128").model.params
+    assert.are.equal(count(4544, 71, 1, 32, 1), seven)
+    assert.are.equal(count(8192, 128, 8, 60, 2), helper.estimate("falcon-40b", "--set", "seq_len=128").model.params)
+    -- a Falcon-7B fine-tune with one token added (vocab_size 65025) counted
+    -- 6,921,725,248 parameters (discuss.huggingface.co/t/43192, "Less
+    -- Trainable Parameters after quantization", print_trainable_parameters
+    -- of ehartford/WizardLM-Uncensored-Falcon-7b)
+    assert.are.equal(6921725248,
+      helper.estimate("falcon-7b", "--set", "vocab=65025", "--set", "seq_len=128").model.params)
+  end)
+
+  it("takes PEFT's default target for falcon (query_key_value) and Falcon's other names", function()
+    local r = helper.estimate("falcon-7b", "--set", "finetune=lora", "--set", "lora_rank=16", "--set", "seq_len=128")
+    assert.are.equal(32 * 16 * (4544 + (4544 + 2 * 64)), r.model.trainable_params)
+    local named = helper.estimate("falcon-40b", "--set", "finetune=lora", "--set", "lora_rank=8",
+      "--set", "lora_targets=dense,dense_h_to_4h,dense_4h_to_h", "--set", "seq_len=128")
+    assert.are.equal(60 * 8 * ((8192 + 8192) + 2 * (8192 + 4 * 8192)), named.model.trainable_params)
+  end)
+
+  it("runs multi-query under SDPA on its math backend and grouped heads on the fused kernels", function()
+    local eager = helper.estimate("falcon-7b", "--set", "seq_len=512", "--set", "attention=eager")
+    local sdpa = helper.estimate("falcon-7b", "--set", "seq_len=512", "--set", "attention=sdpa")
+    local flash = helper.estimate("falcon-7b", "--set", "seq_len=512", "--set", "attention=flash")
+    -- the math backend keeps the scores' softmax like eager attention; flash keeps none
+    assert.is_true(flash.per_gpu.activations_bytes < sdpa.per_gpu.activations_bytes)
+    assert.is_true(math.abs(sdpa.per_gpu.activations_bytes - eager.per_gpu.activations_bytes) <
+      eager.per_gpu.activations_bytes / 4)
+    helper.estimate("falcon-40b", "--set", "seq_len=512", "--set", "attention=sdpa")
+  end)
+
+  it("refuses what transformers cannot run or the engine does not model", function()
+    local err = helper.fails("falcon-7b", "--set", "seq_len=128", "--set", "attention=sdpa-mem-efficient")
+    assert.truthy(err:find("memory-efficient kernel refuses Falcon's one key head", 1, true), err)
+    err = helper.fails("falcon-7b", "--set", "seq_len=128", "--set", "finetune=prefix", "--set", "num_virtual_tokens=8")
+    assert.truthy(err:find("prefix tuning of Falcon", 1, true), err)
+    err = helper.fails("falcon-40b", "--set", "seq_len=128", "--set", "framework=megatron", "--set", "tp=2")
+    assert.truthy(err:find("Falcon", 1, true), err)
+    err = helper.fails("falcon-40b", "--set", "seq_len=128", "--set", "kv_heads=1")
+    assert.truthy(err:find("kv_heads", 1, true), err)
+    local base = '{"model_type": "falcon", "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4, ' ..
+      '"vocab_size": 256, '
+    helper.assert_config_rejected(base .. '"alibi": true}', "alibi")
+    helper.assert_config_rejected(base .. '"bias": true}', "bias")
+    helper.assert_config_rejected(base .. '"parallel_attn": false}', "parallel_attn")
+  end)
+end)
