@@ -161,6 +161,8 @@ describe("a bad block", function()
       "kernel scan: needs the source its saving rules come from")
     check('local k = F.kernel { name = "scan", inputs = 2, source = "mamba_ssm selective_scan_interface.py" } '
       .. "local y = k(x) return y", "kernel scan: takes 2 inputs, got 1")
+    check('local k = F.kernel { name = "scan", inputs = 9, source = "mamba_ssm selective_scan_interface.py" } '
+      .. "local y = k(x) return y", "kernel scan: inputs must be 1 to 8")
   end)
   it("must return a tensor it computed", function()
     local err = bad_block("return 1")
