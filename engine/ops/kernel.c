@@ -96,12 +96,20 @@ static vp_node *record_chain(vp_sim *sim, const vp_kernel_call *call, vp_t y, co
     return node;
 }
 
-/* Saves t into the first of the chain's nodes with a slot left. */
-static void save(vp_sim *sim, const uint32_t *nodes, unsigned n, unsigned *saved, vp_t t) {
-    unsigned c = *saved / VP_NODE_MAX_SAVED;
-    if (c >= n) c = n - 1; /* past every slot: vp_save reports it */
-    vp_save(sim, vp_node_at(sim, nodes[c]), t);
-    (*saved)++;
+/* Saves the list into the chain's nodes, eight to a node. A chained node
+ * none of whose inputs needs a gradient is not recorded: when the slots
+ * left are too few, parameters are not saved (they are resident; only
+ * save_on_cpu would have copied them), the last first. */
+static void save_all(vp_sim *sim, const uint32_t *nodes, unsigned n, vp_t *list, unsigned count) {
+    for (unsigned i = count; i-- > 0 && count > n * VP_NODE_MAX_SAVED;) {
+        if (!vp_at(sim, list[i])->leaf) continue;
+        for (unsigned j = i; j + 1 < count; j++) list[j] = list[j + 1];
+        count--;
+    }
+    for (unsigned i = 0; i < count; i++) {
+        unsigned c = i / VP_NODE_MAX_SAVED;
+        vp_save(sim, vp_node_at(sim, nodes[c < n ? c : n - 1]), list[i]); /* past every slot: vp_save reports it */
+    }
 }
 
 vp_t vp_kernel(vp_sim *sim, const vp_kernel_call *call, const char *label) {
@@ -112,16 +120,17 @@ vp_t vp_kernel(vp_sim *sim, const vp_kernel_call *call, const char *label) {
     /* the forward's intermediates, alive beside what it returns and keeps */
     if (call->forward_workspace) vp_scratch(sim, call->forward_workspace, label);
     uint32_t nodes[CHAIN];
-    unsigned n = 0, saved = 0;
+    unsigned n = 0, count = 0;
     vp_node *node = record_chain(sim, call, y, label, nodes, &n);
     if (node) {
         node->aux[0] = call->backward_workspace;
+        vp_t list[VP_KERNEL_INPUTS + 1 + VP_KERNEL_KEEPS];
         for (unsigned i = 0; i < call->n_in; i++)
-            if (call->saves >> i & 1u)
-                save(sim, nodes, n, &saved, call->saved_as && call->saved_as[i] ? call->saved_as[i] : call->in[i]);
-        if (call->saves >> VP_KERNEL_INPUTS & 1u) save(sim, nodes, n, &saved, y);
+            if (call->saves >> i & 1u) list[count++] = call->saved_as && call->saved_as[i] ? call->saved_as[i] : call->in[i];
+        if (call->saves >> VP_KERNEL_INPUTS & 1u) list[count++] = y;
         for (unsigned k = 0; k < VP_KERNEL_KEEPS; k++)
-            if (keeps[k]) save(sim, nodes, n, &saved, keeps[k]);
+            if (keeps[k]) list[count++] = keeps[k];
+        save_all(sim, nodes, n, list, count);
     }
     for (unsigned k = 0; k < VP_KERNEL_KEEPS; k++) vp_drop(sim, keeps[k]);
     return y;
