@@ -64,9 +64,7 @@ static void read_param(lua_State *L, vp_block_param *q) {
     if (q->rows > ((uint64_t)1 << 48) / q->columns) luaL_error(L, "block_op: %s: more than 2^48 elements", q->label);
     lua_getfield(L, -1, "module");
     const char *module = luaL_optstring(L, -1, "none");
-    q->module = VP_MODULE_NONE;
-    for (unsigned m = 0; m < VP_MODULE_COUNT; m++)
-        if (strcmp(vp_module_names[m], module) == 0) q->module = (uint8_t)m;
+    q->module = (uint8_t)vp_module_find(module);
     lua_pop(L, 1);
     q->linear = bool_field(L, "linear");
     q->buffer = bool_field(L, "buffer");

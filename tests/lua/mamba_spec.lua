@@ -84,4 +84,16 @@ describe("Mamba-2 130M as Lua blocks", function()
     assert.are.equal(pure, kept("bf16") + tokens * d_model * 2) -- the output went with the residual add
     assert.are.equal(pure + d_model * d_inner * 2, kept("amp-bf16") + tokens * d_model * 2)
   end)
+
+  it("lets LoRA target the mixer's projections by their own names", function()
+    -- PEFT's LoRA Linear: lora_A (r x in_features) and lora_B (out_features x r)
+    local r = 16
+    local function trainable(targets)
+      return helper.estimate(model, "--set", "finetune=lora", "--set", "lora_rank=" .. r, "--set",
+        "lora_targets=" .. targets).model.trainable_params
+    end
+    assert.are.equal(n_layer * r * (d_model + d_in_proj), trainable("in_proj"))
+    assert.are.equal(n_layer * r * (d_inner + d_model), trainable("out_proj"))
+    assert.are.equal(n_layer * r * (d_model + d_in_proj + d_inner + d_model), trainable("in_proj,out_proj"))
+  end)
 end)
