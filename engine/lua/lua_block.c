@@ -140,6 +140,7 @@ static void read_kernel(lua_State *L, unsigned i, vp_block_kernel *k) {
     k->n_inputs = (uint8_t)int_field(L, what, "inputs", 1, VP_BLOCK_ARGS);
     k->saves = (uint16_t)int_field(L, what, "saves", 0, (1 << (VP_BLOCK_ARGS + 1)) - 1);
     k->casts = (uint16_t)int_field(L, what, "casts", 0, (1 << VP_BLOCK_ARGS) - 1);
+    k->copies = (uint16_t)int_field(L, what, "copies", 0, (1 << VP_BLOCK_ARGS) - 1);
     k->out_dtype = dtype_field(L, what, "out_dtype");
     k->in_width = (uint64_t)int_field(L, what, "in_width", 1, most);
     k->in_split = bool_field(L, "in_split");

@@ -76,13 +76,14 @@ typedef struct {
 /* A fused kernel as F.kernel declared it, per row of its first input
  * (rows = its elements over in_width): the output's width and dtype, the
  * inputs (bit i) and output (bit VP_BLOCK_ARGS) autograd keeps, the inputs
- * its forward casts to autocast's dtype (bit i: the cast is what it keeps),
+ * its forward casts to autocast's dtype (bit i: the cast is what it keeps)
+ * or copies (x.contiguous() of a transposed view: the copy is kept),
  * tensors it makes only to keep for backward, and its workspaces: bytes
  * plus elements of the first input's dtype. A dtype VP_BLOCK_LIKE is the
  * first input's. */
 typedef struct {
     uint8_t n_inputs;
-    uint16_t saves, casts;
+    uint16_t saves, casts, copies;
     uint8_t out_dtype;           /* VP_DTYPE_NONE: the first input's */
     bool in_split, out_split;
     uint64_t in_width, out_width;

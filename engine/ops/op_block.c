@@ -124,11 +124,14 @@ static vp_t kernel(vp_step *step, const vp_block_program *p, const vp_block_inst
         call.keep_numel[j] = vp_numel(sim, rows, k->keep_width[j]);
         call.keep_dtype[j] = kernel_dtype(k->keep_dtype[j], first);
     }
-    /* the forward's own .to(autocast dtype) of an fp32 input (no autograd
-     * node: a custom Function's forward runs without grad) */
+    /* the forward's own .to(autocast dtype) of an fp32 input, or its
+     * .contiguous() copy (no autograd node: a custom Function's forward
+     * runs without grad) */
     for (unsigned a = 0; a < k->n_inputs; a++) {
         const vp_tensor *t = vp_at(sim, inputs[a]);
-        if (k->casts >> a & 1u && step->autocast && t->dtype == VP_FP32)
+        if (k->copies >> a & 1u)
+            casts[a] = vp_new(sim, t->numel, (vp_dtype)t->dtype, in->label);
+        else if (k->casts >> a & 1u && step->autocast && t->dtype == VP_FP32)
             casts[a] = vp_new(sim, t->numel, step->low, in->label);
     }
     vp_t y = vp_kernel(sim, &call, in->label);

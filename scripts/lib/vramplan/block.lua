@@ -246,7 +246,8 @@ end
 -- reference's, declared from its source (which `source` cites): inputs
 -- (1-8 tensors), the output's last dimension and dtype, what its autograd
 -- Function keeps (`saves`: input numbers and "output"), the inputs its
--- forward casts to autocast's dtype and keeps as cast (`casts`), tensors it
+-- forward casts to autocast's dtype and keeps as cast (`casts`) or copies
+-- (`copies`: x.contiguous() of a transposed view) and keeps as copied, tensors it
 -- makes only to keep (`keeps`: per row of the first input, a width and
 -- dtype), and its workspaces per row (bytes, or { bytes = n, input = m }:
 -- m more elements of the first input's dtype). Widths are numbers or
@@ -254,7 +255,7 @@ end
 -- input's. Returns the kernel, called as a function.
 local kernel_meta = {}
 local kernel_fields = { name = true, source = true, inputs = true, output = true, saves = true, keeps = true,
-                        workspace = true, casts = true }
+                        workspace = true, casts = true, copies = true }
 local KERNEL_INPUTS = 8 -- block.h's VP_BLOCK_ARGS
 local kernel_dtypes = setmetatable({ input = "input" }, { __index = dtype_names })
 
@@ -277,7 +278,7 @@ function F.kernel(decl)
   if math.type(decl.inputs) ~= "integer" or decl.inputs < 1 or decl.inputs > KERNEL_INPUTS then
     fail("kernel %s: inputs must be 1 to %d", decl.name, KERNEL_INPUTS)
   end
-  local saves, casts = 0, 0
+  local saves, masks = 0, { casts = 0, copies = 0 }
   for _, s in ipairs(decl.saves or {}) do
     if s == "output" then
       saves = saves | (1 << KERNEL_INPUTS)
@@ -287,12 +288,14 @@ function F.kernel(decl)
       fail("kernel %s: saves lists input numbers (1 to %d) and \"output\"", decl.name, decl.inputs)
     end
   end
-  if decl.casts ~= nil and type(decl.casts) ~= "table" then fail("kernel %s: casts lists input numbers", decl.name) end
-  for _, c in ipairs(decl.casts or {}) do
-    if math.type(c) ~= "integer" or c < 1 or c > decl.inputs then
-      fail("kernel %s: casts lists input numbers (1 to %d)", decl.name, decl.inputs)
+  for field in pairs(masks) do
+    if decl[field] ~= nil and type(decl[field]) ~= "table" then fail("kernel %s: %s lists input numbers", decl.name, field) end
+    for _, c in ipairs(decl[field] or {}) do
+      if math.type(c) ~= "integer" or c < 1 or c > decl.inputs then
+        fail("kernel %s: %s lists input numbers (1 to %d)", decl.name, field, decl.inputs)
+      end
+      masks[field] = masks[field] | (1 << (c - 1))
     end
-    casts = casts | (1 << (c - 1))
   end
   if decl.keeps ~= nil and (type(decl.keeps) ~= "table" or #decl.keeps > 2) then
     fail("kernel %s: keeps lists at most two { width = ..., dtype = ... }", decl.name)
@@ -321,7 +324,7 @@ function F.kernel(decl)
   end
   local k = {}
   for key, v in pairs(decl) do k[key] = v end
-  k.saves_mask, k.casts_mask = saves, casts
+  k.saves_mask, k.casts_mask, k.copies_mask = saves, masks.casts, masks.copies
   return setmetatable(k, kernel_meta)
 end
 
@@ -334,7 +337,8 @@ kernel_meta.__call = function(k, ...)
   local first = args[1]
   if not first.width then fail("kernel %s: its first input's last dimension is unknown", k.name) end
   local out = k.output or {}
-  local entry = { inputs = k.inputs, saves = k.saves_mask, casts = k.casts_mask, in_width = first.width,
+  local entry = { inputs = k.inputs, saves = k.saves_mask, casts = k.casts_mask, copies = k.copies_mask,
+                  in_width = first.width,
                   in_split = first.split, out_dtype = out.dtype and kernel_dtypes[out.dtype] or nil,
                   out_width = out.width and width_of(out.width, args, "kernel " .. k.name .. " output") or first.width,
                   out_split = first.split }
