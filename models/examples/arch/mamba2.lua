@@ -1,10 +1,11 @@
 -- Mamba-2 (mamba_ssm 2.2.4's MambaLMHeadModel with Mamba2 mixers: Dao & Gu
 -- 2024, "Transformers are SSMs"), its mixer written as a Lua block with no
 -- C: the fused kernel mamba_split_conv1d_scan_combined declared from its
--- autograd.Function (the memory a training step sees), or the chunked
--- reference path (`path = "reference"`, not written yet: it needs matmuls
--- over chunks the vocabulary does not have). The kernel's saving rules are
--- read from its source and stated below, not measured (no GPU here).
+-- autograd.Function (what a training step runs). The chunked reference
+-- path (ssd_minimal's) is not written yet: it needs matmuls over chunks
+-- that the vocabulary does not have. The kernel's saving rules are read
+-- from its source and stated below, not measured (no GPU here; the CPU
+-- harness cannot run these Triton kernels).
 --
 -- Source of every rule and shape: github.com/state-spaces/mamba, tag v2.2.4:
 --   mamba_ssm/modules/mamba2.py         Mamba2.__init__ / forward
