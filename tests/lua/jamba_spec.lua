@@ -60,4 +60,11 @@ describe("Jamba v0.1 as a hybrid with Mamba Lua blocks", function()
     table.sort(first)
     assert.are.same(expected, first)
   end)
+
+  it("gives the same figures folded and layer by layer", function()
+    helper.assert_folds_agree(helper.model(model, 16), {
+      { precision = "amp-bf16", checkpointing = "full" },
+      { finetune = "qlora", lora_targets = "all-linear", precision = "amp-bf16" },
+    })
+  end)
 end)

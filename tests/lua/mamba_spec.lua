@@ -96,4 +96,13 @@ describe("Mamba-2 130M as Lua blocks", function()
     assert.are.equal(n_layer * r * (d_inner + d_model), trainable("out_proj"))
     assert.are.equal(n_layer * r * (d_model + d_in_proj + d_inner + d_model), trainable("in_proj,out_proj"))
   end)
+
+  it("gives the same figures folded and layer by layer (the kernel's node chain under every recipe)", function()
+    helper.assert_folds_agree(helper.model(model, 4), {
+      {},
+      { precision = "amp-bf16", checkpointing = "full" },
+      { finetune = "lora", lora_targets = "in_proj", precision = "amp-bf16", offload_activations = true },
+      { use_reentrant = false, checkpointing = "every-2", precision = "amp-bf16" },
+    })
+  end)
 end)
