@@ -17,7 +17,7 @@ enum {
     VP_BLOCK_VALUES = 512,
     VP_BLOCK_PARTS = 8,
     VP_BLOCK_LABEL = 48,
-    VP_BLOCK_ARGS = 8,       /* a kernel's inputs (VP_NODE_MAX_IN) */
+    VP_BLOCK_ARGS = 8,       /* a kernel's inputs (kernel.h's VP_KERNEL_INPUTS) */
     VP_BLOCK_KERNELS = 8,
     VP_BLOCK_KEEPS = 2,
 };

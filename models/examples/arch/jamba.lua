@@ -70,7 +70,9 @@ return architecture {
       saves = { 1, 2, 3, 4, 5, 6, 7, 8 },
       copies = { 2, 4, 5, 7 }, -- delta, B, C, z: made contiguous, the copies kept
       keeps = {
-        { width = d_inner * 2 * c.state // 2048, dtype = "float32" }, -- x, per 2048 tokens
+        -- x, one per 2048 tokens of a sequence (at least a float per token:
+        -- a model narrower than 2048 / (2 * d_state) channels)
+        { width = math.max(1, d_inner * 2 * c.state // 2048), dtype = "float32" },
         { width = d_inner, dtype = "input" },                          -- out
       },
       -- selective_scan_bwd: dB and dC in fp32 (variable B, C: zeros_like(..., kFloat32))
