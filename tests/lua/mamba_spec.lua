@@ -17,19 +17,29 @@ local conv_dim = d_inner + 2 * ngroups * d_state
 local d_in_proj = 2 * d_inner + 2 * ngroups * d_state + nheads
 
 describe("Mamba-2 130M as Lua blocks", function()
-  it("has the parameters of mamba_ssm's modules, about the published 130M", function()
-    -- mamba_ssm/modules/mamba2.py (v2.2.4), bias=False; conv_bias=True
-    local mixer = d_model * d_in_proj -- in_proj
-      + conv_dim * 1 * d_conv + conv_dim -- conv1d: (conv_dim, 1, d_conv) and its bias
-      + 3 * nheads -- dt_bias, A_log, D
-      + d_inner -- norm (RMSNormGated)
-      + d_inner * d_model -- out_proj
-    local per_layer = mixer + d_model -- Block's RMSNorm
-    local total = vocab * d_model + n_layer * per_layer + d_model -- embedding (tied head), norm_f
-    local o = helper.estimate(model)
-    assert.are.equal(total, o.model.params)
+  -- mamba_ssm/modules/mamba2.py (v2.2.4), bias=False, conv_bias=True, and
+  -- MixerModel: the embedding (the head tied to it), a RMSNorm per layer, norm_f
+  local function params(hidden, layers)
+    local inner = expand * hidden
+    local heads = inner // headdim
+    local conv = inner + 2 * ngroups * d_state
+    local mixer = hidden * (2 * inner + 2 * ngroups * d_state + heads) -- in_proj
+      + conv * 1 * d_conv + conv -- conv1d: (conv_dim, 1, d_conv) and its bias
+      + 3 * heads -- dt_bias, A_log, D
+      + inner -- norm (RMSNormGated)
+      + inner * hidden -- out_proj
+    return vocab * hidden + layers * (mixer + hidden) + hidden
+  end
+
+  it("has the parameters of mamba_ssm's modules, about the published 130M and 2.7B", function()
+    local total = params(d_model, n_layer)
+    assert.are.equal(total, helper.estimate(model).model.params)
     assert.are.equal(128989632, total)
     assert.is_true(math.abs(total - 130e6) / 130e6 < 0.01)
+    -- state-spaces/mamba2-2.7b: d_model 2560, n_layer 64
+    local big = params(2560, 64)
+    assert.are.equal(big, helper.estimate("models/examples/mamba2-2.7b.lua").model.params)
+    assert.is_true(math.abs(big - 2.7e9) / 2.7e9 < 0.01)
   end)
 
   it("makes all eight input gradients of the fused kernel before its workspace, as one Function does", function()
