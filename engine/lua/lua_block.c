@@ -64,9 +64,7 @@ static void read_param(lua_State *L, vp_block_param *q) {
     if (q->rows > ((uint64_t)1 << 48) / q->columns) luaL_error(L, "block_op: %s: more than 2^48 elements", q->label);
     lua_getfield(L, -1, "module");
     const char *module = luaL_optstring(L, -1, "none");
-    q->module = VP_MODULE_NONE;
-    for (unsigned m = 0; m < VP_MODULE_COUNT; m++)
-        if (strcmp(vp_module_names[m], module) == 0) q->module = (uint8_t)m;
+    q->module = (uint8_t)vp_module_find(module);
     lua_pop(L, 1);
     q->linear = bool_field(L, "linear");
     q->buffer = bool_field(L, "buffer");
@@ -126,9 +124,13 @@ static void read_instr(lua_State *L, unsigned i, vp_block_instr *in) {
     label_field(L, "label", in->label);
 }
 
-/* A dtype field's index (VP_DTYPE_NONE when absent). */
+/* A dtype field's index (VP_DTYPE_NONE when absent; VP_BLOCK_LIKE for
+ * "input", the kernel's first input's). */
 static uint8_t dtype_field(lua_State *L, const char *what, const char *key) {
-    return (uint8_t)option_field(L, what, key, vp_dtype_names, VP_DTYPE_NONE);
+    lua_getfield(L, -1, key);
+    bool like = lua_type(L, -1) == LUA_TSTRING && strcmp(lua_tostring(L, -1), "input") == 0;
+    lua_pop(L, 1);
+    return like ? VP_BLOCK_LIKE : (uint8_t)option_field(L, what, key, vp_dtype_names, VP_DTYPE_NONE);
 }
 
 static void read_kernel(lua_State *L, unsigned i, vp_block_kernel *k) {
@@ -136,7 +138,9 @@ static void read_kernel(lua_State *L, unsigned i, vp_block_kernel *k) {
     snprintf(what, sizeof what, "kernel %u", i + 1);
     const lua_Integer most = (lua_Integer)1 << 40;
     k->n_inputs = (uint8_t)int_field(L, what, "inputs", 1, VP_BLOCK_ARGS);
-    k->saves = (uint8_t)int_field(L, what, "saves", 0, (1 << (VP_BLOCK_ARGS + 1)) - 1);
+    k->saves = (uint16_t)int_field(L, what, "saves", 0, (1 << (VP_BLOCK_ARGS + 1)) - 1);
+    k->casts = (uint16_t)int_field(L, what, "casts", 0, (1 << VP_BLOCK_ARGS) - 1);
+    k->copies = (uint16_t)int_field(L, what, "copies", 0, (1 << VP_BLOCK_ARGS) - 1);
     k->out_dtype = dtype_field(L, what, "out_dtype");
     k->in_width = (uint64_t)int_field(L, what, "in_width", 1, most);
     k->in_split = bool_field(L, "in_split");
@@ -150,6 +154,8 @@ static void read_kernel(lua_State *L, unsigned i, vp_block_kernel *k) {
         if (k->keep_width[j] && !k->keep_dtype[j]) luaL_error(L, "block_op: %s: a kept tensor needs its dtype", what);
     k->forward_workspace = (uint64_t)int_field(L, what, "forward_workspace", 0, most);
     k->backward_workspace = (uint64_t)int_field(L, what, "backward_workspace", 0, most);
+    k->forward_workspace_like = (uint64_t)int_field(L, what, "forward_workspace_like", 0, most);
+    k->backward_workspace_like = (uint64_t)int_field(L, what, "backward_workspace_like", 0, most);
 }
 
 /* vramplan.block_op{ norm=, values=, params={...}, code={...} } -> op */

@@ -17,7 +17,7 @@ enum {
     VP_BLOCK_VALUES = 512,
     VP_BLOCK_PARTS = 8,
     VP_BLOCK_LABEL = 48,
-    VP_BLOCK_ARGS = 4,
+    VP_BLOCK_ARGS = 8,       /* a kernel's inputs (kernel.h's VP_KERNEL_INPUTS) */
     VP_BLOCK_KERNELS = 8,
     VP_BLOCK_KEEPS = 2,
 };
@@ -75,16 +75,22 @@ typedef struct {
 
 /* A fused kernel as F.kernel declared it, per row of its first input
  * (rows = its elements over in_width): the output's width and dtype, the
- * inputs (bit i) and output (bit VP_BLOCK_ARGS) autograd keeps, tensors it
- * makes only to keep for backward, and its workspaces in bytes. */
+ * inputs (bit i) and output (bit VP_BLOCK_ARGS) autograd keeps, the inputs
+ * its forward casts to autocast's dtype (bit i: the cast is what it keeps)
+ * or copies (x.contiguous() of a transposed view: the copy is kept),
+ * tensors it makes only to keep for backward, and its workspaces: bytes
+ * plus elements of the first input's dtype. A dtype VP_BLOCK_LIKE is the
+ * first input's. */
 typedef struct {
-    uint8_t n_inputs, saves;
+    uint8_t n_inputs;
+    uint16_t saves, casts, copies;
     uint8_t out_dtype;           /* VP_DTYPE_NONE: the first input's */
     bool in_split, out_split;
     uint64_t in_width, out_width;
     uint64_t keep_width[VP_BLOCK_KEEPS]; /* 0: none */
     uint8_t keep_dtype[VP_BLOCK_KEEPS];
     uint64_t forward_workspace, backward_workspace; /* bytes per row */
+    uint64_t forward_workspace_like, backward_workspace_like; /* elements of the first input's dtype per row */
 } vp_block_kernel;
 
 /* Value 0 is the block's input, values 1..n_params its parameters (leaf k

@@ -6,7 +6,7 @@
 
 #include "sim.h"
 
-enum { VP_KERNEL_INPUTS = 4, VP_KERNEL_KEEPS = 2 };
+enum { VP_KERNEL_INPUTS = 8, VP_KERNEL_KEEPS = 2 };
 
 typedef struct {
     const vp_t *in;                          /* the inputs (borrowed) */
@@ -14,9 +14,11 @@ typedef struct {
     uint64_t out_numel;
     vp_dtype out_dtype;
     unsigned saves;                          /* bit i: input i kept for backward; bit VP_KERNEL_INPUTS: the output */
+    const vp_t *saved_as;                    /* NULL, or per input what is kept in its place (0: the input):
+                                                a copy the forward made of it (weight.to(dtype) under autocast) */
     uint64_t keep_numel[VP_KERNEL_KEEPS];    /* tensors it makes and keeps for backward only (0: none) */
     vp_dtype keep_dtype[VP_KERNEL_KEEPS];
-    uint64_t forward_workspace;              /* bytes, alive while the forward kernel runs */
+    uint64_t forward_workspace;              /* bytes, alive while the forward runs, beside its output and keeps */
     uint64_t backward_workspace;             /* bytes, alive beside the gradients while backward runs */
 } vp_kernel_call;
 

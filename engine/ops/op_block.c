@@ -91,27 +91,52 @@ static uint64_t larger(vp_sim *sim, vp_t a, vp_t b) {
     return na > nb ? na : nb;
 }
 
+/* A kernel's dtype: VP_BLOCK_LIKE is its first input's. */
+static vp_dtype kernel_dtype(uint8_t dtype, vp_dtype first) { return dtype == VP_BLOCK_LIKE ? first : (vp_dtype)dtype; }
+
+/* A kernel's workspace: bytes per row, and elements of its first input's
+ * dtype per row. */
+static uint64_t workspace(vp_sim *sim, uint64_t rows, uint64_t bytes, uint64_t like, vp_dtype first) {
+    uint64_t like_bytes = 0;
+    if (like && !vp_tensor_bytes(first, vp_numel(sim, rows, like), &like_bytes)) sim->status = VP_SIM_OVERFLOW;
+    return vp_numel(sim, rows, bytes) + like_bytes;
+}
+
 static vp_t kernel(vp_step *step, const vp_block_program *p, const vp_block_instr *in, const vp_t *val) {
     vp_sim *sim = &step->sim;
     const vp_block_kernel *k = &p->kernel[in->mode];
-    vp_t inputs[VP_BLOCK_ARGS];
+    vp_t inputs[VP_BLOCK_ARGS], casts[VP_BLOCK_ARGS] = {0};
     for (unsigned a = 0; a < k->n_inputs; a++) inputs[a] = val[in->arg[a]];
+    vp_dtype first = (vp_dtype)vp_at(sim, inputs[0])->dtype;
     uint64_t width = local_dim(k->in_width, k->in_split, step->tp);
     uint64_t rows = vp_at(sim, inputs[0])->numel / (width ? width : 1);
     vp_kernel_call call = {
         .in = inputs,
         .n_in = k->n_inputs,
         .out_numel = vp_numel(sim, rows, local_dim(k->out_width, k->out_split, step->tp)),
-        .out_dtype = k->out_dtype ? (vp_dtype)k->out_dtype : (vp_dtype)vp_at(sim, inputs[0])->dtype,
+        .out_dtype = k->out_dtype ? kernel_dtype(k->out_dtype, first) : first,
         .saves = (k->saves & ((1u << VP_BLOCK_ARGS) - 1)) | (k->saves >> VP_BLOCK_ARGS & 1u) << VP_KERNEL_INPUTS,
-        .forward_workspace = vp_numel(sim, rows, k->forward_workspace),
-        .backward_workspace = vp_numel(sim, rows, k->backward_workspace),
+        .saved_as = casts,
+        .forward_workspace = workspace(sim, rows, k->forward_workspace, k->forward_workspace_like, first),
+        .backward_workspace = workspace(sim, rows, k->backward_workspace, k->backward_workspace_like, first),
     };
     for (unsigned j = 0; j < VP_BLOCK_KEEPS && j < VP_KERNEL_KEEPS; j++) {
         call.keep_numel[j] = vp_numel(sim, rows, k->keep_width[j]);
-        call.keep_dtype[j] = (vp_dtype)k->keep_dtype[j];
+        call.keep_dtype[j] = kernel_dtype(k->keep_dtype[j], first);
     }
-    return vp_kernel(sim, &call, in->label);
+    /* the forward's own .to(autocast dtype) of an fp32 input, or its
+     * .contiguous() copy (no autograd node: a custom Function's forward
+     * runs without grad) */
+    for (unsigned a = 0; a < k->n_inputs; a++) {
+        const vp_tensor *t = vp_at(sim, inputs[a]);
+        if (k->copies >> a & 1u)
+            casts[a] = vp_new(sim, t->numel, (vp_dtype)t->dtype, in->label);
+        else if (k->casts >> a & 1u && step->autocast && t->dtype == VP_FP32)
+            casts[a] = vp_new(sim, t->numel, step->low, in->label);
+    }
+    vp_t y = vp_kernel(sim, &call, in->label);
+    for (unsigned a = 0; a < k->n_inputs; a++) vp_drop(sim, casts[a]);
+    return y;
 }
 
 /* One instruction that defines a value: its new reference. */

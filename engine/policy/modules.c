@@ -44,6 +44,9 @@ const char *const vp_module_names[VP_MODULE_COUNT + 1] = {
     [VP_MODULE_KEY] = "key",
     [VP_MODULE_VALUE] = "value",
     [VP_MODULE_WQKV] = "Wqkv",
+    [VP_MODULE_IN_PROJ] = "in_proj",
+    [VP_MODULE_X_PROJ] = "x_proj",
+    [VP_MODULE_DT_PROJ] = "dt_proj",
     [VP_MODULE_SHARED_EXPERT_GATE] = "shared_expert_gate",
     [VP_MODULE_LM_HEAD] = "lm_head",
     [VP_MODULE_CLASSIFIER] = "classifier",
@@ -75,6 +78,8 @@ static vp_module alias(const char *name, size_t len) {
         if (strlen(vp_module_names[m]) == len && strncmp(vp_module_names[m], name, len) == 0) return (vp_module)m;
     return VP_MODULE_NONE;
 }
+
+vp_module vp_module_find(const char *name) { return alias(name, strlen(name)); }
 
 bool vp_module_parse(const char *text, vp_module_set *out, const char **bad, unsigned *bad_len) {
     vp_module_set set = 0;

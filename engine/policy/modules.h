@@ -47,6 +47,9 @@ typedef enum {
     VP_MODULE_KEY,
     VP_MODULE_VALUE,
     VP_MODULE_WQKV,            /* MPT's fused q/k/v */
+    VP_MODULE_IN_PROJ,         /* Mamba's mixer (mamba_ssm, HF Jamba): in_proj, x_proj, dt_proj; out_proj is */
+    VP_MODULE_X_PROJ,          /* o_proj's alias */
+    VP_MODULE_DT_PROJ,
     VP_MODULE_SHARED_EXPERT_GATE, /* Qwen2-MoE's sigmoid gate on the shared expert */
     VP_MODULE_LM_HEAD,
     VP_MODULE_CLASSIFIER,   /* a sequence classifier's head (BERT's classifier) */
@@ -68,6 +71,10 @@ extern const char *const vp_module_names[VP_MODULE_COUNT + 1];
  * last of them. */
 enum { VP_MODULE_LAST_LINEAR = VP_MODULE_SHARED_EXPERT_GATE };
 vp_module_set vp_module_all_linear(void);
+
+/* The module a name means (its aliases too: out_proj is o_proj), or
+ * VP_MODULE_NONE. */
+vp_module vp_module_find(const char *name);
 
 /* Parses "q_proj,v_proj" or "all-linear" into a set; on an unknown name
  * returns false and points *bad at it (and *bad_len at its length). */

@@ -161,6 +161,16 @@ describe("a bad block", function()
       "kernel scan: needs the source its saving rules come from")
     check('local k = F.kernel { name = "scan", inputs = 2, source = "mamba_ssm selective_scan_interface.py" } '
       .. "local y = k(x) return y", "kernel scan: takes 2 inputs, got 1")
+    check('local k = F.kernel { name = "scan", inputs = 9, source = "mamba_ssm selective_scan_interface.py" } '
+      .. "local y = k(x) return y", "kernel scan: inputs must be 1 to 8")
+    check('local k = F.kernel { name = "scan", inputs = 2, copies = { 3 }, source = "mamba_ssm selective_scan" } '
+      .. "local y = k(x, x) return y", "kernel scan: copies lists input numbers (1 to 2)")
+    check('local k = F.kernel { name = "scan", inputs = 1, workspace = { forward = { byte = 4 } }, '
+      .. 'source = "mamba_ssm selective_scan" } local y = k(x) return y',
+      "kernel scan: workspace.forward = { bytes = n, input = m } per row")
+    check('local k = F.kernel { name = "scan", inputs = 1, keeps = { { width = 1, dtype = "float8" } }, '
+      .. 'source = "mamba_ssm selective_scan" } local y = k(x) return y',
+      "kernel scan: a kept tensor's dtype must be named")
   end)
   it("must return a tensor it computed", function()
     local err = bad_block("return 1")

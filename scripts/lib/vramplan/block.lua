@@ -244,14 +244,20 @@ end
 
 -- F.kernel { ... }: a fused kernel whose memory is not its PyTorch
 -- reference's, declared from its source (which `source` cites): inputs
--- (1-4 tensors), the output's last dimension and dtype, what its autograd
--- Function keeps (`saves`: input numbers and "output"), tensors it makes
--- only to keep (`keeps`: per row of the first input, a width and dtype),
--- and its workspaces in bytes per row. Widths are numbers or functions of
--- the call's input tensors. Returns the kernel, called as a function.
+-- (1-8 tensors), the output's last dimension and dtype, what its autograd
+-- Function keeps (`saves`: input numbers and "output"), the inputs its
+-- forward casts to autocast's dtype and keeps as cast (`casts`) or copies
+-- (`copies`: x.contiguous() of a transposed view) and keeps as copied, tensors it
+-- makes only to keep (`keeps`: per row of the first input, a width and
+-- dtype), and its workspaces per row (bytes, or { bytes = n, input = m }:
+-- m more elements of the first input's dtype). Widths are numbers or
+-- functions of the call's input tensors; the dtype "input" is the first
+-- input's. Returns the kernel, called as a function.
 local kernel_meta = {}
 local kernel_fields = { name = true, source = true, inputs = true, output = true, saves = true, keeps = true,
-                        workspace = true }
+                        workspace = true, casts = true, copies = true }
+local KERNEL_INPUTS = 8 -- block.h's VP_BLOCK_ARGS
+local kernel_dtypes = setmetatable({ input = "input" }, { __index = dtype_names })
 
 local function width_of(spec, args, what)
   local w = spec
@@ -269,38 +275,56 @@ function F.kernel(decl)
   if type(decl.source) ~= "string" or #decl.source < 10 then
     fail("kernel %s: needs the source its saving rules come from (source = \"repository file: the lines\")", decl.name)
   end
-  if math.type(decl.inputs) ~= "integer" or decl.inputs < 1 or decl.inputs > 4 then
-    fail("kernel %s: inputs must be 1 to 4", decl.name)
+  if math.type(decl.inputs) ~= "integer" or decl.inputs < 1 or decl.inputs > KERNEL_INPUTS then
+    fail("kernel %s: inputs must be 1 to %d", decl.name, KERNEL_INPUTS)
   end
-  local saves = 0
+  local saves, masks = 0, { casts = 0, copies = 0 }
   for _, s in ipairs(decl.saves or {}) do
     if s == "output" then
-      saves = saves | (1 << 4)
+      saves = saves | (1 << KERNEL_INPUTS)
     elseif math.type(s) == "integer" and s >= 1 and s <= decl.inputs then
       saves = saves | (1 << (s - 1))
     else
       fail("kernel %s: saves lists input numbers (1 to %d) and \"output\"", decl.name, decl.inputs)
     end
   end
+  for field in pairs(masks) do
+    if decl[field] ~= nil and type(decl[field]) ~= "table" then fail("kernel %s: %s lists input numbers", decl.name, field) end
+    for _, c in ipairs(decl[field] or {}) do
+      if math.type(c) ~= "integer" or c < 1 or c > decl.inputs then
+        fail("kernel %s: %s lists input numbers (1 to %d)", decl.name, field, decl.inputs)
+      end
+      masks[field] = masks[field] | (1 << (c - 1))
+    end
+  end
   if decl.keeps ~= nil and (type(decl.keeps) ~= "table" or #decl.keeps > 2) then
     fail("kernel %s: keeps lists at most two { width = ..., dtype = ... }", decl.name)
   end
   for _, k in ipairs(decl.keeps or {}) do
-    if not dtype_names[k.dtype] then fail("kernel %s: a kept tensor's dtype must be named (float32, ...)", decl.name) end
+    if not kernel_dtypes[k.dtype] then
+      fail("kernel %s: a kept tensor's dtype must be named (float32, ..., or \"input\": the first input's)", decl.name)
+    end
   end
   if decl.output ~= nil and type(decl.output) ~= "table" then fail("kernel %s: output = { width = ..., dtype = ... }", decl.name) end
-  if decl.output and decl.output.dtype and not dtype_names[decl.output.dtype] then
+  if decl.output and decl.output.dtype and not kernel_dtypes[decl.output.dtype] then
     fail("kernel %s: unknown output dtype %s", decl.name, tostring(decl.output.dtype))
   end
   local w = decl.workspace or {}
   for _, phase in ipairs({ "forward", "backward" }) do
-    if w[phase] ~= nil and (math.type(w[phase]) ~= "integer" and type(w[phase]) ~= "function") then
-      fail("kernel %s: workspace.%s must be bytes per row", decl.name, phase)
+    local v = w[phase]
+    if type(v) == "table" then
+      for key, n in pairs(v) do
+        if (key ~= "bytes" and key ~= "input") or (math.type(n) ~= "integer" and type(n) ~= "function") then
+          fail("kernel %s: workspace.%s = { bytes = n, input = m } per row", decl.name, phase)
+        end
+      end
+    elseif v ~= nil and math.type(v) ~= "integer" and type(v) ~= "function" then
+      fail("kernel %s: workspace.%s must be bytes per row (or { bytes = n, input = m })", decl.name, phase)
     end
   end
   local k = {}
   for key, v in pairs(decl) do k[key] = v end
-  k.saves_mask = saves
+  k.saves_mask, k.casts_mask, k.copies_mask = saves, masks.casts, masks.copies
   return setmetatable(k, kernel_meta)
 end
 
@@ -313,17 +337,24 @@ kernel_meta.__call = function(k, ...)
   local first = args[1]
   if not first.width then fail("kernel %s: its first input's last dimension is unknown", k.name) end
   local out = k.output or {}
-  local entry = { inputs = k.inputs, saves = k.saves_mask, in_width = first.width, in_split = first.split,
-                  out_dtype = out.dtype and dtype_names[out.dtype] or nil,
+  local entry = { inputs = k.inputs, saves = k.saves_mask, casts = k.casts_mask, copies = k.copies_mask,
+                  in_width = first.width,
+                  in_split = first.split, out_dtype = out.dtype and kernel_dtypes[out.dtype] or nil,
                   out_width = out.width and width_of(out.width, args, "kernel " .. k.name .. " output") or first.width,
                   out_split = first.split }
   for j, keep in ipairs(k.keeps or {}) do
     entry["keep" .. j .. "_width"] = width_of(keep.width, args, "kernel " .. k.name .. " keeps")
-    entry["keep" .. j .. "_dtype"] = dtype_names[keep.dtype]
+    entry["keep" .. j .. "_dtype"] = kernel_dtypes[keep.dtype]
   end
   local w = k.workspace or {}
-  if w.forward then entry.forward_workspace = width_of(w.forward, args, "kernel " .. k.name .. " workspace") end
-  if w.backward then entry.backward_workspace = width_of(w.backward, args, "kernel " .. k.name .. " workspace") end
+  for _, phase in ipairs({ "forward", "backward" }) do
+    local v = w[phase]
+    local bytes, like = v, nil
+    if type(v) == "table" then bytes, like = v.bytes, v.input end
+    local what = "kernel " .. k.name .. " workspace"
+    if bytes then entry[phase .. "_workspace"] = width_of(bytes, args, what) end
+    if like then entry[phase .. "_workspace_like"] = width_of(like, args, what) end
+  end
   local kernels = tracing.kernels
   if #kernels >= 8 then fail("kernel %s: a block calls at most 8 kernels", k.name) end
   kernels[#kernels + 1] = entry

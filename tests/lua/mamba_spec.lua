@@ -1,0 +1,118 @@
+-- Mamba-2 as Lua blocks (models/examples/mamba2-130m.lua, its family
+-- models/examples/arch/mamba2.lua): the parameter count against the module
+-- shapes of mamba_ssm 2.2.4 added up here, apart from the engine, and
+-- the fused kernel's eight gradient-receiving inputs (more than an autograd
+-- node's four slots: engine/ops/kernel.c chains nodes) getting their
+-- gradients as one autograd.Function's backward makes them.
+local helper = require("tests.lua.helper")
+local json = require("dkjson")
+
+local model = "models/examples/mamba2-130m.lua"
+
+-- state-spaces/mamba2-130m's config.json and Mamba2's defaults
+local d_model, n_layer, vocab, d_state, d_conv, expand, headdim, ngroups = 768, 24, 50288, 128, 4, 2, 64, 1
+local d_inner = expand * d_model
+local nheads = d_inner // headdim
+local conv_dim = d_inner + 2 * ngroups * d_state
+local d_in_proj = 2 * d_inner + 2 * ngroups * d_state + nheads
+
+describe("Mamba-2 130M as Lua blocks", function()
+  -- mamba_ssm/modules/mamba2.py (v2.2.4), bias=False, conv_bias=True, and
+  -- MixerModel: the embedding (the head tied to it), a RMSNorm per layer, norm_f
+  local function params(hidden, layers)
+    local inner = expand * hidden
+    local heads = inner // headdim
+    local conv = inner + 2 * ngroups * d_state
+    local mixer = hidden * (2 * inner + 2 * ngroups * d_state + heads) -- in_proj
+      + conv * 1 * d_conv + conv -- conv1d: (conv_dim, 1, d_conv) and its bias
+      + 3 * heads -- dt_bias, A_log, D
+      + inner -- norm (RMSNormGated)
+      + inner * hidden -- out_proj
+    return vocab * hidden + layers * (mixer + hidden) + hidden
+  end
+
+  it("has the parameters of mamba_ssm's modules, about the published 130M and 2.7B", function()
+    local total = params(d_model, n_layer)
+    assert.are.equal(total, helper.estimate(model).model.params)
+    assert.are.equal(128989632, total)
+    assert.is_true(math.abs(total - 130e6) / 130e6 < 0.01)
+    -- state-spaces/mamba2-2.7b: d_model 2560, n_layer 64
+    local big = params(2560, 64)
+    assert.are.equal(big, helper.estimate("models/examples/mamba2-2.7b.lua").model.params)
+    assert.is_true(math.abs(big - 2.7e9) / 2.7e9 < 0.01)
+  end)
+
+  it("makes all eight input gradients of the fused kernel before its workspace, as one Function does", function()
+    local out, err, code = helper.run("estimate", model, "--json", "--timeline", "--set", "layers=1", "--set",
+      "seq_len=256", "--set", "precision=amp-bf16")
+    assert(code == 0, err)
+    local timeline = json.decode(out).timeline
+    -- MambaSplitConv1dScanCombinedFn.backward returns dzxbcdt (bf16: in_proj's
+    -- output under autocast), then the fp32 parameters' gradients
+    local tokens = 256
+    -- (the timeline counts the caching allocator's 512-byte blocks)
+    local function blocks(bytes) return (bytes + 511) // 512 * 512 end
+    local grads = {}
+    for i, bytes in ipairs({ tokens * d_in_proj * 2, conv_dim * d_conv * 4, conv_dim * 4, nheads * 4, nheads * 4,
+                             nheads * 4, d_inner * 4, d_model * d_inner * 4 }) do
+      grads[i] = blocks(bytes)
+    end
+    local first
+    for i, e in ipairs(timeline) do
+      if e.phase == "backward" and e.op == "mixer" and e.delta > 0 then
+        first = i
+        break
+      end
+    end
+    assert.truthy(first, "the kernel's backward")
+    local seen = {}
+    for j = 1, #grads do seen[j] = timeline[first + j - 1].delta end
+    -- in input order: zxbcdt, conv1d weight and bias, dt_bias, A (fp32:
+    -- -exp(A_log.float())), D, the norm's weight, out_proj's weight
+    assert.are.same(grads, seen)
+    -- then the workspace, beside every one of them
+    local ws = timeline[first + #grads]
+    assert.are.equal("mixer", ws.op)
+    assert.is_true(ws.delta > 0 and timeline[first + #grads + 1].delta == -ws.delta)
+  end)
+
+  it("keeps what the kernel's ctx.save_for_backward keeps: the cast out_proj weight under autocast", function()
+    local function kept(precision)
+      local out, err, code = helper.run("estimate", model, "--json", "--timeline", "--set", "layers=1", "--set",
+        "seq_len=256", "--set", "precision=" .. precision)
+      assert(code == 0, err)
+      local sum = 0
+      for _, e in ipairs(json.decode(out).timeline) do
+        if e.phase == "forward" and e.op == "mixer" then sum = sum + e.delta end
+      end
+      return sum
+    end
+    local tokens = 256
+    -- out (the layer's output, freed later by the residual), out_x, rstd;
+    -- under autocast with fp32 weights also outproj_weight.to(bfloat16)
+    local pure = tokens * d_model * 2 + tokens * d_inner * 2 + tokens * 4
+    assert.are.equal(pure, kept("bf16") + tokens * d_model * 2) -- the output went with the residual add
+    assert.are.equal(pure + d_model * d_inner * 2, kept("amp-bf16") + tokens * d_model * 2)
+  end)
+
+  it("lets LoRA target the mixer's projections by their own names", function()
+    -- PEFT's LoRA Linear: lora_A (r x in_features) and lora_B (out_features x r)
+    local r = 16
+    local function trainable(targets)
+      return helper.estimate(model, "--set", "finetune=lora", "--set", "lora_rank=" .. r, "--set",
+        "lora_targets=" .. targets).model.trainable_params
+    end
+    assert.are.equal(n_layer * r * (d_model + d_in_proj), trainable("in_proj"))
+    assert.are.equal(n_layer * r * (d_inner + d_model), trainable("out_proj"))
+    assert.are.equal(n_layer * r * (d_model + d_in_proj + d_inner + d_model), trainable("in_proj,out_proj"))
+  end)
+
+  it("gives the same figures folded and layer by layer (the kernel's node chain under every recipe)", function()
+    helper.assert_folds_agree(helper.model(model, 4), {
+      {},
+      { precision = "amp-bf16", checkpointing = "full" },
+      { finetune = "lora", lora_targets = "in_proj", precision = "amp-bf16", offload_activations = true },
+      { use_reentrant = false, checkpointing = "every-2", precision = "amp-bf16" },
+    })
+  end)
+end)
