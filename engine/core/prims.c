@@ -271,6 +271,109 @@ vp_t vp_linear_fp8(vp_sim *sim, vp_t x, vp_t columnwise, vp_t w, vp_t b, uint64_
     return y;
 }
 
+/* torchao 0.19's hp_tensor_to_float8_dynamic, eager (float8_utils.py
+ * tensor_to_amax, amax_to_scale; float8_training_tensor.py
+ * _ToFloat8ConstrFunc.forward; to_fp8_saturated): torch.max(torch.abs(x)),
+ * the amax scalar turned into an fp32 scale, then x.to(float32) * scale,
+ * clamped, cast to float8 (one byte an element). The fp32 copies go when
+ * their functions return; the data and its scale stay with the caller
+ * (*scale). `make` is vp_new in the forward, vp_grad_sized in backward. The
+ * few float64 scalars amax_to_scale makes on the way are left out. */
+static vp_t cast_float8(vp_sim *sim, vp_t (*make)(vp_sim *, uint64_t, vp_dtype, const char *), vp_t x,
+                        vp_dtype target, vp_t *scale) {
+    uint64_t n = numel_of(sim, x);
+    vp_dtype dt = dtype_of(sim, x);
+    vp_t magnitude = make(sim, n, dt, "float8.abs");
+    vp_t amax = make(sim, 1, dt, "float8.amax");
+    vp_drop(sim, magnitude);
+    *scale = make(sim, 1, VP_FP32, "float8.scale");
+    vp_drop(sim, amax);
+    vp_t upcast = dt == VP_FP32 ? 0 : make(sim, n, VP_FP32, "float8.upcast");
+    vp_t scaled = make(sim, n, VP_FP32, "float8.scaled");
+    vp_drop(sim, upcast);
+    vp_t clamped = make(sim, n, VP_FP32, "float8.clamp");
+    vp_t data = make(sim, n, target, "float8.data");
+    vp_drop(sim, clamped);
+    vp_drop(sim, scaled);
+    return data;
+}
+
+static void drop_float8(vp_sim *sim, vp_t data, vp_t scale) {
+    vp_drop(sim, data);
+    vp_drop(sim, scale);
+}
+
+/* torchao 0.19 float8_ops.py float8_mm -> preprocess_addmm ->
+ * addmm_float8_unwrapped: an operand `a` not row-major is made contiguous,
+ * an operand `b` that is row-major is made column-major (b.t().contiguous()
+ * .t()), both one-byte copies; the scales' reciprocals; torch._scaled_mm's
+ * output in the input's high-precision dtype. The copies and reciprocals go
+ * when float8_mm returns. */
+static vp_t scaled_mm(vp_sim *sim, vp_t (*make)(vp_sim *, uint64_t, vp_dtype, const char *), uint64_t a_copy,
+                      vp_dtype a_dtype, uint64_t b_copy, vp_dtype b_dtype, uint64_t out_numel, vp_dtype out_dtype,
+                      const char *label) {
+    vp_t a = a_copy ? make(sim, a_copy, a_dtype, "float8.mm a contiguous") : 0;
+    vp_t b = b_copy ? make(sim, b_copy, b_dtype, "float8.mm b column-major") : 0;
+    vp_t a_inverse = make(sim, 1, VP_FP32, "float8.mm scale_a");
+    vp_t b_inverse = make(sim, 1, VP_FP32, "float8.mm scale_b");
+    vp_t y = make(sim, out_numel, out_dtype, label);
+    vp_drop(sim, b_inverse);
+    vp_drop(sim, a_inverse);
+    vp_drop(sim, b);
+    vp_drop(sim, a);
+    return y;
+}
+
+/* matmul_with_hp_or_float8_args.backward (torchao 0.19), tensorwise: the
+ * grad_output cast to e5m2 and the weight to e4m3 for grad_input (the
+ * weight's transpose row-major: a column-major copy), then grad_output and
+ * the input cast again for grad_weight (grad_output.t() made contiguous,
+ * the input made column-major); every cast is a local until the function
+ * returns. Both gradients are computed whichever inputs need them. */
+static void backward_float8(vp_sim *sim, uint32_t index) {
+    vp_node *node = vp_node_at(sim, index);
+    vp_t x = node->in[0], w = node->in[1], out = node->out[0];
+    uint64_t n_out = numel_of(sim, out), n_x = numel_of(sim, x), n_w = numel_of(sim, w);
+    vp_dtype dt = dtype_of(sim, out);
+    vp_t go = vp_grad_out(sim, node, 0);
+    vp_t s[4];
+    vp_t go_dim0 = cast_float8(sim, vp_grad_sized, go, VP_FP8_E5M2, &s[0]);
+    vp_t w_dim0 = cast_float8(sim, vp_grad_sized, w, VP_FP8_E4M3, &s[1]);
+    vp_t grad_input = scaled_mm(sim, vp_grad_sized, 0, VP_FP8_E5M2, n_w, VP_FP8_E4M3, n_x, dt, "float8 grad_input");
+    vp_t go_dim1 = cast_float8(sim, vp_grad_sized, go, VP_FP8_E5M2, &s[2]);
+    vp_t x_dim1 = cast_float8(sim, vp_grad_sized, x, VP_FP8_E4M3, &s[3]);
+    vp_t grad_weight = scaled_mm(sim, vp_grad_sized, n_out, VP_FP8_E5M2, n_x, VP_FP8_E4M3, n_w, dt, "float8 grad_weight");
+    drop_float8(sim, go_dim0, s[0]);
+    drop_float8(sim, w_dim0, s[1]);
+    drop_float8(sim, go_dim1, s[2]);
+    drop_float8(sim, x_dim1, s[3]);
+    vp_t grads[2] = {grad_input, grad_weight};
+    for (unsigned i = 0; i < 2; i++) {
+        node = vp_node_at(sim, index);
+        if (vp_needs_grad(sim, node, i)) give_fitted(sim, index, i, grads[i]);
+        else vp_drop(sim, grads[i]);
+    }
+}
+
+vp_t vp_linear_float8(vp_sim *sim, vp_t x, vp_t w, uint64_t rows, uint64_t out_features, const char *label) {
+    vp_t s[2];
+    vp_t x8 = cast_float8(sim, vp_new, x, VP_FP8_E4M3, &s[0]);
+    vp_t w8 = cast_float8(sim, vp_new, w, VP_FP8_E4M3, &s[1]);
+    /* the input row-major, the weight's transpose column-major: no copies */
+    vp_t y = scaled_mm(sim, vp_new, 0, VP_FP8_E4M3, 0, VP_FP8_E4M3, vp_numel(sim, rows, out_features),
+                       dtype_of(sim, x), label);
+    drop_float8(sim, x8, s[0]);
+    drop_float8(sim, w8, s[1]);
+    vp_t in[2] = {x, w};
+    vp_node *node = vp_record(sim, backward_float8, label, in, 2, &y, 1);
+    if (node) {
+        node->late_saves = true; /* an autograd.Function: packed once forward has returned */
+        vp_save(sim, node, x);
+        vp_save(sim, node, w);
+    }
+    return y;
+}
+
 vp_t vp_matmul(vp_sim *sim, vp_t a, vp_t b, uint64_t out_numel, bool b_transposed, const char *label) {
     vp_t y = vp_sac_new(sim, VP_ATEN_BMM, out_numel, dtype_of(sim, a), label);
     vp_t in[2] = {a, b};

@@ -48,6 +48,15 @@ vp_t vp_linear_int8(vp_sim *sim, vp_t x, vp_t w, bool outlier_search, uint64_t r
 vp_t vp_linear_fp8(vp_sim *sim, vp_t x, vp_t columnwise, vp_t w, vp_t b, uint64_t rows, uint64_t out_features,
                    const char *label);
 
+/* torchao's Float8Linear (torchao 0.19, float8/float8_linear.py,
+ * matmul_with_hp_or_float8_args) under its default recipe, dynamic
+ * tensorwise scaling, run eagerly: x and the weight w cast to float8_e4m3
+ * for the forward GEMM and dropped after it; the function saves the
+ * high-precision x and w (ctx.save_for_backward(input_hp, weight_hp_t));
+ * backward casts again (grad_output to e5m2 twice, w and x once each).
+ * No bias: Float8Linear adds it after the GEMM. */
+vp_t vp_linear_float8(vp_sim *sim, vp_t x, vp_t w, uint64_t rows, uint64_t out_features, const char *label);
+
 /* A batched matmul of two activations (bmm): saves both, b as the
  * transposed view it is with `b_transposed` (key.transpose(2, 3) of
  * contiguous keys, which matmul's batch fold views rather than copies). */

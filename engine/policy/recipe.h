@@ -22,6 +22,7 @@ typedef enum {
     VP_PREC_MIXED_BF16,
     VP_PREC_MIXED_FP16,
     VP_PREC_FP8,
+    VP_PREC_FP8_TORCHAO,
     VP_PREC_COUNT
 } vp_precision_id;
 
@@ -132,6 +133,7 @@ typedef struct {
     double weight_decay;         /* < 0: the optimizer's own default */
     bool first_moment;           /* the optional first moment of an optimizer that has one (Adafactor's beta1) */
     bool optimizer_in_backward;  /* torchtune's: one optimizer per parameter, stepped in backward (optim_in_backward.c) */
+    bool compile;                /* torch.compile: declared, refused when true (not modelled; docs/compile.md) */
     uint64_t micro_batch;
     uint64_t seq_len;
     uint64_t target_len;         /* encoder-decoder models: the decoder's tokens (labels); 0: seq_len */

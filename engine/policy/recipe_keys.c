@@ -254,7 +254,8 @@ static bool with_fsdp2(const vp_recipe *r) { return vp_framework_of(r) == &vp_fr
 static const vp_recipe_key keys[] = {
     {OPTION_KEY("precision", precision, NULL, VP_PREC_MIXED_BF16), .choice_at = precision_name,
      .doc = "fp32, bf16, fp16 train the model in that dtype; amp-* autocasts over fp32 weights; mixed-* keeps 16-bit "
-            "weights and fp32 master weights; fp8 is Transformer Engine's"},
+            "weights and fp32 master weights; fp8 is Transformer Engine's; fp8-torchao is torchao's Float8Linear "
+            "(dynamic tensorwise scaling, as torchtitan's float8 converter applies it)"},
     {OPTION_KEY("optimizer", optimizer, NULL, 0), .choice_at = optimizer_name,
      .doc = "the optimizer (none: forward and backward only)"},
     {OPTION_KEY("optimizer_impl", optimizer_impl, vp_optimizer_impl_names, VP_IMPL_AUTO),
@@ -270,6 +271,11 @@ static const vp_recipe_key keys[] = {
      .doc = "torchtune's optimizer in backward: one optimizer per parameter, stepped in its post-accumulate-grad hook "
             "and its gradient set to None at once, so gradients never all live together; one GPU, no gradient "
             "accumulation, no master weights [false]"},
+    /* torchtitan's training.compile (torch.compile per block): refused when
+     * true, the reason in vp_step_layout_problem (docs/compile.md) */
+    {BOOL_KEY("compile", compile, false),
+     .doc = "torch.compile (Inductor) over the model: not modelled yet, true is refused with the reason "
+            "(docs/compile.md) [false]"},
     {U64_KEY("micro_batch", micro_batch, 1, 1 << 24, 1), .doc = "sequences per micro-batch"},
     {U64_KEY("seq_len", seq_len, 1, 1 << 26, 2048), .doc = "tokens per sequence"},
     {U64_KEY("target_len", target_len, 1, 1 << 26, 0), .value = value_target_len,

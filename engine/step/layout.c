@@ -128,7 +128,15 @@ static vp_t make_leaf(vp_step *step, const vp_leaf_spec *spec, bool trainable, u
      * backward tensors */
     bool fp8 = step->precision->fp8_gemms && spec->out_features && spec->dtype == VP_DTYPE_NONE && !quantized &&
                spec->module != VP_MODULE_LM_HEAD && spec->module != VP_MODULE_GATE;
-    if (fp8) {
+    /* torchao's Float8Linear swaps nn.Linear modules only (not transformers'
+     * Conv1D); torchtitan's filter (components/quantization/utils.py
+     * module_filter_fn) skips the output head and any whose in or out
+     * features are not multiples of 16 (the FP8 tensor cores' alignment) */
+    if (fp8 && step->precision->fp8_dynamic) {
+        uint64_t in = spec->numel / spec->out_features;
+        fp8 = !spec->conv1d && spec->out_features % 16 == 0 && in % 16 == 0;
+    }
+    if (fp8 && !step->precision->fp8_dynamic) {
         vp_ledger_alloc(&step->ledger, VP_CAT_PARAMS, bytes_of(VP_FP8_E4M3, 2 * spec->numel), "fp8 weight and transpose");
         vp_ledger_alloc(&step->ledger, VP_CAT_BUFFERS, bytes_of(VP_FP32, (1024 + 1) * 5), "fp8 scaling state");
     }

@@ -824,6 +824,21 @@ vp_step_status vp_step_run_stage(const vp_model *model, const vp_recipe *given, 
     return attempt(model, given, stage, fold, record, result, ledger_out, found, n_found, NULL, NULL);
 }
 
+/* torchao's Float8Linear as modelled (prims.c vp_linear_float8): the
+ * modules of a PyTorch model, full training, no tensor parallelism
+ * (torchao's Float8ColwiseParallel / Float8RowwiseParallel are not
+ * modelled). */
+static const char *float8_problem(const vp_recipe *recipe, const vp_precision *precision) {
+    if (!precision->fp8_dynamic) return NULL;
+    if (!vp_framework_of(recipe)->hf_modeling)
+        return "precision: fp8-torchao swaps a PyTorch model's nn.Linear modules; Megatron-LM runs FP8 through "
+               "Transformer Engine (precision = fp8)";
+    if (recipe->tp > 1) return "precision: fp8-torchao with tp (torchao's float8 tensor-parallel styles) is not modelled";
+    if (vp_finetune_method_of(recipe)->frozen_base)
+        return "precision: fp8-torchao is modelled for training every weight (no frozen or adapted base)";
+    return NULL;
+}
+
 const char *vp_step_layout_problem(const vp_model *model, const vp_recipe *recipe) {
     vp_shard_plan plan;
     const vp_precision *precision = vp_precision_get(recipe->precision);
@@ -838,7 +853,15 @@ const char *vp_step_layout_problem(const vp_model *model, const vp_recipe *recip
         problem = "offload_activations: modelled as PyTorch's save_on_cpu around a whole forward (no megatron, no pp)";
     if (!problem) problem = vp_checkpoint_recipe_problem(recipe);
     if (!problem) problem = vp_optim_in_backward_problem(recipe);
+    if (!problem) problem = float8_problem(recipe, precision);
+    if (!problem && recipe->compile)
+        problem = "compile: torch.compile is not modelled: Inductor's min-cut partitioner "
+                  "(torch/_functorch/partitioners.py) chooses per graph which activations backward saves and which "
+                  "it recomputes, and its fused kernels drop the eager intermediates; vramplan does not replay that "
+                  "choice yet (docs/compile.md). compile = false gives the eager step, an upper bound on activations";
     if (problem || !model) return problem;
+    if (precision->fp8_dynamic && model->facts.experts)
+        return "precision: fp8-torchao is not modelled for mixtures of experts (torchao's grouped float8 GEMMs)";
     if (recipe->tp > 1 && !model->facts.lm_head)
         return "tp: tensor parallelism is modelled for language models (an lm_head)";
     if (recipe->tp > 1) {
