@@ -858,7 +858,7 @@ const char *vp_step_layout_problem(const vp_model *model, const vp_recipe *recip
         problem = "compile: torch.compile is not modelled: Inductor's min-cut partitioner "
                   "(torch/_functorch/partitioners.py) chooses per graph which activations backward saves and which "
                   "it recomputes, and its fused kernels drop the eager intermediates; vramplan does not replay that "
-                  "choice yet (docs/compile.md). compile = false gives the eager step, an upper bound on activations";
+                  "choice yet (docs/compile.md); compile = false estimates the eager step";
     if (problem || !model) return problem;
     if (precision->fp8_dynamic && model->facts.experts)
         return "precision: fp8-torchao is not modelled for mixtures of experts (torchao's grouped float8 GEMMs)";

@@ -1,0 +1,119 @@
+-- torchao's Float8Linear (precision = fp8-torchao) and torch.compile
+-- (compile) through torchtitan's own keys (vramplan.stacks), and
+-- torchtitan's published Float8 / compile runs
+-- (tests/reference/float8_compile.json). The engine's bytes for
+-- fp8-torchao are checked against PyTorch by the harness
+-- (tests/torch/compare.py, "fp8-torchao").
+local helper = require("tests.lua.helper")
+
+local MODEL = "llama3.2-1b"
+local BASE = { "--set", "seq_len=256", "--set", "stack=torchtitan", "--set", "gpus=2" }
+
+local function args(list) return helper.with_sets(MODEL, BASE, list) end
+
+describe("torchtitan's float8 and compile keys", function()
+  -- Fails unless the stack's keys give precision = fp8-torchao and the
+  -- same peak as the precision set by hand.
+  local function assert_float8(keys)
+    local r = helper.estimate(args(keys))
+    assert.equal("fp8-torchao", r.recipe.precision)
+    local h = helper.estimate(args({ "precision=fp8-torchao" }))
+    assert.equal(h.per_gpu.peak_allocated_bytes, r.per_gpu.peak_allocated_bytes)
+  end
+
+  it("map float8.enable_float8_linear (2024) and model.converters = float8 (2025) onto fp8-torchao", function()
+    assert_float8({ "float8.enable_float8_linear=true" })
+    assert_float8({ "model.converters=float8" })
+    assert_float8({ "model.converters=[\"float8\"]", "float8.recipe_name=tensorwise", "float8.filter_fqns=output" })
+    assert_float8({ "float8.enable_float8_linear=true", "float8.enable_fsdp_float8_all_gather=false" })
+    assert.equal("mixed-bf16", helper.estimate(args({ "float8.enable_float8_linear=false" })).recipe.precision)
+  end)
+
+  it("map training.compile and compile.enable onto compile", function()
+    assert.equal(false, helper.estimate(args({ "training.compile=false" })).recipe.compile)
+    assert.equal(false, helper.estimate(args({ "compile.enable=false" })).recipe.compile)
+  end)
+
+  for _, case in ipairs({
+    { "float8.recipe_name=rowwise", "float8.recipe_name = rowwise: torchao's rowwise recipes are not modelled" },
+    { "float8.enable_fsdp_float8_all_gather=true", "FSDP2's float8 all-gather" },
+    { "model.converters=mxfp8", "model.converters: mxfp8 (microscaling formats) is not modelled" },
+    { "float8.filter_fqns=output,layers.0.attention.wq", "float8.filter_fqns: layers.0.attention.wq" },
+    { "training.compile=true", "compile: torch.compile is not modelled" },
+    { "compile.enable=true", "compile: torch.compile is not modelled" },
+  }) do
+    it("refuses " .. case[1] .. ", naming the key", function()
+      local err = helper.fails(args({ case[1] }))
+      assert.truthy(err:find(case[1]:match("^[^=]+"), 1, true), err)
+      assert.truthy(err:find(case[2], 1, true), err)
+    end)
+  end
+
+  it("refuses float8 beside another precision, naming both", function()
+    local err = helper.fails(args({ "float8.enable_float8_linear=true", "precision=bf16" }))
+    assert.truthy(err:find("float8.enable_float8_linear gives precision = fp8-torchao, but precision = bf16", 1, true),
+      err)
+  end)
+end)
+
+describe("precision = fp8-torchao", function()
+  for _, case in ipairs({
+    { { "framework=megatron", "tp=2", "dp=1" }, "Megatron-LM runs FP8 through Transformer Engine" },
+    { { "finetune=lora" }, "fp8-torchao is modelled for training every weight" },
+    { { "checkpointing=op-selective", "framework=torch" }, "op-selective is not modelled with fp8-torchao" },
+  }) do
+    it("refuses " .. table.concat(case[1], " "), function()
+      local err = helper.fails(helper.with_sets(MODEL, { "--set", "precision=fp8-torchao" }, case[1]))
+      assert.truthy(err:find(case[2], 1, true), err)
+    end)
+  end
+
+  it("refuses mixtures of experts", function()
+    local err = helper.fails("mixtral-8x7b", "--set", "precision=fp8-torchao")
+    assert.truthy(err:find("fp8-torchao is not modelled for mixtures of experts", 1, true), err)
+  end)
+
+  it("saves what mixed-bf16 saves: the forward's activations are equal, the casts only add transients", function()
+    -- matmul_with_hp_or_float8_args saves the 16-bit input and weight
+    -- (torchao 0.9+), so at the end of the forward the same tensors are alive
+    local function at_forward_end(p)
+      return helper.estimate(MODEL, "--set", "precision=" .. p, "--set", "seq_len=512", "--set", "optimizer=none",
+        "--set", "keep_logits=false")
+    end
+    local bf16, fp8 = at_forward_end("mixed-bf16"), at_forward_end("fp8-torchao")
+    assert.equal(bf16.per_gpu.activations_bytes, fp8.per_gpu.activations_bytes)
+    assert.is_true(fp8.per_gpu.peak_allocated_bytes >= bf16.per_gpu.peak_allocated_bytes)
+  end)
+end)
+
+describe("torchtitan's published Float8 and compile runs", function()
+  local ref = helper.read_json("tests/reference/float8_compile.json")
+  for _, row in ipairs(ref.rows) do
+    it(row.id .. " (" .. row.table .. ") is reproduced within 10 % or refused for a technique it uses", function()
+      local sets = { "stack=torchtitan" }
+      for k, v in pairs(row.keys) do sets[#sets + 1] = k .. "=" .. tostring(v) end
+      local out, err, code = helper.run("estimate", "--json", helper.with_sets(ref.model, {}, sets))
+      if code ~= 0 then
+        local named = err:find("compile: torch.compile is not modelled", 1, true) or
+          (row.keys.checkpointing == "op-selective" and err:find("op-selective", 1, true))
+        assert.truthy(named, row.id .. ": refused for another reason: " .. err)
+      else
+        local got = require("dkjson").decode(out).per_gpu.peak_reserved_bytes / 2 ^ 30
+        assert.is_true(math.abs(got - row.measured_gib) <= 0.10 * row.measured_gib,
+          string.format("%s: %.1f GiB vs %.1f measured", row.id, got, row.measured_gib))
+      end
+    end)
+  end
+
+  it("tt-04's eager step (compile = false) is within 10 % of the compiled measurement", function()
+    -- docs/compile.md: 79.7 vs 83.9 GiB; the peak is the loss's fp32 logits,
+    -- which neither compile's block graphs nor Float8 change
+    local row
+    for _, r in ipairs(ref.rows) do if r.id == "tt-04" then row = r end end
+    local got = helper.estimate(ref.model, "--set", "stack=torchtitan", "--set", "gpus=8", "--set", "micro_batch=1",
+      "--set", "seq_len=32768", "--set", "checkpointing=full", "--set", "float8.enable_float8_linear=true")
+      .per_gpu.peak_reserved_bytes / 2 ^ 30
+    assert.is_true(math.abs(got - row.measured_gib) <= 0.10 * row.measured_gib,
+      string.format("%.1f GiB vs %.1f measured", got, row.measured_gib))
+  end)
+end)
