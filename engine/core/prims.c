@@ -335,10 +335,12 @@ static void backward_float8(vp_sim *sim, uint32_t index) {
     vp_t x = node->in[0], w = node->in[1], out = node->out[0];
     uint64_t n_out = numel_of(sim, out), n_x = numel_of(sim, x), n_w = numel_of(sim, w);
     vp_dtype dt = dtype_of(sim, out);
+    bool w_float8 = node->aux[0];
     vp_t go = vp_grad_out(sim, node, 0);
-    vp_t s[4];
+    vp_t s[4] = {0};
     vp_t go_dim0 = cast_float8(sim, vp_grad_sized, go, VP_FP8_E5M2, &s[0]);
-    vp_t w_dim0 = cast_float8(sim, vp_grad_sized, w, VP_FP8_E4M3, &s[1]);
+    /* tensor_already_casted_to_fp8(weight_hp_t): the gathered float8 weight as it is */
+    vp_t w_dim0 = w_float8 ? 0 : cast_float8(sim, vp_grad_sized, w, VP_FP8_E4M3, &s[1]);
     vp_t grad_input = scaled_mm(sim, vp_grad_sized, 0, VP_FP8_E5M2, n_w, VP_FP8_E4M3, n_x, dt, "float8 grad_input");
     vp_t go_dim1 = cast_float8(sim, vp_grad_sized, go, VP_FP8_E5M2, &s[2]);
     vp_t x_dim1 = cast_float8(sim, vp_grad_sized, x, VP_FP8_E4M3, &s[3]);
@@ -355,10 +357,11 @@ static void backward_float8(vp_sim *sim, uint32_t index) {
     }
 }
 
-vp_t vp_linear_float8(vp_sim *sim, vp_t x, vp_t w, uint64_t rows, uint64_t out_features, const char *label) {
-    vp_t s[2];
+vp_t vp_linear_float8(vp_sim *sim, vp_t x, vp_t w, bool w_float8, uint64_t rows, uint64_t out_features,
+                      const char *label) {
+    vp_t s[2] = {0};
     vp_t x8 = cast_float8(sim, vp_new, x, VP_FP8_E4M3, &s[0]);
-    vp_t w8 = cast_float8(sim, vp_new, w, VP_FP8_E4M3, &s[1]);
+    vp_t w8 = w_float8 ? 0 : cast_float8(sim, vp_new, w, VP_FP8_E4M3, &s[1]);
     /* the input row-major, the weight's transpose column-major: no copies */
     vp_t y = scaled_mm(sim, vp_new, 0, VP_FP8_E4M3, 0, VP_FP8_E4M3, vp_numel(sim, rows, out_features),
                        dtype_of(sim, x), label);
@@ -368,6 +371,7 @@ vp_t vp_linear_float8(vp_sim *sim, vp_t x, vp_t w, uint64_t rows, uint64_t out_f
     vp_node *node = vp_record(sim, backward_float8, label, in, 2, &y, 1);
     if (node) {
         node->late_saves = true; /* an autograd.Function: packed once forward has returned */
+        node->aux[0] = w_float8;
         vp_save(sim, node, x);
         vp_save(sim, node, w);
     }

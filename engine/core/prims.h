@@ -54,8 +54,10 @@ vp_t vp_linear_fp8(vp_sim *sim, vp_t x, vp_t columnwise, vp_t w, vp_t b, uint64_
  * for the forward GEMM and dropped after it; the function saves the
  * high-precision x and w (ctx.save_for_backward(input_hp, weight_hp_t));
  * backward casts again (grad_output to e5m2 twice, w and x once each).
- * No bias: Float8Linear adds it after the GEMM. */
-vp_t vp_linear_float8(vp_sim *sim, vp_t x, vp_t w, uint64_t rows, uint64_t out_features, const char *label);
+ * No bias: Float8Linear adds it after the GEMM. `w_float8`: the weight
+ * arrives in float8 (FSDP2's float8 all-gather), cast by nobody here. */
+vp_t vp_linear_float8(vp_sim *sim, vp_t x, vp_t w, bool w_float8, uint64_t rows, uint64_t out_features,
+                      const char *label);
 
 /* A batched matmul of two activations (bmm): saves both, b as the
  * transposed view it is with `b_transposed` (key.transpose(2, 3) of

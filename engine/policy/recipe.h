@@ -166,6 +166,7 @@ typedef struct {
     vp_fsdp_strategy fsdp;
     unsigned fsdp_shard_size;    /* HYBRID_SHARD: ranks a model is sharded over (0: dp) */
     bool reshard_after_forward;  /* FSDP2: blocks resharded after forward (torchtitan's policy) */
+    bool fp8_all_gather;         /* FSDP2 + fp8-torchao: float8 weights all-gathered in float8 (layout.c) */
     vp_offload offload_optimizer;
     vp_offload offload_params;
     double reduce_bucket_size;   /* DeepSpeed, elements */

@@ -240,6 +240,10 @@ static bool with_quantized_base(const vp_recipe *r) { return vp_finetune_method_
 static bool with_int8_base(const vp_recipe *r) { return with_quantized_base(r) && r->quant == VP_QUANT_INT8; }
 static bool with_simulated_allocator(const vp_recipe *r) { return r->allocator == VP_ALLOCATOR_SIMULATED; }
 static bool with_fsdp2(const vp_recipe *r) { return vp_framework_of(r) == &vp_framework_fsdp2; }
+static bool with_float8_fsdp2(const vp_recipe *r) {
+    const vp_precision *p = vp_precision_get(r->precision);
+    return with_fsdp2(r) && p && p->fp8_dynamic;
+}
 
 #define UINT_KEY(key, f, lo, hi, def) .name = key, .kind = VP_KEY_UINT, .offset = FIELD(f), .min = lo, .max = hi, .fallback = def
 #define U64_KEY(key, f, lo, hi, def) .name = key, .kind = VP_KEY_U64, .offset = FIELD(f), .min = lo, .max = hi, .fallback = def
@@ -338,6 +342,13 @@ static const vp_recipe_key keys[] = {
      .doc = "framework fsdp2: each block's gathered parameters freed after its forward and gathered again in "
             "backward (all but the last block and the root, as torchtitan wraps them); false keeps every block "
             "gathered from its forward to its backward [true]"},
+    /* torchao's Float8LinearConfig.enable_fsdp_float8_all_gather (float8/config.py,
+     * fsdp_utils.py WeightWithDynamicFloat8CastTensor); torchtitan's
+     * float8.enable_fsdp_float8_all_gather */
+    {BOOL_KEY("fp8_all_gather", fp8_all_gather, false), .applies = with_float8_fsdp2,
+     .doc = "framework fsdp2 with precision fp8-torchao: each float8 linear's weight shard cast to float8 before "
+            "FSDP2's all-gather (1 byte an element gathered, no weight cast in the GEMMs; torchao's "
+            "enable_fsdp_float8_all_gather) [false]"},
     {OPTION_KEY("offload_optimizer", offload_optimizer, vp_offload_names, VP_OFFLOAD_NONE),
      .doc = "DeepSpeed's optimizer offload (master weights, states, fp32 gradients)"},
     {OPTION_KEY("offload_params", offload_params, vp_offload_names, VP_OFFLOAD_NONE),

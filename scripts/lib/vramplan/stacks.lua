@@ -328,9 +328,12 @@ end
 -- from 2025: `model.converters = ["float8"]` with `float8.recipe_name`,
 -- `float8.filter_fqns`) swaps nn.Linear modules for torchao's Float8Linear:
 -- precision = fp8-torchao, dynamic tensorwise scaling, which is what both
--- build when no recipe_name is given (Float8LinearConfig()). Rowwise recipes,
--- FSDP2's float8 all-gather (`float8.enable_fsdp_float8_all_gather`) and
--- filters beyond the output head are not modelled: refused by name.
+-- build when no recipe_name is given (Float8LinearConfig()).
+-- `float8.enable_fsdp_float8_all_gather` is the recipe key fp8_all_gather;
+-- `float8.precompute_float8_dynamic_scale_for_fsdp` only moves the weights'
+-- amax to one all-reduce after the optimizer step (a few scalars), read and
+-- left. Rowwise recipes and filters beyond the output head are not
+-- modelled: refused by name.
 -- `training.compile` (to mid-2025) and `compile.enable` (later) are the
 -- recipe key `compile`.
 local function list_of(v)
@@ -377,11 +380,6 @@ local function torchtitan_float8_keys(keys, origins)
       "row, e4m3 gradients, grad_weight in bf16 for rowwise_with_gw_hp); tensorwise is (precision = fp8-torchao)",
       at("float8.recipe_name"), tostring(recipe)), 0)
   end
-  if flag("float8.enable_fsdp_float8_all_gather") then
-    error(string.format("%s: float8.enable_fsdp_float8_all_gather: FSDP2's float8 all-gather (weights cast to " ..
-      "float8 before the all-gather, torchao's WeightWithDynamicFloat8CastTensor) is not modelled; with it " ..
-      "false the weights are gathered in bf16 and cast per GEMM", at("float8.enable_fsdp_float8_all_gather")), 0)
-  end
   if keys["float8.filter_fqns"] ~= nil then
     for _, fqn in ipairs(list_of(keys["float8.filter_fqns"])) do
       if fqn ~= "output" and fqn ~= "lm_head" then
@@ -391,6 +389,10 @@ local function torchtitan_float8_keys(keys, origins)
     end
   end
   if float8 then set_from(keys, origins, "precision", "fp8-torchao", from, "torchtitan's float8 converter") end
+  if keys["float8.enable_fsdp_float8_all_gather"] ~= nil then
+    set_from(keys, origins, "fp8_all_gather", flag("float8.enable_fsdp_float8_all_gather"),
+      "float8.enable_fsdp_float8_all_gather", "torchtitan's float8 all-gather")
+  end
   for _, key in ipairs({ "training.compile", "compile.enable" }) do
     if keys[key] ~= nil then set_from(keys, origins, "compile", flag(key), key, "torchtitan's torch.compile") end
   end
