@@ -181,6 +181,8 @@ CASES = [
     ("llama fp8-torchao MLP of 120 left in bf16", llama(inter=120, vocab=32), recipe(
         "fp8-torchao", optimizer="sgd", s=64, keep_logits="false")),
     ("starcoder2 fp8-torchao biases", starcoder2(vocab=32), recipe("fp8-torchao", s=64, keep_logits="false")),
+    ("llama fp8-torchao every-2 non-reentrant grad_accum 2", llama(layers=4, vocab=32), recipe(
+        "fp8-torchao", ckpt="every-2", use_reentrant="false", grad_accum=2, s=64, keep_logits="false")),
     ("gpt2 fp8-torchao (Conv1D: nothing swapped)", gpt2(dropout=0.0), recipe("fp8-torchao", impl="for-loop")),
     ("llama fp32 checkpointed", llama(layers=3), recipe(ckpt="full")),
     ("llama bf16 checkpointed", llama(layers=3), recipe("bf16", ckpt="full")),
