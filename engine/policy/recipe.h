@@ -120,6 +120,7 @@ typedef enum {
     VP_LOSS_COUNT
 } vp_loss_kind;
 extern const char *const vp_loss_names[];
+extern const char *const vp_float8_recipe_names[];
 /* loss = chunked: at most this many chunks (one split node's outputs) */
 enum { VP_LOSS_CHUNKS_MAX = 8 };
 
@@ -167,6 +168,7 @@ typedef struct {
     unsigned fsdp_shard_size;    /* HYBRID_SHARD: ranks a model is sharded over (0: dp) */
     bool reshard_after_forward;  /* FSDP2: blocks resharded after forward (torchtitan's policy) */
     bool fp8_all_gather;         /* FSDP2 + fp8-torchao: float8 weights all-gathered in float8 (layout.c) */
+    vp_float8_recipe fp8_recipe; /* fp8-torchao: torchao's recipe (prims.c vp_linear_float8) */
     vp_offload offload_optimizer;
     vp_offload offload_params;
     double reduce_bucket_size;   /* DeepSpeed, elements */

@@ -240,10 +240,11 @@ static bool with_quantized_base(const vp_recipe *r) { return vp_finetune_method_
 static bool with_int8_base(const vp_recipe *r) { return with_quantized_base(r) && r->quant == VP_QUANT_INT8; }
 static bool with_simulated_allocator(const vp_recipe *r) { return r->allocator == VP_ALLOCATOR_SIMULATED; }
 static bool with_fsdp2(const vp_recipe *r) { return vp_framework_of(r) == &vp_framework_fsdp2; }
-static bool with_float8_fsdp2(const vp_recipe *r) {
+static bool with_float8(const vp_recipe *r) {
     const vp_precision *p = vp_precision_get(r->precision);
-    return with_fsdp2(r) && p && p->fp8_dynamic;
+    return p && p->fp8_dynamic;
 }
+static bool with_float8_fsdp2(const vp_recipe *r) { return with_fsdp2(r) && with_float8(r); }
 
 #define UINT_KEY(key, f, lo, hi, def) .name = key, .kind = VP_KEY_UINT, .offset = FIELD(f), .min = lo, .max = hi, .fallback = def
 #define U64_KEY(key, f, lo, hi, def) .name = key, .kind = VP_KEY_U64, .offset = FIELD(f), .min = lo, .max = hi, .fallback = def
@@ -259,7 +260,12 @@ static const vp_recipe_key keys[] = {
     {OPTION_KEY("precision", precision, NULL, VP_PREC_MIXED_BF16), .choice_at = precision_name,
      .doc = "fp32, bf16, fp16 train the model in that dtype; amp-* autocasts over fp32 weights; mixed-* keeps 16-bit "
             "weights and fp32 master weights; fp8 is Transformer Engine's; fp8-torchao is torchao's Float8Linear "
-            "(dynamic tensorwise scaling, as torchtitan's float8 converter applies it)"},
+            "(dynamic scaling, fp8_recipe; torchtitan's float8 converter)"},
+    /* torchao's Float8LinearConfig.from_recipe_name (float8/config.py);
+     * torchtitan's float8.recipe_name */
+    {OPTION_KEY("fp8_recipe", fp8_recipe, vp_float8_recipe_names, VP_FLOAT8_TENSORWISE), .applies = with_float8,
+     .doc = "precision fp8-torchao: torchao's recipe, dynamic scaling per tensor, per row (every cast, e4m3 "
+            "throughout), or per row with grad_weight in bf16 (rowwise_with_gw_hp) [tensorwise]"},
     {OPTION_KEY("optimizer", optimizer, NULL, 0), .choice_at = optimizer_name,
      .doc = "the optimizer (none: forward and backward only)"},
     {OPTION_KEY("optimizer_impl", optimizer_impl, vp_optimizer_impl_names, VP_IMPL_AUTO),

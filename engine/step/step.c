@@ -831,6 +831,12 @@ vp_step_status vp_step_run_stage(const vp_model *model, const vp_recipe *given, 
 static const char *float8_problem(const vp_recipe *recipe, const vp_precision *precision) {
     if (recipe->fp8_all_gather && (!precision->fp8_dynamic || vp_framework_of(recipe) != &vp_framework_fsdp2))
         return "fp8_all_gather: FSDP2's float8 all-gather needs framework = fsdp2 and precision = fp8-torchao";
+    /* Float8LinearConfig.__post_init__: "enable_fsdp_float8_all_gather only
+     * supports tensorwise scaling granularity" */
+    if (recipe->fp8_all_gather && recipe->fp8_recipe != VP_FLOAT8_TENSORWISE)
+        return "fp8_all_gather: torchao's float8 all-gather supports tensorwise scaling only (fp8_recipe)";
+    if (recipe->fp8_recipe != VP_FLOAT8_TENSORWISE && !precision->fp8_dynamic)
+        return "fp8_recipe: torchao's float8 recipes need precision = fp8-torchao";
     if (!precision->fp8_dynamic) return NULL;
     if (!vp_framework_of(recipe)->hf_modeling)
         return "precision: fp8-torchao swaps a PyTorch model's nn.Linear modules; Megatron-LM runs FP8 through "

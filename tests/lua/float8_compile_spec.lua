@@ -29,6 +29,15 @@ describe("torchtitan's float8 and compile keys", function()
     assert.equal("mixed-bf16", helper.estimate(args({ "float8.enable_float8_linear=false" })).recipe.precision)
   end)
 
+  it("map float8.recipe_name onto fp8_recipe", function()
+    for _, name in ipairs({ "tensorwise", "rowwise", "rowwise_with_gw_hp" }) do
+      local r = helper.estimate(args({ "float8.enable_float8_linear=true", "float8.recipe_name=" .. name }))
+      assert.equal(name, r.recipe.fp8_recipe)
+      local h = helper.estimate(args({ "precision=fp8-torchao", "fp8_recipe=" .. name }))
+      assert.equal(h.per_gpu.peak_allocated_bytes, r.per_gpu.peak_allocated_bytes)
+    end
+  end)
+
   it("map float8.enable_fsdp_float8_all_gather onto fp8_all_gather", function()
     local r = helper.estimate(args({ "float8.enable_float8_linear=true", "float8.enable_fsdp_float8_all_gather=true",
       "float8.precompute_float8_dynamic_scale_for_fsdp=true", "framework=fsdp2" }))
@@ -43,7 +52,6 @@ describe("torchtitan's float8 and compile keys", function()
   end)
 
   for _, case in ipairs({
-    { "float8.recipe_name=rowwise", "float8.recipe_name = rowwise: torchao's rowwise recipes are not modelled" },
     { "model.converters=mxfp8", "model.converters: mxfp8 (microscaling formats) is not modelled" },
     { "float8.filter_fqns=output,layers.0.attention.wq", "float8.filter_fqns: layers.0.attention.wq" },
     { "training.compile=true", "compile: torch.compile is not modelled" },
@@ -101,6 +109,14 @@ describe("precision = fp8-torchao", function()
     local bf16, fp8 = peak("false"), peak("true")
     assert.equal(bf16.peak_op, fp8.peak_op)
     assert.equal(2 * per_block, bf16.peak_allocated_bytes - fp8.peak_allocated_bytes)
+  end)
+
+  it("refuses fp8_all_gather with a rowwise recipe, and fp8_recipe without fp8-torchao", function()
+    local err = helper.fails(MODEL, "--set", "framework=fsdp2", "--set", "gpus=2", "--set", "precision=fp8-torchao",
+      "--set", "fp8_all_gather=true", "--set", "fp8_recipe=rowwise")
+    assert.truthy(err:find("fp8_all_gather: torchao's float8 all-gather supports tensorwise scaling only", 1, true), err)
+    err = helper.fails(MODEL, "--set", "fp8_recipe=rowwise")
+    assert.truthy(err:find("fp8_recipe: torchao's float8 recipes need precision = fp8-torchao", 1, true), err)
   end)
 
   it("refuses mixtures of experts", function()

@@ -183,6 +183,15 @@ CASES = [
     ("starcoder2 fp8-torchao biases", starcoder2(vocab=32), recipe("fp8-torchao", s=64, keep_logits="false")),
     ("llama fp8-torchao every-2 non-reentrant grad_accum 2", llama(layers=4, vocab=32), recipe(
         "fp8-torchao", ckpt="every-2", use_reentrant="false", grad_accum=2, s=64, keep_logits="false")),
+    # rowwise: a scale per row, e4m3 gradients; grad_input and grad_weight scaled by the fp32 outer product
+    # of the scales' reciprocals (no fast accumulation); rowwise_with_gw_hp: grad_weight a 16-bit mm
+    ("llama fp8-torchao rowwise vocab 32", llama(vocab=32), recipe(
+        "fp8-torchao", fp8_recipe="rowwise", optimizer="none", b=2, s=64, keep_logits="false")),
+    ("llama fp8-torchao rowwise adamw", llama(), recipe("fp8-torchao", fp8_recipe="rowwise")),
+    ("starcoder2 fp8-torchao rowwise_with_gw_hp biases", starcoder2(vocab=32), recipe(
+        "fp8-torchao", fp8_recipe="rowwise_with_gw_hp", s=64, keep_logits="false")),
+    ("llama fp8-torchao rowwise_with_gw_hp checkpointed", llama(layers=3, vocab=32), recipe(
+        "fp8-torchao", fp8_recipe="rowwise_with_gw_hp", impl="for-loop", ckpt="full", s=64, keep_logits="false")),
     ("gpt2 fp8-torchao (Conv1D: nothing swapped)", gpt2(dropout=0.0), recipe("fp8-torchao", impl="for-loop")),
     ("llama fp32 checkpointed", llama(layers=3), recipe(ckpt="full")),
     ("llama bf16 checkpointed", llama(layers=3), recipe("bf16", ckpt="full")),

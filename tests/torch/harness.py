@@ -298,6 +298,7 @@ def measure(case, rank=None):
     ac = Autocast(torch.bfloat16 if precision == "amp-bf16" else None)
     if precision == "fp8-torchao":  # mixed-bf16 with torchao's Float8Linear
         ac.float8 = float8_weights(model)
+        ac.float8_recipe = recipe.get("fp8_recipe", "tensorwise")
     finetune = recipe.get("finetune", "full")
     if finetune == "qlora":
         # loaded in the compute dtype and quantized; under amp-bf16 the rest

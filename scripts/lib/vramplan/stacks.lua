@@ -328,12 +328,13 @@ end
 -- from 2025: `model.converters = ["float8"]` with `float8.recipe_name`,
 -- `float8.filter_fqns`) swaps nn.Linear modules for torchao's Float8Linear:
 -- precision = fp8-torchao, dynamic tensorwise scaling, which is what both
--- build when no recipe_name is given (Float8LinearConfig()).
+-- build when no recipe_name is given (Float8LinearConfig()); torchtitan's
+-- Float8LinearConverter.Config of 2026 defaults to rowwise: give
+-- `float8.recipe_name` (the recipe key fp8_recipe) to be sure.
 -- `float8.enable_fsdp_float8_all_gather` is the recipe key fp8_all_gather;
 -- `float8.precompute_float8_dynamic_scale_for_fsdp` only moves the weights'
 -- amax to one all-reduce after the optimizer step (a few scalars), read and
--- left. Rowwise recipes and filters beyond the output head are not
--- modelled: refused by name.
+-- left. Filters beyond the output head are not modelled: refused by name.
 -- `training.compile` (to mid-2025) and `compile.enable` (later) are the
 -- recipe key `compile`.
 local function list_of(v)
@@ -375,10 +376,8 @@ local function torchtitan_float8_keys(keys, origins)
     end
   end
   local recipe = keys["float8.recipe_name"]
-  if recipe ~= nil and tostring(recipe):lower() ~= "tensorwise" then
-    error(string.format("%s: float8.recipe_name = %s: torchao's rowwise recipes are not modelled (scales per " ..
-      "row, e4m3 gradients, grad_weight in bf16 for rowwise_with_gw_hp); tensorwise is (precision = fp8-torchao)",
-      at("float8.recipe_name"), tostring(recipe)), 0)
+  if recipe ~= nil then
+    set_from(keys, origins, "fp8_recipe", tostring(recipe):lower(), "float8.recipe_name", "torchao's recipe")
   end
   if keys["float8.filter_fqns"] ~= nil then
     for _, fqn in ipairs(list_of(keys["float8.filter_fqns"])) do

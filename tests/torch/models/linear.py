@@ -74,7 +74,7 @@ def dora(ac, x, weight, bias, lora_A, lora_B, scaling, magnitude, base_result, f
 
 def linear(ac, x, w, b=None):
     if id(w) in ac.float8:
-        return float8_linear(x, w, b)
+        return float8_linear(x, w, b, ac.float8_recipe)
     state = ac.quant.get(id(w))
     if state is not None:  # the base output passed on, no frame between keeping it
         adapter = ac.lora.get(id(w))
