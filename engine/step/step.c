@@ -11,6 +11,7 @@
 #include "checkpoint.h"
 #include "layout.h"
 #include "finetune.h"
+#include "float8.h"
 #include "framework.h"
 #include "ops.h"
 #include "kv_cache.h"
@@ -824,29 +825,6 @@ vp_step_status vp_step_run_stage(const vp_model *model, const vp_recipe *given, 
     return attempt(model, given, stage, fold, record, result, ledger_out, found, n_found, NULL, NULL);
 }
 
-/* torchao's Float8Linear as modelled (prims.c vp_linear_float8): the
- * modules of a PyTorch model, full training, no tensor parallelism
- * (torchao's Float8ColwiseParallel / Float8RowwiseParallel are not
- * modelled). */
-static const char *float8_problem(const vp_recipe *recipe, const vp_precision *precision) {
-    if (recipe->fp8_all_gather && (!precision->fp8_dynamic || vp_framework_of(recipe) != &vp_framework_fsdp2))
-        return "fp8_all_gather: FSDP2's float8 all-gather needs framework = fsdp2 and precision = fp8-torchao";
-    /* Float8LinearConfig.__post_init__: "enable_fsdp_float8_all_gather only
-     * supports tensorwise scaling granularity" */
-    if (recipe->fp8_all_gather && recipe->fp8_recipe != VP_FLOAT8_TENSORWISE)
-        return "fp8_all_gather: torchao's float8 all-gather supports tensorwise scaling only (fp8_recipe)";
-    if (recipe->fp8_recipe != VP_FLOAT8_TENSORWISE && !precision->fp8_dynamic)
-        return "fp8_recipe: torchao's float8 recipes need precision = fp8-torchao";
-    if (!precision->fp8_dynamic) return NULL;
-    if (!vp_framework_of(recipe)->hf_modeling)
-        return "precision: fp8-torchao swaps a PyTorch model's nn.Linear modules; Megatron-LM runs FP8 through "
-               "Transformer Engine (precision = fp8)";
-    if (recipe->tp > 1) return "precision: fp8-torchao with tp (torchao's float8 tensor-parallel styles) is not modelled";
-    if (vp_finetune_method_of(recipe)->frozen_base)
-        return "precision: fp8-torchao is modelled for training every weight (no frozen or adapted base)";
-    return NULL;
-}
-
 const char *vp_step_layout_problem(const vp_model *model, const vp_recipe *recipe) {
     vp_shard_plan plan;
     const vp_precision *precision = vp_precision_get(recipe->precision);
@@ -861,7 +839,7 @@ const char *vp_step_layout_problem(const vp_model *model, const vp_recipe *recip
         problem = "offload_activations: modelled as PyTorch's save_on_cpu around a whole forward (no megatron, no pp)";
     if (!problem) problem = vp_checkpoint_recipe_problem(recipe);
     if (!problem) problem = vp_optim_in_backward_problem(recipe);
-    if (!problem) problem = float8_problem(recipe, precision);
+    if (!problem) problem = vp_float8_problem(recipe);
     if (!problem && recipe->compile)
         problem = "compile: torch.compile is not modelled: Inductor's min-cut partitioner "
                   "(torch/_functorch/partitioners.py) chooses per graph which activations backward saves and which "
