@@ -271,6 +271,172 @@ vp_t vp_linear_fp8(vp_sim *sim, vp_t x, vp_t columnwise, vp_t w, vp_t b, uint64_
     return y;
 }
 
+/* torchao 0.19's hp_tensor_to_float8_dynamic, eager (float8_utils.py
+ * tensor_to_amax, amax_to_scale; float8_training_tensor.py
+ * _ToFloat8ConstrFunc.forward; to_fp8_saturated): the amax of |x| (one,
+ * or `scales` of them along an axis: torch.amax(..., keepdim=True)), turned
+ * into fp32 scales, then x.to(float32) * scale, clamped, cast to float8
+ * (one byte an element). The fp32 copies go when their functions return;
+ * the data and its scales stay with the caller (*scale). `make` is vp_new
+ * in the forward, vp_grad_sized in backward. Left out: the float64 copies
+ * of the amax amax_to_scale makes on the way, and the rowwise recipes'
+ * power-of-2 rounding of the scales (exp2(floor(log2(scale)))), all of the
+ * scales' size and gone before the fp32 copies are made. */
+static vp_t cast_float8(vp_sim *sim, vp_t (*make)(vp_sim *, uint64_t, vp_dtype, const char *), vp_t x,
+                        uint64_t scales, vp_t *scale) {
+    uint64_t n = numel_of(sim, x);
+    vp_dtype dt = dtype_of(sim, x);
+    vp_t magnitude = make(sim, n, dt, "float8.abs");
+    vp_t amax = make(sim, scales, dt, "float8.amax");
+    vp_drop(sim, magnitude);
+    *scale = make(sim, scales, VP_FP32, "float8.scale");
+    vp_drop(sim, amax);
+    vp_t upcast = dt == VP_FP32 ? 0 : make(sim, n, VP_FP32, "float8.upcast");
+    vp_t scaled = make(sim, n, VP_FP32, "float8.scaled");
+    vp_drop(sim, upcast);
+    vp_t clamped = make(sim, n, VP_FP32, "float8.clamp");
+    /* e4m3 or e5m2: one byte either way */
+    vp_t data = make(sim, n, VP_FP8_E4M3, "float8.data");
+    vp_drop(sim, clamped);
+    vp_drop(sim, scaled);
+    return data;
+}
+
+static void drop_float8(vp_sim *sim, vp_t data, vp_t scale) {
+    vp_drop(sim, data);
+    vp_drop(sim, scale);
+}
+
+/* One float8 GEMM's operands as float8_ops.py's preprocess_addmm finds
+ * them: how many elements a layout copy makes of each (0: none), and the
+ * number of scales each carries (1: tensorwise). */
+typedef struct {
+    uint64_t a_copy, b_copy, a_scales, b_scales;
+} float8_operands;
+
+/* torchao 0.19 float8_ops.py float8_mm -> preprocess_addmm ->
+ * addmm_float8_unwrapped: an operand `a` not row-major is made contiguous,
+ * an operand `b` that is row-major is made column-major (b.t().contiguous()
+ * .t()), both one-byte copies; a tensorwise scale beside a rowwise one is
+ * repeated to a row (scale.repeat); the scales' reciprocals; with rowwise
+ * scales and no fast accumulation (the grad_input and grad_weight GEMMs:
+ * Float8LinearConfig's gemm_config_*) the outer product of the two
+ * reciprocals, an fp32 [m, n], scales torch._scaled_mm's output in place
+ * afterwards (`output *= post_inverse_scale`: on the CPU TensorIterator
+ * casts the 16-bit output to the common dtype, fp32, and computes into an
+ * fp32 temporary it copies back, TensorIteratorBase::compute_types; CUDA's
+ * kernels cast as they go). The output is in the inputs' high-precision
+ * dtype. Everything but the output goes when float8_mm returns. */
+static vp_t scaled_mm(vp_sim *sim, vp_t (*make)(vp_sim *, uint64_t, vp_dtype, const char *), float8_operands op,
+                      bool fast_accum, bool cuda, uint64_t m, uint64_t n, vp_dtype out_dtype, const char *label) {
+    vp_t a = op.a_copy ? make(sim, op.a_copy, VP_FP8_E4M3, "float8.mm a contiguous") : 0;
+    vp_t b = op.b_copy ? make(sim, op.b_copy, VP_FP8_E4M3, "float8.mm b column-major") : 0;
+    bool rowwise = op.a_scales > 1 || op.b_scales > 1;
+    uint64_t a_scales = op.a_scales, b_scales = op.b_scales;
+    vp_t repeated = 0;
+    if (rowwise && a_scales == 1) repeated = make(sim, a_scales = m, VP_FP32, "float8.mm scale repeat");
+    if (rowwise && b_scales == 1) repeated = make(sim, b_scales = n, VP_FP32, "float8.mm scale repeat");
+    vp_t a_inverse = make(sim, a_scales, VP_FP32, "float8.mm scale_a");
+    vp_t b_inverse = make(sim, b_scales, VP_FP32, "float8.mm scale_b");
+    vp_t post = 0;
+    if (rowwise && !fast_accum) { /* a_inverse * b_inverse, then new_ones(()) for both */
+        post = make(sim, vp_numel(sim, m, n), VP_FP32, "float8.mm post scale");
+        vp_drop(sim, a_inverse);
+        vp_drop(sim, b_inverse);
+        a_inverse = make(sim, 1, VP_FP32, "float8.mm scale_a");
+        b_inverse = make(sim, 1, VP_FP32, "float8.mm scale_b");
+    }
+    vp_t y = make(sim, vp_numel(sim, m, n), out_dtype, label);
+    if (post && !cuda && out_dtype != VP_FP32) {
+        vp_t cast = make(sim, vp_numel(sim, m, n), VP_FP32, "float8.mm post scale (CPU cast)");
+        vp_t result = make(sim, vp_numel(sim, m, n), VP_FP32, "float8.mm post scale (CPU result)");
+        vp_drop(sim, result);
+        vp_drop(sim, cast);
+    }
+    vp_drop(sim, post);
+    vp_drop(sim, b_inverse);
+    vp_drop(sim, a_inverse);
+    vp_drop(sim, repeated);
+    vp_drop(sim, b);
+    vp_drop(sim, a);
+    return y;
+}
+
+/* matmul_with_hp_or_float8_args.backward (torchao 0.19): grad_output and
+ * the weight cast for grad_input (the weight's transpose row-major: a
+ * column-major copy), then grad_output and the input cast again for
+ * grad_weight (grad_output.t() made contiguous, the input made
+ * column-major), every cast a local until the function returns; under
+ * rowwise_with_gw_hp grad_weight is a plain 16-bit torch.mm of the saved
+ * tensors and the weight is scaled per tensor. Both gradients are computed
+ * whichever inputs need them. */
+static void backward_float8(vp_sim *sim, uint32_t index) {
+    vp_node *node = vp_node_at(sim, index);
+    vp_t x = node->in[0], w = node->in[1], out = node->out[0];
+    uint64_t n_out = numel_of(sim, out), n_x = numel_of(sim, x), n_w = numel_of(sim, w);
+    uint64_t out_features = node->aux[2], rows = n_out / out_features, in = n_w / out_features;
+    bool w_float8 = node->aux[0], cuda = node->aux[3];
+    vp_float8_recipe recipe = (vp_float8_recipe)node->aux[1];
+    bool rowwise = recipe != VP_FLOAT8_TENSORWISE;
+    vp_dtype dt = dtype_of(sim, out);
+    vp_t go = vp_grad_out(sim, node, 0);
+    vp_t s[4] = {0};
+    /* grad_input = grad_output [rows, out] @ weight_t.t() [out, in]; the
+     * casts axiswise along -1 (rowwise): a scale per row of each */
+    vp_t go_dim0 = cast_float8(sim, vp_grad_sized, go, rowwise ? rows : 1, &s[0]);
+    /* tensor_already_casted_to_fp8(weight_hp_t): the gathered float8 weight as it is */
+    uint64_t w_scales = recipe == VP_FLOAT8_ROWWISE ? in : 1;
+    vp_t w_dim0 = w_float8 ? 0 : cast_float8(sim, vp_grad_sized, w, w_scales, &s[1]);
+    float8_operands gi = {0, n_w, rowwise ? rows : 1, w_scales};
+    vp_t grad_input = scaled_mm(sim, vp_grad_sized, gi, false, cuda, rows, in, dt, "float8 grad_input");
+    vp_t go_dim1 = 0, x_dim1 = 0, grad_weight;
+    if (recipe == VP_FLOAT8_ROWWISE_GW_HP) { /* cast configs DISABLED: aten.mm of the 16-bit tensors */
+        grad_weight = vp_grad_sized(sim, n_w, dt, "grad_weight");
+    } else { /* grad_output.t() [out, rows] @ input [rows, in], the casts along 0 */
+        go_dim1 = cast_float8(sim, vp_grad_sized, go, rowwise ? out_features : 1, &s[2]);
+        x_dim1 = cast_float8(sim, vp_grad_sized, x, rowwise ? in : 1, &s[3]);
+        float8_operands gw = {n_out, n_x, rowwise ? out_features : 1, rowwise ? in : 1};
+        grad_weight = scaled_mm(sim, vp_grad_sized, gw, false, cuda, out_features, in, dt, "float8 grad_weight");
+    }
+    drop_float8(sim, go_dim0, s[0]);
+    drop_float8(sim, w_dim0, s[1]);
+    drop_float8(sim, go_dim1, s[2]);
+    drop_float8(sim, x_dim1, s[3]);
+    vp_t grads[2] = {grad_input, grad_weight};
+    for (unsigned i = 0; i < 2; i++) {
+        node = vp_node_at(sim, index);
+        if (vp_needs_grad(sim, node, i)) give_fitted(sim, index, i, grads[i]);
+        else vp_drop(sim, grads[i]);
+    }
+}
+
+vp_t vp_linear_float8(vp_sim *sim, vp_t x, vp_t w, bool w_float8, vp_float8_recipe recipe, bool cuda, uint64_t rows,
+                      uint64_t out_features, const char *label) {
+    bool rowwise = recipe != VP_FLOAT8_TENSORWISE;
+    vp_t s[2] = {0};
+    /* the input [rows, in] scaled along -1, the weight's transpose [in, out] along 0 */
+    vp_t x8 = cast_float8(sim, vp_new, x, rowwise ? rows : 1, &s[0]);
+    vp_t w8 = w_float8 ? 0 : cast_float8(sim, vp_new, w, rowwise ? out_features : 1, &s[1]);
+    /* the input row-major, the weight's transpose column-major: no copies;
+     * gemm_config_output uses fast accumulation */
+    float8_operands op = {0, 0, rowwise ? rows : 1, rowwise ? out_features : 1};
+    vp_t y = scaled_mm(sim, vp_new, op, true, cuda, rows, out_features, dtype_of(sim, x), label);
+    drop_float8(sim, x8, s[0]);
+    drop_float8(sim, w8, s[1]);
+    vp_t in[2] = {x, w};
+    vp_node *node = vp_record(sim, backward_float8, label, in, 2, &y, 1);
+    if (node) {
+        node->late_saves = true; /* an autograd.Function: packed once forward has returned */
+        node->aux[0] = w_float8;
+        node->aux[1] = recipe;
+        node->aux[2] = out_features;
+        node->aux[3] = cuda;
+        vp_save(sim, node, x);
+        vp_save(sim, node, w);
+    }
+    return y;
+}
+
 vp_t vp_matmul(vp_sim *sim, vp_t a, vp_t b, uint64_t out_numel, bool b_transposed, const char *label) {
     vp_t y = vp_sac_new(sim, VP_ATEN_BMM, out_numel, dtype_of(sim, a), label);
     vp_t in[2] = {a, b};

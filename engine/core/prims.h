@@ -48,6 +48,25 @@ vp_t vp_linear_int8(vp_sim *sim, vp_t x, vp_t w, bool outlier_search, uint64_t r
 vp_t vp_linear_fp8(vp_sim *sim, vp_t x, vp_t columnwise, vp_t w, vp_t b, uint64_t rows, uint64_t out_features,
                    const char *label);
 
+/* torchao's Float8LinearRecipeName (torchao 0.19, float8/config.py
+ * from_recipe_name): dynamic scaling per tensor; per row (every cast
+ * axiswise, e4m3 throughout); per row with grad_weight computed in high
+ * precision (and the weight scaled per tensor for grad_input). */
+typedef enum { VP_FLOAT8_TENSORWISE, VP_FLOAT8_ROWWISE, VP_FLOAT8_ROWWISE_GW_HP, VP_FLOAT8_RECIPE_COUNT } vp_float8_recipe;
+
+/* torchao's Float8Linear (torchao 0.19, float8/float8_linear.py,
+ * matmul_with_hp_or_float8_args) under `recipe`, run eagerly (the
+ * default, tensorwise, here; prims.c has the rowwise differences): x and
+ * the weight w cast to float8_e4m3
+ * for the forward GEMM and dropped after it; the function saves the
+ * high-precision x and w (ctx.save_for_backward(input_hp, weight_hp_t));
+ * backward casts again (grad_output to e5m2 twice, w and x once each).
+ * No bias: Float8Linear adds it after the GEMM. `w_float8`: the weight
+ * arrives in float8 (FSDP2's float8 all-gather), cast by nobody here;
+ * `cuda`: the device (the CPU twin's in-place mixed-dtype temporaries). */
+vp_t vp_linear_float8(vp_sim *sim, vp_t x, vp_t w, bool w_float8, vp_float8_recipe recipe, bool cuda, uint64_t rows,
+                      uint64_t out_features, const char *label);
+
 /* A batched matmul of two activations (bmm): saves both, b as the
  * transposed view it is with `b_transposed` (key.transpose(2, 3) of
  * contiguous keys, which matmul's batch fold views rather than copies). */

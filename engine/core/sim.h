@@ -37,7 +37,7 @@ typedef struct {
     bool expert;         /* an expert's parameter: its data-parallel group is dp / ep */
     uint64_t rows;       /* a matrix parameter's rows (0: a vector): factored optimizers need them */
     bool quantized;      /* stored 4-bit (QLoRA): dequantized to its dtype for every use */
-    bool fp8;            /* a weight whose GEMMs run in FP8 (Transformer Engine) */
+    bool fp8;            /* a weight whose GEMMs run in FP8 (Transformer Engine, torchao) */
     bool conv1d;         /* a weight of transformers' Conv1D, (in, out): its GEMM takes it as it is, a Linear's
                             its transpose */
     uint8_t grad_category; /* for leaves: what a stolen gradient is charged as */

@@ -80,6 +80,12 @@ static vp_t project(vp_step *step, vp_t x, vp_t weight, vp_t bias, uint64_t out_
     vp_t y;
     if (gather) { /* under sequence parallelism TE keeps the FP8 shard; modelled as the 16-bit one */
         y = vp_gathered_linear(sim, xa, wa, ba, step->tokens, out_features, step->tp, label);
+    } else if (vp_at(sim, weight)->fp8 && step->precision->fp8_dynamic) {
+        /* Float8Linear.forward: the GEMM, then `output + self.bias` */
+        vp_t mm = vp_linear_float8(sim, xa, wa, step->recipe->fp8_all_gather, step->recipe->fp8_recipe,
+                                   step->recipe->device == VP_DEVICE_CUDA, rows, out_features, label);
+        y = ba ? vp_add(sim, mm, ba, vp_at(sim, mm)->numel, label) : mm;
+        if (ba) vp_drop(sim, mm);
     } else if (vp_at(sim, weight)->fp8) {
         vp_t rowwise = 0, columnwise = fp8_input(step, xa, &rowwise);
         y = vp_linear_fp8(sim, xa, columnwise, wa, ba, rows, out_features, label);

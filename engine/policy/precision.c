@@ -35,6 +35,15 @@ static const vp_precision policies[VP_PREC_COUNT] = {
                      .compute = VP_BF16, .fp8_gemms = true,
                      .doc = "mixed-bf16 with Transformer Engine's FP8 linear layers (cached FP8 weights, FP8-saved "
                             "inputs)"},
+    /* torchao's convert_to_float8_training (torchao 0.19, float8/float8_linear.py
+     * Float8Linear; torchtitan's float8 converter, components/quantization/
+     * float8.py): mixed-bf16 (FSDP2's bf16 compute over fp32 parameters
+     * under torchtitan) with every nn.Linear but the output head an FP8 GEMM
+     * under the default recipe, dynamic tensorwise scaling */
+    [VP_PREC_FP8_TORCHAO] = {.name = "fp8-torchao", .params = VP_BF16, .grads = VP_BF16, .master = VP_FP32,
+                             .states = VP_FP32, .compute = VP_BF16, .fp8_gemms = true, .fp8_dynamic = true,
+                             .doc = "mixed-bf16 with torchao's Float8Linear (dynamic tensorwise scaling, eager: "
+                                    "casts per GEMM, 16-bit tensors saved)"},
 };
 
 const vp_precision *vp_precision_get(vp_precision_id id) {

@@ -16,7 +16,9 @@ typedef struct {
     vp_dtype states;     /* optimizer state tensors */
     vp_dtype compute;    /* dtype of matmul outputs */
     bool autocast;       /* torch.autocast casts at op boundaries (CUDA op lists) */
-    bool fp8_gemms;      /* Transformer Engine's linear layers run their GEMMs in FP8 */
+    bool fp8_gemms;      /* linear layers run their GEMMs in FP8 (Transformer Engine's, or torchao's below) */
+    bool fp8_dynamic;    /* torchao's Float8Linear: casts made per GEMM from the 16-bit tensors, which it saves
+                            for backward; no cached FP8 weight, no scaling history */
     const char *doc;
 } vp_precision;
 

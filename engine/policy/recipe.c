@@ -67,6 +67,8 @@ const char *const vp_quant_names[] = {"none", "nf4", "fp4", "int8", NULL};
 const char *const vp_lora_dtype_names[] = {"auto", "fp32", "base", NULL};
 const char *const vp_loss_names[] = {"cross-entropy", "fused", "chunked", "fused-linear", "cut",
                                        "chunked-linear", NULL};
+/* torchao's Float8LinearRecipeName values (float8/config.py) */
+const char *const vp_float8_recipe_names[] = {"tensorwise", "rowwise", "rowwise_with_gw_hp", NULL};
 const char *const vp_sparsity_names[] = {"none", "2:4", NULL};
 
 const char *const vp_fsdp_names[] = {"none", "no_shard", "shard_grad_op", "full_shard", "hybrid_shard", NULL};

@@ -22,6 +22,7 @@ typedef enum {
     VP_PREC_MIXED_BF16,
     VP_PREC_MIXED_FP16,
     VP_PREC_FP8,
+    VP_PREC_FP8_TORCHAO,
     VP_PREC_COUNT
 } vp_precision_id;
 
@@ -119,6 +120,7 @@ typedef enum {
     VP_LOSS_COUNT
 } vp_loss_kind;
 extern const char *const vp_loss_names[];
+extern const char *const vp_float8_recipe_names[];
 /* loss = chunked: at most this many chunks (one split node's outputs) */
 enum { VP_LOSS_CHUNKS_MAX = 8 };
 
@@ -132,6 +134,7 @@ typedef struct {
     double weight_decay;         /* < 0: the optimizer's own default */
     bool first_moment;           /* the optional first moment of an optimizer that has one (Adafactor's beta1) */
     bool optimizer_in_backward;  /* torchtune's: one optimizer per parameter, stepped in backward (optim_in_backward.c) */
+    bool compile;                /* torch.compile: declared, refused when true (not modelled; docs/compile.md) */
     uint64_t micro_batch;
     uint64_t seq_len;
     uint64_t target_len;         /* encoder-decoder models: the decoder's tokens (labels); 0: seq_len */
@@ -164,6 +167,8 @@ typedef struct {
     vp_fsdp_strategy fsdp;
     unsigned fsdp_shard_size;    /* HYBRID_SHARD: ranks a model is sharded over (0: dp) */
     bool reshard_after_forward;  /* FSDP2: blocks resharded after forward (torchtitan's policy) */
+    bool fp8_all_gather;         /* FSDP2 + fp8-torchao: float8 weights all-gathered in float8 (layout.c) */
+    vp_float8_recipe fp8_recipe; /* fp8-torchao: torchao's recipe (prims.c vp_linear_float8) */
     vp_offload offload_optimizer;
     vp_offload offload_params;
     double reduce_bucket_size;   /* DeepSpeed, elements */

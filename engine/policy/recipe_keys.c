@@ -240,6 +240,11 @@ static bool with_quantized_base(const vp_recipe *r) { return vp_finetune_method_
 static bool with_int8_base(const vp_recipe *r) { return with_quantized_base(r) && r->quant == VP_QUANT_INT8; }
 static bool with_simulated_allocator(const vp_recipe *r) { return r->allocator == VP_ALLOCATOR_SIMULATED; }
 static bool with_fsdp2(const vp_recipe *r) { return vp_framework_of(r) == &vp_framework_fsdp2; }
+static bool with_float8(const vp_recipe *r) {
+    const vp_precision *p = vp_precision_get(r->precision);
+    return p && p->fp8_dynamic;
+}
+static bool with_float8_fsdp2(const vp_recipe *r) { return with_fsdp2(r) && with_float8(r); }
 
 #define UINT_KEY(key, f, lo, hi, def) .name = key, .kind = VP_KEY_UINT, .offset = FIELD(f), .min = lo, .max = hi, .fallback = def
 #define U64_KEY(key, f, lo, hi, def) .name = key, .kind = VP_KEY_U64, .offset = FIELD(f), .min = lo, .max = hi, .fallback = def
@@ -254,7 +259,13 @@ static bool with_fsdp2(const vp_recipe *r) { return vp_framework_of(r) == &vp_fr
 static const vp_recipe_key keys[] = {
     {OPTION_KEY("precision", precision, NULL, VP_PREC_MIXED_BF16), .choice_at = precision_name,
      .doc = "fp32, bf16, fp16 train the model in that dtype; amp-* autocasts over fp32 weights; mixed-* keeps 16-bit "
-            "weights and fp32 master weights; fp8 is Transformer Engine's"},
+            "weights and fp32 master weights; fp8 is Transformer Engine's; fp8-torchao is torchao's Float8Linear "
+            "(dynamic scaling, fp8_recipe; torchtitan's float8 converter)"},
+    /* torchao's Float8LinearConfig.from_recipe_name (float8/config.py);
+     * torchtitan's float8.recipe_name */
+    {OPTION_KEY("fp8_recipe", fp8_recipe, vp_float8_recipe_names, VP_FLOAT8_TENSORWISE), .applies = with_float8,
+     .doc = "precision fp8-torchao: torchao's recipe, dynamic scaling per tensor, per row (every cast, e4m3 "
+            "throughout), or per row with grad_weight in bf16 (rowwise_with_gw_hp) [tensorwise]"},
     {OPTION_KEY("optimizer", optimizer, NULL, 0), .choice_at = optimizer_name,
      .doc = "the optimizer (none: forward and backward only)"},
     {OPTION_KEY("optimizer_impl", optimizer_impl, vp_optimizer_impl_names, VP_IMPL_AUTO),
@@ -270,6 +281,11 @@ static const vp_recipe_key keys[] = {
      .doc = "torchtune's optimizer in backward: one optimizer per parameter, stepped in its post-accumulate-grad hook "
             "and its gradient set to None at once, so gradients never all live together; one GPU, no gradient "
             "accumulation, no master weights [false]"},
+    /* torchtitan's training.compile (torch.compile per block): refused when
+     * true, the reason in vp_step_layout_problem (docs/compile.md) */
+    {BOOL_KEY("compile", compile, false),
+     .doc = "torch.compile (Inductor) over the model: not modelled yet, true is refused with the reason "
+            "(docs/compile.md) [false]"},
     {U64_KEY("micro_batch", micro_batch, 1, 1 << 24, 1), .doc = "sequences per micro-batch"},
     {U64_KEY("seq_len", seq_len, 1, 1 << 26, 2048), .doc = "tokens per sequence"},
     {U64_KEY("target_len", target_len, 1, 1 << 26, 0), .value = value_target_len,
@@ -332,6 +348,13 @@ static const vp_recipe_key keys[] = {
      .doc = "framework fsdp2: each block's gathered parameters freed after its forward and gathered again in "
             "backward (all but the last block and the root, as torchtitan wraps them); false keeps every block "
             "gathered from its forward to its backward [true]"},
+    /* torchao's Float8LinearConfig.enable_fsdp_float8_all_gather (float8/config.py,
+     * fsdp_utils.py WeightWithDynamicFloat8CastTensor); torchtitan's
+     * float8.enable_fsdp_float8_all_gather */
+    {BOOL_KEY("fp8_all_gather", fp8_all_gather, false), .applies = with_float8_fsdp2,
+     .doc = "framework fsdp2 with precision fp8-torchao: each float8 linear's weight shard cast to float8 before "
+            "FSDP2's all-gather (1 byte an element gathered, no weight cast in the GEMMs; torchao's "
+            "enable_fsdp_float8_all_gather) [false]"},
     {OPTION_KEY("offload_optimizer", offload_optimizer, vp_offload_names, VP_OFFLOAD_NONE),
      .doc = "DeepSpeed's optimizer offload (master weights, states, fp32 gradients)"},
     {OPTION_KEY("offload_params", offload_params, vp_offload_names, VP_OFFLOAD_NONE),

@@ -329,6 +329,9 @@ static const char *op_selective_problem(const vp_recipe *r) {
         return "checkpointing: op-selective is not modelled with qlora (bitsandbytes' matmuls inside autograd "
                "Functions)";
     const vp_precision *precision = vp_precision_get(r->precision);
+    if (precision && precision->fp8_dynamic)
+        return "checkpointing: op-selective is not modelled with fp8-torchao (the policy would meet the float8 "
+               "casts and torch._scaled_mm inside Float8Linear's autograd.Function)";
     if (precision && precision->fp8_gemms)
         return "checkpointing: op-selective is not modelled with fp8 (Transformer Engine's GEMMs are no aten.mm)";
     if (r->offload_activations) return "checkpointing: op-selective is not modelled with offload_activations";

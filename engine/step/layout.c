@@ -29,6 +29,7 @@ typedef struct vp_layer_hook {
      * on the last block's hook (collective_slots): their sizes, and what
      * of them lives now */
     uint64_t gather_slot, reduce_slot, gather_output, reduce_input;
+    uint64_t cast_scratch; /* FSDP2's float8 all-gather: its largest weight shard's fp32 copies in the cast */
 } vp_layer_hook;
 
 static uint64_t bytes_of(vp_dtype dtype, uint64_t numel) {
@@ -128,7 +129,15 @@ static vp_t make_leaf(vp_step *step, const vp_leaf_spec *spec, bool trainable, u
      * backward tensors */
     bool fp8 = step->precision->fp8_gemms && spec->out_features && spec->dtype == VP_DTYPE_NONE && !quantized &&
                spec->module != VP_MODULE_LM_HEAD && spec->module != VP_MODULE_GATE;
-    if (fp8) {
+    /* torchao's Float8Linear swaps nn.Linear modules only (not transformers'
+     * Conv1D); torchtitan's filter (components/quantization/utils.py
+     * module_filter_fn) skips the output head and any whose in or out
+     * features are not multiples of 16 (the FP8 tensor cores' alignment) */
+    if (fp8 && step->precision->fp8_dynamic) {
+        uint64_t in = spec->numel / spec->out_features;
+        fp8 = !spec->conv1d && spec->out_features % 16 == 0 && in % 16 == 0;
+    }
+    if (fp8 && !step->precision->fp8_dynamic) {
         vp_ledger_alloc(&step->ledger, VP_CAT_PARAMS, bytes_of(VP_FP8_E4M3, 2 * spec->numel), "fp8 weight and transpose");
         vp_ledger_alloc(&step->ledger, VP_CAT_BUFFERS, bytes_of(VP_FP32, (1024 + 1) * 5), "fp8 scaling state");
     }
@@ -291,10 +300,35 @@ void vp_layout_resident(vp_step *step, const vp_t *leaves, unsigned n, unsigned 
 
 /* ---- per-layer hooks ---- */
 
+/* FSDP2 with torchao's float8 all-gather (fp8_all_gather): a float8
+ * linear's weight is all-gathered as its float8 data, 1 byte an element
+ * (fsdp_utils.py WeightWithDynamicFloat8CastTensor.fsdp_pre_all_gather
+ * returns float8_training_tensor._data; its scale goes as metadata) */
+static vp_dtype gathered_dtype(const vp_step *step, const vp_tensor *t) {
+    return t->fp8 && step->recipe->fp8_all_gather ? VP_FP8_E4M3 : step->priv->plan.gather_dtype;
+}
+
 /* the padded unsharded buffer: every rank's shard, side by side */
 static uint64_t unsharded_bytes(vp_step *step, const vp_tensor *t) {
     unsigned ranks = step->priv->plan.shards.params;
-    return bytes_of(step->priv->plan.gather_dtype, vp_layout_shard_numel(step, t, ranks) * ranks);
+    return bytes_of(gathered_dtype(step, t), vp_layout_shard_numel(step, t, ranks) * ranks);
+}
+
+/* fsdp_pre_all_gather casts each float8 weight's fp32 shard with
+ * hp_tensor_to_float8_dynamic (torchao 0.19): the abs for the amax goes
+ * first, then `shard.to(float32) * scale` (the shard is fp32: to() returns
+ * it) and its clamp, two fp32 copies alive together beside the 1-byte
+ * result; the shards are cast one after another, the largest matters. */
+static uint64_t float8_cast_scratch(vp_step *step, const vp_t *leaves, unsigned n) {
+    uint64_t most = 0;
+    unsigned ranks = step->priv->plan.shards.params;
+    for (unsigned i = 0; i < n; i++) {
+        const vp_tensor *t = leaves[i] ? vp_at(&step->sim, leaves[i]) : NULL;
+        if (!t || !t->fp8 || !step->recipe->fp8_all_gather) continue;
+        uint64_t bytes = 2 * bytes_of(VP_FP32, vp_layout_shard_numel(step, t, ranks));
+        if (bytes > most) most = bytes;
+    }
+    return most;
 }
 
 static bool persistent(const vp_step *step, const vp_tensor *t) {
@@ -391,6 +425,7 @@ bool vp_layout_prepare(vp_step *step) {
             /* a folded instance stands for several layers' persistent parameters */
             persistent_total += persistent_bytes(step, h->leaves, h->n) * vp_step_leaf_group_at(step, i + 1).repeat;
             h->gather = gathered_bytes(step, h->leaves, h->n);
+            h->cast_scratch = float8_cast_scratch(step, h->leaves, h->n);
             /* DeepSpeed prefetches stage3_prefetch_bucket_size elements ahead;
              * FSDP's BACKWARD_PRE prefetch is the next layer, in backward only */
             uint64_t ahead = vp_framework_of(step->recipe)->param_coordinator
@@ -461,6 +496,10 @@ static void pass_gradient(vp_sim *sim, uint32_t index) {
  * stops prefetching at stage3_max_live_parameters gathered. */
 static void gather_layer(vp_layer_hook *h, uint64_t ahead) {
     vp_step *step = h->step;
+    if (h->cast_scratch && h->gather > h->held) {
+        vp_ledger_alloc(&step->ledger, VP_CAT_TRANSIENT, h->cast_scratch, "all_gather.float8_cast");
+        vp_ledger_release(&step->ledger, VP_CAT_TRANSIENT, h->cast_scratch, "all_gather.float8_cast");
+    }
     vp_ledger_alloc(&step->ledger, VP_CAT_PARAMS, h->gather - h->held, "all_gather");
     step->priv->gathered_live += h->gather - h->held;
     h->held = h->gather;

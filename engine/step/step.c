@@ -11,6 +11,7 @@
 #include "checkpoint.h"
 #include "layout.h"
 #include "finetune.h"
+#include "float8.h"
 #include "framework.h"
 #include "ops.h"
 #include "kv_cache.h"
@@ -838,7 +839,15 @@ const char *vp_step_layout_problem(const vp_model *model, const vp_recipe *recip
         problem = "offload_activations: modelled as PyTorch's save_on_cpu around a whole forward (no megatron, no pp)";
     if (!problem) problem = vp_checkpoint_recipe_problem(recipe);
     if (!problem) problem = vp_optim_in_backward_problem(recipe);
+    if (!problem) problem = vp_float8_problem(recipe);
+    if (!problem && recipe->compile)
+        problem = "compile: torch.compile is not modelled: Inductor's min-cut partitioner "
+                  "(torch/_functorch/partitioners.py) chooses per graph which activations backward saves and which "
+                  "it recomputes, and its fused kernels drop the eager intermediates; vramplan does not replay that "
+                  "choice yet (docs/compile.md); compile = false estimates the eager step";
     if (problem || !model) return problem;
+    if (precision->fp8_dynamic && model->facts.experts)
+        return "precision: fp8-torchao is not modelled for mixtures of experts (torchao's grouped float8 GEMMs)";
     if (recipe->tp > 1 && !model->facts.lm_head)
         return "tp: tensor parallelism is modelled for language models (an lm_head)";
     if (recipe->tp > 1) {

@@ -179,7 +179,7 @@ describe("vramplan estimate", function()
     for _, opt in ipairs({ "adafactor", "adamw-8bit", "paged-adamw-32bit", "lion", "sm3" }) do
       assert.truthy(line("optimizer"):find(opt, 1, true), opt)
     end
-    assert.truthy(line("precision"):find("| fp8:", 1, true))
+    assert.truthy(line("precision"):find("| fp8 | fp8-torchao:", 1, true))
     assert.truthy(line("framework"):find("torch | deepspeed | fsdp | megatron", 1, true))
     assert.truthy(line("finetune"):find("prefix | prompt", 1, true))
     -- every listed choice is accepted

@@ -27,6 +27,18 @@ function helper.run(...)
   return slurp(out), slurp(err), how == "exit" and code or 128 + (code or 0)
 end
 
+-- The arguments of `estimate MODEL ARGS... --set K=V ...`: `model`, then
+-- the list `base` as it is, then a `--set` before each "K=V" of `sets`.
+function helper.with_sets(model, base, sets)
+  local out = { model }
+  for _, a in ipairs(base) do out[#out + 1] = a end
+  for _, kv in ipairs(sets) do
+    out[#out + 1] = "--set"
+    out[#out + 1] = kv
+  end
+  return table.unpack(out)
+end
+
 -- The JSON object of an estimate, failing the test if it does not succeed.
 function helper.estimate(...)
   local out, err, code = helper.run("estimate", "--json", ...)

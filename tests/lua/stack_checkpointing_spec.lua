@@ -9,15 +9,7 @@ local helper = require("tests.lua.helper")
 local MODEL = "llama3.2-1b"
 local BASE = { "--set", "seq_len=128", "--set", "framework=fsdp", "--set", "gpus=2" }
 
-local function args(list)
-  local out = { MODEL }
-  for _, a in ipairs(BASE) do out[#out + 1] = a end
-  for _, kv in ipairs(list) do
-    out[#out + 1] = "--set"
-    out[#out + 1] = kv
-  end
-  return table.unpack(out)
-end
+local function args(list) return helper.with_sets(MODEL, BASE, list) end
 
 -- Fails unless the stack's keys give `want` (recipe keys) and the same peak
 -- as `want` set by hand.

@@ -189,6 +189,28 @@ CASES = [
     ("llama amp-bf16 adamw", llama(), recipe("amp-bf16")),
     ("llama mixed-bf16 adamw", llama(), recipe("mixed-bf16")),
     ("llama mixed-bf16 adamw for-loop", llama(), recipe("mixed-bf16", impl="for-loop")),
+    # torchao's Float8Linear (models/float8.py): casts per GEMM, the 16-bit input and weight saved;
+    # a small vocabulary puts the peak in the layers, where the casts are
+    ("llama fp8-torchao adamw", llama(), recipe("fp8-torchao")),
+    ("llama fp8-torchao vocab 32 no optimizer", llama(vocab=32), recipe(
+        "fp8-torchao", optimizer="none", b=2, s=64, keep_logits="false")),
+    ("llama fp8-torchao checkpointed vocab 32", llama(layers=3, vocab=32), recipe(
+        "fp8-torchao", impl="for-loop", ckpt="full", s=64, keep_logits="false")),
+    ("llama fp8-torchao MLP of 120 left in bf16", llama(inter=120, vocab=32), recipe(
+        "fp8-torchao", optimizer="sgd", s=64, keep_logits="false")),
+    ("starcoder2 fp8-torchao biases", starcoder2(vocab=32), recipe("fp8-torchao", s=64, keep_logits="false")),
+    ("llama fp8-torchao every-2 non-reentrant grad_accum 2", llama(layers=4, vocab=32), recipe(
+        "fp8-torchao", ckpt="every-2", use_reentrant="false", grad_accum=2, s=64, keep_logits="false")),
+    # rowwise: a scale per row, e4m3 gradients; grad_input and grad_weight scaled by the fp32 outer product
+    # of the scales' reciprocals (no fast accumulation); rowwise_with_gw_hp: grad_weight a 16-bit mm
+    ("llama fp8-torchao rowwise vocab 32", llama(vocab=32), recipe(
+        "fp8-torchao", fp8_recipe="rowwise", optimizer="none", b=2, s=64, keep_logits="false")),
+    ("llama fp8-torchao rowwise adamw", llama(), recipe("fp8-torchao", fp8_recipe="rowwise")),
+    ("starcoder2 fp8-torchao rowwise_with_gw_hp biases", starcoder2(vocab=32), recipe(
+        "fp8-torchao", fp8_recipe="rowwise_with_gw_hp", s=64, keep_logits="false")),
+    ("llama fp8-torchao rowwise_with_gw_hp checkpointed", llama(layers=3, vocab=32), recipe(
+        "fp8-torchao", fp8_recipe="rowwise_with_gw_hp", impl="for-loop", ckpt="full", s=64, keep_logits="false")),
+    ("gpt2 fp8-torchao (Conv1D: nothing swapped)", gpt2(dropout=0.0), recipe("fp8-torchao", impl="for-loop")),
     ("llama fp32 checkpointed", llama(layers=3), recipe(ckpt="full")),
     ("llama bf16 checkpointed", llama(layers=3), recipe("bf16", ckpt="full")),
     ("llama amp-bf16 checkpointed", llama(layers=3), recipe("amp-bf16", ckpt="full")),

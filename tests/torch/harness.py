@@ -24,7 +24,7 @@ import torch.utils.checkpoint
 import checkpoint2x
 
 from models import (Autocast, BertForSequenceClassification, CausalLM, T5ForConditionalGeneration, add_lora,
-                    add_modules_to_save, add_prefix, add_prompt, freeze, quantize_4bit, quantize_8bit,
+                    add_modules_to_save, add_prefix, add_prompt, float8_weights, freeze, quantize_4bit, quantize_8bit,
                     trained_in_registration_order)
 from optimizers import SM3, Adafactor, HFAdamW
 
@@ -293,9 +293,12 @@ def measure(case, rank=None):
     model.loss = recipe.get("loss", "cross-entropy")
     model.loss_chunks = int(recipe.get("loss_chunks", 8))
     model.train()
-    model_dtype = torch.bfloat16 if precision in ("bf16", "mixed-bf16") else torch.float32
+    model_dtype = torch.bfloat16 if precision in ("bf16", "mixed-bf16", "fp8-torchao") else torch.float32
     model.to(model_dtype)
     ac = Autocast(torch.bfloat16 if precision == "amp-bf16" else None)
+    if precision == "fp8-torchao":  # mixed-bf16 with torchao's Float8Linear
+        ac.float8 = float8_weights(model)
+        ac.float8_recipe = recipe.get("fp8_recipe", "tensorwise")
     finetune = recipe.get("finetune", "full")
     if finetune == "qlora":
         # loaded in the compute dtype and quantized; under amp-bf16 the rest
@@ -352,7 +355,7 @@ def measure(case, rank=None):
     if str(recipe.get("optimizer_in_backward", "false")) == "true":
         in_backward = OptimizerInBackward(params, lambda ps: make_optimizer(name, impl, ps, first_moment, decay))
         opt = None
-    elif precision.startswith("mixed"):
+    elif precision.startswith("mixed") or precision == "fp8-torchao":
         opt = MasterWeights(params, lambda ps: make_optimizer(name, impl, ps, first_moment, decay)) \
             if name != "none" else None
     else:

@@ -138,7 +138,8 @@ function hardware.unsupported(g, recipe)
     local key, msg = lacks("bf16", "bf16", "precision", p)
     return key, msg .. "; use " .. p:gsub("bf16", "fp16")
   end
-  if p == "fp8" and not caps.fp8 then return lacks("fp8", "FP8 tensor cores", "precision", p) end
+  -- torchtitan's float8 converter likewise wants SM 8.9+ or MI300 (has_cuda_capability(8, 9))
+  if (p == "fp8" or p == "fp8-torchao") and not caps.fp8 then return lacks("fp8", "FP8 tensor cores", "precision", p) end
   if recipe.finetune == "qlora" and recipe.compute_dtype == "bf16" and not caps.bf16 then
     local key, msg = lacks("bf16", "bf16", "compute_dtype", "bf16")
     return key, msg .. "; use compute_dtype=fp16"

@@ -122,7 +122,9 @@ stacks.profiles = {
 stacks.keys = { stack = true, bf16 = true, fp16 = true, torch_dtype = true, pure_bf16 = true, tf32 = true,
   ["activation_checkpoint.mode"] = true, ["activation_checkpoint.selective_ac_option"] = true,
   ["activation_checkpoint.early_stop"] = true, enable_activation_checkpointing = true, ac_mode = true,
-  ac_option = true }
+  ac_option = true, ["float8.enable_float8_linear"] = true, ["model.converters"] = true, ["float8.recipe_name"] = true,
+  ["float8.enable_fsdp_float8_all_gather"] = true, ["float8.precompute_float8_dynamic_scale_for_fsdp"] = true,
+  ["float8.filter_fqns"] = true, ["training.compile"] = true, ["compile.enable"] = true }
 
 local function truthy(v) return v == true or v == "true" or v == 1 or v == "1" end
 
@@ -319,11 +321,88 @@ local function checkpointing_keys(keys, origins)
   end
 end
 
+-- torchtitan's Float8 and torch.compile keys as recipe keys.
+--
+-- Float8 (torchtitan/float8.py and config_manager.py at 9dec370, Dec 2024:
+-- `float8.enable_float8_linear`; torchtitan/components/quantization/float8.py
+-- from 2025: `model.converters = ["float8"]` with `float8.recipe_name`,
+-- `float8.filter_fqns`) swaps nn.Linear modules for torchao's Float8Linear:
+-- precision = fp8-torchao, dynamic tensorwise scaling, which is what both
+-- build when no recipe_name is given (Float8LinearConfig()); torchtitan's
+-- Float8LinearConverter.Config of 2026 defaults to rowwise: give
+-- `float8.recipe_name` (the recipe key fp8_recipe) to be sure.
+-- `float8.enable_fsdp_float8_all_gather` is the recipe key fp8_all_gather;
+-- `float8.precompute_float8_dynamic_scale_for_fsdp` only moves the weights'
+-- amax to one all-reduce after the optimizer step (a few scalars), read and
+-- left. Filters beyond the output head are not modelled: refused by name.
+-- `training.compile` (to mid-2025) and `compile.enable` (later) are the
+-- recipe key `compile`.
+local function list_of(v)
+  if type(v) == "table" then return v end
+  local out = {}
+  for item in tostring(v):gmatch("[^,%[%]%s\"']+") do out[#out + 1] = item end
+  return out
+end
+
+local function set_from(keys, origins, key, value, from, what)
+  local at = origins[from] or "recipe"
+  if keys[key] ~= nil and tostring(keys[key]) ~= tostring(value) then
+    error(string.format("%s: %s gives %s = %s, but %s = %s (%s)", at, from, key, tostring(value), key,
+      tostring(keys[key]), origins[key] or "recipe"), 0)
+  end
+  if keys[key] == nil then keys[key], origins[key] = value, at .. " (" .. what .. ")" end
+end
+
+local function torchtitan_float8_keys(keys, origins)
+  local function at(key) return origins[key] or "recipe" end
+  local function flag(key)
+    local v = keys[key]
+    return v ~= nil and truthy(type(v) == "string" and v:lower() or v)
+  end
+  local float8, from = false, nil
+  if flag("float8.enable_float8_linear") then float8, from = true, "float8.enable_float8_linear" end
+  if keys["model.converters"] ~= nil then
+    for _, name in ipairs(list_of(keys["model.converters"])) do
+      local n = tostring(name):lower()
+      if n == "float8" then
+        float8, from = true, "model.converters"
+      elseif n == "mx" or n == "mxfp8" or n == "nvfp4" then
+        error(string.format("%s: model.converters: %s (microscaling formats) is not modelled; float8 is " ..
+          "(precision = fp8-torchao)", at("model.converters"), name), 0)
+      else
+        error(string.format("%s: model.converters: %s is not a converter vramplan knows (float8)",
+          at("model.converters"), tostring(name)), 0)
+      end
+    end
+  end
+  local recipe = keys["float8.recipe_name"]
+  if recipe ~= nil then
+    set_from(keys, origins, "fp8_recipe", tostring(recipe):lower(), "float8.recipe_name", "torchao's recipe")
+  end
+  if keys["float8.filter_fqns"] ~= nil then
+    for _, fqn in ipairs(list_of(keys["float8.filter_fqns"])) do
+      if fqn ~= "output" and fqn ~= "lm_head" then
+        error(string.format("%s: float8.filter_fqns: %s: vramplan keeps only the output head out of float8 " ..
+          "(and any linear whose dims are not multiples of 16)", at("float8.filter_fqns"), fqn), 0)
+      end
+    end
+  end
+  if float8 then set_from(keys, origins, "precision", "fp8-torchao", from, "torchtitan's float8 converter") end
+  if keys["float8.enable_fsdp_float8_all_gather"] ~= nil then
+    set_from(keys, origins, "fp8_all_gather", flag("float8.enable_fsdp_float8_all_gather"),
+      "float8.enable_fsdp_float8_all_gather", "torchtitan's float8 all-gather")
+  end
+  for _, key in ipairs({ "training.compile", "compile.enable" }) do
+    if keys[key] ~= nil then set_from(keys, origins, "compile", flag(key), key, "torchtitan's torch.compile") end
+  end
+end
+
 -- Applies `stack` and the precision flags to `keys` (recipe keys, in
 -- place, only where unset). Returns what was assumed: { stack = name?,
 -- precision = why? } or nil.
 function stacks.apply(keys, origins)
   checkpointing_keys(keys, origins)
+  torchtitan_float8_keys(keys, origins)
   local name = keys.stack
   local flags = {}
   local flag_origin

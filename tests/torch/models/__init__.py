@@ -26,6 +26,7 @@ By layer:
 * losses and causal_lm: XForCausalLM over every decoder family.
 * finetune: what a fine-tuning method does to a built model (PEFT's
   adapters, prompt and prefix tuning, freezing, bitsandbytes quantization).
+* float8: torchao's Float8Linear (one-byte stand-ins for the float8 dtypes).
 
 What the harness and the GPU check use is exported here.
 """
@@ -34,8 +35,9 @@ from .causal_lm import CausalLM
 from .common import Autocast
 from .finetune import (add_lora, add_modules_to_save, add_prefix, add_prompt, freeze, quantize_4bit, quantize_8bit,
                        trained_in_registration_order)
+from .float8 import float8_weights
 from .t5 import T5ForConditionalGeneration
 
 __all__ = ["Autocast", "BertForSequenceClassification", "CausalLM", "T5ForConditionalGeneration", "add_lora",
-           "add_modules_to_save", "add_prefix", "add_prompt", "freeze", "quantize_4bit", "quantize_8bit",
+           "add_modules_to_save", "add_prefix", "add_prompt", "float8_weights", "freeze", "quantize_4bit", "quantize_8bit",
            "trained_in_registration_order"]

@@ -40,6 +40,8 @@ class Autocast:
         self.cache = {}
         self.lora = {}
         self.quant = {}
+        self.float8 = set()  # ids of weights torchao's Float8Linear runs (models/float8.py)
+        self.float8_recipe = "tensorwise"
 
     def down(self, t):
         """Lower-precision list: fp32 inputs are cast; leaves that require

@@ -7,6 +7,7 @@ import torch
 import torch.nn as nn
 
 from .common import add, dropout, mul, sub
+from .float8 import float8_linear
 
 
 def lora(ac, x, w, result, b=None, fan_in_fan_out=False):
@@ -72,6 +73,8 @@ def dora(ac, x, weight, bias, lora_A, lora_B, scaling, magnitude, base_result, f
 
 
 def linear(ac, x, w, b=None):
+    if id(w) in ac.float8:
+        return float8_linear(x, w, b, ac.float8_recipe)
     state = ac.quant.get(id(w))
     if state is not None:  # the base output passed on, no frame between keeping it
         adapter = ac.lora.get(id(w))

@@ -95,6 +95,10 @@ function keys.run(opts, home)
   print(string.format("  %-18s %s", "activation_checkpoint.mode", "torchtitan's: none | full | selective " ..
     "(with activation_checkpoint.selective_ac_option K: layers-K; op is refused) | memory_budget (refused); " ..
     "activation_checkpoint.early_stop"))
+  print(string.format("  %-18s %s", "float8.enable_float8_linear", "torchtitan's (or model.converters = float8): " ..
+    "precision = fp8-torchao; float8.enable_fsdp_float8_all_gather: fp8_all_gather; float8.recipe_name: " ..
+    "fp8_recipe; float8.filter_fqns output (other filters are refused)"))
+  print(string.format("  %-18s %s", "training.compile", "torchtitan's (compile.enable later): the key compile"))
   print(string.format("  %-18s %s", "enable_activation_checkpointing", "torchtune's: every layer (full); " ..
     "ac_mode none | full | selective with ac_option K (layers-K) when it is false"))
   print("other tools' names for recipe keys:")

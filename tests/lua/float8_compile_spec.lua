@@ -1,0 +1,170 @@
+-- torchao's Float8Linear (precision = fp8-torchao) and torch.compile
+-- (compile) through torchtitan's own keys (vramplan.stacks), and
+-- torchtitan's published Float8 / compile runs
+-- (tests/reference/float8_compile.json). The engine's bytes for
+-- fp8-torchao are checked against PyTorch by the harness
+-- (tests/torch/compare.py, "fp8-torchao").
+local helper = require("tests.lua.helper")
+
+local MODEL = "llama3.2-1b"
+local BASE = { "--set", "seq_len=256", "--set", "stack=torchtitan", "--set", "gpus=2" }
+
+local function args(list) return helper.with_sets(MODEL, BASE, list) end
+
+describe("torchtitan's float8 and compile keys", function()
+  -- Fails unless the stack's keys give precision = fp8-torchao and the
+  -- same peak as the precision set by hand.
+  local function assert_float8(keys)
+    local r = helper.estimate(args(keys))
+    assert.equal("fp8-torchao", r.recipe.precision)
+    local h = helper.estimate(args({ "precision=fp8-torchao" }))
+    assert.equal(h.per_gpu.peak_allocated_bytes, r.per_gpu.peak_allocated_bytes)
+  end
+
+  it("map float8.enable_float8_linear (2024) and model.converters = float8 (2025) onto fp8-torchao", function()
+    assert_float8({ "float8.enable_float8_linear=true" })
+    assert_float8({ "model.converters=float8" })
+    assert_float8({ "model.converters=[\"float8\"]", "float8.recipe_name=tensorwise", "float8.filter_fqns=output" })
+    assert_float8({ "float8.enable_float8_linear=true", "float8.enable_fsdp_float8_all_gather=false" })
+    assert.equal("mixed-bf16", helper.estimate(args({ "float8.enable_float8_linear=false" })).recipe.precision)
+  end)
+
+  it("map float8.recipe_name onto fp8_recipe", function()
+    for _, name in ipairs({ "tensorwise", "rowwise", "rowwise_with_gw_hp" }) do
+      local r = helper.estimate(args({ "float8.enable_float8_linear=true", "float8.recipe_name=" .. name }))
+      assert.equal(name, r.recipe.fp8_recipe)
+      local h = helper.estimate(args({ "precision=fp8-torchao", "fp8_recipe=" .. name }))
+      assert.equal(h.per_gpu.peak_allocated_bytes, r.per_gpu.peak_allocated_bytes)
+    end
+  end)
+
+  it("map float8.enable_fsdp_float8_all_gather onto fp8_all_gather", function()
+    local r = helper.estimate(args({ "float8.enable_float8_linear=true", "float8.enable_fsdp_float8_all_gather=true",
+      "float8.precompute_float8_dynamic_scale_for_fsdp=true", "framework=fsdp2" }))
+    assert.equal(true, r.recipe.fp8_all_gather)
+    local h = helper.estimate(args({ "precision=fp8-torchao", "fp8_all_gather=true", "framework=fsdp2" }))
+    assert.equal(h.per_gpu.peak_allocated_bytes, r.per_gpu.peak_allocated_bytes)
+  end)
+
+  it("map training.compile and compile.enable onto compile", function()
+    assert.equal(false, helper.estimate(args({ "training.compile=false" })).recipe.compile)
+    assert.equal(false, helper.estimate(args({ "compile.enable=false" })).recipe.compile)
+  end)
+
+  for _, case in ipairs({
+    { "model.converters=mxfp8", "model.converters: mxfp8 (microscaling formats) is not modelled" },
+    { "float8.filter_fqns=output,layers.0.attention.wq", "float8.filter_fqns: layers.0.attention.wq" },
+    { "training.compile=true", "compile: torch.compile is not modelled" },
+    { "compile.enable=true", "compile: torch.compile is not modelled" },
+  }) do
+    it("refuses " .. case[1] .. ", naming the key", function()
+      local err = helper.fails(args({ case[1] }))
+      assert.truthy(err:find(case[1]:match("^[^=]+"), 1, true), err)
+      assert.truthy(err:find(case[2], 1, true), err)
+    end)
+  end
+
+  it("refuses float8 beside another precision, naming both", function()
+    local err = helper.fails(args({ "float8.enable_float8_linear=true", "precision=bf16" }))
+    assert.truthy(err:find("float8.enable_float8_linear gives precision = fp8-torchao, but precision = bf16", 1, true),
+      err)
+  end)
+end)
+
+describe("precision = fp8-torchao", function()
+  for _, case in ipairs({
+    { { "framework=megatron", "tp=2", "dp=1" }, "Megatron-LM runs FP8 through Transformer Engine" },
+    { { "finetune=lora" }, "fp8-torchao is modelled for training every weight" },
+    { { "checkpointing=op-selective", "framework=torch" }, "op-selective is not modelled with fp8-torchao" },
+  }) do
+    it("refuses " .. table.concat(case[1], " "), function()
+      local err = helper.fails(helper.with_sets(MODEL, { "--set", "precision=fp8-torchao" }, case[1]))
+      assert.truthy(err:find(case[2], 1, true), err)
+    end)
+  end
+
+  it("refuses fp8_all_gather without fsdp2 and fp8-torchao", function()
+    for _, extra in ipairs({ { "precision=fp8-torchao" }, { "framework=fsdp2", "gpus=2" } }) do
+      local sets = { "fp8_all_gather=true" }
+      for _, kv in ipairs(extra) do sets[#sets + 1] = kv end
+      local err = helper.fails(helper.with_sets(MODEL, {}, sets))
+      assert.truthy(err:find("fp8_all_gather: FSDP2's float8 all-gather needs framework = fsdp2 and precision = " ..
+        "fp8-torchao", 1, true), err)
+    end
+  end)
+
+  it("gathers FSDP2's float8 weights at 1 byte an element (fp8_all_gather)", function()
+    -- Llama 3.2 1B: per block q and o 2048 x 2048, k and v 512 x 2048, gate,
+    -- up and down 8192 x 2048, all multiples of 16 and of 8 ranks (no
+    -- padding): 60,817,408 float8 elements, 2 bytes each gathered in bf16,
+    -- 1 in float8. At the loss's peak two blocks are gathered: the last,
+    -- which torchtitan never reshards, and the forward's last all-gather
+    -- output (FSDP2's slot); the root (embeddings, head) stays bf16.
+    local per_block = 2 * 2048 * 2048 + 2 * 512 * 2048 + 3 * 8192 * 2048
+    local function peak(all_gather)
+      return helper.estimate(MODEL, "--set", "framework=fsdp2", "--set", "gpus=8", "--set", "seq_len=4096",
+        "--set", "checkpointing=full", "--set", "precision=fp8-torchao", "--set", "fp8_all_gather=" .. all_gather)
+        .per_gpu
+    end
+    local bf16, fp8 = peak("false"), peak("true")
+    assert.equal(bf16.peak_op, fp8.peak_op)
+    assert.equal(2 * per_block, bf16.peak_allocated_bytes - fp8.peak_allocated_bytes)
+  end)
+
+  it("refuses fp8_all_gather with a rowwise recipe, and fp8_recipe without fp8-torchao", function()
+    local err = helper.fails(MODEL, "--set", "framework=fsdp2", "--set", "gpus=2", "--set", "precision=fp8-torchao",
+      "--set", "fp8_all_gather=true", "--set", "fp8_recipe=rowwise")
+    assert.truthy(err:find("fp8_all_gather: torchao's float8 all-gather supports tensorwise scaling only", 1, true), err)
+    err = helper.fails(MODEL, "--set", "fp8_recipe=rowwise")
+    assert.truthy(err:find("fp8_recipe: torchao's float8 recipes need precision = fp8-torchao", 1, true), err)
+  end)
+
+  it("refuses mixtures of experts", function()
+    local err = helper.fails("mixtral-8x7b", "--set", "precision=fp8-torchao")
+    assert.truthy(err:find("fp8-torchao is not modelled for mixtures of experts", 1, true), err)
+  end)
+
+  it("saves what mixed-bf16 saves: the forward's activations are equal, the casts only add transients", function()
+    -- matmul_with_hp_or_float8_args saves the 16-bit input and weight
+    -- (torchao 0.9+), so at the end of the forward the same tensors are alive
+    local function at_forward_end(p)
+      return helper.estimate(MODEL, "--set", "precision=" .. p, "--set", "seq_len=512", "--set", "optimizer=none",
+        "--set", "keep_logits=false")
+    end
+    local bf16, fp8 = at_forward_end("mixed-bf16"), at_forward_end("fp8-torchao")
+    assert.equal(bf16.per_gpu.activations_bytes, fp8.per_gpu.activations_bytes)
+    assert.is_true(fp8.per_gpu.peak_allocated_bytes >= bf16.per_gpu.peak_allocated_bytes)
+  end)
+end)
+
+describe("torchtitan's published Float8 and compile runs", function()
+  local ref = helper.read_json("tests/reference/float8_compile.json")
+  for _, row in ipairs(ref.rows) do
+    it(row.id .. " (" .. row.table .. ") is reproduced within 10 % or refused for a technique it uses", function()
+      local sets = { "stack=torchtitan" }
+      for k, v in pairs(row.keys) do sets[#sets + 1] = k .. "=" .. tostring(v) end
+      local out, err, code = helper.run("estimate", "--json", helper.with_sets(ref.model, {}, sets))
+      if code ~= 0 then
+        local named = err:find("compile: torch.compile is not modelled", 1, true) or
+          (row.keys.checkpointing == "op-selective" and err:find("op-selective", 1, true))
+        assert.truthy(named, row.id .. ": refused for another reason: " .. err)
+      else
+        local got = require("dkjson").decode(out).per_gpu.peak_reserved_bytes / 2 ^ 30
+        assert.is_true(math.abs(got - row.measured_gib) <= 0.10 * row.measured_gib,
+          string.format("%s: %.1f GiB vs %.1f measured", row.id, got, row.measured_gib))
+      end
+    end)
+  end
+
+  it("tt-04's eager step (compile = false) is within 10 % of the compiled measurement", function()
+    -- docs/compile.md: 79.7 vs 83.9 GiB; the peak is the loss's fp32 logits,
+    -- which neither compile's block graphs nor Float8 change
+    local row
+    for _, r in ipairs(ref.rows) do if r.id == "tt-04" then row = r end end
+    local got = helper.estimate(ref.model, "--set", "stack=torchtitan", "--set", "gpus=8", "--set", "micro_batch=1",
+      "--set", "seq_len=32768", "--set", "checkpointing=full", "--set", "float8.enable_float8_linear=true")
+      .per_gpu.peak_reserved_bytes / 2 ^ 30
+    assert.is_true(math.abs(got - row.measured_gib) <= 0.10 * row.measured_gib,
+      string.format("%.1f GiB vs %.1f measured", got, row.measured_gib))
+  end)
+end)
