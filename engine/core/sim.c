@@ -47,17 +47,17 @@ uint64_t vp_numel4(vp_sim *sim, uint64_t a, uint64_t b, uint64_t c, uint64_t d) 
     return vp_numel(sim, vp_numel3(sim, a, b, c), d);
 }
 
-vp_tensor *vp_at(vp_sim *sim, vp_t t) { return &sim->tensors[t]; }
-
-vp_node *vp_node_at(vp_sim *sim, uint32_t node) { return &sim->nodes[node]; }
-
+/* Room for `need` entries. The new entries are not cleared: every entry is
+ * cleared when it is taken (new_record, vp_record, vp_record_keeper) or
+ * written whole (hold_back); only the first, handle 0 ("none"), is read
+ * without being taken. */
 static bool grow(void **array, uint32_t *cap, uint32_t need, size_t size) {
     if (need <= *cap) return true;
     uint32_t cap2 = *cap ? *cap : 64;
     while (cap2 < need) cap2 *= 2;
     void *grown = realloc(*array, (size_t)cap2 * size);
     if (!grown) return false;
-    memset((char *)grown + (size_t)*cap * size, 0, (size_t)(cap2 - *cap) * size);
+    if (!*cap) memset(grown, 0, size);
     *array = grown;
     *cap = cap2;
     return true;
