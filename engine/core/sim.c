@@ -26,6 +26,34 @@ void vp_sim_free(vp_sim *sim) {
     sim->n_tensors = sim->cap_tensors = sim->n_nodes = sim->cap_nodes = 0;
 }
 
+void vp_sim_adopt(vp_sim *sim, vp_sim_arrays *arrays) {
+    sim->tensors = arrays->tensors;
+    sim->nodes = arrays->nodes;
+    sim->holders = arrays->holders;
+    sim->cap_tensors = arrays->cap_tensors;
+    sim->cap_nodes = arrays->cap_nodes;
+    sim->cap_holders = arrays->cap_holders;
+    if (sim->cap_tensors) memset(&sim->tensors[0], 0, sizeof sim->tensors[0]); /* handle 0: "none" */
+    *arrays = (vp_sim_arrays){0};
+}
+
+void vp_sim_keep(vp_sim *sim, vp_sim_arrays *arrays) {
+    vp_sim_arrays_free(arrays); /* (empty unless two simulations shared it) */
+    *arrays = (vp_sim_arrays){sim->tensors, sim->nodes, sim->holders, sim->cap_tensors, sim->cap_nodes,
+                              sim->cap_holders};
+    sim->tensors = NULL;
+    sim->nodes = NULL;
+    sim->holders = NULL;
+    vp_sim_free(sim);
+}
+
+void vp_sim_arrays_free(vp_sim_arrays *arrays) {
+    free(arrays->tensors);
+    free(arrays->nodes);
+    free(arrays->holders);
+    *arrays = (vp_sim_arrays){0};
+}
+
 static void overflow(vp_sim *sim) {
     if (sim->status == VP_SIM_OK) sim->status = VP_SIM_OVERFLOW;
 }

@@ -178,6 +178,21 @@ typedef struct vp_sim {
 void vp_sim_init(vp_sim *sim, vp_ledger *ledger);
 void vp_sim_free(vp_sim *sim);
 
+/* The simulator's arrays kept by a caller between evaluations (a sweep's
+ * thousands): the next simulation starts with their capacity instead of
+ * growing its arrays again from nothing. Empty: all zero. */
+typedef struct {
+    vp_tensor *tensors;
+    vp_node *nodes;
+    vp_holder *holders;
+    uint32_t cap_tensors, cap_nodes, cap_holders;
+} vp_sim_arrays;
+/* After vp_sim_init: the simulation takes the arrays (`arrays` is left empty). */
+void vp_sim_adopt(vp_sim *sim, vp_sim_arrays *arrays);
+/* Instead of vp_sim_free: the arrays go back to `arrays` for the next one. */
+void vp_sim_keep(vp_sim *sim, vp_sim_arrays *arrays);
+void vp_sim_arrays_free(vp_sim_arrays *arrays);
+
 /* Checked element counts: the sim's status records an overflow. */
 uint64_t vp_numel(vp_sim *sim, uint64_t a, uint64_t b);
 uint64_t vp_numel3(vp_sim *sim, uint64_t a, uint64_t b, uint64_t c);
