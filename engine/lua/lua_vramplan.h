@@ -16,6 +16,7 @@ void vp_lua_open_estimate(lua_State *L);
 void vp_lua_open_sandbox(lua_State *L);
 void vp_lua_open_system(lua_State *L);
 void vp_lua_open_block(lua_State *L);
+void vp_lua_open_csv(lua_State *L);
 
 /* Pushes a new op of `kind` (fields at their zero values; user value 1 free
  * for the kind's data, which op.data points into) and returns it. */
