@@ -245,6 +245,26 @@ return sweep {
       assert.are.equal(e.per_gpu.peak_total_bytes, json.decode(lines[2])["per_gpu.peak_total_bytes"])
     end)
 
+  it("reads every top-level part of estimate --json: time.*, per_rank.N.*, host.* as estimate has them", function()
+    local fields = { "time.step_s", "time.mfu", "per_rank.1.layers", "per_rank.2.peak_total_bytes",
+                     "host.gpus_per_node", "recipe.pp", "model.arch" }
+    local out, err, code = run("sweep", "gpt2", "--gpu", "a100-40gb", "--set", "seq_len=256", "--set", "framework=megatron",
+      "--set", "pp=2", "--vary", "micro_batch=1,2", "--format", "jsonl", "--fields", table.concat(fields, ","))
+    assert.are.equal(0, code, err)
+    local lines = {}
+    for line in out:gmatch("[^\n]+") do lines[#lines + 1] = line end
+    assert.are.equal(2, #lines)
+    local row = json.decode(lines[2])
+    local e = helper.estimate("gpt2", "--gpu", "a100-40gb", "--set", "seq_len=256", "--set", "framework=megatron",
+      "--set", "pp=2", "--set", "micro_batch=2")
+    local expected = { e.time.step_s, e.time.mfu, e.per_rank[1].layers, e.per_rank[2].peak_total_bytes,
+                       e.host.gpus_per_node, e.recipe.pp, e.model.arch }
+    for i, f in ipairs(fields) do
+      assert.is_not_nil(row[f], f)
+      assert.are.equal(expected[i], row[f], f)
+    end
+  end)
+
   it("refuses an unknown field, an unknown key and a bad LIST, naming them", function()
     local _, err, code = run("sweep", "gpt2", "--vary", "micro_batch=1,2", "--fields", "variant,peak_total")
     assert.are.equal(1, code)
