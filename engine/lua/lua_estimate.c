@@ -183,6 +183,14 @@ static int l_estimate(lua_State *L) {
     read_gpu(L, 3, &gpu);
     if (!lua_isnoneornil(L, 4)) luaL_checktype(L, 4, LUA_TTABLE);
     bool fold = option(L, 4, "fold", true), timeline = option(L, 4, "timeline", false);
+    /* options.echo: the recipe keys the result's `recipe` holds (all when
+     * absent): a sweep that shows none asks only for those it reads */
+    int echo = 0;
+    if (!lua_isnoneornil(L, 4)) {
+        if (lua_getfield(L, 4, "echo") == LUA_TNIL) lua_pop(L, 1);
+        else if (lua_istable(L, -1)) echo = lua_gettop(L);
+        else return luaL_error(L, "options.echo: a list of recipe keys (got a %s)", luaL_typename(L, -1));
+    }
 
     /* the simulator's arrays, kept from one call to the next (the upvalue) */
     vp_sim_arrays *reuse = lua_touserdata(L, lua_upvalueindex(1));
@@ -253,7 +261,7 @@ static int l_estimate(lua_State *L) {
     push_time(L, &time);
     lua_pushvalue(L, ranks_index);
     lua_setfield(L, -2, "ranks");
-    vp_lua_push_recipe(L, &recipe);
+    vp_lua_push_recipe_keys(L, &recipe, echo);
     lua_setfield(L, -2, "recipe");
     if (timeline) {
         lua_rawgeti(L, ranks_index, 1);

@@ -34,6 +34,9 @@ void vp_lua_read_recipe(lua_State *L, int index, vp_recipe *recipe);
 void vp_lua_check_recipe(lua_State *L, const vp_recipe *recipe);
 /* Pushes the recipe as a table with every key (the echo in results). */
 void vp_lua_push_recipe(lua_State *L, const vp_recipe *recipe);
+/* The same with only the keys the list at `names` holds (0: every key);
+ * an error names anything that is not a recipe key. */
+void vp_lua_push_recipe_keys(lua_State *L, const vp_recipe *recipe, int names);
 /* vramplan.recipe_keys() -> { {name=, doc=} } in declaration order */
 int vp_lua_recipe_keys(lua_State *L);
 

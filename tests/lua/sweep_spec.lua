@@ -245,6 +245,23 @@ return sweep {
       assert.are.equal(e.per_gpu.peak_total_bytes, json.decode(lines[2])["per_gpu.peak_total_bytes"])
     end)
 
+  it("refuses as estimate does what a GPU cannot run: precision, compute_dtype, attention", function()
+    -- (a sweep's estimates echo only the recipe keys read: these are the GPU check's)
+    local out, err, code = run("sweep", "llama2-7b", "--set", "finetune=qlora", "--vary", "gpu=v100-32gb,a100-40gb",
+      "--vary", "precision=amp-bf16,amp-fp16", "--vary", "attention=flash,sdpa", "--vary", "compute_dtype=bf16,fp16")
+    assert.are.equal(0, code, err)
+    local _, rows = parse_csv(out)
+    assert.are.equal(16, #rows)
+    local refused = {}
+    for _, row in ipairs(rows) do
+      if row.error ~= "" then refused[row.error:match("^[^:]+: ([%w_]+):")] = true end
+      assert_row_is_estimate(row, { "llama2-7b", "--set", "finetune=qlora", "--gpu", row.gpu, "--set",
+        "precision=" .. row.precision, "--set", "attention=" .. row.attention, "--set",
+        "compute_dtype=" .. row.compute_dtype })
+    end
+    assert.are.same({ precision = true, compute_dtype = true, attention = true }, refused)
+  end)
+
   it("reads every top-level part of estimate --json: time.*, per_rank.N.*, host.* as estimate has them", function()
     local fields = { "time.step_s", "time.mfu", "per_rank.1.layers", "per_rank.2.peak_total_bytes",
                      "host.gpus_per_node", "recipe.pp", "model.arch" }

@@ -390,6 +390,10 @@ end
 
 parts.timeline = function(ctx) return ctx.result.timeline end
 
+-- The recipe keys each part reads from the result's echo ("all": the whole
+-- echo; none when absent): a sweep's estimates echo only what is read.
+report.part_recipe_keys = { recipe = "all", host = { "gpus_per_node" } }
+
 local part_names = {}
 for name in pairs(parts) do part_names[#part_names + 1] = name end
 table.sort(part_names)

@@ -246,6 +246,24 @@ local function object_parts(plan, fields)
   return names
 end
 
+-- The estimate's options for those parts: the recipe keys to echo, the
+-- ones the parts and the GPU check read (nil: the whole echo).
+local function estimate_options(parts)
+  local echo, seen = {}, {}
+  local function add(keys)
+    for _, k in ipairs(keys) do
+      if not seen[k] then seen[k] = true; echo[#echo + 1] = k end
+    end
+  end
+  add(hardware.unsupported_keys)
+  for _, name in ipairs(parts) do
+    local keys = report.part_recipe_keys[name]
+    if keys == "all" then return nil end
+    if keys then add(keys) end
+  end
+  return { echo = echo }
+end
+
 -- An evaluator for the plan: evaluate(values) -> estimate --json's object
 -- (its fields read with sweep.lookup), or nil and the one-line message of
 -- why it cannot be evaluated. With `fields` (sweep.fields'), the object has
@@ -255,6 +273,7 @@ end
 function sweep.evaluator(plan, fields)
   local home = plan.home
   local parts = fields and object_parts(plan, fields)
+  local options = parts and estimate_options(parts)
   local descriptions, built, gpus = bounded_cache(64), bounded_cache(16), bounded_cache(64)
   local origin = {}
   for _, axis in ipairs(plan.axes) do origin[axis.key] = axis.origin end
@@ -290,7 +309,7 @@ function sweep.evaluator(plan, fields)
     local j, message = variant_job(values)
     if not j then return nil, message end
     local result
-    result, message = job.try(j)
+    result, message = job.try(j, nil, options)
     if not result then return nil, message end
     return report.object(job.context(j, result), parts)
   end
