@@ -233,7 +233,7 @@ end
 
 -- The top-level entries of estimate --json's object that `fields` read (a
 -- list for report.object).
-local function object_parts(plan, fields)
+function sweep.object_parts(plan, fields)
   local varied, seen, names = {}, {}, {}
   for _, k in ipairs(plan.columns) do varied[k] = true end
   for _, f in ipairs(fields) do
@@ -248,7 +248,7 @@ end
 
 -- The estimate's options for those parts: the recipe keys to echo, the
 -- ones the parts and the GPU check read (nil: the whole echo).
-local function estimate_options(parts)
+function sweep.estimate_options(parts)
   local echo, seen = {}, {}
   local function add(keys)
     for _, k in ipairs(keys) do
@@ -272,8 +272,8 @@ end
 -- report.object) with the models, descriptions and GPUs cached.
 function sweep.evaluator(plan, fields)
   local home = plan.home
-  local parts = fields and object_parts(plan, fields)
-  local options = parts and estimate_options(parts)
+  local parts = fields and sweep.object_parts(plan, fields)
+  local options = parts and sweep.estimate_options(parts)
   local descriptions, built, gpus = bounded_cache(64), bounded_cache(16), bounded_cache(64)
   local origin = {}
   for _, axis in ipairs(plan.axes) do origin[axis.key] = axis.origin end
