@@ -28,8 +28,10 @@ local plan = sweep.from_args(home, {
            "attention=sdpa,eager", "optimizer_impl=for-loop,foreach,fused" },
 })
 local fields = sweep.fields(plan)
-local parts = sweep.object_parts(plan, fields)
-local options = sweep.estimate_options(parts)
+-- (nil in a build before sweeps made only the parts their columns read:
+-- VRAMPLAN_HOME=that tree's root, run from it, measures it as it was)
+local parts = sweep.object_parts and sweep.object_parts(plan, fields)
+local options = parts and sweep.estimate_options(parts)
 local varied = {}
 for _, k in ipairs(plan.columns) do varied[k] = true end
 local format = sweep.format("csv")
@@ -39,6 +41,7 @@ grid.each(plan, function(index, values) variants[#variants + 1] = { index, value
 local n = #variants
 
 local function time(f)
+  collectgarbage()
   local t0 = os.clock()
   f()
   return (os.clock() - t0) / n * 1e6
@@ -61,19 +64,27 @@ end
 local t_engine = time(function()
   for i = 1, n do pcall(vramplan.estimate, j0.model, keys[i], j0.gpu, { fold = true, echo = options and options.echo }) end
 end)
-local results = {}
+local function try(i)
+  return job.try({ model = j0.model, keys = keys[i], origins = {}, description = j0.description, gpu = j0.gpu },
+    nil, options)
+end
 local t_try = time(function()
+  for i = 1, n do try(i) end
+end)
+-- (nothing kept: a list of 8,064 results or objects would leave the
+-- garbage collector's work to whichever part runs next)
+local t_try_object = time(function()
   for i = 1, n do
-    results[i] = job.try({ model = j0.model, keys = keys[i], origins = {}, description = j0.description, gpu = j0.gpu },
-      nil, options) or false
+    local r = try(i)
+    if r then report.object(job.context(j0, r), parts) end
   end
 end)
+local t_object = t_try_object - t_try
 local objects = {}
-local t_object = time(function()
-  for i = 1, n do
-    if results[i] then objects[i] = report.object(job.context(j0, results[i]), parts) end
-  end
-end)
+for i = 1, n do
+  local r = try(i)
+  objects[i] = r and report.object(job.context(j0, r), parts)
+end
 local t_row = time(function()
   for i, v in ipairs(variants) do
     format.row(fields, sweep.row_values(fields, varied, v[1], v[2], objects[i] or nil, nil))
