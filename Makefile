@@ -163,6 +163,7 @@ bench: all
 	lua5.4 bench/cli.lua
 	lua5.4 bench/estimate.lua
 	lua5.4 bench/sweep.lua
+	lua5.4 bench/sweep_parts.lua
 	lua5.4 bench/blocks.lua
 
 install: all

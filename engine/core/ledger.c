@@ -108,19 +108,28 @@ static void log_event(vp_ledger *ledger, vp_category c, int64_t delta, int64_t r
     e->tensor = tensor;
 }
 
+/* A segment's own high-water mark: `live`'s total, breakdown and `pools`
+ * when above it. Only the segment's peak fields are read (fold_meter), so
+ * the live figures are copied at a new peak only, not at every event. */
+static void note_segment_peak(vp_meter *seg, const vp_meter *live, const uint64_t *pools, const vp_place *place) {
+    if (live->total > seg->peak) {
+        seg->peak = live->total;
+        memcpy(seg->peak_breakdown, live->current, sizeof live->current);
+        memcpy(seg->peak_pools, pools, sizeof seg->peak_pools);
+        seg->peak_place = *place;
+    }
+}
+
 static void track_peaks(vp_ledger *ledger, const char *op) {
     vp_place place = ledger->place;
     place.op = op;
     note_peak(&ledger->raw, &place);
     note_peak(&ledger->rounded, &place);
     if (ledger->in_segment) {
-        ledger->seg_raw.total = ledger->raw.total;
-        memcpy(ledger->seg_raw.current, ledger->raw.current, sizeof ledger->raw.current);
-        ledger->seg_rounded.total = ledger->rounded.total;
-        memcpy(ledger->seg_rounded.current, ledger->rounded.current, sizeof ledger->rounded.current);
-        memcpy(ledger->seg_rounded.pools, ledger->rounded.pools, sizeof ledger->rounded.pools);
-        note_peak(&ledger->seg_raw, &place);
-        note_peak(&ledger->seg_rounded, &place);
+        /* the raw meter's pools as the segment began (pools are counted on
+         * the rounded meter only) */
+        note_segment_peak(&ledger->seg_raw, &ledger->raw, ledger->seg_raw.pools, &place);
+        note_segment_peak(&ledger->seg_rounded, &ledger->rounded, ledger->rounded.pools, &place);
     }
 }
 

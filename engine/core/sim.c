@@ -26,6 +26,34 @@ void vp_sim_free(vp_sim *sim) {
     sim->n_tensors = sim->cap_tensors = sim->n_nodes = sim->cap_nodes = 0;
 }
 
+void vp_sim_adopt(vp_sim *sim, vp_sim_arrays *arrays) {
+    sim->tensors = arrays->tensors;
+    sim->nodes = arrays->nodes;
+    sim->holders = arrays->holders;
+    sim->cap_tensors = arrays->cap_tensors;
+    sim->cap_nodes = arrays->cap_nodes;
+    sim->cap_holders = arrays->cap_holders;
+    if (sim->cap_tensors) memset(&sim->tensors[0], 0, sizeof sim->tensors[0]); /* handle 0: "none" */
+    *arrays = (vp_sim_arrays){0};
+}
+
+void vp_sim_keep(vp_sim *sim, vp_sim_arrays *arrays) {
+    vp_sim_arrays_free(arrays); /* (empty unless two simulations shared it) */
+    *arrays = (vp_sim_arrays){sim->tensors, sim->nodes, sim->holders, sim->cap_tensors, sim->cap_nodes,
+                              sim->cap_holders};
+    sim->tensors = NULL;
+    sim->nodes = NULL;
+    sim->holders = NULL;
+    vp_sim_free(sim);
+}
+
+void vp_sim_arrays_free(vp_sim_arrays *arrays) {
+    free(arrays->tensors);
+    free(arrays->nodes);
+    free(arrays->holders);
+    *arrays = (vp_sim_arrays){0};
+}
+
 static void overflow(vp_sim *sim) {
     if (sim->status == VP_SIM_OK) sim->status = VP_SIM_OVERFLOW;
 }
@@ -47,17 +75,17 @@ uint64_t vp_numel4(vp_sim *sim, uint64_t a, uint64_t b, uint64_t c, uint64_t d) 
     return vp_numel(sim, vp_numel3(sim, a, b, c), d);
 }
 
-vp_tensor *vp_at(vp_sim *sim, vp_t t) { return &sim->tensors[t]; }
-
-vp_node *vp_node_at(vp_sim *sim, uint32_t node) { return &sim->nodes[node]; }
-
+/* Room for `need` entries. The new entries are not cleared: every entry is
+ * cleared when it is taken (new_record, vp_record, vp_record_keeper) or
+ * written whole (hold_back); only the first, handle 0 ("none"), is read
+ * without being taken. */
 static bool grow(void **array, uint32_t *cap, uint32_t need, size_t size) {
     if (need <= *cap) return true;
     uint32_t cap2 = *cap ? *cap : 64;
     while (cap2 < need) cap2 *= 2;
     void *grown = realloc(*array, (size_t)cap2 * size);
     if (!grown) return false;
-    memset((char *)grown + (size_t)*cap * size, 0, (size_t)(cap2 - *cap) * size);
+    if (!*cap) memset(grown, 0, size);
     *array = grown;
     *cap = cap2;
     return true;

@@ -178,6 +178,21 @@ typedef struct vp_sim {
 void vp_sim_init(vp_sim *sim, vp_ledger *ledger);
 void vp_sim_free(vp_sim *sim);
 
+/* The simulator's arrays kept by a caller between evaluations (a sweep's
+ * thousands): the next simulation starts with their capacity instead of
+ * growing its arrays again from nothing. Empty: all zero. */
+typedef struct {
+    vp_tensor *tensors;
+    vp_node *nodes;
+    vp_holder *holders;
+    uint32_t cap_tensors, cap_nodes, cap_holders;
+} vp_sim_arrays;
+/* After vp_sim_init: the simulation takes the arrays (`arrays` is left empty). */
+void vp_sim_adopt(vp_sim *sim, vp_sim_arrays *arrays);
+/* Instead of vp_sim_free: the arrays go back to `arrays` for the next one. */
+void vp_sim_keep(vp_sim *sim, vp_sim_arrays *arrays);
+void vp_sim_arrays_free(vp_sim_arrays *arrays);
+
 /* Checked element counts: the sim's status records an overflow. */
 uint64_t vp_numel(vp_sim *sim, uint64_t a, uint64_t b);
 uint64_t vp_numel3(vp_sim *sim, uint64_t a, uint64_t b, uint64_t c);
@@ -193,7 +208,8 @@ void vp_hold(vp_sim *sim, vp_t t);
  * gradient accumulates in its .grad (the owner drops that with it). */
 void vp_requires_grad(vp_sim *sim, vp_t t);
 void vp_drop(vp_sim *sim, vp_t t);
-vp_tensor *vp_at(vp_sim *sim, vp_t t);
+/* (inline: the simulation reads a tensor's record at almost every step) */
+static inline vp_tensor *vp_at(vp_sim *sim, vp_t t) { return &sim->tensors[t]; }
 
 /* A trainable (or frozen) resident tensor: parameters and buffers. */
 vp_t vp_leaf(vp_sim *sim, uint64_t numel, vp_dtype dtype, vp_category category, bool trainable,
@@ -206,7 +222,7 @@ vp_t vp_leaf_resident(vp_sim *sim, uint64_t numel, vp_dtype dtype, uint64_t resi
 /* Recording an autograd node for an op whose inputs `in` produced `out`.
  * Returns NULL (and records nothing) when no input requires grad or grad
  * mode is off; the output then does not require grad either. */
-vp_node *vp_node_at(vp_sim *sim, uint32_t node);
+static inline vp_node *vp_node_at(vp_sim *sim, uint32_t node) { return &sim->nodes[node]; }
 vp_node *vp_record(vp_sim *sim, vp_backward_fn backward, const char *label, const vp_t *in,
                    unsigned n_in, const vp_t *out, unsigned n_out);
 void vp_save(vp_sim *sim, vp_node *node, vp_t t);

@@ -183,9 +183,19 @@ static int l_estimate(lua_State *L) {
     read_gpu(L, 3, &gpu);
     if (!lua_isnoneornil(L, 4)) luaL_checktype(L, 4, LUA_TTABLE);
     bool fold = option(L, 4, "fold", true), timeline = option(L, 4, "timeline", false);
+    /* options.echo: the recipe keys the result's `recipe` holds (all when
+     * absent): a sweep that shows none asks only for those it reads */
+    int echo = 0;
+    if (!lua_isnoneornil(L, 4)) {
+        if (lua_getfield(L, 4, "echo") == LUA_TNIL) lua_pop(L, 1);
+        else if (lua_istable(L, -1)) echo = lua_gettop(L);
+        else return luaL_error(L, "options.echo: a list of recipe keys (got a %s)", luaL_typename(L, -1));
+    }
 
+    /* the simulator's arrays, kept from one call to the next (the upvalue) */
+    vp_sim_arrays *reuse = lua_touserdata(L, lua_upvalueindex(1));
     vp_estimate e;
-    vp_step_status status = vp_estimate_run(model, &recipe, &gpu, fold, timeline, &e);
+    vp_step_status status = vp_estimate_run(model, &recipe, &gpu, fold, timeline, reuse, &e);
     /* the caching allocator simulated beside (with allocator = simulated it already was) */
     if (status == VP_STEP_OK && option(L, 4, "simulate_allocator", false)) {
         status = vp_estimate_simulate_allocator(model, &recipe, &gpu, &e);
@@ -251,7 +261,7 @@ static int l_estimate(lua_State *L) {
     push_time(L, &time);
     lua_pushvalue(L, ranks_index);
     lua_setfield(L, -2, "ranks");
-    vp_lua_push_recipe(L, &recipe);
+    vp_lua_push_recipe_keys(L, &recipe, echo);
     lua_setfield(L, -2, "recipe");
     if (timeline) {
         lua_rawgeti(L, ranks_index, 1);
@@ -274,11 +284,27 @@ static int l_check_recipe(lua_State *L) {
     return 1;
 }
 
+static int l_arrays_gc(lua_State *L) {
+    vp_sim_arrays_free(lua_touserdata(L, 1));
+    return 0;
+}
+
 static const luaL_Reg functions[] = {
-    {"estimate", l_estimate},
     {"check_recipe", l_check_recipe},
     {"recipe_keys", vp_lua_recipe_keys},
     {NULL, NULL},
 };
 
-void vp_lua_open_estimate(lua_State *L) { luaL_setfuncs(L, functions, 0); }
+/* Into the table on top; `estimate` holds the simulator's arrays it keeps
+ * between calls (a userdata, freed with the Lua state). */
+void vp_lua_open_estimate(lua_State *L) {
+    luaL_setfuncs(L, functions, 0);
+    vp_sim_arrays *arrays = lua_newuserdatauv(L, sizeof *arrays, 0);
+    *arrays = (vp_sim_arrays){0};
+    lua_createtable(L, 0, 1);
+    lua_pushcfunction(L, l_arrays_gc);
+    lua_setfield(L, -2, "__gc");
+    lua_setmetatable(L, -2);
+    lua_pushcclosure(L, l_estimate, 1);
+    lua_setfield(L, -2, "estimate");
+}

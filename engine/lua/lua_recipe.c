@@ -176,16 +176,33 @@ static bool push_value(lua_State *L, const vp_key_value *v) {
     return true;
 }
 
-void vp_lua_push_recipe(lua_State *L, const vp_recipe *given) {
+static void set_key(lua_State *L, const vp_recipe *resolved, const vp_recipe_key *key) {
+    vp_key_value v;
+    vp_recipe_key_value(resolved, key, &v);
+    if (push_value(L, &v)) lua_setfield(L, -2, key->name);
+}
+
+void vp_lua_push_recipe(lua_State *L, const vp_recipe *given) { vp_lua_push_recipe_keys(L, given, 0); }
+
+void vp_lua_push_recipe_keys(lua_State *L, const vp_recipe *given, int names) {
     vp_recipe resolved = *given;
     vp_recipe_resolve(&resolved);
-    unsigned n = vp_recipe_key_count();
-    lua_createtable(L, 0, (int)n);
-    for (unsigned i = 0; i < n; i++) {
-        const vp_recipe_key *key = vp_recipe_key_at(i);
-        vp_key_value v;
-        vp_recipe_key_value(&resolved, key, &v);
-        if (push_value(L, &v)) lua_setfield(L, -2, key->name);
+    if (!names) {
+        unsigned n = vp_recipe_key_count();
+        lua_createtable(L, 0, (int)n);
+        for (unsigned i = 0; i < n; i++) set_key(L, &resolved, vp_recipe_key_at(i));
+        return;
+    }
+    names = lua_absindex(L, names);
+    lua_Integer n = luaL_len(L, names);
+    lua_createtable(L, 0, (int)(n > 0 && n < 1000 ? n : 0));
+    for (lua_Integer i = 1; i <= n; i++) {
+        lua_geti(L, names, i);
+        const char *name = lua_tostring(L, -1);
+        const vp_recipe_key *key = name ? vp_recipe_key_find(name) : NULL;
+        if (!key) recipe_error(L, "echo: '%s' is not a recipe key", name ? name : luaL_typename(L, -1));
+        lua_pop(L, 1);
+        set_key(L, &resolved, key);
     }
 }
 

@@ -61,6 +61,7 @@ int luaopen_vramplan(lua_State *L) {
     vp_lua_open_sandbox(L);
     vp_lua_open_system(L);
     vp_lua_open_block(L);
+    vp_lua_open_csv(L);
     lua_pushliteral(L, VP_VERSION);
     lua_setfield(L, -2, "version");
     open_lua_half(L);

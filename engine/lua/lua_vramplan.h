@@ -16,6 +16,7 @@ void vp_lua_open_estimate(lua_State *L);
 void vp_lua_open_sandbox(lua_State *L);
 void vp_lua_open_system(lua_State *L);
 void vp_lua_open_block(lua_State *L);
+void vp_lua_open_csv(lua_State *L);
 
 /* Pushes a new op of `kind` (fields at their zero values; user value 1 free
  * for the kind's data, which op.data points into) and returns it. */
@@ -33,6 +34,9 @@ void vp_lua_read_recipe(lua_State *L, int index, vp_recipe *recipe);
 void vp_lua_check_recipe(lua_State *L, const vp_recipe *recipe);
 /* Pushes the recipe as a table with every key (the echo in results). */
 void vp_lua_push_recipe(lua_State *L, const vp_recipe *recipe);
+/* The same with only the keys the list at `names` holds (0: every key);
+ * an error names anything that is not a recipe key. */
+void vp_lua_push_recipe_keys(lua_State *L, const vp_recipe *recipe, int names);
 /* vramplan.recipe_keys() -> { {name=, doc=} } in declaration order */
 int vp_lua_recipe_keys(lua_State *L);
 

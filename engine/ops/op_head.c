@@ -354,7 +354,7 @@ static vp_t chunked_head_loss(vp_step *step, vp_t x, vp_t weight, vp_t bias, uin
     /* tensor_split(n, dim=1): s / n each, one more for the first s % n
      * (empty chunks, when n > s, make nothing and are left out) */
     unsigned parts = step->recipe->loss_chunks < s ? step->recipe->loss_chunks : (unsigned)s;
-    uint64_t sizes[VP_LOSS_CHUNKS_MAX], rows[VP_LOSS_CHUNKS_MAX];
+    uint64_t sizes[VP_LOSS_CHUNKS_MAX] = {0}, rows[VP_LOSS_CHUNKS_MAX];
     vp_t hidden[VP_LOSS_CHUNKS_MAX], logits[VP_LOSS_CHUNKS_MAX];
     for (unsigned i = 0; i < parts; i++) {
         rows[i] = vp_numel(sim, b, s / parts + (i < s % parts));

@@ -194,7 +194,7 @@ void vp_estimate_free(vp_estimate *estimate) {
 }
 
 vp_step_status vp_estimate_run(const vp_model *model, const vp_recipe *recipe, const vp_gpu *gpu, bool fold,
-                               bool record, vp_estimate *out) {
+                               bool record, vp_sim_arrays *reuse, vp_estimate *out) {
     memset(out, 0, sizeof *out);
     if (vp_pipeline_problem(model, recipe)) return VP_STEP_LAYOUT;
     unsigned pp = recipe->pp ? recipe->pp : 1;
@@ -225,7 +225,7 @@ vp_step_status vp_estimate_run(const vp_model *model, const vp_recipe *recipe, c
         } else {
             vp_stage stage = {e->first_layer, e->layers, i == 0, i == pp - 1, microbatches(recipe)};
             vp_step_status status =
-                vp_step_run_stage(model, recipe, &stage, fold, record, &e->step, record ? &e->events : NULL);
+                vp_step_run_stage(model, recipe, &stage, fold, record, &e->step, record ? &e->events : NULL, reuse);
             if (status != VP_STEP_OK) {
                 vp_estimate_free(out);
                 return status;
@@ -293,7 +293,7 @@ static vp_step_status simulate_rank(const vp_model *model, const vp_recipe *reci
         unsigned pp = recipe->pp ? recipe->pp : 1;
         vp_stage stage = {e->first_layer, e->layers, e->stage == 0, e->stage + 1 == pp, microbatches(recipe)};
         vp_step_result result;
-        vp_step_status status = vp_step_run_stage(model, recipe, &stage, false, true, &result, &log);
+        vp_step_status status = vp_step_run_stage(model, recipe, &stage, false, true, &result, &log, NULL);
         if (status != VP_STEP_OK) return status;
         events = log.events;
         n = log.n_events;

@@ -57,9 +57,11 @@ typedef struct {
 } vp_estimate;
 
 /* Runs every stage. With `record`, each stage's events go to its rank's
- * `events` (every stage evaluated then, none sharing another's). */
+ * `events` (every stage evaluated then, none sharing another's). `reuse`
+ * (or NULL): the simulator's arrays, kept by the caller from one estimate
+ * to the next (vp_sim_arrays_free when done). */
 vp_step_status vp_estimate_run(const vp_model *model, const vp_recipe *recipe, const vp_gpu *gpu, bool fold,
-                               bool record, vp_estimate *out);
+                               bool record, vp_sim_arrays *reuse, vp_estimate *out);
 void vp_estimate_free(vp_estimate *estimate);
 
 /* Simulates the caching allocator for every stage of a CUDA estimate (none

@@ -483,11 +483,13 @@ static uint64_t kept_grad_bytes(vp_step *step) {
     return total;
 }
 
-static void free_step(vp_step *step) {
+/* `reuse` (or NULL) keeps the simulator's arrays for the next evaluation. */
+static void free_step(vp_step *step, vp_sim_arrays *reuse) {
     vp_step_private *priv = step->priv;
     for (unsigned i = 0; i < priv->n_scratch; i++) free(priv->scratch[i]);
     free(priv->scratch);
-    vp_sim_free(&step->sim);
+    if (reuse) vp_sim_keep(&step->sim, reuse);
+    else vp_sim_free(&step->sim);
     free(priv->embed_leaves);
     free(priv->final_leaves);
     free(priv->layer_leaves);
@@ -725,14 +727,14 @@ static void run(vp_step *step, vp_step_result *result) {
 
 vp_step_status vp_step_run(const vp_model *model, const vp_recipe *recipe, bool fold, bool record,
                            vp_step_result *result, vp_ledger *ledger_out) {
-    return vp_step_run_stage(model, recipe, NULL, fold, record, result, ledger_out);
+    return vp_step_run_stage(model, recipe, NULL, fold, record, result, ledger_out, NULL);
 }
 
 /* One evaluation of the step, with `recasts` applied to the leaves; the
  * leaves it finds to recast go to `found` (when not NULL). */
 static vp_step_status attempt(const vp_model *model, const vp_recipe *given, const vp_stage *stage, bool fold,
                               bool record, vp_step_result *result, vp_ledger *ledger_out, const vp_leaf_recast *recasts,
-                              unsigned n_recasts, vp_leaf_recast *found, unsigned *n_found) {
+                              unsigned n_recasts, vp_leaf_recast *found, unsigned *n_found, vp_sim_arrays *reuse) {
     vp_recipe resolved = *given;
     vp_recipe_resolve(&resolved);
     const vp_recipe *recipe = &resolved;
@@ -746,6 +748,7 @@ static vp_step_status attempt(const vp_model *model, const vp_recipe *given, con
     if (ledger_out) vp_ledger_init(ledger_out, false);
     vp_ledger_init(&step.ledger, record);
     vp_sim_init(&step.sim, &step.ledger);
+    if (reuse) vp_sim_adopt(&step.sim, reuse);
     step.model = model;
     step.recipe = recipe;
     step.stage = stage ? *stage : (vp_stage){0, model->layers, true, true, 1};
@@ -785,12 +788,12 @@ static vp_step_status attempt(const vp_model *model, const vp_recipe *given, con
 
     if (!step.precision || !own.optimizer || model->layers == 0 || step.stage.layers == 0 ||
         step.stage.first_layer + step.stage.layers > model->layers) {
-        free_step(&step);
+        free_step(&step, reuse);
         vp_ledger_free(&step.ledger);
         return VP_STEP_INTERNAL;
     }
     if (vp_step_layout_problem(model, recipe) || vp_shard_plan_make(recipe, step.precision, &own.plan)) {
-        free_step(&step);
+        free_step(&step, reuse);
         vp_ledger_free(&step.ledger);
         return VP_STEP_LAYOUT;
     }
@@ -798,7 +801,7 @@ static vp_step_status attempt(const vp_model *model, const vp_recipe *given, con
      * _copy_model_grads_to_main_grads), and sharded gradients are not
      * .grad tensors at all: neither can stay allocated as .grad */
     if ((own.plan.master_grads || own.plan.grads != VP_GRADS_KEEP) && !recipe->grads_set_to_none) {
-        free_step(&step);
+        free_step(&step, reuse);
         vp_ledger_free(&step.ledger);
         return VP_STEP_UNSUPPORTED;
     }
@@ -808,21 +811,22 @@ static vp_step_status attempt(const vp_model *model, const vp_recipe *given, con
         memcpy(found, own.found, own.n_found * sizeof *found);
         *n_found = own.n_found;
     }
-    free_step(&step);
+    free_step(&step, reuse);
     if (ledger_out) *ledger_out = step.ledger; /* the caller owns the event log now */
     else vp_ledger_free(&step.ledger);
     return status;
 }
 
 vp_step_status vp_step_run_stage(const vp_model *model, const vp_recipe *given, const vp_stage *stage, bool fold,
-                                 bool record, vp_step_result *result, vp_ledger *ledger_out) {
+                                 bool record, vp_step_result *result, vp_ledger *ledger_out, vp_sim_arrays *reuse) {
     vp_leaf_recast found[VP_RECASTS_MAX];
     unsigned n_found = 0;
-    vp_step_status status = attempt(model, given, stage, fold, record, result, ledger_out, NULL, 0, found, &n_found);
+    vp_step_status status =
+        attempt(model, given, stage, fold, record, result, ledger_out, NULL, 0, found, &n_found, reuse);
     if (status != VP_STEP_OK || !n_found) return status;
     /* the steady state has those biases recast since the first forward */
     if (ledger_out) vp_ledger_free(ledger_out);
-    return attempt(model, given, stage, fold, record, result, ledger_out, found, n_found, NULL, NULL);
+    return attempt(model, given, stage, fold, record, result, ledger_out, found, n_found, NULL, NULL, reuse);
 }
 
 const char *vp_step_layout_problem(const vp_model *model, const vp_recipe *recipe) {

@@ -103,9 +103,10 @@ typedef enum {
 vp_step_status vp_step_run(const vp_model *model, const vp_recipe *recipe, bool fold, bool record,
                            vp_step_result *result, vp_ledger *ledger_out);
 
-/* The same for one pipeline stage (NULL: the whole model, one micro-batch). */
+/* The same for one pipeline stage (NULL: the whole model, one micro-batch);
+ * `reuse` (or NULL): the simulator's arrays kept from one call to the next. */
 vp_step_status vp_step_run_stage(const vp_model *model, const vp_recipe *recipe, const vp_stage *stage, bool fold,
-                                 bool record, vp_step_result *result, vp_ledger *ledger_out);
+                                 bool record, vp_step_result *result, vp_ledger *ledger_out, vp_sim_arrays *reuse);
 
 /* For VP_STEP_LAYOUT: the message naming the recipe key at fault; model
  * may be NULL (the recipe alone is checked). */

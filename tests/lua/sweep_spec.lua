@@ -245,6 +245,43 @@ return sweep {
       assert.are.equal(e.per_gpu.peak_total_bytes, json.decode(lines[2])["per_gpu.peak_total_bytes"])
     end)
 
+  it("refuses as estimate does what a GPU cannot run: precision, compute_dtype, attention", function()
+    -- (a sweep's estimates echo only the recipe keys read: these are the GPU check's)
+    local out, err, code = run("sweep", "llama2-7b", "--set", "finetune=qlora", "--vary", "gpu=v100-32gb,a100-40gb",
+      "--vary", "precision=amp-bf16,amp-fp16", "--vary", "attention=flash,sdpa", "--vary", "compute_dtype=bf16,fp16")
+    assert.are.equal(0, code, err)
+    local _, rows = parse_csv(out)
+    assert.are.equal(16, #rows)
+    local refused = {}
+    for _, row in ipairs(rows) do
+      if row.error ~= "" then refused[row.error:match("^[^:]+: ([%w_]+):")] = true end
+      assert_row_is_estimate(row, { "llama2-7b", "--set", "finetune=qlora", "--gpu", row.gpu, "--set",
+        "precision=" .. row.precision, "--set", "attention=" .. row.attention, "--set",
+        "compute_dtype=" .. row.compute_dtype })
+    end
+    assert.are.same({ precision = true, compute_dtype = true, attention = true }, refused)
+  end)
+
+  it("reads every top-level part of estimate --json: time.*, per_rank.N.*, host.* as estimate has them", function()
+    local fields = { "time.step_s", "time.mfu", "per_rank.1.layers", "per_rank.2.peak_total_bytes",
+                     "host.gpus_per_node", "recipe.pp", "model.arch" }
+    local out, err, code = run("sweep", "gpt2", "--gpu", "a100-40gb", "--set", "seq_len=256", "--set", "framework=megatron",
+      "--set", "pp=2", "--vary", "micro_batch=1,2", "--format", "jsonl", "--fields", table.concat(fields, ","))
+    assert.are.equal(0, code, err)
+    local lines = {}
+    for line in out:gmatch("[^\n]+") do lines[#lines + 1] = line end
+    assert.are.equal(2, #lines)
+    local row = json.decode(lines[2])
+    local e = helper.estimate("gpt2", "--gpu", "a100-40gb", "--set", "seq_len=256", "--set", "framework=megatron",
+      "--set", "pp=2", "--set", "micro_batch=2")
+    local expected = { e.time.step_s, e.time.mfu, e.per_rank[1].layers, e.per_rank[2].peak_total_bytes,
+                       e.host.gpus_per_node, e.recipe.pp, e.model.arch }
+    for i, f in ipairs(fields) do
+      assert.is_not_nil(row[f], f)
+      assert.are.equal(expected[i], row[f], f)
+    end
+  end)
+
   it("refuses an unknown field, an unknown key and a bad LIST, naming them", function()
     local _, err, code = run("sweep", "gpt2", "--vary", "micro_batch=1,2", "--fields", "variant,peak_total")
     assert.are.equal(1, code)

@@ -62,7 +62,7 @@ function vramplan.sweep(spec, on_row)
   check(spec.shard == nil or type(spec.shard) == "table", "sweep", 1, "spec.shard", "{ k, n }", spec.shard)
   local plan = require("vramplan.sweep_script").from_table(vramplan.home, t, "vramplan.sweep")
   local fields = sweep.fields(plan, spec.fields)
-  local evaluate = sweep.evaluator(plan)
+  local evaluate = sweep.evaluator(plan, fields)
   local varied = {}
   for _, k in ipairs(plan.columns) do varied[k] = true end
   local n = 0

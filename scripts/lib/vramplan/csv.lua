@@ -3,6 +3,8 @@
 -- quoted fields free to hold commas and line breaks; CRLF or LF ends a row.
 -- The sweep writes one row per line ("\n"; its fields hold no line breaks)
 -- so that files can be read back line by line.
+local vramplan = require("vramplan")
+
 local csv = {}
 
 -- One field from position i: its text and the position after it.
@@ -87,27 +89,11 @@ function csv.parse_line(line)
 end
 
 -- One value as a CSV field: nil (and JSON null) empty, integers exact,
--- other numbers with the digits that read back equal.
-function csv.field(v)
-  local t = type(v)
-  if v == nil or t == "function" or t == "userdata" then return "" end
-  if t == "number" then
-    if math.type(v) == "integer" then return string.format("%d", v) end
-    if v == math.floor(v) and math.abs(v) < 2 ^ 53 then return string.format("%.1f", v) end
-    -- the shortest of 15 or 17 digits that reads back equal: 0.05, not 0.050000000000000003
-    local short = string.format("%.15g", v)
-    return tonumber(short) == v and short or string.format("%.17g", v)
-  end
-  local s = tostring(v)
-  if s:find('[,"\r\n]') then return '"' .. s:gsub('"', '""') .. '"' end
-  return s
-end
+-- other numbers with the digits that read back equal, text quoted when it
+-- must be (the rules: engine/lua/lua_csv.c, in C for a sweep's rows).
+csv.field = vramplan.csv_field
 
 -- A list of `n` values as one line (without its end).
-function csv.line(values, n)
-  local fields = {}
-  for i = 1, n or #values do fields[i] = csv.field(values[i]) end
-  return table.concat(fields, ",")
-end
+csv.line = vramplan.csv_line
 
 return csv

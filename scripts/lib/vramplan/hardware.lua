@@ -124,6 +124,10 @@ function hardware.capabilities(g)
   end
 end
 
+-- The recipe keys hardware.unsupported reads (a sweep's estimates echo only
+-- the keys their readers name).
+hardware.unsupported_keys = { "precision", "finetune", "compute_dtype", "attention" }
+
 -- The first thing in a resolved recipe the GPU cannot run: key, message;
 -- nil when it can run all of it.
 function hardware.unsupported(g, recipe)

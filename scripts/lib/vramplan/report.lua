@@ -308,11 +308,27 @@ local order = {
 }
 for _, k in ipairs(time_fields) do order[#order + 1] = k end
 
-function report.object(ctx)
+-- The object's top-level entries, each made from the context on its own
+-- (a sweep makes only those its columns read).
+local parts = {}
+
+parts.vramplan_version = function(ctx) return ctx.version end
+
+parts.model = function(ctx)
   local r = ctx.result
-  local per_gpu = rank_object(r)
-  -- one entry per pipeline stage; within a stage every data- and
-  -- tensor-parallel rank is alike
+  return { name = ctx.model_name, params = r.params, trainable_params = r.trainable_params, arch = ctx.arch,
+           layers = ctx.layers, source = ctx.source, lora_modules = r.lora_modules, saved_modules = r.saved_modules,
+           load_balancing_loss = r.load_balancing_loss or nil }
+end
+
+parts.recipe = function(ctx) return ctx.result.recipe end
+
+parts.per_gpu = function(ctx) return rank_object(ctx.result) end
+
+-- one entry per pipeline stage; within a stage every data- and
+-- tensor-parallel rank is alike
+parts.per_rank = function(ctx)
+  local r = ctx.result
   local per_rank = {}
   for i, stage in ipairs(r.ranks) do
     local o = rank_object(stage)
@@ -327,37 +343,73 @@ function report.object(ctx)
     if #r.ranks > 1 and r.timeline then o.timeline = stage.timeline end
     per_rank[i] = o
   end
-  local o = {
-    vramplan_version = ctx.version,
-    model = { name = ctx.model_name, params = r.params, trainable_params = r.trainable_params, arch = ctx.arch,
-              layers = ctx.layers, source = ctx.source, lora_modules = r.lora_modules, saved_modules = r.saved_modules,
-              load_balancing_loss = r.load_balancing_loss or nil },
-    recipe = r.recipe,
-    per_gpu = per_gpu,
-    per_rank = per_rank,
-    host = report.host(r, ctx.host),
-    gpu = ctx.gpu and { name = ctx.gpu.name, short_name = ctx.gpu.short_name, memory_bytes = ctx.gpu.memory_bytes }
-      or json.null,
-    -- the node or instance --gpu named, if it named one
-    node = ctx.host and {
-      kind = ctx.host.kind, name = ctx.host.name, short_name = ctx.host.short_name, gpus = ctx.host.gpus,
-      cpu_ram_bytes = ctx.host.cpu_ram_gib > 0 and math.floor(ctx.host.cpu_ram_gib * GiB) or json.null,
-      price_per_hour = (ctx.host.price_per_hour or 0) > 0 and ctx.host.price_per_hour or nil,
-    } or nil,
-    fits = r.fits == nil and json.null or r.fits,
-    headroom_bytes = r.headroom_bytes == nil and json.null or r.headroom_bytes,
-    -- the stack and the precision rule vramplan.stacks assumed, when any
-    assumed = ctx.assumed and { stack = ctx.assumed.stack or json.null, precision = ctx.assumed.precision or json.null }
-      or nil,
-    time = {},
-  }
+  return per_rank
+end
+
+parts.host = function(ctx)
+  local host = report.host(ctx.result, ctx.host)
+  -- null, not absent, when no node's memory is known
+  if host.fits == nil then host.fits, host.cpu_ram_bytes_per_node = json.null, json.null end
+  return host
+end
+
+parts.gpu = function(ctx)
+  return ctx.gpu and { name = ctx.gpu.name, short_name = ctx.gpu.short_name, memory_bytes = ctx.gpu.memory_bytes }
+    or json.null
+end
+
+-- the node or instance --gpu named, if it named one
+parts.node = function(ctx)
+  return ctx.host and {
+    kind = ctx.host.kind, name = ctx.host.name, short_name = ctx.host.short_name, gpus = ctx.host.gpus,
+    cpu_ram_bytes = ctx.host.cpu_ram_gib > 0 and math.floor(ctx.host.cpu_ram_gib * GiB) or json.null,
+    price_per_hour = (ctx.host.price_per_hour or 0) > 0 and ctx.host.price_per_hour or nil,
+  } or nil
+end
+
+parts.fits = function(ctx) return ctx.result.fits == nil and json.null or ctx.result.fits end
+
+parts.headroom_bytes = function(ctx)
+  return ctx.result.headroom_bytes == nil and json.null or ctx.result.headroom_bytes
+end
+
+-- the stack and the precision rule vramplan.stacks assumed, when any
+parts.assumed = function(ctx)
+  return ctx.assumed and { stack = ctx.assumed.stack or json.null, precision = ctx.assumed.precision or json.null }
+    or nil
+end
+
+parts.time = function(ctx)
+  local r, time = ctx.result, {}
   for _, k in ipairs(time_fields) do
     local v = ctx.gpu and r.time and r.time[k]
-    o.time[k] = v == nil and json.null or v
+    time[k] = v == nil and json.null or v
   end
-  -- null, not absent, when no node's memory is known
-  if o.host.fits == nil then o.host.fits, o.host.cpu_ram_bytes_per_node = json.null, json.null end
-  if r.timeline then o.timeline = r.timeline end
+  return time
+end
+
+parts.timeline = function(ctx) return ctx.result.timeline end
+
+-- The recipe keys each part reads from the result's echo ("all": the whole
+-- echo; none when absent): a sweep's estimates echo only what is read.
+report.part_recipe_keys = { recipe = "all", host = { "gpus_per_node" } }
+
+local part_names = {}
+for name in pairs(parts) do part_names[#part_names + 1] = name end
+table.sort(part_names)
+
+-- The top-level names of estimate --json's object (a set).
+report.object_names = {}
+for _, name in ipairs(part_names) do report.object_names[name] = true end
+
+-- estimate --json's object for one result; `names` (a list of top-level
+-- names, or nil for all): only those entries, each as the whole object has it.
+function report.object(ctx, names)
+  local o = {}
+  for _, name in ipairs(names or part_names) do
+    local make = parts[name]
+    if make then o[name] = make(ctx) end
+  end
   return o
 end
 

@@ -26,10 +26,7 @@ sweep.default_fields = {
 
 -- The top-level names of estimate --json's object: a --fields name must
 -- start with one of them (or be variant, error or a varied key).
-local object_names = {
-  vramplan_version = true, model = true, recipe = true, per_gpu = true, per_rank = true, host = true, gpu = true,
-  fits = true, headroom_bytes = true,
-}
+local object_names = report.object_names
 
 -- ---- the plan ----
 
@@ -154,7 +151,8 @@ sweep.flatten = flatten
 
 -- The value `name` (dotted, as flatten names it) has in estimate --json's
 -- object: what flatten(object)[name] is, without flattening the whole
--- object for the few fields a row shows. Names are split once.
+-- object for the few fields a row shows. Names are split once, into a
+-- flat list: each part's name, then its integer (an array's index) or false.
 local paths = {}
 local function path_of(name)
   local path = paths[name]
@@ -166,7 +164,8 @@ local function path_of(name)
       if path then
         -- an array's index as flatten writes it (tostring of the integer)
         local n = part:match("^%-?%d+$") and math.tointeger(tonumber(part))
-        path[#path + 1] = { part, n and tostring(n) == part and n or nil }
+        path[#path + 1] = part
+        path[#path + 1] = n and tostring(n) == part and n or false
       end
     end
     paths[name] = path
@@ -174,18 +173,23 @@ local function path_of(name)
   return path
 end
 
+local null = json.null
+
 function sweep.lookup(object, name)
-  local path = path_of(name)
+  local path = paths[name]
+  if path == nil then path = path_of(name) end
   if not path then return nil end
   local v = object
-  for i = 1, #path do
-    if type(v) ~= "table" or v == json.null then return nil end
-    local part = path[i]
-    local next_v = v[part[1]]
-    if next_v == nil and part[2] then next_v = v[part[2]] end
+  for i = 1, #path, 2 do
+    if type(v) ~= "table" or v == null then return nil end
+    local next_v = v[path[i]]
+    if next_v == nil then
+      local n = path[i + 1]
+      if n then next_v = v[n] end
+    end
     v = next_v
   end
-  if type(v) == "table" and v ~= json.null then return nil end
+  if type(v) == "table" and v ~= null then return nil end
   return v
 end
 
@@ -227,13 +231,49 @@ local function variant_sets(plan, origin, values)
   return sets
 end
 
+-- The top-level entries of estimate --json's object that `fields` read (a
+-- list for report.object).
+function sweep.object_parts(plan, fields)
+  local varied, seen, names = {}, {}, {}
+  for _, k in ipairs(plan.columns) do varied[k] = true end
+  for _, f in ipairs(fields) do
+    local top = f:match("^[^.]+")
+    if f ~= "variant" and f ~= "error" and not varied[f] and top and not seen[top] then
+      seen[top] = true
+      names[#names + 1] = top
+    end
+  end
+  return names
+end
+
+-- The estimate's options for those parts: the recipe keys to echo, the
+-- ones the parts and the GPU check read (nil: the whole echo).
+function sweep.estimate_options(parts)
+  local echo, seen = {}, {}
+  local function add(keys)
+    for _, k in ipairs(keys) do
+      if not seen[k] then seen[k] = true; echo[#echo + 1] = k end
+    end
+  end
+  add(hardware.unsupported_keys)
+  for _, name in ipairs(parts) do
+    local keys = report.part_recipe_keys[name]
+    if keys == "all" then return nil end
+    if keys then add(keys) end
+  end
+  return { echo = echo }
+end
+
 -- An evaluator for the plan: evaluate(values) -> estimate --json's object
 -- (its fields read with sweep.lookup), or nil and the one-line message of
--- why it cannot be evaluated.
+-- why it cannot be evaluated. With `fields` (sweep.fields'), the object has
+-- only the top-level entries those fields read.
 -- It is `estimate`'s path (job.split_sets, arch.build, job.estimate,
 -- report.object) with the models, descriptions and GPUs cached.
-function sweep.evaluator(plan)
+function sweep.evaluator(plan, fields)
   local home = plan.home
+  local parts = fields and sweep.object_parts(plan, fields)
+  local options = parts and sweep.estimate_options(parts)
   local descriptions, built, gpus = bounded_cache(64), bounded_cache(16), bounded_cache(64)
   local origin = {}
   for _, axis in ipairs(plan.axes) do origin[axis.key] = axis.origin end
@@ -269,9 +309,9 @@ function sweep.evaluator(plan)
     local j, message = variant_job(values)
     if not j then return nil, message end
     local result
-    result, message = job.try(j)
+    result, message = job.try(j, nil, options)
     if not result then return nil, message end
-    return report.object(job.context(j, result))
+    return report.object(job.context(j, result), parts)
   end
 end
 
@@ -300,14 +340,14 @@ end
 -- One row's values in `fields` order (nil where a field has no value);
 -- object: the evaluator's (or nil).
 function sweep.row_values(fields, varied, index, values, object, message)
-  local out = {}
-  for i, f in ipairs(fields) do
-    local v
+  local out, lookup = {}, sweep.lookup
+  for i = 1, #fields do
+    local f, v = fields[i], nil
     if f == "variant" then v = index
     elseif f == "error" then v = message
     elseif varied[f] then v = values[f]
-    elseif object then v = sweep.lookup(object, f) end
-    if v == json.null then v = nil end
+    elseif object then v = lookup(object, f) end
+    if v == null then v = nil end
     out[i] = v
   end
   return out

@@ -154,7 +154,7 @@ local function row_source(plan, opts, fields, format_name, shard, jobs, done)
       return line
     end, workers
   end
-  local format, evaluate = sweep.format(format_name), sweep.evaluator(plan)
+  local format, evaluate = sweep.format(format_name), sweep.evaluator(plan, fields)
   local varied = {}
   for _, k in ipairs(plan.columns) do varied[k] = true end
   return function(index, values)
