@@ -95,10 +95,12 @@ presets.deepseek = preset("llama", "DeepSeekMoE: DeepSeek's training path",
 -- DeepseekV2ForCausalLM of DeepSeek's own modeling_deepseek.py (the
 -- checkpoints' auto_map, trust_remote_code): multi-head latent attention
 -- with each layer's rotary caches, DeepSeekMoE's training path behind an
--- fp32 softmax gate, the sequence-wise auxiliary loss.
+-- fp32 softmax gate, the sequence-wise auxiliary loss, and its own shifted
+-- loss (DeepseekV2ForCausalLM.forward: logits.float(), then
+-- logits[..., :-1, :].contiguous()).
 presets.deepseek_v2 = preset("llama", "DeepSeek-V2: its own modeling code (MLA, DeepSeekMoE's path)",
   { moe_block = "deepseek_v2", shared_gate = false, norm_topk = false, rope_interleave = true, layer_rotary = true,
-    aux_loss = true, peft_lora_defaults = false })
+    aux_loss = true, shifted_loss = true, peft_lora_defaults = false })
 
 -- DeepseekV3ForCausalLM (transformers 4.51+): multi-head latent attention,
 -- a sigmoid, group-limited router.
