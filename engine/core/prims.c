@@ -925,6 +925,41 @@ vp_t vp_index_put(vp_sim *sim, vp_t acc, vp_t values, vp_t indices, const char *
     return y;
 }
 
+static void backward_copy_slice(vp_sim *sim, uint32_t index) {
+    vp_node *node = vp_node_at(sim, index);
+    uint64_t slice = node->aux[0];
+    const char *label = node->label;
+    bool base_grad = vp_needs_grad(sim, node, 0), src_grad = vp_needs_grad(sim, node, 1);
+    vp_t src = node->in[1]; /* 0 unless it needs a gradient, as the base */
+    vp_dtype dtype = dtype_of(sim, vp_grad_out(sim, node, 0));
+    vp_t result = vp_grad_sized(sim, node->aux[1], dtype, label);
+    vp_t clone = vp_grad_sized(sim, slice, dtype, label);
+    if (base_grad) vp_drop(sim, vp_grad_sized(sim, slice, dtype, label)); /* zeros_like, copied into result */
+    else vp_drop(sim, result);
+    vp_t grad_src = 0;
+    if (src_grad && numel_of(sim, src) < slice) { /* sum_to the broadcast source's size */
+        grad_src = vp_grad_like(sim, src, label);
+        vp_drop(sim, clone);
+    } else if (src_grad) {
+        grad_src = clone;
+    } else {
+        vp_drop(sim, clone);
+    }
+    if (base_grad) vp_give_grad(sim, vp_node_at(sim, index), 0, result);
+    if (grad_src) vp_give_grad(sim, vp_node_at(sim, index), 1, grad_src);
+}
+
+vp_t vp_copy_slice(vp_sim *sim, vp_t base, vp_t src, uint64_t slice_numel, const char *label) {
+    vp_t y = vp_view(sim, base, numel_of(sim, base), label);
+    vp_t in[2] = {base, src};
+    vp_node *node = vp_record(sim, backward_copy_slice, label, in, 2, &y, 1);
+    if (node) {
+        node->aux[0] = slice_numel;
+        node->aux[1] = numel_of(sim, base);
+    }
+    return y;
+}
+
 typedef struct {
     const vp_t *weights;
     unsigned n;

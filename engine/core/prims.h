@@ -251,6 +251,18 @@ vp_t vp_attach(vp_sim *sim, vp_t x, vp_t side, const char *label);
  * values. */
 vp_t vp_index_put(vp_sim *sim, vp_t acc, vp_t values, vp_t indices, const char *label);
 
+/* base[..., slice] = src (Tensor.__setitem__: copy_ into a view of base,
+ * autograd's CopySlices around CopyBackwards; torch/csrc/autograd/
+ * functions/tensor.cpp, PyTorch 1.13-2.x): in place, nothing allocated;
+ * returns base's new version. The slice is slice_numel elements of base;
+ * src may be smaller (broadcast). Backward: a base-sized result with the
+ * incoming gradient copied in (new_empty_strided, copy_), the slice's
+ * contiguous clone, and CopyBackwards' zeros_like of it when the base needs
+ * a gradient (copied into the result's slice, gone as the rule returns,
+ * with the result when the base needs none); the clone is src's gradient,
+ * summed to src's size (validate_outputs' sum_to) when src was broadcast. */
+vp_t vp_copy_slice(vp_sim *sim, vp_t base, vp_t src, uint64_t slice_numel, const char *label);
+
 /* A grouped GEMM over the experts of one rank (Megatron's GroupedMLP,
  * TEGroupedLinear): x's `rows` rows in `n` groups, group i through
  * weights[i] ([out_features x in]); one output of rows x out_features.

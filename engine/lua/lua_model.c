@@ -436,6 +436,8 @@ static void push_ops(lua_State *L, const vp_op *ops, unsigned n) {
             lua_setfield(L, -2, "trainable");
             lua_pushboolean(L, specs[j].buffer);
             lua_setfield(L, -2, "buffer");
+            lua_pushboolean(L, specs[j].per_position); /* numel is per position of the sequence */
+            lua_setfield(L, -2, "per_position");
             lua_rawseti(L, -2, (lua_Integer)j + 1);
         }
         lua_setfield(L, -2, "leaves");

@@ -52,6 +52,8 @@ typedef struct {
     bool conv1d;                 /* a linear weight held by transformers' Conv1D (GPT-2), not an nn.Linear */
     bool keep_fp32;              /* transformers' _keep_in_fp32_modules: left in fp32, unquantized, when the model
                                     is loaded quantized (T5's wo) */
+    bool per_position;           /* a buffer of numel per position of the step's sequence, in the activations' dtype
+                                    when dtype is VP_DTYPE_NONE (DeepSeek-V2's per-layer rotary caches) */
 } vp_leaf_spec;
 
 static inline unsigned vp_leaf_count(const vp_leaf_spec *spec) { return spec->count ? spec->count : 1; }
@@ -60,7 +62,7 @@ static inline unsigned vp_leaf_count(const vp_leaf_spec *spec) { return spec->co
  * (out_features: a linear weight's outputs; 0 for anything else). */
 static inline vp_leaf_spec vp_param(uint64_t numel, const char *label, vp_module module, uint64_t out_features) {
     return (vp_leaf_spec){numel, VP_DTYPE_NONE, true, false, label, 1, false, module, out_features, out_features, false,
-                          false};
+                          false, false};
 }
 
 /* How the model is split over model-parallel ranks: tensor-parallel ranks,

@@ -1,5 +1,6 @@
 /* mla.c — multi-head latent attention as transformers 4.51-4.52 writes it
- * (DeepseekV3Attention; DeepSeek-V2's is the same): queries through a
+ * (DeepseekV3Attention), or as DeepSeek's own modeling_deepseek.py does
+ * for DeepSeek-V2 (layer_rotary, below): queries through a
  * low-rank down-projection, its RMSNorm and an up-projection (or one
  * q_proj); keys and values through kv_a_proj_with_mqa to a latent of
  * kv_lora_rank plus one rotary key shared by all heads, the latent's
@@ -26,6 +27,19 @@ unsigned vp_mla_leaves(const vp_mla_shape *m, vp_leaf_spec *out) {
     out[MLA_KVB_W] = vp_param(m->kv_lora_rank * kvb, "kv_b_proj.weight", VP_MODULE_KV_B_PROJ, kvb);
     out[MLA_O_W] = vp_param(o * m->hidden, "o_proj.weight", VP_MODULE_O_PROJ, m->hidden);
     out[MLA_O_B] = vp_param(m->bias ? m->hidden : 0, "o_proj.bias", VP_MODULE_O_PROJ, 0);
+    /* DeepseekV2RotaryEmbedding (and its Yarn subclass, which registers it
+     * again in fp32): inv_freq, fp32 [rope / 2]; cos_cached and sin_cached,
+     * made for max_position_embeddings in __init__, which then sets
+     * max_seq_len_cached = None, so the first forward makes them again for
+     * its own length in the activations' dtype: [seq_len, rope] each */
+    if (m->layer_rotary) {
+        out[MLA_INV_FREQ] = (vp_leaf_spec){.numel = m->qk_rope / 2, .dtype = VP_FP32, .buffer = true,
+                                           .label = "rotary_emb.inv_freq", .count = 1};
+        out[MLA_COS_CACHED] = (vp_leaf_spec){.numel = m->qk_rope, .dtype = VP_DTYPE_NONE, .buffer = true,
+                                             .per_position = true, .label = "rotary_emb.cos_cached", .count = 1};
+        out[MLA_SIN_CACHED] = (vp_leaf_spec){.numel = m->qk_rope, .dtype = VP_DTYPE_NONE, .buffer = true,
+                                             .per_position = true, .label = "rotary_emb.sin_cached", .count = 1};
+    }
     return MLA_SLOTS;
 }
 
@@ -38,6 +52,38 @@ static vp_t rotary(vp_step *step, const vp_mla_shape *m, vp_t x, const char *lab
     vp_t y = vp_apply_rotary(step, regrouped, label);
     vp_drop(&step->sim, regrouped);
     return y;
+}
+
+/* apply_rotary_pos_emb of DeepSeek's modeling_deepseek.py on q_pe and
+ * k_pe: the layer's tables gathered at position_ids (cos[position_ids]:
+ * new [1, s, rope] tensors, kept by the products' backward), q and k
+ * regrouped (view, transpose, reshape: copies), then (x * cos) +
+ * (rotate_half(x) * sin) for each; the gathered tables and the copies go
+ * as it returns. New references in *q_pe and *k_pe. */
+static void layer_rotary(vp_step *step, const vp_t *leaves, vp_t q_rot, vp_t k_rot, vp_t *q_pe, vp_t *k_pe) {
+    vp_sim *sim = &step->sim;
+    vp_t cos = vp_new(sim, vp_at(sim, leaves[MLA_COS_CACHED])->numel, (vp_dtype)vp_at(sim, leaves[MLA_COS_CACHED])->dtype,
+                      "mla.cos_gathered");
+    vp_t sin = vp_new(sim, vp_at(sim, leaves[MLA_SIN_CACHED])->numel, (vp_dtype)vp_at(sim, leaves[MLA_SIN_CACHED])->dtype,
+                      "mla.sin_gathered");
+    vp_t q = vp_copy(sim, q_rot, "mla.rotary_q");
+    vp_t k = vp_copy(sim, k_rot, "mla.rotary_k");
+    *q_pe = vp_rotate_with(sim, q, cos, sin, "mla.rotary_q");
+    *k_pe = vp_rotate_with(sim, k, cos, sin, "mla.rotary_k");
+    vp_t locals[] = {cos, sin, q, k};
+    for (unsigned i = 0; i < sizeof locals / sizeof *locals; i++) vp_drop(sim, locals[i]);
+}
+
+/* k_pe.new_empty(b, heads, s, nope + rope), then states[..., :nope] = nope
+ * and states[..., nope:] = rope (CopySlices twice). Returns the states. */
+static vp_t filled_by_slices(vp_sim *sim, const vp_mla_shape *m, uint64_t b, uint64_t n, vp_t nope, vp_t rope,
+                             vp_dtype dtype, const char *label) {
+    vp_t empty = vp_new(sim, vp_numel4(sim, b, m->heads, n, m->qk_nope + m->qk_rope), dtype, label);
+    vp_t first = vp_copy_slice(sim, empty, nope, vp_numel4(sim, b, m->heads, n, m->qk_nope), label);
+    vp_drop(sim, empty);
+    vp_t states = vp_copy_slice(sim, first, rope, vp_numel4(sim, b, m->heads, n, m->qk_rope), label);
+    vp_drop(sim, first);
+    return states;
 }
 
 void vp_mla_project(vp_step *step, const vp_mla_shape *m, const vp_t *leaves, vp_t x, vp_t *q, vp_t *k, vp_t *v,
@@ -83,6 +129,22 @@ void vp_mla_project(vp_step *step, const vp_mla_shape *m, const vp_t *leaves, vp
     uint64_t head_sizes[2] = {vp_numel4(sim, b, m->heads, n, m->qk_nope), vp_numel4(sim, b, m->heads, n, m->v_dim)};
     vp_split_sizes(sim, expanded, 2, head_sizes, kv_heads, "mla.kv_b_split");
     vp_drop(sim, expanded);
+
+    if (m->layer_rotary) {
+        vp_t q_pe, k_pe;
+        layer_rotary(step, leaves, q_parts[1], kv_parts[1], &q_pe, &k_pe);
+        vp_drop(sim, q_parts[1]);
+        vp_drop(sim, kv_parts[1]);
+        vp_dtype dtype = (vp_dtype)vp_at(sim, k_pe)->dtype;
+        *q = filled_by_slices(sim, m, b, n, q_parts[0], q_pe, dtype, "mla.query_states");
+        *k = filled_by_slices(sim, m, b, n, kv_heads[0], k_pe, dtype, "mla.key_states");
+        vp_drop(sim, kv_heads[0]); /* k_nope: a view of what value_states keeps */
+        *v = kv_heads[1];
+        locals[0] = q_parts[0]; /* q_nope, with q: q_b_proj's output */
+        locals[2] = q_pe;
+        locals[3] = k_pe;
+        return;
+    }
 
     /* the rotary parts: q's per head, k's once ([b, 1, s, rope]) */
     vp_t q_rot = rotary(step, m, q_parts[1], "mla.rotary_q");

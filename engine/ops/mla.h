@@ -12,6 +12,8 @@ typedef struct {
     uint64_t qk_nope, qk_rope, v_dim;
     bool bias;             /* attention_bias: on the down-projections and o_proj */
     bool interleave;       /* rope_interleave: the rotary halves are interleaved in the weights */
+    bool layer_rotary;     /* DeepSeek's own modeling_deepseek.py (DeepSeek-V2): each layer's rotary tables, the
+                              query and key states filled by slice assignments */
 } vp_mla_shape;
 
 /* Leaf slots of an MLA layer; o_proj's are the attention's output. */
@@ -27,6 +29,9 @@ enum {
     MLA_KVB_W,
     MLA_O_W,
     MLA_O_B,
+    MLA_INV_FREQ, /* layer_rotary: the layer's rotary_emb buffers */
+    MLA_COS_CACHED,
+    MLA_SIN_CACHED,
     MLA_SLOTS
 };
 
@@ -40,7 +45,9 @@ enum { MLA_LOCALS = 4 };
  * (a view of kv_b_proj's output). New references in *q, *k, *v, and in
  * locals[] the tensors its other Python locals keep until it returns
  * (q_pass, compressed_kv, q_rot, k_rot): what save_on_cpu leaves on the
- * GPU. */
+ * GPU. With layer_rotary, DeepseekV2Attention.forward of DeepSeek's
+ * modeling_deepseek.py: the same locals (q_nope, compressed_kv, q_pe,
+ * k_pe), the states new_empty'd and filled by slice. */
 void vp_mla_project(vp_step *step, const vp_mla_shape *m, const vp_t *leaves, vp_t x, vp_t *q, vp_t *k, vp_t *v,
                     vp_t locals[MLA_LOCALS]);
 

@@ -144,32 +144,36 @@ static vp_t aux_loss(vp_step *step, vp_t scores, unsigned experts, uint64_t assi
     return loss;
 }
 
-/* DeepSeekMoE in training (deepseek-ai/deepseek-moe-16b-base,
- * modeling_deepseek.py: MoEGate and DeepseekMoE.forward): router logits, a
- * softmax in their dtype (fp32 under autocast), top-k; then every token
- * repeated k times (repeat_interleave: an index_select that keeps its
- * index), an empty y of that size, and for each expert a bool mask of the
- * assignments, the masked rows (a copy its MLP keeps; the indexing keeps
- * the mask), the MLP, and y[mask] = output (index_put_ keeps a second
- * mask); y times the weights summed over k, and the auxiliary loss hooked
- * onto the result. */
-vp_t vp_moe_deepseek(vp_step *step, const vp_op *op, const moe_slots *s, vp_t x) {
+/* F.linear(hidden_states.type(torch.float32), self.weight.type(torch.float32))
+ * of DeepSeek's routers (V2's MoEGate, V3's DeepseekV3TopkRouter): the
+ * input view and the weight cast to fp32 (copies when they are 16-bit;
+ * autocast casts them back down), gone after the product. */
+static vp_t fp32_router_logits(vp_step *step, const moe_slots *s, vp_t view, uint64_t experts) {
+    vp_sim *sim = &step->sim;
+    vp_t x32 = vp_to(sim, view, VP_FP32, "moe.router_input");
+    vp_t w32 = vp_to(sim, *s->router, VP_FP32, "moe.router_weight");
+    vp_t logits = vp_project(step, x32, w32, 0, experts, "moe.gate");
+    vp_drop(sim, x32);
+    vp_drop(sim, w32);
+    return logits;
+}
+
+/* DeepSeekMoE's training path after its gate (deepseek-ai/deepseek-moe-16b-base
+ * and DeepSeek-V2's modeling_deepseek.py, DeepseekMoE.forward and
+ * DeepseekV2MoE.forward): every token repeated k times (repeat_interleave:
+ * an index_select that keeps its index), an empty y of that size, and for
+ * each expert a bool mask of the assignments, the masked rows (a copy its
+ * MLP keeps; the indexing keeps the mask), the MLP, and y[mask] = output
+ * (index_put_ keeps a second mask); y times the weights summed over k, and
+ * the auxiliary loss hooked onto the result. Takes over the references to
+ * weights, selected and loss (0: none). */
+static vp_t deepseek_experts(vp_step *step, const vp_op *op, const moe_slots *s, vp_t x, vp_t weights, vp_t selected,
+                             vp_t loss) {
     vp_sim *sim = &step->sim;
     uint64_t h = vp_op_u64(op, MOE_HIDDEN), f = vp_op_u64(op, MOE_INTERMEDIATE);
     unsigned experts = (unsigned)vp_op_u64(op, MOE_EXPERTS), k = (unsigned)vp_op_u64(op, MOE_TOP_K);
     vp_dtype dt = (vp_dtype)vp_at(sim, x)->dtype;
     uint64_t n = vp_at(sim, x)->numel / h, assignments = vp_numel(sim, n, k);
-    vp_t logits = vp_project(step, x, *s->router, 0, experts, "moe.gate");
-    vp_t up = vp_autocast_fp32(step, logits, "moe.gate_softmax"); /* softmax is on autocast's fp32 list */
-    vp_t scores = vp_unary(sim, up, VP_SAVES_OUTPUT, 0, (vp_dtype)vp_at(sim, up)->dtype, "moe.gate_softmax");
-    vp_drop(sim, up);
-    vp_drop(sim, logits);
-    vp_t selected;
-    vp_t weights = vp_topk(sim, scores, assignments, &selected, "moe.topk");
-    /* topk_weight / (topk_weight.sum(dim=-1, keepdim=True) + 1e-20) */
-    if (vp_op_flag(op, MOE_NORM_TOPK)) weights = renormalized(sim, weights, n);
-    vp_t loss = vp_op_flag(op, MOE_AUX_LOSS) ? aux_loss(step, scores, experts, assignments) : 0;
-    vp_drop(sim, scores);
     /* repeat_interleave(k, dim=0): a repeats tensor, its index, index_select */
     vp_t repeats = vp_new(sim, n, VP_INT64, "moe.repeat_interleave");
     vp_t index = vp_new(sim, assignments, VP_INT64, "moe.repeat_interleave");
@@ -214,6 +218,100 @@ vp_t vp_moe_deepseek(vp_step *step, const vp_op *op, const moe_slots *s, vp_t x)
     vp_drop(sim, weights);
     vp_drop(sim, selected);
     return out;
+}
+
+/* DeepSeekMoE in training (deepseek-ai/deepseek-moe-16b-base,
+ * modeling_deepseek.py: MoEGate and DeepseekMoE.forward): router logits, a
+ * softmax in their dtype (fp32 under autocast), top-k; then the experts as
+ * deepseek_experts runs them. */
+vp_t vp_moe_deepseek(vp_step *step, const vp_op *op, const moe_slots *s, vp_t x) {
+    vp_sim *sim = &step->sim;
+    uint64_t h = vp_op_u64(op, MOE_HIDDEN);
+    unsigned experts = (unsigned)vp_op_u64(op, MOE_EXPERTS), k = (unsigned)vp_op_u64(op, MOE_TOP_K);
+    uint64_t n = vp_at(sim, x)->numel / h, assignments = vp_numel(sim, n, k);
+    vp_t logits = vp_project(step, x, *s->router, 0, experts, "moe.gate");
+    vp_t up = vp_autocast_fp32(step, logits, "moe.gate_softmax"); /* softmax is on autocast's fp32 list */
+    vp_t scores = vp_unary(sim, up, VP_SAVES_OUTPUT, 0, (vp_dtype)vp_at(sim, up)->dtype, "moe.gate_softmax");
+    vp_drop(sim, up);
+    vp_drop(sim, logits);
+    vp_t selected;
+    vp_t weights = vp_topk(sim, scores, assignments, &selected, "moe.topk");
+    /* topk_weight / (topk_weight.sum(dim=-1, keepdim=True) + 1e-20) */
+    if (vp_op_flag(op, MOE_NORM_TOPK)) weights = renormalized(sim, weights, n);
+    vp_t loss = vp_op_flag(op, MOE_AUX_LOSS) ? aux_loss(step, scores, experts, assignments) : 0;
+    vp_drop(sim, scores);
+    return deepseek_experts(step, op, s, x, weights, selected, loss);
+}
+
+/* MoEGate's topk_method group_limited_greedy (DeepSeek-V2's
+ * modeling_deepseek.py), with grad: each group's best score
+ * (scores.view(n, groups, -1).max(dim=-1): values, and int64 indices its
+ * node saves), topk_group groups chosen (the values go, the indices are
+ * group_idx), a zeros_like group mask scattered into, expanded to the
+ * experts (a reshape copy), as bool and inverted (the inverse kept by
+ * masked_fill), the other experts' scores masked to zero, then top-k.
+ * The group tensors are the gate's locals: *group_locals gets them (5),
+ * the caller drops them as the gate returns. Returns the top-k values. */
+static vp_t group_limited_topk(vp_step *step, const vp_op *op, vp_t scores, uint64_t n, vp_t *selected,
+                               vp_t group_locals[5]) {
+    vp_sim *sim = &step->sim;
+    uint64_t e = vp_op_u64(op, MOE_EXPERTS), g = vp_op_u64(op, MOE_GROUPS), tg = vp_op_u64(op, MOE_TOPK_GROUPS);
+    uint64_t k = vp_op_u64(op, MOE_TOP_K), all = vp_numel(sim, n, e);
+    vp_t max_indices;
+    vp_t group_scores = vp_topk(sim, scores, vp_numel(sim, n, g), &max_indices, "moe.group_scores");
+    vp_drop(sim, max_indices); /* the namedtuple's: its node keeps them */
+    vp_t group_idx;
+    vp_drop(sim, vp_topk(sim, group_scores, vp_numel(sim, n, tg), &group_idx, "moe.group_idx"));
+    bool grad_mode = sim->grad_mode;
+    sim->grad_mode = false; /* the masks need no gradient */
+    vp_t group_mask = vp_new(sim, vp_numel(sim, n, g), VP_FP32, "moe.group_mask");
+    vp_t score_mask = vp_new(sim, all, VP_FP32, "moe.score_mask");
+    vp_t as_bool = vp_new(sim, all, VP_BOOL, "moe.score_mask");
+    vp_t inverted = vp_new(sim, all, VP_BOOL, "moe.score_mask");
+    vp_drop(sim, as_bool);
+    sim->grad_mode = grad_mode;
+    vp_t tmp_scores = vp_where(sim, scores, inverted, "moe.tmp_scores"); /* masked_fill */
+    vp_drop(sim, inverted);
+    vp_t weights = vp_topk(sim, tmp_scores, vp_numel(sim, n, k), selected, "moe.topk");
+    vp_t locals[5] = {group_scores, group_idx, group_mask, score_mask, tmp_scores};
+    for (unsigned i = 0; i < 5; i++) group_locals[i] = locals[i];
+    return weights;
+}
+
+/* DeepseekV2MoE in training, with MoEGate (DeepSeek's modeling_deepseek.py
+ * for DeepSeek-V2 and V2-Lite): the gate views its input, F.linear of it
+ * and the weight cast to fp32 (copies when 16-bit), an fp32 softmax (kept),
+ * top-k greedily or group-limited, the weights renormalized with
+ * norm_topk_prob or else times routed_scaling_factor (a new tensor even at
+ * 1.0), the sequence-wise auxiliary loss; its locals (the view, the logits,
+ * the scores, the group tensors) go as it returns. Then DeepSeekMoE's path. */
+vp_t vp_moe_deepseek_v2(vp_step *step, const vp_op *op, const moe_slots *s, vp_t x) {
+    vp_sim *sim = &step->sim;
+    uint64_t h = vp_op_u64(op, MOE_HIDDEN);
+    unsigned experts = (unsigned)vp_op_u64(op, MOE_EXPERTS), k = (unsigned)vp_op_u64(op, MOE_TOP_K);
+    uint64_t n = vp_at(sim, x)->numel / h, assignments = vp_numel(sim, n, k);
+    uint32_t first_node = sim->n_nodes;
+    vp_t router_view = vp_alias(sim, x, "moe.router_view");
+    vp_t logits = fp32_router_logits(step, s, router_view, experts);
+    vp_t scores = vp_moe_softmax_fp32(step, logits, "moe.gate_softmax");
+    vp_t selected, group_locals[5] = {0};
+    vp_t weights = vp_op_flag(op, MOE_GROUP_LIMITED) ? group_limited_topk(step, op, scores, n, &selected, group_locals)
+                                                     : vp_topk(sim, scores, assignments, &selected, "moe.topk");
+    uint32_t end_node = sim->n_nodes;
+    if (k > 1 && vp_op_flag(op, MOE_NORM_TOPK)) {
+        weights = renormalized(sim, weights, n);
+    } else { /* topk_weight * self.routed_scaling_factor */
+        vp_t scaled = vp_scale(sim, weights, "moe.routed_scaling");
+        vp_drop(sim, weights);
+        weights = scaled;
+    }
+    vp_t loss = vp_op_flag(op, MOE_AUX_LOSS) ? aux_loss(step, scores, experts, assignments) : 0;
+    vp_t locals[] = {router_view, logits, scores};
+    for (unsigned i = 0; i < sizeof locals / sizeof *locals; i++) vp_drop(sim, locals[i]);
+    for (unsigned i = 0; i < 5; i++) vp_drop(sim, group_locals[i]);
+    /* the group maximum's node dies with group_scores, with the indices it saved */
+    vp_drop_dead_nodes(sim, first_node, end_node);
+    return deepseek_experts(step, op, s, x, weights, selected, loss);
 }
 
 /* DeepseekV3TopkRouter.get_topk_indices, under no_grad: the scores plus
@@ -272,12 +370,8 @@ vp_t vp_moe_deepseek_v3(vp_step *step, const vp_op *op, const moe_slots *s, vp_t
      * the shared experts' (which take the input as it is) until the view's
      * backward hands their sum on */
     vp_t router_view = vp_alias(sim, x, "moe.router_view");
-    vp_t x32 = vp_to(sim, router_view, VP_FP32, "moe.router_input");
+    vp_t logits = fp32_router_logits(step, s, router_view, experts);
     vp_drop(sim, router_view);
-    vp_t w32 = vp_to(sim, *s->router, VP_FP32, "moe.router_weight");
-    vp_t logits = vp_project(step, x32, w32, 0, experts, "moe.gate");
-    vp_drop(sim, x32);
-    vp_drop(sim, w32);
     vp_t scores = vp_unary(sim, logits, VP_SAVES_OUTPUT, 0, (vp_dtype)vp_at(sim, logits)->dtype, "moe.router_sigmoid");
     vp_drop(sim, logits);
     vp_t selected = choose(step, op, n);

@@ -77,8 +77,8 @@ enum {
 static const char *const mask_names[] = {"additive", "bool-buffer", "padding", "bool", "none", "additive-mistral",
                                          "additive-hybrid", "additive-padded", "bool-4d", "additive-keys", NULL};
 
-enum { ROTARY_HALF, ROTARY_GPTJ, ROTARY_COHERE };
-static const char *const rotary_styles[] = {"half", "gptj", "cohere", NULL};
+enum { ROTARY_HALF, ROTARY_GPTJ, ROTARY_COHERE, ROTARY_DEEPSEEK };
+static const char *const rotary_styles[] = {"half", "gptj", "cohere", "deepseek", NULL};
 
 enum { QK_NORM_HEAD, QK_NORM_OLMO2, QK_NORM_GEMMA, QK_NORM_COHERE };
 static const char *const qk_norm_styles[] = {"head", "olmo2", "gemma", "cohere", NULL};
@@ -220,7 +220,11 @@ static const vp_field attention_fields[ATT_FIELDS] = {
                           "and gathered, rotate_every_two on the first rotary_dim of each head (the key first), the "
                           "fp32 table promoting q and k to fp32, then torch.cat, or cohere: CohereAttention's "
                           "(transformers 4.5x), q and k made fp32, rotate_half on interleaved pairs (rotate_every_two) "
-                          "with the model's shared tables, then cast back"},
+                          "with the model's shared tables, then cast back; or deepseek (multi-head latent attention only): "
+                          "DeepseekV2Attention of DeepSeek's own modeling_deepseek.py (DeepSeek-V2), each layer's own "
+                          "cos/sin caches ([seq_len, rope] buffers, remade at the first step's length) gathered at "
+                          "the positions, the halves regrouped, the query and key states made by new_empty and slice "
+                          "assignments"},
     [ATT_SPLIT] = {"split", VP_FIELD_ENUM, false, SPLIT_VIEWS, 0, 0, split_names,
                    "with fused_qkv: views (split, chunk or slices of the projection), or FalconAttention's "
                    "_split_heads (transformers 4.5x): falcon-multi-query (multi_query: the queries a view, the one "
@@ -263,12 +267,15 @@ static bool mpt_alibi(const vp_op *op) {
     return vp_op_flag(op, ATT_ALIBI) && vp_op_u64(op, ATT_ALIBI_STYLE) == ALIBI_MPT;
 }
 
+/* DeepSeek's own MLA (DeepSeek-V2's modeling_deepseek.py) */
+static bool deepseek_rotary(const vp_op *op) { return vp_op_u64(op, ATT_ROTARY_STYLE) == ROTARY_DEEPSEEK; }
+
 static vp_mla_shape mla_shape(const vp_op *op) {
     return (vp_mla_shape){vp_op_u64(op, ATT_HIDDEN),          vp_op_u64(op, ATT_HEADS),
                           vp_op_u64(op, ATT_Q_LORA_RANK),     vp_op_u64(op, ATT_KV_LORA_RANK),
                           vp_op_u64(op, ATT_QK_NOPE_HEAD_DIM), vp_op_u64(op, ATT_QK_ROPE_HEAD_DIM),
                           vp_op_u64(op, ATT_V_HEAD_DIM),      vp_op_flag(op, ATT_QKV_BIAS),
-                          vp_op_flag(op, ATT_ROPE_INTERLEAVE)};
+                          vp_op_flag(op, ATT_ROPE_INTERLEAVE), deepseek_rotary(op)};
 }
 
 static shape shape_of(const vp_op *op) {
@@ -337,8 +344,10 @@ static const char *attention_check(const vp_op *op) {
         if (!vp_op_flag(op, ATT_ROTARY) || vp_op_u64(op, ATT_QK_ROPE_HEAD_DIM) % 2)
             return "multi-head latent attention needs rotary = true and an even qk_rope_head_dim";
         if (vp_op_flag(op, ATT_FUSED_QKV)) return "multi-head latent attention has no fused_qkv";
+        if (vp_op_u64(op, ATT_ROTARY_STYLE) == ROTARY_GPTJ) return "multi-head latent attention has no gptj rotary";
         return NULL;
     }
+    if (deepseek_rotary(op)) return "rotary_style = \"deepseek\" is DeepSeek-V2's latent attention: needs kv_lora_rank";
     if (!vp_op_u64(op, ATT_HEAD_DIM) && s.hidden % s.heads) return "heads must divide hidden (or give head_dim)";
     if (s.heads % s.kv_heads) return "kv_heads must divide heads";
     bool phi3 = vp_op_u64(op, ATT_MODULE_NAMES) == NAMES_PHI3;
@@ -416,6 +425,20 @@ static const char *attention_recipe_problem(const vp_model *model, const vp_reci
                "transformers runs it (no megatron, no cp)";
     if (hybrid && vp_finetune_method_of(recipe)->virtual_tokens == VP_VIRTUAL_PREFIX)
         return "finetune: prefix tuning of Gemma 2 and Gemma 3 (PEFT's HybridCache path) is not modelled";
+    if (op && is_mla(op) && deepseek_rotary(op)) {
+        /* ATTENTION_CLASSES of modeling_deepseek.py: eager or
+         * flash_attention_2 (DeepseekV2FlashAttention2, not modelled); no
+         * SDPA class, so "sdpa" runs eagerly (kernel_for) */
+        if (recipe->attention == VP_ATTN_FLASH || recipe->attention == VP_ATTN_MEM_EFFICIENT)
+            return "attention: DeepSeek-V2's own attention is modelled eagerly (DeepseekV2FlashAttention2 is not "
+                   "modelled; it has no SDPA path)";
+        if (!transformers || recipe->cp > 1)
+            return "framework: DeepSeek-V2's attention is modelled as its modeling code runs under transformers (no "
+                   "megatron, no cp)";
+        if (vp_finetune_method_of(recipe)->virtual_tokens == VP_VIRTUAL_PREFIX)
+            return "finetune: prefix tuning of DeepSeek-V2 is not modelled";
+        return NULL;
+    }
     if (op && falcon_split(op)) {
         if (!transformers || recipe->cp > 1)
             return "framework: Falcon's attention is modelled as transformers runs it (no megatron, no cp)";
@@ -520,7 +543,8 @@ static unsigned attention_leaves(const vp_op *op, const vp_ranks *split, vp_leaf
 typedef enum { KERNEL_EAGER, KERNEL_FLASH, KERNEL_SDPA_FLASH, KERNEL_MEM_EFFICIENT } kernel;
 
 static kernel kernel_for(const vp_step *step, const vp_op *op) {
-    if (vp_op_flag(op, ATT_ALIBI) || vp_op_flag(op, ATT_POSITION_BIAS)) return KERNEL_EAGER; /* see attention_recipe_problem */
+    if (vp_op_flag(op, ATT_ALIBI) || vp_op_flag(op, ATT_POSITION_BIAS) || (is_mla(op) && deepseek_rotary(op)))
+        return KERNEL_EAGER; /* see attention_recipe_problem */
     switch (step->recipe->attention) {
     case VP_ATTN_FLASH: return KERNEL_FLASH;
     case VP_ATTN_MEM_EFFICIENT: return KERNEL_MEM_EFFICIENT;

@@ -309,7 +309,7 @@ const vp_op_kind vp_op_position_embedding = {
 
 /* ---- rotary tables ---- */
 
-enum { ROTARY_HEAD_DIM, ROTARY_THETA, ROTARY_LOCAL, ROTARY_FIELDS };
+enum { ROTARY_HEAD_DIM, ROTARY_THETA, ROTARY_LOCAL, ROTARY_TABLES, ROTARY_FIELDS };
 
 static const vp_field rotary_fields[ROTARY_FIELDS] = {
     [ROTARY_HEAD_DIM] = {"head_dim", VP_FIELD_INT, true, 0, 2, 1 << 16, NULL, "rotated dimensions per head"},
@@ -317,6 +317,9 @@ static const vp_field rotary_fields[ROTARY_FIELDS] = {
     [ROTARY_LOCAL] = {"sliding", VP_FIELD_BOOL, false, 0, 0, 1, NULL,
                       "a second pair of tables, kept beside the first for the sliding layers (Gemma 3's "
                       "rotary_emb_local, rope_local_base_freq)"},
+    [ROTARY_TABLES] = {"tables", VP_FIELD_BOOL, false, 1, 0, 1, NULL,
+                       "the model makes the tables; false: its layers make their own (DeepSeek-V2's modeling code) "
+                       "and the model only passes the positions on"},
 };
 
 static const char *rotary_check(const vp_op *op) {
@@ -328,6 +331,7 @@ static const char *rotary_check(const vp_op *op) {
 static unsigned rotary_leaves(const vp_op *op, const vp_ranks *split, vp_leaf_spec *out) {
     unsigned tp = split->tp;
     (void)tp;
+    if (!vp_op_flag(op, ROTARY_TABLES)) return 0;
     out[0] = (vp_leaf_spec){.numel = vp_op_u64(op, ROTARY_HEAD_DIM) / 2, .dtype = VP_FP32, .buffer = true,
                             .label = "rotary_emb.inv_freq", .count = 1};
     return 1;
@@ -339,6 +343,12 @@ static unsigned rotary_leaves(const vp_op *op, const vp_ranks *split, vp_leaf_sp
  * dtype. The model keeps cos and sin for every layer's apply_rotary_pos_emb. */
 static void rotary_prepare(vp_step *step, const vp_op *op) {
     vp_sim *sim = &step->sim;
+    /* LlamaDecoderLayer's call passes position_ids and cache_position: a
+     * view and its base, one storage, two saved tensors */
+    if (!vp_op_flag(op, ROTARY_TABLES)) {
+        vp_step_pass_tensor(step, VP_TENSOR_POSITION_IDS, 2);
+        return;
+    }
     uint64_t d = vp_op_u64(op, ROTARY_HEAD_DIM);
     uint64_t half = vp_numel(sim, step->seq, d / 2), full = vp_numel(sim, step->seq, d);
     bool grad_mode = sim->grad_mode;

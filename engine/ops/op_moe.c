@@ -9,7 +9,7 @@
 #include "finetune_method.h"
 #include "framework.h"
 
-static const char *const block_names[] = {"mixtral", "deepseek", "deepseek_v3", NULL};
+static const char *const block_names[] = {"mixtral", "deepseek", "deepseek_v3", "deepseek_v2", NULL};
 static const char *const expert_name_sets[] = {"w", "proj", NULL};
 
 static const vp_field moe_fields[MOE_FIELDS] = {
@@ -26,8 +26,9 @@ static const vp_field moe_fields[MOE_FIELDS] = {
     [MOE_CAPACITY] = {"capacity_factor", VP_FIELD_NUMBER, false, 0, 0, 64, NULL,
                       "Megatron: tokens an expert takes, as a multiple of its even share (0: dropless)"},
     [MOE_BLOCK] = {"block", VP_FIELD_ENUM, false, MOE_BLOCK_MIXTRAL, 0, 1, block_names,
-                   "plain PyTorch: HF's token loop (mixtral, qwen2_moe), DeepSeekMoE's training path (deepseek) "
-                   "or DeepSeek-V3's (deepseek_v3)"},
+                   "plain PyTorch: HF's token loop (mixtral, qwen2_moe), DeepSeekMoE's training path (deepseek), "
+                   "DeepSeek-V3's (deepseek_v3) or DeepSeek-V2's own modeling code (deepseek_v2: DeepSeekMoE's path "
+                   "behind an fp32 gate, routed_scaling_factor unless norm_topk)"},
     [MOE_AUX_LOSS] = {"aux_loss", VP_FIELD_BOOL, false, 0, 0, 1, NULL,
                       "DeepSeekMoE's sequence-wise auxiliary loss (aux_loss_alpha > 0)"},
     [MOE_GROUPS] = {"groups", VP_FIELD_INT, false, 1, 1, 1 << 14, NULL,
@@ -40,6 +41,9 @@ static const vp_field moe_fields[MOE_FIELDS] = {
     [MOE_ROUTER_LOGITS] = {"output_router_logits", VP_FIELD_BOOL, false, 0, 0, 1, NULL,
                            "mixtral block: the router logits go to the model's outputs for the load-balancing "
                            "loss (router_aux_loss), kept as long as the outputs are"},
+    [MOE_GROUP_LIMITED] = {"group_limited", VP_FIELD_BOOL, false, 0, 0, 1, NULL,
+                           "deepseek_v2: topk_method group_limited_greedy (the best expert of each of groups "
+                           "picks topk_groups of them, the rest masked); false: greedy"},
 };
 
 static const char *moe_check(const vp_op *op) {
@@ -51,6 +55,15 @@ static const char *moe_check(const vp_op *op) {
         if (e % g || e / g < 2) return "groups must divide experts into groups of two or more";
         if (vp_op_u64(op, MOE_TOPK_GROUPS) > g) return "topk_groups cannot exceed groups";
     }
+    if (vp_op_flag(op, MOE_GROUP_LIMITED)) {
+        if (vp_op_u64(op, MOE_BLOCK) != MOE_BLOCK_DEEPSEEK_V2) return "group_limited is DeepSeek-V2's gate (block = \"deepseek_v2\")";
+        if (e % g) return "groups must divide experts";
+        if (vp_op_u64(op, MOE_TOPK_GROUPS) > g) return "topk_groups cannot exceed groups";
+    }
+    /* AddAuxiliaryLoss.apply(y, aux_loss) runs whatever alpha is: with no
+     * loss (alpha = 0) its loss.numel() fails */
+    if (vp_op_u64(op, MOE_BLOCK) == MOE_BLOCK_DEEPSEEK_V2 && !vp_op_flag(op, MOE_AUX_LOSS))
+        return "DeepSeek-V2's modeling code trains only with its auxiliary loss (aux_loss_alpha > 0)";
     return NULL;
 }
 
@@ -181,6 +194,7 @@ static vp_t moe_forward(vp_step *step, const vp_op *op, const vp_t *leaves, vp_t
     if (vp_framework_of(step->recipe)->token_dispatcher) return vp_moe_megatron(step, op, &s, x);
     if (vp_op_u64(op, MOE_BLOCK) == MOE_BLOCK_DEEPSEEK) return vp_moe_deepseek(step, op, &s, x);
     if (vp_op_u64(op, MOE_BLOCK) == MOE_BLOCK_DEEPSEEK_V3) return vp_moe_deepseek_v3(step, op, &s, x);
+    if (vp_op_u64(op, MOE_BLOCK) == MOE_BLOCK_DEEPSEEK_V2) return vp_moe_deepseek_v2(step, op, &s, x);
     return vp_moe_mixtral(step, op, &s, x);
 }
 
@@ -193,6 +207,17 @@ static const char *moe_recipe_problem(const vp_model *model, const vp_recipe *re
     const vp_op *op = vp_section_find(&model->section[VP_SECTION_LAYER], &vp_op_moe);
     if (!op || vp_framework_of(recipe)->token_dispatcher) return NULL;
     const vp_precision *precision = vp_precision_get(recipe->precision);
+    /* DeepseekV2MoE in training (modeling_deepseek.py): the fp32 gate's
+     * weights times 16-bit expert rows promote y to fp32, which the
+     * residual add spreads to the stream, and the next layer's 16-bit
+     * linear refuses it ("expected mat1 and mat2 to have the same dtype",
+     * deepseek-ai/DeepSeek-Coder-V2 issue 6, OpenRLHF issue 306); under
+     * autocast y[mask] = 16-bit output into fp32 rows fails as
+     * DeepseekMoE's does (hiyouga/LlamaFactory issue 3886) */
+    if (vp_op_u64(op, MOE_BLOCK) == MOE_BLOCK_DEEPSEEK_V2 && (precision->autocast || precision->params != VP_FP32))
+        return "precision: DeepSeek-V2's own modeling code trains only in fp32 (its fp32 gate promotes the experts' "
+               "16-bit sum to fp32, which the next 16-bit layer refuses; under autocast y[mask] = 16-bit output into "
+               "fp32 rows fails): use fp32";
     if (vp_op_u64(op, MOE_BLOCK) == MOE_BLOCK_DEEPSEEK && precision->autocast)
         return "precision: DeepseekMoE writes the experts' 16-bit outputs into its fp32 rows by index, which "
                "PyTorch refuses under autocast: use bf16, fp16 or a mixed-* precision";

@@ -89,6 +89,11 @@ static void quant_state_leaves(vp_step *step, uint64_t numel) {
 
 static vp_t make_leaf(vp_step *step, const vp_leaf_spec *spec, bool trainable, unsigned repeat) {
     const vp_shard_plan *plan = &step->priv->plan;
+    if (spec->buffer && spec->per_position) { /* sized by the sequence the model last saw */
+        vp_dtype dtype = spec->dtype == VP_DTYPE_NONE ? step->activation : spec->dtype;
+        return vp_leaf(&step->sim, vp_numel(&step->sim, spec->numel, step->seq), dtype, VP_CAT_BUFFERS, false,
+                       spec->label);
+    }
     if (spec->buffer) /* buffers are never sharded (ZeRO-3, FSDP) */
         return vp_leaf(&step->sim, spec->numel, spec->dtype, VP_CAT_BUFFERS, false, spec->label);
     vp_dtype compute = spec->dtype == VP_DTYPE_NONE ? plan->gather_dtype : spec->dtype;

@@ -1,5 +1,6 @@
 -- LLaMA-style decoders (Llama 2, Llama 3, Mistral, and with experts > 0 the
--- mixtures of experts Mixtral, Qwen-MoE, DeepSeekMoE and DeepSeek-V3):
+-- mixtures of experts Mixtral, Qwen-MoE, DeepSeekMoE, DeepSeek-V2 and
+-- DeepSeek-V3):
 -- pre-norm RMSNorm, rotary positions, SwiGLU MLP (or a routed set of SwiGLU
 -- experts), grouped-query attention or, with kv_lora_rank > 0, DeepSeek's
 -- multi-head latent attention, no biases unless asked, untied head; with
@@ -43,7 +44,8 @@ return architecture {
       doc = "a sigmoid gate on the shared expert (Qwen2-MoE)" },
     { "norm_topk", "bool", default = true, doc = "norm_topk_prob: renormalize the top-k routing weights" },
     { "moe_block", "string", default = "mixtral",
-      doc = "plain-PyTorch MoE code: mixtral (HF's token loop, Qwen2-MoE too) or deepseek (DeepSeekMoE's training path)" },
+      doc = "plain-PyTorch MoE code: mixtral (HF's token loop, Qwen2-MoE too), deepseek (DeepSeekMoE's training path), "
+            .. "deepseek_v3 (transformers' DeepseekV3MoE) or deepseek_v2 (DeepSeek-V2's own modeling code)" },
     { "expert_names", "string", default = function(c) return c.moe_block == "mixtral" and "w" or "proj" end,
       doc = "the experts' projection names: w (w1, w3, w2: Mixtral) or proj (gate_proj, up_proj, down_proj)" },
     { "aux_loss", "bool", default = false, doc = "DeepSeekMoE's sequence-wise auxiliary loss (aux_loss_alpha > 0)" },
@@ -51,6 +53,9 @@ return architecture {
       doc = "first_k_dense_replace: leading layers with a dense MLP of `intermediate` (DeepSeek)" },
     { "expert_groups", "int", default = 1, min = 1, doc = "n_group: expert groups that limit the choice (deepseek_v3)" },
     { "topk_groups", "int", default = 1, min = 1, doc = "topk_group: groups a token's experts come from (deepseek_v3)" },
+    { "group_limited", "bool", default = false,
+      doc = "deepseek_v2: topk_method group_limited_greedy (experts chosen within topk_groups of expert_groups); "
+            .. "false: greedy" },
     { "q_lora_rank", "int", default = 0, min = 0, doc = "MLA: the queries' low rank (0: one q_proj)" },
     { "kv_lora_rank", "int", default = 0, min = 0,
       doc = "multi-head latent attention (DeepSeek-V2/V3) when set: the keys' and values' latent width" },
@@ -58,6 +63,13 @@ return architecture {
     { "qk_rope_head_dim", "int", default = 0, min = 0, doc = "MLA: each head's rotary width" },
     { "v_head_dim", "int", default = 0, min = 0, doc = "MLA: each head's value width" },
     { "rope_interleave", "bool", default = false, doc = "MLA: rotary halves interleaved in the weights" },
+    { "shifted_loss", "bool", default = false,
+      doc = "the model's own loss before transformers 4.46 (DeepSeek-V2's modeling code): "
+            .. "logits[..., :-1, :].contiguous() and the labels shifted, CrossEntropyLoss over them (its "
+            .. "logits.float() a no-op in the fp32 it trains in)" },
+    { "layer_rotary", "bool", default = false,
+      doc = "MLA as DeepSeek-V2's own modeling_deepseek.py runs it: no model-level rotary tables, each layer its own "
+            .. "cos/sin caches of seq_len rows, the query and key states filled by slice assignments" },
     { "qk_norm", "bool", default = false, doc = "an RMSNorm over each query and key head before rotary (Qwen3)" },
     { "fused_projections", "bool", default = false,
       doc = "Phi-3: one qkv_proj and one gate_up_proj, their outputs split into views; rotary joined by torch.cat" },
@@ -114,8 +126,12 @@ return architecture {
     if c.experts > 0 and c.experts_per_token > c.experts then
       return "experts_per_token", string.format("cannot exceed experts (%d)", c.experts)
     end
-    if c.moe_block ~= "mixtral" and c.moe_block ~= "deepseek" and c.moe_block ~= "deepseek_v3" then
-      return "moe_block", "must be mixtral, deepseek or deepseek_v3"
+    if c.moe_block ~= "mixtral" and c.moe_block ~= "deepseek" and c.moe_block ~= "deepseek_v3"
+        and c.moe_block ~= "deepseek_v2" then
+      return "moe_block", "must be mixtral, deepseek, deepseek_v3 or deepseek_v2"
+    end
+    if c.layer_rotary and c.kv_lora_rank == 0 then
+      return "layer_rotary", "is DeepSeek-V2's multi-head latent attention: needs kv_lora_rank"
     end
     if c.kv_lora_rank > 0 and (c.qk_nope_head_dim == 0 or c.qk_rope_head_dim == 0 or c.v_head_dim == 0) then
       return "kv_lora_rank", "multi-head latent attention needs qk_nope_head_dim, qk_rope_head_dim and v_head_dim"
@@ -170,7 +186,8 @@ return architecture {
                    top_k = c.experts_per_token, shared_intermediate = c.shared_intermediate,
                    shared_gate = c.shared_gate, norm_topk = c.norm_topk, capacity_factor = c.capacity_factor,
                    block = c.moe_block, aux_loss = c.aux_loss, groups = c.expert_groups, topk_groups = c.topk_groups,
-                   expert_names = c.expert_names, output_router_logits = c.router_aux_loss }
+                   expert_names = c.expert_names, output_router_logits = c.router_aux_loss,
+                   group_limited = c.group_limited }
     end
     local function norm() return rmsnorm { hidden = c.hidden, eps = c.norm_eps, style = c.norm_style } end
     -- pre: the block's input normalized (LLaMA); post: its output, before
@@ -191,7 +208,9 @@ return architecture {
         block(attention {
           hidden = c.hidden, heads = c.heads, kv_heads = c.kv_heads, head_dim = c.head_dim,
           qkv_bias = c.qkv_bias, out_bias = c.attention_bias, rotary = true,
-          dropout = c.attn_dropout, upcast_softmax = true, caches = not hybrid, keeps_weights = true,
+          -- DeepSeek-V2's attention sets attn_weights = None before it returns
+          dropout = c.attn_dropout, upcast_softmax = true, caches = not hybrid, keeps_weights = not c.layer_rotary,
+          rotary_style = c.layer_rotary and "deepseek" or nil,
           mask = hybrid and "additive-hybrid" or c.mistral_mask and "additive-mistral" or "additive",
           sliding_window = hybrid and 0 or c.sliding_window, softcap = c.attn_softcap,
           fused_qkv = c.fused_projections, rotary_cat = c.fused_projections,
@@ -212,14 +231,14 @@ return architecture {
                                       scaled = c.scaled_embedding } }
     if c.multipliers then embed[#embed + 1] = scale { model_local = true } end
     local rotary_dim = c.kv_lora_rank > 0 and c.qk_rope_head_dim or math.floor(c.head_dim * c.partial_rotary_factor)
-    embed[#embed + 1] = rotary_embedding { head_dim = rotary_dim, theta = c.rope_theta }
+    embed[#embed + 1] = rotary_embedding { head_dim = rotary_dim, theta = c.rope_theta, tables = not c.layer_rotary }
     if c.local_rope then embed[#embed + 1] = rotary_embedding { head_dim = rotary_dim, sliding = true } end
     if c.embed_scale then embed[#embed + 1] = scale {} end
     local final = {
       norm(),
       lm_head { vocab = c.vocab, hidden = c.hidden, tied = c.tie_embeddings, scale_logits = c.multipliers,
                 softcap = c.final_softcap },
-      cross_entropy {},
+      c.shifted_loss and cross_entropy { upcast = false, shift = "logits" } or cross_entropy {},
     }
     if c.router_aux_loss then
       final[#final + 1] = router_aux_loss { experts = c.experts, top_k = c.experts_per_token }

@@ -594,6 +594,37 @@ static void test_backward_frees_activations(void) {
     graph_free(&g);
 }
 
+/* base[..., slice] = src twice (DeepSeek-V2's query states): CopySlices
+ * (functions/tensor.cpp) allocates nothing forward; backward of the second
+ * (its base needs a gradient) makes the base-sized result, the slice's
+ * clone and CopyBackwards' zeros_like of it beside the incoming gradient,
+ * then sums the clone to the broadcast source's size; the first (its base a
+ * new_empty without grad) makes the result and the clone, and drops the
+ * result. base 64 fp32 = 256 B, a 32 = 128 B, b 8 = 32 B broadcast to 32. */
+static void test_copy_slice(void) {
+    graph g;
+    graph_init(&g, false);
+    vp_t a = grad_input(&g, 32, VP_FP32), b = grad_input(&g, 8, VP_FP32);
+    vp_t base = vp_new(&g.sim, 64, VP_FP32, "new_empty");
+    vp_t first = vp_copy_slice(&g.sim, base, a, 32, "states[..., :nope]");
+    vp_drop(&g.sim, base);
+    vp_t states = vp_copy_slice(&g.sim, first, b, 32, "states[..., nope:]");
+    vp_drop(&g.sim, first);
+    CHECK_EQ_U64(live(&g, VP_CAT_ACTIVATIONS), 128 + 32 + 256); /* in place: no copy */
+    backward_from(&g, states);
+    /* seed 256, result 256, clone 128, zeros 128 */
+    CHECK_EQ_U64(g.ledger.raw.peak_breakdown[VP_CAT_TRANSIENT], 256 + 256 + 128 + 128);
+    CHECK_EQ_U64(live(&g, VP_CAT_TRANSIENT), 0);
+    CHECK_EQ_U64(live(&g, VP_CAT_GRADS), 128 + 32); /* a's clone, b's sum */
+    vp_drop(&g.sim, vp_at(&g.sim, a)->param_grad);
+    vp_drop(&g.sim, vp_at(&g.sim, b)->param_grad);
+    vp_drop(&g.sim, a);
+    vp_drop(&g.sim, b);
+    vp_drop(&g.sim, states);
+    CHECK_EQ_U64(g.ledger.raw.total, 0);
+    graph_free(&g);
+}
+
 int main(void) {
     test_linear_saves();
     test_linear_backward();
@@ -611,5 +642,6 @@ int main(void) {
     test_add_inplace();
     test_embedding();
     test_backward_frees_activations();
+    test_copy_slice();
     return check_summary("test_prims");
 }

@@ -156,6 +156,22 @@ def deepseek_v3(h=64, layers=3, heads=4, vocab=256, q_lora=32, kv_lora=16, nope=
             "tie_word_embeddings": False}
 
 
+def deepseek_v2(h=64, layers=3, heads=4, vocab=256, q_lora=32, kv_lora=16, nope=16, rope=8, v=16, experts=8, k=2,
+                groups=1, topk_groups=1, moe_inter=32, shared=2, dense=1, norm=False, scaling=1.0, yarn=False):
+    """DeepSeek-V2's config.json (model_type deepseek_v2, its own modeling
+    code): greedy routing unless groups > 1 (group_limited_greedy)."""
+    return {"model_type": "deepseek_v2", "hidden_size": h, "num_hidden_layers": layers, "num_attention_heads": heads,
+            "num_key_value_heads": heads, "intermediate_size": 128, "vocab_size": vocab, "q_lora_rank": q_lora,
+            "kv_lora_rank": kv_lora, "qk_nope_head_dim": nope, "qk_rope_head_dim": rope, "v_head_dim": v,
+            "n_routed_experts": experts, "num_experts_per_tok": k, "n_group": groups, "topk_group": topk_groups,
+            "topk_method": "group_limited_greedy" if groups > 1 else "greedy", "moe_intermediate_size": moe_inter,
+            "n_shared_experts": shared, "first_k_dense_replace": dense, "moe_layer_freq": 1, "norm_topk_prob": norm,
+            "routed_scaling_factor": scaling, "scoring_func": "softmax", "aux_loss_alpha": 0.001, "seq_aux": True,
+            "max_position_embeddings": 256, "tie_word_embeddings": False,
+            "rope_scaling": {"type": "yarn", "factor": 40, "original_max_position_embeddings": 64, "beta_fast": 32,
+                             "beta_slow": 1, "mscale": 0.707, "mscale_all_dim": 0.707} if yarn else None}
+
+
 def bloom(h=64, layers=2, heads=4, vocab=256, dropout=0.0):
     return {"model_type": "bloom", "hidden_size": h, "n_layer": layers, "n_head": heads, "vocab_size": vocab,
             "hidden_dropout": dropout, "attention_dropout": dropout}
@@ -276,6 +292,25 @@ CASES = [
     ("deepseek-v3 bf16 q_proj", deepseek_v3(q_lora=None, interleave=False), recipe("bf16")),
     ("deepseek-v3 amp-bf16", deepseek_v3(), recipe("amp-bf16")),
     ("deepseek-v3 checkpointed", deepseek_v3(layers=4), recipe("bf16", ckpt="full")),
+    # DeepSeek's own modeling code trains in fp32 only (see op_moe.c's recipe problem)
+    ("deepseek-v2 fp32", deepseek_v2(), recipe()),
+    ("deepseek-v2 fp32 group-limited scaled", deepseek_v2(groups=4, topk_groups=2, scaling=16.0), recipe()),
+    ("deepseek-v2 fp32 q_proj yarn", deepseek_v2(q_lora=None, yarn=True), recipe()),
+    ("deepseek-v2 fp32 norm_topk adam for-loop", deepseek_v2(norm=True), recipe(optimizer="adam", impl="for-loop")),
+    ("deepseek-v2 fp32 checkpointed", deepseek_v2(layers=4), recipe(ckpt="full")),
+    ("deepseek-v2 fp32 every-2 group-limited", deepseek_v2(layers=5, groups=4, topk_groups=2), recipe(
+        optimizer="sgd", ckpt="every-2")),
+    ("deepseek-v2 fp32 non-reentrant", deepseek_v2(), recipe(ckpt="full", use_reentrant="false")),
+    ("deepseek-v2 fp32 lora all-linear", deepseek_v2(), recipe(finetune="lora", lora_targets="all-linear")),
+    ("deepseek-v2 fp32 lora attention checkpointed", deepseek_v2(q_lora=None), recipe(
+        ckpt="full", finetune="lora", lora_targets="q_proj,kv_b_proj,o_proj")),
+    ("deepseek-v2 fp32 offload logits dropped", deepseek_v2(), recipe(
+        optimizer="sgd-momentum", offload_activations="true", keep_logits="false")),
+    ("deepseek-v2 fp32 grad_accum 2 no cache", deepseek_v2(), recipe(grad_accum=2, use_cache="false")),
+    ("deepseek-v2 fp32 uneven shares one sequence", deepseek_v2(experts=6, layers=2), recipe(b=1, s=31)),
+    ("deepseek-v2 fp32 prompt tuning", deepseek_v2(), recipe(optimizer="sgd", finetune="prompt",
+                                                             num_virtual_tokens=3)),
+    ("deepseek-v2 fp32 attention dropout", dict(deepseek_v2(), attention_dropout=0.1), recipe(optimizer="none")),
     # optimizers outside torch.optim (tests/torch/optimizers.py)
     ("llama fp32 adafactor", llama(), recipe(optimizer="adafactor")),
     ("llama bf16 adafactor", llama(), recipe("bf16", optimizer="adafactor")),

@@ -6,8 +6,9 @@ differ at all.
 
     python3 tests/torch/sweep.py SEED COUNT [wide] [more]
 
-The same SEED draws the same configurations. `more` adds BERT and
-DeepSeekMoE to the families drawn, DDP over two processes, and every
+The same SEED draws the same configurations. `more` adds BERT,
+DeepSeekMoE and DeepSeek-V2 (fp32: its modeling code's only precision) to
+the families drawn, DDP over two processes, and every
 layer frozen under a small vocabulary (the forward's own lifetimes). `wide` varies more, from a
 stream of its own (the plain draws stay as they were): longer checkpointed
 chunks, the mixtures' router logits (output_router_logits), LoRA's
@@ -52,6 +53,10 @@ MORE_FAMILIES = {
     "bert": lambda r: C.bert(layers=r.choice([1, 2, 3]), dropout=r.choice([0.0, 0.1])),
     "deepseek": lambda r: C.deepseek(layers=r.choice([2, 3]), norm=r.choice([True, False]),
                                      alpha=r.choice([0.0, 0.001])),
+    # DeepSeek-V2's own modeling code: fp32 only (draw() keeps its precision draw, then sets fp32)
+    "deepseek_v2": lambda r: C.deepseek_v2(layers=r.choice([2, 3]), q_lora=r.choice([32, None]),
+                                           groups=r.choice([1, 4]), topk_groups=2, norm=r.choice([True, False]),
+                                           yarn=r.choice([True, False])),
 }
 
 
@@ -59,6 +64,8 @@ def draw(r, i, families=FAMILIES):
     family = r.choice(sorted(families))
     config = families[family](r)
     precision = r.choice(["fp32", "bf16", "amp-bf16", "mixed-bf16"])
+    if family == "deepseek_v2":
+        precision = "fp32"
     ckpt = r.choice(["none", "full", "every-2"])
     finetune = r.choice(["full", "lora", "lora", "prompt"])
     extra = dict(b=r.choice([1, 2, 3]), s=r.choice([16, 48, 64]))

@@ -145,7 +145,7 @@ mappings.qwen3 = extend(mappings.llama, {
 })
 
 -- PEFT's TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING has no entry
--- for olmo2, granite, phi3, qwen2_moe, qwen3_moe, deepseek or deepseek_v3:
+-- for olmo2, granite, phi3, qwen2_moe, qwen3_moe, deepseek, deepseek_v2 or deepseek_v3:
 -- LoRA on those needs named targets (peft_lora_defaults = false).
 
 -- The HF mixtures compute the router's load-balancing loss only with
@@ -492,30 +492,80 @@ mappings.deepseek = extend(mappings.llama, {
   end,
 })
 
+-- The config keys DeepSeek-V2 and V3 share (multi-head latent attention,
+-- routed experts after first_k_dense_replace dense layers), with `extra`.
+local function latent_moe_keys(extra)
+  local keys = {
+    n_routed_experts = "experts", num_experts_per_tok = "experts_per_token", moe_intermediate_size = "moe_intermediate",
+    first_k_dense_replace = "dense_layers", norm_topk_prob = "norm_topk", n_group = "expert_groups",
+    topk_group = "topk_groups", q_lora_rank = "q_lora_rank", kv_lora_rank = "kv_lora_rank",
+    qk_nope_head_dim = "qk_nope_head_dim", qk_rope_head_dim = "qk_rope_head_dim", v_head_dim = "v_head_dim",
+  }
+  for k, v in pairs(extra) do keys[k] = v end
+  return keys
+end
+
+-- Their fields made of several keys: the shared experts, and q_lora_rank
+-- null (one q_proj).
+local function latent_moe_derive(config, values, origins, path)
+  shared_experts(config, values, origins, path)
+  if config.q_lora_rank == json.null then
+    values.q_lora_rank = 0
+    origins.q_lora_rank = path .. ": q_lora_rank (null: one q_proj)"
+  end
+end
+
+-- DeepSeek-V2, V2-Lite, V2.5 and Coder-V2 (model_type deepseek_v2), as the
+-- checkpoints' own modeling_deepseek.py runs them (auto_map,
+-- trust_remote_code): multi-head latent attention (q_lora_rank null: one
+-- q_proj), first_k_dense_replace dense layers, then routed experts behind a
+-- softmax gate (topk_method greedy or group_limited_greedy over n_group
+-- groups), n_shared_experts experts of moe_intermediate_size merged into one
+-- MLP, and the sequence-wise auxiliary loss. rope_scaling (yarn) changes the
+-- rotary caches' values, not their size.
+mappings.deepseek_v2 = extend(mappings.llama, {
+  keys = latent_moe_keys({}),
+  defaults = presets.values("deepseek_v2"),
+  check = function(config)
+    if config.kv_lora_rank == nil then return "kv_lora_rank", "a DeepSeek-V2 config names its latent width" end
+    if config.n_routed_experts == nil then return "n_routed_experts", "a DeepSeek-V2 config names its routed experts" end
+    local freq = config.moe_layer_freq
+    if freq ~= nil and freq ~= 1 then return "moe_layer_freq", "only 1 (every layer after the dense ones) is supported" end
+    local scoring = config.scoring_func
+    if scoring ~= nil and scoring ~= "softmax" then return "scoring_func", "only softmax is supported" end
+    local method = config.topk_method
+    if method ~= nil and method ~= "greedy" and method ~= "group_limited_greedy" then
+      return "topk_method", "must be greedy or group_limited_greedy (DeepSeek-V2's gate in training)"
+    end
+    if config.seq_aux == false then return "seq_aux", "only the sequence-wise auxiliary loss (true) is modelled" end
+    -- AddAuxiliaryLoss.apply(y, aux_loss) runs in training whatever alpha is
+    local alpha = config.aux_loss_alpha
+    if alpha ~= nil and not (type(alpha) == "number" and alpha > 0) then
+      return "aux_loss_alpha", "DeepSeek-V2's modeling code trains only with a positive alpha (no loss: AddAuxiliaryLoss fails)"
+    end
+  end,
+  derive = function(config, values, origins, path)
+    latent_moe_derive(config, values, origins, path)
+    values.group_limited = config.topk_method == "group_limited_greedy"
+    origins.group_limited = path .. ": topk_method"
+    if config.topk_method ~= "group_limited_greedy" then -- greedy ignores n_group and topk_group
+      values.expert_groups, values.topk_groups = 1, 1
+    end
+  end,
+})
+
 -- DeepseekV3ForCausalLM (transformers 4.51+; DeepSeek-V3/R1, Kimi-K2):
 -- multi-head latent attention, first_k_dense_replace dense layers, then
 -- routed experts behind a sigmoid, group-limited router, n_shared_experts
 -- experts of moe_intermediate_size merged into one MLP. The multi-token
 -- prediction layers the checkpoints carry are not loaded by transformers.
 mappings.deepseek_v3 = extend(mappings.llama, {
-  keys = {
-    n_routed_experts = "experts", num_experts_per_tok = "experts_per_token", moe_intermediate_size = "moe_intermediate",
-    first_k_dense_replace = "dense_layers", norm_topk_prob = "norm_topk", n_group = "expert_groups",
-    topk_group = "topk_groups", q_lora_rank = "q_lora_rank", kv_lora_rank = "kv_lora_rank",
-    qk_nope_head_dim = "qk_nope_head_dim", qk_rope_head_dim = "qk_rope_head_dim", v_head_dim = "v_head_dim",
-    rope_interleave = "rope_interleave",
-  },
+  keys = latent_moe_keys({ rope_interleave = "rope_interleave" }),
   defaults = presets.values("deepseek_v3"),
   check = function(config)
     if config.kv_lora_rank == nil then return "kv_lora_rank", "a DeepSeek-V3 config names its latent width" end
   end,
-  derive = function(config, values, origins, path)
-    shared_experts(config, values, origins, path)
-    if config.q_lora_rank == json.null then
-      values.q_lora_rank = 0
-      origins.q_lora_rank = path .. ": q_lora_rank (null: one q_proj)"
-    end
-  end,
+  derive = latent_moe_derive,
 })
 
 -- A checkpoint quantized by bitsandbytes (transformers' BitsAndBytesConfig,

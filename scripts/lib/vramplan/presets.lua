@@ -65,7 +65,7 @@ presets.qwen3 = preset("llama", "Qwen3: per-head q/k norms, Mistral's mask",
   { qk_norm = true, rope_theta = 1000000.0, mistral_mask = true })
 
 -- PEFT's TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING has no entry
--- for olmo2, granite, phi3, qwen2_moe, qwen3_moe, deepseek or deepseek_v3:
+-- for olmo2, granite, phi3, qwen2_moe, qwen3_moe, deepseek, deepseek_v2 or deepseek_v3:
 -- LoRA on those needs named targets (peft_lora_defaults = false).
 
 -- MixtralForCausalLM: Mistral with a sparse MoE block (MixtralConfig's
@@ -91,6 +91,16 @@ presets.qwen3_moe = preset("llama", "Qwen3-MoE: Qwen3's attention, fine-grained 
 -- after the dense layers, the shared experts merged into one ungated MLP.
 presets.deepseek = preset("llama", "DeepSeekMoE: DeepSeek's training path",
   { moe_block = "deepseek", shared_gate = false, norm_topk = false, peft_lora_defaults = false })
+
+-- DeepseekV2ForCausalLM of DeepSeek's own modeling_deepseek.py (the
+-- checkpoints' auto_map, trust_remote_code): multi-head latent attention
+-- with each layer's rotary caches, DeepSeekMoE's training path behind an
+-- fp32 softmax gate, the sequence-wise auxiliary loss, and its own shifted
+-- loss (DeepseekV2ForCausalLM.forward: logits.float(), then
+-- logits[..., :-1, :].contiguous()).
+presets.deepseek_v2 = preset("llama", "DeepSeek-V2: its own modeling code (MLA, DeepSeekMoE's path)",
+  { moe_block = "deepseek_v2", shared_gate = false, norm_topk = false, rope_interleave = true, layer_rotary = true,
+    aux_loss = true, shifted_loss = true, peft_lora_defaults = false })
 
 -- DeepseekV3ForCausalLM (transformers 4.51+): multi-head latent attention,
 -- a sigmoid, group-limited router.

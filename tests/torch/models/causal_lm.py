@@ -82,6 +82,11 @@ class CausalLM(nn.Module):
             logits = logits * cap
         if isinstance(self.model, Bloom):
             loss = shifted_logits_loss(ac, logits, labels)
+        elif getattr(self.model, "cfg", {}).get("model_type") == "deepseek_v2":
+            # DeepseekV2ForCausalLM.forward of DeepSeek's modeling_deepseek.py:
+            # logits.float() (kept by the outputs), then its own shifted loss
+            logits = logits.float()
+            loss = shifted_logits_loss(ac, logits, labels)
         elif kind == "fused":
             loss = fused_causal_lm_loss(logits, labels, self.vocab)
         else:

@@ -1,11 +1,15 @@
-"""DeepSeek: DeepSeek-V3's multi-head latent attention and router, and the
-first DeepSeek-MoE's gate with its auxiliary loss."""
+"""DeepSeek: DeepSeek-V3's multi-head latent attention and router, the
+first DeepSeek-MoE's gate with its auxiliary loss, and DeepSeek-V2's
+attention and gate as its own modeling_deepseek.py computes them."""
+import math
+
 import torch
 import torch.nn as nn
 
 from .common import Mean2x, add, mul
 from .linear import linear
-from .llama_blocks import LlamaAttention, LlamaRMSNorm, apply_rotary_pos_emb, apply_rotary_pos_emb_interleave
+from .llama_blocks import (LlamaAttention, LlamaRMSNorm, apply_rotary_pos_emb, apply_rotary_pos_emb_interleave,
+                           rotate_half)
 from .moe import RoundRobinTopk, expert_mlp, expert_mlps
 
 
@@ -215,3 +219,171 @@ class DeepseekV3MoE(nn.Module):
         # the fp32 routed sum and the shared experts' 16-bit output under autocast: CUDA's add
         hidden_states = add(hidden_states, self.shared_experts(ac, residuals))
         return hidden_states
+
+
+# ---- DeepSeek-V2: deepseek-ai/DeepSeek-V2(-Lite)'s modeling_deepseek.py
+# (the hub's trust_remote_code file, 2024; model_type deepseek_v2) ----
+
+
+def yarn_get_mscale(scale=1, mscale=1):
+    if scale <= 1:
+        return 1.0
+    return 0.1 * mscale * math.log(scale) + 1.0
+
+
+class DeepseekV2RotaryEmbedding(nn.Module):
+    """DeepseekV2RotaryEmbedding and DeepseekV2YarnRotaryEmbedding: each
+    attention layer's own. __init__ fills cos_cached and sin_cached for
+    max_position_embeddings, then sets max_seq_len_cached = None, so the
+    first forward refills them for its sequence in the activations' dtype:
+    from then on every layer keeps [s, rope] tables of its own (buffers)."""
+
+    def __init__(self, dim, max_position_embeddings, base, yarn=None):
+        super().__init__()
+        self.dim, self.base, self.yarn = dim, base, yarn
+        inv_freq = 1.0 / (self.base ** (torch.arange(0, self.dim, 2).float() / self.dim))
+        self.register_buffer("inv_freq", inv_freq, persistent=False)
+        self._set_cos_sin_cache(max_position_embeddings, torch.get_default_dtype())
+        self.max_seq_len_cached = None
+
+    def _set_cos_sin_cache(self, seq_len, dtype):
+        self.max_seq_len_cached = seq_len
+        mscale = 1.0
+        if self.yarn is None:
+            inv_freq = self.inv_freq
+            t = torch.arange(seq_len, dtype=inv_freq.dtype)
+        else:  # DeepseekV2YarnRotaryEmbedding._set_cos_sin_cache: inv_freq re-registered in fp32
+            dim, y = self.dim, self.yarn
+            freq_extra = 1.0 / (self.base ** (torch.arange(0, dim, 2, dtype=torch.float32) / dim))
+            freq_inter = 1.0 / (y["factor"] * self.base ** (torch.arange(0, dim, 2, dtype=torch.float32) / dim))
+
+            def correction(rot):
+                return dim * math.log(y.get("original_max_position_embeddings", 4096) / (rot * 2 * math.pi)) / (
+                    2 * math.log(self.base))
+            low = max(math.floor(correction(y.get("beta_fast", 32))), 0)
+            high = min(math.ceil(correction(y.get("beta_slow", 1))), dim - 1)
+            if low == high:
+                high += 0.001
+            ramp = torch.clamp((torch.arange(dim // 2, dtype=torch.float32) - low) / (high - low), 0, 1)
+            inv_freq_mask = 1.0 - ramp
+            inv_freq = freq_inter * (1 - inv_freq_mask) + freq_extra * inv_freq_mask
+            self.register_buffer("inv_freq", inv_freq, persistent=False)
+            t = torch.arange(seq_len, dtype=torch.float32)
+            mscale = float(yarn_get_mscale(y["factor"], y.get("mscale", 1))
+                           / yarn_get_mscale(y["factor"], y.get("mscale_all_dim", 0)))
+        freqs = torch.outer(t, inv_freq)
+        emb = torch.cat((freqs, freqs), dim=-1)
+        self.register_buffer("cos_cached", (emb.cos() * mscale).to(dtype), persistent=False)
+        self.register_buffer("sin_cached", (emb.sin() * mscale).to(dtype), persistent=False)
+
+    def forward(self, x, seq_len=None):
+        if self.max_seq_len_cached is None or seq_len > self.max_seq_len_cached:
+            self._set_cos_sin_cache(seq_len, x.dtype)
+        return self.cos_cached[:seq_len].to(dtype=x.dtype), self.sin_cached[:seq_len].to(dtype=x.dtype)
+
+
+def apply_rotary_pos_emb_deepseek_v2(q, k, cos, sin, position_ids, unsqueeze_dim=1):
+    # the layer's tables gathered at the positions (new tensors, kept by the
+    # products' backward), the interleaved halves regrouped (copies)
+    cos = cos[position_ids].unsqueeze(unsqueeze_dim)
+    sin = sin[position_ids].unsqueeze(unsqueeze_dim)
+    b, h, s, d = q.shape
+    q = q.view(b, h, s, d // 2, 2).transpose(4, 3).reshape(b, h, s, d)
+    b, h, s, d = k.shape
+    k = k.view(b, h, s, d // 2, 2).transpose(4, 3).reshape(b, h, s, d)
+    q_embed = (q * cos) + (rotate_half(q) * sin)
+    k_embed = (k * cos) + (rotate_half(k) * sin)
+    return q_embed, k_embed
+
+
+class DeepseekV2Attention(DeepseekV3Attention):
+    """DeepseekV2Attention.forward (eager) of DeepSeek's modeling_deepseek.py:
+    V3's modules in the same order, then the layer's own rotary tables; the
+    query and key states made by new_empty and two slice assignments each
+    (CopySlices)."""
+
+    def __init__(self, cfg, layer_idx=0):
+        super().__init__(cfg, layer_idx)
+        scaling = cfg.get("rope_scaling")
+        yarn = scaling if scaling is not None and scaling.get("type") == "yarn" else None
+        self.rotary_emb = DeepseekV2RotaryEmbedding(self.qk_rope, cfg.get("max_position_embeddings", 2048),
+                                                    cfg.get("rope_theta", 10000.0), yarn)
+
+    def forward(self, ac, hidden_states, position_ids, attention_mask, past_key_value=None):
+        bsz, q_len, _ = hidden_states.size()
+        if self.q_lora_rank is None:
+            q = linear(ac, hidden_states, self.q_proj.weight)
+        else:
+            q = linear(ac, self.q_a_layernorm(linear(ac, hidden_states, self.q_a_proj.weight, self.q_a_proj.bias)),
+                       self.q_b_proj.weight)
+        q = q.view(bsz, q_len, self.num_heads, self.qk_head_dim).transpose(1, 2)
+        q_nope, q_pe = torch.split(q, [self.qk_nope, self.qk_rope], dim=-1)
+        compressed_kv = linear(ac, hidden_states, self.kv_a_proj_with_mqa.weight, self.kv_a_proj_with_mqa.bias)
+        compressed_kv, k_pe = torch.split(compressed_kv, [self.kv_lora_rank, self.qk_rope], dim=-1)
+        k_pe = k_pe.view(bsz, q_len, 1, self.qk_rope).transpose(1, 2)
+        kv = (linear(ac, self.kv_a_layernorm(compressed_kv), self.kv_b_proj.weight)
+              .view(bsz, q_len, self.num_heads, self.qk_nope + self.v_head_dim).transpose(1, 2))
+        k_nope, value_states = torch.split(kv, [self.qk_nope, self.v_head_dim], dim=-1)
+        kv_seq_len = value_states.shape[-2]
+        cos, sin = self.rotary_emb(value_states, seq_len=kv_seq_len)
+        q_pe, k_pe = apply_rotary_pos_emb_deepseek_v2(q_pe, k_pe, cos, sin, position_ids)
+        query_states = k_pe.new_empty(bsz, self.num_heads, q_len, self.qk_head_dim)
+        query_states[:, :, :, : self.qk_nope] = q_nope
+        query_states[:, :, :, self.qk_nope:] = q_pe
+        key_states = k_pe.new_empty(bsz, self.num_heads, q_len, self.qk_head_dim)
+        key_states[:, :, :, : self.qk_nope] = k_nope
+        key_states[:, :, :, self.qk_nope:] = k_pe
+        if past_key_value is not None:
+            key_states, value_states = past_key_value.update(key_states, value_states, self.layer_idx)
+        attn_output, attn_weights = self.eager(ac, query_states, key_states, value_states, attention_mask)
+        attn_output = attn_output.reshape(bsz, q_len, self.num_heads * self.v_head_dim)
+        attn_output = linear(ac, attn_output, self.o_proj.weight, self.o_proj.bias)
+        attn_weights = None  # output_attentions is off
+        return attn_output, attn_weights
+
+
+class DeepseekV2MoE(DeepseekMoE):
+    """MoEGate and DeepseekV2MoE of DeepSeek's modeling_deepseek.py in
+    training: DeepSeekMoE's path (repeat_interleave, y[mask] = expert(...),
+    AddAuxiliaryLoss) behind a gate that casts its input and weight to fp32,
+    takes an fp32 softmax, chooses greedily or within topk_group of n_group
+    groups (the choice pinned to even shares, as RoundRobinTopk does), and
+    scales the weights by routed_scaling_factor unless it renormalizes them."""
+
+    def __init__(self, cfg):
+        super().__init__(cfg)
+        self.group_limited = cfg.get("topk_method", "greedy") == "group_limited_greedy"
+        self.n_group, self.topk_group = cfg.get("n_group", 1), cfg.get("topk_group", 1)
+        self.routed_scaling_factor = cfg.get("routed_scaling_factor", 1.0)
+
+    def gate(self, ac, hidden_states):
+        bsz, seq_len, h = hidden_states.shape
+        e = self.n_routed_experts
+        hidden_states = hidden_states.view(-1, h)
+        logits = linear(ac, hidden_states.type(torch.float32), self.gate_weight.type(torch.float32))
+        scores = logits.softmax(dim=-1, dtype=torch.float32)
+        if self.group_limited:
+            group_scores = scores.view(bsz * seq_len, self.n_group, -1).max(dim=-1).values
+            group_idx = torch.topk(group_scores, k=self.topk_group, dim=-1, sorted=False)[1]
+            group_mask = torch.zeros_like(group_scores)
+            group_mask.scatter_(1, group_idx, 1)
+            score_mask = (group_mask.unsqueeze(-1).expand(bsz * seq_len, self.n_group, e // self.n_group)
+                          .reshape(bsz * seq_len, -1))
+            tmp_scores = scores.masked_fill(~score_mask.bool(), 0.0)
+            topk_weight, topk_idx = RoundRobinTopk.apply(tmp_scores, self.top_k)
+        else:
+            topk_weight, topk_idx = RoundRobinTopk.apply(scores, self.top_k)
+        if self.top_k > 1 and self.norm_topk_prob:
+            denominator = topk_weight.sum(dim=-1, keepdim=True) + 1e-20
+            topk_weight = topk_weight / denominator
+        else:
+            topk_weight = topk_weight * self.routed_scaling_factor
+        aux_loss = None
+        if self.training and self.alpha > 0.0:  # seq_aux
+            topk_idx_for_aux_loss = topk_idx.view(bsz, -1)
+            scores_for_seq_aux = scores.view(bsz, seq_len, -1)
+            ce = torch.zeros(bsz, e)
+            ce.scatter_add_(1, topk_idx_for_aux_loss, torch.ones(bsz, seq_len * self.top_k)).div_(
+                seq_len * self.top_k / e)
+            aux_loss = (ce * Mean2x.apply(scores_for_seq_aux, 1, False)).sum(dim=1).mean() * self.alpha
+        return topk_idx, topk_weight, aux_loss

@@ -6,7 +6,7 @@ import torch
 import torch.nn as nn
 
 from .common import add, chunks
-from .deepseek import DeepseekMoE, DeepseekV3Attention, DeepseekV3MoE
+from .deepseek import DeepseekMoE, DeepseekV2Attention, DeepseekV2MoE, DeepseekV3Attention, DeepseekV3MoE
 from .llama_blocks import LlamaAttention, LlamaMLP, LlamaRotaryEmbedding, ScaledEmbedding, rms_norm
 from .moe import SparseMoeBlock
 
@@ -16,13 +16,21 @@ class LlamaDecoderLayer(nn.Module):
         super().__init__()
         h = cfg["hidden_size"]
         eps = cfg.get("rms_norm_eps", 1e-6)
-        self.self_attn = DeepseekV3Attention(cfg, layer_idx) if cfg.get("kv_lora_rank") else LlamaAttention(cfg, layer_idx)
+        self.deepseek_v2 = cfg["model_type"] == "deepseek_v2"
+        if self.deepseek_v2:
+            self.self_attn = DeepseekV2Attention(cfg, layer_idx)
+        elif cfg.get("kv_lora_rank"):
+            self.self_attn = DeepseekV3Attention(cfg, layer_idx)
+        else:
+            self.self_attn = LlamaAttention(cfg, layer_idx)
         self.sparse = cfg["model_type"] in ("mixtral", "qwen2_moe", "qwen3_moe")
         routed = layer_idx >= cfg.get("first_k_dense_replace", 0)
         if self.sparse:
             self.mlp = SparseMoeBlock(cfg)
         elif cfg["model_type"] == "deepseek" and routed:
             self.mlp = DeepseekMoE(cfg)
+        elif cfg["model_type"] == "deepseek_v2" and routed:
+            self.mlp = DeepseekV2MoE(cfg)
         elif cfg["model_type"] == "deepseek_v3" and routed:
             self.mlp = DeepseekV3MoE(cfg)
         else:
@@ -91,7 +99,9 @@ class LlamaDecoderLayer(nn.Module):
         # under autocast the branches' 16-bit outputs join the fp32 stream: CUDA's mixed add
         residual = hidden_states
         hidden_states = self.input_layernorm(hidden_states)
-        hidden_states, _ = self.self_attn(ac, hidden_states, (cos, sin), attention_mask, past_key_value)
+        # DeepSeek-V2's attention makes its own rotary tables from the positions
+        positions = position_ids if self.deepseek_v2 else (cos, sin)
+        hidden_states, _ = self.self_attn(ac, hidden_states, positions, attention_mask, past_key_value)
         if self.residual_multiplier is not None:  # GraniteDecoderLayer
             hidden_states = add(residual, hidden_states * self.residual_multiplier)
             residual = hidden_states
@@ -136,7 +146,7 @@ class Llama(nn.Module):
         self.embed_tokens = ScaledEmbedding(cfg["vocab_size"], h) if gemma3 else nn.Embedding(cfg["vocab_size"], h)
         self.layers = nn.ModuleList([LlamaDecoderLayer(cfg, i) for i in range(cfg["num_hidden_layers"])])
         self.norm = rms_norm(cfg, h)
-        self.rotary_emb = LlamaRotaryEmbedding(cfg)
+        self.rotary_emb = None if cfg["model_type"] == "deepseek_v2" else LlamaRotaryEmbedding(cfg)
         self.rotary_emb_local = None
         if gemma3:  # Gemma3TextModel: the sliding layers' tables
             self.rotary_emb_local = LlamaRotaryEmbedding(dict(cfg, rope_theta=cfg.get("rope_local_base_freq", 10000.0)))
@@ -188,7 +198,8 @@ class Llama(nn.Module):
                         and (window is None or keys < window) and self.cfg["model_type"] not in ("gemma2", "gemma3_text"))
         causal_mask = None if sdpa_ignores else self.causal_mask(inputs_embeds, cache_position, past_seen_tokens)
         hidden_states = inputs_embeds
-        cos, sin = self.rotary_emb(hidden_states, position_ids)
+        # DeepseekV2Model makes no tables: each attention layer has its own
+        cos, sin = (None, None) if self.cfg["model_type"] == "deepseek_v2" else self.rotary_emb(hidden_states, position_ids)
         tables = (cos, sin)
         if self.rotary_emb_local is not None:  # both pairs go to every layer
             tables = (cos, sin) + self.rotary_emb_local(hidden_states, position_ids)
