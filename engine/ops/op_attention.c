@@ -12,6 +12,7 @@
 #include "mpt_alibi.h"
 #include "cohere_rotary.h"
 #include "ring_attention.h"
+#include "sdpa.h"
 #include "sdpa_math.h"
 
 enum {
@@ -1238,6 +1239,42 @@ static vp_t rotate(vp_step *step, const vp_op *op, vp_t x, qkv *in, const char *
     return y;
 }
 
+/* From q, k, v (and the module's locals) to the merged heads, by the
+ * kernel the recipe picks: HF's eager path (under selective recompute, a
+ * checkpointed function), ring attention under context parallelism, or
+ * SDPA's and FlashAttention-2's kernels. */
+static vp_t attend(vp_step *step, const vp_op *op, const vp_t *leaves, qkv *in, shape s) {
+    kernel which = kernel_for(step, op);
+    /* SDPA's flash backend takes one head width for q, k and v
+     * (sdp_utils.cpp, check_head_dim_size_flash): the memory-efficient one runs */
+    if (which == KERNEL_SDPA_FLASH && s.v_dim != s.head_dim) which = KERNEL_MEM_EFFICIENT;
+    bool masked = sdpa_masked(step, op);
+    if (masked) which = KERNEL_MEM_EFFICIENT;
+    if (which == KERNEL_EAGER && step->recipe->selective) {
+        core_call *c = vp_step_scratch(step, sizeof *c);
+        if (!c) return 0;
+        *c = (core_call){op, leaves, s, in->q_contiguous, in->k_contiguous, in->v_contiguous};
+        vp_t inputs[3] = {in->q, in->k, in->v};
+        vp_t *const saved[1] = {vp_step_tensor_field(step, current_mask_slot(step))};
+        vp_checkpoint_args args = {.saved = saved, .n_saved = 1};
+        return vp_checkpoint(step, recompute_core, c, inputs, 3, &args);
+    }
+    if (which == KERNEL_EAGER) return eager(step, op, leaves, in, s);
+    if ((which == KERNEL_SDPA_FLASH || which == KERNEL_MEM_EFFICIENT) && falcon_split(op) && s.kv_heads != s.heads) {
+        /* SDPA's fused kernels refuse one key head for several query heads
+         * (sdp_utils.cpp, check_batch_size_and_num_heads_dense): its math
+         * backend runs; FalconAttention then transposes and reshapes the
+         * output (a copy) */
+        vp_sdpa_math_shape m = {s.heads, s.kv_heads, s.head_dim, in->q_contiguous};
+        vp_t out = vp_sdpa_math(step, &m, in->q, in->k, in->v);
+        vp_t merged = vp_copy(&step->sim, out, "attention.merge_heads");
+        vp_drop(&step->sim, out);
+        return merged;
+    }
+    if (step->cp > 1) return vp_ring_attention(step, in->q, in->k, in->v, s.heads, s.kv_heads, s.head_dim);
+    return fused_kernel(step, in, s, which, masked ? current_mask(step) : 0);
+}
+
 static vp_t attention_forward(vp_step *step, const vp_op *op, const vp_t *leaves, vp_t x) {
     vp_sim *sim = &step->sim;
     shape s = local_shape(op, step->tp);
@@ -1328,38 +1365,7 @@ static vp_t attention_forward(vp_step *step, const vp_op *op, const vp_t *leaves
         vp_step_keep_local(step, in.k, VP_LOCAL_OF_LAYER);
         vp_step_keep_local(step, in.v, VP_LOCAL_OF_LAYER);
     }
-    kernel which = kernel_for(step, op);
-    /* SDPA's flash backend takes one head width for q, k and v
-     * (sdp_utils.cpp, check_head_dim_size_flash): the memory-efficient one runs */
-    if (which == KERNEL_SDPA_FLASH && s.v_dim != s.head_dim) which = KERNEL_MEM_EFFICIENT;
-    bool masked = sdpa_masked(step, op);
-    if (masked) which = KERNEL_MEM_EFFICIENT;
-    vp_t context;
-    if (which == KERNEL_EAGER && step->recipe->selective) {
-        core_call *c = vp_step_scratch(step, sizeof *c);
-        if (!c) return 0;
-        *c = (core_call){op, leaves, s, in.q_contiguous, in.k_contiguous, in.v_contiguous};
-        vp_t inputs[3] = {in.q, in.k, in.v};
-        vp_t *const saved[1] = {vp_step_tensor_field(step, current_mask_slot(step))};
-        vp_checkpoint_args args = {.saved = saved, .n_saved = 1};
-        context = vp_checkpoint(step, recompute_core, c, inputs, 3, &args);
-    } else if (which == KERNEL_EAGER) {
-        context = eager(step, op, leaves, &in, s);
-    } else if ((which == KERNEL_SDPA_FLASH || which == KERNEL_MEM_EFFICIENT) && falcon_split(op) &&
-               s.kv_heads != s.heads) {
-        /* SDPA's fused kernels refuse one key head for several query heads
-         * (sdp_utils.cpp, check_batch_size_and_num_heads_dense): its math
-         * backend runs; FalconAttention then transposes and reshapes the
-         * output (a copy) */
-        vp_sdpa_math_shape m = {s.heads, s.kv_heads, s.head_dim, in.q_contiguous};
-        vp_t out = vp_sdpa_math(step, &m, in.q, in.k, in.v);
-        context = vp_copy(sim, out, "attention.merge_heads");
-        vp_drop(sim, out);
-    } else if (step->cp > 1) {
-        context = vp_ring_attention(step, in.q, in.k, in.v, s.heads, s.kv_heads, s.head_dim);
-    } else {
-        context = fused_kernel(step, &in, s, which, masked ? current_mask(step) : 0);
-    }
+    vp_t context = attend(step, op, leaves, &in, s);
     if (vp_op_flag(op, ATT_HOLDS_CONTEXT)) vp_step_keep_local(step, context, VP_LOCAL_OF_POST_NORM_BLOCK);
     bool returned = vp_op_flag(op, ATT_RETURNS_BEFORE_OUT_PROJ);
     if (returned) release_locals(sim, &in);
@@ -1387,3 +1393,44 @@ const vp_op_kind vp_op_attention = {
     .prepare = attention_prepare,
     .forward = attention_forward,
 };
+
+/* ---- the core for a Lua block's F.sdpa (sdpa.h) ---- */
+
+/* The attention op a block's F.sdpa stands for: LLaMA's flags, the
+ * spec's shape and options. */
+static vp_op sdpa_op(const vp_sdpa_spec *spec) {
+    vp_op op = {.kind = &vp_op_attention};
+    for (unsigned f = 0; f < ATT_FIELDS; f++) op.value[f] = attention_fields[f].fallback;
+    op.value[ATT_HIDDEN] = (double)(spec->heads * spec->head_dim);
+    op.value[ATT_HEADS] = (double)spec->heads;
+    op.value[ATT_KV_HEADS] = (double)spec->kv_heads;
+    op.value[ATT_HEAD_DIM] = (double)spec->head_dim;
+    op.value[ATT_DROPOUT] = spec->dropout;
+    op.value[ATT_UPCAST_SOFTMAX] = spec->upcast_softmax;
+    op.value[ATT_KEEPS_WEIGHTS] = spec->keeps_weights;
+    op.value[ATT_MASK] = MASK_ADDITIVE;
+    return op;
+}
+
+vp_t vp_sdpa(vp_step *step, const vp_sdpa_spec *spec, vp_t q, vp_t k, vp_t v) {
+    /* selective recompute runs the core again in backward: the op lives
+     * as long as the step */
+    vp_op *op = vp_step_scratch(step, sizeof *op);
+    if (!op) return 0;
+    *op = sdpa_op(spec);
+    qkv in = {.q = q, .k = k, .v = v, .q_contiguous = spec->q_contiguous, .k_contiguous = spec->k_contiguous,
+              .v_contiguous = spec->v_contiguous};
+    vp_t context = attend(step, op, NULL, &in, local_shape(op, step->tp));
+    for (unsigned i = 0; i < in.n_locals; i++) vp_drop(&step->sim, in.locals[i]);
+    return context;
+}
+
+void vp_sdpa_prepare(vp_step *step, const vp_sdpa_spec *spec) {
+    vp_op op = sdpa_op(spec);
+    attention_prepare(step, &op);
+}
+
+const char *vp_sdpa_check_tp(const vp_sdpa_spec *spec, unsigned tp) {
+    vp_op op = sdpa_op(spec);
+    return attention_check_tp(&op, tp);
+}

@@ -1,6 +1,6 @@
--- LLaMA (HF's LlamaForCausalLM, transformers 4.4x-4.5x) with its MLP and
--- its RMSNorms written as Lua blocks (vramplan.block) instead of the core's
--- mlp and rmsnorm ops; the attention is still the core's. The same model
+-- LLaMA (HF's LlamaForCausalLM, transformers 4.4x-4.5x) with its
+-- attention, MLP and RMSNorms written as Lua blocks (vramplan.block)
+-- instead of the core's attention, mlp and rmsnorm ops. The same model
 -- as the llama family's plain configurations, step for step:
 -- tests/lua/block_spec.lua compares their timelines byte for byte, and
 -- bench/blocks.lua their speed.
@@ -21,6 +21,8 @@ return architecture {
     { "norm_eps", "number", default = 1e-6, min = 0, doc = "rms_norm_eps" },
     { "tie_embeddings", "bool", default = false, doc = "tie_word_embeddings" },
     { "mlp_bias", "bool", default = false, doc = "biases on the MLP projections" },
+    { "lua_attention", "bool", default = true,
+      doc = "the attention too is a Lua block (not with fused_projections: Phi-3's attention stays the core's)" },
     { "fused_projections", "bool", default = false,
       doc = "Phi-3 (Phi3ForCausalLM): one qkv_proj and one gate_up_proj, whose output is chunked in two views" },
   },
@@ -113,6 +115,43 @@ return architecture {
         megatron = function(x, p) return fused_rms_norm(x, p.weight, { label = "" }) end,
       }
     end
+    -- LlamaAttention.forward (transformers 4.48-4.52):
+    --   hidden_shape = (*input_shape, -1, self.head_dim)
+    --   query_states = self.q_proj(hidden_states).view(hidden_shape).transpose(1, 2)
+    --   key_states = self.k_proj(hidden_states).view(hidden_shape).transpose(1, 2)
+    --   value_states = self.v_proj(hidden_states).view(hidden_shape).transpose(1, 2)
+    --   query_states, key_states = apply_rotary_pos_emb(query_states, key_states, cos, sin)
+    --   key_states, value_states = past_key_value.update(key_states, value_states, self.layer_idx, ...)
+    --   attn_output, attn_weights = attention_interface(self, query_states, key_states, value_states,
+    --       attention_mask, dropout=0.0, scaling=self.scaling)
+    --   attn_output = attn_output.reshape(*input_shape, -1).contiguous()
+    --   return self.o_proj(attn_output), attn_weights
+    -- the decoder layer keeps attn_weights (self_attn_weights) until it returns
+    local function attention_block()
+      local q_out, kv_out = c.heads * c.head_dim, c.kv_heads * c.head_dim
+      return block {
+        name = "attention",
+        width = c.hidden,
+        param_labels = "", -- the core's attention names them q_proj.weight, ...
+        params = {
+          { "q_proj", linear = { c.hidden, q_out }, split = "column" },
+          { "k_proj", linear = { c.hidden, kv_out }, split = "column" },
+          { "v_proj", linear = { c.hidden, kv_out }, split = "column" },
+          { "o_proj", linear = { q_out, c.hidden }, split = "row" },
+        },
+        forward = function(x, p)
+          local q = F.keep(p.q_proj(x):view(-1, c.head_dim):transpose(1, 2), "query_states")
+          local k = F.keep(p.k_proj(x):view(-1, c.head_dim):transpose(1, 2), "key_states")
+          local v = F.keep(p.v_proj(x):view(-1, c.head_dim):transpose(1, 2), "value_states")
+          local q_rotated, k_rotated = F.rotary(q, { label = "rotary_q" }), F.rotary(k, { label = "rotary_k" })
+          q, k = F.keep(q_rotated, "query_states"), F.keep(k_rotated, "key_states")
+          local k_cached, v_cached = F.cache(k, v)
+          k, v = F.keep(k_cached, "key_states"), F.keep(v_cached, "value_states")
+          local out = F.sdpa(q, k, v, { is_causal = true, keeps_weights = true })
+          return p.o_proj(out:reshape(-1))
+        end,
+      }
+    end
     return decoder {
       norms_registered = "last",
       embed = {
@@ -122,7 +161,7 @@ return architecture {
       layer = {
         residual {
           rmsnorm(),
-          attention {
+          c.lua_attention and not c.fused_projections and attention_block() or attention {
             hidden = c.hidden, heads = c.heads, kv_heads = c.kv_heads, head_dim = c.head_dim, rotary = true,
             upcast_softmax = true, caches = true, keeps_weights = true,
             mask = c.fused_projections and "additive-mistral" or "additive", fused_qkv = c.fused_projections,
