@@ -14,7 +14,7 @@
 
 static const char *const prim_names[] = {"drop", "return", "linear", "unary", "mul", "add", "scale",
                                          "shift", "neg", "mean", "sum", "to", "dropout", "cat", "swiglu",
-                                         "rms_norm", "kernel", "split", "rotary", "cache", "sdpa", NULL};
+                                         "rms_norm", "kernel", "split", "rotary", "cache", "sdpa", "sub", "select", NULL};
 static const char *const unary_names[] = {"silu", "gelu", "gelu_tanh", "relu", "sigmoid",
                                           "tanh", "exp", "rsqrt", "pow", NULL};
 static const char *const split_names[] = {"whole", "rows", "columns", NULL};
@@ -102,10 +102,13 @@ static void read_instr(lua_State *L, unsigned i, vp_block_instr *in) {
             unsigned bit;
         } options[] = {{"upcast_softmax", VP_SDPA_UPCAST},      {"keeps_weights", VP_SDPA_KEEPS_WEIGHTS},
                        {"q_contiguous", VP_SDPA_Q_CONTIGUOUS}, {"k_contiguous", VP_SDPA_K_CONTIGUOUS},
-                       {"v_contiguous", VP_SDPA_V_CONTIGUOUS}};
+                       {"v_contiguous", VP_SDPA_V_CONTIGUOUS}, {"q_gaps", VP_SDPA_Q_GAPS},
+                       {"k_gaps", VP_SDPA_K_GAPS},             {"v_gaps", VP_SDPA_V_GAPS}};
         for (unsigned o = 0; o < sizeof options / sizeof *options; o++)
             if (bool_field(L, options[o].key)) in->mode |= (uint8_t)options[o].bit;
     }
+    if (in->prim == VP_BP_SELECT) in->mode = (uint8_t)int_field(L, what, "of", 1, 255);
+    if (in->prim == VP_BP_MUL) in->mode = (uint8_t)int_field(L, what, "zero_dim", 0, VP_BLOCK_ZERO_DIM_B);
     if (in->prim == VP_BP_TO) {
         lua_getfield(L, -1, "dtype");
         bool like = lua_isnil(L, -1);

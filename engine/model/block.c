@@ -36,6 +36,7 @@ static const char *check_code(const vp_block_program *p, unsigned first, unsigne
         }
         if ((in->prim == VP_BP_CAT || in->prim == VP_BP_RMS_NORM || in->prim == VP_BP_CACHE) && in->arg[1] < 0)
             return fail(message, size, i, "needs two operands");
+        if (in->prim == VP_BP_SELECT && !in->mode) return fail(message, size, i, "select: of how many heads");
         if (in->prim == VP_BP_SDPA) {
             if (in->arg[1] < 0 || in->arg[2] < 0) return fail(message, size, i, "sdpa needs q, k and v");
             if (!in->heads || !in->kv_heads || in->heads % in->kv_heads || !in->width)
@@ -47,7 +48,7 @@ static const char *check_code(const vp_block_program *p, unsigned first, unsigne
                 return fail(message, size, i, "linear needs a linear weight");
             if (b == 0 || b > (int)p->n_params) return fail(message, size, i, "linear's bias must be a parameter");
         }
-        if ((in->prim == VP_BP_MUL || in->prim == VP_BP_ADD) && in->arg[1] < 0)
+        if ((in->prim == VP_BP_MUL || in->prim == VP_BP_ADD || in->prim == VP_BP_SUB) && in->arg[1] < 0)
             return fail(message, size, i, "needs two operands");
         if (in->prim == VP_BP_TO && in->mode == VP_BLOCK_LIKE && in->arg[1] < 0)
             return fail(message, size, i, "to(): needs the tensor whose dtype it takes");

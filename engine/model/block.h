@@ -45,6 +45,8 @@ typedef enum {
     VP_BP_ROTARY,    /* apply_rotary_pos_emb of q or k with the step's cos and sin tables */
     VP_BP_CACHE,     /* past_key_value.update(k, v): the keys and values in values out, out + 1 */
     VP_BP_SDPA,      /* q, k, v: the attention op's core (sdpa.h); heads, kv_heads, width = head_dim, mode: VP_SDPA_* */
+    VP_BP_SUB,       /* a - b, broadcast, both tensors */
+    VP_BP_SELECT,    /* a view of one of each mode consecutive heads (q.reshape(b, s, h, mode, d)[:, :, :, i]) */
     VP_BP_COUNT
 } vp_block_prim;
 
@@ -64,6 +66,10 @@ typedef enum {
 
 enum { VP_BLOCK_LIKE = 255 };
 
+/* MUL's mode: one operand is 0-dim (torch.sum of a vector), the result
+ * takes the other's dtype */
+enum { VP_BLOCK_ZERO_DIM_A = 1, VP_BLOCK_ZERO_DIM_B = 2 };
+
 /* SDPA's options (an instruction's mode bits) */
 enum {
     VP_SDPA_UPCAST = 1u << 0,        /* softmax(dtype=torch.float32).to(query.dtype) */
@@ -71,6 +77,9 @@ enum {
     VP_SDPA_Q_CONTIGUOUS = 1u << 2,  /* q, k, v as they lie: contiguous, or transposed views */
     VP_SDPA_K_CONTIGUOUS = 1u << 3,
     VP_SDPA_V_CONTIGUOUS = 1u << 4,
+    VP_SDPA_Q_GAPS = 1u << 5,        /* views with gaps (F.select) */
+    VP_SDPA_K_GAPS = 1u << 6,
+    VP_SDPA_V_GAPS = 1u << 7,
 };
 
 /* Which of a parameter's two dimensions tensor parallelism divides. */

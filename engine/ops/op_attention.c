@@ -728,6 +728,10 @@ static vp_t batched_operand(vp_step *step, vp_t x, bool contiguous, const char *
 typedef struct {
     vp_t q, k, v;
     bool q_contiguous, k_contiguous, v_contiguous;
+    /* views with gaps (a Lua block's F.select of every other head): an
+     * autocast cast of one is contiguous (Tensor.to keeps the strides of
+     * dense tensors only) */
+    bool q_gaps, k_gaps, v_gaps;
     uint64_t kv_len;  /* keys per query row: the encoder's length for cross-attention; 0: seq + past */
     bool cross;       /* T5: cross-attention (its bias is the stack's cross bias) */
     vp_dtype input_dtype; /* the module's input's (Falcon's softmax takes it) */
@@ -953,8 +957,8 @@ static vp_t eager(vp_step *step, const vp_op *op, const vp_t *leaves, qkv *in, s
     vp_t qa = vp_autocast_low(step, in->q, "attention.q_cast");
     vp_t ka = vp_autocast_low(step, k, "attention.k_cast");
     if (late) ka = broadcast_heads(sim, ka, rep);
-    else if (expanded && ka != k) k_contiguous = true;
-    vp_t qm = batched_operand(step, qa, in->q_contiguous, "attention.q_reshape");
+    else if ((expanded || in->k_gaps) && ka != k) k_contiguous = true;
+    vp_t qm = batched_operand(step, qa, in->q_contiguous || (in->q_gaps && qa != in->q), "attention.q_reshape");
     vp_t km = batched_operand(step, ka, k_contiguous, "attention.k_reshape");
     /* BLOOM: alibi.baddbmm(q, k): on autocast's lower-precision list, the
      * bias is cast with the operands (a copy per layer) */
@@ -981,7 +985,7 @@ static vp_t eager(vp_step *step, const vp_op *op, const vp_t *leaves, qkv *in, s
     vp_t pa = vp_autocast_low(step, dropped, "attention.probs_cast");
     vp_t va = vp_autocast_low(step, v, "attention.v_cast");
     if (late) va = broadcast_heads(sim, va, rep);
-    else if (expanded && va != v) v_contiguous = true;
+    else if ((expanded || in->v_gaps) && va != v) v_contiguous = true;
     vp_t vm = batched_operand(step, va, v_contiguous, "attention.v_reshape");
     vp_t context = vp_matmul(sim, pa, vm, vp_numel4(sim, b, s.heads, n, s.v_dim), false, "attention.context");
     vp_drop(sim, va);
@@ -1155,13 +1159,14 @@ typedef struct {
     const vp_op *op;
     const vp_t *leaves;
     shape s;
-    bool q_contiguous, k_contiguous, v_contiguous;
+    bool q_contiguous, k_contiguous, v_contiguous, q_gaps, k_gaps, v_gaps;
 } core_call;
 
 static vp_t recompute_core(vp_step *step, void *ctx, const vp_t *inputs) {
     const core_call *c = ctx;
     qkv in = {.q = inputs[0], .k = inputs[1], .v = inputs[2],
-              .q_contiguous = c->q_contiguous, .k_contiguous = c->k_contiguous, .v_contiguous = c->v_contiguous};
+              .q_contiguous = c->q_contiguous, .k_contiguous = c->k_contiguous, .v_contiguous = c->v_contiguous,
+              .q_gaps = c->q_gaps, .k_gaps = c->k_gaps, .v_gaps = c->v_gaps};
     vp_t context = eager(step, c->op, c->leaves, &in, c->s);
     for (unsigned i = 0; i < in.n_locals; i++) vp_drop(&step->sim, in.locals[i]);
     return context;
@@ -1253,7 +1258,8 @@ static vp_t attend(vp_step *step, const vp_op *op, const vp_t *leaves, qkv *in, 
     if (which == KERNEL_EAGER && step->recipe->selective) {
         core_call *c = vp_step_scratch(step, sizeof *c);
         if (!c) return 0;
-        *c = (core_call){op, leaves, s, in->q_contiguous, in->k_contiguous, in->v_contiguous};
+        *c = (core_call){op,           leaves,    s,         in->q_contiguous, in->k_contiguous,
+                         in->v_contiguous, in->q_gaps, in->k_gaps, in->v_gaps};
         vp_t inputs[3] = {in->q, in->k, in->v};
         vp_t *const saved[1] = {vp_step_tensor_field(step, current_mask_slot(step))};
         vp_checkpoint_args args = {.saved = saved, .n_saved = 1};
@@ -1418,8 +1424,15 @@ vp_t vp_sdpa(vp_step *step, const vp_sdpa_spec *spec, vp_t q, vp_t k, vp_t v) {
     vp_op *op = vp_step_scratch(step, sizeof *op);
     if (!op) return 0;
     *op = sdpa_op(spec);
-    qkv in = {.q = q, .k = k, .v = v, .q_contiguous = spec->q_contiguous, .k_contiguous = spec->k_contiguous,
-              .v_contiguous = spec->v_contiguous};
+    qkv in = {.q = q,
+              .k = k,
+              .v = v,
+              .q_contiguous = spec->q_contiguous,
+              .k_contiguous = spec->k_contiguous,
+              .v_contiguous = spec->v_contiguous,
+              .q_gaps = spec->q_gaps,
+              .k_gaps = spec->k_gaps,
+              .v_gaps = spec->v_gaps};
     vp_t context = attend(step, op, NULL, &in, local_shape(op, step->tp));
     for (unsigned i = 0; i < in.n_locals; i++) vp_drop(&step->sim, in.locals[i]);
     return context;

@@ -69,7 +69,10 @@ static vp_sdpa_spec sdpa_spec(const vp_block_instr *in) {
                           .keeps_weights = in->mode & VP_SDPA_KEEPS_WEIGHTS,
                           .q_contiguous = in->mode & VP_SDPA_Q_CONTIGUOUS,
                           .k_contiguous = in->mode & VP_SDPA_K_CONTIGUOUS,
-                          .v_contiguous = in->mode & VP_SDPA_V_CONTIGUOUS};
+                          .v_contiguous = in->mode & VP_SDPA_V_CONTIGUOUS,
+                          .q_gaps = in->mode & VP_SDPA_Q_GAPS,
+                          .k_gaps = in->mode & VP_SDPA_K_GAPS,
+                          .v_gaps = in->mode & VP_SDPA_V_GAPS};
 }
 
 static const char *block_check_tp(const vp_op *op, unsigned tp) {
@@ -176,7 +179,11 @@ static vp_t run(vp_step *step, const vp_block_program *p, const vp_block_instr *
     switch ((vp_block_prim)in->prim) {
     case VP_BP_LINEAR: return linear(step, p, in, val);
     case VP_BP_UNARY: return unary(step, in, a);
-    case VP_BP_MUL: return vp_mul(sim, a, b, larger(sim, a, b), in->label);
+    case VP_BP_MUL:
+        if (in->mode) /* the dimensioned operand's dtype */
+            return vp_mul_as(sim, a, b, larger(sim, a, b), (vp_dtype)vp_at(sim, in->mode == VP_BLOCK_ZERO_DIM_A ? b : a)->dtype,
+                             in->label);
+        return vp_mul(sim, a, b, larger(sim, a, b), in->label);
     case VP_BP_ADD: return vp_add(sim, a, b, larger(sim, a, b), in->label);
     case VP_BP_SCALE: return vp_scale(sim, a, in->label);
     case VP_BP_SHIFT: return vp_shift(sim, a, (vp_dtype)vp_at(sim, a)->dtype, vp_at(sim, a)->numel, in->label);
@@ -196,6 +203,8 @@ static vp_t run(vp_step *step, const vp_block_program *p, const vp_block_instr *
     case VP_BP_KERNEL: return kernel(step, p, in, val);
     case VP_BP_RMS_NORM: return vp_rms_norm(sim, a, b, vp_at(sim, a)->numel / vp_at(sim, b)->numel, in->label);
     case VP_BP_ROTARY: return vp_apply_rotary(step, a, in->label);
+    case VP_BP_SUB: return vp_sub(sim, a, b, larger(sim, a, b), in->label);
+    case VP_BP_SELECT: return vp_slice(sim, a, vp_at(sim, a)->numel / in->mode, in->label);
     case VP_BP_SDPA: return sdpa(step, in, val);
     default: return 0; /* DROP and RETURN define nothing (vp_block_check) */
     }

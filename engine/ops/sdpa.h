@@ -22,6 +22,9 @@ typedef struct {
     /* q, k, v as they lie: contiguous [b, heads, s, d], or views of
      * [b, s, heads, d] tensors (a projection viewed and transposed) */
     bool q_contiguous, k_contiguous, v_contiguous;
+    /* views with gaps (every other head: F.select), which an autocast cast
+     * makes contiguous */
+    bool q_gaps, k_gaps, v_gaps;
 } vp_sdpa_spec;
 
 /* F.scaled_dot_product_attention as the recipe runs it: q [b, heads, s, d],

@@ -134,6 +134,22 @@ describe("the example model models/examples/llama2-7b-blocks.lua", function()
   end)
 end)
 
+describe("the DIFF Transformer example models/examples/diff-transformer-7b.lua", function()
+  it("has the parameters of its reference module's shapes, summed here", function()
+    local o = helper.estimate("models/examples/diff-transformer-7b.lua")
+    -- MultiheadFlashDiff2(embed_dim = 4096, num_heads = 16) (microsoft/unilm
+    -- Diff-Transformer/multihead_flashdiff_2.py): head_dim = 4096 // 16 // 2
+    local hidden, layers, inter, vocab, heads = 4096, 32, 11008, 32000, 16
+    local head_dim = hidden // heads // 2
+    local attention = 4 * hidden * hidden -- q_proj, k_proj, v_proj (n_rep 1), out_proj
+      + 4 * head_dim -- lambda_q1, lambda_k1, lambda_q2, lambda_k2
+      + 2 * head_dim -- subln: RMSNorm(2 * head_dim)
+    local layer = attention + 3 * hidden * inter + 2 * hidden -- LlamaMLP, two RMSNorms
+    assert.are.equal(layers * layer + 2 * vocab * hidden + hidden, o.model.params)
+    assert.are.equal(6738440192, o.model.params)
+  end)
+end)
+
 describe("a Phi-3 whose MLP (one gate_up_proj chunked in two views) is a Lua block", function()
   local lua_blocks, built_in = pair("llama", "hidden = 64, layers = 2, heads = 4, intermediate = 96, vocab = 100, "
     .. "fused_projections = true")
@@ -203,8 +219,8 @@ describe("a bad block", function()
   it("names a broadcast that does not match", function()
     check("return x * p.up(x)", "mul: shapes do not match: last dimension 64 against 32")
   end)
-  it("refuses what it would get wrong: a tensor minus a tensor", function()
-    check("local y = x - x return y", "sub: only a tensor minus a number is in the vocabulary yet")
+  it("refuses what it would get wrong: a number minus a tensor", function()
+    check("local y = 1 - x return y", "sub: a number minus a tensor is not in the vocabulary yet")
   end)
   it("names an unknown primitive", function()
     check("local y = F.softmaxx(x) return y", "F.softmaxx: unknown primitive")
@@ -248,8 +264,8 @@ describe("a bad block", function()
   it("names a tensor not split into heads where attention needs one", function()
     check("local y = F.sdpa(x, x, x, { is_causal = true }) return y",
       "sdpa: expects a tensor split into heads (x:view(-1, head_dim))")
-    check("local q = x:view(-1, 16) local y = F.rotary(q) return y",
-      "rotary: takes [b, heads, s, d] (transpose(1, 2) first)")
+    local err = bad_block("local q = x:view(-1, 16) local y = F.rotary(q):reshape(-1) return y")
+    assert.truthy(err:find("model: a Lua block's F.rotary needs the model's rotary_embedding { }", 1, true), err)
     check("local q = x:view(-1, 24) return q", "view: the last dimension (64) does not split into heads of 24")
   end)
   it("names heads that do not match", function()

@@ -1,12 +1,13 @@
 """The LLaMA-like decoder: LlamaDecoderLayer and LlamaModel, with what each
 family derived from them changes (Mistral's and Qwen's masks, Gemma 1-3,
 Granite's multipliers, OLMo 2's post norms, Phi-3, the mixtures of experts,
-DeepSeek's latent attention)."""
+DeepSeek's latent attention, the DIFF Transformer's differential attention)."""
 import torch
 import torch.nn as nn
 
 from .common import add, chunks
 from .deepseek import DeepseekMoE, DeepseekV3Attention, DeepseekV3MoE
+from .diff import DiffAttention
 from .llama_blocks import LlamaAttention, LlamaMLP, LlamaRotaryEmbedding, ScaledEmbedding, rms_norm
 from .moe import SparseMoeBlock
 
@@ -16,7 +17,8 @@ class LlamaDecoderLayer(nn.Module):
         super().__init__()
         h = cfg["hidden_size"]
         eps = cfg.get("rms_norm_eps", 1e-6)
-        self.self_attn = DeepseekV3Attention(cfg, layer_idx) if cfg.get("kv_lora_rank") else LlamaAttention(cfg, layer_idx)
+        self.self_attn = DeepseekV3Attention(cfg, layer_idx) if cfg.get("kv_lora_rank") else \
+            DiffAttention(cfg, layer_idx) if cfg["model_type"] == "diff_transformer" else LlamaAttention(cfg, layer_idx)
         self.sparse = cfg["model_type"] in ("mixtral", "qwen2_moe", "qwen3_moe")
         routed = layer_idx >= cfg.get("first_k_dense_replace", 0)
         if self.sparse:
