@@ -16,7 +16,7 @@ static const char *const prim_names[] = {"drop", "return", "linear", "unary", "m
                                          "shift", "neg", "mean", "sum", "to", "dropout", "cat", "swiglu",
                                          "rms_norm", "kernel", "split", "rotary", "cache", "sdpa", "sub", "select", NULL};
 static const char *const unary_names[] = {"silu", "gelu", "gelu_tanh", "relu", "sigmoid",
-                                          "tanh", "exp", "rsqrt", "pow", NULL};
+                                          "tanh", "exp", "rsqrt", "pow", "softmax", "log_softmax", NULL};
 static const char *const split_names[] = {"whole", "rows", "columns", NULL};
 
 /* The integer field `key` of the table on top, within [lo, hi]. */

@@ -61,6 +61,8 @@ typedef enum {
     VP_BU_EXP,
     VP_BU_RSQRT,
     VP_BU_POW, /* pow(x, n) for a number n */
+    VP_BU_SOFTMAX,     /* over the last dimension */
+    VP_BU_LOG_SOFTMAX, /* over the last dimension */
     VP_BU_COUNT
 } vp_block_unary;
 

@@ -14,7 +14,7 @@
  * (tools/autograd/derivatives.yaml, PyTorch 2.x), the temporaries its
  * backward expression leaves alive beside the gradient, and whether
  * autocast runs it in fp32 (autocast_mode.cpp's CUDA fp32 list: exp,
- * rsqrt, pow). */
+ * rsqrt, pow, softmax, log_softmax). */
 typedef struct {
     vp_saves saves;
     unsigned backward_temps;
@@ -33,6 +33,10 @@ static const unary_rule unary_rules[VP_BU_COUNT] = {
     [VP_BU_RSQRT] = {VP_SAVES_OUTPUT, 2, true},
     /* pow_backward: grad * (exponent * self.pow(exponent - 1)): two */
     [VP_BU_POW] = {VP_SAVES_INPUT, 2, true},
+    /* _softmax_backward_data(grad, result), _log_softmax_backward_data(grad,
+     * result): the gradient alone; both on autocast's fp32 list */
+    [VP_BU_SOFTMAX] = {VP_SAVES_OUTPUT, 0, true},
+    [VP_BU_LOG_SOFTMAX] = {VP_SAVES_OUTPUT, 0, true},
 };
 
 static const vp_block_program *program_of(const vp_op *op) { return op->data; }

@@ -168,6 +168,17 @@ for _, fn in ipairs({ "silu", "gelu", "gelu_tanh", "relu", "sigmoid", "tanh", "e
   end
 end
 
+-- F.softmax(x, -1), F.log_softmax(x, -1): over the last dimension, in fp32
+-- under autocast (its fp32 list), keeping their output. (softmax's dtype
+-- argument: x:float() first.)
+for _, fn in ipairs({ "softmax", "log_softmax" }) do
+  F[fn] = function(a, dim, opts)
+    check_tensor(a, fn)
+    if dim ~= -1 then fail("%s: only over the last dimension (dim = -1) yet", fn) end
+    return (record("unary", { a }, { fn = fn }, a.width, a.split, label_of(opts, fn), a))
+  end
+end
+
 -- pow(x, n) for a number n: pow_backward keeps x and builds
 -- grad * (n * x.pow(n - 1)), as for n = 2.
 function F.pow(a, exponent, opts)
@@ -630,7 +641,7 @@ setmetatable(F, {
 local methods = {
   float = F.float, to = F.to, pow = F.pow, split = F.split, chunk = F.chunk, mean = F.mean, sum = F.sum, sigmoid = F.sigmoid, tanh = F.tanh,
   exp = F.exp, rsqrt = F.rsqrt, relu = F.relu, view = F.view, reshape = F.reshape, transpose = F.transpose,
-  contiguous = F.contiguous, select = F.select,
+  contiguous = F.contiguous, select = F.select, softmax = F.softmax, log_softmax = F.log_softmax,
 }
 local own_fields = { id = true, width = true, split = true, trace = true, heads = true, heads_first = true,
                      stored_heads_first = true, strided = true, vector = true, zero_dim = true }
