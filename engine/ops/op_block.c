@@ -323,7 +323,7 @@ static bool model_calls(const vp_model *model, vp_block_prim prim) {
 
 static const char *block_recipe_problem(const vp_model *model, const vp_recipe *recipe) {
     if (model_calls(model, VP_BP_ROTARY) &&
-        !vp_section_find(&model->section[VP_SECTION_EMBED], vp_op_kind_find("rotary_embedding")))
+        !vp_section_find(&model->section[VP_SECTION_EMBED], &vp_op_rotary_embedding))
         return "model: a Lua block's F.rotary needs the model's rotary_embedding { } among its embeddings";
     bool attends = model_calls(model, VP_BP_SDPA);
     if (attends && vp_finetune_method_of(recipe)->virtual_tokens == VP_VIRTUAL_PREFIX)
