@@ -1,4 +1,4 @@
--- Benchmark, run on demand (`lua5.4 bench/blocks.lua`): a LLaMA whose MLP
+-- Benchmark, run on demand (`lua5.4 bench/blocks.lua`): a LLaMA whose attention, MLP
 -- and RMSNorms are Lua blocks (models/arch/llama_blocks.lua) against the
 -- llama family's built-in ops, per estimate, folded and unfolded, and the
 -- cost of building each model (the blocks' tracing). Issue 23 asks the

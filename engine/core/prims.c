@@ -66,6 +66,20 @@ static void backward_mul(vp_sim *sim, uint32_t index) {
         if (full[i]) give_fitted(sim, index, i, full[i]);
 }
 
+/* sub.Tensor (alpha 1): self: grad, passed on; other: -grad, an
+ * output-sized tensor of its own (reduced afterwards where other was
+ * broadcast). */
+static void backward_sub(vp_sim *sim, uint32_t index) {
+    vp_node *node = vp_node_at(sim, index);
+    vp_t g = vp_grad_out(sim, node, 0);
+    vp_t negated = vp_needs_grad(sim, node, 1) ? vp_grad_like(sim, node->out[0], node->label) : 0;
+    if (vp_needs_grad(sim, vp_node_at(sim, index), 0)) {
+        vp_hold(sim, g);
+        give_fitted(sim, index, 0, g);
+    }
+    if (negated) give_fitted(sim, index, 1, negated);
+}
+
 /* Unary ops: `aux` temporaries of the input's size live until the end of
  * the C++ expression that builds the gradient (pow_backward builds
  * grad * (exponent * self.pow(exponent - 1)): two temporaries). */
@@ -448,12 +462,23 @@ vp_t vp_matmul(vp_sim *sim, vp_t a, vp_t b, uint64_t out_numel, bool b_transpose
     return y;
 }
 
-vp_t vp_add(vp_sim *sim, vp_t a, vp_t b, uint64_t out_numel, const char *label) {
+/* An elementwise op of two tensors that saves nothing: a new tensor in the
+ * promoted dtype. */
+static vp_t binary_unsaved(vp_sim *sim, vp_t a, vp_t b, uint64_t out_numel, vp_backward_fn backward,
+                           const char *label) {
     vp_dtype dt = vp_dtype_promote(dtype_of(sim, a), dtype_of(sim, b));
     vp_t y = vp_new(sim, out_numel, dt, label);
     vp_t in[2] = {a, b};
-    vp_record(sim, backward_pass, label, in, 2, &y, 1);
+    vp_record(sim, backward, label, in, 2, &y, 1);
     return y;
+}
+
+vp_t vp_add(vp_sim *sim, vp_t a, vp_t b, uint64_t out_numel, const char *label) {
+    return binary_unsaved(sim, a, b, out_numel, backward_pass, label);
+}
+
+vp_t vp_sub(vp_sim *sim, vp_t a, vp_t b, uint64_t out_numel, const char *label) {
+    return binary_unsaved(sim, a, b, out_numel, backward_sub, label);
 }
 
 vp_t vp_add_(vp_sim *sim, vp_t a, vp_t b, const char *label) {
@@ -464,7 +489,10 @@ vp_t vp_add_(vp_sim *sim, vp_t a, vp_t b, const char *label) {
 }
 
 vp_t vp_mul(vp_sim *sim, vp_t a, vp_t b, uint64_t out_numel, const char *label) {
-    vp_dtype dt = vp_dtype_promote(dtype_of(sim, a), dtype_of(sim, b));
+    return vp_mul_as(sim, a, b, out_numel, vp_dtype_promote(dtype_of(sim, a), dtype_of(sim, b)), label);
+}
+
+vp_t vp_mul_as(vp_sim *sim, vp_t a, vp_t b, uint64_t out_numel, vp_dtype dt, const char *label) {
     vp_t y = vp_new(sim, out_numel, dt, label);
     vp_t in[2] = {a, b};
     vp_node *node = vp_record(sim, backward_mul, label, in, 2, &y, 1);

@@ -76,6 +76,10 @@ vp_t vp_matmul(vp_sim *sim, vp_t a, vp_t b, uint64_t out_numel, bool b_transpose
  * result has the promoted dtype. Saves nothing. */
 vp_t vp_add(vp_sim *sim, vp_t a, vp_t b, uint64_t out_numel, const char *label);
 
+/* Elementwise a - b (broadcast, promoted): saves nothing; backward passes
+ * the gradient to a and gives b -grad, a new tensor (SubBackward0). */
+vp_t vp_sub(vp_sim *sim, vp_t a, vp_t b, uint64_t out_numel, const char *label);
+
 /* a += b in place (b broadcast, or wider: a keeps its dtype): a new
  * version of a's storage. Saves nothing; the gradient passes to a as it
  * is and to b reduced or cast to fit (T5's scores += position_bias). */
@@ -84,6 +88,10 @@ vp_t vp_add_(vp_sim *sim, vp_t a, vp_t b, const char *label);
 /* Elementwise a * b with broadcasting: saves b if a needs a gradient and a if
  * b does (mul.Tensor). */
 vp_t vp_mul(vp_sim *sim, vp_t a, vp_t b, uint64_t out_numel, const char *label);
+/* The same with the result's dtype given: a 0-dim operand does not promote
+ * a dimensioned one of its category (a 0-dim fp32 tensor times bf16 rows
+ * is bf16: c10/core/ScalarType.h, at::native::result_type's priorities). */
+vp_t vp_mul_as(vp_sim *sim, vp_t a, vp_t b, uint64_t out_numel, vp_dtype dtype, const char *label);
 
 /* a times (or over) a Python scalar or a 0-dim tensor that needs no
  * gradient: saves that 0-dim tensor; backward allocates grad * scalar. */

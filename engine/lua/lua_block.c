@@ -14,9 +14,9 @@
 
 static const char *const prim_names[] = {"drop", "return", "linear", "unary", "mul", "add", "scale",
                                          "shift", "neg", "mean", "sum", "to", "dropout", "cat", "swiglu",
-                                         "rms_norm", "kernel", "split", NULL};
+                                         "rms_norm", "kernel", "split", "rotary", "cache", "sdpa", "sub", "select", NULL};
 static const char *const unary_names[] = {"silu", "gelu", "gelu_tanh", "relu", "sigmoid",
-                                          "tanh", "exp", "rsqrt", "pow", NULL};
+                                          "tanh", "exp", "rsqrt", "pow", "softmax", "log_softmax", NULL};
 static const char *const split_names[] = {"whole", "rows", "columns", NULL};
 
 /* The integer field `key` of the table on top, within [lo, hi]. */
@@ -94,6 +94,21 @@ static void read_instr(lua_State *L, unsigned i, vp_block_instr *in) {
         }
         lua_pop(L, 1); /* .. instr */
     }
+    if (in->prim == VP_BP_SDPA) {
+        in->heads = (uint32_t)int_field(L, what, "heads", 1, 1 << 14);
+        in->kv_heads = (uint32_t)int_field(L, what, "kv_heads", 1, 1 << 14);
+        static const struct {
+            const char *key;
+            unsigned bit;
+        } options[] = {{"upcast_softmax", VP_SDPA_UPCAST},      {"keeps_weights", VP_SDPA_KEEPS_WEIGHTS},
+                       {"q_contiguous", VP_SDPA_Q_CONTIGUOUS}, {"k_contiguous", VP_SDPA_K_CONTIGUOUS},
+                       {"v_contiguous", VP_SDPA_V_CONTIGUOUS}, {"q_gaps", VP_SDPA_Q_GAPS},
+                       {"k_gaps", VP_SDPA_K_GAPS},             {"v_gaps", VP_SDPA_V_GAPS}};
+        for (unsigned o = 0; o < sizeof options / sizeof *options; o++)
+            if (bool_field(L, options[o].key)) in->mode |= (uint8_t)options[o].bit;
+    }
+    if (in->prim == VP_BP_SELECT) in->mode = (uint8_t)int_field(L, what, "of", 1, 255);
+    if (in->prim == VP_BP_MUL) in->mode = (uint8_t)int_field(L, what, "zero_dim", 0, VP_BLOCK_ZERO_DIM_B);
     if (in->prim == VP_BP_TO) {
         lua_getfield(L, -1, "dtype");
         bool like = lua_isnil(L, -1);
@@ -119,7 +134,7 @@ static void read_instr(lua_State *L, unsigned i, vp_block_instr *in) {
     lua_getfield(L, -1, "number");
     in->number = luaL_optnumber(L, -1, 0);
     lua_pop(L, 1);
-    if (in->prim == VP_BP_DROPOUT && !(in->number >= 0 && in->number < 1))
+    if ((in->prim == VP_BP_DROPOUT || in->prim == VP_BP_SDPA) && !(in->number >= 0 && in->number < 1))
         luaL_error(L, "block_op: %s: dropout p must be in [0, 1)", what);
     label_field(L, "label", in->label);
 }
@@ -205,6 +220,7 @@ static int l_block_op(lua_State *L) {
     lua_pushvalue(L, 1);
     p->n_values = (unsigned)int_field(L, "block", "values", 1, VP_BLOCK_VALUES);
     p->norm = bool_field(L, "norm");
+    p->width = (uint64_t)int_field(L, "block", "width", 0, (lua_Integer)1 << 40);
     label_field(L, "name", p->name);
     p->megatron_start = (unsigned)int_field(L, "block", "megatron_start", 0, VP_BLOCK_CODE);
     lua_pop(L, 1);

@@ -34,15 +34,21 @@ static const char *check_code(const vp_block_program *p, unsigned first, unsigne
                 if ((a < p->kernel[in->mode].n_inputs) != (in->arg[a] >= 0))
                     return fail(message, size, i, "a kernel called with another number of inputs than declared");
         }
-        if ((in->prim == VP_BP_CAT || in->prim == VP_BP_RMS_NORM) && in->arg[1] < 0)
+        if ((in->prim == VP_BP_CAT || in->prim == VP_BP_RMS_NORM || in->prim == VP_BP_CACHE) && in->arg[1] < 0)
             return fail(message, size, i, "needs two operands");
+        if (in->prim == VP_BP_SELECT && !in->mode) return fail(message, size, i, "select: of how many heads");
+        if (in->prim == VP_BP_SDPA) {
+            if (in->arg[1] < 0 || in->arg[2] < 0) return fail(message, size, i, "sdpa needs q, k and v");
+            if (!in->heads || !in->kv_heads || in->heads % in->kv_heads || !in->width)
+                return fail(message, size, i, "sdpa: the key/value heads must divide the heads, of a known width");
+        }
         if (in->prim == VP_BP_LINEAR) {
             int w = in->arg[1], b = in->arg[2];
             if (w < 1 || w > (int)p->n_params || !p->param[w - 1].linear)
                 return fail(message, size, i, "linear needs a linear weight");
             if (b == 0 || b > (int)p->n_params) return fail(message, size, i, "linear's bias must be a parameter");
         }
-        if ((in->prim == VP_BP_MUL || in->prim == VP_BP_ADD) && in->arg[1] < 0)
+        if ((in->prim == VP_BP_MUL || in->prim == VP_BP_ADD || in->prim == VP_BP_SUB) && in->arg[1] < 0)
             return fail(message, size, i, "needs two operands");
         if (in->prim == VP_BP_TO && in->mode == VP_BLOCK_LIKE && in->arg[1] < 0)
             return fail(message, size, i, "to(): needs the tensor whose dtype it takes");
@@ -60,7 +66,7 @@ static const char *check_code(const vp_block_program *p, unsigned first, unsigne
             continue;
         }
         if (returned) return fail(message, size, i, "computes after the return");
-        unsigned outputs = in->prim == VP_BP_SPLIT ? in->mode : 1;
+        unsigned outputs = in->prim == VP_BP_SPLIT ? in->mode : in->prim == VP_BP_CACHE ? 2 : 1;
         if (in->prim == VP_BP_SPLIT && (outputs < 1 || outputs > VP_BLOCK_PARTS || !in->width))
             return fail(message, size, i, "split: 1 to 8 parts of a known width");
         for (unsigned o = 0; o < outputs; o++) {

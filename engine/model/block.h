@@ -42,6 +42,11 @@ typedef enum {
     VP_BP_RMS_NORM,  /* a fused RMSNorm kernel (apex FusedRMSNorm, Transformer Engine): x, weight */
     VP_BP_KERNEL,    /* a fused kernel the script declared (F.kernel): mode is its index in `kernel` */
     VP_BP_SPLIT,     /* torch.split / chunk along the last dimension (width) into mode views of part[i] */
+    VP_BP_ROTARY,    /* apply_rotary_pos_emb of q or k with the step's cos and sin tables */
+    VP_BP_CACHE,     /* past_key_value.update(k, v): the keys and values in values out, out + 1 */
+    VP_BP_SDPA,      /* q, k, v: the attention op's core (sdpa.h); heads, kv_heads, width = head_dim, mode: VP_SDPA_* */
+    VP_BP_SUB,       /* a - b, broadcast, both tensors */
+    VP_BP_SELECT,    /* a view of one of each mode consecutive heads (q.reshape(b, s, h, mode, d)[:, :, :, i]) */
     VP_BP_COUNT
 } vp_block_prim;
 
@@ -56,10 +61,28 @@ typedef enum {
     VP_BU_EXP,
     VP_BU_RSQRT,
     VP_BU_POW, /* pow(x, n) for a number n */
+    VP_BU_SOFTMAX,     /* over the last dimension */
+    VP_BU_LOG_SOFTMAX, /* over the last dimension */
     VP_BU_COUNT
 } vp_block_unary;
 
 enum { VP_BLOCK_LIKE = 255 };
+
+/* MUL's mode: one operand is 0-dim (torch.sum of a vector), the result
+ * takes the other's dtype */
+enum { VP_BLOCK_ZERO_DIM_A = 1, VP_BLOCK_ZERO_DIM_B = 2 };
+
+/* SDPA's options (an instruction's mode bits) */
+enum {
+    VP_SDPA_UPCAST = 1u << 0,        /* softmax(dtype=torch.float32).to(query.dtype) */
+    VP_SDPA_KEEPS_WEIGHTS = 1u << 1, /* the layer keeps the eager path's probabilities */
+    VP_SDPA_Q_CONTIGUOUS = 1u << 2,  /* q, k, v as they lie: contiguous, or transposed views */
+    VP_SDPA_K_CONTIGUOUS = 1u << 3,
+    VP_SDPA_V_CONTIGUOUS = 1u << 4,
+    VP_SDPA_Q_GAPS = 1u << 5,        /* views with gaps (F.select) */
+    VP_SDPA_K_GAPS = 1u << 6,
+    VP_SDPA_V_GAPS = 1u << 7,
+};
 
 /* Which of a parameter's two dimensions tensor parallelism divides. */
 typedef enum { VP_BLOCK_WHOLE, VP_BLOCK_SPLIT_ROWS, VP_BLOCK_SPLIT_COLUMNS } vp_block_split;
@@ -103,7 +126,8 @@ typedef struct {
     int16_t arg[VP_BLOCK_ARGS];  /* value ids, -1: none */
     uint64_t width;              /* MEAN, SUM: the reduced dimension; SPLIT: the split one */
     bool width_split;            /* it is divided over tensor-parallel ranks */
-    double number;               /* DROPOUT: p */
+    double number;               /* DROPOUT, SDPA: p */
+    uint32_t heads, kv_heads;    /* SDPA: the whole model's query and key/value heads */
     uint64_t part[VP_BLOCK_PARTS]; /* SPLIT: each view's width (defining values out, out + 1, ...) */
     uint64_t out_width;          /* the output's last dimension, as traced (0: unknown): the time model's */
     bool out_split;
@@ -116,6 +140,7 @@ typedef struct {
 typedef struct {
     unsigned n_params, n_code, n_values, megatron_start, n_kernels;
     bool norm;                   /* a norm: registered with the norms, ends a post-norm block's frame */
+    uint64_t width;              /* the input's last dimension (block { width = ... }); 0: not given */
     char name[VP_BLOCK_LABEL];   /* the module's name (block { name = ... }) */
     vp_block_param param[VP_BLOCK_PARAMS];
     vp_block_kernel kernel[VP_BLOCK_KERNELS];

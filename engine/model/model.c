@@ -133,7 +133,8 @@ static bool first_of_kind(kind_set *seen, const vp_op_kind *kind) {
 static void gather_facts(const vp_op *ops, unsigned n, vp_section_id section, kind_set *seen,
                          vp_model_facts *facts) {
     for (unsigned i = 0; i < n; i++) {
-        if (first_of_kind(seen, ops[i].kind) && ops[i].kind->facts) ops[i].kind->facts(&ops[i], section, facts);
+        bool first = first_of_kind(seen, ops[i].kind);
+        if ((first || ops[i].kind->facts_each) && ops[i].kind->facts) ops[i].kind->facts(&ops[i], section, facts);
         gather_facts(ops[i].children, ops[i].n_children, section, seen, facts);
     }
 }

@@ -154,6 +154,7 @@ typedef struct vp_op_kind {
     /* Fills in what `op`, the first of its kind in `section`, tells about
      * the whole model (vp_model_facts). */
     void (*facts)(const struct vp_op *op, vp_section_id section, vp_model_facts *facts);
+    bool facts_each;             /* `facts` is asked of every op of the kind, not the first only */
     /* What the model's ops of this kind cannot run under `recipe` (a
      * message naming the recipe key), or NULL; asked once per kind the
      * model holds (vp_model_recipe_problem). */

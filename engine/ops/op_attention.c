@@ -12,6 +12,7 @@
 #include "mpt_alibi.h"
 #include "cohere_rotary.h"
 #include "ring_attention.h"
+#include "sdpa.h"
 #include "sdpa_math.h"
 
 enum {
@@ -751,6 +752,10 @@ static vp_t batched_operand(vp_step *step, vp_t x, bool contiguous, const char *
 typedef struct {
     vp_t q, k, v;
     bool q_contiguous, k_contiguous, v_contiguous;
+    /* views with gaps (a Lua block's F.select of every other head): an
+     * autocast cast of one is contiguous (Tensor.to keeps the strides of
+     * dense tensors only) */
+    bool q_gaps, k_gaps, v_gaps;
     uint64_t kv_len;  /* keys per query row: the encoder's length for cross-attention; 0: seq + past */
     bool cross;       /* T5: cross-attention (its bias is the stack's cross bias) */
     vp_dtype input_dtype; /* the module's input's (Falcon's softmax takes it) */
@@ -976,8 +981,8 @@ static vp_t eager(vp_step *step, const vp_op *op, const vp_t *leaves, qkv *in, s
     vp_t qa = vp_autocast_low(step, in->q, "attention.q_cast");
     vp_t ka = vp_autocast_low(step, k, "attention.k_cast");
     if (late) ka = broadcast_heads(sim, ka, rep);
-    else if (expanded && ka != k) k_contiguous = true;
-    vp_t qm = batched_operand(step, qa, in->q_contiguous, "attention.q_reshape");
+    else if ((expanded || in->k_gaps) && ka != k) k_contiguous = true;
+    vp_t qm = batched_operand(step, qa, in->q_contiguous || (in->q_gaps && qa != in->q), "attention.q_reshape");
     vp_t km = batched_operand(step, ka, k_contiguous, "attention.k_reshape");
     /* BLOOM: alibi.baddbmm(q, k): on autocast's lower-precision list, the
      * bias is cast with the operands (a copy per layer) */
@@ -1004,7 +1009,7 @@ static vp_t eager(vp_step *step, const vp_op *op, const vp_t *leaves, qkv *in, s
     vp_t pa = vp_autocast_low(step, dropped, "attention.probs_cast");
     vp_t va = vp_autocast_low(step, v, "attention.v_cast");
     if (late) va = broadcast_heads(sim, va, rep);
-    else if (expanded && va != v) v_contiguous = true;
+    else if ((expanded || in->v_gaps) && va != v) v_contiguous = true;
     vp_t vm = batched_operand(step, va, v_contiguous, "attention.v_reshape");
     vp_t context = vp_matmul(sim, pa, vm, vp_numel4(sim, b, s.heads, n, s.v_dim), false, "attention.context");
     vp_drop(sim, va);
@@ -1178,13 +1183,14 @@ typedef struct {
     const vp_op *op;
     const vp_t *leaves;
     shape s;
-    bool q_contiguous, k_contiguous, v_contiguous;
+    bool q_contiguous, k_contiguous, v_contiguous, q_gaps, k_gaps, v_gaps;
 } core_call;
 
 static vp_t recompute_core(vp_step *step, void *ctx, const vp_t *inputs) {
     const core_call *c = ctx;
     qkv in = {.q = inputs[0], .k = inputs[1], .v = inputs[2],
-              .q_contiguous = c->q_contiguous, .k_contiguous = c->k_contiguous, .v_contiguous = c->v_contiguous};
+              .q_contiguous = c->q_contiguous, .k_contiguous = c->k_contiguous, .v_contiguous = c->v_contiguous,
+              .q_gaps = c->q_gaps, .k_gaps = c->k_gaps, .v_gaps = c->v_gaps};
     vp_t context = eager(step, c->op, c->leaves, &in, c->s);
     for (unsigned i = 0; i < in.n_locals; i++) vp_drop(&step->sim, in.locals[i]);
     return context;
@@ -1260,6 +1266,43 @@ static vp_t rotate(vp_step *step, const vp_op *op, vp_t x, qkv *in, const char *
     vp_drop(sim, rotated);
     vp_drop(sim, pass);
     return y;
+}
+
+/* From q, k, v (and the module's locals) to the merged heads, by the
+ * kernel the recipe picks: HF's eager path (under selective recompute, a
+ * checkpointed function), ring attention under context parallelism, or
+ * SDPA's and FlashAttention-2's kernels. */
+static vp_t attend(vp_step *step, const vp_op *op, const vp_t *leaves, qkv *in, shape s) {
+    kernel which = kernel_for(step, op);
+    /* SDPA's flash backend takes one head width for q, k and v
+     * (sdp_utils.cpp, check_head_dim_size_flash): the memory-efficient one runs */
+    if (which == KERNEL_SDPA_FLASH && s.v_dim != s.head_dim) which = KERNEL_MEM_EFFICIENT;
+    bool masked = sdpa_masked(step, op);
+    if (masked) which = KERNEL_MEM_EFFICIENT;
+    if (which == KERNEL_EAGER && step->recipe->selective) {
+        core_call *c = vp_step_scratch(step, sizeof *c);
+        if (!c) return 0;
+        *c = (core_call){op,           leaves,    s,         in->q_contiguous, in->k_contiguous,
+                         in->v_contiguous, in->q_gaps, in->k_gaps, in->v_gaps};
+        vp_t inputs[3] = {in->q, in->k, in->v};
+        vp_t *const saved[1] = {vp_step_tensor_field(step, current_mask_slot(step))};
+        vp_checkpoint_args args = {.saved = saved, .n_saved = 1};
+        return vp_checkpoint(step, recompute_core, c, inputs, 3, &args);
+    }
+    if (which == KERNEL_EAGER) return eager(step, op, leaves, in, s);
+    if ((which == KERNEL_SDPA_FLASH || which == KERNEL_MEM_EFFICIENT) && falcon_split(op) && s.kv_heads != s.heads) {
+        /* SDPA's fused kernels refuse one key head for several query heads
+         * (sdp_utils.cpp, check_batch_size_and_num_heads_dense): its math
+         * backend runs; FalconAttention then transposes and reshapes the
+         * output (a copy) */
+        vp_sdpa_math_shape m = {s.heads, s.kv_heads, s.head_dim, in->q_contiguous};
+        vp_t out = vp_sdpa_math(step, &m, in->q, in->k, in->v);
+        vp_t merged = vp_copy(&step->sim, out, "attention.merge_heads");
+        vp_drop(&step->sim, out);
+        return merged;
+    }
+    if (step->cp > 1) return vp_ring_attention(step, in->q, in->k, in->v, s.heads, s.kv_heads, s.head_dim);
+    return fused_kernel(step, in, s, which, masked ? current_mask(step) : 0);
 }
 
 static vp_t attention_forward(vp_step *step, const vp_op *op, const vp_t *leaves, vp_t x) {
@@ -1352,38 +1395,7 @@ static vp_t attention_forward(vp_step *step, const vp_op *op, const vp_t *leaves
         vp_step_keep_local(step, in.k, VP_LOCAL_OF_LAYER);
         vp_step_keep_local(step, in.v, VP_LOCAL_OF_LAYER);
     }
-    kernel which = kernel_for(step, op);
-    /* SDPA's flash backend takes one head width for q, k and v
-     * (sdp_utils.cpp, check_head_dim_size_flash): the memory-efficient one runs */
-    if (which == KERNEL_SDPA_FLASH && s.v_dim != s.head_dim) which = KERNEL_MEM_EFFICIENT;
-    bool masked = sdpa_masked(step, op);
-    if (masked) which = KERNEL_MEM_EFFICIENT;
-    vp_t context;
-    if (which == KERNEL_EAGER && step->recipe->selective) {
-        core_call *c = vp_step_scratch(step, sizeof *c);
-        if (!c) return 0;
-        *c = (core_call){op, leaves, s, in.q_contiguous, in.k_contiguous, in.v_contiguous};
-        vp_t inputs[3] = {in.q, in.k, in.v};
-        vp_t *const saved[1] = {vp_step_tensor_field(step, current_mask_slot(step))};
-        vp_checkpoint_args args = {.saved = saved, .n_saved = 1};
-        context = vp_checkpoint(step, recompute_core, c, inputs, 3, &args);
-    } else if (which == KERNEL_EAGER) {
-        context = eager(step, op, leaves, &in, s);
-    } else if ((which == KERNEL_SDPA_FLASH || which == KERNEL_MEM_EFFICIENT) && falcon_split(op) &&
-               s.kv_heads != s.heads) {
-        /* SDPA's fused kernels refuse one key head for several query heads
-         * (sdp_utils.cpp, check_batch_size_and_num_heads_dense): its math
-         * backend runs; FalconAttention then transposes and reshapes the
-         * output (a copy) */
-        vp_sdpa_math_shape m = {s.heads, s.kv_heads, s.head_dim, in.q_contiguous};
-        vp_t out = vp_sdpa_math(step, &m, in.q, in.k, in.v);
-        context = vp_copy(sim, out, "attention.merge_heads");
-        vp_drop(sim, out);
-    } else if (step->cp > 1) {
-        context = vp_ring_attention(step, in.q, in.k, in.v, s.heads, s.kv_heads, s.head_dim);
-    } else {
-        context = fused_kernel(step, &in, s, which, masked ? current_mask(step) : 0);
-    }
+    vp_t context = attend(step, op, leaves, &in, s);
     if (vp_op_flag(op, ATT_HOLDS_CONTEXT)) vp_step_keep_local(step, context, VP_LOCAL_OF_POST_NORM_BLOCK);
     bool returned = vp_op_flag(op, ATT_RETURNS_BEFORE_OUT_PROJ);
     if (returned) release_locals(sim, &in);
@@ -1411,3 +1423,51 @@ const vp_op_kind vp_op_attention = {
     .prepare = attention_prepare,
     .forward = attention_forward,
 };
+
+/* ---- the core for a Lua block's F.sdpa (sdpa.h) ---- */
+
+/* The attention op a block's F.sdpa stands for: LLaMA's flags, the
+ * spec's shape and options. */
+static vp_op sdpa_op(const vp_sdpa_spec *spec) {
+    vp_op op = {.kind = &vp_op_attention};
+    for (unsigned f = 0; f < ATT_FIELDS; f++) op.value[f] = attention_fields[f].fallback;
+    op.value[ATT_HIDDEN] = (double)(spec->heads * spec->head_dim);
+    op.value[ATT_HEADS] = (double)spec->heads;
+    op.value[ATT_KV_HEADS] = (double)spec->kv_heads;
+    op.value[ATT_HEAD_DIM] = (double)spec->head_dim;
+    op.value[ATT_DROPOUT] = spec->dropout;
+    op.value[ATT_UPCAST_SOFTMAX] = spec->upcast_softmax;
+    op.value[ATT_KEEPS_WEIGHTS] = spec->keeps_weights;
+    op.value[ATT_MASK] = MASK_ADDITIVE;
+    return op;
+}
+
+vp_t vp_sdpa(vp_step *step, const vp_sdpa_spec *spec, vp_t q, vp_t k, vp_t v) {
+    /* selective recompute runs the core again in backward: the op lives
+     * as long as the step */
+    vp_op *op = vp_step_scratch(step, sizeof *op);
+    if (!op) return 0;
+    *op = sdpa_op(spec);
+    qkv in = {.q = q,
+              .k = k,
+              .v = v,
+              .q_contiguous = spec->q_contiguous,
+              .k_contiguous = spec->k_contiguous,
+              .v_contiguous = spec->v_contiguous,
+              .q_gaps = spec->q_gaps,
+              .k_gaps = spec->k_gaps,
+              .v_gaps = spec->v_gaps};
+    vp_t context = attend(step, op, NULL, &in, local_shape(op, step->tp));
+    for (unsigned i = 0; i < in.n_locals; i++) vp_drop(&step->sim, in.locals[i]);
+    return context;
+}
+
+void vp_sdpa_prepare(vp_step *step, const vp_sdpa_spec *spec) {
+    vp_op op = sdpa_op(spec);
+    attention_prepare(step, &op);
+}
+
+const char *vp_sdpa_check_tp(const vp_sdpa_spec *spec, unsigned tp) {
+    vp_op op = sdpa_op(spec);
+    return attention_check_tp(&op, tp);
+}

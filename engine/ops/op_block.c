@@ -3,15 +3,18 @@
  * services the built-in ops use, so that autocast, LoRA, quantized and FP8
  * weights, tensor parallelism and checkpointing apply to it alike. */
 #include "block.h"
+#include "finetune_method.h"
 #include "framework.h"
 #include "kernel.h"
+#include "kv_cache.h"
 #include "ops.h"
+#include "sdpa.h"
 
 /* What autograd keeps of each elementwise function
  * (tools/autograd/derivatives.yaml, PyTorch 2.x), the temporaries its
  * backward expression leaves alive beside the gradient, and whether
  * autocast runs it in fp32 (autocast_mode.cpp's CUDA fp32 list: exp,
- * rsqrt, pow). */
+ * rsqrt, pow, softmax, log_softmax). */
 typedef struct {
     vp_saves saves;
     unsigned backward_temps;
@@ -30,6 +33,10 @@ static const unary_rule unary_rules[VP_BU_COUNT] = {
     [VP_BU_RSQRT] = {VP_SAVES_OUTPUT, 2, true},
     /* pow_backward: grad * (exponent * self.pow(exponent - 1)): two */
     [VP_BU_POW] = {VP_SAVES_INPUT, 2, true},
+    /* _softmax_backward_data(grad, result), _log_softmax_backward_data(grad,
+     * result): the gradient alone; both on autocast's fp32 list */
+    [VP_BU_SOFTMAX] = {VP_SAVES_OUTPUT, 0, true},
+    [VP_BU_LOG_SOFTMAX] = {VP_SAVES_OUTPUT, 0, true},
 };
 
 static const vp_block_program *program_of(const vp_op *op) { return op->data; }
@@ -57,12 +64,37 @@ static const char *block_check(const vp_op *op) {
     return program_of(op) ? NULL : "a block is made with block { name = ..., params = ..., forward = ... }";
 }
 
+static vp_sdpa_spec sdpa_spec(const vp_block_instr *in) {
+    return (vp_sdpa_spec){.heads = in->heads,
+                          .kv_heads = in->kv_heads,
+                          .head_dim = in->width,
+                          .dropout = in->number,
+                          .upcast_softmax = in->mode & VP_SDPA_UPCAST,
+                          .keeps_weights = in->mode & VP_SDPA_KEEPS_WEIGHTS,
+                          .q_contiguous = in->mode & VP_SDPA_Q_CONTIGUOUS,
+                          .k_contiguous = in->mode & VP_SDPA_K_CONTIGUOUS,
+                          .v_contiguous = in->mode & VP_SDPA_V_CONTIGUOUS,
+                          .q_gaps = in->mode & VP_SDPA_Q_GAPS,
+                          .k_gaps = in->mode & VP_SDPA_K_GAPS,
+                          .v_gaps = in->mode & VP_SDPA_V_GAPS};
+}
+
 static const char *block_check_tp(const vp_op *op, unsigned tp) {
     const vp_block_program *p = program_of(op);
     for (unsigned k = 0; p && k < p->n_params; k++) {
         const vp_block_param *q = &p->param[k];
         uint64_t n = q->split == VP_BLOCK_SPLIT_ROWS ? q->rows : q->split == VP_BLOCK_SPLIT_COLUMNS ? q->columns : 0;
         if (n % tp) return "tp: must divide every split dimension of the block's parameters";
+    }
+    for (unsigned i = 0; p && i < p->n_code; i++) {
+        const vp_block_instr *in = &p->code[i];
+        if (in->prim != VP_BP_SDPA) continue;
+        vp_sdpa_spec spec = sdpa_spec(in);
+        const char *problem = vp_sdpa_check_tp(&spec, tp);
+        if (problem) return problem;
+        /* the attention op gives each rank one of fewer key/value heads than
+         * ranks; a block's column-parallel k_proj cannot */
+        if (in->kv_heads % tp) return "tp: must divide a Lua block's key/value heads";
     }
     return NULL;
 }
@@ -139,6 +171,11 @@ static vp_t kernel(vp_step *step, const vp_block_program *p, const vp_block_inst
     return y;
 }
 
+static vp_t sdpa(vp_step *step, const vp_block_instr *in, const vp_t *val) {
+    vp_sdpa_spec spec = sdpa_spec(in);
+    return vp_sdpa(step, &spec, val[in->arg[0]], val[in->arg[1]], val[in->arg[2]]);
+}
+
 /* One instruction that defines a value: its new reference. */
 static vp_t run(vp_step *step, const vp_block_program *p, const vp_block_instr *in, const vp_t *val) {
     vp_sim *sim = &step->sim;
@@ -146,7 +183,11 @@ static vp_t run(vp_step *step, const vp_block_program *p, const vp_block_instr *
     switch ((vp_block_prim)in->prim) {
     case VP_BP_LINEAR: return linear(step, p, in, val);
     case VP_BP_UNARY: return unary(step, in, a);
-    case VP_BP_MUL: return vp_mul(sim, a, b, larger(sim, a, b), in->label);
+    case VP_BP_MUL:
+        if (in->mode) /* the dimensioned operand's dtype */
+            return vp_mul_as(sim, a, b, larger(sim, a, b), (vp_dtype)vp_at(sim, in->mode == VP_BLOCK_ZERO_DIM_A ? b : a)->dtype,
+                             in->label);
+        return vp_mul(sim, a, b, larger(sim, a, b), in->label);
     case VP_BP_ADD: return vp_add(sim, a, b, larger(sim, a, b), in->label);
     case VP_BP_SCALE: return vp_scale(sim, a, in->label);
     case VP_BP_SHIFT: return vp_shift(sim, a, (vp_dtype)vp_at(sim, a)->dtype, vp_at(sim, a)->numel, in->label);
@@ -165,6 +206,10 @@ static vp_t run(vp_step *step, const vp_block_program *p, const vp_block_instr *
     case VP_BP_SWIGLU: return vp_glu(sim, a, in->label);
     case VP_BP_KERNEL: return kernel(step, p, in, val);
     case VP_BP_RMS_NORM: return vp_rms_norm(sim, a, b, vp_at(sim, a)->numel / vp_at(sim, b)->numel, in->label);
+    case VP_BP_ROTARY: return vp_apply_rotary(step, a, in->label);
+    case VP_BP_SUB: return vp_sub(sim, a, b, larger(sim, a, b), in->label);
+    case VP_BP_SELECT: return vp_slice(sim, a, vp_at(sim, a)->numel / in->mode, in->label);
+    case VP_BP_SDPA: return sdpa(step, in, val);
     default: return 0; /* DROP and RETURN define nothing (vp_block_check) */
     }
 }
@@ -180,15 +225,34 @@ static void split(vp_step *step, const vp_block_instr *in, vp_t *val) {
     vp_split_sizes(sim, x, in->mode, numels, val + in->out, in->label);
 }
 
+/* past_key_value.update(k, v): the cache keeps them (and behind a cached
+ * prefix would join them to it: refused, block_recipe_problem); the
+ * layer's keys and values, new references, in values out and out + 1. */
+static void cache(vp_step *step, const vp_block_instr *in, vp_t *val) {
+    vp_t k = val[in->arg[0]], v = val[in->arg[1]];
+    vp_hold(&step->sim, k);
+    vp_hold(&step->sim, v);
+    vp_kv_cache_update(step, &k, &v);
+    val[in->out] = k;
+    val[in->out + 1] = v;
+}
+
+/* The instructions [first, end) the recipe runs: the block's second
+ * forward is written for Megatron's modules. */
+static void running(const vp_block_program *p, const vp_recipe *recipe, unsigned *first, unsigned *end) {
+    bool megatron = p->megatron_start && !vp_framework_of(recipe)->hf_modeling;
+    *first = megatron ? p->megatron_start : 0;
+    *end = p->megatron_start && !megatron ? p->megatron_start : p->n_code;
+}
+
 static vp_t block_forward(vp_step *step, const vp_op *op, const vp_t *leaves, vp_t x) {
     const vp_block_program *p = program_of(op);
     vp_t val[VP_BLOCK_VALUES] = {0};
     val[0] = x;
     for (unsigned k = 0; k < p->n_params; k++) val[k + 1] = leaves[k];
     vp_t result = 0;
-    /* the block's second forward is written for Megatron's modules */
-    bool megatron = p->megatron_start && !vp_framework_of(step->recipe)->hf_modeling;
-    unsigned first = megatron ? p->megatron_start : 0, end = p->megatron_start && !megatron ? p->megatron_start : p->n_code;
+    unsigned first, end;
+    running(p, step->recipe, &first, &end);
     for (unsigned i = first; i < end; i++) {
         const vp_block_instr *in = &p->code[i];
         if (in->prim == VP_BP_DROP) {
@@ -201,12 +265,70 @@ static vp_t block_forward(vp_step *step, const vp_op *op, const vp_t *leaves, vp
             else val[in->arg[0]] = 0;
         } else if (in->prim == VP_BP_SPLIT) {
             split(step, in, val);
+        } else if (in->prim == VP_BP_CACHE) {
+            cache(step, in, val);
         } else {
             val[in->out] = run(step, p, in, val);
         }
     }
     if (p->norm) vp_step_norm_returns(step);
     return result;
+}
+
+/* The causal mask of F.sdpa's eager path, made once per step. */
+static void block_prepare(vp_step *step, const vp_op *op) {
+    const vp_block_program *p = program_of(op);
+    unsigned first, end;
+    running(p, step->recipe, &first, &end);
+    for (unsigned i = first; i < end; i++) {
+        if (p->code[i].prim != VP_BP_SDPA) continue;
+        vp_sdpa_spec spec = sdpa_spec(&p->code[i]);
+        vp_sdpa_prepare(step, &spec);
+    }
+}
+
+static const vp_block_instr *find_prim(const vp_block_program *p, vp_block_prim prim) {
+    for (unsigned i = 0; p && i < p->n_code; i++)
+        if (p->code[i].prim == prim) return &p->code[i];
+    return NULL;
+}
+
+/* The layers' first block that attends speaks for the model's attention,
+ * as the attention op's first does (called for every block: facts_each). */
+static void block_facts(const vp_op *op, vp_section_id section, vp_model_facts *facts) {
+    const vp_block_program *p = program_of(op);
+    const vp_block_instr *in = find_prim(p, VP_BP_SDPA);
+    if (section != VP_SECTION_LAYER || !in || facts->attention) return;
+    facts->attention = true;
+    facts->caches = find_prim(p, VP_BP_CACHE) != NULL;
+    facts->peft_defaults = true; /* q_proj and v_proj, when the block names them so */
+    facts->kv_width = (uint64_t)in->kv_heads * in->width;
+    facts->splits_hidden = p->width == (uint64_t)in->heads * in->width;
+}
+
+/* Any block of these ops that calls `prim`. */
+static bool ops_call(const vp_op *ops, unsigned n, vp_block_prim prim) {
+    for (unsigned i = 0; i < n; i++) {
+        if (ops[i].kind == &vp_op_block && find_prim(program_of(&ops[i]), prim)) return true;
+        if (ops_call(ops[i].children, ops[i].n_children, prim)) return true;
+    }
+    return false;
+}
+
+static bool model_calls(const vp_model *model, vp_block_prim prim) {
+    for (unsigned s = 0; s < VP_SECTION_COUNT; s++)
+        if (ops_call(model->section[s].ops, model->section[s].n_ops, prim)) return true;
+    return false;
+}
+
+static const char *block_recipe_problem(const vp_model *model, const vp_recipe *recipe) {
+    if (model_calls(model, VP_BP_ROTARY) &&
+        !vp_section_find(&model->section[VP_SECTION_EMBED], &vp_op_rotary_embedding))
+        return "model: a Lua block's F.rotary needs the model's rotary_embedding { } among its embeddings";
+    bool attends = model_calls(model, VP_BP_SDPA);
+    if (attends && vp_finetune_method_of(recipe)->virtual_tokens == VP_VIRTUAL_PREFIX)
+        return "finetune: prefix tuning of a Lua block's attention is not modelled (its keys behind a cached prefix)";
+    return NULL;
 }
 
 static const char *block_title(const vp_op *op) { return program_of(op) ? program_of(op)->name : NULL; }
@@ -218,6 +340,10 @@ const vp_op_kind vp_op_block = {
     .check = block_check,
     .check_tp = block_check_tp,
     .leaves = block_leaves,
+    .facts = block_facts,
+    .facts_each = true,
+    .recipe_problem = block_recipe_problem,
+    .prepare = block_prepare,
     .forward = block_forward,
     .title = block_title,
     .cost = VP_COST_BLOCK,

@@ -360,7 +360,16 @@ static void cost_block(const vp_op *op, const cost_ctx *c, op_cost *o) {
     unsigned first = megatron ? p->megatron_start : 0, end = p->megatron_start && !megatron ? p->megatron_start : p->n_code;
     for (unsigned i = first; i < end; i++) {
         const vp_block_instr *in = &p->code[i];
-        if (in->prim == VP_BP_DROP || in->prim == VP_BP_RETURN || in->prim == VP_BP_SPLIT) continue; /* views */
+        if (in->prim == VP_BP_DROP || in->prim == VP_BP_RETURN || in->prim == VP_BP_SPLIT || in->prim == VP_BP_CACHE ||
+            in->prim == VP_BP_SELECT)
+            continue; /* views, and the cache's references */
+        if (in->prim == VP_BP_SDPA) { /* as the attention op's core (cost_attention) */
+            attention_core(c, in->heads, (double)in->width, (double)in->width, in->number, in->mode & VP_SDPA_UPCAST,
+                           true, o);
+            unsigned cp = c->recipe->cp ? c->recipe->cp : 1;
+            if (cp > 1) o->cp_bytes += (cp - 1) * 2 * c->rows * in->kv_heads * (double)in->width / c->tp * c->elem;
+            continue;
+        }
         if (in->prim == VP_BP_LINEAR) {
             const vp_block_param *w = &p->param[in->arg[1] - 1];
             double out = (double)w->rows, inputs = (double)w->columns;

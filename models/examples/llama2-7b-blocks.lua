@@ -1,4 +1,4 @@
--- Llama 2 7B with its MLP and RMSNorms written as Lua blocks
+-- Llama 2 7B with its attention, MLP and RMSNorms written as Lua blocks
 -- (models/arch/llama_blocks.lua, docs/writing-blocks.md) instead of the
 -- core's op kinds: an example of a new kind of block without C. It gives
 -- the same figures as models/llama2-7b.lua (tests/lua/block_spec.lua holds

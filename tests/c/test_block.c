@@ -93,6 +93,25 @@ int main(void) {
     emit(p, VP_BP_KERNEL, 3, -1, -1, 4);
     CHECK(says(p, "undeclared kernel"));
 
+    reset(p); /* attention: sdpa needs q, k, v and heads that group; the cache defines two values */
+    emit(p, VP_BP_SDPA, 0, 0, -1, 2);
+    CHECK(says(p, "sdpa needs q, k and v"));
+    reset(p);
+    vp_block_instr *a = emit(p, VP_BP_SDPA, 0, 0, 0, 2);
+    a->heads = 4, a->kv_heads = 3, a->width = 16;
+    CHECK(says(p, "key/value heads must divide the heads"));
+    a->kv_heads = 2;
+    emit(p, VP_BP_RETURN, 2, -1, -1, 0);
+    CHECK(says(p, NULL));
+    reset(p);
+    p->n_values = 4;
+    emit(p, VP_BP_CACHE, 0, 0, -1, 2);
+    emit(p, VP_BP_DROP, 2, -1, -1, 0);
+    emit(p, VP_BP_RETURN, 3, -1, -1, 0);
+    CHECK(says(p, NULL));
+    p->n_values = 3; /* its second value out of range */
+    CHECK(says(p, "already defined"));
+
     reset(p); /* each of two forwards is checked: Megatron's leaks */
     p->n_values = 4;
     emit(p, VP_BP_LINEAR, 0, 1, -1, 2);

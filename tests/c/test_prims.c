@@ -537,6 +537,33 @@ static void test_add_inplace(void) {
     graph_free(&g);
 }
 
+/* sub.Tensor: self: grad, other: -grad (derivatives.yaml, alpha 1): a
+ * saves nothing; backward passes the seed on to a and allocates one
+ * output-sized -grad for b, then reduces it to b's size (b broadcast:
+ * [4, 256] - [256], fp32). */
+static void test_sub(void) {
+    graph g;
+    graph_init(&g, true);
+    vp_t b = vp_leaf(&g.sim, 256, VP_FP32, VP_CAT_PARAMS, true, "b");
+    vp_t a = grad_input(&g, 4 * 256, VP_FP32);
+    uint64_t before = g.ledger.raw.total;
+    vp_t y = vp_sub(&g.sim, a, b, 4 * 256, "sub");
+    CHECK_EQ_U64(g.ledger.raw.total - before, 4096);
+    CHECK(g.sim.nodes[0].saved[0] == 0);
+    unsigned from = g.ledger.n_events;
+    backward_from(&g, y);
+    /* the seed (a's gradient as it is), -grad, b's reduced gradient */
+    CHECK_EQ_U64(allocated_since(&g.ledger, from), 4096 + 4096 + 1024);
+    vp_t gb = vp_at(&g.sim, b)->param_grad;
+    CHECK(gb && vp_at(&g.sim, gb)->bytes == 1024);
+    CHECK_EQ_U64(live(&g, VP_CAT_TRANSIENT), 0);
+    vp_drop(&g.sim, gb);
+    vp_drop(&g.sim, vp_at(&g.sim, a)->param_grad);
+    vp_drop(&g.sim, a);
+    vp_drop(&g.sim, y);
+    graph_free(&g);
+}
+
 /* embedding: weight: embedding_backward(grad, indices, ...): saves the
  * indices; the dense gradient is vocab x dim. On CUDA with more than 3072
  * indices the sort-based kernel adds an fp32 row per index and six int64
@@ -640,6 +667,7 @@ int main(void) {
     test_pack_through_contiguous();
     test_accumulate_modes();
     test_add_inplace();
+    test_sub();
     test_embedding();
     test_backward_frees_activations();
     test_copy_slice();

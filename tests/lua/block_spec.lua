@@ -1,5 +1,5 @@
--- Blocks written in Lua (vramplan.block): LLaMA with its MLP and RMSNorms
--- as Lua blocks (models/arch/llama_blocks.lua), and GPT-2 with its MLP
+-- Blocks written in Lua (vramplan.block): LLaMA with its attention, MLP and
+-- RMSNorms as Lua blocks (models/arch/llama_blocks.lua), and GPT-2 with its MLP
 -- (gpt2_blocks.lua), are the llama and gpt2 families' models byte for
 -- byte: every event of every rank's timeline, under the recipes that change
 -- what a block's primitives do. And bad blocks fail at their script's line.
@@ -48,11 +48,80 @@ end
 
 local function named(sets) return #sets > 0 and table.concat(sets, " ") or "defaults" end
 
-describe("a LLaMA whose MLP and RMSNorms are Lua blocks", function()
+-- What F.sdpa, F.rotary and F.cache change with: the kernel (eager, SDPA's
+-- two, FlashAttention-2), the eager core checkpointed alone, context
+-- parallelism's ring, LoRA on the four projections, the cache kept or not.
+local attention_recipes = {
+  { "framework=megatron", "checkpointing=selective", "attention=eager", "precision=mixed-bf16" },
+  { "framework=megatron", "checkpointing=selective", "attention=eager", "tp=2", "sequence_parallel=true",
+    "precision=mixed-fp16" },
+  { "attention=flash", "precision=amp-bf16", "finetune=lora", "lora_targets=q_proj,k_proj,v_proj,o_proj" },
+  { "attention=sdpa-mem-efficient", "precision=fp32" },
+  { "attention=eager", "precision=amp-bf16", "micro_batch=3", "offload_activations=true" },
+  { "attention=eager", "finetune=qlora", "lora_targets=all-linear", "precision=amp-bf16" },
+  { "framework=megatron", "cp=2", "precision=mixed-bf16" },
+  { "framework=megatron", "tp=2", "attention=eager", "precision=mixed-bf16" },
+  { "checkpointing=op-selective", "precision=amp-bf16" },
+  { "use_cache=false", "attention=eager" },
+}
+
+describe("a LLaMA whose attention, MLP and RMSNorms are Lua blocks", function()
   local lua_blocks, built_in = pair("llama", "hidden = 64, layers = 2, heads = 4, kv_heads = 2, intermediate = 96, "
     .. "vocab = 100")
   for _, sets in ipairs(recipes) do
     it("has the built-in LLaMA's timeline byte for byte: " .. named(sets), same_timelines(lua_blocks, built_in, sets))
+  end
+  for _, sets in ipairs(attention_recipes) do
+    it("has the built-in LLaMA's timeline byte for byte: " .. named(sets), same_timelines(lua_blocks, built_in, sets))
+  end
+  it("with multi-query attention (one key/value head: expanded, not copied)", function()
+    local mqa_blocks, mqa = pair("llama", "hidden = 64, layers = 2, heads = 4, kv_heads = 1, intermediate = 96, "
+      .. "vocab = 100")
+    for _, sets in ipairs({ recipes[9], attention_recipes[1] }) do same_timelines(mqa_blocks, mqa, sets)() end
+  end)
+  it("refuses by name what it does not model: prefix tuning, fewer key/value heads than tp ranks", function()
+    local _, err = helper.run("estimate", lua_blocks, "--set", "finetune=prefix", "--set", "num_virtual_tokens=4")
+    assert.truthy(err:find("finetune: prefix tuning of a Lua block's attention is not modelled", 1, true), err)
+    _, err = helper.run("estimate", lua_blocks, "--set", "framework=megatron", "--set", "tp=4")
+    assert.truthy(err:find("tp: must divide a Lua block's key/value heads", 1, true), err)
+  end)
+end)
+
+-- llama_blocks.lua with its attention's forward changed (`from` replaced by
+-- `to`), beside a model of it: the estimate's JSON.
+local function mutated(from, to, sets)
+  local dir = os.tmpname()
+  os.remove(dir)
+  assert(os.execute("mkdir -p " .. dir .. "/arch"))
+  local text = assert(io.open("models/arch/llama_blocks.lua")):read("a")
+  local a, n = text:gsub('name = "llama_blocks"', 'name = "llama_mutant"')
+  local b, m = a:gsub(from, to)
+  assert(n == 1 and m == 1, "the pattern " .. from .. " is not in llama_blocks.lua once")
+  assert(io.open(dir .. "/arch/llama_mutant.lua", "w")):write(b):close()
+  local model = dir .. "/mutant.lua"
+  assert(io.open(model, "w")):write('return llama_mutant { name = "tiny", hidden = 64, layers = 2, heads = 4, '
+    .. "kv_heads = 2, intermediate = 96, vocab = 100 }\n"):close()
+  local o = estimate(model, sets)
+  os.execute("rm -rf " .. dir)
+  return o
+end
+
+describe("the test of the Lua attention", function()
+  local _, built_in = pair("llama", "hidden = 64, layers = 2, heads = 4, kv_heads = 2, intermediate = 96, vocab = 100")
+  -- each change alters what is alive when, and the comparison sees it
+  local changes = {
+    { "is_causal = true, keeps_weights = true", "is_causal = true", { "attention=eager", "checkpointing=full" } },
+    { "is_causal = true, keeps_weights = true", "is_causal = true, keeps_weights = true, upcast_softmax = false",
+      { "attention=eager", "precision=amp-bf16" } },
+    { 'q, k = F.keep%(q_rotated, "query_states"%), F.keep%(k_rotated, "key_states"%)',
+      'q, k = F.keep(q_rotated, "q_rotated"), F.keep(k_rotated, "k_rotated")', {} },
+    { 'local k_cached, v_cached = F.cache%(k, v%)', "local k_cached, v_cached = k, v", {} },
+  }
+  for _, change in ipairs(changes) do
+    it("fails when its saves or lifetimes change: " .. change[2], function()
+      local a, b = mutated(change[1], change[2], change[3]), estimate(built_in, change[3])
+      assert.are_not.same(b.timeline, a.timeline)
+    end)
   end
 end)
 
@@ -62,6 +131,22 @@ describe("the example model models/examples/llama2-7b-blocks.lua", function()
     local b = helper.estimate("llama2-7b", "--gpu", "a100-80gb", "--set", "checkpointing=full")
     assert.are.equal(6738415616, a.model.params) -- HF meta-llama/Llama-2-7b-hf
     assert.are.same(b.per_gpu, a.per_gpu)
+  end)
+end)
+
+describe("the DIFF Transformer example models/examples/diff-transformer-7b.lua", function()
+  it("has the parameters of its reference module's shapes, summed here", function()
+    local o = helper.estimate("models/examples/diff-transformer-7b.lua")
+    -- MultiheadFlashDiff2(embed_dim = 4096, num_heads = 16) (microsoft/unilm
+    -- Diff-Transformer/multihead_flashdiff_2.py): head_dim = 4096 // 16 // 2
+    local hidden, layers, inter, vocab, heads = 4096, 32, 11008, 32000, 16
+    local head_dim = hidden // heads // 2
+    local attention = 4 * hidden * hidden -- q_proj, k_proj, v_proj (n_rep 1), out_proj
+      + 4 * head_dim -- lambda_q1, lambda_k1, lambda_q2, lambda_k2
+      + 2 * head_dim -- subln: RMSNorm(2 * head_dim)
+    local layer = attention + 3 * hidden * inter + 2 * hidden -- LlamaMLP, two RMSNorms
+    assert.are.equal(layers * layer + 2 * vocab * hidden + hidden, o.model.params)
+    assert.are.equal(6738440192, o.model.params)
   end)
 end)
 
@@ -134,8 +219,8 @@ describe("a bad block", function()
   it("names a broadcast that does not match", function()
     check("return x * p.up(x)", "mul: shapes do not match: last dimension 64 against 32")
   end)
-  it("refuses what it would get wrong: a tensor minus a tensor", function()
-    check("local y = x - x return y", "sub: only a tensor minus a number is in the vocabulary yet")
+  it("refuses what it would get wrong: a number minus a tensor", function()
+    check("local y = 1 - x return y", "sub: a number minus a tensor is not in the vocabulary yet")
   end)
   it("names an unknown primitive", function()
     check("local y = F.softmaxx(x) return y", "F.softmaxx: unknown primitive")
@@ -175,6 +260,23 @@ describe("a bad block", function()
   it("must return a tensor it computed", function()
     local err = bad_block("return 1")
     assert.truthy(err:find("arch/badfam.lua:5: block mlp: forward must return a tensor it computed", 1, true), err)
+  end)
+  it("names a tensor not split into heads where attention needs one", function()
+    check("local y = F.sdpa(x, x, x, { is_causal = true }) return y",
+      "sdpa: expects a tensor split into heads (x:view(-1, head_dim))")
+    local err = bad_block("local q = x:view(-1, 16) local y = F.rotary(q):reshape(-1) return y")
+    assert.truthy(err:find("model: a Lua block's F.rotary needs the model's rotary_embedding { }", 1, true), err)
+    check("local q = x:view(-1, 24) return q", "view: the last dimension (64) does not split into heads of 24")
+  end)
+  it("names heads that do not match", function()
+    check("local q = x:view(-1, 16):transpose(1, 2) local k = p.up(x):view(-1, 8):transpose(1, 2) "
+      .. "local y = F.sdpa(q, k, k, { is_causal = true }) return y",
+      "sdpa: q, k and v must have one head width (16, 8, 8)")
+    check("local q = x:view(-1, 16):transpose(1, 2) local k = p.up(x):view(-1, 16):transpose(1, 2) "
+      .. "local y = F.sdpa(k, q, q, { is_causal = true }) return y",
+      "sdpa: k and v need one number of heads that divides q's (2, 4, 4)")
+    check("local q = x:view(-1, 16):transpose(1, 2) local y = F.sdpa(q, q, q) return y",
+      "sdpa: only causal attention (is_causal = true) is in the vocabulary yet")
   end)
   it("names a declaration it cannot read", function()
     local err = bad_block("return x", '{ "up", linear = 64 }')

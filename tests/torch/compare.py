@@ -34,6 +34,16 @@ def gpt2(h=64, layers=2, heads=4, vocab=256, positions=64, dropout=0.1, act="gel
             "activation_function": act, "tie_word_embeddings": tied}
 
 
+def diff(**kw):
+    """The DIFF Transformer (Ye et al. 2024): LLaMA's layer with differential
+    attention, heads its num_heads (half a Transformer's)."""
+    kw.setdefault("heads", 2)
+    kw.setdefault("kv", 2)
+    cfg = llama(**kw)
+    # MultiheadFlashDiff2: head_dim = embed_dim // num_heads // 2 (the rotary tables' width)
+    return dict(cfg, model_type="diff_transformer", head_dim=cfg["hidden_size"] // cfg["num_attention_heads"] // 2)
+
+
 def phi3(window=None, **kw):
     return dict(llama(**kw), model_type="phi3", sliding_window=window, resid_pdrop=0.0, embd_pdrop=0.0)
 
@@ -235,6 +245,15 @@ CASES = [
     ("llama attention dropout", llama(dropout=0.1), recipe()),
     ("llama long sequence", llama(vocab=128), recipe(b=1, s=128)),
     ("llama big batch", llama(), recipe("bf16", b=8, s=16)),
+    ("diff fp32 adamw", diff(), recipe()),
+    ("diff GQA bf16", diff(heads=4, kv=2), recipe("bf16")),
+    ("diff amp-bf16", diff(), recipe("amp-bf16")),
+    ("diff mixed-bf16 GQA", diff(heads=4, kv=1), recipe("mixed-bf16")),
+    ("diff amp-bf16 checkpointed", diff(layers=3), recipe("amp-bf16", ckpt="full")),
+    ("diff one sequence", diff(), recipe(b=1, s=64)),
+    ("diff amp-bf16 GQA lora all-linear", diff(heads=4, kv=2), recipe("amp-bf16", b=3, finetune="lora",
+                                                                       lora_targets="all-linear")),
+    ("diff amp-bf16 MQA one sequence", diff(heads=4, kv=1), recipe("amp-bf16", b=1)),
     ("gpt2 fp32 dropout", gpt2(), recipe()),
     ("gpt2 fp32 no dropout", gpt2(dropout=0.0), recipe()),
     ("gpt2 bf16", gpt2(), recipe("bf16")),
@@ -1249,10 +1268,23 @@ def measure(cases, workdir):
     return [json.loads(line) for line in out.splitlines() if line.strip()]
 
 
+def lua_model(config):
+    """A model with no Hugging Face config of its own (the DIFF Transformer)
+    as the Lua model script vramplan reads: llama_blocks with its Lua
+    blocks."""
+    fields = {"hidden": config["hidden_size"], "layers": config["num_hidden_layers"],
+              "heads": config["num_attention_heads"], "kv_heads": config["num_key_value_heads"],
+              "intermediate": config["intermediate_size"], "vocab": config["vocab_size"],
+              "tie_embeddings": config["tie_word_embeddings"], "diff_attention": True}
+    body = ", ".join(f"{k} = {json.dumps(v)}" for k, v in fields.items())
+    return f'return llama_blocks {{ name = "{config["model_type"]}", {body} }}\n'
+
+
 def engine(name, config, rec, workdir):
-    cfg_path = os.path.join(workdir, name.replace(" ", "_") + ".json")
+    lua = config["model_type"] == "diff_transformer"
+    cfg_path = os.path.join(workdir, name.replace(" ", "_") + (".lua" if lua else ".json"))
     with open(cfg_path, "w") as f:
-        json.dump(config, f)
+        f.write(lua_model(config)) if lua else json.dump(config, f)
     cmd = [os.path.join(ROOT, "build", "vramplan"), "estimate", cfg_path, "--json",
            "--set", "device=cpu", "--set", "torch_version=1.13", "--set", "attention=eager"]
     for k, v in rec.items():

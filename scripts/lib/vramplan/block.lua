@@ -50,23 +50,43 @@ local function check_tensor(v, what)
   return v
 end
 
-local function new_value(trace, width, split)
+-- A tensor split into heads ([b, s, heads, d], or [b, heads, s, d] after
+-- transpose(1, 2)) carries `heads` (the whole model's: tensor parallelism
+-- divides them), `heads_first` (its shape puts the heads before the
+-- sequence) and `stored_heads_first` (its storage does): it is contiguous
+-- when the two agree. `width` is then the head's width.
+local head_fields = { "heads", "heads_first", "stored_heads_first" }
+
+local function new_value(trace, width, split, like)
   local id = trace.n_values
   if id >= 512 then fail("block %s: more than 512 tensors in one forward", trace.name) end
   trace.n_values = id + 1
   local t = setmetatable({ id = id, width = width, split = split or false, trace = trace }, tensor_meta)
+  if like then t.vector, t.zero_dim = rawget(like, "vector"), rawget(like, "zero_dim") end
+  if like and rawget(like, "heads") then
+    for _, k in ipairs(head_fields) do t[k] = like[k] end
+  end
   trace.values[id] = t
   return t
 end
 
--- Records one primitive; returns its output tensor (shaped as `like`).
-local function record(prim, args, fields, width, split, label)
+-- Another view of t's value: the same storage (the same value to the
+-- program), another shape.
+local function view_of(t, width, fields)
+  local v = setmetatable({ id = t.id, width = width, split = t.split, trace = t.trace }, tensor_meta)
+  for k, x in pairs(fields or {}) do v[k] = x end
+  return v
+end
+
+-- Records one primitive; returns its output tensor (split into heads as
+-- `like` is, if given: elementwise results keep their input's layout).
+local function record(prim, args, fields, width, split, label, like)
   local trace = tracing
   if not trace then fail("%s: tensors exist only inside a block's forward", prim) end
   -- the core's program holds 512 instructions, frees included (block.h)
   trace.calls = (trace.calls or 0) + 1
   if trace.calls > 250 then fail("block %s: more than 250 primitive calls in one forward", trace.name) end
-  local out = new_value(trace, width, split)
+  local out = new_value(trace, width, split, like)
   -- "" names the op by the block's name alone
   local instr = { prim = prim, args = {}, out = out.id, label = trace.name .. (label ~= "" and "." .. label or ""),
                   out_width = width, out_split = split or false }
@@ -84,12 +104,16 @@ local function label_of(opts, default)
   return opts.label or default
 end
 
+-- Whether t's last dimension is divided over tensor-parallel ranks (a
+-- tensor split into heads has its heads divided, not their width).
+local function last_split(t) return t.split and not t.heads end
+
 -- Broadcasting of two last dimensions: equal, or one of them 1.
 local function broadcast(a, b, what)
   if a.width and b.width and a.width ~= b.width and a.width ~= 1 and b.width ~= 1 then
     fail("%s: shapes do not match: last dimension %d against %d", what, a.width, b.width)
   end
-  if a.width ~= 1 and b.width ~= 1 and a.split ~= b.split then
+  if a.width ~= 1 and b.width ~= 1 and last_split(a) ~= last_split(b) and not (a.heads or b.heads) then
     fail("%s: one operand is split over tensor-parallel ranks and the other is not", what)
   end
   if a.width == 1 then return b end
@@ -102,10 +126,16 @@ local function binary(prim, scalar_prim, label)
   return function(a, b, opts)
     if type(a) == "number" then a, b = b, a end
     check_tensor(a, label)
-    if type(b) == "number" then return (record(scalar_prim, { a }, nil, a.width, a.split, label_of(opts, label))) end
+    if type(b) == "number" then return (record(scalar_prim, { a }, nil, a.width, a.split, label_of(opts, label), a)) end
     check_tensor(b, label)
     local shape = broadcast(a, b, label)
-    return (record(prim, { a, b }, nil, shape.width, shape.split, label_of(opts, label)))
+    -- a 0-dim operand does not promote a dimensioned one (mul only yet)
+    local zero_dim = (a.zero_dim and not b.zero_dim) and 1 or (b.zero_dim and not a.zero_dim) and 2 or nil
+    if zero_dim and prim ~= "mul" then fail("%s: of a 0-dim tensor and another is not in the vocabulary yet", label) end
+    local out = record(prim, { a, b }, { zero_dim = zero_dim }, shape.width, shape.split, label_of(opts, label), shape)
+    out.vector = a.vector and b.vector or nil
+    out.zero_dim = a.zero_dim and b.zero_dim or nil
+    return out
   end
 end
 
@@ -114,9 +144,11 @@ F.add = binary("add", "shift", "add")
 -- t - number passes the gradient through as t + number does; number - t
 -- and t - u give the subtrahend -grad, a tensor of its own: not yet
 local minus_number = binary("add", "shift", "sub")
+local minus_tensor = binary("sub", "shift", "sub")
 F.sub = function(a, b, opts)
-  if type(b) ~= "number" then fail("sub: only a tensor minus a number is in the vocabulary yet") end
-  return (minus_number(a, b, opts))
+  if type(a) == "number" then fail("sub: a number minus a tensor is not in the vocabulary yet") end
+  if type(b) == "number" then return (minus_number(a, b, opts)) end
+  return (minus_tensor(a, b, opts))
 end
 F.div = function(a, b, opts)
   check_tensor(a, "div")
@@ -132,7 +164,18 @@ end
 for _, fn in ipairs({ "silu", "gelu", "gelu_tanh", "relu", "sigmoid", "tanh", "exp", "rsqrt" }) do
   F[fn] = function(a, opts)
     check_tensor(a, fn)
-    return (record("unary", { a }, { fn = fn }, a.width, a.split, label_of(opts, fn)))
+    return (record("unary", { a }, { fn = fn }, a.width, a.split, label_of(opts, fn), a))
+  end
+end
+
+-- F.softmax(x, -1), F.log_softmax(x, -1): over the last dimension, in fp32
+-- under autocast (its fp32 list), keeping their output. (softmax's dtype
+-- argument: x:float() first.)
+for _, fn in ipairs({ "softmax", "log_softmax" }) do
+  F[fn] = function(a, dim, opts)
+    check_tensor(a, fn)
+    if dim ~= -1 then fail("%s: only over the last dimension (dim = -1) yet", fn) end
+    return (record("unary", { a }, { fn = fn }, a.width, a.split, label_of(opts, fn), a))
   end
 end
 
@@ -144,12 +187,22 @@ function F.pow(a, exponent, opts)
   return (record("unary", { a }, { fn = "pow" }, a.width, a.split, label_of(opts, "pow")))
 end
 
+-- x:sum(-1), x:mean(-1): keepdim, unless { keepdim = false }: of a vector
+-- (a parameter declared with size, or products of them) a 0-dim tensor
+-- then, which does not promote what it multiplies.
 local function reduction(prim)
   return function(a, dim, opts)
     check_tensor(a, prim)
-    if dim ~= -1 then fail("%s: only over the last dimension (dim = -1, keepdim) yet", prim) end
+    if dim ~= -1 then fail("%s: only over the last dimension (dim = -1) yet", prim) end
     if not a.width then fail("%s: the last dimension's size is unknown (give the block a width)", prim) end
-    return (record(prim, { a }, { width = a.width, width_split = a.split }, 1, false, label_of(opts, prim)))
+    local keepdim = true
+    if type(opts) == "table" and opts.keepdim ~= nil then
+      keepdim = opts.keepdim
+      opts = opts.label and { label = opts.label } or nil
+    end
+    local out = record(prim, { a }, { width = a.width, width_split = last_split(a) }, 1, false, label_of(opts, prim))
+    out.zero_dim = (not keepdim and a.vector) or nil
+    return out
   end
 end
 F.mean = reduction("mean")
@@ -164,11 +217,11 @@ function F.to(a, dtype, opts)
   check_tensor(a, "to")
   if getmetatable(dtype) == dtype_meta then
     check_tensor(dtype.of, "to")
-    return (record("to", { a, dtype.of }, nil, a.width, a.split, label_of(opts, "to")))
+    return (record("to", { a, dtype.of }, nil, a.width, a.split, label_of(opts, "to"), a))
   end
   local name = dtype_names[dtype]
   if not name then fail("to: unknown dtype %s (float32, bfloat16, float16 or a tensor's .dtype)", tostring(dtype)) end
-  return (record("to", { a }, { dtype = name }, a.width, a.split, label_of(opts, "to")))
+  return (record("to", { a }, { dtype = name }, a.width, a.split, label_of(opts, "to"), a))
 end
 function F.float(a, opts) return (F.to(a, "float32", opts)) end
 
@@ -218,8 +271,11 @@ function F.cat(parts, dim, opts)
   local a, b = check_tensor(parts[1], "cat"), check_tensor(parts[2], "cat")
   if dim ~= -1 then fail("cat: only along the last dimension (dim = -1) yet") end
   if a.split ~= b.split then fail("cat: one part is split over tensor-parallel ranks and the other is not") end
+  if a.heads ~= b.heads then fail("cat: the parts have %s and %s heads", tostring(a.heads), tostring(b.heads)) end
   local width = a.width and b.width and a.width + b.width or nil
-  return (record("cat", { a, b }, nil, width, a.split, label_of(opts, "cat")))
+  local out = record("cat", { a, b }, nil, width, a.split, label_of(opts, "cat"), a)
+  if out.heads then out.stored_heads_first = out.heads_first end -- a new tensor, contiguous
+  return out
 end
 
 -- Kernels with their own saving rules (engine/core/prims.h cites each):
@@ -364,6 +420,148 @@ kernel_meta.__call = function(k, ...)
     label_of(opts, k.name)))
 end
 
+-- ---- attention ----
+
+local function per_token(t) return t.heads and t.heads * t.width or t.width end
+
+local function check_heads(t, what)
+  check_tensor(t, what)
+  if not t.heads then fail("%s: expects a tensor split into heads (x:view(-1, head_dim))", what) end
+  return t
+end
+
+-- x:view(-1, head_dim): the last dimension split into heads of head_dim
+-- ([b, s, heads, d], a view); x:view(-1) (or reshape) joins them again,
+-- a view only of a tensor whose heads lie after its sequence, contiguous.
+function F.view(t, ...)
+  check_tensor(t, "view")
+  local dims = table.pack(...)
+  if dims.n == 2 and dims[1] == -1 and math.type(dims[2]) == "integer" and dims[2] > 0 then
+    if t.heads then fail("view: the tensor is split into heads already") end
+    if not t.width or t.width % dims[2] ~= 0 then
+      fail("view: the last dimension (%s) does not split into heads of %d", tostring(t.width), dims[2])
+    end
+    return view_of(t, dims[2], { heads = t.width // dims[2], heads_first = false, stored_heads_first = false })
+  end
+  if dims.n == 1 and dims[1] == -1 then
+    check_heads(t, "view(-1)")
+    if t.heads_first or t.stored_heads_first then
+      fail("view(-1): joins the heads of a [b, s, heads, d] tensor whose storage is so (transpose(1, 2) first; a copy is not in the vocabulary yet)")
+    end
+    return view_of(t, t.heads * t.width)
+  end
+  fail("view: takes (-1, head_dim) or (-1): other shapes are not in the vocabulary yet")
+end
+F.reshape = F.view
+
+-- x:transpose(1, 2): [b, s, heads, d] as [b, heads, s, d] and back (a view).
+function F.transpose(t, d0, d1)
+  check_heads(t, "transpose")
+  if not ((d0 == 1 and d1 == 2) or (d0 == 2 and d1 == 1)) then
+    fail("transpose: only of the sequence and the heads (1, 2) yet")
+  end
+  return view_of(t, t.width, { heads = t.heads, heads_first = not t.heads_first,
+                               stored_heads_first = t.stored_heads_first })
+end
+
+-- x:contiguous(): x itself when its storage lies as its shape says.
+function F.contiguous(t)
+  check_tensor(t, "contiguous")
+  if t.heads and t.heads_first ~= t.stored_heads_first then
+    fail("contiguous: a copy of a transposed tensor is not in the vocabulary yet")
+  end
+  return t
+end
+
+-- apply_rotary_pos_emb of q or k ([b, heads, s, d], or [b, s, heads, d]:
+-- the same tensors) with the step's cos and sin (the model's
+-- rotary_embedding): q * cos + rotate_half(q) * sin, as LLaMA's; the result
+-- keeps q's layout. Rotate q and k before binding
+-- either (query_states, key_states = apply_rotary_pos_emb(...)).
+function F.rotary(t, opts)
+  check_heads(t, "rotary")
+  if t.width % 2 ~= 0 then fail("rotary: the head's width (%d) must be even", t.width) end
+  return (record("rotary", { t }, { out_width = per_token(t) }, t.width, t.split, label_of(opts, "rotary"), t))
+end
+
+-- F.select(t, i, n): of each n consecutive heads the i-th (0-based), a
+-- view: q.reshape(b, s, heads // n, n, d)[:, :, :, i]. Its gradient is a
+-- zero-filled one of all of t (select_backward).
+function F.select(t, i, n, opts)
+  check_heads(t, "select")
+  if math.type(n) ~= "integer" or n < 1 or t.heads % n ~= 0 then
+    fail("select: the heads (%d) must group by n (%s)", t.heads, tostring(n))
+  end
+  if math.type(i) ~= "integer" or i < 0 or i >= n then fail("select: the index must be from 0 to %d", n - 1) end
+  local out = record("select", { t }, { of = n, out_width = per_token(t) // n }, t.width, t.split,
+    label_of(opts, "select"), t)
+  out.heads, out.strided = t.heads // n, true
+  return out
+end
+
+-- k, v = F.cache(k, v): past_key_value.update(key_states, value_states,
+-- layer_idx) (transformers' DynamicCache: with use_cache the model's
+-- outputs keep them).
+function F.cache(k, v, opts)
+  check_heads(k, "cache")
+  check_heads(v, "cache")
+  local trace = tracing
+  local nk, nv = new_value(trace, k.width, k.split, k), new_value(trace, v.width, v.split, v)
+  local label = label_of(opts, "cache")
+  trace.calls = (trace.calls or 0) + 1
+  trace.entries[#trace.entries + 1] = { instr = { prim = "cache", args = { k.id, v.id }, out = nk.id,
+    outs = { nk.id, nv.id }, label = trace.name .. (label ~= "" and "." .. label or "") } }
+  return nk, nv
+end
+
+-- Whether t, seen as [b, heads, s, d], is contiguous: its storage lies
+-- so and it is not a strided view (F.select's).
+local function contiguous_heads_first(t) return t.stored_heads_first and not t.strided end
+
+local sdpa_options = { dropout_p = true, is_causal = true, upcast_softmax = true, keeps_weights = true, label = true }
+
+-- F.sdpa(q, k, v, { is_causal = true, ... }): scaled-dot-product attention
+-- as the recipe's `attention` runs it (engine/ops/sdpa.h: HF's eager path,
+-- SDPA's flash or memory-efficient kernel, FlashAttention-2, ring attention
+-- under cp; each with its own saving rules), q [b, heads, s, d] and k, v
+-- [b, kv_heads, s, d] (grouped-query attention repeats them as transformers
+-- does), or all three [b, s, heads, d] as flash_attn_func takes them (the
+-- eager path then sees their transposes, views); scale 1/sqrt(d) and LLaMA's additive causal mask. Options:
+-- dropout_p, upcast_softmax (default true: the eager softmax in fp32, cast
+-- to q's dtype), keeps_weights (the decoder layer keeps the eager path's
+-- probabilities until it returns). Returns [b, s, heads, d], contiguous.
+function F.sdpa(q, k, v, opts)
+  check_heads(q, "sdpa")
+  check_heads(k, "sdpa")
+  check_heads(v, "sdpa")
+  opts = opts or {}
+  if type(opts) ~= "table" then fail("sdpa: options must be a table") end
+  for key in pairs(opts) do
+    if not sdpa_options[key] then fail("sdpa: unknown option '%s'", tostring(key)) end
+  end
+  if opts.is_causal ~= true then fail("sdpa: only causal attention (is_causal = true) is in the vocabulary yet") end
+  local p = opts.dropout_p or 0
+  if type(p) ~= "number" or p < 0 or p >= 1 then fail("sdpa: dropout_p must be a number in [0, 1)") end
+  if q.heads_first ~= k.heads_first or k.heads_first ~= v.heads_first then
+    fail("sdpa: q, k and v must be alike: [b, heads, s, d] or (flash_attn_func's) [b, s, heads, d]")
+  end
+  if q.width ~= k.width or k.width ~= v.width then
+    fail("sdpa: q, k and v must have one head width (%d, %d, %d)", q.width, k.width, v.width)
+  end
+  if k.heads ~= v.heads or q.heads % k.heads ~= 0 then
+    fail("sdpa: k and v need one number of heads that divides q's (%d, %d, %d)", q.heads, k.heads, v.heads)
+  end
+  if q.split ~= k.split or k.split ~= v.split then fail("sdpa: q, k and v must be split over tensor-parallel ranks alike") end
+  local fields = { heads = q.heads, kv_heads = k.heads, width = q.width, number = p, out_width = per_token(q),
+                   upcast_softmax = opts.upcast_softmax ~= false, keeps_weights = opts.keeps_weights == true,
+                   q_contiguous = contiguous_heads_first(q), k_contiguous = contiguous_heads_first(k),
+                   v_contiguous = contiguous_heads_first(v), q_gaps = q.strided, k_gaps = k.strided,
+                   v_gaps = v.strided }
+  local out = record("sdpa", { q, k, v }, fields, q.width, q.split, label_of({ label = opts.label }, "sdpa"))
+  out.heads, out.heads_first, out.stored_heads_first = q.heads, false, false
+  return out
+end
+
 -- F.linear(x, p.name): the declared linear layer (weight and bias).
 function F.linear(x, m, opts)
   check_tensor(x, "linear")
@@ -442,9 +640,11 @@ setmetatable(F, {
 -- Tensor methods and operators, as PyTorch's Tensor has them.
 local methods = {
   float = F.float, to = F.to, pow = F.pow, split = F.split, chunk = F.chunk, mean = F.mean, sum = F.sum, sigmoid = F.sigmoid, tanh = F.tanh,
-  exp = F.exp, rsqrt = F.rsqrt, relu = F.relu,
+  exp = F.exp, rsqrt = F.rsqrt, relu = F.relu, view = F.view, reshape = F.reshape, transpose = F.transpose,
+  contiguous = F.contiguous, select = F.select, softmax = F.softmax, log_softmax = F.log_softmax,
 }
-local own_fields = { id = true, width = true, split = true, trace = true }
+local own_fields = { id = true, width = true, split = true, trace = true, heads = true, heads_first = true,
+                     stored_heads_first = true, strided = true, vector = true, zero_dim = true }
 tensor_meta.__index = function(t, k)
   if own_fields[k] then return nil end -- an unknown width
   if k == "dtype" then return setmetatable({ of = t }, dtype_meta) end
@@ -492,7 +692,7 @@ local function declare(def, trace, at)
     if d.split ~= nil and not splits[d.split] then
       error(string.format("%s: block %s: parameter '%s': split must be column or row", at, def.name, name), 0)
     end
-    local label = def.name .. "." .. name
+    local label = (def.param_labels or def.name .. ".") .. name
     if d.linear then
       local dims = d.linear
       if type(dims) ~= "table" or math.type(dims[1]) ~= "integer" or math.type(dims[2]) ~= "integer"
@@ -515,6 +715,7 @@ local function declare(def, trace, at)
     elseif math.type(d.size) == "integer" and d.size >= 1 then
       local v = leaf(with({ label = label, rows = 1, columns = d.size, split = d.split == "column" and "columns" or "whole" }))
       p[name] = new_value(trace, d.size, d.split == "column")
+      p[name].vector = true -- one dimension
       assert(p[name].id == v)
     else
       error(string.format("%s: block %s: parameter '%s' needs linear = { in, out } or size = n", at, def.name, name), 0)
@@ -591,10 +792,13 @@ local function check_def(def, at)
   if type(def) ~= "table" then error(at .. ": block takes a table: block { name = ..., params = ..., forward = ... }", 0) end
   for k in pairs(def) do
     if k ~= "name" and k ~= "params" and k ~= "forward" and k ~= "width" and k ~= "norm" and k ~= "locals"
-        and k ~= "megatron" then
-      error(string.format("%s: block: unknown field '%s' (name, width, params, forward, megatron, norm, locals)", at,
-        tostring(k)), 0)
+        and k ~= "megatron" and k ~= "param_labels" then
+      error(string.format("%s: block: unknown field '%s' (name, width, params, forward, megatron, norm, locals, "
+        .. "param_labels)", at, tostring(k)), 0)
     end
+  end
+  if def.param_labels ~= nil and type(def.param_labels) ~= "string" then
+    error(string.format("%s: block: 'param_labels' must be the prefix of its parameters' labels", at), 0)
   end
   if type(def.name) ~= "string" or not def.name:match("^[%w_.]+$") then
     error(at .. ": block: 'name' must be the module's name (letters, digits, _ and .)", 0)
@@ -652,6 +856,7 @@ function block.new(at, def)
     values = math.max(values, alt_values)
   end
   local made, op = pcall(vramplan.block_op, { name = def.name, params = leaves, code = code, values = values, norm = def.norm,
+                                              width = def.width,
                                               megatron_start = megatron_start, kernels = kernels })
   if not made then error(string.format("%s: block %s: %s", at, def.name, tostring(op)), 0) end
   return op

@@ -19,8 +19,9 @@ By layer:
 * gpt2, gptj, bloom, opt, mpt, falcon, t5, bert: one family each.
 * llama_blocks: LLaMA's norms, rotary tables, attention and MLP, which the
   other rotary families reuse; moe and deepseek: the mixtures of experts and
-  DeepSeek's latent attention; llama: the LLaMA-like decoder (LLaMA, Mistral,
-  Qwen, Gemma 1-3, Granite, OLMo 2, Phi-3, Mixtral, DeepSeek).
+  DeepSeek's latent attention; diff: the DIFF Transformer's differential
+  attention; llama: the LLaMA-like decoder (LLaMA, Mistral, Qwen, Gemma 1-3,
+  Granite, OLMo 2, Phi-3, Mixtral, DeepSeek, DIFF Transformer).
 * neox_phi, starcoder2, cohere: GPT-NeoX and Phi-2, StarCoder2 and Cohere on
   LLaMA's blocks.
 * losses and causal_lm: XForCausalLM over every decoder family.

@@ -1,12 +1,13 @@
 """The LLaMA-like decoder: LlamaDecoderLayer and LlamaModel, with what each
 family derived from them changes (Mistral's and Qwen's masks, Gemma 1-3,
 Granite's multipliers, OLMo 2's post norms, Phi-3, the mixtures of experts,
-DeepSeek's latent attention)."""
+DeepSeek's latent attention, the DIFF Transformer's differential attention)."""
 import torch
 import torch.nn as nn
 
 from .common import add, chunks
 from .deepseek import DeepseekMoE, DeepseekV2Attention, DeepseekV2MoE, DeepseekV3Attention, DeepseekV3MoE
+from .diff import DiffAttention
 from .llama_blocks import LlamaAttention, LlamaMLP, LlamaRotaryEmbedding, ScaledEmbedding, rms_norm
 from .moe import SparseMoeBlock
 
@@ -21,6 +22,8 @@ class LlamaDecoderLayer(nn.Module):
             self.self_attn = DeepseekV2Attention(cfg, layer_idx)
         elif cfg.get("kv_lora_rank"):
             self.self_attn = DeepseekV3Attention(cfg, layer_idx)
+        elif cfg["model_type"] == "diff_transformer":
+            self.self_attn = DiffAttention(cfg, layer_idx)
         else:
             self.self_attn = LlamaAttention(cfg, layer_idx)
         self.sparse = cfg["model_type"] in ("mixtral", "qwen2_moe", "qwen3_moe")

@@ -1,0 +1,43 @@
+/* sdpa.h — the attention op's core (op_attention.c: from q, k, v to the
+ * merged heads) as a Lua block's F.sdpa calls it: the kernel the recipe's
+ * `attention` picks (HF's eager_attention_forward, SDPA's flash or
+ * memory-efficient kernel, FlashAttention-2; ring attention under context
+ * parallelism; the eager core checkpointed under selective recompute), with
+ * each kernel's saving rules, and the additive causal mask LLaMA's model
+ * builds once per step for it. */
+#ifndef VP_SDPA_H
+#define VP_SDPA_H
+
+#include "op_context.h"
+
+typedef struct {
+    uint64_t heads, kv_heads, head_dim; /* the whole model's: tensor parallelism divides the heads */
+    double dropout;                     /* on the probabilities, while training */
+    /* softmax(dtype=torch.float32).to(query.dtype) (LLaMA's eager path);
+     * false: autocast's fp32 softmax, then .type(value.dtype) (GPT-2's) */
+    bool upcast_softmax;
+    /* the decoder layer keeps the probabilities the eager path returns
+     * until it returns (HF 4.48+: hidden_states, self_attn_weights = ...) */
+    bool keeps_weights;
+    /* q, k, v as they lie: contiguous [b, heads, s, d], or views of
+     * [b, s, heads, d] tensors (a projection viewed and transposed) */
+    bool q_contiguous, k_contiguous, v_contiguous;
+    /* views with gaps (every other head: F.select), which an autocast cast
+     * makes contiguous */
+    bool q_gaps, k_gaps, v_gaps;
+} vp_sdpa_spec;
+
+/* F.scaled_dot_product_attention as the recipe runs it: q [b, heads, s, d],
+ * k and v [b, kv_heads, s, d] (borrowed); returns [b, s, heads, d]
+ * (a new reference). */
+vp_t vp_sdpa(vp_step *step, const vp_sdpa_spec *spec, vp_t q, vp_t k, vp_t v);
+
+/* The per-step tensors it needs, made once before the first layer (the
+ * causal mask of the eager path). */
+void vp_sdpa_prepare(vp_step *step, const vp_sdpa_spec *spec);
+
+/* Whether the heads divide over `tp` ranks as the attention op splits them;
+ * a message naming tp, or NULL. */
+const char *vp_sdpa_check_tp(const vp_sdpa_spec *spec, unsigned tp);
+
+#endif
