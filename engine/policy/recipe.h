@@ -59,8 +59,21 @@ typedef enum {
 typedef enum { VP_OFFLOAD_NONE, VP_OFFLOAD_CPU, VP_OFFLOAD_NVME, VP_OFFLOAD_COUNT } vp_offload;
 
 /* Pipeline schedules (Huang et al. 2019 GPipe; Narayanan et al. 2021 1F1B
- * and its interleaved variant with virtual stages). */
-typedef enum { VP_PP_1F1B, VP_PP_GPIPE, VP_PP_INTERLEAVED, VP_PP_COUNT } vp_pp_schedule;
+ * and its interleaved variant with virtual stages): Megatron-LM's, with its
+ * even split of the layers, then torch.distributed.pipelining's under the
+ * names torchtitan gives them (pipeline_parallel_schedule), with
+ * torchtitan's split (engine/step/estimate.c). */
+typedef enum {
+    VP_PP_1F1B,
+    VP_PP_GPIPE,
+    VP_PP_INTERLEAVED,
+    VP_PP_TORCH_1F1B,
+    VP_PP_TORCH_GPIPE,
+    VP_PP_TORCH_INTERLEAVED,
+    VP_PP_TORCH_ZBV,
+    VP_PP_TORCH_INTERLEAVED_ZB,
+    VP_PP_COUNT
+} vp_pp_schedule;
 
 enum { VP_MAX_STAGES = 1024 };
 
@@ -247,6 +260,13 @@ vp_module_set vp_lora_targets(const vp_recipe *recipe);
 extern const char *const vp_fsdp_names[];
 extern const char *const vp_offload_names[];
 extern const char *const vp_pp_schedule_names[];
+/* The recipe's schedule as one of Megatron's three (what it holds in
+ * flight), whether it is torch.distributed.pipelining's (torchtitan's
+ * split), and its model chunks per rank (torchtitan's Interleaved1F1B: 2
+ * unless virtual_stages says more). */
+vp_pp_schedule vp_pp_kind(const vp_recipe *recipe);
+bool vp_pp_torch(const vp_recipe *recipe);
+unsigned vp_pp_chunks(const vp_recipe *recipe);
 extern const char *const vp_torch_version_names[];
 extern const char *const vp_device_names[];
 extern const char *const vp_allocator_model_names[];

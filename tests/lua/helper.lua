@@ -46,6 +46,14 @@ function helper.estimate(...)
   return require("dkjson").decode(out)
 end
 
+-- helper.estimate of `model`, the arguments in the list `shape`, then the rest.
+function helper.estimate_on(model, shape, ...)
+  local args = { model }
+  for _, a in ipairs(shape) do args[#args + 1] = a end
+  for _, a in ipairs({ ... }) do args[#args + 1] = a end
+  return helper.estimate(table.unpack(args))
+end
+
 -- Runs `vramplan estimate <args>` expecting a clean failure: exit code 1, a
 -- message that starts "vramplan: " and no traceback. Returns stderr.
 function helper.fails(...)
