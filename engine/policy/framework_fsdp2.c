@@ -32,7 +32,9 @@
  *   (FSDPState._lazy_init sets the root's post_forward_mesh_info = None). */
 static const char *plan_fsdp2(const vp_recipe *r, const vp_precision *p, vp_shard_plan *plan) {
     if (r->tp > 1) return "tp: framework = fsdp2 with tp is not modelled yet";
-    if (r->pp > 1) return "pp: framework = fsdp2 with pp is not modelled yet";
+    if (r->pp > 1 && !vp_pp_torch(r))
+        return "pp_schedule: framework = fsdp2 runs torch.distributed.pipelining's schedules: 1F1B, GPipe or "
+               "Interleaved1F1B";
     if (r->ep > 1) return "ep: framework = fsdp2 with ep is not modelled yet";
     if (r->zero) return "zero: ZeRO stages need framework = \"deepspeed\"";
     if (r->fsdp != VP_FSDP_NONE)
@@ -56,6 +58,19 @@ static const char *plan_fsdp2(const vp_recipe *r, const vp_precision *p, vp_shar
     plan->keeps_gathered = !r->reshard_after_forward;
     plan->collective_buffers = n > 1;
     plan->keeps_last_block = true;
+    if (r->pp > 1 && n > 1) {
+        /* torchtitan's apply_fsdp with pp: reshard_after_forward=False for
+         * every block and the root (parallelize_llama.py at 9dec370; the
+         * "default" of fsdp_reshard_after_forward since), and the pipeline
+         * stage neither syncs nor reshards until the last micro-batch
+         * (layout.c, defers_reduce): the stage stays gathered through the
+         * step whatever reshard_after_forward says. The all-gather output
+         * and reduce-scatter input slots are not modelled there (one
+         * block's worth each). */
+        plan->keeps_gathered = true;
+        plan->defers_reduce = true;
+        plan->collective_buffers = false;
+    }
     return NULL;
 }
 

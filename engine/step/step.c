@@ -686,8 +686,10 @@ static void run(vp_step *step, vp_step_result *result) {
     /* in the bytes the peak is counted in: the CPU twin's are exact */
     result->resident_bytes = step->recipe->device == VP_DEVICE_CPU ? resident_raw.total : resident.total;
 
+    step->priv->final_micro_batch = step->stage.microbatches == 1;
     result->activations_bytes = micro_batch(step, &resident, &resident_raw);
     /* a later micro-batch backpropagates into the gradients the first made */
+    step->priv->final_micro_batch = true;
     if (step->stage.microbatches > 1) micro_batch(step, &resident, &resident_raw);
     result->rounded_fb = ledger->rounded;
     result->raw_fb = ledger->raw;

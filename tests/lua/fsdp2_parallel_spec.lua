@@ -1,0 +1,81 @@
+-- framework = fsdp2 composed with the other parallel axes, as torchtitan runs
+-- them. Expectations are worked out here from the libraries' rules (cited
+-- at each test), on dims that do not divide the ranks, not read from the
+-- engine. No PyTorch run checks FSDP2 here (the CPU harness's torch is 1.13).
+local helper = require("tests.lua.helper")
+
+local function ceil_div(a, b) return (a + b - 1) // b end
+
+-- a Llama whose every dim 0 leaves a remainder over 8 ranks: hidden 100, 5
+-- heads of 20, one key/value head, intermediate 270, vocabulary 1003
+local H, HEAD_DIM, KV, FFN, VOCAB = 100, 20, 1, 270, 1003
+local SHAPE = { "--set", "hidden=" .. H, "--set", "heads=5", "--set", "kv_heads=" .. KV, "--set",
+  "intermediate=" .. FFN, "--set", "vocab=" .. VOCAB, "--set", "framework=fsdp2", "--set", "device=cpu" }
+local function estimate(...) return helper.estimate_on("llama2-7b", SHAPE, ...) end
+
+-- each parameter as (dim 0, the rest)
+local BLOCK = {
+  { H, 1 }, { 5 * HEAD_DIM, H }, { KV * HEAD_DIM, H }, { KV * HEAD_DIM, H }, { H, 5 * HEAD_DIM },
+  { H, 1 }, { FFN, H }, { FFN, H }, { H, FFN },
+}
+local EMBED = { { VOCAB, H } }
+local HEAD = { { H, 1 }, { VOCAB, H } } -- the final norm and lm_head
+
+local function sum(params, f, times)
+  local n = 0
+  for _, p in ipairs(params) do n = n + f(p) end
+  return n * (times or 1)
+end
+local function numel(p) return p[1] * p[2] end
+
+describe("fsdp2 with pp (torch.distributed.pipelining)", function()
+  local DP = 8
+  local function shard(p) return ceil_div(p[1], DP) * p[2] end      -- FSDP2's dim-0 shard
+  local function gathered(p) return ceil_div(p[1], DP) * DP * p[2] end -- its padded all-gather output
+
+  -- 5 layers over pp 2 under 1F1B: (5 + 2) / 2 = 3, one more for stage 0:
+  -- stage 0 4 - 1 = 3 blocks and the embeddings, stage 1 3 - 1 = 2 blocks
+  -- and the head (torchtitan's split)
+  local stage0 = { blocks = 3, root = EMBED }
+  local stage1 = { blocks = 2, root = HEAD }
+  local function of(stage, f) return sum(BLOCK, f, stage.blocks) + sum(stage.root, f) end
+
+  it("keeps the stage gathered and its gradients unsharded in fp32 until the last micro-batch", function()
+    -- torchtitan (apply_fsdp, pp): reshard_after_forward=False; PipelineStage
+    -- backward_maybe_with_nosync: no gradient sync, no reshard after
+    -- backward; FSDPParam.to_accumulated_grad_if_needed: the unsharded
+    -- gradient in reduce_dtype (fp32). At the peak (backward) the rank holds
+    -- its fp32 shards, every parameter gathered in bf16 (padded) and every
+    -- gradient accumulated in fp32 (unpadded, the unsharded parameter's size)
+    local r = estimate("--set", "layers=5", "--set", "dp=" .. DP, "--set", "pp=2", "--set", "pp_schedule=1F1B",
+      "--set", "num_microbatches=4")
+    for i, stage in ipairs({ stage0, stage1 }) do
+      local rank = r.per_rank[i]
+      assert.are.equal(4 * of(stage, shard), rank.params_bytes)
+      assert.are.equal(4 * of(stage, shard) + 2 * of(stage, gathered), rank.peak_breakdown.params)
+      local accumulated = 4 * of(stage, numel)
+      -- and the bf16 gradients of the last micro-batch made so far (at
+      -- most one block's)
+      local grads = rank.peak_breakdown.grads
+      assert.is_true(grads >= accumulated and grads <= accumulated + 2 * sum(BLOCK, numel),
+        string.format("stage %d: %d gradient bytes at the peak, %d accumulated", i - 1, grads, accumulated))
+    end
+    -- the last stage peaks at the loss, before any gradient of the last
+    -- micro-batch: exactly the accumulated ones
+    assert.are.equal(4 * of(stage1, numel), r.per_rank[2].peak_breakdown.grads)
+  end)
+
+  it("gives the same peak folded and unfolded", function()
+    helper.assert_folds_agree(helper.model("llama2-7b", 6), {
+      { framework = "fsdp2", dp = 8, pp = 2, pp_schedule = "1F1B", num_microbatches = 4 },
+      { framework = "fsdp2", dp = 8, pp = 2, pp_schedule = "Interleaved1F1B", num_microbatches = 4 },
+      { framework = "fsdp2", dp = 8, pp = 2, pp_schedule = "GPipe", num_microbatches = 2, checkpointing = "full" },
+    })
+  end)
+
+  it("refuses Megatron-LM's schedules, naming the key", function()
+    local err = helper.fails("llama2-7b", "--set", "framework=fsdp2", "--set", "dp=8", "--set", "pp=2")
+    assert.truthy(err:find("pp_schedule: framework = fsdp2 runs torch.distributed.pipelining's schedules", 1, true),
+      err)
+  end)
+end)
