@@ -313,6 +313,7 @@ static void attention_facts(const vp_op *op, vp_section_id section, vp_model_fac
     facts->caches = vp_op_flag(op, ATT_CACHES);
     facts->peft_defaults = vp_op_flag(op, ATT_PEFT_DEFAULTS);
     facts->kv_width = s.kv_heads * s.head_dim;
+    facts->kv_heads = (unsigned)s.kv_heads;
     facts->splits_hidden = s.hidden % s.heads == 0 && s.hidden / s.heads == s.head_dim;
 }
 
@@ -1238,8 +1239,10 @@ static vp_t rotate(vp_step *step, const vp_op *op, vp_t x, qkv *in, const char *
     return y;
 }
 
-static vp_t attention_forward(vp_step *step, const vp_op *op, const vp_t *leaves, vp_t x) {
+static vp_t attention_forward(vp_step *step, const vp_op *op, const vp_t *leaves, vp_t given) {
     vp_sim *sim = &step->sim;
+    /* DTensor's PrepareModuleInput: the input gathered once for q, k and v */
+    vp_t gathered = vp_module_input(step, given), x = gathered ? gathered : given;
     shape s = local_shape(op, step->tp);
     uint64_t q_out = s.heads * s.head_dim, kv_out = s.kv_heads * s.head_dim;
     qkv in = {.input_dtype = (vp_dtype)vp_at(sim, x)->dtype};
@@ -1293,6 +1296,7 @@ static vp_t attention_forward(vp_step *step, const vp_op *op, const vp_t *leaves
         in.v = vp_project_column(step, source, leaves[V_W], leaves[V_B], kv_out, "attention.v_proj");
         normalized = early;
     }
+    vp_drop(sim, gathered);
     if (vp_op_flag(op, ATT_POSITION_BIAS)) {
         in.cross = cross;
         in.kv_len = cross ? step->source_seq : step->seq + step->past_tokens;

@@ -64,6 +64,11 @@ typedef struct vp_framework_kind {
     bool expert_parallel;     /* experts split over ep ranks, their states over their own data-parallel group */
     bool experts_need_sequence_parallel; /* with tp > 1, experts need sequence parallelism */
     bool vocab_parallel_loss; /* the loss is its vocabulary-parallel cross-entropy, whatever `loss` says */
+    /* tensor parallelism as torch.distributed.tensor.parallel plans it
+     * (torchtitan's apply_tp): the vocabulary split unpadded, each module's
+     * input all-gathered once (PrepareModuleInput) for its column-parallel
+     * linears, which save the gathered input (vp_module_input) */
+    bool dtensor_tp;
     bool bucketed_grads;      /* gradients live in its own buffers (buckets, shards): never kept as .grad */
     bool layer_units;         /* each layer is a unit with its own hooks (FSDP's wrapping) */
     /* ZeRO-3's parameter coordinator: prefetches stage3_prefetch_bucket_size

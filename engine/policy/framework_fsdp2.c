@@ -31,11 +31,22 @@
  *   prefetch it immediately"), and the root is never resharded after forward
  *   (FSDPState._lazy_init sets the root's post_forward_mesh_info = None). */
 static const char *plan_fsdp2(const vp_recipe *r, const vp_precision *p, vp_shard_plan *plan) {
-    if (r->tp > 1) return "tp: framework = fsdp2 with tp is not modelled yet";
+    /* torchtitan's parallelize_llama: "Async TP requires --training.compile";
+     * Inductor's _micro_pipeline_tp then fuses each all-gather into its
+     * matmul over symmetric-memory buffers, whose memory is not modelled */
+    if (r->async_tp)
+        return r->tp > 1 ? "async_tp: needs torch.compile (torchtitan), whose fused all-gather matmuls are not modelled"
+                         : "async_tp: needs tp > 1";
     if (r->pp > 1 && !vp_pp_torch(r))
         return "pp_schedule: framework = fsdp2 runs torch.distributed.pipelining's schedules: 1F1B, GPipe or "
                "Interleaved1F1B";
     if (r->ep > 1) return "ep: framework = fsdp2 with ep is not modelled yet";
+    if (r->tp > 1 && vp_finetune_method_of(r)->peft)
+        return "finetune: PEFT's adapters under DTensor's tensor parallelism (framework = fsdp2 with tp) are not "
+               "modelled";
+    if (r->tp > 1 && p->fp8_gemms)
+        return "precision: Transformer Engine's fp8 under DTensor's tensor parallelism (framework = fsdp2 with tp) "
+               "is not modelled";
     if (r->zero) return "zero: ZeRO stages need framework = \"deepspeed\"";
     if (r->fsdp != VP_FSDP_NONE)
         return "fsdp: FSDP1's sharding strategies need framework = \"fsdp\"; fsdp2 shards over dp, "
@@ -44,6 +55,12 @@ static const char *plan_fsdp2(const vp_recipe *r, const vp_precision *p, vp_shar
         return "offload_params: framework = fsdp2 with CPUOffloadPolicy is not modelled yet";
     if (vp_finetune_method_of(r)->quantizes_base)
         return "method: a quantized base with framework = fsdp2 is not modelled yet";
+    /* with tp (torchtitan's 2-D mesh: apply_tp, then fully_shard over the
+     * dp mesh) each parameter is a DTensor already split over tp, and
+     * FSDP2 shards its local tensor on dim 0 over dp
+     * (FSDPParam._init_sharded_param, _StridedShard where both split dim
+     * 0): the leaves are made tp-local (their rows), so the dim-0 rule
+     * below pads ceil(local dim 0 / dp) rows */
     unsigned n = r->dp;
     plan->shards = (vp_shards){n, n, n};
     plan->gather = n > 1;
@@ -100,4 +117,5 @@ const vp_framework_kind vp_framework_fsdp2 = {
     .python_locals = true,
     .bucketed_grads = true,
     .layer_units = true,
+    .dtensor_tp = true,
 };

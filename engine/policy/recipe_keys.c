@@ -355,6 +355,11 @@ static const vp_recipe_key keys[] = {
      .doc = "framework fsdp2 with precision fp8-torchao: each float8 linear's weight shard cast to float8 before "
             "FSDP2's all-gather (1 byte an element gathered, no weight cast in the GEMMs; torchao's "
             "enable_fsdp_float8_all_gather) [false]"},
+    /* torchtitan's enable_async_tensor_parallel (parallelize_llama.py,
+     * apply_tp: Inductor's _micro_pipeline_tp over symmetric memory) */
+    {BOOL_KEY("async_tp", async_tp, false), .applies = with_fsdp2,
+     .doc = "framework fsdp2 with tp: torchtitan's async tensor parallelism (refused: it needs torch.compile, "
+            "whose fused all-gather matmuls are not modelled) [false]"},
     {OPTION_KEY("offload_optimizer", offload_optimizer, vp_offload_names, VP_OFFLOAD_NONE),
      .doc = "DeepSpeed's optimizer offload (master weights, states, fp32 gradients)"},
     {OPTION_KEY("offload_params", offload_params, vp_offload_names, VP_OFFLOAD_NONE),

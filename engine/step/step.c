@@ -855,6 +855,10 @@ const char *vp_step_layout_problem(const vp_model *model, const vp_recipe *recip
     if (recipe->tp > 1) {
         problem = vp_model_check_tp(model, recipe->tp);
         if (problem) return problem;
+        /* DTensor's ColwiseParallel splits wk and wv's rows evenly over tp
+         * (no replicated key/value heads, as Megatron-LM has) */
+        if (framework->dtensor_tp && model->facts.kv_heads % recipe->tp)
+            return "tp: must divide the key/value heads under DTensor's tensor parallelism (framework = fsdp2)";
     }
     /* megatron/training/arguments.py: "When using MoE and tensor
      * parallelism, sequence parallelism must be used." */
@@ -862,7 +866,7 @@ const char *vp_step_layout_problem(const vp_model *model, const vp_recipe *recip
         model->facts.experts)
         return "sequence_parallel: Megatron-LM needs it for experts with tp > 1";
     unsigned tp = recipe->tp ? recipe->tp : 1, cp = recipe->cp ? recipe->cp : 1;
-    vp_ranks experts = {tp, recipe->ep ? recipe->ep : 1, recipe->etp ? recipe->etp : tp};
+    vp_ranks experts = {tp, recipe->ep ? recipe->ep : 1, recipe->etp ? recipe->etp : tp, false};
     bool ep = recipe->ep > 1, etp = recipe->etp > 1 && recipe->etp != tp;
     if ((ep || etp) && !model->facts.experts)
         return ep ? "ep: expert parallelism needs a model with experts"

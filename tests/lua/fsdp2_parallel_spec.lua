@@ -79,3 +79,62 @@ describe("fsdp2 with pp (torch.distributed.pipelining)", function()
       err)
   end)
 end)
+
+describe("fsdp2 with tp (DTensor's plans, as torchtitan's apply_tp)", function()
+  -- tp 5 over 5 heads of 20 (5 key/value heads), intermediate 270 (54 a
+  -- rank), vocabulary 1003; dp 3, which divides none of the local dim 0s
+  local DP, TP = 3, 5
+  local function shard(p) return ceil_div(p[1], DP) * p[2] end
+  -- the tp-local shapes: ColwiseParallel splits wq, wk, wv, w1, w3 and the
+  -- head on their outputs (dim 0), RowwiseParallel wo, w2 and the embedding
+  -- (nn.Embedding's dim 0, the vocabulary) on their inputs; norms whole
+  -- (SequenceParallel). DTensor's Shard(0) of the vocabulary is unpadded:
+  -- ceil(1003 / 5) = 201 rows, where Megatron-LM pads to 1280 (256 a rank)
+  local V = ceil_div(VOCAB, TP)
+  local LOCAL_BLOCK = {
+    { H, 1 }, { 100 / TP, H }, { 100 / TP, H }, { 100 / TP, H }, { H, 100 / TP },
+    { H, 1 }, { FFN / TP, H }, { FFN / TP, H }, { H, FFN / TP },
+  }
+  local LOCAL_ROOT = { { V, H }, { H, 1 }, { V, H } }
+
+  it("shards each parameter's tp-local tensor on dim 0 over dp, the vocabulary unpadded", function()
+    -- FSDP2 over the dp mesh of TP's DTensors (FSDPParam._init_sharded_param):
+    -- ceil(local dim 0 / dp) rows; fp32 shards, fp32 gradients, two AdamW states
+    local r = estimate("--set", "layers=3", "--set", "kv_heads=5", "--set", "dp=" .. DP, "--set", "tp=" .. TP,
+      "--set", "sequence_parallel=true", "--set", "seq_len=250")
+    local elements = sum(LOCAL_BLOCK, shard, 3) + sum(LOCAL_ROOT, shard)
+    assert.are.equal(4 * elements, r.per_gpu.params_bytes)
+    assert.are.equal(4 * elements, r.per_gpu.grads_bytes)
+    assert.are.equal(8 * elements, r.per_gpu.optimizer_bytes)
+  end)
+
+  it("gathers each module's input once (PrepareModuleInput), saved by its column-parallel linears", function()
+    -- torchtitan's layer plan: attention and feed_forward take Shard(1) and
+    -- want Replicate(): one all-gather of the 16-bit hidden states
+    -- (tokens x hidden) each, and the head's ColwiseParallel(input_layouts=
+    -- Shard(1)) one more (in the loss phase): 2 layers x 2 in the forward,
+    -- each 1 x 128 tokens x 4096 x 2 bytes. Megatron-LM gathers in each
+    -- linear instead (and saves the shard).
+    local model = helper.model("llama2-7b", 2)
+    local sizes = helper.forward_sizes(model, { framework = "fsdp2", dp = 2, tp = 2, sequence_parallel = true,
+      seq_len = 128, micro_batch = 1 }, "all_gather.module_input")
+    assert.are.same({ 128 * 4096 * 2, 128 * 4096 * 2, 128 * 4096 * 2, 128 * 4096 * 2 }, sizes)
+    assert.are.same({}, helper.forward_sizes(model, { framework = "megatron", tp = 2, sequence_parallel = true,
+      seq_len = 128, micro_batch = 1 }, "all_gather.module_input"))
+  end)
+
+  it("gives the same peak folded and unfolded", function()
+    helper.assert_folds_agree(helper.model("llama2-7b", 6), {
+      { framework = "fsdp2", dp = 2, tp = 2, sequence_parallel = true },
+      { framework = "fsdp2", dp = 2, tp = 2 },
+      { framework = "fsdp2", dp = 2, tp = 2, sequence_parallel = true, checkpointing = "full" },
+    })
+  end)
+
+  for name, test in helper.refusals("llama2-7b", { "framework=fsdp2", "dp=2" }, {
+    { { "tp=2", "async_tp=true" }, "async_tp: needs torch.compile" },
+    { { "tp=2", "kv_heads=1" }, "tp: must divide the key/value heads under DTensor's tensor parallelism" },
+    { { "tp=2", "finetune=lora" }, "finetune: PEFT's adapters under DTensor's tensor parallelism" },
+    { { "tp=2", "precision=fp8" }, "precision: Transformer Engine's fp8 under DTensor's tensor parallelism" },
+  }) do it(name, test) end
+end)

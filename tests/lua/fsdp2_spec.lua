@@ -109,7 +109,6 @@ describe("framework = fsdp2", function()
   end)
 
   for _, case in ipairs({
-    { "tp=2", "tp: framework = fsdp2 with tp is not modelled yet" },
     { "fsdp=full_shard", "fsdp: FSDP1's sharding strategies need framework = \"fsdp\"" },
     { "offload_params=cpu", "offload_params: framework = fsdp2 with CPUOffloadPolicy is not modelled yet" },
   }) do
