@@ -1071,6 +1071,22 @@ static vp_t attention_bias(vp_step *step, vp_t mask, uint64_t keys) {
     return padded;
 }
 
+/* SDPA under PyTorch's context parallelism: HF's sdpa path repeats K/V
+ * first, as for fused_kernel; the ring copies them contiguous unless they
+ * are (repeat_kv's are) */
+static vp_t sdpa_ring(vp_step *step, const qkv *in, shape s) {
+    vp_sim *sim = &step->sim;
+    bool repeat = s.kv_heads != s.heads;
+    unsigned rep = (unsigned)(s.heads / s.kv_heads);
+    vp_t k = repeat ? vp_repeat(sim, in->k, rep, "attention.repeat_kv") : (vp_hold(sim, in->k), in->k);
+    vp_t v = repeat ? vp_repeat(sim, in->v, rep, "attention.repeat_kv") : (vp_hold(sim, in->v), in->v);
+    bool contiguous = repeat || (in->k_contiguous && in->v_contiguous);
+    vp_t out = vp_sdpa_ring_attention(step, in->q, k, v, contiguous, s.heads, s.heads, s.head_dim);
+    vp_drop(sim, k);
+    vp_drop(sim, v);
+    return out;
+}
+
 static vp_t fused_kernel(vp_step *step, const qkv *in, shape s, kernel which, vp_t mask) {
     vp_sim *sim = &step->sim;
     uint64_t b = step->batch, n = step->seq;
@@ -1359,6 +1375,8 @@ static vp_t attention_forward(vp_step *step, const vp_op *op, const vp_t *leaves
         vp_t out = vp_sdpa_math(step, &m, in.q, in.k, in.v);
         context = vp_copy(sim, out, "attention.merge_heads");
         vp_drop(sim, out);
+    } else if (step->cp > 1 && vp_framework_of(step->recipe)->sdpa_ring) {
+        context = sdpa_ring(step, &in, s);
     } else if (step->cp > 1) {
         context = vp_ring_attention(step, in.q, in.k, in.v, s.heads, s.kv_heads, s.head_dim);
     } else {

@@ -61,6 +61,7 @@ typedef struct vp_framework_kind {
     /* ---- what it runs ---- */
     bool selective_recompute; /* the attention core recomputed alone (Korthikanti et al. 2022) */
     bool context_parallel;    /* the sequence split over cp ranks, ring attention */
+    bool sdpa_ring;           /* ... as PyTorch's context_parallel rings SDPA (not Transformer Engine's) */
     bool expert_parallel;     /* experts split over ep ranks, their states over their own data-parallel group */
     bool experts_need_sequence_parallel; /* with tp > 1, experts need sequence parallelism */
     bool vocab_parallel_loss; /* the loss is its vocabulary-parallel cross-entropy, whatever `loss` says */

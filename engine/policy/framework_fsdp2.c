@@ -34,6 +34,10 @@ static const char *plan_fsdp2(const vp_recipe *r, const vp_precision *p, vp_shar
     /* torchtitan's parallelize_llama: "Async TP requires --training.compile";
      * Inductor's _micro_pipeline_tp then fuses each all-gather into its
      * matmul over symmetric-memory buffers, whose memory is not modelled */
+    /* torchtitan's context parallelism replaces SDPA (context_parallel's
+     * buffers and its SDPA dispatch): flash_attn's library kernel is not it */
+    if (r->cp > 1 && r->attention != VP_ATTN_SDPA)
+        return "cp: PyTorch's context parallelism rings SDPA's kernels: use attention = sdpa";
     if (r->async_tp)
         return r->tp > 1 ? "async_tp: needs torch.compile (torchtitan), whose fused all-gather matmuls are not modelled"
                          : "async_tp: needs tp > 1";
@@ -61,7 +65,9 @@ static const char *plan_fsdp2(const vp_recipe *r, const vp_precision *p, vp_shar
      * (FSDPParam._init_sharded_param, _StridedShard where both split dim
      * 0): the leaves are made tp-local (their rows), so the dim-0 rule
      * below pads ceil(local dim 0 / dp) rows */
-    unsigned n = r->dp;
+    /* with cp, torchtitan's FSDP mesh is dp_shard_cp: dp x cp ranks
+     * (parallelize_llama: apply_fsdp over world_mesh["dp_shard_cp"]) */
+    unsigned n = r->dp * (r->cp ? r->cp : 1);
     plan->shards = (vp_shards){n, n, n};
     plan->gather = n > 1;
     plan->grads = n > 1 ? VP_GRADS_UNIT : VP_GRADS_KEEP;
@@ -118,4 +124,6 @@ const vp_framework_kind vp_framework_fsdp2 = {
     .bucketed_grads = true,
     .layer_units = true,
     .dtensor_tp = true,
+    .context_parallel = true,
+    .sdpa_ring = true,
 };

@@ -138,3 +138,43 @@ describe("fsdp2 with tp (DTensor's plans, as torchtitan's apply_tp)", function()
     { { "tp=2", "precision=fp8" }, "precision: Transformer Engine's fp8 under DTensor's tensor parallelism" },
   }) do it(name, test) end
 end)
+
+describe("fsdp2 with cp (PyTorch's context_parallel, SDPA's ring)", function()
+  it("shards the parameters over dp x cp ranks (torchtitan's dp_shard_cp mesh)", function()
+    -- dp 3 x cp 2 = 6 ranks: ceil(dim 0 / 6) rows each
+    local function shard(p) return ceil_div(p[1], 6) * p[2] end
+    local r = estimate("--set", "layers=3", "--set", "dp=3", "--set", "cp=2", "--set", "seq_len=256")
+    assert.are.equal(4 * (sum(BLOCK, shard, 3) + sum(EMBED, shard) + sum(HEAD, shard)), r.per_gpu.params_bytes)
+  end)
+
+  it("keeps what SDPA keeps on s / cp tokens: the activations of a cp-fold shorter sequence", function()
+    -- context_parallel shards the inputs, labels and rotary buffers on the
+    -- sequence; the ring's autograd node is SDPA's (q, k, v, output and
+    -- log-sum-exp of the local tokens). Both shard over 8 ranks, so that
+    -- the gathered blocks kept through forward are padded alike.
+    local long = estimate("--set", "layers=3", "--set", "dp=2", "--set", "cp=4", "--set", "seq_len=1024")
+    local short = estimate("--set", "layers=3", "--set", "dp=8", "--set", "seq_len=256")
+    assert.are.equal(short.per_gpu.activations_bytes, long.per_gpu.activations_bytes)
+  end)
+
+  it("all-gathers every rank's keys and values once a layer (rotate_method allgather)", function()
+    -- torch.cat of this rank's K and V (b x t x heads x head_dim each, 16-bit),
+    -- gathered from cp ranks: cp x 2 x 1 x 128 x 32 x 128 x 2 bytes for
+    -- Llama-2-7B (32 heads, no repeat) at seq_len 256 over cp 2
+    local sizes = helper.forward_sizes(helper.model("llama2-7b", 2), { framework = "fsdp2", dp = 2, cp = 2,
+      seq_len = 256, micro_batch = 1 }, "attention.cp_kv_all_gather")
+    assert.are.same({ 2 * 2 * 128 * 32 * 128 * 2, 2 * 2 * 128 * 32 * 128 * 2 }, sizes)
+  end)
+
+  it("gives the same peak folded and unfolded", function()
+    helper.assert_folds_agree(helper.model("llama2-7b", 6), {
+      { framework = "fsdp2", dp = 2, cp = 2, seq_len = 256 },
+      { framework = "fsdp2", dp = 2, cp = 2, tp = 2, sequence_parallel = true, seq_len = 256 },
+      { framework = "fsdp2", dp = 2, cp = 2, pp = 2, pp_schedule = "1F1B", seq_len = 256, checkpointing = "full" },
+    })
+  end)
+
+  for name, test in helper.refusals("llama2-7b", { "framework=fsdp2", "dp=2" }, {
+    { { "cp=2", "attention=flash" }, "cp: PyTorch's context parallelism rings SDPA's kernels" },
+  }) do it(name, test) end
+end)
