@@ -81,7 +81,8 @@ vp_t vp_sdpa_ring_attention(vp_step *step, vp_t q, vp_t k, vp_t v, bool kv_conti
     vp_t cat = vp_new(sim, 2 * nk, dt, "attention.cp_kv_cat");
     vp_t gathered = vp_new(sim, (uint64_t)cp * 2 * nk, dt, "attention.cp_kv_all_gather");
     vp_t step_out = vp_new(sim, nq, dt, "attention.cp_step_out");
-    vp_t lse = vp_new(sim, lse_n, VP_FP32, "attention.cp_lse"); /* merged in place of the first step's */
+    /* the op's outputs, which a selective checkpoint's policy sees as SDPA's */
+    vp_t lse = vp_sac_new(sim, VP_ATEN_SDPA_FLASH, lse_n, VP_FP32, "attention.cp_lse");
     vp_t out32 = vp_new(sim, nq, VP_FP32, "attention.cp_merged_out");
     vp_drop(sim, cat); /* waited for at the second step */
     if (cp > 1) { /* a later step: its output beside the merge's temporaries */
@@ -90,7 +91,7 @@ vp_t vp_sdpa_ring_attention(vp_step *step, vp_t q, vp_t k, vp_t v, bool kv_conti
         vp_scratch(sim, 2 * fp32_bytes(nq), "attention.cp_merge");
     }
     vp_drop(sim, step_out);
-    vp_t out = vp_new(sim, nq, dt, "attention.cp_out");
+    vp_t out = vp_sac_new(sim, VP_ATEN_SDPA_FLASH, nq, dt, "attention.cp_out");
     vp_drop(sim, out32);
     vp_drop(sim, gathered);
     vp_drop(sim, kc);

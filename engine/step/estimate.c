@@ -359,7 +359,18 @@ static const char *const fsdp_gathers[] = {"all_gather", "all_gather.prefetch", 
 static const char *const fsdp_reduced[] = {"reduce_scatter.grad", NULL};
 static const vp_replay_streams fsdp_streams = {{fsdp_gathers, fsdp_reduced}};
 
+/* FSDP2 (torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py, torch
+ * 2.4-2.6): the flat all-gather output is made on the all-gather stream
+ * (foreach_all_gather, under all_gather_stream) and copied out into the
+ * unsharded parameters on the default stream (foreach_all_gather_copy_out,
+ * in wait_for_unshard); the reduce-scatter input is made on the default
+ * stream and its output, the sharded gradient, on the reduce-scatter stream
+ * (foreach_reduce: reduce_output under reduce_scatter_stream). */
+static const char *const fsdp2_gathers[] = {"all_gather.output", NULL};
+static const vp_replay_streams fsdp2_streams = {{fsdp2_gathers, fsdp_reduced}};
+
 static const vp_replay_streams *streams_of(const vp_recipe *recipe) {
+    if (recipe->framework == VP_FRAMEWORK_FSDP2) return &fsdp2_streams;
     return recipe->framework == VP_FRAMEWORK_FSDP ? &fsdp_streams : NULL;
 }
 

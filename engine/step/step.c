@@ -634,6 +634,17 @@ static uint64_t micro_batch(vp_step *step, const vp_meter *resident, const vp_me
     vp_step_drop_leaves(sim, old_graph_leaves);
     uint64_t activations = step->recipe->device == VP_DEVICE_CPU ? ledger->raw.total - resident_raw->total
                                                                  : ledger->rounded.total - resident->total;
+    /* a pipeline stage under FSDP2 keeps its blocks gathered and their
+     * gradients accumulated across micro-batches (plan.defers_reduce): they
+     * are no micro-batch's activations, which the other micro-batches in
+     * flight repeat (estimate.c) */
+    if (priv->plan.defers_reduce) {
+        const vp_meter *now = step->recipe->device == VP_DEVICE_CPU ? &ledger->raw : &ledger->rounded;
+        const vp_meter *was = step->recipe->device == VP_DEVICE_CPU ? resident_raw : resident;
+        const vp_category held[] = {VP_CAT_PARAMS, VP_CAT_COMM, VP_CAT_GRADS};
+        for (unsigned i = 0; i < sizeof held / sizeof *held; i++)
+            activations -= now->current[held[i]] - was->current[held[i]];
+    }
 
     /* backward: loss.backward(), or backward from the received gradient */
     ledger->place.phase = VP_PHASE_BACKWARD;

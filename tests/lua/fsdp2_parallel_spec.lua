@@ -65,6 +65,19 @@ describe("fsdp2 with pp (torch.distributed.pipelining)", function()
     assert.are.equal(4 * of(stage1, numel), r.per_rank[2].peak_breakdown.grads)
   end)
 
+  it("repeats for the micro-batches in flight their activations, not the stage's gathered parameters", function()
+    -- the gathered blocks (padded to dp) and the accumulated gradients are
+    -- the stage's, held once: a micro-batch's activations do not depend on
+    -- dp, where the padding of the gathered parameters does (8 and 3 pad
+    -- these dims differently)
+    local function activations(dp)
+      local r = estimate("--set", "layers=5", "--set", "dp=" .. dp, "--set", "pp=2", "--set", "pp_schedule=1F1B",
+        "--set", "num_microbatches=4")
+      return { r.per_rank[1].activations_bytes, r.per_rank[2].activations_bytes }
+    end
+    assert.are.same(activations(8), activations(3))
+  end)
+
   it("gives the same peak folded and unfolded", function()
     helper.assert_folds_agree(helper.model("llama2-7b", 6), {
       { framework = "fsdp2", dp = 8, pp = 2, pp_schedule = "1F1B", num_microbatches = 4 },
@@ -177,4 +190,18 @@ describe("fsdp2 with cp (PyTorch's context_parallel, SDPA's ring)", function()
   for name, test in helper.refusals("llama2-7b", { "framework=fsdp2", "dp=2" }, {
     { { "cp=2", "attention=flash" }, "cp: PyTorch's context parallelism rings SDPA's kernels" },
   }) do it(name, test) end
+end)
+
+describe("op-selective checkpointing over fsdp2", function()
+  it("gives the same peak folded and unfolded with each axis", function()
+    -- torchtitan's policy saves DTensor's reduce-scatter outputs under
+    -- sequence parallelism and the ring's SDPA outputs under cp: the
+    -- rerun must take back from the cache exactly what the forward put in
+    helper.assert_folds_agree(helper.model("llama2-7b", 6), {
+      { framework = "fsdp2", dp = 2, checkpointing = "op-selective" },
+      { framework = "fsdp2", dp = 2, tp = 2, sequence_parallel = true, checkpointing = "op-selective" },
+      { framework = "fsdp2", dp = 2, cp = 2, seq_len = 256, checkpointing = "op-selective" },
+      { framework = "fsdp2", dp = 2, pp = 2, pp_schedule = "1F1B", checkpointing = "op-selective" },
+    })
+  end)
 end)
