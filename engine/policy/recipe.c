@@ -77,26 +77,6 @@ const char *const vp_pp_schedule_names[] = {"1f1b",          "gpipe",         "i
                                             "1F1B",          "GPipe",         "Interleaved1F1B",
                                             "ZBVZeroBubble", "InterleavedZeroBubble", NULL};
 
-vp_pp_schedule vp_pp_kind(const vp_recipe *r) {
-    switch (r->pp_schedule) {
-    case VP_PP_TORCH_1F1B: return VP_PP_1F1B;
-    case VP_PP_TORCH_GPIPE: return VP_PP_GPIPE;
-    case VP_PP_TORCH_INTERLEAVED: return VP_PP_INTERLEAVED;
-    default: return r->pp_schedule;
-    }
-}
-
-bool vp_pp_torch(const vp_recipe *r) { return r->pp_schedule >= VP_PP_TORCH_1F1B; }
-
-/* torchtitan's _get_pipeline_metadata (torchtitan/distributed/
- * pipeline_parallel.py, 2025-07 on; generate_split_points in
- * parallelisms/pipelining_utils.py at 9dec370, Dec 2024): a looped
- * schedule gets 2 stages per rank unless told otherwise */
-unsigned vp_pp_chunks(const vp_recipe *r) {
-    unsigned v = r->virtual_stages ? r->virtual_stages : 1;
-    if (vp_pp_kind(r) != VP_PP_INTERLEAVED) return 1;
-    return vp_pp_torch(r) && v < 2 ? 2 : v;
-}
 const char *const vp_torch_version_names[] = {"2.x", "1.13", NULL};
 const char *const vp_device_names[] = {"cuda", "cpu", NULL};
 const char *const vp_allocator_model_names[] = {"constant", "simulated", NULL};
