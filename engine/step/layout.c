@@ -537,12 +537,12 @@ static void release_layer(vp_layer_hook *h, uint64_t keep) {
  * (FSDPParam.to_accumulated_grad_if_needed, _fsdp_param.py: fp32 under
  * torchtitan's MixedPrecisionPolicy) and later ones are added into it
  * (accumulate_unsharded_grad_if_needed), the 16-bit gradient freed each
- * time. After the last micro-batch the schedule runs every unit's
+ * time. The stage's last backward (last_backward) then runs every unit's
  * post_backward with syncing on: reduce-scatter, then reshard. Here that
  * happens as each unit's backward of the last micro-batch ends, the peak
  * of which (the start of backward) already holds every unit's accumulated
- * gradients and gathered parameters. *accumulated: the bytes held. Returns
- * whether the gradients are to be reduced now. */
+ * gradients and gathered parameters. The accumulated gradients' bytes of
+ * these leaves: */
 static uint64_t accumulated_bytes(vp_step *step, const vp_t *leaves, unsigned n) {
     uint64_t bytes = 0;
     for (unsigned i = 0; i < n; i++) {
