@@ -829,7 +829,7 @@ vp_t vp_gathered_linear(vp_sim *sim, vp_t x, vp_t w, vp_t b, uint64_t rows, uint
 }
 
 vp_t vp_scatter(vp_sim *sim, vp_t x, unsigned parts, const char *label) {
-    vp_t y = vp_new(sim, numel_of(sim, x) / parts, dtype_of(sim, x), label);
+    vp_t y = vp_sac_new(sim, VP_ATEN_REDUCE_SCATTER, numel_of(sim, x) / parts, dtype_of(sim, x), label);
     vp_record(sim, backward_split, label, &x, 1, &y, 1); /* all-gather: a gradient like x */
     return y;
 }

@@ -87,6 +87,7 @@ typedef enum {
     VP_ATEN_BMM,
     VP_ATEN_SDPA_FLASH,
     VP_ATEN_SDPA_EFFICIENT,
+    VP_ATEN_REDUCE_SCATTER, /* _c10d_functional.reduce_scatter_tensor (DTensor's Partial -> Shard) */
     VP_ATEN_COUNT
 } vp_aten_op;
 

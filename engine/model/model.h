@@ -71,6 +71,7 @@ static inline vp_leaf_spec vp_param(uint64_t numel, const char *label, vp_module
  * for experts the expert-parallel and expert-tensor-parallel ranks. */
 typedef struct {
     unsigned tp, ep, etp;
+    bool exact_vocab; /* the vocabulary split unpadded (DTensor's), not padded to 128 x tp (Megatron's) */
 } vp_ranks;
 
 /* A model is its embeddings, a layer repeated `layers` times (the first
@@ -120,6 +121,7 @@ typedef struct {
     bool peft_defaults;          /* PEFT has default LoRA targets for the model type it is from */
     bool splits_hidden;          /* hidden / heads is its head width (T5: d_model = num_heads x d_kv) */
     uint64_t kv_width;           /* keys (or values) per token: kv_heads x head_dim */
+    unsigned kv_heads;           /* its key/value heads */
 } vp_model_facts;
 
 /* What an op of the kind costs in the step-time model: steptime.c holds

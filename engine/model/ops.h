@@ -51,6 +51,14 @@ vp_t vp_t5_position_bias(vp_step *step, bool cross, uint64_t heads, uint64_t k, 
 /* Tensor-parallel helpers. */
 uint64_t vp_split_tp(const vp_step *step, uint64_t n);          /* n / tp */
 uint64_t vp_padded_vocab(uint64_t vocab, unsigned tp);           /* Megatron's vocabulary padding */
+/* A rank's slice of the vocabulary: Megatron's padded one, or DTensor's
+ * Shard(0) (exact: ceil(vocab / tp), torch.chunk's first and largest) */
+uint64_t vp_local_vocab(uint64_t vocab, unsigned tp, bool exact);
+/* A module's input under DTensor's sequence parallelism (dtensor_tp):
+ * all-gathered once (PrepareModuleInput(Shard(1) -> Replicate())) for the
+ * module's column-parallel linears; 0 where x is the input as it is. The
+ * caller drops it. */
+vp_t vp_module_input(vp_step *step, vp_t x);
 
 /* Run ops in sequence: each result replaces the previous one, which is
  * dropped as a rebound Python local is. x is borrowed; the result is owned. */

@@ -321,6 +321,7 @@ static void attention_facts(const vp_op *op, vp_section_id section, vp_model_fac
     facts->caches = vp_op_flag(op, ATT_CACHES);
     facts->peft_defaults = vp_op_flag(op, ATT_PEFT_DEFAULTS);
     facts->kv_width = s.kv_heads * s.head_dim;
+    facts->kv_heads = (unsigned)s.kv_heads;
     facts->splits_hidden = s.hidden % s.heads == 0 && s.hidden / s.heads == s.head_dim;
 }
 
@@ -1099,6 +1100,22 @@ static vp_t attention_bias(vp_step *step, vp_t mask, uint64_t keys) {
     return padded;
 }
 
+/* SDPA under PyTorch's context parallelism: HF's sdpa path repeats K/V
+ * first, as for fused_kernel; the ring copies them contiguous unless they
+ * are (repeat_kv's are) */
+static vp_t sdpa_ring(vp_step *step, const qkv *in, shape s) {
+    vp_sim *sim = &step->sim;
+    bool repeat = s.kv_heads != s.heads;
+    unsigned rep = (unsigned)(s.heads / s.kv_heads);
+    vp_t k = repeat ? vp_repeat(sim, in->k, rep, "attention.repeat_kv") : (vp_hold(sim, in->k), in->k);
+    vp_t v = repeat ? vp_repeat(sim, in->v, rep, "attention.repeat_kv") : (vp_hold(sim, in->v), in->v);
+    bool contiguous = repeat || (in->k_contiguous && in->v_contiguous);
+    vp_t out = vp_sdpa_ring_attention(step, in->q, k, v, contiguous, s.heads, s.heads, s.head_dim);
+    vp_drop(sim, k);
+    vp_drop(sim, v);
+    return out;
+}
+
 static vp_t fused_kernel(vp_step *step, const qkv *in, shape s, kernel which, vp_t mask) {
     vp_sim *sim = &step->sim;
     uint64_t b = step->batch, n = step->seq;
@@ -1301,12 +1318,15 @@ static vp_t attend(vp_step *step, const vp_op *op, const vp_t *leaves, qkv *in, 
         vp_drop(&step->sim, out);
         return merged;
     }
+    if (step->cp > 1 && vp_framework_of(step->recipe)->sdpa_ring) return sdpa_ring(step, in, s);
     if (step->cp > 1) return vp_ring_attention(step, in->q, in->k, in->v, s.heads, s.kv_heads, s.head_dim);
     return fused_kernel(step, in, s, which, masked ? current_mask(step) : 0);
 }
 
-static vp_t attention_forward(vp_step *step, const vp_op *op, const vp_t *leaves, vp_t x) {
+static vp_t attention_forward(vp_step *step, const vp_op *op, const vp_t *leaves, vp_t given) {
     vp_sim *sim = &step->sim;
+    /* DTensor's PrepareModuleInput: the input gathered once for q, k and v */
+    vp_t gathered = vp_module_input(step, given), x = gathered ? gathered : given;
     shape s = local_shape(op, step->tp);
     uint64_t q_out = s.heads * s.head_dim, kv_out = s.kv_heads * s.head_dim;
     qkv in = {.input_dtype = (vp_dtype)vp_at(sim, x)->dtype};
@@ -1360,6 +1380,7 @@ static vp_t attention_forward(vp_step *step, const vp_op *op, const vp_t *leaves
         in.v = vp_project_column(step, source, leaves[V_W], leaves[V_B], kv_out, "attention.v_proj");
         normalized = early;
     }
+    vp_drop(sim, gathered);
     if (vp_op_flag(op, ATT_POSITION_BIAS)) {
         in.cross = cross;
         in.kv_len = cross ? step->source_seq : step->seq + step->past_tokens;

@@ -1,6 +1,7 @@
 /* op_basic.c — dropout, the residual branch, projections and op chaining. */
 #include "lora.h"
 #include "ops.h"
+#include "framework.h"
 
 /* Linear8bitLt.forward (bitsandbytes 0.45+): bnb.matmul(x, self.weight,
  * bias=self.bias) on x as it comes, the bias cast to x's dtype and fused. */
@@ -104,8 +105,17 @@ vp_t vp_project(vp_step *step, vp_t x, vp_t weight, vp_t bias, uint64_t out_feat
     return project(step, x, weight, bias, out_features, false, label);
 }
 
+/* Megatron's column-parallel linear gathers its input itself under
+ * sequence parallelism (and saves the shard); under DTensor's the module
+ * gathered it (vp_module_input) and the linear saves the gathered rows. */
 vp_t vp_project_column(vp_step *step, vp_t x, vp_t weight, vp_t bias, uint64_t out_local, const char *label) {
-    return project(step, x, weight, bias, out_local, step->sp, label);
+    bool gather = step->sp && !vp_framework_of(step->recipe)->dtensor_tp;
+    return project(step, x, weight, bias, out_local, gather, label);
+}
+
+vp_t vp_module_input(vp_step *step, vp_t x) {
+    if (!step->sp || !vp_framework_of(step->recipe)->dtensor_tp) return 0;
+    return vp_all_gather(&step->sim, x, step->tp, "all_gather.module_input");
 }
 
 vp_t vp_project_row(vp_step *step, vp_t x, vp_t weight, vp_t bias, uint64_t out_features, const char *label) {
@@ -121,6 +131,11 @@ uint64_t vp_split_tp(const vp_step *step, uint64_t n) { return n / step->tp; }
 /* Megatron-LM pads the vocabulary to a multiple of 128 x tp
  * (--make-vocab-size-divisible-by 128, _vocab_size_with_padding) so that
  * each tensor-parallel rank holds an equal slice. */
+uint64_t vp_local_vocab(uint64_t vocab, unsigned tp, bool exact) {
+    if (tp <= 1) return vocab;
+    return exact ? (vocab + tp - 1) / tp : vp_padded_vocab(vocab, tp) / tp;
+}
+
 uint64_t vp_padded_vocab(uint64_t vocab, unsigned tp) {
     if (tp <= 1) return vocab;
     uint64_t m = 128u * tp;

@@ -25,7 +25,7 @@ static const vp_field token_fields[TOKEN_FIELDS] = {
  * slice of the padded vocabulary. */
 static unsigned token_leaves(const vp_op *op, const vp_ranks *split, vp_leaf_spec *out) {
     unsigned tp = split->tp;
-    uint64_t rows = vp_padded_vocab(vp_op_u64(op, TOKEN_VOCAB), tp) / tp;
+    uint64_t rows = vp_local_vocab(vp_op_u64(op, TOKEN_VOCAB), tp, split->exact_vocab);
     out[0] = vp_param(rows * vp_op_u64(op, TOKEN_HIDDEN), "embed_tokens.weight", VP_MODULE_EMBED_TOKENS, 0);
     out[0].rows = rows;
     return 1;

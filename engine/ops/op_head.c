@@ -1,4 +1,5 @@
 /* op_head.c — the language-model head and the loss HF computes from it. */
+#include "framework.h"
 #include "ops.h"
 
 /* ---- lm_head ---- */
@@ -28,7 +29,7 @@ enum { HEAD_W, HEAD_B, HEAD_SLOTS };
 /* Column-parallel over the padded vocabulary (Megatron's output layer). */
 static unsigned head_leaves(const vp_op *op, const vp_ranks *split, vp_leaf_spec *out) {
     unsigned tp = split->tp;
-    uint64_t v = vp_padded_vocab(vp_op_u64(op, HEAD_VOCAB), tp) / tp, h = vp_op_u64(op, HEAD_HIDDEN);
+    uint64_t v = vp_local_vocab(vp_op_u64(op, HEAD_VOCAB), tp, split->exact_vocab), h = vp_op_u64(op, HEAD_HIDDEN);
     out[HEAD_W] = vp_param(vp_op_flag(op, HEAD_TIED) ? 0 : v * h, "lm_head.weight", VP_MODULE_LM_HEAD, v);
     out[HEAD_B] = vp_param(vp_op_flag(op, HEAD_BIAS) ? v : 0, "lm_head.bias", VP_MODULE_LM_HEAD, 0);
     return HEAD_SLOTS;
@@ -60,12 +61,17 @@ static vp_t head_forward(vp_step *step, const vp_op *op, const vp_t *leaves, vp_
         if (step->recipe->loss == VP_LOSS_CHUNKED_LINEAR) return chunked_linear_loss(step, x, weight, v);
         return cut_loss(step, x, weight);
     }
-    uint64_t vocab = vp_padded_vocab(vp_op_u64(op, HEAD_VOCAB), step->tp) / step->tp;
+    uint64_t vocab = vp_local_vocab(vp_op_u64(op, HEAD_VOCAB), step->tp, vp_framework_of(step->recipe)->dtensor_tp);
     /* T5ForConditionalGeneration: sequence_output * (self.model_dim**-0.5)
      * when the head is tied; the product is what lm_head keeps, and the
      * rebound name (sequence_output) until the model returns */
     bool scaled_input = vp_op_flag(op, HEAD_SCALE_INPUT);
+    /* DTensor's ColwiseParallel(input_layouts=Shard(1)) gathers the
+     * sequence first (torchtitan's output plan) */
+    vp_t gathered = vp_module_input(step, x);
+    if (gathered) x = gathered;
     vp_t input = scaled_input ? vp_scale(&step->sim, x, "lm_head.scale_input") : (vp_hold(&step->sim, x), x);
+    vp_drop(&step->sim, gathered);
     if (scaled_input) vp_step_keep_local(step, input, VP_LOCAL_OF_WRAPPER);
     vp_t logits = vp_project_column(step, input, weight, leaves[HEAD_B], vocab, "lm_head");
     vp_drop(&step->sim, input);
@@ -275,7 +281,11 @@ static vp_t aligned_ce(vp_step *step, vp_t logits) {
 static vp_t ce_forward(vp_step *step, const vp_op *op, const vp_t *leaves, vp_t x) {
     (void)leaves;
     vp_sim *sim = &step->sim;
-    if (step->tp > 1) return vocab_parallel_ce(step, x);
+    /* DTensor's loss_parallel (torch/distributed/tensor/parallel/loss.py)
+     * runs the upcast cross-entropy's log_softmax and nll_loss on this
+     * rank's vocabulary slice, as below (torchtitan's cross_entropy_loss:
+     * pred.float()) */
+    if (step->tp > 1 && !vp_framework_of(step->recipe)->dtensor_tp) return vocab_parallel_ce(step, x);
     /* the head computed the loss (a classifier has no lm_head: its own loss runs) */
     if (loss_takes_hidden(step) && !vp_op_flag(op, CE_PER_SEQUENCE)) {
         vp_hold(sim, x);

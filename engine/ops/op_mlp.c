@@ -232,8 +232,10 @@ static vp_t activate(vp_step *step, unsigned kind, vp_t x) {
     }
 }
 
-static vp_t mlp_forward(vp_step *step, const vp_op *op, const vp_t *leaves, vp_t x) {
+static vp_t mlp_forward(vp_step *step, const vp_op *op, const vp_t *leaves, vp_t given) {
     vp_sim *sim = &step->sim;
+    /* DTensor's PrepareModuleInput: the input gathered once for gate and up */
+    vp_t gathered = vp_module_input(step, given), x = gathered ? gathered : given;
     uint64_t h = vp_op_u64(op, MLP_HIDDEN), f = vp_split_tp(step, vp_op_u64(op, MLP_INTERMEDIATE));
     unsigned kind = (unsigned)vp_op_u64(op, MLP_ACTIVATION);
     vp_t inner;
@@ -293,6 +295,7 @@ static vp_t mlp_forward(vp_step *step, const vp_op *op, const vp_t *leaves, vp_t
         inner = activate(step, kind, up);
         vp_drop(sim, up);
     }
+    vp_drop(sim, gathered);
     if (vp_op_flag(op, MLP_HOLDS_ACTIVATION)) vp_step_keep_local(step, inner, VP_LOCAL_OF_POST_NORM_BLOCK);
     /* T5's DenseReluDense: self.dropout(hidden_states) before self.wo */
     vp_t dropped_inner = vp_train_dropout(step, inner, op->value[MLP_INNER_DROPOUT], "mlp.dropout");

@@ -204,6 +204,8 @@ static vp_t moe_forward(vp_step *step, const vp_op *op, const vp_t *leaves, vp_t
  * index_put_ refuses the mix ("Index put requires the source and
  * destination dtypes match"): such a run never trains. */
 static const char *moe_recipe_problem(const vp_model *model, const vp_recipe *recipe) {
+    if (recipe->tp > 1 && vp_framework_of(recipe)->dtensor_tp)
+        return "tp: mixtures are modelled with Megatron-LM's tensor parallelism, not DTensor's (framework = fsdp2)";
     const vp_op *op = vp_section_find(&model->section[VP_SECTION_LAYER], &vp_op_moe);
     if (!op || vp_framework_of(recipe)->token_dispatcher) return NULL;
     const vp_precision *precision = vp_precision_get(recipe->precision);

@@ -11,7 +11,6 @@
 #include "op_context.h"
 #include "prims.h"
 
-enum { RING_BATCH, RING_SEQ, RING_HEADS, RING_KV_HEADS, RING_HEAD_DIM };
 
 static uint64_t round_up(uint64_t x, uint64_t m) { return (x + m - 1) / m * m; }
 
@@ -29,24 +28,41 @@ static uint64_t bytes_of(vp_dtype dtype, uint64_t numel) {
  * csrc/flash_attn/flash_api.cpp, mha_bwd). */
 static void backward_ring(vp_sim *sim, uint32_t index) {
     vp_node *node = vp_node_at(sim, index);
-    uint64_t b = node->aux[RING_BATCH], t = node->aux[RING_SEQ], heads = node->aux[RING_HEADS];
-    uint64_t kv_heads = node->aux[RING_KV_HEADS], d = node->aux[RING_HEAD_DIM];
+    vp_ring_shape s = vp_ring_shape_get(node);
+    uint64_t b = s.batch, t = s.seq, heads = s.heads, kv_heads = s.kv_heads, d = s.head_dim;
     vp_dtype dt = (vp_dtype)vp_at(sim, node->out[0])->dtype;
     uint64_t nq = vp_numel4(sim, b, t, heads, d), nkv = 2 * vp_numel4(sim, b, t, kv_heads, d);
     const char *label = "attention.ring_backward";
     vp_t slots[2];
     for (unsigned i = 0; i < 2; i++) slots[i] = vp_grad_sized(sim, 2 * nkv, dt, label);
     vp_t dq = vp_grad_sized(sim, nq, dt, label);
-    uint64_t rows = round_up(t, 128);
     uint64_t step_bytes = bytes_of(dt, nq) + bytes_of(dt, nkv) + bytes_of(VP_FP32, vp_numel3(sim, b, heads, t / 2)) +
-                          bytes_of(VP_FP32, vp_numel3(sim, b, heads, rows)) +
-                          bytes_of(VP_FP32, vp_numel4(sim, b, rows, heads, round_up(d, d <= 128 ? 32 : 64)));
+                          vp_ring_flash_workspace(sim, b, heads, t, d);
     vp_scratch(sim, step_bytes, label);
     vp_t grads[3] = {dq, vp_view(sim, slots[0], nkv / 2, label), vp_view(sim, slots[0], nkv / 2, label)};
     vp_drop(sim, slots[0]);
     vp_drop(sim, slots[1]);
+    vp_ring_give_grads(sim, index, grads);
+}
+
+void vp_ring_shape_put(vp_node *node, const vp_ring_shape *shape) {
+    const uint64_t v[5] = {shape->batch, shape->seq, shape->heads, shape->kv_heads, shape->head_dim};
+    for (unsigned i = 0; i < 5; i++) node->aux[i] = v[i];
+}
+
+vp_ring_shape vp_ring_shape_get(const vp_node *node) {
+    return (vp_ring_shape){node->aux[0], node->aux[1], node->aux[2], node->aux[3], node->aux[4]};
+}
+
+uint64_t vp_ring_flash_workspace(vp_sim *sim, uint64_t b, uint64_t heads, uint64_t t, uint64_t d) {
+    uint64_t rows = round_up(t, 128);
+    return bytes_of(VP_FP32, vp_numel3(sim, b, heads, rows)) +
+           bytes_of(VP_FP32, vp_numel4(sim, b, rows, heads, round_up(d, d <= 128 ? 32 : 64)));
+}
+
+void vp_ring_give_grads(vp_sim *sim, uint32_t index, const vp_t *grads) {
     for (unsigned i = 0; i < 3; i++) {
-        node = vp_node_at(sim, index);
+        vp_node *node = vp_node_at(sim, index);
         if (vp_needs_grad(sim, node, i)) vp_give_grad(sim, node, i, grads[i]);
         else vp_drop(sim, grads[i]);
     }
@@ -81,11 +97,7 @@ vp_t vp_ring_attention(vp_step *step, vp_t q, vp_t k, vp_t v, uint64_t heads, ui
     vp_t inputs[3] = {qa, ka, va};
     vp_node *node = vp_record(sim, backward_ring, "attention.ring", inputs, 3, &out, 1);
     if (node) {
-        node->aux[RING_BATCH] = b;
-        node->aux[RING_SEQ] = t;
-        node->aux[RING_HEADS] = heads;
-        node->aux[RING_KV_HEADS] = kv_heads;
-        node->aux[RING_HEAD_DIM] = head_dim;
+        vp_ring_shape_put(node, &(vp_ring_shape){b, t, heads, kv_heads, head_dim});
         /* ctx.save_for_backward: q, the last ring buffer (not k and v), out, the merged log-sum-exp */
         vp_save(sim, node, qa);
         vp_save(sim, node, buffers[cp - 1]);

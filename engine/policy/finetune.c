@@ -68,7 +68,7 @@ typedef struct {
 } census;
 
 static void count_ops(census *c, const vp_op *ops, unsigned n, uint64_t times, bool frozen) {
-    static const vp_ranks whole = {1, 1, 1};
+    static const vp_ranks whole = {1, 1, 1, false};
     for (unsigned i = 0; i < n; i++) {
         vp_leaf_spec specs[VP_OP_MAX_LEAVES];
         unsigned k = ops[i].kind->leaves ? ops[i].kind->leaves(&ops[i], &whole, specs) : 0;

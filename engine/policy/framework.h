@@ -61,9 +61,15 @@ typedef struct vp_framework_kind {
     /* ---- what it runs ---- */
     bool selective_recompute; /* the attention core recomputed alone (Korthikanti et al. 2022) */
     bool context_parallel;    /* the sequence split over cp ranks, ring attention */
+    bool sdpa_ring;           /* ... as PyTorch's context_parallel rings SDPA (not Transformer Engine's) */
     bool expert_parallel;     /* experts split over ep ranks, their states over their own data-parallel group */
     bool experts_need_sequence_parallel; /* with tp > 1, experts need sequence parallelism */
     bool vocab_parallel_loss; /* the loss is its vocabulary-parallel cross-entropy, whatever `loss` says */
+    /* tensor parallelism as torch.distributed.tensor.parallel plans it
+     * (torchtitan's apply_tp): the vocabulary split unpadded, each module's
+     * input all-gathered once (PrepareModuleInput) for its column-parallel
+     * linears, which save the gathered input (vp_module_input) */
+    bool dtensor_tp;
     bool bucketed_grads;      /* gradients live in its own buffers (buckets, shards): never kept as .grad */
     bool layer_units;         /* each layer is a unit with its own hooks (FSDP's wrapping) */
     /* ZeRO-3's parameter coordinator: prefetches stage3_prefetch_bucket_size

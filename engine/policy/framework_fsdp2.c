@@ -31,9 +31,26 @@
  *   prefetch it immediately"), and the root is never resharded after forward
  *   (FSDPState._lazy_init sets the root's post_forward_mesh_info = None). */
 static const char *plan_fsdp2(const vp_recipe *r, const vp_precision *p, vp_shard_plan *plan) {
-    if (r->tp > 1) return "tp: framework = fsdp2 with tp is not modelled yet";
-    if (r->pp > 1) return "pp: framework = fsdp2 with pp is not modelled yet";
+    /* torchtitan's parallelize_llama: "Async TP requires --training.compile";
+     * Inductor's _micro_pipeline_tp then fuses each all-gather into its
+     * matmul over symmetric-memory buffers, whose memory is not modelled */
+    /* torchtitan's context parallelism replaces SDPA (context_parallel's
+     * buffers and its SDPA dispatch): flash_attn's library kernel is not it */
+    if (r->cp > 1 && r->attention != VP_ATTN_SDPA)
+        return "cp: PyTorch's context parallelism rings SDPA's kernels: use attention = sdpa";
+    if (r->async_tp)
+        return r->tp > 1 ? "async_tp: needs torch.compile (torchtitan), whose fused all-gather matmuls are not modelled"
+                         : "async_tp: needs tp > 1";
+    if (r->pp > 1 && !vp_pp_torch(r))
+        return "pp_schedule: framework = fsdp2 runs torch.distributed.pipelining's schedules: 1F1B, GPipe or "
+               "Interleaved1F1B";
     if (r->ep > 1) return "ep: framework = fsdp2 with ep is not modelled yet";
+    if (r->tp > 1 && vp_finetune_method_of(r)->peft)
+        return "finetune: PEFT's adapters under DTensor's tensor parallelism (framework = fsdp2 with tp) are not "
+               "modelled";
+    if (r->tp > 1 && p->fp8_gemms)
+        return "precision: Transformer Engine's fp8 under DTensor's tensor parallelism (framework = fsdp2 with tp) "
+               "is not modelled";
     if (r->zero) return "zero: ZeRO stages need framework = \"deepspeed\"";
     if (r->fsdp != VP_FSDP_NONE)
         return "fsdp: FSDP1's sharding strategies need framework = \"fsdp\"; fsdp2 shards over dp, "
@@ -42,7 +59,15 @@ static const char *plan_fsdp2(const vp_recipe *r, const vp_precision *p, vp_shar
         return "offload_params: framework = fsdp2 with CPUOffloadPolicy is not modelled yet";
     if (vp_finetune_method_of(r)->quantizes_base)
         return "method: a quantized base with framework = fsdp2 is not modelled yet";
-    unsigned n = r->dp;
+    /* with tp (torchtitan's 2-D mesh: apply_tp, then fully_shard over the
+     * dp mesh) each parameter is a DTensor already split over tp, and
+     * FSDP2 shards its local tensor on dim 0 over dp
+     * (FSDPParam._init_sharded_param, _StridedShard where both split dim
+     * 0): the leaves are made tp-local (their rows), so the dim-0 rule
+     * below pads ceil(local dim 0 / dp) rows */
+    /* with cp, torchtitan's FSDP mesh is dp_shard_cp: dp x cp ranks
+     * (parallelize_llama: apply_fsdp over world_mesh["dp_shard_cp"]) */
+    unsigned n = r->dp * (r->cp ? r->cp : 1);
     plan->shards = (vp_shards){n, n, n};
     plan->gather = n > 1;
     plan->grads = n > 1 ? VP_GRADS_UNIT : VP_GRADS_KEEP;
@@ -56,6 +81,19 @@ static const char *plan_fsdp2(const vp_recipe *r, const vp_precision *p, vp_shar
     plan->keeps_gathered = !r->reshard_after_forward;
     plan->collective_buffers = n > 1;
     plan->keeps_last_block = true;
+    if (r->pp > 1 && n > 1) {
+        /* torchtitan's apply_fsdp with pp: reshard_after_forward=False for
+         * every block and the root (parallelize_llama.py at 9dec370; the
+         * "default" of fsdp_reshard_after_forward since), and the pipeline
+         * stage neither syncs nor reshards until the last micro-batch
+         * (layout.c, defers_reduce): the stage stays gathered through the
+         * step whatever reshard_after_forward says. The all-gather output
+         * and reduce-scatter input slots are not modelled there (one
+         * block's worth each). */
+        plan->keeps_gathered = true;
+        plan->defers_reduce = true;
+        plan->collective_buffers = false;
+    }
     return NULL;
 }
 
@@ -85,4 +123,7 @@ const vp_framework_kind vp_framework_fsdp2 = {
     .python_locals = true,
     .bucketed_grads = true,
     .layer_units = true,
+    .dtensor_tp = true,
+    .context_parallel = true,
+    .sdpa_ring = true,
 };

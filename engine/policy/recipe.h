@@ -59,8 +59,21 @@ typedef enum {
 typedef enum { VP_OFFLOAD_NONE, VP_OFFLOAD_CPU, VP_OFFLOAD_NVME, VP_OFFLOAD_COUNT } vp_offload;
 
 /* Pipeline schedules (Huang et al. 2019 GPipe; Narayanan et al. 2021 1F1B
- * and its interleaved variant with virtual stages). */
-typedef enum { VP_PP_1F1B, VP_PP_GPIPE, VP_PP_INTERLEAVED, VP_PP_COUNT } vp_pp_schedule;
+ * and its interleaved variant with virtual stages): Megatron-LM's, with its
+ * even split of the layers, then torch.distributed.pipelining's under the
+ * names torchtitan gives them (pipeline_parallel_schedule), with
+ * torchtitan's split (engine/step/estimate.c). */
+typedef enum {
+    VP_PP_1F1B,
+    VP_PP_GPIPE,
+    VP_PP_INTERLEAVED,
+    VP_PP_TORCH_1F1B,
+    VP_PP_TORCH_GPIPE,
+    VP_PP_TORCH_INTERLEAVED,
+    VP_PP_TORCH_ZBV,
+    VP_PP_TORCH_INTERLEAVED_ZB,
+    VP_PP_COUNT
+} vp_pp_schedule;
 
 enum { VP_MAX_STAGES = 1024 };
 
@@ -169,6 +182,7 @@ typedef struct {
     bool reshard_after_forward;  /* FSDP2: blocks resharded after forward (torchtitan's policy) */
     bool fp8_all_gather;         /* FSDP2 + fp8-torchao: float8 weights all-gathered in float8 (layout.c) */
     vp_float8_recipe fp8_recipe; /* fp8-torchao: torchao's recipe (prims.c vp_linear_float8) */
+    bool async_tp;               /* torchtitan's enable_async_tensor_parallel (refused: needs compile) */
     vp_offload offload_optimizer;
     vp_offload offload_params;
     double reduce_bucket_size;   /* DeepSpeed, elements */
@@ -247,6 +261,30 @@ vp_module_set vp_lora_targets(const vp_recipe *recipe);
 extern const char *const vp_fsdp_names[];
 extern const char *const vp_offload_names[];
 extern const char *const vp_pp_schedule_names[];
+/* The recipe's schedule as one of Megatron's three (what it holds in
+ * flight), whether it is torch.distributed.pipelining's (torchtitan's
+ * split), and its model chunks per rank (torchtitan's Interleaved1F1B: 2
+ * unless virtual_stages says more). */
+static inline vp_pp_schedule vp_pp_kind(const vp_recipe *r) {
+    switch (r->pp_schedule) {
+    case VP_PP_TORCH_1F1B: return VP_PP_1F1B;
+    case VP_PP_TORCH_GPIPE: return VP_PP_GPIPE;
+    case VP_PP_TORCH_INTERLEAVED: return VP_PP_INTERLEAVED;
+    default: return r->pp_schedule;
+    }
+}
+
+static inline bool vp_pp_torch(const vp_recipe *r) { return r->pp_schedule >= VP_PP_TORCH_1F1B; }
+
+/* torchtitan's _get_pipeline_metadata (torchtitan/distributed/
+ * pipeline_parallel.py, 2025-07 on; generate_split_points in
+ * parallelisms/pipelining_utils.py at 9dec370, Dec 2024): a looped
+ * schedule gets 2 stages per rank unless told otherwise */
+static inline unsigned vp_pp_chunks(const vp_recipe *r) {
+    unsigned v = r->virtual_stages ? r->virtual_stages : 1;
+    if (vp_pp_kind(r) != VP_PP_INTERLEAVED) return 1;
+    return vp_pp_torch(r) && v < 2 ? 2 : v;
+}
 extern const char *const vp_torch_version_names[];
 extern const char *const vp_device_names[];
 extern const char *const vp_allocator_model_names[];

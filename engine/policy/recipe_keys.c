@@ -355,6 +355,11 @@ static const vp_recipe_key keys[] = {
      .doc = "framework fsdp2 with precision fp8-torchao: each float8 linear's weight shard cast to float8 before "
             "FSDP2's all-gather (1 byte an element gathered, no weight cast in the GEMMs; torchao's "
             "enable_fsdp_float8_all_gather) [false]"},
+    /* torchtitan's enable_async_tensor_parallel (parallelize_llama.py,
+     * apply_tp: Inductor's _micro_pipeline_tp over symmetric memory) */
+    {BOOL_KEY("async_tp", async_tp, false), .applies = with_fsdp2,
+     .doc = "framework fsdp2 with tp: torchtitan's async tensor parallelism (refused: it needs torch.compile, "
+            "whose fused all-gather matmuls are not modelled) [false]"},
     {OPTION_KEY("offload_optimizer", offload_optimizer, vp_offload_names, VP_OFFLOAD_NONE),
      .doc = "DeepSpeed's optimizer offload (master weights, states, fp32 gradients)"},
     {OPTION_KEY("offload_params", offload_params, vp_offload_names, VP_OFFLOAD_NONE),
@@ -394,8 +399,11 @@ static const vp_recipe_key keys[] = {
     {BOOL_KEY("accumulate_allreduce_grads_in_fp32", grads_in_fp32, true),
      .doc = "Megatron's fp32 main_grad buffers [true]"},
     {UINT_KEY("pp", pp, 1, VP_MAX_STAGES, 1), .doc = "pipeline stages"},
-    {OPTION_KEY("pp_schedule", pp_schedule, vp_pp_schedule_names, VP_PP_1F1B), .doc = "the pipeline schedule [1f1b]"},
-    {UINT_KEY("virtual_stages", virtual_stages, 1, 1024, 1), .doc = "model chunks per rank with interleaved-1f1b [1]"},
+    {OPTION_KEY("pp_schedule", pp_schedule, vp_pp_schedule_names, VP_PP_1F1B),
+     .doc = "the pipeline schedule: Megatron-LM's (lower case), or torch.distributed.pipelining's as torchtitan names "
+            "them, with torchtitan's split of the layers [1f1b]"},
+    {UINT_KEY("virtual_stages", virtual_stages, 1, 1024, 1),
+     .doc = "model chunks per rank with interleaved-1f1b or Interleaved1F1B [1; Interleaved1F1B: 2]"},
     {UINT_KEY("num_microbatches", microbatches, 1, 1 << 20, 0), .value = value_microbatches,
      .doc = "micro-batches per step (with pp; gradient accumulation without) [pp]"},
     {UINT_KEY("grad_accum", grad_accum, 1, 1 << 20, 0), .value = value_microbatches,

@@ -7,7 +7,7 @@
  * and per pass: the 1st, 3rd, ... mm saved, the 2nd, 4th, ... recomputed);
  * every other op is recomputed (PREFER_RECOMPUTE). The list written out,
  * beside the op of vramplan's primitives that makes each (none: no op the
- * engine models on one GPU makes it). */
+ * engine models makes it). */
 #include "sac_policy.h"
 
 #include <stdbool.h>
@@ -22,8 +22,8 @@ static const save_entry torchtitan_save_list[] = {
     {"torch.ops.aten.mm.default", VP_ATEN_MM, true},
     {"torch.ops.aten._scaled_dot_product_efficient_attention.default", VP_ATEN_SDPA_EFFICIENT, false},
     {"torch.ops.aten._scaled_dot_product_flash_attention.default", VP_ATEN_SDPA_FLASH, false},
-    /* tensor parallelism's reduce-scatter (sequence parallel), not modelled */
-    {"torch.ops._c10d_functional.reduce_scatter_tensor.default", VP_ATEN_OTHER, false},
+    /* tensor parallelism's reduce-scatter (DTensor's sequence parallel) */
+    {"torch.ops._c10d_functional.reduce_scatter_tensor.default", VP_ATEN_REDUCE_SCATTER, false},
     /* the amax of float8 training's dynamic scaling, not modelled */
     {"torch.ops.aten.max.default", VP_ATEN_OTHER, false},
     {"torch._higher_order_ops.flex_attention", VP_ATEN_OTHER, false},

@@ -33,7 +33,7 @@ const char *vp_shard_plan_make(const vp_recipe *r, const vp_precision *p, vp_sha
     if (r->dp == 0) return "dp: at least one data-parallel rank";
     const vp_framework_kind *framework = vp_framework_of(r);
     if (r->cp > 1 && !framework->context_parallel)
-        return "cp: context parallelism needs framework = \"megatron\"";
+        return "cp: context parallelism needs framework = \"megatron\" or \"fsdp2\"";
     if (r->sequence_parallel && r->tp < 2) return "sequence_parallel: needs tp > 1";
     const char *problem = framework->plan(r, p, plan);
     /* without expert parallelism experts are parameters like any other:

@@ -62,6 +62,11 @@ typedef struct {
     bool keeps_gathered;
     bool collective_buffers;
     bool keeps_last_block;
+    /* FSDP2 in a torch.distributed.pipelining stage: no gradient sync and
+     * no reshard after backward until the step's last micro-batch; each
+     * unit's unsharded gradients accumulate in the reduce dtype
+     * (engine/step/layout.c, accumulate) */
+    bool defers_reduce;
 } vp_shard_plan;
 
 /* The plan of a recipe, or NULL with a message naming the key when the

@@ -322,9 +322,9 @@ static const char *op_selective_problem(const vp_recipe *r) {
         return "use_reentrant: checkpointing = op-selective is torch.utils.checkpoint's selective checkpointing, "
                "which runs non-reentrant (use_reentrant = false)";
     const vp_framework_kind *framework = vp_framework_of(r);
-    if (framework->bucketed_grads || !framework->hf_modeling)
-        return "checkpointing: op-selective is modelled on framework torch (torchtitan runs it over FSDP2, not "
-               "modelled yet)";
+    /* torchtitan runs it over FSDP2 (dtensor_tp marks its plans) */
+    if ((framework->bucketed_grads && !framework->dtensor_tp) || !framework->hf_modeling)
+        return "checkpointing: op-selective is modelled on framework torch or fsdp2 (torchtitan's)";
     if (vp_finetune_method_of(r)->quantizes_base)
         return "checkpointing: op-selective is not modelled with qlora (bitsandbytes' matmuls inside autograd "
                "Functions)";

@@ -73,6 +73,77 @@ static uint64_t nccl_buffers(const vp_recipe *r, const vp_gpu *gpu) {
     return (uint64_t)nccl_communicators(r) * nccl_channels(r, gpu) * connection;
 }
 
+/* torchtitan's split of the layers over its pp x v stages
+ * (_generate_llm_fqn_per_model_part, torchtitan/distributed/
+ * pipeline_parallel.py since 3c84ce0, 2025-07-30): the embeddings and the
+ * final norm with the head count as one layer each
+ * (pipeline_parallel_first_stage_less_layers, _last_stage_less_layers: 1
+ * by default); the layers + 2 are dealt out evenly, the first (layers + 2)
+ * % stages stages one more; the first stage's share less one for the
+ * embeddings, the last's less one for the head. (Dec 2024's
+ * generate_split_points, parallelisms/pipelining_utils.py at 9dec370, gave
+ * the extra layers to the middle stages instead: the same split for 126
+ * layers over 16 stages, 7 + 14 x 8 + 7.) Or pp_layers, one count per
+ * stage (its module_fqns_per_model_part). NULL, or the problem. */
+static const char *torch_split(const vp_model *model, const vp_recipe *r, unsigned *sizes) {
+    unsigned pp = r->pp ? r->pp : 1, stages = pp * vp_pp_chunks(r);
+    if (stages > VP_MAX_STAGES) return "virtual_stages: pp x virtual_stages too large";
+    if (r->n_pp_layers) {
+        if (r->n_pp_layers != stages) return "pp_layers: one layer count per stage (pp x virtual_stages of them)";
+        unsigned total = 0;
+        for (unsigned s = 0; s < stages; s++) total += sizes[s] = r->pp_layers[s];
+        return total == model->layers ? NULL : "pp_layers: the counts must add up to the model's layers";
+    }
+    if (stages == 1) {
+        sizes[0] = model->layers;
+        return NULL;
+    }
+    unsigned effective = model->layers + 2, per = effective / stages, extra = effective % stages;
+    if (stages > effective)
+        return "pp: more stages than layers + 2 (torchtitan counts the embeddings and the head as a layer each)";
+    for (unsigned s = 0; s < stages; s++) sizes[s] = per + (s < extra) - (s == 0) - (s == stages - 1);
+    return NULL;
+}
+
+/* Rank i's chunks in torchtitan's loop style (stage_ids_this_rank,
+ * _get_pp_rank_to_stage_indices_mapping): stages i, i + pp, ... */
+static unsigned torch_rank_layers(const vp_recipe *r, const unsigned *sizes, unsigned i, unsigned *first) {
+    unsigned pp = r->pp ? r->pp : 1, v = vp_pp_chunks(r), n = 0, start = 0;
+    for (unsigned s = 0; s < i; s++) start += sizes[s];
+    for (unsigned c = 0; c < v; c++) n += sizes[i + c * pp];
+    *first = start;
+    return n;
+}
+
+/* torch.distributed.pipelining's ScheduleInterleaved1F1B
+ * (torch/distributed/pipelining/schedules.py, torch 2.5-2.6,
+ * _calculate_single_rank_operations): rounds = max(1, m // pp),
+ * microbatches_per_round = m // rounds; rank i warms up with (v - 1) x
+ * microbatches_per_round + 2 (pp - 1 - i) forwards (at most m v), then runs
+ * one forward and one backward per step, then the remaining backwards. The
+ * forward of step k runs local chunk (k // per_round) % v, the backward of
+ * step k chunk v - 1 - ((k - warmup) // per_round) % v. Walked through:
+ * the most layers' activations it holds at once, over the rank's layers.
+ * With equal chunks and m a multiple of pp this is Megatron's count below;
+ * with torchtitan's uneven chunks each chunk weighs its layers. */
+static double torch_interleaved_in_flight(const vp_recipe *r, const unsigned *sizes, unsigned i) {
+    unsigned m = microbatches(r), pp = r->pp ? r->pp : 1, v = vp_pp_chunks(r);
+    unsigned rounds = m / pp > 1 ? m / pp : 1, per_round = m / rounds, total = m * v;
+    unsigned warmup = (v - 1) * per_round + 2 * (pp - 1 - i);
+    if (warmup > total) warmup = total;
+    uint64_t held = 0, most = 0, layers = 0;
+    for (unsigned c = 0; c < v; c++) layers += sizes[i + c * pp];
+    for (unsigned k = 0; k < total + warmup; k++) {
+        if (k < total) { /* forward k */
+            held += sizes[i + (k / per_round) % v * pp];
+            if (held > most) most = held;
+        }
+        if (k >= warmup) /* backward k - warmup */
+            held -= sizes[i + (v - 1 - ((k - warmup) / per_round) % v) * pp];
+    }
+    return layers ? (double)most / (double)layers : 1;
+}
+
 /* In flight at a stage's peak, per schedule:
  *  - GPipe: every micro-batch's forward runs before any backward: m.
  *  - 1F1B: stage i warms up with pp - i - 1 forwards, then alternates: at a
@@ -85,7 +156,7 @@ static uint64_t nccl_buffers(const vp_recipe *r, const vp_gpu *gpu) {
  *    et al. 2022, section 4.2.3). */
 double vp_pipeline_in_flight(const vp_recipe *r, unsigned i) {
     unsigned m = microbatches(r), pp = r->pp ? r->pp : 1;
-    switch (r->pp_schedule) {
+    switch (vp_pp_kind(r)) {
     case VP_PP_GPIPE: return m;
     case VP_PP_INTERLEAVED: {
         unsigned v = r->virtual_stages ? r->virtual_stages : 1;
@@ -115,10 +186,32 @@ const char *vp_pipeline_problem(const vp_model *model, const vp_recipe *r) {
     if (r->gpus && r->gpus != r->dp * r->tp * pp * r->cp) return "gpus: must equal dp x tp x pp x cp";
     if (r->microbatches && r->grad_accum && r->microbatches != r->grad_accum)
         return "grad_accum: the micro-batches are the accumulation: give num_microbatches or grad_accum, not both";
-    if (r->virtual_stages > 1 && r->pp_schedule != VP_PP_INTERLEAVED)
-        return "virtual_stages: needs pp_schedule = \"interleaved-1f1b\"";
-    if (r->pp_schedule == VP_PP_INTERLEAVED && pp < 2) return "pp_schedule: interleaving needs pp > 1";
+    if (r->virtual_stages > 1 && vp_pp_kind(r) != VP_PP_INTERLEAVED)
+        return "virtual_stages: needs pp_schedule = \"interleaved-1f1b\" or \"Interleaved1F1B\"";
+    if (vp_pp_kind(r) == VP_PP_INTERLEAVED && pp < 2) return "pp_schedule: interleaving needs pp > 1";
+    /* the zero-bubble schedules split each backward into its input and its
+     * weight gradients and run the weight half later (schedules.py, W
+     * actions; stage_backward_weight): what waits for it in between is not
+     * modelled */
+    if (r->pp_schedule == VP_PP_TORCH_ZBV || r->pp_schedule == VP_PP_TORCH_INTERLEAVED_ZB)
+        return "pp_schedule: the zero-bubble schedules (deferred weight gradients) are not modelled; use 1F1B, "
+               "Interleaved1F1B or GPipe";
+    if (vp_pp_torch(r) && vp_pp_kind(r) == VP_PP_INTERLEAVED) {
+        /* ScheduleInterleaved1F1B.__init__: "Interleaved 1F1B requires the
+         * number of microbatches to be a multiple of the number of rounds" */
+        unsigned m = microbatches(r), rounds = m / pp > 1 ? m / pp : 1;
+        if (m % rounds) return "num_microbatches: Interleaved1F1B needs a multiple of max(1, num_microbatches / pp)";
+    }
     if (!model) return NULL;
+    if (vp_pp_torch(r)) {
+        unsigned sizes[VP_MAX_STAGES];
+        const char *problem = torch_split(model, r, sizes);
+        for (unsigned i = 0; !problem && i < pp; i++) {
+            unsigned first;
+            if (!torch_rank_layers(r, sizes, i, &first)) problem = "pp: a pipeline rank would hold no layer";
+        }
+        return problem;
+    }
     if (r->n_pp_layers) {
         if (r->n_pp_layers != pp) return "pp_layers: one layer count per stage";
         unsigned total = 0;
@@ -131,7 +224,7 @@ const char *vp_pipeline_problem(const vp_model *model, const vp_recipe *r) {
         return "pp: more stages than layers";
     }
     unsigned v = r->virtual_stages ? r->virtual_stages : 1;
-    if (r->pp_schedule == VP_PP_INTERLEAVED && model->layers % (pp * v))
+    if (vp_pp_kind(r) == VP_PP_INTERLEAVED && model->layers % (pp * v))
         return "virtual_stages: pp x virtual_stages must divide the layers";
     return NULL;
 }
@@ -203,11 +296,19 @@ vp_step_status vp_estimate_run(const vp_model *model, const vp_recipe *recipe, c
     out->n_ranks = pp;
     out->ranks_per_stage = recipe->dp * recipe->tp * recipe->cp;
     out->has_gpu = gpu && gpu->memory_bytes;
+    unsigned sizes[VP_MAX_STAGES];
+    bool torch = vp_pp_torch(recipe) && !torch_split(model, recipe, sizes);
     for (unsigned i = 0; i < pp; i++) {
         vp_rank_estimate *e = &out->ranks[i];
         e->stage = i;
-        e->layers = stage_layers(model, recipe, i, &e->first_layer);
-        e->in_flight = vp_pipeline_in_flight(recipe, i);
+        if (torch) {
+            e->layers = torch_rank_layers(recipe, sizes, i, &e->first_layer);
+            e->in_flight = vp_pp_kind(recipe) == VP_PP_INTERLEAVED ? torch_interleaved_in_flight(recipe, sizes, i)
+                                                                   : vp_pipeline_in_flight(recipe, i);
+        } else {
+            e->layers = stage_layers(model, recipe, i, &e->first_layer);
+            e->in_flight = vp_pipeline_in_flight(recipe, i);
+        }
         /* stages alike in layers and position share one evaluation (not
          * when either holds some of the model's first layers; not when
          * each stage's events are recorded) */
@@ -258,7 +359,18 @@ static const char *const fsdp_gathers[] = {"all_gather", "all_gather.prefetch", 
 static const char *const fsdp_reduced[] = {"reduce_scatter.grad", NULL};
 static const vp_replay_streams fsdp_streams = {{fsdp_gathers, fsdp_reduced}};
 
+/* FSDP2 (torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py, torch
+ * 2.4-2.6): the flat all-gather output is made on the all-gather stream
+ * (foreach_all_gather, under all_gather_stream) and copied out into the
+ * unsharded parameters on the default stream (foreach_all_gather_copy_out,
+ * in wait_for_unshard); the reduce-scatter input is made on the default
+ * stream and its output, the sharded gradient, on the reduce-scatter stream
+ * (foreach_reduce: reduce_output under reduce_scatter_stream). */
+static const char *const fsdp2_gathers[] = {"all_gather.output", NULL};
+static const vp_replay_streams fsdp2_streams = {{fsdp2_gathers, fsdp_reduced}};
+
 static const vp_replay_streams *streams_of(const vp_recipe *recipe) {
+    if (recipe->framework == VP_FRAMEWORK_FSDP2) return &fsdp2_streams;
     return recipe->framework == VP_FRAMEWORK_FSDP ? &fsdp_streams : NULL;
 }
 

@@ -30,6 +30,7 @@ typedef struct vp_layer_hook {
      * of them lives now */
     uint64_t gather_slot, reduce_slot, gather_output, reduce_input;
     uint64_t cast_scratch; /* FSDP2's float8 all-gather: its largest weight shard's fp32 copies in the cast */
+    uint64_t accumulated; /* FSDP2 in a pipeline: its unsharded gradients accumulated (defers_reduce) */
 } vp_layer_hook;
 
 static uint64_t bytes_of(vp_dtype dtype, uint64_t numel) {
@@ -221,7 +222,7 @@ void vp_layout_create_leaves(vp_step *step, const vp_op *ops, unsigned n, vp_t *
     for (unsigned i = 0; i < n; i++) {
         const vp_op *op = &ops[i];
         vp_leaf_spec specs[VP_OP_MAX_LEAVES];
-        vp_ranks split = {step->tp, step->ep, step->etp};
+        vp_ranks split = {step->tp, step->ep, step->etp, vp_framework_of(step->recipe)->dtensor_tp};
         unsigned k = op->kind->leaves ? op->kind->leaves(op, &split, specs) : 0;
         unsigned slot = op->slot;
         for (unsigned j = 0; j < k; j++) {
@@ -532,12 +533,68 @@ static void release_layer(vp_layer_hook *h, uint64_t keep) {
     h->gathered = false;
 }
 
+/* FSDP2 in a pipeline stage (defers_reduce): torch.distributed.pipelining
+ * runs every micro-batch's backward with set_requires_gradient_sync(False)
+ * and set_reshard_after_backward(False) (PipelineStage
+ * backward_maybe_with_nosync, torch/distributed/pipelining/stage.py, torch
+ * 2.5-2.6), so a unit's post_backward neither reduces nor reshards: each
+ * parameter's unsharded gradient is converted to reduce_dtype once
+ * (FSDPParam.to_accumulated_grad_if_needed, _fsdp_param.py: fp32 under
+ * torchtitan's MixedPrecisionPolicy) and later ones are added into it
+ * (accumulate_unsharded_grad_if_needed), the 16-bit gradient freed each
+ * time. The stage's last backward (last_backward) then runs every unit's
+ * post_backward with syncing on: reduce-scatter, then reshard. Here that
+ * happens as each unit's backward of the last micro-batch ends, the peak
+ * of which (the start of backward) already holds every unit's accumulated
+ * gradients and gathered parameters. The accumulated gradients' bytes of
+ * these leaves: */
+static uint64_t accumulated_bytes(vp_step *step, const vp_t *leaves, unsigned n) {
+    uint64_t bytes = 0;
+    for (unsigned i = 0; i < n; i++) {
+        const vp_tensor *t = leaves[i] ? vp_at(&step->sim, leaves[i]) : NULL;
+        if (t && t->requires_grad && t->param_grad) bytes += bytes_of(step->priv->plan.shard_grads_dtype, t->numel);
+    }
+    return bytes;
+}
+
+/* the 16-bit gradients, added into the accumulated ones and freed */
+static void add_into_accumulated(vp_step *step, vp_t *leaves, unsigned n) {
+    vp_sim *sim = &step->sim;
+    for (unsigned i = 0; i < n; i++) {
+        vp_t g = leaves[i] && vp_at(sim, leaves[i])->requires_grad ? vp_at(sim, leaves[i])->param_grad : 0;
+        if (!g) continue;
+        vp_at(sim, leaves[i])->param_grad = 0;
+        vp_drop(sim, g);
+    }
+}
+
+static void hold_accumulated(vp_step *step, uint64_t *held, uint64_t bytes) {
+    if (*held) return;
+    vp_ledger_alloc(&step->ledger, VP_CAT_GRADS, bytes, "grad.accumulated");
+    *held = bytes;
+}
+
+static void free_accumulated(vp_step *step, uint64_t *held) {
+    vp_ledger_release(&step->ledger, VP_CAT_GRADS, *held, "grad.accumulated");
+    *held = 0;
+}
+
 /* The layer's backward is done: its gradients are reduce-scattered and its
  * gathered parameters released. */
 static void layer_done(vp_layer_hook *h) {
     vp_layer_hook *slots = collective_slots(h->step);
     if (slots == h) hold_slot(h->step, &slots->reduce_input, slots->reduce_slot, "reduce_scatter.input");
-    if (h->step->priv->plan.grads == VP_GRADS_UNIT) reduce_scatter(h->step, h->leaves, h->n);
+    if (h->step->priv->plan.defers_reduce) {
+        hold_accumulated(h->step, &h->accumulated, accumulated_bytes(h->step, h->leaves, h->n));
+        if (!h->step->priv->final_micro_batch) {
+            add_into_accumulated(h->step, h->leaves, h->n);
+            return; /* stays gathered */
+        }
+        reduce_scatter(h->step, h->leaves, h->n); /* the shards from the last gradients, added in */
+        free_accumulated(h->step, &h->accumulated);
+    } else if (h->step->priv->plan.grads == VP_GRADS_UNIT) {
+        reduce_scatter(h->step, h->leaves, h->n);
+    }
     if (!h->gathered && !h->held) return; /* a frozen layer: resharded after forward, never gathered again */
     release_layer(h, 0);
 }
@@ -629,6 +686,7 @@ vp_t vp_layout_layer_end(vp_step *step, vp_t y, unsigned layer) {
 /* ---- around forward and backward ---- */
 
 void vp_layout_forward_begin(vp_step *step) {
+    if (step->priv->root_held) return; /* a pipeline stage's root: gathered since the first micro-batch */
     vp_ledger_alloc(&step->ledger, VP_CAT_PARAMS, step->priv->root_gather_bytes, "all_gather.root");
     /* FSDP2's forward: the root's all-gather output, then each block's,
      * until the next all-gather */
@@ -647,8 +705,22 @@ void vp_layout_backward_end(vp_step *step) {
             layer_done(&step->priv->hooks[i]);
         }
     vp_ledger_release(&step->ledger, VP_CAT_COMM, step->priv->plan.backward_buffers, "reduce buckets");
+    const vp_model *m = step->model;
+    vp_step_private *priv = step->priv;
+    if (priv->plan.defers_reduce) { /* the root unit's gradients, as a block's (layer_done) */
+        vp_t *roots[3] = {priv->embed_leaves, priv->bridge_leaves, priv->final_leaves};
+        const unsigned n_roots[3] = {m->section[VP_SECTION_EMBED].n_slots, m->section[VP_SECTION_BRIDGE].n_slots,
+                                     m->section[VP_SECTION_FINAL].n_slots};
+        uint64_t bytes = 0;
+        for (unsigned r = 0; r < 3; r++) bytes += accumulated_bytes(step, roots[r], n_roots[r]);
+        hold_accumulated(step, &priv->root_accumulated, bytes);
+        priv->root_held = !priv->final_micro_batch;
+        if (priv->root_held) {
+            for (unsigned r = 0; r < 3; r++) add_into_accumulated(step, roots[r], n_roots[r]);
+            return;
+        }
+    }
     if (step->priv->plan.grads == VP_GRADS_UNIT) {
-        const vp_model *m = step->model;
         /* FSDP2's root unit reduce-scatters last, through its own input
          * buffer, all of which the final callback frees
          * (FSDPState._root_post_backward_final_callback) */
@@ -667,6 +739,7 @@ void vp_layout_backward_end(vp_step *step) {
         reduce_scatter(step, step->priv->final_leaves, m->section[VP_SECTION_FINAL].n_slots);
         vp_ledger_release(&step->ledger, VP_CAT_COMM, root_input, "reduce_scatter.input");
     }
+    if (priv->plan.defers_reduce) free_accumulated(step, &priv->root_accumulated);
     vp_ledger_release(&step->ledger, VP_CAT_PARAMS, step->priv->root_gather_bytes, "all_gather.root");
 }
 

@@ -636,6 +636,17 @@ static uint64_t micro_batch(vp_step *step, const vp_meter *resident, const vp_me
     vp_step_drop_leaves(sim, old_graph_leaves);
     uint64_t activations = step->recipe->device == VP_DEVICE_CPU ? ledger->raw.total - resident_raw->total
                                                                  : ledger->rounded.total - resident->total;
+    /* a pipeline stage under FSDP2 keeps its blocks gathered and their
+     * gradients accumulated across micro-batches (plan.defers_reduce): they
+     * are no micro-batch's activations, which the other micro-batches in
+     * flight repeat (estimate.c) */
+    if (priv->plan.defers_reduce) {
+        const vp_meter *now = step->recipe->device == VP_DEVICE_CPU ? &ledger->raw : &ledger->rounded;
+        const vp_meter *was = step->recipe->device == VP_DEVICE_CPU ? resident_raw : resident;
+        const vp_category held[] = {VP_CAT_PARAMS, VP_CAT_COMM, VP_CAT_GRADS};
+        for (unsigned i = 0; i < sizeof held / sizeof *held; i++)
+            activations -= now->current[held[i]] - was->current[held[i]];
+    }
 
     /* backward: loss.backward(), or backward from the received gradient */
     ledger->place.phase = VP_PHASE_BACKWARD;
@@ -688,8 +699,10 @@ static void run(vp_step *step, vp_step_result *result) {
     /* in the bytes the peak is counted in: the CPU twin's are exact */
     result->resident_bytes = step->recipe->device == VP_DEVICE_CPU ? resident_raw.total : resident.total;
 
+    step->priv->final_micro_batch = step->stage.microbatches == 1;
     result->activations_bytes = micro_batch(step, &resident, &resident_raw);
     /* a later micro-batch backpropagates into the gradients the first made */
+    step->priv->final_micro_batch = true;
     if (step->stage.microbatches > 1) micro_batch(step, &resident, &resident_raw);
     result->rounded_fb = ledger->rounded;
     result->raw_fb = ledger->raw;
@@ -857,6 +870,10 @@ const char *vp_step_layout_problem(const vp_model *model, const vp_recipe *recip
     if (recipe->tp > 1) {
         problem = vp_model_check_tp(model, recipe->tp);
         if (problem) return problem;
+        /* DTensor's ColwiseParallel splits wk and wv's rows evenly over tp
+         * (no replicated key/value heads, as Megatron-LM has) */
+        if (framework->dtensor_tp && model->facts.kv_heads % recipe->tp)
+            return "tp: must divide the key/value heads under DTensor's tensor parallelism (framework = fsdp2)";
     }
     /* megatron/training/arguments.py: "When using MoE and tensor
      * parallelism, sequence parallelism must be used." */
@@ -864,7 +881,7 @@ const char *vp_step_layout_problem(const vp_model *model, const vp_recipe *recip
         model->facts.experts)
         return "sequence_parallel: Megatron-LM needs it for experts with tp > 1";
     unsigned tp = recipe->tp ? recipe->tp : 1, cp = recipe->cp ? recipe->cp : 1;
-    vp_ranks experts = {tp, recipe->ep ? recipe->ep : 1, recipe->etp ? recipe->etp : tp};
+    vp_ranks experts = {tp, recipe->ep ? recipe->ep : 1, recipe->etp ? recipe->etp : tp, false};
     bool ep = recipe->ep > 1, etp = recipe->etp > 1 && recipe->etp != tp;
     if ((ep || etp) && !model->facts.experts)
         return ep ? "ep: expert parallelism needs a model with experts"

@@ -117,6 +117,11 @@ typedef struct vp_step_private {
     vp_shard_plan plan;
     struct vp_layer_hook *hooks;     /* one per layer instance */
     uint64_t root_gather_bytes;      /* FSDP's root unit (embeddings, head) gathered for the step */
+    /* FSDP2 under a pipeline schedule (plan.defers_reduce): whether this
+     * micro-batch is the step's last, whether the root is gathered now, and
+     * the root's accumulated unsharded gradients */
+    bool final_micro_batch, root_held;
+    uint64_t root_accumulated;
     uint64_t host_bytes, host_peak, nvme_bytes; /* per rank, outside the GPU */
     uint64_t offloaded;              /* pinned host bytes the forward's saved tensors were packed into */
     /* LoRA's adapters, by the weight they sit beside */

@@ -821,7 +821,7 @@ vp_step_time vp_step_time_run(const vp_model *model, const vp_recipe *r, const v
 
     t.compute_s = m * p.compute + optimizer_time(r, &hw, w);
     t.exposed_comm_s = m * p.comm + data_parallel_time(model, r, &hw, w, &p, m, c.elem);
-    t.bubble_s = vp_time_bubble_microbatches(r->pp_schedule, pp, r->virtual_stages) * (p.compute + p.comm);
+    t.bubble_s = vp_time_bubble_microbatches(vp_pp_kind(r), pp, vp_pp_chunks(r)) * (p.compute + p.comm);
     t.offload_s = offload_time(r, &hw, w, m, c.elem);
     t.step_s = t.compute_s + t.exposed_comm_s + t.bubble_s + t.offload_s;
 

@@ -15,12 +15,7 @@ local H, HEAD_DIM, KV, FFN, VOCAB, LAYERS = 100, 20, 1, 270, 1003, 3
 local SHAPE = { "--set", "hidden=" .. H, "--set", "heads=5", "--set", "kv_heads=" .. KV, "--set",
   "intermediate=" .. FFN, "--set", "vocab=" .. VOCAB, "--set", "layers=" .. LAYERS, "--set", "dp=" .. DP }
 
-local function estimate(...)
-  local args = { "llama2-7b" }
-  for _, a in ipairs(SHAPE) do args[#args + 1] = a end
-  for _, a in ipairs({ ... }) do args[#args + 1] = a end
-  return helper.estimate(table.unpack(args))
-end
+local function estimate(...) return helper.estimate_on("llama2-7b", SHAPE, ...) end
 
 local function ceil_div(a, b) return (a + b - 1) // b end
 
@@ -114,8 +109,6 @@ describe("framework = fsdp2", function()
   end)
 
   for _, case in ipairs({
-    { "tp=2", "tp: framework = fsdp2 with tp is not modelled yet" },
-    { "pp=2", "pp: framework = fsdp2 with pp is not modelled yet" },
     { "fsdp=full_shard", "fsdp: FSDP1's sharding strategies need framework = \"fsdp\"" },
     { "offload_params=cpu", "offload_params: framework = fsdp2 with CPUOffloadPolicy is not modelled yet" },
   }) do

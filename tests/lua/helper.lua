@@ -46,6 +46,34 @@ function helper.estimate(...)
   return require("dkjson").decode(out)
 end
 
+-- helper.estimate of `model`, the arguments in the list `shape`, then the rest.
+function helper.estimate_on(model, shape, ...)
+  local args = { model }
+  for _, a in ipairs(shape) do args[#args + 1] = a end
+  for _, a in ipairs({ ... }) do args[#args + 1] = a end
+  return helper.estimate(table.unpack(args))
+end
+
+-- A test's name and body per case { {KEY=VALUE, ...}, message }: that
+-- `estimate MODEL` with --set each of base, then of the case's, fails with
+-- the message (plain text). for name, test in helper.refusals(...) do it(name, test) end
+function helper.refusals(model, base, cases)
+  local i = 0
+  return function()
+    i = i + 1
+    local case = cases[i]
+    if not case then return nil end
+    return "refuses " .. table.concat(case[1], " "), function()
+      local args = { model }
+      for _, list in ipairs({ base, case[1] }) do
+        for _, a in ipairs(list) do args[#args + 1] = "--set"; args[#args + 1] = a end
+      end
+      local err = helper.fails(table.unpack(args))
+      assert(err:find(case[2], 1, true), err)
+    end
+  end
+end
+
 -- Runs `vramplan estimate <args>` expecting a clean failure: exit code 1, a
 -- message that starts "vramplan: " and no traceback. Returns stderr.
 function helper.fails(...)

@@ -109,6 +109,10 @@ function aliases.value(key, value)
   local lower = text:lower()
   if spellings and spellings[lower] then return spellings[lower] end
   if type(value) ~= "string" or not (decl and decl.choices) then return value end
+  -- a choice spelled exactly stays itself (pp_schedule's 1F1B is torch's, 1f1b Megatron's)
+  for _, choice in ipairs(decl.choices) do
+    if choice == value then return choice end
+  end
   for _, candidate in ipairs({ lower, (lower:gsub("_", "-")), (lower:gsub("%-", "_")) }) do
     for _, choice in ipairs(decl.choices) do
       if choice == candidate then return choice end

@@ -87,8 +87,8 @@ stacks.profiles = {
     -- second block, layers-2), early_stop False; each block wrapped by torch's
     -- checkpoint_wrapper, non-reentrant
     -- (torchtitan/distributed/activation_checkpoint.py). Later torchtitan
-    -- defaults to per-op selective checkpointing, which vramplan does not
-    -- model: name the mode to be sure.
+    -- defaults to per-op selective checkpointing (checkpointing =
+    -- op-selective): name the mode to be sure.
     framework = "fsdp2",
     defaults = { precision = "mixed-bf16", optimizer = "adamw", optimizer_impl = "fused", checkpointing = "layers-2",
                  use_reentrant = false, checkpoint_early_stop = false },

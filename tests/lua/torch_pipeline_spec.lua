@@ -1,0 +1,93 @@
+-- torch.distributed.pipelining's schedules under torchtitan's names, with
+-- torchtitan's split of the layers over pp x v stages. Every expectation is
+-- worked out here from torchtitan's and torch's rules, written out in the
+-- comments, not taken from the engine:
+--  - the split (_generate_llm_fqn_per_model_part, torchtitan/distributed/
+--    pipeline_parallel.py since 3c84ce0): layers + 2 (the embeddings and the
+--    head count as one layer each) dealt out evenly over the stages, the
+--    first (layers + 2) % stages one more, the first and the last stage one
+--    less for the embeddings and the head; rank i holds stages i, i + pp, ...
+--  - ScheduleInterleaved1F1B (torch/distributed/pipelining/schedules.py):
+--    rounds = max(1, m // pp), per_round = m // rounds, rank i warms up with
+--    (v - 1) per_round + 2 (pp - 1 - i) forwards (at most m v), then one
+--    forward and one backward a step; forward k runs local chunk
+--    (k // per_round) % v, backward k chunk v - 1 - (k // per_round) % v.
+local helper = require("tests.lua.helper")
+
+-- a small Llama so that 126 layers run quickly
+local SHAPE = { "--set", "hidden=64", "--set", "heads=4", "--set", "kv_heads=4", "--set", "intermediate=128",
+  "--set", "vocab=1000", "--set", "seq_len=256", "--set", "framework=megatron", "--set", "attention=flash" }
+
+local function estimate(...) return helper.estimate_on("llama2-7b", SHAPE, ...) end
+
+-- parameters of one Llama block at these dims: q, k, v, o (64 x 64), gate,
+-- up, down (64 x 128), two RMSNorms (64)
+local BLOCK = 4 * 64 * 64 + 3 * 64 * 128 + 2 * 64
+local EMBED, HEAD = 1000 * 64, 1000 * 64 + 64 -- the head with the final norm
+
+local function layer_counts(r)
+  local t = {}
+  for i, st in ipairs(r.per_rank) do t[i] = (st.params_bytes // 2 - (i == 1 and EMBED or 0) -
+    (i == #r.per_rank and HEAD or 0)) / BLOCK end
+  return t
+end
+
+describe("torchtitan's pipeline split", function()
+  it("puts 126 layers on 16 virtual stages (pp 8 x 2), refused under Megatron's interleaving", function()
+    -- (126 + 2) / 16 = 8 a stage: stage 0 7 and the embeddings, stages
+    -- 1-14 8, stage 15 7 and the head; rank 0 holds stages 0 and 8 (15
+    -- layers), ranks 1-6 16, rank 7 stages 7 and 15 (15)
+    local r = estimate("--set", "layers=126", "--set", "pp=8", "--set", "pp_schedule=Interleaved1F1B",
+      "--set", "num_microbatches=8")
+    assert.are.same({ 15, 16, 16, 16, 16, 16, 16, 15 }, layer_counts(r))
+    local err = helper.fails("llama2-7b", "--set", "layers=126", "--set", "framework=megatron", "--set", "pp=8",
+      "--set", "pp_schedule=interleaved-1f1b", "--set", "virtual_stages=2")
+    assert.truthy(err:find("virtual_stages: pp x virtual_stages must divide the layers", 1, true), err)
+  end)
+
+  it("walks ScheduleInterleaved1F1B over uneven chunks", function()
+    -- 30 layers over pp 4 x 2: (30 + 2) / 8 = 4 a stage, stages 0 and 7 3:
+    -- rank 0 holds chunks of 3 (stage 0) and 4 (stage 4), rank 3 4 (stage
+    -- 3) and 3 (stage 7). m = 8: rounds 2, per_round 4.
+    -- rank 0: warm-up 4 + 6 = 10 forwards (chunks 0,0,0,0,1,1,1,1,0,0:
+    -- 4x3 + 4x4 + 2x3 = 34 layers), then forward 10 (chunk 0, +3 = 37, the
+    -- most) and backward 0 (chunk 1, -4); the later steps reach 37 again
+    -- at most: 37 of its 7 layers' worth.
+    -- rank 3: warm-up 4 (chunk 0: 16), step 4 forward chunk 1 (+3 = 19),
+    -- backward chunk 1 (-3); steps 8-11 forward chunk 0 (+4 = 20, the
+    -- most), backward chunk 0: 20 / 7.
+    local r = estimate("--set", "layers=30", "--set", "pp=4", "--set", "pp_schedule=Interleaved1F1B",
+      "--set", "num_microbatches=8")
+    assert.are.same({ 7, 8, 8, 7 }, layer_counts(r))
+    -- (the JSON carries 15 significant digits)
+    assert.is_true(math.abs(37 / 7 - r.per_rank[1].in_flight) < 1e-12, r.per_rank[1].in_flight)
+    assert.is_true(math.abs(20 / 7 - r.per_rank[4].in_flight) < 1e-12, r.per_rank[4].in_flight)
+  end)
+
+  it("splits 1F1B's single stages the same way, with Schedule1F1B's pp - i in flight", function()
+    -- 30 layers over 4: (30 + 2) / 4 = 8: 7, 8, 8, 7
+    local r = estimate("--set", "layers=30", "--set", "pp=4", "--set", "pp_schedule=1F1B",
+      "--set", "num_microbatches=8")
+    assert.are.same({ 7, 8, 8, 7 }, layer_counts(r))
+    assert.are.same({ 4, 3, 2, 1 }, { r.per_rank[1].in_flight, r.per_rank[2].in_flight, r.per_rank[3].in_flight,
+      r.per_rank[4].in_flight })
+    -- Megatron's even split gives the first stages the remainder: 8, 8, 7, 7
+    assert.are.same({ 8, 8, 7, 7 }, layer_counts(estimate("--set", "layers=30", "--set", "pp=4",
+      "--set", "num_microbatches=8")))
+  end)
+
+  it("takes pp_layers as one count per virtual stage", function()
+    local r = estimate("--set", "layers=30", "--set", "pp=2", "--set", "pp_schedule=Interleaved1F1B",
+      "--set", "num_microbatches=4", "--set", "pp_layers=5,9,10,6")
+    -- rank 0: stages 0 and 2 (5 + 10), rank 1: 1 and 3 (9 + 6)
+    assert.are.same({ 15, 15 }, layer_counts(r))
+  end)
+
+  for name, test in helper.refusals("llama2-7b", { "framework=megatron", "pp=2" }, {
+    { { "pp_schedule=ZBVZeroBubble" }, "pp_schedule: the zero-bubble schedules" },
+    { { "pp_schedule=InterleavedZeroBubble" }, "pp_schedule: the zero-bubble schedules" },
+    { { "pp_schedule=Interleaved1F1B", "pp_layers=5,9,16" }, "pp_layers: one layer count per stage" },
+    { { "pp_schedule=Interleaved1F1B", "num_microbatches=5" }, "num_microbatches: Interleaved1F1B needs a multiple" },
+    { { "pp_schedule=Interleaved1F1B", "layers=2", "virtual_stages=3" }, "pp: more stages than layers + 2" },
+  }) do it(name, test) end
+end)
