@@ -99,15 +99,6 @@ static const char *block_check_tp(const vp_op *op, unsigned tp) {
     return NULL;
 }
 
-/* its linears gather no module input the way DTensor's plans do
- * (vp_module_input): not modelled there */
-static const char *block_recipe_problem(const vp_model *model, const vp_recipe *recipe) {
-    (void)model;
-    if (recipe->tp > 1 && vp_framework_of(recipe)->dtensor_tp)
-        return "tp: Lua blocks are modelled with Megatron-LM's tensor parallelism, not DTensor's (framework = fsdp2)";
-    return NULL;
-}
-
 static vp_t linear(vp_step *step, const vp_block_program *p, const vp_block_instr *in, const vp_t *val) {
     const vp_block_param *w = &p->param[in->arg[1] - 1];
     vp_t bias = in->arg[2] >= 0 ? val[in->arg[2]] : 0;
@@ -331,6 +322,10 @@ static bool model_calls(const vp_model *model, vp_block_prim prim) {
 }
 
 static const char *block_recipe_problem(const vp_model *model, const vp_recipe *recipe) {
+    /* its linears gather no module input the way DTensor's plans do
+     * (vp_module_input): not modelled there */
+    if (recipe->tp > 1 && vp_framework_of(recipe)->dtensor_tp)
+        return "tp: Lua blocks are modelled with Megatron-LM's tensor parallelism, not DTensor's (framework = fsdp2)";
     if (model_calls(model, VP_BP_ROTARY) &&
         !vp_section_find(&model->section[VP_SECTION_EMBED], &vp_op_rotary_embedding))
         return "model: a Lua block's F.rotary needs the model's rotary_embedding { } among its embeddings";
@@ -348,7 +343,6 @@ const vp_op_kind vp_op_block = {
            "forward } in an architecture script (docs/writing-blocks.md)",
     .check = block_check,
     .check_tp = block_check_tp,
-    .recipe_problem = block_recipe_problem,
     .leaves = block_leaves,
     .facts = block_facts,
     .facts_each = true,
