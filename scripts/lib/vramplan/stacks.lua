@@ -89,9 +89,12 @@ stacks.profiles = {
     -- (torchtitan/distributed/activation_checkpoint.py). Later torchtitan
     -- defaults to per-op selective checkpointing (checkpointing =
     -- op-selective): name the mode to be sure.
+    -- The train step deletes the model's output before backward
+    -- (torchtitan/trainer.py, _forward_backward_body: `del pred`, then
+    -- loss.backward()): the loop keeps no logits.
     framework = "fsdp2",
     defaults = { precision = "mixed-bf16", optimizer = "adamw", optimizer_impl = "fused", checkpointing = "layers-2",
-                 use_reentrant = false, checkpoint_early_stop = false },
+                 use_reentrant = false, checkpoint_early_stop = false, keep_logits = false },
     rule = "fixed",
   },
   deepspeed = {
@@ -208,7 +211,8 @@ end
 -- so "op" fails there).
 --
 -- Per-op selective checkpointing (which ops' outputs are saved) is not what
--- vramplan's `selective` is (Megatron's attention core): refused, by name.
+-- vramplan's `selective` is (Megatron's attention core): torchtitan's "op" is
+-- checkpointing = op-selective; torchtune's wrapper takes whole layers only.
 local function layers_k(text, key, tool)
   local k = math.tointeger(tonumber(text))
   if not k or k < 0 or not tostring(text):match("^%s*%d+%s*$") then
@@ -243,14 +247,14 @@ local function checkpointing_keys(keys, origins)
     elseif mode == "full" then value = "full"
     elseif mode == "selective" then
       local option = tt_option ~= nil and show(tt_option) or "2"
-      if option:lower() == "op" then
-        error(string.format("%s: activation_checkpoint.selective_ac_option = op: torchtitan's per-op selective " ..
-          "checkpointing (saving chosen ops' outputs, every other matmul's) is not modelled; use an integer K " ..
-          "(every K-th block, checkpointing = layers-K) or mode = full", at("activation_checkpoint.selective_ac_option")
-          ), 0)
-      end
       local k
-      k, note = layers_k(option, "selective_ac_option", "torchtitan")
+      if option:lower() == "op" then
+        -- the per-op policy of torchtitan's _apply_op_sac (its save list
+        -- written out in engine/policy/sac_policy.c)
+        k = "op-selective"
+      else
+        k, note = layers_k(option, "selective_ac_option", "torchtitan")
+      end
       if not k then
         error(string.format("%s: activation_checkpoint.selective_ac_option: %s is neither op nor a whole number of " ..
           "blocks", at("activation_checkpoint.selective_ac_option"), option), 0)
