@@ -48,6 +48,13 @@ extern const char *const vp_dtype_names[];
  * the result would not fit in 64 bits. */
 bool vp_tensor_bytes(vp_dtype dtype, uint64_t numel, uint64_t *bytes);
 
+/* The same for element counts already checked (vp_numel and friends record
+ * an overflow in the simulator's status): 0 where it would not fit. */
+static inline uint64_t vp_bytes_of(vp_dtype dtype, uint64_t numel) {
+    uint64_t bytes;
+    return vp_tensor_bytes(dtype, numel, &bytes) ? bytes : 0;
+}
+
 /* True for fp32/tf32/fp16/bf16/fp8: the types autograd computes in. */
 bool vp_dtype_is_float(vp_dtype dtype);
 

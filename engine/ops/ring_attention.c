@@ -14,11 +14,6 @@
 
 static uint64_t round_up(uint64_t x, uint64_t m) { return (x + m - 1) / m * m; }
 
-static uint64_t bytes_of(vp_dtype dtype, uint64_t numel) {
-    uint64_t b;
-    return vp_tensor_bytes(dtype, numel, &b) ? b : 0;
-}
-
 /* Backward: two ring slots, each a [kv, dkv] pair in kv's dtype (dK and dV
  * accumulate in them; the returned dk and dv are views of one), dq made
  * with empty_like(q) and accumulated in place, and one step's temporaries
@@ -36,7 +31,7 @@ static void backward_ring(vp_sim *sim, uint32_t index) {
     vp_t slots[2];
     for (unsigned i = 0; i < 2; i++) slots[i] = vp_grad_sized(sim, 2 * nkv, dt, label);
     vp_t dq = vp_grad_sized(sim, nq, dt, label);
-    uint64_t step_bytes = bytes_of(dt, nq) + bytes_of(dt, nkv) + bytes_of(VP_FP32, vp_numel3(sim, b, heads, t / 2)) +
+    uint64_t step_bytes = vp_bytes_of(dt, nq) + vp_bytes_of(dt, nkv) + vp_bytes_of(VP_FP32, vp_numel3(sim, b, heads, t / 2)) +
                           vp_ring_flash_workspace(sim, b, heads, t, d);
     vp_scratch(sim, step_bytes, label);
     vp_t grads[3] = {dq, vp_view(sim, slots[0], nkv / 2, label), vp_view(sim, slots[0], nkv / 2, label)};
@@ -56,8 +51,8 @@ vp_ring_shape vp_ring_shape_get(const vp_node *node) {
 
 uint64_t vp_ring_flash_workspace(vp_sim *sim, uint64_t b, uint64_t heads, uint64_t t, uint64_t d) {
     uint64_t rows = round_up(t, 128);
-    return bytes_of(VP_FP32, vp_numel3(sim, b, heads, rows)) +
-           bytes_of(VP_FP32, vp_numel4(sim, b, rows, heads, round_up(d, d <= 128 ? 32 : 64)));
+    return vp_bytes_of(VP_FP32, vp_numel3(sim, b, heads, rows)) +
+           vp_bytes_of(VP_FP32, vp_numel4(sim, b, rows, heads, round_up(d, d <= 128 ? 32 : 64)));
 }
 
 void vp_ring_give_grads(vp_sim *sim, uint32_t index, const vp_t *grads) {

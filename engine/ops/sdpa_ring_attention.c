@@ -17,11 +17,6 @@ enum { SDPA_RING_CP = 5 }; /* aux[0..4]: vp_ring_shape */
 
 static uint64_t fp32_bytes(uint64_t numel) { return 4 * numel; }
 
-static uint64_t bytes_in(vp_dtype dtype, uint64_t numel) {
-    uint64_t b;
-    return vp_tensor_bytes(dtype, numel, &b) ? b : 0;
-}
-
 /* _templated_ring_attention_backward: fp32 accumulators for dq, dk and dv
  * (zeros_like(..., dtype=float32)); key.contiguous() and value.contiguous()
  * (the saved ones are); the K/V all-gather again (its torch.cat input and
@@ -43,7 +38,7 @@ static void backward_sdpa_ring(vp_sim *sim, uint32_t index) {
     vp_t cat = vp_grad_sized(sim, 2 * nk, dt, label);
     vp_t gathered = vp_grad_sized(sim, cp * 2 * nk, dt, label);
     uint64_t step_bytes =
-        bytes_in(dt, nq + 2 * nk) + 2 * fp32_bytes(2 * nk) + vp_ring_flash_workspace(sim, b, heads, t, d);
+        vp_bytes_of(dt, nq + 2 * nk) + 2 * fp32_bytes(2 * nk) + vp_ring_flash_workspace(sim, b, heads, t, d);
     vp_scratch(sim, step_bytes, label);
     vp_drop(sim, cat);
     vp_t dq = vp_grad_sized(sim, nq, dt, label);

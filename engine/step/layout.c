@@ -33,11 +33,6 @@ typedef struct vp_layer_hook {
     uint64_t accumulated; /* FSDP2 in a pipeline: its unsharded gradients accumulated (defers_reduce) */
 } vp_layer_hook;
 
-static uint64_t bytes_of(vp_dtype dtype, uint64_t numel) {
-    uint64_t b;
-    return vp_tensor_bytes(dtype, numel, &b) ? b : 0;
-}
-
 /* A parameter's dim 0: a matrix's rows (a Conv1D weight is stored
  * (in, out): numel / out), a vector's length. */
 static uint64_t dim0_of(uint64_t numel, uint64_t rows, bool conv1d) {
@@ -113,12 +108,12 @@ static vp_t make_leaf(vp_step *step, const vp_leaf_spec *spec, bool trainable, u
         resident = compute = VP_FP32;
     /* Int8Params' SCB: an fp32 absmax per output row, beside the weight */
     if (int8) vp_leaf(&step->sim, spec->out_features, VP_FP32, VP_CAT_PARAMS, false, "SCB");
-    uint64_t shard = bytes_of(resident, vp_plan_shard_numel(plan, spec->numel, dim0_of(spec->numel, spec->rows, spec->conv1d),
+    uint64_t shard = vp_bytes_of(resident, vp_plan_shard_numel(plan, spec->numel, dim0_of(spec->numel, spec->rows, spec->conv1d),
                                                             vp_plan_shards(plan, spec->expert)->params));
     /* FSDP-QLoRA (bnb_4bit_quant_storage): the packed bytes are the storage
      * FSDP or ZeRO-3 shards (and offloads) */
     if (quantized && !int8 && plan->shards.params > 1)
-        shard = vp_shard_numel(bytes_of(VP_INT4, spec->numel), plan->shards.params);
+        shard = vp_shard_numel(vp_bytes_of(VP_INT4, spec->numel), plan->shards.params);
     bool away = plan->params_on_host || plan->params_on_nvme;
     if (away) vp_layout_host(step, shard, repeat, plan->params_on_nvme);
     vp_t leaf = vp_leaf_resident(&step->sim, spec->numel, compute, away ? 0 : shard, VP_CAT_PARAMS, trainable,
@@ -144,8 +139,8 @@ static vp_t make_leaf(vp_step *step, const vp_leaf_spec *spec, bool trainable, u
         fp8 = !spec->conv1d && spec->out_features % 16 == 0 && in % 16 == 0;
     }
     if (fp8 && !step->precision->fp8_dynamic) {
-        vp_ledger_alloc(&step->ledger, VP_CAT_PARAMS, bytes_of(VP_FP8_E4M3, 2 * spec->numel), "fp8 weight and transpose");
-        vp_ledger_alloc(&step->ledger, VP_CAT_BUFFERS, bytes_of(VP_FP32, (1024 + 1) * 5), "fp8 scaling state");
+        vp_ledger_alloc(&step->ledger, VP_CAT_PARAMS, vp_bytes_of(VP_FP8_E4M3, 2 * spec->numel), "fp8 weight and transpose");
+        vp_ledger_alloc(&step->ledger, VP_CAT_BUFFERS, vp_bytes_of(VP_FP32, (1024 + 1) * 5), "fp8 scaling state");
     }
     vp_at(&step->sim, leaf)->fp8 = fp8;
     vp_at(&step->sim, leaf)->conv1d = spec->conv1d;
@@ -281,7 +276,7 @@ void vp_layout_resident(vp_step *step, const vp_t *leaves, unsigned n, unsigned 
         /* the fp32 master copy belongs to the optimizer (apex, DeepSpeed and
          * Megatron wrap it): without one there is none */
         if (plan->master_dtype != VP_DTYPE_NONE && step->priv->optimizer->steps)
-            place(step, VP_CAT_MASTER, bytes_of(plan->master_dtype, states), repeat, host, nvme, "master weights");
+            place(step, VP_CAT_MASTER, vp_bytes_of(plan->master_dtype, states), repeat, host, nvme, "master weights");
         /* states of this rank's shard; bitsandbytes' paged states live in
          * unified memory, which the host backs (paged in at the step) */
         vp_param_shape shape = {states, states == numel ? t->rows : 0};
@@ -292,10 +287,10 @@ void vp_layout_resident(vp_step *step, const vp_t *leaves, unsigned n, unsigned 
             /* ZeRO-2/3's gradient partition (offloaded: fp32 on the host); DDP's
              * buckets the .grad views live in */
             uint64_t part = vp_layout_shard_numel(step, t, shards->grads);
-            if (host || nvme) place(step, VP_CAT_GRADS, bytes_of(VP_FP32, part), repeat, host, nvme, "grad partition");
-            else vp_ledger_alloc(&step->ledger, VP_CAT_GRADS, bytes_of(plan->shard_grads_dtype, part), "grad partition");
+            if (host || nvme) place(step, VP_CAT_GRADS, vp_bytes_of(VP_FP32, part), repeat, host, nvme, "grad partition");
+            else vp_ledger_alloc(&step->ledger, VP_CAT_GRADS, vp_bytes_of(plan->shard_grads_dtype, part), "grad partition");
         } else if (plan->bucket_bytes_per_param_byte) {
-            vp_ledger_alloc(&step->ledger, VP_CAT_COMM, bytes_of(plan->grads_dtype, numel), "ddp bucket");
+            vp_ledger_alloc(&step->ledger, VP_CAT_COMM, vp_bytes_of(plan->grads_dtype, numel), "ddp bucket");
         }
         if (!step->recipe->grads_set_to_none && plan->grads == VP_GRADS_KEEP) {
             vp_t grad = vp_new_in(sim, numel, (vp_dtype)t->grad_dtype, VP_CAT_GRADS, "param.grad");
@@ -317,7 +312,7 @@ static vp_dtype gathered_dtype(const vp_step *step, const vp_tensor *t) {
 /* the padded unsharded buffer: every rank's shard, side by side */
 static uint64_t unsharded_bytes(vp_step *step, const vp_tensor *t) {
     unsigned ranks = step->priv->plan.shards.params;
-    return bytes_of(gathered_dtype(step, t), vp_layout_shard_numel(step, t, ranks) * ranks);
+    return vp_bytes_of(gathered_dtype(step, t), vp_layout_shard_numel(step, t, ranks) * ranks);
 }
 
 /* fsdp_pre_all_gather casts each float8 weight's fp32 shard with
@@ -331,7 +326,7 @@ static uint64_t float8_cast_scratch(vp_step *step, const vp_t *leaves, unsigned 
     for (unsigned i = 0; i < n; i++) {
         const vp_tensor *t = leaves[i] ? vp_at(&step->sim, leaves[i]) : NULL;
         if (!t || !t->fp8 || !step->recipe->fp8_all_gather) continue;
-        uint64_t bytes = 2 * bytes_of(VP_FP32, vp_layout_shard_numel(step, t, ranks));
+        uint64_t bytes = 2 * vp_bytes_of(VP_FP32, vp_layout_shard_numel(step, t, ranks));
         if (bytes > most) most = bytes;
     }
     return most;
@@ -346,7 +341,7 @@ uint64_t vp_layout_gathered_bytes(vp_step *step, vp_t leaf) {
     if (!t || t->category != VP_CAT_PARAMS || persistent(step, t)) return 0;
     if (t->quantized) { /* the packed 4-bit storage, gathered as it is */
         unsigned ranks = step->priv->plan.shards.params;
-        return vp_shard_numel(bytes_of(VP_INT4, t->numel), ranks) * ranks;
+        return vp_shard_numel(vp_bytes_of(VP_INT4, t->numel), ranks) * ranks;
     }
     return unsharded_bytes(step, t);
 }
@@ -378,7 +373,7 @@ static uint64_t reduce_input_bytes(vp_step *step, const vp_t *leaves, unsigned n
     for (unsigned i = 0; i < n; i++) {
         const vp_tensor *t = leaves[i] ? vp_at(&step->sim, leaves[i]) : NULL;
         if (t && t->category == VP_CAT_PARAMS && t->requires_grad)
-            total += bytes_of(step->priv->plan.shard_grads_dtype, vp_layout_shard_numel(step, t, ranks) * ranks);
+            total += vp_bytes_of(step->priv->plan.shard_grads_dtype, vp_layout_shard_numel(step, t, ranks) * ranks);
     }
     return total;
 }
@@ -435,7 +430,7 @@ bool vp_layout_prepare(vp_step *step) {
             /* DeepSpeed prefetches stage3_prefetch_bucket_size elements ahead;
              * FSDP's BACKWARD_PRE prefetch is the next layer, in backward only */
             uint64_t ahead = vp_framework_of(step->recipe)->param_coordinator
-                                 ? bytes_of(priv->plan.gather_dtype, priv->plan.prefetch_elements)
+                                 ? vp_bytes_of(priv->plan.gather_dtype, priv->plan.prefetch_elements)
                                  : h->gather;
             h->prefetch = ahead < h->gather ? ahead : h->gather;
             if (!reshard_after_forward(step)) h->prefetch = 0; /* nothing to gather again in backward */
@@ -510,7 +505,7 @@ static void gather_layer(vp_layer_hook *h, uint64_t ahead) {
     step->priv->gathered_live += h->gather - h->held;
     h->held = h->gather;
     if (step->priv->plan.max_live_elements) {
-        uint64_t cap = bytes_of(step->priv->plan.gather_dtype, step->priv->plan.max_live_elements);
+        uint64_t cap = vp_bytes_of(step->priv->plan.gather_dtype, step->priv->plan.max_live_elements);
         uint64_t room = cap > step->priv->gathered_live ? cap - step->priv->gathered_live : 0;
         if (ahead > room) ahead = room;
     }
@@ -552,7 +547,7 @@ static uint64_t accumulated_bytes(vp_step *step, const vp_t *leaves, unsigned n)
     uint64_t bytes = 0;
     for (unsigned i = 0; i < n; i++) {
         const vp_tensor *t = leaves[i] ? vp_at(&step->sim, leaves[i]) : NULL;
-        if (t && t->requires_grad && t->param_grad) bytes += bytes_of(step->priv->plan.shard_grads_dtype, t->numel);
+        if (t && t->requires_grad && t->param_grad) bytes += vp_bytes_of(step->priv->plan.shard_grads_dtype, t->numel);
     }
     return bytes;
 }

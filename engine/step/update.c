@@ -24,11 +24,6 @@ void vp_update_for_each_trainable(vp_step *step, void (*fn)(vp_step *, vp_t, voi
     step->priv->fold_repeat = repeat;
 }
 
-static uint64_t bytes_of(vp_dtype dtype, uint64_t numel) {
-    uint64_t b;
-    return vp_tensor_bytes(dtype, numel, &b) ? b : 0;
-}
-
 /* Megatron-LM's Float16OptimizerWithFloat16Params._copy_model_grads_to_main_grads:
  * main_param.grad = model_param.grad.float(); model_param.grad = None. */
 static void grad_to_master(vp_step *step, vp_t leaf, void *ctx) {
@@ -48,7 +43,7 @@ static void grad_to_master(vp_step *step, vp_t leaf, void *ctx) {
 static void partition_grad(vp_step *step, vp_t leaf, void *ctx) {
     const bool *release = ctx;
     const vp_tensor *t = vp_at(&step->sim, leaf);
-    uint64_t bytes = bytes_of(VP_FP32, vp_layout_shard_numel(step, t, vp_plan_shards(&step->priv->plan, t->expert)->states));
+    uint64_t bytes = vp_bytes_of(VP_FP32, vp_layout_shard_numel(step, t, vp_plan_shards(&step->priv->plan, t->expert)->states));
     bool away = step->priv->plan.states_on_host || step->priv->plan.states_on_nvme;
     if (away) {
         return;
@@ -79,7 +74,7 @@ static void measure_tensor(vp_step *step, vp_t leaf, temp_sizes *sizes) {
     const vp_tensor *t = vp_at(&step->sim, leaf);
     vp_dtype dtype = sizes->own_dtype ? (vp_dtype)t->dtype : sizes->dtype;
     uint64_t numel = vp_layout_shard_numel(step, t, vp_plan_shards(&step->priv->plan, t->expert)->states);
-    uint64_t bytes = bytes_of(dtype, numel);
+    uint64_t bytes = vp_bytes_of(dtype, numel);
     sizes->raw += bytes * sizes->repeat;
     sizes->rounded += vp_round_block(bytes) * sizes->repeat;
     unsigned temps = sizes->temps + (step->priv->plan.master_dtype == VP_DTYPE_NONE && sixteen_bit((vp_dtype)t->dtype)
