@@ -24,6 +24,8 @@ By layer:
   Granite, OLMo 2, Phi-3, Mixtral, DeepSeek, DIFF Transformer).
 * neox_phi, starcoder2, cohere: GPT-NeoX and Phi-2, StarCoder2 and Cohere on
   LLaMA's blocks.
+* mamba2: Mamba-2 as transformers' Mamba2Mixer.torch_forward computes it
+  (the reference chunked SSD, no CUDA kernels).
 * losses and causal_lm: XForCausalLM over every decoder family.
 * finetune: what a fine-tuning method does to a built model (PEFT's
   adapters, prompt and prefix tuning, freezing, bitsandbytes quantization).

@@ -10,6 +10,7 @@ from .gpt2 import GPT2
 from .gptj import GPTJ
 from .linear import linear
 from .llama import Llama
+from .mamba2 import Mamba2
 from .losses import (causal_lm_loss, chunked_output_loss, fused_causal_lm_loss, fused_linear_loss,
                      linear_cross_entropy_loss, load_balancing_loss_func, shifted_logits_loss)
 from .neox_phi import ParallelDecoder
@@ -27,12 +28,13 @@ class CausalLM(nn.Module):
         kind = cfg["model_type"]
         self.model = {"gpt2": GPT2, "bloom": Bloom, "gpt_neox": ParallelDecoder, "phi": ParallelDecoder,
                       "starcoder2": Starcoder2, "opt": OPT, "mpt": Mpt, "gptj": GPTJ, "falcon": Falcon,
-                      "cohere": Cohere}.get(kind, Llama)(cfg)
+                      "cohere": Cohere, "mamba2": Mamba2}.get(kind, Llama)(cfg)
         self.vocab = cfg["vocab_size"]
 
     def no_training_cache(self):
-        # Gemma2Model makes its HybridCache only when not training
-        return getattr(self.model, "cfg", {}).get("model_type") in ("gemma2", "gemma3_text")
+        # Gemma2Model makes its HybridCache only when not training; Mamba2Model
+        # turns use_cache off while training
+        return getattr(self.model, "cfg", {}).get("model_type") in ("gemma2", "gemma3_text", "mamba2")
 
     def forward(self, ac, input_ids, labels, checkpoint=None):
         prompt = getattr(self, "prompt", None)
@@ -69,7 +71,7 @@ class CausalLM(nn.Module):
             return loss, (None, past_key_values) if past_key_values is not None else None
         head_bias = getattr(self.model, "head_bias", None)
         logits = linear(ac, hidden_states, self.model.head_weight(), head_bias() if head_bias else None)
-        if isinstance(self.model, GPTJ):  # GPTJForCausalLM: lm_logits made fp32, which the outputs keep
+        if isinstance(self.model, (GPTJ, Mamba2)):  # GPTJForCausalLM, Mamba2ForCausalLM: logits made fp32, kept
             logits = logits.to(torch.float32)
         if getattr(self.model, "cfg", {}).get("model_type") == "granite":  # GraniteForCausalLM
             logits = logits / self.model.cfg["logits_scaling"]
