@@ -82,7 +82,8 @@ static vp_t head_forward(vp_step *step, const vp_op *op, const vp_t *leaves, vp_
     }
     /* Gemma2ForCausalLM: logits / cap, torch.tanh (kept), * cap */
     if (op->value[HEAD_SOFTCAP] > 0) logits = vp_softcap(&step->sim, logits, "lm_head.softcap");
-    if (vp_op_flag(op, HEAD_FLOAT_LOGITS)) {
+    /* the family's own forward: a framework running its own model (Megatron's GPTModel) makes no such copy */
+    if (vp_op_flag(op, HEAD_FLOAT_LOGITS) && vp_framework_of(step->recipe)->hf_modeling) {
         vp_t up = vp_to(&step->sim, logits, VP_FP32, "lm_head.to_float32");
         vp_drop(&step->sim, logits);
         logits = up;
@@ -291,12 +292,18 @@ static vp_t ce_forward(vp_step *step, const vp_op *op, const vp_t *leaves, vp_t 
         vp_hold(sim, x);
         return x;
     }
-    if (vp_op_u64(op, CE_SHIFT) == SHIFT_LOGITS) return shifted_logits_ce(step, x);
-    if (vp_op_u64(op, CE_SHIFT) == SHIFT_NONE) return aligned_ce(step, x);
     bool fused = step->recipe->loss == VP_LOSS_FUSED;
+    /* a model's own shifted loss runs in its modeling code, unless a loss
+     * library replaces it (over the logits the forward returns); a
+     * framework running its own model (Megatron's GPTModel) computes its
+     * loss over .float() of the logits (fp16_lm_cross_entropy off,
+     * Megatron-LM's default), the labels shifted by its data loader */
+    bool own_shift = vp_op_u64(op, CE_SHIFT) == SHIFT_LOGITS;
+    if (own_shift && vp_framework_of(step->recipe)->hf_modeling && !fused) return shifted_logits_ce(step, x);
+    if (vp_op_u64(op, CE_SHIFT) == SHIFT_NONE) return aligned_ce(step, x);
     /* FlashAttention's kernel reads the 16-bit logits as they are */
-    vp_t logits32 = vp_op_flag(op, CE_UPCAST) && !fused ? vp_to(sim, x, VP_FP32, "loss.logits_float")
-                                                        : (vp_hold(sim, x), x);
+    bool upcast = (vp_op_flag(op, CE_UPCAST) || own_shift) && !fused;
+    vp_t logits32 = upcast ? vp_to(sim, x, VP_FP32, "loss.logits_float") : (vp_hold(sim, x), x);
     bool per_sequence = vp_op_flag(op, CE_PER_SEQUENCE); /* CrossEntropyLoss()(logits.view(-1, n), labels.view(-1)) */
     vp_t padded = per_sequence ? 0 : vp_new(sim, vp_numel(sim, step->batch, step->seq + 1), VP_INT64, "loss.labels_pad");
     /* one sequence: labels[..., 1:] is contiguous already, and .contiguous() returns it */

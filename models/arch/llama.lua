@@ -64,9 +64,9 @@ return architecture {
     { "v_head_dim", "int", default = 0, min = 0, doc = "MLA: each head's value width" },
     { "rope_interleave", "bool", default = false, doc = "MLA: rotary halves interleaved in the weights" },
     { "shifted_loss", "bool", default = false,
-      doc = "the model's own loss before transformers 4.46 (DeepSeek-V2's modeling code): "
-            .. "logits[..., :-1, :].contiguous() and the labels shifted, CrossEntropyLoss over them (its "
-            .. "logits.float() a no-op in the fp32 it trains in)" },
+      doc = "the model's own loss before transformers 4.46 (DeepSeekMoE's and DeepSeek-V2's modeling code): "
+            .. "logits.float() (a copy unless fp32 already, which the outputs keep), then "
+            .. "logits[..., :-1, :].contiguous() and the labels shifted, CrossEntropyLoss over them" },
     { "layer_rotary", "bool", default = false,
       doc = "MLA as DeepSeek-V2's own modeling_deepseek.py runs it: no model-level rotary tables, each layer its own "
             .. "cos/sin caches of seq_len rows, the query and key states filled by slice assignments" },
@@ -237,7 +237,7 @@ return architecture {
     local final = {
       norm(),
       lm_head { vocab = c.vocab, hidden = c.hidden, tied = c.tie_embeddings, scale_logits = c.multipliers,
-                softcap = c.final_softcap },
+                softcap = c.final_softcap, float_logits = c.shifted_loss },
       c.shifted_loss and cross_entropy { upcast = false, shift = "logits" } or cross_entropy {},
     }
     if c.router_aux_loss then

@@ -151,10 +151,23 @@ function helper.assert_config_rejected(json, key)
   assert(err:find(path .. ": " .. key .. ": ", 1, true), err)
 end
 
--- A model of models/ with a few layers, for evaluations that run every one.
-function helper.model(name, layers)
+-- A model of models/ with a few layers, for evaluations that run every one
+-- (and the family's fields of the table `fields` changed, if given).
+function helper.model(name, layers, fields)
   local arch = require("vramplan.arch")
-  return (arch.build(require("vramplan.models").describe(helper.root, name), { layers = layers }, { layers = "test" }))
+  local values, origins = { layers = layers }, { layers = "test" }
+  for k, v in pairs(fields or {}) do values[k], origins[k] = v, "test" end
+  return (arch.build(require("vramplan.models").describe(helper.root, name), values, origins))
+end
+
+-- The most bytes alive in `phase` of a layer-by-layer timeline of `recipe`.
+function helper.phase_high_water(model, recipe, phase)
+  local r = require("vramplan").estimate(model, recipe, nil, { timeline = true, fold = false })
+  local high = 0
+  for _, e in ipairs(r.timeline) do
+    if e.phase == phase and e.live > high then high = e.live end
+  end
+  return high
 end
 
 -- The sizes of the forward's allocations named `op` in a layer-by-layer

@@ -55,15 +55,10 @@ describe("non-reentrant checkpointing", function()
     -- which without it are both alive as the rerun ends (its peak): two
     -- [1, 1024, 4096] bf16 tensors
     local function rerun_peak(early_stop)
-      local r = vramplan.estimate(helper.model("llama2-7b", 4), {
+      return helper.phase_high_water(helper.model("llama2-7b", 4), {
         precision = "bf16", optimizer = "none", micro_batch = 1, seq_len = 1024, checkpointing = "every-2",
         use_reentrant = false, checkpoint_early_stop = early_stop, keep_logits = false,
-      }, nil, { timeline = true, fold = false })
-      local peak = 0
-      for _, e in ipairs(r.timeline) do
-        if e.phase == "recompute" and e.live > peak then peak = e.live end
-      end
-      return peak
+      }, "recompute")
     end
     assert.are.equal(2 * 1024 * 4096 * 2, rerun_peak(false) - rerun_peak(true))
   end)

@@ -311,6 +311,8 @@ CASES = [
     ("deepseek-moe bf16 frozen checkpointed vocab 32", deepseek(vocab=32), recipe(
         "bf16", optimizer="none", b=2, s=16, ckpt="full", finetune="freeze", trainable_layers=0)),
     ("deepseek-moe no aux loss checkpointed", deepseek(alpha=0.0, layers=4), recipe(ckpt="full")),
+    # DeepseekForCausalLM.forward: the outputs keep logits.float(); a loss library replaces its shifted loss
+    ("deepseek-moe bf16 loss fused", deepseek(vocab=4096), recipe("bf16", s=256, loss="fused")),
     # Qwen3: an RMSNorm over every query and key head
     ("qwen3 fp32", dict(llama(), model_type="qwen3", head_dim=32), recipe()),
     ("qwen3 bf16 tied", dict(llama(tied=True), model_type="qwen3"), recipe("bf16")),

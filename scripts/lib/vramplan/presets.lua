@@ -88,9 +88,13 @@ presets.qwen3_moe = preset("llama", "Qwen3-MoE: Qwen3's attention, fine-grained 
     rope_theta = 1000000.0, expert_names = "proj", mistral_mask = true, peft_lora_defaults = false })
 
 -- DeepSeekMoE (model_type deepseek, its own modeling code): routed experts
--- after the dense layers, the shared experts merged into one ungated MLP.
+-- after the dense layers, the shared experts merged into one ungated MLP,
+-- and its own shifted loss (DeepseekForCausalLM.forward of
+-- deepseek-ai/deepseek-moe-16b-base's modeling_deepseek.py: logits.float(),
+-- then logits[..., :-1, :].contiguous() and CrossEntropyLoss).
 presets.deepseek = preset("llama", "DeepSeekMoE: DeepSeek's training path",
-  { moe_block = "deepseek", shared_gate = false, norm_topk = false, peft_lora_defaults = false })
+  { moe_block = "deepseek", shared_gate = false, norm_topk = false, shifted_loss = true,
+    peft_lora_defaults = false })
 
 -- DeepseekV2ForCausalLM of DeepSeek's own modeling_deepseek.py (the
 -- checkpoints' auto_map, trust_remote_code): multi-head latent attention

@@ -82,12 +82,13 @@ class CausalLM(nn.Module):
             logits = logits / cap
             logits = torch.tanh(logits)
             logits = logits * cap
-        if isinstance(self.model, Bloom):
-            loss = shifted_logits_loss(ac, logits, labels)
-        elif getattr(self.model, "cfg", {}).get("model_type") == "deepseek_v2":
+        deepseek = getattr(self.model, "cfg", {}).get("model_type") in ("deepseek", "deepseek_v2")
+        if deepseek:
+            # DeepseekForCausalLM.forward (deepseek-moe-16b-base) and
             # DeepseekV2ForCausalLM.forward of DeepSeek's modeling_deepseek.py:
             # logits.float() (kept by the outputs), then its own shifted loss
             logits = logits.float()
+        if (isinstance(self.model, Bloom) or deepseek) and kind != "fused":  # a loss library replaces it
             loss = shifted_logits_loss(ac, logits, labels)
         elif kind == "fused":
             loss = fused_causal_lm_loss(logits, labels, self.vocab)
