@@ -155,6 +155,10 @@ describe("other tools' names for recipe keys", function()
     assert_keys(recipe, { framework = "deepspeed", zero = 2, micro_batch = 16, grad_accum = 8, dp = 8 })
     recipe = estimate("gpt2", "--set", "seq_len=128", "--set", "fsdp_sharding_strategy=1", "--set", "num_processes=2")
     assert_keys(recipe, { framework = "fsdp", fsdp = "full_shard", dp = 2, gpus = 2 })
+    -- torchtune's config keys
+    recipe = estimate("llama3.2-1b", "--set", "seq_len=128", "--set", "stack=torchtune", "--set",
+      "optimizer_in_bwd=true", "--set", "num_output_chunks=4")
+    assert_keys(recipe, { optimizer_in_backward = true, loss = "chunked", loss_chunks = 4 })
   end)
 
   it("refuses two names for one key that disagree", function()

@@ -1,5 +1,5 @@
 -- vramplan.aliases — the names other tools give recipe keys and their values
--- (Hugging Face's TrainingArguments and PEFT, DeepSpeed, Megatron, PyTorch's
+-- (Hugging Face's TrainingArguments and PEFT, torchtune, DeepSpeed, Megatron, PyTorch's
 -- enumerations), turned into vramplan's before the keys reach the core; and
 -- the settings one key implies about another (zero = 3: DeepSpeed).
 local vramplan = require("vramplan")
@@ -34,6 +34,9 @@ aliases.keys = {
   -- LLaMA-Factory
   cutoff_len = { key = "seq_len" },
   lora_target = { key = "lora_targets" },
+  -- torchtune's recipe configs (recipes/configs/*.yaml)
+  optimizer_in_bwd = { key = "optimizer_in_backward" },
+  num_output_chunks = { key = "loss_chunks" }, -- its chunked losses' argument
   -- DeepSpeed
   train_batch_size = { key = "global_batch" },
   train_micro_batch_size_per_gpu = { key = "micro_batch" },
