@@ -49,14 +49,16 @@ build/vramplan: build/obj/main.o build/obj/embedded.o build/gen/embedded_lua.o $
 	$(CC) $(CFLAGS) -o $@ $^ $(LUA_LIBS) -lm
 
 # The Lua library the command loads, compiled ahead of time (the project's
-# own modules and the two system ones it starts with; a file whose text is
-# not the one compiled in is read as before): tools/embed_lua.lua
+# own modules and the two system ones it starts with, and the architecture
+# scripts; a file whose text is not the one compiled in is read as before):
+# tools/embed_lua.lua
 LIB_LUA := $(sort $(shell find scripts/lib -name '*.lua'))
 SYSTEM_LUA = $(shell lua5.4 -e "for _, m in ipairs({'argparse', 'dkjson'}) do \
   local p = package.searchpath(m, package.path) if p then io.write(m, '=', p, ' ') end end" 2>/dev/null)
-build/gen/embedded_lua.c: tools/embed_lua.lua $(LIB_LUA) $(foreach m,$(SYSTEM_LUA),$(lastword $(subst =, ,$(m)))) | build/gen
+ARCH_LUA := $(sort $(wildcard models/arch/*.lua))
+build/gen/embedded_lua.c: tools/embed_lua.lua $(LIB_LUA) $(ARCH_LUA) $(foreach m,$(SYSTEM_LUA),$(lastword $(subst =, ,$(m)))) | build/gen
 	lua5.4 tools/embed_lua.lua $@ $(foreach f,$(LIB_LUA),$(subst /,.,$(patsubst scripts/lib/%.lua,%,$(f)))=$(f)) \
-	    $(SYSTEM_LUA)
+	    $(SYSTEM_LUA) --scripts $(ARCH_LUA)
 build/gen/embedded_lua.o: build/gen/embedded_lua.c engine/lua/embedded.h
 	$(CC) $(CFLAGS) $(LUA_CFLAGS) -Iengine/lua -c $< -o $@
 build/vramplan.so: $(PIC_OBJ)

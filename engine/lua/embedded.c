@@ -1,13 +1,16 @@
 /* embedded.c — a package searcher for the command: a module whose file (as
  * package.path finds it) holds exactly the text compiled into the binary
  * is loaded from its bytecode, sparing the compiler (most of the command's
- * start-up); any other file is left to Lua's own searcher. */
+ * start-up); any other file is left to Lua's own searcher. Architecture
+ * scripts are found the same way by their text when the sandbox runs them
+ * (VP_PRECOMPILED_SCRIPTS). */
 #include <lauxlib.h>
 #include <lua.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "embedded.h"
+#include "lua_vramplan.h"
 
 static const vp_embedded_module *find_module(const char *name) {
     for (size_t i = 0; i < vp_embedded_count; i++)
@@ -43,6 +46,25 @@ static void add_size(luaL_Buffer *b, size_t x) {
     luaL_addlstring(b, (const char *)bytes + sizeof bytes - n, n);
 }
 
+/* Loads `m`'s bytecode under `chunkname` (the chunk name lua_load would
+ * have been given for its text) and pushes the chunk; returns 0, pushing
+ * nothing, when this Lua cannot load it (another build: compile instead). */
+static int push_bytecode(lua_State *L, const vp_embedded_module *m, const char *chunkname, size_t chunk_len) {
+    luaL_Buffer b;
+    luaL_buffinit(L, &b);                               /* <buffer> */
+    luaL_addlstring(&b, (const char *)m->head, m->head_len);
+    add_size(&b, chunk_len + 1);
+    luaL_addlstring(&b, chunkname, chunk_len);
+    luaL_addlstring(&b, (const char *)m->tail, m->tail_len);
+    luaL_pushresult(&b);                                /* bytecode */
+    size_t len;
+    const char *code = lua_tolstring(L, -1, &len);
+    int loaded = luaL_loadbufferx(L, code, len, chunkname, "b") == LUA_OK;
+    lua_remove(L, loaded ? -2 : -1);                    /* chunk | error */
+    if (!loaded) lua_pop(L, 1);
+    return loaded;
+}
+
 /* searcher(name) -> loader, path; or nothing (Lua's searcher then reads
  * the file). Upvalue 1: the package table. */
 static int searcher(lua_State *L) {
@@ -60,18 +82,26 @@ static int searcher(lua_State *L) {
     lua_pushfstring(L, "@%s", path);                    /* name path chunkname */
     size_t chunk_len;
     const char *chunkname = lua_tolstring(L, -1, &chunk_len);
-    luaL_Buffer b;
-    luaL_buffinit(L, &b);                               /* name path chunkname <buffer> */
-    luaL_addlstring(&b, (const char *)m->head, m->head_len);
-    add_size(&b, chunk_len + 1);
-    luaL_addlstring(&b, chunkname, chunk_len);
-    luaL_addlstring(&b, (const char *)m->tail, m->tail_len);
-    luaL_pushresult(&b);                                /* name path chunkname bytecode */
-    size_t len;
-    const char *code = lua_tolstring(L, -1, &len);
-    if (luaL_loadbufferx(L, code, len, chunkname, "b") != LUA_OK) return 0; /* another Lua build: compile */
+    if (!push_bytecode(L, m, chunkname, chunk_len)) return 0;
     lua_pushvalue(L, 2);                                /* ... loader path */
     return 2;
+}
+
+/* precompiled(text, chunkname) -> chunk | nil: an architecture script
+ * carried compiled, when `text` is exactly its source (a script is found by
+ * its text, wherever it lies: VRAMPLAN_PATH may hold a copy). */
+static int precompiled(lua_State *L) {
+    size_t text_len, chunk_len;
+    const char *text = luaL_checklstring(L, 1, &text_len);
+    const char *chunkname = luaL_checklstring(L, 2, &chunk_len);
+    for (size_t i = 0; i < vp_embedded_script_count; i++) {
+        const vp_embedded_module *m = &vp_embedded_scripts[i];
+        if (m->source_len == text_len && memcmp(m->source, text, text_len) == 0
+            && push_bytecode(L, m, chunkname, chunk_len))
+            return 1;
+    }
+    lua_pushnil(L);
+    return 1;
 }
 
 void vp_embedded_install(lua_State *L) {
@@ -86,4 +116,6 @@ void vp_embedded_install(lua_State *L) {
     lua_pushcclosure(L, searcher, 1);                   /* package searchers searcher */
     lua_rawseti(L, -2, 2);
     lua_pop(L, 2);
+    lua_pushcfunction(L, precompiled);
+    lua_setfield(L, LUA_REGISTRYINDEX, VP_PRECOMPILED_SCRIPTS);
 }

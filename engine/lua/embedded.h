@@ -19,9 +19,13 @@ typedef struct {
 
 extern const vp_embedded_module vp_embedded_modules[];
 extern const size_t vp_embedded_count;
+/* The architecture scripts (models/arch/), named by their path in the tree. */
+extern const vp_embedded_module vp_embedded_scripts[];
+extern const size_t vp_embedded_script_count;
 
 /* Puts the embedded searcher in package.searchers before the Lua files'
- * own; it answers only for a file whose text is the embedded source. */
+ * own; it answers only for a file whose text is the embedded source. Puts
+ * the scripts' lookup at VP_PRECOMPILED_SCRIPTS in the registry. */
 void vp_embedded_install(lua_State *L);
 
 #endif

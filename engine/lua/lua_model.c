@@ -403,6 +403,37 @@ static int l_op_kinds(lua_State *L) {
     return 1;
 }
 
+/* vramplan.op_kind_names() -> { name, ... }: the op kinds' names alone, in
+ * the core's order (what an architecture script's constructors need; the
+ * full op_kinds() table costs about 5 % of a CLI estimate's start). */
+static int l_op_kind_names(lua_State *L) {
+    lua_createtable(L, (int)vp_op_kind_count(), 0);
+    for (unsigned k = 0; k < vp_op_kind_count(); k++) {
+        lua_pushstring(L, vp_op_kind_at(k)->name);
+        lua_rawseti(L, -2, (lua_Integer)k + 1);
+    }
+    return 1;
+}
+
+/* vramplan.op_field_options(kind, field) -> { option, ... }, or nil when the
+ * kind has no such enum field. */
+static int l_op_field_options(lua_State *L) {
+    const vp_op_kind *kind = vp_op_kind_find(luaL_checkstring(L, 1));
+    const char *field = luaL_checkstring(L, 2);
+    for (unsigned i = 0; kind && i < kind->n_fields; i++) {
+        const vp_field *f = &kind->fields[i];
+        if (f->type != VP_FIELD_ENUM || strcmp(f->name, field) != 0) continue;
+        lua_newtable(L);
+        for (int o = 0; f->options[o]; o++) {
+            lua_pushstring(L, f->options[o]);
+            lua_rawseti(L, -2, o + 1);
+        }
+        return 1;
+    }
+    lua_pushnil(L);
+    return 1;
+}
+
 /* Pushes ops[0..n) as { {kind=, params=, leaves={ {label=, numel=, count=,
  * trainable=, buffer=} }, children={...}? }, ... }: what `vramplan show`
  * prints. */
@@ -489,6 +520,8 @@ static const luaL_Reg functions[] = {
     {"op", l_op},
     {"model", l_model},
     {"op_kinds", l_op_kinds},
+    {"op_kind_names", l_op_kind_names},
+    {"op_field_options", l_op_field_options},
     {NULL, NULL},
 };
 

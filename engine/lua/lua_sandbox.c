@@ -336,6 +336,23 @@ static int budgeted_call(lua_State *L, int nargs, lua_Integer instructions, lua_
     return 1;
 }
 
+/* Pushes the chunk the host compiled ahead of time for the text at `text`
+ * (VP_PRECOMPILED_SCRIPTS) and returns 1; pushes nothing and returns 0 when
+ * the host has none for it. Only a host's own function is asked: a script
+ * cannot reach the registry, and its text is always loaded as text. */
+static int push_precompiled(lua_State *L, int text, int chunkname) {
+    if (lua_getfield(L, LUA_REGISTRYINDEX, VP_PRECOMPILED_SCRIPTS) != LUA_TFUNCTION) {
+        lua_pop(L, 1);
+        return 0;
+    }
+    lua_pushvalue(L, text);
+    lua_pushvalue(L, chunkname);
+    lua_call(L, 2, 1);
+    if (lua_isfunction(L, -1)) return 1;
+    lua_pop(L, 1);
+    return 0;
+}
+
 /* vramplan.run_script(path, env [, instructions [, memory_bytes]]) -> value
  * Runs the file as a text chunk with `env` as its _ENV and returns its
  * first result. */
@@ -347,9 +364,11 @@ static int l_run_script(lua_State *L) {
     lua_settop(L, 2);
     push_file(L, path);                                           /* path env text */
     lua_pushfstring(L, "=%s", path);                              /* path env text name */
-    size_t len;
-    const char *text = lua_tolstring(L, 3, &len);
-    if (luaL_loadbufferx(L, text, len, lua_tostring(L, 4), "t") != LUA_OK) return lua_error(L);
+    if (!push_precompiled(L, 3, 4)) {
+        size_t len;
+        const char *text = lua_tolstring(L, 3, &len);
+        if (luaL_loadbufferx(L, text, len, lua_tostring(L, 4), "t") != LUA_OK) return lua_error(L);
+    }
     lua_pushvalue(L, 2);                                          /* path env text name chunk env */
     lua_setupvalue(L, -2, 1);                                     /* path env text name chunk */
     return budgeted_call(L, 0, instructions, memory, path);

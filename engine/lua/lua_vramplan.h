@@ -18,6 +18,12 @@ void vp_lua_open_system(lua_State *L);
 void vp_lua_open_block(lua_State *L);
 void vp_lua_open_csv(lua_State *L);
 
+/* The registry field where a host may put a function (text, chunkname) ->
+ * chunk | nil that returns a script's chunk compiled ahead of time when
+ * `text` is exactly a script it carries (the command's embedded.c);
+ * vramplan.run_script asks it before compiling the text itself. */
+#define VP_PRECOMPILED_SCRIPTS "vramplan.precompiled_scripts"
+
 /* Pushes a new op of `kind` (fields at their zero values; user value 1 free
  * for the kind's data, which op.data points into) and returns it. */
 vp_op *vp_lua_new_op(lua_State *L, const vp_op_kind *kind);

@@ -6,7 +6,6 @@ local files = require("vramplan.files")
 local sandbox = require("vramplan.sandbox")
 local schema = require("vramplan.schema")
 
-local block = require("vramplan.block")
 
 local arch = {}
 
@@ -38,38 +37,33 @@ end
 
 -- The names an op kind's enum field accepts, as the core lists them:
 -- op_options("mlp", "activation") in a family's field declarations.
-local function op_options(kinds, kind_name, field_name)
-  for _, kind in ipairs(kinds) do
-    if kind.name == kind_name then
-      for _, field in ipairs(kind.fields) do
-        if field.name == field_name and field.options then
-          return table.move(field.options, 1, #field.options, 1, {})
-        end
-      end
-    end
+local function op_options(kind_name, field_name)
+  local options = type(kind_name) == "string" and type(field_name) == "string"
+    and vramplan.op_field_options(kind_name, field_name)
+  if not options then
+    error(string.format("op_options: %s has no enum field '%s'", tostring(kind_name), tostring(field_name)), 2)
   end
-  error(string.format("op_options: %s has no enum field '%s'", kind_name, tostring(field_name)), 2)
+  return options
 end
 
 -- The constructors an architecture script sees: one per op kind, plus
 -- `decoder`, `architecture`, `op_options`, `block` and its vocabulary `F`. An op the core refuses is
 -- reported at the script's line that built it.
 local function arch_env(path)
-  local kinds = vramplan.op_kinds()
   local names = {}
   names.decoder = function(t) return t end
-  names.op_options = function(kind_name, field_name) return op_options(kinds, kind_name, field_name) end
-  names.F = block.F -- the tensor vocabulary of blocks' forwards
+  names.op_options = op_options
   local located = {}
-  for _, kind in ipairs(kinds) do
-    local name = kind.name
+  for _, name in ipairs(vramplan.op_kind_names()) do
     located[name] = function(where, fields)
       local ok, op = pcall(vramplan.op, name, fields)
       if not ok then error(where .. ": " .. tostring(op), 0) end
       return op
     end
   end
-  located.block = block.new -- a block written in Lua (vramplan.block), in place of the core's op of that name
+  -- a block written in Lua (vramplan.block), in place of the core's op of
+  -- that name; the library is loaded by the scripts that write one
+  located.block = function(...) return require("vramplan.block").new(...) end
   located.architecture = function(where, def)
     if type(def) ~= "table" or type(def.name) ~= "string" or type(def.fields) ~= "table"
         or type(def.build) ~= "function" then
@@ -86,7 +80,9 @@ local function arch_env(path)
       check = def.check, build = def.build, source = path,
     }, family_meta)
   end
-  return sandbox.located(sandbox.env(names), located)
+  return sandbox.located(sandbox.env(names), located, {
+    F = function() return require("vramplan.block").F end, -- the tensor vocabulary of blocks' forwards
+  })
 end
 
 -- Where a family's script is: beside the model script that names it

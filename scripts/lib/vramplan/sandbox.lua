@@ -35,16 +35,22 @@ end
 
 -- Adds constructors that learn where the script called them: each
 -- constructors[name](where, ...) gets "file:line" of the line that named
--- it, which survives the tail call of `return name { ... }`.
-function sandbox.located(env, constructors)
+-- it, which survives the tail call of `return name { ... }`. `lazy` (if
+-- given) maps further names to functions that make their value the first
+-- time a script reads the name (a library few scripts need is loaded only
+-- for those).
+function sandbox.located(env, constructors, lazy)
   return setmetatable(env, {
-    __index = function(_, name)
+    __index = function(t, name)
       local make = constructors[name]
       if make then
         local info = debug.getinfo(2, "Sl")
         local where = info and info.currentline > 0 and (info.short_src .. ":" .. info.currentline) or "?"
         return function(...) return make(where, ...) end
       end
+      local value = lazy and lazy[name] and lazy[name]()
+      if value ~= nil then rawset(t, name, value) end
+      return value
     end,
   })
 end
