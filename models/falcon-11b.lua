@@ -10,9 +10,10 @@
 -- false, vocab_size 65024); the model card's table: 60 layers, d_model
 -- 4096, head_dim 128, vocabulary 65024, sequence length 8192. Parameters:
 -- 11,102,822,400 (FalconForCausalLM's modules with the untied lm_head);
--- published: 11.103B (the Open LLM Leaderboard's request file for
--- tiiuae/falcon-11B, "params": 11.103, from the safetensors metadata; the
--- model card: "11B parameters") (tests).
+-- published: 11.103B (huggingface.co/datasets/open-llm-leaderboard/
+-- requests, tiiuae/falcon-11B_eval_request_False_bfloat16_Original.json,
+-- read 2026-12-03: "params": 11.103, the safetensors total in billions;
+-- the model card: "11B parameters") (tests).
 return falcon {
   name = "falcon-11b",
   hidden = 4096,

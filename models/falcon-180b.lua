@@ -6,11 +6,15 @@
 -- alibi false, bias false, vocab_size 65024; no max_position_embeddings,
 -- rope_theta or tie_word_embeddings: FalconConfig's 2048, 10000 and a
 -- tied head). Parameters: 178,557,088,768, FalconForCausalLM's modules.
--- The checkpoint's safetensors total is 179,522,565,120 (the Hugging Face
--- API's safetensors.total at revision d2ea5531, as public records of it
--- give it; the Open LLM Leaderboard's request file: 179.523B): it also
--- stores lm_head.weight, 65024 x 14848 = 965,476,352 elements, which
--- transformers ties to the word embeddings on loading (tests).
+-- The checkpoint's safetensors total is 179,522,565,120
+-- (https://huggingface.co/api/models/tiiuae/falcon-180B, safetensors.total
+-- at revision d2ea5531862d4fe907280234990e6380d2befd97, as a public table
+-- of that API's figures fetched 2026-10-01 records it, read 2026-12-03;
+-- huggingface.co/datasets/open-llm-leaderboard/requests,
+-- tiiuae/falcon-180B_eval_request_False_bfloat16_Original.json: "params":
+-- 179.523): the checkpoint also stores lm_head.weight, 65024 x 14848 =
+-- 965,476,352 elements, which transformers ties to the word embeddings
+-- on loading (tests).
 return falcon {
   name = "falcon-180b",
   hidden = 14848,

@@ -12,6 +12,10 @@ describe("Falcon", function()
   end)
 
   it("reads tiiuae/falcon-11B's config.json like the model script it describes", function()
+    -- the fixture: tiiuae/falcon-11B's config.json (1.39 kB on the Hub) as
+    -- huggingface.co/PrunaAI/tiiuae-falcon-11B-HQQ-4bit-smashed and
+    -- thesven/falcon-11B-GPTQ-4bit (less its quantization_config) copy it,
+    -- read 2026-12-03
     helper.assert_same_model("tests/fixtures/falcon-11b-config.json", "models/falcon-11b.lua")
   end)
 
