@@ -1,4 +1,7 @@
--- DeepSeek-V2-Lite (DeepSeek-AI 2024, arXiv:2405.04434). Config: HF
+-- DeepSeek-V2-Lite (DeepSeek-AI 2024, arXiv:2405.04434); also
+-- deepseek-ai/DeepSeek-V2-Lite-Chat, the same shape (its config.json as
+-- huggingface.co/TechxGenus/DeepSeek-V2-Lite-Chat-AWQ copies it, read
+-- 2026-12-03: 27 layers of 2048, 16 heads, 64 experts of 1408). Config: HF
 -- deepseek-ai/DeepSeek-V2-Lite config.json (model_type deepseek_v2, its
 -- own modeling_deepseek.py): 27 layers of hidden 2048 with multi-head
 -- latent attention without a query latent (q_lora_rank null: one q_proj;

@@ -1,5 +1,9 @@
--- DeepSeek-V2 (DeepSeek-AI 2024, arXiv:2405.04434). Config: HF
--- deepseek-ai/DeepSeek-V2 config.json (model_type deepseek_v2, its own
+-- DeepSeek-V2 (DeepSeek-AI 2024, arXiv:2405.04434); also
+-- deepseek-ai/DeepSeek-V2-Chat, the same shape (its config.json,
+-- huggingface.co/deepseek-ai/DeepSeek-V2-Chat, read 2026-12-03: 60 layers
+-- of 5120, 128 heads, 160 experts of 1536; leaderboard requests of both
+-- checkpoints give 235.741B parameters).
+-- Config: HF deepseek-ai/DeepSeek-V2 config.json (model_type deepseek_v2, its own
 -- modeling_deepseek.py): 60 layers of hidden 5120 with multi-head latent
 -- attention (128 heads; queries through a rank-1536 latent, keys and values
 -- through a rank-512 one; 128 + 64 rotary query/key widths, 128 value

@@ -66,6 +66,19 @@ describe("DeepSeek-V2", function()
   end)
 end)
 
+describe("DeepSeek-V2.5", function()
+  it("has DeepSeek-V2's shape and its parameters: 236B, as published", function()
+    -- deepseek-ai/DeepSeek-V2.5's config.json has V2's shapes (vocab_size
+    -- 102400 included); the Hugging Face collection deepseek-ai/deepseek-v25
+    -- (read 2026-12-03) lists the checkpoint as 236B
+    local params = estimate("deepseek-v2.5").model.params
+    assert.are.equal(shape_sum(V2, V2.experts), params)
+    assert.are.equal(236, math.floor(params / 1e9 + 0.5))
+    local b = estimate("deepseek-v2")
+    assert.are.equal(b.per_gpu.peak_allocated_bytes, estimate("deepseek-v2.5").per_gpu.peak_allocated_bytes)
+  end)
+end)
+
 describe("DeepSeek-V2-Lite", function()
   it("has the parameters its configuration's shapes sum to: 15.7B, as published", function()
     -- DeepSeek-V2's README and the model card: "15.7B" total

@@ -13,13 +13,22 @@ describe("GPT-J", function()
   it("has the parameters of GPTJForCausalLM's modules", function()
     -- each module's shapes from modeling_gptj.py (transformers 4.5x): per
     -- block ln_1 (weight, bias), q/k/v/out_proj without biases, fc_in and
-    -- fc_out with biases; wte, ln_f and lm_head with a bias. The model
-    -- card's 6,053,381,344 is mesh-transformer-jax's count, 2,498,560 more.
+    -- fc_out with biases; wte, ln_f and lm_head with a bias
     local h, inner, vocab, layers = 4096, 4 * 4096, 50400, 28
     local block = 2 * h + 4 * h * h + (h * inner + inner) + (inner * h + h)
     local total = layers * block + vocab * h + 2 * h + (h * vocab + vocab)
     assert.are.equal(6050882784, total)
     assert.are.equal(total, helper.estimate("gpt-j-6b", "--set", "seq_len=128").model.params)
+    -- The model card's 6,053,381,344 counts mesh-transformer-jax's 8 model-
+    -- parallel shards (kingoflolz/mesh-transformer-jax, layers.py and
+    -- transformer_shard.py at commit 02850c46, configs/6B_roto_256.json):
+    -- each shard holds its own copy of every ReplicatedLayerNorm (28 ln_1,
+    -- ln_f), of fc_out's full-width bias and of the EmbeddingShard's bias,
+    -- which the HF conversion (to_hf_weights.py) folds into wte
+    local shards = 8
+    local copies = (shards - 1) * (2 * h * (layers + 1) + h * layers) + shards * h
+    assert.are.equal(2498560, copies)
+    assert.are.equal(6053381344, total + copies)
   end)
 
   it("puts LoRA on GPT-J's names (out_proj, fc_in, fc_out)", function()

@@ -134,6 +134,14 @@ def falcon(h=64, layers=2, heads=4, kv=None, vocab=256, new=False, mq=True, norm
     return cfg
 
 
+def falcon2(layers=2):
+    """Falcon2-11B's layout (tiiuae/falcon-11B config.json) at a small size: the new decoder
+    architecture with 4 query heads a key/value group, one input_layernorm (num_ln_in_parallel_attn
+    1), an explicit ffn_hidden_size of 4 x hidden, an untied head, rope_theta 500042."""
+    return dict(falcon(heads=8, kv=2, layers=layers, new=True, norms=1, ffn=256, tied=False),
+                rope_theta=500042.0, max_position_embeddings=8192)
+
+
 def cohere(h=64, layers=2, heads=4, kv=2, inter=128, vocab=256, qk_norm=False, tied=True, dropout=0.0):
     return {"model_type": "cohere", "hidden_size": h, "num_hidden_layers": layers, "num_attention_heads": heads,
             "num_key_value_heads": kv, "intermediate_size": inter, "vocab_size": vocab, "use_qk_norm": qk_norm,
@@ -596,6 +604,15 @@ CASES = [
     ("falcon prompt bf16", falcon(), recipe("bf16", finetune="prompt", num_virtual_tokens=6)),
     ("falcon amp-bf16 op-selective", falcon(layers=3), recipe("amp-bf16", ckpt="op-selective")),
     ("falcon new fp32 grad_accum 2", falcon(new=True, kv=2), recipe(grad_accum=2)),
+    # Falcon2-11B's layout: one norm feeding both branches of a grouped attention, an untied head
+    ("falcon2-11b-shaped fp32", falcon2(), recipe()),
+    ("falcon2-11b-shaped bf16", falcon2(), recipe("bf16")),
+    ("falcon2-11b-shaped amp-bf16", falcon2(), recipe("amp-bf16")),
+    ("falcon2-11b-shaped amp-bf16 checkpointed", falcon2(layers=3), recipe("amp-bf16", ckpt="full")),
+    ("falcon2-11b-shaped bf16 non-reentrant", falcon2(layers=3), recipe("bf16", ckpt="full", use_reentrant="false")),
+    ("falcon2-11b-shaped lora amp-bf16", falcon2(), recipe("amp-bf16", finetune="lora")),
+    ("falcon2-11b-shaped lora all-linear bf16 checkpointed", falcon2(layers=3), recipe(
+        "bf16", ckpt="full", finetune="lora", lora_targets="all-linear")),
     # SDPA refuses one key head for several query heads (no enable_gqa): its math backend runs
     ("falcon sdpa math fp32", dict(falcon(), _attn_implementation="sdpa"), recipe(attention="sdpa")),
     ("falcon sdpa math amp-bf16", dict(falcon(), _attn_implementation="sdpa"), recipe("amp-bf16", attention="sdpa")),
