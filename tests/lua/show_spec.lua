@@ -64,6 +64,9 @@ describe("vramplan list models", function()
     assert.are.equal(6738415616, names["llama2-7b"].params)
     assert.are.equal(32, names["llama2-7b"].layers)
     assert.are.equal(8, names["llama3-8b"].kv_heads)
+    -- falcon-7b is multi-query (config.json: multi_query true): one key/value head
+    assert.are.equal(1, names["falcon-7b"].kv_heads)
+    assert.are.equal(8, names["falcon-40b"].kv_heads)
     assert.are.equal(helper.estimate("qwen2.5-0.5b", "--set", "seq_len=128").model.params, names["qwen2.5-0.5b"].params)
   end)
 
