@@ -65,6 +65,7 @@ static void read_param(lua_State *L, vp_block_param *q) {
     lua_getfield(L, -1, "module");
     const char *module = luaL_optstring(L, -1, "none");
     q->module = (uint8_t)vp_module_find(module);
+    snprintf(q->module_name, sizeof q->module_name, "%s", module);
     lua_pop(L, 1);
     q->linear = bool_field(L, "linear");
     q->buffer = bool_field(L, "buffer");

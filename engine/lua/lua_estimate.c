@@ -243,7 +243,7 @@ static int l_estimate(lua_State *L) {
     set_int(L, "trainable_params", trainable);
     if (vp_finetune_method_of(&recipe)->adapts_linear) {
         char names[256];
-        vp_module_format(vp_lora_adapted(model, &recipe), names, sizeof names);
+        vp_lora_adapted_names(model, &recipe, names, sizeof names);
         lua_pushstring(L, names);
         lua_setfield(L, -2, "lora_modules");
     }

@@ -92,6 +92,8 @@ typedef struct {
     uint64_t rows, columns;      /* a linear weight: out x in; a vector: 1 x n */
     uint8_t split;               /* vp_block_split */
     uint8_t module;              /* vp_module: what LoRA targets and modules_to_save name */
+    char module_name[VP_BLOCK_LABEL]; /* the module's own name ("my_proj"): what lora_targets names when no core
+                                         module has it (module VP_MODULE_NONE) */
     bool linear;                 /* a linear layer's weight (LoRA may adapt it; rows are its outputs) */
     bool trainable, buffer, keep_fp32, conv1d;
 } vp_block_param;

@@ -54,6 +54,7 @@ typedef struct {
                                     is loaded quantized (T5's wo) */
     bool per_position;           /* a buffer of numel per position of the step's sequence, in the activations' dtype
                                     when dtype is VP_DTYPE_NONE (DeepSeek-V2's per-layer rotary caches) */
+    const char *module_name;     /* module VP_MODULE_NONE: a Lua block's own name for it (lora_targets match it), or NULL */
 } vp_leaf_spec;
 
 static inline unsigned vp_leaf_count(const vp_leaf_spec *spec) { return spec->count ? spec->count : 1; }
@@ -62,7 +63,7 @@ static inline unsigned vp_leaf_count(const vp_leaf_spec *spec) { return spec->co
  * (out_features: a linear weight's outputs; 0 for anything else). */
 static inline vp_leaf_spec vp_param(uint64_t numel, const char *label, vp_module module, uint64_t out_features) {
     return (vp_leaf_spec){numel, VP_DTYPE_NONE, true, false, label, 1, false, module, out_features, out_features, false,
-                          false, false};
+                          false, false, NULL};
 }
 
 /* How the model is split over model-parallel ranks: tensor-parallel ranks,

@@ -55,6 +55,7 @@ static unsigned block_leaves(const vp_op *op, const vp_ranks *split, vp_leaf_spe
         out[k].buffer = q->buffer;
         out[k].keep_fp32 = q->keep_fp32;
         out[k].conv1d = q->conv1d;
+        if (q->module == VP_MODULE_NONE) out[k].module_name = q->module_name;
         if (!q->linear && q->rows > 1) out[k].rows = rows;
     }
     return p->n_params;

@@ -4,6 +4,9 @@
  * recipes that do not hold together with a model. */
 #include "finetune.h"
 
+#include <stdio.h>
+#include <string.h>
+
 #include "framework.h"
 #include "ops.h"
 #include "precision.h"
@@ -28,8 +31,19 @@ bool vp_finetune_keeps_original(const vp_recipe *recipe, const vp_leaf_spec *spe
            vp_module_in(saved_modules(recipe), spec->module);
 }
 
+/* lora_targets' index of a Lua block's own module name, or -1. */
+static int lora_name_index(const vp_recipe *recipe, const char *name) {
+    for (unsigned i = 0; name && i < recipe->n_lora_names; i++)
+        if (strcmp(vp_lora_name(recipe, i), name) == 0) return (int)i;
+    return -1;
+}
+
 bool vp_lora_adapts(const vp_recipe *recipe, const vp_leaf_spec *spec) {
-    return vp_finetune_method_of(recipe)->adapts_linear && spec->out_features && !spec->buffer && vp_module_in(vp_lora_targets(recipe), spec->module);
+    if (!vp_finetune_method_of(recipe)->adapts_linear || !spec->out_features || spec->buffer) return false;
+    vp_module_set targets = vp_lora_targets(recipe);
+    if (spec->module != VP_MODULE_NONE || !spec->module_name) return vp_module_in(targets, spec->module);
+    /* a Lua block's linear of a name of its own: named, or all-linear's */
+    return (targets & vp_module_bit(VP_MODULE_NONE)) || lora_name_index(recipe, spec->module_name) >= 0;
 }
 
 /* transformers' bitsandbytes integration replaces every nn.Linear but the
@@ -65,7 +79,24 @@ typedef struct {
     uint64_t trainable;
     vp_module_set linear, present, adapted;
     vp_module_set quantized;     /* modules stored in 4 or 8 bits (QLoRA's base) */
+    unsigned named;              /* bit i: lora_targets' i-th own name is a linear of a Lua block */
+    unsigned n_own;              /* Lua blocks' own module names adapted, in the order met */
+    const char *own[VP_OP_MAX_LEAVES];
 } census;
+
+/* A Lua block's linear of its own name: lora_targets' names it matches,
+ * and the names adapted. */
+static void note_own_name(census *c, const vp_leaf_spec *s, bool adapted) {
+    int i = lora_name_index(c->recipe, s->module_name);
+    if (i >= 0) c->named |= 1u << i;
+    for (unsigned k = 0; adapted && k <= c->n_own; k++) {
+        if (k == c->n_own) {
+            if (c->n_own < VP_OP_MAX_LEAVES) c->own[c->n_own++] = s->module_name;
+            break;
+        }
+        if (strcmp(c->own[k], s->module_name) == 0) break;
+    }
+}
 
 static void count_ops(census *c, const vp_op *ops, unsigned n, uint64_t times, bool frozen) {
     static const vp_ranks whole = {1, 1, 1, false};
@@ -80,7 +111,9 @@ static void count_ops(census *c, const vp_op *ops, unsigned n, uint64_t times, b
             if (s->out_features) c->linear |= vp_module_bit(s->module);
             if (vp_quantizes(c->recipe, s)) c->quantized |= vp_module_bit(s->module);
             if (vp_finetune_trains(c->recipe, s, frozen)) c->trainable += s->numel * copies;
-            if (vp_lora_adapts(c->recipe, s)) {
+            bool adapted = vp_lora_adapts(c->recipe, s);
+            if (s->out_features && s->module == VP_MODULE_NONE && s->module_name) note_own_name(c, s, adapted);
+            if (adapted) {
                 c->adapted |= vp_module_bit(s->module);
                 uint64_t in = s->numel / s->out_features;
                 c->trainable += (uint64_t)c->recipe->lora_rank * (in + s->out_features) * copies;
@@ -92,7 +125,7 @@ static void count_ops(census *c, const vp_op *ops, unsigned n, uint64_t times, b
 }
 
 static census take_census(const vp_model *model, const vp_recipe *recipe) {
-    census c = {recipe, 0, 0, 0, 0, 0};
+    census c = {.recipe = recipe};
     const vp_section *s = model->section;
     const vp_finetune_method *method = vp_finetune_method_of(recipe);
     bool freezing = method->trains_last_layers;
@@ -120,6 +153,15 @@ uint64_t vp_finetune_trainable_params(const vp_model *model, const vp_recipe *re
 
 vp_module_set vp_lora_adapted(const vp_model *model, const vp_recipe *recipe) {
     return take_census(model, recipe).adapted;
+}
+
+void vp_lora_adapted_names(const vp_model *model, const vp_recipe *recipe, char *out, unsigned size) {
+    census c = take_census(model, recipe);
+    vp_module_format(c.adapted, out, size);
+    for (unsigned k = 0; k < c.n_own && size; k++) {
+        size_t used = strlen(out);
+        snprintf(out + used, size - used, "%s%s", used ? "," : "", c.own[k]);
+    }
 }
 
 vp_module_set vp_finetune_saved(const vp_model *model, const vp_recipe *recipe) {
@@ -273,10 +315,13 @@ const char *vp_finetune_problem(const vp_model *model, const vp_recipe *recipe) 
         vp_module_set named = recipe->lora_targets == vp_module_all_linear() ? 0 : recipe->lora_targets;
         missing = named ? first_missing(named, c.linear) : VP_MODULE_NONE;
         if (missing) return no_target[missing];
-        if (!recipe->lora_targets && model->facts.attention && !model->facts.peft_defaults)
+        for (unsigned i = 0; i < recipe->n_lora_names; i++)
+            if (!(c.named >> i & 1u)) return recipe->lora_names[i];
+        bool given = vp_lora_targets_given(recipe);
+        if (!given && model->facts.attention && !model->facts.peft_defaults)
             return "lora_targets: PEFT has no default LoRA targets for this model type; name them (as q_proj,v_proj) "
                    "or use all-linear";
-        if (!recipe->lora_targets && !(vp_lora_targets(recipe) & c.linear))
+        if (!given && !(vp_lora_targets(recipe) & c.linear))
             return "lora_targets: the model has none of PEFT's default targets; name them";
     }
     /* a tied head shares the embedding's weight: PEFT's copy of either

@@ -49,6 +49,10 @@ const char *vp_finetune_problem(const vp_model *model, const vp_recipe *recipe);
  * (or PEFT's defaults, or all-linear) that the model has. */
 vp_module_set vp_lora_adapted(const vp_model *model, const vp_recipe *recipe);
 
+/* Those modules' names, comma-separated, Lua blocks' own names after the
+ * core's (writes at most size bytes). */
+void vp_lora_adapted_names(const vp_model *model, const vp_recipe *recipe, char *out, unsigned size);
+
 /* The modules of this model trained in full beside what the method trains:
  * the recipe's modules_to_save and, under PEFT, a classifier's head. */
 vp_module_set vp_finetune_saved(const vp_model *model, const vp_recipe *recipe);

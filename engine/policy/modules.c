@@ -59,7 +59,7 @@ const char *const vp_module_names[VP_MODULE_COUNT + 1] = {
 vp_module_set vp_module_all_linear(void) {
     vp_module_set set = 0;
     for (int m = VP_MODULE_Q_PROJ; m <= VP_MODULE_LAST_LINEAR; m++) set |= vp_module_bit((vp_module)m);
-    return set;
+    return set | vp_module_bit(VP_MODULE_NONE);
 }
 
 /* GPT-2's and GPT-NeoX's own names for their embeddings and head, and
@@ -82,6 +82,11 @@ static vp_module alias(const char *name, size_t len) {
 vp_module vp_module_find(const char *name) { return alias(name, strlen(name)); }
 
 bool vp_module_parse(const char *text, vp_module_set *out, const char **bad, unsigned *bad_len) {
+    return vp_module_parse_open(text, out, bad, bad_len, NULL, NULL);
+}
+
+bool vp_module_parse_open(const char *text, vp_module_set *out, const char **bad, unsigned *bad_len,
+                          bool (*other)(void *ctx, const char *name, unsigned len), void *ctx) {
     vp_module_set set = 0;
     const char *p = text;
     while (*p) {
@@ -95,6 +100,7 @@ bool vp_module_parse(const char *text, vp_module_set *out, const char **bad, uns
             continue;
         }
         vp_module m = alias(start, len);
+        if (m == VP_MODULE_NONE && other && other(ctx, start, (unsigned)len)) continue;
         if (m == VP_MODULE_NONE) {
             *bad = start;
             *bad_len = (unsigned)len;

@@ -68,7 +68,8 @@ extern const char *const vp_module_names[VP_MODULE_COUNT + 1];
 
 /* The linear modules "all-linear" means: every one but the output head,
  * a language model's or a classifier's (PEFT's rule): q_proj through the
- * last of them. */
+ * last of them, and (bit VP_MODULE_NONE) every linear a Lua block declares
+ * under a name of its own. */
 enum { VP_MODULE_LAST_LINEAR = VP_MODULE_SHARED_EXPERT_GATE };
 vp_module_set vp_module_all_linear(void);
 
@@ -79,6 +80,11 @@ vp_module vp_module_find(const char *name);
 /* Parses "q_proj,v_proj" or "all-linear" into a set; on an unknown name
  * returns false and points *bad at it (and *bad_len at its length). */
 bool vp_module_parse(const char *text, vp_module_set *out, const char **bad, unsigned *bad_len);
+
+/* The same, handing each name no core module has to `other` (with `ctx`)
+ * instead: false from it stops the parse at that name. */
+bool vp_module_parse_open(const char *text, vp_module_set *out, const char **bad, unsigned *bad_len,
+                          bool (*other)(void *ctx, const char *name, unsigned len), void *ctx);
 
 /* The comma-separated names of a set (writes at most size bytes). */
 void vp_module_format(vp_module_set set, char *out, unsigned size);

@@ -10,8 +10,10 @@
 
 const char *const vp_optimizer_impl_names[] = {"for-loop", "foreach", "fused", "auto", NULL};
 const char *const vp_attention_names[] = {"eager", "sdpa", "flash", "sdpa-mem-efficient", NULL};
+bool vp_lora_targets_given(const vp_recipe *recipe) { return recipe->lora_targets || recipe->n_lora_names; }
+
 vp_module_set vp_lora_targets(const vp_recipe *recipe) {
-    if (recipe->lora_targets) return recipe->lora_targets;
+    if (vp_lora_targets_given(recipe)) return recipe->lora_targets;
     /* TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING: llama, mistral,
      * mixtral, qwen2 -> q_proj, v_proj; gpt2 -> c_attn; bloom -> query_key_value;
      * t5, mt5 -> q, v; bert -> query, value; mpt -> Wqkv */

@@ -76,6 +76,9 @@ typedef enum {
 } vp_pp_schedule;
 
 enum { VP_MAX_STAGES = 1024 };
+/* lora_targets' names of Lua blocks' own linears: how many, how long */
+enum { VP_LORA_NAMES = 8, VP_LORA_NAME = 40 };
+#define VP_LORA_MISSING "lora_targets: no linear module of the model is called "
 
 /* What a step trains: everything, or a parameter-efficient method as
  * Hugging Face PEFT applies it. */
@@ -219,7 +222,12 @@ typedef struct {
     unsigned lora_rank;          /* r */
     double lora_alpha;           /* scaling = alpha / r: no memory of its own */
     double lora_dropout;
-    vp_module_set lora_targets;  /* target_modules; 0: PEFT's default for the model */
+    vp_module_set lora_targets;  /* target_modules; 0 and no lora_names: PEFT's default for the model */
+    /* target_modules' names no core module has (a Lua block's own parameter
+     * names), each kept as the message that says the model lacks it:
+     * vp_lora_name gives the name */
+    unsigned n_lora_names;
+    char lora_names[VP_LORA_NAMES][sizeof VP_LORA_MISSING + VP_LORA_NAME];
     bool use_dora;               /* DoRA: a magnitude vector per adapted weight, and its forward */
     vp_lora_dtype_rule lora_dtype; /* the adapters' dtype */
     vp_module_set modules_to_save; /* trained in full beside the adapters */
@@ -258,6 +266,14 @@ unsigned vp_recipe_first_trained_layer(const vp_recipe *recipe, unsigned layers)
 /* The modules LoRA adapts: the recipe's, or PEFT's defaults for the
  * supported models (q_proj and v_proj; c_attn for GPT-2). */
 vp_module_set vp_lora_targets(const vp_recipe *recipe);
+
+/* Whether the recipe names its targets (else PEFT's defaults apply). */
+bool vp_lora_targets_given(const vp_recipe *recipe);
+
+/* lora_targets' i-th name of a Lua block's own linear. */
+static inline const char *vp_lora_name(const vp_recipe *recipe, unsigned i) {
+    return recipe->lora_names[i] + sizeof VP_LORA_MISSING - 1;
+}
 extern const char *const vp_fsdp_names[];
 extern const char *const vp_offload_names[];
 extern const char *const vp_pp_schedule_names[];

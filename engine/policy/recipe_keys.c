@@ -96,10 +96,40 @@ static bool parse_alloc_conf(vp_recipe *r, const char *key, const char *s, const
     return vp_alloc_config_parse(s, &r->alloc_conf, message, size);
 }
 
+/* A name no core module has, kept for the model's Lua blocks to match
+ * (PEFT matches target_modules against each module's own name, the last
+ * of its path: tuners_utils.py check_target_module_exists): a Python
+ * identifier, at most VP_LORA_NAMES of them. */
+static bool lora_name(void *ctx, const char *name, unsigned len) {
+    vp_recipe *r = ctx;
+    bool identifier = len < VP_LORA_NAME && !(name[0] >= '0' && name[0] <= '9');
+    for (unsigned i = 0; i < len && identifier; i++)
+        identifier = name[i] == '_' || (name[i] >= 'a' && name[i] <= 'z') || (name[i] >= 'A' && name[i] <= 'Z') ||
+                     (name[i] >= '0' && name[i] <= '9');
+    if (!identifier || r->n_lora_names == VP_LORA_NAMES) return false;
+    for (unsigned i = 0; i < r->n_lora_names; i++)
+        if (strlen(vp_lora_name(r, i)) == len && strncmp(vp_lora_name(r, i), name, len) == 0) return true;
+    snprintf(r->lora_names[r->n_lora_names++], sizeof r->lora_names[0], "%s%.*s", VP_LORA_MISSING, (int)len, name);
+    return true;
+}
+
 static bool parse_lora_targets(vp_recipe *r, const char *key, const char *s, const char *shown, char *message,
                                size_t size) {
     (void)shown;
-    return parse_module_list(&r->lora_targets, key, s, message, size);
+    if (!s) return parse_module_list(&r->lora_targets, key, s, message, size);
+    r->n_lora_names = 0;
+    const char *bad;
+    unsigned len;
+    if (!vp_module_parse_open(s, &r->lora_targets, &bad, &len, lora_name, r)) {
+        snprintf(message, size, "%s: '%.*s' is not a module's name (a Python identifier of fewer than %d characters; "
+                 "at most %d names no core module has)", key, (int)len, bad, VP_LORA_NAME, VP_LORA_NAMES);
+        return false;
+    }
+    if (!vp_lora_targets_given(r)) {
+        snprintf(message, size, "%s: names no module", key);
+        return false;
+    }
+    return true;
 }
 
 static bool parse_modules_to_save(vp_recipe *r, const char *key, const char *s, const char *shown, char *message,
@@ -216,6 +246,10 @@ static void value_load(const vp_recipe *r, vp_key_value *out) { set_string(out, 
 static void value_lora_targets(const vp_recipe *r, vp_key_value *out) {
     if (r->lora_targets == vp_module_all_linear()) snprintf(out->text, sizeof out->text, "all-linear");
     else vp_module_format(vp_lora_targets(r), out->text, sizeof out->text);
+    for (unsigned i = 0; i < r->n_lora_names; i++) {
+        size_t used = strlen(out->text);
+        snprintf(out->text + used, sizeof out->text - used, "%s%s", used ? "," : "", vp_lora_name(r, i));
+    }
     set_string(out, out->text);
 }
 static void value_modules_to_save(const vp_recipe *r, vp_key_value *out) {
@@ -432,8 +466,8 @@ static const vp_recipe_key keys[] = {
             "upcast to fp32, unless DeepSpeed or Megatron cast the whole module); base keeps the base model's dtype "
             "(PEFT before 0.12, fsdp_qlora, torchtune); fp32 always fp32 [auto]"},
     {TEXT_KEY("lora_targets", parse_lora_targets), .value = value_lora_targets, .applies = with_adapters,
-     .doc = "modules given adapters: names (q_proj,v_proj) or all-linear [q_proj,v_proj; GPT-2 c_attn; BLOOM "
-            "query_key_value; MPT Wqkv]"},
+     .doc = "modules given adapters: names (q_proj,v_proj; a Lua block's own linear names too) or all-linear (every "
+            "linear but the head, Lua blocks' included) [q_proj,v_proj; GPT-2 c_attn; BLOOM query_key_value; MPT Wqkv]"},
     {TEXT_KEY("modules_to_save", parse_modules_to_save), .value = value_modules_to_save, .applies = with_adapters,
      .doc = "modules trained in full beside the adapters (lm_head, embed_tokens, norm; a classifier's head joins "
             "them by itself)"},

@@ -88,16 +88,22 @@ describe("a LLaMA whose attention, MLP and RMSNorms are Lua blocks", function()
 end)
 
 -- llama_blocks.lua with its attention's forward changed (`from` replaced by
--- `to`), beside a model of it: the estimate's JSON.
+-- `to`, or each { from, to } of a list `from`), beside a model of it: the
+-- estimate's JSON.
 local function mutated(from, to, sets)
+  local changes = type(from) == "table" and from or { { from, to } }
   local dir = os.tmpname()
   os.remove(dir)
   assert(os.execute("mkdir -p " .. dir .. "/arch"))
   local text = assert(io.open("models/arch/llama_blocks.lua")):read("a")
   local a, n = text:gsub('name = "llama_blocks"', 'name = "llama_mutant"')
-  local b, m = a:gsub(from, to)
-  assert(n == 1 and m == 1, "the pattern " .. from .. " is not in llama_blocks.lua once")
-  assert(io.open(dir .. "/arch/llama_mutant.lua", "w")):write(b):close()
+  assert(n == 1)
+  for _, change in ipairs(changes) do
+    local m
+    a, m = a:gsub(change[1], change[2])
+    assert(m == 1, "the pattern " .. change[1] .. " is not in llama_blocks.lua once")
+  end
+  assert(io.open(dir .. "/arch/llama_mutant.lua", "w")):write(a):close()
   local model = dir .. "/mutant.lua"
   assert(io.open(model, "w")):write('return llama_mutant { name = "tiny", hidden = 64, layers = 2, heads = 4, '
     .. "kv_heads = 2, intermediate = 96, vocab = 100 }\n"):close()
@@ -123,6 +129,49 @@ describe("the test of the Lua attention", function()
       assert.are_not.same(b.timeline, a.timeline)
     end)
   end
+end)
+
+-- PEFT matches target_modules against each module's own name (peft
+-- tuners_utils.py check_target_module_exists: the key or its last part);
+-- a Lua block's linear of a name no core module has is adapted as the
+-- core's are. The MLP's projections renamed my_up, my_gate, my_down (their
+-- labels kept): adapted by those names, or by all-linear, the model is the
+-- built-in LLaMA adapted on up_proj, gate_proj, down_proj byte for byte.
+describe("LoRA on a Lua block's own parameter names", function()
+  local _, built_in = pair("llama", "hidden = 64, layers = 2, heads = 4, kv_heads = 2, intermediate = 96, vocab = 100")
+  -- (Phi-3's MLP declares a down_proj too: the one after gate_proj)
+  local renamed = {
+    { '({ "up_proj", linear = %b{}, split = "column", bias = c.mlp_bias)', '%1, module = "my_up"' },
+    { '({ "gate_proj", linear = %b{}, split = "column", bias = c.mlp_bias)( },%s*{ "down_proj", linear = %b{}, '
+      .. 'split = "row", bias = c.mlp_bias)', '%1, module = "my_gate"%2, module = "my_down"' },
+  }
+  local lora = { "finetune=lora", "precision=amp-bf16", "checkpointing=full" }
+  local function with(sets, more)
+    local all = { table.unpack(sets) }
+    for _, s in ipairs(more) do all[#all + 1] = s end
+    return all
+  end
+  it("adapts them by name as the core's modules", function()
+    local a = mutated(renamed, nil, with(lora, { "lora_targets=q_proj,my_up,my_gate,my_down" }))
+    local b = estimate(built_in, with(lora, { "lora_targets=q_proj,up_proj,gate_proj,down_proj" }))
+    assert.are.equal("q_proj,my_up,my_gate,my_down", a.recipe.lora_targets)
+    assert.are.equal("q_proj,my_up,my_gate,my_down", a.model.lora_modules)
+    a.recipe.lora_targets, b.recipe.lora_targets, a.model.lora_modules, b.model.lora_modules = nil, nil, nil, nil
+    assert.are.same(b, a)
+  end)
+  it("adapts them under all-linear, every linear but the head", function()
+    local sets = with(lora, { "lora_targets=all-linear" })
+    local a, b = mutated(renamed, nil, sets), estimate(built_in, sets)
+    assert.are.equal("q_proj,k_proj,v_proj,o_proj,my_up,my_gate,my_down", a.model.lora_modules)
+    a.model.lora_modules, b.model.lora_modules = nil, nil
+    assert.are.same(b, a)
+  end)
+  it("names a target that matches nothing", function()
+    local _, err = helper.run("estimate", built_in, "--set", "finetune=lora", "--set", "lora_targets=q_proj,my_proj")
+    assert.truthy(err:find("lora_targets: no linear module of the model is called my_proj", 1, true), err)
+    _, err = helper.run("estimate", built_in, "--set", "finetune=lora", "--set", "lora_targets=mlp.up_proj")
+    assert.truthy(err:find("lora_targets: 'mlp.up_proj' is not a module's name", 1, true), err)
+  end)
 end)
 
 describe("the example model models/examples/llama2-7b-blocks.lua", function()

@@ -83,7 +83,7 @@ describe("LoRA", function()
 
   local bad = {
     { { "gpt2", "--set", "finetune=lora", "--set", "lora_targets=q_proj" }, "lora_targets: the model has no linear module" },
-    { { "llama2-7b", "--set", "finetune=lora", "--set", "lora_targets=qproj" }, "lora_targets: no module is called 'qproj'" },
+    { { "llama2-7b", "--set", "finetune=lora", "--set", "lora_targets=qproj" }, "lora_targets: no linear module of the model is called qproj" },
     { { "llama2-7b", "--set", "finetune=lora", "--set", "lora_rank=0" }, "lora_rank: must be between 1" },
     { { "llama2-7b", "--set", "finetune=lora", "--set", "framework=megatron" }, "finetune: LoRA runs as PEFT does" },
     { { "llama2-7b", "--set", "finetune=lora", "--set", "modules_to_save=wpe" }, "modules_to_save: the model has no module" },
