@@ -1,5 +1,5 @@
 -- Benchmark, run on demand (`lua5.4 bench/blocks.lua`): a LLaMA whose attention, MLP
--- and RMSNorms are Lua blocks (models/arch/llama_blocks.lua) against the
+-- and RMSNorms are Lua blocks (models/blocks/llama.lua) against the
 -- llama family's built-in ops, per estimate, folded and unfolded, and the
 -- cost of building each model (the blocks' tracing). Issue 23 asks the
 -- Lua-block model to stay within 2x of the built-in one. Prints figures;
@@ -24,13 +24,13 @@ end
 local config = { name = "Llama-2-7B", hidden = 4096, layers = 32, heads = 32, kv_heads = 32, intermediate = 11008,
                  vocab = 32000, max_positions = 4096, norm_eps = 1e-5 }
 
-local function description(family)
-  local values = {}
+local function description(blocks)
+  local values = { lua_blocks = blocks }
   for k, v in pairs(config) do values[k] = v end
-  return arch.load(home, family)(values)
+  return arch.load(home, "llama")(values)
 end
 
-local built_in, lua_blocks = description("llama"), description("llama_blocks")
+local built_in, lua_blocks = description(""), description("llama")
 local models = { built_in = arch.build(built_in), lua_blocks = arch.build(lua_blocks) }
 
 local recipes = {

@@ -17,11 +17,15 @@ return architecture {
     { "attn_dropout", "number", default = 0.1, min = 0, max = 0.999, doc = "attn_pdrop" },
     { "norm_eps", "number", default = 1e-5, min = 0, doc = "layer_norm_epsilon" },
     { "tie_embeddings", "bool", default = true, doc = "tie_word_embeddings" },
+    { "lua_blocks", "string", default = "",
+      doc = "a blocks script whose Lua blocks (mlp) replace the core's ops: gpt2 (GPT-2's MLP, "
+            .. "models/blocks/gpt2.lua), or one of your own (blocks/NAME.lua beside the model)" },
   },
   check = function(c)
     if c.hidden % c.heads ~= 0 then return "heads", string.format("must divide hidden (%d)", c.hidden) end
   end,
-  build = function(c)
+  build = function(c, lua) -- lua: the lua_blocks script's constructors, or nil
+    lua = lua or {}
     return decoder {
       embed = {
         token_embedding { vocab = c.vocab, hidden = c.hidden },
@@ -40,8 +44,8 @@ return architecture {
         },
         residual {
           layernorm { hidden = c.hidden, eps = c.norm_eps },
-          mlp { hidden = c.hidden, intermediate = c.intermediate, activation = c.activation, bias = true,
-                resid_dropout = c.resid_dropout, conv1d = true },
+          lua.mlp and lua.mlp() or mlp { hidden = c.hidden, intermediate = c.intermediate, activation = c.activation,
+                                         bias = true, resid_dropout = c.resid_dropout, conv1d = true },
         },
       },
       layers = c.layers,

@@ -113,6 +113,10 @@ return architecture {
     { "router_aux_loss", "bool", default = false,
       doc = "output_router_logits: every layer's router logits kept with the outputs and the load-balancing loss "
             .. "added to the loss (Mixtral, Qwen-MoE)" },
+    { "lua_blocks", "string", default = "",
+      doc = "a blocks script whose Lua blocks (attention, mlp, rmsnorm) replace the core's ops: llama (LLaMA's, "
+            .. "models/blocks/llama.lua), diff_transformer (differential attention), or one of your own "
+            .. "(blocks/NAME.lua beside the model; docs/writing-blocks.md)" },
     { "capacity_factor", "number", default = 0, min = 0,
       doc = "Megatron's moe_expert_capacity_factor: rows per expert as a multiple of the even share (0: dropless)" },
   },
@@ -175,8 +179,10 @@ return architecture {
       return "dense_layers", string.format("needs experts and fewer than layers (%d)", c.layers)
     end
   end,
-  build = function(c)
+  build = function(c, lua) -- lua: the lua_blocks script's constructors, or nil
+    lua = lua or {}
     local function dense()
+      if lua.mlp then return lua.mlp() end
       return mlp { hidden = c.hidden, intermediate = c.intermediate, activation = c.activation,
                    gated = true, bias = c.mlp_bias, module_names = c.fused_projections and "phi3" or nil }
     end
@@ -189,7 +195,10 @@ return architecture {
                    expert_names = c.expert_names, output_router_logits = c.router_aux_loss,
                    group_limited = c.group_limited }
     end
-    local function norm() return rmsnorm { hidden = c.hidden, eps = c.norm_eps, style = c.norm_style } end
+    local function norm()
+      if lua.rmsnorm then return lua.rmsnorm() end
+      return rmsnorm { hidden = c.hidden, eps = c.norm_eps, style = c.norm_style }
+    end
     -- pre: the block's input normalized (LLaMA); post: its output, before
     -- the residual add (OLMo-2)
     local function block(op)
@@ -204,8 +213,7 @@ return architecture {
     local function layer(feed_forward)
       local ops = {}
       if hybrid then ops[1] = sliding_mask { window = c.sliding_window, pattern = c.sliding_pattern } end
-      ops[#ops + 1] =
-        block(attention {
+      ops[#ops + 1] = block(lua.attention and lua.attention() or attention {
           hidden = c.hidden, heads = c.heads, kv_heads = c.kv_heads, head_dim = c.head_dim,
           qkv_bias = c.qkv_bias, out_bias = c.attention_bias, rotary = true,
           -- DeepSeek-V2's attention sets attn_weights = None before it returns

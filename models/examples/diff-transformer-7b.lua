@@ -2,9 +2,9 @@
 -- 2410.05258) at Llama 2 7B's shape: LLaMA's layer (pre-RMSNorm, SwiGLU, as
 -- the paper's section 2 builds it) with differential attention in place of
 -- LLaMA's, half as many heads of half the width (the authors' convention:
--- num_heads is half a Transformer's, head_dim = hidden / heads / 2), all
--- written as Lua blocks (models/arch/llama_blocks.lua's diff_attention,
--- docs/writing-blocks.md). Not a published checkpoint: an example of a new
+-- num_heads is half a Transformer's, head_dim = hidden / heads / 2), the
+-- attention written as a Lua block (models/blocks/diff_transformer.lua,
+-- docs/writing-blocks.md) and the rest the llama family's. Not a published checkpoint: an example of a new
 -- kind of attention without C. Its parameters, from the reference module's
 -- shapes (microsoft/unilm Diff-Transformer/multihead_flashdiff_2.py): per
 -- layer q, k, v and out_proj 4096 x 4096, lambda_q1, lambda_k1, lambda_q2,
@@ -12,7 +12,7 @@
 -- of 4096; the embedding and head 32000 x 4096 each and the final norm:
 -- 6,738,440,192 (Llama 2 7B's 6,738,415,616 and 768 more per layer;
 -- tests/lua/block_spec.lua sums them independently).
-return llama_blocks {
+return llama {
   name = "DIFF Transformer 7B (Lua blocks)",
   hidden = 4096,
   layers = 32,
@@ -22,5 +22,6 @@ return llama_blocks {
   vocab = 32000,
   max_positions = 4096,
   norm_eps = 1e-5,
-  diff_attention = true,
+  head_dim = 128, -- 4096 / 16 / 2
+  lua_blocks = "diff_transformer",
 }

@@ -1,13 +1,14 @@
 -- Blocks written in Lua (vramplan.block): LLaMA with its attention, MLP and
--- RMSNorms as Lua blocks (models/arch/llama_blocks.lua), and GPT-2 with its MLP
--- (gpt2_blocks.lua), are the llama and gpt2 families' models byte for
--- byte: every event of every rank's timeline, under the recipes that change
--- what a block's primitives do. And bad blocks fail at their script's line.
+-- RMSNorms as Lua blocks (models/blocks/llama.lua), and GPT-2 with its MLP
+-- (models/blocks/gpt2.lua), are the llama and gpt2 families' built-in models
+-- byte for byte: every event of every rank's timeline, under the recipes
+-- that change what a block's primitives do. And bad blocks fail at their
+-- script's line.
 local helper = require("tests.lua.helper")
 local json = require("dkjson")
 
 local function pair(family, config)
-  return helper.write("return " .. family .. '_blocks { name = "tiny", ' .. config .. " }\n"),
+  return helper.write("return " .. family .. ' { name = "tiny", lua_blocks = "' .. family .. '", ' .. config .. " }\n"),
     helper.write("return " .. family .. ' { name = "tiny", ' .. config .. " }\n")
 end
 
@@ -87,30 +88,39 @@ describe("a LLaMA whose attention, MLP and RMSNorms are Lua blocks", function()
   end)
 end)
 
--- llama_blocks.lua with its attention's forward changed (`from` replaced by
--- `to`, or each { from, to } of a list `from`), beside a model of it: the
--- estimate's JSON.
+-- models/blocks/llama.lua with its attention's forward changed (`from`
+-- replaced by `to`, or each { from, to } of a list `from`), beside a model
+-- of it: the estimate's JSON.
 local function mutated(from, to, sets)
   local changes = type(from) == "table" and from or { { from, to } }
   local dir = os.tmpname()
   os.remove(dir)
-  assert(os.execute("mkdir -p " .. dir .. "/arch"))
-  local text = assert(io.open("models/arch/llama_blocks.lua")):read("a")
-  local a, n = text:gsub('name = "llama_blocks"', 'name = "llama_mutant"')
-  assert(n == 1)
+  assert(os.execute("mkdir -p " .. dir .. "/blocks"))
+  local a = assert(io.open("models/blocks/llama.lua")):read("a")
   for _, change in ipairs(changes) do
     local m
     a, m = a:gsub(change[1], change[2])
-    assert(m == 1, "the pattern " .. change[1] .. " is not in llama_blocks.lua once")
+    assert(m == 1, "the pattern " .. change[1] .. " is not in models/blocks/llama.lua once")
   end
-  assert(io.open(dir .. "/arch/llama_mutant.lua", "w")):write(a):close()
+  assert(io.open(dir .. "/blocks/llama_mutant.lua", "w")):write(a):close()
   local model = dir .. "/mutant.lua"
-  assert(io.open(model, "w")):write('return llama_mutant { name = "tiny", hidden = 64, layers = 2, heads = 4, '
-    .. "kv_heads = 2, intermediate = 96, vocab = 100 }\n"):close()
+  assert(io.open(model, "w")):write('return llama { name = "tiny", lua_blocks = "llama_mutant", hidden = 64, '
+    .. "layers = 2, heads = 4, kv_heads = 2, intermediate = 96, vocab = 100 }\n"):close()
   local o = estimate(model, sets)
   os.execute("rm -rf " .. dir)
   return o
 end
+
+describe("a family's lua_blocks", function()
+  it("names a blocks script it cannot find, and a field its blocks do not model", function()
+    local config = "hidden = 64, layers = 2, heads = 4, intermediate = 96, vocab = 100"
+    local err = helper.fails(helper.write('return llama { name = "tiny", lua_blocks = "nosuch", ' .. config .. " }\n"))
+    assert.truthy(err:find("lua_blocks: no blocks script 'nosuch'", 1, true), err)
+    err = helper.fails(helper.write('return llama { name = "tiny", lua_blocks = "llama", norm_style = "gemma", '
+      .. config .. " }\n"))
+    assert.truthy(err:find("norm_style: is not what the llama Lua blocks model", 1, true), err)
+  end)
+end)
 
 describe("the test of the Lua attention", function()
   local _, built_in = pair("llama", "hidden = 64, layers = 2, heads = 4, kv_heads = 2, intermediate = 96, vocab = 100")

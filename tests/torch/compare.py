@@ -1313,8 +1313,9 @@ def measure(cases, workdir):
 
 def lua_model(config):
     """A model with no Hugging Face config of its own (the DIFF Transformer,
-    Mamba-2) as the Lua model script vramplan reads: llama_blocks with its
-    Lua blocks, or models/examples/arch/mamba2.lua."""
+    Mamba-2) as the Lua model script vramplan reads: llama with the
+    diff_transformer Lua blocks (models/blocks/), or
+    models/examples/arch/mamba2.lua."""
     if config["model_type"] == "mamba2":
         fields = {"hidden": config["hidden_size"], "layers": config["num_hidden_layers"],
                   "vocab": config["vocab_size"], "state": config["state_size"], "conv": config["conv_kernel"],
@@ -1325,9 +1326,10 @@ def lua_model(config):
     fields = {"hidden": config["hidden_size"], "layers": config["num_hidden_layers"],
               "heads": config["num_attention_heads"], "kv_heads": config["num_key_value_heads"],
               "intermediate": config["intermediate_size"], "vocab": config["vocab_size"],
-              "tie_embeddings": config["tie_word_embeddings"], "diff_attention": True}
+              "tie_embeddings": config["tie_word_embeddings"], "head_dim": config["head_dim"],
+              "lua_blocks": "diff_transformer"}
     body = ", ".join(f"{k} = {json.dumps(v)}" for k, v in fields.items())
-    return f'return llama_blocks {{ name = "{config["model_type"]}", {body} }}\n'
+    return f'return llama {{ name = "{config["model_type"]}", {body} }}\n'
 
 
 def engine(name, config, rec, workdir):

@@ -107,8 +107,37 @@ function arch.load(home, name, near)
   if getmetatable(family) ~= family_meta then
     error(path .. ": an architecture script must return architecture { ... }", 0)
   end
+  family.home = home
   loaded[path] = family
   return family
+end
+
+-- A family's Lua blocks: the script its `lua_blocks` field names, beside
+-- the model script (NEAR/blocks/NAME.lua) or in models/blocks/ over the
+-- search path, run with an architecture script's names. It returns
+-- { check = function(c) ... end, build = function(c) ... end }: check
+-- returns a field and a problem (or nothing), build a table of
+-- constructors (attention = function() return block { ... } end, mlp,
+-- rmsnorm, ...) the family calls in place of its ops. Once per file.
+local loaded_blocks = {}
+function arch.find_blocks(home, name, near)
+  if near and files.is_file(near .. "/blocks/" .. name .. ".lua") then return near .. "/blocks/" .. name .. ".lua" end
+  return files.find(home, "models/blocks", name)
+end
+local function load_blocks(home, name, near, where)
+  local path = arch.find_blocks(home, name, near)
+  if not path then
+    error(string.format("%s: lua_blocks: no blocks script '%s' (blocks/%s.lua beside the model, or models/blocks/)",
+      where, name, name), 0)
+  end
+  if not loaded_blocks[path] then
+    local def = sandbox.run(path, arch_env(path))
+    if type(def) ~= "table" or type(def.build) ~= "function" or (def.check ~= nil and type(def.check) ~= "function") then
+      error(path .. ": a blocks script must return { check = function(c) ... end, build = function(c) ... end }", 0)
+    end
+    loaded_blocks[path] = def
+  end
+  return loaded_blocks[path]
 end
 
 -- A model type's preset (vramplan.presets) as a model script calls it:
@@ -173,7 +202,23 @@ function arch.build(description, overrides, override_origins)
       error(string.format("%s: %s: %s", origins[found[1]] or description.where, found[1], found[2]), 0)
     end
   end
-  local ok, built = pcall(sandbox.call, family.build, config)
+  local blocks
+  if type(config.lua_blocks) == "string" and config.lua_blocks ~= "" then
+    local where = origins.lua_blocks or description.where
+    local def = load_blocks(family.home, config.lua_blocks, description.source and files.dirname(description.source),
+      where)
+    if def.check then
+      local found = sandbox.call(function(c) return { def.check(c) } end, config)
+      if found[1] then
+        error(string.format("%s: %s: %s (lua_blocks = %s)", origins[found[1]] or where, found[1], found[2],
+          config.lua_blocks), 0)
+      end
+    end
+    local made, made_blocks = pcall(sandbox.call, def.build, config)
+    if not made then error(string.format("%s: lua_blocks %s: %s", where, config.lua_blocks, tostring(made_blocks)), 0) end
+    blocks = made_blocks
+  end
+  local ok, built = pcall(sandbox.call, function(c) return family.build(c, blocks) end, config)
   if not ok then
     error(string.format("%s: building %s: %s", description.where, family.name, tostring(built)), 0)
   end

@@ -12,7 +12,7 @@ files.is_file = vramplan.is_file
 -- the folders of `--path DIR` (the command line puts them in
 -- vramplan.search_path), those of $VRAMPLAN_PATH (colon-separated), then
 -- the installation's own (`home`). Each folder is laid out as the
--- installation is: models/, models/arch/, scripts/recipes/ (or recipes/),
+-- installation is: models/, models/arch/, models/blocks/, scripts/recipes/ (or recipes/),
 -- hardware/gpus|nodes|instances/.
 function files.roots(home)
   local roots, seen = {}, {}

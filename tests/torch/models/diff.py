@@ -8,7 +8,7 @@ apply_rotary_pos_emb on the model's tables (the reference's fused Triton
 rotary is not what the CPU can run), and the fallback RMSNorm of
 Diff-Transformer/diff/rms_norm.py. The LLaMA-like decoder (llama.py) takes
 it in place of LlamaAttention for model_type diff_transformer; vramplan's
-Lua block is models/arch/llama_blocks.lua's diff_attention."""
+Lua block is models/blocks/diff_transformer.lua."""
 import math
 
 import torch

@@ -62,6 +62,10 @@ function cmd.run(opts, home)
   print(string.format("%s: %s parameters", config.name, grouped(model:params())))
   print(string.format("model: %s", description.source))
   print(string.format("family: %s (%s)", description.family.name, family_file))
+  if type(config.lua_blocks) == "string" and config.lua_blocks ~= "" then
+    print(string.format("blocks: %s (%s)", config.lua_blocks, arch.find_blocks(description.family.home,
+      config.lua_blocks, description.source and require("vramplan.files").dirname(description.source))))
+  end
   -- the fields the model sets, and those that differ from the family's default
   local fields = {}
   for _, f in ipairs(description.family.schema.order) do
