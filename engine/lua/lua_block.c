@@ -14,7 +14,10 @@
 
 static const char *const prim_names[] = {"drop", "return", "linear", "unary", "mul", "add", "scale",
                                          "shift", "neg", "mean", "sum", "to", "dropout", "cat", "swiglu",
-                                         "rms_norm", "kernel", "split", "rotary", "cache", "sdpa", "sub", "select", NULL};
+                                         "rms_norm", "kernel", "split", "rotary", "cache", "sdpa", "sub", "select",
+                                         "repeat_kv", "matmul", "mask", "mask_add", "masked_fill", "softmax_fp32",
+                                         "copy", "layer_keep", NULL};
+static const char *const mask_names[] = {"causal", "sliding", "padded", "bool", NULL};
 static const char *const unary_names[] = {"silu", "gelu", "gelu_tanh", "relu", "sigmoid",
                                           "tanh", "exp", "rsqrt", "pow", "softmax", "log_softmax", NULL};
 static const char *const split_names[] = {"whole", "rows", "columns", NULL};
@@ -109,6 +112,23 @@ static void read_instr(lua_State *L, unsigned i, vp_block_instr *in) {
             if (bool_field(L, options[o].key)) in->mode |= (uint8_t)options[o].bit;
     }
     if (in->prim == VP_BP_SELECT) in->mode = (uint8_t)int_field(L, what, "of", 1, 255);
+    if (in->prim == VP_BP_REPEAT_KV) {
+        in->mode = (uint8_t)int_field(L, what, "times", 1, 255);
+        in->kv_heads = (uint32_t)int_field(L, what, "kv_heads", 1, 1 << 14);
+    }
+    if (in->prim == VP_BP_MASK) in->mode = (uint8_t)option_field(L, what, "kind", mask_names, -1);
+    if (in->prim != VP_BP_SDPA && in->prim != VP_BP_REPEAT_KV)
+        in->heads = (uint32_t)int_field(L, what, "scores_heads", 0, 1 << 14);
+    if (in->prim == VP_BP_MATMUL) {
+        static const struct {
+            const char *key;
+            unsigned bit;
+        } options[] = {{"b_transposed", VP_MATMUL_B_TRANSPOSED}, {"a_contiguous", VP_MATMUL_A_CONTIGUOUS},
+                       {"b_contiguous", VP_MATMUL_B_CONTIGUOUS}, {"a_gaps", VP_MATMUL_A_GAPS},
+                       {"b_gaps", VP_MATMUL_B_GAPS}};
+        for (unsigned o = 0; o < sizeof options / sizeof *options; o++)
+            if (bool_field(L, options[o].key)) in->mode |= (uint8_t)options[o].bit;
+    }
     if (in->prim == VP_BP_MUL) in->mode = (uint8_t)int_field(L, what, "zero_dim", 0, VP_BLOCK_ZERO_DIM_B);
     if (in->prim == VP_BP_TO) {
         lua_getfield(L, -1, "dtype");
@@ -138,6 +158,25 @@ static void read_instr(lua_State *L, unsigned i, vp_block_instr *in) {
     if ((in->prim == VP_BP_DROPOUT || in->prim == VP_BP_SDPA) && !(in->number >= 0 && in->number < 1))
         luaL_error(L, "block_op: %s: dropout p must be in [0, 1)", what);
     label_field(L, "label", in->label);
+}
+
+/* The labels of an instruction's inner events (its `aux` list), appended
+ * to the program's table. */
+static void read_aux(lua_State *L, vp_block_program *p, vp_block_instr *in) {
+    lua_getfield(L, -1, "aux"); /* .. instr aux */
+    if (!lua_isnil(L, -1)) {
+        luaL_checktype(L, -1, LUA_TTABLE);
+        lua_Integer n = luaL_len(L, -1);
+        if (n > VP_BLOCK_AUX_LABELS - (lua_Integer)p->n_aux)
+            luaL_error(L, "block_op: more than %d labels of inner events", VP_BLOCK_AUX_LABELS);
+        in->aux = (uint16_t)p->n_aux;
+        for (lua_Integer j = 1; j <= n; j++) {
+            lua_geti(L, -1, j);
+            snprintf(p->aux_labels[p->n_aux++], VP_BLOCK_LABEL, "%s", luaL_checkstring(L, -1));
+            lua_pop(L, 1);
+        }
+    }
+    lua_pop(L, 1); /* .. instr */
 }
 
 /* A dtype field's index (VP_DTYPE_NONE when absent; VP_BLOCK_LIKE for
@@ -215,6 +254,7 @@ static int l_block_op(lua_State *L) {
         lua_geti(L, -1, (lua_Integer)i + 1);
         luaL_checktype(L, -1, LUA_TTABLE);
         read_instr(L, i, &p->code[i]);
+        read_aux(L, p, &p->code[i]);
         lua_pop(L, 1);
     }
     lua_pop(L, 1); /* t program */

@@ -26,7 +26,7 @@ static const char *check_code(const vp_block_program *p, unsigned first, unsigne
             if (v < -1 || v >= (int)p->n_values) return fail(message, size, i, "an operand out of range");
             if (v >= 0 && state[v] != 1) return fail(message, size, i, "an operand that is not alive");
         }
-        if (in->prim != VP_BP_DROP && in->prim != VP_BP_RETURN && in->arg[0] < 0)
+        if (in->prim != VP_BP_DROP && in->prim != VP_BP_RETURN && in->prim != VP_BP_MASK && in->arg[0] < 0)
             return fail(message, size, i, "no operand");
         if (in->prim == VP_BP_KERNEL) {
             if (in->mode >= p->n_kernels) return fail(message, size, i, "an undeclared kernel");
@@ -37,6 +37,13 @@ static const char *check_code(const vp_block_program *p, unsigned first, unsigne
         if ((in->prim == VP_BP_CAT || in->prim == VP_BP_RMS_NORM || in->prim == VP_BP_CACHE) && in->arg[1] < 0)
             return fail(message, size, i, "needs two operands");
         if (in->prim == VP_BP_SELECT && !in->mode) return fail(message, size, i, "select: of how many heads");
+        if ((in->prim == VP_BP_MATMUL || in->prim == VP_BP_MASK_ADD || in->prim == VP_BP_MASKED_FILL) && in->arg[1] < 0)
+            return fail(message, size, i, "needs two operands");
+        if ((in->prim == VP_BP_MATMUL && (unsigned)in->aux + 4 > p->n_aux) || (in->prim == VP_BP_SOFTMAX_FP32 && in->aux >= p->n_aux))
+            return fail(message, size, i, "labels of its inner events missing");
+        if (in->prim == VP_BP_MATMUL && !in->width) return fail(message, size, i, "matmul: of a known head width");
+        if (in->prim == VP_BP_REPEAT_KV && (!in->mode || !in->kv_heads))
+            return fail(message, size, i, "repeat_kv: how many times, of how many heads");
         if (in->prim == VP_BP_SDPA) {
             if (in->arg[1] < 0 || in->arg[2] < 0) return fail(message, size, i, "sdpa needs q, k and v");
             if (!in->heads || !in->kv_heads || in->heads % in->kv_heads || !in->width)
@@ -54,6 +61,7 @@ static const char *check_code(const vp_block_program *p, unsigned first, unsigne
             return fail(message, size, i, "to(): needs the tensor whose dtype it takes");
         if (in->prim == VP_BP_TO && in->mode != VP_BLOCK_LIKE && in->mode >= VP_DTYPE_COUNT)
             return fail(message, size, i, "to(): unknown dtype");
+        if (in->prim == VP_BP_LAYER_KEEP) continue;
         if (in->prim == VP_BP_DROP || in->prim == VP_BP_RETURN) {
             int v = in->arg[0];
             if (v <= (int)p->n_params && in->prim == VP_BP_DROP)

@@ -20,6 +20,7 @@ enum {
     VP_BLOCK_ARGS = 8,       /* a kernel's inputs (kernel.h's VP_KERNEL_INPUTS) */
     VP_BLOCK_KERNELS = 8,
     VP_BLOCK_KEEPS = 2,
+    VP_BLOCK_AUX_LABELS = 32, /* labels of the events inside MATMUL and SOFTMAX_FP32 */
 };
 
 /* The primitives a program calls (op_block.c: what each runs). */
@@ -47,6 +48,15 @@ typedef enum {
     VP_BP_SDPA,      /* q, k, v: the attention op's core (sdpa.h); heads, kv_heads, width = head_dim, mode: VP_SDPA_* */
     VP_BP_SUB,       /* a - b, broadcast, both tensors */
     VP_BP_SELECT,    /* a view of one of each mode consecutive heads (q.reshape(b, s, h, mode, d)[:, :, :, i]) */
+    /* eager attention written out (sdpa.h's helpers): */
+    VP_BP_REPEAT_KV, /* repeat_kv(x, mode) of x [b, kv_heads, s, d]: a copy, or one key/value head expanded */
+    VP_BP_MATMUL,    /* torch.matmul(a, b) of [b, heads, s, .] tensors; mode: VP_MATMUL_*; width: d */
+    VP_BP_MASK,      /* the step's mask of kind mode (vp_attention_mask_kind), width: a sliding window */
+    VP_BP_MASK_ADD,  /* scores + an additive mask: the sum in their promoted dtype */
+    VP_BP_MASKED_FILL, /* scores.masked_fill(a bool mask, min) */
+    VP_BP_SOFTMAX_FP32, /* softmax(x, -1, dtype=torch.float32): ATen converts x first (not fp16 on CUDA) */
+    VP_BP_COPY,      /* x.contiguous() of a transposed view: a copy */
+    VP_BP_LAYER_KEEP, /* the decoder layer keeps the value until it returns (defines nothing) */
     VP_BP_COUNT
 } vp_block_prim;
 
@@ -82,6 +92,18 @@ enum {
     VP_SDPA_Q_GAPS = 1u << 5,        /* views with gaps (F.select) */
     VP_SDPA_K_GAPS = 1u << 6,
     VP_SDPA_V_GAPS = 1u << 7,
+};
+
+/* MATMUL's mode bits: how each operand lies (sdpa.h's vp_attention_operand),
+ * and whether b is the keys transposed: the output's last dimension is then
+ * the keys' length (the step's sequence and any cached prefix), else b's
+ * width. */
+enum {
+    VP_MATMUL_B_TRANSPOSED = 1u << 0,
+    VP_MATMUL_A_CONTIGUOUS = 1u << 1,
+    VP_MATMUL_B_CONTIGUOUS = 1u << 2,
+    VP_MATMUL_A_GAPS = 1u << 3,
+    VP_MATMUL_B_GAPS = 1u << 4,
 };
 
 /* Which of a parameter's two dimensions tensor parallelism divides. */
@@ -129,11 +151,15 @@ typedef struct {
     uint64_t width;              /* MEAN, SUM: the reduced dimension; SPLIT: the split one */
     bool width_split;            /* it is divided over tensor-parallel ranks */
     double number;               /* DROPOUT, SDPA: p */
-    uint32_t heads, kv_heads;    /* SDPA: the whole model's query and key/value heads */
+    uint32_t heads, kv_heads;    /* SDPA, MATMUL: the whole model's query and key/value heads; another
+                                    primitive whose output is scores-shaped (out_width 0): its heads */
     uint64_t part[VP_BLOCK_PARTS]; /* SPLIT: each view's width (defining values out, out + 1, ...) */
     uint64_t out_width;          /* the output's last dimension, as traced (0: unknown): the time model's */
     bool out_split;
     char label[VP_BLOCK_LABEL];
+    /* MATMUL: its operands' cast and batch-fold copies' labels (a, b);
+     * SOFTMAX_FP32: the upcast's; in `aux_labels` from this index */
+    uint16_t aux;
 } vp_block_instr;
 
 /* The code runs from 0 to megatron_start (or n_code when 0); under
@@ -147,6 +173,8 @@ typedef struct {
     vp_block_param param[VP_BLOCK_PARAMS];
     vp_block_kernel kernel[VP_BLOCK_KERNELS];
     vp_block_instr code[VP_BLOCK_CODE];
+    unsigned n_aux;
+    char aux_labels[VP_BLOCK_AUX_LABELS][VP_BLOCK_LABEL];
 } vp_block_program;
 
 /* The program's problem (a message naming the instruction), or NULL:

@@ -645,7 +645,15 @@ static void prepare_padded_mask(vp_step *step, uint64_t keys) {
  * by a bool comparison; expanded, not copied, to the batch. MistralModel's
  * (Mistral, Phi-3; transformers 4.49-4.52) has no triu and, with a sliding
  * window, ors a second comparison into the first in place. */
+static void prepare_masks(vp_step *step, const vp_op *op, bool eager);
+
 static void attention_prepare(vp_step *step, const vp_op *op) {
+    prepare_masks(step, op, kernel_for(step, op) == KERNEL_EAGER);
+}
+
+/* The tensors the op's attention needs per step, `eager`: computed by
+ * eager attention (a mask whatever the kernel's needs). */
+static void prepare_masks(vp_step *step, const vp_op *op, bool eager) {
     vp_sim *sim = &step->sim;
     bool grad_mode = sim->grad_mode;
     if (vp_op_flag(op, ATT_ALIBI) && !vp_step_tensor(step, VP_TENSOR_ALIBI)) {
@@ -659,7 +667,7 @@ static void attention_prepare(vp_step *step, const vp_op *op) {
     unsigned mask_kind = (unsigned)vp_op_u64(op, ATT_MASK);
     bool masked_sdpa = sdpa_masked(step, op);
     if (mask_kind == MASK_NONE || vp_step_tensor(step, VP_TENSOR_CAUSAL_MASK)) return;
-    if (kernel_for(step, op) != KERNEL_EAGER && !masked_sdpa) return;
+    if (!eager && !masked_sdpa) return;
     /* GPT-2's eager path masks with its buffer; its SDPA path with a
      * prefix gets a 4-D additive mask like LLaMA's (to_causal_4d) */
     if (mask_kind == MASK_BOOL_BUFFER && !masked_sdpa) return;
@@ -1486,6 +1494,33 @@ vp_t vp_sdpa(vp_step *step, const vp_sdpa_spec *spec, vp_t q, vp_t k, vp_t v) {
 void vp_sdpa_prepare(vp_step *step, const vp_sdpa_spec *spec) {
     vp_op op = sdpa_op(spec);
     attention_prepare(step, &op);
+}
+
+void vp_attention_mask_prepare(vp_step *step, vp_attention_mask_kind kind, uint64_t window) {
+    static const unsigned masks[] = {[VP_MASK_CAUSAL] = MASK_ADDITIVE, [VP_MASK_SLIDING] = MASK_ADDITIVE_MISTRAL,
+                                     [VP_MASK_PADDED] = MASK_ADDITIVE_PADDED, [VP_MASK_BOOL] = MASK_BOOL};
+    vp_sdpa_spec spec = {.heads = 1, .kv_heads = 1, .head_dim = 1};
+    vp_op op = sdpa_op(&spec);
+    op.value[ATT_MASK] = masks[kind];
+    op.value[ATT_SLIDING_WINDOW] = (double)window;
+    prepare_masks(step, &op, true);
+}
+
+vp_t vp_attention_mask(const vp_step *step) { return current_mask(step); }
+
+vp_t vp_attention_matmul(vp_step *step, const vp_attention_operand *a, const vp_attention_operand *b,
+                         uint64_t out_numel, const char *label) {
+    vp_sim *sim = &step->sim;
+    vp_t ac = vp_autocast_low(step, a->t, a->cast_label);
+    vp_t bc = vp_autocast_low(step, b->t, b->cast_label);
+    vp_t am = batched_operand(step, ac, a->contiguous || (a->gaps && ac != a->t), a->reshape_label);
+    vp_t bm = batched_operand(step, bc, b->contiguous || (b->gaps && bc != b->t), b->reshape_label);
+    vp_t out = vp_matmul(sim, am, bm, out_numel, b->transposed && (b->contiguous || (b->gaps && bc != b->t)), label);
+    vp_drop(sim, ac);
+    vp_drop(sim, bc);
+    vp_drop(sim, am);
+    vp_drop(sim, bm);
+    return out;
 }
 
 const char *vp_sdpa_check_tp(const vp_sdpa_spec *spec, unsigned tp) {

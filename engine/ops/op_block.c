@@ -97,6 +97,9 @@ static const char *block_check_tp(const vp_op *op, unsigned tp) {
          * ranks; a block's column-parallel k_proj cannot */
         if (in->kv_heads % tp) return "tp: must divide a Lua block's key/value heads";
     }
+    for (unsigned i = 0; p && i < p->n_code; i++)
+        if (p->code[i].prim == VP_BP_REPEAT_KV && p->code[i].kv_heads % tp)
+            return "tp: must divide a Lua block's key/value heads";
     return NULL;
 }
 
@@ -177,6 +180,67 @@ static vp_t sdpa(vp_step *step, const vp_block_instr *in, const vp_t *val) {
     return vp_sdpa(step, &spec, val[in->arg[0]], val[in->arg[1]], val[in->arg[2]]);
 }
 
+/* softmax(x, dim=-1, dtype=torch.float32): with a dtype argument autocast
+ * leaves it alone; ATen converts the input first, except fp16 on CUDA,
+ * which has a half-to-float kernel (aten/src/ATen/native/SoftMax.cpp).
+ * Saves its output. */
+static vp_t softmax_fp32(vp_step *step, const vp_block_program *p, const vp_block_instr *in, vp_t x) {
+    vp_sim *sim = &step->sim;
+    vp_dtype dtype = (vp_dtype)vp_at(sim, x)->dtype;
+    if (dtype == VP_FP32 || (dtype == VP_FP16 && step->recipe->device == VP_DEVICE_CUDA))
+        return vp_unary(sim, x, VP_SAVES_OUTPUT, 0, VP_FP32, in->label);
+    vp_t up = vp_to(sim, x, VP_FP32, p->aux_labels[in->aux]);
+    vp_t y = vp_unary(sim, up, VP_SAVES_OUTPUT, 0, VP_FP32, in->label);
+    vp_drop(sim, up);
+    return y;
+}
+
+/* How a value lies when the step runs, beyond what the trace knew:
+ * repeat_kv's copy is contiguous, its expanded single head a view with
+ * gaps (whether it copies depends on the key/value heads per rank). */
+enum { RUN_COPIED = 1, RUN_EXPANDED = 2 };
+
+/* repeat_kv(hidden_states, n_rep) (transformers' modeling_llama.py):
+ * expand then reshape, a contiguous copy; one key/value head (per rank)
+ * reshapes to a zero-stride view instead. */
+static vp_t repeat_kv(vp_step *step, const vp_block_instr *in, vp_t x, uint8_t *layout) {
+    vp_sim *sim = &step->sim;
+    unsigned rep = in->mode, kv_heads = in->kv_heads / step->tp;
+    if (rep > 1 && kv_heads == 1) {
+        *layout = RUN_EXPANDED;
+        return vp_expand(sim, x, vp_numel(sim, vp_at(sim, x)->numel, rep), in->label);
+    }
+    if (rep > 1) {
+        *layout = RUN_COPIED;
+        return vp_repeat(sim, x, rep, in->label);
+    }
+    vp_hold(sim, x);
+    return x;
+}
+
+/* torch.matmul of eager attention's operands: q @ k.transpose(2, 3) (the
+ * scores' last dimension the keys': the sequence and any cached prefix)
+ * or the probabilities @ v. */
+static vp_t matmul(vp_step *step, const vp_block_program *p, const vp_block_instr *in, const vp_t *val,
+                   const uint8_t *layout) {
+    vp_sim *sim = &step->sim;
+    vp_attention_operand a = {.t = val[in->arg[0]],
+                              .contiguous = (in->mode & VP_MATMUL_A_CONTIGUOUS) || layout[in->arg[0]] == RUN_COPIED,
+                              .gaps = (in->mode & VP_MATMUL_A_GAPS) || layout[in->arg[0]] == RUN_EXPANDED,
+                              .cast_label = p->aux_labels[in->aux],
+                              .reshape_label = p->aux_labels[in->aux + 2]};
+    vp_attention_operand b = {.t = val[in->arg[1]],
+                              .contiguous = (in->mode & VP_MATMUL_B_CONTIGUOUS) || layout[in->arg[1]] == RUN_COPIED,
+                              .gaps = (in->mode & VP_MATMUL_B_GAPS) || layout[in->arg[1]] == RUN_EXPANDED,
+                              .transposed = in->mode & VP_MATMUL_B_TRANSPOSED,
+                              .cast_label = p->aux_labels[in->aux + 1],
+                              .reshape_label = p->aux_labels[in->aux + 3]};
+    uint64_t keys = step->seq + step->past_tokens;
+    uint64_t numel = vp_at(sim, a.t)->numel;
+    uint64_t out = b.transposed ? vp_numel(sim, numel / in->width, keys) : vp_numel(sim, numel / keys, in->width);
+    return vp_attention_matmul(step, &a, &b, out, in->label);
+}
+
 /* One instruction that defines a value: its new reference. */
 static vp_t run(vp_step *step, const vp_block_program *p, const vp_block_instr *in, const vp_t *val) {
     vp_sim *sim = &step->sim;
@@ -211,7 +275,18 @@ static vp_t run(vp_step *step, const vp_block_program *p, const vp_block_instr *
     case VP_BP_SUB: return vp_sub(sim, a, b, larger(sim, a, b), in->label);
     case VP_BP_SELECT: return vp_slice(sim, a, vp_at(sim, a)->numel / in->mode, in->label);
     case VP_BP_SDPA: return sdpa(step, in, val);
-    default: return 0; /* DROP and RETURN define nothing (vp_block_check) */
+    case VP_BP_MASK: {
+        vp_t mask = vp_attention_mask(step);
+        vp_hold(sim, mask);
+        return mask;
+    }
+    case VP_BP_MASK_ADD:
+        return vp_shift(sim, a, vp_dtype_promote((vp_dtype)vp_at(sim, a)->dtype, (vp_dtype)vp_at(sim, b)->dtype),
+                        vp_at(sim, a)->numel, in->label);
+    case VP_BP_MASKED_FILL: return vp_where(sim, a, b, in->label);
+    case VP_BP_SOFTMAX_FP32: return softmax_fp32(step, p, in, a);
+    case VP_BP_COPY: return vp_copy(sim, a, in->label);
+    default: return 0; /* DROP, RETURN and LAYER_KEEP define nothing (vp_block_check) */
     }
 }
 
@@ -249,6 +324,7 @@ static void running(const vp_block_program *p, const vp_recipe *recipe, unsigned
 static vp_t block_forward(vp_step *step, const vp_op *op, const vp_t *leaves, vp_t x) {
     const vp_block_program *p = program_of(op);
     vp_t val[VP_BLOCK_VALUES] = {0};
+    uint8_t layout[VP_BLOCK_VALUES] = {0};
     val[0] = x;
     for (unsigned k = 0; k < p->n_params; k++) val[k + 1] = leaves[k];
     vp_t result = 0;
@@ -268,6 +344,12 @@ static vp_t block_forward(vp_step *step, const vp_op *op, const vp_t *leaves, vp
             split(step, in, val);
         } else if (in->prim == VP_BP_CACHE) {
             cache(step, in, val);
+        } else if (in->prim == VP_BP_REPEAT_KV) {
+            val[in->out] = repeat_kv(step, in, val[in->arg[0]], &layout[in->out]);
+        } else if (in->prim == VP_BP_MATMUL) {
+            val[in->out] = matmul(step, p, in, val, layout);
+        } else if (in->prim == VP_BP_LAYER_KEEP) {
+            vp_step_keep_local(step, val[in->arg[0]], VP_LOCAL_OF_LAYER);
         } else {
             val[in->out] = run(step, p, in, val);
         }
@@ -282,6 +364,8 @@ static void block_prepare(vp_step *step, const vp_op *op) {
     unsigned first, end;
     running(p, step->recipe, &first, &end);
     for (unsigned i = first; i < end; i++) {
+        if (p->code[i].prim == VP_BP_MASK)
+            vp_attention_mask_prepare(step, (vp_attention_mask_kind)p->code[i].mode, p->code[i].width);
         if (p->code[i].prim != VP_BP_SDPA) continue;
         vp_sdpa_spec spec = sdpa_spec(&p->code[i]);
         vp_sdpa_prepare(step, &spec);
@@ -299,12 +383,17 @@ static const vp_block_instr *find_prim(const vp_block_program *p, vp_block_prim 
 static void block_facts(const vp_op *op, vp_section_id section, vp_model_facts *facts) {
     const vp_block_program *p = program_of(op);
     const vp_block_instr *in = find_prim(p, VP_BP_SDPA);
-    if (section != VP_SECTION_LAYER || !in || facts->attention) return;
+    /* or eager attention written out: its scores' matmul, its keys' heads
+     * repeat_kv's */
+    const vp_block_instr *scores = in ? NULL : find_prim(p, VP_BP_MATMUL), *repeat = find_prim(p, VP_BP_REPEAT_KV);
+    if (section != VP_SECTION_LAYER || (!in && !scores) || facts->attention) return;
+    uint64_t heads = in ? in->heads : scores->heads, width = in ? in->width : scores->width;
+    uint64_t kv_heads = in ? in->kv_heads : repeat ? repeat->kv_heads : heads;
     facts->attention = true;
     facts->caches = find_prim(p, VP_BP_CACHE) != NULL;
     facts->peft_defaults = true; /* q_proj and v_proj, when the block names them so */
-    facts->kv_width = (uint64_t)in->kv_heads * in->width;
-    facts->splits_hidden = p->width == (uint64_t)in->heads * in->width;
+    facts->kv_width = kv_heads * width;
+    facts->splits_hidden = p->width == heads * width;
 }
 
 /* Any block of these ops that calls `prim`. */

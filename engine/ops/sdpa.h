@@ -36,6 +36,35 @@ vp_t vp_sdpa(vp_step *step, const vp_sdpa_spec *spec, vp_t q, vp_t k, vp_t v);
  * causal mask of the eager path). */
 void vp_sdpa_prepare(vp_step *step, const vp_sdpa_spec *spec);
 
+/* The masks eager attention adds (a Lua block's F.mask), as the attention
+ * op's `mask` kinds build them once per step: LLaMA's additive causal mask
+ * (additive), Mistral's with a sliding window (additive-mistral), one made
+ * from an all-ones padding mask and cloned to the batch (additive-padded),
+ * a [b, 1, s, s] bool mask for masked_fill (bool). */
+typedef enum { VP_MASK_CAUSAL, VP_MASK_SLIDING, VP_MASK_PADDED, VP_MASK_BOOL, VP_MASK_KINDS } vp_attention_mask_kind;
+
+/* Makes the step's mask of that kind (once per step, whatever the recipe's
+ * kernel: the block computes attention eagerly itself). */
+void vp_attention_mask_prepare(vp_step *step, vp_attention_mask_kind kind, uint64_t window);
+
+/* The mask the running layer applies (borrowed). */
+vp_t vp_attention_mask(const vp_step *step);
+
+/* An operand of eager attention's torch.matmul: q, k (transposed: the keys
+ * as key.transpose(2, 3)), the probabilities or v, [b, heads, s, d] as it
+ * lies (contiguous, or a view of a [b, s, heads, d] tensor; with gaps, a
+ * view an autocast cast makes dense), and its events' labels. */
+typedef struct {
+    vp_t t;
+    bool contiguous, gaps, transposed;
+    const char *cast_label, *reshape_label;
+} vp_attention_operand;
+
+/* torch.matmul(a, b) as eager_attention_forward runs it: autocast's casts,
+ * matmul's batch fold (copies of operands it cannot view), bmm's saves. */
+vp_t vp_attention_matmul(vp_step *step, const vp_attention_operand *a, const vp_attention_operand *b,
+                         uint64_t out_numel, const char *label);
+
 /* Whether the heads divide over `tp` ranks as the attention op splits them;
  * a message naming tp, or NULL. */
 const char *vp_sdpa_check_tp(const vp_sdpa_spec *spec, unsigned tp);

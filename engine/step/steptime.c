@@ -370,6 +370,22 @@ static void cost_block(const vp_op *op, const cost_ctx *c, op_cost *o) {
             if (cp > 1) o->cp_bytes += (cp - 1) * 2 * c->rows * in->kv_heads * (double)in->width / c->tp * c->elem;
             continue;
         }
+        if (in->prim == VP_BP_MATMUL) { /* eager attention written out: one bmm of the two */
+            double b = c->batch, s = c->seq, kv = c->seq_kv, h = in->heads / c->tp, d = (double)in->width;
+            double flops = 2 * b * s * kv * in->heads * d;
+            o->model_flops += flops;
+            o->attention_flops += flops;
+            double t = in->mode & VP_MATMUL_B_TRANSPOSED
+                           ? vp_time_matmul(s, kv, d, b * h, c->elem, c->hw, c->hw->attention_flops)
+                           : vp_time_matmul(s, d, kv, b * h, c->elem, c->hw, c->hw->attention_flops);
+            o->attention_s += t;
+            o->attention_bwd_s += 2 * t;
+            continue;
+        }
+        if (!in->out_width && in->heads) { /* scores-shaped: heads x keys per token */
+            memory_pass(c, 2 * c->batch * c->seq * c->seq_kv * in->heads / c->tp * c->elem, o);
+            continue;
+        }
         if (in->prim == VP_BP_LINEAR) {
             const vp_block_param *w = &p->param[in->arg[1] - 1];
             double out = (double)w->rows, inputs = (double)w->columns;

@@ -91,8 +91,9 @@ end)
 -- models/blocks/llama.lua with its attention's forward changed (`from`
 -- replaced by `to`, or each { from, to } of a list `from`), beside a model
 -- of it: the estimate's JSON.
-local function mutated(from, to, sets)
+local function mutated(from, to, sets, config)
   local changes = type(from) == "table" and from or { { from, to } }
+  config = config or "hidden = 64, layers = 2, heads = 4, kv_heads = 2, intermediate = 96, vocab = 100"
   local dir = os.tmpname()
   os.remove(dir)
   assert(os.execute("mkdir -p " .. dir .. "/blocks"))
@@ -104,8 +105,8 @@ local function mutated(from, to, sets)
   end
   assert(io.open(dir .. "/blocks/llama_mutant.lua", "w")):write(a):close()
   local model = dir .. "/mutant.lua"
-  assert(io.open(model, "w")):write('return llama { name = "tiny", lua_blocks = "llama_mutant", hidden = 64, '
-    .. "layers = 2, heads = 4, kv_heads = 2, intermediate = 96, vocab = 100 }\n"):close()
+  assert(io.open(model, "w")):write('return llama { name = "tiny", lua_blocks = "llama_mutant", ' .. config
+    .. " }\n"):close()
   local o = estimate(model, sets)
   os.execute("rm -rf " .. dir)
   return o
@@ -181,6 +182,84 @@ describe("LoRA on a Lua block's own parameter names", function()
     assert.truthy(err:find("lora_targets: no linear module of the model is called my_proj", 1, true), err)
     _, err = helper.run("estimate", built_in, "--set", "finetune=lora", "--set", "lora_targets=mlp.up_proj")
     assert.truthy(err:find("lora_targets: 'mlp.up_proj' is not a module's name", 1, true), err)
+  end)
+end)
+
+-- LlamaAttention with eager_attention_forward written out (transformers
+-- 4.48-4.52 modeling_llama.py) in place of F.sdpa: repeat_kv, q @ k^T
+-- (scores whose last dimension is the sequence), * scaling, + the causal
+-- mask, softmax in fp32 cast back, dropout, @ v, the heads merged by a
+-- copy; the decoder layer keeps the probabilities. The same bytes as the
+-- built-in eager attention, event for event (transformers' modelling code:
+-- under Megatron-LM its own attention core runs, which a block's
+-- `megatron` forward would write).
+local sdpa_call = "local out = F%.sdpa%(q, k, v, { is_causal = true, keeps_weights = true }%)"
+local function eager_attention(softmax, keep)
+  return [[local out = F.call(function(query, key, value)
+            local n_rep = c.heads // c.kv_heads
+            local key_states = F.keep(F.repeat_kv(key, n_rep), "key_states")
+            local value_states = F.keep(F.repeat_kv(value, n_rep), "value_states")
+            local attn_weights = F.keep(F.mul(F.matmul(query, key_states:transpose(2, 3),
+              { label = "scores", operands = { "q", "k" } }), c.head_dim ^ -0.5, { label = "scale" }), "attn_weights")
+            attn_weights = F.keep(F.add(attn_weights, F.mask("causal"), { label = "mask" }), "attn_weights")
+            attn_weights = F.keep(]] .. softmax .. [[:to(query.dtype,
+              { label = "softmax_downcast" }), "attn_weights")
+            attn_weights = ]] .. keep .. [[(F.keep(F.dropout(attn_weights, 0.0, { label = "dropout" }), "attn_weights"))
+            local attn_output = F.keep(F.matmul(attn_weights, value_states,
+              { label = "context", operands = { "probs", "v" } }), "attn_output")
+            attn_output = F.keep(attn_output:transpose(1, 2):contiguous({ label = "merge_heads" }), "attn_output")
+            return attn_output
+          end, q, k, v)]]
+end
+local written_out = eager_attention('F.softmax(attn_weights, -1, { dtype = "float32" })', "F.keep_in_layer")
+
+describe("eager attention written out with F.matmul, F.mask and F.repeat_kv", function()
+  local eager_recipes = {
+    { "attention=eager" },
+    { "attention=eager", "precision=amp-bf16", "micro_batch=3", "offload_activations=true" },
+    { "attention=eager", "precision=bf16", "checkpointing=full" },
+    { "attention=eager", "finetune=qlora", "lora_targets=all-linear", "precision=amp-bf16" },
+    { "attention=eager", "precision=amp-fp16", "finetune=freeze" },
+    { "attention=eager", "framework=deepspeed", "zero=3", "dp=4", "precision=mixed-bf16" },
+    { "attention=eager", "use_cache=false", "seq_len=100" },
+  }
+  for _, shape in ipairs({ { "GQA", 2 }, { "MQA", 1 }, { "MHA", 4 } }) do
+    local config = "hidden = 64, layers = 2, heads = 4, kv_heads = " .. shape[2] .. ", intermediate = 96, vocab = 100"
+    local _, built_in = pair("llama", config)
+    it("has the built-in eager attention's timeline byte for byte (" .. shape[1] .. ")", function()
+      for _, sets in ipairs(eager_recipes) do
+        local a, b = mutated(sdpa_call, written_out, sets, config), estimate(built_in, sets)
+        assert.are.equal(#b.timeline, #a.timeline, named(sets))
+        for i = 1, #b.timeline do assert.are.same(b.timeline[i], a.timeline[i], named(sets) .. ": event " .. i) end
+        assert.are.same(b, a)
+      end
+    end)
+  end
+  it("with Mistral's sliding-window mask (F.mask(\"sliding\")) has the built-in's timeline byte for byte", function()
+    local config = "hidden = 64, layers = 2, heads = 4, kv_heads = 2, intermediate = 96, vocab = 100, sliding_window = 24"
+    local _, built_in = pair("llama", config)
+    local sliding = written_out:gsub('F%.mask%("causal"%)', 'F.mask("sliding", { window = c.sliding_window })')
+    local changes = { { sdpa_call, sliding }, { "sliding_window = 0,", "sliding_window = c.sliding_window," } }
+    for _, sets in ipairs({ { "attention=eager", "seq_len=64" }, { "attention=eager", "precision=amp-bf16", "seq_len=16" },
+                            { "attention=eager", "precision=bf16", "checkpointing=full", "seq_len=64" } }) do
+      local a, b = mutated(changes, nil, sets, config), estimate(built_in, sets)
+      assert.are.same(b.timeline, a.timeline, named(sets))
+      assert.are.same(b, a)
+    end
+    -- the causal mask in its place differs (LlamaModel's triu copy)
+    local causal = mutated({ { sdpa_call, written_out }, changes[2] }, nil, { "attention=eager", "seq_len=64" }, config)
+    assert.are_not.same(estimate(built_in, { "attention=eager", "seq_len=64" }).timeline, causal.timeline)
+  end)
+  it("fails when what it keeps changes: the probabilities not kept by the layer, softmax without its dtype", function()
+    local _, built_in = pair("llama", "hidden = 64, layers = 2, heads = 4, kv_heads = 2, intermediate = 96, vocab = 100")
+    -- (checkpointed: the first forward saves nothing, what the layer keeps shows)
+    local sets = { "attention=eager", "precision=bf16", "checkpointing=full" }
+    local b = estimate(built_in, sets)
+    assert.are.same(b.timeline, mutated(sdpa_call, written_out, sets).timeline)
+    local not_kept = eager_attention('F.softmax(attn_weights, -1, { dtype = "float32" })', "")
+    assert.are_not.same(b.timeline, mutated(sdpa_call, not_kept, sets).timeline)
+    local no_dtype = eager_attention("F.softmax(attn_weights, -1)", "F.keep_in_layer")
+    assert.are_not.same(b.timeline, mutated(sdpa_call, no_dtype, sets).timeline)
   end)
 end)
 
@@ -336,6 +415,15 @@ describe("a bad block", function()
       "sdpa: k and v need one number of heads that divides q's (2, 4, 4)")
     check("local q = x:view(-1, 16):transpose(1, 2) local y = F.sdpa(q, q, q) return y",
       "sdpa: only causal attention (is_causal = true) is in the vocabulary yet")
+  end)
+  it("names matmuls and masks it cannot model", function()
+    check("local q = x:view(-1, 16):transpose(1, 2) local y = F.matmul(q, q) return y",
+      "matmul: of q and k:transpose(2, 3), or of the scores and v")
+    check("local q = x:view(-1, 16):transpose(1, 2) local k = p.up(x):view(-1, 16):transpose(1, 2) "
+      .. "local y = F.matmul(q, k:transpose(2, 3)) return y", "matmul: the operands have 4 and 2 heads (F.repeat_kv first)")
+    check('local m = F.mask("diagonal") return x', "mask: kind must be causal, sliding, padded or bool (got diagonal)")
+    check("local q = x:view(-1, 16):transpose(1, 2) local w = F.matmul(q, q:transpose(2, 3)) "
+      .. 'local y = F.masked_fill(w, F.mask("causal")) return y', "masked_fill: takes a bool mask")
   end)
   it("names a declaration it cannot read", function()
     local err = bad_block("return x", '{ "up", linear = 64 }')

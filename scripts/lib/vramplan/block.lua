@@ -78,6 +78,11 @@ local function view_of(t, width, fields)
   return v
 end
 
+-- The width of a last dimension that is the keys' length (attention
+-- scores [b, heads, s, keys]: the step's sequence and any cached prefix),
+-- known only when the step runs.
+local SEQ = "seq"
+
 -- Records one primitive; returns its output tensor (split into heads as
 -- `like` is, if given: elementwise results keep their input's layout).
 local function record(prim, args, fields, width, split, label, like)
@@ -89,7 +94,8 @@ local function record(prim, args, fields, width, split, label, like)
   local out = new_value(trace, width, split, like)
   -- "" names the op by the block's name alone
   local instr = { prim = prim, args = {}, out = out.id, label = trace.name .. (label ~= "" and "." .. label or ""),
-                  out_width = width, out_split = split or false }
+                  out_width = width ~= SEQ and width or nil, out_split = split or false,
+                  scores_heads = width == SEQ and like and rawget(like, "heads") or nil }
   for k, v in pairs(fields or {}) do instr[k] = v end
   for i, a in ipairs(args) do instr.args[i] = a.id end
   trace.entries[#trace.entries + 1] = { instr = instr }
@@ -122,6 +128,9 @@ end
 
 local F = {}
 
+local dtype_names = { float32 = "fp32", fp32 = "fp32", float = "fp32", bfloat16 = "bf16", bf16 = "bf16",
+                      float16 = "fp16", fp16 = "fp16", half = "fp16" }
+
 local function binary(prim, scalar_prim, label)
   return function(a, b, opts)
     if type(a) == "number" then a, b = b, a end
@@ -140,7 +149,24 @@ local function binary(prim, scalar_prim, label)
 end
 
 F.mul = binary("mul", "scale", "mul")
-F.add = binary("add", "shift", "add")
+local plain_add = binary("add", "shift", "add")
+
+local function is_mask(t) return is_tensor(t) and rawget(t, "mask") ~= nil end
+
+-- scores + mask: eager attention's additive mask (F.mask), broadcast over
+-- the heads; the sum in the promoted dtype.
+local function mask_add(scores, mask, opts)
+  check_tensor(scores, "add")
+  if mask.mask == "bool" then fail("add: a bool mask is applied with F.masked_fill(scores, mask)") end
+  if scores.width ~= SEQ then fail("add: a mask is added to attention scores [b, heads, s, keys] (F.matmul's)") end
+  return (record("mask_add", { scores, mask }, nil, SEQ, scores.split, label_of(opts, "add"), scores))
+end
+
+F.add = function(a, b, opts)
+  if is_mask(b) then return (mask_add(a, b, opts)) end
+  if is_mask(a) then return (mask_add(b, a, opts)) end
+  return (plain_add(a, b, opts))
+end
 -- t - number passes the gradient through as t + number does; number - t
 -- and t - u give the subtrahend -grad, a tensor of its own: not yet
 local minus_number = binary("add", "shift", "sub")
@@ -171,10 +197,19 @@ end
 -- F.softmax(x, -1), F.log_softmax(x, -1): over the last dimension, in fp32
 -- under autocast (its fp32 list), keeping their output. (softmax's dtype
 -- argument: x:float() first.)
+-- F.softmax(x, -1, { dtype = "float32" }): softmax's dtype argument, which
+-- autocast leaves alone: x converted to fp32 first (not fp16 on CUDA).
 for _, fn in ipairs({ "softmax", "log_softmax" }) do
   F[fn] = function(a, dim, opts)
     check_tensor(a, fn)
     if dim ~= -1 then fail("%s: only over the last dimension (dim = -1) yet", fn) end
+    local dtype = type(opts) == "table" and opts.dtype or nil
+    if dtype ~= nil then
+      if fn ~= "softmax" or dtype_names[dtype] ~= "fp32" then fail("%s: a dtype argument of float32 only yet", fn) end
+      local label = label_of({ label = opts.label }, fn)
+      return (record("softmax_fp32", { a }, { aux = { tracing.name .. "." .. label .. "_upcast" } }, a.width, a.split,
+        label, a))
+    end
     return (record("unary", { a }, { fn = fn }, a.width, a.split, label_of(opts, fn), a))
   end
 end
@@ -208,8 +243,6 @@ end
 F.mean = reduction("mean")
 F.sum = reduction("sum")
 
-local dtype_names = { float32 = "fp32", fp32 = "fp32", float = "fp32", bfloat16 = "bf16", bf16 = "bf16",
-                      float16 = "fp16", fp16 = "fp16", half = "fp16" }
 
 -- x.to(dtype): dtype a name ("float32", "bf16", ...) or another tensor's
 -- x.dtype (known only when the step runs).
@@ -228,7 +261,7 @@ function F.float(a, opts) return (F.to(a, "float32", opts)) end
 function F.dropout(a, p, opts)
   check_tensor(a, "dropout")
   if type(p) ~= "number" or p < 0 or p >= 1 then fail("dropout: p must be a number in [0, 1)") end
-  return (record("dropout", { a }, { number = p }, a.width, a.split, label_of(opts, "dropout")))
+  return (record("dropout", { a }, { number = p }, a.width, a.split, label_of(opts, "dropout"), a))
 end
 
 -- torch.split(t, sizes, dim=-1): views of the given widths.
@@ -454,21 +487,34 @@ function F.view(t, ...)
 end
 F.reshape = F.view
 
--- x:transpose(1, 2): [b, s, heads, d] as [b, heads, s, d] and back (a view).
+-- x:transpose(1, 2): [b, s, heads, d] as [b, heads, s, d] and back (a view);
+-- k:transpose(2, 3) (or (-2, -1)) of [b, heads, s, d] keys: the operand of
+-- q @ k^T (F.matmul).
 function F.transpose(t, d0, d1)
   check_heads(t, "transpose")
-  if not ((d0 == 1 and d1 == 2) or (d0 == 2 and d1 == 1)) then
-    fail("transpose: only of the sequence and the heads (1, 2) yet")
+  if (d0 == 2 and d1 == 3) or (d0 == 3 and d1 == 2) or (d0 == -2 and d1 == -1) or (d0 == -1 and d1 == -2) then
+    if not t.heads_first or t.width == SEQ then fail("transpose(2, 3): of [b, heads, s, d] keys (transpose(1, 2) first)") end
+    local fields = { heads = t.heads, heads_first = true, stored_heads_first = t.stored_heads_first,
+                     strided = t.strided, keys_transposed = not t.keys_transposed or nil }
+    return view_of(t, t.width, fields)
   end
+  if not ((d0 == 1 and d1 == 2) or (d0 == 2 and d1 == 1)) then
+    fail("transpose: only of the sequence and the heads (1, 2), or of a head's last two dimensions (2, 3) yet")
+  end
+  if t.keys_transposed then fail("transpose(1, 2): of keys transposed (2, 3): not in the vocabulary yet") end
   return view_of(t, t.width, { heads = t.heads, heads_first = not t.heads_first,
                                stored_heads_first = t.stored_heads_first })
 end
 
--- x:contiguous(): x itself when its storage lies as its shape says.
-function F.contiguous(t)
+-- x:contiguous(): x itself when its storage lies as its shape says, else a
+-- copy (attn_output.transpose(1, 2).contiguous()).
+function F.contiguous(t, opts)
   check_tensor(t, "contiguous")
-  if t.heads and t.heads_first ~= t.stored_heads_first then
-    fail("contiguous: a copy of a transposed tensor is not in the vocabulary yet")
+  if t.heads and (t.heads_first ~= t.stored_heads_first or t.strided) then
+    if t.keys_transposed or t.width == SEQ then fail("contiguous: a copy of transposed keys or scores is not in the vocabulary yet") end
+    local out = record("copy", { t }, nil, t.width, t.split, label_of(opts, "contiguous"), t)
+    out.stored_heads_first, out.strided = t.heads_first, nil
+    return out
   end
   return t
 end
@@ -562,6 +608,114 @@ function F.sdpa(q, k, v, opts)
   return out
 end
 
+-- Eager attention written out, as transformers' eager_attention_forward
+-- reads (modeling_llama.py, 4.48-4.52):
+--   key_states = repeat_kv(key, module.num_key_value_groups)      F.repeat_kv(k, n)
+--   attn_weights = torch.matmul(query, key_states.transpose(2, 3)) * scaling
+--                                                                  F.matmul(q, k:transpose(2, 3)) * scaling
+--   attn_weights = attn_weights + causal_mask                      + F.mask("causal")
+--   attn_weights = softmax(attn_weights, dim=-1, dtype=torch.float32).to(query.dtype)
+--   attn_weights = dropout(attn_weights, p=dropout)
+--   attn_output = torch.matmul(attn_weights, value_states)         F.matmul(w, v)
+--   attn_output = attn_output.transpose(1, 2).contiguous()         (a copy)
+-- The scores' last dimension is the keys' length (the step's sequence),
+-- known when the step runs. docs/writing-blocks.md, step 5.
+
+-- F.repeat_kv(x, n): transformers' repeat_kv of [b, kv_heads, s, d] keys or
+-- values: n copies of each head (expand and reshape: a copy, or with one
+-- key/value head per rank a view).
+function F.repeat_kv(t, n, opts)
+  check_heads(t, "repeat_kv")
+  if not t.heads_first then fail("repeat_kv: of [b, kv_heads, s, d] (transpose(1, 2) first)") end
+  if math.type(n) ~= "integer" or n < 1 then fail("repeat_kv: the repeats must be a whole number") end
+  local out = record("repeat_kv", { t }, { times = n, kv_heads = t.heads }, t.width, t.split,
+    label_of(opts, "repeat_kv"), t)
+  out.heads, out.strided = t.heads * n, t.strided
+  return out
+end
+
+-- F.matmul(a, b, { label = ..., operands = { "q", "k" } }): torch.matmul
+-- of q [b, heads, s, d] and k:transpose(2, 3) (the scores [b, heads, s,
+-- keys]), or of the scores and v [b, heads, keys, d]; autocast's casts and
+-- matmul's batch-fold copies are named NAME_cast and NAME_reshape after
+-- the operands.
+function F.matmul(a, b, opts)
+  check_heads(a, "matmul")
+  check_heads(b, "matmul")
+  opts = opts or {}
+  if type(opts) ~= "table" then fail("matmul: options must be a table") end
+  if not a.heads_first or not b.heads_first then
+    fail("matmul: of [b, heads, s, d] tensors (transpose(1, 2) first)")
+  end
+  if a.heads ~= b.heads then fail("matmul: the operands have %d and %d heads (F.repeat_kv first)", a.heads, b.heads) end
+  if a.split ~= b.split then fail("matmul: the operands must be split over tensor-parallel ranks alike") end
+  local width, head
+  if b.keys_transposed then
+    if a.width == SEQ or a.width ~= b.width then
+      fail("matmul: q's head width (%s) against the keys' (%s)", tostring(a.width), tostring(b.width))
+    end
+    width, head = SEQ, a.width
+  else
+    if a.width ~= SEQ then fail("matmul: of q and k:transpose(2, 3), or of the scores and v") end
+    if b.width == SEQ then fail("matmul: the second operand must be [b, heads, keys, d]") end
+    width, head = b.width, b.width
+  end
+  local names = opts.operands or { "a", "b" }
+  if type(names) ~= "table" or type(names[1]) ~= "string" or type(names[2]) ~= "string" then
+    fail("matmul: operands = { \"q\", \"k\" } names the two operands' inner events")
+  end
+  local prefix = tracing.name .. "."
+  local fields = { width = head, b_transposed = b.keys_transposed == true, a_contiguous = contiguous_heads_first(a),
+                   b_contiguous = contiguous_heads_first(b), a_gaps = a.strided, b_gaps = b.strided,
+                   scores_heads = a.heads,
+                   aux = { prefix .. names[1] .. "_cast", prefix .. names[2] .. "_cast",
+                           prefix .. names[1] .. "_reshape", prefix .. names[2] .. "_reshape" } }
+  local out = record("matmul", { a, b }, fields, width, a.split, label_of({ label = opts.label }, "matmul"), a)
+  out.heads, out.heads_first, out.stored_heads_first, out.strided = a.heads, true, true, nil
+  return out
+end
+
+local mask_kinds = { causal = true, sliding = true, padded = true, bool = true }
+
+-- F.mask(kind, { window = n }): the mask eager attention applies, [b, 1, s,
+-- keys], made once per step as transformers' models make it for eager
+-- attention: "causal" (LlamaModel's additive mask), "sliding" (MistralModel's,
+-- with a sliding window of `window` keys), "padded" (from an all-ones
+-- padding mask: cloned to the batch), "bool" (a bool mask for masked_fill:
+-- BLOOM's). An additive mask is added (scores + mask), a bool one applied
+-- with F.masked_fill.
+function F.mask(kind, opts)
+  if not mask_kinds[kind] then fail("mask: kind must be causal, sliding, padded or bool (got %s)", tostring(kind)) end
+  opts = opts or {}
+  local window = opts.window or 0
+  if kind == "sliding" and (math.type(window) ~= "integer" or window < 1) then
+    fail("mask: a sliding mask needs its window: F.mask(\"sliding\", { window = 4096 })")
+  end
+  local out = record("mask", {}, { kind = kind, width = kind == "sliding" and window or nil }, SEQ, false,
+    label_of({ label = opts.label }, "mask"))
+  out.mask = kind
+  return out
+end
+
+-- F.masked_fill(scores, mask): scores.masked_fill(mask, finfo.min) with a
+-- bool mask, a new tensor.
+function F.masked_fill(scores, mask, opts)
+  check_tensor(scores, "masked_fill")
+  if not is_mask(mask) or mask.mask ~= "bool" then fail("masked_fill: takes a bool mask (F.mask(\"bool\"))") end
+  if scores.width ~= SEQ then fail("masked_fill: of attention scores [b, heads, s, keys] (F.matmul's)") end
+  return (record("masked_fill", { scores, mask }, nil, SEQ, scores.split, label_of(opts, "masked_fill"), scores))
+end
+
+-- F.keep_in_layer(t): the decoder layer keeps t until it returns (its
+-- self_attn_weights, the probabilities eager attention returns).
+function F.keep_in_layer(t)
+  check_tensor(t, "keep_in_layer")
+  local trace = tracing
+  trace.calls = (trace.calls or 0) + 1
+  trace.entries[#trace.entries + 1] = { instr = { prim = "layer_keep", args = { t.id }, label = trace.name } }
+  return t
+end
+
 -- F.linear(x, p.name): the declared linear layer (weight and bias).
 function F.linear(x, m, opts)
   check_tensor(x, "linear")
@@ -644,7 +798,8 @@ local methods = {
   contiguous = F.contiguous, select = F.select, softmax = F.softmax, log_softmax = F.log_softmax,
 }
 local own_fields = { id = true, width = true, split = true, trace = true, heads = true, heads_first = true,
-                     stored_heads_first = true, strided = true, vector = true, zero_dim = true }
+                     stored_heads_first = true, strided = true, vector = true, zero_dim = true, keys_transposed = true,
+                     mask = true }
 tensor_meta.__index = function(t, k)
   if own_fields[k] then return nil end -- an unknown width
   if k == "dtype" then return setmetatable({ of = t }, dtype_meta) end
