@@ -51,6 +51,12 @@ def diff(**kw):
     return dict(cfg, model_type="diff_transformer", head_dim=cfg["hidden_size"] // cfg["num_attention_heads"] // 2)
 
 
+def own_names(**kw):
+    """LLaMA whose MLP is a user's Lua block with projections of its own
+    names (tests/torch/blocks/own_names.lua): LoRA targets them by name."""
+    return dict(llama(**kw), lua_blocks="own_names", mlp_names=["my_gate", "my_up", "my_proj"])
+
+
 def mamba2(h=64, layers=2, vocab=256, state=16, expand=2, head_dim=16, groups=1, chunk=16, tied=True):
     """Mamba-2 (transformers' Mamba2Config keys; tests/torch/models/mamba2.py
     runs Mamba2Mixer.torch_forward): vramplan's model is
@@ -280,6 +286,9 @@ CASES = [
     ("diff amp-bf16 GQA lora all-linear", diff(heads=4, kv=2), recipe("amp-bf16", b=3, finetune="lora",
                                                                        lora_targets="all-linear")),
     ("diff amp-bf16 MQA one sequence", diff(heads=4, kv=1), recipe("amp-bf16", b=1)),
+    ("own names lora amp-bf16", own_names(), recipe("amp-bf16", finetune="lora", lora_targets="q_proj,my_gate,my_proj")),
+    ("own names lora fp32 checkpointed", own_names(layers=3), recipe(ckpt="full", finetune="lora",
+                                                                     lora_targets="my_up,my_proj")),
     ("gpt2 fp32 dropout", gpt2(), recipe()),
     ("gpt2 fp32 no dropout", gpt2(dropout=0.0), recipe()),
     ("gpt2 bf16", gpt2(), recipe("bf16")),
@@ -1313,9 +1322,9 @@ def measure(cases, workdir):
 
 def lua_model(config):
     """A model with no Hugging Face config of its own (the DIFF Transformer,
-    Mamba-2) as the Lua model script vramplan reads: llama with the
-    diff_transformer Lua blocks (models/blocks/), or
-    models/examples/arch/mamba2.lua."""
+    Mamba-2, a user's blocks) as the Lua model script vramplan reads: llama
+    with the diff_transformer Lua blocks (models/blocks/) or the user's
+    (tests/torch/blocks/), or models/examples/arch/mamba2.lua."""
     if config["model_type"] == "mamba2":
         fields = {"hidden": config["hidden_size"], "layers": config["num_hidden_layers"],
                   "vocab": config["vocab_size"], "state": config["state_size"], "conv": config["conv_kernel"],
@@ -1326,18 +1335,24 @@ def lua_model(config):
     fields = {"hidden": config["hidden_size"], "layers": config["num_hidden_layers"],
               "heads": config["num_attention_heads"], "kv_heads": config["num_key_value_heads"],
               "intermediate": config["intermediate_size"], "vocab": config["vocab_size"],
-              "tie_embeddings": config["tie_word_embeddings"], "head_dim": config["head_dim"],
-              "lua_blocks": "diff_transformer"}
+              "tie_embeddings": config["tie_word_embeddings"]}
+    if config["model_type"] == "diff_transformer":
+        fields.update(head_dim=config["head_dim"], lua_blocks="diff_transformer")
+    else:
+        fields.update(lua_blocks=config["lua_blocks"])
     body = ", ".join(f"{k} = {json.dumps(v)}" for k, v in fields.items())
     return f'return llama {{ name = "{config["model_type"]}", {body} }}\n'
 
 
 def engine(name, config, rec, workdir):
-    lua = config["model_type"] in ("diff_transformer", "mamba2")
+    lua = config["model_type"] in ("diff_transformer", "mamba2") or "lua_blocks" in config
     cfg_path = os.path.join(workdir, name.replace(" ", "_") + (".lua" if lua else ".json"))
     arch = os.path.join(workdir, "arch")  # looked for beside the model script
     if config["model_type"] == "mamba2" and not os.path.exists(arch):
         os.symlink(os.path.join(ROOT, "models", "examples", "arch"), arch)
+    blocks = os.path.join(workdir, "blocks")  # likewise
+    if "lua_blocks" in config and not os.path.exists(blocks):
+        os.symlink(os.path.join(HERE, "blocks"), blocks)
     with open(cfg_path, "w") as f:
         f.write(lua_model(config)) if lua else json.dump(config, f)
     cmd = [os.path.join(ROOT, "build", "vramplan"), "estimate", cfg_path, "--json",

@@ -283,6 +283,12 @@ class LlamaMLP(nn.Module):
             self.up_proj = nn.Linear(h, f, bias=bias)
         self.down_proj = nn.Linear(f, h, bias=bias)
         self.act = cfg.get("hidden_act", "silu")
+        # a Lua block's own names for gate_proj, up_proj, down_proj (compare.py's own_names)
+        self.names = ("gate_proj", "up_proj", "down_proj")
+        if cfg.get("mlp_names"):
+            for old, new in zip(self.names, cfg["mlp_names"]):
+                self._modules[new] = self._modules.pop(old)
+            self.names = tuple(cfg["mlp_names"])
 
     def forward(self, ac, x):
         if self.fused:
@@ -292,6 +298,7 @@ class LlamaMLP(nn.Module):
             up_states = up_states * activation(ac, self.act, gate)
             return linear(ac, up_states, self.down_proj.weight, self.down_proj.bias)
         # down_proj = self.down_proj(self.act_fn(self.gate_proj(x)) * self.up_proj(x))
-        return linear(ac, activation(ac, self.act, linear(ac, x, self.gate_proj.weight, self.gate_proj.bias))
-                      * linear(ac, x, self.up_proj.weight, self.up_proj.bias),
-                      self.down_proj.weight, self.down_proj.bias)
+        gate_proj, up_proj, down_proj = (getattr(self, name) for name in self.names)
+        return linear(ac, activation(ac, self.act, linear(ac, x, gate_proj.weight, gate_proj.bias))
+                      * linear(ac, x, up_proj.weight, up_proj.bias),
+                      down_proj.weight, down_proj.bias)
