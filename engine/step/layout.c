@@ -637,7 +637,36 @@ static vp_t rerun_alias(vp_step *step, vp_t x, const char *label) {
     return y;
 }
 
+/* DeepSpeed's hooks sit on every module inside the checkpointed function,
+ * so a non-reentrant rerun (torch.utils.checkpoint's unpack hook, inside
+ * the layer's backward) fires them (parameter_offload.py and
+ * partitioned_param_coordinator.py, DeepSpeed 0.16-0.19): each module's
+ * pre-forward hook gathers what is not gathered (in a call of several
+ * layers, those whose backward has not begun; the layer being unpacked was
+ * gathered by its pre-backward hooks) and its post-forward hook partitions
+ * it (param.data = empty), but the rerun's saved tensors hold the gathered
+ * storage until the layer's backward unpacks them: trainable parameters
+ * saved detached (torch/utils/checkpoint.py, the recomputation's pack hook),
+ * frozen ones not partitioned in a rerun at all (deepspeedai/DeepSpeed
+ * #8148; before it torch >= 2.1 raises CheckpointError there). So a layer
+ * the rerun reaches stays gathered from the rerun to its backward. The
+ * rerun's graph is dropped, and with it the PostBackwardFunctionModule
+ * nodes its hooks made; the count they add is reset by the next forward
+ * call of the module's hook (ds_grads_remaining = 0 in
+ * _post_backward_module_hook, deepspeedai/DeepSpeed 042b847a, 2026), so
+ * each module is released after its backward as in a plain step (0.16's
+ * hook reset it only once, and leaked: #8481). Layer by layer, as the
+ * reentrant rerun: a module the rerun partitioned is gathered again for its
+ * backward beside its rerun copy, one module's parameters more for a
+ * moment, which the layer's granularity does not show. */
+static void rerun_gather(vp_step *step, unsigned layer) {
+    vp_layer_hook *h = hook_of(step, layer);
+    if (!h->gathered) gather_layer(h, 0);
+}
+
 vp_t vp_layout_layer_start(vp_step *step, vp_t x, unsigned layer) {
+    if (hooks_around_layer(step) && step->priv->frame_rerun && forward_prefetch(step) && step->priv->plan.gather)
+        rerun_gather(step, layer);
     if (hooks_around_layer(step) && step->priv->frame_rerun && vp_at(&step->sim, x)->requires_grad)
         return rerun_alias(step, x, "layer.start");
     if (!hooks_around_layer(step) || step->priv->frame_rerun) {
