@@ -743,7 +743,7 @@ static double data_parallel_time(const vp_model *model, const vp_recipe *r, cons
     bool gather_params = traffic.gathers_params, sharded_states = traffic.shards_states, overlaps = traffic.overlaps;
     double exposed = 0;
     if (gather_params) {
-        unsigned shard = r->fsdp == VP_FSDP_HYBRID_SHARD && r->fsdp_shard_size ? r->fsdp_shard_size : dp;
+        unsigned shard = vp_framework_shard_group(r);
         /* ZeRO-3 / FSDP: every micro-batch gathers the weights for its
          * forward, again for a recomputed forward and for its backward, and
          * reduce-scatters its gradients (DeepSpeed reduces every
