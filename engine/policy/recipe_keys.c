@@ -340,7 +340,7 @@ static const vp_recipe_key keys[] = {
     {UINT_KEY("zero", zero, 0, 3, 0), .doc = "DeepSpeed ZeRO stage 0-3 (framework deepspeed)"},
     {OPTION_KEY("fsdp", fsdp, vp_fsdp_names, VP_FSDP_NONE),
      .doc = "FSDP's sharding strategy (framework fsdp) [full_shard]"},
-    {UINT_KEY("fsdp_shard_size", fsdp_shard_size, 1, 1 << 20, 0),
+    {UINT_KEY("fsdp_shard_size", fsdp_shard_size, 1, 1 << 20, 0), .hidden = true,
      .doc = "ranks one model is sharded over: with fsdp = hybrid_shard, or with framework fsdp2 (HSDP: replicated "
             "over dp / fsdp_shard_size; torchtitan's data_parallel_shard_degree) [dp]"},
     /* torchtitan's apply_fsdp (torchtitan/parallelisms/parallelize_llama.py):

@@ -122,11 +122,12 @@ describe("torchtitan's names", function()
     local r = estimate("--set", "parallelism.data_parallel_replicate_degree=2", "--set",
       "parallelism.data_parallel_shard_degree=3", "--set", "training.enable_cpu_offload=true")
     assert.are.equal(6, r.recipe.dp)
-    assert.are.equal(3, r.recipe.fsdp_shard_size)
     assert.are.equal("cpu", r.recipe.offload_params)
+    -- sharded over 3 (fsdp_shard_size, a key the echo does not show)
+    assert.are.equal(16 * rank_shard(3), r.host.cpu_bytes_per_rank)
     -- the shard degree -1 (torchtitan's default): the ranks dp leaves
-    r = estimate("--set", "dp=8", "--set", "parallelism.data_parallel_replicate_degree=4")
-    assert.are.equal(2, r.recipe.fsdp_shard_size)
+    r = estimate("--set", "dp=6", "--set", "parallelism.data_parallel_replicate_degree=2")
+    assert.are.equal(4 * rank_shard(3), r.per_gpu.params_bytes)
   end)
 
   it("refuse what does not hold together", function()
