@@ -13,3 +13,8 @@ const vp_framework_kind *vp_framework_at(unsigned index) {
 }
 
 const vp_framework_kind *vp_framework_of(const vp_recipe *recipe) { return registry[recipe->framework]; }
+
+unsigned vp_framework_shard_group(const vp_recipe *r) {
+    if (vp_framework_of(r)->hsdp && r->fsdp_shard_size) return r->fsdp_shard_size;
+    return vp_shard_group(r);
+}

@@ -72,6 +72,9 @@ typedef struct vp_framework_kind {
     bool dtensor_tp;
     bool bucketed_grads;      /* gradients live in its own buffers (buckets, shards): never kept as .grad */
     bool layer_units;         /* each layer is a unit with its own hooks (FSDP's wrapping) */
+    /* fsdp_shard_size without a strategy key: HSDP over a 2-D mesh,
+     * sharded over that many ranks, replicated over dp / it (FSDP2) */
+    bool hsdp;
     /* ZeRO-3's parameter coordinator: prefetches stage3_prefetch_bucket_size
      * elements ahead, in the forward too */
     bool param_coordinator;
@@ -92,5 +95,9 @@ const vp_framework_kind *vp_framework_at(unsigned index);
 
 /* The recipe's framework. */
 const vp_framework_kind *vp_framework_of(const vp_recipe *recipe);
+
+/* The ranks a parameter is sharded over: vp_shard_group, or FSDP2's
+ * shard dimension under HSDP (fsdp_shard_size). */
+unsigned vp_framework_shard_group(const vp_recipe *r);
 
 #endif

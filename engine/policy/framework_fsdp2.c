@@ -55,8 +55,15 @@ static const char *plan_fsdp2(const vp_recipe *r, const vp_precision *p, vp_shar
     if (r->fsdp != VP_FSDP_NONE)
         return "fsdp: FSDP1's sharding strategies need framework = \"fsdp\"; fsdp2 shards over dp, "
                "reshard_after_forward says when";
-    if (r->offload_optimizer || r->offload_params)
-        return "offload_params: framework = fsdp2 with CPUOffloadPolicy is not modelled yet";
+    /* CPUOffloadPolicy is one switch: parameters, gradients and optimizer
+     * states together (torchtitan's training.enable_cpu_offload) */
+    if (r->offload_optimizer)
+        return "offload_optimizer: with framework = fsdp2, offload is offload_params = cpu (CPUOffloadPolicy: "
+               "parameters, gradients and optimizer states)";
+    if (r->offload_params == VP_OFFLOAD_NVME) return "offload_params: FSDP2's CPUOffloadPolicy offloads to the CPU only";
+    if (r->offload_params && r->pp > 1)
+        return "offload_params: CPUOffloadPolicy in a pipeline stage (gradients accumulated on the host) is not "
+               "modelled";
     if (vp_finetune_method_of(r)->quantizes_base)
         return "method: a quantized base with framework = fsdp2 is not modelled yet";
     /* with tp (torchtitan's 2-D mesh: apply_tp, then fully_shard over the
@@ -67,7 +74,19 @@ static const char *plan_fsdp2(const vp_recipe *r, const vp_precision *p, vp_shar
      * below pads ceil(local dim 0 / dp) rows */
     /* with cp, torchtitan's FSDP mesh is dp_shard_cp: dp x cp ranks
      * (parallelize_llama: apply_fsdp over world_mesh["dp_shard_cp"]) */
-    unsigned n = r->dp * (r->cp ? r->cp : 1);
+    /* HSDP (torchtitan's data_parallel_replicate_degree: fully_shard over a
+     * (replicate, shard) mesh): parameters Shard(0) over the shard
+     * dimension, replicated over the other; each unit's reduce-scatter over
+     * the shard group, then its output all-reduced over the replicas in
+     * place (foreach_reduce, _fsdp_collectives.py, torch 2.6: dist.all_reduce
+     * on reduce_output, which becomes the sharded gradient in the reduce
+     * dtype, fp32 as the sharded parameters): no buffer beyond FSDP's over
+     * the shard group. The replicas' all-reduce is traffic (steptime.c) and
+     * a second data-parallel communicator (estimate.c). */
+    unsigned group = r->fsdp_shard_size ? r->fsdp_shard_size : r->dp;
+    if (r->fsdp_shard_size && (r->fsdp_shard_size > r->dp || r->dp % r->fsdp_shard_size))
+        return "fsdp_shard_size: HSDP needs a shard group that divides dp (dp = replicas x fsdp_shard_size)";
+    unsigned n = group * (r->cp ? r->cp : 1);
     plan->shards = (vp_shards){n, n, n};
     plan->gather = n > 1;
     plan->grads = n > 1 ? VP_GRADS_UNIT : VP_GRADS_KEEP;
@@ -81,6 +100,19 @@ static const char *plan_fsdp2(const vp_recipe *r, const vp_precision *p, vp_shar
     plan->keeps_gathered = !r->reshard_after_forward;
     plan->collective_buffers = n > 1;
     plan->keeps_last_block = true;
+    /* fully_shard(offload_policy=CPUOffloadPolicy(pin_memory=...)), torch
+     * 2.6: the sharded parameters live on the CPU (FSDPParam
+     * _init_sharded_param: moved to CPU, pinned with pin_memory), each
+     * all-gather first copies them to the GPU (all_gather_inputs:
+     * sharded_param_data.to(device)), each reduce-scattered gradient shard
+     * goes to the CPU and its GPU output is dropped (foreach_reduce:
+     * new_sharded_grad.to("cpu")), and the optimizer steps on the CPU;
+     * pin_memory only decides whether the copies can overlap */
+    if (r->offload_params == VP_OFFLOAD_CPU) {
+        plan->params_on_host = true;
+        plan->states_on_host = true;
+        plan->grads_on_host = n > 1;
+    }
     if (r->pp > 1 && n > 1) {
         /* torchtitan's apply_fsdp with pp: reshard_after_forward=False for
          * every block and the root (parallelize_llama.py at 9dec370; the
@@ -123,6 +155,7 @@ const vp_framework_kind vp_framework_fsdp2 = {
     .python_locals = true,
     .bucketed_grads = true,
     .layer_units = true,
+    .hsdp = true,
     .dtensor_tp = true,
     .context_parallel = true,
     .sdpa_ring = true,

@@ -375,7 +375,8 @@ static const vp_recipe_key keys[] = {
     {OPTION_KEY("fsdp", fsdp, vp_fsdp_names, VP_FSDP_NONE),
      .doc = "FSDP's sharding strategy (framework fsdp) [full_shard]"},
     {UINT_KEY("fsdp_shard_size", fsdp_shard_size, 1, 1 << 20, 0), .hidden = true,
-     .doc = "ranks one model is sharded over with hybrid_shard"},
+     .doc = "ranks one model is sharded over: with fsdp = hybrid_shard, or with framework fsdp2 (HSDP: replicated "
+            "over dp / fsdp_shard_size; torchtitan's data_parallel_shard_degree) [dp]"},
     /* torchtitan's apply_fsdp (torchtitan/parallelisms/parallelize_llama.py):
      * reshard_after_forward=True for every block but the last */
     {BOOL_KEY("reshard_after_forward", reshard_after_forward, true), .applies = with_fsdp2,
@@ -397,7 +398,8 @@ static const vp_recipe_key keys[] = {
     {OPTION_KEY("offload_optimizer", offload_optimizer, vp_offload_names, VP_OFFLOAD_NONE),
      .doc = "DeepSpeed's optimizer offload (master weights, states, fp32 gradients)"},
     {OPTION_KEY("offload_params", offload_params, vp_offload_names, VP_OFFLOAD_NONE),
-     .doc = "ZeRO-3 parameter offload, FSDP's CPUOffload"},
+     .doc = "ZeRO-3 parameter offload, FSDP's CPUOffload, FSDP2's CPUOffloadPolicy (parameters, gradients and "
+            "optimizer states)"},
     /* DeepSpeed's defaults (deepspeed/runtime/zero/config.py): 5e8, 5e8, 5e7 */
     {ELEMENTS_KEY("reduce_bucket_size", reduce_bucket_size, 1, 1e12, 5e8),
      .doc = "DeepSpeed reduce bucket, elements [5e8]"},

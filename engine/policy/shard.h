@@ -41,6 +41,10 @@ typedef struct {
     bool states_on_nvme;
     bool params_on_host;      /* offload_params (ZeRO-3): the parameter shards in host memory */
     bool params_on_nvme;
+    /* FSDP2's CPUOffloadPolicy: each reduce-scattered gradient shard copied
+     * to the host at once and freed on the GPU; the all-gather copies each
+     * parameter shard to the GPU first (engine/step/layout.c) */
+    bool grads_on_host;
     bool master_grads;        /* the step first makes fp32 gradients of the shard (DeepSpeed, Megatron) */
     uint64_t bucket_bytes_per_param_byte; /* DDP: buckets as large as the gradients (0/1) */
     uint64_t backward_buffers; /* bytes of buffers alive during backward (DeepSpeed's IPG buckets) */
@@ -73,7 +77,8 @@ typedef struct {
  * layout does not hold together (zero with framework torch, ...). */
 const char *vp_shard_plan_make(const vp_recipe *recipe, const vp_precision *precision, vp_shard_plan *plan);
 
-/* The shard group's size: dp, or the HYBRID_SHARD group. */
+/* The shard group's size: dp, or the HYBRID_SHARD group (FSDP2's HSDP:
+ * vp_framework_shard_group). */
 static inline unsigned vp_shard_group(const vp_recipe *r) {
     return r->fsdp == VP_FSDP_HYBRID_SHARD && r->fsdp_shard_size ? r->fsdp_shard_size : r->dp;
 }

@@ -364,8 +364,5 @@ const char *vp_checkpoint_recipe_problem(const vp_recipe *recipe) {
     if ((framework->layer_units || recipe->fsdp != VP_FSDP_NONE) && recipe->checkpoint_every > 1)
         return "use_reentrant: false with FSDP is modelled for checkpointing = full (each layer its own "
                "checkpoint inside its FSDP unit, as accelerate wraps them)";
-    if (recipe->zero == 3)
-        return "use_reentrant: false is not yet modelled with ZeRO-3: DeepSpeed's gathers run in every module's "
-               "hooks, which an early-stopped rerun leaves half run";
     return NULL;
 }

@@ -3,6 +3,7 @@
 #include "estimate.h"
 
 #include "allocator.h"
+#include "framework.h"
 #include "run_phases.h"
 #include "shard.h"
 
@@ -56,13 +57,15 @@ static unsigned nccl_channels(const vp_recipe *r, const vp_gpu *gpu) {
 
 /* The communicators a rank takes part in: one per parallel dimension over
  * more than one rank (data, tensor, pipeline, context, expert), and a second
- * data-parallel one for FSDP's HYBRID_SHARD (its shard and replica groups). */
+ * data-parallel one for FSDP's HYBRID_SHARD and FSDP2's HSDP (its shard and
+ * replica groups). */
 static unsigned nccl_communicators(const vp_recipe *r) {
     unsigned dims[] = {r->dp, r->tp, r->pp, r->cp, r->ep};
     unsigned n = 0;
     for (size_t i = 0; i < sizeof dims / sizeof dims[0]; i++) n += dims[i] > 1;
-    unsigned group = vp_shard_group(r);
-    if (r->framework == VP_FRAMEWORK_FSDP && r->fsdp == VP_FSDP_HYBRID_SHARD && r->dp > 1 && group > 1 && group < r->dp)
+    unsigned group = vp_framework_shard_group(r);
+    bool hybrid = (r->framework == VP_FRAMEWORK_FSDP && r->fsdp == VP_FSDP_HYBRID_SHARD) || vp_framework_of(r)->hsdp;
+    if (hybrid && r->dp > 1 && group > 1 && group < r->dp)
         n++;
     return n;
 }

@@ -30,6 +30,7 @@ typedef struct vp_layer_hook {
      * of them lives now */
     uint64_t gather_slot, reduce_slot, gather_output, reduce_input;
     uint64_t cast_scratch; /* FSDP2's float8 all-gather: its largest weight shard's fp32 copies in the cast */
+    uint64_t host_copy;   /* FSDP2's CPUOffloadPolicy: its parameter shards copied to the GPU for the all-gather */
     uint64_t accumulated; /* FSDP2 in a pipeline: its unsharded gradients accumulated (defers_reduce) */
 } vp_layer_hook;
 
@@ -283,6 +284,9 @@ void vp_layout_resident(vp_step *step, const vp_t *leaves, unsigned n, unsigned 
         uint64_t state_bytes = vp_optimizer_state_bytes(step->priv->optimizer, step->recipe, &shape, states_dtype);
         bool paged = step->priv->optimizer->paged;
         place(step, VP_CAT_OPTIMIZER, state_bytes, repeat, host || paged, nvme, "optimizer state");
+        if (plan->grads_on_host) /* FSDP2's CPUOffloadPolicy: the sharded gradient on the host */
+            vp_layout_host(step, vp_bytes_of(plan->shard_grads_dtype, vp_layout_shard_numel(step, t, shards->grads)),
+                           repeat, false);
         if (plan->grads == VP_GRADS_BUCKET) {
             /* ZeRO-2/3's gradient partition (offloaded: fp32 on the host); DDP's
              * buckets the .grad views live in */
@@ -330,6 +334,32 @@ static uint64_t float8_cast_scratch(vp_step *step, const vp_t *leaves, unsigned 
         if (bytes > most) most = bytes;
     }
     return most;
+}
+
+/* FSDP2 with CPUOffloadPolicy: a unit's all-gather inputs are its
+ * parameters' shards copied to the GPU (FSDPParam.all_gather_inputs,
+ * _fsdp_param.py, torch 2.6: sharded_param_data.to(device, non_blocking=True)),
+ * in their resident dtype, all of the unit's made before
+ * foreach_all_gather copies them into the all-gather input and drops them.
+ * (The cast of each to param_dtype that follows, there without offload
+ * too, is not counted.) */
+static uint64_t host_copy_bytes(vp_step *step, const vp_t *leaves, unsigned n) {
+    const vp_shard_plan *plan = &step->priv->plan;
+    if (!plan->params_on_host || !plan->dim0_shards) return 0;
+    uint64_t total = 0;
+    for (unsigned i = 0; i < n; i++) {
+        const vp_tensor *t = leaves[i] ? vp_at(&step->sim, leaves[i]) : NULL;
+        if (!t || t->category != VP_CAT_PARAMS) continue;
+        vp_dtype resident = t->dtype != plan->gather_dtype ? (vp_dtype)t->dtype : plan->params_dtype;
+        total += vp_bytes_of(resident, vp_layout_shard_numel(step, t, plan->shards.params));
+    }
+    return total;
+}
+
+/* A transient the size of `bytes`: made and dropped at once. */
+static void scratch(vp_step *step, uint64_t bytes, const char *label) {
+    vp_ledger_alloc(&step->ledger, VP_CAT_TRANSIENT, bytes, label);
+    vp_ledger_release(&step->ledger, VP_CAT_TRANSIENT, bytes, label);
 }
 
 static bool persistent(const vp_step *step, const vp_tensor *t) {
@@ -427,6 +457,7 @@ bool vp_layout_prepare(vp_step *step) {
             persistent_total += persistent_bytes(step, h->leaves, h->n) * vp_step_leaf_group_at(step, i + 1).repeat;
             h->gather = gathered_bytes(step, h->leaves, h->n);
             h->cast_scratch = float8_cast_scratch(step, h->leaves, h->n);
+            h->host_copy = host_copy_bytes(step, h->leaves, h->n);
             /* DeepSpeed prefetches stage3_prefetch_bucket_size elements ahead;
              * FSDP's BACKWARD_PRE prefetch is the next layer, in backward only */
             uint64_t ahead = vp_framework_of(step->recipe)->param_coordinator
@@ -457,6 +488,7 @@ bool vp_layout_prepare(vp_step *step) {
                                      m->section[VP_SECTION_FINAL].n_slots};
         for (unsigned r = 0; r < 3; r++) {
             priv->root_gather_bytes += gathered_bytes(step, roots[r], n_roots[r]);
+            priv->root_host_copy += host_copy_bytes(step, roots[r], n_roots[r]);
             persistent_total += persistent_bytes(step, roots[r], n_roots[r]);
         }
         vp_ledger_alloc(&step->ledger, VP_CAT_PARAMS, persistent_total, "persistent parameters");
@@ -482,6 +514,10 @@ static void reduce_scatter(vp_step *step, vp_t *leaves, unsigned n) {
         vp_t full = vp_at(sim, leaf)->param_grad;
         vp_at(sim, leaf)->param_grad = shard;
         vp_drop(sim, full);
+        if (step->priv->plan.grads_on_host) { /* copied to the host's .grad (vp_layout_resident) */
+            vp_at(sim, leaf)->param_grad = 0;
+            vp_drop(sim, shard);
+        }
     }
 }
 
@@ -497,10 +533,8 @@ static void pass_gradient(vp_sim *sim, uint32_t index) {
  * stops prefetching at stage3_max_live_parameters gathered. */
 static void gather_layer(vp_layer_hook *h, uint64_t ahead) {
     vp_step *step = h->step;
-    if (h->cast_scratch && h->gather > h->held) {
-        vp_ledger_alloc(&step->ledger, VP_CAT_TRANSIENT, h->cast_scratch, "all_gather.float8_cast");
-        vp_ledger_release(&step->ledger, VP_CAT_TRANSIENT, h->cast_scratch, "all_gather.float8_cast");
-    }
+    if (h->cast_scratch && h->gather > h->held) scratch(step, h->cast_scratch, "all_gather.float8_cast");
+    if (h->host_copy && h->gather > h->held) scratch(step, h->host_copy, "all_gather.host_copy");
     vp_ledger_alloc(&step->ledger, VP_CAT_PARAMS, h->gather - h->held, "all_gather");
     step->priv->gathered_live += h->gather - h->held;
     h->held = h->gather;
@@ -637,7 +671,36 @@ static vp_t rerun_alias(vp_step *step, vp_t x, const char *label) {
     return y;
 }
 
+/* DeepSpeed's hooks sit on every module inside the checkpointed function,
+ * so a non-reentrant rerun (torch.utils.checkpoint's unpack hook, inside
+ * the layer's backward) fires them (parameter_offload.py and
+ * partitioned_param_coordinator.py, DeepSpeed 0.16-0.19): each module's
+ * pre-forward hook gathers what is not gathered (in a call of several
+ * layers, those whose backward has not begun; the layer being unpacked was
+ * gathered by its pre-backward hooks) and its post-forward hook partitions
+ * it (param.data = empty), but the rerun's saved tensors hold the gathered
+ * storage until the layer's backward unpacks them: trainable parameters
+ * saved detached (torch/utils/checkpoint.py, the recomputation's pack hook),
+ * frozen ones not partitioned in a rerun at all (deepspeedai/DeepSpeed
+ * #8148; before it torch >= 2.1 raises CheckpointError there). So a layer
+ * the rerun reaches stays gathered from the rerun to its backward. The
+ * rerun's graph is dropped, and with it the PostBackwardFunctionModule
+ * nodes its hooks made; the count they add is reset by the next forward
+ * call of the module's hook (ds_grads_remaining = 0 in
+ * _post_backward_module_hook, deepspeedai/DeepSpeed 042b847a, 2026), so
+ * each module is released after its backward as in a plain step (0.16's
+ * hook reset it only once, and leaked: #8481). Layer by layer, as the
+ * reentrant rerun: a module the rerun partitioned is gathered again for its
+ * backward beside its rerun copy, one module's parameters more for a
+ * moment, which the layer's granularity does not show. */
+static void rerun_gather(vp_step *step, unsigned layer) {
+    vp_layer_hook *h = hook_of(step, layer);
+    if (!h->gathered) gather_layer(h, 0);
+}
+
 vp_t vp_layout_layer_start(vp_step *step, vp_t x, unsigned layer) {
+    if (hooks_around_layer(step) && step->priv->frame_rerun && forward_prefetch(step) && step->priv->plan.gather)
+        rerun_gather(step, layer);
     if (hooks_around_layer(step) && step->priv->frame_rerun && vp_at(&step->sim, x)->requires_grad)
         return rerun_alias(step, x, "layer.start");
     if (!hooks_around_layer(step) || step->priv->frame_rerun) {
@@ -682,6 +745,7 @@ vp_t vp_layout_layer_end(vp_step *step, vp_t y, unsigned layer) {
 
 void vp_layout_forward_begin(vp_step *step) {
     if (step->priv->root_held) return; /* a pipeline stage's root: gathered since the first micro-batch */
+    if (step->priv->root_host_copy) scratch(step, step->priv->root_host_copy, "all_gather.host_copy");
     vp_ledger_alloc(&step->ledger, VP_CAT_PARAMS, step->priv->root_gather_bytes, "all_gather.root");
     /* FSDP2's forward: the root's all-gather output, then each block's,
      * until the next all-gather */

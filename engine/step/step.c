@@ -464,6 +464,7 @@ static uint64_t kept_grad_bytes(vp_step *step) {
     if (step->recipe->optimizer_in_backward) return 0;
     /* an offloaded optimizer keeps the gradient partition in host memory */
     if (priv->plan.grads == VP_GRADS_BUCKET && (priv->plan.states_on_host || priv->plan.states_on_nvme)) return 0;
+    if (priv->plan.grads_on_host) return 0; /* FSDP2's CPUOffloadPolicy */
     bool sharded = priv->plan.grads != VP_GRADS_KEEP && !priv->plan.bucket_bytes_per_param_byte;
     vp_dtype dtype = sharded ? priv->plan.shard_grads_dtype : priv->plan.grads_dtype;
     for (unsigned g = 0; g < vp_step_leaf_group_count(step); g++) {

@@ -117,6 +117,7 @@ typedef struct vp_step_private {
     vp_shard_plan plan;
     struct vp_layer_hook *hooks;     /* one per layer instance */
     uint64_t root_gather_bytes;      /* FSDP's root unit (embeddings, head) gathered for the step */
+    uint64_t root_host_copy;         /* ... its shards copied to the GPU first (FSDP2's CPUOffloadPolicy) */
     /* FSDP2 under a pipeline schedule (plan.defers_reduce): whether this
      * micro-batch is the step's last, whether the root is gathered now, and
      * the root's accumulated unsharded gradients */

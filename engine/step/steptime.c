@@ -15,6 +15,7 @@
 #include "finetune_method.h"
 #include "framework.h"
 #include "ops.h"
+#include "sac_policy.h"
 
 /* ---- coefficients, each with its source ---- */
 
@@ -188,6 +189,13 @@ typedef struct {
     double memory_s;          /* forward memory-bound ops */
     double backward_extra_s;  /* backward traffic with no forward counterpart (gradient accumulation) */
     double dequant_s;         /* a quantized base's weights made whole, once a pass (forward, backward, rerun) */
+    double cast_s;            /* forward float8 casts (fp8-torchao): once a forward and a rerun */
+    double cast_bwd_s;        /* their backward's casts and layout copies */
+    /* checkpointing = op-selective: the forward seconds (and FLOPs) of the
+     * ops the policy recomputes, and the aten.mm calls seen so far in the
+     * block (every second one is recomputed) */
+    double sac_recompute_s, sac_recompute_flops;
+    unsigned sac_mms;
     double model_flops;       /* forward FLOPs, full s^2 attention, whole layer (no split) */
     double attention_flops;   /* of model_flops, the attention core's */
     double tp_bytes;          /* all-reduced over tp in the forward (as much again in backward) */
@@ -209,6 +217,11 @@ typedef struct {
     double dequant_bytes;       /* per weight and pass: a quantized base read, its 16-bit copy written */
     double hidden;              /* the residual stream's width where the walk is (for kinds without one) */
     double vocab;               /* the section's vocabulary (the loss over the head's logits) */
+    vp_sac_rules sac;           /* checkpointing = op-selective: torchtitan's save list (sac_policy.c) */
+    bool op_selective;
+    bool float8;                /* precision fp8-torchao: nn.Linear modules are torchao's Float8Linear */
+    bool float8_weights;        /* ... whose weights FSDP2 gathers in float8 already (fp8_all_gather) */
+    vp_float8_recipe fp8_recipe;
 } cost_ctx;
 
 static double field(const vp_op *op, const char *name) {
@@ -240,7 +253,90 @@ static void linear(const cost_ctx *c, double rows, double in, double out, op_cos
     if (c->dequant_bytes > 0) o->dequant_s += in * out * c->dequant_bytes / c->hw->memory_bw;
 }
 
-static void memory_pass(const cost_ctx *c, double bytes, op_cost *o) { o->memory_s += bytes / c->hw->memory_bw; }
+static void sac_op(const cost_ctx *c, vp_aten_op op, double seconds, double flops, op_cost *o);
+
+/* every memory-bound op is off the save list: recomputed by op-selective */
+static void memory_pass(const cost_ctx *c, double bytes, op_cost *o) {
+    o->memory_s += bytes / c->hw->memory_bw;
+    sac_op(c, VP_ATEN_OTHER, bytes / c->hw->memory_bw, 0, o);
+}
+
+/* ---- checkpointing = op-selective ---- */
+
+/* torchtitan's policy over the block's ops, with the rules the memory
+ * side applies (sac_policy.c, sim.c vp_sac_new): an op on the save list
+ * is saved (its output cached for the rerun: no compute), of aten.mm only
+ * the 1st, 3rd, ... of the block; every other op runs again in the rerun.
+ * `seconds` and `flops` are the op's forward. */
+static void sac_op(const cost_ctx *c, vp_aten_op op, double seconds, double flops, op_cost *o) {
+    if (!c->op_selective) return;
+    bool saved = c->sac.saved[op];
+    if (saved && c->sac.alternate[op]) saved = ++o->sac_mms % 2 == 1;
+    if (saved) return;
+    o->sac_recompute_s += seconds;
+    o->sac_recompute_flops += flops;
+}
+
+/* One nn.Linear of `rows` rows, in -> out features, as the policy sees
+ * it: F.linear without a bias is aten.mm, with one (and Conv1D's
+ * torch.addmm) aten.addmm, which is not on the list. */
+static void sac_linear(const cost_ctx *c, double rows, double in, double out, bool bias, op_cost *o) {
+    if (!c->op_selective) return;
+    double t = vp_time_matmul(rows, out, in, 1, c->elem, c->hw, c->hw->matmul_flops);
+    sac_op(c, bias ? VP_ATEN_ADDMM : VP_ATEN_MM, t, 2 * rows * in * out, o);
+}
+
+static void float8_linear(const cost_ctx *c, double rows, double in, double out, bool conv1d, op_cost *o);
+
+/* One module of the block (its projections are costed together above,
+ * linear()): what the module itself adds, as the checkpointing policy
+ * counts it and as torchao swaps it (one Float8Linear each: a fused
+ * q/k/v one, separate q, k, v three, each casting its input). */
+static void module_linear(const cost_ctx *c, double rows, double in, double out, bool bias, bool conv1d,
+                          op_cost *o) {
+    sac_linear(c, rows, in, out, bias || conv1d, o);
+    float8_linear(c, rows, in, out, conv1d, o);
+}
+
+/* ---- torchao's float8 casts (precision fp8-torchao) ---- */
+
+/* hp_tensor_to_float8_dynamic, eager (torchao 0.19; prims.c cast_float8
+ * lists the kernels): |x| (read, write), its amax (read), an fp32 upcast
+ * of a 16-bit x (read, write 4), x * scale (read, write 4), the clamp
+ * (read 4, write 4), the cast to float8 (read 4, write 1); the scales'
+ * bytes are left out. Bytes moved for n elements of e bytes. */
+static double float8_cast_bytes(double n, double e) {
+    double upcast = e < 4 ? n * (e + 4) : 0, scaled_in = e < 4 ? 4 * n : n * e;
+    return 2 * n * e + n * e + upcast + (scaled_in + 4 * n) + 8 * n + 5 * n;
+}
+
+/* preprocess_addmm's one-byte layout copies (read, write) and, with
+ * rowwise scales and no fast accumulation, the fp32 outer product of the
+ * scales' reciprocals written, then read as the output is scaled in place
+ * (prims.c scaled_mm): bytes for an [m, n] output */
+static double float8_mm_bytes(double copies, bool post_scale, double m, double n, double e) {
+    return 2 * copies + (post_scale ? (8 + 2 * e) * m * n : 0);
+}
+
+/* torchao's Float8Linear (prims.c vp_linear_float8, backward_float8) as
+ * memory-bound traffic beside its GEMMs: forward, the input and the weight
+ * cast (the weight not when FSDP2 gathered it in float8); backward,
+ * grad_output and the weight cast for grad_input with the weight's
+ * column-major copy, grad_output and the input cast again for grad_weight
+ * with both operands' copies (16-bit grad_weight under rowwise_with_gw_hp:
+ * no casts for it). Only nn.Linear modules whose dims are multiples of 16
+ * are swapped (torchtitan's filter; layout.c's make_leaf), not Conv1D. */
+static void float8_linear(const cost_ctx *c, double rows, double in, double out, bool conv1d, op_cost *o) {
+    if (!c->float8 || conv1d || fmod(in, 16) != 0 || fmod(out, 16) != 0) return;
+    double e = c->elem, bw = c->hw->memory_bw, x = rows * in, w = in * out, g = rows * out;
+    bool rowwise = c->fp8_recipe != VP_FLOAT8_TENSORWISE;
+    o->cast_s += (float8_cast_bytes(x, e) + (c->float8_weights ? 0 : float8_cast_bytes(w, e))) / bw;
+    double bwd = float8_cast_bytes(g, e) + (c->float8_weights ? 0 : float8_cast_bytes(w, e)) +
+                 float8_mm_bytes(w, rowwise, rows, in, e);
+    if (c->fp8_recipe != VP_FLOAT8_ROWWISE_GW_HP)
+        bwd += float8_cast_bytes(g, e) + float8_cast_bytes(x, e) + float8_mm_bytes(g + x, rowwise, out, in, e);
+    o->cast_bwd_s += bwd / bw;
+}
 
 /* The attention core of `heads` query heads of width d (dv for values)
  * over the ctx's keys; a causal one lets fused kernels skip the masked half. */
@@ -252,8 +348,12 @@ static void attention_core(const cost_ctx *c, double heads, double d, double dv,
     o->attention_flops += full;
     double run = 2 * b * s * kv * h * (d + dv);
     const vp_time_hw *hw = c->hw;
+    /* SDPA's kernels are on the save list; the flash_attn library's op
+     * and eager attention's bmm and softmax are not */
+    vp_aten_op aten = c->recipe->attention == VP_ATTN_SDPA ? VP_ATEN_SDPA_FLASH : VP_ATEN_BMM;
     if (c->flash) {
         if (causal) run *= 0.5; /* the blocks above the diagonal are skipped */
+        sac_op(c, aten, run / (hw->attention_flops * hw->attention_forward), full, o);
         o->attention_s += run / (hw->attention_flops * hw->attention_forward);
         o->attention_bwd_s += flash_backward_flops * run / (hw->attention_flops * hw->attention_backward);
         return;
@@ -267,6 +367,7 @@ static void attention_core(const cost_ctx *c, double heads, double d, double dv,
     double bytes = scores * 2 * c->elem + (upcast ? scores * 8 : 0);
     if (dropout > 0 && c->train_dropout) bytes += scores * (2 * c->elem + 1);
     double mem = bytes / hw->memory_bw;
+    sac_op(c, aten, t + mem, full, o);
     o->attention_s += t + mem;
     o->attention_bwd_s += 2 * t + 2 * mem;
 }
@@ -290,10 +391,26 @@ static void cost_attention(const vp_op *op, const cost_ctx *c, op_cost *o) {
         linear(c, rows, heads * dv / tp, hidden, o);
         o->model_flops += 2 * rows * tp * ((ql > 0 ? hidden * ql : 0) + q_in * heads * d + hidden * (kvl + rope) +
                                            kvl * heads * (nope + dv) + heads * dv * hidden);
+        /* modeling_deepseek's order for the policy's count: the query's
+         * projections, then the latent's; o_proj after the core */
+        if (ql > 0) module_linear(c, rows, hidden, ql, false, false, o);
+        module_linear(c, rows, q_in, heads * d / tp, false, false, o);
+        module_linear(c, rows, hidden, kvl + rope, false, false, o);
+        module_linear(c, rows, kvl, heads * (nope + dv) / tp, false, false, o);
     } else {
         linear(c, rows, hidden, (heads + 2 * kv) * d / tp, o);
         linear(c, rows, heads * d / tp, hidden, o);
         o->model_flops += 2 * rows * hidden * (2 * heads + 2 * kv) * d;
+        /* the projections one by one for the policy's count, in the
+         * module's order: q, k, v (or one fused); o_proj after the core */
+        bool bias = field(op, "qkv_bias") != 0, conv1d = field(op, "conv1d") != 0;
+        if (field(op, "fused_qkv") != 0 || conv1d) {
+            module_linear(c, rows, hidden, (heads + 2 * kv) * d / tp, bias, conv1d, o);
+        } else {
+            module_linear(c, rows, hidden, heads * d / tp, bias, conv1d, o);
+            module_linear(c, rows, hidden, kv * d / tp, bias, conv1d, o);
+            module_linear(c, rows, hidden, kv * d / tp, bias, conv1d, o);
+        }
         if (field(op, "rotary") != 0) memory_pass(c, 2 * rows * (heads + kv) * d / tp * c->elem, o);
     }
     cost_ctx local = *c;
@@ -304,6 +421,7 @@ static void cost_attention(const vp_op *op, const cost_ctx *c, op_cost *o) {
     const char *mask = field_option(op, "mask");
     bool causal = strcmp(mask, "padding") && strcmp(mask, "none") && field(op, "cross") == 0;
     attention_core(&local, heads, d, dv, field(op, "dropout"), field(op, "upcast_softmax") != 0, causal, o);
+    module_linear(c, rows, heads * dv / tp, hidden, field(op, "out_bias") != 0, field(op, "conv1d") != 0, o);
     double resid = field(op, "resid_dropout");
     if (resid > 0 && c->train_dropout) memory_pass(c, c->norm_rows * hidden * (2 * c->elem + 1), o);
     o->tp_bytes += rows * hidden * c->elem;
@@ -318,8 +436,12 @@ static void cost_mlp(const vp_op *op, const cost_ctx *c, op_cost *o) {
     linear(c, rows, hidden, (gated ? 2 : 1) * inner / tp, o);
     linear(c, rows, inner / tp, hidden, o);
     o->model_flops += 2 * rows * hidden * inner * (gated ? 3 : 2);
+    /* gate_proj, up_proj (or c_fc), then down_proj (or c_proj) */
+    bool bias = field(op, "bias") != 0, conv1d = field(op, "conv1d") != 0;
+    for (unsigned k = 0; k < (gated ? 2u : 1u); k++) module_linear(c, rows, hidden, inner / tp, bias, conv1d, o);
     /* the activation (and the gate's product): read and write the inner rows */
     memory_pass(c, rows * inner / tp * c->elem * (gated ? 5 : 2), o);
+    module_linear(c, rows, inner / tp, hidden, bias, conv1d, o);
     if (field(op, "resid_dropout") > 0 && c->train_dropout)
         memory_pass(c, c->norm_rows * hidden * (2 * c->elem + 1), o);
     o->tp_bytes += rows * hidden * c->elem;
@@ -391,6 +513,8 @@ static void cost_block(const vp_op *op, const cost_ctx *c, op_cost *o) {
             double out = (double)w->rows, inputs = (double)w->columns;
             linear(c, c->rows, w->split == VP_BLOCK_SPLIT_COLUMNS ? inputs / c->tp : inputs,
                    w->split == VP_BLOCK_SPLIT_ROWS ? out / c->tp : out, o);
+            module_linear(c, c->rows, w->split == VP_BLOCK_SPLIT_COLUMNS ? inputs / c->tp : inputs,
+                          w->split == VP_BLOCK_SPLIT_ROWS ? out / c->tp : out, in->arg[2] >= 0, false, o);
             o->model_flops += 2 * c->rows * out * inputs;
             if (w->split == VP_BLOCK_SPLIT_COLUMNS) o->tp_bytes += c->rows * out * c->elem;
             continue;
@@ -502,6 +626,10 @@ static void add_cost(op_cost *a, const op_cost *b, double times) {
     a->memory_s += times * b->memory_s;
     a->backward_extra_s += times * b->backward_extra_s;
     a->dequant_s += times * b->dequant_s;
+    a->cast_s += times * b->cast_s;
+    a->cast_bwd_s += times * b->cast_bwd_s;
+    a->sac_recompute_s += times * b->sac_recompute_s;
+    a->sac_recompute_flops += times * b->sac_recompute_flops;
     a->model_flops += times * b->model_flops;
     a->attention_flops += times * b->attention_flops;
     a->tp_bytes += times * b->tp_bytes;
@@ -534,6 +662,11 @@ static cost_ctx make_ctx(const vp_recipe *r, const vp_time_hw *hw, bool split) {
     /* bitsandbytes: 4-bit codes (half a byte) or int8 read, 16 bits written */
     if (vp_finetune_method_of(r)->quantizes_base) c.dequant_bytes = (r->quant == VP_QUANT_INT8 ? 1.0 : 0.5) + 2.0;
     c.main_grad_bytes = fp32_main_grads(r) ? 8.0 : 0.0;
+    c.op_selective = r->checkpoint_ops;
+    if (c.op_selective) vp_sac_torchtitan(&c.sac);
+    c.float8 = vp_precision_get(r->precision)->fp8_dynamic;
+    c.float8_weights = c.float8 && r->fp8_all_gather;
+    c.fp8_recipe = r->fp8_recipe;
     return c;
 }
 
@@ -615,10 +748,18 @@ static stage_cost cost_stage(const vp_model *m, const vp_recipe *r, const vp_ran
     /* recomputation: full and every-K rerun the layers' forward (Megatron's
      * full recompute, torch.utils.checkpoint); selective reruns the
      * attention core (Korthikanti et al. 2022, section 5) */
-    if (r->checkpoint_every > 0) {
+    if (r->checkpoint_ops) {
+        /* op-selective reruns what torchtitan's policy does not save
+         * (sac_op); of the tensor-parallel collectives the reduce-scatter
+         * is on its list, sequence parallelism's all-gather and a plain
+         * all-reduce are not */
+        s.recompute_s = layers.sac_recompute_s;
+        s.recompute_tp_bytes = (r->sequence_parallel ? 0.5 : 1.0) * layers.tp_bytes;
+    } else if (r->checkpoint_every > 0) {
         /* layers-K reruns one layer in K */
         double share = r->checkpoint_layers ? 1.0 / r->checkpoint_layers : 1.0;
-        s.recompute_s = share * (layers.matmul_s + layers.attention_s + layers.memory_s + layers.dequant_s);
+        s.recompute_s = share * (layers.matmul_s + layers.attention_s + layers.memory_s + layers.dequant_s +
+                                 layers.cast_s);
         s.recompute_tp_bytes = share * layers.tp_bytes;
     } else if (r->selective) {
         s.recompute_s = layers.attention_s;
@@ -633,7 +774,7 @@ static double stage_compute(const stage_cost *s, const vp_recipe *r) {
     const op_cost *f = &s->fwd;
     double extra = frozen_base(r) ? 0 : f->backward_extra_s;
     return f->matmul_s * (1 + weight_grads) + f->attention_s + f->attention_bwd_s + 3 * f->memory_s + extra +
-           2 * f->dequant_s + s->recompute_s;
+           2 * f->dequant_s + s->recompute_s + f->cast_s + f->cast_bwd_s;
 }
 
 /* The slowest stage's micro-batch: its compute, its forward and backward
@@ -690,7 +831,7 @@ static pace slowest_stage(const vp_model *model, const vp_recipe *r, const vp_ti
     for (unsigned i = 0; i < est->n_ranks; i++) {
         stage_cost s = cost_stage(model, r, &est->ranks[i], i == 0, i == est->n_ranks - 1, c);
         pace p = {.compute = stage_compute(&s, r), .comm = stage_comm(model, r, hw, c, &s)};
-        p.forward = s.fwd.matmul_s + s.fwd.attention_s + s.fwd.memory_s + s.fwd.dequant_s;
+        p.forward = s.fwd.matmul_s + s.fwd.attention_s + s.fwd.memory_s + s.fwd.dequant_s + s.fwd.cast_s;
         p.backward = p.compute - p.forward;
         if (p.compute + p.comm > slowest.compute + slowest.comm) slowest = p;
     }
@@ -759,7 +900,7 @@ static double data_parallel_time(const vp_model *model, const vp_recipe *r, cons
     bool gather_params = traffic.gathers_params, sharded_states = traffic.shards_states, overlaps = traffic.overlaps;
     double exposed = 0;
     if (gather_params) {
-        unsigned shard = r->fsdp == VP_FSDP_HYBRID_SHARD && r->fsdp_shard_size ? r->fsdp_shard_size : dp;
+        unsigned shard = vp_framework_shard_group(r);
         /* ZeRO-3 / FSDP: every micro-batch gathers the weights for its
          * forward, again for a recomputed forward and for its backward, and
          * reduce-scatters its gradients (DeepSpeed reduces every
@@ -815,7 +956,8 @@ static void step_flops(const vp_model *model, const vp_recipe *r, const vp_time_
      * forward and the input gradients (NeMo's LoRA rows count them so) */
     double passes = frozen_base(r) ? 2.0 : 3.0;
     double recompute = 0;
-    if (r->checkpoint_every > 0) {
+    if (r->checkpoint_ops) recompute = layer.sac_recompute_flops * regular + first.sac_recompute_flops * firsts;
+    else if (r->checkpoint_every > 0) {
         double share = r->checkpoint_layers ? 1.0 / r->checkpoint_layers : 1.0; /* layers-K: one layer in K */
         recompute = share * (layer.model_flops * regular + first.model_flops * firsts);
     }

@@ -110,7 +110,7 @@ describe("framework = fsdp2", function()
 
   for _, case in ipairs({
     { "fsdp=full_shard", "fsdp: FSDP1's sharding strategies need framework = \"fsdp\"" },
-    { "offload_params=cpu", "offload_params: framework = fsdp2 with CPUOffloadPolicy is not modelled yet" },
+    { "offload_params=nvme", "offload_params: FSDP2's CPUOffloadPolicy offloads to the CPU only" },
   }) do
     it("refuses " .. case[1] .. ", naming the key", function()
       local err = helper.fails("llama2-7b", "--set", "framework=fsdp2", "--set", "dp=8", "--set", case[1])

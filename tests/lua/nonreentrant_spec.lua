@@ -132,6 +132,10 @@ describe("non-reentrant checkpointing", function()
         keep_logits = false },
       { framework = "deepspeed", zero = 2, dp = 2, precision = "mixed-bf16", checkpointing = "full",
         use_reentrant = false },
+      { framework = "deepspeed", zero = 3, dp = 2, precision = "mixed-bf16", checkpointing = "every-2",
+        use_reentrant = false },
+      { framework = "deepspeed", zero = 3, dp = 2, precision = "mixed-bf16", checkpointing = "full",
+        use_reentrant = false, finetune = "lora" },
       { framework = "fsdp", dp = 4, precision = "mixed-bf16", checkpointing = "full", use_reentrant = false },
       { framework = "fsdp", dp = 4, precision = "bf16", checkpointing = "full", use_reentrant = false,
         finetune = "qlora" },
@@ -159,9 +163,46 @@ describe("non-reentrant checkpointing", function()
   it("rejects megatron", helper.rejection(
     { "llama2-7b", "--set", "framework=megatron", "--set", "checkpointing=full", "--set", "use_reentrant=false" },
     "use_reentrant: false is modelled for transformers' gradient checkpointing"))
-  it("rejects ZeRO-3, and FSDP with several layers a call", function()
-    helper.rejection({ "llama2-7b", "--set", "framework=deepspeed", "--set", "zero=3", "--set", "dp=2", "--set",
-      "use_reentrant=false", "--set", "checkpointing=full" }, "use_reentrant: false is not yet modelled with ZeRO-3")()
+  describe("under ZeRO-3", function()
+    -- DeepSpeed's module hooks fire inside the rerun (layout.c,
+    -- rerun_gather): a layer of the call whose backward has not begun is
+    -- gathered by the rerun and stays gathered, its storage held by the
+    -- rerun's saved tensors, until its own backward, which then gathers
+    -- nothing more and releases it. Llama-2-7B's layer in bf16, by its
+    -- shapes: q, k, v, o 4096 x 4096; gate, up, down 4096 x 11008; two
+    -- RMSNorm weights of 4096; nothing prefetched, kept or persistent.
+    local layer = 2 * (4 * 4096 * 4096 + 3 * 4096 * 11008 + 2 * 4096)
+    local function gathers(checkpointing)
+      local r = vramplan.estimate(helper.model("llama2-7b", 4), { framework = "deepspeed", zero = 3, dp = 2,
+        precision = "mixed-bf16", checkpointing = checkpointing, use_reentrant = false, seq_len = 64,
+        stage3_prefetch_bucket_size = 0, stage3_max_reuse_distance = 0, stage3_param_persistence_threshold = 0 },
+        nil, { timeline = true, fold = false })
+      local seen = {}
+      for _, e in ipairs(r.timeline) do
+        if e.op and e.op:find("^all_gather") and e.layer and e.phase ~= "forward" then
+          seen[#seen + 1] = string.format("%s %d %d", e.phase, e.layer, e.delta)
+        end
+      end
+      return seen
+    end
+
+    it("gathers the earlier layers of a call in its rerun, until their backward (every-2)", function()
+      assert.are.same({ "backward 3 " .. layer, "recompute 2 " .. layer, "backward 3 " .. -layer,
+        "backward 2 " .. -layer, "backward 1 " .. layer, "recompute 0 " .. layer, "backward 1 " .. -layer,
+        "backward 0 " .. -layer }, gathers("every-2"))
+    end)
+
+    it("gathers nothing more where the layer being unpacked is the call (full)", function()
+      local want = {}
+      for l = 3, 0, -1 do
+        want[#want + 1] = "backward " .. l .. " " .. layer
+        want[#want + 1] = "backward " .. l .. " " .. -layer
+      end
+      assert.are.same(want, gathers("full"))
+    end)
+  end)
+
+  it("rejects FSDP with several layers a call", function()
     helper.rejection({ "llama2-7b", "--set", "framework=fsdp", "--set", "dp=2", "--set", "use_reentrant=false",
       "--set", "checkpointing=every-2" }, "use_reentrant: false with FSDP is modelled for checkpointing = full")()
   end)

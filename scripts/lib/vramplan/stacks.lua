@@ -127,7 +127,9 @@ stacks.keys = { stack = true, bf16 = true, fp16 = true, torch_dtype = true, pure
   ["activation_checkpoint.early_stop"] = true, enable_activation_checkpointing = true, ac_mode = true,
   ac_option = true, ["float8.enable_float8_linear"] = true, ["model.converters"] = true, ["float8.recipe_name"] = true,
   ["float8.enable_fsdp_float8_all_gather"] = true, ["float8.precompute_float8_dynamic_scale_for_fsdp"] = true,
-  ["float8.filter_fqns"] = true, ["training.compile"] = true, ["compile.enable"] = true }
+  ["float8.filter_fqns"] = true, ["training.compile"] = true, ["compile.enable"] = true,
+  ["parallelism.data_parallel_replicate_degree"] = true, ["parallelism.data_parallel_shard_degree"] = true,
+  ["training.enable_cpu_offload"] = true }
 
 local function truthy(v) return v == true or v == "true" or v == 1 or v == "1" end
 
@@ -401,12 +403,59 @@ local function torchtitan_float8_keys(keys, origins)
   end
 end
 
+-- torchtitan's data-parallel keys as recipe keys (torchtitan/config/job_config.py,
+-- Parallelism and Training): `parallelism.data_parallel_replicate_degree` R
+-- (1: none) and `parallelism.data_parallel_shard_degree` S (-1: the ranks
+-- left over) make FSDP2's (replicate, shard) mesh: dp = R x S ranks with
+-- fsdp_shard_size = S (HSDP when both exceed 1; R alone over the whole
+-- world is DDP through FSDP2, fsdp_shard_size 1). S = -1 needs dp to say
+-- the world. `training.enable_cpu_offload` is fully_shard's
+-- CPUOffloadPolicy: offload_params = cpu.
+local function whole(v, at, key)
+  local n = tonumber(v)
+  if not n or n ~= math.floor(n) or (n < 1 and n ~= -1) then
+    error(string.format("%s: %s: %s is not a whole number of ranks (or -1)", at, key, tostring(v)), 0)
+  end
+  return math.floor(n)
+end
+
+local function torchtitan_parallel_keys(keys, origins)
+  local function at(key) return origins[key] or "recipe" end
+  local rk, sk = "parallelism.data_parallel_replicate_degree", "parallelism.data_parallel_shard_degree"
+  local r = keys[rk] ~= nil and whole(keys[rk], at(rk), rk) or 1
+  local s = keys[sk] ~= nil and whole(keys[sk], at(sk), sk) or -1
+  if r == -1 then error(string.format("%s: %s: only data_parallel_shard_degree may be -1", at(rk), rk), 0) end
+  if s == -1 and (keys[rk] ~= nil or keys[sk] ~= nil) and r > 1 then
+    local dp = tonumber(keys.dp)
+    if not dp then
+      error(string.format("%s: %s: with data_parallel_shard_degree -1 (the ranks left over) give dp, the " ..
+        "data-parallel ranks", at(rk), rk), 0)
+    end
+    if dp % r ~= 0 then
+      error(string.format("%s: %s: %d replicas do not divide dp = %d", at(rk), rk, r, dp), 0)
+    end
+    s = dp // r
+  end
+  if s ~= -1 then
+    local from = keys[sk] ~= nil and sk or rk
+    set_from(keys, origins, "dp", r * s, from, "torchtitan's replicate x shard degrees")
+    if r > 1 then set_from(keys, origins, "fsdp_shard_size", s, from, "torchtitan's HSDP shard degree") end
+  end
+  local ok = "training.enable_cpu_offload"
+  if keys[ok] ~= nil then
+    local v = keys[ok]
+    local on = truthy(type(v) == "string" and v:lower() or v)
+    set_from(keys, origins, "offload_params", on and "cpu" or "none", ok, "torchtitan's CPUOffloadPolicy")
+  end
+end
+
 -- Applies `stack` and the precision flags to `keys` (recipe keys, in
 -- place, only where unset). Returns what was assumed: { stack = name?,
 -- precision = why? } or nil.
 function stacks.apply(keys, origins)
   checkpointing_keys(keys, origins)
   torchtitan_float8_keys(keys, origins)
+  torchtitan_parallel_keys(keys, origins)
   local name = keys.stack
   local flags = {}
   local flag_origin

@@ -99,6 +99,11 @@ function keys.run(opts, home)
     "precision = fp8-torchao; float8.enable_fsdp_float8_all_gather: fp8_all_gather; float8.recipe_name: " ..
     "fp8_recipe; float8.filter_fqns output (other filters are refused)"))
   print(string.format("  %-18s %s", "training.compile", "torchtitan's (compile.enable later): the key compile"))
+  print(string.format("  %-18s %s", "parallelism.data_parallel_replicate_degree", "torchtitan's: with " ..
+    "parallelism.data_parallel_shard_degree (-1: the rest of dp), dp = replicas x shard degree and " ..
+    "fsdp_shard_size = the shard degree (HSDP)"))
+  print(string.format("  %-18s %s", "training.enable_cpu_offload", "torchtitan's: offload_params = cpu " ..
+    "(FSDP2's CPUOffloadPolicy)"))
   print(string.format("  %-18s %s", "enable_activation_checkpointing", "torchtune's: every layer (full); " ..
     "ac_mode none | full | selective with ac_option K (layers-K) when it is false"))
   print("other tools' names for recipe keys:")
