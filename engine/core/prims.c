@@ -503,6 +503,20 @@ vp_t vp_mul_as(vp_sim *sim, vp_t a, vp_t b, uint64_t out_numel, vp_dtype dt, con
     return y;
 }
 
+vp_t vp_mul_(vp_sim *sim, vp_t a, vp_t b, const char *label) {
+    bool clones = sim->grad_mode && wants_grad(sim, b);
+    vp_t original = clones ? vp_new(sim, numel_of(sim, a), dtype_of(sim, a), label) : 0;
+    vp_t y = vp_view(sim, a, numel_of(sim, a), label);
+    vp_t in[2] = {a, b};
+    vp_node *node = vp_record(sim, backward_mul, label, in, 2, &y, 1);
+    if (node) {
+        if (wants_grad(sim, a)) vp_save(sim, node, b);
+        if (original) vp_save(sim, node, original);
+    }
+    vp_drop(sim, original);
+    return y;
+}
+
 /* `in_place`: a /= number, a new version of a's storage (div_ on the
  * wrapped number: DivBackward0 all the same). */
 static vp_t times_constant(vp_sim *sim, vp_t a, bool saves_scalar, bool in_place, const char *label) {

@@ -92,6 +92,11 @@ vp_t vp_mul(vp_sim *sim, vp_t a, vp_t b, uint64_t out_numel, const char *label);
  * a dimensioned one of its category (a 0-dim fp32 tensor times bf16 rows
  * is bf16: c10/core/ScalarType.h, at::native::result_type's priorities). */
 vp_t vp_mul_as(vp_sim *sim, vp_t a, vp_t b, uint64_t out_numel, vp_dtype dtype, const char *label);
+/* a.mul_(b), b broadcast over a: a new version of a's storage. MulBackward0
+ * saves b for a's gradient and, when b needs one, a clone of a as it was
+ * before the op (the generated in-place code clones self for it; PyTorch
+ * 1.13's VariableType, checked: _saved_self is not a's storage). */
+vp_t vp_mul_(vp_sim *sim, vp_t a, vp_t b, const char *label);
 
 /* a times (or over) a Python scalar or a 0-dim tensor that needs no
  * gradient: saves that 0-dim tensor; backward allocates grad * scalar. */

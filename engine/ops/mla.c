@@ -54,6 +54,29 @@ static vp_t rotary(vp_step *step, const vp_mla_shape *m, vp_t x, const char *lab
     return y;
 }
 
+/* apply_rotary_emb of transformers' DeepseekV2Attention (4.56-4.57:
+ * src/transformers/models/deepseek_v2/modeling_deepseek_v2.py at commit
+ * 03eac6f6d2af7e8562113f0b78d3d2d59a7d843d) on q_pe and the one k_pe:
+ * both made fp32 (.float(): copies unless fp32), viewed as complex pairs
+ * (views), each times the model's complex64 freqs_cis (a new complex
+ * tensor, the bytes of the fp32 rows; MulBackward0 keeps only the table,
+ * which needs no gradient), viewed back and cast to its input's dtype
+ * (type_as: a copy unless fp32, which then keeps the product); the fp32
+ * copies go as it returns. New references in *q_pe and *k_pe. */
+static void complex_rotary(vp_step *step, vp_t q_rot, vp_t k_rot, vp_t *q_pe, vp_t *k_pe) {
+    vp_sim *sim = &step->sim;
+    vp_t freqs_cis = vp_step_tensor(step, VP_TENSOR_COS);
+    vp_t inputs[2] = {q_rot, k_rot}, *outs[2] = {q_pe, k_pe};
+    vp_t wide[2] = {vp_to(sim, q_rot, VP_FP32, "mla.rotary_q"), vp_to(sim, k_rot, VP_FP32, "mla.rotary_k")};
+    for (unsigned i = 0; i < 2; i++) {
+        vp_t product = vp_mul(sim, wide[i], freqs_cis, vp_at(sim, wide[i])->numel, i ? "mla.rotary_k" : "mla.rotary_q");
+        *outs[i] = vp_to(sim, product, (vp_dtype)vp_at(sim, inputs[i])->dtype, i ? "mla.rotary_k" : "mla.rotary_q");
+        vp_drop(sim, product);
+    }
+    vp_drop(sim, wide[0]);
+    vp_drop(sim, wide[1]);
+}
+
 /* apply_rotary_pos_emb of DeepSeek's modeling_deepseek.py on q_pe and
  * k_pe: the layer's tables gathered at position_ids (cos[position_ids]:
  * new [1, s, rope] tensors, kept by the products' backward), q and k
@@ -147,10 +170,17 @@ void vp_mla_project(vp_step *step, const vp_mla_shape *m, const vp_t *leaves, vp
     }
 
     /* the rotary parts: q's per head, k's once ([b, 1, s, rope]) */
-    vp_t q_rot = rotary(step, m, q_parts[1], "mla.rotary_q");
-    vp_drop(sim, q_parts[1]);
-    vp_t k_rot = rotary(step, m, kv_parts[1], "mla.rotary_k");
-    vp_drop(sim, kv_parts[1]);
+    vp_t q_rot, k_rot;
+    if (m->complex_rotary) {
+        complex_rotary(step, q_parts[1], kv_parts[1], &q_rot, &k_rot);
+        vp_drop(sim, q_parts[1]);
+        vp_drop(sim, kv_parts[1]);
+    } else {
+        q_rot = rotary(step, m, q_parts[1], "mla.rotary_q");
+        vp_drop(sim, q_parts[1]);
+        k_rot = rotary(step, m, kv_parts[1], "mla.rotary_k");
+        vp_drop(sim, kv_parts[1]);
+    }
     /* k_rot.expand(*k_pass.shape[:-1], -1): a view over every head */
     vp_t k_rot_heads = vp_expand(sim, k_rot, vp_numel4(sim, b, m->heads, n, m->qk_rope), "mla.k_rot_expand");
     vp_drop(sim, k_rot);

@@ -14,6 +14,8 @@ typedef struct {
     bool interleave;       /* rope_interleave: the rotary halves are interleaved in the weights */
     bool layer_rotary;     /* DeepSeek's own modeling_deepseek.py (DeepSeek-V2): each layer's rotary tables, the
                               query and key states filled by slice assignments */
+    bool complex_rotary;   /* transformers' DeepseekV2Attention (4.54+): apply_rotary_emb's complex product with
+                              the model's freqs_cis */
 } vp_mla_shape;
 
 /* Leaf slots of an MLA layer; o_proj's are the attention's output. */

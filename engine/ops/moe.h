@@ -29,8 +29,9 @@ enum {
 /* The plain-PyTorch block: HF's token loop (Mixtral, Qwen2-MoE),
  * DeepSeekMoE's training path, DeepSeek-V3's sigmoid router with an fp32
  * accumulator, or DeepSeek-V2's own (DeepSeekMoE's path behind an fp32
- * gate). */
-enum { MOE_BLOCK_MIXTRAL, MOE_BLOCK_DEEPSEEK, MOE_BLOCK_DEEPSEEK_V3, MOE_BLOCK_DEEPSEEK_V2 };
+ * gate), or transformers' DeepseekV2MoE (4.56-4.57: the assignments sorted
+ * by expert). */
+enum { MOE_BLOCK_MIXTRAL, MOE_BLOCK_DEEPSEEK, MOE_BLOCK_DEEPSEEK_V3, MOE_BLOCK_DEEPSEEK_V2, MOE_BLOCK_DEEPSEEK_V2_HF };
 
 /* The experts' projections as the model names them: Mixtral's w1, w3, w2
  * or the gate_proj, up_proj, down_proj of Qwen-MoE's and DeepSeek's. */
@@ -56,6 +57,7 @@ vp_t vp_moe_mixtral(vp_step *step, const vp_op *op, const moe_slots *s, vp_t x);
 vp_t vp_moe_deepseek(vp_step *step, const vp_op *op, const moe_slots *s, vp_t x);
 vp_t vp_moe_deepseek_v3(vp_step *step, const vp_op *op, const moe_slots *s, vp_t x);
 vp_t vp_moe_deepseek_v2(vp_step *step, const vp_op *op, const moe_slots *s, vp_t x);
+vp_t vp_moe_deepseek_v2_hf(vp_step *step, const vp_op *op, const moe_slots *s, vp_t x);
 vp_t vp_moe_megatron(vp_step *step, const vp_op *op, const moe_slots *s, vp_t x);
 
 #endif

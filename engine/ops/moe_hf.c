@@ -3,6 +3,8 @@
  * with its own router) and DeepSeekMoE's repeat-and-scatter path. */
 #include "moe.h"
 
+#include <stdlib.h>
+
 /* The expert loop's Python locals: each lives until the next iteration
  * rebinds its name, the last ones until the function returns. With frozen
  * experts (LoRA) nothing saves the expert's input, so its lifetime shows. */
@@ -278,14 +280,18 @@ static vp_t group_limited_topk(vp_step *step, const vp_op *op, vp_t scores, uint
     return weights;
 }
 
-/* DeepseekV2MoE in training, with MoEGate (DeepSeek's modeling_deepseek.py
- * for DeepSeek-V2 and V2-Lite): the gate views its input, F.linear of it
- * and the weight cast to fp32 (copies when 16-bit), an fp32 softmax (kept),
- * top-k greedily or group-limited, the weights renormalized with
- * norm_topk_prob or else times routed_scaling_factor (a new tensor even at
- * 1.0), the sequence-wise auxiliary loss; its locals (the view, the logits,
- * the scores, the group tensors) go as it returns. Then DeepSeekMoE's path. */
-vp_t vp_moe_deepseek_v2(vp_step *step, const vp_op *op, const moe_slots *s, vp_t x) {
+/* DeepSeek-V2's gate in training, MoEGate of DeepSeek's modeling_deepseek.py
+ * (DeepSeek-V2 and V2-Lite) or transformers' DeepseekV2MoEGate (the same
+ * code without the auxiliary loss and the renormalization): the gate views
+ * its input, F.linear of it and the weight cast to fp32 (copies when
+ * 16-bit), an fp32 softmax (kept), top-k greedily or group-limited, the
+ * weights renormalized with norm_topk_prob (own code only) or else times
+ * routed_scaling_factor (a new tensor even at 1.0), the sequence-wise
+ * auxiliary loss into *loss (own code, aux_loss; else 0); its locals (the
+ * view, the logits, the scores, the group tensors) go as it returns.
+ * Returns the weights; the indices in *selected. */
+static vp_t v2_gate(vp_step *step, const vp_op *op, const moe_slots *s, vp_t x, bool own_code, vp_t *selected,
+                    vp_t *loss) {
     vp_sim *sim = &step->sim;
     uint64_t h = vp_op_u64(op, MOE_HIDDEN);
     unsigned experts = (unsigned)vp_op_u64(op, MOE_EXPERTS), k = (unsigned)vp_op_u64(op, MOE_TOP_K);
@@ -294,24 +300,105 @@ vp_t vp_moe_deepseek_v2(vp_step *step, const vp_op *op, const moe_slots *s, vp_t
     vp_t router_view = vp_alias(sim, x, "moe.router_view");
     vp_t logits = fp32_router_logits(step, s, router_view, experts);
     vp_t scores = vp_moe_softmax_fp32(step, logits, "moe.gate_softmax");
-    vp_t selected, group_locals[5] = {0};
-    vp_t weights = vp_op_flag(op, MOE_GROUP_LIMITED) ? group_limited_topk(step, op, scores, n, &selected, group_locals)
-                                                     : vp_topk(sim, scores, assignments, &selected, "moe.topk");
+    vp_t group_locals[5] = {0};
+    vp_t weights = vp_op_flag(op, MOE_GROUP_LIMITED) ? group_limited_topk(step, op, scores, n, selected, group_locals)
+                                                     : vp_topk(sim, scores, assignments, selected, "moe.topk");
     uint32_t end_node = sim->n_nodes;
-    if (k > 1 && vp_op_flag(op, MOE_NORM_TOPK)) {
+    if (own_code && k > 1 && vp_op_flag(op, MOE_NORM_TOPK)) {
         weights = renormalized(sim, weights, n);
     } else { /* topk_weight * self.routed_scaling_factor */
         vp_t scaled = vp_scale(sim, weights, "moe.routed_scaling");
         vp_drop(sim, weights);
         weights = scaled;
     }
-    vp_t loss = vp_op_flag(op, MOE_AUX_LOSS) ? aux_loss(step, scores, experts, assignments) : 0;
+    *loss = own_code && vp_op_flag(op, MOE_AUX_LOSS) ? aux_loss(step, scores, experts, assignments) : 0;
     vp_t locals[] = {router_view, logits, scores};
     for (unsigned i = 0; i < sizeof locals / sizeof *locals; i++) vp_drop(sim, locals[i]);
     for (unsigned i = 0; i < 5; i++) vp_drop(sim, group_locals[i]);
     /* the group maximum's node dies with group_scores, with the indices it saved */
     vp_drop_dead_nodes(sim, first_node, end_node);
+    return weights;
+}
+
+/* DeepseekV2MoE in training, with MoEGate (DeepSeek's modeling_deepseek.py
+ * for DeepSeek-V2 and V2-Lite): the gate, then DeepSeekMoE's path. */
+vp_t vp_moe_deepseek_v2(vp_step *step, const vp_op *op, const moe_slots *s, vp_t x) {
+    vp_t selected, loss;
+    vp_t weights = v2_gate(step, op, s, x, true, &selected, &loss);
     return deepseek_experts(step, op, s, x, weights, selected, loss);
+}
+
+/* DeepseekV2MoE.moe of transformers 4.56-4.57 (src/transformers/models/
+ * deepseek_v2/modeling_deepseek_v2.py, commit 03eac6f6d2af7e8562113f0b78d3d2d59a7d843d),
+ * in training, on the flat input: cnts = topk_ids.new_zeros((n, E)) and its
+ * sum over tokens (int64), the assignments sorted by expert (argsort: sort's
+ * values go, its int64 indices stay), the tokens gathered once in that order
+ * (hidden_states[indices // k]: an index op that keeps its index), each
+ * expert's MLP on its slice of them (views: the MLP keeps the whole), the
+ * outputs joined by torch.cat (the list lives until moe returns), an
+ * empty_like written by index (new_x[indices] = outs), viewed as [n, k, h]
+ * and cast to the weights' dtype (fp32: a copy unless the rows are fp32),
+ * weighed in place (mul_: its node keeps a clone of the rows), summed over
+ * k and cast back. Takes nothing over; returns the routed sum. */
+static vp_t sorted_experts(vp_step *step, const vp_op *op, const moe_slots *s, vp_t flat, vp_t weights) {
+    vp_sim *sim = &step->sim;
+    uint64_t h = vp_op_u64(op, MOE_HIDDEN), f = vp_op_u64(op, MOE_INTERMEDIATE);
+    unsigned experts = (unsigned)vp_op_u64(op, MOE_EXPERTS), k = (unsigned)vp_op_u64(op, MOE_TOP_K);
+    uint64_t n = vp_at(sim, flat)->numel / h, assignments = vp_numel(sim, n, k);
+    vp_t *outputs = calloc(experts, sizeof *outputs);
+    if (!outputs) {
+        sim->status = VP_SIM_NOMEM;
+        vp_hold(sim, flat);
+        return flat;
+    }
+    vp_t cnts = vp_new(sim, vp_numel(sim, n, experts), VP_INT64, "moe.cnts");
+    vp_t per_expert = vp_new(sim, experts, VP_INT64, "moe.tokens_per_expert");
+    vp_drop(sim, vp_new(sim, assignments, VP_INT64, "moe.argsort")); /* sort's values */
+    vp_t indices = vp_new(sim, assignments, VP_INT64, "moe.argsort");
+    vp_t rows = vp_new(sim, assignments, VP_INT64, "moe.token_rows"); /* indices // k */
+    vp_t sorted = vp_index(sim, flat, rows, vp_numel(sim, assignments, h), "moe.sorted_tokens");
+    vp_drop(sim, rows);
+    unsigned count = 0;
+    for (unsigned e = 0; e < experts; e++) {
+        uint64_t tokens = vp_moe_share(assignments, experts, e);
+        if (!tokens) continue;
+        vp_t slice = vp_slice(sim, sorted, vp_numel(sim, tokens, h), "moe.expert_tokens");
+        outputs[count++] = vp_moe_expert(step, slice, s->w1[e], s->w3[e], s->w2[e], f, h);
+        vp_drop(sim, slice);
+    }
+    vp_t outs = vp_cat_many(sim, outputs, count, "moe.outs");
+    vp_dtype rows_dtype = (vp_dtype)vp_at(sim, outs)->dtype;
+    vp_t empty = vp_new(sim, vp_at(sim, outs)->numel, rows_dtype, "moe.new_x");
+    vp_t new_x = vp_index_put(sim, empty, outs, indices, "moe.index_put");
+    vp_drop(sim, empty);
+    vp_t typed = vp_to(sim, new_x, (vp_dtype)vp_at(sim, weights)->dtype, "moe.weighted");
+    vp_t weighted = vp_mul_(sim, typed, weights, "moe.weighted");
+    vp_drop(sim, typed);
+    vp_t summed = vp_sum(sim, weighted, vp_numel(sim, n, h), "moe.sum_topk");
+    vp_drop(sim, weighted);
+    vp_t routed = vp_to(sim, summed, rows_dtype, "moe.routed");
+    vp_drop(sim, summed);
+    /* moe() returns: its locals go */
+    for (unsigned i = 0; i < count; i++) vp_drop(sim, outputs[i]);
+    free(outputs);
+    vp_t locals[] = {outs, new_x, sorted, indices, per_expert, cnts};
+    for (unsigned i = 0; i < sizeof locals / sizeof *locals; i++) vp_drop(sim, locals[i]);
+    return routed;
+}
+
+/* DeepseekV2MoE.forward of transformers 4.56-4.57 (the same file): the
+ * gate, the input viewed flat, moe(), the shared experts on the input. */
+vp_t vp_moe_deepseek_v2_hf(vp_step *step, const vp_op *op, const moe_slots *s, vp_t x) {
+    vp_sim *sim = &step->sim;
+    vp_t selected, loss;
+    vp_t weights = v2_gate(step, op, s, x, false, &selected, &loss);
+    vp_t flat = vp_alias(sim, x, "moe.view");
+    vp_t routed = sorted_experts(step, op, s, flat, weights);
+    vp_drop(sim, flat);
+    vp_t out = vp_moe_plus_shared(step, op, s->shared, x, routed);
+    vp_drop(sim, weights);
+    vp_drop(sim, selected);
+    return out;
 }
 
 /* DeepseekV3TopkRouter.get_topk_indices, under no_grad: the scores plus

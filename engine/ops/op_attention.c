@@ -73,13 +73,15 @@ enum {
     MASK_ADDITIVE_HYBRID,
     MASK_ADDITIVE_PADDED,
     MASK_BOOL_4D,
-    MASK_ADDITIVE_KEYS
+    MASK_ADDITIVE_KEYS,
+    MASK_ADDITIVE_4D
 };
 static const char *const mask_names[] = {"additive", "bool-buffer", "padding", "bool", "none", "additive-mistral",
-                                         "additive-hybrid", "additive-padded", "bool-4d", "additive-keys", NULL};
+                                         "additive-hybrid", "additive-padded", "bool-4d", "additive-keys",
+                                         "additive-4d", NULL};
 
-enum { ROTARY_HALF, ROTARY_GPTJ, ROTARY_COHERE, ROTARY_DEEPSEEK };
-static const char *const rotary_styles[] = {"half", "gptj", "cohere", "deepseek", NULL};
+enum { ROTARY_HALF, ROTARY_GPTJ, ROTARY_COHERE, ROTARY_DEEPSEEK, ROTARY_COMPLEX };
+static const char *const rotary_styles[] = {"half", "gptj", "cohere", "deepseek", "complex", NULL};
 
 enum { QK_NORM_HEAD, QK_NORM_OLMO2, QK_NORM_GEMMA, QK_NORM_COHERE };
 static const char *const qk_norm_styles[] = {"head", "olmo2", "gemma", "cohere", NULL};
@@ -119,7 +121,9 @@ static const vp_field attention_fields[ATT_FIELDS] = {
                   "padding merged in, [b, 1, s, keys], or bool-4d: _prepare_4d_causal_attention_mask's "
                   "additive mask made bool (MPT): [b, 1, s, s] bool, applied with masked_fill, or additive-keys: "
                   "LLaMA's with exactly the keys' columns (FalconModel's _update_causal_mask: target_length = past "
-                  "+ sequence)"},
+                  "+ sequence), or additive-4d: transformers' masking_utils (4.53+) create_causal_mask for eager "
+                  "attention, a [1, 1, s, keys] bool comparison expanded to the batch and made additive by "
+                  "torch.where: [b, 1, s, keys] in the activations' dtype"},
     [ATT_POSITIONS] = {"positions", VP_FIELD_INT, false, 0, 0, 1 << 20, NULL,
                        "size of the bool-buffer mask (GPT-2's n_positions), or the width of MPT's ALiBi table "
                        "(max_seq_len: the longest sequence it runs)"},
@@ -225,7 +229,9 @@ static const vp_field attention_fields[ATT_FIELDS] = {
                           "DeepseekV2Attention of DeepSeek's own modeling_deepseek.py (DeepSeek-V2), each layer's own "
                           "cos/sin caches ([seq_len, rope] buffers, remade at the first step's length) gathered at "
                           "the positions, the halves regrouped, the query and key states made by new_empty and slice "
-                          "assignments"},
+                          "assignments; or complex (multi-head latent attention only): transformers' "
+                          "DeepseekV2Attention (4.54+), q_pe and k_pe made fp32, viewed as complex pairs and multiplied "
+                          "by the model's complex64 freqs_cis (rotary_embedding's complex tables), cast back"},
     [ATT_SPLIT] = {"split", VP_FIELD_ENUM, false, SPLIT_VIEWS, 0, 0, split_names,
                    "with fused_qkv: views (split, chunk or slices of the projection), or FalconAttention's "
                    "_split_heads (transformers 4.5x): falcon-multi-query (multi_query: the queries a view, the one "
@@ -276,7 +282,8 @@ static vp_mla_shape mla_shape(const vp_op *op) {
                           vp_op_u64(op, ATT_Q_LORA_RANK),     vp_op_u64(op, ATT_KV_LORA_RANK),
                           vp_op_u64(op, ATT_QK_NOPE_HEAD_DIM), vp_op_u64(op, ATT_QK_ROPE_HEAD_DIM),
                           vp_op_u64(op, ATT_V_HEAD_DIM),      vp_op_flag(op, ATT_QKV_BIAS),
-                          vp_op_flag(op, ATT_ROPE_INTERLEAVE), deepseek_rotary(op)};
+                          vp_op_flag(op, ATT_ROPE_INTERLEAVE), deepseek_rotary(op),
+                          vp_op_u64(op, ATT_ROTARY_STYLE) == ROTARY_COMPLEX};
 }
 
 static shape shape_of(const vp_op *op) {
@@ -350,6 +357,8 @@ static const char *attention_check(const vp_op *op) {
         return NULL;
     }
     if (deepseek_rotary(op)) return "rotary_style = \"deepseek\" is DeepSeek-V2's latent attention: needs kv_lora_rank";
+    if (vp_op_u64(op, ATT_ROTARY_STYLE) == ROTARY_COMPLEX)
+        return "rotary_style = \"complex\" is transformers' DeepSeek-V2 latent attention: needs kv_lora_rank";
     if (!vp_op_u64(op, ATT_HEAD_DIM) && s.hidden % s.heads) return "heads must divide hidden (or give head_dim)";
     if (s.heads % s.kv_heads) return "kv_heads must divide heads";
     bool phi3 = vp_op_u64(op, ATT_MODULE_NAMES) == NAMES_PHI3;
@@ -639,6 +648,24 @@ static void prepare_padded_mask(vp_step *step, uint64_t keys) {
     vp_step_put_tensor(step, VP_TENSOR_CAUSAL_MASK, mask);
 }
 
+/* create_causal_mask of transformers' masking_utils for eager attention
+ * (4.53+; src/transformers/masking_utils.py at commit
+ * 00c4411cbe15d4c56d54d3b56d4d171e9c289dac: sdpa_mask with
+ * allow_is_causal_skip=False, then eager_mask): causal_mask_function
+ * (kv_idx <= q_idx) broadcast over [1, 1, s, keys] bool and expanded to
+ * the batch (a view), then torch.where(mask, 0, finfo.min), which
+ * materializes [b, 1, s, keys] in the activations' dtype; the bool goes as
+ * eager_mask rebinds the name. The aranges are a few int64 rows, left out. */
+static void prepare_masking_utils_mask(vp_step *step, uint64_t keys) {
+    vp_sim *sim = &step->sim;
+    vp_step_set_tensor_columns(step, VP_TENSOR_CAUSAL_MASK, keys);
+    uint64_t rows = vp_numel(sim, step->seq, keys);
+    vp_t allowed = vp_new(sim, rows, VP_BOOL, "causal_mask.sdpa_mask");
+    vp_step_put_tensor(step, VP_TENSOR_CAUSAL_MASK,
+                       vp_new(sim, vp_numel(sim, step->batch, rows), step->activation, "causal_mask.where"));
+    vp_drop(sim, allowed);
+}
+
 /* The additive causal mask LlamaModel builds once per forward for eager
  * attention (_prepare_4d_causal_attention_mask_with_cache_position): full()
  * then triu() of s x s in the activations' dtype, then an in-place multiply
@@ -706,6 +733,12 @@ static void prepare_masks(vp_step *step, const vp_op *op, bool eager) {
     if (mask_kind == MASK_ADDITIVE_PADDED) {
         sim->grad_mode = false;
         prepare_padded_mask(step, keys);
+        sim->grad_mode = grad_mode;
+        return;
+    }
+    if (mask_kind == MASK_ADDITIVE_4D) {
+        sim->grad_mode = false;
+        prepare_masking_utils_mask(step, keys);
         sim->grad_mode = grad_mode;
         return;
     }

@@ -309,7 +309,7 @@ const vp_op_kind vp_op_position_embedding = {
 
 /* ---- rotary tables ---- */
 
-enum { ROTARY_HEAD_DIM, ROTARY_THETA, ROTARY_LOCAL, ROTARY_TABLES, ROTARY_FIELDS };
+enum { ROTARY_HEAD_DIM, ROTARY_THETA, ROTARY_LOCAL, ROTARY_TABLES, ROTARY_COMPLEX, ROTARY_FIELDS };
 
 static const vp_field rotary_fields[ROTARY_FIELDS] = {
     [ROTARY_HEAD_DIM] = {"head_dim", VP_FIELD_INT, true, 0, 2, 1 << 16, NULL, "rotated dimensions per head"},
@@ -320,10 +320,15 @@ static const vp_field rotary_fields[ROTARY_FIELDS] = {
     [ROTARY_TABLES] = {"tables", VP_FIELD_BOOL, false, 1, 0, 1, NULL,
                        "the model makes the tables; false: its layers make their own (DeepSeek-V2's modeling code) "
                        "and the model only passes the positions on"},
+    [ROTARY_COMPLEX] = {"complex", VP_FIELD_BOOL, false, 0, 0, 1, NULL,
+                        "one complex64 table, freqs_cis [1, s, head_dim / 2] (transformers' "
+                        "DeepseekV2RotaryEmbedding, 4.54+), instead of cos and sin"},
 };
 
 static const char *rotary_check(const vp_op *op) {
     if (vp_op_u64(op, ROTARY_HEAD_DIM) % 2) return "head_dim must be even for rotary embeddings";
+    if (vp_op_flag(op, ROTARY_COMPLEX) && (vp_op_flag(op, ROTARY_LOCAL) || !vp_op_flag(op, ROTARY_TABLES)))
+        return "complex tables are the model's one pair: not with sliding or tables = false";
     return NULL;
 }
 
@@ -335,6 +340,30 @@ static unsigned rotary_leaves(const vp_op *op, const vp_ranks *split, vp_leaf_sp
     out[0] = (vp_leaf_spec){.numel = vp_op_u64(op, ROTARY_HEAD_DIM) / 2, .dtype = VP_FP32, .buffer = true,
                             .label = "rotary_emb.inv_freq", .count = 1};
     return 1;
+}
+
+/* DeepseekV2RotaryEmbedding.forward of transformers 4.56-4.57
+ * (modeling_deepseek_v2.py at commit 03eac6f6d2af7e8562113f0b78d3d2d59a7d843d),
+ * without grad and autocast: the positions made fp32 ([1, 1, s]), inv_freq
+ * times them (freqs, fp32 [1, d/2, s], transposed: a view),
+ * torch.polar(torch.ones_like(freqs), freqs) (complex64 [1, s, d/2]: the
+ * bytes of s x d fp32; the ones go), times attention_scaling (a new tensor
+ * the name is rebound to); the locals go as it returns. Every layer gets
+ * freqs_cis as its position_embeddings. */
+static void complex_tables(vp_step *step, const vp_op *op) {
+    vp_sim *sim = &step->sim;
+    uint64_t d = vp_op_u64(op, ROTARY_HEAD_DIM);
+    uint64_t half = vp_numel(sim, step->seq, d / 2), full = vp_numel(sim, step->seq, d);
+    vp_t positions = vp_new(sim, step->seq, VP_FP32, "rotary.positions");
+    vp_t freqs = vp_new(sim, half, VP_FP32, "rotary.freqs");
+    vp_t ones = vp_new(sim, half, VP_FP32, "rotary.ones_like");
+    vp_t polar = vp_new(sim, full, VP_FP32, "rotary.freqs_cis");
+    vp_drop(sim, ones);
+    vp_t freqs_cis = vp_scale(sim, polar, "rotary.freqs_cis");
+    vp_drop(sim, polar);
+    vp_drop(sim, freqs);
+    vp_drop(sim, positions);
+    vp_step_put_tensor(step, VP_TENSOR_COS, freqs_cis);
 }
 
 /* LlamaRotaryEmbedding.forward runs without grad and with autocast off:
@@ -349,10 +378,16 @@ static void rotary_prepare(vp_step *step, const vp_op *op) {
         vp_step_pass_tensor(step, VP_TENSOR_POSITION_IDS, 2);
         return;
     }
-    uint64_t d = vp_op_u64(op, ROTARY_HEAD_DIM);
-    uint64_t half = vp_numel(sim, step->seq, d / 2), full = vp_numel(sim, step->seq, d);
     bool grad_mode = sim->grad_mode;
     sim->grad_mode = false;
+    if (vp_op_flag(op, ROTARY_COMPLEX)) {
+        complex_tables(step, op);
+        vp_step_pass_tensor(step, VP_TENSOR_POSITION_IDS, 2);
+        sim->grad_mode = grad_mode;
+        return;
+    }
+    uint64_t d = vp_op_u64(op, ROTARY_HEAD_DIM);
+    uint64_t half = vp_numel(sim, step->seq, d / 2), full = vp_numel(sim, step->seq, d);
     vp_t positions = vp_new(sim, step->seq, VP_FP32, "rotary.positions");
     vp_t freqs = vp_new(sim, half, VP_FP32, "rotary.freqs");
     vp_drop(sim, positions);

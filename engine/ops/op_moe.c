@@ -9,7 +9,7 @@
 #include "finetune_method.h"
 #include "framework.h"
 
-static const char *const block_names[] = {"mixtral", "deepseek", "deepseek_v3", "deepseek_v2", NULL};
+static const char *const block_names[] = {"mixtral", "deepseek", "deepseek_v3", "deepseek_v2", "deepseek_v2_hf", NULL};
 static const char *const expert_name_sets[] = {"w", "proj", NULL};
 
 static const vp_field moe_fields[MOE_FIELDS] = {
@@ -28,7 +28,9 @@ static const vp_field moe_fields[MOE_FIELDS] = {
     [MOE_BLOCK] = {"block", VP_FIELD_ENUM, false, MOE_BLOCK_MIXTRAL, 0, 1, block_names,
                    "plain PyTorch: HF's token loop (mixtral, qwen2_moe), DeepSeekMoE's training path (deepseek), "
                    "DeepSeek-V3's (deepseek_v3) or DeepSeek-V2's own modeling code (deepseek_v2: DeepSeekMoE's path "
-                   "behind an fp32 gate, routed_scaling_factor unless norm_topk)"},
+                   "behind an fp32 gate, routed_scaling_factor unless norm_topk) or transformers' DeepseekV2MoE "
+                   "(deepseek_v2_hf: the same gate, always scaled, no auxiliary loss; the assignments sorted by "
+                   "expert, transformers 4.56-4.57)"},
     [MOE_AUX_LOSS] = {"aux_loss", VP_FIELD_BOOL, false, 0, 0, 1, NULL,
                       "DeepSeekMoE's sequence-wise auxiliary loss (aux_loss_alpha > 0)"},
     [MOE_GROUPS] = {"groups", VP_FIELD_INT, false, 1, 1, 1 << 14, NULL,
@@ -56,7 +58,8 @@ static const char *moe_check(const vp_op *op) {
         if (vp_op_u64(op, MOE_TOPK_GROUPS) > g) return "topk_groups cannot exceed groups";
     }
     if (vp_op_flag(op, MOE_GROUP_LIMITED)) {
-        if (vp_op_u64(op, MOE_BLOCK) != MOE_BLOCK_DEEPSEEK_V2) return "group_limited is DeepSeek-V2's gate (block = \"deepseek_v2\")";
+        if (vp_op_u64(op, MOE_BLOCK) != MOE_BLOCK_DEEPSEEK_V2 && vp_op_u64(op, MOE_BLOCK) != MOE_BLOCK_DEEPSEEK_V2_HF)
+            return "group_limited is DeepSeek-V2's gate (block = \"deepseek_v2\" or \"deepseek_v2_hf\")";
         if (e % g) return "groups must divide experts";
         if (vp_op_u64(op, MOE_TOPK_GROUPS) > g) return "topk_groups cannot exceed groups";
     }
@@ -195,6 +198,7 @@ static vp_t moe_forward(vp_step *step, const vp_op *op, const vp_t *leaves, vp_t
     if (vp_op_u64(op, MOE_BLOCK) == MOE_BLOCK_DEEPSEEK) return vp_moe_deepseek(step, op, &s, x);
     if (vp_op_u64(op, MOE_BLOCK) == MOE_BLOCK_DEEPSEEK_V3) return vp_moe_deepseek_v3(step, op, &s, x);
     if (vp_op_u64(op, MOE_BLOCK) == MOE_BLOCK_DEEPSEEK_V2) return vp_moe_deepseek_v2(step, op, &s, x);
+    if (vp_op_u64(op, MOE_BLOCK) == MOE_BLOCK_DEEPSEEK_V2_HF) return vp_moe_deepseek_v2_hf(step, op, &s, x);
     return vp_moe_mixtral(step, op, &s, x);
 }
 
@@ -219,7 +223,8 @@ static const char *moe_recipe_problem(const vp_model *model, const vp_recipe *re
     if (vp_op_u64(op, MOE_BLOCK) == MOE_BLOCK_DEEPSEEK_V2 && (precision->autocast || precision->params != VP_FP32))
         return "precision: DeepSeek-V2's own modeling code trains only in fp32 (its fp32 gate promotes the experts' "
                "16-bit sum to fp32, which the next 16-bit layer refuses; under autocast y[mask] = 16-bit output into "
-               "fp32 rows fails): use fp32";
+               "fp32 rows fails): use fp32, or transformers' own DeepseekV2ForCausalLM, which trains in 16-bit "
+               "(models deepseek-v2-hf and deepseek-v2-lite-hf; a config.json without auto_map)";
     if (vp_op_u64(op, MOE_BLOCK) == MOE_BLOCK_DEEPSEEK && precision->autocast)
         return "precision: DeepseekMoE writes the experts' 16-bit outputs into its fp32 rows by index, which "
                "PyTorch refuses under autocast: use bf16, fp16 or a mixed-* precision";

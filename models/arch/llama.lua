@@ -45,7 +45,8 @@ return architecture {
     { "norm_topk", "bool", default = true, doc = "norm_topk_prob: renormalize the top-k routing weights" },
     { "moe_block", "string", default = "mixtral",
       doc = "plain-PyTorch MoE code: mixtral (HF's token loop, Qwen2-MoE too), deepseek (DeepSeekMoE's training path), "
-            .. "deepseek_v3 (transformers' DeepseekV3MoE) or deepseek_v2 (DeepSeek-V2's own modeling code)" },
+            .. "deepseek_v3 (transformers' DeepseekV3MoE), deepseek_v2 (DeepSeek-V2's own modeling code) or "
+            .. "deepseek_v2_hf (transformers' DeepseekV2MoE, 4.56-4.57)" },
     { "expert_names", "string", default = function(c) return c.moe_block == "mixtral" and "w" or "proj" end,
       doc = "the experts' projection names: w (w1, w3, w2: Mixtral) or proj (gate_proj, up_proj, down_proj)" },
     { "aux_loss", "bool", default = false, doc = "DeepSeekMoE's sequence-wise auxiliary loss (aux_loss_alpha > 0)" },
@@ -70,6 +71,12 @@ return architecture {
     { "layer_rotary", "bool", default = false,
       doc = "MLA as DeepSeek-V2's own modeling_deepseek.py runs it: no model-level rotary tables, each layer its own "
             .. "cos/sin caches of seq_len rows, the query and key states filled by slice assignments" },
+    { "complex_rotary", "bool", default = false,
+      doc = "MLA as transformers' DeepseekV2Attention runs it (4.54+): the model's one complex64 freqs_cis table, "
+            .. "q_pe and k_pe made fp32 and multiplied as complex pairs, cast back" },
+    { "masking_utils", "bool", default = false,
+      doc = "the eager causal mask as transformers 4.53+ makes it (masking_utils.create_causal_mask): "
+            .. "[b, 1, s, s] in the activations' dtype, made by torch.where from a bool comparison" },
     { "qk_norm", "bool", default = false, doc = "an RMSNorm over each query and key head before rotary (Qwen3)" },
     { "fused_projections", "bool", default = false,
       doc = "Phi-3: one qkv_proj and one gate_up_proj, their outputs split into views; rotary joined by torch.cat" },
@@ -131,8 +138,12 @@ return architecture {
       return "experts_per_token", string.format("cannot exceed experts (%d)", c.experts)
     end
     if c.moe_block ~= "mixtral" and c.moe_block ~= "deepseek" and c.moe_block ~= "deepseek_v3"
-        and c.moe_block ~= "deepseek_v2" then
-      return "moe_block", "must be mixtral, deepseek, deepseek_v3 or deepseek_v2"
+        and c.moe_block ~= "deepseek_v2" and c.moe_block ~= "deepseek_v2_hf" then
+      return "moe_block", "must be mixtral, deepseek, deepseek_v3, deepseek_v2 or deepseek_v2_hf"
+    end
+    if c.complex_rotary and (c.kv_lora_rank == 0 or c.layer_rotary or c.rope_interleave) then
+      return "complex_rotary", "is transformers' DeepSeek-V2 latent attention: needs kv_lora_rank, not with "
+        .. "layer_rotary or rope_interleave"
     end
     if c.layer_rotary and c.kv_lora_rank == 0 then
       return "layer_rotary", "is DeepSeek-V2's multi-head latent attention: needs kv_lora_rank"
@@ -218,8 +229,9 @@ return architecture {
           qkv_bias = c.qkv_bias, out_bias = c.attention_bias, rotary = true,
           -- DeepSeek-V2's attention sets attn_weights = None before it returns
           dropout = c.attn_dropout, upcast_softmax = true, caches = not hybrid, keeps_weights = not c.layer_rotary,
-          rotary_style = c.layer_rotary and "deepseek" or nil,
-          mask = hybrid and "additive-hybrid" or c.mistral_mask and "additive-mistral" or "additive",
+          rotary_style = c.layer_rotary and "deepseek" or c.complex_rotary and "complex" or nil,
+          mask = hybrid and "additive-hybrid" or c.mistral_mask and "additive-mistral"
+            or c.masking_utils and "additive-4d" or "additive",
           sliding_window = hybrid and 0 or c.sliding_window, softcap = c.attn_softcap,
           fused_qkv = c.fused_projections, rotary_cat = c.fused_projections,
           rotary_dim = c.partial_rotary_factor < 1 and math.floor(c.head_dim * c.partial_rotary_factor) or 0,
@@ -239,7 +251,8 @@ return architecture {
                                       scaled = c.scaled_embedding } }
     if c.multipliers then embed[#embed + 1] = scale { model_local = true } end
     local rotary_dim = c.kv_lora_rank > 0 and c.qk_rope_head_dim or math.floor(c.head_dim * c.partial_rotary_factor)
-    embed[#embed + 1] = rotary_embedding { head_dim = rotary_dim, theta = c.rope_theta, tables = not c.layer_rotary }
+    embed[#embed + 1] = rotary_embedding { head_dim = rotary_dim, theta = c.rope_theta, tables = not c.layer_rotary,
+                                           complex = c.complex_rotary }
     if c.local_rope then embed[#embed + 1] = rotary_embedding { head_dim = rotary_dim, sliding = true } end
     if c.embed_scale then embed[#embed + 1] = scale {} end
     local final = {

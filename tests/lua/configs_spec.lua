@@ -291,7 +291,7 @@ describe("Hugging Face ids of the models in models/", function()
     local names = {}
     for id, name in pairs(hub_ids.ids) do names[name] = id end
     for _, name in ipairs(require("vramplan.models").list(helper.root)) do
-      local id = names[name]
+      local id = names[hub_ids.implementations[name] or name]
       assert(id, name .. " has no Hugging Face id")
       local f = assert(io.open(helper.root .. "/models/" .. name .. ".lua"))
       local header = f:read("a"):sub(1, 600)

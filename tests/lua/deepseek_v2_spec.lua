@@ -132,11 +132,57 @@ describe("DeepSeek-V2's own modeling code", function()
     local base = '{"model_type": "deepseek_v2", "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4, '
       .. '"intermediate_size": 128, "vocab_size": 256, "kv_lora_rank": 16, "qk_nope_head_dim": 16, '
       .. '"qk_rope_head_dim": 8, "v_head_dim": 16, "n_routed_experts": 4, "moe_intermediate_size": 32, '
-      .. '"num_experts_per_tok": 2, "n_shared_experts": 1, "first_k_dense_replace": 1'
+      .. '"num_experts_per_tok": 2, "n_shared_experts": 1, "first_k_dense_replace": 1, '
+      .. '"auto_map": {"AutoModelForCausalLM": "modeling_deepseek.DeepseekV2ForCausalLM"}'
     helper.assert_config_rejected(base .. ', "aux_loss_alpha": 0.0}', "aux_loss_alpha")
     helper.assert_config_rejected(base .. ', "seq_aux": false}', "seq_aux")
     helper.assert_config_rejected(base .. ', "topk_method": "noaux_tc"}', "topk_method")
     helper.assert_config_rejected(base .. ', "moe_layer_freq": 2}', "moe_layer_freq")
     helper.assert_config_rejected(base .. ', "scoring_func": "sigmoid"}', "scoring_func")
+  end)
+end)
+
+-- The same checkpoints under transformers' own DeepseekV2ForCausalLM (4.54+,
+-- modelled as 4.56-4.57 run it): what it allocates is checked against
+-- PyTorch in tests/torch/compare.py (the deepseek-v2-hf cases: fp32, bf16,
+-- amp-bf16, checkpointed, LoRA); here the switch and what it accepts.
+describe("DeepSeek-V2 under transformers' DeepseekV2ForCausalLM", function()
+  local TINY = '{"model_type": "deepseek_v2", "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4, '
+    .. '"intermediate_size": 128, "vocab_size": 256, "kv_lora_rank": 16, "qk_nope_head_dim": 16, '
+    .. '"qk_rope_head_dim": 8, "v_head_dim": 16, "n_routed_experts": 4, "moe_intermediate_size": 32, '
+    .. '"num_experts_per_tok": 2, "n_shared_experts": 1, "first_k_dense_replace": 1, "q_lora_rank": null'
+
+  it("has the same parameters as DeepSeek's own code", function()
+    assert.are.equal(15706484224, estimate("deepseek-v2-lite-hf").model.params)
+    assert.are.equal(235741434880, estimate("deepseek-v2-hf").model.params)
+  end)
+
+  it("trains in 16-bit and under autocast, where DeepSeek's own code cannot", function()
+    for _, precision in ipairs({ "bf16", "fp16", "amp-bf16", "amp-fp16", "mixed-bf16" }) do
+      local peak = helper.estimate("deepseek-v2-lite-hf", "--set", "precision=" .. precision, "--set", "seq_len=128")
+        .per_gpu.peak_allocated_bytes
+      assert.truthy(peak > 0)
+    end
+    assert.truthy(helper.fails("deepseek-v2-lite", "--set", "precision=bf16", "--set", "seq_len=128")
+      :find("or transformers' own DeepseekV2ForCausalLM, which trains in 16-bit (models deepseek-v2-hf", 1, true))
+  end)
+
+  it("is what a config.json without auto_map loads; with auto_map DeepSeek's own file", function()
+    local fixture = helper.read_json("tests/fixtures/deepseek-v2-lite-config.json")
+    fixture.auto_map = nil
+    local path = helper.write(require("dkjson").encode(fixture), ".json")
+    helper.assert_same_model(path, "deepseek-v2-lite-hf")
+    -- (with auto_map: "reads DeepSeek-V2-Lite's config.json like the model script", above)
+    -- the two codes differ in what they allocate
+    local own = estimate("deepseek-v2-lite").per_gpu.peak_allocated_bytes
+    assert.are_not.equal(own, estimate("deepseek-v2-lite-hf").per_gpu.peak_allocated_bytes)
+  end)
+
+  it("reads neither aux_loss_alpha nor seq_aux (DeepseekV2MoEGate has no auxiliary loss)", function()
+    for _, extra in ipairs({ ', "aux_loss_alpha": 0.0}', ', "seq_aux": false}' }) do
+      local path = helper.write(TINY .. extra, ".json")
+      local _, err, code = helper.run("estimate", path, "--set", "precision=bf16")
+      assert(code == 0, err)
+    end
   end)
 end)

@@ -186,7 +186,7 @@ describe("expert-parallel layouts that do not hold together", function()
     helper.assert_config_rejected('{"model_type": "deepseek", "n_routed_experts": 8, "moe_layer_freq": 2}', "moe_layer_freq")
     local _, err, code = helper.run("estimate", "deepseek-moe-16b", "--set", "moe_block=switch")
     assert.are.equal(1, code)
-    assert.truthy(err:find("moe_block: must be mixtral, deepseek, deepseek_v3 or deepseek_v2", 1, true), err)
+    assert.truthy(err:find("moe_block: must be mixtral, deepseek, deepseek_v3, deepseek_v2 or deepseek_v2_hf", 1, true), err)
   end)
 
   it("names the config.json keys the mixtures ask for that are not modelled", function()

@@ -211,7 +211,19 @@ def deepseek_v2(h=64, layers=3, heads=4, vocab=256, q_lora=32, kv_lora=16, nope=
             "routed_scaling_factor": scaling, "scoring_func": "softmax", "aux_loss_alpha": 0.001, "seq_aux": True,
             "max_position_embeddings": 256, "tie_word_embeddings": False,
             "rope_scaling": {"type": "yarn", "factor": 40, "original_max_position_embeddings": 64, "beta_fast": 32,
-                             "beta_slow": 1, "mscale": 0.707, "mscale_all_dim": 0.707} if yarn else None}
+                             "beta_slow": 1, "mscale": 0.707, "mscale_all_dim": 0.707} if yarn else None,
+            # the hub's configs name DeepSeek's own modeling file (trust_remote_code)
+            "auto_map": {"AutoConfig": "configuration_deepseek.DeepseekV2Config",
+                         "AutoModel": "modeling_deepseek.DeepseekV2Model",
+                         "AutoModelForCausalLM": "modeling_deepseek.DeepseekV2ForCausalLM"}}
+
+
+def deepseek_v2_hf(**kw):
+    """The same config.json without auto_map: transformers' own
+    DeepseekV2ForCausalLM (4.54+) is what loads it."""
+    cfg = deepseek_v2(**kw)
+    del cfg["auto_map"]
+    return cfg
 
 
 def bloom(h=64, layers=2, heads=4, vocab=256, dropout=0.0):
@@ -367,6 +379,24 @@ CASES = [
     ("deepseek-v2 fp32 prompt tuning", deepseek_v2(), recipe(optimizer="sgd", finetune="prompt",
                                                              num_virtual_tokens=3)),
     ("deepseek-v2 fp32 attention dropout", dict(deepseek_v2(), attention_dropout=0.1), recipe(optimizer="none")),
+    # DeepSeek-V2 as transformers' DeepseekV2ForCausalLM (no auto_map): 16-bit and autocast train;
+    # V2-Lite's shape (q_proj, greedy) and V2's (q_lora_rank, group-limited, scaled)
+    ("deepseek-v2-hf fp32", deepseek_v2_hf(q_lora=None), recipe()),
+    ("deepseek-v2-hf bf16", deepseek_v2_hf(q_lora=None), recipe("bf16")),
+    ("deepseek-v2-hf amp-bf16", deepseek_v2_hf(q_lora=None), recipe("amp-bf16")),
+    ("deepseek-v2-hf bf16 group-limited scaled", deepseek_v2_hf(groups=4, topk_groups=2, scaling=16.0), recipe("bf16")),
+    ("deepseek-v2-hf bf16 checkpointed", deepseek_v2_hf(q_lora=None, layers=4), recipe("bf16", ckpt="full")),
+    ("deepseek-v2-hf amp-bf16 checkpointed", deepseek_v2_hf(layers=4), recipe("amp-bf16", ckpt="full")),
+    ("deepseek-v2-hf bf16 lora all-linear", deepseek_v2_hf(q_lora=None), recipe(
+        "bf16", finetune="lora", lora_targets="all-linear")),
+    ("deepseek-v2-hf amp-bf16 lora attention checkpointed", deepseek_v2_hf(q_lora=None), recipe(
+        "amp-bf16", finetune="lora", lora_targets="q_proj,kv_a_proj_with_mqa,kv_b_proj,o_proj", ckpt="full")),
+    ("deepseek-v2-hf fp32 lora all-linear", deepseek_v2_hf(), recipe(finetune="lora", lora_targets="all-linear")),
+    ("deepseek-v2-hf mixed-bf16 non-reentrant", deepseek_v2_hf(), recipe(
+        "mixed-bf16", ckpt="full", use_reentrant="false")),
+    ("deepseek-v2-hf bf16 uneven shares one sequence", deepseek_v2_hf(experts=6, layers=2), recipe("bf16", b=1, s=31)),
+    ("deepseek-v2-hf amp-bf16 grad_accum 2 no cache", deepseek_v2_hf(), recipe(
+        "amp-bf16", grad_accum=2, use_cache="false")),
     # optimizers outside torch.optim (tests/torch/optimizers.py)
     ("llama fp32 adafactor", llama(), recipe(optimizer="adafactor")),
     ("llama bf16 adafactor", llama(), recipe("bf16", optimizer="adafactor")),

@@ -436,7 +436,9 @@ end
 
 -- The Hugging Face id of a model in models/ (the reverse of vramplan.hub_ids).
 function export.hub_id(name)
-  for id, n in pairs(require("vramplan.hub_ids").ids) do
+  local hub_ids = require("vramplan.hub_ids")
+  name = hub_ids.implementations[name] or name
+  for id, n in pairs(hub_ids.ids) do
     if n == name then return id end
   end
 end

@@ -523,6 +523,11 @@ end
 -- groups), n_shared_experts experts of moe_intermediate_size merged into one
 -- MLP, and the sequence-wise auxiliary loss. rope_scaling (yarn) changes the
 -- rotary caches' values, not their size.
+-- A config.json without auto_map names no modeling file of its own: AutoModel
+-- loads it with transformers' DeepseekV2ForCausalLM (4.54+; its
+-- auto_factory uses remote code only where the config's auto_map names it),
+-- as the deepseek_v2_hf preset describes, the route that trains in 16-bit.
+local function remote_code(config) return config.auto_map ~= nil and config.auto_map ~= json.null end
 mappings.deepseek_v2 = extend(mappings.llama, {
   keys = latent_moe_keys({}),
   defaults = presets.values("deepseek_v2"),
@@ -537,6 +542,7 @@ mappings.deepseek_v2 = extend(mappings.llama, {
     if method ~= nil and method ~= "greedy" and method ~= "group_limited_greedy" then
       return "topk_method", "must be greedy or group_limited_greedy (DeepSeek-V2's gate in training)"
     end
+    if not remote_code(config) then return end -- transformers' class reads neither
     if config.seq_aux == false then return "seq_aux", "only the sequence-wise auxiliary loss (true) is modelled" end
     -- AddAuxiliaryLoss.apply(y, aux_loss) runs in training whatever alpha is
     local alpha = config.aux_loss_alpha
@@ -546,6 +552,15 @@ mappings.deepseek_v2 = extend(mappings.llama, {
   end,
   derive = function(config, values, origins, path)
     latent_moe_derive(config, values, origins, path)
+    if not remote_code(config) then
+      -- the preset's fields replace those of DeepSeek's own file
+      for _, field in ipairs({ "layer_rotary", "rope_interleave", "aux_loss", "shifted_loss" }) do values[field] = false end
+      for field, v in pairs(presets.values("deepseek_v2_hf")) do values[field] = v end
+      for _, field in ipairs({ "layer_rotary", "rope_interleave", "aux_loss", "shifted_loss", "moe_block",
+                               "complex_rotary", "masking_utils" }) do
+        origins[field] = path .. ": no auto_map (transformers' DeepseekV2ForCausalLM)"
+      end
+    end
     values.group_limited = config.topk_method == "group_limited_greedy"
     origins.group_limited = path .. ": topk_method"
     if config.topk_method ~= "group_limited_greedy" then -- greedy ignores n_group and topk_group

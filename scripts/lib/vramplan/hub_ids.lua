@@ -91,6 +91,14 @@ hub_ids.ids = {
   ["TinyLlama/TinyLlama-1.1B-intermediate-step-1431k-3T"] = "tinyllama-1.1b",
 }
 
+-- Models of models/ that run another's checkpoint with other modeling code
+-- (transformers' own class instead of the checkpoint's trust_remote_code
+-- file): they share that model's id, which finds the checkpoint's own.
+hub_ids.implementations = {
+  ["deepseek-v2-hf"] = "deepseek-v2",
+  ["deepseek-v2-lite-hf"] = "deepseek-v2-lite",
+}
+
 -- Also found: the same repository under another owner (mirrors such as
 -- NousResearch/Meta-Llama-3-8B, unsloth/...), and the chat or instruct
 -- variant of a base checkpoint (its config has the same architecture):

@@ -106,6 +106,19 @@ presets.deepseek_v2 = preset("llama", "DeepSeek-V2: its own modeling code (MLA, 
   { moe_block = "deepseek_v2", shared_gate = false, norm_topk = false, rope_interleave = true, layer_rotary = true,
     aux_loss = true, shifted_loss = true, peft_lora_defaults = false })
 
+-- DeepseekV2ForCausalLM of transformers itself (4.54+; modeled as 4.56-4.57
+-- run it: src/transformers/models/deepseek_v2/modeling_deepseek_v2.py at
+-- commit 03eac6f6d2af7e8562113f0b78d3d2d59a7d843d): the same modules and
+-- weights as DeepSeek's file, but one model-level complex64 rotary table
+-- (DeepseekV2RotaryEmbedding) applied by complex multiplication, q and k
+-- states joined by torch.cat, DeepseekV2MoE sorting the assignments by
+-- expert (the gate always scales by routed_scaling_factor and has no
+-- auxiliary loss), masking_utils' causal mask and ForCausalLMLoss: the
+-- route that trains in 16-bit and under autocast.
+presets.deepseek_v2_hf = preset("llama", "DeepSeek-V2 as transformers' DeepseekV2ForCausalLM (16-bit trains)",
+  { moe_block = "deepseek_v2_hf", shared_gate = false, norm_topk = false, complex_rotary = true,
+    masking_utils = true, peft_lora_defaults = false })
+
 -- DeepseekV3ForCausalLM (transformers 4.51+): multi-head latent attention,
 -- a sigmoid, group-limited router.
 presets.deepseek_v3 = preset("llama", "DeepSeek-V3: MLA and a group-limited router",

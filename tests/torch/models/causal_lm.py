@@ -82,7 +82,9 @@ class CausalLM(nn.Module):
             logits = logits / cap
             logits = torch.tanh(logits)
             logits = logits * cap
-        deepseek = getattr(self.model, "cfg", {}).get("model_type") in ("deepseek", "deepseek_v2")
+        cfg = getattr(self.model, "cfg", {})
+        # (transformers' DeepseekV2ForCausalLM: its loss_function, ForCausalLMLoss)
+        deepseek = cfg.get("model_type") == "deepseek" or (cfg.get("model_type") == "deepseek_v2" and "auto_map" in cfg)
         if deepseek:
             # DeepseekForCausalLM.forward (deepseek-moe-16b-base) and
             # DeepseekV2ForCausalLM.forward of DeepSeek's modeling_deepseek.py:

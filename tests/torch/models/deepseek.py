@@ -356,7 +356,7 @@ class DeepseekV2MoE(DeepseekMoE):
         self.n_group, self.topk_group = cfg.get("n_group", 1), cfg.get("topk_group", 1)
         self.routed_scaling_factor = cfg.get("routed_scaling_factor", 1.0)
 
-    def gate(self, ac, hidden_states):
+    def gate(self, ac, hidden_states, plain=False):
         bsz, seq_len, h = hidden_states.shape
         e = self.n_routed_experts
         hidden_states = hidden_states.view(-1, h)
@@ -373,13 +373,13 @@ class DeepseekV2MoE(DeepseekMoE):
             topk_weight, topk_idx = RoundRobinTopk.apply(tmp_scores, self.top_k)
         else:
             topk_weight, topk_idx = RoundRobinTopk.apply(scores, self.top_k)
-        if self.top_k > 1 and self.norm_topk_prob:
+        if self.top_k > 1 and self.norm_topk_prob and not plain:
             denominator = topk_weight.sum(dim=-1, keepdim=True) + 1e-20
             topk_weight = topk_weight / denominator
-        else:
+        else:  # transformers' DeepseekV2MoEGate: always, norm_topk_prob unread
             topk_weight = topk_weight * self.routed_scaling_factor
         aux_loss = None
-        if self.training and self.alpha > 0.0:  # seq_aux
+        if self.training and self.alpha > 0.0 and not plain:  # seq_aux
             topk_idx_for_aux_loss = topk_idx.view(bsz, -1)
             scores_for_seq_aux = scores.view(bsz, seq_len, -1)
             ce = torch.zeros(bsz, e)
@@ -387,3 +387,131 @@ class DeepseekV2MoE(DeepseekMoE):
                 seq_len * self.top_k / e)
             aux_loss = (ce * Mean2x.apply(scores_for_seq_aux, 1, False)).sum(dim=1).mean() * self.alpha
         return topk_idx, topk_weight, aux_loss
+
+
+# ---- DeepSeek-V2 as transformers' own class: DeepseekV2ForCausalLM of
+# transformers 4.56-4.57 (src/transformers/models/deepseek_v2/
+# modeling_deepseek_v2.py at commit 03eac6f6d2af7e8562113f0b78d3d2d59a7d843d),
+# the class a config.json without auto_map loads ----
+
+
+def remote_code(cfg):
+    """A deepseek_v2 config.json with auto_map runs DeepSeek's own
+    modeling_deepseek.py (trust_remote_code); without one, AutoModel has
+    only transformers' DeepseekV2ForCausalLM to load it with."""
+    return cfg["model_type"] == "deepseek_v2" and "auto_map" in cfg
+
+
+def transformers_v2(cfg):
+    return cfg["model_type"] == "deepseek_v2" and "auto_map" not in cfg
+
+
+class DeepseekV2HFRotaryEmbedding(nn.Module):
+    """DeepseekV2RotaryEmbedding (default rope type): the model's one
+    module; under no_grad inv_freq times the positions, then torch.polar of
+    ones_like and the angles, times attention_scaling: a complex64
+    freqs_cis [1, s, rope / 2]."""
+
+    def __init__(self, cfg):
+        super().__init__()
+        dim, base = cfg["qk_rope_head_dim"], cfg.get("rope_theta", 10000.0)
+        inv_freq = 1.0 / (base ** (torch.arange(0, dim, 2, dtype=torch.int64).float() / dim))
+        self.register_buffer("inv_freq", inv_freq, persistent=False)
+        self.attention_scaling = 1.0
+
+    @torch.no_grad()
+    def forward(self, x, position_ids):
+        inv_freq_expanded = self.inv_freq[None, :, None].float().expand(position_ids.shape[0], -1, 1)
+        position_ids_expanded = position_ids[:, None, :].float()
+        freqs = (inv_freq_expanded @ position_ids_expanded).transpose(1, 2)
+        freqs_cis = torch.polar(torch.ones_like(freqs), freqs)
+        freqs_cis = freqs_cis * self.attention_scaling
+        return freqs_cis
+
+
+def apply_rotary_emb(xq, xk, freqs_cis):
+    # each part made fp32 (a copy unless it is), viewed as complex pairs,
+    # times the table, viewed back and cast to its dtype (a copy unless fp32)
+    xq_ = torch.view_as_complex(xq.float().reshape(*xq.shape[:-1], -1, 2))
+    xk_ = torch.view_as_complex(xk.float().reshape(*xk.shape[:-1], -1, 2))
+    freqs_cis = freqs_cis.unsqueeze(1)
+    xq_out = torch.view_as_real(xq_ * freqs_cis).flatten(3).type_as(xq)
+    xk_out = torch.view_as_real(xk_ * freqs_cis).flatten(3).type_as(xk)
+    return xq_out, xk_out
+
+
+class DeepseekV2HFAttention(DeepseekV3Attention):
+    """DeepseekV2Attention.forward with eager attention: V3's modules in the
+    same order; q_pe and the one k_pe rotated by apply_rotary_emb, k_pe
+    expanded to every head, the states joined by torch.cat."""
+
+    def forward(self, ac, hidden_states, position_embeddings, attention_mask, past_key_value=None):
+        batch_size, seq_length = hidden_states.shape[:-1]
+        query_shape = (batch_size, seq_length, -1, self.qk_head_dim)
+        key_shape = (batch_size, seq_length, -1, self.qk_nope + self.v_head_dim)
+        if self.q_lora_rank is None:
+            q = linear(ac, hidden_states, self.q_proj.weight)
+        else:
+            q = linear(ac, self.q_a_layernorm(linear(ac, hidden_states, self.q_a_proj.weight, self.q_a_proj.bias)),
+                       self.q_b_proj.weight)
+        q = q.view(query_shape).transpose(1, 2)
+        q_nope, q_pe = torch.split(q, [self.qk_nope, self.qk_rope], dim=-1)
+        compressed_kv = linear(ac, hidden_states, self.kv_a_proj_with_mqa.weight, self.kv_a_proj_with_mqa.bias)
+        k_nope, k_pe = torch.split(compressed_kv, [self.kv_lora_rank, self.qk_rope], dim=-1)
+        k_nope = linear(ac, self.kv_a_layernorm(k_nope), self.kv_b_proj.weight).view(key_shape).transpose(1, 2)
+        k_nope, value_states = torch.split(k_nope, [self.qk_nope, self.v_head_dim], dim=-1)
+        k_pe = k_pe.view(batch_size, 1, seq_length, self.qk_rope)
+        q_pe, k_pe = apply_rotary_emb(q_pe, k_pe, position_embeddings[0])
+        k_pe = k_pe.expand(*k_nope.shape[:-1], -1)
+        query_states = torch.cat((q_nope, q_pe), dim=-1)
+        key_states = torch.cat((k_nope, k_pe), dim=-1)
+        if past_key_value is not None:
+            key_states, value_states = past_key_value.update(key_states, value_states, self.layer_idx)
+        attn_output, attn_weights = self.eager(ac, query_states, key_states, value_states, attention_mask)
+        attn_output = attn_output.reshape(batch_size, seq_length, -1).contiguous()
+        attn_output = linear(ac, attn_output, self.o_proj.weight, self.o_proj.bias)
+        return attn_output, attn_weights
+
+
+class DeepseekV2HFMoE(DeepseekV2MoE):
+    """DeepseekV2MoEGate and DeepseekV2MoE: the gate as DeepSeek's (fp32
+    input and weight, fp32 softmax, greedy or group-limited top-k pinned to
+    even shares) but always times routed_scaling_factor and without the
+    auxiliary loss; moe() sorts the assignments by expert (argsort), gathers
+    the tokens once, runs each expert on its slice, joins the outputs
+    (torch.cat), scatters them back by index, weighs them in the weights'
+    dtype (a copy unless it is theirs; mul_ in place) and sums over k."""
+
+    def gate(self, ac, hidden_states):
+        topk_idx, topk_weight, _ = super().gate(ac, hidden_states, plain=True)
+        return topk_idx, topk_weight
+
+    def moe(self, ac, hidden_states, topk_ids, topk_weight):
+        cnts = topk_ids.new_zeros((topk_ids.shape[0], len(self.experts)))
+        cnts.scatter_(1, topk_ids, 1)
+        tokens_per_expert = cnts.sum(dim=0)
+        indices = topk_ids.view(-1).argsort()
+        sorted_tokens = hidden_states[indices // topk_ids.shape[1]]
+        outputs = []
+        start_idx = 0
+        for i, num_tokens in enumerate(tokens_per_expert):
+            if num_tokens == 0:
+                continue
+            end_idx = start_idx + num_tokens
+            tokens_for_this_expert = sorted_tokens[start_idx:end_idx]
+            expert_out = self.experts[i](ac, tokens_for_this_expert)
+            outputs.append(expert_out)
+            start_idx = end_idx
+        outs = torch.cat(outputs, dim=0) if outputs else sorted_tokens.new_empty(0)
+        new_x = torch.empty_like(outs)
+        new_x[indices] = outs
+        return (new_x.view(*topk_ids.shape, -1).type(topk_weight.dtype).mul_(topk_weight.unsqueeze(dim=-1))
+                .sum(dim=1).type(new_x.dtype))
+
+    def forward(self, ac, hidden_states):
+        residuals = hidden_states
+        orig_shape = hidden_states.shape
+        topk_indices, topk_weights = self.gate(ac, hidden_states)
+        hidden_states = hidden_states.view(-1, hidden_states.shape[-1])
+        hidden_states = self.moe(ac, hidden_states, topk_indices, topk_weights).view(*orig_shape)
+        return add(hidden_states, self.shared_experts(ac, residuals))

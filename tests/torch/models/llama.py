@@ -6,7 +6,9 @@ import torch
 import torch.nn as nn
 
 from .common import add, chunks
-from .deepseek import DeepseekMoE, DeepseekV2Attention, DeepseekV2MoE, DeepseekV3Attention, DeepseekV3MoE
+from .deepseek import (DeepseekMoE, DeepseekV2Attention, DeepseekV2HFAttention, DeepseekV2HFMoE,
+                       DeepseekV2HFRotaryEmbedding, DeepseekV2MoE, DeepseekV3Attention, DeepseekV3MoE, remote_code,
+                       transformers_v2)
 from .diff import DiffAttention
 from .llama_blocks import LlamaAttention, LlamaMLP, LlamaRotaryEmbedding, ScaledEmbedding, rms_norm
 from .moe import SparseMoeBlock
@@ -17,9 +19,11 @@ class LlamaDecoderLayer(nn.Module):
         super().__init__()
         h = cfg["hidden_size"]
         eps = cfg.get("rms_norm_eps", 1e-6)
-        self.deepseek_v2 = cfg["model_type"] == "deepseek_v2"
+        self.deepseek_v2 = remote_code(cfg)
         if self.deepseek_v2:
             self.self_attn = DeepseekV2Attention(cfg, layer_idx)
+        elif transformers_v2(cfg):
+            self.self_attn = DeepseekV2HFAttention(cfg, layer_idx)
         elif cfg.get("kv_lora_rank"):
             self.self_attn = DeepseekV3Attention(cfg, layer_idx)
         elif cfg["model_type"] == "diff_transformer":
@@ -32,8 +36,10 @@ class LlamaDecoderLayer(nn.Module):
             self.mlp = SparseMoeBlock(cfg)
         elif cfg["model_type"] == "deepseek" and routed:
             self.mlp = DeepseekMoE(cfg)
-        elif cfg["model_type"] == "deepseek_v2" and routed:
+        elif remote_code(cfg) and routed:
             self.mlp = DeepseekV2MoE(cfg)
+        elif transformers_v2(cfg) and routed:
+            self.mlp = DeepseekV2HFMoE(cfg)
         elif cfg["model_type"] == "deepseek_v3" and routed:
             self.mlp = DeepseekV3MoE(cfg)
         else:
@@ -124,6 +130,19 @@ class LlamaDecoderLayer(nn.Module):
         return hidden_states
 
 
+def eager_mask(batch_size, cache_position, kv_length, dtype):
+    """create_causal_mask for eager attention, as masking_utils computes it
+    (transformers 4.54+; src/transformers/masking_utils.py at commit
+    00c4411cbe15d4c56d54d3b56d4d171e9c289dac: sdpa_mask without vmap, then
+    eager_mask): causal_mask_function (kv_idx <= q_idx) broadcast over
+    [1, 1, q, kv] bool, expanded to the batch, then torch.where to 0 and the
+    dtype's minimum: [b, 1, q, kv] in the dtype, every sequence its own."""
+    kv_arange = torch.arange(kv_length)
+    mask = kv_arange[None, None, None, :] <= cache_position[None, None, :, None]
+    mask = mask.expand(batch_size, -1, cache_position.shape[0], kv_length)
+    return torch.where(mask, torch.tensor(0.0, dtype=dtype), torch.finfo(dtype).min)
+
+
 def run_layers(ac, layers, x, mask, position_ids, cache_position, tables, past_key_values=None):
     """Decoder layers in a row: one per HF checkpoint call, or a chunk of
     them under vramplan's every-K checkpointing. Each output replaces the
@@ -149,7 +168,9 @@ class Llama(nn.Module):
         self.embed_tokens = ScaledEmbedding(cfg["vocab_size"], h) if gemma3 else nn.Embedding(cfg["vocab_size"], h)
         self.layers = nn.ModuleList([LlamaDecoderLayer(cfg, i) for i in range(cfg["num_hidden_layers"])])
         self.norm = rms_norm(cfg, h)
-        self.rotary_emb = None if cfg["model_type"] == "deepseek_v2" else LlamaRotaryEmbedding(cfg)
+        self.rotary_emb = None if remote_code(cfg) else LlamaRotaryEmbedding(cfg)
+        if transformers_v2(cfg):  # DeepseekV2Model's one module: complex freqs_cis
+            self.rotary_emb = DeepseekV2HFRotaryEmbedding(cfg)
         self.rotary_emb_local = None
         if gemma3:  # Gemma3TextModel: the sliding layers' tables
             self.rotary_emb_local = LlamaRotaryEmbedding(dict(cfg, rope_theta=cfg.get("rope_local_base_freq", 10000.0)))
@@ -163,6 +184,8 @@ class Llama(nn.Module):
         # _prepare_4d_causal_attention_mask_with_cache_position, no padding mask
         dtype = input_tensor.dtype
         sequence_length = input_tensor.shape[1]
+        if transformers_v2(self.cfg):  # DeepseekV2Model: create_causal_mask
+            return eager_mask(input_tensor.shape[0], cache_position, past_seen_tokens + sequence_length, dtype)
         target_length = past_seen_tokens + sequence_length + 1
         if self.cfg["model_type"] in ("gemma2", "gemma3_text"):  # Gemma2Model._update_causal_mask: the input's length
             target_length = sequence_length
@@ -202,7 +225,12 @@ class Llama(nn.Module):
         causal_mask = None if sdpa_ignores else self.causal_mask(inputs_embeds, cache_position, past_seen_tokens)
         hidden_states = inputs_embeds
         # DeepseekV2Model makes no tables: each attention layer has its own
-        cos, sin = (None, None) if self.cfg["model_type"] == "deepseek_v2" else self.rotary_emb(hidden_states, position_ids)
+        if remote_code(self.cfg):
+            cos, sin = None, None
+        elif transformers_v2(self.cfg):  # the layers take freqs_cis as position_embeddings
+            cos, sin = self.rotary_emb(hidden_states, position_ids), None
+        else:
+            cos, sin = self.rotary_emb(hidden_states, position_ids)
         tables = (cos, sin)
         if self.rotary_emb_local is not None:  # both pairs go to every layer
             tables = (cos, sin) + self.rotary_emb_local(hidden_states, position_ids)

@@ -1,0 +1,34 @@
+-- DeepSeek-V2 as transformers' own DeepseekV2ForCausalLM runs it
+-- (transformers 4.54+, modelled as 4.56-4.57 run it: src/transformers/models/
+-- deepseek_v2/modeling_deepseek_v2.py at commit
+-- 03eac6f6d2af7e8562113f0b78d3d2d59a7d843d), the route that trains in bf16
+-- and under autocast; deepseek-v2 is the same checkpoint under DeepSeek's own
+-- modeling_deepseek.py (trust_remote_code), which trains in fp32 only. The
+-- same configuration (deepseek-ai/DeepSeek-V2 config.json: group_limited_greedy
+-- over 8 groups, routed_scaling_factor 16, which changes values, not bytes)
+-- and parameters (235,741,434,880; tests); the code's differences are
+-- deepseek-v2-lite-hf.lua's.
+return deepseek_v2_hf {
+  name = "DeepSeek-V2 (transformers)",
+  hidden = 5120,
+  layers = 60,
+  heads = 128,
+  kv_heads = 128,
+  intermediate = 12288,
+  vocab = 102400,
+  max_positions = 163840,
+  norm_eps = 1e-6,
+  experts = 160,
+  experts_per_token = 6,
+  moe_intermediate = 1536,
+  shared_intermediate = 3072,
+  dense_layers = 1,
+  expert_groups = 8,
+  topk_groups = 3,
+  group_limited = true,
+  q_lora_rank = 1536,
+  kv_lora_rank = 512,
+  qk_nope_head_dim = 128,
+  qk_rope_head_dim = 64,
+  v_head_dim = 128,
+}
