@@ -503,18 +503,41 @@ vp_t vp_mul_as(vp_sim *sim, vp_t a, vp_t b, uint64_t out_numel, vp_dtype dt, con
     return y;
 }
 
-vp_t vp_mul_(vp_sim *sim, vp_t a, vp_t b, const char *label) {
+static vp_t mul_in_place(vp_sim *sim, vp_t a, vp_t b, vp_backward_fn backward, const char *label) {
     bool clones = sim->grad_mode && wants_grad(sim, b);
     vp_t original = clones ? vp_new(sim, numel_of(sim, a), dtype_of(sim, a), label) : 0;
     vp_t y = vp_view(sim, a, numel_of(sim, a), label);
     vp_t in[2] = {a, b};
-    vp_node *node = vp_record(sim, backward_mul, label, in, 2, &y, 1);
+    vp_node *node = vp_record(sim, backward, label, in, 2, &y, 1);
     if (node) {
         if (wants_grad(sim, a)) vp_save(sim, node, b);
         if (original) vp_save(sim, node, original);
     }
     vp_drop(sim, original);
     return y;
+}
+
+vp_t vp_mul_(vp_sim *sim, vp_t a, vp_t b, const char *label) { return mul_in_place(sim, a, b, backward_mul, label); }
+
+static void backward_mul_slices(vp_sim *sim, uint32_t index) {
+    vp_node *node = vp_node_at(sim, index);
+    const char *label = node->label;
+    uint64_t n = numel_of(sim, node->out[0]);
+    vp_dtype dtype = dtype_of(sim, vp_grad_out(sim, node, 0));
+    bool base_grad = vp_needs_grad(sim, node, 0), other_grad = vp_needs_grad(sim, node, 1);
+    vp_t result = vp_grad_sized(sim, n, dtype, label);
+    vp_t clone = vp_grad_sized(sim, n, dtype, label);
+    vp_t own = base_grad ? vp_grad_sized(sim, n, dtype, label) : 0;  /* MulBackward0's grad * other */
+    vp_t full = other_grad ? vp_grad_sized(sim, n, dtype, label) : 0; /* and grad * original self */
+    vp_drop(sim, clone);
+    vp_drop(sim, own); /* copied into result's view part */
+    if (base_grad) vp_give_grad(sim, vp_node_at(sim, index), 0, result);
+    else vp_drop(sim, result);
+    if (full) give_fitted(sim, index, 1, full);
+}
+
+vp_t vp_mul_view_(vp_sim *sim, vp_t a, vp_t b, const char *label) {
+    return mul_in_place(sim, a, b, backward_mul_slices, label);
 }
 
 /* `in_place`: a /= number, a new version of a's storage (div_ on the

@@ -97,6 +97,13 @@ vp_t vp_mul_as(vp_sim *sim, vp_t a, vp_t b, uint64_t out_numel, vp_dtype dtype, 
  * before the op (the generated in-place code clones self for it; PyTorch
  * 1.13's VariableType, checked: _saved_self is not a's storage). */
 vp_t vp_mul_(vp_sim *sim, vp_t a, vp_t b, const char *label);
+/* The same on a view of all of a (a.view(...).mul_(b), a needing a
+ * gradient): autograd wraps MulBackward0 in CopySlices, whose backward
+ * makes a base-sized result holding the gradient, clones the view's part,
+ * runs MulBackward0 on the clone (a's gradient copied back into result, b's
+ * a new a-sized tensor reduced to b's size) and lets the clone go
+ * (torch/csrc/autograd/functions/tensor.cpp, CopySlices::apply, 1.13). */
+vp_t vp_mul_view_(vp_sim *sim, vp_t a, vp_t b, const char *label);
 
 /* a times (or over) a Python scalar or a 0-dim tensor that needs no
  * gradient: saves that 0-dim tensor; backward allocates grad * scalar. */

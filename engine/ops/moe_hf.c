@@ -338,7 +338,8 @@ vp_t vp_moe_deepseek_v2(vp_step *step, const vp_op *op, const moe_slots *s, vp_t
  * outputs joined by torch.cat (the list lives until moe returns), an
  * empty_like written by index (new_x[indices] = outs), viewed as [n, k, h]
  * and cast to the weights' dtype (fp32: a copy unless the rows are fp32),
- * weighed in place (mul_: its node keeps a clone of the rows), summed over
+ * weighed in place (mul_: its node keeps a clone of the rows; on new_x's
+ * own view when no cast was needed), summed over
  * k and cast back. Takes nothing over; returns the routed sum. */
 static vp_t sorted_experts(vp_step *step, const vp_op *op, const moe_slots *s, vp_t flat, vp_t weights) {
     vp_sim *sim = &step->sim;
@@ -372,7 +373,9 @@ static vp_t sorted_experts(vp_step *step, const vp_op *op, const moe_slots *s, v
     vp_t new_x = vp_index_put(sim, empty, outs, indices, "moe.index_put");
     vp_drop(sim, empty);
     vp_t typed = vp_to(sim, new_x, (vp_dtype)vp_at(sim, weights)->dtype, "moe.weighted");
-    vp_t weighted = vp_mul_(sim, typed, weights, "moe.weighted");
+    /* no cast (fp32 rows): mul_ acts on a view of new_x itself (CopySlices) */
+    vp_t weighted = typed == new_x ? vp_mul_view_(sim, typed, weights, "moe.weighted")
+                                   : vp_mul_(sim, typed, weights, "moe.weighted");
     vp_drop(sim, typed);
     vp_t summed = vp_sum(sim, weighted, vp_numel(sim, n, h), "moe.sum_topk");
     vp_drop(sim, weighted);
