@@ -373,9 +373,18 @@ static vp_t sorted_experts(vp_step *step, const vp_op *op, const moe_slots *s, v
     vp_t new_x = vp_index_put(sim, empty, outs, indices, "moe.index_put");
     vp_drop(sim, empty);
     vp_t typed = vp_to(sim, new_x, (vp_dtype)vp_at(sim, weights)->dtype, "moe.weighted");
-    /* no cast (fp32 rows): mul_ acts on a view of new_x itself (CopySlices) */
-    vp_t weighted = typed == new_x ? vp_mul_view_(sim, typed, weights, "moe.weighted")
-                                   : vp_mul_(sim, typed, weights, "moe.weighted");
+    /* no cast (fp32 rows): mul_ acts on a view of new_x itself, so new_x's
+     * node is CopySlices and the view's AsStridedBackward0, whose backward
+     * makes a zero-filled storage of new_x's size (as_strided_backward,
+     * FunctionsManual.cpp, 1.13) */
+    vp_t weighted;
+    if (typed == new_x) {
+        vp_t base = vp_mul_view_(sim, typed, weights, "moe.weighted");
+        weighted = vp_expand(sim, base, vp_at(sim, base)->numel, "moe.weighted_view");
+        vp_drop(sim, base);
+    } else {
+        weighted = vp_mul_(sim, typed, weights, "moe.weighted");
+    }
     vp_drop(sim, typed);
     vp_t summed = vp_sum(sim, weighted, vp_numel(sim, n, h), "moe.sum_topk");
     vp_drop(sim, weighted);

@@ -397,6 +397,13 @@ CASES = [
     ("deepseek-v2-hf bf16 uneven shares one sequence", deepseek_v2_hf(experts=6, layers=2), recipe("bf16", b=1, s=31)),
     ("deepseek-v2-hf amp-bf16 grad_accum 2 no cache", deepseek_v2_hf(), recipe(
         "amp-bf16", grad_accum=2, use_cache="false")),
+    # fp32: mul_ on new_x's own view (CopySlices, AsStridedBackward0's base-sized storage) makes the peak
+    # where recomputation puts it in the MoE's backward (an ad-hoc sweep over this family, seed 1: 64 KB)
+    ("deepseek-v2-hf fp32 lora all-linear non-reentrant", deepseek_v2_hf(layers=2), recipe(
+        s=64, ckpt="full", use_reentrant="false", finetune="lora", lora_targets="all-linear")),
+    ("deepseek-v2-hf fp32 every-2 last layer trained early stop", deepseek_v2_hf(layers=2), recipe(
+        s=64, ckpt="every-2", use_reentrant="false", checkpoint_early_stop="true", finetune="freeze",
+        trainable_layers=1)),
     # optimizers outside torch.optim (tests/torch/optimizers.py)
     ("llama fp32 adafactor", llama(), recipe(optimizer="adafactor")),
     ("llama bf16 adafactor", llama(), recipe("bf16", optimizer="adafactor")),
