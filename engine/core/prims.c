@@ -435,6 +435,7 @@ vp_t vp_linear_float8(vp_sim *sim, vp_t x, vp_t w, bool w_float8, vp_float8_reci
      * gemm_config_output uses fast accumulation */
     float8_operands op = {0, 0, rowwise ? rows : 1, rowwise ? out_features : 1};
     vp_t y = scaled_mm(sim, vp_new, op, true, cuda, rows, out_features, dtype_of(sim, x), label);
+    vp_at(sim, y)->aten = VP_ATEN_SCALED_MM;
     drop_float8(sim, x8, s[0]);
     drop_float8(sim, w8, s[1]);
     vp_t in[2] = {x, w};
@@ -718,6 +719,7 @@ vp_t vp_dropout(vp_sim *sim, vp_t x, double p, const char *label) {
     }
     vp_t y = vp_new(sim, numel_of(sim, x), dtype_of(sim, x), label);
     vp_t mask = vp_new(sim, numel_of(sim, x), VP_BOOL, label);
+    vp_at(sim, y)->aten = vp_at(sim, mask)->aten = VP_ATEN_NATIVE_DROPOUT;
     vp_node *node = vp_record(sim, backward_unary, label, &x, 1, &y, 1);
     if (node) {
         node->aux[0] = 0;

@@ -124,6 +124,7 @@ const vp_framework_kind vp_framework_fsdp2 = {
     .bucketed_grads = true,
     .layer_units = true,
     .dtensor_tp = true,
+    .compiles_blocks = true,
     .context_parallel = true,
     .sdpa_ring = true,
 };

@@ -59,6 +59,19 @@ static void test_rms_norm_before_matmul(void) {
     CHECK(vp_compile_partition(v, 8, saved) == VP_CP_OK);
     bool want_tagged[8] = {false, true, true, false, false, true, true, false};
     for (int i = 0; i < 8; i++) CHECK(saved[i] == want_tagged[i]);
+
+    /* a selective checkpoint under compile (torchtitan's op-selective): the
+     * policy tags the matmul MUST_SAVE and every other op PREFER_RECOMPUTE;
+     * each tagged value gets an infinite _in -> sink edge and no weight
+     * edge, so only primals can be cut: x (121, to recompute the norm) and
+     * w (0). The matmul's output, banned, is not read by backward: not
+     * saved either. */
+    v[1].must_save = false;
+    for (int i = 1; i <= 5; i++) v[i].must_recompute = true;
+    v[7].must_save = true;
+    CHECK(vp_compile_partition(v, 8, saved) == VP_CP_OK);
+    bool want_policy[8] = {true, false, false, false, false, false, true, false};
+    for (int i = 0; i < 8; i++) CHECK(saved[i] == want_policy[i]);
 }
 
 /* ban_if_used_far_apart: x = in.neg() (order 1) feeds a pointwise p
