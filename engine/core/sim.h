@@ -177,6 +177,10 @@ typedef struct vp_sim {
     vp_holder *holders;
     uint32_t n_holders, cap_holders;
     uint32_t phantom_from;       /* tensors from this handle on are never made (0: none) */
+    /* inside a torch.compile region: Inductor fuses pointwise chains, so
+     * torchao's float8 cast is an amax reduction and one kernel writing
+     * the 1-byte data (no fp32 copies) */
+    bool fused_casts;
     vp_sim_status status;
 } vp_sim;
 

@@ -240,7 +240,10 @@ static vp_t layers_forward(vp_step *step, const vp_chunk *chunk, vp_t x) {
         const vp_section *layer = vp_model_layer_section(step->model, index);
         uint32_t first_node = step->sim.n_nodes;
         vp_t first_tensor = step->sim.n_tensors;
+        /* a compiled block's float8 casts are fused (docs/compile.md) */
+        step->sim.fused_casts = step->recipe->compile;
         vp_t out = vp_run_ops(step, layer->ops, layer->n_ops, vp_step_layer_leaves(step, index), in);
+        step->sim.fused_casts = false;
         /* the layer returns: its locals go */
         vp_step_drop_locals(step, VP_LOCAL_OF_POST_NORM_BLOCK);
         vp_step_drop_locals(step, VP_LOCAL_OF_LAYER);

@@ -50,6 +50,30 @@ describe("compile = true", function()
     end
   end)
 
+  it("fuses torchao's float8 casts inside the blocks: an amax and the 1-byte data, no full-size fp32 copies", function()
+    -- docs/compile.md: Inductor makes abs, amax, to(float32), * scale,
+    -- clamp, to(float8) one reduction and one kernel; the eager cast's
+    -- float8.abs, .upcast, .scaled and .clamp tensors are gone in the
+    -- blocks' forward and backward (the head stays eager: filter_fqns
+    -- keeps it out of Float8 anyway)
+    local function ops(compile)
+      local r = helper.estimate("llama3.2-1b", "--set", "framework=fsdp2", "--set", "gpus=2", "--set", "seq_len=512",
+        "--set", "precision=fp8-torchao", "--set", "compile=" .. compile, "--timeline")
+      local seen = {}
+      for _, e in ipairs(r.timeline) do
+        if e.delta > 0 then seen[e.op] = (seen[e.op] or 0) + 1 end
+      end
+      return seen
+    end
+    local eager, compiled = ops("false"), ops("true")
+    for _, op in ipairs({ "float8.abs", "float8.upcast", "float8.scaled", "float8.clamp" }) do
+      assert.is_true((eager[op] or 0) > 0, op)
+      assert.equal(nil, compiled[op], op)
+    end
+    assert.equal(eager["float8.data"], compiled["float8.data"])
+    assert.equal(eager["float8.amax"], compiled["float8.amax"])
+  end)
+
   for _, case in ipairs({
     { { "framework=torch" }, "compile: modelled as torchtitan compiles each TransformerBlock (framework = fsdp2)" },
     { { "framework=fsdp2", "tp=2" }, "compile: tensor parallelism inside a compiled block" },
