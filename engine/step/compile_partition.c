@@ -195,6 +195,52 @@ static bool ban_used_far_apart(graph *g) {
     return true;
 }
 
+/* ban_if_long_fusible_chains: from each value (in forward order), a walk
+ * along fusible edges to unbanned users, always taking the earliest value
+ * waiting (a heap that may hold a value twice, as Python's does); a value
+ * reached over 100 positions after the start when nothing else waits is
+ * banned, and the walk ends. Values visited stay visited for every later
+ * start. Positions are the region's values in order, its inputs where
+ * first read (fw_order puts the placeholders first: a chain's length
+ * differs by the inputs read along it). */
+static bool ban_long_fusible_chains(graph *g) {
+    bool *visited = calloc(g->n ? g->n : 1, sizeof *visited);
+    uint32_t *waiting = calloc(g->n ? g->n : 1, sizeof *waiting); /* heap multiplicities */
+    if (!visited || !waiting) {
+        free(visited);
+        free(waiting);
+        return false;
+    }
+    for (uint32_t start = 0; start < g->n; start++) {
+        if (is_input(&g->v[start])) continue; /* required forward nodes only */
+        memset(waiting, 0, g->n * sizeof *waiting);
+        waiting[start] = 1;
+        uint32_t total = 1, from = start;
+        while (total) {
+            while (!waiting[from]) from++; /* users come later: the minimum never moves back */
+            uint32_t cur = from;
+            waiting[cur]--;
+            total--;
+            if (visited[cur]) continue;
+            visited[cur] = true;
+            if (cur > start + 100 && total == 0) {
+                ban(g, cur);
+                break;
+            }
+            for (uint32_t k = 0; k < n_users(g, cur); k++) {
+                uint32_t u = user(g, cur, k);
+                if (fusible(g->v, cur, u) && !g->banned[u]) {
+                    waiting[u]++;
+                    total++;
+                }
+            }
+        }
+    }
+    free(visited);
+    free(waiting);
+    return true;
+}
+
 /* Edmonds-Karp on the dense residual network: the max flow's value is the
  * min cut's; `reach` ends as the source's side of it. */
 static bool max_flow(graph *g, bool *reach, uint32_t *parent, uint32_t *queue) {
@@ -257,11 +303,7 @@ vp_cp_status vp_compile_partition(const vp_cp_value *values, uint32_t n, bool *s
     if (g.first_user && g.dist && g.banned && g.cap && reach && parent && queue && build_users(&g)) {
         distances(&g);
         build_network(&g);
-        /* ban_if_long_fusible_chains bans a node 100 ops into a fusible
-         * chain: a region of the engine's has fewer values than that
-         * (vp_compile_partition refuses a larger one) */
-        if (n >= 100) status = VP_CP_TOO_LARGE;
-        else if (ban_used_far_apart(&g)) {
+        if (ban_used_far_apart(&g) && ban_long_fusible_chains(&g)) {
             status = VP_CP_UNSAVABLE;
             if (max_flow(&g, reach, parent, queue)) {
                 /* the cut's edges: _in on the source's side, _out not */

@@ -37,8 +37,7 @@ typedef struct {
 typedef enum {
     VP_CP_OK = 0,
     VP_CP_NOMEM,
-    VP_CP_UNSAVABLE, /* a value backward needs is banned from both saving and recomputing: a caller bug */
-    VP_CP_TOO_LARGE  /* 100 values or more: the long-fusible-chain heuristic would apply (not replayed) */
+    VP_CP_UNSAVABLE /* a value backward needs is banned from both saving and recomputing: a caller bug */
 } vp_cp_status;
 
 /* The values the min cut saves: saved[i] for value i. */

@@ -95,9 +95,43 @@ static void test_used_far_apart(void) {
     CHECK(!saved[0] && !saved[1] && !saved[2] && saved[3] && saved[4]);
 }
 
+/* A chain of n - 1 pointwise values from an input, backward reading the
+ * last; sizes 1000 bytes, then 250, 63, 16, 4, 1 (each at least a quarter
+ * of the one before: no reduction ban, which would end the walk), then
+ * 1e6 and 1e6. */
+static void chain(vp_cp_value *v, uint32_t n) {
+    static const uint64_t tail[] = {250, 63, 16, 4, 1, 1000000, 1000000};
+    v[0] = (vp_cp_value){.bytes = 1000, .kind = VP_CP_INPUT};
+    for (uint32_t i = 1; i < n; i++) {
+        uint64_t bytes = i + 7 < n ? 1000 : tail[i + 7 - n];
+        v[i] = (vp_cp_value){.bytes = bytes, .kind = VP_CP_POINTWISE, .n_inputs = 1, .inputs = {i - 1}};
+    }
+    v[n - 1].backward_reads = true;
+}
+
+/* ban_if_long_fusible_chains. The cheapest cut is the 1-byte value:
+ * int(1 x 1.1^3) = 1, x2 = 2 (the last value would cost int(1e6 x 1.1)
+ * x 2). With 103 values the walk from value 1 reaches the last, 102,
+ * more than 100 positions on with nothing else waiting and bans it: the
+ * last value is saved, and nothing else. With 102 values it reaches no
+ * further than 101 = 1 + 100: the cheap cut. */
+static void test_long_fusible_chain(void) {
+    vp_cp_value v[103];
+    bool saved[103];
+    for (uint32_t n = 102; n <= 103; n++) {
+        chain(v, n);
+        CHECK(vp_compile_partition(v, n, saved) == VP_CP_OK);
+        unsigned count = 0;
+        for (uint32_t i = 0; i < n; i++) count += saved[i];
+        CHECK(count == 1);
+        CHECK(n == 103 ? saved[n - 1] : saved[n - 3]);
+    }
+}
+
 int main(void) {
     test_matmul_then_pointwise();
     test_rms_norm_before_matmul();
     test_used_far_apart();
+    test_long_fusible_chain();
     return check_summary("compile_partition");
 }
