@@ -295,11 +295,20 @@ vp_t vp_linear_fp8(vp_sim *sim, vp_t x, vp_t columnwise, vp_t w, vp_t b, uint64_
  * in the forward, vp_grad_sized in backward. Left out: the float64 copies
  * of the amax amax_to_scale makes on the way, and the rowwise recipes'
  * power-of-2 rounding of the scales (exp2(floor(log2(scale)))), all of the
- * scales' size and gone before the fp32 copies are made. */
+ * scales' size and gone before the fp32 copies are made. `fused`: inside
+ * a compiled region, where Inductor makes the cast an amax reduction
+ * (|x| fused into it) and one pointwise kernel from x to the 1-byte data
+ * (docs/compile.md): none of the full-size copies. */
 static vp_t cast_float8(vp_sim *sim, vp_t (*make)(vp_sim *, uint64_t, vp_dtype, const char *), vp_t x,
-                        uint64_t scales, vp_t *scale) {
+                        uint64_t scales, bool fused, vp_t *scale) {
     uint64_t n = numel_of(sim, x);
     vp_dtype dt = dtype_of(sim, x);
+    if (fused) {
+        vp_t amax = make(sim, scales, dt, "float8.amax");
+        *scale = make(sim, scales, VP_FP32, "float8.scale");
+        vp_drop(sim, amax);
+        return make(sim, n, VP_FP8_E4M3, "float8.data");
+    }
     vp_t magnitude = make(sim, n, dt, "float8.abs");
     vp_t amax = make(sim, scales, dt, "float8.amax");
     vp_drop(sim, magnitude);
@@ -389,7 +398,7 @@ static void backward_float8(vp_sim *sim, uint32_t index) {
     vp_t x = node->in[0], w = node->in[1], out = node->out[0];
     uint64_t n_out = numel_of(sim, out), n_x = numel_of(sim, x), n_w = numel_of(sim, w);
     uint64_t out_features = node->aux[2], rows = n_out / out_features, in = n_w / out_features;
-    bool w_float8 = node->aux[0], cuda = node->aux[3];
+    bool w_float8 = node->aux[0], cuda = node->aux[3], fused = node->aux[4];
     vp_float8_recipe recipe = (vp_float8_recipe)node->aux[1];
     bool rowwise = recipe != VP_FLOAT8_TENSORWISE;
     vp_dtype dt = dtype_of(sim, out);
@@ -397,18 +406,18 @@ static void backward_float8(vp_sim *sim, uint32_t index) {
     vp_t s[4] = {0};
     /* grad_input = grad_output [rows, out] @ weight_t.t() [out, in]; the
      * casts axiswise along -1 (rowwise): a scale per row of each */
-    vp_t go_dim0 = cast_float8(sim, vp_grad_sized, go, rowwise ? rows : 1, &s[0]);
+    vp_t go_dim0 = cast_float8(sim, vp_grad_sized, go, rowwise ? rows : 1, fused, &s[0]);
     /* tensor_already_casted_to_fp8(weight_hp_t): the gathered float8 weight as it is */
     uint64_t w_scales = recipe == VP_FLOAT8_ROWWISE ? in : 1;
-    vp_t w_dim0 = w_float8 ? 0 : cast_float8(sim, vp_grad_sized, w, w_scales, &s[1]);
+    vp_t w_dim0 = w_float8 ? 0 : cast_float8(sim, vp_grad_sized, w, w_scales, fused, &s[1]);
     float8_operands gi = {0, n_w, rowwise ? rows : 1, w_scales};
     vp_t grad_input = scaled_mm(sim, vp_grad_sized, gi, false, cuda, rows, in, dt, "float8 grad_input");
     vp_t go_dim1 = 0, x_dim1 = 0, grad_weight;
     if (recipe == VP_FLOAT8_ROWWISE_GW_HP) { /* cast configs DISABLED: aten.mm of the 16-bit tensors */
         grad_weight = vp_grad_sized(sim, n_w, dt, "grad_weight");
     } else { /* grad_output.t() [out, rows] @ input [rows, in], the casts along 0 */
-        go_dim1 = cast_float8(sim, vp_grad_sized, go, rowwise ? out_features : 1, &s[2]);
-        x_dim1 = cast_float8(sim, vp_grad_sized, x, rowwise ? in : 1, &s[3]);
+        go_dim1 = cast_float8(sim, vp_grad_sized, go, rowwise ? out_features : 1, fused, &s[2]);
+        x_dim1 = cast_float8(sim, vp_grad_sized, x, rowwise ? in : 1, fused, &s[3]);
         float8_operands gw = {n_out, n_x, rowwise ? out_features : 1, rowwise ? in : 1};
         grad_weight = scaled_mm(sim, vp_grad_sized, gw, false, cuda, out_features, in, dt, "float8 grad_weight");
     }
@@ -429,12 +438,13 @@ vp_t vp_linear_float8(vp_sim *sim, vp_t x, vp_t w, bool w_float8, vp_float8_reci
     bool rowwise = recipe != VP_FLOAT8_TENSORWISE;
     vp_t s[2] = {0};
     /* the input [rows, in] scaled along -1, the weight's transpose [in, out] along 0 */
-    vp_t x8 = cast_float8(sim, vp_new, x, rowwise ? rows : 1, &s[0]);
-    vp_t w8 = w_float8 ? 0 : cast_float8(sim, vp_new, w, rowwise ? out_features : 1, &s[1]);
+    vp_t x8 = cast_float8(sim, vp_new, x, rowwise ? rows : 1, sim->fused_casts, &s[0]);
+    vp_t w8 = w_float8 ? 0 : cast_float8(sim, vp_new, w, rowwise ? out_features : 1, sim->fused_casts, &s[1]);
     /* the input row-major, the weight's transpose column-major: no copies;
      * gemm_config_output uses fast accumulation */
     float8_operands op = {0, 0, rowwise ? rows : 1, rowwise ? out_features : 1};
     vp_t y = scaled_mm(sim, vp_new, op, true, cuda, rows, out_features, dtype_of(sim, x), label);
+    vp_at(sim, y)->aten = VP_ATEN_SCALED_MM;
     drop_float8(sim, x8, s[0]);
     drop_float8(sim, w8, s[1]);
     vp_t in[2] = {x, w};
@@ -445,6 +455,7 @@ vp_t vp_linear_float8(vp_sim *sim, vp_t x, vp_t w, bool w_float8, vp_float8_reci
         node->aux[1] = recipe;
         node->aux[2] = out_features;
         node->aux[3] = cuda;
+        node->aux[4] = sim->fused_casts; /* its backward runs in the compiled backward */
         vp_save(sim, node, x);
         vp_save(sim, node, w);
     }
@@ -755,6 +766,7 @@ vp_t vp_dropout(vp_sim *sim, vp_t x, double p, const char *label) {
     }
     vp_t y = vp_new(sim, numel_of(sim, x), dtype_of(sim, x), label);
     vp_t mask = vp_new(sim, numel_of(sim, x), VP_BOOL, label);
+    vp_at(sim, y)->aten = vp_at(sim, mask)->aten = VP_ATEN_NATIVE_DROPOUT;
     vp_node *node = vp_record(sim, backward_unary, label, &x, 1, &y, 1);
     if (node) {
         node->aux[0] = 0;

@@ -379,14 +379,25 @@ static void unpack(vp_sim *sim, uint32_t index) {
         vp_node *node = vp_node_at(sim, index);
         if (!(node->packed & (1u << i))) continue;
         vp_t original = node->saved[i];
-        vp_t copy = vp_new(sim, vp_at(sim, original)->numel, (vp_dtype)vp_at(sim, original)->dtype, "offload.unpack");
+        const char *label = node->recomputed & (1u << i) ? "compile.recompute" : "offload.unpack";
+        vp_t copy = vp_new(sim, vp_at(sim, original)->numel, (vp_dtype)vp_at(sim, original)->dtype, label);
         /* SavedVariable::unpack gives it the original's autograd metadata */
         vp_at(sim, copy)->requires_grad = vp_at(sim, original)->requires_grad;
         node = vp_node_at(sim, index);
         node->saved[i] = copy;
         node->packed &= (uint8_t)~(1u << i);
+        node->recomputed &= (uint8_t)~(1u << i);
         node->handed |= (uint8_t)(1u << i);
     }
+}
+
+void vp_recompute_saved(vp_sim *sim, uint32_t index, unsigned slot) {
+    vp_node *node = vp_node_at(sim, index);
+    vp_t t = node->saved[slot];
+    if (!t || (node->packed & (1u << slot))) return;
+    node->packed |= (uint8_t)(1u << slot);
+    node->recomputed |= (uint8_t)(1u << slot);
+    vp_drop(sim, t);
 }
 
 void vp_drop_handed(vp_sim *sim, uint32_t index) {
@@ -525,6 +536,7 @@ static void release_saved(vp_sim *sim, vp_node *node) {
         node->saved[i] = 0;
     }
     node->packed = 0;
+    node->recomputed = 0;
     node->handed = 0;
     unsigned held = (unsigned)__builtin_popcount(node->holders);
     node->holders = 0;
@@ -543,7 +555,15 @@ static void frame_goes(vp_sim *sim, vp_frame *f) {
     release_saved(sim, vp_node_at(sim, keeper));
 }
 
+static vp_t sac_new(vp_sim *sim, vp_aten_op op, uint64_t numel, vp_dtype dtype, const char *label);
+
 vp_t vp_sac_new(vp_sim *sim, vp_aten_op op, uint64_t numel, vp_dtype dtype, const char *label) {
+    vp_t t = sac_new(sim, op, numel, dtype, label);
+    if (t) vp_at(sim, t)->aten = (uint8_t)op;
+    return t;
+}
+
+static vp_t sac_new(vp_sim *sim, vp_aten_op op, uint64_t numel, vp_dtype dtype, const char *label) {
     bool rerun = sim->refilling != NULL;
     vp_frame *f = rerun ? sim->refilling : sim->saving;
     if (!f || !f->selective || !f->sac.saved[op]) return vp_new(sim, numel, dtype, label);

@@ -48,6 +48,7 @@ typedef struct {
     uint32_t pending;    /* leaves: edges to it from nodes of the running backward yet to run */
     vp_t param_grad;     /* for leaves: the .grad tensor */
     uint8_t grad_dtype;  /* dtype of this tensor's gradient (its own dtype) */
+    uint8_t aten;        /* vp_aten_op: the ATen op that made it, where a policy or the partitioner tells it apart */
     const char *label;
 } vp_tensor;
 
@@ -71,6 +72,7 @@ typedef struct vp_node {
     uint8_t packed;                /* saved slots packed to host memory (bit i: saved[i]) */
     uint8_t holders;               /* saved slots a checkpoint frame holds (bit i): empty until it recomputes */
     uint8_t handed;                /* saved slots whose unpacked tensor only the rule's locals hold (bit i) */
+    uint8_t recomputed;            /* packed slots a compiled region recomputes in backward (bit i) */
     bool late_saves;               /* an autograd.Function's: what it saves is packed after it computes */
     struct vp_frame *frame;        /* that frame */
     bool done;
@@ -88,6 +90,8 @@ typedef enum {
     VP_ATEN_SDPA_FLASH,
     VP_ATEN_SDPA_EFFICIENT,
     VP_ATEN_REDUCE_SCATTER, /* _c10d_functional.reduce_scatter_tensor (DTensor's Partial -> Shard) */
+    VP_ATEN_NATIVE_DROPOUT, /* a random op: its output and mask */
+    VP_ATEN_SCALED_MM,      /* torch._scaled_mm (torchao's float8 GEMMs) */
     VP_ATEN_COUNT
 } vp_aten_op;
 
@@ -173,6 +177,10 @@ typedef struct vp_sim {
     vp_holder *holders;
     uint32_t n_holders, cap_holders;
     uint32_t phantom_from;       /* tensors from this handle on are never made (0: none) */
+    /* inside a torch.compile region: Inductor fuses pointwise chains, so
+     * torchao's float8 cast is an amax reduction and one kernel writing
+     * the 1-byte data (no fp32 copies) */
+    bool fused_casts;
     vp_sim_status status;
 } vp_sim;
 
@@ -262,6 +270,12 @@ void vp_frame_drop_rerun_graph(vp_sim *sim, uint32_t first);
  * cache; in its rerun, such an output is not computed again but taken from
  * the cache (returned as a view of it). */
 vp_t vp_sac_new(vp_sim *sim, vp_aten_op op, uint64_t numel, vp_dtype dtype, const char *label);
+
+/* A compiled region's partitioner chose not to save what slot `slot` of
+ * node `node` saved: the node lets go of it now, and backward recomputes
+ * it (a new tensor of its size, made before the rule runs and freed as it
+ * returns, as an unpacked copy is). */
+void vp_recompute_saved(vp_sim *sim, uint32_t node, unsigned slot);
 
 /* Backward helpers for the rule functions. */
 vp_t vp_grad_like(vp_sim *sim, vp_t like, const char *label);

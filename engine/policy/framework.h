@@ -84,6 +84,9 @@ typedef struct vp_framework_kind {
     /* with mixed precision and accumulate_allreduce_grads_in_fp32 the
      * weight gradients go straight into fp32 main_grad buffers */
     bool main_grad_buffers;
+    /* compile = true is modelled as torchtitan's apply_compile runs it:
+     * each TransformerBlock a torch.compile region, the rest eager */
+    bool compiles_blocks;
 } vp_framework_kind;
 
 #define VP_FRAMEWORK(id, name) extern const vp_framework_kind vp_framework_##name;

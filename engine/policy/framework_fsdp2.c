@@ -157,6 +157,7 @@ const vp_framework_kind vp_framework_fsdp2 = {
     .layer_units = true,
     .hsdp = true,
     .dtensor_tp = true,
+    .compiles_blocks = true,
     .context_parallel = true,
     .sdpa_ring = true,
 };

@@ -150,7 +150,7 @@ typedef struct {
     double weight_decay;         /* < 0: the optimizer's own default */
     bool first_moment;           /* the optional first moment of an optimizer that has one (Adafactor's beta1) */
     bool optimizer_in_backward;  /* torchtune's: one optimizer per parameter, stepped in backward (optim_in_backward.c) */
-    bool compile;                /* torch.compile: declared, refused when true (not modelled; docs/compile.md) */
+    bool compile;                /* torch.compile per block, torchtitan's (compile_region.c; docs/compile.md) */
     uint64_t micro_batch;
     uint64_t seq_len;
     uint64_t target_len;         /* encoder-decoder models: the decoder's tokens (labels); 0: seq_len */

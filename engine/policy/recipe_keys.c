@@ -315,11 +315,12 @@ static const vp_recipe_key keys[] = {
      .doc = "torchtune's optimizer in backward: one optimizer per parameter, stepped in its post-accumulate-grad hook "
             "and its gradient set to None at once, so gradients never all live together; one GPU, no gradient "
             "accumulation, no master weights [false]"},
-    /* torchtitan's training.compile (torch.compile per block): refused when
-     * true, the reason in vp_step_layout_problem (docs/compile.md) */
+    /* torchtitan's training.compile (torch.compile per block): each layer's
+     * saved tensors are the min-cut partitioner's (compile_region.c,
+     * docs/compile.md) */
     {BOOL_KEY("compile", compile, false),
-     .doc = "torch.compile (Inductor) over the model: not modelled yet, true is refused with the reason "
-            "(docs/compile.md) [false]"},
+     .doc = "torch.compile as torchtitan applies it (framework fsdp2): each block a compiled region whose saved "
+            "tensors are AOTAutograd's min cut (docs/compile.md) [false]"},
     {U64_KEY("micro_batch", micro_batch, 1, 1 << 24, 1), .doc = "sequences per micro-batch"},
     {U64_KEY("seq_len", seq_len, 1, 1 << 26, 2048), .doc = "tokens per sequence"},
     {U64_KEY("target_len", target_len, 1, 1 << 26, 0), .value = value_target_len,

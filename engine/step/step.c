@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "checkpoint.h"
+#include "compile_region.h"
 #include "layout.h"
 #include "finetune.h"
 #include "float8.h"
@@ -237,11 +238,21 @@ static vp_t layers_forward(vp_step *step, const vp_chunk *chunk, vp_t x) {
         vp_t in = vp_layout_layer_start(step, current, index);
         vp_drop(&step->sim, current);
         const vp_section *layer = vp_model_layer_section(step->model, index);
+        uint32_t first_node = step->sim.n_nodes;
+        vp_t first_tensor = step->sim.n_tensors;
+        /* a compiled block's float8 casts are fused (docs/compile.md) */
+        step->sim.fused_casts = step->recipe->compile;
         vp_t out = vp_run_ops(step, layer->ops, layer->n_ops, vp_step_layer_leaves(step, index), in);
+        step->sim.fused_casts = false;
         /* the layer returns: its locals go */
         vp_step_drop_locals(step, VP_LOCAL_OF_POST_NORM_BLOCK);
         vp_step_drop_locals(step, VP_LOCAL_OF_LAYER);
         vp_step_end_lifetime(step, VP_LIVES_LAYER);
+        /* a compiled block keeps what the partitioner's cut saves; under a
+         * checkpoint (full, op-selective) the compiled block saves what the
+         * eager checkpoint keeps (docs/compile.md) */
+        if (step->recipe->compile && !chunk->checkpointed)
+            vp_compile_region(&step->sim, first_node, step->sim.n_nodes, first_tensor);
         vp_drop(&step->sim, in);
         current = vp_layout_layer_end(step, out, index);
         vp_drop(&step->sim, out);
@@ -858,12 +869,11 @@ const char *vp_step_layout_problem(const vp_model *model, const vp_recipe *recip
     if (!problem) problem = vp_checkpoint_recipe_problem(recipe);
     if (!problem) problem = vp_optim_in_backward_problem(recipe);
     if (!problem) problem = vp_float8_problem(recipe);
-    if (!problem && recipe->compile)
-        problem = "compile: torch.compile is not modelled: Inductor's min-cut partitioner "
-                  "(torch/_functorch/partitioners.py) chooses per graph which activations backward saves and which "
-                  "it recomputes, and its fused kernels drop the eager intermediates; vramplan does not replay that "
-                  "choice yet (docs/compile.md); compile = false estimates the eager step";
+    if (!problem) problem = vp_compile_recipe_problem(recipe);
     if (problem || !model) return problem;
+    if (recipe->compile && model->facts.experts)
+        return "compile: mixtures of experts (data-dependent dispatch in the compiled block) are not modelled with "
+               "compile (docs/compile.md)";
     if (precision->fp8_dynamic && model->facts.experts)
         return "precision: fp8-torchao is not modelled for mixtures of experts (torchao's grouped float8 GEMMs)";
     if (recipe->tp > 1 && !model->facts.lm_head)

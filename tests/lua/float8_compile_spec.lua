@@ -49,13 +49,13 @@ describe("torchtitan's float8 and compile keys", function()
   it("map training.compile and compile.enable onto compile", function()
     assert.equal(false, helper.estimate(args({ "training.compile=false" })).recipe.compile)
     assert.equal(false, helper.estimate(args({ "compile.enable=false" })).recipe.compile)
+    assert.equal(true, helper.estimate(args({ "training.compile=true" })).recipe.compile)
+    assert.equal(true, helper.estimate(args({ "compile.enable=true" })).recipe.compile)
   end)
 
   for _, case in ipairs({
     { "model.converters=mxfp8", "model.converters: mxfp8 (microscaling formats) is not modelled" },
     { "float8.filter_fqns=output,layers.0.attention.wq", "float8.filter_fqns: layers.0.attention.wq" },
-    { "training.compile=true", "compile: torch.compile is not modelled" },
-    { "compile.enable=true", "compile: torch.compile is not modelled" },
   }) do
     it("refuses " .. case[1] .. ", naming the key", function()
       local err = helper.fails(args({ case[1] }))
@@ -137,16 +137,37 @@ describe("precision = fp8-torchao", function()
   end)
 end)
 
+-- The published rows (Llama 3.1 8B, H100 96 GB, reserved peak, max over
+-- ranks), within 10 % (the json's tolerance), and their known differences:
+--  - tt-t1-compile (77.0 GiB) and tt-t3-compile (62.0): op-level selective
+--    checkpointing under compile saves what the eager checkpoint saves (the
+--    partitioner honours the policy's MUST_SAVE / PREFER_RECOMPUTE tags),
+--    so the estimate is the eager one (79.9 and 65.2 GiB, +3.8 % and
+--    +5.2 %); compile's 5.0-5.4 GiB saving is not reproduced: its fused
+--    kernels' buffers (no eager intermediates in the forward, backward's
+--    recomputation inside its kernels instead of the checkpoint's rerun)
+--    and the allocator's fewer, larger blocks are not modelled.
+--  - tt-t1-compile-float8 and tt-t3-compile-float8: refused for
+--    op-selective with fp8-torchao (the eager policy would meet Float8Linear's
+--    casts; not modelled).
+--  - tt-04 (83.9 GiB): full checkpointing under compile keeps what the
+--    eager checkpoint keeps: 81.5 GiB (-2.9 %); the peak is the loss's fp32
+--    logits, outside the compiled blocks.
 describe("torchtitan's published Float8 and compile runs", function()
   local ref = helper.read_json("tests/reference/float8_compile.json")
   for _, row in ipairs(ref.rows) do
     it(row.id .. " (" .. row.table .. ") is reproduced within 10 % or refused for a technique it uses", function()
-      local sets = { "stack=torchtitan" }
+      -- with the caching allocator simulated, as torchtitan_reference_spec.lua
+      -- runs the eager rows: FSDP2's all-gather and reduce-scatter streams
+      -- keep pools of their own, which the constant fragmentation share
+      -- cannot show (tt-04: 71.7 GiB with it, 81.5 simulated)
+      local sets = { "stack=torchtitan", "allocator=simulated" }
       for k, v in pairs(row.keys) do sets[#sets + 1] = k .. "=" .. tostring(v) end
       local out, err, code = helper.run("estimate", "--json", helper.with_sets(ref.model, {}, sets))
       if code ~= 0 then
-        local named = err:find("compile: torch.compile is not modelled", 1, true) or
-          (row.keys.checkpointing == "op-selective" and err:find("op-selective", 1, true))
+        -- op-selective with fp8-torchao stays refused (its policy would meet
+        -- the float8 casts inside Float8Linear's autograd.Function)
+        local named = row.keys.checkpointing == "op-selective" and err:find("op-selective", 1, true)
         assert.truthy(named, row.id .. ": refused for another reason: " .. err)
       else
         local got = require("dkjson").decode(out).per_gpu.peak_reserved_bytes / 2 ^ 30

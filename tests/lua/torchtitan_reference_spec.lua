@@ -4,8 +4,10 @@
 -- allocator simulated (allocator = simulated: FSDP2's all-gather and
 -- reduce-scatter streams keep pools of their own, which the constant
 -- fragmentation share cannot show; docs/torchtitan.md explains each
--- difference). Rows that need torch.compile or Float8 are listed there and
--- skipped here.
+-- difference). Rows that need what is not modelled (compile with TP or CP,
+-- Float8 under TP, async TP) are listed there with the reason and pending
+-- here; the compile and Float8 rows of Tables 1-3 are checked in
+-- float8_compile_spec.lua.
 local helper = require("tests.lua.helper")
 
 local GIB = 2 ^ 30

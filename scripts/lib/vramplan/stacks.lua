@@ -264,8 +264,9 @@ local function checkpointing_keys(keys, origins)
       value = k
       if tt_option ~= nil then key = "activation_checkpoint.selective_ac_option" end
     elseif mode == "memory_budget" then
-      error(string.format("%s: activation_checkpoint.mode = memory_budget: torch.compile's partitioner chooses what " ..
-        "to save under a memory budget; not modelled (use full, selective or none)", at(key)), 0)
+      error(string.format("%s: activation_checkpoint.mode = memory_budget: torch.compile's partitioner under an " ..
+        "activation_memory_budget below 1 (its knapsack over the banned nodes) is not modelled (use full, selective " ..
+        "or none; docs/compile.md)", at(key)), 0)
     else
       error(string.format("%s: activation_checkpoint.mode: %s is not one of none | full | selective | memory_budget",
         at(key), show(tt_mode)), 0)

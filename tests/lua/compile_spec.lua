@@ -1,0 +1,95 @@
+-- compile = true: torchtitan's torch.compile of each TransformerBlock, the
+-- block's saved tensors chosen by AOTAutograd's min-cut partitioner
+-- (engine/step/compile_partition.c, checked on hand-made graphs in
+-- tests/c/test_compile_partition.c; engine/step/compile_region.c reads the
+-- block's graph; docs/compile.md). The published compiled runs are in
+-- float8_compile_spec.lua.
+local helper = require("tests.lua.helper")
+
+local GIB = 2 ^ 30
+
+describe("compile = true", function()
+  it("saves the min cut's choice in Llama 3 8B's blocks, worked out by hand from the partitioner's rules", function()
+    -- Per block, eager autograd saves and the cut does not: each RMSNorm's
+    -- fp32 upcast (T x d x 4: read only by the norm's pointwise backward,
+    -- not materialized, weight 2 x 1.1 x its size, recomputed from the
+    -- block's input and the saved rsqrt) and its 16-bit normalized value
+    -- before the weight (T x d x 2, likewise), and SiLU's output (T x i x 2,
+    -- recomputed from the saved gate projection). The cut saves what
+    -- eager does not: the block's input (T x d x 2, the cheapest source of
+    -- the first norm) and o_proj's output (T x d x 2: a matmul's,
+    -- materialized, cheaper than the residual sum it feeds, which is not
+    -- materialized, x2). Everything else (matmul inputs and outputs
+    -- backward reads unfusibly, q and the repeated k, v, SDPA's output and
+    -- logsumexp, the rsqrts) is saved both ways. Net per block:
+    -- -(2 T d 4 + T i 2); T = 2 x 8192 tokens, d = 4096, i = 14336.
+    local sets = { "stack=torchtitan", "gpus=8", "micro_batch=2", "seq_len=8192", "checkpointing=none" }
+    local function run(compile)
+      local list = { "compile=" .. compile }
+      for _, s in ipairs(sets) do list[#list + 1] = s end
+      return helper.estimate(helper.with_sets("llama3-8b", {}, list)).per_gpu
+    end
+    local eager, compiled = run("false"), run("true")
+    assert.equal(eager.peak_op, compiled.peak_op)
+    local T, d, i = 2 * 8192, 4096, 14336
+    assert.equal(-32 * (2 * T * d * 4 + T * i * 2), compiled.activations_bytes - eager.activations_bytes)
+  end)
+
+  it("keeps what a checkpoint keeps under full and op-selective checkpointing", function()
+    -- the partitioner honours the selective policy's tags: MUST_SAVE ops
+    -- are saved, every other op is tagged PREFER_RECOMPUTE and recomputed,
+    -- so the cut saves the policy's outputs and the block's input, as the
+    -- eager checkpoint does (tests/c/test_compile_partition.c); a full
+    -- checkpoint tags every op inside
+    for _, ckpt in ipairs({ "full", "op-selective" }) do
+      local function run(compile)
+        return helper.estimate("llama3.2-1b", "--set", "stack=torchtitan", "--set", "gpus=2", "--set", "seq_len=512",
+          "--set", "checkpointing=" .. ckpt, "--set", "compile=" .. compile).per_gpu
+      end
+      assert.equal(run("false").activations_bytes, run("true").activations_bytes)
+    end
+  end)
+
+  it("fuses torchao's float8 casts inside the blocks: an amax and the 1-byte data, no full-size fp32 copies", function()
+    -- docs/compile.md: Inductor makes abs, amax, to(float32), * scale,
+    -- clamp, to(float8) one reduction and one kernel; the eager cast's
+    -- float8.abs, .upcast, .scaled and .clamp tensors are gone in the
+    -- blocks' forward and backward (the head stays eager: filter_fqns
+    -- keeps it out of Float8 anyway)
+    local function ops(compile)
+      local r = helper.estimate("llama3.2-1b", "--set", "framework=fsdp2", "--set", "gpus=2", "--set", "seq_len=512",
+        "--set", "precision=fp8-torchao", "--set", "compile=" .. compile, "--timeline")
+      local seen = {}
+      for _, e in ipairs(r.timeline) do
+        if e.delta > 0 then seen[e.op] = (seen[e.op] or 0) + 1 end
+      end
+      return seen
+    end
+    local eager, compiled = ops("false"), ops("true")
+    for _, op in ipairs({ "float8.abs", "float8.upcast", "float8.scaled", "float8.clamp" }) do
+      assert.is_true((eager[op] or 0) > 0, op)
+      assert.equal(nil, compiled[op], op)
+    end
+    assert.equal(eager["float8.data"], compiled["float8.data"])
+    assert.equal(eager["float8.amax"], compiled["float8.amax"])
+  end)
+
+  for _, case in ipairs({
+    { { "framework=torch" }, "compile: modelled as torchtitan compiles each TransformerBlock (framework = fsdp2)" },
+    { { "framework=fsdp2", "tp=2" }, "compile: tensor parallelism inside a compiled block" },
+    { { "framework=fsdp2", "cp=2", "attention=sdpa" }, "compile: context parallelism inside a compiled block" },
+    { { "framework=fsdp2", "use_reentrant=true", "checkpointing=every-2" }, "compile: torchtitan checkpoints and compiles block by block" },
+    { { "framework=megatron", "tp=2", "dp=1" }, "compile: modelled as torchtitan compiles" },
+    { { "framework=deepspeed", "zero=3" }, "compile: modelled as torchtitan compiles" },
+  }) do
+    it("refuses compile with " .. table.concat(case[1], " "), function()
+      local err = helper.fails(helper.with_sets("llama3.2-1b", { "--set", "gpus=2", "--set", "compile=true" }, case[1]))
+      assert.truthy(err:find(case[2], 1, true), err)
+    end)
+  end
+
+  it("refuses mixtures of experts", function()
+    local err = helper.fails("mixtral-8x7b", "--set", "framework=fsdp2", "--set", "gpus=8", "--set", "compile=true")
+    assert.truthy(err:find("compile: mixtures of experts", 1, true), err)
+  end)
+end)
