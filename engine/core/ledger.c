@@ -57,6 +57,20 @@ unsigned vp_stream_of(const vp_stream_ops *streams, const char *op) {
 void vp_ledger_set_streams(vp_ledger *ledger, const vp_stream_ops *streams) {
     ledger->streams = streams;
     for (unsigned s = 0; s < VP_STREAMS; s++) ledger->stream[s].peak_place.layer = -1;
+    memset(ledger->stream_cache_op, 0, sizeof ledger->stream_cache_op);
+}
+
+/* vp_stream_of through the ledger's cache: the same few labels recur
+ * every layer. */
+static unsigned ledger_stream_of(vp_ledger *ledger, const char *op) {
+    if (!op) return 0;
+    uintptr_t a = (uintptr_t)op;
+    unsigned slot = (unsigned)((a ^ (a >> 5) ^ (a >> 10)) & 31u);
+    if (ledger->stream_cache_op[slot] != op) {
+        ledger->stream_cache_op[slot] = op;
+        ledger->stream_cache[slot] = (uint8_t)vp_stream_of(ledger->streams, op);
+    }
+    return ledger->stream_cache[slot];
 }
 
 void vp_ledger_free(vp_ledger *ledger) {
@@ -152,7 +166,7 @@ static void track_peaks(vp_ledger *ledger, const char *op) {
 static void stream_change(vp_ledger *ledger, const char *op, uint64_t rounded, vp_pool pool_kind, uint64_t pool,
                           bool add) {
     if (!ledger->streams) return;
-    vp_meter *m = &ledger->stream[vp_stream_of(ledger->streams, op)];
+    vp_meter *m = &ledger->stream[ledger_stream_of(ledger, op)];
     if (!add) {
         /* frees on a stream are of its own allocations (the labels pair) */
         m->total = m->total >= rounded ? m->total - rounded : 0;

@@ -97,6 +97,10 @@ typedef struct {
     /* with streams: the rounded live bytes on each stream (total, pools and
      * peak with its pools; no breakdown), kept only when `streams` is set */
     const vp_stream_ops *streams;
+    /* each op's stream by its label's address (labels are static and
+     * compared by address elsewhere too: allocator.c), direct-mapped */
+    const char *stream_cache_op[32];
+    uint8_t stream_cache[32];
     vp_meter stream[VP_STREAMS], seg_start_stream[VP_STREAMS], seg_stream[VP_STREAMS];
     vp_place place;      /* where the timeline is now */
     bool overflow;       /* a total left 64 bits: the result is meaningless */
