@@ -319,7 +319,7 @@ typedef struct {
     live_block *unnamed;  /* in allocation order, owned */
     uint32_t n_unnamed, cap_unnamed;
     unsigned by_size;
-    const vp_replay_streams *streams;
+    const vp_stream_ops *streams;
     bool repeat;          /* replaying a step after the first */
     uint32_t n_carried;   /* unnamed blocks still marked carried */
     bool bad;
@@ -346,14 +346,6 @@ static bool carried_over(replay *r, const vp_event *e) {
     return false;
 }
 
-static uint8_t stream_of(const vp_replay_streams *streams, const char *op) {
-    if (!streams || !op) return 0;
-    for (uint8_t s = 0; s < 2; s++)
-        for (const char *const *name = streams->ops[s]; name && *name; name++)
-            if (strcmp(*name, op) == 0) return (uint8_t)(s + 1);
-    return 0;
-}
-
 static void replay_alloc(replay *r, const vp_event *e) {
     if (r->repeat && carried_over(r, e)) return;
     if (e->tensor && r->named[e->tensor].preloaded) { /* the prelude made it */
@@ -374,7 +366,7 @@ static void replay_alloc(replay *r, const vp_event *e) {
         r->bad = true;
         return;
     }
-    int32_t b = vp_allocator_malloc_on(&r->alloc, (uint64_t)e->delta, stream_of(r->streams, e->place.op));
+    int32_t b = vp_allocator_malloc_on(&r->alloc, (uint64_t)e->delta, (uint8_t)vp_stream_of(r->streams, e->place.op));
     if (b < 0) {
         r->bad = true;
         return;
@@ -456,7 +448,7 @@ static uint32_t largest_tensor(const vp_event *events, unsigned n, uint32_t max_
 }
 
 bool vp_allocator_replay_run(const vp_event *prelude, unsigned n_prelude, const vp_event *events, unsigned n_events,
-                             unsigned max_steps, const vp_replay_streams *streams, const vp_alloc_config *config,
+                             unsigned max_steps, const vp_stream_ops *streams, const vp_alloc_config *config,
                              vp_allocator_replay *out) {
     memset(out, 0, sizeof *out);
     if (max_steps == 0) max_steps = 1;

@@ -33,7 +33,7 @@ bool vp_alloc_config_parse(const char *text, vp_alloc_config *out, char *message
 /* The configuration as that text (empty for the default). */
 void vp_alloc_config_format(const vp_alloc_config *config, char *out, size_t size);
 
-#define VP_ALLOC_STREAMS 3u /* the default stream and two of the frameworks' own */
+#define VP_ALLOC_STREAMS VP_STREAMS /* the default stream and two of the frameworks' own (ledger.h) */
 
 typedef struct {
     uint64_t size;
@@ -106,19 +106,14 @@ typedef struct {
 bool vp_allocator_replay_events(const vp_event *events, unsigned n_events, unsigned max_steps,
                                 vp_allocator_replay *out);
 
-/* Ops whose allocations are made on a stream of their own (NULL-terminated
- * labels; NULL: every allocation on the default stream). */
-typedef struct {
-    const char *const *ops[2]; /* stream 1's, stream 2's */
-} vp_replay_streams;
-
-/* The same after a prelude: the run before the steady state (loading,
+/* The same after a prelude (`streams`: which ops allocate on which stream,
+ * NULL: all on the default stream): the run before the steady state (loading,
  * quantizing, wrapping: engine/step/run_phases.c), replayed first, every
  * event of it in order and every one naming its tensor. A resident tensor
  * the prelude made (named as the setup event that makes it) is not made
  * again by setup; the prelude's other tensors are freed within it. */
 bool vp_allocator_replay_run(const vp_event *prelude, unsigned n_prelude, const vp_event *events, unsigned n_events,
-                             unsigned max_steps, const vp_replay_streams *streams, const vp_alloc_config *config,
+                             unsigned max_steps, const vp_stream_ops *streams, const vp_alloc_config *config,
                              vp_allocator_replay *out);
 
 #endif

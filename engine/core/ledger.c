@@ -46,6 +46,33 @@ void vp_ledger_init(vp_ledger *ledger, bool record_events) {
     ledger->record = record_events;
 }
 
+unsigned vp_stream_of(const vp_stream_ops *streams, const char *op) {
+    if (!streams || !op) return 0;
+    for (unsigned s = 0; s < VP_STREAMS - 1; s++)
+        for (const char *const *name = streams->ops[s]; name && *name; name++)
+            if (strcmp(*name, op) == 0) return s + 1;
+    return 0;
+}
+
+void vp_ledger_set_streams(vp_ledger *ledger, const vp_stream_ops *streams) {
+    ledger->streams = streams;
+    for (unsigned s = 0; s < VP_STREAMS; s++) ledger->stream[s].peak_place.layer = -1;
+    memset(ledger->stream_cache_op, 0, sizeof ledger->stream_cache_op);
+}
+
+/* vp_stream_of through the ledger's cache: the same few labels recur
+ * every layer. */
+static unsigned ledger_stream_of(vp_ledger *ledger, const char *op) {
+    if (!op) return 0;
+    uintptr_t a = (uintptr_t)op;
+    unsigned slot = (unsigned)((a ^ (a >> 5) ^ (a >> 10)) & 31u);
+    if (ledger->stream_cache_op[slot] != op) {
+        ledger->stream_cache_op[slot] = op;
+        ledger->stream_cache[slot] = (uint8_t)vp_stream_of(ledger->streams, op);
+    }
+    return ledger->stream_cache[slot];
+}
+
 void vp_ledger_free(vp_ledger *ledger) {
     free(ledger->events);
     ledger->events = NULL;
@@ -133,6 +160,34 @@ static void track_peaks(vp_ledger *ledger, const char *op) {
     }
 }
 
+/* The op's stream's meter gains or loses `rounded` bytes in `pool` bytes
+ * of `pool_kind` (a block's, or a list's counted as large blocks); its
+ * peak as the rounded meter's. Without streams, nothing. */
+static void stream_change(vp_ledger *ledger, const char *op, uint64_t rounded, vp_pool pool_kind, uint64_t pool,
+                          bool add) {
+    if (!ledger->streams) return;
+    vp_meter *m = &ledger->stream[ledger_stream_of(ledger, op)];
+    if (!add) {
+        /* frees on a stream are of its own allocations (the labels pair) */
+        m->total = m->total >= rounded ? m->total - rounded : 0;
+        m->pools[pool_kind] = m->pools[pool_kind] >= pool ? m->pools[pool_kind] - pool : 0;
+        return;
+    }
+    m->total += rounded;
+    m->pools[pool_kind] += pool;
+    vp_place place = ledger->place;
+    place.op = op;
+    note_peak(m, &place);
+    if (ledger->in_segment) {
+        vp_meter *seg = &ledger->seg_stream[m - ledger->stream];
+        note_segment_peak(seg, m, m->pools, &place);
+    }
+}
+
+static void stream_block(vp_ledger *ledger, const char *op, uint64_t rounded, bool add) {
+    stream_change(ledger, op, rounded, pool_of(rounded), pool_bytes(rounded), add);
+}
+
 void vp_ledger_alloc(vp_ledger *ledger, vp_category c, uint64_t bytes, const char *op) {
     vp_ledger_alloc_tensor(ledger, c, bytes, op, 0);
 }
@@ -146,6 +201,7 @@ void vp_ledger_alloc_tensor(vp_ledger *ledger, vp_category c, uint64_t bytes, co
     meter_add(ledger, &ledger->raw, c, bytes);
     meter_add(ledger, &ledger->rounded, c, vp_round_block(bytes));
     pools_change(&ledger->rounded, vp_round_block(bytes), true);
+    stream_block(ledger, op, vp_round_block(bytes), true);
     track_peaks(ledger, op);
     log_event(ledger, c, (int64_t)vp_round_block(bytes), (int64_t)bytes, op, 1, tensor);
 }
@@ -155,6 +211,7 @@ void vp_ledger_release_tensor(vp_ledger *ledger, vp_category c, uint64_t bytes, 
     meter_sub(ledger, &ledger->raw, c, bytes);
     meter_sub(ledger, &ledger->rounded, c, vp_round_block(bytes));
     pools_change(&ledger->rounded, vp_round_block(bytes), false);
+    stream_block(ledger, op, vp_round_block(bytes), false);
     log_event(ledger, c, -(int64_t)vp_round_block(bytes), -(int64_t)bytes, op, 1, tensor);
 }
 
@@ -163,6 +220,7 @@ void vp_ledger_alloc_many(vp_ledger *ledger, vp_category c, uint64_t raw, uint64
     meter_add(ledger, &ledger->raw, c, raw);
     meter_add(ledger, &ledger->rounded, c, rounded);
     ledger->rounded.pools[VP_POOL_LARGE] += round_to(rounded, large_round); /* a list: counted as large blocks */
+    stream_change(ledger, op, rounded, VP_POOL_LARGE, round_to(rounded, large_round), true);
     track_peaks(ledger, op);
     log_event(ledger, c, (int64_t)rounded, (int64_t)raw, op, 1, 0);
 }
@@ -172,6 +230,7 @@ void vp_ledger_release_many(vp_ledger *ledger, vp_category c, uint64_t raw, uint
     meter_sub(ledger, &ledger->raw, c, raw);
     meter_sub(ledger, &ledger->rounded, c, rounded);
     ledger->rounded.pools[VP_POOL_LARGE] -= round_to(rounded, large_round);
+    stream_change(ledger, op, rounded, VP_POOL_LARGE, round_to(rounded, large_round), false);
     log_event(ledger, c, -(int64_t)rounded, -(int64_t)raw, op, 1, 0);
 }
 
@@ -203,6 +262,14 @@ void vp_ledger_begin_segment(vp_ledger *ledger) {
     memcpy(ledger->seg_rounded.peak_breakdown, ledger->rounded.current, sizeof ledger->rounded.current);
     memcpy(ledger->seg_rounded.peak_pools, ledger->rounded.pools, sizeof ledger->rounded.pools);
     ledger->seg_rounded.peak_place = ledger->place;
+    for (unsigned s = 0; ledger->streams && s < VP_STREAMS; s++) {
+        const vp_meter *m = &ledger->stream[s];
+        ledger->seg_start_stream[s] = *m;
+        ledger->seg_stream[s] = *m;
+        ledger->seg_stream[s].peak = m->total;
+        memcpy(ledger->seg_stream[s].peak_pools, m->pools, sizeof m->pools);
+        ledger->seg_stream[s].peak_place = ledger->place;
+    }
 }
 
 /* x + k * d for a signed per-repetition delta d; false on overflow (totals
@@ -259,6 +326,9 @@ void vp_ledger_repeat_segment(vp_ledger *ledger, unsigned times, int layer_step)
     int64_t raw_delta = (int64_t)(ledger->raw.total - ledger->seg_start_raw.total);
     fold_meter(ledger, &ledger->raw, &ledger->seg_start_raw, &ledger->seg_raw, extra, layer_step);
     fold_meter(ledger, &ledger->rounded, &ledger->seg_start_rounded, &ledger->seg_rounded, extra, layer_step);
+    for (unsigned s = 0; ledger->streams && s < VP_STREAMS; s++)
+        fold_meter(ledger, &ledger->stream[s], &ledger->seg_start_stream[s], &ledger->seg_stream[s], extra,
+                   layer_step);
     if (ledger->place.layer >= 0) ledger->place.layer += layer_step * (int)extra;
     if (ledger->record && ledger->n_events) {
         /* the log keeps one repetition, marked with how often it recurs */

@@ -72,8 +72,36 @@ typedef struct {
 
 #define VP_EVENT_MOVE UINT32_MAX
 
+/* The CUDA streams a step allocates on: the default stream and up to two
+ * of a framework's own (FSDP's all-gather and reduce-scatter streams).
+ * c10/cuda/CUDACachingAllocator.cpp (pytorch 001074d2, its header comment):
+ * "Allocations are associated with a stream. Once freed, blocks can be
+ * re-allocated on the same stream, but not on any other stream"; a block
+ * used on another stream (record_stream) still goes back to its own
+ * stream's pool when freed (free_block: block->pool, after the recorded
+ * streams' events). */
+#define VP_STREAMS 3u
+
+/* The ops whose allocations and frees are made on a stream of their own
+ * (NULL-terminated labels: stream 1's, stream 2's); every other op's on the
+ * default stream (0). */
+typedef struct {
+    const char *const *ops[VP_STREAMS - 1];
+} vp_stream_ops;
+
+/* The stream `op` allocates on under `streams` (NULL: 0 always). */
+unsigned vp_stream_of(const vp_stream_ops *streams, const char *op);
+
 typedef struct {
     vp_meter raw, rounded;
+    /* with streams: the rounded live bytes on each stream (total, pools and
+     * peak with its pools; no breakdown), kept only when `streams` is set */
+    const vp_stream_ops *streams;
+    /* each op's stream by its label's address (labels are static and
+     * compared by address elsewhere too: allocator.c), direct-mapped */
+    const char *stream_cache_op[32];
+    uint8_t stream_cache[32];
+    vp_meter stream[VP_STREAMS], seg_start_stream[VP_STREAMS], seg_stream[VP_STREAMS];
     vp_place place;      /* where the timeline is now */
     bool overflow;       /* a total left 64 bits: the result is meaningless */
     /* folding: the state when the current segment began */
@@ -88,6 +116,8 @@ typedef struct {
 
 void vp_ledger_init(vp_ledger *ledger, bool record_events);
 void vp_ledger_free(vp_ledger *ledger);
+/* Keep each stream's meter as well (before the first allocation). */
+void vp_ledger_set_streams(vp_ledger *ledger, const vp_stream_ops *streams);
 
 void vp_ledger_alloc(vp_ledger *ledger, vp_category category, uint64_t bytes, const char *op);
 void vp_ledger_release(vp_ledger *ledger, vp_category category, uint64_t bytes, const char *op);

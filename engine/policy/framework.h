@@ -10,6 +10,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "ledger.h"
 #include "precision.h"
 #include "recipe.h"
 #include "shard.h"
@@ -33,6 +34,10 @@ typedef struct vp_framework_kind {
     bool (*shards_params)(const vp_recipe *recipe);
     /* Its data-parallel traffic for the time model. */
     void (*dp_traffic)(const vp_recipe *recipe, vp_dp_traffic *out);
+    /* The ops whose tensors its communication streams allocate (and free),
+     * each stream's blocks cached for that stream alone (ledger.h); NULL:
+     * all on the default stream. The labels are engine/step/layout.c's. */
+    const vp_stream_ops *streams;
     /* optimizer_impl = auto: the implementation it steps with (torch.optim's
      * foreach default, or its own fused Adam) */
     vp_optimizer_impl optimizer_impl;

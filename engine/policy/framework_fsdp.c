@@ -55,11 +55,23 @@ static void fsdp_traffic(const vp_recipe *r, vp_dp_traffic *out) {
     out->overlaps = true;
 }
 
+/* FSDP all-gathers a unit's parameters on its unshard stream and makes the
+ * reduce-scattered gradient shard on its post-backward stream
+ * (torch/distributed/fsdp/_runtime_utils.py: _unshard under
+ * state._unshard_stream, _post_backward_hook and _reduce_grad under
+ * state._post_backward_stream): their blocks are cached for those streams
+ * alone. The gathered parameters are freed as "all_gather.release". */
+static const char *const fsdp_gathers[] = {"all_gather", "all_gather.prefetch", "all_gather.root",
+                                           "all_gather.release", NULL};
+static const char *const fsdp_reduced[] = {"reduce_scatter.grad", NULL};
+static const vp_stream_ops fsdp_streams = {{fsdp_gathers, fsdp_reduced}};
+
 const vp_framework_kind vp_framework_fsdp = {
     .name = "fsdp",
     .plan = plan_fsdp,
     .shards_params = fsdp_shards_params,
     .dp_traffic = fsdp_traffic,
+    .streams = &fsdp_streams,
     .optimizer_impl = VP_IMPL_FOREACH,
     .hf_modeling = true,
     .python_locals = true,

@@ -143,6 +143,17 @@ static void fsdp2_traffic(const vp_recipe *r, vp_dp_traffic *out) {
     out->overlaps = true;
 }
 
+/* FSDP2 (torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py, torch
+ * 2.4-2.6): the flat all-gather output is made on the all-gather stream
+ * (foreach_all_gather, under all_gather_stream) and copied out into the
+ * unsharded parameters on the default stream (foreach_all_gather_copy_out,
+ * in wait_for_unshard); the reduce-scatter input is made on the default
+ * stream and its output, the sharded gradient, on the reduce-scatter stream
+ * (foreach_reduce: reduce_output under reduce_scatter_stream). */
+static const char *const fsdp2_gathers[] = {"all_gather.output", NULL};
+static const char *const fsdp2_reduced[] = {"reduce_scatter.grad", NULL};
+static const vp_stream_ops fsdp2_streams = {{fsdp2_gathers, fsdp2_reduced}};
+
 /* The model's code as framework = fsdp runs it: the families' modules,
  * each block a unit with its own hooks; torch.optim's foreach AdamW. */
 const vp_framework_kind vp_framework_fsdp2 = {
@@ -150,6 +161,7 @@ const vp_framework_kind vp_framework_fsdp2 = {
     .plan = plan_fsdp2,
     .shards_params = fsdp2_shards_params,
     .dp_traffic = fsdp2_traffic,
+    .streams = &fsdp2_streams,
     .optimizer_impl = VP_IMPL_FOREACH,
     .hf_modeling = true,
     .python_locals = true,

@@ -505,7 +505,8 @@ static const vp_recipe_key keys[] = {
     /* engine/core/allocator.c: c10/cuda/CUDACachingAllocator.cpp's default rules
      * replayed over the step's allocations and frees to the steady state */
     {OPTION_KEY("allocator", allocator, vp_allocator_model_names, VP_ALLOCATOR_CONSTANT),
-     .doc = "the caching allocator's reservation: constant is the peak's segments plus the fragmentation share; "
+     .doc = "the caching allocator's reservation: constant is the peak's segments plus the fragmentation share "
+            "(under FSDP: the default stream's, plus each of its own streams' high-water in segments); "
             "simulated replays the step's allocations through PyTorch's allocator rules (no fragmentation share)"},
     /* c10's allocator options (engine/core/alloc_conf.c), honoured by the
      * simulation (engine/core/allocator.c) */

@@ -251,6 +251,39 @@ static void verdict(vp_rank_estimate *e, const vp_gpu *gpu) {
     }
 }
 
+/* The constant allocator's reservation of a peak `m`: its pools' segments
+ * and the fragmentation share of its bytes. The other micro-batches'
+ * activations sit in large blocks of their own. */
+static uint64_t segments_and_share(const vp_meter *m, const vp_recipe *recipe, uint64_t extra, bool fb_wins) {
+    uint64_t segments = vp_segment_bytes(m->peak_pools) + (fb_wins ? extra : 0);
+    if (segments < m->peak) segments = m->peak;
+    return segments + (uint64_t)llround(recipe->fragmentation * (double)m->peak);
+}
+
+/* With a framework's own streams (FSDP's all-gather and reduce-scatter,
+ * framework.h), each stream's blocks are cached for that stream alone
+ * (c10/cuda/CUDACachingAllocator.cpp at pytorch 001074d2: "Once freed,
+ * blocks can be re-allocated on the same stream, but not on any other
+ * stream"; the free list is ordered by stream first, BlockComparatorSize):
+ * the default stream cannot reuse what a side stream's pool holds, nor the
+ * reverse. So the reservation is the default stream's own peak with its
+ * segments and fragmentation share, plus each side stream's high-water in
+ * whole segments (its pools at its own peak rounded as the allocator
+ * makes segments: kSmallBuffer 2 MiB for blocks up to kSmallSize 1 MiB,
+ * kLargeBuffer 20 MiB below kMinLargeAlloc 10 MiB, kRoundLarge 2 MiB
+ * above: vp_segment_bytes). A side stream's few large blocks of one size
+ * per unit leave no fragmentation share to add. Without streams: the
+ * whole step's peak `m`. */
+static uint64_t constant_reserved(const vp_step_result *step, const vp_recipe *recipe, uint64_t extra,
+                                  const vp_meter *m, bool fb_wins) {
+    if (!step->has_streams) return segments_and_share(m, recipe, extra, fb_wins);
+    bool main_fb_wins;
+    vp_meter main = with_in_flight(&step->streams_fb[0], &step->streams[0], extra, &main_fb_wins);
+    uint64_t reserved = segments_and_share(&main, recipe, extra, main_fb_wins);
+    for (unsigned s = 1; s < VP_STREAMS; s++) reserved += vp_segment_bytes(step->streams[s].peak_pools);
+    return reserved > m->peak ? reserved : m->peak;
+}
+
 static void finish_rank(vp_rank_estimate *e, const vp_recipe *recipe, const vp_gpu *gpu) {
     uint64_t extra_rounded = 0, extra_raw = 0;
     if (e->in_flight > 1) {
@@ -268,10 +301,7 @@ static void finish_rank(vp_rank_estimate *e, const vp_recipe *recipe, const vp_g
         e->peak = with_in_flight(&e->step.rounded_fb, &e->step.rounded, extra_rounded, &fb_wins);
         const vp_meter *m = &e->peak;
         e->peak_allocated = m->peak;
-        /* the other micro-batches' activations sit in large blocks of their own */
-        uint64_t segments = vp_segment_bytes(m->peak_pools) + (fb_wins ? extra_rounded : 0);
-        if (segments < m->peak) segments = m->peak;
-        e->peak_reserved = segments + (uint64_t)llround(recipe->fragmentation * (double)m->peak);
+        e->peak_reserved = constant_reserved(&e->step, recipe, extra_rounded, m, fb_wins);
         e->cuda_context_bytes = (uint64_t)llround(recipe->cuda_context_mib * MIB);
         e->cublas_workspace_bytes = cublas_workspace(gpu);
         e->nccl_bytes = nccl_buffers(recipe, gpu);
@@ -352,30 +382,7 @@ vp_step_status vp_estimate_run(const vp_model *model, const vp_recipe *recipe, c
  * allocator only grows; in practice it stops after the second step). */
 enum { SIMULATED_STEPS = 3 };
 
-/* FSDP all-gathers a unit's parameters on its unshard stream and makes the
- * reduce-scattered gradient shard on its post-backward stream
- * (torch/distributed/fsdp/_runtime_utils.py: _unshard under
- * state._unshard_stream, _post_backward_hook and _reduce_grad under
- * state._post_backward_stream): their blocks are cached for those streams
- * alone. The labels are engine/step/layout.c's. */
-static const char *const fsdp_gathers[] = {"all_gather", "all_gather.prefetch", "all_gather.root", NULL};
-static const char *const fsdp_reduced[] = {"reduce_scatter.grad", NULL};
-static const vp_replay_streams fsdp_streams = {{fsdp_gathers, fsdp_reduced}};
-
-/* FSDP2 (torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py, torch
- * 2.4-2.6): the flat all-gather output is made on the all-gather stream
- * (foreach_all_gather, under all_gather_stream) and copied out into the
- * unsharded parameters on the default stream (foreach_all_gather_copy_out,
- * in wait_for_unshard); the reduce-scatter input is made on the default
- * stream and its output, the sharded gradient, on the reduce-scatter stream
- * (foreach_reduce: reduce_output under reduce_scatter_stream). */
-static const char *const fsdp2_gathers[] = {"all_gather.output", NULL};
-static const vp_replay_streams fsdp2_streams = {{fsdp2_gathers, fsdp_reduced}};
-
-static const vp_replay_streams *streams_of(const vp_recipe *recipe) {
-    if (recipe->framework == VP_FRAMEWORK_FSDP2) return &fsdp2_streams;
-    return recipe->framework == VP_FRAMEWORK_FSDP ? &fsdp_streams : NULL;
-}
+static const vp_stream_ops *streams_of(const vp_recipe *recipe) { return vp_framework_of(recipe)->streams; }
 
 /* The whole run replayed: the prelude (loading, quantizing, wrapping)
  * before the step's log. */
@@ -400,7 +407,7 @@ static vp_step_status simulate_rank(const vp_model *model, const vp_recipe *reci
     bool ok = false;
     const vp_event *events = e->events.events;
     unsigned n = e->events.n_events;
-    const vp_replay_streams *streams = streams_of(recipe);
+    const vp_stream_ops *streams = streams_of(recipe);
     if (n) ok = vp_allocator_replay_run(NULL, 0, events, n, SIMULATED_STEPS, streams, &recipe->alloc_conf,
                                         &replay); /* not folded logs */
     vp_ledger log = {0};

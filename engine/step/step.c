@@ -718,6 +718,7 @@ static void run(vp_step *step, vp_step_result *result) {
     if (step->stage.microbatches > 1) micro_batch(step, &resident, &resident_raw);
     result->rounded_fb = ledger->rounded;
     result->raw_fb = ledger->raw;
+    memcpy(result->streams_fb, ledger->stream, sizeof ledger->stream);
 
     vp_update_step(step);
     vp_update_zero_grad(step);
@@ -748,6 +749,8 @@ static void run(vp_step *step, vp_step_result *result) {
     result->nvme_bytes = step->priv->nvme_bytes;
     result->rounded = ledger->rounded;
     result->raw = ledger->raw;
+    result->has_streams = ledger->streams != NULL;
+    memcpy(result->streams, ledger->stream, sizeof ledger->stream);
 }
 
 vp_step_status vp_step_run(const vp_model *model, const vp_recipe *recipe, bool fold, bool record,
@@ -772,6 +775,7 @@ static vp_step_status attempt(const vp_model *model, const vp_recipe *given, con
     memset(result, 0, sizeof *result);
     if (ledger_out) vp_ledger_init(ledger_out, false);
     vp_ledger_init(&step.ledger, record);
+    if (recipe->device != VP_DEVICE_CPU) vp_ledger_set_streams(&step.ledger, vp_framework_of(recipe)->streams);
     vp_sim_init(&step.sim, &step.ledger);
     if (reuse) vp_sim_adopt(&step.sim, reuse);
     step.model = model;

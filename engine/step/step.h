@@ -88,6 +88,10 @@ typedef struct {
     uint64_t resident_bytes;         /* before the step, in the peak's bytes (rounded; exact on the CPU twin) */
     vp_meter rounded, raw;           /* peaks of the step */
     vp_meter rounded_fb, raw_fb;     /* peaks of forward and backward alone (before the optimizer) */
+    /* with a framework's own streams: each stream's rounded meter, the
+     * step's and forward and backward's (ledger.h's vp_ledger.stream) */
+    bool has_streams;
+    vp_meter streams[VP_STREAMS], streams_fb[VP_STREAMS];
     uint64_t params, trainable_params;
 } vp_step_result;
 

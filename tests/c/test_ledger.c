@@ -111,19 +111,23 @@ typedef struct {
     const seg_op *ops;
     unsigned n_ops;
     uint64_t preexisting; /* bytes of each activation block made before the segment */
+    const char *const *labels; /* each op's label (NULL entries, or NULL: the segment's name) */
 } segment;
 
 static void replay_once(vp_ledger *l, const segment *s) {
     for (unsigned i = 0; i < s->n_ops; i++) {
-        if (s->ops[i].sign > 0) vp_ledger_alloc(l, s->ops[i].category, s->ops[i].bytes, s->name);
-        else vp_ledger_release(l, s->ops[i].category, s->ops[i].bytes, s->name);
+        const char *op = s->labels && s->labels[i] ? s->labels[i] : s->name;
+        if (s->ops[i].sign > 0) vp_ledger_alloc(l, s->ops[i].category, s->ops[i].bytes, op);
+        else vp_ledger_release(l, s->ops[i].category, s->ops[i].bytes, op);
     }
 }
 
 /* A prologue, `times` repetitions at layers first, first+step, ..., and an
  * epilogue; folded or not. */
-static void run_segment(vp_ledger *l, const segment *s, unsigned times, int first, int step, bool fold) {
+static void run_segment(vp_ledger *l, const segment *s, unsigned times, int first, int step, bool fold,
+                        const vp_stream_ops *streams) {
     vp_ledger_init(l, false);
+    if (streams) vp_ledger_set_streams(l, streams);
     l->place.phase = VP_PHASE_FORWARD;
     vp_ledger_alloc(l, VP_CAT_PARAMS, 3 * MIB + 100, "params");
     for (unsigned i = 0; i < times; i++) vp_ledger_alloc(l, VP_CAT_ACTIVATIONS, s->preexisting, "before");
@@ -177,31 +181,57 @@ static const seg_op flat[] = { /* recompute-like: everything it makes it frees *
     {+1, VP_CAT_TRANSIENT, 9 * MIB}, {+1, VP_CAT_ACTIVATIONS, 513}, {-1, VP_CAT_TRANSIENT, 9 * MIB},
     {+1, VP_CAT_TRANSIENT, 20 * MIB}, {-1, VP_CAT_TRANSIENT, 20 * MIB}, {-1, VP_CAT_ACTIVATIONS, 513},
 };
+static const seg_op gathered[] = { /* an FSDP unit: gathered on one stream, its grad shard kept on another */
+    {+1, VP_CAT_PARAMS, 30 * MIB},     {+1, VP_CAT_ACTIVATIONS, 2 * MIB + 5}, {+1, VP_CAT_TRANSIENT, 600 * KIB},
+    {-1, VP_CAT_TRANSIENT, 600 * KIB}, {-1, VP_CAT_PARAMS, 30 * MIB},         {+1, VP_CAT_GRADS, 5 * MIB + 3},
+    {+1, VP_CAT_TRANSIENT, 40 * MIB},  {-1, VP_CAT_TRANSIENT, 40 * MIB},
+};
+static const char *const gathered_labels[] = {"gather", NULL, "gather", "gather", "release", "shard", NULL, NULL};
 static const seg_op early_peak_growing[] = { /* grows, but its big temporary comes first */
     {+1, VP_CAT_TRANSIENT, 40 * MIB}, {-1, VP_CAT_TRANSIENT, 40 * MIB}, {+1, VP_CAT_ACTIVATIONS, 100 * KIB},
 };
 
+/* The streams `gathered` allocates on: "gather" and its "release" on 1,
+ * "shard" on 2, the rest on the default stream. */
+static const char *const gather_ops[] = {"gather", "release", NULL};
+static const char *const shard_ops[] = {"shard", NULL};
+static const vp_stream_ops test_streams = {{gather_ops, shard_ops}};
+
+static void same_stream_meters(const vp_ledger *a, const vp_ledger *b) {
+    for (unsigned s = 0; s < VP_STREAMS; s++) {
+        CHECK_EQ_U64(a->stream[s].total, b->stream[s].total);
+        CHECK_EQ_U64(a->stream[s].peak, b->stream[s].peak);
+        CHECK(a->stream[s].peak_place.layer == b->stream[s].peak_place.layer);
+        same_pools(&a->stream[s], &b->stream[s]);
+    }
+}
+
 static void test_fold_matches_explicit(void) {
     const segment segments[] = {
-        {"growing", growing, sizeof growing / sizeof growing[0], 0},
-        {"shrinking", shrinking, sizeof shrinking / sizeof shrinking[0], 4 * MIB + 7},
-        {"flat", flat, sizeof flat / sizeof flat[0], 0},
-        {"early_peak_growing", early_peak_growing, sizeof early_peak_growing / sizeof early_peak_growing[0], 0},
+        {"gathered", gathered, sizeof gathered / sizeof gathered[0], 0, gathered_labels},
+        {"growing", growing, sizeof growing / sizeof growing[0], 0, NULL},
+        {"shrinking", shrinking, sizeof shrinking / sizeof shrinking[0], 4 * MIB + 7, NULL},
+        {"flat", flat, sizeof flat / sizeof flat[0], 0, NULL},
+        {"early_peak_growing", early_peak_growing, sizeof early_peak_growing / sizeof early_peak_growing[0], 0, NULL},
     };
     const unsigned times[] = {1, 2, 7, 32};
     const int steps[][2] = {{0, 1}, {31, -1}, {0, 3}}; /* forward, backward, chunks of 3 */
     for (unsigned s = 0; s < sizeof segments / sizeof segments[0]; s++)
         for (unsigned t = 0; t < sizeof times / sizeof times[0]; t++)
             for (unsigned k = 0; k < sizeof steps / sizeof steps[0]; k++) {
-                vp_ledger folded, explicit_;
-                run_segment(&folded, &segments[s], times[t], steps[k][0], steps[k][1], true);
-                run_segment(&explicit_, &segments[s], times[t], steps[k][0], steps[k][1], false);
-                same_meter(&folded.raw, &explicit_.raw);
-                same_meter(&folded.rounded, &explicit_.rounded);
-                same_pools(&folded.rounded, &explicit_.rounded);
-                CHECK(!folded.overflow && !explicit_.overflow);
-                vp_ledger_free(&folded);
-                vp_ledger_free(&explicit_);
+                for (int with_streams = 0; with_streams < 2; with_streams++) {
+                    const vp_stream_ops *streams = with_streams ? &test_streams : NULL;
+                    vp_ledger folded, explicit_;
+                    run_segment(&folded, &segments[s], times[t], steps[k][0], steps[k][1], true, streams);
+                    run_segment(&explicit_, &segments[s], times[t], steps[k][0], steps[k][1], false, streams);
+                    same_meter(&folded.raw, &explicit_.raw);
+                    same_meter(&folded.rounded, &explicit_.rounded);
+                    same_pools(&folded.rounded, &explicit_.rounded);
+                    same_stream_meters(&folded, &explicit_);
+                    CHECK(!folded.overflow && !explicit_.overflow);
+                    vp_ledger_free(&folded);
+                    vp_ledger_free(&explicit_);
+                }
             }
 }
 
@@ -243,12 +273,36 @@ static void test_fold_huge_delta(void) {
     vp_ledger_free(&l);
 }
 
+/* The gathered unit by hand, 4 times after 3 MiB + 100 B of params and
+ * one 1 MiB "before" block: stream 1 peaks at one 30 MiB block plus the
+ * 600 KiB scratch (the large and the small pool); stream 2 ends with four
+ * shards of 5 MiB + 3 B (each 5 MiB + 512 B, medium pool); the default
+ * stream never sees either. */
+static void test_streams_by_hand(void) {
+    const segment unit = {"gathered", gathered, sizeof gathered / sizeof gathered[0], 0, gathered_labels};
+    vp_ledger l;
+    run_segment(&l, &unit, 4, 0, 1, true, &test_streams);
+    CHECK_EQ_U64(l.stream[1].peak, 30 * MIB + 600 * KIB);
+    CHECK_EQ_U64(l.stream[1].peak_pools[VP_POOL_LARGE], 30 * MIB);
+    CHECK_EQ_U64(l.stream[1].peak_pools[VP_POOL_SMALL], 600 * KIB);
+    CHECK_EQ_U64(l.stream[1].total, 0);
+    CHECK_EQ_U64(l.stream[2].total, 4 * (5 * MIB + 512));
+    CHECK_EQ_U64(l.stream[2].peak_pools[VP_POOL_MEDIUM], 4 * (5 * MIB + 512));
+    CHECK(l.stream[2].peak_place.layer == 3);
+    /* the default stream: params, the prologue's blocks, 4 x (2 MiB + 512) kept, the 40 MiB temporary on top */
+    CHECK_EQ_U64(l.stream[0].total, 3 * MIB + 512 + 4 * (2 * MIB + 512));
+    CHECK_EQ_U64(l.stream[0].peak, 3 * MIB + 512 + 4 * (2 * MIB + 512) + 40 * MIB);
+    CHECK_EQ_U64(l.stream[0].total + l.stream[1].total + l.stream[2].total, l.rounded.total);
+    vp_ledger_free(&l);
+}
+
 int main(void) {
     test_current_and_peak();
     test_round_block();
     test_pools();
     test_fold_matches_explicit();
     test_fold_by_hand();
+    test_streams_by_hand();
     test_fold_huge_delta();
     return check_summary("test_ledger");
 }

@@ -18,7 +18,14 @@ local reference = helper.read_json(helper.root .. "/tests/reference/torchtitan.j
 -- the all-gather stream, about 1.5 GiB for Llama 3.1 8B) lies below.
 local TOLERANCE = 0.05
 
-local function args_of(row)
+-- The default allocator (allocator = constant) counts FSDP2's stream pools
+-- too (the default stream's peak plus each side stream's high-water): within
+-- 11 % below (today 9.6 % and 10.2 %; 14.1 % for tt-01 without the pools).
+-- The rest is the default stream's fragmentation beyond the constant share,
+-- which the simulation finds (docs/reserved.md, Streams).
+local TOLERANCE_CONSTANT = 0.11
+
+local function args_of(row, allocator)
   local args = { row.model }
   local names = {}
   for k in pairs(row.recipe) do names[#names + 1] = k end
@@ -28,7 +35,7 @@ local function args_of(row)
     args[#args + 1] = k .. "=" .. tostring(row.recipe[k])
   end
   args[#args + 1] = "--set"
-  args[#args + 1] = "allocator=simulated"
+  args[#args + 1] = "allocator=" .. (allocator or "simulated")
   return args
 end
 
@@ -45,6 +52,13 @@ describe("torchtitan's published runs", function()
         assert.is_true(math.abs(error) <= TOLERANCE,
           string.format("%s: %.2f GiB estimated, %.1f GiB measured (%+.1f %%)", row.id, estimated, row.value_gib,
             100 * error))
+      end)
+      it(name .. ", with the default constant allocator", function()
+        local g = helper.estimate(table.unpack(args_of(row, "constant"))).per_gpu
+        local error = g.peak_reserved_bytes / GIB / row.value_gib - 1
+        assert.is_true(error <= TOLERANCE and error >= -TOLERANCE_CONSTANT,
+          string.format("%s: %.2f GiB estimated, %.1f GiB measured (%+.1f %%)", row.id, g.peak_reserved_bytes / GIB,
+            row.value_gib, 100 * error))
       end)
     end
   end
