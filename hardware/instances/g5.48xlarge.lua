@@ -8,9 +8,9 @@ return instance {
   network_gbit_per_s = 100,           -- as above
   nvme_tb = 7.6,                      -- local NVMe / SSD, as above
   gpu_link = "PCIe 4.0 x16",
-  price_per_hour = 16.288,            -- on-demand USD: the us-east-1 list price as published in 2024; not re-read: no dated source for it was found on 2026-12-03 (searched AWS's pricing pages as stored, the scraped catalogs the other instance files cite); the 2024 figure stays, marked by price_date
+  price_per_hour = 16.288,            -- on-demand USD, us-east-1: tsaol/aws-gpu data/g5_instances.js at commit 77fcd9f (2026-01-21; 'Auto-generated from instances.vantage.sh data, Last updated: 2026-01-21'), read 2026-12-03; unchanged from the 2024 list price
   -- spot_price_per_hour: spot / preemptible prices change hourly; none recorded
   region = "us-east-1",
-  price_date = "2024",
+  price_date = "2026-01",
   source = "https://aws.amazon.com/ec2/pricing/on-demand/",
 }

@@ -124,6 +124,8 @@ describe("nodes and instances", function()
         priced = priced + 1
         assert.is_true(v.price_per_hour >= 0.1 and v.price_per_hour <= 200, n)
         assert.truthy(v.price_date:match("^%d%d%d%d"), n)
+        -- re-checked on 2026-12-03 (docs/hardware.md): a price older than 2025 is stale
+        assert.is_true(v.price_date >= "2025", n .. ": price_date " .. v.price_date)
         local band = price_band[v.gpu]
         if band then
           local per_gpu = v.price_per_hour / v.gpus
