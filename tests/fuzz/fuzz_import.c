@@ -9,9 +9,11 @@
  * to libFuzzer through a line hook that counts (chunk, line) pairs in an
  * extra-counters section.
  *
- * One state serves every input (VRAMPLAN_FUZZ_FRESH=1: a new one each, to
- * tell whether a finding depends on an earlier input; several times slower,
- * and its line coverage is noise since the chunks' addresses change). */
+ * One state serves every input; an input that leaves a change in the
+ * library's tables for the next one is itself a finding (fuzz_import.lua),
+ * so that every finding reproduces from its one input. VRAMPLAN_FUZZ_FRESH=1
+ * makes a new state for each input instead (several times slower, and its
+ * line coverage is noise since the chunks' addresses change). */
 #define _DEFAULT_SOURCE /* mkdtemp */
 #include <lauxlib.h>
 #include <lua.h>
@@ -113,9 +115,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     lua_pushlstring(L, (const char *)data + 1, size - 1);                  /* run selector text */
     lua_sethook(L, line_hook, LUA_MASKLINE, 0);
     /* run catches the importers' errors itself: an error here is the
-     * harness's own, or one a Lua error handler could not report */
-    if (lua_pcall(L, 2, 0, 0) != LUA_OK) lua_pop(L, 1);
+     * harness's own, or one a Lua error handler could not report; a
+     * string returned is a change this input left in the library's state */
+    int status = lua_pcall(L, 2, 1, 0);
     lua_sethook(L, NULL, 0, 0);
+    if (status == LUA_OK && lua_isstring(L, -1)) fail(lua_tostring(L, -1));
+    lua_pop(L, 1);
     if (lua_gettop(L) != top) fail("the Lua stack is unbalanced after an input");
     if (fuzz.fresh) {
         lua_close(L);

@@ -2,7 +2,8 @@
 -- the tree's home and a private folder, returns run(selector, text), which
 -- writes `text` where one importer reads it, runs that importer and then
 -- the core on what it made, and discards the result. An importer's error
--- is a refusal and is caught here.
+-- is a refusal and is caught here; run returns a message only when the
+-- input changed the library's state for the next one (a finding).
 --
 -- selector % 6:  0 config.json (models.describe, arch.build, estimate)
 --                1 model script (the same)
@@ -96,10 +97,65 @@ local modes = {
   [5] = architecture,
 }
 
+-- One input must not change what the next one sees, or a finding would need
+-- the inputs before it to reproduce: after each input, every table reachable
+-- from package.loaded (each module's table and the tables in it, the globals
+-- and the standard libraries among them) must hold the same fields as
+-- before. A module loaded for the first time during an input joins the
+-- watch; a changed field is a finding, reported on the input that made it
+-- (run returns the message and the C half aborts). Upvalues (a module's
+-- private caches) are not reached: the cache that matters, arch.lua's
+-- loaded families, is made afresh for the architecture inputs above.
+local watched, where = {}, {}
+local function watch(t, path)
+  if watched[t] then return end
+  local fields = {}
+  watched[t], where[t] = fields, path
+  for k, v in next, t do
+    fields[k] = v
+    if type(v) == "table" then watch(v, path .. "." .. tostring(k)) end
+    if type(k) == "table" then watch(k, path .. "[key]") end
+  end
+end
+
+local function watch_new_modules()
+  watched[package.loaded] = nil -- it grows as modules load; its entries are watched
+  for name, m in pairs(package.loaded) do
+    if type(m) == "table" then watch(m, name) end
+  end
+  watched[package.loaded] = false
+end
+
+local function changed_state()
+  for t, fields in next, watched do
+    if fields then
+      for k, v in next, fields do
+        if rawget(t, k) ~= v then return string.format("%s.%s changed", where[t], tostring(k)) end
+      end
+      for k in next, t do
+        if fields[k] == nil then return string.format("%s.%s added", where[t], tostring(k)) end
+      end
+    end
+  end
+  for name, m in pairs(package.loaded) do
+    if type(m) == "table" and watched[m] == nil then
+      -- a module loaded during the input is new; one that replaced a watched module is not
+      for t, _ in next, watched do
+        if where[t] == name then return string.format("package.loaded[%q] was replaced", name) end
+      end
+    end
+  end
+end
+
+watch_new_modules()
+
 return function(selector, text)
   local ok, err = pcall(modes[selector % 6], text)
   if debug_out then
     debug_out:write(string.format("mode %d (Lua heap %.0f KiB): %s\n", selector % 6, collectgarbage("count"),
       ok and "ok" or tostring(err)))
   end
+  local change = changed_state()
+  watch_new_modules()
+  return change
 end
