@@ -17,6 +17,18 @@ describe("bad model scripts", function()
     assert.truthy(err:find(base_name(p) .. ":1: unknown field 'hiden' in llama (did you mean 'hidden'?)", 1, true), err)
   end)
 
+  it("names an unknown field of any length at once", function()
+    -- found by profiling the fuzz corpus (tests/fuzz/regressions/): the
+    -- suggestion's edit distance cost #name * #field steps per field, so a
+    -- 2,000-letter name took 9 s and one of 100,000 minutes
+    local long = string.rep("h", 100000)
+    local p = model("return llama {\n  " .. long .. " = 64, layers = 2, heads = 4, intermediate = 128, vocab = 100,\n}\n")
+    local start = os.time()
+    local err = fails(p)
+    assert.truthy(err:find(":1: unknown field '" .. long .. "' in llama", 1, true), err:sub(1, 200))
+    assert.is_true(os.time() - start < 30, "seconds: " .. (os.time() - start))
+  end)
+
   it("rejects wrong types", function()
     local err = fails(model("return llama { hidden = 'big', layers = 2, heads = 4, intermediate = 128, vocab = 100 }"))
     assert.truthy(err:find(":1: hidden: must be a whole number (got big)", 1, true), err)
