@@ -26,9 +26,14 @@ local debug_out = os.getenv("VRAMPLAN_FUZZ_DEBUG") and io.stderr
 io.stderr = { write = function(self) return self end }
 
 -- Scripts get a smaller budget than the command's (2e8 instructions, 512
--- MiB), so that an endless loop costs a fraction of a second, not two.
+-- MiB), so that an endless loop costs a fraction of a second, not two. The
+-- memory budget is 16 MiB (a model or recipe script uses well under one):
+-- string.rep builds its result a piece at a time, each piece a memcpy that
+-- AddressSanitizer checks, so filling 64 MiB that way took 13-17 s of one
+-- input (tests/fuzz/regressions/pcall-catches-memory-budget), near the
+-- 25 s timeout on a loaded machine; 16 MiB takes a quarter of that.
 local run_script = vramplan.run_script
-vramplan.run_script = function(path, env) return run_script(path, env, 5000000, 64 << 20) end
+vramplan.run_script = function(path, env) return run_script(path, env, 5000000, 16 << 20) end
 
 -- the YAML configs name DeepSpeed files beside them or in a folder above:
 -- the fixtures' are there (the YAML itself is written to y/config.yaml)
