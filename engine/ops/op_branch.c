@@ -63,8 +63,9 @@ static const char *branch_recipe_problem(const vp_model *model, const vp_recipe 
         (framework->shards_params && framework->shards_params(recipe)))
         return "framework: a branch (multi-token prediction) is modelled on plain PyTorch modules, unsharded "
                "(framework = torch)";
-    if (recipe->tp > 1 || recipe->pp > 1 || recipe->cp > 1)
-        return "tp: a branch (multi-token prediction) is modelled on one model-parallel rank (no tp, pp or cp)";
+    if (recipe->tp > 1) return "tp: a branch (multi-token prediction) is modelled on one model-parallel rank";
+    if (recipe->pp > 1) return "pp: a branch (multi-token prediction) is modelled on one model-parallel rank";
+    if (recipe->cp > 1) return "cp: a branch (multi-token prediction) is modelled on one model-parallel rank";
     if (recipe->loss != VP_LOSS_CROSS_ENTROPY)
         return "loss: a branch (multi-token prediction) is modelled with the plain cross-entropy loss";
     const vp_finetune_method *method = vp_finetune_method_of(recipe);
