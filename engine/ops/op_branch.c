@@ -162,7 +162,9 @@ const vp_op_kind vp_op_branch = {
     .fields = branch_fields,
     .n_fields = BRANCH_FIELDS,
     .container = true,
-    .cost = VP_COST_RESIDUAL,
+    /* its children are costed as any container's; the second pass of the
+     * shared head and loss is not (docs/writing-blocks.md) */
+    .cost = VP_COST_NONE,
     .check = branch_check,
     .recipe_problem = branch_recipe_problem,
     .forward = branch_forward,
