@@ -16,12 +16,16 @@
 -- enorm, hnorm, eh_proj, a decoder layer with routed experts, and
 -- shared_head.norm; shared_head.head and embed_tokens repeat the main
 -- model's weights and are shared here, as in training). Not a published
--- training implementation (DeepSeek's is not public): the order of the
--- norms in the concatenation follows the checkpoint's consumers (vLLM's
--- deepseek_mtp.py: torch.cat([enorm(inputs_embeds), hnorm(previous)])),
--- the rolled tokens Megatron-LM's multi_token_prediction.py (torch.roll,
--- the sequence keeps its length); the same module is written plainly in
--- PyTorch in tests/torch/models/mtp.py and compared (compare.py mtp).
+-- training implementation (DeepSeek's is not public): the embeddings
+-- first in the concatenation and the tokens rolled (the sequence keeps its
+-- length) as Megatron-LM's MTP does it (megatron/core/transformer/
+-- multi_token_prediction.py: _get_embeddings rolls input_ids by -1,
+-- _concat_embeddings cats (enorm(decoder_input), hnorm(hidden_states));
+-- its recompute of the MTP layer is not modelled: the layer is not
+-- checkpointed here); which hidden states it takes (the last layer's,
+-- before the final norm) is this model's choice, as the report's eq. 21
+-- does not say. The same module is written plainly in PyTorch in
+-- tests/torch/models/mtp.py and compared (compare.py "deepseek-v3 mtp").
 return architecture {
   name = "deepseek_v3_mtp",
   doc = "DeepSeek-V3 (transformers' DeepseekV3ForCausalLM) with its multi-token prediction modules as a branch",

@@ -3,7 +3,8 @@
 vramplan's branch runs it (engine/ops/op_branch.c,
 models/examples/arch/deepseek_v3_mtp.lua): on the main model's last hidden
 states before the final norm, h' = eh_proj(cat(enorm(Emb(t_{i+1})),
-hnorm(h))) (the checkpoint's names and vLLM's deepseek_mtp.py's order), a
+hnorm(h))) (the checkpoint's names; Megatron-LM's _concat_embeddings'
+order, megatron/core/transformer/multi_token_prediction.py), a
 decoder layer with routed experts, its own norm (shared_head.norm), the
 main model's head and loss on the labels one ahead; the embedding and the
 head are the main model's. The tokens and labels are rolled as Megatron-LM's
