@@ -257,8 +257,9 @@ class Llama(nn.Module):
             else:
                 hidden_states = outputs
             del outputs
-        if self.mtp is not None:  # on the last layer's output, before the final norm; its loss waits for the main one
-            self.mtp_loss = self.mtp(ac, self, input_ids, self.mtp_labels, hidden_states, causal_mask, position_ids,
+        mtp = getattr(self, "mtp", None)  # (the families built on this body without Llama's __init__ have none)
+        if mtp is not None:  # on the last layer's output, before the final norm; its loss waits for the main one
+            self.mtp_loss = mtp(ac, self, input_ids, self.mtp_labels, hidden_states, causal_mask, position_ids,
                                      cache_position, tables, run_layers)
         hidden_states = self.norm(hidden_states)
         return hidden_states
