@@ -80,7 +80,7 @@ return architecture {
     local function layer(feed_forward, caches)
       return { residual { norm(), attention_op(caches) }, residual { norm(), feed_forward } }
     end
-    -- LlamaRMSNorm.forward written with the vocabulary (models/arch/llama_blocks.lua's rmsnorm), a frame
+    -- LlamaRMSNorm.forward written with the vocabulary (models/blocks/llama.lua's rmsnorm), a frame
     -- of its own (F.call)
     local function rms(x, weight)
       local h = F.keep(x:to("float32", { label = "upcast" }), "hidden_states")
