@@ -75,6 +75,7 @@ static const char *branch_recipe_problem(const vp_model *model, const vp_recipe 
         return recipe->offload_activations
                    ? "offload_activations: not modelled with a branch (multi-token prediction)"
                    : "optimizer_in_backward: not modelled with a branch (multi-token prediction)";
+    if (recipe->compile) return "compile: not modelled with a branch (multi-token prediction)";
     if (precision && (precision->fp8_gemms || precision->fp8_dynamic))
         return "precision: fp8 is not modelled with a branch (multi-token prediction)";
     return NULL;
