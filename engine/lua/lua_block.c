@@ -213,6 +213,31 @@ static void read_kernel(lua_State *L, unsigned i, vp_block_kernel *k) {
     k->backward_workspace_like = (uint64_t)int_field(L, what, "backward_workspace_like", 0, most);
 }
 
+/* block { inputs = { "shifted_embeddings", ... } }: the tensors the block
+ * takes beside its input, by the names block.h's vp_block_stream lists. */
+static void read_inputs(lua_State *L, vp_block_program *p) {
+    static const char *const names[VP_BLOCK_STREAMS + 1] = {
+        [VP_BLOCK_SHIFTED_EMBEDDINGS] = "shifted_embeddings", [VP_BLOCK_BRANCH_INPUT] = "branch_input", NULL};
+    lua_getfield(L, 1, "inputs"); /* t program inputs */
+    if (!lua_isnil(L, -1)) {
+        luaL_checktype(L, -1, LUA_TTABLE);
+        lua_Integer n = luaL_len(L, -1);
+        if (n > VP_BLOCK_INPUTS) luaL_error(L, "block_op: at most %d named inputs", VP_BLOCK_INPUTS);
+        p->n_inputs = (unsigned)n;
+        for (unsigned i = 0; i < p->n_inputs; i++) {
+            lua_geti(L, -1, (lua_Integer)i + 1); /* t program inputs name */
+            const char *name = lua_tostring(L, -1);
+            unsigned k = 0;
+            while (names[k] && (!name || strcmp(names[k], name) != 0)) k++;
+            if (!names[k])
+                luaL_error(L, "block_op: unknown input '%s' (shifted_embeddings or branch_input)", name ? name : "?");
+            p->input[i] = (uint8_t)k;
+            lua_pop(L, 1); /* t program inputs */
+        }
+    }
+    lua_pop(L, 1); /* t program */
+}
+
 /* vramplan.block_op{ norm=, values=, params={...}, code={...} } -> op */
 static int l_block_op(lua_State *L) {
     luaL_checktype(L, 1, LUA_TTABLE);
@@ -245,6 +270,7 @@ static int l_block_op(lua_State *L) {
         }
     }
     lua_pop(L, 1); /* t program */
+    read_inputs(L, p);
     lua_getfield(L, 1, "code"); /* t program code */
     luaL_checktype(L, -1, LUA_TTABLE);
     n = luaL_len(L, -1);

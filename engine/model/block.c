@@ -14,7 +14,7 @@ static const char *fail(char *message, unsigned size, unsigned i, const char *wh
 static const char *check_code(const vp_block_program *p, unsigned first, unsigned end, char *message, unsigned size) {
     /* 0: not defined yet; 1: alive; 2: gone (dropped or returned) */
     unsigned char state[VP_BLOCK_VALUES] = {0};
-    for (unsigned k = 0; k <= p->n_params; k++) state[k] = 1;
+    for (unsigned k = 0; k <= vp_block_borrowed(p); k++) state[k] = 1;
     bool returned = false;
     if (first >= end) return fail(message, size, first, "an empty forward");
     for (unsigned i = first; i < end; i++) {
@@ -64,13 +64,13 @@ static const char *check_code(const vp_block_program *p, unsigned first, unsigne
         if (in->prim == VP_BP_LAYER_KEEP) continue;
         if (in->prim == VP_BP_DROP || in->prim == VP_BP_RETURN) {
             int v = in->arg[0];
-            if (v <= (int)p->n_params && in->prim == VP_BP_DROP)
-                return fail(message, size, i, "drops the input or a parameter");
+            if (v <= (int)vp_block_borrowed(p) && in->prim == VP_BP_DROP)
+                return fail(message, size, i, "drops the input, a parameter or a named input");
             if (in->prim == VP_BP_RETURN) {
                 if (returned) return fail(message, size, i, "a second return");
                 returned = true;
             }
-            if (v > (int)p->n_params) state[v] = 2;
+            if (v > (int)vp_block_borrowed(p)) state[v] = 2;
             continue;
         }
         if (returned) return fail(message, size, i, "computes after the return");
@@ -79,22 +79,25 @@ static const char *check_code(const vp_block_program *p, unsigned first, unsigne
             return fail(message, size, i, "split: 1 to 8 parts of a known width");
         for (unsigned o = 0; o < outputs; o++) {
             unsigned v = in->out + o;
-            if (v <= p->n_params || v >= p->n_values || state[v])
+            if (v <= vp_block_borrowed(p) || v >= p->n_values || state[v])
                 return fail(message, size, i, "defines a value already defined");
             state[v] = 1;
         }
     }
     if (!returned) return fail(message, size, end - 1, "the block returns nothing");
-    for (unsigned v = p->n_params + 1; v < p->n_values; v++)
+    for (unsigned v = vp_block_borrowed(p) + 1; v < p->n_values; v++)
         if (state[v] == 1) return fail(message, size, end - 1, "a value is never freed");
     return NULL;
 }
 
 const char *vp_block_check(const vp_block_program *p, char *message, unsigned size) {
     if (p->n_params > VP_BLOCK_PARAMS || p->n_code > VP_BLOCK_CODE || p->n_values > VP_BLOCK_VALUES ||
+        p->n_inputs > VP_BLOCK_INPUTS ||
         p->n_kernels > VP_BLOCK_KERNELS ||
         p->megatron_start >= p->n_code)
         return fail(message, size, 0, "the program is too large");
+    for (unsigned i = 0; i < p->n_inputs; i++)
+        if (p->input[i] >= VP_BLOCK_STREAMS) return fail(message, size, 0, "an unknown named input");
     unsigned end = p->megatron_start ? p->megatron_start : p->n_code;
     const char *problem = check_code(p, 0, end, message, size);
     if (!problem && p->megatron_start) problem = check_code(p, p->megatron_start, p->n_code, message, size);

@@ -21,7 +21,17 @@ enum {
     VP_BLOCK_KERNELS = 8,
     VP_BLOCK_KEEPS = 2,
     VP_BLOCK_AUX_LABELS = 32, /* labels of the events inside MATMUL and SOFTMAX_FP32 */
+    VP_BLOCK_INPUTS = 2,     /* tensors a block names beside its input (block { inputs = { ... } }) */
 };
+
+/* The tensors a block may take beside its input, by name: those a branch
+ * (op_branch.c) makes for the ops it runs. docs/writing-blocks.md, "Blocks
+ * with several inputs". */
+typedef enum {
+    VP_BLOCK_SHIFTED_EMBEDDINGS, /* "shifted_embeddings": the shared token embedding of the tokens k ahead */
+    VP_BLOCK_BRANCH_INPUT,       /* "branch_input": the hidden states the branch took */
+    VP_BLOCK_STREAMS
+} vp_block_stream;
 
 /* The primitives a program calls (op_block.c: what each runs). */
 typedef enum {
@@ -141,7 +151,8 @@ typedef struct {
 } vp_block_kernel;
 
 /* Value 0 is the block's input, values 1..n_params its parameters (leaf k
- * is value k + 1); each instruction but DROP and RETURN defines value
+ * is value k + 1), then its named inputs (vp_block_borrowed: all of these
+ * the program borrows); each instruction but DROP and RETURN defines value
  * `out`. */
 typedef struct {
     uint8_t prim;                /* vp_block_prim */
@@ -167,6 +178,8 @@ typedef struct {
  * megatron_start to n_code instead. */
 typedef struct {
     unsigned n_params, n_code, n_values, megatron_start, n_kernels;
+    unsigned n_inputs;           /* named inputs (values n_params + 1 ...) */
+    uint8_t input[VP_BLOCK_INPUTS]; /* vp_block_stream of each */
     bool norm;                   /* a norm: registered with the norms, ends a post-norm block's frame */
     uint64_t width;              /* the input's last dimension (block { width = ... }); 0: not given */
     char name[VP_BLOCK_LABEL];   /* the module's name (block { name = ... }) */
@@ -176,6 +189,10 @@ typedef struct {
     unsigned n_aux;
     char aux_labels[VP_BLOCK_AUX_LABELS][VP_BLOCK_LABEL];
 } vp_block_program;
+
+/* The last value the program borrows (the input, the parameters, the named
+ * inputs): it never frees those. */
+static inline unsigned vp_block_borrowed(const vp_block_program *p) { return p->n_params + p->n_inputs; }
 
 /* The program's problem (a message naming the instruction), or NULL:
  * values defined before use, each dropped once, one RETURN, nothing left

@@ -64,6 +64,11 @@ vp_t vp_module_input(vp_step *step, vp_t x);
  * dropped as a rebound Python local is. x is borrowed; the result is owned. */
 vp_t vp_run_ops(vp_step *step, const vp_op *ops, unsigned n, const vp_t *leaves, vp_t x);
 
+/* The main loss with a branch's (op_branch.c) added, times its loss_weight:
+ * loss + mtp_loss * lambda (a new reference; `loss` is taken over), or
+ * `loss` itself when no branch ran. */
+vp_t vp_branch_join_loss(vp_step *step, vp_t loss);
+
 /* A dropout as nn.Dropout applies it: only while training. */
 vp_t vp_train_dropout(vp_step *step, vp_t x, double p, const char *label);
 

@@ -327,6 +327,13 @@ static vp_t block_forward(vp_step *step, const vp_op *op, const vp_t *leaves, vp
     uint8_t layout[VP_BLOCK_VALUES] = {0};
     val[0] = x;
     for (unsigned k = 0; k < p->n_params; k++) val[k + 1] = leaves[k];
+    /* the named inputs, which the branch running the block lends (borrowed
+     * as x is) */
+    static const vp_tensor_slot stream_slot[VP_BLOCK_STREAMS] = {
+        [VP_BLOCK_SHIFTED_EMBEDDINGS] = VP_TENSOR_SHIFTED_EMBEDDINGS,
+        [VP_BLOCK_BRANCH_INPUT] = VP_TENSOR_BRANCH_INPUT,
+    };
+    for (unsigned j = 0; j < p->n_inputs; j++) val[p->n_params + 1 + j] = vp_step_tensor(step, stream_slot[p->input[j]]);
     vp_t result = 0;
     unsigned first, end;
     running(p, step->recipe, &first, &end);
@@ -337,8 +344,8 @@ static vp_t block_forward(vp_step *step, const vp_op *op, const vp_t *leaves, vp
             val[in->arg[0]] = 0;
         } else if (in->prim == VP_BP_RETURN) {
             result = val[in->arg[0]];
-            /* the input or a parameter returned as it is: a new reference */
-            if ((unsigned)in->arg[0] <= p->n_params) vp_hold(&step->sim, result);
+            /* the input, a parameter or a named input returned as it is: a new reference */
+            if ((unsigned)in->arg[0] <= vp_block_borrowed(p)) vp_hold(&step->sim, result);
             else val[in->arg[0]] = 0;
         } else if (in->prim == VP_BP_SPLIT) {
             split(step, in, val);
@@ -411,7 +418,21 @@ static bool model_calls(const vp_model *model, vp_block_prim prim) {
     return false;
 }
 
+/* A block that names inputs among ops outside any branch. */
+static bool inputs_outside_branch(const vp_op *ops, unsigned n) {
+    for (unsigned i = 0; i < n; i++) {
+        if (ops[i].kind == &vp_op_branch) continue;
+        if (ops[i].kind == &vp_op_block && program_of(&ops[i])->n_inputs) return true;
+        if (inputs_outside_branch(ops[i].children, ops[i].n_children)) return true;
+    }
+    return false;
+}
+
 static const char *block_recipe_problem(const vp_model *model, const vp_recipe *recipe) {
+    for (unsigned s = 0; s < VP_SECTION_COUNT; s++)
+        if (inputs_outside_branch(model->section[s].ops, model->section[s].n_ops))
+            return "model: a block that names inputs (block { inputs = { ... } }) runs inside a branch { }, which makes "
+                   "them";
     /* its linears gather no module input the way DTensor's plans do
      * (vp_module_input): not modelled there */
     if (recipe->tp > 1 && vp_framework_of(recipe)->dtensor_tp)

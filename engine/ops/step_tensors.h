@@ -41,7 +41,14 @@
  *  - LOGITS, ENCODER_OUTPUT: what the model's outputs keep (T5's
  *    encoder_last_hidden_state) until `out = model(batch)` rebinds;
  *  - ENCODER_POSITION_TABLE, DECODER_POSITION_TABLE: T5's relative position
- *    tables, lent leaves (the encoder's buckets are bidirectional). */
+ *    tables, lent leaves (the encoder's buckets are bidirectional);
+ *  - BRANCH_INPUT, SHIFTED_EMBEDDINGS, BRANCH_LABELS: what a branch
+ *    (op_branch.c: a multi-token prediction module) lends its ops while it
+ *    runs: the hidden states it took, the shared embedding of the tokens k
+ *    ahead, the labels k ahead that its loss reads; it empties them
+ *    itself;
+ *  - BRANCH_LOSS: the branch's loss, until the step adds it to the main
+ *    loss (vp_branch_join_loss). */
 #define VP_STEP_TENSORS(X)                      \
     X(POSITION_IDS, BODY, SAVED, 7, 0)          \
     X(COS, BODY, HELD, 8, 1)                    \
@@ -63,6 +70,10 @@
     X(LOGITS, OUTPUTS, NONE, 0, 0)              \
     X(ENCODER_OUTPUT, OUTPUTS, NONE, 0, 0)      \
     X(ENCODER_POSITION_TABLE, STEP, NONE, 0, 0) \
-    X(DECODER_POSITION_TABLE, STEP, NONE, 0, 0)
+    X(DECODER_POSITION_TABLE, STEP, NONE, 0, 0) \
+    X(BRANCH_INPUT, BODY, NONE, 0, 0)           \
+    X(SHIFTED_EMBEDDINGS, BODY, NONE, 0, 0)     \
+    X(BRANCH_LABELS, BODY, NONE, 0, 0)          \
+    X(BRANCH_LOSS, WRAPPER, NONE, 0, 0)
 
 #endif

@@ -117,6 +117,9 @@ void vp_step_keep_router_logits(vp_step *step, vp_t logits);
 
 /* Keeps t as a local of `frame` (a new reference). */
 void vp_step_keep_local(vp_step *step, vp_t t, vp_local_frame frame);
+/* A decoder layer that an op runs (not the step's layer loop) returns:
+ * its locals and its layer-lifetime tensors go, as the loop's do. */
+void vp_step_layer_returns(vp_step *step);
 /* A norm has returned: the locals of the post-norm block it ends go. */
 void vp_step_norm_returns(vp_step *step);
 /* An encoder stack returns (T5Stack.forward): its locals and its position
@@ -127,8 +130,8 @@ void vp_step_stack_returns(vp_step *step);
 /* The batch's input ids. */
 vp_t vp_step_input_ids(const vp_step *step);
 
-/* The labels the loss reads: the batch's, or PEFT's with the virtual
- * tokens' -100 before them. */
+/* The labels the loss reads: a branch's (its labels k ahead), or the
+ * batch's, or PEFT's with the virtual tokens' -100 before them. */
 vp_t vp_step_loss_labels(const vp_step *step);
 
 

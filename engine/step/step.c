@@ -244,10 +244,7 @@ static vp_t layers_forward(vp_step *step, const vp_chunk *chunk, vp_t x) {
         step->sim.fused_casts = step->recipe->compile;
         vp_t out = vp_run_ops(step, layer->ops, layer->n_ops, vp_step_layer_leaves(step, index), in);
         step->sim.fused_casts = false;
-        /* the layer returns: its locals go */
-        vp_step_drop_locals(step, VP_LOCAL_OF_POST_NORM_BLOCK);
-        vp_step_drop_locals(step, VP_LOCAL_OF_LAYER);
-        vp_step_end_lifetime(step, VP_LIVES_LAYER);
+        vp_step_layer_returns(step); /* its locals go */
         /* a compiled block keeps what the partitioner's cut saves; under a
          * checkpoint (full, op-selective) the compiled block saves what the
          * eager checkpoint keeps (docs/compile.md) */
@@ -619,6 +616,7 @@ static uint64_t micro_batch(vp_step *step, const vp_meter *resident, const vp_me
     vp_t sent = 0;
     if (step->stage.final) {
         priv->loss = run_section(step, VP_SECTION_FINAL, priv->final_leaves, y); /* takes y over */
+        priv->loss = vp_branch_join_loss(step, priv->loss); /* a multi-token prediction module's */
     } else { /* p2p send, then Megatron's deallocate_output_tensor frees it */
         sent = y;
         vp_drop(sim, y);

@@ -305,6 +305,12 @@ void vp_step_drop_locals(vp_step *step, vp_local_frame frame) {
 
 void vp_step_norm_returns(vp_step *step) { vp_step_drop_locals(step, VP_LOCAL_OF_POST_NORM_BLOCK); }
 
+void vp_step_layer_returns(vp_step *step) {
+    vp_step_drop_locals(step, VP_LOCAL_OF_POST_NORM_BLOCK);
+    vp_step_drop_locals(step, VP_LOCAL_OF_LAYER);
+    vp_step_end_lifetime(step, VP_LIVES_LAYER);
+}
+
 /* The stack's loop variables and masks go with it. */
 void vp_step_stack_returns(vp_step *step) {
     vp_step_drop_locals(step, VP_LOCAL_OF_BODY);
@@ -345,6 +351,8 @@ void vp_step_drop_leaves(vp_sim *sim, vp_t *hooked) {
 
 
 vp_t vp_step_loss_labels(const vp_step *step) {
+    vp_t branch_labels = vp_step_tensor(step, VP_TENSOR_BRANCH_LABELS);
+    if (branch_labels) return branch_labels;
     vp_t prompt_labels = vp_step_tensor(step, VP_TENSOR_PROMPT_LABELS);
     return prompt_labels ? prompt_labels : step->priv->labels;
 }

@@ -121,5 +121,29 @@ int main(void) {
     emit(p, VP_BP_LINEAR, 0, 1, -1, 3);
     emit(p, VP_BP_RETURN, 3, -1, -1, 0);
     CHECK(says(p, "instruction 5: a value is never freed"));
+
+    reset(p); /* a named input (value 2 after the weight) is borrowed: used, returned, never dropped */
+    p->n_inputs = 1;
+    p->input[0] = VP_BLOCK_SHIFTED_EMBEDDINGS;
+    p->n_values = 4;
+    emit(p, VP_BP_ADD, 0, 2, -1, 3);
+    emit(p, VP_BP_RETURN, 3, -1, -1, 0);
+    CHECK(says(p, NULL));
+    reset(p);
+    p->n_inputs = 1;
+    emit(p, VP_BP_RETURN, 2, -1, -1, 0);
+    CHECK(says(p, NULL));
+    reset(p);
+    p->n_inputs = 1;
+    p->n_values = 4;
+    emit(p, VP_BP_ADD, 0, 2, -1, 3);
+    emit(p, VP_BP_DROP, 2, -1, -1, 0);
+    emit(p, VP_BP_RETURN, 3, -1, -1, 0);
+    CHECK(says(p, "drops the input, a parameter or a named input"));
+    reset(p); /* an input the core does not make */
+    p->n_inputs = 1;
+    p->input[0] = VP_BLOCK_STREAMS;
+    emit(p, VP_BP_RETURN, 0, -1, -1, 0);
+    CHECK(says(p, "unknown named input"));
     return check_summary("test_block");
 }

@@ -198,6 +198,14 @@ def deepseek_v3(h=64, layers=3, heads=4, vocab=256, q_lora=32, kv_lora=16, nope=
             "tie_word_embeddings": False}
 
 
+def deepseek_v3_mtp(**kw):
+    """DeepSeek-V3 with one multi-token prediction module (its config.json's
+    num_nextn_predict_layers = 1; models/mtp.py), which transformers does
+    not load: the engine reads it as models/examples/arch/deepseek_v3_mtp.lua
+    (lua_model)."""
+    return dict(deepseek_v3(**kw), num_nextn_predict_layers=1, mtp_lambda=0.3)
+
+
 def deepseek_v2(h=64, layers=3, heads=4, vocab=256, q_lora=32, kv_lora=16, nope=16, rope=8, v=16, experts=8, k=2,
                 groups=1, topk_groups=1, moe_inter=32, shared=2, dense=1, norm=False, scaling=1.0, yarn=False):
     """DeepSeek-V2's config.json (model_type deepseek_v2, its own modeling
@@ -356,6 +364,17 @@ CASES = [
     ("bloom lora all-linear checkpointed", bloom(layers=3), recipe("amp-bf16", ckpt="full", finetune="lora",
                                                                lora_targets="all-linear")),
     # DeepSeek-V3: multi-head latent attention, a sigmoid group-limited router, an fp32 accumulator
+    # DeepSeek-V3's multi-token prediction module as a branch (models/examples/deepseek-v3-mtp.lua)
+    ("deepseek-v3 mtp fp32", deepseek_v3_mtp(), recipe()),
+    ("deepseek-v3 mtp bf16", deepseek_v3_mtp(), recipe("bf16")),
+    ("deepseek-v3 mtp amp-bf16", deepseek_v3_mtp(), recipe("amp-bf16")),
+    ("deepseek-v3 mtp mixed-bf16 for-loop", deepseek_v3_mtp(), recipe("mixed-bf16", impl="for-loop")),
+    ("deepseek-v3 mtp fp32 checkpointed", deepseek_v3_mtp(layers=3), recipe(ckpt="full")),
+    ("deepseek-v3 mtp bf16 checkpointed", deepseek_v3_mtp(layers=4), recipe("bf16", ckpt="full")),
+    ("deepseek-v3 mtp amp-bf16 checkpointed one sequence", deepseek_v3_mtp(), recipe("amp-bf16", ckpt="full", b=1,
+                                                                                     s=64)),
+    ("deepseek-v3 mtp bf16 q_proj logits dropped", deepseek_v3_mtp(q_lora=None, interleave=False), recipe(
+        "bf16", keep_logits="false")),
     ("deepseek-v3 fp32", deepseek_v3(), recipe()),
     ("deepseek-v3 bf16 q_proj", deepseek_v3(q_lora=None, interleave=False), recipe("bf16")),
     ("deepseek-v3 amp-bf16", deepseek_v3(), recipe("amp-bf16")),
@@ -1361,7 +1380,23 @@ def lua_model(config):
     """A model with no Hugging Face config of its own (the DIFF Transformer,
     Mamba-2, a user's blocks) as the Lua model script vramplan reads: llama
     with the diff_transformer Lua blocks (models/blocks/) or the user's
-    (tests/torch/blocks/), or models/examples/arch/mamba2.lua."""
+    (tests/torch/blocks/), models/examples/arch/mamba2.lua, or DeepSeek-V3 with
+    its MTP module (models/examples/arch/deepseek_v3_mtp.lua)."""
+    if config.get("num_nextn_predict_layers"):
+        fields = {"hidden": config["hidden_size"], "layers": config["num_hidden_layers"],
+                  "heads": config["num_attention_heads"], "intermediate": config["intermediate_size"],
+                  "vocab": config["vocab_size"], "experts": config["n_routed_experts"],
+                  "experts_per_token": config["num_experts_per_tok"],
+                  "moe_intermediate": config["moe_intermediate_size"],
+                  "shared_intermediate": config["n_shared_experts"] * config["moe_intermediate_size"],
+                  "dense_layers": config["first_k_dense_replace"], "expert_groups": config["n_group"],
+                  "topk_groups": config["topk_group"], "q_lora_rank": config["q_lora_rank"] or 0,
+                  "kv_lora_rank": config["kv_lora_rank"], "qk_nope_head_dim": config["qk_nope_head_dim"],
+                  "qk_rope_head_dim": config["qk_rope_head_dim"], "v_head_dim": config["v_head_dim"],
+                  "rope_interleave": config["rope_interleave"], "mtp_depth": config["num_nextn_predict_layers"],
+                  "mtp_lambda": config["mtp_lambda"], "max_positions": 2048}
+        body = ", ".join(f"{k} = {json.dumps(v)}" for k, v in fields.items())
+        return f'return deepseek_v3_mtp {{ name = "deepseek_v3_mtp", {body} }}\n'
     if config["model_type"] == "mamba2":
         fields = {"hidden": config["hidden_size"], "layers": config["num_hidden_layers"],
                   "vocab": config["vocab_size"], "state": config["state_size"], "conv": config["conv_kernel"],
@@ -1382,10 +1417,11 @@ def lua_model(config):
 
 
 def engine(name, config, rec, workdir):
-    lua = config["model_type"] in ("diff_transformer", "mamba2") or "lua_blocks" in config
+    lua = (config["model_type"] in ("diff_transformer", "mamba2") or "lua_blocks" in config
+           or bool(config.get("num_nextn_predict_layers")))
     cfg_path = os.path.join(workdir, name.replace(" ", "_") + (".lua" if lua else ".json"))
     arch = os.path.join(workdir, "arch")  # looked for beside the model script
-    if config["model_type"] == "mamba2" and not os.path.exists(arch):
+    if (config["model_type"] == "mamba2" or config.get("num_nextn_predict_layers")) and not os.path.exists(arch):
         os.symlink(os.path.join(ROOT, "models", "examples", "arch"), arch)
     blocks = os.path.join(workdir, "blocks")  # likewise
     if "lua_blocks" in config and not os.path.exists(blocks):

@@ -898,7 +898,7 @@ end
 -- The frees: a value goes after its last use, or when its last local name
 -- is bound to another value or the forward returns, whichever is later.
 local function program(trace, returned)
-  local n_params = trace.n_params
+  local n_params = trace.n_borrowed -- the input, the parameters and the named inputs: borrowed
   local last_use, released = {}, {}
   for i, e in ipairs(trace.entries) do
     if e.instr then
@@ -947,9 +947,21 @@ local function check_def(def, at)
   if type(def) ~= "table" then error(at .. ": block takes a table: block { name = ..., params = ..., forward = ... }", 0) end
   for k in pairs(def) do
     if k ~= "name" and k ~= "params" and k ~= "forward" and k ~= "width" and k ~= "norm" and k ~= "locals"
-        and k ~= "megatron" and k ~= "param_labels" then
+        and k ~= "megatron" and k ~= "param_labels" and k ~= "inputs" then
       error(string.format("%s: block: unknown field '%s' (name, width, params, forward, megatron, norm, locals, "
-        .. "param_labels)", at, tostring(k)), 0)
+        .. "param_labels, inputs)", at, tostring(k)), 0)
+    end
+  end
+  -- the tensors a branch makes for the blocks it runs (block.h's vp_block_stream)
+  local streams = { shifted_embeddings = true, branch_input = true }
+  if def.inputs ~= nil then
+    if type(def.inputs) ~= "table" or #def.inputs > 2 then
+      error(string.format("%s: block: 'inputs' must list at most 2 named inputs", at), 0)
+    end
+    for _, name in ipairs(def.inputs) do
+      if not streams[name] then
+        error(string.format("%s: block: unknown input '%s' (shifted_embeddings, branch_input)", at, tostring(name)), 0)
+      end
     end
   end
   if def.param_labels ~= nil and type(def.param_labels) ~= "string" then
@@ -984,9 +996,13 @@ local function trace_forward(def, at, forward, kernels)
   local x = new_value(trace, def.width, false)
   local leaves, p = declare(def, trace, at)
   trace.n_params = #leaves
+  -- the named inputs, after the parameters: forward(x, p, input1, input2)
+  local inputs = {}
+  for i = 1, #(def.inputs or {}) do inputs[i] = new_value(trace, def.width, false) end
+  trace.n_borrowed = #leaves + #inputs
   if tracing then error(at .. ": block: a block cannot be built inside another block's forward", 0) end
   tracing = trace
-  local ok, out = pcall(forward, x, p)
+  local ok, out = pcall(forward, x, p, table.unpack(inputs))
   tracing = nil
   if not ok then error(out, 0) end
   if not is_tensor(out) or out.trace ~= trace then
@@ -1011,6 +1027,7 @@ function block.new(at, def)
     values = math.max(values, alt_values)
   end
   local made, op = pcall(vramplan.block_op, { name = def.name, params = leaves, code = code, values = values, norm = def.norm,
+                                              inputs = def.inputs,
                                               width = def.width,
                                               megatron_start = megatron_start, kernels = kernels })
   if not made then error(string.format("%s: block %s: %s", at, def.name, tostring(op)), 0) end

@@ -55,6 +55,8 @@ class CausalLM(nn.Module):
             # config.use_cache, which transformers turns off under gradient
             # checkpointing: LlamaModel makes a DynamicCache, GPT-2 returns presents
             past_key_values = [] if isinstance(self.model, (GPT2, Bloom)) else DynamicCache()
+        if getattr(self.model, "mtp", None) is not None:  # the multi-token prediction module's labels (mtp.py)
+            self.model.mtp_labels = labels
         hidden_states = self.model.body(ac, input_ids, checkpoint, inputs_embeds, past_key_values)
         kind = getattr(self, "loss", "cross-entropy")
         if kind in ("chunked", "fused-linear", "chunked-linear"):
@@ -96,6 +98,11 @@ class CausalLM(nn.Module):
             loss = fused_causal_lm_loss(logits, labels, self.vocab)
         else:
             loss = causal_lm_loss(ac, logits, labels, self.vocab)
+        mtp_loss = getattr(self.model, "mtp_loss", None)
+        if mtp_loss is not None:  # L = L_main + lambda * L_MTP (arXiv 2412.19437 eq. 25, one depth)
+            self.model.mtp_loss = self.model.mtp_labels = None
+            loss = loss + mtp_loss * self.model.cfg.get("mtp_lambda", 0.3)
+            del mtp_loss
         router_logits = getattr(self.model, "all_router_logits", ())
         self.model.all_router_logits = ()
         if router_logits:  # MixtralForCausalLM with output_router_logits

@@ -12,6 +12,7 @@ from .deepseek import (DeepseekMoE, DeepseekV2Attention, DeepseekV2HFAttention, 
 from .diff import DiffAttention
 from .llama_blocks import LlamaAttention, LlamaMLP, LlamaRotaryEmbedding, ScaledEmbedding, rms_norm
 from .moe import SparseMoeBlock
+from .mtp import MTPModule
 
 
 class LlamaDecoderLayer(nn.Module):
@@ -167,6 +168,10 @@ class Llama(nn.Module):
         gemma3 = cfg["model_type"] == "gemma3_text"
         self.embed_tokens = ScaledEmbedding(cfg["vocab_size"], h) if gemma3 else nn.Embedding(cfg["vocab_size"], h)
         self.layers = nn.ModuleList([LlamaDecoderLayer(cfg, i) for i in range(cfg["num_hidden_layers"])])
+        # DeepSeek-V3's multi-token prediction module (mtp.py), registered
+        # where vramplan's final ops hold it: before the final norm
+        self.mtp = MTPModule(cfg, LlamaDecoderLayer) if cfg.get("num_nextn_predict_layers") else None
+        self.mtp_labels = self.mtp_loss = None
         self.norm = rms_norm(cfg, h)
         self.rotary_emb = None if remote_code(cfg) else LlamaRotaryEmbedding(cfg)
         if transformers_v2(cfg):  # DeepseekV2Model's one module: complex freqs_cis
@@ -252,6 +257,10 @@ class Llama(nn.Module):
             else:
                 hidden_states = outputs
             del outputs
+        mtp = getattr(self, "mtp", None)  # (the families built on this body without Llama's __init__ have none)
+        if mtp is not None:  # on the last layer's output, before the final norm; its loss waits for the main one
+            self.mtp_loss = mtp(ac, self, input_ids, self.mtp_labels, hidden_states, causal_mask, position_ids,
+                                     cache_position, tables, run_layers)
         hidden_states = self.norm(hidden_states)
         return hidden_states
 

@@ -1,0 +1,172 @@
+/* op_branch.c — a branch beside the step's stream: a multi-token prediction
+ * module (DeepSeek-V3, arXiv 2412.19437 section 2.2) takes the main model's
+ * last hidden states (before the final norm), the shared embedding of the
+ * tokens k ahead, runs its own ops, the model's own head and loss on the
+ * labels k ahead, and hands its loss to the step, which adds it to the main
+ * loss (vp_branch_join_loss); the stream goes on with the hidden states
+ * as they were. docs/writing-blocks.md, "Blocks with several inputs". */
+#include "finetune_method.h"
+#include "framework.h"
+#include "ops.h"
+#include "precision.h"
+
+enum { BRANCH_SHIFT, BRANCH_LOSS_WEIGHT, BRANCH_LAYER_FIRST, BRANCH_LAYER_OPS, BRANCH_FIELDS };
+
+static const vp_field branch_fields[BRANCH_FIELDS] = {
+    [BRANCH_SHIFT] = {"shift", VP_FIELD_INT, false, 1, 1, 64, NULL,
+                      "k: the tokens and labels k ahead (torch.roll(ids, -k, dims=-1), as Megatron-LM's "
+                      "multi_token_prediction.py rolls them)"},
+    [BRANCH_LOSS_WEIGHT] = {"loss_weight", VP_FIELD_NUMBER, false, 0.3, 0, 1e6, NULL,
+                            "lambda: the branch's loss is added to the main loss times this (DeepSeek-V3: 0.3, "
+                            "then 0.1; no memory of its own)"},
+    [BRANCH_LAYER_FIRST] = {"layer_first", VP_FIELD_INT, false, 0, 0, 64, NULL,
+                            "the first of the children that form the branch's decoder layer (1 = the first "
+                            "child; 0: none), whose locals go when the layer returns"},
+    [BRANCH_LAYER_OPS] = {"layer_ops", VP_FIELD_INT, false, 0, 0, 64, NULL,
+                          "how many children form the branch's decoder layer"},
+};
+
+static const char *branch_check(const vp_op *op) {
+    unsigned first = (unsigned)vp_op_u64(op, BRANCH_LAYER_FIRST), n = (unsigned)vp_op_u64(op, BRANCH_LAYER_OPS);
+    if ((first == 0) != (n == 0)) return "layer_first: and layer_ops name the branch's layer together";
+    return NULL;
+}
+
+/* Where the model holds a branch the forward cannot run: a message, or NULL. */
+static const char *misplaced(const vp_model *model) {
+    for (unsigned s = 0; s < VP_SECTION_COUNT; s++) {
+        const vp_section *section = &model->section[s];
+        for (unsigned i = 0; i < section->n_ops; i++) {
+            const vp_op *op = &section->ops[i];
+            if (op->kind != &vp_op_branch) {
+                if (vp_section_find(&(vp_section){.ops = op->children, .n_ops = op->n_children}, &vp_op_branch))
+                    return "model: a branch runs among the final ops, not inside another op";
+                continue;
+            }
+            if (s != VP_SECTION_FINAL) return "model: a branch runs among the final ops (beside the head)";
+            unsigned first = (unsigned)vp_op_u64(op, BRANCH_LAYER_FIRST), n = (unsigned)vp_op_u64(op, BRANCH_LAYER_OPS);
+            if (first && first - 1 + n > op->n_children) return "layer_ops: more children than the branch holds";
+            if (!vp_section_find(section, &vp_op_lm_head) || !vp_section_find(section, &vp_op_cross_entropy))
+                return "model: a branch shares the model's lm_head and cross_entropy, which the final ops need";
+        }
+    }
+    return NULL;
+}
+
+/* What a branch is not modelled under: each is a message naming the key. */
+static const char *branch_recipe_problem(const vp_model *model, const vp_recipe *recipe) {
+    const char *problem = misplaced(model);
+    if (problem) return problem;
+    const vp_framework_kind *framework = vp_framework_of(recipe);
+    const vp_precision *precision = vp_precision_get(recipe->precision);
+    if (!framework->hf_modeling || framework->layer_units ||
+        (framework->shards_params && framework->shards_params(recipe)))
+        return "framework: a branch (multi-token prediction) is modelled on plain PyTorch modules, unsharded "
+               "(framework = torch)";
+    if (recipe->tp > 1) return "tp: a branch (multi-token prediction) is modelled on one model-parallel rank";
+    if (recipe->pp > 1) return "pp: a branch (multi-token prediction) is modelled on one model-parallel rank";
+    if (recipe->cp > 1) return "cp: a branch (multi-token prediction) is modelled on one model-parallel rank";
+    if (recipe->loss != VP_LOSS_CROSS_ENTROPY)
+        return "loss: a branch (multi-token prediction) is modelled with the plain cross-entropy loss";
+    const vp_finetune_method *method = vp_finetune_method_of(recipe);
+    if (method->peft || method->frozen_base)
+        return "finetune: a branch (multi-token prediction) is modelled for full training";
+    if (recipe->offload_activations || recipe->optimizer_in_backward)
+        return recipe->offload_activations
+                   ? "offload_activations: not modelled with a branch (multi-token prediction)"
+                   : "optimizer_in_backward: not modelled with a branch (multi-token prediction)";
+    if (recipe->compile) return "compile: not modelled with a branch (multi-token prediction)";
+    if (precision && (precision->fp8_gemms || precision->fp8_dynamic))
+        return "precision: fp8 is not modelled with a branch (multi-token prediction)";
+    return NULL;
+}
+
+/* MTPModule.forward(hidden_states, input_ids, labels), written plainly
+ * (tests/torch/models/mtp.py):
+ *   inputs_embeds = embed_tokens(torch.roll(input_ids, -k, dims=-1))
+ *   hidden_states = <the children>(hidden_states)   # the layer's frame ends after its ops
+ *   logits = lm_head(hidden_states); del hidden_states
+ *   labels = torch.roll(labels, -k, dims=-1); labels[:, -k:] = -100
+ *   loss = loss_function(logits, labels)
+ *   del logits, labels, inputs_embeds
+ * x is borrowed; returns x (a new reference): the stream goes on. */
+static vp_t branch_forward(vp_step *step, const vp_op *op, const vp_t *leaves, vp_t x) {
+    vp_sim *sim = &step->sim;
+    const vp_t *section = leaves - op->slot; /* children's slots are the section's */
+    vp_step_lend_tensor(step, VP_TENSOR_BRANCH_INPUT, x);
+    vp_t rolled = vp_new(sim, step->input_tokens, VP_INT64, "mtp.roll_input_ids");
+    vp_t embeds = vp_embedding(sim, rolled, step->tied_weight, step->input_tokens, step->model->facts.hidden,
+                               step->recipe->device, "mtp.embed_tokens");
+    vp_drop(sim, rolled);
+    vp_step_put_tensor(step, VP_TENSOR_SHIFTED_EMBEDDINGS, embeds);
+    unsigned first = (unsigned)vp_op_u64(op, BRANCH_LAYER_FIRST), n_layer = (unsigned)vp_op_u64(op, BRANCH_LAYER_OPS);
+    unsigned before = first ? first - 1 : op->n_children;
+    vp_t h = vp_run_ops(step, op->children, before, section, x);
+    if (first) {
+        /* the module's layer: the model's next layer index */
+        int place = step->ledger.place.layer;
+        unsigned index = step->layer_index;
+        step->layer_index = step->model->layers;
+        step->ledger.place.layer = (int)step->model->layers;
+        vp_t out = vp_run_ops(step, op->children + before, n_layer, section, h);
+        vp_step_layer_returns(step);
+        step->layer_index = index;
+        step->ledger.place.layer = place;
+        vp_drop(sim, h);
+        h = vp_run_ops(step, op->children + before + n_layer, op->n_children - before - n_layer, section, out);
+        vp_drop(sim, out);
+    }
+    /* the model's own head (shared), then its loss on the labels k ahead */
+    vp_place was = step->ledger.place;
+    const vp_section *final = &step->model->section[VP_SECTION_FINAL];
+    vp_t logits = 0;
+    for (unsigned i = 0; i < final->n_ops && !logits; i++)
+        if (final->ops[i].kind == &vp_op_lm_head)
+            logits = final->ops[i].kind->forward(step, &final->ops[i], section + final->ops[i].slot, h);
+    vp_drop(sim, h);
+    vp_step_put_tensor(step, VP_TENSOR_BRANCH_LABELS, vp_new(sim, step->input_tokens, VP_INT64, "mtp.roll_labels"));
+    step->ledger.place.phase = VP_PHASE_LOSS;
+    vp_t loss = 0;
+    for (unsigned i = 0; i < final->n_ops && !loss; i++)
+        if (final->ops[i].kind == &vp_op_cross_entropy)
+            loss = final->ops[i].kind->forward(step, &final->ops[i], section + final->ops[i].slot, logits);
+    step->ledger.place = was;
+    vp_drop(sim, logits);
+    vp_step_put_tensor(step, VP_TENSOR_LOGITS, 0); /* the outputs keep the main head's, not these */
+    vp_step_put_tensor(step, VP_TENSOR_BRANCH_LABELS, 0);
+    vp_step_put_tensor(step, VP_TENSOR_SHIFTED_EMBEDDINGS, 0);
+    vp_step_lend_tensor(step, VP_TENSOR_BRANCH_INPUT, 0);
+    vp_step_put_tensor(step, VP_TENSOR_BRANCH_LOSS, loss);
+    vp_hold(sim, x);
+    return x;
+}
+
+vp_t vp_branch_join_loss(vp_step *step, vp_t loss) {
+    vp_t branch = vp_step_tensor(step, VP_TENSOR_BRANCH_LOSS);
+    if (!branch || !loss) return loss;
+    /* loss = loss + mtp_loss * lambda */
+    vp_sim *sim = &step->sim;
+    vp_t scaled = vp_scale(sim, branch, "mtp.loss_weight");
+    vp_t joined = vp_add(sim, loss, scaled, 1, "mtp.loss_add");
+    vp_drop(sim, scaled);
+    vp_drop(sim, loss);
+    vp_step_put_tensor(step, VP_TENSOR_BRANCH_LOSS, 0);
+    return joined;
+}
+
+const vp_op_kind vp_op_branch = {
+    .name = "branch",
+    .doc = "ops beside the stream, with a loss of their own (a multi-token prediction module): the shared "
+           "embedding of the tokens k ahead for blocks that name it (inputs = { \"shifted_embeddings\" }), the "
+           "model's own head and loss on the labels k ahead, added to the main loss times loss_weight "
+           "(docs/writing-blocks.md)",
+    .fields = branch_fields,
+    .n_fields = BRANCH_FIELDS,
+    .container = true,
+    /* its children are costed as any container's; the second pass of the
+     * shared head and loss is not (docs/writing-blocks.md) */
+    .cost = VP_COST_NONE,
+    .check = branch_check,
+    .recipe_problem = branch_recipe_problem,
+    .forward = branch_forward,
+};

@@ -1,0 +1,141 @@
+-- DeepSeek-V3's multi-token prediction module as a branch whose combining
+-- step is a Lua block with a second input (models/examples/deepseek-v3-mtp.lua,
+-- models/examples/arch/deepseek_v3_mtp.lua, engine/ops/op_branch.c): its
+-- parameters summed here from the checkpoint's module shapes, apart from the
+-- engine, against the published figures; the main model byte for byte the
+-- built-in deepseek_v3; what a branch is not modelled under; bad uses of
+-- named inputs. Its memory is checked against PyTorch by compare.py
+-- (tests/torch/models/mtp.py: eight "deepseek-v3 mtp" cases).
+local helper = require("tests.lua.helper")
+local json = require("dkjson")
+
+local model = "models/examples/deepseek-v3-mtp.lua"
+
+describe("DeepSeek-V3 with its MTP module", function()
+  -- deepseek-ai/DeepSeek-V3 config.json
+  local h, vocab, heads, q_rank, kv_rank, nope, rope, v = 7168, 129280, 128, 1536, 512, 128, 64, 128
+  local experts, moe_inter = 256, 2048
+  -- DeepseekV3Attention: q_a_proj, q_a_layernorm, q_b_proj, kv_a_proj_with_mqa, kv_a_layernorm, kv_b_proj, o_proj
+  local mla = h * q_rank + q_rank + q_rank * heads * (nope + rope) + h * (kv_rank + rope) + kv_rank
+    + kv_rank * heads * (nope + v) + heads * v * h
+  -- DeepseekV3MoE: the routed experts and one shared (gate, up, down), the router's weight (its
+  -- e_score_correction_bias is a buffer); the layer's two norms
+  local moe_layer = mla + experts * 3 * h * moe_inter + 3 * h * moe_inter + experts * h + 2 * h
+  -- model.layers.61: enorm, hnorm, eh_proj, the layer, shared_head.norm
+  local mtp = 2 * h + 2 * h * h + moe_layer + h
+  local shared = vocab * h -- embed_tokens; shared_head.head is as large
+
+  it("adds the MTP module's own parameters to the main model's, about the published 11.5B and 685B", function()
+    local with = helper.estimate(model, "--set", "micro_batch=1", "--set", "seq_len=16").model.params
+    local main = helper.estimate("deepseek-v3", "--set", "micro_batch=1", "--set", "seq_len=16").model.params
+    assert.are.equal(mtp, with - main)
+    assert.are.equal(11610067968, mtp)
+    -- README_WEIGHTS.md: "MTP Modules: 11.5B unique parameters, excluding the shared 0.9B Embedding and 0.9B
+    -- output Head" (eh_proj's 0.1B apart: 11,507,307,520)
+    assert.is_true(math.abs(mtp - 11.5e9) / 11.5e9 < 0.01)
+    assert.are.equal(926679040, shared)
+    -- README.md: 685B on Hugging Face, 671B main model and 14B MTP module (with its own copies of the
+    -- embedding and head, which the checkpoint stores and training shares)
+    assert.is_true(math.abs(main - 671e9) / 671e9 < 0.001)
+    assert.is_true(math.abs(main + mtp + 2 * shared - 685e9) / 685e9 < 0.001)
+  end)
+
+  -- a small V3 (compare.py's deepseek_v3()), as the example family and as the built-in family
+  local small = { "hidden=64", "layers=3", "heads=4", "intermediate=128", "vocab=256", "experts=8",
+                  "experts_per_token=2", "moe_intermediate=32", "shared_intermediate=32", "dense_layers=1",
+                  "expert_groups=4", "topk_groups=2", "q_lora_rank=32", "kv_lora_rank=16", "qk_nope_head_dim=16",
+                  "qk_rope_head_dim=8", "v_head_dim=16" }
+  local config = helper.write(json.encode({ model_type = "deepseek_v3", hidden_size = 64, num_hidden_layers = 3,
+    num_attention_heads = 4, num_key_value_heads = 4, intermediate_size = 128, vocab_size = 256, q_lora_rank = 32,
+    kv_lora_rank = 16, qk_nope_head_dim = 16, qk_rope_head_dim = 8, v_head_dim = 16, n_routed_experts = 8,
+    num_experts_per_tok = 2, n_group = 4, topk_group = 2, moe_intermediate_size = 32, n_shared_experts = 1,
+    first_k_dense_replace = 1, norm_topk_prob = true, routed_scaling_factor = 2.5, rope_interleave = true,
+    tie_word_embeddings = false }), ".json")
+  local function run(path, sets, extra)
+    local args = { path, "--json", "--timeline", "--set", "device=cpu", "--set", "torch_version=1.13" }
+    for _, list in ipairs({ sets, extra }) do
+      for _, kv in ipairs(list) do args[#args + 1] = "--set"; args[#args + 1] = kv end
+    end
+    return helper.estimate(table.unpack(args))
+  end
+  for _, recipe in ipairs({ { "precision=fp32" }, { "precision=bf16", "attention=eager" },
+                            { "precision=amp-bf16", "checkpointing=full" } }) do
+    it("without the module, is the built-in DeepSeek-V3 byte for byte: " .. table.concat(recipe, " "), function()
+      local sets = { "mtp_depth=0" }
+      for _, kv in ipairs(small) do sets[#sets + 1] = kv end
+      local a, b = run(model, sets, recipe), run(config, {}, recipe)
+      assert.are.same(b.per_gpu, a.per_gpu)
+      assert.are.same(b.timeline, a.timeline)
+    end)
+  end
+
+  it("runs the module before the final norm, beside the main loss", function()
+    local out = run(model, small, { "precision=bf16" })
+    local labels = {}
+    for _, e in ipairs(out.timeline) do labels[e.label or e.op or ""] = true end
+    local ok = false
+    for k in pairs(labels) do if k:find("mtp", 1, true) then ok = true end end
+    assert.is_true(ok)
+  end)
+
+  for name, test in helper.refusals(model, { "micro_batch=1", "seq_len=64" }, {
+    { { "framework=deepspeed", "zero=3", "dp=2" }, "framework: a branch (multi-token prediction) is modelled on plain" },
+    { { "framework=fsdp", "dp=2" }, "framework: a branch (multi-token prediction)" },
+    { { "pp=2", "dp=1" }, "pp: a branch (multi-token prediction) is modelled on one model-parallel rank" },
+    { { "loss=chunked" }, "loss: a branch (multi-token prediction) is modelled with the plain cross-entropy loss" },
+    { { "finetune=lora", "lora_targets=all-linear" }, "finetune: a branch (multi-token prediction) is modelled for full training" },
+  }) do
+    it(name, test)
+  end
+end)
+
+-- A family beside its model script: a block naming `inputs`, in a branch or not.
+local function family(inputs, in_branch)
+  local dir = os.tmpname()
+  os.remove(dir)
+  assert(os.execute("mkdir -p " .. dir .. "/arch"))
+  local f = assert(io.open(dir .. "/arch/twoinputs.lua", "w"))
+  f:write(string.format([[
+return architecture {
+  name = "twoinputs",
+  fields = { { "hidden", "int" } },
+  build = function(c)
+    local b = block { name = "join", width = c.hidden, inputs = %s,
+      params = { { "proj", linear = { 2 * c.hidden, c.hidden } } },
+      forward = function(x, p, e) return p.proj(F.cat({ x, e }, -1)) end }
+    local final = { lm_head { vocab = 10, hidden = c.hidden }, cross_entropy {} }
+    if %s then table.insert(final, 1, branch { b }) end
+    return decoder { embed = { token_embedding { vocab = 10, hidden = c.hidden } },
+      layer = %s, layers = 1, final = final }
+  end,
+}
+]], inputs, tostring(in_branch), in_branch and "{ dropout { p = 0 } }" or "{ residual { b } }"))
+  f:close()
+  f = assert(io.open(dir .. "/m.lua", "w"))
+  f:write("return twoinputs { hidden = 16 }\n")
+  f:close()
+  return dir
+end
+
+describe("a block with named inputs", function()
+  it("names an unknown input with the script's line", function()
+    local dir = family('{ "next_tokens" }', true)
+    local err = helper.fails(dir .. "/m.lua")
+    os.execute("rm -rf " .. dir)
+    assert.truthy(err:find("arch/twoinputs.lua:5: block: unknown input 'next_tokens'", 1, true), err)
+  end)
+  it("runs inside a branch, which makes its inputs", function()
+    local dir = family('{ "shifted_embeddings" }', false)
+    local err = helper.fails(dir .. "/m.lua")
+    os.execute("rm -rf " .. dir)
+    assert.truthy(err:find("model: a block that names inputs", 1, true), err)
+  end)
+  it("takes the shifted tokens' embedding in a branch: its projection's input is twice the hidden width", function()
+    local dir = family('{ "shifted_embeddings" }', true)
+    local out = helper.estimate(dir .. "/m.lua", "--set", "micro_batch=1", "--set", "seq_len=8", "--set",
+      "precision=fp32")
+    os.execute("rm -rf " .. dir)
+    -- token embedding 10 x 16, the layer's nothing, join.proj 32 x 16, lm_head 10 x 16
+    assert.are.equal(10 * 16 + 32 * 16 + 10 * 16, out.model.params)
+  end)
+end)
