@@ -38,9 +38,8 @@ static const unary_rule unary_rules[VP_BU_COUNT] = {
     [VP_BU_SOFTMAX] = {VP_SAVES_OUTPUT, 0, true},
     [VP_BU_LOG_SOFTMAX] = {VP_SAVES_OUTPUT, 0, true},
     /* softplus_backward(grad, self, beta, threshold): one kernel, the
-     * gradient alone; not on autocast's lists (the fp32 list has softplus
-     * only among its CUDA ops in 2.x: autocast_mode.cpp KERNEL_CUDA(softplus,
-     * fp32)) */
+     * gradient alone; on CUDA autocast's fp32 list (autocast_mode.cpp
+     * KERNEL_CUDA(softplus, fp32)) */
     [VP_BU_SOFTPLUS] = {VP_SAVES_INPUT, 0, true},
 };
 
