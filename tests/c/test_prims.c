@@ -692,7 +692,7 @@ static void test_cumsum_masked_fill_clamp(void) {
     vp_t c = vp_cumsum(&g.sim, x, "cumsum");
     CHECK(g.sim.nodes[0].saved[0] == 0);
     vp_t mask = vp_new(&g.sim, 256, VP_BOOL, "mask");
-    vp_t m = vp_masked_fill(&g.sim, c, mask, "masked_fill");
+    vp_t m = vp_where(&g.sim, c, mask, "masked_fill"); /* masked_fill(mask, value) is a where */
     CHECK(g.sim.nodes[1].saved[0] == mask);
     vp_drop(&g.sim, mask); /* the node keeps it */
     vp_t y = vp_clamp_scalar(&g.sim, m, "clamp");

@@ -404,7 +404,7 @@ describe("a bad block", function()
       "conv1d: only depthwise (groups = channels = 64) yet")
     check("local y = F.pad(x, { 0, 0, 1, F.chunk_padding(x:size(1), 16) }) return y",
       "pad: symbolic padding only of the sequence to whole chunks")
-    check("local y = x:masked_fill(x, 0) return y", "masked_fill: the mask must be a bool mask (F.tril_ones)")
+    check("local y = x:unsqueeze(-1):masked_fill(x, 0) return y", "masked_fill: the mask must be a bool mask (F.tril_ones)")
     check("local y = F.tril_ones(x, 0) return y", "tril_ones: x's last two dimensions must be square ([batch, seq, 64])")
     check("local y = x:permute(0, 1) return y", "permute: 2 dimensions for a tensor of 3")
   end)

@@ -804,7 +804,7 @@ setmetatable(F, {
 
 local own_fields = { id = true, width = true, split = true, trace = true, heads = true, heads_first = true,
                      stored_heads_first = true, strided = true, vector = true, zero_dim = true, keys_transposed = true,
-                     mask = true, dims = true, contiguous = true }
+                     mask = true, dims = true, layout = true }
 tensor_meta.__index = function(t, k)
   if own_fields[k] then return nil end -- an unknown width
   if k == "dtype" then return setmetatable({ of = t }, dtype_meta) end

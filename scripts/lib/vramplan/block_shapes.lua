@@ -124,21 +124,21 @@ function shapes.install(I)
     fields.shape, fields.chunk, fields.out_width = shape, chunk, per_token
     local last = dims[#dims]
     local out = record(prim, args, fields, (not is_sym(last)) and last or nil, false, label, nil)
-    out.dims, out.contiguous = dims, true
+    out.dims, out.layout = dims, true
     return out
   end
   -- A view of t with another shape (no instruction).
   local function view(t, dims, contiguous)
     local last = dims[#dims]
-    local v = view_of(t, (not is_sym(last)) and last or nil, { dims = dims, contiguous = contiguous })
+    local v = view_of(t, (not is_sym(last)) and last or nil, { dims = dims, layout = contiguous })
     return v
   end
-  -- contiguous: true; false (a permuted or sliced view); "rows" (a split
+  -- layout: true (contiguous); false (a permuted or sliced view); "rows" (a split
   -- along the last dimension: its rows strided, each row dense);
   -- "padded" (the padded sequence sliced back: a view only when nothing
   -- was padded)
   local function is_contiguous(t)
-    if rawget(t, "dims") then return rawget(t, "contiguous") == nil or rawget(t, "contiguous") == true end
+    if rawget(t, "dims") then return rawget(t, "layout") == nil or rawget(t, "layout") == true end
     return not (t.heads and t.heads_first ~= t.stored_heads_first)
   end
 
@@ -245,12 +245,12 @@ function shapes.install(I)
       fail("%s: %s does not fit into %s", what, dims_string(dims), dims_string(target))
     end
     if is_contiguous(t) then return view(t, out, true) end
-    if t.contiguous == "rows" and #out >= #dims then
+    if t.layout == "rows" and #out >= #dims then
       local prefix = true
       for i = 1, #dims - 1 do prefix = prefix and same_dim(dims[i], out[i]) end
       if prefix then return view(t, out, "rows") end
     end
-    if t.contiguous == "padded" and #out >= 2 and same_dim(out[1], dims[1]) and same_dim(out[2], dims[2]) then
+    if t.layout == "padded" and #out >= 2 and same_dim(out[1], dims[1]) and same_dim(out[2], dims[2]) then
       -- the batch and the sequence kept apart: a view (only the rows of
       -- each sequence lie apart, by the padding)
       return view(t, out, true)
@@ -276,7 +276,7 @@ function shapes.install(I)
   local heads_contiguous = F.contiguous
   function F.contiguous(t, opts)
     check_tensor(t, "contiguous")
-    if not rawget(t, "dims") then return (heads_contiguous(t)) end
+    if not rawget(t, "dims") then return (heads_contiguous(t, opts)) end
     if is_contiguous(t) then return t end
     return (shaped("copy", { t }, nil, dims_of(t), label_of(opts, "contiguous")))
   end
@@ -306,7 +306,7 @@ function shapes.install(I)
       if not nd or type(a) == "number" or type(b) == "number" then
         local out = rows(a, b, opts)
         local like = type(a) == "table" and a or b
-        if nd then out.dims, out.contiguous = like.dims, true end
+        if nd then out.dims, out.layout = like.dims, true end
         return out
       end
       check_tensor(a, name)
@@ -321,7 +321,7 @@ function shapes.install(I)
     local rows = F[name]
     F[name] = function(a, ...)
       local out = rows(a, ...)
-      if rawget(a, "dims") then out.dims, out.contiguous = a.dims, true end
+      if rawget(a, "dims") then out.dims, out.layout = a.dims, true end
       return out
     end
   end
@@ -335,7 +335,7 @@ function shapes.install(I)
   function F.softplus(a, opts)
     check_tensor(a, "softplus")
     local out = record("unary", { a }, { fn = "softplus" }, a.width, a.split, label_of(opts, "softplus"), a)
-    if rawget(a, "dims") then out.dims, out.contiguous = a.dims, true end
+    if rawget(a, "dims") then out.dims, out.layout = a.dims, true end
     return out
   end
 
@@ -344,7 +344,7 @@ function shapes.install(I)
     check_tensor(a, "clamp")
     if type(lo) ~= "number" or type(hi) ~= "number" then fail("clamp: min and max must be numbers (math.huge for none)") end
     local out = record("clamp", { a }, nil, a.width, a.split, label_of(opts, "clamp"), a)
-    if rawget(a, "dims") then out.dims, out.contiguous = a.dims, true end
+    if rawget(a, "dims") then out.dims, out.layout = a.dims, true end
     return out
   end
 
@@ -374,7 +374,7 @@ function shapes.install(I)
     check_tensor(m, "logical_not")
     if not rawget(m, "mask") then fail("logical_not: of a bool mask (F.tril_ones)") end
     local out = record("not", { m }, nil, m.width, false, label_of(opts, "not"))
-    out.dims, out.contiguous, out.mask = m.dims, true, true
+    out.dims, out.layout, out.mask = m.dims, true, true
     return out
   end
   local scores_masked_fill = F.masked_fill
@@ -387,7 +387,7 @@ function shapes.install(I)
     local dims = broadcast(dims_of(a), dims_of(m), "masked_fill")
     if #dims ~= #dims_of(a) then fail("masked_fill: the mask must broadcast to x's shape") end
     local out = record("masked_fill", { a, m }, nil, a.width, false, label_of(opts, "masked_fill"))
-    out.dims, out.contiguous = dims_of(a), true
+    out.dims, out.layout = dims_of(a), true
     return out
   end
 
@@ -454,7 +454,7 @@ function shapes.install(I)
       end
       dims[i] = SEQ
       local out = shaped("slice", { a }, { if_padded = true }, dims, label_of({ label = opts.label }, "narrow"))
-      out.contiguous = "padded"
+      out.layout = "padded"
       return out
     end
     local dims = copy_dims(dims_of(a))
@@ -464,7 +464,7 @@ function shapes.install(I)
     end
     dims[i] = length
     local out = shaped("slice", { a }, nil, dims, label_of(opts, "narrow"))
-    out.contiguous = false
+    out.layout = false
     return out
   end
   local heads_select = F.select
@@ -476,7 +476,7 @@ function shapes.install(I)
     if math.type(index) ~= "integer" then fail("select: the index must be a whole number") end
     table.remove(dims, i)
     local out = shaped("slice", { a }, nil, dims, label_of(opts, "select"))
-    out.contiguous = false
+    out.layout = false
     return out
   end
 
@@ -500,7 +500,7 @@ function shapes.install(I)
       end
     end
     local v = shaped("expand", { a }, nil, out, "expand")
-    v.contiguous = false
+    v.layout = false
     return v
   end
 
@@ -534,7 +534,7 @@ function shapes.install(I)
       fail("cat: along dimension %d of sizes %s and %s", dim, tostring(da[i]), tostring(db[i]))
     end
     local t = record("cat", { a, b }, nil, (not is_sym(out[#out])) and out[#out] or nil, false, label_of(opts, "cat"))
-    t.dims, t.contiguous = out, true
+    t.dims, t.layout = out, true
     return t
   end
 
@@ -561,7 +561,7 @@ function shapes.install(I)
     for k = 1, parts.n do
       local d = copy_dims(t.dims)
       d[#d] = sizes[k]
-      parts[k].dims, parts[k].contiguous = d, "rows"
+      parts[k].dims, parts[k].layout = d, "rows"
     end
     return table.unpack(parts, 1, parts.n)
   end
