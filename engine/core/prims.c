@@ -620,6 +620,66 @@ vp_t vp_clamp(vp_sim *sim, vp_t x, vp_t min, vp_t max, const char *label) {
     return y;
 }
 
+/* clamp_backward with both bounds: the two comparisons' bool tensors
+ * (logical_and_ in place into the first) live until where() has made the
+ * gradient. */
+static void backward_clamp_scalar(vp_sim *sim, uint32_t index) {
+    vp_node *node = vp_node_at(sim, index);
+    vp_t input = node->in[0];
+    vp_t above = vp_new(sim, numel_of(sim, input), VP_BOOL, node->label);
+    vp_t below = vp_new(sim, numel_of(sim, input), VP_BOOL, node->label);
+    vp_t g = vp_grad_like(sim, input, node->label);
+    vp_drop(sim, below);
+    vp_drop(sim, above);
+    vp_give_grad(sim, vp_node_at(sim, index), 0, g);
+}
+
+vp_t vp_clamp_scalar(vp_sim *sim, vp_t x, const char *label) {
+    vp_t y = vp_new(sim, numel_of(sim, x), dtype_of(sim, x), label);
+    vp_node *node = vp_record(sim, backward_clamp_scalar, label, &x, 1, &y, 1);
+    if (node) vp_save(sim, node, x);
+    return y;
+}
+
+vp_t vp_cumsum(vp_sim *sim, vp_t x, const char *label) {
+    vp_t y = vp_new(sim, numel_of(sim, x), dtype_of(sim, x), label);
+    vp_node *node = vp_record(sim, backward_unary, label, &x, 1, &y, 1);
+    if (node) node->aux[0] = 2; /* flip and cumsum, then the flipped result */
+    return y;
+}
+
+/* conv_depthwise2d_backward, then the bias's sum: x's contiguous copy
+ * lives while x's and w's gradients are made. */
+static void backward_conv1d(vp_sim *sim, uint32_t index) {
+    vp_node *node = vp_node_at(sim, index);
+    vp_t input = node->in[0];
+    vp_t copy = node->aux[0] ? vp_new(sim, numel_of(sim, input), dtype_of(sim, input), node->label) : 0;
+    vp_t grads[3] = {0};
+    for (unsigned i = 0; i < 2; i++) {
+        node = vp_node_at(sim, index);
+        if (vp_needs_grad(sim, node, i)) grads[i] = vp_grad_like(sim, node->in[i], node->label);
+    }
+    vp_drop(sim, copy);
+    node = vp_node_at(sim, index);
+    if (node->in[2] && vp_needs_grad(sim, node, 2)) grads[2] = vp_grad_like(sim, node->in[2], node->label);
+    for (unsigned i = 0; i < 3; i++)
+        if (grads[i]) give_fitted(sim, index, i, grads[i]);
+}
+
+vp_t vp_conv1d_depthwise(vp_sim *sim, vp_t x, vp_t w, vp_t b, uint64_t out_numel, bool strided, const char *label) {
+    vp_t copy = strided ? vp_new(sim, numel_of(sim, x), dtype_of(sim, x), label) : 0;
+    vp_t y = vp_new(sim, out_numel, dtype_of(sim, x), label);
+    vp_drop(sim, copy);
+    vp_t in[3] = {x, w, b};
+    vp_node *node = vp_record(sim, backward_conv1d, label, in, b ? 3 : 2, &y, 1);
+    if (node) {
+        node->aux[0] = strided;
+        vp_save(sim, node, x);
+        vp_save(sim, node, w);
+    }
+    return y;
+}
+
 /* SumBackward: grad.expand(self's sizes), a view of the incoming gradient. */
 static void backward_expand(vp_sim *sim, uint32_t index) {
     vp_node *node = vp_node_at(sim, index);

@@ -139,6 +139,30 @@ vp_t vp_cat_many(vp_sim *sim, const vp_t *parts, unsigned n, const char *label);
  * a new tensor of x's dtype; ClampBackward1 keeps x and both bounds. */
 vp_t vp_clamp(vp_sim *sim, vp_t x, vp_t min, vp_t max, const char *label);
 
+/* torch.clamp(x, min, max) with Python numbers (clamp with Scalar
+ * bounds; derivatives.yaml: clamp_backward(grad, self, min, max)): a new
+ * tensor of x's dtype keeping x; backward builds
+ * where((self >= min).logical_and_(self <= max), grad, 0): two bool
+ * temporaries beside the gradient (FunctionsManual.cpp clamp_backward). */
+vp_t vp_clamp_scalar(vp_sim *sim, vp_t x, const char *label);
+
+/* torch.cumsum(x, dim): a new tensor that keeps nothing (derivatives.yaml:
+ * cumsum_backward(grad.to(self.scalar_type()), dim)); backward is
+ * grad.flip(dim).cumsum(dim).flip(dim) (FunctionsManual.cpp
+ * cumsum_backward): two gradient-sized temporaries beside the result. */
+vp_t vp_cumsum(vp_sim *sim, vp_t x, const char *label);
+
+/* F.conv1d(x, w, b, padding, groups = channels), a depthwise convolution
+ * to `out_numel` elements, as CUDA runs it (ATen Convolution.cpp:
+ * ConvBackend::CudaDepthwise2d, at::_conv_depthwise2d(input.contiguous(),
+ * weight, ...)): a contiguous copy of x when `strided` (gone with the
+ * call), the output in x's dtype. ConvolutionBackward0 keeps x and w
+ * (derivatives.yaml convolution: convolution_backward(grad, input, weight,
+ * ...)); backward copies x contiguous again when strided, makes x's and
+ * w's gradients (conv_depthwise2d_backward) and b's (grad_output.sum over
+ * batch and length). */
+vp_t vp_conv1d_depthwise(vp_sim *sim, vp_t x, vp_t w, vp_t b, uint64_t out_numel, bool strided, const char *label);
+
 /* A reduction over the last dimension to `out_numel` elements that keeps
  * nothing (mean in 2.x saves only sizes); backward expands and divides into
  * an input-sized tensor. */

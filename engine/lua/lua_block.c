@@ -16,10 +16,12 @@ static const char *const prim_names[] = {"drop", "return", "linear", "unary", "m
                                          "shift", "neg", "mean", "sum", "to", "dropout", "cat", "swiglu",
                                          "rms_norm", "kernel", "split", "rotary", "cache", "sdpa", "sub", "select",
                                          "repeat_kv", "matmul", "mask", "mask_add", "masked_fill", "softmax_fp32",
-                                         "copy", "layer_keep", NULL};
+                                         "copy", "layer_keep", "conv1d", "cumsum", "tril", "not", "clamp", "pad",
+                                         "slice", "expand", "zeros", "repeat", NULL};
 static const char *const mask_names[] = {"causal", "sliding", "padded", "bool", NULL};
 static const char *const unary_names[] = {"silu", "gelu", "gelu_tanh", "relu", "sigmoid",
-                                          "tanh", "exp", "rsqrt", "pow", "softmax", "log_softmax", NULL};
+                                          "tanh", "exp", "rsqrt", "pow", "softmax", "log_softmax", "softplus", NULL};
+static const char *const dim_names[] = {"const", "batch", "seq", "chunks", "padded", NULL};
 static const char *const split_names[] = {"whole", "rows", "columns", NULL};
 
 /* The integer field `key` of the table on top, within [lo, hi]. */
@@ -75,6 +77,45 @@ static void read_param(lua_State *L, vp_block_param *q) {
     q->trainable = !bool_field(L, "frozen") && !q->buffer;
     q->keep_fp32 = bool_field(L, "keep_fp32");
     q->conv1d = bool_field(L, "conv1d");
+}
+
+/* An explicit output shape: shape = { { "batch", 0 }, { "const", 16 }, ... }
+ * (a dimension's symbol and what it adds), chunk = n. */
+static void read_shape(lua_State *L, const char *what, vp_block_instr *in) {
+    in->chunk = (uint32_t)int_field(L, what, "chunk", 0, 1 << 30);
+    lua_getfield(L, -1, "shape"); /* .. instr shape */
+    if (lua_isnil(L, -1)) {
+        lua_pop(L, 1);
+        if (in->prim >= VP_BP_CONV1D && in->prim != VP_BP_CUMSUM && in->prim != VP_BP_CLAMP && in->prim != VP_BP_NOT)
+            luaL_error(L, "block_op: %s: needs its output's shape", what);
+        return;
+    }
+    luaL_checktype(L, -1, LUA_TTABLE);
+    lua_Integer n = luaL_len(L, -1);
+    if (n < 1 || n > VP_BLOCK_DIMS) luaL_error(L, "block_op: %s: a shape of 1 to %d dimensions", what, VP_BLOCK_DIMS);
+    in->n_dims = (uint8_t)n;
+    for (lua_Integer d = 1; d <= n; d++) {
+        lua_geti(L, -1, d); /* .. instr shape dim */
+        luaL_checktype(L, -1, LUA_TTABLE);
+        lua_geti(L, -1, 1);
+        const char *s = lua_tostring(L, -1);
+        int found = -1;
+        for (int k = 0; s && dim_names[k]; k++)
+            if (strcmp(dim_names[k], s) == 0) found = k;
+        if (found < 0) luaL_error(L, "block_op: %s: unknown dimension '%s'", what, s ? s : "?");
+        lua_pop(L, 1);
+        lua_geti(L, -1, 2);
+        int isint;
+        lua_Integer add = lua_tointegerx(L, -1, &isint);
+        if (!isint || add < -(1 << 30) || add > (1 << 30) || (found == VP_DIM_CONST && add < 1))
+            luaL_error(L, "block_op: %s: a dimension's size must be a whole number", what);
+        lua_pop(L, 2); /* .. instr shape */
+        in->dim[d - 1] = (uint8_t)found;
+        in->dim_add[d - 1] = (int32_t)add;
+        if ((found == VP_DIM_CHUNKS || found == VP_DIM_PADDED) && !in->chunk)
+            luaL_error(L, "block_op: %s: chunks need the chunk's length", what);
+    }
+    lua_pop(L, 1); /* .. instr */
 }
 
 static void read_instr(lua_State *L, unsigned i, vp_block_instr *in) {
@@ -151,10 +192,15 @@ static void read_instr(lua_State *L, unsigned i, vp_block_instr *in) {
     in->width = (uint64_t)int_field(L, what, "width", 0, (lua_Integer)1 << 40);
     in->width_split = bool_field(L, "width_split");
     in->out_width = (uint64_t)int_field(L, what, "out_width", 0, (lua_Integer)1 << 40);
+    if (in->prim == VP_BP_CONV1D && bool_field(L, "strided")) in->mode = VP_BLOCK_STRIDED;
+    if (in->prim == VP_BP_SLICE && bool_field(L, "if_padded")) in->mode = VP_BLOCK_IF_PADDED;
+    read_shape(L, what, in);
     in->out_split = bool_field(L, "out_split");
     lua_getfield(L, -1, "number");
     in->number = luaL_optnumber(L, -1, 0);
     lua_pop(L, 1);
+    if (in->prim == VP_BP_REPEAT && !(in->number >= 1 && in->number <= (double)(1 << 30)))
+        luaL_error(L, "block_op: %s: repeat_interleave's index needs its length", what);
     if ((in->prim == VP_BP_DROPOUT || in->prim == VP_BP_SDPA) && !(in->number >= 0 && in->number < 1))
         luaL_error(L, "block_op: %s: dropout p must be in [0, 1)", what);
     label_field(L, "label", in->label);

@@ -55,6 +55,11 @@ static const char *check_code(const vp_block_program *p, unsigned first, unsigne
                 return fail(message, size, i, "linear needs a linear weight");
             if (b == 0 || b > (int)p->n_params) return fail(message, size, i, "linear's bias must be a parameter");
         }
+        if (in->prim == VP_BP_CONV1D && (in->arg[1] < 0 || in->n_dims == 0))
+            return fail(message, size, i, "conv1d needs a weight and its output's shape");
+        for (unsigned d = 0; d < in->n_dims && d < VP_BLOCK_DIMS; d++)
+            if (in->dim[d] >= VP_DIM_COUNT) return fail(message, size, i, "an unknown dimension");
+        if (in->n_dims > VP_BLOCK_DIMS) return fail(message, size, i, "a shape of too many dimensions");
         if ((in->prim == VP_BP_MUL || in->prim == VP_BP_ADD || in->prim == VP_BP_SUB) && in->arg[1] < 0)
             return fail(message, size, i, "needs two operands");
         if (in->prim == VP_BP_TO && in->mode == VP_BLOCK_LIKE && in->arg[1] < 0)

@@ -22,6 +22,7 @@ enum {
     VP_BLOCK_KEEPS = 2,
     VP_BLOCK_AUX_LABELS = 32, /* labels of the events inside MATMUL and SOFTMAX_FP32 */
     VP_BLOCK_INPUTS = 2,     /* tensors a block names beside its input (block { inputs = { ... } }) */
+    VP_BLOCK_DIMS = 8,       /* an explicit output shape's dimensions */
 };
 
 /* The tensors a block may take beside its input, by name: those a branch
@@ -67,6 +68,18 @@ typedef enum {
     VP_BP_SOFTMAX_FP32, /* softmax(x, -1, dtype=torch.float32): ATen converts x first (not fp16 on CUDA) */
     VP_BP_COPY,      /* x.contiguous() of a transposed view: a copy */
     VP_BP_LAYER_KEEP, /* the decoder layer keeps the value until it returns (defines nothing) */
+    /* the chunked-scan vocabulary (Mamba-2's reference SSD): each output's
+     * size is the instruction's shape (dim, dim_add) */
+    VP_BP_CONV1D,    /* x, weight, bias: F.conv1d depthwise (groups = channels); mode VP_BLOCK_STRIDED: x a transposed view */
+    VP_BP_CUMSUM,    /* torch.cumsum along one dimension */
+    VP_BP_TRIL,      /* torch.tril(torch.ones(n, n, dtype=torch.bool), k): a bool tensor of the shape */
+    VP_BP_NOT,       /* ~mask: a new bool tensor */
+    VP_BP_CLAMP,     /* torch.clamp(x, min, max) with Python numbers */
+    VP_BP_PAD,       /* F.pad(x, ...) with zeros: a new tensor (no padding at all: a copy, constant_pad_nd's clone) */
+    VP_BP_SLICE,     /* x[..., a:b] or x[..., i]: a view */
+    VP_BP_EXPAND,    /* x.expand(...): a view */
+    VP_BP_ZEROS,     /* torch.zeros_like(x-shaped): a new tensor that needs no gradient, of x's dtype */
+    VP_BP_REPEAT,    /* x.repeat_interleave(n, dim): index_select with a saved int64 index of `number` elements */
     VP_BP_COUNT
 } vp_block_prim;
 
@@ -83,10 +96,21 @@ typedef enum {
     VP_BU_POW, /* pow(x, n) for a number n */
     VP_BU_SOFTMAX,     /* over the last dimension */
     VP_BU_LOG_SOFTMAX, /* over the last dimension */
+    VP_BU_SOFTPLUS,
     VP_BU_COUNT
 } vp_block_unary;
 
 enum { VP_BLOCK_LIKE = 255 };
+
+/* CONV1D's mode: its input is a transposed view (not contiguous); SLICE's:
+ * only when the sequence was padded (transformers' `if pad_size > 0: y =
+ * y[:, :seq_len]`), else the tensor itself */
+enum { VP_BLOCK_STRIDED = 1, VP_BLOCK_IF_PADDED = 1 };
+
+/* What an explicit shape's dimension counts: its size is that plus
+ * dim_add (VP_DIM_CONST: dim_add alone). CHUNKS is ceil(seq / chunk),
+ * PADDED the sequence padded to whole chunks (CHUNKS x chunk). */
+typedef enum { VP_DIM_CONST, VP_DIM_BATCH, VP_DIM_SEQ, VP_DIM_CHUNKS, VP_DIM_PADDED, VP_DIM_COUNT } vp_block_dim;
 
 /* MUL's mode: one operand is 0-dim (torch.sum of a vector), the result
  * takes the other's dtype */
@@ -166,6 +190,10 @@ typedef struct {
                                     primitive whose output is scores-shaped (out_width 0): its heads */
     uint64_t part[VP_BLOCK_PARTS]; /* SPLIT: each view's width (defining values out, out + 1, ...) */
     uint64_t out_width;          /* the output's last dimension, as traced (0: unknown): the time model's */
+    uint8_t n_dims;              /* an explicit output shape (0: none): its size the product of the dimensions */
+    uint8_t dim[VP_BLOCK_DIMS];  /* vp_block_dim */
+    int32_t dim_add[VP_BLOCK_DIMS];
+    uint32_t chunk;              /* VP_DIM_CHUNKS and VP_DIM_PADDED: the chunk's length */
     bool out_split;
     char label[VP_BLOCK_LABEL];
     /* MATMUL: its operands' cast and batch-fold copies' labels (a, b);

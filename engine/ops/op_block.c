@@ -37,6 +37,10 @@ static const unary_rule unary_rules[VP_BU_COUNT] = {
      * result): the gradient alone; both on autocast's fp32 list */
     [VP_BU_SOFTMAX] = {VP_SAVES_OUTPUT, 0, true},
     [VP_BU_LOG_SOFTMAX] = {VP_SAVES_OUTPUT, 0, true},
+    /* softplus_backward(grad, self, beta, threshold): one kernel, the
+     * gradient alone; on CUDA autocast's fp32 list (autocast_mode.cpp
+     * KERNEL_CUDA(softplus, fp32)) */
+    [VP_BU_SOFTPLUS] = {VP_SAVES_INPUT, 0, true},
 };
 
 static const vp_block_program *program_of(const vp_op *op) { return op->data; }
@@ -175,6 +179,62 @@ static vp_t kernel(vp_step *step, const vp_block_program *p, const vp_block_inst
     return y;
 }
 
+/* The elements of an instruction's explicit shape at this step's batch
+ * and sequence (block.h's vp_block_dim). */
+static uint64_t shape_numel(vp_step *step, const vp_block_instr *in) {
+    uint64_t chunk = in->chunk ? in->chunk : 1, chunks = (step->seq + chunk - 1) / chunk;
+    const uint64_t size[VP_DIM_COUNT] = {[VP_DIM_BATCH] = step->batch, [VP_DIM_SEQ] = step->seq,
+                                         [VP_DIM_CHUNKS] = chunks, [VP_DIM_PADDED] = chunks * chunk};
+    uint64_t n = 1;
+    for (unsigned d = 0; d < in->n_dims; d++) n = vp_numel(&step->sim, n, size[in->dim[d]] + (uint64_t)(int64_t)in->dim_add[d]);
+    return n;
+}
+
+/* An elementwise or reducing primitive's output size: its explicit shape,
+ * else `fallback` (what its operands give). */
+static uint64_t out_numel(vp_step *step, const vp_block_instr *in, uint64_t fallback) {
+    return in->n_dims ? shape_numel(step, in) : fallback;
+}
+
+/* torch.tril(torch.ones(n, n, dtype=torch.bool), k): the ones, gone once
+ * tril has made its result. */
+static vp_t tril_mask(vp_step *step, const vp_block_instr *in) {
+    uint64_t n = shape_numel(step, in);
+    vp_t ones = vp_new(&step->sim, n, VP_BOOL, in->label);
+    vp_t tril = vp_new(&step->sim, n, VP_BOOL, in->label);
+    vp_drop(&step->sim, ones);
+    return tril;
+}
+
+/* x.repeat_interleave(n, dim, output_size): index_select with an int64
+ * index of the output dimension's size (`number`), which
+ * IndexSelectBackward0 keeps (derivatives.yaml index_select:
+ * index_select_backward(grad, self.sizes(), dim, index)). */
+static vp_t repeat(vp_step *step, const vp_block_instr *in, vp_t x) {
+    vp_sim *sim = &step->sim;
+    vp_t index = vp_new(sim, (uint64_t)in->number, VP_INT64, in->label);
+    vp_t y = vp_index(sim, x, index, shape_numel(step, in), in->label);
+    vp_drop(sim, index);
+    return y;
+}
+
+/* F.conv1d under autocast: conv1d is on CUDA's lower-precision list
+ * (autocast_mode.cpp KERNEL_CUDA(conv1d, lower_precision_fp)): input,
+ * weight and bias cast down (the leaves' casts cached); a cast input is a
+ * new contiguous tensor. */
+static vp_t conv1d(vp_step *step, const vp_block_instr *in, const vp_t *val) {
+    vp_sim *sim = &step->sim;
+    vp_t x = vp_autocast_low(step, val[in->arg[0]], in->label);
+    vp_t w = vp_autocast_low(step, val[in->arg[1]], in->label);
+    vp_t b = in->arg[2] >= 0 ? vp_autocast_low(step, val[in->arg[2]], in->label) : 0;
+    bool strided = (in->mode & VP_BLOCK_STRIDED) && x == val[in->arg[0]];
+    vp_t y = vp_conv1d_depthwise(sim, x, w, b, shape_numel(step, in), strided, in->label);
+    vp_drop(sim, x);
+    vp_drop(sim, w);
+    vp_drop(sim, b);
+    return y;
+}
+
 static vp_t sdpa(vp_step *step, const vp_block_instr *in, const vp_t *val) {
     vp_sdpa_spec spec = sdpa_spec(in);
     return vp_sdpa(step, &spec, val[in->arg[0]], val[in->arg[1]], val[in->arg[2]]);
@@ -252,15 +312,15 @@ static vp_t run(vp_step *step, const vp_block_program *p, const vp_block_instr *
         if (in->mode) /* the dimensioned operand's dtype */
             return vp_mul_as(sim, a, b, larger(sim, a, b), (vp_dtype)vp_at(sim, in->mode == VP_BLOCK_ZERO_DIM_A ? b : a)->dtype,
                              in->label);
-        return vp_mul(sim, a, b, larger(sim, a, b), in->label);
-    case VP_BP_ADD: return vp_add(sim, a, b, larger(sim, a, b), in->label);
+        return vp_mul(sim, a, b, out_numel(step, in, larger(sim, a, b)), in->label);
+    case VP_BP_ADD: return vp_add(sim, a, b, out_numel(step, in, larger(sim, a, b)), in->label);
     case VP_BP_SCALE: return vp_scale(sim, a, in->label);
     case VP_BP_SHIFT: return vp_shift(sim, a, (vp_dtype)vp_at(sim, a)->dtype, vp_at(sim, a)->numel, in->label);
     case VP_BP_NEG: return vp_neg(sim, a, in->label);
     case VP_BP_MEAN:
     case VP_BP_SUM: {
         uint64_t width = local_dim(in->width, in->width_split, step->tp);
-        uint64_t n = vp_at(sim, a)->numel / (width ? width : 1);
+        uint64_t n = out_numel(step, in, vp_at(sim, a)->numel / (width ? width : 1));
         return in->prim == VP_BP_MEAN ? vp_reduce(sim, a, n, in->label) : vp_sum(sim, a, n, in->label);
     }
     case VP_BP_TO:
@@ -272,7 +332,24 @@ static vp_t run(vp_step *step, const vp_block_program *p, const vp_block_instr *
     case VP_BP_KERNEL: return kernel(step, p, in, val);
     case VP_BP_RMS_NORM: return vp_rms_norm(sim, a, b, vp_at(sim, a)->numel / vp_at(sim, b)->numel, in->label);
     case VP_BP_ROTARY: return vp_apply_rotary(step, a, in->label);
-    case VP_BP_SUB: return vp_sub(sim, a, b, larger(sim, a, b), in->label);
+    case VP_BP_SUB: return vp_sub(sim, a, b, out_numel(step, in, larger(sim, a, b)), in->label);
+    case VP_BP_CONV1D: return conv1d(step, in, val);
+    case VP_BP_CUMSUM: return vp_cumsum(sim, a, in->label);
+    case VP_BP_TRIL: return tril_mask(step, in);
+    case VP_BP_NOT: return vp_new(sim, vp_at(sim, a)->numel, VP_BOOL, in->label);
+    case VP_BP_CLAMP: return vp_clamp_scalar(sim, a, in->label);
+    case VP_BP_PAD: return vp_pad(sim, a, shape_numel(step, in), in->label);
+    case VP_BP_SLICE: {
+        uint64_t n = shape_numel(step, in);
+        if ((in->mode & VP_BLOCK_IF_PADDED) && n == vp_at(sim, a)->numel) {
+            vp_hold(sim, a);
+            return a;
+        }
+        return vp_slice(sim, a, n, in->label);
+    }
+    case VP_BP_EXPAND: return vp_expand(sim, a, shape_numel(step, in), in->label);
+    case VP_BP_ZEROS: return vp_new(sim, shape_numel(step, in), (vp_dtype)vp_at(sim, a)->dtype, in->label);
+    case VP_BP_REPEAT: return repeat(step, in, a);
     case VP_BP_SELECT: return vp_slice(sim, a, vp_at(sim, a)->numel / in->mode, in->label);
     case VP_BP_SDPA: return sdpa(step, in, val);
     case VP_BP_MASK: {
@@ -403,10 +480,18 @@ static void block_facts(const vp_op *op, vp_section_id section, vp_model_facts *
     facts->splits_hidden = p->width == heads * width;
 }
 
+/* Whether a program calls `prim` (VP_BP_COUNT: has an explicit shape). */
+static bool program_calls(const vp_block_program *p, vp_block_prim prim) {
+    if (prim != VP_BP_COUNT) return find_prim(p, prim) != NULL;
+    for (unsigned i = 0; p && i < p->n_code; i++)
+        if (p->code[i].n_dims) return true;
+    return false;
+}
+
 /* Any block of these ops that calls `prim`. */
 static bool ops_call(const vp_op *ops, unsigned n, vp_block_prim prim) {
     for (unsigned i = 0; i < n; i++) {
-        if (ops[i].kind == &vp_op_block && find_prim(program_of(&ops[i]), prim)) return true;
+        if (ops[i].kind == &vp_op_block && program_calls(program_of(&ops[i]), prim)) return true;
         if (ops_call(ops[i].children, ops[i].n_children, prim)) return true;
     }
     return false;
@@ -440,6 +525,11 @@ static const char *block_recipe_problem(const vp_model *model, const vp_recipe *
     if (model_calls(model, VP_BP_ROTARY) &&
         !vp_section_find(&model->section[VP_SECTION_EMBED], &vp_op_rotary_embedding))
         return "model: a Lua block's F.rotary needs the model's rotary_embedding { } among its embeddings";
+    /* a shape counts the whole batch and sequence (op_block.c shape_numel):
+     * not the rank's share of split heads, rows or sequence */
+    if ((recipe->tp > 1 || recipe->cp > 1) && model_calls(model, VP_BP_COUNT))
+        return "tp, cp: a Lua block's tensors of explicit shape (x:size(), the chunked scan) are modelled on one rank's "
+               "whole sequence only";
     bool attends = model_calls(model, VP_BP_SDPA);
     if (attends && vp_finetune_method_of(recipe)->virtual_tokens == VP_VIRTUAL_PREFIX)
         return "finetune: prefix tuning of a Lua block's attention is not modelled (its keys behind a cached prefix)";

@@ -652,6 +652,66 @@ static void test_copy_slice(void) {
     graph_free(&g);
 }
 
+/* F.conv1d depthwise of a transposed x [2, 160, 32] fp32 (40960 B) with
+ * w [160, 1, 4] (2560 B), b [160] (640 B), padding 3: out [2, 160, 35]
+ * (44800 B). CUDA's _conv_depthwise2d(input.contiguous(), ...) copies the
+ * strided x while it runs; ConvolutionBackward0 keeps x and w; backward
+ * copies x again, makes x's and w's gradients, then b's. */
+static void test_conv1d_depthwise(void) {
+    graph g;
+    graph_init(&g, true);
+    vp_t w = vp_leaf(&g.sim, 640, VP_FP32, VP_CAT_PARAMS, true, "w");
+    vp_t b = vp_leaf(&g.sim, 160, VP_FP32, VP_CAT_PARAMS, true, "b");
+    vp_t x = grad_input(&g, 2 * 160 * 32, VP_FP32);
+    uint64_t before = g.ledger.raw.total;
+    vp_t y = vp_conv1d_depthwise(&g.sim, x, w, b, 2 * 160 * 35, true, "conv1d");
+    CHECK_EQ_U64(g.ledger.raw.total - before, 44800); /* the copy came and went */
+    CHECK(g.sim.nodes[0].saved[0] == x && g.sim.nodes[0].saved[1] == w);
+    unsigned from = g.ledger.n_events;
+    backward_from(&g, y);
+    /* the seed, the copy, x's, w's and b's gradients (each rounded up to
+     * 512 bytes: 44800 -> 45056, 640 -> 1024) */
+    CHECK_EQ_U64(allocated_since(&g.ledger, from), 45056 + 40960 + 40960 + 2560 + 1024);
+    CHECK_EQ_U64(live(&g, VP_CAT_TRANSIENT), 0);
+    vp_drop(&g.sim, vp_at(&g.sim, w)->param_grad);
+    vp_drop(&g.sim, vp_at(&g.sim, b)->param_grad);
+    vp_drop(&g.sim, vp_at(&g.sim, x)->param_grad);
+    vp_drop(&g.sim, x);
+    vp_drop(&g.sim, y);
+    graph_free(&g);
+}
+
+/* cumsum keeps nothing; cumsum_backward is grad.flip(d).cumsum(d).flip(d):
+ * two temporaries beside the result. masked_fill keeps its mask and makes
+ * a new gradient. clamp with numbers keeps x; its backward's two bool
+ * comparisons live beside the gradient. x [1024] fp32 (4096 B). */
+static void test_cumsum_masked_fill_clamp(void) {
+    graph g;
+    graph_init(&g, true);
+    vp_t x = grad_input(&g, 1024, VP_FP32);
+    vp_t c = vp_cumsum(&g.sim, x, "cumsum");
+    CHECK(g.sim.nodes[0].saved[0] == 0);
+    vp_t mask = vp_new(&g.sim, 256, VP_BOOL, "mask");
+    vp_t m = vp_where(&g.sim, c, mask, "masked_fill"); /* masked_fill(mask, value) is a where */
+    CHECK(g.sim.nodes[1].saved[0] == mask);
+    vp_drop(&g.sim, mask); /* the node keeps it */
+    vp_t y = vp_clamp_scalar(&g.sim, m, "clamp");
+    CHECK(g.sim.nodes[2].saved[0] == m);
+    CHECK_EQ_U64(live(&g, VP_CAT_ACTIVATIONS), 4 * 4096 + 256);
+    vp_drop(&g.sim, c);
+    vp_drop(&g.sim, m);
+    unsigned from = g.ledger.n_events;
+    backward_from(&g, y);
+    /* seed; clamp: 2 x 1024 bools, the gradient; masked_fill: the gradient;
+     * cumsum: two temporaries, the gradient */
+    CHECK_EQ_U64(allocated_since(&g.ledger, from), 4096 + 2048 + 4096 + 4096 + 3 * 4096);
+    CHECK_EQ_U64(live(&g, VP_CAT_TRANSIENT), 0);
+    vp_drop(&g.sim, vp_at(&g.sim, x)->param_grad);
+    vp_drop(&g.sim, x);
+    vp_drop(&g.sim, y);
+    graph_free(&g);
+}
+
 int main(void) {
     test_linear_saves();
     test_linear_backward();
@@ -671,5 +731,7 @@ int main(void) {
     test_embedding();
     test_backward_frees_activations();
     test_copy_slice();
+    test_conv1d_depthwise();
+    test_cumsum_masked_fill_clamp();
     return check_summary("test_prims");
 }

@@ -395,6 +395,19 @@ describe("a bad block", function()
       .. 'source = "mamba_ssm selective_scan" } local y = k(x) return y',
       "kernel scan: a kept tensor's dtype must be named")
   end)
+  it("names shapes that do not fit (tensors of any shape: block_shapes.lua)", function()
+    check("local b, s = x:size(0), x:size(1) local y = x:reshape(b, s, 5, -1) return y",
+      "reshape: [batch, seq, 64] does not fit into [batch, seq, 5, -1]")
+    check("local y = x:unsqueeze(-1) * x:unsqueeze(1):expand(-1, 3, -1, -1) return y",
+      "mul: shapes [batch, seq, 64, 1] and [batch, 3, seq, 64] do not broadcast")
+    check("local y = F.conv1d(x:transpose(1, 2), x, nil, { groups = 32 }) return y",
+      "conv1d: only depthwise (groups = channels = 64) yet")
+    check("local y = F.pad(x, { 0, 0, 1, F.chunk_padding(x:size(1), 16) }) return y",
+      "pad: symbolic padding only of the sequence to whole chunks")
+    check("local y = x:unsqueeze(-1):masked_fill(x, 0) return y", "masked_fill: the mask must be a bool mask (F.tril_ones)")
+    check("local y = F.tril_ones(x, 0) return y", "tril_ones: x's last two dimensions must be square ([batch, seq, 64])")
+    check("local y = x:permute(0, 1) return y", "permute: 2 dimensions for a tensor of 3")
+  end)
   it("must return a tensor it computed", function()
     local err = bad_block("return 1")
     assert.truthy(err:find("arch/badfam.lua:5: block mlp: forward must return a tensor it computed", 1, true), err)

@@ -42,6 +42,20 @@ describe("Mamba-2 130M as Lua blocks", function()
     assert.is_true(math.abs(big - 2.7e9) / 2.7e9 < 0.01)
   end)
 
+  it("has the same parameters with the reference SSD (reference = true), and refuses to split its shapes", function()
+    assert.are.equal(params(d_model, n_layer), helper.estimate(model, "--set", "reference=true").model.params)
+    local err = helper.fails(model, "--set", "reference=true", "--set", "tp=2")
+    assert.truthy(err:find("tp, cp: a Lua block's tensors of explicit shape", 1, true), err)
+  end)
+
+  it("gives the same figures folded and layer by layer with the reference SSD", function()
+    helper.assert_folds_agree(helper.model(model, 2, { reference = true }), {
+      { seq_len = 300 },
+      { precision = "amp-bf16", checkpointing = "full", seq_len = 512 },
+      { use_reentrant = false, checkpointing = "every-2", precision = "bf16", seq_len = 100 },
+    })
+  end)
+
   it("makes all eight input gradients of the fused kernel before its workspace, as one Function does", function()
     local out, err, code = helper.run("estimate", model, "--json", "--timeline", "--set", "layers=1", "--set",
       "seq_len=256", "--set", "precision=amp-bf16")

@@ -19,13 +19,6 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 BYTES_TOLERANCE = 2048
 EXACT = ("params_bytes", "grads_bytes", "master_bytes", "optimizer_bytes")
-# Models whose activations the engine does not model as the harness runs
-# them: Mamba-2's Lua block declares mamba_ssm's fused Triton kernel, which
-# the CPU cannot run, while the harness runs transformers' reference SSD
-# (Mamba2Mixer.torch_forward); only their model states are compared, and
-# the activations are printed for information (issue 23: the reference
-# path in the Lua-block vocabulary).
-STATES_ONLY = ("mamba2",)
 HOST_TOLERANCE = 1024  # bytes of save_on_cpu's pinned host memory (see below)
 
 
@@ -60,8 +53,8 @@ def own_names(**kw):
 def mamba2(h=64, layers=2, vocab=256, state=16, expand=2, head_dim=16, groups=1, chunk=16, tied=True):
     """Mamba-2 (transformers' Mamba2Config keys; tests/torch/models/mamba2.py
     runs Mamba2Mixer.torch_forward): vramplan's model is
-    models/examples/arch/mamba2.lua, whose mixer is mamba_ssm's fused kernel
-    (STATES_ONLY)."""
+    models/examples/arch/mamba2.lua with reference = true, the same
+    reference SSD as Lua blocks."""
     return {"model_type": "mamba2", "hidden_size": h, "num_hidden_layers": layers, "vocab_size": vocab,
             "state_size": state, "conv_kernel": 4, "expand": expand, "head_dim": head_dim,
             "num_heads": expand * h // head_dim, "n_groups": groups, "chunk_size": chunk,
@@ -1356,12 +1349,14 @@ CASES = [
     ("llama DDP", llama(), recipe(dp=2)),
     ("llama DDP bucket views", llama(), recipe(dp=2, ddp_bucket_view="true")),
     ("gpt2 DDP amp-bf16 checkpointed", gpt2(layers=3), recipe("amp-bf16", ckpt="full", dp=2)),  # gloo has no bf16
-    # Mamba-2, model states only (STATES_ONLY): the harness runs the reference SSD,
-    # vramplan's Lua block the fused kernel
+    # Mamba-2's reference SSD (transformers' torch_forward) as Lua blocks: chunks of 16 over 32 tokens,
+    # a padded sequence (40 = 2 chunks and a half: F.pad's copies, the slice back), one chunk per sequence
     ("mamba2 fp32 adamw", mamba2(), recipe()),
     ("mamba2 bf16 adamw", mamba2(groups=2, tied=False), recipe("bf16")),
     ("mamba2 amp-bf16 adamw", mamba2(), recipe("amp-bf16")),
     ("mamba2 amp-bf16 checkpointed", mamba2(layers=3), recipe("amp-bf16", ckpt="full")),
+    ("mamba2 fp32 padded sequence", mamba2(), recipe(b=2, s=40)),
+    ("mamba2 bf16 one chunk sgd", mamba2(groups=4, chunk=32), recipe("bf16", optimizer="sgd", b=3, s=32)),
 ]
 
 
@@ -1401,7 +1396,8 @@ def lua_model(config):
         fields = {"hidden": config["hidden_size"], "layers": config["num_hidden_layers"],
                   "vocab": config["vocab_size"], "state": config["state_size"], "conv": config["conv_kernel"],
                   "expand": config["expand"], "head_dim": config["head_dim"], "groups": config["n_groups"],
-                  "chunk": config["chunk_size"], "tie_embeddings": config["tie_word_embeddings"]}
+                  "chunk": config["chunk_size"], "tie_embeddings": config["tie_word_embeddings"],
+                  "reference": True}
         body = ", ".join(f"{k} = {json.dumps(v)}" for k, v in fields.items())
         return f'return mamba2 {{ name = "mamba2", {body} }}\n'
     fields = {"hidden": config["hidden_size"], "layers": config["num_hidden_layers"],
@@ -1453,7 +1449,7 @@ def main():
             for key, mkey in (("activations_bytes", "activations_bytes"), ("peak_allocated_bytes", "peak_allocated_bytes")):
                 diff = e[key] - m[mkey]
                 row.append(f"{e[key]:>9}/{m[mkey]:<9} {diff:+6}")
-                if abs(diff) > BYTES_TOLERANCE and config["model_type"] not in STATES_ONLY:
+                if abs(diff) > BYTES_TOLERANCE:
                     failures.append(f"{name}: {key} engine {e[key]} measured {m[mkey]} ({diff:+} bytes)")
             # PyTorch also packs the 0-dim scalars some ops save (`x * scaling`,
             # GPT-2's torch.full([])), 4-8 bytes each, which the engine leaves out
@@ -1467,9 +1463,7 @@ def main():
     if failures:
         print("\nFAILED:\n  " + "\n  ".join(failures))
         sys.exit(1)
-    states_only = sum(config["model_type"] in STATES_ONLY for _, config, _ in cases)
-    print(f"\nall {len(cases) - states_only} configurations within {BYTES_TOLERANCE} bytes; model states exact"
-          + (f" (and in {states_only} compared by model states only)" if states_only else ""))
+    print(f"\nall {len(cases)} configurations within {BYTES_TOLERANCE} bytes; model states exact")
 
 
 if __name__ == "__main__":

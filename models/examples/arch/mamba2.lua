@@ -1,9 +1,10 @@
 -- Mamba-2 (mamba_ssm 2.2.4's MambaLMHeadModel with Mamba2 mixers: Dao & Gu
 -- 2024, "Transformers are SSMs"), its mixer written as a Lua block with no
 -- C: the fused kernel mamba_split_conv1d_scan_combined declared from its
--- autograd.Function (what a training step runs). The chunked reference
--- path (ssd_minimal's) is not written yet: it needs matmuls over chunks
--- that the vocabulary does not have. The kernel's saving rules are read
+-- autograd.Function (what a training step runs), or with reference = true
+-- the chunked reference path written out in PyTorch ops (transformers'
+-- Mamba2Mixer.torch_forward, what the CPU harness runs and checks: see
+-- reference_layer below). The kernel's saving rules are read
 -- from its source and stated below, not measured (no GPU here; the CPU
 -- harness cannot run these Triton kernels).
 --
@@ -29,6 +30,8 @@ return architecture {
     { "norm_eps", "number", default = 1e-5, min = 0, doc = "the model's RMSNorm eps" },
     { "tie_embeddings", "bool", default = true, doc = "tie_embeddings" },
     { "max_positions", "int", default = 1048576, doc = "no position table: any length (no memory of its own)" },
+    { "reference", "bool", default = false,
+      doc = "the mixer as transformers' Mamba2Mixer.torch_forward (the chunked reference SSD in PyTorch ops) instead of mamba_ssm's fused kernel" },
   },
   build = function(c)
     local d_inner = c.expand * c.hidden
@@ -121,6 +124,172 @@ return architecture {
       }
     end
 
+    -- transformers' Mamba2Mixer.torch_forward (training, no cache, no
+    -- attention mask), the reference chunked SSD in PyTorch ops:
+    -- transformers/models/mamba2/modeling_mamba2.py at commit 020a37d2
+    -- (segment_sum, pad_tensor_by_size, reshape_into_chunks,
+    -- MambaRMSNormGated, Mamba2Mixer.torch_forward); its parameters in
+    -- Mamba2Mixer.__init__'s order (conv1d, in_proj, dt_bias, A_log, norm,
+    -- D, out_proj). Every local is the forward's (F.keep), alive until it is
+    -- bound again or the forward returns, as in CPython.
+    local function segment_sum(x)
+      local sizes = x.shape
+      sizes[#sizes + 1] = x:size(-1)
+      x = F.keep(x:unsqueeze(-1):expand(table.unpack(sizes)), "input_tensor")
+      local mask = F.keep(F.tril_ones(x, -1), "mask")
+      x = F.keep(x:masked_fill(F.logical_not(mask), 0), "input_tensor")
+      local segsum = F.keep(F.cumsum(x, -2), "tensor_segsum")
+      mask = F.keep(F.tril_ones(x, 0), "mask")
+      segsum = F.keep(segsum:masked_fill(F.logical_not(mask), -math.huge), "tensor_segsum")
+      return segsum
+    end
+
+    local function into_chunks(t, pad)
+      local pads = #t.shape == 3 and { 0, 0, 0, pad } or { 0, 0, 0, 0, 0, pad }
+      t = F.keep(F.pad(t, pads), "input_tensor")
+      local d = t.shape
+      if #d == 3 then return t:reshape(d[1], -1, c.chunk, d[3]) end
+      return t:reshape(d[1], -1, c.chunk, d[3], d[4])
+    end
+
+    -- MambaRMSNormGated.forward(hidden_states, gate)
+    local function gated_norm(x, gate, weight)
+      local input = x
+      x = F.keep(x:float(), "hidden_states")
+      x = F.keep(x * F.silu(gate:float()), "hidden_states")
+      local variance = F.keep(F.mean(x:pow(2), -1), "variance")
+      x = F.keep(x * F.rsqrt(variance + c.norm_eps), "hidden_states")
+      return weight * x:to(input.dtype)
+    end
+
+    -- LlamaRMSNorm.forward, as transformers' Mamba2RMSNorm computes it
+    local function rms_norm(x, weight)
+      local input = x
+      x = F.keep(x:float(), "hidden_states")
+      local variance = F.keep(F.mean(x:pow(2), -1), "variance")
+      x = F.keep(x * F.rsqrt(variance + c.norm_eps), "hidden_states")
+      return weight * x:to(input.dtype)
+    end
+
+    -- Mamba2Mixer.torch_forward(input_states)
+    local function mixer_forward(u, p)
+      local b, s = u:size(0), u:size(1)
+      local projected_states = F.keep(p.in_proj(u), "projected_states")
+      -- d_mlp = 0: the split's first two parts are empty
+      local gate, xBC, dt = F.split(projected_states, { d_inner, conv_dim, heads }, -1)
+      F.keep(gate, "gate")
+      F.keep(xBC, "hidden_states_B_C")
+      F.keep(dt, "dt")
+      local conv = F.conv1d(xBC:transpose(1, 2), p.conv1d_weight, p.conv1d_bias,
+        { padding = c.conv - 1, groups = conv_dim })
+      xBC = F.keep(F.silu(conv:narrow(-1, 0, s):transpose(1, 2)), "hidden_states_B_C")
+      local hidden_states, B, C = F.split(xBC, { d_inner, c.groups * c.state, c.groups * c.state }, -1)
+      F.keep(hidden_states, "hidden_states")
+      F.keep(B, "B")
+      F.keep(C, "C")
+      local A = F.keep(-F.exp(p.A_log:float()), "A")
+      dt = F.keep(F.softplus(dt + p.dt_bias), "dt")
+      -- time_step_limit = (0.0, inf), Mamba2Config's default
+      dt = F.keep(F.clamp(dt, 0, math.huge), "dt")
+      hidden_states = F.keep(hidden_states:reshape(b, s, -1, c.head_dim):float(), "hidden_states")
+      B = F.keep(B:reshape(b, s, -1, c.state):float(), "B")
+      C = F.keep(C:reshape(b, s, -1, c.state):float(), "C")
+      B = F.keep(B:repeat_interleave(heads // c.groups, 2), "B")
+      C = F.keep(C:repeat_interleave(heads // c.groups, 2), "C")
+      local pad = F.chunk_padding(s, c.chunk)
+      local D_residual = F.keep(p.D:unsqueeze(-1) * F.pad(hidden_states, { 0, 0, 0, 0, 0, pad }), "D_residual")
+      hidden_states = F.keep(hidden_states * dt:unsqueeze(-1), "hidden_states")
+      A = F.keep(A:to(hidden_states.dtype) * dt, "A")
+      local chunked = {}
+      for i, t in ipairs({ hidden_states, A, B, C }) do chunked[i] = F.call(into_chunks, t, pad) end
+      hidden_states = F.keep(chunked[1], "hidden_states")
+      A = F.keep(chunked[2], "A")
+      B = F.keep(chunked[3], "B")
+      C = F.keep(chunked[4], "C")
+      chunked = nil
+      A = F.keep(A:permute(0, 3, 1, 2), "A")
+      local A_cumsum = F.keep(F.cumsum(A, -1), "A_cumsum")
+      -- 1. the diagonal blocks' outputs
+      local L = F.keep(F.exp(F.call(segment_sum, A)), "L")
+      local G_intermediate = F.keep(C:unsqueeze(3) * B:unsqueeze(2), "G_intermediate")
+      local G = F.keep(G_intermediate:sum(-1), "G")
+      local M_intermediate = F.keep(G:unsqueeze(-1) * L:permute(0, 2, 3, 4, 1):unsqueeze(-1), "M_intermediate")
+      local M = F.keep(M_intermediate:sum(-1), "M")
+      local Y_diag = F.keep((M:unsqueeze(-1) * hidden_states:unsqueeze(2)):sum(3), "Y_diag")
+      -- 2. each chunk's state
+      local decay_states = F.keep(F.exp(A_cumsum:narrow(-1, c.chunk - 1, 1) - A_cumsum), "decay_states")
+      local B_decay = F.keep(B * decay_states:permute(0, 2, 3, 1):unsqueeze(-1), "B_decay")
+      local states = F.keep((B_decay:unsqueeze(-2) * hidden_states:unsqueeze(-1)):sum(2), "states")
+      -- 3. the states passed between chunks
+      local previous_states = F.keep(F.zeros_like(states:narrow(1, 0, 1)), "previous_states")
+      states = F.keep(F.cat({ previous_states, states }, 1), "states")
+      local decay_chunk = F.keep(F.exp(F.call(segment_sum, F.pad(A_cumsum:select(-1, -1), { 1, 0 }))), "decay_chunk")
+      decay_chunk = F.keep(decay_chunk:transpose(1, 3), "decay_chunk")
+      local new_states = F.keep((decay_chunk:unsqueeze(-1):unsqueeze(-1) * states:unsqueeze(2)):sum(1), "new_states")
+      local chunks = F.chunks(s, c.chunk)
+      local kept, last = new_states:narrow(1, 0, chunks), new_states:select(1, -1)
+      states = F.keep(kept, "states")
+      F.keep(last, "ssm_state")
+      -- 4. the states' outputs
+      local state_decay_out = F.keep(F.exp(A_cumsum), "state_decay_out")
+      local C_times_states = F.keep(C:unsqueeze(-2) * states:unsqueeze(2), "C_times_states")
+      local state_decay_out_permuted = F.keep(state_decay_out:permute(0, 2, 3, 1), "state_decay_out_permuted")
+      local Y_off = F.keep(C_times_states:sum(-1) * state_decay_out_permuted:unsqueeze(-1), "Y_off")
+      local y = F.keep(Y_diag + Y_off, "y")
+      y = F.keep(y:reshape(b, -1, heads, c.head_dim), "y")
+      y = F.keep(y + D_residual, "y")
+      y = F.keep(y:narrow(1, 0, s, { if_padded = true }), "y")
+      y = F.keep(y:reshape(b, s, -1), "y")
+      local scan_output = F.keep(F.call(gated_norm, y, gate, p.norm_weight), "scan_output")
+      return p.out_proj(scan_output:to(u.dtype))
+    end
+
+    -- Mamba2Block.forward: the norm in its weight's dtype, the residual in
+    -- fp32 (residual_in_fp32, Mamba2Config's default), the mixer, the add.
+    -- Parameters in Mamba2Block.__init__'s and Mamba2Mixer.__init__'s order
+    -- (norm; conv1d, in_proj, dt_bias, A_log, norm, D, out_proj).
+    local function reference_layer()
+      return block {
+        name = "mixer",
+        width = c.hidden,
+        locals = { "hidden_states", "residual" },
+        params = {
+          { "block_norm_weight", size = c.hidden, module = "norm" },
+          { "conv1d_weight", size = conv_dim * c.conv, module = "conv1d" }, -- (conv_dim, 1, d_conv)
+          { "conv1d_bias", size = conv_dim, module = "conv1d" },
+          { "in_proj", linear = { c.hidden, d_in_proj } },
+          { "dt_bias", size = heads },
+          { "A_log", size = heads },
+          { "norm_weight", size = d_inner, module = "norm" },
+          { "D", size = heads },
+          { "out_proj", linear = { d_inner, c.hidden } },
+        },
+        forward = function(x, p)
+          local residual = F.keep(x, "residual")
+          local h = F.keep(F.call(rms_norm, x:to(p.block_norm_weight.dtype), p.block_norm_weight), "hidden_states")
+          residual = F.keep(residual:float(), "residual")
+          h = F.keep(F.call(mixer_forward, h, p), "hidden_states")
+          return residual + h
+        end,
+      }
+    end
+
+    -- Mamba2Model's norm_f, and Mamba2ForCausalLM's
+    -- hidden_states.to(self.lm_head.weight.dtype) (the norm's weight has
+    -- the head's dtype: every parameter has the recipe's)
+    local function reference_final_norm()
+      return block {
+        name = "norm_f",
+        width = c.hidden,
+        norm = true,
+        params = { { "weight", size = c.hidden, module = "norm" } },
+        forward = function(x, p)
+          local h = F.keep(F.call(rms_norm, x, p.weight), "hidden_states")
+          return h:to(p.weight.dtype)
+        end,
+      }
+    end
+
     -- MixerModel: embedding, per layer Block(norm, mixer) with a residual
     -- (the fused add + RMSNorm Triton kernel, layer_norm_fn(prenorm=True,
     -- residual_in_fp32=True), is written here as the core's RMSNorm and
@@ -128,11 +297,14 @@ return architecture {
     return decoder {
       norms_registered = "last",
       embed = { token_embedding { vocab = c.vocab, hidden = c.hidden, model_local = true } },
-      layer = { residual { rmsnorm { hidden = c.hidden, eps = c.norm_eps }, mixer() } },
+      layer = c.reference and { reference_layer() } or { residual { rmsnorm { hidden = c.hidden, eps = c.norm_eps }, mixer() } },
       layers = c.layers,
       final = {
-        rmsnorm { hidden = c.hidden, eps = c.norm_eps },
-        lm_head { vocab = c.vocab, hidden = c.hidden, tied = c.tie_embeddings },
+        c.reference and reference_final_norm() or rmsnorm { hidden = c.hidden, eps = c.norm_eps },
+        -- transformers' Mamba2ForCausalLM (the reference path's model):
+        -- self.lm_head(hidden_states.to(self.lm_head.weight.dtype)).float(),
+        -- the fp32 logits what its outputs keep
+        lm_head { vocab = c.vocab, hidden = c.hidden, tied = c.tie_embeddings, float_logits = c.reference },
         cross_entropy {},
       },
     }

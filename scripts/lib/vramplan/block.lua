@@ -13,10 +13,12 @@
 -- returns (then in the order the names were first bound, as CPython clears
 -- a frame). docs/writing-blocks.md builds a block step by step.
 local vramplan = require("vramplan")
+local shapes = require("vramplan.block_shapes")
 
 local block = {}
 
 local SELF = debug.getinfo(1, "S").short_src
+local SHAPES = SELF:gsub("block%.lua$", "block_shapes.lua") -- its vocabulary of shapes
 
 local tracing -- the trace running now (one at a time: block() sets it around the forward)
 
@@ -29,7 +31,7 @@ local function where()
   for level = 2, 60 do
     local info = debug.getinfo(level, "Slt")
     if not info then break end
-    if info.short_src ~= SELF and info.what ~= "C" and (info.currentline or 0) > 0 then
+    if info.short_src ~= SELF and info.short_src ~= SHAPES and info.what ~= "C" and (info.currentline or 0) > 0 then
       if tail and tracing then return tracing.forward_at .. ": block " .. tracing.name .. "'s forward" end
       return info.short_src .. ":" .. info.currentline
     end
@@ -786,24 +788,27 @@ function F.call(fn, ...)
   return out
 end
 
-setmetatable(F, {
-  __index = function(_, k) fail("F.%s: unknown primitive", tostring(k)) end,
-  __newindex = function(_, k) fail("F.%s: the vocabulary is read-only", tostring(k)) end,
-})
-
 -- Tensor methods and operators, as PyTorch's Tensor has them.
 local methods = {
   float = F.float, to = F.to, pow = F.pow, split = F.split, chunk = F.chunk, mean = F.mean, sum = F.sum, sigmoid = F.sigmoid, tanh = F.tanh,
   exp = F.exp, rsqrt = F.rsqrt, relu = F.relu, view = F.view, reshape = F.reshape, transpose = F.transpose,
   contiguous = F.contiguous, select = F.select, softmax = F.softmax, log_softmax = F.log_softmax,
 }
+-- tensors of any shape (the chunked scan's vocabulary): block_shapes.lua
+shapes.install({ F = F, methods = methods, fail = fail, record = record, view_of = view_of,
+                 check_tensor = check_tensor, label_of = label_of })
+setmetatable(F, {
+  __index = function(_, k) fail("F.%s: unknown primitive", tostring(k)) end,
+  __newindex = function(_, k) fail("F.%s: the vocabulary is read-only", tostring(k)) end,
+})
+
 local own_fields = { id = true, width = true, split = true, trace = true, heads = true, heads_first = true,
                      stored_heads_first = true, strided = true, vector = true, zero_dim = true, keys_transposed = true,
-                     mask = true }
+                     mask = true, dims = true, layout = true }
 tensor_meta.__index = function(t, k)
   if own_fields[k] then return nil end -- an unknown width
   if k == "dtype" then return setmetatable({ of = t }, dtype_meta) end
-  if k == "shape" then return { rawget(t, "width") } end
+  if k == "shape" then return { table.unpack(shapes.dims_of(t)) } end
   local m = methods[k]
   if m then return m end
   fail("tensor: unknown method or field '%s'", tostring(k))
