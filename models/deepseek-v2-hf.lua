@@ -9,27 +9,6 @@
 -- over 8 groups, routed_scaling_factor 16, which changes values, not bytes)
 -- and parameters (235,741,434,880; tests); the code's differences are
 -- deepseek-v2-lite-hf.lua's.
-return deepseek_v2_hf {
-  name = "DeepSeek-V2 (transformers)",
-  hidden = 5120,
-  layers = 60,
-  heads = 128,
-  kv_heads = 128,
-  intermediate = 12288,
-  vocab = 102400,
-  max_positions = 163840,
-  norm_eps = 1e-6,
-  experts = 160,
-  experts_per_token = 6,
-  moe_intermediate = 1536,
-  shared_intermediate = 3072,
-  dense_layers = 1,
-  expert_groups = 8,
-  topk_groups = 3,
-  group_limited = true,
-  q_lora_rank = 1536,
-  kv_lora_rank = 512,
-  qk_nope_head_dim = 128,
-  qk_rope_head_dim = 64,
-  v_head_dim = 128,
-}
+local fields = fields_of "deepseek-v2"
+fields.name = "DeepSeek-V2 (transformers)"
+return deepseek_v2_hf(fields)

@@ -11,24 +11,6 @@
 -- of the query and key states, DeepseekV2MoE sorting the assignments by
 -- expert behind a gate without the auxiliary loss, masking_utils' causal
 -- mask and ForCausalLMLoss (vramplan.presets: deepseek_v2_hf).
-return deepseek_v2_hf {
-  name = "DeepSeek-V2-Lite (transformers)",
-  hidden = 2048,
-  layers = 27,
-  heads = 16,
-  kv_heads = 16,
-  intermediate = 10944,
-  vocab = 102400,
-  max_positions = 163840,
-  norm_eps = 1e-6,
-  experts = 64,
-  experts_per_token = 6,
-  moe_intermediate = 1408,
-  shared_intermediate = 2816,
-  dense_layers = 1,
-  q_lora_rank = 0,
-  kv_lora_rank = 512,
-  qk_nope_head_dim = 128,
-  qk_rope_head_dim = 64,
-  v_head_dim = 128,
-}
+local fields = fields_of "deepseek-v2-lite"
+fields.name = "DeepSeek-V2-Lite (transformers)"
+return deepseek_v2_hf(fields)

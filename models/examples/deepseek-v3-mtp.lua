@@ -21,26 +21,8 @@
 -- stores (model.layers.61.embed_tokens, shared_head.head) the module is
 -- 13,463,426,048 (the README's "14B" is 685B - 671B, both rounded) and the
 -- checkpoint 684,489,830,400 (published "685B", -0.07 %).
-return deepseek_v3_mtp {
-  name = "DeepSeek-V3 with MTP",
-  hidden = 7168,
-  layers = 61,
-  heads = 128,
-  intermediate = 18432,
-  vocab = 129280,
-  max_positions = 163840,
-  norm_eps = 1e-6,
-  experts = 256,
-  experts_per_token = 8,
-  moe_intermediate = 2048,
-  shared_intermediate = 2048,
-  dense_layers = 3,
-  expert_groups = 8,
-  topk_groups = 4,
-  q_lora_rank = 1536,
-  kv_lora_rank = 512,
-  qk_nope_head_dim = 128,
-  qk_rope_head_dim = 64,
-  v_head_dim = 128,
-  mtp_depth = 1,
-}
+local fields = fields_of "deepseek-v3"
+fields.name = "DeepSeek-V3 with MTP"
+fields.kv_heads = nil -- (deepseek_v3_mtp has no kv_heads field: latent attention's heads are its own)
+fields.mtp_depth = 1
+return deepseek_v3_mtp(fields)

@@ -149,10 +149,12 @@ preset_meta.__call = function(p, values)
   p.family.looked_up_at = where
   local description = p.family(values)
   description.where = where
+  description.from_preset = {}
   for k, v in pairs(p.values) do
     if description.values[k] == nil then
       description.values[k] = v
       description.origins[k] = where .. ": " .. p.name .. " preset"
+      description.from_preset[k] = true
     end
   end
   return description
