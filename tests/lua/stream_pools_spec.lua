@@ -82,6 +82,23 @@ describe("the constant allocator with FSDP's stream pools", function()
     end)
   end
 
+  it("keeps sequence parallelism's reduce-scatters on the compute stream under fsdp2 with tp", function()
+    -- FSDP2's reduce-scatter stream gets the sharded gradients, one per unit
+    -- and step whatever tp is; sequence parallelism's input-gradient
+    -- reduce-scatters (two a layer) run on the compute stream
+    local function fsdp_scatters(...)
+      local n = 0
+      for _, e in ipairs(helper.estimate("llama3.2-1b", "--timeline", "--set", "framework=fsdp2", "--set", "dp=2",
+          "--set", "seq_len=256", ...).timeline) do
+        if e.op == "reduce_scatter.grad" and e.delta > 0 then n = n + 1 end
+      end
+      return n
+    end
+    local plain = fsdp_scatters()
+    assert.is_true(plain > 0)
+    assert.are.equal(plain, fsdp_scatters("--set", "tp=2", "--set", "sequence_parallel=true"))
+  end)
+
   it("leaves a run without side streams as the whole step's peak (DDP)", function()
     local r = helper.estimate("llama3.2-1b", "--timeline", "--set", "gpus=4", "--set", "seq_len=512")
     local m = per_stream(r.timeline, {})
