@@ -181,6 +181,29 @@ describe("axolotl and LLaMA-Factory YAML as recipes", function()
     assert.are.same(recipe, r.recipe)
   end)
 
+  it("runs a checkpoint with its own modeling file as the tool loads it: transformers' class unless trust_remote_code", function()
+    -- DeepSeek-V2-Lite's config.json has an auto_map; both tools pass
+    -- trust_remote_code=False by default, so transformers' own class runs
+    local axolotl = helper.write("base_model: deepseek-ai/DeepSeek-V2-Lite\nadapter: lora\nlora_target_linear: true\n" ..
+      "sequence_len: 128\nbf16: true\n", ".yml")
+    assert.are.equal("DeepSeek-V2-Lite (transformers)", helper.estimate("--recipe", axolotl).model.name)
+    local factory = helper.write("model_name_or_path: deepseek-ai/DeepSeek-V2-Lite\nfinetuning_type: lora\n" ..
+      "cutoff_len: 128\n", ".yaml")
+    assert.are.equal("DeepSeek-V2-Lite (transformers)", helper.estimate("--recipe", factory).model.name)
+    -- trusted, the checkpoint's own modeling_deepseek.py runs (fp32 only)
+    local trusted = helper.write("base_model: deepseek-ai/DeepSeek-V2-Lite\ntrust_remote_code: true\nadapter: lora\n" ..
+      "lora_target_linear: true\nsequence_len: 128\nbf16: false\n", ".yml")
+    assert.are.equal("DeepSeek-V2-Lite", helper.estimate("--recipe", trusted).model.name)
+    factory = helper.write("model_name_or_path: deepseek-ai/DeepSeek-V2-Lite\ntrust_remote_code: true\n" ..
+      "finetuning_type: lora\ncutoff_len: 128\n", ".yaml")
+    -- (LLaMA-Factory infers bf16, which that file cannot train in)
+    local out = helper.fails("--recipe", factory)
+    assert.truthy(out:find("precision: DeepSeek-V2's own modeling code trains only in fp32", 1, true), out)
+    -- a model transformers has no other class for is unaffected
+    local llama = helper.write("base_model: meta-llama/Meta-Llama-3-8B\ntrust_remote_code: true\nsequence_len: 128\n", ".yml")
+    assert.are.equal("Meta-Llama-3-8B", helper.estimate("--recipe", llama).model.name)
+  end)
+
   it("names axolotl's keys it does not model, and lets fit take the model from the file", function()
     local out, err, code = helper.run("fit", "--recipe", FIXTURES .. "axolotl/examples/llama-3/qlora.yml", "--gpu", "a100-80gb")
     assert.are.equal(0, code, err)
@@ -357,6 +380,10 @@ describe("training stacks", function()
     -- the flags alone are read as transformers applies them
     recipe = estimate("llama3.2-1b", "--set", "seq_len=256", "--set", "fp16=true")
     assert.are.equal("amp-fp16", recipe.precision)
+    -- neither flag (the Trainer's default) or bf16=False: fp32 weights without
+    -- autocast, not the core's own default (mixed-bf16)
+    assert.are.equal("fp32", estimate("llama3.2-1b", "--set", "seq_len=256", "--set", "stack=hf-trainer").precision)
+    assert.are.equal("fp32", estimate("llama3.2-1b", "--set", "seq_len=256", "--set", "bf16=false").precision)
   end)
 
   it("says which stack and precision it assumed", function()

@@ -192,7 +192,9 @@ local function precision_rule(profile, framework, flags, finetune, origin)
     return weights, "no bf16 / fp16: weights in the inferred compute dtype (" .. weights .. "), fp32 adapters"
   end
   if weights ~= "fp32" then return weights, "no autocast, weights in " .. weights end
-  return nil
+  -- neither flag: the Trainer runs fp32 weights without autocast (bf16 /
+  -- fp16 False by default, training_args.py), not the core's mixed-bf16
+  return "fp32", "no bf16 / fp16: fp32 weights, no autocast"
 end
 
 -- The stacks' checkpointing keys as recipe keys.

@@ -117,7 +117,7 @@ end
 -- Fills recipe `r` from an axolotl config table.
 function axolotl.read(r, c)
   r.set("stack", "axolotl", nil, false, "an axolotl config")
-  common.set_model(r, c.base_model, { "base_model" })
+  common.set_model(r, c.base_model, { "base_model" }, c.trust_remote_code)
   read_precision(r, c)
   read_adapter(r, c)
   -- schemas/config.py: sequence_len 512, micro_batch_size 1, gradient_accumulation_steps 1

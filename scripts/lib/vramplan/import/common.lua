@@ -146,8 +146,27 @@ function common.show(value)
   return value[1] ~= nil and "a list" or "a mapping"
 end
 
--- Sets the model from a Hugging Face id when it names a model in models/.
-function common.set_model(r, id, keypath)
+-- The models/ name that runs checkpoint `name` as the loader does: a
+-- checkpoint whose config.json has an auto_map (its own modeling file) and
+-- that transformers also implements runs transformers' class unless the
+-- config sets trust_remote_code (transformers' resolve_trust_remote_code:
+-- remote code only when trusted; both tools pass false by default:
+-- LLaMA-Factory's BaseModelArguments.trust_remote_code = False,
+-- hparams/model_args.py at 00577a85; axolotl's loader passes
+-- `cfg.trust_remote_code or False`, loaders/model.py at 002a637c).
+local function loaded_as(name, trust_remote_code)
+  if trust_remote_code == true or (type(trust_remote_code) == "string" and trust_remote_code:lower() == "true") then
+    return name
+  end
+  for implementation, checkpoint in pairs(require("vramplan.hub_ids").implementations) do
+    if checkpoint == name then return implementation end
+  end
+  return name
+end
+
+-- Sets the model from a Hugging Face id when it names a model in models/;
+-- `trust_remote_code` is the config's own setting (nil: the tool's default).
+function common.set_model(r, id, keypath, trust_remote_code)
   if id == nil then return end
   if type(id) ~= "string" then
     r.model_note = string.format("%s: %s: a Hugging Face id is a string (got %s)", r.where(keypath), keypath[1],
@@ -156,7 +175,7 @@ function common.set_model(r, id, keypath)
   end
   local name, how = require("vramplan.hub_ids").lookup(id)
   if name then
-    r.model, r.model_how = name, how
+    r.model, r.model_how = loaded_as(name, trust_remote_code), how
   else
     r.model_note = string.format("%s: %s is not a model vramplan knows by its Hugging Face id: give MODEL " ..
       "(a name in models/ or the checkpoint's config.json, --model FILE)", r.where(keypath), id)

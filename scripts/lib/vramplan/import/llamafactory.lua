@@ -34,7 +34,7 @@ local attention = { auto = "sdpa", fa2 = "flash", fa3 = "flash", sdpa = "sdpa", 
 
 function llamafactory.read(r, c)
   r.set("stack", "llama-factory", nil, false, "a LLaMA-Factory config")
-  common.set_model(r, c.model_name_or_path, { "model_name_or_path" })
+  common.set_model(r, c.model_name_or_path, { "model_name_or_path" }, c.trust_remote_code)
   local kind = c.finetuning_type or "lora"
   local kp = c.finetuning_type and { "finetuning_type" } or nil
   if kind == "lora" then
