@@ -302,10 +302,15 @@ static int l_model(lua_State *L) {
     lua_getfield(L, 1, "layers");
     int isint;
     lua_Integer layers = lua_tointegerx(L, -1, &isint);
-    if (!isint || layers < 1 || layers > 100000) luaL_error(L, "model: 'layers' must be a whole number from 1 to 100000");
+    /* The deepest published transformer has 1,000 layers (DeepNet, Wang et
+     * al. 2022); a model that cannot fold (an encoder-decoder) is evaluated
+     * layer by layer, so the limit bounds an estimate's time and memory
+     * (10,000 unfolded T5 layers: about 1 s and 300 MB). */
+    if (!isint || layers < 1 || layers > VP_MODEL_MAX_LAYERS)
+        luaL_error(L, "model: 'layers' must be a whole number from 1 to %d", VP_MODEL_MAX_LAYERS);
     lua_getfield(L, 1, "first_layers");
     lua_Integer first_layers = lua_isnil(L, -1) ? 0 : lua_tointegerx(L, -1, &isint);
-    if (!lua_isnil(L, -1) && (!isint || first_layers < 0 || first_layers > 100000))
+    if (!lua_isnil(L, -1) && (!isint || first_layers < 0 || first_layers > VP_MODEL_MAX_LAYERS))
         luaL_error(L, "model: 'first_layers' must be a whole number of layers");
     lua_getfield(L, 1, "norms_registered");
     int norms_registered = lua_isnil(L, -1) ? VP_NORMS_IN_PLACE : option_index(L, norm_registrations);

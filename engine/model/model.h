@@ -211,6 +211,9 @@ typedef enum { VP_NORMS_IN_PLACE, VP_NORMS_LAST, VP_NORMS_FIRST, VP_NORMS_AFTER_
 
 enum { VP_EMBED_ORDER_MAX = 16 };
 
+/* The most layers a model may have (lua_model.c says why). */
+enum { VP_MODEL_MAX_LAYERS = 10000 };
+
 typedef struct vp_model {
     char name[128];
     vp_section section[VP_SECTION_COUNT];

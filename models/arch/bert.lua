@@ -9,7 +9,7 @@ return architecture {
   doc = "BERT encoder with a sequence-classification head, as HF's BertForSequenceClassification computes it",
   fields = {
     { "hidden", "int", doc = "hidden_size" },
-    { "layers", "int", max = 100000, doc = "num_hidden_layers" },
+    { "layers", "int", max = 10000, doc = "num_hidden_layers" },
     { "heads", "int", doc = "num_attention_heads" },
     { "intermediate", "int", doc = "intermediate_size" },
     { "vocab", "int", doc = "vocab_size" },

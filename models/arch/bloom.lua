@@ -10,7 +10,7 @@ return architecture {
   doc = "BLOOM as HF's BloomForCausalLM (transformers 4.26-4.27) computes it",
   fields = {
     { "hidden", "int", doc = "hidden_size (n_embed)" },
-    { "layers", "int", max = 100000, doc = "n_layer" },
+    { "layers", "int", max = 10000, doc = "n_layer" },
     { "heads", "int", doc = "n_head" },
     { "vocab", "int", default = 250880, doc = "vocab_size" },
     { "norm_eps", "number", default = 1e-5, min = 0, doc = "layer_norm_epsilon" },

@@ -16,7 +16,7 @@ return architecture {
   doc = "Cohere's Command R as HF's CohereForCausalLM computes it",
   fields = {
     { "hidden", "int", default = 8192, doc = "hidden_size (CohereConfig's default)" },
-    { "layers", "int", default = 40, max = 100000, doc = "num_hidden_layers" },
+    { "layers", "int", default = 40, max = 10000, doc = "num_hidden_layers" },
     { "heads", "int", default = 64, doc = "num_attention_heads" },
     { "kv_heads", "int", default = function(c) return c.heads end, doc = "num_key_value_heads (default: the heads)" },
     { "intermediate", "int", default = 22528, doc = "intermediate_size of the SwiGLU MLP" },

@@ -20,7 +20,7 @@ return architecture {
   doc = "Falcon as HF's FalconForCausalLM computes it (rotary, parallel attention)",
   fields = {
     { "hidden", "int", default = 4544, doc = "hidden_size (FalconConfig's default)" },
-    { "layers", "int", default = 32, max = 100000, doc = "num_hidden_layers (n_layer)" },
+    { "layers", "int", default = 32, max = 10000, doc = "num_hidden_layers (n_layer)" },
     { "heads", "int", default = 71, doc = "num_attention_heads (n_head)" },
     { "multi_query", "bool", default = true, doc = "multi_query: one key/value head (without new_decoder_architecture)" },
     { "new_decoder_architecture", "bool", default = false,

@@ -11,7 +11,7 @@ return architecture {
   doc = "GPT-NeoX as HF's GPTNeoXForCausalLM computes it",
   fields = {
     { "hidden", "int", doc = "hidden_size" },
-    { "layers", "int", max = 100000, doc = "num_hidden_layers" },
+    { "layers", "int", max = 10000, doc = "num_hidden_layers" },
     { "heads", "int", doc = "num_attention_heads" },
     { "intermediate", "int", default = function(c) return c.hidden and 4 * c.hidden end,
       doc = "intermediate_size (default 4 x hidden)" },

@@ -15,7 +15,7 @@ return architecture {
   doc = "GPT-J as HF's GPTJForCausalLM computes it",
   fields = {
     { "hidden", "int", doc = "n_embd" },
-    { "layers", "int", max = 100000, doc = "n_layer" },
+    { "layers", "int", max = 10000, doc = "n_layer" },
     { "heads", "int", doc = "n_head" },
     { "intermediate", "int", default = function(c) return c.hidden and 4 * c.hidden end,
       doc = "n_inner (default 4 x n_embd)" },

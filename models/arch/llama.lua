@@ -17,7 +17,7 @@ return architecture {
   doc = "LLaMA-style decoder as HF's LlamaForCausalLM computes it",
   fields = {
     { "hidden", "int", doc = "hidden_size" },
-    { "layers", "int", max = 100000, doc = "num_hidden_layers" },
+    { "layers", "int", max = 10000, doc = "num_hidden_layers" },
     { "heads", "int", doc = "num_attention_heads" },
     { "kv_heads", "int", default = function(c) return c.heads end, doc = "num_key_value_heads (GQA; 1 = MQA)" },
     { "head_dim", "int", default = function(c) return c.heads and c.hidden and c.hidden // c.heads end,

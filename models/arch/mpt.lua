@@ -15,7 +15,7 @@ return architecture {
   doc = "MPT as HF's MptForCausalLM (transformers 4.50-4.52) computes it",
   fields = {
     { "hidden", "int", doc = "d_model" },
-    { "layers", "int", max = 100000, doc = "n_layers" },
+    { "layers", "int", max = 10000, doc = "n_layers" },
     { "heads", "int", doc = "n_heads" },
     { "vocab", "int", default = 50368, doc = "vocab_size (MptConfig's default)" },
     { "max_positions", "int", default = 2048, doc = "max_seq_len: the ALiBi table's width and the longest sequence" },

@@ -12,7 +12,7 @@ return architecture {
   doc = "OPT as HF's OPTForCausalLM computes it",
   fields = {
     { "hidden", "int", doc = "hidden_size" },
-    { "layers", "int", max = 100000, doc = "num_hidden_layers" },
+    { "layers", "int", max = 10000, doc = "num_hidden_layers" },
     { "heads", "int", doc = "num_attention_heads" },
     { "intermediate", "int", default = function(c) return c.hidden and 4 * c.hidden end, doc = "ffn_dim" },
     { "vocab", "int", default = 50272, doc = "vocab_size" },

@@ -11,7 +11,7 @@ return architecture {
   doc = "StarCoder2 as HF's Starcoder2ForCausalLM computes it",
   fields = {
     { "hidden", "int", doc = "hidden_size" },
-    { "layers", "int", max = 100000, doc = "num_hidden_layers" },
+    { "layers", "int", max = 10000, doc = "num_hidden_layers" },
     { "heads", "int", doc = "num_attention_heads" },
     { "kv_heads", "int", default = function(c) return c.heads end, doc = "num_key_value_heads (GQA)" },
     { "intermediate", "int", doc = "intermediate_size" },

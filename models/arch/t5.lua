@@ -25,8 +25,9 @@ return architecture {
   doc = "T5-style encoder-decoder as HF's T5ForConditionalGeneration (transformers 4.46-4.52) computes it",
   fields = {
     { "hidden", "int", doc = "d_model" },
-    { "layers", "int", max = 100000, doc = "num_layers (the encoder's blocks)" },
-    { "decoder_layers", "int", default = function(c) return c.layers end, max = 100000,
+    -- encoder and decoder together within the core's 10,000 layers (model.h)
+    { "layers", "int", max = 5000, doc = "num_layers (the encoder's blocks)" },
+    { "decoder_layers", "int", default = function(c) return c.layers end, max = 5000,
       doc = "num_decoder_layers (default: as many as the encoder)" },
     { "heads", "int", doc = "num_heads" },
     { "head_dim", "int", default = 64, doc = "d_kv (heads x d_kv need not be d_model)" },

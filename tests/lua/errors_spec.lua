@@ -29,6 +29,27 @@ describe("bad model scripts", function()
     assert.is_true(os.time() - start < 30, "seconds: " .. (os.time() - start))
   end)
 
+  it("refuses more layers than it evaluates, naming the config's field, and evaluates the most it takes", function()
+    -- found by the fuzzer (tests/fuzz/regressions/t5-92150-unfolded-layers):
+    -- an mT5 config with 92,150 decoder layers, which an encoder-decoder
+    -- evaluates one by one; each layer looked up its plan entry by a linear
+    -- scan, so the step was quadratic in the layers (minutes under the
+    -- sanitizers). The lookup is a binary search now, and a model has at
+    -- most 10,000 layers (the deepest published, DeepNet's, has 1,000).
+    local config = helper.write('{"model_type": "mt5", "num_decoder_layers": 92150}', ".json")
+    local err = helper.fails(config)
+    assert.truthy(err:find(config .. ": num_decoder_layers: decoder_layers: must be between 1 and 5000 (got 92150)", 1,
+      true), err)
+    config = helper.write('{"model_type": "llama", "num_hidden_layers": 10001}', ".json")
+    err = helper.fails(config)
+    assert.truthy(err:find(config .. ": num_hidden_layers: layers: must be between 1 and 10000 (got 10001)", 1, true), err)
+    -- the most an encoder-decoder takes runs
+    config = helper.write('{"model_type": "t5", "d_model": 64, "d_ff": 128, "d_kv": 16, "num_heads": 4, "vocab_size": 100, ' ..
+      '"num_layers": 5000, "num_decoder_layers": 5000}', ".json")
+    local r = helper.estimate(config, "--set", "seq_len=8", "--set", "micro_batch=1")
+    assert.is_true(r.per_gpu.peak_allocated_bytes > 0)
+  end)
+
   it("rejects wrong types", function()
     local err = fails(model("return llama { hidden = 'big', layers = 2, heads = 4, intermediate = 128, vocab = 100 }"))
     assert.truthy(err:find(":1: hidden: must be a whole number (got big)", 1, true), err)

@@ -31,7 +31,7 @@ return architecture {
   doc = "DeepSeek-V3 (transformers' DeepseekV3ForCausalLM) with its multi-token prediction modules as a branch",
   fields = {
     { "hidden", "int", doc = "hidden_size" },
-    { "layers", "int", max = 100000, doc = "num_hidden_layers (the main model's)" },
+    { "layers", "int", max = 10000, doc = "num_hidden_layers (the main model's)" },
     { "heads", "int", doc = "num_attention_heads" },
     { "intermediate", "int", doc = "intermediate_size of the dense layers' MLP" },
     { "vocab", "int", doc = "vocab_size" },

@@ -16,7 +16,7 @@ return architecture {
   doc = "Jamba-style hybrid: attention + Mamba (Lua block) + MoE layers",
   fields = {
     { "hidden", "int", doc = "hidden_size" },
-    { "layers", "int", max = 100000, doc = "num_hidden_layers (a multiple of attn_layer_period)" },
+    { "layers", "int", max = 10000, doc = "num_hidden_layers (a multiple of attn_layer_period)" },
     { "heads", "int", doc = "num_attention_heads" },
     { "kv_heads", "int", doc = "num_key_value_heads" },
     { "intermediate", "int", doc = "intermediate_size (the MLP's and each expert's)" },

@@ -19,7 +19,7 @@ return architecture {
   doc = "Mamba-2 language model (mamba_ssm's MambaLMHeadModel with Mamba2 mixers) as Lua blocks",
   fields = {
     { "hidden", "int", doc = "d_model" },
-    { "layers", "int", max = 100000, doc = "n_layer" },
+    { "layers", "int", max = 10000, doc = "n_layer" },
     { "vocab", "int", doc = "vocab_size after padding to pad_vocab_size_multiple" },
     { "state", "int", default = 128, doc = "d_state" },
     { "conv", "int", default = 4, doc = "d_conv" },
