@@ -96,6 +96,11 @@ describe("vramplan recommend", function()
     assert.truthy(v100.reason:find("bf16", 1, true))
   end)
 
+  it("says the token count in words a reader reads, not in exponent notation", function()
+    local out = helper.run("recommend", "--tokens", "2.5e9", table.unpack(base))
+    assert.truthy(out:find("the fewest of each that fit, and 2.50 B training tokens on them\n", 1, true), out)
+  end)
+
   it("refuses a token count that is not a positive number", function()
     local _, e, c = helper.run("recommend", "gpt2", "--tokens", "-3")
     assert.are.equal(2, c)

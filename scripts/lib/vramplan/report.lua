@@ -17,10 +17,12 @@ function report.bytes(n)
 end
 
 local function count(n)
+  if n >= 1e12 then return string.format("%.2f T", n / 1e12) end
   if n >= 1e9 then return string.format("%.2f B", n / 1e9) end
   if n >= 1e6 then return string.format("%.1f M", n / 1e6) end
-  return tostring(n)
+  return tostring(math.tointeger(n) or n)
 end
+report.count = count
 
 -- How close vramplan has been to published GPU measurements of runs of
 -- this kind (vramplan.accuracy, from tests/reference/), and a warning when
@@ -195,8 +197,9 @@ function report.human(ctx)
   line("activations at the end of forward (kept for backward, loss included): %s", report.bytes(r.activations_bytes))
   if r.host_bytes > 0 or r.nvme_bytes > 0 then
     local host = report.host(r)
-    line("host memory: %s per rank, %s per node of %d GPUs; NVMe: %s per rank", report.bytes(host.cpu_bytes_per_rank),
-      report.bytes(host.cpu_bytes_per_node), host.gpus_per_node, report.bytes(host.nvme_bytes_per_rank))
+    line("host memory: %s per rank, %s per node of %d GPU%s; NVMe: %s per rank", report.bytes(host.cpu_bytes_per_rank),
+      report.bytes(host.cpu_bytes_per_node), host.gpus_per_node, host.gpus_per_node == 1 and "" or "s",
+      report.bytes(host.nvme_bytes_per_rank))
   end
   return table.concat(out, "\n")
 end

@@ -37,7 +37,8 @@ function cmd.run(opts, home)
                         recommend = rows }, { indent = true }))
     return 0
   end
-  print(string.format("%s: the fewest of each that fit, and %.3g training tokens on them", j.config.name, tokens))
+  print(string.format("%s: the fewest of each that fit, and %s training tokens on them", j.config.name,
+    report.count(tokens)))
   print(string.format("%-32s %-9s %6s %-17s %11s %9s %9s %9s %9s", "hardware", "kind", "GPUs", "sharding", "needs/GPU",
     "time", "$/hour", "$ total", "$ spot"))
   for _, r in ipairs(rows) do
