@@ -39,7 +39,8 @@ static uint8_t kind_of(const vp_tensor *x) {
     case VP_ATEN_SCALED_MM:
     case VP_ATEN_SDPA_FLASH:
     case VP_ATEN_SDPA_EFFICIENT:
-    case VP_ATEN_REDUCE_SCATTER: return VP_CP_COMPUTE; /* not in the recomputable allowlist */
+    case VP_ATEN_REDUCE_SCATTER:
+    case VP_ATEN_ALL_GATHER: return VP_CP_COMPUTE; /* not in the recomputable allowlist */
     case VP_ATEN_NATIVE_DROPOUT: return VP_CP_RANDOM;
     default: return x->base ? VP_CP_VIEW : VP_CP_POINTWISE;
     }
@@ -183,11 +184,14 @@ const char *vp_compile_recipe_problem(const vp_recipe *recipe) {
     if (!vp_framework_of(recipe)->compiles_blocks)
         return "compile: modelled as torchtitan compiles each TransformerBlock (framework = fsdp2); torch.compile "
                "under Megatron-LM, DeepSpeed, FSDP1 or a transformers run is not modelled (docs/compile.md)";
-    if (recipe->tp > 1 || recipe->cp > 1)
-        return recipe->tp > 1 ? "compile: tensor parallelism inside a compiled block (DTensor's collectives in the "
-                                "graph) is not modelled (docs/compile.md)"
-                              : "compile: context parallelism inside a compiled block (SDPA's ring in the graph) is "
-                                "not modelled (docs/compile.md)";
+    if (recipe->tp > 1)
+        return "compile: tensor parallelism inside a compiled block (DTensor's collectives in the graph) is not "
+               "modelled (docs/compile.md)";
+    /* the selective policies' tags meet the ring's traced ops (each step's
+     * flash kernel, the K/V all-gather) below DTensor's dispatch: not read */
+    if (recipe->cp > 1 && (recipe->checkpoint_ops || recipe->selective))
+        return "compile: context parallelism with selective checkpointing inside a compiled block is not modelled "
+               "(the policy's tags on the ring's traced ops; docs/compile.md): use checkpointing = full or none";
     if (recipe->checkpoint_every > 1)
         return "compile: torchtitan checkpoints and compiles block by block: checkpointing every-K with K > 1 is not "
                "modelled with compile (docs/compile.md)";

@@ -151,8 +151,10 @@ end)
 --    op-selective with fp8-torchao (the eager policy would meet Float8Linear's
 --    casts; not modelled).
 --  - tt-04 (83.9 GiB): full checkpointing under compile keeps what the
---    eager checkpoint keeps: 81.5 GiB (-2.9 %); the peak is the loss's fp32
---    logits, outside the compiled blocks.
+--    eager checkpoint keeps: 78.1 GiB (-6.9 %; eager 81.5, the fused float8
+--    casts change the cached segments); the peak is the loss's fp32
+--    logits, outside the compiled blocks. Table 2's CP rows are in
+--    torchtitan_reference_spec.lua.
 describe("torchtitan's published Float8 and compile runs", function()
   local ref = helper.read_json("tests/reference/float8_compile.json")
   for _, row in ipairs(ref.rows) do
@@ -160,7 +162,7 @@ describe("torchtitan's published Float8 and compile runs", function()
       -- with the caching allocator simulated, as torchtitan_reference_spec.lua
       -- runs the eager rows: FSDP2's all-gather and reduce-scatter streams
       -- keep pools of their own, which the constant fragmentation share
-      -- cannot show (tt-04: 71.7 GiB with it, 81.5 simulated)
+      -- cannot show (tt-04: 75.4 GiB with it, 78.1 simulated)
       local sets = { "stack=torchtitan", "allocator=simulated" }
       for k, v in pairs(row.keys) do sets[#sets + 1] = k .. "=" .. tostring(v) end
       local out, err, code = helper.run("estimate", "--json", helper.with_sets(ref.model, {}, sets))

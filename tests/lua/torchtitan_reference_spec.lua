@@ -4,10 +4,11 @@
 -- allocator simulated (allocator = simulated: FSDP2's all-gather and
 -- reduce-scatter streams keep pools of their own, which the constant
 -- fragmentation share cannot show; docs/torchtitan.md explains each
--- difference). Rows that need what is not modelled (compile with TP or CP,
+-- difference). Rows that need what is not modelled (compile with TP,
 -- Float8 under TP, async TP) are listed there with the reason and pending
--- here; the compile and Float8 rows of Tables 1-3 are checked in
--- float8_compile_spec.lua.
+-- here; the compile and Float8 rows of Tables 1 and 3 and tt-04 are checked
+-- in float8_compile_spec.lua, Table 2's CP rows (compile, Float8, context
+-- parallelism) here.
 local helper = require("tests.lua.helper")
 
 local GIB = 2 ^ 30
@@ -15,12 +16,16 @@ local reference = helper.read_json(helper.root .. "/tests/reference/torchtitan.j
 
 -- Tolerance: within 5 % below or above the measurement (today 3.0 % and
 -- 2.7 % below). What is not modelled (the root's flat all-gather output on
--- the all-gather stream, about 1.5 GiB for Llama 3.1 8B) lies below.
+-- the all-gather stream, about 1.5 GiB for Llama 3.1 8B) lies below. A row
+-- may state its own (`tolerance`, with its `difference`): Table 2's CP rows
+-- take float8_compile.json's 10 % for the same table's compiled Float8 rows
+-- (today 8.1, 7.1 and 5.2 % below; tt-04, CP 1, 6.9 %).
 local TOLERANCE = 0.05
 
 -- The default allocator (allocator = constant) counts FSDP2's stream pools
 -- too (the default stream's peak plus each side stream's high-water): within
--- 11 % below (today 9.6 % and 10.2 %; 14.1 % for tt-01 without the pools).
+-- 11 % below (today 9.6 % and 10.2 %; 14.1 % for tt-01 without the pools;
+-- Table 2's CP rows 10.4, 10.2 and 10.7 %).
 -- The rest is the default stream's fragmentation beyond the constant share,
 -- which the simulation finds (docs/reserved.md, Streams).
 local TOLERANCE_CONSTANT = 0.11
@@ -49,14 +54,14 @@ describe("torchtitan's published runs", function()
         local g = helper.estimate(table.unpack(args_of(row))).per_gpu
         local estimated = g.peak_reserved_bytes / GIB
         local error = estimated / row.value_gib - 1
-        assert.is_true(math.abs(error) <= TOLERANCE,
+        assert.is_true(math.abs(error) <= (row.tolerance or TOLERANCE),
           string.format("%s: %.2f GiB estimated, %.1f GiB measured (%+.1f %%)", row.id, estimated, row.value_gib,
             100 * error))
       end)
       it(name .. ", with the default constant allocator", function()
         local g = helper.estimate(table.unpack(args_of(row, "constant"))).per_gpu
         local error = g.peak_reserved_bytes / GIB / row.value_gib - 1
-        assert.is_true(error <= TOLERANCE and error >= -TOLERANCE_CONSTANT,
+        assert.is_true(error <= (row.tolerance or TOLERANCE) and error >= -TOLERANCE_CONSTANT,
           string.format("%s: %.2f GiB estimated, %.1f GiB measured (%+.1f %%)", row.id, g.peak_reserved_bytes / GIB,
             row.value_gib, 100 * error))
       end)
