@@ -161,6 +161,10 @@ static void set_rank(lua_State *L, const vp_rank_estimate *e, const vp_recipe *r
     set_int(L, "layers", e->layers);
     lua_pushnumber(L, e->in_flight);
     lua_setfield(L, -2, "in_flight");
+    if (vp_pp_splits_backward(recipe)) {
+        set_int(L, "weight_pass_bytes", e->step.weight_pass_bytes);
+        set_int(L, "pending_weight_bytes", e->pending_weight_bytes);
+    }
     push_place(L, &e->peak.peak_place);
     push_breakdown(L, e->peak.peak_breakdown);
     lua_setfield(L, -2, "peak_breakdown");
@@ -170,7 +174,6 @@ static void set_rank(lua_State *L, const vp_rank_estimate *e, const vp_recipe *r
         lua_pushinteger(L, e->headroom);
         lua_setfield(L, -2, "headroom_bytes");
     }
-    (void)recipe;
 }
 
 static int l_estimate(lua_State *L) {

@@ -42,8 +42,8 @@ static const char *plan_fsdp2(const vp_recipe *r, const vp_precision *p, vp_shar
         return r->tp > 1 ? "async_tp: needs torch.compile (torchtitan), whose fused all-gather matmuls are not modelled"
                          : "async_tp: needs tp > 1";
     if (r->pp > 1 && !vp_pp_torch(r))
-        return "pp_schedule: framework = fsdp2 runs torch.distributed.pipelining's schedules: 1F1B, GPipe or "
-               "Interleaved1F1B";
+        return "pp_schedule: framework = fsdp2 runs torch.distributed.pipelining's schedules: 1F1B, GPipe, "
+               "Interleaved1F1B, InterleavedZeroBubble, ZBVZeroBubble or DualPipeV";
     if (r->ep > 1) return "ep: framework = fsdp2 with ep is not modelled yet";
     if (r->tp > 1 && vp_finetune_method_of(r)->peft)
         return "finetune: PEFT's adapters under DTensor's tensor parallelism (framework = fsdp2 with tp) are not "

@@ -77,7 +77,7 @@ const char *const vp_fsdp_names[] = {"none", "no_shard", "shard_grad_op", "full_
 const char *const vp_offload_names[] = {"none", "cpu", "nvme", NULL};
 const char *const vp_pp_schedule_names[] = {"1f1b",          "gpipe",         "interleaved-1f1b",
                                             "1F1B",          "GPipe",         "Interleaved1F1B",
-                                            "ZBVZeroBubble", "InterleavedZeroBubble", NULL};
+                                            "ZBVZeroBubble", "InterleavedZeroBubble", "DualPipeV", NULL};
 
 const char *const vp_torch_version_names[] = {"2.x", "1.13", NULL};
 const char *const vp_device_names[] = {"cuda", "cpu", NULL};

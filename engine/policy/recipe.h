@@ -62,7 +62,9 @@ typedef enum { VP_OFFLOAD_NONE, VP_OFFLOAD_CPU, VP_OFFLOAD_NVME, VP_OFFLOAD_COUN
  * and its interleaved variant with virtual stages): Megatron-LM's, with its
  * even split of the layers, then torch.distributed.pipelining's under the
  * names torchtitan gives them (pipeline_parallel_schedule), with
- * torchtitan's split (engine/step/estimate.c). */
+ * torchtitan's split (engine/step/estimate.c). The last three split each
+ * backward into its input and weight halves (Qi et al. 2023, "Zero Bubble
+ * Pipeline Parallelism"; engine/step/pp_split_backward.c). */
 typedef enum {
     VP_PP_1F1B,
     VP_PP_GPIPE,
@@ -72,6 +74,7 @@ typedef enum {
     VP_PP_TORCH_INTERLEAVED,
     VP_PP_TORCH_ZBV,
     VP_PP_TORCH_INTERLEAVED_ZB,
+    VP_PP_TORCH_DUALPIPEV,
     VP_PP_COUNT
 } vp_pp_schedule;
 
@@ -292,13 +295,39 @@ static inline vp_pp_schedule vp_pp_kind(const vp_recipe *r) {
 
 static inline bool vp_pp_torch(const vp_recipe *r) { return r->pp_schedule >= VP_PP_TORCH_1F1B; }
 
+/* torch's schedules whose backward runs as an input half (I,
+ * stage_backward_input) and, later, a weight half (W,
+ * stage_backward_weight): ScheduleZBVZeroBubble,
+ * ScheduleInterleavedZeroBubble, ScheduleDualPipeV (schedules.py) */
+static inline bool vp_pp_splits_backward(const vp_recipe *r) { return r->pp_schedule >= VP_PP_TORCH_ZBV; }
+
+/* The V-shaped ones: exactly two stages per rank, rank i holding stages i
+ * and 2 pp - 1 - i (torchtitan's _get_pp_rank_to_stage_indices_mapping,
+ * style "v"; torch's "ZBV requires exactly 2 stages per rank"). */
+static inline bool vp_pp_v_shape(const vp_recipe *r) {
+    return r->pp_schedule == VP_PP_TORCH_ZBV || r->pp_schedule == VP_PP_TORCH_DUALPIPEV;
+}
+
+/* The rank holding the last stage (the head and the loss): the first in a
+ * V, else the last. */
+static inline unsigned vp_pp_head_rank(const vp_recipe *r) {
+    unsigned pp = r->pp ? r->pp : 1;
+    return vp_pp_v_shape(r) ? 0 : pp - 1;
+}
+
+/* The looped ones with virtual stages: rank i holding stages i, i + pp, ... */
+static inline bool vp_pp_looped(const vp_recipe *r) {
+    return vp_pp_kind(r) == VP_PP_INTERLEAVED || r->pp_schedule == VP_PP_TORCH_INTERLEAVED_ZB;
+}
+
 /* torchtitan's _get_pipeline_metadata (torchtitan/distributed/
  * pipeline_parallel.py, 2025-07 on; generate_split_points in
  * parallelisms/pipelining_utils.py at 9dec370, Dec 2024): a looped
  * schedule gets 2 stages per rank unless told otherwise */
 static inline unsigned vp_pp_chunks(const vp_recipe *r) {
     unsigned v = r->virtual_stages ? r->virtual_stages : 1;
-    if (vp_pp_kind(r) != VP_PP_INTERLEAVED) return 1;
+    if (vp_pp_v_shape(r)) return 2;
+    if (!vp_pp_looped(r)) return 1;
     return vp_pp_torch(r) && v < 2 ? 2 : v;
 }
 extern const char *const vp_torch_version_names[];

@@ -438,9 +438,11 @@ static const vp_recipe_key keys[] = {
     {UINT_KEY("pp", pp, 1, VP_MAX_STAGES, 1), .doc = "pipeline stages"},
     {OPTION_KEY("pp_schedule", pp_schedule, vp_pp_schedule_names, VP_PP_1F1B),
      .doc = "the pipeline schedule: Megatron-LM's (lower case), or torch.distributed.pipelining's as torchtitan names "
-            "them, with torchtitan's split of the layers [1f1b]"},
+            "them, with torchtitan's split of the layers (zero-bubble, zbv, dualpipev: InterleavedZeroBubble, "
+            "ZBVZeroBubble, DualPipeV) [1f1b]"},
     {UINT_KEY("virtual_stages", virtual_stages, 1, 1024, 1),
-     .doc = "model chunks per rank with interleaved-1f1b or Interleaved1F1B [1; Interleaved1F1B: 2]"},
+     .doc = "model chunks per rank with interleaved-1f1b, Interleaved1F1B or InterleavedZeroBubble [1; torch's: 2; "
+            "ZBVZeroBubble and DualPipeV: 2]"},
     {UINT_KEY("num_microbatches", microbatches, 1, 1 << 20, 0), .value = value_microbatches,
      .doc = "micro-batches per step (with pp; gradient accumulation without) [pp]"},
     {UINT_KEY("grad_accum", grad_accum, 1, 1 << 20, 0), .value = value_microbatches,

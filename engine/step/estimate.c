@@ -4,6 +4,7 @@
 
 #include "allocator.h"
 #include "framework.h"
+#include "pp_split_backward.h"
 #include "run_phases.h"
 #include "shard.h"
 
@@ -109,11 +110,13 @@ static const char *torch_split(const vp_model *model, const vp_recipe *r, unsign
 }
 
 /* Rank i's chunks in torchtitan's loop style (stage_ids_this_rank,
- * _get_pp_rank_to_stage_indices_mapping): stages i, i + pp, ... */
+ * _get_pp_rank_to_stage_indices_mapping): stages i, i + pp, ...; in its V
+ * style stages i and 2 pp - 1 - i (vp_pp_stage_of). The rank is evaluated
+ * as its layers in a row from its first stage's first. */
 static unsigned torch_rank_layers(const vp_recipe *r, const unsigned *sizes, unsigned i, unsigned *first) {
-    unsigned pp = r->pp ? r->pp : 1, v = vp_pp_chunks(r), n = 0, start = 0;
+    unsigned v = vp_pp_chunks(r), n = 0, start = 0;
     for (unsigned s = 0; s < i; s++) start += sizes[s];
-    for (unsigned c = 0; c < v; c++) n += sizes[i + c * pp];
+    for (unsigned c = 0; c < v; c++) n += sizes[vp_pp_stage_of(r, i, c)];
     *first = start;
     return n;
 }
@@ -189,22 +192,28 @@ const char *vp_pipeline_problem(const vp_model *model, const vp_recipe *r) {
     if (r->gpus && r->gpus != r->dp * r->tp * pp * r->cp) return "gpus: must equal dp x tp x pp x cp";
     if (r->microbatches && r->grad_accum && r->microbatches != r->grad_accum)
         return "grad_accum: the micro-batches are the accumulation: give num_microbatches or grad_accum, not both";
-    if (r->virtual_stages > 1 && vp_pp_kind(r) != VP_PP_INTERLEAVED)
-        return "virtual_stages: needs pp_schedule = \"interleaved-1f1b\" or \"Interleaved1F1B\"";
-    if (vp_pp_kind(r) == VP_PP_INTERLEAVED && pp < 2) return "pp_schedule: interleaving needs pp > 1";
-    /* the zero-bubble schedules split each backward into its input and its
-     * weight gradients and run the weight half later (schedules.py, W
-     * actions; stage_backward_weight): what waits for it in between is not
-     * modelled */
-    if (r->pp_schedule == VP_PP_TORCH_ZBV || r->pp_schedule == VP_PP_TORCH_INTERLEAVED_ZB)
-        return "pp_schedule: the zero-bubble schedules (deferred weight gradients) are not modelled; use 1F1B, "
-               "Interleaved1F1B or GPipe";
-    if (vp_pp_torch(r) && vp_pp_kind(r) == VP_PP_INTERLEAVED) {
+    /* ScheduleZBVZeroBubble, ScheduleDualPipeV: "ZBV requires exactly 2
+     * stages per rank" */
+    if (vp_pp_v_shape(r) && r->virtual_stages > 2)
+        return "virtual_stages: ZBVZeroBubble and DualPipeV run exactly 2 stages per rank";
+    if (r->virtual_stages > 1 && !vp_pp_looped(r) && !vp_pp_v_shape(r))
+        return "virtual_stages: needs pp_schedule = \"interleaved-1f1b\", \"Interleaved1F1B\" or "
+               "\"InterleavedZeroBubble\"";
+    if (vp_pp_looped(r) && pp < 2) return "pp_schedule: interleaving needs pp > 1";
+    if (vp_pp_torch(r) && vp_pp_looped(r)) {
         /* ScheduleInterleaved1F1B.__init__: "Interleaved 1F1B requires the
-         * number of microbatches to be a multiple of the number of rounds" */
+         * number of microbatches to be a multiple of the number of rounds";
+         * ScheduleInterleavedZeroBubble's: "Zero bubble requires ..." */
         unsigned m = microbatches(r), rounds = m / pp > 1 ? m / pp : 1;
-        if (m % rounds) return "num_microbatches: Interleaved1F1B needs a multiple of max(1, num_microbatches / pp)";
+        if (m % rounds)
+            return r->pp_schedule == VP_PP_TORCH_INTERLEAVED_ZB
+                       ? "num_microbatches: InterleavedZeroBubble needs a multiple of max(1, num_microbatches / pp)"
+                       : "num_microbatches: Interleaved1F1B needs a multiple of max(1, num_microbatches / pp)";
     }
+    /* ScheduleDualPipeV.__init__: "DualPipeV requires at least as many
+     * microbatches as stages" */
+    if (r->pp_schedule == VP_PP_TORCH_DUALPIPEV && microbatches(r) < 2 * pp)
+        return "num_microbatches: DualPipeV needs at least as many micro-batches as stages (2 x pp)";
     if (!model) return NULL;
     if (vp_pp_torch(r)) {
         unsigned sizes[VP_MAX_STAGES];
@@ -284,12 +293,16 @@ static uint64_t constant_reserved(const vp_step_result *step, const vp_recipe *r
     return reserved > m->peak ? reserved : m->peak;
 }
 
+/* What the other micro-batches in flight add to a stage's own peak: their
+ * activations and the gradients kept for their weight passes. */
+static uint64_t in_flight_extra(const vp_rank_estimate *e) {
+    uint64_t extra = e->pending_weight_bytes;
+    if (e->in_flight > 1) extra += (uint64_t)llround((e->in_flight - 1) * (double)e->step.activations_bytes);
+    return extra;
+}
+
 static void finish_rank(vp_rank_estimate *e, const vp_recipe *recipe, const vp_gpu *gpu) {
-    uint64_t extra_rounded = 0, extra_raw = 0;
-    if (e->in_flight > 1) {
-        extra_rounded = (uint64_t)llround((e->in_flight - 1) * (double)e->step.activations_bytes);
-        extra_raw = extra_rounded;
-    }
+    uint64_t extra_rounded = in_flight_extra(e), extra_raw = extra_rounded;
     bool fb_wins;
     vp_meter raw = with_in_flight(&e->step.raw_fb, &e->step.raw, extra_raw, &fb_wins);
     e->peak_unrounded = raw.peak;
@@ -338,6 +351,7 @@ vp_step_status vp_estimate_run(const vp_model *model, const vp_recipe *recipe, c
             e->layers = torch_rank_layers(recipe, sizes, i, &e->first_layer);
             e->in_flight = vp_pp_kind(recipe) == VP_PP_INTERLEAVED ? torch_interleaved_in_flight(recipe, sizes, i)
                                                                    : vp_pipeline_in_flight(recipe, i);
+            /* (the zero-bubble schedules' once the step is known, below) */
         } else {
             e->layers = stage_layers(model, recipe, i, &e->first_layer);
             e->in_flight = vp_pipeline_in_flight(recipe, i);
@@ -347,7 +361,8 @@ vp_step_status vp_estimate_run(const vp_model *model, const vp_recipe *recipe, c
          * each stage's events are recorded) */
         const vp_rank_estimate *same = NULL;
         for (unsigned j = 1; j < i && !same && !record; j++)
-            if (out->ranks[j].layers == e->layers && i != pp - 1 && out->ranks[j].first_layer >= model->first_layers)
+            if (out->ranks[j].layers == e->layers && i != vp_pp_head_rank(recipe) &&
+                out->ranks[j].first_layer >= model->first_layers)
                 same = &out->ranks[j];
         if (same && i != 0) {
             e->step = same->step;
@@ -357,13 +372,20 @@ vp_step_status vp_estimate_run(const vp_model *model, const vp_recipe *recipe, c
             for (unsigned k = 0; k < 4; k++)
                 if (meters[k]->peak_place.layer >= 0) meters[k]->peak_place.layer += shift;
         } else {
-            vp_stage stage = {e->first_layer, e->layers, i == 0, i == pp - 1, microbatches(recipe)};
+            vp_stage stage = {e->first_layer, e->layers, i == 0, i == vp_pp_head_rank(recipe), microbatches(recipe)};
             vp_step_status status =
                 vp_step_run_stage(model, recipe, &stage, fold, record, &e->step, record ? &e->events : NULL, reuse);
             if (status != VP_STEP_OK) {
                 vp_estimate_free(out);
                 return status;
             }
+        }
+        if (torch && vp_pp_splits_backward(recipe)) {
+            vp_pp_bytes bytes = {e->step.activations_bytes, e->step.head_activations_bytes,
+                                 e->step.weight_pass_bytes, e->step.head_weight_pass_bytes};
+            vp_pp_held held = vp_pp_split_held(recipe, sizes, i, &bytes);
+            e->in_flight = held.in_flight;
+            e->pending_weight_bytes = held.pending_bytes;
         }
         finish_rank(e, recipe, gpu);
         if (e->peak_total > out->ranks[out->worst].peak_total) out->worst = i;
@@ -412,8 +434,8 @@ static vp_step_status simulate_rank(const vp_model *model, const vp_recipe *reci
                                         &replay); /* not folded logs */
     vp_ledger log = {0};
     if (!ok) {
-        unsigned pp = recipe->pp ? recipe->pp : 1;
-        vp_stage stage = {e->first_layer, e->layers, e->stage == 0, e->stage + 1 == pp, microbatches(recipe)};
+        vp_stage stage = {e->first_layer, e->layers, e->stage == 0, e->stage == vp_pp_head_rank(recipe),
+                          microbatches(recipe)};
         vp_step_result result;
         vp_step_status status = vp_step_run_stage(model, recipe, &stage, false, true, &result, &log, NULL);
         if (status != VP_STEP_OK) return status;
@@ -423,8 +445,7 @@ static vp_step_status simulate_rank(const vp_model *model, const vp_recipe *reci
     }
     /* the other micro-batches' activations a pipeline stage holds, in large
      * blocks of their own (as finish_rank counts them) */
-    uint64_t extra = 0;
-    if (e->in_flight > 1) extra = (uint64_t)llround((e->in_flight - 1) * (double)e->step.activations_bytes);
+    uint64_t extra = in_flight_extra(e);
     extra = (extra + VP_ALLOC_ROUND_LARGE - 1) / VP_ALLOC_ROUND_LARGE * VP_ALLOC_ROUND_LARGE;
     if (ok) {
         e->has_simulated = true;

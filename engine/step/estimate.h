@@ -22,6 +22,7 @@ typedef struct {
     unsigned stage;              /* pipeline stage (0 without pipelining) */
     unsigned first_layer, layers;
     double in_flight;            /* micro-batches whose activations the stage holds at its peak */
+    uint64_t pending_weight_bytes; /* beside them, gradients kept for weight passes (zero-bubble schedules) */
     vp_step_result step;         /* one micro-batch's step (two with several micro-batches) */
     vp_meter peak;               /* the stage's peak: value, breakdown and place */
     uint64_t peak_unrounded;

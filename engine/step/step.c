@@ -20,6 +20,7 @@
 #include "optimizer.h"
 #include "optim_in_backward.h"
 #include "update.h"
+#include "weight_pass.h"
 
 /* ---- leaves ---- */
 
@@ -596,6 +597,7 @@ static uint64_t micro_batch(vp_step *step, const vp_meter *resident, const vp_me
     vp_step_put_tensor(step, VP_TENSOR_POSITION_IDS, vp_new(sim, step->seq, VP_INT64, "position_ids"));
     for (int s = 0; s < VP_SECTION_COUNT; s++) prepare_ops(step, m->section[s].ops, m->section[s].n_ops);
 
+    uint32_t forward_first = sim->n_nodes;
     vp_layout_forward_begin(step);
     /* the cache the model fills (PEFT's get_prompt fills the prefix's first) */
     if (vp_kv_cache_wanted(step)) vp_kv_cache_begin(step);
@@ -611,8 +613,10 @@ static uint64_t micro_batch(vp_step *step, const vp_meter *resident, const vp_me
         vp_hold(sim, x);
     }
     uint32_t embed_end = sim->n_nodes;
+    vp_t path_start = x;
     vp_t y = forward_layers(step, x);
     uint32_t final_first = sim->n_nodes;
+    uint64_t before_head = step->recipe->device == VP_DEVICE_CPU ? ledger->raw.total : ledger->rounded.total;
     vp_t sent = 0;
     if (step->stage.final) {
         priv->loss = run_section(step, VP_SECTION_FINAL, priv->final_leaves, y); /* takes y over */
@@ -622,6 +626,13 @@ static uint64_t micro_batch(vp_step *step, const vp_meter *resident, const vp_me
         vp_drop(sim, y);
     }
     uint32_t final_end = sim->n_nodes;
+    if (vp_pp_splits_backward(step->recipe)) {
+        uint64_t after_head = step->recipe->device == VP_DEVICE_CPU ? ledger->raw.total : ledger->rounded.total;
+        priv->head_activations_bytes = after_head > before_head ? after_head - before_head : 0;
+        if (!vp_weight_pass_bytes(step, forward_first, final_first, final_end, path_start, &priv->weight_pass_bytes,
+                                  &priv->head_weight_pass_bytes))
+            sim->status = VP_SIM_NOMEM;
+    }
     /* the model's forward returns: its autocast region and locals end */
     sim->pack = NULL;
     if (priv->host_bytes + priv->offloaded > priv->host_peak) priv->host_peak = priv->host_bytes + priv->offloaded;
@@ -711,6 +722,9 @@ static void run(vp_step *step, vp_step_result *result) {
 
     step->priv->final_micro_batch = step->stage.microbatches == 1;
     result->activations_bytes = micro_batch(step, &resident, &resident_raw);
+    result->weight_pass_bytes = step->priv->weight_pass_bytes;
+    result->head_weight_pass_bytes = step->priv->head_weight_pass_bytes;
+    result->head_activations_bytes = step->priv->head_activations_bytes;
     /* a later micro-batch backpropagates into the gradients the first made */
     step->priv->final_micro_batch = true;
     if (step->stage.microbatches > 1) micro_batch(step, &resident, &resident_raw);

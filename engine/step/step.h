@@ -85,6 +85,11 @@ typedef struct {
     uint64_t params_bytes, buffers_bytes, grads_bytes, master_bytes, optimizer_bytes, comm_bytes;
     uint64_t host_bytes, nvme_bytes; /* per rank: resident, and host's peak with the step's fp32 gradients */
     uint64_t activations_bytes;      /* live at the end of forward beyond the resident state */
+    /* under a schedule that splits the backward (vp_pp_splits_backward):
+     * one micro-batch's gradients that its input half leaves for its weight
+     * half (pp_split_backward.c); of it and of the activations, the head's
+     * and the loss's */
+    uint64_t weight_pass_bytes, head_weight_pass_bytes, head_activations_bytes;
     uint64_t resident_bytes;         /* before the step, in the peak's bytes (rounded; exact on the CPU twin) */
     vp_meter rounded, raw;           /* peaks of the step */
     vp_meter rounded_fb, raw_fb;     /* peaks of forward and backward alone (before the optimizer) */

@@ -125,6 +125,9 @@ typedef struct vp_step_private {
     uint64_t root_accumulated;
     uint64_t host_bytes, host_peak, nvme_bytes; /* per rank, outside the GPU */
     uint64_t offloaded;              /* pinned host bytes the forward's saved tensors were packed into */
+    /* this micro-batch's under a split backward (weight_pass.h), and the
+     * head's and the loss's share of it and of the activations */
+    uint64_t weight_pass_bytes, head_weight_pass_bytes, head_activations_bytes;
     /* LoRA's adapters, by the weight they sit beside */
     struct vp_lora_adapter *adapters;
     unsigned n_adapters, cap_adapters;

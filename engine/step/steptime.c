@@ -141,10 +141,35 @@ double vp_time_matmul(double m, double n, double k, double batch, double elem, c
     return compute > memory ? compute : memory;
 }
 
+/* The zero-bubble schedules' bubbles as published, with a chunk's
+ * forward, input-gradient and weight-gradient passes taking equal time
+ * (Qi et al. 2023, "Zero Bubble Pipeline Parallelism", section 2's
+ * T_F = T_B = T_W), so that a micro-batch through a stage is 3 of them and
+ * a full backward B 2. The DualPipe README (deepseek-ai/DualPipe at
+ * 89f5de1, the DeepSeek-V3 report's Table 2), with B the full backward and
+ * F&B an overlapped forward and backward:
+ *  - ZB1P (ScheduleInterleavedZeroBubble: "implementing the ZB1P schedule
+ *    in the paper"): (PP - 1)(F + B - 2W) = (p - 1) F, a third of a
+ *    micro-batch per stage; over v chunks each pass is 1/v of the stage's
+ *    (Narayanan et al. 2021's interleaving, applied here): (p - 1) / 3v.
+ *  - DualPipe: (PP/2 - 1)(F&B + B - 3W), F&B taken as F + B (no gain from
+ *    the overlap: torch runs an OVERLAP_F_B's two actions one after the
+ *    other); folded into a V over pp ranks PP = 2 pp stages of half a
+ *    rank's layers each: (pp - 1)(3 + 2 - 3) / 6 = (p - 1) / 3.
+ *  - ZB-V: none at equal times (ScheduleZBVZeroBubble's docstring: "would
+ *    have the 'zero bubble' property only if time forward == time backward
+ *    input == time backward weights"). */
 double vp_time_bubble_microbatches(vp_pp_schedule schedule, unsigned pp, unsigned virtual_stages) {
     if (pp <= 1) return 0;
-    unsigned v = schedule == VP_PP_INTERLEAVED && virtual_stages > 1 ? virtual_stages : 1;
-    return (double)(pp - 1) / v;
+    unsigned v = (schedule == VP_PP_INTERLEAVED || schedule == VP_PP_TORCH_INTERLEAVED_ZB) && virtual_stages > 1
+                     ? virtual_stages
+                     : 1;
+    switch (schedule) {
+    case VP_PP_TORCH_ZBV: return 0;
+    case VP_PP_TORCH_INTERLEAVED_ZB: return (double)(pp - 1) / (3.0 * v);
+    case VP_PP_TORCH_DUALPIPEV: return (double)(pp - 1) / 3.0;
+    default: return (double)(pp - 1) / v;
+    }
 }
 
 bool vp_time_hw_from_gpu(const vp_gpu *gpu, const vp_recipe *r, vp_time_hw *hw) {
@@ -829,7 +854,7 @@ static pace slowest_stage(const vp_model *model, const vp_recipe *r, const vp_ti
                           const cost_ctx *c) {
     pace slowest = {0};
     for (unsigned i = 0; i < est->n_ranks; i++) {
-        stage_cost s = cost_stage(model, r, &est->ranks[i], i == 0, i == est->n_ranks - 1, c);
+        stage_cost s = cost_stage(model, r, &est->ranks[i], i == 0, i == vp_pp_head_rank(r), c);
         pace p = {.compute = stage_compute(&s, r), .comm = stage_comm(model, r, hw, c, &s)};
         p.forward = s.fwd.matmul_s + s.fwd.attention_s + s.fwd.memory_s + s.fwd.dequant_s + s.fwd.cast_s;
         p.backward = p.compute - p.forward;

@@ -61,7 +61,9 @@ double vp_time_wave_efficiency(double m, double n, double batch, unsigned sms);
 double vp_time_matmul(double m, double n, double k, double batch, double elem, const vp_time_hw *hw, double peak);
 /* The pipeline bubble as a multiple of one micro-batch's time through a
  * stage: p - 1 for GPipe and 1F1B, (p - 1) / v interleaved (Narayanan et
- * al. 2021, sections 2.2.1-2.2.2). */
+ * al. 2021, sections 2.2.1-2.2.2); the zero-bubble schedules' (p - 1) /
+ * 3v (InterleavedZeroBubble), 0 (ZBVZeroBubble), (p - 1) / 3 (DualPipeV)
+ * (steptime.c). */
 double vp_time_bubble_microbatches(vp_pp_schedule schedule, unsigned pp, unsigned virtual_stages);
 
 /* The hardware the step runs on from a GPU's datasheet figures and the

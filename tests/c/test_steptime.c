@@ -72,6 +72,17 @@ static void bubble(void) {
     /* virtual stages mean nothing without the interleaved schedule */
     CHECK(vp_time_bubble_microbatches(VP_PP_1F1B, 8, 3) == 7);
     CHECK(vp_time_bubble_microbatches(VP_PP_1F1B, 1, 1) == 0);
+    /* the DualPipe README's table (deepseek-ai/DualPipe), a micro-batch
+     * through a stage F + B = 3 equal passes (B the full backward = 2):
+     * ZB1P (PP - 1)(F + B - 2W) = 7 x 1 pass for 8 stages: 7 / 3 of a
+     * micro-batch; over 2 chunks a pass is half a stage's: 7 / 6 */
+    CHECK(close_to(vp_time_bubble_microbatches(VP_PP_TORCH_INTERLEAVED_ZB, 8, 1), 7.0 / 3));
+    CHECK(close_to(vp_time_bubble_microbatches(VP_PP_TORCH_INTERLEAVED_ZB, 8, 2), 7.0 / 6));
+    /* DualPipe (PP/2 - 1)(F&B + B - 3W) over PP = 16 chunks of half a
+     * stage (F 1/6, B 2/6, W 1/6, F&B 3/6 of a micro-batch): 7 x 2/6 */
+    CHECK(close_to(vp_time_bubble_microbatches(VP_PP_TORCH_DUALPIPEV, 8, 2), 7.0 / 3));
+    /* ZB-V at equal pass times: none (schedules.py's docstring) */
+    CHECK(vp_time_bubble_microbatches(VP_PP_TORCH_ZBV, 8, 2) == 0);
 }
 
 static void gpu_figures(void) {

@@ -84,8 +84,6 @@ describe("torchtitan's pipeline split", function()
   end)
 
   for name, test in helper.refusals("llama2-7b", { "framework=megatron", "pp=2" }, {
-    { { "pp_schedule=ZBVZeroBubble" }, "pp_schedule: the zero-bubble schedules" },
-    { { "pp_schedule=InterleavedZeroBubble" }, "pp_schedule: the zero-bubble schedules" },
     { { "pp_schedule=Interleaved1F1B", "pp_layers=5,9,16" }, "pp_layers: one layer count per stage" },
     { { "pp_schedule=Interleaved1F1B", "num_microbatches=5" }, "num_microbatches: Interleaved1F1B needs a multiple" },
     { { "pp_schedule=Interleaved1F1B", "layers=2", "virtual_stages=3" }, "pp: more stages than layers + 2" },

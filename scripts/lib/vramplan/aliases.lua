@@ -14,6 +14,15 @@ local function checkpointing_flag(v)
   return v
 end
 
+-- torchtitan's parallelism.pipeline_parallel_schedule: torch's schedule
+-- names, which torch's get_schedule_class takes in any case
+-- (torch/distributed/pipelining/schedules.py): never Megatron's 1f1b.
+local torch_schedules = { ["1f1b"] = "1F1B", gpipe = "GPipe", interleaved1f1b = "Interleaved1F1B",
+  interleavedzerobubble = "InterleavedZeroBubble", zbvzerobubble = "ZBVZeroBubble", dualpipev = "DualPipeV" }
+local function torch_schedule(v)
+  return type(v) == "string" and torch_schedules[v:lower()] or v
+end
+
 aliases.keys = {
   -- transformers TrainingArguments
   per_device_train_batch_size = { key = "micro_batch" },
@@ -55,6 +64,9 @@ aliases.keys = {
   world_size = { key = "gpus" },
   fsdp_sharding_strategy = { key = "fsdp" },
   sharding_strategy = { key = "fsdp" },
+  -- torchtitan (torchtitan/config/configs.py, ParallelismConfig)
+  ["parallelism.pipeline_parallel_degree"] = { key = "pp" },
+  ["parallelism.pipeline_parallel_schedule"] = { key = "pp_schedule", value = torch_schedule },
 }
 
 -- Other spellings of enumerated values, per recipe key (compared in lower
@@ -84,6 +96,10 @@ aliases.values = {
   offload_params = { ["false"] = "none", ["true"] = "cpu" },
   checkpointing = { ["true"] = "full", ["false"] = "none" },
   lora_targets = { all = "all-linear", ["all_linear"] = "all-linear" },
+  -- the zero-bubble schedules by their short names (torch's own are
+  -- choices as they are spelled)
+  pp_schedule = { ["zero-bubble"] = "InterleavedZeroBubble", zbv = "ZBVZeroBubble", dualpipev = "DualPipeV",
+                  interleavedzerobubble = "InterleavedZeroBubble", zbvzerobubble = "ZBVZeroBubble" },
 }
 
 -- Recipe keys the core declares: name -> declaration (choices for enums).
