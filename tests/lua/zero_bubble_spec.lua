@@ -100,6 +100,14 @@ describe("the zero-bubble schedules", function()
       zbv.activations_bytes // 2 - zbv.pending_weight_bytes)
   end)
 
+  it("place a V's stages i and 2 pp - 1 - i on rank i, pp_layers one count per stage", function()
+    -- pp 2: rank 0 stages 0 and 3 (5 + 6 layers, counted from layer 0),
+    -- rank 1 stages 1 and 2 (9 + 10, from layer 5)
+    local r = estimate("--set", "layers=30", "--set", "pp=2", "--set", "pp_schedule=DualPipeV",
+      "--set", "pp_layers=5,9,10,6")
+    assert.are.same({ "0-10", "5-23" }, field(r, "layers"))
+  end)
+
   it("take the short names and torchtitan's keys", function()
     for short, name in pairs({ zbv = "ZBVZeroBubble", ["zero-bubble"] = "InterleavedZeroBubble",
                                 dualpipev = "DualPipeV" }) do
