@@ -281,9 +281,10 @@ extern const char *const vp_fsdp_names[];
 extern const char *const vp_offload_names[];
 extern const char *const vp_pp_schedule_names[];
 /* The recipe's schedule as one of Megatron's three (what it holds in
- * flight), whether it is torch.distributed.pipelining's (torchtitan's
- * split), and its model chunks per rank (torchtitan's Interleaved1F1B: 2
- * unless virtual_stages says more). */
+ * flight; the zero-bubble ones stay themselves), whether it is
+ * torch.distributed.pipelining's (torchtitan's split), and its model
+ * chunks per rank (torchtitan's Interleaved1F1B: 2 unless virtual_stages
+ * says more). */
 static inline vp_pp_schedule vp_pp_kind(const vp_recipe *r) {
     switch (r->pp_schedule) {
     case VP_PP_TORCH_1F1B: return VP_PP_1F1B;

@@ -90,6 +90,11 @@ static void weight_half(walk *w, unsigned c) {
  * each followed by a W, then the remaining W's. Forward k runs chunk
  * (k // per_round) % v, backward k chunk v - 1 - ((k - warmup) //
  * per_round) % v. */
+/* The chunk of backward k, warm-up `warmup` (backward_stage_index). */
+static unsigned backward_chunk(unsigned k, unsigned warmup, unsigned per_round, unsigned v) {
+    return v - 1 - ((k - warmup) / per_round) % v;
+}
+
 static void walk_interleaved(walk *w) {
     const vp_recipe *r = w->r;
     unsigned m = vp_recipe_microbatches(r), pp = r->pp ? r->pp : 1, v = vp_pp_chunks(r), i = w->rank;
@@ -98,18 +103,16 @@ static void walk_interleaved(walk *w) {
     unsigned warmup = (v - 1) * per_round + (pp - 1 - i);
     if (warmup > ops) warmup = ops;
     unsigned weights = 0;
-#define BCHUNK(k) (v - 1 - (((k) - warmup) / per_round) % v)
     for (unsigned k = 0; k < ops + warmup; k++) {
         if (k < ops) forward(w, (k / per_round) % v);
         if (k < warmup) continue;
-        input_half(w, BCHUNK(k));
+        input_half(w, backward_chunk(k, warmup, per_round, v));
         if (k - warmup >= i) {
-            weight_half(w, BCHUNK(warmup + weights));
+            weight_half(w, backward_chunk(warmup + weights, warmup, per_round, v));
             weights++;
         }
     }
-    for (; weights < ops; weights++) weight_half(w, BCHUNK(warmup + weights));
-#undef BCHUNK
+    for (; weights < ops; weights++) weight_half(w, backward_chunk(warmup + weights, warmup, per_round, v));
 }
 
 /* ScheduleZBVZeroBubble: rank i runs chunk 0 (stage i) and chunk 1
