@@ -108,6 +108,19 @@ describe("the zero-bubble schedules", function()
     assert.are.same({ "0-10", "5-23" }, field(r, "layers"))
   end)
 
+  it("say in the text what waits for weight passes, and only then", function()
+    local function text(schedule)
+      local args = { "estimate", "llama2-7b" }
+      for _, a in ipairs(SHAPE) do args[#args + 1] = a end
+      for _, a in ipairs({ "--set", "layers=30", "--set", "pp_schedule=" .. schedule }) do args[#args + 1] = a end
+      return (helper.run(table.unpack(args)))
+    end
+    -- the worst rank of this layout is rank 3 (ranks 1-3 alike: 8 layers)
+    local out = text("zbv")
+    assert.truthy(out:find("gradients kept for the weight pass: 2.8 MiB a micro-batch", 1, true), out)
+    assert.falsy(text("1F1B"):find("weight pass", 1, true))
+  end)
+
   it("take the short names and torchtitan's keys", function()
     for short, name in pairs({ zbv = "ZBVZeroBubble", ["zero-bubble"] = "InterleavedZeroBubble",
                                 dualpipev = "DualPipeV" }) do

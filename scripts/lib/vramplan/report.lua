@@ -195,6 +195,10 @@ function report.human(ctx)
   line("model states: parameters %s, gradients %s, master weights %s, optimizer states %s",
     report.bytes(r.params_bytes), report.bytes(r.grads_bytes), report.bytes(r.master_bytes), report.bytes(r.optimizer_bytes))
   line("activations at the end of forward (kept for backward, loss included): %s", report.bytes(r.activations_bytes))
+  if r.weight_pass_bytes then -- a zero-bubble schedule's deferred weight passes (docs/torchtitan.md)
+    line("gradients kept for the weight pass: %s a micro-batch, %s waiting at the peak (counted in activations)",
+      report.bytes(r.weight_pass_bytes), report.bytes(r.pending_weight_bytes))
+  end
   if r.host_bytes > 0 or r.nvme_bytes > 0 then
     local host = report.host(r)
     line("host memory: %s per rank, %s per node of %d GPU%s; NVMe: %s per rank", report.bytes(host.cpu_bytes_per_rank),
