@@ -121,6 +121,15 @@ describe("the zero-bubble schedules", function()
     assert.falsy(text("1F1B"):find("weight pass", 1, true))
   end)
 
+  it("give the same peak folded and unfolded (the weight pass counted once per folded layer)", function()
+    helper.assert_folds_agree(helper.model("llama2-7b", 14), {
+      { framework = "fsdp2", dp = 8, pp = 2, pp_schedule = "ZBVZeroBubble", num_microbatches = 4 },
+      { framework = "fsdp2", dp = 8, pp = 2, pp_schedule = "DualPipeV", num_microbatches = 4,
+        checkpointing = "full", use_reentrant = false },
+      { framework = "fsdp2", dp = 8, pp = 2, pp_schedule = "InterleavedZeroBubble", num_microbatches = 4 },
+    })
+  end)
+
   it("take the short names and torchtitan's keys", function()
     for short, name in pairs({ zbv = "ZBVZeroBubble", ["zero-bubble"] = "InterleavedZeroBubble",
                                 dualpipev = "DualPipeV" }) do
