@@ -295,14 +295,23 @@ static uint64_t constant_reserved(const vp_step_result *step, const vp_recipe *r
 
 /* What the other micro-batches in flight add to a stage's own peak: their
  * activations and the gradients kept for their weight passes. */
-static uint64_t in_flight_extra(const vp_rank_estimate *e) {
-    uint64_t extra = e->pending_weight_bytes;
-    if (e->in_flight > 1) extra += (uint64_t)llround((e->in_flight - 1) * (double)e->step.activations_bytes);
+static uint64_t in_flight_extra(const vp_rank_estimate *e, const vp_recipe *recipe) {
+    uint64_t extra = e->pending_weight_bytes, held = e->step.activations_bytes;
+    /* An interleaved schedule's in-flight count is of the rank's layers;
+     * the head and the loss belong to the last stage's chunk alone, whose
+     * forward is the warm-up's last (Megatron: (v - 1) pp chunk forwards
+     * before it; torch's ScheduleInterleaved1F1B: (v - 1) x per-round), and
+     * whose backward follows it at once: one micro-batch's at a time. (The
+     * zero-bubble walks weigh each chunk's bytes themselves.) */
+    if (vp_pp_kind(recipe) == VP_PP_INTERLEAVED && !vp_pp_splits_backward(recipe) &&
+        e->step.head_activations_bytes < held)
+        held -= e->step.head_activations_bytes;
+    if (e->in_flight > 1) extra += (uint64_t)llround((e->in_flight - 1) * (double)held);
     return extra;
 }
 
 static void finish_rank(vp_rank_estimate *e, const vp_recipe *recipe, const vp_gpu *gpu) {
-    uint64_t extra_rounded = in_flight_extra(e), extra_raw = extra_rounded;
+    uint64_t extra_rounded = in_flight_extra(e, recipe), extra_raw = extra_rounded;
     bool fb_wins;
     vp_meter raw = with_in_flight(&e->step.raw_fb, &e->step.raw, extra_raw, &fb_wins);
     e->peak_unrounded = raw.peak;
@@ -445,7 +454,7 @@ static vp_step_status simulate_rank(const vp_model *model, const vp_recipe *reci
     }
     /* the other micro-batches' activations a pipeline stage holds, in large
      * blocks of their own (as finish_rank counts them) */
-    uint64_t extra = in_flight_extra(e);
+    uint64_t extra = in_flight_extra(e, recipe);
     extra = (extra + VP_ALLOC_ROUND_LARGE - 1) / VP_ALLOC_ROUND_LARGE * VP_ALLOC_ROUND_LARGE;
     if (ok) {
         e->has_simulated = true;

@@ -626,9 +626,12 @@ static uint64_t micro_batch(vp_step *step, const vp_meter *resident, const vp_me
         vp_drop(sim, y);
     }
     uint32_t final_end = sim->n_nodes;
+    /* the head's and the loss's share of the stage's activations (an
+     * interleaved schedule holds it for fewer micro-batches than the
+     * layers', estimate.c) */
+    uint64_t after_head = step->recipe->device == VP_DEVICE_CPU ? ledger->raw.total : ledger->rounded.total;
+    priv->head_activations_bytes = after_head > before_head ? after_head - before_head : 0;
     if (vp_pp_splits_backward(step->recipe)) {
-        uint64_t after_head = step->recipe->device == VP_DEVICE_CPU ? ledger->raw.total : ledger->rounded.total;
-        priv->head_activations_bytes = after_head > before_head ? after_head - before_head : 0;
         if (!vp_weight_pass_bytes(step, forward_first, final_first, final_end, path_start, &priv->weight_pass_bytes,
                                   &priv->head_weight_pass_bytes))
             sim->status = VP_SIM_NOMEM;

@@ -69,6 +69,30 @@ describe("pipeline stages", function()
     assert.is_true(b.peak_allocated_bytes - a.peak_allocated_bytes >= 3 * b.activations_bytes)
   end)
 
+  it("interleaved: holds the last stage's head and loss for one micro-batch, the layers for all in flight", function()
+    -- Megatron's interleaved warm-up on the last rank runs (v - 1) pp chunk
+    -- forwards of its first chunk; the last chunk's forward (head, loss)
+    -- comes next and its backward at once, so the extra micro-batches hold
+    -- only the layers' activations: 1.5 x (activations - head) more at 8
+    -- micro-batches (in flight 2.5) than at one (in flight 1)
+    local function last(m)
+      local r = helper.estimate("llama3-8b", "--set", "framework=megatron", "--set", "seq_len=4096", "--set", "pp=4",
+        "--set", "pp_schedule=interleaved-1f1b", "--set", "virtual_stages=2", "--set", "grad_accum=" .. m)
+      return r.per_rank[4]
+    end
+    local one, eight = last(1), last(8)
+    assert.are.equal(1, one.in_flight)
+    assert.are.equal(2.5, eight.in_flight)
+    -- the 128,256-word head's logits and loss are a large part of the stage's activations
+    assert.is_true(eight.head_activations_bytes > eight.activations_bytes / 3)
+    assert.are.equal(one.peak_allocated_bytes + 1.5 * (eight.activations_bytes - eight.head_activations_bytes),
+      eight.peak_allocated_bytes)
+    -- no head on the other stages
+    local r = helper.estimate("llama3-8b", "--set", "framework=megatron", "--set", "seq_len=4096", "--set", "pp=4",
+      "--set", "pp_schedule=interleaved-1f1b", "--set", "virtual_stages=2", "--set", "grad_accum=8")
+    assert.are.equal(0, r.per_rank[1].head_activations_bytes)
+  end)
+
   it("follows a custom layout", function()
     local r = pipeline("--set", "pp=3", "--set", "pp_layers=10,12,10")
     assert.are.equal("0-9", r.per_rank[1].layers)

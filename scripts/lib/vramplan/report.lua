@@ -309,7 +309,7 @@ local order = {
   "params_bytes", "buffers_bytes", "grads_bytes", "master_bytes", "optimizer_bytes", "activations_bytes",
   "peak_allocated_bytes", "peak_reserved_bytes", "peak_reserved_simulated_bytes", "peak_reserved_run_bytes",
   "reserved_at_start_bytes", "peak_total_bytes", "peak_phase", "peak_layer", "peak_op", "peak_breakdown", "allocator_bytes", "runtime_bytes", "cuda_context_bytes", "cublas_workspace_bytes", "nccl_bytes",
-  "memory_bytes", "short_name", "per_rank", "host", "stage", "in_flight", "weight_pass_bytes",
+  "memory_bytes", "short_name", "per_rank", "host", "stage", "in_flight", "head_activations_bytes", "weight_pass_bytes",
   "pending_weight_bytes", "ranks", "count", "comm_bytes",
   "cpu_bytes_per_rank", "cpu_bytes_per_node", "nvme_bytes_per_rank", "nvme_bytes_per_node", "gpus_per_node",
   "cpu_ram_bytes_per_node", "kind", "cpu_ram_bytes", "price_per_hour",
@@ -344,6 +344,7 @@ parts.per_rank = function(ctx)
     o.stage = stage.stage
     o.layers = string.format("%d-%d", stage.first_layer, stage.first_layer + stage.layers - 1)
     o.in_flight = stage.in_flight
+    o.head_activations_bytes = stage.head_activations_bytes -- under pipelining
     -- the zero-bubble schedules': gradients kept for deferred weight passes
     o.weight_pass_bytes, o.pending_weight_bytes = stage.weight_pass_bytes, stage.pending_weight_bytes
     o.ranks = string.format("%d-%d", first, first + r.ranks_per_stage - 1)
