@@ -6,7 +6,7 @@
 
 /* ---- token embedding ---- */
 
-enum { TOKEN_VOCAB, TOKEN_HIDDEN, TOKEN_MODEL_LOCAL, TOKEN_SCALED, TOKEN_FIELDS };
+enum { TOKEN_VOCAB, TOKEN_HIDDEN, TOKEN_MODEL_LOCAL, TOKEN_SCALED, TOKEN_POSITION_IDS, TOKEN_FIELDS };
 
 #define MODEL_LOCAL_DOC                                                                                        \
     "the output is a local of the model's forward (HF's inputs_embeds, position_embeds), alive until the model " \
@@ -19,6 +19,10 @@ static const vp_field token_fields[TOKEN_FIELDS] = {
     [TOKEN_SCALED] = {"scaled", VP_FIELD_BOOL, false, 0, 0, 1, NULL,
                       "the module scales its own rows by a constant (Gemma3TextScaledWordEmbedding: the lookup "
                       "times embed_scale, a new tensor), before anything joins them"},
+    [TOKEN_POSITION_IDS] = {"position_ids", VP_FIELD_BOOL, false, 1, 0, 1, NULL,
+                            "the model's forward makes position_ids = arange(s) (int64) for its layers (LlamaModel's "
+                            "cache_position, GPT2Model's position_ids); false where it makes none (transformers' "
+                            "Mamba2Model in training: use_cache is False, so no cache_position)"},
 };
 
 /* Megatron's VocabParallelEmbedding: each tensor-parallel rank holds a
@@ -124,7 +128,9 @@ static vp_t token_forward(vp_step *step, const vp_op *op, const vp_t *leaves, vp
 }
 
 static void token_facts(const vp_op *op, vp_section_id section, vp_model_facts *facts) {
-    if (section == VP_SECTION_EMBED) facts->hidden = vp_op_u64(op, TOKEN_HIDDEN);
+    if (section != VP_SECTION_EMBED) return;
+    facts->hidden = vp_op_u64(op, TOKEN_HIDDEN);
+    facts->no_position_ids = !vp_op_flag(op, TOKEN_POSITION_IDS);
 }
 
 const vp_op_kind vp_op_token_embedding = {

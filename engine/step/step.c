@@ -594,7 +594,8 @@ static uint64_t micro_batch(vp_step *step, const vp_meter *resident, const vp_me
     priv->loss = 0;
     step->kv_cache = (vp_kv_cache){0};
     step->router_logits = (vp_router_logits){0};
-    vp_step_put_tensor(step, VP_TENSOR_POSITION_IDS, vp_new(sim, step->seq, VP_INT64, "position_ids"));
+    if (!m->facts.no_position_ids)
+        vp_step_put_tensor(step, VP_TENSOR_POSITION_IDS, vp_new(sim, step->seq, VP_INT64, "position_ids"));
     for (int s = 0; s < VP_SECTION_COUNT; s++) prepare_ops(step, m->section[s].ops, m->section[s].n_ops);
 
     uint32_t forward_first = sim->n_nodes;

@@ -20,6 +20,13 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 BYTES_TOLERANCE = 2048
 EXACT = ("params_bytes", "grads_bytes", "master_bytes", "optimizer_bytes")
 HOST_TOLERANCE = 1024  # bytes of save_on_cpu's pinned host memory (see below)
+# Cases held closer than BYTES_TOLERANCE, by the first word of their names.
+# Mamba-2 (its reference SSD as Lua blocks) leaves out nothing but one
+# 4-byte tensor: nll_loss's fp32 total_weight, which PyTorch 1.13 keeps
+# until the whole backward has run (measured: it goes as the optimizer step
+# begins) and the engine frees once the loss's backward has run; it shows
+# where the peak falls inside the layers' backward (checkpointed, sgd).
+TIGHT_TOLERANCE = {"mamba2": 4}
 
 
 def llama(h=64, layers=2, heads=4, kv=2, inter=128, vocab=256, tied=False, dropout=0.0):
@@ -1442,6 +1449,7 @@ def main():
         print(f"{'case':34} {'activations':>24} {'peak allocated':>24}")
         for (name, config, rec), m in zip(cases, measured):
             e = engine(name, config, rec, workdir)
+            tolerance = TIGHT_TOLERANCE.get(name.split()[0], BYTES_TOLERANCE)
             row = [f"{name:34}"]
             for key in EXACT:
                 if e[key] != m[key]:
@@ -1449,7 +1457,7 @@ def main():
             for key, mkey in (("activations_bytes", "activations_bytes"), ("peak_allocated_bytes", "peak_allocated_bytes")):
                 diff = e[key] - m[mkey]
                 row.append(f"{e[key]:>9}/{m[mkey]:<9} {diff:+6}")
-                if abs(diff) > BYTES_TOLERANCE:
+                if abs(diff) > tolerance:
                     failures.append(f"{name}: {key} engine {e[key]} measured {m[mkey]} ({diff:+} bytes)")
             # PyTorch also packs the 0-dim scalars some ops save (`x * scaling`,
             # GPT-2's torch.full([])), 4-8 bytes each, which the engine leaves out

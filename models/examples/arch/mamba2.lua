@@ -293,10 +293,13 @@ return architecture {
     -- MixerModel: embedding, per layer Block(norm, mixer) with a residual
     -- (the fused add + RMSNorm Triton kernel, layer_norm_fn(prenorm=True,
     -- residual_in_fp32=True), is written here as the core's RMSNorm and
-    -- residual add), norm_f, and the tied lm_head.
+    -- residual add), norm_f, and the tied lm_head. Neither MixerModel nor
+    -- transformers' Mamba2Model makes position_ids: Mamba2Model.forward
+    -- builds cache_position = torch.arange(conv_kernel) only with use_cache,
+    -- which is False in training (modeling_mamba2.py at 020a37d2).
     return decoder {
       norms_registered = "last",
-      embed = { token_embedding { vocab = c.vocab, hidden = c.hidden, model_local = true } },
+      embed = { token_embedding { vocab = c.vocab, hidden = c.hidden, model_local = true, position_ids = false } },
       layer = c.reference and { reference_layer() } or { residual { rmsnorm { hidden = c.hidden, eps = c.norm_eps }, mixer() } },
       layers = c.layers,
       final = {

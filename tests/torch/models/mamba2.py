@@ -6,10 +6,9 @@ for training without a cache: in_proj, the depthwise nn.Conv1d with padding
 then the slice, silu, the split, softplus dt with the clamp, the chunked
 naive SSD with segment_sum, the gated RMSNorm (MambaRMSNormGated), out_proj.
 Mamba2Block keeps the residual in fp32 (residual_in_fp32, the config's
-default). vramplan's model is models/examples/arch/mamba2.lua; today its
-mixer is mamba_ssm's fused kernel, so compare.py checks the model states of
-this mirror only (its activations wait for the reference path in the
-Lua-block vocabulary)."""
+default). Mamba2Model makes no position_ids or cache_position in training
+(use_cache is False). vramplan's model is models/examples/arch/mamba2.lua
+with reference = true, the same reference SSD as Lua blocks."""
 import torch
 import torch.nn as nn
 
