@@ -26,6 +26,9 @@ HOST_TOLERANCE = 1024  # bytes of save_on_cpu's pinned host memory (see below)
 # until the whole backward has run (measured: it goes as the optimizer step
 # begins) and the engine frees once the loss's backward has run; it shows
 # where the peak falls inside the layers' backward (checkpointed, sgd).
+# Fine-tuned cases keep the default: the 0-dim scalars LoRA's adapters
+# save (`* scaling`), which the engine leaves out as in every family's LoRA
+# cases (mamba2's: -24 to -34 bytes).
 TIGHT_TOLERANCE = {"mamba2": 4}
 
 
@@ -309,6 +312,9 @@ CASES = [
     ("own names lora amp-bf16", own_names(), recipe("amp-bf16", finetune="lora", lora_targets="q_proj,my_gate,my_proj")),
     ("own names lora fp32 checkpointed", own_names(layers=3), recipe(ckpt="full", finetune="lora",
                                                                      lora_targets="my_up,my_proj")),
+    ("own names lora all-linear bf16", own_names(), recipe("bf16", finetune="lora", lora_targets="all-linear")),
+    ("diff fp32 lora all-linear checkpointed", diff(layers=3), recipe(ckpt="full", finetune="lora",
+                                                                      lora_targets="all-linear")),
     ("gpt2 fp32 dropout", gpt2(), recipe()),
     ("gpt2 fp32 no dropout", gpt2(dropout=0.0), recipe()),
     ("gpt2 bf16", gpt2(), recipe("bf16")),
@@ -1364,6 +1370,10 @@ CASES = [
     ("mamba2 amp-bf16 checkpointed", mamba2(layers=3), recipe("amp-bf16", ckpt="full")),
     ("mamba2 fp32 padded sequence", mamba2(), recipe(b=2, s=40)),
     ("mamba2 bf16 one chunk sgd", mamba2(groups=4, chunk=32), recipe("bf16", optimizer="sgd", b=3, s=32)),
+    # PEFT's all-linear on a Lua block's own names: in_proj and out_proj (conv1d is an nn.Conv1d: not a target)
+    ("mamba2 amp-bf16 lora all-linear", mamba2(), recipe("amp-bf16", finetune="lora", lora_targets="all-linear")),
+    ("mamba2 fp32 lora all-linear checkpointed", mamba2(layers=3, tied=False), recipe(
+        ckpt="full", finetune="lora", lora_targets="all-linear")),
 ]
 
 
@@ -1449,7 +1459,8 @@ def main():
         print(f"{'case':34} {'activations':>24} {'peak allocated':>24}")
         for (name, config, rec), m in zip(cases, measured):
             e = engine(name, config, rec, workdir)
-            tolerance = TIGHT_TOLERANCE.get(name.split()[0], BYTES_TOLERANCE)
+            tight = TIGHT_TOLERANCE.get(name.split()[0], BYTES_TOLERANCE)
+            tolerance = BYTES_TOLERANCE if "finetune" in rec else tight
             row = [f"{name:34}"]
             for key in EXACT:
                 if e[key] != m[key]:

@@ -68,11 +68,6 @@ def quantize_4bit(model, ac, double_quant, dtype, compute_dtype):
         model.quant_tensors += state.tensors()
 
 
-LINEAR_NAMES = {"q_proj", "k_proj", "v_proj", "o_proj", "c_attn", "c_proj", "c_fc", "gate_proj", "up_proj",
-                "down_proj", "query_key_value", "dense", "dense_h_to_4h", "dense_4h_to_h", "q", "k", "v", "o", "wi",
-                "wo", "wi_0", "wi_1", "qkv_proj", "gate_up_proj", "gate", "shared_expert_gate", "fc1", "fc2", "lm_head",
-                "q_a_proj", "q_b_proj", "kv_a_proj_with_mqa", "kv_b_proj", "query", "key", "value", "classifier",
-                "out_proj", "Wqkv", "fc_in", "fc_out"}
 # the heads PEFT's all-linear leaves out: a language model's, a classifier's (SEQ_CLS_HEAD_NAMES)
 HEAD_NAMES = {"lm_head", "classifier"}
 
@@ -88,12 +83,17 @@ def add_lora(model, ac, recipe, adapter_dtype):
     alpha = recipe.get("lora_alpha", 8)
     p = recipe.get("lora_dropout", 0.0)
     wanted = recipe.get("lora_targets", "q_proj,v_proj,c_attn,query_key_value,q,v,query,value,Wqkv")
-    targets = LINEAR_NAMES - HEAD_NAMES if wanted == "all-linear" else set(wanted.split(","))
+    # all-linear (PEFT's _maybe_include_all_linear_layers): every nn.Linear
+    # and Conv1D whatever its name (a Lua block's own: Mamba's in_proj), but
+    # the output head
+    all_linear = wanted == "all-linear"
+    targets = set() if all_linear else set(wanted.split(","))
     for param in model.parameters():
         param.requires_grad_(False)
     adapters = nn.ParameterList()
     for name, module in model.named_modules():
-        if name.rsplit(".", 1)[-1] not in targets or not isinstance(module, (nn.Linear, Conv1D)):
+        short = name.rsplit(".", 1)[-1]
+        if not isinstance(module, (nn.Linear, Conv1D)) or (short in HEAD_NAMES if all_linear else short not in targets):
             continue
         w = module.weight
         state = ac.quant.get(id(w))
