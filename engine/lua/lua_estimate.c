@@ -252,11 +252,10 @@ static int l_estimate(lua_State *L) {
         lua_pushstring(L, names);
         lua_setfield(L, -2, "lora_modules");
     }
-    vp_module_set saved = vp_finetune_saved(model, &recipe);
-    if (saved) { /* modules_to_save as the model has them, a classifier's head included */
-        char names[256];
-        vp_module_format(saved, names, sizeof names);
-        lua_pushstring(L, names);
+    char saved[256];
+    vp_finetune_saved_names(model, &recipe, saved, sizeof saved);
+    if (saved[0]) { /* modules_to_save as the model has them, a classifier's head included */
+        lua_pushstring(L, saved);
         lua_setfield(L, -2, "saved_modules");
     }
     /* output_router_logits: the mixtures' load-balancing loss is computed */

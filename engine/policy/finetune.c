@@ -19,16 +19,30 @@ static vp_module_set saved_modules(const vp_recipe *recipe) {
     return recipe->modules_to_save | head;
 }
 
+/* modules_to_save's index of a Lua block's own module name, or -1. */
+static int saved_name_index(const vp_recipe *recipe, const vp_leaf_spec *spec) {
+    if (spec->module != VP_MODULE_NONE || !spec->module_name) return -1;
+    for (unsigned i = 0; i < recipe->n_saved_names; i++)
+        if (strcmp(vp_saved_name(recipe, i), spec->module_name) == 0) return (int)i;
+    return -1;
+}
+
+/* Whether the recipe's modules_to_save name the parameter's module: a
+ * core module, or a Lua block's own (PEFT's ModulesToSaveWrapper wraps
+ * any module whose path ends with a name given). */
+static bool saved(const vp_recipe *recipe, const vp_leaf_spec *spec) {
+    return vp_module_in(saved_modules(recipe), spec->module) || saved_name_index(recipe, spec) >= 0;
+}
+
 bool vp_finetune_trains(const vp_recipe *recipe, const vp_leaf_spec *spec, bool frozen) {
     if (!spec->trainable || spec->buffer) return false;
-    if (vp_module_in(saved_modules(recipe), spec->module)) return true;
+    if (saved(recipe, spec)) return true;
     const vp_finetune_method *method = vp_finetune_method_of(recipe);
     return !method->frozen_base || (method->trains_last_layers && !frozen);
 }
 
 bool vp_finetune_keeps_original(const vp_recipe *recipe, const vp_leaf_spec *spec) {
-    return vp_finetune_method_of(recipe)->peft && spec->trainable && !spec->buffer &&
-           vp_module_in(saved_modules(recipe), spec->module);
+    return vp_finetune_method_of(recipe)->peft && spec->trainable && !spec->buffer && saved(recipe, spec);
 }
 
 /* lora_targets' index of a Lua block's own module name, or -1. */
@@ -80,6 +94,8 @@ typedef struct {
     vp_module_set linear, present, adapted;
     vp_module_set quantized;     /* modules stored in 4 or 8 bits (QLoRA's base) */
     unsigned named;              /* bit i: lora_targets' i-th own name is a linear of a Lua block */
+    unsigned saved_named;        /* bit i: modules_to_save's i-th own name is a Lua block's module */
+    bool saved_quantized;        /* one of those is a linear stored in 4 or 8 bits */
     unsigned n_own;              /* Lua blocks' own module names adapted, in the order met */
     const char *own[VP_OP_MAX_LEAVES];
 } census;
@@ -111,6 +127,11 @@ static void count_ops(census *c, const vp_op *ops, unsigned n, uint64_t times, b
             if (s->out_features) c->linear |= vp_module_bit(s->module);
             if (vp_quantizes(c->recipe, s)) c->quantized |= vp_module_bit(s->module);
             if (vp_finetune_trains(c->recipe, s, frozen)) c->trainable += s->numel * copies;
+            int saved_own = saved_name_index(c->recipe, s);
+            if (saved_own >= 0) {
+                c->saved_named |= 1u << saved_own;
+                c->saved_quantized |= vp_quantizes(c->recipe, s);
+            }
             bool adapted = vp_lora_adapts(c->recipe, s);
             if (s->out_features && s->module == VP_MODULE_NONE && s->module_name) note_own_name(c, s, adapted);
             if (adapted) {
@@ -164,8 +185,14 @@ void vp_lora_adapted_names(const vp_model *model, const vp_recipe *recipe, char 
     }
 }
 
-vp_module_set vp_finetune_saved(const vp_model *model, const vp_recipe *recipe) {
-    return saved_modules(recipe) & take_census(model, recipe).present;
+void vp_finetune_saved_names(const vp_model *model, const vp_recipe *recipe, char *out, unsigned size) {
+    census c = take_census(model, recipe);
+    vp_module_format(saved_modules(recipe) & c.present, out, size);
+    for (unsigned i = 0; i < recipe->n_saved_names && size; i++) {
+        size_t used = strlen(out);
+        if (c.saved_named >> i & 1u)
+            snprintf(out + used, size - used, "%s%s", used ? "," : "", vp_saved_name(recipe, i));
+    }
 }
 
 /* Messages naming the module a recipe asks for and the model lacks (in
@@ -332,8 +359,10 @@ const char *vp_finetune_problem(const vp_model *model, const vp_recipe *recipe) 
                "embed_tokens or lm_head unties them: not modelled";
     missing = first_missing(recipe->modules_to_save, c.present);
     if (missing) return no_module[missing];
+    for (unsigned i = 0; i < recipe->n_saved_names; i++)
+        if (!(c.saved_named >> i & 1u)) return recipe->saved_names[i];
     /* a Params4bit or Int8Params weight holds integers: no gradient */
-    if (recipe->modules_to_save & c.quantized)
+    if ((recipe->modules_to_save & c.quantized) || c.saved_quantized)
         return "modules_to_save: a module QLoRA stores quantized cannot be trained (its weights are integers); "
                "the head, the embeddings and the norms can";
     return NULL;

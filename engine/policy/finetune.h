@@ -53,8 +53,9 @@ vp_module_set vp_lora_adapted(const vp_model *model, const vp_recipe *recipe);
  * core's (writes at most size bytes). */
 void vp_lora_adapted_names(const vp_model *model, const vp_recipe *recipe, char *out, unsigned size);
 
-/* The modules of this model trained in full beside what the method trains:
- * the recipe's modules_to_save and, under PEFT, a classifier's head. */
-vp_module_set vp_finetune_saved(const vp_model *model, const vp_recipe *recipe);
+/* The modules of this model trained in full beside what the method trains,
+ * by name ("" for none): the recipe's modules_to_save (a Lua block's own
+ * ones after the core's) and, under PEFT, a classifier's head. */
+void vp_finetune_saved_names(const vp_model *model, const vp_recipe *recipe, char *out, unsigned size);
 
 #endif

@@ -79,9 +79,11 @@ typedef enum {
 } vp_pp_schedule;
 
 enum { VP_MAX_STAGES = 1024 };
-/* lora_targets' names of Lua blocks' own linears: how many, how long */
+/* lora_targets' names of Lua blocks' own linears (and modules_to_save's
+ * of their own modules): how many, how long */
 enum { VP_LORA_NAMES = 8, VP_LORA_NAME = 40 };
 #define VP_LORA_MISSING "lora_targets: no linear module of the model is called "
+#define VP_SAVED_MISSING "modules_to_save: no module of the model is called "
 
 /* What a step trains: everything, or a parameter-efficient method as
  * Hugging Face PEFT applies it. */
@@ -234,6 +236,10 @@ typedef struct {
     bool use_dora;               /* DoRA: a magnitude vector per adapted weight, and its forward */
     vp_lora_dtype_rule lora_dtype; /* the adapters' dtype */
     vp_module_set modules_to_save; /* trained in full beside the adapters */
+    /* modules_to_save's names no core module has (a Lua block's own
+     * modules), each kept as the message that says the model lacks it */
+    unsigned n_saved_names;
+    char saved_names[VP_LORA_NAMES][sizeof VP_SAVED_MISSING + VP_LORA_NAME];
     unsigned trainable_layers;   /* freeze: the last layers trained (with the final norm and head) */
     unsigned virtual_tokens;     /* prompt tuning: num_virtual_tokens */
     vp_quant quant;              /* the base's linear weights (qlora; none: nf4 for qlora) */
@@ -276,6 +282,11 @@ bool vp_lora_targets_given(const vp_recipe *recipe);
 /* lora_targets' i-th name of a Lua block's own linear. */
 static inline const char *vp_lora_name(const vp_recipe *recipe, unsigned i) {
     return recipe->lora_names[i] + sizeof VP_LORA_MISSING - 1;
+}
+
+/* modules_to_save's i-th name of a Lua block's own module. */
+static inline const char *vp_saved_name(const vp_recipe *recipe, unsigned i) {
+    return recipe->saved_names[i] + sizeof VP_SAVED_MISSING - 1;
 }
 extern const char *const vp_fsdp_names[];
 extern const char *const vp_offload_names[];

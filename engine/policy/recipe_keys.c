@@ -98,44 +98,64 @@ static bool parse_alloc_conf(vp_recipe *r, const char *key, const char *s, const
 
 /* A name no core module has, kept for the model's Lua blocks to match
  * (PEFT matches target_modules against each module's own name, the last
- * of its path: tuners_utils.py check_target_module_exists): a Python
- * identifier, at most VP_LORA_NAMES of them. */
-static bool lora_name(void *ctx, const char *name, unsigned len) {
-    vp_recipe *r = ctx;
+ * of its path: tuners_utils.py check_target_module_exists; modules_to_save
+ * against the end of its path, _set_trainable's key.endswith): a Python
+ * identifier, at most VP_LORA_NAMES of them, each stored after `missing`
+ * (the message that says the model lacks it) in rows of `row` bytes. */
+static bool own_name(char *names, size_t row, unsigned *n, const char *missing, const char *name, unsigned len) {
     bool identifier = len < VP_LORA_NAME && !(name[0] >= '0' && name[0] <= '9');
     for (unsigned i = 0; i < len && identifier; i++)
         identifier = name[i] == '_' || (name[i] >= 'a' && name[i] <= 'z') || (name[i] >= 'A' && name[i] <= 'Z') ||
                      (name[i] >= '0' && name[i] <= '9');
-    if (!identifier || r->n_lora_names == VP_LORA_NAMES) return false;
-    for (unsigned i = 0; i < r->n_lora_names; i++)
-        if (strlen(vp_lora_name(r, i)) == len && strncmp(vp_lora_name(r, i), name, len) == 0) return true;
-    snprintf(r->lora_names[r->n_lora_names++], sizeof r->lora_names[0], "%s%.*s", VP_LORA_MISSING, (int)len, name);
+    if (!identifier || *n == VP_LORA_NAMES) return false;
+    size_t skip = strlen(missing);
+    for (unsigned i = 0; i < *n; i++)
+        if (strlen(names + i * row + skip) == len && strncmp(names + i * row + skip, name, len) == 0) return true;
+    snprintf(names + (*n)++ * row, row, "%s%.*s", missing, (int)len, name);
     return true;
 }
 
-static bool parse_lora_targets(vp_recipe *r, const char *key, const char *s, const char *shown, char *message,
-                               size_t size) {
-    (void)shown;
-    if (!s) return parse_module_list(&r->lora_targets, key, s, message, size);
-    r->n_lora_names = 0;
+static bool lora_name(void *ctx, const char *name, unsigned len) {
+    vp_recipe *r = ctx;
+    return own_name(r->lora_names[0], sizeof r->lora_names[0], &r->n_lora_names, VP_LORA_MISSING, name, len);
+}
+
+static bool saved_name(void *ctx, const char *name, unsigned len) {
+    vp_recipe *r = ctx;
+    return own_name(r->saved_names[0], sizeof r->saved_names[0], &r->n_saved_names, VP_SAVED_MISSING, name, len);
+}
+
+/* A list of module names of which those no core module has go to
+ * `other` (lora_name, saved_name), which counts them in *n. */
+static bool parse_open_list(vp_recipe *r, vp_module_set *set, unsigned *n,
+                            bool (*other)(void *ctx, const char *name, unsigned len), const char *key, const char *s,
+                            char *message, size_t size) {
+    if (!s) return parse_module_list(set, key, s, message, size);
+    *n = 0;
     const char *bad;
     unsigned len;
-    if (!vp_module_parse_open(s, &r->lora_targets, &bad, &len, lora_name, r)) {
+    if (!vp_module_parse_open(s, set, &bad, &len, other, r)) {
         snprintf(message, size, "%s: '%.*s' is not a module's name (a Python identifier of fewer than %d characters; "
                  "at most %d names no core module has)", key, (int)len, bad, VP_LORA_NAME, VP_LORA_NAMES);
         return false;
     }
-    if (!vp_lora_targets_given(r)) {
+    if (!*set && !*n) {
         snprintf(message, size, "%s: names no module", key);
         return false;
     }
     return true;
 }
 
+static bool parse_lora_targets(vp_recipe *r, const char *key, const char *s, const char *shown, char *message,
+                               size_t size) {
+    (void)shown;
+    return parse_open_list(r, &r->lora_targets, &r->n_lora_names, lora_name, key, s, message, size);
+}
+
 static bool parse_modules_to_save(vp_recipe *r, const char *key, const char *s, const char *shown, char *message,
                                   size_t size) {
     (void)shown;
-    return parse_module_list(&r->modules_to_save, key, s, message, size);
+    return parse_open_list(r, &r->modules_to_save, &r->n_saved_names, saved_name, key, s, message, size);
 }
 
 /* "8,8,8,8": the layers of each stage, in order */
@@ -254,6 +274,10 @@ static void value_lora_targets(const vp_recipe *r, vp_key_value *out) {
 }
 static void value_modules_to_save(const vp_recipe *r, vp_key_value *out) {
     vp_module_format(r->modules_to_save, out->text, sizeof out->text);
+    for (unsigned i = 0; i < r->n_saved_names; i++) {
+        size_t used = strlen(out->text);
+        snprintf(out->text + used, sizeof out->text - used, "%s%s", used ? "," : "", vp_saved_name(r, i));
+    }
     set_string(out, out->text);
 }
 /* QLoRA's base is NF4 unless the recipe names another format */
@@ -474,8 +498,8 @@ static const vp_recipe_key keys[] = {
      .doc = "modules given adapters: names (q_proj,v_proj; a Lua block's own linear names too) or all-linear (every "
             "linear but the head, Lua blocks' included) [q_proj,v_proj; GPT-2 c_attn; BLOOM query_key_value; MPT Wqkv]"},
     {TEXT_KEY("modules_to_save", parse_modules_to_save), .value = value_modules_to_save, .applies = with_adapters,
-     .doc = "modules trained in full beside the adapters (lm_head, embed_tokens, norm; a classifier's head joins "
-            "them by itself)"},
+     .doc = "modules trained in full beside the adapters (lm_head, embed_tokens, norm, or a Lua block's own module: "
+            "conv1d; a classifier's head joins them by itself)"},
     {UINT_KEY("trainable_layers", trainable_layers, 0, 100000, 0), .applies = with_freezing,
      .doc = "freeze: the last layers trained, with the final norm and head [0]"},
     {UINT_KEY("num_virtual_tokens", virtual_tokens, 1, 1 << 20, 0), .applies = with_virtual_tokens,

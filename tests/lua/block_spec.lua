@@ -183,6 +183,27 @@ describe("LoRA on a Lua block's own parameter names", function()
     _, err = helper.run("estimate", built_in, "--set", "finetune=lora", "--set", "lora_targets=mlp.up_proj")
     assert.truthy(err:find("lora_targets: 'mlp.up_proj' is not a module's name", 1, true), err)
   end)
+  -- modules_to_save (PEFT's _set_trainable: every module whose path ends
+  -- with a name given gets a ModulesToSaveWrapper, the original frozen
+  -- beside a trained copy) by a Lua block's own names: the built-in model
+  -- saving up_proj and gate_proj, byte for byte
+  it("saves them by name as the core's modules (modules_to_save)", function()
+    local sets = { "finetune=lora", "precision=amp-bf16", "lora_targets=q_proj,my_down" }
+    local a = mutated(renamed, nil, with(sets, { "modules_to_save=my_up,my_gate" }))
+    local b = estimate(built_in, { "finetune=lora", "precision=amp-bf16", "lora_targets=q_proj,down_proj",
+      "modules_to_save=up_proj,gate_proj" })
+    assert.are.equal("my_up,my_gate", a.recipe.modules_to_save)
+    assert.are.equal("my_up,my_gate", a.model.saved_modules)
+    for _, r in ipairs({ a, b }) do
+      r.recipe.lora_targets, r.recipe.modules_to_save, r.model.lora_modules, r.model.saved_modules = nil, nil, nil, nil
+    end
+    assert.are.same(b, a)
+    local _, err = helper.run("estimate", built_in, "--set", "finetune=lora", "--set", "modules_to_save=my_proj")
+    assert.truthy(err:find("modules_to_save: no module of the model is called my_proj", 1, true), err)
+    _, err = helper.run("estimate", built_in, "--set", "finetune=qlora", "--set", "lora_targets=q_proj",
+      "--set", "modules_to_save=norm,my_up")
+    assert.truthy(err:find("modules_to_save: no module of the model is called my_up", 1, true), err)
+  end)
 end)
 
 -- LlamaAttention with eager_attention_forward written out (transformers

@@ -313,6 +313,11 @@ CASES = [
     ("own names lora fp32 checkpointed", own_names(layers=3), recipe(ckpt="full", finetune="lora",
                                                                      lora_targets="my_up,my_proj")),
     ("own names lora all-linear bf16", own_names(), recipe("bf16", finetune="lora", lora_targets="all-linear")),
+    # modules_to_save naming a Lua block's own module: PEFT's ModulesToSaveWrapper (original + trained copy)
+    ("own names lora modules_to_save my_gate", own_names(), recipe(finetune="lora", lora_targets="q_proj,my_proj",
+                                                                   modules_to_save="my_gate")),
+    ("own names mixed-bf16 for-loop lora modules_to_save my_up,norm", own_names(), recipe(
+        "mixed-bf16", impl="for-loop", finetune="lora", lora_targets="my_proj", modules_to_save="my_up,norm")),
     ("diff fp32 lora all-linear checkpointed", diff(layers=3), recipe(ckpt="full", finetune="lora",
                                                                       lora_targets="all-linear")),
     ("gpt2 fp32 dropout", gpt2(), recipe()),
@@ -1374,6 +1379,8 @@ CASES = [
     ("mamba2 amp-bf16 lora all-linear", mamba2(), recipe("amp-bf16", finetune="lora", lora_targets="all-linear")),
     ("mamba2 fp32 lora all-linear checkpointed", mamba2(layers=3, tied=False), recipe(
         ckpt="full", finetune="lora", lora_targets="all-linear")),
+    ("mamba2 amp-bf16 lora modules_to_save conv1d", mamba2(), recipe(
+        "amp-bf16", finetune="lora", lora_targets="in_proj,out_proj", modules_to_save="conv1d")),
 ]
 
 
