@@ -399,6 +399,16 @@ describe("a bad block", function()
   it("keeps the sandbox shut", function()
     check('local f = io.open("/etc/passwd") return f', "global 'io'")
     check('local m = getmetatable(x) return m', "global 'getmetatable'")
+    check('local r = require("os") return r', "global 'require'")
+    check('local f = load("return 1") return f', "global 'load'")
+    check('local d = string.dump(function() end) return d', "field 'dump'")
+    check('local c = coroutine.wrap(function() while true do end end) return c()', "global 'coroutine'")
+    check('local s = string.rep("x", 1 << 40) return s', "string too large")
+    check('local t = {} for i = 1, 1e9 do t[i] = i end return t', "memory budget")
+    -- the vocabulary is shared by every script the process runs: a script
+    -- that changed a primitive would change it for the next one
+    check('F.silu = function(t) return t end return F.silu(x)', "F.silu: the vocabulary is read-only")
+    check('F.linear = nil return x', "F.linear: the vocabulary is read-only")
   end)
   it("declares a kernel with the source of its saving rules", function()
     check('local k = F.kernel { name = "scan", inputs = 1 } local y = k(x) return y',

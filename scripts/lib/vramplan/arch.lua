@@ -81,7 +81,7 @@ local function arch_env(path)
     }, family_meta)
   end
   return sandbox.located(sandbox.env(names), located, {
-    F = function() return require("vramplan.block").F end, -- the tensor vocabulary of blocks' forwards
+    F = function() return require("vramplan.block").vocabulary() end, -- blocks' tensor vocabulary, read-only
   })
 end
 

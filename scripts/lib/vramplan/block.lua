@@ -822,6 +822,16 @@ tensor_meta.__tostring = function(t) return string.format("tensor(%d, last dimen
 
 block.F = F
 
+-- The vocabulary as a script sees it: a table of its own, empty, that
+-- reads through to F and refuses writes, so that no script can change a
+-- primitive for the scripts that run after it in the process (F's own
+-- __newindex sees only names F lacks). Each script's environment gets one.
+local read_only = {
+  __index = F,
+  __newindex = function(_, k) fail("F.%s: the vocabulary is read-only", tostring(k)) end,
+}
+function block.vocabulary() return setmetatable({}, read_only) end
+
 -- ---- declarations ----
 
 local splits = { column = "rows", row = "columns" }
