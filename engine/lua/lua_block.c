@@ -18,7 +18,7 @@ static const char *const prim_names[] = {"drop", "return", "linear", "unary", "m
                                          "repeat_kv", "matmul", "mask", "mask_add", "masked_fill", "softmax_fp32",
                                          "copy", "layer_keep", "conv1d", "cumsum", "tril", "not", "clamp", "pad",
                                          "slice", "expand", "zeros", "repeat", NULL};
-static const char *const mask_names[] = {"causal", "sliding", "padded", "bool", NULL};
+static const char *const mask_names[] = {"causal", "sliding", "padded", "bool", "prefix", NULL};
 static const char *const unary_names[] = {"silu", "gelu", "gelu_tanh", "relu", "sigmoid",
                                           "tanh", "exp", "rsqrt", "pow", "softmax", "log_softmax", "softplus", NULL};
 static const char *const dim_names[] = {"const", "batch", "seq", "chunks", "padded", NULL};

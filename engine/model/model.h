@@ -108,6 +108,7 @@ enum {
 typedef struct {
     uint64_t hidden;             /* the token embedding's width: the residual stream's */
     bool no_position_ids;        /* the model's forward makes no position_ids (Mamba2Model) */
+    bool token_type_ids;         /* its batch carries token_type_ids and an attention_mask (PaliGemma's prefix-LM mask) */
     bool lm_head;                /* a language model's head (tensor parallelism is modelled for those) */
     bool experts;                /* a mixture of experts somewhere (expert parallelism applies) */
     bool parallel_branches;      /* attention and MLP side by side (GPT-NeoX, Phi) */

@@ -627,8 +627,15 @@ static void prepare_bool_mask(vp_step *step) {
  * target_length is the keys; full() and triu() of s x keys in the
  * activations' dtype, the in-place multiply by a bool comparison, the
  * expanded mask cloned to the batch, the 2-D mask (fp32) added to it, the
- * sum compared with 0, masked_fill's result copied back in place. */
-static void prepare_padded_mask(vp_step *step, uint64_t keys) {
+ * sum compared with 0, masked_fill's result copied back in place.
+ * `prefix`: PaliGemmaModel._update_causal_mask in training (is_training:
+ * the batch has token_type_ids and labels; transformers 4.50-4.52
+ * src/transformers/models/paligemma/modeling_paligemma.py), the same with
+ * "First unmask prefix tokens" between the clone and the padding:
+ * token_type_ids[:, None, None, :] == 0 (bool, b x keys) and masked_fill's
+ * new mask, copied back in place; its padding mask is the batch's int64
+ * attention_mask, so the sum is in the mask's dtype. */
+static void prepare_padded_mask(vp_step *step, uint64_t keys, bool prefix) {
     vp_sim *sim = &step->sim;
     vp_step_set_tensor_columns(step, VP_TENSOR_CAUSAL_MASK, keys);
     uint64_t n = vp_numel(sim, step->seq, keys), bn = vp_numel(sim, step->batch, n);
@@ -639,7 +646,13 @@ static void prepare_padded_mask(vp_step *step, uint64_t keys) {
     vp_drop(sim, keep);
     vp_t mask = vp_new(sim, bn, step->activation, "causal_mask.clone");
     vp_drop(sim, triu);
-    vp_t padding = vp_new(sim, bn, VP_FP32, "causal_mask.padding_add");
+    if (prefix) {
+        vp_t types = vp_new(sim, vp_numel(sim, step->batch, keys), VP_BOOL, "causal_mask.token_type_eq");
+        vp_t unmasked = vp_new(sim, bn, step->activation, "causal_mask.prefix_fill");
+        vp_drop(sim, types);
+        vp_drop(sim, unmasked);
+    }
+    vp_t padding = vp_new(sim, bn, prefix ? step->activation : VP_FP32, "causal_mask.padding_add");
     vp_t zero = vp_new(sim, bn, VP_BOOL, "causal_mask.padding_eq");
     vp_drop(sim, padding);
     vp_t filled = vp_new(sim, bn, step->activation, "causal_mask.masked_fill");
@@ -732,7 +745,7 @@ static void prepare_masks(vp_step *step, const vp_op *op, bool eager) {
     uint64_t keys = step->seq + step->past_tokens;
     if (mask_kind == MASK_ADDITIVE_PADDED) {
         sim->grad_mode = false;
-        prepare_padded_mask(step, keys);
+        prepare_padded_mask(step, keys, false);
         sim->grad_mode = grad_mode;
         return;
     }
@@ -1530,6 +1543,14 @@ void vp_sdpa_prepare(vp_step *step, const vp_sdpa_spec *spec) {
 }
 
 void vp_attention_mask_prepare(vp_step *step, vp_attention_mask_kind kind, uint64_t window) {
+    if (kind == VP_MASK_PREFIX) { /* a Lua block's alone: no attention op builds it */
+        if (vp_step_tensor(step, VP_TENSOR_CAUSAL_MASK)) return;
+        bool grad_mode = step->sim.grad_mode;
+        step->sim.grad_mode = false;
+        prepare_padded_mask(step, step->seq + step->past_tokens, true);
+        step->sim.grad_mode = grad_mode;
+        return;
+    }
     static const unsigned masks[] = {[VP_MASK_CAUSAL] = MASK_ADDITIVE, [VP_MASK_SLIDING] = MASK_ADDITIVE_MISTRAL,
                                      [VP_MASK_PADDED] = MASK_ADDITIVE_PADDED, [VP_MASK_BOOL] = MASK_BOOL};
     vp_sdpa_spec spec = {.heads = 1, .kv_heads = 1, .head_dim = 1};

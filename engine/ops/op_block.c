@@ -470,6 +470,8 @@ static void block_facts(const vp_op *op, vp_section_id section, vp_model_facts *
     /* or eager attention written out: its scores' matmul, its keys' heads
      * repeat_kv's */
     const vp_block_instr *scores = in ? NULL : find_prim(p, VP_BP_MATMUL), *repeat = find_prim(p, VP_BP_REPEAT_KV);
+    for (unsigned i = 0; p && i < p->n_code; i++) /* PaliGemma's mask reads the batch's token_type_ids */
+        if (p->code[i].prim == VP_BP_MASK && p->code[i].mode == VP_MASK_PREFIX) facts->token_type_ids = true;
     if (section != VP_SECTION_LAYER || (!in && !scores) || facts->attention) return;
     uint64_t heads = in ? in->heads : scores->heads, width = in ? in->width : scores->width;
     uint64_t kv_heads = in ? in->kv_heads : repeat ? repeat->kv_heads : heads;

@@ -40,8 +40,17 @@ void vp_sdpa_prepare(vp_step *step, const vp_sdpa_spec *spec);
  * op's `mask` kinds build them once per step: LLaMA's additive causal mask
  * (additive), Mistral's with a sliding window (additive-mistral), one made
  * from an all-ones padding mask and cloned to the batch (additive-padded),
- * a [b, 1, s, s] bool mask for masked_fill (bool). */
-typedef enum { VP_MASK_CAUSAL, VP_MASK_SLIDING, VP_MASK_PADDED, VP_MASK_BOOL, VP_MASK_KINDS } vp_attention_mask_kind;
+ * a [b, 1, s, s] bool mask for masked_fill (bool); and PaliGemma's prefix-LM
+ * mask, bidirectional over the tokens the batch's token_type_ids mark 0
+ * (prefix: vp_attention_mask_prepare). */
+typedef enum {
+    VP_MASK_CAUSAL,
+    VP_MASK_SLIDING,
+    VP_MASK_PADDED,
+    VP_MASK_BOOL,
+    VP_MASK_PREFIX,
+    VP_MASK_KINDS
+} vp_attention_mask_kind;
 
 /* Makes the step's mask of that kind (once per step, whatever the recipe's
  * kernel: the block computes attention eagerly itself). */

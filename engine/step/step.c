@@ -562,10 +562,14 @@ static uint64_t micro_batch(vp_step *step, const vp_meter *resident, const vp_me
     }
     /* `for batch in loader`: the next batch arrives, then the last one goes */
     vp_t old_ids = priv->input_ids, old_labels = priv->labels, old_mask = priv->attention_mask;
-    priv->input_ids = priv->labels = priv->attention_mask = 0;
+    vp_t old_types = priv->token_type_ids;
+    priv->input_ids = priv->labels = priv->attention_mask = priv->token_type_ids = 0;
     if (step->stage.embed) priv->input_ids = vp_new(sim, step->input_tokens, VP_INT64, "batch.input_ids");
-    /* the tokenizer's attention_mask, which seq2seq batches carry */
-    if (encoder_decoder) priv->attention_mask = vp_new(sim, step->input_tokens, VP_INT64, "batch.attention_mask");
+    /* the tokenizer's attention_mask, which seq2seq batches carry, and
+     * PaliGemmaProcessor's with its token_type_ids (suffix = labels) */
+    if (encoder_decoder || m->facts.token_type_ids)
+        priv->attention_mask = vp_new(sim, step->input_tokens, VP_INT64, "batch.attention_mask");
+    if (m->facts.token_type_ids) priv->token_type_ids = vp_new(sim, step->input_tokens, VP_INT64, "batch.token_type_ids");
     /* the batch's labels (prompt tuning's virtual tokens get theirs in PEFT's forward) */
     if (step->stage.final) {
         uint64_t labels = step->model->facts.loss_per_sequence ? step->batch
@@ -576,6 +580,7 @@ static uint64_t micro_batch(vp_step *step, const vp_meter *resident, const vp_me
     vp_drop(sim, old_ids);
     vp_drop(sim, old_labels);
     vp_drop(sim, old_mask);
+    vp_drop(sim, old_types);
     /* `with save_on_cpu(pin_memory=True): out = model(batch)` */
     if (step->recipe->offload_activations) {
         sim->pack = offload_pack;
@@ -749,6 +754,7 @@ static void run(vp_step *step, vp_step_result *result) {
     vp_drop(sim, step->priv->input_ids);
     vp_drop(sim, step->priv->labels);
     vp_drop(sim, step->priv->attention_mask);
+    vp_drop(sim, step->priv->token_type_ids);
     vp_step_end_lifetime(step, VP_LIVES_STEP);
     if (status_of(step) == VP_STEP_OK && memcmp(ledger->rounded.current, resident.current, sizeof resident.current))
         sim->status = VP_SIM_UNBALANCED;

@@ -75,6 +75,7 @@ typedef struct vp_step_private {
     unsigned fold_repeat;            /* repetitions the code now running stands for */
     vp_tensor_entry tensors[VP_TENSOR_SLOTS]; /* the tensor table (step_tensors.c) */
     vp_t input_ids, labels, attention_mask; /* the batch (an encoder-decoder's carries the mask) */
+    vp_t token_type_ids;         /* a prefix-LM's batch: which tokens are the prefix (PaliGemma's processor) */
     vp_t loss;
     vp_t *bridge_leaves;
     uint32_t bridge_first_node, bridge_end_node;

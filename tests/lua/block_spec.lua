@@ -465,7 +465,7 @@ describe("a bad block", function()
       "matmul: of q and k:transpose(2, 3), or of the scores and v")
     check("local q = x:view(-1, 16):transpose(1, 2) local k = p.up(x):view(-1, 16):transpose(1, 2) "
       .. "local y = F.matmul(q, k:transpose(2, 3)) return y", "matmul: the operands have 4 and 2 heads (F.repeat_kv first)")
-    check('local m = F.mask("diagonal") return x', "mask: kind must be causal, sliding, padded or bool (got diagonal)")
+    check('local m = F.mask("diagonal") return x', "mask: kind must be causal, sliding, padded, bool or prefix (got diagonal)")
     check("local q = x:view(-1, 16):transpose(1, 2) local w = F.matmul(q, q:transpose(2, 3)) "
       .. 'local y = F.masked_fill(w, F.mask("causal")) return y', "masked_fill: takes a bool mask")
   end)

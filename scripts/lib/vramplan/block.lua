@@ -677,17 +677,21 @@ function F.matmul(a, b, opts)
   return out
 end
 
-local mask_kinds = { causal = true, sliding = true, padded = true, bool = true }
+local mask_kinds = { causal = true, sliding = true, padded = true, bool = true, prefix = true }
 
 -- F.mask(kind, { window = n }): the mask eager attention applies, [b, 1, s,
 -- keys], made once per step as transformers' models make it for eager
 -- attention: "causal" (LlamaModel's additive mask), "sliding" (MistralModel's,
 -- with a sliding window of `window` keys), "padded" (from an all-ones
 -- padding mask: cloned to the batch), "bool" (a bool mask for masked_fill:
--- BLOOM's). An additive mask is added (scores + mask), a bool one applied
--- with F.masked_fill.
+-- BLOOM's), "prefix" (PaliGemma's prefix-LM mask in training: causal, and
+-- bidirectional over the prefix the batch's token_type_ids mark; the batch
+-- then carries token_type_ids and an attention_mask). An additive mask is
+-- added (scores + mask), a bool one applied with F.masked_fill.
 function F.mask(kind, opts)
-  if not mask_kinds[kind] then fail("mask: kind must be causal, sliding, padded or bool (got %s)", tostring(kind)) end
+  if not mask_kinds[kind] then
+    fail("mask: kind must be causal, sliding, padded, bool or prefix (got %s)", tostring(kind))
+  end
   opts = opts or {}
   local window = opts.window or 0
   if kind == "sliding" and (math.type(window) ~= "integer" or window < 1) then

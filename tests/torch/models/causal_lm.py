@@ -36,7 +36,7 @@ class CausalLM(nn.Module):
         # turns use_cache off while training
         return getattr(self.model, "cfg", {}).get("model_type") in ("gemma2", "gemma3_text", "mamba2")
 
-    def forward(self, ac, input_ids, labels, checkpoint=None):
+    def forward(self, ac, input_ids, labels, checkpoint=None, attention_mask=None, token_type_ids=None):
         prompt = getattr(self, "prompt", None)
         inputs_embeds = prompts = None
         if prompt is not None:  # PEFT computes the embeddings and keeps them (and its prompts) until the model returns
@@ -57,7 +57,10 @@ class CausalLM(nn.Module):
             past_key_values = [] if isinstance(self.model, (GPT2, Bloom)) else DynamicCache()
         if getattr(self.model, "mtp", None) is not None:  # the multi-token prediction module's labels (mtp.py)
             self.model.mtp_labels = labels
+        # a prefix-LM's batch (PaliGemma's processor): what its mask reads, for the body's call only
+        self.model.prefix_batch = (attention_mask, token_type_ids) if token_type_ids is not None else None
         hidden_states = self.model.body(ac, input_ids, checkpoint, inputs_embeds, past_key_values)
+        self.model.prefix_batch = None
         kind = getattr(self, "loss", "cross-entropy")
         if kind in ("chunked", "fused-linear", "chunked-linear"):
             # torchtune's recipes delete the chunked logits (or the hidden

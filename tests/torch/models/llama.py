@@ -144,6 +144,32 @@ def eager_mask(batch_size, cache_position, kv_length, dtype):
     return torch.where(mask, torch.tensor(0.0, dtype=dtype), torch.finfo(dtype).min)
 
 
+def prefix_lm_mask(input_tensor, cache_position, attention_mask, token_type_ids):
+    """PaliGemmaModel._update_causal_mask in training (is_training: the
+    batch has token_type_ids and labels), transformers 4.50-4.52
+    src/transformers/models/paligemma/modeling_paligemma.py, the causal mask
+    made bidirectional over the prefix (token_type_ids 0), then padded; in
+    the model's dtype, target_length the attention mask's length."""
+    dtype = input_tensor.dtype
+    min_dtype = torch.finfo(dtype).min
+    sequence_length, target_length = input_tensor.shape[1], attention_mask.shape[-1]
+    causal_mask = torch.full((sequence_length, target_length), fill_value=min_dtype, dtype=dtype)
+    if sequence_length != 1:
+        causal_mask = torch.triu(causal_mask, diagonal=1)
+    causal_mask *= torch.arange(target_length) > cache_position.reshape(-1, 1)
+    causal_mask = causal_mask[None, None, :, :].expand(input_tensor.shape[0], 1, -1, -1)
+    causal_mask = causal_mask.clone()
+    mask_length = attention_mask.shape[-1]
+    # First unmask prefix tokens during training
+    causal_mask[:, :, :, :mask_length] = causal_mask[:, :, :, :mask_length].masked_fill(
+        token_type_ids[:, None, None, :] == 0, 0)
+    # Then apply padding mask (will mask pad tokens)
+    padding_mask = causal_mask[:, :, :, :mask_length] + attention_mask[:, None, None, :]
+    padding_mask = padding_mask == 0
+    causal_mask[:, :, :, :mask_length] = causal_mask[:, :, :, :mask_length].masked_fill(padding_mask, min_dtype)
+    return causal_mask
+
+
 def run_layers(ac, layers, x, mask, position_ids, cache_position, tables, past_key_values=None):
     """Decoder layers in a row: one per HF checkpoint call, or a chunk of
     them under vramplan's every-K checkpointing. Each output replaces the
@@ -184,6 +210,8 @@ class Llama(nn.Module):
             self.lm_head = nn.Linear(h, cfg["vocab_size"], bias=False)
 
     def causal_mask(self, input_tensor, cache_position, past_seen_tokens=0):
+        if getattr(self, "prefix_batch", None) is not None:
+            return prefix_lm_mask(input_tensor, cache_position, *self.prefix_batch)
         # LlamaModel._update_causal_mask without an attention mask: target_length
         # is past_seen_tokens + sequence_length + 1; then
         # _prepare_4d_causal_attention_mask_with_cache_position, no padding mask
