@@ -387,11 +387,11 @@ def measure(case, rank=None):
             first = micro == 0
             new_ids = torch.randint(vocab, (b, s))
             new_extra = {}
-            if seq2seq:  # a seq2seq batch: the tokenizer's attention mask, labels of the target length
-                new_extra["attention_mask"] = torch.ones((b, s), dtype=torch.long)
-            elif cfg.get("prefix_lm"):  # PaliGemmaProcessor's with a suffix: the mask, then 0 on the prefix
+            if cfg.get("prefix_lm"):  # PaliGemmaProcessor's batch with a suffix: the mask, then 0 on the prefix
                 new_extra["attention_mask"] = torch.ones((b, s), dtype=torch.long)
                 new_extra["token_type_ids"] = (torch.arange(s) >= cfg["prefix_lm"]).long().expand(b, s).contiguous()
+            if seq2seq:  # a seq2seq batch: the tokenizer's attention mask, labels of the target length
+                new_extra["attention_mask"] = torch.ones((b, s), dtype=torch.long)
                 new_labels = torch.randint(vocab, (b, recipe.get("target_len", s)))
             elif classifier:
                 new_labels = torch.randint(cfg.get("num_labels", 2), (b,))
