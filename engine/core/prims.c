@@ -299,18 +299,28 @@ vp_t vp_linear_fp8(vp_sim *sim, vp_t x, vp_t columnwise, vp_t w, vp_t b, uint64_
  * a compiled region, where Inductor makes the cast an amax reduction
  * (|x| fused into it) and one pointwise kernel from x to the 1-byte data
  * (docs/compile.md): none of the full-size copies. */
+/* The amax: in the forward, tensorwise, torch.max(torch.abs(x)) is
+ * aten.max.default, whose 0-dim output torchtitan's op-selective policy
+ * saves (sac_policy.c); rowwise it is torch.amax (aten.amax), and in
+ * backward no policy applies. */
+static vp_t make_amax(vp_sim *sim, vp_t (*make)(vp_sim *, uint64_t, vp_dtype, const char *), uint64_t scales,
+                      vp_dtype dt) {
+    if (make == vp_new && scales == 1) return vp_sac_new(sim, VP_ATEN_MAX, scales, dt, "float8.amax");
+    return make(sim, scales, dt, "float8.amax");
+}
+
 static vp_t cast_float8(vp_sim *sim, vp_t (*make)(vp_sim *, uint64_t, vp_dtype, const char *), vp_t x,
                         uint64_t scales, bool fused, vp_t *scale) {
     uint64_t n = numel_of(sim, x);
     vp_dtype dt = dtype_of(sim, x);
     if (fused) {
-        vp_t amax = make(sim, scales, dt, "float8.amax");
+        vp_t amax = make_amax(sim, make, scales, dt);
         *scale = make(sim, scales, VP_FP32, "float8.scale");
         vp_drop(sim, amax);
         return make(sim, n, VP_FP8_E4M3, "float8.data");
     }
     vp_t magnitude = make(sim, n, dt, "float8.abs");
-    vp_t amax = make(sim, scales, dt, "float8.amax");
+    vp_t amax = make_amax(sim, make, scales, dt);
     vp_drop(sim, magnitude);
     *scale = make(sim, scales, VP_FP32, "float8.scale");
     vp_drop(sim, amax);
@@ -349,9 +359,11 @@ typedef struct {
  * casts the 16-bit output to the common dtype, fp32, and computes into an
  * fp32 temporary it copies back, TensorIteratorBase::compute_types; CUDA's
  * kernels cast as they go). The output is in the inputs' high-precision
- * dtype. Everything but the output goes when float8_mm returns. */
-static vp_t scaled_mm(vp_sim *sim, vp_t (*make)(vp_sim *, uint64_t, vp_dtype, const char *), float8_operands op,
-                      bool fast_accum, bool cuda, uint64_t m, uint64_t n, vp_dtype out_dtype, const char *label) {
+ * dtype. Everything but the output goes when float8_mm returns. `seen_as`:
+ * the op a selective checkpoint's policy sees make the output (VP_ATEN_OTHER:
+ * none, the output made by `make`). */
+static vp_t scaled_mm(vp_sim *sim, vp_t (*make)(vp_sim *, uint64_t, vp_dtype, const char *), vp_aten_op seen_as,
+                      float8_operands op, bool fast_accum, bool cuda, uint64_t m, uint64_t n, vp_dtype out_dtype, const char *label) {
     vp_t a = op.a_copy ? make(sim, op.a_copy, VP_FP8_E4M3, "float8.mm a contiguous") : 0;
     vp_t b = op.b_copy ? make(sim, op.b_copy, VP_FP8_E4M3, "float8.mm b column-major") : 0;
     bool rowwise = op.a_scales > 1 || op.b_scales > 1;
@@ -369,7 +381,8 @@ static vp_t scaled_mm(vp_sim *sim, vp_t (*make)(vp_sim *, uint64_t, vp_dtype, co
         a_inverse = make(sim, 1, VP_FP32, "float8.mm scale_a");
         b_inverse = make(sim, 1, VP_FP32, "float8.mm scale_b");
     }
-    vp_t y = make(sim, vp_numel(sim, m, n), out_dtype, label);
+    vp_t y = seen_as == VP_ATEN_OTHER ? make(sim, vp_numel(sim, m, n), out_dtype, label)
+                                      : vp_sac_new(sim, seen_as, vp_numel(sim, m, n), out_dtype, label);
     if (post && !cuda && out_dtype != VP_FP32) {
         vp_t cast = make(sim, vp_numel(sim, m, n), VP_FP32, "float8.mm post scale (CPU cast)");
         vp_t result = make(sim, vp_numel(sim, m, n), VP_FP32, "float8.mm post scale (CPU result)");
@@ -411,7 +424,7 @@ static void backward_float8(vp_sim *sim, uint32_t index) {
     uint64_t w_scales = recipe == VP_FLOAT8_ROWWISE ? in : 1;
     vp_t w_dim0 = w_float8 ? 0 : cast_float8(sim, vp_grad_sized, w, w_scales, fused, &s[1]);
     float8_operands gi = {0, n_w, rowwise ? rows : 1, w_scales};
-    vp_t grad_input = scaled_mm(sim, vp_grad_sized, gi, false, cuda, rows, in, dt, "float8 grad_input");
+    vp_t grad_input = scaled_mm(sim, vp_grad_sized, VP_ATEN_OTHER, gi, false, cuda, rows, in, dt, "float8 grad_input");
     vp_t go_dim1 = 0, x_dim1 = 0, grad_weight;
     if (recipe == VP_FLOAT8_ROWWISE_GW_HP) { /* cast configs DISABLED: aten.mm of the 16-bit tensors */
         grad_weight = vp_grad_sized(sim, n_w, dt, "grad_weight");
@@ -419,7 +432,7 @@ static void backward_float8(vp_sim *sim, uint32_t index) {
         go_dim1 = cast_float8(sim, vp_grad_sized, go, rowwise ? out_features : 1, fused, &s[2]);
         x_dim1 = cast_float8(sim, vp_grad_sized, x, rowwise ? in : 1, fused, &s[3]);
         float8_operands gw = {n_out, n_x, rowwise ? out_features : 1, rowwise ? in : 1};
-        grad_weight = scaled_mm(sim, vp_grad_sized, gw, false, cuda, out_features, in, dt, "float8 grad_weight");
+        grad_weight = scaled_mm(sim, vp_grad_sized, VP_ATEN_OTHER, gw, false, cuda, out_features, in, dt, "float8 grad_weight");
     }
     drop_float8(sim, go_dim0, s[0]);
     drop_float8(sim, w_dim0, s[1]);
@@ -441,9 +454,15 @@ vp_t vp_linear_float8(vp_sim *sim, vp_t x, vp_t w, bool w_float8, vp_float8_reci
     vp_t x8 = cast_float8(sim, vp_new, x, rowwise ? rows : 1, sim->fused_casts, &s[0]);
     vp_t w8 = w_float8 ? 0 : cast_float8(sim, vp_new, w, rowwise ? out_features : 1, sim->fused_casts, &s[1]);
     /* the input row-major, the weight's transpose column-major: no copies;
-     * gemm_config_output uses fast accumulation */
+     * gemm_config_output uses fast accumulation. torch.mm on the float8
+     * tensors: a selective checkpoint's policy sees aten.mm (its mode runs
+     * above Float8TrainingTensor's dispatch, which calls _scaled_mm), so
+     * the output is saved or recomputed as an mm's. A rerun that takes it
+     * from the cache runs none of float8_mm; here it still makes the
+     * scales' reciprocals (one element each, tensorwise; a row's and a
+     * column's rowwise), as the rerun must retrace the forward's tensors */
     float8_operands op = {0, 0, rowwise ? rows : 1, rowwise ? out_features : 1};
-    vp_t y = scaled_mm(sim, vp_new, op, true, cuda, rows, out_features, dtype_of(sim, x), label);
+    vp_t y = scaled_mm(sim, vp_new, VP_ATEN_MM, op, true, cuda, rows, out_features, dtype_of(sim, x), label);
     vp_at(sim, y)->aten = VP_ATEN_SCALED_MM;
     drop_float8(sim, x8, s[0]);
     drop_float8(sim, w8, s[1]);
