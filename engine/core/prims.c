@@ -419,7 +419,10 @@ static void backward_float8(vp_sim *sim, uint32_t index) {
     vp_t s[4] = {0};
     /* grad_input = grad_output [rows, out] @ weight_t.t() [out, in]; the
      * casts axiswise along -1 (rowwise): a scale per row of each */
-    vp_t go_dim0 = cast_float8(sim, vp_grad_sized, go, rowwise ? rows : 1, fused, &s[0]);
+    /* a gradient already float8 (NoopFwToFloat8BwDynamic: the float8 TP
+     * styles) and an input saved in float8 are used as they are */
+    bool go_float8 = dtype_of(sim, go) == VP_FP8_E4M3, x_float8 = dtype_of(sim, x) == VP_FP8_E4M3;
+    vp_t go_dim0 = go_float8 ? 0 : cast_float8(sim, vp_grad_sized, go, rowwise ? rows : 1, fused, &s[0]);
     /* tensor_already_casted_to_fp8(weight_hp_t): the gathered float8 weight as it is */
     uint64_t w_scales = recipe == VP_FLOAT8_ROWWISE ? in : 1;
     vp_t w_dim0 = w_float8 ? 0 : cast_float8(sim, vp_grad_sized, w, w_scales, fused, &s[1]);
@@ -429,8 +432,8 @@ static void backward_float8(vp_sim *sim, uint32_t index) {
     if (recipe == VP_FLOAT8_ROWWISE_GW_HP) { /* cast configs DISABLED: aten.mm of the 16-bit tensors */
         grad_weight = vp_grad_sized(sim, n_w, dt, "grad_weight");
     } else { /* grad_output.t() [out, rows] @ input [rows, in], the casts along 0 */
-        go_dim1 = cast_float8(sim, vp_grad_sized, go, rowwise ? out_features : 1, fused, &s[2]);
-        x_dim1 = cast_float8(sim, vp_grad_sized, x, rowwise ? in : 1, fused, &s[3]);
+        go_dim1 = go_float8 ? 0 : cast_float8(sim, vp_grad_sized, go, rowwise ? out_features : 1, fused, &s[2]);
+        x_dim1 = x_float8 ? 0 : cast_float8(sim, vp_grad_sized, x, rowwise ? in : 1, fused, &s[3]);
         float8_operands gw = {n_out, n_x, rowwise ? out_features : 1, rowwise ? in : 1};
         grad_weight = scaled_mm(sim, vp_grad_sized, VP_ATEN_OTHER, gw, false, cuda, out_features, in, dt, "float8 grad_weight");
     }
@@ -451,7 +454,9 @@ vp_t vp_linear_float8(vp_sim *sim, vp_t x, vp_t w, bool w_float8, vp_float8_reci
     bool rowwise = recipe != VP_FLOAT8_TENSORWISE;
     vp_t s[2] = {0};
     /* the input [rows, in] scaled along -1, the weight's transpose [in, out] along 0 */
-    vp_t x8 = cast_float8(sim, vp_new, x, rowwise ? rows : 1, sim->fused_casts, &s[0]);
+    /* tensor_already_casted_to_fp8(input_hp): cast by a float8 TP style */
+    bool x_float8 = dtype_of(sim, x) == VP_FP8_E4M3;
+    vp_t x8 = x_float8 ? 0 : cast_float8(sim, vp_new, x, rowwise ? rows : 1, sim->fused_casts, &s[0]);
     vp_t w8 = w_float8 ? 0 : cast_float8(sim, vp_new, w, rowwise ? out_features : 1, sim->fused_casts, &s[1]);
     /* the input row-major, the weight's transpose column-major: no copies;
      * gemm_config_output uses fast accumulation. torch.mm on the float8
@@ -462,7 +467,9 @@ vp_t vp_linear_float8(vp_sim *sim, vp_t x, vp_t w, bool w_float8, vp_float8_reci
      * scales' reciprocals (one element each, tensorwise; a row's and a
      * column's rowwise), as the rerun must retrace the forward's tensors */
     float8_operands op = {0, 0, rowwise ? rows : 1, rowwise ? out_features : 1};
-    vp_t y = scaled_mm(sim, vp_new, VP_ATEN_MM, op, true, cuda, rows, out_features, dtype_of(sim, x), label);
+    /* the output in the input's original dtype (a float8 input's gradient dtype) */
+    vp_dtype hp = x_float8 ? (vp_dtype)vp_at(sim, x)->grad_dtype : dtype_of(sim, x);
+    vp_t y = scaled_mm(sim, vp_new, VP_ATEN_MM, op, true, cuda, rows, out_features, hp, label);
     vp_at(sim, y)->aten = VP_ATEN_SCALED_MM;
     drop_float8(sim, x8, s[0]);
     drop_float8(sim, w8, s[1]);
@@ -479,6 +486,47 @@ vp_t vp_linear_float8(vp_sim *sim, vp_t x, vp_t w, bool w_float8, vp_float8_reci
         vp_save(sim, node, w);
     }
     return y;
+}
+
+vp_t vp_float8_input(vp_sim *sim, vp_t x, unsigned gather, const char *label) {
+    vp_t scale;
+    vp_t data = cast_float8(sim, vp_new, x, 1, sim->fused_casts, &scale);
+    vp_drop(sim, scale);
+    vp_t y = data;
+    if (gather > 1) { /* funcol all_gather_into_tensor on the float8 data (allgather_fp8) */
+        y = vp_new(sim, vp_numel(sim, numel_of(sim, data), gather), VP_FP8_E4M3, label);
+        vp_drop(sim, data);
+    }
+    /* a Float8TrainingTensor reports its original dtype: its gradient is x's */
+    vp_at(sim, y)->grad_dtype = vp_at(sim, x)->grad_dtype;
+    /* _ToFloat8ConstrFunc.backward hands the gradient through; the
+     * all-gather's backward reduce-scatters it into one like x */
+    vp_record(sim, gather > 1 ? backward_split : backward_pass, label, &x, 1, &y, 1);
+    return y;
+}
+
+/* NoopFwToFloat8BwDynamic.backward: tensor_to_scale(gradY) and
+ * hp_tensor_and_scale_to_float8 (e5m2), the float8 gradient handed on as
+ * it is (its dtype float8, not the output's). */
+static void backward_float8_grad(vp_sim *sim, uint32_t index) {
+    vp_node *node = vp_node_at(sim, index);
+    vp_t go = vp_grad_out(sim, node, 0);
+    if (!go || dtype_of(sim, go) == VP_FP8_E4M3) { /* tensor_already_casted_to_fp8 */
+        if (go) vp_hold(sim, go);
+        vp_give_grad(sim, vp_node_at(sim, index), 0, go);
+        return;
+    }
+    vp_t scale;
+    vp_t data = cast_float8(sim, vp_grad_sized, go, 1, node->aux[0], &scale);
+    vp_drop(sim, scale);
+    vp_give_grad(sim, vp_node_at(sim, index), 0, data);
+}
+
+vp_t vp_float8_grad(vp_sim *sim, vp_t y, const char *label) {
+    vp_t out = vp_view(sim, y, numel_of(sim, y), label);
+    vp_node *node = vp_record(sim, backward_float8_grad, label, &y, 1, &out, 1);
+    if (node) node->aux[0] = sim->fused_casts;
+    return out;
 }
 
 vp_t vp_matmul(vp_sim *sim, vp_t a, vp_t b, uint64_t out_numel, bool b_transposed, const char *label) {
@@ -956,9 +1004,24 @@ vp_t vp_gathered_linear(vp_sim *sim, vp_t x, vp_t w, vp_t b, uint64_t rows, uint
     return y;
 }
 
+/* The reduce-scatter's backward, an all-gather of the output's gradient:
+ * one like x, or, where the gradient arrives in float8 (torchao's
+ * NoopFwToFloat8BwDynamic after Float8RowwiseParallel's reduce-scatter),
+ * gathered as it is, one byte an element (float8_ops.py allgather_fp8). */
+static void backward_scatter(vp_sim *sim, uint32_t index) {
+    vp_node *node = vp_node_at(sim, index);
+    vp_t go = vp_grad_out(sim, node, 0);
+    if (!go || dtype_of(sim, go) != VP_FP8_E4M3 || vp_at(sim, node->in[0])->grad_dtype == VP_FP8_E4M3) {
+        backward_split(sim, index);
+        return;
+    }
+    vp_t g = vp_grad_sized(sim, numel_of(sim, node->in[0]), VP_FP8_E4M3, node->label);
+    vp_give_grad(sim, vp_node_at(sim, index), 0, g);
+}
+
 vp_t vp_scatter(vp_sim *sim, vp_t x, unsigned parts, const char *label) {
     vp_t y = vp_sac_new(sim, VP_ATEN_REDUCE_SCATTER, numel_of(sim, x) / parts, dtype_of(sim, x), label);
-    vp_record(sim, backward_split, label, &x, 1, &y, 1); /* all-gather: a gradient like x */
+    vp_record(sim, backward_scatter, label, &x, 1, &y, 1); /* all-gather: a gradient like x */
     return y;
 }
 

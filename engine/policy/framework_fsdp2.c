@@ -48,7 +48,7 @@ static const char *plan_fsdp2(const vp_recipe *r, const vp_precision *p, vp_shar
     if (r->tp > 1 && vp_finetune_method_of(r)->peft)
         return "finetune: PEFT's adapters under DTensor's tensor parallelism (framework = fsdp2 with tp) are not "
                "modelled";
-    if (r->tp > 1 && p->fp8_gemms)
+    if (r->tp > 1 && p->fp8_gemms && !p->fp8_dynamic)
         return "precision: Transformer Engine's fp8 under DTensor's tensor parallelism (framework = fsdp2 with tp) "
                "is not modelled";
     if (r->zero) return "zero: ZeRO stages need framework = \"deepspeed\"";
