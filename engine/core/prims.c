@@ -494,7 +494,7 @@ vp_t vp_float8_input(vp_sim *sim, vp_t x, unsigned gather, const char *label) {
     vp_drop(sim, scale);
     vp_t y = data;
     if (gather > 1) { /* funcol all_gather_into_tensor on the float8 data (allgather_fp8) */
-        y = vp_new(sim, vp_numel(sim, numel_of(sim, data), gather), VP_FP8_E4M3, label);
+        y = vp_sac_new(sim, VP_ATEN_ALL_GATHER, vp_numel(sim, numel_of(sim, data), gather), VP_FP8_E4M3, label);
         vp_drop(sim, data);
     }
     /* a Float8TrainingTensor reports its original dtype: its gradient is x's */
@@ -947,6 +947,114 @@ vp_t vp_embedding(vp_sim *sim, vp_t indices, vp_t w, uint64_t rows, uint64_t dim
     return y;
 }
 
+/* DTensor's loss_parallel (torch/distributed/tensor/parallel/loss.py,
+ * pytorch 02eef6b; the functions as loss_parallel came in PyTorch 2.3):
+ * the log_softmax of this rank's vocabulary slice x, written out as
+ * _log_softmax does it: amax and its all_reduce (rows), shifted = x -
+ * max, exp(shifted) until its sum is taken (rows, all_reduced), the
+ * log-sum-exp, result = shifted - lse; shifted goes when the handler
+ * returns. The input is fp32 already (torchtitan's pred.float()), so the
+ * handler's to(computation dtype) copies nothing. LogSoftmaxBackward saves
+ * the result; its backward (_log_softmax_backward_handler) returns the
+ * gradient as it is, nll_loss's backward having done the work. */
+vp_t vp_loss_parallel_log_softmax(vp_sim *sim, vp_t x, uint64_t rows, const char *label) {
+    uint64_t n = numel_of(sim, x);
+    vp_dtype dt = dtype_of(sim, x);
+    vp_t x_max = vp_new(sim, rows, dt, "loss_parallel.amax");
+    vp_t max_all = vp_new(sim, rows, dt, "loss_parallel.all_reduce"); /* funcol: a new tensor */
+    vp_drop(sim, x_max);
+    vp_t shifted = vp_new(sim, n, dt, "loss_parallel.shifted");
+    vp_t e = vp_new(sim, n, dt, "loss_parallel.exp");
+    vp_t sumexp = vp_new(sim, rows, dt, "loss_parallel.sumexp");
+    vp_drop(sim, e);
+    vp_t sum_all = vp_new(sim, rows, dt, "loss_parallel.all_reduce");
+    vp_drop(sim, sumexp);
+    vp_t lse = vp_new(sim, rows, dt, "loss_parallel.logsumexp");
+    vp_drop(sim, sum_all);
+    vp_t y = vp_new(sim, n, dt, label);
+    vp_drop(sim, lse);
+    vp_drop(sim, shifted);
+    vp_drop(sim, max_all);
+    vp_node *node = vp_record(sim, backward_pass, label, &x, 1, &y, 1);
+    if (node) vp_save(sim, node, y);
+    return y;
+}
+
+/* _MaskPartial over the targets (loss_parallel, as below): the safe
+ * targets (where(target != ignore_index, target, 0)), the ones outside
+ * this rank's slice masked, and the mask_buffer the placement keeps until
+ * the handler returns; t[0..2], row-sized, the caller drops them. */
+static void mask_targets(vp_sim *sim, vp_t (*make)(vp_sim *, uint64_t, vp_dtype, const char *), uint64_t rows,
+                         vp_t t[3]) {
+    t[0] = make(sim, rows, VP_INT64, "loss_parallel.safe_target");
+    t[1] = make(sim, rows, VP_INT64, "loss_parallel.masked_target");
+    t[2] = make(sim, rows, VP_BOOL, "loss_parallel.mask_buffer");
+}
+
+static void drop_targets(vp_sim *sim, vp_t t[3]) {
+    for (unsigned i = 3; i-- > 0;) vp_drop(sim, t[i]);
+}
+
+/* _nll_loss_and_log_softmax_backward (loss_parallel, as above): both
+ * backwards in one, over the saved log-probabilities x: safe_target, a
+ * zero-filled grad_input like x, the masked targets (mask_targets), the update
+ * and an arange (rows), the -1 written in place, then (grad_input +
+ * exp(x)) * grad_output: exp(x) until the sum is made, the sum until the
+ * product is; grad_input and the rest go when it returns. */
+static void backward_loss_parallel_nll(vp_sim *sim, uint32_t index) {
+    vp_node *node = vp_node_at(sim, index);
+    vp_t x = node->in[0];
+    uint64_t n = numel_of(sim, x), rows = node->aux[0];
+    vp_dtype dt = dtype_of(sim, x);
+    vp_t grad_input = vp_grad_sized(sim, n, dt, "loss_parallel.grad_input");
+    vp_t targets[3];
+    mask_targets(sim, vp_grad_sized, rows, targets);
+    vp_t update = vp_grad_sized(sim, rows, dt, "loss_parallel.grad_update");
+    vp_t arange = vp_grad_sized(sim, rows, VP_INT64, "loss_parallel.arange");
+    vp_t e = vp_grad_sized(sim, n, dt, "loss_parallel.exp");
+    vp_t sum = vp_grad_sized(sim, n, dt, "loss_parallel.grad_input_plus_exp");
+    vp_drop(sim, e);
+    vp_t g = vp_grad_sized(sim, n, dt, node->label);
+    vp_drop(sim, sum);
+    vp_drop(sim, arange);
+    vp_drop(sim, update);
+    drop_targets(sim, targets);
+    vp_drop(sim, grad_input);
+    give_fitted(sim, index, 0, g);
+}
+
+/* _nll_loss_forward under loss_parallel: the masked targets
+ * (mask_targets), the gathered log-probabilities and their all_reduce,
+ * their negation and where(): transients; NllLossBackward saves the
+ * log-probabilities, the target and total_weight. */
+vp_t vp_loss_parallel_nll(vp_sim *sim, vp_t log_probs, vp_t target, uint64_t rows, const char *label) {
+    vp_dtype dt = dtype_of(sim, log_probs);
+    vp_t targets[3];
+    mask_targets(sim, vp_new, rows, targets);
+    vp_t partial = vp_new(sim, rows, dt, "loss_parallel.gather");
+    vp_t reduced = vp_new(sim, rows, dt, "loss_parallel.all_reduce");
+    vp_drop(sim, partial);
+    vp_t negated = vp_new(sim, rows, dt, "loss_parallel.neg");
+    vp_drop(sim, reduced);
+    vp_t kept = vp_new(sim, rows, dt, "loss_parallel.where");
+    vp_drop(sim, negated);
+    vp_t total_weight = vp_new(sim, 1, dt, label);
+    vp_t summed = vp_new(sim, 1, dt, label);
+    vp_drop(sim, kept);
+    vp_t loss = vp_new(sim, 1, dt, label);
+    vp_drop(sim, summed);
+    drop_targets(sim, targets);
+    vp_node *node = vp_record(sim, backward_loss_parallel_nll, label, &log_probs, 1, &loss, 1);
+    if (node) {
+        node->aux[0] = rows;
+        vp_save(sim, node, log_probs);
+        vp_save(sim, node, target);
+        vp_save(sim, node, total_weight);
+    }
+    vp_drop(sim, total_weight);
+    return loss;
+}
+
 vp_t vp_nll_loss(vp_sim *sim, vp_t log_probs, vp_t target, const char *label) {
     vp_t loss = vp_new(sim, 1, dtype_of(sim, log_probs), label);
     vp_t total_weight = vp_new(sim, 1, dtype_of(sim, log_probs), label);
@@ -1026,7 +1134,7 @@ vp_t vp_scatter(vp_sim *sim, vp_t x, unsigned parts, const char *label) {
 }
 
 vp_t vp_all_gather(vp_sim *sim, vp_t x, unsigned parts, const char *label) {
-    vp_t y = vp_new(sim, vp_numel(sim, numel_of(sim, x), parts), dtype_of(sim, x), label);
+    vp_t y = vp_sac_new(sim, VP_ATEN_ALL_GATHER, vp_numel(sim, numel_of(sim, x), parts), dtype_of(sim, x), label);
     vp_record(sim, backward_split, label, &x, 1, &y, 1); /* reduce-scatter: a gradient like x */
     return y;
 }

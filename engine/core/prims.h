@@ -81,6 +81,14 @@ vp_t vp_float8_input(vp_sim *sim, vp_t x, unsigned gather, const char *label);
  * reduce-scatter, which then gathers it in float8: vp_scatter). */
 vp_t vp_float8_grad(vp_sim *sim, vp_t y, const char *label);
 
+/* DTensor's loss_parallel (torch/distributed/tensor/parallel/loss.py):
+ * the log_softmax of a rank's vocabulary slice as its handler computes it
+ * (shifted and exp(shifted) full-size besides the result), and nll_loss,
+ * whose backward does both backwards at once (a zero-filled grad_input,
+ * exp(x), their sum and the product, full-size); `rows` tokens. */
+vp_t vp_loss_parallel_log_softmax(vp_sim *sim, vp_t x, uint64_t rows, const char *label);
+vp_t vp_loss_parallel_nll(vp_sim *sim, vp_t log_probs, vp_t target, uint64_t rows, const char *label);
+
 /* A batched matmul of two activations (bmm): saves both, b as the
  * transposed view it is with `b_transposed` (key.transpose(2, 3) of
  * contiguous keys, which matmul's batch fold views rather than copies). */
