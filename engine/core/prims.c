@@ -299,18 +299,28 @@ vp_t vp_linear_fp8(vp_sim *sim, vp_t x, vp_t columnwise, vp_t w, vp_t b, uint64_
  * a compiled region, where Inductor makes the cast an amax reduction
  * (|x| fused into it) and one pointwise kernel from x to the 1-byte data
  * (docs/compile.md): none of the full-size copies. */
+/* The amax: in the forward, tensorwise, torch.max(torch.abs(x)) is
+ * aten.max.default, whose 0-dim output torchtitan's op-selective policy
+ * saves (sac_policy.c); rowwise it is torch.amax (aten.amax), and in
+ * backward no policy applies. */
+static vp_t make_amax(vp_sim *sim, vp_t (*make)(vp_sim *, uint64_t, vp_dtype, const char *), uint64_t scales,
+                      vp_dtype dt) {
+    if (make == vp_new && scales == 1) return vp_sac_new(sim, VP_ATEN_MAX, scales, dt, "float8.amax");
+    return make(sim, scales, dt, "float8.amax");
+}
+
 static vp_t cast_float8(vp_sim *sim, vp_t (*make)(vp_sim *, uint64_t, vp_dtype, const char *), vp_t x,
                         uint64_t scales, bool fused, vp_t *scale) {
     uint64_t n = numel_of(sim, x);
     vp_dtype dt = dtype_of(sim, x);
     if (fused) {
-        vp_t amax = make(sim, scales, dt, "float8.amax");
+        vp_t amax = make_amax(sim, make, scales, dt);
         *scale = make(sim, scales, VP_FP32, "float8.scale");
         vp_drop(sim, amax);
         return make(sim, n, VP_FP8_E4M3, "float8.data");
     }
     vp_t magnitude = make(sim, n, dt, "float8.abs");
-    vp_t amax = make(sim, scales, dt, "float8.amax");
+    vp_t amax = make_amax(sim, make, scales, dt);
     vp_drop(sim, magnitude);
     *scale = make(sim, scales, VP_FP32, "float8.scale");
     vp_drop(sim, amax);
@@ -349,9 +359,11 @@ typedef struct {
  * casts the 16-bit output to the common dtype, fp32, and computes into an
  * fp32 temporary it copies back, TensorIteratorBase::compute_types; CUDA's
  * kernels cast as they go). The output is in the inputs' high-precision
- * dtype. Everything but the output goes when float8_mm returns. */
-static vp_t scaled_mm(vp_sim *sim, vp_t (*make)(vp_sim *, uint64_t, vp_dtype, const char *), float8_operands op,
-                      bool fast_accum, bool cuda, uint64_t m, uint64_t n, vp_dtype out_dtype, const char *label) {
+ * dtype. Everything but the output goes when float8_mm returns. `seen_as`:
+ * the op a selective checkpoint's policy sees make the output (VP_ATEN_OTHER:
+ * none, the output made by `make`). */
+static vp_t scaled_mm(vp_sim *sim, vp_t (*make)(vp_sim *, uint64_t, vp_dtype, const char *), vp_aten_op seen_as,
+                      float8_operands op, bool fast_accum, bool cuda, uint64_t m, uint64_t n, vp_dtype out_dtype, const char *label) {
     vp_t a = op.a_copy ? make(sim, op.a_copy, VP_FP8_E4M3, "float8.mm a contiguous") : 0;
     vp_t b = op.b_copy ? make(sim, op.b_copy, VP_FP8_E4M3, "float8.mm b column-major") : 0;
     bool rowwise = op.a_scales > 1 || op.b_scales > 1;
@@ -369,7 +381,8 @@ static vp_t scaled_mm(vp_sim *sim, vp_t (*make)(vp_sim *, uint64_t, vp_dtype, co
         a_inverse = make(sim, 1, VP_FP32, "float8.mm scale_a");
         b_inverse = make(sim, 1, VP_FP32, "float8.mm scale_b");
     }
-    vp_t y = make(sim, vp_numel(sim, m, n), out_dtype, label);
+    vp_t y = seen_as == VP_ATEN_OTHER ? make(sim, vp_numel(sim, m, n), out_dtype, label)
+                                      : vp_sac_new(sim, seen_as, vp_numel(sim, m, n), out_dtype, label);
     if (post && !cuda && out_dtype != VP_FP32) {
         vp_t cast = make(sim, vp_numel(sim, m, n), VP_FP32, "float8.mm post scale (CPU cast)");
         vp_t result = make(sim, vp_numel(sim, m, n), VP_FP32, "float8.mm post scale (CPU result)");
@@ -406,20 +419,23 @@ static void backward_float8(vp_sim *sim, uint32_t index) {
     vp_t s[4] = {0};
     /* grad_input = grad_output [rows, out] @ weight_t.t() [out, in]; the
      * casts axiswise along -1 (rowwise): a scale per row of each */
-    vp_t go_dim0 = cast_float8(sim, vp_grad_sized, go, rowwise ? rows : 1, fused, &s[0]);
+    /* a gradient already float8 (NoopFwToFloat8BwDynamic: the float8 TP
+     * styles) and an input saved in float8 are used as they are */
+    bool go_float8 = dtype_of(sim, go) == VP_FP8_E4M3, x_float8 = dtype_of(sim, x) == VP_FP8_E4M3;
+    vp_t go_dim0 = go_float8 ? 0 : cast_float8(sim, vp_grad_sized, go, rowwise ? rows : 1, fused, &s[0]);
     /* tensor_already_casted_to_fp8(weight_hp_t): the gathered float8 weight as it is */
     uint64_t w_scales = recipe == VP_FLOAT8_ROWWISE ? in : 1;
     vp_t w_dim0 = w_float8 ? 0 : cast_float8(sim, vp_grad_sized, w, w_scales, fused, &s[1]);
     float8_operands gi = {0, n_w, rowwise ? rows : 1, w_scales};
-    vp_t grad_input = scaled_mm(sim, vp_grad_sized, gi, false, cuda, rows, in, dt, "float8 grad_input");
+    vp_t grad_input = scaled_mm(sim, vp_grad_sized, VP_ATEN_OTHER, gi, false, cuda, rows, in, dt, "float8 grad_input");
     vp_t go_dim1 = 0, x_dim1 = 0, grad_weight;
     if (recipe == VP_FLOAT8_ROWWISE_GW_HP) { /* cast configs DISABLED: aten.mm of the 16-bit tensors */
         grad_weight = vp_grad_sized(sim, n_w, dt, "grad_weight");
     } else { /* grad_output.t() [out, rows] @ input [rows, in], the casts along 0 */
-        go_dim1 = cast_float8(sim, vp_grad_sized, go, rowwise ? out_features : 1, fused, &s[2]);
-        x_dim1 = cast_float8(sim, vp_grad_sized, x, rowwise ? in : 1, fused, &s[3]);
+        go_dim1 = go_float8 ? 0 : cast_float8(sim, vp_grad_sized, go, rowwise ? out_features : 1, fused, &s[2]);
+        x_dim1 = x_float8 ? 0 : cast_float8(sim, vp_grad_sized, x, rowwise ? in : 1, fused, &s[3]);
         float8_operands gw = {n_out, n_x, rowwise ? out_features : 1, rowwise ? in : 1};
-        grad_weight = scaled_mm(sim, vp_grad_sized, gw, false, cuda, out_features, in, dt, "float8 grad_weight");
+        grad_weight = scaled_mm(sim, vp_grad_sized, VP_ATEN_OTHER, gw, false, cuda, out_features, in, dt, "float8 grad_weight");
     }
     drop_float8(sim, go_dim0, s[0]);
     drop_float8(sim, w_dim0, s[1]);
@@ -438,12 +454,22 @@ vp_t vp_linear_float8(vp_sim *sim, vp_t x, vp_t w, bool w_float8, vp_float8_reci
     bool rowwise = recipe != VP_FLOAT8_TENSORWISE;
     vp_t s[2] = {0};
     /* the input [rows, in] scaled along -1, the weight's transpose [in, out] along 0 */
-    vp_t x8 = cast_float8(sim, vp_new, x, rowwise ? rows : 1, sim->fused_casts, &s[0]);
+    /* tensor_already_casted_to_fp8(input_hp): cast by a float8 TP style */
+    bool x_float8 = dtype_of(sim, x) == VP_FP8_E4M3;
+    vp_t x8 = x_float8 ? 0 : cast_float8(sim, vp_new, x, rowwise ? rows : 1, sim->fused_casts, &s[0]);
     vp_t w8 = w_float8 ? 0 : cast_float8(sim, vp_new, w, rowwise ? out_features : 1, sim->fused_casts, &s[1]);
     /* the input row-major, the weight's transpose column-major: no copies;
-     * gemm_config_output uses fast accumulation */
+     * gemm_config_output uses fast accumulation. torch.mm on the float8
+     * tensors: a selective checkpoint's policy sees aten.mm (its mode runs
+     * above Float8TrainingTensor's dispatch, which calls _scaled_mm), so
+     * the output is saved or recomputed as an mm's. A rerun that takes it
+     * from the cache runs none of float8_mm; here it still makes the
+     * scales' reciprocals (one element each, tensorwise; a row's and a
+     * column's rowwise), as the rerun must retrace the forward's tensors */
     float8_operands op = {0, 0, rowwise ? rows : 1, rowwise ? out_features : 1};
-    vp_t y = scaled_mm(sim, vp_new, op, true, cuda, rows, out_features, dtype_of(sim, x), label);
+    /* the output in the input's original dtype (a float8 input's gradient dtype) */
+    vp_dtype hp = x_float8 ? (vp_dtype)vp_at(sim, x)->grad_dtype : dtype_of(sim, x);
+    vp_t y = scaled_mm(sim, vp_new, VP_ATEN_MM, op, true, cuda, rows, out_features, hp, label);
     vp_at(sim, y)->aten = VP_ATEN_SCALED_MM;
     drop_float8(sim, x8, s[0]);
     drop_float8(sim, w8, s[1]);
@@ -460,6 +486,47 @@ vp_t vp_linear_float8(vp_sim *sim, vp_t x, vp_t w, bool w_float8, vp_float8_reci
         vp_save(sim, node, w);
     }
     return y;
+}
+
+vp_t vp_float8_input(vp_sim *sim, vp_t x, unsigned gather, const char *label) {
+    vp_t scale;
+    vp_t data = cast_float8(sim, vp_new, x, 1, sim->fused_casts, &scale);
+    vp_drop(sim, scale);
+    vp_t y = data;
+    if (gather > 1) { /* funcol all_gather_into_tensor on the float8 data (allgather_fp8) */
+        y = vp_sac_new(sim, VP_ATEN_ALL_GATHER, vp_numel(sim, numel_of(sim, data), gather), VP_FP8_E4M3, label);
+        vp_drop(sim, data);
+    }
+    /* a Float8TrainingTensor reports its original dtype: its gradient is x's */
+    vp_at(sim, y)->grad_dtype = vp_at(sim, x)->grad_dtype;
+    /* _ToFloat8ConstrFunc.backward hands the gradient through; the
+     * all-gather's backward reduce-scatters it into one like x */
+    vp_record(sim, gather > 1 ? backward_split : backward_pass, label, &x, 1, &y, 1);
+    return y;
+}
+
+/* NoopFwToFloat8BwDynamic.backward: tensor_to_scale(gradY) and
+ * hp_tensor_and_scale_to_float8 (e5m2), the float8 gradient handed on as
+ * it is (its dtype float8, not the output's). */
+static void backward_float8_grad(vp_sim *sim, uint32_t index) {
+    vp_node *node = vp_node_at(sim, index);
+    vp_t go = vp_grad_out(sim, node, 0);
+    if (!go || dtype_of(sim, go) == VP_FP8_E4M3) { /* tensor_already_casted_to_fp8 */
+        if (go) vp_hold(sim, go);
+        vp_give_grad(sim, vp_node_at(sim, index), 0, go);
+        return;
+    }
+    vp_t scale;
+    vp_t data = cast_float8(sim, vp_grad_sized, go, 1, node->aux[0], &scale);
+    vp_drop(sim, scale);
+    vp_give_grad(sim, vp_node_at(sim, index), 0, data);
+}
+
+vp_t vp_float8_grad(vp_sim *sim, vp_t y, const char *label) {
+    vp_t out = vp_view(sim, y, numel_of(sim, y), label);
+    vp_node *node = vp_record(sim, backward_float8_grad, label, &y, 1, &out, 1);
+    if (node) node->aux[0] = sim->fused_casts;
+    return out;
 }
 
 vp_t vp_matmul(vp_sim *sim, vp_t a, vp_t b, uint64_t out_numel, bool b_transposed, const char *label) {
@@ -880,6 +947,114 @@ vp_t vp_embedding(vp_sim *sim, vp_t indices, vp_t w, uint64_t rows, uint64_t dim
     return y;
 }
 
+/* DTensor's loss_parallel (torch/distributed/tensor/parallel/loss.py,
+ * pytorch 02eef6b; the functions as loss_parallel came in PyTorch 2.3):
+ * the log_softmax of this rank's vocabulary slice x, written out as
+ * _log_softmax does it: amax and its all_reduce (rows), shifted = x -
+ * max, exp(shifted) until its sum is taken (rows, all_reduced), the
+ * log-sum-exp, result = shifted - lse; shifted goes when the handler
+ * returns. The input is fp32 already (torchtitan's pred.float()), so the
+ * handler's to(computation dtype) copies nothing. LogSoftmaxBackward saves
+ * the result; its backward (_log_softmax_backward_handler) returns the
+ * gradient as it is, nll_loss's backward having done the work. */
+vp_t vp_loss_parallel_log_softmax(vp_sim *sim, vp_t x, uint64_t rows, const char *label) {
+    uint64_t n = numel_of(sim, x);
+    vp_dtype dt = dtype_of(sim, x);
+    vp_t x_max = vp_new(sim, rows, dt, "loss_parallel.amax");
+    vp_t max_all = vp_new(sim, rows, dt, "loss_parallel.all_reduce"); /* funcol: a new tensor */
+    vp_drop(sim, x_max);
+    vp_t shifted = vp_new(sim, n, dt, "loss_parallel.shifted");
+    vp_t e = vp_new(sim, n, dt, "loss_parallel.exp");
+    vp_t sumexp = vp_new(sim, rows, dt, "loss_parallel.sumexp");
+    vp_drop(sim, e);
+    vp_t sum_all = vp_new(sim, rows, dt, "loss_parallel.all_reduce");
+    vp_drop(sim, sumexp);
+    vp_t lse = vp_new(sim, rows, dt, "loss_parallel.logsumexp");
+    vp_drop(sim, sum_all);
+    vp_t y = vp_new(sim, n, dt, label);
+    vp_drop(sim, lse);
+    vp_drop(sim, shifted);
+    vp_drop(sim, max_all);
+    vp_node *node = vp_record(sim, backward_pass, label, &x, 1, &y, 1);
+    if (node) vp_save(sim, node, y);
+    return y;
+}
+
+/* _MaskPartial over the targets (loss_parallel, as below): the safe
+ * targets (where(target != ignore_index, target, 0)), the ones outside
+ * this rank's slice masked, and the mask_buffer the placement keeps until
+ * the handler returns; t[0..2], row-sized, the caller drops them. */
+static void mask_targets(vp_sim *sim, vp_t (*make)(vp_sim *, uint64_t, vp_dtype, const char *), uint64_t rows,
+                         vp_t t[3]) {
+    t[0] = make(sim, rows, VP_INT64, "loss_parallel.safe_target");
+    t[1] = make(sim, rows, VP_INT64, "loss_parallel.masked_target");
+    t[2] = make(sim, rows, VP_BOOL, "loss_parallel.mask_buffer");
+}
+
+static void drop_targets(vp_sim *sim, vp_t t[3]) {
+    for (unsigned i = 3; i-- > 0;) vp_drop(sim, t[i]);
+}
+
+/* _nll_loss_and_log_softmax_backward (loss_parallel, as above): both
+ * backwards in one, over the saved log-probabilities x: safe_target, a
+ * zero-filled grad_input like x, the masked targets (mask_targets), the update
+ * and an arange (rows), the -1 written in place, then (grad_input +
+ * exp(x)) * grad_output: exp(x) until the sum is made, the sum until the
+ * product is; grad_input and the rest go when it returns. */
+static void backward_loss_parallel_nll(vp_sim *sim, uint32_t index) {
+    vp_node *node = vp_node_at(sim, index);
+    vp_t x = node->in[0];
+    uint64_t n = numel_of(sim, x), rows = node->aux[0];
+    vp_dtype dt = dtype_of(sim, x);
+    vp_t grad_input = vp_grad_sized(sim, n, dt, "loss_parallel.grad_input");
+    vp_t targets[3];
+    mask_targets(sim, vp_grad_sized, rows, targets);
+    vp_t update = vp_grad_sized(sim, rows, dt, "loss_parallel.grad_update");
+    vp_t arange = vp_grad_sized(sim, rows, VP_INT64, "loss_parallel.arange");
+    vp_t e = vp_grad_sized(sim, n, dt, "loss_parallel.exp");
+    vp_t sum = vp_grad_sized(sim, n, dt, "loss_parallel.grad_input_plus_exp");
+    vp_drop(sim, e);
+    vp_t g = vp_grad_sized(sim, n, dt, node->label);
+    vp_drop(sim, sum);
+    vp_drop(sim, arange);
+    vp_drop(sim, update);
+    drop_targets(sim, targets);
+    vp_drop(sim, grad_input);
+    give_fitted(sim, index, 0, g);
+}
+
+/* _nll_loss_forward under loss_parallel: the masked targets
+ * (mask_targets), the gathered log-probabilities and their all_reduce,
+ * their negation and where(): transients; NllLossBackward saves the
+ * log-probabilities, the target and total_weight. */
+vp_t vp_loss_parallel_nll(vp_sim *sim, vp_t log_probs, vp_t target, uint64_t rows, const char *label) {
+    vp_dtype dt = dtype_of(sim, log_probs);
+    vp_t targets[3];
+    mask_targets(sim, vp_new, rows, targets);
+    vp_t partial = vp_new(sim, rows, dt, "loss_parallel.gather");
+    vp_t reduced = vp_new(sim, rows, dt, "loss_parallel.all_reduce");
+    vp_drop(sim, partial);
+    vp_t negated = vp_new(sim, rows, dt, "loss_parallel.neg");
+    vp_drop(sim, reduced);
+    vp_t kept = vp_new(sim, rows, dt, "loss_parallel.where");
+    vp_drop(sim, negated);
+    vp_t total_weight = vp_new(sim, 1, dt, label);
+    vp_t summed = vp_new(sim, 1, dt, label);
+    vp_drop(sim, kept);
+    vp_t loss = vp_new(sim, 1, dt, label);
+    vp_drop(sim, summed);
+    drop_targets(sim, targets);
+    vp_node *node = vp_record(sim, backward_loss_parallel_nll, label, &log_probs, 1, &loss, 1);
+    if (node) {
+        node->aux[0] = rows;
+        vp_save(sim, node, log_probs);
+        vp_save(sim, node, target);
+        vp_save(sim, node, total_weight);
+    }
+    vp_drop(sim, total_weight);
+    return loss;
+}
+
 vp_t vp_nll_loss(vp_sim *sim, vp_t log_probs, vp_t target, const char *label) {
     vp_t loss = vp_new(sim, 1, dtype_of(sim, log_probs), label);
     vp_t total_weight = vp_new(sim, 1, dtype_of(sim, log_probs), label);
@@ -937,14 +1112,29 @@ vp_t vp_gathered_linear(vp_sim *sim, vp_t x, vp_t w, vp_t b, uint64_t rows, uint
     return y;
 }
 
+/* The reduce-scatter's backward, an all-gather of the output's gradient:
+ * one like x, or, where the gradient arrives in float8 (torchao's
+ * NoopFwToFloat8BwDynamic after Float8RowwiseParallel's reduce-scatter),
+ * gathered as it is, one byte an element (float8_ops.py allgather_fp8). */
+static void backward_scatter(vp_sim *sim, uint32_t index) {
+    vp_node *node = vp_node_at(sim, index);
+    vp_t go = vp_grad_out(sim, node, 0);
+    if (!go || dtype_of(sim, go) != VP_FP8_E4M3 || vp_at(sim, node->in[0])->grad_dtype == VP_FP8_E4M3) {
+        backward_split(sim, index);
+        return;
+    }
+    vp_t g = vp_grad_sized(sim, numel_of(sim, node->in[0]), VP_FP8_E4M3, node->label);
+    vp_give_grad(sim, vp_node_at(sim, index), 0, g);
+}
+
 vp_t vp_scatter(vp_sim *sim, vp_t x, unsigned parts, const char *label) {
     vp_t y = vp_sac_new(sim, VP_ATEN_REDUCE_SCATTER, numel_of(sim, x) / parts, dtype_of(sim, x), label);
-    vp_record(sim, backward_split, label, &x, 1, &y, 1); /* all-gather: a gradient like x */
+    vp_record(sim, backward_scatter, label, &x, 1, &y, 1); /* all-gather: a gradient like x */
     return y;
 }
 
 vp_t vp_all_gather(vp_sim *sim, vp_t x, unsigned parts, const char *label) {
-    vp_t y = vp_new(sim, vp_numel(sim, numel_of(sim, x), parts), dtype_of(sim, x), label);
+    vp_t y = vp_sac_new(sim, VP_ATEN_ALL_GATHER, vp_numel(sim, numel_of(sim, x), parts), dtype_of(sim, x), label);
     vp_record(sim, backward_split, label, &x, 1, &y, 1); /* reduce-scatter: a gradient like x */
     return y;
 }

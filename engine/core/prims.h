@@ -67,6 +67,28 @@ typedef enum { VP_FLOAT8_TENSORWISE, VP_FLOAT8_ROWWISE, VP_FLOAT8_ROWWISE_GW_HP,
 vp_t vp_linear_float8(vp_sim *sim, vp_t x, vp_t w, bool w_float8, vp_float8_recipe recipe, bool cuda, uint64_t rows,
                       uint64_t out_features, const char *label);
 
+/* torchao's float8 tensor-parallel styles (float8_tensor_parallel.py,
+ * tensorwise): PrepareFloat8ModuleInput and Float8RowwiseParallel cast a
+ * linear's input to float8 before it reaches Float8Linear (which then
+ * saves the 1-byte tensor, not the 16-bit one), then all-gather the float8
+ * data over `gather` ranks (1: none); the scale's fp32 element is not
+ * counted. The result's gradient is x's dtype and, under the gather, x's
+ * size (a reduce-scatter). */
+vp_t vp_float8_input(vp_sim *sim, vp_t x, unsigned gather, const char *label);
+
+/* NoopFwToFloat8BwDynamic: forward, y as it is (a view); backward, its
+ * gradient cast to float8 once, handed on in float8 to the linear (or the
+ * reduce-scatter, which then gathers it in float8: vp_scatter). */
+vp_t vp_float8_grad(vp_sim *sim, vp_t y, const char *label);
+
+/* DTensor's loss_parallel (torch/distributed/tensor/parallel/loss.py):
+ * the log_softmax of a rank's vocabulary slice as its handler computes it
+ * (shifted and exp(shifted) full-size besides the result), and nll_loss,
+ * whose backward does both backwards at once (a zero-filled grad_input,
+ * exp(x), their sum and the product, full-size); `rows` tokens. */
+vp_t vp_loss_parallel_log_softmax(vp_sim *sim, vp_t x, uint64_t rows, const char *label);
+vp_t vp_loss_parallel_nll(vp_sim *sim, vp_t log_probs, vp_t target, uint64_t rows, const char *label);
+
 /* A batched matmul of two activations (bmm): saves both, b as the
  * transposed view it is with `b_transposed` (key.transpose(2, 3) of
  * contiguous keys, which matmul's batch fold views rather than copies). */

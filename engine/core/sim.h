@@ -92,7 +92,8 @@ typedef enum {
     VP_ATEN_REDUCE_SCATTER, /* _c10d_functional.reduce_scatter_tensor (DTensor's Partial -> Shard) */
     VP_ATEN_NATIVE_DROPOUT, /* a random op: its output and mask */
     VP_ATEN_SCALED_MM,      /* torch._scaled_mm (torchao's float8 GEMMs) */
-    VP_ATEN_ALL_GATHER,     /* _c10d_functional.all_gather_into_tensor (context parallelism's K/V ring) */
+    VP_ATEN_MAX,            /* aten.max.default: the amax of float8's tensorwise scaling (torch.max(torch.abs(x))) */
+    VP_ATEN_ALL_GATHER,     /* _c10d_functional.all_gather_into_tensor (DTensor's Shard -> Replicate, the CP ring's K/V) */
     VP_ATEN_COUNT
 } vp_aten_op;
 

@@ -56,9 +56,12 @@ uint64_t vp_padded_vocab(uint64_t vocab, unsigned tp);           /* Megatron's v
 uint64_t vp_local_vocab(uint64_t vocab, unsigned tp, bool exact);
 /* A module's input under DTensor's sequence parallelism (dtensor_tp):
  * all-gathered once (PrepareModuleInput(Shard(1) -> Replicate())) for the
- * module's column-parallel linears; 0 where x is the input as it is. The
- * caller drops it. */
-vp_t vp_module_input(vp_step *step, vp_t x);
+ * module's column-parallel linears; 0 where x is the input as it is. With
+ * Float8 tensorwise and `weight` (the module's first linear) swapped,
+ * torchao's PrepareFloat8ModuleInput: cast to float8, then gathered in
+ * float8 (with or without sequence parallelism, never 0). The caller
+ * drops it. */
+vp_t vp_module_input(vp_step *step, vp_t x, vp_t weight);
 
 /* Run ops in sequence: each result replaces the previous one, which is
  * dropped as a rebound Python local is. x is borrowed; the result is owned. */

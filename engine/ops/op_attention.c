@@ -1380,10 +1380,10 @@ static vp_t attend(vp_step *step, const vp_op *op, const vp_t *leaves, qkv *in, 
 static vp_t attention_forward(vp_step *step, const vp_op *op, const vp_t *leaves, vp_t given) {
     vp_sim *sim = &step->sim;
     /* DTensor's PrepareModuleInput: the input gathered once for q, k and v */
-    vp_t gathered = vp_module_input(step, given), x = gathered ? gathered : given;
+    vp_t gathered = vp_module_input(step, given, leaves[Q_W]), x = gathered ? gathered : given;
     shape s = local_shape(op, step->tp);
     uint64_t q_out = s.heads * s.head_dim, kv_out = s.kv_heads * s.head_dim;
-    qkv in = {.input_dtype = (vp_dtype)vp_at(sim, x)->dtype};
+    qkv in = {.input_dtype = (vp_dtype)vp_at(sim, given)->dtype};
     bool mla = is_mla(op), cross = vp_op_flag(op, ATT_CROSS), normalized = false;
     if (mla) {
         vp_mla_shape m = mla_shape(op);

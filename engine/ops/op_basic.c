@@ -61,6 +61,16 @@ void vp_step_clear_fp8(vp_step *step) {
     step->fp8_input = step->fp8_columnwise = 0;
 }
 
+/* torchtitan's plan with Float8 tensorwise (parallelize.py apply_tp,
+ * enable_float8_tensorwise_tp; rowwise recipes keep the plain styles):
+ * torchao's Float8ColwiseParallel, Float8RowwiseParallel and
+ * PrepareFloat8ModuleInput (float8_tensor_parallel.py) on the linears
+ * torchao swapped (`weight`'s fp8 flag). */
+static bool float8_tp(vp_step *step, vp_t weight) {
+    return step->tp > 1 && vp_framework_of(step->recipe)->dtensor_tp && step->precision->fp8_dynamic &&
+           step->recipe->fp8_recipe == VP_FLOAT8_TENSORWISE && vp_at(&step->sim, weight)->fp8;
+}
+
 static vp_t project(vp_step *step, vp_t x, vp_t weight, vp_t bias, uint64_t out_features, bool gather,
                     const char *label) {
     vp_sim *sim = &step->sim;
@@ -110,20 +120,47 @@ vp_t vp_project(vp_step *step, vp_t x, vp_t weight, vp_t bias, uint64_t out_feat
  * gathered it (vp_module_input) and the linear saves the gathered rows. */
 vp_t vp_project_column(vp_step *step, vp_t x, vp_t weight, vp_t bias, uint64_t out_local, const char *label) {
     bool gather = step->sp && !vp_framework_of(step->recipe)->dtensor_tp;
-    return project(step, x, weight, bias, out_local, gather, label);
+    if (!float8_tp(step, weight)) return project(step, x, weight, bias, out_local, gather, label);
+    /* Float8ColwiseParallel: an input not yet float8 is cast here (the
+     * module's float8 input passes as it is); the output's gradient is
+     * cast to float8 once (NoopFwToFloat8BwDynamic) */
+    vp_sim *sim = &step->sim;
+    vp_t x8 = vp_at(sim, x)->dtype == VP_FP8_E4M3 ? 0 : vp_float8_input(sim, x, 1, "float8.colwise_input");
+    vp_t y = project(step, x8 ? x8 : x, weight, bias, out_local, false, label);
+    vp_drop(sim, x8);
+    vp_t out = vp_float8_grad(sim, y, label);
+    vp_drop(sim, y);
+    return out;
 }
 
-vp_t vp_module_input(vp_step *step, vp_t x) {
-    if (!step->sp || !vp_framework_of(step->recipe)->dtensor_tp) return 0;
+vp_t vp_module_input(vp_step *step, vp_t x, vp_t weight) {
+    if (!vp_framework_of(step->recipe)->dtensor_tp) return 0;
+    /* PrepareFloat8ModuleInput: cast to float8 before the all-gather, so
+     * that the module's linears share one float8 gather */
+    if (float8_tp(step, weight))
+        return vp_float8_input(&step->sim, x, step->sp ? step->tp : 1, "all_gather.module_input (float8)");
+    if (!step->sp) return 0;
     return vp_all_gather(&step->sim, x, step->tp, "all_gather.module_input");
 }
 
 vp_t vp_project_row(vp_step *step, vp_t x, vp_t weight, vp_t bias, uint64_t out_features, const char *label) {
-    vp_t y = project(step, x, weight, bias, out_features, false, label);
-    if (!step->sp) return y; /* the all-reduce sums in place */
-    vp_t shard = vp_scatter(&step->sim, y, step->tp, "reduce_scatter");
-    vp_drop(&step->sim, y);
-    return shard;
+    vp_sim *sim = &step->sim;
+    /* Float8RowwiseParallel: the input cast to float8 before the linear
+     * (which saves it in float8), the output's gradient cast after the
+     * reduce-scatter and gathered in float8 (vp_scatter) */
+    bool f8 = float8_tp(step, weight);
+    vp_t x8 = f8 ? vp_float8_input(sim, x, 1, "float8.rowwise_input") : 0;
+    vp_t y = project(step, x8 ? x8 : x, weight, bias, out_features, false, label);
+    vp_drop(sim, x8);
+    if (step->sp) { /* else the all-reduce sums in place */
+        vp_t shard = vp_scatter(sim, y, step->tp, "reduce_scatter");
+        vp_drop(sim, y);
+        y = shard;
+    }
+    if (!f8) return y;
+    vp_t out = vp_float8_grad(sim, y, label);
+    vp_drop(sim, y);
+    return out;
 }
 
 uint64_t vp_split_tp(const vp_step *step, uint64_t n) { return n / step->tp; }

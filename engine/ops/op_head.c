@@ -68,7 +68,7 @@ static vp_t head_forward(vp_step *step, const vp_op *op, const vp_t *leaves, vp_
     bool scaled_input = vp_op_flag(op, HEAD_SCALE_INPUT);
     /* DTensor's ColwiseParallel(input_layouts=Shard(1)) gathers the
      * sequence first (torchtitan's output plan) */
-    vp_t gathered = vp_module_input(step, x);
+    vp_t gathered = vp_module_input(step, x, weight);
     if (gathered) x = gathered;
     vp_t input = scaled_input ? vp_scale(&step->sim, x, "lm_head.scale_input") : (vp_hold(&step->sim, x), x);
     vp_drop(&step->sim, gathered);
@@ -184,6 +184,15 @@ static vp_t vocab_parallel_ce(vp_step *step, vp_t logits) {
  * targets). Borrows both. */
 static vp_t log_softmax_nll(vp_step *step, vp_t logits, vp_t targets) {
     vp_sim *sim = &step->sim;
+    /* DTensor's tensor parallelism: torchtitan's loss_parallel over the
+     * Shard(-1) logits (prims.c vp_loss_parallel_log_softmax) */
+    if (step->tp > 1 && vp_framework_of(step->recipe)->dtensor_tp) {
+        uint64_t rows = vp_at(sim, targets)->numel;
+        vp_t log_probs = vp_loss_parallel_log_softmax(sim, logits, rows, "loss.log_softmax");
+        vp_t loss = vp_loss_parallel_nll(sim, log_probs, targets, rows, "loss.nll_loss");
+        vp_drop(sim, log_probs);
+        return loss;
+    }
     vp_t la = vp_autocast_fp32(step, logits, "loss.log_softmax");
     vp_t log_probs = vp_unary(sim, la, VP_SAVES_OUTPUT, 0, (vp_dtype)vp_at(sim, la)->dtype, "loss.log_softmax");
     vp_drop(sim, la);

@@ -9,9 +9,10 @@
 #include "precision.h"
 
 /* torchao's Float8Linear as modelled (prims.c vp_linear_float8): the
- * modules of a PyTorch model, full training, no tensor parallelism
- * (torchao's Float8ColwiseParallel / Float8RowwiseParallel are not
- * modelled). */
+ * modules of a PyTorch model, full training; under DTensor's tensor
+ * parallelism (framework = fsdp2) with torchtitan's plan: tensorwise
+ * through torchao's float8 styles (op_basic.c float8_tp), rowwise through
+ * the plain ones. */
 const char *vp_float8_problem(const vp_recipe *recipe) {
     const vp_precision *precision = vp_precision_get(recipe->precision);
     if (!precision) return NULL;
@@ -27,7 +28,6 @@ const char *vp_float8_problem(const vp_recipe *recipe) {
     if (!vp_framework_of(recipe)->hf_modeling)
         return "precision: fp8-torchao swaps a PyTorch model's nn.Linear modules; Megatron-LM runs FP8 through "
                "Transformer Engine (precision = fp8)";
-    if (recipe->tp > 1) return "precision: fp8-torchao with tp (torchao's float8 tensor-parallel styles) is not modelled";
     if (vp_finetune_method_of(recipe)->frozen_base)
         return "precision: fp8-torchao is modelled for training every weight (no frozen or adapted base)";
     return NULL;

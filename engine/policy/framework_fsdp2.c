@@ -39,7 +39,8 @@ static const char *plan_fsdp2(const vp_recipe *r, const vp_precision *p, vp_shar
     if (r->cp > 1 && r->attention != VP_ATTN_SDPA)
         return "cp: PyTorch's context parallelism rings SDPA's kernels: use attention = sdpa";
     if (r->async_tp)
-        return r->tp > 1 ? "async_tp: needs torch.compile (torchtitan), whose fused all-gather matmuls are not modelled"
+        return r->tp > 1 ? "async_tp: Inductor's micro-pipeline TP (fused all-gather matmuls and matmul reduce-scatters "
+                           "over a symmetric-memory workspace) is not modelled (docs/torchtitan.md)"
                          : "async_tp: needs tp > 1";
     if (r->pp > 1 && !vp_pp_torch(r))
         return "pp_schedule: framework = fsdp2 runs torch.distributed.pipelining's schedules: 1F1B, GPipe, "
@@ -48,7 +49,7 @@ static const char *plan_fsdp2(const vp_recipe *r, const vp_precision *p, vp_shar
     if (r->tp > 1 && vp_finetune_method_of(r)->peft)
         return "finetune: PEFT's adapters under DTensor's tensor parallelism (framework = fsdp2 with tp) are not "
                "modelled";
-    if (r->tp > 1 && p->fp8_gemms)
+    if (r->tp > 1 && p->fp8_gemms && !p->fp8_dynamic)
         return "precision: Transformer Engine's fp8 under DTensor's tensor parallelism (framework = fsdp2 with tp) "
                "is not modelled";
     if (r->zero) return "zero: ZeRO stages need framework = \"deepspeed\"";

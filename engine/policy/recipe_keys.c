@@ -418,8 +418,8 @@ static const vp_recipe_key keys[] = {
     /* torchtitan's enable_async_tensor_parallel (parallelize_llama.py,
      * apply_tp: Inductor's _micro_pipeline_tp over symmetric memory) */
     {BOOL_KEY("async_tp", async_tp, false), .applies = with_fsdp2,
-     .doc = "framework fsdp2 with tp: torchtitan's async tensor parallelism (refused: it needs torch.compile, "
-            "whose fused all-gather matmuls are not modelled) [false]"},
+     .doc = "framework fsdp2 with tp: torchtitan's async tensor parallelism (refused: Inductor's fused all-gather "
+            "matmuls over a symmetric-memory workspace are not modelled) [false]"},
     {OPTION_KEY("offload_optimizer", offload_optimizer, vp_offload_names, VP_OFFLOAD_NONE),
      .doc = "DeepSpeed's optimizer offload (master weights, states, fp32 gradients)"},
     {OPTION_KEY("offload_params", offload_params, vp_offload_names, VP_OFFLOAD_NONE),

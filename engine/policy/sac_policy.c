@@ -7,7 +7,9 @@
  * and per pass: the 1st, 3rd, ... mm saved, the 2nd, 4th, ... recomputed);
  * every other op is recomputed (PREFER_RECOMPUTE). The list written out,
  * beside the op of vramplan's primitives that makes each (none: no op the
- * engine models makes it). */
+ * engine models makes it). torch._scaled_mm (torchao's float8 GEMMs) is
+ * not on the list: under precision = fp8-torchao every float8 linear's
+ * GEMM is recomputed, and no aten.mm is counted for it. */
 #include "sac_policy.h"
 
 #include <stdbool.h>
@@ -24,8 +26,10 @@ static const save_entry torchtitan_save_list[] = {
     {"torch.ops.aten._scaled_dot_product_flash_attention.default", VP_ATEN_SDPA_FLASH, false},
     /* tensor parallelism's reduce-scatter (DTensor's sequence parallel) */
     {"torch.ops._c10d_functional.reduce_scatter_tensor.default", VP_ATEN_REDUCE_SCATTER, false},
-    /* the amax of float8 training's dynamic scaling, not modelled */
-    {"torch.ops.aten.max.default", VP_ATEN_OTHER, false},
+    /* the amax of float8 training's tensorwise dynamic scaling (torchao's
+     * tensor_to_amax: torch.max(torch.abs(x)), a 0-dim tensor; the rowwise
+     * recipes' torch.amax is aten.amax, not listed) */
+    {"torch.ops.aten.max.default", VP_ATEN_MAX, false},
     {"torch._higher_order_ops.flex_attention", VP_ATEN_OTHER, false},
 };
 

@@ -328,11 +328,12 @@ static const char *op_selective_problem(const vp_recipe *r) {
     if (vp_finetune_method_of(r)->quantizes_base)
         return "checkpointing: op-selective is not modelled with qlora (bitsandbytes' matmuls inside autograd "
                "Functions)";
+    /* fp8-torchao: the policy meets Float8Linear's ops as aten ops (the
+     * dispatch mode sees inside its autograd.Function): torch._scaled_mm is
+     * not on the list (recomputed), the tensorwise amax (aten.max) is
+     * (sac_policy.c, prims.c make_amax) */
     const vp_precision *precision = vp_precision_get(r->precision);
-    if (precision && precision->fp8_dynamic)
-        return "checkpointing: op-selective is not modelled with fp8-torchao (the policy would meet the float8 "
-               "casts and torch._scaled_mm inside Float8Linear's autograd.Function)";
-    if (precision && precision->fp8_gemms)
+    if (precision && precision->fp8_gemms && !precision->fp8_dynamic)
         return "checkpointing: op-selective is not modelled with fp8 (Transformer Engine's GEMMs are no aten.mm)";
     if (r->offload_activations) return "checkpointing: op-selective is not modelled with offload_activations";
     return NULL;

@@ -184,10 +184,10 @@ const char *vp_compile_recipe_problem(const vp_recipe *recipe) {
     if (!vp_framework_of(recipe)->compiles_blocks)
         return "compile: modelled as torchtitan compiles each TransformerBlock (framework = fsdp2); torch.compile "
                "under Megatron-LM, DeepSpeed, FSDP1 or a transformers run is not modelled (docs/compile.md)";
-    if (recipe->tp > 1)
-        return "compile: tensor parallelism inside a compiled block (DTensor's collectives in the graph) is not "
-               "modelled (docs/compile.md)";
-    /* the selective policies' tags meet the ring's traced ops (each step's
+    /* DTensor's tensor parallelism traces as functional collectives
+     * (all_gather_into_tensor, reduce_scatter_tensor), which the
+     * partitioner never recomputes (not in its allowlist: kind_of).
+     * The selective policies' tags meet the ring's traced ops (each step's
      * flash kernel, the K/V all-gather) below DTensor's dispatch: not read */
     if (recipe->cp > 1 && (recipe->checkpoint_ops || recipe->selective))
         return "compile: context parallelism with selective checkpointing inside a compiled block is not modelled "

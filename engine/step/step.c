@@ -902,6 +902,14 @@ const char *vp_step_layout_problem(const vp_model *model, const vp_recipe *recip
                "compile (docs/compile.md)";
     if (precision->fp8_dynamic && model->facts.experts)
         return "precision: fp8-torchao is not modelled for mixtures of experts (torchao's grouped float8 GEMMs)";
+    /* torchao's Float8ColwiseParallel / Float8RowwiseParallel raise on a
+     * module torchao did not swap (float8_tensor_parallel.py _apply):
+     * attention's q, k, v and o must all be Float8Linear (in and out
+     * features multiples of 16, torchtitan's filter) */
+    if (precision->fp8_dynamic && recipe->tp > 1 && framework->dtensor_tp && recipe->fp8_recipe == VP_FLOAT8_TENSORWISE &&
+        model->facts.attention && (model->facts.hidden % 16 || model->facts.kv_width % 16))
+        return "precision: fp8-torchao with tp (torchao's float8 tensor-parallel styles) needs the hidden size and the "
+               "key/value width to be multiples of 16 (every attention linear swapped to Float8Linear)";
     if (recipe->tp > 1 && !model->facts.lm_head)
         return "tp: tensor parallelism is modelled for language models (an lm_head)";
     if (recipe->tp > 1) {

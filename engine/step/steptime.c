@@ -313,13 +313,21 @@ static void sac_linear(const cost_ctx *c, double rows, double in, double out, bo
 
 static void float8_linear(const cost_ctx *c, double rows, double in, double out, bool conv1d, op_cost *o);
 
+/* Only nn.Linear modules whose dims are multiples of 16 are swapped
+ * (torchtitan's filter; layout.c's make_leaf), not Conv1D. */
+static bool swapped_float8(const cost_ctx *c, double in, double out, bool conv1d) {
+    return c->float8 && !conv1d && fmod(in, 16) == 0 && fmod(out, 16) == 0;
+}
+
 /* One module of the block (its projections are costed together above,
  * linear()): what the module itself adds, as the checkpointing policy
  * counts it and as torchao swaps it (one Float8Linear each: a fused
  * q/k/v one, separate q, k, v three, each casting its input). */
 static void module_linear(const cost_ctx *c, double rows, double in, double out, bool bias, bool conv1d,
                           op_cost *o) {
-    sac_linear(c, rows, in, out, bias || conv1d, o);
+    /* Float8Linear's GEMM is torch.mm on float8 tensors (aten.mm to the
+     * policy), its bias added after it */
+    sac_linear(c, rows, in, out, (bias && !swapped_float8(c, in, out, conv1d)) || conv1d, o);
     float8_linear(c, rows, in, out, conv1d, o);
 }
 
@@ -349,10 +357,9 @@ static double float8_mm_bytes(double copies, bool post_scale, double m, double n
  * grad_output and the weight cast for grad_input with the weight's
  * column-major copy, grad_output and the input cast again for grad_weight
  * with both operands' copies (16-bit grad_weight under rowwise_with_gw_hp:
- * no casts for it). Only nn.Linear modules whose dims are multiples of 16
- * are swapped (torchtitan's filter; layout.c's make_leaf), not Conv1D. */
+ * no casts for it). */
 static void float8_linear(const cost_ctx *c, double rows, double in, double out, bool conv1d, op_cost *o) {
-    if (!c->float8 || conv1d || fmod(in, 16) != 0 || fmod(out, 16) != 0) return;
+    if (!swapped_float8(c, in, out, conv1d)) return;
     double e = c->elem, bw = c->hw->memory_bw, x = rows * in, w = in * out, g = rows * out;
     bool rowwise = c->fp8_recipe != VP_FLOAT8_TENSORWISE;
     o->cast_s += (float8_cast_bytes(x, e) + (c->float8_weights ? 0 : float8_cast_bytes(w, e))) / bw;
@@ -778,7 +785,8 @@ static stage_cost cost_stage(const vp_model *m, const vp_recipe *r, const vp_ran
          * (sac_op); of the tensor-parallel collectives the reduce-scatter
          * is on its list, sequence parallelism's all-gather and a plain
          * all-reduce are not */
-        s.recompute_s = layers.sac_recompute_s;
+        /* fp8-torchao's casts are not on it (their amax is, no traffic) */
+        s.recompute_s = layers.sac_recompute_s + layers.cast_s;
         s.recompute_tp_bytes = (r->sequence_parallel ? 0.5 : 1.0) * layers.tp_bytes;
     } else if (r->checkpoint_every > 0) {
         /* layers-K reruns one layer in K */

@@ -145,7 +145,7 @@ describe("fsdp2 with tp (DTensor's plans, as torchtitan's apply_tp)", function()
   end)
 
   for name, test in helper.refusals("llama2-7b", { "framework=fsdp2", "dp=2" }, {
-    { { "tp=2", "async_tp=true" }, "async_tp: needs torch.compile" },
+    { { "tp=2", "async_tp=true", "compile=true" }, "async_tp: Inductor's micro-pipeline TP" },
     { { "tp=2", "kv_heads=1" }, "tp: must divide the key/value heads under DTensor's tensor parallelism" },
     { { "tp=2", "finetune=lora" }, "finetune: PEFT's adapters under DTensor's tensor parallelism" },
     { { "tp=2", "precision=fp8" }, "precision: Transformer Engine's fp8 under DTensor's tensor parallelism" },
@@ -202,6 +202,49 @@ describe("op-selective checkpointing over fsdp2", function()
       { framework = "fsdp2", dp = 2, tp = 2, sequence_parallel = true, checkpointing = "op-selective" },
       { framework = "fsdp2", dp = 2, cp = 2, seq_len = 256, checkpointing = "op-selective" },
       { framework = "fsdp2", dp = 2, pp = 2, pp_schedule = "1F1B", checkpointing = "op-selective" },
+    })
+  end)
+end)
+
+describe("loss_parallel under DTensor's tensor parallelism", function()
+  it("makes the full-size fp32 tensors loss.py's handlers make, in their order", function()
+    -- torch/distributed/tensor/parallel/loss.py: _log_softmax makes
+    -- shifted = x - max and exp(shifted) (freed once summed), then the
+    -- result (shifted goes as it returns; the fp32 logits, which
+    -- LogSoftmaxBackward does not save, after nll_loss);
+    -- _nll_loss_and_log_softmax_backward makes a zero-filled grad_input,
+    -- exp(x), grad_input + exp(x) (exp freed), the product with
+    -- grad_output, then lets go of the sum and grad_input; the log-softmax
+    -- backward hands the product on as it is. F: 2 x 1024 rows x 64,128
+    -- (128,256 / 2) fp32 values; the bf16 logits are F / 2.
+    local r = helper.estimate("llama3.2-1b", "--set", "framework=fsdp2", "--set", "gpus=4", "--set", "tp=2", "--set",
+      "sequence_parallel=true", "--set", "seq_len=1024", "--set", "micro_batch=2", "--set", "keep_logits=false",
+      "--set", "optimizer=none", "--timeline")
+    local F = 2048 * 64128 * 4
+    local seen = {}
+    for _, e in ipairs(r.timeline) do
+      if (e.phase == "loss" or e.phase == "backward") and math.abs(e.delta) == F then
+        seen[#seen + 1] = (e.delta > 0 and "+" or "-") .. e.op
+        if #seen == 16 then break end
+      end
+    end
+    assert.same({ "+loss.logits_float", "+loss_parallel.shifted", "+loss_parallel.exp", "-loss_parallel.exp",
+      "+loss.log_softmax", "-loss_parallel.shifted", "-loss.logits_float",
+      "+loss_parallel.grad_input", "+loss_parallel.exp", "+loss_parallel.grad_input_plus_exp",
+      "-loss_parallel.exp", "+loss.nll_loss", "-loss_parallel.grad_input_plus_exp", "-loss_parallel.grad_input",
+      "-loss.log_softmax", "-loss.nll_loss" }, seen)
+  end)
+end)
+
+describe("fp8-torchao and compile under DTensor's tensor parallelism", function()
+  it("give the same peak folded and unfolded", function()
+    helper.assert_folds_agree(helper.model("llama2-7b", 6), {
+      { framework = "fsdp2", dp = 2, tp = 2, sequence_parallel = true, precision = "fp8-torchao" },
+      { framework = "fsdp2", dp = 2, tp = 2, precision = "fp8-torchao", checkpointing = "op-selective" },
+      { framework = "fsdp2", dp = 2, tp = 2, sequence_parallel = true, precision = "fp8-torchao", compile = true },
+      { framework = "fsdp2", dp = 2, tp = 2, sequence_parallel = true, compile = true, checkpointing = "full" },
+      { framework = "fsdp2", dp = 2, tp = 2, pp = 2, pp_schedule = "1F1B", sequence_parallel = true,
+        precision = "fp8-torchao", fp8_all_gather = true, compile = true, checkpointing = "full" },
     })
   end)
 end)

@@ -115,6 +115,17 @@ describe("fp8-torchao's casts in the step time", function()
     end), "fp8_recipe=tensorwise", "fp8_recipe=rowwise_with_gw_hp")
   end)
 
+  it("recast every weight in op-selective's rerun: the casts are not on torchtitan's list", function()
+    -- the forward cast, the rerun's and grad_input's: three a step, none
+    -- when FSDP2 gathers the weight in float8
+    local function weight_casts(all_gather)
+      return fp8("--set", "checkpointing=op-selective", "--set", "fp8_all_gather=" .. all_gather).compute_s
+    end
+    local want = over_linears(function(i, o) return 3 * cast(i * o) end)
+    local got = weight_casts("false") - weight_casts("true")
+    assert.is_true(close(want, got), string.format("%.12g by hand, %.12g modelled", want, got))
+  end)
+
   it("recast every input and weight in a full checkpoint's rerun", function()
     -- full recompute reruns the forward: its GEMMs, attention and memory
     -- passes (as in bf16) and the forward casts, input and weight

@@ -23,7 +23,7 @@ import contextlib
 import weakref
 
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._python_dispatch import TorchDispatchMode, _get_current_dispatch_mode, _pop_mode_temporarily
 from torch.utils._pytree import tree_map
 
 
@@ -95,6 +95,29 @@ class _Cached(TorchDispatchMode):
         if self.policy(True, func, *args, **kwargs):
             return self.storage[func].pop(0)
         return func(*args, **kwargs)
+
+
+def subclass_op(func, fn, *args):
+    """An op the selective policy sees as `func` while its work runs inside
+    a tensor subclass's __torch_dispatch__, below the policy's mode:
+    torchao's torch.mm on Float8TrainingTensor operands (float8_linear.py,
+    matmul_with_hp_or_float8_args) reaches the mode as aten.mm.default, and
+    the copies and torch._scaled_mm of its float8_mm are not seen. In the
+    forward the output is saved if the policy says so; in the rerun a saved
+    one is taken from the storage and fn does not run."""
+    mode = _get_current_dispatch_mode()
+    if not isinstance(mode, (_Caching, _Cached)):
+        return fn(*args)
+    rerun = isinstance(mode, _Cached)
+    if mode.policy(rerun, func, *args):
+        if rerun:
+            return mode.storage[func].pop(0)
+        with _pop_mode_temporarily():
+            out = fn(*args)
+        mode.storage.setdefault(func, []).append(_detached(out))
+        return out
+    with _pop_mode_temporarily():
+        return fn(*args)
 
 
 def selective_contexts(policy):

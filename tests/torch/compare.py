@@ -304,6 +304,17 @@ CASES = [
     ("llama fp8-torchao rowwise_with_gw_hp checkpointed", llama(layers=3, vocab=32), recipe(
         "fp8-torchao", fp8_recipe="rowwise_with_gw_hp", impl="for-loop", ckpt="full", s=64, keep_logits="false")),
     ("gpt2 fp8-torchao (Conv1D: nothing swapped)", gpt2(dropout=0.0), recipe("fp8-torchao", impl="for-loop")),
+    # op-selective over Float8Linear: the policy sees the casts' ops; the float8 GEMM (the stand-in's empty) is
+    # recomputed, the tensorwise amax (aten.max) saved; rowwise's amax is aten.amax, recomputed
+    ("llama fp8-torchao op-selective vocab 32", llama(layers=3, vocab=32), recipe(
+        "fp8-torchao", ckpt="op-selective", s=64, keep_logits="false")),
+    ("llama fp8-torchao op-selective early stop no optimizer", llama(layers=3, vocab=32), recipe(
+        "fp8-torchao", optimizer="none", ckpt="op-selective", checkpoint_early_stop="true", b=2, s=64,
+        keep_logits="false")),
+    ("llama fp8-torchao rowwise op-selective", llama(layers=3, vocab=32), recipe(
+        "fp8-torchao", fp8_recipe="rowwise", ckpt="op-selective", s=64, keep_logits="false")),
+    ("starcoder2 fp8-torchao op-selective biases", starcoder2(vocab=32), recipe(
+        "fp8-torchao", ckpt="op-selective", s=64, keep_logits="false")),
     ("llama fp32 checkpointed", llama(layers=3), recipe(ckpt="full")),
     ("llama bf16 checkpointed", llama(layers=3), recipe("bf16", ckpt="full")),
     ("llama amp-bf16 checkpointed", llama(layers=3), recipe("amp-bf16", ckpt="full")),

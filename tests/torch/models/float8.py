@@ -8,6 +8,8 @@ cast, copy and scale is allocated as torchao allocates it.
 """
 import torch
 
+import checkpoint2x
+
 E4M3_MAX, E5M2_MAX = 448.0, 57344.0  # torch.finfo(float8_e4m3fn / float8_e5m2).max
 
 
@@ -84,7 +86,9 @@ class MatmulFloat8(torch.autograd.Function):
         shape = input_hp.shape
         scale = input_fp8[1].reshape(-1, 1) if rowwise else input_fp8[1]
         reshaped = input_fp8[0].reshape(-1, shape[-1]), scale
-        res = scaled_mm(reshaped, weight_fp8_t, input_hp.dtype, True)
+        # torch.mm on the float8 tensors: aten.mm to a selective checkpoint's policy
+        res = checkpoint2x.subclass_op(torch.ops.aten.mm.default, scaled_mm, reshaped, weight_fp8_t,
+                                       input_hp.dtype, True)
         return res.reshape(*shape[:-1], res.shape[-1])
 
     @staticmethod
