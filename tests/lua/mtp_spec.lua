@@ -5,7 +5,7 @@
 -- engine, against the published figures; the main model byte for byte the
 -- built-in deepseek_v3; what a branch is not modelled under; bad uses of
 -- named inputs. Its memory is checked against PyTorch by compare.py
--- (tests/torch/models/mtp.py: eight "deepseek-v3 mtp" cases).
+-- (tests/torch/models/mtp.py: thirteen "deepseek-v3 mtp" cases, depths 1 to 3, LoRA).
 local helper = require("tests.lua.helper")
 local json = require("dkjson")
 
@@ -38,6 +38,17 @@ describe("DeepSeek-V3 with its MTP module", function()
     -- embedding and head, which the checkpoint stores and training shares)
     assert.is_true(math.abs(main - 671e9) / 671e9 < 0.001)
     assert.is_true(math.abs(main + mtp + 2 * shared - 685e9) / 685e9 < 0.001)
+  end)
+
+  -- arXiv 2412.19437 section 2.2: D sequential modules, each with its own projection, layer and norms
+  -- (the embedding and head shared): D times the module's own parameters
+  it("counts D modules of their own with mtp_depth = D", function()
+    local one = helper.estimate(model, "--set", "micro_batch=1", "--set", "seq_len=16").model.params
+    for _, d in ipairs({ 2, 3 }) do
+      local deeper = helper.estimate(model, "--set", "micro_batch=1", "--set", "seq_len=16", "--set",
+        "mtp_depth=" .. d).model.params
+      assert.are.equal((d - 1) * mtp, deeper - one)
+    end
   end)
 
   -- a small V3 (compare.py's deepseek_v3()), as the example family and as the built-in family
@@ -83,7 +94,8 @@ describe("DeepSeek-V3 with its MTP module", function()
     { { "framework=fsdp", "dp=2" }, "framework: a branch (multi-token prediction)" },
     { { "pp=2", "dp=1" }, "pp: a branch (multi-token prediction) is modelled on one model-parallel rank" },
     { { "loss=chunked" }, "loss: a branch (multi-token prediction) is modelled with the plain cross-entropy loss" },
-    { { "finetune=lora", "lora_targets=all-linear" }, "finetune: a branch (multi-token prediction) is modelled for full training" },
+    { { "finetune=freeze", "trainable_layers=1" },
+      "finetune: a branch (multi-token prediction) is modelled for full training and LoRA / QLoRA / DoRA" },
   }) do
     it(name, test)
   end
