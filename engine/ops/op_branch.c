@@ -65,10 +65,22 @@ static const char *branch_recipe_problem(const vp_model *model, const vp_recipe 
     if (problem) return problem;
     const vp_framework_kind *framework = vp_framework_of(recipe);
     const vp_precision *precision = vp_precision_get(recipe->precision);
-    if (!framework->hf_modeling || framework->layer_units ||
-        (framework->shards_params && framework->shards_params(recipe)))
-        return "framework: a branch (multi-token prediction) is modelled on plain PyTorch modules, unsharded "
-               "(framework = torch)";
+    /* Megatron-LM's own MultiTokenPredictionBlock (megatron/core/transformer/
+     * multi_token_prediction.py) is another program: every depth's hidden
+     * states concatenated for the head, the loss joined through
+     * MTPLossAutoScaler, all on the last pipeline stage */
+    if (!framework->hf_modeling)
+        return "framework: a branch (multi-token prediction) is modelled as PyTorch modules run it (framework = "
+               "torch, or deepspeed with zero 1 or 2); Megatron-LM's MultiTokenPredictionBlock (every depth's hidden "
+               "states concatenated, its loss through MTPLossAutoScaler, on the last pipeline stage) is not";
+    /* the final ops' parameters are one root unit here, gathered for the
+     * whole step (vp_layout_prepare): the module's decoder layer would be
+     * gathered throughout, where FSDP's wrapping and DeepSpeed's hooks gather
+     * it at use and reshard it as a layer's */
+    if (framework->layer_units || (framework->shards_params && framework->shards_params(recipe)))
+        return "framework: a branch (multi-token prediction) is not modelled with its parameters sharded (ZeRO-3, "
+               "FSDP, FSDP2: its decoder layer is gathered at use as a layer, which the final ops' root unit does "
+               "not model); its states shard with zero = 1 or 2";
     if (recipe->tp > 1) return "tp: a branch (multi-token prediction) is modelled on one model-parallel rank";
     if (recipe->pp > 1) return "pp: a branch (multi-token prediction) is modelled on one model-parallel rank";
     if (recipe->cp > 1) return "cp: a branch (multi-token prediction) is modelled on one model-parallel rank";

@@ -51,6 +51,27 @@ describe("DeepSeek-V3 with its MTP module", function()
     end
   end)
 
+  -- DeepSpeed ZeRO-1 and 2 over dp ranks (deepspeed/runtime/zero/stage_1_and_2.py): the bf16 parameters
+  -- whole on every rank, the fp32 master weights and Adam's two fp32 moments split dp ways, the bf16
+  -- gradients too under ZeRO-2; the MTP modules' parameters with the main model's (the published
+  -- main model, 671,026,404,352, and the modules counted above from their shapes)
+  it("shards the modules' states with the main model's under ZeRO-1 and ZeRO-2", function()
+    local dp = 8
+    for _, d in ipairs({ 1, 2 }) do
+      local n = 671026404352 + d * mtp
+      for _, zero in ipairs({ 1, 2 }) do
+        local o = helper.estimate(model, "--set", "framework=deepspeed", "--set", "zero=" .. zero, "--set",
+          "dp=" .. dp, "--set", "precision=mixed-bf16", "--set", "micro_batch=1", "--set", "seq_len=16", "--set",
+          "mtp_depth=" .. d)
+        assert.are.equal(n, o.model.params)
+        assert.are.equal(2 * n, o.per_gpu.params_bytes)
+        assert.are.equal(4 * n // dp, o.per_gpu.master_bytes)
+        assert.are.equal(8 * n // dp, o.per_gpu.optimizer_bytes)
+        assert.are.equal(zero == 2 and 2 * n // dp or 2 * n, o.per_gpu.grads_bytes)
+      end
+    end
+  end)
+
   -- a small V3 (compare.py's deepseek_v3()), as the example family and as the built-in family
   local small = { "hidden=64", "layers=3", "heads=4", "intermediate=128", "vocab=256", "experts=8",
                   "experts_per_token=2", "moe_intermediate=32", "shared_intermediate=32", "dense_layers=1",
@@ -90,9 +111,12 @@ describe("DeepSeek-V3 with its MTP module", function()
   end)
 
   for name, test in helper.refusals(model, { "micro_batch=1", "seq_len=64" }, {
-    { { "framework=deepspeed", "zero=3", "dp=2" }, "framework: a branch (multi-token prediction) is modelled on plain" },
-    { { "framework=fsdp", "dp=2" }, "framework: a branch (multi-token prediction)" },
-    { { "pp=2", "dp=1" }, "pp: a branch (multi-token prediction) is modelled on one model-parallel rank" },
+    { { "framework=deepspeed", "zero=3", "dp=2" },
+      "framework: a branch (multi-token prediction) is not modelled with its parameters sharded (ZeRO-3, FSDP, FSDP2" },
+    { { "framework=fsdp", "dp=2" }, "framework: a branch (multi-token prediction) is not modelled with its parameters" },
+    { { "framework=fsdp2", "dp=2" }, "framework: a branch (multi-token prediction) is not modelled with its parameters" },
+    { { "framework=megatron", "pp=2", "dp=1" },
+      "framework: a branch (multi-token prediction) is modelled as PyTorch modules run it" },
     { { "loss=chunked" }, "loss: a branch (multi-token prediction) is modelled with the plain cross-entropy loss" },
     { { "finetune=freeze", "trainable_layers=1" },
       "finetune: a branch (multi-token prediction) is modelled for full training and LoRA / QLoRA / DoRA" },

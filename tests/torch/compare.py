@@ -376,6 +376,8 @@ CASES = [
     ("deepseek-v3 mtp lora", deepseek_v3_mtp(), recipe(finetune="lora", lora_targets="q_a_proj,kv_b_proj,o_proj,eh_proj")),
     ("deepseek-v3 mtp depth 2 amp-bf16 lora checkpointed", deepseek_v3_mtp(depth=2, layers=3), recipe(
         "amp-bf16", ckpt="full", finetune="lora", lora_targets="q_a_proj,o_proj,gate_proj,eh_proj")),
+    ("deepseek-v3 mtp depth 2 dora fp32", deepseek_v3_mtp(depth=2), recipe(
+        finetune="lora", use_dora="true", lora_targets="q_a_proj,o_proj,eh_proj")),
     ("deepseek-v3 fp32", deepseek_v3(), recipe()),
     ("deepseek-v3 bf16 q_proj", deepseek_v3(q_lora=None, interleave=False), recipe("bf16")),
     ("deepseek-v3 amp-bf16", deepseek_v3(), recipe("amp-bf16")),
