@@ -73,14 +73,13 @@ static const char *branch_recipe_problem(const vp_model *model, const vp_recipe 
         return "framework: a branch (multi-token prediction) is modelled as PyTorch modules run it (framework = "
                "torch, or deepspeed with zero 1 or 2); Megatron-LM's MultiTokenPredictionBlock (every depth's hidden "
                "states concatenated, its loss through MTPLossAutoScaler, on the last pipeline stage) is not";
-    /* the final ops' parameters are one root unit here, gathered for the
-     * whole step (vp_layout_prepare): the module's decoder layer would be
-     * gathered throughout, where FSDP's wrapping and DeepSpeed's hooks gather
-     * it at use and reshard it as a layer's */
-    if (framework->layer_units || (framework->shards_params && framework->shards_params(recipe)))
-        return "framework: a branch (multi-token prediction) is not modelled with its parameters sharded (ZeRO-3, "
-               "FSDP, FSDP2: its decoder layer is gathered at use as a layer, which the final ops' root unit does "
-               "not model); its states shard with zero = 1 or 2";
+    /* ZeRO-3 and FSDP gather the module's decoder layer as a unit of its
+     * own (layout.c's branch layers); FSDP2's fully_shard is applied block
+     * by block by the training script, and no script applies it to an MTP
+     * module (torchtitan's DeepSeek-V3 has none) */
+    if (framework == &vp_framework_fsdp2)
+        return "framework: a branch (multi-token prediction) is not modelled under FSDP2 (no training script's "
+               "fully_shard plan covers an MTP module: torchtitan's DeepSeek-V3 has none); ZeRO-3 and FSDP are";
     if (recipe->tp > 1) return "tp: a branch (multi-token prediction) is modelled on one model-parallel rank";
     if (recipe->pp > 1) return "pp: a branch (multi-token prediction) is modelled on one model-parallel rank";
     if (recipe->cp > 1) return "cp: a branch (multi-token prediction) is modelled on one model-parallel rank";
@@ -97,6 +96,17 @@ static const char *branch_recipe_problem(const vp_model *model, const vp_recipe 
     if (precision && (precision->fp8_gemms || precision->fp8_dynamic))
         return "precision: fp8 is not modelled with a branch (multi-token prediction)";
     return NULL;
+}
+
+/* The branch's decoder layer (layer_first, layer_ops) as leaf slots of its
+ * section (vp_op_kind.unit_slots). */
+static bool branch_unit_slots(const vp_op *op, unsigned *first, unsigned *n) {
+    unsigned child = (unsigned)vp_op_u64(op, BRANCH_LAYER_FIRST), count = (unsigned)vp_op_u64(op, BRANCH_LAYER_OPS);
+    if (!child || !count) return false;
+    const vp_op *from = &op->children[child - 1], *last = &op->children[child - 1 + count - 1];
+    *first = from->slot;
+    *n = last->slot + last->n_slots - from->slot;
+    return true;
 }
 
 /* Whether the op after `op` among the final ops is a branch that chains
@@ -149,8 +159,15 @@ static vp_t branch_forward(vp_step *step, const vp_op *op, const vp_t *leaves, v
         unsigned layer = step->model->layers + (unsigned)vp_op_u64(op, BRANCH_SHIFT) - 1;
         step->layer_index = layer;
         step->ledger.place.layer = (int)layer;
-        vp_t out = vp_run_ops(step, op->children + before, n_layer, section, h);
+        /* under ZeRO-3 and FSDP a unit of its own, as the model's layers */
+        const vp_t *layer_leaves = section + op->children[before].slot;
+        vp_t in = vp_step_branch_layer_start(step, h, layer_leaves);
+        vp_drop(sim, h);
+        h = in;
+        vp_t run = vp_run_ops(step, op->children + before, n_layer, section, h);
         vp_step_layer_returns(step);
+        vp_t out = vp_step_branch_layer_end(step, run, layer_leaves);
+        vp_drop(sim, run);
         step->layer_index = index;
         step->ledger.place.layer = place;
         vp_drop(sim, h);
@@ -218,5 +235,6 @@ const vp_op_kind vp_op_branch = {
     .cost = VP_COST_NONE,
     .check = branch_check,
     .recipe_problem = branch_recipe_problem,
+    .unit_slots = branch_unit_slots,
     .forward = branch_forward,
 };
