@@ -825,22 +825,24 @@ static vp_layer_hook *branch_hook(vp_step *step, const vp_t *leaves) {
     return NULL;
 }
 
-vp_t vp_layout_branch_layer_start(vp_step *step, vp_t x, const vp_t *leaves) {
+/* `at` (unit_start, unit_end) around the branch layer whose leaves start
+ * at `leaves`; without hooks, t itself (a new reference). */
+static vp_t around_branch_layer(vp_step *step, vp_t t, const vp_t *leaves,
+                                vp_t (*at)(vp_step *, vp_t, vp_layer_hook *)) {
     vp_layer_hook *h = hooks_around_layer(step) ? branch_hook(step, leaves) : NULL;
     if (!h) {
-        vp_hold(&step->sim, x);
-        return x;
+        vp_hold(&step->sim, t);
+        return t;
     }
-    return unit_start(step, x, h);
+    return at(step, t, h);
+}
+
+vp_t vp_layout_branch_layer_start(vp_step *step, vp_t x, const vp_t *leaves) {
+    return around_branch_layer(step, x, leaves, unit_start);
 }
 
 vp_t vp_layout_branch_layer_end(vp_step *step, vp_t y, const vp_t *leaves) {
-    vp_layer_hook *h = hooks_around_layer(step) ? branch_hook(step, leaves) : NULL;
-    if (!h) {
-        vp_hold(&step->sim, y);
-        return y;
-    }
-    return unit_end(step, y, h);
+    return around_branch_layer(step, y, leaves, unit_end);
 }
 
 /* FSDP's root unit's gradients, reduce-scattered when backward ends: the
