@@ -21,7 +21,7 @@ static const char *const prim_names[] = {"drop", "return", "linear", "unary", "m
 static const char *const mask_names[] = {"causal", "sliding", "padded", "bool", "prefix", NULL};
 static const char *const unary_names[] = {"silu", "gelu", "gelu_tanh", "relu", "sigmoid",
                                           "tanh", "exp", "rsqrt", "pow", "softmax", "log_softmax", "softplus", NULL};
-static const char *const dim_names[] = {"const", "batch", "seq", "chunks", "padded", NULL};
+static const char *const dim_names[] = {"const", "batch", "seq", "chunks", "padded", "split", NULL};
 static const char *const split_names[] = {"whole", "rows", "columns", NULL};
 
 /* The integer field `key` of the table on top, within [lo, hi]. */
@@ -79,8 +79,9 @@ static void read_param(lua_State *L, vp_block_param *q) {
     q->conv1d = bool_field(L, "conv1d");
 }
 
-/* An explicit output shape: shape = { { "batch", 0 }, { "const", 16 }, ... }
- * (a dimension's symbol and what it adds), chunk = n. */
+/* An explicit output shape: shape = { { "batch", 0 }, { "const", 16 },
+ * { "seq", 0, true }, ... } (a dimension's symbol, what it adds, and for the
+ * sequence's symbols whether it is the gathered one), chunk = n. */
 static void read_shape(lua_State *L, const char *what, vp_block_instr *in) {
     in->chunk = (uint32_t)int_field(L, what, "chunk", 0, 1 << 30);
     lua_getfield(L, -1, "shape"); /* .. instr shape */
@@ -107,8 +108,11 @@ static void read_shape(lua_State *L, const char *what, vp_block_instr *in) {
         lua_geti(L, -1, 2);
         int isint;
         lua_Integer add = lua_tointegerx(L, -1, &isint);
-        if (!isint || add < -(1 << 30) || add > (1 << 30) || (found == VP_DIM_CONST && add < 1))
+        if (!isint || add < -(1 << 30) || add > (1 << 30) || ((found == VP_DIM_CONST || found == VP_DIM_SPLIT) && add < 1))
             luaL_error(L, "block_op: %s: a dimension's size must be a whole number", what);
+        lua_pop(L, 1);
+        lua_geti(L, -1, 3);
+        if (lua_toboolean(L, -1)) in->dim_gathered |= (uint8_t)(1u << (d - 1));
         lua_pop(L, 2); /* .. instr shape */
         in->dim[d - 1] = (uint8_t)found;
         in->dim_add[d - 1] = (int32_t)add;
@@ -340,6 +344,7 @@ static int l_block_op(lua_State *L) {
     char message[128];
     const char *problem = vp_block_check(p, message, sizeof message);
     if (problem) return luaL_error(L, "block_op: %s", problem);
+    vp_block_note_problems(p);
     vp_op *op = vp_lua_new_op(L, kind); /* t program op */
     lua_pushvalue(L, -2);
     lua_setiuservalue(L, -2, 1);

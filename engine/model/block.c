@@ -108,3 +108,23 @@ const char *vp_block_check(const vp_block_program *p, char *message, unsigned si
     if (!problem && p->megatron_start) problem = check_code(p, p->megatron_start, p->n_code, message, size);
     return problem;
 }
+
+void vp_block_note_problems(vp_block_program *p) {
+    p->cp_problem[0] = '\0';
+    for (unsigned i = 0; i < p->n_code; i++) {
+        const vp_block_instr *in = &p->code[i];
+        for (unsigned d = 0; d < in->n_dims; d++) {
+            if (in->dim[d] != VP_DIM_CHUNKS && in->dim[d] != VP_DIM_PADDED) continue;
+            /* a scan over chunks of the sequence: under context parallelism
+             * each rank's first chunk starts from the state the rank before
+             * it ends with, a transfer and an order of work the program does
+             * not hold */
+            snprintf(p->cp_problem, sizeof p->cp_problem,
+                     "cp: block %s: %s cuts the sequence into chunks (F.chunks, F.chunk_padding); a chunked scan split "
+                     "over context-parallel ranks (each rank's chunks starting from the state of the rank before) is "
+                     "not modelled",
+                     p->name, in->label);
+            return;
+        }
+    }
+}

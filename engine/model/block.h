@@ -109,8 +109,12 @@ enum { VP_BLOCK_STRIDED = 1, VP_BLOCK_IF_PADDED = 1 };
 
 /* What an explicit shape's dimension counts: its size is that plus
  * dim_add (VP_DIM_CONST: dim_add alone). CHUNKS is ceil(seq / chunk),
- * PADDED the sequence padded to whole chunks (CHUNKS x chunk). */
-typedef enum { VP_DIM_CONST, VP_DIM_BATCH, VP_DIM_SEQ, VP_DIM_CHUNKS, VP_DIM_PADDED, VP_DIM_COUNT } vp_block_dim;
+ * PADDED the sequence padded to whole chunks (CHUNKS x chunk); the
+ * sequence is the block input's (this rank's share under sequence
+ * parallelism) unless the dimension's dim_gathered bit says it is the
+ * whole one a column-parallel linear gathered. SPLIT is dim_add divided
+ * over the tensor-parallel ranks (heads, a column-parallel output). */
+typedef enum { VP_DIM_CONST, VP_DIM_BATCH, VP_DIM_SEQ, VP_DIM_CHUNKS, VP_DIM_PADDED, VP_DIM_SPLIT, VP_DIM_COUNT } vp_block_dim;
 
 /* MUL's mode: one operand is 0-dim (torch.sum of a vector), the result
  * takes the other's dtype */
@@ -193,6 +197,7 @@ typedef struct {
     uint8_t n_dims;              /* an explicit output shape (0: none): its size the product of the dimensions */
     uint8_t dim[VP_BLOCK_DIMS];  /* vp_block_dim */
     int32_t dim_add[VP_BLOCK_DIMS];
+    uint8_t dim_gathered;        /* bit d: dimension d counts the gathered sequence (vp_block_dim) */
     uint32_t chunk;              /* VP_DIM_CHUNKS and VP_DIM_PADDED: the chunk's length */
     bool out_split;
     char label[VP_BLOCK_LABEL];
@@ -211,6 +216,9 @@ typedef struct {
     bool norm;                   /* a norm: registered with the norms, ends a post-norm block's frame */
     uint64_t width;              /* the input's last dimension (block { width = ... }); 0: not given */
     char name[VP_BLOCK_LABEL];   /* the module's name (block { name = ... }) */
+    /* why context parallelism cannot run the program (naming the block and
+     * its op), or "": its chunked scan over the sequence */
+    char cp_problem[384];
     vp_block_param param[VP_BLOCK_PARAMS];
     vp_block_kernel kernel[VP_BLOCK_KERNELS];
     vp_block_instr code[VP_BLOCK_CODE];
@@ -226,5 +234,8 @@ static inline unsigned vp_block_borrowed(const vp_block_program *p) { return p->
  * values defined before use, each dropped once, one RETURN, nothing left
  * alive. */
 const char *vp_block_check(const vp_block_program *program, char *message, unsigned size);
+
+/* Writes the layouts' problems the program carries (cp_problem). */
+void vp_block_note_problems(vp_block_program *program);
 
 #endif

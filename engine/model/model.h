@@ -164,6 +164,10 @@ typedef struct vp_op_kind {
      * message naming the recipe key), or NULL; asked once per kind the
      * model holds (vp_model_recipe_problem). */
     const char *(*recipe_problem)(const struct vp_model *model, const vp_recipe *recipe);
+    /* A decoder layer among the op's children that data parallelism wraps
+     * as a unit of its own (a branch's: op_branch.c), as leaf slots of its
+     * section [*first, *first + *n); false when it has none. */
+    bool (*unit_slots)(const struct vp_op *op, unsigned *first, unsigned *n);
     /* Cross-field checks; returns a message naming the field, or NULL. */
     const char *(*check)(const struct vp_op *op);
     /* Checks the op can be split over `tp` tensor-parallel ranks. */

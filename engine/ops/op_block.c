@@ -101,9 +101,13 @@ static const char *block_check_tp(const vp_op *op, unsigned tp) {
          * ranks; a block's column-parallel k_proj cannot */
         if (in->kv_heads % tp) return "tp: must divide a Lua block's key/value heads";
     }
-    for (unsigned i = 0; p && i < p->n_code; i++)
+    for (unsigned i = 0; p && i < p->n_code; i++) {
         if (p->code[i].prim == VP_BP_REPEAT_KV && p->code[i].kv_heads % tp)
             return "tp: must divide a Lua block's key/value heads";
+        for (unsigned d = 0; d < p->code[i].n_dims; d++)
+            if (p->code[i].dim[d] == VP_DIM_SPLIT && (unsigned)p->code[i].dim_add[d] % tp)
+                return "tp: must divide every split dimension of a Lua block's shapes (heads, column-parallel outputs)";
+    }
     return NULL;
 }
 
@@ -179,27 +183,41 @@ static vp_t kernel(vp_step *step, const vp_block_program *p, const vp_block_inst
     return y;
 }
 
+/* The block input's sequence on this rank: the step's (seq_len / cp), or
+ * under sequence parallelism the rows the stream holds (seq / tp: Megatron's
+ * scatter_to_sequence_parallel_region), read off the input itself. */
+static uint64_t input_seq(vp_step *step, const vp_block_program *p, const vp_t *val) {
+    uint64_t per_position = vp_numel(&step->sim, step->batch, p->width);
+    if (!per_position || !val[0]) return step->seq;
+    return vp_at(&step->sim, val[0])->numel / per_position;
+}
+
 /* The elements of an instruction's explicit shape at this step's batch
- * and sequence (block.h's vp_block_dim). */
-static uint64_t shape_numel(vp_step *step, const vp_block_instr *in) {
-    uint64_t chunk = in->chunk ? in->chunk : 1, chunks = (step->seq + chunk - 1) / chunk;
-    const uint64_t size[VP_DIM_COUNT] = {[VP_DIM_BATCH] = step->batch, [VP_DIM_SEQ] = step->seq,
-                                         [VP_DIM_CHUNKS] = chunks, [VP_DIM_PADDED] = chunks * chunk};
-    uint64_t n = 1;
-    for (unsigned d = 0; d < in->n_dims; d++) n = vp_numel(&step->sim, n, size[in->dim[d]] + (uint64_t)(int64_t)in->dim_add[d]);
+ * and sequence (block.h's vp_block_dim): the block input's sequence, or
+ * the whole one a column-parallel linear gathered; split dimensions
+ * divided over the tensor-parallel ranks. */
+static uint64_t shape_numel(vp_step *step, const vp_block_program *p, const vp_block_instr *in, const vp_t *val) {
+    uint64_t chunk = in->chunk ? in->chunk : 1, own = input_seq(step, p, val), n = 1;
+    for (unsigned d = 0; d < in->n_dims; d++) {
+        uint64_t seq = (in->dim_gathered >> d & 1u) ? step->seq : own, chunks = (seq + chunk - 1) / chunk;
+        const uint64_t size[VP_DIM_COUNT] = {[VP_DIM_BATCH] = step->batch, [VP_DIM_SEQ] = seq,
+                                             [VP_DIM_CHUNKS] = chunks, [VP_DIM_PADDED] = chunks * chunk};
+        uint64_t add = (uint64_t)(int64_t)in->dim_add[d];
+        n = vp_numel(&step->sim, n, in->dim[d] == VP_DIM_SPLIT ? add / step->tp : size[in->dim[d]] + add);
+    }
     return n;
 }
 
 /* An elementwise or reducing primitive's output size: its explicit shape,
  * else `fallback` (what its operands give). */
-static uint64_t out_numel(vp_step *step, const vp_block_instr *in, uint64_t fallback) {
-    return in->n_dims ? shape_numel(step, in) : fallback;
+static uint64_t out_numel(vp_step *step, const vp_block_program *p, const vp_block_instr *in, const vp_t *val,
+                          uint64_t fallback) {
+    return in->n_dims ? shape_numel(step, p, in, val) : fallback;
 }
 
 /* torch.tril(torch.ones(n, n, dtype=torch.bool), k): the ones, gone once
  * tril has made its result. */
-static vp_t tril_mask(vp_step *step, const vp_block_instr *in) {
-    uint64_t n = shape_numel(step, in);
+static vp_t tril_mask(vp_step *step, uint64_t n, const vp_block_instr *in) {
     vp_t ones = vp_new(&step->sim, n, VP_BOOL, in->label);
     vp_t tril = vp_new(&step->sim, n, VP_BOOL, in->label);
     vp_drop(&step->sim, ones);
@@ -210,10 +228,10 @@ static vp_t tril_mask(vp_step *step, const vp_block_instr *in) {
  * index of the output dimension's size (`number`), which
  * IndexSelectBackward0 keeps (derivatives.yaml index_select:
  * index_select_backward(grad, self.sizes(), dim, index)). */
-static vp_t repeat(vp_step *step, const vp_block_instr *in, vp_t x) {
+static vp_t repeat(vp_step *step, uint64_t n, const vp_block_instr *in, vp_t x) {
     vp_sim *sim = &step->sim;
     vp_t index = vp_new(sim, (uint64_t)in->number, VP_INT64, in->label);
-    vp_t y = vp_index(sim, x, index, shape_numel(step, in), in->label);
+    vp_t y = vp_index(sim, x, index, n, in->label);
     vp_drop(sim, index);
     return y;
 }
@@ -222,13 +240,13 @@ static vp_t repeat(vp_step *step, const vp_block_instr *in, vp_t x) {
  * (autocast_mode.cpp KERNEL_CUDA(conv1d, lower_precision_fp)): input,
  * weight and bias cast down (the leaves' casts cached); a cast input is a
  * new contiguous tensor. */
-static vp_t conv1d(vp_step *step, const vp_block_instr *in, const vp_t *val) {
+static vp_t conv1d(vp_step *step, uint64_t n, const vp_block_instr *in, const vp_t *val) {
     vp_sim *sim = &step->sim;
     vp_t x = vp_autocast_low(step, val[in->arg[0]], in->label);
     vp_t w = vp_autocast_low(step, val[in->arg[1]], in->label);
     vp_t b = in->arg[2] >= 0 ? vp_autocast_low(step, val[in->arg[2]], in->label) : 0;
     bool strided = (in->mode & VP_BLOCK_STRIDED) && x == val[in->arg[0]];
-    vp_t y = vp_conv1d_depthwise(sim, x, w, b, shape_numel(step, in), strided, in->label);
+    vp_t y = vp_conv1d_depthwise(sim, x, w, b, n, strided, in->label);
     vp_drop(sim, x);
     vp_drop(sim, w);
     vp_drop(sim, b);
@@ -312,15 +330,15 @@ static vp_t run(vp_step *step, const vp_block_program *p, const vp_block_instr *
         if (in->mode) /* the dimensioned operand's dtype */
             return vp_mul_as(sim, a, b, larger(sim, a, b), (vp_dtype)vp_at(sim, in->mode == VP_BLOCK_ZERO_DIM_A ? b : a)->dtype,
                              in->label);
-        return vp_mul(sim, a, b, out_numel(step, in, larger(sim, a, b)), in->label);
-    case VP_BP_ADD: return vp_add(sim, a, b, out_numel(step, in, larger(sim, a, b)), in->label);
+        return vp_mul(sim, a, b, out_numel(step, p, in, val, larger(sim, a, b)), in->label);
+    case VP_BP_ADD: return vp_add(sim, a, b, out_numel(step, p, in, val, larger(sim, a, b)), in->label);
     case VP_BP_SCALE: return vp_scale(sim, a, in->label);
     case VP_BP_SHIFT: return vp_shift(sim, a, (vp_dtype)vp_at(sim, a)->dtype, vp_at(sim, a)->numel, in->label);
     case VP_BP_NEG: return vp_neg(sim, a, in->label);
     case VP_BP_MEAN:
     case VP_BP_SUM: {
         uint64_t width = local_dim(in->width, in->width_split, step->tp);
-        uint64_t n = out_numel(step, in, vp_at(sim, a)->numel / (width ? width : 1));
+        uint64_t n = out_numel(step, p, in, val, vp_at(sim, a)->numel / (width ? width : 1));
         return in->prim == VP_BP_MEAN ? vp_reduce(sim, a, n, in->label) : vp_sum(sim, a, n, in->label);
     }
     case VP_BP_TO:
@@ -332,24 +350,24 @@ static vp_t run(vp_step *step, const vp_block_program *p, const vp_block_instr *
     case VP_BP_KERNEL: return kernel(step, p, in, val);
     case VP_BP_RMS_NORM: return vp_rms_norm(sim, a, b, vp_at(sim, a)->numel / vp_at(sim, b)->numel, in->label);
     case VP_BP_ROTARY: return vp_apply_rotary(step, a, in->label);
-    case VP_BP_SUB: return vp_sub(sim, a, b, out_numel(step, in, larger(sim, a, b)), in->label);
-    case VP_BP_CONV1D: return conv1d(step, in, val);
+    case VP_BP_SUB: return vp_sub(sim, a, b, out_numel(step, p, in, val, larger(sim, a, b)), in->label);
+    case VP_BP_CONV1D: return conv1d(step, shape_numel(step, p, in, val), in, val);
     case VP_BP_CUMSUM: return vp_cumsum(sim, a, in->label);
-    case VP_BP_TRIL: return tril_mask(step, in);
+    case VP_BP_TRIL: return tril_mask(step, shape_numel(step, p, in, val), in);
     case VP_BP_NOT: return vp_new(sim, vp_at(sim, a)->numel, VP_BOOL, in->label);
     case VP_BP_CLAMP: return vp_clamp_scalar(sim, a, in->label);
-    case VP_BP_PAD: return vp_pad(sim, a, shape_numel(step, in), in->label);
+    case VP_BP_PAD: return vp_pad(sim, a, shape_numel(step, p, in, val), in->label);
     case VP_BP_SLICE: {
-        uint64_t n = shape_numel(step, in);
+        uint64_t n = shape_numel(step, p, in, val);
         if ((in->mode & VP_BLOCK_IF_PADDED) && n == vp_at(sim, a)->numel) {
             vp_hold(sim, a);
             return a;
         }
         return vp_slice(sim, a, n, in->label);
     }
-    case VP_BP_EXPAND: return vp_expand(sim, a, shape_numel(step, in), in->label);
-    case VP_BP_ZEROS: return vp_new(sim, shape_numel(step, in), (vp_dtype)vp_at(sim, a)->dtype, in->label);
-    case VP_BP_REPEAT: return repeat(step, in, a);
+    case VP_BP_EXPAND: return vp_expand(sim, a, shape_numel(step, p, in, val), in->label);
+    case VP_BP_ZEROS: return vp_new(sim, shape_numel(step, p, in, val), (vp_dtype)vp_at(sim, a)->dtype, in->label);
+    case VP_BP_REPEAT: return repeat(step, shape_numel(step, p, in, val), in, a);
     case VP_BP_SELECT: return vp_slice(sim, a, vp_at(sim, a)->numel / in->mode, in->label);
     case VP_BP_SDPA: return sdpa(step, in, val);
     case VP_BP_MASK: {
@@ -482,12 +500,18 @@ static void block_facts(const vp_op *op, vp_section_id section, vp_model_facts *
     facts->splits_hidden = p->width == heads * width;
 }
 
-/* Whether a program calls `prim` (VP_BP_COUNT: has an explicit shape). */
-static bool program_calls(const vp_block_program *p, vp_block_prim prim) {
-    if (prim != VP_BP_COUNT) return find_prim(p, prim) != NULL;
-    for (unsigned i = 0; p && i < p->n_code; i++)
-        if (p->code[i].n_dims) return true;
-    return false;
+/* Whether a program calls `prim`. */
+static bool program_calls(const vp_block_program *p, vp_block_prim prim) { return find_prim(p, prim) != NULL; }
+
+/* The first block among these ops whose program cannot run under context
+ * parallelism (vp_block_program.cp_problem), or NULL. */
+static const char *ops_cp_problem(const vp_op *ops, unsigned n) {
+    for (unsigned i = 0; i < n; i++) {
+        if (ops[i].kind == &vp_op_block && program_of(&ops[i])->cp_problem[0]) return program_of(&ops[i])->cp_problem;
+        const char *problem = ops_cp_problem(ops[i].children, ops[i].n_children);
+        if (problem) return problem;
+    }
+    return NULL;
 }
 
 /* Any block of these ops that calls `prim`. */
@@ -527,11 +551,13 @@ static const char *block_recipe_problem(const vp_model *model, const vp_recipe *
     if (model_calls(model, VP_BP_ROTARY) &&
         !vp_section_find(&model->section[VP_SECTION_EMBED], &vp_op_rotary_embedding))
         return "model: a Lua block's F.rotary needs the model's rotary_embedding { } among its embeddings";
-    /* a shape counts the whole batch and sequence (op_block.c shape_numel):
-     * not the rank's share of split heads, rows or sequence */
-    if ((recipe->tp > 1 || recipe->cp > 1) && model_calls(model, VP_BP_COUNT))
-        return "tp, cp: a Lua block's tensors of explicit shape (x:size(), the chunked scan) are modelled on one rank's "
-               "whole sequence only";
+    /* a shape's sequence is this rank's (shape_numel): seq_len / cp, and
+     * under sequence parallelism the block input's rows; a chunked scan
+     * cannot be cut over cp ranks */
+    for (unsigned s = 0; recipe->cp > 1 && s < VP_SECTION_COUNT; s++) {
+        const char *problem = ops_cp_problem(model->section[s].ops, model->section[s].n_ops);
+        if (problem) return problem;
+    }
     bool attends = model_calls(model, VP_BP_SDPA);
     if (attends && vp_finetune_method_of(recipe)->virtual_tokens == VP_VIRTUAL_PREFIX)
         return "finetune: prefix tuning of a Lua block's attention is not modelled (its keys behind a cached prefix)";

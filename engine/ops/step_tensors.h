@@ -47,8 +47,10 @@
  *    runs: the hidden states it took, the shared embedding of the tokens k
  *    ahead, the labels k ahead that its loss reads; it empties them
  *    itself;
- *  - BRANCH_LOSS: the branch's loss, until the step adds it to the main
- *    loss (vp_branch_join_loss). */
+ *  - BRANCH_OUTPUT: a branch's last hidden states, which the next branch
+ *    (chain = true: the next MTP depth) takes in place of the stream;
+ *  - BRANCH_LOSS: the branches' loss (their sum with several), until the
+ *    step adds it to the main loss (vp_branch_join_loss). */
 #define VP_STEP_TENSORS(X)                      \
     X(POSITION_IDS, BODY, SAVED, 7, 0)          \
     X(COS, BODY, HELD, 8, 1)                    \
@@ -74,6 +76,7 @@
     X(BRANCH_INPUT, BODY, NONE, 0, 0)           \
     X(SHIFTED_EMBEDDINGS, BODY, NONE, 0, 0)     \
     X(BRANCH_LABELS, BODY, NONE, 0, 0)          \
+    X(BRANCH_OUTPUT, BODY, NONE, 0, 0)          \
     X(BRANCH_LOSS, WRAPPER, NONE, 0, 0)
 
 #endif

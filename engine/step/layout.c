@@ -434,12 +434,48 @@ static bool reshard_after_forward(const vp_step *step) {
     return step->priv->plan.gather && !step->priv->plan.keeps_gathered;
 }
 
+/* The b-th decoder layer of the final ops' branches (a multi-token
+ * prediction module's: op_branch.c), as slots of the final section; false
+ * past the last. Each is a unit of its own, as the model's layers are:
+ * DeepSpeed's hooks gather and release every module at use, and FSDP's
+ * auto-wrap policy wraps it as the model's layers (the same decoder-layer
+ * class). */
+static bool branch_layer_at(const vp_step *step, unsigned b, unsigned *first, unsigned *n) {
+    const vp_section *final = &step->model->section[VP_SECTION_FINAL];
+    for (unsigned i = 0; step->stage.final && i < final->n_ops; i++) {
+        const vp_op_kind *kind = final->ops[i].kind;
+        if (kind->unit_slots && kind->unit_slots(&final->ops[i], first, n) && b-- == 0) return true;
+    }
+    return false;
+}
+
+static unsigned count_branch_layers(const vp_step *step) {
+    unsigned b = 0, first, n;
+    while (branch_layer_at(step, b, &first, &n)) b++;
+    return b;
+}
+
+static void prepare_gather(vp_step *step, vp_layer_hook *h) {
+    h->gather = gathered_bytes(step, h->leaves, h->n);
+    h->cast_scratch = float8_cast_scratch(step, h->leaves, h->n);
+    h->host_copy = host_copy_bytes(step, h->leaves, h->n);
+    /* DeepSpeed prefetches stage3_prefetch_bucket_size elements ahead;
+     * FSDP's BACKWARD_PRE prefetch is the next layer, in backward only */
+    uint64_t ahead = vp_framework_of(step->recipe)->param_coordinator
+                         ? vp_bytes_of(step->priv->plan.gather_dtype, step->priv->plan.prefetch_elements)
+                         : h->gather;
+    h->prefetch = ahead < h->gather ? ahead : h->gather;
+    if (!reshard_after_forward(step)) h->prefetch = 0; /* nothing to gather again in backward */
+}
+
 bool vp_layout_prepare(vp_step *step) {
     vp_step_private *priv = step->priv;
     const vp_model *m = step->model;
     unsigned slots = vp_model_layer_slots(m);
-    priv->hooks = calloc(priv->n_layer_instances + 1, sizeof *priv->hooks);
-    vp_zero3_kept *kept = calloc(priv->n_layer_instances + 1, sizeof *kept);
+    priv->n_branch_layers = count_branch_layers(step);
+    unsigned units = priv->n_layer_instances + priv->n_branch_layers;
+    priv->hooks = calloc(units + 1, sizeof *priv->hooks);
+    vp_zero3_kept *kept = calloc(units + 1, sizeof *kept);
     bool traced = priv->hooks && kept && (!priv->plan.gather || vp_zero3_kept_bytes(step, kept));
     if (!traced) {
         free(kept);
@@ -455,18 +491,26 @@ bool vp_layout_prepare(vp_step *step) {
         if (priv->plan.gather) {
             /* a folded instance stands for several layers' persistent parameters */
             persistent_total += persistent_bytes(step, h->leaves, h->n) * vp_step_leaf_group_at(step, i + 1).repeat;
-            h->gather = gathered_bytes(step, h->leaves, h->n);
-            h->cast_scratch = float8_cast_scratch(step, h->leaves, h->n);
-            h->host_copy = host_copy_bytes(step, h->leaves, h->n);
-            /* DeepSpeed prefetches stage3_prefetch_bucket_size elements ahead;
-             * FSDP's BACKWARD_PRE prefetch is the next layer, in backward only */
-            uint64_t ahead = vp_framework_of(step->recipe)->param_coordinator
-                                 ? vp_bytes_of(priv->plan.gather_dtype, priv->plan.prefetch_elements)
-                                 : h->gather;
-            h->prefetch = ahead < h->gather ? ahead : h->gather;
-            if (!reshard_after_forward(step)) h->prefetch = 0; /* nothing to gather again in backward */
+            prepare_gather(step, h);
             /* torchtitan's apply_fsdp: the last block not resharded after forward */
             if (step->priv->plan.keeps_last_block && i + 1 == step->priv->n_layer_instances) h->kept.forward = h->gather;
+        }
+    }
+    /* the branches' layers: their parameters (persistent ones too) are the
+     * root's leaves, gathered as a unit's, not with the root */
+    uint64_t branch_gather = 0, branch_host_copy = 0;
+    for (unsigned b = 0; b < priv->n_branch_layers; b++) {
+        vp_layer_hook *h = &priv->hooks[priv->n_layer_instances + b];
+        unsigned first, n;
+        branch_layer_at(step, b, &first, &n);
+        h->step = step;
+        h->leaves = priv->final_leaves + first;
+        h->n = n;
+        h->kept = kept[priv->n_layer_instances + b];
+        if (priv->plan.gather) {
+            prepare_gather(step, h);
+            branch_gather += h->gather;
+            branch_host_copy += h->host_copy;
         }
     }
     free(kept);
@@ -491,6 +535,8 @@ bool vp_layout_prepare(vp_step *step) {
             priv->root_host_copy += host_copy_bytes(step, roots[r], n_roots[r]);
             persistent_total += persistent_bytes(step, roots[r], n_roots[r]);
         }
+        priv->root_gather_bytes -= branch_gather;
+        priv->root_host_copy -= branch_host_copy;
         vp_ledger_alloc(&step->ledger, VP_CAT_PARAMS, persistent_total, "persistent parameters");
     }
     /* made in _setup_for_real_optimizer: none without an optimizer (DummyOptim) */
@@ -698,6 +744,9 @@ static void rerun_gather(vp_step *step, unsigned layer) {
     if (!h->gathered) gather_layer(h, 0);
 }
 
+static vp_t unit_start(vp_step *step, vp_t x, vp_layer_hook *h);
+static vp_t unit_end(vp_step *step, vp_t y, vp_layer_hook *h);
+
 vp_t vp_layout_layer_start(vp_step *step, vp_t x, unsigned layer) {
     if (hooks_around_layer(step) && step->priv->frame_rerun && forward_prefetch(step) && step->priv->plan.gather)
         rerun_gather(step, layer);
@@ -707,7 +756,13 @@ vp_t vp_layout_layer_start(vp_step *step, vp_t x, unsigned layer) {
         vp_hold(&step->sim, x);
         return x;
     }
-    vp_layer_hook *h = hook_of(step, layer);
+    return unit_start(step, x, hook_of(step, layer));
+}
+
+/* A unit's forward begins: its parameters gathered (and the next's
+ * prefetched), a node whose backward releases them once the unit's
+ * backward is done. */
+static vp_t unit_start(vp_step *step, vp_t x, vp_layer_hook *h) {
     gather_layer(h, h->prefetch * forward_prefetch(step));
     if (step->sim.grad_mode && !vp_at(&step->sim, x)->requires_grad) {
         /* frozen embeddings feed the first layer (LoRA): no node on its input
@@ -727,7 +782,12 @@ vp_t vp_layout_layer_end(vp_step *step, vp_t y, unsigned layer) {
         vp_hold(&step->sim, y);
         return y;
     }
-    vp_layer_hook *h = hook_of(step, layer);
+    return unit_end(step, y, hook_of(step, layer));
+}
+
+/* A unit's forward ends: its parameters released but what is kept, a node
+ * whose backward gathers them again. */
+static vp_t unit_end(vp_step *step, vp_t y, vp_layer_hook *h) {
     if (reshard_after_forward(step)) {
         /* DeepSpeed keeps what is used again soon: the last layers' weights
          * through the turn into backward, a recomputed layer's until its
@@ -757,8 +817,50 @@ void vp_layout_backward_begin(vp_step *step) {
     vp_ledger_alloc(&step->ledger, VP_CAT_COMM, step->priv->plan.backward_buffers, "reduce buckets");
 }
 
+/* The hook of the branch layer whose leaves start at `leaves`. */
+static vp_layer_hook *branch_hook(vp_step *step, const vp_t *leaves) {
+    for (unsigned b = 0; b < step->priv->n_branch_layers; b++)
+        if (step->priv->hooks[step->priv->n_layer_instances + b].leaves == leaves)
+            return &step->priv->hooks[step->priv->n_layer_instances + b];
+    return NULL;
+}
+
+/* `at` (unit_start, unit_end) around the branch layer whose leaves start
+ * at `leaves`; without hooks, t itself (a new reference). */
+static vp_t around_branch_layer(vp_step *step, vp_t t, const vp_t *leaves,
+                                vp_t (*at)(vp_step *, vp_t, vp_layer_hook *)) {
+    vp_layer_hook *h = hooks_around_layer(step) ? branch_hook(step, leaves) : NULL;
+    if (!h) {
+        vp_hold(&step->sim, t);
+        return t;
+    }
+    return at(step, t, h);
+}
+
+vp_t vp_layout_branch_layer_start(vp_step *step, vp_t x, const vp_t *leaves) {
+    return around_branch_layer(step, x, leaves, unit_start);
+}
+
+vp_t vp_layout_branch_layer_end(vp_step *step, vp_t y, const vp_t *leaves) {
+    return around_branch_layer(step, y, leaves, unit_end);
+}
+
+/* FSDP's root unit's gradients, reduce-scattered when backward ends: the
+ * final ops' but the branch layers' (theirs went with their units). */
+static void reduce_scatter_final_root(vp_step *step) {
+    vp_step_private *priv = step->priv;
+    unsigned at = 0, end = step->model->section[VP_SECTION_FINAL].n_slots;
+    for (unsigned b = 0; b < priv->n_branch_layers; b++) {
+        const vp_layer_hook *h = &priv->hooks[priv->n_layer_instances + b];
+        unsigned first = (unsigned)(h->leaves - priv->final_leaves);
+        reduce_scatter(step, priv->final_leaves + at, first - at);
+        at = first + h->n;
+    }
+    reduce_scatter(step, priv->final_leaves + at, end - at);
+}
+
 void vp_layout_backward_end(vp_step *step) {
-    for (unsigned i = 0; i < step->priv->n_layer_instances; i++)
+    for (unsigned i = 0; i < step->priv->n_layer_instances + step->priv->n_branch_layers; i++)
         if (step->priv->hooks[i].deferred) {
             step->priv->hooks[i].deferred = false;
             layer_done(&step->priv->hooks[i]);
@@ -795,7 +897,7 @@ void vp_layout_backward_end(vp_step *step) {
         }
         reduce_scatter(step, step->priv->embed_leaves, m->section[VP_SECTION_EMBED].n_slots);
         reduce_scatter(step, step->priv->bridge_leaves, m->section[VP_SECTION_BRIDGE].n_slots);
-        reduce_scatter(step, step->priv->final_leaves, m->section[VP_SECTION_FINAL].n_slots);
+        reduce_scatter_final_root(step);
         vp_ledger_release(&step->ledger, VP_CAT_COMM, root_input, "reduce_scatter.input");
     }
     if (priv->plan.defers_reduce) free_accumulated(step, &priv->root_accumulated);

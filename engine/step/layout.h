@@ -38,6 +38,11 @@ bool vp_layout_prepare(vp_step *step);
 vp_t vp_layout_layer_start(vp_step *step, vp_t x, unsigned layer);
 vp_t vp_layout_layer_end(vp_step *step, vp_t y, unsigned layer);
 
+/* The same around a branch's decoder layer, whose leaves start at `leaves`
+ * among the final ops' (op_context.h's vp_step_branch_layer_start). */
+vp_t vp_layout_branch_layer_start(vp_step *step, vp_t x, const vp_t *leaves);
+vp_t vp_layout_branch_layer_end(vp_step *step, vp_t y, const vp_t *leaves);
+
 /* Around forward and backward: the root unit's gather, the buckets that
  * live through backward, the root unit's gradient reduction. */
 void vp_layout_forward_begin(vp_step *step);

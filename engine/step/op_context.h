@@ -93,6 +93,14 @@ void vp_step_clear_fp8(vp_step *step);
 /* The token embedding's output, as forward hooks see it. */
 void vp_step_embedding_output(vp_step *step, vp_t output);
 
+/* Around a branch's decoder layer (op_branch.c), whose leaves start at
+ * `leaves` among the final ops': under ZeRO-3 and FSDP a unit of its own,
+ * gathered before it runs and released after, gathered again for its
+ * backward and released, its gradients reduce-scattered, when that is done
+ * (layout.c, as around the model's layers). Each returns a new reference. */
+vp_t vp_step_branch_layer_start(vp_step *step, vp_t x, const vp_t *leaves);
+vp_t vp_step_branch_layer_end(vp_step *step, vp_t y, const vp_t *leaves);
+
 /* Keeps t, which a recorded node's Function put on ctx as a plain
  * attribute (bitsandbytes' MatMul8bitLt: ctx.tensors = (None, subA, A)):
  * autograd does not release it when the node runs, the graph does when it

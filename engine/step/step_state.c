@@ -11,6 +11,7 @@
 
 #include "finetune.h"
 #include "framework.h"
+#include "layout.h"
 #include "lora.h"
 
 /* ---- autocast ---- */
@@ -335,6 +336,14 @@ void vp_step_stack_returns(vp_step *step) {
     vp_step_end_lifetime(step, VP_LIVES_STACK);
 }
 
+
+vp_t vp_step_branch_layer_start(vp_step *step, vp_t x, const vp_t *leaves) {
+    return vp_layout_branch_layer_start(step, x, leaves);
+}
+
+vp_t vp_step_branch_layer_end(vp_step *step, vp_t y, const vp_t *leaves) {
+    return vp_layout_branch_layer_end(step, y, leaves);
+}
 
 void vp_step_embedding_output(vp_step *step, vp_t output) {
     /* PEFT with gradient checkpointing calls enable_input_require_grads: a

@@ -80,6 +80,24 @@ static void add_folded(trace *t, vp_step *step, const vp_chunk *c, unsigned copi
     for (unsigned i = 0; i < copies * passes; i++) add(t, 0, numel, -1, false);
 }
 
+/* The final ops' forward, in order: a branch's decoder layer (op_branch.c)
+ * a unit of its own, whose instance follows the layers'; the rest the
+ * root's. (The branch's second use of the shared head is not traced.) */
+static void add_final_forward(trace *t, vp_step *step) {
+    vp_step_private *priv = step->priv;
+    const vp_section *final = &step->model->section[VP_SECTION_FINAL];
+    unsigned at = 0, b = 0;
+    for (unsigned i = 0; i < final->n_ops; i++) {
+        unsigned first, n;
+        const vp_op_kind *kind = final->ops[i].kind;
+        if (!kind->unit_slots || !kind->unit_slots(&final->ops[i], &first, &n)) continue;
+        add_leaves(t, step, priv->final_leaves + at, first - at, false, -1, false);
+        add_leaves(t, step, priv->final_leaves + first, n, false, (int)(priv->n_layer_instances + b++), false);
+        at = first + n;
+    }
+    add_leaves(t, step, priv->final_leaves + at, final->n_slots - at, false, -1, false);
+}
+
 /* The step's module trace: the forward (embeddings, layers, an
  * encoder-decoder's bridge, the head, whose tied weight is the
  * embedding's), then backward in reverse, each checkpointed chunk first
@@ -103,7 +121,7 @@ static void build(trace *t, vp_step *step) {
     }
     if (step->stage.final) {
         /* the head's forward and, at once, its backward */
-        add_leaves(t, step, priv->final_leaves, m->section[VP_SECTION_FINAL].n_slots, false, -1, false);
+        add_final_forward(t, step);
         for (unsigned k = 0; tied && k < 2; k++) add(t, tied_weight, vp_at(&step->sim, tied_weight)->numel, -1, false);
         add_leaves(t, step, priv->final_leaves, m->section[VP_SECTION_FINAL].n_slots, true, -1, false);
     }
@@ -118,7 +136,8 @@ static void build(trace *t, vp_step *step) {
 }
 
 bool vp_zero3_kept_bytes(vp_step *step, vp_zero3_kept *out) {
-    for (unsigned i = 0; i < step->priv->n_layer_instances; i++) out[i] = (vp_zero3_kept){0, 0};
+    for (unsigned i = 0; i < step->priv->n_layer_instances + step->priv->n_branch_layers; i++)
+        out[i] = (vp_zero3_kept){0, 0};
     uint64_t reach = step->priv->plan.reuse_distance_elements;
     if (!reach) return true;
     trace t = {0};

@@ -18,7 +18,8 @@ typedef struct {
     uint64_t recompute;
 } vp_zero3_kept;
 
-/* Fills out[i] for every layer instance of the stage (zeros without a
+/* Fills out[i] for every layer instance of the stage, then every branch
+ * layer (n_branch_layers, after them) (zeros without a
  * coordinator: FSDP, or a reuse distance of 0). An instance that stands
  * for a folded run of chunks gets what the run's last chunk keeps (the
  * others count toward distances only). False when memory runs out. */

@@ -499,3 +499,118 @@ describe("show", function()
     assert.truthy(out:find("block rmsnorm%s+64%s+rmsnorm.weight 64"), out)
   end)
 end)
+
+-- Tensors of explicit shape (x:size(), view / reshape to dims,
+-- scripts/lib/vramplan/block_shapes.lua) follow the parallel layout as
+-- the core's ops do: a column-parallel linear's output has its features
+-- (and the heads they are viewed as) divided over tp ranks, its sequence
+-- the whole one (gathered under sequence parallelism); the block input's
+-- sequence is this rank's rows (seq / tp under sequence parallelism,
+-- seq / cp under context parallelism: Megatron-LM's
+-- scatter_to_sequence_parallel_region and get_batch_on_this_cp_rank).
+describe("a Lua block's tensors of explicit shape under tp, sequence and context parallelism", function()
+  -- Megatron-LM's MLP with its two column-parallel outputs viewed as
+  -- [b, s, intermediate / tp] (g:size() read off the output) and joined by
+  -- a cat of shaped tensors: the built-in LLaMA's MLP byte for byte
+  local shaped_mlp = {
+    { "return p%.down_proj%(swiglu%(F%.cat%({ p%.gate_proj%(x, fc1%), p%.up_proj%(x, fc1%) }, %-1, fc1%)%)%)",
+      "local g, u = p.gate_proj(x, fc1), p.up_proj(x, fc1) local b, s = g:size(0), g:size(1) "
+        .. "return p.down_proj(swiglu(F.cat({ g:view(b, s, -1), u:view(b, s, -1) }, -1, fc1)))" },
+  }
+  local _, built_in = pair("llama", "hidden = 64, layers = 2, heads = 4, kv_heads = 2, intermediate = 96, vocab = 100")
+  for _, sets in ipairs({
+    { "framework=megatron", "tp=2", "precision=mixed-bf16" },
+    { "framework=megatron", "tp=2", "sequence_parallel=true", "precision=mixed-bf16" },
+    { "framework=megatron", "cp=2", "precision=mixed-bf16" },
+    { "framework=megatron", "tp=2", "cp=2", "sequence_parallel=true", "checkpointing=selective", "precision=mixed-bf16" },
+  }) do
+    it("the shaped MLP has the built-in LLaMA's timeline byte for byte: " .. named(sets), function()
+      local a, b = mutated(shaped_mlp, nil, sets), estimate(built_in, sets)
+      assert.are.same(b, a)
+    end)
+  end
+
+  -- A block whose shapes count each layout's share, checked event by event
+  -- against sizes worked out here: the input viewed as [b, s, 4, 16] and
+  -- summed over the last dimension (the block input's rows), a
+  -- column-parallel output viewed as 4 heads of 24 ([b, s, 4 / tp, 24],
+  -- the whole sequence), its sum and their product.
+  local function layout_model()
+    local dir = os.tmpname()
+    os.remove(dir)
+    assert(os.execute("mkdir -p " .. dir .. "/arch"))
+    assert(io.open(dir .. "/arch/shapefam.lua", "w")):write([[
+return architecture {
+  name = "shapefam",
+  fields = { { "hidden", "int" } },
+  build = function(c)
+    local b = block { name = "mix", width = c.hidden,
+      params = { { "up", linear = { c.hidden, 96 }, split = "column" }, { "down", linear = { 96, c.hidden }, split = "row" } },
+      forward = function(x, p)
+        local g = F.keep(x:view(x:size(0), x:size(1), 4, 16):sum(-1, { keepdim = true, label = "g" }), "g")
+        local h = F.keep(p.up(x), "h")
+        local b, s = h:size(0), h:size(1)
+        local w = F.keep(h:view(b, s, 4, 24):sum(-1, { keepdim = true, label = "w" }), "w")
+        local y = F.keep(F.mul(h:view(b, s, -1, 24), w, { label = "y" }), "y")
+        return p.down(y:reshape(b, s, -1))
+      end }
+    return decoder { embed = { token_embedding { vocab = 16, hidden = c.hidden } }, layer = { residual { b } },
+      layers = 1, final = { lm_head { vocab = 16, hidden = c.hidden }, cross_entropy {} } }
+  end,
+}
+]]):close()
+    assert(io.open(dir .. "/m.lua", "w")):write("return shapefam { hidden = 64 }\n"):close()
+    return dir
+  end
+  local function forward_bytes(model, sets)
+    local o = estimate(model, sets)
+    local bytes = {}
+    for _, e in ipairs(o.timeline) do
+      if e.phase == "forward" and e.delta > 0 and bytes[e.op] == nil then bytes[e.op] = e.delta end
+    end
+    return bytes
+  end
+  it("divides heads and features over tp, the block input's rows under sequence parallelism, the sequence over cp",
+    function()
+      local dir = layout_model()
+      local batch, seq = 2, 256
+      for _, case in ipairs({
+        -- sets, the block input's sequence, the gathered sequence, heads per rank
+        { {}, seq, seq, 4 },
+        { { "tp=2" }, seq, seq, 2 },
+        { { "tp=2", "sequence_parallel=true" }, seq // 2, seq, 2 },
+        { { "tp=4", "sequence_parallel=true" }, seq // 4, seq, 1 },
+        { { "cp=2" }, seq // 2, seq // 2, 4 },
+        { { "tp=2", "cp=2", "sequence_parallel=true" }, seq // 4, seq // 2, 2 },
+      }) do
+        local sets = { "framework=megatron", "precision=fp32", "micro_batch=" .. batch, "seq_len=" .. seq }
+        for _, s in ipairs(case[1]) do sets[#sets + 1] = s end
+        local own, whole, heads = case[2], case[3], case[4]
+        local bytes = forward_bytes(dir .. "/m.lua", sets)
+        local what = table.concat(case[1], " ")
+        assert.are.equal(batch * own * 4 * 4, bytes["mix.g"], "g: " .. what)
+        assert.are.equal(batch * whole * heads * 4, bytes["mix.w"], "w: " .. what)
+        assert.are.equal(batch * whole * heads * 24 * 4, bytes["mix.y"], "y: " .. what)
+      end
+      local _, err = helper.run("estimate", dir .. "/m.lua", "--set", "framework=megatron", "--set", "tp=8")
+      assert.truthy(err:find("tp: must divide every split dimension of a Lua block's shapes", 1, true), err)
+      os.execute("rm -rf " .. dir)
+    end)
+
+  it("names what a split dimension cannot do", function()
+    local params = '{ "up", linear = { c.hidden, 32 }, split = "column" }, { "down", linear = { 32, c.hidden }, split = "row" }'
+    local function check(body, message)
+      local err = bad_block(body, params)
+      assert.truthy(err:find(message, 1, true), err)
+    end
+    local h = "local h = p.up(x) local b, s = h:size(0), h:size(1) "
+    check(h .. "local y = h:view(b, s, 32):narrow(-1, 0, 8) return x",
+      "narrow: of a dimension split over tensor-parallel ranks (32/tp)")
+    check(h .. "local y = h:view(b, s, 32):repeat_interleave(2, -1) return x",
+      "repeat_interleave: of a dimension split over tensor-parallel ranks (32/tp) is not in the vocabulary yet")
+    check(h .. "local v = h:view(b, s, 32) local y = F.cat({ v, v:sum(-1, { keepdim = true }) }, -1) return x",
+      "cat: along dimension -1 of sizes 32/tp and 1")
+    check(h .. "local y = h:view(b, s, 32) * x:view(x:size(0), x:size(1), 64) return x",
+      "mul: shapes [batch, seq(gathered), 32/tp] and [batch, seq, 64] do not broadcast")
+  end)
+end)

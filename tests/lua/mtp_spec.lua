@@ -5,7 +5,7 @@
 -- engine, against the published figures; the main model byte for byte the
 -- built-in deepseek_v3; what a branch is not modelled under; bad uses of
 -- named inputs. Its memory is checked against PyTorch by compare.py
--- (tests/torch/models/mtp.py: eight "deepseek-v3 mtp" cases).
+-- (tests/torch/models/mtp.py: thirteen "deepseek-v3 mtp" cases, depths 1 to 3, LoRA).
 local helper = require("tests.lua.helper")
 local json = require("dkjson")
 
@@ -40,6 +40,61 @@ describe("DeepSeek-V3 with its MTP module", function()
     assert.is_true(math.abs(main + mtp + 2 * shared - 685e9) / 685e9 < 0.001)
   end)
 
+  -- arXiv 2412.19437 section 2.2: D sequential modules, each with its own projection, layer and norms
+  -- (the embedding and head shared): D times the module's own parameters
+  it("counts D modules of their own with mtp_depth = D", function()
+    local one = helper.estimate(model, "--set", "micro_batch=1", "--set", "seq_len=16").model.params
+    for _, d in ipairs({ 2, 3 }) do
+      local deeper = helper.estimate(model, "--set", "micro_batch=1", "--set", "seq_len=16", "--set",
+        "mtp_depth=" .. d).model.params
+      assert.are.equal((d - 1) * mtp, deeper - one)
+    end
+  end)
+
+  -- DeepSpeed ZeRO-1 and 2 over dp ranks (deepspeed/runtime/zero/stage_1_and_2.py): the bf16 parameters
+  -- whole on every rank, the fp32 master weights and Adam's two fp32 moments split dp ways, the bf16
+  -- gradients too under ZeRO-2; the MTP modules' parameters with the main model's (the published
+  -- main model, 671,026,404,352, and the modules counted above from their shapes)
+  it("shards the modules' states with the main model's under ZeRO-1 and ZeRO-2", function()
+    local dp = 8
+    for _, d in ipairs({ 1, 2 }) do
+      local n = 671026404352 + d * mtp
+      for _, zero in ipairs({ 1, 2 }) do
+        local o = helper.estimate(model, "--set", "framework=deepspeed", "--set", "zero=" .. zero, "--set",
+          "dp=" .. dp, "--set", "precision=mixed-bf16", "--set", "micro_batch=1", "--set", "seq_len=16", "--set",
+          "mtp_depth=" .. d)
+        assert.are.equal(n, o.model.params)
+        assert.are.equal(2 * n, o.per_gpu.params_bytes)
+        assert.are.equal(4 * n // dp, o.per_gpu.master_bytes)
+        assert.are.equal(8 * n // dp, o.per_gpu.optimizer_bytes)
+        assert.are.equal(zero == 2 and 2 * n // dp or 2 * n, o.per_gpu.grads_bytes)
+      end
+    end
+  end)
+
+  -- ZeRO-3 and FSDP over dp ranks: every state split dp ways (ZeRO-3: bf16 parameters, gradients, fp32
+  -- master weights and moments; the parameters under stage3_param_persistence_threshold stay whole on
+  -- every rank; FSDP with MixedPrecision: fp32 parameter and gradient shards, Adam's moments)
+  it("shards the modules' states with the main model's under ZeRO-3 and FSDP", function()
+    local dp = 64
+    for _, d in ipairs({ 1, 2 }) do
+      local n = 671026404352 + d * mtp
+      local function run(...)
+        return helper.estimate(model, "--set", "dp=" .. dp, "--set", "precision=mixed-bf16", "--set", "micro_batch=1",
+          "--set", "seq_len=16", "--set", "mtp_depth=" .. d, ...)
+      end
+      local z = run("--set", "framework=deepspeed", "--set", "zero=3")
+      assert.are.equal(2 * n // dp, z.per_gpu.grads_bytes)
+      assert.are.equal(4 * n // dp, z.per_gpu.master_bytes)
+      assert.are.equal(8 * n // dp, z.per_gpu.optimizer_bytes)
+      assert.is_true(z.per_gpu.params_bytes >= 2 * n // dp and z.per_gpu.params_bytes < 2 * n // dp * 1.001)
+      local f = run("--set", "framework=fsdp")
+      assert.are.equal(4 * n // dp, f.per_gpu.params_bytes)
+      assert.are.equal(4 * n // dp, f.per_gpu.grads_bytes)
+      assert.are.equal(8 * n // dp, f.per_gpu.optimizer_bytes)
+    end
+  end)
+
   -- a small V3 (compare.py's deepseek_v3()), as the example family and as the built-in family
   local small = { "hidden=64", "layers=3", "heads=4", "intermediate=128", "vocab=256", "experts=8",
                   "experts_per_token=2", "moe_intermediate=32", "shared_intermediate=32", "dense_layers=1",
@@ -69,6 +124,33 @@ describe("DeepSeek-V3 with its MTP module", function()
     end)
   end
 
+  -- FSDP's auto-wrap policy wraps the module's decoder layer as the model's layers (the same class), a
+  -- unit gathered before it runs and again for its backward; the rest of the module (enorm, hnorm,
+  -- eh_proj, its norm) is the root's with the embedding, the final norm and the head
+  it("gathers the module's layer as a unit of its own under FSDP, the rest with the root", function()
+    local hs, v, hd, q, kv, nope, rp, vd, e, mi = 64, 256, 4, 32, 16, 16, 8, 16, 8, 32
+    local layer = hs * q + q + q * hd * (nope + rp) + hs * (kv + rp) + kv + kv * hd * (nope + vd) + hd * vd * hs
+      + e * 3 * hs * mi + 3 * hs * mi + e * hs + 2 * hs
+    -- (the ledger counts the caching allocator's 512-byte blocks; bf16 gathers)
+    local function blocks(bytes) return (bytes + 511) // 512 * 512 end
+    for _, d in ipairs({ 1, 2 }) do
+      local args = { model, "--json", "--timeline" }
+      for _, kv in ipairs(small) do args[#args + 1] = "--set"; args[#args + 1] = kv end
+      for _, kv in ipairs({ "framework=fsdp", "dp=4", "precision=mixed-bf16", "mtp_depth=" .. d }) do
+        args[#args + 1] = "--set"; args[#args + 1] = kv
+      end
+      local out = helper.estimate(table.unpack(args))
+      local gathers, root = {}, nil
+      for _, ev in ipairs(out.timeline) do
+        if ev.op == "all_gather" and ev.phase == "forward" then gathers[ev.layer] = ev.delta end
+        if ev.op == "all_gather.root" and ev.delta > 0 then root = ev.delta end
+      end
+      for k = 1, d do assert.are.equal(blocks(2 * layer), gathers[3 + k - 1], "depth " .. k) end
+      -- embed_tokens and lm_head (untied), d x (eh_proj, enorm, hnorm, shared_head.norm), the final norm
+      assert.are.equal(blocks(2 * (2 * v * hs + d * (2 * hs * hs + 3 * hs) + hs)), root)
+    end
+  end)
+
   it("runs the module before the final norm, beside the main loss", function()
     local out = run(model, small, { "precision=bf16" })
     local labels = {}
@@ -79,11 +161,12 @@ describe("DeepSeek-V3 with its MTP module", function()
   end)
 
   for name, test in helper.refusals(model, { "micro_batch=1", "seq_len=64" }, {
-    { { "framework=deepspeed", "zero=3", "dp=2" }, "framework: a branch (multi-token prediction) is modelled on plain" },
-    { { "framework=fsdp", "dp=2" }, "framework: a branch (multi-token prediction)" },
-    { { "pp=2", "dp=1" }, "pp: a branch (multi-token prediction) is modelled on one model-parallel rank" },
+    { { "framework=fsdp2", "dp=2" }, "framework: a branch (multi-token prediction) is not modelled under FSDP2" },
+    { { "framework=megatron", "pp=2", "dp=1" },
+      "framework: a branch (multi-token prediction) is modelled as PyTorch modules run it" },
     { { "loss=chunked" }, "loss: a branch (multi-token prediction) is modelled with the plain cross-entropy loss" },
-    { { "finetune=lora", "lora_targets=all-linear" }, "finetune: a branch (multi-token prediction) is modelled for full training" },
+    { { "finetune=freeze", "trainable_layers=1" },
+      "finetune: a branch (multi-token prediction) is modelled for full training and LoRA / QLoRA / DoRA" },
   }) do
     it(name, test)
   end

@@ -213,12 +213,12 @@ def deepseek_v3(h=64, layers=3, heads=4, vocab=256, q_lora=32, kv_lora=16, nope=
             "tie_word_embeddings": False}
 
 
-def deepseek_v3_mtp(**kw):
-    """DeepSeek-V3 with one multi-token prediction module (its config.json's
-    num_nextn_predict_layers = 1; models/mtp.py), which transformers does
-    not load: the engine reads it as models/examples/arch/deepseek_v3_mtp.lua
-    (lua_model)."""
-    return dict(deepseek_v3(**kw), num_nextn_predict_layers=1, mtp_lambda=0.3)
+def deepseek_v3_mtp(depth=1, **kw):
+    """DeepSeek-V3 with its multi-token prediction modules (its config.json's
+    num_nextn_predict_layers = 1; deeper as the report's section 2.2 allows;
+    models/mtp.py), which transformers does not load: the engine reads it as
+    models/examples/arch/deepseek_v3_mtp.lua (lua_model)."""
+    return dict(deepseek_v3(**kw), num_nextn_predict_layers=depth, mtp_lambda=0.3)
 
 
 def deepseek_v2(h=64, layers=3, heads=4, vocab=256, q_lora=32, kv_lora=16, nope=16, rope=8, v=16, experts=8, k=2,
@@ -414,6 +414,16 @@ CASES = [
                                                                                      s=64)),
     ("deepseek-v3 mtp bf16 q_proj logits dropped", deepseek_v3_mtp(q_lora=None, interleave=False), recipe(
         "bf16", keep_logits="false")),
+    # two and three sequential depths (each on the one before's output), LoRA on the module's own eh_proj
+    ("deepseek-v3 mtp depth 2 fp32", deepseek_v3_mtp(depth=2), recipe()),
+    ("deepseek-v3 mtp depth 2 amp-bf16 checkpointed", deepseek_v3_mtp(depth=2, layers=3), recipe("amp-bf16",
+                                                                                              ckpt="full")),
+    ("deepseek-v3 mtp depth 3 bf16", deepseek_v3_mtp(depth=3), recipe("bf16")),
+    ("deepseek-v3 mtp lora", deepseek_v3_mtp(), recipe(finetune="lora", lora_targets="q_a_proj,kv_b_proj,o_proj,eh_proj")),
+    ("deepseek-v3 mtp depth 2 amp-bf16 lora checkpointed", deepseek_v3_mtp(depth=2, layers=3), recipe(
+        "amp-bf16", ckpt="full", finetune="lora", lora_targets="q_a_proj,o_proj,gate_proj,eh_proj")),
+    ("deepseek-v3 mtp depth 2 dora fp32", deepseek_v3_mtp(depth=2), recipe(
+        finetune="lora", use_dora="true", lora_targets="q_a_proj,o_proj,eh_proj")),
     ("deepseek-v3 fp32", deepseek_v3(), recipe()),
     ("deepseek-v3 bf16 q_proj", deepseek_v3(q_lora=None, interleave=False), recipe("bf16")),
     ("deepseek-v3 amp-bf16", deepseek_v3(), recipe("amp-bf16")),

@@ -51,8 +51,9 @@ return architecture {
     { "qk_rope_head_dim", "int", doc = "qk_rope_head_dim" },
     { "v_head_dim", "int", doc = "v_head_dim" },
     { "rope_interleave", "bool", default = true, doc = "rope_interleave" },
-    { "mtp_depth", "int", default = 1, min = 0, max = 1,
-      doc = "num_nextn_predict_layers: MTP modules (DeepSeek-V3 trains and publishes one; 0: the main model alone)" },
+    { "mtp_depth", "int", default = 1, min = 0, max = 8,
+      doc = "num_nextn_predict_layers: MTP modules, D (DeepSeek-V3 trains and publishes one; the report's "
+        .. "section 2.2 allows D sequential ones; 0: the main model alone)" },
     { "mtp_lambda", "number", default = 0.3, min = 0,
       doc = "the MTP loss weight lambda (0.3 for the first 10T tokens, then 0.1: arXiv 2412.19437 section 4.2)" },
   },
@@ -91,8 +92,8 @@ return architecture {
     end
     -- eq. 21: h' = eh_proj(cat(enorm(Emb(t_{i+k})), hnorm(h^{k-1}))); the branch lends the shifted
     -- embeddings, the block takes them as its second input
-    local combine = block {
-      name = "mtp",
+    local function combine(k) return block {
+      name = k == 1 and "mtp" or "mtp" .. k,
       width = c.hidden,
       inputs = { "shifted_embeddings" },
       params = {
@@ -105,16 +106,20 @@ return architecture {
         local hn = F.call(rms, h, p.hnorm)
         return p.eh_proj(F.cat({ e, hn }, -1))
       end,
-    }
+    } end
     local final = {}
-    if c.mtp_depth > 0 then
-      -- the module's decoder layer has routed experts (the checkpoint's model.layers.61.mlp.experts) and,
-      -- in training, no key/value cache; then its own norm (shared_head.norm) before the shared head
-      local ops = { combine }
+    -- depth k: the module's decoder layer has routed experts (the checkpoint's
+    -- model.layers.61.mlp.experts) and, in training, no key/value cache; then its own norm
+    -- (shared_head.norm) before the shared head. Depth k > 1 takes depth k - 1's output
+    -- after that norm (chain) and the tokens k ahead; the losses are summed and added
+    -- times lambda / D (eq. 25; Megatron-LM's mtp_loss_scaling_factor / mtp_num_layers)
+    for k = 1, c.mtp_depth do
+      local ops = { combine(k) }
       for _, op in ipairs(layer(experts(), false)) do ops[#ops + 1] = op end
       ops[#ops + 1] = norm()
-      ops.shift, ops.loss_weight, ops.layer_first, ops.layer_ops = 1, c.mtp_lambda, 2, 2
-      final[1] = branch(ops)
+      ops.shift, ops.loss_weight, ops.layer_first, ops.layer_ops = k, c.mtp_lambda / c.mtp_depth, 2, 2
+      ops.chain = k > 1
+      final[k] = branch(ops)
     end
     final[#final + 1] = norm()
     final[#final + 1] = lm_head { vocab = c.vocab, hidden = c.hidden }

@@ -64,7 +64,9 @@ local function new_value(trace, width, split, like)
   if id >= 512 then fail("block %s: more than 512 tensors in one forward", trace.name) end
   trace.n_values = id + 1
   local t = setmetatable({ id = id, width = width, split = split or false, trace = trace }, tensor_meta)
-  if like then t.vector, t.zero_dim = rawget(like, "vector"), rawget(like, "zero_dim") end
+  if like then
+    t.vector, t.zero_dim, t.gathered = rawget(like, "vector"), rawget(like, "zero_dim"), rawget(like, "gathered")
+  end
   if like and rawget(like, "heads") then
     for _, k in ipairs(head_fields) do t[k] = like[k] end
   end
@@ -113,8 +115,23 @@ local function label_of(opts, default)
 end
 
 -- Whether t's last dimension is divided over tensor-parallel ranks (a
--- tensor split into heads has its heads divided, not their width).
-local function last_split(t) return t.split and not t.heads end
+-- tensor split into heads has its heads divided, not their width; a
+-- tensor of explicit shape says so of each dimension: block_shapes.lua).
+local function last_split(t)
+  local dims = rawget(t, "dims")
+  if dims then return type(dims[#dims]) == "table" and dims[#dims].sym == "split" end
+  return t.split and not t.heads
+end
+
+-- Whether t's rows are the whole sequence a column-parallel linear
+-- gathered under sequence parallelism (not the block input's share).
+local function gathered(t)
+  if t.split or rawget(t, "gathered") then return true end
+  for _, d in ipairs(rawget(t, "dims") or {}) do
+    if type(d) == "table" and d.gathered then return true end
+  end
+  return nil
+end
 
 -- Broadcasting of two last dimensions: equal, or one of them 1.
 local function broadcast(a, b, what)
@@ -239,6 +256,7 @@ local function reduction(prim)
     end
     local out = record(prim, { a }, { width = a.width, width_split = last_split(a) }, 1, false, label_of(opts, prim))
     out.zero_dim = (not keepdim and a.vector) or nil
+    out.gathered = gathered(a)
     return out
   end
 end
@@ -280,13 +298,16 @@ function F.split(t, sizes, dim, opts)
   if total ~= t.width then fail("split: the sizes add up to %d, the last dimension is %d", total, t.width) end
   local trace = tracing
   local outs, ids = {}, {}
+  -- a tensor of explicit shape says which of its dimensions are split
+  local split_width = t.split
+  if rawget(t, "dims") then split_width = last_split(t) end
   for i, w in ipairs(sizes) do
     outs[i] = new_value(trace, w, t.split)
     ids[i] = outs[i].id
   end
   local label = label_of(opts, "split")
   trace.entries[#trace.entries + 1] = { instr = { prim = "split", args = { t.id }, out = ids[1], outs = ids,
-    parts = sizes, width = t.width, width_split = t.split, label = trace.name .. (label ~= "" and "." .. label or "") } }
+    parts = sizes, width = t.width, width_split = split_width, label = trace.name .. (label ~= "" and "." .. label or "") } }
   return table.unpack(outs)
 end
 

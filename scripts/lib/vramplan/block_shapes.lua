@@ -14,27 +14,41 @@ local shapes = {}
 
 local dim_meta = {}
 
--- A symbolic dimension: sym ("batch", "seq", "chunks", "padded") plus add.
-local function sym_dim(sym, add, chunk)
-  return setmetatable({ sym = sym, add = add or 0, chunk = chunk }, dim_meta)
+-- A symbolic dimension: sym ("batch", "seq", "chunks", "padded") plus add;
+-- or "split": add, a dimension divided over tensor-parallel ranks (add is
+-- the whole model's size: heads, or the features of a column-parallel
+-- linear's output, as Megatron-LM's ColumnParallelLinear gives each rank
+-- output_size / tp of them). A sequence's symbols (seq, chunks, padded)
+-- are `gathered` when they count the whole sequence a column-parallel
+-- linear gathered (Megatron's gather_from_sequence_parallel_region),
+-- else the block input's rows: under sequence parallelism seq / tp.
+local function sym_dim(sym, add, chunk, gathered)
+  return setmetatable({ sym = sym, add = add or 0, chunk = chunk, gathered = gathered or nil }, dim_meta)
 end
 local function is_sym(d) return getmetatable(d) == dim_meta end
+local function is_split(d) return is_sym(d) and d.sym == "split" end
 
 dim_meta.__add = function(a, b)
   if type(a) == "number" then a, b = b, a end
   if math.type(b) ~= "integer" then error("a symbolic dimension plus a whole number only", 2) end
-  return sym_dim(a.sym, a.add + b, a.chunk)
+  if a.sym == "split" then error("a dimension split over tensor-parallel ranks takes no whole number", 2) end
+  return sym_dim(a.sym, a.add + b, a.chunk, a.gathered)
 end
 dim_meta.__sub = function(a, b)
   if math.type(b) ~= "integer" then error("a symbolic dimension minus a whole number only", 2) end
-  return sym_dim(a.sym, a.add - b, a.chunk)
+  if a.sym == "split" then error("a dimension split over tensor-parallel ranks takes no whole number", 2) end
+  return sym_dim(a.sym, a.add - b, a.chunk, a.gathered)
 end
 dim_meta.__tostring = function(d)
-  return d.sym .. (d.chunk and "/" .. d.chunk or "") .. (d.add ~= 0 and string.format("%+d", d.add) or "")
+  if d.sym == "split" then return d.add .. "/tp" end
+  return d.sym .. (d.gathered and "(gathered)" or "") .. (d.chunk and "/" .. d.chunk or "")
+    .. (d.add ~= 0 and string.format("%+d", d.add) or "")
 end
 
 local function same_dim(a, b)
-  if is_sym(a) and is_sym(b) then return a.sym == b.sym and a.add == b.add and a.chunk == b.chunk end
+  if is_sym(a) and is_sym(b) then
+    return a.sym == b.sym and a.add == b.add and a.chunk == b.chunk and not a.gathered == not b.gathered
+  end
   return a == b
 end
 
@@ -45,18 +59,22 @@ local function dims_string(dims)
 end
 
 -- A shape's size as a constant and a multiset of symbols (a padded
--- sequence counts as chunks times the chunk), for comparing two shapes.
+-- sequence counts as chunks times the chunk; a split dimension as its
+-- whole size times "tp", one over the ranks), for comparing two shapes.
 local function factors(dims)
   local k, syms = 1, {}
   local function put(key) syms[key] = (syms[key] or 0) + 1 end
   for _, d in ipairs(dims) do
     if not is_sym(d) then
       k = k * d
+    elseif d.sym == "split" then
+      k = k * d.add
+      put("tp")
     elseif d.sym == "padded" and d.add == 0 then
       k = k * d.chunk
-      put("chunks:0:" .. d.chunk)
+      put("chunks:0:" .. d.chunk .. ":" .. (d.gathered and "g" or ""))
     else
-      put(d.sym .. ":" .. d.add .. ":" .. (d.chunk or 0))
+      put(d.sym .. ":" .. d.add .. ":" .. (d.chunk or 0) .. ":" .. (d.gathered and "g" or ""))
     end
   end
   return k, syms
@@ -67,21 +85,26 @@ end
 function shapes.install(I)
   local F, methods, fail, record, view_of, check_tensor, label_of =
     I.F, I.methods, I.fail, I.record, I.view_of, I.check_tensor, I.label_of
-  local BATCH, SEQ = sym_dim("batch"), sym_dim("seq")
+  local BATCH, SEQ, GATHERED_SEQ = sym_dim("batch"), sym_dim("seq"), sym_dim("seq", 0, nil, true)
 
   -- The shape of t: its dims, or as rows of tokens ([b, s, width], heads
   -- split: [b, s, heads, d] or [b, heads, s, d]); a vector parameter [n].
+  -- A tensor split over tensor-parallel ranks has its heads (or its last
+  -- dimension) split and its sequence gathered, as a column-parallel
+  -- linear's output is.
   local function dims_of(t)
     local dims = rawget(t, "dims")
     if dims then return dims end
     if not t.width then fail("shape: the last dimension's size is unknown (give the block a width)") end
-    if t.split then fail("shape: tensors split over tensor-parallel ranks have no explicit shape yet") end
-    if t.vector then return { t.width } end
+    local split = t.split
+    if t.vector then return { split and sym_dim("split", t.width) or t.width } end
+    local s = (split or rawget(t, "gathered")) and GATHERED_SEQ or SEQ
     if t.heads then
-      if t.heads_first then return { BATCH, t.heads, SEQ, t.width } end
-      return { BATCH, SEQ, t.heads, t.width }
+      local h = split and sym_dim("split", t.heads) or t.heads
+      if t.heads_first then return { BATCH, h, s, t.width } end
+      return { BATCH, s, h, t.width }
     end
-    return { BATCH, SEQ, t.width }
+    return { BATCH, s, split and sym_dim("split", t.width) or t.width }
   end
   shapes.dims_of = dims_of
 
@@ -103,7 +126,7 @@ function shapes.install(I)
     local shape, chunk, per_token = {}, nil, 1.0
     for i, d in ipairs(dims) do
       if is_sym(d) then
-        shape[i] = { d.sym, d.add }
+        shape[i] = { d.sym, d.add, d.gathered or nil }
         if d.chunk then
           if chunk and chunk ~= d.chunk then fail("%s: two chunk lengths (%d, %d) in one shape", what, chunk, d.chunk) end
           chunk = d.chunk
@@ -117,21 +140,32 @@ function shapes.install(I)
     return shape, chunk, math.max(1, math.floor(per_token))
   end
 
+  -- A shape's last dimension as a tensor's width (a split one's whole
+  -- size), and whether any of its dimensions is split over tp ranks.
+  local function width_of(dims)
+    local last = dims[#dims]
+    if is_split(last) then return last.add end
+    return (not is_sym(last)) and last or nil
+  end
+  local function any_split(dims)
+    for _, d in ipairs(dims) do
+      if is_split(d) then return true end
+    end
+    return false
+  end
+
   -- A new tensor of shape dims from primitive prim.
   local function shaped(prim, args, fields, dims, label, dtype_like)
     fields = fields or {}
     local shape, chunk, per_token = encode(dims, prim)
     fields.shape, fields.chunk, fields.out_width = shape, chunk, per_token
-    local last = dims[#dims]
-    local out = record(prim, args, fields, (not is_sym(last)) and last or nil, false, label, nil)
+    local out = record(prim, args, fields, width_of(dims), any_split(dims), label, nil)
     out.dims, out.layout = dims, true
     return out
   end
   -- A view of t with another shape (no instruction).
   local function view(t, dims, contiguous)
-    local last = dims[#dims]
-    local v = view_of(t, (not is_sym(last)) and last or nil, { dims = dims, layout = contiguous })
-    return v
+    return view_of(t, width_of(dims), { dims = dims, layout = contiguous, split = any_split(dims) })
   end
   -- layout: true (contiguous); false (a permuted or sliced view); "rows" (a split
   -- along the last dimension: its rows strided, each row dense);
@@ -155,11 +189,11 @@ function shapes.install(I)
   function F.chunks(s, chunk)
     if not (is_sym(s) and s.sym == "seq" and s.add == 0) then fail("chunks: of the sequence's length (x:size(1))") end
     if math.type(chunk) ~= "integer" or chunk < 1 then fail("chunks: the chunk's length must be a whole number") end
-    return sym_dim("chunks", 0, chunk)
+    return sym_dim("chunks", 0, chunk, s.gathered)
   end
   function F.padded(s, chunk)
     F.chunks(s, chunk)
-    return sym_dim("padded", 0, chunk)
+    return sym_dim("padded", 0, chunk, s.gathered)
   end
 
   -- x:permute(...), x:transpose(d0, d1), x:unsqueeze(d): views.
@@ -196,6 +230,37 @@ function shapes.install(I)
     return view(t, dims, is_contiguous(t))
   end
 
+  -- Whether two runs of dimensions hold the same elements (a split one
+  -- counted whole).
+  local function same_span(a, b)
+    local ka, sa = factors(a)
+    local kb, sb = factors(b)
+    if ka ~= kb then return false end
+    sa.tp, sb.tp = nil, nil
+    for key, n in pairs(sa) do if sb[key] ~= n then return false end end
+    for key, n in pairs(sb) do if sa[key] ~= n then return false end end
+    return true
+  end
+
+  -- Where a reshape's target takes dims' split dimension: the target's
+  -- whole-number dimension that spans the same elements from the right
+  -- (Megatron's column split divides the outermost of the features it
+  -- splits: [b, s, d_inner / tp] viewed as [b, s, heads, head_dim] has
+  -- heads / tp), or nil.
+  local function split_target(dims, out, unknown)
+    local j
+    for i, d in ipairs(dims) do
+      if is_split(d) then j = j or i end
+    end
+    if not j then return nil end
+    local from = table.move(dims, j, #dims, 1, {})
+    for i = #out, 1, -1 do
+      if unknown and unknown >= i then return nil end
+      if math.type(out[i]) == "integer" and same_span(from, table.move(out, i, #out, 1, {})) then return i end
+    end
+    return nil
+  end
+
   -- view / reshape to dims (one of them may be -1): a view of a
   -- contiguous tensor; of another, reshape copies (view refuses).
   local function reshape(t, target, copies, what)
@@ -213,6 +278,11 @@ function shapes.install(I)
         fail("%s: a dimension must be a whole number, a symbolic size or -1 (got %s)", what, tostring(d))
       end
     end
+    local _, before = factors(out)
+    if (syms.tp or 0) > (before.tp or 0) then
+      local at = split_target(dims, out, unknown)
+      if at then out[at] = sym_dim("split", out[at]) end
+    end
     local k2, syms2 = factors(out)
     local left = {}
     for key, n in pairs(syms) do
@@ -228,13 +298,15 @@ function shapes.install(I)
     if unknown then
       if #left == 0 then
         out[unknown] = ratio
+      elseif #left == 1 and left[1] == "tp" then
+        out[unknown] = sym_dim("split", ratio)
       elseif #left == 1 then
-        local sym, add, chunk = left[1]:match("^(%a+):(%-?%d+):(%d+)$")
-        local d = sym_dim(sym, tonumber(add), tonumber(chunk) ~= 0 and tonumber(chunk) or nil)
+        local sym, add, chunk, g = left[1]:match("^(%a+):(%-?%d+):(%d+):(g?)$")
+        local d = sym_dim(sym, tonumber(add), tonumber(chunk) ~= 0 and tonumber(chunk) or nil, g == "g")
         if ratio == 1 then
           out[unknown] = d
         elseif sym == "chunks" and d.add == 0 and ratio == d.chunk then
-          out[unknown] = sym_dim("padded", 0, d.chunk)
+          out[unknown] = sym_dim("padded", 0, d.chunk, d.gathered)
         else
           fail("%s: cannot infer -1 of %s into %s", what, dims_string(dims), dims_string(target))
         end
@@ -418,11 +490,15 @@ function shapes.install(I)
       if (is_sym(left) and left.sym == "pad") or (is_sym(right) and right.sym == "pad") then
         -- padding the sequence to whole chunks: (0, padded - seq)
         local d = dims[i]
-        if not (is_sym(d) and d.sym == "seq" and d.add == 0 and left == 0 and is_sym(right) and right.sym == "pad") then
+        if not (is_sym(d) and d.sym == "seq" and d.add == 0 and left == 0 and is_sym(right) and right.sym == "pad"
+                and not d.gathered == not right.gathered) then
           fail("pad: symbolic padding only of the sequence to whole chunks (F.chunk_padding), not of %s by %s, %s",
             tostring(d), tostring(left), tostring(right))
         end
-        dims[i] = sym_dim("padded", 0, right.chunk)
+        dims[i] = sym_dim("padded", 0, right.chunk, d.gathered)
+      elseif is_split(dims[#dims - p + 1]) then
+        fail("pad: of a dimension split over tensor-parallel ranks (%s) is not in the vocabulary yet",
+          tostring(dims[#dims - p + 1]))
       else
         if math.type(left) ~= "integer" or math.type(right) ~= "integer" or left < 0 or right < 0 then
           fail("pad: the padding must be whole numbers")
@@ -436,7 +512,7 @@ function shapes.install(I)
   -- takes the sequence s to whole chunks.
   function F.chunk_padding(s, chunk)
     F.chunks(s, chunk)
-    return setmetatable({ sym = "pad", add = 0, chunk = chunk }, dim_meta)
+    return setmetatable({ sym = "pad", add = 0, chunk = chunk, gathered = s.gathered }, dim_meta)
   end
 
   -- x:narrow(dim, start, length) and x:select(dim, index) of a shaped
@@ -449,16 +525,19 @@ function shapes.install(I)
       -- the sequence, nothing when it was not padded
       local dims = copy_dims(dims_of(a))
       local i = norm_dim(dims, dim, "narrow")
-      if not (is_sym(dims[i]) and dims[i].sym == "padded" and length == SEQ) then
+      local padded = dims[i]
+      if not (is_sym(padded) and padded.sym == "padded" and is_sym(length) and length.sym == "seq" and length.add == 0
+              and not length.gathered == not padded.gathered) then
         fail("narrow: if_padded takes the padded sequence back to the sequence")
       end
-      dims[i] = SEQ
+      dims[i] = length
       local out = shaped("slice", { a }, { if_padded = true }, dims, label_of({ label = opts.label }, "narrow"))
       out.layout = "padded"
       return out
     end
     local dims = copy_dims(dims_of(a))
     local i = norm_dim(dims, dim, "narrow")
+    if is_split(dims[i]) then fail("narrow: of a dimension split over tensor-parallel ranks (%s)", tostring(dims[i])) end
     if not (is_sym(length) or (math.type(length) == "integer" and length >= 1)) or math.type(start) ~= "integer" then
       fail("narrow: start must be a whole number and length a size")
     end
@@ -474,6 +553,7 @@ function shapes.install(I)
     local dims = copy_dims(dims_of(a))
     local i = norm_dim(dims, dim, "select")
     if math.type(index) ~= "integer" then fail("select: the index must be a whole number") end
+    if is_split(dims[i]) then fail("select: of a dimension split over tensor-parallel ranks (%s)", tostring(dims[i])) end
     table.remove(dims, i)
     local out = shaped("slice", { a }, nil, dims, label_of(opts, "select"))
     out.layout = false
@@ -490,7 +570,7 @@ function shapes.install(I)
     for i = 1, target.n do
       local old = dims[#dims - target.n + i]
       local d = target[i]
-      if d == -1 then
+      if d == -1 or (is_split(old) and d == old.add) then
         if old == nil then fail("expand: -1 for a new dimension") end
         out[i] = old
       elseif old ~= nil and not same_dim(old, d) and old ~= 1 then
@@ -524,7 +604,12 @@ function shapes.install(I)
     for j = 1, #da do
       if j ~= i and not same_dim(da[j], db[j]) then fail("cat: %s and %s differ outside dimension %d", dims_string(da), dims_string(db), dim) end
     end
-    if is_sym(da[i]) and db[i] == 1 then
+    if is_split(da[i]) or is_split(db[i]) then
+      if not (is_split(da[i]) and is_split(db[i])) then
+        fail("cat: along dimension %d of sizes %s and %s", dim, tostring(da[i]), tostring(db[i]))
+      end
+      out[i] = sym_dim("split", da[i].add + db[i].add)
+    elseif is_sym(da[i]) and db[i] == 1 then
       out[i] = da[i] + 1
     elseif is_sym(db[i]) and da[i] == 1 then
       out[i] = db[i] + 1
@@ -533,7 +618,7 @@ function shapes.install(I)
     else
       fail("cat: along dimension %d of sizes %s and %s", dim, tostring(da[i]), tostring(db[i]))
     end
-    local t = record("cat", { a, b }, nil, (not is_sym(out[#out])) and out[#out] or nil, false, label_of(opts, "cat"))
+    local t = record("cat", { a, b }, nil, width_of(out), any_split(out), label_of(opts, "cat"))
     t.dims, t.layout = out, true
     return t
   end
@@ -544,6 +629,10 @@ function shapes.install(I)
     check_tensor(a, "repeat_interleave")
     local dims = copy_dims(dims_of(a))
     local i = norm_dim(dims, dim, "repeat_interleave")
+    if is_split(dims[i]) then
+      fail("repeat_interleave: of a dimension split over tensor-parallel ranks (%s) is not in the vocabulary yet",
+        tostring(dims[i]))
+    end
     if math.type(n) ~= "integer" or n < 1 or is_sym(dims[i]) then fail("repeat_interleave: n times a whole dimension") end
     dims[i] = dims[i] * n
     return (shaped("repeat", { a }, { number = dims[i] }, dims, label_of(opts, "repeat_interleave")))
@@ -558,9 +647,10 @@ function shapes.install(I)
       return table.unpack(parts, 1, parts.n)
     end
     local parts = table.pack(rows_split(t, sizes, dim, opts))
+    local split = is_split(t.dims[#t.dims])
     for k = 1, parts.n do
       local d = copy_dims(t.dims)
-      d[#d] = sizes[k]
+      d[#d] = split and sym_dim("split", sizes[k]) or sizes[k]
       parts[k].dims, parts[k].layout = d, "rows"
     end
     return table.unpack(parts, 1, parts.n)
@@ -574,14 +664,21 @@ function shapes.install(I)
     check_tensor(w, "conv1d")
     if b ~= nil then check_tensor(b, "conv1d") end
     local dims = dims_of(x)
-    if #dims ~= 3 or is_sym(dims[2]) then fail("conv1d: x must be [batch, channels, length] (%s)", dims_string(dims)) end
-    local channels = dims[2]
+    if #dims ~= 3 or (is_sym(dims[2]) and not is_split(dims[2])) then
+      fail("conv1d: x must be [batch, channels, length] (%s)", dims_string(dims))
+    end
+    -- channels split over tensor-parallel ranks: each rank convolves its own
+    -- (the weight split alike, declared split = "column")
+    local channels = is_split(dims[2]) and dims[2].add or dims[2]
+    if is_split(dims[2]) ~= (w.split or false) then
+      fail("conv1d: the channels and the weight must be split over tensor-parallel ranks alike")
+    end
     opts = opts or {}
     if opts.groups ~= channels then fail("conv1d: only depthwise (groups = channels = %d) yet", channels) end
     if not w.width or w.width % channels ~= 0 then fail("conv1d: the weight must hold channels x kernel elements") end
     local kernel, padding = w.width // channels, opts.padding or 0
     if math.type(padding) ~= "integer" or padding < 0 then fail("conv1d: padding must be a whole number") end
-    local out = { dims[1], channels, dims[3] + (2 * padding - kernel + 1) }
+    local out = { dims[1], dims[2], dims[3] + (2 * padding - kernel + 1) }
     local args = { x, w }
     if b then args[3] = b end
     return (shaped("conv1d", args, { strided = not is_contiguous(x) }, out, label_of(opts, "conv1d")))

@@ -102,9 +102,10 @@ class CausalLM(nn.Module):
         else:
             loss = causal_lm_loss(ac, logits, labels, self.vocab)
         mtp_loss = getattr(self.model, "mtp_loss", None)
-        if mtp_loss is not None:  # L = L_main + lambda * L_MTP (arXiv 2412.19437 eq. 25, one depth)
+        if mtp_loss is not None:  # L = L_main + lambda / D * sum_k L^k_MTP (arXiv 2412.19437 eq. 25)
             self.model.mtp_loss = self.model.mtp_labels = None
-            loss = loss + mtp_loss * self.model.cfg.get("mtp_lambda", 0.3)
+            cfg = self.model.cfg
+            loss = loss + mtp_loss * (cfg.get("mtp_lambda", 0.3) / cfg["num_nextn_predict_layers"])
             del mtp_loss
         router_logits = getattr(self.model, "all_router_logits", ())
         self.model.all_router_logits = ()
