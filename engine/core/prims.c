@@ -1227,6 +1227,29 @@ vp_t vp_index_add(vp_sim *sim, vp_t acc, vp_t source, vp_t index, bool keeps_sou
     return y;
 }
 
+/* x.scatter_add(dim, index, src) or x.scatter(dim, index, src), out of
+ * place: a new tensor like x whose node (`rule`) keeps the index alone. */
+static vp_t scattered(vp_sim *sim, vp_backward_fn rule, vp_t x, vp_t index, vp_t src, const char *label) {
+    vp_t y = vp_new(sim, numel_of(sim, x), dtype_of(sim, x), label);
+    vp_t in[2] = {x, src};
+    vp_node *node = vp_record(sim, rule, label, in, 2, &y, 1);
+    if (node) vp_save(sim, node, index);
+    return y;
+}
+
+/* ScatterAddBackward0 (derivatives.yaml, PyTorch 1.13: self: grad, src:
+ * grad.gather(dim, index); checked on 1.13's grad_fn: _saved_index,
+ * _saved_dim): x's gradient passes through, src gets a new one. */
+vp_t vp_scatter_add(vp_sim *sim, vp_t x, vp_t index, vp_t src, const char *label) {
+    return scattered(sim, backward_through, x, index, src, label);
+}
+
+/* ScatterBackward0 (self: grad.scatter(dim, index, 0), src:
+ * grad.gather(dim, index)): each a new tensor, x's first. */
+vp_t vp_scatter_src(vp_sim *sim, vp_t x, vp_t index, vp_t src, const char *label) {
+    return scattered(sim, backward_fresh, x, index, src, label);
+}
+
 /* IndexPutBackward (index_put_ without accumulate): self's gradient is
  * grad.index_put(indices, zeros_like(values)), a new tensor like self made
  * while the zeros exist; values' is grad.index(indices). */

@@ -306,6 +306,13 @@ vp_t vp_topk(vp_sim *sim, vp_t x, uint64_t numel, vp_t *indices_out, const char 
  * and gives source one of its size. */
 vp_t vp_index_add(vp_sim *sim, vp_t acc, vp_t source, vp_t index, bool keeps_source, const char *label);
 
+/* x.scatter_add(dim, index, src) and x.scatter(dim, index, src), out of
+ * place: a new tensor like x; both keep only the index. scatter_add passes
+ * x's gradient through; scatter gives x a new one (grad.scatter(dim,
+ * index, 0)); src gets grad.gather(dim, index), a new tensor of its size. */
+vp_t vp_scatter_add(vp_sim *sim, vp_t x, vp_t index, vp_t src, const char *label);
+vp_t vp_scatter_src(vp_sim *sim, vp_t x, vp_t index, vp_t src, const char *label);
+
 /* x itself (a view), with `side` hooked onto it: in backward x's gradient
  * passes through and side gets a new one of its own size (DeepSeek's
  * AddAuxiliaryLoss, whose loss gets ones(1)). */

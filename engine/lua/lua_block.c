@@ -17,7 +17,9 @@ static const char *const prim_names[] = {"drop", "return", "linear", "unary", "m
                                          "rms_norm", "kernel", "split", "rotary", "cache", "sdpa", "sub", "select",
                                          "repeat_kv", "matmul", "mask", "mask_add", "masked_fill", "softmax_fp32",
                                          "copy", "layer_keep", "conv1d", "cumsum", "tril", "not", "clamp", "pad",
-                                         "slice", "expand", "zeros", "repeat", NULL};
+                                         "slice", "expand", "zeros", "repeat", "embedding", "topk", "gather",
+                                         "index", "scatter", "scatter_add", "layer_norm", "all_gather",
+                                         "reduce_scatter", NULL};
 static const char *const mask_names[] = {"causal", "sliding", "padded", "bool", "prefix", NULL};
 static const char *const unary_names[] = {"silu", "gelu", "gelu_tanh", "relu", "sigmoid",
                                           "tanh", "exp", "rsqrt", "pow", "softmax", "log_softmax", "softplus", NULL};
@@ -87,7 +89,8 @@ static void read_shape(lua_State *L, const char *what, vp_block_instr *in) {
     lua_getfield(L, -1, "shape"); /* .. instr shape */
     if (lua_isnil(L, -1)) {
         lua_pop(L, 1);
-        if (in->prim >= VP_BP_CONV1D && in->prim != VP_BP_CUMSUM && in->prim != VP_BP_CLAMP && in->prim != VP_BP_NOT)
+        if (in->prim >= VP_BP_CONV1D && in->prim <= VP_BP_REPEAT && in->prim != VP_BP_CUMSUM && in->prim != VP_BP_CLAMP &&
+            in->prim != VP_BP_NOT)
             luaL_error(L, "block_op: %s: needs its output's shape", what);
         return;
     }
@@ -157,6 +160,7 @@ static void read_instr(lua_State *L, unsigned i, vp_block_instr *in) {
             if (bool_field(L, options[o].key)) in->mode |= (uint8_t)options[o].bit;
     }
     if (in->prim == VP_BP_SELECT) in->mode = (uint8_t)int_field(L, what, "of", 1, 255);
+    if (in->prim == VP_BP_TOPK) in->part[0] = (uint64_t)int_field(L, what, "k", 1, (lua_Integer)1 << 30);
     if (in->prim == VP_BP_REPEAT_KV) {
         in->mode = (uint8_t)int_field(L, what, "times", 1, 255);
         in->kv_heads = (uint32_t)int_field(L, what, "kv_heads", 1, 1 << 14);
@@ -267,7 +271,8 @@ static void read_kernel(lua_State *L, unsigned i, vp_block_kernel *k) {
  * takes beside its input, by the names block.h's vp_block_stream lists. */
 static void read_inputs(lua_State *L, vp_block_program *p) {
     static const char *const names[VP_BLOCK_STREAMS + 1] = {
-        [VP_BLOCK_SHIFTED_EMBEDDINGS] = "shifted_embeddings", [VP_BLOCK_BRANCH_INPUT] = "branch_input", NULL};
+        [VP_BLOCK_SHIFTED_EMBEDDINGS] = "shifted_embeddings", [VP_BLOCK_BRANCH_INPUT] = "branch_input",
+        [VP_BLOCK_INPUT_IDS] = "input_ids", NULL};
     lua_getfield(L, 1, "inputs"); /* t program inputs */
     if (!lua_isnil(L, -1)) {
         luaL_checktype(L, -1, LUA_TTABLE);
@@ -280,7 +285,8 @@ static void read_inputs(lua_State *L, vp_block_program *p) {
             unsigned k = 0;
             while (names[k] && (!name || strcmp(names[k], name) != 0)) k++;
             if (!names[k])
-                luaL_error(L, "block_op: unknown input '%s' (shifted_embeddings or branch_input)", name ? name : "?");
+                luaL_error(L, "block_op: unknown input '%s' (shifted_embeddings, branch_input or input_ids)",
+                           name ? name : "?");
             p->input[i] = (uint8_t)k;
             lua_pop(L, 1); /* t program inputs */
         }

@@ -55,6 +55,18 @@ static const char *check_code(const vp_block_program *p, unsigned first, unsigne
                 return fail(message, size, i, "linear needs a linear weight");
             if (b == 0 || b > (int)p->n_params) return fail(message, size, i, "linear's bias must be a parameter");
         }
+        if ((in->prim == VP_BP_GATHER || in->prim == VP_BP_INDEX || in->prim == VP_BP_LAYER_NORM) && in->arg[1] < 0)
+            return fail(message, size, i, "needs two operands");
+        if ((in->prim == VP_BP_SCATTER && in->arg[1] < 0) || (in->prim == VP_BP_SCATTER_ADD && in->arg[2] < 0))
+            return fail(message, size, i, "scatter needs x, the index and the source");
+        if (in->prim == VP_BP_EMBEDDING) {
+            int w = in->arg[1];
+            if (w < 1 || w > (int)p->n_params || p->param[w - 1].linear || !in->width)
+                return fail(message, size, i, "embedding needs a table parameter of a known width");
+        }
+        if ((in->prim == VP_BP_INDEX) && !in->width) return fail(message, size, i, "index: of rows of a known width");
+        if (in->prim == VP_BP_TOPK && (!in->part[0] || in->part[0] > in->width))
+            return fail(message, size, i, "topk: k from 1 to the last dimension's size");
         if (in->prim == VP_BP_CONV1D && (in->arg[1] < 0 || in->n_dims == 0))
             return fail(message, size, i, "conv1d needs a weight and its output's shape");
         for (unsigned d = 0; d < in->n_dims && d < VP_BLOCK_DIMS; d++)
@@ -79,7 +91,7 @@ static const char *check_code(const vp_block_program *p, unsigned first, unsigne
             continue;
         }
         if (returned) return fail(message, size, i, "computes after the return");
-        unsigned outputs = in->prim == VP_BP_SPLIT ? in->mode : in->prim == VP_BP_CACHE ? 2 : 1;
+        unsigned outputs = in->prim == VP_BP_SPLIT ? in->mode : in->prim == VP_BP_CACHE || in->prim == VP_BP_TOPK ? 2 : 1;
         if (in->prim == VP_BP_SPLIT && (outputs < 1 || outputs > VP_BLOCK_PARTS || !in->width))
             return fail(message, size, i, "split: 1 to 8 parts of a known width");
         for (unsigned o = 0; o < outputs; o++) {

@@ -31,6 +31,7 @@ enum {
 typedef enum {
     VP_BLOCK_SHIFTED_EMBEDDINGS, /* "shifted_embeddings": the shared token embedding of the tokens k ahead */
     VP_BLOCK_BRANCH_INPUT,       /* "branch_input": the hidden states the branch took */
+    VP_BLOCK_INPUT_IDS,          /* "input_ids": the batch's token ids [b, s] (int64), any block may name it */
     VP_BLOCK_STREAMS
 } vp_block_stream;
 
@@ -80,6 +81,16 @@ typedef enum {
     VP_BP_EXPAND,    /* x.expand(...): a view */
     VP_BP_ZEROS,     /* torch.zeros_like(x-shaped): a new tensor that needs no gradient, of x's dtype */
     VP_BP_REPEAT,    /* x.repeat_interleave(n, dim): index_select with a saved int64 index of `number` elements */
+    /* tables, indices and collectives (each output's size from its operands') */
+    VP_BP_EMBEDDING, /* ids, table: F.embedding(ids, table), the table's rows `width` wide */
+    VP_BP_TOPK,      /* torch.topk(x, part[0]) along the last dimension (width): values in out, int64 indices in out + 1 */
+    VP_BP_GATHER,    /* x, index: x.gather(-1, index), the index's size */
+    VP_BP_INDEX,     /* table, index: table[index] (advanced indexing of dimension 0), rows `width` wide */
+    VP_BP_SCATTER,   /* x, index, src: x.scatter(-1, index, src), a new tensor like x */
+    VP_BP_SCATTER_ADD, /* x, index, src: x.scatter_add(-1, index, src), a new tensor like x */
+    VP_BP_LAYER_NORM, /* x, weight[, bias]: F.layer_norm over the last dimension */
+    VP_BP_ALL_GATHER, /* Megatron's gather_from_sequence_parallel_region: tp times the rows under sequence parallelism */
+    VP_BP_REDUCE_SCATTER, /* reduce_scatter_to_sequence_parallel_region: 1/tp of the rows under sequence parallelism */
     VP_BP_COUNT
 } vp_block_prim;
 
@@ -187,7 +198,8 @@ typedef struct {
     uint8_t mode;
     uint16_t out;
     int16_t arg[VP_BLOCK_ARGS];  /* value ids, -1: none */
-    uint64_t width;              /* MEAN, SUM: the reduced dimension; SPLIT: the split one */
+    uint64_t width;              /* MEAN, SUM, TOPK: the reduced dimension; SPLIT: the split one; EMBEDDING,
+                                    INDEX: the width of the table's rows */
     bool width_split;            /* it is divided over tensor-parallel ranks */
     double number;               /* DROPOUT, SDPA: p */
     uint32_t heads, kv_heads;    /* SDPA, MATMUL: the whole model's query and key/value heads; another

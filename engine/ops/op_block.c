@@ -273,6 +273,34 @@ static vp_t softmax_fp32(vp_step *step, const vp_block_program *p, const vp_bloc
     return y;
 }
 
+/* F.layer_norm(x, weight, bias) over the last dimension: on autocast's
+ * fp32 list (autocast_mode.cpp KERNEL_CUDA(layer_norm, fp32)), a 16-bit x
+ * cast up first, as the layernorm op's (op_norm.c). */
+static vp_t layer_norm(vp_step *step, const vp_block_instr *in, const vp_t *val) {
+    vp_sim *sim = &step->sim;
+    vp_t w = val[in->arg[1]], b = in->arg[2] >= 0 ? val[in->arg[2]] : 0;
+    vp_t x = vp_autocast_fp32(step, val[in->arg[0]], in->label);
+    uint64_t width = vp_at(sim, w)->numel;
+    vp_t y = vp_layer_norm(sim, x, w, b, vp_at(sim, x)->numel / (width ? width : 1), step->recipe->device, in->label);
+    vp_drop(sim, x);
+    return y;
+}
+
+/* Megatron-LM's gather_from_sequence_parallel_region and
+ * reduce_scatter_to_sequence_parallel_region (megatron/core/
+ * tensor_parallel/mappings.py): along the sequence over the tensor-parallel
+ * ranks under sequence parallelism (backward the other collective), x
+ * itself otherwise (one rank: _gather_along_first_dim returns its input). */
+static vp_t sequence_collective(vp_step *step, const vp_block_instr *in, vp_t x) {
+    vp_sim *sim = &step->sim;
+    if (!step->sp) {
+        vp_hold(sim, x);
+        return x;
+    }
+    return in->prim == VP_BP_ALL_GATHER ? vp_all_gather(sim, x, step->tp, in->label)
+                                        : vp_scatter(sim, x, step->tp, in->label);
+}
+
 /* How a value lies when the step runs, beyond what the trace knew:
  * repeat_kv's copy is contiguous, its expanded single head a view with
  * gaps (whether it copies depends on the key/value heads per rank). */
@@ -381,7 +409,22 @@ static vp_t run(vp_step *step, const vp_block_program *p, const vp_block_instr *
     case VP_BP_MASKED_FILL: return vp_where(sim, a, b, in->label);
     case VP_BP_SOFTMAX_FP32: return softmax_fp32(step, p, in, a);
     case VP_BP_COPY: return vp_copy(sim, a, in->label);
-    default: return 0; /* DROP, RETURN and LAYER_KEEP define nothing (vp_block_check) */
+    /* the index rules: derivatives.yaml (PyTorch 1.13), each checked on
+     * 1.13's grad_fn: EmbeddingBackward0 keeps the indices (and the weight,
+     * for its size: no memory), GatherBackward0 self and the index,
+     * IndexBackward0 the indices, Scatter(Add)Backward0 the index */
+    case VP_BP_EMBEDDING:
+        return vp_embedding(sim, a, b, vp_at(sim, a)->numel, local_dim(in->width, in->width_split, step->tp),
+                            step->recipe->device, in->label);
+    case VP_BP_GATHER: return vp_gather(sim, a, b, vp_at(sim, b)->numel, in->label);
+    case VP_BP_INDEX: return vp_index(sim, a, b, vp_numel(sim, vp_at(sim, b)->numel, in->width), in->label);
+    case VP_BP_SCATTER: /* of a number (x.scatter(-1, index, 1.0)): no source */
+        return vp_scatter_src(sim, a, b, in->arg[2] >= 0 ? val[in->arg[2]] : 0, in->label);
+    case VP_BP_SCATTER_ADD: return vp_scatter_add(sim, a, b, val[in->arg[2]], in->label);
+    case VP_BP_LAYER_NORM: return layer_norm(step, in, val);
+    case VP_BP_ALL_GATHER:
+    case VP_BP_REDUCE_SCATTER: return sequence_collective(step, in, a);
+    default: return 0; /* DROP, RETURN and LAYER_KEEP define nothing (vp_block_check); TOPK two (topk) */
     }
 }
 
@@ -394,6 +437,18 @@ static void split(vp_step *step, const vp_block_instr *in, vp_t *val) {
     uint64_t numels[VP_BLOCK_PARTS];
     for (unsigned o = 0; o < in->mode; o++) numels[o] = vp_numel(sim, rows, local_dim(in->part[o], in->width_split, step->tp));
     vp_split_sizes(sim, x, in->mode, numels, val + in->out, in->label);
+}
+
+/* torch.topk(x, k) along the last dimension (torch.max(x, -1) is k = 1):
+ * the values in value out, the int64 indices in out + 1; TopkBackward0
+ * keeps the indices (derivatives.yaml, PyTorch 1.13:
+ * value_selecting_reduction_backward(grad, dim, indices, self.sizes(),
+ * true), a zero-filled gradient of all of x). */
+static void topk(vp_step *step, const vp_block_instr *in, vp_t *val) {
+    vp_sim *sim = &step->sim;
+    vp_t x = val[in->arg[0]];
+    uint64_t rows = vp_at(sim, x)->numel / (in->width ? in->width : 1);
+    val[in->out] = vp_topk(sim, x, vp_numel(sim, rows, in->part[0]), &val[in->out + 1], in->label);
 }
 
 /* past_key_value.update(k, v): the cache keeps them (and behind a cached
@@ -428,7 +483,9 @@ static vp_t block_forward(vp_step *step, const vp_op *op, const vp_t *leaves, vp
         [VP_BLOCK_SHIFTED_EMBEDDINGS] = VP_TENSOR_SHIFTED_EMBEDDINGS,
         [VP_BLOCK_BRANCH_INPUT] = VP_TENSOR_BRANCH_INPUT,
     };
-    for (unsigned j = 0; j < p->n_inputs; j++) val[p->n_params + 1 + j] = vp_step_tensor(step, stream_slot[p->input[j]]);
+    for (unsigned j = 0; j < p->n_inputs; j++)
+        val[p->n_params + 1 + j] = p->input[j] == VP_BLOCK_INPUT_IDS ? vp_step_input_ids(step)
+                                                                      : vp_step_tensor(step, stream_slot[p->input[j]]);
     vp_t result = 0;
     unsigned first, end;
     running(p, step->recipe, &first, &end);
@@ -446,6 +503,8 @@ static vp_t block_forward(vp_step *step, const vp_op *op, const vp_t *leaves, vp
             split(step, in, val);
         } else if (in->prim == VP_BP_CACHE) {
             cache(step, in, val);
+        } else if (in->prim == VP_BP_TOPK) {
+            topk(step, in, val);
         } else if (in->prim == VP_BP_REPEAT_KV) {
             val[in->out] = repeat_kv(step, in, val[in->arg[0]], &layout[in->out]);
         } else if (in->prim == VP_BP_MATMUL) {
@@ -529,21 +588,54 @@ static bool model_calls(const vp_model *model, vp_block_prim prim) {
     return false;
 }
 
-/* A block that names inputs among ops outside any branch. */
+/* Whether a program names `stream` (VP_BLOCK_STREAMS: any a branch makes). */
+static bool program_names(const vp_block_program *p, vp_block_stream stream) {
+    for (unsigned j = 0; p && j < p->n_inputs; j++)
+        if (p->input[j] == stream || (stream == VP_BLOCK_STREAMS && p->input[j] != VP_BLOCK_INPUT_IDS)) return true;
+    return false;
+}
+
+/* A block that names a branch's inputs among ops outside any branch. */
 static bool inputs_outside_branch(const vp_op *ops, unsigned n) {
     for (unsigned i = 0; i < n; i++) {
         if (ops[i].kind == &vp_op_branch) continue;
-        if (ops[i].kind == &vp_op_block && program_of(&ops[i])->n_inputs) return true;
+        if (ops[i].kind == &vp_op_block && program_names(program_of(&ops[i]), VP_BLOCK_STREAMS)) return true;
         if (inputs_outside_branch(ops[i].children, ops[i].n_children)) return true;
     }
     return false;
 }
 
+/* Any block of these ops that names the batch's input ids. */
+static bool ops_name_ids(const vp_op *ops, unsigned n) {
+    for (unsigned i = 0; i < n; i++) {
+        if (ops[i].kind == &vp_op_block && program_names(program_of(&ops[i]), VP_BLOCK_INPUT_IDS)) return true;
+        if (ops_name_ids(ops[i].children, ops[i].n_children)) return true;
+    }
+    return false;
+}
+
+/* The batch's input ids are [b, s] of the whole sequence on the first
+ * pipeline stage (step.c), without prompt tuning's virtual tokens: a block
+ * reading them beside a stream of another length is refused. */
+static const char *ids_problem(const vp_model *model, const vp_recipe *recipe) {
+    bool named = false;
+    for (unsigned s = 0; s < VP_SECTION_COUNT; s++) named |= ops_name_ids(model->section[s].ops, model->section[s].n_ops);
+    if (!named) return NULL;
+    if (recipe->pp > 1) return "pp: a Lua block's input_ids are the first pipeline stage's only";
+    if (recipe->tp > 1 && recipe->sequence_parallel)
+        return "sequence_parallel: a Lua block's input_ids are the whole sequence, its stream a share of it";
+    if (vp_finetune_method_of(recipe)->virtual_tokens == VP_VIRTUAL_PROMPT)
+        return "finetune: a Lua block's input_ids have no virtual tokens, its stream has";
+    return NULL;
+}
+
 static const char *block_recipe_problem(const vp_model *model, const vp_recipe *recipe) {
     for (unsigned s = 0; s < VP_SECTION_COUNT; s++)
         if (inputs_outside_branch(model->section[s].ops, model->section[s].n_ops))
-            return "model: a block that names inputs (block { inputs = { ... } }) runs inside a branch { }, which makes "
-                   "them";
+            return "model: a block that names inputs a branch makes (shifted_embeddings, branch_input) runs inside a "
+                   "branch { }, which makes them";
+    const char *ids = ids_problem(model, recipe);
+    if (ids) return ids;
     /* its linears gather no module input the way DTensor's plans do
      * (vp_module_input): not modelled there */
     if (recipe->tp > 1 && vp_framework_of(recipe)->dtensor_tp)

@@ -540,6 +540,9 @@ static void cost_block(const vp_op *op, const cost_ctx *c, op_cost *o) {
             memory_pass(c, 2 * c->batch * c->seq * c->seq_kv * in->heads / c->tp * c->elem, o);
             continue;
         }
+        if ((in->prim == VP_BP_ALL_GATHER || in->prim == VP_BP_REDUCE_SCATTER) && c->tp > 1 &&
+            c->recipe->sequence_parallel) /* the sequence's rows over the tensor-parallel group */
+            o->tp_bytes += c->rows * (double)in->out_width * c->elem;
         if (in->prim == VP_BP_LINEAR) {
             const vp_block_param *w = &p->param[in->arg[1] - 1];
             double out = (double)w->rows, inputs = (double)w->columns;

@@ -330,8 +330,10 @@ describe("a GPT-2 whose MLP is a Lua block", function()
 end)
 
 -- A family beside its model script whose block's forward is `body` (on
--- line 8 of arch/badfam.lua). Returns vramplan's error.
-local function bad_block(body, params)
+-- line 8 of arch/badfam.lua), with `fields` more of the block's (on line
+-- 6), estimated with `...` (--set ...): `run`'s result (helper.fails by
+-- default: vramplan's error).
+local function with_block(run, body, params, fields, ...)
   local dir = os.tmpname()
   os.remove(dir)
   assert(os.execute("mkdir -p " .. dir .. "/arch"))
@@ -342,27 +344,29 @@ return architecture {
   fields = { { "hidden", "int" } },
   build = function(c)
     local b = block { name = "mlp", width = c.hidden,
-      params = { %s },
-      forward = function(x, p)
+      params = { %s },%s
+      forward = function(x, p, ids)
         %s
       end }
     return decoder { embed = { token_embedding { vocab = 10, hidden = c.hidden } }, layer = { residual { b } },
       layers = 1, final = { lm_head { vocab = 10, hidden = c.hidden }, cross_entropy {} } }
   end,
 }
-]], params or '{ "up", linear = { c.hidden, 32 } }', body))
+]], params or '{ "up", linear = { c.hidden, 32 } }', fields or "", body))
   f:close()
   f = assert(io.open(dir .. "/bad.lua", "w"))
   f:write("return badfam { hidden = 64 }\n")
   f:close()
-  local err = helper.fails(dir .. "/bad.lua")
+  local result = run(dir .. "/bad.lua", ...)
   os.execute("rm -rf " .. dir)
-  return err
+  return result
 end
 
+local function bad_block(...) return with_block(helper.fails, ...) end
+
 describe("a bad block", function()
-  local function check(body, message, params)
-    local err = bad_block(body, params)
+  local function check(body, message, params, fields)
+    local err = bad_block(body, params, fields)
     assert.truthy(err:find("arch/badfam.lua:8: ", 1, true), err)
     assert.truthy(err:find(message, 1, true), err)
   end
@@ -469,10 +473,76 @@ describe("a bad block", function()
     check("local q = x:view(-1, 16):transpose(1, 2) local w = F.matmul(q, q:transpose(2, 3)) "
       .. 'local y = F.masked_fill(w, F.mask("causal")) return y', "masked_fill: takes a bool mask")
   end)
+  it("names tables and indices misused (block_index.lua)", function()
+    local ids, tbl = ' inputs = { "input_ids" },', '{ "t", embedding = { 10, 64 } }, { "w", size = 32 }'
+    check("local y = F.embedding(x, p.t) return y",
+      "embedding: the index must be integer indices (input_ids, topk's indices), got a floating-point tensor", tbl)
+    check("local y = F.embedding(ids, p.w) return y", "embedding: the second argument must be a declared table", tbl, ids)
+    check("local y = F.embedding(ids, p.t, { sparse = true }) return y",
+      "embedding: sparse gradients are not in the vocabulary", tbl, ids)
+    check("local v, i = F.topk(x, 2, -1) local y = v * i return y", "mul: takes a floating-point tensor, got integer indices")
+    check("local y = F.silu(ids) return y", "silu: takes a floating-point tensor, got integer indices", nil, ids)
+    check("local v, i = F.topk(x, 65, -1) return v",
+      "topk: k must be a whole number from 1 to the last dimension's size (64), got 65")
+    check("local v, i = F.topk(x, 2, -1) local y = F.gather(x, 1, i) return y",
+      "gather: only along the last dimension (dim = -1) yet")
+    check("local v, i = F.topk(x, 2, -1) local y = F.scatter_add(x, -1, i, x) return y",
+      "scatter_add: the source's last dimension (64) must be the index's (2)")
+    check("local v, i = F.topk(x, 2, -1) local y = F.index(p.w, i) return y", "index: of a table", tbl)
+    check("local y = F.layer_norm(x, p.w) return y", "layer_norm: the weight has 32 elements, the rows 64", tbl)
+    local err = bad_block("return x", '{ "t", embedding = 10 }')
+    assert.truthy(err:find("arch/badfam.lua:5: block mlp: parameter 't': embedding = { num_embeddings, embedding_dim }",
+      1, true), err)
+    err = bad_block("return x", '{ "t", embedding = { 10, 64 }, split = "row" }')
+    assert.truthy(err:find("parameter 't': a table splits its columns", 1, true), err)
+  end)
+  it("refuses input_ids where the stream is not the batch's rows", function()
+    local ids, tbl = ' inputs = { "input_ids" },', '{ "t", embedding = { 10, 64 } }'
+    local body = "local y = F.embedding(ids, p.t) return y"
+    for _, case in ipairs({
+      { "sequence_parallel: a Lua block's input_ids are the whole sequence", "framework=megatron", "tp=2",
+        "sequence_parallel=true" },
+      { "finetune: a Lua block's input_ids have no virtual tokens", "finetune=prompt", "num_virtual_tokens=4" },
+    }) do
+      local sets = {}
+      for i = 2, #case do sets[#sets + 1], sets[#sets + 2] = "--set", case[i] end
+      local err = bad_block(body, tbl, ids, table.unpack(sets))
+      assert.truthy(err:find(case[1], 1, true), err)
+    end
+  end)
   it("names a declaration it cannot read", function()
     local err = bad_block("return x", '{ "up", linear = 64 }')
     assert.truthy(err:find("arch/badfam.lua:5: block mlp: parameter 'up': linear = { in_features, out_features }", 1,
       true), err)
+  end)
+end)
+
+describe("a block's own collectives (F.all_gather, F.reduce_scatter)", function()
+  -- a replicated op on the whole sequence between them: the stream is the
+  -- rank's share of the sequence under sequence parallelism
+  local body = "local full = F.all_gather(x) local y = F.reduce_scatter(F.silu(full)) return y"
+  local function events(...)
+    local out = with_block(function(path, ...)
+      local o, err, code = helper.run("estimate", path, "--json", "--timeline", ...)
+      assert(code == 0, err)
+      return json.decode(o)
+    end, body, nil, nil, "--set", "framework=megatron", "--set", "tp=2", "--set", "precision=mixed-bf16", "--set",
+      "micro_batch=1", "--set", "seq_len=64", ...)
+    local found = {}
+    for _, e in ipairs(out.timeline) do
+      if e.phase == "forward" and e.op:match("^mlp%.") then found[#found + 1] = e.op .. " " .. e.delta end
+    end
+    return found
+  end
+  it("gathers and scatters the sequence over the tensor-parallel ranks under sequence parallelism", function()
+    -- 64 tokens of 64 bf16 features: the rank's 32 rows are 4096 bytes,
+    -- all 64 of them 8192; silu keeps the gathered rows (its input), its
+    -- output goes once scattered, the block's output after the residual add
+    assert.are.same({ "mlp.all_gather 8192", "mlp.silu 8192", "mlp.reduce_scatter 4096", "mlp.silu -8192",
+                      "mlp.reduce_scatter -4096" }, events("--set", "sequence_parallel=true"))
+  end)
+  it("are the tensor itself without it", function()
+    assert.are.same({ "mlp.silu 8192", "mlp.silu -8192" }, events())
   end)
 end)
 

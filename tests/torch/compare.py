@@ -72,6 +72,14 @@ def prefix_lm(prefix=8, **kw):
     return dict(llama(**kw), lua_blocks="prefix_lm", prefix_lm=prefix)
 
 
+def indexing(**kw):
+    """LLaMA whose MLP is a Lua block of the vocabulary's tables and indices
+    (tests/torch/blocks/indexing.lua: embedding of the input_ids, topk,
+    gather, scatter, scatter_add, index, layer_norm), mirrored by
+    tests/torch/models/indexing.py."""
+    return dict(llama(**kw), lua_blocks="indexing")
+
+
 def mamba2(h=64, layers=2, vocab=256, state=16, expand=2, head_dim=16, groups=1, chunk=16, tied=True):
     """Mamba-2 (transformers' Mamba2Config keys; tests/torch/models/mamba2.py
     runs Mamba2Mixer.torch_forward): vramplan's model is
@@ -337,6 +345,18 @@ CASES = [
     ("prefix-lm bf16", prefix_lm(kv=4), recipe("bf16", b=3, s=24)),
     ("prefix-lm amp-bf16 checkpointed", prefix_lm(layers=3, prefix=16), recipe("amp-bf16", ckpt="full")),
     ("prefix-lm one sequence lora", prefix_lm(), recipe(b=1, s=64, finetune="lora")),
+
+
+    ("blocks indexing fp32 adamw", indexing(), recipe()),
+    ("blocks indexing bf16", indexing(), recipe("bf16")),
+    ("blocks indexing amp-bf16", indexing(), recipe("amp-bf16")),
+    ("blocks indexing mixed-bf16 one sequence", indexing(), recipe("mixed-bf16", b=1, s=64)),
+    ("blocks indexing fp32 checkpointed", indexing(layers=3), recipe(ckpt="full")),
+    # more rows, so that an index's few bytes per row tell (what topk, gather and scatter keep)
+    ("blocks indexing fp32 sgd long", indexing(layers=3), recipe(optimizer="sgd", b=4, s=128)),
+    # the tables frozen: no EmbeddingBackward0, IndexBackward0 of a weight that needs no gradient
+    ("blocks indexing amp-bf16 lora", indexing(), recipe("amp-bf16", finetune="lora",
+                                                       lora_targets="router,gate_proj,down_proj")),
     ("own names lora amp-bf16", own_names(), recipe("amp-bf16", finetune="lora", lora_targets="q_proj,my_gate,my_proj")),
     ("own names lora fp32 checkpointed", own_names(layers=3), recipe(ckpt="full", finetune="lora",
                                                                      lora_targets="my_up,my_proj")),

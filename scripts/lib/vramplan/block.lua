@@ -14,11 +14,13 @@
 -- a frame). docs/writing-blocks.md builds a block step by step.
 local vramplan = require("vramplan")
 local shapes = require("vramplan.block_shapes")
+local indexing = require("vramplan.block_index")
 
 local block = {}
 
 local SELF = debug.getinfo(1, "S").short_src
 local SHAPES = SELF:gsub("block%.lua$", "block_shapes.lua") -- its vocabulary of shapes
+local INDEX = SELF:gsub("block%.lua$", "block_index.lua") -- and of tables and indices
 
 local tracing -- the trace running now (one at a time: block() sets it around the forward)
 
@@ -31,7 +33,7 @@ local function where()
   for level = 2, 60 do
     local info = debug.getinfo(level, "Slt")
     if not info then break end
-    if info.short_src ~= SELF and info.short_src ~= SHAPES and info.what ~= "C" and (info.currentline or 0) > 0 then
+    if info.short_src ~= SELF and info.short_src ~= SHAPES and info.short_src ~= INDEX and info.what ~= "C" and (info.currentline or 0) > 0 then
       if tail and tracing then return tracing.forward_at .. ": block " .. tracing.name .. "'s forward" end
       return info.short_src .. ":" .. info.currentline
     end
@@ -77,7 +79,8 @@ end
 -- Another view of t's value: the same storage (the same value to the
 -- program), another shape.
 local function view_of(t, width, fields)
-  local v = setmetatable({ id = t.id, width = width, split = t.split, trace = t.trace }, tensor_meta)
+  local v = setmetatable({ id = t.id, width = width, split = t.split, trace = t.trace, index = rawget(t, "index") },
+    tensor_meta)
   for k, x in pairs(fields or {}) do v[k] = x end
   return v
 end
@@ -87,6 +90,9 @@ end
 -- known only when the step runs.
 local SEQ = "seq"
 
+-- The primitives that take integer indices (block_index.lua checks where).
+local takes_indices = { embedding = true, index = true, gather = true, scatter = true, scatter_add = true }
+
 -- Records one primitive; returns its output tensor (split into heads as
 -- `like` is, if given: elementwise results keep their input's layout).
 local function record(prim, args, fields, width, split, label, like)
@@ -95,6 +101,11 @@ local function record(prim, args, fields, width, split, label, like)
   -- the core's program holds 512 instructions, frees included (block.h)
   trace.calls = (trace.calls or 0) + 1
   if trace.calls > 250 then fail("block %s: more than 250 primitive calls in one forward", trace.name) end
+  for _, a in ipairs(args) do
+    if rawget(a, "index") and not takes_indices[prim] then
+      fail("%s: takes a floating-point tensor, got integer indices", label ~= "" and label or prim)
+    end
+  end
   local out = new_value(trace, width, split, like)
   -- "" names the op by the block's name alone
   local instr = { prim = prim, args = {}, out = out.id, label = trace.name .. (label ~= "" and "." .. label or ""),
@@ -822,6 +833,10 @@ local methods = {
 -- tensors of any shape (the chunked scan's vocabulary): block_shapes.lua
 shapes.install({ F = F, methods = methods, fail = fail, record = record, view_of = view_of,
                  check_tensor = check_tensor, label_of = label_of })
+-- tables, indices and collectives: block_index.lua
+indexing.install({ F = F, methods = methods, fail = fail, record = record, new_value = new_value,
+                   check_tensor = check_tensor, label_of = label_of, dims_of = shapes.dims_of,
+                   tracing = function() return tracing end, last_split = last_split })
 setmetatable(F, {
   __index = function(_, k) fail("F.%s: unknown primitive", tostring(k)) end,
   __newindex = function(_, k) fail("F.%s: the vocabulary is read-only", tostring(k)) end,
@@ -829,7 +844,7 @@ setmetatable(F, {
 
 local own_fields = { id = true, width = true, split = true, trace = true, heads = true, heads_first = true,
                      stored_heads_first = true, strided = true, vector = true, zero_dim = true, keys_transposed = true,
-                     mask = true, dims = true, layout = true }
+                     mask = true, dims = true, layout = true, index = true, tokens = true, table = true }
 tensor_meta.__index = function(t, k)
   if own_fields[k] then return nil end -- an unknown width
   if k == "dtype" then return setmetatable({ of = t }, dtype_meta) end
@@ -875,7 +890,7 @@ local function declare(def, trace, at)
     if p[name] then error(string.format("%s: block %s: parameter '%s' declared twice", at, def.name, name), 0) end
     for k in pairs(d) do
       if k ~= 1 and k ~= "linear" and k ~= "size" and k ~= "split" and k ~= "bias" and k ~= "module" and k ~= "frozen"
-          and k ~= "buffer" and k ~= "keep_fp32" and k ~= "conv1d" then
+          and k ~= "buffer" and k ~= "keep_fp32" and k ~= "conv1d" and k ~= "embedding" then
         error(string.format("%s: block %s: parameter '%s': unknown field '%s'", at, def.name, name, tostring(k)), 0)
       end
     end
@@ -907,13 +922,32 @@ local function declare(def, trace, at)
         assert(m.bias.id == b)
       end
       p[name] = setmetatable(m, module_meta)
+    elseif d.embedding then
+      -- nn.Embedding(num_embeddings, embedding_dim): a table of rows
+      local dims = d.embedding
+      if type(dims) ~= "table" or math.type(dims[1]) ~= "integer" or math.type(dims[2]) ~= "integer"
+          or dims[1] < 1 or dims[2] < 1 then
+        error(string.format("%s: block %s: parameter '%s': embedding = { num_embeddings, embedding_dim }", at,
+          def.name, name), 0)
+      end
+      if d.split ~= nil and d.split ~= "column" then
+        error(string.format("%s: block %s: parameter '%s': a table splits its columns (split = \"column\": each rank "
+          .. "looks up its share of every row) or none", at, def.name, name), 0)
+      end
+      local column = d.split == "column"
+      local v = leaf(with({ label = label, rows = dims[1], columns = dims[2], split = column and "columns" or "whole" }))
+      local t = new_value(trace, dims[2], column)
+      t.table, t.dims, t.layout = true, { dims[1], dims[2] }, true
+      p[name] = t
+      assert(t.id == v)
     elseif math.type(d.size) == "integer" and d.size >= 1 then
       local v = leaf(with({ label = label, rows = 1, columns = d.size, split = d.split == "column" and "columns" or "whole" }))
       p[name] = new_value(trace, d.size, d.split == "column")
       p[name].vector = true -- one dimension
       assert(p[name].id == v)
     else
-      error(string.format("%s: block %s: parameter '%s' needs linear = { in, out } or size = n", at, def.name, name), 0)
+      error(string.format("%s: block %s: parameter '%s' needs linear = { in, out }, embedding = { n, dim } or size = n", at,
+        def.name, name), 0)
     end
   end
   local names = {}
@@ -993,14 +1027,15 @@ local function check_def(def, at)
     end
   end
   -- the tensors a branch makes for the blocks it runs (block.h's vp_block_stream)
-  local streams = { shifted_embeddings = true, branch_input = true }
+  local streams = { shifted_embeddings = true, branch_input = true, input_ids = true }
   if def.inputs ~= nil then
     if type(def.inputs) ~= "table" or #def.inputs > 2 then
       error(string.format("%s: block: 'inputs' must list at most 2 named inputs", at), 0)
     end
     for _, name in ipairs(def.inputs) do
       if not streams[name] then
-        error(string.format("%s: block: unknown input '%s' (shifted_embeddings, branch_input)", at, tostring(name)), 0)
+        error(string.format("%s: block: unknown input '%s' (shifted_embeddings, branch_input, input_ids)", at,
+          tostring(name)), 0)
       end
     end
   end
@@ -1038,7 +1073,13 @@ local function trace_forward(def, at, forward, kernels)
   trace.n_params = #leaves
   -- the named inputs, after the parameters: forward(x, p, input1, input2)
   local inputs = {}
-  for i = 1, #(def.inputs or {}) do inputs[i] = new_value(trace, def.width, false) end
+  for i, name in ipairs(def.inputs or {}) do
+    inputs[i] = new_value(trace, def.width, false)
+    if name == "input_ids" then -- [b, s] int64: the batch's token ids
+      inputs[i].width, inputs[i].index, inputs[i].tokens = nil, true, true
+      inputs[i].dims, inputs[i].layout = shapes.tokens_dims(), true
+    end
+  end
   trace.n_borrowed = #leaves + #inputs
   if tracing then error(at .. ": block: a block cannot be built inside another block's forward", 0) end
   tracing = trace

@@ -107,6 +107,8 @@ function shapes.install(I)
     return { BATCH, s, split and sym_dim("split", t.width) or t.width }
   end
   shapes.dims_of = dims_of
+  -- [b, s]: the batch's input ids
+  function shapes.tokens_dims() return { BATCH, SEQ } end
 
   local function copy_dims(dims)
     local out = {}

@@ -2,6 +2,8 @@
 family derived from them changes (Mistral's and Qwen's masks, Gemma 1-3,
 Granite's multipliers, OLMo 2's post norms, Phi-3, the mixtures of experts,
 DeepSeek's latent attention, the DIFF Transformer's differential attention)."""
+import weakref
+
 import torch
 import torch.nn as nn
 
@@ -10,6 +12,7 @@ from .deepseek import (DeepseekMoE, DeepseekV2Attention, DeepseekV2HFAttention, 
                        DeepseekV2HFRotaryEmbedding, DeepseekV2MoE, DeepseekV3Attention, DeepseekV3MoE, remote_code,
                        transformers_v2)
 from .diff import DiffAttention
+from .indexing import IndexingMLP
 from .llama_blocks import LlamaAttention, LlamaMLP, LlamaRotaryEmbedding, ScaledEmbedding, rms_norm
 from .moe import SparseMoeBlock
 from .mtp import MTPModule
@@ -43,6 +46,8 @@ class LlamaDecoderLayer(nn.Module):
             self.mlp = DeepseekV2HFMoE(cfg)
         elif cfg["model_type"] == "deepseek_v3" and routed:
             self.mlp = DeepseekV3MoE(cfg)
+        elif cfg.get("lua_blocks") == "indexing":  # compare.py's block vocabulary case (tests/torch/blocks/indexing.lua)
+            self.mlp = IndexingMLP(cfg)
         else:
             self.mlp = LlamaMLP(cfg)
         self.residual_multiplier = cfg.get("residual_multiplier") if cfg["model_type"] == "granite" else None
@@ -271,6 +276,9 @@ class Llama(nn.Module):
             normalizer = torch.tensor(self.cfg["hidden_size"] ** 0.5, dtype=hidden_states.dtype)
             hidden_states = hidden_states * normalizer
         self.all_router_logits = ()
+        for layer in self.layers:  # a block that names the batch's input_ids (IndexingMLP)
+            if isinstance(getattr(layer, "mlp", None), IndexingMLP):
+                layer.mlp.input_ids = weakref.ref(input_ids)
         for chunk in chunks(self.layers, checkpoint):
             if checkpoint:  # LlamaModel's call: the rotary tables go as a tuple, not as tensors
                 outputs = checkpoint(lambda x, m, p, cp, t, c=chunk: run_layers(ac, c, x, m, p, cp, t),

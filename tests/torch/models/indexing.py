@@ -1,0 +1,47 @@
+"""The MLP of tests/torch/blocks/indexing.lua written plainly in PyTorch,
+line by line as the Lua block reads (its locals are the block's F.keep
+names): a LayerNorm, a top-k router whose logits are gathered and
+scattered back, a per-token gate looked up from the batch's input_ids, and
+per-expert scales indexed by the router's choice. Not a published
+architecture: it checks what the block vocabulary's embedding, topk,
+gather, scatter, scatter_add, index and layer_norm keep."""
+import weakref
+
+import torch
+import torch.nn as nn
+
+from .common import activation, layer_norm, mul
+from .linear import linear
+
+EXPERTS, TOP_K = 8, 2
+
+
+class IndexingMLP(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        h, f = cfg["hidden_size"], cfg["intermediate_size"]
+        self.norm = nn.LayerNorm(h)
+        self.router = nn.Linear(h, EXPERTS, bias=False)
+        self.expert_scale = nn.Embedding(EXPERTS, h)
+        self.token_gate = nn.Embedding(cfg["vocab_size"], f)
+        self.gate_proj = nn.Linear(h, f, bias=False)
+        self.up_proj = nn.Linear(h, f, bias=False)
+        self.down_proj = nn.Linear(f, h, bias=False)
+        # the batch's input_ids (the block's named input), set by the model's
+        # forward: a weak reference, so that the module does not keep one
+        # step's batch into the next (the training loop holds it)
+        self.input_ids = None
+
+    def forward(self, ac, x):
+        input_ids = self.input_ids()
+        h = layer_norm(ac, self.norm, x)
+        logits = linear(ac, h, self.router.weight)
+        # softmax is on autocast's fp32 list
+        probs, idx = torch.topk(torch.softmax(ac.up(logits), -1), TOP_K, dim=-1)
+        mixed = logits.scatter_add(-1, idx, logits.gather(-1, idx))
+        marks = logits.scatter(-1, idx, 1.0)
+        gate = self.token_gate(input_ids)
+        y = linear(ac, mul(activation(ac, "silu", linear(ac, h, self.gate_proj.weight))
+                           * linear(ac, h, self.up_proj.weight), gate), self.down_proj.weight)
+        scale = self.expert_scale.weight[idx].sum(-2)
+        return mul(mul(mul(y, scale), (mixed * marks).sum(-1, keepdim=True)), probs.sum(-1, keepdim=True))
