@@ -1163,6 +1163,86 @@ vp_t vp_glu(vp_sim *sim, vp_t x, const char *label) {
     return y;
 }
 
+/* LogsumexpBackward0: grad * (self - result).exp() (FunctionsManual.cpp
+ * logsumexp_backward, PyTorch 1.13): the difference, its exp and the
+ * product, three x-sized tensors; the product is x's gradient. */
+static void backward_logsumexp(vp_sim *sim, uint32_t index) {
+    vp_node *node = vp_node_at(sim, index);
+    vp_t diff = vp_grad_like(sim, node->in[0], node->label);
+    vp_t exp = vp_grad_like(sim, vp_node_at(sim, index)->in[0], node->label);
+    vp_t g = vp_grad_like(sim, vp_node_at(sim, index)->in[0], node->label);
+    vp_drop(sim, diff);
+    vp_drop(sim, exp);
+    vp_give_grad(sim, vp_node_at(sim, index), 0, g);
+}
+
+vp_t vp_logsumexp(vp_sim *sim, vp_t x, uint64_t rows, const char *label) {
+    vp_dtype dt = dtype_of(sim, x);
+    /* logsumexp_out_impl: maxes = amax(self, dims, true); the infinite
+     * maxes zeroed (abs() == INFINITY: a row of dt and one of bool); then
+     * sum_out(result, (self - maxes).exp_(), ...): one x-sized temporary
+     * beside maxes and the result (measured on 1.13's CPU kernels:
+     * forward peak x + 2 rows) */
+    vp_t maxes = vp_new(sim, rows, dt, label);
+    vp_t absolute = vp_new(sim, rows, dt, label);
+    vp_t infinite = vp_new(sim, rows, VP_BOOL, label);
+    vp_drop(sim, absolute);
+    vp_drop(sim, infinite);
+    vp_t shifted = vp_new(sim, numel_of(sim, x), dt, label);
+    vp_t y = vp_new(sim, rows, dt, label);
+    vp_drop(sim, shifted);
+    vp_drop(sim, maxes);
+    vp_node *node = vp_record(sim, backward_logsumexp, label, &x, 1, &y, 1);
+    if (node) {
+        vp_save(sim, node, x);
+        vp_save(sim, node, y);
+    }
+    return y;
+}
+
+/* VarBackward0 and StdBackward0 (FunctionsManual.cpp var_backward,
+ * std_backward, PyTorch 1.13): std first makes grad / (result * 2)
+ * masked where result == 0 (two rows and a bool row, the quotient
+ * kept); var_backward is (2.0 / dof) * grad * (self - self.mean(dim,
+ * true)): two rows, the difference and the product (x-sized), the
+ * product x's gradient. */
+static void backward_var(vp_sim *sim, uint32_t index) {
+    vp_node *node = vp_node_at(sim, index);
+    vp_t g_out = vp_grad_out(sim, node, 0);
+    vp_dtype dt = dtype_of(sim, node->in[0]);
+    uint64_t rows = numel_of(sim, g_out);
+    const char *label = node->label;
+    vp_t quotient = 0;
+    if (node->aux[0]) { /* std */
+        vp_t doubled = vp_grad_sized(sim, rows, dt, label);
+        quotient = vp_grad_sized(sim, rows, dt, label);
+        vp_t zero = vp_grad_sized(sim, rows, VP_BOOL, label);
+        vp_drop(sim, doubled);
+        vp_drop(sim, zero);
+    }
+    vp_t scaled = vp_grad_sized(sim, rows, dt, label);
+    vp_t mean = vp_grad_sized(sim, rows, dt, label);
+    vp_t diff = vp_grad_like(sim, vp_node_at(sim, index)->in[0], label);
+    vp_t g = vp_grad_like(sim, vp_node_at(sim, index)->in[0], label);
+    vp_drop(sim, scaled);
+    vp_drop(sim, mean);
+    vp_drop(sim, diff);
+    vp_drop(sim, quotient);
+    vp_give_grad(sim, vp_node_at(sim, index), 0, g);
+}
+
+vp_t vp_var(vp_sim *sim, vp_t x, uint64_t rows, bool std, const char *label) {
+    /* a reduction kernel: the result alone (measured on 1.13's CPU kernels) */
+    vp_t y = vp_new(sim, rows, dtype_of(sim, x), label);
+    vp_node *node = vp_record(sim, backward_var, label, &x, 1, &y, 1);
+    if (node) {
+        node->aux[0] = std;
+        vp_save(sim, node, x);
+        if (std) vp_save(sim, node, y);
+    }
+    return y;
+}
+
 /* Rows of x picked by an op whose backward fills a zero gradient of all of
  * x, saving `saved` (its index tensors, and for gather x itself). */
 static vp_t picked(vp_sim *sim, vp_t x, const vp_t *saved, unsigned n_saved, uint64_t numel, const char *label) {

@@ -279,6 +279,17 @@ vp_t vp_scatter(vp_sim *sim, vp_t x, unsigned parts, const char *label);
  * new tensor; backward reduce-scatters the gradient into one like x. */
 vp_t vp_all_gather(vp_sim *sim, vp_t x, unsigned parts, const char *label);
 
+/* torch.logsumexp(x, -1) to `rows` elements: amax, one x-sized
+ * temporary ((self - maxes).exp_()) while it sums; LogsumexpBackward0
+ * keeps x and the result (derivatives.yaml, PyTorch 1.13), its backward
+ * three x-sized tensors (grad * (self - result).exp()). */
+vp_t vp_logsumexp(vp_sim *sim, vp_t x, uint64_t rows, const char *label);
+
+/* x.var(-1) (or with `std` x.std(-1)) to `rows` elements: the result
+ * alone; VarBackward0 keeps x, StdBackward0 x and the result; backward
+ * two x-sized tensors and a few rows (var_backward). */
+vp_t vp_var(vp_sim *sim, vp_t x, uint64_t rows, bool std, const char *label);
+
 /* x[indices] along rows (tensor indexing with an index tensor): a new
  * tensor of `numel` elements; saves the indices; backward builds a
  * zero-filled gradient of all of x and puts rows into it (index_backward). */

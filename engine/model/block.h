@@ -91,6 +91,9 @@ typedef enum {
     VP_BP_LAYER_NORM, /* x, weight[, bias]: F.layer_norm over the last dimension */
     VP_BP_ALL_GATHER, /* Megatron's gather_from_sequence_parallel_region: tp times the rows under sequence parallelism */
     VP_BP_REDUCE_SCATTER, /* reduce_scatter_to_sequence_parallel_region: 1/tp of the rows under sequence parallelism */
+    VP_BP_LOGSUMEXP, /* torch.logsumexp over the last dimension (width), keepdim */
+    VP_BP_VAR,       /* x.var(-1) over the last dimension (width), keepdim */
+    VP_BP_STD,       /* x.std(-1) over the last dimension (width), keepdim */
     VP_BP_COUNT
 } vp_block_prim;
 
@@ -198,7 +201,7 @@ typedef struct {
     uint8_t mode;
     uint16_t out;
     int16_t arg[VP_BLOCK_ARGS];  /* value ids, -1: none */
-    uint64_t width;              /* MEAN, SUM, TOPK: the reduced dimension; SPLIT: the split one; EMBEDDING,
+    uint64_t width;              /* MEAN, SUM, TOPK, LOGSUMEXP, VAR, STD: the reduced dimension; SPLIT: the split one; EMBEDDING,
                                     INDEX: the width of the table's rows */
     bool width_split;            /* it is divided over tensor-parallel ranks */
     double number;               /* DROPOUT, SDPA: p */

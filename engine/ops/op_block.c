@@ -286,6 +286,19 @@ static vp_t layer_norm(vp_step *step, const vp_block_instr *in, const vp_t *val)
     return y;
 }
 
+/* logsumexp, var and std over the last dimension: logsumexp is on
+ * autocast's fp32 list (autocast_mode.cpp KERNEL_CUDA(logsumexp, fp32)),
+ * var and std on none (in x's dtype). */
+static vp_t reduction(vp_step *step, const vp_block_instr *in, vp_t x) {
+    vp_sim *sim = &step->sim;
+    uint64_t width = in->width ? in->width : 1;
+    if (in->prim != VP_BP_LOGSUMEXP) return vp_var(sim, x, vp_at(sim, x)->numel / width, in->prim == VP_BP_STD, in->label);
+    vp_t xa = vp_autocast_fp32(step, x, in->label);
+    vp_t y = vp_logsumexp(sim, xa, vp_at(sim, xa)->numel / width, in->label);
+    vp_drop(sim, xa);
+    return y;
+}
+
 /* Megatron-LM's gather_from_sequence_parallel_region and
  * reduce_scatter_to_sequence_parallel_region (megatron/core/
  * tensor_parallel/mappings.py): along the sequence over the tensor-parallel
@@ -369,6 +382,9 @@ static vp_t run(vp_step *step, const vp_block_program *p, const vp_block_instr *
         uint64_t n = out_numel(step, p, in, val, vp_at(sim, a)->numel / (width ? width : 1));
         return in->prim == VP_BP_MEAN ? vp_reduce(sim, a, n, in->label) : vp_sum(sim, a, n, in->label);
     }
+    case VP_BP_LOGSUMEXP:
+    case VP_BP_VAR:
+    case VP_BP_STD: return reduction(step, in, a);
     case VP_BP_TO:
         return vp_to(sim, a, in->mode == VP_BLOCK_LIKE ? (vp_dtype)vp_at(sim, b)->dtype : (vp_dtype)in->mode,
                      in->label);

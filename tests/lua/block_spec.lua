@@ -490,6 +490,10 @@ describe("a bad block", function()
       "scatter_add: the source's last dimension (64) must be the index's (2)")
     check("local v, i = F.topk(x, 2, -1) local y = F.index(p.w, i) return y", "index: of a table", tbl)
     check("local y = F.layer_norm(x, p.w) return y", "layer_norm: the weight has 32 elements, the rows 64", tbl)
+    check("local y = p.up(x):logsumexp(-1) return y",
+      "logsumexp: of rows of tokens whole on every tensor-parallel rank only yet",
+      '{ "up", linear = { c.hidden, 32 }, split = "column" }')
+    check("local y = x:std(0) return y", "std: only over the last dimension (dim = -1) yet")
     local err = bad_block("return x", '{ "t", embedding = 10 }')
     assert.truthy(err:find("arch/badfam.lua:5: block mlp: parameter 't': embedding = { num_embeddings, embedding_dim }",
       1, true), err)

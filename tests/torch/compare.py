@@ -80,6 +80,13 @@ def indexing(**kw):
     return dict(llama(**kw), lua_blocks="indexing")
 
 
+def reductions(**kw):
+    """LLaMA whose MLP is a Lua block of the vocabulary's reductions
+    (tests/torch/blocks/reductions.lua: logsumexp, var, std, max),
+    mirrored by tests/torch/models/indexing.py."""
+    return dict(llama(**kw), lua_blocks="reductions")
+
+
 def mamba2(h=64, layers=2, vocab=256, state=16, expand=2, head_dim=16, groups=1, chunk=16, tied=True):
     """Mamba-2 (transformers' Mamba2Config keys; tests/torch/models/mamba2.py
     runs Mamba2Mixer.torch_forward): vramplan's model is
@@ -354,6 +361,11 @@ CASES = [
     ("blocks indexing fp32 checkpointed", indexing(layers=3), recipe(ckpt="full")),
     # more rows, so that an index's few bytes per row tell (what topk, gather and scatter keep)
     ("blocks indexing fp32 sgd long", indexing(layers=3), recipe(optimizer="sgd", b=4, s=128)),
+    ("blocks reductions fp32 adamw", reductions(), recipe()),
+    ("blocks reductions bf16", reductions(), recipe("bf16")),
+    ("blocks reductions amp-bf16", reductions(), recipe("amp-bf16")),
+    ("blocks reductions fp32 checkpointed", reductions(layers=3), recipe(ckpt="full")),
+    ("blocks reductions fp32 sgd long", reductions(layers=3), recipe(optimizer="sgd", b=4, s=128)),
     # the tables frozen: no EmbeddingBackward0, IndexBackward0 of a weight that needs no gradient
     ("blocks indexing amp-bf16 lora", indexing(), recipe("amp-bf16", finetune="lora",
                                                        lora_targets="router,gate_proj,down_proj")),

@@ -260,6 +260,9 @@ local function reduction(prim)
     check_tensor(a, prim)
     if dim ~= -1 then fail("%s: only over the last dimension (dim = -1) yet", prim) end
     if not a.width then fail("%s: the last dimension's size is unknown (give the block a width)", prim) end
+    if prim ~= "mean" and prim ~= "sum" and (last_split(a) or rawget(a, "dims")) then
+      fail("%s: of rows of tokens whole on every tensor-parallel rank only yet", prim)
+    end
     local keepdim = true
     if type(opts) == "table" and opts.keepdim ~= nil then
       keepdim = opts.keepdim
@@ -273,6 +276,12 @@ local function reduction(prim)
 end
 F.mean = reduction("mean")
 F.sum = reduction("sum")
+-- x:logsumexp(-1) (in fp32 under autocast: its fp32 list), x:var(-1),
+-- x:std(-1) (any correction: the sizes are the same): prims.h
+-- vp_logsumexp, vp_var cite what each keeps and makes.
+F.logsumexp = reduction("logsumexp")
+F.var = reduction("var")
+F.std = reduction("std")
 
 
 -- x.to(dtype): dtype a name ("float32", "bf16", ...) or another tensor's
@@ -827,6 +836,7 @@ end
 -- Tensor methods and operators, as PyTorch's Tensor has them.
 local methods = {
   float = F.float, to = F.to, pow = F.pow, split = F.split, chunk = F.chunk, mean = F.mean, sum = F.sum, sigmoid = F.sigmoid, tanh = F.tanh,
+  logsumexp = F.logsumexp, var = F.var, std = F.std,
   exp = F.exp, rsqrt = F.rsqrt, relu = F.relu, view = F.view, reshape = F.reshape, transpose = F.transpose,
   contiguous = F.contiguous, select = F.select, softmax = F.softmax, log_softmax = F.log_softmax,
 }

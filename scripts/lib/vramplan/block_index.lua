@@ -147,6 +147,14 @@ function index.install(I)
     return values, indices
   end
 
+  -- values, indices = F.max(x, -1): torch.max(x, -1), topk's memory with
+  -- k = 1 (MaxBackward0 keeps the indices and fills a zero gradient of
+  -- all of x: value_selecting_reduction_backward); keepdim's shape.
+  function F.max(x, dim, opts)
+    local values, indices = F.topk(x, 1, dim, { label = label_of(opts, "max") })
+    return values, indices
+  end
+
   -- F.gather(x, -1, idx): x.gather(-1, idx), idx's shape; GatherBackward0
   -- keeps x and the index (gather_backward takes self).
   function F.gather(x, dim, idx, opts)
@@ -228,7 +236,7 @@ function index.install(I)
     end
   end
 
-  for _, name in ipairs({ "topk", "gather", "scatter", "scatter_add" }) do methods[name] = F[name] end
+  for _, name in ipairs({ "topk", "max", "gather", "scatter", "scatter_add" }) do methods[name] = F[name] end
 end
 
 return index

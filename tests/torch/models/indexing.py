@@ -1,10 +1,12 @@
-"""The MLP of tests/torch/blocks/indexing.lua written plainly in PyTorch,
-line by line as the Lua block reads (its locals are the block's F.keep
-names): a LayerNorm, a top-k router whose logits are gathered and
-scattered back, a per-token gate looked up from the batch's input_ids, and
-per-expert scales indexed by the router's choice. Not a published
-architecture: it checks what the block vocabulary's embedding, topk,
-gather, scatter, scatter_add, index and layer_norm keep."""
+"""The MLPs of tests/torch/blocks/indexing.lua and reductions.lua written
+plainly in PyTorch, line by line as the Lua blocks read (their locals are
+the blocks' F.keep names). IndexingMLP: a LayerNorm, a top-k router whose
+logits are gathered and scattered back, a per-token gate looked up from
+the batch's input_ids, and per-expert scales indexed by the router's
+choice. ReductionsMLP: LLaMA's MLP scaled by logsumexp, var, std and max.
+Not published architectures: they check what the block vocabulary's
+embedding, topk, gather, scatter, scatter_add, index, layer_norm,
+logsumexp, var, std and max keep and make."""
 import weakref
 
 import torch
@@ -45,3 +47,27 @@ class IndexingMLP(nn.Module):
                            * linear(ac, h, self.up_proj.weight), gate), self.down_proj.weight)
         scale = self.expert_scale.weight[idx].sum(-2)
         return mul(mul(mul(y, scale), (mixed * marks).sum(-1, keepdim=True)), probs.sum(-1, keepdim=True))
+
+
+class ReductionsMLP(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        h, f = cfg["hidden_size"], cfg["intermediate_size"]
+        self.router = nn.Linear(h, EXPERTS, bias=False)
+        self.gate_proj = nn.Linear(h, f, bias=False)
+        self.up_proj = nn.Linear(h, f, bias=False)
+        self.down_proj = nn.Linear(f, h, bias=False)
+
+    def forward(self, ac, x):
+        # logsumexp is on autocast's fp32 list
+        lse = torch.logsumexp(ac.up(linear(ac, x, self.router.weight)), -1, keepdim=True)
+        v = x.var(-1, keepdim=True)
+        sd = x.std(-1, keepdim=True)
+        m, i = x.max(-1, keepdim=True)
+        y = linear(ac, activation(ac, "silu", linear(ac, x, self.gate_proj.weight)) * linear(ac, x, self.up_proj.weight),
+                   self.down_proj.weight)
+        return mul(mul(mul(mul(y, lse), v), sd), m)
+
+
+# lua_blocks -> the MLP that mirrors it (compare.py's block vocabulary cases)
+MLP_BLOCKS = {"indexing": IndexingMLP, "reductions": ReductionsMLP}

@@ -12,7 +12,7 @@ from .deepseek import (DeepseekMoE, DeepseekV2Attention, DeepseekV2HFAttention, 
                        DeepseekV2HFRotaryEmbedding, DeepseekV2MoE, DeepseekV3Attention, DeepseekV3MoE, remote_code,
                        transformers_v2)
 from .diff import DiffAttention
-from .indexing import IndexingMLP
+from .indexing import MLP_BLOCKS, IndexingMLP
 from .llama_blocks import LlamaAttention, LlamaMLP, LlamaRotaryEmbedding, ScaledEmbedding, rms_norm
 from .moe import SparseMoeBlock
 from .mtp import MTPModule
@@ -46,8 +46,8 @@ class LlamaDecoderLayer(nn.Module):
             self.mlp = DeepseekV2HFMoE(cfg)
         elif cfg["model_type"] == "deepseek_v3" and routed:
             self.mlp = DeepseekV3MoE(cfg)
-        elif cfg.get("lua_blocks") == "indexing":  # compare.py's block vocabulary case (tests/torch/blocks/indexing.lua)
-            self.mlp = IndexingMLP(cfg)
+        elif cfg.get("lua_blocks") in MLP_BLOCKS:  # compare.py's block vocabulary cases (tests/torch/blocks/)
+            self.mlp = MLP_BLOCKS[cfg["lua_blocks"]](cfg)
         else:
             self.mlp = LlamaMLP(cfg)
         self.residual_multiplier = cfg.get("residual_multiplier") if cfg["model_type"] == "granite" else None
