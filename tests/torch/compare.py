@@ -366,6 +366,9 @@ CASES = [
     ("blocks reductions amp-bf16", reductions(), recipe("amp-bf16")),
     ("blocks reductions fp32 checkpointed", reductions(layers=3), recipe(ckpt="full")),
     ("blocks reductions fp32 sgd long", reductions(layers=3), recipe(optimizer="sgd", b=4, s=128)),
+    # one layer, a wide router and few logits: the peak in the reductions' backward
+    ("blocks reductions fp32 wide", reductions(layers=1, inter=1024, vocab=32), recipe(
+        optimizer="sgd", b=4, s=128, keep_logits="false")),
     # the tables frozen: no EmbeddingBackward0, IndexBackward0 of a weight that needs no gradient
     ("blocks indexing amp-bf16 lora", indexing(), recipe("amp-bf16", finetune="lora",
                                                        lora_targets="router,gate_proj,down_proj")),

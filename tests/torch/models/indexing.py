@@ -3,7 +3,8 @@ plainly in PyTorch, line by line as the Lua blocks read (their locals are
 the blocks' F.keep names). IndexingMLP: a LayerNorm, a top-k router whose
 logits are gathered and scattered back, a per-token gate looked up from
 the batch's input_ids, and per-expert scales indexed by the router's
-choice. ReductionsMLP: LLaMA's MLP scaled by logsumexp, var, std and max.
+choice. ReductionsMLP: its input scaled by the logsumexp, var, std and
+max of a wide projection.
 Not published architectures: they check what the block vocabulary's
 embedding, topk, gather, scatter, scatter_add, index, layer_norm,
 logsumexp, var, std and max keep and make."""
@@ -53,20 +54,16 @@ class ReductionsMLP(nn.Module):
     def __init__(self, cfg):
         super().__init__()
         h, f = cfg["hidden_size"], cfg["intermediate_size"]
-        self.router = nn.Linear(h, EXPERTS, bias=False)
-        self.gate_proj = nn.Linear(h, f, bias=False)
-        self.up_proj = nn.Linear(h, f, bias=False)
-        self.down_proj = nn.Linear(f, h, bias=False)
+        self.router = nn.Linear(h, f, bias=False)
 
     def forward(self, ac, x):
+        r = linear(ac, x, self.router.weight)
         # logsumexp is on autocast's fp32 list
-        lse = torch.logsumexp(ac.up(linear(ac, x, self.router.weight)), -1, keepdim=True)
-        v = x.var(-1, keepdim=True)
-        sd = x.std(-1, keepdim=True)
-        m, i = x.max(-1, keepdim=True)
-        y = linear(ac, activation(ac, "silu", linear(ac, x, self.gate_proj.weight)) * linear(ac, x, self.up_proj.weight),
-                   self.down_proj.weight)
-        return mul(mul(mul(mul(y, lse), v), sd), m)
+        lse = torch.logsumexp(ac.up(r), -1, keepdim=True)
+        v = r.var(-1, keepdim=True)
+        sd = r.std(-1, keepdim=True)
+        m, i = r.max(-1, keepdim=True)
+        return mul(mul(mul(mul(x, lse), v), sd), m)
 
 
 # lua_blocks -> the MLP that mirrors it (compare.py's block vocabulary cases)
