@@ -53,10 +53,10 @@ function index.install(I)
   end
 
   -- The rows a table lookup gives: of the batch's input_ids (the rows of
-  -- the stream), rows `width` wide; of other indices, their shape plus the
-  -- table's trailing dimensions.
+  -- the stream) in a table of rows, rows `width` wide; else the indices'
+  -- shape plus the table's trailing dimensions.
   local function looked_up(out, idx, trailing)
-    if rawget(idx, "tokens") then return out end
+    if rawget(idx, "tokens") and #trailing == 1 then return out end
     local dims = copy_dims(dims_of(idx))
     for _, d in ipairs(trailing) do dims[#dims + 1] = d end
     out.dims, out.layout = dims, true
