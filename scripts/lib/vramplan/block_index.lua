@@ -136,6 +136,7 @@ function index.install(I)
     end
     local trace = tracing()
     trace.calls = (trace.calls or 0) + 1
+    if trace.calls > 250 then fail("block %s: more than 250 primitive calls in one forward", trace.name) end
     local values, indices = new_value(trace, k, false), new_value(trace, k, false)
     values.dims, indices.dims = shaped_as(x, k), shaped_as(x, k)
     values.layout, indices.layout = values.dims and true, indices.dims and true
