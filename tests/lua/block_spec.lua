@@ -550,6 +550,42 @@ describe("a block's own collectives (F.all_gather, F.reduce_scatter)", function(
   end)
 end)
 
+describe("the vocabulary's blocks of compare.py (tests/torch/blocks/)", function()
+  -- LLaMA with the indexing or reductions MLP, its blocks script found beside the model script
+  local function peaks(name, sets)
+    local dir = os.tmpname()
+    os.remove(dir)
+    local root = helper.root:sub(1, 1) == "/" and helper.root or os.getenv("PWD") .. "/" .. helper.root
+    assert(os.execute("mkdir -p " .. dir .. " && ln -s " .. root .. "/tests/torch/blocks " .. dir .. "/blocks"))
+    local f = assert(io.open(dir .. "/m.lua", "w"))
+    f:write('return llama { name = "tiny", hidden = 64, layers = 3, heads = 4, kv_heads = 2, intermediate = 128, '
+      .. 'vocab = 256, lua_blocks = "' .. name .. '" }\n')
+    f:close()
+    local got = {}
+    for _, timeline in ipairs({ false, true }) do
+      local args = { "--json", dir .. "/m.lua", table.unpack(sets) }
+      if timeline then args[#args + 1] = "--timeline" end
+      local out, err, code = helper.run("estimate", table.unpack(args))
+      assert(code == 0, err)
+      got[#got + 1] = json.decode(out).per_gpu.peak_allocated_bytes
+    end
+    os.execute("rm -rf " .. dir)
+    return got
+  end
+  for _, case in ipairs({
+    { "indexing", {} },
+    { "indexing", { "--set", "checkpointing=full", "--set", "precision=amp-bf16", "--set", "micro_batch=3" } },
+    { "indexing", { "--set", "framework=deepspeed", "--set", "zero=3", "--set", "dp=4", "--set", "precision=mixed-bf16" } },
+    { "reductions", { "--set", "framework=megatron", "--set", "tp=2", "--set", "precision=mixed-bf16" } },
+    { "reductions", { "--set", "checkpointing=op-selective", "--set", "precision=amp-bf16" } },
+  }) do
+    it("folds as it runs layer by layer: " .. case[1] .. " " .. table.concat(case[2], " "), function()
+      local folded_and_not = peaks(case[1], case[2])
+      assert.are.equal(folded_and_not[2], folded_and_not[1])
+    end)
+  end
+end)
+
 describe("the step-time model", function()
   it("prices a Lua block's projections as the built-in ops' (FLOPs equal, step time within 10 %)", function()
     local lua_blocks, built_in = pair("llama", "hidden = 4096, layers = 32, heads = 32, intermediate = 11008, "
