@@ -364,6 +364,15 @@ end
 
 local function bad_block(...) return with_block(helper.fails, ...) end
 
+-- The timeline of such a family's model.
+local function block_timeline(...)
+  return with_block(function(path, ...)
+    local out, err, code = helper.run("estimate", path, "--json", "--timeline", ...)
+    assert(code == 0, err)
+    return json.decode(out).timeline
+  end, ...)
+end
+
 describe("a bad block", function()
   local function check(body, message, params, fields)
     local err = bad_block(body, params, fields)
@@ -526,14 +535,10 @@ describe("a block's own collectives (F.all_gather, F.reduce_scatter)", function(
   -- rank's share of the sequence under sequence parallelism
   local body = "local full = F.all_gather(x) local y = F.reduce_scatter(F.silu(full)) return y"
   local function events(...)
-    local out = with_block(function(path, ...)
-      local o, err, code = helper.run("estimate", path, "--json", "--timeline", ...)
-      assert(code == 0, err)
-      return json.decode(o)
-    end, body, nil, nil, "--set", "framework=megatron", "--set", "tp=2", "--set", "precision=mixed-bf16", "--set",
-      "micro_batch=1", "--set", "seq_len=64", ...)
+    local timeline = block_timeline(body, nil, nil, "--set", "framework=megatron", "--set", "tp=2", "--set",
+      "precision=mixed-bf16", "--set", "micro_batch=1", "--set", "seq_len=64", ...)
     local found = {}
-    for _, e in ipairs(out.timeline) do
+    for _, e in ipairs(timeline) do
       if e.phase == "forward" and e.op:match("^mlp%.") then found[#found + 1] = e.op .. " " .. e.delta end
     end
     return found
@@ -547,6 +552,23 @@ describe("a block's own collectives (F.all_gather, F.reduce_scatter)", function(
   end)
   it("are the tensor itself without it", function()
     assert.are.same({ "mlp.silu 8192", "mlp.silu -8192" }, events())
+  end)
+end)
+
+describe("a table split over tensor-parallel ranks (embedding, split = \"column\")", function()
+  it("gives each rank its share of every row", function()
+    local function lookup(...)
+      local timeline = block_timeline("local y = p.down(F.embedding(ids, p.t)) return y",
+        '{ "t", embedding = { 10, 64 }, split = "column" }, { "down", linear = { 64, c.hidden }, split = "row" }',
+        ' inputs = { "input_ids" },', "--set", "framework=megatron", "--set", "precision=mixed-bf16", "--set",
+        "micro_batch=1", "--set", "seq_len=64", ...)
+      for _, e in ipairs(timeline) do
+        if e.phase == "forward" and e.op == "mlp.embedding" then return e.delta end
+      end
+    end
+    -- 64 tokens looked up in 64 bf16 columns: 8192 bytes, half of them on each of two ranks
+    assert.are.equal(8192, lookup())
+    assert.are.equal(4096, lookup("--set", "tp=2"))
   end)
 end)
 
