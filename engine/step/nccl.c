@@ -95,11 +95,6 @@ typedef struct {
     vp_conn p2p, net;
 } vp_nccl_node;
 
-/* NCCL's channels per communicator when the recipe gives none: 24 on an
- * NVLink node ("24 coll channels", NVIDIA/nccl#1781), 2 over PCIe ("2 coll
- * channels", ParCIS/Chimera#2; and between nodes over InfiniBand,
- * NVIDIA/nccl-tests#133). NVLink: a GPU-to-GPU bandwidth above PCIe 5.0
- * x16's 128 GB/s both ways (the catalog's interconnect_gbps). */
 /* Behind NVSwitch (HGX/DGX boards): A100 SXM's 600 GB/s NVLink 3, Hopper's
  * and Blackwell's 900 GB/s and more. Not V100's hybrid cube mesh (no
  * switch), nor the H100 NVL pair's 600 GB/s bridge. */
@@ -109,6 +104,11 @@ static bool nvswitch(const vp_gpu *gpu) {
            (gpu->compute_major >= 9 && gpu->interconnect_gbps >= 900);
 }
 
+/* NCCL's channels per communicator when the recipe gives none: 24 on an
+ * NVLink node ("24 coll channels", NVIDIA/nccl#1781), 2 over PCIe ("2 coll
+ * channels", ParCIS/Chimera#2; and between nodes over InfiniBand,
+ * NVIDIA/nccl-tests#133). NVLink: a GPU-to-GPU bandwidth above PCIe 5.0
+ * x16's 128 GB/s both ways (the catalog's interconnect_gbps). */
 static vp_nccl_node node_of(const vp_recipe *r, const vp_gpu *gpu) {
     vp_nccl_node n;
     memset(&n, 0, sizeof n);

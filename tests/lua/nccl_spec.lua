@@ -114,6 +114,16 @@ describe("NCCL's buffers", function()
     assert.are.equal(128 * MIB, group(across, "pp").p2p_bytes)
   end)
 
+  it("use 2 channels per peer without NVSwitch (V100's hybrid cube mesh, PCIe)", function()
+    -- ncclTopoGetNchannels: 2 x the NVLinks of the pair with the fewest, 2 over PCIe
+    for _, gpu in ipairs({ "v100-32gb", "l4" }) do
+      local g = nccl("--gpu", gpu, "--set", "framework=megatron", "--set", "pp=2", "--set", "dp=2",
+        "--set", "precision=mixed-fp16")
+      assert.are.equal(2, group(g, "pp").channels, gpu)
+      assert.are.equal(2 * (P2P_SEND + P2P_RECV), group(g, "pp").p2p_bytes, gpu)
+    end
+  end)
+
   it("context parallelism: Transformer Engine's p2p ring, PyTorch's all-gather", function()
     local te = group(nccl("--gpu", "h100-80gb", "--set", "framework=megatron", "--set", "cp=4"), "cp")
     -- send to the next rank, receive from the previous, 32 channels each
