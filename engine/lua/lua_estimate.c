@@ -127,6 +127,32 @@ static bool option(lua_State *L, int index, const char *key, bool fallback) {
     return v;
 }
 
+/* NCCL's communicators, group by group (nccl.h), as a list into the table
+ * on top's field nccl_groups. */
+static void set_nccl_groups(lua_State *L, const vp_nccl *nccl) {
+    lua_createtable(L, (int)nccl->n, 0); /* rank, groups */
+    for (unsigned i = 0; i < nccl->n; i++) {
+        const vp_nccl_group *g = &nccl->groups[i];
+        lua_createtable(L, 0, 12); /* rank, groups, group */
+        lua_pushstring(L, g->name);
+        lua_setfield(L, -2, "name");
+        lua_pushstring(L, g->pattern);
+        lua_setfield(L, -2, "pattern");
+        const struct {
+            const char *key;
+            uint64_t value;
+        } fields[] = {
+            {"ranks", g->ranks},           {"local_ranks", g->local_ranks}, {"nodes", g->nodes},
+            {"peers", g->peers},           {"channels", g->channels},       {"ring_bytes", g->ring_bytes},
+            {"tree_bytes", g->tree_bytes}, {"nvls_bytes", g->nvls_bytes},   {"p2p_bytes", g->p2p_bytes},
+            {"bytes", g->bytes},
+        };
+        for (size_t f = 0; f < sizeof fields / sizeof fields[0]; f++) set_int(L, fields[f].key, fields[f].value);
+        lua_rawseti(L, -2, (lua_Integer)i + 1); /* rank, groups */
+    }
+    lua_setfield(L, -2, "nccl_groups"); /* rank */
+}
+
 /* One kind of rank's figures into the table on top. */
 static void set_rank(lua_State *L, const vp_rank_estimate *e, const vp_recipe *recipe, bool has_gpu) {
     set_int(L, "params_bytes", e->step.params_bytes);
@@ -146,6 +172,7 @@ static void set_rank(lua_State *L, const vp_rank_estimate *e, const vp_recipe *r
     set_int(L, "cuda_context_bytes", e->cuda_context_bytes);
     set_int(L, "cublas_workspace_bytes", e->cublas_workspace_bytes);
     set_int(L, "nccl_bytes", e->nccl_bytes);
+    set_nccl_groups(L, &e->nccl);
     set_int(L, "runtime_bytes", e->runtime_bytes);
     set_int(L, "peak_unrounded_bytes", e->peak_unrounded);
     if (e->has_simulated) {

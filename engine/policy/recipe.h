@@ -182,6 +182,7 @@ typedef struct {
     vp_alloc_config alloc_conf;  /* PYTORCH_CUDA_ALLOC_CONF's options, for allocator = simulated */
     double cuda_context_mib;     /* the CUDA context and loaded kernels */
     unsigned nccl_channels;      /* NCCL's channels per communicator (0: by the GPU's interconnect) */
+    bool nccl_nvls;              /* NCCL_NVLS_ENABLE: NVLink SHARP where the GPUs support it (engine/step/nccl.c) */
     /* data parallelism */
     unsigned dp;                 /* data-parallel ranks */
     unsigned zero;               /* DeepSpeed ZeRO stage 0-3 */

@@ -552,12 +552,18 @@ static const vp_recipe_key keys[] = {
      * 2.10 / CUDA 13 (unslothai/unsloth-zoo#1053); before CUDA 11.7 every
      * kernel was loaded up front and it was over 1 GiB (1343 MiB on a V100
      * in HF's perf_train_gpu_one docs). */
-    /* engine/step/estimate.c's NCCL buffers: channels per communicator;
-     * NCCL opens at most MAXCHANNELS (32 in NCCL 2.x's src/include/device.h;
-     * later releases allow more: 64 accepted here) */
+    /* engine/step/nccl.c's NCCL buffers: channels per communicator;
+     * NCCL opens at most MAXCHANNELS (64 in NCCL 2.30.7's
+     * src/include/device.h; 32 in earlier 2.x) */
     {UINT_KEY("nccl_channels", nccl_channels, 1, 64, 0), .hidden = true,
      .doc = "NCCL's channels per communicator, for its buffers (NCCL_MIN/MAX_NCHANNELS, docs/reserved.md) "
             "[24 over NVLink, 2 over PCIe]"},
+    /* NCCL_NVLS_ENABLE (NCCL src/transport/nvls.cc: 2, on where multicast is
+     * supported); NeMo's launcher sets it to 0 to save memory
+     * (NVIDIA/NeMo-Framework-Launcher#127) */
+    {BOOL_KEY("nccl_nvls", nccl_nvls, true), .hidden = true,
+     .doc = "NCCL's NVLink SHARP buffers on NVSwitch nodes of compute capability 9.0+ (NCCL_NVLS_ENABLE, "
+            "docs/reserved.md) [true]"},
     {NUMBER_KEY("cuda_context_mib", cuda_context_mib, 0, 1 << 20, 426.0),
      .doc = "memory of the CUDA context and its loaded kernels, in MiB"},
 };

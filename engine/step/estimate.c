@@ -26,57 +26,6 @@ static uint64_t cublas_workspace(const vp_gpu *gpu) {
 
 static unsigned microbatches(const vp_recipe *r) { return vp_recipe_microbatches(r); }
 
-/* NCCL's buffers: cudaMalloc'ed (cuMem) by NCCL itself, outside PyTorch's
- * caching allocator, so nvidia-smi counts them and max_memory_reserved
- * does not. Each channel of a communicator connects the rank to its ring
- * neighbours, and each connection has a FIFO per protocol (NCCL
- * src/init.cc, computeBuffSizes): LL = NCCL_LL_LINES_PER_THREAD 8 x
- * NCCL_LL_MAX_NTHREADS 512 x NCCL_STEPS 8 x 16-byte lines, LL128 =
- * NCCL_LL128_ELEMS_PER_THREAD 120 x NCCL_LL128_MAX_NTHREADS 640 x 8 steps x
- * 8 bytes, SIMPLE = NCCL_BUFFSIZE, 4 MiB by default (docs.nvidia.com/
- * deeplearning/nccl env.html#nccl-buffsize). A rank holds one connection's
- * worth per ring channel (the receive side's LL and LL128, the send side's
- * SIMPLE with P2P read), allocated in 2 MiB granules: the 10485760-byte
- * buffers NCCL_DEBUG_SUBSYS=ALLOC logs per connection on 8 x H100
- * (NVIDIA/nccl#1685). Only the rings: since NCCL 2.22 a communicator
- * connects the algorithms it runs (NCCL_RUNTIME_CONNECT), and trees,
- * NVLS and send/recv buffers are not counted. */
-#define NCCL_LL_BUFFSIZE (8ull * 512ull * 8ull * 16ull)
-#define NCCL_LL128_BUFFSIZE (120ull * 640ull * 8ull * 8ull)
-#define NCCL_SIMPLE_BUFFSIZE (1ull << 22)
-#define NCCL_GRANULE (2ull << 20)
-
-/* NCCL's channels per communicator when the recipe gives none: 24 on an
- * NVLink node ("24 coll channels", NVIDIA/nccl#1781), 2 over PCIe ("2 coll
- * channels", ParCIS/Chimera#2; and between nodes over InfiniBand,
- * NVIDIA/nccl-tests#133). NVLink: a GPU-to-GPU bandwidth above PCIe 5.0
- * x16's 128 GB/s both ways (the catalog's interconnect_gbps). */
-static unsigned nccl_channels(const vp_recipe *r, const vp_gpu *gpu) {
-    if (r->nccl_channels) return r->nccl_channels;
-    return gpu && gpu->interconnect_gbps > 128 ? 24 : 2;
-}
-
-/* The communicators a rank takes part in: one per parallel dimension over
- * more than one rank (data, tensor, pipeline, context, expert), and a second
- * data-parallel one for FSDP's HYBRID_SHARD and FSDP2's HSDP (its shard and
- * replica groups). */
-static unsigned nccl_communicators(const vp_recipe *r) {
-    unsigned dims[] = {r->dp, r->tp, r->pp, r->cp, r->ep};
-    unsigned n = 0;
-    for (size_t i = 0; i < sizeof dims / sizeof dims[0]; i++) n += dims[i] > 1;
-    unsigned group = vp_framework_shard_group(r);
-    bool hybrid = (r->framework == VP_FRAMEWORK_FSDP && r->fsdp == VP_FSDP_HYBRID_SHARD) || vp_framework_of(r)->hsdp;
-    if (hybrid && r->dp > 1 && group > 1 && group < r->dp)
-        n++;
-    return n;
-}
-
-static uint64_t nccl_buffers(const vp_recipe *r, const vp_gpu *gpu) {
-    uint64_t connection = NCCL_LL_BUFFSIZE + NCCL_LL128_BUFFSIZE + NCCL_SIMPLE_BUFFSIZE;
-    connection = (connection + NCCL_GRANULE - 1) / NCCL_GRANULE * NCCL_GRANULE;
-    return (uint64_t)nccl_communicators(r) * nccl_channels(r, gpu) * connection;
-}
-
 /* torchtitan's split of the layers over its pp x v stages
  * (_generate_llm_fqn_per_model_part, torchtitan/distributed/
  * pipeline_parallel.py since 3c84ce0, 2025-07-30): the embeddings and the
@@ -326,7 +275,8 @@ static void finish_rank(vp_rank_estimate *e, const vp_recipe *recipe, const vp_g
         e->peak_reserved = constant_reserved(&e->step, recipe, extra_rounded, m, fb_wins);
         e->cuda_context_bytes = (uint64_t)llround(recipe->cuda_context_mib * MIB);
         e->cublas_workspace_bytes = cublas_workspace(gpu);
-        e->nccl_bytes = nccl_buffers(recipe, gpu);
+        vp_nccl_buffers(recipe, gpu, e->stage, &e->nccl);
+        e->nccl_bytes = e->nccl.bytes;
         e->runtime_bytes = e->cuda_context_bytes + e->cublas_workspace_bytes + e->nccl_bytes;
         e->peak_total = e->peak_reserved + e->runtime_bytes;
     }

@@ -5,9 +5,10 @@
 #ifndef VP_ESTIMATE_H
 #define VP_ESTIMATE_H
 
+#include "nccl.h"
 #include "step.h"
 
-typedef struct {
+typedef struct vp_gpu_s {
     uint64_t memory_bytes;       /* 0: no GPU given */
     unsigned compute_major;      /* compute capability's major version; 0 when unknown */
     /* datasheet figures for the step-time model (steptime.h); 0: not given */
@@ -32,6 +33,7 @@ typedef struct {
     uint64_t cuda_context_bytes;
     uint64_t cublas_workspace_bytes;
     uint64_t nccl_bytes;         /* NCCL's buffers for the rank's communicators */
+    vp_nccl nccl;                /* ... group by group (nccl.h) */
     uint64_t runtime_bytes;      /* context + workspaces + NCCL */
     uint64_t peak_total;         /* what nvidia-smi would show */
     bool fits;

@@ -3,6 +3,9 @@ cases.json for three steps with real torch.autocast and CUDA kernels (SDPA
 where a config's _attn_implementation asks for it: PyTorch 2.x), and
 prints torch.cuda.max_memory_allocated(), memory_reserved() and the device's
 used memory beside the engine's figures (expected.json, made by prepare.sh).
+It also prints the CUDA context (the device's used memory the caching
+allocator does not hold) after initialisation and after the cases: the
+figure behind cuda_context_mib, for this GPU generation and CUDA release.
 
     python3 tests/gpu/check.py
 """
@@ -66,9 +69,30 @@ def run(case):
     return result
 
 
+def context_bytes():
+    """The device's used memory that the caching allocator does not hold:
+    the CUDA context and the kernels loaded so far (on a device no other
+    process uses)."""
+    torch.cuda.synchronize()
+    free, total = torch.cuda.mem_get_info()
+    return total - free - torch.cuda.memory_reserved()
+
+
+def print_context(when, nbytes):
+    # the figure vramplan's cuda_context_mib stands for (docs/how-it-works.md,
+    # "Runtime"): one line per GPU generation, with what sets it
+    major, minor = torch.cuda.get_device_capability()
+    print(f"cuda context {when}: {nbytes} bytes ({nbytes / 2**20:.1f} MiB) on {torch.cuda.get_device_name()} "
+          f"(sm_{major}{minor}), torch {torch.__version__}, CUDA {torch.version.cuda}, "
+          f"CUDA_MODULE_LOADING={os.environ.get('CUDA_MODULE_LOADING', '(unset: LAZY since CUDA 12.2)')}",
+          flush=True)
+
+
 def main():
     cases = json.load(open(os.path.join(HERE, "cases.json")))
     expected = {e["name"]: e["per_gpu"] for e in json.load(open(os.path.join(HERE, "expected.json")))}
+    torch.zeros(1, device="cuda")  # the context, and nothing else yet
+    print_context("after init", context_bytes())
     print(f"torch {torch.__version__}, {torch.cuda.get_device_name()}")
     print(f"{'case':30} {'figure':22} {'measured':>14} {'vramplan':>14} {'ratio':>7}")
     for case in cases:
@@ -78,6 +102,8 @@ def main():
                           ("peak_reserved_bytes", "peak_reserved_bytes"),
                           ("device_used_bytes", "peak_total_bytes")):
             print(f"{case['name']:30} {key:22} {m[key]:>14} {e[ekey]:>14} {e[ekey] / m[key]:7.3f}", flush=True)
+    # after training: the kernels the cases loaded (cuBLAS, SDPA, AdamW's) on top
+    print_context("after the cases", context_bytes())
 
 
 if __name__ == "__main__":

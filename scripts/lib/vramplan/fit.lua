@@ -19,14 +19,17 @@ local fit = {}
 
 -- A lower bound of a result's total that is monotone where the allocated
 -- peak is: the allocated peak of each rank, the fragmentation share on top
--- of it, and the runtime. The total adds the caching allocator's segment
--- rounding (estimate.c), which depends on the mix of blocks at the peak and
--- so is not monotone: one more token can need a few MiB less.
+-- of it, and the runtime but NCCL's buffers. The total adds the caching
+-- allocator's segment rounding (estimate.c), which depends on the mix of
+-- blocks at the peak and so is not monotone: one more token can need a few
+-- MiB less; and NCCL's buffers, which grow where a group starts to span
+-- another node (engine/step/nccl.c: trees), while the rest falls with dp.
 function fit.lower_bound(r)
   local f = r.recipe.fragmentation
   local bound = 0
   for _, rank in ipairs(r.ranks or { r }) do
     local b = rank.peak_allocated_bytes + math.floor(f * rank.peak_allocated_bytes) + rank.runtime_bytes
+      - rank.nccl_bytes
     if b > bound then bound = b end
   end
   return bound

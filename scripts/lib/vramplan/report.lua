@@ -75,6 +75,19 @@ function report.run_notes(r, gpu)
   return notes
 end
 
+-- One NCCL communicator's line under the runtime (engine/step/nccl.c).
+function report.nccl_group(g)
+  local parts = {}
+  for _, p in ipairs({ { "ring_bytes", "rings" }, { "tree_bytes", "trees" }, { "nvls_bytes", "NVLS" },
+                        { "p2p_bytes", "send/recv" } }) do
+    if g[p[1]] > 0 then parts[#parts + 1] = p[2] .. " " .. report.bytes(g[p[1]]) end
+  end
+  local how = g.peers > 0 and string.format("%s, %d peer%s x %d channels", g.pattern, g.peers, g.peers > 1 and "s" or "",
+    g.channels) or string.format("%s, %d channels", g.pattern, g.channels)
+  return string.format("    %-20s %12s   %d ranks on %d node%s, %s: %s", "NCCL " .. g.name, report.bytes(g.bytes), g.ranks,
+    g.nodes, g.nodes > 1 and "s" or "", how, table.concat(parts, ", "))
+end
+
 local function where(r)
   local parts = { r.peak_phase }
   if r.peak_layer then parts[#parts + 1] = "layer " .. r.peak_layer end
@@ -189,6 +202,7 @@ function report.human(ctx)
   line("  %-22s %12s   caching-allocator segments and fragmentation", "+ allocator", report.bytes(r.allocator_bytes))
   line("  %-22s %12s   CUDA context and cuBLAS workspaces%s", "+ runtime", report.bytes(r.runtime_bytes),
     (r.nccl_bytes or 0) > 0 and (", NCCL's buffers " .. report.bytes(r.nccl_bytes)) or "")
+  for _, g in ipairs(r.nccl_groups or {}) do line("%s", report.nccl_group(g)) end
   line("  %-22s %12s   what nvidia-smi would show", "= total", report.bytes(r.peak_total_bytes))
   for _, note in ipairs(report.run_notes(r, gpu)) do line("%s", note) end
   line("")
@@ -286,7 +300,7 @@ local rank_fields = {
   "params_bytes", "buffers_bytes", "grads_bytes", "master_bytes", "optimizer_bytes", "comm_bytes",
   "activations_bytes", "peak_allocated_bytes", "peak_reserved_bytes", "peak_total_bytes", "peak_phase", "peak_op",
   "peak_breakdown", "allocator_bytes", "runtime_bytes", "cuda_context_bytes", "cublas_workspace_bytes",
-  "nccl_bytes",
+  "nccl_bytes", "nccl_groups",
   -- the caching allocator simulated over the step (engine/core/allocator.c): a GPU's estimate asked for it
   "peak_reserved_simulated_bytes",
   -- ... and over the whole run, loading and wrapping the model first (engine/step/run_phases.c)
@@ -309,6 +323,8 @@ local order = {
   "params_bytes", "buffers_bytes", "grads_bytes", "master_bytes", "optimizer_bytes", "activations_bytes",
   "peak_allocated_bytes", "peak_reserved_bytes", "peak_reserved_simulated_bytes", "peak_reserved_run_bytes",
   "reserved_at_start_bytes", "peak_total_bytes", "peak_phase", "peak_layer", "peak_op", "peak_breakdown", "allocator_bytes", "runtime_bytes", "cuda_context_bytes", "cublas_workspace_bytes", "nccl_bytes",
+  "nccl_groups", "pattern", "local_ranks", "nodes", "peers", "channels", "ring_bytes", "tree_bytes", "nvls_bytes",
+  "p2p_bytes", "bytes",
   "memory_bytes", "short_name", "per_rank", "host", "stage", "in_flight", "head_activations_bytes", "weight_pass_bytes",
   "pending_weight_bytes", "ranks", "count", "comm_bytes",
   "cpu_bytes_per_rank", "cpu_bytes_per_node", "nvme_bytes_per_rank", "nvme_bytes_per_node", "gpus_per_node",
