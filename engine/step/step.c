@@ -336,6 +336,13 @@ static vp_t forward_layers(vp_step *step, vp_t x) {
         vp_ledger_begin_segment(&step->ledger);
         step->priv->fold_repeat = repeat;
         vp_t next = chunk_forward(step, chunk, current);
+        /* Folding takes the chunk's run as alike, each chunk handing the
+         * next a stream like the one it took. A block that changes its
+         * stream (Mamba's residual_in_fp32: a 16-bit embedding in, fp32
+         * out) makes the first chunk unlike the rest: the step is then
+         * evaluated unfolded (vp_step_run_stage). */
+        if (repeat > 1 && current && next && vp_at(&step->sim, current)->bytes != vp_at(&step->sim, next)->bytes)
+            step->priv->fold_unalike = true;
         vp_drop(&step->sim, current);
         current = next;
         vp_ledger_repeat_segment(&step->ledger, repeat, (int)chunk->layers);
@@ -858,6 +865,7 @@ static vp_step_status attempt(const vp_model *model, const vp_recipe *given, con
     }
     run(&step, result);
     vp_step_status status = step.sim.status == VP_SIM_UNBALANCED ? VP_STEP_INTERNAL : status_of(&step);
+    if (own.fold_unalike) status = VP_STEP_UNFOLDABLE;
     if (found) {
         memcpy(found, own.found, own.n_found * sizeof *found);
         *n_found = own.n_found;
@@ -874,6 +882,12 @@ vp_step_status vp_step_run_stage(const vp_model *model, const vp_recipe *given, 
     unsigned n_found = 0;
     vp_step_status status =
         attempt(model, given, stage, fold, record, result, ledger_out, NULL, 0, found, &n_found, reuse);
+    if (status == VP_STEP_UNFOLDABLE) { /* its layers are not alike: each evaluated */
+        if (ledger_out) vp_ledger_free(ledger_out);
+        fold = false;
+        n_found = 0;
+        status = attempt(model, given, stage, fold, record, result, ledger_out, NULL, 0, found, &n_found, reuse);
+    }
     if (status != VP_STEP_OK || !n_found) return status;
     /* the steady state has those biases recast since the first forward */
     if (ledger_out) vp_ledger_free(ledger_out);

@@ -107,6 +107,7 @@ typedef enum {
     VP_STEP_UNSUPPORTED, /* a recipe combination the engine does not model */
     VP_STEP_LAYOUT,      /* the parallel layout does not hold together (vp_step_run's message) */
     VP_STEP_INTERNAL,
+    VP_STEP_UNFOLDABLE,  /* inside the driver only: a folded run's layers were unlike (step.c) */
 } vp_step_status;
 
 vp_step_status vp_step_run(const vp_model *model, const vp_recipe *recipe, bool fold, bool record,

@@ -73,6 +73,7 @@ typedef struct vp_step_private {
     const struct vp_optimizer_kind *optimizer;
     bool fold;                       /* evaluate identical layers once */
     unsigned fold_repeat;            /* repetitions the code now running stands for */
+    bool fold_unalike;               /* a folded run's layers were not alike: evaluate again unfolded */
     vp_tensor_entry tensors[VP_TENSOR_SLOTS]; /* the tensor table (step_tensors.c) */
     vp_t input_ids, labels, attention_mask; /* the batch (an encoder-decoder's carries the mask) */
     vp_t token_type_ids;         /* a prefix-LM's batch: which tokens are the prefix (PaliGemma's processor) */
