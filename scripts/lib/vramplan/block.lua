@@ -846,7 +846,7 @@ shapes.install({ F = F, methods = methods, fail = fail, record = record, view_of
 -- tables, indices and collectives: block_index.lua
 indexing.install({ F = F, methods = methods, fail = fail, record = record, new_value = new_value,
                    check_tensor = check_tensor, label_of = label_of, dims_of = shapes.dims_of,
-                   tracing = function() return tracing end, last_split = last_split })
+                   copy_dims = shapes.copy_dims, tracing = function() return tracing end, last_split = last_split })
 setmetatable(F, {
   __index = function(_, k) fail("F.%s: unknown primitive", tostring(k)) end,
   __newindex = function(_, k) fail("F.%s: the vocabulary is read-only", tostring(k)) end,

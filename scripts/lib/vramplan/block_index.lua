@@ -15,6 +15,7 @@ local index = {}
 function index.install(I)
   local F, methods, fail, record, new_value, check_tensor, label_of, dims_of, tracing, last_split =
     I.F, I.methods, I.fail, I.record, I.new_value, I.check_tensor, I.label_of, I.dims_of, I.tracing, I.last_split
+  local copy_dims = I.copy_dims
 
   local function is_index(t) return rawget(t, "index") == true end
 
@@ -29,12 +30,6 @@ function index.install(I)
     return t
   end
   index.check_kind = check_kind
-
-  local function copy_dims(dims)
-    local out = {}
-    for i, d in ipairs(dims) do out[i] = d end
-    return out
-  end
 
   -- The last dimension: dim -1, or its positive number for a tensor of
   -- explicit shape.

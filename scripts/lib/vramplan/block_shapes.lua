@@ -115,6 +115,7 @@ function shapes.install(I)
     for i, d in ipairs(dims) do out[i] = d end
     return out
   end
+  shapes.copy_dims = copy_dims
 
   local function norm_dim(dims, d, what, extra)
     local n = #dims + (extra or 0)
