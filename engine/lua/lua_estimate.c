@@ -226,6 +226,8 @@ static int l_estimate(lua_State *L) {
 
     /* the simulator's arrays, kept from one call to the next (the upvalue) */
     vp_sim_arrays *reuse = lua_touserdata(L, lua_upvalueindex(1));
+    const char *stages = vp_pipeline_resolve(model, &recipe);
+    if (stages) return luaL_error(L, "%s", stages);
     vp_estimate e;
     vp_step_status status = vp_estimate_run(model, &recipe, &gpu, fold, timeline, reuse, &e);
     /* the caching allocator simulated beside (with allocator = simulated it already was) */

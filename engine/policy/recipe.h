@@ -222,6 +222,9 @@ typedef struct {
     unsigned global_batch;       /* sequences per optimizer step over all dp ranks (0: unset) */
     unsigned n_pp_layers;        /* a custom layout: layers of each stage (0: even) */
     unsigned pp_layers[VP_MAX_STAGES];
+    unsigned pp_layers_per_stage; /* torchtitan's: sets the stages per rank from the layers (0: unset) */
+    unsigned pp_first_less;      /* torchtitan's weight of the embeddings in its split, in layers */
+    unsigned pp_last_less;       /* ... and of the final norm with the head */
     unsigned gpus;               /* when given, must equal dp x tp x pp x cp */
     /* fine-tuning (PEFT's LoraConfig names and defaults) */
     vp_finetune finetune;

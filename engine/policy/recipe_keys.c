@@ -293,6 +293,7 @@ static bool with_virtual_tokens(const vp_recipe *r) { return vp_finetune_method_
 static bool with_chunked_loss(const vp_recipe *r) {
     return r->loss == VP_LOSS_CHUNKED || r->loss == VP_LOSS_CHUNKED_LINEAR;
 }
+static bool with_torch_pipeline(const vp_recipe *r) { return r->pp > 1 && vp_pp_torch(r); }
 static bool with_freezing(const vp_recipe *r) { return vp_finetune_method_of(r)->trains_last_layers; }
 static bool with_quantized_base(const vp_recipe *r) { return vp_finetune_method_of(r)->quantizes_base; }
 static bool with_int8_base(const vp_recipe *r) { return with_quantized_base(r) && r->quant == VP_QUANT_INT8; }
@@ -474,6 +475,18 @@ static const vp_recipe_key keys[] = {
     {UINT_KEY("global_batch", global_batch, 1, 1 << 30, 0), .value = value_global_batch,
      .doc = "sequences per optimizer step over all data-parallel ranks: sets grad_accum (num_microbatches with pp) "
             "to global_batch / (micro_batch x dp) [unset]"},
+    /* torchtitan's ParallelismConfig (torchtitan/config/configs.py):
+     * pipeline_parallel_layers_per_stage (None),
+     * pipeline_parallel_first_stage_less_layers and
+     * _last_stage_less_layers (1 each) */
+    {UINT_KEY("pp_layers_per_stage", pp_layers_per_stage, 1, 1 << 16, 0), .applies = with_torch_pipeline,
+     .doc = "torchtitan's pipeline_parallel_layers_per_stage: the stages are ceil((layers + the two below) / this), "
+            "pp x the stages per rank [unset: 1 stage per rank, 2 for the looped and V schedules]"},
+    {UINT_KEY("pp_first_stage_less_layers", pp_first_less, 0, 1 << 16, 1), .applies = with_torch_pipeline,
+     .doc = "torchtitan's split: the layers the embeddings count as, taken from the first stage's share [1]"},
+    {UINT_KEY("pp_last_stage_less_layers", pp_last_less, 0, 1 << 16, 1), .applies = with_torch_pipeline,
+     .doc = "torchtitan's split: the layers the final norm with the head count as, taken from the last stage's "
+            "share [1]"},
     {TEXT_KEY("pp_layers", parse_pp_layers), .hidden = true,
      .doc = "layers of each stage, as \"7,8,8,9\" [an even split]"},
     {UINT_KEY("gpus", gpus, 1, 1 << 24, 0), .value = value_gpus,

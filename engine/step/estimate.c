@@ -28,16 +28,16 @@ static unsigned microbatches(const vp_recipe *r) { return vp_recipe_microbatches
 
 /* torchtitan's split of the layers over its pp x v stages
  * (_generate_llm_fqn_per_model_part, torchtitan/distributed/
- * pipeline_parallel.py since 3c84ce0, 2025-07-30): the embeddings and the
- * final norm with the head count as one layer each
- * (pipeline_parallel_first_stage_less_layers, _last_stage_less_layers: 1
- * by default); the layers + 2 are dealt out evenly, the first (layers + 2)
- * % stages stages one more; the first stage's share less one for the
- * embeddings, the last's less one for the head. (Dec 2024's
- * generate_split_points, parallelisms/pipelining_utils.py at 9dec370, gave
- * the extra layers to the middle stages instead: the same split for 126
- * layers over 16 stages, 7 + 14 x 8 + 7.) Or pp_layers, one count per
- * stage (its module_fqns_per_model_part). NULL, or the problem. */
+ * pipeline_parallel.py since 3c84ce0, 2025-07-30): the embeddings count as
+ * pipeline_parallel_first_stage_less_layers layers and the final norm with
+ * the head as _last_stage_less_layers (1 each by default); the layers plus
+ * those are dealt out evenly, the first (that sum) % stages stages one
+ * more; the first stage's share less the embeddings' weight, the last's
+ * less the head's. It refuses a stage's even share below either weight.
+ * (Dec 2024's generate_split_points, parallelisms/pipelining_utils.py at
+ * 9dec370, gave the extra layers to the middle stages instead: the same
+ * split for 126 layers over 16 stages, 7 + 14 x 8 + 7.) Or pp_layers, one
+ * count per stage (its module_fqns_per_model_part). NULL, or the problem. */
 static const char *torch_split(const vp_model *model, const vp_recipe *r, unsigned *sizes) {
     unsigned pp = r->pp ? r->pp : 1, stages = pp * vp_pp_chunks(r);
     if (stages > VP_MAX_STAGES) return "virtual_stages: pp x virtual_stages too large";
@@ -51,10 +51,48 @@ static const char *torch_split(const vp_model *model, const vp_recipe *r, unsign
         sizes[0] = model->layers;
         return NULL;
     }
-    unsigned effective = model->layers + 2, per = effective / stages, extra = effective % stages;
+    uint64_t effective = (uint64_t)model->layers + r->pp_first_less + r->pp_last_less;
     if (stages > effective)
-        return "pp: more stages than layers + 2 (torchtitan counts the embeddings and the head as a layer each)";
-    for (unsigned s = 0; s < stages; s++) sizes[s] = per + (s < extra) - (s == 0) - (s == stages - 1);
+        return "pp: more stages than layers + pp_first_stage_less_layers + pp_last_stage_less_layers (torchtitan "
+               "counts the embeddings and the head as that many layers)";
+    unsigned per = (unsigned)(effective / stages), extra = (unsigned)(effective % stages);
+    if (r->pp_first_less > per)
+        return "pp_first_stage_less_layers: more than a stage's even share of the layers (torchtitan refuses it)";
+    if (r->pp_last_less > per)
+        return "pp_last_stage_less_layers: more than a stage's even share of the layers (torchtitan refuses it)";
+    for (unsigned s = 0; s < stages; s++)
+        sizes[s] = per + (s < extra) - (s == 0 ? r->pp_first_less : 0) - (s == stages - 1 ? r->pp_last_less : 0);
+    return NULL;
+}
+
+/* torchtitan's _get_pipeline_metadata (torchtitan/distributed/
+ * pipeline_parallel.py, 2026-08): with pipeline_parallel_layers_per_stage
+ * the stages are ceil((layers + the two weights) / it), which must divide
+ * over the pp ranks; a single-stage schedule (1F1B, GPipe) needs exactly
+ * one per rank, a multi-stage one at least two (and the V schedules
+ * exactly two: torch's "ZBV requires exactly 2 stages per rank"). The
+ * stages per rank become the recipe's virtual_stages. */
+const char *vp_pipeline_resolve(const vp_model *model, vp_recipe *r) {
+    unsigned pp = r->pp ? r->pp : 1;
+    /* torchtitan reads it only with pipelining on; under Megatron's
+     * schedules vp_pipeline_problem refuses it */
+    if (!r->pp_layers_per_stage || pp < 2 || !vp_pp_torch(r) || r->n_pp_layers) return NULL;
+    uint64_t effective = (uint64_t)model->layers + r->pp_first_less + r->pp_last_less;
+    uint64_t stages = (effective + r->pp_layers_per_stage - 1) / r->pp_layers_per_stage;
+    if (stages % pp) return "pp_layers_per_stage: its stages, ceil((layers + pp_first_stage_less_layers + pp_last_stage_less_layers) / "
+                      "it), must divide over the pp ranks";
+    uint64_t per_rank = stages / pp;
+    bool single = !vp_pp_looped(r) && !vp_pp_v_shape(r);
+    if (single && per_rank != 1)
+        return "pp_layers_per_stage: a single-stage schedule (1F1B, GPipe) runs exactly 1 stage per rank";
+    if (!single && per_rank < 2)
+        return "pp_layers_per_stage: a multi-stage schedule runs at least 2 stages per rank";
+    if (vp_pp_v_shape(r) && per_rank != 2)
+        return "pp_layers_per_stage: ZBVZeroBubble and DualPipeV run exactly 2 stages per rank";
+    if (per_rank * pp > VP_MAX_STAGES) return "pp_layers_per_stage: too many stages";
+    if (r->virtual_stages > 1 && r->virtual_stages != per_rank)
+        return "virtual_stages: pp_layers_per_stage sets the stages per rank; give one of the two";
+    r->virtual_stages = (unsigned)per_rank;
     return NULL;
 }
 
@@ -149,6 +187,9 @@ const char *vp_pipeline_problem(const vp_model *model, const vp_recipe *r) {
         return "virtual_stages: needs pp_schedule = \"interleaved-1f1b\", \"Interleaved1F1B\" or "
                "\"InterleavedZeroBubble\"";
     if (vp_pp_looped(r) && pp < 2) return "pp_schedule: interleaving needs pp > 1";
+    if (r->pp_layers_per_stage && pp > 1 && !vp_pp_torch(r))
+        return "pp_layers_per_stage: torchtitan's key, for torch's schedules (pp_schedule = 1F1B, Interleaved1F1B, ...)";
+    if (r->pp_layers_per_stage && r->n_pp_layers) return "pp_layers_per_stage: give it or pp_layers, not both";
     if (vp_pp_torch(r) && vp_pp_looped(r)) {
         /* ScheduleInterleaved1F1B.__init__: "Interleaved 1F1B requires the
          * number of microbatches to be a multiple of the number of rounds";

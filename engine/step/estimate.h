@@ -79,6 +79,10 @@ vp_step_status vp_estimate_simulate_allocator(const vp_model *model, const vp_re
 
 /* The pipeline layout's problem (key: message), or NULL. */
 const char *vp_pipeline_problem(const vp_model *model, const vp_recipe *recipe);
+/* torchtitan's pipeline_parallel_layers_per_stage turned into the stages
+ * per rank (recipe->virtual_stages), with the model's layers: NULL, or
+ * the problem. */
+const char *vp_pipeline_resolve(const vp_model *model, vp_recipe *recipe);
 
 /* Micro-batches (of model chunks, with interleaving: in units of a whole
  * stage) that stage i of pp holds in flight at its peak. */

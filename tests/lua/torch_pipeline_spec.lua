@@ -83,9 +83,46 @@ describe("torchtitan's pipeline split", function()
     assert.are.same({ 15, 15 }, layer_counts(r))
   end)
 
+  it("sets the stages per rank from pp_layers_per_stage as torchtitan's _get_pipeline_metadata does", function()
+    -- torchtitan's own test recipe (llama3_debugmodel_pp4_interleaved_1f1b_
+    -- layers_per_stage: 6 layers, pp 4, 1 layer a stage): ceil((6 + 2) / 1)
+    -- = 8 stages, 2 a rank; the split gives each 1: stage 0 only the
+    -- embeddings, stage 7 only the head. Rank 0 holds stages 0 and 4 (1
+    -- layer), rank 1 stages 1 and 5 (2), rank 2 2 and 6 (2), rank 3 3 and 7 (1).
+    local r = estimate("--set", "layers=6", "--set", "pp=4", "--set", "pp_schedule=Interleaved1F1B",
+      "--set", "num_microbatches=8", "--set", "parallelism.pipeline_parallel_layers_per_stage=1")
+    assert.are.same({ 1, 2, 2, 1 }, layer_counts(r))
+    assert.are.equal(2, r.recipe.virtual_stages)
+    -- 30 layers, the embeddings weighing nothing: ceil((30 + 0 + 1) / 8) =
+    -- 4 stages over pp 2 (2 a rank); 31 / 4 = 7, the first 3 stages one
+    -- more: 8, 8, 8, and 7 less the head's 1 = 6. Rank 0 stages 0 and 2
+    -- (16), rank 1 stages 1 and 3 (14).
+    r = estimate("--set", "layers=30", "--set", "pp=2", "--set", "pp_schedule=Interleaved1F1B",
+      "--set", "num_microbatches=4", "--set", "pp_layers_per_stage=8", "--set", "pp_first_stage_less_layers=0")
+    assert.are.same({ 16, 14 }, layer_counts(r))
+    -- one stage a rank for 1F1B: ceil(32 / 16) = 2 over pp 2
+    assert.are.same({ 15, 15 }, layer_counts(estimate("--set", "layers=30", "--set", "pp=2",
+      "--set", "pp_schedule=1F1B", "--set", "pp_layers_per_stage=16")))
+  end)
+
+  for name, test in helper.refusals("llama2-7b", { "layers=30", "pp=2", "num_microbatches=4" }, {
+    -- ceil(32 / 8) = 4 stages: 2 a rank
+    { { "pp_schedule=1F1B", "pp_layers_per_stage=8" }, "a single-stage schedule (1F1B, GPipe) runs exactly 1" },
+    -- ceil(32 / 16) = 2 stages: 1 a rank
+    { { "pp_schedule=Interleaved1F1B", "pp_layers_per_stage=16" }, "a multi-stage schedule runs at least 2" },
+    -- ceil(32 / 5) = 7 stages over 2 ranks
+    { { "pp_schedule=Interleaved1F1B", "pp_layers_per_stage=5" }, "must divide over the pp ranks" },
+    -- ceil(32 / 4) = 8 stages: 4 a rank
+    { { "pp_schedule=ZBVZeroBubble", "pp_layers_per_stage=4" }, "ZBVZeroBubble and DualPipeV run exactly 2" },
+    { { "pp_schedule=Interleaved1F1B", "pp_layers_per_stage=8", "virtual_stages=3" }, "give one of the two" },
+    -- 30 + 1 + 16 = 47 over 4 stages: 11 a stage, less than the head's 16
+    { { "pp_schedule=Interleaved1F1B", "pp_last_stage_less_layers=16" }, "pp_last_stage_less_layers: more than" },
+    { { "framework=megatron", "pp_layers_per_stage=8" }, "torchtitan's key, for torch's schedules" },
+  }) do it(name, test) end
+
   for name, test in helper.refusals("llama2-7b", { "framework=megatron", "pp=2" }, {
     { { "pp_schedule=Interleaved1F1B", "pp_layers=5,9,16" }, "pp_layers: one layer count per stage" },
     { { "pp_schedule=Interleaved1F1B", "num_microbatches=5" }, "num_microbatches: Interleaved1F1B needs a multiple" },
-    { { "pp_schedule=Interleaved1F1B", "layers=2", "virtual_stages=3" }, "pp: more stages than layers + 2" },
+    { { "pp_schedule=Interleaved1F1B", "layers=2", "virtual_stages=3" }, "pp: more stages than layers + pp_first_stage_less_layers" },
   }) do it(name, test) end
 end)

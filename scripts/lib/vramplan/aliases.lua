@@ -67,6 +67,9 @@ aliases.keys = {
   -- torchtitan (torchtitan/config/configs.py, ParallelismConfig)
   ["parallelism.pipeline_parallel_degree"] = { key = "pp" },
   ["parallelism.pipeline_parallel_schedule"] = { key = "pp_schedule", value = torch_schedule },
+  ["parallelism.pipeline_parallel_layers_per_stage"] = { key = "pp_layers_per_stage" },
+  ["parallelism.pipeline_parallel_first_stage_less_layers"] = { key = "pp_first_stage_less_layers" },
+  ["parallelism.pipeline_parallel_last_stage_less_layers"] = { key = "pp_last_stage_less_layers" },
 }
 
 -- Other spellings of enumerated values, per recipe key (compared in lower
