@@ -882,7 +882,9 @@ static double rank_trainable(const vp_recipe *r, const vp_rank_estimate *w) {
 
 /* The optimizer step on the GPU: it and gradient clipping stream the rank's
  * states through HBM: gradients read twice (norm, update), master weights
- * and states read and written, parameters written. */
+ * and states read and written, the trained parameters written (a frozen
+ * base, LoRA's or QLoRA's, is never touched: its share of the rank's
+ * parameter bytes by count). */
 static double gradient_bytes(const vp_recipe *r);
 
 static double optimizer_time(const vp_recipe *r, const vp_time_hw *hw, const vp_rank_estimate *w) {
@@ -891,7 +893,9 @@ static double optimizer_time(const vp_recipe *r, const vp_time_hw *hw, const vp_
     /* stepped in backward (optimizer_in_backward), every gradient is read
      * once by its own update and none is kept: no clipping norm */
     double grads = r->optimizer_in_backward ? rank_trainable(r, w) * gradient_bytes(r) : 2.0 * s->grads_bytes;
-    double bytes = grads + s->params_bytes + 2.0 * (s->master_bytes + s->optimizer_bytes);
+    double written = s->params_bytes;
+    if (s->params && s->trainable_params < s->params) written *= (double)s->trainable_params / (double)s->params;
+    double bytes = grads + written + 2.0 * (s->master_bytes + s->optimizer_bytes);
     return bytes / hw->memory_bw;
 }
 
