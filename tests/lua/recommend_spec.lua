@@ -101,6 +101,16 @@ describe("vramplan recommend", function()
     assert.truthy(out:find("the fewest of each that fit, and 2.50 B training tokens on them\n", 1, true), out)
   end)
 
+  it("keeps plain data parallelism where it fits and sharding is not clearly faster", function()
+    -- LoRA on Llama-3-8B: a whole replica fits a B200 (about 30 GiB of 180);
+    -- ZeRO-3 only shards a frozen base the optimizer never touches
+    local o8 = json.decode((helper.run("recommend", "--json", "llama3-8b", "--set", "finetune=lora")))
+    local row
+    for _, r in ipairs(o8.recommend) do if r.name == "lambda-8x-b200-sxm" then row = r end end
+    assert.is_table(row)
+    assert.are.equal("ddp", row.sharding)
+  end)
+
   it("refuses a token count that is not a positive number", function()
     local _, e, c = helper.run("recommend", "gpt2", "--tokens", "-3")
     assert.are.equal(2, c)

@@ -18,6 +18,10 @@ local SHARDINGS = {
   { name = "deepspeed zero-3", changes = { framework = "deepspeed", zero = 3 } },
 }
 
+-- How much faster (a fraction of the step) a more sharded way must be to
+-- be recommended over a simpler one at the same GPU count.
+local SIMPLER_WINS_WITHIN = 0.01
+
 -- The job on other hardware: a GPU, and the node or instance holding it.
 local function on(j, gpu, host)
   local d = job.derive(j, host and { gpus_per_node = host.gpus } or {}, "recommend")
@@ -65,8 +69,13 @@ local function fewest(j, entry, shardings, options)
       if r and r.fits and host_fits(r, entry.host) then
         local candidate = { gpus = units * entry.unit, units = units, sharding = s.name, result = r,
                             changes = job.keys_with(d, { dp = dp }) }
+        -- at the same count a later (more sharded) way wins only by more
+        -- than SIMPLER_WINS_WITHIN of the step: a few microseconds of
+        -- optimizer traffic are within the step-time model's error, and the
+        -- simpler setup is the one a user runs
         local ta, tb = r.time and r.time.step_s, best and best.result.time and best.result.time.step_s
-        if not best or candidate.units < best.units or candidate.units == best.units and ta and tb and ta < tb then
+        if not best or candidate.units < best.units
+            or candidate.units == best.units and ta and tb and ta < tb * (1 - SIMPLER_WINS_WITHIN) then
           best = candidate
         end
       elseif r and not host_fits(r, entry.host) then
