@@ -3,6 +3,7 @@
 -- estimate's recipe echo and its peak), on the configurations the tools
 -- publish (tests/fixtures/configs/, SOURCES.md) and on malformed files.
 local helper = require("tests.lua.helper")
+local json = require("dkjson")
 
 local FIXTURES = helper.root .. "/tests/fixtures/configs/"
 
@@ -580,5 +581,21 @@ describe("export", function()
     _, err, code = helper.run("export", "--format", "keras", helper.root .. "/scripts/recipes/hf-trainer-amp-bf16.lua")
     assert.are.equal(2, code)
     assert.truthy(err:find("unknown format keras", 1, true), err)
+  end)
+
+  it("exports a recipe by the name `list recipes` prints, or --set keys alone, numbers as numbers", function()
+    local out, err, code = helper.run("export", "--format", "axolotl", "qlora-all-linear-paged")
+    assert.are.equal(0, code, err)
+    assert.truthy(out:find("adapter: 'qlora'", 1, true), out)
+    out, err, code = helper.run("export", "--format", "deepspeed", "--set", "zero=2", "--set", "micro_batch=4",
+      "--set", "precision=mixed-bf16")
+    assert.are.equal(0, code, err)
+    local ds = json.decode(out)
+    assert.are.equal(4, ds.train_micro_batch_size_per_gpu)
+    assert.are.equal(2, ds.zero_optimization.stage)
+    assert.are.equal(true, ds.bf16.enabled)
+    local _, e, c = helper.run("export", "--format", "deepspeed")
+    assert.are.equal(2, c)
+    assert.truthy(e:find("export needs a RECIPE, a config file or --set keys", 1, true), e)
   end)
 end)

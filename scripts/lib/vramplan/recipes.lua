@@ -69,6 +69,26 @@ function recipes.is_key(name)
   return require("vramplan.aliases").key(name) ~= nil or require("vramplan.stacks").keys[name] ~= nil
 end
 
+-- A --set value (always text) as the Lua value a recipe script would give
+-- the key: a number for the numeric keys, a boolean for the flags, else
+-- the text. Unknown keys and values that do not parse stay text (the core
+-- names them when it checks the recipe).
+local key_types
+function recipes.typed(name, value)
+  if type(value) ~= "string" then return value end
+  if not key_types then
+    key_types = {}
+    for _, k in ipairs(vramplan.recipe_keys()) do key_types[k.name] = k.type end
+  end
+  local kind = key_types[name]
+  if kind == "int" or kind == "number" then return tonumber(value) or value end
+  if kind == "bool" then
+    if value == "true" then return true end
+    if value == "false" then return false end
+  end
+  return value
+end
+
 -- Before the core sees the keys: other tools' names and spellings become
 -- ours (vramplan.aliases), the stack and its precision flags choose values
 -- (vramplan.stacks), settings implied by others are filled, then the

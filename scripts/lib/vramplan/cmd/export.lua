@@ -4,7 +4,7 @@ local export = require("vramplan.export")
 local recipes = require("vramplan.recipes")
 
 local cmd = {
-  usage = "export --format deepspeed|accelerate|axolotl|llama-factory RECIPE-OR-CONFIG [--set KEY=VALUE]... " ..
+  usage = "export --format deepspeed|accelerate|axolotl|llama-factory [RECIPE-OR-CONFIG] [--set KEY=VALUE]... " ..
     "[--model MODEL] [--deepspeed FILE] [--output FILE]",
   flags = { format = "value", set = "set", model = "value", output = "value", deepspeed = "value" },
   help = "Writes the recipe as the named tool's config (stdout, or --output FILE); importing it back with\n" ..
@@ -15,7 +15,7 @@ local cmd = {
 function cmd.run(opts, home)
   local cli = require("vramplan.cli")
   if not opts.format then cli.fail_usage("export needs --format deepspeed, accelerate, axolotl or llama-factory") end
-  if not opts.target then cli.fail_usage("export needs a RECIPE or a config file") end
+  if not opts.target and #opts.sets == 0 then cli.fail_usage("export needs a RECIPE, a config file or --set keys") end
   if opts.positional[2] then cli.fail_usage("unexpected argument " .. opts.positional[2]) end
   if not export.formats[opts.format] then
     cli.fail_usage("unknown format " .. opts.format .. " (deepspeed, accelerate, axolotl or llama-factory)")
@@ -23,13 +23,17 @@ function cmd.run(opts, home)
   if opts.deepspeed and opts.format ~= "llama-factory" then
     cli.fail_usage("--deepspeed FILE names the DeepSpeed config of a llama-factory export")
   end
-  local keys, origins, imported = recipes.load(opts.target)
+  -- a path, a name `list recipes` prints, or only --set keys
+  local keys, origins, imported = {}, {}, nil
+  if opts.target then keys, origins, imported = recipes.load(recipes.find(home, opts.target)) end
   for _, s in ipairs(opts.sets) do
     if not recipes.is_key(s[1]) then error(string.format("%s: unknown recipe key '%s'", s[3], s[1]), 0) end
     keys[s[1]], origins[s[1]] = s[2], s[3]
   end
   recipes.normalize(keys, origins, imported, nil)
   recipes.check(keys, origins)
+  -- the config writes numbers and booleans as such, whether a script or --set gave them
+  for k, v in pairs(keys) do keys[k] = recipes.typed(k, v) end
   -- what the GPU count implies is the run's, not the config's
   for k, origin in pairs(origins) do
     if tostring(origin):find("(implied by global_batch)", 1, true) or tostring(origin):find("(implied by gpus)", 1, true) then
@@ -42,9 +46,10 @@ function cmd.run(opts, home)
   end
   local model = opts.model or (imported and imported.model)
   local hub_id = model and (export.hub_id(model) or nil)
-  local text, rest = export.write(opts.format, keys, autos, opts.target, { hub_id = hub_id, deepspeed = opts.deepspeed })
+  local what = opts.target or "--set"
+  local text, rest = export.write(opts.format, keys, autos, what, { hub_id = hub_id, deepspeed = opts.deepspeed })
   if #rest > 0 then
-    io.stderr:write(string.format("vramplan: warning: %s: not expressible in the %s format (left out): %s\n", opts.target,
+    io.stderr:write(string.format("vramplan: warning: %s: not expressible in the %s format (left out): %s\n", what,
       opts.format, table.concat(rest, ", ")))
   end
   if opts.output then
@@ -55,7 +60,6 @@ function cmd.run(opts, home)
   else
     io.write(text)
   end
-  local _ = home
   return 0
 end
 
