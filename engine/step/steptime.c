@@ -331,6 +331,23 @@ static void module_linear(const cost_ctx *c, double rows, double in, double out,
     float8_linear(c, rows, in, out, conv1d, o);
 }
 
+/* Bytes an element of a module's tensor-parallel traffic takes. torchtitan's
+ * plan with Float8 tensorwise under sequence parallelism (apply_tp,
+ * enable_float8_tensorwise_tp; torchao float8_tensor_parallel.py:
+ * PrepareFloat8ModuleInput, Float8ColwiseParallel, Float8RowwiseParallel;
+ * op_basic.c float8_tp) gathers the module's input in float8 (1 byte) and
+ * its output's gradient in float8 in backward, while the reduce-scatters
+ * (the output in forward, the input's gradient in backward) stay 16-bit:
+ * of tp_bytes' all-reduce-equivalent (a gather and a scatter of the rows)
+ * half moves at 1 byte. Rowwise recipes keep the plain styles; without
+ * sequence parallelism the all-reduces are 16-bit either way. */
+static double tp_elem(const cost_ctx *c, double hidden) {
+    const vp_recipe *r = c->recipe;
+    bool styles = c->float8 && c->fp8_recipe == VP_FLOAT8_TENSORWISE && c->tp > 1 && r->sequence_parallel &&
+                  vp_framework_of(r)->dtensor_tp && fmod(hidden, 16) == 0;
+    return styles ? (1 + c->elem) / 2 : c->elem;
+}
+
 /* ---- torchao's float8 casts (precision fp8-torchao) ---- */
 
 /* hp_tensor_to_float8_dynamic, eager (torchao 0.19; prims.c cast_float8
@@ -456,7 +473,7 @@ static void cost_attention(const vp_op *op, const cost_ctx *c, op_cost *o) {
     module_linear(c, rows, heads * dv / tp, hidden, field(op, "out_bias") != 0, field(op, "conv1d") != 0, o);
     double resid = field(op, "resid_dropout");
     if (resid > 0 && c->train_dropout) memory_pass(c, c->norm_rows * hidden * (2 * c->elem + 1), o);
-    o->tp_bytes += rows * hidden * c->elem;
+    o->tp_bytes += rows * hidden * tp_elem(c, hidden);
     /* ring attention: each rank's keys and values visit the cp - 1 others */
     unsigned cp = c->recipe->cp ? c->recipe->cp : 1;
     if (cp > 1) o->cp_bytes += (cp - 1) * 2 * rows * kv * d / tp * c->elem;
@@ -476,7 +493,7 @@ static void cost_mlp(const vp_op *op, const cost_ctx *c, op_cost *o) {
     module_linear(c, rows, inner / tp, hidden, bias, conv1d, o);
     if (field(op, "resid_dropout") > 0 && c->train_dropout)
         memory_pass(c, c->norm_rows * hidden * (2 * c->elem + 1), o);
-    o->tp_bytes += rows * hidden * c->elem;
+    o->tp_bytes += rows * hidden * tp_elem(c, hidden);
 }
 
 static void cost_moe(const vp_op *op, const cost_ctx *c, op_cost *o) {

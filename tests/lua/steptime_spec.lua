@@ -132,6 +132,24 @@ describe("estimate's time fields", function()
     assert.is_true(math.abs(ddp - zero3) < 2e-5, string.format("ddp %.6f s, zero-3 %.6f s", ddp, zero3))
   end)
 
+  it("torchao's float8 TP styles gather in float8: a quarter less tensor-parallel traffic", function()
+    -- Llama-3-8B, FSDP2 + tp 2, fp8-torchao: with sequence parallelism the
+    -- tensorwise recipe's styles all-gather each module's input (forward)
+    -- and its output's gradient (backward) in 1 byte, the reduce-scatters
+    -- stay bf16: (1 + 2) / 2 of the 2 bytes of the rowwise recipe's plain
+    -- styles. The exposed time is the forward's collectives (and the
+    -- backward's beyond the weight-gradient GEMMs), so it shrinks to about
+    -- 3/4; without sequence parallelism both are bf16 all-reduces.
+    local function exposed(recipe, sp)
+      return helper.estimate("llama3-8b", "--gpu", "h100-80gb", "--set", "stack=torchtitan", "--set", "tp=2",
+        "--set", "gpus=2", "--set", "precision=fp8-torchao", "--set", "seq_len=8192", "--set", "fp8_recipe=" .. recipe,
+        "--set", "sequence_parallel=" .. tostring(sp)).time.exposed_comm_s
+    end
+    local ratio = exposed("tensorwise", true) / exposed("rowwise", true)
+    assert.is_true(ratio > 0.70 and ratio < 0.78, ratio)
+    assert.are.equal(exposed("rowwise", false), exposed("tensorwise", false))
+  end)
+
   it("FSDP without a named strategy gathers the weights as FULL_SHARD, its default, does", function()
     local function time(...)
       return helper.estimate("llama3-8b", "--gpu", "l40s", "--set", "framework=fsdp", "--set", "dp=8", "--set",
