@@ -355,9 +355,19 @@ static double tp_elem(const cost_ctx *c, double hidden) {
  * of a 16-bit x (read, write 4), x * scale (read, write 4), the clamp
  * (read 4, write 4), the cast to float8 (read 4, write 1); the scales'
  * bytes are left out. Bytes moved for n elements of e bytes. */
-static double float8_cast_bytes(double n, double e) {
+static double eager_float8_cast_bytes(double n, double e) {
     double upcast = e < 4 ? n * (e + 4) : 0, scaled_in = e < 4 ? 4 * n : n * e;
     return 2 * n * e + n * e + upcast + (scaled_in + 4 * n) + 8 * n + 5 * n;
+}
+
+/* Under torch.compile (compile = true: the blocks compiled, torchtitan's
+ * apply_compile) Inductor fuses the cast's pointwise chain: abs and amax
+ * into one reduction kernel reading x, the upcast, scale, clamp and cast
+ * into one pointwise kernel reading x and writing one byte an element
+ * (Inductor's scheduler fuses pointwise producers into their consumer;
+ * torchao's README asks for torch.compile for this reason). */
+static double float8_cast_bytes(const cost_ctx *c, double n, double e) {
+    return c->recipe->compile ? 2 * n * e + n : eager_float8_cast_bytes(n, e);
 }
 
 /* preprocess_addmm's one-byte layout copies (read, write) and, with
@@ -379,11 +389,11 @@ static void float8_linear(const cost_ctx *c, double rows, double in, double out,
     if (!swapped_float8(c, in, out, conv1d)) return;
     double e = c->elem, bw = c->hw->memory_bw, x = rows * in, w = in * out, g = rows * out;
     bool rowwise = c->fp8_recipe != VP_FLOAT8_TENSORWISE;
-    o->cast_s += (float8_cast_bytes(x, e) + (c->float8_weights ? 0 : float8_cast_bytes(w, e))) / bw;
-    double bwd = float8_cast_bytes(g, e) + (c->float8_weights ? 0 : float8_cast_bytes(w, e)) +
+    o->cast_s += (float8_cast_bytes(c, x, e) + (c->float8_weights ? 0 : float8_cast_bytes(c, w, e))) / bw;
+    double bwd = float8_cast_bytes(c, g, e) + (c->float8_weights ? 0 : float8_cast_bytes(c, w, e)) +
                  float8_mm_bytes(w, rowwise, rows, in, e);
     if (c->fp8_recipe != VP_FLOAT8_ROWWISE_GW_HP)
-        bwd += float8_cast_bytes(g, e) + float8_cast_bytes(x, e) + float8_mm_bytes(g + x, rowwise, out, in, e);
+        bwd += float8_cast_bytes(c, g, e) + float8_cast_bytes(c, x, e) + float8_mm_bytes(g + x, rowwise, out, in, e);
     o->cast_bwd_s += bwd / bw;
 }
 

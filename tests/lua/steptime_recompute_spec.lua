@@ -103,6 +103,17 @@ describe("fp8-torchao's casts in the step time", function()
       "fp8_all_gather=true")
   end)
 
+  it("fuse each cast into two kernels under torch.compile: 5 bytes an element", function()
+    -- Inductor: abs and amax one reduction (read 2n), upcast, scale, clamp
+    -- and cast one pointwise kernel (read 2n, write n)
+    local function compiled(all_gather)
+      return fp8("--set", "compile=true", "--set", "fp8_all_gather=" .. all_gather).compute_s
+    end
+    local want = over_linears(function(i, o) return 2 * 5 * i * o end)
+    local got = compiled("false") - compiled("true")
+    assert.is_true(close(want, got), string.format("%.12g by hand, %.12g modelled", want, got))
+  end)
+
   it("cast grad_output and the input again for grad_weight, unless it stays in 16 bits", function()
     -- tensorwise: grad_output and the input cast for the grad_weight GEMM
     -- with both operands' one-byte copies (read, write); rowwise_with_gw_hp
