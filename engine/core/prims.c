@@ -488,20 +488,77 @@ vp_t vp_linear_float8(vp_sim *sim, vp_t x, vp_t w, bool w_float8, vp_float8_reci
     return y;
 }
 
-vp_t vp_float8_input(vp_sim *sim, vp_t x, unsigned gather, const char *label) {
+/* DTensor's collectives go through torch.distributed._functional_collectives
+ * (torch 2.6, all_gather_tensor and reduce_scatter_tensor): on sequence
+ * parallelism's Shard(1), a dim other than 0, the gather is
+ * all_gather_into_tensor followed by torch.cat(torch.chunk(out, tp), dim=1)
+ * and the scatter torch.cat(torch.chunk(x, tp, dim=1)) followed by
+ * reduce_scatter_tensor: a second full-size tensor beside the collective's
+ * for a moment (the collective's output until the cat has copied it; the
+ * cat's copy of the input until the reduce-scatter has read it). Inductor's
+ * micro-pipeline TP (torch/_inductor/fx_passes/micro_pipeline_tp.py:
+ * find_all_gather_patterns and find_reduce_scatter_patterns match exactly
+ * these split + cat forms) replaces a gather and the matmuls that read it
+ * by symm_mem.fused_all_gather_matmul, and a matmul and the reduce-scatter
+ * of its output by fused_matmul_reduce_scatter
+ * (torch/distributed/_symmetric_memory/__init__.py): the former writes the
+ * gathered input into one new full tensor (ag_out / A_flat, returned for
+ * the backward) and the outputs, the latter its partials into one new
+ * tensor of the matmul output's size (stacked_partials) and reduces them
+ * into the shard; no cat in either. Each asks the process group's
+ * symmetric-memory workspace (get_symm_mem_workspace) for min_size bytes:
+ * the shard gathered (_pipelined_all_gather_and_consume), or two chunks of
+ * the output, 2 x the shard (_pipelined_produce_and_all2all); the largest
+ * request is kept in sim->symm_mem_request. */
+static void symm_mem_request(vp_sim *sim, vp_dtype dtype, uint64_t numel, unsigned times) {
+    uint64_t bytes = vp_bytes_of(dtype, numel) * times;
+    if (bytes > sim->symm_mem_request) sim->symm_mem_request = bytes;
+}
+
+/* The gathered tensor (a new one, the all-gather's kind for the policies)
+ * with funcol's transient beside it, or the fused op's request. */
+static vp_t funcol_gathered(vp_sim *sim, vp_t x, unsigned parts, unsigned funcol, const char *label) {
+    vp_dtype dt = dtype_of(sim, x);
+    uint64_t n = vp_numel(sim, numel_of(sim, x), parts);
+    vp_t raw = 0;
+    if (funcol & VP_FUNCOL_FUSED_FORWARD) symm_mem_request(sim, dt, numel_of(sim, x), 1);
+    else raw = vp_new(sim, n, dt, "all_gather_into_tensor (before its cat)");
+    vp_t y = vp_sac_new(sim, VP_ATEN_ALL_GATHER, n, dt, label);
+    vp_drop(sim, raw);
+    return y;
+}
+
+/* The gather's backward: the incoming gradient (the sum over the linears
+ * that read the gathered input) reduce-scattered into one like the input:
+ * funcol's cat first, or, where one matmul alone produced it and the op is
+ * fused, its stacked partials (which are the gradient here) and the request. */
+static void backward_funcol_gather(vp_sim *sim, uint32_t index) {
+    vp_node *node = vp_node_at(sim, index);
+    bool fused = node->aux[0] & VP_FUNCOL_FUSED_BACKWARD;
+    vp_t go = vp_grad_out(sim, node, 0);
+    vp_t cat = go && !fused ? vp_grad_sized(sim, numel_of(sim, go), dtype_of(sim, go), "reduce_scatter.cat") : 0;
+    node = vp_node_at(sim, index);
+    vp_t g = vp_grad_like(sim, node->in[0], node->label);
+    if (go && fused) symm_mem_request(sim, dtype_of(sim, g), numel_of(sim, g), 2);
+    vp_drop(sim, cat);
+    vp_give_grad(sim, vp_node_at(sim, index), 0, g);
+}
+
+vp_t vp_float8_input(vp_sim *sim, vp_t x, unsigned gather, unsigned funcol, const char *label) {
     vp_t scale;
     vp_t data = cast_float8(sim, vp_new, x, 1, sim->fused_casts, &scale);
     vp_drop(sim, scale);
     vp_t y = data;
-    if (gather > 1) { /* funcol all_gather_into_tensor on the float8 data (allgather_fp8) */
-        y = vp_sac_new(sim, VP_ATEN_ALL_GATHER, vp_numel(sim, numel_of(sim, data), gather), VP_FP8_E4M3, label);
+    if (gather > 1) { /* funcol all_gather_into_tensor on the float8 data (allgather_fp8), then its cat */
+        y = funcol_gathered(sim, data, gather, funcol, label);
         vp_drop(sim, data);
     }
     /* a Float8TrainingTensor reports its original dtype: its gradient is x's */
     vp_at(sim, y)->grad_dtype = vp_at(sim, x)->grad_dtype;
     /* _ToFloat8ConstrFunc.backward hands the gradient through; the
      * all-gather's backward reduce-scatters it into one like x */
-    vp_record(sim, gather > 1 ? backward_split : backward_pass, label, &x, 1, &y, 1);
+    vp_node *node = vp_record(sim, gather > 1 ? backward_funcol_gather : backward_pass, label, &x, 1, &y, 1);
+    if (node) node->aux[0] = funcol;
     return y;
 }
 
@@ -1125,6 +1182,45 @@ static void backward_scatter(vp_sim *sim, uint32_t index) {
     }
     vp_t g = vp_grad_sized(sim, numel_of(sim, node->in[0]), VP_FP8_E4M3, node->label);
     vp_give_grad(sim, vp_node_at(sim, index), 0, g);
+}
+
+/* The reduce-scatter's backward under funcol: the output's gradient
+ * all-gathered into one like x (in float8 where it arrives so, as
+ * backward_scatter), with funcol's collective output beside the cat's, or
+ * fused with the matmul that reads it (the row-parallel linear's input
+ * gradient) and the request of the shard. */
+static void backward_funcol_scatter(vp_sim *sim, uint32_t index) {
+    vp_node *node = vp_node_at(sim, index);
+    unsigned funcol = (unsigned)node->aux[0];
+    vp_t go = vp_grad_out(sim, node, 0);
+    bool f8 = go && dtype_of(sim, go) == VP_FP8_E4M3 && vp_at(sim, node->in[0])->grad_dtype != VP_FP8_E4M3;
+    vp_dtype dt = f8 ? VP_FP8_E4M3 : (vp_dtype)vp_at(sim, node->in[0])->grad_dtype;
+    uint64_t n = numel_of(sim, node->in[0]);
+    vp_t raw = 0;
+    if (go && (funcol & VP_FUNCOL_FUSED_BACKWARD)) symm_mem_request(sim, dt, numel_of(sim, go), 1);
+    else if (go) raw = vp_grad_sized(sim, n, dt, "all_gather_into_tensor (before its cat)");
+    node = vp_node_at(sim, index);
+    vp_t g = f8 ? vp_grad_sized(sim, n, VP_FP8_E4M3, node->label) : vp_grad_like(sim, node->in[0], node->label);
+    vp_drop(sim, raw);
+    vp_give_grad(sim, vp_node_at(sim, index), 0, g);
+}
+
+vp_t vp_funcol_reduce_scatter(vp_sim *sim, vp_t x, unsigned parts, unsigned funcol, const char *label) {
+    vp_dtype dt = dtype_of(sim, x);
+    vp_t cat = funcol & VP_FUNCOL_FUSED_FORWARD ? 0 : vp_new(sim, numel_of(sim, x), dt, "reduce_scatter.cat");
+    vp_t y = vp_sac_new(sim, VP_ATEN_REDUCE_SCATTER, numel_of(sim, x) / parts, dt, label);
+    if (!cat) symm_mem_request(sim, dt, numel_of(sim, y), 2);
+    vp_drop(sim, cat);
+    vp_node *node = vp_record(sim, backward_funcol_scatter, label, &x, 1, &y, 1);
+    if (node) node->aux[0] = funcol;
+    return y;
+}
+
+vp_t vp_funcol_all_gather(vp_sim *sim, vp_t x, unsigned parts, unsigned funcol, const char *label) {
+    vp_t y = funcol_gathered(sim, x, parts, funcol, label);
+    vp_node *node = vp_record(sim, backward_funcol_gather, label, &x, 1, &y, 1);
+    if (node) node->aux[0] = funcol;
+    return y;
 }
 
 vp_t vp_scatter(vp_sim *sim, vp_t x, unsigned parts, const char *label) {

@@ -73,8 +73,9 @@ vp_t vp_linear_float8(vp_sim *sim, vp_t x, vp_t w, bool w_float8, vp_float8_reci
  * saves the 1-byte tensor, not the 16-bit one), then all-gather the float8
  * data over `gather` ranks (1: none); the scale's fp32 element is not
  * counted. The result's gradient is x's dtype and, under the gather, x's
- * size (a reduce-scatter). */
-vp_t vp_float8_input(vp_sim *sim, vp_t x, unsigned gather, const char *label);
+ * size (a reduce-scatter). The gather is DTensor's (funcol: vp_funcol_all_gather's
+ * flags). */
+vp_t vp_float8_input(vp_sim *sim, vp_t x, unsigned gather, unsigned funcol, const char *label);
 
 /* NoopFwToFloat8BwDynamic: forward, y as it is (a view); backward, its
  * gradient cast to float8 once, handed on in float8 to the linear (or the
@@ -278,6 +279,17 @@ vp_t vp_scatter(vp_sim *sim, vp_t x, unsigned parts, const char *label);
 /* All-gather into `parts` times the rows (tokens gathered over a group): a
  * new tensor; backward reduce-scatters the gradient into one like x. */
 vp_t vp_all_gather(vp_sim *sim, vp_t x, unsigned parts, const char *label);
+
+/* DTensor's all-gather and reduce-scatter of sequence parallelism's
+ * Shard(1) through torch's functional collectives (prims.c): as
+ * vp_all_gather and vp_scatter, with funcol's chunk + cat beside each
+ * collective, forward and backward, unless Inductor's micro-pipeline TP
+ * fused it with its matmul (async TP): VP_FUNCOL_FUSED_FORWARD for the
+ * forward's collective, VP_FUNCOL_FUSED_BACKWARD for the backward's. A
+ * fused op's symmetric-memory request raises sim->symm_mem_request. */
+enum { VP_FUNCOL_FUSED_FORWARD = 1u, VP_FUNCOL_FUSED_BACKWARD = 2u };
+vp_t vp_funcol_all_gather(vp_sim *sim, vp_t x, unsigned parts, unsigned funcol, const char *label);
+vp_t vp_funcol_reduce_scatter(vp_sim *sim, vp_t x, unsigned parts, unsigned funcol, const char *label);
 
 /* torch.logsumexp(x, -1) to `rows` elements: amax, one x-sized
  * temporary ((self - maxes).exp_()) while it sums; LogsumexpBackward0

@@ -183,6 +183,9 @@ typedef struct vp_sim {
      * torchao's float8 cast is an amax reduction and one kernel writing
      * the 1-byte data (no fp32 copies) */
     bool fused_casts;
+    /* the largest symmetric-memory workspace a fused async-TP op asked for,
+     * bytes (get_symm_mem_workspace's min_size; prims.c, funcol) */
+    uint64_t symm_mem_request;
     vp_sim_status status;
 } vp_sim;
 

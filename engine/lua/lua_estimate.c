@@ -172,6 +172,7 @@ static void set_rank(lua_State *L, const vp_rank_estimate *e, const vp_recipe *r
     set_int(L, "cuda_context_bytes", e->cuda_context_bytes);
     set_int(L, "cublas_workspace_bytes", e->cublas_workspace_bytes);
     set_int(L, "nccl_bytes", e->nccl_bytes);
+    set_int(L, "symm_mem_bytes", e->symm_mem_bytes);
     set_nccl_groups(L, &e->nccl);
     set_int(L, "runtime_bytes", e->runtime_bytes);
     set_int(L, "peak_unrounded_bytes", e->peak_unrounded);

@@ -60,8 +60,10 @@ uint64_t vp_local_vocab(uint64_t vocab, unsigned tp, bool exact);
  * Float8 tensorwise and `weight` (the module's first linear) swapped,
  * torchao's PrepareFloat8ModuleInput: cast to float8, then gathered in
  * float8 (with or without sequence parallelism, never 0). The caller
- * drops it. */
-vp_t vp_module_input(vp_step *step, vp_t x, vp_t weight);
+ * drops it.
+ * `linears`: how many linears read it inside a compiled block (0: outside
+ * one, the head), for async TP's fusions (op_basic.c). */
+vp_t vp_module_input(vp_step *step, vp_t x, vp_t weight, unsigned linears);
 
 /* Run ops in sequence: each result replaces the previous one, which is
  * dropped as a rebound Python local is. x is borrowed; the result is owned. */

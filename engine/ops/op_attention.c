@@ -1380,7 +1380,8 @@ static vp_t attend(vp_step *step, const vp_op *op, const vp_t *leaves, qkv *in, 
 static vp_t attention_forward(vp_step *step, const vp_op *op, const vp_t *leaves, vp_t given) {
     vp_sim *sim = &step->sim;
     /* DTensor's PrepareModuleInput: the input gathered once for q, k and v */
-    vp_t gathered = vp_module_input(step, given, leaves[Q_W]), x = gathered ? gathered : given;
+    vp_t gathered = vp_module_input(step, given, leaves[Q_W], vp_op_flag(op, ATT_FUSED_QKV) ? 1 : 3),
+         x = gathered ? gathered : given;
     shape s = local_shape(op, step->tp);
     uint64_t q_out = s.heads * s.head_dim, kv_out = s.kv_heads * s.head_dim;
     qkv in = {.input_dtype = (vp_dtype)vp_at(sim, given)->dtype};

@@ -125,7 +125,7 @@ vp_t vp_project_column(vp_step *step, vp_t x, vp_t weight, vp_t bias, uint64_t o
      * module's float8 input passes as it is); the output's gradient is
      * cast to float8 once (NoopFwToFloat8BwDynamic) */
     vp_sim *sim = &step->sim;
-    vp_t x8 = vp_at(sim, x)->dtype == VP_FP8_E4M3 ? 0 : vp_float8_input(sim, x, 1, "float8.colwise_input");
+    vp_t x8 = vp_at(sim, x)->dtype == VP_FP8_E4M3 ? 0 : vp_float8_input(sim, x, 1, 0, "float8.colwise_input");
     vp_t y = project(step, x8 ? x8 : x, weight, bias, out_local, false, label);
     vp_drop(sim, x8);
     vp_t out = vp_float8_grad(sim, y, label);
@@ -133,14 +133,28 @@ vp_t vp_project_column(vp_step *step, vp_t x, vp_t weight, vp_t bias, uint64_t o
     return out;
 }
 
-vp_t vp_module_input(vp_step *step, vp_t x, vp_t weight) {
+/* Inductor's micro-pipeline TP (async_tp, which needs compile): only in
+ * the compiled blocks (torchtitan compiles each TransformerBlock; the
+ * embeddings and the head run eagerly: `linears` 0). A module input's
+ * gather is fused with the matmuls that read it (fuse_all_gather_matmul,
+ * all of them in one op); its backward's reduce-scatter only where one
+ * matmul produced the gradient (fuse_matmul_reduce_scatter's
+ * _find_producer_matmul: the sum of q, k and v's, or of gate and up's, is
+ * an add). torch/_inductor/fx_passes/micro_pipeline_tp.py, Dec 2024. */
+static unsigned module_input_funcol(const vp_step *step, unsigned linears) {
+    if (!step->recipe->async_tp || !linears) return 0;
+    return VP_FUNCOL_FUSED_FORWARD | (linears == 1 ? VP_FUNCOL_FUSED_BACKWARD : 0);
+}
+
+vp_t vp_module_input(vp_step *step, vp_t x, vp_t weight, unsigned linears) {
     if (!vp_framework_of(step->recipe)->dtensor_tp) return 0;
+    unsigned funcol = module_input_funcol(step, linears);
     /* PrepareFloat8ModuleInput: cast to float8 before the all-gather, so
      * that the module's linears share one float8 gather */
     if (float8_tp(step, weight))
-        return vp_float8_input(&step->sim, x, step->sp ? step->tp : 1, "all_gather.module_input (float8)");
+        return vp_float8_input(&step->sim, x, step->sp ? step->tp : 1, funcol, "all_gather.module_input (float8)");
     if (!step->sp) return 0;
-    return vp_all_gather(&step->sim, x, step->tp, "all_gather.module_input");
+    return vp_funcol_all_gather(&step->sim, x, step->tp, funcol, "all_gather.module_input");
 }
 
 vp_t vp_project_row(vp_step *step, vp_t x, vp_t weight, vp_t bias, uint64_t out_features, const char *label) {
@@ -149,11 +163,18 @@ vp_t vp_project_row(vp_step *step, vp_t x, vp_t weight, vp_t bias, uint64_t out_
      * (which saves it in float8), the output's gradient cast after the
      * reduce-scatter and gathered in float8 (vp_scatter) */
     bool f8 = float8_tp(step, weight);
-    vp_t x8 = f8 ? vp_float8_input(sim, x, 1, "float8.rowwise_input") : 0;
+    vp_t x8 = f8 ? vp_float8_input(sim, x, 1, 0, "float8.rowwise_input") : 0;
     vp_t y = project(step, x8 ? x8 : x, weight, bias, out_features, false, label);
     vp_drop(sim, x8);
     if (step->sp) { /* else the all-reduce sums in place */
-        vp_t shard = vp_scatter(sim, y, step->tp, "reduce_scatter");
+        /* DTensor's is funcol's (vp_funcol_reduce_scatter); a row-parallel
+         * linear is in a compiled block, its matmul the reduce-scatter's
+         * only producer, and its input gradient's matmul the only reader
+         * of the gathered output gradient: both fused under async TP */
+        unsigned funcol = step->recipe->async_tp ? VP_FUNCOL_FUSED_FORWARD | VP_FUNCOL_FUSED_BACKWARD : 0;
+        vp_t shard = vp_framework_of(step->recipe)->dtensor_tp
+                         ? vp_funcol_reduce_scatter(sim, y, step->tp, funcol, "reduce_scatter")
+                         : vp_scatter(sim, y, step->tp, "reduce_scatter");
         vp_drop(sim, y);
         y = shard;
     }

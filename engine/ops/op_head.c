@@ -68,7 +68,7 @@ static vp_t head_forward(vp_step *step, const vp_op *op, const vp_t *leaves, vp_
     bool scaled_input = vp_op_flag(op, HEAD_SCALE_INPUT);
     /* DTensor's ColwiseParallel(input_layouts=Shard(1)) gathers the
      * sequence first (torchtitan's output plan) */
-    vp_t gathered = vp_module_input(step, x, weight);
+    vp_t gathered = vp_module_input(step, x, weight, 0); /* outside the compiled blocks */
     if (gathered) x = gathered;
     vp_t input = scaled_input ? vp_scale(&step->sim, x, "lm_head.scale_input") : (vp_hold(&step->sim, x), x);
     vp_drop(&step->sim, gathered);

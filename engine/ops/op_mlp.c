@@ -235,7 +235,8 @@ static vp_t activate(vp_step *step, unsigned kind, vp_t x) {
 static vp_t mlp_forward(vp_step *step, const vp_op *op, const vp_t *leaves, vp_t given) {
     vp_sim *sim = &step->sim;
     /* DTensor's PrepareModuleInput: the input gathered once for gate and up */
-    vp_t gathered = vp_module_input(step, given, leaves[vp_op_flag(op, MLP_GATED) ? GATE_W : UP_W]),
+    unsigned linears = vp_op_flag(op, MLP_GATED) && vp_op_u64(op, MLP_MODULE_NAMES) != NAMES_PHI3 ? 2 : 1;
+    vp_t gathered = vp_module_input(step, given, leaves[vp_op_flag(op, MLP_GATED) ? GATE_W : UP_W], linears),
          x = gathered ? gathered : given;
     uint64_t h = vp_op_u64(op, MLP_HIDDEN), f = vp_split_tp(step, vp_op_u64(op, MLP_INTERMEDIATE));
     unsigned kind = (unsigned)vp_op_u64(op, MLP_ACTIVATION);

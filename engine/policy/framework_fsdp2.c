@@ -31,17 +31,20 @@
  *   prefetch it immediately"), and the root is never resharded after forward
  *   (FSDPState._lazy_init sets the root's post_forward_mesh_info = None). */
 static const char *plan_fsdp2(const vp_recipe *r, const vp_precision *p, vp_shard_plan *plan) {
-    /* torchtitan's parallelize_llama: "Async TP requires --training.compile";
-     * Inductor's _micro_pipeline_tp then fuses each all-gather into its
-     * matmul over symmetric-memory buffers, whose memory is not modelled */
     /* torchtitan's context parallelism replaces SDPA (context_parallel's
      * buffers and its SDPA dispatch): flash_attn's library kernel is not it */
     if (r->cp > 1 && r->attention != VP_ATTN_SDPA)
         return "cp: PyTorch's context parallelism rings SDPA's kernels: use attention = sdpa";
-    if (r->async_tp)
-        return r->tp > 1 ? "async_tp: Inductor's micro-pipeline TP (fused all-gather matmuls and matmul reduce-scatters "
-                           "over a symmetric-memory workspace) is not modelled (docs/torchtitan.md)"
-                         : "async_tp: needs tp > 1";
+    /* torchtitan's parallelize_llama (9dec370): "Async TP requires
+     * --training.compile" (Inductor's _micro_pipeline_tp pass does the
+     * fusing), and it applies to the tp mesh's group */
+    if (r->async_tp && r->tp <= 1) return "async_tp: needs tp > 1 (async tensor parallelism fuses tp's collectives)";
+    if (r->async_tp && !r->sequence_parallel)
+        return "async_tp: needs sequence_parallel = true (torchtitan's tp always runs it; without it tp has no "
+               "all-gathers or reduce-scatters to fuse)";
+    if (r->async_tp && !r->compile)
+        return "async_tp: needs compile = true (torchtitan: \"Async TP requires --training.compile\"; Inductor's "
+               "micro-pipeline TP pass does the fusing)";
     if (r->pp > 1 && !vp_pp_torch(r))
         return "pp_schedule: framework = fsdp2 runs torch.distributed.pipelining's schedules: 1F1B, GPipe, "
                "Interleaved1F1B, InterleavedZeroBubble, ZBVZeroBubble or DualPipeV";

@@ -191,7 +191,7 @@ typedef struct {
     bool reshard_after_forward;  /* FSDP2: blocks resharded after forward (torchtitan's policy) */
     bool fp8_all_gather;         /* FSDP2 + fp8-torchao: float8 weights all-gathered in float8 (layout.c) */
     vp_float8_recipe fp8_recipe; /* fp8-torchao: torchao's recipe (prims.c vp_linear_float8) */
-    bool async_tp;               /* torchtitan's enable_async_tensor_parallel (refused: needs compile) */
+    bool async_tp;               /* torchtitan's enable_async_tensor_parallel (needs compile) */
     vp_offload offload_optimizer;
     vp_offload offload_params;
     double reduce_bucket_size;   /* DeepSpeed, elements */

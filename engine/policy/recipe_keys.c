@@ -417,10 +417,13 @@ static const vp_recipe_key keys[] = {
             "FSDP2's all-gather (1 byte an element gathered, no weight cast in the GEMMs; torchao's "
             "enable_fsdp_float8_all_gather) [false]"},
     /* torchtitan's enable_async_tensor_parallel (parallelize_llama.py,
-     * apply_tp: Inductor's _micro_pipeline_tp over symmetric memory) */
+     * apply_tp: torch._inductor.config._micro_pipeline_tp = True and
+     * enable_symm_mem_for_group on the tp group; prims.c, funcol) */
     {BOOL_KEY("async_tp", async_tp, false), .applies = with_fsdp2,
-     .doc = "framework fsdp2 with tp: torchtitan's async tensor parallelism (refused: Inductor's fused all-gather "
-            "matmuls over a symmetric-memory workspace are not modelled) [false]"},
+     .doc = "framework fsdp2 with tp and compile: torchtitan's async tensor parallelism (Inductor's micro-pipeline "
+            "TP fuses the compiled blocks' all-gathers into their matmuls and the matmuls into their "
+            "reduce-scatters: no funcol cat beside them, plus a symmetric-memory workspace outside the caching "
+            "allocator) [false]"},
     {OPTION_KEY("offload_optimizer", offload_optimizer, vp_offload_names, VP_OFFLOAD_NONE),
      .doc = "DeepSpeed's optimizer offload (master weights, states, fp32 gradients)"},
     {OPTION_KEY("offload_params", offload_params, vp_offload_names, VP_OFFLOAD_NONE),

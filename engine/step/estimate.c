@@ -19,9 +19,30 @@
  * 4096 KiB x 8 = 32 MiB on compute capability 9.0 and later. One workspace
  * is kept per (handle, stream), and handles are per thread: the forward's
  * thread and the autograd engine's backward thread each get one. */
-static uint64_t cublas_workspace(const vp_gpu *gpu) {
+static uint64_t cublas_workspace(const vp_gpu *gpu, const vp_recipe *recipe) {
     uint64_t one = gpu && gpu->compute_major >= 9 ? 4096u * 8u * 1024u : 4096u * 2u * 1024u + 16u * 8u * 1024u;
-    return 2 * one;
+    /* async TP runs half its matmuls on symmetric memory's backend stream
+     * (_get_backend_stream; _pipelined_all_gather_and_consume and
+     * _pipelined_produce_and_all2all): one more workspace per thread */
+    return (recipe->async_tp ? 4 : 2) * one;
+}
+
+/* Async TP's symmetric-memory workspace: get_symm_mem_workspace
+ * (torch/distributed/_symmetric_memory/__init__.py, torch 2.6) keeps one
+ * per process group, grown to the largest min_size a fused op asked for
+ * and kept for the run; _SymmetricMemory.empty_strided_p2p allocates it
+ * through CUDASymmetricMemoryAllocator::alloc (c10d
+ * CUDASymmetricMemory.cu): round_up(size, 16) + a 2,048-byte signal pad,
+ * rounded up to cuMemGetAllocationGranularity's recommended granularity,
+ * by cuMemCreate and cuMemMap: the driver's, outside the caching allocator
+ * (not in memory_reserved, in nvidia-smi's figure). The granularity is
+ * taken as 2 MiB (not read from a source: it moves the figure by < 2 MiB).
+ * The peers' buffers are mapped, not allocated, on this GPU. */
+static uint64_t symm_mem_workspace(uint64_t request) {
+    const uint64_t granularity = 2u << 20, signal_pad = 2048;
+    if (!request) return 0;
+    uint64_t block = ((request + 15) / 16) * 16 + signal_pad;
+    return (block + granularity - 1) / granularity * granularity;
 }
 
 static unsigned microbatches(const vp_recipe *r) { return vp_recipe_microbatches(r); }
@@ -315,10 +336,11 @@ static void finish_rank(vp_rank_estimate *e, const vp_recipe *recipe, const vp_g
         e->peak_allocated = m->peak;
         e->peak_reserved = constant_reserved(&e->step, recipe, extra_rounded, m, fb_wins);
         e->cuda_context_bytes = (uint64_t)llround(recipe->cuda_context_mib * MIB);
-        e->cublas_workspace_bytes = cublas_workspace(gpu);
+        e->cublas_workspace_bytes = cublas_workspace(gpu, recipe);
         vp_nccl_buffers(recipe, gpu, e->stage, &e->nccl);
         e->nccl_bytes = e->nccl.bytes;
-        e->runtime_bytes = e->cuda_context_bytes + e->cublas_workspace_bytes + e->nccl_bytes;
+        e->symm_mem_bytes = symm_mem_workspace(e->step.symm_mem_request);
+        e->runtime_bytes = e->cuda_context_bytes + e->cublas_workspace_bytes + e->nccl_bytes + e->symm_mem_bytes;
         e->peak_total = e->peak_reserved + e->runtime_bytes;
     }
     e->allocator_bytes = e->peak_reserved - e->peak_allocated;

@@ -34,7 +34,8 @@ typedef struct {
     uint64_t cublas_workspace_bytes;
     uint64_t nccl_bytes;         /* NCCL's buffers for the rank's communicators */
     vp_nccl nccl;                /* ... group by group (nccl.h) */
-    uint64_t runtime_bytes;      /* context + workspaces + NCCL */
+    uint64_t symm_mem_bytes;     /* async TP's symmetric-memory workspace (outside the caching allocator) */
+    uint64_t runtime_bytes;      /* context + workspaces + NCCL + symmetric memory */
     uint64_t peak_total;         /* what nvidia-smi would show */
     bool fits;
     int64_t headroom;            /* GPU memory - peak_total (negative: short by) */

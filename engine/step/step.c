@@ -399,7 +399,11 @@ static vp_t run_section(vp_step *step, vp_section_id id, const vp_t *leaves, vp_
         current = next;
         vp_step_clear_fp8(step);
         if (i == scatter_after) {
-            next = vp_scatter(&step->sim, current, step->tp, "embeddings.scatter");
+            /* DTensor's RowwiseParallel(output_layouts=Shard(1)) goes
+             * through funcol (its cat); the embedding runs eagerly */
+            next = vp_framework_of(step->recipe)->dtensor_tp
+                       ? vp_funcol_reduce_scatter(&step->sim, current, step->tp, 0, "embeddings.scatter")
+                       : vp_scatter(&step->sim, current, step->tp, "embeddings.scatter");
             vp_drop(&step->sim, current);
             current = next;
         }
@@ -744,6 +748,7 @@ static void run(vp_step *step, vp_step_result *result) {
     /* a later micro-batch backpropagates into the gradients the first made */
     step->priv->final_micro_batch = true;
     if (step->stage.microbatches > 1) micro_batch(step, &resident, &resident_raw);
+    result->symm_mem_request = step->sim.symm_mem_request;
     result->rounded_fb = ledger->rounded;
     result->raw_fb = ledger->raw;
     memcpy(result->streams_fb, ledger->stream, sizeof ledger->stream);

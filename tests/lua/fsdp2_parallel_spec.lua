@@ -145,7 +145,7 @@ describe("fsdp2 with tp (DTensor's plans, as torchtitan's apply_tp)", function()
   end)
 
   for name, test in helper.refusals("llama2-7b", { "framework=fsdp2", "dp=2" }, {
-    { { "tp=2", "async_tp=true", "compile=true" }, "async_tp: Inductor's micro-pipeline TP" },
+    { { "tp=2", "sequence_parallel=true", "async_tp=true" }, "async_tp: needs compile = true" },
     { { "tp=2", "kv_heads=1" }, "tp: must divide the key/value heads under DTensor's tensor parallelism" },
     { { "tp=2", "finetune=lora" }, "finetune: PEFT's adapters under DTensor's tensor parallelism" },
     { { "tp=2", "precision=fp8" }, "precision: Transformer Engine's fp8 under DTensor's tensor parallelism" },

@@ -70,6 +70,13 @@ aliases.keys = {
   ["parallelism.pipeline_parallel_layers_per_stage"] = { key = "pp_layers_per_stage" },
   ["parallelism.pipeline_parallel_first_stage_less_layers"] = { key = "pp_first_stage_less_layers" },
   ["parallelism.pipeline_parallel_last_stage_less_layers"] = { key = "pp_last_stage_less_layers" },
+  -- async tensor parallelism, by torchtitan's era: experimental. in Dec
+  -- 2024 (torchtitan/config_manager.py at 9dec370), parallelism. (the
+  -- Parallelism dataclass, torchtitan/config/job_config.py), compile.
+  -- since 737594746 (CompileConfig, torchtitan/config/configs.py, 2026-08)
+  ["experimental.enable_async_tensor_parallel"] = { key = "async_tp" },
+  ["parallelism.enable_async_tensor_parallel"] = { key = "async_tp" },
+  ["compile.enable_async_tensor_parallel"] = { key = "async_tp" },
 }
 
 -- Other spellings of enumerated values, per recipe key (compared in lower

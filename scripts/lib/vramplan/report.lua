@@ -201,7 +201,8 @@ function report.human(ctx)
   line("  %-22s %12s   tensors live at the peak (torch.cuda.max_memory_allocated)", "= allocated", report.bytes(r.peak_allocated_bytes))
   line("  %-22s %12s   caching-allocator segments and fragmentation", "+ allocator", report.bytes(r.allocator_bytes))
   line("  %-22s %12s   CUDA context and cuBLAS workspaces%s", "+ runtime", report.bytes(r.runtime_bytes),
-    (r.nccl_bytes or 0) > 0 and (", NCCL's buffers " .. report.bytes(r.nccl_bytes)) or "")
+    ((r.nccl_bytes or 0) > 0 and (", NCCL's buffers " .. report.bytes(r.nccl_bytes)) or "") ..
+    ((r.symm_mem_bytes or 0) > 0 and (", async TP's symmetric memory " .. report.bytes(r.symm_mem_bytes)) or ""))
   for _, g in ipairs(r.nccl_groups or {}) do line("%s", report.nccl_group(g)) end
   line("  %-22s %12s   what nvidia-smi would show", "= total", report.bytes(r.peak_total_bytes))
   for _, note in ipairs(report.run_notes(r, gpu)) do line("%s", note) end
@@ -300,7 +301,7 @@ local rank_fields = {
   "params_bytes", "buffers_bytes", "grads_bytes", "master_bytes", "optimizer_bytes", "comm_bytes",
   "activations_bytes", "peak_allocated_bytes", "peak_reserved_bytes", "peak_total_bytes", "peak_phase", "peak_op",
   "peak_breakdown", "allocator_bytes", "runtime_bytes", "cuda_context_bytes", "cublas_workspace_bytes",
-  "nccl_bytes", "nccl_groups",
+  "nccl_bytes", "nccl_groups", "symm_mem_bytes",
   -- the caching allocator simulated over the step (engine/core/allocator.c): a GPU's estimate asked for it
   "peak_reserved_simulated_bytes",
   -- ... and over the whole run, loading and wrapping the model first (engine/step/run_phases.c)
@@ -323,7 +324,7 @@ local order = {
   "params_bytes", "buffers_bytes", "grads_bytes", "master_bytes", "optimizer_bytes", "activations_bytes",
   "peak_allocated_bytes", "peak_reserved_bytes", "peak_reserved_simulated_bytes", "peak_reserved_run_bytes",
   "reserved_at_start_bytes", "peak_total_bytes", "peak_phase", "peak_layer", "peak_op", "peak_breakdown", "allocator_bytes", "runtime_bytes", "cuda_context_bytes", "cublas_workspace_bytes", "nccl_bytes",
-  "nccl_groups", "pattern", "local_ranks", "nodes", "peers", "channels", "ring_bytes", "tree_bytes", "nvls_bytes",
+  "nccl_groups", "symm_mem_bytes", "pattern", "local_ranks", "nodes", "peers", "channels", "ring_bytes", "tree_bytes", "nvls_bytes",
   "p2p_bytes", "bytes",
   "memory_bytes", "short_name", "per_rank", "host", "stage", "in_flight", "head_activations_bytes", "weight_pass_bytes",
   "pending_weight_bytes", "ranks", "count", "comm_bytes",
