@@ -113,6 +113,15 @@ describe("async_tp = true (Inductor's micro-pipeline TP)", function()
     assert.are.equal(26 * MIB, r.symm_mem_bytes)
   end)
 
+  it("names the workspace in the text report's runtime line", function()
+    -- b 1 x s 512 over tp 2: 256 x 4096 x 2 = 2 MiB a shard, 4 MiB asked, 6 MiB with the pad
+    local out, err, code = helper.run("estimate", "llama2-7b", "--set", "framework=fsdp2", "--set", "gpus=4",
+      "--set", "tp=2", "--set", "sequence_parallel=true", "--set", "compile=true", "--set", "async_tp=true",
+      "--set", "seq_len=512", "--gpu", "h100-80gb")
+    assert.are.equal(0, code, err)
+    assert.truthy(out:find("async TP's symmetric memory 6.0 MiB", 1, true), out)
+  end)
+
   it("gives the same peak folded and unfolded", function()
     helper.assert_folds_agree(helper.model("llama2-7b", 4), {
       recipe({ async_tp = true }),
