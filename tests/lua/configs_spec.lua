@@ -416,6 +416,11 @@ describe("training stacks", function()
     assert_keys(recipe, { framework = "deepspeed", precision = "mixed-fp16", optimizer_impl = "fused", dp = 2 })
     recipe = estimate("llama3.2-1b", "--set", "seq_len=256", "--set", "stack=torchtitan", "--set", "gpus=4")
     assert_keys(recipe, { framework = "fsdp2", precision = "mixed-bf16", optimizer_impl = "fused", dp = 4 })
+    assert.are_not.equal(true, recipe.sequence_parallel)
+    -- torchtitan's tp plan always runs the norms sequence-parallel
+    recipe = estimate("llama3.2-1b", "--set", "seq_len=256", "--set", "stack=torchtitan", "--set", "gpus=4",
+      "--set", "tp=2")
+    assert_keys(recipe, { tp = 2, dp = 2, sequence_parallel = true })
     recipe = estimate("llama3.2-1b", "--set", "seq_len=256", "--set", "stack=torchtune")
     assert_keys(recipe, { precision = "bf16", checkpointing = "full" })
     -- a recipe key set by hand wins over the stack's default

@@ -93,8 +93,12 @@ stacks.profiles = {
     -- (torchtitan/trainer.py, _forward_backward_body: `del pred`, then
     -- loss.backward()): the loop keeps no logits.
     framework = "fsdp2",
+    -- Its tensor parallelism always runs the norms sequence-parallel
+    -- (apply_tp's plan: SequenceParallel() on attention_norm, ffn_norm and
+    -- norm, the embeddings' output Shard(1)), so tp > 1 brings it.
     defaults = { precision = "mixed-bf16", optimizer = "adamw", optimizer_impl = "fused", checkpointing = "layers-2",
-                 use_reentrant = false, checkpoint_early_stop = false, keep_logits = false },
+                 use_reentrant = false, checkpoint_early_stop = false, keep_logits = false,
+                 sequence_parallel = function(keys) return (tonumber(keys.tp) or 1) > 1 or nil end },
     rule = "fixed",
   },
   deepspeed = {
@@ -507,9 +511,11 @@ function stacks.apply(keys, origins)
 end
 
 -- The stack's defaults, where the recipe (and what it implies) left keys unset.
+-- A default may be a function of the keys (nil: no default).
 function stacks.defaults(keys, origins, assumed)
   for k, v in pairs(assumed.defaults or {}) do
-    if keys[k] == nil then keys[k], origins[k] = v, assumed.origin end
+    if type(v) == "function" then v = v(keys) end
+    if keys[k] == nil and v ~= nil then keys[k], origins[k] = v, assumed.origin end
   end
 end
 
