@@ -858,13 +858,17 @@ static double stage_comm(const vp_model *model, const vp_recipe *r, const vp_tim
      * forward's are on the critical path (Narayanan et al. 2021, section
      * 3.3); the backward's overlap the weight-gradient GEMM (Korthikanti et
      * al. 2022, section 6.2); Transformer Engine's --tp-comm-overlap hides
-     * the forward's behind the GEMMs too (overlap_comm). */
+     * the forward's behind the GEMMs too (overlap_comm), and so does
+     * torchtitan's async TP (Inductor's micro-pipeline TP: each all-gather
+     * and reduce-scatter runs shard by shard beside the matmul it feeds or
+     * drains, torch/distributed/_symmetric_memory's
+     * _pipelined_all_gather_and_consume and _pipelined_produce_and_all2all). */
     double tp_busbw = group_busbw(hw, tp, 1);
     double tp_fwd = vp_time_allreduce(s->fwd.tp_bytes + s->recompute_tp_bytes, tp, tp_busbw);
     double tp_bwd = vp_time_allreduce(s->fwd.tp_bytes, tp, tp_busbw);
     double weight_grads = frozen_base(r) ? 0 : s->fwd.matmul_s;
     tp_bwd = tp_bwd > weight_grads ? tp_bwd - weight_grads : 0;
-    if (r->overlap_comm > 0) {
+    if (r->overlap_comm > 0 || r->async_tp) {
         double hidden_by = s->fwd.matmul_s * (s->recompute_tp_bytes > 0 ? 2 : 1);
         tp_fwd = tp_fwd > hidden_by ? tp_fwd - hidden_by : 0;
     }
