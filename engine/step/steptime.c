@@ -311,7 +311,20 @@ static void sac_linear(const cost_ctx *c, double rows, double in, double out, bo
     sac_op(c, bias ? VP_ATEN_ADDMM : VP_ATEN_MM, t, 2 * rows * in * out, o);
 }
 
-static void float8_linear(const cost_ctx *c, double rows, double in, double out, bool conv1d, op_cost *o);
+/* How tensor parallelism splits a module's linear (for torchao's float8
+ * TP styles); TP_PLAIN where no style applies. */
+typedef enum { TP_PLAIN, TP_COLUMN, TP_ROW } tp_style;
+
+/* torchtitan's plan with Float8 tensorwise (apply_tp's
+ * enable_float8_tensorwise_tp; rowwise recipes keep the plain styles):
+ * torchao's Float8ColwiseParallel, Float8RowwiseParallel and
+ * PrepareFloat8ModuleInput on the swapped linears (op_basic.c float8_tp). */
+static bool float8_styles(const cost_ctx *c) {
+    return c->float8 && c->fp8_recipe == VP_FLOAT8_TENSORWISE && c->tp > 1 && vp_framework_of(c->recipe)->dtensor_tp;
+}
+
+static void float8_linear(const cost_ctx *c, double rows, double in, double out, bool conv1d, tp_style style,
+                          op_cost *o);
 
 /* Only nn.Linear modules whose dims are multiples of 16 are swapped
  * (torchtitan's filter; layout.c's make_leaf), not Conv1D. */
@@ -324,11 +337,11 @@ static bool swapped_float8(const cost_ctx *c, double in, double out, bool conv1d
  * counts it and as torchao swaps it (one Float8Linear each: a fused
  * q/k/v one, separate q, k, v three, each casting its input). */
 static void module_linear(const cost_ctx *c, double rows, double in, double out, bool bias, bool conv1d,
-                          op_cost *o) {
+                          tp_style style, op_cost *o) {
     /* Float8Linear's GEMM is torch.mm on float8 tensors (aten.mm to the
      * policy), its bias added after it */
     sac_linear(c, rows, in, out, (bias && !swapped_float8(c, in, out, conv1d)) || conv1d, o);
-    float8_linear(c, rows, in, out, conv1d, o);
+    float8_linear(c, rows, in, out, conv1d, style, o);
 }
 
 /* Bytes an element of a module's tensor-parallel traffic takes. torchtitan's
@@ -342,10 +355,8 @@ static void module_linear(const cost_ctx *c, double rows, double in, double out,
  * half moves at 1 byte. Rowwise recipes keep the plain styles; without
  * sequence parallelism the all-reduces are 16-bit either way. */
 static double tp_elem(const cost_ctx *c, double hidden) {
-    const vp_recipe *r = c->recipe;
-    bool styles = c->float8 && c->fp8_recipe == VP_FLOAT8_TENSORWISE && c->tp > 1 && r->sequence_parallel &&
-                  vp_framework_of(r)->dtensor_tp && fmod(hidden, 16) == 0;
-    return styles ? (1 + c->elem) / 2 : c->elem;
+    bool gathered = float8_styles(c) && c->recipe->sequence_parallel && fmod(hidden, 16) == 0;
+    return gathered ? (1 + c->elem) / 2 : c->elem;
 }
 
 /* ---- torchao's float8 casts (precision fp8-torchao) ---- */
@@ -385,16 +396,37 @@ static double float8_mm_bytes(double copies, bool post_scale, double m, double n
  * column-major copy, grad_output and the input cast again for grad_weight
  * with both operands' copies (16-bit grad_weight under rowwise_with_gw_hp:
  * no casts for it). */
-static void float8_linear(const cost_ctx *c, double rows, double in, double out, bool conv1d, op_cost *o) {
+static void float8_linear(const cost_ctx *c, double rows, double in, double out, bool conv1d, tp_style style,
+                          op_cost *o) {
     if (!swapped_float8(c, in, out, conv1d)) return;
     double e = c->elem, bw = c->hw->memory_bw, x = rows * in, w = in * out, g = rows * out;
     bool rowwise = c->fp8_recipe != VP_FLOAT8_TENSORWISE;
-    o->cast_s += (float8_cast_bytes(c, x, e) + (c->float8_weights ? 0 : float8_cast_bytes(c, w, e))) / bw;
-    double bwd = float8_cast_bytes(c, g, e) + (c->float8_weights ? 0 : float8_cast_bytes(c, w, e)) +
-                 float8_mm_bytes(w, rowwise, rows, in, e);
+    /* torchao's float8 TP styles (float8_styles): a column-parallel
+     * linear's input arrives in float8 (PrepareFloat8ModuleInput, cast once
+     * per module: float8_module_input), a row-parallel one's is cast before
+     * it and saved in float8; each one's output gradient is cast once
+     * (NoopFwToFloat8BwDynamic) and serves both backward GEMMs; neither
+     * input is cast again for grad_weight */
+    bool styled = style != TP_PLAIN && float8_styles(c);
+    double x_cast = styled && style == TP_COLUMN ? 0 : float8_cast_bytes(c, x, e);
+    double x_recast = styled ? 0 : float8_cast_bytes(c, x, e), g_cast = styled ? 0 : float8_cast_bytes(c, g, e);
+    o->cast_s += (x_cast + (c->float8_weights ? 0 : float8_cast_bytes(c, w, e))) / bw;
+    double bwd = g_cast + (c->float8_weights ? 0 : float8_cast_bytes(c, w, e)) + float8_mm_bytes(w, rowwise, rows, in, e);
     if (c->fp8_recipe != VP_FLOAT8_ROWWISE_GW_HP)
-        bwd += float8_cast_bytes(c, g, e) + float8_cast_bytes(c, x, e) + float8_mm_bytes(g + x, rowwise, out, in, e);
+        bwd += g_cast + x_recast + float8_mm_bytes(g + x, rowwise, out, in, e);
+    /* the styles' one cast of the output gradient: a column-parallel
+     * linear's whole [rows, out / tp], a row-parallel one's on its
+     * reduce-scattered shard (the norm's rows) before the float8 gather */
+    if (styled) bwd += float8_cast_bytes(c, style == TP_COLUMN ? g : c->norm_rows * out, e);
     o->cast_bwd_s += bwd / bw;
+}
+
+/* PrepareFloat8ModuleInput: the module's input cast to float8 once, on
+ * the shard before the all-gather under sequence parallelism (the norm's
+ * rows), for all its column-parallel linears. */
+static void float8_module_input(const cost_ctx *c, double hidden, op_cost *o) {
+    if (!float8_styles(c) || fmod(hidden, 16) != 0) return;
+    o->cast_s += float8_cast_bytes(c, c->norm_rows * hidden, c->elem) / c->hw->memory_bw;
 }
 
 /* The attention core of `heads` query heads of width d (dv for values)
@@ -437,7 +469,8 @@ static void cost_attention(const vp_op *op, const cost_ctx *c, op_cost *o) {
     if (kv <= 0) kv = heads;
     if (d <= 0) d = hidden / heads;
     double rows = c->rows, tp = c->tp, dv = d;
-    if (field(op, "kv_lora_rank") > 0) { /* multi-head latent attention (DeepSeek-V2/V3) */
+    bool mla = field(op, "kv_lora_rank") > 0;
+    if (mla) { /* multi-head latent attention (DeepSeek-V2/V3) */
         double ql = field(op, "q_lora_rank"), kvl = field(op, "kv_lora_rank");
         double nope = field(op, "qk_nope_head_dim"), rope = field(op, "qk_rope_head_dim");
         d = nope + rope;
@@ -452,10 +485,10 @@ static void cost_attention(const vp_op *op, const cost_ctx *c, op_cost *o) {
                                            kvl * heads * (nope + dv) + heads * dv * hidden);
         /* modeling_deepseek's order for the policy's count: the query's
          * projections, then the latent's; o_proj after the core */
-        if (ql > 0) module_linear(c, rows, hidden, ql, false, false, o);
-        module_linear(c, rows, q_in, heads * d / tp, false, false, o);
-        module_linear(c, rows, hidden, kvl + rope, false, false, o);
-        module_linear(c, rows, kvl, heads * (nope + dv) / tp, false, false, o);
+        if (ql > 0) module_linear(c, rows, hidden, ql, false, false, TP_PLAIN, o);
+        module_linear(c, rows, q_in, heads * d / tp, false, false, TP_PLAIN, o);
+        module_linear(c, rows, hidden, kvl + rope, false, false, TP_PLAIN, o);
+        module_linear(c, rows, kvl, heads * (nope + dv) / tp, false, false, TP_PLAIN, o);
     } else {
         linear(c, rows, hidden, (heads + 2 * kv) * d / tp, o);
         linear(c, rows, heads * d / tp, hidden, o);
@@ -463,12 +496,13 @@ static void cost_attention(const vp_op *op, const cost_ctx *c, op_cost *o) {
         /* the projections one by one for the policy's count, in the
          * module's order: q, k, v (or one fused); o_proj after the core */
         bool bias = field(op, "qkv_bias") != 0, conv1d = field(op, "conv1d") != 0;
+        float8_module_input(c, hidden, o);
         if (field(op, "fused_qkv") != 0 || conv1d) {
-            module_linear(c, rows, hidden, (heads + 2 * kv) * d / tp, bias, conv1d, o);
+            module_linear(c, rows, hidden, (heads + 2 * kv) * d / tp, bias, conv1d, TP_COLUMN, o);
         } else {
-            module_linear(c, rows, hidden, heads * d / tp, bias, conv1d, o);
-            module_linear(c, rows, hidden, kv * d / tp, bias, conv1d, o);
-            module_linear(c, rows, hidden, kv * d / tp, bias, conv1d, o);
+            module_linear(c, rows, hidden, heads * d / tp, bias, conv1d, TP_COLUMN, o);
+            module_linear(c, rows, hidden, kv * d / tp, bias, conv1d, TP_COLUMN, o);
+            module_linear(c, rows, hidden, kv * d / tp, bias, conv1d, TP_COLUMN, o);
         }
         if (field(op, "rotary") != 0) memory_pass(c, 2 * rows * (heads + kv) * d / tp * c->elem, o);
     }
@@ -480,7 +514,8 @@ static void cost_attention(const vp_op *op, const cost_ctx *c, op_cost *o) {
     const char *mask = field_option(op, "mask");
     bool causal = strcmp(mask, "padding") && strcmp(mask, "none") && field(op, "cross") == 0;
     attention_core(&local, heads, d, dv, field(op, "dropout"), field(op, "upcast_softmax") != 0, causal, o);
-    module_linear(c, rows, heads * dv / tp, hidden, field(op, "out_bias") != 0, field(op, "conv1d") != 0, o);
+    module_linear(c, rows, heads * dv / tp, hidden, field(op, "out_bias") != 0, field(op, "conv1d") != 0,
+                  mla ? TP_PLAIN : TP_ROW, o);
     double resid = field(op, "resid_dropout");
     if (resid > 0 && c->train_dropout) memory_pass(c, c->norm_rows * hidden * (2 * c->elem + 1), o);
     o->tp_bytes += rows * hidden * tp_elem(c, hidden);
@@ -497,10 +532,12 @@ static void cost_mlp(const vp_op *op, const cost_ctx *c, op_cost *o) {
     o->model_flops += 2 * rows * hidden * inner * (gated ? 3 : 2);
     /* gate_proj, up_proj (or c_fc), then down_proj (or c_proj) */
     bool bias = field(op, "bias") != 0, conv1d = field(op, "conv1d") != 0;
-    for (unsigned k = 0; k < (gated ? 2u : 1u); k++) module_linear(c, rows, hidden, inner / tp, bias, conv1d, o);
+    float8_module_input(c, hidden, o);
+    for (unsigned k = 0; k < (gated ? 2u : 1u); k++)
+        module_linear(c, rows, hidden, inner / tp, bias, conv1d, TP_COLUMN, o);
     /* the activation (and the gate's product): read and write the inner rows */
     memory_pass(c, rows * inner / tp * c->elem * (gated ? 5 : 2), o);
-    module_linear(c, rows, inner / tp, hidden, bias, conv1d, o);
+    module_linear(c, rows, inner / tp, hidden, bias, conv1d, TP_ROW, o);
     if (field(op, "resid_dropout") > 0 && c->train_dropout)
         memory_pass(c, c->norm_rows * hidden * (2 * c->elem + 1), o);
     o->tp_bytes += rows * hidden * tp_elem(c, hidden);
@@ -575,8 +612,9 @@ static void cost_block(const vp_op *op, const cost_ctx *c, op_cost *o) {
             double out = (double)w->rows, inputs = (double)w->columns;
             linear(c, c->rows, w->split == VP_BLOCK_SPLIT_COLUMNS ? inputs / c->tp : inputs,
                    w->split == VP_BLOCK_SPLIT_ROWS ? out / c->tp : out, o);
+            /* (a Lua block's float8 casts are counted as plain Float8Linear's) */
             module_linear(c, c->rows, w->split == VP_BLOCK_SPLIT_COLUMNS ? inputs / c->tp : inputs,
-                          w->split == VP_BLOCK_SPLIT_ROWS ? out / c->tp : out, in->arg[2] >= 0, false, o);
+                          w->split == VP_BLOCK_SPLIT_ROWS ? out / c->tp : out, in->arg[2] >= 0, false, TP_PLAIN, o);
             o->model_flops += 2 * c->rows * out * inputs;
             if (w->split == VP_BLOCK_SPLIT_COLUMNS) o->tp_bytes += c->rows * out * c->elem;
             continue;

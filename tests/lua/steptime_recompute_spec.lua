@@ -126,6 +126,36 @@ describe("fp8-torchao's casts in the step time", function()
     end), "fp8_recipe=tensorwise", "fp8_recipe=rowwise_with_gw_hp")
   end)
 
+  it("cast once per module under torchao's float8 TP styles (tensorwise, DTensor tp)", function()
+    -- tp 2 with sequence parallelism, tensorwise (torchtitan's float8 TP
+    -- plan) against rowwise_with_gw_hp (plain styles, each linear as
+    -- above). Tensorwise: the module's input cast once on its shard (128
+    -- rows) before the gather (PrepareFloat8ModuleInput) and reused by its
+    -- column-parallel linears, in forward and for grad_weight; a
+    -- row-parallel linear's input cast before it and saved in float8; each
+    -- output gradient cast once (a column linear's whole, a row linear's on
+    -- its 128-row shard) for both backward GEMMs.
+    local function tp2(recipe)
+      return helper.estimate_on("llama2-7b", SHAPE, "--set", "precision=fp8-torchao", "--set", "framework=fsdp2",
+        "--set", "tp=2", "--set", "sequence_parallel=true", "--gpus", "2", "--set", "fp8_recipe=" .. recipe).time
+    end
+    local NR = ROWS / 2
+    local columns = { { H, HEADS * D / 2 }, { H, KV * D / 2 }, { H, KV * D / 2 }, { H, FFN / 2 }, { H, FFN / 2 } }
+    local rows = { { HEADS * D / 2, H }, { FFN / 2, H } }
+    local bytes = 2 * cast(NR * H) -- the attention's and the MLP's inputs
+    for _, l in ipairs(columns) do
+      local x, g = ROWS * l[1], ROWS * l[2]
+      bytes = bytes - cast(x) - (8 + 2 * E) * ROWS * l[1] + 2 * (g + x)
+    end
+    for _, l in ipairs(rows) do
+      local x, g = ROWS * l[1], ROWS * l[2]
+      bytes = bytes - cast(g) - (8 + 2 * E) * ROWS * l[1] + 2 * (g + x) + cast(NR * l[2])
+    end
+    local want = LAYERS * bytes / BW
+    local got = tp2("tensorwise").compute_s - tp2("rowwise_with_gw_hp").compute_s
+    assert.is_true(close(want, got), string.format("%.12g by hand, %.12g modelled", want, got))
+  end)
+
   it("recast every weight in op-selective's rerun: the casts are not on torchtitan's list", function()
     -- the forward cast, the rerun's and grad_input's: three a step, none
     -- when FSDP2 gathers the weight in float8
