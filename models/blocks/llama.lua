@@ -3,7 +3,9 @@
 -- runs in place of the core's attention, mlp and rmsnorm ops when a model
 -- sets lua_blocks = "llama" (models/examples/llama2-7b-blocks.lua): the same
 -- model step for step. tests/lua/block_spec.lua compares their timelines
--- byte for byte, and bench/blocks.lua their speed.
+-- byte for byte, and bench/blocks.lua their speed. The RMSNorm's and the
+-- attention's forwards are models/lib/llama_layers.lua's.
+local llama_layers = library "llama_layers"
 return {
   -- what these blocks model of the llama family: LLaMA's and Phi-3's dense
   -- layers (Phi-3's attention stays the core's)
@@ -82,13 +84,7 @@ return {
         end,
       }
     end
-    -- LlamaRMSNorm.forward:
-    --   input_dtype = hidden_states.dtype
-    --   hidden_states = hidden_states.to(torch.float32)
-    --   variance = hidden_states.pow(2).mean(-1, keepdim=True)
-    --   hidden_states = hidden_states * torch.rsqrt(variance + self.variance_epsilon)
-    --   return self.weight * hidden_states.to(input_dtype)
-    -- hidden_states and variance are locals until it returns.
+    -- LlamaRMSNorm (llama_layers.rms_norm), with the core's rmsnorm's labels
     local function rmsnorm()
       return block {
         name = "rmsnorm",
@@ -96,52 +92,20 @@ return {
         norm = true,
         params = { { "weight", size = c.hidden, module = "norm" } },
         forward = function(x, p)
-          local h = F.keep(x:to("float32", { label = "upcast" }), "hidden_states")
-          local variance = F.keep(h:pow(2):mean(-1), "variance")
-          h = F.keep(F.mul(h, F.rsqrt(F.add(variance, c.norm_eps, { label = "add_eps" })), { label = "mul" }),
-            "hidden_states")
-          return F.mul(p.weight, h:to(x.dtype, { label = "downcast" }), { label = "weight" })
+          return llama_layers.rms_norm(x, p.weight, c.norm_eps, llama_layers.rms_norm_labels)
         end,
         -- Megatron-LM runs a fused kernel (Transformer Engine's RMSNorm, or apex's)
         megatron = function(x, p) return fused_rms_norm(x, p.weight, { label = "" }) end,
       }
     end
-    -- LlamaAttention.forward (transformers 4.48-4.52):
-    --   hidden_shape = (*input_shape, -1, self.head_dim)
-    --   query_states = self.q_proj(hidden_states).view(hidden_shape).transpose(1, 2)
-    --   key_states = self.k_proj(hidden_states).view(hidden_shape).transpose(1, 2)
-    --   value_states = self.v_proj(hidden_states).view(hidden_shape).transpose(1, 2)
-    --   query_states, key_states = apply_rotary_pos_emb(query_states, key_states, cos, sin)
-    --   key_states, value_states = past_key_value.update(key_states, value_states, self.layer_idx, ...)
-    --   attn_output, attn_weights = attention_interface(self, query_states, key_states, value_states,
-    --       attention_mask, dropout=0.0, scaling=self.scaling)
-    --   attn_output = attn_output.reshape(*input_shape, -1).contiguous()
-    --   return self.o_proj(attn_output), attn_weights
-    -- the decoder layer keeps attn_weights (self_attn_weights) until it returns
+    -- LlamaAttention (llama_layers.attention) with SDPA's or the recipe's
+    -- kernel (F.sdpa); the decoder layer keeps attn_weights
+    -- (self_attn_weights) until it returns
     local function attention_block()
-      local q_out, kv_out = c.heads * c.head_dim, c.kv_heads * c.head_dim
-      return block {
-        name = "attention",
-        width = c.hidden,
-        param_labels = "", -- the core's attention names them q_proj.weight, ...
-        params = {
-          { "q_proj", linear = { c.hidden, q_out }, split = "column" },
-          { "k_proj", linear = { c.hidden, kv_out }, split = "column" },
-          { "v_proj", linear = { c.hidden, kv_out }, split = "column" },
-          { "o_proj", linear = { q_out, c.hidden }, split = "row" },
-        },
-        forward = function(x, p)
-          local q = F.keep(p.q_proj(x):view(-1, c.head_dim):transpose(1, 2), "query_states")
-          local k = F.keep(p.k_proj(x):view(-1, c.head_dim):transpose(1, 2), "key_states")
-          local v = F.keep(p.v_proj(x):view(-1, c.head_dim):transpose(1, 2), "value_states")
-          local q_rotated, k_rotated = F.rotary(q, { label = "rotary_q" }), F.rotary(k, { label = "rotary_k" })
-          q, k = F.keep(q_rotated, "query_states"), F.keep(k_rotated, "key_states")
-          local k_cached, v_cached = F.cache(k, v)
-          k, v = F.keep(k_cached, "key_states"), F.keep(v_cached, "value_states")
-          local out = F.sdpa(q, k, v, { is_causal = true, keeps_weights = true })
-          return p.o_proj(out:reshape(-1))
-        end,
-      }
+      return llama_layers.attention(c, function(q, k, v)
+        local out = F.sdpa(q, k, v, { is_causal = true, keeps_weights = true })
+        return out
+      end)
     end
     return { mlp = mlp, rmsnorm = rmsnorm, attention = not c.fused_projections and attention_block or nil }
   end,

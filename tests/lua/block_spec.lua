@@ -89,21 +89,30 @@ describe("a LLaMA whose attention, MLP and RMSNorms are Lua blocks", function()
 end)
 
 -- models/blocks/llama.lua with its attention's forward changed (`from`
--- replaced by `to`, or each { from, to } of a list `from`), beside a model
--- of it: the estimate's JSON.
+-- replaced by `to`, or each { from, to } of a list `from`, in llama.lua or
+-- else in the library it uses, models/lib/llama_layers.lua, whose changed
+-- copy goes beside it in blocks/lib/), beside a model of it: the
+-- estimate's JSON.
 local function mutated(from, to, sets, config)
   local changes = type(from) == "table" and from or { { from, to } }
   config = config or "hidden = 64, layers = 2, heads = 4, kv_heads = 2, intermediate = 96, vocab = 100"
   local dir = os.tmpname()
   os.remove(dir)
-  assert(os.execute("mkdir -p " .. dir .. "/blocks"))
+  assert(os.execute("mkdir -p " .. dir .. "/blocks/lib"))
   local a = assert(io.open("models/blocks/llama.lua")):read("a")
+  local lib = assert(io.open("models/lib/llama_layers.lua")):read("a")
+  local lib_changed = false
   for _, change in ipairs(changes) do
     local m
     a, m = a:gsub(change[1], change[2])
-    assert(m == 1, "the pattern " .. change[1] .. " is not in models/blocks/llama.lua once")
+    if m == 0 then
+      lib, m = lib:gsub(change[1], change[2])
+      lib_changed = true
+    end
+    assert(m == 1, "the pattern " .. change[1] .. " is not in models/blocks/llama.lua or models/lib/llama_layers.lua once")
   end
   assert(io.open(dir .. "/blocks/llama_mutant.lua", "w")):write(a):close()
+  if lib_changed then assert(io.open(dir .. "/blocks/lib/llama_layers.lua", "w")):write(lib):close() end
   local model = dir .. "/mutant.lua"
   assert(io.open(model, "w")):write('return llama { name = "tiny", lua_blocks = "llama_mutant", ' .. config
     .. " }\n"):close()

@@ -26,6 +26,7 @@
 -- before the final norm) is this model's choice, as the report's eq. 21
 -- does not say. The same module is written plainly in PyTorch in
 -- tests/torch/models/mtp.py and compared (compare.py "deepseek-v3 mtp").
+local llama_layers = library "llama_layers"
 return architecture {
   name = "deepseek_v3_mtp",
   doc = "DeepSeek-V3 (transformers' DeepseekV3ForCausalLM) with its multi-token prediction modules as a branch",
@@ -81,14 +82,10 @@ return architecture {
     local function layer(feed_forward, caches)
       return { residual { norm(), attention_op(caches) }, residual { norm(), feed_forward } }
     end
-    -- LlamaRMSNorm.forward written with the vocabulary (models/blocks/llama.lua's rmsnorm), a frame
-    -- of its own (F.call)
+    -- LlamaRMSNorm.forward written with the vocabulary (models/lib/llama_layers.lua, as
+    -- models/blocks/llama.lua's rmsnorm labels it), a frame of its own (F.call)
     local function rms(x, weight)
-      local h = F.keep(x:to("float32", { label = "upcast" }), "hidden_states")
-      local variance = F.keep(h:pow(2):mean(-1), "variance")
-      h = F.keep(F.mul(h, F.rsqrt(F.add(variance, c.norm_eps, { label = "add_eps" })), { label = "mul" }),
-        "hidden_states")
-      return F.mul(weight, h:to(x.dtype, { label = "downcast" }), { label = "weight" })
+      return llama_layers.rms_norm(x, weight, c.norm_eps, llama_layers.rms_norm_labels)
     end
     -- eq. 21: h' = eh_proj(cat(enorm(Emb(t_{i+k})), hnorm(h^{k-1}))); the branch lends the shifted
     -- embeddings, the block takes them as its second input

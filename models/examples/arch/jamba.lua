@@ -11,6 +11,7 @@
 -- meets a transposed view (x_proj's and out_proj's inputs: the vocabulary
 -- has no transpose yet); the scan's per-sequence state tensor is counted
 -- per token (exact when the sequence length is a multiple of 2048).
+local llama_layers = library "llama_layers"
 return architecture {
   name = "jamba",
   doc = "Jamba-style hybrid: attention + Mamba (Lua block) + MoE layers",
@@ -80,12 +81,8 @@ return architecture {
     }
 
     -- JambaRMSNorm (LlamaRMSNorm's code), run inside the mixer on dt, B, C
-    local function rms_norm(x, weight)
-      local h = F.keep(x:float(), "hidden_states")
-      local variance = F.keep(h:pow(2):mean(-1), "variance")
-      h = F.keep(h * F.rsqrt(variance + c.norm_eps), "hidden_states")
-      return weight * h:to(x.dtype)
-    end
+    -- (models/lib/llama_layers.lua)
+    local function rms_norm(x, weight) return llama_layers.rms_norm(x, weight, c.norm_eps) end
 
     -- JambaMambaMixer: its own parameters (A_log, D) first, then its
     -- submodules'; bias on conv1d and dt_proj only (mamba_conv_bias,

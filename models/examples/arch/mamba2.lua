@@ -14,6 +14,7 @@
 --   mamba_ssm/ops/triton/ssd_chunk_state.py, ssd_state_passing.py,
 --   ssd_bmm.py, ssd_chunk_scan.py, layernorm_gated.py (what each allocates)
 --   mamba_ssm/models/mixer_seq_simple.py MixerModel, MambaLMHeadModel
+local llama_layers = library "llama_layers"
 return architecture {
   name = "mamba2",
   doc = "Mamba-2 language model (mamba_ssm's MambaLMHeadModel with Mamba2 mixers) as Lua blocks",
@@ -163,13 +164,8 @@ return architecture {
     end
 
     -- LlamaRMSNorm.forward, as transformers' Mamba2RMSNorm computes it
-    local function rms_norm(x, weight)
-      local input = x
-      x = F.keep(x:float(), "hidden_states")
-      local variance = F.keep(F.mean(x:pow(2), -1), "variance")
-      x = F.keep(x * F.rsqrt(variance + c.norm_eps), "hidden_states")
-      return weight * x:to(input.dtype)
-    end
+    -- (models/lib/llama_layers.lua)
+    local function rms_norm(x, weight) return llama_layers.rms_norm(x, weight, c.norm_eps) end
 
     -- Mamba2Mixer.torch_forward(input_states)
     local function mixer_forward(u, p)

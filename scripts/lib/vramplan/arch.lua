@@ -46,10 +46,23 @@ local function op_options(kind_name, field_name)
   return options
 end
 
+-- The libraries of block pieces this process loaded (vramplan.library),
+-- made by the first script that names one.
+local loaded_libraries
+local function libraries()
+  loaded_libraries = loaded_libraries or require("vramplan.library").new()
+  return loaded_libraries
+end
+
+-- The libraries the scripts of `paths` use (library.used_by), for show.
+function arch.libraries_used_by(paths) return loaded_libraries and loaded_libraries.used_by(paths) or {} end
+
 -- The constructors an architecture script sees: one per op kind, plus
--- `decoder`, `architecture`, `op_options`, `block` and its vocabulary `F`. An op the core refuses is
--- reported at the script's line that built it.
-local function arch_env(path)
+-- `decoder`, `architecture`, `op_options`, `block` and its vocabulary `F`,
+-- and `library` (vramplan.library: a file of shared block pieces, found
+-- from `path` and `home`). An op the core refuses is reported at the
+-- script's line that built it.
+local function arch_env(path, home)
   local names = {}
   names.decoder = function(t) return t end
   names.op_options = op_options
@@ -64,6 +77,7 @@ local function arch_env(path)
   -- a block written in Lua (vramplan.block), in place of the core's op of
   -- that name; the library is loaded by the scripts that write one
   located.block = function(...) return require("vramplan.block").new(...) end
+  located.library = function(where, name) return libraries().use(home, path, where, name, arch_env) end
   located.architecture = function(where, def)
     if type(def) ~= "table" or type(def.name) ~= "string" or type(def.fields) ~= "table"
         or type(def.build) ~= "function" then
@@ -88,14 +102,7 @@ end
 -- Where a family's script is: beside the model script that names it
 -- (`near`: NEAR/arch/NAME.lua, NEAR/NAME.lua), then models/arch/NAME.lua
 -- over the search path (files.roots). nil when none has it.
-function arch.find(home, name, near)
-  if near then
-    for _, path in ipairs({ near .. "/arch/" .. name .. ".lua", near .. "/" .. name .. ".lua" }) do
-      if files.is_file(path) then return path end
-    end
-  end
-  return files.find(home, "models/arch", name)
-end
+function arch.find(home, name, near) return files.find_near(home, near, "arch", "models/arch", name) end
 
 -- Loads a family's script (arch.find), once per process and file.
 local loaded = {}
@@ -103,7 +110,7 @@ function arch.load(home, name, near)
   local path = arch.find(home, name, near)
   if not path then return nil end
   if loaded[path] then return loaded[path] end
-  local family = sandbox.run(path, arch_env(path))
+  local family = sandbox.run(path, arch_env(path, home))
   if getmetatable(family) ~= family_meta then
     error(path .. ": an architecture script must return architecture { ... }", 0)
   end
@@ -131,7 +138,7 @@ local function load_blocks(home, name, near, where)
       where, name, name), 0)
   end
   if not loaded_blocks[path] then
-    local def = sandbox.run(path, arch_env(path))
+    local def = sandbox.run(path, arch_env(path, home))
     if type(def) ~= "table" or type(def.build) ~= "function" or (def.check ~= nil and type(def.check) ~= "function") then
       error(path .. ": a blocks script must return { check = function(c) ... end, build = function(c) ... end }", 0)
     end

@@ -40,6 +40,17 @@ function files.find(home, subdirs, name)
   end
 end
 
+-- A script beside the file that names it (NEAR/SUB/NAME.lua, then
+-- NEAR/NAME.lua, when `near` is given), else files.find(home, under, name).
+function files.find_near(home, near, sub, under, name)
+  if near then
+    for _, path in ipairs({ near .. "/" .. sub .. "/" .. name .. ".lua", near .. "/" .. name .. ".lua" }) do
+      if files.is_file(path) then return path end
+    end
+  end
+  return files.find(home, under, name)
+end
+
 -- The script names in SUBDIR over every root, sorted, each once.
 function files.names(home, subdirs)
   if type(subdirs) == "string" then subdirs = { subdirs } end

@@ -51,20 +51,24 @@ function cmd.run(opts, home)
   local model, config = arch.build(description, overrides, origins)
   local structure = model:structure()
   local family_file = description.family.source
+  local blocks_file = type(config.lua_blocks) == "string" and config.lua_blocks ~= "" and arch.find_blocks(
+    description.family.home, config.lua_blocks, description.source and require("vramplan.files").dirname(description.source))
+  -- the libraries of block pieces these scripts use, each from its file
+  local libraries = arch.libraries_used_by({ family_file, blocks_file or nil })
   if opts.json then
     local fields = {}
     for _, f in ipairs(description.family.schema.order) do fields[f] = config[f] end
     print(require("dkjson").encode({ name = config.name, family = description.family.name,
       source = description.source, family_source = family_file, params = model:params(), fields = fields,
-      sections = structure.sections }, { indent = true }))
+      libraries = #libraries > 0 and libraries or nil, sections = structure.sections }, { indent = true }))
     return 0
   end
   print(string.format("%s: %s parameters", config.name, grouped(model:params())))
   print(string.format("model: %s", description.source))
   print(string.format("family: %s (%s)", description.family.name, family_file))
-  if type(config.lua_blocks) == "string" and config.lua_blocks ~= "" then
-    print(string.format("blocks: %s (%s)", config.lua_blocks, arch.find_blocks(description.family.home,
-      config.lua_blocks, description.source and require("vramplan.files").dirname(description.source))))
+  if blocks_file then print(string.format("blocks: %s (%s)", config.lua_blocks, blocks_file)) end
+  for _, lib in ipairs(libraries) do
+    print(string.format("library: %s (%s), used by %s", lib.name, lib.source, lib.used_by))
   end
   -- the fields the model sets, and those that differ from the family's default
   local fields = {}
