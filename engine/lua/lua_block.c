@@ -294,6 +294,27 @@ static void read_inputs(lua_State *L, vp_block_program *p) {
     lua_pop(L, 1); /* t program */
 }
 
+/* block { tp_divides = { { n = count, why = "tp: ..." }, ... } }: the
+ * conditions the script puts on tensor parallelism. */
+static void read_tp_rules(lua_State *L, vp_block_program *p) {
+    lua_getfield(L, 1, "tp_divides"); /* t program rules */
+    if (!lua_isnil(L, -1)) {
+        luaL_checktype(L, -1, LUA_TTABLE);
+        lua_Integer n = luaL_len(L, -1);
+        if (n > VP_BLOCK_TP_RULES) luaL_error(L, "block_op: at most %d tp_divides rules", VP_BLOCK_TP_RULES);
+        p->n_tp_rules = (unsigned)n;
+        for (unsigned i = 0; i < p->n_tp_rules; i++) {
+            lua_geti(L, -1, (lua_Integer)i + 1); /* t program rules rule */
+            luaL_checktype(L, -1, LUA_TTABLE);
+            p->tp_count[i] = (uint64_t)int_field(L, "tp_divides", "n", 1, (lua_Integer)1 << 40);
+            lua_getfield(L, -1, "why");
+            snprintf(p->tp_why[i], sizeof p->tp_why[i], "%s", luaL_checkstring(L, -1));
+            lua_pop(L, 2); /* t program rules */
+        }
+    }
+    lua_pop(L, 1); /* t program */
+}
+
 /* vramplan.block_op{ norm=, values=, params={...}, code={...} } -> op */
 static int l_block_op(lua_State *L) {
     luaL_checktype(L, 1, LUA_TTABLE);
@@ -327,6 +348,7 @@ static int l_block_op(lua_State *L) {
     }
     lua_pop(L, 1); /* t program */
     read_inputs(L, p);
+    read_tp_rules(L, p);
     lua_getfield(L, 1, "code"); /* t program code */
     luaL_checktype(L, -1, LUA_TTABLE);
     n = luaL_len(L, -1);

@@ -23,6 +23,8 @@ enum {
     VP_BLOCK_AUX_LABELS = 32, /* labels of the events inside MATMUL and SOFTMAX_FP32 */
     VP_BLOCK_INPUTS = 2,     /* tensors a block names beside its input (block { inputs = { ... } }) */
     VP_BLOCK_DIMS = 8,       /* an explicit output shape's dimensions */
+    VP_BLOCK_TP_RULES = 4,   /* block { tp_divides = { ... } }: the script's conditions on tp */
+    VP_BLOCK_TP_WHY = 320,
 };
 
 /* The tensors a block may take beside its input, by name: those a branch
@@ -234,6 +236,12 @@ typedef struct {
     /* why context parallelism cannot run the program (naming the block and
      * its op), or "": its chunked scan over the sequence */
     char cp_problem[384];
+    /* the conditions the script puts on tensor parallelism (block {
+     * tp_divides = { { n, why }, ... } }): tp must divide tp_count[i], else
+     * the layout is refused with tp_why[i] (the module's own rule, cited) */
+    unsigned n_tp_rules;
+    uint64_t tp_count[VP_BLOCK_TP_RULES];
+    char tp_why[VP_BLOCK_TP_RULES][VP_BLOCK_TP_WHY];
     vp_block_param param[VP_BLOCK_PARAMS];
     vp_block_kernel kernel[VP_BLOCK_KERNELS];
     vp_block_instr code[VP_BLOCK_CODE];

@@ -86,6 +86,8 @@ static vp_sdpa_spec sdpa_spec(const vp_block_instr *in) {
 
 static const char *block_check_tp(const vp_op *op, unsigned tp) {
     const vp_block_program *p = program_of(op);
+    for (unsigned i = 0; p && i < p->n_tp_rules; i++)
+        if (p->tp_count[i] % tp) return p->tp_why[i];
     for (unsigned k = 0; p && k < p->n_params; k++) {
         const vp_block_param *q = &p->param[k];
         uint64_t n = q->split == VP_BLOCK_SPLIT_ROWS ? q->rows : q->split == VP_BLOCK_SPLIT_COLUMNS ? q->columns : 0;

@@ -382,6 +382,37 @@ local function block_timeline(...)
   end, ...)
 end
 
+-- block { tp_divides = { { n, why } } }: the module's own conditions on
+-- tensor parallelism (Megatron-LM's MambaMixer asserts ngroups % tp_size == 0:
+-- models/examples/arch/mamba2.lua, tests/lua/mamba_spec.lua)
+describe("a block's tp_divides", function()
+  local square = '{ "up", linear = { c.hidden, c.hidden } }'
+  local rule = ' tp_divides = { { 6, "must divide the six things (a test)" } },'
+  local function run(path, tp)
+    local _, err, code = helper.run("estimate", path, "--set", "framework=megatron", "--set", "tp=" .. tp)
+    return { code, err }
+  end
+  it("refuses a degree that does not divide a count with the block's reason, and runs one that does", function()
+    for tp, refused in pairs({ [1] = false, [2] = false, [3] = false, [4] = true, [6] = false }) do
+      local code, err = table.unpack(with_block(function(path) return run(path, tp) end, "local y = p.up(x) return y",
+        square, rule))
+      if refused then
+        assert.are.equal(1, code)
+        assert.truthy(err:find("--set tp=4: tp: block mlp: must divide the six things (a test)", 1, true), err)
+      else
+        assert.are.equal(0, code, err)
+      end
+    end
+  end)
+  it("names a declaration it cannot read", function()
+    for _, bad in ipairs({ ' tp_divides = { { 0, "x" } },', ' tp_divides = { { 2 } },', ' tp_divides = 2,' }) do
+      local err = bad_block("local y = p.up(x) return y", square, bad)
+      assert.truthy(err:find("block mlp: 'tp_divides' must list at most 4 { count, \"why tp must divide it\" }", 1, true),
+        err)
+    end
+  end)
+end)
+
 describe("a bad block", function()
   local function check(body, message, params, fields)
     local err = bad_block(body, params, fields)

@@ -49,6 +49,31 @@ describe("Mamba-2 130M as Lua blocks", function()
       .. "a chunked scan split over context-parallel ranks", 1, true), err)
   end)
 
+  -- Megatron-LM's MambaMixer.__init__ (megatron/core/ssm/mamba_mixer.py at 00bebb45):
+  -- assert self.ngroups % tp_size == 0, assert self.nheads % tp_size == 0; the
+  -- checkpoints' ngroups is 1 (state-spaces/mamba2-130m config.json: ngroups absent, Mamba2's default 1)
+  it("refuses tp > 1 as Megatron-LM does (ngroups, nheads), and its split where Megatron would run it", function()
+    for _, extra in ipairs({ {}, { "--set", "reference=true" } }) do
+      local function fails(...)
+        local args = { model, "--set", "framework=megatron" }
+        for _, a in ipairs(extra) do args[#args + 1] = a end
+        for _, a in ipairs({ ... }) do args[#args + 1] = a end
+        return helper.fails(table.unpack(args))
+      end
+      local err = fails("--set", "tp=2")
+      assert.truthy(err:find("tp: block mixer: must divide ngroups (1): Megatron-LM's MambaMixer asserts ngroups "
+        .. "% tp_size == 0", 1, true), err)
+      -- (Megatron's nheads % tp_size follows from ngroups % tp_size and its
+      -- nheads % ngroups == 0: no model reaches it alone)
+      err = fails("--set", "tp=2", "--set", "groups=2")
+      assert.truthy(err:find("tp: block mixer: more than 1 is not modelled yet", 1, true), err)
+      -- tp = 1 (and ngroups 2) still runs
+      local args = { model, "--set", "framework=megatron", "--set", "groups=2" }
+      for _, a in ipairs(extra) do args[#args + 1] = a end
+      assert.is_true(helper.estimate(table.unpack(args)).model.params > 0)
+    end
+  end)
+
   it("gives the same figures folded and layer by layer with the reference SSD", function()
     helper.assert_folds_agree(helper.model(model, 2, { reference = true }), {
       { seq_len = 300 },

@@ -94,6 +94,23 @@ return architecture {
       },
     }
 
+    -- Tensor parallelism: Megatron-LM's MambaMixer (megatron/core/ssm/mamba_mixer.py at
+    -- 00bebb45, MambaMixer.__init__) asserts `self.ngroups % tp_size == 0` ("ngroups must be
+    -- evenly divisible by tp_size": each rank gets at least one group) and `self.nheads %
+    -- tp_size == 0`; the state-spaces/mamba2-* checkpoints have ngroups = 1, so Megatron
+    -- refuses them for tp > 1. Its split (in_proj column-parallel over [z, x, B, C, dt], conv1d,
+    -- dt_bias, A_log, D and the group-wise norm sharded along dim 0, out_proj row-parallel,
+    -- the fused kernel run on each rank's share) is not modelled here yet: where Megatron's
+    -- conditions hold, tp > 1 is refused for that reason (no other stack splits this mixer).
+    local tp_divides = {
+      { c.groups, string.format("must divide ngroups (%d): Megatron-LM's MambaMixer asserts ngroups %% tp_size == 0 "
+        .. "(megatron/core/ssm/mamba_mixer.py)", c.groups) },
+      { heads, string.format("must divide nheads (%d): Megatron-LM's MambaMixer asserts nheads %% tp_size == 0 "
+        .. "(megatron/core/ssm/mamba_mixer.py)", heads) },
+      { 1, "more than 1 is not modelled yet (Megatron-LM's MambaMixer shards in_proj, conv1d, dt_bias, A_log, D, "
+        .. "the group-wise norm and out_proj over tp)" },
+    }
+
     -- Mamba2: its own parameters first (dt_bias, A_log, D: model.parameters()
     -- yields a module's _parameters before its children's), then in_proj,
     -- conv1d, norm (RMSNormGated) and out_proj, bias=False (Mamba2's default)
@@ -101,6 +118,7 @@ return architecture {
       return block {
         name = "mixer",
         width = c.hidden,
+        tp_divides = tp_divides,
         params = {
           { "dt_bias", size = heads },
           { "A_log", size = heads },
@@ -249,6 +267,7 @@ return architecture {
         name = "mixer",
         width = c.hidden,
         locals = { "hidden_states", "residual" },
+        tp_divides = tp_divides,
         params = {
           { "block_norm_weight", size = c.hidden, module = "norm" },
           { "conv1d_weight", size = conv_dim * c.conv, module = "conv1d" }, -- (conv_dim, 1, d_conv)

@@ -1031,9 +1031,9 @@ local function check_def(def, at)
   if type(def) ~= "table" then error(at .. ": block takes a table: block { name = ..., params = ..., forward = ... }", 0) end
   for k in pairs(def) do
     if k ~= "name" and k ~= "params" and k ~= "forward" and k ~= "width" and k ~= "norm" and k ~= "locals"
-        and k ~= "megatron" and k ~= "param_labels" and k ~= "inputs" then
+        and k ~= "megatron" and k ~= "param_labels" and k ~= "inputs" and k ~= "tp_divides" then
       error(string.format("%s: block: unknown field '%s' (name, width, params, forward, megatron, norm, locals, "
-        .. "param_labels, inputs)", at, tostring(k)), 0)
+        .. "param_labels, inputs, tp_divides)", at, tostring(k)), 0)
     end
   end
   -- the tensors a branch makes for the blocks it runs (block.h's vp_block_stream)
@@ -1066,6 +1066,28 @@ local function check_def(def, at)
   if def.width ~= nil and (math.type(def.width) ~= "integer" or def.width < 1) then
     error(string.format("%s: block %s: 'width' must be the input's last dimension", at, def.name), 0)
   end
+  -- tp_divides = { { n, "why" }, ... }: tensor parallelism's degree must
+  -- divide each n (the module's own assertion, cited in `why`)
+  if def.tp_divides ~= nil then
+    local ok = type(def.tp_divides) == "table" and #def.tp_divides <= 4
+    for _, r in ipairs(ok and def.tp_divides or {}) do
+      ok = ok and type(r) == "table" and math.type(r[1]) == "integer" and r[1] >= 1 and type(r[2]) == "string"
+        and #r[2] < 240
+    end
+    if not ok then
+      error(string.format("%s: block %s: 'tp_divides' must list at most 4 { count, \"why tp must divide it\" }", at,
+        def.name), 0)
+    end
+  end
+end
+
+-- The rules of tp_divides as the core reads them: "tp: block NAME: " before each reason.
+local function tp_rules(def)
+  local rules = {}
+  for i, r in ipairs(def.tp_divides or {}) do
+    rules[i] = { n = r[1], why = string.format("tp: block %s: %s", def.name, r[2]) }
+  end
+  return rules
 end
 
 -- One forward traced: its code and how many values it numbered.
@@ -1120,7 +1142,8 @@ function block.new(at, def)
   local made, op = pcall(vramplan.block_op, { name = def.name, params = leaves, code = code, values = values, norm = def.norm,
                                               inputs = def.inputs,
                                               width = def.width,
-                                              megatron_start = megatron_start, kernels = kernels })
+                                              megatron_start = megatron_start, kernels = kernels,
+                                              tp_divides = tp_rules(def) })
   if not made then error(string.format("%s: block %s: %s", at, def.name, tostring(op)), 0) end
   return op
 end
