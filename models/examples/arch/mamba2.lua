@@ -102,6 +102,13 @@ return architecture {
     -- dt_bias, A_log, D and the group-wise norm sharded along dim 0, out_proj row-parallel,
     -- the fused kernel run on each rank's share) is not modelled here yet: where Megatron's
     -- conditions hold, tp > 1 is refused for that reason (no other stack splits this mixer).
+    -- What modelling it takes (MambaMixer._ssm_training, same file): zxBCdt rearranged
+    -- "l b d -> b l d" with .contiguous() (a copy), mamba_split_conv1d_scan_combined called
+    -- without rmsnorm_weight and outproj_weight (the z gate inside the scan, ngroups =
+    -- ngroups_local_tp), the output rearranged back (a copy), then self.norm (RMSNormGated,
+    -- group_size = d_inner_local_tp // ngroups_local_tp) and out_proj (RowParallelLinear,
+    -- input_is_parallel); and a kernel's keeps and workspaces per rank (today they are the
+    -- whole model's per row: engine/ops/op_block.c kernel()).
     local tp_divides = {
       { c.groups, string.format("must divide ngroups (%d): Megatron-LM's MambaMixer asserts ngroups %% tp_size == 0 "
         .. "(megatron/core/ssm/mamba_mixer.py)", c.groups) },
