@@ -1327,16 +1327,67 @@ static void backward_var(vp_sim *sim, uint32_t index) {
     vp_give_grad(sim, vp_node_at(sim, index), 0, g);
 }
 
-vp_t vp_var(vp_sim *sim, vp_t x, uint64_t rows, bool std, const char *label) {
-    /* a reduction kernel: the result alone (measured on 1.13's CPU kernels) */
+/* A reduction kernel's result of `rows` elements, alone (var's, std's,
+ * amax's: measured on 1.13's CPU kernels), its node (`rule`, `aux` its
+ * aux[0]) keeping x and with keeps_result the result. */
+static vp_t reduced(vp_sim *sim, vp_backward_fn rule, vp_t x, uint64_t rows, uint64_t aux, bool keeps_result,
+                    const char *label) {
     vp_t y = vp_new(sim, rows, dtype_of(sim, x), label);
-    vp_node *node = vp_record(sim, backward_var, label, &x, 1, &y, 1);
+    vp_node *node = vp_record(sim, rule, label, &x, 1, &y, 1);
     if (node) {
-        node->aux[0] = std;
+        node->aux[0] = aux;
         vp_save(sim, node, x);
-        if (std) vp_save(sim, node, y);
+        if (keeps_result) vp_save(sim, node, y);
     }
     return y;
+}
+
+vp_t vp_var(vp_sim *sim, vp_t x, uint64_t rows, bool std, const char *label) {
+    return reduced(sim, backward_var, x, rows, std, std, label);
+}
+
+/* AmaxBackward0 and AminBackward0 (derivatives.yaml, PyTorch 1.13: self:
+ * scale_grad_by_count(restore_reduced_dims(grad, dim, keepdim),
+ * restore_reduced_dims(result, dim, keepdim) == self, dim); checked on
+ * 1.13's grad_fn: _saved_self, _saved_result). FunctionsManual.cpp's
+ * scale_grad_by_count is (grad / mask.sum(dims, true)) * mask:
+ * - the mask, bool, x-sized (an equality of like dtypes: no copies);
+ * - mask.sum: its int64 rows, and before them an int64 copy of the mask
+ *   (ReduceOpsUtils.h make_reduction: self.to(in_dtype), in_dtype the
+ *   output's int64 on every device), freed after the sum;
+ * - grad / count and then (.) * mask: TensorIterator's compute_types
+ *   (aten/src/ATen/TensorIterator.cpp, "Promotes inputs by creating
+ *   temporaries of the correct dtype", only where common_device is the
+ *   CPU) copies the int64 count and the bool mask into the gradient's
+ *   dtype first; CUDA's kernels cast as they load (no copies).
+ * Measured on 1.13's CPU kernels ([64, 1000] fp32: backward peak
+ * 576,768 B above the incoming gradient = mask 64,000 + its float copy
+ * 256,000 + the gradient 256,000 + quotient 256 + count 512; bf16: the
+ * sum's 64,000 + 512,000 + 512). */
+static void backward_amax(vp_sim *sim, uint32_t index) {
+    vp_node *node = vp_node_at(sim, index);
+    vp_t g_out = vp_grad_out(sim, node, 0), x = node->in[0];
+    vp_dtype dt = dtype_of(sim, g_out);
+    uint64_t rows = numel_of(sim, g_out), n = numel_of(sim, x);
+    bool cpu = node->aux[0] == VP_DEVICE_CPU;
+    const char *label = node->label;
+    vp_t mask = vp_grad_sized(sim, n, VP_BOOL, label);
+    vp_t count = vp_grad_sized(sim, rows, VP_INT64, label);
+    vp_drop(sim, vp_grad_sized(sim, n, VP_INT64, label)); /* the mask as int64, summed */
+    vp_t count_copy = cpu ? vp_grad_sized(sim, rows, dt, label) : 0;
+    vp_t quotient = vp_grad_sized(sim, rows, dt, label);
+    vp_drop(sim, count_copy);
+    vp_t mask_copy = cpu ? vp_grad_sized(sim, n, dt, label) : 0;
+    vp_t g = vp_grad_like(sim, x, label);
+    vp_drop(sim, mask_copy);
+    vp_drop(sim, quotient);
+    vp_drop(sim, count);
+    vp_drop(sim, mask);
+    vp_give_grad(sim, vp_node_at(sim, index), 0, g);
+}
+
+vp_t vp_amax(vp_sim *sim, vp_t x, uint64_t rows, vp_device device, const char *label) {
+    return reduced(sim, backward_amax, x, rows, device, true, label);
 }
 
 /* Rows of x picked by an op whose backward fills a zero gradient of all of
@@ -1392,8 +1443,10 @@ vp_t vp_attach(vp_sim *sim, vp_t x, vp_t side, const char *label) {
     return y;
 }
 
-vp_t vp_index_add(vp_sim *sim, vp_t acc, vp_t source, vp_t index, bool keeps_source, const char *label) {
-    vp_t y = vp_view(sim, acc, numel_of(sim, acc), label);
+/* index_add's node on its result y: the index kept, and the source with
+ * keeps_source when it needs a gradient (its formula's; on 1.13 a source
+ * that needs none leaves _saved_source empty). */
+static vp_t index_added(vp_sim *sim, vp_t y, vp_t acc, vp_t source, vp_t index, bool keeps_source, const char *label) {
     vp_t in[2] = {acc, source};
     vp_node *node = vp_record(sim, backward_through, label, in, 2, &y, 1);
     if (node) {
@@ -1401,6 +1454,18 @@ vp_t vp_index_add(vp_sim *sim, vp_t acc, vp_t source, vp_t index, bool keeps_sou
         if (keeps_source && wants_grad(sim, source)) vp_save(sim, node, source);
     }
     return y;
+}
+
+vp_t vp_index_add(vp_sim *sim, vp_t acc, vp_t source, vp_t index, bool keeps_source, const char *label) {
+    return index_added(sim, vp_view(sim, acc, numel_of(sim, acc), label), acc, source, index, keeps_source, label);
+}
+
+/* IndexAddBackward0 (derivatives.yaml, PyTorch 1.13: self: grad; source:
+ * grad.index_select(dim, index).expand_as(source), which names source;
+ * checked on 1.13's grad_fn: _saved_index, _saved_source,
+ * _saved_source_dim, _saved_dim, _saved_alpha). */
+vp_t vp_index_added(vp_sim *sim, vp_t acc, vp_t source, vp_t index, const char *label) {
+    return index_added(sim, vp_new(sim, numel_of(sim, acc), dtype_of(sim, acc), label), acc, source, index, true, label);
 }
 
 /* x.scatter_add(dim, index, src) or x.scatter(dim, index, src), out of

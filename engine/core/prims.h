@@ -302,6 +302,14 @@ vp_t vp_logsumexp(vp_sim *sim, vp_t x, uint64_t rows, const char *label);
  * two x-sized tensors and a few rows (var_backward). */
 vp_t vp_var(vp_sim *sim, vp_t x, uint64_t rows, bool std, const char *label);
 
+/* x.amax(-1) or x.amin(-1) (keepdim) to `rows` elements: the result alone;
+ * AmaxBackward0 / AminBackward0 keep x and the result; backward splits
+ * the gradient among the ties (scale_grad_by_count): an x-sized bool mask,
+ * its int64 copy for the count (the sum's, on every device), an x-sized
+ * gradient, and on the CPU (`device`) x-sized and row-sized copies of the
+ * mask and count in the gradient's dtype that CUDA's kernels do not make. */
+vp_t vp_amax(vp_sim *sim, vp_t x, uint64_t rows, vp_device device, const char *label);
+
 /* x[indices] along rows (tensor indexing with an index tensor): a new
  * tensor of `numel` elements; saves the indices; backward builds a
  * zero-filled gradient of all of x and puts rows into it (index_backward). */
@@ -328,6 +336,11 @@ vp_t vp_topk(vp_sim *sim, vp_t x, uint64_t numel, vp_t *indices_out, const char 
  * grad.gather(dim, index), does not); backward passes acc's gradient on
  * and gives source one of its size. */
 vp_t vp_index_add(vp_sim *sim, vp_t acc, vp_t source, vp_t index, bool keeps_source, const char *label);
+
+/* acc.index_add(dim, index, source), out of place: a new tensor like acc
+ * whose node is index_add_'s (IndexAddBackward0 in PyTorch 1.13 keeps the
+ * index and, when it needs a gradient, the source). */
+vp_t vp_index_added(vp_sim *sim, vp_t acc, vp_t source, vp_t index, const char *label);
 
 /* x.scatter_add(dim, index, src) and x.scatter(dim, index, src), out of
  * place: a new tensor like x; both keep only the index. scatter_add passes

@@ -19,7 +19,8 @@ static const char *const prim_names[] = {"drop", "return", "linear", "unary", "m
                                          "copy", "layer_keep", "conv1d", "cumsum", "tril", "not", "clamp", "pad",
                                          "slice", "expand", "zeros", "repeat", "embedding", "topk", "gather",
                                          "index", "scatter", "scatter_add", "layer_norm", "all_gather",
-                                         "reduce_scatter", "logsumexp", "var", "std", NULL};
+                                         "reduce_scatter", "logsumexp", "var", "std", "amax", "amin",
+                                         "index_select", "index_add", NULL};
 static const char *const mask_names[] = {"causal", "sliding", "padded", "bool", "prefix", NULL};
 static const char *const unary_names[] = {"silu", "gelu", "gelu_tanh", "relu", "sigmoid",
                                           "tanh", "exp", "rsqrt", "pow", "softmax", "log_softmax", "softplus", NULL};

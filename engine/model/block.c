@@ -59,6 +59,10 @@ static const char *check_code(const vp_block_program *p, unsigned first, unsigne
             return fail(message, size, i, "needs two operands");
         if ((in->prim == VP_BP_SCATTER && in->arg[1] < 0) || (in->prim == VP_BP_SCATTER_ADD && in->arg[2] < 0))
             return fail(message, size, i, "scatter needs x, the index and the source");
+        if (in->prim == VP_BP_INDEX_SELECT && (in->arg[1] < 0 || in->n_dims == 0))
+            return fail(message, size, i, "index_select needs x, the index and its output's shape");
+        if (in->prim == VP_BP_INDEX_ADD && in->arg[2] < 0)
+            return fail(message, size, i, "index_add needs x, the index and the source");
         if (in->prim == VP_BP_EMBEDDING) {
             int w = in->arg[1];
             if (w < 1 || w > (int)p->n_params || p->param[w - 1].linear || !in->width)

@@ -96,6 +96,10 @@ typedef enum {
     VP_BP_LOGSUMEXP, /* torch.logsumexp over the last dimension (width), keepdim */
     VP_BP_VAR,       /* x.var(-1) over the last dimension (width), keepdim */
     VP_BP_STD,       /* x.std(-1) over the last dimension (width), keepdim */
+    VP_BP_AMAX,      /* x.amax(-1) over the last dimension (width), keepdim */
+    VP_BP_AMIN,      /* x.amin(-1) over the last dimension (width), keepdim */
+    VP_BP_INDEX_SELECT, /* x, index: x.index_select(dim, index) of a 1-D index, its explicit shape */
+    VP_BP_INDEX_ADD, /* x, index, src: x.index_add(dim, index, src) of a 1-D index, a new tensor like x */
     VP_BP_COUNT
 } vp_block_prim;
 

@@ -288,12 +288,14 @@ static vp_t layer_norm(vp_step *step, const vp_block_instr *in, const vp_t *val)
     return y;
 }
 
-/* logsumexp, var and std over the last dimension: logsumexp is on
- * autocast's fp32 list (autocast_mode.cpp KERNEL_CUDA(logsumexp, fp32)),
- * var and std on none (in x's dtype). */
+/* logsumexp, var, std, amax and amin over the last dimension: logsumexp
+ * is on autocast's fp32 list (autocast_mode.cpp KERNEL_CUDA(logsumexp,
+ * fp32)), the others on none (in x's dtype). */
 static vp_t reduction(vp_step *step, const vp_block_instr *in, vp_t x) {
     vp_sim *sim = &step->sim;
     uint64_t width = in->width ? in->width : 1;
+    if (in->prim == VP_BP_AMAX || in->prim == VP_BP_AMIN)
+        return vp_amax(sim, x, vp_at(sim, x)->numel / width, step->recipe->device, in->label);
     if (in->prim != VP_BP_LOGSUMEXP) return vp_var(sim, x, vp_at(sim, x)->numel / width, in->prim == VP_BP_STD, in->label);
     vp_t xa = vp_autocast_fp32(step, x, in->label);
     vp_t y = vp_logsumexp(sim, xa, vp_at(sim, xa)->numel / width, in->label);
@@ -386,7 +388,9 @@ static vp_t run(vp_step *step, const vp_block_program *p, const vp_block_instr *
     }
     case VP_BP_LOGSUMEXP:
     case VP_BP_VAR:
-    case VP_BP_STD: return reduction(step, in, a);
+    case VP_BP_STD:
+    case VP_BP_AMAX:
+    case VP_BP_AMIN: return reduction(step, in, a);
     case VP_BP_TO:
         return vp_to(sim, a, in->mode == VP_BLOCK_LIKE ? (vp_dtype)vp_at(sim, b)->dtype : (vp_dtype)in->mode,
                      in->label);
@@ -439,6 +443,12 @@ static vp_t run(vp_step *step, const vp_block_program *p, const vp_block_instr *
     case VP_BP_SCATTER: /* of a number (x.scatter(-1, index, 1.0)): no source */
         return vp_scatter_src(sim, a, b, in->arg[2] >= 0 ? val[in->arg[2]] : 0, in->label);
     case VP_BP_SCATTER_ADD: return vp_scatter_add(sim, a, b, val[in->arg[2]], in->label);
+    /* IndexSelectBackward0 keeps the index (and self's sizes: no memory);
+     * index_select_backward fills a zero gradient of all of x, as
+     * IndexBackward0's (checked on 1.13's grad_fn: _saved_index,
+     * _saved_self_sizes) */
+    case VP_BP_INDEX_SELECT: return vp_index(sim, a, b, shape_numel(step, p, in, val), in->label);
+    case VP_BP_INDEX_ADD: return vp_index_added(sim, a, val[in->arg[2]], b, in->label);
     case VP_BP_LAYER_NORM: return layer_norm(step, in, val);
     case VP_BP_ALL_GATHER:
     case VP_BP_REDUCE_SCATTER: return sequence_collective(step, in, a);

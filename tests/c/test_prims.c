@@ -712,6 +712,59 @@ static void test_cumsum_masked_fill_clamp(void) {
     graph_free(&g);
 }
 
+/* amax over x [64, 1000] fp32 (keepdim): the result alone forward (256 B),
+ * x and the result saved. Backward's peak above the incoming gradient,
+ * measured on PyTorch 1.13's CPU kernels (memcount, torch.autograd.grad
+ * of x.amax(-1, keepdim=True)): 576,768 B (the bool mask 64,000, its fp32
+ * copy 256,000, the gradient 256,000, the quotient 256, the count 512);
+ * on CUDA without TensorIterator's CPU copies the sum's height: mask
+ * 64,000 + its int64 copy 512,000 + count 512 = 576,512 (1.13's bf16 CPU
+ * run peaks there too: 576,512). */
+static void test_amax(void) {
+    for (int device = VP_DEVICE_CUDA; device <= VP_DEVICE_CPU; device++) {
+        graph g;
+        graph_init(&g, false);
+        vp_t x = grad_input(&g, 64 * 1000, VP_FP32);
+        vp_t y = vp_amax(&g.sim, x, 64, (vp_device)device, "amax");
+        CHECK_EQ_U64(live(&g, VP_CAT_ACTIVATIONS), 256000 + 256);
+        CHECK(g.sim.nodes[0].saved[0] == x && g.sim.nodes[0].saved[1] == y);
+        uint64_t before = g.ledger.raw.total + 256; /* and the seed */
+        backward_from(&g, y);
+        CHECK_EQ_U64(g.ledger.raw.peak - before, device == VP_DEVICE_CPU ? 576768 : 576512);
+        CHECK_EQ_U64(live(&g, VP_CAT_TRANSIENT), 0);
+        vp_drop(&g.sim, vp_at(&g.sim, x)->param_grad);
+        vp_drop(&g.sim, x);
+        vp_drop(&g.sim, y);
+        graph_free(&g);
+    }
+}
+
+/* acc.index_add(0, index, src) out of place, acc [48, 256] fp32 (49,152
+ * B), src [100, 256] (102,400 B), a 100-element int64 index: a new tensor
+ * like acc; IndexAddBackward0 keeps the index and src (1.13's grad_fn:
+ * _saved_index [100], _saved_source [100, 256]); backward passes acc's
+ * gradient on and gives src one of its size. */
+static void test_index_added(void) {
+    graph g;
+    graph_init(&g, false);
+    vp_t acc = grad_input(&g, 48 * 256, VP_FP32), src = grad_input(&g, 100 * 256, VP_FP32);
+    vp_t index = vp_new(&g.sim, 100, VP_INT64, "index");
+    uint64_t before = g.ledger.raw.total;
+    vp_t y = vp_index_added(&g.sim, acc, src, index, "index_add");
+    CHECK_EQ_U64(g.ledger.raw.total - before, 49152);
+    CHECK(g.sim.nodes[0].saved[0] == index && g.sim.nodes[0].saved[1] == src);
+    vp_drop(&g.sim, index); /* the node keeps it */
+    before = g.ledger.raw.total + 49152; /* and the seed */
+    backward_from(&g, y);
+    CHECK_EQ_U64(g.ledger.raw.peak - before, 102400); /* src's gradient; acc's is the seed itself */
+    vp_drop(&g.sim, vp_at(&g.sim, acc)->param_grad);
+    vp_drop(&g.sim, vp_at(&g.sim, src)->param_grad);
+    vp_drop(&g.sim, acc);
+    vp_drop(&g.sim, src);
+    vp_drop(&g.sim, y);
+    graph_free(&g);
+}
+
 int main(void) {
     test_linear_saves();
     test_linear_backward();
@@ -733,5 +786,7 @@ int main(void) {
     test_copy_slice();
     test_conv1d_depthwise();
     test_cumsum_masked_fill_clamp();
+    test_amax();
+    test_index_added();
     return check_summary("test_prims");
 }

@@ -549,6 +549,35 @@ describe("a bad block", function()
     err = bad_block("return x", '{ "t", embedding = { 10, 64 }, split = "row" }')
     assert.truthy(err:find("parameter 't': a table splits its columns", 1, true), err)
   end)
+  it("names one-dimensional indices misused (index_select, index_add, flatten)", function()
+    local ids, tbl = ' inputs = { "input_ids" },', '{ "t", embedding = { 10, 64 } }, { "u", embedding = { 10, 32 } }'
+    local flat = "local v, i = F.topk(x, 2, -1) local f = i:view(-1) "
+    check("local v, i = F.topk(x, 2, -1) local y = F.index_select(p.t, 0, i) return y",
+      "index_select: the index must be one-dimensional (idx:view(-1) or idx:flatten()), got [batch, seq, 2]", tbl)
+    check("local y = F.index_select(p.t, 0, x) return y",
+      "index_select: the index must be integer indices (input_ids, topk's indices), got a floating-point tensor", tbl)
+    check("local y = F.index_select(ids, 0, ids:view(-1)) return y",
+      "index_select: takes a floating-point tensor, got integer indices", tbl, ids)
+    check(flat .. "local y = F.index_select(p.t, 2, f) return y", "index_select: dimension 2 out of range for 2 dimensions",
+      tbl)
+    check(flat .. "local y = F.index_add(p.t, 0, f, F.index_select(p.t, 0, ids:flatten())) return y",
+      "index_add: the source has batch*seq elements along dimension 0, the index batch*seq*2", tbl, ids)
+    check(flat .. "local y = F.index_add(p.t, 0, f, F.index_select(p.u, 0, f)) return y",
+      "index_add: the source [batch*seq*2, 32] must be shaped as x [10, 64] but along dimension 0", tbl)
+    check(flat .. "local y = F.index_add(p.t, 0, f, x) return y",
+      "index_add: the source [batch, seq, 64] and x [10, 64] must have as many dimensions", tbl)
+    check(flat .. "local y = F.index_add(p.t, 0, f, 1.0) return y", "index_add: the source must be a tensor", tbl)
+    check(flat .. "local y = F.index_add(p.t, 0, f, f) return y",
+      "index_add: takes a floating-point tensor, got integer indices", tbl)
+    check("local y = F.index_select(p.t, 0, ids:view(-1)) return y",
+      "index_select: of a table split over tensor-parallel ranks: not in the vocabulary yet",
+      '{ "t", embedding = { 10, 64 }, split = "column" }', ids)
+    check("local y = x:flatten(2, 1) return y", "flatten: start_dim 2 comes after end_dim 1")
+    check("local y = p.up(x):amax(-1) return y",
+      "amax: of rows of tokens whole on every tensor-parallel rank only yet",
+      '{ "up", linear = { c.hidden, 32 }, split = "column" }')
+    check("local y = x * x:amin(0) return y", "amin: only over the last dimension (dim = -1) yet")
+  end)
   it("refuses input_ids where the stream is not the batch's rows", function()
     local ids, tbl = ' inputs = { "input_ids" },', '{ "t", embedding = { 10, 64 } }'
     local body = "local y = F.embedding(ids, p.t) return y"
@@ -567,6 +596,48 @@ describe("a bad block", function()
     local err = bad_block("return x", '{ "up", linear = 64 }')
     assert.truthy(err:find("arch/badfam.lua:5: block mlp: parameter 'up': linear = { in_features, out_features }", 1,
       true), err)
+  end)
+end)
+
+describe("one-dimensional indices, index_select, index_add, amax (block_index.lua)", function()
+  local ids, tbl = ' inputs = { "input_ids" },', '{ "t", embedding = { 10, 64 } }'
+  local function events(body, phase, ...)
+    local timeline = block_timeline(body, tbl, ids, "--set", "precision=fp32", "--set", "micro_batch=1", "--set",
+      "seq_len=64", ...)
+    local found = {}
+    for _, e in ipairs(timeline) do
+      if e.phase == phase and e.op:match("^mlp%.") then found[#found + 1] = e.op .. " " .. e.delta end
+    end
+    return found
+  end
+  it("make tensors of the index's length", function()
+    -- 64 tokens, top 2: the flat index has 128 elements; index_select of
+    -- the [10, 64] fp32 table 128 x 64 x 4 = 32768 bytes, kept (index_add
+    -- keeps its source); index_add a new [10, 64] table, 2560 bytes, gone
+    -- after the lookup by i ([1, 64, 2, 64]: 32768), summed to 64 x 64 x 4
+    local got = events("local v, i = F.topk(x, 2, -1) local f = i:view(-1) "
+      .. "local y = F.index_add(p.t, 0, f, F.index_select(p.t, 0, f)) return F.index(y, i):sum(-2) * x", "forward")
+    assert.are.same({ "mlp.index_select 32768", "mlp.index_add 2560", "mlp.index 32768", "mlp.index_add -2560",
+                      "mlp.sum 16384", "mlp.index -32768" }, { table.unpack(got, #got - 7, #got - 2) })
+  end)
+  it("split ties in amax's backward, with the CPU's dtype copies only on the CPU", function()
+    -- x [1, 64, 64] fp32 (n = 4096 elements, 64 rows): the bool mask n
+    -- bytes, the int64 count 64 x 8, the sum's int64 copy of the mask
+    -- n x 8 (gone after it), the quotient 64 x 4 (512 on CUDA: its
+    -- allocator's blocks), the gradient n x 4; on the CPU TensorIterator
+    -- first copies the count (64 x 4) and the mask (n x 4) into fp32;
+    -- after the rule the saved result and the gradient (added into x's)
+    local body = "local y = x * x:amax(-1) return y"
+    local function amax(dev)
+      local out = {}
+      for _, e in ipairs(events(body, "backward", "--set", "device=" .. dev)) do
+        if e:match("^mlp%.amax ") then out[#out + 1] = tonumber(e:match(" (%-?%d+)$")) end
+      end
+      return out
+    end
+    assert.are.same({ 4096, 512, 32768, -32768, 512, 16384, -512, -512, -4096, -512, -16384 }, amax("cuda"))
+    assert.are.same({ 4096, 512, 32768, -32768, 256, 256, -256, 16384, 16384, -16384, -256, -512, -4096, -256, -16384 },
+      amax("cpu"))
   end)
 end)
 
@@ -613,7 +684,7 @@ describe("a table split over tensor-parallel ranks (embedding, split = \"column\
 end)
 
 describe("the vocabulary's blocks of compare.py (tests/torch/blocks/)", function()
-  -- LLaMA with the indexing or reductions MLP, its blocks script found beside the model script
+  -- LLaMA with the indexing, reductions or index_ops MLP, its blocks script found beside the model script
   local function peaks(name, sets)
     local dir = os.tmpname()
     os.remove(dir)
@@ -640,6 +711,9 @@ describe("the vocabulary's blocks of compare.py (tests/torch/blocks/)", function
     { "indexing", { "--set", "framework=deepspeed", "--set", "zero=3", "--set", "dp=4", "--set", "precision=mixed-bf16" } },
     { "reductions", { "--set", "framework=megatron", "--set", "tp=2", "--set", "precision=mixed-bf16" } },
     { "reductions", { "--set", "checkpointing=op-selective", "--set", "precision=amp-bf16" } },
+    { "index_ops", {} },
+    { "index_ops", { "--set", "checkpointing=full", "--set", "precision=amp-bf16", "--set", "micro_batch=3" } },
+    { "index_ops", { "--set", "framework=megatron", "--set", "tp=2", "--set", "precision=mixed-bf16" } },
   }) do
     it("folds as it runs layer by layer: " .. case[1] .. " " .. table.concat(case[2], " "), function()
       local folded_and_not = peaks(case[1], case[2])

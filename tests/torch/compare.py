@@ -87,6 +87,13 @@ def reductions(**kw):
     return dict(llama(**kw), lua_blocks="reductions")
 
 
+def index_ops(**kw):
+    """LLaMA whose MLP is a Lua block of the vocabulary's one-dimensional
+    indices (tests/torch/blocks/index_ops.lua: amax, amin, index_select,
+    index_add), mirrored by tests/torch/models/indexing.py."""
+    return dict(llama(**kw), lua_blocks="index_ops")
+
+
 def mamba2(h=64, layers=2, vocab=256, state=16, expand=2, head_dim=16, groups=1, chunk=16, tied=True):
     """Mamba-2 (transformers' Mamba2Config keys; tests/torch/models/mamba2.py
     runs Mamba2Mixer.torch_forward): vramplan's model is
@@ -369,6 +376,18 @@ CASES = [
     # one layer, a wide router and few logits: the peak in the reductions' backward
     ("blocks reductions fp32 wide", reductions(layers=1, inter=1024, vocab=32), recipe(
         optimizer="sgd", b=4, s=128, keep_logits="false")),
+    ("blocks index_ops fp32 adamw", index_ops(), recipe()),
+    ("blocks index_ops bf16", index_ops(), recipe("bf16")),
+    ("blocks index_ops amp-bf16", index_ops(), recipe("amp-bf16")),
+    ("blocks index_ops fp32 checkpointed", index_ops(layers=3), recipe(ckpt="full")),
+    ("blocks index_ops fp32 sgd long", index_ops(layers=3), recipe(optimizer="sgd", b=4, s=128)),
+    # one layer, a wide projection and few logits: the peak in amax's backward (fp32: at the
+    # CPU's float copy of the mask, above the sum's int64 copy of it by the quotient's rows,
+    # so many rows; bf16: at the sum's int64 copy)
+    ("blocks index_ops fp32 wide", index_ops(layers=1, inter=512, vocab=32), recipe(
+        optimizer="sgd", b=32, s=64, keep_logits="false")),
+    ("blocks index_ops bf16 wide", index_ops(layers=1, inter=1024, vocab=32), recipe(
+        "bf16", optimizer="sgd", b=4, s=128, keep_logits="false")),
     # the tables frozen: no EmbeddingBackward0, IndexBackward0 of a weight that needs no gradient
     ("blocks indexing amp-bf16 lora", indexing(), recipe("amp-bf16", finetune="lora",
                                                        lora_targets="router,gate_proj,down_proj")),

@@ -91,7 +91,8 @@ end
 local SEQ = "seq"
 
 -- The primitives that take integer indices (block_index.lua checks where).
-local takes_indices = { embedding = true, index = true, gather = true, scatter = true, scatter_add = true }
+local takes_indices = { embedding = true, index = true, gather = true, scatter = true, scatter_add = true,
+                        index_select = true, index_add = true }
 
 -- Records one primitive; returns its output tensor (split into heads as
 -- `like` is, if given: elementwise results keep their input's layout).
@@ -282,6 +283,10 @@ F.sum = reduction("sum")
 F.logsumexp = reduction("logsumexp")
 F.var = reduction("var")
 F.std = reduction("std")
+-- x:amax(-1), x:amin(-1) (keepdim, as the others here; PyTorch's default
+-- drops the dimension, which changes no size): prims.h vp_amax.
+F.amax = reduction("amax")
+F.amin = reduction("amin")
 
 
 -- x.to(dtype): dtype a name ("float32", "bf16", ...) or another tensor's
@@ -836,7 +841,7 @@ end
 -- Tensor methods and operators, as PyTorch's Tensor has them.
 local methods = {
   float = F.float, to = F.to, pow = F.pow, split = F.split, chunk = F.chunk, mean = F.mean, sum = F.sum, sigmoid = F.sigmoid, tanh = F.tanh,
-  logsumexp = F.logsumexp, var = F.var, std = F.std,
+  logsumexp = F.logsumexp, var = F.var, std = F.std, amax = F.amax, amin = F.amin,
   exp = F.exp, rsqrt = F.rsqrt, relu = F.relu, view = F.view, reshape = F.reshape, transpose = F.transpose,
   contiguous = F.contiguous, select = F.select, softmax = F.softmax, log_softmax = F.log_softmax,
 }
@@ -846,7 +851,9 @@ shapes.install({ F = F, methods = methods, fail = fail, record = record, view_of
 -- tables, indices and collectives: block_index.lua
 indexing.install({ F = F, methods = methods, fail = fail, record = record, new_value = new_value,
                    check_tensor = check_tensor, label_of = label_of, dims_of = shapes.dims_of,
-                   copy_dims = shapes.copy_dims, tracing = function() return tracing end, last_split = last_split })
+                   copy_dims = shapes.copy_dims, tracing = function() return tracing end, last_split = last_split,
+                   shaped = shapes.shaped, same_dim = shapes.same_dim, dims_string = shapes.dims_string,
+                   norm_dim = shapes.norm_dim })
 setmetatable(F, {
   __index = function(_, k) fail("F.%s: unknown primitive", tostring(k)) end,
   __newindex = function(_, k) fail("F.%s: the vocabulary is read-only", tostring(k)) end,

@@ -1,9 +1,11 @@
 -- vramplan.block_index — tables, indices and collectives in a block's
 -- forward: F.embedding, F.topk, F.gather, F.index (x[idx]), F.scatter,
--- F.scatter_add, F.layer_norm, F.all_gather, F.reduce_scatter.
+-- F.scatter_add, F.index_select, F.index_add, F.layer_norm, F.all_gather,
+-- F.reduce_scatter.
 --
 -- Integer tensors are indices: the batch's input_ids (block { inputs = {
--- "input_ids" } }) and topk's indices. They index and nothing else (an
+-- "input_ids" } }), topk's indices and their one-dimensional views
+-- (idx:view(-1), idx:flatten(): one dimension of b x s x k elements). They index and nothing else (an
 -- index where a floating-point tensor belongs, or the other way round, is
 -- an error at the script's line). What each primitive keeps for backward
 -- is PyTorch's (tools/autograd/derivatives.yaml, 1.13, checked on 1.13's
@@ -15,7 +17,7 @@ local index = {}
 function index.install(I)
   local F, methods, fail, record, new_value, check_tensor, label_of, dims_of, tracing, last_split =
     I.F, I.methods, I.fail, I.record, I.new_value, I.check_tensor, I.label_of, I.dims_of, I.tracing, I.last_split
-  local copy_dims = I.copy_dims
+  local copy_dims, shaped, same_dim, dims_string, norm_dim = I.copy_dims, I.shaped, I.same_dim, I.dims_string, I.norm_dim
 
   local function is_index(t) return rawget(t, "index") == true end
 
@@ -116,6 +118,72 @@ function index.install(I)
     end
     local out = record("index", { x, idx }, { width = width }, dims[#dims], false, label_of(opts, "index"))
     return looked_up(out, idx, trailing)
+  end
+
+  -- The length of a one-dimensional index (index_select's and index_add's
+  -- must be: PyTorch refuses others).
+  local function one_dim(idx, what)
+    local dims = dims_of(idx)
+    if #dims ~= 1 then
+      fail("%s: the index must be one-dimensional (idx:view(-1) or idx:flatten()), got %s", what, dims_string(dims))
+    end
+    return dims[1]
+  end
+
+  -- x's dimension dim (1-based), refused along a dimension split over
+  -- tensor-parallel ranks.
+  local function along(x, dims, dim, what)
+    if x.split and rawget(x, "table") then fail("%s: of a table split over tensor-parallel ranks: not in the vocabulary yet", what) end
+    local d = norm_dim(dims, dim, what)
+    if type(dims[d]) == "table" and dims[d].sym == "split" then
+      fail("%s: along a dimension split over tensor-parallel ranks", what)
+    end
+    return d
+  end
+
+  -- F.index_select(x, dim, idx): x.index_select(dim, idx) of a
+  -- one-dimensional idx, a new tensor of x's shape with dimension dim
+  -- idx's length. IndexSelectBackward0 keeps the index (and x's sizes: no
+  -- memory); backward fills a zero gradient of all of x
+  -- (index_select_backward: zeros, then index_add_).
+  function F.index_select(x, dim, idx, opts)
+    check_kind(x, "index_select", false)
+    check_kind(idx, "index_select", true)
+    local n = one_dim(idx, "index_select")
+    local dims = copy_dims(dims_of(x))
+    dims[along(x, dims, dim, "index_select")] = n
+    return (shaped("index_select", { x, idx }, nil, dims, label_of(opts, "index_select")))
+  end
+
+  -- F.index_add(x, dim, idx, src): x.index_add(dim, idx, src), out of
+  -- place, a new tensor like x; src of x's shape but along dim, where it
+  -- has idx's length. IndexAddBackward0 keeps the index and src (its
+  -- gradient's formula, grad.index_select(dim, index).expand_as(source),
+  -- names it); x's gradient passes through, src gets one of its size.
+  -- PyTorch also wants x and src of one dtype (index_add_ raises
+  -- otherwise): known only when the step runs, not checked here.
+  function F.index_add(x, dim, idx, src, opts)
+    check_kind(x, "index_add", false)
+    check_kind(idx, "index_add", true)
+    if type(src) == "number" then fail("index_add: the source must be a tensor") end
+    check_kind(src, "index_add", false)
+    local n = one_dim(idx, "index_add")
+    local xd, sd = dims_of(x), dims_of(src)
+    local d = along(x, xd, dim, "index_add")
+    if #sd ~= #xd then
+      fail("index_add: the source %s and x %s must have as many dimensions", dims_string(sd), dims_string(xd))
+    end
+    if not same_dim(sd[d], n) then
+      fail("index_add: the source has %s elements along dimension %d, the index %s", tostring(sd[d]), dim, tostring(n))
+    end
+    for i = 1, #xd do
+      if i ~= d and not same_dim(xd[i], sd[i]) then
+        fail("index_add: the source %s must be shaped as x %s but along dimension %d", dims_string(sd), dims_string(xd), dim)
+      end
+    end
+    local out = record("index_add", { x, idx, src }, nil, x.width, x.split, label_of(opts, "index_add"), x)
+    out.dims, out.layout = rawget(x, "dims") and copy_dims(x.dims), rawget(x, "dims") and true
+    return out
   end
 
   -- values, indices = F.topk(x, k, -1): torch.topk along the last
@@ -232,7 +300,9 @@ function index.install(I)
     end
   end
 
-  for _, name in ipairs({ "topk", "max", "gather", "scatter", "scatter_add" }) do methods[name] = F[name] end
+  for _, name in ipairs({ "topk", "max", "gather", "scatter", "scatter_add", "index_select", "index_add" }) do
+    methods[name] = F[name]
+  end
 end
 
 return index

@@ -28,24 +28,60 @@ end
 local function is_sym(d) return getmetatable(d) == dim_meta end
 local function is_split(d) return is_sym(d) and d.sym == "split" end
 
+-- One dimension that is the product of others ("prod", parts: symbolic
+-- dimensions and a whole number), as x.view(-1) or x.flatten() makes of
+-- [b, s, k] (a one-dimensional tensor of b x s x k elements).
+local function prod_dim(parts) return setmetatable({ sym = "prod", parts = parts, add = 0 }, dim_meta) end
+local function is_prod(d) return is_sym(d) and d.sym == "prod" end
+
+-- dims with each product expanded into its parts (the core's encoding and
+-- the sizes' arithmetic see only those).
+local function expanded(dims)
+  local out = {}
+  for _, d in ipairs(dims) do
+    if is_prod(d) then
+      for _, part in ipairs(d.parts) do out[#out + 1] = part end
+    else
+      out[#out + 1] = d
+    end
+  end
+  return out
+end
+
 dim_meta.__add = function(a, b)
   if type(a) == "number" then a, b = b, a end
   if math.type(b) ~= "integer" then error("a symbolic dimension plus a whole number only", 2) end
+  if a.sym == "prod" then error("a product of dimensions takes no whole number", 2) end
   if a.sym == "split" then error("a dimension split over tensor-parallel ranks takes no whole number", 2) end
   return sym_dim(a.sym, a.add + b, a.chunk, a.gathered)
 end
 dim_meta.__sub = function(a, b)
   if math.type(b) ~= "integer" then error("a symbolic dimension minus a whole number only", 2) end
+  if a.sym == "prod" then error("a product of dimensions takes no whole number", 2) end
   if a.sym == "split" then error("a dimension split over tensor-parallel ranks takes no whole number", 2) end
   return sym_dim(a.sym, a.add - b, a.chunk, a.gathered)
 end
 dim_meta.__tostring = function(d)
   if d.sym == "split" then return d.add .. "/tp" end
+  if d.sym == "prod" then
+    local parts = {}
+    for i, part in ipairs(d.parts) do parts[i] = tostring(part) end
+    return table.concat(parts, "*")
+  end
   return d.sym .. (d.gathered and "(gathered)" or "") .. (d.chunk and "/" .. d.chunk or "")
     .. (d.add ~= 0 and string.format("%+d", d.add) or "")
 end
 
+local factors
 local function same_dim(a, b)
+  if is_prod(a) or is_prod(b) then -- the same elements (b x s x k as k x b x s)
+    local ka, sa = factors({ a })
+    local kb, sb = factors({ b })
+    if ka ~= kb then return false end
+    for key, n in pairs(sa) do if sb[key] ~= n then return false end end
+    for key, n in pairs(sb) do if sa[key] ~= n then return false end end
+    return true
+  end
   if is_sym(a) and is_sym(b) then
     return a.sym == b.sym and a.add == b.add and a.chunk == b.chunk and not a.gathered == not b.gathered
   end
@@ -61,10 +97,10 @@ end
 -- A shape's size as a constant and a multiset of symbols (a padded
 -- sequence counts as chunks times the chunk; a split dimension as its
 -- whole size times "tp", one over the ranks), for comparing two shapes.
-local function factors(dims)
+function factors(dims)
   local k, syms = 1, {}
   local function put(key) syms[key] = (syms[key] or 0) + 1 end
-  for _, d in ipairs(dims) do
+  for _, d in ipairs(expanded(dims)) do
     if not is_sym(d) then
       k = k * d
     elseif d.sym == "split" then
@@ -116,17 +152,21 @@ function shapes.install(I)
     return out
   end
   shapes.copy_dims = copy_dims
+  shapes.same_dim, shapes.dims_string = same_dim, dims_string
 
   local function norm_dim(dims, d, what, extra)
     local n = #dims + (extra or 0)
     if math.type(d) ~= "integer" or d < -n or d >= n then fail("%s: dimension %s out of range for %d dimensions", what, tostring(d), n) end
     return d < 0 and d + n + 1 or d + 1 -- 1-based
   end
+  shapes.norm_dim = norm_dim
 
   -- The core's encoding of a shape, the chunk length its symbols share,
   -- and the elements per token (for the time model).
   local function encode(dims, what)
     local shape, chunk, per_token = {}, nil, 1.0
+    dims = expanded(dims)
+    if #dims > 8 then fail("%s: a shape of more than 8 dimensions (products counted by their parts)", what) end
     for i, d in ipairs(dims) do
       if is_sym(d) then
         shape[i] = { d.sym, d.add, d.gathered or nil }
@@ -166,6 +206,7 @@ function shapes.install(I)
     out.dims, out.layout = dims, true
     return out
   end
+  shapes.shaped = shaped
   -- A view of t with another shape (no instruction).
   local function view(t, dims, contiguous)
     return view_of(t, width_of(dims), { dims = dims, layout = contiguous, split = any_split(dims) })
@@ -264,6 +305,12 @@ function shapes.install(I)
     return nil
   end
 
+  -- A symbolic dimension back from its key in factors().
+  local function from_key(key)
+    local sym, add, chunk, g = key:match("^(%a+):(%-?%d+):(%d+):(g?)$")
+    return sym_dim(sym, tonumber(add), tonumber(chunk) ~= 0 and tonumber(chunk) or nil, g == "g")
+  end
+
   -- view / reshape to dims (one of them may be -1): a view of a
   -- contiguous tensor; of another, reshape copies (view refuses).
   local function reshape(t, target, copies, what)
@@ -304,17 +351,24 @@ function shapes.install(I)
       elseif #left == 1 and left[1] == "tp" then
         out[unknown] = sym_dim("split", ratio)
       elseif #left == 1 then
-        local sym, add, chunk, g = left[1]:match("^(%a+):(%-?%d+):(%d+):(g?)$")
-        local d = sym_dim(sym, tonumber(add), tonumber(chunk) ~= 0 and tonumber(chunk) or nil, g == "g")
+        local d = from_key(left[1])
         if ratio == 1 then
           out[unknown] = d
-        elseif sym == "chunks" and d.add == 0 and ratio == d.chunk then
+        elseif d.sym == "chunks" and d.add == 0 and ratio == d.chunk then
           out[unknown] = sym_dim("padded", 0, d.chunk, d.gathered)
         else
-          fail("%s: cannot infer -1 of %s into %s", what, dims_string(dims), dims_string(target))
+          out[unknown] = prod_dim({ d, ratio })
         end
       else
-        fail("%s: cannot infer -1 of %s into %s", what, dims_string(dims), dims_string(target))
+        -- several symbols: one dimension of their product ([b, s, k]:view(-1))
+        local parts = {}
+        for i, key in ipairs(left) do
+          if key == "tp" then fail("%s: cannot infer -1 of %s into %s (a split dimension)", what, dims_string(dims), dims_string(target)) end
+          parts[i] = from_key(key)
+        end
+        table.sort(parts, function(a, b) return tostring(a) < tostring(b) end)
+        if ratio ~= 1 then parts[#parts + 1] = ratio end
+        out[unknown] = prod_dim(parts)
       end
     elseif #left > 0 or ratio ~= 1 then
       fail("%s: %s does not fit into %s", what, dims_string(dims), dims_string(target))
@@ -340,13 +394,28 @@ function shapes.install(I)
       check_tensor(t, "view")
       local target = table.pack(...)
       if type(target[1]) == "table" and not is_sym(target[1]) then target = target[1] end
-      local nd = rawget(t, "dims") or is_sym(target[1]) or #target > 2
+      -- (indices are never split into heads: idx:view(-1) flattens them)
+      local nd = rawget(t, "dims") or rawget(t, "index") or is_sym(target[1]) or #target > 2
       if not nd then return (heads_view(t, ...)) end
       return (reshape(t, target, copies, copies and "reshape" or "view"))
     end
   end
   F.view = view_or_reshape(false)
   F.reshape = view_or_reshape(true)
+
+  -- x:flatten(start, stop) (torch.flatten, dimensions 0 to -1 unless
+  -- given): dimensions start..stop as one, their product, as reshape
+  -- makes it (a view of a contiguous tensor, else a copy).
+  function F.flatten(t, start, stop, opts)
+    check_tensor(t, "flatten")
+    local dims = dims_of(t)
+    local a, b = norm_dim(dims, start or 0, "flatten"), norm_dim(dims, stop or -1, "flatten")
+    if a > b then fail("flatten: start_dim %s comes after end_dim %s", tostring(start), tostring(stop)) end
+    local target = table.move(dims, 1, a - 1, 1, {})
+    target[#target + 1] = -1
+    table.move(dims, b + 1, #dims, #target + 1, target)
+    return (reshape(t, target, true, label_of(opts, "flatten")))
+  end
 
   local heads_contiguous = F.contiguous
   function F.contiguous(t, opts)
@@ -687,7 +756,7 @@ function shapes.install(I)
     return (shaped("conv1d", args, { strided = not is_contiguous(x) }, out, label_of(opts, "conv1d")))
   end
 
-  for _, name in ipairs({ "size", "permute", "transpose", "unsqueeze", "view", "reshape", "contiguous", "cumsum",
+  for _, name in ipairs({ "size", "permute", "transpose", "unsqueeze", "view", "reshape", "flatten", "contiguous", "cumsum",
                           "sum", "narrow", "select", "expand", "repeat_interleave", "split", "softplus", "clamp",
                           "masked_fill" }) do
     methods[name] = F[name]

@@ -4,10 +4,13 @@ the blocks' F.keep names). IndexingMLP: a LayerNorm, a top-k router whose
 logits are gathered and scattered back, a per-token gate looked up from
 the batch's input_ids, and per-expert scales indexed by the router's
 choice. ReductionsMLP: its input scaled by the logsumexp, var, std and
-max of a wide projection.
+max of a wide projection. IndexOpsMLP: amax and amin of a wide
+projection, index_select and index_add by the router's flattened indices,
+index_select by the flattened input_ids.
 Not published architectures: they check what the block vocabulary's
 embedding, topk, gather, scatter, scatter_add, index, layer_norm,
-logsumexp, var, std and max keep and make."""
+logsumexp, var, std, max, amax, amin, index_select and index_add keep and
+make."""
 import weakref
 
 import torch
@@ -66,5 +69,30 @@ class ReductionsMLP(nn.Module):
         return mul(mul(mul(mul(x, lse), v), sd), m)
 
 
+class IndexOpsMLP(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        h, f = cfg["hidden_size"], cfg["intermediate_size"]
+        self.router = nn.Linear(h, EXPERTS, bias=False)
+        self.wide = nn.Linear(h, f, bias=False)
+        self.expert_emb = nn.Embedding(EXPERTS, h)
+        self.expert_acc = nn.Embedding(EXPERTS, h)
+        self.token_gate = nn.Embedding(cfg["vocab_size"], h)
+        self.input_ids = None  # as IndexingMLP's
+
+    def forward(self, ac, x):
+        input_ids = self.input_ids()
+        r = linear(ac, x, self.wide.weight)
+        top = r.amax(-1, keepdim=True)
+        low = r.amin(-1, keepdim=True)
+        w, idx = torch.topk(linear(ac, x, self.router.weight), TOP_K, dim=-1)
+        flat = idx.view(-1)
+        rows = self.expert_emb.weight.index_select(0, flat)
+        acc = self.expert_acc.weight.index_add(0, flat, mul(rows, w.flatten().unsqueeze(1)))
+        back = acc[idx].sum(-2)
+        gate = self.token_gate.weight.index_select(0, input_ids.view(-1)).view(x.shape)
+        return mul(mul(mul(x, back), gate), top - low)
+
+
 # lua_blocks -> the MLP that mirrors it (compare.py's block vocabulary cases)
-MLP_BLOCKS = {"indexing": IndexingMLP, "reductions": ReductionsMLP}
+MLP_BLOCKS = {"indexing": IndexingMLP, "reductions": ReductionsMLP, "index_ops": IndexOpsMLP}

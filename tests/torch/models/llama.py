@@ -12,7 +12,7 @@ from .deepseek import (DeepseekMoE, DeepseekV2Attention, DeepseekV2HFAttention, 
                        DeepseekV2HFRotaryEmbedding, DeepseekV2MoE, DeepseekV3Attention, DeepseekV3MoE, remote_code,
                        transformers_v2)
 from .diff import DiffAttention
-from .indexing import MLP_BLOCKS, IndexingMLP
+from .indexing import MLP_BLOCKS, IndexingMLP, IndexOpsMLP
 from .llama_blocks import LlamaAttention, LlamaMLP, LlamaRotaryEmbedding, ScaledEmbedding, rms_norm
 from .moe import SparseMoeBlock
 from .mtp import MTPModule
@@ -276,8 +276,8 @@ class Llama(nn.Module):
             normalizer = torch.tensor(self.cfg["hidden_size"] ** 0.5, dtype=hidden_states.dtype)
             hidden_states = hidden_states * normalizer
         self.all_router_logits = ()
-        for layer in self.layers:  # a block that names the batch's input_ids (IndexingMLP)
-            if isinstance(getattr(layer, "mlp", None), IndexingMLP):
+        for layer in self.layers:  # a block that names the batch's input_ids (IndexingMLP, IndexOpsMLP)
+            if isinstance(getattr(layer, "mlp", None), (IndexingMLP, IndexOpsMLP)):
                 layer.mlp.input_ids = weakref.ref(input_ids)
         for chunk in chunks(self.layers, checkpoint):
             if checkpoint:  # LlamaModel's call: the rotary tables go as a tuple, not as tensors
