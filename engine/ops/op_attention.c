@@ -1435,7 +1435,6 @@ static vp_t attention_forward(vp_step *step, const vp_op *op, const vp_t *leaves
         in.v = vp_project_column(step, source, leaves[V_W], leaves[V_B], kv_out, "attention.v_proj");
         normalized = early;
     }
-    vp_drop(sim, gathered);
     if (vp_op_flag(op, ATT_POSITION_BIAS)) {
         in.cross = cross;
         in.kv_len = cross ? step->source_seq : step->seq + step->past_tokens;
@@ -1475,13 +1474,18 @@ static vp_t attention_forward(vp_step *step, const vp_op *op, const vp_t *leaves
     if (vp_op_flag(op, ATT_HOLDS_CONTEXT)) vp_step_keep_local(step, context, VP_LOCAL_OF_POST_NORM_BLOCK);
     bool returned = vp_op_flag(op, ATT_RETURNS_BEFORE_OUT_PROJ);
     if (returned) release_locals(sim, &in);
+    if (returned) vp_drop(sim, gathered);
     vp_t out = vp_project_row(step, context, leaves[mla ? MLA_O_W : O_W], leaves[mla ? MLA_O_B : O_B], s.hidden,
                               "attention.o_proj");
     vp_drop(sim, context);
     vp_t dropped = vp_train_dropout(step, out, op->value[ATT_RESID_DROPOUT], "attention.resid_dropout");
     vp_drop(sim, out);
-    /* query/key/value locals live until the module returns */
+    /* query/key/value locals live until the module returns, and the
+     * gathered input with them: PrepareModuleInput's forward pre-hook
+     * hands it to forward as its argument (nn.Module._call_impl's `args`,
+     * held until forward returns) */
     if (!returned) release_locals(sim, &in);
+    if (!returned) vp_drop(sim, gathered);
     return dropped;
 }
 

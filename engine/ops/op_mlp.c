@@ -297,7 +297,6 @@ static vp_t mlp_forward(vp_step *step, const vp_op *op, const vp_t *leaves, vp_t
         inner = activate(step, kind, up);
         vp_drop(sim, up);
     }
-    vp_drop(sim, gathered);
     if (vp_op_flag(op, MLP_HOLDS_ACTIVATION)) vp_step_keep_local(step, inner, VP_LOCAL_OF_POST_NORM_BLOCK);
     /* T5's DenseReluDense: self.dropout(hidden_states) before self.wo */
     vp_t dropped_inner = vp_train_dropout(step, inner, op->value[MLP_INNER_DROPOUT], "mlp.dropout");
@@ -316,6 +315,9 @@ static vp_t mlp_forward(vp_step *step, const vp_op *op, const vp_t *leaves, vp_t
     if (vp_op_flag(op, MLP_HOLDS_OUTPUT)) vp_step_keep_local(step, out, VP_LOCAL_OF_POST_NORM_BLOCK);
     vp_t dropped = vp_train_dropout(step, out, op->value[MLP_RESID_DROPOUT], "mlp.resid_dropout");
     vp_drop(sim, out);
+    /* the gathered input is forward's argument until it returns
+     * (PrepareModuleInput's pre-hook: nn.Module._call_impl's `args`) */
+    vp_drop(sim, gathered);
     return dropped;
 }
 
