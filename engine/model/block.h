@@ -246,6 +246,18 @@ typedef struct {
     unsigned n_tp_rules;
     uint64_t tp_count[VP_BLOCK_TP_RULES];
     char tp_why[VP_BLOCK_TP_RULES][VP_BLOCK_TP_WHY];
+    /* its DTensor tensor-parallel plan (block_plan.c): whether its input is
+     * gathered at its entry (PrepareModuleInput), the first column-parallel
+     * weight that reads it (value id, 0: none) and how many column-parallel
+     * linears read it (async TP's fused gather), and why sequence
+     * parallelism, or torchao's float8 input (an input read otherwise than
+     * by column-parallel linears), cannot run it so (naming the block and
+     * its op), or "" */
+    bool dtensor_gathers;
+    int16_t dtensor_weight;
+    uint16_t dtensor_linears;
+    char dtensor_problem[384];
+    char dtensor_float8_problem[384];
     vp_block_param param[VP_BLOCK_PARAMS];
     vp_block_kernel kernel[VP_BLOCK_KERNELS];
     vp_block_instr code[VP_BLOCK_CODE];
@@ -262,7 +274,12 @@ static inline unsigned vp_block_borrowed(const vp_block_program *p) { return p->
  * alive. */
 const char *vp_block_check(const vp_block_program *program, char *message, unsigned size);
 
-/* Writes the layouts' problems the program carries (cp_problem). */
+/* Writes the layouts' problems the program carries (cp_problem, and its
+ * DTensor plan: vp_block_note_dtensor_plan). */
 void vp_block_note_problems(vp_block_program *program);
+
+/* Reads the block's DTensor tensor-parallel plan off its program
+ * (dtensor_gathers, dtensor_weight, dtensor_problem, dtensor_float8_problem). */
+void vp_block_note_dtensor_plan(vp_block_program *program);
 
 #endif

@@ -59,8 +59,8 @@ uint64_t vp_local_vocab(uint64_t vocab, unsigned tp, bool exact);
  * module's column-parallel linears; 0 where x is the input as it is. With
  * Float8 tensorwise and `weight` (the module's first linear) swapped,
  * torchao's PrepareFloat8ModuleInput: cast to float8, then gathered in
- * float8 (with or without sequence parallelism, never 0). The caller
- * drops it.
+ * float8 (with or without sequence parallelism, never 0); `weight` 0: a
+ * module without one (no float8 input). The caller drops it.
  * `linears`: how many linears read it inside a compiled block (0: outside
  * one, the head), for async TP's fusions (op_basic.c). */
 vp_t vp_module_input(vp_step *step, vp_t x, vp_t weight, unsigned linears);

@@ -67,7 +67,7 @@ void vp_step_clear_fp8(vp_step *step) {
  * PrepareFloat8ModuleInput (float8_tensor_parallel.py) on the linears
  * torchao swapped (`weight`'s fp8 flag). */
 static bool float8_tp(vp_step *step, vp_t weight) {
-    return step->tp > 1 && vp_framework_of(step->recipe)->dtensor_tp && step->precision->fp8_dynamic &&
+    return weight && step->tp > 1 && vp_framework_of(step->recipe)->dtensor_tp && step->precision->fp8_dynamic &&
            step->recipe->fp8_recipe == VP_FLOAT8_TENSORWISE && vp_at(&step->sim, weight)->fp8;
 }
 

@@ -8,6 +8,7 @@
 #include "kernel.h"
 #include "kv_cache.h"
 #include "ops.h"
+#include "precision.h"
 #include "sdpa.h"
 
 /* What autograd keeps of each elementwise function
@@ -514,6 +515,14 @@ static vp_t block_forward(vp_step *step, const vp_op *op, const vp_t *leaves, vp
     for (unsigned j = 0; j < p->n_inputs; j++)
         val[p->n_params + 1 + j] = p->input[j] == VP_BLOCK_INPUT_IDS ? vp_step_input_ids(step)
                                                                       : vp_step_tensor(step, stream_slot[p->input[j]]);
+    /* under DTensor's plan (block_plan.c) a block that needs the whole
+     * sequence is given its input gathered (PrepareModuleInput's
+     * all-gather, or torchao's float8 one): the forward's argument until
+     * it returns */
+    vp_t gathered = 0;
+    if (p->dtensor_gathers && step->tp > 1 && vp_framework_of(step->recipe)->dtensor_tp)
+        gathered = vp_module_input(step, x, p->dtensor_weight ? leaves[p->dtensor_weight - 1] : 0, p->dtensor_linears);
+    if (gathered) val[0] = gathered;
     vp_t result = 0;
     unsigned first, end;
     running(p, step->recipe, &first, &end);
@@ -543,6 +552,7 @@ static vp_t block_forward(vp_step *step, const vp_op *op, const vp_t *leaves, vp
             val[in->out] = run(step, p, in, val);
         }
     }
+    vp_drop(&step->sim, gathered);
     if (p->norm) vp_step_norm_returns(step);
     return result;
 }
@@ -590,15 +600,41 @@ static void block_facts(const vp_op *op, vp_section_id section, vp_model_facts *
 /* Whether a program calls `prim`. */
 static bool program_calls(const vp_block_program *p, vp_block_prim prim) { return find_prim(p, prim) != NULL; }
 
-/* The first block among these ops whose program cannot run under context
- * parallelism (vp_block_program.cp_problem), or NULL. */
-static const char *ops_cp_problem(const vp_op *ops, unsigned n) {
+/* A layout's problem a program carries ("" for none). */
+typedef const char *(*program_problem)(const vp_block_program *p);
+
+static const char *cp_problem(const vp_block_program *p) { return p->cp_problem; }
+static const char *dtensor_problem(const vp_block_program *p) { return p->dtensor_problem; }
+static const char *dtensor_float8_problem(const vp_block_program *p) { return p->dtensor_float8_problem; }
+
+/* The first problem of `kind` among these ops' blocks, or NULL. */
+static const char *ops_problem(const vp_op *ops, unsigned n, program_problem kind) {
     for (unsigned i = 0; i < n; i++) {
-        if (ops[i].kind == &vp_op_block && program_of(&ops[i])->cp_problem[0]) return program_of(&ops[i])->cp_problem;
-        const char *problem = ops_cp_problem(ops[i].children, ops[i].n_children);
+        if (ops[i].kind == &vp_op_block && kind(program_of(&ops[i]))[0]) return kind(program_of(&ops[i]));
+        const char *problem = ops_problem(ops[i].children, ops[i].n_children, kind);
         if (problem) return problem;
     }
     return NULL;
+}
+
+static const char *model_problem(const vp_model *model, program_problem kind) {
+    for (unsigned s = 0; s < VP_SECTION_COUNT; s++) {
+        const char *problem = ops_problem(model->section[s].ops, model->section[s].n_ops, kind);
+        if (problem) return problem;
+    }
+    return NULL;
+}
+
+/* Under DTensor's tensor parallelism (framework = fsdp2): the blocks'
+ * plans (block_plan.c) with sequence parallelism, and with torchao's
+ * float8 tensor-parallel styles (tensorwise: step.c's own check). */
+static const char *dtensor_recipe_problem(const vp_model *model, const vp_recipe *recipe) {
+    if (recipe->tp <= 1 || !vp_framework_of(recipe)->dtensor_tp) return NULL;
+    const char *problem = recipe->sequence_parallel ? model_problem(model, dtensor_problem) : NULL;
+    const vp_precision *precision = vp_precision_get(recipe->precision);
+    if (!problem && precision && precision->fp8_dynamic && recipe->fp8_recipe == VP_FLOAT8_TENSORWISE)
+        problem = model_problem(model, dtensor_float8_problem);
+    return problem;
 }
 
 /* Any block of these ops that calls `prim`. */
@@ -664,18 +700,16 @@ static const char *block_recipe_problem(const vp_model *model, const vp_recipe *
                    "branch { }, which makes them";
     const char *ids = ids_problem(model, recipe);
     if (ids) return ids;
-    /* its linears gather no module input the way DTensor's plans do
-     * (vp_module_input): not modelled there */
-    if (recipe->tp > 1 && vp_framework_of(recipe)->dtensor_tp)
-        return "tp: Lua blocks are modelled with Megatron-LM's tensor parallelism, not DTensor's (framework = fsdp2)";
+    const char *dtensor = dtensor_recipe_problem(model, recipe);
+    if (dtensor) return dtensor;
     if (model_calls(model, VP_BP_ROTARY) &&
         !vp_section_find(&model->section[VP_SECTION_EMBED], &vp_op_rotary_embedding))
         return "model: a Lua block's F.rotary needs the model's rotary_embedding { } among its embeddings";
     /* a shape's sequence is this rank's (shape_numel): seq_len / cp, and
      * under sequence parallelism the block input's rows; a chunked scan
      * cannot be cut over cp ranks */
-    for (unsigned s = 0; recipe->cp > 1 && s < VP_SECTION_COUNT; s++) {
-        const char *problem = ops_cp_problem(model->section[s].ops, model->section[s].n_ops);
+    if (recipe->cp > 1) {
+        const char *problem = model_problem(model, cp_problem);
         if (problem) return problem;
     }
     bool attends = model_calls(model, VP_BP_SDPA);

@@ -18,10 +18,10 @@ static void reset(vp_block_program *p) {
 static vp_block_instr *emit(vp_block_program *p, vp_block_prim prim, int a, int b, int c, unsigned out) {
     vp_block_instr *in = &p->code[p->n_code++];
     in->prim = (uint8_t)prim;
+    for (unsigned k = 3; k < VP_BLOCK_ARGS; k++) in->arg[k] = -1; /* as lua_block.c reads an absent operand */
     in->arg[0] = (int16_t)a;
     in->arg[1] = (int16_t)b;
     in->arg[2] = (int16_t)c;
-    in->arg[3] = -1;
     in->out = (uint16_t)out;
     return in;
 }
@@ -30,6 +30,62 @@ static bool says(const vp_block_program *p, const char *what) {
     char message[128];
     const char *problem = vp_block_check(p, message, sizeof message);
     return what ? problem && strstr(problem, what) : problem == NULL;
+}
+
+/* x (value 0), a column-parallel weight (value 1: its rows split) and a
+ * row-parallel one (value 2: its columns split); values from 3 on */
+static void reset_split(vp_block_program *p) {
+    memset(p, 0, sizeof *p);
+    p->n_params = 2;
+    p->n_values = 8;
+    p->param[0] = (vp_block_param){.rows = 8, .columns = 4, .split = VP_BLOCK_SPLIT_ROWS, .linear = true};
+    p->param[1] = (vp_block_param){.rows = 4, .columns = 8, .split = VP_BLOCK_SPLIT_COLUMNS, .linear = true};
+    strcpy(p->name, "mlp");
+}
+
+/* The DTensor plan read off a program (block_plan.c): which blocks are
+ * gathered at their entry, and what no plan expresses. */
+static void dtensor_plans(vp_block_program *p) {
+    reset_split(p); /* a norm: rowwise on the share, as SequenceParallel runs it */
+    emit(p, VP_BP_UNARY, 0, -1, -1, 3);
+    emit(p, VP_BP_RETURN, 3, -1, -1, 0);
+    vp_block_note_problems(p);
+    CHECK(!p->dtensor_gathers && !p->dtensor_problem[0] && !p->dtensor_float8_problem[0]);
+
+    reset_split(p); /* down(silu(up(x))): gathered for up, scattered by down */
+    emit(p, VP_BP_LINEAR, 0, 1, -1, 3);
+    emit(p, VP_BP_UNARY, 3, -1, -1, 4);
+    emit(p, VP_BP_DROP, 3, -1, -1, 0);
+    emit(p, VP_BP_LINEAR, 4, 2, -1, 5);
+    emit(p, VP_BP_DROP, 4, -1, -1, 0);
+    emit(p, VP_BP_RETURN, 5, -1, -1, 0);
+    vp_block_note_problems(p);
+    CHECK(p->dtensor_gathers && p->dtensor_weight == 1 && !p->dtensor_problem[0] && !p->dtensor_float8_problem[0]);
+
+    /* and x + down(...): the gathered input joined with the share */
+    p->n_code--;
+    strcpy(emit(p, VP_BP_ADD, 0, 5, -1, 6)->label, "mlp.add");
+    emit(p, VP_BP_DROP, 5, -1, -1, 0);
+    emit(p, VP_BP_RETURN, 6, -1, -1, 0);
+    vp_block_note_problems(p);
+    CHECK(says(p, NULL));
+    CHECK(strstr(p->dtensor_problem, "tp: block mlp: mlp.add joins a row-parallel output") != NULL);
+    /* which also reads the input otherwise than with a column linear */
+    CHECK(strstr(p->dtensor_float8_problem, "precision: block mlp: mlp.add reads the block's input") != NULL);
+
+    reset_split(p); /* rotary positions of the input: gathered, and never scattered back */
+    strcpy(emit(p, VP_BP_ROTARY, 0, -1, -1, 3)->label, "mlp.rotary");
+    emit(p, VP_BP_RETURN, 3, -1, -1, 0);
+    vp_block_note_problems(p);
+    CHECK(p->dtensor_gathers && p->dtensor_weight == 0);
+    CHECK(strstr(p->dtensor_problem, "tp: block mlp: its output returns the whole sequence") != NULL);
+
+    reset_split(p); /* a replicated linear keeps its input's rows: the share */
+    p->param[0].split = VP_BLOCK_WHOLE;
+    emit(p, VP_BP_LINEAR, 0, 1, -1, 3);
+    emit(p, VP_BP_RETURN, 3, -1, -1, 0);
+    vp_block_note_problems(p);
+    CHECK(!p->dtensor_gathers && !p->dtensor_problem[0]);
 }
 
 int main(void) {
@@ -145,5 +201,6 @@ int main(void) {
     p->input[0] = VP_BLOCK_STREAMS;
     emit(p, VP_BP_RETURN, 0, -1, -1, 0);
     CHECK(says(p, "unknown named input"));
+    dtensor_plans(p);
     return check_summary("test_block");
 }

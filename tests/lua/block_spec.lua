@@ -66,14 +66,37 @@ local attention_recipes = {
   { "use_cache=false", "attention=eager" },
 }
 
+-- Under DTensor's tensor parallelism (framework = fsdp2, torchtitan's
+-- plan): the attention and MLP blocks read their input with
+-- column-parallel linears, so each is given it all-gathered at its entry
+-- (PrepareModuleInput), the RMSNorm blocks run on the sequence's share
+-- (SequenceParallel), the row-parallel linears reduce-scatter back to it;
+-- loss_parallel and torchao's float8 styles as the built-in model has them.
+-- Before the blocks had a plan, their column linears read the share as
+-- it was (a timeline with no all_gather.module_input: not the built-in's).
+local dtensor_recipes = {
+  { "framework=fsdp2", "dp=2", "tp=2", "sequence_parallel=true", "precision=mixed-bf16" },
+  { "framework=fsdp2", "dp=2", "tp=2", "sequence_parallel=true", "precision=mixed-bf16", "checkpointing=full" },
+  { "framework=fsdp2", "dp=2", "tp=2", "sequence_parallel=true", "precision=mixed-bf16", "checkpointing=op-selective" },
+  { "framework=fsdp2", "dp=2", "tp=2", "cp=2", "sequence_parallel=true", "precision=mixed-bf16",
+    "checkpointing=full", "micro_batch=2" },
+  { "framework=fsdp2", "dp=2", "tp=2", "cp=2", "sequence_parallel=true", "precision=fp8-torchao",
+    "checkpointing=op-selective" },
+  { "framework=fsdp2", "dp=2", "tp=2", "sequence_parallel=true", "precision=fp8-torchao", "checkpointing=full" },
+  { "framework=fsdp2", "dp=2", "tp=2", "sequence_parallel=true", "precision=fp8-torchao", "fp8_recipe=rowwise" },
+  { "framework=fsdp2", "dp=2", "tp=2", "precision=fp8-torchao" },
+  { "framework=fsdp2", "dp=2", "tp=2", "precision=mixed-bf16", "attention=eager" },
+  { "framework=fsdp2", "dp=2", "tp=2", "sequence_parallel=true", "precision=mixed-bf16", "compile=true" },
+  { "framework=fsdp2", "dp=2", "tp=2", "pp=2", "pp_schedule=1F1B", "sequence_parallel=true", "precision=mixed-bf16" },
+}
+
 describe("a LLaMA whose attention, MLP and RMSNorms are Lua blocks", function()
   local lua_blocks, built_in = pair("llama", "hidden = 64, layers = 2, heads = 4, kv_heads = 2, intermediate = 96, "
     .. "vocab = 100")
-  for _, sets in ipairs(recipes) do
-    it("has the built-in LLaMA's timeline byte for byte: " .. named(sets), same_timelines(lua_blocks, built_in, sets))
-  end
-  for _, sets in ipairs(attention_recipes) do
-    it("has the built-in LLaMA's timeline byte for byte: " .. named(sets), same_timelines(lua_blocks, built_in, sets))
+  for _, list in ipairs({ recipes, attention_recipes, dtensor_recipes }) do
+    for _, sets in ipairs(list) do
+      it("has the built-in LLaMA's timeline byte for byte: " .. named(sets), same_timelines(lua_blocks, built_in, sets))
+    end
   end
   it("with multi-query attention (one key/value head: expanded, not copied)", function()
     local mqa_blocks, mqa = pair("llama", "hidden = 64, layers = 2, heads = 4, kv_heads = 1, intermediate = 96, "
@@ -410,6 +433,60 @@ describe("a block's tp_divides", function()
       assert.truthy(err:find("block mlp: 'tp_divides' must list at most 4 { count, \"why tp must divide it\" }", 1, true),
         err)
     end
+  end)
+end)
+
+-- DTensor's plan of a block (framework = fsdp2, tp > 1; dtensor_recipes
+-- above hold the LLaMA blocks to the built-in's timeline)
+describe("a LLaMA of Lua blocks under DTensor's tensor parallelism (framework = fsdp2)", function()
+  local lua_blocks = pair("llama", "hidden = 64, layers = 2, heads = 4, kv_heads = 2, intermediate = 96, vocab = 100")
+  it("gathers each attention's and MLP's input once, holding it until the block returns", function()
+    -- 2 x 64 tokens of 64 bf16 features, all of them gathered: 16,384
+    -- bytes; under full checkpointing nothing keeps the gathered input,
+    -- so it goes when the block returns, after the row-parallel output
+    -- (o_proj, down_proj) is made and reduce-scattered
+    local o = estimate(lua_blocks, { "framework=fsdp2", "dp=2", "tp=2", "sequence_parallel=true",
+      "precision=mixed-bf16", "checkpointing=full", "micro_batch=2", "seq_len=64" })
+    local seen = {}
+    for _, e in ipairs(o.timeline) do
+      if e.phase == "forward" and e.layer == 0 and (e.op == "all_gather.module_input" or
+          (e.op == "reduce_scatter" and e.delta > 0)) then
+        seen[#seen + 1] = e.op .. " " .. e.delta
+      end
+    end
+    assert.are.same({ "all_gather.module_input 16384", "reduce_scatter 8192", "all_gather.module_input -16384",
+                      "all_gather.module_input 16384", "reduce_scatter 8192", "all_gather.module_input -16384" }, seen)
+  end)
+  it("refuses by block, op and layout what no DTensor plan of the block expresses", function()
+    local params = '{ "up", linear = { c.hidden, 32 }, split = "column" }, { "down", linear = { 32, c.hidden }, '
+      .. 'split = "row" }'
+    local sp = { "--set", "framework=fsdp2", "--set", "dp=2", "--set", "tp=2", "--set", "sequence_parallel=true" }
+    local function refused(body, message, ...)
+      local sets = { table.unpack(sp) }
+      for _, s in ipairs({ ... }) do sets[#sets + 1], sets[#sets + 2] = "--set", s end
+      local err = bad_block(body, params, nil, table.unpack(sets))
+      assert.truthy(err:find(message, 1, true), err)
+    end
+    -- a residual inside the block: Megatron-LM's sequence parallelism adds
+    -- two shares; DTensor's plan gathered the input (Replicate) and
+    -- reduce-scattered the output (Shard(1))
+    local residual = "local y = F.add(x, p.down(F.silu(p.up(x)))) return y"
+    refused(residual, "tp: block mlp: mlp.add joins a row-parallel output (Shard(1), the sequence's share) with the "
+      .. "gathered input (Replicate), under DTensor's tensor parallelism with sequence parallelism (framework = fsdp2")
+    assert.truthy(#block_timeline(residual, params, nil, "--set", "framework=megatron", "--set", "tp=2", "--set",
+      "sequence_parallel=true") > 0)
+    -- attention over the input with no row-parallel linear to scatter it back
+    refused("local q = x:view(-1, 16):transpose(1, 2) local y = F.sdpa(q, q, q, { is_causal = true }):reshape(-1) "
+      .. "return y", "tp: block mlp: its output returns the whole sequence (Replicate) where the stream is the "
+      .. "sequence's share (Shard(1))")
+    refused("local g = F.all_gather(x) local y = p.down(F.silu(p.up(x))) return F.add(y, F.reduce_scatter(g))",
+      "tp: block mlp: mlp.all_gather is one of Megatron-LM's sequence-parallel collectives in a block whose input "
+      .. "the plan gathers already")
+    -- torchao's float8 module input is for the column-parallel linears alone
+    local dropped = "local h = F.dropout(x, 0.1) return p.down(F.silu(p.up(h)))"
+    refused(dropped, "precision: block mlp: mlp.dropout reads the block's input, which torchao's "
+      .. "PrepareFloat8ModuleInput casts to float8", "precision=fp8-torchao")
+    assert.truthy(#block_timeline(dropped, params, nil, table.unpack(sp)) > 0)
   end)
 end)
 
@@ -842,6 +919,21 @@ return architecture {
       assert.truthy(err:find("tp: must divide every split dimension of a Lua block's shapes", 1, true), err)
       os.execute("rm -rf " .. dir)
     end)
+
+  it("counts the whole sequence where DTensor's plan gathers the block's input (framework = fsdp2)", function()
+    -- the block reads its input with a column-parallel linear: torchtitan's
+    -- PrepareModuleInput gathers it at the block's entry, so g (of the
+    -- input) counts the whole sequence too, as does the gather itself
+    local dir = layout_model()
+    local batch, seq = 2, 256
+    local bytes = forward_bytes(dir .. "/m.lua", { "framework=fsdp2", "dp=2", "tp=2", "sequence_parallel=true",
+      "precision=fp32", "micro_batch=" .. batch, "seq_len=" .. seq })
+    assert.are.equal(batch * seq * 64 * 4, bytes["all_gather.module_input"])
+    assert.are.equal(batch * seq * 4 * 4, bytes["mix.g"])
+    assert.are.equal(batch * seq * 2 * 4, bytes["mix.w"])
+    assert.are.equal(batch * seq * 2 * 24 * 4, bytes["mix.y"])
+    os.execute("rm -rf " .. dir)
+  end)
 
   it("names what a split dimension cannot do", function()
     local params = '{ "up", linear = { c.hidden, 32 }, split = "column" }, { "down", linear = { 32, c.hidden }, split = "row" }'
