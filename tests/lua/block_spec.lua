@@ -347,7 +347,8 @@ describe("a Phi-3 whose MLP (one gate_up_proj chunked in two views) is a Lua blo
   -- the local `gate` keeps the projection's storage until Phi3MLP returns:
   -- without F.keep the timelines part under checkpointing, freeze, offload
   local more = { { "finetune=freeze" }, { "offload_activations=true", "finetune=lora", "lora_targets=all-linear" } }
-  for _, sets in ipairs({ recipes[1], recipes[3], recipes[4], recipes[6], recipes[7], more[1], more[2] }) do
+  for _, sets in ipairs({ recipes[1], recipes[3], recipes[4], recipes[6], recipes[7], more[1], more[2],
+                          dtensor_recipes[2], dtensor_recipes[6] }) do
     it("has the built-in Phi-3's timeline byte for byte: " .. named(sets), same_timelines(lua_blocks, built_in, sets))
   end
 end)
@@ -358,6 +359,9 @@ describe("a GPT-2 whose MLP is a Lua block", function()
     if i ~= 5 and i ~= 8 then -- QLoRA and FP8 as LLaMA's; the rest
       it("has the built-in GPT-2's timeline byte for byte: " .. named(sets), same_timelines(lua_blocks, built_in, sets))
     end
+  end
+  for _, sets in ipairs({ dtensor_recipes[2], dtensor_recipes[6] }) do
+    it("has the built-in GPT-2's timeline byte for byte: " .. named(sets), same_timelines(lua_blocks, built_in, sets))
   end
 end)
 
