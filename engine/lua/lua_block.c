@@ -21,7 +21,7 @@ static const char *const prim_names[] = {"drop", "return", "linear", "unary", "m
                                          "index", "scatter", "scatter_add", "layer_norm", "all_gather",
                                          "reduce_scatter", "logsumexp", "var", "std", "amax", "amin",
                                          "index_select", "index_add", NULL};
-static const char *const mask_names[] = {"causal", "sliding", "padded", "bool", "prefix", NULL};
+static const char *const mask_names[] = {"causal", "sliding", "padded", "bool", "prefix", "bidirectional", NULL};
 static const char *const unary_names[] = {"silu", "gelu", "gelu_tanh", "relu", "sigmoid",
                                           "tanh", "exp", "rsqrt", "pow", "softmax", "log_softmax", "softplus", NULL};
 static const char *const dim_names[] = {"const", "batch", "seq", "chunks", "padded", "split", NULL};

@@ -1557,7 +1557,8 @@ void vp_attention_mask_prepare(vp_step *step, vp_attention_mask_kind kind, uint6
         return;
     }
     static const unsigned masks[] = {[VP_MASK_CAUSAL] = MASK_ADDITIVE, [VP_MASK_SLIDING] = MASK_ADDITIVE_MISTRAL,
-                                     [VP_MASK_PADDED] = MASK_ADDITIVE_PADDED, [VP_MASK_BOOL] = MASK_BOOL};
+                                     [VP_MASK_PADDED] = MASK_ADDITIVE_PADDED, [VP_MASK_BOOL] = MASK_BOOL,
+                                     [VP_MASK_BIDIRECTIONAL] = MASK_PADDING};
     vp_sdpa_spec spec = {.heads = 1, .kv_heads = 1, .head_dim = 1};
     vp_op op = sdpa_op(&spec);
     op.value[ATT_MASK] = masks[kind];

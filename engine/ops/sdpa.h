@@ -42,13 +42,15 @@ void vp_sdpa_prepare(vp_step *step, const vp_sdpa_spec *spec);
  * from an all-ones padding mask and cloned to the batch (additive-padded),
  * a [b, 1, s, s] bool mask for masked_fill (bool); and PaliGemma's prefix-LM
  * mask, bidirectional over the tokens the batch's token_type_ids mark 0
- * (prefix: vp_attention_mask_prepare). */
+ * (prefix: vp_attention_mask_prepare); an encoder's, BertModel's extended
+ * mask over an all-ones attention mask, [b, 1, 1, s] (bidirectional). */
 typedef enum {
     VP_MASK_CAUSAL,
     VP_MASK_SLIDING,
     VP_MASK_PADDED,
     VP_MASK_BOOL,
     VP_MASK_PREFIX,
+    VP_MASK_BIDIRECTIONAL,
     VP_MASK_KINDS
 } vp_attention_mask_kind;
 

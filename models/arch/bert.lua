@@ -20,13 +20,39 @@ return architecture {
     { "attn_dropout", "number", default = 0.1, min = 0, max = 0.999, doc = "attention_probs_dropout_prob" },
     { "activation", "string", default = "gelu", options = op_options("mlp", "activation"), doc = "hidden_act" },
     { "labels", "int", default = 2, doc = "num_labels" },
+    { "lua_blocks", "string", default = "",
+      doc = "a blocks script whose Lua blocks (attention: BertAttention with its LayerNorm) replace the core's ops: "
+            .. "bert (models/blocks/bert.lua), or one of your own (blocks/NAME.lua beside the model)" },
   },
   check = function(c)
     if c.hidden % c.heads ~= 0 then
       return "heads", string.format("must divide hidden (%d)", c.hidden)
     end
   end,
-  build = function(c)
+  build = function(c, lua) -- lua: the lua_blocks script's constructors, or nil
+    lua = lua or {}
+    -- BertAttention: BertSelfAttention, then BertSelfOutput's dense, dropout
+    -- and LayerNorm of the sum with the layer's input. BertSelfOutput and
+    -- BertOutput end with the norm: what the blocks name lives until it
+    -- returns (post_norm, holds_context, holds_activation)
+    local layer = lua.attention and { lua.attention() } or {
+      residual {
+        post_norm = true,
+        attention {
+          hidden = c.hidden, heads = c.heads, qkv_bias = true, out_bias = true,
+          dropout = c.attn_dropout, resid_dropout = c.dropout, mask = "padding",
+          upcast_softmax = false, cast_probs = false, module_names = "bert", holds_context = true,
+          scores_local = true, probs_local = true, returns_before_out_proj = true,
+        },
+      },
+      layernorm { hidden = c.hidden, eps = c.norm_eps },
+    }
+    layer[#layer + 1] = residual {
+      post_norm = true,
+      mlp { hidden = c.hidden, intermediate = c.intermediate, activation = c.activation, bias = true,
+            resid_dropout = c.dropout, module_names = "bert", holds_activation = true },
+    }
+    layer[#layer + 1] = layernorm { hidden = c.hidden, eps = c.norm_eps }
     return decoder {
       -- BertEmbeddings' lookups are its own locals, gone when it returns;
       -- BertModel's embedding_output is layer 0's input
@@ -38,26 +64,7 @@ return architecture {
         layernorm { hidden = c.hidden, eps = c.norm_eps },
         dropout { p = c.dropout, model_local = true }, -- BertModel's embedding_output
       },
-      layer = {
-        -- BertSelfOutput and BertOutput end with the norm: what the blocks
-        -- name lives until it returns (post_norm, holds_context, holds_activation)
-        residual {
-          post_norm = true,
-          attention {
-            hidden = c.hidden, heads = c.heads, qkv_bias = true, out_bias = true,
-            dropout = c.attn_dropout, resid_dropout = c.dropout, mask = "padding",
-            upcast_softmax = false, cast_probs = false, module_names = "bert", holds_context = true,
-            scores_local = true, probs_local = true, returns_before_out_proj = true,
-          },
-        },
-        layernorm { hidden = c.hidden, eps = c.norm_eps },
-        residual {
-          post_norm = true,
-          mlp { hidden = c.hidden, intermediate = c.intermediate, activation = c.activation, bias = true,
-                resid_dropout = c.dropout, module_names = "bert", holds_activation = true },
-        },
-        layernorm { hidden = c.hidden, eps = c.norm_eps },
-      },
+      layer = layer,
       layers = c.layers,
       -- BertEmbeddings registers word, position, token type, LayerNorm
       -- (a for-loop optimizer's order); its forward adds the token types first

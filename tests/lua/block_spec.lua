@@ -365,6 +365,50 @@ describe("a GPT-2 whose MLP is a Lua block", function()
   end
 end)
 
+-- An encoder's attention: BertAttention (self-attention, dense, dropout,
+-- LayerNorm of the sum) as one Lua block with BertModel's bidirectional
+-- mask (models/blocks/bert.lua). compare.py's bert-blocks cases hold it to
+-- PyTorch; here it has the built-in BERT's figures (which compare.py holds
+-- too): only the order of three frees after the LayerNorm differs, as the
+-- block frees them in Python's order (the sum, the dropout's output, then
+-- the context when BertAttention returns).
+describe("a BERT whose attention is a Lua block (an encoder's: F.mask(\"bidirectional\"))", function()
+  local lua_blocks, built_in = pair("bert", "hidden = 64, layers = 2, heads = 4, intermediate = 128, vocab = 256, "
+    .. "max_positions = 64")
+  -- every event's phase, layer and size, in order within each but the
+  -- three frees' (sorted)
+  local function events(o)
+    local list = {}
+    for _, e in ipairs(o.timeline) do list[#list + 1] = string.format("%s %s %d", e.phase, e.layer, e.delta) end
+    table.sort(list)
+    return list
+  end
+  for _, sets in ipairs({
+    { "attention=eager", "seq_len=64" },
+    { "attention=eager", "seq_len=64", "precision=amp-bf16", "checkpointing=full" },
+    { "attention=eager", "seq_len=48", "precision=bf16", "finetune=lora", "lora_targets=query,value" },
+    { "attention=eager", "seq_len=32", "micro_batch=3", "checkpointing=every-2", "offload_activations=true" },
+  }) do
+    it("has the built-in BERT's per-GPU figures: " .. named(sets), function()
+      local a, b = estimate(lua_blocks, sets), estimate(built_in, sets)
+      assert.are.same(b.per_gpu, a.per_gpu)
+      assert.are.same(events(b), events(a))
+    end)
+  end
+  it("fails with a causal mask in its place", function()
+    local dir = os.tmpname()
+    os.remove(dir)
+    assert(os.execute("mkdir -p " .. dir .. "/blocks"))
+    local text = assert(io.open("models/blocks/bert.lua")):read("a"):gsub('F%.mask%("bidirectional"%)', 'F.mask("causal")')
+    assert(io.open(dir .. "/blocks/bert_causal.lua", "w")):write(text):close()
+    assert(io.open(dir .. "/m.lua", "w")):write('return bert { name = "tiny", lua_blocks = "bert_causal", hidden = 64, '
+      .. "layers = 2, heads = 4, intermediate = 128, vocab = 256, max_positions = 64 }\n"):close()
+    local sets = { "attention=eager", "seq_len=64" }
+    assert.are_not.same(events(estimate(built_in, sets)), events(estimate(dir .. "/m.lua", sets)))
+    os.execute("rm -rf " .. dir)
+  end)
+end)
+
 -- A family beside its model script whose block's forward is `body` (on
 -- line 8 of arch/badfam.lua), with `fields` more of the block's (on line
 -- 6), estimated with `...` (--set ...): `run`'s result (helper.fails by
@@ -599,7 +643,7 @@ describe("a bad block", function()
       "matmul: of q and k:transpose(2, 3), or of the scores and v")
     check("local q = x:view(-1, 16):transpose(1, 2) local k = p.up(x):view(-1, 16):transpose(1, 2) "
       .. "local y = F.matmul(q, k:transpose(2, 3)) return y", "matmul: the operands have 4 and 2 heads (F.repeat_kv first)")
-    check('local m = F.mask("diagonal") return x', "mask: kind must be causal, sliding, padded, bool or prefix (got diagonal)")
+    check('local m = F.mask("diagonal") return x', "mask: kind must be causal, sliding, padded, bool, prefix or bidirectional (got diagonal)")
     check("local q = x:view(-1, 16):transpose(1, 2) local w = F.matmul(q, q:transpose(2, 3)) "
       .. 'local y = F.masked_fill(w, F.mask("causal")) return y', "masked_fill: takes a bool mask")
   end)

@@ -210,7 +210,7 @@ end
 F.div = function(a, b, opts)
   check_tensor(a, "div")
   if type(b) ~= "number" then fail("div: a tensor over a tensor is not in the vocabulary yet; over a number it is") end
-  return (record("scale", { a }, nil, a.width, a.split, label_of(opts, "div")))
+  return (record("scale", { a }, nil, a.width, a.split, label_of(opts, "div"), a))
 end
 F.neg = function(a, opts)
   check_tensor(a, "neg")
@@ -723,7 +723,7 @@ function F.matmul(a, b, opts)
   return out
 end
 
-local mask_kinds = { causal = true, sliding = true, padded = true, bool = true, prefix = true }
+local mask_kinds = { causal = true, sliding = true, padded = true, bool = true, prefix = true, bidirectional = true }
 
 -- F.mask(kind, { window = n }): the mask eager attention applies, [b, 1, s,
 -- keys], made once per step as transformers' models make it for eager
@@ -732,11 +732,13 @@ local mask_kinds = { causal = true, sliding = true, padded = true, bool = true, 
 -- padding mask: cloned to the batch), "bool" (a bool mask for masked_fill:
 -- BLOOM's), "prefix" (PaliGemma's prefix-LM mask in training: causal, and
 -- bidirectional over the prefix the batch's token_type_ids mark; the batch
--- then carries token_type_ids and an attention_mask). An additive mask is
--- added (scores + mask), a bool one applied with F.masked_fill.
+-- then carries token_type_ids and an attention_mask), "bidirectional" (an
+-- encoder's: BertModel's extended mask over an all-ones attention_mask,
+-- [b, 1, 1, keys], no causal part). An additive mask is added (scores +
+-- mask), a bool one applied with F.masked_fill.
 function F.mask(kind, opts)
   if not mask_kinds[kind] then
-    fail("mask: kind must be causal, sliding, padded, bool or prefix (got %s)", tostring(kind))
+    fail("mask: kind must be causal, sliding, padded, bool, prefix or bidirectional (got %s)", tostring(kind))
   end
   opts = opts or {}
   local window = opts.window or 0
