@@ -89,6 +89,8 @@ local dtensor_recipes = {
   { "framework=fsdp2", "dp=2", "tp=2", "sequence_parallel=true", "precision=mixed-bf16", "compile=true" },
   { "framework=fsdp2", "dp=2", "tp=2", "pp=2", "pp_schedule=1F1B", "sequence_parallel=true", "precision=mixed-bf16" },
   { "framework=fsdp2", "dp=2", "tp=2", "sequence_parallel=true", "precision=mixed-bf16", "checkpointing=every-2" },
+  { "framework=fsdp2", "dp=2", "tp=2", "sequence_parallel=true", "precision=mixed-bf16", "compile=true",
+    "async_tp=true" },
 }
 
 describe("a LLaMA whose attention, MLP and RMSNorms are Lua blocks", function()
