@@ -576,6 +576,11 @@ static void cost_block(const vp_op *op, const cost_ctx *c, op_cost *o) {
     if (!p) return;
     bool megatron = p->megatron_start && c->recipe->framework == VP_FRAMEWORK_MEGATRON;
     unsigned first = megatron ? p->megatron_start : 0, end = p->megatron_start && !megatron ? p->megatron_start : p->n_code;
+    /* under DTensor's sequence parallelism a block its plan does not
+     * gather runs on the rank's share of the rows, as a SequenceParallel
+     * norm does (block_plan.c) */
+    bool share = vp_framework_of(c->recipe)->dtensor_tp && c->tp > 1 && !p->dtensor_gathers;
+    double elementwise_rows = share ? c->norm_rows : c->rows;
     for (unsigned i = first; i < end; i++) {
         const vp_block_instr *in = &p->code[i];
         if (in->prim == VP_BP_DROP || in->prim == VP_BP_RETURN || in->prim == VP_BP_SPLIT || in->prim == VP_BP_CACHE ||
@@ -620,7 +625,7 @@ static void cost_block(const vp_op *op, const cost_ctx *c, op_cost *o) {
             continue;
         }
         double width = (double)in->out_width / (in->out_split ? c->tp : 1);
-        memory_pass(c, 2 * c->rows * width * c->elem, o);
+        memory_pass(c, 2 * elementwise_rows * width * c->elem, o);
     }
 }
 

@@ -851,14 +851,21 @@ describe("the vocabulary's blocks of compare.py (tests/torch/blocks/)", function
 end)
 
 describe("the step-time model", function()
-  it("prices a Lua block's projections as the built-in ops' (FLOPs equal, step time within 10 %)", function()
+  it("prices a Lua block's projections as the built-in ops' (FLOPs equal, step time within 10 %, 5 % under DTensor)",
+    function()
     local lua_blocks, built_in = pair("llama", "hidden = 4096, layers = 32, heads = 32, intermediate = 11008, "
       .. "vocab = 32000, norm_eps = 1e-5")
-    for _, sets in ipairs({ {}, { "--set", "framework=megatron", "--set", "tp=2", "--set", "precision=mixed-bf16" } }) do
+    -- under DTensor's sequence parallelism the norms run on the share of
+    -- the rows (the RMSNorm blocks' elementwise passes: 9 % slower when
+    -- priced on every row)
+    for _, case in ipairs({ { {}, 0.10 }, { { "--set", "framework=megatron", "--set", "tp=2", "--set",
+      "precision=mixed-bf16" }, 0.10 }, { { "--set", "framework=fsdp2", "--set", "tp=2", "--set",
+      "sequence_parallel=true" }, 0.05 } }) do
+      local sets, within = case[1], case[2]
       local a = helper.estimate(lua_blocks, "--gpu", "h100-80gb", "--gpus", "2", table.unpack(sets)).time
       local b = helper.estimate(built_in, "--gpu", "h100-80gb", "--gpus", "2", table.unpack(sets)).time
       assert.are.equal(b.model_flops_per_step, a.model_flops_per_step)
-      assert.is_true(math.abs(a.step_s / b.step_s - 1) < 0.10, a.step_s .. " against " .. b.step_s)
+      assert.is_true(math.abs(a.step_s / b.step_s - 1) < within, a.step_s .. " against " .. b.step_s)
     end
   end)
 end)
