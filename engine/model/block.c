@@ -127,6 +127,7 @@ const char *vp_block_check(const vp_block_program *p, char *message, unsigned si
 
 void vp_block_note_problems(vp_block_program *p) {
     vp_block_note_dtensor_plan(p);
+    vp_block_note_megatron_plan(p);
     p->cp_problem[0] = '\0';
     for (unsigned i = 0; i < p->n_code; i++) {
         const vp_block_instr *in = &p->code[i];

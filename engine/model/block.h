@@ -258,6 +258,9 @@ typedef struct {
     uint16_t dtensor_linears;
     char dtensor_problem[384];
     char dtensor_float8_problem[384];
+    /* why Megatron-LM's sequence parallelism cannot run it (a primitive
+     * that mixes positions reads the rank's share of the sequence), or "" */
+    char megatron_sp_problem[384];
     vp_block_param param[VP_BLOCK_PARAMS];
     vp_block_kernel kernel[VP_BLOCK_KERNELS];
     vp_block_instr code[VP_BLOCK_CODE];
@@ -281,5 +284,10 @@ void vp_block_note_problems(vp_block_program *program);
 /* Reads the block's DTensor tensor-parallel plan off its program
  * (dtensor_gathers, dtensor_weight, dtensor_problem, dtensor_float8_problem). */
 void vp_block_note_dtensor_plan(vp_block_program *program);
+
+/* Reads off the program Megatron-LM's forward (from megatron_start)
+ * whether a primitive mixing positions along the sequence reads the rank's
+ * share under sequence parallelism (megatron_sp_problem). */
+void vp_block_note_megatron_plan(vp_block_program *program);
 
 #endif

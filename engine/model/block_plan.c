@@ -136,3 +136,46 @@ void vp_block_note_dtensor_plan(vp_block_program *p) {
                  p->name, in->prim == VP_BP_RETURN ? "its output" : in->label, problem);
     }
 }
+
+/* Megatron-LM's sequence parallelism: the block's input is the rank's
+ * share of the sequence, and only Megatron's own collectives (F.all_gather:
+ * gather_from_sequence_parallel_region) and its column-parallel linears
+ * (ColumnParallelLinear gathers its input inside under sequence_parallel,
+ * megatron/core/tensor_parallel/layers.py) hand on the whole sequence; a
+ * row-parallel linear reduce-scatters back to the share. A primitive that
+ * mixes positions (attention, rotary positions, a convolution or scan)
+ * reading the share would mix only this rank's positions: Megatron's
+ * modules never do (their attention reads the column-parallel q/k/v). */
+void vp_block_note_megatron_plan(vp_block_program *p) {
+    uint8_t rows[VP_BLOCK_VALUES] = {0};
+    p->megatron_sp_problem[0] = '\0';
+    rows[0] = ROWS_INPUT;
+    for (unsigned j = 0; j < p->n_inputs; j++)
+        rows[p->n_params + 1 + j] = p->input[j] == VP_BLOCK_INPUT_IDS ? ROWS_NONE : ROWS_INPUT;
+    for (unsigned i = p->megatron_start; i < p->n_code; i++) {
+        const vp_block_instr *in = &p->code[i];
+        uint8_t r = ROWS_NONE;
+        bool reads_share = false;
+        for (unsigned a = 0; a < VP_BLOCK_ARGS; a++) {
+            if (in->arg[a] < 0) continue;
+            uint8_t own = rows[in->arg[a]];
+            reads_share |= own == ROWS_INPUT || own == ROWS_SCATTERED;
+            if (own > r) r = own;
+        }
+        if (mixes_sequence((vp_block_prim)in->prim) && reads_share && !p->megatron_sp_problem[0])
+            snprintf(p->megatron_sp_problem, sizeof p->megatron_sp_problem,
+                     "sequence_parallel: block %s: %s reads the rank's share of the sequence under Megatron-LM's "
+                     "sequence parallelism (tp > 1): gather it first (F.all_gather) or read it through a "
+                     "column-parallel linear",
+                     p->name, in->label);
+        if (in->prim == VP_BP_LINEAR) {
+            vp_block_split split = (vp_block_split)p->param[in->arg[1] - 1].split;
+            if (split == VP_BLOCK_SPLIT_ROWS) r = ROWS_WHOLE;
+            if (split == VP_BLOCK_SPLIT_COLUMNS) r = ROWS_SCATTERED;
+        }
+        if (in->prim == VP_BP_ALL_GATHER) r = ROWS_WHOLE;
+        if (in->prim == VP_BP_REDUCE_SCATTER) r = ROWS_SCATTERED;
+        if (in->prim == VP_BP_MASK || in->prim == VP_BP_TRIL) r = ROWS_NONE;
+        for (unsigned o = 0; o < outputs(in); o++) rows[in->out + o] = r;
+    }
+}

@@ -606,6 +606,7 @@ typedef const char *(*program_problem)(const vp_block_program *p);
 static const char *cp_problem(const vp_block_program *p) { return p->cp_problem; }
 static const char *dtensor_problem(const vp_block_program *p) { return p->dtensor_problem; }
 static const char *dtensor_float8_problem(const vp_block_program *p) { return p->dtensor_float8_problem; }
+static const char *megatron_sp_problem(const vp_block_program *p) { return p->megatron_sp_problem; }
 
 /* The first problem of `kind` among these ops' blocks, or NULL. */
 static const char *ops_problem(const vp_op *ops, unsigned n, program_problem kind) {
@@ -702,6 +703,10 @@ static const char *block_recipe_problem(const vp_model *model, const vp_recipe *
     if (ids) return ids;
     const char *dtensor = dtensor_recipe_problem(model, recipe);
     if (dtensor) return dtensor;
+    if (recipe->tp > 1 && recipe->sequence_parallel && !vp_framework_of(recipe)->dtensor_tp) {
+        const char *megatron = model_problem(model, megatron_sp_problem);
+        if (megatron) return megatron;
+    }
     if (model_calls(model, VP_BP_ROTARY) &&
         !vp_section_find(&model->section[VP_SECTION_EMBED], &vp_op_rotary_embedding))
         return "model: a Lua block's F.rotary needs the model's rotary_embedding { } among its embeddings";

@@ -720,6 +720,22 @@ describe("a bad block", function()
       assert.truthy(err:find(case[1], 1, true), err)
     end
   end)
+  it("refuses a primitive mixing positions over the rank's share under Megatron's sequence parallelism", function()
+    -- the block's input is the share (s / tp rows); a cumsum along the
+    -- sequence would sum only this rank's positions (block_plan.c)
+    local sp = { "--set", "framework=megatron", "--set", "tp=2", "--set", "sequence_parallel=true" }
+    local err = bad_block("local y = F.cumsum(x, 1) return y", nil, nil, table.unpack(sp))
+    assert.truthy(err:find("sequence_parallel: block mlp: mlp.cumsum reads the rank's share of the sequence under "
+      .. "Megatron-LM's sequence parallelism", 1, true), err)
+    -- through a column-parallel linear (its input gathered inside) it runs
+    local ok = with_block(function(path, ...)
+      local _, e, code = helper.run("estimate", path, ...)
+      return { code, e }
+    end, "local h = p.up(x) local y = F.cumsum(h, 1) local out = p.down(y) return out",
+      '{ "up", linear = { c.hidden, 32 }, split = "column" }, { "down", linear = { 32, c.hidden }, split = "row" }',
+      nil, table.unpack(sp))
+    assert.are.equal(0, ok[1], ok[2])
+  end)
   it("names a declaration it cannot read", function()
     local err = bad_block("return x", '{ "up", linear = 64 }')
     assert.truthy(err:find("arch/badfam.lua:5: block mlp: parameter 'up': linear = { in_features, out_features }", 1,
