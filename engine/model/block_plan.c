@@ -46,14 +46,20 @@ static unsigned outputs(const vp_block_instr *in) {
     return in->prim == VP_BP_DROP || in->prim == VP_BP_RETURN || in->prim == VP_BP_LAYER_KEEP ? 0 : 1;
 }
 
+/* The rows of the block's input and its named inputs (the batch's ids
+ * are none of the stream's). */
+static void input_rows(const vp_block_program *p, uint8_t *rows) {
+    rows[0] = ROWS_INPUT;
+    for (unsigned j = 0; j < p->n_inputs; j++)
+        rows[p->n_params + 1 + j] = p->input[j] == VP_BLOCK_INPUT_IDS ? ROWS_NONE : ROWS_INPUT;
+}
+
 /* Each value's rows, and whether the block is gathered at its entry
  * (with the weight of the first column-parallel linear that reads the
  * input's rows, value id, or 0, and how many such linears there are). */
 static bool trace_rows(const vp_block_program *p, unsigned end, uint8_t *rows, int16_t *weight, uint16_t *linears) {
     bool gathers = false;
-    rows[0] = ROWS_INPUT;
-    for (unsigned j = 0; j < p->n_inputs; j++)
-        rows[p->n_params + 1 + j] = p->input[j] == VP_BLOCK_INPUT_IDS ? ROWS_NONE : ROWS_INPUT;
+    input_rows(p, rows);
     for (unsigned i = 0; i < end; i++) {
         const vp_block_instr *in = &p->code[i];
         uint8_t r = ROWS_NONE;
@@ -149,9 +155,7 @@ void vp_block_note_dtensor_plan(vp_block_program *p) {
 void vp_block_note_megatron_plan(vp_block_program *p) {
     uint8_t rows[VP_BLOCK_VALUES] = {0};
     p->megatron_sp_problem[0] = '\0';
-    rows[0] = ROWS_INPUT;
-    for (unsigned j = 0; j < p->n_inputs; j++)
-        rows[p->n_params + 1 + j] = p->input[j] == VP_BLOCK_INPUT_IDS ? ROWS_NONE : ROWS_INPUT;
+    input_rows(p, rows);
     for (unsigned i = p->megatron_start; i < p->n_code; i++) {
         const vp_block_instr *in = &p->code[i];
         uint8_t r = ROWS_NONE;
