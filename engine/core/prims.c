@@ -980,8 +980,10 @@ vp_t vp_layer_norm(vp_sim *sim, vp_t x, vp_t w, vp_t b, uint64_t rows, vp_device
     return y;
 }
 
-vp_t vp_where(vp_sim *sim, vp_t x, vp_t condition, const char *label) {
-    vp_t y = vp_new(sim, numel_of(sim, x), dtype_of(sim, x), label);
+/* x.masked_fill(mask, value) as torch.where(condition, x, scalar), or in
+ * place (masked_fill_: x's new version, a view of its storage). */
+static vp_t filled(vp_sim *sim, vp_t x, vp_t condition, bool in_place, const char *label) {
+    vp_t y = in_place ? vp_view(sim, x, numel_of(sim, x), label) : vp_new(sim, numel_of(sim, x), dtype_of(sim, x), label);
     vp_node *node = vp_record(sim, backward_unary, label, &x, 1, &y, 1);
     if (node) {
         node->aux[0] = 0;
@@ -989,6 +991,13 @@ vp_t vp_where(vp_sim *sim, vp_t x, vp_t condition, const char *label) {
     }
     return y;
 }
+
+vp_t vp_where(vp_sim *sim, vp_t x, vp_t condition, const char *label) { return filled(sim, x, condition, false, label); }
+
+/* MaskedFillBackward0 (derivatives.yaml, PyTorch 1.13: self:
+ * grad.masked_fill(mask, 0), a new tensor like x; checked on 1.13's
+ * grad_fn: _saved_mask alone). */
+vp_t vp_masked_fill_(vp_sim *sim, vp_t x, vp_t mask, const char *label) { return filled(sim, x, mask, true, label); }
 
 vp_t vp_embedding(vp_sim *sim, vp_t indices, vp_t w, uint64_t rows, uint64_t dim, vp_device device,
                   const char *label) {
@@ -1469,9 +1478,10 @@ vp_t vp_index_added(vp_sim *sim, vp_t acc, vp_t source, vp_t index, const char *
 }
 
 /* x.scatter_add(dim, index, src) or x.scatter(dim, index, src), out of
- * place: a new tensor like x whose node (`rule`) keeps the index alone. */
-static vp_t scattered(vp_sim *sim, vp_backward_fn rule, vp_t x, vp_t index, vp_t src, const char *label) {
-    vp_t y = vp_new(sim, numel_of(sim, x), dtype_of(sim, x), label);
+ * place (a new tensor like x) or in place (x's new version, a view of its
+ * storage), whose node (`rule`) keeps the index alone. */
+static vp_t scattered(vp_sim *sim, vp_backward_fn rule, vp_t x, vp_t index, vp_t src, bool in_place, const char *label) {
+    vp_t y = in_place ? vp_view(sim, x, numel_of(sim, x), label) : vp_new(sim, numel_of(sim, x), dtype_of(sim, x), label);
     vp_t in[2] = {x, src};
     vp_node *node = vp_record(sim, rule, label, in, 2, &y, 1);
     if (node) vp_save(sim, node, index);
@@ -1482,13 +1492,40 @@ static vp_t scattered(vp_sim *sim, vp_backward_fn rule, vp_t x, vp_t index, vp_t
  * grad.gather(dim, index); checked on 1.13's grad_fn: _saved_index,
  * _saved_dim): x's gradient passes through, src gets a new one. */
 vp_t vp_scatter_add(vp_sim *sim, vp_t x, vp_t index, vp_t src, const char *label) {
-    return scattered(sim, backward_through, x, index, src, label);
+    return scattered(sim, backward_through, x, index, src, false, label);
+}
+
+/* scatter_add_ (ScatterAddBackward0 as above; 1.13's in-place call
+ * returns x itself, its version counter bumped, no new storage). */
+vp_t vp_scatter_add_(vp_sim *sim, vp_t x, vp_t index, vp_t src, const char *label) {
+    return scattered(sim, backward_through, x, index, src, true, label);
 }
 
 /* ScatterBackward0 (self: grad.scatter(dim, index, 0), src:
  * grad.gather(dim, index)): each a new tensor, x's first. */
 vp_t vp_scatter_src(vp_sim *sim, vp_t x, vp_t index, vp_t src, const char *label) {
-    return scattered(sim, backward_fresh, x, index, src, label);
+    return scattered(sim, backward_fresh, x, index, src, false, label);
+}
+
+/* scatter_ (ScatterBackward0, or ScatterBackward1 of a number: as above). */
+vp_t vp_scatter_src_(vp_sim *sim, vp_t x, vp_t index, vp_t src, const char *label) {
+    return scattered(sim, backward_fresh, x, index, src, true, label);
+}
+
+/* IndexCopyBackward0 (derivatives.yaml, PyTorch 1.13: self:
+ * grad.index_fill(dim, index, 0), a new tensor like x; source:
+ * grad.index_select(dim, index).expand_as(source), a new one of its size;
+ * checked on 1.13's grad_fn: _saved_index, and _saved_source only when
+ * the source needs a gradient). */
+vp_t vp_index_copy_(vp_sim *sim, vp_t x, vp_t source, vp_t index, const char *label) {
+    vp_t y = vp_view(sim, x, numel_of(sim, x), label);
+    vp_t in[2] = {x, source};
+    vp_node *node = vp_record(sim, backward_fresh, label, in, 2, &y, 1);
+    if (node) {
+        vp_save(sim, node, index);
+        if (wants_grad(sim, source)) vp_save(sim, node, source);
+    }
+    return y;
 }
 
 /* IndexPutBackward (index_put_ without accumulate): self's gradient is

@@ -257,6 +257,10 @@ vp_t vp_glu(vp_sim *sim, vp_t x, const char *label);
 /* torch.where(condition, x, scalar): saves the condition (a resident mask). */
 vp_t vp_where(vp_sim *sim, vp_t x, vp_t condition, const char *label);
 
+/* x.masked_fill_(mask, value): x's new version (a view of its storage);
+ * MaskedFillBackward0 keeps the mask; backward a new gradient like x. */
+vp_t vp_masked_fill_(vp_sim *sim, vp_t x, vp_t mask, const char *label);
+
 /* Embedding lookup of `rows` indices into w[vocab, dim]: saves the indices;
  * backward allocates a dense vocab x dim gradient (embedding_dense_backward),
  * on CUDA with an fp32 partial-sum workspace per index (EmbeddingBackwardKernel.cu). */
@@ -348,6 +352,17 @@ vp_t vp_index_added(vp_sim *sim, vp_t acc, vp_t source, vp_t index, const char *
  * index, 0)); src gets grad.gather(dim, index), a new tensor of its size. */
 vp_t vp_scatter_add(vp_sim *sim, vp_t x, vp_t index, vp_t src, const char *label);
 vp_t vp_scatter_src(vp_sim *sim, vp_t x, vp_t index, vp_t src, const char *label);
+
+/* The in-place forms x.scatter_add_(dim, index, src), x.scatter_(dim,
+ * index, src): x's new version (a view of its storage, nothing new), the
+ * same nodes and savings. */
+vp_t vp_scatter_add_(vp_sim *sim, vp_t x, vp_t index, vp_t src, const char *label);
+vp_t vp_scatter_src_(vp_sim *sim, vp_t x, vp_t index, vp_t src, const char *label);
+
+/* x.index_copy_(dim, index, source): x's new version; IndexCopyBackward0
+ * keeps the index and, when it needs a gradient, the source; backward
+ * gives x and the source each a new gradient of its size. */
+vp_t vp_index_copy_(vp_sim *sim, vp_t x, vp_t source, vp_t index, const char *label);
 
 /* x itself (a view), with `side` hooked onto it: in backward x's gradient
  * passes through and side gets a new one of its own size (DeepSeek's

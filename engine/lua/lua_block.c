@@ -20,7 +20,8 @@ static const char *const prim_names[] = {"drop", "return", "linear", "unary", "m
                                          "slice", "expand", "zeros", "repeat", "embedding", "topk", "gather",
                                          "index", "scatter", "scatter_add", "layer_norm", "all_gather",
                                          "reduce_scatter", "logsumexp", "var", "std", "amax", "amin",
-                                         "index_select", "index_add", NULL};
+                                         "index_select", "index_add", "scatter_", "scatter_add_", "index_add_",
+                                         "index_copy_", "masked_fill_", NULL};
 static const char *const mask_names[] = {"causal", "sliding", "padded", "bool", "prefix", "bidirectional", NULL};
 static const char *const unary_names[] = {"silu", "gelu", "gelu_tanh", "relu", "sigmoid",
                                           "tanh", "exp", "rsqrt", "pow", "softmax", "log_softmax", "softplus", NULL};
@@ -383,6 +384,18 @@ static int l_block_op(lua_State *L) {
     return 1;
 }
 
-static const luaL_Reg functions[] = {{"block_op", l_block_op}, {NULL, NULL}};
+/* vramplan.block_prim_facts(prim[, fn]) -> saves_output, aliases_input:
+ * what the core's run of a primitive (fn: an elementwise function's name)
+ * does that an in-place op after it must know (block.h). */
+static int l_block_prim_facts(lua_State *L) {
+    int prim = luaL_checkoption(L, 1, NULL, prim_names);
+    int mode = prim == VP_BP_UNARY ? luaL_checkoption(L, 2, NULL, unary_names) : 0;
+    unsigned facts = vp_block_prim_facts((unsigned)prim, (unsigned)mode);
+    lua_pushboolean(L, facts & VP_BLOCK_SAVES_OUTPUT);
+    lua_pushboolean(L, facts & VP_BLOCK_ALIASES_INPUT);
+    return 2;
+}
+
+static const luaL_Reg functions[] = {{"block_op", l_block_op}, {"block_prim_facts", l_block_prim_facts}, {NULL, NULL}};
 
 void vp_lua_open_block(lua_State *L) { luaL_setfuncs(L, functions, 0); }

@@ -63,6 +63,14 @@ static const char *check_code(const vp_block_program *p, unsigned first, unsigne
             return fail(message, size, i, "index_select needs x, the index and its output's shape");
         if (in->prim == VP_BP_INDEX_ADD && in->arg[2] < 0)
             return fail(message, size, i, "index_add needs x, the index and the source");
+        if (vp_block_in_place(in->prim)) {
+            if ((in->prim != VP_BP_SCATTER_ && in->prim != VP_BP_MASKED_FILL_ && in->arg[2] < 0) || in->arg[1] < 0)
+                return fail(message, size, i, "an in-place op needs x and its index, source or mask");
+            if (in->out != in->arg[0] || in->arg[0] <= (int)vp_block_borrowed(p))
+                return fail(message, size, i, "an in-place op writes its first operand, a value the forward made");
+            if (returned) return fail(message, size, i, "computes after the return");
+            continue; /* defines nothing new: x's value, alive */
+        }
         if (in->prim == VP_BP_EMBEDDING) {
             int w = in->arg[1];
             if (w < 1 || w > (int)p->n_params || p->param[w - 1].linear || !in->width)

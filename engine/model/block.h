@@ -100,6 +100,13 @@ typedef enum {
     VP_BP_AMIN,      /* x.amin(-1) over the last dimension (width), keepdim */
     VP_BP_INDEX_SELECT, /* x, index: x.index_select(dim, index) of a 1-D index, its explicit shape */
     VP_BP_INDEX_ADD, /* x, index, src: x.index_add(dim, index, src) of a 1-D index, a new tensor like x */
+    /* in place (vp_block_in_place): out is arg[0], x's new version (a view
+     * of its storage: no new tensor) */
+    VP_BP_SCATTER_,     /* x, index[, src]: x.scatter_(dim, index, src or a number) */
+    VP_BP_SCATTER_ADD_, /* x, index, src: x.scatter_add_(dim, index, src) */
+    VP_BP_INDEX_ADD_,   /* x, index, src: x.index_add_(dim, index, src) of a 1-D index */
+    VP_BP_INDEX_COPY_,  /* x, index, src: x.index_copy_(dim, index, src) of a 1-D index */
+    VP_BP_MASKED_FILL_, /* x, mask: x.masked_fill_(mask, value) */
     VP_BP_COUNT
 } vp_block_prim;
 
@@ -271,6 +278,18 @@ typedef struct {
 /* The last value the program borrows (the input, the parameters, the named
  * inputs): it never frees those. */
 static inline unsigned vp_block_borrowed(const vp_block_program *p) { return p->n_params + p->n_inputs; }
+
+/* Whether a primitive writes its first operand in place (its output is
+ * that value, x's new version). */
+static inline bool vp_block_in_place(unsigned prim) { return prim >= VP_BP_SCATTER_ && prim <= VP_BP_MASKED_FILL_; }
+
+/* What an in-place op after a primitive must know of it (op_block.c runs
+ * the primitive, and answers): its node keeps its own output for backward
+ * (sigmoid's, softmax's, ...: writing that output in place is what PyTorch
+ * refuses at backward), or its output may be its input's storage (a view,
+ * or the input itself: writing it would write the input). */
+enum { VP_BLOCK_SAVES_OUTPUT = 1u << 0, VP_BLOCK_ALIASES_INPUT = 1u << 1 };
+unsigned vp_block_prim_facts(unsigned prim, unsigned mode);
 
 /* The program's problem (a message naming the instruction), or NULL:
  * values defined before use, each dropped once, one RETURN, nothing left

@@ -44,6 +44,34 @@ static const unary_rule unary_rules[VP_BU_COUNT] = {
     [VP_BU_SOFTPLUS] = {VP_SAVES_INPUT, 0, true},
 };
 
+unsigned vp_block_prim_facts(unsigned prim, unsigned mode) {
+    switch ((vp_block_prim)prim) {
+    case VP_BP_UNARY: return mode < VP_BU_COUNT && unary_rules[mode].saves == VP_SAVES_OUTPUT ? VP_BLOCK_SAVES_OUTPUT : 0;
+    case VP_BP_SOFTMAX_FP32: /* softmax_fp32: vp_unary(.., VP_SAVES_OUTPUT, ..) */
+    case VP_BP_LOGSUMEXP:    /* vp_logsumexp, vp_var(std), vp_amax keep the result */
+    case VP_BP_STD:
+    case VP_BP_AMAX:
+    case VP_BP_AMIN:
+    case VP_BP_SDPA:   /* the flash and efficient kernels keep their output */
+    case VP_BP_KERNEL: /* any declared kernel may (saves = { "output" }) */
+    case VP_BP_TOPK:   /* its indices */
+        return VP_BLOCK_SAVES_OUTPUT;
+    case VP_BP_TO:      /* Tensor.to returns self when the dtype matches */
+    case VP_BP_DROPOUT: /* x itself outside training (vp_dropout of p = 0) */
+    case VP_BP_SPLIT:
+    case VP_BP_SELECT:
+    case VP_BP_SLICE:
+    case VP_BP_EXPAND:
+    case VP_BP_REPEAT_KV: /* one key/value head expanded, or x itself */
+    case VP_BP_CACHE:     /* the layer's keys and values, which the cache holds */
+    case VP_BP_MASK:      /* the step's mask, shared by every layer */
+    case VP_BP_ALL_GATHER: /* x itself without sequence parallelism */
+    case VP_BP_REDUCE_SCATTER:
+        return VP_BLOCK_ALIASES_INPUT;
+    default: return 0;
+    }
+}
+
 static const vp_block_program *program_of(const vp_op *op) { return op->data; }
 
 static uint64_t local_dim(uint64_t n, bool split, unsigned tp) { return split ? n / tp : n; }
@@ -450,6 +478,13 @@ static vp_t run(vp_step *step, const vp_block_program *p, const vp_block_instr *
      * _saved_self_sizes) */
     case VP_BP_INDEX_SELECT: return vp_index(sim, a, b, shape_numel(step, p, in, val), in->label);
     case VP_BP_INDEX_ADD: return vp_index_added(sim, a, val[in->arg[2]], b, in->label);
+    /* in place (block_forward drops x's old reference): the nodes and
+     * savings of the forms out of place, checked on 1.13's grad_fn */
+    case VP_BP_SCATTER_: return vp_scatter_src_(sim, a, b, in->arg[2] >= 0 ? val[in->arg[2]] : 0, in->label);
+    case VP_BP_SCATTER_ADD_: return vp_scatter_add_(sim, a, b, val[in->arg[2]], in->label);
+    case VP_BP_INDEX_ADD_: return vp_index_add(sim, a, val[in->arg[2]], b, true, in->label);
+    case VP_BP_INDEX_COPY_: return vp_index_copy_(sim, a, val[in->arg[2]], b, in->label);
+    case VP_BP_MASKED_FILL_: return vp_masked_fill_(sim, a, b, in->label);
     case VP_BP_LAYER_NORM: return layer_norm(step, in, val);
     case VP_BP_ALL_GATHER:
     case VP_BP_REDUCE_SCATTER: return sequence_collective(step, in, a);
@@ -548,6 +583,10 @@ static vp_t block_forward(vp_step *step, const vp_op *op, const vp_t *leaves, vp
             val[in->out] = matmul(step, p, in, val, layout);
         } else if (in->prim == VP_BP_LAYER_KEEP) {
             vp_step_keep_local(step, val[in->arg[0]], VP_LOCAL_OF_LAYER);
+        } else if (vp_block_in_place(in->prim)) { /* x's new version in its value, the old reference gone */
+            vp_t old = val[in->out];
+            val[in->out] = run(step, p, in, val);
+            vp_drop(&step->sim, old);
         } else {
             val[in->out] = run(step, p, in, val);
         }

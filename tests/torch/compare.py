@@ -96,6 +96,14 @@ def index_ops(**kw):
     return dict(llama(**kw), lua_blocks="index_ops")
 
 
+def inplace_ops(**kw):
+    """LLaMA whose MLP is a Lua block of the vocabulary's in-place writes
+    (tests/torch/blocks/inplace_ops.lua: scatter_, scatter_add_,
+    index_add_, index_copy_, masked_fill_), mirrored by
+    tests/torch/models/indexing.py."""
+    return dict(llama(**kw), lua_blocks="inplace_ops")
+
+
 def mamba2(h=64, layers=2, vocab=256, state=16, expand=2, head_dim=16, groups=1, chunk=16, tied=True):
     """Mamba-2 (transformers' Mamba2Config keys; tests/torch/models/mamba2.py
     runs Mamba2Mixer.torch_forward): vramplan's model is
@@ -397,6 +405,16 @@ CASES = [
     ("blocks index_ops fp32 wide", index_ops(layers=1, inter=512, vocab=32), recipe(
         optimizer="sgd", b=32, s=64, keep_logits="false")),
     ("blocks index_ops bf16 wide", index_ops(layers=1, inter=1024, vocab=32), recipe(
+        "bf16", optimizer="sgd", b=4, s=128, keep_logits="false")),
+    ("blocks inplace_ops fp32 adamw", inplace_ops(), recipe()),
+    ("blocks inplace_ops bf16", inplace_ops(), recipe("bf16")),
+    ("blocks inplace_ops amp-bf16", inplace_ops(), recipe("amp-bf16")),
+    ("blocks inplace_ops fp32 checkpointed", inplace_ops(layers=3), recipe(ckpt="full")),
+    ("blocks inplace_ops fp32 sgd long", inplace_ops(layers=3), recipe(optimizer="sgd", b=4, s=128)),
+    # one layer, wide scores and tables and few logits: the peak in the forward, at the in-place writes
+    ("blocks inplace_ops fp32 wide", inplace_ops(layers=1, inter=1024, vocab=32), recipe(
+        optimizer="sgd", b=4, s=128, keep_logits="false")),
+    ("blocks inplace_ops bf16 wide", inplace_ops(layers=1, inter=2048, vocab=32), recipe(
         "bf16", optimizer="sgd", b=4, s=128, keep_logits="false")),
     # the tables frozen: no EmbeddingBackward0, IndexBackward0 of a weight that needs no gradient
     ("blocks indexing amp-bf16 lora", indexing(), recipe("amp-bf16", finetune="lora",

@@ -15,12 +15,14 @@
 local vramplan = require("vramplan")
 local shapes = require("vramplan.block_shapes")
 local indexing = require("vramplan.block_index")
+local inplace = require("vramplan.block_inplace")
 
 local block = {}
 
 local SELF = debug.getinfo(1, "S").short_src
 local SHAPES = SELF:gsub("block%.lua$", "block_shapes.lua") -- its vocabulary of shapes
 local INDEX = SELF:gsub("block%.lua$", "block_index.lua") -- and of tables and indices
+local INPLACE = SELF:gsub("block%.lua$", "block_inplace.lua") -- and of in-place writes
 
 local tracing -- the trace running now (one at a time: block() sets it around the forward)
 
@@ -33,7 +35,8 @@ local function where()
   for level = 2, 60 do
     local info = debug.getinfo(level, "Slt")
     if not info then break end
-    if info.short_src ~= SELF and info.short_src ~= SHAPES and info.short_src ~= INDEX and info.what ~= "C" and (info.currentline or 0) > 0 then
+    if info.short_src ~= SELF and info.short_src ~= SHAPES and info.short_src ~= INDEX and info.short_src ~= INPLACE
+        and info.what ~= "C" and (info.currentline or 0) > 0 then
       if tail and tracing then return tracing.forward_at .. ": block " .. tracing.name .. "'s forward" end
       return info.short_src .. ":" .. info.currentline
     end
@@ -92,7 +95,8 @@ local SEQ = "seq"
 
 -- The primitives that take integer indices (block_index.lua checks where).
 local takes_indices = { embedding = true, index = true, gather = true, scatter = true, scatter_add = true,
-                        index_select = true, index_add = true }
+                        index_select = true, index_add = true, scatter_ = true, scatter_add_ = true,
+                        index_add_ = true, index_copy_ = true }
 
 -- Records one primitive; returns its output tensor (split into heads as
 -- `like` is, if given: elementwise results keep their input's layout).
@@ -856,6 +860,9 @@ indexing.install({ F = F, methods = methods, fail = fail, record = record, new_v
                    copy_dims = shapes.copy_dims, tracing = function() return tracing end, last_split = last_split,
                    shaped = shapes.shaped, same_dim = shapes.same_dim, dims_string = shapes.dims_string,
                    norm_dim = shapes.norm_dim })
+-- x:scatter_(...), x:index_add_(...), x:masked_fill_(...): block_inplace.lua
+inplace.install({ F = F, methods = methods, fail = fail, check_tensor = check_tensor,
+                  tracing = function() return tracing end, forms = indexing.in_place })
 setmetatable(F, {
   __index = function(_, k) fail("F.%s: unknown primitive", tostring(k)) end,
   __newindex = function(_, k) fail("F.%s: the vocabulary is read-only", tostring(k)) end,

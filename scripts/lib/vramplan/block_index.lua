@@ -162,29 +162,36 @@ function index.install(I)
   -- names it); x's gradient passes through, src gets one of its size.
   -- PyTorch also wants x and src of one dtype (index_add_ raises
   -- otherwise): known only when the step runs, not checked here.
-  function F.index_add(x, dim, idx, src, opts)
-    check_kind(x, "index_add", false)
-    check_kind(idx, "index_add", true)
-    if type(src) == "number" then fail("index_add: the source must be a tensor") end
-    check_kind(src, "index_add", false)
-    local n = one_dim(idx, "index_add")
-    local xd, sd = dims_of(x), dims_of(src)
-    local d = along(x, xd, dim, "index_add")
-    if #sd ~= #xd then
-      fail("index_add: the source %s and x %s must have as many dimensions", dims_string(sd), dims_string(xd))
-    end
-    if not same_dim(sd[d], n) then
-      fail("index_add: the source has %s elements along dimension %d, the index %s", tostring(sd[d]), dim, tostring(n))
-    end
-    for i = 1, #xd do
-      if i ~= d and not same_dim(xd[i], sd[i]) then
-        fail("index_add: the source %s must be shaped as x %s but along dimension %d", dims_string(sd), dims_string(xd), dim)
+  -- (`prim`: index_add, or the in-place index_add_ and index_copy_, whose
+  -- operands are alike: block_inplace.lua)
+  local function index_add_as(prim)
+    return function(x, dim, idx, src, opts)
+      check_kind(x, prim, false)
+      check_kind(idx, prim, true)
+      if type(src) == "number" then fail("%s: the source must be a tensor", prim) end
+      check_kind(src, prim, false)
+      local n = one_dim(idx, prim)
+      local xd, sd = dims_of(x), dims_of(src)
+      local d = along(x, xd, dim, prim)
+      if #sd ~= #xd then
+        fail("%s: the source %s and x %s must have as many dimensions", prim, dims_string(sd), dims_string(xd))
       end
+      if not same_dim(sd[d], n) then
+        fail("%s: the source has %s elements along dimension %d, the index %s", prim, tostring(sd[d]), dim,
+            tostring(n))
+      end
+      for i = 1, #xd do
+        if i ~= d and not same_dim(xd[i], sd[i]) then
+          fail("%s: the source %s must be shaped as x %s but along dimension %d", prim, dims_string(sd),
+              dims_string(xd), dim)
+        end
+      end
+      local out = record(prim, { x, idx, src }, nil, x.width, x.split, label_of(opts, prim), x)
+      out.dims, out.layout = rawget(x, "dims") and copy_dims(x.dims), rawget(x, "dims") and true
+      return out
     end
-    local out = record("index_add", { x, idx, src }, nil, x.width, x.split, label_of(opts, "index_add"), x)
-    out.dims, out.layout = rawget(x, "dims") and copy_dims(x.dims), rawget(x, "dims") and true
-    return out
   end
+  F.index_add = index_add_as("index_add")
 
   -- values, indices = F.topk(x, k, -1): torch.topk along the last
   -- dimension; TopkBackward0 keeps the int64 indices (backward fills a
@@ -236,17 +243,17 @@ function index.install(I)
   -- a new gradient (grad.scatter(dim, index, 0)), scatter_add passes it
   -- through; src gets grad.gather(dim, index). src may be a number for
   -- scatter (x.scatter(-1, idx, 1.0)).
-  local function scatter(prim)
+  local function scatter(prim, takes_number)
     return function(x, dim, idx, src, opts)
       check_kind(x, prim, false)
       check_kind(idx, prim, true)
       last_dim(x, dim, prim)
       if last_split(x) then fail("%s: along a dimension split over tensor-parallel ranks", prim) end
       local args = { x, idx }
-      if type(src) == "number" and prim == "scatter" then
+      if type(src) == "number" and takes_number then
         -- x.scatter(dim, index, value): ScatterBackward1, the index kept
       else
-        if type(src) == "number" then fail("scatter_add: the source must be a tensor") end
+        if type(src) == "number" then fail("%s: the source must be a tensor", prim) end
         check_kind(src, prim, false)
         if src.width and idx.width and src.width ~= idx.width then
           fail("%s: the source's last dimension (%d) must be the index's (%d)", prim, src.width, idx.width)
@@ -258,8 +265,13 @@ function index.install(I)
       return out
     end
   end
-  F.scatter = scatter("scatter")
+  F.scatter = scatter("scatter", true)
   F.scatter_add = scatter("scatter_add")
+
+  -- The in-place forms' checks and records, each a new value that
+  -- block_inplace.lua turns into x's.
+  index.in_place = { scatter_ = scatter("scatter_", true), scatter_add_ = scatter("scatter_add_"),
+                     index_add_ = index_add_as("index_add_"), index_copy_ = index_add_as("index_copy_") }
 
   -- F.layer_norm(x, weight, bias): F.layer_norm over the last dimension
   -- (bias may be nil); on autocast's fp32 list. NativeLayerNormBackward0

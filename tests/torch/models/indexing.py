@@ -6,11 +6,12 @@ the batch's input_ids, and per-expert scales indexed by the router's
 choice. ReductionsMLP: its input scaled by the logsumexp, var, std and
 max of a wide projection. IndexOpsMLP: amax and amin of a wide
 projection, index_select and index_add by the router's flattened indices,
-index_select by the flattened input_ids.
+index_select by the flattened input_ids. InplaceOpsMLP: scatter_,
+scatter_add_, index_add_, index_copy_ and masked_fill_ in place.
 Not published architectures: they check what the block vocabulary's
 embedding, topk, gather, scatter, scatter_add, index, layer_norm,
 logsumexp, var, std, max, amax, amin, index_select and index_add keep and
-make."""
+make, and what the in-place writes keep and do not make."""
 import weakref
 
 import torch
@@ -94,5 +95,39 @@ class IndexOpsMLP(nn.Module):
         return mul(mul(mul(x, back), gate), top - low)
 
 
+class InplaceOpsMLP(nn.Module):
+    """tests/torch/blocks/inplace_ops.lua: scatter_, scatter_add_,
+    index_add_, index_copy_ and masked_fill_, each writing a tensor the
+    forward made and no op read before (the vocabulary's rule)."""
+
+    def __init__(self, cfg):
+        super().__init__()
+        h, experts = cfg["hidden_size"], cfg["intermediate_size"]  # wide tables
+        self.m = int(round(h ** 0.5))
+        self.router = nn.Linear(h, experts, bias=False)
+        self.scores = nn.Linear(h, experts, bias=False)
+        self.square = nn.Linear(h, h, bias=False)
+        self.expert_emb = nn.Embedding(experts, h)
+        self.expert_copy = nn.Embedding(experts, h)
+
+    def forward(self, ac, x):
+        w, idx = torch.topk(linear(ac, x, self.router.weight), TOP_K, dim=-1)
+        s = linear(ac, x, self.scores.weight)
+        s.scatter_(-1, idx, w)
+        s.scatter_add_(-1, idx, w)
+        flat = idx.view(-1)
+        rows = self.expert_emb.weight.index_select(0, flat)
+        acc = torch.zeros_like(self.expert_emb.weight)
+        acc.index_add_(0, flat, mul(rows, w.flatten().unsqueeze(1)))
+        acc.index_copy_(0, flat, self.expert_copy.weight.index_select(0, flat))
+        back = acc[idx].sum(-2)
+        v = linear(ac, x, self.square.weight).view(x.shape[0], x.shape[1], self.m, self.m)
+        mask = torch.tril(torch.ones(self.m, self.m, dtype=torch.bool))
+        t = v.transpose(-1, -2).contiguous()
+        t.masked_fill_(~mask, 0.0)
+        return mul(mul(mul(x, back), t.view(x.shape)), s.sum(-1, keepdim=True))
+
+
 # lua_blocks -> the MLP that mirrors it (compare.py's block vocabulary cases)
-MLP_BLOCKS = {"indexing": IndexingMLP, "reductions": ReductionsMLP, "index_ops": IndexOpsMLP}
+MLP_BLOCKS = {"indexing": IndexingMLP, "reductions": ReductionsMLP, "index_ops": IndexOpsMLP,
+              "inplace_ops": InplaceOpsMLP}
