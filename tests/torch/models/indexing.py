@@ -103,29 +103,29 @@ class InplaceOpsMLP(nn.Module):
     def __init__(self, cfg):
         super().__init__()
         h, experts = cfg["hidden_size"], cfg["intermediate_size"]  # wide tables
-        self.m = int(round(h ** 0.5))
         self.router = nn.Linear(h, experts, bias=False)
         self.scores = nn.Linear(h, experts, bias=False)
-        self.square = nn.Linear(h, h, bias=False)
+        self.square = nn.Linear(h, experts, bias=False)
         self.expert_emb = nn.Embedding(experts, h)
         self.expert_copy = nn.Embedding(experts, h)
 
     def forward(self, ac, x):
+        b, n = x.shape[0], x.shape[1]
         w, idx = torch.topk(linear(ac, x, self.router.weight), TOP_K, dim=-1)
+        flat = idx.view(-1)
+        rows = self.expert_emb.weight.index_select(0, flat)
+        v = linear(ac, x, self.square.weight).view(b, n, -1, 8, 8)
+        mask = torch.tril(torch.ones(8, 8, dtype=torch.bool))
+        t = v.transpose(-1, -2).contiguous()
         s = linear(ac, x, self.scores.weight)
         s.scatter_(-1, idx, w)
         s.scatter_add_(-1, idx, w)
-        flat = idx.view(-1)
-        rows = self.expert_emb.weight.index_select(0, flat)
         acc = torch.zeros_like(self.expert_emb.weight)
         acc.index_add_(0, flat, mul(rows, w.flatten().unsqueeze(1)))
         acc.index_copy_(0, flat, self.expert_copy.weight.index_select(0, flat))
-        back = acc[idx].sum(-2)
-        v = linear(ac, x, self.square.weight).view(x.shape[0], x.shape[1], self.m, self.m)
-        mask = torch.tril(torch.ones(self.m, self.m, dtype=torch.bool))
-        t = v.transpose(-1, -2).contiguous()
         t.masked_fill_(~mask, 0.0)
-        return mul(mul(mul(x, back), t.view(x.shape)), s.sum(-1, keepdim=True))
+        back = acc[idx].sum(-2)
+        return mul(mul(x, back), mul(t.view(b, n, -1).sum(-1, keepdim=True), s.sum(-1, keepdim=True)))
 
 
 # lua_blocks -> the MLP that mirrors it (compare.py's block vocabulary cases)
