@@ -706,6 +706,41 @@ describe("a bad block", function()
       '{ "up", linear = { c.hidden, 32 }, split = "column" }')
     check("local y = x * x:amin(0) return y", "amin: only over the last dimension (dim = -1) yet")
   end)
+  it("refuses an in-place write PyTorch would raise on, or that may write another tensor, naming why", function()
+    -- PyTorch 1.13: a leaf that requires grad raises in the forward; a
+    -- tensor a node saved raises at backward (its version moved)
+    local topk = "local v, i = F.topk(x, 2, -1) "
+    local at_backward = '(PyTorch raises at backward: "one of the variables needed for gradient computation has been '
+      .. 'modified by an inplace operation")'
+    check(topk .. "local f = i:view(-1) p.t:index_add_(0, f, F.index_select(p.t, 0, f)) return x",
+      'index_add_: x is a parameter of the block (PyTorch raises in the forward: "a leaf Variable that requires grad '
+      .. 'is being used in an in-place operation")', '{ "t", embedding = { 10, 64 } }')
+    check(topk .. "x:scatter_(-1, i, v) return x",
+      "scatter_: x is the block's input, which the ops before the block may have saved for backward " .. at_backward)
+    check(topk .. "ids:scatter_(-1, i, v) return x", "scatter_: x is a named input of the block", nil,
+      ' inputs = { "input_ids" },')
+    check("local h = p.up(x):view(x:size(0), x:size(1), 2, 4, 4) h:masked_fill_(F.tril_ones(h, 0), 0.0) return x",
+      "masked_fill_: x is a view of another tensor")
+    check(topk .. "local h = p.up(x):to(\"float32\") h:scatter_(-1, i, v) return x",
+      "scatter_: x is mlp.to's output, which may be a view of its input or the input itself")
+    check(topk .. "local h = p.up(x) local y = h * h h:scatter_(-1, i, v) return x",
+      "scatter_: x was read by mlp.mul before, which may have saved it for backward " .. at_backward)
+    check(topk .. "local h = F.sigmoid(p.up(x)) h:scatter_add_(-1, i, v) return x",
+      "scatter_add_: x is the output of mlp.sigmoid, whose backward keeps it " .. at_backward)
+    check(topk .. "local h = F.softmax(p.up(x), -1) h:scatter_(-1, i, 1.0) return x",
+      "scatter_: x is the output of mlp.softmax, whose backward keeps it")
+    check(topk .. "local f = i:view(-1) local acc = F.zeros_like(p.t) acc:index_copy_(0, f, x) return x",
+      "index_copy_: the source [batch, seq, 64] and x [10, 64] must have as many dimensions",
+      '{ "t", embedding = { 10, 64 } }')
+  end)
+  it("writes in place what the forward made and no op read, and returns it", function()
+    -- silu keeps its input, not its output (silu_backward(grad, self)):
+    -- its output may be written; each call returns x itself
+    local timeline = block_timeline("local v, i = F.topk(x, 2, -1) local h = F.silu(p.up(x)) "
+      .. "local y = h:scatter_(-1, i, v):scatter_add_(-1, i, v) assert(rawequal(y, h)) return p.down(y)",
+      '{ "up", linear = { c.hidden, 32 } }, { "down", linear = { 32, c.hidden } }')
+    assert.truthy(#timeline > 0)
+  end)
   it("refuses input_ids where the stream is not the batch's rows", function()
     local ids, tbl = ' inputs = { "input_ids" },', '{ "t", embedding = { 10, 64 } }'
     local body = "local y = F.embedding(ids, p.t) return y"
