@@ -201,6 +201,32 @@ int main(void) {
     p->input[0] = VP_BLOCK_STREAMS;
     emit(p, VP_BP_RETURN, 0, -1, -1, 0);
     CHECK(says(p, "unknown named input"));
+    reset(p); /* an in-place write (scatter_add_ of x, an index, a source): its first operand, a value the forward made */
+    p->n_values = 4;
+    emit(p, VP_BP_LINEAR, 0, 1, -1, 2);
+    emit(p, VP_BP_LINEAR, 0, 1, -1, 3);
+    emit(p, VP_BP_SCATTER_ADD_, 2, 3, 3, 2);
+    emit(p, VP_BP_DROP, 3, -1, -1, 0);
+    emit(p, VP_BP_RETURN, 2, -1, -1, 0);
+    CHECK(says(p, NULL));
+    p->code[2].out = 3; /* into another value */
+    CHECK(says(p, "writes its first operand"));
+    p->code[2].out = 2;
+    p->code[2].arg[2] = -1; /* no source */
+    CHECK(says(p, "needs x and its index, source or mask"));
+    reset(p); /* of the input or a parameter: borrowed */
+    p->n_values = 4;
+    emit(p, VP_BP_LINEAR, 0, 1, -1, 2);
+    emit(p, VP_BP_MASKED_FILL_, 0, 2, -1, 0);
+    CHECK(says(p, "writes its first operand"));
+    reset(p);
+    p->n_values = 4;
+    emit(p, VP_BP_LINEAR, 0, 1, -1, 2);
+    emit(p, VP_BP_LINEAR, 0, 1, -1, 3);
+    emit(p, VP_BP_RETURN, 2, -1, -1, 0);
+    emit(p, VP_BP_MASKED_FILL_, 3, 0, -1, 3);
+    CHECK(says(p, "after the return"));
+
     dtensor_plans(p);
     return check_summary("test_block");
 }
