@@ -732,6 +732,8 @@ describe("a bad block", function()
     check(topk .. "local f = i:view(-1) local acc = F.zeros_like(p.t) acc:index_copy_(0, f, x) return x",
       "index_copy_: the source [batch, seq, 64] and x [10, 64] must have as many dimensions",
       '{ "t", embedding = { 10, 64 } }')
+    check("local q = x:view(-1, 16):transpose(1, 2) local w = F.matmul(q, q:transpose(2, 3)) "
+      .. 'w:masked_fill_(F.mask("bool"), "min") return x', "masked_fill_: the value must be a number")
   end)
   it("writes in place what the forward made and no op read, and returns it", function()
     -- silu keeps its input, not its output (silu_backward(grad, self)):
@@ -739,6 +741,12 @@ describe("a bad block", function()
     local timeline = block_timeline("local v, i = F.topk(x, 2, -1) local h = F.silu(p.up(x)) "
       .. "local y = h:scatter_(-1, i, v):scatter_add_(-1, i, v) assert(rawequal(y, h)) return p.down(y)",
       '{ "up", linear = { c.hidden, 32 } }, { "down", linear = { 32, c.hidden } }')
+    assert.truthy(#timeline > 0)
+    -- eager attention's scores (matmul keeps its operands) filled in place
+    -- with a bool mask, as attn_weights.masked_fill_(mask, min)
+    timeline = block_timeline("local q = x:view(-1, 16):transpose(1, 2) local w = F.matmul(q, q:transpose(2, 3)) "
+      .. 'w:masked_fill_(F.mask("bool"), -1e9) local o = F.matmul(F.softmax(w, -1), q) '
+      .. "local y = o:transpose(1, 2):contiguous():reshape(-1) return y", nil, nil, "--set", "attention=eager")
     assert.truthy(#timeline > 0)
   end)
   it("refuses input_ids where the stream is not the batch's rows", function()

@@ -95,8 +95,14 @@ function inplace.install(I)
 
   for name, form in pairs(forms) do methods[name] = in_place(name, form) end
   -- x:masked_fill_(mask, value): F.masked_fill's operands (a bool mask of
-  -- F.mask("bool") on attention scores, or of F.tril_ones / F.logical_not)
-  methods.masked_fill_ = in_place("masked_fill_", function(...) return (F.masked_fill(...)) end)
+  -- F.tril_ones / F.logical_not, or of F.mask("bool") on attention
+  -- scores, which F.masked_fill fills with the dtype's minimum: value
+  -- changes no size)
+  methods.masked_fill_ = in_place("masked_fill_", function(x, mask, value, opts)
+    if rawget(x, "dims") then return (F.masked_fill(x, mask, value, opts)) end
+    if type(value) ~= "number" then fail("masked_fill_: the value must be a number") end
+    return (F.masked_fill(x, mask, opts))
+  end)
 end
 
 return inplace
