@@ -286,6 +286,32 @@ describe("Mamba-2 under Megatron-LM's tensor parallelism (ngroups 8)", function(
       end
     end)
 
+  it("gives the kernel's backward each rank's gradients and workspace", function()
+    local out, err, code = helper.run("estimate", codestral, "--json", "--timeline", "--set", "framework=megatron",
+      "--set", "tp=8", "--set", "layers=1", "--set", "seq_len=512", "--set", "micro_batch=2")
+    assert(code == 0, err)
+    local tokens, tp = 1024, 8
+    local d_inner_l, groups_l, heads_l = inner // tp, groups // tp, heads // tp
+    local conv_l = d_inner_l + 2 * groups_l * d_state
+    local states = tokens // 256 * heads_l * headdim * d_state
+    -- MambaSplitConv1dScanCombinedFn.backward: dzxbcdt (bf16), dweight and dbias of
+    -- conv1d, ddt_bias, dA, dD (fp32, 512-byte blocks); then its locals: xBC_conv and
+    -- dxBC (conv_dim local, bf16), dout_x (d_inner local, bf16), the states in C's dtype;
+    -- dt, dA_cumsum, ddt, ddA_cumsum (b, h, nchunks, chunk) fp32, states and dstates fp32,
+    -- CB (g local x chunk per row) fp32
+    local want = { "mixer " .. tokens * (2 * d_inner_l + 2 * groups_l * d_state + heads_l) * 2,
+                   "mixer " .. conv_l * d_conv * 2, "mixer " .. conv_l * 2, "mixer 512", "mixer 512", "mixer 512",
+                   "mixer " .. (tokens * (2 * conv_l + d_inner_l) * 2 + states * 2 + 4 * tokens * heads_l * 4
+                                + 2 * states * 4 + tokens * groups_l * 256 * 4) }
+    local seen = {}
+    for _, e in ipairs(json.decode(out).timeline) do
+      if e.phase == "backward" and e.layer == 0 and e.op == "mixer" and e.delta > 0 and #seen < #want then
+        seen[#seen + 1] = e.op .. " " .. e.delta
+      end
+    end
+    assert.are.same(want, seen)
+  end)
+
   it("gives the same figures folded and layer by layer under tp and sequence parallelism", function()
     helper.assert_folds_agree(helper.model(codestral, 3), {
       { framework = "megatron", tp = 8, sequence_parallel = true },
