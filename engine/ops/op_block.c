@@ -646,12 +646,26 @@ static const char *model_problem(const vp_model *model, program_problem kind) {
     return NULL;
 }
 
+/* A fused kernel (F.kernel) on a column-parallel tensor in the code a
+ * DTensor framework runs (the block's `forward`): torchtitan's plans give
+ * no custom autograd.Function its shards (Mamba-2's fused mixer splits as
+ * Megatron-LM's MambaMixer does, in its `megatron` forward). */
+static const char *dtensor_kernel_problem(const vp_block_program *p) {
+    unsigned end = p->megatron_start ? p->megatron_start : p->n_code;
+    for (unsigned i = 0; i < end; i++)
+        if (p->code[i].prim == VP_BP_KERNEL && p->kernel[p->code[i].mode].in_split)
+            return "tp: a Lua block's fused kernel (F.kernel) on a column-parallel tensor is modelled under "
+                   "Megatron-LM's tensor parallelism, not DTensor's (framework = fsdp2)";
+    return "";
+}
+
 /* Under DTensor's tensor parallelism (framework = fsdp2): the blocks'
  * plans (block_plan.c) with sequence parallelism, and with torchao's
  * float8 tensor-parallel styles (tensorwise: step.c's own check). */
 static const char *dtensor_recipe_problem(const vp_model *model, const vp_recipe *recipe) {
     if (recipe->tp <= 1 || !vp_framework_of(recipe)->dtensor_tp) return NULL;
-    const char *problem = recipe->sequence_parallel ? model_problem(model, dtensor_problem) : NULL;
+    const char *problem = model_problem(model, dtensor_kernel_problem);
+    if (!problem && recipe->sequence_parallel) problem = model_problem(model, dtensor_problem);
     const vp_precision *precision = vp_precision_get(recipe->precision);
     if (!problem && precision && precision->fp8_dynamic && recipe->fp8_recipe == VP_FLOAT8_TENSORWISE)
         problem = model_problem(model, dtensor_float8_problem);

@@ -209,9 +209,13 @@ describe("Mamba-2 under Megatron-LM's tensor parallelism (ngroups 8)", function(
     end
   end)
 
-  it("refuses a tp that does not divide ngroups, with Megatron's reason", function()
+  it("refuses a tp that does not divide ngroups, with Megatron's reason, and DTensor's tp", function()
     local err = helper.fails(codestral, "--set", "framework=megatron", "--set", "tp=16")
     assert.truthy(err:find("tp: block mixer: must divide ngroups (8): Megatron-LM's MambaMixer asserts", 1, true), err)
+    -- no DTensor plan splits mamba_ssm's Mamba2 (torchtitan has none): Megatron's split only
+    err = helper.fails(codestral, "--set", "framework=fsdp2", "--set", "tp=2")
+    assert.truthy(err:find("tp: a Lua block's fused kernel (F.kernel) on a column-parallel tensor is modelled under "
+      .. "Megatron-LM's tensor parallelism, not DTensor's (framework = fsdp2)", 1, true), err)
   end)
 
   -- One layer's forward on one rank, event by event (mixed-bf16: Megatron's params and
