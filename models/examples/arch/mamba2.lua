@@ -141,7 +141,7 @@ return architecture {
     -- _layer_norm_fwd's out = torch.empty_like(x) and rstd = torch.empty((ngroups * M,),
     -- dtype=torch.float32); ctx.save_for_backward(x, weight, bias, mean, rstd, z) with
     -- bias, mean (is_rms_norm) and z None
-    local gated_rms_norm = F.kernel {
+    local group_rms_norm = F.kernel {
       name = "rmsnorm_fn",
       source = "mamba_ssm v2.2.4 mamba_ssm/ops/triton/layernorm_gated.py: LayerNormFn.forward "
         .. "ctx.save_for_backward(x, weight, bias, mean, rstd, z)",
@@ -222,7 +222,7 @@ return architecture {
           local y = split_conv1d_scan_gated(zxBCdt, p.conv1d_weight, p.conv1d_bias, p.dt_bias:float(), A, p.D,
             { label = "" })
           y = y:transpose(0, 1):contiguous({ label = "rearrange" })
-          y = gated_rms_norm(y, p.norm_weight, { label = "norm" })
+          y = group_rms_norm(y, p.norm_weight, { label = "norm" })
           return p.out_proj(y)
         end,
       }
