@@ -204,6 +204,7 @@ static void read_instr(lua_State *L, unsigned i, vp_block_instr *in) {
     in->out_width = (uint64_t)int_field(L, what, "out_width", 0, (lua_Integer)1 << 40);
     if (in->prim == VP_BP_CONV1D && bool_field(L, "strided")) in->mode = VP_BLOCK_STRIDED;
     if (in->prim == VP_BP_SLICE && bool_field(L, "if_padded")) in->mode = VP_BLOCK_IF_PADDED;
+    if (in->prim == VP_BP_COPY && bool_field(L, "if_batched")) in->mode = VP_BLOCK_IF_BATCHED;
     read_shape(L, what, in);
     in->out_split = bool_field(L, "out_split");
     lua_getfield(L, -1, "number");

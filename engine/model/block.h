@@ -131,8 +131,10 @@ enum { VP_BLOCK_LIKE = 255 };
 
 /* CONV1D's mode: its input is a transposed view (not contiguous); SLICE's:
  * only when the sequence was padded (transformers' `if pad_size > 0: y =
- * y[:, :seq_len]`), else the tensor itself */
-enum { VP_BLOCK_STRIDED = 1, VP_BLOCK_IF_PADDED = 1 };
+ * y[:, :seq_len]`), else the tensor itself; COPY's: only when the batch is
+ * more than 1 (the contiguous() of a view that moved the batch dimension
+ * alone: PyTorch's is_contiguous skips dimensions of size 1) */
+enum { VP_BLOCK_STRIDED = 1, VP_BLOCK_IF_PADDED = 1, VP_BLOCK_IF_BATCHED = 1 };
 
 /* What an explicit shape's dimension counts: its size is that plus
  * dim_add (VP_DIM_CONST: dim_add alone). CHUNKS is ceil(seq / chunk),

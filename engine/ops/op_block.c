@@ -132,6 +132,15 @@ static const char *block_check_tp(const vp_op *op, unsigned tp) {
          * ranks; a block's column-parallel k_proj cannot */
         if (in->kv_heads % tp) return "tp: must divide a Lua block's key/value heads";
     }
+    for (unsigned i = 0; p && i < p->n_kernels; i++) {
+        const vp_block_kernel *k = &p->kernel[i];
+        if (!k->in_split) continue;
+        uint64_t shares[] = {k->keep_width[0], k->keep_width[1], k->forward_workspace, k->backward_workspace,
+                             k->forward_workspace_like, k->backward_workspace_like};
+        for (unsigned j = 0; j < sizeof shares / sizeof shares[0]; j++)
+            if (shares[j] % tp)
+                return "tp: must divide a split kernel's kept tensors and workspaces (each rank runs it on its share)";
+    }
     for (unsigned i = 0; p && i < p->n_code; i++) {
         if (p->code[i].prim == VP_BP_REPEAT_KV && p->code[i].kv_heads % tp)
             return "tp: must divide a Lua block's key/value heads";
@@ -185,6 +194,10 @@ static vp_t kernel(vp_step *step, const vp_block_program *p, const vp_block_inst
     vp_dtype first = (vp_dtype)vp_at(sim, inputs[0])->dtype;
     uint64_t width = local_dim(k->in_width, k->in_split, step->tp);
     uint64_t rows = vp_at(sim, inputs[0])->numel / (width ? width : 1);
+    /* a kernel on a column-parallel tensor runs on this rank's heads and
+     * groups: its kept tensors and workspaces are its share (block_check_tp
+     * has checked that tp divides them) */
+    bool split = k->in_split;
     vp_kernel_call call = {
         .in = inputs,
         .n_in = k->n_inputs,
@@ -192,11 +205,13 @@ static vp_t kernel(vp_step *step, const vp_block_program *p, const vp_block_inst
         .out_dtype = k->out_dtype ? kernel_dtype(k->out_dtype, first) : first,
         .saves = (k->saves & ((1u << VP_BLOCK_ARGS) - 1)) | (k->saves >> VP_BLOCK_ARGS & 1u) << VP_KERNEL_INPUTS,
         .saved_as = casts,
-        .forward_workspace = workspace(sim, rows, k->forward_workspace, k->forward_workspace_like, first),
-        .backward_workspace = workspace(sim, rows, k->backward_workspace, k->backward_workspace_like, first),
+        .forward_workspace = workspace(sim, rows, local_dim(k->forward_workspace, split, step->tp),
+                                       local_dim(k->forward_workspace_like, split, step->tp), first),
+        .backward_workspace = workspace(sim, rows, local_dim(k->backward_workspace, split, step->tp),
+                                        local_dim(k->backward_workspace_like, split, step->tp), first),
     };
     for (unsigned j = 0; j < VP_BLOCK_KEEPS && j < VP_KERNEL_KEEPS; j++) {
-        call.keep_numel[j] = vp_numel(sim, rows, k->keep_width[j]);
+        call.keep_numel[j] = vp_numel(sim, rows, local_dim(k->keep_width[j], split, step->tp));
         call.keep_dtype[j] = kernel_dtype(k->keep_dtype[j], first);
     }
     /* the forward's own .to(autocast dtype) of an fp32 input, or its
@@ -459,7 +474,12 @@ static vp_t run(vp_step *step, const vp_block_program *p, const vp_block_instr *
                         vp_at(sim, a)->numel, in->label);
     case VP_BP_MASKED_FILL: return vp_where(sim, a, b, in->label);
     case VP_BP_SOFTMAX_FP32: return softmax_fp32(step, p, in, a);
-    case VP_BP_COPY: return vp_copy(sim, a, in->label);
+    case VP_BP_COPY:
+        if ((in->mode & VP_BLOCK_IF_BATCHED) && step->batch == 1) {
+            vp_hold(sim, a);
+            return a;
+        }
+        return vp_copy(sim, a, in->label);
     /* the index rules: derivatives.yaml (PyTorch 1.13), each checked on
      * 1.13's grad_fn: EmbeddingBackward0 keeps the indices (and the weight,
      * for its size: no memory), GatherBackward0 self and the index,
@@ -665,12 +685,26 @@ static const char *model_problem(const vp_model *model, program_problem kind) {
     return NULL;
 }
 
+/* A fused kernel (F.kernel) on a column-parallel tensor in the code a
+ * DTensor framework runs (the block's `forward`): torchtitan's plans give
+ * no custom autograd.Function its shards (Mamba-2's fused mixer splits as
+ * Megatron-LM's MambaMixer does, in its `megatron` forward). */
+static const char *dtensor_kernel_problem(const vp_block_program *p) {
+    unsigned end = p->megatron_start ? p->megatron_start : p->n_code;
+    for (unsigned i = 0; i < end; i++)
+        if (p->code[i].prim == VP_BP_KERNEL && p->kernel[p->code[i].mode].in_split)
+            return "tp: a Lua block's fused kernel (F.kernel) on a column-parallel tensor is modelled under "
+                   "Megatron-LM's tensor parallelism, not DTensor's (framework = fsdp2)";
+    return "";
+}
+
 /* Under DTensor's tensor parallelism (framework = fsdp2): the blocks'
  * plans (block_plan.c) with sequence parallelism, and with torchao's
  * float8 tensor-parallel styles (tensorwise: step.c's own check). */
 static const char *dtensor_recipe_problem(const vp_model *model, const vp_recipe *recipe) {
     if (recipe->tp <= 1 || !vp_framework_of(recipe)->dtensor_tp) return NULL;
-    const char *problem = recipe->sequence_parallel ? model_problem(model, dtensor_problem) : NULL;
+    const char *problem = model_problem(model, dtensor_kernel_problem);
+    if (!problem && recipe->sequence_parallel) problem = model_problem(model, dtensor_problem);
     const vp_precision *precision = vp_precision_get(recipe->precision);
     if (!problem && precision && precision->fp8_dynamic && recipe->fp8_recipe == VP_FLOAT8_TENSORWISE)
         problem = model_problem(model, dtensor_float8_problem);

@@ -478,6 +478,35 @@ describe("a block's tp_divides", function()
       end
     end
   end)
+  -- a kernel on a column-parallel tensor runs on each rank's share (Megatron-LM's
+  -- MambaMixer runs mamba_split_conv1d_scan_combined on nheads / tp heads): its keeps
+  -- and workspaces, declared for the whole model, divided by tp
+  it("gives a kernel on a split tensor its share of what it keeps, and refuses a tp that does not divide it", function()
+    local split = '{ "up", linear = { c.hidden, c.hidden }, split = "column" }, '
+      .. '{ "down", linear = { c.hidden, c.hidden }, split = "row" }'
+    local body = 'local k = F.kernel { name = "scan", inputs = 1, source = "a test: file.py", '
+      .. 'keeps = { { width = 6, dtype = "float32" } }, workspace = { forward = 24 } } '
+      .. 'local y = p.down(k(p.up(x))) return y'
+    local function kernel_events(tp)
+      return with_block(function(path)
+        local out, err, code = helper.run("estimate", path, "--json", "--timeline", "--set", "framework=megatron",
+          "--set", "tp=" .. tp, "--set", "seq_len=512", "--set", "micro_batch=1", "--set", "precision=fp32")
+        assert(code == 0, err)
+        local seen = {}
+        for _, e in ipairs(json.decode(out).timeline) do
+          if e.phase == "forward" and e.op == "mlp.scan" then seen[#seen + 1] = e.delta end
+        end
+        return seen
+      end, body, split)
+    end
+    -- 512 rows: the output (64 / tp fp32), the kept tensor (6 / tp fp32), the workspace (24 / tp bytes)
+    for _, tp in ipairs({ 1, 2 }) do
+      assert.are.same({ 512 * 64 // tp * 4, 512 * 6 // tp * 4, 512 * 24 // tp, -(512 * 24 // tp) }, kernel_events(tp))
+    end
+    local code, err = table.unpack(with_block(function(path) return run(path, 4) end, body, split))
+    assert.are.equal(1, code)
+    assert.truthy(err:find("tp: must divide a split kernel's kept tensors and workspaces", 1, true), err)
+  end)
   it("names a declaration it cannot read", function()
     for _, bad in ipairs({ ' tp_divides = { { 0, "x" } },', ' tp_divides = { { 2 } },', ' tp_divides = 2,' }) do
       local err = bad_block("local y = p.up(x) return y", square, bad)

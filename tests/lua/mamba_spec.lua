@@ -65,13 +65,15 @@ describe("Mamba-2 130M as Lua blocks", function()
         .. "% tp_size == 0", 1, true), err)
       -- (Megatron's nheads % tp_size follows from ngroups % tp_size and its
       -- nheads % ngroups == 0: no model reaches it alone)
-      err = fails("--set", "tp=2", "--set", "groups=2")
-      assert.truthy(err:find("tp: block mixer: more than 1 is not modelled yet", 1, true), err)
       -- tp = 1 (and ngroups 2) still runs
       local args = { model, "--set", "framework=megatron", "--set", "groups=2" }
       for _, a in ipairs(extra) do args[#args + 1] = a end
       assert.is_true(helper.estimate(table.unpack(args)).model.params > 0)
     end
+    -- where Megatron would run it, the reference path (transformers' module) is not split
+    local err = helper.fails(model, "--set", "framework=megatron", "--set", "reference=true", "--set", "tp=2", "--set",
+      "groups=2")
+    assert.truthy(err:find("tp: block mixer: more than 1 with reference = true is not modelled", 1, true), err)
   end)
 
   it("gives the same figures folded and layer by layer with the reference SSD", function()
@@ -162,6 +164,162 @@ describe("Mamba-2 130M as Lua blocks", function()
       { precision = "amp-bf16", checkpointing = "full" },
       { finetune = "lora", lora_targets = "in_proj", precision = "amp-bf16", offload_activations = true },
       { use_reentrant = false, checkpointing = "every-2", precision = "amp-bf16" },
+    })
+  end)
+end)
+
+-- Megatron-LM's tensor-parallel MambaMixer (megatron/core/ssm/mamba_mixer.py at 00bebb45) on
+-- Codestral Mamba 7B (models/examples/mamba-codestral-7b.lua: ngroups 8), each rank's
+-- parameters and one layer's activations worked out here from Megatron's shapes.
+describe("Mamba-2 under Megatron-LM's tensor parallelism (ngroups 8)", function()
+  local codestral = "models/examples/mamba-codestral-7b.lua"
+  -- mistralai/Mamba-Codestral-7B-v0.1 params.json, mamba_ssm's Mamba2 defaults
+  local hidden, layers, vocab, groups = 4096, 64, 32768, 8
+  local inner = expand * hidden
+  local heads = inner // headdim
+
+  it("has the published 7,285,403,648 parameters (mistral.ai/news/codestral-mamba)", function()
+    local mixer = hidden * (2 * inner + 2 * groups * d_state + heads) + (inner + 2 * groups * d_state) * (d_conv + 1)
+      + 3 * heads + inner + inner * hidden
+    local total = layers * (mixer + hidden) + 2 * vocab * hidden + hidden -- untied embedding and head, norm_f
+    assert.are.equal(7285403648, total)
+    assert.are.equal(total, helper.estimate(codestral).model.params)
+  end)
+
+  -- one layer's parameters on one rank: two layers' bytes less one layer's (fp32: 4 bytes each)
+  local function layer_bytes(tp)
+    local function bytes(n)
+      return helper.estimate(codestral, "--set", "framework=megatron", "--set", "precision=fp32", "--set", "tp=" .. tp,
+        "--set", "layers=" .. n).per_gpu.params_bytes
+    end
+    return bytes(2) - bytes(1)
+  end
+
+  it("gives each rank Megatron's shares of in_proj, conv1d, A_log, D, dt_bias, the norm and out_proj", function()
+    for _, tp in ipairs({ 1, 2, 4, 8 }) do
+      -- MambaMixer.__init__: in_proj ColumnParallelLinear(d_model, 2 d_inner + 2 ngroups d_state + nheads),
+      -- conv1d_weight [conv_dim local, 1, d_conv] and its bias, dt_bias, A_log, D [nheads local],
+      -- norm [d_inner local], out_proj RowParallelLinear(d_inner, d_model); the layer's own
+      -- norm (d_model) on every rank
+      local d_inner_l, groups_l, heads_l = inner // tp, groups // tp, heads // tp
+      local per_rank = (2 * d_inner_l + 2 * groups_l * d_state + heads_l) * hidden
+        + (d_inner_l + 2 * groups_l * d_state) * d_conv + (d_inner_l + 2 * groups_l * d_state)
+        + 3 * heads_l + d_inner_l + hidden * d_inner_l + hidden
+      assert.are.equal(4 * per_rank, layer_bytes(tp), "tp " .. tp)
+    end
+  end)
+
+  it("refuses a tp that does not divide ngroups, with Megatron's reason, and DTensor's tp", function()
+    local err = helper.fails(codestral, "--set", "framework=megatron", "--set", "tp=16")
+    assert.truthy(err:find("tp: block mixer: must divide ngroups (8): Megatron-LM's MambaMixer asserts", 1, true), err)
+    -- no DTensor plan splits mamba_ssm's Mamba2 (torchtitan has none): Megatron's split only
+    err = helper.fails(codestral, "--set", "framework=fsdp2", "--set", "tp=2")
+    assert.truthy(err:find("tp: a Lua block's fused kernel (F.kernel) on a column-parallel tensor is modelled under "
+      .. "Megatron-LM's tensor parallelism, not DTensor's (framework = fsdp2)", 1, true), err)
+  end)
+
+  -- One layer's forward on one rank, event by event (mixed-bf16: Megatron's params and
+  -- activations in bf16), from MambaMixer._ssm_training and the sources its kernels cite.
+  local function mixer_events(tp, micro_batch, sp)
+    local out, err, code = helper.run("estimate", codestral, "--json", "--timeline", "--set", "framework=megatron",
+      "--set", "tp=" .. tp, "--set", "layers=1", "--set", "seq_len=512", "--set", "micro_batch=" .. micro_batch,
+      "--set", "sequence_parallel=" .. tostring(sp))
+    assert(code == 0, err)
+    local seen = {}
+    for _, e in ipairs(json.decode(out).timeline) do
+      if e.phase == "forward" and e.layer == 0 and (e.op:find("^mixer") or e.op == "all_gather.input"
+          or e.op == "reduce_scatter") then
+        seen[#seen + 1] = e.op .. " " .. e.delta
+      end
+    end
+    return seen
+  end
+
+  local function expected(tp, micro_batch, sp)
+    local tokens = micro_batch * 512
+    local function blocks(bytes) return (bytes + 511) // 512 * 512 end
+    local d_inner_l, groups_l, heads_l = inner // tp, groups // tp, heads // tp
+    local conv_l = d_inner_l + 2 * groups_l * d_state
+    local zxbcdt = tokens * (2 * d_inner_l + 2 * groups_l * d_state + heads_l) * 2 -- in_proj's output, bf16
+    local y = tokens * d_inner_l * 2
+    -- the kernel's forward locals: xBC_conv (conv_dim, bf16), dt_out and dA_cumsum
+    -- (b, h, nchunks, chunk) fp32, states (b, nchunks, h, p, n) fp32 and in C's dtype,
+    -- CB (b, nchunks, g, chunk, chunk) fp32 (chunk 256: two chunks of 512)
+    local states = tokens // 256 * heads_l * headdim * d_state
+    local workspace = tokens * conv_l * 2 + 2 * tokens * heads_l * 4 + states * 4 + states * 2
+      + tokens // 256 * groups_l * 256 * 256 * 4
+    local small = blocks(heads_l * 4) -- A_log.float(), exp, -, dt_bias.float(): nheads local fp32
+    local e = {}
+    local function add(op, delta) e[#e + 1] = op .. " " .. delta end
+    if sp then add("all_gather.input", tokens * hidden * 2) end -- the norm's output gathered, bf16
+    add("mixer.in_proj", zxbcdt)
+    if sp then add("all_gather.input", -tokens * hidden * 2) end
+    -- rearrange(zxBCdt, "l b d -> b l d").contiguous(): a copy unless b = 1
+    if micro_batch > 1 then
+      add("mixer.rearrange", zxbcdt)
+      add("mixer.in_proj", -zxbcdt)
+    end
+    add("mixer.to", small)
+    add("mixer.exp", small)
+    add("mixer.to", -small)
+    add("mixer.neg", small)
+    add("mixer.to", small)
+    add("mixer", y) -- the scan's gated out
+    add("mixer", y) -- out_x, kept
+    add("mixer", workspace)
+    add("mixer", -workspace)
+    if micro_batch > 1 then
+      add("mixer.rearrange", y) -- rearrange(y, "b l d -> l b d").contiguous()
+      add("mixer", -y)
+    end
+    add("mixer.norm", y) -- rmsnorm_fn's out
+    add("mixer.norm", blocks(tokens * groups_l * 4)) -- rstd, ngroups local per row
+    add("mixer.out_proj", tokens * hidden * 2) -- the partial sums, then all-reduced or reduce-scattered
+    if sp then add("reduce_scatter", tokens // tp * hidden * 2) end
+    add("mixer.out_proj", -tokens * hidden * 2)
+    -- (the mixer's output, freed by the residual add after it)
+    if sp then add("reduce_scatter", -tokens // tp * hidden * 2) end
+    return e
+  end
+
+  it("keeps one layer's activations on each rank as Megatron's shapes give, with and without sequence parallelism",
+    function()
+      for _, case in ipairs({ { 8, 2, false }, { 8, 2, true }, { 2, 2, false }, { 8, 1, true }, { 1, 2, false } }) do
+        assert.are.same(expected(table.unpack(case)), mixer_events(table.unpack(case)),
+          string.format("tp %d, micro_batch %d, sequence_parallel %s", case[1], case[2], tostring(case[3])))
+      end
+    end)
+
+  it("gives the kernel's backward each rank's gradients and workspace", function()
+    local out, err, code = helper.run("estimate", codestral, "--json", "--timeline", "--set", "framework=megatron",
+      "--set", "tp=8", "--set", "layers=1", "--set", "seq_len=512", "--set", "micro_batch=2")
+    assert(code == 0, err)
+    local tokens, tp = 1024, 8
+    local d_inner_l, groups_l, heads_l = inner // tp, groups // tp, heads // tp
+    local conv_l = d_inner_l + 2 * groups_l * d_state
+    local states = tokens // 256 * heads_l * headdim * d_state
+    -- MambaSplitConv1dScanCombinedFn.backward: dzxbcdt (bf16), dweight and dbias of
+    -- conv1d, ddt_bias, dA, dD (fp32, 512-byte blocks); then its locals: xBC_conv and
+    -- dxBC (conv_dim local, bf16), dout_x (d_inner local, bf16), the states in C's dtype;
+    -- dt, dA_cumsum, ddt, ddA_cumsum (b, h, nchunks, chunk) fp32, states and dstates fp32,
+    -- CB (g local x chunk per row) fp32
+    local want = { "mixer " .. tokens * (2 * d_inner_l + 2 * groups_l * d_state + heads_l) * 2,
+                   "mixer " .. conv_l * d_conv * 2, "mixer " .. conv_l * 2, "mixer 512", "mixer 512", "mixer 512",
+                   "mixer " .. (tokens * (2 * conv_l + d_inner_l) * 2 + states * 2 + 4 * tokens * heads_l * 4
+                                + 2 * states * 4 + tokens * groups_l * 256 * 4) }
+    local seen = {}
+    for _, e in ipairs(json.decode(out).timeline) do
+      if e.phase == "backward" and e.layer == 0 and e.op == "mixer" and e.delta > 0 and #seen < #want then
+        seen[#seen + 1] = e.op .. " " .. e.delta
+      end
+    end
+    assert.are.same(want, seen)
+  end)
+
+  it("gives the same figures folded and layer by layer under tp and sequence parallelism", function()
+    helper.assert_folds_agree(helper.model(codestral, 3), {
+      { framework = "megatron", tp = 8, sequence_parallel = true },
+      { framework = "megatron", tp = 4, checkpointing = "full", micro_batch = 2 },
     })
   end)
 end)

@@ -94,28 +94,83 @@ return architecture {
       },
     }
 
-    -- Tensor parallelism: Megatron-LM's MambaMixer (megatron/core/ssm/mamba_mixer.py at
-    -- 00bebb45, MambaMixer.__init__) asserts `self.ngroups % tp_size == 0` ("ngroups must be
-    -- evenly divisible by tp_size": each rank gets at least one group) and `self.nheads %
-    -- tp_size == 0`; the state-spaces/mamba2-* checkpoints have ngroups = 1, so Megatron
-    -- refuses them for tp > 1. Its split (in_proj column-parallel over [z, x, B, C, dt], conv1d,
-    -- dt_bias, A_log, D and the group-wise norm sharded along dim 0, out_proj row-parallel,
-    -- the fused kernel run on each rank's share) is not modelled here yet: where Megatron's
-    -- conditions hold, tp > 1 is refused for that reason (no other stack splits this mixer).
-    -- What modelling it takes (MambaMixer._ssm_training, same file): zxBCdt rearranged
-    -- "l b d -> b l d" with .contiguous() (a copy), mamba_split_conv1d_scan_combined called
-    -- without rmsnorm_weight and outproj_weight (the z gate inside the scan, ngroups =
-    -- ngroups_local_tp), the output rearranged back (a copy), then self.norm (RMSNormGated,
-    -- group_size = d_inner_local_tp // ngroups_local_tp) and out_proj (RowParallelLinear,
-    -- input_is_parallel); and a kernel's keeps and workspaces per rank (today they are the
-    -- whole model's per row: engine/ops/op_block.c kernel()).
+    -- Megatron-LM's MambaMixer (megatron/core/ssm/mamba_mixer.py at 00bebb45; its
+    -- RMSNormGated and mamba_split_conv1d_scan_combined are mamba_ssm's:
+    -- megatron/core/ops/ssm/mamba2/backends.py) runs the same kernel without the norm and
+    -- the output projection (MambaMixer._ssm_training): the z gate is applied inside the
+    -- scan (_mamba_chunk_scan_combined_fwd(..., z=z): ssd_combined.py, `if rmsnorm_weight
+    -- is None`), whose output is the gated `out`, and it keeps the ungated `out_x`
+    -- (ssd_chunk_scan.py _chunk_scan_fwd: both torch.empty(batch, seqlen, nheads, headdim,
+    -- dtype=x.dtype) when z is given); ctx.save_for_backward keeps zxbcdt, the conv1d
+    -- weight and bias, out_x, A, D and dt_bias (rmsnorm_weight, rstd and outproj_weight
+    -- are None). Every width here is the whole model's: on a column-parallel zxbcdt
+    -- (tp > 1) each rank runs it on its nheads / tp heads and ngroups / tp groups, and
+    -- the engine gives it that share of its keeps and workspaces (engine/ops/op_block.c).
+    local split_conv1d_scan_gated = F.kernel {
+      name = "mamba_split_conv1d_scan_combined",
+      source = "mamba_ssm v2.2.4 mamba_ssm/ops/triton/ssd_combined.py: MambaSplitConv1dScanCombinedFn.forward "
+        .. "without rmsnorm_weight and outproj_weight (Megatron-LM MambaMixer._ssm_training): "
+        .. "ctx.save_for_backward(zxbcdt, conv1d_weight, conv1d_bias, out_x, A, D, dt_bias, ...)",
+      inputs = 6, -- zxbcdt, conv1d_weight, conv1d_bias, dt_bias, A, D
+      -- out = rearrange(out, "b s h p -> b s (h p)"): (b, l, d_inner) in x's dtype (zxbcdt's)
+      output = { width = d_inner },
+      saves = { 1, 2, 3, 4, 5, 6 },
+      -- out_x: _chunk_scan_fwd's second torch.empty (z given)
+      keeps = { { width = d_inner, dtype = "input" } },
+      workspace = {
+        -- the forward's locals as above (xBC_conv, dt_out, dA_cumsum, states,
+        -- CB), without _layer_norm_fwd's out: the scan's out is the output
+        forward = {
+          bytes = 4 * (2 * heads + states_per_row + c.groups * c.chunk),
+          input = conv_dim + states_per_row,
+        },
+        -- the backward's: xBC_conv again and dxBC = torch.empty_like(xBC)
+        -- (conv_dim each), _chunk_scan_bwd_dz's dout_x = torch.empty_like(dout)
+        -- (d_inner: the z path, ssd_chunk_scan.py) and the states again in
+        -- zxbcdt's dtype; the same fp32 tensors as above (no out_recompute:
+        -- recompute_output = outproj_weight is not None)
+        backward = {
+          bytes = 4 * (4 * heads + 2 * states_per_row + c.groups * c.chunk),
+          input = 2 * conv_dim + d_inner + states_per_row,
+        },
+      },
+    }
+    -- MambaMixer.norm: ExtendedRMSNorm(d_inner_local_tp, group_size = d_inner_local_tp //
+    -- ngroups_local_tp), mamba_ssm's RMSNormGated called as self.norm(y) (no gate):
+    -- rmsnorm_fn -> LayerNormFn (layernorm_gated.py, v2.2.4, no autocast decorator):
+    -- _layer_norm_fwd's out = torch.empty_like(x) and rstd = torch.empty((ngroups * M,),
+    -- dtype=torch.float32); ctx.save_for_backward(x, weight, bias, mean, rstd, z) with
+    -- bias, mean (is_rms_norm) and z None
+    local group_rms_norm = F.kernel {
+      name = "rmsnorm_fn",
+      source = "mamba_ssm v2.2.4 mamba_ssm/ops/triton/layernorm_gated.py: LayerNormFn.forward "
+        .. "ctx.save_for_backward(x, weight, bias, mean, rstd, z)",
+      inputs = 2, -- x, weight
+      saves = { 1, 2 },
+      keeps = { { width = c.groups, dtype = "float32" } }, -- rstd: ngroups per row
+    }
+
+    -- Tensor parallelism as Megatron-LM's MambaMixer.__init__ (mamba_mixer.py at 00bebb45)
+    -- splits it: in_proj a ColumnParallelLinear over [z, x, B, C, dt] (each rank d_inner / tp,
+    -- d_inner / tp, ngroups / tp * d_state twice and nheads / tp rows: in_proj_partition_sizes);
+    -- conv1d_weight, conv1d_bias (conv_dim = d_inner_local_tp + 2 * ngroups_local_tp * d_state),
+    -- dt_bias, A_log, D (nheads_local_tp) and norm.weight (d_inner_local_tp) each rank's own,
+    -- partition_dim 0; out_proj a RowParallelLinear (input_is_parallel). Its asserts:
+    -- `self.nheads % tp_size == 0` and `self.ngroups % tp_size == 0` ("ngroups must be evenly
+    -- divisible by tp_size": each rank gets at least one group); the state-spaces/mamba2-*
+    -- checkpoints have ngroups = 1, so Megatron refuses them for tp > 1.
     local tp_divides = {
       { c.groups, string.format("must divide ngroups (%d): Megatron-LM's MambaMixer asserts ngroups %% tp_size == 0 "
         .. "(megatron/core/ssm/mamba_mixer.py)", c.groups) },
       { heads, string.format("must divide nheads (%d): Megatron-LM's MambaMixer asserts nheads %% tp_size == 0 "
         .. "(megatron/core/ssm/mamba_mixer.py)", heads) },
-      { 1, "more than 1 is not modelled yet (Megatron-LM's MambaMixer shards in_proj, conv1d, dt_bias, A_log, D, "
-        .. "the group-wise norm and out_proj over tp)" },
+    }
+    -- the reference path is transformers' module, which no stack splits over tp (Megatron's
+    -- training path is the fused kernel: use_mamba_mem_eff_path)
+    local reference_tp_divides = {
+      tp_divides[1], tp_divides[2],
+      { 1, "more than 1 with reference = true is not modelled (transformers' Mamba2Mixer has no tensor-parallel "
+        .. "plan; Megatron-LM's MambaMixer trains with the fused kernel: reference = false)" },
     }
 
     -- Mamba2: its own parameters first (dt_bias, A_log, D: model.parameters()
@@ -126,15 +181,16 @@ return architecture {
         name = "mixer",
         width = c.hidden,
         tp_divides = tp_divides,
+        -- split: Megatron-LM's (above); tp > 1 runs only there
         params = {
-          { "dt_bias", size = heads },
-          { "A_log", size = heads },
-          { "D", size = heads },
-          { "in_proj", linear = { c.hidden, d_in_proj } },
-          { "conv1d_weight", size = conv_dim * c.conv, module = "conv1d" }, -- (conv_dim, 1, d_conv)
-          { "conv1d_bias", size = conv_dim, module = "conv1d" },
-          { "norm_weight", size = d_inner, module = "norm" },
-          { "out_proj", linear = { d_inner, c.hidden } },
+          { "dt_bias", size = heads, split = "column" },
+          { "A_log", size = heads, split = "column" },
+          { "D", size = heads, split = "column" },
+          { "in_proj", linear = { c.hidden, d_in_proj }, split = "column" },
+          { "conv1d_weight", size = conv_dim * c.conv, module = "conv1d", split = "column" }, -- (conv_dim, 1, d_conv)
+          { "conv1d_bias", size = conv_dim, module = "conv1d", split = "column" },
+          { "norm_weight", size = d_inner, module = "norm", split = "column" },
+          { "out_proj", linear = { d_inner, c.hidden }, split = "row" },
         },
         -- Mamba2.forward (training, use_mem_eff_path):
         --   zxbcdt = self.in_proj(u)
@@ -146,6 +202,28 @@ return architecture {
           local A = -F.exp(p.A_log:float())
           return split_conv1d_scan(zxbcdt, p.conv1d_weight, p.conv1d_bias, p.dt_bias, A, p.D, p.norm_weight,
             p.out_proj.weight, { label = "" })
+        end,
+        -- MambaMixer.forward -> _ssm_training (Megatron-LM, mamba_mixer.py at 00bebb45), on
+        -- Megatron's [l, b, d] tensors (the engine's rows are [b, l, d]: the same two copies):
+        --   zxBCdt, _ = self.in_proj(hidden_states)
+        --   zxBCdt = rearrange(zxBCdt, "l b d -> b l d").contiguous()
+        --   A = -torch.exp(self.cp.get_A_log().float())
+        --   y = mamba_split_conv1d_scan_combined(zxBCdt, conv1d_weight, conv1d_bias,
+        --     self.cp.get_dt_bias().float(), A, D, ..., ngroups=self.cp.ngroups_local_tpcp)
+        --   y = rearrange(y, "b l d -> l b d").contiguous()
+        --   y = self.norm(y)
+        --   out, out_bias = self.out_proj(y)
+        -- (under sequence parallelism in_proj gathers the sequence and out_proj
+        -- reduce-scatters it: "Assume sequence parallelism" in __init__)
+        megatron = function(u, p)
+          local zxBCdt = p.in_proj(u)
+          zxBCdt = zxBCdt:transpose(0, 1):contiguous({ label = "rearrange" })
+          local A = -F.exp(p.A_log:float())
+          local y = split_conv1d_scan_gated(zxBCdt, p.conv1d_weight, p.conv1d_bias, p.dt_bias:float(), A, p.D,
+            { label = "" })
+          y = y:transpose(0, 1):contiguous({ label = "rearrange" })
+          y = group_rms_norm(y, p.norm_weight, { label = "norm" })
+          return p.out_proj(y)
         end,
       }
     end
@@ -274,7 +352,7 @@ return architecture {
         name = "mixer",
         width = c.hidden,
         locals = { "hidden_states", "residual" },
-        tp_divides = tp_divides,
+        tp_divides = reference_tp_divides,
         params = {
           { "block_norm_weight", size = c.hidden, module = "norm" },
           { "conv1d_weight", size = conv_dim * c.conv, module = "conv1d" }, -- (conv_dim, 1, d_conv)

@@ -252,6 +252,19 @@ function shapes.install(I)
       seen[j], out[i] = true, dims[j]
       moved = moved or (j ~= i and not (out[i] == 1))
     end
+    if moved and is_contiguous(t) then
+      -- contiguous when the batch is 1 if only it moved: the other
+      -- dimensions (but those of size 1) keep their order
+      local last = 0
+      for i = 1, order.n do
+        local j = norm_dim(dims, order[i], "permute")
+        if not (out[i] == 1 or same_dim(out[i], BATCH)) then
+          if j < last then return view(t, out, false) end
+          last = j
+        end
+      end
+      return view(t, out, "batch")
+    end
     return view(t, out, is_contiguous(t) and not moved)
   end
 
@@ -422,7 +435,10 @@ function shapes.install(I)
     check_tensor(t, "contiguous")
     if not rawget(t, "dims") then return (heads_contiguous(t, opts)) end
     if is_contiguous(t) then return t end
-    return (shaped("copy", { t }, nil, dims_of(t), label_of(opts, "contiguous")))
+    -- a view that moved the batch alone: a copy unless the batch is 1
+    -- (Megatron-LM's rearrange(x, "l b d -> b l d").contiguous())
+    local fields = rawget(t, "layout") == "batch" and { if_batched = true } or nil
+    return (shaped("copy", { t }, fields, dims_of(t), label_of(opts, "contiguous")))
   end
 
   -- Broadcasting of two shapes (aligned on the right).
