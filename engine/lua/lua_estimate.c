@@ -189,8 +189,12 @@ static void set_rank(lua_State *L, const vp_rank_estimate *e, const vp_recipe *r
     set_int(L, "layers", e->layers);
     lua_pushnumber(L, e->in_flight);
     lua_setfield(L, -2, "in_flight");
-    if ((recipe->pp ? recipe->pp : 1) > 1) /* the last stage's head and loss, of activations_bytes */
+    if ((recipe->pp ? recipe->pp : 1) > 1) { /* the last stage's head and loss, of activations_bytes */
         set_int(L, "head_activations_bytes", e->step.head_activations_bytes);
+        /* torch.distributed.pipelining's receive buffers, and one of them */
+        set_int(L, "pp_buffers_bytes", e->pp_buffers_bytes);
+        set_int(L, "boundary_bytes", e->step.boundary_bytes);
+    }
     if (vp_pp_splits_backward(recipe)) {
         set_int(L, "weight_pass_bytes", e->step.weight_pass_bytes);
         set_int(L, "pending_weight_bytes", e->pending_weight_bytes);

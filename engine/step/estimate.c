@@ -255,13 +255,28 @@ const char *vp_pipeline_problem(const vp_model *model, const vp_recipe *r) {
 /* The stage's peak with `extra` bytes of other micro-batches' activations
  * held through its forward and backward: those phases' peak moves up by
  * extra; the optimizer step's does not (every micro-batch is done). */
-static vp_meter with_in_flight(const vp_meter *fb, const vp_meter *all, uint64_t extra, bool *fb_wins) {
-    vp_meter m = *fb;
-    m.peak += extra;
+/* Beside the step's own tensors, held all step: buffers (pipelining's
+ * receive buffers, pp_buffers): `fb` of them through forward and backward
+ * (the rest the step counts there itself), `all` through the optimizer
+ * step. */
+typedef struct {
+    uint64_t fb, all;
+} held_buffers;
+
+static vp_meter with_in_flight(const vp_meter *fb, const vp_meter *all, uint64_t extra, held_buffers buffers,
+                               bool *fb_wins) {
+    vp_meter m = *fb, a = *all;
+    m.peak += extra + buffers.fb;
     m.peak_breakdown[VP_CAT_ACTIVATIONS] += extra;
-    *fb_wins = all->peak <= m.peak;
-    if (!*fb_wins) m = *all; /* the optimizer step is higher still */
-    return m;
+    m.peak_breakdown[VP_CAT_COMM] += buffers.fb;
+    /* the whole step's peak is forward's or backward's unless the
+     * optimizer step's is higher: only then is it a's own */
+    *fb_wins = a.peak <= fb->peak;
+    if (*fb_wins) return m;
+    a.peak += buffers.all;
+    a.peak_breakdown[VP_CAT_COMM] += buffers.all;
+    *fb_wins = a.peak <= m.peak;
+    return *fb_wins ? m : a; /* or the optimizer step is higher still */
 }
 
 static void verdict(vp_rank_estimate *e, const vp_gpu *gpu) {
@@ -274,8 +289,9 @@ static void verdict(vp_rank_estimate *e, const vp_gpu *gpu) {
 /* The constant allocator's reservation of a peak `m`: its pools' segments
  * and the fragmentation share of its bytes. The other micro-batches'
  * activations sit in large blocks of their own. */
-static uint64_t segments_and_share(const vp_meter *m, const vp_recipe *recipe, uint64_t extra, bool fb_wins) {
-    uint64_t segments = vp_segment_bytes(m->peak_pools) + (fb_wins ? extra : 0);
+static uint64_t segments_and_share(const vp_meter *m, const vp_recipe *recipe, uint64_t extra, held_buffers buffers,
+                                   bool fb_wins) {
+    uint64_t segments = vp_segment_bytes(m->peak_pools) + (fb_wins ? extra + buffers.fb : buffers.all);
     if (segments < m->peak) segments = m->peak;
     return segments + (uint64_t)llround(recipe->fragmentation * (double)m->peak);
 }
@@ -295,13 +311,46 @@ static uint64_t segments_and_share(const vp_meter *m, const vp_recipe *recipe, u
  * per unit leave no fragmentation share to add. Without streams: the
  * whole step's peak `m`. */
 static uint64_t constant_reserved(const vp_step_result *step, const vp_recipe *recipe, uint64_t extra,
-                                  const vp_meter *m, bool fb_wins) {
-    if (!step->has_streams) return segments_and_share(m, recipe, extra, fb_wins);
+                                  held_buffers buffers, const vp_meter *m, bool fb_wins) {
+    if (!step->has_streams) return segments_and_share(m, recipe, extra, buffers, fb_wins);
     bool main_fb_wins;
-    vp_meter main = with_in_flight(&step->streams_fb[0], &step->streams[0], extra, &main_fb_wins);
-    uint64_t reserved = segments_and_share(&main, recipe, extra, main_fb_wins);
+    vp_meter main = with_in_flight(&step->streams_fb[0], &step->streams[0], extra, buffers, &main_fb_wins);
+    uint64_t reserved = segments_and_share(&main, recipe, extra, buffers, main_fb_wins);
     for (unsigned s = 1; s < VP_STREAMS; s++) reserved += vp_segment_bytes(step->streams[s].peak_pools);
     return reserved > m->peak ? reserved : m->peak;
+}
+
+/* torch.distributed.pipelining's receive buffers on rank i: a
+ * PipelineStage makes, the first time its schedule runs, one buffer per
+ * micro-batch for the activation each of its stages but the model's first
+ * receives (_prepare_forward_infra: _create_act_recv_info for every chunk)
+ * and one for the gradient each of its stages but the last receives
+ * (_prepare_backward_infra: _create_grad_recv_info, each
+ * _make_tensor_from_meta), and keeps them (torch/distributed/pipelining/
+ * stage.py, torch 2.5 on: "this method should be deleted once lazy buffer
+ * allocation is implemented"). Megatron's schedules receive into tensors
+ * made per micro-batch, which the step's activations count. */
+static uint64_t pp_buffers(const vp_recipe *r, unsigned i, uint64_t boundary) {
+    unsigned pp = r->pp ? r->pp : 1, v = vp_pp_chunks(r), last = pp * v - 1, m = microbatches(r);
+    if (pp < 2 || !vp_pp_torch(r)) return 0;
+    uint64_t buffers = 0;
+    for (unsigned c = 0; c < v; c++) {
+        unsigned stage = vp_pp_stage_of(r, i, c);
+        buffers += (stage > 0) + (stage < last);
+    }
+    return buffers * m * boundary;
+}
+
+/* The receive buffers beyond the tensors the step already counts: each
+ * micro-batch in flight's received activation (the stage's input leaf,
+ * part of its activations) and the received gradient backward starts from
+ * (made when backward starts), which are those buffers. The optimizer
+ * step counts none. */
+static uint64_t pp_buffers_beside_step(const vp_rank_estimate *e) {
+    uint64_t counted = 0;
+    if (!e->stage_embeds) counted += (uint64_t)llround(e->in_flight * (double)e->step.boundary_bytes);
+    if (!e->stage_final) counted += e->step.boundary_bytes;
+    return e->pp_buffers_bytes > counted ? e->pp_buffers_bytes - counted : 0;
 }
 
 /* What the other micro-batches in flight add to a stage's own peak: their
@@ -323,18 +372,20 @@ static uint64_t in_flight_extra(const vp_rank_estimate *e, const vp_recipe *reci
 
 static void finish_rank(vp_rank_estimate *e, const vp_recipe *recipe, const vp_gpu *gpu) {
     uint64_t extra_rounded = in_flight_extra(e, recipe), extra_raw = extra_rounded;
+    e->pp_buffers_bytes = pp_buffers(recipe, e->stage, e->step.boundary_bytes);
+    held_buffers buffers = {pp_buffers_beside_step(e), e->pp_buffers_bytes};
     bool fb_wins;
-    vp_meter raw = with_in_flight(&e->step.raw_fb, &e->step.raw, extra_raw, &fb_wins);
+    vp_meter raw = with_in_flight(&e->step.raw_fb, &e->step.raw, extra_raw, buffers, &fb_wins);
     e->peak_unrounded = raw.peak;
     if (recipe->device == VP_DEVICE_CPU) {
         /* the CPU twin: exact tensor bytes, no caching allocator, no CUDA */
         e->peak = raw;
         e->peak_allocated = e->peak_reserved = e->peak_total = raw.peak;
     } else {
-        e->peak = with_in_flight(&e->step.rounded_fb, &e->step.rounded, extra_rounded, &fb_wins);
+        e->peak = with_in_flight(&e->step.rounded_fb, &e->step.rounded, extra_rounded, buffers, &fb_wins);
         const vp_meter *m = &e->peak;
         e->peak_allocated = m->peak;
-        e->peak_reserved = constant_reserved(&e->step, recipe, extra_rounded, m, fb_wins);
+        e->peak_reserved = constant_reserved(&e->step, recipe, extra_rounded, buffers, m, fb_wins);
         e->cuda_context_bytes = (uint64_t)llround(recipe->cuda_context_mib * MIB);
         e->cublas_workspace_bytes = cublas_workspace(gpu, recipe);
         vp_nccl_buffers(recipe, gpu, e->stage, &e->nccl);
@@ -369,6 +420,8 @@ vp_step_status vp_estimate_run(const vp_model *model, const vp_recipe *recipe, c
     for (unsigned i = 0; i < pp; i++) {
         vp_rank_estimate *e = &out->ranks[i];
         e->stage = i;
+        e->stage_embeds = i == 0;
+        e->stage_final = i == vp_pp_head_rank(recipe);
         if (torch) {
             e->layers = torch_rank_layers(recipe, sizes, i, &e->first_layer);
             e->in_flight = vp_pp_kind(recipe) == VP_PP_INTERLEAVED ? torch_interleaved_in_flight(recipe, sizes, i)
@@ -394,7 +447,7 @@ vp_step_status vp_estimate_run(const vp_model *model, const vp_recipe *recipe, c
             for (unsigned k = 0; k < 4; k++)
                 if (meters[k]->peak_place.layer >= 0) meters[k]->peak_place.layer += shift;
         } else {
-            vp_stage stage = {e->first_layer, e->layers, i == 0, i == vp_pp_head_rank(recipe), microbatches(recipe)};
+            vp_stage stage = {e->first_layer, e->layers, e->stage_embeds, e->stage_final, microbatches(recipe)};
             vp_step_status status =
                 vp_step_run_stage(model, recipe, &stage, fold, record, &e->step, record ? &e->events : NULL, reuse);
             if (status != VP_STEP_OK) {
@@ -456,8 +509,7 @@ static vp_step_status simulate_rank(const vp_model *model, const vp_recipe *reci
                                         &replay); /* not folded logs */
     vp_ledger log = {0};
     if (!ok) {
-        vp_stage stage = {e->first_layer, e->layers, e->stage == 0, e->stage == vp_pp_head_rank(recipe),
-                          microbatches(recipe)};
+        vp_stage stage = {e->first_layer, e->layers, e->stage_embeds, e->stage_final, microbatches(recipe)};
         vp_step_result result;
         vp_step_status status = vp_step_run_stage(model, recipe, &stage, false, true, &result, &log, NULL);
         if (status != VP_STEP_OK) return status;
@@ -465,9 +517,10 @@ static vp_step_status simulate_rank(const vp_model *model, const vp_recipe *reci
         n = log.n_events;
         ok = vp_allocator_replay_run(NULL, 0, events, n, SIMULATED_STEPS, streams, &recipe->alloc_conf, &replay);
     }
-    /* the other micro-batches' activations a pipeline stage holds, in large
-     * blocks of their own (as finish_rank counts them) */
-    uint64_t extra = in_flight_extra(e, recipe);
+    /* the other micro-batches' activations a pipeline stage holds, and the
+     * receive buffers the step does not count, in large blocks of their own
+     * (as finish_rank counts them) */
+    uint64_t extra = in_flight_extra(e, recipe) + pp_buffers_beside_step(e);
     extra = (extra + VP_ALLOC_ROUND_LARGE - 1) / VP_ALLOC_ROUND_LARGE * VP_ALLOC_ROUND_LARGE;
     if (ok) {
         e->has_simulated = true;

@@ -24,6 +24,8 @@ typedef struct {
     unsigned first_layer, layers;
     double in_flight;            /* micro-batches whose activations the stage holds at its peak */
     uint64_t pending_weight_bytes; /* beside them, gradients kept for weight passes (zero-bubble schedules) */
+    uint64_t pp_buffers_bytes;   /* torch.distributed.pipelining's receive buffers, kept all step */
+    bool stage_embeds, stage_final; /* it runs the embeddings, the head and the loss */
     vp_step_result step;         /* one micro-batch's step (two with several micro-batches) */
     vp_meter peak;               /* the stage's peak: value, breakdown and place */
     uint64_t peak_unrounded;

@@ -620,6 +620,7 @@ static uint64_t micro_batch(vp_step *step, const vp_meter *resident, const vp_me
     if (vp_kv_cache_wanted(step)) vp_kv_cache_begin(step);
     if (step->prefix_tokens) vp_prefix_begin(step);
     vp_t x, received = 0;
+    priv->boundary_bytes = vp_bytes_of(step->activation, width);
     if (step->stage.embed) {
         x = run_section(step, VP_SECTION_EMBED, priv->embed_leaves, priv->input_ids);
     } else { /* p2p: the previous stage's output, whose gradient goes back to it */
@@ -745,6 +746,7 @@ static void run(vp_step *step, vp_step_result *result) {
     result->weight_pass_bytes = step->priv->weight_pass_bytes;
     result->head_weight_pass_bytes = step->priv->head_weight_pass_bytes;
     result->head_activations_bytes = step->priv->head_activations_bytes;
+    result->boundary_bytes = step->priv->boundary_bytes;
     /* a later micro-batch backpropagates into the gradients the first made */
     step->priv->final_micro_batch = true;
     if (step->stage.microbatches > 1) micro_batch(step, &resident, &resident_raw);

@@ -131,6 +131,7 @@ typedef struct vp_step_private {
     /* this micro-batch's under a split backward (weight_pass.h), and the
      * head's and the loss's share of it and of the activations */
     uint64_t weight_pass_bytes, head_weight_pass_bytes, head_activations_bytes;
+    uint64_t boundary_bytes;         /* what flows between pipeline stages, one micro-batch's */
     /* LoRA's adapters, by the weight they sit beside */
     struct vp_lora_adapter *adapters;
     unsigned n_adapters, cap_adapters;

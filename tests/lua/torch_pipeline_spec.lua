@@ -105,6 +105,41 @@ describe("torchtitan's pipeline split", function()
       "--set", "pp_schedule=1F1B", "--set", "pp_layers_per_stage=16")))
   end)
 
+  it("keeps torch's receive buffers: one a micro-batch for each stage's activation in and gradient in", function()
+    -- a stage's boundary: 256 tokens x 64 in bf16 = 32,768 bytes. A
+    -- PipelineStage makes, for each of its stages, m activation receive
+    -- buffers unless it is the model's first and m gradient receive buffers
+    -- unless it is the last (stage.py: _prepare_forward_infra,
+    -- _prepare_backward_infra); m = 8.
+    local B, M = 256 * 64 * 2, 8
+    local r = estimate("--set", "layers=30", "--set", "pp=4", "--set", "pp_schedule=1F1B",
+      "--set", "num_microbatches=8")
+    local want = { M * B, 2 * M * B, 2 * M * B, M * B }
+    for i, st in ipairs(r.per_rank) do
+      assert.are.equal(B, st.boundary_bytes)
+      assert.are.equal(want[i], st.pp_buffers_bytes, i)
+      -- at a backward peak the step counts those in flight itself (each
+      -- micro-batch's received input: pp - i of them on rank i) and the
+      -- received gradient backward starts from (not on the last rank)
+      local counted = (i > 1 and (5 - i) * B or 0) + (i < 4 and B or 0)
+      assert.are.equal("backward", st.peak_phase)
+      assert.are.equal(want[i] - counted, st.peak_breakdown.comm, i)
+    end
+    -- Interleaved1F1B, pp 4 x 2: rank 0 holds stages 0 and 4 (3 kinds of
+    -- buffers), ranks 1 and 2 four, rank 3 stages 3 and 7 three
+    r = estimate("--set", "layers=30", "--set", "pp=4", "--set", "pp_schedule=Interleaved1F1B",
+      "--set", "num_microbatches=8")
+    local got = {}
+    for i, st in ipairs(r.per_rank) do got[i] = st.pp_buffers_bytes end
+    assert.are.same({ 3 * M * B, 4 * M * B, 4 * M * B, 3 * M * B }, got)
+    -- Megatron's schedules receive into tensors the step counts
+    r = estimate("--set", "layers=30", "--set", "pp=4", "--set", "num_microbatches=8")
+    for _, st in ipairs(r.per_rank) do
+      assert.are.equal(0, st.pp_buffers_bytes)
+      assert.are.equal(0, st.peak_breakdown.comm)
+    end
+  end)
+
   for name, test in helper.refusals("llama2-7b", { "layers=30", "pp=2", "num_microbatches=4" }, {
     -- ceil(32 / 8) = 4 stages: 2 a rank
     { { "pp_schedule=1F1B", "pp_layers_per_stage=8" }, "a single-stage schedule (1F1B, GPipe) runs exactly 1" },

@@ -326,7 +326,8 @@ local order = {
   "reserved_at_start_bytes", "peak_total_bytes", "peak_phase", "peak_layer", "peak_op", "peak_breakdown", "allocator_bytes", "runtime_bytes", "cuda_context_bytes", "cublas_workspace_bytes", "nccl_bytes",
   "nccl_groups", "symm_mem_bytes", "pattern", "local_ranks", "nodes", "peers", "channels", "ring_bytes", "tree_bytes", "nvls_bytes",
   "p2p_bytes", "bytes",
-  "memory_bytes", "short_name", "per_rank", "host", "stage", "in_flight", "head_activations_bytes", "weight_pass_bytes",
+  "memory_bytes", "short_name", "per_rank", "host", "stage", "in_flight", "head_activations_bytes", "boundary_bytes",
+  "pp_buffers_bytes", "weight_pass_bytes",
   "pending_weight_bytes", "ranks", "count", "comm_bytes",
   "cpu_bytes_per_rank", "cpu_bytes_per_node", "nvme_bytes_per_rank", "nvme_bytes_per_node", "gpus_per_node",
   "cpu_ram_bytes_per_node", "kind", "cpu_ram_bytes", "price_per_hour",
@@ -362,6 +363,8 @@ parts.per_rank = function(ctx)
     o.layers = string.format("%d-%d", stage.first_layer, stage.first_layer + stage.layers - 1)
     o.in_flight = stage.in_flight
     o.head_activations_bytes = stage.head_activations_bytes -- under pipelining
+    -- torch.distributed.pipelining's receive buffers, and one micro-batch's stage boundary
+    o.boundary_bytes, o.pp_buffers_bytes = stage.boundary_bytes, stage.pp_buffers_bytes
     -- the zero-bubble schedules': gradients kept for deferred weight passes
     o.weight_pass_bytes, o.pending_weight_bytes = stage.weight_pass_bytes, stage.pending_weight_bytes
     o.ranks = string.format("%d-%d", first, first + r.ranks_per_stage - 1)
