@@ -28,6 +28,12 @@ typedef enum {
 
 typedef enum { VP_IMPL_FOR_LOOP, VP_IMPL_FOREACH, VP_IMPL_FUSED, VP_IMPL_AUTO, VP_IMPL_COUNT } vp_optimizer_impl;
 
+/* The model code's element-wise kernels, for the step time: transformers'
+ * and torchtitan's eager modules (an RMSNorm written in Python is one
+ * kernel per op) or fused ones (Megatron-LM's, Transformer Engine's,
+ * Liger's, torch.compile's); auto: fused under Megatron-LM or compile. */
+typedef enum { VP_KERNELS_AUTO, VP_KERNELS_EAGER, VP_KERNELS_FUSED } vp_kernels;
+
 typedef enum {
     VP_ATTN_EAGER,
     VP_ATTN_SDPA,
@@ -152,6 +158,7 @@ typedef struct {
     vp_precision_id precision;
     unsigned optimizer;          /* index into the optimizer registry */
     vp_optimizer_impl optimizer_impl;
+    vp_kernels kernels;
     double weight_decay;         /* < 0: the optimizer's own default */
     bool first_moment;           /* the optional first moment of an optimizer that has one (Adafactor's beta1) */
     bool optimizer_in_backward;  /* torchtune's: one optimizer per parameter, stepped in backward (optim_in_backward.c) */
@@ -260,6 +267,7 @@ void vp_recipe_defaults(vp_recipe *recipe);
 void vp_recipe_resolve(vp_recipe *recipe);
 
 extern const char *const vp_optimizer_impl_names[];
+extern const char *const vp_kernels_names[];
 extern const char *const vp_attention_names[];
 extern const char *const vp_quant_names[];
 

@@ -329,6 +329,10 @@ static const vp_recipe_key keys[] = {
      .doc = "the optimizer (none: forward and backward only)"},
     {OPTION_KEY("optimizer_impl", optimizer_impl, vp_optimizer_impl_names, VP_IMPL_AUTO),
      .doc = "the optimizer's kernels; auto picks foreach for torch.optim, fused for DeepSpeed"},
+    {OPTION_KEY("kernels", kernels, vp_kernels_names, VP_KERNELS_AUTO),
+     .doc = "the model code's element-wise kernels, for the step time: eager (transformers' and torchtitan's modules: "
+            "an RMSNorm or a rotary embedding written in Python runs a kernel per op) or fused (Megatron-LM, "
+            "Transformer Engine, Liger, torch.compile); auto: fused under framework megatron or compile [auto]"},
     {NUMBER_KEY("weight_decay", weight_decay, 0, 1e6, -1), .value = value_weight_decay,
      .doc = "weight decay; by default the optimizer's own (AdamW 0.01, others 0)"},
     {BOOL_KEY("first_moment", first_moment, false),

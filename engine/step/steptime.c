@@ -244,6 +244,7 @@ typedef struct {
     double vocab;               /* the section's vocabulary (the loss over the head's logits) */
     vp_sac_rules sac;           /* checkpointing = op-selective: torchtitan's save list (sac_policy.c) */
     bool op_selective;
+    bool eager;                 /* the model's element-wise ops one kernel each (kernels: eager) */
     bool float8;                /* precision fp8-torchao: nn.Linear modules are torchao's Float8Linear */
     bool float8_weights;        /* ... whose weights FSDP2 gathers in float8 already (fp8_all_gather) */
     vp_float8_recipe fp8_recipe;
@@ -504,7 +505,12 @@ static void cost_attention(const vp_op *op, const cost_ctx *c, op_cost *o) {
             module_linear(c, rows, hidden, kv * d / tp, bias, conv1d, TP_COLUMN, o);
             module_linear(c, rows, hidden, kv * d / tp, bias, conv1d, TP_COLUMN, o);
         }
-        if (field(op, "rotary") != 0) memory_pass(c, 2 * rows * (heads + kv) * d / tp * c->elem, o);
+        /* rotary positions on q and k: read and write them, fused; eager
+         * (transformers' apply_rotary_pos_emb) q * cos (read, write),
+         * rotate_half's neg of half and cat (half read and written, then
+         * the whole), * sin, and the sum (two read, one written): 10 x */
+        if (field(op, "rotary") != 0)
+            memory_pass(c, (c->eager ? 10 : 2) * rows * (heads + kv) * d / tp * c->elem, o);
     }
     cost_ctx local = *c;
     if (field(op, "cross") != 0) local.seq_kv = c->source_seq;
@@ -564,9 +570,22 @@ static void cost_moe(const vp_op *op, const cost_ctx *c, op_cost *o) {
     o->tp_bytes += rows * hidden * c->elem;
 }
 
+/* Bytes an element of an RMSNorm written in Python moves, eager
+ * (transformers' LlamaRMSNorm and its kin; torchtitan's RMSNorm: the same
+ * ops), one kernel per op: the fp32 upcast (read e, write 4), pow (4, 4),
+ * mean (read 4), x * rsqrt (4, 4), the downcast (4, e), the weight (e, e);
+ * the per-row statistics are tiny. */
+static double eager_rmsnorm_bytes(double e) {
+    double casts = e < 4 ? (e + 4) + (4 + e) : 0;
+    return casts + 8 + 4 + 8 + 2 * e;
+}
+
 static void cost_norm(const vp_op *op, const cost_ctx *c, op_cost *o) {
-    /* read the rows, write the normalized rows (fp32 statistics are tiny) */
-    memory_pass(c, 2 * c->norm_rows * field(op, "hidden") * c->elem, o);
+    /* fused (and nn.LayerNorm's one native_layer_norm kernel): read the
+     * rows, write the normalized rows (fp32 statistics are tiny) */
+    double per_element = 2 * c->elem;
+    if (c->eager && !strcmp(op->kind->name, "rmsnorm")) per_element = eager_rmsnorm_bytes(c->elem);
+    memory_pass(c, per_element * c->norm_rows * field(op, "hidden"), o);
 }
 
 /* A Lua block (block.h): its forward's projections as linears, every
@@ -581,8 +600,23 @@ static void cost_block(const vp_op *op, const cost_ctx *c, op_cost *o) {
      * norm does (block_plan.c) */
     bool share = vp_framework_of(c->recipe)->dtensor_tp && c->tp > 1 && !p->dtensor_gathers;
     double elementwise_rows = share ? c->norm_rows : c->rows;
+    /* each value's element size: the stream's, an explicit cast's
+     * (x.float(), .to(dtype)), fp32 for softmax(dtype=torch.float32), else
+     * its first operand's */
+    double size[VP_BLOCK_VALUES];
+    for (unsigned v = 0; v < VP_BLOCK_VALUES; v++) size[v] = c->elem;
     for (unsigned i = first; i < end; i++) {
         const vp_block_instr *in = &p->code[i];
+        double in_size = in->arg[0] >= 0 ? size[in->arg[0]] : c->elem, out_size = in_size;
+        if (in->prim == VP_BP_TO)
+            out_size = in->mode == VP_BLOCK_LIKE ? (in->arg[1] >= 0 ? size[in->arg[1]] : c->elem)
+                                                 : (double)vp_bytes_of((vp_dtype)in->mode, 1);
+        if (in->prim == VP_BP_SOFTMAX_FP32) out_size = 4;
+        unsigned outputs = in->prim == VP_BP_DROP || in->prim == VP_BP_RETURN ? 0
+                           : in->prim == VP_BP_SPLIT                         ? in->mode
+                           : in->prim == VP_BP_TOPK || in->prim == VP_BP_CACHE ? 2
+                                                                               : 1;
+        for (unsigned k = 0; k < outputs && in->out + k < VP_BLOCK_VALUES; k++) size[in->out + k] = out_size;
         if (in->prim == VP_BP_DROP || in->prim == VP_BP_RETURN || in->prim == VP_BP_SPLIT || in->prim == VP_BP_CACHE ||
             in->prim == VP_BP_SELECT)
             continue; /* views, and the cache's references */
@@ -625,7 +659,11 @@ static void cost_block(const vp_op *op, const cost_ctx *c, op_cost *o) {
             continue;
         }
         double width = (double)in->out_width / (in->out_split ? c->tp : 1);
-        memory_pass(c, 2 * elementwise_rows * width * c->elem, o);
+        /* F.rotary: transformers' apply_rotary_pos_emb, eager 10 passes
+         * (cost_attention); any other primitive one kernel */
+        /* read in its operand's size, written in its own */
+        double bytes = in->prim == VP_BP_ROTARY && c->eager ? 10 * c->elem : in_size + out_size;
+        memory_pass(c, bytes * elementwise_rows * width, o);
     }
 }
 
@@ -769,6 +807,8 @@ static cost_ctx make_ctx(const vp_recipe *r, const vp_time_hw *hw, bool split) {
     c.main_grad_bytes = fp32_main_grads(r) ? 8.0 : 0.0;
     c.op_selective = r->checkpoint_ops;
     if (c.op_selective) vp_sac_torchtitan(&c.sac);
+    c.eager = r->kernels == VP_KERNELS_EAGER ||
+              (r->kernels == VP_KERNELS_AUTO && r->framework != VP_FRAMEWORK_MEGATRON && !r->compile);
     c.float8 = vp_precision_get(r->precision)->fp8_dynamic;
     c.float8_weights = c.float8 && r->fp8_all_gather;
     c.fp8_recipe = r->fp8_recipe;

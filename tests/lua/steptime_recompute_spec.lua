@@ -54,12 +54,25 @@ describe("op-selective checkpointing's recompute time", function()
     -- the block's mms in order: q, k, v, o, gate, up, down; the 1st, 3rd,
     -- 5th and 7th saved, k, o and up recomputed; SDPA's output saved
     local mms = gemm(ROWS, H, KV * D) + gemm(ROWS, HEADS * D, H) + gemm(ROWS, H, FFN)
-    -- off the list, rerun: two RMSNorms (read, write the rows), the
-    -- rotary embedding of q and k (read, write), the MLP's activation and
-    -- product (5 passes of the inner rows), the two residual adds (two
-    -- reads, a write)
-    local memory = (2 * (2 * ROWS * H) + 2 * ROWS * (HEADS + KV) * D + 5 * ROWS * FFN + 2 * (3 * ROWS * H)) * E / BW
-    local want = LAYERS * (mms + memory)
+    -- off the list, rerun: two RMSNorms, the rotary embedding of q and k,
+    -- the MLP's activation and product (5 passes of the inner rows), the
+    -- two residual adds (two reads, a write). Fused (kernels = fused) a
+    -- norm and the rotary embedding read and write their rows once; eager
+    -- (transformers' modules, the default outside Megatron-LM and compile)
+    -- an RMSNorm runs its upcast (2 + 4 bytes an element), pow (4 + 4),
+    -- mean (4), x * rsqrt (4 + 4), downcast (4 + 2) and weight (2 + 2): 36
+    -- bytes; the rotary embedding q * cos, neg and cat of rotate_half,
+    -- * sin and the sum: 10 passes
+    local function memory(norm, rotary)
+      return (2 * norm * ROWS * H + rotary * E * ROWS * (HEADS + KV) * D + 5 * E * ROWS * FFN
+        + 2 * (3 * E * ROWS * H)) / BW
+    end
+    local want = LAYERS * (mms + memory(2 * E, 2))
+    local fused_none, fused_op = time("--set", "checkpointing=none", "--set", "kernels=fused"),
+      time("--set", "checkpointing=op-selective", "--set", "kernels=fused")
+    assert.is_true(close(want, fused_op.compute_s - fused_none.compute_s),
+      string.format("%.12g by hand, %.12g modelled", want, fused_op.compute_s - fused_none.compute_s))
+    want = LAYERS * (mms + memory(36, 10))
     assert.is_true(close(want, op.compute_s - none.compute_s),
       string.format("%.12g by hand, %.12g modelled", want, op.compute_s - none.compute_s))
   end)
