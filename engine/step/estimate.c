@@ -100,8 +100,9 @@ const char *vp_pipeline_resolve(const vp_model *model, vp_recipe *r) {
     if (!r->pp_layers_per_stage || pp < 2 || !vp_pp_torch(r) || r->n_pp_layers) return NULL;
     uint64_t effective = (uint64_t)model->layers + r->pp_first_less + r->pp_last_less;
     uint64_t stages = (effective + r->pp_layers_per_stage - 1) / r->pp_layers_per_stage;
-    if (stages % pp) return "pp_layers_per_stage: its stages, ceil((layers + pp_first_stage_less_layers + pp_last_stage_less_layers) / "
-                      "it), must divide over the pp ranks";
+    if (stages % pp)
+        return "pp_layers_per_stage: its stages, ceil((layers + pp_first_stage_less_layers + "
+               "pp_last_stage_less_layers) / it), must divide over the pp ranks";
     uint64_t per_rank = stages / pp;
     bool single = !vp_pp_looped(r) && !vp_pp_v_shape(r);
     if (single && per_rank != 1)
@@ -252,9 +253,6 @@ const char *vp_pipeline_problem(const vp_model *model, const vp_recipe *r) {
     return NULL;
 }
 
-/* The stage's peak with `extra` bytes of other micro-batches' activations
- * held through its forward and backward: those phases' peak moves up by
- * extra; the optimizer step's does not (every micro-batch is done). */
 /* Beside the step's own tensors, held all step: buffers (pipelining's
  * receive buffers, pp_buffers): `fb` of them through forward and backward
  * (the rest the step counts there itself), `all` through the optimizer
@@ -263,6 +261,10 @@ typedef struct {
     uint64_t fb, all;
 } held_buffers;
 
+/* The stage's peak with `extra` bytes of other micro-batches' activations
+ * held through its forward and backward: those phases' peak moves up by
+ * extra; the optimizer step's does not (every micro-batch is done). The
+ * held buffers are added to each phase's peak as they are held there. */
 static vp_meter with_in_flight(const vp_meter *fb, const vp_meter *all, uint64_t extra, held_buffers buffers,
                                bool *fb_wins) {
     vp_meter m = *fb, a = *all;
