@@ -412,7 +412,8 @@ static void float8_linear(const cost_ctx *c, double rows, double in, double out,
     double x_cast = styled && style == TP_COLUMN ? 0 : float8_cast_bytes(c, x, e);
     double x_recast = styled ? 0 : float8_cast_bytes(c, x, e), g_cast = styled ? 0 : float8_cast_bytes(c, g, e);
     o->cast_s += (x_cast + (c->float8_weights ? 0 : float8_cast_bytes(c, w, e))) / bw;
-    double bwd = g_cast + (c->float8_weights ? 0 : float8_cast_bytes(c, w, e)) + float8_mm_bytes(w, rowwise, rows, in, e);
+    double bwd =
+        g_cast + (c->float8_weights ? 0 : float8_cast_bytes(c, w, e)) + float8_mm_bytes(w, rowwise, rows, in, e);
     if (c->fp8_recipe != VP_FLOAT8_ROWWISE_GW_HP)
         bwd += g_cast + x_recast + float8_mm_bytes(g + x, rowwise, out, in, e);
     /* the styles' one cast of the output gradient: a column-parallel
