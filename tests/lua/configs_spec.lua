@@ -205,6 +205,24 @@ describe("axolotl and LLaMA-Factory YAML as recipes", function()
     assert.are.equal("Meta-Llama-3-8B", helper.estimate("--recipe", llama).model.name)
   end)
 
+  it("reads axolotl's Liger and Cut Cross Entropy plugins as fused kernels and their losses", function()
+    local liger = helper.write("base_model: meta-llama/Meta-Llama-3-8B\nplugins:\n"
+      .. "  - axolotl.integrations.liger.LigerPlugin\nliger_rope: true\nliger_rms_norm: true\nliger_glu_activation: true\n"
+      .. "liger_fused_linear_cross_entropy: true\nsequence_len: 256\n", ".yml")
+    local out, err, code = helper.run("estimate", "--recipe", liger, "--json")
+    assert.are.equal(0, code, err)
+    local recipe = json.decode(out).recipe
+    assert.are.equal("fused", recipe.kernels)
+    assert.are.equal("fused-linear", recipe.loss)
+    -- Liger's SwiGLU is not modelled: named, not silently taken
+    assert.truthy(err:find("does not model (the estimate ignores them): liger_glu_activation", 1, true), err)
+    local cce = helper.write("base_model: meta-llama/Meta-Llama-3-8B\ncut_cross_entropy: true\nbf16: true\n"
+      .. "sequence_len: 256\n", ".yml")
+    recipe = helper.estimate("--recipe", cce).recipe
+    assert.are.equal("cut", recipe.loss)
+    assert.are_not.equal("fused", recipe.kernels)
+  end)
+
   it("names axolotl's keys it does not model, and lets fit take the model from the file", function()
     local out, err, code = helper.run("fit", "--recipe", FIXTURES .. "axolotl/examples/llama-3/qlora.yml", "--gpu", "a100-80gb")
     assert.are.equal(0, code, err)

@@ -25,7 +25,8 @@ for k in ([[base_model base_model_config model_type tokenizer_type tokenizer_con
   bf16 fp16 load_in_4bit load_in_8bit adapter lora_r lora_alpha lora_dropout lora_target_modules lora_target_linear
   lora_modules_to_save sequence_len micro_batch_size gradient_accumulation_steps gradient_checkpointing
   gradient_checkpointing_kwargs flash_attention sdp_attention eager_attention optimizer weight_decay deepspeed fsdp
-  fsdp_config fsdp_version peft_use_dora torch_dtype]]):gmatch("%S+") do
+  fsdp_config fsdp_version peft_use_dora torch_dtype liger_rms_norm liger_rope liger_fused_linear_cross_entropy
+  cut_cross_entropy]]):gmatch("%S+") do
   no_memory[k] = true
 end
 
@@ -114,6 +115,23 @@ local function read_fsdp(r, c)
   end
 end
 
+-- axolotl's Liger plugin (src/axolotl/integrations/liger/args.py:
+-- liger_rms_norm and liger_rope swap in Liger's fused RMSNorm and rotary
+-- kernels, liger_fused_linear_cross_entropy its fused linear cross-entropy)
+-- and its Cut Cross Entropy plugin (integrations/cut_cross_entropy:
+-- cut_cross_entropy). Liger's other kernels (its SwiGLU, its plain
+-- cross-entropy) stay listed as not modelled.
+local function read_kernels(r, c)
+  for _, k in ipairs({ "liger_rms_norm", "liger_rope" }) do
+    if truthy(c[k]) then r.set("kernels", "fused", { k }, false, "Liger's kernels") end
+  end
+  if truthy(c.liger_fused_linear_cross_entropy) then
+    r.set("loss", "fused-linear", { "liger_fused_linear_cross_entropy" })
+  elseif truthy(c.cut_cross_entropy) then
+    r.set("loss", "cut", { "cut_cross_entropy" })
+  end
+end
+
 -- Fills recipe `r` from an axolotl config table.
 function axolotl.read(r, c)
   r.set("stack", "axolotl", nil, false, "an axolotl config")
@@ -143,6 +161,7 @@ function axolotl.read(r, c)
   if c.weight_decay ~= nil then r.set("weight_decay", c.weight_decay, { "weight_decay" }) end
   if c.torch_dtype ~= nil then r.set("torch_dtype", c.torch_dtype, { "torch_dtype" }) end
   read_fsdp(r, c)
+  read_kernels(r, c)
   if type(c.deepspeed) == "string" then common.merge_deepspeed(r, c.deepspeed, { "deepspeed" }) end
   for k, v in pairs(c) do
     if not no_memory[k] and v ~= false then r.skip({ k }) end
