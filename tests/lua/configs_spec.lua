@@ -223,6 +223,14 @@ describe("axolotl and LLaMA-Factory YAML as recipes", function()
     assert.are_not.equal("fused", recipe.kernels)
   end)
 
+  it("reads LLaMA-Factory's enable_liger_kernel: Liger's kernels and, for sft, its fused linear cross-entropy", function()
+    local factory = helper.write("model_name_or_path: meta-llama/Meta-Llama-3-8B\nstage: sft\nfinetuning_type: lora\n"
+      .. "enable_liger_kernel: true\ncutoff_len: 256\nbf16: true\n", ".yaml")
+    local recipe = helper.estimate("--recipe", factory).recipe
+    assert.are.equal("fused", recipe.kernels)
+    assert.are.equal("fused-linear", recipe.loss)
+  end)
+
   it("names axolotl's keys it does not model, and lets fit take the model from the file", function()
     local out, err, code = helper.run("fit", "--recipe", FIXTURES .. "axolotl/examples/llama-3/qlora.yml", "--gpu", "a100-80gb")
     assert.are.equal(0, code, err)

@@ -13,7 +13,7 @@ local common = require("vramplan.import.common")
 local llamafactory = {}
 
 local no_memory = {}
-for k in ([[model_name_or_path trust_remote_code stage do_train do_eval do_predict dataset eval_dataset dataset_dir
+for k in ([[model_name_or_path trust_remote_code enable_liger_kernel stage do_train do_eval do_predict dataset eval_dataset dataset_dir
   template max_samples overwrite_cache preprocessing_num_workers dataloader_num_workers output_dir logging_steps
   save_steps plot_loss overwrite_output_dir save_only_model report_to learning_rate num_train_epochs max_steps
   lr_scheduler_type warmup_ratio warmup_steps ddp_timeout resume_from_checkpoint val_size per_device_eval_batch_size
@@ -103,6 +103,16 @@ function llamafactory.read(r, c)
   -- transformers' OptimizerNames: adamw_torch_fused is torch.optim.AdamW(fused=True)
   if c.optim == "adamw_torch_fused" then r.set("optimizer_impl", "fused", { "optim" }) end
   if c.weight_decay ~= nil then r.set("weight_decay", c.weight_decay, { "weight_decay" }) end
+  -- enable_liger_kernel (model/model_utils/liger_kernel.py, apply_liger_kernel):
+  -- Liger's kernels for the model type with their defaults (its RMSNorm,
+  -- rotary embedding and SwiGLU; for stages pt and sft, which need no
+  -- logits, its fused linear cross-entropy)
+  if truthy(c.enable_liger_kernel) then
+    r.set("kernels", "fused", { "enable_liger_kernel" }, false, "Liger's kernels")
+    if c.stage == nil or c.stage == "sft" or c.stage == "pt" then
+      r.set("loss", "fused-linear", { "enable_liger_kernel" }, false, "Liger's fused linear cross-entropy (stage sft or pt)")
+    end
+  end
   if type(c.deepspeed) == "string" then common.merge_deepspeed(r, c.deepspeed, { "deepspeed" }) end
   for k in pairs(c) do
     if not no_memory[k] then r.skip({ k }) end
