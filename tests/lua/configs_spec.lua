@@ -223,6 +223,16 @@ describe("axolotl and LLaMA-Factory YAML as recipes", function()
     assert.are_not.equal("fused", recipe.kernels)
   end)
 
+  it("reads transformers' use_liger_kernel as Liger's kernels and its fused linear cross-entropy", function()
+    local recipe = helper.estimate("llama3.2-1b", "--set", "seq_len=256", "--set", "use_liger_kernel=true").recipe
+    assert.are.equal("fused", recipe.kernels)
+    assert.are.equal("fused-linear", recipe.loss)
+    recipe = helper.estimate("llama3.2-1b", "--set", "seq_len=256", "--set", "use_liger_kernel=false").recipe
+    assert.are.equal("cross-entropy", recipe.loss)
+    local err = helper.fails("llama3.2-1b", "--set", "use_liger_kernel=true", "--set", "loss=chunked")
+    assert.truthy(err:find("use_liger_kernel gives loss = fused-linear, but loss = chunked", 1, true), err)
+  end)
+
   it("reads LLaMA-Factory's enable_liger_kernel: Liger's kernels and, for sft, its fused linear cross-entropy", function()
     local factory = helper.write("model_name_or_path: meta-llama/Meta-Llama-3-8B\nstage: sft\nfinetuning_type: lora\n"
       .. "enable_liger_kernel: true\ncutoff_len: 256\nbf16: true\n", ".yaml")

@@ -133,7 +133,7 @@ stacks.keys = { stack = true, bf16 = true, fp16 = true, torch_dtype = true, pure
   ["float8.enable_fsdp_float8_all_gather"] = true, ["float8.precompute_float8_dynamic_scale_for_fsdp"] = true,
   ["float8.filter_fqns"] = true, ["training.compile"] = true, ["compile.enable"] = true,
   ["parallelism.data_parallel_replicate_degree"] = true, ["parallelism.data_parallel_shard_degree"] = true,
-  ["training.enable_cpu_offload"] = true }
+  ["training.enable_cpu_offload"] = true, use_liger_kernel = true }
 
 local function truthy(v) return v == true or v == "true" or v == 1 or v == "1" end
 
@@ -459,10 +459,24 @@ end
 -- Applies `stack` and the precision flags to `keys` (recipe keys, in
 -- place, only where unset). Returns what was assumed: { stack = name?,
 -- precision = why? } or nil.
+-- transformers' TrainingArguments.use_liger_kernel: the Trainer applies
+-- Liger's kernels for the model type with their defaults
+-- (trainer.py, _apply_liger_kernel_to_instance; liger_kernel's
+-- apply_liger_kernel_to_llama: rope, rms_norm, swiglu and
+-- fused_linear_cross_entropy on): fused element-wise kernels and Liger's
+-- fused linear cross-entropy.
+local function liger_keys(keys, origins)
+  local v = keys.use_liger_kernel
+  if v == nil or not truthy(v) then return end
+  set_from(keys, origins, "kernels", "fused", "use_liger_kernel", "Liger's kernels")
+  set_from(keys, origins, "loss", "fused-linear", "use_liger_kernel", "Liger's fused linear cross-entropy")
+end
+
 function stacks.apply(keys, origins)
   checkpointing_keys(keys, origins)
   torchtitan_float8_keys(keys, origins)
   torchtitan_parallel_keys(keys, origins)
+  liger_keys(keys, origins)
   local name = keys.stack
   local flags = {}
   local flag_origin
