@@ -194,6 +194,7 @@ static void set_rank(lua_State *L, const vp_rank_estimate *e, const vp_recipe *r
         /* torch.distributed.pipelining's receive buffers, and one of them */
         set_int(L, "pp_buffers_bytes", e->pp_buffers_bytes);
         set_int(L, "boundary_bytes", e->step.boundary_bytes);
+        set_int(L, "pp_outputs_bytes", e->step.pp_outputs_bytes);
     }
     if (vp_pp_splits_backward(recipe)) {
         set_int(L, "weight_pass_bytes", e->step.weight_pass_bytes);

@@ -177,6 +177,7 @@ typedef struct {
     vp_torch_version torch_version;
     vp_device device;
     bool keep_logits;            /* the loop holds the model's outputs through backward */
+    bool pp_return_outputs;      /* torch.distributed.pipelining: step(return_outputs=) */
     vp_loss_kind loss;           /* how the causal-LM loss is computed */
     unsigned loss_chunks;        /* loss = chunked, chunked-linear: torchtune's num_output_chunks */
     bool offload_activations;    /* the forward under torch.autograd.graph.save_on_cpu(pin_memory=True) */

@@ -472,6 +472,15 @@ static const vp_recipe_key keys[] = {
      .doc = "the pipeline schedule: Megatron-LM's (lower case), or torch.distributed.pipelining's as torchtitan names "
             "them, with torchtitan's split of the layers (zero-bubble, zbv, dualpipev: InterleavedZeroBubble, "
             "ZBVZeroBubble, DualPipeV) [1f1b]"},
+    /* torch.distributed.pipelining's _PipelineSchedule.step(return_outputs=True)
+     * (pytorch#165822, Oct 2025; before it, always): the last stage keeps
+     * every micro-batch's output (PipelineStage.output_chunks) and merges
+     * them when the step ends; torchtitan passes False since e5ef99aa
+     * (2025-10-22, "release memory earlier") */
+    {BOOL_KEY("pp_return_outputs", pp_return_outputs, true),
+     .doc = "torch's pipeline schedules: the last stage keeps every micro-batch's output and concatenates them at "
+            "the step's end, as step(return_outputs=True) does (torch's default; torchtitan passes False since "
+            "Oct 2025) [true]"},
     {UINT_KEY("virtual_stages", virtual_stages, 1, 1024, 1),
      .doc = "model chunks per rank with interleaved-1f1b, Interleaved1F1B or InterleavedZeroBubble [1; torch's: 2; "
             "ZBVZeroBubble and DualPipeV: 2]"},

@@ -551,6 +551,29 @@ static uint64_t hidden_size(const vp_model *m) {
 /* One micro-batch through the stage: its inputs arrive (the batch on the
  * first stage, the previous stage's activations otherwise), forward, loss
  * or send, backward from the loss or from the gradient the next stage sends. */
+/* torch.distributed.pipelining's last stage: the schedule, not the loop,
+ * holds the model's output. Its PipelineStage keeps the output in fwd_cache
+ * until backward_one_chunk pops it, and that frame keeps it through the
+ * backward (torch/distributed/pipelining/stage.py, torch 2.5-2.9), whatever
+ * the loop does with logits; with step(return_outputs=True) forward_one_chunk
+ * also appends it to output_chunks, kept until the next step's
+ * clear_runtime_states. */
+static bool schedule_holds_outputs(const vp_step *step) {
+    /* (a model that returns its loss alone, as Megatron's does, leaves no logits to hold) */
+    return step->stage.final && vp_pp_torch(step->recipe) && step->recipe->pp > 1 &&
+           !vp_framework_of(step->recipe)->returns_loss_only;
+}
+
+static bool keeps_every_output(const vp_step *step) {
+    return schedule_holds_outputs(step) && step->recipe->pp_return_outputs;
+}
+
+/* the loop (or the schedule) holds the outputs through backward */
+static bool outputs_through_backward(const vp_step *step) {
+    if (schedule_holds_outputs(step)) return true;
+    return step->recipe->keep_logits && !vp_framework_of(step->recipe)->returns_loss_only;
+}
+
 static uint64_t micro_batch(vp_step *step, const vp_meter *resident, const vp_meter *resident_raw) {
     vp_step_private *priv = step->priv;
     vp_sim *sim = &step->sim;
@@ -662,7 +685,7 @@ static uint64_t micro_batch(vp_step *step, const vp_meter *resident, const vp_me
     vp_step_drop_locals(step, VP_LOCAL_OF_WRAPPER);
     vp_step_end_lifetime(step, VP_LIVES_WRAPPER);
     /* Megatron's forward step returns the loss alone */
-    if (!step->recipe->keep_logits || vp_framework_of(step->recipe)->returns_loss_only) {
+    if (!outputs_through_backward(step)) {
         vp_step_end_lifetime(step, VP_LIVES_OUTPUTS);
         vp_kv_cache_release(step, &step->kv_cache); /* the outputs' past_key_values */
         vp_step_release_router_logits(sim, &step->router_logits);
@@ -671,7 +694,10 @@ static uint64_t micro_batch(vp_step *step, const vp_meter *resident, const vp_me
     vp_drop(sim, old_loss);
     vp_step_drop_refs(sim, old_graph); /* the last micro-batch's graph goes with its loss */
     vp_step_release_old_ctx(step, old_ctx);
-    vp_step_drop_taken(sim, old_outputs);
+    if (keeps_every_output(step)) /* in output_chunks to the step's end */
+        memcpy(priv->kept_outputs, old_outputs, sizeof old_outputs);
+    else
+        vp_step_drop_taken(sim, old_outputs);
     vp_kv_cache_release(step, &old_cache);
     vp_step_release_router_logits(sim, &old_router);
     free(old_router.tensors);
@@ -712,6 +738,8 @@ static uint64_t micro_batch(vp_step *step, const vp_meter *resident, const vp_me
     priv->offloaded = 0; /* backward unpacked and released them all */
     /* HF's Trainer returns loss.detach(): the graph goes after backward,
      * with the leaves its AccumulateGrad nodes hold and their .grad */
+    /* backward_one_chunk returns: without output_chunks nothing holds the output */
+    if (schedule_holds_outputs(step) && !keeps_every_output(step)) vp_step_end_lifetime(step, VP_LIVES_OUTPUTS);
     if (!step->recipe->keep_logits || vp_framework_of(step->recipe)->returns_loss_only) {
         vp_step_drop_refs(sim, priv->graph_refs);
         vp_step_release_ctx(step, 0);
@@ -747,21 +775,41 @@ static void run(vp_step *step, vp_step_result *result) {
     result->head_weight_pass_bytes = step->priv->head_weight_pass_bytes;
     result->head_activations_bytes = step->priv->head_activations_bytes;
     result->boundary_bytes = step->priv->boundary_bytes;
+    uint64_t other_outputs = 0; /* output_chunks' of the micro-batches the two runs stand for */
+    if (keeps_every_output(step)) {
+        vp_t logits = vp_step_tensor(step, VP_TENSOR_LOGITS);
+        if (logits) step->priv->output_chunk_bytes = vp_bytes_of((vp_dtype)vp_at(sim, logits)->dtype, vp_at(sim, logits)->numel);
+        result->pp_outputs_bytes = step->stage.microbatches * step->priv->output_chunk_bytes;
+        if (step->stage.microbatches > 2)
+            other_outputs = (uint64_t)(step->stage.microbatches - 2) * step->priv->output_chunk_bytes;
+    }
     /* a later micro-batch backpropagates into the gradients the first made */
     step->priv->final_micro_batch = true;
+    if (other_outputs) vp_ledger_alloc(ledger, VP_CAT_ACTIVATIONS, other_outputs, "pipeline.output_chunks");
     if (step->stage.microbatches > 1) micro_batch(step, &resident, &resident_raw);
     result->symm_mem_request = step->sim.symm_mem_request;
     result->rounded_fb = ledger->rounded;
     result->raw_fb = ledger->raw;
     memcpy(result->streams_fb, ledger->stream, sizeof ledger->stream);
+    /* step() returns _merge_outputs(output_chunks): torch.cat of every
+     * micro-batch's output (microbatch.py merge_chunks), which the loop
+     * drops; after every micro-batch is done, as the optimizer step is */
+    if (result->pp_outputs_bytes) {
+        vp_ledger_alloc(ledger, VP_CAT_TRANSIENT, result->pp_outputs_bytes, "pipeline.merge_outputs");
+        vp_ledger_release(ledger, VP_CAT_TRANSIENT, result->pp_outputs_bytes, "pipeline.merge_outputs");
+    }
 
     vp_update_step(step);
     vp_update_zero_grad(step);
-    /* the loop body ends: loss, outputs and the batch go */
+    /* the loop body ends: loss, outputs and the batch go (output_chunks at
+     * the next step's clear_runtime_states) */
     vp_drop(sim, step->priv->loss);
     vp_step_drop_refs(sim, step->priv->graph_refs);
     vp_step_release_ctx(step, 0);
     vp_step_end_lifetime(step, VP_LIVES_OUTPUTS);
+    vp_step_drop_taken(sim, step->priv->kept_outputs);
+    memset(step->priv->kept_outputs, 0, sizeof step->priv->kept_outputs);
+    if (other_outputs) vp_ledger_release(ledger, VP_CAT_ACTIVATIONS, other_outputs, "pipeline.output_chunks");
     vp_kv_cache_release(step, &step->kv_cache);
     vp_step_release_router_logits(sim, &step->router_logits);
     vp_step_drop_leaves(sim, step->priv->graph_leaves);

@@ -92,6 +92,7 @@ typedef struct {
     uint64_t weight_pass_bytes, head_weight_pass_bytes, head_activations_bytes;
     uint64_t symm_mem_request;       /* async TP: the largest symmetric-memory workspace asked for (prims.c) */
     uint64_t boundary_bytes;         /* one micro-batch's tensor between pipeline stages (its gradient's too) */
+    uint64_t pp_outputs_bytes;       /* the last stage's outputs kept to the step's end (pp_return_outputs) */
     uint64_t resident_bytes;         /* before the step, in the peak's bytes (rounded; exact on the CPU twin) */
     vp_meter rounded, raw;           /* peaks of the step */
     vp_meter rounded_fb, raw_fb;     /* peaks of forward and backward alone (before the optimizer) */

@@ -140,6 +140,41 @@ describe("torchtitan's pipeline split", function()
     end
   end)
 
+  it("keeps the last stage's output of every micro-batch with return_outputs, and merges them", function()
+    -- torch's schedules (stage.py, schedules.py before return_outputs=False):
+    -- forward_one_chunk appends the last stage's output to output_chunks,
+    -- kept until the next step; step() returns torch.cat of them. Without
+    -- them the output still lives through its own backward (fwd_cache).
+    -- One micro-batch's logits: 256 tokens x 1000 in bf16 = 512,000 bytes.
+    local L, M = 256 * 1000 * 2, 8
+    local function last(...)
+      local r = estimate("--set", "framework=fsdp2", "--set", "layers=30", "--set", "pp=4",
+        "--set", "pp_schedule=1F1B", "--set", "num_microbatches=8", ...)
+      return r.per_rank[#r.per_rank], r.per_rank[1]
+    end
+    local kept, first = last()
+    local released = last("--set", "pp_return_outputs=false")
+    assert.are.equal(M * L, kept.pp_outputs_bytes)
+    assert.are.equal(0, released.pp_outputs_bytes)
+    assert.are.equal(0, first.pp_outputs_bytes)
+    -- the last micro-batch's loss backward is the peak in both; the other
+    -- seven outputs are held there too
+    assert.are.equal("loss.log_softmax", kept.peak_op)
+    assert.are.equal("loss.log_softmax", released.peak_op)
+    assert.are.equal((M - 1) * L, kept.peak_allocated_bytes - released.peak_allocated_bytes)
+    -- a vocabulary of 32,000 makes the merge the peak: after every
+    -- backward, the eight outputs (16,384,000 bytes each) and their
+    -- concatenation
+    local V = 256 * 32000 * 2
+    kept = last("--set", "vocab=32000")
+    assert.are.equal("pipeline.merge_outputs", kept.peak_op)
+    assert.are.equal(M * V, kept.peak_breakdown.transient)
+    assert.is_true(kept.peak_breakdown.activations >= M * V and kept.peak_breakdown.activations < M * V + 2 ^ 20)
+    -- Megatron's model returns its loss, not logits: nothing to keep
+    assert.are.equal(0, estimate("--set", "layers=30", "--set", "pp=4", "--set", "pp_schedule=1F1B",
+      "--set", "num_microbatches=8").per_rank[4].pp_outputs_bytes)
+  end)
+
   for name, test in helper.refusals("llama2-7b", { "layers=30", "pp=2", "num_microbatches=4" }, {
     -- ceil(32 / 8) = 4 stages: 2 a rank
     { { "pp_schedule=1F1B", "pp_layers_per_stage=8" }, "a single-stage schedule (1F1B, GPipe) runs exactly 1" },

@@ -327,7 +327,7 @@ local order = {
   "nccl_groups", "symm_mem_bytes", "pattern", "local_ranks", "nodes", "peers", "channels", "ring_bytes", "tree_bytes", "nvls_bytes",
   "p2p_bytes", "bytes",
   "memory_bytes", "short_name", "per_rank", "host", "stage", "in_flight", "head_activations_bytes", "boundary_bytes",
-  "pp_buffers_bytes", "weight_pass_bytes",
+  "pp_buffers_bytes", "pp_outputs_bytes", "weight_pass_bytes",
   "pending_weight_bytes", "ranks", "count", "comm_bytes",
   "cpu_bytes_per_rank", "cpu_bytes_per_node", "nvme_bytes_per_rank", "nvme_bytes_per_node", "gpus_per_node",
   "cpu_ram_bytes_per_node", "kind", "cpu_ram_bytes", "price_per_hour",
@@ -365,6 +365,8 @@ parts.per_rank = function(ctx)
     o.head_activations_bytes = stage.head_activations_bytes -- under pipelining
     -- torch.distributed.pipelining's receive buffers, and one micro-batch's stage boundary
     o.boundary_bytes, o.pp_buffers_bytes = stage.boundary_bytes, stage.pp_buffers_bytes
+    -- the last stage's outputs a torch schedule keeps to the step's end (pp_return_outputs)
+    o.pp_outputs_bytes = stage.pp_outputs_bytes
     -- the zero-bubble schedules': gradients kept for deferred weight passes
     o.weight_pass_bytes, o.pending_weight_bytes = stage.weight_pass_bytes, stage.pending_weight_bytes
     o.ranks = string.format("%d-%d", first, first + r.ranks_per_stage - 1)
