@@ -548,9 +548,6 @@ static uint64_t hidden_size(const vp_model *m) {
     return m->facts.hidden;
 }
 
-/* One micro-batch through the stage: its inputs arrive (the batch on the
- * first stage, the previous stage's activations otherwise), forward, loss
- * or send, backward from the loss or from the gradient the next stage sends. */
 /* torch.distributed.pipelining's last stage: the schedule, not the loop,
  * holds the model's output. Its PipelineStage keeps the output in fwd_cache
  * until backward_one_chunk pops it, and that frame keeps it through the
@@ -574,6 +571,17 @@ static bool outputs_through_backward(const vp_step *step) {
     return step->recipe->keep_logits && !vp_framework_of(step->recipe)->returns_loss_only;
 }
 
+/* The model's outputs go: the logits, the cache and the router logits the
+ * outputs object holds. */
+static void release_outputs(vp_step *step) {
+    vp_step_end_lifetime(step, VP_LIVES_OUTPUTS);
+    vp_kv_cache_release(step, &step->kv_cache); /* the outputs' past_key_values */
+    vp_step_release_router_logits(&step->sim, &step->router_logits);
+}
+
+/* One micro-batch through the stage: its inputs arrive (the batch on the
+ * first stage, the previous stage's activations otherwise), forward, loss
+ * or send, backward from the loss or from the gradient the next stage sends. */
 static uint64_t micro_batch(vp_step *step, const vp_meter *resident, const vp_meter *resident_raw) {
     vp_step_private *priv = step->priv;
     vp_sim *sim = &step->sim;
@@ -685,11 +693,7 @@ static uint64_t micro_batch(vp_step *step, const vp_meter *resident, const vp_me
     vp_step_drop_locals(step, VP_LOCAL_OF_WRAPPER);
     vp_step_end_lifetime(step, VP_LIVES_WRAPPER);
     /* Megatron's forward step returns the loss alone */
-    if (!outputs_through_backward(step)) {
-        vp_step_end_lifetime(step, VP_LIVES_OUTPUTS);
-        vp_kv_cache_release(step, &step->kv_cache); /* the outputs' past_key_values */
-        vp_step_release_router_logits(sim, &step->router_logits);
-    }
+    if (!outputs_through_backward(step)) release_outputs(step);
     /* `out = model(batch)` rebinds: the last micro-batch's outputs go now */
     vp_drop(sim, old_loss);
     vp_step_drop_refs(sim, old_graph); /* the last micro-batch's graph goes with its loss */
@@ -739,7 +743,7 @@ static uint64_t micro_batch(vp_step *step, const vp_meter *resident, const vp_me
     /* HF's Trainer returns loss.detach(): the graph goes after backward,
      * with the leaves its AccumulateGrad nodes hold and their .grad */
     /* backward_one_chunk returns: without output_chunks nothing holds the output */
-    if (schedule_holds_outputs(step) && !keeps_every_output(step)) vp_step_end_lifetime(step, VP_LIVES_OUTPUTS);
+    if (schedule_holds_outputs(step) && !keeps_every_output(step)) release_outputs(step);
     if (!step->recipe->keep_logits || vp_framework_of(step->recipe)->returns_loss_only) {
         vp_step_drop_refs(sim, priv->graph_refs);
         vp_step_release_ctx(step, 0);
@@ -778,7 +782,8 @@ static void run(vp_step *step, vp_step_result *result) {
     uint64_t other_outputs = 0; /* output_chunks' of the micro-batches the two runs stand for */
     if (keeps_every_output(step)) {
         vp_t logits = vp_step_tensor(step, VP_TENSOR_LOGITS);
-        if (logits) step->priv->output_chunk_bytes = vp_bytes_of((vp_dtype)vp_at(sim, logits)->dtype, vp_at(sim, logits)->numel);
+        const vp_tensor *t = logits ? vp_at(sim, logits) : NULL;
+        if (t) step->priv->output_chunk_bytes = vp_bytes_of((vp_dtype)t->dtype, t->numel);
         result->pp_outputs_bytes = step->stage.microbatches * step->priv->output_chunk_bytes;
         if (step->stage.microbatches > 2)
             other_outputs = (uint64_t)(step->stage.microbatches - 2) * step->priv->output_chunk_bytes;
