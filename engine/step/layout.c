@@ -808,9 +808,18 @@ void vp_layout_forward_begin(vp_step *step) {
     if (step->priv->root_host_copy) scratch(step, step->priv->root_host_copy, "all_gather.host_copy");
     vp_ledger_alloc(&step->ledger, VP_CAT_PARAMS, step->priv->root_gather_bytes, "all_gather.root");
     /* FSDP2's forward: the root's all-gather output, then each block's,
-     * until the next all-gather */
+     * until the next all-gather. The root's flat output is still held when
+     * the first block's all-gather makes its own: FSDPParamGroup.unshard
+     * (foreach_all_gather) allocates the next output before
+     * wait_for_unshard lets go of the previous comm_ctx.all_gather_state
+     * (_fsdp_param_group.py), so the all-gather stream holds both. */
     vp_layer_hook *slots = collective_slots(step);
-    if (slots) hold_slot(step, &slots->gather_output, slots->gather_slot, "all_gather.output");
+    if (slots) {
+        uint64_t root = step->priv->root_gather_bytes;
+        if (root) vp_ledger_alloc(&step->ledger, VP_CAT_COMM, root, "all_gather.output");
+        hold_slot(step, &slots->gather_output, slots->gather_slot, "all_gather.output");
+        if (root) vp_ledger_release(&step->ledger, VP_CAT_COMM, root, "all_gather.output");
+    }
 }
 
 void vp_layout_backward_begin(vp_step *step) {

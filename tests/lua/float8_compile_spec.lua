@@ -231,18 +231,18 @@ end)
 --  - tt-t1-compile (77.0 GiB) and tt-t3-compile (62.0): op-level selective
 --    checkpointing under compile saves what the eager checkpoint saves (the
 --    partitioner honours the policy's MUST_SAVE / PREFER_RECOMPUTE tags),
---    so the estimate is the eager one (79.9 and 65.2 GiB, +3.8 % and
---    +5.2 %); compile's 5.0-5.4 GiB saving is not reproduced: its fused
+--    so the estimate is the eager one (81.9 and 67.2 GiB, +6.4 % and
+--    +8.3 %); compile's 5.0-5.4 GiB saving is not reproduced: its fused
 --    kernels' buffers (no eager intermediates in the forward, backward's
 --    recomputation inside its kernels instead of the checkpoint's rerun)
 --    and the allocator's fewer, larger blocks are not modelled.
 --  - tt-t1-compile-float8 (76.8 GiB) and tt-t3-compile-float8 (61.8): the
 --    policy sees Float8Linear's torch.mm on float8 tensors as aten.mm (every
 --    second saved, as in bf16) and its tensorwise amax as aten.max (saved):
---    80.3 and 65.5 GiB (+4.5 % and +6.0 %), the compile rows' own gap; the
+--    81.8 and 67.0 GiB (+6.5 % and +8.5 %), the compile rows' own gap; the
 --    published Float8 rows are within 0.3 % of the compile rows too.
 --  - tt-04 (83.9 GiB): full checkpointing under compile keeps what the
---    eager checkpoint keeps: 78.1 GiB (-6.9 %; eager 81.5, the fused float8
+--    eager checkpoint keeps: 80.1 GiB (-4.5 %; eager 83.5, the fused float8
 --    casts change the cached segments); the peak is the loss's fp32
 --    logits, outside the compiled blocks. Table 2's CP rows are in
 --    torchtitan_reference_spec.lua.
@@ -253,7 +253,7 @@ describe("torchtitan's published Float8 and compile runs", function()
       -- with the caching allocator simulated, as torchtitan_reference_spec.lua
       -- runs the eager rows: FSDP2's all-gather and reduce-scatter streams
       -- keep pools of their own, which the constant fragmentation share
-      -- cannot show (tt-04: 75.4 GiB with it, 78.1 simulated)
+      -- cannot show (tt-04: 77.4 GiB with it, 80.1 simulated)
       local sets = { "stack=torchtitan", "allocator=simulated" }
       for k, v in pairs(row.keys) do sets[#sets + 1] = k .. "=" .. tostring(v) end
       local out, err, code = helper.run("estimate", "--json", helper.with_sets(ref.model, {}, sets))

@@ -99,6 +99,26 @@ describe("the constant allocator with FSDP's stream pools", function()
     assert.are.equal(plain, fsdp_scatters("--set", "tp=2", "--set", "sequence_parallel=true"))
   end)
 
+  it("holds FSDP2's root all-gather output beside the first block's on the all-gather stream", function()
+    -- FSDPParamGroup.unshard allocates the next flat output before
+    -- wait_for_unshard lets go of the previous all_gather_state
+    -- (_fsdp_param_group.py). Llama 3.2 1B in bf16, by hand: the root is the
+    -- (tied) embedding 128,256 x 2,048 and the final norm 2,048; a block is
+    -- q and o 2,048 x 2,048, k and v 512 x 2,048, gate, up and down 8,192 x
+    -- 2,048 and two norms.
+    local ROOT = (128256 * 2048 + 2048) * 2
+    local BLOCK = (2 * 2048 * 2048 + 2 * 512 * 2048 + 3 * 8192 * 2048 + 2 * 2048) * 2
+    local r = helper.estimate("llama3.2-1b", "--timeline", "--set", "framework=fsdp2", "--set", "gpus=4",
+      "--set", "seq_len=512")
+    local outputs = {}
+    for _, e in ipairs(r.timeline) do
+      if e.op == "all_gather.output" then outputs[#outputs + 1] = e.delta end
+    end
+    assert.are.same({ ROOT, BLOCK, -ROOT, -BLOCK }, outputs)
+    -- the all-gather stream's high-water holds both
+    assert.are.equal(ROOT + BLOCK, per_stream(r.timeline, STREAMS.fsdp2)[1].peak)
+  end)
+
   it("leaves a run without side streams as the whole step's peak (DDP)", function()
     local r = helper.estimate("llama3.2-1b", "--timeline", "--set", "gpus=4", "--set", "seq_len=512")
     local m = per_stream(r.timeline, {})

@@ -15,13 +15,12 @@ local helper = require("tests.lua.helper")
 local GIB = 2 ^ 30
 local reference = helper.read_json(helper.root .. "/tests/reference/torchtitan.json")
 
--- Tolerance: within 5 % below or above the measurement (today 3.0 % and
--- 2.7 % below). What is not modelled (the root's flat all-gather output on
--- the all-gather stream, about 1.5 GiB for Llama 3.1 8B) lies below. A row
--- may state its own (`tolerance`, with its `difference`): Table 2's CP rows
--- take float8_compile.json's 10 % for the same table's compiled Float8 rows
--- (today 8.1, 7.1 and 5.2 % below; tt-04, CP 1, 6.9 %), and so do Table 4
--- (FSDP 32 x TP 8, compile, Float8: 7.5 % below, with async TP 2.1 % above)
+-- Tolerance: within 5 % below or above the measurement (today 0.6 % below
+-- and 0.2 % above). A row may state its own (`tolerance`, with its
+-- `difference`): Table 2's CP rows take float8_compile.json's 10 % for the
+-- same table's compiled Float8 rows (today 5.8, 4.8 and 2.9 % below; tt-04,
+-- CP 1, 4.5 %), and so do Table 4 (FSDP 32 x TP 8, compile, Float8: 4.0 %
+-- below, with async TP 3.8 % below)
 -- and Table 5's Interleaved 1F1B (4.6 % above), with `tolerance_constant`
 -- for the constant allocator beside them. The 1F1B runs of 405B (Table 5's
 -- 1F1B row and Table 6) are held to 20 % (today 9.1 to 18.1 % below): their
