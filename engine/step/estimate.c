@@ -369,6 +369,15 @@ static uint64_t in_flight_extra(const vp_rank_estimate *e, const vp_recipe *reci
         e->step.head_activations_bytes < held)
         held -= e->step.head_activations_bytes;
     if (e->in_flight > 1) extra += (uint64_t)llround((e->in_flight - 1) * (double)held);
+    /* The last stage's outputs kept to the step's end (pp_return_outputs)
+     * are counted by the step itself, every micro-batch's: those of the
+     * micro-batches in flight are the same tensors as their heads' logits
+     * above (GPipe's m, a zero-bubble walk's), not more of them. */
+    if (e->step.pp_outputs_bytes && e->in_flight > 1 && held == e->step.activations_bytes) {
+        double chunk = (double)e->step.pp_outputs_bytes / microbatches(recipe);
+        uint64_t overlap = (uint64_t)llround((e->in_flight - 1) * chunk);
+        extra = extra > overlap ? extra - overlap : 0;
+    }
     return extra;
 }
 

@@ -162,6 +162,12 @@ describe("torchtitan's pipeline split", function()
     assert.are.equal("loss.log_softmax", kept.peak_op)
     assert.are.equal("loss.log_softmax", released.peak_op)
     assert.are.equal((M - 1) * L, kept.peak_allocated_bytes - released.peak_allocated_bytes)
+    -- GPipe's last stage peaks at its first backward, every micro-batch in
+    -- flight: their outputs are alive either way (fwd_cache), none more
+    local gpipe = last("--set", "pp_schedule=GPipe")
+    assert.are.equal(last("--set", "pp_schedule=GPipe", "--set", "pp_return_outputs=false").peak_allocated_bytes,
+      gpipe.peak_allocated_bytes)
+    assert.are.equal(M, gpipe.in_flight)
     -- a vocabulary of 32,000 makes the merge the peak: after every
     -- backward, the eight outputs (16,384,000 bytes each) and their
     -- concatenation
