@@ -176,6 +176,9 @@ describe("torchtitan's pipeline split", function()
     assert.are.equal("pipeline.merge_outputs", kept.peak_op)
     assert.are.equal(M * V, kept.peak_breakdown.transient)
     assert.is_true(kept.peak_breakdown.activations >= M * V and kept.peak_breakdown.activations < M * V + 2 ^ 20)
+    -- torchtitan passes return_outputs=False since e5ef99aa (Oct 2025)
+    assert.are.equal(0, last("--set", "stack=torchtitan").pp_outputs_bytes)
+    assert.are.equal(M * L, last("--set", "stack=torchtitan", "--set", "pp_return_outputs=true").pp_outputs_bytes)
     -- Megatron's model returns its loss, not logits: nothing to keep
     assert.are.equal(0, estimate("--set", "layers=30", "--set", "pp=4", "--set", "pp_schedule=1F1B",
       "--set", "num_microbatches=8").per_rank[4].pp_outputs_bytes)

@@ -93,11 +93,14 @@ stacks.profiles = {
     -- (torchtitan/trainer.py, _forward_backward_body: `del pred`, then
     -- loss.backward()): the loop keeps no logits.
     framework = "fsdp2",
+    -- Its pipeline schedules run step(..., return_outputs=False) (train.py,
+    -- e5ef99aa, 2025-10-22: "Update PP to release memory earlier"): the last
+    -- stage keeps no outputs (runs before it: pp_return_outputs = true).
     -- Its tensor parallelism always runs the norms sequence-parallel
     -- (apply_tp's plan: SequenceParallel() on attention_norm, ffn_norm and
     -- norm, the embeddings' output Shard(1)), so tp > 1 brings it.
     defaults = { precision = "mixed-bf16", optimizer = "adamw", optimizer_impl = "fused", checkpointing = "layers-2",
-                 use_reentrant = false, checkpoint_early_stop = false, keep_logits = false,
+                 use_reentrant = false, checkpoint_early_stop = false, keep_logits = false, pp_return_outputs = false,
                  sequence_parallel = function(keys) return (tonumber(keys.tp) or 1) > 1 or nil end },
     rule = "fixed",
   },
