@@ -1,4 +1,5 @@
 /* op_head.c — the language-model head and the loss HF computes from it. */
+#include "compile_region.h"
 #include "framework.h"
 #include "ops.h"
 
@@ -401,9 +402,14 @@ static vp_t chunked_head_loss(vp_step *step, vp_t x, vp_t weight, vp_t bias, uin
     for (unsigned i = 0; i < parts; i++) {
         vp_t target = b == 1 ? vp_view(sim, labels, rows[i], "loss.chunk_labels")
                              : vp_new(sim, rows[i], VP_INT64, "loss.chunk_labels");
+        /* compile_loss: compute_cross_entropy (the upcast and the loss) a
+         * compiled region, its saved tensors the min cut's */
+        uint32_t first_node = sim->n_nodes;
+        vp_t first_tensor = sim->n_tensors;
         vp_t logits32 = vp_to(sim, logits[i], VP_FP32, "loss.logits_float");
         vp_t loss = log_softmax_nll(step, logits32, target);
         vp_drop(sim, logits32);
+        if (step->recipe->compile_loss) vp_compile_region(sim, first_node, sim->n_nodes, first_tensor);
         vp_drop(sim, target);
         /* total_loss = 0.0 + loss, then total_loss += loss (in place) */
         vp_t next = total ? vp_add_(sim, total, loss, "loss.total") : vp_shift(sim, loss, VP_FP32, 1, "loss.total");

@@ -34,4 +34,8 @@ const vp_framework_kind vp_framework_torch = {
     .optimizer_impl = VP_IMPL_FOREACH,
     .hf_modeling = true,
     .python_locals = true,
+    /* torchtune's single-device recipes compile each decoder layer
+     * (training.compile_model: TransformerSelfAttentionLayer.compile()), as
+     * torchtitan's apply_compile does (docs/compile.md) */
+    .compiles_blocks = true,
 };

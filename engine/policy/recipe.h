@@ -163,6 +163,7 @@ typedef struct {
     bool first_moment;           /* the optional first moment of an optimizer that has one (Adafactor's beta1) */
     bool optimizer_in_backward;  /* torchtune's: one optimizer per parameter, stepped in backward (optim_in_backward.c) */
     bool compile;                /* torch.compile per block, torchtitan's (compile_region.c; docs/compile.md) */
+    bool compile_loss;           /* ... and around the loss: torchtune's compile_loss */
     uint64_t micro_batch;
     uint64_t seq_len;
     uint64_t target_len;         /* encoder-decoder models: the decoder's tokens (labels); 0: seq_len */

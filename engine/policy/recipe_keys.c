@@ -348,8 +348,15 @@ static const vp_recipe_key keys[] = {
      * saved tensors are the min-cut partitioner's (compile_region.c,
      * docs/compile.md) */
     {BOOL_KEY("compile", compile, false),
-     .doc = "torch.compile as torchtitan applies it (framework fsdp2): each block a compiled region whose saved "
-            "tensors are AOTAutograd's min cut (docs/compile.md) [false]"},
+     .doc = "torch.compile as torchtitan applies it (framework fsdp2) and torchtune's compile_model (framework "
+            "torch): each block a compiled region whose saved tensors are AOTAutograd's min cut (docs/compile.md) "
+            "[false]"},
+    /* torchtune's training.compile_loss (recipes with compile: True):
+     * CEWithChunkedOutputLoss.compute_cross_entropy, or the whole loss
+     * module, under torch.compile (torchtune/training/_compile.py) */
+    {BOOL_KEY("compile_loss", compile_loss, false),
+     .doc = "with compile: the loss a compiled region too, as torchtune's compile_loss does (each chunk's "
+            "cross-entropy of the chunked loss: its saved tensors the min cut's) [false; stack torchtune: compile]"},
     {U64_KEY("micro_batch", micro_batch, 1, 1 << 24, 1), .doc = "sequences per micro-batch"},
     {U64_KEY("seq_len", seq_len, 1, 1 << 26, 2048), .doc = "tokens per sequence"},
     {U64_KEY("target_len", target_len, 1, 1 << 26, 0), .value = value_target_len,

@@ -180,10 +180,11 @@ bool vp_compile_region(vp_sim *sim, uint32_t first_node, uint32_t end_node, vp_t
 }
 
 const char *vp_compile_recipe_problem(const vp_recipe *recipe) {
+    if (recipe->compile_loss && !recipe->compile) return "compile_loss: needs compile = true (torchtune's compile_loss)";
     if (!recipe->compile) return NULL;
     if (!vp_framework_of(recipe)->compiles_blocks)
-        return "compile: modelled as torchtitan compiles each TransformerBlock (framework = fsdp2); torch.compile "
-               "under Megatron-LM, DeepSpeed, FSDP1 or a transformers run is not modelled (docs/compile.md)";
+        return "compile: modelled as torchtitan and torchtune compile each block (framework = fsdp2 or torch); "
+               "torch.compile under Megatron-LM, DeepSpeed or FSDP1 is not modelled (docs/compile.md)";
     /* DTensor's tensor parallelism traces as functional collectives
      * (all_gather_into_tensor, reduce_scatter_tensor), which the
      * partitioner never recomputes (not in its allowlist: kind_of).
@@ -195,6 +196,9 @@ const char *vp_compile_recipe_problem(const vp_recipe *recipe) {
     if (recipe->checkpoint_every > 1)
         return "compile: torchtitan checkpoints and compiles block by block: checkpointing every-K with K > 1 is not "
                "modelled with compile (docs/compile.md)";
+    if (recipe->compile_loss && recipe->loss != VP_LOSS_CHUNKED)
+        return "compile_loss: modelled for the chunked loss (torchtune's compile_loss of "
+               "CEWithChunkedOutputLoss.compute_cross_entropy; docs/compile.md)";
     if (recipe->offload_activations)
         return "compile: offload_activations (save_on_cpu) with compile is not modelled (docs/compile.md)";
     return NULL;

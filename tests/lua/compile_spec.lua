@@ -137,18 +137,53 @@ describe("compile = true", function()
   end)
 
   for _, case in ipairs({
-    { { "framework=torch" }, "compile: modelled as torchtitan compiles each TransformerBlock (framework = fsdp2)" },
     { { "framework=fsdp2", "cp=2", "checkpointing=op-selective" },
       "compile: context parallelism with selective checkpointing inside a compiled block" },
     { { "framework=fsdp2", "use_reentrant=true", "checkpointing=every-2" }, "compile: torchtitan checkpoints and compiles block by block" },
-    { { "framework=megatron", "tp=2", "dp=1" }, "compile: modelled as torchtitan compiles" },
-    { { "framework=deepspeed", "zero=3" }, "compile: modelled as torchtitan compiles" },
+    { { "framework=megatron", "tp=2", "dp=1" }, "compile: modelled as torchtitan and torchtune compile each block" },
+    { { "framework=deepspeed", "zero=3" }, "compile: modelled as torchtitan and torchtune compile each block" },
   }) do
     it("refuses compile with " .. table.concat(case[1], " "), function()
       local err = helper.fails(helper.with_sets("llama3.2-1b", { "--set", "gpus=2", "--set", "compile=true" }, case[1]))
       assert.truthy(err:find(case[2], 1, true), err)
     end)
   end
+
+  it("compiles torchtune's blocks under framework torch the same way, and refuses the Trainer's whole-model compile", function()
+    -- torchtune's compile_model compiles each decoder layer as torchtitan's
+    -- apply_compile does: the same cut, worked out as above (Llama 3.2 1B:
+    -- 16 blocks, d = 2048, i = 8192; T = 2 x 256 tokens)
+    local function run(compile)
+      return helper.estimate("llama3.2-1b", "--set", "stack=torchtune", "--set", "micro_batch=2", "--set",
+        "seq_len=256", "--set", "checkpointing=none", "--set", "compile=" .. compile, "--set", "compile_loss=false").per_gpu
+    end
+    local T, d, i = 2 * 256, 2048, 8192
+    assert.equal(-16 * (2 * T * d * 4 + T * i * 2), run("true").activations_bytes - run("false").activations_bytes)
+    local err = helper.fails("llama3.2-1b", "--set", "stack=hf-trainer", "--set", "compile=true")
+    assert.truthy(err:find("whole model", 1, true), err)
+  end)
+
+  it("keeps each chunk's 16-bit logits, not its fp32 log-probabilities, with torchtune's compile_loss", function()
+    -- CEWithChunkedOutputLoss.compute_cross_entropy compiled: the upcast,
+    -- log-softmax and nll fuse; the cut saves the chunk's bf16 logits (the
+    -- region's input, 2 bytes an element) where eager autograd saved the
+    -- fp32 log-softmax output (4): 2 bytes less for each of the 512 tokens
+    -- x 128,256 logits
+    local function run(compile_loss)
+      return helper.estimate("llama3.2-1b", "--set", "stack=torchtune", "--set", "micro_batch=2", "--set",
+        "seq_len=256", "--set", "checkpointing=full", "--set", "compile=true", "--set", "compile_loss=" .. compile_loss)
+    end
+    local compiled, eager = run("true"), run("false")
+    assert.equal(true, run("true").recipe.compile_loss)
+    assert.equal(-512 * 128256 * 2, compiled.per_gpu.activations_bytes - eager.per_gpu.activations_bytes)
+    -- torchtune's stack compiles the loss with the model
+    assert.equal(true, helper.estimate("llama3.2-1b", "--set", "stack=torchtune", "--set", "seq_len=256", "--set",
+      "compile=true").recipe.compile_loss)
+    local err = helper.fails("llama3.2-1b", "--set", "compile_loss=true")
+    assert.truthy(err:find("needs compile = true", 1, true), err)
+    err = helper.fails("llama3.2-1b", "--set", "compile=true", "--set", "compile_loss=true", "--set", "loss=fused")
+    assert.truthy(err:find("compile_loss: modelled for the chunked loss", 1, true), err)
+  end)
 
   it("refuses mixtures of experts", function()
     local err = helper.fails("mixtral-8x7b", "--set", "framework=fsdp2", "--set", "gpus=8", "--set", "compile=true")

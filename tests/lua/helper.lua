@@ -39,6 +39,16 @@ function helper.with_sets(model, base, sets)
   return table.unpack(out)
 end
 
+-- A recipe table's keys as "key=value" items, in the keys' order (for
+-- with_sets): the rows of tests/reference/*.json.
+function helper.sets_of(recipe)
+  local names, sets = {}, {}
+  for k in pairs(recipe) do names[#names + 1] = k end
+  table.sort(names)
+  for i, k in ipairs(names) do sets[i] = k .. "=" .. tostring(recipe[k]) end
+  return sets
+end
+
 -- The JSON object of an estimate, failing the test if it does not succeed.
 function helper.estimate(...)
   local out, err, code = helper.run("estimate", "--json", ...)

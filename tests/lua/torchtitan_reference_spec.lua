@@ -36,17 +36,9 @@ local TOLERANCE = 0.05
 local TOLERANCE_CONSTANT = 0.11
 
 local function args_of(row, allocator)
-  local args = { row.model }
-  local names = {}
-  for k in pairs(row.recipe) do names[#names + 1] = k end
-  table.sort(names)
-  for _, k in ipairs(names) do
-    args[#args + 1] = "--set"
-    args[#args + 1] = k .. "=" .. tostring(row.recipe[k])
-  end
-  args[#args + 1] = "--set"
-  args[#args + 1] = "allocator=" .. (allocator or "simulated")
-  return args
+  local sets = helper.sets_of(row.recipe)
+  sets[#sets + 1] = "allocator=" .. (allocator or "simulated")
+  return { helper.with_sets(row.model, {}, sets) }
 end
 
 describe("torchtitan's published runs", function()

@@ -73,8 +73,16 @@ stacks.profiles = {
     -- the last release's configs (0.6.1, April 2025; the rest the KL
     -- distillation losses); main since moved them to LinearCrossEntropyLoss
     -- (loss = chunked-linear).
+    -- With compile: True the recipes compile each decoder layer
+    -- (training.compile_model) and the loss (training.compile_loss:
+    -- CEWithChunkedOutputLoss.compute_cross_entropy under torch.compile;
+    -- torchtune/training/_compile.py).
     defaults = { precision = "bf16", checkpointing = "full", use_reentrant = false, keep_logits = false,
-                 lora_dtype = "base", loss = "chunked" },
+                 lora_dtype = "base", loss = "chunked",
+                 compile_loss = function(keys)
+                   local on = keys.compile == true or (type(keys.compile) == "string" and keys.compile:lower() == "true")
+                   return on and (keys.loss == nil or keys.loss == "chunked") or nil
+                 end },
     rule = "fixed",
   },
   torchtitan = {
@@ -512,6 +520,15 @@ function stacks.apply(keys, origins)
   local source = name and string.format("stack %s", name) or "bf16 / fp16 as transformers and accelerate apply them"
   if profile.framework and keys.framework == nil and keys.zero == nil and (keys.fsdp == nil or keys.fsdp == "none") then
     keys.framework, origins.framework = profile.framework, stack_origin .. " (" .. source .. ")"
+  end
+  -- transformers' Trainer compiles the whole model (TrainingArguments.torch_compile:
+  -- torch.compile(model) in _wrap_model), not each block as torchtitan and
+  -- torchtune do, which is what compile = true models
+  local compile = keys.compile
+  if profile.rule == "hf" and (compile == true or (type(compile) == "string" and compile:lower() == "true")) then
+    error(string.format("%s: compile: the Trainer's torch.compile of the whole model (torch_compile) is not modelled; " ..
+      "compile = true is torchtitan's and torchtune's compile of each block (docs/compile.md)",
+      origins.compile or "recipe"), 0)
   end
   local assumed = { stack = name }
   if keys.precision == nil then
