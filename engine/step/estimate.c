@@ -365,15 +365,15 @@ static uint64_t in_flight_extra(const vp_rank_estimate *e, const vp_recipe *reci
      * before it; torch's ScheduleInterleaved1F1B: (v - 1) x per-round), and
      * whose backward follows it at once: one micro-batch's at a time. (The
      * zero-bubble walks weigh each chunk's bytes themselves.) */
-    if (vp_pp_kind(recipe) == VP_PP_INTERLEAVED && !vp_pp_splits_backward(recipe) &&
-        e->step.head_activations_bytes < held)
-        held -= e->step.head_activations_bytes;
+    bool head_once = vp_pp_kind(recipe) == VP_PP_INTERLEAVED && !vp_pp_splits_backward(recipe) &&
+                     e->step.head_activations_bytes < held;
+    if (head_once) held -= e->step.head_activations_bytes;
     if (e->in_flight > 1) extra += (uint64_t)llround((e->in_flight - 1) * (double)held);
     /* The last stage's outputs kept to the step's end (pp_return_outputs)
-     * are counted by the step itself, every micro-batch's: those of the
-     * micro-batches in flight are the same tensors as their heads' logits
-     * above (GPipe's m, a zero-bubble walk's), not more of them. */
-    if (e->step.pp_outputs_bytes && e->in_flight > 1 && held == e->step.activations_bytes) {
+     * are counted by the step itself, every micro-batch's: where the
+     * micro-batches in flight hold their heads too (GPipe's m, a
+     * zero-bubble walk's), their logits above are those outputs, not more. */
+    if (e->step.pp_outputs_bytes && e->in_flight > 1 && !head_once) {
         double chunk = (double)e->step.pp_outputs_bytes / microbatches(recipe);
         uint64_t overlap = (uint64_t)llround((e->in_flight - 1) * chunk);
         extra = extra > overlap ? extra - overlap : 0;
