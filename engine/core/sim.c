@@ -335,6 +335,10 @@ static void save_at(vp_sim *sim, vp_node *node, unsigned slot, vp_t t, bool stri
     uint64_t bytes;
     const vp_tensor *x = vp_at(sim, t);
     if (!vp_tensor_bytes((vp_dtype)x->dtype, x->numel, &bytes)) overflow(sim);
+    if ((sim->pack_skips_params && x->category == VP_CAT_PARAMS) || bytes < sim->pack_min_bytes) {
+        vp_hold(sim, t);
+        return;
+    }
     bool expanded = x->base && x->numel > vp_at(sim, x->base)->numel; /* a stride-0 dimension */
     if (strided || expanded) pack_through_contiguous(sim, node, bytes);
     node->packed |= (uint8_t)(1u << slot);

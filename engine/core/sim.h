@@ -168,6 +168,10 @@ typedef struct vp_sim {
      * copied to host memory (pack is told the bytes) instead of kept */
     void (*pack)(void *ctx, uint64_t bytes);
     void *pack_ctx;
+    /* what the hooks leave on the GPU: parameters, and tensors of fewer
+     * bytes (torchtune's OffloadActivations: min_offload_size) */
+    bool pack_skips_params;
+    uint64_t pack_min_bytes;
     /* Tensor.register_post_accumulate_grad_hook (PyTorch 2.1+): called for a
      * leaf marked post_accumulate once its AccumulateGrad has put the
      * gradient into .grad, while that node still holds what it was given */

@@ -55,6 +55,10 @@ static bool loss_takes_hidden(const vp_step *step) {
  * them (CausalLMOutputWithPast.logits). */
 static vp_t head_forward(vp_step *step, const vp_op *op, const vp_t *leaves, vp_t x) {
     vp_t weight = vp_op_flag(op, HEAD_TIED) ? step->tied_weight : leaves[HEAD_W];
+    /* torchtune's get_act_offloading_ctx_manager: a NoOpManager around the
+     * output projection, and the loss outside the offloading context: what
+     * they save stays on the GPU */
+    if (step->recipe->offload_torchtune) step->sim.pack = NULL;
     if (loss_takes_hidden(step)) {
         uint64_t v = vp_op_u64(op, HEAD_VOCAB);
         if (step->recipe->loss == VP_LOSS_CHUNKED) return chunked_head_loss(step, x, weight, leaves[HEAD_B], v);

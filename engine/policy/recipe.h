@@ -171,6 +171,7 @@ typedef struct {
     unsigned checkpoint_layers;  /* layers-K: only every K-th layer is checkpointed (one layer a chunk) */
     bool checkpoint_ops;         /* op-selective: each layer checkpointed under torchtitan's op-level policy */
     bool selective;              /* Korthikanti et al.'s selective recompute: the attention core only */
+    bool offload_torchtune;      /* offload_activations by torchtune's OffloadActivations, not save_on_cpu */
     bool use_reentrant;          /* torch.utils.checkpoint(use_reentrant=...) for checkpointed chunks */
     int checkpoint_early_stop;   /* use_reentrant=False: the rerun stops at the last saved tensor; -1: the version's */
     vp_attention_impl attention;

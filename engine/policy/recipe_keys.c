@@ -406,6 +406,16 @@ static const vp_recipe_key keys[] = {
     {BOOL_KEY("offload_activations", offload_activations, false),
      .doc = "the forward under torch.autograd.graph.save_on_cpu(pin_memory=True): what autograd saves goes to pinned "
             "host memory [false]"},
+    /* torchtune/training/_activation_offloading.py (OffloadActivations,
+     * torchtune 0.4): saved tensors of min_offload_size = 1024 bytes or more
+     * that are not parameters or buffers go to pinned host memory; the
+     * recipes enter it around the model's forward only, and
+     * get_act_offloading_ctx_manager suspends it around the output
+     * projection (NoOpManager): the head and the loss keep theirs */
+    {BOOL_KEY("offload_torchtune", offload_torchtune, false),
+     .doc = "offload_activations as torchtune's OffloadActivations does it: the decoder's saved tensors of 1 KiB or "
+            "more but its parameters; the output head and the loss keep theirs on the GPU [false; stack torchtune: "
+            "true]"},
     {BOOL_KEY("training", training, true), .doc = "dropout active (model.train())"},
     {UINT_KEY("dp", dp, 1, 1 << 20, 1), .doc = "data-parallel ranks (DDP with framework torch)"},
     {UINT_KEY("zero", zero, 0, 3, 0), .doc = "DeepSpeed ZeRO stage 0-3 (framework deepspeed)"},

@@ -199,7 +199,12 @@ const char *vp_compile_recipe_problem(const vp_recipe *recipe) {
     if (recipe->compile_loss && recipe->loss != VP_LOSS_CHUNKED)
         return "compile_loss: modelled for the chunked loss (torchtune's compile_loss of "
                "CEWithChunkedOutputLoss.compute_cross_entropy; docs/compile.md)";
-    if (recipe->offload_activations)
-        return "compile: offload_activations (save_on_cpu) with compile is not modelled (docs/compile.md)";
+    /* under a full checkpoint a compiled block saves what the checkpoint
+     * keeps (its input, saved by the eager wrapper through the hooks) */
+    bool every_block_checkpointed = recipe->checkpoint_every == 1 && !recipe->checkpoint_layers &&
+                                    !recipe->checkpoint_ops && !recipe->selective;
+    if (recipe->offload_activations && !(recipe->offload_torchtune && every_block_checkpointed))
+        return "compile: offload_activations with compile is modelled for torchtune's offloading with every block "
+               "checkpointed (docs/compile.md)";
     return NULL;
 }

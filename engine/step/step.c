@@ -623,10 +623,14 @@ static uint64_t micro_batch(vp_step *step, const vp_meter *resident, const vp_me
     vp_drop(sim, old_labels);
     vp_drop(sim, old_mask);
     vp_drop(sim, old_types);
-    /* `with save_on_cpu(pin_memory=True): out = model(batch)` */
+    /* `with save_on_cpu(pin_memory=True): out = model(batch)`, or torchtune's
+     * `with OffloadActivations(): logits = model(...)` (min_offload_size 1024
+     * bytes, parameters and buffers kept; off again around the head: op_head.c) */
     if (step->recipe->offload_activations) {
         sim->pack = offload_pack;
         sim->pack_ctx = step;
+        sim->pack_skips_params = step->recipe->offload_torchtune;
+        sim->pack_min_bytes = step->recipe->offload_torchtune ? 1024 : 0;
     }
     vp_t old_loss = priv->loss, old_outputs[VP_TENSOR_SLOTS], old_graph_leaves[VP_GRAPH_LEAVES];
     memcpy(old_graph_leaves, priv->graph_leaves, sizeof old_graph_leaves);

@@ -190,3 +190,35 @@ describe("compile = true", function()
     assert.truthy(err:find("compile: mixtures of experts", 1, true), err)
   end)
 end)
+
+describe("offload_torchtune", function()
+  -- torchtune's OffloadActivations (torchtune/training/_activation_offloading.py):
+  -- saved tensors of 1,024 bytes or more that are not parameters; the head
+  -- and the loss outside it (NoOpManager around the output projection)
+  local function run(torchtune, ...)
+    return helper.estimate("llama3.2-1b", "--set", "stack=torchtune", "--set", "micro_batch=2", "--set",
+      "seq_len=256", "--set", "checkpointing=full", "--set", "offload_activations=true", "--set",
+      "offload_torchtune=" .. torchtune, ...)
+  end
+
+  it("keeps the head's and the loss's saved tensors and the parameters on the GPU, unlike save_on_cpu", function()
+    local tune, plain = run("true"), run("false")
+    -- the chunked loss's fp32 log-probabilities (512 tokens x 128,256 x 4)
+    -- and the head's eight input chunks (2 x 32 x 2,048 x 2) stay
+    local kept = tune.per_gpu.activations_bytes - plain.per_gpu.activations_bytes
+    assert.is_true(kept >= 512 * 128256 * 4 + 8 * 2 * 32 * 2048 * 2, kept)
+    assert.is_true(kept < 512 * 128256 * 4 + 8 * 2 * 32 * 2048 * 2 + 2 ^ 20, kept)
+    -- save_on_cpu copies the tied head's weight for each chunk's matmul (8
+    -- x 128,256 x 2,048 x 2 bytes); torchtune's hooks leave parameters
+    assert.is_true(plain.host.cpu_bytes_per_rank - tune.host.cpu_bytes_per_rank >= 8 * 128256 * 2048 * 2)
+    -- the 16 checkpointed layers' inputs (2 MiB each) go to the host
+    assert.is_true(tune.host.cpu_bytes_per_rank >= 16 * 2 ^ 21)
+  end)
+
+  it("composes with compile when every block is checkpointed, as torchtune runs it", function()
+    assert.equal(true, run("true", "--set", "compile=true").recipe.compile)
+    local err = helper.fails("llama3.2-1b", "--set", "stack=torchtune", "--set", "seq_len=256", "--set",
+      "checkpointing=none", "--set", "offload_activations=true", "--set", "compile=true")
+    assert.truthy(err:find("every block checkpointed", 1, true), err)
+  end)
+end)

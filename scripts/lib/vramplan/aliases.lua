@@ -45,6 +45,7 @@ aliases.keys = {
   lora_target = { key = "lora_targets" },
   -- torchtune's recipe configs (recipes/configs/*.yaml)
   optimizer_in_bwd = { key = "optimizer_in_backward" },
+  enable_activation_offloading = { key = "offload_activations" },
   num_output_chunks = { key = "loss_chunks" }, -- its chunked losses' argument
   -- DeepSpeed
   train_batch_size = { key = "global_batch" },

@@ -76,9 +76,10 @@ stacks.profiles = {
     -- With compile: True the recipes compile each decoder layer
     -- (training.compile_model) and the loss (training.compile_loss:
     -- CEWithChunkedOutputLoss.compute_cross_entropy under torch.compile;
-    -- torchtune/training/_compile.py).
+    -- torchtune/training/_compile.py). enable_activation_offloading is its
+    -- OffloadActivations (offload_torchtune).
     defaults = { precision = "bf16", checkpointing = "full", use_reentrant = false, keep_logits = false,
-                 lora_dtype = "base", loss = "chunked",
+                 lora_dtype = "base", loss = "chunked", offload_torchtune = true,
                  compile_loss = function(keys)
                    local on = keys.compile == true or (type(keys.compile) == "string" and keys.compile:lower() == "true")
                    return on and (keys.loss == nil or keys.loss == "chunked") or nil
