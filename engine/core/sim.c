@@ -335,7 +335,10 @@ static void save_at(vp_sim *sim, vp_node *node, unsigned slot, vp_t t, bool stri
     uint64_t bytes;
     const vp_tensor *x = vp_at(sim, t);
     if (!vp_tensor_bytes((vp_dtype)x->dtype, x->numel, &bytes)) overflow(sim);
-    if ((sim->pack_skips_params && x->category == VP_CAT_PARAMS) || bytes < sim->pack_min_bytes) {
+    /* (isinstance(t, nn.Parameter): the parameter itself, not a view of it
+     * such as the transposed weight a matmul saves, weight.t()) */
+    bool parameter = x->category == VP_CAT_PARAMS && !x->base && !strided;
+    if ((sim->pack_skips_params && parameter) || bytes < sim->pack_min_bytes) {
         vp_hold(sim, t);
         return;
     }

@@ -1069,6 +1069,13 @@ CASES = [
     ("llama bf16 loss chunked checkpointed", llama(layers=3, vocab=4096), recipe(
         "bf16", s=256, ckpt="full", loss="chunked", keep_logits="false")),
     ("llama amp-bf16 loss chunked", llama(vocab=4096), recipe("amp-bf16", s=256, loss="chunked", keep_logits="false")),
+    # torchtune's OffloadActivations (offload_torchtune): parameters and
+    # tensors under 1 KiB stay, and so does what the head and the loss save
+    ("llama bf16 loss chunked checkpointed offload torchtune", llama(layers=3, vocab=4096), recipe(
+        "bf16", s=256, ckpt="full", loss="chunked", keep_logits="false", offload_activations="true",
+        offload_torchtune="true")),
+    ("llama bf16 loss chunked offload torchtune", llama(vocab=4096), recipe(
+        "bf16", s=64, loss="chunked", keep_logits="false", offload_activations="true", offload_torchtune="true")),
     ("llama lora bf16 loss chunked", llama(vocab=4096), recipe(
         "bf16", s=256, finetune="lora", loss="chunked", keep_logits="false")),
     ("llama bf16 loss chunked uneven", llama(vocab=4096), recipe("bf16", s=100, loss="chunked", keep_logits="false")),

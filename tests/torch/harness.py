@@ -57,10 +57,16 @@ class SaveOnHost(torch.autograd.graph.saved_tensors_hooks):
     packed_bytes adds up the pinned blocks the GPU run would take from the
     caching host allocator (each request rounded up to a power of two)."""
 
-    def __init__(self):
+    def __init__(self, torchtune=False):
         self.packed_bytes = 0
 
         def pack(tensor):
+            # torchtune's OffloadActivations (torchtune/training/
+            # _activation_offloading.py): a parameter, or a tensor of fewer
+            # than min_offload_size = 1024 bytes, stays where it is
+            if torchtune and (isinstance(tensor, torch.nn.Parameter) or
+                              tensor.numel() * tensor.element_size() < 1024):
+                return tensor
             host = np.empty(tuple(tensor.shape), dtype=HOST_STORAGE[tensor.dtype])
             with torch.no_grad():
                 # CUDA copies a non-contiguous tensor to the host through a
@@ -79,6 +85,8 @@ class SaveOnHost(torch.autograd.graph.saved_tensors_hooks):
             return tensor.dtype, host
 
         def unpack(packed):
+            if isinstance(packed, torch.Tensor):
+                return packed
             dtype, host = packed
             if dtype == torch.float64 and host.ndim == 0:
                 # a wrapped Python number (`x * scaling`) lives on the CPU in
@@ -365,6 +373,10 @@ def measure(case, rank=None):
     ckpt = checkpoint_fn(every, ac, reentrant, str(recipe.get("checkpoint_early_stop", "false")) == "true",
                          layers_k, op_selective)
     offload = str(recipe.get("offload_activations", "false")) == "true"
+    offload_torchtune = str(recipe.get("offload_torchtune", "false")) == "true"
+    # torchtune's get_act_offloading_ctx_manager: a NoOpManager around the
+    # output projection; the recipe's loss runs outside the context
+    model.head_outside_hooks = offload and offload_torchtune
     result = {}
 
     # gradient accumulation as a training loop runs it: `for batch in
@@ -399,7 +411,7 @@ def measure(case, rank=None):
                 new_labels = new_ids.clone()
             input_ids, labels, extra = new_ids, new_labels, new_extra
             del new_ids, new_labels, new_extra
-            host = SaveOnHost() if offload else None
+            host = SaveOnHost(offload_torchtune) if offload else None
             if ckpt is not None:
                 ckpt.calls = 0
             with host or contextlib.nullcontext():

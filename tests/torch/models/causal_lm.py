@@ -1,4 +1,6 @@
 """XForCausalLM over every decoder family: the body, the head, the loss."""
+import contextlib
+
 import torch
 import torch.nn as nn
 
@@ -67,7 +69,12 @@ class CausalLM(nn.Module):
             # states) before backward; Liger makes none: the outputs keep
             # the cache alone, if any
             if kind == "chunked":
-                loss = chunked_output_loss(ac, hidden_states, self.model.head_weight(), labels, self.loss_chunks)
+                # torchtune's NoOpManager (identity hooks on top) around the
+                # output projection, the loss outside the offloading context
+                noop = torch.autograd.graph.saved_tensors_hooks(lambda t: t, lambda t: t)
+                with noop if getattr(self, "head_outside_hooks", False) else contextlib.nullcontext():
+                    loss = chunked_output_loss(ac, hidden_states, self.model.head_weight(), labels,
+                                               self.loss_chunks)
             elif kind == "chunked-linear":
                 loss = linear_cross_entropy_loss(ac, hidden_states, self.model.head_weight(), labels,
                                                  self.loss_chunks)
