@@ -12,7 +12,7 @@ describe("accuracy notes", function()
   it("say how close vramplan has been on runs of the same kind", function()
     local out = helper.run("estimate", "llama3.2-1b", "--gpu", "a100-80gb", "--set", "seq_len=512")
     local a = require("vramplan.accuracy").full
-    assert.truthy(out:find(string.format("on %d published GPU measurements of full fine-tuning", a.runs), 1, true), out)
+    assert.truthy(out:find(string.format("on %d published GPU measurements of full-parameter training", a.runs), 1, true), out)
   end)
 
   it("warn when the headroom is smaller than the largest under-estimate", function()

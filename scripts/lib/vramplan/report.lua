@@ -27,7 +27,7 @@ report.count = count
 -- How close vramplan has been to published GPU measurements of runs of
 -- this kind (vramplan.accuracy, from tests/reference/), and a warning when
 -- the headroom is smaller than its largest under-estimate there.
-local ACCURACY_KINDS = { full = { "full", "full fine-tuning" }, lora = { "lora", "LoRA" }, qlora = { "lora", "LoRA" } }
+local ACCURACY_KINDS = { full = { "full", "full-parameter training" }, lora = { "lora", "LoRA" }, qlora = { "lora", "LoRA" } }
 
 function report.accuracy_notes(r, gpu)
   local kind = ACCURACY_KINDS[r.recipe.finetune]
