@@ -14,6 +14,11 @@ const vp_framework_kind *vp_framework_at(unsigned index) {
 
 const vp_framework_kind *vp_framework_of(const vp_recipe *recipe) { return registry[recipe->framework]; }
 
+const vp_stream_ops *vp_framework_streams(const vp_recipe *recipe) {
+    const vp_framework_kind *f = vp_framework_of(recipe);
+    return f->uses_streams && !f->uses_streams(recipe) ? NULL : f->streams;
+}
+
 unsigned vp_framework_shard_group(const vp_recipe *r) {
     if (vp_framework_of(r)->hsdp && r->fsdp_shard_size) return r->fsdp_shard_size;
     return vp_shard_group(r);

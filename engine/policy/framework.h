@@ -38,6 +38,8 @@ typedef struct vp_framework_kind {
      * each stream's blocks cached for that stream alone (ledger.h); NULL:
      * all on the default stream. The labels are engine/step/layout.c's. */
     const vp_stream_ops *streams;
+    /* Whether the streams are used under the recipe; NULL: always. */
+    bool (*uses_streams)(const vp_recipe *recipe);
     /* optimizer_impl = auto: the implementation it steps with (torch.optim's
      * foreach default, or its own fused Adam) */
     vp_optimizer_impl optimizer_impl;
@@ -103,6 +105,8 @@ const vp_framework_kind *vp_framework_at(unsigned index);
 
 /* The recipe's framework. */
 const vp_framework_kind *vp_framework_of(const vp_recipe *recipe);
+/* The framework's communication streams under the recipe (NULL: none). */
+const vp_stream_ops *vp_framework_streams(const vp_recipe *recipe);
 
 /* The ranks a parameter is sharded over: vp_shard_group, or FSDP2's
  * shard dimension under HSDP (fsdp_shard_size). */

@@ -72,11 +72,27 @@ static void deepspeed_traffic(const vp_recipe *r, vp_dp_traffic *out) {
 }
 
 /* DeepSpeed builds its own FusedAdam (multi-tensor apply, no temporaries) */
+/* ZeRO-3 with overlap_comm gathers on a stream of its own
+ * (deepspeed/runtime/zero/parameter_offload.py: __allgather_stream, a new
+ * Stream when overlap_comm, else the default stream; partitioned_param_
+ * coordinator.py fetch_sub_module: all_gather_coalesced under it, which
+ * allocates the gathered parameters there). Its reduce stream's
+ * allocations (the contiguous ipg bucket is resident) are not split out. */
+static const char *const deepspeed_gathers[] = {"all_gather", "all_gather.prefetch", "all_gather.root",
+                                                "all_gather.release", NULL};
+static const vp_stream_ops deepspeed_streams = {{deepspeed_gathers, NULL}};
+
+static bool deepspeed_uses_streams(const vp_recipe *r) {
+    return r->zero == 3 && (r->overlap_comm >= 0 ? r->overlap_comm > 0 : true);
+}
+
 const vp_framework_kind vp_framework_deepspeed = {
     .name = "deepspeed",
     .plan = plan_deepspeed,
     .shards_params = deepspeed_shards_params,
     .dp_traffic = deepspeed_traffic,
+    .streams = &deepspeed_streams,
+    .uses_streams = deepspeed_uses_streams,
     .optimizer_impl = VP_IMPL_FUSED,
     .hf_modeling = true,
     .python_locals = true,

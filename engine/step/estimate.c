@@ -490,7 +490,7 @@ vp_step_status vp_estimate_run(const vp_model *model, const vp_recipe *recipe, c
  * allocator only grows; in practice it stops after the second step). */
 enum { SIMULATED_STEPS = 3 };
 
-static const vp_stream_ops *streams_of(const vp_recipe *recipe) { return vp_framework_of(recipe)->streams; }
+static const vp_stream_ops *streams_of(const vp_recipe *recipe) { return vp_framework_streams(recipe); }
 
 /* The whole run replayed: the prelude (loading, quantizing, wrapping)
  * before the step's log. */

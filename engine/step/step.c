@@ -868,7 +868,7 @@ static vp_step_status attempt(const vp_model *model, const vp_recipe *given, con
     memset(result, 0, sizeof *result);
     if (ledger_out) vp_ledger_init(ledger_out, false);
     vp_ledger_init(&step.ledger, record);
-    if (recipe->device != VP_DEVICE_CPU) vp_ledger_set_streams(&step.ledger, vp_framework_of(recipe)->streams);
+    if (recipe->device != VP_DEVICE_CPU) vp_ledger_set_streams(&step.ledger, vp_framework_streams(recipe));
     vp_sim_init(&step.sim, &step.ledger);
     if (reuse) vp_sim_adopt(&step.sim, reuse);
     step.model = model;

@@ -32,6 +32,9 @@ local STREAMS = {
   fsdp = { all_gather = 1, ["all_gather.prefetch"] = 1, ["all_gather.root"] = 1, ["all_gather.release"] = 1,
     ["reduce_scatter.grad"] = 2 },
   fsdp2 = { ["all_gather.output"] = 1, ["reduce_scatter.grad"] = 2 },
+  -- DeepSpeed ZeRO-3 with overlap_comm: all_gather_coalesced under
+  -- parameter_offload.py's __allgather_stream (partitioned_param_coordinator.py)
+  deepspeed = { all_gather = 1, ["all_gather.prefetch"] = 1, ["all_gather.root"] = 1, ["all_gather.release"] = 1 },
 }
 
 -- Each stream's live bytes over the timeline: its peak and its pools there.
@@ -81,6 +84,24 @@ describe("the constant allocator with FSDP's stream pools", function()
       assert.are.equal(g.peak_allocated_bytes, folded.peak_allocated_bytes)
     end)
   end
+
+  it("deepspeed ZeRO-3: the default stream's peak plus the all-gather stream's high-water, as a brute force finds",
+    function()
+      local sets = { "--set", "framework=deepspeed", "--set", "zero=3", "--set", "gpus=4", "--set", "seq_len=512",
+        "--set", "precision=mixed-bf16" }
+      local r = helper.estimate("llama3.2-1b", "--timeline", table.unpack(sets))
+      local m = per_stream(r.timeline, STREAMS.deepspeed)
+      assert.is_true(m[1].peak > 0, "the all-gather stream allocates")
+      local expected = math.max(segments(m[0].peak_pools), m[0].peak) +
+        math.floor(r.recipe.fragmentation * m[0].peak + 0.5) + segments(m[1].peak_pools)
+      assert.is_true(math.abs(r.per_gpu.peak_reserved_bytes - expected) <= 1,
+        string.format("engine %d, brute force %d", r.per_gpu.peak_reserved_bytes, expected))
+      -- overlap_comm off: one stream, gathers and all
+      local one = helper.estimate("llama3.2-1b", "--timeline", "--set", "overlap_comm=false", table.unpack(sets))
+      local all = per_stream(one.timeline, {})
+      assert.is_true(math.abs(one.per_gpu.peak_reserved_bytes - (math.max(segments(all[0].peak_pools), all[0].peak) +
+        math.floor(one.recipe.fragmentation * all[0].peak + 0.5))) <= 1)
+    end)
 
   it("keeps sequence parallelism's reduce-scatters on the compute stream under fsdp2 with tp", function()
     -- FSDP2's reduce-scatter stream gets the sharded gradients, one per unit
