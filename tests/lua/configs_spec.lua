@@ -248,6 +248,23 @@ describe("axolotl and LLaMA-Factory YAML as recipes", function()
     assert.truthy(out:find("Meta-Llama-3-8B on NVIDIA A100 80GB", 1, true), out)
   end)
 
+  it("reads axolotl's attn_implementation (its attention key since the boolean flags were deprecated)", function()
+    local path = FIXTURES .. "axolotl/examples/llama-3/lora-1b.yml"
+    local out, err, code = helper.run("estimate", "--recipe", path, "--json")
+    assert.are.equal(0, code, err)
+    assert.are.equal("flash", json.decode(out).recipe.attention) -- attn_implementation: flash_attention_2
+    assert.truthy(err:find("(the estimate ignores them): sample_packing\n", 1, true), err)
+    -- a Hub kernel of FlashAttention is flash; a kernel vramplan does not model is named
+    local hub = helper.write("base_model: NousResearch/Llama-3.2-1B\nsequence_len: 128\n"
+      .. "attn_implementation: kernels-community/vllm-flash-attn3\n", ".yml")
+    assert.are.equal("flash", helper.estimate("--recipe", hub).recipe.attention)
+    local flex = helper.write("base_model: NousResearch/Llama-3.2-1B\nsequence_len: 128\n"
+      .. "attn_implementation: flex_attention\n", ".yml")
+    _, err, code = helper.run("estimate", "--recipe", flex)
+    assert.are.equal(0, code, err)
+    assert.truthy(err:find("ignores them): attn_implementation=flex_attention\n", 1, true), err)
+  end)
+
   it("reads axolotl's LoRA example over 8-bit weights as LLM.int8", function()
     local r = helper.estimate("--recipe", FIXTURES .. "axolotl/examples/llama-3/lora-8b.yml")
     assert_keys(r.recipe, { finetune = "qlora", quant = "int8", lora_rank = 32, optimizer = "adamw-8bit" })

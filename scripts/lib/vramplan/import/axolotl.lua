@@ -26,7 +26,7 @@ for k in ([[base_model base_model_config model_type tokenizer_type tokenizer_con
   lora_modules_to_save sequence_len micro_batch_size gradient_accumulation_steps gradient_checkpointing
   gradient_checkpointing_kwargs flash_attention sdp_attention eager_attention optimizer weight_decay deepspeed fsdp
   fsdp_config fsdp_version peft_use_dora torch_dtype liger_rms_norm liger_rope liger_fused_linear_cross_entropy
-  cut_cross_entropy]]):gmatch("%S+") do
+  cut_cross_entropy attn_implementation]]):gmatch("%S+") do
   no_memory[k] = true
 end
 
@@ -132,6 +132,29 @@ local function read_kernels(r, c)
   end
 end
 
+-- attn_implementation, axolotl's attention key since its boolean flags
+-- (flash_attention, sdp_attention, ...) were deprecated: transformers'
+-- names, or a Hub kernel's path passed through to transformers
+-- (src/axolotl/utils/schemas/config.py, attn_implementation and
+-- normalize_attn_implementation; axolotl at 067b021c). FlashAttention 2
+-- and 3 and the Hub's flash-attn kernels keep the same per-token
+-- statistics; flex_attention, xformers, sage and fp8 are not modelled.
+local attn_impls = { flash_attention_2 = "flash", flash_attention_3 = "flash", sdpa = "sdpa", eager = "eager" }
+
+local function read_attention(r, c)
+  local impl = c.attn_implementation
+  if impl == nil then
+    if truthy(c.flash_attention) then r.set("attention", "flash", { "flash_attention" })
+    elseif truthy(c.sdp_attention) then r.set("attention", "sdpa", { "sdp_attention" })
+    elseif truthy(c.eager_attention) then r.set("attention", "eager", { "eager_attention" }) end
+    return
+  end
+  local s = common.show(impl)
+  local name = attn_impls[s] or (s:find("/", 1, true) and s:lower():find("flash%-attn") and "flash")
+  if name then r.set("attention", name, { "attn_implementation" })
+  else r.skip({ "attn_implementation=" .. s }) end
+end
+
 -- Fills recipe `r` from an axolotl config table.
 function axolotl.read(r, c)
   r.set("stack", "axolotl", nil, false, "an axolotl config")
@@ -153,9 +176,7 @@ function axolotl.read(r, c)
   if type(c.gradient_checkpointing_kwargs) == "table" and c.gradient_checkpointing_kwargs.use_reentrant ~= nil then
     r.set("use_reentrant", truthy(c.gradient_checkpointing_kwargs.use_reentrant), { "gradient_checkpointing_kwargs" })
   end
-  if truthy(c.flash_attention) then r.set("attention", "flash", { "flash_attention" })
-  elseif truthy(c.sdp_attention) then r.set("attention", "sdpa", { "sdp_attention" })
-  elseif truthy(c.eager_attention) then r.set("attention", "eager", { "eager_attention" }) end
+  read_attention(r, c)
   if c.xformers_attention then r.skip({ "xformers_attention" }) end
   if c.optimizer ~= nil then r.set("optimizer", c.optimizer, { "optimizer" }) end
   if c.weight_decay ~= nil then r.set("weight_decay", c.weight_decay, { "weight_decay" }) end
