@@ -102,8 +102,10 @@ hub_ids.implementations = {
 -- Also found: the same repository under another owner (mirrors such as
 -- NousResearch/Meta-Llama-3-8B, unsloth/...), and the chat or instruct
 -- variant of a base checkpoint (its config has the same architecture):
--- names compared in lower case, with these suffixes taken off.
-local suffixes = { "%-instruct$", "%-chat%-hf$", "%-chat$", "%-it$", "%-hf$" }
+-- names compared in lower case, with these suffixes taken off (Gemma's
+-- pretrained checkpoints end in -pt, their instruction-tuned ones in -it:
+-- google/gemma-3-1b-pt and google/gemma-3-1b-it share one config).
+local suffixes = { "%-instruct$", "%-chat%-hf$", "%-chat$", "%-it$", "%-pt$", "%-hf$" }
 
 local function repo_name(id) return (id:match("([^/]+)$") or id):lower() end
 
