@@ -414,6 +414,23 @@ describe("accelerate config YAML as recipes", function()
     })
   end)
 
+  it("reads mixed_precision no (accelerate's default) as fp32, not vramplan's default", function()
+    -- the multi-node template sets no mixed_precision: DDP over fp32 weights, no autocast
+    assert_same_as_sets("llama3.2-1b", DIR .. "multi_node.yaml", { "--set", "seq_len=256" }, {
+      framework = "torch", dp = 8, gpus = 8, gpus_per_node = 4, precision = "fp32",
+    })
+    -- under DeepSpeed without a file: DeepSpeedPlugin leaves fp16 and bf16 off
+    local path = helper.write("distributed_type: DEEPSPEED\nmixed_precision: 'no'\nnum_processes: 2\n"
+      .. "deepspeed_config:\n  zero_stage: 2\n", ".yaml")
+    assert.are.equal("fp32", estimate("llama3.2-1b", "--recipe", path, "--set", "seq_len=256").precision)
+    -- a DeepSpeed file's "auto" is filled with false; its explicit fp16 stays
+    local ds = helper.write('{"fp16": {"enabled": "auto"}, "zero_optimization": {"stage": 1}}', ".json")
+    path = helper.write("distributed_type: DEEPSPEED\nnum_processes: 2\ndeepspeed_config:\n  deepspeed_config_file: "
+      .. ds:match("([^/]+)$") .. "\n", ".yaml")
+    assert.are.equal("fp32", estimate("llama3.2-1b", "--recipe", path, "--set", "seq_len=256").precision)
+    assert.are.equal("mixed-fp16", estimate("llama3.2-1b", "--recipe", DIR .. "deepspeed.yaml", "--set", "seq_len=256").precision)
+  end)
+
   it("reads the plugin fields without a DeepSpeed file, and the machines' count", function()
     local path = helper.write("compute_environment: LOCAL_MACHINE\ndistributed_type: DEEPSPEED\nmixed_precision: bf16\n" ..
       "num_machines: 2\nnum_processes: 16\ndeepspeed_config:\n  zero_stage: 3\n  offload_optimizer_device: cpu\n" ..

@@ -19,7 +19,7 @@ local no_memory = {}
 for k in ([[compute_environment distributed_type mixed_precision num_processes num_machines machine_rank gpu_ids
   main_process_ip main_process_port main_training_function rdzv_backend same_network use_cpu debug enable_cpu_affinity
   tpu_env tpu_use_cluster tpu_use_sudo tpu_name tpu_zone commands command_file downcast_bf16 deepspeed_config
-  fsdp_config megatron_lm_config fp8_config]]):gmatch("%S+") do
+  fsdp_config megatron_lm_config fp8_config fp16]]):gmatch("%S+") do
   no_memory[k] = true
 end
 
@@ -96,7 +96,10 @@ function accelerate.read(r, c)
   local kind = c.distributed_type and tostring(c.distributed_type):upper()
   if kind and distributed[kind] then r.set("framework", distributed[kind], { "distributed_type" })
   elseif kind then r.skip({ "distributed_type=" .. kind }) end
-  local mp = c.mixed_precision and tostring(c.mixed_precision):lower() or "no"
+  -- config_args.py (BaseConfig.from_yaml_file): without mixed_precision, a
+  -- legacy `fp16: true` means fp16, else "no" (the launcher's default)
+  local mp = c.mixed_precision and tostring(c.mixed_precision):lower() or (truthy(c.fp16) and "fp16") or "no"
+  if mp == "false" then mp = "no" end -- YAML 1.1 reads an unquoted no as false
   if mp == "bf16" then r.set("bf16", true, { "mixed_precision" })
   elseif mp == "fp16" then r.set("fp16", true, { "mixed_precision" })
   elseif mp == "fp8" then
@@ -118,6 +121,14 @@ function accelerate.read(r, c)
   if type(c.fsdp_config) == "table" and kind == "FSDP" then read_fsdp(r, c.fsdp_config) end
   if type(c.megatron_lm_config) == "table" and kind == "MEGATRON_LM" then read_megatron(r, c.megatron_lm_config) end
   if kind == "DEEPSPEED" and c.deepspeed_config == nil then read_deepspeed(r, {}) end
+  if mp == "no" then
+    -- no autocast and no 16-bit copy: fp32 throughout (FSDP without a
+    -- MixedPrecision policy; DeepSpeedPlugin.set_mixed_precision fills a
+    -- DeepSpeed file's "auto" fp16 / bf16 with false, its explicit values stay)
+    local given = c.mixed_precision ~= nil
+    r.set("precision", "fp32", given and { "mixed_precision" } or nil, false,
+      given and "mixed_precision no" or "accelerate's default mixed_precision no")
+  end
   for k in pairs(c) do
     if not no_memory[k] then r.skip({ k }) end
   end
