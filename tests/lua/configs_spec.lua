@@ -319,6 +319,16 @@ describe("axolotl and LLaMA-Factory YAML as recipes", function()
     assert.truthy(err:find(path .. ":3: cannot find the DeepSpeed config no-such-file.json", 1, true), err)
   end)
 
+  it("names the DeepSpeed file's keys it does not model under that file, apart from the YAML's", function()
+    local ds = helper.write('{"zero_optimization": {"stage": 3, "sub_group_size": 0}}', ".json")
+    local path = helper.write("base_model: gpt2\nsequence_len: 128\nsample_packing: true\nuse_ray: true\ndeepspeed: "
+      .. ds:match("([^/]+)$") .. "\n", ".yml")
+    local _, err, code = helper.run("estimate", "--recipe", path)
+    assert.are.equal(0, code, err)
+    assert.truthy(err:find(path .. ": axolotl keys vramplan does not model (the estimate ignores them): sample_packing, "
+      .. "use_ray; in " .. ds .. ": zero_optimization.sub_group_size\n", 1, true), err)
+  end)
+
   it("reads aliases once each: ten levels of nine (a billion laughs) are not copied 9^10 times", function()
     -- found while writing the fuzz target (tests/fuzz/regressions/)
     local lines = { "base_model: gpt2", "micro_batch_size: 2", "sequence_len: 128", "a0: &a0 [x, x, x, x, x, x, x, x, x]" }

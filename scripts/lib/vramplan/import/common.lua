@@ -64,12 +64,21 @@ function common.recipe(path, text)
   return r
 end
 
--- Prints one warning listing the keys of a file that were not modelled.
+-- Prints one warning listing the keys of a file that were not modelled,
+-- then those of the DeepSpeed file it names, each under its own file's name.
 function common.warn(r, tool)
-  if #r.unmodelled == 0 then return end
-  table.sort(r.unmodelled)
+  local parts = {}
+  if #r.unmodelled > 0 then
+    table.sort(r.unmodelled)
+    parts[1] = table.concat(r.unmodelled, ", ")
+  end
+  for _, named in ipairs(r.named_files or {}) do
+    table.sort(named.unmodelled)
+    parts[#parts + 1] = "in " .. named.path .. ": " .. table.concat(named.unmodelled, ", ")
+  end
+  if #parts == 0 then return end
   io.stderr:write(string.format("vramplan: warning: %s: %s keys vramplan does not model (the estimate ignores them): %s\n",
-    r.path, tool, table.concat(r.unmodelled, ", ")))
+    r.path, tool, table.concat(parts, "; ")))
 end
 
 -- True when `value` is the string "auto" (resolved from the rest of the run).
@@ -136,7 +145,10 @@ function common.merge_deepspeed(r, name, keypath)
     end
   end
   for _, d in ipairs(ds.deferred) do r.deferred[#r.deferred + 1] = d end
-  for _, u in ipairs(ds.unmodelled) do r.unmodelled[#r.unmodelled + 1] = path .. ": " .. u end
+  if #ds.unmodelled > 0 then
+    r.named_files = r.named_files or {}
+    r.named_files[#r.named_files + 1] = { path = path, unmodelled = ds.unmodelled }
+  end
   if ds.auto_precision then r.auto_precision = true end
 end
 
