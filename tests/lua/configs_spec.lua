@@ -348,6 +348,14 @@ describe("axolotl and LLaMA-Factory YAML as recipes", function()
     assert.are.equal(128, r.recipe.seq_len)
   end)
 
+  it("refuses LLaMA-Factory's v1 configs by name rather than reading them as axolotl's (micro_batch_size)", function()
+    local path = FIXTURES .. "llamafactory/examples/v1/train_lora/train_lora_sft.yaml"
+    local err = helper.fails("qwen3-4b", "--recipe", path)
+    assert.truthy(err:find(path .. ": a LLaMA-Factory v1 config (model, model_class): vramplan reads LLaMA-Factory's "
+      .. "configs with model_name_or_path", 1, true), err)
+    assert.falsy(err:find("axolotl", 1, true), err)
+  end)
+
   it("blames a malformed YAML file's line and column", function()
     local path = helper.write("base_model: gpt2\nadapter: lora\n  lora_r: 8\n", ".yaml")
     assert.truthy(helper.fails("--recipe", path):find(path .. ":3:9: mapping values are not allowed", 1, true))
