@@ -102,6 +102,23 @@ describe("DeepSpeed configs as recipes", function()
     assert.falsy(err:find("gradient_clipping", 1, true), err)
   end)
 
+  it("lists a parameter offload below stage 3, which DeepSpeed ignores, rather than refusing the config", function()
+    -- DeepSpeed's tests/hybrid_engine/hybrid_engine_config.json: stage 0 with offload_param cpu
+    local path = helper.write('{"train_micro_batch_size_per_gpu": 2, "zero_optimization": {"stage": 0, '
+      .. '"offload_param": {"device": "cpu"}}, "fp16": {"enabled": true}}', ".json")
+    local out, err, code = helper.run("estimate", "gpt2", "--recipe", path, "--set", "seq_len=128", "--json")
+    assert.are.equal(0, code, err)
+    assert.are.equal("none", json.decode(out).recipe.offload_params)
+    assert.truthy(err:find("zero_optimization.offload_param (only ZeRO stage 3 offloads parameters)", 1, true), err)
+    path = helper.write('{"zero_optimization": {"stage": 2, "cpu_offload_param": true}}', ".json")
+    _, err, code = helper.run("estimate", "gpt2", "--recipe", path, "--set", "seq_len=128")
+    assert.are.equal(0, code, err)
+    assert.truthy(err:find("zero_optimization.cpu_offload_param (only ZeRO stage 3", 1, true), err)
+    -- at stage 3 it is read
+    path = helper.write('{"zero_optimization": {"stage": 3, "offload_param": {"device": "cpu"}}}', ".json")
+    assert.are.equal("cpu", estimate("gpt2", "--recipe", path, "--set", "seq_len=128").offload_params)
+  end)
+
   it("blames a malformed file's line and column", function()
     local path = helper.write('{\n  "zero_optimization": {\n    "stage": 2,\n    "overlap_comm": tru\n  }\n}\n', ".json")
     local err = helper.fails("gpt2", "--recipe", path)
