@@ -427,6 +427,13 @@ describe("Hugging Face ids of the models in models/", function()
     assert.are.equal("gemma-3-1b", (hub_ids.lookup("google/gemma-3-1b-it")))
     assert.are.equal("gemma-3-27b", (hub_ids.lookup("google/gemma-3-27b-it")))
     assert.are.equal("gemma-2-9b", (hub_ids.lookup("google/gemma-2-9b-it")))
+    -- Qwen3's 2507 refresh: LLaMA-Factory's examples (train_lora/qwen3_lora_sft.yaml) name it
+    assert.are.equal("qwen3-4b", (hub_ids.lookup("Qwen/Qwen3-4B-Instruct-2507")))
+    assert.are.equal("qwen3-30b-a3b", (hub_ids.lookup("Qwen/Qwen3-30B-A3B-Thinking-2507")))
+    assert.are.equal("qwen3-235b-a22b", (hub_ids.lookup("Qwen/Qwen3-235B-A22B-Instruct-2507")))
+    assert.is_nil(hub_ids.lookup("Qwen/Qwen3-4B-Instruct-2601"))
+    local r = helper.estimate("--recipe", FIXTURES .. "llamafactory/examples/train_lora/qwen3_lora_sft.yaml")
+    assert.are.equal("Qwen3-4B", r.model.name)
   end)
 end)
 

@@ -104,8 +104,13 @@ hub_ids.implementations = {
 -- variant of a base checkpoint (its config has the same architecture):
 -- names compared in lower case, with these suffixes taken off (Gemma's
 -- pretrained checkpoints end in -pt, their instruction-tuned ones in -it:
--- google/gemma-3-1b-pt and google/gemma-3-1b-it share one config).
-local suffixes = { "%-instruct$", "%-chat%-hf$", "%-chat$", "%-it$", "%-pt$", "%-hf$" }
+-- google/gemma-3-1b-pt and google/gemma-3-1b-it share one config; Qwen's
+-- July 2025 refresh, Qwen/Qwen3-4B-Instruct-2507 and -Thinking-2507, keeps
+-- its base's layers, widths, heads and vocabulary, only rope_theta 5e6
+-- and 262,144 positions differ, which hold no memory in a rotary model:
+-- its config.json on the Hub).
+local suffixes = { "%-instruct%-2507$", "%-thinking%-2507$", "%-instruct$", "%-chat%-hf$", "%-chat$", "%-it$", "%-pt$",
+                   "%-hf$" }
 
 local function repo_name(id) return (id:match("([^/]+)$") or id):lower() end
 
