@@ -179,6 +179,14 @@ describe("other tools' names for recipe keys", function()
     assert_keys(recipe, { optimizer_in_backward = true, loss = "chunked", loss_chunks = 4 })
   end)
 
+  it("reads transformers' adamw_torch_fused as AdamW with its fused kernels, from any file or --set", function()
+    local recipe = estimate("llama3.2-1b", "--set", "optim=adamw_torch_fused", "--set", "seq_len=128")
+    assert_keys(recipe, { optimizer = "adamw", optimizer_impl = "fused" })
+    local path = helper.write("base_model: gpt2\nsequence_len: 128\noptimizer: adamw_torch_fused\n", ".yml")
+    assert_keys(estimate("--recipe", path), { optimizer = "adamw", optimizer_impl = "fused" })
+    assert_keys(estimate("llama3.2-1b", "--set", "optim=adamw_torch", "--set", "seq_len=128"), { optimizer_impl = "foreach" })
+  end)
+
   it("refuses two names for one key that disagree", function()
     local err = helper.fails("gpt2", "--set", "finetune=lora", "--set", "r=16", "--set", "lora_rank=8")
     assert.truthy(err:find("r (16) disagrees with lora_rank = 8", 1, true), err)
@@ -586,6 +594,21 @@ describe("export", function()
     local out = assert_round_trip("axolotl", "llama3-8b", FIXTURES .. "axolotl/examples/llama-3/qlora.yml", ".yml", {})
     assert.truthy(out:find("base_model: 'meta-llama/Meta-Llama-3-8B'", 1, true), out)
     assert_round_trip("axolotl", "llama3-8b", FIXTURES .. "axolotl/examples/llama-3/lora-8b.yml", ".yml", {})
+  end)
+
+  it("round-trips axolotl's FSDP example with Liger: bf16 over fp32 shards, the plugin's keys, fused AdamW", function()
+    local path = FIXTURES .. "axolotl/examples/llama-3/fft-8b-liger-fsdp.yaml"
+    assert_keys(estimate("llama3-8b", "--recipe", path), { framework = "fsdp", precision = "mixed-bf16",
+      kernels = "fused", loss = "fused-linear", optimizer = "adamw", optimizer_impl = "fused", offload_params = "cpu" })
+    local out, err = assert_round_trip("axolotl", "llama3-8b", path, ".yml", { export = { "--model", "llama3-8b" } })
+    assert.truthy(out:find("liger_fused_linear_cross_entropy: true", 1, true), out)
+    assert.truthy(out:find("optimizer: 'adamw_torch_fused'", 1, true), out)
+    assert.falsy(err:find("not expressible", 1, true), err)
+    -- Cut Cross Entropy's loss too
+    local cce = helper.write("base_model: meta-llama/Meta-Llama-3-8B\ncut_cross_entropy: true\nbf16: true\n"
+      .. "sequence_len: 256\n", ".yml")
+    out = assert_round_trip("axolotl", "llama3-8b", cce, ".yml", {})
+    assert.truthy(out:find("cut_cross_entropy: true", 1, true), out)
   end)
 
   it("round-trips LLaMA-Factory's LoRA example and recipe scripts as LLaMA-Factory YAML", function()

@@ -172,6 +172,13 @@ function aliases.apply(keys, origins)
     end
     if keys[key] == nil then keys[key], origins[key] = value, origin end
   end
+  -- transformers' OptimizerNames.ADAMW_TORCH_FUSED is torch.optim.AdamW
+  -- with fused=True (trainer.py, get_optimizer_cls_and_kwargs): the name
+  -- says the implementation too, whichever tool's config or --set gives it
+  local o = keys.optimizer
+  if type(o) == "string" and o:lower() == "adamw_torch_fused" and keys.optimizer_impl == nil then
+    keys.optimizer_impl, origins.optimizer_impl = "fused", (origins.optimizer or "recipe") .. " (adamw_torch_fused)"
+  end
   for key, value in pairs(keys) do keys[key] = aliases.value(key, value) end
 end
 

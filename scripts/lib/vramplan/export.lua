@@ -196,6 +196,22 @@ local optimizer_names = { adamw = "adamw_torch", ["adamw-hf"] = "adamw_hf", ["ad
   ["paged-adamw-8bit"] = "paged_adamw_8bit", ["paged-adamw-32bit"] = "paged_adamw_32bit", adafactor = "adafactor",
   lion = "lion_32bit", sgd = "sgd", adam = "adam" }
 
+-- transformers' OptimizerNames, which axolotl and LLaMA-Factory hand to
+-- the Trainer (under `name`): adamw_torch is torch.optim.AdamW's default
+-- (foreach on CUDA), adamw_torch_fused its fused kernels.
+local function put_optim(t, keys, written, what, format, name)
+  written.optimizer = true
+  local o = keys.optimizer
+  if o == nil then return end
+  if not optimizer_names[o] then refuse(what, "optimizer", o, format) end
+  local impl = keys.optimizer_impl
+  if o == "adamw" and impl == "fused" then put(t, name, "adamw_torch_fused") written.optimizer_impl = true
+  else
+    put(t, name, optimizer_names[o])
+    if o == "adamw" and (impl == "foreach" or impl == "auto") then written.optimizer_impl = true end
+  end
+end
+
 local function axolotl(keys, _, what, options)
   local t, written = ordered(), { framework = true, gpus = true, dp = true }
   local function take(k) written[k] = true return keys[k] end
@@ -230,11 +246,17 @@ local function axolotl(keys, _, what, options)
   put(t, "micro_batch_size", take("micro_batch"))
   put(t, "gradient_accumulation_steps", take("grad_accum"))
   local p = take("precision")
-  -- the axolotl stack loads the weights in the training dtype (vramplan.stacks)
-  if p == "bf16" then put(t, "bf16", true)
-  elseif p == "fp16" then put(t, "fp16", true)
+  -- the axolotl stack loads the weights in the training dtype; under FSDP
+  -- or DeepSpeed bf16 / fp16 are 16-bit compute over fp32 shards or
+  -- master weights (vramplan.stacks, precision_rule)
+  local sharded = keys.framework == "fsdp" or keys.framework == "deepspeed"
+  local flag = sharded and { ["mixed-bf16"] = "bf16", ["mixed-fp16"] = "fp16" } or { bf16 = "bf16", fp16 = "fp16" }
+  if flag[p] then put(t, flag[p], true)
   elseif p == "fp32" then put(t, "bf16", false)
-  elseif p ~= nil then refuse(what, "precision", p, "an axolotl config (bf16, fp16 or fp32 weights)") end
+  elseif p ~= nil then
+    refuse(what, "precision", p, sharded and "an axolotl config under FSDP or DeepSpeed (mixed-bf16, mixed-fp16 or fp32)"
+      or "an axolotl config (bf16, fp16 or fp32 weights)")
+  end
   local c = take("checkpointing")
   if c == "full" then put(t, "gradient_checkpointing", true)
   elseif c == "none" then put(t, "gradient_checkpointing", false)
@@ -245,16 +267,26 @@ local function axolotl(keys, _, what, options)
   elseif a == "sdpa" then put(t, "sdp_attention", true)
   elseif a == "eager" then put(t, "eager_attention", true)
   elseif a ~= nil then refuse(what, "attention", a, "an axolotl config") end
-  local o = take("optimizer")
-  if o ~= nil then
-    if not optimizer_names[o] then refuse(what, "optimizer", o, "an axolotl config") end
-    put(t, "optimizer", optimizer_names[o])
-  end
+  -- the Liger plugin's kernels and fused linear cross-entropy, and the Cut
+  -- Cross Entropy plugin (vramplan.import.axolotl reads them back);
+  -- the defaults, auto kernels and plain cross-entropy, need no key
+  local kernels, loss = keys.kernels, keys.loss
+  written.kernels = kernels == "fused" or kernels == "auto" or nil
+  written.loss = loss == "fused-linear" or loss == "cut" or loss == "cross-entropy" or nil
+  local plugins = {}
+  if kernels == "fused" or loss == "fused-linear" then plugins[#plugins + 1] = "axolotl.integrations.liger.LigerPlugin" end
+  if loss == "cut" then plugins[#plugins + 1] = "axolotl.integrations.cut_cross_entropy.CutCrossEntropyPlugin" end
+  if #plugins > 0 then put(t, "plugins", { list = plugins }) end
+  if kernels == "fused" then put(t, "liger_rope", true) put(t, "liger_rms_norm", true) end
+  if loss == "fused-linear" then put(t, "liger_fused_linear_cross_entropy", true)
+  elseif loss == "cut" then put(t, "cut_cross_entropy", true) end
+  put_optim(t, keys, written, what, "an axolotl config", "optimizer")
   put(t, "weight_decay", take("weight_decay"))
   if keys.framework == "fsdp" then
     local s = take("fsdp") or "full_shard"
     local opts = { s }
-    if keys.offload_params == "cpu" then opts[#opts + 1] = "offload" written.offload_params = true end
+    if keys.offload_params == "cpu" then opts[#opts + 1] = "offload" end
+    written.offload_params = keys.offload_params == "cpu" or keys.offload_params == "none" or nil
     opts[#opts + 1] = "auto_wrap"
     put(t, "fsdp", { list = opts })
   elseif keys.framework ~= nil and keys.framework ~= "torch" then
@@ -384,18 +416,7 @@ local function llama_factory(keys, _, what, options)
   local fa = { flash = "fa2", sdpa = "sdpa", eager = "disabled" }
   if not fa[a] then refuse(what, "attention", a, "a LLaMA-Factory config (flash, sdpa, eager)") end
   put(t, "flash_attn", fa[a])
-  local o = take("optimizer")
-  if o ~= nil then
-    if not optimizer_names[o] then refuse(what, "optimizer", o, "a LLaMA-Factory config") end
-    -- transformers' adamw_torch is torch.optim.AdamW's default (foreach on
-    -- CUDA), adamw_torch_fused its fused kernels
-    local impl = keys.optimizer_impl
-    if o == "adamw" and impl == "fused" then put(t, "optim", "adamw_torch_fused") written.optimizer_impl = true
-    else
-      put(t, "optim", optimizer_names[o])
-      if o == "adamw" and (impl == "foreach" or impl == "auto") then written.optimizer_impl = true end
-    end
-  end
+  put_optim(t, keys, written, what, "a LLaMA-Factory config", "optim")
   put(t, "weight_decay", take("weight_decay"))
   -- bitsandbytes computes in LLaMA-Factory's compute dtype (bf16 / fp16 as set)
   local cd = keys.compute_dtype

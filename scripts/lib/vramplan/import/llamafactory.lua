@@ -99,9 +99,7 @@ function llamafactory.read(r, c)
   local fa = c.flash_attn or "auto"
   if attention[fa] then r.set("attention", attention[fa], c.flash_attn and { "flash_attn" } or nil)
   else r.skip({ "flash_attn=" .. common.show(fa) }) end
-  if c.optim ~= nil then r.set("optimizer", c.optim, { "optim" }) end
-  -- transformers' OptimizerNames: adamw_torch_fused is torch.optim.AdamW(fused=True)
-  if c.optim == "adamw_torch_fused" then r.set("optimizer_impl", "fused", { "optim" }) end
+  if c.optim ~= nil then r.set("optimizer", c.optim, { "optim" }) end -- adamw_torch_fused: vramplan.aliases
   if c.weight_decay ~= nil then r.set("weight_decay", c.weight_decay, { "weight_decay" }) end
   -- enable_liger_kernel (model/model_utils/liger_kernel.py, apply_liger_kernel):
   -- Liger's kernels for the model type with their defaults (its RMSNorm,
