@@ -590,6 +590,26 @@ describe("export", function()
     assert_round_trip("accelerate", "llama3.2-1b", path, ".yaml", { estimate = { "--set", "seq_len=256" } })
   end)
 
+  it("round-trips accelerate's fp8 template, an fp32 FSDP config, and lists the auto values it cannot hold", function()
+    local DIR = FIXTURES .. "accelerate/examples/config_yaml_templates/"
+    assert.are.equal("fp8", estimate("llama3.2-1b", "--recipe", DIR .. "fp8.yaml", "--set", "seq_len=256").precision)
+    local out = assert_round_trip("accelerate", "llama3.2-1b", DIR .. "fp8.yaml", ".yaml", { estimate = { "--set", "seq_len=256" } })
+    assert.truthy(out:find("fp8_config:\n  backend: 'TE'", 1, true), out)
+    -- without fp8_config, Transformer Engine is assumed (it was listed as "mixed_precision=fp8 (false)")
+    local path = helper.write("distributed_type: 'NO'\nmixed_precision: fp8\n", ".yaml")
+    local _, err, code = helper.run("estimate", "llama3.2-1b", "--recipe", path, "--set", "seq_len=256")
+    assert.are.equal(0, code, err)
+    assert.are.equal("", err)
+    assert.are.equal("fp8", estimate("llama3.2-1b", "--recipe", path, "--set", "seq_len=256").precision)
+    -- mixed_precision no under FSDP: fp32 written back as 'no'
+    path = helper.write("distributed_type: FSDP\nnum_processes: 2\nfsdp_config:\n  fsdp_sharding_strategy: FULL_SHARD\n", ".yaml")
+    out = assert_round_trip("accelerate", "llama3.2-1b", path, ".yaml", { estimate = { "--set", "seq_len=256" } })
+    assert.truthy(out:find("mixed_precision: 'no'", 1, true), out)
+    -- the DeepSpeed file's "auto" bucket has no place in the plugin section: named
+    _, err = helper.run("export", "--format", "accelerate", DIR .. "deepspeed.yaml")
+    assert.truthy(err:find("reduce_bucket_size (auto)", 1, true), err)
+  end)
+
   it("round-trips axolotl's QLoRA and 8-bit LoRA examples, the model by its Hugging Face id", function()
     local out = assert_round_trip("axolotl", "llama3-8b", FIXTURES .. "axolotl/examples/llama-3/qlora.yml", ".yml", {})
     assert.truthy(out:find("base_model: 'meta-llama/Meta-Llama-3-8B'", 1, true), out)

@@ -151,10 +151,12 @@ local function accelerate(keys, _, what)
   local p = keys.precision
   -- what the importer's precision rule gives back for each mixed_precision
   local back = { torch = { ["amp-bf16"] = "bf16", ["amp-fp16"] = "fp16", fp32 = "no" },
-                 deepspeed = { ["mixed-bf16"] = "bf16", ["mixed-fp16"] = "fp16" },
-                 fsdp = { ["mixed-bf16"] = "bf16", ["mixed-fp16"] = "fp16" },
-                 megatron = { ["mixed-bf16"] = "bf16", ["mixed-fp16"] = "fp16" } }
-  if p == "fp8" then put(t, "mixed_precision", "fp8")
+                 deepspeed = { ["mixed-bf16"] = "bf16", ["mixed-fp16"] = "fp16", fp32 = "no" },
+                 fsdp = { ["mixed-bf16"] = "bf16", ["mixed-fp16"] = "fp16", fp32 = "no" },
+                 megatron = { ["mixed-bf16"] = "bf16", ["mixed-fp16"] = "fp16", fp32 = "no" } }
+  if p == "fp8" then
+    put(t, "mixed_precision", "fp8")
+    put(t, "fp8_config", { { "backend", "TE" } }) -- vramplan's fp8 is Transformer Engine's
   elseif p ~= nil then
     local mp = back[fw] and back[fw][p]
     if not mp then refuse(what, "precision", p, "an accelerate config with framework " .. fw) end
@@ -452,7 +454,17 @@ function export.write(format, keys, autos, what, options)
   if not writer then
     error(string.format("unknown format %s: deepspeed, accelerate, axolotl or llama-factory", tostring(format)), 0)
   end
-  return writer(keys, autos or {}, what, options or {})
+  options = options or {}
+  local text, rest = writer(keys, autos or {}, what, options)
+  -- "auto" values only a DeepSpeed config holds (LLaMA-Factory's, with
+  -- --deepspeed, in the file written with --format deepspeed)
+  if format ~= "deepspeed" and not options.deepspeed then
+    local autos_left = {}
+    for k in pairs(autos or {}) do autos_left[#autos_left + 1] = k .. " (auto)" end
+    table.sort(autos_left)
+    for _, k in ipairs(autos_left) do rest[#rest + 1] = k end
+  end
+  return text, rest
 end
 
 -- The Hugging Face id of a model in models/ (the reverse of vramplan.hub_ids).

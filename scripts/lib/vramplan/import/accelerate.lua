@@ -103,8 +103,13 @@ function accelerate.read(r, c)
   if mp == "bf16" then r.set("bf16", true, { "mixed_precision" })
   elseif mp == "fp16" then r.set("fp16", true, { "mixed_precision" })
   elseif mp == "fp8" then
-    local backend = type(c.fp8_config) == "table" and c.fp8_config.backend
-    if backend == nil or common.show(backend):upper() == "TE" then
+    local backend = type(c.fp8_config) == "table" and c.fp8_config.backend or nil
+    if backend == nil then
+      -- accelerator.py (fp8_backend NO): the first installed of torchao,
+      -- Transformer Engine and MS-AMP; vramplan assumes Transformer Engine
+      r.set("precision", "fp8", { "mixed_precision" }, false,
+        "no fp8_config.backend: Transformer Engine assumed (accelerate takes torchao first when installed)")
+    elseif common.show(backend):upper() == "TE" then
       r.set("precision", "fp8", { "mixed_precision" }, false, "Transformer Engine's")
     else
       r.skip({ "mixed_precision=fp8 (" .. common.show(backend) .. ")" })
