@@ -451,7 +451,20 @@ describe("accelerate config YAML as recipes", function()
   it("reads the FSDP template: FULL_SHARD on 2 processes, bf16 mixed precision over fp32 shards", function()
     local _, err, code = helper.run("estimate", "llama3.2-1b", "--recipe", DIR .. "fsdp.yaml", "--set", "seq_len=256")
     assert.are.equal(0, code)
-    assert.truthy(err:find("fsdp_config.fsdp_backward_prefetch", 1, true), err)
+    -- its fsdp_backward_prefetch: BACKWARD_PRE is what vramplan's FSDP does (the next layer gathered in backward)
+    assert.are.equal("", err)
+    local path = helper.write("distributed_type: FSDP\nmixed_precision: bf16\nnum_processes: 2\nfsdp_config:\n"
+      .. "  fsdp_backward_prefetch: NO_PREFETCH\n  fsdp_forward_prefetch: true\n  fsdp_limit_all_gathers: true\n", ".yaml")
+    _, err, code = helper.run("estimate", "llama3.2-1b", "--recipe", path, "--set", "seq_len=256")
+    assert.are.equal(0, code)
+    assert.truthy(err:find("(the estimate ignores them): fsdp_config.fsdp_backward_prefetch, "
+      .. "fsdp_config.fsdp_forward_prefetch\n", 1, true), err)
+    -- axolotl's fsdp_config the same way
+    path = helper.write("base_model: gpt2\nsequence_len: 128\nfsdp:\n  - full_shard\nfsdp_config:\n"
+      .. "  fsdp_backward_prefetch: BACKWARD_PRE\n  fsdp_limit_all_gathers: true\n", ".yml")
+    _, err, code = helper.run("estimate", "--recipe", path)
+    assert.are.equal(0, code)
+    assert.are.equal("", err)
     assert_same_as_sets("llama3.2-1b", DIR .. "fsdp.yaml", { "--set", "seq_len=256" }, {
       framework = "fsdp", fsdp = "full_shard", dp = 2, gpus = 2, precision = "mixed-bf16", offload_params = "none",
     })

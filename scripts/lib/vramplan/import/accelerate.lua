@@ -70,10 +70,7 @@ local function read_fsdp(r, fc)
     fsdp_state_dict_type = 1, fsdp_sync_module_states = 1, fsdp_cpu_ram_efficient_loading = 1, fsdp_use_orig_params = 1,
     fsdp_min_num_params = 1 }
   for k, v in pairs(fc) do
-    -- prefetching the next all-gather holds one more unit's parameters: not modelled unless off
-    if k == "fsdp_backward_prefetch" or k == "fsdp_forward_prefetch" then
-      if v ~= false and v ~= "NO_PREFETCH" then r.skip({ "fsdp_config", k }) end
-    elseif not known[k] then
+    if not known[k] and not common.fsdp_prefetch_key(r, { "fsdp_config", k }, k:gsub("^fsdp_", ""), v, fc.fsdp_version) then
       r.skip({ "fsdp_config", k })
     end
   end

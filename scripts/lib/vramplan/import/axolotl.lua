@@ -110,8 +110,10 @@ local function read_fsdp(r, c)
       cpu_ram_efficient_loading = 1, fsdp_auto_wrap_policy = 1, auto_wrap_policy = 1,
       fsdp_transformer_layer_cls_to_wrap = 1, transformer_layer_cls_to_wrap = 1, fsdp_use_orig_params = 1,
       use_orig_params = 1 }
-    if not known[k] then r.skip({ "fsdp_config", k }) end
-    local _ = v
+    local version = fc.fsdp_version or c.fsdp_version
+    if not known[k] and not common.fsdp_prefetch_key(r, { "fsdp_config", k }, k:gsub("^fsdp_", ""), v, version) then
+      r.skip({ "fsdp_config", k })
+    end
   end
 end
 

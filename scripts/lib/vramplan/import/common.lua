@@ -152,6 +152,29 @@ function common.merge_deepspeed(r, name, keypath)
   if ds.auto_precision then r.auto_precision = true end
 end
 
+-- FSDP's prefetch and rate-limit keys of an accelerate-style fsdp_config
+-- (`name` without its fsdp_ prefix): true when `name` is one, after
+-- listing it unless it is what vramplan models. vramplan's FSDP gathers
+-- the next unit ahead in backward only, FSDP1's BACKWARD_PRE
+-- (engine/step/layout.c, prepare_gather), which FSDP2 does by itself
+-- (accelerate ignores backward_prefetch under fsdp_version 2:
+-- FullyShardedDataParallelPlugin.__post_init__, utils/dataclasses.py);
+-- forward prefetch is not modelled; limit_all_gathers true is FSDP1's
+-- and accelerate's default (two all-gathers in flight at most).
+function common.fsdp_prefetch_key(r, keypath, name, value, fsdp_version)
+  local s = common.show(value):upper()
+  if name == "backward_prefetch" then
+    if s ~= "BACKWARD_PRE" and tostring(fsdp_version) ~= "2" then r.skip(keypath) end
+  elseif name == "forward_prefetch" then
+    if s ~= "FALSE" then r.skip(keypath) end
+  elseif name == "limit_all_gathers" then
+    if s ~= "TRUE" then r.skip(keypath) end
+  else
+    return false
+  end
+  return true
+end
+
 -- A config value in a message: tables as what they are, not addresses.
 function common.show(value)
   if type(value) ~= "table" then return tostring(value) end
