@@ -114,6 +114,13 @@ local suffixes = { "%-instruct%-2507$", "%-thinking%-2507$", "%-instruct$", "%-c
 
 local function repo_name(id) return (id:match("([^/]+)$") or id):lower() end
 
+-- Checkpoints of another release with a known model's shapes (names as
+-- stems, below): Llama 3.1 8B and 70B keep Llama 3's layers, widths, heads
+-- and vocabulary; their rope_scaling and 131,072 positions hold no memory
+-- in a rotary model (meta-llama/Llama-3.1-8B and -70B config.json).
+local same_shapes = { ["llama-3.1-8b"] = "meta-llama-3-8b", ["meta-llama-3.1-8b"] = "meta-llama-3-8b",
+                      ["llama-3.1-70b"] = "meta-llama-3-70b", ["meta-llama-3.1-70b"] = "meta-llama-3-70b" }
+
 local function stem(name)
   for _, s in ipairs(suffixes) do name = name:gsub(s, "") end
   return name
@@ -129,6 +136,7 @@ function hub_ids.lookup(id)
     if repo_name(known) == want then return name, "mirror" end
   end
   local s = stem(want)
+  s = same_shapes[s] or s
   local found
   for known, name in pairs(hub_ids.ids) do
     if stem(repo_name(known)) == s then
