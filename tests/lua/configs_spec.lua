@@ -451,6 +451,27 @@ describe("Hugging Face ids of the models in models/", function()
   end)
 end)
 
+describe("a Hugging Face config.json as the model", function()
+  it("is named by the checkpoint folder its config.json sits in, or by the file's own name", function()
+    -- tests/fixtures/qwen3-8b-config.json has no _name_or_path: it was named "fixtures"
+    local r = helper.estimate("--model", FIXTURES .. "../qwen3-8b-config.json", "--set", "seq_len=128")
+    assert.are.equal("qwen3-8b-config", r.model.name)
+    local top = helper.write("", ".d")
+    os.remove(top)
+    local dir = top .. "/Qwen3-8B"
+    os.execute("mkdir -p '" .. dir .. "'")
+    local src = assert(io.open(FIXTURES .. "../qwen3-8b-config.json"))
+    local f = assert(io.open(dir .. "/config.json", "w"))
+    f:write(src:read("a"))
+    f:close()
+    src:close()
+    assert.are.equal("Qwen3-8B", helper.estimate("--model", dir .. "/config.json", "--set", "seq_len=128").model.name)
+    os.remove(dir .. "/config.json")
+    os.remove(dir)
+    os.remove(top)
+  end)
+end)
+
 describe("accelerate config YAML as recipes", function()
   local DIR = FIXTURES .. "accelerate/examples/config_yaml_templates/"
 
