@@ -185,6 +185,12 @@ describe("other tools' names for recipe keys", function()
     local path = helper.write("base_model: gpt2\nsequence_len: 128\noptimizer: adamw_torch_fused\n", ".yml")
     assert_keys(estimate("--recipe", path), { optimizer = "adamw", optimizer_impl = "fused" })
     assert_keys(estimate("llama3.2-1b", "--set", "optim=adamw_torch", "--set", "seq_len=128"), { optimizer_impl = "foreach" })
+    -- axolotl's default optimizer is adamw_torch_fused (src/axolotl/utils/schemas/training.py)
+    path = helper.write("base_model: gpt2\nsequence_len: 128\n", ".yml")
+    assert_keys(estimate("--recipe", path), { optimizer = "adamw", optimizer_impl = "fused" })
+    -- and an axolotl export of vramplan's default AdamW names it
+    local out = helper.run("export", "--format", "axolotl", "--set", "seq_len=128", "--model", "gpt2")
+    assert.truthy(out:find("optimizer: 'adamw_torch'\n", 1, true), out)
   end)
 
   it("refuses two names for one key that disagree", function()

@@ -201,9 +201,11 @@ local optimizer_names = { adamw = "adamw_torch", ["adamw-hf"] = "adamw_hf", ["ad
 -- transformers' OptimizerNames, which axolotl and LLaMA-Factory hand to
 -- the Trainer (under `name`): adamw_torch is torch.optim.AdamW's default
 -- (foreach on CUDA), adamw_torch_fused its fused kernels.
-local function put_optim(t, keys, written, what, format, name)
+local function put_optim(t, keys, written, what, format, name, tool_default)
   written.optimizer = true
   local o = keys.optimizer
+  -- vramplan's default, AdamW, named where the tool's default is another
+  if o == nil and tool_default then o = "adamw" end
   if o == nil then return end
   if not optimizer_names[o] then refuse(what, "optimizer", o, format) end
   local impl = keys.optimizer_impl
@@ -282,7 +284,7 @@ local function axolotl(keys, _, what, options)
   if kernels == "fused" then put(t, "liger_rope", true) put(t, "liger_rms_norm", true) end
   if loss == "fused-linear" then put(t, "liger_fused_linear_cross_entropy", true)
   elseif loss == "cut" then put(t, "cut_cross_entropy", true) end
-  put_optim(t, keys, written, what, "an axolotl config", "optimizer")
+  put_optim(t, keys, written, what, "an axolotl config", "optimizer", "adamw_torch_fused")
   put(t, "weight_decay", take("weight_decay"))
   if keys.framework == "fsdp" then
     local s = take("fsdp") or "full_shard"

@@ -180,7 +180,9 @@ function axolotl.read(r, c)
   end
   read_attention(r, c)
   if c.xformers_attention then r.skip({ "xformers_attention" }) end
-  if c.optimizer ~= nil then r.set("optimizer", c.optimizer, { "optimizer" }) end
+  -- schemas/training.py (axolotl 0.8 and later): optimizer adamw_torch_fused
+  r.set("optimizer", c.optimizer or "adamw_torch_fused", c.optimizer and { "optimizer" } or nil, false,
+    not c.optimizer and "axolotl's default optimizer" or nil)
   if c.weight_decay ~= nil then r.set("weight_decay", c.weight_decay, { "weight_decay" }) end
   if c.torch_dtype ~= nil then r.set("torch_dtype", c.torch_dtype, { "torch_dtype" }) end
   read_fsdp(r, c)
