@@ -296,6 +296,18 @@ describe("axolotl and LLaMA-Factory YAML as recipes", function()
     assert.truthy(err:find("ignores them): attn_implementation=flex_attention\n", 1, true), err)
   end)
 
+  it("says a lora_target_modules string is PEFT's regular expression, not a module name", function()
+    -- axolotl's gemma3/gemma-3-4b-vision-qlora.yml and a dozen other examples
+    local path = helper.write("base_model: gpt2\nsequence_len: 128\nadapter: lora\n"
+      .. "lora_target_modules: 'model.layers.[\\d]+.(mlp|self_attn).(up|down|gate|q|k|v|o)_proj'\n", ".yml")
+    local err = helper.fails("--recipe", path)
+    assert.truthy(err:find(path .. ":4: lora_target_modules: model.layers.[\\d]+.(mlp|self_attn)", 1, true), err)
+    assert.truthy(err:find("is a regular expression (PEFT matches a string against full module names)", 1, true), err)
+    -- one plain name is still a name
+    path = helper.write("base_model: gpt2\nsequence_len: 128\nadapter: lora\nlora_target_modules: c_attn\n", ".yml")
+    assert.are.equal("c_attn", estimate("--recipe", path).lora_targets)
+  end)
+
   it("reads axolotl's LoRA example over 8-bit weights as LLM.int8", function()
     local r = helper.estimate("--recipe", FIXTURES .. "axolotl/examples/llama-3/lora-8b.yml")
     assert_keys(r.recipe, { finetune = "qlora", quant = "int8", lora_rank = 32, optimizer = "adamw-8bit" })

@@ -61,7 +61,16 @@ local function read_adapter(r, c)
   if truthy(c.lora_target_linear) then
     r.set("lora_targets", "all-linear", { "lora_target_linear" })
   elseif c.lora_target_modules ~= nil then
-    r.set("lora_targets", common.list(c.lora_target_modules), { "lora_target_modules" })
+    -- one string is a regular expression to PEFT (tuners_utils.py,
+    -- check_target_module_exists: re.fullmatch against each module's full
+    -- name), which vramplan does not match
+    local t = c.lora_target_modules
+    if type(t) == "string" and t:find("[%[%]%(%)|*+?\\]") then
+      error(string.format("%s: lora_target_modules: %s is a regular expression (PEFT matches a string against full "
+        .. "module names), which vramplan does not read: list the module names (q_proj, v_proj, ...)",
+        r.where({ "lora_target_modules" }), t), 0)
+    end
+    r.set("lora_targets", common.list(t), { "lora_target_modules" })
   end
   if c.lora_modules_to_save ~= nil then
     r.set("modules_to_save", common.list(c.lora_modules_to_save), { "lora_modules_to_save" })
