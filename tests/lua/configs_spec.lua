@@ -102,6 +102,15 @@ describe("DeepSpeed configs as recipes", function()
     assert.falsy(err:find("gradient_clipping", 1, true), err)
   end)
 
+  it("reads fp16's loss-scale keys in a bf16 section as DeepSpeed does: not at all", function()
+    -- DeepSpeed's tests/torch_compile/ds_config_z2.json
+    local path = helper.write('{"bf16": {"enabled": true, "loss_scale": 0, "initial_scale_power": 8, "hysteresis": 2}, '
+      .. '"zero_optimization": {"stage": 2}}', ".json")
+    local _, err, code = helper.run("estimate", "gpt2", "--recipe", path, "--set", "seq_len=128")
+    assert.are.equal(0, code, err)
+    assert.are.equal("", err)
+  end)
+
   it("lists a parameter offload below stage 3, which DeepSpeed ignores, rather than refusing the config", function()
     -- DeepSpeed's tests/hybrid_engine/hybrid_engine_config.json: stage 0 with offload_param cpu
     local path = helper.write('{"train_micro_batch_size_per_gpu": 2, "zero_optimization": {"stage": 0, '

@@ -119,10 +119,13 @@ local function read_precision(r, config)
       if not fp16_no_memory[k] and not (k == "auto_cast" and v == false) then r.skip({ "fp16", k }) end
     end
   end
+  -- bf16 reads enabled and immediate_grad_update alone (runtime/config.py,
+  -- get_bfloat16_enabled, get_bfloat16_immediate_grad_update): fp16's
+  -- loss-scale keys copied into it change nothing
   for _, name in ipairs({ "bf16", "bfloat16" }) do
     if type(config[name]) == "table" then
       for k, v in pairs(config[name]) do
-        if k ~= "enabled" and not (k == "immediate_grad_update" and v == true) then r.skip({ name, k }) end
+        if not fp16_no_memory[k] and not (k == "immediate_grad_update" and v == true) then r.skip({ name, k }) end
       end
     end
   end
