@@ -400,6 +400,19 @@ describe("axolotl and LLaMA-Factory YAML as recipes", function()
     assert.are.equal(128, r.recipe.seq_len)
   end)
 
+  it("names a LLaMA-Factory prediction run (do_predict without do_train): not the training step it estimates", function()
+    -- LLaMA-Factory's examples/extras/nlg_eval/llama3_lora_predict.yaml
+    local path = helper.write("model_name_or_path: meta-llama/Meta-Llama-3-8B\nstage: sft\ndo_predict: true\n"
+      .. "finetuning_type: lora\ncutoff_len: 128\n", ".yaml")
+    local _, err, code = helper.run("estimate", "--recipe", path)
+    assert.are.equal(0, code, err)
+    assert.truthy(err:find("do_train=false (a prediction or evaluation run", 1, true), err)
+    path = helper.write("model_name_or_path: meta-llama/Meta-Llama-3-8B\nstage: sft\ndo_train: true\ndo_eval: true\n"
+      .. "finetuning_type: lora\ncutoff_len: 128\n", ".yaml")
+    _, err = helper.run("estimate", "--recipe", path)
+    assert.are.equal("", err)
+  end)
+
   it("refuses LLaMA-Factory's v1 configs by name rather than reading them as axolotl's (micro_batch_size)", function()
     local path = FIXTURES .. "llamafactory/examples/v1/train_lora/train_lora_sft.yaml"
     local err = helper.fails("qwen3-4b", "--recipe", path)

@@ -78,6 +78,12 @@ function llamafactory.read(r, c)
   else
     r.skip({ "finetuning_type=" .. common.show(kind) })
   end
+  -- TrainingArguments.do_train is False by default; LLaMA-Factory's
+  -- workflows train only with it (train/sft/workflow.py: `if
+  -- training_args.do_train`): a predict or eval run is not a training step
+  if c.do_train == false or (c.do_train == nil and (truthy(c.do_predict) or truthy(c.do_eval))) then
+    r.skip({ "do_train=false (a prediction or evaluation run; vramplan estimates a training step)" })
+  end
   if c.stage and c.stage ~= "sft" and c.stage ~= "pt" then
     r.skip({ "stage=" .. common.show(c.stage) .. " (a reference or reward model beside the trained one)" })
   end
