@@ -763,6 +763,30 @@ describe("export", function()
     assert.truthy(err:find("framework = deepspeed: a LLaMA-Factory config names its DeepSpeed config", 1, true), err)
   end)
 
+  it("round-trips an axolotl DeepSpeed config, its DeepSpeed file written beside it (--deepspeed)", function()
+    local z3 = helper.write('{"zero_optimization": {"stage": 3, "overlap_comm": true, "reduce_bucket_size": "auto"}, '
+      .. '"bf16": {"enabled": "auto"}, "train_micro_batch_size_per_gpu": "auto"}', ".json")
+    local source = helper.write("base_model: NousResearch/Llama-3.2-1B\nadapter: lora\nlora_target_linear: true\n"
+      .. "sequence_len: 256\nmicro_batch_size: 2\nbf16: true\noptimizer: adamw_torch\ndeepspeed: "
+      .. z3:match("[^/]+$") .. "\n", ".yml")
+    local ds, err, code = helper.run("export", "--format", "deepspeed", source)
+    assert(code == 0, err)
+    local name = helper.write(ds, ".json"):match("[^/]+$")
+    local out
+    out, err, code = helper.run("export", "--format", "axolotl", source, "--deepspeed", name)
+    assert(code == 0, err)
+    assert.truthy(out:find("deepspeed: '" .. name .. "'", 1, true), out)
+    assert.truthy(out:find("bf16: true", 1, true), out) -- mixed-bf16 under DeepSpeed
+    local path = helper.write(out, ".yml")
+    local a = helper.estimate("--recipe", source, "--set", "gpus=4")
+    local b = helper.estimate("--recipe", path, "--set", "gpus=4")
+    assert.are.same(a.recipe, b.recipe)
+    assert.are.equal(a.per_gpu.peak_allocated_bytes, b.per_gpu.peak_allocated_bytes)
+    _, err, code = helper.run("export", "--format", "axolotl", source)
+    assert.are.equal(1, code)
+    assert.truthy(err:find("framework = deepspeed: an axolotl config names its DeepSpeed config", 1, true), err)
+  end)
+
   it("writes LLaMA-Factory YAML that parses, with LLaMA-Factory's own argument names and values", function()
     local out, err, code = helper.run("export", "--format", "llama-factory",
       helper.root .. "/scripts/recipes/lora-q-v-checkpointed.lua", "--model", "llama3-8b", "--set", "lora_rank=16",

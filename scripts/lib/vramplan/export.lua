@@ -198,6 +198,28 @@ local optimizer_names = { adamw = "adamw_torch", ["adamw-hf"] = "adamw_hf", ["ad
   ["paged-adamw-8bit"] = "paged_adamw_8bit", ["paged-adamw-32bit"] = "paged_adamw_32bit", adafactor = "adafactor",
   lion = "lion_32bit", sgd = "sgd", adam = "adam" }
 
+-- axolotl's and LLaMA-Factory's DeepSpeed runs name their DeepSpeed config
+-- (`deepspeed: FILE`, options.deepspeed, written with --format deepspeed),
+-- which holds the ZeRO keys: true when the recipe's framework is deepspeed.
+local zero_keys = { "zero", "offload_optimizer", "offload_params", "overlap_comm", "reduce_bucket_size",
+  "allgather_bucket_size", "stage3_prefetch_bucket_size", "stage3_param_persistence_threshold",
+  "stage3_max_live_parameters", "stage3_max_reuse_distance" }
+
+local function names_deepspeed_file(fw, written, what, options, tool)
+  if fw == "deepspeed" then
+    if not options.deepspeed then
+      error(string.format("%s: framework = deepspeed: %s names its DeepSpeed config " ..
+        "(`deepspeed: FILE`): write that file with --format deepspeed and give its name with --deepspeed FILE",
+        what, tool), 0)
+    end
+    for _, k in ipairs(zero_keys) do written[k] = true end
+    return true
+  elseif options.deepspeed then
+    error(string.format("%s: --deepspeed FILE: the recipe's framework is %s, not deepspeed", what, fw), 0)
+  end
+  return false
+end
+
 -- transformers' OptimizerNames, which axolotl and LLaMA-Factory hand to
 -- the Trainer (under `name`): adamw_torch is torch.optim.AdamW's default
 -- (foreach on CUDA), adamw_torch_fused its fused kernels.
@@ -286,7 +308,9 @@ local function axolotl(keys, _, what, options)
   elseif loss == "cut" then put(t, "cut_cross_entropy", true) end
   put_optim(t, keys, written, what, "an axolotl config", "optimizer", "adamw_torch_fused")
   put(t, "weight_decay", take("weight_decay"))
-  if keys.framework == "fsdp" then
+  if names_deepspeed_file(keys.framework or "torch", written, what, options, "an axolotl config") then
+    put(t, "deepspeed", options.deepspeed)
+  elseif keys.framework == "fsdp" then
     local s = take("fsdp") or "full_shard"
     local opts = { s }
     if keys.offload_params == "cpu" then opts[#opts + 1] = "offload" end
@@ -294,8 +318,7 @@ local function axolotl(keys, _, what, options)
     opts[#opts + 1] = "auto_wrap"
     put(t, "fsdp", { list = opts })
   elseif keys.framework ~= nil and keys.framework ~= "torch" then
-    refuse(what, "framework", keys.framework, "an axolotl config of its own (write the DeepSpeed config with " ..
-      "--format deepspeed and name it in `deepspeed:`)")
+    refuse(what, "framework", keys.framework, "an axolotl config (torch, fsdp, or deepspeed with --deepspeed FILE)")
   end
   local defaults = require("vramplan.stacks").profiles.axolotl.defaults
   return yaml_text(t, "# axolotl config written by vramplan export\n"), leftovers(keys, written, defaults)
@@ -307,10 +330,7 @@ end
 -- defaults differ from vramplan's (finetuning_type lora, checkpointing on,
 -- per_device_train_batch_size 8, cutoff_len 2048), so the keys they touch
 -- are always written. A DeepSpeed run names its DeepSpeed config
--- (`deepspeed: FILE`, options.deepspeed), which holds the ZeRO keys.
-local zero_keys = { "zero", "offload_optimizer", "offload_params", "overlap_comm", "reduce_bucket_size",
-  "allgather_bucket_size", "stage3_prefetch_bucket_size", "stage3_param_persistence_threshold",
-  "stage3_max_live_parameters", "stage3_max_reuse_distance" }
+-- (names_deepspeed_file).
 
 local function common_count(v) return require("vramplan.import.common").count(v) end
 
@@ -341,17 +361,9 @@ local function llama_factory(keys, _, what, options)
     return v
   end
   local fw = take("framework") or "torch"
-  if fw == "deepspeed" then
-    if not options.deepspeed then
-      error(string.format("%s: framework = deepspeed: a LLaMA-Factory config names its DeepSpeed config " ..
-        "(`deepspeed: FILE`): write that file with --format deepspeed and give its name with --deepspeed FILE", what), 0)
-    end
-    for _, k in ipairs(zero_keys) do written[k] = true end
-  elseif fw ~= "torch" then
+  if not names_deepspeed_file(fw, written, what, options, "a LLaMA-Factory config") and fw ~= "torch" then
     refuse(what, "framework", fw, "a LLaMA-Factory config (torch, or deepspeed with --deepspeed FILE; " ..
       "FSDP is accelerate's config: --format accelerate)")
-  elseif options.deepspeed then
-    error(string.format("%s: --deepspeed FILE: the recipe's framework is %s, not deepspeed", what, fw), 0)
   end
   if options.hub_id then put(t, "model_name_or_path", options.hub_id) end
   put(t, "stage", "sft")
