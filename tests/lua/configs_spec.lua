@@ -740,27 +740,35 @@ describe("export", function()
     assert.truthy(err:find("framework = fsdp2 has no equivalent in an accelerate config", 1, true), err)
   end)
 
-  it("round-trips LLaMA-Factory's ZeRO-3 LoRA example, its DeepSpeed config written beside it", function()
-    local source = FIXTURES .. "llamafactory/examples/train_lora/llama3_lora_sft_ds3.yaml"
+  -- Exports `source`'s DeepSpeed half with --format deepspeed and the rest
+  -- in `format`, naming that file (--deepspeed); checks that the pair reads
+  -- back as `source` does (with `args`) and that without --deepspeed the
+  -- export is refused with `refusal`. Returns the `format` text.
+  local function assert_deepspeed_pair(format, source, suffix, args, refusal)
     local ds, err, code = helper.run("export", "--format", "deepspeed", source)
     assert(code == 0, err)
-    local ds_path = helper.write(ds, ".json")
-    local name = ds_path:match("[^/]+$")
+    local name = helper.write(ds, ".json"):match("[^/]+$")
     local out
-    out, err, code = helper.run("export", "--format", "llama-factory", source, "--deepspeed", name)
+    out, err, code = helper.run("export", "--format", format, source, "--deepspeed", name)
     assert(code == 0, err)
     assert.truthy(out:find("deepspeed: '" .. name .. "'", 1, true), out)
-    assert.falsy(out:find("stage3", 1, true), out) -- the ZeRO keys are the DeepSpeed file's
-    local path = helper.write(out, ".yaml") -- in the same folder as ds_path
-    local args = { "--set", "gpus=2", "--set", "seq_len=256" }
-    local a = helper.estimate("llama3-8b", "--recipe", source, table.unpack(args))
-    local b = helper.estimate("llama3-8b", "--recipe", path, table.unpack(args))
+    local path = helper.write(out, suffix) -- in the same folder as the DeepSpeed file
+    local a = helper.estimate("--recipe", source, table.unpack(args))
+    local b = helper.estimate("--recipe", path, table.unpack(args))
     assert.are.same(a.recipe, b.recipe)
     assert.are.equal(a.per_gpu.peak_allocated_bytes, b.per_gpu.peak_allocated_bytes)
     -- without --deepspeed the DeepSpeed half has nowhere to go
-    _, err, code = helper.run("export", "--format", "llama-factory", source)
+    _, err, code = helper.run("export", "--format", format, source)
     assert.are.equal(1, code)
-    assert.truthy(err:find("framework = deepspeed: a LLaMA-Factory config names its DeepSpeed config", 1, true), err)
+    assert.truthy(err:find(refusal, 1, true), err)
+    return out
+  end
+
+  it("round-trips LLaMA-Factory's ZeRO-3 LoRA example, its DeepSpeed config written beside it", function()
+    local out = assert_deepspeed_pair("llama-factory", FIXTURES .. "llamafactory/examples/train_lora/llama3_lora_sft_ds3.yaml",
+      ".yaml", { "--set", "gpus=2", "--set", "seq_len=256" },
+      "framework = deepspeed: a LLaMA-Factory config names its DeepSpeed config")
+    assert.falsy(out:find("stage3", 1, true), out) -- the ZeRO keys are the DeepSpeed file's
   end)
 
   it("round-trips an axolotl DeepSpeed config, its DeepSpeed file written beside it (--deepspeed)", function()
@@ -769,22 +777,9 @@ describe("export", function()
     local source = helper.write("base_model: NousResearch/Llama-3.2-1B\nadapter: lora\nlora_target_linear: true\n"
       .. "sequence_len: 256\nmicro_batch_size: 2\nbf16: true\noptimizer: adamw_torch\ndeepspeed: "
       .. z3:match("[^/]+$") .. "\n", ".yml")
-    local ds, err, code = helper.run("export", "--format", "deepspeed", source)
-    assert(code == 0, err)
-    local name = helper.write(ds, ".json"):match("[^/]+$")
-    local out
-    out, err, code = helper.run("export", "--format", "axolotl", source, "--deepspeed", name)
-    assert(code == 0, err)
-    assert.truthy(out:find("deepspeed: '" .. name .. "'", 1, true), out)
+    local out = assert_deepspeed_pair("axolotl", source, ".yml", { "--set", "gpus=4" },
+      "framework = deepspeed: an axolotl config names its DeepSpeed config")
     assert.truthy(out:find("bf16: true", 1, true), out) -- mixed-bf16 under DeepSpeed
-    local path = helper.write(out, ".yml")
-    local a = helper.estimate("--recipe", source, "--set", "gpus=4")
-    local b = helper.estimate("--recipe", path, "--set", "gpus=4")
-    assert.are.same(a.recipe, b.recipe)
-    assert.are.equal(a.per_gpu.peak_allocated_bytes, b.per_gpu.peak_allocated_bytes)
-    _, err, code = helper.run("export", "--format", "axolotl", source)
-    assert.are.equal(1, code)
-    assert.truthy(err:find("framework = deepspeed: an axolotl config names its DeepSpeed config", 1, true), err)
   end)
 
   it("writes LLaMA-Factory YAML that parses, with LLaMA-Factory's own argument names and values", function()
