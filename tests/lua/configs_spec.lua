@@ -381,6 +381,23 @@ describe("axolotl and LLaMA-Factory YAML as recipes", function()
       .. "use_ray; in " .. ds .. ": zero_optimization.sub_group_size\n", 1, true), err)
   end)
 
+  it("runs the DeepSpeed config's optimizer section when it has one, else the Trainer's as the client optimizer", function()
+    -- transformers' deepspeed_optim_sched: an optimizer section means DummyOptim, the Trainer's optim unused
+    local ds = helper.write('{"optimizer": {"type": "AdamW", "params": {"lr": "auto"}}, "zero_optimization": {"stage": 2}}',
+      ".json")
+    local path = helper.write("base_model: gpt2\nsequence_len: 128\noptimizer: adamw_bnb_8bit\ndeepspeed: "
+      .. ds:match("[^/]+$") .. "\n", ".yml")
+    local out, err, code = helper.run("estimate", "--recipe", path, "--json")
+    assert.are.equal(0, code, err)
+    assert_keys(json.decode(out).recipe, { optimizer = "adamw", optimizer_impl = "fused" })
+    assert.truthy(err:find("optimizer=adamw_bnb_8bit (the DeepSpeed config's optimizer section runs instead)", 1, true), err)
+    -- without one, the Trainer's torch.optim.AdamW (foreach) is DeepSpeed's client optimizer
+    ds = helper.write('{"zero_optimization": {"stage": 2}}', ".json")
+    path = helper.write("base_model: gpt2\nsequence_len: 128\noptimizer: adamw_torch\ndeepspeed: "
+      .. ds:match("[^/]+$") .. "\n", ".yml")
+    assert_keys(estimate("--recipe", path), { framework = "deepspeed", optimizer = "adamw", optimizer_impl = "foreach" })
+  end)
+
   it("reads aliases once each: ten levels of nine (a billion laughs) are not copied 9^10 times", function()
     -- found while writing the fuzz target (tests/fuzz/regressions/)
     local lines = { "base_model: gpt2", "micro_batch_size: 2", "sequence_len: 128", "a0: &a0 [x, x, x, x, x, x, x, x, x]" }

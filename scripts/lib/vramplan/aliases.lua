@@ -173,11 +173,15 @@ function aliases.apply(keys, origins)
     if keys[key] == nil then keys[key], origins[key] = value, origin end
   end
   -- transformers' OptimizerNames.ADAMW_TORCH_FUSED is torch.optim.AdamW
-  -- with fused=True (trainer.py, get_optimizer_cls_and_kwargs): the name
-  -- says the implementation too, whichever tool's config or --set gives it
-  local o = keys.optimizer
-  if type(o) == "string" and o:lower() == "adamw_torch_fused" and keys.optimizer_impl == nil then
-    keys.optimizer_impl, origins.optimizer_impl = "fused", (origins.optimizer or "recipe") .. " (adamw_torch_fused)"
+  -- with fused=True, ADAMW_TORCH torch.optim.AdamW as it comes, foreach on
+  -- CUDA (trainer.py, get_optimizer_cls_and_kwargs; torch/optim/optimizer.py,
+  -- _default_to_fused_or_foreach): the name says the implementation too,
+  -- whichever tool's config or --set gives it (under DeepSpeed too, where
+  -- the Trainer's optimizer is DeepSpeed's client optimizer)
+  local o = type(keys.optimizer) == "string" and keys.optimizer:lower()
+  local impl = ({ adamw_torch_fused = "fused", adamw_torch = "foreach" })[o]
+  if impl and keys.optimizer_impl == nil then
+    keys.optimizer_impl, origins.optimizer_impl = impl, (origins.optimizer or "recipe") .. " (" .. o .. ")"
   end
   for key, value in pairs(keys) do keys[key] = aliases.value(key, value) end
 end

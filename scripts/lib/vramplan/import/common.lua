@@ -134,6 +134,15 @@ function common.merge_deepspeed(r, name, keypath)
       where, name), 0)
   end
   local ds = require("vramplan.import.deepspeed").load(path)
+  -- transformers' deepspeed_optim_sched (integrations/deepspeed.py): a
+  -- DeepSpeed config with an optimizer section runs that optimizer
+  -- (DummyOptim) and the Trainer creates none of its own
+  if ds.keys.optimizer ~= nil and r.keys.optimizer ~= nil then
+    if not same("optimizer", r.keys.optimizer, ds.keys.optimizer) and not r.origins.optimizer:find("default", 1, true) then
+      r.skip({ "optimizer=" .. tostring(r.keys.optimizer) .. " (the DeepSpeed config's optimizer section runs instead)" })
+    end
+    r.keys.optimizer, r.origins.optimizer = nil, nil
+  end
   for key, value in pairs(ds.keys) do
     local origin = ds.origins[key]
     if r.keys[key] == nil then
