@@ -398,6 +398,19 @@ describe("axolotl and LLaMA-Factory YAML as recipes", function()
     assert_keys(estimate("--recipe", path), { framework = "deepspeed", optimizer = "adamw", optimizer_impl = "foreach" })
   end)
 
+  it("refuses a DeepSpeed file whose fp16 / bf16 contradicts the YAML's, as transformers does", function()
+    -- accelerate's zero_stage2_config.json (fp16 enabled) named by a bf16 axolotl config
+    local ds = helper.write('{"fp16": {"enabled": true}, "zero_optimization": {"stage": 2}}', ".json")
+    local path = helper.write("base_model: gpt2\nsequence_len: 128\nbf16: true\ndeepspeed: " .. ds:match("[^/]+$") .. "\n",
+      ".yml")
+    local err = helper.fails("--recipe", path)
+    assert.truthy(err:find(ds .. ":1: precision = mixed-fp16 disagrees with bf16: true (" .. path .. ":3)", 1, true), err)
+    -- "auto" takes the YAML's
+    ds = helper.write('{"fp16": {"enabled": "auto"}, "bf16": {"enabled": "auto"}, "zero_optimization": {"stage": 2}}', ".json")
+    path = helper.write("base_model: gpt2\nsequence_len: 128\nbf16: true\ndeepspeed: " .. ds:match("[^/]+$") .. "\n", ".yml")
+    assert.are.equal("mixed-bf16", estimate("--recipe", path).precision)
+  end)
+
   it("reads aliases once each: ten levels of nine (a billion laughs) are not copied 9^10 times", function()
     -- found while writing the fuzz target (tests/fuzz/regressions/)
     local lines = { "base_model: gpt2", "micro_batch_size: 2", "sequence_len: 128", "a0: &a0 [x, x, x, x, x, x, x, x, x]" }

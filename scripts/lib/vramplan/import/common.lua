@@ -143,6 +143,15 @@ function common.merge_deepspeed(r, name, keypath)
     end
     r.keys.optimizer, r.origins.optimizer = nil, nil
   end
+  -- transformers' trainer_config_process: fp16.enabled / bf16.enabled set
+  -- in the file must match the Trainer's fp16 / bf16 (fill_match), or it
+  -- refuses the pair
+  local flags = { ["mixed-fp16"] = "bf16", ["mixed-bf16"] = "fp16" }
+  local other = flags[ds.keys.precision]
+  if other and r.keys[other] == true then
+    error(string.format("%s: precision = %s disagrees with %s: true (%s): transformers refuses a DeepSpeed config "
+      .. "whose 16-bit type is not the Trainer's", ds.origins.precision, ds.keys.precision, other, r.origins[other]), 0)
+  end
   for key, value in pairs(ds.keys) do
     local origin = ds.origins[key]
     if r.keys[key] == nil then
