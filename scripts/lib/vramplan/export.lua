@@ -136,7 +136,7 @@ local function deepspeed(keys, autos, what)
 end
 
 -- accelerate: config_args.py's ClusterConfig and the plugin sections.
-local function accelerate(keys, _, what)
+local function accelerate(keys, autos, what, options)
   local t, written = ordered(), { gpus = true, dp = true, gpus_per_node = true, framework = true, precision = true }
   local fw = keys.framework or "torch"
   local gpus = num(keys.gpus) or num(keys.dp) or 1
@@ -166,7 +166,16 @@ local function accelerate(keys, _, what)
   local per_node = num(keys.gpus_per_node)
   if per_node and gpus > per_node then put(t, "num_machines", math.tointeger(gpus // per_node)) end
   local function take(k) written[k] = true return keys[k] end
-  if fw == "deepspeed" then
+  if fw == "deepspeed" and options.deepspeed then
+    -- DeepSpeedPlugin's deepspeed_config_file (written with --format
+    -- deepspeed) holds what a DeepSpeed config writes
+    local _, left = deepspeed(keys, autos, what)
+    local held = {}
+    for k in pairs(keys) do held[k] = true end
+    for _, k in ipairs(left) do held[k] = nil end
+    for k in pairs(held) do written[k] = true end
+    put(t, "deepspeed_config", { { "deepspeed_config_file", options.deepspeed } })
+  elseif fw == "deepspeed" then
     local ds = ordered()
     put(ds, "zero_stage", take("zero") or 0)
     put(ds, "offload_optimizer_device", take("offload_optimizer"))
