@@ -812,6 +812,15 @@ describe("export", function()
     local out = assert_deepspeed_pair("axolotl", source, ".yml", { "--set", "gpus=4" },
       "framework = deepspeed: an axolotl config names its DeepSpeed config")
     assert.truthy(out:find("bf16: true", 1, true), out) -- mixed-bf16 under DeepSpeed
+    -- a Trainer optimizer DeepSpeed has no section for (axolotl's mistral/mixtral/mixtral.yml: adamw_bnb_8bit)
+    -- stays the YAML's: the DeepSpeed file has no optimizer section, DeepSpeed runs the client optimizer
+    source = helper.write("base_model: NousResearch/Llama-3.2-1B\nadapter: lora\nlora_target_linear: true\n"
+      .. "sequence_len: 256\nbf16: true\noptimizer: adamw_bnb_8bit\ndeepspeed: " .. z3:match("[^/]+$") .. "\n", ".yml")
+    local ds, err = helper.run("export", "--format", "deepspeed", source)
+    assert.falsy(ds:find('"optimizer"', 1, true), ds)
+    assert.truthy(err:find("left out%): .*optimizer"), err)
+    out = assert_deepspeed_pair("axolotl", source, ".yml", { "--set", "gpus=4" }, nil)
+    assert.truthy(out:find("optimizer: 'adamw_bnb_8bit'", 1, true), out)
   end)
 
   it("round-trips accelerate's DeepSpeed template with its deepspeed_config_file (--deepspeed)", function()

@@ -105,10 +105,13 @@ local function deepspeed(keys, autos, what)
     put(t, "fp16", { { "enabled", "auto" } })
     put(t, "bf16", { { "enabled", "auto" } })
   end
+  local types = { adamw = "AdamW", adam = "Adam", lion = "Lion" }
   local o = take("optimizer")
-  if o ~= nil then
-    local types = { adamw = "AdamW", adam = "Adam", lion = "Lion" }
-    if not types[o] then refuse(what, "optimizer", o, "a DeepSpeed config (adamw, adam, lion)") end
+  if o ~= nil and not types[o] then
+    -- no optimizer section: the Trainer's optimizer is DeepSpeed's client
+    -- (transformers' deepspeed_optim_sched), named in the YAML beside it
+    written.optimizer = nil
+  elseif o ~= nil then
     local params = ordered()
     if o == "adam" then put(params, "adam_w_mode", false) end
     if take("optimizer_impl") == "foreach" then put(params, "torch_adam", true) end
