@@ -411,6 +411,29 @@ describe("axolotl and LLaMA-Factory YAML as recipes", function()
     assert.are.equal("mixed-bf16", estimate("--recipe", path).precision)
   end)
 
+  it("finds deepspeed: FILE from the repository's root when run inside the config's folder", function()
+    -- axolotl's examples name deepspeed_configs/zero3.json from the repository's root; a user runs
+    -- `cd examples/llama-3 && vramplan estimate --recipe lora-1b-ray.yml`
+    local top = helper.write("", ".d")
+    os.remove(top)
+    os.execute("mkdir -p '" .. top .. "/deepspeed_configs' '" .. top .. "/examples/llama-3'")
+    local function put(path, text)
+      local f = assert(io.open(top .. "/" .. path, "w"))
+      f:write(text)
+      f:close()
+    end
+    put("deepspeed_configs/z3.json", '{"zero_optimization": {"stage": 3}}')
+    put("examples/llama-3/c.yml", "base_model: gpt2\nsequence_len: 128\ndeepspeed: deepspeed_configs/z3.json\n")
+    local bin = helper.bin:sub(1, 1) == "/" and helper.bin or (io.popen("pwd"):read("l") .. "/" .. helper.bin)
+    local pipe = io.popen("cd '" .. top .. "/examples/llama-3' && " .. bin .. " estimate --recipe c.yml --json 2>&1")
+    local out = pipe:read("a")
+    pipe:close()
+    os.execute("rm -r '" .. top .. "'")
+    local ok, r = pcall(json.decode, out)
+    assert(ok and type(r) == "table", out)
+    assert_keys(r.recipe, { framework = "deepspeed", zero = 3 })
+  end)
+
   it("reads aliases once each: ten levels of nine (a billion laughs) are not copied 9^10 times", function()
     -- found while writing the fuzz target (tests/fuzz/regressions/)
     local lines = { "base_model: gpt2", "micro_batch_size: 2", "sequence_len: 128", "a0: &a0 [x, x, x, x, x, x, x, x, x]" }

@@ -113,6 +113,15 @@ function common.find_beside(config_path, name)
     if up == dir or dir == "." or dir == "" then break end
     dir = up
   end
+  -- a relative path ends at the working folder: on through the folders
+  -- above it (a config given from inside its repository)
+  if dir == "." then
+    local prefix = ""
+    for _ in (os.getenv("PWD") or ""):gmatch("[^/]+") do
+      prefix = prefix .. "../"
+      if exists(prefix .. name) then return prefix .. name end
+    end
+  end
   return exists(name) and name or nil
 end
 
