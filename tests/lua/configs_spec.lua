@@ -102,6 +102,32 @@ describe("DeepSpeed configs as recipes", function()
     assert.falsy(err:find("gradient_clipping", 1, true), err)
   end)
 
+  it("reads fp16's loss-scale keys in a bf16 section as DeepSpeed does: not at all", function()
+    -- DeepSpeed's tests/torch_compile/ds_config_z2.json
+    local path = helper.write('{"bf16": {"enabled": true, "loss_scale": 0, "initial_scale_power": 8, "hysteresis": 2}, '
+      .. '"zero_optimization": {"stage": 2}}', ".json")
+    local _, err, code = helper.run("estimate", "gpt2", "--recipe", path, "--set", "seq_len=128")
+    assert.are.equal(0, code, err)
+    assert.are.equal("", err)
+  end)
+
+  it("lists a parameter offload below stage 3, which DeepSpeed ignores, rather than refusing the config", function()
+    -- DeepSpeed's tests/hybrid_engine/hybrid_engine_config.json: stage 0 with offload_param cpu
+    local path = helper.write('{"train_micro_batch_size_per_gpu": 2, "zero_optimization": {"stage": 0, '
+      .. '"offload_param": {"device": "cpu"}}, "fp16": {"enabled": true}}', ".json")
+    local out, err, code = helper.run("estimate", "gpt2", "--recipe", path, "--set", "seq_len=128", "--json")
+    assert.are.equal(0, code, err)
+    assert.are.equal("none", json.decode(out).recipe.offload_params)
+    assert.truthy(err:find("zero_optimization.offload_param (only ZeRO stage 3 offloads parameters)", 1, true), err)
+    path = helper.write('{"zero_optimization": {"stage": 2, "cpu_offload_param": true}}', ".json")
+    _, err, code = helper.run("estimate", "gpt2", "--recipe", path, "--set", "seq_len=128")
+    assert.are.equal(0, code, err)
+    assert.truthy(err:find("zero_optimization.cpu_offload_param (only ZeRO stage 3", 1, true), err)
+    -- at stage 3 it is read
+    path = helper.write('{"zero_optimization": {"stage": 3, "offload_param": {"device": "cpu"}}}', ".json")
+    assert.are.equal("cpu", estimate("gpt2", "--recipe", path, "--set", "seq_len=128").offload_params)
+  end)
+
   it("blames a malformed file's line and column", function()
     local path = helper.write('{\n  "zero_optimization": {\n    "stage": 2,\n    "overlap_comm": tru\n  }\n}\n', ".json")
     local err = helper.fails("gpt2", "--recipe", path)
@@ -160,6 +186,20 @@ describe("other tools' names for recipe keys", function()
     recipe = estimate("llama3.2-1b", "--set", "seq_len=128", "--set", "stack=torchtune", "--set",
       "optimizer_in_bwd=true", "--set", "num_output_chunks=4")
     assert_keys(recipe, { optimizer_in_backward = true, loss = "chunked", loss_chunks = 4 })
+  end)
+
+  it("reads transformers' adamw_torch_fused as AdamW with its fused kernels, from any file or --set", function()
+    local recipe = estimate("llama3.2-1b", "--set", "optim=adamw_torch_fused", "--set", "seq_len=128")
+    assert_keys(recipe, { optimizer = "adamw", optimizer_impl = "fused" })
+    local path = helper.write("base_model: gpt2\nsequence_len: 128\noptimizer: adamw_torch_fused\n", ".yml")
+    assert_keys(estimate("--recipe", path), { optimizer = "adamw", optimizer_impl = "fused" })
+    assert_keys(estimate("llama3.2-1b", "--set", "optim=adamw_torch", "--set", "seq_len=128"), { optimizer_impl = "foreach" })
+    -- axolotl's default optimizer is adamw_torch_fused (src/axolotl/utils/schemas/training.py)
+    path = helper.write("base_model: gpt2\nsequence_len: 128\n", ".yml")
+    assert_keys(estimate("--recipe", path), { optimizer = "adamw", optimizer_impl = "fused" })
+    -- and an axolotl export of vramplan's default AdamW names it
+    local out = helper.run("export", "--format", "axolotl", "--set", "seq_len=128", "--model", "gpt2")
+    assert.truthy(out:find("optimizer: 'adamw_torch'\n", 1, true), out)
   end)
 
   it("refuses two names for one key that disagree", function()
@@ -248,6 +288,35 @@ describe("axolotl and LLaMA-Factory YAML as recipes", function()
     assert.truthy(out:find("Meta-Llama-3-8B on NVIDIA A100 80GB", 1, true), out)
   end)
 
+  it("reads axolotl's attn_implementation (its attention key since the boolean flags were deprecated)", function()
+    local path = FIXTURES .. "axolotl/examples/llama-3/lora-1b.yml"
+    local out, err, code = helper.run("estimate", "--recipe", path, "--json")
+    assert.are.equal(0, code, err)
+    assert.are.equal("flash", json.decode(out).recipe.attention) -- attn_implementation: flash_attention_2
+    assert.truthy(err:find("(the estimate ignores them): sample_packing\n", 1, true), err)
+    -- a Hub kernel of FlashAttention is flash; a kernel vramplan does not model is named
+    local hub = helper.write("base_model: NousResearch/Llama-3.2-1B\nsequence_len: 128\n"
+      .. "attn_implementation: kernels-community/vllm-flash-attn3\n", ".yml")
+    assert.are.equal("flash", helper.estimate("--recipe", hub).recipe.attention)
+    local flex = helper.write("base_model: NousResearch/Llama-3.2-1B\nsequence_len: 128\n"
+      .. "attn_implementation: flex_attention\n", ".yml")
+    _, err, code = helper.run("estimate", "--recipe", flex)
+    assert.are.equal(0, code, err)
+    assert.truthy(err:find("ignores them): attn_implementation=flex_attention\n", 1, true), err)
+  end)
+
+  it("says a lora_target_modules string is PEFT's regular expression, not a module name", function()
+    -- axolotl's gemma3/gemma-3-4b-vision-qlora.yml and a dozen other examples
+    local path = helper.write("base_model: gpt2\nsequence_len: 128\nadapter: lora\n"
+      .. "lora_target_modules: 'model.layers.[\\d]+.(mlp|self_attn).(up|down|gate|q|k|v|o)_proj'\n", ".yml")
+    local err = helper.fails("--recipe", path)
+    assert.truthy(err:find(path .. ":4: lora_target_modules: model.layers.[\\d]+.(mlp|self_attn)", 1, true), err)
+    assert.truthy(err:find("is a regular expression (PEFT matches a string against full module names)", 1, true), err)
+    -- one plain name is still a name
+    path = helper.write("base_model: gpt2\nsequence_len: 128\nadapter: lora\nlora_target_modules: c_attn\n", ".yml")
+    assert.are.equal("c_attn", estimate("--recipe", path).lora_targets)
+  end)
+
   it("reads axolotl's LoRA example over 8-bit weights as LLM.int8", function()
     local r = helper.estimate("--recipe", FIXTURES .. "axolotl/examples/llama-3/lora-8b.yml")
     assert_keys(r.recipe, { finetune = "qlora", quant = "int8", lora_rank = 32, optimizer = "adamw-8bit" })
@@ -302,6 +371,69 @@ describe("axolotl and LLaMA-Factory YAML as recipes", function()
     assert.truthy(err:find(path .. ":3: cannot find the DeepSpeed config no-such-file.json", 1, true), err)
   end)
 
+  it("names the DeepSpeed file's keys it does not model under that file, apart from the YAML's", function()
+    local ds = helper.write('{"zero_optimization": {"stage": 3, "sub_group_size": 0}}', ".json")
+    local path = helper.write("base_model: gpt2\nsequence_len: 128\nsample_packing: true\nuse_ray: true\ndeepspeed: "
+      .. ds:match("([^/]+)$") .. "\n", ".yml")
+    local _, err, code = helper.run("estimate", "--recipe", path)
+    assert.are.equal(0, code, err)
+    assert.truthy(err:find(path .. ": axolotl keys vramplan does not model (the estimate ignores them): sample_packing, "
+      .. "use_ray; in " .. ds .. ": zero_optimization.sub_group_size\n", 1, true), err)
+  end)
+
+  it("runs the DeepSpeed config's optimizer section when it has one, else the Trainer's as the client optimizer", function()
+    -- transformers' deepspeed_optim_sched: an optimizer section means DummyOptim, the Trainer's optim unused
+    local ds = helper.write('{"optimizer": {"type": "AdamW", "params": {"lr": "auto"}}, "zero_optimization": {"stage": 2}}',
+      ".json")
+    local path = helper.write("base_model: gpt2\nsequence_len: 128\noptimizer: adamw_bnb_8bit\ndeepspeed: "
+      .. ds:match("[^/]+$") .. "\n", ".yml")
+    local out, err, code = helper.run("estimate", "--recipe", path, "--json")
+    assert.are.equal(0, code, err)
+    assert_keys(json.decode(out).recipe, { optimizer = "adamw", optimizer_impl = "fused" })
+    assert.truthy(err:find("optimizer=adamw_bnb_8bit (the DeepSpeed config's optimizer section runs instead)", 1, true), err)
+    -- without one, the Trainer's torch.optim.AdamW (foreach) is DeepSpeed's client optimizer
+    ds = helper.write('{"zero_optimization": {"stage": 2}}', ".json")
+    path = helper.write("base_model: gpt2\nsequence_len: 128\noptimizer: adamw_torch\ndeepspeed: "
+      .. ds:match("[^/]+$") .. "\n", ".yml")
+    assert_keys(estimate("--recipe", path), { framework = "deepspeed", optimizer = "adamw", optimizer_impl = "foreach" })
+  end)
+
+  it("refuses a DeepSpeed file whose fp16 / bf16 contradicts the YAML's, as transformers does", function()
+    -- accelerate's zero_stage2_config.json (fp16 enabled) named by a bf16 axolotl config
+    local ds = helper.write('{"fp16": {"enabled": true}, "zero_optimization": {"stage": 2}}', ".json")
+    local path = helper.write("base_model: gpt2\nsequence_len: 128\nbf16: true\ndeepspeed: " .. ds:match("[^/]+$") .. "\n",
+      ".yml")
+    local err = helper.fails("--recipe", path)
+    assert.truthy(err:find(ds .. ":1: precision = mixed-fp16 disagrees with bf16: true (" .. path .. ":3)", 1, true), err)
+    -- "auto" takes the YAML's
+    ds = helper.write('{"fp16": {"enabled": "auto"}, "bf16": {"enabled": "auto"}, "zero_optimization": {"stage": 2}}', ".json")
+    path = helper.write("base_model: gpt2\nsequence_len: 128\nbf16: true\ndeepspeed: " .. ds:match("[^/]+$") .. "\n", ".yml")
+    assert.are.equal("mixed-bf16", estimate("--recipe", path).precision)
+  end)
+
+  it("finds deepspeed: FILE from the repository's root when run inside the config's folder", function()
+    -- axolotl's examples name deepspeed_configs/zero3.json from the repository's root; a user runs
+    -- `cd examples/llama-3 && vramplan estimate --recipe lora-1b-ray.yml`
+    local top = helper.write("", ".d")
+    os.remove(top)
+    os.execute("mkdir -p '" .. top .. "/deepspeed_configs' '" .. top .. "/examples/llama-3'")
+    local function put(path, text)
+      local f = assert(io.open(top .. "/" .. path, "w"))
+      f:write(text)
+      f:close()
+    end
+    put("deepspeed_configs/z3.json", '{"zero_optimization": {"stage": 3}}')
+    put("examples/llama-3/c.yml", "base_model: gpt2\nsequence_len: 128\ndeepspeed: deepspeed_configs/z3.json\n")
+    local bin = helper.bin:sub(1, 1) == "/" and helper.bin or (io.popen("pwd"):read("l") .. "/" .. helper.bin)
+    local pipe = io.popen("cd '" .. top .. "/examples/llama-3' && " .. bin .. " estimate --recipe c.yml --json 2>&1")
+    local out = pipe:read("a")
+    pipe:close()
+    os.execute("rm -r '" .. top .. "'")
+    local ok, r = pcall(json.decode, out)
+    assert(ok and type(r) == "table", out)
+    assert_keys(r.recipe, { framework = "deepspeed", zero = 3 })
+  end)
+
   it("reads aliases once each: ten levels of nine (a billion laughs) are not copied 9^10 times", function()
     -- found while writing the fuzz target (tests/fuzz/regressions/)
     local lines = { "base_model: gpt2", "micro_batch_size: 2", "sequence_len: 128", "a0: &a0 [x, x, x, x, x, x, x, x, x]" }
@@ -319,6 +451,27 @@ describe("axolotl and LLaMA-Factory YAML as recipes", function()
     local r = helper.estimate("--recipe", path, "--model", helper.root .. "/tests/fixtures/llama3.2-1b-config.json")
     assert.are.equal("lora", r.recipe.finetune)
     assert.are.equal(128, r.recipe.seq_len)
+  end)
+
+  it("names a LLaMA-Factory prediction run (do_predict without do_train): not the training step it estimates", function()
+    -- LLaMA-Factory's examples/extras/nlg_eval/llama3_lora_predict.yaml
+    local path = helper.write("model_name_or_path: meta-llama/Meta-Llama-3-8B\nstage: sft\ndo_predict: true\n"
+      .. "finetuning_type: lora\ncutoff_len: 128\n", ".yaml")
+    local _, err, code = helper.run("estimate", "--recipe", path)
+    assert.are.equal(0, code, err)
+    assert.truthy(err:find("do_train=false (a prediction or evaluation run", 1, true), err)
+    path = helper.write("model_name_or_path: meta-llama/Meta-Llama-3-8B\nstage: sft\ndo_train: true\ndo_eval: true\n"
+      .. "finetuning_type: lora\ncutoff_len: 128\n", ".yaml")
+    _, err = helper.run("estimate", "--recipe", path)
+    assert.are.equal("", err)
+  end)
+
+  it("refuses LLaMA-Factory's v1 configs by name rather than reading them as axolotl's (micro_batch_size)", function()
+    local path = FIXTURES .. "llamafactory/examples/v1/train_lora/train_lora_sft.yaml"
+    local err = helper.fails("qwen3-4b", "--recipe", path)
+    assert.truthy(err:find(path .. ": a LLaMA-Factory v1 config (model, model_class): vramplan reads LLaMA-Factory's "
+      .. "configs with model_name_or_path", 1, true), err)
+    assert.falsy(err:find("axolotl", 1, true), err)
   end)
 
   it("blames a malformed YAML file's line and column", function()
@@ -371,6 +524,44 @@ describe("Hugging Face ids of the models in models/", function()
     assert.are.equal("deepseek-v2.5", (hub_ids.lookup("deepseek-ai/DeepSeek-V2.5")))
     assert.are.equal("falcon-180b", (hub_ids.lookup("tiiuae/falcon-180B-chat")))
     assert.are.equal("falcon-11b", (hub_ids.lookup("tiiuae/falcon-11B")))
+    -- Gemma's -it checkpoints are the instruction-tuned -pt ones (axolotl's examples name them)
+    assert.are.equal("gemma-3-1b", (hub_ids.lookup("google/gemma-3-1b-it")))
+    assert.are.equal("gemma-3-27b", (hub_ids.lookup("google/gemma-3-27b-it")))
+    assert.are.equal("gemma-2-9b", (hub_ids.lookup("google/gemma-2-9b-it")))
+    -- Qwen3's 2507 refresh: LLaMA-Factory's examples (train_lora/qwen3_lora_sft.yaml) name it
+    assert.are.equal("qwen3-4b", (hub_ids.lookup("Qwen/Qwen3-4B-Instruct-2507")))
+    assert.are.equal("qwen3-30b-a3b", (hub_ids.lookup("Qwen/Qwen3-30B-A3B-Thinking-2507")))
+    assert.are.equal("qwen3-235b-a22b", (hub_ids.lookup("Qwen/Qwen3-235B-A22B-Instruct-2507")))
+    assert.is_nil(hub_ids.lookup("Qwen/Qwen3-4B-Instruct-2601"))
+    -- Llama 3.1 8B / 70B have Llama 3's shapes (axolotl's llama-3/fft-8b.yaml names NousResearch/Meta-Llama-3.1-8B)
+    assert.are.equal("llama3-8b", (hub_ids.lookup("NousResearch/Meta-Llama-3.1-8B")))
+    assert.are.equal("llama3-8b", (hub_ids.lookup("meta-llama/Llama-3.1-8B-Instruct")))
+    assert.are.equal("llama3-70b", (hub_ids.lookup("meta-llama/Llama-3.1-70B")))
+    assert.are.equal("llama3.1-405b", (hub_ids.lookup("meta-llama/Llama-3.1-405B")))
+    assert.is_nil(hub_ids.lookup("meta-llama/Llama-3.1-8B-Vision"))
+    local r = helper.estimate("--recipe", FIXTURES .. "llamafactory/examples/train_lora/qwen3_lora_sft.yaml")
+    assert.are.equal("Qwen3-4B", r.model.name)
+  end)
+end)
+
+describe("a Hugging Face config.json as the model", function()
+  it("is named by the checkpoint folder its config.json sits in, or by the file's own name", function()
+    -- tests/fixtures/qwen3-8b-config.json has no _name_or_path: it was named "fixtures"
+    local r = helper.estimate("--model", FIXTURES .. "../qwen3-8b-config.json", "--set", "seq_len=128")
+    assert.are.equal("qwen3-8b-config", r.model.name)
+    local top = helper.write("", ".d")
+    os.remove(top)
+    local dir = top .. "/Qwen3-8B"
+    os.execute("mkdir -p '" .. dir .. "'")
+    local src = assert(io.open(FIXTURES .. "../qwen3-8b-config.json"))
+    local f = assert(io.open(dir .. "/config.json", "w"))
+    f:write(src:read("a"))
+    f:close()
+    src:close()
+    assert.are.equal("Qwen3-8B", helper.estimate("--model", dir .. "/config.json", "--set", "seq_len=128").model.name)
+    os.remove(dir .. "/config.json")
+    os.remove(dir)
+    os.remove(top)
   end)
 end)
 
@@ -380,7 +571,20 @@ describe("accelerate config YAML as recipes", function()
   it("reads the FSDP template: FULL_SHARD on 2 processes, bf16 mixed precision over fp32 shards", function()
     local _, err, code = helper.run("estimate", "llama3.2-1b", "--recipe", DIR .. "fsdp.yaml", "--set", "seq_len=256")
     assert.are.equal(0, code)
-    assert.truthy(err:find("fsdp_config.fsdp_backward_prefetch", 1, true), err)
+    -- its fsdp_backward_prefetch: BACKWARD_PRE is what vramplan's FSDP does (the next layer gathered in backward)
+    assert.are.equal("", err)
+    local path = helper.write("distributed_type: FSDP\nmixed_precision: bf16\nnum_processes: 2\nfsdp_config:\n"
+      .. "  fsdp_backward_prefetch: NO_PREFETCH\n  fsdp_forward_prefetch: true\n  fsdp_limit_all_gathers: true\n", ".yaml")
+    _, err, code = helper.run("estimate", "llama3.2-1b", "--recipe", path, "--set", "seq_len=256")
+    assert.are.equal(0, code)
+    assert.truthy(err:find("(the estimate ignores them): fsdp_config.fsdp_backward_prefetch, "
+      .. "fsdp_config.fsdp_forward_prefetch\n", 1, true), err)
+    -- axolotl's fsdp_config the same way
+    path = helper.write("base_model: gpt2\nsequence_len: 128\nfsdp:\n  - full_shard\nfsdp_config:\n"
+      .. "  fsdp_backward_prefetch: BACKWARD_PRE\n  fsdp_limit_all_gathers: true\n", ".yml")
+    _, err, code = helper.run("estimate", "--recipe", path)
+    assert.are.equal(0, code)
+    assert.are.equal("", err)
     assert_same_as_sets("llama3.2-1b", DIR .. "fsdp.yaml", { "--set", "seq_len=256" }, {
       framework = "fsdp", fsdp = "full_shard", dp = 2, gpus = 2, precision = "mixed-bf16", offload_params = "none",
     })
@@ -391,6 +595,23 @@ describe("accelerate config YAML as recipes", function()
       framework = "deepspeed", zero = 1, dp = 2, precision = "mixed-fp16", optimizer_impl = "foreach",
       overlap_comm = true, reduce_bucket_size = 2048 * 2048,
     })
+  end)
+
+  it("reads mixed_precision no (accelerate's default) as fp32, not vramplan's default", function()
+    -- the multi-node template sets no mixed_precision: DDP over fp32 weights, no autocast
+    assert_same_as_sets("llama3.2-1b", DIR .. "multi_node.yaml", { "--set", "seq_len=256" }, {
+      framework = "torch", dp = 8, gpus = 8, gpus_per_node = 4, precision = "fp32",
+    })
+    -- under DeepSpeed without a file: DeepSpeedPlugin leaves fp16 and bf16 off
+    local path = helper.write("distributed_type: DEEPSPEED\nmixed_precision: 'no'\nnum_processes: 2\n"
+      .. "deepspeed_config:\n  zero_stage: 2\n", ".yaml")
+    assert.are.equal("fp32", estimate("llama3.2-1b", "--recipe", path, "--set", "seq_len=256").precision)
+    -- a DeepSpeed file's "auto" is filled with false; its explicit fp16 stays
+    local ds = helper.write('{"fp16": {"enabled": "auto"}, "zero_optimization": {"stage": 1}}', ".json")
+    path = helper.write("distributed_type: DEEPSPEED\nnum_processes: 2\ndeepspeed_config:\n  deepspeed_config_file: "
+      .. ds:match("([^/]+)$") .. "\n", ".yaml")
+    assert.are.equal("fp32", estimate("llama3.2-1b", "--recipe", path, "--set", "seq_len=256").precision)
+    assert.are.equal("mixed-fp16", estimate("llama3.2-1b", "--recipe", DIR .. "deepspeed.yaml", "--set", "seq_len=256").precision)
   end)
 
   it("reads the plugin fields without a DeepSpeed file, and the machines' count", function()
@@ -502,10 +723,45 @@ describe("export", function()
     assert_round_trip("accelerate", "llama3.2-1b", path, ".yaml", { estimate = { "--set", "seq_len=256" } })
   end)
 
+  it("round-trips accelerate's fp8 template, an fp32 FSDP config, and lists the auto values it cannot hold", function()
+    local DIR = FIXTURES .. "accelerate/examples/config_yaml_templates/"
+    assert.are.equal("fp8", estimate("llama3.2-1b", "--recipe", DIR .. "fp8.yaml", "--set", "seq_len=256").precision)
+    local out = assert_round_trip("accelerate", "llama3.2-1b", DIR .. "fp8.yaml", ".yaml", { estimate = { "--set", "seq_len=256" } })
+    assert.truthy(out:find("fp8_config:\n  backend: 'TE'", 1, true), out)
+    -- without fp8_config, Transformer Engine is assumed (it was listed as "mixed_precision=fp8 (false)")
+    local path = helper.write("distributed_type: 'NO'\nmixed_precision: fp8\n", ".yaml")
+    local _, err, code = helper.run("estimate", "llama3.2-1b", "--recipe", path, "--set", "seq_len=256")
+    assert.are.equal(0, code, err)
+    assert.are.equal("", err)
+    assert.are.equal("fp8", estimate("llama3.2-1b", "--recipe", path, "--set", "seq_len=256").precision)
+    -- mixed_precision no under FSDP: fp32 written back as 'no'
+    path = helper.write("distributed_type: FSDP\nnum_processes: 2\nfsdp_config:\n  fsdp_sharding_strategy: FULL_SHARD\n", ".yaml")
+    out = assert_round_trip("accelerate", "llama3.2-1b", path, ".yaml", { estimate = { "--set", "seq_len=256" } })
+    assert.truthy(out:find("mixed_precision: 'no'", 1, true), out)
+    -- the DeepSpeed file's "auto" bucket has no place in the plugin section: named
+    _, err = helper.run("export", "--format", "accelerate", DIR .. "deepspeed.yaml")
+    assert.truthy(err:find("reduce_bucket_size (auto)", 1, true), err)
+  end)
+
   it("round-trips axolotl's QLoRA and 8-bit LoRA examples, the model by its Hugging Face id", function()
     local out = assert_round_trip("axolotl", "llama3-8b", FIXTURES .. "axolotl/examples/llama-3/qlora.yml", ".yml", {})
     assert.truthy(out:find("base_model: 'meta-llama/Meta-Llama-3-8B'", 1, true), out)
     assert_round_trip("axolotl", "llama3-8b", FIXTURES .. "axolotl/examples/llama-3/lora-8b.yml", ".yml", {})
+  end)
+
+  it("round-trips axolotl's FSDP example with Liger: bf16 over fp32 shards, the plugin's keys, fused AdamW", function()
+    local path = FIXTURES .. "axolotl/examples/llama-3/fft-8b-liger-fsdp.yaml"
+    assert_keys(estimate("llama3-8b", "--recipe", path), { framework = "fsdp", precision = "mixed-bf16",
+      kernels = "fused", loss = "fused-linear", optimizer = "adamw", optimizer_impl = "fused", offload_params = "cpu" })
+    local out, err = assert_round_trip("axolotl", "llama3-8b", path, ".yml", { export = { "--model", "llama3-8b" } })
+    assert.truthy(out:find("liger_fused_linear_cross_entropy: true", 1, true), out)
+    assert.truthy(out:find("optimizer: 'adamw_torch_fused'", 1, true), out)
+    assert.falsy(err:find("not expressible", 1, true), err)
+    -- Cut Cross Entropy's loss too
+    local cce = helper.write("base_model: meta-llama/Meta-Llama-3-8B\ncut_cross_entropy: true\nbf16: true\n"
+      .. "sequence_len: 256\n", ".yml")
+    out = assert_round_trip("axolotl", "llama3-8b", cce, ".yml", {})
+    assert.truthy(out:find("cut_cross_entropy: true", 1, true), out)
   end)
 
   it("round-trips LLaMA-Factory's LoRA example and recipe scripts as LLaMA-Factory YAML", function()
@@ -537,27 +793,64 @@ describe("export", function()
     assert.truthy(err:find("framework = fsdp2 has no equivalent in an accelerate config", 1, true), err)
   end)
 
-  it("round-trips LLaMA-Factory's ZeRO-3 LoRA example, its DeepSpeed config written beside it", function()
-    local source = FIXTURES .. "llamafactory/examples/train_lora/llama3_lora_sft_ds3.yaml"
+  -- Exports `source`'s DeepSpeed half with --format deepspeed and the rest
+  -- in `format`, naming that file (--deepspeed); checks that the pair reads
+  -- back as `source` does (with `args`) and that without --deepspeed the
+  -- export is refused with `refusal`. Returns the `format` text.
+  local function assert_deepspeed_pair(format, source, suffix, args, refusal, key)
     local ds, err, code = helper.run("export", "--format", "deepspeed", source)
     assert(code == 0, err)
-    local ds_path = helper.write(ds, ".json")
-    local name = ds_path:match("[^/]+$")
+    local name = helper.write(ds, ".json"):match("[^/]+$")
     local out
-    out, err, code = helper.run("export", "--format", "llama-factory", source, "--deepspeed", name)
+    out, err, code = helper.run("export", "--format", format, source, "--deepspeed", name)
     assert(code == 0, err)
-    assert.truthy(out:find("deepspeed: '" .. name .. "'", 1, true), out)
-    assert.falsy(out:find("stage3", 1, true), out) -- the ZeRO keys are the DeepSpeed file's
-    local path = helper.write(out, ".yaml") -- in the same folder as ds_path
-    local args = { "--set", "gpus=2", "--set", "seq_len=256" }
-    local a = helper.estimate("llama3-8b", "--recipe", source, table.unpack(args))
-    local b = helper.estimate("llama3-8b", "--recipe", path, table.unpack(args))
+    assert.truthy(out:find((key or "deepspeed") .. ": '" .. name .. "'", 1, true), out)
+    local path = helper.write(out, suffix) -- in the same folder as the DeepSpeed file
+    local a = helper.estimate("--recipe", source, table.unpack(args))
+    local b = helper.estimate("--recipe", path, table.unpack(args))
     assert.are.same(a.recipe, b.recipe)
     assert.are.equal(a.per_gpu.peak_allocated_bytes, b.per_gpu.peak_allocated_bytes)
     -- without --deepspeed the DeepSpeed half has nowhere to go
-    _, err, code = helper.run("export", "--format", "llama-factory", source)
-    assert.are.equal(1, code)
-    assert.truthy(err:find("framework = deepspeed: a LLaMA-Factory config names its DeepSpeed config", 1, true), err)
+    if refusal then
+      _, err, code = helper.run("export", "--format", format, source)
+      assert.are.equal(1, code)
+      assert.truthy(err:find(refusal, 1, true), err)
+    end
+    return out
+  end
+
+  it("round-trips LLaMA-Factory's ZeRO-3 LoRA example, its DeepSpeed config written beside it", function()
+    local out = assert_deepspeed_pair("llama-factory", FIXTURES .. "llamafactory/examples/train_lora/llama3_lora_sft_ds3.yaml",
+      ".yaml", { "--set", "gpus=2", "--set", "seq_len=256" },
+      "framework = deepspeed: a LLaMA-Factory config names its DeepSpeed config")
+    assert.falsy(out:find("stage3", 1, true), out) -- the ZeRO keys are the DeepSpeed file's
+  end)
+
+  it("round-trips an axolotl DeepSpeed config, its DeepSpeed file written beside it (--deepspeed)", function()
+    local z3 = helper.write('{"zero_optimization": {"stage": 3, "overlap_comm": true, "reduce_bucket_size": "auto"}, '
+      .. '"bf16": {"enabled": "auto"}, "train_micro_batch_size_per_gpu": "auto"}', ".json")
+    local source = helper.write("base_model: NousResearch/Llama-3.2-1B\nadapter: lora\nlora_target_linear: true\n"
+      .. "sequence_len: 256\nmicro_batch_size: 2\nbf16: true\noptimizer: adamw_torch\ndeepspeed: "
+      .. z3:match("[^/]+$") .. "\n", ".yml")
+    local out = assert_deepspeed_pair("axolotl", source, ".yml", { "--set", "gpus=4" },
+      "framework = deepspeed: an axolotl config names its DeepSpeed config")
+    assert.truthy(out:find("bf16: true", 1, true), out) -- mixed-bf16 under DeepSpeed
+    -- a Trainer optimizer DeepSpeed has no section for (axolotl's mistral/mixtral/mixtral.yml: adamw_bnb_8bit)
+    -- stays the YAML's: the DeepSpeed file has no optimizer section, DeepSpeed runs the client optimizer
+    source = helper.write("base_model: NousResearch/Llama-3.2-1B\nadapter: lora\nlora_target_linear: true\n"
+      .. "sequence_len: 256\nbf16: true\noptimizer: adamw_bnb_8bit\ndeepspeed: " .. z3:match("[^/]+$") .. "\n", ".yml")
+    local ds, err = helper.run("export", "--format", "deepspeed", source)
+    assert.falsy(ds:find('"optimizer"', 1, true), ds)
+    assert.truthy(err:find("left out%): .*optimizer"), err)
+    out = assert_deepspeed_pair("axolotl", source, ".yml", { "--set", "gpus=4" }, nil)
+    assert.truthy(out:find("optimizer: 'adamw_bnb_8bit'", 1, true), out)
+  end)
+
+  it("round-trips accelerate's DeepSpeed template with its deepspeed_config_file (--deepspeed)", function()
+    -- without the file, the plugin fields cannot hold its optimizer, overlap_comm and buckets
+    local out = assert_deepspeed_pair("accelerate", FIXTURES .. "accelerate/examples/config_yaml_templates/deepspeed.yaml",
+      ".yaml", { "llama3.2-1b", "--set", "seq_len=256" }, nil, "deepspeed_config_file")
+    assert.falsy(out:find("zero_stage", 1, true), out)
   end)
 
   it("writes LLaMA-Factory YAML that parses, with LLaMA-Factory's own argument names and values", function()

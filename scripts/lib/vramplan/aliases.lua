@@ -172,6 +172,17 @@ function aliases.apply(keys, origins)
     end
     if keys[key] == nil then keys[key], origins[key] = value, origin end
   end
+  -- transformers' OptimizerNames.ADAMW_TORCH_FUSED is torch.optim.AdamW
+  -- with fused=True, ADAMW_TORCH torch.optim.AdamW as it comes, foreach on
+  -- CUDA (trainer.py, get_optimizer_cls_and_kwargs; torch/optim/optimizer.py,
+  -- _default_to_fused_or_foreach): the name says the implementation too,
+  -- whichever tool's config or --set gives it (under DeepSpeed too, where
+  -- the Trainer's optimizer is DeepSpeed's client optimizer)
+  local o = type(keys.optimizer) == "string" and keys.optimizer:lower()
+  local impl = ({ adamw_torch_fused = "fused", adamw_torch = "foreach" })[o]
+  if impl and keys.optimizer_impl == nil then
+    keys.optimizer_impl, origins.optimizer_impl = impl, (origins.optimizer or "recipe") .. " (" .. o .. ")"
+  end
   for key, value in pairs(keys) do keys[key] = aliases.value(key, value) end
 end
 

@@ -105,10 +105,13 @@ local function deepspeed(keys, autos, what)
     put(t, "fp16", { { "enabled", "auto" } })
     put(t, "bf16", { { "enabled", "auto" } })
   end
+  local types = { adamw = "AdamW", adam = "Adam", lion = "Lion" }
   local o = take("optimizer")
-  if o ~= nil then
-    local types = { adamw = "AdamW", adam = "Adam", lion = "Lion" }
-    if not types[o] then refuse(what, "optimizer", o, "a DeepSpeed config (adamw, adam, lion)") end
+  if o ~= nil and not types[o] then
+    -- no optimizer section: the Trainer's optimizer is DeepSpeed's client
+    -- (transformers' deepspeed_optim_sched), named in the YAML beside it
+    written.optimizer = nil
+  elseif o ~= nil then
     local params = ordered()
     if o == "adam" then put(params, "adam_w_mode", false) end
     if take("optimizer_impl") == "foreach" then put(params, "torch_adam", true) end
@@ -136,7 +139,7 @@ local function deepspeed(keys, autos, what)
 end
 
 -- accelerate: config_args.py's ClusterConfig and the plugin sections.
-local function accelerate(keys, _, what)
+local function accelerate(keys, autos, what, options)
   local t, written = ordered(), { gpus = true, dp = true, gpus_per_node = true, framework = true, precision = true }
   local fw = keys.framework or "torch"
   local gpus = num(keys.gpus) or num(keys.dp) or 1
@@ -151,10 +154,12 @@ local function accelerate(keys, _, what)
   local p = keys.precision
   -- what the importer's precision rule gives back for each mixed_precision
   local back = { torch = { ["amp-bf16"] = "bf16", ["amp-fp16"] = "fp16", fp32 = "no" },
-                 deepspeed = { ["mixed-bf16"] = "bf16", ["mixed-fp16"] = "fp16" },
-                 fsdp = { ["mixed-bf16"] = "bf16", ["mixed-fp16"] = "fp16" },
-                 megatron = { ["mixed-bf16"] = "bf16", ["mixed-fp16"] = "fp16" } }
-  if p == "fp8" then put(t, "mixed_precision", "fp8")
+                 deepspeed = { ["mixed-bf16"] = "bf16", ["mixed-fp16"] = "fp16", fp32 = "no" },
+                 fsdp = { ["mixed-bf16"] = "bf16", ["mixed-fp16"] = "fp16", fp32 = "no" },
+                 megatron = { ["mixed-bf16"] = "bf16", ["mixed-fp16"] = "fp16", fp32 = "no" } }
+  if p == "fp8" then
+    put(t, "mixed_precision", "fp8")
+    put(t, "fp8_config", { { "backend", "TE" } }) -- vramplan's fp8 is Transformer Engine's
   elseif p ~= nil then
     local mp = back[fw] and back[fw][p]
     if not mp then refuse(what, "precision", p, "an accelerate config with framework " .. fw) end
@@ -164,7 +169,16 @@ local function accelerate(keys, _, what)
   local per_node = num(keys.gpus_per_node)
   if per_node and gpus > per_node then put(t, "num_machines", math.tointeger(gpus // per_node)) end
   local function take(k) written[k] = true return keys[k] end
-  if fw == "deepspeed" then
+  if fw == "deepspeed" and options.deepspeed then
+    -- DeepSpeedPlugin's deepspeed_config_file (written with --format
+    -- deepspeed) holds what a DeepSpeed config writes
+    local _, left = deepspeed(keys, autos, what)
+    local held = {}
+    for k in pairs(keys) do held[k] = true end
+    for _, k in ipairs(left) do held[k] = nil end
+    for k in pairs(held) do written[k] = true end
+    put(t, "deepspeed_config", { { "deepspeed_config_file", options.deepspeed } })
+  elseif fw == "deepspeed" then
     local ds = ordered()
     put(ds, "zero_stage", take("zero") or 0)
     put(ds, "offload_optimizer_device", take("offload_optimizer"))
@@ -195,6 +209,46 @@ end
 local optimizer_names = { adamw = "adamw_torch", ["adamw-hf"] = "adamw_hf", ["adamw-8bit"] = "adamw_bnb_8bit",
   ["paged-adamw-8bit"] = "paged_adamw_8bit", ["paged-adamw-32bit"] = "paged_adamw_32bit", adafactor = "adafactor",
   lion = "lion_32bit", sgd = "sgd", adam = "adam" }
+
+-- axolotl's and LLaMA-Factory's DeepSpeed runs name their DeepSpeed config
+-- (`deepspeed: FILE`, options.deepspeed, written with --format deepspeed),
+-- which holds the ZeRO keys: true when the recipe's framework is deepspeed.
+local zero_keys = { "zero", "offload_optimizer", "offload_params", "overlap_comm", "reduce_bucket_size",
+  "allgather_bucket_size", "stage3_prefetch_bucket_size", "stage3_param_persistence_threshold",
+  "stage3_max_live_parameters", "stage3_max_reuse_distance" }
+
+local function names_deepspeed_file(fw, written, what, options, tool)
+  if fw == "deepspeed" then
+    if not options.deepspeed then
+      error(string.format("%s: framework = deepspeed: %s names its DeepSpeed config " ..
+        "(`deepspeed: FILE`): write that file with --format deepspeed and give its name with --deepspeed FILE",
+        what, tool), 0)
+    end
+    for _, k in ipairs(zero_keys) do written[k] = true end
+    return true
+  elseif options.deepspeed then
+    error(string.format("%s: --deepspeed FILE: the recipe's framework is %s, not deepspeed", what, fw), 0)
+  end
+  return false
+end
+
+-- transformers' OptimizerNames, which axolotl and LLaMA-Factory hand to
+-- the Trainer (under `name`): adamw_torch is torch.optim.AdamW's default
+-- (foreach on CUDA), adamw_torch_fused its fused kernels.
+local function put_optim(t, keys, written, what, format, name, tool_default)
+  written.optimizer = true
+  local o = keys.optimizer
+  -- vramplan's default, AdamW, named where the tool's default is another
+  if o == nil and tool_default then o = "adamw" end
+  if o == nil then return end
+  if not optimizer_names[o] then refuse(what, "optimizer", o, format) end
+  local impl = keys.optimizer_impl
+  if o == "adamw" and impl == "fused" then put(t, name, "adamw_torch_fused") written.optimizer_impl = true
+  else
+    put(t, name, optimizer_names[o])
+    if o == "adamw" and (impl == "foreach" or impl == "auto") then written.optimizer_impl = true end
+  end
+end
 
 local function axolotl(keys, _, what, options)
   local t, written = ordered(), { framework = true, gpus = true, dp = true }
@@ -230,11 +284,17 @@ local function axolotl(keys, _, what, options)
   put(t, "micro_batch_size", take("micro_batch"))
   put(t, "gradient_accumulation_steps", take("grad_accum"))
   local p = take("precision")
-  -- the axolotl stack loads the weights in the training dtype (vramplan.stacks)
-  if p == "bf16" then put(t, "bf16", true)
-  elseif p == "fp16" then put(t, "fp16", true)
+  -- the axolotl stack loads the weights in the training dtype; under FSDP
+  -- or DeepSpeed bf16 / fp16 are 16-bit compute over fp32 shards or
+  -- master weights (vramplan.stacks, precision_rule)
+  local sharded = keys.framework == "fsdp" or keys.framework == "deepspeed"
+  local flag = sharded and { ["mixed-bf16"] = "bf16", ["mixed-fp16"] = "fp16" } or { bf16 = "bf16", fp16 = "fp16" }
+  if flag[p] then put(t, flag[p], true)
   elseif p == "fp32" then put(t, "bf16", false)
-  elseif p ~= nil then refuse(what, "precision", p, "an axolotl config (bf16, fp16 or fp32 weights)") end
+  elseif p ~= nil then
+    refuse(what, "precision", p, sharded and "an axolotl config under FSDP or DeepSpeed (mixed-bf16, mixed-fp16 or fp32)"
+      or "an axolotl config (bf16, fp16 or fp32 weights)")
+  end
   local c = take("checkpointing")
   if c == "full" then put(t, "gradient_checkpointing", true)
   elseif c == "none" then put(t, "gradient_checkpointing", false)
@@ -245,21 +305,32 @@ local function axolotl(keys, _, what, options)
   elseif a == "sdpa" then put(t, "sdp_attention", true)
   elseif a == "eager" then put(t, "eager_attention", true)
   elseif a ~= nil then refuse(what, "attention", a, "an axolotl config") end
-  local o = take("optimizer")
-  if o ~= nil then
-    if not optimizer_names[o] then refuse(what, "optimizer", o, "an axolotl config") end
-    put(t, "optimizer", optimizer_names[o])
-  end
+  -- the Liger plugin's kernels and fused linear cross-entropy, and the Cut
+  -- Cross Entropy plugin (vramplan.import.axolotl reads them back);
+  -- the defaults, auto kernels and plain cross-entropy, need no key
+  local kernels, loss = keys.kernels, keys.loss
+  written.kernels = kernels == "fused" or kernels == "auto" or nil
+  written.loss = loss == "fused-linear" or loss == "cut" or loss == "cross-entropy" or nil
+  local plugins = {}
+  if kernels == "fused" or loss == "fused-linear" then plugins[#plugins + 1] = "axolotl.integrations.liger.LigerPlugin" end
+  if loss == "cut" then plugins[#plugins + 1] = "axolotl.integrations.cut_cross_entropy.CutCrossEntropyPlugin" end
+  if #plugins > 0 then put(t, "plugins", { list = plugins }) end
+  if kernels == "fused" then put(t, "liger_rope", true) put(t, "liger_rms_norm", true) end
+  if loss == "fused-linear" then put(t, "liger_fused_linear_cross_entropy", true)
+  elseif loss == "cut" then put(t, "cut_cross_entropy", true) end
+  put_optim(t, keys, written, what, "an axolotl config", "optimizer", "adamw_torch_fused")
   put(t, "weight_decay", take("weight_decay"))
-  if keys.framework == "fsdp" then
+  if names_deepspeed_file(keys.framework or "torch", written, what, options, "an axolotl config") then
+    put(t, "deepspeed", options.deepspeed)
+  elseif keys.framework == "fsdp" then
     local s = take("fsdp") or "full_shard"
     local opts = { s }
-    if keys.offload_params == "cpu" then opts[#opts + 1] = "offload" written.offload_params = true end
+    if keys.offload_params == "cpu" then opts[#opts + 1] = "offload" end
+    written.offload_params = keys.offload_params == "cpu" or keys.offload_params == "none" or nil
     opts[#opts + 1] = "auto_wrap"
     put(t, "fsdp", { list = opts })
   elseif keys.framework ~= nil and keys.framework ~= "torch" then
-    refuse(what, "framework", keys.framework, "an axolotl config of its own (write the DeepSpeed config with " ..
-      "--format deepspeed and name it in `deepspeed:`)")
+    refuse(what, "framework", keys.framework, "an axolotl config (torch, fsdp, or deepspeed with --deepspeed FILE)")
   end
   local defaults = require("vramplan.stacks").profiles.axolotl.defaults
   return yaml_text(t, "# axolotl config written by vramplan export\n"), leftovers(keys, written, defaults)
@@ -271,10 +342,7 @@ end
 -- defaults differ from vramplan's (finetuning_type lora, checkpointing on,
 -- per_device_train_batch_size 8, cutoff_len 2048), so the keys they touch
 -- are always written. A DeepSpeed run names its DeepSpeed config
--- (`deepspeed: FILE`, options.deepspeed), which holds the ZeRO keys.
-local zero_keys = { "zero", "offload_optimizer", "offload_params", "overlap_comm", "reduce_bucket_size",
-  "allgather_bucket_size", "stage3_prefetch_bucket_size", "stage3_param_persistence_threshold",
-  "stage3_max_live_parameters", "stage3_max_reuse_distance" }
+-- (names_deepspeed_file).
 
 local function common_count(v) return require("vramplan.import.common").count(v) end
 
@@ -305,17 +373,9 @@ local function llama_factory(keys, _, what, options)
     return v
   end
   local fw = take("framework") or "torch"
-  if fw == "deepspeed" then
-    if not options.deepspeed then
-      error(string.format("%s: framework = deepspeed: a LLaMA-Factory config names its DeepSpeed config " ..
-        "(`deepspeed: FILE`): write that file with --format deepspeed and give its name with --deepspeed FILE", what), 0)
-    end
-    for _, k in ipairs(zero_keys) do written[k] = true end
-  elseif fw ~= "torch" then
+  if not names_deepspeed_file(fw, written, what, options, "a LLaMA-Factory config") and fw ~= "torch" then
     refuse(what, "framework", fw, "a LLaMA-Factory config (torch, or deepspeed with --deepspeed FILE; " ..
       "FSDP is accelerate's config: --format accelerate)")
-  elseif options.deepspeed then
-    error(string.format("%s: --deepspeed FILE: the recipe's framework is %s, not deepspeed", what, fw), 0)
   end
   if options.hub_id then put(t, "model_name_or_path", options.hub_id) end
   put(t, "stage", "sft")
@@ -384,18 +444,7 @@ local function llama_factory(keys, _, what, options)
   local fa = { flash = "fa2", sdpa = "sdpa", eager = "disabled" }
   if not fa[a] then refuse(what, "attention", a, "a LLaMA-Factory config (flash, sdpa, eager)") end
   put(t, "flash_attn", fa[a])
-  local o = take("optimizer")
-  if o ~= nil then
-    if not optimizer_names[o] then refuse(what, "optimizer", o, "a LLaMA-Factory config") end
-    -- transformers' adamw_torch is torch.optim.AdamW's default (foreach on
-    -- CUDA), adamw_torch_fused its fused kernels
-    local impl = keys.optimizer_impl
-    if o == "adamw" and impl == "fused" then put(t, "optim", "adamw_torch_fused") written.optimizer_impl = true
-    else
-      put(t, "optim", optimizer_names[o])
-      if o == "adamw" and (impl == "foreach" or impl == "auto") then written.optimizer_impl = true end
-    end
-  end
+  put_optim(t, keys, written, what, "a LLaMA-Factory config", "optim")
   put(t, "weight_decay", take("weight_decay"))
   -- bitsandbytes computes in LLaMA-Factory's compute dtype (bf16 / fp16 as set)
   local cd = keys.compute_dtype
@@ -431,7 +480,17 @@ function export.write(format, keys, autos, what, options)
   if not writer then
     error(string.format("unknown format %s: deepspeed, accelerate, axolotl or llama-factory", tostring(format)), 0)
   end
-  return writer(keys, autos or {}, what, options or {})
+  options = options or {}
+  local text, rest = writer(keys, autos or {}, what, options)
+  -- "auto" values only a DeepSpeed config holds (LLaMA-Factory's, with
+  -- --deepspeed, in the file written with --format deepspeed)
+  if format ~= "deepspeed" and not options.deepspeed then
+    local autos_left = {}
+    for k in pairs(autos or {}) do autos_left[#autos_left + 1] = k .. " (auto)" end
+    table.sort(autos_left)
+    for _, k in ipairs(autos_left) do rest[#rest + 1] = k end
+  end
+  return text, rest
 end
 
 -- The Hugging Face id of a model in models/ (the reverse of vramplan.hub_ids).

@@ -682,6 +682,20 @@ end
 
 -- Returns family name, values (field -> value), origins and a display name,
 -- and the checkpoint's quantization (see checkpoint_quantization) if any.
+-- A model's name when its config.json does not say (_name_or_path): a
+-- checkpoint folder's config.json is named by the folder (the working
+-- folder for ./config.json), any other file by its own name.
+local function checkpoint_name(path)
+  local dir, file = path:match("^(.-)/*([^/]+)$")
+  if file ~= "config.json" then return (file:gsub("%.json$", "")) end
+  local folder = dir:match("([^/]+)/*$")
+  if folder == nil or folder == "." or folder == ".." then
+    local cwd = os.getenv("PWD") or ""
+    folder = cwd:match("([^/]+)/*$")
+  end
+  return folder or file
+end
+
 function hf.load(path)
   local config, pos, err = json.decode(read(path), 1, json.null)
   if err then error(string.format("%s: invalid JSON: %s", path, err), 0) end
@@ -714,7 +728,7 @@ function hf.load(path)
   end
   if mapping.derive then mapping.derive(config, values, origins, path) end
   local name = config._name_or_path
-  if type(name) ~= "string" or name == "" then name = path:match("([^/]+)/[^/]+$") or path end
+  if type(name) ~= "string" or name == "" then name = checkpoint_name(path) end
   values.name = name
   origins.name = path
   return mapping.family, values, origins, checkpoint_quantization(config, path)

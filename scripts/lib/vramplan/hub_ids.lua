@@ -102,10 +102,24 @@ hub_ids.implementations = {
 -- Also found: the same repository under another owner (mirrors such as
 -- NousResearch/Meta-Llama-3-8B, unsloth/...), and the chat or instruct
 -- variant of a base checkpoint (its config has the same architecture):
--- names compared in lower case, with these suffixes taken off.
-local suffixes = { "%-instruct$", "%-chat%-hf$", "%-chat$", "%-it$", "%-hf$" }
+-- names compared in lower case, with these suffixes taken off (Gemma's
+-- pretrained checkpoints end in -pt, their instruction-tuned ones in -it:
+-- google/gemma-3-1b-pt and google/gemma-3-1b-it share one config; Qwen's
+-- July 2025 refresh, Qwen/Qwen3-4B-Instruct-2507 and -Thinking-2507, keeps
+-- its base's layers, widths, heads and vocabulary, only rope_theta 5e6
+-- and 262,144 positions differ, which hold no memory in a rotary model:
+-- its config.json on the Hub).
+local suffixes = { "%-instruct%-2507$", "%-thinking%-2507$", "%-instruct$", "%-chat%-hf$", "%-chat$", "%-it$", "%-pt$",
+                   "%-hf$" }
 
 local function repo_name(id) return (id:match("([^/]+)$") or id):lower() end
+
+-- Checkpoints of another release with a known model's shapes (names as
+-- stems, below): Llama 3.1 8B and 70B keep Llama 3's layers, widths, heads
+-- and vocabulary; their rope_scaling and 131,072 positions hold no memory
+-- in a rotary model (meta-llama/Llama-3.1-8B and -70B config.json).
+local same_shapes = { ["llama-3.1-8b"] = "meta-llama-3-8b", ["meta-llama-3.1-8b"] = "meta-llama-3-8b",
+                      ["llama-3.1-70b"] = "meta-llama-3-70b", ["meta-llama-3.1-70b"] = "meta-llama-3-70b" }
 
 local function stem(name)
   for _, s in ipairs(suffixes) do name = name:gsub(s, "") end
@@ -122,6 +136,7 @@ function hub_ids.lookup(id)
     if repo_name(known) == want then return name, "mirror" end
   end
   local s = stem(want)
+  s = same_shapes[s] or s
   local found
   for known, name in pairs(hub_ids.ids) do
     if stem(repo_name(known)) == s then

@@ -9,7 +9,8 @@ local cmd = {
   flags = { format = "value", set = "set", model = "value", output = "value", deepspeed = "value" },
   help = "Writes the recipe as the named tool's config (stdout, or --output FILE); importing it back with\n" ..
     "--recipe gives the same recipe. Keys the format cannot hold are listed on stderr.\n" ..
-    "--deepspeed FILE (llama-factory): the DeepSpeed config its `deepspeed:` names, written with --format deepspeed.",
+    "--deepspeed FILE (llama-factory, axolotl, accelerate): the DeepSpeed config it names (`deepspeed:`, " ..
+    "`deepspeed_config_file`), written with --format deepspeed.",
 }
 
 function cmd.run(opts, home)
@@ -20,8 +21,8 @@ function cmd.run(opts, home)
   if not export.formats[opts.format] then
     cli.fail_usage("unknown format " .. opts.format .. " (deepspeed, accelerate, axolotl or llama-factory)")
   end
-  if opts.deepspeed and opts.format ~= "llama-factory" then
-    cli.fail_usage("--deepspeed FILE names the DeepSpeed config of a llama-factory export")
+  if opts.deepspeed and opts.format == "deepspeed" then
+    cli.fail_usage("--deepspeed FILE names the DeepSpeed config of a llama-factory, axolotl or accelerate export")
   end
   -- a path, a name `list recipes` prints, or only --set keys
   local keys, origins, imported = {}, {}, nil

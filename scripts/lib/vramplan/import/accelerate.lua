@@ -19,7 +19,7 @@ local no_memory = {}
 for k in ([[compute_environment distributed_type mixed_precision num_processes num_machines machine_rank gpu_ids
   main_process_ip main_process_port main_training_function rdzv_backend same_network use_cpu debug enable_cpu_affinity
   tpu_env tpu_use_cluster tpu_use_sudo tpu_name tpu_zone commands command_file downcast_bf16 deepspeed_config
-  fsdp_config megatron_lm_config fp8_config]]):gmatch("%S+") do
+  fsdp_config megatron_lm_config fp8_config fp16]]):gmatch("%S+") do
   no_memory[k] = true
 end
 
@@ -70,10 +70,7 @@ local function read_fsdp(r, fc)
     fsdp_state_dict_type = 1, fsdp_sync_module_states = 1, fsdp_cpu_ram_efficient_loading = 1, fsdp_use_orig_params = 1,
     fsdp_min_num_params = 1 }
   for k, v in pairs(fc) do
-    -- prefetching the next all-gather holds one more unit's parameters: not modelled unless off
-    if k == "fsdp_backward_prefetch" or k == "fsdp_forward_prefetch" then
-      if v ~= false and v ~= "NO_PREFETCH" then r.skip({ "fsdp_config", k }) end
-    elseif not known[k] then
+    if not known[k] and not common.fsdp_prefetch_key(r, { "fsdp_config", k }, k:gsub("^fsdp_", ""), v, fc.fsdp_version) then
       r.skip({ "fsdp_config", k })
     end
   end
@@ -96,12 +93,20 @@ function accelerate.read(r, c)
   local kind = c.distributed_type and tostring(c.distributed_type):upper()
   if kind and distributed[kind] then r.set("framework", distributed[kind], { "distributed_type" })
   elseif kind then r.skip({ "distributed_type=" .. kind }) end
-  local mp = c.mixed_precision and tostring(c.mixed_precision):lower() or "no"
+  -- config_args.py (BaseConfig.from_yaml_file): without mixed_precision, a
+  -- legacy `fp16: true` means fp16, else "no" (the launcher's default)
+  local mp = c.mixed_precision and tostring(c.mixed_precision):lower() or (truthy(c.fp16) and "fp16") or "no"
+  if mp == "false" then mp = "no" end -- YAML 1.1 reads an unquoted no as false
   if mp == "bf16" then r.set("bf16", true, { "mixed_precision" })
   elseif mp == "fp16" then r.set("fp16", true, { "mixed_precision" })
   elseif mp == "fp8" then
-    local backend = type(c.fp8_config) == "table" and c.fp8_config.backend
-    if backend == nil or common.show(backend):upper() == "TE" then
+    local backend = type(c.fp8_config) == "table" and c.fp8_config.backend or nil
+    if backend == nil then
+      -- accelerator.py (fp8_backend NO): the first installed of torchao,
+      -- Transformer Engine and MS-AMP; vramplan assumes Transformer Engine
+      r.set("precision", "fp8", { "mixed_precision" }, false,
+        "no fp8_config.backend: Transformer Engine assumed (accelerate takes torchao first when installed)")
+    elseif common.show(backend):upper() == "TE" then
       r.set("precision", "fp8", { "mixed_precision" }, false, "Transformer Engine's")
     else
       r.skip({ "mixed_precision=fp8 (" .. common.show(backend) .. ")" })
@@ -118,6 +123,14 @@ function accelerate.read(r, c)
   if type(c.fsdp_config) == "table" and kind == "FSDP" then read_fsdp(r, c.fsdp_config) end
   if type(c.megatron_lm_config) == "table" and kind == "MEGATRON_LM" then read_megatron(r, c.megatron_lm_config) end
   if kind == "DEEPSPEED" and c.deepspeed_config == nil then read_deepspeed(r, {}) end
+  if mp == "no" then
+    -- no autocast and no 16-bit copy: fp32 throughout (FSDP without a
+    -- MixedPrecision policy; DeepSpeedPlugin.set_mixed_precision fills a
+    -- DeepSpeed file's "auto" fp16 / bf16 with false, its explicit values stay)
+    local given = c.mixed_precision ~= nil
+    r.set("precision", "fp32", given and { "mixed_precision" } or nil, false,
+      given and "mixed_precision no" or "accelerate's default mixed_precision no")
+  end
   for k in pairs(c) do
     if not no_memory[k] then r.skip({ k }) end
   end

@@ -26,7 +26,7 @@ for k in ([[base_model base_model_config model_type tokenizer_type tokenizer_con
   lora_modules_to_save sequence_len micro_batch_size gradient_accumulation_steps gradient_checkpointing
   gradient_checkpointing_kwargs flash_attention sdp_attention eager_attention optimizer weight_decay deepspeed fsdp
   fsdp_config fsdp_version peft_use_dora torch_dtype liger_rms_norm liger_rope liger_fused_linear_cross_entropy
-  cut_cross_entropy]]):gmatch("%S+") do
+  cut_cross_entropy attn_implementation]]):gmatch("%S+") do
   no_memory[k] = true
 end
 
@@ -61,7 +61,16 @@ local function read_adapter(r, c)
   if truthy(c.lora_target_linear) then
     r.set("lora_targets", "all-linear", { "lora_target_linear" })
   elseif c.lora_target_modules ~= nil then
-    r.set("lora_targets", common.list(c.lora_target_modules), { "lora_target_modules" })
+    -- one string is a regular expression to PEFT (tuners_utils.py,
+    -- check_target_module_exists: re.fullmatch against each module's full
+    -- name), which vramplan does not match
+    local t = c.lora_target_modules
+    if type(t) == "string" and t:find("[%[%]%(%)|*+?\\]") then
+      error(string.format("%s: lora_target_modules: %s is a regular expression (PEFT matches a string against full "
+        .. "module names), which vramplan does not read: list the module names (q_proj, v_proj, ...)",
+        r.where({ "lora_target_modules" }), t), 0)
+    end
+    r.set("lora_targets", common.list(t), { "lora_target_modules" })
   end
   if c.lora_modules_to_save ~= nil then
     r.set("modules_to_save", common.list(c.lora_modules_to_save), { "lora_modules_to_save" })
@@ -110,8 +119,10 @@ local function read_fsdp(r, c)
       cpu_ram_efficient_loading = 1, fsdp_auto_wrap_policy = 1, auto_wrap_policy = 1,
       fsdp_transformer_layer_cls_to_wrap = 1, transformer_layer_cls_to_wrap = 1, fsdp_use_orig_params = 1,
       use_orig_params = 1 }
-    if not known[k] then r.skip({ "fsdp_config", k }) end
-    local _ = v
+    local version = fc.fsdp_version or c.fsdp_version
+    if not known[k] and not common.fsdp_prefetch_key(r, { "fsdp_config", k }, k:gsub("^fsdp_", ""), v, version) then
+      r.skip({ "fsdp_config", k })
+    end
   end
 end
 
@@ -130,6 +141,29 @@ local function read_kernels(r, c)
   elseif truthy(c.cut_cross_entropy) then
     r.set("loss", "cut", { "cut_cross_entropy" })
   end
+end
+
+-- attn_implementation, axolotl's attention key since its boolean flags
+-- (flash_attention, sdp_attention, ...) were deprecated: transformers'
+-- names, or a Hub kernel's path passed through to transformers
+-- (src/axolotl/utils/schemas/config.py, attn_implementation and
+-- normalize_attn_implementation; axolotl at 067b021c). FlashAttention 2
+-- and 3 and the Hub's flash-attn kernels keep the same per-token
+-- statistics; flex_attention, xformers, sage and fp8 are not modelled.
+local attn_impls = { flash_attention_2 = "flash", flash_attention_3 = "flash", sdpa = "sdpa", eager = "eager" }
+
+local function read_attention(r, c)
+  local impl = c.attn_implementation
+  if impl == nil then
+    if truthy(c.flash_attention) then r.set("attention", "flash", { "flash_attention" })
+    elseif truthy(c.sdp_attention) then r.set("attention", "sdpa", { "sdp_attention" })
+    elseif truthy(c.eager_attention) then r.set("attention", "eager", { "eager_attention" }) end
+    return
+  end
+  local s = common.show(impl)
+  local name = attn_impls[s] or (s:find("/", 1, true) and s:lower():find("flash%-attn") and "flash")
+  if name then r.set("attention", name, { "attn_implementation" })
+  else r.skip({ "attn_implementation=" .. s }) end
 end
 
 -- Fills recipe `r` from an axolotl config table.
@@ -153,11 +187,11 @@ function axolotl.read(r, c)
   if type(c.gradient_checkpointing_kwargs) == "table" and c.gradient_checkpointing_kwargs.use_reentrant ~= nil then
     r.set("use_reentrant", truthy(c.gradient_checkpointing_kwargs.use_reentrant), { "gradient_checkpointing_kwargs" })
   end
-  if truthy(c.flash_attention) then r.set("attention", "flash", { "flash_attention" })
-  elseif truthy(c.sdp_attention) then r.set("attention", "sdpa", { "sdp_attention" })
-  elseif truthy(c.eager_attention) then r.set("attention", "eager", { "eager_attention" }) end
+  read_attention(r, c)
   if c.xformers_attention then r.skip({ "xformers_attention" }) end
-  if c.optimizer ~= nil then r.set("optimizer", c.optimizer, { "optimizer" }) end
+  -- schemas/training.py (axolotl 0.8 and later): optimizer adamw_torch_fused
+  r.set("optimizer", c.optimizer or "adamw_torch_fused", c.optimizer and { "optimizer" } or nil, false,
+    not c.optimizer and "axolotl's default optimizer" or nil)
   if c.weight_decay ~= nil then r.set("weight_decay", c.weight_decay, { "weight_decay" }) end
   if c.torch_dtype ~= nil then r.set("torch_dtype", c.torch_dtype, { "torch_dtype" }) end
   read_fsdp(r, c)

@@ -64,12 +64,21 @@ function common.recipe(path, text)
   return r
 end
 
--- Prints one warning listing the keys of a file that were not modelled.
+-- Prints one warning listing the keys of a file that were not modelled,
+-- then those of the DeepSpeed file it names, each under its own file's name.
 function common.warn(r, tool)
-  if #r.unmodelled == 0 then return end
-  table.sort(r.unmodelled)
+  local parts = {}
+  if #r.unmodelled > 0 then
+    table.sort(r.unmodelled)
+    parts[1] = table.concat(r.unmodelled, ", ")
+  end
+  for _, named in ipairs(r.named_files or {}) do
+    table.sort(named.unmodelled)
+    parts[#parts + 1] = "in " .. named.path .. ": " .. table.concat(named.unmodelled, ", ")
+  end
+  if #parts == 0 then return end
   io.stderr:write(string.format("vramplan: warning: %s: %s keys vramplan does not model (the estimate ignores them): %s\n",
-    r.path, tool, table.concat(r.unmodelled, ", ")))
+    r.path, tool, table.concat(parts, "; ")))
 end
 
 -- True when `value` is the string "auto" (resolved from the rest of the run).
@@ -104,6 +113,15 @@ function common.find_beside(config_path, name)
     if up == dir or dir == "." or dir == "" then break end
     dir = up
   end
+  -- a relative path ends at the working folder: on through the folders
+  -- above it (a config given from inside its repository)
+  if dir == "." then
+    local prefix = ""
+    for _ in (os.getenv("PWD") or ""):gmatch("[^/]+") do
+      prefix = prefix .. "../"
+      if exists(prefix .. name) then return prefix .. name end
+    end
+  end
   return exists(name) and name or nil
 end
 
@@ -125,6 +143,24 @@ function common.merge_deepspeed(r, name, keypath)
       where, name), 0)
   end
   local ds = require("vramplan.import.deepspeed").load(path)
+  -- transformers' deepspeed_optim_sched (integrations/deepspeed.py): a
+  -- DeepSpeed config with an optimizer section runs that optimizer
+  -- (DummyOptim) and the Trainer creates none of its own
+  if ds.keys.optimizer ~= nil and r.keys.optimizer ~= nil then
+    if not same("optimizer", r.keys.optimizer, ds.keys.optimizer) and not r.origins.optimizer:find("default", 1, true) then
+      r.skip({ "optimizer=" .. tostring(r.keys.optimizer) .. " (the DeepSpeed config's optimizer section runs instead)" })
+    end
+    r.keys.optimizer, r.origins.optimizer = nil, nil
+  end
+  -- transformers' trainer_config_process: fp16.enabled / bf16.enabled set
+  -- in the file must match the Trainer's fp16 / bf16 (fill_match), or it
+  -- refuses the pair
+  local flags = { ["mixed-fp16"] = "bf16", ["mixed-bf16"] = "fp16" }
+  local other = flags[ds.keys.precision]
+  if other and r.keys[other] == true then
+    error(string.format("%s: precision = %s disagrees with %s: true (%s): transformers refuses a DeepSpeed config "
+      .. "whose 16-bit type is not the Trainer's", ds.origins.precision, ds.keys.precision, other, r.origins[other]), 0)
+  end
   for key, value in pairs(ds.keys) do
     local origin = ds.origins[key]
     if r.keys[key] == nil then
@@ -136,8 +172,34 @@ function common.merge_deepspeed(r, name, keypath)
     end
   end
   for _, d in ipairs(ds.deferred) do r.deferred[#r.deferred + 1] = d end
-  for _, u in ipairs(ds.unmodelled) do r.unmodelled[#r.unmodelled + 1] = path .. ": " .. u end
+  if #ds.unmodelled > 0 then
+    r.named_files = r.named_files or {}
+    r.named_files[#r.named_files + 1] = { path = path, unmodelled = ds.unmodelled }
+  end
   if ds.auto_precision then r.auto_precision = true end
+end
+
+-- FSDP's prefetch and rate-limit keys of an accelerate-style fsdp_config
+-- (`name` without its fsdp_ prefix): true when `name` is one, after
+-- listing it unless it is what vramplan models. vramplan's FSDP gathers
+-- the next unit ahead in backward only, FSDP1's BACKWARD_PRE
+-- (engine/step/layout.c, prepare_gather), which FSDP2 does by itself
+-- (accelerate ignores backward_prefetch under fsdp_version 2:
+-- FullyShardedDataParallelPlugin.__post_init__, utils/dataclasses.py);
+-- forward prefetch is not modelled; limit_all_gathers true is FSDP1's
+-- and accelerate's default (two all-gathers in flight at most).
+function common.fsdp_prefetch_key(r, keypath, name, value, fsdp_version)
+  local s = common.show(value):upper()
+  if name == "backward_prefetch" then
+    if s ~= "BACKWARD_PRE" and tostring(fsdp_version) ~= "2" then r.skip(keypath) end
+  elseif name == "forward_prefetch" then
+    if s ~= "FALSE" then r.skip(keypath) end
+  elseif name == "limit_all_gathers" then
+    if s ~= "TRUE" then r.skip(keypath) end
+  else
+    return false
+  end
+  return true
 end
 
 -- A config value in a message: tables as what they are, not addresses.

@@ -119,10 +119,13 @@ local function read_precision(r, config)
       if not fp16_no_memory[k] and not (k == "auto_cast" and v == false) then r.skip({ "fp16", k }) end
     end
   end
+  -- bf16 reads enabled and immediate_grad_update alone (runtime/config.py,
+  -- get_bfloat16_enabled, get_bfloat16_immediate_grad_update): fp16's
+  -- loss-scale keys copied into it change nothing
   for _, name in ipairs({ "bf16", "bfloat16" }) do
     if type(config[name]) == "table" then
       for k, v in pairs(config[name]) do
-        if k ~= "enabled" and not (k == "immediate_grad_update" and v == true) then r.skip({ name, k }) end
+        if not fp16_no_memory[k] and not (k == "immediate_grad_update" and v == true) then r.skip({ name, k }) end
       end
     end
   end
@@ -142,12 +145,22 @@ local function read_optimizer(r, section)
   end
 end
 
+-- Parameter offload is read by ZeRO stage 3 alone: engine.py's
+-- _configure_zero_optimizer passes offload_param only to the stage 3
+-- optimizers (DeepSpeedZeRoOffload, DeepSpeedZeroOptimizer_Stage3); at
+-- stages 0-2 DeepSpeed runs with the setting ignored.
+local function stage3(zero) return tonumber(zero.stage) == 3 end
+
 local function read_offload(r, zero, section, key)
   local o = zero[section]
   if o == nil then return end
   if type(o) ~= "table" then r.skip({ "zero_optimization", section }) return end
   local device = o.device
   if device == json.null or device == nil then device = "none" end
+  if key == "offload_params" and device ~= "none" and not stage3(zero) then
+    r.skip({ "zero_optimization", section .. " (only ZeRO stage 3 offloads parameters)" })
+    return
+  end
   r.set(key, device, { "zero_optimization", section, "device" })
   for k, v in pairs(o) do
     -- pin_memory chooses pinned host pages for the copy: no GPU memory; the
@@ -164,7 +177,10 @@ local function read_zero(r, zero)
   read_offload(r, zero, "offload_optimizer", "offload_optimizer")
   read_offload(r, zero, "offload_param", "offload_params")
   if zero.cpu_offload == true then r.set("offload_optimizer", "cpu", { "zero_optimization", "cpu_offload" }) end
-  if zero.cpu_offload_param == true then r.set("offload_params", "cpu", { "zero_optimization", "cpu_offload_param" }) end
+  if zero.cpu_offload_param == true then
+    if stage3(zero) then r.set("offload_params", "cpu", { "zero_optimization", "cpu_offload_param" })
+    else r.skip({ "zero_optimization", "cpu_offload_param (only ZeRO stage 3 offloads parameters)" }) end
+  end
   if zero.overlap_comm ~= nil then r.set("overlap_comm", zero.overlap_comm, { "zero_optimization", "overlap_comm" }) end
   for k, v in pairs(zero) do
     if buckets[k] ~= nil then

@@ -78,6 +78,12 @@ function llamafactory.read(r, c)
   else
     r.skip({ "finetuning_type=" .. common.show(kind) })
   end
+  -- TrainingArguments.do_train is False by default; LLaMA-Factory's
+  -- workflows train only with it (train/sft/workflow.py: `if
+  -- training_args.do_train`): a predict or eval run is not a training step
+  if c.do_train == false or (c.do_train == nil and (truthy(c.do_predict) or truthy(c.do_eval))) then
+    r.skip({ "do_train=false (a prediction or evaluation run; vramplan estimates a training step)" })
+  end
   if c.stage and c.stage ~= "sft" and c.stage ~= "pt" then
     r.skip({ "stage=" .. common.show(c.stage) .. " (a reference or reward model beside the trained one)" })
   end
@@ -99,9 +105,7 @@ function llamafactory.read(r, c)
   local fa = c.flash_attn or "auto"
   if attention[fa] then r.set("attention", attention[fa], c.flash_attn and { "flash_attn" } or nil)
   else r.skip({ "flash_attn=" .. common.show(fa) }) end
-  if c.optim ~= nil then r.set("optimizer", c.optim, { "optim" }) end
-  -- transformers' OptimizerNames: adamw_torch_fused is torch.optim.AdamW(fused=True)
-  if c.optim == "adamw_torch_fused" then r.set("optimizer_impl", "fused", { "optim" }) end
+  if c.optim ~= nil then r.set("optimizer", c.optim, { "optim" }) end -- adamw_torch_fused: vramplan.aliases
   if c.weight_decay ~= nil then r.set("weight_decay", c.weight_decay, { "weight_decay" }) end
   -- enable_liger_kernel (model/model_utils/liger_kernel.py, apply_liger_kernel):
   -- Liger's kernels for the model type with their defaults (its RMSNorm,

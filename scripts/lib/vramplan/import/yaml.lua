@@ -59,10 +59,25 @@ local tools = {
   { module = "axolotl", name = "axolotl", keys = { "base_model", "adapter", "micro_batch_size", "sequence_len" } },
 }
 
+-- LLaMA-Factory's v1 trainer (src/llamafactory/v1/config/model_args.py and
+-- training_args.py: `model`, `model_class`, plugin sections such as
+-- dist_config) shares axolotl's micro_batch_size but not its meaning; its
+-- own loop is not read: refused by name rather than taken for axolotl.
+local function refuse_llamafactory_v1(config, path)
+  if config.model == nil or config.base_model ~= nil then return end
+  for _, k in ipairs({ "model_class", "dist_config", "peft_config", "kernel_config", "quant_config" }) do
+    if config[k] ~= nil then
+      error(string.format("%s: a LLaMA-Factory v1 config (model, %s): vramplan reads LLaMA-Factory's configs " ..
+        "with model_name_or_path, not v1's; give MODEL and the recipe with --set", path, k), 0)
+    end
+  end
+end
+
 -- Loads a YAML config: its recipe and the tool's name.
 function yaml.load(path)
   local text = common.read(path)
   local config = yaml.decode(text, path)
+  refuse_llamafactory_v1(config, path)
   for _, tool in ipairs(tools) do
     for _, k in ipairs(tool.keys) do
       if config[k] ~= nil then
