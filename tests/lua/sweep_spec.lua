@@ -262,6 +262,53 @@ return sweep {
     assert.are.same({ precision = true, compute_dtype = true, attention = true }, refused)
   end)
 
+  -- Each case: the sweep's arguments before --vary, the --vary, estimate's arguments for a row (its key's value
+  -- added as --set, or as --gpu for gpu), and the fields besides the compared ones that must agree too.
+  local completed = {
+    -- no seq_len: GPT-2's position table (1024), not the core's 2048
+    { "gpt2" }, "micro_batch=1,2", { "gpt2" }, { "recipe.seq_len" },
+    -- a recipe by the name `list recipes` prints
+    { "llama3-8b", "--recipe", "qlora-all-linear-paged", "--gpu", "rtx4090" }, "micro_batch=1,2",
+      { "llama3-8b", "--recipe", "qlora-all-linear-paged", "--gpu", "rtx4090" }, { "recipe.seq_len" },
+    -- another tool's key names and the stack they imply
+    { "llama3-8b", "--gpu", "a100-80gb", "--set", "stack=hf-trainer", "--set", "bf16=true" },
+      "gradient_checkpointing=true,false",
+      { "llama3-8b", "--gpu", "a100-80gb", "--set", "stack=hf-trainer", "--set", "bf16=true" },
+      { "recipe.checkpointing", "assumed.stack", "recipe.precision" },
+    -- a cloud instance and a node as the GPU: their GPU, gpus_per_node and host memory
+    { "llama3-8b", "--gpu", "p4d.24xlarge" }, "dp=1,8", { "llama3-8b", "--gpu", "p4d.24xlarge" },
+      { "recipe.gpus_per_node", "host.cpu_ram_bytes_per_node" },
+    { "llama3-8b", "--set", "dp=8" }, "gpu=a100-80gb,dgx-h100", { "llama3-8b", "--set", "dp=8" },
+      { "recipe.gpus_per_node", "host.cpu_ram_bytes_per_node" },
+  }
+  for i = 1, #completed, 4 do
+    local base, vary, args, extra = completed[i], completed[i + 1], completed[i + 2], completed[i + 3]
+    it("completes each variant's recipe as estimate does: " .. table.concat(base, " ") .. " --vary " .. vary,
+      function()
+        local key = vary:match("^([%w_]+)=")
+        local fields = { "variant", key }
+        for _, f in ipairs(compared) do fields[#fields + 1] = f end
+        for _, f in ipairs(extra) do fields[#fields + 1] = f end
+        fields[#fields + 1] = "error"
+        local out, err, code = run({ "sweep", table.unpack(base) }, "--vary", vary, "--fields",
+          table.concat(fields, ","))
+        assert.are.equal(0, code, err)
+        local _, rows = parse_csv(out)
+        assert.are.equal(2, #rows)
+        for _, row in ipairs(rows) do
+          assert.are.equal("", row.error, "variant " .. row.variant)
+          local a = table.move(args, 1, #args, 1, {})
+          if key == "gpu" then a[#a + 1], a[#a + 2] = "--gpu", row.gpu
+          else a[#a + 1], a[#a + 2] = "--set", key .. "=" .. row[key] end
+          assert_row_is_estimate(row, a)
+          local e = flat_estimate(a)
+          for _, f in ipairs(extra) do
+            assert.are.equal(e[f] or "", row[f], string.format("variant %s, %s", row.variant, f))
+          end
+        end
+      end)
+  end
+
   it("reads every top-level part of estimate --json: time.*, per_rank.N.*, host.* as estimate has them", function()
     local fields = { "time.step_s", "time.mfu", "per_rank.1.layers", "per_rank.2.peak_total_bytes",
                      "host.gpus_per_node", "recipe.pp", "model.arch" }

@@ -61,6 +61,28 @@ local function place(keys, origins, count, host, host_name)
   end
 end
 
+-- Completes the recipe keys (and their origins) of a model once it is built,
+-- as every command sees them: other tools' names and the stack's defaults
+-- (recipes.normalize), the model's position limit as seq_len, a quantized
+-- checkpoint's keys, the layout --gpus and a node or instance set. c = {
+-- description, config (the model's resolved fields), imported (a config
+-- file's recipe)?, gpus?, host?, host_name? }. Returns what was assumed
+-- about the stack (the report's), or nil. `sweep` completes each variant
+-- with it, so that its rows are `estimate`'s.
+function job.complete(keys, origins, c)
+  local assumed = recipes.normalize(keys, origins, c.imported, c.config)
+  -- the core's seq_len default (2048) is longer than a learned position
+  -- table of 1024 (GPT-2) or 512 (BERT): a recipe that names no seq_len
+  -- gets the model's own limit then
+  local limit = math.tointeger(c.config.max_positions)
+  if keys.seq_len == nil and limit and limit < DEFAULT_SEQ_LEN then
+    keys.seq_len, origins.seq_len = limit, c.description.source .. ": max_positions"
+  end
+  recipes.over_checkpoint(keys, origins, c.description.quantization)
+  place(keys, origins, c.gpus, c.host, c.host_name)
+  return assumed
+end
+
 -- job.load(home, spec): spec = { target = MODEL, recipe = FILE or NAME?, sets = {{k, v, origin}...},
 -- gpu = NAME?, gpus = N? } (NAME: a GPU, a node or an instance).
 -- Returns a job: the built model, its resolved config, the recipe keys and
@@ -74,17 +96,9 @@ function job.load(home, spec)
   local description = models.describe(home, target)
   local overrides, override_origins = split_sets(description, spec.sets or {}, keys, origins)
   local model, config = arch.build(description, overrides, override_origins)
-  local assumed = recipes.normalize(keys, origins, imported, config)
-  -- the core's seq_len default (2048) is longer than a learned position
-  -- table of 1024 (GPT-2) or 512 (BERT): a recipe that names no seq_len
-  -- gets the model's own limit then
-  local limit = math.tointeger(config.max_positions)
-  if keys.seq_len == nil and limit and limit < DEFAULT_SEQ_LEN then
-    keys.seq_len, origins.seq_len = limit, description.source .. ": max_positions"
-  end
-  recipes.over_checkpoint(keys, origins, description.quantization)
   local hw = spec.gpu and hardware.resolve(home, spec.gpu) or {}
-  place(keys, origins, spec.gpus, hw.host, spec.gpu)
+  local assumed = job.complete(keys, origins, { description = description, config = config, imported = imported,
+    gpus = spec.gpus, host = hw.host, host_name = spec.gpu })
   recipes.check(keys, origins)
   return { home = home, description = description, model = model, config = config, keys = keys, origins = origins,
            gpu = hw.gpu, host = hw.host, assumed = assumed }

@@ -44,7 +44,8 @@ end
 
 -- Raises "<origin>: unknown key ..." unless `key` can be varied.
 local function check_key(known, names, key, origin)
-  if known[key] then return end
+  -- another tool's name for a key, or the stack's, as --set takes them
+  if known[key] or recipes.is_key(key) then return end
   local guess = schema.suggest(key, names)
   error(string.format("%s: unknown key '%s': not a recipe key, a model field, gpu nor model%s", origin, tostring(key),
     guess and (" (did you mean '" .. guess .. "'?)") or ""), 0)
@@ -70,11 +71,11 @@ local function check_keys(home, plan)
   end
   if #descriptions == 0 then error(plan.source .. ": no model to sweep (give model = ...)", 0) end
   -- a misspelt GPU fails at once rather than in every row
-  if plan.gpu then hardware.gpu(home, plan.gpu) end
+  if plan.gpu then hardware.resolve(home, plan.gpu) end
   for _, axis in ipairs(plan.axes) do
     if axis.key == "gpu" then
       for _, name in ipairs(axis.values) do
-        local ok, err = pcall(hardware.gpu, home, tostring(name))
+        local ok, err = pcall(hardware.resolve, home, tostring(name))
         if not ok then error(axis.origin .. ": " .. tostring(err), 0) end
       end
     end
@@ -119,7 +120,7 @@ end
 function sweep.from_args(home, spec)
   local plan = { model = spec.target, gpu = spec.gpu, sets = spec.sets or {}, axes = {}, derived = {},
                  source = "command line" }
-  if spec.recipe then plan.keys, plan.origins = recipes.load(spec.recipe) end
+  if spec.recipe then plan.keys, plan.origins, plan.imported = recipes.load(recipes.find(home, spec.recipe)) end
   for _, text in ipairs(spec.vary or {}) do
     local origin = "--vary " .. text
     local key, list = text:match("^([%w_]+)=(.+)$")
@@ -294,15 +295,18 @@ function sweep.evaluator(plan, fields)
       return { model = model, config = config }
     end)
     if m.error then return nil, m.error end
-    local ok2, err = pcall(recipes.over_checkpoint, keys, origins, d.value.quantization)
-    if not ok2 then return nil, tostring(err) end
-    local gpu_name, g = values.gpu or plan.gpu, nil
+    local gpu_name, hw = values.gpu or plan.gpu, {}
     if gpu_name then
-      g = gpus(gpu_name, function() return hardware.gpu(home, gpu_name) end)
+      local g = gpus(gpu_name, function() return hardware.resolve(home, gpu_name) end)
       if g.error then return nil, g.error end
+      hw = g.value
     end
+    -- the keys completed as estimate completes them (job.load)
+    local ok2, assumed = pcall(job.complete, keys, origins, { description = d.value, config = m.value.config,
+      imported = plan.imported, host = hw.host, host_name = gpu_name })
+    if not ok2 then return nil, tostring(assumed) end
     return { home = home, description = d.value, model = m.value.model, config = m.value.config, keys = keys,
-             origins = origins, gpu = g and g.value }
+             origins = origins, gpu = hw.gpu, host = hw.host, assumed = assumed }
   end
 
   return function(values)

@@ -104,7 +104,7 @@ local function script_recipe(home, plan, t, where)
     plan.keys, plan.origins = {}, {}
     for k, v in pairs(r) do plan.keys[k], plan.origins[k] = v, where .. ": recipe" end
   elseif type(r) == "string" then
-    plan.keys, plan.origins = recipes.load(recipes.find(home, r))
+    plan.keys, plan.origins, plan.imported = recipes.load(recipes.find(home, r))
   else
     error(where .. ": recipe: a table of keys, a recipe file or a name in scripts/recipes", 0)
   end
