@@ -160,6 +160,17 @@ describe("fit: gpus", function()
     assert.is_true(fits(j, { dp = a.value }))
   end)
 
+  it("is the smallest dp that fits with FSDP2, whose memory grows again once the ranks outnumber rows", function()
+    -- FSDP2 pads each parameter's dim 0 to a multiple of the ranks: Qwen3-30B-A3B's experts have 768 rows, so
+    -- 65536 ranks gather 85 x each expert's size and the top of the search range does not fit
+    local j = load("qwen3-30b-a3b", { layers = 4, seq_len = 512, framework = "fsdp2" }, 24564)
+    assert.is_false(fits(j, { dp = 65536 }))
+    local a = fit.gpus(j)
+    assert.is_not_nil(a.value, a.reason)
+    for dp = 1, a.value - 1 do assert.is_false(fits(j, { dp = dp }), "dp " .. dp) end
+    assert.is_true(fits(j, { dp = a.value }))
+  end)
+
   it("is the smallest tp x pp x dp with megatron", function()
     local j = load("llama3.2-1b", { layers = 8, seq_len = 1024, framework = "megatron", distributed_optimizer = true },
       5000)

@@ -4,7 +4,8 @@
 -- skip values a monotone quantity rules out.
 --
 -- Where memory is monotone: the peak grows with micro_batch and seq_len
--- and does not grow with more data-parallel ranks, as long as the number of
+-- and does not grow with more data-parallel ranks (up to a point:
+-- first_fitting), as long as the number of
 -- micro-batches one optimizer step runs stays in the same class. That
 -- number is not always fixed: with `global_batch` it is global_batch /
 -- (micro_batch x dp), and it changes what is live — one micro-batch holds
@@ -82,27 +83,32 @@ local function last_fitting(n, at, capacity)
 end
 
 -- The smallest index in 1..n whose result fits, where fitting is (nearly)
--- monotone the other way: more ranks, less memory. The same widening as
--- last_fitting, downwards.
+-- monotone the other way over the small indices: more ranks, less memory.
+-- Not over all of them: FSDP2 pads each parameter's dim 0 to a multiple of
+-- the ranks (FSDPParam._init_sharded_param, torch 2.4-2.6
+-- torch/distributed/_composable/fsdp/_fsdp_param.py: each shard is
+-- ceil(dim 0 / ranks) rows; engine/policy/framework_fsdp2.c), so once the ranks
+-- outnumber a weight's rows each all-gather gathers a row per rank and the
+-- gathered size grows with them: Qwen3-30B-A3B's experts (768 rows) need
+-- 19 GiB a GPU at dp 64 and 31 GiB at dp 4096. So the search widens from 1
+-- upwards by doubling to the first index that fits, bisects below it, then
+-- widens downwards as last_fitting does upwards.
 local function first_fitting(n, at, capacity)
   local fits, possible = tests(at, capacity)
-  if not fits(n) then
+  local bad, good, probe = 0, nil, 1
+  while not good do
+    if fits(probe) then good = probe
+    elseif probe >= n then break
+    else bad, probe = probe, math.min(probe * 2, n) end
+  end
+  if not good then
     -- the widening below still looks for a fit under the bound
     local i, found = n - 1, nil
-    while i >= 1 and possible(i) do
+    while i > bad and possible(i) do
       if fits(i) then found = i end
       i = i - 1
     end
     return found
-  end
-  local good, bad, step = n, nil, 1
-  while not bad do
-    local probe = good - step
-    if probe <= 1 then bad = fits(1) and 0 or 1
-      if bad == 0 then good = 1 end
-    elseif fits(probe) then good = probe
-    else bad = probe end
-    step = step * 2
   end
   while good - bad > 1 do
     local mid = (good + bad) // 2
