@@ -171,6 +171,28 @@ describe("fit: gpus", function()
     assert.is_true(fits(j, { dp = a.value }))
   end)
 
+  it("with global_batch, says whether the fewest GPUs keep it, and the fewest that keep it exactly", function()
+    local global = 12
+    local j = load("llama3.2-1b", { seq_len = 512, framework = "fsdp", global_batch = global }, 7400)
+    local a = fit.gpus(j)
+    assert.is_not_nil(a.value, a.reason)
+    -- brute force: the smallest dp that fits with the global batch rounded up to whole micro-batches per rank
+    local function rounded(dp)
+      return fits(j, { dp = dp, global_batch = job.unset, grad_accum = (global + dp - 1) // dp })
+    end
+    local first
+    for dp = 1, global do if not first and rounded(dp) then first = dp end end
+    assert.are.equal(first, a.layout.dp)
+    assert.are.equal((global + first - 1) // first, a.grad_accum)
+    assert.are.equal(global % first == 0, a.divides)
+    assert.are.equal(first * a.grad_accum, a.global_batch)
+    -- the engine refuses a global_batch that dp does not divide: the smallest dp it accepts and that fits
+    local exact
+    for dp = 1, global do if not exact and fits(j, { dp = dp }) then exact = dp end end
+    assert.is_false(a.divides) -- the case this test is for
+    assert.are.same({ value = exact, dp = exact, grad_accum = global // exact }, a.dividing)
+  end)
+
   it("is the smallest tp x pp x dp with megatron", function()
     local j = load("llama3.2-1b", { layers = 8, seq_len = 1024, framework = "megatron", distributed_optimizer = true },
       5000)

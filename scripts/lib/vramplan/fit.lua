@@ -260,7 +260,8 @@ function fit.micro_batch(j, options)
     if not best then
       local r, err = probe.at(changes(1))
       return { value = nil, reason = r and "micro_batch 1 does not fit" or err,
-               peak_total_bytes = r and r.peak_total_bytes, estimates = probe.estimates }
+               peak_total_bytes = r and r.peak_total_bytes, short_by_bytes = r and -r.headroom_bytes,
+               estimates = probe.estimates }
     end
     local r = probe.at(changes(best))
     local answer = outcome(r)
@@ -376,6 +377,29 @@ function fit.gpus(j, options)
   answer.value = best.gpus
   answer.layout = { dp = best.dp, tp = best.layout.tp or recipe.tp, pp = best.layout.pp or recipe.pp, cp = recipe.cp }
   if best.prev then next_step(answer, probe.at(best.prev)) end
+  if global then
+    -- as fit.micro_batch says it: the micro-batches per step at that dp, whether they keep the global batch
+    -- exactly (the engine refuses a global_batch that is not a multiple of micro_batch x dp), and the
+    -- fewest ranks of that layout that keep it exactly
+    local mb = recipe.micro_batch
+    answer.grad_accum, answer.divides = accumulation(global, mb, best.dp)
+    answer.global_batch = mb * best.dp * answer.grad_accum
+    if not answer.divides then
+      local width = best.gpus // best.dp
+      for dp = best.dp + 1, math.min(global // mb, max_gpus // width) do
+        if global % (mb * dp) == 0 then
+          local c = {}
+          for k, v in pairs(best.changes) do c[k] = v end
+          c.dp = dp
+          c[(best.layout.pp or recipe.pp) > 1 and "num_microbatches" or "grad_accum"] = global // (mb * dp)
+          if probe.fits(c) then
+            answer.dividing = { value = dp * width, dp = dp, grad_accum = global // (mb * dp) }
+            break
+          end
+        end
+      end
+    end
+  end
   answer.estimates = probe.estimates
   return answer
 end

@@ -9,7 +9,8 @@ local cmd = {
   help = [[With everything else in the recipe fixed: the largest micro_batch that fits (with global_batch set,
 the grad_accum that keeps it and whether it divides evenly), the longest seq_len (up to the model's
 position limit or --max-seq) and the fewest GPUs (the smallest dp; with framework = megatron the
-smallest tp x pp x dp). Each answer is what `estimate` gives when trying every value.]],
+smallest tp x pp x dp; with global_batch set, whether it divides it too). Each answer is what
+`estimate` gives when trying every value.]],
   flags = { recipe = "value", gpu = "value", set = "set", json = "flag", ["max-seq"] = "value", ["max-gpus"] = "value" },
   examples = {
     "vramplan fit mistral-7b --gpu a100-80gb --set framework=deepspeed --set zero=3 --set dp=8 --set seq_len=4096 --set checkpointing=full",
@@ -83,8 +84,17 @@ function cmd.run(opts, home)
   end))
   print(describe("GPUs", answers.gpus, function(a)
     local l = a.layout
-    return string.format("%d (dp %d%s%s%s)", a.value, l.dp, l.tp > 1 and (" x tp " .. l.tp) or "",
+    local s = string.format("%d (dp %d%s%s%s)", a.value, l.dp, l.tp > 1 and (" x tp " .. l.tp) or "",
       l.pp > 1 and (" x pp " .. l.pp) or "", l.cp > 1 and (" x cp " .. l.cp) or "")
+    if a.grad_accum then
+      s = s .. string.format(" with grad_accum %d (%s global_batch %d)", a.grad_accum,
+        a.divides and "keeps" or "rounds up to", a.global_batch)
+      if not a.divides and a.dividing then
+        s = s .. string.format("; %d (dp %d, grad_accum %d) keep it exactly", a.dividing.value, a.dividing.dp,
+          a.dividing.grad_accum)
+      end
+    end
+    return s
   end, "one fewer"))
   return 0
 end
