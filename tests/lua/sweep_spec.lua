@@ -341,6 +341,17 @@ return sweep {
     assert.are.equal(1, code)
     assert.truthy(err:find("--vary micro_batch=4:1: '4:1': the range is empty", 1, true), err)
     assert.falsy(err:find("traceback"))
+    -- a --jobs that is not a count is refused, not taken for the default; no fields is no row to write
+    for _, jobs in ipairs({ "x", "0", "1.5" }) do
+      local out
+      out, err, code = run("sweep", "gpt2", "--vary", "micro_batch=1,2", "--jobs", jobs)
+      assert.are.equal(2, code, jobs .. ": " .. err)
+      assert.truthy(err:find("--jobs takes a positive integer (got '" .. jobs .. "')", 1, true), err)
+      assert.are.equal("", out)
+    end
+    _, err, code = run("sweep", "gpt2", "--vary", "micro_batch=1,2", "--fields", "")
+    assert.are.equal(1, code)
+    assert.truthy(err:find("--fields: name one field or more", 1, true), err)
   end)
 
   it("joins shards with merge into the unsharded output", function()

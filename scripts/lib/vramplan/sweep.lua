@@ -327,6 +327,7 @@ function sweep.fields(plan, fields)
   local varied = {}
   for _, k in ipairs(plan.columns) do varied[k] = true end
   if fields then
+    if #fields == 0 then error("--fields: name one field or more (variant,per_gpu.peak_total_bytes,...)", 0) end
     for _, f in ipairs(fields) do
       if f ~= "variant" and f ~= "error" and not varied[f] and not object_names[f:match("^[^.]+")] then
         error(string.format("--fields: unknown field '%s' (fields are variant, error, the varied keys and " ..

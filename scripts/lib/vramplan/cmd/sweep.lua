@@ -176,8 +176,7 @@ function cmd.run(opts, home)
   local format_name = opts.format or (opts.out and opts.out:match("%.jsonl$") and "jsonl") or "csv"
   local format = sweep.format(format_name)
   local shard = opts.shard and grid.parse_shard(opts.shard) or { 0, 1 }
-  local jobs = opts.jobs and math.tointeger(tonumber(opts.jobs)) or vramplan.cpu_count()
-  if not jobs or jobs < 1 then fail_usage("--jobs takes a whole number >= 1") end
+  local jobs = require("vramplan.cli").positive(opts, "jobs", true) or vramplan.cpu_count()
   local header = format.header(fields)
   if opts.resume then
     local has_variant = false
