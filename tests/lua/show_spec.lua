@@ -76,5 +76,10 @@ describe("vramplan list models", function()
     for _ in text:gmatch("[^\n]+") do lines = lines + 1 end
     assert.are.equal(#rows + 1, lines)
     assert.truthy(text:find("heads / KV", 1, true))
+    -- the count as estimate's header writes it: Gemma 3 1B's 999,885,952 are not "1000 M"
+    local header = helper.run("estimate", "gemma-3-1b", "--set", "seq_len=128")
+    local count = header:match("%((.-) parameters")
+    assert.are.equal("999.9 M", count)
+    assert.truthy(text:find("\ngemma%-3%-1b%s+llama%s+" .. count:gsub("%.", "%%.") .. " "), text)
   end)
 end)

@@ -4,6 +4,7 @@ local arch = require("vramplan.arch")
 local files = require("vramplan.files")
 local hardware = require("vramplan.hardware")
 local models = require("vramplan.models")
+local report = require("vramplan.report")
 
 local list = {
   usage = "list models|gpus|recipes [--json]",
@@ -19,11 +20,6 @@ local function model_row(home, name)
   return { name = name, display_name = config.name, family = description.family.name, params = model:params(),
            layers = config.layers, hidden = config.hidden, heads = config.heads,
            kv_heads = config.kv_heads or config.heads, context = config.max_positions }
-end
-
-local function billions(n)
-  if n >= 1e9 then return string.format("%.2f B", n / 1e9) end
-  return string.format("%.0f M", n / 1e6)
 end
 
 function list.run(opts, home)
@@ -47,7 +43,7 @@ function list.run(opts, home)
   print(string.format("%-22s %-10s %10s %7s %7s %11s %8s", "model", "family", "params", "layers", "hidden",
     "heads / KV", "context"))
   for _, r in ipairs(rows) do
-    print(string.format("%-22s %-10s %10s %7s %7s %11s %8s", r.name, r.family, billions(r.params), r.layers or "-",
+    print(string.format("%-22s %-10s %10s %7s %7s %11s %8s", r.name, r.family, report.count(r.params), r.layers or "-",
       r.hidden or "-", string.format("%s / %s", r.heads or "-", r.kv_heads or "-"), r.context or "-"))
   end
   return 0
