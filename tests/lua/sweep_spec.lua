@@ -352,6 +352,16 @@ return sweep {
     _, err, code = run("sweep", "gpt2", "--vary", "micro_batch=1,2", "--fields", "")
     assert.are.equal(1, code)
     assert.truthy(err:find("--fields: name one field or more", 1, true), err)
+    -- a recipe's misspelt key stops the sweep naming the recipe's line, as estimate does (it was every row's
+    -- error, blamed on the model's file)
+    local recipe = helper.write("-- a recipe\nreturn recipe {\n  checkpoint = \"full\",\n}\n", ".lua")
+    local out
+    out, err, code = run("sweep", "gpt2", "--recipe", recipe, "--vary", "micro_batch=1,2")
+    assert.are.equal(1, code)
+    assert.are.equal("", out)
+    assert.truthy(err:find(recipe .. ":2: unknown recipe key 'checkpoint'", 1, true), err)
+    local _, estimate_err = run("estimate", "gpt2", "--recipe", recipe)
+    assert.truthy(estimate_err:find(recipe .. ":2: unknown recipe key 'checkpoint'", 1, true), estimate_err)
   end)
 
   it("joins shards with merge into the unsharded output", function()

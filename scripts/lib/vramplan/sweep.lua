@@ -81,6 +81,14 @@ local function check_keys(home, plan)
     end
   end
   local known, all = known_keys(descriptions)
+  -- a recipe's misspelt key fails at once, naming its line, as --set's and estimate's do
+  for k, v in pairs(plan.keys or {}) do
+    if type(k) ~= "string" or not recipes.is_key(k) then
+      local ok, err = pcall(vramplan.check_recipe, { [k] = v }, true)
+      error(string.format("%s: %s", plan.origins[k] or plan.source,
+        ok and ("unknown recipe key '" .. tostring(k) .. "'") or tostring(err)), 0)
+    end
+  end
   for _, axis in ipairs(plan.axes) do check_key(known, all, axis.key, axis.origin) end
   for _, d in ipairs(plan.derived) do check_key(known, all, d.key, d.origin) end
   for _, s in ipairs(plan.sets) do check_key(known, all, s[1], s[3]) end
