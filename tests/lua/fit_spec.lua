@@ -236,6 +236,25 @@ describe("vramplan fit (the command)", function()
     assert.is_not_nil(o.fit.gpus.value)
   end)
 
+  it("judges the fewest GPUs of a node as estimate --gpus does: the node's GPUs per node follow the ranks",
+    function()
+      -- at dp 1 the job has one GPU of the DGX; at dp 2 its NCCL communicators span two GPUs of one node, not two
+      -- nodes of one GPU each (engine/step/nccl.c)
+      local sets = { "--set", "framework=fsdp", "--set", "checkpointing=full" }
+      local out, err, code = helper.run("fit", "llama3-8b", "--gpu", "dgx-h100", "--json", table.unpack(sets))
+      assert.are.equal(0, code, err)
+      local g = require("dkjson").decode(out).fit.gpus
+      assert.is_true(g.value > 1)
+      local at = helper.estimate("llama3-8b", "--gpu", "dgx-h100", "--gpus", tostring(g.value), table.unpack(sets))
+      local fewer = helper.estimate("llama3-8b", "--gpu", "dgx-h100", "--gpus", tostring(g.value - 1),
+        table.unpack(sets))
+      assert.are.equal(math.min(8, g.value), at.recipe.gpus_per_node)
+      assert.is_true(at.fits)
+      assert.are.equal(at.per_gpu.peak_total_bytes, g.peak_total_bytes)
+      assert.is_false(fewer.fits)
+      assert.are.equal(-fewer.headroom_bytes, g.next_short_by_bytes)
+    end)
+
   it("gives null with a reason where nothing fits, and exits 0", function()
     local out, err, code = helper.run("fit", "llama3.2-1b", "--gpu", small_gpu(1000), "--json")
     assert.are.equal(0, code, err)

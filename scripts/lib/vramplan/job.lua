@@ -39,7 +39,8 @@ local function whole(v) return math.tointeger(tonumber(v)) end
 
 -- --gpus N sets dp to N over the other parallel sizes (tp x pp x cp); a
 -- node or instance named by --gpu sets gpus_per_node: its GPUs, or fewer
--- when the job has fewer ranks.
+-- when the job has fewer ranks (job.gpus_per_node). Returns whether it set
+-- gpus_per_node.
 local function place(keys, origins, count, host, host_name)
   local split = 1
   for _, k in ipairs({ "tp", "pp", "cp" }) do split = split * (whole(keys[k] or 1) or 1) end
@@ -58,7 +59,16 @@ local function place(keys, origins, count, host, host_name)
   if host and keys.gpus_per_node == nil then
     local ranks = (whole(keys.dp or 1) or 1) * split
     keys.gpus_per_node, origins.gpus_per_node = math.min(host.gpus, ranks), "--gpu " .. host_name
+    return true
   end
+  return false
+end
+
+-- The gpus_per_node of the job at `ranks` ranks, where its node or instance
+-- set it (not the recipe): searches over dp change it as --gpus does.
+function job.gpus_per_node(j, ranks)
+  if j.host_places then return math.min(j.host.gpus, ranks) end
+  return nil
 end
 
 -- Completes the recipe keys (and their origins) of a model once it is built,
@@ -67,8 +77,9 @@ end
 -- checkpoint's keys, the layout --gpus and a node or instance set. c = {
 -- description, config (the model's resolved fields), imported (a config
 -- file's recipe)?, gpus?, host?, host_name? }. Returns what was assumed
--- about the stack (the report's), or nil. `sweep` completes each variant
--- with it, so that its rows are `estimate`'s.
+-- about the stack (the report's) or nil, and whether the node or instance
+-- set gpus_per_node. `sweep` completes each variant with it, so that its
+-- rows are `estimate`'s.
 function job.complete(keys, origins, c)
   local assumed = recipes.normalize(keys, origins, c.imported, c.config)
   -- the core's seq_len default (2048) is longer than a learned position
@@ -79,8 +90,7 @@ function job.complete(keys, origins, c)
     keys.seq_len, origins.seq_len = limit, c.description.source .. ": max_positions"
   end
   recipes.over_checkpoint(keys, origins, c.description.quantization)
-  place(keys, origins, c.gpus, c.host, c.host_name)
-  return assumed
+  return assumed, place(keys, origins, c.gpus, c.host, c.host_name)
 end
 
 -- job.load(home, spec): spec = { target = MODEL, recipe = FILE or NAME?, sets = {{k, v, origin}...},
@@ -97,11 +107,11 @@ function job.load(home, spec)
   local overrides, override_origins = split_sets(description, spec.sets or {}, keys, origins)
   local model, config = arch.build(description, overrides, override_origins)
   local hw = spec.gpu and hardware.resolve(home, spec.gpu) or {}
-  local assumed = job.complete(keys, origins, { description = description, config = config, imported = imported,
-    gpus = spec.gpus, host = hw.host, host_name = spec.gpu })
+  local assumed, host_places = job.complete(keys, origins, { description = description, config = config,
+    imported = imported, gpus = spec.gpus, host = hw.host, host_name = spec.gpu })
   recipes.check(keys, origins)
   return { home = home, description = description, model = model, config = config, keys = keys, origins = origins,
-           gpu = hw.gpu, host = hw.host, assumed = assumed }
+           gpu = hw.gpu, host = hw.host, assumed = assumed, host_places = host_places }
 end
 
 -- A value in `changes` that removes the key (back to the engine's default).
