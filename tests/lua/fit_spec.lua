@@ -201,6 +201,23 @@ describe("fit: gpus", function()
     assert.are.equal(a.value, a.layout.dp * a.layout.tp * a.layout.pp)
     for tp = 1, 8 do
       for pp = 1, 8 do
+        for dp = 1, 8 % pp == 0 and (a.value - 1) // (tp * pp) or 0 do
+          assert.is_false(fits(j, { tp = tp, pp = pp, dp = dp }), string.format("tp %d pp %d dp %d", tp, pp, dp))
+        end
+      end
+    end
+    assert.is_true(fits(j, { tp = a.layout.tp, pp = a.layout.pp, dp = a.layout.dp }))
+  end)
+
+  it("splits the layers evenly over pp with megatron, as Megatron-LM requires and plan does", function()
+    -- 9 layers: pp 2 would fit on 2 GPUs, but Megatron-LM asserts num_layers % pp == 0
+    local j = load("llama3.2-1b", { layers = 9, seq_len = 1024, framework = "megatron" }, 11500)
+    assert.is_true(fits(j, { pp = 2 }))
+    local a = fit.gpus(j)
+    assert.is_not_nil(a.value, a.reason)
+    assert.are.equal(0, 9 % a.layout.pp)
+    for tp = 1, 8 do
+      for _, pp in ipairs({ 1, 3, 9 }) do
         for dp = 1, (a.value - 1) // (tp * pp) do
           assert.is_false(fits(j, { tp = tp, pp = pp, dp = dp }), string.format("tp %d pp %d dp %d", tp, pp, dp))
         end

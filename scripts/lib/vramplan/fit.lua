@@ -343,9 +343,15 @@ function fit.gpus(j, options)
   if recipe.framework == "megatron" then
     layouts = {}
     -- tensor parallelism stays within a node of 8 GPUs (Narayanan et al.
-    -- 2021, section 3.3: tp up to the GPUs per server)
+    -- 2021, section 3.3: tp up to the GPUs per server); pp divides the
+    -- layers (Megatron-LM's _get_num_layers, megatron/legacy/model/transformer.py:
+    -- "num_layers must be divisible by transformer_pipeline_model_parallel_size"),
+    -- as vramplan.plan splits them
+    local layers = j.config.layers or 1
     for tp = 1, 8 do
-      for pp = 1, j.config.layers or 1 do layouts[#layouts + 1] = { tp = tp, pp = pp } end
+      for pp = 1, layers do
+        if layers % pp == 0 then layouts[#layouts + 1] = { tp = tp, pp = pp } end
+      end
     end
     table.sort(layouts, function(a, b)
       if a.tp * a.pp ~= b.tp * b.pp then return a.tp * a.pp < b.tp * b.pp end
