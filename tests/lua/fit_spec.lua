@@ -150,14 +150,32 @@ describe("fit: seq_len", function()
   end)
 end)
 
+-- Fails unless the answer `a` of fit.gpus is the smallest dp that fits, trying every one.
+local function assert_fewest_dp(j, a)
+  for dp = 1, a.value - 1 do assert.is_false(fits(j, { dp = dp }), "dp " .. dp) end
+  assert.is_true(fits(j, { dp = a.value }))
+end
+
+-- Fails unless the answer `a` of fit.gpus with megatron is the fewest tp x pp x dp that fits, trying every
+-- tp up to 8 and every pp dividing `layers`.
+local function assert_fewest_layout(j, a, layers)
+  for tp = 1, 8 do
+    for pp = 1, layers do
+      for dp = 1, layers % pp == 0 and (a.value - 1) // (tp * pp) or 0 do
+        assert.is_false(fits(j, { tp = tp, pp = pp, dp = dp }), string.format("tp %d pp %d dp %d", tp, pp, dp))
+      end
+    end
+  end
+  assert.is_true(fits(j, { tp = a.layout.tp, pp = a.layout.pp, dp = a.layout.dp }))
+end
+
 describe("fit: gpus", function()
   it("is the smallest dp that fits with ZeRO-3, as trying every count finds", function()
     local j = load("llama3.2-1b", { seq_len = 512, framework = "deepspeed", zero = 3 }, 9000)
     local a = fit.gpus(j)
     assert.is_not_nil(a.value)
     assert.is_true(a.value > 1)
-    for dp = 1, a.value - 1 do assert.is_false(fits(j, { dp = dp }), "dp " .. dp) end
-    assert.is_true(fits(j, { dp = a.value }))
+    assert_fewest_dp(j, a)
   end)
 
   it("is the smallest dp that fits with FSDP2, whose memory grows again once the ranks outnumber rows", function()
@@ -167,8 +185,7 @@ describe("fit: gpus", function()
     assert.is_false(fits(j, { dp = 65536 }))
     local a = fit.gpus(j)
     assert.is_not_nil(a.value, a.reason)
-    for dp = 1, a.value - 1 do assert.is_false(fits(j, { dp = dp }), "dp " .. dp) end
-    assert.is_true(fits(j, { dp = a.value }))
+    assert_fewest_dp(j, a)
   end)
 
   it("with global_batch, says whether the fewest GPUs keep it, and the fewest that keep it exactly", function()
@@ -199,14 +216,7 @@ describe("fit: gpus", function()
     local a = fit.gpus(j)
     assert.is_not_nil(a.value)
     assert.are.equal(a.value, a.layout.dp * a.layout.tp * a.layout.pp)
-    for tp = 1, 8 do
-      for pp = 1, 8 do
-        for dp = 1, 8 % pp == 0 and (a.value - 1) // (tp * pp) or 0 do
-          assert.is_false(fits(j, { tp = tp, pp = pp, dp = dp }), string.format("tp %d pp %d dp %d", tp, pp, dp))
-        end
-      end
-    end
-    assert.is_true(fits(j, { tp = a.layout.tp, pp = a.layout.pp, dp = a.layout.dp }))
+    assert_fewest_layout(j, a, 8)
   end)
 
   it("splits the layers evenly over pp with megatron, as Megatron-LM requires and plan does", function()
@@ -216,14 +226,7 @@ describe("fit: gpus", function()
     local a = fit.gpus(j)
     assert.is_not_nil(a.value, a.reason)
     assert.are.equal(0, 9 % a.layout.pp)
-    for tp = 1, 8 do
-      for _, pp in ipairs({ 1, 3, 9 }) do
-        for dp = 1, (a.value - 1) // (tp * pp) do
-          assert.is_false(fits(j, { tp = tp, pp = pp, dp = dp }), string.format("tp %d pp %d dp %d", tp, pp, dp))
-        end
-      end
-    end
-    assert.is_true(fits(j, { tp = a.layout.tp, pp = a.layout.pp, dp = a.layout.dp }))
+    assert_fewest_layout(j, a, 9)
   end)
 
   it("says when more data-parallel ranks cannot help", function()
