@@ -280,6 +280,10 @@ return sweep {
       { "recipe.gpus_per_node", "host.cpu_ram_bytes_per_node" },
     { "llama3-8b", "--set", "dp=8" }, "gpu=a100-80gb,dgx-h100", { "llama3-8b", "--set", "dp=8" },
       { "recipe.gpus_per_node", "host.cpu_ram_bytes_per_node" },
+    -- an axolotl config naming its model (base_model), no MODEL given
+    { "--recipe", "tests/fixtures/configs/axolotl/examples/llama-3/qlora.yml", "--gpu", "rtx4090" }, "seq_len=1024,4096",
+      { "--recipe", "tests/fixtures/configs/axolotl/examples/llama-3/qlora.yml", "--gpu", "rtx4090" },
+      { "recipe.micro_batch", "recipe.finetune" },
   }
   for i = 1, #completed, 4 do
     local base, vary, args, extra = completed[i], completed[i + 1], completed[i + 2], completed[i + 3]

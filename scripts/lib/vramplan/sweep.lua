@@ -129,6 +129,14 @@ function sweep.from_args(home, spec)
   local plan = { model = spec.target, gpu = spec.gpu, sets = spec.sets or {}, axes = {}, derived = {},
                  source = "command line" }
   if spec.recipe then plan.keys, plan.origins, plan.imported = recipes.load(recipes.find(home, spec.recipe)) end
+  -- a config file may name its model, as estimate's does (job.load)
+  if not plan.model then
+    plan.model = plan.imported and plan.imported.model
+    if not plan.model then
+      error((plan.imported and plan.imported.model_note) or
+        "no MODEL given: sweep MODEL --vary ..., or a config file naming its model as --recipe", 0)
+    end
+  end
   for _, text in ipairs(spec.vary or {}) do
     local origin = "--vary " .. text
     local key, list = text:match("^([%w_]+)=(.+)$")
