@@ -69,3 +69,32 @@ describe("the README's cookbook", function()
     os.execute("rm -rf " .. dir)
   end)
 end)
+
+-- The figure a cookbook question quotes as its answer ("(21.)") and the
+-- command under it.
+local function quoted_answer(question)
+  local f = assert(io.open(helper.root .. "/README.md", "r"))
+  local text = f:read("a")
+  f:close()
+  local at = assert(text:find(question, 1, true), "README: no question " .. question)
+  local figure = text:match("%((%d+)%.%)", at)
+  local command = text:match("\n%$ build/vramplan ([^\n]+)", at)
+  return assert(math.tointeger(tonumber(figure))), command
+end
+
+describe("the README's cookbook answers", function()
+  local function fit_answer(question, field)
+    local figure, command = quoted_answer(question)
+    local args = {}
+    for word in command:gmatch("%S+") do args[#args + 1] = word end
+    args[#args + 1] = "--json"
+    local out, err, code = helper.run(table.unpack(args))
+    assert.are.equal(0, code, err)
+    assert.are.equal(figure, require("dkjson").decode(out).fit[field].value, question)
+  end
+
+  it("quote what fit answers: the largest micro-batch, the fewest GPUs", function()
+    fit_answer("What is the largest micro-batch", "micro_batch")
+    fit_answer("How many H100s", "gpus")
+  end)
+end)
