@@ -57,6 +57,23 @@ describe("vramplan advise", function()
     end
   end)
 
+  it("estimates its fixes on a node as estimate does: more ranks are more GPUs of the node", function()
+    -- at dp 1 the job holds one GPU of the DGX; the fix's dp 2 is two GPUs of one node (gpus_per_node 2, NVLink),
+    -- as `estimate --gpu dgx-h100 --set dp=2` places them, not two nodes of one GPU
+    local args = { "llama3-8b", "--gpu", "dgx-h100", "--set", "framework=fsdp", "--set", "fsdp=full_shard", "--set",
+                   "checkpointing=full" }
+    local a = advise(args)
+    local base = helper.estimate(table.unpack(args))
+    local more = 0
+    for _, f in ipairs(a.advice.fixes) do
+      local e = helper.estimate(table.unpack(with_changes(args, f.changes)))
+      assert.are.equal(e.per_gpu.peak_total_bytes, f.peak_total_bytes, json.encode(f.changes))
+      assert.is_true(math.abs(e.time.step_s / base.time.step_s - f.step_time_ratio) < 1e-9, json.encode(f.changes))
+      if f.changes.dp then more = more + 1 end
+    end
+    assert.are.equal(1, more) -- the "more GPUs" fix is there
+  end)
+
   it("finds what 14 hand runs found: checkpointing alone is not enough; with ZeRO-3 or optimizer offload it fits", function()
     local alone = find(fixes, { checkpointing = "full" })
     assert.is_false(alone.fits)

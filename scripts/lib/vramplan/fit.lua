@@ -304,12 +304,10 @@ end
 
 -- The smallest dp in lo..hi that fits, with the other layout keys in
 -- `layout`; `global` keeps the global batch (micro-batch count per dp).
-local function fewest_dp(j, probe, layout, hi, global, recipe, capacity)
+local function fewest_dp(probe, layout, hi, global, recipe, capacity)
   local accum_key = (layout.pp or recipe.pp) > 1 and "num_microbatches" or "grad_accum"
-  local split = (layout.tp or recipe.tp) * (layout.pp or recipe.pp) * recipe.cp
   local function changes(dp)
-    -- a node's GPUs per node follow the ranks, as `estimate --gpus` places them
-    local c = { dp = dp, gpus_per_node = job.gpus_per_node(j, dp * split) }
+    local c = { dp = dp }
     for k, v in pairs(layout) do c[k] = v end
     if global then c[accum_key] = (accumulation(global, recipe.micro_batch, dp)) end
     return c
@@ -365,7 +363,7 @@ function fit.gpus(j, options)
     if best and width > best.gpus then break end
     local hi = max_gpus // width
     if hi >= 1 then
-      local dp, changes = fewest_dp(j, probe, layout, hi, global, recipe, j.gpu.memory_bytes)
+      local dp, changes = fewest_dp(probe, layout, hi, global, recipe, j.gpu.memory_bytes)
       if dp and (not best or dp * width < best.gpus) then
         best = { dp = dp, layout = layout, gpus = dp * width, changes = changes(dp), prev = dp > 1 and changes(dp - 1) }
       end
@@ -374,8 +372,7 @@ function fit.gpus(j, options)
   if not best then
     local r, err = probe.at({})
     local reason = r and string.format("nothing up to %d GPUs fits", max_gpus) or err
-    local at_max = probe.at({ dp = max_gpus // other,
-      gpus_per_node = job.gpus_per_node(j, max_gpus // other * recipe.tp * recipe.pp * recipe.cp) })
+    local at_max = probe.at({ dp = max_gpus // other })
     if r and at_max and at_max.peak_total_bytes >= r.peak_total_bytes then
       reason = reason .. ": more data-parallel ranks do not shrink this recipe's memory per GPU (each keeps a " ..
         "whole replica); shard it (framework deepspeed with zero, fsdp, or megatron with tp/pp)"
@@ -399,7 +396,7 @@ function fit.gpus(j, options)
         if global % (mb * dp) == 0 then
           local c = {}
           for k, v in pairs(best.changes) do c[k] = v end
-          c.dp, c.gpus_per_node = dp, job.gpus_per_node(j, dp * width)
+          c.dp = dp
           c[(best.layout.pp or recipe.pp) > 1 and "num_microbatches" or "grad_accum"] = global // (mb * dp)
           if probe.fits(c) then
             answer.dividing = { value = dp * width, dp = dp, grad_accum = global // (mb * dp) }

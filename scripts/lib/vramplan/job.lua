@@ -39,8 +39,8 @@ local function whole(v) return math.tointeger(tonumber(v)) end
 
 -- --gpus N sets dp to N over the other parallel sizes (tp x pp x cp); a
 -- node or instance named by --gpu sets gpus_per_node: its GPUs, or fewer
--- when the job has fewer ranks (job.gpus_per_node). Returns whether it set
--- gpus_per_node.
+-- when the job has fewer ranks (again whenever a search changes the ranks:
+-- job.keys_with). Returns whether it set gpus_per_node.
 local function place(keys, origins, count, host, host_name)
   local split = 1
   for _, k in ipairs({ "tp", "pp", "cp" }) do split = split * (whole(keys[k] or 1) or 1) end
@@ -64,12 +64,7 @@ local function place(keys, origins, count, host, host_name)
   return false
 end
 
--- The gpus_per_node of the job at `ranks` ranks, where its node or instance
--- set it (not the recipe): searches over dp change it as --gpus does.
-function job.gpus_per_node(j, ranks)
-  if j.host_places then return math.min(j.host.gpus, ranks) end
-  return nil
-end
+local LAYOUT_KEYS = { "dp", "tp", "pp", "cp" }
 
 -- Completes the recipe keys (and their origins) of a model once it is built,
 -- as every command sees them: other tools' names and the stack's defaults
@@ -118,11 +113,22 @@ end
 job.unset = setmetatable({}, { __tostring = function() return "unset" end })
 
 -- The job's recipe keys with `changes` (key -> value, or job.unset) on top.
+-- Where the node or instance set gpus_per_node (not the recipe), changes to
+-- the layout place the ranks again as --gpus N does: fit's and advise's
+-- dp 2 on a DGX is two GPUs of one node, as `estimate --set dp=2` has it.
 function job.keys_with(j, changes)
   local keys = {}
   for k, v in pairs(j.keys) do keys[k] = v end
   for k, v in pairs(changes or {}) do
     if v == job.unset then keys[k] = nil else keys[k] = v end
+  end
+  if j.host_places and changes and changes.gpus_per_node == nil then
+    local ranks, moved = 1, false
+    for _, k in ipairs(LAYOUT_KEYS) do
+      ranks = ranks * (whole(keys[k] or 1) or 1)
+      moved = moved or changes[k] ~= nil
+    end
+    if moved then keys.gpus_per_node = math.min(j.host.gpus, ranks) end
   end
   return keys
 end
