@@ -284,10 +284,12 @@ return sweep {
     { "--recipe", "tests/fixtures/configs/axolotl/examples/llama-3/qlora.yml", "--gpu", "rtx4090" }, "seq_len=1024,4096",
       { "--recipe", "tests/fixtures/configs/axolotl/examples/llama-3/qlora.yml", "--gpu", "rtx4090" },
       { "recipe.micro_batch", "recipe.finetune" },
+    -- the models varied, no MODEL given: each with its own position limit as seq_len
+    {}, "model=gpt2,bert-base-cased", {}, { "recipe.seq_len" },
   }
   for i = 1, #completed, 4 do
     local base, vary, args, extra = completed[i], completed[i + 1], completed[i + 2], completed[i + 3]
-    it("completes each variant's recipe as estimate does: " .. table.concat(base, " ") .. " --vary " .. vary,
+    it("completes each variant's recipe as estimate does: sweep " .. table.concat(base, " ") .. " --vary " .. vary,
       function()
         local key = vary:match("^([%w_]+)=")
         local fields = { "variant", key }
@@ -303,6 +305,7 @@ return sweep {
           assert.are.equal("", row.error, "variant " .. row.variant)
           local a = table.move(args, 1, #args, 1, {})
           if key == "gpu" then a[#a + 1], a[#a + 2] = "--gpu", row.gpu
+          elseif key == "model" then table.insert(a, 1, row.model)
           else a[#a + 1], a[#a + 2] = "--set", key .. "=" .. row[key] end
           assert_row_is_estimate(row, a)
           local e = flat_estimate(a)

@@ -130,13 +130,7 @@ function sweep.from_args(home, spec)
                  source = "command line" }
   if spec.recipe then plan.keys, plan.origins, plan.imported = recipes.load(recipes.find(home, spec.recipe)) end
   -- a config file may name its model, as estimate's does (job.load)
-  if not plan.model then
-    plan.model = plan.imported and plan.imported.model
-    if not plan.model then
-      error((plan.imported and plan.imported.model_note) or
-        "no MODEL given: sweep MODEL --vary ..., or a config file naming its model as --recipe", 0)
-    end
-  end
+  if not plan.model then plan.model = plan.imported and plan.imported.model end
   for _, text in ipairs(spec.vary or {}) do
     local origin = "--vary " .. text
     local key, list = text:match("^([%w_]+)=(.+)$")
@@ -147,6 +141,13 @@ function sweep.from_args(home, spec)
       if axis.key == key then error(origin .. ": " .. key .. " is varied twice", 0) end
     end
     plan.axes[#plan.axes + 1] = { key = key, values = values, origin = origin }
+  end
+  -- --vary model=... names the models itself
+  local varies_model = false
+  for _, axis in ipairs(plan.axes) do varies_model = varies_model or axis.key == "model" end
+  if not plan.model and not varies_model then
+    error((plan.imported and plan.imported.model_note) or
+      "no MODEL given: sweep MODEL --vary ..., --vary model=..., or a config file naming its model as --recipe", 0)
   end
   return sweep.finish(home, plan)
 end

@@ -38,14 +38,16 @@ end
 
 -- The plan: a grid from --vary, or a sweep script.
 local function plan_of(opts, home)
-  -- a config file given as --recipe may name the model (estimate's rule)
-  if not opts.target and not (opts.recipe and opts.vary) then
-    fail_usage("sweep needs a MODEL with --vary, or a sweep script")
-  end
+  -- a config file given as --recipe may name the model (estimate's rule), --vary model=... the models
+  if not opts.target and not opts.vary then fail_usage("sweep needs a MODEL with --vary, or a sweep script") end
   if opts.positional[2] then fail_usage("unexpected argument " .. opts.positional[2]) end
   if opts.vary then
     local plan = sweep.from_args(home, opts)
-    opts.target = plan.model -- the workers' MODEL
+    -- the workers' MODEL: the plan's, or (only a default then) the first varied one
+    for _, axis in ipairs(plan.axes) do
+      if not plan.model and axis.key == "model" then opts.target = axis.values[1] end
+    end
+    opts.target = plan.model or opts.target
     return plan
   end
   if not require("vramplan.files").is_file(opts.target) or not is_sweep_script(opts.target) then
