@@ -366,9 +366,9 @@ return sweep {
     out, err, code = run("sweep", "gpt2", "--recipe", recipe, "--vary", "micro_batch=1,2")
     assert.are.equal(1, code)
     assert.are.equal("", out)
-    assert.truthy(err:find(recipe .. ":2: unknown recipe key 'checkpoint'", 1, true), err)
+    assert.truthy(err:find(recipe .. ":3: unknown recipe key 'checkpoint'", 1, true), err)
     local _, estimate_err = run("estimate", "gpt2", "--recipe", recipe)
-    assert.truthy(estimate_err:find(recipe .. ":2: unknown recipe key 'checkpoint'", 1, true), estimate_err)
+    assert.truthy(estimate_err:find(recipe .. ":3: unknown recipe key 'checkpoint'", 1, true), estimate_err)
   end)
 
   it("joins shards with merge into the unsharded output", function()

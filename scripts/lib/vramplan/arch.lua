@@ -30,9 +30,7 @@ family_meta.__call = function(family, values)
   if type(values) ~= "table" then
     error(string.format("%s: %s takes a table of fields: %s { hidden = ..., ... }", where, family.name, family.name), 0)
   end
-  local origins = {}
-  for k in pairs(values) do origins[k] = where end
-  return { family = family, values = values, origins = origins, where = where }
+  return { family = family, values = values, origins = sandbox.field_origins(where, values), where = where }
 end
 
 -- The names an op kind's enum field accepts, as the core lists them:

@@ -69,9 +69,7 @@ local function hardware_env()
   for kind, k in pairs(kinds) do
     constructors[kind] = function(where, t)
       if type(t) ~= "table" then error(where .. ": " .. kind .. " takes a table of fields", 0) end
-      local origins = {}
-      for key in pairs(t) do origins[key] = where end
-      local v = schema.resolve(k.schema, t, origins, where)
+      local v = schema.resolve(k.schema, t, sandbox.field_origins(where, t), where)
       v.kind, v.where = kind, where
       return v
     end

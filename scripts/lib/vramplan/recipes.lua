@@ -50,9 +50,7 @@ function recipes.load(path)
   if type(r) ~= "table" or type(r.keys) ~= "table" then
     error(path .. ": a recipe script must return recipe { ... }", 0)
   end
-  local origins = {}
-  for k in pairs(r.keys) do origins[k] = r.where end
-  return r.keys, origins
+  return r.keys, sandbox.field_origins(r.where, r.keys)
 end
 
 -- The core's recipe keys are fixed when it is built: the set is made once

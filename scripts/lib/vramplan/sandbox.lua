@@ -55,6 +55,53 @@ function sandbox.located(env, constructors, lazy)
   })
 end
 
+-- The origin of each key of a table a script passed to a constructor called
+-- at `where` ("file:line"): "file:N" for the first line from there on that
+-- writes `key =`, so that an error names the field's own line; `where` for
+-- a key the text does not show (computed, quoted) or a file that cannot be
+-- read again (a name Lua shortened with "..."). Plain searches only: the
+-- strings' pattern matching is budgeted for scripts, and a script's line
+-- may be long.
+local function is_word_byte(b)
+  return b and (b == 95 or (b >= 48 and b <= 57) or (b >= 65 and b <= 90) or (b >= 97 and b <= 122))
+end
+
+-- Does `line` (before any comment) assign the field `key` (key, spaces, "=" but not "==")?
+local function assigns(line, key)
+  local comment = line:find("--", 1, true)
+  local from = 1
+  while true do
+    local s, e = line:find(key, from, true)
+    if not s or (comment and s > comment) then return false end
+    local i = e + 1
+    while line:byte(i) == 32 or line:byte(i) == 9 do i = i + 1 end
+    if not is_word_byte(line:byte(s - 1)) and line:byte(i) == 61 and line:byte(i + 1) ~= 61 then return true end
+    from = e + 1
+  end
+end
+
+function sandbox.field_origins(where, keys)
+  local origins = {}
+  for k in pairs(keys) do origins[k] = where end
+  local file, start = tostring(where):match("^(.*):(%d+)$")
+  local f = file and file:sub(1, 3) ~= "..." and io.open(file, "r")
+  if not f then return origins end
+  local lines = {}
+  for line in f:lines() do lines[#lines + 1] = line end
+  f:close()
+  for k in pairs(keys) do
+    if type(k) == "string" and #k > 0 and #k <= 128 then
+      for n = math.tointeger(tonumber(start)), #lines do
+        if assigns(lines[n], k) then
+          origins[k] = file .. ":" .. n
+          break
+        end
+      end
+    end
+  end
+  return origins
+end
+
 -- Runs a script file in `env` under the instruction and memory budgets.
 function sandbox.run(path, env)
   return vramplan.run_script(path, env)
