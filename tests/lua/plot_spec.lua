@@ -347,6 +347,26 @@ describe("vramplan report SWEEP.csv", function()
     assert.are.equal(hardware.gpu(helper.root, "h100-80gb").memory_bytes, tonumber(capacity[2]["data-bytes"]))
   end)
 
+  it("draws a sweep written as JSON lines (--format jsonl) as it draws the same sweep's CSV", function()
+    local pages = {}
+    for _, format in ipairs({ "csv", "jsonl" }) do
+      local rows = out_path("." .. format)
+      local _, err, code = helper.run("sweep", "gpt2", "--gpu", "a100-40gb", "--vary", "micro_batch=1,2",
+        "--vary", "seq_len=512,2048", "--out", rows)
+      assert.are.equal(0, code, err)
+      local out = out_path(".html")
+      _, err, code = helper.run("report", rows, "--x", "micro_batch", "--y", "seq_len", "-o", out)
+      assert.are.equal(0, code, format .. ": " .. err)
+      local f = assert(io.open(out, "r"))
+      -- the page names its file: the rest is the same
+      pages[format] = f:read("a"):gsub(rows:match("[^/]*$"):gsub("%p", "%%%0"), "SWEEP")
+      f:close()
+      os.remove(out)
+      os.remove(rows)
+    end
+    assert.are.equal(pages.csv, pages.jsonl)
+  end)
+
   it("takes the capacity from a gpu.memory_bytes column when there is one", function()
     local csv = helper.write(sweep_csv({ { short = "a100-80gb", bytes = 123 * GiB } }, "gpu.memory_bytes"), ".csv")
     local out = out_path(".html")

@@ -1,4 +1,4 @@
--- vramplan report: a sweep's CSV (vramplan sweep) drawn as one HTML page:
+-- vramplan report: a sweep's CSV or JSON lines (vramplan sweep) drawn as one HTML page:
 -- the peak per GPU against one varied key, or a heat map over two.
 local csv = require("vramplan.csv")
 local files = require("vramplan.files")
@@ -12,8 +12,49 @@ local cmd = {
   flags = { x = "value", y = "value", out = "value" },
   short = { o = "out" },
   help = "A line per model or GPU of the peak per GPU against --x, with each GPU's capacity; with --y, a heat map\n" ..
-    "of how much room each pair of values leaves (or how much it lacks). -o (--out) names the page written.",
+    "of how much room each pair of values leaves (or how much it lacks). -o (--out) names the page written.\n" ..
+    "SWEEP.csv is what vramplan sweep writes, as CSV or as JSON lines (--format jsonl).",
 }
+
+-- A sweep's rows as CSV text would hold them ({ header, records }): its
+-- CSV, or its JSON lines (--format jsonl), the values written as the CSV
+-- writes them (integers without a fraction, null empty) and the columns in
+-- the order of the first row's keys.
+local function read_sweep(path)
+  local f, why = io.open(path, "rb")
+  if not f then error("cannot read " .. tostring(why), 0) end
+  local first = f:read("l")
+  f:close()
+  if not first or first:sub(1, 1) ~= "{" then return csv.read(path) end
+  local json = require("dkjson")
+  local header, records, n = {}, {}, 0
+  for line in io.lines(path) do
+    n = n + 1
+    if line ~= "" then
+      local o = json.decode(line, 1, json.null)
+      if type(o) ~= "table" then error(string.format("%s:%d: not a JSON object", path, n), 0) end
+      if n == 1 then
+        -- the columns in the order the sweep wrote them: where each "name": first appears
+        local at = {}
+        for k in pairs(o) do
+          header[#header + 1] = k
+          at[k] = line:find(json.encode(k) .. ":", 1, true) or math.huge
+        end
+        table.sort(header, function(a, b) return at[a] < at[b] end)
+      end
+      local rec = {}
+      for _, k in ipairs(header) do
+        local v = o[k]
+        if v == nil or v == json.null then v = ""
+        elseif math.type(v) == "integer" then v = string.format("%d", v)
+        else v = tostring(v) end
+        rec[k] = v
+      end
+      records[#records + 1] = rec
+    end
+  end
+  return { header = header, records = records }
+end
 
 -- The columns every drawing reads (the sweep writes more).
 local needed = { "model.name", "gpu.short_name", "per_gpu.peak_total_bytes", "fits", "headroom_bytes", "error" }
@@ -170,7 +211,7 @@ function cmd.run(opts, home)
   if not opts.x then fail_usage("report needs --x KEY") end
   if not opts.out then fail_usage("report needs -o FILE.html") end
   local path = opts.target
-  local sweep = csv.read(path)
+  local sweep = read_sweep(path)
   local has = check_columns(sweep, path)
   local varied = varied_keys(sweep.header)
   check_key("--x", opts.x, has, varied, path)
