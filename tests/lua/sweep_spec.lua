@@ -634,6 +634,19 @@ describe("the Lua module", function()
       "vramplan.sweep: argument 2 (on_row) must be a function(row) (got nil)")
     assert.has_error(function() vramplan.load_gpu(80) end,
       "vramplan.load_gpu: argument 1 (name) must be a GPU name such as h100-80gb (got number)")
+    -- a shard out of range wrote no row, a shard or a field that is not a number or name failed on a nil index
+    local spec = { model = "gpt2", set = { seq_len = 128 }, vary = { micro_batch = { 1, 2, 3 } } }
+    local function on_row() error("no row expected") end
+    for _, bad in ipairs({ { 5, 2 }, { "a" }, { 1.5, 2 } }) do
+      spec.shard = bad
+      assert.has_error(function() vramplan.sweep(spec, on_row) end)
+      local _, err = pcall(vramplan.sweep, spec, on_row)
+      assert.truthy(err:find("^vramplan.sweep: argument 1 %(spec.shard%) must be { k, n } with whole 0 <= k < n %(got {"),
+        err)
+    end
+    spec.shard, spec.fields = nil, { "variant", 3 }
+    assert.has_error(function() vramplan.sweep(spec, on_row) end,
+      'vramplan.sweep: argument 1 (spec.fields) must be a list of names (got { "variant", 3 })')
   end)
 
   it("reads a row's fields from the object as flattening it names them", function()

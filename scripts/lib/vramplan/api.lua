@@ -7,11 +7,35 @@ local vramplan = require("vramplan")
 -- program may too.
 vramplan.home = vramplan.home or os.getenv("VRAMPLAN_HOME") or "."
 
+-- What a bad argument was, for the message: its type, and a short list's items.
+local function describe(got)
+  if type(got) == "table" and #got > 0 and #got <= 4 then
+    local items = {}
+    for i = 1, #got do items[i] = type(got[i]) == "string" and string.format("%q", got[i]) or tostring(got[i]) end
+    return "{ " .. table.concat(items, ", ") .. " }"
+  end
+  return type(got)
+end
+
 -- Raises "vramplan.NAME: argument I (WHAT) must be ..." at the caller.
 local function check(ok, name, i, what, must, got)
   if not ok then
-    error(string.format("vramplan.%s: argument %d (%s) must be %s (got %s)", name, i, what, must, type(got)), 3)
+    error(string.format("vramplan.%s: argument %d (%s) must be %s (got %s)", name, i, what, must, describe(got)), 3)
   end
+end
+
+-- A list of names (sweep's fields).
+local function is_names(t)
+  if type(t) ~= "table" or #t == 0 then return false end
+  for _, v in ipairs(t) do if type(v) ~= "string" then return false end end
+  return true
+end
+
+-- A shard { k, n }: whole numbers, 0 <= k < n (--shard K/N's).
+local function is_shard(t)
+  if type(t) ~= "table" then return false end
+  local k, n = t[1], t[2]
+  return math.type(k) == "integer" and math.type(n) == "integer" and k >= 0 and k < n
 end
 
 -- vramplan.load_model(spec [, fields]) -> model, config: spec a name in
@@ -58,8 +82,9 @@ function vramplan.sweep(spec, on_row)
   local sweep, grid = require("vramplan.sweep"), require("vramplan.grid")
   local t = {}
   for k, v in pairs(spec) do if k ~= "fields" and k ~= "shard" then t[k] = v end end
-  check(spec.fields == nil or type(spec.fields) == "table", "sweep", 1, "spec.fields", "a list of names", spec.fields)
-  check(spec.shard == nil or type(spec.shard) == "table", "sweep", 1, "spec.shard", "{ k, n }", spec.shard)
+  check(spec.fields == nil or is_names(spec.fields), "sweep", 1, "spec.fields", "a list of names", spec.fields)
+  check(spec.shard == nil or is_shard(spec.shard), "sweep", 1, "spec.shard", "{ k, n } with whole 0 <= k < n",
+    spec.shard)
   local plan = require("vramplan.sweep_script").from_table(vramplan.home, t, "vramplan.sweep")
   local fields = sweep.fields(plan, spec.fields)
   local evaluate = sweep.evaluator(plan, fields)
