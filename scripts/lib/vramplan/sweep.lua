@@ -70,8 +70,11 @@ local function check_keys(home, plan)
     if values.model ~= nil then reach(values.model, string.format("variant %d", i - 1)) end
   end
   if #descriptions == 0 then error(plan.source .. ": no model to sweep (give model = ...)", 0) end
-  -- a misspelt GPU fails at once rather than in every row
-  if plan.gpu then hardware.resolve(home, plan.gpu) end
+  -- a misspelt GPU fails at once rather than in every row, naming where it was given
+  if plan.gpu then
+    local ok, err = pcall(hardware.resolve, home, plan.gpu)
+    if not ok then error(plan.gpu_origin and (plan.gpu_origin .. ": " .. tostring(err)) or err, 0) end
+  end
   for _, axis in ipairs(plan.axes) do
     if axis.key == "gpu" then
       for _, name in ipairs(axis.values) do

@@ -23,26 +23,28 @@ end
 
 -- The script's `vary` table as axes (lists) and derived values (functions),
 -- in `order` where given, else by key name.
-local function script_axes(plan, t, where)
+local function script_axes(plan, t, at)
   local keys = {}
   for k in pairs(t.vary or {}) do
-    if type(k) ~= "string" then error(where .. ": vary: keys are names", 0) end
+    if type(k) ~= "string" then error(at.vary .. ": vary: keys are names", 0) end
     keys[#keys + 1] = k
   end
   table.sort(keys)
   if t.order ~= nil then
-    if not is_list(t.order) then error(where .. ": order: a list of vary's keys", 0) end
+    if not is_list(t.order) then error(at.order .. ": order: a list of vary's keys", 0) end
     local rank = {}
     for i, k in ipairs(t.order) do
-      if not (t.vary or {})[k] then error(string.format("%s: order: '%s' is not in vary", where, tostring(k)), 0) end
+      if not (t.vary or {})[k] then error(string.format("%s: order: '%s' is not in vary", at.order, tostring(k)), 0) end
       rank[k] = i
     end
     table.sort(keys, function(a, b) return (rank[a] or math.huge) < (rank[b] or math.huge) or
       (rank[a] or math.huge) == (rank[b] or math.huge) and a < b end)
   end
+  -- each key's own line within vary
+  local vary_at = keys[1] and sandbox.field_origins(at.vary, t.vary) or {}
   for _, k in ipairs(keys) do
     local v = t.vary[k]
-    local origin = string.format("%s: vary.%s", where, k)
+    local origin = string.format("%s: vary.%s", vary_at[k], k)
     if type(v) == "function" then
       plan.derived[#plan.derived + 1] = { key = k, fn = v, origin = origin }
     elseif is_list(v) then
@@ -54,12 +56,12 @@ local function script_axes(plan, t, where)
 end
 
 -- `model = "x"` or a list (then model is varied first); the same for gpu.
-local function script_choice(plan, t, name, where)
+local function script_choice(plan, t, name, at)
   local v = t[name]
   if v == nil then return end
-  if type(v) == "string" then plan[name] = v
-  elseif is_list(v) then table.insert(plan.axes, 1, { key = name, values = v, origin = where .. ": " .. name })
-  else error(string.format("%s: %s: a name or a list of names", where, name), 0) end
+  if type(v) == "string" then plan[name], plan[name .. "_origin"] = v, at[name] .. ": " .. name
+  elseif is_list(v) then table.insert(plan.axes, 1, { key = name, values = v, origin = at[name] .. ": " .. name })
+  else error(string.format("%s: %s: a name or a list of names", at[name], name), 0) end
 end
 
 -- A generator's variants are kept (it runs to its end before the first
@@ -88,57 +90,65 @@ local function generated(fn, where)
   return list
 end
 
-local function script_sets(plan, t, where)
+local function script_sets(plan, t, at)
   if t.set == nil then return end
-  if type(t.set) ~= "table" then error(where .. ": set: a table of key = value", 0) end
+  if type(t.set) ~= "table" then error(at.set .. ": set: a table of key = value", 0) end
   local keys = {}
   for k in pairs(t.set) do keys[#keys + 1] = k end
   table.sort(keys)
-  for _, k in ipairs(keys) do plan.sets[#plan.sets + 1] = { k, t.set[k], where .. ": set." .. k } end
+  local set_at = sandbox.field_origins(at.set, t.set)
+  for _, k in ipairs(keys) do plan.sets[#plan.sets + 1] = { k, t.set[k], set_at[k] .. ": set." .. k } end
 end
 
-local function script_recipe(home, plan, t, where)
+local function script_recipe(home, plan, t, at)
   local r = t.recipe
   if r == nil then return end
   if type(r) == "table" then
     plan.keys, plan.origins = {}, {}
-    for k, v in pairs(r) do plan.keys[k], plan.origins[k] = v, where .. ": recipe" end
+    local recipe_at = sandbox.field_origins(at.recipe, r)
+    for k, v in pairs(r) do plan.keys[k], plan.origins[k] = v, recipe_at[k] .. ": recipe" end
   elseif type(r) == "string" then
-    plan.keys, plan.origins, plan.imported = recipes.load(recipes.find(home, r))
+    local ok, path = pcall(recipes.find, home, r)
+    if not ok then error(at.recipe .. ": recipe: " .. tostring(path), 0) end
+    plan.keys, plan.origins, plan.imported = recipes.load(path)
   else
-    error(where .. ": recipe: a table of keys, a recipe file or a name in scripts/recipes", 0)
+    error(at.recipe .. ": recipe: a table of keys, a recipe file or a name in scripts/recipes", 0)
   end
 end
 
--- A plan from the table a sweep script returned (`where`: its file:line).
+-- A plan from the table a sweep script returned (`where`: its file:line;
+-- each field's error names the field's own line).
 function sweep_script.from_table(home, t, where)
+  local at = sandbox.field_origins(where, t)
   for k in pairs(t) do
     if not script_fields[k] then
       local names = {}
       for n in pairs(script_fields) do names[#names + 1] = n end
       table.sort(names)
       local guess = schema.suggest(tostring(k), names)
-      error(string.format("%s: sweep: unknown field '%s'%s", where, tostring(k),
+      error(string.format("%s: sweep: unknown field '%s'%s", at[k], tostring(k),
         guess and (" (did you mean '" .. guess .. "'?)") or ""), 0)
     end
   end
   local plan = { sets = {}, axes = {}, derived = {}, source = where }
-  script_recipe(home, plan, t, where)
-  script_sets(plan, t, where)
-  script_axes(plan, t, where)
-  script_choice(plan, t, "gpu", where)
-  script_choice(plan, t, "model", where)
+  script_recipe(home, plan, t, at)
+  script_sets(plan, t, at)
+  script_axes(plan, t, at)
+  script_choice(plan, t, "gpu", at)
+  script_choice(plan, t, "model", at)
   if t.where ~= nil then
-    if type(t.where) ~= "function" then error(where .. ": where: a function of a variant's values", 0) end
+    if type(t.where) ~= "function" then error(at.where .. ": where: a function of a variant's values", 0) end
     plan.where = t.where
   end
   if t.generate ~= nil then
-    if type(t.generate) ~= "function" then error(where .. ": generate: a function(emit)", 0) end
+    if type(t.generate) ~= "function" then error(at.generate .. ": generate: a function(emit)", 0) end
     for _, axis in ipairs(plan.axes) do
-      if axis.key ~= "model" and axis.key ~= "gpu" then error(where .. ": generate and vary lists exclude each other", 0) end
+      if axis.key ~= "model" and axis.key ~= "gpu" then
+        error(at.generate .. ": generate and vary lists exclude each other", 0)
+      end
     end
-    if #plan.axes > 0 then error(where .. ": with generate, emit model and gpu with the other keys", 0) end
-    plan.generated = generated(t.generate, where)
+    if #plan.axes > 0 then error(at.generate .. ": with generate, emit model and gpu with the other keys", 0) end
+    plan.generated = generated(t.generate, at.generate)
   end
   if #plan.axes == 0 and not plan.generated then
     error(where .. ": sweep needs vary = { key = list, ... } or generate", 0)
