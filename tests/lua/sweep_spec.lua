@@ -554,6 +554,14 @@ return sweep {
     _, err, code = run("sweep", path)
     assert.are.equal(1, code)
     assert.truthy(err:find(path .. ":4: recipe: no recipe 'lora'", 1, true), err)
+    path = sweep_script('return sweep {\n  vary = { micro_batch = { 1, 2 } },\n  model = "gtp2",\n}\n')
+    _, err, code = run("sweep", path)
+    assert.are.equal(1, code)
+    assert.truthy(err:find(path .. ":3: model: no model 'gtp2'", 1, true), err)
+    -- as a misspelt GPU in --vary gpu=... is blamed on its --vary
+    _, err, code = run("sweep", "gpt2", "--vary", "model=gpt2,gtp2")
+    assert.are.equal(1, code)
+    assert.truthy(err:find("--vary model=gpt2,gtp2: no model 'gtp2'", 1, true), err)
   end)
 
   it("run a generator's variants in the order it emits them", function()

@@ -54,13 +54,16 @@ end
 -- Checks the plan's keys against the models it can reach.
 local function check_keys(home, plan)
   local descriptions, seen = {}, {}
+  -- `origin` (where the name was given) prefixes a name that is no model; MODEL's own error stands alone
   local function reach(name, origin)
     if seen[name] then return end
     if type(name) ~= "string" then error(string.format("%s: a model is a name or a path", origin), 0) end
     seen[name] = true
-    descriptions[#descriptions + 1] = models.describe(home, name)
+    local ok, d = pcall(models.describe, home, name)
+    if not ok then error(origin and (origin .. ": " .. tostring(d)) or d, 0) end
+    descriptions[#descriptions + 1] = d
   end
-  if plan.model then reach(plan.model, plan.source) end
+  if plan.model then reach(plan.model, plan.model_origin) end
   for _, axis in ipairs(plan.axes) do
     if axis.key == "model" then
       for _, name in ipairs(axis.values) do reach(name, axis.origin) end
