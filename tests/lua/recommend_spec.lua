@@ -111,6 +111,28 @@ describe("vramplan recommend", function()
     assert.are.equal("ddp", row.sharding)
   end)
 
+  it("keeps a global_batch: whole units whose ranks divide it, and says so where none do", function()
+    -- global_batch 12: the fewest GPUs that fit may not divide it (estimate refuses micro_batch x dp that does
+    -- not); an 8-GPU node never does. Before, every node and instance said "nothing up to 4096 GPUs fits".
+    local args = { "llama3.2-1b", "--set", "seq_len=2048", "--set", "checkpointing=full", "--set", "global_batch=12" }
+    local og = json.decode((helper.run("recommend", "--json", table.unpack(args))))
+    local fitting, refused = 0, 0
+    for _, r in ipairs(og.recommend) do
+      if r.gpus then
+        local e = helper.estimate(table.unpack(args_for(r)))
+        assert.is_true(e.fits, r.name)
+        assert.are.equal(0, 12 % (e.recipe.micro_batch * e.recipe.dp), r.name)
+        assert.are.equal(e.per_gpu.peak_total_bytes, r.peak_total_bytes, r.name)
+        fitting = fitting + 1
+      elseif r.name == "dgx-h100" then
+        assert.truthy(r.reason:find("global_batch 12: no count of whole nodes of 8 GPUs", 1, true), r.reason)
+        refused = refused + 1
+      end
+    end
+    assert.is_true(fitting >= 10, fitting .. " rows fit")
+    assert.are.equal(1, refused)
+  end)
+
   it("refuses a token count that is not a positive number", function()
     local _, e, c = helper.run("recommend", "gpt2", "--tokens", "-3")
     assert.are.equal(2, c)

@@ -53,6 +53,26 @@ local function host_fits(result, host)
   return report.host(result, host).fits ~= false
 end
 
+-- Whole nodes or instances for fit.gpus's answer `a`: the units (a unit's
+-- GPUs rounded up) and their dp; with global_batch kept, the fewest units
+-- from there whose dp divides it (estimate refuses a global_batch that
+-- micro_batch x dp does not divide), or nil.
+local function whole_units(d, entry, a, max_gpus)
+  if not a.value then return nil end
+  local split = a.layout.tp * a.layout.pp * a.layout.cp
+  local units = (a.value + entry.unit - 1) // entry.unit
+  if d.keys.global_batch == nil then return units, units * entry.unit // split end
+  local recipe = job.resolved_recipe(d)
+  local per_rank = recipe.global_batch // recipe.micro_batch
+  while units * entry.unit <= max_gpus do
+    local dp = units * entry.unit // split
+    if dp > per_rank then return nil end
+    if recipe.global_batch % (recipe.micro_batch * dp) == 0 then return units, dp end
+    units = units + 1
+  end
+  return nil
+end
+
 -- The fewest GPUs of one entry, over the shardings tried: the best
 -- { gpus, units, sharding, result } (the cheapest, then the fastest), or
 -- nil and why none fits.
@@ -61,10 +81,11 @@ local function fewest(j, entry, shardings, options)
   for _, s in ipairs(shardings) do
     local d = job.derive(j, s.changes, "recommend")
     local a = fit.gpus(d, { max = options.max_gpus })
-    if a.value then
-      -- whole nodes or instances: the GPUs rounded up to a unit's count
-      local units = (a.value + entry.unit - 1) // entry.unit
-      local dp = units * entry.unit // (a.layout.tp * a.layout.pp * a.layout.cp)
+    local units, dp = whole_units(d, entry, a, options.max_gpus)
+    if a.value and not units then
+      why = string.format("global_batch %d: no count of whole %ss of %d GPUs from %d GPUs on divides it",
+        job.resolved_recipe(d).global_batch, entry.kind, entry.unit, a.value)
+    elseif a.value then
       local r = job.try(d, { dp = dp })
       if r and r.fits and host_fits(r, entry.host) then
         local candidate = { gpus = units * entry.unit, units = units, sharding = s.name, result = r,
