@@ -74,6 +74,21 @@ describe("vramplan advise", function()
     assert.are.equal(1, more) -- the "more GPUs" fix is there
   end)
 
+  it("offers more GPUs that keep a global_batch: the fewest whose dp divides it", function()
+    -- on 7400 MiB, 5 ranks fit but do not divide global_batch 12 (estimate refuses them); 6 do (fit's dividing)
+    local gpu = helper.write('return gpu { name = "test 7400 MiB", memory_mib = 7400 }', ".lua")
+    local args = { "llama3.2-1b", "--gpu", gpu, "--set", "seq_len=512", "--set", "framework=fsdp", "--set",
+                   "global_batch=12" }
+    local more
+    for _, f in ipairs(advise(args).advice.fixes) do if f.changes.dp then more = f end end
+    assert.is_table(more, "no more-GPUs fix")
+    assert.are.equal(6, more.changes.dp)
+    local e = helper.estimate(table.unpack(with_changes(args, more.changes)))
+    assert.is_true(e.fits)
+    assert.are.equal(e.per_gpu.peak_total_bytes, more.peak_total_bytes)
+    assert.is_false(helper.estimate(table.unpack(with_changes(args, { dp = 4, global_batch = 12 }))).fits)
+  end)
+
   it("finds what 14 hand runs found: checkpointing alone is not enough; with ZeRO-3 or optimizer offload it fits", function()
     local alone = find(fixes, { checkpointing = "full" })
     assert.is_false(alone.fits)

@@ -259,12 +259,15 @@ function advise.advise(j, options)
   -- more GPUs with the recipe's own framework and sharding
   if not base.fits then
     local gpus = fit.gpus(j, { max = options.max_gpus })
-    if gpus.value and gpus.value > base.recipe.gpus then
+    -- with global_batch kept, the fewest that keep it exactly (estimate refuses a dp that does not divide it)
+    local count, dp = gpus.value, gpus.layout and gpus.layout.dp
+    if gpus.divides == false then count, dp = gpus.dividing and gpus.dividing.value, gpus.dividing and gpus.dividing.dp end
+    if count and count > base.recipe.gpus then
       local l = gpus.layout
-      local changes = { dp = l.dp }
+      local changes = { dp = dp }
       if base.recipe.framework == "megatron" then changes.tp, changes.pp = l.tp, l.pp end
       local fix = { changes = changes, size = 1, changes_training = false,
-                    note = string.format("%d GPUs: the fewest that fit with this framework and sharding", gpus.value) }
+                    note = string.format("%d GPUs: the fewest that fit with this framework and sharding", count) }
       if evaluate(j, base, fix) then table.insert(advice.fixes, #same + 1, fix) end
     end
   end
