@@ -71,7 +71,6 @@ static void deepspeed_traffic(const vp_recipe *r, vp_dp_traffic *out) {
     out->overlaps = r->overlap_comm >= 0 ? r->overlap_comm > 0 : r->zero == 3;
 }
 
-/* DeepSpeed builds its own FusedAdam (multi-tensor apply, no temporaries) */
 /* ZeRO-3 with overlap_comm gathers on a stream of its own
  * (deepspeed/runtime/zero/parameter_offload.py: __allgather_stream, a new
  * Stream when overlap_comm, else the default stream; partitioned_param_
@@ -83,9 +82,10 @@ static const char *const deepspeed_gathers[] = {"all_gather", "all_gather.prefet
 static const vp_stream_ops deepspeed_streams = {{deepspeed_gathers, NULL}};
 
 static bool deepspeed_uses_streams(const vp_recipe *r) {
-    return r->zero == 3 && (r->overlap_comm >= 0 ? r->overlap_comm > 0 : true);
+    return r->zero == 3 && r->overlap_comm != 0; /* unset (-1): stage 3's default, on */
 }
 
+/* DeepSpeed builds its own FusedAdam (multi-tensor apply, no temporaries) */
 const vp_framework_kind vp_framework_deepspeed = {
     .name = "deepspeed",
     .plan = plan_deepspeed,
