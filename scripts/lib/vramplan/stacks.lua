@@ -8,6 +8,9 @@
 -- in engine/lua/lua_recipe.c): they only choose values for the core's keys.
 local stacks = {}
 
+local function truthy(v) return v == true or v == "true" or v == 1 or v == "1" end
+local function on(v) return truthy(type(v) == "string" and v:lower() or v) end
+
 -- Each stack: its framework (when it fixes one), the defaults it runs
 -- with (only where the recipe leaves a key unset) and their source, and the
 -- way it applies its precision flags (`precision_rule` below).
@@ -81,8 +84,7 @@ stacks.profiles = {
     defaults = { precision = "bf16", checkpointing = "full", use_reentrant = false, keep_logits = false,
                  lora_dtype = "base", loss = "chunked", offload_torchtune = true,
                  compile_loss = function(keys)
-                   local on = keys.compile == true or (type(keys.compile) == "string" and keys.compile:lower() == "true")
-                   return on and (keys.loss == nil or keys.loss == "chunked") or nil
+                   return on(keys.compile) and (keys.loss == nil or keys.loss == "chunked") or nil
                  end },
     rule = "fixed",
   },
@@ -147,7 +149,6 @@ stacks.keys = { stack = true, bf16 = true, fp16 = true, torch_dtype = true, pure
   ["parallelism.data_parallel_replicate_degree"] = true, ["parallelism.data_parallel_shard_degree"] = true,
   ["training.enable_cpu_offload"] = true, use_liger_kernel = true }
 
-local function truthy(v) return v == true or v == "true" or v == 1 or v == "1" end
 
 local function dtype_name(v)
   if v == nil then return nil end
@@ -525,8 +526,7 @@ function stacks.apply(keys, origins)
   -- transformers' Trainer compiles the whole model (TrainingArguments.torch_compile:
   -- torch.compile(model) in _wrap_model), not each block as torchtitan and
   -- torchtune do, which is what compile = true models
-  local compile = keys.compile
-  if profile.rule == "hf" and (compile == true or (type(compile) == "string" and compile:lower() == "true")) then
+  if profile.rule == "hf" and on(keys.compile) then
     error(string.format("%s: compile: the Trainer's torch.compile of the whole model (torch_compile) is not modelled; " ..
       "compile = true is torchtitan's and torchtune's compile of each block (docs/compile.md)",
       origins.compile or "recipe"), 0)
