@@ -7,6 +7,7 @@
  * below holds one function per class, reading the op's fields by name
  * through vp_field_index. */
 #include "steptime.h"
+#include "optimizer.h"
 
 #include <math.h>
 #include <string.h>
@@ -997,19 +998,23 @@ static double rank_trainable(const vp_recipe *r, const vp_rank_estimate *w) {
 
 /* The optimizer step on the GPU: it and gradient clipping stream the rank's
  * states through HBM: gradients read twice (norm, update), master weights
- * and states read and written, the trained parameters written (a frozen
- * base, LoRA's or QLoRA's, is never touched: its share of the rank's
- * parameter bytes by count). */
+ * and states read and written, the trained parameters written from the
+ * master copy, or read and written where they are what the update steps
+ * (no master: fp32 or pure 16-bit weights, FSDP's fp32 shards); a frozen
+ * base, LoRA's or QLoRA's, is never touched (its share of the rank's
+ * parameter bytes by count). Without an optimizer (optimizer = none) there
+ * is no step. */
 static double gradient_bytes(const vp_recipe *r);
 
 static double optimizer_time(const vp_recipe *r, const vp_time_hw *hw, const vp_rank_estimate *w) {
-    if (r->offload_optimizer != VP_OFFLOAD_NONE) return 0;
+    if (r->offload_optimizer != VP_OFFLOAD_NONE || !vp_optimizer_at(r->optimizer)->steps) return 0;
     const vp_step_result *s = &w->step;
     /* stepped in backward (optimizer_in_backward), every gradient is read
      * once by its own update and none is kept: no clipping norm */
     double grads = r->optimizer_in_backward ? rank_trainable(r, w) * gradient_bytes(r) : 2.0 * s->grads_bytes;
     double written = s->params_bytes;
     if (s->params && s->trainable_params < s->params) written *= (double)s->trainable_params / (double)s->params;
+    if (!s->master_bytes) written *= 2.0; /* read too: the update's own operand */
     double bytes = grads + written + 2.0 * (s->master_bytes + s->optimizer_bytes);
     return bytes / hw->memory_bw;
 }

@@ -139,6 +139,20 @@ describe("estimate's time fields", function()
     end
   end)
 
+  it("the optimizer step reads the fp32 weights it updates, and there is none without an optimizer", function()
+    -- GPT-2 in fp32 (no master copy): AdamW streams the gradients twice, the
+    -- weights in and out, and its two fp32 states in and out; plain SGD the
+    -- gradients twice and the weights in and out: (8 + 8 + 16) / (8 + 8)
+    -- bytes a parameter, twice SGD's. optimizer = none steps nothing.
+    local function compute(optimizer)
+      return helper.estimate("gpt2", "--gpu", "h100-80gb", "--set", "precision=fp32", "--set", "seq_len=128",
+        "--set", "optimizer=" .. optimizer).time.compute_s
+    end
+    local none = compute("none")
+    local ratio = (compute("adamw") - none) / (compute("sgd") - none)
+    assert.is_true(math.abs(ratio - 2) < 1e-6, ratio)
+  end)
+
   it("the optimizer step never writes a frozen base", function()
     -- LoRA on Llama-3-8B over 8 B200s: DDP holds the whole bf16 base on each
     -- rank (16 GB), ZeRO-3 an eighth of it; the adapters (3.4 M parameters)
