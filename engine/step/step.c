@@ -565,10 +565,16 @@ static bool keeps_every_output(const vp_step *step) {
     return schedule_holds_outputs(step) && step->recipe->pp_return_outputs;
 }
 
+/* the loop keeps the model's outputs (and with them the graph) through
+ * backward: HF's Trainer does not, nor Megatron's forward step, which
+ * returns the loss alone */
+static bool loop_keeps_outputs(const vp_step *step) {
+    return step->recipe->keep_logits && !vp_framework_of(step->recipe)->returns_loss_only;
+}
+
 /* the loop (or the schedule) holds the outputs through backward */
 static bool outputs_through_backward(const vp_step *step) {
-    if (schedule_holds_outputs(step)) return true;
-    return step->recipe->keep_logits && !vp_framework_of(step->recipe)->returns_loss_only;
+    return schedule_holds_outputs(step) || loop_keeps_outputs(step);
 }
 
 /* The model's outputs go: the logits, the cache and the router logits the
@@ -748,7 +754,7 @@ static uint64_t micro_batch(vp_step *step, const vp_meter *resident, const vp_me
      * with the leaves its AccumulateGrad nodes hold and their .grad */
     /* backward_one_chunk returns: without output_chunks nothing holds the output */
     if (schedule_holds_outputs(step) && !keeps_every_output(step)) release_outputs(step);
-    if (!step->recipe->keep_logits || vp_framework_of(step->recipe)->returns_loss_only) {
+    if (!loop_keeps_outputs(step)) {
         vp_step_drop_refs(sim, priv->graph_refs);
         vp_step_release_ctx(step, 0);
         vp_step_drop_leaves(sim, priv->graph_leaves);
@@ -787,10 +793,9 @@ static void run(vp_step *step, vp_step_result *result) {
     if (keeps_every_output(step)) {
         vp_t logits = vp_step_tensor(step, VP_TENSOR_LOGITS);
         const vp_tensor *t = logits ? vp_at(sim, logits) : NULL;
-        if (t) step->priv->output_chunk_bytes = vp_bytes_of((vp_dtype)t->dtype, t->numel);
-        result->pp_outputs_bytes = step->stage.microbatches * step->priv->output_chunk_bytes;
-        if (step->stage.microbatches > 2)
-            other_outputs = (uint64_t)(step->stage.microbatches - 2) * step->priv->output_chunk_bytes;
+        uint64_t chunk = t ? vp_bytes_of((vp_dtype)t->dtype, t->numel) : 0; /* one micro-batch's */
+        result->pp_outputs_bytes = step->stage.microbatches * chunk;
+        if (step->stage.microbatches > 2) other_outputs = (uint64_t)(step->stage.microbatches - 2) * chunk;
     }
     /* a later micro-batch backpropagates into the gradients the first made */
     step->priv->final_micro_batch = true;

@@ -133,10 +133,8 @@ typedef struct vp_step_private {
     uint64_t weight_pass_bytes, head_weight_pass_bytes, head_activations_bytes;
     uint64_t boundary_bytes;         /* what flows between pipeline stages, one micro-batch's */
     /* torch.distributed.pipelining's last stage with step(return_outputs=True):
-     * an earlier micro-batch's outputs, kept to the step's end, and the
-     * bytes of one micro-batch's */
+     * an earlier micro-batch's outputs, kept to the step's end */
     vp_t kept_outputs[VP_TENSOR_SLOTS];
-    uint64_t output_chunk_bytes;
     /* LoRA's adapters, by the weight they sit beside */
     struct vp_lora_adapter *adapters;
     unsigned n_adapters, cap_adapters;
