@@ -59,6 +59,19 @@ local function per_stream(timeline, streams)
   return meters
 end
 
+-- The estimate's reservation against the brute force: the default
+-- stream's peak in segments (or the peak itself, if larger) and the
+-- fragmentation share, plus each side stream's high-water in segments;
+-- within a byte. Returns the meters.
+local function assert_reserved(r, streams)
+  local m = per_stream(r.timeline, streams)
+  local expected = math.max(segments(m[0].peak_pools), m[0].peak) + math.floor(r.recipe.fragmentation * m[0].peak + 0.5)
+  for s = 1, 2 do expected = expected + segments(m[s].peak_pools) end
+  assert.is_true(math.abs(r.per_gpu.peak_reserved_bytes - expected) <= 1,
+    string.format("engine %d, brute force %d", r.per_gpu.peak_reserved_bytes, expected))
+  return m
+end
+
 local CASES = {
   { "llama3.2-1b", "fsdp2", { "--set", "framework=fsdp2", "--set", "gpus=4", "--set", "seq_len=512" } },
   { "llama3.2-1b", "fsdp", { "--set", "framework=fsdp", "--set", "gpus=4", "--set", "seq_len=512",
@@ -71,13 +84,8 @@ describe("the constant allocator with FSDP's stream pools", function()
     it(framework .. ": the default stream's peak plus each side stream's high-water, as a brute force finds", function()
       local r = helper.estimate(model, "--timeline", table.unpack(sets))
       local g = r.per_gpu
-      local m = per_stream(r.timeline, STREAMS[framework])
-      local main = math.max(segments(m[0].peak_pools), m[0].peak)
-      local expected = main + math.floor(r.recipe.fragmentation * m[0].peak + 0.5)
-      for s = 1, 2 do expected = expected + segments(m[s].peak_pools) end
+      local m = assert_reserved(r, STREAMS[framework])
       assert.is_true(m[1].peak > 0 and m[2].peak > 0, "both side streams allocate")
-      assert.is_true(math.abs(g.peak_reserved_bytes - expected) <= 1,
-        string.format("engine %d, brute force %d", g.peak_reserved_bytes, expected))
       -- and the folded evaluation (a plain estimate) keeps the same meters
       local folded = helper.estimate(model, table.unpack(sets)).per_gpu
       assert.are.equal(g.peak_reserved_bytes, folded.peak_reserved_bytes)
@@ -90,17 +98,10 @@ describe("the constant allocator with FSDP's stream pools", function()
       local sets = { "--set", "framework=deepspeed", "--set", "zero=3", "--set", "gpus=4", "--set", "seq_len=512",
         "--set", "precision=mixed-bf16" }
       local r = helper.estimate("llama3.2-1b", "--timeline", table.unpack(sets))
-      local m = per_stream(r.timeline, STREAMS.deepspeed)
+      local m = assert_reserved(r, STREAMS.deepspeed)
       assert.is_true(m[1].peak > 0, "the all-gather stream allocates")
-      local expected = math.max(segments(m[0].peak_pools), m[0].peak) +
-        math.floor(r.recipe.fragmentation * m[0].peak + 0.5) + segments(m[1].peak_pools)
-      assert.is_true(math.abs(r.per_gpu.peak_reserved_bytes - expected) <= 1,
-        string.format("engine %d, brute force %d", r.per_gpu.peak_reserved_bytes, expected))
       -- overlap_comm off: one stream, gathers and all
-      local one = helper.estimate("llama3.2-1b", "--timeline", "--set", "overlap_comm=false", table.unpack(sets))
-      local all = per_stream(one.timeline, {})
-      assert.is_true(math.abs(one.per_gpu.peak_reserved_bytes - (math.max(segments(all[0].peak_pools), all[0].peak) +
-        math.floor(one.recipe.fragmentation * all[0].peak + 0.5))) <= 1)
+      assert_reserved(helper.estimate("llama3.2-1b", "--timeline", "--set", "overlap_comm=false", table.unpack(sets)), {})
     end)
 
   it("keeps sequence parallelism's reduce-scatters on the compute stream under fsdp2 with tp", function()
@@ -141,11 +142,6 @@ describe("the constant allocator with FSDP's stream pools", function()
   end)
 
   it("leaves a run without side streams as the whole step's peak (DDP)", function()
-    local r = helper.estimate("llama3.2-1b", "--timeline", "--set", "gpus=4", "--set", "seq_len=512")
-    local m = per_stream(r.timeline, {})
-    local expected = math.max(segments(m[0].peak_pools), m[0].peak) +
-      math.floor(r.recipe.fragmentation * m[0].peak + 0.5)
-    assert.is_true(math.abs(r.per_gpu.peak_reserved_bytes - expected) <= 1,
-      string.format("engine %d, brute force %d", r.per_gpu.peak_reserved_bytes, expected))
+    assert_reserved(helper.estimate("llama3.2-1b", "--timeline", "--set", "gpus=4", "--set", "seq_len=512"), {})
   end)
 end)
