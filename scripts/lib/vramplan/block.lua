@@ -19,7 +19,9 @@ local inplace = require("vramplan.block_inplace")
 
 local block = {}
 
-local SELF = debug.getinfo(1, "S").short_src
+-- (full sources, not short_src: Lua cuts a long path to its last 60
+-- characters, differently for each file name, and the names would not match)
+local SELF = debug.getinfo(1, "S").source
 local SHAPES = SELF:gsub("block%.lua$", "block_shapes.lua") -- its vocabulary of shapes
 local INDEX = SELF:gsub("block%.lua$", "block_index.lua") -- and of tables and indices
 local INPLACE = SELF:gsub("block%.lua$", "block_inplace.lua") -- and of in-place writes
@@ -35,7 +37,7 @@ local function where()
   for level = 2, 60 do
     local info = debug.getinfo(level, "Slt")
     if not info then break end
-    if info.short_src ~= SELF and info.short_src ~= SHAPES and info.short_src ~= INDEX and info.short_src ~= INPLACE
+    if info.source ~= SELF and info.source ~= SHAPES and info.source ~= INDEX and info.source ~= INPLACE
         and info.what ~= "C" and (info.currentline or 0) > 0 then
       if tail and tracing then return tracing.forward_at .. ": block " .. tracing.name .. "'s forward" end
       return info.short_src .. ":" .. info.currentline
