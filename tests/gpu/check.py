@@ -6,22 +6,46 @@ used memory beside the engine's figures (expected.json, made by prepare.sh).
 It also prints the CUDA context (the device's used memory the caching
 allocator does not hold) after initialisation and after the cases: the
 figure behind cuda_context_mib, for this GPU generation and CUDA release.
+Each case is measured through the field kit (tools/measure.py), and its
+third step is timed with CUDA events.
 
-    python3 tests/gpu/check.py
+    python3 tests/gpu/check.py [--out FILE] [--cases TEXT] [--compile] [--trace FILE]
+
+--out writes every case's measurement (the field kit's record, the step
+time, the context) as JSON; --cases keeps the cases whose name holds TEXT
+(given again: any of them);
+--compile compiles each decoder layer (nn.Module.compile, as torchtune's
+compile_model does); --trace records the measured step's allocations and
+frees (size, stream, the harness's own frames) of the first case kept.
 """
+import argparse
 import contextlib
 import json
 import os
 import sys
+import time
 
 import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "torch"))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "tools"))
+from measure import Measure  # noqa: E402
 from models import Autocast, BertForSequenceClassification, CausalLM, add_lora  # noqa: E402
 
 
-def run(case):
+def compact_trace(snapshot):
+    """The allocator's events of the recorded step: action, size, stream
+    and the innermost frames of the harness's models (or torch's own)."""
+    events = []
+    for e in snapshot["device_traces"][0]:
+        frames = [f"{os.path.basename(f['filename'])}:{f['line']}:{f['name']}" for f in e.get("frames", [])
+                  if "tests/torch" in f["filename"] or "/torch/" in f["filename"]][:4]
+        events.append([e["action"], e["size"], e.get("stream", 0), frames])
+    return events
+
+
+def run(case, compile_layers=False, trace=False):
     cfg, rec = case["config"], case["recipe"]
     torch.cuda.empty_cache()
     torch.cuda.reset_peak_memory_stats()
@@ -36,8 +60,14 @@ def run(case):
     ac = Autocast(None)  # real autocast below
     if rec.get("finetune") == "lora":  # LoRA or DoRA (use_dora): fp32 adapters, as PEFT's autocast_adapter_dtype
         add_lora(model, ac, rec, torch.float32)
+    if compile_layers:  # torchtune's compile_model: each decoder layer compiled on its own
+        for layer in model.model.layers:
+            layer.compile()
     trained = [p for p in model.parameters() if p.requires_grad]
-    opt = torch.optim.AdamW(trained, lr=1e-4, foreach=rec["optimizer_impl"] == "foreach")
+    impl = rec["optimizer_impl"]
+    opt = torch.optim.AdamW(trained, lr=1e-4, foreach=impl == "foreach", fused=impl == "fused")
+    kit = Measure(None, model=case["name"], recipe=rec, gpu="h200")
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     ckpt = None
     if rec.get("checkpointing") == "full":
         reentrant = str(rec.get("use_reentrant", "true")) == "true"  # False: 2.x's own, early stop on
@@ -45,26 +75,42 @@ def run(case):
         def ckpt(fn, *args):
             return torch.utils.checkpoint.checkpoint(fn, *args, use_reentrant=reentrant)
     b, s = rec["micro_batch"], rec["seq_len"]
+    events = None
     for step in range(3):
-        if step == 2:
-            torch.cuda.synchronize()
-            torch.cuda.reset_peak_memory_stats()
-        ids = torch.randint(cfg["vocab_size"], (b, s), device=dev)
-        labels = torch.randint(cfg.get("num_labels", 2), (b,), device=dev) if classifier else ids.clone()
-        low = torch.float16 if rec["precision"] == "amp-fp16" else torch.bfloat16
-        offload = str(rec.get("offload_activations", "false")) == "true"
-        with torch.autocast("cuda", dtype=low, enabled=rec["precision"].startswith("amp-")), \
-                torch.autograd.graph.save_on_cpu(pin_memory=True) if offload else contextlib.nullcontext():
-            loss, logits = model(ac, ids, labels, ckpt)
-        loss.backward()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-        del loss, logits, ids, labels
+        measuring = step == 2
+        if measuring and trace:
+            torch.cuda.memory._record_memory_history(max_entries=400000, stacks="python")
+        with kit.step(measuring=measuring):
+            if measuring:
+                start.record()
+            ids = torch.randint(cfg["vocab_size"], (b, s), device=dev)
+            labels = torch.randint(cfg.get("num_labels", 2), (b,), device=dev) if classifier else ids.clone()
+            low = torch.float16 if rec["precision"] == "amp-fp16" else torch.bfloat16
+            offload = str(rec.get("offload_activations", "false")) == "true"
+            with torch.autocast("cuda", dtype=low, enabled=rec["precision"].startswith("amp-")), \
+                    torch.autograd.graph.save_on_cpu(pin_memory=True) if offload else contextlib.nullcontext():
+                loss, logits = model(ac, ids, labels, ckpt)
+            loss.backward()
+            if measuring:
+                kit.after_backward(model)
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+            del loss, logits, ids, labels
+            if measuring:
+                end.record()
+        if measuring and trace:
+            events = compact_trace(torch.cuda.memory._snapshot())
+            torch.cuda.memory._record_memory_history(enabled=None)
     torch.cuda.synchronize()
     free, total = torch.cuda.mem_get_info()
+    record = kit.result(model, opt)
     result = {"peak_allocated_bytes": torch.cuda.max_memory_allocated(),
               "peak_reserved_bytes": torch.cuda.max_memory_reserved(),
-              "device_used_bytes": total - free}
+              "device_used_bytes": total - free,
+              "step_seconds": start.elapsed_time(end) / 1000,
+              "field_kit": record}
+    if events is not None:
+        result["trace"] = events
     del model, opt
     return result
 
@@ -89,21 +135,60 @@ def print_context(when, nbytes):
 
 
 def main():
-    cases = json.load(open(os.path.join(HERE, "cases.json")))
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out")
+    ap.add_argument("--cases", action="append", default=[])
+    ap.add_argument("--compile", action="store_true")
+    ap.add_argument("--trace")
+    args = ap.parse_args()
+    cases = [c for c in json.load(open(os.path.join(HERE, "cases.json")))
+             if not args.cases or any(text in c["name"] for text in args.cases)]
     expected = {e["name"]: e["per_gpu"] for e in json.load(open(os.path.join(HERE, "expected.json")))}
     torch.zeros(1, device="cuda")  # the context, and nothing else yet
-    print_context("after init", context_bytes())
-    print(f"torch {torch.__version__}, {torch.cuda.get_device_name()}")
+    context_init = context_bytes()
+    print_context("after init", context_init)
+    print(f"torch {torch.__version__}, {torch.cuda.get_device_name()}, "
+          f"PYTORCH_CUDA_ALLOC_CONF={os.environ.get('PYTORCH_CUDA_ALLOC_CONF', '')}, compile={args.compile}")
     print(f"{'case':30} {'figure':22} {'measured':>14} {'vramplan':>14} {'ratio':>7}")
-    for case in cases:
-        m = run(case)
-        e = expected[case["name"]]
+    results = []
+    for i, case in enumerate(cases):
+        t0 = time.time()
+        try:
+            m = run(case, args.compile, trace=bool(args.trace) and i == 0)
+        except Exception as exc:  # an out-of-memory or a kernel missing: reported, the next case runs
+            print(f"{case['name']}: FAILED {type(exc).__name__}: {str(exc)[:400]}", flush=True)
+            results.append({"name": case["name"], "error": f"{type(exc).__name__}: {str(exc)[:2000]}"})
+            torch.cuda.empty_cache()
+            continue
+        if "trace" in m:
+            with open(args.trace, "w") as f:
+                json.dump({"name": case["name"], "events": m.pop("trace")}, f)
+        e = expected.get(case["name"])
         for key, ekey in (("peak_allocated_bytes", "peak_allocated_bytes"),
                           ("peak_reserved_bytes", "peak_reserved_bytes"),
                           ("device_used_bytes", "peak_total_bytes")):
-            print(f"{case['name']:30} {key:22} {m[key]:>14} {e[ekey]:>14} {e[ekey] / m[key]:7.3f}", flush=True)
+            est = e[ekey] if e else 0
+            print(f"{case['name']:30} {key:22} {m[key]:>14} {est:>14} {est / m[key]:7.3f}", flush=True)
+        print(f"{case['name']:30} step {m['step_seconds']:.4f} s, case {time.time() - t0:.1f} s", flush=True)
+        results.append(dict(m, name=case["name"]))
+        if args.out:  # written after every case: a run cut short keeps what it measured
+            write(args.out, context_init, results, args)
     # after training: the kernels the cases loaded (cuBLAS, SDPA, AdamW's) on top
-    print_context("after the cases", context_bytes())
+    context_after = context_bytes()
+    print_context("after the cases", context_after)
+    if args.out:
+        write(args.out, context_init, results, args, context_after)
+
+
+def write(path, context_init, results, args, context_after=None):
+    major, minor = torch.cuda.get_device_capability()
+    doc = {"device_name": torch.cuda.get_device_name(), "capability": f"sm_{major}{minor}",
+           "torch": torch.__version__, "cuda": torch.version.cuda,
+           "alloc_conf": os.environ.get("PYTORCH_CUDA_ALLOC_CONF", ""), "compile": args.compile,
+           "context_after_init_bytes": context_init, "context_after_cases_bytes": context_after,
+           "cases": results}
+    with open(path, "w") as f:
+        json.dump(doc, f, indent=1, sort_keys=True)
 
 
 if __name__ == "__main__":
