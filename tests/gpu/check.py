@@ -9,14 +9,15 @@ figure behind cuda_context_mib, for this GPU generation and CUDA release.
 Each case is measured through the field kit (tools/measure.py), and its
 third step is timed with CUDA events.
 
-    python3 tests/gpu/check.py [--out FILE] [--cases TEXT] [--compile] [--trace FILE]
+    python3 tests/gpu/check.py [--out FILE] [--cases TEXT] [--compile] [--trace DIR]
 
 --out writes every case's measurement (the field kit's record, the step
 time, the context) as JSON; --cases keeps the cases whose name holds TEXT
 (given again: any of them);
 --compile compiles each decoder layer (nn.Module.compile, as torchtune's
 compile_model does); --trace records the measured step's allocations and
-frees (size, stream, the harness's own frames) of the first case kept.
+frees (size, stream, the harness's own frames, address) of every case kept
+into DIR/trace_N.json.
 """
 import argparse
 import contextlib
@@ -35,14 +36,18 @@ from models import Autocast, BertForSequenceClassification, CausalLM, add_lora  
 
 
 def compact_trace(snapshot):
-    """The allocator's events of the recorded step: action, size, stream
-    and the innermost frames of the harness's models (or torch's own)."""
+    """The allocator's events of the recorded step: action, size, stream,
+    the innermost frames of the harness's models (or torch's own), address."""
     events = []
     for e in snapshot["device_traces"][0]:
         frames = [f"{os.path.basename(f['filename'])}:{f['line']}:{f['name']}" for f in e.get("frames", [])
                   if "tests/torch" in f["filename"] or "/torch/" in f["filename"]][:4]
-        events.append([e["action"], e["size"], e.get("stream", 0), frames])
+        events.append([e["action"], e["size"], e.get("stream", 0), frames, e.get("addr", 0)])
     return events
+
+
+def ckpt_reentrant(rec):
+    return rec.get("checkpointing") == "full" and str(rec.get("use_reentrant", "true")) == "true"
 
 
 def run(case, compile_layers=False, trace=False):
@@ -60,6 +65,9 @@ def run(case, compile_layers=False, trace=False):
     ac = Autocast(None)  # real autocast below
     if rec.get("finetune") == "lora":  # LoRA or DoRA (use_dora): fp32 adapters, as PEFT's autocast_adapter_dtype
         add_lora(model, ac, rec, torch.float32)
+    if rec.get("finetune") == "lora" and ckpt_reentrant(rec):
+        # PEFT's enable_input_require_grads: reentrant checkpoints need an input that requires grad
+        model.model.embed_tokens.register_forward_hook(lambda module, inputs, output: output.requires_grad_(True))
     if compile_layers:  # torchtune's compile_model: each decoder layer compiled on its own
         for layer in model.model.layers:
             layer.compile()
@@ -70,7 +78,7 @@ def run(case, compile_layers=False, trace=False):
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     ckpt = None
     if rec.get("checkpointing") == "full":
-        reentrant = str(rec.get("use_reentrant", "true")) == "true"  # False: 2.x's own, early stop on
+        reentrant = ckpt_reentrant(rec)  # False: 2.x's own, early stop on
 
         def ckpt(fn, *args):
             return torch.utils.checkpoint.checkpoint(fn, *args, use_reentrant=reentrant)
@@ -154,14 +162,14 @@ def main():
     for i, case in enumerate(cases):
         t0 = time.time()
         try:
-            m = run(case, args.compile, trace=bool(args.trace) and i == 0)
+            m = run(case, args.compile, trace=bool(args.trace))
         except Exception as exc:  # an out-of-memory or a kernel missing: reported, the next case runs
             print(f"{case['name']}: FAILED {type(exc).__name__}: {str(exc)[:400]}", flush=True)
             results.append({"name": case["name"], "error": f"{type(exc).__name__}: {str(exc)[:2000]}"})
             torch.cuda.empty_cache()
             continue
         if "trace" in m:
-            with open(args.trace, "w") as f:
+            with open(os.path.join(args.trace, f"trace_{i}.json"), "w") as f:
                 json.dump({"name": case["name"], "events": m.pop("trace")}, f)
         e = expected.get(case["name"])
         for key, ekey in (("peak_allocated_bytes", "peak_allocated_bytes"),

@@ -94,6 +94,8 @@ class CudaDropout(torch.autograd.Function):
 def dropout(x, p, training):
     if not training or p == 0.0:
         return x
+    if x.is_cuda:  # the GPU check (tests/gpu): the kernel this mirrors
+        return torch.nn.functional.dropout(x, p, True)
     return CudaDropout.apply(x, p)
 
 
@@ -147,12 +149,18 @@ class MixedAdd(torch.autograd.Function):
         return grad.to(ctx.dtypes[0]) if needs_a else None, grad_b, None
 
 
+def mixed(a, b):
+    """Operands of two dtypes on the CPU, where the mirrors stand in for
+    CUDA's mixed-dtype kernels; on a GPU (tests/gpu) the kernels themselves."""
+    return a.dtype != b.dtype and not a.is_cuda
+
+
 def add(a, b):
-    return MixedAdd.apply(a, b) if a.dtype != b.dtype else a + b
+    return MixedAdd.apply(a, b) if mixed(a, b) else a + b
 
 
 def sub(a, b):
-    return MixedAdd.apply(a, b, -1.0) if a.dtype != b.dtype else a - b
+    return MixedAdd.apply(a, b, -1.0) if mixed(a, b) else a - b
 
 
 class MixedMul(torch.autograd.Function):
@@ -185,7 +193,7 @@ class MixedMul(torch.autograd.Function):
 
 
 def mul(a, b):
-    return MixedMul.apply(a, b) if a.dtype != b.dtype else a * b
+    return MixedMul.apply(a, b) if mixed(a, b) else a * b
 
 
 def gelu_new(ac, input):
