@@ -57,7 +57,8 @@ def probe(batch, heads, seq, dim, window, dtype=torch.bfloat16):
             result["grads_bytes"] = sum(t.grad.numel() * t.grad.element_size() for t in (q, k, v))
         result["output_bytes"] = out_bytes
         result["kernels"] = sorted({e.key[:120] for e in prof.key_averages()
-                                    if e.device_type == torch.autograd.DeviceType.CUDA})
+                                    if not e.key.startswith(("aten::", "cuda", "Memcpy", "Memset"))
+                                    and (getattr(e, "device_time_total", 0) or getattr(e, "cuda_time_total", 0))})
         del out
         for t in (q, k, v):
             t.grad = None
