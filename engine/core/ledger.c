@@ -7,7 +7,7 @@
 #include <string.h>
 
 const char *const vp_category_names[VP_CAT_COUNT] = {
-    "params", "buffers", "grads", "master", "optimizer", "activations", "transient", "comm",
+    "params", "buffers", "grads", "master", "optimizer", "activations", "transient", "comm", "workspace",
 };
 
 const char *const vp_phase_names[VP_PHASE_COUNT] = {

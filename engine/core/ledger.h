@@ -15,6 +15,7 @@ typedef enum {
     VP_CAT_ACTIVATIONS,
     VP_CAT_TRANSIENT,
     VP_CAT_COMM,          /* communication buffers: DDP buckets, ZeRO's reduce buckets */
+    VP_CAT_WORKSPACE,     /* libraries' workspaces held through the caching allocator: cuBLAS's */
     VP_CAT_COUNT
 } vp_category;
 

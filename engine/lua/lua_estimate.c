@@ -88,6 +88,19 @@ static void read_gpu(lua_State *L, int index, vp_gpu *gpu) {
     lua_Integer sms = lua_isinteger(L, -1) ? lua_tointeger(L, -1) : 0;
     gpu->sms = sms > 0 && sms < 100000 ? (unsigned)sms : 0;
     lua_pop(L, 1);
+    lua_getfield(L, index, "cuda_context_mib"); /* gpu.cuda_context_mib: measured on it (hardware/gpus/) */
+    double context = lua_isnumber(L, -1) ? lua_tonumber(L, -1) : 0.0;
+    gpu->cuda_context_mib = context > 0 && context < (1 << 20) ? context : 0.0;
+    lua_pop(L, 1);
+}
+
+/* The GPU's measured CUDA context stands in for the recipe's default, not
+ * for a figure the recipe (the table at `keys`) sets itself. */
+static void context_of_gpu(lua_State *L, int keys, const vp_gpu *gpu, vp_recipe *recipe) {
+    if (gpu->cuda_context_mib <= 0) return;
+    bool set = !lua_isnoneornil(L, keys) && lua_getfield(L, keys, "cuda_context_mib") != LUA_TNIL;
+    if (!lua_isnoneornil(L, keys)) lua_pop(L, 1);
+    if (!set) recipe->cuda_context_mib = gpu->cuda_context_mib;
 }
 
 /* The step time into the table on top: `time`, every field nil without a
@@ -219,6 +232,7 @@ static int l_estimate(lua_State *L) {
     vp_lua_check_recipe(L, &recipe);
     vp_gpu gpu;
     read_gpu(L, 3, &gpu);
+    context_of_gpu(L, 2, &gpu, &recipe);
     if (!lua_isnoneornil(L, 4)) luaL_checktype(L, 4, LUA_TTABLE);
     bool fold = option(L, 4, "fold", true), timeline = option(L, 4, "timeline", false);
     /* options.echo: the recipe keys the result's `recipe` holds (all when

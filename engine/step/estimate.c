@@ -19,13 +19,30 @@
  * 4096 KiB x 8 = 32 MiB on compute capability 9.0 and later. One workspace
  * is kept per (handle, stream), and handles are per thread: the forward's
  * thread and the autograd engine's backward thread each get one. */
-static uint64_t cublas_workspace(const vp_gpu *gpu, const vp_recipe *recipe) {
-    uint64_t one = gpu && gpu->compute_major >= 9 ? 4096u * 8u * 1024u : 4096u * 2u * 1024u + 16u * 8u * 1024u;
-    /* async TP runs half its matmuls on symmetric memory's backend stream
-     * (_get_backend_stream; _pipelined_all_gather_and_consume and
-     * _pipelined_produce_and_all2all): one more workspace per thread */
-    return (recipe->async_tp ? 4 : 2) * one;
+static uint64_t cublas_workspace_each(const vp_gpu *gpu) {
+    return gpu && gpu->compute_major >= 9 ? 4096u * 8u * 1024u : 4096u * 2u * 1024u + 16u * 8u * 1024u;
 }
+
+/* async TP runs half its matmuls on symmetric memory's backend stream
+ * (_get_backend_stream; _pipelined_all_gather_and_consume and
+ * _pipelined_produce_and_all2all): one more workspace per thread */
+static unsigned cublas_workspaces(const vp_recipe *recipe) { return recipe->async_tp ? 4 : 2; }
+
+static uint64_t cublas_workspace(const vp_gpu *gpu, const vp_recipe *recipe) {
+    return cublas_workspaces(recipe) * cublas_workspace_each(gpu);
+}
+
+/* PyTorch 2.x takes the workspaces from the caching allocator: measured on
+ * an H200 (torch 2.11, CUDA 13.0; tests/gpu, docs/gpu-check.md), every
+ * case's torch.cuda.max_memory_allocated() held 64-66 MiB beyond the step's
+ * tensors, the two 32 MiB workspaces, resident from the first step on. So
+ * they are tensors of the step's ledger (category workspace), in the
+ * allocated and reserved figures, not beside them. PyTorch 1.13's is not
+ * established and stays outside, with the context. */
+static bool cublas_in_allocator(const vp_recipe *recipe) {
+    return recipe->device != VP_DEVICE_CPU && recipe->torch_version == VP_TORCH_2;
+}
+
 
 /* Async TP's symmetric-memory workspace: get_symm_mem_workspace
  * (torch/distributed/_symmetric_memory/__init__.py, torch 2.6) keeps one
@@ -46,6 +63,15 @@ static uint64_t symm_mem_workspace(uint64_t request) {
 }
 
 static unsigned microbatches(const vp_recipe *r) { return vp_recipe_microbatches(r); }
+
+static vp_stage stage_of(const vp_rank_estimate *e, const vp_recipe *recipe, const vp_gpu *gpu) {
+    vp_stage stage = {e->first_layer, e->layers, e->stage_embeds, e->stage_final, microbatches(recipe), 0, 0};
+    if (cublas_in_allocator(recipe)) {
+        stage.cublas_workspaces = cublas_workspaces(recipe);
+        stage.cublas_workspace_bytes = cublas_workspace_each(gpu);
+    }
+    return stage;
+}
 
 /* torchtitan's split of the layers over its pp x v stages
  * (_generate_llm_fqn_per_model_part, torchtitan/distributed/
@@ -402,7 +428,8 @@ static void finish_rank(vp_rank_estimate *e, const vp_recipe *recipe, const vp_g
         vp_nccl_buffers(recipe, gpu, e->stage, &e->nccl);
         e->nccl_bytes = e->nccl.bytes;
         e->symm_mem_bytes = symm_mem_workspace(e->step.symm_mem_request);
-        e->runtime_bytes = e->cuda_context_bytes + e->cublas_workspace_bytes + e->nccl_bytes + e->symm_mem_bytes;
+        uint64_t cublas_outside = cublas_in_allocator(recipe) ? 0 : e->cublas_workspace_bytes;
+        e->runtime_bytes = e->cuda_context_bytes + cublas_outside + e->nccl_bytes + e->symm_mem_bytes;
         e->peak_total = e->peak_reserved + e->runtime_bytes;
     }
     e->allocator_bytes = e->peak_reserved - e->peak_allocated;
@@ -458,7 +485,7 @@ vp_step_status vp_estimate_run(const vp_model *model, const vp_recipe *recipe, c
             for (unsigned k = 0; k < 4; k++)
                 if (meters[k]->peak_place.layer >= 0) meters[k]->peak_place.layer += shift;
         } else {
-            vp_stage stage = {e->first_layer, e->layers, e->stage_embeds, e->stage_final, microbatches(recipe)};
+            vp_stage stage = stage_of(e, recipe, gpu);
             vp_step_status status =
                 vp_step_run_stage(model, recipe, &stage, fold, record, &e->step, record ? &e->events : NULL, reuse);
             if (status != VP_STEP_OK) {
@@ -510,7 +537,8 @@ static void simulate_run(const vp_recipe *recipe, const vp_event *events, unsign
 
 /* The stage's unfolded event log replayed, alone and after the run's
  * prelude; no figure when it cannot be. */
-static vp_step_status simulate_rank(const vp_model *model, const vp_recipe *recipe, vp_rank_estimate *e) {
+static vp_step_status simulate_rank(const vp_model *model, const vp_recipe *recipe, const vp_gpu *gpu,
+                                    vp_rank_estimate *e) {
     vp_allocator_replay replay;
     bool ok = false;
     const vp_event *events = e->events.events;
@@ -520,7 +548,7 @@ static vp_step_status simulate_rank(const vp_model *model, const vp_recipe *reci
                                         &replay); /* not folded logs */
     vp_ledger log = {0};
     if (!ok) {
-        vp_stage stage = {e->first_layer, e->layers, e->stage_embeds, e->stage_final, microbatches(recipe)};
+        vp_stage stage = stage_of(e, recipe, gpu);
         vp_step_result result;
         vp_step_status status = vp_step_run_stage(model, recipe, &stage, false, true, &result, &log, NULL);
         if (status != VP_STEP_OK) return status;
@@ -549,7 +577,7 @@ vp_step_status vp_estimate_simulate_allocator(const vp_model *model, const vp_re
     for (unsigned i = 0; i < out->n_ranks; i++) {
         vp_rank_estimate *e = &out->ranks[i];
         if (e->has_simulated) continue;
-        vp_step_status status = simulate_rank(model, recipe, e);
+        vp_step_status status = simulate_rank(model, recipe, gpu, e);
         if (status != VP_STEP_OK) return status;
         if (recipe->allocator != VP_ALLOCATOR_SIMULATED || !e->has_simulated) continue;
         /* the simulation's reservation instead of segments + fragmentation */

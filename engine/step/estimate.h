@@ -17,6 +17,7 @@ typedef struct vp_gpu_s {
     double interconnect_gbps;    /* GPU-to-GPU inside a node, GB/s both directions */
     double network_gbps;         /* inter-node network per GPU, GB/s one direction */
     unsigned sms;                /* streaming multiprocessors (AMD: compute units); 0: not given */
+    double cuda_context_mib;     /* the CUDA context measured on this GPU; 0: the recipe's figure */
 } vp_gpu;
 
 typedef struct {

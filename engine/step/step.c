@@ -217,6 +217,10 @@ static bool setup(vp_step *step) {
         vp_layout_create_leaves(step, final->ops, final->n_ops, priv->final_leaves, 1, false);
         vp_layout_resident(step, priv->final_leaves, final->n_slots, 1);
     }
+    /* cuBLAS's workspaces, one per (thread, stream), made by the first step
+     * and kept (CublasHandlePool.cpp; estimate.c says when) */
+    for (unsigned i = 0; i < step->stage.cublas_workspaces; i++)
+        vp_ledger_alloc(&step->ledger, VP_CAT_WORKSPACE, step->stage.cublas_workspace_bytes, "cublas workspace");
     return vp_layout_prepare(step);
 }
 
@@ -878,7 +882,7 @@ static vp_step_status attempt(const vp_model *model, const vp_recipe *given, con
     if (reuse) vp_sim_adopt(&step.sim, reuse);
     step.model = model;
     step.recipe = recipe;
-    step.stage = stage ? *stage : (vp_stage){0, model->layers, true, true, 1};
+    step.stage = stage ? *stage : (vp_stage){0, model->layers, true, true, 1, 0, 0};
     step.precision = vp_precision_get(recipe->precision);
     own.optimizer = vp_optimizer_at(recipe->optimizer);
     own.fold = fold;

@@ -20,6 +20,8 @@ typedef struct {
     bool final;                     /* holds the final norm, head and loss (the last stage) */
     unsigned microbatches;          /* micro-batches per step: with more than one, later ones
                                        backpropagate into gradients that already exist */
+    unsigned cublas_workspaces;     /* cuBLAS workspaces the caching allocator holds all step (0: none) */
+    uint64_t cublas_workspace_bytes; /* ... each */
 } vp_stage;
 
 /* a checkpointed chunk's router logits: a node's outputs past the hidden states */

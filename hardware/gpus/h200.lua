@@ -16,4 +16,5 @@ return gpu {
   network_gbps = 50,                   -- one 400 Gb/s NDR InfiniBand port per GPU, GB/s one way (NVIDIA DGX H100/H200 datasheets: 8x 400 Gb/s)
   sms = 132,                           -- the H100 SXM5 die: 132 SMs (NVIDIA H100 architecture whitepaper)
   tdp_watts = 700,                     -- "up to 700W" (NVIDIA H200 datasheet, SXM)
+  cuda_context_mib = 779,              -- measured here (tests/gpu, docs/gpu-check.md): used memory outside the caching allocator after 15 training steps' kernels, torch 2.11 / CUDA 13.0, lazy loading (619 MiB right after init)
 }

@@ -157,7 +157,8 @@ describe("NCCL's buffers", function()
     for _, x in ipairs(g.nccl_groups) do sum = sum + x.bytes end
     assert.are.equal(3, #g.nccl_groups)
     assert.are.equal(sum, g.nccl_bytes)
-    assert.are.equal(g.cuda_context_bytes + g.cublas_workspace_bytes + g.nccl_bytes, g.runtime_bytes)
+    -- (cuBLAS's workspaces are the caching allocator's under PyTorch 2.x)
+    assert.are.equal(g.cuda_context_bytes + g.nccl_bytes, g.runtime_bytes)
   end)
 
   it("list each group in the text report", function()

@@ -25,6 +25,8 @@ local gpu_schema = schema.new("gpu", {
   { "network_gbps", "number", default = 0, min = 0, doc = "inter-node network per GPU, GB/s one way (0: the generation's DGX default)" },
   { "sms", "int", default = 0, min = 0, doc = "streaming multiprocessors (AMD: compute units) a GEMM's tiles spread over; 0: the generation's data-centre part" },
   { "tdp_watts", "number", default = 0, min = 0, doc = "board power" },
+  { "cuda_context_mib", "number", default = 0, min = 0,
+    doc = "the CUDA context with a training step's kernels loaded, measured on this GPU (MiB); 0: the recipe's default" },
 })
 
 -- 0 and "" stand for a figure no source gave: it is shown as "-".

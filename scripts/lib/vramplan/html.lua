@@ -72,8 +72,7 @@ local function breakdown(r)
   out[#out + 1] = row({ "= allocated (tensors live at the peak)", { report.bytes(r.peak_allocated_bytes), n = true },
     { "", n = true } }, "sum")
   out[#out + 1] = row({ "+ caching allocator", { report.bytes(r.allocator_bytes), n = true }, { "", n = true } })
-  local runtime = (r.nccl_bytes or 0) > 0 and "+ CUDA context, cuBLAS workspaces and NCCL's buffers"
-    or "+ CUDA context and cuBLAS workspaces"
+  local runtime = "+ " .. report.runtime_label(r) .. ((r.nccl_bytes or 0) > 0 and " and NCCL's buffers" or "")
   if (r.symm_mem_bytes or 0) > 0 then runtime = runtime .. " (with async TP's symmetric memory)" end
   out[#out + 1] = row({ runtime, { report.bytes(r.runtime_bytes), n = true },
     { "", n = true } })

@@ -118,8 +118,14 @@ end
 local rows = {
   { "params", "parameters" }, { "buffers", "buffers" }, { "grads", "gradients" }, { "master", "master weights" },
   { "optimizer", "optimizer states" }, { "activations", "activations" }, { "transient", "transient" },
-  { "comm", "communication buffers" },
+  { "comm", "communication buffers" }, { "workspace", "cuBLAS workspaces" },
 }
+
+-- What the runtime line holds: cuBLAS's workspaces are there unless the
+-- caching allocator holds them (PyTorch 2.x on a GPU: then a row above).
+function report.runtime_label(r)
+  return (r.peak_breakdown.workspace or 0) > 0 and "CUDA context" or "CUDA context and cuBLAS workspaces"
+end
 
 function report.human(ctx)
   local r, recipe, gpu = ctx.result, ctx.result.recipe, ctx.gpu
@@ -194,13 +200,13 @@ function report.human(ctx)
   line("  %-22s %12s", "at the peak", "")
   for _, row in ipairs(rows) do
     local v = r.peak_breakdown[row[1]]
-    if v and (v > 0 or row[1] ~= "buffers" and row[1] ~= "master" and row[1] ~= "comm") then
+    if v and (v > 0 or row[1] ~= "buffers" and row[1] ~= "master" and row[1] ~= "comm" and row[1] ~= "workspace") then
       line("  %-22s %12s", row[2], report.bytes(v))
     end
   end
   line("  %-22s %12s   tensors live at the peak (torch.cuda.max_memory_allocated)", "= allocated", report.bytes(r.peak_allocated_bytes))
   line("  %-22s %12s   caching-allocator segments and fragmentation", "+ allocator", report.bytes(r.allocator_bytes))
-  line("  %-22s %12s   CUDA context and cuBLAS workspaces%s", "+ runtime", report.bytes(r.runtime_bytes),
+  line("  %-22s %12s   %s%s", "+ runtime", report.bytes(r.runtime_bytes), report.runtime_label(r),
     ((r.nccl_bytes or 0) > 0 and (", NCCL's buffers " .. report.bytes(r.nccl_bytes)) or "") ..
     ((r.symm_mem_bytes or 0) > 0 and (", async TP's symmetric memory " .. report.bytes(r.symm_mem_bytes)) or ""))
   for _, g in ipairs(r.nccl_groups or {}) do line("%s", report.nccl_group(g)) end

@@ -91,6 +91,7 @@ svg.categories = {
   { key = "activations", label = "activations", colour = "#009E73" },
   { key = "transient", label = "transient", colour = "#F0E442" },
   { key = "comm", label = "communication buffers", colour = "#CC79A7" },
+  { key = "workspace", label = "cuBLAS workspaces", colour = "#000000" },
 }
 
 -- Phase bands are pale tints (behind the areas) in two alternating greys
