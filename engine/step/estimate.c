@@ -43,7 +43,6 @@ static bool cublas_in_allocator(const vp_recipe *recipe) {
     return recipe->device != VP_DEVICE_CPU && recipe->torch_version == VP_TORCH_2;
 }
 
-
 /* Async TP's symmetric-memory workspace: get_symm_mem_workspace
  * (torch/distributed/_symmetric_memory/__init__.py, torch 2.6) keeps one
  * per process group, grown to the largest min_size a fused op asked for
