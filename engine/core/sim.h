@@ -94,6 +94,7 @@ typedef enum {
     VP_ATEN_SCALED_MM,      /* torch._scaled_mm (torchao's float8 GEMMs) */
     VP_ATEN_MAX,            /* aten.max.default: the amax of float8's tensorwise scaling (torch.max(torch.abs(x))) */
     VP_ATEN_ALL_GATHER,     /* _c10d_functional.all_gather_into_tensor (DTensor's Shard -> Replicate, the CP ring's K/V) */
+    VP_ATEN_SDPA_CUDNN,     /* SDPA's cuDNN attention kernel */
     VP_ATEN_COUNT
 } vp_aten_op;
 

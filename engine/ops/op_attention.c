@@ -549,9 +549,14 @@ static unsigned attention_leaves(const vp_op *op, const vp_ranks *split, vp_leaf
 }
 
 /* The kernel a recipe asks for, resolved for this dtype: SDPA on CUDA picks
- * the flash backend for 16-bit inputs and the memory-efficient one for fp32
- * (torch/csrc/.../sdp_utils.cpp: flash needs fp16/bf16). */
-typedef enum { KERNEL_EAGER, KERNEL_FLASH, KERNEL_SDPA_FLASH, KERNEL_MEM_EFFICIENT } kernel;
+ * the flash backend for 16-bit inputs (cuDNN's attention where the stage
+ * says PyTorch prefers it: compute capability 9.x and 10.x) and the
+ * memory-efficient one for fp32 (torch/csrc/.../sdp_utils.cpp: flash and
+ * cuDNN need fp16/bf16). */
+typedef enum { KERNEL_EAGER, KERNEL_FLASH, KERNEL_SDPA_FLASH, KERNEL_MEM_EFFICIENT, KERNEL_SDPA_CUDNN } kernel;
+
+/* SDPA's fused kernels for 16-bit inputs (flash or cuDNN's) */
+static bool sdpa_16bit(kernel which) { return which == KERNEL_SDPA_FLASH || which == KERNEL_SDPA_CUDNN; }
 
 static kernel kernel_for(const vp_step *step, const vp_op *op) {
     if (vp_op_flag(op, ATT_ALIBI) || vp_op_flag(op, ATT_POSITION_BIAS) || (is_mla(op) && deepseek_rotary(op)))
@@ -559,7 +564,9 @@ static kernel kernel_for(const vp_step *step, const vp_op *op) {
     switch (step->recipe->attention) {
     case VP_ATTN_FLASH: return KERNEL_FLASH;
     case VP_ATTN_MEM_EFFICIENT: return KERNEL_MEM_EFFICIENT;
-    case VP_ATTN_SDPA: return step->low == VP_FP32 ? KERNEL_MEM_EFFICIENT : KERNEL_SDPA_FLASH;
+    case VP_ATTN_SDPA:
+        if (step->low == VP_FP32) return KERNEL_MEM_EFFICIENT;
+        return step->stage.sdpa_cudnn ? KERNEL_SDPA_CUDNN : KERNEL_SDPA_FLASH;
     default: return KERNEL_EAGER;
     }
 }
@@ -575,7 +582,7 @@ static bool sdpa_masked(const vp_step *step, const vp_op *op) {
     bool windowed = window && step->seq + step->past_tokens >= window;
     /* Gemma 2's model hands SDPA its 4-D mask always */
     bool always = vp_op_u64(op, ATT_MASK) == MASK_ADDITIVE_HYBRID;
-    return (step->past_tokens || windowed || always) && (which == KERNEL_SDPA_FLASH || which == KERNEL_MEM_EFFICIENT);
+    return (step->past_tokens || windowed || always) && (sdpa_16bit(which) || which == KERNEL_MEM_EFFICIENT);
 }
 
 /* BloomModel.forward (transformers 4.26-4.27) without an attention mask:
@@ -1113,8 +1120,14 @@ static void backward_flash(vp_sim *sim, uint32_t index) {
         node = vp_node_at(sim, index);
         if (vp_needs_grad(sim, node, i)) grads[i] = vp_grad_like(sim, node->in[i], "attention.flash_backward");
     }
-    uint64_t rows = f->which == KERNEL_MEM_EFFICIENT ? round_up(f->seq, 32) : round_up(f->seq, 128);
-    uint64_t d = f->which == KERNEL_MEM_EFFICIENT ? f->head_dim : round_up(f->head_dim, f->head_dim <= 128 ? 32 : 64);
+    uint64_t rows, d;
+    switch (f->which) {
+    case KERNEL_MEM_EFFICIENT: rows = round_up(f->seq, 32), d = f->head_dim; break;
+    /* cuDNN's dQ accumulator and row sums have the shapes themselves (the
+     * H200 check's probe, tests/reference/gpu_h200.json) */
+    case KERNEL_SDPA_CUDNN: rows = f->seq, d = f->head_dim; break;
+    default: rows = round_up(f->seq, 128), d = round_up(f->head_dim, f->head_dim <= 128 ? 32 : 64);
+    }
     vp_t softmax_d = vp_grad_sized(sim, vp_numel3(sim, f->batch, f->heads, rows), VP_FP32, "attention.flash_backward");
     vp_t dq_accum = vp_grad_sized(sim, vp_numel4(sim, f->batch, rows, f->heads, d), VP_FP32, "attention.flash_backward");
     vp_t expanded[2] = {0};
@@ -1205,13 +1218,18 @@ static vp_t fused_kernel(vp_step *step, const qkv *in, shape s, kernel which, vp
     /* the ATen op a selective checkpoint's policy sees: SDPA's kernels (the
      * flash_attn library's FlashAttention-2 is none of them) */
     vp_aten_op aten = which == KERNEL_SDPA_FLASH     ? VP_ATEN_SDPA_FLASH
+                      : which == KERNEL_SDPA_CUDNN    ? VP_ATEN_SDPA_CUDNN
                       : which == KERNEL_MEM_EFFICIENT ? VP_ATEN_SDPA_EFFICIENT
                                                       : VP_ATEN_OTHER;
     vp_t out = vp_sac_new(sim, aten, vp_numel4(sim, b, n, s.heads, out_dim), (vp_dtype)vp_at(sim, qa)->dtype,
                           "attention.flash");
     uint64_t lse_rows = which == KERNEL_MEM_EFFICIENT ? round_up(n, 32) : n;
     vp_t lse = vp_sac_new(sim, aten, vp_numel3(sim, b, s.heads, lse_rows), VP_FP32, "attention.flash_lse");
-    vp_t rng = vp_sac_new(sim, aten, 2, VP_INT64, "attention.flash_rng");
+    /* cuDNN's philox seed and offset: two one-element tensors, kept for
+     * backward (the H200 check's trace: two 8-byte blocks a layer) */
+    bool cudnn = which == KERNEL_SDPA_CUDNN;
+    vp_t rng = vp_sac_new(sim, aten, cudnn ? 1 : 2, VP_INT64, "attention.flash_rng");
+    vp_t rng_offset = cudnn ? vp_sac_new(sim, aten, 1, VP_INT64, "attention.flash_rng") : 0;
     vp_t inputs[3] = {qa, ka, va};
     vp_node *node = vp_record(sim, backward_flash, "attention.flash", inputs, 3, &out, 1);
     if (node) {
@@ -1231,13 +1249,28 @@ static vp_t fused_kernel(vp_step *step, const qkv *in, shape s, kernel which, vp
         vp_save(sim, node, out);
         vp_save(sim, node, lse);
         if (bias) vp_save(sim, node, bias);
+        if (cudnn) {
+            vp_save(sim, node, rng);
+            vp_save(sim, node, rng_offset);
+        }
     }
     vp_drop(sim, bias);
     vp_drop(sim, lse);
     vp_drop(sim, rng);
+    vp_drop(sim, rng_offset);
     vp_drop(sim, qa);
     vp_drop(sim, ka);
     vp_drop(sim, va);
+    /* cuDNN lays its output out like the query; transformers made that
+     * contiguous ([b, heads, s, d]), so its attn_output.transpose(1, 2)
+     * .contiguous() is a copy, kept for o_proj (the H200 check: one per
+     * layer). torchtune's and torchtitan's query is a transposed view: their
+     * output is [b, s, heads, d] already, as the flash kernel's always is. */
+    if (cudnn && vp_recipe_model_code(step->recipe) == VP_CODE_TRANSFORMERS) {
+        vp_t merged = vp_copy(sim, out, "attention.merge_heads");
+        vp_drop(sim, out);
+        return merged;
+    }
     if (out_dim == s.v_dim) return out;
     /* attn_output[:, :, :, :v_head_dim].reshape(b, s, -1).contiguous() */
     vp_t sliced = vp_slice(sim, out, vp_numel4(sim, b, n, s.heads, s.v_dim), "attention.v_unpad");
@@ -1347,9 +1380,11 @@ static vp_t attend(vp_step *step, const vp_op *op, const vp_t *leaves, qkv *in, 
     kernel which = kernel_for(step, op);
     /* SDPA's flash backend takes one head width for q, k and v
      * (sdp_utils.cpp, check_head_dim_size_flash): the memory-efficient one runs */
-    if (which == KERNEL_SDPA_FLASH && s.v_dim != s.head_dim) which = KERNEL_MEM_EFFICIENT;
+    if (sdpa_16bit(which) && s.v_dim != s.head_dim) which = KERNEL_MEM_EFFICIENT;
     bool masked = sdpa_masked(step, op);
-    if (masked) which = KERNEL_MEM_EFFICIENT;
+    /* cuDNN's attention takes the mask as a bias (the H200 check's Phi-3
+     * past its window ran it); the flash kernel takes none */
+    if (masked && which != KERNEL_SDPA_CUDNN) which = KERNEL_MEM_EFFICIENT;
     if (which == KERNEL_EAGER && step->recipe->selective) {
         core_call *c = vp_step_scratch(step, sizeof *c);
         if (!c) return 0;
@@ -1361,7 +1396,7 @@ static vp_t attend(vp_step *step, const vp_op *op, const vp_t *leaves, qkv *in, 
         return vp_checkpoint(step, recompute_core, c, inputs, 3, &args);
     }
     if (which == KERNEL_EAGER) return eager(step, op, leaves, in, s);
-    if ((which == KERNEL_SDPA_FLASH || which == KERNEL_MEM_EFFICIENT) && falcon_split(op) && s.kv_heads != s.heads) {
+    if ((sdpa_16bit(which) || which == KERNEL_MEM_EFFICIENT) && falcon_split(op) && s.kv_heads != s.heads) {
         /* SDPA's fused kernels refuse one key head for several query heads
          * (sdp_utils.cpp, check_batch_size_and_num_heads_dense): its math
          * backend runs; FalconAttention then transposes and reshapes the

@@ -11,6 +11,8 @@
 const char *const vp_optimizer_impl_names[] = {"for-loop", "foreach", "fused", "auto", NULL};
 const char *const vp_kernels_names[] = {"auto", "eager", "fused", NULL};
 const char *const vp_attention_names[] = {"eager", "sdpa", "flash", "sdpa-mem-efficient", NULL};
+const char *const vp_sdpa_backend_names[] = {"auto", "flash", "cudnn", NULL};
+const char *const vp_model_code_names[] = {"auto", "transformers", "torchtune", "torchtitan", NULL};
 bool vp_lora_targets_given(const vp_recipe *recipe) { return recipe->lora_targets || recipe->n_lora_names; }
 
 vp_module_set vp_lora_targets(const vp_recipe *recipe) {
@@ -90,6 +92,11 @@ vp_load vp_recipe_load(const vp_recipe *recipe) {
     /* transformers' Bnb4BitHfQuantizer / Bnb8BitHfQuantizer.update_device_map:
      * no device_map given, every tensor goes to the current GPU */
     return vp_finetune_method_of(recipe)->quantizes_base ? VP_LOAD_DEVICE_MAP : VP_LOAD_CPU;
+}
+
+vp_model_code vp_recipe_model_code(const vp_recipe *recipe) {
+    if (recipe->model_code != VP_CODE_AUTO) return recipe->model_code;
+    return vp_framework_of(recipe)->dtensor_tp ? VP_CODE_TORCHTITAN : VP_CODE_TRANSFORMERS;
 }
 
 bool vp_recipe_checkpoint_early_stop(const vp_recipe *recipe) {

@@ -42,6 +42,17 @@ typedef enum {
     VP_ATTN_COUNT
 } vp_attention_impl;
 
+/* SDPA's backend for 16-bit inputs: auto is PyTorch's choice (cuDNN's
+ * attention on compute capability 9.x and 10.x, the flash kernel elsewhere;
+ * estimate.c's stage_of decides with the GPU), or one named. */
+typedef enum { VP_SDPA_AUTO, VP_SDPA_FLASH, VP_SDPA_CUDNN } vp_sdpa_backend;
+
+/* Whose modelling code runs the model, where their layouts differ:
+ * transformers' (its sdpa_attention_forward makes q, k, v contiguous),
+ * torchtune's or torchtitan's (the query handed to SDPA as a transposed
+ * view); auto: torchtitan's under framework fsdp2, else transformers'. */
+typedef enum { VP_CODE_AUTO, VP_CODE_TRANSFORMERS, VP_CODE_TORCHTUNE, VP_CODE_TORCHTITAN } vp_model_code;
+
 /* The training framework: the index of its entry among the registered
  * frameworks (framework.h, listed in framework_list.h). Code asks the
  * entry's properties (vp_framework_of), never compares these. */
@@ -175,6 +186,8 @@ typedef struct {
     bool use_reentrant;          /* torch.utils.checkpoint(use_reentrant=...) for checkpointed chunks */
     int checkpoint_early_stop;   /* use_reentrant=False: the rerun stops at the last saved tensor; -1: the version's */
     vp_attention_impl attention;
+    vp_sdpa_backend sdpa_backend;
+    vp_model_code model_code;
     vp_framework framework;
     vp_torch_version torch_version;
     vp_device device;
@@ -272,6 +285,8 @@ void vp_recipe_resolve(vp_recipe *recipe);
 extern const char *const vp_optimizer_impl_names[];
 extern const char *const vp_kernels_names[];
 extern const char *const vp_attention_names[];
+extern const char *const vp_sdpa_backend_names[];
+extern const char *const vp_model_code_names[];
 extern const char *const vp_quant_names[];
 
 /* Micro-batches one optimizer step sees: num_microbatches, or grad_accum,
@@ -364,6 +379,8 @@ extern const char *const vp_allocator_model_names[];
 /* Whether a non-reentrant checkpoint's rerun stops early: PyTorch >= 2.1's
  * default, which 1.13 lacks; the recipe may say otherwise. */
 bool vp_recipe_checkpoint_early_stop(const vp_recipe *recipe);
+/* model_code resolved (auto: torchtitan's under a DTensor framework, fsdp2) */
+vp_model_code vp_recipe_model_code(const vp_recipe *recipe);
 
 /* The load, auto resolved (vp_load). */
 vp_load vp_recipe_load(const vp_recipe *recipe);

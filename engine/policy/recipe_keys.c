@@ -298,6 +298,7 @@ static bool with_freezing(const vp_recipe *r) { return vp_finetune_method_of(r)-
 static bool with_quantized_base(const vp_recipe *r) { return vp_finetune_method_of(r)->quantizes_base; }
 static bool with_int8_base(const vp_recipe *r) { return with_quantized_base(r) && r->quant == VP_QUANT_INT8; }
 static bool with_simulated_allocator(const vp_recipe *r) { return r->allocator == VP_ALLOCATOR_SIMULATED; }
+static bool with_sdpa(const vp_recipe *r) { return r->attention == VP_ATTN_SDPA; }
 static bool with_fsdp2(const vp_recipe *r) { return vp_framework_of(r) == &vp_framework_fsdp2; }
 static bool with_float8(const vp_recipe *r) {
     const vp_precision *p = vp_precision_get(r->precision);
@@ -378,6 +379,16 @@ static const vp_recipe_key keys[] = {
             "(torch.utils.checkpoint.set_checkpoint_early_stop) [true; false with torch_version 1.13]"},
     /* transformers' default attn_implementation */
     {OPTION_KEY("attention", attention, vp_attention_names, VP_ATTN_SDPA), .doc = "the attention kernel"},
+    {OPTION_KEY("sdpa_backend", sdpa_backend, vp_sdpa_backend_names, VP_SDPA_AUTO), .applies = with_sdpa,
+     .doc = "attention = sdpa with 16-bit inputs: the backend PyTorch runs; auto is cuDNN's attention on compute "
+            "capability 9.x and 10.x (PyTorch 2.11's check_prefer_cudnn_attention, cuDNN 9.15.1+; measured on an "
+            "H200, docs/gpu-check.md), the flash kernel elsewhere or without a GPU; flash where "
+            "TORCH_CUDNN_SDPA_DEPRIORITIZED=1 or an older PyTorch picks it [auto]"},
+    {OPTION_KEY("model_code", model_code, vp_model_code_names, VP_CODE_AUTO),
+     .doc = "whose modelling code runs the model, where layouts differ: transformers' sdpa path makes the query "
+            "contiguous, so cuDNN's attention output needs a copy to merge the heads; torchtune's and torchtitan's "
+            "hand SDPA a transposed view; auto: torchtitan under framework fsdp2, else transformers "
+            "[auto; stack torchtune: torchtune]"},
     {OPTION_KEY("framework", framework, NULL, VP_FRAMEWORK_TORCH), .choice_at = framework_name,
      .doc = "the training framework, with its own buffers and defaults; torch is a plain PyTorch loop (DDP with dp)"},
     {OPTION_KEY("torch_version", torch_version, vp_torch_version_names, VP_TORCH_2),

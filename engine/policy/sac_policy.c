@@ -24,6 +24,8 @@ static const save_entry torchtitan_save_list[] = {
     {"torch.ops.aten.mm.default", VP_ATEN_MM, true},
     {"torch.ops.aten._scaled_dot_product_efficient_attention.default", VP_ATEN_SDPA_EFFICIENT, false},
     {"torch.ops.aten._scaled_dot_product_flash_attention.default", VP_ATEN_SDPA_FLASH, false},
+    /* (in torchtitan's _op_sac_save_list beside the two above) */
+    {"torch.ops.aten._scaled_dot_product_cudnn_attention.default", VP_ATEN_SDPA_CUDNN, false},
     /* tensor parallelism's reduce-scatter (DTensor's sequence parallel) */
     {"torch.ops._c10d_functional.reduce_scatter_tensor.default", VP_ATEN_REDUCE_SCATTER, false},
     /* the amax of float8 training's tensorwise dynamic scaling (torchao's

@@ -39,6 +39,7 @@ static uint8_t kind_of(const vp_tensor *x) {
     case VP_ATEN_SCALED_MM:
     case VP_ATEN_SDPA_FLASH:
     case VP_ATEN_SDPA_EFFICIENT:
+    case VP_ATEN_SDPA_CUDNN:
     case VP_ATEN_REDUCE_SCATTER:
     case VP_ATEN_ALL_GATHER: return VP_CP_COMPUTE; /* not in the recomputable allowlist */
     case VP_ATEN_NATIVE_DROPOUT: return VP_CP_RANDOM;

@@ -63,8 +63,18 @@ static uint64_t symm_mem_workspace(uint64_t request) {
 
 static unsigned microbatches(const vp_recipe *r) { return vp_recipe_microbatches(r); }
 
+/* sdpa_backend = auto: PyTorch prefers cuDNN's attention on compute
+ * capability 9.x and 10.x (sdp_utils.cpp, check_prefer_cudnn_attention,
+ * with cuDNN 9.15.1 or later; the H200 check saw it, docs/gpu-check.md) */
+static bool sdpa_cudnn(const vp_recipe *recipe, const vp_gpu *gpu) {
+    if (recipe->sdpa_backend != VP_SDPA_AUTO) return recipe->sdpa_backend == VP_SDPA_CUDNN;
+    unsigned major = gpu ? gpu->compute_major : 0;
+    return recipe->device != VP_DEVICE_CPU && recipe->torch_version == VP_TORCH_2 && (major == 9 || major == 10);
+}
+
 static vp_stage stage_of(const vp_rank_estimate *e, const vp_recipe *recipe, const vp_gpu *gpu) {
-    vp_stage stage = {e->first_layer, e->layers, e->stage_embeds, e->stage_final, microbatches(recipe), 0, 0};
+    vp_stage stage = {e->first_layer, e->layers, e->stage_embeds, e->stage_final, microbatches(recipe), 0, false, 0};
+    stage.sdpa_cudnn = sdpa_cudnn(recipe, gpu);
     if (cublas_in_allocator(recipe)) {
         stage.cublas_workspaces = cublas_workspaces(recipe);
         stage.cublas_workspace_bytes = cublas_workspace_each(gpu);

@@ -21,6 +21,7 @@ typedef struct {
     unsigned microbatches;          /* micro-batches per step: with more than one, later ones
                                        backpropagate into gradients that already exist */
     unsigned cublas_workspaces;     /* cuBLAS workspaces the caching allocator holds all step (0: none) */
+    bool sdpa_cudnn;                /* SDPA's 16-bit calls run cuDNN's attention (sdpa_backend, by GPU) */
     uint64_t cublas_workspace_bytes; /* ... each */
 } vp_stage;
 

@@ -20,8 +20,7 @@ end
 -- cuDNN's kernel, whose output is laid out [batch, heads, seq, head_dim]
 -- like the query transformers made contiguous, so the head merge after it
 -- (attn_output.transpose(1, 2).contiguous()) is a copy kept for o_proj's
--- backward: one per layer that the engine, modelling the flash kernel's
--- [batch, seq, heads, head_dim] output, does not hold.
+-- backward: one [batch, seq, hidden] 16-bit tensor per layer.
 local function cudnn_merge_copies(case)
   local r, c = case.recipe, case.config
   if r.attention ~= "sdpa" or r.checkpointing ~= "none" or r.finetune then return 0 end
@@ -47,7 +46,7 @@ describe("the GPU check on an H200", function()
   it("puts the allocated peak within 0.5 % (or 24 MiB) of max_memory_allocated(), cuBLAS's workspaces in it", function()
     for _, m in ipairs(default.cases) do
       local case = cases[m.name]
-      if not m.error and cudnn_merge_copies(case) == 0 then
+      if not m.error then
         local e = estimate(case)
         -- 0.5 %, or 24 MiB on a small step: the kernels' own scratch (BERT's
         -- 19.5 MiB, DoRA's 16.8 MiB at 1.6 GiB) is not modelled
@@ -59,22 +58,26 @@ describe("the GPU check on an H200", function()
     end
   end)
 
-  it("is short by cuDNN's head-merge copy per layer where SDPA runs without checkpointing (within 20 MiB)", function()
+  it("finds SDPA running cuDNN's kernel on it: with the flash kernel's layout it would be short a copy a layer", function()
     local seen = 0
     for _, m in ipairs(default.cases) do
       local case = cases[m.name]
       local copies = cudnn_merge_copies(case)
       if not m.error and copies > 0 then
         seen = seen + 1
-        local short = m.peak_allocated_bytes - estimate(case).peak_allocated_bytes
+        local flash = estimate(case, { "sdpa_backend=flash" })
+        local short = m.peak_allocated_bytes - flash.peak_allocated_bytes
         assert.is_true(math.abs(short - copies) <= 20 << 20,
           string.format("%s: short by %.1f MiB, the copies %.1f MiB", m.name, short / 2 ^ 20, copies / 2 ^ 20))
+        -- torchtune's and torchtitan's query is a transposed view: no copy
+        local torchtune = estimate(case, { "model_code=torchtune" })
+        assert.is_true(math.abs(torchtune.peak_allocated_bytes - flash.peak_allocated_bytes) <= 1 << 20, m.name)
       end
     end
     assert.are.equal(4, seen)
   end)
 
-  it("puts the simulated allocator's reservation within 14 % of max_memory_reserved() (DoRA's short step apart)", function()
+  it("puts the simulated allocator's reservation within 15 % of max_memory_reserved() (DoRA's short step apart)", function()
     for _, run in ipairs({ { default, {} }, { expandable, { "alloc_conf=expandable_segments:True" } } }) do
       for _, m in ipairs(run[1].cases) do
         if not m.error and not m.name:find("dora", 1, true) then
@@ -82,7 +85,7 @@ describe("the GPU check on an H200", function()
           for _, kv in ipairs(run[2]) do sets[#sets + 1] = kv end
           local e = estimate(cases[m.name], sets)
           local err = relative(e.peak_reserved_bytes, m.peak_reserved_bytes)
-          assert.is_true(math.abs(err) <= 0.14, string.format("%s (%s): %+.1f %%", m.name,
+          assert.is_true(math.abs(err) <= 0.15, string.format("%s (%s): %+.1f %%", m.name,
             run[1].alloc_conf == "" and "default" or run[1].alloc_conf, 100 * err))
         end
       end

@@ -80,9 +80,10 @@ stacks.profiles = {
     -- (training.compile_model) and the loss (training.compile_loss:
     -- CEWithChunkedOutputLoss.compute_cross_entropy under torch.compile;
     -- torchtune/training/_compile.py). enable_activation_offloading is its
-    -- OffloadActivations (offload_torchtune).
+    -- OffloadActivations (offload_torchtune). Its MultiHeadAttention hands
+    -- SDPA the query as q.transpose(1, 2), not made contiguous (model_code).
     defaults = { precision = "bf16", checkpointing = "full", use_reentrant = false, keep_logits = false,
-                 lora_dtype = "base", loss = "chunked", offload_torchtune = true,
+                 lora_dtype = "base", loss = "chunked", offload_torchtune = true, model_code = "torchtune",
                  compile_loss = function(keys)
                    return on(keys.compile) and (keys.loss == nil or keys.loss == "chunked") or nil
                  end },
