@@ -75,6 +75,13 @@ def run(case, compile_layers=False, trace=False):
     impl = rec["optimizer_impl"]
     opt = torch.optim.AdamW(trained, lr=1e-4, foreach=impl == "foreach", fused=impl == "fused")
     kit = Measure(None, model=case["name"], recipe=rec, gpu="h200")
+    # what building the model in fp32 and casting it left cached would stay
+    # reserved through the steps: the engine's steady step starts from the
+    # resident state alone (the H200 run of 2026-12-04 did not free it, and
+    # one case reserved 13.64 GB in one process, 14.98 GB in another)
+    torch.cuda.synchronize()
+    reserved_after_build = torch.cuda.memory_reserved()
+    torch.cuda.empty_cache()
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     ckpt = None
     if rec.get("checkpointing") == "full":
@@ -116,6 +123,7 @@ def run(case, compile_layers=False, trace=False):
               "peak_reserved_bytes": torch.cuda.max_memory_reserved(),
               "device_used_bytes": total - free,
               "step_seconds": start.elapsed_time(end) / 1000,
+              "reserved_after_build_bytes": reserved_after_build,
               "field_kit": record}
     if events is not None:
         result["trace"] = events
