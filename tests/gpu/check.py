@@ -88,7 +88,13 @@ def run(case, compile_layers=False, trace=False):
         reentrant = ckpt_reentrant(rec)  # False: 2.x's own, early stop on
 
         def ckpt(fn, *args):
-            return torch.utils.checkpoint.checkpoint(fn, *args, use_reentrant=reentrant)
+            # the default device again inside: a reentrant checkpoint runs
+            # fn in a Function's forward, where set_default_device's mode is
+            # popped (Gemma 2's masks were made on the CPU there)
+            def on_device(*inner):
+                with torch.device(dev):
+                    return fn(*inner)
+            return torch.utils.checkpoint.checkpoint(on_device, *args, use_reentrant=reentrant)
     b, s = rec["micro_batch"], rec["seq_len"]
     events = None
     for step in range(3):

@@ -30,7 +30,9 @@ class RoundRobinTopk(torch.autograd.Function):
     @staticmethod
     def forward(ctx, probs, k):
         n, experts = probs.shape
-        indices = torch.arange(n * k)
+        # (the device named: inside a Function's forward the GPU check's
+        # default device is not in force)
+        indices = torch.arange(n * k, device=probs.device)
         indices.remainder_(experts)
         indices = indices.view(n, k)
         values = probs.gather(1, indices)
@@ -42,7 +44,7 @@ class RoundRobinTopk(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad, _):
         (indices,) = ctx.saved_tensors
-        return torch.zeros(ctx.shape, dtype=grad.dtype).scatter_(1, indices, grad), None
+        return torch.zeros(ctx.shape, dtype=grad.dtype, device=grad.device).scatter_(1, indices, grad), None
 
 
 class SparseMoeBlock(nn.Module):
