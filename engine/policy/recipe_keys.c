@@ -622,7 +622,8 @@ static const vp_recipe_key keys[] = {
      .doc = "NCCL's NVLink SHARP buffers on NVSwitch nodes of compute capability 9.0+ (NCCL_NVLS_ENABLE, "
             "docs/reserved.md) [true]"},
     {NUMBER_KEY("cuda_context_mib", cuda_context_mib, 0, 1 << 20, 426.0),
-     .doc = "memory of the CUDA context and its loaded kernels, in MiB (unset: the GPU's measured figure where hardware/gpus/ has one, as the H200's)"},
+     .doc = "memory of the CUDA context and its loaded kernels, in MiB (unset: the GPU's measured figure where "
+            "hardware/gpus/ has one, as the H200's)"},
 };
 
 enum { N_KEYS = sizeof keys / sizeof keys[0] };

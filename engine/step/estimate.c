@@ -73,7 +73,7 @@ static bool sdpa_cudnn(const vp_recipe *recipe, const vp_gpu *gpu) {
 }
 
 static vp_stage stage_of(const vp_rank_estimate *e, const vp_recipe *recipe, const vp_gpu *gpu) {
-    vp_stage stage = {e->first_layer, e->layers, e->stage_embeds, e->stage_final, microbatches(recipe), 0, false, 0};
+    vp_stage stage = {e->first_layer, e->layers, e->stage_embeds, e->stage_final, microbatches(recipe), 0, 0, false};
     stage.sdpa_cudnn = sdpa_cudnn(recipe, gpu);
     if (cublas_in_allocator(recipe)) {
         stage.cublas_workspaces = cublas_workspaces(recipe);

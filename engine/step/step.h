@@ -21,8 +21,8 @@ typedef struct {
     unsigned microbatches;          /* micro-batches per step: with more than one, later ones
                                        backpropagate into gradients that already exist */
     unsigned cublas_workspaces;     /* cuBLAS workspaces the caching allocator holds all step (0: none) */
-    bool sdpa_cudnn;                /* SDPA's 16-bit calls run cuDNN's attention (sdpa_backend, by GPU) */
     uint64_t cublas_workspace_bytes; /* ... each */
+    bool sdpa_cudnn;                /* SDPA's 16-bit calls run cuDNN's attention (sdpa_backend, by GPU) */
 } vp_stage;
 
 /* a checkpointed chunk's router logits: a node's outputs past the hidden states */
