@@ -92,6 +92,22 @@ describe("the GPU check on an H200", function()
     end
   end)
 
+  it("models torch.compile's compiled layers (the one case run compiled: the eager estimate 15 % above it)", function()
+    local ran = 0
+    for _, m in ipairs(measured.runs.compiled.cases) do
+      if not m.error then
+        ran = ran + 1
+        local case = cases[m.name]
+        local compiled = estimate(case, { "compile=true" })
+        local err = relative(compiled.peak_allocated_bytes, m.peak_allocated_bytes)
+        assert.is_true(math.abs(err) <= 0.005, string.format("%s compiled: %+.2f %%", m.name, 100 * err))
+        -- the eager estimate would not do: the compiled layers keep less
+        assert.is_true(relative(estimate(case).peak_allocated_bytes, m.peak_allocated_bytes) > 0.1)
+      end
+    end
+    assert.are.equal(1, ran)
+  end)
+
   it("takes the H200's CUDA context from the catalog: the measured one after the cases", function()
     local e = estimate(cases["llama-1b bf16 checkpointed"])
     local context = default.context_after_cases_bytes
