@@ -54,7 +54,9 @@ local function runs()
   for _, run in ipairs(tune.rows) do
     if run.modelled then
       local r = estimate(tune.model, run.recipe, tune.gpu)
-      out[#out + 1] = { id = run.id, kind = "full", what = "allocated peak", measured = run.value_gib * 2 ^ 30,
+      -- (its LoRA and QLoRA rows are LoRA runs, as the report quotes them)
+      local kind = (run.recipe.finetune == "lora" or run.recipe.finetune == "qlora") and "lora" or "full"
+      out[#out + 1] = { id = run.id, kind = kind, what = "allocated peak", measured = run.value_gib * 2 ^ 30,
                         estimated = r.peak_allocated_bytes }
     end
   end

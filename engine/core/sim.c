@@ -119,9 +119,22 @@ vp_t vp_new_in(vp_sim *sim, uint64_t numel, vp_dtype dtype, vp_category category
     x->live = true;
     x->label = label;
     /* past a rerun's early stop: PyTorch never got this far */
-    x->phantom = sim->phantom_from && t >= sim->phantom_from;
+    x->phantom = (sim->phantom_from && t >= sim->phantom_from) || sim->fusing;
     if (!x->phantom) vp_ledger_alloc_tensor(sim->ledger, category, bytes, label, t);
     return t;
+}
+
+/* A phantom of a fused backward that leaves the fused chain: a kernel's
+ * output, allocated now (a view's storage is its base's). */
+void vp_materialize(vp_sim *sim, vp_t t) {
+    vp_tensor *x = vp_at(sim, t);
+    if (x->base) {
+        vp_materialize(sim, x->base);
+        return;
+    }
+    if (!x->phantom || (sim->phantom_from && t >= sim->phantom_from)) return;
+    x->phantom = false;
+    vp_ledger_alloc_tensor(sim->ledger, (vp_category)x->category, x->bytes, x->label, t);
 }
 
 vp_t vp_new(vp_sim *sim, uint64_t numel, vp_dtype dtype, const char *label) {
@@ -386,8 +399,12 @@ static void unpack(vp_sim *sim, uint32_t index) {
         vp_node *node = vp_node_at(sim, index);
         if (!(node->packed & (1u << i))) continue;
         vp_t original = node->saved[i];
-        const char *label = node->recomputed & (1u << i) ? "compile.recompute" : "offload.unpack";
+        bool recomputed = node->recomputed & (1u << i);
+        const char *label = recomputed ? "compile.recompute" : "offload.unpack";
+        /* a fused node recomputes an element-wise value inside its kernel */
+        sim->fusing = recomputed && node->fused;
         vp_t copy = vp_new(sim, vp_at(sim, original)->numel, (vp_dtype)vp_at(sim, original)->dtype, label);
+        sim->fusing = false;
         /* SavedVariable::unpack gives it the original's autograd metadata */
         vp_at(sim, copy)->requires_grad = vp_at(sim, original)->requires_grad;
         node = vp_node_at(sim, index);
@@ -447,6 +464,7 @@ vp_t vp_grad_out(vp_sim *sim, const vp_node *node, unsigned i) {
 
 void vp_scratch(vp_sim *sim, uint64_t bytes, const char *label) {
     if (sim->phantom_from && sim->n_tensors >= sim->phantom_from) return; /* past an early stop */
+    if (sim->fusing) return; /* a fused kernel's scratch is its registers */
     vp_ledger_alloc(sim->ledger, sim->category, bytes, label);
     vp_ledger_release(sim->ledger, sim->category, bytes, label);
 }
@@ -652,6 +670,19 @@ void vp_frame_drop_rerun_graph(vp_sim *sim, uint32_t first) {
  * rule computes input gradients while its output gradients and saved tensors
  * are alive; then the output gradients are freed, the saved tensors released
  * (release_variables), and the new gradients routed to their inputs. */
+/* Whether the gradient for `t`, an input of fused node `index`, stays in
+ * the fused chain: `t` was made by a fused node of the same region. */
+static bool stays_fused(vp_sim *sim, uint32_t index, vp_t t) {
+    uint32_t region = vp_node_at(sim, index)->region;
+    for (uint32_t j = index; j-- > 0;) {
+        const vp_node *producer = vp_node_at(sim, j);
+        if (producer->region != region) return false; /* regions are contiguous: left it */
+        for (unsigned k = 0; k < VP_NODE_MAX_OUT; k++)
+            if (producer->out[k] == t) return producer->fused;
+    }
+    return false;
+}
+
 static void run_node(vp_sim *sim, uint32_t index) {
     vp_node *node = vp_node_at(sim, index);
     bool any_grad = false;
@@ -660,7 +691,13 @@ static void run_node(vp_sim *sim, uint32_t index) {
         if (vp_grad_out(sim, node, i)) any_grad = true;
     if (any_grad) {
         unpack(sim, index);
+        bool fused = vp_node_at(sim, index)->fused;
+        sim->fusing = fused;
         vp_node_at(sim, index)->backward(sim, index);
+        sim->fusing = false;
+        node = vp_node_at(sim, index);
+        for (unsigned i = 0; fused && i < VP_NODE_MAX_IN; i++)
+            if (node->grads[i] && !stays_fused(sim, index, node->in[i])) vp_materialize(sim, node->grads[i]);
     }
     node = vp_node_at(sim, index); /* the rule may have grown the node array */
     for (unsigned i = 0; i < VP_NODE_MAX_OUT; i++) {

@@ -75,6 +75,8 @@ typedef struct vp_node {
     uint8_t recomputed;            /* packed slots a compiled region recomputes in backward (bit i) */
     bool late_saves;               /* an autograd.Function's: what it saves is packed after it computes */
     struct vp_frame *frame;        /* that frame */
+    uint32_t region;               /* the torch.compile region that recorded it (0: none) */
+    bool fused;                    /* in a region, element-wise: Inductor fuses its backward with its neighbours' */
     bool done;
     bool counted;                  /* its edges to leaves are counted in their pending */
 } vp_node;
@@ -188,6 +190,11 @@ typedef struct vp_sim {
      * torchao's float8 cast is an amax reduction and one kernel writing
      * the 1-byte data (no fp32 copies) */
     bool fused_casts;
+    /* a fused node's backward is running: what it makes lives in the
+     * kernel's registers unless it leaves the fused chain (vp_new_in makes
+     * phantoms, run_node materializes those that leave) */
+    bool fusing;
+    uint32_t n_regions;          /* compile regions recorded (their numbers) */
     /* the largest symmetric-memory workspace a fused async-TP op asked for,
      * bytes (get_symm_mem_workspace's min_size; prims.c, funcol) */
     uint64_t symm_mem_request;
@@ -289,6 +296,10 @@ void vp_recompute_saved(vp_sim *sim, uint32_t node, unsigned slot);
 
 /* Backward helpers for the rule functions. */
 vp_t vp_grad_like(vp_sim *sim, vp_t like, const char *label);
+/* A phantom made while sim->fusing that a kernel writes to memory after
+ * all (a fused chain's output, a value a compiled region saves): allocated
+ * from now on. Nothing for a tensor that is not a phantom of fusing. */
+void vp_materialize(vp_sim *sim, vp_t t);
 vp_t vp_grad_sized(vp_sim *sim, uint64_t numel, vp_dtype dtype, const char *label);
 void vp_give_grad(vp_sim *sim, vp_node *node, unsigned input, vp_t grad);
 /* The gradient this node received for its output `i` (0 when none arrived). */

@@ -410,8 +410,14 @@ static vp_t chunked_head_loss(vp_step *step, vp_t x, vp_t weight, vp_t bias, uin
          * compiled region, its saved tensors the min cut's */
         uint32_t first_node = sim->n_nodes;
         vp_t first_tensor = sim->n_tensors;
+        /* compiled, its forward is Inductor's fused kernels: the fp32 upcast
+         * and the log-probabilities never reach memory (what the min cut
+         * saves is written: vp_compile_region) */
+        sim->fusing = step->recipe->compile_loss;
         vp_t logits32 = vp_to(sim, logits[i], VP_FP32, "loss.logits_float");
         vp_t loss = log_softmax_nll(step, logits32, target);
+        sim->fusing = false;
+        vp_materialize(sim, loss); /* the region's output */
         vp_drop(sim, logits32);
         if (step->recipe->compile_loss) vp_compile_region(sim, first_node, sim->n_nodes, first_tensor);
         vp_drop(sim, target);

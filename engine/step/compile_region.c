@@ -168,12 +168,25 @@ bool vp_compile_region(vp_sim *sim, uint32_t first_node, uint32_t end_node, vp_t
         for (unsigned k = 0; k < VP_NODE_MAX_SAVED; k++) {
             int v = node->saved[k] && !(node->packed & (1u << k)) ? find(r, node->saved[k]) : -1;
             if (v < 0) continue;
-            if (saved[v]) r->kept[v] = true;
-            else vp_recompute_saved(sim, i, k);
+            if (saved[v]) {
+                r->kept[v] = true;
+                vp_materialize(sim, r->tensor[v]); /* a value of a fused forward the region keeps */
+            } else {
+                vp_recompute_saved(sim, i, k);
+            }
         }
     }
     for (uint32_t v = 0; ok && v < r->n; v++)
         if (saved[v] && !r->kept[v] && r->value[v].kind != VP_CP_PARAM) hold_for_region(sim, first_node, end_node, r->tensor[v]);
+    /* Inductor's backward: element-wise nodes fuse into kernels whose
+     * intermediate values stay in registers; a matmul's or SDPA's is an
+     * extern kernel reading and writing memory (sim.c run_node) */
+    uint32_t region_number = ++sim->n_regions;
+    for (uint32_t i = first_node; ok && i < end_node; i++) {
+        vp_node *node = vp_node_at(sim, i);
+        node->region = region_number;
+        node->fused = !unfusible_node(sim, node);
+    }
     if (!ok) sim->status = VP_SIM_OVERFLOW;
     free(r);
     free(saved);

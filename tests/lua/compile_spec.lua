@@ -185,6 +185,61 @@ describe("compile = true", function()
     assert.truthy(err:find("compile_loss: modelled for the chunked loss", 1, true), err)
   end)
 
+  it("runs the compiled loss as Inductor's fused kernels: no chunk of fp32 logits in memory, only its 16-bit gradient", function()
+    -- 2 x 256 tokens in 8 chunks of 64; a chunk's logits 64 x 128,256: eagerly the
+    -- loss allocates them in fp32 (the upcast, the log-probabilities, their
+    -- gradients in backward); compiled, nothing of that size is ever
+    -- allocated, and backward writes each chunk's bf16 gradient (it leaves
+    -- the fused chain for lm_head's matmul)
+    local fp32_chunk, bf16_chunk = 64 * 128256 * 4, 64 * 128256 * 2
+    local function allocations(compile_loss, size, phase)
+      local r = helper.estimate("llama3.2-1b", "--set", "stack=torchtune", "--set", "micro_batch=2", "--set",
+        "seq_len=256", "--set", "checkpointing=full", "--set", "compile=true", "--set", "compile_loss=" .. compile_loss,
+        "--timeline")
+      local n = 0
+      for _, e in ipairs(r.timeline) do
+        if e.delta == size and (phase == nil and e.phase ~= "setup" or e.phase == phase) then n = n + 1 end
+      end
+      return n
+    end
+    -- eagerly, a chunk's upcast and log-probabilities in the loss, two fp32
+    -- gradients in backward
+    assert.equal(2 * 8, allocations("false", fp32_chunk, "loss"))
+    assert.equal(2 * 8, allocations("false", fp32_chunk, "backward"))
+    assert.equal(0, allocations("true", fp32_chunk))
+    -- lm_head's chunks in the loss, their gradients in backward
+    assert.equal(8, allocations("true", bf16_chunk, "loss"))
+    assert.equal(8, allocations("true", bf16_chunk, "backward"))
+  end)
+
+  it("runs a compiled block's backward as fused kernels: no RMSNorm temporary of its own reaches memory", function()
+    -- Llama 3.2 1B in bf16, 2 x 256 tokens: each RMSNorm's eager backward
+    -- allocates fp32 [T, d] temporaries; 33 norms (2 a block, the final one).
+    -- Compiled, only the final norm's, outside the blocks, remain; SDPA's
+    -- fp32 dQ accumulator is an extern kernel's and stays
+    local T, d = 2 * 256, 2048
+    local function counts(compile)
+      local r = helper.estimate("llama3.2-1b", "--set", "stack=torchtune", "--set", "micro_batch=2", "--set",
+        "seq_len=256", "--set", "checkpointing=none", "--set", "compile=" .. compile, "--set", "compile_loss=false",
+        "--set", "loss=cross-entropy", "--timeline")
+      local n = {}
+      for _, e in ipairs(r.timeline) do
+        if e.phase == "backward" and e.delta == T * d * 4 then n[e.op] = (n[e.op] or 0) + 1 end
+      end
+      return n
+    end
+    local compiled, eager = counts("true"), counts("false")
+    local norm_ops = 0
+    for op, n in pairs(eager) do
+      if op:find("^rmsnorm") then
+        norm_ops = norm_ops + 1
+        assert.equal(n, 33 * (compiled[op] or 0), op)
+      end
+    end
+    assert.is_true(norm_ops >= 3)
+    assert.equal(16, compiled["attention.flash_backward"])
+  end)
+
   it("refuses mixtures of experts", function()
     local err = helper.fails("mixtral-8x7b", "--set", "framework=fsdp2", "--set", "gpus=8", "--set", "compile=true")
     assert.truthy(err:find("compile: mixtures of experts", 1, true), err)

@@ -4,5 +4,5 @@
 -- estimate / measured - 1.
 return {
   ["full"] = { runs = 28, median_error = 0.075, most_low = -0.218, most_high = 0.013 },
-  ["lora"] = { runs = 1, median_error = 0.026, most_low = -0.026, most_high = 0.0 },
+  ["lora"] = { runs = 3, median_error = 0.03, most_low = -0.026, most_high = 0.046 },
 }
