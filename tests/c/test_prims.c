@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "compile_region.h"
 #include "prims.h"
 
 typedef struct {
@@ -765,6 +766,54 @@ static void test_index_added(void) {
     graph_free(&g);
 }
 
+/* Bytes the backward allocated: every positive raw delta once the
+ * ledger's place says backward (a stolen gradient's move between
+ * categories is no allocation). */
+static uint64_t backward_allocations(const graph *g) {
+    uint64_t sum = 0;
+    for (unsigned i = 0; i < g->ledger.n_events; i++) {
+        const vp_event *e = &g->ledger.events[i];
+        if (e->place.phase == VP_PHASE_BACKWARD && e->raw_delta > 0 && e->tensor != VP_EVENT_MOVE)
+            sum += (uint64_t)e->raw_delta;
+    }
+    return sum;
+}
+
+/* torch.compile's fusion in backward (docs/compile.md): in a compiled
+ * region, the gradient element-wise nodes pass one another stays in the
+ * fused kernel; it is written where it leaves the chain, here for the
+ * matmul's node. x[4,8] -> linear (w[16,8], fp32) -> y[4,16] -> * c -> z
+ * -> * c -> out: eagerly backward allocates z's gradient (256 B), y's (256)
+ * and w's (512); compiled, z's stays in registers. */
+static void test_compiled_region_fuses_backward(void) {
+    uint64_t allocated[2];
+    for (int compiled = 0; compiled < 2; compiled++) {
+        graph g;
+        graph_init(&g, true);
+        vp_t w = vp_leaf(&g.sim, 16 * 8, VP_FP32, VP_CAT_PARAMS, true, "w");
+        vp_t x = vp_new(&g.sim, 4 * 8, VP_FP32, "x");
+        uint32_t first_node = g.sim.n_nodes;
+        vp_t first_tensor = g.sim.n_tensors;
+        vp_t y = vp_linear(&g.sim, x, w, 0, 4, 16, false, "linear");
+        vp_t z = vp_scale(&g.sim, y, "z");
+        vp_t out = vp_scale(&g.sim, z, "out");
+        if (compiled) CHECK(vp_compile_region(&g.sim, first_node, g.sim.n_nodes, first_tensor));
+        vp_drop(&g.sim, x);
+        vp_drop(&g.sim, y);
+        vp_drop(&g.sim, z);
+        backward_from(&g, out);
+        allocated[compiled] = backward_allocations(&g);
+        /* nothing is left behind: the phantoms were never charged, so
+         * never released either; w's gradient is its .grad */
+        CHECK_EQ_U64(live(&g, VP_CAT_TRANSIENT), 0);
+        CHECK_EQ_U64(live(&g, VP_CAT_GRADS), 512);
+        vp_drop(&g.sim, out);
+        graph_free(&g);
+    }
+    CHECK_EQ_U64(allocated[0], 256 + 256 + 512);
+    CHECK_EQ_U64(allocated[1], 256 + 512);
+}
+
 int main(void) {
     test_linear_saves();
     test_linear_backward();
@@ -788,5 +837,6 @@ int main(void) {
     test_cumsum_masked_fill_clamp();
     test_amax();
     test_index_added();
+    test_compiled_region_fuses_backward();
     return check_summary("test_prims");
 }
