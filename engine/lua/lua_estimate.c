@@ -310,6 +310,11 @@ static int l_estimate(lua_State *L) {
     /* output_router_logits: the mixtures' load-balancing loss is computed */
     lua_pushboolean(L, model->facts.router_aux_loss);
     lua_setfield(L, -2, "load_balancing_loss");
+    /* attention = sdpa: the kernel PyTorch runs (sdpa_backend resolved) */
+    if (e.sdpa_kernel) {
+        lua_pushstring(L, e.sdpa_kernel);
+        lua_setfield(L, -2, "sdpa_kernel");
+    }
     set_int(L, "ranks_per_stage", per_stage);
     push_time(L, &time);
     lua_pushvalue(L, ranks_index);

@@ -462,6 +462,10 @@ vp_step_status vp_estimate_run(const vp_model *model, const vp_recipe *recipe, c
     out->n_ranks = pp;
     out->ranks_per_stage = recipe->dp * recipe->tp * recipe->cp;
     out->has_gpu = gpu && gpu->memory_bytes;
+    if (recipe->attention == VP_ATTN_SDPA) /* fp32 inputs run the memory-efficient kernel whatever the backend */
+        out->sdpa_kernel = vp_precision_get(recipe->precision)->compute == VP_FP32 ? "efficient"
+                           : sdpa_cudnn(recipe, gpu)                                ? "cudnn"
+                                                                                    : "flash";
     unsigned sizes[VP_MAX_STAGES];
     bool torch = vp_pp_torch(recipe) && !torch_split(model, recipe, sizes);
     for (unsigned i = 0; i < pp; i++) {

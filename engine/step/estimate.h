@@ -61,6 +61,8 @@ typedef struct {
     unsigned worst;              /* the rank with the largest total */
     unsigned ranks_per_stage;    /* dp x tp */
     bool has_gpu;
+    const char *sdpa_kernel;     /* attention = sdpa: the kernel of its unmasked calls ("cudnn", "flash",
+                                    "efficient" for fp32 inputs); NULL otherwise */
 } vp_estimate;
 
 /* Runs every stage. With `record`, each stage's events go to its rank's

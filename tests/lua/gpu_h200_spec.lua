@@ -75,6 +75,16 @@ describe("the GPU check on an H200", function()
       end
     end
     assert.are.equal(4, seen)
+    -- the kernel said: cuDNN's on the H200, the flash kernel on an A100 or
+    -- when asked, the memory-efficient one for fp32 inputs
+    local function kernel(...)
+      return helper.estimate("llama3.2-1b", ...).sdpa_kernel
+    end
+    assert.are.equal("cudnn", kernel("--gpu", "h200"))
+    assert.are.equal("flash", kernel("--gpu", "a100-80gb"))
+    assert.are.equal("flash", kernel("--gpu", "h200", "--set", "sdpa_backend=flash"))
+    assert.are.equal("efficient", kernel("--gpu", "h200", "--set", "precision=fp32"))
+    assert.is_nil(kernel("--gpu", "h200", "--set", "attention=eager"))
   end)
 
   it("puts the simulated allocator's reservation within 15 % of max_memory_reserved() (DoRA's short step apart)", function()

@@ -138,7 +138,7 @@ function report.human(ctx)
   end
   line("recipe: %s, %s (%s), micro_batch %d x seq_len %d, checkpointing %s, attention %s",
     recipe.precision, recipe.optimizer, recipe.optimizer_impl, recipe.micro_batch, recipe.seq_len,
-    checkpointing, recipe.attention)
+    checkpointing, recipe.attention .. (r.sdpa_kernel == "cudnn" and " (cuDNN's kernel)" or ""))
   if ctx.assumed then -- the stack and the precision vramplan.stacks assumed
     local a = ctx.assumed
     line("stack: %s%s", a.stack or "none named", a.precision and (", precision " .. recipe.precision .. " (" .. a.precision .. ")") or "")
@@ -323,7 +323,7 @@ local function rank_object(r)
 end
 
 local order = {
-  "vramplan_version", "model", "recipe", "assumed", "per_gpu", "gpu", "node", "fits", "headroom_bytes", "time",
+  "vramplan_version", "model", "recipe", "sdpa_kernel", "assumed", "per_gpu", "gpu", "node", "fits", "headroom_bytes", "time",
   "timeline",
   "name", "params", "trainable_params", "lora_modules", "saved_modules", "load_balancing_loss", "arch", "layers",
   "source",
@@ -354,6 +354,9 @@ parts.model = function(ctx)
 end
 
 parts.recipe = function(ctx) return ctx.result.recipe end
+
+-- attention = sdpa: the kernel its unmasked calls run (sdpa_backend resolved for the GPU)
+parts.sdpa_kernel = function(ctx) return ctx.result.sdpa_kernel end
 
 parts.per_gpu = function(ctx) return rank_object(ctx.result) end
 
@@ -460,7 +463,7 @@ end
 local merged_order
 function report.key_order()
   if merged_order then return merged_order end
-  local top, listed, merged = 11, {}, {}
+  local top, listed, merged = 12, {}, {} -- order's top-level names, "timeline" the last of them
   local function append(name)
     if not listed[name] then
       listed[name] = true
