@@ -666,10 +666,6 @@ void vp_frame_drop_rerun_graph(vp_sim *sim, uint32_t first) {
     sim->n_nodes = first;
 }
 
-/* One node, as torch/csrc/autograd/engine.cpp evaluate_function runs it: the
- * rule computes input gradients while its output gradients and saved tensors
- * are alive; then the output gradients are freed, the saved tensors released
- * (release_variables), and the new gradients routed to their inputs. */
 /* Whether the gradient for `t`, an input of fused node `index`, stays in
  * the fused chain: `t` was made by a fused node of the same region. */
 static bool stays_fused(vp_sim *sim, uint32_t index, vp_t t) {
@@ -683,6 +679,10 @@ static bool stays_fused(vp_sim *sim, uint32_t index, vp_t t) {
     return false;
 }
 
+/* One node, as torch/csrc/autograd/engine.cpp evaluate_function runs it: the
+ * rule computes input gradients while its output gradients and saved tensors
+ * are alive; then the output gradients are freed, the saved tensors released
+ * (release_variables), and the new gradients routed to their inputs. */
 static void run_node(vp_sim *sim, uint32_t index) {
     vp_node *node = vp_node_at(sim, index);
     bool any_grad = false;

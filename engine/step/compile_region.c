@@ -139,8 +139,10 @@ static void mark_reads(region *r, vp_sim *sim, const vp_node *node) {
  * compiled backward is one node that keeps its saved values to its end). */
 static void hold_for_region(vp_sim *sim, uint32_t first_node, uint32_t end_node, vp_t t) {
     /* one the eager forward has already let go: the compiled forward
-     * returns it, from the region's end on */
+     * returns it, from the region's end on (one a fused forward kept in
+     * registers is written) */
     bool made = !vp_at(sim, t)->live;
+    if (!made) vp_materialize(sim, t);
     if (made) t = vp_new(sim, vp_at(sim, t)->numel, (vp_dtype)vp_at(sim, t)->dtype, "compile.saved");
     for (uint32_t i = first_node; i < end_node; i++) {
         vp_node *node = vp_node_at(sim, i);
