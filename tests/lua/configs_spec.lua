@@ -723,6 +723,37 @@ describe("export", function()
     assert_round_trip("accelerate", "llama3.2-1b", path, ".yaml", { estimate = { "--set", "seq_len=256" } })
   end)
 
+  it("reads and writes FSDP2 (fsdp_version 2) as framework fsdp2 over transformers' model code", function()
+    -- accelerate: fully_shard per layer and on the root, reshard_after_forward
+    -- saying what FULL_SHARD and SHARD_GRAD_OP said; its prefetch key has no
+    -- memory of its own under FSDP2 and is not listed
+    local path = helper.write("distributed_type: FSDP\nmixed_precision: bf16\nnum_processes: 4\nfsdp_config:\n"
+      .. "  fsdp_version: 2\n  fsdp_reshard_after_forward: false\n  fsdp_activation_checkpointing: true\n"
+      .. "  fsdp_backward_prefetch: NO_PREFETCH\n  fsdp_transformer_layer_cls_to_wrap: LlamaDecoderLayer\n", ".yaml")
+    local _, err, code = helper.run("estimate", "llama3.2-1b", "--recipe", path, "--set", "seq_len=256")
+    assert.are.equal(0, code, err)
+    assert.are.equal("", err)
+    assert_same_as_sets("llama3.2-1b", path, { "--set", "seq_len=256" }, {
+      framework = "fsdp2", model_code = "transformers", reshard_after_forward = false, dp = 4,
+      precision = "mixed-bf16", checkpointing = "full" })
+    local out = assert_round_trip("accelerate", "llama3.2-1b", path, ".yaml", { estimate = { "--set", "seq_len=256" } })
+    assert.truthy(out:find("fsdp_version: 2\n  fsdp_reshard_after_forward: false", 1, true), out)
+    -- axolotl: LoRA under fsdp_version 2 is fsdp2; QLoRA stays FSDP1, listed
+    local ax = "base_model: gpt2\nsequence_len: 128\nbf16: true\nadapter: lora\nlora_target_linear: true\n"
+      .. "fsdp_version: 2\nfsdp_config:\n  reshard_after_forward: true\n  offload_params: false\n"
+    path = helper.write(ax, ".yml")
+    local recipe = estimate("--recipe", path, "--set", "gpus=2")
+    assert_keys(recipe, { framework = "fsdp2", model_code = "transformers", reshard_after_forward = true,
+                          finetune = "lora", precision = "mixed-bf16" })
+    out = assert_round_trip("axolotl", "gpt2", path, ".yml", { estimate = { "--set", "gpus=2" } })
+    assert.truthy(out:find("fsdp_version: 2\nfsdp_config:\n  reshard_after_forward: true", 1, true), out)
+    path = helper.write(ax:gsub("adapter: lora", "adapter: qlora\nload_in_4bit: true"), ".yml")
+    local out2, err2, code2 = helper.run("estimate", "--recipe", path, "--set", "gpus=2", "--json")
+    assert.are.equal(0, code2, err2)
+    assert_keys(require("dkjson").decode(out2).recipe, { framework = "fsdp", fsdp = "full_shard", finetune = "qlora" })
+    assert.truthy(err2:find("fsdp_version=2 (with QLoRA: estimated as FSDP1)", 1, true), err2)
+  end)
+
   it("round-trips accelerate's fp8 template, an fp32 FSDP config, and lists the auto values it cannot hold", function()
     local DIR = FIXTURES .. "accelerate/examples/config_yaml_templates/"
     assert.are.equal("fp8", estimate("llama3.2-1b", "--recipe", DIR .. "fp8.yaml", "--set", "seq_len=256").precision)
@@ -785,12 +816,15 @@ describe("export", function()
     end
   end)
 
-  it("refuses a framework accelerate's export has no section for (fsdp2), rather than writing MULTI_GPU", function()
+  it("writes fsdp2 as FSDP with fsdp_version 2, not as MULTI_GPU, and reads it back", function()
     local out, err, code = helper.run("export", "--format", "accelerate", "scripts/recipes/full-bf16-adamw.lua",
       "--set", "framework=fsdp2", "--set", "gpus=8")
-    assert.are_not.equal(0, code)
-    assert.are.equal("", out)
-    assert.truthy(err:find("framework = fsdp2 has no equivalent in an accelerate config", 1, true), err)
+    assert.are.equal(0, code, err)
+    assert.truthy(out:find("distributed_type: 'FSDP'", 1, true), out)
+    assert.truthy(out:find("fsdp_config:\n  fsdp_version: 2", 1, true), out)
+    local path = helper.write(out, ".yaml")
+    assert_keys(estimate("llama3.2-1b", "--recipe", path, "--set", "seq_len=256"),
+      { framework = "fsdp2", dp = 8, precision = "mixed-bf16" })
   end)
 
   -- Exports `source`'s DeepSpeed half with --format deepspeed and the rest

@@ -143,11 +143,11 @@ local function accelerate(keys, autos, what, options)
   local t, written = ordered(), { gpus = true, dp = true, gpus_per_node = true, framework = true, precision = true }
   local fw = keys.framework or "torch"
   local gpus = num(keys.gpus) or num(keys.dp) or 1
-  local kinds = { deepspeed = "DEEPSPEED", fsdp = "FSDP", megatron = "MEGATRON_LM" }
-  -- a framework without its section here (fsdp2: accelerate's fsdp_version 2,
-  -- not written yet) is refused rather than written as plain MULTI_GPU
+  local kinds = { deepspeed = "DEEPSPEED", fsdp = "FSDP", fsdp2 = "FSDP", megatron = "MEGATRON_LM" }
+  -- a framework without its section here is refused rather than written as
+  -- plain MULTI_GPU
   if fw ~= "torch" and not kinds[fw] then
-    refuse(what, "framework", fw, "an accelerate config (torch, deepspeed, fsdp or megatron)")
+    refuse(what, "framework", fw, "an accelerate config (torch, deepspeed, fsdp, fsdp2 or megatron)")
   end
   put(t, "compute_environment", "LOCAL_MACHINE")
   put(t, "distributed_type", kinds[fw] or (gpus > 1 and "MULTI_GPU" or "NO"))
@@ -156,6 +156,7 @@ local function accelerate(keys, autos, what, options)
   local back = { torch = { ["amp-bf16"] = "bf16", ["amp-fp16"] = "fp16", fp32 = "no" },
                  deepspeed = { ["mixed-bf16"] = "bf16", ["mixed-fp16"] = "fp16", fp32 = "no" },
                  fsdp = { ["mixed-bf16"] = "bf16", ["mixed-fp16"] = "fp16", fp32 = "no" },
+                 fsdp2 = { ["mixed-bf16"] = "bf16", ["mixed-fp16"] = "fp16", fp32 = "no" },
                  megatron = { ["mixed-bf16"] = "bf16", ["mixed-fp16"] = "fp16", fp32 = "no" } }
   if p == "fp8" then
     put(t, "mixed_precision", "fp8")
@@ -192,6 +193,18 @@ local function accelerate(keys, autos, what, options)
     local off = take("offload_params")
     if off ~= nil then put(f, "fsdp_offload_params", off ~= "none") end
     if keys.checkpointing == "full" then put(f, "fsdp_activation_checkpointing", take("checkpointing") == "full") end
+    put(t, "fsdp_config", f)
+  elseif fw == "fsdp2" then
+    -- fsdp_version 2 (vramplan.import.accelerate reads it back as fsdp2 over
+    -- transformers' model code)
+    local f = ordered()
+    put(f, "fsdp_version", 2)
+    put(f, "fsdp_reshard_after_forward", take("reshard_after_forward") ~= false)
+    local off = take("offload_params")
+    if off ~= nil then put(f, "fsdp_offload_params", off ~= "none") end
+    if keys.checkpointing == "full" then put(f, "fsdp_activation_checkpointing", take("checkpointing") == "full") end
+    local code = keys.model_code
+    written.model_code = code == nil or code == "transformers" or nil
     put(t, "fsdp_config", f)
   elseif fw == "megatron" then
     local m = ordered()
@@ -287,7 +300,7 @@ local function axolotl(keys, _, what, options)
   -- the axolotl stack loads the weights in the training dtype; under FSDP
   -- or DeepSpeed bf16 / fp16 are 16-bit compute over fp32 shards or
   -- master weights (vramplan.stacks, precision_rule)
-  local sharded = keys.framework == "fsdp" or keys.framework == "deepspeed"
+  local sharded = keys.framework == "fsdp" or keys.framework == "fsdp2" or keys.framework == "deepspeed"
   local flag = sharded and { ["mixed-bf16"] = "bf16", ["mixed-fp16"] = "fp16" } or { bf16 = "bf16", fp16 = "fp16" }
   if flag[p] then put(t, flag[p], true)
   elseif p == "fp32" then put(t, "bf16", false)
@@ -329,8 +342,21 @@ local function axolotl(keys, _, what, options)
     written.offload_params = keys.offload_params == "cpu" or keys.offload_params == "none" or nil
     opts[#opts + 1] = "auto_wrap"
     put(t, "fsdp", { list = opts })
+  elseif keys.framework == "fsdp2" then
+    -- fsdp_version 2 (vramplan.import.axolotl reads it back as fsdp2 over
+    -- transformers' model code)
+    put(t, "fsdp_version", 2)
+    local f = ordered()
+    put(f, "reshard_after_forward", take("reshard_after_forward") ~= false)
+    local off = take("offload_params")
+    if off ~= nil then put(f, "offload_params", off ~= "none") end
+    put(f, "auto_wrap_policy", "TRANSFORMER_BASED_WRAP")
+    local code = keys.model_code
+    written.model_code = code == nil or code == "transformers" or nil
+    put(t, "fsdp_config", f)
   elseif keys.framework ~= nil and keys.framework ~= "torch" then
-    refuse(what, "framework", keys.framework, "an axolotl config (torch, fsdp, or deepspeed with --deepspeed FILE)")
+    refuse(what, "framework", keys.framework,
+      "an axolotl config (torch, fsdp, fsdp2, or deepspeed with --deepspeed FILE)")
   end
   local defaults = require("vramplan.stacks").profiles.axolotl.defaults
   return yaml_text(t, "# axolotl config written by vramplan export\n"), leftovers(keys, written, defaults)

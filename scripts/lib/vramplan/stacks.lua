@@ -170,9 +170,11 @@ local function precision_rule(profile, framework, flags, finetune, origin)
     if fp16 then return "mixed-fp16", "fp16: 16-bit weights, fp32 master weights" end
     return nil
   end
-  if framework == "fsdp" and (bf16 or fp16) then
+  if (framework == "fsdp" or framework == "fsdp2") and (bf16 or fp16) then
     -- accelerate's FullyShardedDataParallelPlugin.set_mixed_precision: FSDP
     -- MixedPrecision(param_dtype=16-bit) over the fp32 sharded parameters
+    -- (FSDP2's MixedPrecisionPolicy likewise: fsdp2_prepare_model upcasts the
+    -- trainable parameters to fp32)
     return bf16 and "mixed-bf16" or "mixed-fp16", "FSDP mixed precision over fp32 sharded parameters"
   end
   local inferred = false

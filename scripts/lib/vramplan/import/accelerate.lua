@@ -48,14 +48,28 @@ local function read_deepspeed(r, ds)
   end
 end
 
+-- FSDP1 by its sharding strategy, or FSDP2 (fsdp_version 2: accelerate's
+-- fsdp2_prepare_model, fully_shard on each layer its auto-wrap policy names
+-- and on the root) as vramplan's fsdp2 over transformers' model code, where
+-- fsdp_reshard_after_forward (True by default) says whether a block's
+-- parameters are freed after its forward. vramplan's fsdp2 wraps as
+-- torchtitan does (the last block and the root kept gathered, an fp32
+-- reduce) where accelerate reshards the last block and reduces in the
+-- compute dtype: a block's weights and a reduce buffer's dtype apart
+-- (docs/configs.md). FSDP2 has no sharding strategies: one is listed.
 local function read_fsdp(r, fc)
-  local strategy = fc.fsdp_sharding_strategy
-  if strategy ~= nil then
+  local v2 = tostring(fc.fsdp_version) == "2"
+  local strategy, reshard = fc.fsdp_sharding_strategy, fc.fsdp_reshard_after_forward
+  if v2 then
+    local at = { "fsdp_config", "fsdp_version" }
+    r.set("framework", "fsdp2", at, true)
+    r.set("model_code", "transformers", at, false, "accelerate runs transformers' models")
+    if reshard ~= nil then r.set("reshard_after_forward", truthy(reshard), { "fsdp_config", "fsdp_reshard_after_forward" }) end
+  elseif strategy ~= nil then
     r.set("fsdp", strategy, { "fsdp_config", "fsdp_sharding_strategy" })
-  elseif fc.fsdp_reshard_after_forward ~= nil then
-    -- FSDP2 (fsdp_version 2): resharding after forward is FULL_SHARD
-    r.set("fsdp", truthy(fc.fsdp_reshard_after_forward) and "full_shard" or "shard_grad_op",
-      { "fsdp_config", "fsdp_reshard_after_forward" })
+  elseif reshard ~= nil then
+    -- FSDP2's key under FSDP1: resharding after forward is FULL_SHARD
+    r.set("fsdp", truthy(reshard) and "full_shard" or "shard_grad_op", { "fsdp_config", "fsdp_reshard_after_forward" })
   else
     r.set("fsdp", "full_shard", { "fsdp_config" }, false, "accelerate's default sharding strategy")
   end
@@ -65,7 +79,7 @@ local function read_fsdp(r, fc)
   if truthy(fc.fsdp_activation_checkpointing) then
     r.set("checkpointing", "full", { "fsdp_config", "fsdp_activation_checkpointing" })
   end
-  local known = { fsdp_sharding_strategy = 1, fsdp_reshard_after_forward = 1, fsdp_offload_params = 1,
+  local known = { fsdp_sharding_strategy = not v2 or nil, fsdp_reshard_after_forward = 1, fsdp_offload_params = 1,
     fsdp_activation_checkpointing = 1, fsdp_version = 1, fsdp_auto_wrap_policy = 1, fsdp_transformer_layer_cls_to_wrap = 1,
     fsdp_state_dict_type = 1, fsdp_sync_module_states = 1, fsdp_cpu_ram_efficient_loading = 1, fsdp_use_orig_params = 1,
     fsdp_min_num_params = 1 }

@@ -79,13 +79,30 @@ local function read_adapter(r, c)
 end
 
 -- axolotl's fsdp: a list of FSDP options ("full_shard", "auto_wrap",
--- "offload") with fsdp_config beside it.
+-- "offload") with fsdp_config beside it. fsdp_version 2 (axolotl hands
+-- accelerate an FSDP2 plugin: fully_shard on each decoder layer and the
+-- root) is vramplan's fsdp2 over transformers' model code, as
+-- vramplan.import.accelerate reads it, its options and keys saying
+-- reshard_after_forward instead of a strategy; QLoRA under fsdp2 is not
+-- modelled: such a run is estimated as FSDP1 and says so.
 local function read_fsdp(r, c)
   local options = type(c.fsdp) == "table" and c.fsdp or (c.fsdp and { c.fsdp }) or {}
   local fc = type(c.fsdp_config) == "table" and c.fsdp_config or {}
+  local version = tostring(fc.fsdp_version or c.fsdp_version)
+  local v2 = version == "2" and r.keys.finetune ~= "qlora"
+  if version == "2" and not v2 then r.skip({ "fsdp_version=2 (with QLoRA: estimated as FSDP1)" }) end
+  local reshard = fc.reshard_after_forward
+  if reshard == nil then reshard = fc.fsdp_reshard_after_forward end
+  if v2 then
+    local at = fc.fsdp_version ~= nil and { "fsdp_config", "fsdp_version" } or { "fsdp_version" }
+    r.set("framework", "fsdp2", at)
+    r.set("model_code", "transformers", at, false, "axolotl runs transformers' models")
+  end
   for _, o in ipairs(options) do
     local s = common.show(o):lower()
-    if s == "full_shard" or s == "shard_grad_op" or s == "hybrid_shard" or s == "no_shard" then
+    if v2 and (s == "full_shard" or s == "shard_grad_op") then
+      if reshard == nil then reshard = s == "full_shard" end
+    elseif not v2 and (s == "full_shard" or s == "shard_grad_op" or s == "hybrid_shard" or s == "no_shard") then
       r.set("fsdp", s, { "fsdp" })
     elseif s == "offload" then
       r.set("offload_params", "cpu", { "fsdp" })
@@ -93,13 +110,14 @@ local function read_fsdp(r, c)
       r.skip({ "fsdp=" .. s })
     end
   end
-  local strategy = fc.fsdp_sharding_strategy or fc.sharding_strategy
-  if strategy ~= nil then r.set("fsdp", strategy, { "fsdp_config" }) end
-  local reshard = fc.reshard_after_forward
-  if reshard == nil then reshard = fc.fsdp_reshard_after_forward end
-  if reshard ~= nil and strategy == nil then
-    -- FSDP2: resharding after forward is FULL_SHARD, keeping the gathered
-    -- parameters until backward is SHARD_GRAD_OP
+  local strategy = not v2 and (fc.fsdp_sharding_strategy or fc.sharding_strategy) or nil
+  if v2 then
+    if reshard ~= nil then r.set("reshard_after_forward", truthy(reshard), { "fsdp_config" }) end
+  elseif strategy ~= nil then
+    r.set("fsdp", strategy, { "fsdp_config" })
+  elseif reshard ~= nil then
+    -- FSDP2's key under FSDP1: resharding after forward is FULL_SHARD,
+    -- keeping the gathered parameters until backward is SHARD_GRAD_OP
     r.set("fsdp", truthy(reshard) and "full_shard" or "shard_grad_op", { "fsdp_config" })
   end
   local offload = fc.fsdp_offload_params
@@ -108,18 +126,17 @@ local function read_fsdp(r, c)
   local ac = fc.fsdp_activation_checkpointing
   if ac == nil then ac = fc.activation_checkpointing end
   if truthy(ac) then r.set("checkpointing", "full", { "fsdp_config" }) end
-  if (#options > 0 or next(fc)) and r.keys.fsdp == nil then
+  if not v2 and (#options > 0 or next(fc)) and r.keys.fsdp == nil then
     r.set("fsdp", "full_shard", { "fsdp" }, false, "FSDP's default strategy")
   end
+  local known = { fsdp_sharding_strategy = not v2 or nil, sharding_strategy = not v2 or nil, reshard_after_forward = 1,
+    fsdp_reshard_after_forward = 1, fsdp_offload_params = 1, offload_params = 1, fsdp_activation_checkpointing = 1,
+    activation_checkpointing = 1, fsdp_version = 1, fsdp_state_dict_type = 1, state_dict_type = 1,
+    fsdp_sync_module_states = 1, sync_module_states = 1, fsdp_cpu_ram_efficient_loading = 1,
+    cpu_ram_efficient_loading = 1, fsdp_auto_wrap_policy = 1, auto_wrap_policy = 1,
+    fsdp_transformer_layer_cls_to_wrap = 1, transformer_layer_cls_to_wrap = 1, fsdp_use_orig_params = 1,
+    use_orig_params = 1 }
   for k, v in pairs(fc) do
-    local known = { fsdp_sharding_strategy = 1, sharding_strategy = 1, reshard_after_forward = 1,
-      fsdp_reshard_after_forward = 1, fsdp_offload_params = 1, offload_params = 1, fsdp_activation_checkpointing = 1,
-      activation_checkpointing = 1, fsdp_version = 1, fsdp_state_dict_type = 1, state_dict_type = 1,
-      fsdp_sync_module_states = 1, sync_module_states = 1, fsdp_cpu_ram_efficient_loading = 1,
-      cpu_ram_efficient_loading = 1, fsdp_auto_wrap_policy = 1, auto_wrap_policy = 1,
-      fsdp_transformer_layer_cls_to_wrap = 1, transformer_layer_cls_to_wrap = 1, fsdp_use_orig_params = 1,
-      use_orig_params = 1 }
-    local version = fc.fsdp_version or c.fsdp_version
     if not known[k] and not common.fsdp_prefetch_key(r, { "fsdp_config", k }, k:gsub("^fsdp_", ""), v, version) then
       r.skip({ "fsdp_config", k })
     end
