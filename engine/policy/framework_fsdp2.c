@@ -103,7 +103,12 @@ static const char *plan_fsdp2(const vp_recipe *r, const vp_precision *p, vp_shar
     plan->dim0_shards = true;
     plan->keeps_gathered = !r->reshard_after_forward;
     plan->collective_buffers = n > 1;
-    plan->keeps_last_block = true;
+    /* torchtitan keeps the last block gathered after its forward (backward
+     * starts with it); accelerate's fsdp2_prepare_model (model_code
+     * transformers, as its importer sets) calls fully_shard on every
+     * auto-wrapped layer with the plugin's reshard_after_forward, the last
+     * one too */
+    plan->keeps_last_block = vp_recipe_model_code(r) != VP_CODE_TRANSFORMERS;
     /* fully_shard(offload_policy=CPUOffloadPolicy(pin_memory=...)), torch
      * 2.6: the sharded parameters live on the CPU (FSDPParam
      * _init_sharded_param: moved to CPU, pinned with pin_memory), each

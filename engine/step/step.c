@@ -78,8 +78,11 @@ static unsigned clamp(unsigned x, unsigned lo, unsigned hi) { return x < lo ? lo
 static unsigned coordinated_from(const vp_step *step, unsigned start, unsigned end, unsigned per) {
     uint64_t reach = step->priv->plan.reuse_distance_elements;
     uint64_t layer = vp_section_params(&step->model->section[VP_SECTION_LAYER]);
-    /* FSDP2 (framework_fsdp2.c): the last block runs alone, unfolded */
-    if (!reach) return step->priv->plan.keeps_last_block && end - start > per ? start + (end - per - start) / per * per : end;
+    /* FSDP2 (framework_fsdp2.c): the last block runs alone, unfolded (it
+     * stays gathered, or holds the collectives' slots: layout.c) */
+    const vp_shard_plan *plan = &step->priv->plan;
+    bool last_alone = plan->keeps_last_block || plan->collective_buffers;
+    if (!reach) return last_alone && end - start > per ? start + (end - per - start) / per * per : end;
     uint64_t trailing = layer ? reach / layer + 2 : end - start;
     if (trailing >= end - start) return start;
     unsigned from = end - (unsigned)trailing;

@@ -87,7 +87,21 @@ describe("framework = fsdp2", function()
       { framework = "fsdp2", dp = 8, checkpointing = "full", use_reentrant = false },
       { framework = "fsdp2", dp = 4, finetune = "lora" },
       { framework = "fsdp2", dp = 4, grad_accum = 2 },
+      { framework = "fsdp2", dp = 8, model_code = "transformers" },
     })
+  end)
+
+  it("reshards the last block too under accelerate's FSDP2 (model_code transformers)", function()
+    -- accelerate's fsdp2_prepare_model: fully_shard(reshard_after_forward=True)
+    -- on every layer, the last one too; torchtitan keeps the last block
+    -- gathered from its forward into backward: one block's bf16 weights
+    -- (dim 0 padded) more held where its backward begins
+    local gathered = 0
+    for _, p in ipairs(BLOCK) do gathered = gathered + ceil_div(p[1], DP) * DP * p[2] * 2 end
+    local titan = estimate("--set", "framework=fsdp2", "--set", "model_code=torchtitan").per_gpu
+    local accel = estimate("--set", "framework=fsdp2", "--set", "model_code=transformers").per_gpu
+    local held = titan.activations_bytes - accel.activations_bytes
+    assert.is_true(held >= gathered and held < gathered + 512, string.format("%d bytes, a block %d", held, gathered))
   end)
 
   it("brackets torchtitan's published Llama 3.1 8B FSDP run between full and no checkpointing", function()

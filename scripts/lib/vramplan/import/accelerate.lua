@@ -52,11 +52,10 @@ end
 -- fsdp2_prepare_model, fully_shard on each layer its auto-wrap policy names
 -- and on the root) as vramplan's fsdp2 over transformers' model code, where
 -- fsdp_reshard_after_forward (True by default) says whether a block's
--- parameters are freed after its forward. vramplan's fsdp2 wraps as
--- torchtitan does (the last block and the root kept gathered, an fp32
--- reduce) where accelerate reshards the last block and reduces in the
--- compute dtype: a block's weights and a reduce buffer's dtype apart
--- (docs/configs.md). FSDP2 has no sharding strategies: one is listed.
+-- parameters are freed after its forward (the last block's too, under
+-- model_code transformers: framework_fsdp2.c); the reduce-scatter stays
+-- fp32 where accelerate reduces in the compute dtype (docs/configs.md).
+-- FSDP2 has no sharding strategies: one is listed.
 local function read_fsdp(r, fc)
   local v2 = tostring(fc.fsdp_version) == "2"
   local strategy, reshard = fc.fsdp_sharding_strategy, fc.fsdp_reshard_after_forward
