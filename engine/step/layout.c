@@ -414,7 +414,7 @@ static uint64_t reduce_input_bytes(vp_step *step, const vp_t *leaves, unsigned n
  * post_backward: comm_ctx.reduce_scatter_state): one slot of each, as
  * large as the largest block's, held from the first such collective on.
  * The slots sit on the last block's hook, the unit backward starts with,
- * which the step never folds (keeps_last_block), so that a folded run of
+ * which the step never folds (step.c, coordinated_from), so that a folded run of
  * blocks repeats no event of theirs. */
 static vp_layer_hook *collective_slots(vp_step *step) {
     return step->priv->plan.collective_buffers && step->priv->n_layer_instances ? &step->priv->hooks[step->priv->n_layer_instances - 1] : NULL;
