@@ -87,6 +87,11 @@ describe("the GPU check on an H200", function()
     assert.is_nil(kernel("--gpu", "h200", "--set", "attention=eager"))
   end)
 
+  it("rejects an unknown SDPA backend, naming the key",
+    helper.rejection({ "gpt2", "--set", "sdpa_backend=fa3" }, "sdpa_backend"))
+  it("rejects an unknown model code, naming the key",
+    helper.rejection({ "gpt2", "--set", "model_code=megatron" }, "model_code"))
+
   it("puts the simulated allocator's reservation within 15 % of max_memory_reserved() (DoRA's short step apart)", function()
     for _, run in ipairs({ { default, {} }, { expandable, { "alloc_conf=expandable_segments:True" } } }) do
       for _, m in ipairs(run[1].cases) do
