@@ -565,8 +565,11 @@ static kernel kernel_for(const vp_step *step, const vp_op *op) {
     case VP_ATTN_FLASH: return KERNEL_FLASH;
     case VP_ATTN_MEM_EFFICIENT: return KERNEL_MEM_EFFICIENT;
     case VP_ATTN_SDPA:
-        if (step->low == VP_FP32) return KERNEL_MEM_EFFICIENT;
-        return step->stage.sdpa_cudnn ? KERNEL_SDPA_CUDNN : KERNEL_SDPA_FLASH;
+        switch (vp_sdpa_kernel_of(step->low, step->stage.sdpa_cudnn)) {
+        case VP_SDPA_KERNEL_EFFICIENT: return KERNEL_MEM_EFFICIENT;
+        case VP_SDPA_KERNEL_CUDNN: return KERNEL_SDPA_CUDNN;
+        default: return KERNEL_SDPA_FLASH;
+        }
     default: return KERNEL_EAGER;
     }
 }

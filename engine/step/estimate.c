@@ -462,10 +462,12 @@ vp_step_status vp_estimate_run(const vp_model *model, const vp_recipe *recipe, c
     out->n_ranks = pp;
     out->ranks_per_stage = recipe->dp * recipe->tp * recipe->cp;
     out->has_gpu = gpu && gpu->memory_bytes;
-    if (recipe->attention == VP_ATTN_SDPA) /* fp32 inputs run the memory-efficient kernel whatever the backend */
-        out->sdpa_kernel = vp_precision_get(recipe->precision)->compute == VP_FP32 ? "efficient"
-                           : sdpa_cudnn(recipe, gpu)                                ? "cudnn"
-                                                                                    : "flash";
+    if (recipe->attention == VP_ATTN_SDPA) { /* the kernel op_attention.c runs for it (its unmasked calls) */
+        static const char *const names[] = {[VP_SDPA_KERNEL_EFFICIENT] = "efficient", [VP_SDPA_KERNEL_FLASH] = "flash",
+                                            [VP_SDPA_KERNEL_CUDNN] = "cudnn"};
+        const vp_precision *precision = vp_precision_get(recipe->precision);
+        if (precision) out->sdpa_kernel = names[vp_sdpa_kernel_of(vp_precision_low(precision), sdpa_cudnn(recipe, gpu))];
+    }
     unsigned sizes[VP_MAX_STAGES];
     bool torch = vp_pp_torch(recipe) && !torch_split(model, recipe, sizes);
     for (unsigned i = 0; i < pp; i++) {

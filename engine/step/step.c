@@ -916,7 +916,7 @@ static vp_step_status attempt(const vp_model *model, const vp_recipe *given, con
     step.rows = step.sp ? step.tokens / step.tp : step.tokens;
     step.autocast = step.precision->autocast;
     step.activation = step.precision->params;
-    step.low = step.autocast ? step.precision->compute : step.activation;
+    step.low = vp_precision_low(step.precision);
     step.sim.accumulate = recipe->torch_version == VP_TORCH_1_13 ? VP_ACCUMULATE_OUT_OF_PLACE : VP_ACCUMULATE_INPLACE;
     step.sim.embedding_saves_weight = recipe->torch_version == VP_TORCH_1_13;
 
