@@ -30,6 +30,19 @@
  *   in backward; torchtitan passes False for the last block ("FSDP would
  *   prefetch it immediately"), and the root is never resharded after forward
  *   (FSDPState._lazy_init sets the root's post_forward_mesh_info = None). */
+/* MixedPrecisionPolicy.reduce_dtype (recipe key reduce_dtype): torchtitan
+ * reduces in fp32 (apply_fsdp's mixed_precision_reduce); accelerate's
+ * set_mixed_precision for fsdp_version 2 (utils/dataclasses.py) passes the
+ * mixed precision's dtype as both param_dtype and reduce_dtype. */
+static vp_dtype reduce_dtype_of(const vp_recipe *r, const vp_precision *p) {
+    switch (r->reduce_dtype) {
+    case VP_REDUCE_FP32: return VP_FP32;
+    case VP_REDUCE_BF16: return VP_BF16;
+    case VP_REDUCE_FP16: return VP_FP16;
+    default: return vp_recipe_model_code(r) == VP_CODE_TRANSFORMERS ? p->params : VP_FP32;
+    }
+}
+
 static const char *plan_fsdp2(const vp_recipe *r, const vp_precision *p, vp_shard_plan *plan) {
     /* torchtitan's context parallelism replaces SDPA (context_parallel's
      * buffers and its SDPA dispatch): flash_attn's library kernel is not it */
@@ -97,6 +110,12 @@ static const char *plan_fsdp2(const vp_recipe *r, const vp_precision *p, vp_shar
     if (vp_precision_mixed(p)) { /* torchtitan: param_dtype bf16, reduce_dtype fp32 */
         plan->params_dtype = VP_FP32;
         plan->shard_grads_dtype = VP_FP32;
+        plan->reduce_dtype = reduce_dtype_of(r, p);
+        /* a pipeline stage accumulates unsharded gradients in reduce_dtype
+         * (layout.c, defers_reduce), modelled in torchtitan's fp32 alone */
+        if (r->pp > 1 && plan->reduce_dtype != VP_FP32)
+            return "reduce_dtype: a 16-bit reduce dtype in a pipeline stage (gradients accumulated in it) is not "
+                   "modelled";
     }
     plan->master_dtype = VP_DTYPE_NONE;
     plan->master_grads = false;

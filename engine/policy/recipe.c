@@ -12,6 +12,7 @@ const char *const vp_optimizer_impl_names[] = {"for-loop", "foreach", "fused", "
 const char *const vp_kernels_names[] = {"auto", "eager", "fused", NULL};
 const char *const vp_attention_names[] = {"eager", "sdpa", "flash", "sdpa-mem-efficient", NULL};
 const char *const vp_sdpa_backend_names[] = {"auto", "flash", "cudnn", NULL};
+const char *const vp_reduce_dtype_names[] = {"auto", "fp32", "bf16", "fp16", NULL};
 const char *const vp_model_code_names[] = {"auto", "transformers", "torchtune", "torchtitan", NULL};
 bool vp_lora_targets_given(const vp_recipe *recipe) { return recipe->lora_targets || recipe->n_lora_names; }
 

@@ -47,6 +47,12 @@ typedef enum {
  * estimate.c's stage_of decides with the GPU), or one named. */
 typedef enum { VP_SDPA_AUTO, VP_SDPA_FLASH, VP_SDPA_CUDNN } vp_sdpa_backend;
 
+/* FSDP2's MixedPrecisionPolicy reduce_dtype, the dtype gradients are
+ * reduce-scattered in: auto is torchtitan's fp32, or the parameters'
+ * 16-bit dtype under transformers' model code (accelerate's
+ * set_mixed_precision: param_dtype = reduce_dtype = the mixed precision's). */
+typedef enum { VP_REDUCE_AUTO, VP_REDUCE_FP32, VP_REDUCE_BF16, VP_REDUCE_FP16 } vp_reduce_dtype;
+
 /* Whose modelling code runs the model, where their layouts differ:
  * transformers' (its sdpa_attention_forward makes q, k, v contiguous),
  * torchtune's or torchtitan's (the query handed to SDPA as a transposed
@@ -188,6 +194,7 @@ typedef struct {
     vp_attention_impl attention;
     vp_sdpa_backend sdpa_backend;
     vp_model_code model_code;
+    vp_reduce_dtype reduce_dtype; /* framework = fsdp2 with a mixed precision */
     vp_framework framework;
     vp_torch_version torch_version;
     vp_device device;
@@ -286,6 +293,7 @@ extern const char *const vp_optimizer_impl_names[];
 extern const char *const vp_kernels_names[];
 extern const char *const vp_attention_names[];
 extern const char *const vp_sdpa_backend_names[];
+extern const char *const vp_reduce_dtype_names[];
 extern const char *const vp_model_code_names[];
 extern const char *const vp_quant_names[];
 

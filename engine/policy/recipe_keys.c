@@ -305,6 +305,7 @@ static bool with_float8(const vp_recipe *r) {
     return p && p->fp8_dynamic;
 }
 static bool with_float8_fsdp2(const vp_recipe *r) { return with_fsdp2(r) && with_float8(r); }
+static bool with_mixed_fsdp2(const vp_recipe *r) { return with_fsdp2(r) && vp_precision_is_mixed(r->precision); }
 
 #define UINT_KEY(key, f, lo, hi, def) .name = key, .kind = VP_KEY_UINT, .offset = FIELD(f), .min = lo, .max = hi, .fallback = def
 #define U64_KEY(key, f, lo, hi, def) .name = key, .kind = VP_KEY_U64, .offset = FIELD(f), .min = lo, .max = hi, .fallback = def
@@ -441,6 +442,15 @@ static const vp_recipe_key keys[] = {
      .doc = "framework fsdp2: each block's gathered parameters freed after its forward and gathered again in "
             "backward (all but the last block and the root, as torchtitan wraps them); false keeps every block "
             "gathered from its forward to its backward [true]"},
+    /* MixedPrecisionPolicy.reduce_dtype: torchtitan's fp32
+     * (parallelize_llama.py, apply_fsdp: mixed_precision_reduce float32);
+     * accelerate's set_mixed_precision (utils/dataclasses.py, fsdp_version
+     * 2) gives param_dtype and reduce_dtype both the mixed precision's */
+    {OPTION_KEY("reduce_dtype", reduce_dtype, vp_reduce_dtype_names, VP_REDUCE_AUTO), .applies = with_mixed_fsdp2,
+     .doc = "framework fsdp2 with a mixed precision: the dtype each unit's gradients are reduce-scattered in "
+            "(MixedPrecisionPolicy.reduce_dtype; the reduce-scatter input is the unit's unsharded gradients in it, "
+            "its output cast to the fp32 shard); auto: fp32 as torchtitan runs it, the 16-bit parameters' dtype "
+            "under model_code transformers as accelerate's fsdp_version 2 sets it [auto]"},
     /* torchao's Float8LinearConfig.enable_fsdp_float8_all_gather (float8/config.py,
      * fsdp_utils.py WeightWithDynamicFloat8CastTensor); torchtitan's
      * float8.enable_fsdp_float8_all_gather */

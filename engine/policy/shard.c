@@ -36,6 +36,7 @@ const char *vp_shard_plan_make(const vp_recipe *r, const vp_precision *p, vp_sha
         return "cp: context parallelism needs framework = \"megatron\" or \"fsdp2\"";
     if (r->sequence_parallel && r->tp < 2) return "sequence_parallel: needs tp > 1";
     const char *problem = framework->plan(r, p, plan);
+    if (!plan->reduce_dtype) plan->reduce_dtype = plan->shard_grads_dtype;
     /* without expert parallelism experts are parameters like any other:
      * ZeRO and FSDP shard them over every data-parallel rank */
     if (!framework->expert_parallel) plan->expert_shards = plan->shards;

@@ -35,6 +35,8 @@ typedef struct {
     vp_dtype gather_dtype;    /* the dtype they are gathered in for compute */
     vp_dtype grads_dtype;     /* the dtype gradients are produced in */
     vp_dtype shard_grads_dtype; /* the dtype of the kept (sharded) gradients */
+    vp_dtype reduce_dtype;    /* FSDP2's reduce-scatter input and output (MixedPrecisionPolicy.reduce_dtype):
+                                 shard_grads_dtype, or a 16-bit one cast to it after the collective */
     vp_dtype master_dtype;    /* VP_DTYPE_NONE: the parameters are their own master */
     vp_dtype states_dtype;
     bool states_on_host;      /* offload_optimizer: master, states and fp32 gradients in host memory */

@@ -403,7 +403,7 @@ static uint64_t reduce_input_bytes(vp_step *step, const vp_t *leaves, unsigned n
     for (unsigned i = 0; i < n; i++) {
         const vp_tensor *t = leaves[i] ? vp_at(&step->sim, leaves[i]) : NULL;
         if (t && t->category == VP_CAT_PARAMS && t->requires_grad)
-            total += vp_bytes_of(step->priv->plan.shard_grads_dtype, vp_layout_shard_numel(step, t, ranks) * ranks);
+            total += vp_bytes_of(step->priv->plan.reduce_dtype, vp_layout_shard_numel(step, t, ranks) * ranks);
     }
     return total;
 }
@@ -547,10 +547,29 @@ bool vp_layout_prepare(vp_step *step) {
 
 static bool forward_prefetch(const vp_step *step) { return vp_framework_of(step->recipe)->param_coordinator; }
 
+/* The unit's reduce-scatter output in a reduce dtype other than the
+ * kept shards' (FSDP2's foreach_reduce: reduce_output, one flat tensor of
+ * the unit's shards, cast to the sharded parameters' dtype by
+ * _to_dtype_if_needed; the 16-bit one freed once the cast is made): its
+ * bytes, or 0 where the shards are the output itself. */
+static uint64_t reduce_output_bytes(vp_step *step, const vp_t *leaves, unsigned n) {
+    const vp_shard_plan *plan = &step->priv->plan;
+    if (plan->reduce_dtype == plan->shard_grads_dtype) return 0;
+    uint64_t numel = 0;
+    for (unsigned i = 0; i < n; i++) {
+        const vp_tensor *t = leaves[i] ? vp_at(&step->sim, leaves[i]) : NULL;
+        if (t && t->requires_grad && t->param_grad)
+            numel += vp_layout_shard_numel(step, t, vp_plan_shards(plan, t->expert)->grads);
+    }
+    return vp_bytes_of(plan->reduce_dtype, numel);
+}
+
 /* FSDP's post-backward hook: the layer's unsharded gradients are
  * reduce-scattered, and the shard is kept (fp32 with MixedPrecision). */
 static void reduce_scatter(vp_step *step, vp_t *leaves, unsigned n) {
     vp_sim *sim = &step->sim;
+    uint64_t output = reduce_output_bytes(step, leaves, n);
+    if (output) vp_ledger_alloc(&step->ledger, VP_CAT_COMM, output, "reduce_scatter.grad");
     for (unsigned i = 0; i < n; i++) {
         vp_t leaf = leaves[i];
         if (!leaf || !vp_at(sim, leaf)->requires_grad || !vp_at(sim, leaf)->param_grad) continue;
@@ -565,6 +584,7 @@ static void reduce_scatter(vp_step *step, vp_t *leaves, unsigned n) {
             vp_drop(sim, shard);
         }
     }
+    if (output) vp_ledger_release(&step->ledger, VP_CAT_COMM, output, "reduce_scatter.grad");
 }
 
 static void pass_gradient(vp_sim *sim, uint32_t index) {

@@ -104,6 +104,36 @@ describe("framework = fsdp2", function()
     assert.is_true(held >= gathered and held < gathered + 512, string.format("%d bytes, a block %d", held, gathered))
   end)
 
+  it("reduce-scatters in reduce_dtype: torchtitan's fp32, accelerate's 16-bit cast to the fp32 shard", function()
+    -- foreach_reduce (torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py):
+    -- the reduce-scatter input is the unit's padded unsharded gradients in
+    -- reduce_dtype; a 16-bit output (the unit's shard) is cast to the fp32
+    -- sharded parameters' dtype (_to_dtype_if_needed) and freed. accelerate's
+    -- set_mixed_precision gives reduce_dtype = param_dtype = bf16
+    local padded = 0
+    for _, p in ipairs(BLOCK) do padded = padded + ceil_div(p[1], DP) * DP * p[2] end
+    local function round512(n) return ceil_div(n, 512) * 512 end
+    local function comm(...)
+      local out, input, output = estimate("--set", "framework=fsdp2", "--timeline", ...), nil, nil
+      for _, e in ipairs(out.timeline) do
+        if e.op == "reduce_scatter.input" and e.delta > 0 then input = input or e.delta end
+        if e.op == "reduce_scatter.grad" and e.category == "comm" and e.delta > 0 then output = output or e.delta end
+      end
+      return input, output, out.per_gpu.grads_bytes
+    end
+    local input, output, grads = comm()
+    assert.are.equal(round512(4 * padded), input)
+    assert.is_nil(output) -- the fp32 output is the shards themselves
+    for _, sets in ipairs({ { "--set", "reduce_dtype=bf16" }, { "--set", "model_code=transformers" } }) do
+      local input16, output16, grads16 = comm(table.unpack(sets))
+      assert.are.equal(round512(2 * padded), input16)
+      assert.are.equal(round512(2 * shard(BLOCK)), output16)
+      assert.are.equal(grads, grads16) -- the kept shards are fp32 either way
+    end
+    -- torchtitan's model code with reduce_dtype = fp32 said: as auto
+    assert.are.equal(input, (comm("--set", "model_code=transformers", "--set", "reduce_dtype=fp32")))
+  end)
+
   it("brackets torchtitan's published Llama 3.1 8B FSDP run between full and no checkpointing", function()
     -- torchtitan benchmarks/llama3_h100_202412_torchtitan.md, Table 1 (FSDP,
     -- 8 H100, local batch 2, seq 8192, selective op-level checkpointing, no
@@ -124,6 +154,7 @@ describe("framework = fsdp2", function()
 
   for _, case in ipairs({
     { "fsdp=full_shard", "fsdp: FSDP1's sharding strategies need framework = \"fsdp\"" },
+    { "reduce_dtype=fp64", "reduce_dtype" },
     { "offload_params=nvme", "offload_params: FSDP2's CPUOffloadPolicy offloads to the CPU only" },
   }) do
     it("refuses " .. case[1] .. ", naming the key", function()
