@@ -822,6 +822,10 @@ describe("export", function()
     assert.are.equal(0, code, err)
     assert.truthy(out:find("distributed_type: 'FSDP'", 1, true), out)
     assert.truthy(out:find("fsdp_config:\n  fsdp_version: 2", 1, true), out)
+    -- accelerate reduces in the compute dtype: an fp32 reduce_dtype is left out, named
+    local _, err2 = helper.run("export", "--format", "accelerate", "scripts/recipes/full-bf16-adamw.lua",
+      "--set", "framework=fsdp2", "--set", "gpus=8", "--set", "reduce_dtype=fp32")
+    assert.truthy(err2:find("reduce_dtype", 1, true), err2)
     local path = helper.write(out, ".yaml")
     assert_keys(estimate("llama3.2-1b", "--recipe", path, "--set", "seq_len=256"),
       { framework = "fsdp2", dp = 8, precision = "mixed-bf16" })

@@ -205,6 +205,9 @@ local function accelerate(keys, autos, what, options)
     if keys.checkpointing == "full" then put(f, "fsdp_activation_checkpointing", take("checkpointing") == "full") end
     local code = keys.model_code
     written.model_code = code == nil or code == "transformers" or nil
+    -- accelerate's set_mixed_precision reduces in the mixed precision's dtype
+    -- (reduce_dtype auto under transformers' model code): another is lost
+    written.reduce_dtype = keys.reduce_dtype == nil or keys.reduce_dtype == "auto" or nil
     put(t, "fsdp_config", f)
   elseif fw == "megatron" then
     local m = ordered()
@@ -353,6 +356,9 @@ local function axolotl(keys, _, what, options)
     put(f, "auto_wrap_policy", "TRANSFORMER_BASED_WRAP")
     local code = keys.model_code
     written.model_code = code == nil or code == "transformers" or nil
+    -- accelerate's set_mixed_precision reduces in the mixed precision's dtype
+    -- (reduce_dtype auto under transformers' model code): another is lost
+    written.reduce_dtype = keys.reduce_dtype == nil or keys.reduce_dtype == "auto" or nil
     put(t, "fsdp_config", f)
   elseif keys.framework ~= nil and keys.framework ~= "torch" then
     refuse(what, "framework", keys.framework,

@@ -53,8 +53,9 @@ end
 -- and on the root) as vramplan's fsdp2 over transformers' model code, where
 -- fsdp_reshard_after_forward (True by default) says whether a block's
 -- parameters are freed after its forward (the last block's too, under
--- model_code transformers: framework_fsdp2.c); the reduce-scatter stays
--- fp32 where accelerate reduces in the compute dtype (docs/configs.md).
+-- model_code transformers: framework_fsdp2.c), and gradients are
+-- reduce-scattered in the compute dtype (set_mixed_precision's reduce_dtype:
+-- reduce_dtype auto under model_code transformers; docs/configs.md).
 -- FSDP2 has no sharding strategies: one is listed.
 local function read_fsdp(r, fc)
   local v2 = tostring(fc.fsdp_version) == "2"
