@@ -81,8 +81,8 @@ static const char *plan_fsdp2(const vp_recipe *r, const vp_precision *p, vp_shar
     if (r->offload_params && r->pp > 1)
         return "offload_params: CPUOffloadPolicy in a pipeline stage (gradients accumulated on the host) is not "
                "modelled";
-    if (vp_finetune_method_of(r)->quantizes_base)
-        return "method: a quantized base with framework = fsdp2 is not modelled yet";
+    if (vp_finetune_method_of(r)->quantizes_base && r->quant == VP_QUANT_INT8)
+        return "quant: an 8-bit base with framework = fsdp2 is not modelled yet (QLoRA's 4-bit one is)";
     /* with tp (torchtitan's 2-D mesh: apply_tp, then fully_shard over the
      * dp mesh) each parameter is a DTensor already split over tp, and
      * FSDP2 shards its local tensor on dim 0 over dp

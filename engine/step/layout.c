@@ -84,6 +84,18 @@ static void quant_state_leaves(vp_step *step, uint64_t numel) {
     vp_leaf(sim, 16, VP_FP32, VP_CAT_PARAMS, false, "quant_state.code");
 }
 
+/* A 4-bit weight's packed bytes on each of `ranks`: bitsandbytes packs two
+ * values a byte into its quant_storage, bf16 under FSDP (axolotl's loader
+ * and Answer.AI's set bnb_4bit_quant_storage = bfloat16): a
+ * [ceil(numel / 4), 1] tensor, which FSDP2 shards on dim 0 (axolotl's
+ * fsdp2_qlora patch keeps it a Params4bit: ceil(rows / ranks) rows of 2
+ * bytes); FSDP's flat parameters and ZeRO-3 split the packed bytes evenly. */
+static uint64_t packed_shard_bytes(const vp_shard_plan *plan, uint64_t numel, unsigned ranks) {
+    uint64_t bytes = vp_bytes_of(VP_INT4, numel);
+    if (!plan->dim0_shards) return vp_shard_numel(bytes, ranks);
+    return vp_shard_numel(bytes / 2 + bytes % 2, ranks) * 2;
+}
+
 static vp_t make_leaf(vp_step *step, const vp_leaf_spec *spec, bool trainable, unsigned repeat) {
     const vp_shard_plan *plan = &step->priv->plan;
     if (spec->buffer && spec->per_position) { /* sized by the sequence the model last saw */
@@ -113,8 +125,7 @@ static vp_t make_leaf(vp_step *step, const vp_leaf_spec *spec, bool trainable, u
                                                             vp_plan_shards(plan, spec->expert)->params));
     /* FSDP-QLoRA (bnb_4bit_quant_storage): the packed bytes are the storage
      * FSDP or ZeRO-3 shards (and offloads) */
-    if (quantized && !int8 && plan->shards.params > 1)
-        shard = vp_shard_numel(vp_bytes_of(VP_INT4, spec->numel), plan->shards.params);
+    if (quantized && !int8 && plan->shards.params > 1) shard = packed_shard_bytes(plan, spec->numel, plan->shards.params);
     bool away = plan->params_on_host || plan->params_on_nvme;
     if (away) vp_layout_host(step, shard, repeat, plan->params_on_nvme);
     vp_t leaf = vp_leaf_resident(&step->sim, spec->numel, compute, away ? 0 : shard, VP_CAT_PARAMS, trainable,
@@ -371,7 +382,7 @@ uint64_t vp_layout_gathered_bytes(vp_step *step, vp_t leaf) {
     if (!t || t->category != VP_CAT_PARAMS || persistent(step, t)) return 0;
     if (t->quantized) { /* the packed 4-bit storage, gathered as it is */
         unsigned ranks = step->priv->plan.shards.params;
-        return vp_shard_numel(vp_bytes_of(VP_INT4, t->numel), ranks) * ranks;
+        return packed_shard_bytes(&step->priv->plan, t->numel, ranks) * ranks;
     }
     return unsharded_bytes(step, t);
 }

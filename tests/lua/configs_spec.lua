@@ -738,7 +738,7 @@ describe("export", function()
       precision = "mixed-bf16", checkpointing = "full" })
     local out = assert_round_trip("accelerate", "llama3.2-1b", path, ".yaml", { estimate = { "--set", "seq_len=256" } })
     assert.truthy(out:find("fsdp_version: 2\n  fsdp_reshard_after_forward: false", 1, true), out)
-    -- axolotl: LoRA under fsdp_version 2 is fsdp2; QLoRA stays FSDP1, listed
+    -- axolotl: LoRA and QLoRA under fsdp_version 2 are fsdp2; an 8-bit base there is refused, named
     local ax = "base_model: gpt2\nsequence_len: 128\nbf16: true\nadapter: lora\nlora_target_linear: true\n"
       .. "fsdp_version: 2\nfsdp_config:\n  reshard_after_forward: true\n  offload_params: false\n"
     path = helper.write(ax, ".yml")
@@ -748,10 +748,12 @@ describe("export", function()
     out = assert_round_trip("axolotl", "gpt2", path, ".yml", { estimate = { "--set", "gpus=2" } })
     assert.truthy(out:find("fsdp_version: 2\nfsdp_config:\n  reshard_after_forward: true", 1, true), out)
     path = helper.write(ax:gsub("adapter: lora", "adapter: qlora\nload_in_4bit: true"), ".yml")
-    local out2, err2, code2 = helper.run("estimate", "--recipe", path, "--set", "gpus=2", "--json")
-    assert.are.equal(0, code2, err2)
-    assert_keys(require("dkjson").decode(out2).recipe, { framework = "fsdp", fsdp = "full_shard", finetune = "qlora" })
-    assert.truthy(err2:find("fsdp_version=2 (with QLoRA: estimated as FSDP1)", 1, true), err2)
+    assert_keys(estimate("--recipe", path, "--set", "gpus=2"), { framework = "fsdp2", model_code = "transformers",
+                                                                 finetune = "qlora", quant = "nf4" })
+    path = helper.write(ax:gsub("adapter: lora", "adapter: lora\nload_in_8bit: true"), ".yml")
+    local _, err2, code2 = helper.run("estimate", "--recipe", path, "--set", "gpus=2")
+    assert.are.equal(1, code2, err2)
+    assert.truthy(err2:find("quant: an 8-bit base with framework = fsdp2 is not modelled", 1, true), err2)
   end)
 
   it("round-trips accelerate's fp8 template, an fp32 FSDP config, and lists the auto values it cannot hold", function()

@@ -88,6 +88,7 @@ describe("framework = fsdp2", function()
       { framework = "fsdp2", dp = 4, finetune = "lora" },
       { framework = "fsdp2", dp = 4, grad_accum = 2 },
       { framework = "fsdp2", dp = 8, model_code = "transformers" },
+      { framework = "fsdp2", dp = 4, finetune = "qlora", model_code = "transformers", checkpointing = "full" },
     })
   end)
 
@@ -132,6 +133,41 @@ describe("framework = fsdp2", function()
     end
     -- torchtitan's model code with reduce_dtype = fp32 said: as auto
     assert.are.equal(input, (comm("--set", "model_code=transformers", "--set", "reduce_dtype=fp32")))
+  end)
+
+  it("shards QLoRA's 4-bit weights on dim 0 of their bf16 storage, their quant_state whole", function()
+    -- axolotl's fsdp2_qlora patch (monkeypatch/fsdp2_qlora.py) keeps each
+    -- Params4bit a Params4bit through FSDPParam._init_sharded_param: its
+    -- packed data, [ceil(numel / 4), 1] in bnb_4bit_quant_storage = bf16
+    -- (axolotl's loader), is sharded as any parameter on dim 0; the
+    -- quant_state is no parameter and stays whole on every rank (double
+    -- quantization, axolotl's default: an 8-bit absmax per 64 values, an
+    -- fp32 absmax per 256 of those, an fp32 offset, a 16-value fp32 code;
+    -- one 256-value fp32 code per process for the second level). The rest
+    -- as any fsdp2 parameter: fp32 shards of ceil(dim0 / dp) rows
+    local R = 4
+    local packed, state, plain = 0, 0, 0
+    for _, p in ipairs(BLOCK) do
+      if p[2] > 1 then -- the block's linears, quantized
+        local numel = p[1] * p[2]
+        packed = packed + ceil_div(ceil_div(numel, 4), DP) * 2
+        local blocks = ceil_div(numel, 64)
+        state = state + blocks + 4 * ceil_div(blocks, 256) + 4 + 16 * 4
+      else -- the norms
+        plain = plain + ceil_div(p[1], DP) * p[2] * 4
+      end
+    end
+    -- LoRA on q_proj and v_proj: A (r, in), B (out, r), fp32
+    local lora = (ceil_div(R, DP) * H + ceil_div(5 * HEAD_DIM, DP) * R + ceil_div(R, DP) * H +
+      ceil_div(KV * HEAD_DIM, DP) * R) * 4
+    local expected = LAYERS * (packed + state + plain + lora) + 4 * shard(ROOT) + 256 * 4
+    local g = estimate("--set", "framework=fsdp2", "--set", "finetune=qlora", "--set", "lora_r=" .. R,
+      "--set", "lora_targets=q_proj,v_proj").per_gpu
+    assert.are.equal(expected, g.params_bytes)
+    -- an 8-bit base stays refused under fsdp2, named
+    local err = helper.fails("llama2-7b", "--set", "framework=fsdp2", "--set", "dp=8", "--set", "finetune=qlora",
+      "--set", "quant=int8")
+    assert.truthy(err:find("quant", 1, true), err)
   end)
 
   it("brackets torchtitan's published Llama 3.1 8B FSDP run between full and no checkpointing", function()

@@ -83,14 +83,15 @@ end
 -- accelerate an FSDP2 plugin: fully_shard on each decoder layer and the
 -- root) is vramplan's fsdp2 over transformers' model code, as
 -- vramplan.import.accelerate reads it, its options and keys saying
--- reshard_after_forward instead of a strategy; QLoRA under fsdp2 is not
--- modelled: such a run is estimated as FSDP1 and says so.
+-- reshard_after_forward instead of a strategy. QLoRA's 4-bit base under
+-- fsdp2 is axolotl's fsdp2_qlora patch (Params4bit sharded on dim 0 of its
+-- bf16 storage, its quant_state whole on every rank); the engine refuses an
+-- 8-bit base there, naming quant.
 local function read_fsdp(r, c)
   local options = type(c.fsdp) == "table" and c.fsdp or (c.fsdp and { c.fsdp }) or {}
   local fc = type(c.fsdp_config) == "table" and c.fsdp_config or {}
   local version = tostring(fc.fsdp_version or c.fsdp_version)
-  local v2 = version == "2" and r.keys.finetune ~= "qlora"
-  if version == "2" and not v2 then r.skip({ "fsdp_version=2 (with QLoRA: estimated as FSDP1)" }) end
+  local v2 = version == "2"
   local reshard = fc.reshard_after_forward
   if reshard == nil then reshard = fc.fsdp_reshard_after_forward end
   if v2 then
