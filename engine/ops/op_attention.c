@@ -60,6 +60,7 @@ enum {
     ATT_ROTARY_STYLE,
     ATT_SPLIT,
     ATT_SCALE_IN_PLACE,
+    ATT_ROTARY_PATTERN,
     ATT_FIELDS
 };
 
@@ -244,6 +245,10 @@ static const vp_field attention_fields[ATT_FIELDS] = {
                             "FalconAttention's eager scores: divided by sqrt(head_dim) in place, then "
                             "softmax(scores + mask, dtype=the module input's dtype), the scores bound to their "
                             "name until the softmax returns; no dropout on the probabilities"},
+    [ATT_ROTARY_PATTERN] = {"rotary_pattern", VP_FIELD_INT, false, 0, 0, 1 << 20, NULL,
+                            "rotary on the sliding layers alone: layer i rotates unless (i + 1) is a multiple of "
+                            "this (Cohere2Attention: apply_rotary_pos_emb only where sliding_window is set; the "
+                            "global layers have no position embedding); 0: every layer rotates"},
 };
 
 /* head_dim is the queries' and keys' width; v_dim the values' (they differ
@@ -330,6 +335,15 @@ static void attention_facts(const vp_op *op, vp_section_id section, vp_model_fac
     facts->kv_width = s.kv_heads * s.head_dim;
     facts->kv_heads = (unsigned)s.kv_heads;
     facts->splits_hidden = s.hidden % s.heads == 0 && s.hidden / s.heads == s.head_dim;
+    /* layers unlike by their rotary fold by whole periods */
+    if (vp_op_u64(op, ATT_ROTARY_PATTERN)) facts->layer_period = (unsigned)vp_op_u64(op, ATT_ROTARY_PATTERN);
+}
+
+/* Whether the running layer rotates q and k (rotary_pattern: its sliding
+ * layers alone). */
+static bool rotates_here(const vp_step *step, const vp_op *op) {
+    uint64_t pattern = vp_op_u64(op, ATT_ROTARY_PATTERN);
+    return vp_op_flag(op, ATT_ROTARY) && (!pattern || (step->layer_index + 1) % pattern != 0);
 }
 
 static const char *attention_check_tp(const vp_op *op, unsigned tp) {
@@ -384,6 +398,8 @@ static const char *attention_check(const vp_op *op) {
     if (vp_op_u64(op, ATT_MODULE_NAMES) == NAMES_PHI && vp_op_flag(op, ATT_FUSED_QKV))
         return "module_names = \"phi\" names Phi-2's separate q_proj, k_proj, v_proj: no fused_qkv";
     if (vp_op_flag(op, ATT_ROTARY_CAT) && !vp_op_flag(op, ATT_ROTARY)) return "rotary_cat needs rotary";
+    if (vp_op_u64(op, ATT_ROTARY_PATTERN) && (!vp_op_flag(op, ATT_ROTARY) || is_mla(op)))
+        return "rotary_pattern needs rotary (and no latent attention)";
     if (gptj_rotary(op) && (vp_op_flag(op, ATT_ROTARY_CAT) || vp_op_flag(op, ATT_FUSED_QKV) ||
                             !vp_op_u64(op, ATT_POSITIONS) || !vp_op_u64(op, ATT_ROTARY_DIM) || s.kv_heads != s.heads))
         return "rotary_style = \"gptj\" is GPT-J's attention: needs rotary, positions (its table's rows), rotary_dim, "
@@ -1482,13 +1498,14 @@ static vp_t attention_forward(vp_step *step, const vp_op *op, const vp_t *leaves
         normalize_in_place(step, op, &in.q, leaves[Q_NORM]);
         normalize_in_place(step, op, &in.k, leaves[K_NORM]);
     }
-    if (gptj_rotary(op)) {
+    bool rotates = rotates_here(step, op);
+    if (rotates && gptj_rotary(op)) {
         vp_gptj_rotary_shape g = {s.head_dim, vp_op_u64(op, ATT_ROTARY_DIM), vp_op_u64(op, ATT_POSITIONS)};
         local_keeper keeper = {sim, &in};
         vp_gptj_rotary(step, &g, &in.q, &in.k, keep_local_of, &keeper);
-    } else if (cohere_rotary(op)) {
+    } else if (rotates && cohere_rotary(op)) {
         vp_cohere_rotary(step, &in.q, &in.k);
-    } else if (vp_op_flag(op, ATT_ROTARY) && !mla) {
+    } else if (rotates && !mla) {
         vp_t q = rotate(step, op, in.q, &in, "attention.rotary_q");
         vp_t k = rotate(step, op, in.k, &in, "attention.rotary_k");
         vp_drop(sim, in.q);

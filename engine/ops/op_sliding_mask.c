@@ -1,17 +1,26 @@
 /* op_sliding_mask.c — a decoder layer that narrows the model's causal mask
  * to a sliding window itself, as Gemma2DecoderLayer and Gemma3DecoderLayer
- * do (transformers 4.50-4.52), on the layers the pattern makes sliding; it
- * also tells the layer's attention to rotate with the sliding layers'
- * tables where there are such (Gemma 3). */
+ * do (transformers 4.50-4.52) and Cohere2DecoderLayer (transformers
+ * 015bfeb), on the layers the pattern makes sliding; it also tells the
+ * layer's attention to rotate with the sliding layers' tables where there
+ * are such (Gemma 3). */
 #include "ops.h"
 
-enum { SLIDING_WINDOW, SLIDING_PATTERN, SLIDING_FIELDS };
+enum { SLIDING_WINDOW, SLIDING_PATTERN, SLIDING_NARROW, SLIDING_FIELDS };
+
+/* how the window's columns are taken: Gemma 2's indexed copy, or
+ * Cohere2's slice (a view of the where result) */
+enum { NARROW_INDEX, NARROW_SLICE };
+static const char *const narrow_names[] = {"index", "slice", NULL};
 
 static const vp_field sliding_fields[SLIDING_FIELDS] = {
     [SLIDING_WINDOW] = {"window", VP_FIELD_INT, true, 0, 1, 1 << 30, NULL, "keys a query sees at most"},
     [SLIDING_PATTERN] = {"pattern", VP_FIELD_INT, false, 1, 1, 1 << 20, NULL,
                          "layer i slides unless (i + 1) is a multiple of pattern (Gemma 2: 2, every other layer "
                          "global; 1: every layer slides)"},
+    [SLIDING_NARROW] = {"narrow", VP_FIELD_ENUM, false, NARROW_INDEX, 0, 0, narrow_names,
+                        "the window's columns: index (Gemma 2: cache_position offsets, an arange and an indexed "
+                        "copy) or slice (Cohere2: python-int offsets, a view of the where result)"},
 };
 
 static void sliding_facts(const vp_op *op, vp_section_id section, vp_model_facts *facts) {
@@ -58,6 +67,19 @@ static vp_t sliding_mask_forward(vp_step *step, const vp_op *op, const vp_t *lea
     vp_t outside = vp_new(sim, n, VP_BOOL, "sliding_mask.tril");
     vp_drop(sim, ones);
     vp_t filled = vp_new(sim, n, dtype, "sliding_mask.where");
+    if (vp_op_u64(op, SLIDING_NARROW) == NARROW_SLICE) {
+        /* Cohere2DecoderLayer: attention_mask[:, :, :, offset : offset +
+         * effective_seq_len], offset from last_cache_position (an int): the
+         * where result, viewed, is the layer's mask; both locals until the
+         * layer returns */
+        vp_step_keep_local(step, outside, VP_LOCAL_OF_LAYER);
+        vp_drop(sim, outside);
+        vp_step_keep_local(step, filled, VP_LOCAL_OF_LAYER);
+        vp_drop(sim, filled);
+        vp_step_lend_tensor(step, VP_TENSOR_LAYER_MASK, filled);
+        sim->grad_mode = grad_mode;
+        return x;
+    }
     /* cache_position[-1] - effective + 1, clamped: 0-dim int64 tensors */
     vp_t last = vp_new(sim, 1, VP_INT64, "sliding_mask.offset");
     vp_t shifted = vp_new(sim, 1, VP_INT64, "sliding_mask.offset");

@@ -46,7 +46,77 @@ describe("Cohere", function()
     local err = helper.fails("c4ai-command-r-plus", "--set", "seq_len=128", "--set", "framework=megatron",
       "--set", "tp=2")
     assert.truthy(err:find("Cohere", 1, true), err)
-    helper.assert_config_rejected('{"model_type": "cohere2", "hidden_size": 64, "num_hidden_layers": 2, ' ..
-      '"num_attention_heads": 4, "vocab_size": 256}', "model_type")
+  end)
+end)
+
+-- Cohere2 (models/command-r7b.lua; the cohere family with sliding_pattern):
+-- Cohere2ForCausalLM of transformers 015bfeb, models/cohere2/modeling_cohere2.py.
+-- (What a sliding layer's mask narrowing keeps is checked against PyTorch in
+-- tests/torch/compare.py, cases "cohere2".)
+describe("Cohere2", function()
+  local TINY = '"model_type": "cohere2", "hidden_size": 64, "num_hidden_layers": 8, "num_attention_heads": 4, ' ..
+    '"num_key_value_heads": 2, "intermediate_size": 128, "vocab_size": 256'
+  local function config(extra)
+    local path = helper.write("{" .. TINY .. (extra or "") .. "}", ".json")
+    return helper.estimate(path, "--set", "seq_len=64", "--set", "device=cpu", "--set", "attention=eager",
+      "--timeline")
+  end
+  -- the layers whose forward rotates (Cohere2Attention: apply_rotary_pos_emb
+  -- only where sliding_window is set) and narrows the mask (Cohere2DecoderLayer)
+  local function layers_with(out, prefix)
+    local seen, list = {}, {}
+    for _, e in ipairs(out.timeline) do
+      if e.phase == "forward" and (e.layer or -1) >= 0 and e.op:sub(1, #prefix) == prefix and not seen[e.layer] then
+        seen[e.layer] = true
+        list[#list + 1] = e.layer
+      end
+    end
+    table.sort(list)
+    return table.concat(list, ",")
+  end
+
+  it("has the parameters of Cohere2ForCausalLM's modules (Command R7B)", function()
+    -- the module printout of CohereForAI/c4ai-command-r7b-12-2024: Embedding(256000,
+    -- 4096), 32 Cohere2DecoderLayers of q_proj 4096 -> 4096, k_proj and v_proj
+    -- 4096 -> 1024, o_proj 4096 -> 4096, gate/up 4096 -> 14336, down 14336 ->
+    -- 4096, one bias-free LayerNorm; the final norm; the head tied
+    local h, kv, inter = 4096, 1024, 14336
+    local block = h * h + 2 * h * kv + h * h + 3 * h * inter + h
+    local r = helper.estimate("command-r7b", "--set", "seq_len=128").model.params
+    assert.are.equal(32 * block + 256000 * h + h, r)
+    assert.are.equal(8, math.floor(r / 1e9 + 0.5))
+  end)
+
+  it("reads sliding_window_pattern, or the pattern layer_types follow, with Cohere2Config's defaults", function()
+    -- Cohere2Config: sliding_window 4096, sliding_window_pattern 4: layers 3 and 7 global
+    local out = config()
+    assert.are.equal("0,1,2,4,5,6", layers_with(out, "cohere_rotary."))
+    assert.are.equal("0,1,2,4,5,6", layers_with(out, "sliding_mask."))
+    assert.are.equal("0,2,4,6", layers_with(config(', "sliding_window": 16, "sliding_window_pattern": 2'),
+      "sliding_mask."))
+    local types = {}
+    for i = 1, 8 do types[i] = i % 4 == 0 and '"full_attention"' or '"sliding_attention"' end
+    out = config(', "sliding_window": 16, "layer_types": [' .. table.concat(types, ",") .. "]")
+    assert.are.equal("0,1,2,4,5,6", layers_with(out, "cohere_rotary."))
+    -- every layer sliding: no global one
+    for i = 1, 8 do types[i] = '"sliding_attention"' end
+    assert.are.equal("0,1,2,3,4,5,6,7",
+      layers_with(config(', "layer_types": [' .. table.concat(types, ",") .. "]"), "cohere_rotary."))
+    -- the same model from its config and from its script
+    local script = helper.write("return cohere { name = 'tiny', hidden = 64, layers = 8, heads = 4, kv_heads = 2, " ..
+      "intermediate = 128, vocab = 256, max_positions = 8192, sliding_window = 4096, sliding_pattern = 4 }")
+    local from_script = helper.estimate(script, "--set", "seq_len=64", "--set", "device=cpu", "--set",
+      "attention=eager")
+    assert.are.equal(from_script.per_gpu.peak_allocated_bytes, config().per_gpu.peak_allocated_bytes)
+  end)
+
+  it("refuses layer types it does not model, a pattern without a window, and q/k norms", function()
+    local types = {}
+    for i = 1, 8 do types[i] = i == 1 and '"full_attention"' or '"sliding_attention"' end
+    helper.assert_config_rejected("{" .. TINY .. ', "layer_types": [' .. table.concat(types, ",") .. "]}",
+      "layer_types")
+    helper.assert_config_rejected("{" .. TINY .. ', "use_qk_norm": true}', "use_qk_norm")
+    local err = helper.fails("command-r7b", "--set", "sliding_window=0", "--set", "seq_len=128")
+    assert.truthy(err:find("sliding_pattern", 1, true), err)
   end)
 end)

@@ -202,6 +202,12 @@ def cohere(h=64, layers=2, heads=4, kv=2, inter=128, vocab=256, qk_norm=False, t
             "max_position_embeddings": 128}
 
 
+def cohere2(window=16, pattern=4, layers=4, **kw):
+    cfg = cohere(layers=layers, **kw)
+    cfg.pop("use_qk_norm")
+    return dict(cfg, model_type="cohere2", sliding_window=window, sliding_window_pattern=pattern)
+
+
 def qwen3_moe(h=64, layers=2, heads=4, kv=2, vocab=256, experts=8, k=2, moe_inter=32, norm=True):
     return dict(llama(h, layers, heads, kv, 128, vocab), model_type="qwen3_moe", head_dim=32, num_experts=experts,
                 num_experts_per_tok=k, moe_intermediate_size=moe_inter, norm_topk_prob=norm)
@@ -838,6 +844,22 @@ CASES = [
     ("cohere qlora nf4 amp-bf16 checkpointed", cohere(h=128, inter=256), recipe(
         "amp-bf16", ckpt="full", finetune="qlora", quant="nf4", lora_targets="all-linear")),
     ("cohere freeze 1 layer fp32", cohere(layers=3), recipe(finetune="freeze", trainable_layers=1)),
+    # Cohere2 (Command R7B): three sliding layers in four narrow the mask themselves and rotate, the fourth
+    # is global without rotary; no cache in training
+    ("cohere2 fp32", cohere2(), recipe()),
+    ("cohere2 bf16", cohere2(), recipe("bf16")),
+    ("cohere2 amp-bf16", cohere2(), recipe("amp-bf16")),
+    ("cohere2 fp32 every other layer global", cohere2(pattern=2), recipe()),
+    ("cohere2 amp-bf16 window past the sequence", cohere2(window=64), recipe("amp-bf16")),
+    ("cohere2 bf16 checkpointed", cohere2(), recipe("bf16", ckpt="full")),
+    ("cohere2 mixed-bf16 non-reentrant", cohere2(), recipe("mixed-bf16", ckpt="full", use_reentrant="false")),
+    ("cohere2 lora all-linear amp-bf16", cohere2(), recipe("amp-bf16", finetune="lora", lora_targets="all-linear")),
+    # one head over 256 tokens: the peak is a sliding layer's forward, with its mask's two locals
+    ("cohere2 fp32 one head seq 256", cohere2(h=32, heads=1, kv=1, vocab=32, window=64), recipe(optimizer="none", s=256)),
+    ("cohere2 amp-bf16 one head seq 256", cohere2(h=32, heads=1, kv=1, vocab=32, window=64),
+     recipe("amp-bf16", optimizer="none", s=256)),
+    ("cohere2 bf16 one head seq 256 checkpointed", cohere2(h=32, heads=1, kv=1, vocab=32, window=64),
+     recipe("bf16", optimizer="none", s=256, ckpt="full")),
     ("cohere prompt bf16", cohere(), recipe("bf16", finetune="prompt", num_virtual_tokens=6)),
     ("cohere amp-bf16 op-selective", cohere(layers=3, qk_norm=True), recipe("amp-bf16", ckpt="op-selective")),
     ("cohere fp32 grad_accum 2", cohere(), recipe(grad_accum=2)),

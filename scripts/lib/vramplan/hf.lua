@@ -291,8 +291,7 @@ mappings.falcon = {
 -- CohereForCausalLM (Command R, Command R+, Aya 23) of transformers 4.5x
 -- (models/cohere, commit 015bfeb); defaults are CohereConfig's for the keys
 -- a config.json leaves out. logit_scale and rope_scaling only change
--- values (the logits are multiplied whatever the scale). model_type
--- cohere2 (Command R7B) is another class, not read here.
+-- values (the logits are multiplied whatever the scale).
 mappings.cohere = {
   family = "cohere",
   keys = {
@@ -303,6 +302,45 @@ mappings.cohere = {
     use_qk_norm = "qk_norm", use_cache = "use_cache", tie_word_embeddings = "tie_embeddings",
   },
 }
+
+-- Cohere2ForCausalLM (Command R7B, Command A, Tiny Aya) at the same
+-- commit: the cohere family with its sliding layers. Cohere2Config's
+-- defaults for the keys a config.json leaves out: sliding_window 4096,
+-- sliding_window_pattern 4. Later configs list layer_types instead
+-- ("sliding_attention" / "full_attention", one per layer): read as the
+-- pattern they follow, the last layer of each period global; other layouts
+-- are refused.
+local function cohere2_pattern(config, values, origins, path)
+  local types = config.layer_types
+  if type(types) ~= "table" then return end
+  local period = nil
+  for i, t in ipairs(types) do
+    if t == "full_attention" then period = i break end
+  end
+  if not period then -- every layer slides: a pattern longer than the stack
+    period = #types + 1
+  end
+  for i, t in ipairs(types) do
+    local want = i % period == 0 and "full_attention" or "sliding_attention"
+    if t ~= want then
+      error(string.format("%s: layer_types: layer %d is %s where a pattern of %d makes it %s (only layer types "
+        .. "repeating with the last layer of each period global are modelled)", path, i - 1, tostring(t), period,
+        want), 0)
+    end
+  end
+  values.sliding_pattern = period
+  origins.sliding_pattern = path .. ": layer_types"
+end
+
+mappings.cohere2 = extend(mappings.cohere, {
+  keys = { sliding_window = "sliding_window", sliding_window_pattern = "sliding_pattern" },
+  defaults = { sliding_window = 4096, sliding_pattern = 4 },
+  check = function(config)
+    if config.use_qk_norm == true then return "use_qk_norm", "Cohere2 has no query/key norms" end
+  end,
+  derive = cohere2_pattern,
+})
+mappings.cohere2.keys.use_qk_norm = nil
 
 -- Starcoder2ForCausalLM (StarCoder2) of transformers 4.50-4.52; defaults
 -- are Starcoder2Config's for the keys a config.json leaves out (no window,

@@ -30,13 +30,13 @@ class CausalLM(nn.Module):
         kind = cfg["model_type"]
         self.model = {"gpt2": GPT2, "bloom": Bloom, "gpt_neox": ParallelDecoder, "phi": ParallelDecoder,
                       "starcoder2": Starcoder2, "opt": OPT, "mpt": Mpt, "gptj": GPTJ, "falcon": Falcon,
-                      "cohere": Cohere, "mamba2": Mamba2}.get(kind, Llama)(cfg)
+                      "cohere": Cohere, "cohere2": Cohere, "mamba2": Mamba2}.get(kind, Llama)(cfg)
         self.vocab = cfg["vocab_size"]
 
     def no_training_cache(self):
-        # Gemma2Model makes its HybridCache only when not training; Mamba2Model
-        # turns use_cache off while training
-        return getattr(self.model, "cfg", {}).get("model_type") in ("gemma2", "gemma3_text", "mamba2")
+        # Gemma2Model and Cohere2Model make their HybridCache only when not
+        # training; Mamba2Model turns use_cache off while training
+        return getattr(self.model, "cfg", {}).get("model_type") in ("gemma2", "gemma3_text", "cohere2", "mamba2")
 
     def forward(self, ac, input_ids, labels, checkpoint=None, attention_mask=None, token_type_ids=None):
         prompt = getattr(self, "prompt", None)

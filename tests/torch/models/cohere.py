@@ -7,6 +7,13 @@ interleaved pairs in fp32 (cast back after), optional q/k norms over each
 head (use_qk_norm, a [heads, head_dim] weight, after all three
 projections), attention and MLP side by side on one input_layernorm added
 to the residual one by one, and the logits multiplied by logit_scale.
+
+Cohere2ForCausalLM (Command R7B; models/cohere2/modeling_cohere2.py at the
+same commit), model_type cohere2: layer i slides unless (i + 1) is a
+multiple of sliding_window_pattern; a sliding layer narrows the model's
+mask itself (ones_like, tril, where, then a slice by python ints) and
+rotates q and k, a global one applies no rotary at all; Gemma 2's model
+mask (the input's length), no cache in training, no q/k norms.
 """
 import torch
 import torch.nn as nn
@@ -68,6 +75,8 @@ def apply_rotary_pos_emb(q, k, cos, sin, unsqueeze_dim=1):
 class CohereAttention(LlamaAttention):
     def __init__(self, cfg, layer_idx=0):
         super().__init__(cfg, layer_idx)
+        # Cohere2Attention: apply_rotary_pos_emb only where sliding_window is set
+        self.rotates = cfg["model_type"] != "cohere2" or bool((layer_idx + 1) % sliding_pattern(cfg))
         self.use_qk_norm = cfg.get("use_qk_norm", False)
         if self.use_qk_norm:
             eps = cfg.get("layer_norm_eps", 1e-5)
@@ -87,7 +96,8 @@ class CohereAttention(LlamaAttention):
         key_states = key_states.transpose(1, 2)
         value_states = value_states.transpose(1, 2)
         cos, sin = position_embeddings
-        query_states, key_states = apply_rotary_pos_emb(query_states, key_states, cos, sin)
+        if self.rotates:
+            query_states, key_states = apply_rotary_pos_emb(query_states, key_states, cos, sin)
         if past_key_value is not None:
             key_states, value_states = past_key_value.update(key_states, value_states, self.layer_idx)
         attn_output, attn_weights = self.attend(ac, query_states, key_states, value_states, attention_mask)
@@ -96,15 +106,31 @@ class CohereAttention(LlamaAttention):
         return attn_output, attn_weights
 
 
+def sliding_pattern(cfg):
+    return cfg.get("sliding_window_pattern", 4)  # Cohere2Config's default
+
+
 class CohereDecoderLayer(nn.Module):
     def __init__(self, cfg, layer_idx=0):
         super().__init__()
         self.self_attn = CohereAttention(cfg, layer_idx)
         self.mlp = LlamaMLP(cfg)
         self.input_layernorm = CohereLayerNorm(cfg["hidden_size"], cfg.get("layer_norm_eps", 1e-5))
+        self.is_sliding = cfg["model_type"] == "cohere2" and bool((layer_idx + 1) % sliding_pattern(cfg))
+        self.sliding_window = cfg.get("sliding_window", 4096)
 
     def forward(self, ac, hidden_states, attention_mask, position_ids, cos, sin, past_key_value=None,
                 cache_position=None):
+        if self.is_sliding and attention_mask is not None:
+            # Cohere2DecoderLayer: last_cache_position is 0 without a 2-D
+            # attention mask (Cohere2Model.forward), so the slice starts at 0
+            effective_seq_len = max(cache_position.shape[0], self.sliding_window)
+            min_dtype = torch.finfo(hidden_states.dtype).min
+            sliding_window_mask = torch.tril(
+                torch.ones_like(attention_mask, dtype=torch.bool), diagonal=-self.sliding_window)
+            attention_mask = torch.where(sliding_window_mask, min_dtype, attention_mask)
+            offset = max(0, 0 - effective_seq_len)
+            attention_mask = attention_mask[:, :, :, offset: offset + effective_seq_len]
         residual = hidden_states
         hidden_states = self.input_layernorm(hidden_states)
         hidden_states_attention, self_attn_weights = self.self_attn(ac, hidden_states, (cos, sin), attention_mask,

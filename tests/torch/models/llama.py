@@ -225,7 +225,8 @@ class Llama(nn.Module):
         if transformers_v2(self.cfg):  # DeepseekV2Model: create_causal_mask
             return eager_mask(input_tensor.shape[0], cache_position, past_seen_tokens + sequence_length, dtype)
         target_length = past_seen_tokens + sequence_length + 1
-        if self.cfg["model_type"] in ("gemma2", "gemma3_text"):  # Gemma2Model._update_causal_mask: the input's length
+        # Gemma2Model._update_causal_mask (and Cohere2Model's, the same): the input's length
+        if self.cfg["model_type"] in ("gemma2", "gemma3_text", "cohere2"):
             target_length = sequence_length
         min_dtype = torch.finfo(dtype).min
         causal_mask = torch.full((sequence_length, target_length), fill_value=min_dtype, dtype=dtype)
@@ -259,7 +260,8 @@ class Llama(nn.Module):
         window = self.cfg.get("sliding_window")
         keys = past_seen_tokens + inputs_embeds.shape[1]
         sdpa_ignores = (self.cfg.get("_attn_implementation") == "sdpa" and past_seen_tokens == 0
-                        and (window is None or keys < window) and self.cfg["model_type"] not in ("gemma2", "gemma3_text"))
+                        and (window is None or keys < window)
+                        and self.cfg["model_type"] not in ("gemma2", "gemma3_text", "cohere2"))
         causal_mask = None if sdpa_ignores else self.causal_mask(inputs_embeds, cache_position, past_seen_tokens)
         hidden_states = inputs_embeds
         # DeepseekV2Model makes no tables: each attention layer has its own
