@@ -20,7 +20,7 @@ import torch.nn as nn
 
 from .common import Mean2x, add, mul
 from .linear import linear
-from .llama import Llama
+from .llama import Llama, outside_window
 from .llama_blocks import LlamaAttention, LlamaMLP, LlamaRotaryEmbedding
 
 
@@ -125,10 +125,8 @@ class CohereDecoderLayer(nn.Module):
             # Cohere2DecoderLayer: last_cache_position is 0 without a 2-D
             # attention mask (Cohere2Model.forward), so the slice starts at 0
             effective_seq_len = max(cache_position.shape[0], self.sliding_window)
-            min_dtype = torch.finfo(hidden_states.dtype).min
-            sliding_window_mask = torch.tril(
-                torch.ones_like(attention_mask, dtype=torch.bool), diagonal=-self.sliding_window)
-            attention_mask = torch.where(sliding_window_mask, min_dtype, attention_mask)
+            sliding_window_mask, attention_mask = outside_window(attention_mask, self.sliding_window,
+                                                                 hidden_states.dtype)
             offset = max(0, 0 - effective_seq_len)
             attention_mask = attention_mask[:, :, :, offset: offset + effective_seq_len]
         residual = hidden_states

@@ -75,10 +75,8 @@ class LlamaDecoderLayer(nn.Module):
         # layers' own rotary tables (its caller passes the ones to use)
         if self.is_sliding and attention_mask is not None:
             effective_seq_len = max(cache_position.shape[0], self.sliding_window)
-            min_dtype = torch.finfo(attention_mask.dtype).min
-            sliding_window_mask = torch.tril(
-                torch.ones_like(attention_mask, dtype=torch.bool), diagonal=-self.sliding_window)
-            attention_mask = torch.where(sliding_window_mask, min_dtype, attention_mask)
+            sliding_window_mask, attention_mask = outside_window(attention_mask, self.sliding_window,
+                                                                 attention_mask.dtype)
             offset = cache_position[-1] - effective_seq_len + 1
             offset = torch.clamp(offset, min=0)
             mask_indexes = torch.arange(min(effective_seq_len, attention_mask.shape[-1]))
@@ -134,6 +132,15 @@ class LlamaDecoderLayer(nn.Module):
         if self.sparse and self.output_router_logits:  # outputs += (router_logits,)
             return hidden_states, router_logits
         return hidden_states
+
+
+def outside_window(attention_mask, window, dtype):
+    """A sliding layer's own mask, as Gemma2DecoderLayer and
+    Cohere2DecoderLayer make it: the keys `window` or more behind a query
+    set to the dtype's minimum (the bool marking them, a local of the
+    layer, and the new mask)."""
+    sliding_window_mask = torch.tril(torch.ones_like(attention_mask, dtype=torch.bool), diagonal=-window)
+    return sliding_window_mask, torch.where(sliding_window_mask, torch.finfo(dtype).min, attention_mask)
 
 
 def eager_mask(batch_size, cache_position, kv_length, dtype):
