@@ -1,5 +1,6 @@
 -- Command R7B (Cohere For AI 2024, CohereForAI/c4ai-command-r7b-12-2024,
--- CohereLabs/ since the organisation's rename). Shapes: the model's module
+-- CohereLabs/c4ai-command-r7b-12-2024 since the organisation's rename).
+-- Shapes: the model's module
 -- printout (Cohere2ForCausalLM: Embedding(256000, 4096), 32
 -- Cohere2DecoderLayers, q_proj and o_proj 4096 x 4096, k_proj and v_proj
 -- 4096 -> 1024, gate/up/down 4096 <-> 14336, the head tied), 32 heads of

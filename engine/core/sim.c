@@ -596,7 +596,7 @@ static vp_t sac_new(vp_sim *sim, vp_aten_op op, uint64_t numel, vp_dtype dtype, 
     if (!rerun) {
         vp_t t = vp_new(sim, numel, dtype, label);
         if (f->sac_cached == VP_SAC_CACHE_MAX) {
-            sim->status = VP_SIM_OVERFLOW; /* more saved outputs in one call than a frame keeps */
+            sim->status = VP_SIM_LIMIT; /* more saved outputs in one call than a frame keeps */
             return t;
         }
         vp_hold(sim, t);

@@ -153,7 +153,8 @@ typedef enum {
     VP_SIM_OK = 0,
     VP_SIM_OVERFLOW,   /* a size or a total left 64 bits */
     VP_SIM_NOMEM,
-    VP_SIM_UNBALANCED  /* the step did not return to its resident state: a model bug */
+    VP_SIM_UNBALANCED, /* the step did not return to its resident state: a model bug */
+    VP_SIM_LIMIT       /* one of the simulator's fixed tables ran out of room: an engine limit, not a size */
 } vp_sim_status;
 
 typedef struct vp_sim {

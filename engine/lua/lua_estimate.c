@@ -260,6 +260,10 @@ static int l_estimate(lua_State *L) {
         case VP_STEP_OVERFLOW:
             return luaL_error(L, "sizes overflow: micro_batch x seq_len x the model's widths exceed 64-bit byte counts");
         case VP_STEP_NOMEM: return luaL_error(L, "not enough memory to evaluate the step");
+        case VP_STEP_LIMIT:
+            return luaL_error(L, "internal limit: one of the simulator's fixed tables ran out of room evaluating %s "
+                                 "(an engine limit, not the recipe's sizes): please report it with the command",
+                              model->name);
         case VP_STEP_UNSUPPORTED:
             return luaL_error(L, "grads_set_to_none: false is not modelled with master weights or sharded gradients");
         case VP_STEP_LAYOUT: {

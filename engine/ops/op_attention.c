@@ -856,7 +856,7 @@ static void release_locals(vp_sim *sim, qkv *in) {
 
 static void keep_local(vp_sim *sim, qkv *in, vp_t t) {
     if (in->n_locals == sizeof in->locals / sizeof *in->locals) {
-        sim->status = VP_SIM_OVERFLOW; /* more locals than room: an op bug */
+        sim->status = VP_SIM_LIMIT; /* more locals than room: an op bug */
         return;
     }
     vp_hold(sim, t);

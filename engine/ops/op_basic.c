@@ -315,7 +315,7 @@ static vp_t add_branches(vp_step *step, const vp_op *op, const vp_t *children, v
     vp_sim *sim = &step->sim;
     const vp_op *last = &op->children[op->n_children - 1];
     if (last->kind != &vp_op_parallel) {
-        sim->status = VP_SIM_OVERFLOW; /* a family script's bug: see the field's doc */
+        sim->status = VP_SIM_LIMIT; /* a family script's bug: see the field's doc */
         return 0;
     }
     vp_t input = vp_run_ops(step, op->children, op->n_children - 1, children, x);
@@ -396,7 +396,7 @@ static bool run_first_ops(vp_step *step, const vp_op *op, const vp_t *section, v
     for (unsigned i = 0; fits && i < op->n_children; i++)
         fits = op->children[i].kind == &vp_op_sequence && op->children[i].n_children >= 2;
     if (!fits) {
-        step->sim.status = VP_SIM_OVERFLOW; /* a family script's bug: see the field's doc */
+        step->sim.status = VP_SIM_LIMIT; /* a family script's bug: see the field's doc */
         return false;
     }
     for (unsigned i = 0; i < op->n_children; i++) {
@@ -415,7 +415,7 @@ static unsigned run_branches(vp_step *step, const vp_op *op, const vp_t *leaves,
     bool inputs_first = vp_op_flag(op, PARALLEL_INPUTS_FIRST);
     vp_t firsts[PARALLEL_MAX_CHILDREN] = {0};
     if (op->n_children > PARALLEL_MAX_CHILDREN) {
-        step->sim.status = VP_SIM_OVERFLOW; /* see the field's doc */
+        step->sim.status = VP_SIM_LIMIT; /* see the field's doc */
         return 0;
     }
     if (inputs_first && !run_first_ops(step, op, section, x, firsts)) return 0;

@@ -173,7 +173,7 @@ vp_t vp_checkpoint(vp_step *step, vp_recompute_fn fn, void *ctx, const vp_t *inp
     if (!c) return y;
     unsigned n_fields = args->n_saved + args->n_held;
     if (n_inputs + n_fields > VP_NODE_MAX_SAVED || n_inputs > VP_NODE_MAX_IN || 1 + args->n_outputs > VP_NODE_MAX_OUT) {
-        sim->status = VP_SIM_OVERFLOW; /* more than a node keeps: an op-table bug */
+        sim->status = VP_SIM_LIMIT; /* more than a node keeps: an op-table bug */
         return y;
     }
     *c = (call){.step = step, .fn = fn, .ctx = ctx, .n_inputs = n_inputs, .n_fields = n_fields};
@@ -271,7 +271,7 @@ vp_t vp_checkpoint_nonreentrant(vp_step *step, vp_recompute_fn fn, void *ctx, co
     vp_sim *sim = &step->sim;
     unsigned n_fields = args->n_saved + args->n_held;
     if (n_inputs + n_fields > VP_NODE_MAX_SAVED || n_inputs > VP_NODE_MAX_IN || 1 + args->n_outputs > VP_NODE_MAX_OUT) {
-        sim->status = VP_SIM_OVERFLOW; /* more than a node keeps: an op-table bug */
+        sim->status = VP_SIM_LIMIT; /* more than a node keeps: an op-table bug */
         return fn(step, ctx, inputs);
     }
     nonreentrant *nr = sim->grad_mode ? vp_step_scratch(step, sizeof *nr) : NULL;

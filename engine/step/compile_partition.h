@@ -19,7 +19,10 @@ typedef enum {
     VP_CP_RANDOM     /* random ops: native_dropout, rand_like (not in the allowlist) */
 } vp_cp_kind;
 
-enum { VP_CP_MAX_INPUTS = 6 };
+/* the distinct tensors one node reads at most: its inputs and what it saves
+ * (sim.h: VP_NODE_MAX_IN + VP_NODE_MAX_SAVED; SDPA's cuDNN kernel with a
+ * mask reads q, k, v, the mask, its log-sum-exp and two RNG scalars) */
+enum { VP_CP_MAX_INPUTS = 12 };
 
 /* One forward value of the region, in forward order: its producers come
  * before it. */

@@ -154,7 +154,7 @@ static void hold_for_region(vp_sim *sim, uint32_t first_node, uint32_t end_node,
             }
     }
     if (made) vp_drop(sim, t);
-    sim->status = VP_SIM_OVERFLOW; /* no slot left in the region: an op-table bug */
+    sim->status = VP_SIM_LIMIT; /* no slot left in the region: an op-table bug */
 }
 
 bool vp_compile_region(vp_sim *sim, uint32_t first_node, uint32_t end_node, vp_t first_tensor) {
@@ -189,7 +189,7 @@ bool vp_compile_region(vp_sim *sim, uint32_t first_node, uint32_t end_node, vp_t
         node->region = region_number;
         node->fused = !unfusible_node(sim, node);
     }
-    if (!ok) sim->status = VP_SIM_OVERFLOW;
+    if (!ok) sim->status = VP_SIM_LIMIT; /* a region past its tables */
     free(r);
     free(saved);
     return ok;

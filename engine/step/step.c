@@ -298,7 +298,7 @@ static vp_t call_checkpoint(vp_step *step, vp_chunk *chunk, const vp_t *inputs, 
  * next layer's call). */
 static vp_t checkpoint_forward(vp_step *step, vp_chunk *chunk, vp_t x) {
     vp_layer_call call;
-    if (!vp_step_layer_call(step, x, &call)) step->sim.status = VP_SIM_OVERFLOW; /* an op-table bug */
+    if (!vp_step_layer_call(step, x, &call)) step->sim.status = VP_SIM_LIMIT; /* an op-table bug */
     vp_checkpoint_args args = {.saved = call.saved, .n_saved = call.n_saved, .held = call.held, .n_held = call.n_held,
                                .input_fields = call.input_fields, .outputs = call.outputs,
                                .n_outputs = call.n_outputs};
@@ -534,6 +534,7 @@ static void free_step(vp_step *step, vp_sim_arrays *reuse) {
 
 static vp_step_status status_of(const vp_step *step) {
     if (step->sim.status == VP_SIM_NOMEM) return VP_STEP_NOMEM;
+    if (step->sim.status == VP_SIM_LIMIT) return VP_STEP_LIMIT;
     if (step->sim.status == VP_SIM_OVERFLOW || step->ledger.overflow) return VP_STEP_OVERFLOW;
     return VP_STEP_OK;
 }

@@ -114,6 +114,7 @@ typedef enum {
     VP_STEP_LAYOUT,      /* the parallel layout does not hold together (vp_step_run's message) */
     VP_STEP_INTERNAL,
     VP_STEP_UNFOLDABLE,  /* inside the driver only: a folded run's layers were unlike (step.c) */
+    VP_STEP_LIMIT,       /* a fixed table of the simulator ran out of room (VP_SIM_LIMIT) */
 } vp_step_status;
 
 vp_step_status vp_step_run(const vp_model *model, const vp_recipe *recipe, bool fold, bool record,

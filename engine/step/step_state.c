@@ -191,7 +191,7 @@ void vp_step_keep_local(vp_step *step, vp_t t, vp_local_frame frame) {
             return;
         }
     }
-    step->sim.status = VP_SIM_OVERFLOW; /* more locals than a frame has room for: an op-table bug */
+    step->sim.status = VP_SIM_LIMIT; /* more locals than a frame has room for: an op-table bug */
 }
 
 void vp_step_keep_router_logits(vp_step *step, vp_t logits) {
@@ -202,7 +202,7 @@ void vp_step_keep_router_logits(vp_step *step, vp_t logits) {
             step->priv->chunk_router_logits[i] = logits;
             return;
         }
-        step->sim.status = VP_SIM_OVERFLOW; /* more layers a chunk than router_aux_loss's recipe_problem allows */
+        step->sim.status = VP_SIM_LIMIT; /* more layers a chunk than router_aux_loss's recipe_problem allows */
         return;
     }
     vp_router_logits *r = &step->router_logits;
@@ -235,7 +235,7 @@ static void keep_leaf(vp_step *step, vp_t *leaves, vp_t t) {
             return;
         }
     }
-    step->sim.status = VP_SIM_OVERFLOW; /* more such leaves than room: an op-table bug */
+    step->sim.status = VP_SIM_LIMIT; /* more such leaves than room: an op-table bug */
 }
 
 void vp_step_rerun_leaf(vp_step *step, vp_t t) { keep_leaf(step, step->priv->rerun_leaves, t); }
@@ -254,7 +254,7 @@ void vp_step_graph_hold(vp_step *step, vp_t t) {
             return;
         }
     }
-    step->sim.status = VP_SIM_OVERFLOW; /* more than the graph's room: an op-table bug */
+    step->sim.status = VP_SIM_LIMIT; /* more than the graph's room: an op-table bug */
 }
 
 void vp_step_ctx_hold(vp_step *step, vp_t t) {
@@ -280,7 +280,7 @@ void vp_step_recast_leaf(vp_step *step, vp_t leaf, vp_dtype dtype) {
         for (unsigned k = 0; k < priv->n_found; k++)
             if (priv->found[k].op == o->op && priv->found[k].spec == o->spec && priv->found[k].copy == o->copy) return;
         if (priv->n_found == VP_RECASTS_MAX) {
-            step->sim.status = VP_SIM_OVERFLOW;
+            step->sim.status = VP_SIM_LIMIT; /* more recast leaves than room */
             return;
         }
         priv->found[priv->n_found++] = (vp_leaf_recast){o->op, o->spec, o->copy, dtype};

@@ -35,6 +35,23 @@ describe("compile = true", function()
     assert.equal(-32 * (2 * T * d * 4 + T * i * 2), compiled.activations_bytes - eager.activations_bytes)
   end)
 
+  it("compiles a block whose SDPA runs cuDNN's kernel with a mask (Phi-3 past its window on an H200)", function()
+    -- the masked cuDNN call reads q, k, v, the mask, its log-sum-exp and two
+    -- RNG scalars: seven values, one node (it was refused as an overflow);
+    -- the min cut can only save less than eager attention keeps
+    local config = helper.write('{"model_type": "phi3", "hidden_size": 512, "num_hidden_layers": 2, ' ..
+      '"num_attention_heads": 8, "num_key_value_heads": 8, "intermediate_size": 1024, "vocab_size": 1024, ' ..
+      '"sliding_window": 255}', ".json")
+    local function run(compile)
+      local out = helper.estimate(config, "--gpu", "h200", "--set", "precision=bf16", "--set", "seq_len=512",
+        "--set", "attention=sdpa", "--set", "compile=" .. compile)
+      assert.are.equal("cudnn", out.sdpa_kernel)
+      return out.per_gpu.activations_bytes
+    end
+    local compiled, eager = run("true"), run("false")
+    assert.is_true(compiled < eager, string.format("%d compiled, %d eager", compiled, eager))
+  end)
+
   it("keeps what a checkpoint keeps under full and op-selective checkpointing", function()
     -- the partitioner honours the selective policy's tags: MUST_SAVE ops
     -- are saved, every other op is tagged PREFER_RECOMPUTE and recomputed,
