@@ -110,6 +110,16 @@ describe("Cohere2", function()
     assert.are.equal(from_script.per_gpu.peak_allocated_bytes, config().per_gpu.peak_allocated_bytes)
   end)
 
+  it("gives the same peak folded and unfolded (the layers repeat by the pattern's period)", function()
+    helper.assert_folds_agree(helper.model("command-r7b", 8, { hidden = 256, heads = 4, kv_heads = 2,
+      intermediate = 512, vocab = 512, sliding_window = 64 }), {
+      { seq_len = 256, attention = "eager" },
+      { seq_len = 256, checkpointing = "full" },
+      { seq_len = 256, checkpointing = "every-3", precision = "amp-bf16" },
+      { seq_len = 256, finetune = "lora", lora_targets = "q_proj,v_proj", attention = "eager" },
+    })
+  end)
+
   it("refuses layer types it does not model, a pattern without a window, and q/k norms", function()
     local types = {}
     for i = 1, 8 do types[i] = i == 1 and '"full_attention"' or '"sliding_attention"' end
