@@ -97,6 +97,9 @@ vp_load vp_recipe_load(const vp_recipe *recipe) {
 
 vp_model_code vp_recipe_model_code(const vp_recipe *recipe) {
     if (recipe->model_code != VP_CODE_AUTO) return recipe->model_code;
+    /* torchtitan trains whole models; PEFT's adapters wrap transformers'
+     * (accelerate's and axolotl's FSDP2 runs) */
+    if (vp_finetune_method_of(recipe)->peft) return VP_CODE_TRANSFORMERS;
     return vp_framework_of(recipe)->dtensor_tp ? VP_CODE_TORCHTITAN : VP_CODE_TRANSFORMERS;
 }
 

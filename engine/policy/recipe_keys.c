@@ -388,7 +388,8 @@ static const vp_recipe_key keys[] = {
     {OPTION_KEY("model_code", model_code, vp_model_code_names, VP_CODE_AUTO),
      .doc = "whose modelling code runs the model, where layouts differ: transformers' sdpa path makes the query "
             "contiguous, so cuDNN's attention output needs a copy to merge the heads; torchtune's and torchtitan's "
-            "hand SDPA a transposed view; auto: torchtitan under framework fsdp2, else transformers "
+            "hand SDPA a transposed view; auto: torchtitan under framework fsdp2 (transformers with a PEFT "
+            "method: torchtitan trains whole models), else transformers "
             "[auto; stack torchtune: torchtune]"},
     {OPTION_KEY("framework", framework, NULL, VP_FRAMEWORK_TORCH), .choice_at = framework_name,
      .doc = "the training framework, with its own buffers and defaults; torch is a plain PyTorch loop (DDP with dp)"},

@@ -170,6 +170,17 @@ describe("framework = fsdp2", function()
     assert.truthy(err:find("quant", 1, true), err)
   end)
 
+  it("runs a PEFT method over transformers' model code unless told otherwise (torchtitan trains whole models)", function()
+    local function peak(...)
+      return estimate("--set", "framework=fsdp2", "--set", "finetune=lora", "--set", "lora_targets=q_proj,v_proj",
+        "--gpu", "h200", ...).per_gpu.peak_allocated_bytes
+    end
+    local auto, transformers, titan = peak(), peak("--set", "model_code=transformers"),
+      peak("--set", "model_code=torchtitan")
+    assert.are.equal(transformers, auto)
+    assert.are_not.equal(titan, auto) -- the two differ (the last block, the reduce dtype, cuDNN's head merge)
+  end)
+
   it("brackets torchtitan's published Llama 3.1 8B FSDP run between full and no checkpointing", function()
     -- torchtitan benchmarks/llama3_h100_202412_torchtitan.md, Table 1 (FSDP,
     -- 8 H100, local batch 2, seq 8192, selective op-level checkpointing, no
