@@ -222,6 +222,9 @@ static void copy_ops(lua_State *L, int index, vp_op *out, unsigned n) {
             if (!out[i].children) luaL_error(L, "not enough memory");
             out[i].n_children = k;
             copy_ops(L, children, out[i].children, k);
+            /* a container's check of its children, which the op had not yet when made */
+            const char *problem = out[i].kind->check ? out[i].kind->check(&out[i]) : NULL;
+            if (problem) luaL_error(L, "%s: %s", out[i].kind->name, problem);
             lua_pop(L, 1); /* op */
         }
         lua_pop(L, 1);

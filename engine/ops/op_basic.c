@@ -450,6 +450,23 @@ static vp_t parallel_forward(vp_step *step, const vp_op *op, const vp_t *leaves,
     return sum;
 }
 
+/* Containers' checks of their children run when the model copies them in
+ * (lua_model.c); an op being made has none yet. */
+static const char *parallel_check(const vp_op *op) {
+    if (op->n_children > PARALLEL_MAX_CHILDREN) return "at most 8 branches";
+    for (unsigned i = 0; vp_op_flag(op, PARALLEL_INPUTS_FIRST) && i < op->n_children; i++)
+        if (op->children[i].kind != &vp_op_sequence || op->children[i].n_children < 2)
+            return "inputs_first: each branch is a sequence of two ops or more (its first runs on the input first)";
+    return NULL;
+}
+
+static const char *residual_check(const vp_op *op) {
+    if (vp_op_flag(op, RESIDUAL_ADDS_BRANCHES) && op->n_children &&
+        op->children[op->n_children - 1].kind != &vp_op_parallel)
+        return "adds_branches: the residual's last op must be a parallel block (its branches are added one by one)";
+    return NULL;
+}
+
 static void parallel_facts(const vp_op *op, vp_section_id section, vp_model_facts *facts) {
     (void)op, (void)section;
     facts->parallel_branches = true;
@@ -463,6 +480,7 @@ const vp_op_kind vp_op_parallel = {
     .n_fields = PARALLEL_FIELDS,
     .container = true,
     .cost = VP_COST_RESIDUAL,
+    .check = parallel_check,
     .facts = parallel_facts,
     .forward = parallel_forward,
 };
@@ -474,5 +492,6 @@ const vp_op_kind vp_op_residual = {
     .n_fields = RESIDUAL_FIELDS,
     .container = true,
     .cost = VP_COST_RESIDUAL,
+    .check = residual_check,
     .forward = residual_forward,
 };

@@ -169,6 +169,34 @@ describe("bad model scripts", function()
     err = fails(model("return llama { hidden = 1 << 50, layers = 2, heads = 4, intermediate = 128, vocab = 100 }"))
     assert.truthy(err:find("hidden: must be between", 1, true), err)
   end)
+
+  it("names a family script's container that cannot run, at the model script's line (not as an overflow)", function()
+    -- a residual whose branches are added one by one needs a parallel block
+    -- last (CohereDecoderLayer's shape): was reported as "sizes overflow"
+    local dir = helper.write("", ""):gsub("[^/]+$", "")
+    local family = dir .. "vp_badres.lua"
+    local f = assert(io.open(family, "w"))
+    f:write([[
+return architecture {
+  name = "vp_badres", doc = "a residual adding branches without a parallel block",
+  fields = { { "hidden", "int", default = 64 } },
+  build = function(c)
+    return decoder {
+      embed = { token_embedding { vocab = 256, hidden = c.hidden } },
+      layer = { residual { adds_branches = true, rmsnorm { hidden = c.hidden } } },
+      layers = 2,
+      final = { rmsnorm { hidden = c.hidden }, lm_head { vocab = 256, hidden = c.hidden }, cross_entropy {} },
+    }
+  end,
+}
+]])
+    f:close()
+    local script = model('return vp_badres { name = "b" }')
+    local err = fails(script, "--path", dir)
+    os.remove(family)
+    assert.truthy(err:find(base_name(script) .. ":1: residual: adds_branches", 1, true), err)
+    assert.falsy(err:find("overflow", 1, true), err)
+  end)
 end)
 
 describe("bad recipes", function()
