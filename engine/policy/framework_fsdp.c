@@ -31,6 +31,12 @@ static const char *plan_fsdp(const vp_recipe *r, const vp_precision *p, vp_shard
     if (vp_precision_mixed(p)) {
         plan->params_dtype = VP_FP32;
         plan->shard_grads_dtype = VP_FP32;
+        /* MixedPrecision(reduce_dtype=) the 16-bit one, as accelerate's
+         * set_mixed_precision and Answer.AI's fsdp_qlora pass it: each
+         * unit's reduce-scatter output is a 16-bit shard (_reduce_grad:
+         * new_sharded_grad) cast to the fp32 parameter's dtype and freed
+         * (_accumulate_sharded_grad, _cast_grad_to_param_dtype) */
+        plan->reduce_dtype = p->params;
     }
     plan->master_dtype = VP_DTYPE_NONE;
     plan->master_grads = false;

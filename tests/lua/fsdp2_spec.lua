@@ -210,3 +210,18 @@ describe("framework = fsdp2", function()
     end)
   end
 end)
+
+describe("framework = fsdp (FSDP1) with a mixed precision", function()
+  it("reduce-scatters each unit into a 16-bit shard cast to the fp32 one (MixedPrecision's reduce_dtype)", function()
+    -- _reduce_grad (torch/distributed/fsdp/_runtime_utils.py): the 16-bit
+    -- flat gradient reduce-scattered into new_sharded_grad, then
+    -- _cast_grad_to_param_dtype makes the fp32 shard and the 16-bit one goes;
+    -- accelerate and fsdp_qlora pass reduce_dtype = the 16-bit param_dtype
+    local out, output = estimate("--set", "framework=fsdp", "--timeline"), nil
+    for _, e in ipairs(out.timeline) do
+      if e.op == "reduce_scatter.grad" and e.category == "comm" and e.delta > 0 then output = output or e.delta end
+    end
+    assert.are.equal(ceil_div(2 * flat(BLOCK), 512) * 512, output)
+    assert.are.equal(4 * (LAYERS * flat(BLOCK) + flat(ROOT)), out.per_gpu.grads_bytes) -- kept in fp32
+  end)
+end)
