@@ -83,6 +83,14 @@ local function leftovers(keys, written, defaults)
   return rest
 end
 
+-- accelerate's FSDP2 (axolotl's too) wraps transformers' model and reduces
+-- in the mixed precision's dtype (set_mixed_precision): model_code and
+-- reduce_dtype are written as such when they say so, listed as lost otherwise.
+local function fsdp2_over_transformers(keys, written)
+  written.model_code = keys.model_code == nil or keys.model_code == "transformers" or nil
+  written.reduce_dtype = keys.reduce_dtype == nil or keys.reduce_dtype == "auto" or nil
+end
+
 local function refuse(what, key, value, format)
   error(string.format("%s: %s = %s has no equivalent in %s", what, key, tostring(value), format), 0)
 end
@@ -203,11 +211,7 @@ local function accelerate(keys, autos, what, options)
     local off = take("offload_params")
     if off ~= nil then put(f, "fsdp_offload_params", off ~= "none") end
     if keys.checkpointing == "full" then put(f, "fsdp_activation_checkpointing", take("checkpointing") == "full") end
-    local code = keys.model_code
-    written.model_code = code == nil or code == "transformers" or nil
-    -- accelerate's set_mixed_precision reduces in the mixed precision's dtype
-    -- (reduce_dtype auto under transformers' model code): another is lost
-    written.reduce_dtype = keys.reduce_dtype == nil or keys.reduce_dtype == "auto" or nil
+    fsdp2_over_transformers(keys, written)
     put(t, "fsdp_config", f)
   elseif fw == "megatron" then
     local m = ordered()
@@ -354,11 +358,7 @@ local function axolotl(keys, _, what, options)
     local off = take("offload_params")
     if off ~= nil then put(f, "offload_params", off ~= "none") end
     put(f, "auto_wrap_policy", "TRANSFORMER_BASED_WRAP")
-    local code = keys.model_code
-    written.model_code = code == nil or code == "transformers" or nil
-    -- accelerate's set_mixed_precision reduces in the mixed precision's dtype
-    -- (reduce_dtype auto under transformers' model code): another is lost
-    written.reduce_dtype = keys.reduce_dtype == nil or keys.reduce_dtype == "auto" or nil
+    fsdp2_over_transformers(keys, written)
     put(t, "fsdp_config", f)
   elseif keys.framework ~= nil and keys.framework ~= "torch" then
     refuse(what, "framework", keys.framework,
