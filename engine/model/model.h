@@ -127,6 +127,20 @@ typedef struct {
     unsigned kv_heads;           /* its key/value heads */
 } vp_model_facts;
 
+/* Layers unlike every `period`-th one (a sliding pattern, an op's per-layer
+ * rule) fold by whole periods: the facts keep the least common multiple of
+ * every such period. */
+static inline void vp_model_facts_add_period(vp_model_facts *facts, unsigned period) {
+    unsigned have = facts->layer_period ? facts->layer_period : 1, a = have, b = period;
+    if (!period) return;
+    while (b) {
+        unsigned t = a % b;
+        a = b;
+        b = t;
+    }
+    facts->layer_period = have / a * period;
+}
+
 /* What an op of the kind costs in the step-time model: steptime.c holds
  * one cost function per class, reading the op's fields by name. NONE:
  * nothing there (masks, rotary tables, T5's bias tables, containers'

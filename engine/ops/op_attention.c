@@ -335,18 +335,8 @@ static void attention_facts(const vp_op *op, vp_section_id section, vp_model_fac
     facts->kv_width = s.kv_heads * s.head_dim;
     facts->kv_heads = (unsigned)s.kv_heads;
     facts->splits_hidden = s.hidden % s.heads == 0 && s.hidden / s.heads == s.head_dim;
-    /* layers unlike by their rotary fold by whole periods (with a sliding
-     * mask's pattern too: both repeat over their least common multiple) */
-    unsigned pattern = (unsigned)vp_op_u64(op, ATT_ROTARY_PATTERN), period = facts->layer_period ? facts->layer_period : 1;
-    if (pattern) {
-        unsigned a = period, b = pattern;
-        while (b) {
-            unsigned t = a % b;
-            a = b;
-            b = t;
-        }
-        facts->layer_period = period / a * pattern;
-    }
+    /* layers unlike by their rotary fold by whole periods */
+    vp_model_facts_add_period(facts, (unsigned)vp_op_u64(op, ATT_ROTARY_PATTERN));
 }
 
 /* Whether the running layer rotates q and k (rotary_pattern: its sliding

@@ -25,7 +25,7 @@ static const vp_field sliding_fields[SLIDING_FIELDS] = {
 
 static void sliding_facts(const vp_op *op, vp_section_id section, vp_model_facts *facts) {
     facts->sliding_mask = true;
-    if (section == VP_SECTION_LAYER) facts->layer_period = (unsigned)vp_op_u64(op, SLIDING_PATTERN);
+    if (section == VP_SECTION_LAYER) vp_model_facts_add_period(facts, (unsigned)vp_op_u64(op, SLIDING_PATTERN));
 }
 
 static bool sliding_layer(const vp_step *step, const vp_op *op) {

@@ -561,8 +561,9 @@ static bool forward_prefetch(const vp_step *step) { return vp_framework_of(step-
 /* The unit's reduce-scatter output in a reduce dtype other than the
  * kept shards' (FSDP2's foreach_reduce: reduce_output, one flat tensor of
  * the unit's shards, cast to the sharded parameters' dtype by
- * _to_dtype_if_needed; the 16-bit one freed once the cast is made): its
- * bytes, or 0 where the shards are the output itself. */
+ * _to_dtype_if_needed; FSDP1's _reduce_grad: new_sharded_grad, cast by
+ * _cast_grad_to_param_dtype; the 16-bit one freed once the cast is made):
+ * its bytes, or 0 where the shards are the output itself. */
 static uint64_t reduce_output_bytes(vp_step *step, const vp_t *leaves, unsigned n) {
     const vp_shard_plan *plan = &step->priv->plan;
     if (plan->reduce_dtype == plan->shard_grads_dtype) return 0;
