@@ -133,6 +133,10 @@ describe("framework = fsdp2", function()
     end
     -- torchtitan's model code with reduce_dtype = fp32 said: as auto
     assert.are.equal(input, (comm("--set", "model_code=transformers", "--set", "reduce_dtype=fp32")))
+    -- a pipeline stage accumulates its gradients in reduce_dtype: only fp32 is modelled there
+    local err = helper.fails("llama2-7b", "--set", "framework=fsdp2", "--set", "dp=4", "--set", "pp=2",
+      "--set", "pp_schedule=1F1B", "--set", "reduce_dtype=bf16")
+    assert.truthy(err:find("reduce_dtype: a 16-bit reduce dtype in a pipeline stage", 1, true), err)
   end)
 
   it("shards QLoRA's 4-bit weights on dim 0 of their bf16 storage, their quant_state whole", function()
