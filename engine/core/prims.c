@@ -1588,6 +1588,25 @@ vp_t vp_copy_slice(vp_sim *sim, vp_t base, vp_t src, uint64_t slice_numel, const
     return y;
 }
 
+static void backward_grouped_mm(vp_sim *sim, uint32_t index) {
+    for (unsigned i = 0; i < 2; i++) {
+        vp_node *node = vp_node_at(sim, index);
+        if (vp_needs_grad(sim, node, i)) vp_give_grad(sim, node, i, vp_grad_like(sim, node->in[i], node->label));
+    }
+}
+
+vp_t vp_grouped_mm(vp_sim *sim, vp_t x, vp_t w, vp_t offs, uint64_t rows, uint64_t out_features, const char *label) {
+    vp_t y = vp_new(sim, vp_numel(sim, rows, out_features), dtype_of(sim, x), label);
+    vp_t in[2] = {x, w};
+    vp_node *node = vp_record(sim, backward_grouped_mm, label, in, 2, &y, 1);
+    if (node) {
+        if (wants_grad(sim, w)) vp_save(sim, node, x);
+        if (wants_grad(sim, x)) vp_save_view(sim, node, w, true);
+        vp_save(sim, node, offs);
+    }
+    return y;
+}
+
 typedef struct {
     const vp_t *weights;
     unsigned n;

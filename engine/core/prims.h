@@ -395,6 +395,16 @@ vp_t vp_copy_slice(vp_sim *sim, vp_t base, vp_t src, uint64_t slice_numel, const
 vp_t vp_grouped_linear(vp_sim *sim, vp_t x, const vp_t *weights, unsigned n, uint64_t rows, uint64_t out_features,
                        const char *label);
 
+/* torch._grouped_mm(x, w.transpose(-2, -1), offs): x's `rows` rows in
+ * groups (offs, int32 offsets, one per group) each through its slice of
+ * the 3-D parameter w ([groups, out_features, in]); one new output of rows
+ * x out_features in x's dtype (not on autocast's lists). Saves x when w
+ * needs a gradient, and offs. Backward (_grouped_mm_mat1_backward, then
+ * _mat2_backward, torch/csrc/autograd/FunctionsManual.cpp): x's gradient,
+ * then w's whole, made in w's own layout (the transposed view's is
+ * column-major), so AccumulateGrad takes it without a copy. */
+vp_t vp_grouped_mm(vp_sim *sim, vp_t x, vp_t w, vp_t offs, uint64_t rows, uint64_t out_features, const char *label);
+
 /* nll_loss(log_probs, target) with mean reduction: a scalar output and total
  * weight; saves its input and target; backward allocates a zero-filled
  * gradient the size of the input. */

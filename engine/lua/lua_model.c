@@ -446,7 +446,7 @@ static int l_op_field_options(lua_State *L) {
  * trainable=, buffer=} }, children={...}? }, ... }: what `vramplan show`
  * prints. */
 static void push_ops(lua_State *L, const vp_op *ops, unsigned n) {
-    static const vp_ranks whole = {1, 1, 1, false};
+    static const vp_ranks whole = {1, 1, 1, false, false};
     lua_createtable(L, (int)n, 0);
     for (unsigned i = 0; i < n; i++) {
         const vp_op *op = &ops[i];

@@ -12,7 +12,7 @@ int vp_field_index(const vp_op_kind *kind, const char *name) {
     return -1;
 }
 
-static const vp_ranks whole = {1, 1, 1, false};
+static const vp_ranks whole = {1, 1, 1, false, false};
 
 /* An op's slots: its leaves, then three for LoRA's adapters (A, B and
  * DoRA's magnitude) per linear weight, used when a recipe targets it. */
@@ -246,7 +246,7 @@ static const char *check_model(const vp_model *model, const vp_ranks *split, boo
 }
 
 const char *vp_model_check_tp(const vp_model *model, unsigned tp) {
-    const vp_ranks split = {tp, 1, 1, false};
+    const vp_ranks split = {tp, 1, 1, false, false};
     return check_model(model, &split, false);
 }
 

@@ -73,6 +73,7 @@ static inline vp_leaf_spec vp_param(uint64_t numel, const char *label, vp_module
 typedef struct {
     unsigned tp, ep, etp;
     bool exact_vocab; /* the vocabulary split unpadded (DTensor's), not padded to 128 x tp (Megatron's) */
+    bool fused_experts; /* a mixture's experts as transformers 5 holds them: one 3-D parameter per projection */
 } vp_ranks;
 
 /* A model is its embeddings, a layer repeated `layers` times (the first

@@ -45,6 +45,20 @@ typedef struct {
 
 /* softmax(logits, dim=-1, dtype=torch.float32) */
 vp_t vp_moe_softmax_fp32(vp_step *step, vp_t logits, const char *label);
+/* weights /= weights.sum(dim=-1, keepdim=True) over n tokens' top-k
+ * values (the in-place division keeps a copy for its backward: a new
+ * tensor of their size); takes over the reference to weights. */
+vp_t vp_moe_renormalize(vp_sim *sim, vp_t weights, uint64_t n);
+/* A Python local rebound: the old value dropped once the new one is bound. */
+static inline void vp_moe_rebind(vp_sim *sim, vp_t *name, vp_t value) {
+    vp_t old = *name;
+    *name = value;
+    vp_drop(sim, old);
+}
+/* `*first, *second = torch.where(mask)` for an expert's `tokens` hits:
+ * nonzero(as_tuple=True), one [tokens, 2] int64 tensor whose columns the
+ * two names (rebound) view. */
+void vp_moe_where(vp_sim *sim, uint64_t tokens, vp_t *first, vp_t *second);
 /* The tokens expert e gets out of n assignments under an even routing. */
 uint64_t vp_moe_share(uint64_t n, unsigned experts, unsigned e);
 /* One expert's SwiGLU MLP as HF writes it: w2(act_fn(w1(x)) * w3(x)). */
@@ -59,5 +73,8 @@ vp_t vp_moe_deepseek_v3(vp_step *step, const vp_op *op, const moe_slots *s, vp_t
 vp_t vp_moe_deepseek_v2(vp_step *step, const vp_op *op, const moe_slots *s, vp_t x);
 vp_t vp_moe_deepseek_v2_hf(vp_step *step, const vp_op *op, const moe_slots *s, vp_t x);
 vp_t vp_moe_megatron(vp_step *step, const vp_op *op, const moe_slots *s, vp_t x);
+/* transformers 5's Mixtral and Qwen3-MoE blocks: the router, then the 3-D
+ * experts (s->w1 gate_up_proj, s->w2 down_proj) by experts_implementation */
+vp_t vp_moe_fused(vp_step *step, const vp_op *op, const moe_slots *s, vp_t x);
 
 #endif

@@ -14,15 +14,9 @@ typedef struct {
     vp_t weighted;       /* its output times the routing weights */
 } loop_locals;
 
-static void rebind(vp_sim *sim, vp_t *name, vp_t value) {
-    vp_t old = *name;
-    *name = value;
-    vp_drop(sim, old);
-}
-
 static void drop_loop_locals(vp_sim *sim, loop_locals *l) {
     vp_t *names[] = {&l->which, &l->top_x, &l->state, &l->weighted};
-    for (unsigned i = 0; i < sizeof names / sizeof *names; i++) rebind(sim, names[i], 0);
+    for (unsigned i = 0; i < sizeof names / sizeof *names; i++) vp_moe_rebind(sim, names[i], 0);
 }
 
 /* The expert loop of transformers' sparse blocks (after the caller's
@@ -42,18 +36,13 @@ static vp_t expert_loop(vp_step *step, const vp_op *op, const moe_slots *s, vp_t
     for (unsigned e = 0; e < experts; e++) {
         uint64_t tokens = vp_moe_share(assignments, experts, e);
         if (!tokens) continue;
-        /* torch.where(mask) is nonzero(as_tuple=True): one [tokens, 2] int64
-         * tensor whose columns idx and top_x are views */
-        vp_t hits = vp_new(sim, vp_numel(sim, tokens, 2), VP_INT64, "moe.where");
-        vp_t which = vp_view(sim, hits, tokens, "moe.where.idx"), top_x = vp_view(sim, hits, tokens, "moe.where.top_x");
-        vp_drop(sim, hits);
-        rebind(sim, &l->which, which);
-        rebind(sim, &l->top_x, top_x);
-        rebind(sim, &l->state, vp_index(sim, x, top_x, vp_numel(sim, tokens, h), "moe.current_state"));
+        vp_moe_where(sim, tokens, &l->which, &l->top_x); /* idx, top_x = torch.where(expert_mask[e]) */
+        vp_t which = l->which, top_x = l->top_x;
+        vp_moe_rebind(sim, &l->state, vp_index(sim, x, top_x, vp_numel(sim, tokens, h), "moe.current_state"));
         vp_t y = vp_moe_expert(step, l->state, s->w1[e], s->w3[e], s->w2[e], f, h);
         /* routing_weights[top_x, idx, None] (DeepSeek-V3: topk_weights[token_indices, weight_indices]) */
         vp_t w = vp_index_pair(sim, routing, top_x, which, tokens, "moe.routing_weight");
-        rebind(sim, &l->weighted, vp_mul(sim, y, w, vp_at(sim, y)->numel, "moe.weighted"));
+        vp_moe_rebind(sim, &l->weighted, vp_mul(sim, y, w, vp_at(sim, y)->numel, "moe.weighted"));
         vp_drop(sim, y);
         vp_drop(sim, w);
         vp_t next = vp_index_add(sim, out, l->weighted, top_x, true, "moe.index_add");
@@ -84,13 +73,7 @@ vp_t vp_moe_mixtral(vp_step *step, const vp_op *op, const moe_slots *s, vp_t x) 
      * softmax saved them (in host memory under save_on_cpu) */
     vp_t weights = vp_topk(sim, probs, assignments, &selected, "moe.topk");
     vp_drop(sim, probs);
-    if (vp_op_flag(op, MOE_NORM_TOPK)) { /* routing_weights /= routing_weights.sum(dim=-1, keepdim=True) */
-        vp_t sum = vp_sum(sim, weights, n, "moe.topk_sum");
-        vp_t normed = vp_mul(sim, weights, sum, assignments, "moe.topk_norm");
-        vp_drop(sim, sum);
-        vp_drop(sim, weights);
-        weights = normed;
-    }
+    if (vp_op_flag(op, MOE_NORM_TOPK)) weights = vp_moe_renormalize(sim, weights, n);
     /* the name is rebound to the cast: the fp32 values go unless the cast is a no-op */
     vp_t routing = vp_to(sim, weights, (vp_dtype)vp_at(sim, x)->dtype, "moe.routing_weights");
     vp_drop(sim, weights);

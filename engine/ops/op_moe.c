@@ -8,6 +8,7 @@
 
 #include "finetune_method.h"
 #include "framework.h"
+#include "optimizer.h"
 
 static const char *const block_names[] = {"mixtral", "deepseek", "deepseek_v3", "deepseek_v2", "deepseek_v2_hf", NULL};
 static const char *const expert_name_sets[] = {"w", "proj", NULL};
@@ -85,6 +86,19 @@ static vp_leaf_spec experts_of(vp_leaf_spec spec, unsigned local) {
     return spec;
 }
 
+/* transformers 5's experts (MixtralExperts, Qwen3MoeExperts): gate_up_proj
+ * [experts, 2 x intermediate, hidden] and down_proj [experts, hidden,
+ * intermediate], bare parameters of one module (no nn.Linear: LoRA's
+ * targets and bitsandbytes do not take them); dim 0 the experts, which
+ * FSDP2 shards. The w3 slot stays empty. */
+static void fused_experts(vp_leaf_spec *out, unsigned local, uint64_t f, uint64_t h) {
+    out[W1] = experts_of(vp_param(local * 2 * f * h, "moe.experts.gate_up_proj", VP_MODULE_NONE, 0), 1);
+    out[W3] = experts_of(vp_param(0, "moe.experts.w3", VP_MODULE_NONE, 0), 1);
+    out[W2] = experts_of(vp_param(local * h * f, "moe.experts.down_proj", VP_MODULE_NONE, 0), 1);
+    out[W1].rows = out[W2].rows = local;
+    out[ROUTER].out_features = 0; /* TopKRouter's bare weight for F.linear, not an nn.Linear */
+}
+
 /* Experts are split over expert-parallel ranks, each one's width over
  * expert-tensor-parallel ranks; shared experts split like a dense MLP. */
 static unsigned moe_leaves(const vp_op *op, const vp_ranks *split, vp_leaf_spec *out) {
@@ -98,9 +112,13 @@ static unsigned moe_leaves(const vp_op *op, const vp_ranks *split, vp_leaf_spec 
     out[ROUTER] = vp_param(e * h, "moe.gate.weight", VP_MODULE_GATE, linear_router ? e : 0);
     out[ROUTER].rows = e; /* an (experts, hidden) matrix either way: factored optimizers factor it */
     bool proj = vp_op_u64(op, MOE_EXPERT_NAMES) == MOE_NAMES_PROJ;
-    out[W1] = experts_of(vp_param(f * h, "moe.experts.w1", proj ? VP_MODULE_GATE_PROJ : VP_MODULE_W1, f), local);
-    out[W3] = experts_of(vp_param(f * h, "moe.experts.w3", proj ? VP_MODULE_UP_PROJ : VP_MODULE_W3, f), local);
-    out[W2] = experts_of(vp_param(h * f, "moe.experts.w2", proj ? VP_MODULE_DOWN_PROJ : VP_MODULE_W2, h), local);
+    if (split->fused_experts) {
+        fused_experts(out, local, f, h);
+    } else {
+        out[W1] = experts_of(vp_param(f * h, "moe.experts.w1", proj ? VP_MODULE_GATE_PROJ : VP_MODULE_W1, f), local);
+        out[W3] = experts_of(vp_param(f * h, "moe.experts.w3", proj ? VP_MODULE_UP_PROJ : VP_MODULE_W3, f), local);
+        out[W2] = experts_of(vp_param(h * f, "moe.experts.w2", proj ? VP_MODULE_DOWN_PROJ : VP_MODULE_W2, h), local);
+    }
     out[SHARED_UP] = vp_param(fs * h, "moe.shared_expert.up_proj", VP_MODULE_UP_PROJ, fs);
     out[SHARED_GATE_PROJ] = vp_param(fs * h, "moe.shared_expert.gate_proj", VP_MODULE_GATE_PROJ, fs);
     out[SHARED_DOWN] = vp_param(h * fs, "moe.shared_expert.down_proj", VP_MODULE_DOWN_PROJ, h);
@@ -114,7 +132,7 @@ static unsigned moe_leaves(const vp_op *op, const vp_ranks *split, vp_leaf_spec 
 }
 
 /* Slots of each spec within the op, given the rank's expert count. */
-static moe_slots slots_of(const vp_t *leaves, unsigned local) {
+static moe_slots slots_of(const vp_t *leaves, unsigned local) { /* local: 1 for fused experts */
     moe_slots s;
     s.router = leaves;
     s.w1 = leaves + 1;
@@ -136,6 +154,22 @@ vp_t vp_moe_softmax_fp32(vp_step *step, vp_t logits, const char *label) {
     vp_t p = vp_unary(sim, up, VP_SAVES_OUTPUT, 0, VP_FP32, label);
     vp_drop(sim, up);
     return p;
+}
+
+vp_t vp_moe_renormalize(vp_sim *sim, vp_t weights, uint64_t n) {
+    vp_t sum = vp_sum(sim, weights, n, "moe.topk_sum");
+    vp_t normed = vp_mul(sim, weights, sum, vp_at(sim, weights)->numel, "moe.topk_norm");
+    vp_drop(sim, sum);
+    vp_drop(sim, weights);
+    return normed;
+}
+
+void vp_moe_where(vp_sim *sim, uint64_t tokens, vp_t *first, vp_t *second) {
+    vp_t hits = vp_new(sim, vp_numel(sim, tokens, 2), VP_INT64, "moe.where");
+    vp_t a = vp_view(sim, hits, tokens, "moe.where.first"), b = vp_view(sim, hits, tokens, "moe.where.second");
+    vp_drop(sim, hits);
+    vp_moe_rebind(sim, first, a);
+    vp_moe_rebind(sim, second, b);
 }
 
 /* The tokens expert e gets out of n assignments (an even routing; the sum
@@ -193,13 +227,37 @@ vp_t vp_moe_plus_shared(vp_step *step, const vp_op *op, const vp_t *shared, vp_t
 
 static vp_t moe_forward(vp_step *step, const vp_op *op, const vp_t *leaves, vp_t x) {
     unsigned local = (unsigned)(vp_op_u64(op, MOE_EXPERTS) / step->ep);
-    moe_slots s = slots_of(leaves, local);
+    bool fused = vp_recipe_fused_experts(step->recipe);
+    moe_slots s = slots_of(leaves, fused ? 1 : local);
+    if (fused) return vp_moe_fused(step, op, &s, x);
     if (vp_framework_of(step->recipe)->token_dispatcher) return vp_moe_megatron(step, op, &s, x);
     if (vp_op_u64(op, MOE_BLOCK) == MOE_BLOCK_DEEPSEEK) return vp_moe_deepseek(step, op, &s, x);
     if (vp_op_u64(op, MOE_BLOCK) == MOE_BLOCK_DEEPSEEK_V3) return vp_moe_deepseek_v3(step, op, &s, x);
     if (vp_op_u64(op, MOE_BLOCK) == MOE_BLOCK_DEEPSEEK_V2) return vp_moe_deepseek_v2(step, op, &s, x);
     if (vp_op_u64(op, MOE_BLOCK) == MOE_BLOCK_DEEPSEEK_V2_HF) return vp_moe_deepseek_v2_hf(step, op, &s, x);
     return vp_moe_mixtral(step, op, &s, x);
+}
+
+/* What transformers 5's experts are modelled for: its Mixtral and
+ * Qwen3-MoE blocks, in transformers' code, with optimizers that keep
+ * whole-tensor or elementwise states. */
+static const char *fused_experts_problem(const vp_op *op, const vp_recipe *recipe) {
+    if (vp_framework_of(recipe)->token_dispatcher)
+        return "experts_implementation: framework megatron runs Megatron-Core's MoE layer; leave it auto";
+    if (vp_recipe_model_code(recipe) != VP_CODE_TRANSFORMERS)
+        return "experts_implementation: eager and grouped_mm are transformers 5's experts (model_code transformers)";
+    if (vp_op_u64(op, MOE_BLOCK) != MOE_BLOCK_MIXTRAL || vp_op_u64(op, MOE_SHARED))
+        return "experts_implementation: transformers 5's experts are modelled for the Mixtral and Qwen3-MoE blocks "
+               "(block mixtral without shared experts) only; use modules";
+    if (vp_finetune_method_of(recipe)->quantizes_base)
+        return "experts_implementation: a quantized base with transformers 5's 3-D experts is not modelled (whether "
+               "bitsandbytes quantizes them depends on its version); use modules";
+    /* Adafactor's and SM3's states follow a matrix's rows and columns
+     * (their beside_temps); a 3-D parameter's factors are not modelled */
+    if (vp_optimizer_at(recipe->optimizer)->beside_temps)
+        return "experts_implementation: the factored states of transformers 5's 3-D experts are not modelled; use "
+               "modules, or an optimizer with elementwise states";
+    return NULL;
 }
 
 /* DeepseekMoE.forward in training: y = torch.empty_like(hidden_states),
@@ -211,6 +269,7 @@ static const char *moe_recipe_problem(const vp_model *model, const vp_recipe *re
     if (recipe->tp > 1 && vp_framework_of(recipe)->dtensor_tp)
         return "tp: mixtures are modelled with Megatron-LM's tensor parallelism, not DTensor's (framework = fsdp2)";
     const vp_op *op = vp_section_find(&model->section[VP_SECTION_LAYER], &vp_op_moe);
+    if (op && vp_recipe_fused_experts(recipe)) return fused_experts_problem(op, recipe);
     if (!op || vp_framework_of(recipe)->token_dispatcher) return NULL;
     const vp_precision *precision = vp_precision_get(recipe->precision);
     /* DeepseekV2MoE in training (modeling_deepseek.py): the fp32 gate's

@@ -115,7 +115,7 @@ static void note_own_name(census *c, const vp_leaf_spec *s, bool adapted) {
 }
 
 static void count_ops(census *c, const vp_op *ops, unsigned n, uint64_t times, bool frozen) {
-    static const vp_ranks whole = {1, 1, 1, false};
+    const vp_ranks whole = {1, 1, 1, false, vp_recipe_fused_experts(c->recipe)};
     for (unsigned i = 0; i < n; i++) {
         vp_leaf_spec specs[VP_OP_MAX_LEAVES];
         unsigned k = ops[i].kind->leaves ? ops[i].kind->leaves(&ops[i], &whole, specs) : 0;

@@ -14,6 +14,7 @@ const char *const vp_attention_names[] = {"eager", "sdpa", "flash", "sdpa-mem-ef
 const char *const vp_sdpa_backend_names[] = {"auto", "flash", "cudnn", NULL};
 const char *const vp_reduce_dtype_names[] = {"auto", "fp32", "bf16", "fp16", NULL};
 const char *const vp_model_code_names[] = {"auto", "transformers", "torchtune", "torchtitan", NULL};
+const char *const vp_experts_impl_names[] = {"auto", "modules", "eager", "grouped_mm", NULL};
 bool vp_lora_targets_given(const vp_recipe *recipe) { return recipe->lora_targets || recipe->n_lora_names; }
 
 vp_module_set vp_lora_targets(const vp_recipe *recipe) {
@@ -101,6 +102,16 @@ vp_model_code vp_recipe_model_code(const vp_recipe *recipe) {
      * (accelerate's and axolotl's FSDP2 runs) */
     if (vp_finetune_method_of(recipe)->peft) return VP_CODE_TRANSFORMERS;
     return vp_framework_of(recipe)->dtensor_tp ? VP_CODE_TORCHTITAN : VP_CODE_TRANSFORMERS;
+}
+
+vp_experts_impl vp_recipe_experts_impl(const vp_recipe *recipe) {
+    /* kept at 4.x's layout, which the PyTorch harness and every published
+     * mixture row measured; 5.x's are chosen by name */
+    return recipe->experts_impl == VP_EXPERTS_AUTO ? VP_EXPERTS_MODULES : recipe->experts_impl;
+}
+
+bool vp_recipe_fused_experts(const vp_recipe *recipe) {
+    return vp_recipe_experts_impl(recipe) != VP_EXPERTS_MODULES;
 }
 
 bool vp_recipe_checkpoint_early_stop(const vp_recipe *recipe) {

@@ -58,6 +58,11 @@ typedef enum { VP_REDUCE_AUTO, VP_REDUCE_FP32, VP_REDUCE_BF16, VP_REDUCE_FP16 } 
  * torchtune's or torchtitan's (the query handed to SDPA as a transposed
  * view); auto: torchtitan's under framework fsdp2, else transformers'. */
 typedef enum { VP_CODE_AUTO, VP_CODE_TRANSFORMERS, VP_CODE_TORCHTUNE, VP_CODE_TORCHTITAN } vp_model_code;
+/* How transformers runs a mixture's routed experts: 4.x's ModuleList of
+ * nn.Linear experts (modules), or 5.x's 3-D parameters through its
+ * per-expert loop (eager) or torch._grouped_mm (grouped_mm, 5.x's default
+ * from PyTorch 2.9 on). */
+typedef enum { VP_EXPERTS_AUTO, VP_EXPERTS_MODULES, VP_EXPERTS_EAGER, VP_EXPERTS_GROUPED_MM } vp_experts_impl;
 
 /* The training framework: the index of its entry among the registered
  * frameworks (framework.h, listed in framework_list.h). Code asks the
@@ -194,6 +199,7 @@ typedef struct {
     vp_attention_impl attention;
     vp_sdpa_backend sdpa_backend;
     vp_model_code model_code;
+    vp_experts_impl experts_impl;
     vp_reduce_dtype reduce_dtype; /* framework = fsdp2 with a mixed precision */
     vp_framework framework;
     vp_torch_version torch_version;
@@ -295,6 +301,7 @@ extern const char *const vp_attention_names[];
 extern const char *const vp_sdpa_backend_names[];
 extern const char *const vp_reduce_dtype_names[];
 extern const char *const vp_model_code_names[];
+extern const char *const vp_experts_impl_names[];
 extern const char *const vp_quant_names[];
 
 /* Micro-batches one optimizer step sees: num_microbatches, or grad_accum,
@@ -389,6 +396,10 @@ extern const char *const vp_allocator_model_names[];
 bool vp_recipe_checkpoint_early_stop(const vp_recipe *recipe);
 /* model_code resolved (auto: torchtitan's under a DTensor framework, fsdp2) */
 vp_model_code vp_recipe_model_code(const vp_recipe *recipe);
+/* experts_implementation resolved (auto: modules, transformers 4.x's) */
+vp_experts_impl vp_recipe_experts_impl(const vp_recipe *recipe);
+/* transformers 5's experts: each projection of all the experts one 3-D parameter */
+bool vp_recipe_fused_experts(const vp_recipe *recipe);
 
 /* The load, auto resolved (vp_load). */
 vp_load vp_recipe_load(const vp_recipe *recipe);

@@ -391,6 +391,14 @@ static const vp_recipe_key keys[] = {
             "hand SDPA a transposed view; auto: torchtitan under framework fsdp2 (transformers with a PEFT "
             "method: torchtitan trains whole models), else transformers "
             "[auto; stack torchtune: torchtune]"},
+    /* PreTrainedModel.get_correct_experts_implementation (transformers 5):
+     * grouped_mm unless torch._grouped_mm is missing (PyTorch < 2.9), then
+     * eager; set by from_pretrained(experts_implementation=...) */
+    {OPTION_KEY("experts_implementation", experts_impl, vp_experts_impl_names, VP_EXPERTS_AUTO),
+     .doc = "a mixture's routed experts in transformers: modules is 4.x's ModuleList of nn.Linear experts; eager and "
+            "grouped_mm are 5.x's 3-D gate_up_proj and down_proj parameters, run by its per-expert loop (each "
+            "expert's weight gradient a select_backward of the whole parameter) or torch._grouped_mm (5.x's "
+            "default from PyTorch 2.9); Mixtral's and Qwen3-MoE's blocks [auto: modules]"},
     {OPTION_KEY("framework", framework, NULL, VP_FRAMEWORK_TORCH), .choice_at = framework_name,
      .doc = "the training framework, with its own buffers and defaults; torch is a plain PyTorch loop (DDP with dp)"},
     {OPTION_KEY("torch_version", torch_version, vp_torch_version_names, VP_TORCH_2),

@@ -229,7 +229,8 @@ void vp_layout_create_leaves(vp_step *step, const vp_op *ops, unsigned n, vp_t *
     for (unsigned i = 0; i < n; i++) {
         const vp_op *op = &ops[i];
         vp_leaf_spec specs[VP_OP_MAX_LEAVES];
-        vp_ranks split = {step->tp, step->ep, step->etp, vp_framework_of(step->recipe)->dtensor_tp};
+        vp_ranks split = {step->tp, step->ep, step->etp, vp_framework_of(step->recipe)->dtensor_tp,
+                          vp_recipe_fused_experts(step->recipe)};
         unsigned k = op->kind->leaves ? op->kind->leaves(op, &split, specs) : 0;
         unsigned slot = op->slot;
         for (unsigned j = 0; j < k; j++) {

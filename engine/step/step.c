@@ -1017,7 +1017,7 @@ const char *vp_step_layout_problem(const vp_model *model, const vp_recipe *recip
         model->facts.experts)
         return "sequence_parallel: Megatron-LM needs it for experts with tp > 1";
     unsigned tp = recipe->tp ? recipe->tp : 1, cp = recipe->cp ? recipe->cp : 1;
-    vp_ranks experts = {tp, recipe->ep ? recipe->ep : 1, recipe->etp ? recipe->etp : tp, false};
+    vp_ranks experts = {tp, recipe->ep ? recipe->ep : 1, recipe->etp ? recipe->etp : tp, false, false};
     bool ep = recipe->ep > 1, etp = recipe->etp > 1 && recipe->etp != tp;
     if ((ep || etp) && !model->facts.experts)
         return ep ? "ep: expert parallelism needs a model with experts"

@@ -461,6 +461,31 @@ CASES = [
     ("qwen3-moe bf16 one sequence of 16", qwen3_moe(), recipe("bf16", optimizer="none", b=1, s=16)),
     ("qwen3-moe bf16 checkpointed", qwen3_moe(layers=3, norm=False), recipe("bf16", ckpt="full")),
     ("qwen3-moe amp-bf16 lora all-linear", qwen3_moe(), recipe("amp-bf16", finetune="lora", lora_targets="all-linear")),
+    # transformers 5's experts (models/moe.py, SparseMoeBlockV5): 3-D parameters through the loop (each expert's
+    # weight gradient a select_backward of the whole parameter) or torch._grouped_mm (written out: GroupedMm)
+    ("mixtral v5 eager fp32", mixtral(), recipe(experts_implementation="eager")),
+    ("mixtral v5 eager bf16", mixtral(), recipe("bf16", experts_implementation="eager")),
+    ("mixtral v5 eager amp-bf16", mixtral(), recipe("amp-bf16", experts_implementation="eager")),
+    ("mixtral v5 grouped_mm fp32", mixtral(), recipe(experts_implementation="grouped_mm")),
+    ("mixtral v5 grouped_mm bf16", mixtral(), recipe("bf16", experts_implementation="grouped_mm")),
+    ("mixtral v5 grouped_mm amp-bf16", mixtral(), recipe("amp-bf16", experts_implementation="grouped_mm")),
+    ("mixtral v5 eager uneven shares checkpointed", mixtral(experts=3, layers=3), recipe(
+        b=1, s=31, ckpt="full", experts_implementation="eager")),
+    ("qwen3-moe v5 grouped_mm bf16 checkpointed", qwen3_moe(layers=3, norm=False), recipe(
+        "bf16", ckpt="full", experts_implementation="grouped_mm")),
+    ("qwen3-moe v5 eager bf16 one sequence of 16", qwen3_moe(), recipe(
+        "bf16", optimizer="none", b=1, s=16, experts_implementation="eager")),
+    ("qwen3-moe v5 grouped_mm amp-bf16 lora all-linear", qwen3_moe(), recipe(
+        "amp-bf16", finetune="lora", lora_targets="all-linear", experts_implementation="grouped_mm")),
+    ("qwen3-moe v5 eager mixed-bf16 router aux loss", dict(qwen3_moe(), output_router_logits=True), recipe(
+        "mixed-bf16", experts_implementation="eager")),
+    # wide experts, few tokens, no optimizer: the backward's peak holds the loop's whole-parameter gradients
+    ("mixtral v5 eager bf16 wide experts", mixtral(experts=8, inter=256), recipe(
+        "bf16", optimizer="none", b=1, s=16, experts_implementation="eager")),
+    ("mixtral v5 grouped_mm bf16 wide experts", mixtral(experts=8, inter=256), recipe(
+        "bf16", optimizer="none", b=1, s=16, experts_implementation="grouped_mm")),
+    ("mixtral v5 eager amp-bf16 wide experts torch 1.13 accumulation", mixtral(experts=8, inter=256), recipe(
+        "amp-bf16", optimizer="none", b=1, s=16, experts_implementation="eager")),
     # DeepSeekMoE's own code: index_put_ needs the expert's dtype to be y's, so no autocast
     ("deepseek-moe fp32", deepseek(), recipe()),
     ("deepseek-moe lora all-linear", deepseek(), recipe(finetune="lora", lora_targets="all-linear")),

@@ -289,6 +289,7 @@ def measure(case, rank=None):
     gc.collect()
     base = _current()
 
+    cfg = dict(cfg, experts_implementation=recipe.get("experts_implementation", "modules"))
     classifier = cfg["model_type"] == "bert"
     seq2seq = cfg["model_type"] in ("t5", "mt5")
     if classifier:

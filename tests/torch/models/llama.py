@@ -14,7 +14,7 @@ from .deepseek import (DeepseekMoE, DeepseekV2Attention, DeepseekV2HFAttention, 
 from .diff import DiffAttention
 from .indexing import MLP_BLOCKS, IndexingMLP, IndexOpsMLP
 from .llama_blocks import LlamaAttention, LlamaMLP, LlamaRotaryEmbedding, ScaledEmbedding, rms_norm
-from .moe import SparseMoeBlock
+from .moe import SparseMoeBlock, SparseMoeBlockV5
 from .mtp import MTPModule
 
 
@@ -36,8 +36,10 @@ class LlamaDecoderLayer(nn.Module):
             self.self_attn = LlamaAttention(cfg, layer_idx)
         self.sparse = cfg["model_type"] in ("mixtral", "qwen2_moe", "qwen3_moe")
         routed = layer_idx >= cfg.get("first_k_dense_replace", 0)
+        # transformers 5's blocks: the router logits are the block's local, not the layer's
+        self.sparse_v5 = self.sparse and cfg.get("experts_implementation", "modules") in ("eager", "grouped_mm")
         if self.sparse:
-            self.mlp = SparseMoeBlock(cfg)
+            self.mlp = SparseMoeBlockV5(cfg) if self.sparse_v5 else SparseMoeBlock(cfg)
         elif cfg["model_type"] == "deepseek" and routed:
             self.mlp = DeepseekMoE(cfg)
         elif remote_code(cfg) and routed:
@@ -126,6 +128,8 @@ class LlamaDecoderLayer(nn.Module):
         hidden_states = self.post_attention_layernorm(hidden_states)
         if self.sparse:
             hidden_states, router_logits = self.mlp(ac, hidden_states)
+            if self.sparse_v5 and not self.output_router_logits:
+                del router_logits
         else:
             hidden_states = self.mlp(ac, hidden_states)
         hidden_states = add(residual, hidden_states)

@@ -90,3 +90,138 @@ class SparseMoeBlock(nn.Module):
             final_hidden_states = add(final_hidden_states, shared_expert_output)
         final_hidden_states = final_hidden_states.reshape(batch_size, sequence_length, hidden_dim)
         return final_hidden_states, router_logits
+
+
+class GroupedMm(torch.autograd.Function):
+    """torch._grouped_mm(x, w.transpose(-2, -1), offs) as PyTorch 2.9+ runs
+    it (PyTorch 1.13 has none): one output of x's rows, group g's rows
+    through w[g]; x saved for w's gradient, offs kept. Backward as
+    _grouped_mm_mat1_backward then _mat2_backward (FunctionsManual.cpp):
+    x's gradient, then w's whole, each one new tensor, w's in w's layout
+    (groups with no rows get zeros)."""
+
+    @staticmethod
+    def forward(ctx, x, w, offs):
+        ctx.save_for_backward(x if w.requires_grad else None, offs)
+        ctx.w = w
+        out = torch.empty(x.shape[0], w.shape[1], dtype=x.dtype, device=x.device)
+        start = 0
+        for g, end in enumerate(offs.tolist()):
+            if end > start:
+                torch.mm(x[start:end], w[g].t(), out=out[start:end])
+            start = end
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        x, offs = ctx.saved_tensors
+        w = ctx.w
+        grad_x = grad_w = None
+        bounds = offs.tolist()
+        if ctx.needs_input_grad[0]:
+            grad_x = torch.empty(grad.shape[0], w.shape[2], dtype=grad.dtype, device=grad.device)
+            start = 0
+            for g, end in enumerate(bounds):
+                if end > start:
+                    torch.mm(grad[start:end], w[g], out=grad_x[start:end])
+                start = end
+        if ctx.needs_input_grad[1]:
+            grad_w = torch.zeros(w.shape, dtype=w.dtype, device=w.device)
+            start = 0
+            for g, end in enumerate(bounds):
+                if end > start:
+                    torch.mm(grad[start:end].t(), x[start:end], out=grad_w[g])
+                start = end
+        return grad_x, grad_w, None
+
+
+def grouped_mm(x, w, offs):
+    """torch._grouped_mm's kernel where the GPU check's PyTorch has it, else
+    GroupedMm written out."""
+    if x.is_cuda and hasattr(torch, "_grouped_mm"):
+        return torch._grouped_mm(x, w.transpose(-2, -1), offs=offs)
+    return GroupedMm.apply(x, w, offs)
+
+
+class SparseMoeBlockV5(nn.Module):
+    """transformers 5's MixtralSparseMoeBlock and Qwen3MoeSparseMoeBlock
+    (models/mixtral, qwen3_moe; integrations/moe.py, 2026): a TopKRouter
+    with a bare weight, whose fp32 top-k values are the routing weights,
+    and the experts as 3-D gate_up_proj and down_proj run by the loop
+    (`eager`) or grouped_mm_experts_forward (`grouped_mm`); the routing
+    pinned as RoundRobinTopk pins it."""
+
+    def __init__(self, cfg):
+        super().__init__()
+        h = cfg["hidden_size"]
+        qwen = cfg["model_type"] == "qwen3_moe"
+        self.num_experts = cfg["num_experts"] if qwen else cfg["num_local_experts"]
+        self.top_k = cfg["num_experts_per_tok"]
+        self.norm_topk_prob = cfg.get("norm_topk_prob", False) if qwen else True
+        f = cfg["moe_intermediate_size"] if qwen else cfg["intermediate_size"]
+        self.impl = cfg["experts_implementation"]
+        self.gate = nn.Module()
+        self.gate.weight = nn.Parameter(torch.empty(self.num_experts, h).normal_(std=0.02))
+        self.experts = nn.Module()
+        self.experts.gate_up_proj = nn.Parameter(torch.empty(self.num_experts, 2 * f, h).normal_(std=0.02))
+        self.experts.down_proj = nn.Parameter(torch.empty(self.num_experts, h, f).normal_(std=0.02))
+
+    def router(self, ac, hidden_states):
+        router_logits = linear(ac, hidden_states, self.gate.weight)
+        router_probs = nn.functional.softmax(router_logits.float(), dim=-1)
+        router_top_value, router_indices = RoundRobinTopk.apply(router_probs, self.top_k)
+        if self.norm_topk_prob:
+            router_top_value /= router_top_value.sum(dim=-1, keepdim=True)
+        return router_logits, router_top_value, router_indices
+
+    def eager(self, ac, hidden_states, top_k_index, top_k_weights):
+        final_hidden_states = torch.zeros_like(hidden_states)
+        with torch.no_grad():
+            expert_mask = nn.functional.one_hot(top_k_index, num_classes=self.num_experts)
+            expert_mask = expert_mask.permute(2, 1, 0)
+            expert_hit = torch.greater(expert_mask.sum(dim=(-1, -2)), 0).nonzero()
+        for expert_idx in expert_hit:
+            expert_idx = expert_idx[0]
+            top_k_pos, token_idx = torch.where(expert_mask[expert_idx])
+            current_state = hidden_states[token_idx]
+            gate, up = linear(ac, current_state, self.experts.gate_up_proj[expert_idx]).chunk(2, dim=-1)
+            current_hidden_states = nn.functional.silu(gate) * up
+            current_hidden_states = linear(ac, current_hidden_states, self.experts.down_proj[expert_idx])
+            current_hidden_states = mul(current_hidden_states, top_k_weights[token_idx, top_k_pos, None])
+            final_hidden_states.index_add_(0, token_idx, current_hidden_states.to(final_hidden_states.dtype))
+        return final_hidden_states
+
+    def grouped_mm(self, ac, hidden_states, top_k_index, top_k_weights):
+        num_top_k = top_k_index.size(-1)
+        num_tokens = hidden_states.size(0)
+        final_hidden_states = torch.zeros_like(hidden_states)
+        expert_ids = top_k_index.reshape(-1)
+        token_idx = torch.arange(num_tokens, device=hidden_states.device).unsqueeze(1).expand(-1, num_top_k).reshape(-1)
+        perm = torch.argsort(expert_ids, stable=True)
+        inv_perm = torch.argsort(perm, stable=True)
+        sample_weights = top_k_weights.reshape(-1)
+        current_hidden_states = hidden_states[token_idx]
+        expert_ids_g = expert_ids[perm]
+        sample_weights_g = sample_weights[perm]
+        current_states_g = current_hidden_states[perm]
+        num_tokens_per_expert = torch.histc(expert_ids_g.float(), bins=self.num_experts, min=0,
+                                            max=self.num_experts - 1)
+        offsets = torch.cumsum(num_tokens_per_expert, dim=0, dtype=torch.int32)
+        gate_up_out = grouped_mm(current_states_g, self.experts.gate_up_proj, offsets)
+        gate, up = gate_up_out.chunk(2, dim=-1)
+        hidden_after_activation = nn.functional.silu(gate) * up
+        out_per_sample_g = grouped_mm(hidden_after_activation, self.experts.down_proj, offsets)
+        out_per_sample_g = mul(out_per_sample_g, sample_weights_g.unsqueeze(-1))
+        out_per_sample = out_per_sample_g[inv_perm]
+        final_hidden_states.index_add_(0, token_idx, out_per_sample.to(final_hidden_states.dtype))
+        return final_hidden_states
+
+    def forward(self, ac, hidden_states):
+        batch_size, sequence_length, hidden_dim = hidden_states.shape
+        hidden_states = hidden_states.view(-1, hidden_dim)
+        router_logits, top_k_weights, top_k_index = self.router(ac, hidden_states)
+        experts = self.grouped_mm if self.impl == "grouped_mm" else self.eager
+        hidden_states = experts(ac, hidden_states, top_k_index, top_k_weights)
+        # (the logits are the block's local `_` until it returns)
+        hidden_states = hidden_states.reshape(batch_size, sequence_length, hidden_dim)
+        return hidden_states, router_logits
