@@ -6,6 +6,8 @@
 -- head tied); the model card: "a 35 billion parameter" model.
 return cohere {
   name = "c4ai-command-r-v01",
+  -- the checkpoint's weights: config.json torch_dtype float16 (tests/fixtures/c4ai-command-r-v01-config.json)
+  checkpoint_dtype = "fp16",
   hidden = 8192,
   layers = 40,
   heads = 64,

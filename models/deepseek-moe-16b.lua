@@ -8,6 +8,8 @@
 -- total is 16,375,728,128.
 return deepseek {
   name = "DeepSeekMoE-16B",
+  -- the checkpoint's weights: config.json torch_dtype bfloat16 (tests/fixtures/deepseek-moe-16b-config.json)
+  checkpoint_dtype = "bf16",
   hidden = 2048,
   layers = 28,
   heads = 16,

@@ -17,6 +17,8 @@
 -- the input embedding: the published 2.4B (tests).
 return deepseek_v2 {
   name = "DeepSeek-V2-Lite",
+  -- the checkpoint's weights: config.json torch_dtype bfloat16 (tests/fixtures/deepseek-v2-lite-config.json)
+  checkpoint_dtype = "bf16",
   hidden = 2048,
   layers = 27,
   heads = 16,

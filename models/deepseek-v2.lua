@@ -18,6 +18,8 @@
 -- experts) to 21,375,800,320 with the embeddings and the head (tests).
 return deepseek_v2 {
   name = "DeepSeek-V2",
+  -- the checkpoint's weights: config.json torch_dtype bfloat16 (tests/fixtures/deepseek-v2-config.json)
+  checkpoint_dtype = "bf16",
   hidden = 5120,
   layers = 60,
   heads = 128,

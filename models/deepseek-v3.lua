@@ -10,6 +10,8 @@
 -- prediction module, which transformers does not load).
 return deepseek_v3 {
   name = "DeepSeek-V3",
+  -- the checkpoint's weights: config.json torch_dtype bfloat16 (tests/fixtures/deepseek-v3-config.json)
+  checkpoint_dtype = "bf16",
   hidden = 7168,
   layers = 61,
   heads = 128,

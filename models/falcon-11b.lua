@@ -16,6 +16,8 @@
 -- the model card: "11B parameters") (tests).
 return falcon {
   name = "falcon-11b",
+  -- the checkpoint's weights: config.json torch_dtype bfloat16 (tests/fixtures/falcon-11b-config.json)
+  checkpoint_dtype = "bf16",
   hidden = 4096,
   layers = 60,
   heads = 32,

@@ -5,6 +5,8 @@
 -- d_model 4544, head_dim 64, vocabulary 65024, sequence length 2048.
 return falcon {
   name = "falcon-7b",
+  -- the checkpoint's weights: config.json torch_dtype bfloat16 (tests/fixtures/falcon-7b-config.json)
+  checkpoint_dtype = "bf16",
   hidden = 4544,
   layers = 32,
   heads = 71,

@@ -6,6 +6,8 @@
 -- Parameter count: 9,241,705,984 (the checkpoint's safetensors total).
 return gemma2 {
   name = "gemma-2-9b",
+  -- the checkpoint's weights: config.json torch_dtype float32 (tests/fixtures/gemma-2-9b-config.json)
+  checkpoint_dtype = "fp32",
   hidden = 3584,
   layers = 42,
   heads = 16,

@@ -7,6 +7,8 @@
 -- gemma3_1b preset).
 return gemma3_text {
   name = "gemma-3-1b",
+  -- the checkpoint's weights: config.json torch_dtype bfloat16 (tests/fixtures/gemma-3-1b-config.json)
+  checkpoint_dtype = "bf16",
   hidden = 1152,
   layers = 26,
   heads = 4,

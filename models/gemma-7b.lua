@@ -5,6 +5,8 @@
 -- preset).
 return gemma {
   name = "gemma-7b",
+  -- the checkpoint's weights: config.json torch_dtype bfloat16 (tests/fixtures/gemma-7b-config.json)
+  checkpoint_dtype = "bf16",
   hidden = 3072,
   layers = 28,
   heads = 16,

@@ -6,6 +6,8 @@
 -- 8,170,848,256 (the fields' arithmetic; the model card's "8B").
 return granite {
   name = "granite-3.1-8b-instruct",
+  -- the checkpoint's weights: config.json torch_dtype bfloat16 (tests/fixtures/granite-3.1-8b-config.json)
+  checkpoint_dtype = "bf16",
   hidden = 4096,
   layers = 40,
   heads = 32,

@@ -2,6 +2,8 @@
 -- config.json. Published parameter count: 6,738,415,616.
 return llama {
   name = "Llama-2-7B",
+  -- the checkpoint's weights: config.json torch_dtype float16 (tests/fixtures/llama2-7b-config.json)
+  checkpoint_dtype = "fp16",
   hidden = 4096,
   layers = 32,
   heads = 32,

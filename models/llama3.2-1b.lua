@@ -6,6 +6,8 @@
 -- 1,235,814,400 parameters.
 return llama {
   name = "Llama-3.2-1B",
+  -- the checkpoint's weights: config.json torch_dtype bfloat16 (tests/fixtures/llama3.2-1b-config.json)
+  checkpoint_dtype = "bf16",
   hidden = 2048,
   layers = 16,
   heads = 32,

@@ -6,6 +6,9 @@
 -- 3,212,749,824 parameters.
 return llama {
   name = "Llama-3.2-3B",
+  -- the checkpoint's weights: meta-llama/Llama-3.2-3B's config.json torch_dtype bfloat16 (as citsjtu2020/LLM-Prof's
+  -- sglang/Model_Config.md copies it)
+  checkpoint_dtype = "bf16",
   hidden = 3072,
   layers = 28,
   heads = 24,

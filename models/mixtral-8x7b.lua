@@ -5,6 +5,8 @@
 -- total of mistralai/Mixtral-8x7B-v0.1).
 return mixtral {
   name = "Mixtral-8x7B-v0.1",
+  -- the checkpoint's weights: config.json torch_dtype bfloat16 (tests/fixtures/mixtral-8x7b-config.json)
+  checkpoint_dtype = "bf16",
   hidden = 4096,
   layers = 32,
   heads = 32,

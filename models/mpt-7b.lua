@@ -5,6 +5,8 @@
 -- 6,649,286,656 (the card rounds them to 6.7B).
 return mpt {
   name = "mpt-7b",
+  -- the checkpoint's weights: config.json torch_dtype bfloat16 (tests/fixtures/mpt-7b-config.json)
+  checkpoint_dtype = "bf16",
   hidden = 4096,
   layers = 32,
   heads = 32,

@@ -6,6 +6,8 @@
 -- (the model card's table); vramplan counts 12,921,057,280.
 return t5 {
   name = "mT0-XXL",
+  -- the checkpoint's weights: config.json torch_dtype float32 (tests/fixtures/mt0-xxl-config.json)
+  checkpoint_dtype = "fp32",
   hidden = 4096,
   layers = 24,
   heads = 64,

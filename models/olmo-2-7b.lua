@@ -6,6 +6,8 @@
 -- parameters (the Hub's safetensors total).
 return olmo2 {
   name = "OLMo-2-1124-7B",
+  -- the checkpoint's weights: config.json torch_dtype float32 (tests/fixtures/olmo-2-7b-config.json)
+  checkpoint_dtype = "fp32",
   hidden = 4096,
   layers = 32,
   heads = 32,

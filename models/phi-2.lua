@@ -5,6 +5,8 @@
 -- checkpoint's safetensors total).
 return phi {
   name = "phi-2",
+  -- the checkpoint's weights: config.json torch_dtype float16 (tests/fixtures/phi-2-config.json)
+  checkpoint_dtype = "fp16",
   hidden = 2560,
   layers = 32,
   heads = 32,

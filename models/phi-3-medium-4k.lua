@@ -5,6 +5,9 @@
 -- 13,960,238,080 (its source: tests/reference/models.json).
 return phi3 {
   name = "Phi-3-medium-4k-instruct",
+  -- the checkpoint's weights: microsoft/Phi-3-medium-4k-instruct's config.json torch_dtype bfloat16 (as
+  -- ThanatosShinji/onnx-tool's onnx_tool/llm.py copies it)
+  checkpoint_dtype = "bf16",
   hidden = 5120,
   layers = 40,
   heads = 40,

@@ -5,6 +5,8 @@
 -- Published parameter count: 3,821,079,552 (keras-hub's phi3 preset).
 return phi3 {
   name = "Phi-3-mini-4k-instruct",
+  -- the checkpoint's weights: config.json torch_dtype bfloat16 (tests/fixtures/phi-3-mini-4k-config.json)
+  checkpoint_dtype = "bf16",
   hidden = 3072,
   layers = 32,
   heads = 32,

@@ -5,6 +5,8 @@
 -- (the paper's Table 1, total parameters).
 return gpt_neox {
   name = "pythia-1b",
+  -- the checkpoint's weights: config.json torch_dtype float16 (tests/fixtures/pythia-1b-config.json)
+  checkpoint_dtype = "fp16",
   hidden = 2048,
   layers = 16,
   heads = 8,

@@ -5,6 +5,8 @@
 -- "14.3B parameters in total and 2.7B activated" (model card).
 return qwen2_moe {
   name = "Qwen1.5-MoE-A2.7B",
+  -- the checkpoint's weights: config.json torch_dtype bfloat16 (tests/fixtures/qwen1.5-moe-a2.7b-config.json)
+  checkpoint_dtype = "bf16",
   hidden = 2048,
   layers = 24,
   heads = 16,

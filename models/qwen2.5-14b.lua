@@ -2,6 +2,9 @@
 -- Parameter count: 14,770,033,664 (its source: tests/reference/models.json).
 return qwen2 {
   name = "Qwen2.5-14B",
+  -- the checkpoint's weights: Qwen/Qwen2.5-14B's config.json torch_dtype bfloat16 (as citsjtu2020/LLM-Prof's
+  -- sglang/Model_Config.md copies it)
+  checkpoint_dtype = "bf16",
   hidden = 5120,
   layers = 48,
   heads = 40,

@@ -5,6 +5,8 @@
 -- metadata records it; the model card rounds it to 7.61B).
 return qwen2 {
   name = "Qwen2.5-7B",
+  -- the checkpoint's weights: config.json torch_dtype bfloat16 (tests/fixtures/qwen2.5-7b-config.json)
+  checkpoint_dtype = "bf16",
   hidden = 3584,
   layers = 28,
   heads = 28,

@@ -2,6 +2,9 @@
 -- Parameter count: 14,768,307,200 (its source: tests/reference/models.json).
 return qwen3 {
   name = "Qwen3-14B",
+  -- the checkpoint's weights: Qwen/Qwen3-14B's config.json torch_dtype bfloat16 (as citsjtu2020/LLM-Prof's
+  -- sglang/Model_Config.md copies it)
+  checkpoint_dtype = "bf16",
   hidden = 5120,
   layers = 40,
   heads = 40,

@@ -6,6 +6,8 @@
 -- checkpoint's tensors hold 30,532,122,624 parameters.
 return qwen3_moe {
   name = "Qwen3-30B-A3B",
+  -- the checkpoint's weights: config.json torch_dtype bfloat16 (tests/fixtures/qwen3-30b-a3b-config.json)
+  checkpoint_dtype = "bf16",
   hidden = 2048,
   layers = 48,
   heads = 32,

@@ -2,6 +2,9 @@
 -- Parameter count: 32,762,123,264 (keras-hub's presets; the source is in tests/reference/models.json).
 return qwen3 {
   name = "Qwen3-32B",
+  -- the checkpoint's weights: Qwen/Qwen3-32B's config.json torch_dtype bfloat16 (as casys-kaist/LLMServingSim's
+  -- configs/model/Qwen/Qwen3-32B.json copies it)
+  checkpoint_dtype = "bf16",
   hidden = 5120,
   layers = 64,
   heads = 64,

@@ -2,6 +2,9 @@
 -- Parameter count: 4,022,468,096 (its source: tests/reference/models.json).
 return qwen3 {
   name = "Qwen3-4B",
+  -- the checkpoint's weights: Qwen/Qwen3-4B's config.json torch_dtype bfloat16 (as citsjtu2020/LLM-Prof's
+  -- sglang/Model_Config.md copies it)
+  checkpoint_dtype = "bf16",
   hidden = 2560,
   layers = 36,
   heads = 32,

@@ -6,6 +6,8 @@
 -- rounds it to 8.2B).
 return qwen3 {
   name = "Qwen3-8B",
+  -- the checkpoint's weights: config.json torch_dtype bfloat16 (tests/fixtures/qwen3-8b-config.json)
+  checkpoint_dtype = "bf16",
   hidden = 4096,
   layers = 36,
   heads = 32,

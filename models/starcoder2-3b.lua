@@ -8,6 +8,8 @@
 -- safetensors total to 3.03B.
 return starcoder2 {
   name = "starcoder2-3b",
+  -- the checkpoint's weights: config.json torch_dtype bfloat16 (tests/fixtures/starcoder2-3b-config.json)
+  checkpoint_dtype = "bf16",
   hidden = 3072,
   layers = 30,
   heads = 24,

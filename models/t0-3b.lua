@@ -7,6 +7,8 @@
 -- estimator, counting T5Model without the head, prints 2783M.
 return t5 {
   name = "T0-3B",
+  -- the checkpoint's weights: config.json torch_dtype float32 (tests/fixtures/t0_3b-config.json)
+  checkpoint_dtype = "fp32",
   hidden = 2048,
   layers = 24,
   heads = 32,

@@ -625,29 +625,68 @@ describe("accelerate config YAML as recipes", function()
 end)
 
 describe("training stacks", function()
-  it("runs HF Trainer's bf16=True as autocast over fp32 weights, over bf16 weights as bf16", function()
-    local recipe, peak = estimate("llama3.2-1b", "--set", "seq_len=256", "--set", "stack=hf-trainer", "--set", "bf16=true")
+  -- transformers 4.x's from_pretrained loads fp32 weights unless told a dtype
+  it("runs HF Trainer's bf16=True as autocast over fp32 weights, over bf16 weights as bf16 (transformers 4)", function()
+    local v4 = { "--set", "seq_len=256", "--set", "transformers_version=4.57.1" }
+    local recipe, peak = estimate("llama3.2-1b", "--set", "stack=hf-trainer", "--set", "bf16=true", table.unpack(v4))
     assert_keys(recipe, { precision = "amp-bf16", micro_batch = 8, optimizer = "adamw", optimizer_impl = "foreach",
       checkpointing = "none", keep_logits = false })
     local _, want = estimate("llama3.2-1b", "--set", "seq_len=256", "--set", "precision=amp-bf16", "--set", "micro_batch=8",
       "--set", "optimizer_impl=foreach", "--set", "keep_logits=false")
     assert.are.equal(want, peak)
-    recipe = estimate("llama3.2-1b", "--set", "seq_len=256", "--set", "stack=hf-trainer", "--set", "bf16=true",
-      "--set", "torch_dtype=torch.bfloat16")
+    recipe = estimate("llama3.2-1b", "--set", "stack=hf-trainer", "--set", "bf16=true",
+      "--set", "torch_dtype=torch.bfloat16", table.unpack(v4))
     assert.are.equal("bf16", recipe.precision)
     -- the flags alone are read as transformers applies them
-    recipe = estimate("llama3.2-1b", "--set", "seq_len=256", "--set", "fp16=true")
+    recipe = estimate("llama3.2-1b", "--set", "fp16=true", table.unpack(v4))
     assert.are.equal("amp-fp16", recipe.precision)
     -- neither flag (the Trainer's default) or bf16=False: fp32 weights without
     -- autocast, not the core's own default (mixed-bf16)
-    assert.are.equal("fp32", estimate("llama3.2-1b", "--set", "seq_len=256", "--set", "stack=hf-trainer").precision)
-    assert.are.equal("fp32", estimate("llama3.2-1b", "--set", "seq_len=256", "--set", "bf16=false").precision)
+    assert.are.equal("fp32", estimate("llama3.2-1b", "--set", "stack=hf-trainer", table.unpack(v4)).precision)
+    assert.are.equal("fp32", estimate("llama3.2-1b", "--set", "bf16=false", table.unpack(v4)).precision)
+    -- torch_dtype auto: the checkpoint's own dtype (Llama-3.2-1B's config.json: bfloat16)
+    recipe = estimate("llama3.2-1b", "--set", "stack=hf-trainer", "--set", "bf16=true", "--set", "torch_dtype=auto",
+      table.unpack(v4))
+    assert.are.equal("bf16", recipe.precision)
+  end)
+
+  -- transformers 5's from_pretrained loads the checkpoint's dtype (dtype
+  -- "auto", its default since 5.0), and its gradient_checkpointing_enable
+  -- passes use_reentrant False when the Trainer gives no kwargs
+  it("runs the Trainer stacks as transformers 5 unless told 4", function()
+    local recipe = estimate("llama3.2-1b", "--set", "seq_len=256", "--set", "stack=hf-trainer", "--set", "bf16=true")
+    assert_keys(recipe, { precision = "bf16", use_reentrant = false })
+    -- fp16=True over Llama-2-7B's fp16 checkpoint: the Trainer's GradScaler refuses fp16 gradients
+    local err = helper.fails("llama2-7b", "--set", "stack=hf-trainer", "--set", "fp16=true")
+    assert.truthy(err:find("fp16 autocast over fp16 weights (transformers 5 loads the checkpoint's dtype, fp16) fails",
+      1, true), err)
+    -- GPT-2's checkpoint is fp32: autocast over it, as in 4.x
+    assert.are.equal("amp-bf16", estimate("gpt2", "--set", "stack=hf-trainer", "--set", "bf16=true").precision)
+    -- a config.json's torch_dtype is the checkpoint's
+    local path = helper.write('{"model_type": "llama", "hidden_size": 256, "num_hidden_layers": 2, ' ..
+      '"num_attention_heads": 4, "intermediate_size": 512, "vocab_size": 1000, "torch_dtype": "float32"}', ".json")
+    assert.are.equal("amp-bf16", estimate(path, "--set", "stack=trl").precision)
+    path = helper.write('{"model_type": "llama", "hidden_size": 256, "num_hidden_layers": 2, ' ..
+      '"num_attention_heads": 4, "intermediate_size": 512, "vocab_size": 1000, "dtype": "bfloat16"}', ".json")
+    assert_keys(estimate(path, "--set", "stack=trl"), { precision = "bf16", use_reentrant = false })
+    -- a model that records no checkpoint dtype: bf16, said
+    local r = helper.estimate("mistral-7b", "--set", "seq_len=256", "--set", "stack=hf-trainer", "--set", "bf16=true")
+    assert.are.equal("bf16", r.recipe.precision)
+    assert.truthy(r.assumed.precision:find("the model records no checkpoint_dtype: bf16 assumed, set torch_dtype", 1, true),
+      r.assumed.precision)
+    -- named, the version alone brings 5's checkpointing default
+    assert.are.equal(false, estimate("llama3.2-1b", "--set", "transformers_version=5", "--set", "seq_len=256").use_reentrant)
+    assert.are.equal(true, estimate("llama3.2-1b", "--set", "seq_len=256").use_reentrant)
+    err = helper.fails("gpt2", "--set", "transformers_version=3")
+    assert.truthy(err:find("transformers_version: 3 is not 4 or 5", 1, true), err)
   end)
 
   it("says which stack and precision it assumed", function()
-    local out = helper.run("estimate", "llama3.2-1b", "--set", "seq_len=256", "--set", "stack=hf-trainer", "--set", "bf16=true")
-    assert.truthy(out:find("stack: hf-trainer, precision amp-bf16 (bf16=True over fp32 weights: autocast)", 1, true), out)
-    local r = helper.estimate("llama3.2-1b", "--set", "seq_len=256", "--set", "stack=hf-trainer", "--set", "bf16=true")
+    local args = { "--set", "seq_len=256", "--set", "stack=hf-trainer", "--set", "bf16=true" }
+    local out = helper.run("estimate", "llama3.2-1b", table.unpack(args))
+    assert.truthy(out:find("stack: hf-trainer, precision bf16 (bf16=True over bf16 weights (transformers 5 loads the "
+      .. "checkpoint's dtype, bf16): autocast changes nothing)", 1, true), out)
+    local r = helper.estimate("llama3.2-1b", "--set", "transformers_version=4", table.unpack(args))
     assert.are.same({ stack = "hf-trainer", precision = "bf16=True over fp32 weights: autocast" }, r.assumed)
     assert.is_nil(helper.estimate("llama3.2-1b", "--set", "seq_len=256").assumed)
   end)
@@ -660,7 +699,7 @@ describe("training stacks", function()
   end)
 
   it("sets each stack's own defaults and precision", function()
-    local recipe = estimate("llama3.2-1b", "--set", "stack=trl")
+    local recipe = estimate("llama3.2-1b", "--set", "stack=trl", "--set", "transformers_version=4")
     assert_keys(recipe, { precision = "amp-bf16", checkpointing = "full", seq_len = 1024, micro_batch = 8 })
     recipe = estimate("llama3.2-1b", "--set", "seq_len=256", "--set", "stack=llama-factory", "--set", "bf16=true",
       "--set", "finetune=full")

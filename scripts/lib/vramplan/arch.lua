@@ -81,7 +81,10 @@ local function arch_env(path, home)
         or type(def.build) ~= "function" then
       error(where .. ": architecture needs name, fields and build", 0)
     end
-    local declarations = { { "name", "string", default = def.name, doc = "display name" } }
+    local declarations = { { "name", "string", default = def.name, doc = "display name" },
+      { "checkpoint_dtype", "string", default = "unknown", options = { "unknown", "fp32", "bf16", "fp16" },
+        doc = "the dtype the published checkpoint's weights are in (config.json torch_dtype): what transformers 5's "
+          .. "from_pretrained loads by default" } }
     for i, d in ipairs(def.fields) do
       local problem = schema.declaration_problem(d)
       if problem then error(string.format("%s: %s: fields[%d]: %s", where, def.name, i, problem), 0) end

@@ -765,6 +765,14 @@ function hf.load(path)
     end
   end
   if mapping.derive then mapping.derive(config, values, origins, path) end
+  -- the weights' dtype (transformers 5 writes `dtype`, 4.x `torch_dtype`):
+  -- what from_pretrained loads under dtype "auto"
+  for _, key in ipairs({ "dtype", "torch_dtype" }) do
+    local dtype = compute_dtypes[config[key]]
+    if dtype and values.checkpoint_dtype == nil then
+      values.checkpoint_dtype, origins.checkpoint_dtype = dtype, path .. ": " .. key
+    end
+  end
   local name = config._name_or_path
   if type(name) ~= "string" or name == "" then name = checkpoint_name(path) end
   values.name = name

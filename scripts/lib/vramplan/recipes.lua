@@ -99,7 +99,7 @@ function recipes.normalize(keys, origins, imported, config)
   local aliases = require("vramplan.aliases")
   local stacks = require("vramplan.stacks")
   aliases.apply(keys, origins)
-  local assumed = stacks.apply(keys, origins)
+  local assumed = stacks.apply(keys, origins, config)
   aliases.imply(keys, origins)
   if assumed then stacks.defaults(keys, origins, assumed) end
   for _, d in ipairs(imported and imported.deferred or {}) do

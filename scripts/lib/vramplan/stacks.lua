@@ -25,6 +25,7 @@ stacks.profiles = {
     defaults = { micro_batch = 8, optimizer = "adamw", optimizer_impl = "foreach", checkpointing = "none",
                  keep_logits = false },
     rule = "hf",
+    trainer_checkpointing = true, -- gradient_checkpointing_enable without kwargs: its version's use_reentrant
   },
   trl = {
     doc = "TRL's SFTTrainer (transformers' Trainer underneath)",
@@ -34,6 +35,7 @@ stacks.profiles = {
                  seq_len = 1024, keep_logits = false },
     bf16_default = true,
     rule = "hf",
+    trainer_checkpointing = true,
   },
   axolotl = {
     doc = "axolotl (transformers' Trainer, the model loaded in the training dtype)",
@@ -148,7 +150,7 @@ stacks.keys = { stack = true, bf16 = true, fp16 = true, torch_dtype = true, pure
   ["float8.enable_fsdp_float8_all_gather"] = true, ["float8.precompute_float8_dynamic_scale_for_fsdp"] = true,
   ["float8.filter_fqns"] = true, ["training.compile"] = true, ["compile.enable"] = true,
   ["parallelism.data_parallel_replicate_degree"] = true, ["parallelism.data_parallel_shard_degree"] = true,
-  ["training.enable_cpu_offload"] = true, use_liger_kernel = true }
+  ["training.enable_cpu_offload"] = true, use_liger_kernel = true, transformers_version = true }
 
 
 local function dtype_name(v)
@@ -160,10 +162,15 @@ local function dtype_name(v)
 end
 
 -- The precision a stack runs with its flags: returns the precision and why.
-local function precision_rule(profile, framework, flags, finetune, origin)
+local function precision_rule(profile, framework, flags, finetune, origin, loaded)
   local bf16, fp16 = flags.bf16, flags.fp16
   if bf16 == nil and profile.bf16_default and not fp16 then bf16 = true end
   local weights = flags.weights
+  -- from_pretrained's own dtype where the recipe names none (`loaded`)
+  local loaded_why = ""
+  if weights == nil and loaded and not profile.weights_follow_flags then
+    weights, loaded_why = loaded.dtype, " (" .. loaded.why .. ")"
+  end
   if profile.rule == "fixed" then return nil end
   if framework == "deepspeed" or framework == "megatron" or profile.rule == "mixed" then
     if bf16 then return "mixed-bf16", "bf16: 16-bit weights, fp32 master weights" end
@@ -191,8 +198,8 @@ local function precision_rule(profile, framework, flags, finetune, origin)
   if flags.pure_bf16 then return "bf16", "pure_bf16: weights, gradients and states in bf16" end
   weights = weights or "fp32"
   if bf16 then
-    if weights == "bf16" then return "bf16", "bf16=True over bf16 weights: autocast changes nothing" end
-    return "amp-bf16", "bf16=True over " .. weights .. " weights: autocast"
+    if weights == "bf16" then return "bf16", "bf16=True over bf16 weights" .. loaded_why .. ": autocast changes nothing" end
+    return "amp-bf16", "bf16=True over " .. weights .. " weights" .. loaded_why .. ": autocast"
   end
   if fp16 then
     if weights == "fp16" and (finetune == "lora" or finetune == "qlora") then
@@ -200,10 +207,11 @@ local function precision_rule(profile, framework, flags, finetune, origin)
       return "fp16", "fp16=True over fp16 weights, fp32 adapters"
     end
     if weights == "fp16" then
-      error(string.format("%s: fp16: the Trainer's fp16 autocast over fp16 weights fails (its GradScaler "
-        .. "refuses fp16 gradients: \"Attempting to unscale FP16 gradients\"); load the model in fp32", origin), 0)
+      error(string.format("%s: fp16: the Trainer's fp16 autocast over fp16 weights%s fails (its GradScaler "
+        .. "refuses fp16 gradients: \"Attempting to unscale FP16 gradients\"); load the model in fp32", origin,
+        loaded_why), 0)
     end
-    return "amp-fp16", "fp16=True over " .. weights .. " weights: autocast"
+    return "amp-fp16", "fp16=True over " .. weights .. " weights" .. loaded_why .. ": autocast"
   end
   if inferred then
     if weights == "fp32" then
@@ -211,7 +219,7 @@ local function precision_rule(profile, framework, flags, finetune, origin)
     end
     return weights, "no bf16 / fp16: weights in the inferred compute dtype (" .. weights .. "), fp32 adapters"
   end
-  if weights ~= "fp32" then return weights, "no autocast, weights in " .. weights end
+  if weights ~= "fp32" then return weights, "no autocast, weights in " .. weights .. loaded_why end
   -- neither flag: the Trainer runs fp32 weights without autocast (bf16 /
   -- fp16 False by default, training_args.py), not the core's mixed-bf16
   return "fp32", "no bf16 / fp16: fp32 weights, no autocast"
@@ -488,7 +496,44 @@ local function liger_keys(keys, origins)
   set_from(keys, origins, "loss", "fused-linear", "use_liger_kernel", "Liger's fused linear cross-entropy")
 end
 
-function stacks.apply(keys, origins)
+-- transformers' major version where its defaults differ (`transformers_version`:
+-- 4 or 5, or a release such as 4.57.1); nil when the recipe names none.
+local function transformers_major(keys, origins)
+  local v = keys.transformers_version
+  if v == nil then return nil end
+  local major = tonumber(show(v):match("^%s*(%d+)[%.%dx]*%s*$"))
+  if major ~= 4 and major ~= 5 then
+    error(string.format("%s: transformers_version: %s is not 4 or 5 (or a release of them, as 4.57.1)",
+      origins.transformers_version or "recipe", show(v)), 0)
+  end
+  return major
+end
+
+-- What transformers 5 changed in the defaults a recipe inherits, where the
+-- stack leaves them: under the Trainer (which passes no
+-- gradient_checkpointing_kwargs) gradient_checkpointing_enable's
+-- use_reentrant False (huggingface/transformers#43203; 4.x passed True).
+-- (Its 3-D experts are the recipe's to name, experts_implementation: only
+-- Mixtral's and Qwen3-MoE's blocks are modelled so.)
+local function transformers5_defaults()
+  return { use_reentrant = false }
+end
+
+-- The dtype from_pretrained loads the weights in when the recipe names none
+-- (transformers 5: the checkpoint's own, dtype "auto" by default since 5.0,
+-- huggingface/transformers#42805; 4.x: fp32) or names "auto": { dtype, why }
+-- or nil (fp32).
+local function loaded_weights(major, auto, config)
+  if not (auto or major == 5) then return nil end
+  local how = auto and "torch_dtype auto" or "transformers 5 loads the checkpoint's dtype"
+  local dtype = config and config.checkpoint_dtype
+  if dtype and dtype ~= "unknown" then
+    return { dtype = dtype, why = how .. ", " .. dtype }
+  end
+  return { dtype = "bf16", why = how .. "; the model records no checkpoint_dtype: bf16 assumed, set torch_dtype" }
+end
+
+function stacks.apply(keys, origins, config)
   checkpointing_keys(keys, origins)
   torchtitan_float8_keys(keys, origins)
   torchtitan_parallel_keys(keys, origins)
@@ -508,12 +553,16 @@ function stacks.apply(keys, origins)
       error(string.format("%s: torch_dtype: %s is not a dtype (bfloat16, float16, float32, auto)",
         origins.torch_dtype or "recipe", tostring(keys.torch_dtype)), 0)
     end
-    if d ~= "auto" then flags.weights = d end
+    if d ~= "auto" then flags.weights = d else flags.auto_dtype = true end
     flag_origin = flag_origin or origins.torch_dtype
   end
+  local major, version_origin = transformers_major(keys, origins), origins.transformers_version
   local stack_origin = origins.stack
   for k in pairs(stacks.keys) do keys[k], origins[k] = nil, nil end
-  if name == nil and next(flags) == nil then return nil end
+  if name == nil and next(flags) == nil then
+    if major ~= 5 then return nil end
+    return { defaults = transformers5_defaults(), origin = version_origin .. " (transformers 5's default)" }
+  end
   local profile = stacks.profiles[name or "hf-trainer"]
   if not profile then
     local names = {}
@@ -522,6 +571,8 @@ function stacks.apply(keys, origins)
     error(string.format("%s: stack: %s is not one of %s", stack_origin or "recipe", tostring(name),
       table.concat(names, " | ")), 0)
   end
+  -- the Trainer's stacks are transformers 5 unless the recipe says 4
+  if major == nil and profile.rule == "hf" then major = 5 end
   local source = name and string.format("stack %s", name) or "bf16 / fp16 as transformers and accelerate apply them"
   if profile.framework and keys.framework == nil and keys.zero == nil and (keys.fsdp == nil or keys.fsdp == "none") then
     keys.framework, origins.framework = profile.framework, stack_origin .. " (" .. source .. ")"
@@ -538,13 +589,23 @@ function stacks.apply(keys, origins)
   if keys.precision == nil then
     local framework = keys.framework or (keys.zero ~= nil and "deepspeed") or
       ((keys.fsdp ~= nil and keys.fsdp ~= "none") and "fsdp") or nil
-    local precision, why = precision_rule(profile, framework, flags, keys.finetune, flag_origin or stack_origin)
+    local loaded = profile.rule == "hf" and loaded_weights(major, flags.auto_dtype, config) or nil
+    local precision, why = precision_rule(profile, framework, flags, keys.finetune, flag_origin or stack_origin, loaded)
     if precision then
       keys.precision, origins.precision = precision, (flag_origin or stack_origin) .. " (" .. source .. ": " .. why .. ")"
       assumed.precision = why
     end
   end
   if name then assumed.defaults, assumed.origin = profile.defaults, stack_origin .. " (" .. source .. "'s default)" end
+  -- a Trainer stack named (hf-trainer, trl) is 5's unless the recipe says 4;
+  -- the other stacks pass their own checkpointing kwargs
+  local trainer = name and profile.trainer_checkpointing
+  if major == 5 and (trainer or version_origin) and profile.rule ~= "fixed" then
+    local defaults = transformers5_defaults()
+    for k, v in pairs(assumed.defaults or {}) do defaults[k] = v end
+    assumed.defaults = defaults
+    assumed.origin = assumed.origin or (version_origin .. " (transformers 5's default)")
+  end
   return assumed
 end
 
