@@ -92,57 +92,55 @@ static vp_t eager_experts(vp_step *step, const vp_op *op, const moe_slots *s, vp
     return out;
 }
 
-/* grouped_mm_experts_forward: the assignments sorted by expert (two
- * stable argsorts, each a sort whose values go), the rows gathered and
- * permuted, per-expert counts (histc of a 4-byte copy) and their int32
- * offsets, two grouped GEMMs around act_fn(gate) * up, the fp32 weighting,
- * the order restored, the cast and index_add_. */
+/* grouped_mm_experts_forward (integrations/moe.py, the release with
+ * _grouped_linear and the deterministic sum): the rows gathered, the
+ * assignments sorted by expert (argsort: a sort whose values go) and the
+ * inverse permutation scattered from an arange, per-expert counts (histc
+ * of a 4-byte copy) and their int32 offsets, two grouped GEMMs around
+ * act_fn(gate) * up, the routing weights (fp32: the product is promoted),
+ * the order restored, each token's k rows summed and cast back. */
 static vp_t grouped_experts(vp_step *step, const vp_op *op, const moe_slots *s, vp_t x, vp_t top_k_weights) {
     vp_sim *sim = &step->sim;
     uint64_t h = vp_op_u64(op, MOE_HIDDEN), f = vp_op_u64(op, MOE_INTERMEDIATE);
     unsigned experts = (unsigned)vp_op_u64(op, MOE_EXPERTS);
     uint64_t n = vp_at(sim, x)->numel / h, rows = vp_numel(sim, n, vp_op_u64(op, MOE_TOP_K));
-    vp_dtype dtype = (vp_dtype)vp_at(sim, x)->dtype;
-    vp_t out = vp_new(sim, vp_at(sim, x)->numel, dtype, "moe.final_hidden_states"); /* zeros_like */
     /* arange(tokens).unsqueeze(1).expand(-1, k).reshape(-1): a copy */
     vp_t arange = vp_new(sim, n, VP_INT64, "moe.arange");
     vp_t token_idx = vp_new(sim, rows, VP_INT64, "moe.token_idx");
     vp_drop(sim, arange);
-    vp_t perm = 0, inv_perm = 0;
-    vp_t *sorted[] = {&perm, &inv_perm};
-    for (unsigned i = 0; i < 2; i++) { /* argsort(stable=True): sort's values and indices */
-        vp_t values = vp_new(sim, rows, VP_INT64, "moe.argsort.values");
-        *sorted[i] = vp_new(sim, rows, VP_INT64, "moe.argsort");
-        vp_drop(sim, values);
-    }
-    vp_t gathered = vp_index(sim, x, token_idx, vp_numel(sim, rows, h), "moe.current_hidden_states");
+    vp_t selected = vp_index(sim, x, token_idx, vp_numel(sim, rows, h), "moe.selected_hidden_states");
+    vp_t values = vp_new(sim, rows, VP_INT64, "moe.argsort.values");
+    vp_t perm = vp_new(sim, rows, VP_INT64, "moe.argsort");
+    vp_drop(sim, values);
+    vp_t inv_perm = vp_new(sim, rows, VP_INT64, "moe.inv_perm"); /* empty_like, then inv_perm[perm] = arange */
+    vp_drop(sim, vp_new(sim, rows, VP_INT64, "moe.inv_perm.arange"));
     vp_t expert_ids_g = vp_new(sim, rows, VP_INT64, "moe.expert_ids_g");
     vp_t weights_g = vp_index(sim, top_k_weights, perm, rows, "moe.sample_weights_g");
-    vp_t states_g = vp_index(sim, gathered, perm, vp_numel(sim, rows, h), "moe.current_states_g");
-    vp_t histc_input = vp_new(sim, rows, VP_FP32, "moe.histc_input");
-    vp_t counts = vp_new(sim, experts, VP_FP32, "moe.num_tokens_per_expert");
+    vp_t states_g = vp_index(sim, selected, perm, vp_numel(sim, rows, h), "moe.selected_hidden_states_g");
+    vp_t histc_input = vp_new(sim, rows, VP_FP32, "moe.histc_input"); /* float on CPU, int32 on CUDA */
+    vp_t counts = vp_new(sim, experts, VP_FP32, "moe.tokens_per_expert");
     vp_drop(sim, histc_input);
     vp_t offsets = vp_new(sim, experts, VP_INT32, "moe.offsets");
     vp_t both = vp_grouped_mm(sim, states_g, *s->w1, offsets, rows, 2 * f, "moe.experts.grouped_mm.gate_up");
     vp_t halves[2];
     vp_split(sim, both, 2, halves, "moe.experts.chunk");
     vp_t act = vp_unary(sim, halves[0], VP_SAVES_INPUT, 0, (vp_dtype)vp_at(sim, halves[0])->dtype, "moe.experts.act");
-    vp_t m = vp_mul(sim, act, halves[1], vp_at(sim, act)->numel, "moe.experts.mul");
-    vp_drop(sim, act);
-    vp_t o = vp_grouped_mm(sim, m, *s->w2, offsets, rows, h, "moe.experts.grouped_mm.down");
+    vp_t gated = vp_mul(sim, act, halves[1], vp_at(sim, act)->numel, "moe.experts.mul");
+    vp_drop(sim, act); /* _apply_gate returns: its locals go */
+    vp_drop(sim, halves[0]);
+    vp_drop(sim, halves[1]);
+    vp_t o = vp_grouped_mm(sim, gated, *s->w2, offsets, rows, h, "moe.experts.grouped_mm.down");
     /* out_per_sample_g rebound to the product: the GEMM's output lives on where the product saved it */
     vp_t weighted = vp_mul(sim, o, weights_g, vp_at(sim, o)->numel, "moe.weighted");
     vp_drop(sim, o);
     vp_t restored = vp_index(sim, weighted, inv_perm, vp_at(sim, weighted)->numel, "moe.out_per_sample");
-    vp_t cast = vp_to(sim, restored, dtype, "moe.out_per_sample.to");
-    vp_t next = vp_index_add(sim, out, cast, token_idx, true, "moe.index_add");
-    vp_drop(sim, cast);
-    vp_drop(sim, out);
+    vp_t summed = vp_sum(sim, restored, vp_at(sim, x)->numel, "moe.final_hidden_states");
+    vp_t out = vp_to(sim, summed, (vp_dtype)vp_at(sim, x)->dtype, "moe.final_hidden_states.to");
     /* the function returns: its locals go */
-    vp_t locals[] = {token_idx, perm,   inv_perm, gathered, expert_ids_g, weights_g, states_g, counts,
-                     offsets,   both,   halves[0], halves[1], m,         weighted,  restored};
+    vp_t locals[] = {token_idx, selected, perm,  inv_perm, expert_ids_g, weights_g, states_g, counts,
+                     offsets,   both,     gated, weighted, restored,     summed};
     for (unsigned i = 0; i < sizeof locals / sizeof *locals; i++) vp_drop(sim, locals[i]);
-    return next;
+    return out;
 }
 
 vp_t vp_moe_fused(vp_step *step, const vp_op *op, const moe_slots *s, vp_t x) {

@@ -148,8 +148,9 @@ class SparseMoeBlockV5(nn.Module):
     (models/mixtral, qwen3_moe; integrations/moe.py, 2026): a TopKRouter
     with a bare weight, whose fp32 top-k values are the routing weights,
     and the experts as 3-D gate_up_proj and down_proj run by the loop
-    (`eager`) or grouped_mm_experts_forward (`grouped_mm`); the routing
-    pinned as RoundRobinTopk pins it."""
+    (`eager`) or grouped_mm_experts_forward (`grouped_mm`: the release with
+    _grouped_linear, which sums each token's rows where the first 5.x ones
+    index_add_ed them); the routing pinned as RoundRobinTopk pins it."""
 
     def __init__(self, cfg):
         super().__init__()
@@ -192,29 +193,37 @@ class SparseMoeBlockV5(nn.Module):
         return final_hidden_states
 
     def grouped_mm(self, ac, hidden_states, top_k_index, top_k_weights):
+        # grouped_mm_experts_forward as the release with _grouped_linear and the deterministic sum has it
         num_top_k = top_k_index.size(-1)
         num_tokens = hidden_states.size(0)
-        final_hidden_states = torch.zeros_like(hidden_states)
-        expert_ids = top_k_index.reshape(-1)
-        token_idx = torch.arange(num_tokens, device=hidden_states.device).unsqueeze(1).expand(-1, num_top_k).reshape(-1)
-        perm = torch.argsort(expert_ids, stable=True)
-        inv_perm = torch.argsort(perm, stable=True)
+        hidden_dim = hidden_states.size(-1)
+        device = hidden_states.device
+        token_idx = torch.arange(num_tokens, device=device).unsqueeze(1).expand(-1, num_top_k).reshape(-1)
         sample_weights = top_k_weights.reshape(-1)
-        current_hidden_states = hidden_states[token_idx]
+        expert_ids = top_k_index.reshape(-1)
+        selected_hidden_states = hidden_states[token_idx]
+        perm = torch.argsort(expert_ids)
+        inv_perm = torch.empty_like(perm)
+        inv_perm[perm] = torch.arange(perm.size(0), device=device)
         expert_ids_g = expert_ids[perm]
         sample_weights_g = sample_weights[perm]
-        current_states_g = current_hidden_states[perm]
-        num_tokens_per_expert = torch.histc(expert_ids_g.float(), bins=self.num_experts, min=0,
-                                            max=self.num_experts - 1)
-        offsets = torch.cumsum(num_tokens_per_expert, dim=0, dtype=torch.int32)
-        gate_up_out = grouped_mm(current_states_g, self.experts.gate_up_proj, offsets)
-        gate, up = gate_up_out.chunk(2, dim=-1)
-        hidden_after_activation = nn.functional.silu(gate) * up
-        out_per_sample_g = grouped_mm(hidden_after_activation, self.experts.down_proj, offsets)
+        selected_hidden_states_g = selected_hidden_states[perm]
+        histc_input = expert_ids_g.float() if device.type == "cpu" else expert_ids_g.int()
+        tokens_per_expert = torch.histc(histc_input, bins=self.num_experts, min=0, max=self.num_experts - 1)
+        offsets = torch.cumsum(tokens_per_expert, dim=0, dtype=torch.int32)
+        gate_up_out = grouped_mm(selected_hidden_states_g, self.experts.gate_up_proj, offsets)
+        gated_out = self.apply_gate(gate_up_out)
+        out_per_sample_g = grouped_mm(gated_out, self.experts.down_proj, offsets)
         out_per_sample_g = mul(out_per_sample_g, sample_weights_g.unsqueeze(-1))
         out_per_sample = out_per_sample_g[inv_perm]
-        final_hidden_states.index_add_(0, token_idx, out_per_sample.to(final_hidden_states.dtype))
-        return final_hidden_states
+        final_hidden_states = out_per_sample.view(num_tokens, num_top_k, hidden_dim).sum(dim=1)
+        return final_hidden_states.to(hidden_states.dtype)
+
+    @staticmethod
+    def apply_gate(gate_up_out):
+        # _default_apply_gate
+        gate, up = gate_up_out.chunk(2, dim=-1)
+        return nn.functional.silu(gate) * up
 
     def forward(self, ac, hidden_states):
         batch_size, sequence_length, hidden_dim = hidden_states.shape
