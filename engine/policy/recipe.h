@@ -222,6 +222,7 @@ typedef struct {
     /* data parallelism */
     unsigned dp;                 /* data-parallel ranks */
     unsigned zero;               /* DeepSpeed ZeRO stage 0-3 */
+    bool zero_init;              /* ZeRO-3: the model built under deepspeed.zero.Init (run_phases.c) */
     vp_fsdp_strategy fsdp;
     unsigned fsdp_shard_size;    /* HYBRID_SHARD: ranks a model is sharded over (0: dp) */
     bool reshard_after_forward;  /* FSDP2: blocks resharded after forward (torchtitan's policy) */

@@ -306,6 +306,7 @@ static bool with_float8(const vp_recipe *r) {
 }
 static bool with_float8_fsdp2(const vp_recipe *r) { return with_fsdp2(r) && with_float8(r); }
 static bool with_mixed_fsdp2(const vp_recipe *r) { return with_fsdp2(r) && vp_precision_is_mixed(r->precision); }
+static bool with_zero3(const vp_recipe *r) { return r->framework == VP_FRAMEWORK_DEEPSPEED && r->zero == 3; }
 
 #define UINT_KEY(key, f, lo, hi, def) .name = key, .kind = VP_KEY_UINT, .offset = FIELD(f), .min = lo, .max = hi, .fallback = def
 #define U64_KEY(key, f, lo, hi, def) .name = key, .kind = VP_KEY_U64, .offset = FIELD(f), .min = lo, .max = hi, .fallback = def
@@ -495,6 +496,13 @@ static const vp_recipe_key keys[] = {
             "elements [1e9]"},
     {ELEMENTS_KEY("stage3_param_persistence_threshold", persistence_threshold, 0, 1e15, 1e5),
      .doc = "ZeRO-3: parameters with fewer elements stay gathered on every rank [1e5]"},
+    /* transformers' from_pretrained builds under zero.Init when a ZeRO-3
+     * config is live (is_deepspeed_zero3_enabled: the Trainer's, or
+     * accelerate's with zero3_init_flag) */
+    {BOOL_KEY("zero_init", zero_init, true), .applies = with_zero3,
+     .doc = "ZeRO-3: the model built under deepspeed.zero.Init, each parameter partitioned as it is made; false: "
+            "built whole, moved to the GPU whole by deepspeed.initialize and partitioned there (accelerate's "
+            "zero3_init_flag false), which the run's reservation keeps [true]"},
     {TRISTATE_KEY("overlap_comm", overlap_comm), .value = value_overlap,
      .doc = "DeepSpeed overlap_comm: two reduce buckets [on for stage 3 only]; with framework megatron, for the step "
             "time only: --overlap-grad-reduce, --overlap-param-gather and --tp-comm-overlap [off]"},

@@ -309,6 +309,23 @@ static void zero3_init(builder *b, plan *p) {
     }
 }
 
+/* deepspeed.initialize over a model built without zero.Init: the module,
+ * cast to the 16-bit dtype where it is, moved to the GPU whole
+ * (DeepSpeedEngine._configure_distributed_model: self.module.to(
+ * self.device)), then ZeRO-3's _convert_to_zero_parameters partitions its
+ * parameters in turn (Init(module=...): each one's partition copied into a
+ * new tensor, the whole one freed). deepspeed/runtime/engine.py and
+ * zero/parameter_offload.py, DeepSpeed edaa722. */
+static void zero3_convert(builder *b, plan *p, bool quantizing) {
+    load_all(b, p, quantizing);
+    for (unsigned i = 0; i < p->n; i++) {
+        if (!p->full[i]) continue;
+        resident(b, &p->events[i]);
+        drop(b, p->full[i], full_bytes(p, &p->events[i]), p->events[i].place.op);
+        p->full[i] = 0;
+    }
+}
+
 bool vp_run_prelude_build(const vp_recipe *recipe, const vp_event *events, unsigned n_events, vp_run_prelude *out) {
     memset(out, 0, sizeof *out);
     uint32_t largest = 0;
@@ -325,7 +342,8 @@ bool vp_run_prelude_build(const vp_recipe *recipe, const vp_event *events, unsig
     bool quantizing = load != VP_LOAD_CPU && vp_finetune_method_of(recipe)->quantizes_base;
     if (load == VP_LOAD_WARMUP) warmup(&b, &p);
     if (recipe->framework == VP_FRAMEWORK_DEEPSPEED && p.shards > 1) {
-        zero3_init(&b, &p);
+        if (recipe->zero_init) zero3_init(&b, &p);
+        else zero3_convert(&b, &p, quantizing);
     } else if (recipe->framework == VP_FRAMEWORK_FSDP && p.shards > 1) {
         if (load != VP_LOAD_CPU) load_all(&b, &p, quantizing); /* the whole model on the GPU first */
         fsdp_wrap(&b, &p, load == VP_LOAD_CPU);

@@ -760,6 +760,13 @@ describe("export", function()
     local path = helper.write("distributed_type: DEEPSPEED\nmixed_precision: bf16\nnum_processes: 4\n" ..
       "deepspeed_config:\n  zero_stage: 3\n  offload_optimizer_device: cpu\n  gradient_accumulation_steps: 2\n", ".yaml")
     assert_round_trip("accelerate", "llama3.2-1b", path, ".yaml", { estimate = { "--set", "seq_len=256" } })
+    -- zero3_init_flag false: the model built whole, partitioned by deepspeed.initialize
+    path = helper.write("distributed_type: DEEPSPEED\nmixed_precision: bf16\nnum_processes: 4\n" ..
+      "deepspeed_config:\n  zero_stage: 3\n  zero3_init_flag: false\n", ".yaml")
+    local recipe = estimate("llama3.2-1b", "--recipe", path, "--set", "seq_len=256")
+    assert_keys(recipe, { zero = 3, zero_init = false })
+    local out = assert_round_trip("accelerate", "llama3.2-1b", path, ".yaml", { estimate = { "--set", "seq_len=256" } })
+    assert.truthy(out:find("zero3_init_flag: false", 1, true), out)
   end)
 
   it("reads and writes FSDP2 (fsdp_version 2) as framework fsdp2 over transformers' model code", function()

@@ -110,5 +110,22 @@ describe("the reservation over the whole run", function()
       string.format("%.1f MiB beside the weights and workspaces", beside / MIB))
   end)
 
+  -- deepspeed.initialize over a model built without zero.Init moves it to
+  -- the GPU whole (bf16 under mixed-bf16) before ZeRO-3 partitions it; under
+  -- zero.Init each parameter is partitioned as it is made
+  it("keeps ZeRO-3's whole model where it was built without zero.Init", function()
+    local function run(zero_init)
+      return helper.estimate("llama3-8b", "--set", "framework=deepspeed", "--set", "zero=3", "--set", "dp=64",
+        "--set", "seq_len=512", "--set", "allocator=simulated", "--set", "zero_init=" .. zero_init)
+    end
+    local b, c = run("true"), run("false")
+    local whole = b.model.params * 2 -- every parameter in bf16 (mixed-bf16's 16-bit copy)
+    local built, converted = b.per_gpu, c.per_gpu
+    assert.is_true(built.peak_reserved_run_bytes < whole, built.peak_reserved_run_bytes)
+    assert.is_true(converted.peak_reserved_run_bytes >= whole, converted.peak_reserved_run_bytes)
+    -- the steady step does not change
+    assert.are.equal(built.peak_allocated_bytes, converted.peak_allocated_bytes)
+  end)
+
   it("rejects an unknown load", helper.rejection({ "gpt2", "--set", "load=disk" }, "load"))
 end)

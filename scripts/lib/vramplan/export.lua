@@ -186,13 +186,17 @@ local function accelerate(keys, autos, what, options)
     for k in pairs(keys) do held[k] = true end
     for _, k in ipairs(left) do held[k] = nil end
     for k in pairs(held) do written[k] = true end
-    put(t, "deepspeed_config", { { "deepspeed_config_file", options.deepspeed } })
+    local ds = ordered()
+    put(ds, "deepspeed_config_file", options.deepspeed)
+    put(ds, "zero3_init_flag", take("zero_init"))
+    put(t, "deepspeed_config", ds)
   elseif fw == "deepspeed" then
     local ds = ordered()
     put(ds, "zero_stage", take("zero") or 0)
     put(ds, "offload_optimizer_device", take("offload_optimizer"))
     put(ds, "offload_param_device", take("offload_params"))
     put(ds, "gradient_accumulation_steps", take("grad_accum"))
+    put(ds, "zero3_init_flag", take("zero_init"))
     put(t, "deepspeed_config", ds)
   elseif fw == "fsdp" then
     local f = ordered()

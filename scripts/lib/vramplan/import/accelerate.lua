@@ -39,6 +39,11 @@ local function read_deepspeed(r, ds)
       r.set("grad_accum", ds.gradient_accumulation_steps, { "deepspeed_config", "gradient_accumulation_steps" })
     end
   end
+  -- transformers builds under zero.Init only where accelerate's plugin
+  -- sets the DeepSpeed config up first (zero3_init_flag)
+  if ds.zero3_init_flag ~= nil then
+    r.set("zero_init", truthy(ds.zero3_init_flag), { "deepspeed_config", "zero3_init_flag" })
+  end
   local known = { deepspeed_config_file = 1, zero_stage = 1, offload_optimizer_device = 1, offload_param_device = 1,
     gradient_accumulation_steps = 1, gradient_clipping = 1, zero3_init_flag = 1, zero3_save_16bit_model = 1,
     deepspeed_multinode_launcher = 1, deepspeed_hostfile = 1, deepspeed_exclusion_filter = 1,
