@@ -198,7 +198,9 @@ local function precision_rule(profile, framework, flags, finetune, origin, loade
   if flags.pure_bf16 then return "bf16", "pure_bf16: weights, gradients and states in bf16" end
   weights = weights or "fp32"
   if bf16 then
-    if weights == "bf16" then return "bf16", "bf16=True over bf16 weights" .. loaded_why .. ": autocast changes nothing" end
+    if weights == "bf16" then
+      return "bf16", "bf16=True over bf16 weights" .. loaded_why .. ": autocast changes nothing"
+    end
     return "amp-bf16", "bf16=True over " .. weights .. " weights" .. loaded_why .. ": autocast"
   end
   if fp16 then
@@ -590,7 +592,8 @@ function stacks.apply(keys, origins, config)
     local framework = keys.framework or (keys.zero ~= nil and "deepspeed") or
       ((keys.fsdp ~= nil and keys.fsdp ~= "none") and "fsdp") or nil
     local loaded = profile.rule == "hf" and loaded_weights(major, flags.auto_dtype, config) or nil
-    local precision, why = precision_rule(profile, framework, flags, keys.finetune, flag_origin or stack_origin, loaded)
+    local precision, why = precision_rule(profile, framework, flags, keys.finetune, flag_origin or stack_origin,
+      loaded)
     if precision then
       keys.precision, origins.precision = precision, (flag_origin or stack_origin) .. " (" .. source .. ": " .. why .. ")"
       assumed.precision = why
