@@ -91,7 +91,11 @@ function keys.run(opts, home)
     ": the training stack, whose defaults fill unset keys and whose rules turn the flags into a precision"))
   print(string.format("  %-18s %s", "bf16, fp16", "the stack's mixed-precision flags (TrainingArguments', accelerate's)"))
   print(string.format("  %-18s %s", "pure_bf16", "LLaMA-Factory's: weights, gradients and states all in bf16"))
-  print(string.format("  %-18s %s", "torch_dtype", "bfloat16 | float16 | float32: the dtype the model is loaded in"))
+  print(string.format("  %-18s %s", "torch_dtype", "bfloat16 | float16 | float32 | auto: the dtype the model is " ..
+    "loaded in (auto: the checkpoint's, the model's checkpoint_dtype)"))
+  print(string.format("  %-18s %s", "transformers_version", "4 | 5 (or a release, as 4.57.1): the Trainer stacks " ..
+    "follow 5 unless told 4: from_pretrained loads the checkpoint's dtype, hf-trainer and trl checkpoint " ..
+    "non-reentrant"))
   print(string.format("  %-18s %s", "activation_checkpoint.mode", "torchtitan's: none | full | selective " ..
     "(with activation_checkpoint.selective_ac_option K: layers-K; op is refused) | memory_budget (refused); " ..
     "activation_checkpoint.early_stop"))
