@@ -96,7 +96,6 @@ static void fused_experts(vp_leaf_spec *out, unsigned local, uint64_t f, uint64_
     out[W3] = experts_of(vp_param(0, "moe.experts.w3", VP_MODULE_NONE, 0), 1);
     out[W2] = experts_of(vp_param(local * h * f, "moe.experts.down_proj", VP_MODULE_NONE, 0), 1);
     out[W1].rows = out[W2].rows = local;
-    out[ROUTER].out_features = 0; /* TopKRouter's bare weight for F.linear, not an nn.Linear */
 }
 
 /* Experts are split over expert-parallel ranks, each one's width over
@@ -107,8 +106,9 @@ static unsigned moe_leaves(const vp_op *op, const vp_ranks *split, vp_leaf_spec 
     uint64_t fs = vp_op_u64(op, MOE_SHARED) / split->tp;
     unsigned local = (unsigned)(e / split->ep);
     /* HF's routers are nn.Linear (LoRA's all-linear and bitsandbytes take
-     * them); DeepSeek's MoEGate holds a bare weight for F.linear */
-    bool linear_router = vp_op_u64(op, MOE_BLOCK) == MOE_BLOCK_MIXTRAL;
+     * them); DeepSeek's MoEGate and transformers 5's TopKRouter hold a bare
+     * weight for F.linear */
+    bool linear_router = vp_op_u64(op, MOE_BLOCK) == MOE_BLOCK_MIXTRAL && !split->fused_experts;
     out[ROUTER] = vp_param(e * h, "moe.gate.weight", VP_MODULE_GATE, linear_router ? e : 0);
     out[ROUTER].rows = e; /* an (experts, hidden) matrix either way: factored optimizers factor it */
     bool proj = vp_op_u64(op, MOE_EXPERT_NAMES) == MOE_NAMES_PROJ;
