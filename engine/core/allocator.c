@@ -21,8 +21,8 @@ void vp_allocator_init_config(vp_allocator *a, const vp_alloc_config *config) {
 void vp_allocator_free(vp_allocator *a) {
     free(a->blocks);
     free(a->spare);
-    free(a->pool[0]);
-    free(a->pool[1]);
+    vp_alloc_pool_free(&a->pool[0]);
+    vp_alloc_pool_free(&a->pool[1]);
     memset(a, 0, sizeof *a);
 }
 
@@ -113,55 +113,12 @@ static bool retire_block(vp_allocator *a, int32_t b) {
     return true;
 }
 
-/* BlockComparatorSize orders a pool by (stream, size, address): the first
- * block of the request's stream not smaller than the request is the
- * smallest that fits, the lowest address among equals. */
-static bool before(const vp_alloc_block *x, const vp_alloc_block *y) {
-    if (x->stream != y->stream) return x->stream < y->stream;
-    if (x->size != y->size) return x->size < y->size;
-    if (x->segment != y->segment) return x->segment < y->segment;
-    return x->offset < y->offset;
-}
-
-/* The position of the first free block of the pool not before `key` (size,
- * segment, offset): a binary search of the pool's ordered list. */
-static uint32_t lower_bound(const vp_allocator *a, bool small, const vp_alloc_block *key) {
-    uint32_t lo = 0, hi = a->n_pool[small];
-    while (lo < hi) {
-        uint32_t mid = lo + (hi - lo) / 2;
-        if (before(&a->blocks[a->pool[small][mid]], key)) lo = mid + 1;
-        else hi = mid;
-    }
-    return lo;
-}
-
 static bool pool_insert(vp_allocator *a, int32_t b) {
-    bool small = a->blocks[b].small;
-    if (a->n_pool[small] == a->cap_pool[small]) {
-        uint32_t cap = a->cap_pool[small] ? a->cap_pool[small] * 2 : 64;
-        int32_t *grown = realloc(a->pool[small], (size_t)cap * sizeof *grown);
-        if (!grown) return false;
-        a->pool[small] = grown;
-        a->cap_pool[small] = cap;
-    }
-    uint32_t at = lower_bound(a, small, &a->blocks[b]);
-    int32_t *list = a->pool[small];
-    memmove(&list[at + 1], &list[at], (size_t)(a->n_pool[small] - at) * sizeof *list);
-    list[at] = b;
-    a->n_pool[small]++;
-    return true;
+    return vp_alloc_pool_insert(&a->pool[a->blocks[b].small], a->blocks, b);
 }
 
 static void pool_remove(vp_allocator *a, int32_t b) {
-    bool small = a->blocks[b].small;
-    uint32_t at = lower_bound(a, small, &a->blocks[b]);
-    int32_t *list = a->pool[small];
-    if (at >= a->n_pool[small] || list[at] != b) { /* not in the pool: a bug, flagged */
-        a->failed = true;
-        return;
-    }
-    memmove(&list[at], &list[at + 1], (size_t)(a->n_pool[small] - at - 1) * sizeof *list);
-    a->n_pool[small]--;
+    if (!vp_alloc_pool_remove(&a->pool[a->blocks[b].small], a->blocks, b)) a->failed = true; /* not there: a bug */
 }
 
 /* get_free_block: the best fit in the request's pool (kSmallSize and below:
@@ -169,22 +126,19 @@ static void pool_remove(vp_allocator *a, int32_t b) {
  * request, of the request's stream (BlockComparatorSize compares the
  * stream first: a block freed on one stream never serves another). */
 static int32_t best_fit(const vp_allocator *a, uint64_t rounded, bool small, uint8_t stream) {
-    vp_alloc_block key = {.size = rounded, .stream = stream};
-    uint32_t at = lower_bound(a, small, &key);
-    if (at >= a->n_pool[small] || a->blocks[a->pool[small][at]].stream != stream) return -1;
+    int32_t after, b = vp_alloc_pool_lower_bound(&a->pool[small], a->blocks, stream, rounded, &after);
+    if (b < 0 || a->blocks[b].stream != stream) return -1;
     /* expandable_segments: the free block at a segment's mapped end counts
      * as large as the segment can grow, so a larger block that fits comes
      * first */
-    const vp_alloc_block *found = &a->blocks[a->pool[small][at]];
-    if (a->config.expandable_segments && found->next < 0 && at + 1 < a->n_pool[small] &&
-        a->blocks[a->pool[small][at + 1]].stream == stream)
-        found = &a->blocks[a->pool[small][++at]];
+    if (a->config.expandable_segments && a->blocks[b].next < 0 && after >= 0 && a->blocks[after].stream == stream)
+        b = after;
     /* max_split_size_mb: an oversized block does not serve a smaller
      * request, nor a larger one it exceeds by kLargeBuffer or more */
-    uint64_t limit = max_split(&a->config);
-    if (rounded < limit && found->size >= limit) return -1;
-    if (rounded >= limit && found->size >= rounded + VP_ALLOC_LARGE_BUFFER) return -1;
-    return a->pool[small][at];
+    uint64_t limit = max_split(&a->config), size = a->blocks[b].size;
+    if (rounded < limit && size >= limit) return -1;
+    if (rounded >= limit && size >= rounded + VP_ALLOC_LARGE_BUFFER) return -1;
+    return b;
 }
 
 /* try_allocate_expandable_block: each pool and stream has one segment
@@ -211,7 +165,7 @@ static int32_t expand(vp_allocator *a, uint64_t rounded, bool small, uint8_t str
     if (b < 0) return -1;
     if (!*segment) *segment = ++a->segments;
     uint64_t size = round_up(rounded, page);
-    a->blocks[b] = (vp_alloc_block){size, *segment, *mapped, tail, -1, stream, small, true, true};
+    a->blocks[b] = (vp_alloc_block){size, *segment, *mapped, tail, -1, stream, small, true, true, 0};
     if (tail >= 0) a->blocks[tail].next = b;
     *mapped += size;
     a->reserved += size;
@@ -240,7 +194,7 @@ int32_t vp_allocator_malloc_on(vp_allocator *a, uint64_t bytes, uint8_t stream) 
             return -1;
         }
         uint64_t size = vp_allocator_segment_size(rounded);
-        a->blocks[b] = (vp_alloc_block){size, ++a->segments, 0, -1, -1, stream, small, true, true};
+        a->blocks[b] = (vp_alloc_block){size, ++a->segments, 0, -1, -1, stream, small, true, true, 0};
         a->reserved += size;
         if (a->reserved > a->peak_reserved) a->peak_reserved = a->reserved;
     }
@@ -253,7 +207,7 @@ int32_t vp_allocator_malloc_on(vp_allocator *a, uint64_t bytes, uint8_t stream) 
         }
         vp_alloc_block *block = &a->blocks[b];
         a->blocks[rest] = (vp_alloc_block){block->size - rounded, block->segment, block->offset + rounded, b,
-                                           block->next, stream, small, true, true};
+                                           block->next, stream, small, true, true, 0};
         if (block->next >= 0) a->blocks[block->next].prev = rest;
         block->next = rest;
         block->size = rounded;
@@ -306,11 +260,20 @@ typedef struct {
     uint32_t tensor;  /* 0: unnamed (kept in the `unnamed` list) */
     const char *op;
     uint64_t size;
-    int32_t block;    /* -1: not live */
+    int32_t block;    /* -1: not live (an unnamed entry freed, left in the list until it is compacted) */
+    uint32_t older;   /* unnamed: index + 1 of the entry before it of the same op and size (0: none) */
     bool from_step;   /* made by a step, not by setup */
     bool carried;     /* made by an earlier step and still live when this one began */
     bool preloaded;   /* a resident tensor the prelude made: setup does not make it again */
 } live_block;
+
+/* The unnamed entries of one op and size, latest first: a chain through
+ * their `older` links. */
+typedef struct {
+    const char *op;   /* NULL: an empty slot */
+    uint64_t size;
+    uint32_t latest;  /* index + 1 of the latest entry (0: none) */
+} unnamed_chain;
 
 typedef struct {
     vp_allocator alloc;
@@ -318,12 +281,82 @@ typedef struct {
     uint32_t n_named;
     live_block *unnamed;  /* in allocation order, owned */
     uint32_t n_unnamed, cap_unnamed;
+    unnamed_chain *chains; /* by (op, size), open addressing, owned */
+    uint32_t n_chains, cap_chains;
     unsigned by_size;
     const vp_stream_ops *streams;
     bool repeat;          /* replaying a step after the first */
     uint32_t n_carried;   /* unnamed blocks still marked carried */
     bool bad;
 } replay;
+
+static uint32_t chain_hash(const char *op, uint64_t size, uint32_t cap) {
+    uint64_t h = (uint64_t)(uintptr_t)op * 0x9E3779B97F4A7C15ull ^ size * 0xC2B2AE3D27D4EB4Full;
+    return (uint32_t)(h >> 32) & (cap - 1);
+}
+
+static unnamed_chain *chain_slot(unnamed_chain *chains, uint32_t cap, const char *op, uint64_t size) {
+    uint32_t i = chain_hash(op, size, cap);
+    while (chains[i].op && (chains[i].op != op || chains[i].size != size)) i = (i + 1) & (cap - 1);
+    return &chains[i];
+}
+
+/* The chain of (op, size): NULL when there is none and `make` is false, or
+ * when out of memory. Unnamed ops always have a label (the ledger's op). */
+static unnamed_chain *chain_of(replay *r, const char *op, uint64_t size, bool make) {
+    if (!op) return NULL;
+    if (r->cap_chains) {
+        unnamed_chain *c = chain_slot(r->chains, r->cap_chains, op, size);
+        if (c->op || !make) return c->op ? c : NULL;
+    } else if (!make) {
+        return NULL;
+    }
+    if (2 * (r->n_chains + 1) > r->cap_chains) { /* at most half full */
+        uint32_t cap = r->cap_chains ? r->cap_chains * 2 : 256;
+        unnamed_chain *grown = calloc(cap, sizeof *grown);
+        if (!grown) return NULL;
+        for (uint32_t i = 0; i < r->cap_chains; i++)
+            if (r->chains[i].op) *chain_slot(grown, cap, r->chains[i].op, r->chains[i].size) = r->chains[i];
+        free(r->chains);
+        r->chains = grown;
+        r->cap_chains = cap;
+    }
+    unnamed_chain *c = chain_slot(r->chains, r->cap_chains, op, size);
+    *c = (unnamed_chain){op, size, 0};
+    r->n_chains++;
+    return c;
+}
+
+/* The latest live entry of a chain, carried if asked (NULL: none); freed
+ * entries at its head are dropped from it on the way. */
+static live_block *latest_in_chain(replay *r, unnamed_chain *c, bool carried) {
+    if (!c) return NULL;
+    while (c->latest && r->unnamed[c->latest - 1].block < 0) c->latest = r->unnamed[c->latest - 1].older;
+    for (uint32_t i = c->latest; i; i = r->unnamed[i - 1].older) {
+        live_block *l = &r->unnamed[i - 1];
+        if (l->block >= 0 && (!carried || l->carried)) return l;
+    }
+    return NULL;
+}
+
+/* Drops the freed unnamed entries, keeping the order, and links the
+ * chains again. */
+static void compact_unnamed(replay *r) {
+    uint32_t kept = 0;
+    for (uint32_t i = 0; i < r->n_unnamed; i++)
+        if (r->unnamed[i].block >= 0) r->unnamed[kept++] = r->unnamed[i];
+    r->n_unnamed = kept;
+    for (uint32_t i = 0; i < r->cap_chains; i++) r->chains[i].latest = 0;
+    for (uint32_t i = 0; i < kept; i++) {
+        unnamed_chain *c = chain_of(r, r->unnamed[i].op, r->unnamed[i].size, false);
+        if (!c) { /* every live entry's chain was made when it was */
+            r->bad = true;
+            return;
+        }
+        r->unnamed[i].older = c->latest;
+        c->latest = i + 1;
+    }
+}
 
 /* A tensor the earlier step left live (a .grad kept between steps, a
  * bucket) is not made again: the step's allocation of it is skipped. */
@@ -335,15 +368,11 @@ static bool carried_over(replay *r, const vp_event *e) {
         return true;
     }
     if (!r->n_carried) return false;
-    for (int64_t i = (int64_t)r->n_unnamed - 1; i >= 0; i--) {
-        live_block *l = &r->unnamed[i];
-        if (l->carried && l->size == (uint64_t)e->delta && l->op == e->place.op) {
-            l->carried = false;
-            r->n_carried--;
-            return true;
-        }
-    }
-    return false;
+    live_block *l = latest_in_chain(r, chain_of(r, e->place.op, (uint64_t)e->delta, false), true);
+    if (!l) return false;
+    l->carried = false;
+    r->n_carried--;
+    return true;
 }
 
 static void replay_alloc(replay *r, const vp_event *e) {
@@ -366,14 +395,24 @@ static void replay_alloc(replay *r, const vp_event *e) {
         r->bad = true;
         return;
     }
+    unnamed_chain *chain = e->tensor ? NULL : chain_of(r, e->place.op, (uint64_t)e->delta, true);
+    if (!e->tensor && !chain) {
+        r->bad = true;
+        return;
+    }
     int32_t b = vp_allocator_malloc_on(&r->alloc, (uint64_t)e->delta, (uint8_t)vp_stream_of(r->streams, e->place.op));
     if (b < 0) {
         r->bad = true;
         return;
     }
-    live_block l = {e->tensor, e->place.op, (uint64_t)e->delta, b, e->place.phase != VP_PHASE_SETUP, false, false};
-    if (e->tensor) r->named[e->tensor] = l;
-    else r->unnamed[r->n_unnamed++] = l;
+    live_block l = {e->tensor, e->place.op, (uint64_t)e->delta, b, 0, e->place.phase != VP_PHASE_SETUP, false, false};
+    if (e->tensor) {
+        r->named[e->tensor] = l;
+        return;
+    }
+    l.older = chain->latest;
+    r->unnamed[r->n_unnamed++] = l;
+    chain->latest = r->n_unnamed;
 }
 
 /* The live block an unnamed free releases: the latest unnamed one of the
@@ -381,10 +420,10 @@ static void replay_alloc(replay *r, const vp_event *e) {
  * pairing); failing that a named one of the same size (a tensor freed
  * outside the autograd simulation, as the KV cache's). */
 static live_block *find_unnamed(replay *r, const vp_event *e, uint64_t size) {
+    live_block *l = latest_in_chain(r, chain_of(r, e->place.op, size, false), false);
+    if (l) return l;
     for (int64_t i = (int64_t)r->n_unnamed - 1; i >= 0; i--)
-        if (r->unnamed[i].size == size && r->unnamed[i].op == e->place.op) return &r->unnamed[i];
-    for (int64_t i = (int64_t)r->n_unnamed - 1; i >= 0; i--)
-        if (r->unnamed[i].size == size) return &r->unnamed[i];
+        if (r->unnamed[i].block >= 0 && r->unnamed[i].size == size) return &r->unnamed[i];
     for (int64_t t = (int64_t)r->n_named - 1; t > 0; t--)
         if (r->named[t].block >= 0 && r->named[t].size == size) return &r->named[t];
     return NULL;
@@ -399,15 +438,9 @@ static void replay_release(replay *r, const vp_event *e) {
     }
     if (!e->tensor) r->by_size++;
     vp_allocator_release(&r->alloc, l->block);
-    if (l->tensor) {
-        l->block = -1;
-        l->carried = false;
-        return;
-    }
-    if (l->carried) r->n_carried--;
-    uint32_t i = (uint32_t)(l - r->unnamed);
-    memmove(&r->unnamed[i], &r->unnamed[i + 1], (size_t)(r->n_unnamed - 1 - i) * sizeof *r->unnamed);
-    r->n_unnamed--;
+    l->block = -1;
+    if (l->carried && !l->tensor) r->n_carried--;
+    l->carried = false;
 }
 
 /* Which events a pass replays: the prelude's (all, each naming its
@@ -484,6 +517,7 @@ bool vp_allocator_replay_run(const vp_event *prelude, unsigned n_prelude, const 
     r.repeat = true;
     while (!r.bad && out->steps < max_steps) {
         r.n_carried = 0;
+        compact_unnamed(&r);
         for (uint32_t i = 0; i < r.n_unnamed; i++) {
             r.unnamed[i].carried = r.unnamed[i].from_step;
             r.n_carried += r.unnamed[i].carried;
@@ -501,5 +535,6 @@ bool vp_allocator_replay_run(const vp_event *prelude, unsigned n_prelude, const 
     vp_allocator_free(&r.alloc);
     free(r.named);
     free(r.unnamed);
+    free(r.chains);
     return ok;
 }

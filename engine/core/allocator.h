@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "alloc_pool.h"
 #include "ledger.h"
 
 /* The constants of c10/cuda/CUDACachingAllocator.cpp (since PyTorch 2.4
@@ -35,7 +36,7 @@ void vp_alloc_config_format(const vp_alloc_config *config, char *out, size_t siz
 
 #define VP_ALLOC_STREAMS VP_STREAMS /* the default stream and two of the frameworks' own (ledger.h) */
 
-typedef struct {
+typedef struct vp_alloc_block {
     uint64_t size;
     uint64_t segment;    /* the segment's number (1, 2, ...): the order cudaMalloc made them */
     uint64_t offset;     /* bytes from the segment's start: with `segment`, the block's address */
@@ -44,6 +45,7 @@ typedef struct {
     bool small;          /* its pool */
     bool free;
     bool used;           /* the slot holds a block (merged-away slots are reused) */
+    uint32_t heap_at;    /* free: its place in its pool's bin (alloc_pool.c) */
 } vp_alloc_block;
 
 typedef struct {
@@ -51,9 +53,7 @@ typedef struct {
     uint32_t n_blocks, cap_blocks;
     int32_t *spare;          /* slots of blocks merged away, owned */
     uint32_t n_spare, cap_spare;
-    int32_t *pool[2];        /* free blocks of the large [0] and small [1] pools, in BlockComparatorSize
-                                order (size, then address), owned */
-    uint32_t n_pool[2], cap_pool[2];
+    vp_alloc_pool pool[2];   /* free blocks of the large [0] and small [1] pools (alloc_pool.h) */
     uint64_t segments;
     vp_alloc_config config;
     /* expandable_segments: each (pool, stream)'s one segment, grown at its end (0: none yet) */

@@ -1,8 +1,10 @@
 /* test_allocator.c — the caching allocator's rules, each with the constant of
  * c10/cuda/CUDACachingAllocator.cpp it checks, and the replay of an event log:
  * pairing by tensor, lazy optimizer states, the steady state. */
+#include <stdlib.h>
 #include <string.h>
 
+#include "alloc_pool.h"
 #include "allocator.h"
 #include "check.h"
 
@@ -273,12 +275,64 @@ static void test_config(void) {
     CHECK(strcmp(text, "") == 0);
 }
 
+/* The pool's bins and heaps against the order they stand for, a brute
+ * force over every block: BlockComparatorSize's (stream, size, address).
+ * Random insertions and removals, few sizes (as a step's), many blocks of
+ * each; after each change every lower bound and its successor agree. */
+static bool in_order(const vp_alloc_block *x, const vp_alloc_block *y) {
+    if (x->stream != y->stream) return x->stream < y->stream;
+    if (x->size != y->size) return x->size < y->size;
+    if (x->segment != y->segment) return x->segment < y->segment;
+    return x->offset < y->offset;
+}
+
+static void test_pool_order(void) {
+    enum { N = 600, SIZES = 5 };
+    static vp_alloc_block blocks[N];
+    bool in_pool[N] = {false};
+    vp_alloc_pool pool;
+    memset(&pool, 0, sizeof pool);
+    unsigned seed = 12345, mismatches = 0, inserted = 0, refused = 0;
+    for (int i = 0; i < N; i++) {
+        seed = seed * 1103515245u + 12345u;
+        blocks[i] = (vp_alloc_block){.size = 512ull * (1 + (seed >> 16) % SIZES), .segment = 1 + (seed >> 8) % 40,
+                                     .offset = 512ull * (unsigned)i, .stream = (uint8_t)((seed >> 20) % 2)};
+    }
+    for (int step = 0; step < 20000; step++) {
+        seed = seed * 1103515245u + 12345u;
+        int b = (int)((seed >> 16) % N);
+        if (in_pool[b]) {
+            CHECK(vp_alloc_pool_remove(&pool, blocks, b));
+            in_pool[b] = false;
+        } else {
+            refused += !vp_alloc_pool_remove(&pool, blocks, b); /* not there: refused */
+            inserted++;
+            CHECK(vp_alloc_pool_insert(&pool, blocks, b));
+            in_pool[b] = true;
+        }
+        uint8_t stream = (uint8_t)((seed >> 24) % 2);
+        uint64_t size = 512ull * ((seed >> 4) % (SIZES + 2));
+        int32_t first = -1, second = -1;
+        for (int i = 0; i < N; i++) { /* the brute force: the two least blocks not before (stream, size) */
+            if (!in_pool[i] || in_order(&blocks[i], &(vp_alloc_block){.size = size, .stream = stream})) continue;
+            if (first < 0 || in_order(&blocks[i], &blocks[first])) second = first, first = i;
+            else if (second < 0 || in_order(&blocks[i], &blocks[second])) second = i;
+        }
+        int32_t after, found = vp_alloc_pool_lower_bound(&pool, blocks, stream, size, &after);
+        mismatches += found != first || after != second;
+    }
+    CHECK_EQ_U64(mismatches, 0);
+    CHECK_EQ_U64(refused, inserted);
+    vp_alloc_pool_free(&pool);
+}
+
 int main(void) {
     test_rounding();
     test_segment_sizes();
     test_split_thresholds();
     test_pools_and_best_fit();
     test_merge();
+    test_pool_order();
     test_replay();
     test_replay_after_prelude();
     test_config();
