@@ -12,16 +12,25 @@ static bool wants_grad(vp_sim *sim, vp_t t) { return t && vp_at(sim, t)->require
 
 /* Give the gradient `g` to input i, passing it through when it already has
  * the input's size and dtype, else reducing (sum_to_size for broadcasting)
- * or casting into a new tensor: what validate_outputs does after the rule
- * (torch/csrc/autograd/engine.cpp). Consumes one reference to g. */
+ * then casting, each into a new tensor: what validate_outputs does after
+ * the rule (torch/csrc/autograd/engine.cpp: reduce_grad first, then
+ * grad.to(the input's dtype), so a broadcast operand of another dtype
+ * has its reduced gradient in the rule's dtype beside the cast one).
+ * Consumes one reference to g. */
 static void give_fitted(vp_sim *sim, uint32_t index, unsigned i, vp_t g) {
     vp_drop_handed(sim, index);
     vp_node *node = vp_node_at(sim, index);
     vp_t input = node->in[i];
     const vp_tensor *x = vp_at(sim, input);
     const vp_tensor *gx = vp_at(sim, g);
-    if (gx->numel != x->numel || gx->dtype != x->grad_dtype) {
-        vp_t fitted = vp_grad_like(sim, input, node->label);
+    bool reduce = gx->numel != x->numel, cast = gx->dtype != x->grad_dtype;
+    if (reduce && cast) {
+        vp_t reduced = vp_grad_sized(sim, x->numel, (vp_dtype)gx->dtype, node->label);
+        vp_drop(sim, g);
+        g = reduced;
+    }
+    if (reduce || cast) {
+        vp_t fitted = vp_grad_like(sim, input, vp_node_at(sim, index)->label);
         vp_drop(sim, g);
         g = fitted;
     }

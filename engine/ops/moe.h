@@ -63,6 +63,11 @@ void vp_moe_where(vp_sim *sim, uint64_t tokens, vp_t *first, vp_t *second);
 uint64_t vp_moe_share(uint64_t n, unsigned experts, unsigned e);
 /* One expert's SwiGLU MLP as HF writes it: w2(act_fn(w1(x)) * w3(x)). */
 vp_t vp_moe_expert(vp_step *step, vp_t x, vp_t w1, vp_t w3, vp_t w2, uint64_t f, uint64_t h);
+/* The shared experts' gated MLP on x (SiLU(gate_proj(x)) * up_proj(x),
+ * down_proj), and that output scaled by their sigmoid gate when the op has
+ * one (Qwen2MoeSparseMoeBlock; taking over the reference to o). */
+vp_t vp_moe_shared_mlp(vp_step *step, const vp_op *op, const vp_t *shared, vp_t x);
+vp_t vp_moe_shared_gated(vp_step *step, const vp_op *op, const vp_t *shared, vp_t x, vp_t o);
 /* routed plus the shared experts' output on x (routed as it is without
  * any); takes over the reference to routed. */
 vp_t vp_moe_plus_shared(vp_step *step, const vp_op *op, const vp_t *shared, vp_t x, vp_t routed);
@@ -73,8 +78,9 @@ vp_t vp_moe_deepseek_v3(vp_step *step, const vp_op *op, const moe_slots *s, vp_t
 vp_t vp_moe_deepseek_v2(vp_step *step, const vp_op *op, const moe_slots *s, vp_t x);
 vp_t vp_moe_deepseek_v2_hf(vp_step *step, const vp_op *op, const moe_slots *s, vp_t x);
 vp_t vp_moe_megatron(vp_step *step, const vp_op *op, const moe_slots *s, vp_t x);
-/* transformers 5's Mixtral and Qwen3-MoE blocks: the router, then the 3-D
- * experts (s->w1 gate_up_proj, s->w2 down_proj) by experts_implementation */
+/* transformers 5's Mixtral, Qwen3-MoE and Qwen2-MoE blocks: the router,
+ * then the 3-D experts (s->w1 gate_up_proj, s->w2 down_proj) by
+ * experts_implementation, beside Qwen2-MoE's shared expert */
 vp_t vp_moe_fused(vp_step *step, const vp_op *op, const moe_slots *s, vp_t x);
 
 #endif

@@ -1,27 +1,44 @@
-/* moe_fused.c — transformers 5's mixtures: MixtralSparseMoeBlock and
- * Qwen3MoeSparseMoeBlock with a TopKRouter and the experts held as two
- * 3-D parameters (integrations/moe.py's @use_experts_implementation), run
- * by the per-expert loop (experts_implementation "eager") or by
- * torch._grouped_mm ("grouped_mm"). Read from transformers' main of 2026
- * (models/mixtral and qwen3_moe, integrations/moe.py). */
+/* moe_fused.c — transformers 5's mixtures: MixtralSparseMoeBlock,
+ * Qwen3MoeSparseMoeBlock and Qwen2MoeSparseMoeBlock with a TopKRouter and
+ * the experts held as two 3-D parameters (integrations/moe.py's
+ * @use_experts_implementation), run by the per-expert loop
+ * (experts_implementation "eager") or by torch._grouped_mm ("grouped_mm").
+ * Read from transformers' main of 2026 (models/mixtral, qwen3_moe and
+ * qwen2_moe, the release whose models' forward carries @capture_outputs;
+ * integrations/moe.py). */
 #include "moe.h"
 
-/* TopKRouter.forward: router_logits = F.linear(x, weight); softmax of
- * router_logits.float(); top-k, renormalized in place when asked (Mixtral
- * always, Qwen3-MoE by norm_topk_prob); the fp32 values are the routing
- * weights, not cast back. Returns them; *logits and *selected get the
- * logits and the int64 choices. */
+/* Qwen2-MoE's block is the one with a gated shared expert. */
+static bool qwen2_block(const vp_op *op) { return vp_op_u64(op, MOE_SHARED) && vp_op_flag(op, MOE_SHARED_GATE); }
+
+/* TopKRouter.forward: router_logits = F.linear(x, weight); an fp32
+ * softmax; top-k, renormalized in place when asked (Mixtral always, the
+ * Qwens by norm_topk_prob). Mixtral's and Qwen3-MoE's take the softmax of
+ * router_logits.float() and keep the fp32 values as the routing weights;
+ * Qwen2-MoE's takes softmax(router_logits, dtype=torch.float) and casts
+ * the values to the logits' dtype. Returns the routing weights; *logits
+ * and *selected get the logits and the int64 choices. */
 static vp_t route(vp_step *step, const vp_op *op, const moe_slots *s, vp_t x, vp_t *logits, vp_t *selected) {
     vp_sim *sim = &step->sim;
     uint64_t h = vp_op_u64(op, MOE_HIDDEN), n = vp_at(sim, x)->numel / h;
     uint64_t assignments = vp_numel(sim, n, vp_op_u64(op, MOE_TOP_K));
     *logits = vp_project(step, x, *s->router, 0, vp_op_u64(op, MOE_EXPERTS), "moe.gate");
-    vp_t up = vp_to(sim, *logits, VP_FP32, "moe.router_logits.float");
-    vp_t probs = vp_unary(sim, up, VP_SAVES_OUTPUT, 0, VP_FP32, "moe.router_softmax");
-    vp_drop(sim, up);
+    vp_t probs;
+    if (qwen2_block(op)) {
+        probs = vp_moe_softmax_fp32(step, *logits, "moe.router_softmax");
+    } else {
+        vp_t up = vp_to(sim, *logits, VP_FP32, "moe.router_logits.float");
+        probs = vp_unary(sim, up, VP_SAVES_OUTPUT, 0, VP_FP32, "moe.router_softmax");
+        vp_drop(sim, up);
+    }
     vp_t weights = vp_topk(sim, probs, assignments, selected, "moe.topk");
     vp_drop(sim, probs);
-    return vp_op_flag(op, MOE_NORM_TOPK) ? vp_moe_renormalize(sim, weights, n) : weights;
+    if (vp_op_flag(op, MOE_NORM_TOPK)) weights = vp_moe_renormalize(sim, weights, n);
+    if (!qwen2_block(op)) return weights;
+    /* the name rebound to the cast: the fp32 values go unless it is a no-op */
+    vp_t cast = vp_to(sim, weights, (vp_dtype)vp_at(sim, *logits)->dtype, "moe.router_top_value.to");
+    vp_drop(sim, weights);
+    return cast;
 }
 
 /* The experts' forward's locals the loop rebinds: torch.where's columns,
@@ -145,16 +162,27 @@ static vp_t grouped_experts(vp_step *step, const vp_op *op, const moe_slots *s, 
 
 vp_t vp_moe_fused(vp_step *step, const vp_op *op, const moe_slots *s, vp_t x) {
     vp_sim *sim = &step->sim;
+    /* Qwen2-MoE's block runs its shared expert first; its output waits
+     * through the routed experts for the sigmoid gate */
+    vp_t shared = qwen2_block(op) ? vp_moe_shared_mlp(step, op, s->shared, x) : 0;
     vp_t logits, selected;
     vp_t weights = route(step, op, s, x, &logits, &selected);
     vp_t out = vp_recipe_experts_impl(step->recipe) == VP_EXPERTS_GROUPED_MM
                    ? grouped_experts(step, op, s, x, weights)
                    : eager_experts(step, op, s, x, weights);
+    if (shared) { /* expert_output = expert_output + sigmoid(shared_expert_gate(x)) * shared_expert_output */
+        shared = vp_moe_shared_gated(step, op, s->shared, x, shared);
+        vp_t sum = vp_add(sim, out, shared, vp_at(sim, out)->numel, "moe.add_shared");
+        vp_drop(sim, out);
+        out = sum;
+    }
+    /* the block returns: its locals go (`_, top_k_weights, top_k_index =
+     * self.gate(...)`: the logits are one of them); output_router_logits
+     * records the logits (OutputRecorder on the router's output 0) for the
+     * load-balancing loss */
+    vp_drop(sim, shared);
     vp_drop(sim, weights);
     vp_drop(sim, selected);
-    /* `_, top_k_weights, top_k_index = self.gate(...)`: the logits are the
-     * block's local; output_router_logits records them (OutputRecorder on
-     * the router's output 0) for the load-balancing loss */
     if (vp_op_flag(op, MOE_ROUTER_LOGITS)) vp_step_keep_router_logits(step, logits);
     vp_drop(sim, logits);
     return out;

@@ -191,9 +191,7 @@ vp_t vp_moe_expert(vp_step *step, vp_t x, vp_t w1, vp_t w3, vp_t w2, uint64_t f,
     return o;
 }
 
-/* The shared experts: a gated MLP on every token, optionally scaled by a
- * sigmoid gate (Qwen2MoeSparseMoeBlock). */
-static vp_t shared_experts(vp_step *step, const vp_op *op, const vp_t *shared, vp_t x) {
+vp_t vp_moe_shared_mlp(vp_step *step, const vp_op *op, const vp_t *shared, vp_t x) {
     vp_sim *sim = &step->sim;
     uint64_t h = vp_op_u64(op, MOE_HIDDEN), fs = vp_split_tp(step, vp_op_u64(op, MOE_SHARED));
     vp_t g = vp_project_column(step, x, shared[1], 0, fs, "moe.shared.gate_proj");
@@ -205,7 +203,12 @@ static vp_t shared_experts(vp_step *step, const vp_op *op, const vp_t *shared, v
     vp_drop(sim, u);
     vp_t o = vp_project_row(step, m, shared[2], 0, h, "moe.shared.down_proj");
     vp_drop(sim, m);
+    return o;
+}
+
+vp_t vp_moe_shared_gated(vp_step *step, const vp_op *op, const vp_t *shared, vp_t x, vp_t o) {
     if (!vp_op_flag(op, MOE_SHARED_GATE)) return o;
+    vp_sim *sim = &step->sim;
     vp_t logit = vp_project(step, x, shared[3], 0, 1, "moe.shared_expert_gate");
     vp_t gate = vp_unary(sim, logit, VP_SAVES_OUTPUT, 0, (vp_dtype)vp_at(sim, logit)->dtype, "moe.shared.sigmoid");
     vp_drop(sim, logit);
@@ -218,7 +221,7 @@ static vp_t shared_experts(vp_step *step, const vp_op *op, const vp_t *shared, v
 vp_t vp_moe_plus_shared(vp_step *step, const vp_op *op, const vp_t *shared, vp_t x, vp_t routed) {
     if (!vp_op_u64(op, MOE_SHARED)) return routed;
     vp_sim *sim = &step->sim;
-    vp_t y = shared_experts(step, op, shared, x);
+    vp_t y = vp_moe_shared_gated(step, op, shared, x, vp_moe_shared_mlp(step, op, shared, x));
     vp_t sum = vp_add(sim, routed, y, vp_at(sim, routed)->numel, "moe.add_shared");
     vp_drop(sim, y);
     vp_drop(sim, routed);
@@ -238,17 +241,18 @@ static vp_t moe_forward(vp_step *step, const vp_op *op, const vp_t *leaves, vp_t
     return vp_moe_mixtral(step, op, &s, x);
 }
 
-/* What transformers 5's experts are modelled for: its Mixtral and
- * Qwen3-MoE blocks, in transformers' code, with optimizers that keep
- * whole-tensor or elementwise states. */
+/* What transformers 5's experts are modelled for: its Mixtral, Qwen3-MoE
+ * and Qwen2-MoE blocks (the last with its gated shared expert), in
+ * transformers' code, with optimizers that keep whole-tensor or
+ * elementwise states. */
 static const char *fused_experts_problem(const vp_op *op, const vp_recipe *recipe) {
     if (vp_framework_of(recipe)->token_dispatcher)
         return "experts_implementation: framework megatron runs Megatron-Core's MoE layer; leave it auto";
     if (vp_recipe_model_code(recipe) != VP_CODE_TRANSFORMERS)
         return "experts_implementation: eager and grouped_mm are transformers 5's experts (model_code transformers)";
-    if (vp_op_u64(op, MOE_BLOCK) != MOE_BLOCK_MIXTRAL || vp_op_u64(op, MOE_SHARED))
-        return "experts_implementation: transformers 5's experts are modelled for the Mixtral and Qwen3-MoE blocks "
-               "(block mixtral without shared experts) only; use modules";
+    if (vp_op_u64(op, MOE_BLOCK) != MOE_BLOCK_MIXTRAL || (vp_op_u64(op, MOE_SHARED) && !vp_op_flag(op, MOE_SHARED_GATE)))
+        return "experts_implementation: transformers 5's experts are modelled for the Mixtral, Qwen3-MoE and "
+               "Qwen2-MoE blocks (block mixtral, any shared expert gated) only; use modules";
     if (vp_finetune_method_of(recipe)->quantizes_base)
         return "experts_implementation: a quantized base with transformers 5's 3-D experts is not modelled (whether "
                "bitsandbytes quantizes them depends on its version); use modules";

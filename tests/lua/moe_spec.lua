@@ -220,6 +220,22 @@ describe("transformers 5's experts (experts_implementation)", function()
     end
   end)
 
+  it("keeps Qwen2-MoE's shared expert and its gate as the nn.Linear modules 4.x has", function()
+    local function qwen2(...)
+      return helper.estimate("qwen1.5-moe-a2.7b", "--set", "seq_len=128", "--set", "precision=bf16", ...)
+    end
+    local modules = qwen2()
+    local fused = qwen2("--set", "experts_implementation=grouped_mm")
+    assert.are.equal(modules.model.params, fused.model.params)
+    -- all-linear takes q, k, v, o and the shared expert's gate, up and down projections and its
+    -- [1, hidden] gate, not the 3-D experts or the bare router weight: Qwen1.5-MoE-A2.7B, 24 layers,
+    -- hidden 2048, shared expert 5632, r 8
+    local lora = qwen2("--set", "experts_implementation=grouped_mm", "--set", "finetune=lora",
+      "--set", "lora_targets=all-linear")
+    local per_layer = 4 * (2048 + 2048) * 8 + 3 * (2048 + 5632) * 8 + (2048 + 1) * 8
+    assert.are.equal(24 * per_layer, lora.model.trainable_params)
+  end)
+
   it("leaves the experts and the router to PEFT's all-linear, which takes nn.Linear only", function()
     local r = qwen3("--set", "experts_implementation=grouped_mm", "--set", "finetune=lora",
       "--set", "lora_targets=all-linear")
@@ -269,8 +285,8 @@ describe("transformers 5's experts (experts_implementation)", function()
       { "qwen3-30b-a3b", { "optimizer=adafactor" }, "factored states" },
       { "qwen3-30b-a3b", { "framework=megatron" }, "Megatron-Core's MoE layer" },
       { "qwen3-30b-a3b", { "framework=fsdp2" }, "model_code transformers" },
-      { "qwen1.5-moe-a2.7b", {}, "without shared experts" },
-      { "deepseek-v3", {}, "Mixtral and Qwen3-MoE blocks" },
+      { "deepseek-moe-16b", {}, "any shared expert gated" },
+      { "deepseek-v3", {}, "Mixtral, Qwen3-MoE and Qwen2-MoE blocks" },
     }) do
       local args = { "--set", "seq_len=128", "--set", "experts_implementation=grouped_mm" }
       for _, kv in ipairs(case[2]) do

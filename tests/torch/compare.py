@@ -479,6 +479,24 @@ CASES = [
         "amp-bf16", finetune="lora", lora_targets="all-linear", experts_implementation="grouped_mm")),
     ("qwen3-moe v5 eager mixed-bf16 router aux loss", dict(qwen3_moe(), output_router_logits=True), recipe(
         "mixed-bf16", experts_implementation="eager")),
+    # Qwen2-MoE's 5.x block: the shared expert first, the routing weights cast to the logits' dtype
+    ("qwen2-moe v5 eager fp32", qwen_moe(), recipe(experts_implementation="eager")),
+    ("qwen2-moe v5 grouped_mm bf16 norm_topk", qwen_moe(norm=True), recipe(
+        "bf16", experts_implementation="grouped_mm")),
+    ("qwen2-moe v5 eager amp-bf16", qwen_moe(), recipe("amp-bf16", experts_implementation="eager")),
+    ("qwen2-moe v5 grouped_mm amp-bf16 checkpointed", qwen_moe(layers=3), recipe(
+        "amp-bf16", ckpt="full", experts_implementation="grouped_mm")),
+    ("qwen2-moe v5 grouped_mm bf16 lora all-linear", qwen_moe(), recipe(
+        "bf16", finetune="lora", lora_targets="all-linear", experts_implementation="grouped_mm")),
+    ("qwen2-moe v5 eager mixed-bf16 router aux loss", dict(qwen_moe(), output_router_logits=True), recipe(
+        "mixed-bf16", experts_implementation="eager")),
+    # many tokens: the 16-bit routing weights the experts save (the grouped GEMMs' twin under amp-bf16
+    # measures 4,104 bytes above the engine at its peak, unexplained: docs/how-it-works.md); wide experts
+    # with no optimizer: the peak inside the block, where the shared expert's output waits
+    ("qwen2-moe v5 eager amp-bf16 512 tokens", qwen_moe(layers=1, vocab=64), recipe(
+        "amp-bf16", b=4, s=128, experts_implementation="eager")),
+    ("qwen2-moe v5 grouped_mm bf16 wide experts", qwen_moe(layers=1, vocab=64, experts=4, moe_inter=512), recipe(
+        "bf16", optimizer="none", b=4, s=128, experts_implementation="grouped_mm")),
     # wide experts, few tokens, no optimizer: the backward's peak holds the loop's whole-parameter gradients
     ("mixtral v5 eager bf16 wide experts", mixtral(experts=8, inter=256), recipe(
         "bf16", optimizer="none", b=1, s=16, experts_implementation="eager")),

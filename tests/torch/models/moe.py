@@ -144,18 +144,22 @@ def grouped_mm(x, w, offs):
 
 
 class SparseMoeBlockV5(nn.Module):
-    """transformers 5's MixtralSparseMoeBlock and Qwen3MoeSparseMoeBlock
-    (models/mixtral, qwen3_moe; integrations/moe.py, 2026): a TopKRouter
-    with a bare weight, whose fp32 top-k values are the routing weights,
-    and the experts as 3-D gate_up_proj and down_proj run by the loop
-    (`eager`) or grouped_mm_experts_forward (`grouped_mm`: the release with
-    _grouped_linear, which sums each token's rows where the first 5.x ones
-    index_add_ed them); the routing pinned as RoundRobinTopk pins it."""
+    """transformers 5's MixtralSparseMoeBlock, Qwen3MoeSparseMoeBlock and
+    Qwen2MoeSparseMoeBlock (models/mixtral, qwen3_moe, qwen2_moe;
+    integrations/moe.py, 2026): a TopKRouter with a bare weight (Mixtral's
+    and Qwen3-MoE's fp32 top-k values are the routing weights, Qwen2-MoE's
+    are cast to the logits' dtype), the experts as 3-D gate_up_proj and
+    down_proj run by the loop (`eager`) or grouped_mm_experts_forward
+    (`grouped_mm`: the release with _grouped_linear, which sums each
+    token's rows where the first 5.x ones index_add_ed them), and
+    Qwen2-MoE's gated shared expert, run first; the routing pinned as
+    RoundRobinTopk pins it."""
 
     def __init__(self, cfg):
         super().__init__()
         h = cfg["hidden_size"]
-        qwen = cfg["model_type"] == "qwen3_moe"
+        self.qwen2 = cfg["model_type"] == "qwen2_moe"
+        qwen = cfg["model_type"] in ("qwen2_moe", "qwen3_moe")
         self.num_experts = cfg["num_experts"] if qwen else cfg["num_local_experts"]
         self.top_k = cfg["num_experts_per_tok"]
         self.norm_topk_prob = cfg.get("norm_topk_prob", False) if qwen else True
@@ -166,13 +170,21 @@ class SparseMoeBlockV5(nn.Module):
         self.experts = nn.Module()
         self.experts.gate_up_proj = nn.Parameter(torch.empty(self.num_experts, 2 * f, h).normal_(std=0.02))
         self.experts.down_proj = nn.Parameter(torch.empty(self.num_experts, h, f).normal_(std=0.02))
+        shared = cfg.get("shared_expert_intermediate_size", 0) if self.qwen2 else 0
+        self.shared_expert = expert_mlp(cfg, shared) if shared else None
+        self.shared_expert_gate = nn.Linear(h, 1, bias=False) if shared else None
 
     def router(self, ac, hidden_states):
         router_logits = linear(ac, hidden_states, self.gate.weight)
-        router_probs = nn.functional.softmax(router_logits.float(), dim=-1)
+        if self.qwen2:  # Qwen2MoeTopKRouter
+            router_probs = nn.functional.softmax(router_logits, dtype=torch.float, dim=-1)
+        else:
+            router_probs = nn.functional.softmax(router_logits.float(), dim=-1)
         router_top_value, router_indices = RoundRobinTopk.apply(router_probs, self.top_k)
         if self.norm_topk_prob:
             router_top_value /= router_top_value.sum(dim=-1, keepdim=True)
+        if self.qwen2:
+            router_top_value = router_top_value.to(router_logits.dtype)
         return router_logits, router_top_value, router_indices
 
     def eager(self, ac, hidden_states, top_k_index, top_k_weights):
@@ -227,9 +239,20 @@ class SparseMoeBlockV5(nn.Module):
 
     def forward(self, ac, hidden_states):
         batch_size, sequence_length, hidden_dim = hidden_states.shape
+        experts = self.grouped_mm if self.impl == "grouped_mm" else self.eager
+        if self.shared_expert is not None:  # Qwen2MoeSparseMoeBlock.forward
+            hidden_states_reshaped = hidden_states.view(-1, hidden_dim)
+            shared_expert_output = self.shared_expert(ac, hidden_states_reshaped)
+            router_logits, routing_weights, selected_experts = self.router(ac, hidden_states_reshaped)
+            expert_output = experts(ac, hidden_states_reshaped, selected_experts, routing_weights)
+            shared_expert_output = (nn.functional.sigmoid(linear(ac, hidden_states_reshaped,
+                                                                 self.shared_expert_gate.weight))
+                                    * shared_expert_output)
+            expert_output = add(expert_output, shared_expert_output)
+            expert_output = expert_output.reshape(batch_size, sequence_length, hidden_dim)
+            return expert_output, router_logits
         hidden_states = hidden_states.view(-1, hidden_dim)
         router_logits, top_k_weights, top_k_index = self.router(ac, hidden_states)
-        experts = self.grouped_mm if self.impl == "grouped_mm" else self.eager
         hidden_states = experts(ac, hidden_states, top_k_index, top_k_weights)
         # (the logits are the block's local `_` until it returns)
         hidden_states = hidden_states.reshape(batch_size, sequence_length, hidden_dim)
