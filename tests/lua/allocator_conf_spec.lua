@@ -22,8 +22,8 @@ describe("the allocator's configuration (alloc_conf)", function()
   it("agrees with tools/allocator_replay.py after every call of random sequences, under each option", function()
     local driver = helper.write("", ".bin")
     local ok, text = sh(string.format("cc -std=c11 -O1 -I%s/engine/core -o %s %s/tests/allocator/driver.c " ..
-      "%s/build/obj/allocator.o %s/build/obj/alloc_conf.o %s/build/obj/ledger.o", helper.root, quote(driver),
-      helper.root, helper.root, helper.root, helper.root))
+      "%s/build/obj/allocator.o %s/build/obj/alloc_pool.o %s/build/obj/alloc_conf.o %s/build/obj/ledger.o",
+      helper.root, quote(driver), helper.root, helper.root, helper.root, helper.root, helper.root))
     assert(ok, text)
     ok, text = sh(string.format("%s %s/tests/allocator/differential.py %s 20", PYTHON, helper.root, quote(driver)))
     assert.is_true(ok, text)
