@@ -301,16 +301,17 @@ static unnamed_chain *chain_slot(unnamed_chain *chains, uint32_t cap, const char
     return &chains[i];
 }
 
+/* An unnamed event without an op label keys its chain by this instead
+ * (a NULL op marks an empty slot). */
+static const char unlabelled[] = "";
+
 /* The chain of (op, size): NULL when there is none and `make` is false, or
- * when out of memory. Unnamed ops always have a label (the ledger's op). */
+ * when out of memory. */
 static unnamed_chain *chain_of(replay *r, const char *op, uint64_t size, bool make) {
-    if (!op) return NULL;
-    if (r->cap_chains) {
-        unnamed_chain *c = chain_slot(r->chains, r->cap_chains, op, size);
-        if (c->op || !make) return c->op ? c : NULL;
-    } else if (!make) {
-        return NULL;
-    }
+    if (!op) op = unlabelled;
+    unnamed_chain *found = r->cap_chains ? chain_slot(r->chains, r->cap_chains, op, size) : NULL;
+    if (found && found->op) return found;
+    if (!make) return NULL;
     if (2 * (r->n_chains + 1) > r->cap_chains) { /* at most half full */
         uint32_t cap = r->cap_chains ? r->cap_chains * 2 : 256;
         unnamed_chain *grown = calloc(cap, sizeof *grown);

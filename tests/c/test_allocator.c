@@ -143,6 +143,12 @@ static void test_replay(void) {
     CHECK_EQ_U64(r.paired_by_size, 3); /* the untagged tmp, once a step */
     CHECK_EQ_U64(r.segments, 4);
 
+    /* an unnamed allocation without an op label pairs with its free like any other */
+    vp_event unlabelled[] = {ev(VP_PHASE_FORWARD, VP_CAT_TRANSIENT, 4 * MIB, 0, NULL),
+                             ev(VP_PHASE_FORWARD, VP_CAT_TRANSIENT, -4 * (int64_t)MIB, 0, NULL)};
+    CHECK(vp_allocator_replay_events(unlabelled, 2, 3, &r));
+    CHECK_EQ_U64(r.peak_allocated, 4 * MIB);
+
     /* a free of a tensor never allocated: no figure */
     vp_event bad[] = {ev(VP_PHASE_FORWARD, VP_CAT_ACTIVATIONS, -512, 7, "x")};
     CHECK(!vp_allocator_replay_events(bad, 1, 3, &r));
