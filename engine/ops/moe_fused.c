@@ -113,7 +113,7 @@ static vp_t eager_experts(vp_step *step, const vp_op *op, const moe_slots *s, vp
  * _grouped_linear and the deterministic sum): the rows gathered, the
  * assignments sorted by expert (argsort: a sort whose values go) and the
  * inverse permutation scattered from an arange, per-expert counts (histc
- * of a 4-byte copy) and their int32 offsets, two grouped GEMMs around
+ * of a 4-byte copy, a local kept to the end) and their int32 offsets, two grouped GEMMs around
  * act_fn(gate) * up, the routing weights (fp32: the product is promoted),
  * the order restored, each token's k rows summed and cast back. */
 static vp_t grouped_experts(vp_step *step, const vp_op *op, const moe_slots *s, vp_t x, vp_t top_k_weights) {
@@ -134,9 +134,9 @@ static vp_t grouped_experts(vp_step *step, const vp_op *op, const moe_slots *s, 
     vp_t expert_ids_g = vp_new(sim, rows, VP_INT64, "moe.expert_ids_g");
     vp_t weights_g = vp_index(sim, top_k_weights, perm, rows, "moe.sample_weights_g");
     vp_t states_g = vp_index(sim, selected, perm, vp_numel(sim, rows, h), "moe.selected_hidden_states_g");
-    vp_t histc_input = vp_new(sim, rows, VP_FP32, "moe.histc_input"); /* float on CPU, int32 on CUDA */
+    /* float on CPU, int32 on CUDA; a local, held until the function returns */
+    vp_t histc_input = vp_new(sim, rows, VP_FP32, "moe.histc_input");
     vp_t counts = vp_new(sim, experts, VP_FP32, "moe.tokens_per_expert");
-    vp_drop(sim, histc_input);
     vp_t offsets = vp_new(sim, experts, VP_INT32, "moe.offsets");
     vp_t both = vp_grouped_mm(sim, states_g, *s->w1, offsets, rows, 2 * f, "moe.experts.grouped_mm.gate_up");
     vp_t halves[2];
@@ -154,8 +154,8 @@ static vp_t grouped_experts(vp_step *step, const vp_op *op, const moe_slots *s, 
     vp_t summed = vp_sum(sim, restored, vp_at(sim, x)->numel, "moe.final_hidden_states");
     vp_t out = vp_to(sim, summed, (vp_dtype)vp_at(sim, x)->dtype, "moe.final_hidden_states.to");
     /* the function returns: its locals go */
-    vp_t locals[] = {token_idx, selected, perm,  inv_perm, expert_ids_g, weights_g, states_g, counts,
-                     offsets,   both,     gated, weighted, restored,     summed};
+    vp_t locals[] = {token_idx, selected, perm,    inv_perm, expert_ids_g, weights_g, states_g, histc_input,
+                     counts,    offsets,  both,    gated,    weighted,     restored,  summed};
     for (unsigned i = 0; i < sizeof locals / sizeof *locals; i++) vp_drop(sim, locals[i]);
     return out;
 }

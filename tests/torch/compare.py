@@ -490,11 +490,14 @@ CASES = [
         "bf16", finetune="lora", lora_targets="all-linear", experts_implementation="grouped_mm")),
     ("qwen2-moe v5 eager mixed-bf16 router aux loss", dict(qwen_moe(), output_router_logits=True), recipe(
         "mixed-bf16", experts_implementation="eager")),
-    # many tokens: the 16-bit routing weights the experts save (the grouped GEMMs' twin under amp-bf16
-    # measures 4,104 bytes above the engine at its peak, unexplained: docs/how-it-works.md); wide experts
-    # with no optimizer: the peak inside the block, where the shared expert's output waits
+    # many tokens: the 16-bit routing weights the experts save; under grouped GEMMs the peak is the
+    # per-token sum, with histc's 4-byte copy of the expert ids still held (a local of the function:
+    # dropped after histc, the engine was 4,104 bytes low); wide experts with no optimizer: the peak
+    # inside the block, where the shared expert's output waits
     ("qwen2-moe v5 eager amp-bf16 512 tokens", qwen_moe(layers=1, vocab=64), recipe(
         "amp-bf16", b=4, s=128, experts_implementation="eager")),
+    ("qwen2-moe v5 grouped_mm amp-bf16 512 tokens", qwen_moe(layers=1, vocab=64), recipe(
+        "amp-bf16", b=4, s=128, experts_implementation="grouped_mm")),
     ("qwen2-moe v5 grouped_mm bf16 wide experts", qwen_moe(layers=1, vocab=64, experts=4, moe_inter=512), recipe(
         "bf16", optimizer="none", b=4, s=128, experts_implementation="grouped_mm")),
     # wide experts, few tokens, no optimizer: the backward's peak holds the loop's whole-parameter gradients
