@@ -78,9 +78,15 @@ vp_t vp_moe_deepseek_v3(vp_step *step, const vp_op *op, const moe_slots *s, vp_t
 vp_t vp_moe_deepseek_v2(vp_step *step, const vp_op *op, const moe_slots *s, vp_t x);
 vp_t vp_moe_deepseek_v2_hf(vp_step *step, const vp_op *op, const moe_slots *s, vp_t x);
 vp_t vp_moe_megatron(vp_step *step, const vp_op *op, const moe_slots *s, vp_t x);
-/* transformers 5's Mixtral, Qwen3-MoE and Qwen2-MoE blocks: the router,
- * then the 3-D experts (s->w1 gate_up_proj, s->w2 down_proj) by
- * experts_implementation, beside Qwen2-MoE's shared expert */
+/* transformers 5's DeepseekV3TopkRouter and route_tokens_to_experts (moe_hf.c):
+ * returns the routing weights; *selected gets the choices, *logits the
+ * router's fp32 logits, the block's local until it returns */
+vp_t vp_moe_v5_deepseek_v3_route(vp_step *step, const vp_op *op, const moe_slots *s, vp_t x, vp_t *selected,
+                                 vp_t *logits);
+/* transformers 5's Mixtral, Qwen3-MoE, Qwen2-MoE and DeepSeek-V3 blocks:
+ * the router, then the 3-D experts (s->w1 gate_up_proj, s->w2 down_proj)
+ * by experts_implementation, beside Qwen2-MoE's and DeepSeek-V3's shared
+ * experts */
 vp_t vp_moe_fused(vp_step *step, const vp_op *op, const moe_slots *s, vp_t x);
 
 #endif

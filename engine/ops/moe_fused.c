@@ -1,11 +1,12 @@
 /* moe_fused.c — transformers 5's mixtures: MixtralSparseMoeBlock,
- * Qwen3MoeSparseMoeBlock and Qwen2MoeSparseMoeBlock with a TopKRouter and
- * the experts held as two 3-D parameters (integrations/moe.py's
+ * Qwen3MoeSparseMoeBlock and Qwen2MoeSparseMoeBlock with a TopKRouter, and
+ * DeepseekV3MoE with its own, the experts held as two 3-D parameters (integrations/moe.py's
  * @use_experts_implementation), run by the per-expert loop
  * (experts_implementation "eager") or by torch._grouped_mm ("grouped_mm").
  * Read from transformers' main of 2026 (models/mixtral, qwen3_moe and
  * qwen2_moe, the release whose models' forward carries @capture_outputs;
- * integrations/moe.py). */
+ * integrations/moe.py; DeepseekV3MoE from models/deepseek_v3, the same
+ * release). */
 #include "moe.h"
 
 /* Qwen2-MoE's block is the one with a gated shared expert. */
@@ -160,16 +161,40 @@ static vp_t grouped_experts(vp_step *step, const vp_op *op, const moe_slots *s, 
     return out;
 }
 
+/* The experts by experts_implementation; takes nothing over. */
+static vp_t run_experts(vp_step *step, const vp_op *op, const moe_slots *s, vp_t x, vp_t top_k_weights) {
+    return vp_recipe_experts_impl(step->recipe) == VP_EXPERTS_GROUPED_MM ? grouped_experts(step, op, s, x, top_k_weights)
+                                                                         : eager_experts(step, op, s, x, top_k_weights);
+}
+
+/* DeepseekV3MoE.forward of transformers 5: residuals = hidden_states; the
+ * router's logits (a local to the end), route_tokens_to_experts, the
+ * experts on a view of the input (an autograd node of its own, as 4.x's:
+ * moe_hf.c), then hidden_states + shared_experts(residuals). */
+static vp_t deepseek_v3_block(vp_step *step, const vp_op *op, const moe_slots *s, vp_t x) {
+    vp_sim *sim = &step->sim;
+    vp_t selected, logits;
+    vp_t weights = vp_moe_v5_deepseek_v3_route(step, op, s, x, &selected, &logits);
+    vp_t flat = vp_alias(sim, x, "moe.view");
+    vp_t routed = run_experts(step, op, s, flat, weights);
+    vp_drop(sim, flat); /* the name rebound to the experts' output */
+    vp_t out = vp_moe_plus_shared(step, op, s->shared, x, routed);
+    /* forward returns: router_logits, topk_indices, topk_weights go */
+    vp_drop(sim, logits);
+    vp_drop(sim, selected);
+    vp_drop(sim, weights);
+    return out;
+}
+
 vp_t vp_moe_fused(vp_step *step, const vp_op *op, const moe_slots *s, vp_t x) {
     vp_sim *sim = &step->sim;
+    if (vp_op_u64(op, MOE_BLOCK) == MOE_BLOCK_DEEPSEEK_V3) return deepseek_v3_block(step, op, s, x);
     /* Qwen2-MoE's block runs its shared expert first; its output waits
      * through the routed experts for the sigmoid gate */
     vp_t shared = qwen2_block(op) ? vp_moe_shared_mlp(step, op, s->shared, x) : 0;
     vp_t logits, selected;
     vp_t weights = route(step, op, s, x, &logits, &selected);
-    vp_t out = vp_recipe_experts_impl(step->recipe) == VP_EXPERTS_GROUPED_MM
-                   ? grouped_experts(step, op, s, x, weights)
-                   : eager_experts(step, op, s, x, weights);
+    vp_t out = run_experts(step, op, s, x, weights);
     if (shared) { /* expert_output = expert_output + sigmoid(shared_expert_gate(x)) * shared_expert_output */
         shared = vp_moe_shared_gated(step, op, s->shared, x, shared);
         vp_t sum = vp_add(sim, out, shared, vp_at(sim, out)->numel, "moe.add_shared");

@@ -4,6 +4,7 @@
 #include "moe.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 /* The expert loop's Python locals: each lives until the next iteration
  * rebinds its name, the last ones until the function returns. With frozen
@@ -433,16 +434,57 @@ static vp_t choose(vp_step *step, const vp_op *op, uint64_t n) {
     return indices;
 }
 
-/* DeepseekV3MoE.forward (transformers 4.51-4.52) in training. The router:
- * F.linear of the input and the weight cast to fp32 (copies when they are
- * 16-bit; autocast casts them back down), sigmoid scores (kept), the choice
- * without grad, the chosen scores gathered, renormalized (in place in the
- * model; modelled as the division's own [tokens, k] tensor) and scaled.
- * moe(): an accumulator in the weights' dtype (fp32 unless autocast made
- * them 16-bit), one_hot, the expert loop, the result cast back; the mask
- * and accumulator go as moe() returns, before the shared experts run on
- * the layer's input. */
-vp_t vp_moe_deepseek_v3(vp_step *step, const vp_op *op, const moe_slots *s, vp_t x) {
+/* transformers 5's DeepseekV3MoE.route_tokens_to_experts: the same choice
+ * as get_topk_indices, but in the block's own method and with grad, so
+ * autograd keeps what two of its steps save for a backward that never
+ * runs (the first top-k's indices, as long as the group scores that hang
+ * off it live; masked_fill's mask, as long as the masked scores), and
+ * every step's result is a local until the method returns (into
+ * `locals`, V3_CHOICE_LOCALS of them, in the order Python frees them).
+ * Each top-k's values and indices are made together, the values going
+ * after the statement. Returns the int64 indices. */
+enum { V3_CHOICE_LOCALS = 8 };
+static vp_t choose_tracked(vp_step *step, const vp_op *op, uint64_t n, vp_t locals[V3_CHOICE_LOCALS]) {
+    vp_sim *sim = &step->sim;
+    uint64_t e = vp_op_u64(op, MOE_EXPERTS), g = vp_op_u64(op, MOE_GROUPS), tg = vp_op_u64(op, MOE_TOPK_GROUPS);
+    uint64_t k = vp_op_u64(op, MOE_TOP_K), all = vp_numel(sim, n, e);
+    vp_t for_choice = vp_new(sim, all, VP_FP32, "moe.router_logits_for_choice");
+    vp_t best2 = vp_new(sim, vp_numel3(sim, n, g, 2), VP_FP32, "moe.group_topk");
+    vp_t best2_indices = vp_new(sim, vp_numel3(sim, n, g, 2), VP_INT64, "moe.group_topk"); /* saved by TopkBackward */
+    vp_t group_scores = vp_new(sim, vp_numel(sim, n, g), VP_FP32, "moe.group_scores");
+    vp_drop(sim, best2);
+    vp_t group_values = vp_new(sim, vp_numel(sim, n, tg), VP_FP32, "moe.group_idx");
+    vp_t group_idx = vp_new(sim, vp_numel(sim, n, tg), VP_INT64, "moe.group_idx");
+    vp_drop(sim, group_values);
+    vp_t group_mask = vp_new(sim, vp_numel(sim, n, g), VP_FP32, "moe.group_mask");
+    vp_t score_mask = vp_new(sim, all, VP_FP32, "moe.score_mask");
+    vp_t as_bool = vp_new(sim, all, VP_BOOL, "moe.score_mask");
+    vp_t inverted = vp_new(sim, all, VP_BOOL, "moe.score_mask"); /* saved by MaskedFillBackward */
+    vp_drop(sim, as_bool);
+    vp_t masked = vp_new(sim, all, VP_FP32, "moe.scores_for_choice");
+    vp_t values = vp_new(sim, vp_numel(sim, n, k), VP_FP32, "moe.topk");
+    vp_t indices = vp_new(sim, vp_numel(sim, n, k), VP_INT64, "moe.topk");
+    vp_drop(sim, values);
+    /* group_scores takes the first top-k's indices with it, masked the mask */
+    vp_t order[V3_CHOICE_LOCALS] = {for_choice, group_scores, best2_indices, group_idx,
+                                    group_mask, score_mask,   masked,        inverted};
+    memcpy(locals, order, sizeof order);
+    return indices;
+}
+
+/* DeepSeek-V3's router in training: F.linear of the input and the weight
+ * cast to fp32 (copies when they are 16-bit; autocast casts them back
+ * down), sigmoid scores (kept), the choice, the chosen scores gathered,
+ * renormalized (in place in the model; modelled as the division's own
+ * [tokens, k] tensor) and scaled by routed_scaling_factor. Transformers
+ * 4.51-4.52 (`v5` false): the logits are the router's local, gone after
+ * the sigmoid, and the choice runs without grad (get_topk_indices).
+ * Transformers 5 (`v5`): the router returns the logits, which stay the
+ * block's local (*logits) through the experts and the shared experts,
+ * and route_tokens_to_experts chooses with grad (choose_tracked). Returns
+ * the routing weights; *selected gets the int64 choices. */
+static vp_t v3_route(vp_step *step, const vp_op *op, const moe_slots *s, vp_t x, bool v5, vp_t *selected,
+                     vp_t *logits) {
     vp_sim *sim = &step->sim;
     uint64_t h = vp_op_u64(op, MOE_HIDDEN), experts = vp_op_u64(op, MOE_EXPERTS), k = vp_op_u64(op, MOE_TOP_K);
     uint64_t n = vp_at(sim, x)->numel / h, assignments = vp_numel(sim, n, k);
@@ -452,17 +494,44 @@ vp_t vp_moe_deepseek_v3(vp_step *step, const vp_op *op, const moe_slots *s, vp_t
      * the shared experts' (which take the input as it is) until the view's
      * backward hands their sum on */
     vp_t router_view = vp_alias(sim, x, "moe.router_view");
-    vp_t logits = fp32_router_logits(step, s, router_view, experts);
+    *logits = fp32_router_logits(step, s, router_view, experts);
     vp_drop(sim, router_view);
-    vp_t scores = vp_unary(sim, logits, VP_SAVES_OUTPUT, 0, (vp_dtype)vp_at(sim, logits)->dtype, "moe.router_sigmoid");
-    vp_drop(sim, logits);
-    vp_t selected = choose(step, op, n);
-    vp_t weights = vp_gather(sim, scores, selected, assignments, "moe.topk_gather");
-    vp_drop(sim, scores);
+    vp_t scores = vp_unary(sim, *logits, VP_SAVES_OUTPUT, 0, (vp_dtype)vp_at(sim, *logits)->dtype,
+                           "moe.router_sigmoid");
+    vp_t locals[V3_CHOICE_LOCALS] = {0};
+    if (v5) {
+        *selected = choose_tracked(step, op, n, locals);
+    } else {
+        vp_drop(sim, *logits);
+        *logits = 0;
+        *selected = choose(step, op, n);
+    }
+    vp_t weights = vp_gather(sim, scores, *selected, assignments, "moe.topk_gather");
     /* topk_weights /= topk_weights.sum(-1, keepdim=True) + 1e-20 */
     if (vp_op_flag(op, MOE_NORM_TOPK)) weights = renormalized(sim, weights, n);
     vp_t routing = vp_scale(sim, weights, "moe.routed_scaling");
     vp_drop(sim, weights);
+    vp_drop(sim, scores);
+    for (unsigned i = 0; i < V3_CHOICE_LOCALS; i++) vp_drop(sim, locals[i]);
+    return routing;
+}
+
+vp_t vp_moe_v5_deepseek_v3_route(vp_step *step, const vp_op *op, const moe_slots *s, vp_t x, vp_t *selected,
+                                 vp_t *logits) {
+    return v3_route(step, op, s, x, true, selected, logits);
+}
+
+/* DeepseekV3MoE.forward (transformers 4.51-4.52) in training: the router
+ * (v3_route); moe(): an accumulator in the weights' dtype (fp32 unless
+ * autocast made them 16-bit), one_hot, the expert loop, the result cast
+ * back; the mask and accumulator go as moe() returns, before the shared
+ * experts run on the layer's input. */
+vp_t vp_moe_deepseek_v3(vp_step *step, const vp_op *op, const moe_slots *s, vp_t x) {
+    vp_sim *sim = &step->sim;
+    uint64_t h = vp_op_u64(op, MOE_HIDDEN), k = vp_op_u64(op, MOE_TOP_K);
+    uint64_t assignments = vp_numel(sim, vp_at(sim, x)->numel / h, k);
+    vp_t selected, logits;
+    vp_t routing = v3_route(step, op, s, x, false, &selected, &logits);
     vp_t flat = vp_alias(sim, x, "moe.view");
     vp_t one_hot = expert_mask(step, op, assignments);
     loop_locals locals;

@@ -241,8 +241,8 @@ static vp_t moe_forward(vp_step *step, const vp_op *op, const vp_t *leaves, vp_t
     return vp_moe_mixtral(step, op, &s, x);
 }
 
-/* What transformers 5's experts are modelled for: its Mixtral, Qwen3-MoE
- * and Qwen2-MoE blocks (the last with its gated shared expert), in
+/* What transformers 5's experts are modelled for: its Mixtral, Qwen3-MoE,
+ * Qwen2-MoE (with its gated shared expert) and DeepSeek-V3 blocks, in
  * transformers' code, with optimizers that keep whole-tensor or
  * elementwise states. */
 static const char *fused_experts_problem(const vp_op *op, const vp_recipe *recipe) {
@@ -250,9 +250,13 @@ static const char *fused_experts_problem(const vp_op *op, const vp_recipe *recip
         return "experts_implementation: framework megatron runs Megatron-Core's MoE layer; leave it auto";
     if (vp_recipe_model_code(recipe) != VP_CODE_TRANSFORMERS)
         return "experts_implementation: eager and grouped_mm are transformers 5's experts (model_code transformers)";
-    if (vp_op_u64(op, MOE_BLOCK) != MOE_BLOCK_MIXTRAL || (vp_op_u64(op, MOE_SHARED) && !vp_op_flag(op, MOE_SHARED_GATE)))
-        return "experts_implementation: transformers 5's experts are modelled for the Mixtral, Qwen3-MoE and "
-               "Qwen2-MoE blocks (block mixtral, any shared expert gated) only; use modules";
+    bool deepseek_v3 = vp_op_u64(op, MOE_BLOCK) == MOE_BLOCK_DEEPSEEK_V3;
+    bool sparse = vp_op_u64(op, MOE_BLOCK) == MOE_BLOCK_MIXTRAL &&
+                  (!vp_op_u64(op, MOE_SHARED) || vp_op_flag(op, MOE_SHARED_GATE));
+    if (!deepseek_v3 && !sparse)
+        return "experts_implementation: transformers 5's experts are modelled for the Mixtral, Qwen3-MoE, "
+               "Qwen2-MoE (block mixtral, any shared expert gated) and DeepSeek-V3 (block deepseek_v3) blocks "
+               "only; use modules";
     if (vp_finetune_method_of(recipe)->quantizes_base)
         return "experts_implementation: a quantized base with transformers 5's 3-D experts is not modelled (whether "
                "bitsandbytes quantizes them depends on its version); use modules";

@@ -236,6 +236,24 @@ describe("transformers 5's experts (experts_implementation)", function()
     assert.are.equal(24 * per_layer, lora.model.trainable_params)
   end)
 
+  it("runs DeepSeek-V3's block with 3-D experts and leaves them to all-linear", function()
+    local function v3(...)
+      return helper.estimate("deepseek-v3", "--set", "seq_len=128", "--set", "precision=bf16", ...)
+    end
+    local modules = v3()
+    local fused = v3("--set", "experts_implementation=grouped_mm")
+    assert.are.equal(modules.model.params, fused.model.params)
+    assert.are.equal(modules.per_gpu.params_bytes, fused.per_gpu.params_bytes)
+    -- all-linear under 4.x takes every routed expert's gate_proj, up_proj and down_proj (nn.Linear
+    -- modules); 5.x's DeepseekV3NaiveMoe holds them as two 3-D parameters, which it cannot take:
+    -- 58 sparse layers x 256 experts x 3 projections of 7168 <-> 2048, r 8
+    local function lora(...)
+      return v3("--set", "finetune=lora", "--set", "lora_targets=all-linear", ...).model.trainable_params
+    end
+    local routed = 58 * 256 * 3 * 8 * (7168 + 2048)
+    assert.are.equal(lora() - routed, lora("--set", "experts_implementation=eager"))
+  end)
+
   it("leaves the experts and the router to PEFT's all-linear, which takes nn.Linear only", function()
     local r = qwen3("--set", "experts_implementation=grouped_mm", "--set", "finetune=lora",
       "--set", "lora_targets=all-linear")
@@ -286,7 +304,7 @@ describe("transformers 5's experts (experts_implementation)", function()
       { "qwen3-30b-a3b", { "framework=megatron" }, "Megatron-Core's MoE layer" },
       { "qwen3-30b-a3b", { "framework=fsdp2" }, "model_code transformers" },
       { "deepseek-moe-16b", {}, "any shared expert gated" },
-      { "deepseek-v3", {}, "Mixtral, Qwen3-MoE and Qwen2-MoE blocks" },
+      { "deepseek-v2-lite-hf", {}, "DeepSeek-V3 (block deepseek_v3) blocks only" },
     }) do
       local args = { "--set", "seq_len=128", "--set", "experts_implementation=grouped_mm" }
       for _, kv in ipairs(case[2]) do

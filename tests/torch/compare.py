@@ -500,6 +500,32 @@ CASES = [
         "amp-bf16", b=4, s=128, experts_implementation="grouped_mm")),
     ("qwen2-moe v5 grouped_mm bf16 wide experts", qwen_moe(layers=1, vocab=64, experts=4, moe_inter=512), recipe(
         "bf16", optimizer="none", b=4, s=128, experts_implementation="grouped_mm")),
+    # DeepSeek-V3's 5.x block: its fp32 router's logits held to the block's end, the group-limited choice made
+    # with grad, the 3-D experts, the shared experts last
+    ("deepseek-v3 v5 eager fp32", deepseek_v3(), recipe(experts_implementation="eager")),
+    ("deepseek-v3 v5 grouped_mm bf16", deepseek_v3(), recipe("bf16", experts_implementation="grouped_mm")),
+    ("deepseek-v3 v5 eager amp-bf16", deepseek_v3(), recipe("amp-bf16", experts_implementation="eager")),
+    ("deepseek-v3 v5 grouped_mm amp-bf16", deepseek_v3(), recipe("amp-bf16", experts_implementation="grouped_mm")),
+    ("deepseek-v3 v5 grouped_mm bf16 checkpointed", deepseek_v3(layers=4), recipe(
+        "bf16", ckpt="full", experts_implementation="grouped_mm")),
+    ("deepseek-v3 v5 eager bf16 one sequence", deepseek_v3(), recipe(
+        "bf16", b=1, s=64, experts_implementation="eager")),
+    ("deepseek-v3 v5 grouped_mm mixed-bf16 lora all-linear", deepseek_v3(), recipe(
+        "mixed-bf16", finetune="lora", lora_targets="all-linear", experts_implementation="grouped_mm")),
+    ("deepseek-v3 v5 grouped_mm bf16 many tokens no optimizer", deepseek_v3(layers=2, vocab=64, experts=16, k=4,
+                                                                              groups=8, topk_groups=2), recipe(
+        "bf16", optimizer="none", b=4, s=128, experts_implementation="grouped_mm")),
+    # many tokens over many small experts, no optimizer: the peak inside the block, where the router's fp32
+    # logits (held by forward, 512 KB) and the choice's saved tensors wait
+    ("deepseek-v3 v5 grouped_mm bf16 wide router", deepseek_v3(layers=2, vocab=64, experts=64, k=2, groups=8,
+                                                               topk_groups=4, moe_inter=8), recipe(
+        "bf16", optimizer="none", b=32, s=64, experts_implementation="grouped_mm")),
+    # 256 experts: the peak inside route_tokens_to_experts, as it scales the weights, with every step of the
+    # choice still a local and the first top-k's indices and masked_fill's mask held by autograd (2.4 MB
+    # above the 4.x choice's under no_grad)
+    ("deepseek-v3 v5 grouped_mm bf16 peak in the choice", deepseek_v3(layers=2, vocab=64, experts=256, k=2,
+                                                                      groups=8, topk_groups=4, moe_inter=8), recipe(
+        "bf16", optimizer="none", b=32, s=64, experts_implementation="grouped_mm")),
     # wide experts, few tokens, no optimizer: the backward's peak holds the loop's whole-parameter gradients
     ("mixtral v5 eager bf16 wide experts", mixtral(experts=8, inter=256), recipe(
         "bf16", optimizer="none", b=1, s=16, experts_implementation="eager")),

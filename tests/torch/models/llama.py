@@ -14,7 +14,7 @@ from .deepseek import (DeepseekMoE, DeepseekV2Attention, DeepseekV2HFAttention, 
 from .diff import DiffAttention
 from .indexing import MLP_BLOCKS, IndexingMLP, IndexOpsMLP
 from .llama_blocks import LlamaAttention, LlamaMLP, LlamaRotaryEmbedding, ScaledEmbedding, rms_norm
-from .moe import SparseMoeBlock, SparseMoeBlockV5
+from .moe import DeepseekV3MoEV5, SparseMoeBlock, SparseMoeBlockV5
 from .mtp import MTPModule
 
 
@@ -47,7 +47,8 @@ class LlamaDecoderLayer(nn.Module):
         elif transformers_v2(cfg) and routed:
             self.mlp = DeepseekV2HFMoE(cfg)
         elif cfg["model_type"] == "deepseek_v3" and routed:
-            self.mlp = DeepseekV3MoE(cfg)
+            v5 = cfg.get("experts_implementation", "modules") in ("eager", "grouped_mm")
+            self.mlp = DeepseekV3MoEV5(cfg) if v5 else DeepseekV3MoE(cfg)
         elif cfg.get("lua_blocks") in MLP_BLOCKS:  # compare.py's block vocabulary cases (tests/torch/blocks/)
             self.mlp = MLP_BLOCKS[cfg["lua_blocks"]](cfg)
         else:

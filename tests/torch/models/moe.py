@@ -257,3 +257,70 @@ class SparseMoeBlockV5(nn.Module):
         # (the logits are the block's local `_` until it returns)
         hidden_states = hidden_states.reshape(batch_size, sequence_length, hidden_dim)
         return hidden_states, router_logits
+
+
+class DeepseekV3MoEV5(SparseMoeBlockV5):
+    """transformers 5's DeepseekV3MoE (models/deepseek_v3, the release of
+    SparseMoeBlockV5's blocks): DeepseekV3NaiveMoe's 3-D experts run as
+    SparseMoeBlockV5 runs them; DeepseekV3TopkRouter returns the fp32
+    logits, which stay forward's local; route_tokens_to_experts makes the
+    group-limited choice in the block with grad (no get_topk_indices under
+    no_grad any more), the choice pinned as 4.x's DeepseekV3MoE pins it;
+    the shared experts run last, on the block's input."""
+
+    def __init__(self, cfg):
+        nn.Module.__init__(self)
+        h = cfg["hidden_size"]
+        self.hidden = h
+        self.num_experts = self.n_routed_experts = cfg["n_routed_experts"]
+        self.top_k = cfg["num_experts_per_tok"]
+        self.n_group, self.topk_group = cfg.get("n_group", 1), cfg.get("topk_group", 1)
+        self.norm_topk_prob = cfg.get("norm_topk_prob", True)
+        self.routed_scaling_factor = cfg.get("routed_scaling_factor", 2.5)
+        self.impl = cfg["experts_implementation"]
+        f = cfg["moe_intermediate_size"]
+        # registered as DeepseekV3MoE.__init__ does: experts, gate, shared_experts
+        self.experts = nn.Module()
+        self.experts.gate_up_proj = nn.Parameter(torch.empty(self.num_experts, 2 * f, h).normal_(std=0.02))
+        self.experts.down_proj = nn.Parameter(torch.empty(self.num_experts, h, f).normal_(std=0.02))
+        self.gate = nn.Module()
+        self.gate.weight = nn.Parameter(torch.empty(self.num_experts, h).normal_(std=0.02))
+        self.gate.register_buffer("e_score_correction_bias", torch.zeros(self.num_experts))
+        self.shared_experts = expert_mlp(cfg, f * cfg.get("n_shared_experts", 1))
+
+    def router_forward(self, ac, hidden_states):
+        hidden_states = hidden_states.view(-1, self.hidden)
+        return linear(ac, hidden_states.type(torch.float32), self.gate.weight.type(torch.float32))
+
+    def route_tokens_to_experts(self, router_logits):
+        e = self.n_routed_experts
+        router_logits = router_logits.sigmoid()
+        router_logits_for_choice = router_logits + self.gate.e_score_correction_bias
+        group_scores = (router_logits_for_choice.view(-1, self.n_group, e // self.n_group)
+                        .topk(2, dim=-1)[0].sum(dim=-1))
+        group_idx = torch.topk(group_scores, k=self.topk_group, dim=-1, sorted=False)[1]
+        group_mask = torch.zeros_like(group_scores)
+        group_mask.scatter_(1, group_idx, 1)
+        score_mask = group_mask.unsqueeze(-1).expand(-1, self.n_group, e // self.n_group).reshape(-1, e)
+        scores_for_choice = router_logits_for_choice.masked_fill(~score_mask.bool(), 0.0)
+        topk_indices = torch.topk(scores_for_choice, k=self.top_k, dim=-1, sorted=False)[1]
+        with torch.no_grad():  # the same tensor, the choice pinned: token t's j-th expert is (t*k + j) % E
+            topk_indices.copy_(torch.arange(topk_indices.numel()).remainder_(e).view_as(topk_indices))
+        topk_weights = router_logits.gather(1, topk_indices)
+        if self.norm_topk_prob:
+            denominator = topk_weights.sum(dim=-1, keepdim=True) + 1e-20
+            topk_weights /= denominator
+        topk_weights = topk_weights * self.routed_scaling_factor
+        return topk_indices, topk_weights
+
+    def forward(self, ac, hidden_states):
+        residuals = hidden_states
+        orig_shape = hidden_states.shape
+        router_logits = self.router_forward(ac, hidden_states)
+        topk_indices, topk_weights = self.route_tokens_to_experts(router_logits)
+        hidden_states = hidden_states.view(-1, hidden_states.shape[-1])
+        experts = self.grouped_mm if self.impl == "grouped_mm" else self.eager
+        hidden_states = experts(ac, hidden_states, topk_indices, topk_weights).view(*orig_shape)
+        # the routed sum in the stream's dtype and the shared experts' output: CUDA's add under autocast
+        hidden_states = add(hidden_states, self.shared_experts(ac, residuals))
+        return hidden_states
