@@ -83,9 +83,13 @@ vp_t vp_moe_megatron(vp_step *step, const vp_op *op, const moe_slots *s, vp_t x)
  * router's fp32 logits, the block's local until it returns */
 vp_t vp_moe_v5_deepseek_v3_route(vp_step *step, const vp_op *op, const moe_slots *s, vp_t x, vp_t *selected,
                                  vp_t *logits);
-/* transformers 5's Mixtral, Qwen3-MoE, Qwen2-MoE and DeepSeek-V3 blocks:
+/* transformers 5's DeepseekV2Moe router and route_tokens_to_experts (moe_hf.c),
+ * alike */
+vp_t vp_moe_v5_deepseek_v2_route(vp_step *step, const vp_op *op, const moe_slots *s, vp_t x, vp_t *selected,
+                                 vp_t *logits);
+/* transformers 5's Mixtral, Qwen3-MoE, Qwen2-MoE, DeepSeek-V2 and DeepSeek-V3 blocks:
  * the router, then the 3-D experts (s->w1 gate_up_proj, s->w2 down_proj)
- * by experts_implementation, beside Qwen2-MoE's and DeepSeek-V3's shared
+ * by experts_implementation, beside Qwen2-MoE's and DeepSeek's shared
  * experts */
 vp_t vp_moe_fused(vp_step *step, const vp_op *op, const moe_slots *s, vp_t x);
 

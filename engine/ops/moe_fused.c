@@ -1,12 +1,13 @@
 /* moe_fused.c — transformers 5's mixtures: MixtralSparseMoeBlock,
  * Qwen3MoeSparseMoeBlock and Qwen2MoeSparseMoeBlock with a TopKRouter, and
- * DeepseekV3MoE with its own, the experts held as two 3-D parameters (integrations/moe.py's
+ * DeepseekV3MoE and DeepseekV2Moe with their own, the experts held as two
+ * 3-D parameters (integrations/moe.py's
  * @use_experts_implementation), run by the per-expert loop
  * (experts_implementation "eager") or by torch._grouped_mm ("grouped_mm").
  * Read from transformers' main of 2026 (models/mixtral, qwen3_moe and
  * qwen2_moe, the release whose models' forward carries @capture_outputs;
- * integrations/moe.py; DeepseekV3MoE from models/deepseek_v3, the same
- * release). */
+ * integrations/moe.py; DeepseekV3MoE and DeepseekV2Moe from
+ * models/deepseek_v3 and deepseek_v2, the same release). */
 #include "moe.h"
 
 /* Qwen2-MoE's block is the one with a gated shared expert. */
@@ -167,14 +168,17 @@ static vp_t run_experts(vp_step *step, const vp_op *op, const moe_slots *s, vp_t
                                                                          : eager_experts(step, op, s, x, top_k_weights);
 }
 
-/* DeepseekV3MoE.forward of transformers 5: residuals = hidden_states; the
- * router's logits (a local to the end), route_tokens_to_experts, the
- * experts on a view of the input (an autograd node of its own, as 4.x's:
- * moe_hf.c), then hidden_states + shared_experts(residuals). */
-static vp_t deepseek_v3_block(vp_step *step, const vp_op *op, const moe_slots *s, vp_t x) {
+/* DeepseekV3MoE.forward and DeepseekV2Moe.forward of transformers 5:
+ * residuals = hidden_states; the router's logits (a local to the end),
+ * route_tokens_to_experts (moe_hf.c), the experts on a view of the input
+ * (an autograd node of its own, as 4.x's), then hidden_states +
+ * shared_experts(residuals). */
+static vp_t deepseek_block(vp_step *step, const vp_op *op, const moe_slots *s, vp_t x) {
     vp_sim *sim = &step->sim;
     vp_t selected, logits;
-    vp_t weights = vp_moe_v5_deepseek_v3_route(step, op, s, x, &selected, &logits);
+    vp_t weights = vp_op_u64(op, MOE_BLOCK) == MOE_BLOCK_DEEPSEEK_V3
+                       ? vp_moe_v5_deepseek_v3_route(step, op, s, x, &selected, &logits)
+                       : vp_moe_v5_deepseek_v2_route(step, op, s, x, &selected, &logits);
     vp_t flat = vp_alias(sim, x, "moe.view");
     vp_t routed = run_experts(step, op, s, flat, weights);
     vp_drop(sim, flat); /* the name rebound to the experts' output */
@@ -188,7 +192,7 @@ static vp_t deepseek_v3_block(vp_step *step, const vp_op *op, const moe_slots *s
 
 vp_t vp_moe_fused(vp_step *step, const vp_op *op, const moe_slots *s, vp_t x) {
     vp_sim *sim = &step->sim;
-    if (vp_op_u64(op, MOE_BLOCK) == MOE_BLOCK_DEEPSEEK_V3) return deepseek_v3_block(step, op, s, x);
+    if (vp_op_u64(op, MOE_BLOCK) != MOE_BLOCK_MIXTRAL) return deepseek_block(step, op, s, x);
     /* Qwen2-MoE's block runs its shared expert first; its output waits
      * through the routed experts for the sigmoid gate */
     vp_t shared = qwen2_block(op) ? vp_moe_shared_mlp(step, op, s->shared, x) : 0;

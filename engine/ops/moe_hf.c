@@ -273,17 +273,25 @@ static vp_t group_limited_topk(vp_step *step, const vp_op *op, vp_t scores, uint
  * routed_scaling_factor (a new tensor even at 1.0), the sequence-wise
  * auxiliary loss into *loss (own code, aux_loss; else 0); its locals (the
  * view, the logits, the scores, the group tensors) go as it returns.
+ * With logits_out, transformers 5's DeepseekV2Moe: F.linear on the input
+ * itself (no view), the logits handed back (forward's local to the
+ * block's end) and viewed flat by route_tokens_to_experts for the
+ * softmax; the rest as transformers' 4.x gate (the choice with grad).
  * Returns the weights; the indices in *selected. */
 static vp_t v2_gate(vp_step *step, const vp_op *op, const moe_slots *s, vp_t x, bool own_code, vp_t *selected,
-                    vp_t *loss) {
+                    vp_t *loss, vp_t *logits_out) {
     vp_sim *sim = &step->sim;
     uint64_t h = vp_op_u64(op, MOE_HIDDEN);
     unsigned experts = (unsigned)vp_op_u64(op, MOE_EXPERTS), k = (unsigned)vp_op_u64(op, MOE_TOP_K);
     uint64_t n = vp_at(sim, x)->numel / h, assignments = vp_numel(sim, n, k);
     uint32_t first_node = sim->n_nodes;
-    vp_t router_view = vp_alias(sim, x, "moe.router_view");
-    vp_t logits = fp32_router_logits(step, s, router_view, experts);
-    vp_t scores = vp_moe_softmax_fp32(step, logits, "moe.gate_softmax");
+    /* 4.x views the input and keeps the logits; 5.x takes the input as it
+     * is, hands the logits back and views them for the softmax */
+    bool v5 = logits_out != NULL;
+    vp_t router_view = v5 ? 0 : vp_alias(sim, x, "moe.router_view");
+    vp_t logits = fp32_router_logits(step, s, v5 ? x : router_view, experts);
+    vp_t logits_view = v5 ? vp_alias(sim, logits, "moe.router_logits.view") : 0;
+    vp_t scores = vp_moe_softmax_fp32(step, v5 ? logits_view : logits, "moe.gate_softmax");
     vp_t group_locals[5] = {0};
     vp_t weights = vp_op_flag(op, MOE_GROUP_LIMITED) ? group_limited_topk(step, op, scores, n, selected, group_locals)
                                                      : vp_topk(sim, scores, assignments, selected, "moe.topk");
@@ -296,7 +304,11 @@ static vp_t v2_gate(vp_step *step, const vp_op *op, const moe_slots *s, vp_t x, 
         weights = scaled;
     }
     *loss = own_code && vp_op_flag(op, MOE_AUX_LOSS) ? aux_loss(step, scores, experts, assignments) : 0;
-    vp_t locals[] = {router_view, logits, scores};
+    if (v5) {
+        *logits_out = logits;
+        logits = 0;
+    }
+    vp_t locals[] = {router_view, logits, logits_view, scores};
     for (unsigned i = 0; i < sizeof locals / sizeof *locals; i++) vp_drop(sim, locals[i]);
     for (unsigned i = 0; i < 5; i++) vp_drop(sim, group_locals[i]);
     /* the group maximum's node dies with group_scores, with the indices it saved */
@@ -304,11 +316,17 @@ static vp_t v2_gate(vp_step *step, const vp_op *op, const moe_slots *s, vp_t x, 
     return weights;
 }
 
+vp_t vp_moe_v5_deepseek_v2_route(vp_step *step, const vp_op *op, const moe_slots *s, vp_t x, vp_t *selected,
+                                 vp_t *logits) {
+    vp_t loss;
+    return v2_gate(step, op, s, x, false, selected, &loss, logits);
+}
+
 /* DeepseekV2MoE in training, with MoEGate (DeepSeek's modeling_deepseek.py
  * for DeepSeek-V2 and V2-Lite): the gate, then DeepSeekMoE's path. */
 vp_t vp_moe_deepseek_v2(vp_step *step, const vp_op *op, const moe_slots *s, vp_t x) {
     vp_t selected, loss;
-    vp_t weights = v2_gate(step, op, s, x, true, &selected, &loss);
+    vp_t weights = v2_gate(step, op, s, x, true, &selected, &loss, NULL);
     return deepseek_experts(step, op, s, x, weights, selected, loss);
 }
 
@@ -387,7 +405,7 @@ static vp_t sorted_experts(vp_step *step, const vp_op *op, const moe_slots *s, v
 vp_t vp_moe_deepseek_v2_hf(vp_step *step, const vp_op *op, const moe_slots *s, vp_t x) {
     vp_sim *sim = &step->sim;
     vp_t selected, loss;
-    vp_t weights = v2_gate(step, op, s, x, false, &selected, &loss);
+    vp_t weights = v2_gate(step, op, s, x, false, &selected, &loss, NULL);
     vp_t flat = vp_alias(sim, x, "moe.view");
     vp_t routed = sorted_experts(step, op, s, flat, weights);
     vp_drop(sim, flat);

@@ -242,7 +242,8 @@ static vp_t moe_forward(vp_step *step, const vp_op *op, const vp_t *leaves, vp_t
 }
 
 /* What transformers 5's experts are modelled for: its Mixtral, Qwen3-MoE,
- * Qwen2-MoE (with its gated shared expert) and DeepSeek-V3 blocks, in
+ * Qwen2-MoE (with its gated shared expert), DeepSeek-V2 and DeepSeek-V3
+ * blocks, in
  * transformers' code, with optimizers that keep whole-tensor or
  * elementwise states. */
 static const char *fused_experts_problem(const vp_op *op, const vp_recipe *recipe) {
@@ -250,13 +251,21 @@ static const char *fused_experts_problem(const vp_op *op, const vp_recipe *recip
         return "experts_implementation: framework megatron runs Megatron-Core's MoE layer; leave it auto";
     if (vp_recipe_model_code(recipe) != VP_CODE_TRANSFORMERS)
         return "experts_implementation: eager and grouped_mm are transformers 5's experts (model_code transformers)";
-    bool deepseek_v3 = vp_op_u64(op, MOE_BLOCK) == MOE_BLOCK_DEEPSEEK_V3;
-    bool sparse = vp_op_u64(op, MOE_BLOCK) == MOE_BLOCK_MIXTRAL &&
-                  (!vp_op_u64(op, MOE_SHARED) || vp_op_flag(op, MOE_SHARED_GATE));
-    if (!deepseek_v3 && !sparse)
+    uint64_t block = vp_op_u64(op, MOE_BLOCK);
+    bool deepseek = block == MOE_BLOCK_DEEPSEEK_V3 || block == MOE_BLOCK_DEEPSEEK_V2_HF;
+    bool sparse = block == MOE_BLOCK_MIXTRAL && (!vp_op_u64(op, MOE_SHARED) || vp_op_flag(op, MOE_SHARED_GATE));
+    if (!deepseek && !sparse)
         return "experts_implementation: transformers 5's experts are modelled for the Mixtral, Qwen3-MoE, "
-               "Qwen2-MoE (block mixtral, any shared expert gated) and DeepSeek-V3 (block deepseek_v3) blocks "
-               "only; use modules";
+               "Qwen2-MoE (block mixtral, any shared expert gated), DeepSeek-V2 (block deepseek_v2_hf: "
+               "transformers' own class) and DeepSeek-V3 (block deepseek_v3) blocks only; use modules";
+    /* DeepseekV2Moe's router is an nn.Linear that forward never calls
+     * (F.linear of its weight): PEFT would adapt it, and the adapter would
+     * hold weights that get no gradient and no optimizer state */
+    if (block == MOE_BLOCK_DEEPSEEK_V2_HF && vp_finetune_method_of(recipe)->adapts_linear &&
+        vp_module_in(vp_lora_targets(recipe), VP_MODULE_GATE))
+        return "lora_targets: under experts_implementation eager or grouped_mm, transformers 5's DeepSeek-V2 router "
+               "is an nn.Linear its block never calls (F.linear on its weight), so LoRA's adapter there (all-linear's, "
+               "or gate's) would never train: not modelled; name the targets without gate";
     if (vp_finetune_method_of(recipe)->quantizes_base)
         return "experts_implementation: a quantized base with transformers 5's 3-D experts is not modelled (whether "
                "bitsandbytes quantizes them depends on its version); use modules";

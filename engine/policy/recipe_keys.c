@@ -399,7 +399,7 @@ static const vp_recipe_key keys[] = {
      .doc = "a mixture's routed experts in transformers: modules is 4.x's ModuleList of nn.Linear experts; eager and "
             "grouped_mm are 5.x's 3-D gate_up_proj and down_proj parameters, run by its per-expert loop (each "
             "expert's weight gradient a select_backward of the whole parameter) or torch._grouped_mm (5.x's "
-            "default from PyTorch 2.9); Mixtral's, Qwen3-MoE's, Qwen2-MoE's and DeepSeek-V3's blocks [auto: modules]"},
+            "default from PyTorch 2.9); Mixtral's, Qwen3-MoE's, Qwen2-MoE's, DeepSeek-V2's (transformers' class) and DeepSeek-V3's blocks [auto: modules]"},
     {OPTION_KEY("framework", framework, NULL, VP_FRAMEWORK_TORCH), .choice_at = framework_name,
      .doc = "the training framework, with its own buffers and defaults; torch is a plain PyTorch loop (DDP with dp)"},
     {OPTION_KEY("torch_version", torch_version, vp_torch_version_names, VP_TORCH_2),

@@ -254,6 +254,15 @@ describe("transformers 5's experts (experts_implementation)", function()
     assert.are.equal(lora() - routed, lora("--set", "experts_implementation=eager"))
   end)
 
+  it("runs DeepSeek-V2's block (transformers' own class) with 3-D experts and the same parameters", function()
+    local function v2(...)
+      return helper.estimate("deepseek-v2-lite-hf", "--set", "seq_len=128", "--set", "precision=bf16", ...)
+    end
+    local modules, fused = v2(), v2("--set", "experts_implementation=grouped_mm")
+    assert.are.equal(modules.model.params, fused.model.params)
+    assert.are.equal(modules.per_gpu.params_bytes, fused.per_gpu.params_bytes)
+  end)
+
   it("leaves the experts and the router to PEFT's all-linear, which takes nn.Linear only", function()
     local r = qwen3("--set", "experts_implementation=grouped_mm", "--set", "finetune=lora",
       "--set", "lora_targets=all-linear")
@@ -304,7 +313,8 @@ describe("transformers 5's experts (experts_implementation)", function()
       { "qwen3-30b-a3b", { "framework=megatron" }, "Megatron-Core's MoE layer" },
       { "qwen3-30b-a3b", { "framework=fsdp2" }, "model_code transformers" },
       { "deepseek-moe-16b", {}, "any shared expert gated" },
-      { "deepseek-v2-lite-hf", {}, "DeepSeek-V3 (block deepseek_v3) blocks only" },
+      { "deepseek-v2-lite", {}, "DeepSeek-V3 (block deepseek_v3) blocks only" },
+      { "deepseek-v2-lite-hf", { "finetune=lora", "lora_targets=all-linear" }, "never calls" },
     }) do
       local args = { "--set", "seq_len=128", "--set", "experts_implementation=grouped_mm" }
       for _, kv in ipairs(case[2]) do

@@ -526,6 +526,21 @@ CASES = [
     ("deepseek-v3 v5 grouped_mm bf16 peak in the choice", deepseek_v3(layers=2, vocab=64, experts=256, k=2,
                                                                       groups=8, topk_groups=4, moe_inter=8), recipe(
         "bf16", optimizer="none", b=32, s=64, experts_implementation="grouped_mm")),
+    # DeepSeek-V2's 5.x block (transformers' own class): the fp32 logits of the input itself, held to the block's
+    # end and viewed for the softmax; greedy or group-limited, the 3-D experts, the shared experts last
+    ("deepseek-v2 v5 eager fp32", deepseek_v2_hf(), recipe(experts_implementation="eager")),
+    ("deepseek-v2 v5 grouped_mm bf16 group-limited", deepseek_v2_hf(groups=4, topk_groups=2), recipe(
+        "bf16", experts_implementation="grouped_mm")),
+    ("deepseek-v2 v5 eager amp-bf16 scaled", deepseek_v2_hf(scaling=16.0), recipe(
+        "amp-bf16", experts_implementation="eager")),
+    ("deepseek-v2 v5 grouped_mm mixed-bf16 checkpointed", deepseek_v2_hf(layers=4), recipe(
+        "mixed-bf16", ckpt="full", experts_implementation="grouped_mm")),
+    ("deepseek-v2 v5 grouped_mm bf16 lora attention", deepseek_v2_hf(), recipe(
+        "bf16", finetune="lora", lora_targets="q_a_proj,kv_b_proj,o_proj,gate_proj,up_proj,down_proj",
+        experts_implementation="grouped_mm")),
+    ("deepseek-v2 v5 grouped_mm bf16 many experts no optimizer", deepseek_v2_hf(
+        layers=2, vocab=64, experts=256, k=2, groups=8, topk_groups=4, moe_inter=8), recipe(
+        "bf16", optimizer="none", b=32, s=64, experts_implementation="grouped_mm")),
     # wide experts, few tokens, no optimizer: the backward's peak holds the loop's whole-parameter gradients
     ("mixtral v5 eager bf16 wide experts", mixtral(experts=8, inter=256), recipe(
         "bf16", optimizer="none", b=1, s=16, experts_implementation="eager")),

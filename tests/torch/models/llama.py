@@ -14,7 +14,7 @@ from .deepseek import (DeepseekMoE, DeepseekV2Attention, DeepseekV2HFAttention, 
 from .diff import DiffAttention
 from .indexing import MLP_BLOCKS, IndexingMLP, IndexOpsMLP
 from .llama_blocks import LlamaAttention, LlamaMLP, LlamaRotaryEmbedding, ScaledEmbedding, rms_norm
-from .moe import DeepseekV3MoEV5, SparseMoeBlock, SparseMoeBlockV5
+from .moe import DeepseekV2MoEV5, DeepseekV3MoEV5, SparseMoeBlock, SparseMoeBlockV5
 from .mtp import MTPModule
 
 
@@ -45,7 +45,8 @@ class LlamaDecoderLayer(nn.Module):
         elif remote_code(cfg) and routed:
             self.mlp = DeepseekV2MoE(cfg)
         elif transformers_v2(cfg) and routed:
-            self.mlp = DeepseekV2HFMoE(cfg)
+            v5 = cfg.get("experts_implementation", "modules") in ("eager", "grouped_mm")
+            self.mlp = DeepseekV2MoEV5(cfg) if v5 else DeepseekV2HFMoE(cfg)
         elif cfg["model_type"] == "deepseek_v3" and routed:
             v5 = cfg.get("experts_implementation", "modules") in ("eager", "grouped_mm")
             self.mlp = DeepseekV3MoEV5(cfg) if v5 else DeepseekV3MoE(cfg)

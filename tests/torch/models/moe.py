@@ -143,6 +143,16 @@ def grouped_mm(x, w, offs):
     return GroupedMm.apply(x, w, offs)
 
 
+def experts_3d(count, intermediate_size, hidden_size):
+    """transformers 5's experts module (MixtralExperts and the classes made
+    from it): gate_up_proj [experts, 2 x intermediate, hidden] and
+    down_proj [experts, hidden, intermediate], two bare parameters."""
+    experts = nn.Module()
+    experts.gate_up_proj = nn.Parameter(torch.empty(count, 2 * intermediate_size, hidden_size).normal_(std=0.02))
+    experts.down_proj = nn.Parameter(torch.empty(count, hidden_size, intermediate_size).normal_(std=0.02))
+    return experts
+
+
 class SparseMoeBlockV5(nn.Module):
     """transformers 5's MixtralSparseMoeBlock, Qwen3MoeSparseMoeBlock and
     Qwen2MoeSparseMoeBlock (models/mixtral, qwen3_moe, qwen2_moe;
@@ -167,9 +177,7 @@ class SparseMoeBlockV5(nn.Module):
         self.impl = cfg["experts_implementation"]
         self.gate = nn.Module()
         self.gate.weight = nn.Parameter(torch.empty(self.num_experts, h).normal_(std=0.02))
-        self.experts = nn.Module()
-        self.experts.gate_up_proj = nn.Parameter(torch.empty(self.num_experts, 2 * f, h).normal_(std=0.02))
-        self.experts.down_proj = nn.Parameter(torch.empty(self.num_experts, h, f).normal_(std=0.02))
+        self.experts = experts_3d(self.num_experts, f, h)
         shared = cfg.get("shared_expert_intermediate_size", 0) if self.qwen2 else 0
         self.shared_expert = expert_mlp(cfg, shared) if shared else None
         self.shared_expert_gate = nn.Linear(h, 1, bias=False) if shared else None
@@ -280,9 +288,7 @@ class DeepseekV3MoEV5(SparseMoeBlockV5):
         self.impl = cfg["experts_implementation"]
         f = cfg["moe_intermediate_size"]
         # registered as DeepseekV3MoE.__init__ does: experts, gate, shared_experts
-        self.experts = nn.Module()
-        self.experts.gate_up_proj = nn.Parameter(torch.empty(self.num_experts, 2 * f, h).normal_(std=0.02))
-        self.experts.down_proj = nn.Parameter(torch.empty(self.num_experts, h, f).normal_(std=0.02))
+        self.experts = experts_3d(self.num_experts, f, h)
         self.gate = nn.Module()
         self.gate.weight = nn.Parameter(torch.empty(self.num_experts, h).normal_(std=0.02))
         self.gate.register_buffer("e_score_correction_bias", torch.zeros(self.num_experts))
@@ -324,3 +330,52 @@ class DeepseekV3MoEV5(SparseMoeBlockV5):
         # the routed sum in the stream's dtype and the shared experts' output: CUDA's add under autocast
         hidden_states = add(hidden_states, self.shared_experts(ac, residuals))
         return hidden_states
+
+
+class DeepseekV2MoEV5(DeepseekV3MoEV5):
+    """transformers 5's DeepseekV2Moe (models/deepseek_v2, the same
+    release): DeepseekV2Experts (Qwen2MoeExperts' 3-D experts, run as
+    SparseMoeBlockV5 runs them); the router an nn.Linear whose weight
+    forward takes by F.linear on the input as it is (fp32 copies), the
+    logits forward's local; route_tokens_to_experts views them flat, takes
+    an fp32 softmax and the greedy or group-limited top-k with grad (pinned
+    as RoundRobinTopk pins it), times routed_scaling_factor; the shared
+    experts last, on the block's input (DeepseekV3MoEV5's forward)."""
+
+    def __init__(self, cfg):
+        nn.Module.__init__(self)
+        h = cfg["hidden_size"]
+        self.num_experts = cfg["n_routed_experts"]
+        self.top_k = cfg["num_experts_per_tok"]
+        self.topk_method = cfg.get("topk_method", "greedy")
+        self.num_group, self.topk_group = cfg.get("n_group", 1), cfg.get("topk_group", 1)
+        self.routed_scaling_factor = cfg.get("routed_scaling_factor", 1.0)
+        self.impl = cfg["experts_implementation"]
+        f = cfg["moe_intermediate_size"]
+        # registered as DeepseekV2Moe.__init__ does: experts, gate, shared_experts
+        self.experts = experts_3d(self.num_experts, f, h)
+        self.gate = nn.Linear(h, self.num_experts, bias=False)
+        self.shared_experts = expert_mlp(cfg, f * cfg["n_shared_experts"])
+
+    def route_tokens_to_experts(self, router_logits):
+        batch_size, seq_len, hidden_dim = router_logits.shape
+        router_logits = router_logits.view(-1, hidden_dim)
+        router_logits = router_logits.softmax(dim=-1, dtype=torch.float32)
+        if self.topk_method == "greedy":
+            topk_weight, topk_idx = RoundRobinTopk.apply(router_logits, self.top_k)
+        else:  # group_limited_greedy
+            group_scores = router_logits.view(batch_size * seq_len, self.num_group, -1).max(dim=-1).values
+            group_idx = torch.topk(group_scores, k=self.topk_group, dim=-1, sorted=False)[1]
+            group_mask = torch.zeros_like(group_scores)
+            group_mask.scatter_(1, group_idx, 1)
+            score_mask = (group_mask.unsqueeze(-1)
+                          .expand(batch_size * seq_len, self.num_group, self.num_experts // self.num_group)
+                          .reshape(batch_size * seq_len, -1))
+            tmp_scores = router_logits.masked_fill(~score_mask.bool(), 0.0)
+            topk_weight, topk_idx = RoundRobinTopk.apply(tmp_scores, self.top_k)
+        topk_weight = topk_weight * self.routed_scaling_factor
+        return topk_idx, topk_weight
+
+    def router_forward(self, ac, hidden_states):
+        # forward's own F.linear on the gate's weight, of the input as it is (no view)
+        return linear(ac, hidden_states.type(torch.float32), self.gate.weight.type(torch.float32))
