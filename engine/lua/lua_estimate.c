@@ -246,6 +246,7 @@ static int l_estimate(lua_State *L) {
 
     /* the simulator's arrays, kept from one call to the next (the upvalue) */
     vp_sim_arrays *reuse = lua_touserdata(L, lua_upvalueindex(1));
+    vp_model_resolve_recipe(model, &recipe);
     const char *stages = vp_pipeline_resolve(model, &recipe);
     if (stages) return luaL_error(L, "%s", stages);
     vp_estimate e;

@@ -266,6 +266,21 @@ static const char *ops_recipe_problem(const vp_model *model, const vp_op *ops, u
     return NULL;
 }
 
+static void ops_resolve_recipe(const vp_model *model, const vp_op *ops, unsigned n, vp_recipe *recipe,
+                               kind_set *asked) {
+    for (unsigned i = 0; i < n; i++) {
+        const vp_op_kind *kind = ops[i].kind;
+        if (first_of_kind(asked, kind) && kind->resolve_recipe) kind->resolve_recipe(model, recipe);
+        ops_resolve_recipe(model, ops[i].children, ops[i].n_children, recipe, asked);
+    }
+}
+
+void vp_model_resolve_recipe(const vp_model *model, vp_recipe *recipe) {
+    kind_set asked = {.n = 0};
+    for (int s = 0; s < VP_SECTION_COUNT; s++)
+        ops_resolve_recipe(model, model->section[s].ops, model->section[s].n_ops, recipe, &asked);
+}
+
 /* The sections in the order backward meets them, the loss's first: where a
  * recipe has several problems, the one reported is the one it always was
  * (the router's load-balancing loss before the mixture's). */

@@ -179,6 +179,9 @@ typedef struct vp_op_kind {
      * message naming the recipe key), or NULL; asked once per kind the
      * model holds (vp_model_recipe_problem). */
     const char *(*recipe_problem)(const struct vp_model *model, const vp_recipe *recipe);
+    /* Settles the recipe's `auto` values that depend on the model's ops of
+     * this kind (vp_model_resolve_recipe), or NULL. */
+    void (*resolve_recipe)(const struct vp_model *model, vp_recipe *recipe);
     /* A decoder layer among the op's children that data parallelism wraps
      * as a unit of its own (a branch's: op_branch.c), as leaf slots of its
      * section [*first, *first + *n); false when it has none. */
@@ -295,6 +298,8 @@ const char *vp_model_check_tp(const vp_model *model, unsigned tp);
 const char *vp_model_check_ep(const vp_model *model, const vp_ranks *split);
 /* The first of its kinds' recipe problems (vp_op_kind.recipe_problem), or NULL. */
 const char *vp_model_recipe_problem(const vp_model *model, const vp_recipe *recipe);
+/* Each of its kinds' resolve_recipe, once per kind, before the recipe runs. */
+void vp_model_resolve_recipe(const vp_model *model, vp_recipe *recipe);
 
 /* An op's roles: its kind's and its own. */
 static inline unsigned vp_op_roles(const vp_op *op) { return op->kind->roles | op->roles; }

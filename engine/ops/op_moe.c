@@ -277,6 +277,23 @@ static const char *fused_experts_problem(const vp_op *op, const vp_recipe *recip
     return NULL;
 }
 
+/* experts_implementation = auto: transformers 5 runs the experts of its
+ * classes by grouped_mm when none is asked for
+ * (PreTrainedModel.get_correct_experts_implementation); under it
+ * (transformers_major, from the stacks) auto is grouped_mm where the
+ * model's block is modelled for the recipe (fused_experts_problem), and
+ * stays 4.x's modules otherwise: remote code (DeepSeekMoE's, DeepSeek-V2's
+ * own), Megatron-Core, torchtitan, and what 5.x's experts are not modelled
+ * under (a quantized base, factored optimizer states). */
+static void moe_resolve_recipe(const vp_model *model, vp_recipe *recipe) {
+    if (recipe->experts_impl != VP_EXPERTS_AUTO || recipe->transformers_major != 5) return;
+    const vp_op *op = vp_section_find(&model->section[VP_SECTION_LAYER], &vp_op_moe);
+    if (!op) return;
+    vp_recipe grouped = *recipe;
+    grouped.experts_impl = VP_EXPERTS_GROUPED_MM;
+    if (!fused_experts_problem(op, &grouped)) recipe->experts_impl = VP_EXPERTS_GROUPED_MM;
+}
+
 /* DeepseekMoE.forward in training: y = torch.empty_like(hidden_states),
  * then y[flat_topk_idx == i] = expert(...) for each expert. Under autocast
  * the residual stream is fp32 and the experts' outputs 16-bit, and
@@ -336,6 +353,7 @@ const vp_op_kind vp_op_moe = {
     .check_ep = moe_check_ep,
     .facts = moe_facts,
     .recipe_problem = moe_recipe_problem,
+    .resolve_recipe = moe_resolve_recipe,
     .leaves = moe_leaves,
     .forward = moe_forward,
 };

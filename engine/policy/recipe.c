@@ -48,6 +48,8 @@ const char *vp_recipe_problem(const vp_recipe *r) {
      * selective, Korthikanti et al. 2022); transformers' and DeepSpeed's
      * checkpointing wrap whole layers */
     const vp_framework_kind *framework = vp_framework_of(r);
+    if (r->transformers_major && r->transformers_major != 4 && r->transformers_major != 5)
+        return "transformers_major: 4 or 5 (set from transformers_version)";
     if (r->selective && !framework->selective_recompute)
         return "checkpointing: selective recompute is Megatron-LM's: use framework = megatron, or full or every-K";
     /* tp > 1 computes Megatron's vocab-parallel cross-entropy
@@ -106,7 +108,9 @@ vp_model_code vp_recipe_model_code(const vp_recipe *recipe) {
 
 vp_experts_impl vp_recipe_experts_impl(const vp_recipe *recipe) {
     /* kept at 4.x's layout, which the PyTorch harness and every published
-     * mixture row measured; 5.x's are chosen by name */
+     * mixture row measured; 5.x's are chosen by name, or by auto under
+     * transformers 5 where the model's block is modelled (op_moe.c's
+     * moe_resolve_recipe, before the run) */
     return recipe->experts_impl == VP_EXPERTS_AUTO ? VP_EXPERTS_MODULES : recipe->experts_impl;
 }
 

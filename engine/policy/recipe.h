@@ -200,6 +200,7 @@ typedef struct {
     vp_sdpa_backend sdpa_backend;
     vp_model_code model_code;
     vp_experts_impl experts_impl;
+    unsigned transformers_major;   /* transformers' major version where a stack or the recipe names it (0: not) */
     vp_reduce_dtype reduce_dtype; /* framework = fsdp2 with a mixed precision */
     vp_framework framework;
     vp_torch_version torch_version;

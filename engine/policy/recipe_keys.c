@@ -392,14 +392,25 @@ static const vp_recipe_key keys[] = {
             "hand SDPA a transposed view; auto: torchtitan under framework fsdp2 (transformers with a PEFT "
             "method: torchtitan trains whole models), else transformers "
             "[auto; stack torchtune: torchtune]"},
-    /* PreTrainedModel.get_correct_experts_implementation (transformers 5):
-     * grouped_mm unless torch._grouped_mm is missing (PyTorch < 2.9), then
-     * eager; set by from_pretrained(experts_implementation=...) */
+    /* PreTrainedModel.get_correct_experts_implementation (transformers 5's
+     * modeling_utils.py): grouped_mm when none is asked for, unless
+     * _grouped_mm_can_dispatch fails (a class without
+     * @use_experts_implementation), then eager; set by
+     * from_pretrained(experts_implementation=...) */
     {OPTION_KEY("experts_implementation", experts_impl, vp_experts_impl_names, VP_EXPERTS_AUTO),
      .doc = "a mixture's routed experts in transformers: modules is 4.x's ModuleList of nn.Linear experts; eager and "
             "grouped_mm are 5.x's 3-D gate_up_proj and down_proj parameters, run by its per-expert loop (each "
             "expert's weight gradient a select_backward of the whole parameter) or torch._grouped_mm (5.x's "
-            "default from PyTorch 2.9); Mixtral's, Qwen3-MoE's, Qwen2-MoE's, DeepSeek-V2's (transformers' class) and DeepSeek-V3's blocks [auto: modules]"},
+            "default, grouped_mm whenever the class has @use_experts_implementation); Mixtral's, Qwen3-MoE's, Qwen2-MoE's, "
+            "DeepSeek-V2's (transformers' class) and DeepSeek-V3's blocks [auto: grouped_mm under transformers 5 (a "
+            "Trainer stack's default, or transformers_version) where vramplan models the block for the recipe, "
+            "else modules]"},
+    /* set by the stacks (scripts/lib/vramplan/stacks.lua) from transformers_version and the Trainer
+     * stacks' default, 5 */
+    {UINT_KEY("transformers_major", transformers_major, 0, 5, 0), .hidden = true,
+     .doc = "transformers' major version (4 or 5; 0: not named), which the stacks set from transformers_version "
+            "or a Trainer stack's default (5): under 5, experts_implementation auto is grouped_mm where the "
+            "model's block is modelled [0]"},
     {OPTION_KEY("framework", framework, NULL, VP_FRAMEWORK_TORCH), .choice_at = framework_name,
      .doc = "the training framework, with its own buffers and defaults; torch is a plain PyTorch loop (DDP with dp)"},
     {OPTION_KEY("torch_version", torch_version, vp_torch_version_names, VP_TORCH_2),

@@ -306,6 +306,31 @@ describe("transformers 5's experts (experts_implementation)", function()
     assert.is_true(peak("modules").peak_breakdown.transient < gate_up)
   end)
 
+  -- PreTrainedModel.get_correct_experts_implementation (transformers 5): grouped_mm when none is asked for
+  it("takes auto as transformers 5's grouped_mm where it models the block, else as 4.x's modules", function()
+    local function run(model, ...)
+      local r = helper.estimate(model, "--set", "seq_len=128", ...)
+      return r.recipe.experts_implementation, r.per_gpu.activations_bytes
+    end
+    -- a Trainer stack is transformers 5 unless the recipe says 4
+    local impl, auto5 = run("qwen3-30b-a3b", "--set", "stack=hf-trainer")
+    local _, grouped = run("qwen3-30b-a3b", "--set", "stack=hf-trainer", "--set", "experts_implementation=grouped_mm")
+    local _, modules = run("qwen3-30b-a3b", "--set", "stack=hf-trainer", "--set", "experts_implementation=modules")
+    assert.are.equal("grouped_mm", impl)
+    assert.are.equal(grouped, auto5)
+    assert.are_not.equal(modules, auto5)
+    local impl4, auto4 = run("qwen3-30b-a3b", "--set", "stack=hf-trainer", "--set", "transformers_version=4.57.1")
+    local _, modules4 = run("qwen3-30b-a3b", "--set", "stack=hf-trainer", "--set", "transformers_version=4.57.1",
+      "--set", "experts_implementation=modules")
+    assert.are.equal("auto", impl4)
+    assert.are.equal(modules4, auto4)
+    assert.are.equal("grouped_mm", (run("deepseek-v3", "--set", "transformers_version=5")))
+    -- remote code (DeepSeekMoE's own modeling file) has no 3-D experts; a quantized base's are not modelled
+    assert.are.equal("auto", (run("deepseek-moe-16b", "--set", "stack=hf-trainer")))
+    assert.are.equal("auto", (run("mixtral-8x7b", "--set", "stack=hf-trainer", "--set", "finetune=qlora",
+      "--set", "lora_targets=q_proj,v_proj")))
+  end)
+
   it("refuses what it does not model, naming the key", function()
     for _, case in ipairs({
       { "qwen3-30b-a3b", { "finetune=qlora", "lora_targets=q_proj,v_proj" }, "a quantized base" },

@@ -514,11 +514,11 @@ end
 -- What transformers 5 changed in the defaults a recipe inherits, where the
 -- stack leaves them: under the Trainer (which passes no
 -- gradient_checkpointing_kwargs) gradient_checkpointing_enable's
--- use_reentrant False (huggingface/transformers#43203; 4.x passed True).
--- (Its 3-D experts are the recipe's to name, experts_implementation: only
--- Mixtral's and Qwen3-MoE's blocks are modelled so.)
+-- use_reentrant False (huggingface/transformers#43203; 4.x passed True);
+-- and transformers_major 5, under which the core takes experts_implementation
+-- auto as 5.x's default, grouped_mm, where it models the model's block.
 local function transformers5_defaults()
-  return { use_reentrant = false }
+  return { use_reentrant = false, transformers_major = 5 }
 end
 
 -- The dtype from_pretrained loads the weights in when the recipe names none
