@@ -7,7 +7,9 @@ It also prints the CUDA context (the device's used memory the caching
 allocator does not hold) after initialisation and after the cases: the
 figure behind cuda_context_mib, for this GPU generation and CUDA release.
 Each case is measured through the field kit (tools/measure.py), and its
-third step is timed with CUDA events.
+third step is timed with CUDA events; three more steps are timed without
+the kit or a trace (step_seconds_clean, and the host's share,
+host_seconds_clean).
 
     python3 tests/gpu/check.py [--out FILE] [--cases TEXT] [--compile] [--trace DIR]
 
@@ -96,6 +98,21 @@ def run(case, compile_layers=False, trace=False):
                     return fn(*inner)
             return torch.utils.checkpoint.checkpoint(on_device, *args, use_reentrant=reentrant)
     b, s = rec["micro_batch"], rec["seq_len"]
+    low = torch.float16 if rec["precision"] == "amp-fp16" else torch.bfloat16
+    offload = str(rec.get("offload_activations", "false")) == "true"
+
+    def train_step(after_backward=None):
+        ids = torch.randint(cfg["vocab_size"], (b, s), device=dev)
+        labels = torch.randint(cfg.get("num_labels", 2), (b,), device=dev) if classifier else ids.clone()
+        with torch.autocast("cuda", dtype=low, enabled=rec["precision"].startswith("amp-")), \
+                torch.autograd.graph.save_on_cpu(pin_memory=True) if offload else contextlib.nullcontext():
+            loss, logits = model(ac, ids, labels, ckpt)
+        loss.backward()
+        if after_backward:
+            after_backward(model)
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+
     events = None
     for step in range(3):
         measuring = step == 2
@@ -104,19 +121,7 @@ def run(case, compile_layers=False, trace=False):
         with kit.step(measuring=measuring):
             if measuring:
                 start.record()
-            ids = torch.randint(cfg["vocab_size"], (b, s), device=dev)
-            labels = torch.randint(cfg.get("num_labels", 2), (b,), device=dev) if classifier else ids.clone()
-            low = torch.float16 if rec["precision"] == "amp-fp16" else torch.bfloat16
-            offload = str(rec.get("offload_activations", "false")) == "true"
-            with torch.autocast("cuda", dtype=low, enabled=rec["precision"].startswith("amp-")), \
-                    torch.autograd.graph.save_on_cpu(pin_memory=True) if offload else contextlib.nullcontext():
-                loss, logits = model(ac, ids, labels, ckpt)
-            loss.backward()
-            if measuring:
-                kit.after_backward(model)
-            opt.step()
-            opt.zero_grad(set_to_none=True)
-            del loss, logits, ids, labels
+            train_step(kit.after_backward if measuring else None)
             if measuring:
                 end.record()
         if measuring and trace:
@@ -133,6 +138,25 @@ def run(case, compile_layers=False, trace=False):
               "field_kit": record}
     if events is not None:
         result["trace"] = events
+    # the step time again without the field kit or a memory trace (the
+    # measured step above has both): three steps after a synchronize, each
+    # timed on the GPU (CUDA events) and on the host (the Python loop's
+    # launches, up to the last one), the medians kept. A step whose host time
+    # is near its GPU time is launch-bound: the engine's step time has no
+    # per-kernel host cost yet (docs/step-time.md), and these are the
+    # figures to fit one to.
+    clean = []
+    for _ in range(3):
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        start.record()
+        train_step()
+        end.record()
+        host = time.perf_counter() - t0
+        torch.cuda.synchronize()
+        clean.append((start.elapsed_time(end) / 1000, host))
+    result["step_seconds_clean"] = sorted(c[0] for c in clean)[1]
+    result["host_seconds_clean"] = sorted(c[1] for c in clean)[1]
     del model, opt
     return result
 
@@ -191,7 +215,8 @@ def main():
                           ("device_used_bytes", "peak_total_bytes")):
             est = e[ekey] if e else 0
             print(f"{case['name']:30} {key:22} {m[key]:>14} {est:>14} {est / m[key]:7.3f}", flush=True)
-        print(f"{case['name']:30} step {m['step_seconds']:.4f} s, case {time.time() - t0:.1f} s", flush=True)
+        print(f"{case['name']:30} step {m['step_seconds']:.4f} s (clean {m['step_seconds_clean']:.4f} s, host "
+              f"{m['host_seconds_clean']:.4f} s), case {time.time() - t0:.1f} s", flush=True)
         results.append(dict(m, name=case["name"]))
         if args.out:  # written after every case: a run cut short keeps what it measured
             write(args.out, context_init, results, args)
