@@ -95,7 +95,7 @@ function keys.run(opts, home)
     "loaded in (auto: the checkpoint's, the model's checkpoint_dtype)"))
   print(string.format("  %-18s %s", "transformers_version", "4 | 5 (or a release, as 4.57.1): the Trainer stacks " ..
     "follow 5 unless told 4: from_pretrained loads the checkpoint's dtype, hf-trainer and trl checkpoint " ..
-    "non-reentrant"))
+    "non-reentrant, a mixture's experts run by grouped_mm"))
   print(string.format("  %-18s %s", "activation_checkpoint.mode", "torchtitan's: none | full | selective " ..
     "(with activation_checkpoint.selective_ac_option K: layers-K; op is refused) | memory_budget (refused); " ..
     "activation_checkpoint.early_stop"))
