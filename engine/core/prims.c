@@ -828,6 +828,21 @@ vp_t vp_sum(vp_sim *sim, vp_t a, uint64_t out_numel, const char *label) {
     return y;
 }
 
+/* SumBackward's expanded view, then ViewBackward's reshape of it
+ * (grad.reshape(self's sizes): a copy, stride 0 cannot be viewed flat):
+ * an input-sized gradient of its own while the incoming one is alive. */
+static void backward_expand_reshaped(vp_sim *sim, uint32_t index) {
+    vp_node *node = vp_node_at(sim, index);
+    if (!vp_needs_grad(sim, node, 0)) return;
+    vp_give_grad(sim, node, 0, vp_grad_like(sim, node->in[0], node->label));
+}
+
+vp_t vp_sum_of_view(vp_sim *sim, vp_t a, uint64_t out_numel, const char *label) {
+    vp_t y = vp_new(sim, out_numel, dtype_of(sim, a), label);
+    vp_record(sim, backward_expand_reshaped, label, &a, 1, &y, 1);
+    return y;
+}
+
 vp_t vp_reduce(vp_sim *sim, vp_t a, uint64_t out_numel, const char *label) {
     vp_t y = vp_new(sim, out_numel, dtype_of(sim, a), label);
     vp_node *node = vp_record(sim, backward_unary, label, &a, 1, &y, 1);

@@ -194,6 +194,12 @@ vp_t vp_reduce(vp_sim *sim, vp_t a, uint64_t out_numel, const char *label);
 /* A sum over a dimension to `out_numel` elements: keeps nothing; backward
  * expands the gradient, a view with no memory of its own. */
 vp_t vp_sum(vp_sim *sim, vp_t a, uint64_t out_numel, const char *label);
+/* The same over a view of `a` that splits the summed dimension out
+ * (a.view(n, k, h).sum(dim=1)): the view's backward reshapes the expanded
+ * gradient back to a's shape, which a stride-0 dimension makes a copy,
+ * made before any later node runs (before a checkpoint's recompute that a
+ * later node's saved tensor triggers). */
+vp_t vp_sum_of_view(vp_sim *sim, vp_t a, uint64_t out_numel, const char *label);
 
 /* x.to(dtype): a no-op returning x itself when the dtype matches. */
 vp_t vp_to(vp_sim *sim, vp_t x, vp_dtype dtype, const char *label);

@@ -153,7 +153,7 @@ static vp_t grouped_experts(vp_step *step, const vp_op *op, const moe_slots *s, 
     vp_t weighted = vp_mul(sim, o, weights_g, vp_at(sim, o)->numel, "moe.weighted");
     vp_drop(sim, o);
     vp_t restored = vp_index(sim, weighted, inv_perm, vp_at(sim, weighted)->numel, "moe.out_per_sample");
-    vp_t summed = vp_sum(sim, restored, vp_at(sim, x)->numel, "moe.final_hidden_states");
+    vp_t summed = vp_sum_of_view(sim, restored, vp_at(sim, x)->numel, "moe.final_hidden_states");
     vp_t out = vp_to(sim, summed, (vp_dtype)vp_at(sim, x)->dtype, "moe.final_hidden_states.to");
     /* the function returns: its locals go */
     vp_t locals[] = {token_idx, selected, perm,    inv_perm, expert_ids_g, weights_g, states_g, histc_input,

@@ -479,6 +479,12 @@ CASES = [
         "amp-bf16", finetune="lora", lora_targets="all-linear", experts_implementation="grouped_mm")),
     ("qwen3-moe v5 eager mixed-bf16 router aux loss", dict(qwen3_moe(), output_router_logits=True), recipe(
         "mixed-bf16", experts_implementation="eager")),
+    # frozen experts under a non-reentrant checkpoint (found by sweep.py v5): the rerun starts at the first
+    # saved tensor backward needs, the index that restores the order; before it the per-token sum's backward
+    # has reshaped its expanded gradient into a copy of all the rows, which the recompute's peak holds
+    ("mixtral v5 grouped_mm lora non-reentrant checkpointed", mixtral(), recipe(
+        ckpt="full", b=1, finetune="lora", lora_targets="q_proj,v_proj", use_reentrant="false",
+        checkpoint_early_stop="false", experts_implementation="grouped_mm")),
     # Qwen2-MoE's 5.x block: the shared expert first, the routing weights cast to the logits' dtype
     ("qwen2-moe v5 eager fp32", qwen_moe(), recipe(experts_implementation="eager")),
     ("qwen2-moe v5 grouped_mm bf16 norm_topk", qwen_moe(norm=True), recipe(

@@ -4,7 +4,7 @@ vramplan, printing those whose activations or peak differ by more than
 compare.py allows (host bytes under save_on_cpu too) or whose model states
 differ at all.
 
-    python3 tests/torch/sweep.py SEED COUNT [wide] [more]
+    python3 tests/torch/sweep.py SEED COUNT [wide] [more] [v5]
 
 The same SEED draws the same configurations. `more` adds BERT,
 DeepSeekMoE and DeepSeek-V2 (fp32: its modeling code's only precision) to
@@ -17,7 +17,10 @@ the logits dropped (HF's Trainer), and last the model's dropout, LLaMA's
 tied embeddings, the other optimizers the harness has, LoRA's rank,
 gradient accumulation, use_cache, a small vocabulary, Adafactor's and
 SM3's first moment, modules_to_save, frozen layers, weight decay, the
-gradients kept between steps and QLoRA's fp32 compute dtype. What it finds becomes a fixed
+gradients kept between steps and QLoRA's fp32 compute dtype. `v5` runs
+the mixtures (and transformers' DeepSeek-V2, added to the families drawn)
+under transformers 5's 3-D experts, `experts_implementation` eager or
+grouped_mm, drawn from a stream of its own. What it finds becomes a fixed
 case in compare.py once understood. Recipes vramplan refuses (a family
 without PEFT's default LoRA targets, say) are skipped and counted.
 """
@@ -183,6 +186,20 @@ def widen(w, case):
             + "".join(f" +{t}" for t in tags), config, recipe)
 
 
+# the blocks transformers 5 runs by experts_implementation (with `v5`)
+V5_FAMILIES = MIXTURES + ("deepseek_v3", "deepseek_v2_hf")
+
+
+def experts_v5(r, case):
+    """With `v5`: a mixture's experts as transformers 5 holds them, run by its
+    loop or its grouped GEMMs."""
+    name, config, recipe = case
+    if name.split()[1] not in V5_FAMILIES:
+        return case
+    impl = r.choice(["eager", "grouped_mm"])
+    return name + f" +{impl}", config, dict(recipe, experts_implementation=impl)
+
+
 def over_ddp(r, case):
     """With `more`: now and then plain DDP over two gloo processes (fp32
     gradients: gloo reduces no bf16; no accumulation, which no_sync would need)."""
@@ -208,12 +225,17 @@ def frozen(r, case):
 
 def main():
     seed, count = int(sys.argv[1]), int(sys.argv[2])
-    wide, more = "wide" in sys.argv[3:], "more" in sys.argv[3:]
+    wide, more, v5 = "wide" in sys.argv[3:], "more" in sys.argv[3:], "v5" in sys.argv[3:]
     r = random.Random(seed)
-    families = dict(FAMILIES, **MORE_FAMILIES) if more else FAMILIES
+    families = dict(FAMILIES, **MORE_FAMILIES) if more else dict(FAMILIES)
+    if v5:  # transformers' own DeepSeek-V2 class, whose 5.x block is modelled
+        families["deepseek_v2_hf"] = lambda r: C.deepseek_v2_hf(layers=r.choice([2, 3]), q_lora=r.choice([32, None]),
+                                                                 groups=r.choice([1, 4]), topk_groups=2)
     cases = [draw(r, i, families) for i in range(count)]
     if wide:
         cases = [widen(random.Random(f"wide {seed} {i}"), case) for i, case in enumerate(cases)]
+    if v5:
+        cases = [experts_v5(random.Random(f"v5 {seed} {i}"), case) for i, case in enumerate(cases)]
     if more:
         cases = [over_ddp(random.Random(f"ddp {seed} {i}"), case) for i, case in enumerate(cases)]
         cases = [frozen(random.Random(f"frozen {seed} {i}"), case) for i, case in enumerate(cases)]
