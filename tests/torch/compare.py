@@ -485,6 +485,12 @@ CASES = [
     ("mixtral v5 grouped_mm lora non-reentrant checkpointed", mixtral(), recipe(
         ckpt="full", b=1, finetune="lora", lora_targets="q_proj,v_proj", use_reentrant="false",
         checkpoint_early_stop="false", experts_implementation="grouped_mm")),
+    # save_on_cpu around grouped GEMMs over frozen experts (found by sweep.py v5): _grouped_mm saves mat2,
+    # the weight's transposed view, for the input's gradient, and save_on_cpu copies it to pinned memory
+    # through a contiguous copy like any saved tensor (196 KB of host memory here)
+    ("qwen2-moe v5 grouped_mm mixed-bf16 prompt offload", qwen_moe(), recipe(
+        "mixed-bf16", impl="for-loop", b=2, s=48, finetune="prompt", num_virtual_tokens=3,
+        offload_activations="true", experts_implementation="grouped_mm")),
     # Qwen2-MoE's 5.x block: the shared expert first, the routing weights cast to the logits' dtype
     ("qwen2-moe v5 eager fp32", qwen_moe(), recipe(experts_implementation="eager")),
     ("qwen2-moe v5 grouped_mm bf16 norm_topk", qwen_moe(norm=True), recipe(

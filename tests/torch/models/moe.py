@@ -95,15 +95,18 @@ class SparseMoeBlock(nn.Module):
 class GroupedMm(torch.autograd.Function):
     """torch._grouped_mm(x, w.transpose(-2, -1), offs) as PyTorch 2.9+ runs
     it (PyTorch 1.13 has none): one output of x's rows, group g's rows
-    through w[g]; x saved for w's gradient, offs kept. Backward as
+    through w[g]; saved as derivatives.yaml's _grouped_mm saves them, x for
+    w's gradient and mat2 (w's transposed view) for x's, and offs (what
+    save_on_cpu and a non-reentrant checkpoint's hooks see). Backward as
     _grouped_mm_mat1_backward then _mat2_backward (FunctionsManual.cpp):
     x's gradient, then w's whole, each one new tensor, w's in w's layout
     (groups with no rows get zeros)."""
 
     @staticmethod
     def forward(ctx, x, w, offs):
-        ctx.save_for_backward(x if w.requires_grad else None, offs)
-        ctx.w = w
+        mat2 = w.transpose(-2, -1)
+        ctx.save_for_backward(x if w.requires_grad else None, mat2 if x.requires_grad else None, offs)
+        ctx.w = w  # its shape and dtype for w's gradient (no tensor kept beyond the parameter)
         out = torch.empty(x.shape[0], w.shape[1], dtype=x.dtype, device=x.device)
         start = 0
         for g, end in enumerate(offs.tolist()):
@@ -114,8 +117,8 @@ class GroupedMm(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad):
-        x, offs = ctx.saved_tensors
-        w = ctx.w
+        x, mat2, offs = ctx.saved_tensors
+        w = ctx.w if mat2 is None else mat2.transpose(-2, -1)
         grad_x = grad_w = None
         bounds = offs.tolist()
         if ctx.needs_input_grad[0]:
