@@ -453,39 +453,44 @@ static vp_t choose(vp_step *step, const vp_op *op, uint64_t n) {
 }
 
 /* transformers 5's DeepseekV3MoE.route_tokens_to_experts: the same choice
- * as get_topk_indices, but in the block's own method and with grad, so
- * autograd keeps what two of its steps save for a backward that never
- * runs (the first top-k's indices, as long as the group scores that hang
- * off it live; masked_fill's mask, as long as the masked scores), and
- * every step's result is a local until the method returns (into
- * `locals`, V3_CHOICE_LOCALS of them, in the order Python frees them).
- * Each top-k's values and indices are made together, the values going
- * after the statement. Returns the int64 indices. */
-enum { V3_CHOICE_LOCALS = 8 };
-static vp_t choose_tracked(vp_step *step, const vp_op *op, uint64_t n, vp_t locals[V3_CHOICE_LOCALS]) {
+ * as get_topk_indices, but in the block's own method and with grad, so each
+ * step is an autograd node that saves what its backward would need though
+ * none runs: the scores plus the correction bias (AddBackward, nothing),
+ * the two best of each group (TopkBackward keeps their indices, as long as
+ * the group scores summed from them live), the groups' top-k (its values
+ * go, and with them its node), the mask made without grad, masked_fill
+ * (MaskedFillBackward keeps the mask while the masked scores live), the
+ * top-k (likewise). save_on_cpu packs each saved tensor as it is saved.
+ * Every step's result is a local until the method returns: into `locals`
+ * (V3_CHOICE_LOCALS, in the order Python frees them). Returns the int64
+ * indices. */
+enum { V3_CHOICE_LOCALS = 6 };
+static vp_t choose_tracked(vp_step *step, const vp_op *op, const moe_slots *s, vp_t scores, uint64_t n,
+                           vp_t locals[V3_CHOICE_LOCALS]) {
     vp_sim *sim = &step->sim;
     uint64_t e = vp_op_u64(op, MOE_EXPERTS), g = vp_op_u64(op, MOE_GROUPS), tg = vp_op_u64(op, MOE_TOPK_GROUPS);
     uint64_t k = vp_op_u64(op, MOE_TOP_K), all = vp_numel(sim, n, e);
-    vp_t for_choice = vp_new(sim, all, VP_FP32, "moe.router_logits_for_choice");
-    vp_t best2 = vp_new(sim, vp_numel3(sim, n, g, 2), VP_FP32, "moe.group_topk");
-    vp_t best2_indices = vp_new(sim, vp_numel3(sim, n, g, 2), VP_INT64, "moe.group_topk"); /* saved by TopkBackward */
-    vp_t group_scores = vp_new(sim, vp_numel(sim, n, g), VP_FP32, "moe.group_scores");
+    vp_t for_choice = vp_add(sim, scores, *s->score_bias, all, "moe.router_logits_for_choice");
+    vp_t best2_indices;
+    vp_t best2 = vp_topk(sim, for_choice, vp_numel3(sim, n, g, 2), &best2_indices, "moe.group_topk");
+    vp_drop(sim, best2_indices); /* [0]: the indices are the node's */
+    vp_t group_scores = vp_sum(sim, best2, vp_numel(sim, n, g), "moe.group_scores");
     vp_drop(sim, best2);
-    vp_t group_values = vp_new(sim, vp_numel(sim, n, tg), VP_FP32, "moe.group_idx");
-    vp_t group_idx = vp_new(sim, vp_numel(sim, n, tg), VP_INT64, "moe.group_idx");
-    vp_drop(sim, group_values);
+    vp_t group_idx;
+    vp_drop(sim, vp_topk(sim, group_scores, vp_numel(sim, n, tg), &group_idx, "moe.group_idx")); /* [1] */
+    bool grad_mode = sim->grad_mode;
+    sim->grad_mode = false; /* the masks need no gradient */
     vp_t group_mask = vp_new(sim, vp_numel(sim, n, g), VP_FP32, "moe.group_mask");
     vp_t score_mask = vp_new(sim, all, VP_FP32, "moe.score_mask");
     vp_t as_bool = vp_new(sim, all, VP_BOOL, "moe.score_mask");
-    vp_t inverted = vp_new(sim, all, VP_BOOL, "moe.score_mask"); /* saved by MaskedFillBackward */
+    vp_t inverted = vp_new(sim, all, VP_BOOL, "moe.score_mask");
     vp_drop(sim, as_bool);
-    vp_t masked = vp_new(sim, all, VP_FP32, "moe.scores_for_choice");
-    vp_t values = vp_new(sim, vp_numel(sim, n, k), VP_FP32, "moe.topk");
-    vp_t indices = vp_new(sim, vp_numel(sim, n, k), VP_INT64, "moe.topk");
-    vp_drop(sim, values);
-    /* group_scores takes the first top-k's indices with it, masked the mask */
-    vp_t order[V3_CHOICE_LOCALS] = {for_choice, group_scores, best2_indices, group_idx,
-                                    group_mask, score_mask,   masked,        inverted};
+    sim->grad_mode = grad_mode;
+    vp_t masked = vp_where(sim, for_choice, inverted, "moe.scores_for_choice"); /* masked_fill */
+    vp_drop(sim, inverted);
+    vp_t indices;
+    vp_drop(sim, vp_topk(sim, masked, vp_numel(sim, n, k), &indices, "moe.topk")); /* [1] */
+    vp_t order[V3_CHOICE_LOCALS] = {for_choice, group_scores, group_idx, group_mask, score_mask, masked};
     memcpy(locals, order, sizeof order);
     return indices;
 }
@@ -511,6 +516,7 @@ static vp_t v3_route(vp_step *step, const vp_op *op, const moe_slots *s, vp_t x,
      * an input buffer of its own, so the experts' gradients add up apart from
      * the shared experts' (which take the input as it is) until the view's
      * backward hands their sum on */
+    uint32_t first_node = sim->n_nodes;
     vp_t router_view = vp_alias(sim, x, "moe.router_view");
     *logits = fp32_router_logits(step, s, router_view, experts);
     vp_drop(sim, router_view);
@@ -518,7 +524,7 @@ static vp_t v3_route(vp_step *step, const vp_op *op, const moe_slots *s, vp_t x,
                            "moe.router_sigmoid");
     vp_t locals[V3_CHOICE_LOCALS] = {0};
     if (v5) {
-        *selected = choose_tracked(step, op, n, locals);
+        *selected = choose_tracked(step, op, s, scores, n, locals);
     } else {
         vp_drop(sim, *logits);
         *logits = 0;
@@ -531,6 +537,8 @@ static vp_t v3_route(vp_step *step, const vp_op *op, const moe_slots *s, vp_t x,
     vp_drop(sim, weights);
     vp_drop(sim, scores);
     for (unsigned i = 0; i < V3_CHOICE_LOCALS; i++) vp_drop(sim, locals[i]);
+    /* the choice's nodes die with their outputs, with what they saved */
+    if (v5) vp_drop_dead_nodes(sim, first_node, sim->n_nodes);
     return routing;
 }
 

@@ -527,6 +527,11 @@ CASES = [
     ("deepseek-v3 v5 grouped_mm bf16 many tokens no optimizer", deepseek_v3(layers=2, vocab=64, experts=16, k=4,
                                                                               groups=8, topk_groups=2), recipe(
         "bf16", optimizer="none", b=4, s=128, experts_implementation="grouped_mm")),
+    # save_on_cpu (found by sweep.py v5): the choice's autograd nodes pack what they save, the first top-k's
+    # indices and masked_fill's mask (6.5 KB of pinned host memory a layer here)
+    ("deepseek-v3 v5 eager fp32 last layer trained offload", deepseek_v3(), recipe(
+        optimizer="sgd", b=1, s=48, finetune="freeze", trainable_layers=1, offload_activations="true",
+        experts_implementation="eager")),
     # many tokens over many small experts, no optimizer: the peak inside the block, where the router's fp32
     # logits (held by forward, 512 KB) and the choice's saved tensors wait
     ("deepseek-v3 v5 grouped_mm bf16 wide router", deepseek_v3(layers=2, vocab=64, experts=64, k=2, groups=8,

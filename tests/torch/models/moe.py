@@ -93,57 +93,61 @@ class SparseMoeBlock(nn.Module):
 
 
 class GroupedMm(torch.autograd.Function):
-    """torch._grouped_mm(x, w.transpose(-2, -1), offs) as PyTorch 2.9+ runs
-    it (PyTorch 1.13 has none): one output of x's rows, group g's rows
-    through w[g]; saved as derivatives.yaml's _grouped_mm saves them, x for
-    w's gradient and mat2 (w's transposed view) for x's, and offs (what
-    save_on_cpu and a non-reentrant checkpoint's hooks see). Backward as
-    _grouped_mm_mat1_backward then _mat2_backward (FunctionsManual.cpp):
-    x's gradient, then w's whole, each one new tensor, w's in w's layout
-    (groups with no rows get zeros)."""
+    """torch._grouped_mm(x, mat2, offs) with mat2 = w.transpose(-2, -1), as
+    transformers calls it and PyTorch 2.9+ runs it (PyTorch 1.13 has none):
+    one output of x's rows, group g's rows through mat2[g]; saved as
+    derivatives.yaml's _grouped_mm saves them, x for mat2's gradient and
+    mat2 (the weight's transposed view, made outside in grad mode) for x's,
+    and offs: what save_on_cpu's and a non-reentrant checkpoint's hooks
+    see. Backward as _grouped_mm_mat1_backward then _mat2_backward
+    (FunctionsManual.cpp): x's gradient, then mat2's whole, each one new
+    tensor, mat2's made in the weight's layout (groups with no rows get
+    zeros), so that TransposeBackward hands AccumulateGrad the weight's own
+    layout."""
 
     @staticmethod
-    def forward(ctx, x, w, offs):
-        mat2 = w.transpose(-2, -1)
-        ctx.save_for_backward(x if w.requires_grad else None, mat2 if x.requires_grad else None, offs)
-        ctx.w = w  # its shape and dtype for w's gradient (no tensor kept beyond the parameter)
-        out = torch.empty(x.shape[0], w.shape[1], dtype=x.dtype, device=x.device)
+    def forward(ctx, x, mat2, offs):
+        ctx.save_for_backward(x if mat2.requires_grad else None, mat2 if x.requires_grad else None, offs)
+        ctx.mat2_shape, ctx.mat2_dtype = mat2.shape, mat2.dtype
+        out = torch.empty(x.shape[0], mat2.shape[2], dtype=x.dtype, device=x.device)
         start = 0
         for g, end in enumerate(offs.tolist()):
             if end > start:
-                torch.mm(x[start:end], w[g].t(), out=out[start:end])
+                torch.mm(x[start:end], mat2[g], out=out[start:end])
             start = end
         return out
 
     @staticmethod
     def backward(ctx, grad):
         x, mat2, offs = ctx.saved_tensors
-        w = ctx.w if mat2 is None else mat2.transpose(-2, -1)
-        grad_x = grad_w = None
+        grad_x = grad_mat2 = None
         bounds = offs.tolist()
+        experts, k, n = ctx.mat2_shape
         if ctx.needs_input_grad[0]:
-            grad_x = torch.empty(grad.shape[0], w.shape[2], dtype=grad.dtype, device=grad.device)
+            grad_x = torch.empty(grad.shape[0], k, dtype=grad.dtype, device=grad.device)
             start = 0
             for g, end in enumerate(bounds):
                 if end > start:
-                    torch.mm(grad[start:end], w[g], out=grad_x[start:end])
+                    torch.mm(grad[start:end], mat2[g].t(), out=grad_x[start:end])
                 start = end
         if ctx.needs_input_grad[1]:
-            grad_w = torch.zeros(w.shape, dtype=w.dtype, device=w.device)
+            grad_w = torch.zeros(experts, n, k, dtype=ctx.mat2_dtype, device=grad.device)
             start = 0
             for g, end in enumerate(bounds):
                 if end > start:
                     torch.mm(grad[start:end].t(), x[start:end], out=grad_w[g])
                 start = end
-        return grad_x, grad_w, None
+            grad_mat2 = grad_w.transpose(-2, -1)
+        return grad_x, grad_mat2, None
 
 
 def grouped_mm(x, w, offs):
-    """torch._grouped_mm's kernel where the GPU check's PyTorch has it, else
-    GroupedMm written out."""
+    """torch._grouped_mm(x, w.transpose(-2, -1), offs), its kernel where
+    the GPU check's PyTorch has it, else GroupedMm written out."""
+    mat2 = w.transpose(-2, -1)
     if x.is_cuda and hasattr(torch, "_grouped_mm"):
-        return torch._grouped_mm(x, w.transpose(-2, -1), offs=offs)
-    return GroupedMm.apply(x, w, offs)
+        return torch._grouped_mm(x, mat2, offs=offs)
+    return GroupedMm.apply(x, mat2, offs)
 
 
 def experts_3d(count, intermediate_size, hidden_size):
