@@ -9,6 +9,19 @@
 #include "optimizer.h"
 #include "step_private.h"
 
+/* Leaf i of a group in torch.optim's order, or 0 for one it does not
+ * step there: PEFT's prompt or prefix table, which the step keeps among the
+ * embeddings' leaves, is a parameter of the PeftModel's prompt_encoder,
+ * registered after the base model (model.parameters() yields it last). */
+static vp_t stepped_leaf(const vp_step *step, const vp_leaf_group *group, unsigned i) {
+    vp_t t = vp_leaf_group_registered(group, i);
+    return t && t != step->prompt && vp_at(&((vp_step *)step)->sim, t)->requires_grad ? t : 0;
+}
+
+static bool stepped_prompt(const vp_step *step) {
+    return step->prompt && vp_at(&((vp_step *)step)->sim, step->prompt)->requires_grad;
+}
+
 void vp_update_for_each_trainable(vp_step *step, void (*fn)(vp_step *, vp_t, void *), void *ctx) {
     unsigned repeat = step->priv->fold_repeat;
     for (unsigned g = 0; g < vp_step_leaf_group_count(step); g++) {
@@ -16,12 +29,13 @@ void vp_update_for_each_trainable(vp_step *step, void (*fn)(vp_step *, vp_t, voi
         step->priv->fold_repeat = group.repeat; /* for what fn counts outside the ledger */
         vp_ledger_begin_segment(&step->ledger);
         for (unsigned i = 0; i < group.n; i++) {
-            vp_t t = vp_leaf_group_registered(&group, i);
-            if (t && vp_at(&step->sim, t)->requires_grad) fn(step, t, ctx);
+            vp_t t = stepped_leaf(step, &group, i);
+            if (t) fn(step, t, ctx);
         }
         vp_ledger_repeat_segment(&step->ledger, group.repeat, 0);
     }
     step->priv->fold_repeat = repeat;
+    if (stepped_prompt(step)) fn(step, step->prompt, ctx);
 }
 
 /* Megatron-LM's Float16OptimizerWithFloat16Params._copy_model_grads_to_main_grads:
@@ -166,10 +180,12 @@ static void temporaries(vp_step *step) {
         vp_leaf_group group = vp_step_leaf_group_at(step, g);
         sizes.repeat = group.repeat;
         for (unsigned i = 0; i < group.n; i++) { /* torch.optim steps them in model.parameters()' order */
-            vp_t t = vp_leaf_group_registered(&group, i);
-            if (t && vp_at(&step->sim, t)->requires_grad) measure_tensor(step, t, &sizes);
+            vp_t t = stepped_leaf(step, &group, i);
+            if (t) measure_tensor(step, t, &sizes);
         }
     }
+    sizes.repeat = 1;
+    if (stepped_prompt(step)) measure_tensor(step, step->prompt, &sizes);
     const char *label = kind->name;
     vp_ledger *ledger = &step->ledger;
     if (step->recipe->optimizer_impl == VP_IMPL_FOREACH && !kind->per_tensor) {

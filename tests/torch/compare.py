@@ -491,6 +491,12 @@ CASES = [
     ("qwen2-moe v5 grouped_mm mixed-bf16 prompt offload", qwen_moe(), recipe(
         "mixed-bf16", impl="for-loop", b=2, s=48, finetune="prompt", num_virtual_tokens=3,
         offload_activations="true", experts_implementation="grouped_mm")),
+    # prompt tuning with modules_to_save (found by sweep.py more): torch.optim steps PEFT's prompt table last
+    # (the PeftModel's prompt_encoder is registered after the base model), so the for-loop AdamW's
+    # temporaries of the head's copy meet those the embeddings' copy left, not the small table's
+    ("llama mixed-bf16 prompt modules_to_save embed_tokens,lm_head for-loop", llama(layers=3), recipe(
+        "mixed-bf16", impl="for-loop", b=1, s=16, finetune="prompt", num_virtual_tokens=3,
+        modules_to_save="embed_tokens,lm_head")),
     # Qwen2-MoE's 5.x block: the shared expert first, the routing weights cast to the logits' dtype
     ("qwen2-moe v5 eager fp32", qwen_moe(), recipe(experts_implementation="eager")),
     ("qwen2-moe v5 grouped_mm bf16 norm_topk", qwen_moe(norm=True), recipe(
