@@ -13,14 +13,12 @@
  * step there: PEFT's prompt or prefix table, which the step keeps among the
  * embeddings' leaves, is a parameter of the PeftModel's prompt_encoder,
  * registered after the base model (model.parameters() yields it last). */
-static vp_t stepped_leaf(const vp_step *step, const vp_leaf_group *group, unsigned i) {
+static vp_t stepped_leaf(vp_step *step, const vp_leaf_group *group, unsigned i) {
     vp_t t = vp_leaf_group_registered(group, i);
-    return t && t != step->prompt && vp_at(&((vp_step *)step)->sim, t)->requires_grad ? t : 0;
+    return t && t != step->prompt && vp_at(&step->sim, t)->requires_grad ? t : 0;
 }
 
-static bool stepped_prompt(const vp_step *step) {
-    return step->prompt && vp_at(&((vp_step *)step)->sim, step->prompt)->requires_grad;
-}
+static bool stepped_prompt(vp_step *step) { return step->prompt && vp_at(&step->sim, step->prompt)->requires_grad; }
 
 void vp_update_for_each_trainable(vp_step *step, void (*fn)(vp_step *, vp_t, void *), void *ctx) {
     unsigned repeat = step->priv->fold_repeat;
