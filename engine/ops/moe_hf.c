@@ -229,6 +229,32 @@ vp_t vp_moe_deepseek(vp_step *step, const vp_op *op, const moe_slots *s, vp_t x)
     return deepseek_experts(step, op, s, x, weights, selected, loss);
 }
 
+/* The group-limited choice's masking, as DeepSeek-V2's gate and
+ * DeepSeek-V3's route_tokens_to_experts both write it: the groups' top-k
+ * indices (torch.topk(...)[1]: the values go, and their node with them),
+ * then without grad a zeros_like group mask scattered into, expanded to the
+ * experts (a reshape copy), as bool and inverted; then masked_fill of
+ * `scores` with the inverse, which MaskedFillBackward keeps while the
+ * result lives. *group_idx, *group_mask and *score_mask are the caller's
+ * locals. Returns the masked scores. */
+static vp_t masked_to_chosen_groups(vp_sim *sim, const vp_op *op, vp_t group_scores, vp_t scores, uint64_t n,
+                                    const char *label, vp_t *group_idx, vp_t *group_mask, vp_t *score_mask) {
+    uint64_t g = vp_op_u64(op, MOE_GROUPS), tg = vp_op_u64(op, MOE_TOPK_GROUPS);
+    uint64_t all = vp_numel(sim, n, vp_op_u64(op, MOE_EXPERTS));
+    vp_drop(sim, vp_topk(sim, group_scores, vp_numel(sim, n, tg), group_idx, "moe.group_idx"));
+    bool grad_mode = sim->grad_mode;
+    sim->grad_mode = false; /* the masks need no gradient */
+    *group_mask = vp_new(sim, vp_numel(sim, n, g), VP_FP32, "moe.group_mask");
+    *score_mask = vp_new(sim, all, VP_FP32, "moe.score_mask");
+    vp_t as_bool = vp_new(sim, all, VP_BOOL, "moe.score_mask");
+    vp_t inverted = vp_new(sim, all, VP_BOOL, "moe.score_mask");
+    vp_drop(sim, as_bool);
+    sim->grad_mode = grad_mode;
+    vp_t masked = vp_where(sim, scores, inverted, label); /* masked_fill */
+    vp_drop(sim, inverted);
+    return masked;
+}
+
 /* MoEGate's topk_method group_limited_greedy (DeepSeek-V2's
  * modeling_deepseek.py), with grad: each group's best score
  * (scores.view(n, groups, -1).max(dim=-1): values, and int64 indices its
@@ -241,23 +267,13 @@ vp_t vp_moe_deepseek(vp_step *step, const vp_op *op, const moe_slots *s, vp_t x)
 static vp_t group_limited_topk(vp_step *step, const vp_op *op, vp_t scores, uint64_t n, vp_t *selected,
                                vp_t group_locals[5]) {
     vp_sim *sim = &step->sim;
-    uint64_t e = vp_op_u64(op, MOE_EXPERTS), g = vp_op_u64(op, MOE_GROUPS), tg = vp_op_u64(op, MOE_TOPK_GROUPS);
-    uint64_t k = vp_op_u64(op, MOE_TOP_K), all = vp_numel(sim, n, e);
+    uint64_t g = vp_op_u64(op, MOE_GROUPS), k = vp_op_u64(op, MOE_TOP_K);
     vp_t max_indices;
     vp_t group_scores = vp_topk(sim, scores, vp_numel(sim, n, g), &max_indices, "moe.group_scores");
     vp_drop(sim, max_indices); /* the namedtuple's: its node keeps them */
-    vp_t group_idx;
-    vp_drop(sim, vp_topk(sim, group_scores, vp_numel(sim, n, tg), &group_idx, "moe.group_idx"));
-    bool grad_mode = sim->grad_mode;
-    sim->grad_mode = false; /* the masks need no gradient */
-    vp_t group_mask = vp_new(sim, vp_numel(sim, n, g), VP_FP32, "moe.group_mask");
-    vp_t score_mask = vp_new(sim, all, VP_FP32, "moe.score_mask");
-    vp_t as_bool = vp_new(sim, all, VP_BOOL, "moe.score_mask");
-    vp_t inverted = vp_new(sim, all, VP_BOOL, "moe.score_mask");
-    vp_drop(sim, as_bool);
-    sim->grad_mode = grad_mode;
-    vp_t tmp_scores = vp_where(sim, scores, inverted, "moe.tmp_scores"); /* masked_fill */
-    vp_drop(sim, inverted);
+    vp_t group_idx, group_mask, score_mask;
+    vp_t tmp_scores = masked_to_chosen_groups(sim, op, group_scores, scores, n, "moe.tmp_scores", &group_idx,
+                                              &group_mask, &score_mask);
     vp_t weights = vp_topk(sim, tmp_scores, vp_numel(sim, n, k), selected, "moe.topk");
     vp_t locals[5] = {group_scores, group_idx, group_mask, score_mask, tmp_scores};
     for (unsigned i = 0; i < 5; i++) group_locals[i] = locals[i];
@@ -468,26 +484,17 @@ enum { V3_CHOICE_LOCALS = 6 };
 static vp_t choose_tracked(vp_step *step, const vp_op *op, const moe_slots *s, vp_t scores, uint64_t n,
                            vp_t locals[V3_CHOICE_LOCALS]) {
     vp_sim *sim = &step->sim;
-    uint64_t e = vp_op_u64(op, MOE_EXPERTS), g = vp_op_u64(op, MOE_GROUPS), tg = vp_op_u64(op, MOE_TOPK_GROUPS);
-    uint64_t k = vp_op_u64(op, MOE_TOP_K), all = vp_numel(sim, n, e);
+    uint64_t g = vp_op_u64(op, MOE_GROUPS), k = vp_op_u64(op, MOE_TOP_K);
+    uint64_t all = vp_numel(sim, n, vp_op_u64(op, MOE_EXPERTS));
     vp_t for_choice = vp_add(sim, scores, *s->score_bias, all, "moe.router_logits_for_choice");
     vp_t best2_indices;
     vp_t best2 = vp_topk(sim, for_choice, vp_numel3(sim, n, g, 2), &best2_indices, "moe.group_topk");
     vp_drop(sim, best2_indices); /* [0]: the indices are the node's */
     vp_t group_scores = vp_sum(sim, best2, vp_numel(sim, n, g), "moe.group_scores");
     vp_drop(sim, best2);
-    vp_t group_idx;
-    vp_drop(sim, vp_topk(sim, group_scores, vp_numel(sim, n, tg), &group_idx, "moe.group_idx")); /* [1] */
-    bool grad_mode = sim->grad_mode;
-    sim->grad_mode = false; /* the masks need no gradient */
-    vp_t group_mask = vp_new(sim, vp_numel(sim, n, g), VP_FP32, "moe.group_mask");
-    vp_t score_mask = vp_new(sim, all, VP_FP32, "moe.score_mask");
-    vp_t as_bool = vp_new(sim, all, VP_BOOL, "moe.score_mask");
-    vp_t inverted = vp_new(sim, all, VP_BOOL, "moe.score_mask");
-    vp_drop(sim, as_bool);
-    sim->grad_mode = grad_mode;
-    vp_t masked = vp_where(sim, for_choice, inverted, "moe.scores_for_choice"); /* masked_fill */
-    vp_drop(sim, inverted);
+    vp_t group_idx, group_mask, score_mask;
+    vp_t masked = masked_to_chosen_groups(sim, op, group_scores, for_choice, n, "moe.scores_for_choice", &group_idx,
+                                          &group_mask, &score_mask);
     vp_t indices;
     vp_drop(sim, vp_topk(sim, masked, vp_numel(sim, n, k), &indices, "moe.topk")); /* [1] */
     vp_t order[V3_CHOICE_LOCALS] = {for_choice, group_scores, group_idx, group_mask, score_mask, masked};
