@@ -288,10 +288,8 @@ static const char *fused_experts_problem(const vp_op *op, const vp_recipe *recip
 static void moe_resolve_recipe(const vp_model *model, vp_recipe *recipe) {
     if (recipe->experts_impl != VP_EXPERTS_AUTO || recipe->transformers_major != 5) return;
     const vp_op *op = vp_section_find(&model->section[VP_SECTION_LAYER], &vp_op_moe);
-    if (!op) return;
-    vp_recipe grouped = *recipe;
-    grouped.experts_impl = VP_EXPERTS_GROUPED_MM;
-    if (!fused_experts_problem(op, &grouped)) recipe->experts_impl = VP_EXPERTS_GROUPED_MM;
+    /* (fused_experts_problem does not read experts_implementation itself) */
+    if (op && !fused_experts_problem(op, recipe)) recipe->experts_impl = VP_EXPERTS_GROUPED_MM;
 }
 
 /* DeepseekMoE.forward in training: y = torch.empty_like(hidden_states),
