@@ -329,6 +329,9 @@ describe("transformers 5's experts (experts_implementation)", function()
     assert.are.equal("auto", (run("deepseek-moe-16b", "--set", "stack=hf-trainer")))
     assert.are.equal("auto", (run("mixtral-8x7b", "--set", "stack=hf-trainer", "--set", "finetune=qlora",
       "--set", "lora_targets=q_proj,v_proj")))
+    -- the hidden key the stacks set takes 4 or 5 only
+    local err = helper.fails("qwen3-30b-a3b", "--set", "transformers_major=3")
+    assert.truthy(err:find("transformers_major: 4 or 5", 1, true), err)
   end)
 
   it("refuses what it does not model, naming the key", function()
