@@ -753,26 +753,32 @@ vp_t vp_clamp(vp_sim *sim, vp_t x, vp_t min, vp_t max, const char *label) {
     return y;
 }
 
-/* clamp_backward with both bounds: the two comparisons' bool tensors
+/* clamp_backward: with both bounds the two comparisons' bool tensors
  * (logical_and_ in place into the first) live until where() has made the
- * gradient. */
+ * gradient; with one bound (aux[0] = 1) its one comparison does. */
 static void backward_clamp_scalar(vp_sim *sim, uint32_t index) {
     vp_node *node = vp_node_at(sim, index);
     vp_t input = node->in[0];
+    bool one_bound = node->aux[0] == 1;
     vp_t above = vp_new(sim, numel_of(sim, input), VP_BOOL, node->label);
-    vp_t below = vp_new(sim, numel_of(sim, input), VP_BOOL, node->label);
+    vp_t below = one_bound ? 0 : vp_new(sim, numel_of(sim, input), VP_BOOL, node->label);
     vp_t g = vp_grad_like(sim, input, node->label);
     vp_drop(sim, below);
     vp_drop(sim, above);
     vp_give_grad(sim, vp_node_at(sim, index), 0, g);
 }
 
-vp_t vp_clamp_scalar(vp_sim *sim, vp_t x, const char *label) {
+vp_t vp_clamp_bounds(vp_sim *sim, vp_t x, unsigned bounds, const char *label) {
     vp_t y = vp_new(sim, numel_of(sim, x), dtype_of(sim, x), label);
     vp_node *node = vp_record(sim, backward_clamp_scalar, label, &x, 1, &y, 1);
-    if (node) vp_save(sim, node, x);
+    if (node) {
+        node->aux[0] = bounds;
+        vp_save(sim, node, x);
+    }
     return y;
 }
+
+vp_t vp_clamp_scalar(vp_sim *sim, vp_t x, const char *label) { return vp_clamp_bounds(sim, x, 2, label); }
 
 vp_t vp_cumsum(vp_sim *sim, vp_t x, const char *label) {
     vp_t y = vp_new(sim, numel_of(sim, x), dtype_of(sim, x), label);

@@ -168,6 +168,9 @@ vp_t vp_clamp(vp_sim *sim, vp_t x, vp_t min, vp_t max, const char *label);
  * where((self >= min).logical_and_(self <= max), grad, 0): two bool
  * temporaries beside the gradient (FunctionsManual.cpp clamp_backward). */
 vp_t vp_clamp_scalar(vp_sim *sim, vp_t x, const char *label);
+/* The same with `bounds` Python numbers given (1: clamp(max=limit) alone,
+ * whose backward makes one comparison, where(self <= max, grad, 0)). */
+vp_t vp_clamp_bounds(vp_sim *sim, vp_t x, unsigned bounds, const char *label);
 
 /* torch.cumsum(x, dim): a new tensor that keeps nothing (derivatives.yaml:
  * cumsum_backward(grad.to(self.scalar_type()), dim)); backward is

@@ -31,17 +31,28 @@ enum {
  * accumulator, or DeepSeek-V2's own (DeepSeekMoE's path behind an fp32
  * gate), or transformers' DeepseekV2MoE (4.56-4.57: the assignments sorted
  * by expert). */
-enum { MOE_BLOCK_MIXTRAL, MOE_BLOCK_DEEPSEEK, MOE_BLOCK_DEEPSEEK_V3, MOE_BLOCK_DEEPSEEK_V2, MOE_BLOCK_DEEPSEEK_V2_HF };
+enum {
+    MOE_BLOCK_MIXTRAL,
+    MOE_BLOCK_DEEPSEEK,
+    MOE_BLOCK_DEEPSEEK_V3,
+    MOE_BLOCK_DEEPSEEK_V2,
+    MOE_BLOCK_DEEPSEEK_V2_HF,
+    MOE_BLOCK_GPT_OSS /* transformers' GptOssMLP: 3-D experts with biases in every release */
+};
 
 /* The experts' projections as the model names them: Mixtral's w1, w3, w2
  * or the gate_proj, up_proj, down_proj of Qwen-MoE's and DeepSeek's. */
 enum { MOE_NAMES_W, MOE_NAMES_PROJ };
 
 /* This rank's leaves of the op: the router, each local expert's three
- * matrices, the shared experts' up, gate, down and gate weight. */
+ * matrices, the shared experts' up, gate, down and gate weight, and
+ * GPT-OSS's biases (the router's, the 3-D experts' gate_up and down). */
 typedef struct {
     const vp_t *router, *w1, *w3, *w2, *shared, *score_bias;
+    const vp_t *router_bias, *w1_bias, *w2_bias;
 } moe_slots;
+
+static inline bool vp_moe_gpt_oss(const vp_op *op) { return vp_op_u64(op, MOE_BLOCK) == MOE_BLOCK_GPT_OSS; }
 
 /* softmax(logits, dim=-1, dtype=torch.float32) */
 vp_t vp_moe_softmax_fp32(vp_step *step, vp_t logits, const char *label);
@@ -87,7 +98,7 @@ vp_t vp_moe_v5_deepseek_v3_route(vp_step *step, const vp_op *op, const moe_slots
  * alike */
 vp_t vp_moe_v5_deepseek_v2_route(vp_step *step, const vp_op *op, const moe_slots *s, vp_t x, vp_t *selected,
                                  vp_t *logits);
-/* transformers 5's Mixtral, Qwen3-MoE, Qwen2-MoE, DeepSeek-V2 and DeepSeek-V3 blocks:
+/* transformers 5's Mixtral, Qwen3-MoE, Qwen2-MoE, DeepSeek-V2, DeepSeek-V3 and GPT-OSS blocks:
  * the router, then the 3-D experts (s->w1 gate_up_proj, s->w2 down_proj)
  * by experts_implementation, beside Qwen2-MoE's and DeepSeek's shared
  * experts */

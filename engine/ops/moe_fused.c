@@ -1,6 +1,7 @@
 /* moe_fused.c — transformers 5's mixtures: MixtralSparseMoeBlock,
- * Qwen3MoeSparseMoeBlock and Qwen2MoeSparseMoeBlock with a TopKRouter, and
- * DeepseekV3MoE and DeepseekV2Moe with their own, the experts held as two
+ * Qwen3MoeSparseMoeBlock and Qwen2MoeSparseMoeBlock with a TopKRouter,
+ * DeepseekV3MoE and DeepseekV2Moe with their own, and GptOssMLP (biases,
+ * its own gate; models/gpt_oss/modular_gpt_oss.py), the experts held as two
  * 3-D parameters (integrations/moe.py's
  * @use_experts_implementation), run by the per-expert loop
  * (experts_implementation "eager") or by torch._grouped_mm ("grouped_mm").
@@ -57,6 +58,114 @@ typedef struct {
  * parameter, select_backward), chunk, act_fn(gate) * up, F.linear with
  * down_proj[e], times the routing weights (fp32: the product is promoted),
  * cast to the output's dtype and index_add_'ed into it. */
+/* The eager loop's start, under no_grad: one_hot [tokens, k, experts], its
+ * per-expert sum and the > 0 mask gone once nonzero() has listed the
+ * experts hit; *expert_mask and *expert_hit get the two that stay. */
+static void experts_hit(vp_sim *sim, uint64_t assignments, unsigned experts, vp_t *expert_mask, vp_t *expert_hit) {
+    *expert_mask = vp_new(sim, vp_numel(sim, assignments, experts), VP_INT64, "moe.expert_mask");
+    vp_t hit_count = vp_new(sim, experts, VP_INT64, "moe.expert_mask.sum");
+    vp_t hit_mask = vp_new(sim, experts, VP_BOOL, "moe.expert_mask.greater");
+    vp_drop(sim, hit_count);
+    unsigned hit = assignments < experts ? (unsigned)assignments : experts;
+    *expert_hit = vp_new(sim, hit, VP_INT64, "moe.expert_hit");
+    vp_drop(sim, hit_mask);
+}
+
+/* The loop body's end: current * top_k_weights[token_idx, top_k_pos, None]
+ * (fp32 weights promote the product), rebound to its name, cast to the
+ * output's dtype and index_add_'ed into it. Takes over out; returns it. */
+static vp_t weigh_and_add(vp_sim *sim, vp_t out, vp_t top_k_weights, vp_t token_idx, vp_t top_k_pos, uint64_t tokens,
+                          vp_t *current) {
+    vp_t w = vp_index_pair(sim, top_k_weights, token_idx, top_k_pos, tokens, "moe.routing_weight");
+    vp_moe_rebind(sim, current, vp_mul(sim, *current, w, vp_at(sim, *current)->numel, "moe.weighted"));
+    vp_drop(sim, w);
+    vp_t cast = vp_to(sim, *current, (vp_dtype)vp_at(sim, out)->dtype, "moe.weighted.to");
+    vp_t next = vp_index_add(sim, out, cast, token_idx, true, "moe.index_add");
+    vp_drop(sim, cast);
+    vp_drop(sim, out);
+    return next;
+}
+
+/* GptOssExperts._apply_gate(gate_up): gate_up[..., ::2] and [..., 1::2]
+ * (strided views: each one's backward a zero-filled gradient of all of
+ * gate_up), gate.clamp(max=7.0) and up.clamp(-7.0, 7.0) (each keeping its
+ * view, so gate_up with it), gate * sigmoid(gate * 1.702) (the scaled
+ * gate a temporary, sigmoid keeping its output, the product both
+ * operands), (up + 1) * glu (the sum a temporary the product keeps); the
+ * method's locals go as it returns. Returns gated_output. */
+static vp_t gpt_oss_gate(vp_sim *sim, vp_t gate_up) {
+    uint64_t half = vp_at(sim, gate_up)->numel / 2;
+    vp_t gate_view = vp_slice(sim, gate_up, half, "moe.experts.gate");
+    vp_t up_view = vp_slice(sim, gate_up, half, "moe.experts.up");
+    vp_t gate = vp_clamp_bounds(sim, gate_view, 1, "moe.experts.gate.clamp");
+    vp_drop(sim, gate_view);
+    vp_t up = vp_clamp_bounds(sim, up_view, 2, "moe.experts.up.clamp");
+    vp_drop(sim, up_view);
+    vp_t scaled = vp_scale(sim, gate, "moe.experts.gate_alpha");
+    vp_t sigmoid = vp_unary(sim, scaled, VP_SAVES_OUTPUT, 0, (vp_dtype)vp_at(sim, scaled)->dtype, "moe.experts.sigmoid");
+    vp_drop(sim, scaled);
+    vp_t glu = vp_mul(sim, gate, sigmoid, half, "moe.experts.glu");
+    vp_drop(sim, sigmoid);
+    vp_t up_plus = vp_shift(sim, up, (vp_dtype)vp_at(sim, up)->dtype, half, "moe.experts.up_plus_one");
+    vp_t gated = vp_mul(sim, up_plus, glu, half, "moe.experts.gated");
+    vp_drop(sim, up_plus);
+    vp_drop(sim, glu);
+    vp_drop(sim, up);
+    vp_drop(sim, gate);
+    return gated;
+}
+
+/* x @ w[e] + b[e] of GPT-OSS's experts: the weight's and the bias's
+ * select views (each one's backward a zero-filled gradient of the whole
+ * 3-D parameter), the product, the sum (in the promoted dtype: an fp32
+ * bias makes autocast's 16-bit product fp32). */
+static vp_t expert_linear(vp_step *step, vp_t x, vp_t w, vp_t b, uint64_t in, uint64_t out, const char *label,
+                          const char *bias_label) {
+    vp_sim *sim = &step->sim;
+    vp_t w_e = vp_slice(sim, w, vp_numel(sim, in, out), label);
+    vp_t product = vp_project(step, x, w_e, 0, out, label);
+    vp_drop(sim, w_e);
+    vp_t b_e = vp_slice(sim, b, out, bias_label);
+    vp_t sum = vp_add(sim, product, b_e, vp_at(sim, product)->numel, bias_label);
+    vp_drop(sim, b_e);
+    vp_drop(sim, product);
+    return sum;
+}
+
+/* GptOssExperts.forward (the eager loop of transformers 5; the training
+ * path of 4.55-4.57 alike): for each expert hit, torch.where, the rows,
+ * current_state @ gate_up_proj[e] + gate_up_proj_bias[e], _apply_gate,
+ * gated_output @ down_proj[e] + down_proj_bias[e], weighted and
+ * index_add_'ed; each name rebound by the next iteration, the last ones
+ * going as the function returns. */
+static vp_t gpt_oss_eager_experts(vp_step *step, const vp_op *op, const moe_slots *s, vp_t x, vp_t top_k_weights) {
+    vp_sim *sim = &step->sim;
+    uint64_t h = vp_op_u64(op, MOE_HIDDEN), f = vp_op_u64(op, MOE_INTERMEDIATE);
+    unsigned experts = (unsigned)vp_op_u64(op, MOE_EXPERTS), k = (unsigned)vp_op_u64(op, MOE_TOP_K);
+    uint64_t n = vp_at(sim, x)->numel / h, assignments = vp_numel(sim, n, k);
+    vp_t out = vp_new(sim, vp_at(sim, x)->numel, (vp_dtype)vp_at(sim, x)->dtype, "moe.next_states"); /* zeros_like */
+    vp_t expert_mask, expert_hit;
+    experts_hit(sim, assignments, experts, &expert_mask, &expert_hit);
+    vp_t top_k_pos = 0, token_idx = 0, state = 0, gate_up = 0, gated = 0, current = 0;
+    for (unsigned e = 0; e < experts; e++) {
+        uint64_t tokens = vp_moe_share(assignments, experts, e);
+        if (!tokens) continue;
+        vp_moe_where(sim, tokens, &top_k_pos, &token_idx);
+        vp_moe_rebind(sim, &state, vp_index(sim, x, token_idx, vp_numel(sim, tokens, h), "moe.current_state"));
+        vp_moe_rebind(sim, &gate_up, expert_linear(step, state, *s->w1, *s->w1_bias, h, 2 * f,
+                                                   "moe.experts.gate_up_proj[e]", "moe.experts.gate_up_proj_bias[e]"));
+        vp_moe_rebind(sim, &gated, gpt_oss_gate(sim, gate_up));
+        vp_moe_rebind(sim, &current, expert_linear(step, gated, *s->w2, *s->w2_bias, f, h, "moe.experts.down_proj[e]",
+                                                   "moe.experts.down_proj_bias[e]"));
+        out = weigh_and_add(sim, out, top_k_weights, token_idx, top_k_pos, tokens, &current);
+    }
+    vp_t *names[] = {&top_k_pos, &token_idx, &state, &gate_up, &gated, &current};
+    for (unsigned i = 0; i < sizeof names / sizeof *names; i++) vp_moe_rebind(sim, names[i], 0);
+    vp_drop(sim, expert_hit);
+    vp_drop(sim, expert_mask);
+    return out;
+}
+
 static vp_t eager_experts(vp_step *step, const vp_op *op, const moe_slots *s, vp_t x, vp_t top_k_weights) {
     vp_sim *sim = &step->sim;
     uint64_t h = vp_op_u64(op, MOE_HIDDEN), f = vp_op_u64(op, MOE_INTERMEDIATE);
@@ -64,15 +173,8 @@ static vp_t eager_experts(vp_step *step, const vp_op *op, const moe_slots *s, vp
     uint64_t n = vp_at(sim, x)->numel / h, assignments = vp_numel(sim, n, k);
     vp_dtype dtype = (vp_dtype)vp_at(sim, x)->dtype;
     vp_t out = vp_new(sim, vp_at(sim, x)->numel, dtype, "moe.final_hidden_states"); /* zeros_like */
-    /* under no_grad: one_hot [tokens, k, experts], its per-expert sum and
-     * the > 0 mask gone once nonzero() has listed the experts hit */
-    vp_t expert_mask = vp_new(sim, vp_numel(sim, assignments, experts), VP_INT64, "moe.expert_mask");
-    vp_t hit_count = vp_new(sim, experts, VP_INT64, "moe.expert_mask.sum");
-    vp_t hit_mask = vp_new(sim, experts, VP_BOOL, "moe.expert_mask.greater");
-    vp_drop(sim, hit_count);
-    unsigned hit = assignments < experts ? (unsigned)assignments : experts;
-    vp_t expert_hit = vp_new(sim, hit, VP_INT64, "moe.expert_hit");
-    vp_drop(sim, hit_mask);
+    vp_t expert_mask, expert_hit;
+    experts_hit(sim, assignments, experts, &expert_mask, &expert_hit);
     eager_locals l = {0};
     for (unsigned e = 0; e < experts; e++) {
         uint64_t tokens = vp_moe_share(assignments, experts, e);
@@ -95,20 +197,37 @@ static vp_t eager_experts(vp_step *step, const vp_op *op, const moe_slots *s, vp
         vp_t o = vp_project(step, l.current, w_down, 0, h, "moe.experts.down");
         vp_drop(sim, w_down);
         vp_moe_rebind(sim, &l.current, o);
-        vp_t w = vp_index_pair(sim, top_k_weights, l.token_idx, l.top_k_pos, tokens, "moe.routing_weight");
-        vp_moe_rebind(sim, &l.current, vp_mul(sim, l.current, w, vp_at(sim, l.current)->numel, "moe.weighted"));
-        vp_drop(sim, w);
-        vp_t cast = vp_to(sim, l.current, dtype, "moe.weighted.to");
-        vp_t next = vp_index_add(sim, out, cast, l.token_idx, true, "moe.index_add");
-        vp_drop(sim, cast);
-        vp_drop(sim, out);
-        out = next;
+        out = weigh_and_add(sim, out, top_k_weights, l.token_idx, l.top_k_pos, tokens, &l.current);
     }
     vp_t *names[] = {&l.top_k_pos, &l.token_idx, &l.state, &l.gate, &l.up, &l.current};
     for (unsigned i = 0; i < sizeof names / sizeof *names; i++) vp_moe_rebind(sim, names[i], 0);
     vp_drop(sim, expert_hit);
     vp_drop(sim, expert_mask);
     return out;
+}
+
+/* _default_apply_gate: gate, up = chunk(2) (views), act_fn(gate) * up;
+ * its locals go as it returns. */
+static vp_t default_gate(vp_sim *sim, vp_t both) {
+    vp_t halves[2];
+    vp_split(sim, both, 2, halves, "moe.experts.chunk");
+    vp_t act = vp_unary(sim, halves[0], VP_SAVES_INPUT, 0, (vp_dtype)vp_at(sim, halves[0])->dtype, "moe.experts.act");
+    vp_t gated = vp_mul(sim, act, halves[1], vp_at(sim, act)->numel, "moe.experts.mul");
+    vp_drop(sim, act);
+    vp_drop(sim, halves[0]);
+    vp_drop(sim, halves[1]);
+    return gated;
+}
+
+/* _grouped_linear: the grouped GEMM, then `out = out + bias` with the rows'
+ * gathered biases (a new tensor; the GEMM's output goes with the name). */
+static vp_t grouped_linear(vp_sim *sim, vp_t x, vp_t w, vp_t offsets, vp_t bias, uint64_t rows, uint64_t out_features,
+                           const char *label) {
+    vp_t out = vp_grouped_mm(sim, x, w, offsets, rows, out_features, label);
+    if (!bias) return out;
+    vp_t sum = vp_add(sim, out, bias, vp_at(sim, out)->numel, label);
+    vp_drop(sim, out);
+    return sum;
 }
 
 /* grouped_mm_experts_forward (integrations/moe.py, the release with
@@ -136,19 +255,22 @@ static vp_t grouped_experts(vp_step *step, const vp_op *op, const moe_slots *s, 
     vp_t expert_ids_g = vp_new(sim, rows, VP_INT64, "moe.expert_ids_g");
     vp_t weights_g = vp_index(sim, top_k_weights, perm, rows, "moe.sample_weights_g");
     vp_t states_g = vp_index(sim, selected, perm, vp_numel(sim, rows, h), "moe.selected_hidden_states_g");
+    /* has_bias (GPT-OSS): each row's expert's biases gathered,
+     * gate_up_proj_bias[expert_ids_g] and down_proj_bias[expert_ids_g] */
+    bool biased = vp_moe_gpt_oss(op);
+    vp_t gate_up_bias = biased ? vp_index(sim, *s->w1_bias, expert_ids_g, vp_numel(sim, rows, 2 * f),
+                                          "moe.selected_gate_up_bias")
+                               : 0;
+    vp_t down_bias = biased ? vp_index(sim, *s->w2_bias, expert_ids_g, vp_numel(sim, rows, h), "moe.selected_down_bias")
+                            : 0;
     /* float on CPU, int32 on CUDA; a local, held until the function returns */
     vp_t histc_input = vp_new(sim, rows, VP_FP32, "moe.histc_input");
     vp_t counts = vp_new(sim, experts, VP_FP32, "moe.tokens_per_expert");
     vp_t offsets = vp_new(sim, experts, VP_INT32, "moe.offsets");
-    vp_t both = vp_grouped_mm(sim, states_g, *s->w1, offsets, rows, 2 * f, "moe.experts.grouped_mm.gate_up");
-    vp_t halves[2];
-    vp_split(sim, both, 2, halves, "moe.experts.chunk");
-    vp_t act = vp_unary(sim, halves[0], VP_SAVES_INPUT, 0, (vp_dtype)vp_at(sim, halves[0])->dtype, "moe.experts.act");
-    vp_t gated = vp_mul(sim, act, halves[1], vp_at(sim, act)->numel, "moe.experts.mul");
-    vp_drop(sim, act); /* _apply_gate returns: its locals go */
-    vp_drop(sim, halves[0]);
-    vp_drop(sim, halves[1]);
-    vp_t o = vp_grouped_mm(sim, gated, *s->w2, offsets, rows, h, "moe.experts.grouped_mm.down");
+    vp_t both = grouped_linear(sim, states_g, *s->w1, offsets, gate_up_bias, rows, 2 * f,
+                               "moe.experts.grouped_mm.gate_up");
+    vp_t gated = biased ? gpt_oss_gate(sim, both) : default_gate(sim, both);
+    vp_t o = grouped_linear(sim, gated, *s->w2, offsets, down_bias, rows, h, "moe.experts.grouped_mm.down");
     /* out_per_sample_g rebound to the product: the GEMM's output lives on where the product saved it */
     vp_t weighted = vp_mul(sim, o, weights_g, vp_at(sim, o)->numel, "moe.weighted");
     vp_drop(sim, o);
@@ -156,16 +278,50 @@ static vp_t grouped_experts(vp_step *step, const vp_op *op, const moe_slots *s, 
     vp_t summed = vp_sum_of_view(sim, restored, vp_at(sim, x)->numel, "moe.final_hidden_states");
     vp_t out = vp_to(sim, summed, (vp_dtype)vp_at(sim, x)->dtype, "moe.final_hidden_states.to");
     /* the function returns: its locals go */
-    vp_t locals[] = {token_idx, selected, perm,    inv_perm, expert_ids_g, weights_g, states_g, histc_input,
-                     counts,    offsets,  both,    gated,    weighted,     restored,  summed};
+    vp_t locals[] = {token_idx, selected, perm,  inv_perm, expert_ids_g, weights_g, states_g,
+                     gate_up_bias, down_bias, histc_input, counts, offsets, both, gated, weighted, restored, summed};
     for (unsigned i = 0; i < sizeof locals / sizeof *locals; i++) vp_drop(sim, locals[i]);
     return out;
 }
 
 /* The experts by experts_implementation; takes nothing over. */
 static vp_t run_experts(vp_step *step, const vp_op *op, const moe_slots *s, vp_t x, vp_t top_k_weights) {
-    return vp_recipe_experts_impl(step->recipe) == VP_EXPERTS_GROUPED_MM ? grouped_experts(step, op, s, x, top_k_weights)
-                                                                         : eager_experts(step, op, s, x, top_k_weights);
+    if (vp_recipe_experts_impl(step->recipe) == VP_EXPERTS_GROUPED_MM) return grouped_experts(step, op, s, x, top_k_weights);
+    return vp_moe_gpt_oss(op) ? gpt_oss_eager_experts(step, op, s, x, top_k_weights)
+                              : eager_experts(step, op, s, x, top_k_weights);
+}
+
+/* GptOssTopKRouter.forward: router_logits = F.linear(x, weight, bias);
+ * the top-k of the logits themselves (values and int64 indices); softmax
+ * over the k values with their own dtype (autocast leaves a softmax with
+ * a dtype alone), the values going as it returns. Returns the scores
+ * [tokens, k]; *logits and *selected get the logits and indices. */
+static vp_t gpt_oss_route(vp_step *step, const vp_op *op, const moe_slots *s, vp_t x, vp_t *logits, vp_t *selected) {
+    vp_sim *sim = &step->sim;
+    uint64_t n = vp_at(sim, x)->numel / vp_op_u64(op, MOE_HIDDEN);
+    *logits = vp_project(step, x, *s->router, *s->router_bias, vp_op_u64(op, MOE_EXPERTS), "moe.router");
+    vp_t top = vp_topk(sim, *logits, vp_numel(sim, n, vp_op_u64(op, MOE_TOP_K)), selected, "moe.topk");
+    vp_t scores = vp_unary(sim, top, VP_SAVES_OUTPUT, 0, (vp_dtype)vp_at(sim, top)->dtype, "moe.router_softmax");
+    vp_drop(sim, top);
+    return scores;
+}
+
+/* GptOssMLP.forward (transformers 5): the input viewed as rows, the
+ * router, the experts; `_` (the logits) and the indices go as it returns.
+ * GptOssDecoderLayer binds its attention's weights and then the router
+ * scores to one name (`hidden_states, _ = self.self_attn(...)`, then
+ * `hidden_states, _ = self.mlp(...)`): the scores take the weights' place
+ * among the layer's locals before the residual add. */
+static vp_t gpt_oss_block(vp_step *step, const vp_op *op, const moe_slots *s, vp_t x) {
+    vp_sim *sim = &step->sim;
+    vp_t logits, selected;
+    vp_t scores = gpt_oss_route(step, op, s, x, &logits, &selected);
+    vp_t out = run_experts(step, op, s, x, scores);
+    vp_drop(sim, logits);
+    vp_drop(sim, selected);
+    vp_step_rebind_layer_local(step, scores);
+    vp_drop(sim, scores);
+    return out;
 }
 
 /* DeepseekV3MoE.forward and DeepseekV2Moe.forward of transformers 5:
@@ -192,6 +348,7 @@ static vp_t deepseek_block(vp_step *step, const vp_op *op, const moe_slots *s, v
 
 vp_t vp_moe_fused(vp_step *step, const vp_op *op, const moe_slots *s, vp_t x) {
     vp_sim *sim = &step->sim;
+    if (vp_moe_gpt_oss(op)) return gpt_oss_block(step, op, s, x);
     if (vp_op_u64(op, MOE_BLOCK) != MOE_BLOCK_MIXTRAL) return deepseek_block(step, op, s, x);
     /* Qwen2-MoE's block runs its shared expert first; its output waits
      * through the routed experts for the sigmoid gate */

@@ -11,6 +11,7 @@
 #include "gptj_rotary.h"
 #include "mpt_alibi.h"
 #include "cohere_rotary.h"
+#include "chunked_rotary.h"
 #include "ring_attention.h"
 #include "sdpa.h"
 #include "sdpa_math.h"
@@ -61,6 +62,7 @@ enum {
     ATT_SPLIT,
     ATT_SCALE_IN_PLACE,
     ATT_ROTARY_PATTERN,
+    ATT_SINKS,
     ATT_FIELDS
 };
 
@@ -75,14 +77,15 @@ enum {
     MASK_ADDITIVE_PADDED,
     MASK_BOOL_4D,
     MASK_ADDITIVE_KEYS,
-    MASK_ADDITIVE_4D
+    MASK_ADDITIVE_4D,
+    MASK_ADDITIVE_4D_PAIR
 };
 static const char *const mask_names[] = {"additive", "bool-buffer", "padding", "bool", "none", "additive-mistral",
                                          "additive-hybrid", "additive-padded", "bool-4d", "additive-keys",
-                                         "additive-4d", NULL};
+                                         "additive-4d", "additive-4d-pair", NULL};
 
-enum { ROTARY_HALF, ROTARY_GPTJ, ROTARY_COHERE, ROTARY_DEEPSEEK, ROTARY_COMPLEX };
-static const char *const rotary_styles[] = {"half", "gptj", "cohere", "deepseek", "complex", NULL};
+enum { ROTARY_HALF, ROTARY_GPTJ, ROTARY_COHERE, ROTARY_DEEPSEEK, ROTARY_COMPLEX, ROTARY_CHUNKED };
+static const char *const rotary_styles[] = {"half", "gptj", "cohere", "deepseek", "complex", "chunked", NULL};
 
 enum { QK_NORM_HEAD, QK_NORM_OLMO2, QK_NORM_GEMMA, QK_NORM_COHERE };
 static const char *const qk_norm_styles[] = {"head", "olmo2", "gemma", "cohere", NULL};
@@ -124,7 +127,9 @@ static const vp_field attention_fields[ATT_FIELDS] = {
                   "LLaMA's with exactly the keys' columns (FalconModel's _update_causal_mask: target_length = past "
                   "+ sequence), or additive-4d: transformers' masking_utils (4.53+) create_causal_mask for eager "
                   "attention, a [1, 1, s, keys] bool comparison expanded to the batch and made additive by "
-                  "torch.where: [b, 1, s, keys] in the activations' dtype"},
+                  "torch.where: [b, 1, s, keys] in the activations' dtype, or additive-4d-pair: two such masks "
+                  "made one after the other, create_causal_mask's and create_sliding_window_causal_mask's, both "
+                  "kept through the layers (GPT-OSS's causal_mask_mapping, transformers 5)"},
     [ATT_POSITIONS] = {"positions", VP_FIELD_INT, false, 0, 0, 1 << 20, NULL,
                        "size of the bool-buffer mask (GPT-2's n_positions), or the width of MPT's ALiBi table "
                        "(max_seq_len: the longest sequence it runs)"},
@@ -232,7 +237,10 @@ static const vp_field attention_fields[ATT_FIELDS] = {
                           "the positions, the halves regrouped, the query and key states made by new_empty and slice "
                           "assignments; or complex (multi-head latent attention only): transformers' "
                           "DeepseekV2Attention (4.54+), q_pe and k_pe made fp32, viewed as complex pairs and multiplied "
-                          "by the model's complex64 freqs_cis (rotary_embedding's complex tables), cast back"},
+                          "by the model's complex64 freqs_cis (rotary_embedding's complex tables), cast back; or "
+                          "chunked: GPT-OSS's _apply_rotary_emb (transformers 5), each head chunked in halves, "
+                          "first * cos - second * sin and second * cos + first * sin joined by torch.cat, with the "
+                          "model's half-width tables (rotary_embedding's half_tables)"},
     [ATT_SPLIT] = {"split", VP_FIELD_ENUM, false, SPLIT_VIEWS, 0, 0, split_names,
                    "with fused_qkv: views (split, chunk or slices of the projection), or FalconAttention's "
                    "_split_heads (transformers 4.5x): falcon-multi-query (multi_query: the queries a view, the one "
@@ -249,6 +257,12 @@ static const vp_field attention_fields[ATT_FIELDS] = {
                             "rotary on the sliding layers alone: layer i rotates unless (i + 1) is a multiple of "
                             "this (Cohere2Attention: apply_rotary_pos_emb only where sliding_window is set; the "
                             "global layers have no position embedding); 0: every layer rotates"},
+    [ATT_SINKS] = {"sinks", VP_FIELD_BOOL, false, 0, 0, 1, NULL,
+                   "a learned sink logit per head joined to every row of scores (GPT-OSS's attention, transformers "
+                   "5): under eager attention the masked scores, their cat with the sinks, the row max taken off "
+                   "and the softmax without upcast, the sink column sliced off (a view) and the probabilities cast "
+                   "to the values' dtype; transformers has no SDPA path for it (sdpa runs eagerly), flash is the "
+                   "hub's FlashAttention-3 with sinks"},
 };
 
 /* head_dim is the queries' and keys' width; v_dim the values' (they differ
@@ -269,6 +283,9 @@ static bool gptj_rotary(const vp_op *op) {
 }
 static bool cohere_rotary(const vp_op *op) {
     return vp_op_flag(op, ATT_ROTARY) && vp_op_u64(op, ATT_ROTARY_STYLE) == ROTARY_COHERE;
+}
+static bool chunked_rotary(const vp_op *op) {
+    return vp_op_flag(op, ATT_ROTARY) && vp_op_u64(op, ATT_ROTARY_STYLE) == ROTARY_CHUNKED;
 }
 
 static vp_falcon_shape falcon_shape(const vp_op *op);
@@ -411,6 +428,13 @@ static const char *attention_check(const vp_op *op) {
     if (rotary_dim && ((!vp_op_flag(op, ATT_ROTARY_CAT) && !gptj_rotary(op)) || rotary_dim % 2 || rotary_dim > s.head_dim))
         return "rotary_dim needs rotary_cat and an even width no wider than a head";
     if (vp_op_flag(op, ATT_ROTARY) && s.head_dim % 2) return "rotary attention needs an even head_dim";
+    if (chunked_rotary(op) && (vp_op_flag(op, ATT_ROTARY_CAT) || vp_op_flag(op, ATT_FUSED_QKV)))
+        return "rotary_style = \"chunked\" is GPT-OSS's attention: separate q, k, v and no rotary_cat";
+    if (vp_op_flag(op, ATT_SINKS) && (vp_op_flag(op, ATT_ALIBI) || vp_op_flag(op, ATT_POSITION_BIAS) ||
+                                      vp_op_flag(op, ATT_FUSED_QKV) || op->value[ATT_SOFTCAP] > 0 ||
+                                      vp_op_flag(op, ATT_SCALE_IN_PLACE) || vp_op_flag(op, ATT_UPCAST_SOFTMAX)))
+        return "sinks is GPT-OSS's attention: separate q, k, v, an additive mask, no alibi, position_bias, softcap "
+               "or upcast_softmax (its softmax keeps the scores' dtype)";
     if (vp_op_u64(op, ATT_MASK) == MASK_BOOL_BUFFER && !vp_op_u64(op, ATT_POSITIONS))
         return "positions is required with mask = \"bool-buffer\"";
     if (vp_op_u64(op, ATT_MODULE_NAMES) == NAMES_BLOOM && !vp_op_flag(op, ATT_FUSED_QKV))
@@ -447,6 +471,19 @@ static const char *attention_recipe_problem(const vp_model *model, const vp_reci
     bool hybrid = (op && (vp_op_u64(op, ATT_MASK) == MASK_ADDITIVE_HYBRID || op->value[ATT_SOFTCAP] > 0)) ||
                   model->facts.sliding_mask;
     bool transformers = vp_framework_of(recipe)->hf_modeling;
+    /* GptOssPreTrainedModel: _supports_sdpa = False (sdpa, the default,
+     * runs eagerly: kernel_for); its flash path is the hub's
+     * kernels-community/vllm-flash-attn3, FlashAttention-3 with sinks */
+    if (op && vp_op_flag(op, ATT_SINKS)) {
+        if (recipe->attention == VP_ATTN_MEM_EFFICIENT)
+            return "attention: GPT-OSS's attention sinks have no SDPA kernel in transformers (eager, or flash: the "
+                   "hub's FlashAttention-3 with sinks)";
+        if (!transformers || recipe->cp > 1)
+            return "framework: GPT-OSS's attention is modelled as transformers runs it (no megatron, no cp)";
+        if (vp_finetune_method_of(recipe)->virtual_tokens == VP_VIRTUAL_PREFIX)
+            return "finetune: prefix tuning of GPT-OSS is not modelled";
+        return NULL;
+    }
     if (hybrid && (!transformers || recipe->cp > 1))
         return "framework: Gemma 2's and Gemma 3's attention (per-layer sliding masks, soft caps) is modelled as "
                "transformers runs it (no megatron, no cp)";
@@ -509,7 +546,7 @@ static const char *attention_recipe_problem(const vp_model *model, const vp_reci
     return NULL;
 }
 
-enum { Q_W, Q_B, K_W, K_B, V_W, V_B, O_W, O_B, MASK_BUFFER, Q_NORM, K_NORM, ATT_SLOTS };
+enum { Q_W, Q_B, K_W, K_B, V_W, V_B, O_W, O_B, MASK_BUFFER, Q_NORM, K_NORM, SINKS, ATT_SLOTS };
 
 static unsigned attention_leaves(const vp_op *op, const vp_ranks *split, vp_leaf_spec *out) {
     if (is_mla(op)) {
@@ -555,6 +592,8 @@ static unsigned attention_leaves(const vp_op *op, const vp_ranks *split, vp_leaf
         out[Q_NORM] = vp_param(whole ? q : s.head_dim, "q_norm.weight", VP_MODULE_NORM, 0);
         out[K_NORM] = vp_param(whole ? kv : s.head_dim, "k_norm.weight", VP_MODULE_NORM, 0);
     }
+    /* GptOssAttention.sinks: nn.Parameter(torch.empty(num_attention_heads)) */
+    if (vp_op_flag(op, ATT_SINKS)) out[SINKS] = vp_param(s.heads, "sinks", VP_MODULE_NONE, 0);
     if (vp_op_u64(op, ATT_MASK) == MASK_BOOL_BUFFER) {
         /* GPT2Attention registers torch.tril(ones(n, n, dtype=bool)) per layer */
         uint64_t n = vp_op_u64(op, ATT_POSITIONS);
@@ -577,6 +616,7 @@ static bool sdpa_16bit(kernel which) { return which == KERNEL_SDPA_FLASH || whic
 static kernel kernel_for(const vp_step *step, const vp_op *op) {
     if (vp_op_flag(op, ATT_ALIBI) || vp_op_flag(op, ATT_POSITION_BIAS) || (is_mla(op) && deepseek_rotary(op)))
         return KERNEL_EAGER; /* see attention_recipe_problem */
+    if (vp_op_flag(op, ATT_SINKS) && step->recipe->attention == VP_ATTN_SDPA) return KERNEL_EAGER;
     switch (step->recipe->attention) {
     case VP_ATTN_FLASH: return KERNEL_FLASH;
     case VP_ATTN_MEM_EFFICIENT: return KERNEL_MEM_EFFICIENT;
@@ -695,13 +735,27 @@ static void prepare_padded_mask(vp_step *step, uint64_t keys, bool prefix) {
  * the batch (a view), then torch.where(mask, 0, finfo.min), which
  * materializes [b, 1, s, keys] in the activations' dtype; the bool goes as
  * eager_mask rebinds the name. The aranges are a few int64 rows, left out. */
-static void prepare_masking_utils_mask(vp_step *step, uint64_t keys) {
+static void prepare_masking_utils_mask(vp_step *step, uint64_t keys, vp_tensor_slot slot) {
     vp_sim *sim = &step->sim;
-    vp_step_set_tensor_columns(step, VP_TENSOR_CAUSAL_MASK, keys);
+    vp_step_set_tensor_columns(step, slot, keys);
     uint64_t rows = vp_numel(sim, step->seq, keys);
-    vp_t allowed = vp_new(sim, rows, VP_BOOL, "causal_mask.sdpa_mask");
-    vp_step_put_tensor(step, VP_TENSOR_CAUSAL_MASK,
-                       vp_new(sim, vp_numel(sim, step->batch, rows), step->activation, "causal_mask.where"));
+    vp_t allowed;
+    if (slot == VP_TENSOR_SLIDING_MASK) {
+        /* sliding_window_causal_mask_function: and_masks(sliding_window_overlay,
+         * causal_mask_function), `result = result & mask(...)` for each from a
+         * 0-dim True: the overlay's bool and the first conjunction, then the
+         * causal bool and the second, the first going as the name is rebound */
+        vp_t overlay = vp_new(sim, rows, VP_BOOL, "sliding_mask.overlay");
+        vp_t first = vp_new(sim, rows, VP_BOOL, "sliding_mask.and");
+        vp_drop(sim, overlay);
+        vp_t causal = vp_new(sim, rows, VP_BOOL, "sliding_mask.causal");
+        allowed = vp_new(sim, rows, VP_BOOL, "sliding_mask.and");
+        vp_drop(sim, first);
+        vp_drop(sim, causal);
+    } else {
+        allowed = vp_new(sim, rows, VP_BOOL, "causal_mask.sdpa_mask");
+    }
+    vp_step_put_tensor(step, slot, vp_new(sim, vp_numel(sim, step->batch, rows), step->activation, "causal_mask.where"));
     vp_drop(sim, allowed);
 }
 
@@ -775,9 +829,12 @@ static void prepare_masks(vp_step *step, const vp_op *op, bool eager) {
         sim->grad_mode = grad_mode;
         return;
     }
-    if (mask_kind == MASK_ADDITIVE_4D) {
+    if (mask_kind == MASK_ADDITIVE_4D || mask_kind == MASK_ADDITIVE_4D_PAIR) {
         sim->grad_mode = false;
-        prepare_masking_utils_mask(step, keys);
+        prepare_masking_utils_mask(step, keys, VP_TENSOR_CAUSAL_MASK);
+        /* create_sliding_window_causal_mask: the same calls with the window
+         * and-ed into the mask function */
+        if (mask_kind == MASK_ADDITIVE_4D_PAIR) prepare_masking_utils_mask(step, keys, VP_TENSOR_SLIDING_MASK);
         sim->grad_mode = grad_mode;
         return;
     }
@@ -842,6 +899,10 @@ typedef struct {
     vp_dtype input_dtype; /* the module's input's (Falcon's softmax takes it) */
     vp_t locals[8]; /* other tensors the module's Python locals keep until it returns */
     unsigned n_locals;
+    /* GPT-OSS's eager_attention_forward: attn_weights' masked scores, until
+     * the name is rebound to the probabilities; combined_logits and probs,
+     * until the function returns */
+    vp_t masked_scores, combined, probs;
 } qkv;
 
 /* The module returns: its projections and other locals go. */
@@ -919,6 +980,35 @@ static vp_t falcon_normalize(vp_step *step, vp_t scores, qkv *in) {
     return probs;
 }
 
+/* GPT-OSS's eager_attention_forward (transformers 5, models/gpt_oss) from
+ * the masked scores on: each head's sink logit (module.sinks reshaped and
+ * expanded over the rows: a view) joined to every row by torch.cat (the
+ * promoted dtype), the row max (max(dim=-1, keepdim=True): values and the
+ * int64 indices MaxBackward keeps) taken off, softmax with the logits' own
+ * dtype (autocast leaves a softmax with a dtype alone), the sink column
+ * sliced off, a view whose backward makes a zero-filled gradient of all of
+ * probs. The masked scores stay bound to attn_weights until eager()
+ * rebinds it, combined_logits and probs until the function returns.
+ * Takes over the reference to masked; returns the scores' view. */
+static vp_t sink_softmax(vp_step *step, const vp_t *leaves, vp_t masked, qkv *in) {
+    vp_sim *sim = &step->sim;
+    uint64_t numel = vp_at(sim, masked)->numel, keys = in->kv_len ? in->kv_len : step->seq + step->past_tokens;
+    uint64_t rows = numel / keys;
+    vp_t sinks = vp_expand(sim, leaves[SINKS], rows, "attention.sinks");
+    vp_t combined = vp_cat(sim, masked, sinks, "attention.sinks_cat");
+    vp_drop(sim, sinks);
+    in->masked_scores = masked;
+    vp_t max_indices;
+    vp_t max = vp_topk(sim, combined, rows, &max_indices, "attention.row_max");
+    vp_drop(sim, max_indices); /* `.values` of the returned pair: the indices live in MaxBackward */
+    vp_t shifted = vp_sub(sim, combined, max, vp_at(sim, combined)->numel, "attention.minus_max");
+    vp_drop(sim, max);
+    vp_drop(sim, combined); /* the name rebound to the difference */
+    in->combined = shifted;
+    in->probs = vp_unary(sim, shifted, VP_SAVES_OUTPUT, 0, (vp_dtype)vp_at(sim, shifted)->dtype, "attention.softmax");
+    return vp_slice(sim, in->probs, numel, "attention.drop_sink");
+}
+
 /* Scores to probabilities: scale, causal mask and softmax as the model's
  * code does them (HF: separate ops, LLaMA's softmax upcast to fp32 and cast
  * back; Megatron: FusedScaleMaskSoftmax, one kernel that keeps its 16-bit
@@ -980,6 +1070,7 @@ static vp_t normalize(vp_step *step, const vp_op *op, const vp_t *leaves, vp_t s
         if (vp_op_flag(op, ATT_SCORES_LOCAL)) keep_local(sim, in, masked);
     }
     vp_drop(sim, scaled);
+    if (vp_op_flag(op, ATT_SINKS)) return sink_softmax(step, leaves, masked, in);
 
     if (vp_op_flag(op, ATT_UPCAST_SOFTMAX)) {
         /* softmax(x, dim=-1, dtype=torch.float32).to(query.dtype): with a dtype
@@ -1083,6 +1174,13 @@ static vp_t eager(vp_step *step, const vp_op *op, const vp_t *leaves, qkv *in, s
 
     vp_t dropped = vp_train_dropout(step, probs, op->value[ATT_DROPOUT], "attention.dropout");
     vp_drop(sim, probs);
+    if (in->masked_scores) { /* GPT-OSS: attn_weights = dropout(scores).to(value_states.dtype) */
+        vp_t cast = vp_to(sim, dropped, (vp_dtype)vp_at(sim, v)->dtype, "attention.probs_to");
+        vp_drop(sim, dropped);
+        dropped = cast;
+        vp_drop(sim, in->masked_scores);
+        in->masked_scores = 0;
+    }
     if (vp_op_flag(op, ATT_KEEPS_WEIGHTS)) vp_step_keep_local(step, dropped, VP_LOCAL_OF_LAYER);
     if (vp_op_flag(op, ATT_PROBS_LOCAL)) keep_local(sim, in, dropped);
 
@@ -1104,6 +1202,9 @@ static vp_t eager(vp_step *step, const vp_op *op, const vp_t *leaves, qkv *in, s
     vp_drop(sim, context);
     vp_drop(sim, k);
     vp_drop(sim, v);
+    vp_drop(sim, in->combined);
+    vp_drop(sim, in->probs);
+    in->combined = in->probs = 0;
     return merged;
 }
 
@@ -1505,6 +1606,9 @@ static vp_t attention_forward(vp_step *step, const vp_op *op, const vp_t *leaves
         vp_gptj_rotary(step, &g, &in.q, &in.k, keep_local_of, &keeper);
     } else if (rotates && cohere_rotary(op)) {
         vp_cohere_rotary(step, &in.q, &in.k);
+    } else if (rotates && chunked_rotary(op)) {
+        vp_chunked_rotary(step, &in.q, &in.k);
+        in.q_contiguous = in.k_contiguous = true; /* torch.cat's results */
     } else if (rotates && !mla) {
         vp_t q = rotate(step, op, in.q, &in, "attention.rotary_q");
         vp_t k = rotate(step, op, in.k, &in, "attention.rotary_k");

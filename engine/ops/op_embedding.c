@@ -315,7 +315,7 @@ const vp_op_kind vp_op_position_embedding = {
 
 /* ---- rotary tables ---- */
 
-enum { ROTARY_HEAD_DIM, ROTARY_THETA, ROTARY_LOCAL, ROTARY_TABLES, ROTARY_COMPLEX, ROTARY_FIELDS };
+enum { ROTARY_HEAD_DIM, ROTARY_THETA, ROTARY_LOCAL, ROTARY_TABLES, ROTARY_COMPLEX, ROTARY_HALF_TABLES, ROTARY_FIELDS };
 
 static const vp_field rotary_fields[ROTARY_FIELDS] = {
     [ROTARY_HEAD_DIM] = {"head_dim", VP_FIELD_INT, true, 0, 2, 1 << 16, NULL, "rotated dimensions per head"},
@@ -329,12 +329,18 @@ static const vp_field rotary_fields[ROTARY_FIELDS] = {
     [ROTARY_COMPLEX] = {"complex", VP_FIELD_BOOL, false, 0, 0, 1, NULL,
                         "one complex64 table, freqs_cis [1, s, head_dim / 2] (transformers' "
                         "DeepseekV2RotaryEmbedding, 4.54+), instead of cos and sin"},
+    [ROTARY_HALF_TABLES] = {"half_tables", VP_FIELD_BOOL, false, 0, 0, 1, NULL,
+                            "cos and sin of the frequencies themselves, [s, head_dim / 2] (GptOssRotaryEmbedding, "
+                            "transformers 5: emb = freqs, no cat), for rotary_style chunked"},
 };
 
 static const char *rotary_check(const vp_op *op) {
     if (vp_op_u64(op, ROTARY_HEAD_DIM) % 2) return "head_dim must be even for rotary embeddings";
     if (vp_op_flag(op, ROTARY_COMPLEX) && (vp_op_flag(op, ROTARY_LOCAL) || !vp_op_flag(op, ROTARY_TABLES)))
         return "complex tables are the model's one pair: not with sliding or tables = false";
+    if (vp_op_flag(op, ROTARY_HALF_TABLES) &&
+        (vp_op_flag(op, ROTARY_COMPLEX) || vp_op_flag(op, ROTARY_LOCAL) || !vp_op_flag(op, ROTARY_TABLES)))
+        return "half_tables are GPT-OSS's one pair: not with complex, sliding or tables = false";
     return NULL;
 }
 
@@ -397,8 +403,11 @@ static void rotary_prepare(vp_step *step, const vp_op *op) {
     vp_t positions = vp_new(sim, step->seq, VP_FP32, "rotary.positions");
     vp_t freqs = vp_new(sim, half, VP_FP32, "rotary.freqs");
     vp_drop(sim, positions);
-    vp_t emb = vp_new(sim, full, VP_FP32, "rotary.emb");
-    vp_drop(sim, freqs);
+    /* GPT-OSS: emb = freqs, the same tensor */
+    bool halved = vp_op_flag(op, ROTARY_HALF_TABLES);
+    vp_t emb = halved ? freqs : vp_new(sim, full, VP_FP32, "rotary.emb");
+    if (halved) full = half;
+    else vp_drop(sim, freqs);
     vp_t scaled[2], tables[2];
     for (int i = 0; i < 2; i++) {
         vp_t raw = vp_new(sim, full, VP_FP32, "rotary.cos_sin");

@@ -10,7 +10,8 @@
 #include "framework.h"
 #include "optimizer.h"
 
-static const char *const block_names[] = {"mixtral", "deepseek", "deepseek_v3", "deepseek_v2", "deepseek_v2_hf", NULL};
+static const char *const block_names[] = {"mixtral",        "deepseek", "deepseek_v3", "deepseek_v2",
+                                          "deepseek_v2_hf", "gpt_oss",  NULL};
 static const char *const expert_name_sets[] = {"w", "proj", NULL};
 
 static const vp_field moe_fields[MOE_FIELDS] = {
@@ -31,7 +32,9 @@ static const vp_field moe_fields[MOE_FIELDS] = {
                    "DeepSeek-V3's (deepseek_v3) or DeepSeek-V2's own modeling code (deepseek_v2: DeepSeekMoE's path "
                    "behind an fp32 gate, routed_scaling_factor unless norm_topk) or transformers' DeepseekV2MoE "
                    "(deepseek_v2_hf: the same gate, always scaled, no auxiliary loss; the assignments sorted by "
-                   "expert, transformers 4.56-4.57)"},
+                   "expert, transformers 4.56-4.57) or transformers' GptOssMLP (gpt_oss: a router with a bias "
+                   "whose top-k logits are softmaxed, 3-D experts with biases in every release, the gate and up "
+                   "columns interleaved, clamped, gate * sigmoid(1.702 gate) * (up + 1))"},
     [MOE_AUX_LOSS] = {"aux_loss", VP_FIELD_BOOL, false, 0, 0, 1, NULL,
                       "DeepSeekMoE's sequence-wise auxiliary loss (aux_loss_alpha > 0)"},
     [MOE_GROUPS] = {"groups", VP_FIELD_INT, false, 1, 1, 1 << 14, NULL,
@@ -64,6 +67,9 @@ static const char *moe_check(const vp_op *op) {
         if (e % g) return "groups must divide experts";
         if (vp_op_u64(op, MOE_TOPK_GROUPS) > g) return "topk_groups cannot exceed groups";
     }
+    if (vp_moe_gpt_oss(op) && (vp_op_u64(op, MOE_SHARED) || vp_op_flag(op, MOE_AUX_LOSS) ||
+                               vp_op_flag(op, MOE_ROUTER_LOGITS) || vp_op_u64(op, MOE_GROUPS) > 1))
+        return "block = \"gpt_oss\" is GPT-OSS's: no shared experts, aux_loss, output_router_logits or groups";
     /* AddAuxiliaryLoss.apply(y, aux_loss) runs whatever alpha is: with no
      * loss (alpha = 0) its loss.numel() fails */
     if (vp_op_u64(op, MOE_BLOCK) == MOE_BLOCK_DEEPSEEK_V2 && !vp_op_flag(op, MOE_AUX_LOSS))
@@ -77,7 +83,21 @@ static const char *moe_check_tp(const vp_op *op, unsigned tp) {
     return NULL;
 }
 
-enum { ROUTER, W1, W3, W2, SHARED_UP, SHARED_GATE_PROJ, SHARED_DOWN, SHARED_GATE, SCORE_BIAS, MOE_SPECS };
+enum {
+    ROUTER,
+    W1,
+    W3,
+    W2,
+    SHARED_UP,
+    SHARED_GATE_PROJ,
+    SHARED_DOWN,
+    SHARED_GATE,
+    SCORE_BIAS,
+    ROUTER_BIAS,
+    W1_BIAS,
+    W2_BIAS,
+    MOE_SPECS
+};
 
 /* `local` identical experts' copies of a weight, split over expert-parallel ranks. */
 static vp_leaf_spec experts_of(vp_leaf_spec spec, unsigned local) {
@@ -108,11 +128,12 @@ static unsigned moe_leaves(const vp_op *op, const vp_ranks *split, vp_leaf_spec 
     /* HF's routers are nn.Linear (LoRA's all-linear and bitsandbytes take
      * them); DeepSeek's MoEGate and transformers 5's TopKRouter hold a bare
      * weight for F.linear */
+    bool gpt_oss = vp_moe_gpt_oss(op);
     bool linear_router = vp_op_u64(op, MOE_BLOCK) == MOE_BLOCK_MIXTRAL && !split->fused_experts;
     out[ROUTER] = vp_param(e * h, "moe.gate.weight", VP_MODULE_GATE, linear_router ? e : 0);
     out[ROUTER].rows = e; /* an (experts, hidden) matrix either way: factored optimizers factor it */
     bool proj = vp_op_u64(op, MOE_EXPERT_NAMES) == MOE_NAMES_PROJ;
-    if (split->fused_experts) {
+    if (split->fused_experts || gpt_oss) {
         fused_experts(out, local, f, h);
     } else {
         out[W1] = experts_of(vp_param(f * h, "moe.experts.w1", proj ? VP_MODULE_GATE_PROJ : VP_MODULE_W1, f), local);
@@ -128,6 +149,12 @@ static unsigned moe_leaves(const vp_op *op, const vp_ranks *split, vp_leaf_spec 
     bool v3 = vp_op_u64(op, MOE_BLOCK) == MOE_BLOCK_DEEPSEEK_V3;
     out[SCORE_BIAS] = (vp_leaf_spec){.numel = v3 ? e : 0, .dtype = VP_FP32, .buffer = true,
                                      .label = "moe.gate.e_score_correction_bias", .count = 1};
+    /* GptOssTopKRouter.bias [experts]; GptOssExperts' gate_up_proj_bias
+     * [experts, 2 x intermediate] and down_proj_bias [experts, hidden] */
+    out[ROUTER_BIAS] = vp_param(gpt_oss ? e : 0, "moe.router.bias", VP_MODULE_NONE, 0);
+    out[W1_BIAS] = experts_of(vp_param(gpt_oss ? local * 2 * f : 0, "moe.experts.gate_up_proj_bias", VP_MODULE_NONE, 0), 1);
+    out[W2_BIAS] = experts_of(vp_param(gpt_oss ? local * h : 0, "moe.experts.down_proj_bias", VP_MODULE_NONE, 0), 1);
+    out[W1_BIAS].rows = out[W2_BIAS].rows = gpt_oss ? local : 0;
     return MOE_SPECS;
 }
 
@@ -140,6 +167,9 @@ static moe_slots slots_of(const vp_t *leaves, unsigned local) { /* local: 1 for 
     s.w2 = s.w3 + local;
     s.shared = s.w2 + local; /* up, gate, down, gate weight */
     s.score_bias = s.shared + 4;
+    s.router_bias = s.score_bias + 1;
+    s.w1_bias = s.router_bias + 1;
+    s.w2_bias = s.w1_bias + 1;
     return s;
 }
 
@@ -230,7 +260,7 @@ vp_t vp_moe_plus_shared(vp_step *step, const vp_op *op, const vp_t *shared, vp_t
 
 static vp_t moe_forward(vp_step *step, const vp_op *op, const vp_t *leaves, vp_t x) {
     unsigned local = (unsigned)(vp_op_u64(op, MOE_EXPERTS) / step->ep);
-    bool fused = vp_recipe_fused_experts(step->recipe);
+    bool fused = vp_recipe_fused_experts(step->recipe) || vp_moe_gpt_oss(op);
     moe_slots s = slots_of(leaves, fused ? 1 : local);
     if (fused) return vp_moe_fused(step, op, &s, x);
     if (vp_framework_of(step->recipe)->token_dispatcher) return vp_moe_megatron(step, op, &s, x);
@@ -241,12 +271,30 @@ static vp_t moe_forward(vp_step *step, const vp_op *op, const vp_t *leaves, vp_t
     return vp_moe_mixtral(step, op, &s, x);
 }
 
+/* GPT-OSS's experts are 3-D parameters in every transformers release
+ * (4.55 on): there is no module form to fall back to. */
+static const char *gpt_oss_problem(const vp_recipe *recipe) {
+    if (vp_framework_of(recipe)->token_dispatcher || vp_recipe_model_code(recipe) != VP_CODE_TRANSFORMERS)
+        return "framework: GPT-OSS is modelled as transformers runs it (its GptOssMLP; model_code transformers)";
+    if (recipe->experts_impl == VP_EXPERTS_MODULES)
+        return "experts_implementation: GPT-OSS holds its experts as 3-D parameters in every transformers release "
+               "(no modules form): use auto, eager or grouped_mm";
+    if (vp_finetune_method_of(recipe)->quantizes_base)
+        return "finetune: a quantized base of GPT-OSS (bitsandbytes leaves its 3-D experts unquantized; the hub's "
+               "MXFP4 experts dequantize for training) is not modelled: use lora on the 16-bit model";
+    if (vp_optimizer_at(recipe->optimizer)->beside_temps)
+        return "optimizer: the factored states of GPT-OSS's 3-D experts are not modelled; use an optimizer with "
+               "elementwise states";
+    return NULL;
+}
+
 /* What transformers 5's experts are modelled for: its Mixtral, Qwen3-MoE,
  * Qwen2-MoE (with its gated shared expert), DeepSeek-V2 and DeepSeek-V3
  * blocks, in
  * transformers' code, with optimizers that keep whole-tensor or
  * elementwise states. */
 static const char *fused_experts_problem(const vp_op *op, const vp_recipe *recipe) {
+    if (vp_moe_gpt_oss(op)) return gpt_oss_problem(recipe);
     if (vp_framework_of(recipe)->token_dispatcher)
         return "experts_implementation: framework megatron runs Megatron-Core's MoE layer; leave it auto";
     if (vp_recipe_model_code(recipe) != VP_CODE_TRANSFORMERS)
@@ -286,8 +334,11 @@ static const char *fused_experts_problem(const vp_op *op, const vp_recipe *recip
  * own), Megatron-Core, torchtitan, and what 5.x's experts are not modelled
  * under (a quantized base, factored optimizer states). */
 static void moe_resolve_recipe(const vp_model *model, vp_recipe *recipe) {
-    if (recipe->experts_impl != VP_EXPERTS_AUTO || recipe->transformers_major != 5) return;
+    if (recipe->experts_impl != VP_EXPERTS_AUTO) return;
     const vp_op *op = vp_section_find(&model->section[VP_SECTION_LAYER], &vp_op_moe);
+    /* GPT-OSS under 4.55-4.57: the experts' own training loop (eager) */
+    if (op && vp_moe_gpt_oss(op) && recipe->transformers_major != 5) recipe->experts_impl = VP_EXPERTS_EAGER;
+    if (recipe->transformers_major != 5) return;
     /* (fused_experts_problem does not read experts_implementation itself) */
     if (op && !fused_experts_problem(op, recipe)) recipe->experts_impl = VP_EXPERTS_GROUPED_MM;
 }
@@ -301,7 +352,7 @@ static const char *moe_recipe_problem(const vp_model *model, const vp_recipe *re
     if (recipe->tp > 1 && vp_framework_of(recipe)->dtensor_tp)
         return "tp: mixtures are modelled with Megatron-LM's tensor parallelism, not DTensor's (framework = fsdp2)";
     const vp_op *op = vp_section_find(&model->section[VP_SECTION_LAYER], &vp_op_moe);
-    if (op && vp_recipe_fused_experts(recipe)) return fused_experts_problem(op, recipe);
+    if (op && (vp_recipe_fused_experts(recipe) || vp_moe_gpt_oss(op))) return fused_experts_problem(op, recipe);
     if (!op || vp_framework_of(recipe)->token_dispatcher) return NULL;
     const vp_precision *precision = vp_precision_get(recipe->precision);
     /* DeepseekV2MoE in training (modeling_deepseek.py): the fp32 gate's

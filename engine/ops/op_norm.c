@@ -110,7 +110,7 @@ const vp_op_kind vp_op_layernorm = {
 
 /* ---- RMSNorm ---- */
 
-enum { RMS_HIDDEN, RMS_EPS, RMS_STYLE, RMS_FIELDS };
+enum { RMS_HIDDEN, RMS_EPS, RMS_STYLE, RMS_KEEP_FP32, RMS_FIELDS };
 
 enum { STYLE_LLAMA, STYLE_T5, STYLE_GEMMA, STYLE_OLMO2 };
 static const char *const style_names[] = {"llama", "t5", "gemma", "olmo2", NULL};
@@ -123,12 +123,16 @@ static const vp_field rmsnorm_fields[RMS_FIELDS] = {
                    "fp32, the input itself multiplied (T5LayerNorm); gemma: normalized and scaled by 1 + weight "
                    "in fp32, cast back last (GemmaRMSNorm); olmo2: the weight applied to the fp32 rows, cast back "
                    "last (Olmo2RMSNorm)"},
+    [RMS_KEEP_FP32] = {"keep_fp32", VP_FIELD_BOOL, false, 0, 0, 1, NULL,
+                       "the weight is among the model's _keep_in_fp32_modules (GPT-OSS's norms): fp32 when "
+                       "from_pretrained loads the model in fp16 or quantized"},
 };
 
 static unsigned rmsnorm_leaves(const vp_op *op, const vp_ranks *split, vp_leaf_spec *out) {
     unsigned tp = split->tp;
     (void)tp;
     out[0] = vp_param(vp_op_u64(op, RMS_HIDDEN), "rmsnorm.weight", VP_MODULE_NORM, 0);
+    out[0].keep_fp32 = vp_op_flag(op, RMS_KEEP_FP32);
     return 1;
 }
 

@@ -29,7 +29,10 @@
  *    rotary tables, the position_embeddings tuple the call's ctx holds as
  *    it is;
  *  - CAUSAL_MASK: the model's 4-D mask, with its row length
- *    (vp_step_tensor_columns); ALIBI: BLOOM's [b x heads, 1, s] bias;
+ *    (vp_step_tensor_columns); SLIDING_MASK: the second one of a model
+ *    that makes both (GPT-OSS's causal_mask_mapping: a layer is passed one
+ *    of the two, of one size, so CAUSAL_MASK's role speaks for it); ALIBI:
+ *    BLOOM's [b x heads, 1, s] bias;
  *  - MEMORY: T5's encoder output, which cross-attention reads;
  *  - PROMPT_MASK: PEFT's attention mask with the virtual tokens' ones;
  *  - POSITION_BIAS, CROSS_BIAS, SELF_MASK, CROSS_MASK: T5Stack's loop
@@ -58,6 +61,7 @@
     X(COS_LOCAL, BODY, HELD, 8, 1)              \
     X(SIN_LOCAL, BODY, HELD, 8, 1)              \
     X(CAUSAL_MASK, BODY, SAVED, 2, 1)           \
+    X(SLIDING_MASK, BODY, NONE, 0, 0)           \
     X(ALIBI, BODY, SAVED, 1, 1)                 \
     X(MEMORY, BODY, INPUT, 4, 1)                \
     X(PROMPT_MASK, BODY, NONE, 0, 0)            \

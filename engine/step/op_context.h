@@ -125,6 +125,10 @@ void vp_step_keep_router_logits(vp_step *step, vp_t logits);
 
 /* Keeps t as a local of `frame` (a new reference). */
 void vp_step_keep_local(vp_step *step, vp_t t, vp_local_frame frame);
+/* The decoder layer's one kept name is rebound to t (a new reference):
+ * what it held goes (GptOssDecoderLayer's `_`, the attention's weights,
+ * then the router scores). */
+void vp_step_rebind_layer_local(vp_step *step, vp_t t);
 /* A decoder layer that an op runs (not the step's layer loop) returns:
  * its locals and its layer-lifetime tensors go, as the loop's do. */
 void vp_step_layer_returns(vp_step *step);

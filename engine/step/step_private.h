@@ -191,8 +191,10 @@ typedef struct {
     vp_t *outputs[VP_NODE_MAX_OUT];
     unsigned n_outputs;
 } vp_layer_call;
-/* False when the table's arguments do not fit a node: an op-table bug. */
-bool vp_step_layer_call(vp_step *step, vp_t x, vp_layer_call *call);
+/* The call of the chunk whose first layer is `layer` (the model's index:
+ * which of GPT-OSS's masks it is passed). False when the table's
+ * arguments do not fit a node: an op-table bug. */
+bool vp_step_layer_call(vp_step *step, vp_t x, unsigned layer, vp_layer_call *call);
 
 /* Records the adapters of a weight for the step's forward (lora.h). */
 bool vp_step_add_adapter(vp_step *step, const struct vp_lora_adapter *adapter);

@@ -322,6 +322,11 @@ void vp_step_drop_locals(vp_step *step, vp_local_frame frame) {
     }
 }
 
+void vp_step_rebind_layer_local(vp_step *step, vp_t t) {
+    vp_step_drop_locals(step, VP_LOCAL_OF_LAYER);
+    vp_step_keep_local(step, t, VP_LOCAL_OF_LAYER);
+}
+
 void vp_step_norm_returns(vp_step *step) { vp_step_drop_locals(step, VP_LOCAL_OF_POST_NORM_BLOCK); }
 
 void vp_step_layer_returns(vp_step *step) {

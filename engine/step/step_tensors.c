@@ -101,9 +101,13 @@ static bool add_input(vp_layer_call *call, vp_t *field) {
 
 /* One argument of the call: what its role makes of the slot. Tensors the
  * table does not hold are left out, but for results the call may make. */
-static bool add_argument(vp_step *step, vp_layer_call *call, unsigned i) {
+static bool add_argument(vp_step *step, vp_layer_call *call, unsigned i, unsigned layer) {
     vp_tensor_entry *e = &step->priv->tensors[i];
     vp_t *field = &e->tensor;
+    /* GPT-OSS's layers alternate, sliding first (its configs' layer_types):
+     * an even layer is passed the sliding-window mask in the causal one's place */
+    vp_t *sliding = &step->priv->tensors[VP_TENSOR_SLIDING_MASK].tensor;
+    if (i == VP_TENSOR_CAUSAL_MASK && *sliding && layer % 2 == 0) field = sliding;
     if (!e->passes) return true;
     bool ok = true;
     switch (slots[i].role) {
@@ -124,12 +128,12 @@ static bool add_argument(vp_step *step, vp_layer_call *call, unsigned i) {
     return true;
 }
 
-bool vp_step_layer_call(vp_step *step, vp_t x, vp_layer_call *call) {
+bool vp_step_layer_call(vp_step *step, vp_t x, unsigned layer, vp_layer_call *call) {
     *call = (vp_layer_call){.inputs = {x}, .n_inputs = 1};
     bool ok = true;
     for (unsigned argument = 1; argument <= ARGUMENTS_MAX; argument++)
         for (unsigned i = 0; i < VP_TENSOR_SLOTS; i++)
-            if (slots[i].argument == argument) ok = add_argument(step, call, i) && ok;
+            if (slots[i].argument == argument) ok = add_argument(step, call, i, layer) && ok;
     /* the chunk's router logits: the outputs' room past the table's */
     vp_step_private *p = step->priv;
     for (unsigned i = 0; i < VP_CHUNK_ROUTER_MAX && call->n_outputs < VP_NODE_MAX_OUT - 1; i++)

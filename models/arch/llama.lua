@@ -10,7 +10,8 @@
 -- multipliers Granite (GraniteForCausalLM); with norm_position "sandwich",
 -- sliding_pattern and the soft caps Gemma 2 (Gemma2ForCausalLM); with
 -- those and qk_norm_style "gemma", local_rope and scaled_embedding Gemma 3's
--- text model (Gemma3ForCausalLM).
+-- text model (Gemma3ForCausalLM); with moe_block "gpt_oss", attention_sinks,
+-- chunked_rotary and hybrid_masks GPT-OSS (GptOssForCausalLM, transformers 5).
 -- Field names follow vramplan; HF config.json keys map onto them (hf.lua).
 return architecture {
   name = "llama",
@@ -46,7 +47,8 @@ return architecture {
     { "moe_block", "string", default = "mixtral",
       doc = "plain-PyTorch MoE code: mixtral (HF's token loop, Qwen2-MoE too), deepseek (DeepSeekMoE's training path), "
             .. "deepseek_v3 (transformers' DeepseekV3MoE), deepseek_v2 (DeepSeek-V2's own modeling code) or "
-            .. "deepseek_v2_hf (transformers' DeepseekV2MoE, 4.56-4.57)" },
+            .. "deepseek_v2_hf (transformers' DeepseekV2MoE, 4.56-4.57) or gpt_oss (transformers' GptOssMLP: "
+            .. "biased router and 3-D experts, the clamped gate)" },
     { "expert_names", "string", default = function(c) return c.moe_block == "mixtral" and "w" or "proj" end,
       doc = "the experts' projection names: w (w1, w3, w2: Mixtral) or proj (gate_proj, up_proj, down_proj)" },
     { "aux_loss", "bool", default = false, doc = "DeepSeekMoE's sequence-wise auxiliary loss (aux_loss_alpha > 0)" },
@@ -124,6 +126,17 @@ return architecture {
       doc = "a blocks script whose Lua blocks (attention, mlp, rmsnorm) replace the core's ops: llama (LLaMA's, "
             .. "models/blocks/llama.lua), diff_transformer (differential attention), or one of your own "
             .. "(blocks/NAME.lua beside the model; docs/writing-blocks.md)" },
+    { "attention_sinks", "bool", default = false,
+      doc = "GPT-OSS: a learned sink logit per head joined to the scores before the softmax (eager attention; "
+            .. "transformers has no SDPA path for it)" },
+    { "chunked_rotary", "bool", default = false,
+      doc = "GPT-OSS: half-width rotary tables (emb = freqs) and each head's halves rotated by torch.chunk and joined "
+            .. "by torch.cat (_apply_rotary_emb)" },
+    { "norm_keep_fp32", "bool", default = false,
+      doc = "the RMSNorms are _keep_in_fp32_modules (GPT-OSS): fp32 weights when the model loads in fp16 or quantized" },
+    { "hybrid_masks", "bool", default = false,
+      doc = "transformers 5's causal_mask_mapping (GPT-OSS's layer_types): a full causal and a sliding-window eager "
+            .. "mask made once each by masking_utils, both kept through the layers" },
     { "capacity_factor", "number", default = 0, min = 0,
       doc = "Megatron's moe_expert_capacity_factor: rows per expert as a multiple of the even share (0: dropless)" },
   },
@@ -138,8 +151,15 @@ return architecture {
       return "experts_per_token", string.format("cannot exceed experts (%d)", c.experts)
     end
     if c.moe_block ~= "mixtral" and c.moe_block ~= "deepseek" and c.moe_block ~= "deepseek_v3"
-        and c.moe_block ~= "deepseek_v2" and c.moe_block ~= "deepseek_v2_hf" then
-      return "moe_block", "must be mixtral, deepseek, deepseek_v3, deepseek_v2 or deepseek_v2_hf"
+        and c.moe_block ~= "deepseek_v2" and c.moe_block ~= "deepseek_v2_hf" and c.moe_block ~= "gpt_oss" then
+      return "moe_block", "must be mixtral, deepseek, deepseek_v3, deepseek_v2, deepseek_v2_hf or gpt_oss"
+    end
+    if c.hybrid_masks and (not c.masking_utils or c.sliding_window == 0 or c.sliding_pattern > 0) then
+      return "hybrid_masks", "needs masking_utils and a sliding_window, and no sliding_pattern"
+    end
+    if (c.attention_sinks or c.chunked_rotary) and (c.kv_lora_rank > 0 or c.fused_projections) then
+      return c.attention_sinks and "attention_sinks" or "chunked_rotary",
+        "is GPT-OSS's attention: no latent attention or fused projections"
     end
     if c.complex_rotary and (c.kv_lora_rank == 0 or c.layer_rotary or c.rope_interleave) then
       return "complex_rotary", "is transformers' DeepSeek-V2 latent attention: needs kv_lora_rank, not with "
@@ -208,7 +228,7 @@ return architecture {
     end
     local function norm()
       if lua.rmsnorm then return lua.rmsnorm() end
-      return rmsnorm { hidden = c.hidden, eps = c.norm_eps, style = c.norm_style }
+      return rmsnorm { hidden = c.hidden, eps = c.norm_eps, style = c.norm_style, keep_fp32 = c.norm_keep_fp32 }
     end
     -- pre: the block's input normalized (LLaMA); post: its output, before
     -- the residual add (OLMo-2)
@@ -228,11 +248,15 @@ return architecture {
           hidden = c.hidden, heads = c.heads, kv_heads = c.kv_heads, head_dim = c.head_dim,
           qkv_bias = c.qkv_bias, out_bias = c.attention_bias, rotary = true,
           -- DeepSeek-V2's attention sets attn_weights = None before it returns
-          dropout = c.attn_dropout, upcast_softmax = true, caches = not hybrid, keeps_weights = not c.layer_rotary,
-          rotary_style = c.layer_rotary and "deepseek" or c.complex_rotary and "complex" or nil,
-          mask = hybrid and "additive-hybrid" or c.mistral_mask and "additive-mistral"
-            or c.masking_utils and "additive-4d" or "additive",
-          sliding_window = hybrid and 0 or c.sliding_window, softcap = c.attn_softcap,
+          -- GPT-OSS's softmax keeps the scores' dtype
+          dropout = c.attn_dropout, upcast_softmax = not c.attention_sinks, caches = not hybrid,
+          keeps_weights = not c.layer_rotary, sinks = c.attention_sinks,
+          rotary_style = c.layer_rotary and "deepseek" or c.complex_rotary and "complex"
+            or c.chunked_rotary and "chunked" or nil,
+          mask = c.hybrid_masks and "additive-4d-pair" or hybrid and "additive-hybrid"
+            or c.mistral_mask and "additive-mistral" or c.masking_utils and "additive-4d" or "additive",
+          -- (GPT-OSS's window changes no kernel's memory: eager gets the masks, flash a window size)
+          sliding_window = (hybrid or c.hybrid_masks) and 0 or c.sliding_window, softcap = c.attn_softcap,
           fused_qkv = c.fused_projections, rotary_cat = c.fused_projections,
           rotary_dim = c.partial_rotary_factor < 1 and math.floor(c.head_dim * c.partial_rotary_factor) or 0,
           module_names = c.fused_projections and "phi3" or nil,
@@ -252,7 +276,7 @@ return architecture {
     if c.multipliers then embed[#embed + 1] = scale { model_local = true } end
     local rotary_dim = c.kv_lora_rank > 0 and c.qk_rope_head_dim or math.floor(c.head_dim * c.partial_rotary_factor)
     embed[#embed + 1] = rotary_embedding { head_dim = rotary_dim, theta = c.rope_theta, tables = not c.layer_rotary,
-                                           complex = c.complex_rotary }
+                                           complex = c.complex_rotary, half_tables = c.chunked_rotary }
     if c.local_rope then embed[#embed + 1] = rotary_embedding { head_dim = rotary_dim, sliding = true } end
     if c.embed_scale then embed[#embed + 1] = scale {} end
     local final = {

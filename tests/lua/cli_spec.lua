@@ -92,6 +92,8 @@ describe("vramplan estimate", function()
     helper.assert_same_model("tests/fixtures/qwen2.5-7b-config.json", "models/qwen2.5-7b.lua")
     helper.assert_same_model("tests/fixtures/qwen3-8b-config.json", "models/qwen3-8b.lua")
     helper.assert_same_model("tests/fixtures/bloom-560m-config.json", "models/bloom-560m.lua")
+    helper.assert_same_model("tests/fixtures/gpt-oss-20b-config.json", "models/gpt-oss-20b.lua")
+    helper.assert_same_model("tests/fixtures/gpt-oss-120b-config.json", "models/gpt-oss-120b.lua")
   end)
 
   it("names what a BLOOM config asks for that is not modelled", function()

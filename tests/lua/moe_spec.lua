@@ -192,7 +192,7 @@ describe("expert-parallel layouts that do not hold together", function()
     helper.assert_config_rejected('{"model_type": "deepseek", "n_routed_experts": 8, "moe_layer_freq": 2}', "moe_layer_freq")
     local _, err, code = helper.run("estimate", "deepseek-moe-16b", "--set", "moe_block=switch")
     assert.are.equal(1, code)
-    assert.truthy(err:find("moe_block: must be mixtral, deepseek, deepseek_v3, deepseek_v2 or deepseek_v2_hf", 1, true), err)
+    assert.truthy(err:find("moe_block: must be mixtral, deepseek, deepseek_v3, deepseek_v2, deepseek_v2_hf or gpt_oss", 1, true), err)
   end)
 
   it("names the config.json keys the mixtures ask for that are not modelled", function()
@@ -353,5 +353,65 @@ describe("transformers 5's experts (experts_implementation)", function()
       assert.truthy(err:find("experts_implementation", 1, true), err)
       assert.truthy(err:find(case[3], 1, true), err)
     end
+  end)
+end)
+
+-- GPT-OSS (GptOssForCausalLM of transformers 5): its activations are
+-- checked against the same modules in PyTorch (compare.py gpt-oss); here,
+-- its parameters against the checkpoints' tensors and the recipes it
+-- refuses or resolves.
+describe("GPT-OSS", function()
+  -- the checkpoint's tensors per layer (openai/gpt-oss-20b's
+  -- model.safetensors.index.json shapes, the experts dequantized): q/k/v/o
+  -- with biases, 64 sinks, two norms, the router (weight and bias), the
+  -- experts' gate_up_proj [E, 2880, 5760] and down_proj [E, 2880, 2880]
+  -- with their biases; then the embedding, the head and the final norm
+  local function published(layers, experts)
+    local attention = (2880 * 4096 + 4096) + 2 * (2880 * 512 + 512) + (4096 * 2880 + 2880) + 64
+    local mlp = experts * 2880 + experts + experts * (2880 * 5760 + 5760 + 2880 * 2880 + 2880)
+    return layers * (attention + 2 * 2880 + mlp) + 2 * 201088 * 2880 + 2880
+  end
+
+  it("has the model card's parameter counts", function()
+    local small, large = helper.estimate("gpt-oss-20b"), helper.estimate("gpt-oss-120b")
+    assert.are.equal(published(24, 32), small.model.params)
+    assert.are.equal(published(36, 128), large.model.params)
+    -- the model card: 20.91B and 116.83B in total
+    assert.is_true(math.abs(small.model.params / 1e9 - 20.91) < 0.005)
+    assert.is_true(math.abs(large.model.params / 1e9 - 116.83) < 0.005)
+  end)
+
+  it("gives PEFT's all-linear the attention's projections alone", function()
+    -- the router is GptOssTopKRouter (a bare weight and bias) and the
+    -- experts bare 3-D parameters: no nn.Linear among them
+    local r = helper.estimate("gpt-oss-20b", "--set", "finetune=lora", "--set", "lora_targets=all-linear",
+      "--set", "seq_len=128", "--set", "precision=bf16")
+    local per_layer = 8 * ((2880 + 4096) + 2 * (2880 + 512) + (4096 + 2880))
+    assert.are.equal(24 * per_layer, r.model.trainable_params)
+  end)
+
+  it("runs its experts as the transformers release does and refuses what it has no form of", function()
+    local function impl(...)
+      return helper.estimate("gpt-oss-20b", "--set", "seq_len=128", "--set", "precision=bf16", ...)
+        .recipe.experts_implementation
+    end
+    assert.are.equal("eager", impl())
+    assert.are.equal("grouped_mm", impl("--set", "transformers_version=5"))
+    assert.are.equal("eager", impl("--set", "stack=hf-trainer", "--set", "transformers_version=4.57.1"))
+    local fails = function(...) return helper.fails("gpt-oss-20b", "--set", "seq_len=128", ...) end
+    assert.truthy(fails("--set", "experts_implementation=modules"):find("no modules form", 1, true))
+    assert.truthy(fails("--set", "finetune=qlora", "--set", "lora_targets=all-linear")
+      :find("quantized base of GPT-OSS", 1, true))
+    assert.truthy(fails("--set", "attention=sdpa-mem-efficient"):find("attention sinks", 1, true))
+  end)
+
+  it("runs sdpa eagerly, as transformers does without an SDPA path", function()
+    local function activations(attention)
+      return helper.estimate("gpt-oss-20b", "--set", "seq_len=256", "--set", "precision=bf16",
+        "--set", "attention=" .. attention).per_gpu.activations_bytes
+    end
+    assert.are.equal(activations("eager"), activations("sdpa"))
+    -- FlashAttention-3 with sinks never makes the s x s scores
+    assert.is_true(activations("flash") < activations("eager"))
   end)
 end)

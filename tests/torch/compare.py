@@ -227,6 +227,15 @@ def mixtral(h=64, layers=2, heads=4, kv=2, inter=96, vocab=256, experts=4, k=2):
                 num_experts_per_tok=k)
 
 
+def gpt_oss(h=64, layers=2, heads=4, kv=2, head_dim=24, inter=32, vocab=256, experts=4, k=2, window=8):
+    """GPT-OSS's layout (openai/gpt-oss-20b config.json: head_dim 64 over a
+    hidden of 2880, biases, sinks, sliding_window 128) at a small size."""
+    return {"model_type": "gpt_oss", "hidden_size": h, "num_hidden_layers": layers, "num_attention_heads": heads,
+            "num_key_value_heads": kv, "head_dim": head_dim, "intermediate_size": inter, "vocab_size": vocab,
+            "num_local_experts": experts, "num_experts_per_tok": k, "sliding_window": window,
+            "tie_word_embeddings": False, "attention_bias": True}
+
+
 def qwen_moe(h=64, layers=2, heads=4, inter=128, vocab=256, experts=6, k=2, moe_inter=32, shared=96, norm=False):
     return dict(llama(h, layers, heads, heads, inter, vocab), model_type="qwen2_moe", num_experts=experts,
                 num_experts_per_tok=k, moe_intermediate_size=moe_inter, shared_expert_intermediate_size=shared,
@@ -498,6 +507,26 @@ CASES = [
         "mixed-bf16", impl="for-loop", b=1, s=16, finetune="prompt", num_virtual_tokens=3,
         modules_to_save="embed_tokens,lm_head")),
     # Qwen2-MoE's 5.x block: the shared expert first, the routing weights cast to the logits' dtype
+    # GPT-OSS (transformers 5): sinks, chunked rotary, both masks, biased 3-D experts
+    ("gpt-oss eager fp32", gpt_oss(), recipe()),
+    ("gpt-oss eager bf16", gpt_oss(), recipe("bf16")),
+    ("gpt-oss eager amp-bf16", gpt_oss(), recipe("amp-bf16")),
+    ("gpt-oss grouped_mm fp32", gpt_oss(), recipe(experts_implementation="grouped_mm")),
+    ("gpt-oss grouped_mm bf16", gpt_oss(), recipe("bf16", experts_implementation="grouped_mm")),
+    ("gpt-oss grouped_mm amp-bf16", gpt_oss(), recipe("amp-bf16", experts_implementation="grouped_mm")),
+    ("gpt-oss checkpointed bf16", gpt_oss(layers=3), recipe("bf16", ckpt="full")),
+    ("gpt-oss lora all-linear amp-bf16", gpt_oss(), recipe("amp-bf16", finetune="lora", lora_targets="all-linear")),
+    # no optimizer, a small vocabulary: the peak inside the layers (the attention's joined scores with many
+    # heads over a long sequence, the experts' gate and their parameters' gradients)
+    ("gpt-oss eager bf16 peak in the layers", gpt_oss(vocab=32), recipe("bf16", optimizer="none", s=96)),
+    ("gpt-oss eager amp-bf16 long sequence", gpt_oss(vocab=32, layers=1, heads=16, head_dim=8), recipe(
+        "amp-bf16", optimizer="none", b=1, s=256)),
+    ("gpt-oss eager bf16 long sequence", gpt_oss(vocab=32, layers=1, heads=16, head_dim=8), recipe(
+        "bf16", optimizer="none", b=1, s=256)),
+    ("gpt-oss eager amp-bf16 wide experts", gpt_oss(vocab=32, inter=256), recipe(
+        "amp-bf16", optimizer="none", s=64)),
+    ("gpt-oss grouped_mm fp32 wide experts", gpt_oss(vocab=32, inter=256), recipe(
+        optimizer="none", s=64, experts_implementation="grouped_mm")),
     ("qwen2-moe v5 eager fp32", qwen_moe(), recipe(experts_implementation="eager")),
     ("qwen2-moe v5 grouped_mm bf16 norm_topk", qwen_moe(norm=True), recipe(
         "bf16", experts_implementation="grouped_mm")),

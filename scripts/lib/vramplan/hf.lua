@@ -621,6 +621,16 @@ mappings.deepseek_v3 = extend(mappings.llama, {
   derive = latent_moe_derive,
 })
 
+-- GptOssForCausalLM (gpt-oss-20b, gpt-oss-120b; transformers 5): the preset
+-- (vramplan.presets) and the keys it adds. layer_types, rope_scaling (YaRN)
+-- and swiglu_limit change no tensor's size: both masks are made whatever
+-- the layers' order.
+mappings.gpt_oss = extend(mappings.llama, {
+  keys = { num_local_experts = "experts", num_experts_per_tok = "experts_per_token", sliding_window = "sliding_window",
+           output_router_logits = "router_aux_loss" },
+  defaults = presets.values("gpt_oss"),
+})
+
 -- A checkpoint quantized by bitsandbytes (transformers' BitsAndBytesConfig,
 -- saved as quantization_config): its weights are stored in that format, so
 -- it fixes the recipe's quant and double_quant (compute_dtype is a default:
@@ -634,6 +644,11 @@ local function checkpoint_quantization(config, path)
   if q == nil or q == json.null then return nil end
   local where = path .. ": quantization_config"
   if type(q) ~= "table" then error(where .. ": a JSON object", 0) end
+  -- gpt-oss's MXFP4 experts: fine-tuning loads them dequantized to
+  -- torch_dtype (Mxfp4Config(dequantize=True), as OpenAI's fine-tuning
+  -- recipe does; transformers' Mxfp4HfQuantizer does not train the packed
+  -- weights), so the model is estimated in its torch_dtype
+  if q.quant_method == "mxfp4" and config.model_type == "gpt_oss" then return nil end
   if q.quant_method ~= "bitsandbytes" then
     error(string.format("%s.quant_method: %s is not modelled (bitsandbytes 4-bit and 8-bit are); without " ..
       "quantization_config the model is estimated in its torch_dtype", where, tostring(q.quant_method)), 0)

@@ -125,6 +125,19 @@ presets.deepseek_v3 = preset("llama", "DeepSeek-V3: MLA and a group-limited rout
   { moe_block = "deepseek_v3", shared_gate = false, norm_topk = true, rope_interleave = true,
     peft_lora_defaults = false })
 
+-- GptOssForCausalLM (gpt-oss-20b, gpt-oss-120b) of transformers 5
+-- (models/gpt_oss/modular_gpt_oss.py): biases on q, k, v and o, a sink
+-- logit per head, half-width rotary tables applied by chunk and cat
+-- (YaRN, theta 150000), GptOssRMSNorm (the weight applied in fp32, a
+-- _keep_in_fp32_modules), a full and a sliding-window mask (layer_types
+-- alternate, window 128), and GptOssMLP: a biased router, 3-D experts with
+-- biases and the clamped gate (GptOssConfig's defaults: 128 experts, 4 a
+-- token, head_dim 64).
+presets.gpt_oss = preset("llama", "GPT-OSS: attention sinks, alternating sliding layers, biased 3-D experts",
+  { moe_block = "gpt_oss", experts = 128, experts_per_token = 4, attention_bias = true, attention_sinks = true,
+    chunked_rotary = true, norm_style = "olmo2", norm_keep_fp32 = true, masking_utils = true, hybrid_masks = true,
+    sliding_window = 128, head_dim = 64, rope_theta = 150000.0, norm_topk = false, peft_lora_defaults = false })
+
 -- The preset's values, copied (a caller may change its copy).
 function presets.values(name)
   local p = presets[name]

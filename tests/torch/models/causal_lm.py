@@ -9,6 +9,7 @@ from .cohere import Cohere
 from .common import DynamicCache
 from .falcon import Falcon
 from .gpt2 import GPT2
+from .gpt_oss import GptOss
 from .gptj import GPTJ
 from .linear import linear
 from .llama import Llama
@@ -30,7 +31,7 @@ class CausalLM(nn.Module):
         kind = cfg["model_type"]
         self.model = {"gpt2": GPT2, "bloom": Bloom, "gpt_neox": ParallelDecoder, "phi": ParallelDecoder,
                       "starcoder2": Starcoder2, "opt": OPT, "mpt": Mpt, "gptj": GPTJ, "falcon": Falcon,
-                      "cohere": Cohere, "cohere2": Cohere, "mamba2": Mamba2}.get(kind, Llama)(cfg)
+                      "cohere": Cohere, "cohere2": Cohere, "mamba2": Mamba2, "gpt_oss": GptOss}.get(kind, Llama)(cfg)
         self.vocab = cfg["vocab_size"]
 
     def no_training_cache(self):

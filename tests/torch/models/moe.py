@@ -150,6 +150,40 @@ def grouped_mm(x, w, offs):
     return GroupedMm.apply(x, mat2, offs)
 
 
+class Sorted:
+    """grouped_mm_experts_forward's locals from the assignments sorted by
+    expert: every one a local until the function returns."""
+
+
+def sorted_by_expert(hidden_states, top_k_index, top_k_weights):
+    """grouped_mm_experts_forward up to the sorted rows: the token of each
+    assignment (an arange expanded to k and reshaped: a copy), the rows
+    gathered, argsort and its inverse scattered from an arange, the ids,
+    weights and rows in the sorted order."""
+    g = Sorted()
+    num_top_k = top_k_index.size(-1)
+    device = hidden_states.device
+    g.token_idx = torch.arange(hidden_states.size(0), device=device).unsqueeze(1).expand(-1, num_top_k).reshape(-1)
+    sample_weights = top_k_weights.reshape(-1)
+    expert_ids = top_k_index.reshape(-1)
+    g.selected_hidden_states = hidden_states[g.token_idx]
+    g.perm = torch.argsort(expert_ids)
+    g.inv_perm = torch.empty_like(g.perm)
+    g.inv_perm[g.perm] = torch.arange(g.perm.size(0), device=device)
+    g.expert_ids_g = expert_ids[g.perm]
+    g.sample_weights_g = sample_weights[g.perm]
+    g.selected_hidden_states_g = g.selected_hidden_states[g.perm]
+    return g
+
+
+def expert_offsets(expert_ids_g, num_experts):
+    """The per-expert counts (histc of a 4-byte copy of the ids: float on
+    the CPU, int32 on CUDA) and their int32 offsets."""
+    histc_input = expert_ids_g.float() if expert_ids_g.device.type == "cpu" else expert_ids_g.int()
+    tokens_per_expert = torch.histc(histc_input, bins=num_experts, min=0, max=num_experts - 1)
+    return histc_input, tokens_per_expert, torch.cumsum(tokens_per_expert, dim=0, dtype=torch.int32)
+
+
 def experts_3d(count, intermediate_size, hidden_size):
     """transformers 5's experts module (MixtralExperts and the classes made
     from it): gate_up_proj [experts, 2 x intermediate, hidden] and
@@ -221,29 +255,15 @@ class SparseMoeBlockV5(nn.Module):
 
     def grouped_mm(self, ac, hidden_states, top_k_index, top_k_weights):
         # grouped_mm_experts_forward as the release with _grouped_linear and the deterministic sum has it
-        num_top_k = top_k_index.size(-1)
-        num_tokens = hidden_states.size(0)
-        hidden_dim = hidden_states.size(-1)
-        device = hidden_states.device
-        token_idx = torch.arange(num_tokens, device=device).unsqueeze(1).expand(-1, num_top_k).reshape(-1)
-        sample_weights = top_k_weights.reshape(-1)
-        expert_ids = top_k_index.reshape(-1)
-        selected_hidden_states = hidden_states[token_idx]
-        perm = torch.argsort(expert_ids)
-        inv_perm = torch.empty_like(perm)
-        inv_perm[perm] = torch.arange(perm.size(0), device=device)
-        expert_ids_g = expert_ids[perm]
-        sample_weights_g = sample_weights[perm]
-        selected_hidden_states_g = selected_hidden_states[perm]
-        histc_input = expert_ids_g.float() if device.type == "cpu" else expert_ids_g.int()
-        tokens_per_expert = torch.histc(histc_input, bins=self.num_experts, min=0, max=self.num_experts - 1)
-        offsets = torch.cumsum(tokens_per_expert, dim=0, dtype=torch.int32)
-        gate_up_out = grouped_mm(selected_hidden_states_g, self.experts.gate_up_proj, offsets)
+        num_tokens, hidden_dim = hidden_states.shape
+        g = sorted_by_expert(hidden_states, top_k_index, top_k_weights)
+        histc_input, tokens_per_expert, offsets = expert_offsets(g.expert_ids_g, self.num_experts)
+        gate_up_out = grouped_mm(g.selected_hidden_states_g, self.experts.gate_up_proj, offsets)
         gated_out = self.apply_gate(gate_up_out)
         out_per_sample_g = grouped_mm(gated_out, self.experts.down_proj, offsets)
-        out_per_sample_g = mul(out_per_sample_g, sample_weights_g.unsqueeze(-1))
-        out_per_sample = out_per_sample_g[inv_perm]
-        final_hidden_states = out_per_sample.view(num_tokens, num_top_k, hidden_dim).sum(dim=1)
+        out_per_sample_g = mul(out_per_sample_g, g.sample_weights_g.unsqueeze(-1))
+        out_per_sample = out_per_sample_g[g.inv_perm]
+        final_hidden_states = out_per_sample.view(num_tokens, top_k_index.size(-1), hidden_dim).sum(dim=1)
         return final_hidden_states.to(hidden_states.dtype)
 
     @staticmethod
