@@ -4,7 +4,7 @@ vramplan, printing those whose activations or peak differ by more than
 compare.py allows (host bytes under save_on_cpu too) or whose model states
 differ at all.
 
-    python3 tests/torch/sweep.py SEED COUNT [wide] [more] [v5]
+    python3 tests/torch/sweep.py SEED COUNT [wide] [more] [v5] [gpt_oss]
 
 The same SEED draws the same configurations. `more` adds BERT,
 DeepSeekMoE and DeepSeek-V2 (fp32: its modeling code's only precision) to
@@ -20,7 +20,8 @@ SM3's first moment, modules_to_save, frozen layers, weight decay, the
 gradients kept between steps and QLoRA's fp32 compute dtype. `v5` runs
 the mixtures (and transformers' DeepSeek-V2, added to the families drawn)
 under transformers 5's 3-D experts, `experts_implementation` eager or
-grouped_mm, drawn from a stream of its own. What it finds becomes a fixed
+grouped_mm, drawn from a stream of its own. `gpt_oss` draws GPT-OSS alone
+(its experts by either implementation). What it finds becomes a fixed
 case in compare.py once understood. Recipes vramplan refuses (a family
 without PEFT's default LoRA targets, say) are skipped and counted.
 """
@@ -187,7 +188,7 @@ def widen(w, case):
 
 
 # the blocks transformers 5 runs by experts_implementation (with `v5`)
-V5_FAMILIES = MIXTURES + ("deepseek_v3", "deepseek_v2_hf")
+V5_FAMILIES = MIXTURES + ("deepseek_v3", "deepseek_v2_hf", "gpt_oss")
 
 
 def experts_v5(r, case):
@@ -235,6 +236,10 @@ def main():
     if v5:  # transformers' own DeepSeek-V2 class, whose 5.x block is modelled
         families["deepseek_v2_hf"] = lambda r: C.deepseek_v2_hf(layers=r.choice([2, 3]), q_lora=r.choice([32, None]),
                                                                  groups=r.choice([1, 4]), topk_groups=2)
+    if "gpt_oss" in sys.argv[3:]:
+        families = {"gpt_oss": lambda r: C.gpt_oss(layers=r.choice([1, 2, 3]), kv=r.choice([1, 2, 4]),
+                                                   window=r.choice([8, 64]))}
+        v5 = True
     cases = [draw(r, i, families) for i in range(count)]
     if wide:
         cases = [widen(random.Random(f"wide {seed} {i}"), case) for i, case in enumerate(cases)]
