@@ -1146,8 +1146,10 @@ static vp_t eager(vp_step *step, const vp_op *op, const vp_t *leaves, qkv *in, s
     vp_t v = late ? (vp_hold(sim, in->v), in->v) : repeat_kv(sim, in->v, rep, copies);
     /* (a decoder's cross-attention keys are the encoder's, no prefix joined) */
     bool joined = step->past_tokens && !in->cross;
-    bool k_contiguous = copies || joined || in->k_contiguous;
-    bool v_contiguous = copies || joined || in->v_contiguous;
+    /* (contiguous keys repeated over one head are a zero-stride view all
+     * the same: GPT-OSS's chunked rotary's cat results under MQA) */
+    bool k_contiguous = copies || joined || (in->k_contiguous && !expanded);
+    bool v_contiguous = copies || joined || (in->v_contiguous && !expanded);
 
     /* attn_weights = torch.matmul(query, key.transpose(2, 3)) */
     vp_t qa = vp_autocast_low(step, in->q, "attention.q_cast");

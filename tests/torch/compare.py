@@ -519,6 +519,12 @@ CASES = [
     # no optimizer, a small vocabulary: the peak inside the layers (the attention's joined scores with many
     # heads over a long sequence, the experts' gate and their parameters' gradients)
     ("gpt-oss eager bf16 peak in the layers", gpt_oss(vocab=32), recipe("bf16", optimizer="none", s=96)),
+    # (found by sweep.py ... gpt_oss: contiguous keys repeated over one head are copied by matmul's batch fold)
+    ("gpt-oss eager fp32 one key head", gpt_oss(kv=1, layers=3), recipe(b=3, s=64)),
+    # (found likewise: the experts' selects made under the reentrant checkpoint's no_grad are views, which
+    # autocast casts each time rather than caching them, as it caches leaves)
+    ("gpt-oss eager amp-bf16 every-3 of 5 layers", gpt_oss(layers=5), recipe(
+        "amp-bf16", optimizer="sgd", b=3, s=48, ckpt="every-3", keep_logits="false")),
     ("gpt-oss eager amp-bf16 long sequence", gpt_oss(vocab=32, layers=1, heads=16, head_dim=8), recipe(
         "amp-bf16", optimizer="none", b=1, s=256)),
     ("gpt-oss eager bf16 long sequence", gpt_oss(vocab=32, layers=1, heads=16, head_dim=8), recipe(

@@ -45,10 +45,13 @@ class Autocast:
 
     def down(self, t):
         """Lower-precision list: fp32 inputs are cast; leaves that require
-        grad are cached for the rest of the autocast region."""
+        grad and are not views are cached for the rest of the autocast
+        region (autocast_mode.cpp's cached_cast: a view, such as a 3-D
+        parameter's select made under no_grad, which still says it requires
+        grad, is cast each time)."""
         if self.low is None or t is None or t.dtype != torch.float32:
             return t
-        if t.is_leaf and t.requires_grad:
+        if t.is_leaf and t.requires_grad and not t._is_view():
             key = id(t)
             if key not in self.cache:
                 self.cache[key] = t.to(self.low)
