@@ -531,6 +531,11 @@ CASES = [
         "bf16", optimizer="none", b=1, s=256)),
     ("gpt-oss eager amp-bf16 wide experts", gpt_oss(vocab=32, inter=256), recipe(
         "amp-bf16", optimizer="none", s=64)),
+    # (found likewise: the harness's grouped GEMM made the transposed weights' gradient column-major, which
+    # AccumulateGrad copied; _grouped_mm_mat2_backward makes a row-major mat2's row-major)
+    ("gpt-oss grouped_mm fp32 one layer 16 tokens", gpt_oss(layers=1, vocab=32), recipe(
+        optimizer="sgd", b=1, s=16, ckpt="full", keep_logits="false", use_reentrant="false",
+        experts_implementation="grouped_mm")),
     ("gpt-oss grouped_mm fp32 wide experts", gpt_oss(vocab=32, inter=256), recipe(
         optimizer="none", s=64, experts_implementation="grouped_mm")),
     ("qwen2-moe v5 eager fp32", qwen_moe(), recipe(experts_implementation="eager")),

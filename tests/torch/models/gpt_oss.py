@@ -15,7 +15,7 @@ from .common import add, chunks, dropout, mul, sub
 from .linear import linear
 from .llama import Llama, eager_mask
 from .llama_blocks import Olmo2RMSNorm, repeat_kv
-from .moe import RoundRobinTopk, expert_offsets, grouped_mm, sorted_by_expert
+from .moe import RoundRobinTopk, expert_offsets, grouped_mm_transposed, sorted_by_expert
 
 
 class GptOssRotaryEmbedding(nn.Module):
@@ -169,8 +169,8 @@ class GptOssExperts(nn.Module):
 
 def grouped_linear(x, w, offsets, bias):
     """_grouped_linear with is_transposed: the grouped GEMM on w itself
-    ([E, in, out], so grouped_mm's transposed view of it), then `out + bias`."""
-    out = grouped_mm(x, w.transpose(-2, -1), offsets)
+    ([E, in, out]), then `out + bias`."""
+    out = grouped_mm_transposed(x, w, offsets)
     return add(out, bias)
 
 

@@ -109,6 +109,8 @@ class GroupedMm(torch.autograd.Function):
     def forward(ctx, x, mat2, offs):
         ctx.save_for_backward(x if mat2.requires_grad else None, mat2 if x.requires_grad else None, offs)
         ctx.mat2_shape, ctx.mat2_dtype = mat2.shape, mat2.dtype
+        # a row-major mat2 (GPT-OSS's weight itself, is_transposed) gets its gradient row-major
+        ctx.row_major = mat2.stride(-1) == 1
         out = torch.empty(x.shape[0], mat2.shape[2], dtype=x.dtype, device=x.device)
         start = 0
         for g, end in enumerate(offs.tolist()):
@@ -130,7 +132,14 @@ class GroupedMm(torch.autograd.Function):
                 if end > start:
                     torch.mm(grad[start:end], mat2[g].t(), out=grad_x[start:end])
                 start = end
-        if ctx.needs_input_grad[1]:
+        if ctx.needs_input_grad[1] and ctx.row_major:
+            grad_mat2 = torch.zeros(experts, k, n, dtype=ctx.mat2_dtype, device=grad.device)
+            start = 0
+            for g, end in enumerate(bounds):
+                if end > start:
+                    torch.mm(x[start:end].t(), grad[start:end], out=grad_mat2[g])
+                start = end
+        elif ctx.needs_input_grad[1]:
             grad_w = torch.zeros(experts, n, k, dtype=ctx.mat2_dtype, device=grad.device)
             start = 0
             for g, end in enumerate(bounds):
@@ -182,6 +191,16 @@ def expert_offsets(expert_ids_g, num_experts):
     histc_input = expert_ids_g.float() if expert_ids_g.device.type == "cpu" else expert_ids_g.int()
     tokens_per_expert = torch.histc(histc_input, bins=num_experts, min=0, max=num_experts - 1)
     return histc_input, tokens_per_expert, torch.cumsum(tokens_per_expert, dim=0, dtype=torch.int32)
+
+
+def grouped_mm_transposed(x, w, offs):
+    """torch._grouped_mm(x, w, offs) of a weight stored [experts, in, out]
+    (_grouped_linear with is_transposed: GPT-OSS), the weight itself as
+    mat2; its gradient made in its own layout, as _grouped_mm_mat2_backward
+    makes it."""
+    if x.is_cuda and hasattr(torch, "_grouped_mm"):
+        return torch._grouped_mm(x, w, offs=offs)
+    return GroupedMm.apply(x, w, offs)
 
 
 def experts_3d(count, intermediate_size, hidden_size):
