@@ -247,9 +247,9 @@ return architecture {
       ops[#ops + 1] = block(lua.attention and lua.attention() or attention {
           hidden = c.hidden, heads = c.heads, kv_heads = c.kv_heads, head_dim = c.head_dim,
           qkv_bias = c.qkv_bias, out_bias = c.attention_bias, rotary = true,
-          -- DeepSeek-V2's attention sets attn_weights = None before it returns
-          -- GPT-OSS's softmax keeps the scores' dtype
+          -- (GPT-OSS's softmax keeps the scores' dtype)
           dropout = c.attn_dropout, upcast_softmax = not c.attention_sinks, caches = not hybrid,
+          -- DeepSeek-V2's attention sets attn_weights = None before it returns
           keeps_weights = not c.layer_rotary, sinks = c.attention_sinks,
           rotary_style = c.layer_rotary and "deepseek" or c.complex_rotary and "complex"
             or c.chunked_rotary and "chunked" or nil,
