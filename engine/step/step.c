@@ -298,8 +298,7 @@ static vp_t call_checkpoint(vp_step *step, vp_chunk *chunk, const vp_t *inputs, 
  * next layer's call). */
 static vp_t checkpoint_forward(vp_step *step, vp_chunk *chunk, vp_t x) {
     vp_layer_call call;
-    unsigned layer = chunk->first_layer + (unsigned)step->sim.layer_offset;
-    if (!vp_step_layer_call(step, x, layer, &call)) step->sim.status = VP_SIM_LIMIT; /* an op-table bug */
+    if (!vp_step_layer_call(step, x, chunk->first_layer, &call)) step->sim.status = VP_SIM_LIMIT; /* an op-table bug */
     vp_checkpoint_args args = {.saved = call.saved, .n_saved = call.n_saved, .held = call.held, .n_held = call.n_held,
                                .input_fields = call.input_fields, .outputs = call.outputs,
                                .n_outputs = call.n_outputs};

@@ -105,7 +105,9 @@ static bool add_argument(vp_step *step, vp_layer_call *call, unsigned i, unsigne
     vp_tensor_entry *e = &step->priv->tensors[i];
     vp_t *field = &e->tensor;
     /* GPT-OSS's layers alternate, sliding first (its configs' layer_types):
-     * an even layer is passed the sliding-window mask in the causal one's place */
+     * an even layer is passed the sliding-window mask in the causal one's
+     * place, and its attention reads it there (op_attention.c's
+     * current_mask_slot), in the rerun too */
     vp_t *sliding = &step->priv->tensors[VP_TENSOR_SLIDING_MASK].tensor;
     if (i == VP_TENSOR_CAUSAL_MASK && *sliding && layer % 2 == 0) field = sliding;
     if (!e->passes) return true;

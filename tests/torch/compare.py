@@ -531,6 +531,11 @@ CASES = [
         "bf16", optimizer="none", b=1, s=256)),
     ("gpt-oss eager amp-bf16 wide experts", gpt_oss(vocab=32, inter=256), recipe(
         "amp-bf16", optimizer="none", s=64)),
+    # (found likewise: a checkpointed even layer's rerun read the causal mask's slot, empty by then, where
+    # its call had saved the sliding-window mask: the rerun's scores without their mask's dtype)
+    ("gpt-oss amp-bf16 prompt attention dropout every-3", dict(gpt_oss(layers=3), attention_dropout=0.1), recipe(
+        "amp-bf16", optimizer="adamw-hf", b=2, s=64, ckpt="every-3", finetune="prompt", num_virtual_tokens=3,
+        modules_to_save="lm_head")),
     # (found likewise: the harness's grouped GEMM made the transposed weights' gradient column-major, which
     # AccumulateGrad copied; _grouped_mm_mat2_backward makes a row-major mat2's row-major)
     ("gpt-oss grouped_mm fp32 one layer 16 tokens", gpt_oss(layers=1, vocab=32), recipe(
