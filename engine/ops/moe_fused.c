@@ -44,20 +44,6 @@ static vp_t route(vp_step *step, const vp_op *op, const moe_slots *s, vp_t x, vp
     return cast;
 }
 
-/* The experts' forward's locals the loop rebinds: torch.where's columns,
- * the expert's input rows, and current_hidden_states, whose last value
- * (the weighted output, not saved) lives until the next expert's
- * act_fn(gate) * up replaces it. */
-typedef struct {
-    vp_t top_k_pos, token_idx, state, gate, up, current;
-} eager_locals;
-
-/* Experts.forward (the eager loop): for each expert hit, its tokens by
- * torch.where, hidden_states[token_idx], F.linear with gate_up_proj[e] (a
- * select: its backward makes a zero-filled gradient of the whole 3-D
- * parameter, select_backward), chunk, act_fn(gate) * up, F.linear with
- * down_proj[e], times the routing weights (fp32: the product is promoted),
- * cast to the output's dtype and index_add_'ed into it. */
 /* The eager loop's start, under no_grad: one_hot [tokens, k, experts], its
  * per-expert sum and the > 0 mask gone once nonzero() has listed the
  * experts hit; *expert_mask and *expert_hit get the two that stay. */
@@ -166,6 +152,20 @@ static vp_t gpt_oss_eager_experts(vp_step *step, const vp_op *op, const moe_slot
     return out;
 }
 
+/* The experts' forward's locals the loop rebinds: torch.where's columns,
+ * the expert's input rows, and current_hidden_states, whose last value
+ * (the weighted output, not saved) lives until the next expert's
+ * act_fn(gate) * up replaces it. */
+typedef struct {
+    vp_t top_k_pos, token_idx, state, gate, up, current;
+} eager_locals;
+
+/* Experts.forward (the eager loop): for each expert hit, its tokens by
+ * torch.where, hidden_states[token_idx], F.linear with gate_up_proj[e] (a
+ * select: its backward makes a zero-filled gradient of the whole 3-D
+ * parameter, select_backward), chunk, act_fn(gate) * up, F.linear with
+ * down_proj[e], times the routing weights (fp32: the product is promoted),
+ * cast to the output's dtype and index_add_'ed into it. */
 static vp_t eager_experts(vp_step *step, const vp_op *op, const moe_slots *s, vp_t x, vp_t top_k_weights) {
     vp_sim *sim = &step->sim;
     uint64_t h = vp_op_u64(op, MOE_HIDDEN), f = vp_op_u64(op, MOE_INTERMEDIATE);

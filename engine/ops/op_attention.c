@@ -867,13 +867,12 @@ static void prepare_masks(vp_step *step, const vp_op *op, bool eager) {
 }
 
 /* The mask the running layer's attention applies: its own (Gemma 2's
- * sliding layers), the model's sliding-window one on GPT-OSS's even layers
- * (as vp_step_layer_call passes it to a checkpointed layer, whose rerun
- * finds it there), or the model's. */
+ * sliding layers) or the model's one for this layer (GPT-OSS's even
+ * layers: the sliding-window one, where a checkpointed layer's rerun finds
+ * it too). */
 static vp_tensor_slot current_mask_slot(const vp_step *step) {
     if (vp_step_tensor(step, VP_TENSOR_LAYER_MASK)) return VP_TENSOR_LAYER_MASK;
-    if (vp_step_tensor(step, VP_TENSOR_SLIDING_MASK) && step->layer_index % 2 == 0) return VP_TENSOR_SLIDING_MASK;
-    return VP_TENSOR_CAUSAL_MASK;
+    return vp_step_model_mask_slot(step, step->layer_index);
 }
 
 static vp_t current_mask(const vp_step *step) { return vp_step_tensor(step, current_mask_slot(step)); }

@@ -258,9 +258,15 @@ vp_t vp_moe_plus_shared(vp_step *step, const vp_op *op, const vp_t *shared, vp_t
     return sum;
 }
 
+/* The experts held as 3-D parameters: transformers 5's under
+ * experts_implementation eager or grouped_mm, GPT-OSS's always. */
+static bool holds_3d_experts(const vp_op *op, const vp_recipe *recipe) {
+    return vp_recipe_fused_experts(recipe) || vp_moe_gpt_oss(op);
+}
+
 static vp_t moe_forward(vp_step *step, const vp_op *op, const vp_t *leaves, vp_t x) {
     unsigned local = (unsigned)(vp_op_u64(op, MOE_EXPERTS) / step->ep);
-    bool fused = vp_recipe_fused_experts(step->recipe) || vp_moe_gpt_oss(op);
+    bool fused = holds_3d_experts(op, step->recipe);
     moe_slots s = slots_of(leaves, fused ? 1 : local);
     if (fused) return vp_moe_fused(step, op, &s, x);
     if (vp_framework_of(step->recipe)->token_dispatcher) return vp_moe_megatron(step, op, &s, x);
@@ -339,7 +345,8 @@ static void moe_resolve_recipe(const vp_model *model, vp_recipe *recipe) {
     /* GPT-OSS under 4.55-4.57: the experts' own training loop (eager) */
     if (op && vp_moe_gpt_oss(op) && recipe->transformers_major != 5) recipe->experts_impl = VP_EXPERTS_EAGER;
     if (recipe->transformers_major != 5) return;
-    /* (fused_experts_problem does not read experts_implementation itself) */
+    /* (fused_experts_problem reads experts_implementation only to refuse
+     * modules for GPT-OSS, which auto is not) */
     if (op && !fused_experts_problem(op, recipe)) recipe->experts_impl = VP_EXPERTS_GROUPED_MM;
 }
 
@@ -352,7 +359,7 @@ static const char *moe_recipe_problem(const vp_model *model, const vp_recipe *re
     if (recipe->tp > 1 && vp_framework_of(recipe)->dtensor_tp)
         return "tp: mixtures are modelled with Megatron-LM's tensor parallelism, not DTensor's (framework = fsdp2)";
     const vp_op *op = vp_section_find(&model->section[VP_SECTION_LAYER], &vp_op_moe);
-    if (op && (vp_recipe_fused_experts(recipe) || vp_moe_gpt_oss(op))) return fused_experts_problem(op, recipe);
+    if (op && holds_3d_experts(op, recipe)) return fused_experts_problem(op, recipe);
     if (!op || vp_framework_of(recipe)->token_dispatcher) return NULL;
     const vp_precision *precision = vp_precision_get(recipe->precision);
     /* DeepseekV2MoE in training (modeling_deepseek.py): the fp32 gate's

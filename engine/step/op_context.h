@@ -123,6 +123,11 @@ void vp_step_graph_leaf(vp_step *step, vp_t t);
  * results. */
 void vp_step_keep_router_logits(vp_step *step, vp_t logits);
 
+/* The model's mask slot `layer` is passed: CAUSAL_MASK, or on GPT-OSS's
+ * even layers SLIDING_MASK (its configs' layer_types alternate, sliding
+ * first), both when the step's call is made and when its rerun reads it. */
+vp_tensor_slot vp_step_model_mask_slot(const vp_step *step, unsigned layer);
+
 /* Keeps t as a local of `frame` (a new reference). */
 void vp_step_keep_local(vp_step *step, vp_t t, vp_local_frame frame);
 /* The decoder layer's one kept name is rebound to t (a new reference):

@@ -99,17 +99,19 @@ static bool add_input(vp_layer_call *call, vp_t *field) {
     return true;
 }
 
+vp_tensor_slot vp_step_model_mask_slot(const vp_step *step, unsigned layer) {
+    return step->priv->tensors[VP_TENSOR_SLIDING_MASK].tensor && layer % 2 == 0 ? VP_TENSOR_SLIDING_MASK
+                                                                                 : VP_TENSOR_CAUSAL_MASK;
+}
+
 /* One argument of the call: what its role makes of the slot. Tensors the
  * table does not hold are left out, but for results the call may make. */
+
 static bool add_argument(vp_step *step, vp_layer_call *call, unsigned i, unsigned layer) {
     vp_tensor_entry *e = &step->priv->tensors[i];
-    vp_t *field = &e->tensor;
-    /* GPT-OSS's layers alternate, sliding first (its configs' layer_types):
-     * an even layer is passed the sliding-window mask in the causal one's
-     * place, and its attention reads it there (op_attention.c's
-     * current_mask_slot), in the rerun too */
-    vp_t *sliding = &step->priv->tensors[VP_TENSOR_SLIDING_MASK].tensor;
-    if (i == VP_TENSOR_CAUSAL_MASK && *sliding && layer % 2 == 0) field = sliding;
+    /* the causal mask's place in the call holds the layer's own model mask */
+    vp_t *field = i == VP_TENSOR_CAUSAL_MASK ? vp_step_tensor_field(step, vp_step_model_mask_slot(step, layer))
+                                             : &e->tensor;
     if (!e->passes) return true;
     bool ok = true;
     switch (slots[i].role) {
