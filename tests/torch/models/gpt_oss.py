@@ -14,30 +14,8 @@ import torch.nn as nn
 from .common import add, chunks, dropout, mul, sub
 from .linear import linear
 from .llama import Llama, eager_mask
-from .llama_blocks import Olmo2RMSNorm, repeat_kv
-from .moe import RoundRobinTopk, expert_offsets, grouped_mm_transposed, sorted_by_expert
-
-
-class GptOssRotaryEmbedding(nn.Module):
-    """GptOssRotaryEmbedding.forward: emb = freqs (no cat), [b, s, d / 2]."""
-
-    def __init__(self, cfg):
-        super().__init__()
-        dim = cfg["head_dim"]
-        base = cfg.get("rope_theta", 150000.0)
-        inv_freq = 1.0 / (base ** (torch.arange(0, dim, 2, dtype=torch.int64).float() / dim))
-        self.register_buffer("inv_freq", inv_freq, persistent=False)
-        self.attention_scaling = 1.0
-
-    @torch.no_grad()
-    def forward(self, x, position_ids):
-        inv_freq_expanded = self.inv_freq[None, :, None].float().expand(position_ids.shape[0], -1, 1)
-        position_ids_expanded = position_ids[:, None, :].float()
-        freqs = (inv_freq_expanded.float() @ position_ids_expanded.float()).transpose(1, 2)
-        emb = freqs
-        cos = emb.cos() * self.attention_scaling
-        sin = emb.sin() * self.attention_scaling
-        return cos.to(x.dtype), sin.to(x.dtype)
+from .llama_blocks import LlamaRotaryEmbedding, Olmo2RMSNorm, repeat_kv
+from .moe import RoundRobinTopk, expert_offsets, grouped_mm_transposed, sorted_by_expert, weighted_sum
 
 
 def apply_rotary_emb(x, cos, sin):
@@ -149,18 +127,13 @@ class GptOssExperts(nn.Module):
         # grouped_mm_experts_forward (has_bias, is_transposed), the release
         # SparseMoeBlockV5.grouped_mm mirrors: each row's expert's biases
         # gathered before the counts
-        num_tokens, hidden_dim = hidden_states.shape
         g = sorted_by_expert(hidden_states, top_k_index, top_k_weights)
         selected_gate_up_bias = self.gate_up_proj_bias[g.expert_ids_g]
         selected_down_bias = self.down_proj_bias[g.expert_ids_g]
         histc_input, tokens_per_expert, offsets = expert_offsets(g.expert_ids_g, self.num_experts)
         gate_up_out = grouped_linear(g.selected_hidden_states_g, self.gate_up_proj, offsets, selected_gate_up_bias)
         gated_out = self._apply_gate(gate_up_out)
-        out_per_sample_g = grouped_linear(gated_out, self.down_proj, offsets, selected_down_bias)
-        out_per_sample_g = mul(out_per_sample_g, g.sample_weights_g.unsqueeze(-1))
-        out_per_sample = out_per_sample_g[g.inv_perm]
-        final_hidden_states = out_per_sample.view(num_tokens, top_k_index.size(-1), hidden_dim).sum(dim=1)
-        return final_hidden_states.to(hidden_states.dtype)
+        return weighted_sum(g, grouped_linear(gated_out, self.down_proj, offsets, selected_down_bias), hidden_states)
 
     def forward(self, ac, hidden_states, router_indices, routing_weights):
         run = self.grouped_mm if self.impl == "grouped_mm" else self.eager
@@ -246,7 +219,7 @@ class GptOss(Llama):
         self.embed_tokens = nn.Embedding(cfg["vocab_size"], h)
         self.layers = nn.ModuleList([GptOssDecoderLayer(cfg, i) for i in range(cfg["num_hidden_layers"])])
         self.norm = Olmo2RMSNorm(h, cfg.get("rms_norm_eps", 1e-5))
-        self.rotary_emb = GptOssRotaryEmbedding(cfg)
+        self.rotary_emb = LlamaRotaryEmbedding(cfg, half=True)  # GptOssRotaryEmbedding
         self.mtp = None
         self.tied = False
         self.lm_head = nn.Linear(h, cfg["vocab_size"], bias=False)

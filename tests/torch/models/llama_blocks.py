@@ -70,8 +70,12 @@ def rms_norm(cfg, dim):
 
 
 class LlamaRotaryEmbedding(nn.Module):
-    def __init__(self, cfg):
+    """LlamaRotaryEmbedding; with `half` GptOssRotaryEmbedding (emb = freqs,
+    no cat: [b, s, d / 2] tables)."""
+
+    def __init__(self, cfg, half=False):
         super().__init__()
+        self.half = half
         dim = cfg.get("qk_rope_head_dim") or cfg.get("head_dim") or cfg["hidden_size"] // cfg["num_attention_heads"]
         dim = int(dim * cfg.get("partial_rotary_factor", 1.0))  # Phi3RotaryEmbedding
         base = cfg.get("rope_theta", 10000.0)
@@ -84,7 +88,7 @@ class LlamaRotaryEmbedding(nn.Module):
         inv_freq_expanded = self.inv_freq[None, :, None].float().expand(position_ids.shape[0], -1, 1)
         position_ids_expanded = position_ids[:, None, :].float()
         freqs = (inv_freq_expanded.float() @ position_ids_expanded.float()).transpose(1, 2)
-        emb = torch.cat((freqs, freqs), dim=-1)
+        emb = freqs if self.half else torch.cat((freqs, freqs), dim=-1)
         cos = emb.cos() * self.attention_scaling
         sin = emb.sin() * self.attention_scaling
         return cos.to(dtype=x.dtype), sin.to(dtype=x.dtype)

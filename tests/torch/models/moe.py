@@ -203,6 +203,18 @@ def grouped_mm_transposed(x, w, offs):
     return GroupedMm.apply(x, w, offs)
 
 
+def weighted_sum(g, out_per_sample_g, hidden_states):
+    """grouped_mm_experts_forward's end, from the down projection's sorted
+    rows (taken over: the name is rebound to their product, as there): the
+    routing weights (fp32 promote the product), the order restored, each
+    token's k rows summed by a view and cast back."""
+    out_per_sample_g = mul(out_per_sample_g, g.sample_weights_g.unsqueeze(-1))
+    out_per_sample = out_per_sample_g[g.inv_perm]
+    num_tokens, hidden_dim = hidden_states.shape
+    final_hidden_states = out_per_sample.view(num_tokens, -1, hidden_dim).sum(dim=1)
+    return final_hidden_states.to(hidden_states.dtype)
+
+
 def experts_3d(count, intermediate_size, hidden_size):
     """transformers 5's experts module (MixtralExperts and the classes made
     from it): gate_up_proj [experts, 2 x intermediate, hidden] and
@@ -274,16 +286,11 @@ class SparseMoeBlockV5(nn.Module):
 
     def grouped_mm(self, ac, hidden_states, top_k_index, top_k_weights):
         # grouped_mm_experts_forward as the release with _grouped_linear and the deterministic sum has it
-        num_tokens, hidden_dim = hidden_states.shape
         g = sorted_by_expert(hidden_states, top_k_index, top_k_weights)
         histc_input, tokens_per_expert, offsets = expert_offsets(g.expert_ids_g, self.num_experts)
         gate_up_out = grouped_mm(g.selected_hidden_states_g, self.experts.gate_up_proj, offsets)
         gated_out = self.apply_gate(gate_up_out)
-        out_per_sample_g = grouped_mm(gated_out, self.experts.down_proj, offsets)
-        out_per_sample_g = mul(out_per_sample_g, g.sample_weights_g.unsqueeze(-1))
-        out_per_sample = out_per_sample_g[g.inv_perm]
-        final_hidden_states = out_per_sample.view(num_tokens, top_k_index.size(-1), hidden_dim).sum(dim=1)
-        return final_hidden_states.to(hidden_states.dtype)
+        return weighted_sum(g, grouped_mm(gated_out, self.experts.down_proj, offsets), hidden_states)
 
     @staticmethod
     def apply_gate(gate_up_out):
