@@ -2,7 +2,8 @@
 -- HF openai/gpt-oss-120b config.json (GptOssForCausalLM): gpt-oss-20b's
 -- layer with 128 experts, 36 layers. Parameter count: 116,829,156,672
 -- (the model card's 116.83B total; the checkpoint stores the experts in
--- MXFP4, which fine-tuning dequantizes to bf16).
+-- MXFP4, which fine-tuning dequantizes to bf16; axolotl's examples train
+-- axolotl-ai-co/gpt-oss-120b-dequantized, the same model stored in bf16).
 return gpt_oss {
   name = "gpt-oss-120b",
   -- the checkpoint's weights: config.json torch_dtype bfloat16 (tests/fixtures/gpt-oss-120b-config.json)

@@ -70,6 +70,18 @@ local function runs()
                         estimated = r.peak_reserved_bytes }
     end
   end
+  -- axolotl's GPT-OSS examples: max_memory_reserved() over the run, from
+  -- its logs, of the configs as published (the rows vramplan models)
+  local ax = read("tests/reference/axolotl_gpt_oss.json")
+  for _, run in ipairs(ax.rows) do
+    if run.modelled then
+      local r = job.estimate(job.load(".", {
+        recipe = "tests/fixtures/configs/axolotl/examples/gpt-oss/" .. run.config,
+        sets = { { "allocator", "simulated", "reference" } }, gpus = run.gpus, gpu = ax.gpu }))
+      out[#out + 1] = { id = run.id, kind = "full", what = "reserved over run", measured = run.value_gib * 2 ^ 30,
+                        estimated = r.peak_reserved_run_bytes or r.peak_reserved_bytes }
+    end
+  end
   return out
 end
 

@@ -789,8 +789,10 @@ describe("export", function()
       .. "fsdp_version: 2\nfsdp_config:\n  reshard_after_forward: true\n  offload_params: false\n"
     path = helper.write(ax, ".yml")
     local recipe = estimate("--recipe", path, "--set", "gpus=2")
+    -- axolotl's own fsdp2_prepare_model does not upcast to fp32 as
+    -- accelerate's does: the bf16 base stays bf16, PEFT's adapters fp32
     assert_keys(recipe, { framework = "fsdp2", model_code = "transformers", reshard_after_forward = true,
-                          finetune = "lora", precision = "mixed-bf16" })
+                          finetune = "lora", precision = "bf16" })
     out = assert_round_trip("axolotl", "gpt2", path, ".yml", { estimate = { "--set", "gpus=2" } })
     assert.truthy(out:find("fsdp_version: 2\nfsdp_config:\n  reshard_after_forward: true", 1, true), out)
     path = helper.write(ax:gsub("adapter: lora", "adapter: qlora\nload_in_4bit: true"), ".yml")

@@ -45,6 +45,34 @@ describe("optimizer states", function()
     assert.are.equal(expected, optimizer("adamw-8bit").per_gpu.optimizer_bytes)
   end)
 
+  it("torchao's AdamW8bit / 4bit / Fp8: codes, an fp32 scale per block, a map each; like the parameter when small",
+    function()
+    -- torchao/optim/adam.py _new_buffer: quantized when numel >= 4096 and
+    -- a whole number of blocks, else torch.zeros_like(p) (the parameter's
+    -- dtype: bf16 here, where bitsandbytes keeps fp32); subclass_8bit.py,
+    -- subclass_4bit.py, subclass_fp8.py: codes, scale (numel / block fp32
+    -- values), qmap (256 or 16 fp32 entries; none for fp8)
+    local formats = {
+      { "adamw-8bit-torchao", 256, function(n) return n end, 256 * 4 },
+      { "adamw-4bit-torchao", 128, function(n) return n // 2 end, 16 * 4 },
+      { "adamw-fp8-torchao", 256, function(n) return n end, 0 },
+    }
+    for _, f in ipairs(formats) do
+      local name, block, codes, qmap = f[1], f[2], f[3], f[4]
+      for _, case in ipairs({ { "bf16", 2 }, { "fp32", 4 } }) do
+        local expected = sum_over_params(function(numel)
+          if numel < 4096 or numel % block ~= 0 then return 2 * case[2] * numel end
+          return 2 * (codes(numel) + 4 * (numel // block) + qmap)
+        end)
+        local r = optimizer(name, "--set", "precision=" .. case[1])
+        assert.are.equal(expected, r.per_gpu.optimizer_bytes, name .. " " .. case[1])
+      end
+    end
+    -- transformers' names for them (OptimizerNames.ADAMW_TORCH_8BIT / _4BIT)
+    assert.are.equal("adamw-8bit-torchao", optimizer("adamw_torch_8bit").recipe.optimizer)
+    assert.are.equal("adamw-4bit-torchao", optimizer("adamw_torch_4bit").recipe.optimizer)
+  end)
+
   it("paged optimizers keep their states in unified memory, one tensor's worth on the GPU at the step", function()
     local paged = optimizer("paged-adamw-8bit")
     local resident = optimizer("adamw-8bit")

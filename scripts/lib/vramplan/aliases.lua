@@ -99,6 +99,7 @@ aliases.values = {
                 adamw_hf = "adamw-hf", adamw_bnb_8bit = "adamw-8bit", adamw_8bit = "adamw-8bit",
                 paged_adamw_8bit = "paged-adamw-8bit", paged_adamw_32bit = "paged-adamw-32bit",
                 paged_adamw = "paged-adamw-32bit", lion_32bit = "lion", lion_8bit = "lion",
+                adamw_torch_8bit = "adamw-8bit-torchao", adamw_torch_4bit = "adamw-4bit-torchao",
                 sgd = "sgd", adam = "adam", adamw = "adamw", adafactor = "adafactor",
                 fusedadam = "adamw", cpuadam = "adamw", deepspeedcpuadam = "adamw" },
   -- accelerate's DistributedType and Megatron's names

@@ -232,7 +232,8 @@ end
 -- axolotl: the names of its config schema (vramplan.import.axolotl).
 local optimizer_names = { adamw = "adamw_torch", ["adamw-hf"] = "adamw_hf", ["adamw-8bit"] = "adamw_bnb_8bit",
   ["paged-adamw-8bit"] = "paged_adamw_8bit", ["paged-adamw-32bit"] = "paged_adamw_32bit", adafactor = "adafactor",
-  lion = "lion_32bit", sgd = "sgd", adam = "adam" }
+  lion = "lion_32bit", sgd = "sgd", adam = "adam", ["adamw-8bit-torchao"] = "adamw_torch_8bit",
+  ["adamw-4bit-torchao"] = "adamw_torch_4bit" }
 
 -- axolotl's and LLaMA-Factory's DeepSpeed runs name their DeepSpeed config
 -- (`deepspeed: FILE`, options.deepspeed, written with --format deepspeed),
@@ -309,9 +310,10 @@ local function axolotl(keys, _, what, options)
   put(t, "gradient_accumulation_steps", take("grad_accum"))
   local p = take("precision")
   -- the axolotl stack loads the weights in the training dtype; under FSDP
-  -- or DeepSpeed bf16 / fp16 are 16-bit compute over fp32 shards or
-  -- master weights (vramplan.stacks, precision_rule)
-  local sharded = keys.framework == "fsdp" or keys.framework == "fsdp2" or keys.framework == "deepspeed"
+  -- (1) or DeepSpeed bf16 / fp16 are 16-bit compute over fp32 shards or
+  -- master weights, while its own FSDP2 preparation keeps the loaded dtype
+  -- (vramplan.stacks, precision_rule)
+  local sharded = keys.framework == "fsdp" or keys.framework == "deepspeed"
   local flag = sharded and { ["mixed-bf16"] = "bf16", ["mixed-fp16"] = "fp16" } or { bf16 = "bf16", fp16 = "fp16" }
   if flag[p] then put(t, flag[p], true)
   elseif p == "fp32" then put(t, "bf16", false)

@@ -55,6 +55,9 @@ hub_ids.ids = {
   ["EleutherAI/gpt-j-6b"] = "gpt-j-6b",
   ["openai/gpt-oss-20b"] = "gpt-oss-20b",
   ["openai/gpt-oss-120b"] = "gpt-oss-120b",
+  -- axolotl's bf16 copy of it, which its 120B example trains (the
+  -- architecture's config without the mxfp4 quantization_config)
+  ["axolotl-ai-co/gpt-oss-120b-dequantized"] = "gpt-oss-120b",
   ["EleutherAI/pythia-1b"] = "pythia-1b",
   ["EleutherAI/pythia-6.9b"] = "pythia-6.9b",
   ["facebook/opt-1.3b"] = "opt-1.3b",

@@ -41,9 +41,14 @@ stacks.profiles = {
     doc = "axolotl (transformers' Trainer, the model loaded in the training dtype)",
     -- axolotl loads the model in bfloat16 / float16 when bf16 / fp16 is set
     -- (src/axolotl/loaders/model.py: cfg.torch_dtype), then trains with the
-    -- Trainer's autocast over those weights.
+    -- Trainer's autocast over those weights. Under fsdp_version 2 it
+    -- replaces accelerate's fsdp2_prepare_model with its own
+    -- (monkeypatch/accelerate/fsdp2.py, patch_accelerate_fsdp2, August 2025
+    -- to now), which does not upcast the trainable parameters to fp32:
+    -- the shards stay in the loaded dtype.
     defaults = { optimizer = "adamw", keep_logits = false },
     weights_follow_flags = true,
+    fsdp2_keeps_dtype = true,
     rule = "hf",
   },
   ["llama-factory"] = {
@@ -177,7 +182,7 @@ local function precision_rule(profile, framework, flags, finetune, origin, loade
     if fp16 then return "mixed-fp16", "fp16: 16-bit weights, fp32 master weights" end
     return nil
   end
-  if (framework == "fsdp" or framework == "fsdp2") and (bf16 or fp16) then
+  if (framework == "fsdp" or framework == "fsdp2" and not profile.fsdp2_keeps_dtype) and (bf16 or fp16) then
     -- accelerate's FullyShardedDataParallelPlugin.set_mixed_precision: FSDP
     -- MixedPrecision(param_dtype=16-bit) over the fp32 sharded parameters
     -- (FSDP2's MixedPrecisionPolicy likewise: fsdp2_prepare_model upcasts the

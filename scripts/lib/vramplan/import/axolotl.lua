@@ -26,7 +26,7 @@ for k in ([[base_model base_model_config model_type tokenizer_type tokenizer_con
   lora_modules_to_save sequence_len micro_batch_size gradient_accumulation_steps gradient_checkpointing
   gradient_checkpointing_kwargs flash_attention sdp_attention eager_attention optimizer weight_decay deepspeed fsdp
   fsdp_config fsdp_version peft_use_dora torch_dtype liger_rms_norm liger_rope liger_fused_linear_cross_entropy
-  cut_cross_entropy attn_implementation]]):gmatch("%S+") do
+  cut_cross_entropy attn_implementation activation_offloading dp_shard_size]]):gmatch("%S+") do
   no_memory[k] = true
 end
 
@@ -150,6 +150,18 @@ end
 -- and its Cut Cross Entropy plugin (integrations/cut_cross_entropy:
 -- cut_cross_entropy). Liger's other kernels (its SwiGLU, its plain
 -- cross-entropy) stay listed as not modelled.
+-- The plugin's own arguments default its kernel on: CutCrossEntropyArgs'
+-- cut_cross_entropy is True unless the file says otherwise
+-- (integrations/cut_cross_entropy/args.py), so naming the plugin is enough.
+local cce_plugin = "axolotl.integrations.cut_cross_entropy.CutCrossEntropyPlugin"
+
+local function has_plugin(c, name)
+  for _, p in ipairs(type(c.plugins) == "table" and c.plugins or {}) do
+    if p == name then return true end
+  end
+  return false
+end
+
 local function read_kernels(r, c)
   for _, k in ipairs({ "liger_rms_norm", "liger_rope" }) do
     if truthy(c[k]) then r.set("kernels", "fused", { k }, false, "Liger's kernels") end
@@ -158,7 +170,33 @@ local function read_kernels(r, c)
     r.set("loss", "fused-linear", { "liger_fused_linear_cross_entropy" })
   elseif truthy(c.cut_cross_entropy) then
     r.set("loss", "cut", { "cut_cross_entropy" })
+  elseif c.cut_cross_entropy == nil and has_plugin(c, cce_plugin) then
+    r.set("loss", "cut", { "plugins" }, false, "the Cut Cross Entropy plugin (cut_cross_entropy defaults to true)")
   end
+end
+
+-- activation_offloading: true (axolotl 0.12, August 2025: the release its
+-- GPT-OSS examples were measured with) wraps every decoder layer in
+-- torch's checkpoint_wrapper (apply_activation_checkpointing,
+-- non-reentrant: loaders/model.py, _apply_activation_checkpointing) in
+-- place of transformers' gradient checkpointing, and runs the step under
+-- TRL's OffloadActivations (core/trainers/mixins/activation_checkpointing.py),
+-- torchtune's design: saved tensors of 1 KiB or more to pinned host memory,
+-- the output head's kept. "legacy" is the same without streams. Later
+-- releases drop the recompute for adapters (offloading alone) and add a
+-- hidden_states mode: those are listed as not modelled.
+local function read_offloading(r, c)
+  local ao = c.activation_offloading
+  if ao == nil or ao == false then return end
+  if ao ~= true and ao ~= "true" and ao ~= "legacy" then
+    r.skip({ "activation_offloading=" .. common.show(ao) })
+    return
+  end
+  local why = "axolotl's activation_offloading (checkpoint_wrapper on each layer)"
+  r.set("checkpointing", "full", { "activation_offloading" }, true, why)
+  r.set("use_reentrant", false, { "activation_offloading" }, true, why)
+  r.set("offload_activations", true, { "activation_offloading" })
+  r.set("offload_torchtune", true, { "activation_offloading" }, false, "TRL's OffloadActivations, torchtune's design")
 end
 
 -- attn_implementation, axolotl's attention key since its boolean flags
@@ -205,6 +243,7 @@ function axolotl.read(r, c)
   if type(c.gradient_checkpointing_kwargs) == "table" and c.gradient_checkpointing_kwargs.use_reentrant ~= nil then
     r.set("use_reentrant", truthy(c.gradient_checkpointing_kwargs.use_reentrant), { "gradient_checkpointing_kwargs" })
   end
+  read_offloading(r, c)
   read_attention(r, c)
   if c.xformers_attention then r.skip({ "xformers_attention" }) end
   -- schemas/training.py (axolotl 0.8 and later): optimizer adamw_torch_fused
@@ -213,6 +252,9 @@ function axolotl.read(r, c)
   if c.weight_decay ~= nil then r.set("weight_decay", c.weight_decay, { "weight_decay" }) end
   if c.torch_dtype ~= nil then r.set("torch_dtype", c.torch_dtype, { "torch_dtype" }) end
   read_fsdp(r, c)
+  -- dp_shard_size (axolotl's N-D parallelism, August 2025 on): the ranks
+  -- one model's FSDP shards span, the others replicating it
+  if c.dp_shard_size ~= nil then r.set("fsdp_shard_size", c.dp_shard_size, { "dp_shard_size" }) end
   read_kernels(r, c)
   if type(c.deepspeed) == "string" then common.merge_deepspeed(r, c.deepspeed, { "deepspeed" }) end
   for k, v in pairs(c) do
