@@ -15,12 +15,13 @@ int vp_field_index(const vp_op_kind *kind, const char *name) {
 static const vp_ranks whole = {1, 1, 1, false, false};
 
 /* An op's slots: its leaves, then three for LoRA's adapters (A, B and
- * DoRA's magnitude) per linear weight, used when a recipe targets it. */
+ * DoRA's magnitude) per linear weight or 3-D experts parameter, used when a
+ * recipe targets it. */
 static unsigned leaf_count(const vp_op *op) {
     vp_leaf_spec specs[VP_OP_MAX_LEAVES];
     unsigned k = op->kind->leaves ? op->kind->leaves(op, &whole, specs) : 0, slots = 0;
     for (unsigned j = 0; j < k; j++)
-        slots += vp_leaf_count(&specs[j]) * (specs[j].out_features ? 1 + VP_ADAPTER_SLOTS : 1);
+        slots += vp_leaf_count(&specs[j]) * (vp_leaf_adaptable(&specs[j]) ? 1 + VP_ADAPTER_SLOTS : 1);
     return slots;
 }
 

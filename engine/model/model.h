@@ -55,15 +55,23 @@ typedef struct {
     bool per_position;           /* a buffer of numel per position of the step's sequence, in the activations' dtype
                                     when dtype is VP_DTYPE_NONE (DeepSeek-V2's per-layer rotary caches) */
     const char *module_name;     /* module VP_MODULE_NONE: a Lua block's own name for it (lora_targets match it), or NULL */
+    /* a 3-D experts parameter [rows = experts, ...] that PEFT's
+     * target_parameters can adapt: which one, and each expert's input and
+     * output features as lora.ParamWrapper reads them (0: not one) */
+    vp_param_target param_target;
+    uint64_t param_in, param_out;
 } vp_leaf_spec;
 
 static inline unsigned vp_leaf_count(const vp_leaf_spec *spec) { return spec->count ? spec->count : 1; }
+/* A leaf LoRA can give adapters: a linear weight, or an experts parameter
+ * PEFT's target_parameters names. */
+static inline bool vp_leaf_adaptable(const vp_leaf_spec *spec) { return spec->out_features || spec->param_target; }
 
 /* A trainable parameter in the precision's dtype, one of it, of `module`
  * (out_features: a linear weight's outputs; 0 for anything else). */
 static inline vp_leaf_spec vp_param(uint64_t numel, const char *label, vp_module module, uint64_t out_features) {
     return (vp_leaf_spec){numel, VP_DTYPE_NONE, true, false, label, 1, false, module, out_features, out_features, false,
-                          false, false, NULL};
+                          false, false, NULL, VP_PARAM_NONE, 0, 0};
 }
 
 /* How the model is split over model-parallel ranks: tensor-parallel ranks,

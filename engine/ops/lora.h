@@ -8,10 +8,13 @@ struct vp_step;
 
 /* Adapters of one weight (the step records them: vp_step_add_adapter,
  * vp_step_adapter): A [r x in], B [out x r], and with DoRA the
- * magnitude [out] (else 0). */
+ * magnitude [out] (else 0). Of a 3-D experts parameter (PEFT's
+ * target_parameters, lora.ParamWrapper): A [r x experts, in] and B [out,
+ * r x experts], `experts` its first dimension (0 for a linear weight). */
 typedef struct vp_lora_adapter {
     vp_t weight, a, b, magnitude;
     uint64_t out_features;
+    uint64_t experts, in_features;
 } vp_lora_adapter;
 
 /* PEFT's lora.Linear.forward after the base layer gave `result` for input

@@ -47,9 +47,14 @@ enum { MOE_NAMES_W, MOE_NAMES_PROJ };
 /* This rank's leaves of the op: the router, each local expert's three
  * matrices, the shared experts' up, gate, down and gate weight, and
  * GPT-OSS's biases (the router's, the 3-D experts' gate_up and down). */
+struct moe_param_wrappers;
+
 typedef struct {
     const vp_t *router, *w1, *w3, *w2, *shared, *score_bias;
     const vp_t *router_bias, *w1_bias, *w2_bias;
+    /* PEFT's ParamWrappers around the 3-D experts while they run
+     * (moe_fused.c), or NULL */
+    struct moe_param_wrappers *wrapped;
 } moe_slots;
 
 static inline bool vp_moe_gpt_oss(const vp_op *op) { return vp_op_u64(op, MOE_BLOCK) == MOE_BLOCK_GPT_OSS; }

@@ -11,6 +11,100 @@
  * models/deepseek_v3 and deepseek_v2, the same release). */
 #include "moe.h"
 
+#include "lora.h"
+#include "op_context.h"
+
+/* PEFT's lora.ParamWrapper (peft/tuners/lora/layer.py, main of 2026) around
+ * the experts module, one for each 3-D parameter target_parameters names,
+ * nested in the order the module registers them: down_proj's wraps
+ * gate_up_proj's (_inject_parameters walks named_parameters). Each one's
+ * _activate_lora makes get_delta_weight's update, registers a
+ * parametrization W + delta (torch.nn.utils.parametrize, whose
+ * ParametrizationList checks it by computing it once) and runs the inner
+ * module under parametrize.cached(): the first read of the parameter makes
+ * W + delta, kept in the cache until the outermost cached() exits and by
+ * what autograd saves of it. */
+enum { GATE_UP, DOWN };
+struct moe_param_wrappers {
+    const vp_lora_adapter *adapter[2]; /* gate_up_proj's, down_proj's (NULL: not wrapped) */
+    vp_t weight[2], delta[2], effective[2];
+};
+
+/* The experts' parameter as their forward reads it: the parameter, or W +
+ * delta (made at the first read; the wrapper keeps the reference). */
+static vp_t experts_weight(vp_step *step, const moe_slots *s, unsigned which) {
+    struct moe_param_wrappers *p = s->wrapped;
+    vp_t w = which == GATE_UP ? *s->w1 : *s->w2;
+    if (!p || !p->adapter[which]) return w;
+    if (!p->effective[which])
+        p->effective[which] = vp_add(&step->sim, w, p->delta[which], vp_at(&step->sim, w)->numel,
+                                     "lora.parametrized_weight");
+    return p->effective[which];
+}
+
+/* get_delta_weight with several experts: lora_A's weight viewed [experts,
+ * r, in], lora_B's [out, r, experts], and torch.einsum("o r e, e r i ->
+ * e i o") (GPT-OSS's transposed layout; "e o i" for the others), which
+ * ATen runs as one bmm of B permuted to [experts, out, r] by A [experts,
+ * r, in] (sumproduct_pair): under autocast its operands cast (views: not
+ * cached) and saved; the permuted operand copied for the GEMM (CUDA's bmm
+ * clones it whole, prepare_batch_matrix_for_cublas; the CPU's one
+ * expert's slice at a time); the product [experts, out, in] viewed in the
+ * weight's layout. Then times scaling (a new tensor, the product gone) and
+ * .to(weight's dtype) where it differs. Returns delta_weight. */
+static vp_t param_delta(vp_step *step, const vp_lora_adapter *ad, vp_t w) {
+    vp_sim *sim = &step->sim;
+    uint64_t r = step->recipe->lora_rank, e = ad->experts;
+    vp_t b_view = vp_alias(sim, ad->b, "lora.param_B.reshape");
+    vp_t a_view = vp_alias(sim, ad->a, "lora.param_A.reshape");
+    vp_t left = vp_autocast_low(step, b_view, "lora.param_B.cast");
+    vp_t right = vp_autocast_low(step, a_view, "lora.param_A.cast");
+    vp_drop(sim, b_view);
+    vp_drop(sim, a_view);
+    vp_t product = vp_matmul(sim, left, right, vp_numel3(sim, e, ad->out_features, ad->in_features), false,
+                             "lora.param_delta");
+    bool cuda = step->recipe->device == VP_DEVICE_CUDA;
+    uint64_t copied = cuda ? vp_numel3(sim, e, ad->out_features, r) : vp_numel(sim, ad->out_features, r);
+    vp_drop(sim, vp_new(sim, copied, (vp_dtype)vp_at(sim, left)->dtype, "lora.param_delta.contiguous"));
+    vp_drop(sim, left);
+    vp_drop(sim, right);
+    vp_t scaled = vp_scale(sim, product, "lora.param_scaling");
+    vp_drop(sim, product);
+    vp_dtype dtype = (vp_dtype)vp_at(sim, w)->dtype;
+    if (vp_at(sim, scaled)->dtype == dtype) return scaled;
+    vp_t cast = vp_to(sim, scaled, dtype, "lora.param_delta.to");
+    vp_drop(sim, scaled);
+    return cast;
+}
+
+/* The wrappers' _activate_lora, outermost first: each one's update, and
+ * register_parametrization's check of W + delta, made and dropped. */
+static void wrappers_enter(vp_step *step, struct moe_param_wrappers *p) {
+    vp_sim *sim = &step->sim;
+    for (int which = DOWN; which >= GATE_UP; which--) {
+        if (!p->adapter[which]) continue;
+        vp_t w = p->weight[which];
+        p->delta[which] = param_delta(step, p->adapter[which], w);
+        vp_drop(sim, vp_add(sim, w, p->delta[which], vp_at(sim, w)->numel, "lora.parametrization_check"));
+    }
+}
+
+/* ... and their exits, innermost first: each removes its parametrization
+ * (its update goes with the proxy module holding it); the outermost's
+ * cached() exits first, clearing the cache of both W + delta. */
+static void wrappers_exit(vp_step *step, struct moe_param_wrappers *p) {
+    vp_sim *sim = &step->sim;
+    int outermost = p->adapter[DOWN] ? DOWN : GATE_UP;
+    for (int which = GATE_UP; which <= DOWN; which++) {
+        if (!p->adapter[which]) continue;
+        if (which == outermost) {
+            vp_drop(sim, p->effective[GATE_UP]);
+            vp_drop(sim, p->effective[DOWN]);
+        }
+        vp_drop(sim, p->delta[which]);
+    }
+}
+
 /* Qwen2-MoE's block is the one with a gated shared expert. */
 static bool qwen2_block(const vp_op *op) { return vp_op_u64(op, MOE_SHARED) && vp_op_flag(op, MOE_SHARED_GATE); }
 
@@ -138,10 +232,11 @@ static vp_t gpt_oss_eager_experts(vp_step *step, const vp_op *op, const moe_slot
         if (!tokens) continue;
         vp_moe_where(sim, tokens, &top_k_pos, &token_idx);
         vp_moe_rebind(sim, &state, vp_index(sim, x, token_idx, vp_numel(sim, tokens, h), "moe.current_state"));
-        vp_moe_rebind(sim, &gate_up, expert_linear(step, state, *s->w1, *s->w1_bias, h, 2 * f,
+        vp_moe_rebind(sim, &gate_up, expert_linear(step, state, experts_weight(step, s, GATE_UP), *s->w1_bias, h, 2 * f,
                                                    "moe.experts.gate_up_proj[e]", "moe.experts.gate_up_proj_bias[e]"));
         vp_moe_rebind(sim, &gated, gpt_oss_gate(sim, gate_up));
-        vp_moe_rebind(sim, &current, expert_linear(step, gated, *s->w2, *s->w2_bias, f, h, "moe.experts.down_proj[e]",
+        vp_moe_rebind(sim, &current, expert_linear(step, gated, experts_weight(step, s, DOWN), *s->w2_bias, f, h,
+                                                   "moe.experts.down_proj[e]",
                                                    "moe.experts.down_proj_bias[e]"));
         out = weigh_and_add(sim, out, top_k_weights, token_idx, top_k_pos, tokens, &current);
     }
@@ -181,7 +276,8 @@ static vp_t eager_experts(vp_step *step, const vp_op *op, const moe_slots *s, vp
         if (!tokens) continue;
         vp_moe_where(sim, tokens, &l.top_k_pos, &l.token_idx);
         vp_moe_rebind(sim, &l.state, vp_index(sim, x, l.token_idx, vp_numel(sim, tokens, h), "moe.current_state"));
-        vp_t w_gate_up = vp_slice(sim, *s->w1, vp_numel(sim, 2 * f, h), "moe.experts.gate_up_proj[e]");
+        vp_t w_gate_up = vp_slice(sim, experts_weight(step, s, GATE_UP), vp_numel(sim, 2 * f, h),
+                                  "moe.experts.gate_up_proj[e]");
         vp_t both = vp_project(step, l.state, w_gate_up, 0, 2 * f, "moe.experts.gate_up");
         vp_drop(sim, w_gate_up);
         vp_t halves[2];
@@ -193,7 +289,7 @@ static vp_t eager_experts(vp_step *step, const vp_op *op, const moe_slots *s, vp
         vp_t m = vp_mul(sim, act, l.up, vp_at(sim, act)->numel, "moe.experts.mul");
         vp_drop(sim, act);
         vp_moe_rebind(sim, &l.current, m);
-        vp_t w_down = vp_slice(sim, *s->w2, vp_numel(sim, h, f), "moe.experts.down_proj[e]");
+        vp_t w_down = vp_slice(sim, experts_weight(step, s, DOWN), vp_numel(sim, h, f), "moe.experts.down_proj[e]");
         vp_t o = vp_project(step, l.current, w_down, 0, h, "moe.experts.down");
         vp_drop(sim, w_down);
         vp_moe_rebind(sim, &l.current, o);
@@ -267,10 +363,11 @@ static vp_t grouped_experts(vp_step *step, const vp_op *op, const moe_slots *s, 
     vp_t histc_input = vp_new(sim, rows, VP_FP32, "moe.histc_input");
     vp_t counts = vp_new(sim, experts, VP_FP32, "moe.tokens_per_expert");
     vp_t offsets = vp_new(sim, experts, VP_INT32, "moe.offsets");
-    vp_t both = grouped_linear(sim, states_g, *s->w1, offsets, gate_up_bias, rows, 2 * f,
+    vp_t both = grouped_linear(sim, states_g, experts_weight(step, s, GATE_UP), offsets, gate_up_bias, rows, 2 * f,
                                "moe.experts.grouped_mm.gate_up");
     vp_t gated = biased ? gpt_oss_gate(sim, both) : default_gate(sim, both);
-    vp_t o = grouped_linear(sim, gated, *s->w2, offsets, down_bias, rows, h, "moe.experts.grouped_mm.down");
+    vp_t o = grouped_linear(sim, gated, experts_weight(step, s, DOWN), offsets, down_bias, rows, h,
+                            "moe.experts.grouped_mm.down");
     /* out_per_sample_g rebound to the product: the GEMM's output lives on where the product saved it */
     vp_t weighted = vp_mul(sim, o, weights_g, vp_at(sim, o)->numel, "moe.weighted");
     vp_drop(sim, o);
@@ -285,10 +382,24 @@ static vp_t grouped_experts(vp_step *step, const vp_op *op, const moe_slots *s, 
 }
 
 /* The experts by experts_implementation; takes nothing over. */
-static vp_t run_experts(vp_step *step, const vp_op *op, const moe_slots *s, vp_t x, vp_t top_k_weights) {
+static vp_t experts_forward(vp_step *step, const vp_op *op, const moe_slots *s, vp_t x, vp_t top_k_weights) {
     if (vp_recipe_experts_impl(step->recipe) == VP_EXPERTS_GROUPED_MM) return grouped_experts(step, op, s, x, top_k_weights);
     return vp_moe_gpt_oss(op) ? gpt_oss_eager_experts(step, op, s, x, top_k_weights)
                               : eager_experts(step, op, s, x, top_k_weights);
+}
+
+/* The experts module called: inside PEFT's ParamWrappers where
+ * target_parameters name its parameters. */
+static vp_t run_experts(vp_step *step, const vp_op *op, const moe_slots *s, vp_t x, vp_t top_k_weights) {
+    struct moe_param_wrappers p = {{vp_step_adapter(step, *s->w1), vp_step_adapter(step, *s->w2)},
+                                   {*s->w1, *s->w2}, {0, 0}, {0, 0}};
+    if (!p.adapter[GATE_UP] && !p.adapter[DOWN]) return experts_forward(step, op, s, x, top_k_weights);
+    moe_slots wrapped = *s;
+    wrapped.wrapped = &p;
+    wrappers_enter(step, &p);
+    vp_t out = experts_forward(step, op, &wrapped, x, top_k_weights);
+    wrappers_exit(step, &p);
+    return out;
 }
 
 /* GptOssTopKRouter.forward: router_logits = F.linear(x, weight, bias);

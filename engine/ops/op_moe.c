@@ -116,6 +116,15 @@ static void fused_experts(vp_leaf_spec *out, unsigned local, uint64_t f, uint64_
     out[W3] = experts_of(vp_param(0, "moe.experts.w3", VP_MODULE_NONE, 0), 1);
     out[W2] = experts_of(vp_param(local * h * f, "moe.experts.down_proj", VP_MODULE_NONE, 0), 1);
     out[W1].rows = out[W2].rows = local;
+    /* PEFT's target_parameters can adapt them (lora.ParamWrapper): each
+     * expert maps hidden to 2 x intermediate, then intermediate to hidden,
+     * whichever way round the parameter is stored (GPT-OSS's is_transposed) */
+    out[W1].param_target = VP_PARAM_GATE_UP;
+    out[W1].param_in = h;
+    out[W1].param_out = 2 * f;
+    out[W2].param_target = VP_PARAM_DOWN;
+    out[W2].param_in = f;
+    out[W2].param_out = h;
 }
 
 /* Experts are split over expert-parallel ranks, each one's width over
@@ -170,6 +179,7 @@ static moe_slots slots_of(const vp_t *leaves, unsigned local) { /* local: 1 for 
     s.router_bias = s.score_bias + 1;
     s.w1_bias = s.router_bias + 1;
     s.w2_bias = s.w1_bias + 1;
+    s.wrapped = NULL;
     return s;
 }
 

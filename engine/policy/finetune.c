@@ -60,6 +60,15 @@ bool vp_lora_adapts(const vp_recipe *recipe, const vp_leaf_spec *spec) {
     return (targets & vp_module_bit(VP_MODULE_NONE)) || lora_name_index(recipe, spec->module_name) >= 0;
 }
 
+bool vp_lora_adapts_param(const vp_recipe *recipe, const vp_leaf_spec *spec, unsigned layer) {
+    if (!vp_finetune_method_of(recipe)->adapts_linear || !spec->param_target || spec->buffer) return false;
+    for (unsigned i = 0; i < recipe->n_lora_params; i++) {
+        const vp_lora_param *p = &recipe->lora_params[i];
+        if (p->param == spec->param_target && (p->layer < 0 || (unsigned)p->layer == layer)) return true;
+    }
+    return false;
+}
+
 /* transformers' bitsandbytes integration replaces every nn.Linear but the
  * output head (get_keys_to_not_convert: the model's last child, a language
  * model's head or a classifier) and the model's _keep_in_fp32_modules
@@ -96,6 +105,8 @@ typedef struct {
     unsigned named;              /* bit i: lora_targets' i-th own name is a linear of a Lua block */
     unsigned saved_named;        /* bit i: modules_to_save's i-th own name is a Lua block's module */
     bool saved_quantized;        /* one of those is a linear stored in 4 or 8 bits */
+    unsigned params_present;     /* bit p: the layers hold experts parameter p (vp_param_target) */
+    uint64_t params_matched;     /* bit i: target_parameters' i-th entry names a parameter of the model */
     unsigned n_own;              /* Lua blocks' own module names adapted, in the order met */
     const char *own[VP_OP_MAX_LEAVES];
 } census;
@@ -114,11 +125,17 @@ static void note_own_name(census *c, const vp_leaf_spec *s, bool adapted) {
     }
 }
 
-static void count_ops(census *c, const vp_op *ops, unsigned n, uint64_t times, bool frozen) {
+/* An op's leaves as the census counts them: the whole model on one rank,
+ * the experts held as the recipe holds them. */
+static unsigned census_leaves(const census *c, const vp_op *op, vp_leaf_spec *specs) {
     const vp_ranks whole = {1, 1, 1, false, vp_recipe_fused_experts(c->recipe)};
+    return op->kind->leaves ? op->kind->leaves(op, &whole, specs) : 0;
+}
+
+static void count_ops(census *c, const vp_op *ops, unsigned n, uint64_t times, bool frozen) {
     for (unsigned i = 0; i < n; i++) {
         vp_leaf_spec specs[VP_OP_MAX_LEAVES];
-        unsigned k = ops[i].kind->leaves ? ops[i].kind->leaves(&ops[i], &whole, specs) : 0;
+        unsigned k = census_leaves(c, &ops[i], specs);
         for (unsigned j = 0; j < k; j++) {
             const vp_leaf_spec *s = &specs[j];
             if (!s->numel) continue;
@@ -145,6 +162,29 @@ static void count_ops(census *c, const vp_op *ops, unsigned n, uint64_t times, b
     }
 }
 
+/* target_parameters' adapters in one layer's ops: lora_A [r x experts,
+ * in] and lora_B [out, r x experts] per adapted parameter (ParamWrapper's
+ * update_layer). */
+static void count_param_adapters(census *c, const vp_op *ops, unsigned n, unsigned layer) {
+    for (unsigned i = 0; i < n; i++) {
+        vp_leaf_spec specs[VP_OP_MAX_LEAVES];
+        unsigned k = census_leaves(c, &ops[i], specs);
+        for (unsigned j = 0; j < k; j++) {
+            const vp_leaf_spec *s = &specs[j];
+            if (!s->param_target || !s->numel) continue;
+            c->params_present |= 1u << s->param_target;
+            for (unsigned t = 0; t < c->recipe->n_lora_params; t++) {
+                const vp_lora_param *p = &c->recipe->lora_params[t];
+                if (p->param == s->param_target && (p->layer < 0 || (unsigned)p->layer == layer))
+                    c->params_matched |= (uint64_t)1 << t;
+            }
+            if (vp_lora_adapts_param(c->recipe, s, layer))
+                c->trainable += (uint64_t)c->recipe->lora_rank * s->rows * (s->param_in + s->param_out);
+        }
+        count_param_adapters(c, ops[i].children, ops[i].n_children, layer);
+    }
+}
+
 static census take_census(const vp_model *model, const vp_recipe *recipe) {
     census c = {.recipe = recipe};
     const vp_section *s = model->section;
@@ -165,6 +205,10 @@ static census take_census(const vp_model *model, const vp_recipe *recipe) {
     count_ops(&c, s[VP_SECTION_BRIDGE].ops, s[VP_SECTION_BRIDGE].n_ops, 1, freezing && boundary > first);
     count_ops(&c, s[VP_SECTION_FINAL].ops, s[VP_SECTION_FINAL].n_ops, 1, false);
     if (method->leaves) c.trainable += method->leaves(model, recipe);
+    for (unsigned layer = 0; recipe->n_lora_params && layer < model->layers; layer++) {
+        const vp_section *section = &s[layer < first ? VP_SECTION_FIRST_LAYER : VP_SECTION_LAYER];
+        count_param_adapters(&c, section->ops, section->n_ops, layer);
+    }
     return c;
 }
 
@@ -345,6 +389,20 @@ const char *vp_finetune_problem(const vp_model *model, const vp_recipe *recipe) 
         for (unsigned i = 0; i < recipe->n_lora_names; i++)
             if (!(c.named >> i & 1u)) return recipe->lora_names[i];
         bool given = vp_lora_targets_given(recipe);
+        for (unsigned i = 0; i < recipe->n_lora_params; i++) {
+            if (c.params_matched >> i & 1u) continue;
+            if (!(c.params_present >> recipe->lora_params[i].param & 1u))
+                return "lora_target_parameters: the model has no 3-D experts parameter of that name (transformers 5's "
+                       "experts: GPT-OSS, or a mixture with experts_implementation eager or grouped_mm)";
+            return "lora_target_parameters: names a layer the model does not have";
+        }
+        /* target_modules left out beside target_parameters: PEFT targets
+         * no module where it has no defaults for the model type
+         * (lora/model.py _prepare_adapter_config), its defaults where it has */
+        if (!given && recipe->n_lora_params && model->facts.peft_defaults)
+            return "lora_target_parameters: PEFT adds its default LoRA targets for this model type (q_proj,v_proj) "
+                   "when target_modules is not given: name lora_targets too";
+        if (!given && recipe->n_lora_params) return NULL;
         if (!given && model->facts.attention && !model->facts.peft_defaults)
             return "lora_targets: PEFT has no default LoRA targets for this model type; name them (as q_proj,v_proj) "
                    "or use all-linear";

@@ -19,6 +19,9 @@ bool vp_finetune_keeps_original(const vp_recipe *recipe, const vp_leaf_spec *spe
 
 /* Whether LoRA puts adapters beside this weight. */
 bool vp_lora_adapts(const vp_recipe *recipe, const vp_leaf_spec *spec);
+/* Whether PEFT's target_parameters give the 3-D experts parameter of
+ * `spec` adapters (lora.ParamWrapper) in the model's layer `layer`. */
+bool vp_lora_adapts_param(const vp_recipe *recipe, const vp_leaf_spec *spec, unsigned layer);
 
 /* Whether QLoRA stores this weight quantized (every linear weight but the
  * head). */

@@ -61,6 +61,10 @@ typedef enum {
 
 typedef uint64_t vp_module_set; /* bit m: module m */
 
+/* A mixture's 3-D experts parameters that PEFT's target_parameters can
+ * name (transformers 5's experts modules hold them bare, no nn.Linear) */
+typedef enum { VP_PARAM_NONE, VP_PARAM_GATE_UP, VP_PARAM_DOWN } vp_param_target;
+
 static inline vp_module_set vp_module_bit(vp_module m) { return (vp_module_set)1 << m; }
 static inline bool vp_module_in(vp_module_set set, vp_module m) { return m != VP_MODULE_NONE && (set >> m & 1u); }
 

@@ -19,12 +19,21 @@ bool vp_lora_targets_given(const vp_recipe *recipe) { return recipe->lora_target
 
 vp_module_set vp_lora_targets(const vp_recipe *recipe) {
     if (vp_lora_targets_given(recipe)) return recipe->lora_targets;
+    /* target_parameters alone: no module (vp_finetune_problem refuses the
+     * model types PEFT has defaults for) */
+    if (recipe->n_lora_params) return 0;
     /* TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING: llama, mistral,
      * mixtral, qwen2 -> q_proj, v_proj; gpt2 -> c_attn; bloom -> query_key_value;
      * t5, mt5 -> q, v; bert -> query, value; mpt -> Wqkv */
     return vp_module_bit(VP_MODULE_Q_PROJ) | vp_module_bit(VP_MODULE_V_PROJ) | vp_module_bit(VP_MODULE_C_ATTN) |
            vp_module_bit(VP_MODULE_QUERY_KEY_VALUE) | vp_module_bit(VP_MODULE_Q) | vp_module_bit(VP_MODULE_V) |
            vp_module_bit(VP_MODULE_QUERY) | vp_module_bit(VP_MODULE_VALUE) | vp_module_bit(VP_MODULE_WQKV);
+}
+
+bool vp_lora_params_by_layer(const vp_recipe *r) {
+    for (unsigned i = 0; i < r->n_lora_params; i++)
+        if (r->lora_params[i].layer >= 0) return true;
+    return false;
 }
 
 unsigned vp_recipe_first_trained_layer(const vp_recipe *r, unsigned layers) {

@@ -113,6 +113,14 @@ enum { VP_LORA_NAMES = 8, VP_LORA_NAME = 40 };
 #define VP_LORA_MISSING "lora_targets: no linear module of the model is called "
 #define VP_SAVED_MISSING "modules_to_save: no module of the model is called "
 
+/* PEFT's target_parameters (LoraConfig, lora.ParamWrapper): a mixture's
+ * 3-D experts parameters given adapters, each of one layer or of all */
+enum { VP_LORA_PARAMS = 64 };
+typedef struct {
+    int layer;                   /* the model's layer index; -1: every layer */
+    vp_param_target param;
+} vp_lora_param;
+
 /* What a step trains: everything, or a parameter-efficient method as
  * Hugging Face PEFT applies it. */
 typedef enum {
@@ -275,6 +283,8 @@ typedef struct {
      * vp_lora_name gives the name */
     unsigned n_lora_names;
     char lora_names[VP_LORA_NAMES][sizeof VP_LORA_MISSING + VP_LORA_NAME];
+    unsigned n_lora_params;      /* target_parameters: the experts' parameters given adapters */
+    vp_lora_param lora_params[VP_LORA_PARAMS];
     bool use_dora;               /* DoRA: a magnitude vector per adapted weight, and its forward */
     vp_lora_dtype_rule lora_dtype; /* the adapters' dtype */
     vp_module_set modules_to_save; /* trained in full beside the adapters */
@@ -314,6 +324,9 @@ unsigned vp_recipe_microbatches(const vp_recipe *recipe);
  * batch keys (global_batch against micro_batch x dp and the micro-batch
  * count), selective recompute outside Megatron; or NULL. */
 const char *vp_recipe_problem(const vp_recipe *recipe);
+
+/* Whether target_parameters name some layers only (their leaves differ). */
+bool vp_lora_params_by_layer(const vp_recipe *recipe);
 
 /* The first layer of a model of `layers` that the recipe trains in full
  * (0: all of them; freezing keeps the ones before it frozen). */

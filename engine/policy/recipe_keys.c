@@ -158,6 +158,56 @@ static bool parse_modules_to_save(vp_recipe *r, const char *key, const char *s, 
     return parse_open_list(r, &r->modules_to_save, &r->n_saved_names, saved_name, key, s, message, size);
 }
 
+/* The parameter an entry of target_parameters names: its last component. */
+static const char *const lora_param_names[] = {NULL, "gate_up_proj", "down_proj"};
+
+/* PEFT's target_parameters: each entry matches a parameter whose full name
+ * ends with it (tuners_utils.py, _inject_parameters: key.endswith("." +
+ * target)), so "mlp.experts.gate_up_proj" names every layer's and
+ * "22.mlp.experts.down_proj" (or with axolotl's checkpoint wrapper,
+ * "22._checkpoint_wrapped_module.mlp.experts.down_proj") layer 22's. Read
+ * here: the parameter (the last component, after "experts") and the layer
+ * (a component of digits, if any). */
+static bool parse_lora_params(vp_recipe *r, const char *key, const char *s, const char *shown, char *message,
+                              size_t size) {
+    (void)shown;
+    r->n_lora_params = 0;
+    while (s && *s) {
+        size_t len = strcspn(s, ",");
+        /* the components in turn: the last two kept, the first of digits read as the layer */
+        const char *part = s, *name = NULL, *before = NULL;
+        size_t name_len = 0, before_len = 0;
+        int layer = -1;
+        while (part <= s + len) {
+            size_t n = strcspn(part, ".,");
+            if (part + n > s + len) n = (size_t)(s + len - part);
+            bool digits = n > 0 && n < 7;
+            for (size_t i = 0; digits && i < n; i++) digits = part[i] >= '0' && part[i] <= '9';
+            if (digits && layer < 0) layer = atoi(part);
+            before = name, before_len = name_len;
+            name = part, name_len = n;
+            part += n + 1;
+        }
+        vp_param_target param = VP_PARAM_NONE;
+        bool experts = before && before_len == 7 && strncmp(before, "experts", 7) == 0;
+        for (unsigned i = 1; experts && i < sizeof lora_param_names / sizeof *lora_param_names; i++)
+            if (strlen(lora_param_names[i]) == name_len && strncmp(name, lora_param_names[i], name_len) == 0)
+                param = (vp_param_target)i;
+        if (!param || r->n_lora_params == VP_LORA_PARAMS) {
+            snprintf(message, size, "%s: '%.*s' is not a mixture's experts parameter, as mlp.experts.gate_up_proj or "
+                     "22.mlp.experts.down_proj (at most %d)", key, (int)len, s, VP_LORA_PARAMS);
+            return false;
+        }
+        r->lora_params[r->n_lora_params++] = (vp_lora_param){layer, param};
+        s += len + (s[len] == ',');
+    }
+    if (!r->n_lora_params) {
+        snprintf(message, size, "%s: names no parameter", key);
+        return false;
+    }
+    return true;
+}
+
 /* "8,8,8,8": the layers of each stage, in order */
 static bool parse_pp_layers(vp_recipe *r, const char *key, const char *s, const char *shown, char *message,
                             size_t size) {
@@ -269,6 +319,20 @@ static void value_lora_targets(const vp_recipe *r, vp_key_value *out) {
     for (unsigned i = 0; i < r->n_lora_names; i++) {
         size_t used = strlen(out->text);
         snprintf(out->text + used, sizeof out->text - used, "%s%s", used ? "," : "", vp_lora_name(r, i));
+    }
+    set_string(out, out->text);
+}
+static void value_lora_params(const vp_recipe *r, vp_key_value *out) {
+    out->text[0] = '\0';
+    for (unsigned i = 0; i < r->n_lora_params; i++) {
+        size_t used = strlen(out->text);
+        const vp_lora_param *p = &r->lora_params[i];
+        if (p->layer >= 0)
+            snprintf(out->text + used, sizeof out->text - used, "%s%d.mlp.experts.%s", used ? "," : "", p->layer,
+                     lora_param_names[p->param]);
+        else
+            snprintf(out->text + used, sizeof out->text - used, "%smlp.experts.%s", used ? "," : "",
+                     lora_param_names[p->param]);
     }
     set_string(out, out->text);
 }
@@ -592,6 +656,10 @@ static const vp_recipe_key keys[] = {
     {TEXT_KEY("lora_targets", parse_lora_targets), .value = value_lora_targets, .applies = with_adapters,
      .doc = "modules given adapters: names (q_proj,v_proj; a Lua block's own linear names too) or all-linear (every "
             "linear but the head, Lua blocks' included) [q_proj,v_proj; GPT-2 c_attn; BLOOM query_key_value; MPT Wqkv]"},
+    {TEXT_KEY("lora_target_parameters", parse_lora_params), .value = value_lora_params, .applies = with_adapters,
+     .doc = "PEFT's target_parameters: a mixture's 3-D experts parameters given adapters (lora.ParamWrapper), "
+            "mlp.experts.gate_up_proj and mlp.experts.down_proj of every layer, or with a layer's index "
+            "(22.mlp.experts.down_proj) of that one; each forward makes the weight's update whole [none]"},
     {TEXT_KEY("modules_to_save", parse_modules_to_save), .value = value_modules_to_save, .applies = with_adapters,
      .doc = "modules trained in full beside the adapters (lm_head, embed_tokens, norm, or a Lua block's own module: "
             "conv1d; a classifier's head joins them by itself)"},

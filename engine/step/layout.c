@@ -194,7 +194,25 @@ static void make_adapters(vp_step *step, const vp_leaf_spec *spec, vp_t weight, 
         m.dtype = dtype;
         out[2] = make_leaf(step, &m, true, repeat);
     }
-    vp_lora_adapter adapter = {weight, out[0], out[1], out[2], spec->out_features};
+    vp_lora_adapter adapter = {weight, out[0], out[1], out[2], spec->out_features, 0, 0};
+    if (!vp_step_add_adapter(step, &adapter)) step->sim.status = VP_SIM_NOMEM;
+}
+
+/* PEFT's lora.ParamWrapper around a 3-D experts parameter [experts, ...]
+ * (update_layer): lora_A = nn.Linear(in, r x experts) and lora_B =
+ * nn.Linear(r x experts, out), bias-free, trained, in the adapters' dtype
+ * (autocast_adapter_dtype casts them as it casts lora.Linear's). */
+static void make_param_adapters(vp_step *step, const vp_leaf_spec *spec, vp_t weight, vp_t *out, unsigned repeat) {
+    uint64_t r = step->recipe->lora_rank, experts = spec->rows;
+    vp_dtype dtype = vp_lora_dtype(step->recipe, step->priv->plan.params_dtype);
+    vp_leaf_spec a = vp_param(r * experts * spec->param_in, "lora_A.weight", VP_MODULE_NONE, 0);
+    vp_leaf_spec b = vp_param(spec->param_out * r * experts, "lora_B.weight", VP_MODULE_NONE, 0);
+    a.dtype = b.dtype = dtype;
+    a.rows = r * experts;
+    b.rows = spec->param_out;
+    out[0] = make_leaf(step, &a, true, repeat);
+    out[1] = make_leaf(step, &b, true, repeat);
+    vp_lora_adapter adapter = {weight, out[0], out[1], 0, spec->param_out, experts, spec->param_in};
     if (!vp_step_add_adapter(step, &adapter)) step->sim.status = VP_SIM_NOMEM;
 }
 
@@ -245,14 +263,19 @@ void vp_layout_create_leaves(vp_step *step, const vp_op *ops, unsigned n, vp_t *
                 }
             slot += count;
         }
-        /* then LoRA's adapters, A and B (and DoRA's magnitude) beside each targeted weight */
+        /* then LoRA's adapters, A and B (and DoRA's magnitude) beside each
+         * targeted weight, or beside an experts parameter target_parameters names */
         for (unsigned j = 0; j < k; j++) {
-            if (!specs[j].out_features) continue;
+            if (!vp_leaf_adaptable(&specs[j])) continue;
             unsigned count = vp_leaf_count(&specs[j]);
-            if (specs[j].numel && vp_lora_adapts(step->recipe, &specs[j]))
-                for (unsigned c = 0; c < count; c++)
-                    make_adapters(step, &specs[j], slots[op->slot + j_slot(specs, j) + c],
-                                  slots + slot + VP_ADAPTER_SLOTS * c, repeat);
+            bool linear = specs[j].out_features && vp_lora_adapts(step->recipe, &specs[j]);
+            bool param = !specs[j].out_features && vp_lora_adapts_param(step->recipe, &specs[j], priv->leaves_layer);
+            for (unsigned c = 0; specs[j].numel && (linear || param) && c < count; c++) {
+                vp_t weight = slots[op->slot + j_slot(specs, j) + c];
+                vp_t *adapters = slots + slot + VP_ADAPTER_SLOTS * c;
+                if (linear) make_adapters(step, &specs[j], weight, adapters, repeat);
+                else make_param_adapters(step, &specs[j], weight, adapters, repeat);
+            }
             slot += VP_ADAPTER_SLOTS * count;
         }
         /* a tied head's nn.Linear holds the embedding's weight: ASP masks it there */

@@ -5,6 +5,7 @@
 #include "step.h"
 #include "step_private.h"
 
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -145,8 +146,9 @@ static bool plan_chunks(vp_step *step) {
     const vp_model *m = step->model;
     unsigned period = m->facts.layer_period;
     /* layers-K alternates checkpointed and plain layers: evaluated one by one */
+    /* target_parameters of some layers only: those layers hold adapters the others do not */
     bool foldable = priv->fold && !step->prefix_tokens && !vp_model_encoder_decoder(m) && !m->facts.router_aux_loss &&
-                    per % period == 0 && !step->recipe->checkpoint_layers;
+                    per % period == 0 && !step->recipe->checkpoint_layers && !vp_lora_params_by_layer(step->recipe);
     for (unsigned r = 0; r < 4; r++) {
         if (splits[r + 1] <= splits[r]) continue;
         bool lone = splits[r] == start ? first_unlike : splits[r] == b;
@@ -175,6 +177,7 @@ static bool setup(vp_step *step) {
     priv->bridge_leaves = calloc(m->section[VP_SECTION_BRIDGE].n_slots + 1, sizeof(vp_t));
     if (!priv->embed_leaves || !priv->final_leaves || !priv->layer_leaves || !priv->bridge_leaves) return false;
 
+    priv->leaves_layer = UINT_MAX;
     step->ledger.place.phase = VP_PHASE_SETUP;
     bool freezing = vp_finetune_method_of(step->recipe)->trains_last_layers;
     unsigned boundary = vp_recipe_first_trained_layer(step->recipe, m->layers);
@@ -206,7 +209,9 @@ static bool setup(vp_step *step) {
         vp_ledger_begin_segment(&step->ledger);
         const vp_section *layer = vp_step_instance_section(step, i);
         bool frozen = vp_step_instance_layer(step, i) < boundary;
+        priv->leaves_layer = vp_step_instance_layer(step, i);
         vp_layout_create_leaves(step, layer->ops, layer->n_ops, slots, repeat, frozen);
+        priv->leaves_layer = UINT_MAX;
         vp_layout_resident(step, slots, layer_slots, repeat);
         vp_ledger_repeat_segment(&step->ledger, repeat, 0);
     }

@@ -99,6 +99,9 @@ typedef struct vp_step_private {
     vp_t *embed_leaves, *final_leaves;
     vp_t *layer_leaves;              /* n_layer_instances x layer slots */
     unsigned n_layer_instances;
+    /* the model's layer whose leaves are being made (layer-specific
+     * target_parameters); UINT_MAX outside the layers */
+    unsigned leaves_layer;
     /* torch.autocast's weight cache: casts of leaves, cleared when the
      * autocast region exits */
     vp_cast_entry *casts;

@@ -754,6 +754,21 @@ describe("export", function()
     assert.truthy(out:find('"reduce_bucket_size":"auto"', 1, true), out)
   end)
 
+  it("round-trips axolotl's GPT-OSS LoRA example with the experts' target parameters and offloading", function()
+    -- the example as August 2025 had it: lora_target_parameters on the
+    -- last two layers' experts (through the checkpoint wrapper's name)
+    local source = FIXTURES .. "axolotl/examples/gpt-oss/gpt-oss-20b-sft-lora-singlegpu.yaml"
+    local f = assert(io.open(source))
+    local text = f:read("a"):gsub("lora_target_linear: true\n", "lora_target_linear: true\nlora_target_parameters:\n"
+      .. "  - 22._checkpoint_wrapped_module.mlp.experts.gate_up_proj\n  - 23.mlp.experts.down_proj\n", 1)
+    f:close()
+    local path = helper.write(text, ".yaml")
+    local out = assert_round_trip("axolotl", "gpt-oss-20b", path, ".yaml", { estimate = { "--set", "seq_len=256" } })
+    assert.truthy(out:find("lora_target_parameters:\n  - '22._checkpoint_wrapped_module.mlp.experts.gate_up_proj'\n"
+      .. "  - '23.mlp.experts.down_proj'", 1, true), out)
+    assert.truthy(out:find("activation_offloading: true", 1, true), out)
+  end)
+
   it("round-trips accelerate's FSDP template and a DeepSpeed plugin config", function()
     assert_round_trip("accelerate", "llama3.2-1b", FIXTURES .. "accelerate/examples/config_yaml_templates/fsdp.yaml",
       ".yaml", { estimate = { "--set", "seq_len=256" } })

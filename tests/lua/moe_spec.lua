@@ -414,6 +414,63 @@ describe("GPT-OSS", function()
       :find("attention_sinks: is GPT-OSS's attention: no latent attention or fused projections", 1, true))
   end)
 
+  describe("PEFT's target_parameters (lora.ParamWrapper on the 3-D experts)", function()
+    local function lora(...)
+      return helper.estimate("gpt-oss-20b", "--set", "finetune=lora", "--set", "seq_len=128",
+        "--set", "precision=bf16", "--set", "optimizer=none", ...)
+    end
+
+    it("gives each named parameter lora_A [r x experts, in] and lora_B [out, r x experts]", function()
+      -- update_layer: nn.Linear(in, r * num_experts) and nn.Linear(r * num_experts, out);
+      -- gate_up_proj maps 2880 to 5760, down_proj 2880 to 2880, 32 experts, r 8
+      local gate_up, down = 8 * 32 * (2880 + 5760), 8 * 32 * (2880 + 2880)
+      local r = lora("--set", "lora_target_parameters=22.mlp.experts.gate_up_proj,23.mlp.experts.down_proj")
+      assert.are.equal(gate_up + down, r.model.trainable_params)
+      -- without a layer, every layer's: target_modules left out names no module (no PEFT defaults for gpt_oss)
+      r = lora("--set", "lora_target_parameters=mlp.experts.gate_up_proj,mlp.experts.down_proj")
+      assert.are.equal(24 * (gate_up + down), r.model.trainable_params)
+      -- axolotl's checkpoint wrapper in the path changes nothing
+      r = lora("--set", "lora_target_parameters=22._checkpoint_wrapped_module.mlp.experts.gate_up_proj")
+      assert.are.equal(gate_up, r.model.trainable_params)
+    end)
+
+    it("makes each call's update and W + delta whole: an adapted layer peaks above a plain one", function()
+      -- the layers adapted one by one are evaluated unfolded; all of them
+      -- folded: the same figures either way
+      local all = {}
+      for i = 0, 23 do all[#all + 1] = i .. ".mlp.experts.down_proj" end
+      local listed = lora("--set", "lora_target_parameters=" .. table.concat(all, ","))
+      local every = lora("--set", "lora_target_parameters=mlp.experts.down_proj")
+      assert.are.equal(every.per_gpu.peak_allocated_bytes, listed.per_gpu.peak_allocated_bytes)
+      assert.are.equal(every.model.trainable_params, listed.model.trainable_params)
+      -- bf16 weights, fp32 adapters without autocast: the update made in
+      -- fp32 (32 x 2880 x 2880 x 4 bytes) and cast; in backward the
+      -- gradient of W + delta cast up and scaled, in layer 5, above the
+      -- plain run's peak (the loss's) by more than one fp32 update
+      local plain = lora("--set", "lora_targets=q_proj")
+      local one = lora("--set", "lora_targets=q_proj", "--set", "lora_target_parameters=5.mlp.experts.down_proj")
+      assert.are.equal(5, one.per_gpu.peak_layer)
+      assert.truthy(one.per_gpu.peak_op:find("lora.param", 1, true), one.per_gpu.peak_op)
+      assert.is_true(one.per_gpu.peak_allocated_bytes - plain.per_gpu.peak_allocated_bytes > 32 * 2880 * 2880 * 4)
+    end)
+
+    it("refuses what PEFT would not match, naming the key", function()
+      local fails = function(...) return helper.fails("gpt-oss-20b", "--set", "finetune=lora", ...) end
+      assert.truthy(fails("--set", "lora_target_parameters=mlp.experts.w1")
+        :find("lora_target_parameters: 'mlp.experts.w1' is not a mixture's experts parameter", 1, true))
+      assert.truthy(fails("--set", "lora_target_parameters=24.mlp.experts.down_proj")
+        :find("lora_target_parameters: names a layer the model does not have", 1, true))
+      -- Mixtral's experts are nn.Linear modules under transformers 4.x: no 3-D parameter to name
+      assert.truthy(helper.fails("mixtral-8x7b", "--set", "finetune=lora", "--set", "lora_targets=q_proj",
+        "--set", "lora_target_parameters=mlp.experts.gate_up_proj")
+        :find("lora_target_parameters: the model has no 3-D experts parameter of that name", 1, true))
+      -- PEFT adds its defaults (q_proj, v_proj) where it has them for the model type
+      assert.truthy(helper.fails("mixtral-8x7b", "--set", "finetune=lora", "--set", "experts_implementation=eager",
+        "--set", "lora_target_parameters=mlp.experts.gate_up_proj")
+        :find("name lora_targets too", 1, true))
+    end)
+  end)
+
   it("runs sdpa eagerly, as transformers does without an SDPA path", function()
     local function activations(attention)
       return helper.estimate("gpt-oss-20b", "--set", "seq_len=256", "--set", "precision=bf16",

@@ -543,6 +543,21 @@ CASES = [
         experts_implementation="grouped_mm")),
     ("gpt-oss grouped_mm fp32 wide experts", gpt_oss(vocab=32, inter=256), recipe(
         optimizer="none", s=64, experts_implementation="grouped_mm")),
+    # PEFT's target_parameters (lora.ParamWrapper) on the 3-D experts: each call makes the update whole,
+    # W + delta checked once, then cached for the experts' reads; a small vocabulary puts the peak in the layers
+    ("gpt-oss eager bf16 target_parameters", gpt_oss(vocab=32, inter=96), recipe(
+        "bf16", finetune="lora", lora_targets="q_proj,v_proj",
+        lora_target_parameters="mlp.experts.gate_up_proj,mlp.experts.down_proj")),
+    ("gpt-oss grouped_mm fp32 target_parameters one layer", gpt_oss(vocab=32, inter=96), recipe(
+        finetune="lora", lora_targets="q_proj", lora_target_parameters="1.mlp.experts.gate_up_proj",
+        experts_implementation="grouped_mm")),
+    ("gpt-oss eager amp-bf16 target_parameters checkpointed", gpt_oss(vocab=32, inter=96, layers=3), recipe(
+        "amp-bf16", finetune="lora", lora_targets="o_proj", ckpt="full",
+        lora_target_parameters="1.mlp.experts.down_proj,2._checkpoint_wrapped_module.mlp.experts.gate_up_proj,"
+        "2.mlp.experts.down_proj")),
+    ("gpt-oss grouped_mm bf16 target_parameters non-reentrant", gpt_oss(vocab=32, inter=96, layers=3), recipe(
+        "bf16", optimizer="sgd", finetune="lora", lora_targets="k_proj", ckpt="full", use_reentrant="false",
+        lora_target_parameters="mlp.experts.down_proj", experts_implementation="grouped_mm")),
     ("qwen2-moe v5 eager fp32", qwen_moe(), recipe(experts_implementation="eager")),
     ("qwen2-moe v5 grouped_mm bf16 norm_topk", qwen_moe(norm=True), recipe(
         "bf16", experts_implementation="grouped_mm")),

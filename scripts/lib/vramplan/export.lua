@@ -230,6 +230,13 @@ local function accelerate(keys, autos, what, options)
 end
 
 -- axolotl: the names of its config schema (vramplan.import.axolotl).
+-- A recipe's comma-separated names as a YAML list.
+local function names_list(value)
+  local list = {}
+  for name in tostring(value):gmatch("[^,%s]+") do list[#list + 1] = name end
+  return { list = list }
+end
+
 local optimizer_names = { adamw = "adamw_torch", ["adamw-hf"] = "adamw_hf", ["adamw-8bit"] = "adamw_bnb_8bit",
   ["paged-adamw-8bit"] = "paged_adamw_8bit", ["paged-adamw-32bit"] = "paged_adamw_32bit", adafactor = "adafactor",
   lion = "lion_32bit", sgd = "sgd", adam = "adam", ["adamw-8bit-torchao"] = "adamw_torch_8bit",
@@ -294,16 +301,12 @@ local function axolotl(keys, _, what, options)
   local targets = take("lora_targets")
   if targets == "all-linear" then put(t, "lora_target_linear", true)
   elseif targets ~= nil then
-    local list = {}
-    for name in tostring(targets):gmatch("[^,%s]+") do list[#list + 1] = name end
-    put(t, "lora_target_modules", { list = list })
+    put(t, "lora_target_modules", names_list(targets))
   end
   local save = take("modules_to_save")
-  if save ~= nil then
-    local list = {}
-    for name in tostring(save):gmatch("[^,%s]+") do list[#list + 1] = name end
-    put(t, "lora_modules_to_save", { list = list })
-  end
+  if save ~= nil then put(t, "lora_modules_to_save", names_list(save)) end
+  local params = take("lora_target_parameters")
+  if params ~= nil then put(t, "lora_target_parameters", names_list(params)) end
   if keys.use_dora ~= nil then put(t, "peft_use_dora", take("use_dora")) end
   put(t, "sequence_len", take("seq_len"))
   put(t, "micro_batch_size", take("micro_batch"))
@@ -325,6 +328,14 @@ local function axolotl(keys, _, what, options)
   if c == "full" then put(t, "gradient_checkpointing", true)
   elseif c == "none" then put(t, "gradient_checkpointing", false)
   elseif c ~= nil then refuse(what, "checkpointing", c, "an axolotl config (full or none)") end
+  -- TRL's OffloadActivations around checkpoint_wrapper'd layers: axolotl's
+  -- activation_offloading (vramplan.import.axolotl reads it back)
+  if keys.offload_torchtune and keys.offload_activations and c == "full" and keys.use_reentrant == false then
+    take("offload_torchtune")
+    take("offload_activations")
+    take("use_reentrant")
+    put(t, "activation_offloading", true)
+  end
   if keys.use_reentrant ~= nil then put(t, "gradient_checkpointing_kwargs", { { "use_reentrant", take("use_reentrant") } }) end
   local a = take("attention")
   if a == "flash" then put(t, "flash_attention", true)

@@ -148,8 +148,12 @@ function report.human(ctx)
   -- PEFT's ModulesToSaveWrapper trains a copy and keeps the original
   local copies = saved ~= "" and (", training copies of " .. saved .. " (the originals kept, frozen)") or ""
   if recipe.finetune == "lora" or recipe.finetune == "qlora" then
+    -- PEFT's target_parameters: the experts' 3-D parameters beside the modules
+    local modules = r.lora_modules ~= "" and r.lora_modules or nil
+    local params = recipe.lora_target_parameters and ("parameters " .. recipe.lora_target_parameters) or nil
+    local on = modules and params and (modules .. " and " .. params) or modules or params or "nothing"
     line("fine-tuning: %s%s, r %d on %s (dropout %g)%s", recipe.finetune, recipe.use_dora and " with DoRA" or "",
-      recipe.lora_rank, r.lora_modules, recipe.lora_dropout, copies)
+      recipe.lora_rank, on, recipe.lora_dropout, copies)
   elseif recipe.finetune == "prompt" or recipe.finetune == "prefix" then
     line("fine-tuning: %s, %d virtual tokens%s", recipe.finetune, recipe.num_virtual_tokens, copies)
   elseif recipe.finetune == "freeze" then

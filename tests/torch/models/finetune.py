@@ -13,6 +13,7 @@ from .gpt2 import GPT2, Conv1D
 from .linear import Int8State, QuantState
 from .neox_phi import ParallelDecoder
 from .opt import OPT
+from .param_lora import add_param_lora
 from .t5 import T5ForConditionalGeneration
 
 
@@ -113,6 +114,7 @@ def add_lora(model, ac, recipe, adapter_dtype):
             magnitude = nn.Parameter(torch.linalg.norm(oriented.float(), dim=1).to(adapter_dtype))
             adapters.append(magnitude)
         ac.lora[id(w)] = (lora_A, lora_B, alpha / r, p, magnitude)
+    add_param_lora(model, ac, recipe, adapter_dtype, adapters)
     model.lora_adapters = adapters
 
 

@@ -16,6 +16,7 @@ from .linear import linear
 from .llama import Llama, eager_mask
 from .llama_blocks import LlamaRotaryEmbedding, Olmo2RMSNorm, repeat_kv
 from .moe import RoundRobinTopk, expert_offsets, grouped_mm_transposed, sorted_by_expert, weighted_sum
+from .param_lora import call_wrapped, wrapped_names
 
 
 def apply_rotary_emb(x, cos, sin):
@@ -92,6 +93,7 @@ class GptOssExperts(nn.Module):
         self.alpha = 1.702
         self.limit = 7.0
         self.impl = cfg.get("experts_implementation", "eager")
+        self.is_transposed = True
 
     def _apply_gate(self, gate_up):
         gate, up = gate_up[..., ::2], gate_up[..., 1::2]
@@ -137,7 +139,9 @@ class GptOssExperts(nn.Module):
 
     def forward(self, ac, hidden_states, router_indices, routing_weights):
         run = self.grouped_mm if self.impl == "grouped_mm" else self.eager
-        return run(ac, hidden_states, router_indices, routing_weights)
+        # PEFT's ParamWrappers around the module where target_parameters name its parameters
+        return call_wrapped(self, ac, wrapped_names(self, ac),
+                            lambda: run(ac, hidden_states, router_indices, routing_weights))
 
 
 def grouped_linear(x, w, offsets, bias):

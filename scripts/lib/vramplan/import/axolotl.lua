@@ -26,7 +26,7 @@ for k in ([[base_model base_model_config model_type tokenizer_type tokenizer_con
   lora_modules_to_save sequence_len micro_batch_size gradient_accumulation_steps gradient_checkpointing
   gradient_checkpointing_kwargs flash_attention sdp_attention eager_attention optimizer weight_decay deepspeed fsdp
   fsdp_config fsdp_version peft_use_dora torch_dtype liger_rms_norm liger_rope liger_fused_linear_cross_entropy
-  cut_cross_entropy attn_implementation activation_offloading dp_shard_size]]):gmatch("%S+") do
+  cut_cross_entropy attn_implementation activation_offloading dp_shard_size lora_target_parameters]]):gmatch("%S+") do
   no_memory[k] = true
 end
 
@@ -71,6 +71,10 @@ local function read_adapter(r, c)
         r.where({ "lora_target_modules" }), t), 0)
     end
     r.set("lora_targets", common.list(t), { "lora_target_modules" })
+  end
+  -- lora_target_parameters: PEFT's target_parameters, as listed
+  if c.lora_target_parameters ~= nil then
+    r.set("lora_target_parameters", common.list(c.lora_target_parameters), { "lora_target_parameters" })
   end
   if c.lora_modules_to_save ~= nil then
     r.set("modules_to_save", common.list(c.lora_modules_to_save), { "lora_modules_to_save" })
