@@ -21,7 +21,8 @@ gradients kept between steps and QLoRA's fp32 compute dtype. `v5` runs
 the mixtures (and transformers' DeepSeek-V2, added to the families drawn)
 under transformers 5's 3-D experts, `experts_implementation` eager or
 grouped_mm, drawn from a stream of its own. `gpt_oss` draws GPT-OSS alone
-(its experts by either implementation). What it finds becomes a fixed
+(its experts by either implementation; half the cases LoRA with PEFT's
+target_parameters on them). What it finds becomes a fixed
 case in compare.py once understood. Recipes vramplan refuses (a family
 without PEFT's default LoRA targets, say) are skipped and counted.
 """
@@ -228,6 +229,22 @@ def frozen(r, case):
     return name, config, recipe
 
 
+def target_parameters(r, case):
+    """gpt_oss: PEFT's target_parameters on the experts, on a LoRA recipe
+    or one made LoRA, of every layer or of one."""
+    name, config, recipe = case
+    if r.random() < 0.5 or recipe.get("finetune") not in (None, "full", "lora"):
+        return case
+    layers = config["num_hidden_layers"]
+    params = r.choice([["gate_up_proj"], ["down_proj"], ["gate_up_proj", "down_proj"]])
+    prefix = r.choice(["", f"{r.randrange(layers)}."])
+    entries = ",".join(f"{prefix}mlp.experts.{p}" for p in params)
+    recipe = dict(recipe, finetune="lora", lora_target_parameters=entries)
+    recipe.setdefault("lora_targets", r.choice(["q_proj", "o_proj,k_proj"]))
+    recipe.pop("modules_to_save", None)
+    return name + " +target_parameters " + entries, config, recipe
+
+
 def main():
     seed, count = int(sys.argv[1]), int(sys.argv[2])
     wide, more, v5 = "wide" in sys.argv[3:], "more" in sys.argv[3:], "v5" in sys.argv[3:]
@@ -245,6 +262,8 @@ def main():
         cases = [widen(random.Random(f"wide {seed} {i}"), case) for i, case in enumerate(cases)]
     if v5:
         cases = [experts_v5(random.Random(f"v5 {seed} {i}"), case) for i, case in enumerate(cases)]
+    if "gpt_oss" in sys.argv[3:]:
+        cases = [target_parameters(random.Random(f"tp {seed} {i}"), case) for i, case in enumerate(cases)]
     if more:
         cases = [over_ddp(random.Random(f"ddp {seed} {i}"), case) for i, case in enumerate(cases)]
         cases = [frozen(random.Random(f"frozen {seed} {i}"), case) for i, case in enumerate(cases)]
