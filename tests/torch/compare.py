@@ -558,6 +558,13 @@ CASES = [
     ("gpt-oss grouped_mm bf16 target_parameters non-reentrant", gpt_oss(vocab=32, inter=96, layers=3), recipe(
         "bf16", optimizer="sgd", finetune="lora", lora_targets="k_proj", ckpt="full", use_reentrant="false",
         lora_target_parameters="mlp.experts.down_proj", experts_implementation="grouped_mm")),
+    # (the 3-D experts of transformers 5's other mixtures: [experts, out, in], the update not transposed)
+    ("mixtral v5 eager bf16 target_parameters", mixtral(vocab=32), recipe(
+        "bf16", finetune="lora", lora_targets="q_proj,v_proj", experts_implementation="eager",
+        lora_target_parameters="mlp.experts.gate_up_proj,mlp.experts.down_proj")),
+    ("qwen2-moe v5 grouped_mm amp-bf16 target_parameters checkpointed", qwen_moe(layers=3, vocab=32), recipe(
+        "amp-bf16", finetune="lora", lora_targets="q_proj", ckpt="full", experts_implementation="grouped_mm",
+        lora_target_parameters="1.mlp.experts.down_proj")),
     ("qwen2-moe v5 eager fp32", qwen_moe(), recipe(experts_implementation="eager")),
     ("qwen2-moe v5 grouped_mm bf16 norm_topk", qwen_moe(norm=True), recipe(
         "bf16", experts_implementation="grouped_mm")),

@@ -6,6 +6,7 @@ import torch.nn as nn
 from .common import add, mul
 from .linear import linear
 from .llama_blocks import LlamaMLP
+from .param_lora import call_wrapped, wrapped_names
 
 
 def expert_mlp(cfg, intermediate_size):
@@ -222,6 +223,7 @@ def experts_3d(count, intermediate_size, hidden_size):
     experts = nn.Module()
     experts.gate_up_proj = nn.Parameter(torch.empty(count, 2 * intermediate_size, hidden_size).normal_(std=0.02))
     experts.down_proj = nn.Parameter(torch.empty(count, hidden_size, intermediate_size).normal_(std=0.02))
+    experts.is_transposed = False  # [experts, out, in]: PEFT's ParamWrapper swaps in and out
     return experts
 
 
@@ -292,6 +294,13 @@ class SparseMoeBlockV5(nn.Module):
         gated_out = self.apply_gate(gate_up_out)
         return weighted_sum(g, grouped_mm(gated_out, self.experts.down_proj, offsets), hidden_states)
 
+    def run_experts(self, ac, hidden_states, top_k_index, top_k_weights):
+        """The experts module called: inside PEFT's ParamWrappers where
+        target_parameters name its parameters."""
+        run = self.grouped_mm if self.impl == "grouped_mm" else self.eager
+        return call_wrapped(self.experts, ac, wrapped_names(self.experts, ac),
+                            lambda: run(ac, hidden_states, top_k_index, top_k_weights))
+
     @staticmethod
     def apply_gate(gate_up_out):
         # _default_apply_gate
@@ -300,7 +309,7 @@ class SparseMoeBlockV5(nn.Module):
 
     def forward(self, ac, hidden_states):
         batch_size, sequence_length, hidden_dim = hidden_states.shape
-        experts = self.grouped_mm if self.impl == "grouped_mm" else self.eager
+        experts = self.run_experts
         if self.shared_expert is not None:  # Qwen2MoeSparseMoeBlock.forward
             hidden_states_reshaped = hidden_states.view(-1, hidden_dim)
             shared_expert_output = self.shared_expert(ac, hidden_states_reshaped)
@@ -378,7 +387,7 @@ class DeepseekV3MoEV5(SparseMoeBlockV5):
         router_logits = self.router_forward(ac, hidden_states)
         topk_indices, topk_weights = self.route_tokens_to_experts(router_logits)
         hidden_states = hidden_states.view(-1, hidden_states.shape[-1])
-        experts = self.grouped_mm if self.impl == "grouped_mm" else self.eager
+        experts = self.run_experts
         hidden_states = experts(ac, hidden_states, topk_indices, topk_weights).view(*orig_shape)
         # the routed sum in the stream's dtype and the shared experts' output: CUDA's add under autocast
         hidden_states = add(hidden_states, self.shared_experts(ac, residuals))

@@ -47,11 +47,13 @@ def add_param_lora(model, ac, recipe, adapter_dtype, adapters):
     scaling = recipe.get("lora_alpha", 8) / r
     ac.param_lora = {}
     for index, layer in enumerate(model.model.layers):
-        experts = layer.mlp.experts
+        experts = getattr(layer.mlp, "experts", None)  # a dense layer has none
         for name in ("gate_up_proj", "down_proj"):
             if not any(n == name and (l is None or l == index) for l, n in wanted):
                 continue
-            param = getattr(experts, name)
+            param = getattr(experts, name, None)
+            if not isinstance(param, nn.Parameter) or param.dim() != 3:  # 4.x's experts: nn.Linear modules
+                continue
             e, first, second = param.shape
             # _get_in_out_features: (experts, in, out) when is_transposed, else swapped
             in_features, out_features = (first, second) if experts.is_transposed else (second, first)
