@@ -27,14 +27,17 @@
 enum { GATE_UP, DOWN };
 struct moe_param_wrappers {
     const vp_lora_adapter *adapter[2]; /* gate_up_proj's, down_proj's (NULL: not wrapped) */
-    vp_t weight[2], delta[2], effective[2];
+    vp_t delta[2], effective[2];
 };
+
+/* The experts' 3-D parameter itself: gate_up_proj or down_proj. */
+static vp_t experts_param(const moe_slots *s, unsigned which) { return which == GATE_UP ? *s->w1 : *s->w2; }
 
 /* The experts' parameter as their forward reads it: the parameter, or W +
  * delta (made at the first read; the wrapper keeps the reference). */
 static vp_t experts_weight(vp_step *step, const moe_slots *s, unsigned which) {
     struct moe_param_wrappers *p = s->wrapped;
-    vp_t w = which == GATE_UP ? *s->w1 : *s->w2;
+    vp_t w = experts_param(s, which);
     if (!p || !p->adapter[which]) return w;
     if (!p->effective[which])
         p->effective[which] = vp_add(&step->sim, w, p->delta[which], vp_at(&step->sim, w)->numel,
@@ -79,11 +82,11 @@ static vp_t param_delta(vp_step *step, const vp_lora_adapter *ad, vp_t w) {
 
 /* The wrappers' _activate_lora, outermost first: each one's update, and
  * register_parametrization's check of W + delta, made and dropped. */
-static void wrappers_enter(vp_step *step, struct moe_param_wrappers *p) {
+static void wrappers_enter(vp_step *step, const moe_slots *s, struct moe_param_wrappers *p) {
     vp_sim *sim = &step->sim;
     for (int which = DOWN; which >= GATE_UP; which--) {
         if (!p->adapter[which]) continue;
-        vp_t w = p->weight[which];
+        vp_t w = experts_param(s, (unsigned)which);
         p->delta[which] = param_delta(step, p->adapter[which], w);
         vp_drop(sim, vp_add(sim, w, p->delta[which], vp_at(sim, w)->numel, "lora.parametrization_check"));
     }
@@ -391,12 +394,11 @@ static vp_t experts_forward(vp_step *step, const vp_op *op, const moe_slots *s, 
 /* The experts module called: inside PEFT's ParamWrappers where
  * target_parameters name its parameters. */
 static vp_t run_experts(vp_step *step, const vp_op *op, const moe_slots *s, vp_t x, vp_t top_k_weights) {
-    struct moe_param_wrappers p = {{vp_step_adapter(step, *s->w1), vp_step_adapter(step, *s->w2)},
-                                   {*s->w1, *s->w2}, {0, 0}, {0, 0}};
+    struct moe_param_wrappers p = {{vp_step_adapter(step, *s->w1), vp_step_adapter(step, *s->w2)}, {0, 0}, {0, 0}};
     if (!p.adapter[GATE_UP] && !p.adapter[DOWN]) return experts_forward(step, op, s, x, top_k_weights);
     moe_slots wrapped = *s;
     wrapped.wrapped = &p;
-    wrappers_enter(step, &p);
+    wrappers_enter(step, s, &p);
     vp_t out = experts_forward(step, op, &wrapped, x, top_k_weights);
     wrappers_exit(step, &p);
     return out;

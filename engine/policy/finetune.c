@@ -60,12 +60,16 @@ bool vp_lora_adapts(const vp_recipe *recipe, const vp_leaf_spec *spec) {
     return (targets & vp_module_bit(VP_MODULE_NONE)) || lora_name_index(recipe, spec->module_name) >= 0;
 }
 
+/* Whether target_parameters' entry `p` names the parameter of `spec` in
+ * the model's layer `layer`. */
+static bool names_param(const vp_lora_param *p, const vp_leaf_spec *spec, unsigned layer) {
+    return p->param == spec->param_target && (p->layer < 0 || (unsigned)p->layer == layer);
+}
+
 bool vp_lora_adapts_param(const vp_recipe *recipe, const vp_leaf_spec *spec, unsigned layer) {
     if (!vp_finetune_method_of(recipe)->adapts_linear || !spec->param_target || spec->buffer) return false;
-    for (unsigned i = 0; i < recipe->n_lora_params; i++) {
-        const vp_lora_param *p = &recipe->lora_params[i];
-        if (p->param == spec->param_target && (p->layer < 0 || (unsigned)p->layer == layer)) return true;
-    }
+    for (unsigned i = 0; i < recipe->n_lora_params; i++)
+        if (names_param(&recipe->lora_params[i], spec, layer)) return true;
     return false;
 }
 
@@ -173,11 +177,8 @@ static void count_param_adapters(census *c, const vp_op *ops, unsigned n, unsign
             const vp_leaf_spec *s = &specs[j];
             if (!s->param_target || !s->numel) continue;
             c->params_present |= 1u << s->param_target;
-            for (unsigned t = 0; t < c->recipe->n_lora_params; t++) {
-                const vp_lora_param *p = &c->recipe->lora_params[t];
-                if (p->param == s->param_target && (p->layer < 0 || (unsigned)p->layer == layer))
-                    c->params_matched |= (uint64_t)1 << t;
-            }
+            for (unsigned t = 0; t < c->recipe->n_lora_params; t++)
+                if (names_param(&c->recipe->lora_params[t], s, layer)) c->params_matched |= (uint64_t)1 << t;
             if (vp_lora_adapts_param(c->recipe, s, layer))
                 c->trainable += (uint64_t)c->recipe->lora_rank * s->rows * (s->param_in + s->param_out);
         }

@@ -333,7 +333,6 @@ local function axolotl(keys, _, what, options)
   if keys.offload_torchtune and keys.offload_activations and c == "full" and keys.use_reentrant == false then
     take("offload_torchtune")
     take("offload_activations")
-    take("use_reentrant")
     put(t, "activation_offloading", true)
   end
   if keys.use_reentrant ~= nil then put(t, "gradient_checkpointing_kwargs", { { "use_reentrant", take("use_reentrant") } }) end
