@@ -25,6 +25,13 @@ vp_t vp_project_column(vp_step *step, vp_t x, vp_t weight, vp_t bias, uint64_t o
  * place, or reduce-scattered along the sequence under sequence parallelism. */
 vp_t vp_project_row(vp_step *step, vp_t x, vp_t weight, vp_t bias, uint64_t out_features, const char *label);
 
+/* F.layer_norm(x, weight, bias) over `rows` rows under the step's
+ * precision: on autocast's fp32 list (autocast_mode.cpp KERNEL_CUDA(
+ * layer_norm, fp32)), which casts every floating argument up, the 16-bit
+ * weight and bias of a 16-bit model included (uncached: autocast caches
+ * only casts down), the casts temporaries of the call. bias may be 0. */
+vp_t vp_layer_norm_op(vp_step *step, vp_t x, vp_t weight, vp_t bias, uint64_t rows, const char *label);
+
 /* HF's RMSNorm (LlamaRMSNorm, DeepseekV3RMSNorm) over `rows` rows of x. */
 vp_t vp_hf_rms_norm(vp_step *step, vp_t x, vp_t weight, uint64_t rows);
 /* Olmo2RMSNorm: the weight applied in fp32, the cast back last. */

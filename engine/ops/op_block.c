@@ -319,17 +319,13 @@ static vp_t softmax_fp32(vp_step *step, const vp_block_program *p, const vp_bloc
     return y;
 }
 
-/* F.layer_norm(x, weight, bias) over the last dimension: on autocast's
- * fp32 list (autocast_mode.cpp KERNEL_CUDA(layer_norm, fp32)), a 16-bit x
- * cast up first, as the layernorm op's (op_norm.c). */
+/* F.layer_norm(x, weight, bias) over the last dimension, as the layernorm
+ * op's (op_norm.c: autocast's fp32 list). */
 static vp_t layer_norm(vp_step *step, const vp_block_instr *in, const vp_t *val) {
     vp_sim *sim = &step->sim;
-    vp_t w = val[in->arg[1]], b = in->arg[2] >= 0 ? val[in->arg[2]] : 0;
-    vp_t x = vp_autocast_fp32(step, val[in->arg[0]], in->label);
+    vp_t x = val[in->arg[0]], w = val[in->arg[1]], b = in->arg[2] >= 0 ? val[in->arg[2]] : 0;
     uint64_t width = vp_at(sim, w)->numel;
-    vp_t y = vp_layer_norm(sim, x, w, b, vp_at(sim, x)->numel / (width ? width : 1), step->recipe->device, in->label);
-    vp_drop(sim, x);
-    return y;
+    return vp_layer_norm_op(step, x, w, b, vp_at(sim, x)->numel / (width ? width : 1), in->label);
 }
 
 /* logsumexp, var, std, amax and amin over the last dimension: logsumexp

@@ -384,9 +384,13 @@ static const char *moe_recipe_problem(const vp_model *model, const vp_recipe *re
                "16-bit sum to fp32, which the next 16-bit layer refuses; under autocast y[mask] = 16-bit output into "
                "fp32 rows fails): use fp32, or transformers' own DeepseekV2ForCausalLM, which trains in 16-bit "
                "(models deepseek-v2-hf and deepseek-v2-lite-hf; a config.json without auto_map)";
+    /* over 16-bit weights too (bf16-autocast): the fp32 softmax weights
+     * make the first MoE layer's output fp32, the residual add the stream,
+     * and the next MoE layer's rows fp32 (seen in the harness) */
     if (vp_op_u64(op, MOE_BLOCK) == MOE_BLOCK_DEEPSEEK && precision->autocast)
-        return "precision: DeepseekMoE writes the experts' 16-bit outputs into its fp32 rows by index, which "
-               "PyTorch refuses under autocast: use bf16, fp16 or a mixed-* precision";
+        return "precision: DeepseekMoE writes the experts' 16-bit outputs into fp32 rows by index under autocast "
+               "(its fp32 routing weights make the stream fp32 after the first MoE layer over 16-bit weights), "
+               "which PyTorch refuses: use bf16, fp16 or a mixed-* precision";
     /* DeepseekV3MoE sums into rows of the router weights' dtype (16-bit under
      * autocast); bitsandbytes' layers return their fp32 input's dtype, so
      * index_add_ meets an fp32 source and fails */

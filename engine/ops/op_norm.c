@@ -80,17 +80,22 @@ static unsigned layernorm_leaves(const vp_op *op, const vp_ranks *split, vp_leaf
     return 2;
 }
 
-/* layer_norm is on autocast's fp32 list: a 16-bit input is cast up first. */
-static vp_t layernorm_forward(vp_step *step, const vp_op *op, const vp_t *leaves, vp_t x) {
+vp_t vp_layer_norm_op(vp_step *step, vp_t x, vp_t weight, vp_t bias, uint64_t rows, const char *label) {
     vp_sim *sim = &step->sim;
-    vp_t y;
-    if (vp_op_u64(op, LN_STYLE) == LN_COHERE) {
-        y = vp_cohere_layer_norm(step, x, leaves[0], step->rows);
-    } else {
-        vp_t xa = vp_autocast_fp32(step, x, "layernorm");
-        y = vp_layer_norm(sim, xa, leaves[0], leaves[1], step->rows, step->recipe->device, "layernorm");
-        vp_drop(sim, xa);
-    }
+    vp_t xa = vp_autocast_fp32(step, x, label);
+    vp_t wa = weight ? vp_autocast_fp32(step, weight, label) : 0;
+    vp_t ba = bias ? vp_autocast_fp32(step, bias, label) : 0;
+    vp_t y = vp_layer_norm(sim, xa, wa, ba, rows, step->recipe->device, label);
+    vp_drop(sim, ba);
+    vp_drop(sim, wa);
+    vp_drop(sim, xa);
+    return y;
+}
+
+static vp_t layernorm_forward(vp_step *step, const vp_op *op, const vp_t *leaves, vp_t x) {
+    vp_t y = vp_op_u64(op, LN_STYLE) == LN_COHERE ? vp_cohere_layer_norm(step, x, leaves[0], step->rows)
+                                                  : vp_layer_norm_op(step, x, leaves[0], leaves[1], step->rows,
+                                                                     "layernorm");
     if (vp_op_flag(op, LN_LAYER_LOCAL)) vp_step_keep_local(step, y, VP_LOCAL_OF_LAYER);
     vp_step_norm_returns(step);
     return y;

@@ -44,6 +44,23 @@ static const vp_precision policies[VP_PREC_COUNT] = {
                              .states = VP_FP32, .compute = VP_BF16, .fp8_gemms = true, .fp8_dynamic = true,
                              .doc = "mixed-bf16 with torchao's Float8Linear (dynamic tensorwise scaling, eager: "
                                     "casts per GEMM, 16-bit tensors saved)"},
+    /* transformers' Trainer with bf16=True / fp16=True over a model loaded
+     * in that dtype (torch_dtype): accelerate's Accelerator(mixed_precision=)
+     * wraps the forward in torch.autocast whatever the weights' dtype
+     * (accelerate/utils/modeling.py get_mixed_precision_context_manager), and
+     * nothing upcasts them: the weights, gradients and torch.optim's states
+     * stay 16-bit, while autocast still runs its fp32 list (layer_norm,
+     * softmax, ...) in fp32 and casts fp32 tensors (PEFT's fp32 adapters,
+     * upcast norm outputs) down at each matmul. fp16's GradScaler unscales
+     * only fp32 gradients: trainable parameters must be fp32 (adapters). */
+    [VP_PREC_BF16_AUTOCAST] = {.name = "bf16-autocast", .params = VP_BF16, .grads = VP_BF16,
+                               .master = VP_DTYPE_NONE, .states = VP_BF16, .compute = VP_BF16, .autocast = true,
+                               .doc = "torch.autocast(bfloat16) over bf16 weights: bf16 model, gradients and states "
+                                      "(the Trainer's bf16=True over a model loaded in bf16)"},
+    [VP_PREC_FP16_AUTOCAST] = {.name = "fp16-autocast", .params = VP_FP16, .grads = VP_FP16,
+                               .master = VP_DTYPE_NONE, .states = VP_FP16, .compute = VP_FP16, .autocast = true,
+                               .doc = "torch.autocast(float16) with GradScaler over fp16 weights, fp32 adapters "
+                                      "trained (the Trainer's fp16=True over a model loaded in fp16)"},
 };
 
 const vp_precision *vp_precision_get(vp_precision_id id) {

@@ -70,6 +70,14 @@ const char *vp_recipe_problem(const vp_recipe *r) {
     if (r->loss == VP_LOSS_CUT && vp_precision_get(r->precision)->compute == VP_FP32)
         return "loss: cut cross-entropy's backward takes 16-bit hidden states and head weights only "
                "(cce_backward_kernel): use a 16-bit precision";
+    /* torch.amp.GradScaler.unscale_ raises "Attempting to unscale FP16
+     * gradients." (grad_scaler.py _unscale_grads_): under fp16-autocast only
+     * fp32 trainable parameters work, PEFT's adapters in fp32 */
+    if (r->precision == VP_PREC_FP16_AUTOCAST &&
+        (!vp_finetune_method_of(r)->peft || r->lora_dtype == VP_LORA_DTYPE_BASE))
+        return "precision: fp16-autocast trains with GradScaler, which refuses fp16 gradients (\"Attempting to "
+               "unscale FP16 gradients\"): only fp32 adapters train over fp16 weights (finetune lora, qlora, "
+               "prefix or prompt, lora_dtype auto or fp32); use amp-fp16 (fp32 weights) or mixed-fp16";
     if (!r->global_batch) return NULL;
     unsigned per_pass = r->micro_batch * r->dp;
     if (r->global_batch % per_pass)

@@ -23,6 +23,8 @@ typedef enum {
     VP_PREC_MIXED_FP16,
     VP_PREC_FP8,
     VP_PREC_FP8_TORCHAO,
+    VP_PREC_BF16_AUTOCAST,
+    VP_PREC_FP16_AUTOCAST,
     VP_PREC_COUNT
 } vp_precision_id;
 

@@ -384,7 +384,8 @@ static bool with_zero3(const vp_recipe *r) { return r->framework == VP_FRAMEWORK
 /* In the order `vramplan keys`, the JSON echo and the docs list them. */
 static const vp_recipe_key keys[] = {
     {OPTION_KEY("precision", precision, NULL, VP_PREC_MIXED_BF16), .choice_at = precision_name,
-     .doc = "fp32, bf16, fp16 train the model in that dtype; amp-* autocasts over fp32 weights; mixed-* keeps 16-bit "
+     .doc = "fp32, bf16, fp16 train the model in that dtype; amp-* autocasts over fp32 weights; bf16-autocast and "
+            "fp16-autocast over 16-bit weights (the Trainer's bf16=True over a model loaded in bf16); mixed-* keeps 16-bit "
             "weights and fp32 master weights; fp8 is Transformer Engine's; fp8-torchao is torchao's Float8Linear "
             "(dynamic scaling, fp8_recipe; torchtitan's float8 converter)"},
     /* torchao's Float8LinearConfig.from_recipe_name (float8/config.py);

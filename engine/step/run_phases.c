@@ -245,15 +245,21 @@ static unsigned fsdp_units(const plan *p, int *unit) {
  * FlatParameter (torch.cat: a new tensor of the unit's bytes) and sharded
  * (FlatParamHandle.shard: the rank's chunk cloned, the flat storage
  * resized to 0); the original parameters go when the unit's
- * initialisation returns. */
-static void fsdp_wrap_unit(builder *b, plan *p, const unsigned *idx, unsigned n, bool moved) {
+ * initialisation returns.
+ * FSDP2's fully_shard on one module (per_parameter; torch/distributed/
+ * fsdp/_fully_shard/_fsdp_init.py _move_states_to_device, then
+ * _fsdp_param.py FSDPParam._init_sharded_param): its parameters moved to
+ * the GPU whole (tensor.data = tensor.to(device)), then each one's dim-0
+ * chunk copied into a new padded shard; the whole tensors go when
+ * fully_shard returns. No broadcast, no flat parameter. */
+static void fsdp_wrap_unit(builder *b, plan *p, const unsigned *idx, unsigned n, bool moved, bool per_parameter) {
     if (moved)
         for (unsigned k = 0; k < n; k++) place_tensor(b, p, idx[k]);
-    broadcast_events(b, p, idx, n);
+    if (!per_parameter) broadcast_events(b, p, idx, n);
     uint64_t flat = 0;
     for (unsigned k = 0; k < n; k++)
-        if (sharded(p, &p->events[idx[k]])) flat += full_bytes(p, &p->events[idx[k]]);
-    uint32_t f = make(b, flat, "FlatParameter");
+        if (!per_parameter && sharded(p, &p->events[idx[k]])) flat += full_bytes(p, &p->events[idx[k]]);
+    uint32_t f = flat ? make(b, flat, "FlatParameter") : 0;
     for (unsigned k = 0; k < n; k++)
         if (sharded(p, &p->events[idx[k]])) resident(b, &p->events[idx[k]]);
     drop(b, f, flat, "FlatParameter");
@@ -264,7 +270,7 @@ static void fsdp_wrap_unit(builder *b, plan *p, const unsigned *idx, unsigned n,
     }
 }
 
-static void fsdp_wrap(builder *b, plan *p, bool moved) {
+static void fsdp_wrap(builder *b, plan *p, bool moved, bool per_parameter) {
     int *unit = malloc((size_t)p->n * sizeof *unit);
     unsigned *idx = malloc((size_t)p->n * sizeof *idx);
     if (!unit || !idx) {
@@ -284,7 +290,7 @@ static void fsdp_wrap(builder *b, plan *p, bool moved) {
             bool in = root ? units > 1 && (unit[i] == 0 || (unsigned)unit[i] == units - 1) : (unsigned)unit[i] == u;
             if (in) idx[n++] = i;
         }
-        if (n) fsdp_wrap_unit(b, p, idx, n, moved);
+        if (n) fsdp_wrap_unit(b, p, idx, n, moved, per_parameter);
     }
     free(unit);
     free(idx);
@@ -346,7 +352,21 @@ bool vp_run_prelude_build(const vp_recipe *recipe, const vp_event *events, unsig
         else zero3_convert(&b, &p, quantizing);
     } else if (recipe->framework == VP_FRAMEWORK_FSDP && p.shards > 1) {
         if (load != VP_LOAD_CPU) load_all(&b, &p, quantizing); /* the whole model on the GPU first */
-        fsdp_wrap(&b, &p, load == VP_LOAD_CPU);
+        fsdp_wrap(&b, &p, load == VP_LOAD_CPU, false);
+    } else if (recipe->framework == VP_FRAMEWORK_FSDP2 && p.shards > 1 && !shard_plan.params_on_host) {
+        if (vp_recipe_model_code(recipe) == VP_CODE_TORCHTITAN) {
+            /* torchtitan builds the model on the meta device, shards it,
+             * then to_empty and init_weights make the shards alone
+             * (torchtitan/train.py) */
+            for (unsigned i = 0; i < n_events; i++)
+                if (is_resident(&events[i])) resident(&b, &events[i]);
+        } else {
+            /* accelerate's and axolotl's fsdp2_prepare_model: from_pretrained's
+             * model (on the CPU, or on the GPU with a device map), then
+             * fully_shard on each auto-wrapped layer and on the root */
+            if (load != VP_LOAD_CPU) load_all(&b, &p, quantizing);
+            fsdp_wrap(&b, &p, load == VP_LOAD_CPU, true);
+        }
     } else {
         load_all(&b, &p, quantizing);
         /* DDP's __init__ (and FSDP NO_SHARD's sync_module_states) broadcast

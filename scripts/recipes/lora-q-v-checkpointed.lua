@@ -4,7 +4,7 @@
 -- layer checkpointed. With llama2-7b at 4 x 512 tokens it is the
 -- configuration widely reported to fit a 24 GB card (RTX 3090 / 4090).
 return recipe {
-  precision = "bf16",
+  precision = "bf16-autocast",
   finetune = "lora",
   lora_rank = 8,
   lora_alpha = 16,

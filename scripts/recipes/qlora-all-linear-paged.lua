@@ -5,7 +5,7 @@
 -- one sequence of 512 + 16 tokens per step. With llama-65b it is the
 -- paper's headline: a 65B model fine-tuned on one 48 GB GPU.
 return recipe {
-  precision = "bf16",
+  precision = "bf16-autocast",
   finetune = "qlora",
   quant = "nf4",
   double_quant = true,

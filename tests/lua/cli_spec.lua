@@ -165,7 +165,8 @@ describe("vramplan estimate", function()
       moe.model.lora_modules)
     assert.is_nil(helper.estimate("gpt2", "--set", "seq_len=64").model.lora_modules)
     local out = helper.run("estimate", "bloom-560m", "--set", "finetune=lora", "--set", "seq_len=64")
-    assert.truthy(out:find("fine-tuning: lora, r 8 on query_key_value", 1, true), out)
+    -- modules alone: no target_parameters clause (the echo's empty list)
+    assert.truthy(out:find("fine-tuning: lora, r 8 on query_key_value (dropout 0)\n", 1, true), out)
     -- PEFT trains copies of modules_to_save; freezing trains them as they are
     out = helper.run("estimate", "llama2-7b", "--set", "finetune=lora", "--set", "modules_to_save=lm_head")
     assert.truthy(out:find("training copies of lm_head (the originals kept, frozen)", 1, true), out)
@@ -181,7 +182,7 @@ describe("vramplan estimate", function()
     for _, opt in ipairs({ "adafactor", "adamw-8bit", "paged-adamw-32bit", "lion", "sm3" }) do
       assert.truthy(line("optimizer"):find(opt, 1, true), opt)
     end
-    assert.truthy(line("precision"):find("| fp8 | fp8-torchao:", 1, true))
+    assert.truthy(line("precision"):find("| fp8 | fp8-torchao | bf16-autocast | fp16-autocast:", 1, true))
     assert.truthy(line("framework"):find("torch | deepspeed | fsdp | megatron", 1, true))
     assert.truthy(line("finetune"):find("prefix | prompt", 1, true))
     -- every listed choice is accepted

@@ -213,7 +213,7 @@ describe("axolotl and LLaMA-Factory YAML as recipes", function()
     local recipe = assert_same_as_sets("llama3-8b", FIXTURES .. "axolotl/examples/llama-3/qlora.yml", {}, {
       finetune = "qlora", quant = "nf4", double_quant = true, lora_rank = 32, lora_alpha = 16, lora_dropout = 0.05,
       lora_targets = "all-linear", micro_batch = 2, grad_accum = 4, seq_len = 4096, optimizer = "paged-adamw-32bit",
-      checkpointing = "full", attention = "flash", precision = "bf16", weight_decay = 0,
+      checkpointing = "full", attention = "flash", precision = "bf16-autocast", weight_decay = 0,
       keep_logits = false, -- the Trainer keeps the loss, not the outputs
     })
     -- and without MODEL: base_model NousResearch/Meta-Llama-3-8B is llama3-8b
@@ -326,7 +326,7 @@ describe("axolotl and LLaMA-Factory YAML as recipes", function()
   it("reads LLaMA-Factory's LoRA example with its own defaults (rank 8, alpha 16, checkpointing on)", function()
     assert_same_as_sets("llama3-8b", FIXTURES .. "llamafactory/examples/train_lora/llama3_lora_sft.yaml", {}, {
       finetune = "lora", lora_rank = 8, lora_alpha = 16, lora_dropout = 0, lora_targets = "all-linear",
-      micro_batch = 1, grad_accum = 8, seq_len = 1024, precision = "bf16", checkpointing = "full",
+      micro_batch = 1, grad_accum = 8, seq_len = 1024, precision = "bf16-autocast", checkpointing = "full",
       keep_logits = false,
     })
   end)
@@ -346,9 +346,10 @@ describe("axolotl and LLaMA-Factory YAML as recipes", function()
     assert_same_as_sets("llama3.2-1b", full, {}, {
       finetune = "full", micro_batch = 1, seq_len = 256, precision = "fp32", checkpointing = "full", keep_logits = false,
     })
-    -- and the export writes what LLaMA-Factory infers, explicitly
+    -- and the export writes neither flag (bf16: true would add the Trainer's autocast: bf16-autocast)
     local out = helper.run("export", "--format", "llama-factory", lora)
-    assert.truthy(out:find("\nbf16: true\n", 1, true), out)
+    assert.is_nil(out:find("\nbf16:", 1, true), out)
+    assert.is_nil(out:find("\nfp16:", 1, true), out)
   end)
 
   it("follows LLaMA-Factory's deepspeed: FILE to the ZeRO-3 config, bf16 filling its auto", function()
@@ -626,7 +627,7 @@ end)
 
 describe("training stacks", function()
   -- transformers 4.x's from_pretrained loads fp32 weights unless told a dtype
-  it("runs HF Trainer's bf16=True as autocast over fp32 weights, over bf16 weights as bf16 (transformers 4)", function()
+  it("runs HF Trainer's bf16=True as autocast over fp32 weights, or over bf16 weights (transformers 4)", function()
     local v4 = { "--set", "seq_len=256", "--set", "transformers_version=4.57.1" }
     local recipe, peak = estimate("llama3.2-1b", "--set", "stack=hf-trainer", "--set", "bf16=true", table.unpack(v4))
     assert_keys(recipe, { precision = "amp-bf16", micro_batch = 8, optimizer = "adamw", optimizer_impl = "foreach",
@@ -636,7 +637,7 @@ describe("training stacks", function()
     assert.are.equal(want, peak)
     recipe = estimate("llama3.2-1b", "--set", "stack=hf-trainer", "--set", "bf16=true",
       "--set", "torch_dtype=torch.bfloat16", table.unpack(v4))
-    assert.are.equal("bf16", recipe.precision)
+    assert.are.equal("bf16-autocast", recipe.precision)
     -- the flags alone are read as transformers applies them
     recipe = estimate("llama3.2-1b", "--set", "fp16=true", table.unpack(v4))
     assert.are.equal("amp-fp16", recipe.precision)
@@ -647,7 +648,7 @@ describe("training stacks", function()
     -- torch_dtype auto: the checkpoint's own dtype (Llama-3.2-1B's config.json: bfloat16)
     recipe = estimate("llama3.2-1b", "--set", "stack=hf-trainer", "--set", "bf16=true", "--set", "torch_dtype=auto",
       table.unpack(v4))
-    assert.are.equal("bf16", recipe.precision)
+    assert.are.equal("bf16-autocast", recipe.precision)
   end)
 
   -- transformers 5's from_pretrained loads the checkpoint's dtype (dtype
@@ -655,7 +656,7 @@ describe("training stacks", function()
   -- passes use_reentrant False when the Trainer gives no kwargs
   it("runs the Trainer stacks as transformers 5 unless told 4", function()
     local recipe = estimate("llama3.2-1b", "--set", "seq_len=256", "--set", "stack=hf-trainer", "--set", "bf16=true")
-    assert_keys(recipe, { precision = "bf16", use_reentrant = false })
+    assert_keys(recipe, { precision = "bf16-autocast", use_reentrant = false })
     -- fp16=True over Llama-2-7B's fp16 checkpoint: the Trainer's GradScaler refuses fp16 gradients
     local err = helper.fails("llama2-7b", "--set", "stack=hf-trainer", "--set", "fp16=true")
     assert.truthy(err:find("fp16 autocast over fp16 weights (transformers 5 loads the checkpoint's dtype, fp16) fails",
@@ -668,10 +669,10 @@ describe("training stacks", function()
     assert.are.equal("amp-bf16", estimate(path, "--set", "stack=trl").precision)
     path = helper.write('{"model_type": "llama", "hidden_size": 256, "num_hidden_layers": 2, ' ..
       '"num_attention_heads": 4, "intermediate_size": 512, "vocab_size": 1000, "dtype": "bfloat16"}', ".json")
-    assert_keys(estimate(path, "--set", "stack=trl"), { precision = "bf16", use_reentrant = false })
+    assert_keys(estimate(path, "--set", "stack=trl"), { precision = "bf16-autocast", use_reentrant = false })
     -- a model that records no checkpoint dtype: bf16, said
     local r = helper.estimate("mistral-7b", "--set", "seq_len=256", "--set", "stack=hf-trainer", "--set", "bf16=true")
-    assert.are.equal("bf16", r.recipe.precision)
+    assert.are.equal("bf16-autocast", r.recipe.precision)
     assert.truthy(r.assumed.precision:find("the model records no checkpoint_dtype: bf16 assumed, set torch_dtype", 1, true),
       r.assumed.precision)
     -- named, the version alone brings 5's checkpointing default
@@ -684,8 +685,8 @@ describe("training stacks", function()
   it("says which stack and precision it assumed", function()
     local args = { "--set", "seq_len=256", "--set", "stack=hf-trainer", "--set", "bf16=true" }
     local out = helper.run("estimate", "llama3.2-1b", table.unpack(args))
-    assert.truthy(out:find("stack: hf-trainer, precision bf16 (bf16=True over bf16 weights (transformers 5 loads the "
-      .. "checkpoint's dtype, bf16): autocast changes nothing)", 1, true), out)
+    assert.truthy(out:find("stack: hf-trainer, precision bf16-autocast (bf16=True over bf16 weights (transformers 5 "
+      .. "loads the checkpoint's dtype, bf16): autocast over a bf16 model)", 1, true), out)
     local r = helper.estimate("llama3.2-1b", "--set", "transformers_version=4", table.unpack(args))
     assert.are.same({ stack = "hf-trainer", precision = "bf16=True over fp32 weights: autocast" }, r.assumed)
     assert.is_nil(helper.estimate("llama3.2-1b", "--set", "seq_len=256").assumed)
@@ -706,7 +707,7 @@ describe("training stacks", function()
     assert.are.equal("amp-bf16", recipe.precision) -- trainable parameters upcast to fp32
     recipe = estimate("llama3.2-1b", "--set", "seq_len=256", "--set", "stack=llama-factory", "--set", "bf16=true",
       "--set", "finetune=lora")
-    assert.are.equal("bf16", recipe.precision)
+    assert.are.equal("bf16-autocast", recipe.precision)
     recipe = estimate("llama3.2-1b", "--set", "seq_len=256", "--set", "stack=deepspeed", "--set", "fp16=true",
       "--set", "zero=2", "--set", "gpus=2")
     assert_keys(recipe, { framework = "deepspeed", precision = "mixed-fp16", optimizer_impl = "fused", dp = 2 })
@@ -805,9 +806,9 @@ describe("export", function()
     path = helper.write(ax, ".yml")
     local recipe = estimate("--recipe", path, "--set", "gpus=2")
     -- axolotl's own fsdp2_prepare_model does not upcast to fp32 as
-    -- accelerate's does: the bf16 base stays bf16, PEFT's adapters fp32
+    -- accelerate's does: the bf16 base stays bf16 under the Trainer's autocast, PEFT's adapters fp32
     assert_keys(recipe, { framework = "fsdp2", model_code = "transformers", reshard_after_forward = true,
-                          finetune = "lora", precision = "bf16" })
+                          finetune = "lora", precision = "bf16-autocast" })
     out = assert_round_trip("axolotl", "gpt2", path, ".yml", { estimate = { "--set", "gpus=2" } })
     assert.truthy(out:find("fsdp_version: 2\nfsdp_config:\n  reshard_after_forward: true", 1, true), out)
     path = helper.write(ax:gsub("adapter: lora", "adapter: qlora\nload_in_4bit: true"), ".yml")

@@ -261,7 +261,7 @@ describe("bad recipes", function()
     -- far from every choice: the message lists them all and the value given
     assert.truthy(fails("models/llama2-7b.lua", "--set", "precision=bf16-mixed")
       :find("precision: must be one of fp32, bf16, fp16, amp-bf16, amp-fp16, mixed-bf16, mixed-fp16, fp8, " ..
-        "fp8-torchao (got bf16-mixed)", 1, true))
+        "fp8-torchao, bf16-autocast, fp16-autocast (got bf16-mixed)", 1, true))
     local p = helper.write("return recipe { micro_batch = 'four' }\n")
     assert.truthy(fails("models/llama2-7b.lua", "--recipe", p):find(":1: micro_batch: must be a whole number", 1, true))
   end)

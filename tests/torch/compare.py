@@ -565,6 +565,24 @@ CASES = [
     ("qwen2-moe v5 grouped_mm amp-bf16 target_parameters checkpointed", qwen_moe(layers=3, vocab=32), recipe(
         "amp-bf16", finetune="lora", lora_targets="q_proj", ckpt="full", experts_implementation="grouped_mm",
         lora_target_parameters="1.mlp.experts.down_proj")),
+    # the Trainer's bf16=True over a model loaded in bf16 (bf16-autocast): autocast's fp32 list upcasts
+    # (layer_norm, softmax) over bf16 weights, PEFT's fp32 adapters cast down at each matmul
+    ("llama bf16-autocast adamw", llama(), recipe("bf16-autocast")),
+    ("llama bf16-autocast checkpointed", llama(layers=3), recipe("bf16-autocast", ckpt="full")),
+    ("llama bf16-autocast lora all-linear", llama(), recipe("bf16-autocast", finetune="lora", lora_targets="all-linear")),
+    ("llama bf16-autocast lora non-reentrant checkpointed", llama(layers=3), recipe(
+        "bf16-autocast", ckpt="full", use_reentrant="false", finetune="lora", lora_targets="q_proj,v_proj")),
+    ("gpt2 bf16-autocast", gpt2(), recipe("bf16-autocast")),
+    ("gpt2 bf16-autocast lora checkpointed", gpt2(layers=3), recipe("bf16-autocast", ckpt="full", finetune="lora")),
+    ("bert bf16-autocast", bert(), recipe("bf16-autocast")),
+    ("t5 bf16-autocast lora", t5(), recipe("bf16-autocast", finetune="lora")),
+    ("mixtral bf16-autocast lora all-linear", mixtral(), recipe("bf16-autocast", finetune="lora",
+                                                                lora_targets="all-linear")),
+    ("qwen2-moe bf16-autocast", qwen_moe(), recipe("bf16-autocast")),
+    ("gpt-oss eager bf16-autocast target_parameters", gpt_oss(vocab=32, inter=96), recipe(
+        "bf16-autocast", finetune="lora", lora_targets="q_proj,v_proj",
+        lora_target_parameters="mlp.experts.gate_up_proj,mlp.experts.down_proj")),
+    ("qlora bf16-autocast llama", llama(), recipe("bf16-autocast", finetune="qlora")),
     ("qwen2-moe v5 eager fp32", qwen_moe(), recipe(experts_implementation="eager")),
     ("qwen2-moe v5 grouped_mm bf16 norm_topk", qwen_moe(norm=True), recipe(
         "bf16", experts_implementation="grouped_mm")),

@@ -302,9 +302,10 @@ def measure(case, rank=None):
     model.loss = recipe.get("loss", "cross-entropy")
     model.loss_chunks = int(recipe.get("loss_chunks", 8))
     model.train()
-    model_dtype = torch.bfloat16 if precision in ("bf16", "mixed-bf16", "fp8-torchao") else torch.float32
+    model_dtype = torch.bfloat16 if precision in ("bf16", "bf16-autocast", "mixed-bf16", "fp8-torchao") else torch.float32
     model.to(model_dtype)
-    ac = Autocast(torch.bfloat16 if precision == "amp-bf16" else None)
+    # amp-bf16 autocasts over fp32 weights, bf16-autocast over bf16 ones (the Trainer's bf16=True)
+    ac = Autocast(torch.bfloat16 if precision in ("amp-bf16", "bf16-autocast") else None)
     if precision == "fp8-torchao":  # mixed-bf16 with torchao's Float8Linear
         ac.float8 = float8_weights(model)
         ac.float8_recipe = recipe.get("fp8_recipe", "tensorwise")

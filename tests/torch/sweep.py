@@ -4,7 +4,7 @@ vramplan, printing those whose activations or peak differ by more than
 compare.py allows (host bytes under save_on_cpu too) or whose model states
 differ at all.
 
-    python3 tests/torch/sweep.py SEED COUNT [wide] [more] [v5] [gpt_oss]
+    python3 tests/torch/sweep.py SEED COUNT [wide] [more] [v5] [gpt_oss] [autocast]
 
 The same SEED draws the same configurations. `more` adds BERT,
 DeepSeekMoE and DeepSeek-V2 (fp32: its modeling code's only precision) to
@@ -22,7 +22,8 @@ the mixtures (and transformers' DeepSeek-V2, added to the families drawn)
 under transformers 5's 3-D experts, `experts_implementation` eager or
 grouped_mm, drawn from a stream of its own. `gpt_oss` draws GPT-OSS alone
 (its experts by either implementation; half the cases LoRA with PEFT's
-target_parameters on them). What it finds becomes a fixed
+target_parameters on them). `autocast` turns most bf16 draws into
+bf16-autocast (the Trainer's autocast over a bf16 model). What it finds becomes a fixed
 case in compare.py once understood. Recipes vramplan refuses (a family
 without PEFT's default LoRA targets, say) are skipped and counted.
 """
@@ -245,6 +246,18 @@ def target_parameters(r, case):
     return name + " +target_parameters " + entries, config, recipe
 
 
+def autocast_weights(r, case):
+    """With `autocast`: a bf16 draw now and then as the Trainer's bf16=True
+    over a bf16 model (bf16-autocast); DeepSeekMoE's rows turn fp32 there,
+    which PyTorch refuses (as vramplan does)."""
+    name, config, recipe = case
+    if recipe["precision"] != "bf16" or r.random() < 0.3:
+        return case
+    parts = name.split(" ")
+    parts[2] = "bf16-autocast"
+    return " ".join(parts), config, dict(recipe, precision="bf16-autocast")
+
+
 def main():
     seed, count = int(sys.argv[1]), int(sys.argv[2])
     wide, more, v5 = "wide" in sys.argv[3:], "more" in sys.argv[3:], "v5" in sys.argv[3:]
@@ -264,6 +277,8 @@ def main():
         cases = [experts_v5(random.Random(f"v5 {seed} {i}"), case) for i, case in enumerate(cases)]
     if "gpt_oss" in sys.argv[3:]:
         cases = [target_parameters(random.Random(f"tp {seed} {i}"), case) for i, case in enumerate(cases)]
+    if "autocast" in sys.argv[3:]:
+        cases = [autocast_weights(random.Random(f"autocast {seed} {i}"), case) for i, case in enumerate(cases)]
     if more:
         cases = [over_ddp(random.Random(f"ddp {seed} {i}"), case) for i, case in enumerate(cases)]
         cases = [frozen(random.Random(f"frozen {seed} {i}"), case) for i, case in enumerate(cases)]

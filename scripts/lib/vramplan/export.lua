@@ -317,12 +317,14 @@ local function axolotl(keys, _, what, options)
   -- master weights, while its own FSDP2 preparation keeps the loaded dtype
   -- (vramplan.stacks, precision_rule)
   local sharded = keys.framework == "fsdp" or keys.framework == "deepspeed"
-  local flag = sharded and { ["mixed-bf16"] = "bf16", ["mixed-fp16"] = "fp16" } or { bf16 = "bf16", fp16 = "fp16" }
+  -- (the Trainer's autocast runs over the loaded weights: bf16-autocast)
+  local flag = sharded and { ["mixed-bf16"] = "bf16", ["mixed-fp16"] = "fp16" }
+    or { ["bf16-autocast"] = "bf16", ["fp16-autocast"] = "fp16" }
   if flag[p] then put(t, flag[p], true)
   elseif p == "fp32" then put(t, "bf16", false)
   elseif p ~= nil then
     refuse(what, "precision", p, sharded and "an axolotl config under FSDP or DeepSpeed (mixed-bf16, mixed-fp16 or fp32)"
-      or "an axolotl config (bf16, fp16 or fp32 weights)")
+      or "an axolotl config (bf16-autocast, fp16-autocast or fp32: the Trainer autocasts over the loaded weights)")
   end
   local c = take("checkpointing")
   if c == "full" then put(t, "gradient_checkpointing", true)
@@ -472,15 +474,17 @@ local function llama_factory(keys, _, what, options)
     elseif p ~= nil and p ~= "fp32" then
       refuse(what, "precision", p, "a LLaMA-Factory config under DeepSpeed (mixed-bf16, mixed-fp16, fp32)")
     end
-  elseif lora and p == "bf16" then put(t, "bf16", true)
-  elseif lora and p == "fp16" then put(t, "fp16", true)
+  elseif lora and p == "bf16-autocast" then put(t, "bf16", true)
+  elseif lora and p == "fp16-autocast" then put(t, "fp16", true)
+  elseif lora and p == "bf16" then -- neither flag: the inferred compute dtype (bf16), no autocast
   elseif not lora and p == "amp-bf16" then put(t, "bf16", true)
   elseif not lora and p == "amp-fp16" then put(t, "fp16", true)
   elseif not lora and p == "bf16" then put(t, "pure_bf16", true)
   elseif p ~= nil and (p ~= "fp32" or lora) then
     -- LoRA in fp32: without bf16 / fp16 LLaMA-Factory still infers a 16-bit compute dtype
     refuse(what, "precision", p, string.format("a LLaMA-Factory config with finetuning %s (%s)", ft,
-      lora and "bf16 or fp16: it infers a 16-bit compute dtype" or "amp-bf16, amp-fp16, bf16 (pure_bf16) or fp32"))
+      lora and "bf16-autocast, fp16-autocast, or bf16 without either flag: it infers a 16-bit compute dtype"
+        or "amp-bf16, amp-fp16, bf16 (pure_bf16) or fp32"))
   end
   local c = value("checkpointing")
   if c ~= "full" and c ~= "none" then

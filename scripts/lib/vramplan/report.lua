@@ -150,7 +150,8 @@ function report.human(ctx)
   if recipe.finetune == "lora" or recipe.finetune == "qlora" then
     -- PEFT's target_parameters: the experts' 3-D parameters beside the modules
     local modules = r.lora_modules ~= "" and r.lora_modules or nil
-    local params = recipe.lora_target_parameters and ("parameters " .. recipe.lora_target_parameters) or nil
+    local targets = recipe.lora_target_parameters
+    local params = targets and targets ~= "" and ("parameters " .. targets) or nil
     local on = modules and params and (modules .. " and " .. params) or modules or params or "nothing"
     line("fine-tuning: %s%s, r %d on %s (dropout %g)%s", recipe.finetune, recipe.use_dora and " with DoRA" or "",
       recipe.lora_rank, on, recipe.lora_dropout, copies)

@@ -204,14 +204,16 @@ local function precision_rule(profile, framework, flags, finetune, origin, loade
   weights = weights or "fp32"
   if bf16 then
     if weights == "bf16" then
-      return "bf16", "bf16=True over bf16 weights" .. loaded_why .. ": autocast changes nothing"
+      -- accelerate autocasts whatever the weights' dtype: its fp32 list
+      -- (layer_norm, softmax) and PEFT's fp32 adapters are cast at each op
+      return "bf16-autocast", "bf16=True over bf16 weights" .. loaded_why .. ": autocast over a bf16 model"
     end
     return "amp-bf16", "bf16=True over " .. weights .. " weights" .. loaded_why .. ": autocast"
   end
   if fp16 then
     if weights == "fp16" and (finetune == "lora" or finetune == "qlora") then
       -- PEFT keeps the adapters, the only trainable parameters, in fp32
-      return "fp16", "fp16=True over fp16 weights, fp32 adapters"
+      return "fp16-autocast", "fp16=True over fp16 weights: autocast, fp32 adapters under GradScaler"
     end
     if weights == "fp16" then
       error(string.format("%s: fp16: the Trainer's fp16 autocast over fp16 weights%s fails (its GradScaler "

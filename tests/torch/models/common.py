@@ -245,7 +245,9 @@ def activation(ac, name, x):
 
 def layer_norm(ac, ln, x):
     # layer_norm is on autocast's fp32 list
-    return nn.functional.layer_norm(ac.up(x), ln.normalized_shape, ln.weight, ln.bias, ln.eps)
+    # autocast's fp32 list casts every floating argument: a 16-bit model's weight and bias too
+    bias = ac.up(ln.bias) if ln.bias is not None else None
+    return nn.functional.layer_norm(ac.up(x), ln.normalized_shape, ac.up(ln.weight), bias, ln.eps)
 
 
 def causal_mask_with_cache_position(attention_mask, sequence_length, target_length, dtype, cache_position,
