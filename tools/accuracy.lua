@@ -78,7 +78,9 @@ local function runs()
       local r = job.estimate(job.load(".", {
         recipe = "tests/fixtures/configs/axolotl/examples/gpt-oss/" .. run.config,
         sets = { { "allocator", "simulated", "reference" } }, gpus = run.gpus, gpu = ax.gpu }))
-      out[#out + 1] = { id = run.id, kind = "full", what = "reserved over run", measured = run.value_gib * 2 ^ 30,
+      local ft = r.recipe.finetune
+      out[#out + 1] = { id = run.id, kind = (ft == "lora" or ft == "qlora") and "lora" or "full",
+                        what = "reserved over run", measured = run.value_gib * 2 ^ 30,
                         estimated = r.peak_reserved_run_bytes or r.peak_reserved_bytes }
     end
   end

@@ -294,5 +294,10 @@ const char *vp_model_recipe_problem(const vp_model *model, const vp_recipe *reci
         const char *problem = ops_recipe_problem(model, section->ops, section->n_ops, recipe, &asked);
         if (problem) return problem;
     }
+    /* run_phases.c dequantizes GPT-OSS's experts tensors (GPT-OSS runs
+     * without tensor or expert parallelism here: op_moe.c, op_attention.c) */
+    if (recipe->checkpoint_quant == VP_CHECKPOINT_MXFP4 && !model->facts.mxfp4_experts)
+        return "checkpoint_quant: mxfp4 is GPT-OSS's checkpoint format (its experts' MXFP4 blocks and scales); "
+               "this model has no GPT-OSS experts";
     return NULL;
 }

@@ -120,6 +120,7 @@ typedef struct {
     bool token_type_ids;         /* its batch carries token_type_ids and an attention_mask (PaliGemma's prefix-LM mask) */
     bool lm_head;                /* a language model's head (tensor parallelism is modelled for those) */
     bool experts;                /* a mixture of experts somewhere (expert parallelism applies) */
+    bool mxfp4_experts;          /* GPT-OSS's experts, which its checkpoints hold in MXFP4 */
     bool parallel_branches;      /* attention and MLP side by side (GPT-NeoX, Phi) */
     bool sliding_mask;           /* layers with their own sliding-window masks (Gemma 2 and 3) */
     const struct vp_op *tied_head; /* the final lm_head when it shares the token embedding's weight, else NULL */

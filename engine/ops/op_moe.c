@@ -408,8 +408,9 @@ static const char *moe_check_ep(const vp_op *op, const vp_ranks *split) {
 }
 
 static void moe_facts(const vp_op *op, vp_section_id section, vp_model_facts *facts) {
-    (void)op, (void)section;
+    (void)section;
     facts->experts = true;
+    if (vp_moe_gpt_oss(op)) facts->mxfp4_experts = true;
 }
 
 const vp_op_kind vp_op_moe = {

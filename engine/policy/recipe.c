@@ -107,6 +107,7 @@ const char *const vp_torch_version_names[] = {"2.x", "1.13", NULL};
 const char *const vp_device_names[] = {"cuda", "cpu", NULL};
 const char *const vp_allocator_model_names[] = {"constant", "simulated", NULL};
 const char *const vp_load_names[] = {"auto", "cpu", "device-map", "warmup", NULL};
+const char *const vp_checkpoint_quant_names[] = {"none", "mxfp4", NULL};
 
 vp_load vp_recipe_load(const vp_recipe *recipe) {
     if (recipe->load != VP_LOAD_AUTO) return recipe->load;

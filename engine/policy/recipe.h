@@ -157,6 +157,12 @@ typedef enum { VP_ALLOCATOR_CONSTANT, VP_ALLOCATOR_SIMULATED } vp_allocator_mode
  * map of the current GPU when none is given), cpu otherwise. */
 typedef enum { VP_LOAD_AUTO, VP_LOAD_CPU, VP_LOAD_DEVICE_MAP, VP_LOAD_WARMUP, VP_LOAD_COUNT } vp_load;
 extern const char *const vp_load_names[];
+
+/* The checkpoint's own quantization, which from_pretrained dequantizes
+ * while loading (the run before the steady state): none, or GPT-OSS's
+ * MXFP4 experts under transformers' Mxfp4Config(dequantize=True). */
+typedef enum { VP_CHECKPOINT_PLAIN, VP_CHECKPOINT_MXFP4, VP_CHECKPOINT_COUNT } vp_checkpoint_quant;
+extern const char *const vp_checkpoint_quant_names[];
 extern const char *const vp_sparsity_names[];
 
 /* The adapters' dtype (LoRA, DoRA, prompt and prefix tuning): PEFT 0.12+
@@ -226,6 +232,7 @@ typedef struct {
     double fragmentation;        /* reserved beyond segments, as a fraction of the allocated peak */
     vp_allocator_model allocator; /* constant: segments + fragmentation; simulated: engine/core/allocator.c */
     vp_load load;                /* how the model reaches the GPU (the run before the steady state) */
+    vp_checkpoint_quant checkpoint_quant; /* dequantized while loading (the run before the steady state) */
     vp_alloc_config alloc_conf;  /* PYTORCH_CUDA_ALLOC_CONF's options, for allocator = simulated */
     double cuda_context_mib;     /* the CUDA context and loaded kernels */
     unsigned nccl_channels;      /* NCCL's channels per communicator (0: by the GPU's interconnect) */

@@ -711,6 +711,13 @@ static const vp_recipe_key keys[] = {
             "(docs/reserved.md): cpu moves it tensor by tensor (model.to, FSDP's device_id); device-map is "
             "from_pretrained(device_map=...), bitsandbytes quantizing on the GPU; warmup the same after transformers "
             "4.51+'s caching_allocator_warmup; auto is device-map for qlora, cpu otherwise [auto]"},
+    /* transformers' integrations/mxfp4.py, convert_moe_packed_tensors:
+     * run_phases.c replays it */
+    {OPTION_KEY("checkpoint_quant", checkpoint_quant, vp_checkpoint_quant_names, VP_CHECKPOINT_PLAIN),
+     .applies = with_simulated_allocator,
+     .doc = "none | mxfp4: the checkpoint's quantization, dequantized to bf16 while loading, for the run's "
+            "reservation: mxfp4 is GPT-OSS's MXFP4 experts under transformers' Mxfp4Config(dequantize=True), "
+            "each experts tensor dequantized on the GPU through int64 nibble indices (docs/reserved.md) [none]"},
     /* The context alone, with CUDA's lazy module loading (the default since
      * PyTorch 1.13): 426 MiB in nvidia-smi on an RTX 6000 Ada with PyTorch
      * 2.10 / CUDA 13 (unslothai/unsloth-zoo#1053); before CUDA 11.7 every

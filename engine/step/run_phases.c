@@ -89,6 +89,8 @@ typedef struct {
     const vp_event *events;
     unsigned n;
     unsigned shards;  /* the parameters' divisor: FSDP's or ZeRO-3's group, else 1 */
+    vp_dtype params;  /* the resident parameters' dtype */
+    bool dequantizes; /* GPT-OSS's MXFP4 experts dequantized on the GPU where they stay */
     uint32_t *full;   /* per event: the handle of a sharded parameter's full tensor (0: none), owned */
 } plan;
 
@@ -151,14 +153,68 @@ static unsigned quantize(builder *b, plan *p, unsigned i) {
     return j - 1;
 }
 
+/* GPT-OSS's experts tensors (op_moe.c's labels), which its checkpoints
+ * hold as MXFP4 blocks and scales, dequantized where they land. */
+static bool is_mxfp4_experts(const plan *p, const vp_event *e) {
+    return p->dequantizes && e->category == VP_CAT_PARAMS &&
+           (strcmp(e->place.op, "moe.experts.gate_up_proj") == 0 || strcmp(e->place.op, "moe.experts.down_proj") == 0);
+}
+
+/* The rows convert_moe_packed_tensors dequantizes at a time
+ * (rows_per_chunk = 32768 * 1024; a row is 16 bytes of blocks, 32 values). */
+#define MXFP4_CHUNK_ROWS (32768ull * 1024ull)
+
+/* transformers' Mxfp4Config(dequantize=True) loading one experts tensor of
+ * n values to the GPU (integrations/mxfp4.py, convert_moe_packed_tensors,
+ * transformers 4.55 to 5.x): the blocks (n / 2 bytes) and scales (a byte per
+ * 32 values) copied to the GPU, the scales cast to int32 minus 127 (the
+ * cast a temporary), a bf16 output of n values, then per chunk of rows:
+ * each nibble masked into a uint8 tensor and cast to int64 indices (8 bytes
+ * a value, the uint8 freed), the bf16 table lookup of each half written into
+ * the output's strided halves, and ldexp's pow(2.0, exponents) in fp32 (a
+ * float per row); the indices freed; the blocks and scales deleted, and the
+ * output transposed into the contiguous tensor that becomes the parameter,
+ * the output freed on return. */
+static void dequantize_mxfp4(builder *b, plan *p, unsigned i) {
+    const vp_event *e = &p->events[i];
+    uint64_t value_bytes = vp_bytes_of(p->params, 1);
+    uint64_t n = full_bytes(p, e) / (value_bytes ? value_bytes : 1), rows = n / 32;
+    const char *op = "mxfp4 dequantize";
+    uint32_t blocks = make(b, n / 2, op), scales = make(b, rows, op);
+    uint32_t scales32 = make(b, 4 * rows, op), exponents = make(b, 4 * rows, op);
+    drop(b, scales32, 4 * rows, op);
+    drop(b, scales, rows, op);
+    uint32_t lut = make(b, 16 * 2, op);
+    uint32_t out = make(b, 2 * n, op);
+    for (uint64_t r0 = 0; r0 < rows; r0 += MXFP4_CHUNK_ROWS) {
+        uint64_t c = rows - r0 < MXFP4_CHUNK_ROWS ? rows - r0 : MXFP4_CHUNK_ROWS, half = 16 * c;
+        uint32_t nibbles = make(b, half, op), lo = make(b, 8 * half, op);
+        drop(b, nibbles, half, op);
+        nibbles = make(b, half, op);
+        uint32_t hi = make(b, 8 * half, op);
+        drop(b, nibbles, half, op);
+        for (int k = 0; k < 2; k++) drop(b, make(b, 2 * half, op), 2 * half, op); /* lut[idx] */
+        drop(b, make(b, 4 * c, op), 4 * c, op);                                     /* pow(2.0, exp) */
+        drop(b, lo, 8 * half, op);
+        drop(b, hi, 8 * half, op);
+    }
+    drop(b, blocks, n / 2, op);
+    drop(b, exponents, 4 * rows, op);
+    drop(b, lut, 16 * 2, op);
+    place_tensor(b, p, i); /* out.transpose(1, 2).contiguous() */
+    drop(b, out, 2 * n, op);
+}
+
 /* Every resident tensor straight to the GPU, in the order the model
  * registers them (from_pretrained with a device map: each checkpoint
- * tensor copied to its device, a bitsandbytes weight quantized there). */
+ * tensor copied to its device, a bitsandbytes weight quantized there, an
+ * MXFP4 one dequantized there). */
 static void load_all(builder *b, plan *p, bool quantizing) {
     for (unsigned i = 0; i < p->n; i++) {
         const vp_event *e = &p->events[i];
         if (!is_resident(e)) continue;
         if (quantizing && (is_4bit(p, i) || is_int8(p, i))) i = quantize(b, p, i);
+        else if (is_mxfp4_experts(p, e)) dequantize_mxfp4(b, p, i);
         else place_tensor(b, p, i);
     }
 }
@@ -341,10 +397,17 @@ bool vp_run_prelude_build(const vp_recipe *recipe, const vp_event *events, unsig
     }
     vp_shard_plan shard_plan;
     if (vp_shard_plan_make(recipe, vp_precision_get(recipe->precision), &shard_plan)) return false;
-    plan p = {recipe, events, n_events, shard_plan.shards.params, calloc(n_events ? n_events : 1, sizeof(uint32_t))};
+    plan p = {.recipe = recipe, .events = events, .n = n_events, .shards = shard_plan.shards.params,
+              .params = shard_plan.params_dtype, .full = calloc(n_events ? n_events : 1, sizeof(uint32_t))};
     if (!p.full) return false;
     builder b = {out, largest + 1};
     vp_load load = vp_recipe_load(recipe);
+    /* loaded on the CPU, the dequantization still runs on the GPU
+     * (convert_moe_packed_tensors moves the blocks there), then
+     * torch.cuda.empty_cache() releases it before the model moves: not
+     * replayed (its own peak, about 12 bytes a value of one experts tensor,
+     * is below a step's) */
+    p.dequantizes = recipe->checkpoint_quant == VP_CHECKPOINT_MXFP4 && load != VP_LOAD_CPU;
     bool quantizing = load != VP_LOAD_CPU && vp_finetune_method_of(recipe)->quantizes_base;
     if (load == VP_LOAD_WARMUP) warmup(&b, &p);
     if (recipe->framework == VP_FRAMEWORK_DEEPSPEED && p.shards > 1) {

@@ -764,7 +764,11 @@ describe("export", function()
       .. "  - 22._checkpoint_wrapped_module.mlp.experts.gate_up_proj\n  - 23.mlp.experts.down_proj\n", 1)
     f:close()
     local path = helper.write(text, ".yaml")
-    local out = assert_round_trip("axolotl", "gpt-oss-20b", path, ".yaml", { estimate = { "--set", "seq_len=256" } })
+    -- (the simulated allocator echoes the load's keys: the MXFP4 checkpoint, the device map)
+    local out = assert_round_trip("axolotl", "gpt-oss-20b", path, ".yaml",
+      { estimate = { "--set", "seq_len=256", "--set", "allocator=simulated" } })
+    assert.truthy(out:find("model_quantization_config: 'Mxfp4Config'\nmodel_quantization_config_kwargs:\n"
+      .. "  dequantize: true\n", 1, true), out)
     assert.truthy(out:find("lora_target_parameters:\n  - '22._checkpoint_wrapped_module.mlp.experts.gate_up_proj'\n"
       .. "  - '23.mlp.experts.down_proj'", 1, true), out)
     assert.truthy(out:find("activation_offloading: true", 1, true), out)

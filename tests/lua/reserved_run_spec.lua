@@ -127,5 +127,40 @@ describe("the reservation over the whole run", function()
     assert.are.equal(built.peak_allocated_bytes, converted.peak_allocated_bytes)
   end)
 
+  -- transformers' convert_moe_packed_tensors (integrations/mxfp4.py): per
+  -- experts tensor of n values, while its int64 nibble indices live, the
+  -- blocks (n / 2 bytes), the int32 exponents (n / 8), the bf16 output (2n),
+  -- both index tensors (4n each) and a bf16 lookup (n): 11.625 bytes a value
+  it("dequantizes GPT-OSS's MXFP4 experts on the GPU while a device map loads it", function()
+    local function run(quant)
+      return helper.estimate("gpt-oss-20b", "--set", "finetune=lora", "--set", "lora_targets=all-linear", "--set", "precision=bf16-autocast",
+        "--set", "seq_len=512", "--set", "allocator=simulated", "--set", "load=device-map",
+        "--set", "checkpoint_quant=" .. quant)
+    end
+    local plain, mxfp4 = run("none"), run("mxfp4")
+    assert.are.equal("mxfp4", mxfp4.recipe.checkpoint_quant)
+    assert.are.equal(plain.per_gpu.peak_allocated_bytes, mxfp4.per_gpu.peak_allocated_bytes) -- the step as it was
+    -- the last layer's gate_up_proj (32 experts x 5760 x 2880) dequantizes
+    -- with every tensor registered before it loaded: all the weights but
+    -- itself, the last down_proj (32 x 2880 x 2880), the final norm and the head
+    local gate_up, down = 32 * 5760 * 2880, 32 * 2880 * 2880
+    local head = 201088 * 2880 * 2
+    local g = mxfp4.per_gpu
+    local floor = g.params_bytes - 2 * gate_up - 2 * down - head - 2880 * 2 + 11.625 * gate_up
+    assert.is_true(g.reserved_at_start_bytes >= floor,
+      string.format("%.2f GiB reserved at the start, %.2f GiB at least", g.reserved_at_start_bytes / GIB, floor / GIB))
+    assert.is_true(g.peak_reserved_run_bytes > plain.per_gpu.peak_reserved_run_bytes)
+    -- loaded on the CPU (FSDP), the dequantization's reservation is emptied before the model moves
+    local cpu = helper.estimate("gpt-oss-20b", "--set", "finetune=lora", "--set", "lora_targets=all-linear", "--set", "precision=bf16-autocast",
+      "--set", "seq_len=512", "--set", "allocator=simulated", "--set", "load=cpu", "--set", "checkpoint_quant=mxfp4")
+    assert.are.equal(plain.per_gpu.peak_allocated_bytes, cpu.per_gpu.peak_allocated_bytes)
+    assert.is_true(cpu.per_gpu.reserved_at_start_bytes < g.reserved_at_start_bytes)
+  end)
+
+  it("refuses mxfp4 for models without GPT-OSS's experts", function()
+    local err = helper.fails("llama2-7b", "--set", "checkpoint_quant=mxfp4", "--set", "allocator=simulated")
+    assert.truthy(err:find("checkpoint_quant: mxfp4 is GPT-OSS's checkpoint format", 1, true), err)
+  end)
+
   it("rejects an unknown load", helper.rejection({ "gpt2", "--set", "load=disk" }, "load"))
 end)

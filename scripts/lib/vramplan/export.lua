@@ -358,6 +358,15 @@ local function axolotl(keys, _, what, options)
   elseif loss == "cut" then put(t, "cut_cross_entropy", true) end
   put_optim(t, keys, written, what, "an axolotl config", "optimizer", "adamw_torch_fused")
   put(t, "weight_decay", take("weight_decay"))
+  -- GPT-OSS's MXFP4 checkpoint dequantized while loading; axolotl loads
+  -- with a device map outside FSDP and ZeRO-3 (vramplan.import.axolotl)
+  if take("checkpoint_quant") == "mxfp4" then
+    put(t, "model_quantization_config", "Mxfp4Config")
+    put(t, "model_quantization_config_kwargs", { { "dequantize", true } })
+  end
+  local sharded = keys.framework == "fsdp" or keys.framework == "fsdp2" or
+    (keys.framework == "deepspeed" and tonumber(keys.zero) == 3)
+  if keys.load == (sharded and "cpu" or "device-map") or keys.load == "auto" then take("load") end
   if names_deepspeed_file(keys.framework or "torch", written, what, options, "an axolotl config") then
     put(t, "deepspeed", options.deepspeed)
   elseif keys.framework == "fsdp" then

@@ -26,7 +26,8 @@ for k in ([[base_model base_model_config model_type tokenizer_type tokenizer_con
   lora_modules_to_save sequence_len micro_batch_size gradient_accumulation_steps gradient_checkpointing
   gradient_checkpointing_kwargs flash_attention sdp_attention eager_attention optimizer weight_decay deepspeed fsdp
   fsdp_config fsdp_version peft_use_dora torch_dtype liger_rms_norm liger_rope liger_fused_linear_cross_entropy
-  cut_cross_entropy attn_implementation activation_offloading dp_shard_size lora_target_parameters]]):gmatch("%S+") do
+  cut_cross_entropy attn_implementation activation_offloading dp_shard_size lora_target_parameters
+  model_quantization_config model_quantization_config_kwargs]]):gmatch("%S+") do
   no_memory[k] = true
 end
 
@@ -226,6 +227,30 @@ local function read_attention(r, c)
   else r.skip({ "attn_implementation=" .. s }) end
 end
 
+-- model_quantization_config: Mxfp4Config with dequantize: true (axolotl's
+-- GPT-OSS examples; loaders/model.py builds transformers' Mxfp4Config from
+-- model_quantization_config_kwargs): the MXFP4 checkpoint dequantized to
+-- bf16 while loading (checkpoint_quant = mxfp4). Without a device map
+-- (FSDP, DeepSpeed ZeRO-3) axolotl loads on the CPU; otherwise with
+-- device_map "auto" or the local GPU (utils/config/__init__.py,
+-- loaders/model.py _set_device_map_config): load = device-map, where the
+-- dequantization's temporaries meet the weights already loaded.
+local function read_quantization(r, c)
+  local q = c.model_quantization_config
+  if q == nil then return end
+  local kwargs = type(c.model_quantization_config_kwargs) == "table" and c.model_quantization_config_kwargs or {}
+  if q ~= "Mxfp4Config" or not truthy(kwargs.dequantize) then
+    r.skip({ "model_quantization_config=" .. common.show(q) })
+    return
+  end
+  r.set("checkpoint_quant", "mxfp4", { "model_quantization_config" })
+  local sharded = r.keys.framework == "fsdp" or r.keys.framework == "fsdp2" or r.keys.fsdp ~= nil
+    or (r.keys.framework == "deepspeed" and tonumber(r.keys.zero) == 3)
+  if not sharded then
+    r.set("load", "device-map", { "model_quantization_config" }, false, "axolotl loads with a device map")
+  end
+end
+
 -- Fills recipe `r` from an axolotl config table.
 function axolotl.read(r, c)
   r.set("stack", "axolotl", nil, false, "an axolotl config")
@@ -261,6 +286,7 @@ function axolotl.read(r, c)
   if c.dp_shard_size ~= nil then r.set("fsdp_shard_size", c.dp_shard_size, { "dp_shard_size" }) end
   read_kernels(r, c)
   if type(c.deepspeed) == "string" then common.merge_deepspeed(r, c.deepspeed, { "deepspeed" }) end
+  read_quantization(r, c)
   for k, v in pairs(c) do
     if not no_memory[k] and v ~= false then r.skip({ k }) end
   end
