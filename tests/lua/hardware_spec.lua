@@ -239,6 +239,10 @@ describe("what a GPU cannot run", function()
     assert.truthy(err:find("--set precision=mixed-bf16: precision: mixed-bf16 needs bf16, which NVIDIA V100 16GB " ..
       "(Volta, compute capability 7.0) lacks", 1, true), err)
     assert.truthy(err:find("use mixed-fp16", 1, true), err)
+    -- the Trainer's autocast over a bf16 model too
+    err = helper.fails("gpt2", "--gpu", "t4", "--set", "precision=bf16-autocast", "--set", "finetune=lora")
+    assert.truthy(err:find("precision: bf16-autocast needs bf16", 1, true), err)
+    assert.truthy(err:find("use fp16-autocast", 1, true), err)
     -- the default precision is mixed-bf16: refused there too
     assert.truthy(helper.fails("gpt2", "--gpu", "t4"):find("the default recipe: precision: mixed-bf16", 1, true))
     -- QLoRA's compute dtype

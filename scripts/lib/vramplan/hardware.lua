@@ -138,7 +138,7 @@ function hardware.unsupported(g, recipe)
       g.name, caps.what, caps.why[cap] or "?")
   end
   local p = recipe.precision
-  if (p == "bf16" or p == "amp-bf16" or p == "mixed-bf16") and not caps.bf16 then
+  if p and p:find("bf16", 1, true) and not caps.bf16 then -- bf16, amp-bf16, bf16-autocast, mixed-bf16
     local key, msg = lacks("bf16", "bf16", "precision", p)
     return key, msg .. "; use " .. p:gsub("bf16", "fp16")
   end
