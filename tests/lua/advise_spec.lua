@@ -154,6 +154,18 @@ describe("vramplan advise", function()
     assert.is_nil(find(all, { optimizer_in_backward = true }))
   end)
 
+  it("offers loading the model in bf16 where the Trainer autocasts over fp32 weights", function()
+    local args = { "llama3-8b", "--gpu", "a100-80gb", "--set", "precision=amp-bf16", "--set", "seq_len=2048" }
+    local fix = find(advise(args).advice.fixes, { precision = "bf16-autocast" })
+    assert.is_not_nil(fix)
+    assert.is_true(fix.changes_training)
+    local e = helper.estimate(table.unpack(with_changes(args, { precision = "bf16-autocast" })))
+    assert.are.equal(e.per_gpu.peak_total_bytes, fix.peak_total_bytes)
+    -- and not where the weights are bf16 already
+    local bf16 = { "llama3-8b", "--gpu", "a100-80gb", "--set", "precision=bf16-autocast", "--set", "seq_len=2048" }
+    assert.is_nil(find(advise(bf16).advice.fixes, { precision = "bf16-autocast" }))
+  end)
+
   it("says plainly when the recipe already fits, with the binding term and the headroom", function()
     local out, err, code = helper.run("advise", "gpt2", "--gpu", "a100-80gb", "--set", "seq_len=1024")
     assert.are.equal(0, code, err)

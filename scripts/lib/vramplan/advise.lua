@@ -146,6 +146,12 @@ local function training_fixes(r, list)
   if r.precision == "mixed-bf16" then
     add(list, { precision = "bf16" }, "pure bf16: no fp32 master weights", true)
   end
+  -- the Trainer's bf16=True over fp32 weights: load the model in bf16
+  if r.precision == "amp-bf16" then
+    add(list, { precision = "bf16-autocast" },
+      "load the model in bf16 (torch_dtype=bfloat16): bf16 weights, gradients and optimizer states under the same "
+        .. "autocast", true)
+  end
 end
 
 -- Every single change worth trying for the resolved recipe `r`.
