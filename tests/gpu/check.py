@@ -60,7 +60,7 @@ def run(case, compile_layers=False, trace=False):
     # the mirrors make their masks, positions and rotary tables without a
     # device argument, as transformers makes them on the inputs' device
     torch.set_default_device(dev)  # PyTorch 2.x, which the check needs (SDPA)
-    dtype = torch.bfloat16 if rec["precision"] in ("bf16", "mixed-bf16") else torch.float32
+    dtype = torch.bfloat16 if rec["precision"] in ("bf16", "bf16-autocast", "mixed-bf16") else torch.float32
     classifier = cfg["model_type"] == "bert"
     model = (BertForSequenceClassification(cfg) if classifier else CausalLM(cfg)).to(dev, dtype)
     model.train()
@@ -104,7 +104,8 @@ def run(case, compile_layers=False, trace=False):
     def train_step(after_backward=None):
         ids = torch.randint(cfg["vocab_size"], (b, s), device=dev)
         labels = torch.randint(cfg.get("num_labels", 2), (b,), device=dev) if classifier else ids.clone()
-        with torch.autocast("cuda", dtype=low, enabled=rec["precision"].startswith("amp-")), \
+        with torch.autocast("cuda", dtype=low, enabled=rec["precision"].startswith("amp-")
+                            or rec["precision"].endswith("-autocast")), \
                 torch.autograd.graph.save_on_cpu(pin_memory=True) if offload else contextlib.nullcontext():
             loss, logits = model(ac, ids, labels, ckpt)
         loss.backward()
