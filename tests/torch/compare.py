@@ -1728,6 +1728,9 @@ CASES = [
     ("mamba2 bf16 one chunk sgd", mamba2(groups=4, chunk=32), recipe("bf16", optimizer="sgd", b=3, s=32)),
     # PEFT's all-linear on a Lua block's own names: in_proj and out_proj (conv1d is an nn.Conv1d: not a target)
     ("mamba2 amp-bf16 lora all-linear", mamba2(), recipe("amp-bf16", finetune="lora", lora_targets="all-linear")),
+    # bf16-autocast: softplus (autocast's fp32 list) over the bf16 dt + dt_bias
+    ("mamba2 bf16-autocast lora all-linear", mamba2(), recipe("bf16-autocast", finetune="lora",
+                                                             lora_targets="all-linear")),
     ("mamba2 fp32 lora all-linear checkpointed", mamba2(layers=3, tied=False), recipe(
         ckpt="full", finetune="lora", lora_targets="all-linear")),
     ("mamba2 amp-bf16 lora modules_to_save conv1d", mamba2(), recipe(

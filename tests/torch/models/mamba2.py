@@ -96,7 +96,7 @@ class Mamba2Mixer(nn.Module):
             hidden_states_B_C,
             [self.intermediate_size, self.n_groups * self.ssm_state_size, self.n_groups * self.ssm_state_size], dim=-1)
         A = -torch.exp(self.A_log.float())
-        dt = nn.functional.softplus(add(dt, self.dt_bias))
+        dt = nn.functional.softplus(ac.up(add(dt, self.dt_bias)))  # softplus is on autocast's fp32 list
         dt = torch.clamp(dt, self.time_step_limit[0], self.time_step_limit[1])
         hidden_states = hidden_states.reshape(batch_size, seq_len, -1, self.head_dim).float()
         B = B.reshape(batch_size, seq_len, -1, self.ssm_state_size).float()
