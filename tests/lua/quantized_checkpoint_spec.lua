@@ -73,6 +73,17 @@ describe("a bitsandbytes-quantized checkpoint", function()
     assert.truthy(err:find("quantization_config.quant_method: mxfp4 is not modelled", 1, true), err)
   end)
 
+  it("reads gpt-oss's MXFP4 checkpoint as dequantized while loading, a default the recipe may change", function()
+    local path = helper.root .. "/tests/fixtures/gpt-oss-20b-config.json"
+    local args = { path, "--set", "seq_len=256", "--set", "allocator=simulated", "--set", "load=device-map" }
+    local r = helper.estimate(table.unpack(args))
+    assert.are.equal("mxfp4", r.recipe.checkpoint_quant)
+    assert.are.equal("full", r.recipe.finetune) -- trained in torch_dtype, not as QLoRA
+    local copy = helper.estimate(path, "--set", "checkpoint_quant=none", table.unpack(args, 2))
+    assert.are.equal("none", copy.recipe.checkpoint_quant)
+    assert.is_true(r.per_gpu.reserved_at_start_bytes > copy.per_gpu.reserved_at_start_bytes)
+  end)
+
   it("refuses a bitsandbytes config it cannot read, naming the field", function()
     local cases = {
       { { quant_method = "bitsandbytes" }, "quantization_config: a bitsandbytes config loads in 4 or 8 bits" },

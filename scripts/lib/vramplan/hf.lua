@@ -647,8 +647,13 @@ local function checkpoint_quantization(config, path)
   -- gpt-oss's MXFP4 experts: fine-tuning loads them dequantized to
   -- torch_dtype (Mxfp4Config(dequantize=True), as OpenAI's fine-tuning
   -- recipe does; transformers' Mxfp4HfQuantizer does not train the packed
-  -- weights), so the model is estimated in its torch_dtype
-  if q.quant_method == "mxfp4" and config.model_type == "gpt_oss" then return nil end
+  -- weights), so the model is estimated in its torch_dtype, and the load's
+  -- dequantization counts in the run's reservation (checkpoint_quant, a
+  -- default: a recipe loading a dequantized copy says none)
+  if q.quant_method == "mxfp4" and config.model_type == "gpt_oss" then
+    return { keys = { checkpoint_quant = "mxfp4" }, fixed = {}, origins = { checkpoint_quant = where .. ".quant_method" },
+             dequantized = true }
+  end
   if q.quant_method ~= "bitsandbytes" then
     error(string.format("%s.quant_method: %s is not modelled (bitsandbytes 4-bit and 8-bit are); without " ..
       "quantization_config the model is estimated in its torch_dtype", where, tostring(q.quant_method)), 0)

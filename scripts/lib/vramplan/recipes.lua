@@ -114,9 +114,16 @@ end
 -- fine-tuning defaults to qlora and must be it (transformers trains only
 -- adapters over quantized weights), the checkpoint's storage format fills
 -- quant and double_quant and may not be contradicted, its compute dtype is
--- a default.
+-- a default. A checkpoint dequantized while loading (gpt-oss's MXFP4) only
+-- fills its defaults.
 function recipes.over_checkpoint(keys, origins, quantization)
   if not quantization then return end
+  if quantization.dequantized then
+    for key, value in pairs(quantization.keys) do
+      if keys[key] == nil then keys[key], origins[key] = value, quantization.origins[key] end
+    end
+    return
+  end
   local source = quantization.origins.quant
   if keys.finetune == nil then
     keys.finetune, origins.finetune = "qlora", source
