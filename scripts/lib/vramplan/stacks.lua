@@ -46,7 +46,14 @@ stacks.profiles = {
     -- (monkeypatch/accelerate/fsdp2.py, patch_accelerate_fsdp2, August 2025
     -- to now), which does not upcast the trainable parameters to fp32:
     -- the shards stay in the loaded dtype.
-    defaults = { optimizer = "adamw", keep_logits = false },
+    -- Its CLI sets PYTORCH_CUDA_ALLOC_CONF to
+    -- "expandable_segments:True,roundup_power2_divisions:16" under PyTorch
+    -- 2.2 and later unless the environment sets it (src/axolotl/utils/
+    -- __init__.py set_pytorch_cuda_alloc_conf, called by cli/main.py; at
+    -- 050210e6, August 2025, and since December 2024): the simulated
+    -- allocator's options (alloc_conf).
+    defaults = { optimizer = "adamw", keep_logits = false,
+                 alloc_conf = "expandable_segments:True,roundup_power2_divisions:16" },
     weights_follow_flags = true,
     fsdp2_keeps_dtype = true,
     rule = "hf",
