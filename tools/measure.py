@@ -26,7 +26,9 @@ What is recorded:
   measured step (the peak statistics are reset when it starts), the caching
   allocator's retries and out-of-memory count (torch.cuda.memory_stats), the
   device's used memory as nvidia-smi reports it at the step's end, the
-  device name, and PyTorch's and CUDA's versions;
+  device name, PyTorch's and CUDA's versions, and the allocator's options
+  (PYTORCH_ALLOC_CONF or PYTORCH_CUDA_ALLOC_CONF, which `vramplan compare`
+  applies as the recipe's alloc_conf);
 - on any device: the resident tensors by category, counted from the
   tensors themselves: parameters, buffers, gradients (after backward) and
   the optimizer's states (the per-parameter `step` counters left out: they
@@ -34,6 +36,7 @@ What is recorded:
 """
 import contextlib
 import json
+import os
 import subprocess
 
 import torch
@@ -103,6 +106,10 @@ class Measure:
         if self.device.type == "cuda":
             env["cuda"] = torch.version.cuda
             env["device_name"] = torch.cuda.get_device_name(self.device)
+            # the caching allocator's options (PYTORCH_ALLOC_CONF, read first since PyTorch 2.9)
+            conf = os.environ.get("PYTORCH_ALLOC_CONF") or os.environ.get("PYTORCH_CUDA_ALLOC_CONF")
+            if conf:
+                env["alloc_conf"] = conf
         return {"format": FORMAT, "vramplan": self.setup, "measured": measured, "environment": env}
 
     def write(self, model, optimizer=None):

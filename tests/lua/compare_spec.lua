@@ -68,6 +68,32 @@ describe("vramplan compare", function()
     os.execute("rm -rf " .. dir)
   end)
 
+  it("estimates with the allocator options the measured process ran with", function()
+    local function measurement(recipe, conf)
+      return helper.write(json.encode({
+        vramplan = { model = "llama3.2-1b", gpu = "a100-80gb", recipe = recipe },
+        measured = { peak_reserved_bytes = 1 },
+        environment = { device = "cuda:0", alloc_conf = conf },
+      }), ".json")
+    end
+    local simulated = { seq_len = 512, allocator = "simulated" }
+    local out, err, code = helper.run("compare", "--json", measurement(simulated, "expandable_segments:True"))
+    assert(code == 0, err)
+    local r = json.decode(out)
+    assert.are.equal("expandable_segments:True", r.recipe.alloc_conf)
+    local want = helper.estimate("llama3.2-1b", "--gpu", "a100-80gb", "--set", "seq_len=512", "--set",
+      "allocator=simulated", "--set", "alloc_conf=expandable_segments:True").per_gpu.peak_reserved_bytes
+    assert.are.equal(want, r.compare.rows[1].estimated)
+    -- the recipe's own option wins; one the simulation cannot take is left out, said
+    out = helper.run("compare", "--json", measurement(
+      { seq_len = 512, allocator = "simulated", alloc_conf = "max_split_size_mb:128" }, "expandable_segments:True"))
+    assert.are.equal("max_split_size_mb:128", json.decode(out).recipe.alloc_conf)
+    out, err, code = helper.run("compare", "--json", measurement(simulated, "backend:cudaMallocAsync"))
+    assert.are.equal(0, code)
+    assert.truthy(err:find("environment.alloc_conf backend:cudaMallocAsync not applied", 1, true), err)
+    assert.are.equal("", json.decode(out).recipe.alloc_conf or "")
+  end)
+
   it("refuses a file that is not a measurement, naming it", function()
     local path = helper.write('{"measured": {}}', ".json")
     local _, err, code = helper.run("compare", path)

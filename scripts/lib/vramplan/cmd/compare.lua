@@ -49,6 +49,19 @@ local function read_measured(path)
   return o
 end
 
+-- The allocator's options the measured process ran with (measure.py
+-- records PYTORCH_ALLOC_CONF or PYTORCH_CUDA_ALLOC_CONF): the recipe's
+-- alloc_conf unless it names one, for the simulated allocator; options the
+-- simulation cannot take leave it out, said. Returns the set, or nil and
+-- why not.
+local function measured_alloc_conf(path, o)
+  local conf = type(o.environment) == "table" and o.environment.alloc_conf
+  if type(conf) ~= "string" or conf == "" or (o.vramplan.recipe or {}).alloc_conf ~= nil then return nil end
+  local ok, err = pcall(require("vramplan").check_recipe, { alloc_conf = conf }, true)
+  if not ok then return nil, string.format("%s: environment.alloc_conf %s not applied: %s", path, conf, tostring(err)) end
+  return { "alloc_conf", conf, path .. ": environment.alloc_conf" }
+end
+
 -- The job the measurement describes; a model file is relative to the
 -- measurement's folder when not found as given.
 local function measured_job(home, path, o)
@@ -64,6 +77,9 @@ local function measured_job(home, path, o)
   for _, k in ipairs(keys) do
     sets[#sets + 1] = { k, tostring(o.vramplan.recipe[k]), path .. ": vramplan.recipe." .. k }
   end
+  local conf, why_not = measured_alloc_conf(path, o)
+  if conf then sets[#sets + 1] = conf end
+  if why_not then io.stderr:write("vramplan: warning: ", why_not, "\n") end
   return job.load(home, { target = model, sets = sets, gpu = o.vramplan.gpu })
 end
 
