@@ -2,7 +2,8 @@
 -- repository's finetune_guanaco_65b.sh): the base in NF4 with double
 -- quantization and bf16 compute, r = 64 / alpha 16 adapters on every
 -- linear layer, paged AdamW with 32-bit states, gradient checkpointing,
--- one sequence of 512 + 16 tokens per step. With llama-65b it is the
+-- one sequence of 512 + 16 tokens per step, under the Trainer's bf16=True
+-- autocast (the script's --bf16). With llama-65b it is the
 -- paper's headline: a 65B model fine-tuned on one 48 GB GPU.
 return recipe {
   precision = "bf16-autocast",
