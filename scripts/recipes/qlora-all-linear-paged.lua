@@ -3,7 +3,8 @@
 -- quantization and bf16 compute, r = 64 / alpha 16 adapters on every
 -- linear layer, paged AdamW with 32-bit states, gradient checkpointing,
 -- one sequence of 512 + 16 tokens per step, under the Trainer's bf16=True
--- autocast (the script's --bf16). With llama-65b it is the
+-- autocast (the script's --bf16), whose qlora.py casts the LoRA layers to
+-- bf16 after get_peft_model (lora_dtype base). With llama-65b it is the
 -- paper's headline: a 65B model fine-tuned on one 48 GB GPU.
 return recipe {
   precision = "bf16-autocast",
@@ -11,6 +12,7 @@ return recipe {
   quant = "nf4",
   double_quant = true,
   compute_dtype = "bf16",
+  lora_dtype = "base",
   lora_rank = 64,
   lora_alpha = 16,
   lora_dropout = 0.05,
