@@ -4,7 +4,7 @@ vramplan, printing those whose activations or peak differ by more than
 compare.py allows (host bytes under save_on_cpu too) or whose model states
 differ at all.
 
-    python3 tests/torch/sweep.py SEED COUNT [wide] [more] [v5] [gpt_oss] [autocast]
+    python3 tests/torch/sweep.py SEED COUNT [wide] [more] [v5] [gpt_oss] [params] [autocast]
 
 The same SEED draws the same configurations. `more` adds BERT,
 DeepSeekMoE and DeepSeek-V2 (fp32: its modeling code's only precision) to
@@ -22,7 +22,8 @@ the mixtures (and transformers' DeepSeek-V2, added to the families drawn)
 under transformers 5's 3-D experts, `experts_implementation` eager or
 grouped_mm, drawn from a stream of its own. `gpt_oss` draws GPT-OSS alone
 (its experts by either implementation; half the cases LoRA with PEFT's
-target_parameters on them). `autocast` turns most bf16 draws into
+target_parameters on them); with `v5`, `params` does the same for the
+mixtures' 3-D experts. `autocast` turns most bf16 draws into
 bf16-autocast (the Trainer's autocast over a bf16 model). What it finds becomes a fixed
 case in compare.py once understood. Recipes vramplan refuses (a family
 without PEFT's default LoRA targets, say) are skipped and counted.
@@ -277,6 +278,9 @@ def main():
         cases = [experts_v5(random.Random(f"v5 {seed} {i}"), case) for i, case in enumerate(cases)]
     if "gpt_oss" in sys.argv[3:]:
         cases = [target_parameters(random.Random(f"tp {seed} {i}"), case) for i, case in enumerate(cases)]
+    elif v5 and "params" in sys.argv[3:]:  # the mixtures' 3-D experts under transformers 5
+        cases = [target_parameters(random.Random(f"tp {seed} {i}"), case)
+                 if case[2].get("experts_implementation") else case for i, case in enumerate(cases)]
     if "autocast" in sys.argv[3:]:
         cases = [autocast_weights(random.Random(f"autocast {seed} {i}"), case) for i, case in enumerate(cases)]
     if more:
