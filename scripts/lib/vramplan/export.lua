@@ -364,9 +364,8 @@ local function axolotl(keys, _, what, options)
     put(t, "model_quantization_config", "Mxfp4Config")
     put(t, "model_quantization_config_kwargs", { { "dequantize", true } })
   end
-  local without_device_map = keys.framework == "fsdp" or keys.framework == "fsdp2" or
-    (keys.framework == "deepspeed" and tonumber(keys.zero) == 3)
-  if keys.load == (without_device_map and "cpu" or "device-map") or keys.load == "auto" then take("load") end
+  local device_map = require("vramplan.import.axolotl").loads_with_device_map(keys)
+  if keys.load == (device_map and "device-map" or "cpu") or keys.load == "auto" then take("load") end
   if names_deepspeed_file(keys.framework or "torch", written, what, options, "an axolotl config") then
     put(t, "deepspeed", options.deepspeed)
   elseif keys.framework == "fsdp" then

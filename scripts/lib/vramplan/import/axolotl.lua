@@ -227,14 +227,22 @@ local function read_attention(r, c)
   else r.skip({ "attn_implementation=" .. s }) end
 end
 
+-- Whether axolotl loads the model with a device map: outside FSDP and
+-- DeepSpeed ZeRO-3 it passes device_map "auto" or the local GPU
+-- (utils/config/__init__.py, loaders/model.py _set_device_map_config);
+-- under them it loads on the CPU. `keys`: recipe keys (the importer's or
+-- export's).
+function axolotl.loads_with_device_map(keys)
+  return not (keys.framework == "fsdp" or keys.framework == "fsdp2" or keys.fsdp ~= nil
+    or (keys.framework == "deepspeed" and tonumber(keys.zero) == 3))
+end
+
 -- model_quantization_config: Mxfp4Config with dequantize: true (axolotl's
 -- GPT-OSS examples; loaders/model.py builds transformers' Mxfp4Config from
 -- model_quantization_config_kwargs): the MXFP4 checkpoint dequantized to
--- bf16 while loading (checkpoint_quant = mxfp4). Without a device map
--- (FSDP, DeepSpeed ZeRO-3) axolotl loads on the CPU; otherwise with
--- device_map "auto" or the local GPU (utils/config/__init__.py,
--- loaders/model.py _set_device_map_config): load = device-map, where the
--- dequantization's temporaries meet the weights already loaded.
+-- bf16 while loading (checkpoint_quant = mxfp4). Loaded with a device map
+-- (loads_with_device_map): load = device-map, where the dequantization's
+-- temporaries meet the weights already loaded.
 local function read_quantization(r, c)
   local q = c.model_quantization_config
   if q == nil then return end
@@ -244,9 +252,7 @@ local function read_quantization(r, c)
     return
   end
   r.set("checkpoint_quant", "mxfp4", { "model_quantization_config" })
-  local sharded = r.keys.framework == "fsdp" or r.keys.framework == "fsdp2" or r.keys.fsdp ~= nil
-    or (r.keys.framework == "deepspeed" and tonumber(r.keys.zero) == 3)
-  if not sharded then
+  if axolotl.loads_with_device_map(r.keys) then
     r.set("load", "device-map", { "model_quantization_config" }, false, "axolotl loads with a device map")
   end
 end
