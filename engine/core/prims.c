@@ -1274,18 +1274,93 @@ vp_t vp_all_gather(vp_sim *sim, vp_t x, unsigned parts, const char *label) {
     return y;
 }
 
-vp_t vp_rms_norm(vp_sim *sim, vp_t x, vp_t w, uint64_t rows, const char *label) {
+/* A fused RMSNorm's forward: the output and one fp32 rstd per row, the
+ * input, the weight and the rstd saved; returns the node (NULL without
+ * one) through *node. */
+static vp_t fused_rms_norm(vp_sim *sim, vp_t x, vp_t w, uint64_t rows, vp_backward_fn backward, const char *label,
+                           vp_node **node) {
     vp_t y = vp_new(sim, numel_of(sim, x), dtype_of(sim, x), label);
     vp_t rstd = vp_new(sim, rows, VP_FP32, label);
     vp_t in[2] = {x, w};
-    vp_node *node = vp_record(sim, backward_fresh, label, in, 2, &y, 1);
-    if (node) {
-        vp_save(sim, node, x);
-        vp_save(sim, node, w);
-        vp_save(sim, node, rstd);
+    *node = vp_record(sim, backward, label, in, 2, &y, 1);
+    if (*node) {
+        vp_save(sim, *node, x);
+        vp_save(sim, *node, w);
+        vp_save(sim, *node, rstd);
     }
     vp_drop(sim, rstd);
     return y;
+}
+
+vp_t vp_rms_norm(vp_sim *sim, vp_t x, vp_t w, uint64_t rows, const char *label) {
+    vp_node *node;
+    return fused_rms_norm(sim, x, w, rows, backward_fresh, label, &node);
+}
+
+/* rms_norm_backward runs whichever inputs need a gradient: _dW and dW are
+ * made whenever there is a weight, dX (in place or not) always; autograd
+ * drops what no input takes. */
+static void backward_liger_rms_norm(vp_sim *sim, uint32_t index) {
+    vp_node *node = vp_node_at(sim, index);
+    /* the saved X and W: `in` holds only the inputs that need a gradient */
+    vp_t x = node->saved[0], w = node->saved[1], dy = vp_grad_out(sim, node, 0);
+    bool in_place = node->aux[0];
+    uint64_t h = numel_of(sim, w);
+    vp_t partial = vp_new(sim, vp_numel(sim, node->aux[1], h), VP_FP32, "rmsnorm.liger._dW");
+    vp_t dx;
+    if (in_place && dy) {
+        vp_hold(sim, dy);
+        dx = dy;
+    } else {
+        dx = vp_grad_like(sim, x, "rmsnorm.liger.dX"); /* torch.zeros_like(dY) */
+    }
+    /* dW = _dW.sum(dim=0).to(W.dtype): the fp32 sum goes once cast */
+    vp_t sum = vp_new(sim, h, VP_FP32, "rmsnorm.liger.dW");
+    vp_t dw = sum;
+    if (dtype_of(sim, w) != VP_FP32) {
+        dw = vp_new(sim, h, dtype_of(sim, w), "rmsnorm.liger.dW");
+        vp_drop(sim, sum);
+    }
+    vp_drop(sim, partial); /* a local of rms_norm_backward */
+    node = vp_node_at(sim, index);
+    if (vp_needs_grad(sim, node, 0)) vp_give_grad(sim, node, 0, dx);
+    else vp_drop(sim, dx);
+    node = vp_node_at(sim, index);
+    if (vp_needs_grad(sim, node, 1)) vp_give_grad(sim, node, 1, dw);
+    else vp_drop(sim, dw);
+}
+
+vp_t vp_liger_rms_norm(vp_sim *sim, vp_t x, vp_t w, uint64_t rows, bool in_place, uint64_t programs,
+                       const char *label) {
+    vp_node *node;
+    vp_t y = fused_rms_norm(sim, x, w, rows, backward_liger_rms_norm, label, &node);
+    if (node) {
+        node->aux[0] = in_place;
+        node->aux[1] = programs;
+    }
+    return y;
+}
+
+/* The kernel's gradients are the saved gate and up themselves. */
+static void backward_liger_swiglu(vp_sim *sim, uint32_t index) {
+    for (unsigned i = 0; i < 2; i++) {
+        vp_node *node = vp_node_at(sim, index);
+        if (!vp_needs_grad(sim, node, i)) continue;
+        vp_t saved = node->saved[i];
+        vp_hold(sim, saved);
+        vp_give_grad(sim, node, i, saved);
+    }
+}
+
+vp_t vp_liger_swiglu(vp_sim *sim, vp_t gate, vp_t up, const char *label) {
+    vp_t c = vp_new(sim, numel_of(sim, gate), dtype_of(sim, gate), label);
+    vp_t in[2] = {gate, up};
+    vp_node *node = vp_record(sim, backward_liger_swiglu, label, in, 2, &c, 1);
+    if (node) {
+        vp_save(sim, node, gate);
+        vp_save(sim, node, up);
+    }
+    return c;
 }
 
 vp_t vp_glu(vp_sim *sim, vp_t x, const char *label) {

@@ -259,6 +259,22 @@ vp_t vp_layer_norm(vp_sim *sim, vp_t x, vp_t w, vp_t b, uint64_t rows, vp_device
  * input, the weight and one fp32 rstd per row. */
 vp_t vp_rms_norm(vp_sim *sim, vp_t x, vp_t w, uint64_t rows, const char *label);
 
+/* Liger-Kernel's LigerRMSNormFunction (src/liger_kernel/ops/rms_norm.py,
+ * 2024-2026): vp_rms_norm's forward (Y and the fp32 RSTD made empty for the
+ * kernel, X, W and RSTD saved). Backward (rms_norm_backward): W's gradient
+ * gathered per program in `_dW`, [programs, h] fp32 (programs: the GPU's
+ * multiprocessor count, 1 on the CPU), summed over the programs and cast to
+ * W's dtype; X's gradient is the incoming one itself with `in_place`
+ * (LigerRMSNorm's default), torch.zeros_like(dY) without. */
+vp_t vp_liger_rms_norm(vp_sim *sim, vp_t x, vp_t w, uint64_t rows, bool in_place, uint64_t programs,
+                       const char *label);
+
+/* Liger-Kernel's LigerSiLUMulFunction (src/liger_kernel/ops/swiglu.py):
+ * silu(gate) * up made empty for the kernel, gate and up saved; backward
+ * (swiglu_backward) writes their gradients over the saved tensors and
+ * returns them, allocating nothing. */
+vp_t vp_liger_swiglu(vp_sim *sim, vp_t gate, vp_t up, const char *label);
+
 /* A fused gated activation (Megatron's bias_swiglu): half its input's size
  * out; saves the input. */
 vp_t vp_glu(vp_sim *sim, vp_t x, const char *label);

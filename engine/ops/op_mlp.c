@@ -232,6 +232,34 @@ static vp_t activate(vp_step *step, unsigned kind, vp_t x) {
     }
 }
 
+/* Liger's SwiGLU MLPs (src/liger_kernel/transformers/swiglu.py):
+ * LigerSwiGLUMLP's down_proj(LigerSiLUMulFunction.apply(gate_proj(x),
+ * up_proj(x))), and LigerPhi3SwiGLUMLP's, which chunks gate_up_proj's
+ * output in two views that the function's @ensure_contiguous copies (the
+ * copies saved); the views are the module's locals (`gate`, `up_states`),
+ * keeping the whole output until it returns. */
+static vp_t liger_swiglu(vp_step *step, const vp_op *op, const vp_t *leaves, vp_t x, uint64_t f, vp_t locals[2]) {
+    vp_sim *sim = &step->sim;
+    vp_t gate, up;
+    if (vp_op_u64(op, MLP_MODULE_NAMES) == NAMES_PHI3) {
+        vp_t both = vp_project_column(step, x, leaves[GATE_W], leaves[GATE_B], 2 * f, "mlp.gate_up_proj");
+        vp_t halves[2];
+        vp_split(sim, both, 2, halves, "mlp.chunk");
+        vp_drop(sim, both);
+        gate = vp_copy(sim, halves[0], "mlp.liger.contiguous");
+        up = vp_copy(sim, halves[1], "mlp.liger.contiguous");
+        locals[0] = halves[0];
+        locals[1] = halves[1];
+    } else {
+        gate = vp_project_column(step, x, leaves[GATE_W], leaves[GATE_B], f, "mlp.gate_proj");
+        up = vp_project_column(step, x, leaves[UP_W], leaves[UP_B], f, "mlp.up_proj");
+    }
+    vp_t inner = vp_liger_swiglu(sim, gate, up, "mlp.liger_swiglu");
+    vp_drop(sim, gate);
+    vp_drop(sim, up);
+    return inner;
+}
+
 static vp_t mlp_forward(vp_step *step, const vp_op *op, const vp_t *leaves, vp_t given) {
     vp_sim *sim = &step->sim;
     /* DTensor's PrepareModuleInput: the input gathered once for gate and up */
@@ -260,6 +288,8 @@ static vp_t mlp_forward(vp_step *step, const vp_op *op, const vp_t *leaves, vp_t
         }
         inner = vp_glu(sim, fc1, "mlp.swiglu");
         vp_drop(sim, fc1);
+    } else if (vp_op_flag(op, MLP_GATED) && step->recipe->liger_swiglu) {
+        inner = liger_swiglu(step, op, leaves, x, f, locals);
     } else if (fused) {
         /* Phi3MLP: gate, up_states = self.gate_up_proj(x).chunk(2, dim=-1);
          * up_states * self.activation_fn(gate): the activation keeps the
@@ -333,6 +363,19 @@ static const char *mlp_check_tp(const vp_op *op, unsigned tp) {
     return vp_op_u64(op, MLP_INTERMEDIATE) % tp ? "tp: must divide the MLP's intermediate width" : NULL;
 }
 
+/* LigerSwiGLUMLP and LigerPhi3SwiGLUMLP raise for an hidden_act other
+ * than silu (Gemma's GELU-gated MLP is Liger's GEGLU, not modelled). */
+static const char *mlp_recipe_problem(const vp_model *model, const vp_recipe *recipe) {
+    if (!recipe->liger_swiglu) return NULL;
+    for (unsigned s = 0; s < VP_SECTION_COUNT; s++) {
+        const vp_op *op = vp_section_find(&model->section[s], &vp_op_mlp);
+        if (op && vp_op_flag(op, MLP_GATED) && vp_op_u64(op, MLP_ACTIVATION) != ACT_SILU)
+            return "liger_swiglu: Liger's SwiGLU MLP runs silu only; this model's gated MLP has another activation "
+                   "(Liger's GEGLU is not modelled)";
+    }
+    return NULL;
+}
+
 const vp_op_kind vp_op_mlp = {
     .name = "mlp",
     .doc = "feed-forward block: up, activation, down; gated variants multiply act(gate(x)) by up(x)",
@@ -341,6 +384,7 @@ const vp_op_kind vp_op_mlp = {
     .cost = VP_COST_MLP,
     .check = mlp_check,
     .check_tp = mlp_check_tp,
+    .recipe_problem = mlp_recipe_problem,
     .leaves = mlp_leaves,
     .forward = mlp_forward,
 };

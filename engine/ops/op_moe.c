@@ -366,6 +366,10 @@ static void moe_resolve_recipe(const vp_model *model, vp_recipe *recipe) {
  * index_put_ refuses the mix ("Index put requires the source and
  * destination dtypes match"): such a run never trains. */
 static const char *moe_recipe_problem(const vp_model *model, const vp_recipe *recipe) {
+    /* Liger swaps the experts' MLPs too (LigerBlockSparseTop2MLP,
+     * LigerExperts, LigerQwen3MoeSwiGLUMLP): not modelled */
+    if (recipe->liger_swiglu)
+        return "liger_swiglu: Liger's SwiGLU in a mixture's experts is not modelled (it is in dense gated MLPs)";
     if (recipe->tp > 1 && vp_framework_of(recipe)->dtensor_tp)
         return "tp: mixtures are modelled with Megatron-LM's tensor parallelism, not DTensor's (framework = fsdp2)";
     const vp_op *op = vp_section_find(&model->section[VP_SECTION_LAYER], &vp_op_moe);

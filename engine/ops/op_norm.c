@@ -265,9 +265,28 @@ vp_t vp_gemma_rms_norm(vp_step *step, vp_t x, vp_t weight, uint64_t rows) {
     return y;
 }
 
+/* LigerRMSNorm's backward spreads the rows over one program per
+ * streaming multiprocessor (rms_norm_backward's sm_count: 1 on the CPU).
+ * The step does not know the GPU: 132, an H100 SXM's (NVIDIA's H100
+ * datasheet); its _dW is [132, h] fp32, 2.6 MiB at h = 5120, and a GPU
+ * with fewer multiprocessors makes it smaller by 4 h bytes each. */
+enum { LIGER_CUDA_PROGRAMS = 132 };
+
+/* Liger's patches: LigerRMSNorm (in_place=True) for LlamaRMSNorm and the
+ * norms like it; LigerRMSNormForGemma2 / Gemma3 and ForOlmo2 (in_place
+ * False) for the Gemma and OLMo-2 styles (src/liger_kernel/transformers/
+ * rms_norm.py). T5's norms are not patched. */
+static vp_t liger_rms_norm(vp_step *step, const vp_op *op, vp_t x, vp_t weight) {
+    bool in_place = vp_op_u64(op, RMS_STYLE) == STYLE_LLAMA;
+    uint64_t programs = step->recipe->device == VP_DEVICE_CPU ? 1 : LIGER_CUDA_PROGRAMS;
+    return vp_liger_rms_norm(&step->sim, x, weight, step->rows, in_place, programs, "rmsnorm.liger");
+}
+
 static vp_t rms_normalized(vp_step *step, const vp_op *op, const vp_t *leaves, vp_t x) {
     /* Megatron-LM runs a fused kernel (Transformer Engine / apex) */
     if (vp_framework_of(step->recipe)->fused_rmsnorm) return vp_rms_norm(&step->sim, x, leaves[0], step->rows, "rmsnorm");
+    if (step->recipe->liger_rms_norm && vp_op_u64(op, RMS_STYLE) != STYLE_T5)
+        return liger_rms_norm(step, op, x, leaves[0]);
     if (vp_op_u64(op, RMS_STYLE) == STYLE_T5) return t5_layer_norm(step, x, leaves[0], step->rows);
     if (vp_op_u64(op, RMS_STYLE) == STYLE_GEMMA) return vp_gemma_rms_norm(step, x, leaves[0], step->rows);
     if (vp_op_u64(op, RMS_STYLE) == STYLE_OLMO2) return vp_olmo2_rms_norm(step, x, leaves[0], step->rows);

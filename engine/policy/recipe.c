@@ -78,6 +78,11 @@ const char *vp_recipe_problem(const vp_recipe *r) {
         return "precision: fp16-autocast trains with GradScaler, which refuses fp16 gradients (\"Attempting to "
                "unscale FP16 gradients\"): only fp32 adapters train over fp16 weights (finetune lora, qlora, "
                "prefix or prompt, lora_dtype auto or fp32); use amp-fp16 (fp32 weights) or mixed-fp16";
+    /* Liger-Kernel's apply_liger_kernel_to_* patch transformers' modules */
+    if ((r->liger_rms_norm || r->liger_swiglu) &&
+        (framework->fused_rmsnorm || vp_recipe_model_code(r) != VP_CODE_TRANSFORMERS))
+        return "liger_rms_norm, liger_swiglu: Liger-Kernel patches transformers' modules (model_code transformers); "
+               "Megatron-LM, torchtitan and torchtune run their own";
     if (!r->global_batch) return NULL;
     unsigned per_pass = r->micro_batch * r->dp;
     if (r->global_batch % per_pass)

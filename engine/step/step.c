@@ -325,6 +325,7 @@ static vp_t chunk_forward(vp_step *step, vp_chunk *chunk, vp_t x) {
     chunk->input = x;
     vp_t y = chunk->checkpointed ? checkpoint_forward(step, chunk, x) : layers_forward(step, chunk, x);
     chunk->end_node = step->sim.n_nodes;
+    chunk->output = y;
     return y;
 }
 
@@ -477,7 +478,17 @@ static void backward_layers(vp_step *step) {
         unsigned n_pins = repeat > 1 ? pin_externals(step, chunk, &pins) : 0;
         sim->layer_offset = (int)((repeat - 1) * chunk->layers);
         vp_ledger_begin_segment(&step->ledger);
+        vp_t arriving = repeat > 1 && chunk->output ? vp_at(sim, chunk->output)->grad : 0;
         vp_backward(sim, chunk->first_node, chunk->end_node);
+        /* Folding takes each chunk's backward as alike too: the gradient it
+         * hands on like the one it took. One that arrives charged otherwise
+         * (made in forward: Liger's in-place RMSNorm hands on the gradient
+         * a fused linear cross-entropy made there) leaves the first chunk
+         * unlike the rest: the step is evaluated unfolded. */
+        vp_t leaving = arriving && chunk->input ? vp_at(sim, chunk->input)->grad : 0;
+        if (leaving && (vp_at(sim, arriving)->category != vp_at(sim, leaving)->category ||
+                        vp_at(sim, arriving)->bytes != vp_at(sim, leaving)->bytes))
+            priv->fold_unalike = true;
         vp_ledger_repeat_segment(&step->ledger, repeat, -(int)chunk->layers);
         sim->layer_offset = 0;
         for (unsigned p = 0; p < n_pins; p++) vp_drop(sim, pins[p]);

@@ -254,8 +254,10 @@ describe("axolotl and LLaMA-Factory YAML as recipes", function()
     local recipe = json.decode(out).recipe
     assert.are.equal("fused", recipe.kernels)
     assert.are.equal("fused-linear", recipe.loss)
-    -- Liger's SwiGLU is not modelled: named, not silently taken
-    assert.truthy(err:find("does not model (the estimate ignores them): liger_glu_activation", 1, true), err)
+    -- the memory of Liger's RMSNorm and SwiGLU (liger_glu_activation), no longer listed as ignored
+    assert.are.equal(true, recipe.liger_rms_norm)
+    assert.are.equal(true, recipe.liger_swiglu)
+    assert.falsy(err:find("liger_glu_activation", 1, true), err)
     local cce = helper.write("base_model: meta-llama/Meta-Llama-3-8B\ncut_cross_entropy: true\nbf16: true\n"
       .. "sequence_len: 256\n", ".yml")
     recipe = helper.estimate("--recipe", cce).recipe
@@ -267,6 +269,15 @@ describe("axolotl and LLaMA-Factory YAML as recipes", function()
     local recipe = helper.estimate("llama3.2-1b", "--set", "seq_len=256", "--set", "use_liger_kernel=true").recipe
     assert.are.equal("fused", recipe.kernels)
     assert.are.equal("fused-linear", recipe.loss)
+    assert.are.equal(true, recipe.liger_rms_norm)
+    assert.are.equal(true, recipe.liger_swiglu)
+    -- one patch turned off (apply_liger_kernel_to_*'s own switches), as a mixture needs
+    recipe = helper.estimate("mixtral-8x7b", "--set", "seq_len=256", "--set", "use_liger_kernel=true",
+      "--set", "liger_swiglu=false").recipe
+    assert.are.equal(true, recipe.liger_rms_norm)
+    assert.are.equal(false, recipe.liger_swiglu)
+    local moe = helper.fails("mixtral-8x7b", "--set", "seq_len=256", "--set", "use_liger_kernel=true")
+    assert.truthy(moe:find("liger_swiglu: Liger's SwiGLU in a mixture's experts is not modelled", 1, true), moe)
     recipe = helper.estimate("llama3.2-1b", "--set", "seq_len=256", "--set", "use_liger_kernel=false").recipe
     assert.are.equal("cross-entropy", recipe.loss)
     local err = helper.fails("llama3.2-1b", "--set", "use_liger_kernel=true", "--set", "loss=chunked")
@@ -279,6 +290,8 @@ describe("axolotl and LLaMA-Factory YAML as recipes", function()
     local recipe = helper.estimate("--recipe", factory).recipe
     assert.are.equal("fused", recipe.kernels)
     assert.are.equal("fused-linear", recipe.loss)
+    assert.are.equal(true, recipe.liger_rms_norm)
+    assert.are.equal(true, recipe.liger_swiglu)
   end)
 
   it("names axolotl's keys it does not model, and lets fit take the model from the file", function()

@@ -1280,6 +1280,32 @@ CASES = [
     # loss is the peak; chunked and fused-linear keep no logits (torchtune's
     # recipes del logits, Liger returns none): the loop keeps none either
     ("llama bf16 loss cross-entropy wide", llama(vocab=4096), recipe("bf16", s=256)),
+    # Liger-Kernel's RMSNorm and SwiGLU (models/liger.py): the input and an fp32 rstd kept by each norm,
+    # gate and up by each MLP, their gradients written over what the kernels kept
+    ("llama bf16 liger", llama(), recipe("bf16", s=64, liger_rms_norm="true", liger_swiglu="true")),
+    ("llama fp32 liger rms_norm", llama(), recipe(s=64, liger_rms_norm="true")),
+    ("llama bf16 liger rms_norm only", llama(), recipe("bf16", s=64, liger_rms_norm="true")),
+    ("llama bf16 liger swiglu only", llama(), recipe("bf16", s=64, liger_swiglu="true")),
+    ("llama amp-bf16 liger swiglu", llama(), recipe("amp-bf16", s=64, liger_swiglu="true")),
+    ("llama bf16-autocast lora liger", llama(), recipe(
+        "bf16-autocast", s=64, finetune="lora", liger_rms_norm="true", liger_swiglu="true")),
+    ("llama bf16 liger checkpointed", llama(layers=3), recipe(
+        "bf16", s=64, ckpt="full", liger_rms_norm="true", liger_swiglu="true")),
+    ("llama bf16 liger checkpointed non-reentrant", llama(layers=3), recipe(
+        "bf16", s=64, ckpt="full", use_reentrant="false", liger_rms_norm="true", liger_swiglu="true")),
+    ("llama bf16 liger offload", llama(), recipe(
+        "bf16", s=64, offload_activations="true", liger_rms_norm="true", liger_swiglu="true")),
+    ("llama bf16 liger loss fused-linear", llama(vocab=4096), recipe(
+        "bf16", s=64, loss="fused-linear", keep_logits="false", liger_rms_norm="true", liger_swiglu="true")),
+    # the fused linear cross-entropy's forward-made gradient handed down by the in-place norm (step.c unfolds)
+    ("llama lora bf16-autocast liger checkpointed loss fused-linear", llama(layers=4, vocab=4096), recipe(
+        "bf16-autocast", s=64, ckpt="full", finetune="lora", loss="fused-linear", keep_logits="false",
+        liger_rms_norm="true", liger_swiglu="true")),
+    ("phi3 bf16 liger", phi3(), recipe("bf16", s=64, liger_rms_norm="true", liger_swiglu="true")),
+    ("gemma2 bf16 liger rms_norm", gemma2(), recipe("bf16", s=32, liger_rms_norm="true")),
+    ("olmo2 bf16 liger", olmo2(), recipe("bf16", s=64, liger_rms_norm="true", liger_swiglu="true")),
+    ("llama sgd fp32 liger one sequence", llama(), recipe(
+        optimizer="sgd", b=1, s=64, liger_rms_norm="true", liger_swiglu="true")),
     ("llama bf16 loss chunked", llama(vocab=4096), recipe("bf16", s=256, loss="chunked", keep_logits="false")),
     ("llama bf16 loss chunked one sequence", llama(vocab=4096), recipe(
         "bf16", b=1, s=512, loss="chunked", loss_chunks=4, keep_logits="false")),

@@ -289,7 +289,9 @@ def measure(case, rank=None):
     gc.collect()
     base = _current()
 
-    cfg = dict(cfg, experts_implementation=recipe.get("experts_implementation", "modules"))
+    cfg = dict(cfg, experts_implementation=recipe.get("experts_implementation", "modules"),
+               liger_rms_norm=str(recipe.get("liger_rms_norm", "false")) == "true",
+               liger_swiglu=str(recipe.get("liger_swiglu", "false")) == "true")
     classifier = cfg["model_type"] == "bert"
     seq2seq = cfg["model_type"] in ("t5", "mt5")
     if classifier:

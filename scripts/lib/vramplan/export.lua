@@ -349,11 +349,17 @@ local function axolotl(keys, _, what, options)
   local kernels, loss = keys.kernels, keys.loss
   written.kernels = kernels == "fused" or kernels == "auto" or nil
   written.loss = loss == "fused-linear" or loss == "cut" or loss == "cross-entropy" or nil
+  -- (--set gives strings)
+  local rms_norm, swiglu = tostring(take("liger_rms_norm")) == "true", tostring(take("liger_swiglu")) == "true"
   local plugins = {}
-  if kernels == "fused" or loss == "fused-linear" then plugins[#plugins + 1] = "axolotl.integrations.liger.LigerPlugin" end
+  if kernels == "fused" or loss == "fused-linear" or rms_norm or swiglu then
+    plugins[#plugins + 1] = "axolotl.integrations.liger.LigerPlugin"
+  end
   if loss == "cut" then plugins[#plugins + 1] = "axolotl.integrations.cut_cross_entropy.CutCrossEntropyPlugin" end
   if #plugins > 0 then put(t, "plugins", { list = plugins }) end
-  if kernels == "fused" then put(t, "liger_rope", true) put(t, "liger_rms_norm", true) end
+  if kernels == "fused" then put(t, "liger_rope", true) end
+  if rms_norm then put(t, "liger_rms_norm", true) end
+  if swiglu then put(t, "liger_glu_activation", true) end
   if loss == "fused-linear" then put(t, "liger_fused_linear_cross_entropy", true)
   elseif loss == "cut" then put(t, "cut_cross_entropy", true) end
   put_optim(t, keys, written, what, "an axolotl config", "optimizer", "adamw_torch_fused")
@@ -504,6 +510,13 @@ local function llama_factory(keys, _, what, options)
   local fa = { flash = "fa2", sdpa = "sdpa", eager = "disabled" }
   if not fa[a] then refuse(what, "attention", a, "a LLaMA-Factory config (flash, sdpa, eager)") end
   put(t, "flash_attn", fa[a])
+  -- enable_liger_kernel: Liger's kernels with its defaults, and (stage sft)
+  -- its fused linear cross-entropy (vramplan.import.llamafactory)
+  if keys.kernels == "fused" and keys.loss == "fused-linear" and tostring(keys.liger_rms_norm) == "true"
+    and tostring(keys.liger_swiglu) == "true" then
+    for _, k in ipairs({ "kernels", "loss", "liger_rms_norm", "liger_swiglu" }) do take(k) end
+    put(t, "enable_liger_kernel", true)
+  end
   put_optim(t, keys, written, what, "a LLaMA-Factory config", "optim")
   put(t, "weight_decay", take("weight_decay"))
   -- bitsandbytes computes in LLaMA-Factory's compute dtype (bf16 / fp16 as set)

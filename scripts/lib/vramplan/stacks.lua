@@ -503,12 +503,19 @@ end
 -- Liger's kernels for the model type with their defaults
 -- (trainer.py, _apply_liger_kernel_to_instance; liger_kernel's
 -- apply_liger_kernel_to_llama: rope, rms_norm, swiglu and
--- fused_linear_cross_entropy on): fused element-wise kernels and Liger's
--- fused linear cross-entropy.
+-- fused_linear_cross_entropy on): its RMSNorm and SwiGLU (their memory:
+-- liger_rms_norm, liger_swiglu), fused element-wise kernels for the step
+-- time (its rotary embedding's memory is transformers') and its fused
+-- linear cross-entropy.
 local function liger_keys(keys, origins)
   local v = keys.use_liger_kernel
   if v == nil or not truthy(v) then return end
   set_from(keys, origins, "kernels", "fused", "use_liger_kernel", "Liger's kernels")
+  -- each patch has its own switch in apply_liger_kernel_to_*: a recipe
+  -- may turn one off (a mixture, whose experts' SwiGLU is not modelled)
+  for key, what in pairs({ liger_rms_norm = "Liger's RMSNorm", liger_swiglu = "Liger's SwiGLU" }) do
+    if keys[key] == nil then keys[key], origins[key] = true, (origins.use_liger_kernel or "recipe") .. " (" .. what .. ")" end
+  end
   set_from(keys, origins, "loss", "fused-linear", "use_liger_kernel", "Liger's fused linear cross-entropy")
 end
 

@@ -8,6 +8,7 @@ import torch
 import torch.nn as nn
 
 from .common import Mean2x, activation, add, dropout, mul
+from .liger import LigerRMSNorm, LigerSiLUMulFunction
 from .linear import linear
 
 
@@ -64,6 +65,10 @@ class Olmo2RMSNorm(LlamaRMSNorm):
 
 def rms_norm(cfg, dim):
     eps = cfg.get("rms_norm_eps", 1e-6)
+    if cfg.get("liger_rms_norm"):
+        # Liger's patches: in place for Llama's kind, not for Gemma 2 / 3 and OLMo-2
+        out_of_place = cfg["model_type"] in ("gemma2", "gemma3_text", "olmo2", "gemma")
+        return LigerRMSNorm(dim, eps, in_place=not out_of_place, zeros=cfg["model_type"].startswith("gemma"))
     kind = {"gemma": GemmaRMSNorm, "gemma2": GemmaRMSNorm, "gemma3_text": GemmaRMSNorm,
             "olmo2": Olmo2RMSNorm}.get(cfg["model_type"], LlamaRMSNorm)
     return kind(dim, eps)
@@ -287,6 +292,7 @@ class LlamaMLP(nn.Module):
             self.up_proj = nn.Linear(h, f, bias=bias)
         self.down_proj = nn.Linear(f, h, bias=bias)
         self.act = cfg.get("hidden_act", "silu")
+        self.liger = bool(cfg.get("liger_swiglu"))
         # a Lua block's own names for gate_proj, up_proj, down_proj (compare.py's own_names)
         self.names = ("gate_proj", "up_proj", "down_proj")
         if cfg.get("mlp_names"):
@@ -295,6 +301,8 @@ class LlamaMLP(nn.Module):
             self.names = tuple(cfg["mlp_names"])
 
     def forward(self, ac, x):
+        if self.liger:
+            return self.liger_forward(ac, x)
         if self.fused:
             # Phi3MLP.forward
             up_states = linear(ac, x, self.gate_up_proj.weight)
@@ -305,4 +313,16 @@ class LlamaMLP(nn.Module):
         gate_proj, up_proj, down_proj = (getattr(self, name) for name in self.names)
         return linear(ac, activation(ac, self.act, linear(ac, x, gate_proj.weight, gate_proj.bias))
                       * linear(ac, x, up_proj.weight, up_proj.bias),
+                      down_proj.weight, down_proj.bias)
+
+    def liger_forward(self, ac, x):
+        if self.fused:
+            # LigerPhi3SwiGLUMLP.forward: the views are locals until it returns
+            up_states = linear(ac, x, self.gate_up_proj.weight)
+            gate, up_states = up_states.chunk(2, dim=-1)
+            return linear(ac, LigerSiLUMulFunction.apply(gate, up_states), self.down_proj.weight, self.down_proj.bias)
+        # LigerSwiGLUMLP.forward
+        gate_proj, up_proj, down_proj = (getattr(self, name) for name in self.names)
+        return linear(ac, LigerSiLUMulFunction.apply(linear(ac, x, gate_proj.weight, gate_proj.bias),
+                                                     linear(ac, x, up_proj.weight, up_proj.bias)),
                       down_proj.weight, down_proj.bias)

@@ -113,6 +113,8 @@ function llamafactory.read(r, c)
   -- logits, its fused linear cross-entropy)
   if truthy(c.enable_liger_kernel) then
     r.set("kernels", "fused", { "enable_liger_kernel" }, false, "Liger's kernels")
+    r.set("liger_rms_norm", true, { "enable_liger_kernel" }, false, "Liger's RMSNorm")
+    r.set("liger_swiglu", true, { "enable_liger_kernel" }, false, "Liger's SwiGLU")
     if c.stage == nil or c.stage == "sft" or c.stage == "pt" then
       r.set("loss", "fused-linear", { "enable_liger_kernel" }, false, "Liger's fused linear cross-entropy (stage sft or pt)")
     end

@@ -1,0 +1,84 @@
+-- Liger-Kernel's RMSNorm and SwiGLU (liger_rms_norm, liger_swiglu). The
+-- bytes are checked against PyTorch by tests/torch/compare.py ("liger": the
+-- autograd Functions written out as they allocate, 15 configurations);
+-- these tests hold what the libraries' source fixes in closed form, the
+-- stacks' and config files' names for the kernels, and what is refused.
+local helper = require("tests.lua.helper")
+
+-- Llama 3.2 1B: 16 layers, h = 2048, intermediate 8192; one sequence of
+-- 512 tokens in pure bf16 keeps every tensor a multiple of the
+-- allocator's 512-byte blocks
+local LAYERS, H, F, TOKENS = 16, 2048, 8192, 512
+
+local function activations(...)
+  return helper.estimate("llama3.2-1b", "--set", "precision=bf16", "--set", "micro_batch=1", "--set", "seq_len=512",
+    ...).per_gpu.activations_bytes
+end
+
+describe("Liger-Kernel's kernels", function()
+  it("keep what the libraries' source says at the end of forward", function()
+    local base = activations()
+    -- LlamaRMSNorm saves its input's fp32 copy (pow, the multiply), the
+    -- per-row rsqrt and the bf16 normalized rows (the weight's multiply);
+    -- LigerRMSNormFunction saves the bf16 input and a per-row fp32 rstd:
+    -- 4 bytes an element less, for two norms a layer and the final one
+    local norms = (2 * LAYERS + 1) * TOKENS * H * 4
+    assert.are.equal(norms, base - activations("--set", "liger_rms_norm=true"))
+    -- act_fn(gate) * up keeps gate (SiLU's input), the activation and up
+    -- (the multiply's operands); LigerSiLUMulFunction keeps gate and up
+    local swiglu = LAYERS * TOKENS * F * 2
+    assert.are.equal(swiglu, base - activations("--set", "liger_swiglu=true"))
+    assert.are.equal(norms + swiglu,
+      base - activations("--set", "liger_rms_norm=true", "--set", "liger_swiglu=true"))
+  end)
+
+  it("fold a step whose first layer takes a gradient made in forward as the layer by layer run does", function()
+    -- the fused linear cross-entropy makes the hidden states' gradient in
+    -- forward, and the in-place RMSNorm hands that very tensor to the last
+    -- layer: its backward is unlike the others' (step.c unfolds it)
+    helper.assert_folds_agree(helper.model("llama3.2-1b", 6, { hidden = 256, heads = 4, kv_heads = 2, intermediate = 512 }), {
+      { finetune = "lora", checkpointing = "full", loss = "fused-linear", keep_logits = "false",
+        liger_rms_norm = "true", liger_swiglu = "true" },
+      { checkpointing = "full", loss = "fused-linear", keep_logits = "false", liger_rms_norm = "true" },
+      { precision = "bf16", liger_rms_norm = "true", liger_swiglu = "true" },
+    })
+  end)
+
+  it("are what transformers' use_liger_kernel and LLaMA-Factory's enable_liger_kernel turn on", function()
+    local recipe = helper.estimate("llama3.2-1b", "--set", "seq_len=256", "--set", "use_liger_kernel=true").recipe
+    assert.are.equal(true, recipe.liger_rms_norm)
+    assert.are.equal(true, recipe.liger_swiglu)
+    local factory = helper.write("model_name_or_path: meta-llama/Meta-Llama-3-8B\nstage: sft\nfinetuning_type: lora\n"
+      .. "lora_target: all\nenable_liger_kernel: true\ncutoff_len: 256\nbf16: true\n", ".yaml")
+    local out, err, code = helper.run("export", "--format", "llama-factory", factory)
+    assert.are.equal(0, code, err)
+    assert.truthy(out:find("enable_liger_kernel: true", 1, true), out)
+    assert.falsy(err:find("not expressible", 1, true), err)
+  end)
+
+  it("round-trip through axolotl's Liger plugin keys", function()
+    local out, err, code = helper.run("export", "--format", "axolotl", "--model", "llama3-8b", "--set",
+      "liger_rms_norm=true", "--set", "liger_swiglu=true", "--set", "seq_len=256")
+    assert.are.equal(0, code, err)
+    assert.truthy(out:find("liger_rms_norm: true", 1, true), out)
+    assert.truthy(out:find("liger_glu_activation: true", 1, true), out)
+    assert.truthy(out:find("axolotl.integrations.liger.LigerPlugin", 1, true), out)
+    local recipe = helper.estimate("llama3-8b", "--recipe", helper.write(out, ".yml")).recipe
+    assert.are.equal(true, recipe.liger_rms_norm)
+    assert.are.equal(true, recipe.liger_swiglu)
+  end)
+
+  it("are refused where Liger does not patch, or patches what is not modelled", function()
+    for _, case in ipairs({
+      { { "mixtral-8x7b", "--set", "liger_swiglu=true" }, "liger_swiglu: Liger's SwiGLU in a mixture's experts" },
+      { { "gemma-7b", "--set", "liger_swiglu=true" }, "liger_swiglu: Liger's SwiGLU MLP runs silu only" },
+      { { "llama3.2-1b", "--set", "framework=megatron", "--set", "liger_rms_norm=true" },
+        "Liger-Kernel patches transformers' modules" },
+      { { "llama3.2-1b", "--set", "model_code=torchtitan", "--set", "liger_swiglu=true" },
+        "Liger-Kernel patches transformers' modules" },
+    }) do
+      local err = helper.fails(table.unpack(case[1]))
+      assert.truthy(err:find(case[2], 1, true), err)
+    end
+  end)
+end)

@@ -1,0 +1,72 @@
+"""Liger-Kernel's RMSNorm and SwiGLU autograd Functions as they allocate
+(src/liger_kernel/ops/rms_norm.py: LigerRMSNormFunction, rms_norm_forward
+and rms_norm_backward; src/liger_kernel/ops/swiglu.py: LigerSiLUMulFunction)
+and the modules Liger patches in (src/liger_kernel/transformers/rms_norm.py
+and swiglu.py). The Triton kernels' values are not computed: only their
+tensors matter here."""
+import torch
+import torch.nn as nn
+
+
+def _contiguous(*tensors):
+    # liger_kernel.ops.utils.ensure_contiguous: every tensor argument made contiguous
+    return [t.contiguous() for t in tensors]
+
+
+class LigerRMSNormFunction(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, X, W, in_place):
+        X, W = _contiguous(X, W)
+        shape = X.shape
+        rows = X.numel() // shape[-1]
+        Y = torch.empty((rows, shape[-1]), dtype=X.dtype)
+        RSTD = torch.empty(rows, dtype=torch.float32)  # casting mode llama / gemma: fp32
+        ctx.in_place = in_place
+        # Liger saves X.view(-1, dim), the same storage; saved here as given, since PyTorch 1.13
+        # cannot unpack a view made in forward from saved-tensor hooks (offloading, non-reentrant
+        # checkpointing): "No grad accumulator for a saved leaf"
+        ctx.save_for_backward(X, W, RSTD)
+        return Y.view(*shape)
+
+    @staticmethod
+    def backward(ctx, dY):
+        (dY,) = _contiguous(dY)
+        X, W, RSTD = ctx.saved_tensors
+        shape = dY.shape
+        dY = dY.view(-1, shape[-1])
+        sm_count = 1  # rms_norm_backward off CUDA
+        _dW = torch.empty((sm_count, shape[-1]), dtype=torch.float32)
+        dX = dY if ctx.in_place else torch.zeros_like(dY)
+        dX = dX.view(*shape)
+        dW = _dW.sum(dim=0).to(W.dtype)
+        return dX, dW, None
+
+
+class LigerRMSNorm(nn.Module):
+    """LigerRMSNorm (in_place=True) for LlamaRMSNorm; LigerRMSNormForGemma2 /
+    Gemma3 and LigerRMSNormForOlmo2 (weights initialised to zeros for
+    Gemma's offset, in_place=False) for the others."""
+
+    def __init__(self, hidden_size, eps=1e-6, in_place=True, zeros=False):
+        super().__init__()
+        self.weight = nn.Parameter(torch.zeros(hidden_size) if zeros else torch.ones(hidden_size))
+        self.variance_epsilon = eps
+        self.in_place = in_place
+
+    def forward(self, hidden_states):
+        return LigerRMSNormFunction.apply(hidden_states, self.weight, self.in_place)
+
+
+class LigerSiLUMulFunction(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, a, b):
+        a, b = _contiguous(a, b)
+        c = torch.empty_like(a)
+        ctx.save_for_backward(a, b)
+        return c
+
+    @staticmethod
+    def backward(ctx, dc):
+        (dc,) = _contiguous(dc)
+        a, b = ctx.saved_tensors
+        return a, b  # swiglu_backward writes the gradients over a and b and returns them
