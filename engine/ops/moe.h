@@ -23,6 +23,7 @@ enum {
     MOE_EXPERT_NAMES,
     MOE_ROUTER_LOGITS,
     MOE_GROUP_LIMITED,
+    MOE_LIGER,
     MOE_FIELDS
 };
 
@@ -77,8 +78,10 @@ static inline void vp_moe_rebind(vp_sim *sim, vp_t *name, vp_t value) {
 void vp_moe_where(vp_sim *sim, uint64_t tokens, vp_t *first, vp_t *second);
 /* The tokens expert e gets out of n assignments under an even routing. */
 uint64_t vp_moe_share(uint64_t n, unsigned experts, unsigned e);
-/* One expert's SwiGLU MLP as HF writes it: w2(act_fn(w1(x)) * w3(x)). */
-vp_t vp_moe_expert(vp_step *step, vp_t x, vp_t w1, vp_t w3, vp_t w2, uint64_t f, uint64_t h);
+/* One expert's SwiGLU MLP as HF writes it: w2(act_fn(w1(x)) * w3(x)); with
+ * liger_swiglu where Liger patches the op's experts, Liger's
+ * (LigerBlockSparseTop2MLP, LigerQwen3MoeSwiGLUMLP): w2(LigerSiLUMulFunction(w1(x), w3(x))). */
+vp_t vp_moe_expert(vp_step *step, const vp_op *op, vp_t x, vp_t w1, vp_t w3, vp_t w2, uint64_t f, uint64_t h);
 /* The shared experts' gated MLP on x (SiLU(gate_proj(x)) * up_proj(x),
  * down_proj), and that output scaled by their sigmoid gate when the op has
  * one (Qwen2MoeSparseMoeBlock; taking over the reference to o). */

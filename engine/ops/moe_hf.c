@@ -40,7 +40,7 @@ static vp_t expert_loop(vp_step *step, const vp_op *op, const moe_slots *s, vp_t
         vp_moe_where(sim, tokens, &l->which, &l->top_x); /* idx, top_x = torch.where(expert_mask[e]) */
         vp_t which = l->which, top_x = l->top_x;
         vp_moe_rebind(sim, &l->state, vp_index(sim, x, top_x, vp_numel(sim, tokens, h), "moe.current_state"));
-        vp_t y = vp_moe_expert(step, l->state, s->w1[e], s->w3[e], s->w2[e], f, h);
+        vp_t y = vp_moe_expert(step, op, l->state, s->w1[e], s->w3[e], s->w2[e], f, h);
         /* routing_weights[top_x, idx, None] (DeepSeek-V3: topk_weights[token_indices, weight_indices]) */
         vp_t w = vp_index_pair(sim, routing, top_x, which, tokens, "moe.routing_weight");
         vp_moe_rebind(sim, &l->weighted, vp_mul(sim, y, w, vp_at(sim, y)->numel, "moe.weighted"));
@@ -174,7 +174,7 @@ static vp_t deepseek_experts(vp_step *step, const vp_op *op, const moe_slots *s,
         vp_t state = vp_index(sim, repeated, mask, vp_numel(sim, tokens, h), "moe.expert_input");
         vp_drop(sim, rows);
         vp_drop(sim, mask);
-        vp_t out = vp_moe_expert(step, state, s->w1[e], s->w3[e], s->w2[e], f, h);
+        vp_t out = vp_moe_expert(step, op, state, s->w1[e], s->w3[e], s->w2[e], f, h);
         vp_drop(sim, state);
         vp_t cast = vp_to(sim, out, dt, "moe.expert_output"); /* index_put_ needs y's dtype */
         vp_drop(sim, out);
@@ -382,7 +382,7 @@ static vp_t sorted_experts(vp_step *step, const vp_op *op, const moe_slots *s, v
         uint64_t tokens = vp_moe_share(assignments, experts, e);
         if (!tokens) continue;
         vp_t slice = vp_slice(sim, sorted, vp_numel(sim, tokens, h), "moe.expert_tokens");
-        outputs[count++] = vp_moe_expert(step, slice, s->w1[e], s->w3[e], s->w2[e], f, h);
+        outputs[count++] = vp_moe_expert(step, op, slice, s->w1[e], s->w3[e], s->w2[e], f, h);
         vp_drop(sim, slice);
     }
     vp_t outs = vp_cat_many(sim, outputs, count, "moe.outs");

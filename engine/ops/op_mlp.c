@@ -15,6 +15,7 @@ enum {
     MLP_INNER_DROPOUT,
     MLP_HOLDS_ACTIVATION,
     MLP_HOLDS_OUTPUT,
+    MLP_LIGER,
     MLP_FIELDS
 };
 
@@ -54,6 +55,9 @@ static const vp_field mlp_fields[MLP_FIELDS] = {
                           "the down projection's output stays a local through the dropout and the residual add "
                           "after it, until the layer returns (MptMLP's intermediate_output, added inside the "
                           "module)"},
+    [MLP_LIGER] = {"liger", VP_FIELD_BOOL, false, 0, 0, 1, NULL,
+                   "Liger-Kernel's patch for the model type swaps this gated MLP for its own (LigerSwiGLUMLP, "
+                   "LigerPhi3SwiGLUMLP, Gemma's LigerGEGLUMLP), which recipe key liger_swiglu turns on"},
 };
 
 enum { UP_W, UP_B, GATE_W, GATE_B, DOWN_W, DOWN_B, MLP_SLOTS };
@@ -232,9 +236,10 @@ static vp_t activate(vp_step *step, unsigned kind, vp_t x) {
     }
 }
 
-/* Liger's SwiGLU MLPs (src/liger_kernel/transformers/swiglu.py):
+/* Liger's gated MLPs (src/liger_kernel/transformers/swiglu.py, geglu.py):
  * LigerSwiGLUMLP's down_proj(LigerSiLUMulFunction.apply(gate_proj(x),
- * up_proj(x))), and LigerPhi3SwiGLUMLP's, which chunks gate_up_proj's
+ * up_proj(x))) (LigerGEGLUMLP's LigerGELUMulFunction keeps and writes the
+ * same tensors), and LigerPhi3SwiGLUMLP's, which chunks gate_up_proj's
  * output in two views that the function's @ensure_contiguous copies (the
  * copies saved); the views are the module's locals (`gate`, `up_states`),
  * keeping the whole output until it returns. */
@@ -288,7 +293,7 @@ static vp_t mlp_forward(vp_step *step, const vp_op *op, const vp_t *leaves, vp_t
         }
         inner = vp_glu(sim, fc1, "mlp.swiglu");
         vp_drop(sim, fc1);
-    } else if (vp_op_flag(op, MLP_GATED) && step->recipe->liger_swiglu) {
+    } else if (vp_op_flag(op, MLP_GATED) && vp_op_flag(op, MLP_LIGER) && step->recipe->liger_swiglu) {
         inner = liger_swiglu(step, op, leaves, x, f, locals);
     } else if (fused) {
         /* Phi3MLP: gate, up_states = self.gate_up_proj(x).chunk(2, dim=-1);
@@ -363,19 +368,6 @@ static const char *mlp_check_tp(const vp_op *op, unsigned tp) {
     return vp_op_u64(op, MLP_INTERMEDIATE) % tp ? "tp: must divide the MLP's intermediate width" : NULL;
 }
 
-/* LigerSwiGLUMLP and LigerPhi3SwiGLUMLP raise for an hidden_act other
- * than silu (Gemma's GELU-gated MLP is Liger's GEGLU, not modelled). */
-static const char *mlp_recipe_problem(const vp_model *model, const vp_recipe *recipe) {
-    if (!recipe->liger_swiglu) return NULL;
-    for (unsigned s = 0; s < VP_SECTION_COUNT; s++) {
-        const vp_op *op = vp_section_find(&model->section[s], &vp_op_mlp);
-        if (op && vp_op_flag(op, MLP_GATED) && vp_op_u64(op, MLP_ACTIVATION) != ACT_SILU)
-            return "liger_swiglu: Liger's SwiGLU MLP runs silu only; this model's gated MLP has another activation "
-                   "(Liger's GEGLU is not modelled)";
-    }
-    return NULL;
-}
-
 const vp_op_kind vp_op_mlp = {
     .name = "mlp",
     .doc = "feed-forward block: up, activation, down; gated variants multiply act(gate(x)) by up(x)",
@@ -384,7 +376,6 @@ const vp_op_kind vp_op_mlp = {
     .cost = VP_COST_MLP,
     .check = mlp_check,
     .check_tp = mlp_check_tp,
-    .recipe_problem = mlp_recipe_problem,
     .leaves = mlp_leaves,
     .forward = mlp_forward,
 };

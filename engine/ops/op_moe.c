@@ -50,6 +50,10 @@ static const vp_field moe_fields[MOE_FIELDS] = {
     [MOE_GROUP_LIMITED] = {"group_limited", VP_FIELD_BOOL, false, 0, 0, 1, NULL,
                            "deepseek_v2: topk_method group_limited_greedy (the best expert of each of groups "
                            "picks topk_groups of them, the rest masked); false: greedy"},
+    [MOE_LIGER] = {"liger", VP_FIELD_BOOL, false, 0, 0, 1, NULL,
+                   "Liger-Kernel's patch for the model type swaps the experts' MLPs (Mixtral's "
+                   "LigerBlockSparseTop2MLP, Qwen3-MoE's LigerQwen3MoeSwiGLUMLP; transformers 5's LigerExperts), "
+                   "which recipe key liger_swiglu turns on"},
 };
 
 static const char *moe_check(const vp_op *op) {
@@ -217,8 +221,18 @@ void vp_moe_where(vp_sim *sim, uint64_t tokens, vp_t *first, vp_t *second) {
 uint64_t vp_moe_share(uint64_t n, unsigned experts, unsigned e) { return n / experts + (e < n % experts); }
 
 /* HF's expert MLP: w2(act_fn(w1(x)) * w3(x)) */
-vp_t vp_moe_expert(vp_step *step, vp_t x, vp_t w1, vp_t w3, vp_t w2, uint64_t f, uint64_t h) {
+vp_t vp_moe_expert(vp_step *step, const vp_op *op, vp_t x, vp_t w1, vp_t w3, vp_t w2, uint64_t f, uint64_t h) {
     vp_sim *sim = &step->sim;
+    if (step->recipe->liger_swiglu && vp_op_flag(op, MOE_LIGER)) {
+        vp_t gate = vp_project(step, x, w1, 0, f, "moe.expert.w1");
+        vp_t up = vp_project(step, x, w3, 0, f, "moe.expert.w3");
+        vp_t m = vp_liger_swiglu(sim, gate, up, "moe.expert.liger_swiglu");
+        vp_drop(sim, gate);
+        vp_drop(sim, up);
+        vp_t o = vp_project(step, m, w2, 0, h, "moe.expert.w2");
+        vp_drop(sim, m);
+        return o;
+    }
     vp_t g = vp_project(step, x, w1, 0, f, "moe.expert.w1");
     vp_t a = vp_unary(sim, g, VP_SAVES_INPUT, 0, (vp_dtype)vp_at(sim, g)->dtype, "moe.expert.silu");
     vp_drop(sim, g);
@@ -366,13 +380,14 @@ static void moe_resolve_recipe(const vp_model *model, vp_recipe *recipe) {
  * index_put_ refuses the mix ("Index put requires the source and
  * destination dtypes match"): such a run never trains. */
 static const char *moe_recipe_problem(const vp_model *model, const vp_recipe *recipe) {
-    /* Liger swaps the experts' MLPs too (LigerBlockSparseTop2MLP,
-     * LigerExperts, LigerQwen3MoeSwiGLUMLP): not modelled */
-    if (recipe->liger_swiglu)
-        return "liger_swiglu: Liger's SwiGLU in a mixture's experts is not modelled (it is in dense gated MLPs)";
     if (recipe->tp > 1 && vp_framework_of(recipe)->dtensor_tp)
         return "tp: mixtures are modelled with Megatron-LM's tensor parallelism, not DTensor's (framework = fsdp2)";
     const vp_op *op = vp_section_find(&model->section[VP_SECTION_LAYER], &vp_op_moe);
+    /* transformers 5's experts under Liger are LigerExperts, one fused MoE
+     * kernel (LigerFusedMoEFunction, src/liger_kernel/transformers/swiglu.py) */
+    if (op && recipe->liger_swiglu && vp_op_flag(op, MOE_LIGER) && holds_3d_experts(op, recipe))
+        return "liger_swiglu: Liger's LigerExperts (its fused MoE kernel for transformers 5's 3-D experts) is not "
+               "modelled; experts_implementation modules (transformers 4.x) runs its LigerBlockSparseTop2MLP";
     if (op && holds_3d_experts(op, recipe)) return fused_experts_problem(op, recipe);
     if (!op || vp_framework_of(recipe)->token_dispatcher) return NULL;
     const vp_precision *precision = vp_precision_get(recipe->precision);

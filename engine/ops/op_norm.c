@@ -115,10 +115,17 @@ const vp_op_kind vp_op_layernorm = {
 
 /* ---- RMSNorm ---- */
 
-enum { RMS_HIDDEN, RMS_EPS, RMS_STYLE, RMS_KEEP_FP32, RMS_FIELDS };
+enum { RMS_HIDDEN, RMS_EPS, RMS_STYLE, RMS_KEEP_FP32, RMS_LIGER, RMS_FIELDS };
 
 enum { STYLE_LLAMA, STYLE_T5, STYLE_GEMMA, STYLE_OLMO2 };
 static const char *const style_names[] = {"llama", "t5", "gemma", "olmo2", NULL};
+
+/* What Liger-Kernel's patch for the model type does with the norm
+ * (src/liger_kernel/transformers/monkey_patch.py, rms_norm.py): nothing,
+ * LigerRMSNorm's in-place backward (Llama's kind, Gemma 1's, GPT-OSS's),
+ * or an out-of-place one (LigerRMSNormForGemma2 / Gemma3, ForOlmo2). */
+enum { LIGER_NONE, LIGER_IN_PLACE, LIGER_OUT_OF_PLACE };
+static const char *const liger_names[] = {"none", "in_place", "out_of_place", NULL};
 
 static const vp_field rmsnorm_fields[RMS_FIELDS] = {
     [RMS_HIDDEN] = {"hidden", VP_FIELD_INT, true, 0, 1, 1 << 20, NULL, "normalized width"},
@@ -131,6 +138,10 @@ static const vp_field rmsnorm_fields[RMS_FIELDS] = {
     [RMS_KEEP_FP32] = {"keep_fp32", VP_FIELD_BOOL, false, 0, 0, 1, NULL,
                        "the weight is among the model's _keep_in_fp32_modules (GPT-OSS's norms): fp32 when "
                        "from_pretrained loads the model in fp16 or quantized"},
+    [RMS_LIGER] = {"liger", VP_FIELD_ENUM, false, LIGER_NONE, 0, 0, liger_names,
+                   "what Liger-Kernel's patch for the model type puts here, which recipe key liger_rms_norm "
+                   "turns on: none (no patch), in_place (LigerRMSNorm: Llama's kind, Gemma 1, GPT-OSS) or "
+                   "out_of_place (Gemma 2 and 3, OLMo-2: its backward makes dX anew)"},
 };
 
 static unsigned rmsnorm_leaves(const vp_op *op, const vp_ranks *split, vp_leaf_spec *out) {
@@ -272,12 +283,8 @@ vp_t vp_gemma_rms_norm(vp_step *step, vp_t x, vp_t weight, uint64_t rows) {
  * with fewer multiprocessors makes it smaller by 4 h bytes each. */
 enum { LIGER_CUDA_PROGRAMS = 132 };
 
-/* Liger's patches: LigerRMSNorm (in_place=True) for LlamaRMSNorm and the
- * norms like it; LigerRMSNormForGemma2 / Gemma3 and ForOlmo2 (in_place
- * False) for the Gemma and OLMo-2 styles (src/liger_kernel/transformers/
- * rms_norm.py). T5's norms are not patched. */
 static vp_t liger_rms_norm(vp_step *step, const vp_op *op, vp_t x, vp_t weight) {
-    bool in_place = vp_op_u64(op, RMS_STYLE) == STYLE_LLAMA;
+    bool in_place = vp_op_u64(op, RMS_LIGER) == LIGER_IN_PLACE;
     uint64_t programs = step->recipe->device == VP_DEVICE_CPU ? 1 : LIGER_CUDA_PROGRAMS;
     return vp_liger_rms_norm(&step->sim, x, weight, step->rows, in_place, programs, "rmsnorm.liger");
 }
@@ -285,7 +292,7 @@ static vp_t liger_rms_norm(vp_step *step, const vp_op *op, vp_t x, vp_t weight) 
 static vp_t rms_normalized(vp_step *step, const vp_op *op, const vp_t *leaves, vp_t x) {
     /* Megatron-LM runs a fused kernel (Transformer Engine / apex) */
     if (vp_framework_of(step->recipe)->fused_rmsnorm) return vp_rms_norm(&step->sim, x, leaves[0], step->rows, "rmsnorm");
-    if (step->recipe->liger_rms_norm && vp_op_u64(op, RMS_STYLE) != STYLE_T5)
+    if (step->recipe->liger_rms_norm && vp_op_u64(op, RMS_LIGER) != LIGER_NONE)
         return liger_rms_norm(step, op, x, leaves[0]);
     if (vp_op_u64(op, RMS_STYLE) == STYLE_T5) return t5_layer_norm(step, x, leaves[0], step->rows);
     if (vp_op_u64(op, RMS_STYLE) == STYLE_GEMMA) return vp_gemma_rms_norm(step, x, leaves[0], step->rows);

@@ -485,18 +485,19 @@ static const vp_recipe_key keys[] = {
     /* Liger-Kernel's module patches (src/liger_kernel/transformers/monkey_patch.py,
      * apply_liger_kernel_to_llama and the others: rms_norm, swiglu) */
     {BOOL_KEY("liger_rms_norm", liger_rms_norm, false),
-     .doc = "Liger-Kernel's RMSNorm (LigerRMSNormFunction) in place of transformers' RMSNorm modules: one kernel "
-            "keeping its input and a per-row fp32 rstd, its backward writing the input's gradient over the "
-            "incoming one (out of place for the Gemma and OLMo-2 styles, as Liger patches Gemma 2 and 3 and "
-            "OLMo-2; Gemma 1's in-place patch is not told apart), instead of the fp32 copies each step of "
-            "transformers' norm saves; T5's norms are not patched [false; stack hf-trainer "
-            "or trl: use_liger_kernel; axolotl: liger_rms_norm; llama-factory: enable_liger_kernel]"},
+     .doc = "Liger-Kernel's RMSNorm (LigerRMSNormFunction) where Liger's patch for the model type swaps it in "
+            "(the rmsnorm ops' liger field: not DeepSeek's or Qwen2-MoE's model types, not T5): one kernel keeping "
+            "its input and a per-row fp32 rstd, its backward writing the input's gradient over the incoming one "
+            "(out of place for Gemma 2 and 3 and OLMo-2), instead of the fp32 copies each step of transformers' "
+            "norm saves [false; stack hf-trainer or trl: use_liger_kernel; axolotl: liger_rms_norm; "
+            "llama-factory: enable_liger_kernel]"},
     {BOOL_KEY("liger_swiglu", liger_swiglu, false),
-     .doc = "Liger-Kernel's SwiGLU (LigerSiLUMulFunction) in the gated MLPs with silu: silu(gate) * up in one "
-            "kernel keeping gate and up, whose backward writes their gradients over them, instead of the "
-            "activation's own output kept beside them (the dense MLP; mixtures' experts are refused) [false; "
-            "stack hf-trainer or trl: use_liger_kernel; axolotl: liger_glu_activation; llama-factory: "
-            "enable_liger_kernel]"},
+     .doc = "Liger-Kernel's gated MLPs (LigerSiLUMulFunction; Gemma's GEGLU alike) where Liger's patch for the "
+            "model type swaps them in (the mlp and moe ops' liger field): act(gate) * up in one kernel keeping "
+            "gate and up, whose backward writes their gradients over them, instead of the activation's own "
+            "output kept beside them; Mixtral's and Qwen3-MoE's experts too (transformers 4.x modules; 5.x's "
+            "fused LigerExperts are refused) [false; stack hf-trainer or trl: use_liger_kernel; axolotl: "
+            "liger_glu_activation; llama-factory: enable_liger_kernel]"},
     {BOOL_KEY("keep_logits", keep_logits, true), .doc = "the loop keeps the model's outputs (logits) until the step ends"},
     {OPTION_KEY("loss", loss, vp_loss_names, VP_LOSS_CROSS_ENTROPY),
      .doc = "the causal-LM loss (docs/loss.md): cross-entropy is HF's ForCausalLMLoss over full fp32 logits; fused "

@@ -212,10 +212,20 @@ return architecture {
   end,
   build = function(c, lua) -- lua: the lua_blocks script's constructors, or nil
     lua = lua or {}
+    -- Liger-Kernel's apply_liger_kernel_to_<model_type>
+    -- (src/liger_kernel/transformers/monkey_patch.py): none for DeepSeek's
+    -- model types (DeepSeekMoE, latent attention) or Qwen2-MoE's (the
+    -- gated shared expert); the norms out of place for Gemma 2 and 3
+    -- (sandwich norms) and OLMo-2, in place for the others
+    local liger = c.kv_lora_rank == 0 and not c.shared_gate
+      and (c.experts == 0 or c.moe_block == "mixtral" or c.moe_block == "gpt_oss")
+    local liger_norm = not liger and "none"
+      or (c.norm_position == "sandwich" or c.norm_style == "olmo2") and "out_of_place" or "in_place"
     local function dense()
       if lua.mlp then return lua.mlp() end
       return mlp { hidden = c.hidden, intermediate = c.intermediate, activation = c.activation,
-                   gated = true, bias = c.mlp_bias, module_names = c.fused_projections and "phi3" or nil }
+                   gated = true, bias = c.mlp_bias, module_names = c.fused_projections and "phi3" or nil,
+                   liger = liger }
     end
     local function ffn()
       if c.experts == 0 then return dense() end
@@ -224,11 +234,14 @@ return architecture {
                    shared_gate = c.shared_gate, norm_topk = c.norm_topk, capacity_factor = c.capacity_factor,
                    block = c.moe_block, aux_loss = c.aux_loss, groups = c.expert_groups, topk_groups = c.topk_groups,
                    expert_names = c.expert_names, output_router_logits = c.router_aux_loss,
-                   group_limited = c.group_limited }
+                   group_limited = c.group_limited,
+                   -- GPT-OSS's patch leaves its experts alone (swiglu False by default)
+                   liger = liger and c.moe_block == "mixtral" }
     end
     local function norm()
       if lua.rmsnorm then return lua.rmsnorm() end
-      return rmsnorm { hidden = c.hidden, eps = c.norm_eps, style = c.norm_style, keep_fp32 = c.norm_keep_fp32 }
+      return rmsnorm { hidden = c.hidden, eps = c.norm_eps, style = c.norm_style, keep_fp32 = c.norm_keep_fp32,
+                       liger = liger_norm }
     end
     -- pre: the block's input normalized (LLaMA); post: its output, before
     -- the residual add (OLMo-2)

@@ -1,6 +1,6 @@
 -- Liger-Kernel's RMSNorm and SwiGLU (liger_rms_norm, liger_swiglu). The
 -- bytes are checked against PyTorch by tests/torch/compare.py ("liger": the
--- autograd Functions written out as they allocate, 15 configurations);
+-- autograd Functions written out as they allocate, 19 configurations);
 -- these tests hold what the libraries' source fixes in closed form, the
 -- stacks' and config files' names for the kernels, and what is refused.
 local helper = require("tests.lua.helper")
@@ -68,10 +68,29 @@ describe("Liger-Kernel's kernels", function()
     assert.are.equal(true, recipe.liger_swiglu)
   end)
 
-  it("are refused where Liger does not patch, or patches what is not modelled", function()
+  it("follow Liger's patch for the model type, and are refused where it is not modelled", function()
+    -- DeepSeek's and Qwen2-MoE's model types have no apply function: nothing changes
+    for _, model in ipairs({ "deepseek-v2-lite-hf", "qwen1.5-moe-a2.7b" }) do
+      local args = { model, "--set", "seq_len=256", "--set", "micro_batch=1", "--set", "use_liger_kernel=true" }
+      local patched = helper.estimate(table.unpack(args))
+      assert.are.equal(true, patched.recipe.liger_rms_norm)
+      args[#args + 1] = "--set"
+      args[#args + 1] = "liger_rms_norm=false"
+      args[#args + 1] = "--set"
+      args[#args + 1] = "liger_swiglu=false"
+      assert.are.equal(helper.estimate(table.unpack(args)).per_gpu.activations_bytes,
+        patched.per_gpu.activations_bytes, model)
+    end
+    -- Mixtral's patch swaps its experts (transformers 4.x: LigerBlockSparseTop2MLP): one
+    -- [tokens, intermediate] tensor less for each of the top-2 experts' rows, 32 layers
+    local mixtral = function(...)
+      return helper.estimate("mixtral-8x7b", "--set", "precision=bf16", "--set", "seq_len=512", "--set",
+        "micro_batch=1", ...).per_gpu.activations_bytes
+    end
+    assert.are.equal(32 * 2 * 512 * 14336 * 2, mixtral() - mixtral("--set", "liger_swiglu=true"))
     for _, case in ipairs({
-      { { "mixtral-8x7b", "--set", "liger_swiglu=true" }, "liger_swiglu: Liger's SwiGLU in a mixture's experts" },
-      { { "gemma-7b", "--set", "liger_swiglu=true" }, "liger_swiglu: Liger's SwiGLU MLP runs silu only" },
+      { { "mixtral-8x7b", "--set", "liger_swiglu=true", "--set", "experts_implementation=eager" },
+        "liger_swiglu: Liger's LigerExperts" },
       { { "llama3.2-1b", "--set", "framework=megatron", "--set", "liger_rms_norm=true" },
         "Liger-Kernel patches transformers' modules" },
       { { "llama3.2-1b", "--set", "model_code=torchtitan", "--set", "liger_swiglu=true" },

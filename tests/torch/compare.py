@@ -1302,7 +1302,13 @@ CASES = [
         "bf16-autocast", s=64, ckpt="full", finetune="lora", loss="fused-linear", keep_logits="false",
         liger_rms_norm="true", liger_swiglu="true")),
     ("phi3 bf16 liger", phi3(), recipe("bf16", s=64, liger_rms_norm="true", liger_swiglu="true")),
-    ("gemma2 bf16 liger rms_norm", gemma2(), recipe("bf16", s=32, liger_rms_norm="true")),
+    ("gemma2 bf16 liger", gemma2(), recipe("bf16", s=32, liger_rms_norm="true", liger_swiglu="true")),
+    ("gemma bf16 liger", gemma(), recipe("bf16", s=64, liger_rms_norm="true", liger_swiglu="true")),
+    # Liger's Mixtral patch swaps the experts (LigerBlockSparseTop2MLP); Qwen2-MoE has no patch
+    ("mixtral bf16 liger", mixtral(), recipe("bf16", s=64, liger_rms_norm="true", liger_swiglu="true")),
+    ("qwen_moe bf16 liger no patch", qwen_moe(), recipe("bf16", s=64, liger_rms_norm="true", liger_swiglu="true")),
+    ("gpt_oss bf16 liger rms_norm", gpt_oss(), recipe("bf16", s=32, liger_rms_norm="true",
+                                                      experts_implementation="eager")),
     ("olmo2 bf16 liger", olmo2(), recipe("bf16", s=64, liger_rms_norm="true", liger_swiglu="true")),
     ("llama sgd fp32 liger one sequence", llama(), recipe(
         optimizer="sgd", b=1, s=64, liger_rms_norm="true", liger_swiglu="true")),

@@ -14,6 +14,7 @@ import torch.nn as nn
 from .common import add, chunks, dropout, mul, sub
 from .linear import linear
 from .llama import Llama, eager_mask
+from . import liger
 from .llama_blocks import LlamaRotaryEmbedding, Olmo2RMSNorm, repeat_kv
 from .moe import RoundRobinTopk, expert_offsets, grouped_mm_transposed, sorted_by_expert, weighted_sum
 from .param_lora import call_wrapped, wrapped_names
@@ -27,6 +28,13 @@ def apply_rotary_emb(x, cos, sin):
     second_ = mul(second_half, cos) + mul(first_half, sin)
     return torch.cat((first_, second_), dim=-1)
 
+
+
+def gpt_oss_norm(cfg, h, eps):
+    # GptOssRMSNorm, or LigerRMSNorm where apply_liger_kernel_to_gpt_oss swaps it in
+    if liger.patches(cfg, "liger_rms_norm"):
+        return liger.LigerRMSNorm(h, eps)
+    return Olmo2RMSNorm(h, eps)
 
 class GptOssAttention(nn.Module):
     def __init__(self, cfg, layer_idx):
@@ -183,8 +191,8 @@ class GptOssDecoderLayer(nn.Module):
         h, eps = cfg["hidden_size"], cfg.get("rms_norm_eps", 1e-5)
         self.self_attn = GptOssAttention(cfg, layer_idx)
         self.mlp = GptOssMLP(cfg)
-        self.input_layernorm = Olmo2RMSNorm(h, eps)
-        self.post_attention_layernorm = Olmo2RMSNorm(h, eps)
+        self.input_layernorm = gpt_oss_norm(cfg, h, eps)
+        self.post_attention_layernorm = gpt_oss_norm(cfg, h, eps)
         # layer_types: sliding_attention first, then full, alternating
         self.attention_type = "sliding_attention" if layer_idx % 2 == 0 else "full_attention"
 
@@ -222,7 +230,7 @@ class GptOss(Llama):
         self.cfg = cfg
         self.embed_tokens = nn.Embedding(cfg["vocab_size"], h)
         self.layers = nn.ModuleList([GptOssDecoderLayer(cfg, i) for i in range(cfg["num_hidden_layers"])])
-        self.norm = Olmo2RMSNorm(h, cfg.get("rms_norm_eps", 1e-5))
+        self.norm = gpt_oss_norm(cfg, h, cfg.get("rms_norm_eps", 1e-5))
         self.rotary_emb = LlamaRotaryEmbedding(cfg, half=True)  # GptOssRotaryEmbedding
         self.mtp = None
         self.tied = False

@@ -8,6 +8,20 @@ import torch
 import torch.nn as nn
 
 
+# the model types apply_liger_kernel_to_<model_type> exists for, of the
+# harness's (src/liger_kernel/transformers/monkey_patch.py): not Qwen2-MoE's
+# or DeepSeek's; Gemma 2's and 3's and OLMo-2's norms are patched out of place
+PATCHED = {"llama", "mistral", "mixtral", "qwen2", "qwen3", "qwen3_moe", "phi3", "granite", "gemma", "gemma2",
+           "gemma3_text", "olmo2", "gpt_oss"}
+OUT_OF_PLACE = {"gemma2", "gemma3_text", "olmo2"}
+
+
+def patches(cfg, key):
+    """Whether cfg's recipe turns on Liger's `key` (liger_rms_norm,
+    liger_swiglu) and Liger patches the model type."""
+    return bool(cfg.get(key)) and cfg["model_type"] in PATCHED
+
+
 def _contiguous(*tensors):
     # liger_kernel.ops.utils.ensure_contiguous: every tensor argument made contiguous
     return [t.contiguous() for t in tensors]

@@ -8,6 +8,7 @@ import torch
 import torch.nn as nn
 
 from .common import Mean2x, activation, add, dropout, mul
+from . import liger
 from .liger import LigerRMSNorm, LigerSiLUMulFunction
 from .linear import linear
 
@@ -65,10 +66,9 @@ class Olmo2RMSNorm(LlamaRMSNorm):
 
 def rms_norm(cfg, dim):
     eps = cfg.get("rms_norm_eps", 1e-6)
-    if cfg.get("liger_rms_norm"):
-        # Liger's patches: in place for Llama's kind, not for Gemma 2 / 3 and OLMo-2
-        out_of_place = cfg["model_type"] in ("gemma2", "gemma3_text", "olmo2", "gemma")
-        return LigerRMSNorm(dim, eps, in_place=not out_of_place, zeros=cfg["model_type"].startswith("gemma"))
+    if liger.patches(cfg, "liger_rms_norm"):
+        return LigerRMSNorm(dim, eps, in_place=cfg["model_type"] not in liger.OUT_OF_PLACE,
+                            zeros=cfg["model_type"].startswith("gemma"))
     kind = {"gemma": GemmaRMSNorm, "gemma2": GemmaRMSNorm, "gemma3_text": GemmaRMSNorm,
             "olmo2": Olmo2RMSNorm}.get(cfg["model_type"], LlamaRMSNorm)
     return kind(dim, eps)
@@ -292,7 +292,7 @@ class LlamaMLP(nn.Module):
             self.up_proj = nn.Linear(h, f, bias=bias)
         self.down_proj = nn.Linear(f, h, bias=bias)
         self.act = cfg.get("hidden_act", "silu")
-        self.liger = bool(cfg.get("liger_swiglu"))
+        self.liger = liger.patches(cfg, "liger_swiglu")
         # a Lua block's own names for gate_proj, up_proj, down_proj (compare.py's own_names)
         self.names = ("gate_proj", "up_proj", "down_proj")
         if cfg.get("mlp_names"):
