@@ -68,6 +68,33 @@ describe("Liger-Kernel's kernels", function()
     assert.are.equal(true, recipe.liger_swiglu)
   end)
 
+  it("are among advise's fixes, each one estimated", function()
+    local json = require("dkjson")
+    local args = { "llama3.2-1b", "--gpu", "rtx4090", "--set", "precision=bf16", "--set", "micro_batch=4",
+                   "--set", "seq_len=4096" }
+    local out, err, code = helper.run("advise", "--json", table.unpack(args))
+    assert.are.equal(0, code, err)
+    local fixes = json.decode(out).advice.fixes
+    local seen = {}
+    for _, f in ipairs(fixes) do
+      if f.changes.liger_rms_norm or f.changes.liger_swiglu then
+        local keys = {}
+        for k, v in pairs(f.changes) do keys[#keys + 1] = k .. "=" .. tostring(v) end
+        table.sort(keys)
+        seen[table.concat(keys, " ")] = f
+      end
+    end
+    local both = seen["liger_rms_norm=true liger_swiglu=true loss=fused-linear"]
+    assert.truthy(both, "use_liger_kernel's three keys offered together")
+    local sets = { table.unpack(args) }
+    for _, kv in ipairs({ "liger_rms_norm=true", "liger_swiglu=true", "loss=fused-linear" }) do
+      sets[#sets + 1] = "--set"
+      sets[#sets + 1] = kv
+    end
+    assert.are.equal(helper.estimate(table.unpack(sets)).per_gpu.peak_total_bytes, both.peak_total_bytes)
+    assert.truthy(seen["liger_rms_norm=true"] and seen["liger_swiglu=true"])
+  end)
+
   it("follow Liger's patch for the model type, and are refused where it is not modelled", function()
     -- DeepSeek's and Qwen2-MoE's model types have no apply function: nothing changes
     for _, model in ipairs({ "deepseek-v2-lite-hf", "qwen1.5-moe-a2.7b" }) do

@@ -4,7 +4,7 @@ vramplan, printing those whose activations or peak differ by more than
 compare.py allows (host bytes under save_on_cpu too) or whose model states
 differ at all.
 
-    python3 tests/torch/sweep.py SEED COUNT [wide] [more] [v5] [gpt_oss] [params] [autocast]
+    python3 tests/torch/sweep.py SEED COUNT [wide] [more] [v5] [gpt_oss] [params] [autocast] [liger]
 
 The same SEED draws the same configurations. `more` adds BERT,
 DeepSeekMoE and DeepSeek-V2 (fp32: its modeling code's only precision) to
@@ -24,7 +24,8 @@ grouped_mm, drawn from a stream of its own. `gpt_oss` draws GPT-OSS alone
 (its experts by either implementation; half the cases LoRA with PEFT's
 target_parameters on them); with `v5`, `params` does the same for the
 mixtures' 3-D experts. `autocast` turns most bf16 draws into
-bf16-autocast (the Trainer's autocast over a bf16 model). What it finds becomes a fixed
+bf16-autocast (the Trainer's autocast over a bf16 model); `liger` turns
+on Liger-Kernel's RMSNorm, SwiGLU or both on half the draws. What it finds becomes a fixed
 case in compare.py once understood. Recipes vramplan refuses (a family
 without PEFT's default LoRA targets, say) are skipped and counted.
 """
@@ -259,6 +260,17 @@ def autocast_weights(r, case):
     return " ".join(parts), config, dict(recipe, precision="bf16-autocast")
 
 
+def liger_kernels(r, case):
+    """With `liger`: Liger-Kernel's RMSNorm and SwiGLU on half the draws,
+    each on its own or both (where Liger has no patch for the model type
+    both change nothing, as in the harness's models/liger.py)."""
+    name, config, recipe = case
+    if r.random() < 0.5:
+        return case
+    keys = r.choice([("liger_rms_norm",), ("liger_swiglu",), ("liger_rms_norm", "liger_swiglu")])
+    return name + " +" + "+".join(keys), config, dict(recipe, **{k: "true" for k in keys})
+
+
 def main():
     seed, count = int(sys.argv[1]), int(sys.argv[2])
     wide, more, v5 = "wide" in sys.argv[3:], "more" in sys.argv[3:], "v5" in sys.argv[3:]
@@ -283,6 +295,8 @@ def main():
                  if case[2].get("experts_implementation") else case for i, case in enumerate(cases)]
     if "autocast" in sys.argv[3:]:
         cases = [autocast_weights(random.Random(f"autocast {seed} {i}"), case) for i, case in enumerate(cases)]
+    if "liger" in sys.argv[3:]:
+        cases = [liger_kernels(random.Random(f"liger {seed} {i}"), case) for i, case in enumerate(cases)]
     if more:
         cases = [over_ddp(random.Random(f"ddp {seed} {i}"), case) for i, case in enumerate(cases)]
         cases = [frozen(random.Random(f"frozen {seed} {i}"), case) for i, case in enumerate(cases)]

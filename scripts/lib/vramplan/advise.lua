@@ -58,6 +58,18 @@ local function activation_fixes(r, list, keys)
     add(list, { loss = "chunked" }, "torchtune's chunked cross-entropy: the fp32 logits one chunk at a time")
     add(list, { loss = "fused-linear" }, "Liger's fused linear cross-entropy: no full logits at all")
   end
+  -- Liger-Kernel's norm and MLP kernels (where its patch for the model type
+  -- has none, the estimate does not move: no help)
+  if not r.liger_rms_norm then
+    add(list, { liger_rms_norm = true }, "Liger-Kernel's RMSNorm: each norm keeps its input and an fp32 rstd, not fp32 copies")
+  end
+  if not r.liger_swiglu then
+    add(list, { liger_swiglu = true }, "Liger-Kernel's SwiGLU: each MLP keeps gate and up, not the activation's output")
+  end
+  if not r.liger_rms_norm and not r.liger_swiglu and r.loss == "cross-entropy" then
+    add(list, { liger_rms_norm = true, liger_swiglu = true, loss = "fused-linear" },
+      "use_liger_kernel: Liger's RMSNorm, SwiGLU and fused linear cross-entropy")
+  end
   if not r.offload_activations then
     add(list, { offload_activations = true }, "saved activations to pinned host memory (save_on_cpu)")
   end
