@@ -84,6 +84,16 @@ local function runs()
                         estimated = r.peak_reserved_run_bytes or r.peak_reserved_bytes }
     end
   end
+  -- the ML-engineering handbook's Llama-3.1-8B ZeRO-3 runs with Liger's
+  -- kernels: max_memory_reserved() since the process began
+  local mle = read("tests/reference/ml_engineering.json")
+  for _, run in ipairs(mle.runs) do
+    local keys = { seq_len = run.seq_len }
+    for k, v in pairs(mle.recipe) do keys[k] = v end
+    local r = estimate(mle.model, keys, mle.gpu)
+    out[#out + 1] = { id = run.id, kind = "full", what = "reserved over run", measured = run.measured_gib * 2 ^ 30,
+                      estimated = r.peak_reserved_run_bytes }
+  end
   return out
 end
 

@@ -253,6 +253,41 @@ void vp_allocator_release(vp_allocator *a, int32_t b) {
     if (!pool_insert(a, b)) a->failed = true;
 }
 
+/* release_cached_blocks (emptyCache): release_blocks gives back every free
+ * block that is a whole segment (no neighbour: cudaFree). Under
+ * expandable_segments it unmaps the pages free blocks cover whole
+ * (unmap_block); here those of each segment's free tail, whose end is the
+ * mapped end: pages inside a segment's other free blocks stay mapped. */
+void vp_allocator_empty_cache(vp_allocator *a) {
+    for (uint32_t i = 0; i < a->n_blocks; i++) {
+        vp_alloc_block *b = &a->blocks[i];
+        if (!b->used || !b->free) continue;
+        if (!a->config.expandable_segments) {
+            if (b->prev >= 0 || b->next >= 0) continue;
+            pool_remove(a, (int32_t)i);
+            a->reserved -= b->size;
+            retire_block(a, (int32_t)i);
+            continue;
+        }
+        if (b->next >= 0) continue;
+        uint64_t page = b->small ? VP_ALLOC_SMALL_BUFFER : VP_ALLOC_LARGE_BUFFER;
+        uint64_t end = b->offset + b->size, first = round_up(b->offset, page);
+        if (end <= first) continue;
+        uint64_t unmapped = end - first;
+        pool_remove(a, (int32_t)i);
+        b->size -= unmapped;
+        a->mapped[b->small][b->stream] -= unmapped;
+        a->reserved -= unmapped;
+        if (b->size) {
+            if (!pool_insert(a, (int32_t)i)) a->failed = true;
+        } else {
+            if (b->prev >= 0) a->blocks[b->prev].next = -1;
+            else a->expandable[b->small][b->stream] = 0; /* its whole segment unmapped */
+            retire_block(a, (int32_t)i);
+        }
+    }
+}
+
 /* ---- the replay of a step's events ---- */
 
 /* A block the replay holds for a tensor or an unnamed allocation. */
@@ -457,6 +492,10 @@ static void run(replay *r, const vp_event *events, unsigned from, unsigned to, p
         const vp_event *e = &events[i];
         bool setup = e->place.phase == VP_PHASE_SETUP;
         if (kind == PASS_PRELUDE) {
+            if (e->tensor == VP_EVENT_EMPTY_CACHE) {
+                vp_allocator_empty_cache(&r->alloc);
+                continue;
+            }
             if (!e->tensor || e->tensor == VP_EVENT_MOVE) { /* a prelude names every tensor */
                 r->bad = true;
                 return;
@@ -476,8 +515,10 @@ bool vp_allocator_replay_events(const vp_event *events, unsigned n_events, unsig
 }
 
 static uint32_t largest_tensor(const vp_event *events, unsigned n, uint32_t max_tensor) {
-    for (unsigned i = 0; i < n; i++)
-        if (events[i].tensor != VP_EVENT_MOVE && events[i].tensor > max_tensor) max_tensor = events[i].tensor;
+    for (unsigned i = 0; i < n; i++) {
+        uint32_t t = events[i].tensor;
+        if (t != VP_EVENT_MOVE && t != VP_EVENT_EMPTY_CACHE && t > max_tensor) max_tensor = t;
+    }
     return max_tensor;
 }
 

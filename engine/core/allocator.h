@@ -83,6 +83,8 @@ int32_t vp_allocator_malloc(vp_allocator *a, uint64_t bytes);
 int32_t vp_allocator_malloc_on(vp_allocator *a, uint64_t bytes, uint8_t stream);
 /* free of a block malloc returned. */
 void vp_allocator_release(vp_allocator *a, int32_t block);
+/* torch.cuda.empty_cache(): the cached free segments back to the driver. */
+void vp_allocator_empty_cache(vp_allocator *a);
 
 /* Replays a step's event log (vp_ledger with `record`, evaluated without
  * folding): setup's parameters and buffers, the first step with the

@@ -68,10 +68,13 @@ typedef struct {
     uint64_t raw_live;
     unsigned repeat;     /* >1 when this event stands for a folded segment */
     uint32_t tensor;     /* the tensor allocated or released (the sim's handle), 0: not named;
-                            VP_EVENT_MOVE: a move between categories, no allocator call */
+                            VP_EVENT_MOVE: a move between categories, no allocator call;
+                            VP_EVENT_EMPTY_CACHE (a prelude's): the cached blocks released */
 } vp_event;
 
 #define VP_EVENT_MOVE UINT32_MAX
+/* A run prelude's torch.cuda.empty_cache(): no tensor, no bytes */
+#define VP_EVENT_EMPTY_CACHE (UINT32_MAX - 1)
 
 /* The CUDA streams a step allocates on: the default stream and up to two
  * of a framework's own (FSDP's all-gather and reduce-scatter streams).

@@ -30,26 +30,33 @@ typedef struct {
     uint32_t next; /* the next handle for a tensor of the prelude's own */
 } builder;
 
-static void emit(builder *b, uint64_t raw, uint32_t tensor, vp_category category, const char *op, bool alloc) {
+/* The prelude's next event slot (NULL once out of memory). */
+static vp_event *next_event(builder *b) {
     vp_run_prelude *p = b->out;
-    if (p->failed || raw == 0) return;
+    if (p->failed) return NULL;
     if (p->n_events == p->cap_events) {
         unsigned cap = p->cap_events ? p->cap_events * 2 : 256;
         vp_event *grown = realloc(p->events, (size_t)cap * sizeof *grown);
         if (!grown) {
             p->failed = true;
-            return;
+            return NULL;
         }
         p->events = grown;
         p->cap_events = cap;
     }
+    return &p->events[p->n_events++];
+}
+
+static void emit(builder *b, uint64_t raw, uint32_t tensor, vp_category category, const char *op, bool alloc) {
+    vp_event *e = raw ? next_event(b) : NULL;
+    if (!e) return;
     int64_t rounded = (int64_t)vp_round_block(raw);
-    p->events[p->n_events++] = (vp_event){.place = {VP_PHASE_SETUP, -1, op},
-                                          .category = category,
-                                          .delta = alloc ? rounded : -rounded,
-                                          .raw_delta = alloc ? (int64_t)raw : -(int64_t)raw,
-                                          .repeat = 1,
-                                          .tensor = tensor};
+    *e = (vp_event){.place = {VP_PHASE_SETUP, -1, op},
+                    .category = category,
+                    .delta = alloc ? rounded : -rounded,
+                    .raw_delta = alloc ? (int64_t)raw : -(int64_t)raw,
+                    .repeat = 1,
+                    .tensor = tensor};
 }
 
 /* A tensor of the prelude's own (a full weight before sharding, a flat
@@ -62,6 +69,13 @@ static uint32_t make(builder *b, uint64_t raw, const char *op) {
 
 static void drop(builder *b, uint32_t t, uint64_t raw, const char *op) {
     if (t) emit(b, raw, t, VP_CAT_TRANSIENT, op, false);
+}
+
+/* torch.cuda.empty_cache() in the run */
+static void empty_cache(builder *b) {
+    vp_event *e = next_event(b);
+    if (e) *e = (vp_event){.place = {VP_PHASE_SETUP, -1, "empty_cache"}, .category = VP_CAT_TRANSIENT, .repeat = 1,
+                           .tensor = VP_EVENT_EMPTY_CACHE};
 }
 
 /* A resident tensor as the setup event makes it. */
@@ -388,12 +402,29 @@ static void zero3_convert(builder *b, plan *p, bool quantizing) {
     }
 }
 
+/* ZeRO-3's optimizer then flattens the partitions that stay on the GPU
+ * (DeepSpeedZeroOptimizer_Stage3._create_fp16_partitions_with_
+ * defragmentation, unless offload_param: defragment copies each partition
+ * to the host and frees it, calls empty_cache(), and moves them back as
+ * one flat buffer; deepspeed/runtime/zero/stage3.py, DeepSpeed 0.14-0.19).
+ * The partitions go here and setup makes them again, one block each
+ * rather than one flat buffer: the reservation the loading left cached is
+ * given back before the first step. */
+static void zero3_defragment(builder *b, plan *p) {
+    for (unsigned i = 0; i < p->n; i++) {
+        const vp_event *e = &p->events[i];
+        if (sharded(p, e) && is_resident(e)) emit(b, (uint64_t)e->raw_delta, e->tensor, e->category, e->place.op, false);
+    }
+    empty_cache(b);
+}
+
 bool vp_run_prelude_build(const vp_recipe *recipe, const vp_event *events, unsigned n_events, vp_run_prelude *out) {
     memset(out, 0, sizeof *out);
     uint32_t largest = 0;
     for (unsigned i = 0; i < n_events; i++) {
         if (events[i].repeat > 1) return false; /* a folded log */
-        if (events[i].tensor != VP_EVENT_MOVE && events[i].tensor > largest) largest = events[i].tensor;
+        if (events[i].tensor != VP_EVENT_MOVE && events[i].tensor != VP_EVENT_EMPTY_CACHE && events[i].tensor > largest)
+            largest = events[i].tensor;
     }
     vp_shard_plan shard_plan;
     if (vp_shard_plan_make(recipe, vp_precision_get(recipe->precision), &shard_plan)) return false;
@@ -413,6 +444,7 @@ bool vp_run_prelude_build(const vp_recipe *recipe, const vp_event *events, unsig
     if (recipe->framework == VP_FRAMEWORK_DEEPSPEED && p.shards > 1) {
         if (recipe->zero_init) zero3_init(&b, &p);
         else zero3_convert(&b, &p, quantizing);
+        if (!shard_plan.params_on_host) zero3_defragment(&b, &p);
     } else if (recipe->framework == VP_FRAMEWORK_FSDP && p.shards > 1) {
         if (load != VP_LOAD_CPU) load_all(&b, &p, quantizing); /* the whole model on the GPU first */
         fsdp_wrap(&b, &p, load == VP_LOAD_CPU, false);

@@ -96,6 +96,54 @@ static void test_merge(void) {
     vp_allocator_free(&a);
 }
 
+/* release_cached_blocks (emptyCache): free blocks that are whole segments
+ * go back (cudaFree); a segment with a live block stays whole; under
+ * expandable_segments the free tail's whole pages are unmapped */
+static void test_empty_cache(void) {
+    vp_allocator a;
+    vp_allocator_init(&a);
+    int32_t big = vp_allocator_malloc(&a, 100 * MIB);
+    int32_t x = vp_allocator_malloc(&a, 4 * MIB);
+    int32_t y = vp_allocator_malloc(&a, 4 * MIB); /* beside x in one 20 MiB segment */
+    int32_t small = vp_allocator_malloc(&a, 4 * KIB);
+    CHECK_EQ_U64(a.reserved, 122 * MIB);
+    vp_allocator_release(&a, big);
+    vp_allocator_release(&a, x);
+    vp_allocator_release(&a, small);
+    vp_allocator_empty_cache(&a);
+    CHECK_EQ_U64(a.reserved, 20 * MIB); /* y keeps its segment; the 100 MiB and the small one go */
+    CHECK_EQ_U64(a.allocated, 4 * MIB);
+    /* the next request of the freed size needs a new segment */
+    int32_t again = vp_allocator_malloc(&a, 100 * MIB);
+    CHECK_EQ_U64(a.reserved, 120 * MIB);
+    CHECK_EQ_U64(a.peak_reserved, 122 * MIB); /* max_memory_reserved keeps the earlier peak */
+    vp_allocator_release(&a, again);
+    vp_allocator_release(&a, y);
+    vp_allocator_empty_cache(&a);
+    CHECK_EQ_U64(a.reserved, 0);
+    CHECK(!a.failed);
+    vp_allocator_free(&a);
+
+    vp_alloc_config c;
+    char message[256];
+    CHECK(vp_alloc_config_parse("expandable_segments:True", &c, message, sizeof message));
+    vp_allocator_init_config(&a, &c);
+    x = vp_allocator_malloc(&a, 30 * MIB); /* maps 40 MiB */
+    y = vp_allocator_malloc(&a, 30 * MIB); /* 60: the segment maps 60 MiB */
+    CHECK_EQ_U64(a.reserved, 60 * MIB);
+    vp_allocator_release(&a, y); /* a free tail of 30 MiB from offset 30: one whole page (40-60) */
+    vp_allocator_empty_cache(&a);
+    CHECK_EQ_U64(a.reserved, 40 * MIB);
+    vp_allocator_release(&a, x);
+    vp_allocator_empty_cache(&a); /* the segment free from its start: every page goes */
+    CHECK_EQ_U64(a.reserved, 0);
+    x = vp_allocator_malloc(&a, 30 * MIB); /* a new segment, mapped again */
+    CHECK_EQ_U64(a.reserved, 40 * MIB);
+    vp_allocator_release(&a, x);
+    CHECK(!a.failed);
+    vp_allocator_free(&a);
+}
+
 /* an event log of tagged tensors */
 static vp_event ev(vp_phase phase, vp_category c, int64_t delta, uint32_t tensor, const char *op) {
     vp_event e;
@@ -338,6 +386,7 @@ int main(void) {
     test_split_thresholds();
     test_pools_and_best_fit();
     test_merge();
+    test_empty_cache();
     test_pool_order();
     test_replay();
     test_replay_after_prelude();
