@@ -1363,6 +1363,84 @@ vp_t vp_liger_swiglu(vp_sim *sim, vp_t gate, vp_t up, const char *label) {
     return c;
 }
 
+static uint64_t next_pow2(uint64_t n) {
+    uint64_t p = 1;
+    while (p < n) p <<= 1;
+    return p;
+}
+
+enum { MOE_T, MOE_K, MOE_E, MOE_I, MOE_H };
+
+/* LigerFusedMoEFunction.backward: its buffers in order, the ones that are
+ * not gradients gone as it returns; dS (dO's dtype) fitted to the weights'. */
+static void backward_liger_moe(vp_sim *sim, uint32_t index) {
+    vp_node *node = vp_node_at(sim, index);
+    uint64_t t = node->aux[MOE_T], tk = vp_numel(sim, t, node->aux[MOE_K]);
+    uint64_t inter = node->aux[MOE_I], h = node->aux[MOE_H];
+    vp_t dy = vp_grad_out(sim, node, 0);
+    if (!dy) return; /* set_materialize_grads(False): nothing to do */
+    vp_dtype dt = dtype_of(sim, dy);
+    vp_t w1 = node->saved[1], w2 = node->saved[2];
+    vp_t d_pre_act = vp_new(sim, vp_numel(sim, tk, 2 * inter), dt, "moe.liger.d_pre_act");
+    vp_t weighted_act = vp_new(sim, vp_numel(sim, tk, inter), dt, "moe.liger.weighted_act");
+    vp_t ds = vp_new(sim, tk, dt, "moe.liger.dS");
+    vp_t dw2 = vp_new(sim, numel_of(sim, w2), dtype_of(sim, w2), "moe.liger.ddown_proj");
+    vp_t dx_expanded = vp_new(sim, vp_numel(sim, tk, h), dt, "moe.liger.dx_expanded");
+    vp_t dx = vp_new(sim, vp_numel(sim, t, h), dt, "moe.liger.dx");
+    vp_t dw1 = vp_new(sim, numel_of(sim, w1), dtype_of(sim, w1), "moe.liger.dgate_up_proj");
+    vp_drop(sim, d_pre_act);
+    vp_drop(sim, weighted_act);
+    vp_drop(sim, dx_expanded);
+    vp_t grads[4] = {dx, dw1, dw2, ds};
+    for (unsigned i = 0; i < 4; i++) {
+        node = vp_node_at(sim, index);
+        if (vp_needs_grad(sim, node, i)) give_fitted(sim, index, i, grads[i]);
+        else vp_drop(sim, grads[i]);
+    }
+}
+
+vp_t vp_liger_fused_moe(vp_sim *sim, vp_t x, vp_t w1, vp_t w2, vp_t weights, uint64_t tokens, unsigned k,
+                        unsigned experts, uint64_t inter, uint64_t hidden, uint64_t row_tiles, const char *label) {
+    uint64_t tk = vp_numel(sim, tokens, k);
+    vp_dtype dt = dtype_of(sim, x);
+    /* compute_routing_metadata, under no_grad */
+    /* TOKENS_PER_BLOCK = max(1, 1024 // next_power_of_2(k)) tokens a histogram tile */
+    uint64_t per_block = 1024 / next_pow2(k);
+    if (!per_block) per_block = 1;
+    uint64_t tiles = (tokens + per_block - 1) / per_block;
+    vp_t counts = vp_new(sim, vp_numel(sim, experts, tiles), VP_INT32, "moe.liger.tile_expert_counts");
+    vp_t token_count = vp_new(sim, experts, VP_INT32, "moe.liger.expert_token_count");
+    vp_t start = vp_new(sim, experts + 1ull, VP_INT32, "moe.liger.expert_start_idx");
+    vp_t tile_offset = vp_new(sim, experts + 1ull, VP_INT32, "moe.liger.expert_tile_offset");
+    vp_t tile_row_start = vp_new(sim, row_tiles, VP_INT32, "moe.liger.tile_row_start");
+    vp_t tile_expert = vp_new(sim, row_tiles, VP_INT32, "moe.liger.tile_expert");
+    vp_t s_scatter = vp_new(sim, tk, VP_INT32, "moe.liger.s_scatter_idx");
+    vp_t s_reverse = vp_new(sim, tk, VP_INT32, "moe.liger.s_reverse_scatter_idx");
+    vp_t x_gather = vp_new(sim, tk, VP_INT32, "moe.liger.x_gather_idx");
+    vp_drop(sim, counts);
+    vp_drop(sim, tile_offset);
+    vp_t pre_act = vp_new(sim, vp_numel(sim, tk, 2 * inter), dt, "moe.liger.pre_act");
+    vp_t post_act = vp_new(sim, vp_numel(sim, tk, inter), dt, "moe.liger.post_act");
+    vp_t y = vp_new(sim, vp_numel(sim, tk, hidden), dt, "moe.liger.Y");
+    vp_t out = vp_new(sim, vp_numel(sim, tokens, hidden), dt, label);
+    vp_t in[4] = {x, w1, w2, weights};
+    vp_node *node = vp_record(sim, backward_liger_moe, label, in, 4, &out, 1);
+    if (node) {
+        vp_t saved[] = {x, w1, w2, pre_act, weights, start, x_gather, s_scatter, s_reverse, tile_row_start, tile_expert};
+        for (unsigned i = 0; i < sizeof saved / sizeof *saved; i++) vp_save(sim, node, saved[i]);
+        node->aux[MOE_T] = tokens;
+        node->aux[MOE_K] = k;
+        node->aux[MOE_E] = experts;
+        node->aux[MOE_I] = inter;
+        node->aux[MOE_H] = hidden;
+    }
+    /* forward returns: its locals go (`_`, the token counts, among them) */
+    vp_t locals[] = {token_count, start, tile_row_start, tile_expert, s_scatter, s_reverse, x_gather, pre_act,
+                     post_act, y};
+    for (unsigned i = 0; i < sizeof locals / sizeof *locals; i++) vp_drop(sim, locals[i]);
+    return out;
+}
+
 vp_t vp_glu(vp_sim *sim, vp_t x, const char *label) {
     vp_t y = vp_new(sim, numel_of(sim, x) / 2, dtype_of(sim, x), label);
     vp_node *node = vp_record(sim, backward_unary, label, &x, 1, &y, 1);

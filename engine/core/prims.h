@@ -275,6 +275,22 @@ vp_t vp_liger_rms_norm(vp_sim *sim, vp_t x, vp_t w, uint64_t rows, bool in_place
  * returns them, allocating nothing. */
 vp_t vp_liger_swiglu(vp_sim *sim, vp_t gate, vp_t up, const char *label);
 
+/* Liger-Kernel's LigerFusedMoEFunction (src/liger_kernel/ops/fused_moe.py,
+ * 2026), transformers 5's experts under Liger (LigerExperts): x [tokens, h]
+ * routed to top-k of `experts` 3-D SwiGLU experts (w1 [experts, 2 inter,
+ * h], w2 [experts, h, inter]) by `weights` [tokens, k]. compute_routing_
+ * metadata's int32 tables (per-tile expert counts, prefix sums, the
+ * gather and scatter indices, `row_tiles` tiles of rows), then
+ * pre_act [tk, 2 inter], post_act [tk, inter], Y [tk, h] and the weighted
+ * sum [tokens, h]; it saves x, both weights, pre_act, the weights and six
+ * index tables. Backward makes d_pre_act, weighted_act, dS, both weights'
+ * gradients (zeros_like), dx_expanded [tk, h] and dx. */
+vp_t vp_liger_fused_moe(vp_sim *sim, vp_t x, vp_t w1, vp_t w2, vp_t weights, uint64_t tokens, unsigned k,
+                        unsigned experts, uint64_t inter, uint64_t hidden, uint64_t row_tiles, const char *label);
+/* fused_moe.py's BLOCK_M_TOKEN: `row_tiles` (num_m_tiles) counts each
+ * expert's rows in tiles of this many */
+enum { VP_LIGER_MOE_TILE_ROWS = 64 };
+
 /* A fused gated activation (Megatron's bias_swiglu): half its input's size
  * out; saves the input. */
 vp_t vp_glu(vp_sim *sim, vp_t x, const char *label);

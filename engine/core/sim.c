@@ -272,7 +272,7 @@ static void hold_back(vp_sim *sim, vp_node *node, unsigned slot, vp_t t) {
     f->n_holders++;
     f->live++;
     node->saved[slot] = 0;
-    node->holders |= (uint8_t)(1u << slot);
+    node->holders |= (vp_slots)(1u << slot);
     node->frame = f;
     place_stop(sim, f, node, t);
 }
@@ -292,7 +292,7 @@ static void refill(vp_sim *sim, vp_node *node, unsigned slot, vp_t t) {
             vp_hold(sim, t);
             /* 2.x's unpack hands it over and drops the frame's reference;
              * 1.13's storage keeps it while the holder lives */
-            if (f->rerun_keeps) owner->handed |= (uint8_t)(1u << h.slot);
+            if (f->rerun_keeps) owner->handed |= (vp_slots)(1u << h.slot);
         }
         /* the rerun must retrace the forward: a model bug otherwise */
         if (k + 1 == f->n_holders && sim->n_tensors - f->first_tensor != f->last_pack_offset)
@@ -357,7 +357,7 @@ static void save_at(vp_sim *sim, vp_node *node, unsigned slot, vp_t t, bool stri
     }
     bool expanded = x->base && x->numel > vp_at(sim, x->base)->numel; /* a stride-0 dimension */
     if (strided || expanded) pack_through_contiguous(sim, node, bytes);
-    node->packed |= (uint8_t)(1u << slot);
+    node->packed |= (vp_slots)(1u << slot);
     sim->pack(sim->pack_ctx, bytes);
 }
 
@@ -409,9 +409,9 @@ static void unpack(vp_sim *sim, uint32_t index) {
         vp_at(sim, copy)->requires_grad = vp_at(sim, original)->requires_grad;
         node = vp_node_at(sim, index);
         node->saved[i] = copy;
-        node->packed &= (uint8_t)~(1u << i);
-        node->recomputed &= (uint8_t)~(1u << i);
-        node->handed |= (uint8_t)(1u << i);
+        node->packed &= (vp_slots)~(1u << i);
+        node->recomputed &= (vp_slots)~(1u << i);
+        node->handed |= (vp_slots)(1u << i);
     }
 }
 
@@ -419,8 +419,8 @@ void vp_recompute_saved(vp_sim *sim, uint32_t index, unsigned slot) {
     vp_node *node = vp_node_at(sim, index);
     vp_t t = node->saved[slot];
     if (!t || (node->packed & (1u << slot))) return;
-    node->packed |= (uint8_t)(1u << slot);
-    node->recomputed |= (uint8_t)(1u << slot);
+    node->packed |= (vp_slots)(1u << slot);
+    node->recomputed |= (vp_slots)(1u << slot);
     vp_drop(sim, t);
 }
 

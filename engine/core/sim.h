@@ -14,8 +14,12 @@
 typedef uint32_t vp_t; /* tensor handle; 0 is "no tensor" */
 
 /* VP_NODE_MAX_OUT: a checkpointed chunk of up to eight mixture layers
- * returns its hidden states and each layer's router logits */
-enum { VP_NODE_MAX_IN = 4, VP_NODE_MAX_OUT = 9, VP_NODE_MAX_SAVED = 8 };
+ * returns its hidden states and each layer's router logits;
+ * VP_NODE_MAX_SAVED: Liger's fused MoE Function saves eleven tensors */
+enum { VP_NODE_MAX_IN = 4, VP_NODE_MAX_OUT = 9, VP_NODE_MAX_SAVED = 12 };
+
+/* A set of a node's saved slots, bit i for saved[i]. */
+typedef uint16_t vp_slots;
 
 /* How PyTorch's engine combines a second gradient arriving for a tensor that
  * already has one buffered (torch/csrc/autograd/input_buffer.cpp). */
@@ -69,10 +73,10 @@ typedef struct vp_node {
     uint8_t aux_dtype;
     int layer;                     /* layer at creation (-1: none), before layer_offset */
     void *context;                 /* rule context (a checkpointed chunk) */
-    uint8_t packed;                /* saved slots packed to host memory (bit i: saved[i]) */
-    uint8_t holders;               /* saved slots a checkpoint frame holds (bit i): empty until it recomputes */
-    uint8_t handed;                /* saved slots whose unpacked tensor only the rule's locals hold (bit i) */
-    uint8_t recomputed;            /* packed slots a compiled region recomputes in backward (bit i) */
+    vp_slots packed;               /* saved slots packed to host memory (bit i: saved[i]) */
+    vp_slots holders;              /* saved slots a checkpoint frame holds (bit i): empty until it recomputes */
+    vp_slots handed;               /* saved slots whose unpacked tensor only the rule's locals hold (bit i) */
+    vp_slots recomputed;           /* packed slots a compiled region recomputes in backward (bit i) */
     bool late_saves;               /* an autograd.Function's: what it saves is packed after it computes */
     struct vp_frame *frame;        /* that frame */
     uint32_t region;               /* the torch.compile region that recorded it (0: none) */

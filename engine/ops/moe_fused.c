@@ -384,8 +384,28 @@ static vp_t grouped_experts(vp_step *step, const vp_op *op, const moe_slots *s, 
     return out;
 }
 
+/* LigerExperts.forward (src/liger_kernel/transformers/swiglu.py), bound to
+ * the experts module by Liger's patch under transformers 5: the indices as
+ * int32 (a copy, a local), LigerFusedMoEFunction on the rows, the 3-D
+ * weights and the routing weights; experts_implementation is bypassed. */
+static vp_t liger_experts(vp_step *step, const vp_op *op, const moe_slots *s, vp_t x, vp_t top_k_weights) {
+    vp_sim *sim = &step->sim;
+    uint64_t h = vp_op_u64(op, MOE_HIDDEN), f = vp_op_u64(op, MOE_INTERMEDIATE);
+    unsigned experts = (unsigned)vp_op_u64(op, MOE_EXPERTS), k = (unsigned)vp_op_u64(op, MOE_TOP_K);
+    uint64_t n = vp_at(sim, x)->numel / h, assignments = vp_numel(sim, n, k);
+    vp_t index32 = vp_new(sim, assignments, VP_INT32, "moe.liger.top_k_index");
+    uint64_t tiles = 0; /* an even routing's rows per expert, in tiles */
+    for (unsigned e = 0; e < experts; e++)
+        tiles += (vp_moe_share(assignments, experts, e) + VP_LIGER_MOE_TILE_ROWS - 1) / VP_LIGER_MOE_TILE_ROWS;
+    vp_t out = vp_liger_fused_moe(sim, x, *s->w1, *s->w2, top_k_weights, n, k, experts, f, h, tiles,
+                                  "moe.liger_fused_moe");
+    vp_drop(sim, index32);
+    return out;
+}
+
 /* The experts by experts_implementation; takes nothing over. */
 static vp_t experts_forward(vp_step *step, const vp_op *op, const moe_slots *s, vp_t x, vp_t top_k_weights) {
+    if (step->recipe->liger_swiglu && vp_op_flag(op, MOE_LIGER)) return liger_experts(step, op, s, x, top_k_weights);
     if (vp_recipe_experts_impl(step->recipe) == VP_EXPERTS_GROUPED_MM) return grouped_experts(step, op, s, x, top_k_weights);
     return vp_moe_gpt_oss(op) ? gpt_oss_eager_experts(step, op, s, x, top_k_weights)
                               : eager_experts(step, op, s, x, top_k_weights);

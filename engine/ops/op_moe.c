@@ -383,11 +383,12 @@ static const char *moe_recipe_problem(const vp_model *model, const vp_recipe *re
     if (recipe->tp > 1 && vp_framework_of(recipe)->dtensor_tp)
         return "tp: mixtures are modelled with Megatron-LM's tensor parallelism, not DTensor's (framework = fsdp2)";
     const vp_op *op = vp_section_find(&model->section[VP_SECTION_LAYER], &vp_op_moe);
-    /* transformers 5's experts under Liger are LigerExperts, one fused MoE
-     * kernel (LigerFusedMoEFunction, src/liger_kernel/transformers/swiglu.py) */
-    if (op && recipe->liger_swiglu && vp_op_flag(op, MOE_LIGER) && holds_3d_experts(op, recipe))
-        return "liger_swiglu: Liger's LigerExperts (its fused MoE kernel for transformers 5's 3-D experts) is not "
-               "modelled; experts_implementation modules (transformers 4.x) runs its LigerBlockSparseTop2MLP";
+    /* LigerExperts.forward reads the 3-D weights itself: PEFT's
+     * ParamWrappers (target_parameters) around the experts never run */
+    if (op && recipe->liger_swiglu && vp_op_flag(op, MOE_LIGER) && holds_3d_experts(op, recipe) &&
+        vp_finetune_method_of(recipe)->peft && recipe->n_lora_params)
+        return "liger_swiglu: Liger's LigerExperts reads the experts' 3-D weights itself, so PEFT's "
+               "target_parameters there would never train: not modelled";
     if (op && holds_3d_experts(op, recipe)) return fused_experts_problem(op, recipe);
     if (!op || vp_framework_of(recipe)->token_dispatcher) return NULL;
     const vp_precision *precision = vp_precision_get(recipe->precision);

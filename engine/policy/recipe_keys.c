@@ -495,8 +495,8 @@ static const vp_recipe_key keys[] = {
      .doc = "Liger-Kernel's gated MLPs (LigerSiLUMulFunction; Gemma's GEGLU alike) where Liger's patch for the "
             "model type swaps them in (the mlp and moe ops' liger field): act(gate) * up in one kernel keeping "
             "gate and up, whose backward writes their gradients over them, instead of the activation's own "
-            "output kept beside them; Mixtral's and Qwen3-MoE's experts too (transformers 4.x modules; 5.x's "
-            "fused LigerExperts are refused) [false; stack hf-trainer or trl: use_liger_kernel; axolotl: "
+            "output kept beside them; Mixtral's and Qwen3-MoE's experts too (transformers 4.x's modules; 5.x's "
+            "LigerExperts, one fused MoE Function) [false; stack hf-trainer or trl: use_liger_kernel; axolotl: "
             "liger_glu_activation; llama-factory: enable_liger_kernel]"},
     {BOOL_KEY("keep_logits", keep_logits, true), .doc = "the loop keeps the model's outputs (logits) until the step ends"},
     {OPTION_KEY("loss", loss, vp_loss_names, VP_LOSS_CROSS_ENTROPY),

@@ -1,6 +1,6 @@
 -- Liger-Kernel's RMSNorm and SwiGLU (liger_rms_norm, liger_swiglu). The
 -- bytes are checked against PyTorch by tests/torch/compare.py ("liger": the
--- autograd Functions written out as they allocate, 19 configurations);
+-- autograd Functions written out as they allocate, 22 configurations);
 -- these tests hold what the libraries' source fixes in closed form, the
 -- stacks' and config files' names for the kernels, and what is refused.
 local helper = require("tests.lua.helper")
@@ -115,9 +115,15 @@ describe("Liger-Kernel's kernels", function()
         "micro_batch=1", ...).per_gpu.activations_bytes
     end
     assert.are.equal(32 * 2 * 512 * 14336 * 2, mixtral() - mixtral("--set", "liger_swiglu=true"))
+    -- transformers 5's experts (LigerExperts: LigerFusedMoEFunction keeps
+    -- pre_act [tokens x 2, 2 x 14336] and int32 routing tables, not each
+    -- expert's rows, activations and outputs)
+    local v5 = function(...) return mixtral("--set", "transformers_version=5", ...) end
+    assert.is_true(v5("--set", "liger_swiglu=true") < v5())
     for _, case in ipairs({
-      { { "mixtral-8x7b", "--set", "liger_swiglu=true", "--set", "experts_implementation=eager" },
-        "liger_swiglu: Liger's LigerExperts" },
+      { { "mixtral-8x7b", "--set", "liger_swiglu=true", "--set", "experts_implementation=grouped_mm", "--set",
+          "finetune=lora", "--set", "lora_targets=q_proj", "--set", "lora_target_parameters=mlp.experts.gate_up_proj" },
+        "liger_swiglu: Liger's LigerExperts reads the experts' 3-D weights itself" },
       { { "llama3.2-1b", "--set", "framework=megatron", "--set", "liger_rms_norm=true" },
         "Liger-Kernel patches transformers' modules" },
       { { "llama3.2-1b", "--set", "model_code=torchtitan", "--set", "liger_swiglu=true" },

@@ -1306,6 +1306,13 @@ CASES = [
     ("gemma bf16 liger", gemma(), recipe("bf16", s=64, liger_rms_norm="true", liger_swiglu="true")),
     # Liger's Mixtral patch swaps the experts (LigerBlockSparseTop2MLP); Qwen2-MoE has no patch
     ("mixtral bf16 liger", mixtral(), recipe("bf16", s=64, liger_rms_norm="true", liger_swiglu="true")),
+    # transformers 5's experts under Liger: LigerExperts' fused MoE Function (grouped_mm or eager bypassed)
+    ("mixtral bf16 liger v5 experts", mixtral(), recipe("bf16", s=64, liger_rms_norm="true", liger_swiglu="true",
+                                                       experts_implementation="grouped_mm")),
+    ("qwen3_moe bf16-autocast liger v5 experts checkpointed", qwen3_moe(layers=3), recipe(
+        "bf16-autocast", s=64, ckpt="full", liger_swiglu="true", experts_implementation="eager")),
+    ("mixtral amp-bf16 liger v5 experts offload", mixtral(), recipe(
+        "amp-bf16", s=64, offload_activations="true", liger_swiglu="true", experts_implementation="grouped_mm")),
     ("qwen_moe bf16 liger no patch", qwen_moe(), recipe("bf16", s=64, liger_rms_norm="true", liger_swiglu="true")),
     ("gpt_oss bf16 liger rms_norm", gpt_oss(), recipe("bf16", s=32, liger_rms_norm="true",
                                                       experts_implementation="eager")),

@@ -84,3 +84,72 @@ class LigerSiLUMulFunction(torch.autograd.Function):
         (dc,) = _contiguous(dc)
         a, b = ctx.saved_tensors
         return a, b  # swiglu_backward writes the gradients over a and b and returns them
+
+
+TILE_ROWS = 64  # fused_moe.py's BLOCK_M_TOKEN
+
+
+def _routing_metadata(top_k_index, E):
+    """compute_routing_metadata's tensors, in its order; num_m_tiles from the
+    harness's even (round-robin) routing, each expert's rows in 64-row
+    tiles. Its locals (the per-tile counts, the tile offsets) go as it returns."""
+    T, K = top_k_index.shape
+    TK = T * K
+    per_block = max(1, 1024 // (1 << (K - 1).bit_length()))
+    n_tiles = -(-T // per_block)
+    tile_expert_counts = torch.empty(E, n_tiles, dtype=torch.int32)
+    expert_token_count = tile_expert_counts.sum(dim=1, dtype=torch.int32)
+    expert_start_idx = torch.empty(E + 1, dtype=torch.int32)
+    expert_tile_offset = torch.empty(E + 1, dtype=torch.int32)
+    num_m_tiles = sum(-(-(TK // E + (e < TK % E)) // TILE_ROWS) for e in range(E))
+    tile_row_start = torch.empty(num_m_tiles, dtype=torch.int32)
+    tile_expert = torch.empty(num_m_tiles, dtype=torch.int32)
+    s_scatter_idx = torch.empty(TK, dtype=torch.int32)
+    s_reverse_scatter_idx = torch.empty(TK, dtype=torch.int32)
+    x_gather_idx = torch.empty(TK, dtype=torch.int32)
+    del tile_expert_counts, expert_tile_offset
+    return (expert_token_count, expert_start_idx, x_gather_idx, s_scatter_idx, s_reverse_scatter_idx, tile_row_start,
+            tile_expert)
+
+
+class LigerFusedMoEFunction(torch.autograd.Function):
+    """src/liger_kernel/ops/fused_moe.py: the routing tables, pre_act,
+    post_act, Y and the weighted sum in forward (pre_act and the tables
+    saved), and backward's buffers in its order."""
+
+    @staticmethod
+    def forward(ctx, x, gate_up_proj, down_proj, top_k_index, top_k_weights):
+        T, K = top_k_index.shape
+        E, H = gate_up_proj.shape[0], x.shape[1]
+        inter = gate_up_proj.shape[1] // 2
+        TK = T * K
+        with torch.no_grad():
+            (_, expert_start_idx, x_gather_idx, s_scatter_idx, s_reverse_scatter_idx, tile_row_start,
+             tile_expert) = _routing_metadata(top_k_index, E)
+        pre_act = torch.empty(TK, 2 * inter, dtype=x.dtype)
+        post_act = torch.empty(TK, inter, dtype=x.dtype)
+        Y = torch.empty(TK, H, dtype=x.dtype)
+        out = torch.empty(T, H, dtype=Y.dtype)
+        # (Liger saves top_k_weights.flatten(), a view of the same storage)
+        ctx.save_for_backward(x, gate_up_proj, down_proj, pre_act, top_k_weights, expert_start_idx, x_gather_idx,
+                              s_scatter_idx, s_reverse_scatter_idx, tile_row_start, tile_expert)
+        ctx.dims = T, K, H, inter
+        ctx.set_materialize_grads(False)
+        return out
+
+    @staticmethod
+    def backward(ctx, dO):
+        if dO is None:
+            return None, None, None, None, None
+        x, gate_up_proj, down_proj = ctx.saved_tensors[:3]
+        T, K, H, inter = ctx.dims
+        TK = T * K
+        d_pre_act = torch.empty(TK, 2 * inter, dtype=dO.dtype)
+        weighted_act = torch.empty(TK, inter, dtype=dO.dtype)
+        dS = torch.zeros(TK, dtype=dO.dtype)
+        ddown_proj = torch.zeros_like(down_proj)
+        dx_expanded = torch.empty(TK, H, dtype=dO.dtype)
+        dx = torch.zeros(T, H, dtype=dO.dtype)
+        dgate_up_proj = torch.zeros_like(gate_up_proj)
+        del d_pre_act, weighted_act, dx_expanded
+        return dx, dgate_up_proj, ddown_proj, None, dS.view(T, K)

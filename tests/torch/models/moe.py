@@ -3,6 +3,7 @@ pinned to even shares (RoundRobinTopk), the count vramplan assumes."""
 import torch
 import torch.nn as nn
 
+from . import liger
 from .common import add, mul
 from .linear import linear
 from .llama_blocks import LlamaMLP
@@ -249,6 +250,7 @@ class SparseMoeBlockV5(nn.Module):
         self.norm_topk_prob = cfg.get("norm_topk_prob", False) if qwen else True
         f = cfg["moe_intermediate_size"] if qwen else cfg["intermediate_size"]
         self.impl = cfg["experts_implementation"]
+        self.liger = liger.patches(cfg, "liger_swiglu")  # Liger's LigerExperts (Mixtral, Qwen3-MoE)
         self.gate = nn.Module()
         self.gate.weight = nn.Parameter(torch.empty(self.num_experts, h).normal_(std=0.02))
         self.experts = experts_3d(self.num_experts, f, h)
@@ -294,9 +296,20 @@ class SparseMoeBlockV5(nn.Module):
         gated_out = self.apply_gate(gate_up_out)
         return weighted_sum(g, grouped_mm(gated_out, self.experts.down_proj, offsets), hidden_states)
 
+    def liger_experts(self, ac, hidden_states, top_k_index, top_k_weights):
+        # LigerExperts.forward, bound to the experts module by Liger's patch
+        orig_shape = hidden_states.shape
+        x = hidden_states.view(-1, orig_shape[-1])
+        index = top_k_index.view(-1, top_k_index.shape[-1]).to(torch.int32)
+        weights = top_k_weights.view(-1, top_k_weights.shape[-1])
+        out = liger.LigerFusedMoEFunction.apply(x, self.experts.gate_up_proj, self.experts.down_proj, index, weights)
+        return out.view(orig_shape)
+
     def run_experts(self, ac, hidden_states, top_k_index, top_k_weights):
         """The experts module called: inside PEFT's ParamWrappers where
         target_parameters name its parameters."""
+        if self.liger:
+            return self.liger_experts(ac, hidden_states, top_k_index, top_k_weights)
         run = self.grouped_mm if self.impl == "grouped_mm" else self.eager
         return call_wrapped(self.experts, ac, wrapped_names(self.experts, ac),
                             lambda: run(ac, hidden_states, top_k_index, top_k_weights))
