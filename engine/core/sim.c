@@ -330,6 +330,7 @@ static void save_at(vp_sim *sim, vp_node *node, unsigned slot, vp_t t, bool stri
         overflow(sim); /* more saved tensors than a node has room for: an op-table bug */
         return;
     }
+    if (slot >= node->n_saved) node->n_saved = (uint8_t)(slot + 1);
     if (sim->refilling) {
         refill(sim, node, slot, t);
         return;
@@ -368,6 +369,7 @@ void vp_hold_at(vp_sim *sim, vp_node *node, unsigned slot, vp_t t) {
         overflow(sim);
         return;
     }
+    if (slot >= node->n_saved) node->n_saved = (uint8_t)(slot + 1);
     node->saved[slot] = t;
     vp_hold(sim, t);
 }
@@ -556,7 +558,7 @@ static void frame_goes(vp_sim *sim, vp_frame *f);
  * reference it go with the saved variables), and the function's arguments
  * with it. */
 static void release_saved(vp_sim *sim, vp_node *node) {
-    for (unsigned i = 0; i < VP_NODE_MAX_SAVED; i++) {
+    for (unsigned i = 0; i < node->n_saved; i++) {
         if (!(node->packed & (1u << i))) vp_drop(sim, node->saved[i]);
         node->saved[i] = 0;
     }

@@ -71,6 +71,7 @@ typedef struct vp_node {
     vp_t grads[VP_NODE_MAX_IN];    /* scratch: gradients produced in backward */
     uint64_t aux[6];               /* rule parameters (counts, shapes) */
     uint8_t aux_dtype;
+    uint8_t n_saved;               /* saved slots in use are below this one (the loops' bound) */
     int layer;                     /* layer at creation (-1: none), before layer_offset */
     void *context;                 /* rule context (a checkpointed chunk) */
     vp_slots packed;               /* saved slots packed to host memory (bit i: saved[i]) */
