@@ -361,6 +361,7 @@ class DeepseekV3MoEV5(SparseMoeBlockV5):
         self.norm_topk_prob = cfg.get("norm_topk_prob", True)
         self.routed_scaling_factor = cfg.get("routed_scaling_factor", 2.5)
         self.impl = cfg["experts_implementation"]
+        self.liger = False  # Liger has no patch for DeepSeek's model types
         f = cfg["moe_intermediate_size"]
         # registered as DeepseekV3MoE.__init__ does: experts, gate, shared_experts
         self.experts = experts_3d(self.num_experts, f, h)
@@ -426,6 +427,7 @@ class DeepseekV2MoEV5(DeepseekV3MoEV5):
         self.num_group, self.topk_group = cfg.get("n_group", 1), cfg.get("topk_group", 1)
         self.routed_scaling_factor = cfg.get("routed_scaling_factor", 1.0)
         self.impl = cfg["experts_implementation"]
+        self.liger = False  # Liger has no patch for DeepSeek's model types
         f = cfg["moe_intermediate_size"]
         # registered as DeepseekV2Moe.__init__ does: experts, gate, shared_experts
         self.experts = experts_3d(self.num_experts, f, h)
