@@ -512,7 +512,9 @@ local function liger_keys(keys, origins)
   if v == nil or not truthy(v) then return end
   set_from(keys, origins, "kernels", "fused", "use_liger_kernel", "Liger's kernels")
   -- each patch has its own switch in apply_liger_kernel_to_*: a recipe
-  -- may turn one off (a mixture, whose experts' SwiGLU is not modelled)
+  -- may turn one off (the Trainer's use_liger_kernel takes them through
+  -- liger_kernel_config); what each patches follows the model type (the
+  -- ops' liger fields)
   for key, what in pairs({ liger_rms_norm = "Liger's RMSNorm", liger_swiglu = "Liger's SwiGLU" }) do
     if keys[key] == nil then keys[key], origins[key] = true, (origins.use_liger_kernel or "recipe") .. " (" .. what .. ")" end
   end
