@@ -32,7 +32,11 @@ What is recorded:
 - on any device: the resident tensors by category, counted from the
   tensors themselves: parameters, buffers, gradients (after backward) and
   the optimizer's states (the per-parameter `step` counters left out: they
-  live on the host on a CUDA run).
+  live on the host on a CUDA run);
+- which of Liger-Kernel's modules the model runs (its RMSNorm and its
+  SwiGLU / GEGLU MLPs and experts, swapped in as classes or as bound
+  forwards), which `vramplan compare` applies as liger_rms_norm and
+  liger_swiglu.
 """
 import contextlib
 import json
@@ -53,6 +57,27 @@ def optimizer_state_bytes(optimizer):
         return 0
     return tensor_bytes(v for state in optimizer.state.values() for k, v in state.items()
                         if torch.is_tensor(v) and k != "step")
+
+
+def liger_modules(model):
+    """Liger-Kernel's patches found in the model: a module of a Liger class,
+    or one whose forward is a Liger module's (its instance patching binds
+    LigerRMSNorm.forward, LigerSwiGLUMLP.forward, ... to transformers'
+    modules). Returns {"rms_norm": bool, "swiglu": bool}."""
+    found = {"rms_norm": False, "swiglu": False}
+    for module in model.modules():
+        names = [type(module).__name__]
+        forward = getattr(module, "forward", None)
+        qualname = getattr(getattr(forward, "__func__", forward), "__qualname__", "")
+        names.append(qualname.split(".")[0])
+        for name in names:
+            if not name.startswith("Liger"):
+                continue
+            if "RMSNorm" in name:
+                found["rms_norm"] = True
+            elif "GLU" in name or "Experts" in name or "BlockSparseTop2MLP" in name:
+                found["swiglu"] = True
+    return found
 
 
 def nvidia_smi_used_bytes(index):
@@ -102,7 +127,7 @@ class Measure:
         measured["params_bytes"] = tensor_bytes(model.parameters())
         measured["buffers_bytes"] = tensor_bytes(model.buffers())
         measured["optimizer_bytes"] = optimizer_state_bytes(optimizer)
-        env = {"torch": torch.__version__, "device": str(self.device)}
+        env = {"torch": torch.__version__, "device": str(self.device), "liger": liger_modules(model)}
         if self.device.type == "cuda":
             env["cuda"] = torch.version.cuda
             env["device_name"] = torch.cuda.get_device_name(self.device)

@@ -17,23 +17,33 @@ local function compare(path)
 end
 
 describe("vramplan compare", function()
-  it("agrees to the byte with a real step's resident tensors, measured by tools/measure.py", function()
-    local dir = tempdir()
-    local ok = os.execute(string.format("/usr/bin/python3 %s/tests/torch/measure_example.py %s 2>/dev/null",
-      helper.root, dir))
-    assert(ok, "tests/torch/measure_example.py failed")
-    local c = compare(dir .. "/measured.json")
-    local seen = {}
-    for _, row in ipairs(c.rows) do
-      seen[row.quantity] = true
-      assert.are.equal(row.measured, row.estimated, row.quantity)
-    end
-    for _, q in ipairs({ "params_bytes", "buffers_bytes", "grads_bytes", "optimizer_bytes" }) do
-      assert.is_true(seen[q], q)
-    end
-    assert.is_nil(c.largest)
-    os.execute("rm -rf " .. dir)
-  end)
+  for _, liger in ipairs({ "", "liger" }) do
+    it("agrees to the byte with a real step's resident tensors, measured by tools/measure.py"
+        .. (liger ~= "" and ", and finds Liger's modules" or ""), function()
+      local dir = tempdir()
+      local ok = os.execute(string.format("/usr/bin/python3 %s/tests/torch/measure_example.py %s %s 2>/dev/null",
+        helper.root, dir, liger))
+      assert(ok, "tests/torch/measure_example.py failed")
+      local recorded = helper.read_json(dir .. "/measured.json").environment.liger
+      assert.are.same({ rms_norm = liger ~= "", swiglu = liger ~= "" }, recorded)
+      local out, err, code = helper.run("compare", "--json", dir .. "/measured.json")
+      assert(code == 0, err)
+      local o = json.decode(out)
+      assert.are.equal(liger ~= "", o.recipe.liger_rms_norm)
+      assert.are.equal(liger ~= "", o.recipe.liger_swiglu)
+      local c = o.compare
+      local seen = {}
+      for _, row in ipairs(c.rows) do
+        seen[row.quantity] = true
+        assert.are.equal(row.measured, row.estimated, row.quantity)
+      end
+      for _, q in ipairs({ "params_bytes", "buffers_bytes", "grads_bytes", "optimizer_bytes" }) do
+        assert.is_true(seen[q], q)
+      end
+      assert.is_nil(c.largest)
+      os.execute("rm -rf " .. dir)
+    end)
+  end
 
   it("agrees with every measurement of the calibration set (tests/reference/measured/)", function()
     local p = io.popen("ls " .. helper.root .. "/tests/reference/measured/*/measured.json")
@@ -92,6 +102,31 @@ describe("vramplan compare", function()
     assert.are.equal(0, code)
     assert.truthy(err:find("environment.alloc_conf backend:cudaMallocAsync not applied", 1, true), err)
     assert.are.equal("", json.decode(out).recipe.alloc_conf or "")
+  end)
+
+  it("estimates with the Liger-Kernel modules the measured model ran", function()
+    local function measurement(recipe, liger)
+      return helper.write(json.encode({
+        vramplan = { model = "llama3.2-1b", gpu = "a100-80gb", recipe = recipe },
+        measured = { peak_allocated_bytes = 1 },
+        environment = { device = "cuda:0", liger = liger },
+      }), ".json")
+    end
+    local out, err, code = helper.run("compare", "--json", measurement({ seq_len = 512 },
+      { rms_norm = true, swiglu = false }))
+    assert(code == 0, err)
+    local r = json.decode(out)
+    assert.are.equal(true, r.recipe.liger_rms_norm)
+    assert.are.equal(false, r.recipe.liger_swiglu)
+    local want = helper.estimate("llama3.2-1b", "--gpu", "a100-80gb", "--set", "seq_len=512", "--set",
+      "liger_rms_norm=true").per_gpu.peak_allocated_bytes
+    assert.are.equal(want, r.compare.rows[1].estimated)
+    -- the recipe's own keys win
+    out = helper.run("compare", "--json", measurement({ seq_len = 512, liger_rms_norm = false },
+      { rms_norm = true, swiglu = true }))
+    r = json.decode(out)
+    assert.are.equal(false, r.recipe.liger_rms_norm)
+    assert.are.equal(false, r.recipe.liger_swiglu)
   end)
 
   it("refuses a file that is not a measurement, naming it", function()

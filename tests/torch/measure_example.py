@@ -6,6 +6,7 @@ measurement and the model's config.json into the folder given, for
 import json
 import os
 import sys
+import types
 
 import torch
 
@@ -17,7 +18,15 @@ from measure import Measure  # noqa: E402
 from models import Autocast, CausalLM  # noqa: E402
 
 
-def main(out_dir):
+class LigerSwiGLUMLP(torch.nn.Module):
+    """Stands for liger_kernel's class of that name, whose forward Liger's
+    instance patching binds to a model's existing MLP modules."""
+
+    def forward(self, ac, x):
+        return self.liger_forward(ac, x)
+
+
+def main(out_dir, liger=False):
     torch.manual_seed(0)
     torch.set_num_threads(1)
     cfg = {"model_type": "llama", "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
@@ -25,7 +34,12 @@ def main(out_dir):
            "max_position_embeddings": 128}
     with open(os.path.join(out_dir, "config.json"), "w") as f:
         json.dump(cfg, f)
-    model = CausalLM(cfg)
+    # with `liger`: Liger's RMSNorm as a class swapped in (models/liger.py), its
+    # SwiGLU bound to the MLPs as apply_liger_kernel_to_llama(model=...) binds it
+    model = CausalLM(dict(cfg, liger_rms_norm=liger, liger_swiglu=liger))
+    for module in model.modules():
+        if liger and hasattr(module, "liger_forward"):
+            module.forward = types.MethodType(LigerSwiGLUMLP.forward, module)
     model.train()
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, foreach=True)
     recipe = {"precision": "fp32", "optimizer": "adamw", "optimizer_impl": "foreach", "micro_batch": 2,
@@ -45,4 +59,4 @@ def main(out_dir):
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    main(sys.argv[1], liger=len(sys.argv) > 2 and sys.argv[2] == "liger")

@@ -62,6 +62,20 @@ local function measured_alloc_conf(path, o)
   return { "alloc_conf", conf, path .. ": environment.alloc_conf" }
 end
 
+-- Liger-Kernel's modules the measured model ran (measure.py records
+-- them): liger_rms_norm and liger_swiglu where the recipe names neither.
+local function measured_liger(path, o)
+  local liger = type(o.environment) == "table" and o.environment.liger
+  local recipe = o.vramplan.recipe or {}
+  if type(liger) ~= "table" or recipe.liger_rms_norm ~= nil or recipe.liger_swiglu ~= nil then return {} end
+  local sets = {}
+  for key, found in pairs({ liger_rms_norm = liger.rms_norm, liger_swiglu = liger.swiglu }) do
+    if found == true then sets[#sets + 1] = { key, "true", path .. ": environment.liger" } end
+  end
+  table.sort(sets, function(a, b) return a[1] < b[1] end)
+  return sets
+end
+
 -- The job the measurement describes; a model file is relative to the
 -- measurement's folder when not found as given.
 local function measured_job(home, path, o)
@@ -79,6 +93,7 @@ local function measured_job(home, path, o)
   end
   local conf, why_not = measured_alloc_conf(path, o)
   if conf then sets[#sets + 1] = conf end
+  for _, set in ipairs(measured_liger(path, o)) do sets[#sets + 1] = set end
   if why_not then io.stderr:write("vramplan: warning: ", why_not, "\n") end
   return job.load(home, { target = model, sets = sets, gpu = o.vramplan.gpu })
 end
