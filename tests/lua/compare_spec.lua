@@ -10,6 +10,15 @@ local function tempdir()
   return dir
 end
 
+-- A measurement of Llama 3.2 1B on an A100 80GB, written to a file.
+local function measurement_file(recipe, measured, environment)
+  return helper.write(json.encode({
+    vramplan = { model = "llama3.2-1b", gpu = "a100-80gb", recipe = recipe },
+    measured = measured,
+    environment = environment,
+  }), ".json")
+end
+
 local function compare(path)
   local out, err, code = helper.run("compare", "--json", path)
   assert(code == 0, err)
@@ -80,11 +89,7 @@ describe("vramplan compare", function()
 
   it("estimates with the allocator options the measured process ran with", function()
     local function measurement(recipe, conf)
-      return helper.write(json.encode({
-        vramplan = { model = "llama3.2-1b", gpu = "a100-80gb", recipe = recipe },
-        measured = { peak_reserved_bytes = 1 },
-        environment = { device = "cuda:0", alloc_conf = conf },
-      }), ".json")
+      return measurement_file(recipe, { peak_reserved_bytes = 1 }, { device = "cuda:0", alloc_conf = conf })
     end
     local simulated = { seq_len = 512, allocator = "simulated" }
     local out, err, code = helper.run("compare", "--json", measurement(simulated, "expandable_segments:True"))
@@ -106,11 +111,7 @@ describe("vramplan compare", function()
 
   it("estimates with the Liger-Kernel modules the measured model ran", function()
     local function measurement(recipe, liger)
-      return helper.write(json.encode({
-        vramplan = { model = "llama3.2-1b", gpu = "a100-80gb", recipe = recipe },
-        measured = { peak_allocated_bytes = 1 },
-        environment = { device = "cuda:0", liger = liger },
-      }), ".json")
+      return measurement_file(recipe, { peak_allocated_bytes = 1 }, { device = "cuda:0", liger = liger })
     end
     local out, err, code = helper.run("compare", "--json", measurement({ seq_len = 512 },
       { rms_norm = true, swiglu = false }))
