@@ -42,6 +42,7 @@ static vp_t cut_loss(vp_step *step, vp_t x, vp_t weight);
 static vp_t chunked_linear_loss(vp_step *step, vp_t x, vp_t weight, uint64_t vocab);
 static vp_t log_softmax_nll(vp_step *step, vp_t logits, vp_t targets);
 static vp_t fused_ce(vp_step *step, vp_t logits, vp_t targets);
+static vp_t liger_ce(vp_step *step, vp_t logits, vp_t targets);
 
 /* Losses that take the hidden states and the head's weight, not logits:
  * the head computes the loss itself and the cross_entropy op after it
@@ -293,6 +294,51 @@ static vp_t aligned_ce(vp_step *step, vp_t logits) {
     return log_softmax_nll(step, logits, vp_step_loss_labels(step));
 }
 
+/* ---- Liger-Kernel's cross-entropy ---- */
+
+/* LigerCrossEntropyFunction.backward (cross_entropy_backward): the
+ * gradient is the saved input itself, scaled in place where the loss's
+ * gradient is not one (torch.equal against a new scalar tensor(1.0)). */
+static void backward_liger_ce(vp_sim *sim, uint32_t index) {
+    vp_scratch(sim, vp_bytes_of(VP_FP32, 1), "loss.liger_ce.one");
+    vp_node *node = vp_node_at(sim, index);
+    vp_t input = node->saved[0];
+    vp_hold(sim, input);
+    vp_give_grad(sim, node, 0, input);
+}
+
+/* linkedin/Liger-Kernel, src/liger_kernel/ops/cross_entropy.py: with its
+ * patch F.cross_entropy is liger_cross_entropy, which transformers'
+ * ForCausalLMLoss calls over the upcast logits. cross_entropy_forward:
+ * loss_1d, zeros in the input's dtype a row; target_mask (target !=
+ * ignore_index) and its count (.item()); the two bounds checks,
+ * (target * target_mask).max() and .min(), each an int64 product gone
+ * after its reduction; the kernel writes the gradient into the input;
+ * reduction mean: torch.sum(loss_1d). The Function saves the input
+ * (detached: the same storage). Borrows both. */
+static vp_t liger_ce(vp_step *step, vp_t logits, vp_t targets) {
+    vp_sim *sim = &step->sim;
+    uint64_t rows = vp_at(sim, targets)->numel;
+    vp_dtype dt = (vp_dtype)vp_at(sim, logits)->dtype;
+    vp_t loss_1d = vp_new(sim, rows, dt, "loss.liger_ce.loss_1d");
+    vp_t mask = vp_new(sim, rows, VP_BOOL, "loss.liger_ce.target_mask");
+    vp_drop(sim, vp_new(sim, 1, VP_INT64, "loss.liger_ce.n_non_ignore"));
+    for (unsigned check = 0; check < 2; check++) { /* max() < V, then min() >= 0 */
+        vp_t product = vp_new(sim, rows, VP_INT64, "loss.liger_ce.bounds");
+        vp_t extreme = vp_new(sim, 1, VP_INT64, "loss.liger_ce.bounds");
+        vp_drop(sim, product);
+        vp_t verdict = vp_new(sim, 1, VP_BOOL, "loss.liger_ce.bounds");
+        vp_drop(sim, extreme);
+        vp_drop(sim, verdict);
+    }
+    vp_t loss = vp_new(sim, 1, dt, "loss.liger_ce");
+    vp_node *node = vp_record(sim, backward_liger_ce, "loss.liger_ce", &logits, 1, &loss, 1);
+    if (node) vp_save(sim, node, logits);
+    vp_drop(sim, loss_1d);
+    vp_drop(sim, mask);
+    return loss;
+}
+
 static vp_t ce_forward(vp_step *step, const vp_op *op, const vp_t *leaves, vp_t x) {
     (void)leaves;
     vp_sim *sim = &step->sim;
@@ -325,7 +371,9 @@ static vp_t ce_forward(vp_step *step, const vp_op *op, const vp_t *leaves, vp_t 
     vp_t shifted = per_sequence          ? (vp_hold(sim, labels), labels)
                    : step->batch == 1 ? vp_view(sim, padded, step->tokens, "loss.shift_labels")
                                       : vp_new(sim, step->tokens, VP_INT64, "loss.shift_labels");
-    vp_t loss = fused ? fused_ce(step, logits32, shifted) : log_softmax_nll(step, logits32, shifted);
+    vp_t loss = fused                                        ? fused_ce(step, logits32, shifted)
+                : step->recipe->loss == VP_LOSS_LIGER_CE ? liger_ce(step, logits32, shifted)
+                                                           : log_softmax_nll(step, logits32, shifted);
     vp_drop(sim, shifted);
     vp_drop(sim, padded);
     vp_drop(sim, logits32);
@@ -343,6 +391,11 @@ static const char *ce_recipe_problem(const vp_model *model, const vp_recipe *rec
                "loss = cross-entropy";
     if (vp_model_encoder_decoder(model))
         return "loss: an encoder-decoder's loss is modelled as transformers computes it: loss = cross-entropy";
+    /* (Liger's patch reaches a model's own CrossEntropyLoss too: not modelled) */
+    const vp_op *ce = vp_section_find(&model->section[VP_SECTION_FINAL], &vp_op_cross_entropy);
+    if (recipe->loss == VP_LOSS_LIGER_CE && ce && vp_op_u64(ce, CE_SHIFT) != SHIFT_LABELS)
+        return "loss: liger-ce is modelled in transformers' ForCausalLMLoss; this model computes its own shifted "
+               "loss";
     return NULL;
 }
 

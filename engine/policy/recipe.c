@@ -64,7 +64,7 @@ const char *vp_recipe_problem(const vp_recipe *r) {
     /* tp > 1 computes Megatron's vocab-parallel cross-entropy
      * (tensor_parallel/cross_entropy.py) over the rank's slice */
     if (r->loss != VP_LOSS_CROSS_ENTROPY && (r->tp > 1 || framework->vocab_parallel_loss))
-        return "loss: the fused, chunked, fused-linear, cut and chunked-linear losses are modelled on one rank's whole vocabulary; "
+        return "loss: the fused, chunked, fused-linear, cut, chunked-linear and liger-ce losses are modelled on one rank's whole vocabulary; "
                "framework megatron and tp > 1 use Megatron's vocab-parallel cross-entropy (loss = cross-entropy)";
     /* cut_cross_entropy/cce_backward.py asserts both are float16 or bfloat16 */
     if (r->loss == VP_LOSS_CUT && vp_precision_get(r->precision)->compute == VP_FP32)
@@ -97,7 +97,7 @@ const char *vp_recipe_problem(const vp_recipe *r) {
 const char *const vp_quant_names[] = {"none", "nf4", "fp4", "int8", NULL};
 const char *const vp_lora_dtype_names[] = {"auto", "fp32", "base", NULL};
 const char *const vp_loss_names[] = {"cross-entropy", "fused", "chunked", "fused-linear", "cut",
-                                       "chunked-linear", NULL};
+                                       "chunked-linear", "liger-ce", NULL};
 /* torchao's Float8LinearRecipeName values (float8/config.py) */
 const char *const vp_float8_recipe_names[] = {"tensorwise", "rowwise", "rowwise_with_gw_hp", NULL};
 const char *const vp_sparsity_names[] = {"none", "2:4", NULL};

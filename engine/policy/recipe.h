@@ -182,6 +182,7 @@ typedef enum {
     VP_LOSS_FUSED_LINEAR,
     VP_LOSS_CUT,
     VP_LOSS_CHUNKED_LINEAR,
+    VP_LOSS_LIGER_CE,
     VP_LOSS_COUNT
 } vp_loss_kind;
 extern const char *const vp_loss_names[];

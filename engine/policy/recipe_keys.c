@@ -506,7 +506,8 @@ static const vp_recipe_key keys[] = {
             "before backward; fused-linear Liger's fused linear cross-entropy (gradients made in the forward); cut "
             "Apple's cut cross-entropy (no logits kept); chunked-linear torchtune's LinearCrossEntropyLoss (its "
             "configs' default after 0.6.1, April 2025: the head applied chunk by chunk inside the loss to the "
-            "tokens with a target) [cross-entropy]"},
+            "tokens with a target); liger-ce HF's ForCausalLMLoss with Liger-Kernel's cross-entropy in place of "
+            "F.cross_entropy (its kernel writes the gradient into the fp32 logits it keeps) [cross-entropy]"},
     /* torchtune's CEWithChunkedOutputLoss and LinearCrossEntropyLoss: num_output_chunks=8 */
     {UINT_KEY("loss_chunks", loss_chunks, 1, VP_LOSS_CHUNKS_MAX, 8), .applies = with_chunked_loss,
      .doc = "loss = chunked, chunked-linear: the tokens split into this many chunks, each through the head and "

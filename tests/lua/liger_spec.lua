@@ -1,6 +1,6 @@
 -- Liger-Kernel's RMSNorm and SwiGLU (liger_rms_norm, liger_swiglu). The
 -- bytes are checked against PyTorch by tests/torch/compare.py ("liger": the
--- autograd Functions written out as they allocate, 22 configurations);
+-- autograd Functions written out as they allocate, 26 configurations);
 -- these tests hold what the libraries' source fixes in closed form, the
 -- stacks' and config files' names for the kernels, and what is refused.
 local helper = require("tests.lua.helper")
@@ -66,6 +66,28 @@ describe("Liger-Kernel's kernels", function()
     local recipe = helper.estimate("llama3-8b", "--recipe", helper.write(out, ".yml")).recipe
     assert.are.equal(true, recipe.liger_rms_norm)
     assert.are.equal(true, recipe.liger_swiglu)
+  end)
+
+  it("run their cross-entropy in transformers' loss with the gradient in the upcast logits (loss = liger-ce)", function()
+    local function peak(loss)
+      return helper.estimate("llama3.2-1b", "--set", "precision=bf16", "--set", "micro_batch=1", "--set",
+        "seq_len=2048", "--set", "loss=" .. loss).per_gpu.peak_allocated_bytes
+    end
+    -- at the loss's backward transformers' cross_entropy holds the bf16
+    -- logits, the fp32 log-probabilities log_softmax saved, nll_loss's
+    -- zero-filled gradient and log_softmax's: 14 bytes a logit; Liger's
+    -- kernel wrote the gradient into the fp32 copy it saved, which
+    -- .float()'s backward casts to bf16: 8
+    assert.are.equal(2048 * 128256 * 6, peak("cross-entropy") - peak("liger-ce"))
+    local yml = helper.write("base_model: meta-llama/Llama-3.2-1B\nplugins:\n"
+      .. "  - axolotl.integrations.liger.LigerPlugin\nliger_cross_entropy: true\nsequence_len: 256\n", ".yml")
+    local out, err, code = helper.run("estimate", "--recipe", yml, "--json")
+    assert.are.equal(0, code, err)
+    assert.are.equal("liger-ce", require("dkjson").decode(out).recipe.loss)
+    out = helper.run("export", "--format", "axolotl", "--model", "llama3.2-1b", "--set", "loss=liger-ce")
+    assert.truthy(out:find("liger_cross_entropy: true", 1, true), out)
+    local err2 = helper.fails("bloom-560m", "--set", "loss=liger-ce")
+    assert.truthy(err2:find("loss: liger-ce is modelled in transformers' ForCausalLMLoss", 1, true), err2)
   end)
 
   it("are among advise's fixes, each one estimated", function()

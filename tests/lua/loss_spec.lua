@@ -62,22 +62,22 @@ describe("loss", function()
   it("refuses bad values and layouts it does not model", function()
     local err = helper.fails("llama3.2-3b", "--set", "loss=chunky")
     assert.truthy(err:find("loss: 'chunky' is not one of cross-entropy, fused, chunked, fused-linear, cut, " ..
-      "chunked-linear (did you mean 'chunked'?)", 1, true), err)
+      "chunked-linear, liger-ce (did you mean 'chunked'?)", 1, true), err)
     err = helper.fails("llama3.2-3b", "--set", "loss=chunked", "--set", "loss_chunks=9")
     assert.truthy(err:find("loss_chunks: must be between 1 and 8 (got 9)", 1, true), err)
     err = helper.fails("llama3.2-3b", "--set", "loss=cut", "--set", "precision=fp32")
     assert.truthy(err:find("loss: cut cross-entropy's backward takes 16-bit hidden states and head weights only", 1,
       true), err)
-    for _, loss in ipairs({ "fused", "chunked", "fused-linear", "cut", "chunked-linear" }) do
+    for _, loss in ipairs({ "fused", "chunked", "fused-linear", "cut", "chunked-linear", "liger-ce" }) do
       err = helper.fails("llama3.2-3b", "--set", "loss=" .. loss, "--set", "framework=megatron", "--set", "tp=2")
-      assert.truthy(err:find("loss: the fused, chunked, fused-linear, cut and chunked-linear losses are modelled on one rank's " ..
+      assert.truthy(err:find("loss: the fused, chunked, fused-linear, cut, chunked-linear and liger-ce losses are modelled on one rank's " ..
         "whole vocabulary; framework megatron and tp > 1 use Megatron's vocab-parallel cross-entropy", 1, true), err)
     end
   end)
 
   it("refuses a loss library for a classifier or an encoder-decoder, naming the key", function()
     for _, model in ipairs({ "bert-base-cased", "t5-large" }) do
-      for _, loss in ipairs({ "fused", "chunked", "fused-linear", "cut", "chunked-linear" }) do
+      for _, loss in ipairs({ "fused", "chunked", "fused-linear", "cut", "chunked-linear", "liger-ce" }) do
         local _, err, code = helper.run("estimate", model, "--set", "loss=" .. loss, "--set", "precision=bf16",
           "--set", "seq_len=128")
         assert.are.equal(1, code, model .. " " .. loss)

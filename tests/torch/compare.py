@@ -1301,6 +1301,12 @@ CASES = [
     ("llama lora bf16-autocast liger checkpointed loss fused-linear", llama(layers=4, vocab=4096), recipe(
         "bf16-autocast", s=64, ckpt="full", finetune="lora", loss="fused-linear", keep_logits="false",
         liger_rms_norm="true", liger_swiglu="true")),
+    # Liger's cross-entropy in transformers' ForCausalLMLoss (loss = liger-ce): the upcast logits keep its gradient
+    ("llama bf16 liger-ce", llama(vocab=4096), recipe("bf16", s=64, loss="liger-ce")),
+    ("llama amp-bf16 liger-ce checkpointed", llama(layers=3, vocab=4096), recipe(
+        "amp-bf16", s=64, ckpt="full", loss="liger-ce")),
+    ("llama fp32 liger-ce loop drops logits", llama(vocab=4096), recipe(s=64, loss="liger-ce", keep_logits="false")),
+    ("gemma2 bf16 liger-ce softcap", gemma2(vocab=4096), recipe("bf16", s=32, loss="liger-ce")),
     ("phi3 bf16 liger", phi3(), recipe("bf16", s=64, liger_rms_norm="true", liger_swiglu="true")),
     ("gemma2 bf16 liger", gemma2(), recipe("bf16", s=32, liger_rms_norm="true", liger_swiglu="true")),
     ("gemma bf16 liger", gemma(), recipe("bf16", s=64, liger_rms_norm="true", liger_swiglu="true")),

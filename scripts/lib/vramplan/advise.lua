@@ -57,6 +57,7 @@ local function activation_fixes(r, list, keys)
   if r.loss == "cross-entropy" then
     add(list, { loss = "chunked" }, "torchtune's chunked cross-entropy: the fp32 logits one chunk at a time")
     add(list, { loss = "fused-linear" }, "Liger's fused linear cross-entropy: no full logits at all")
+    add(list, { loss = "liger-ce" }, "Liger's cross-entropy in transformers' loss: the gradient written into the fp32 logits")
   end
   -- Liger-Kernel's norm and MLP kernels (where its patch for the model type
   -- has none, the estimate does not move: no help)

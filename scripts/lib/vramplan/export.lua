@@ -348,11 +348,11 @@ local function axolotl(keys, _, what, options)
   -- the defaults, auto kernels and plain cross-entropy, need no key
   local kernels, loss = keys.kernels, keys.loss
   written.kernels = kernels == "fused" or kernels == "auto" or nil
-  written.loss = loss == "fused-linear" or loss == "cut" or loss == "cross-entropy" or nil
+  written.loss = loss == "fused-linear" or loss == "cut" or loss == "cross-entropy" or loss == "liger-ce" or nil
   -- (--set gives strings)
   local rms_norm, swiglu = tostring(take("liger_rms_norm")) == "true", tostring(take("liger_swiglu")) == "true"
   local plugins = {}
-  if kernels == "fused" or loss == "fused-linear" or rms_norm or swiglu then
+  if kernels == "fused" or loss == "fused-linear" or loss == "liger-ce" or rms_norm or swiglu then
     plugins[#plugins + 1] = "axolotl.integrations.liger.LigerPlugin"
   end
   if loss == "cut" then plugins[#plugins + 1] = "axolotl.integrations.cut_cross_entropy.CutCrossEntropyPlugin" end
@@ -361,6 +361,7 @@ local function axolotl(keys, _, what, options)
   if rms_norm then put(t, "liger_rms_norm", true) end
   if swiglu then put(t, "liger_glu_activation", true) end
   if loss == "fused-linear" then put(t, "liger_fused_linear_cross_entropy", true)
+  elseif loss == "liger-ce" then put(t, "liger_cross_entropy", true)
   elseif loss == "cut" then put(t, "cut_cross_entropy", true) end
   put_optim(t, keys, written, what, "an axolotl config", "optimizer", "adamw_torch_fused")
   put(t, "weight_decay", take("weight_decay"))

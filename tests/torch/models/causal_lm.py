@@ -15,7 +15,7 @@ from .linear import linear
 from .llama import Llama
 from .mamba2 import Mamba2
 from .losses import (causal_lm_loss, chunked_output_loss, fused_causal_lm_loss, fused_linear_loss,
-                     linear_cross_entropy_loss, load_balancing_loss_func, shifted_logits_loss)
+                     liger_causal_lm_loss, linear_cross_entropy_loss, load_balancing_loss_func, shifted_logits_loss)
 from .neox_phi import ParallelDecoder
 from .mpt import Mpt
 from .opt import OPT
@@ -107,6 +107,8 @@ class CausalLM(nn.Module):
             loss = shifted_logits_loss(ac, logits, labels)
         elif kind == "fused":
             loss = fused_causal_lm_loss(logits, labels, self.vocab)
+        elif kind == "liger-ce":
+            loss = liger_causal_lm_loss(logits, labels, self.vocab)
         else:
             loss = causal_lm_loss(ac, logits, labels, self.vocab)
         mtp_loss = getattr(self.model, "mtp_loss", None)

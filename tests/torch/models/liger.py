@@ -153,3 +153,30 @@ class LigerFusedMoEFunction(torch.autograd.Function):
         dgate_up_proj = torch.zeros_like(gate_up_proj)
         del d_pre_act, weighted_act, dx_expanded
         return dx, dgate_up_proj, ddown_proj, None, dS.view(T, K)
+
+
+class LigerCrossEntropyFunction(torch.autograd.Function):
+    """src/liger_kernel/ops/cross_entropy.py (reduction mean): loss_1d, the
+    target mask and its count, the two bounds checks, the kernel's gradient
+    written into the input, which it saves; backward hands that back."""
+
+    @staticmethod
+    def forward(ctx, _input, target, ignore_index):
+        BT, V = _input.shape
+        loss_1d = torch.zeros(BT, dtype=_input.dtype)
+        target_mask = target != ignore_index
+        n_non_ignore = target_mask.sum().item()
+        assert (target * target_mask).max() < V
+        assert (target * target_mask).min() >= 0
+        del n_non_ignore
+        loss = torch.sum(loss_1d)
+        # (Liger saves _input.detach(), the same storage)
+        ctx.save_for_backward(_input)
+        return loss
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        (_input,) = ctx.saved_tensors
+        if torch.equal(grad_output, torch.tensor(1.0)):
+            pass  # otherwise element_mul_kernel scales _input in place
+        return _input, None, None

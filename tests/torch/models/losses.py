@@ -6,6 +6,7 @@ import torch
 import torch.nn as nn
 
 from .common import Mean2x
+from .liger import LigerCrossEntropyFunction
 from .linear import linear
 
 
@@ -44,6 +45,17 @@ class FusedCrossEntropy(torch.autograd.Function):
         logits, lse, labels = ctx.saved_tensors
         dlogits = logits  # inplace_backward: the kernel writes softmax - one-hot here
         return dlogits, None
+
+
+def liger_causal_lm_loss(logits, labels, vocab_size, ignore_index=-100):
+    # transformers.loss.loss_utils.ForCausalLMLoss with F.cross_entropy
+    # swapped for Liger's liger_cross_entropy (its patch's cross_entropy=True)
+    logits = logits.float()
+    labels = nn.functional.pad(labels, (0, 1), value=ignore_index)
+    shift_labels = labels[..., 1:].contiguous()
+    logits = logits.view(-1, vocab_size)
+    shift_labels = shift_labels.view(-1)
+    return LigerCrossEntropyFunction.apply(logits, shift_labels, ignore_index)
 
 
 def fused_causal_lm_loss(logits, labels, vocab_size, ignore_index=-100):

@@ -26,7 +26,7 @@ for k in ([[base_model base_model_config model_type tokenizer_type tokenizer_con
   lora_modules_to_save sequence_len micro_batch_size gradient_accumulation_steps gradient_checkpointing
   gradient_checkpointing_kwargs flash_attention sdp_attention eager_attention optimizer weight_decay deepspeed fsdp
   fsdp_config fsdp_version peft_use_dora torch_dtype liger_rms_norm liger_rope liger_glu_activation
-  liger_fused_linear_cross_entropy
+  liger_fused_linear_cross_entropy liger_cross_entropy
   cut_cross_entropy attn_implementation activation_offloading dp_shard_size lora_target_parameters
   model_quantization_config model_quantization_config_kwargs]]):gmatch("%S+") do
   no_memory[k] = true
@@ -154,9 +154,9 @@ end
 -- liger_rms_norm and liger_rope swap in Liger's fused RMSNorm and rotary
 -- kernels, liger_fused_linear_cross_entropy its fused linear cross-entropy)
 -- and its Cut Cross Entropy plugin (integrations/cut_cross_entropy:
--- cut_cross_entropy); liger_glu_activation is its SwiGLU. Liger's other
--- kernels (its LayerNorm, its plain cross-entropy) stay listed as not
--- modelled.
+-- cut_cross_entropy); liger_glu_activation is its SwiGLU,
+-- liger_cross_entropy its cross-entropy inside transformers' loss. Liger's
+-- LayerNorm stays listed as not modelled.
 -- The plugin's own arguments default its kernel on: CutCrossEntropyArgs'
 -- cut_cross_entropy is True unless the file says otherwise
 -- (integrations/cut_cross_entropy/args.py), so naming the plugin is enough.
@@ -178,6 +178,8 @@ local function read_kernels(r, c)
   if truthy(c.liger_glu_activation) then r.set("liger_swiglu", true, { "liger_glu_activation" }) end
   if truthy(c.liger_fused_linear_cross_entropy) then
     r.set("loss", "fused-linear", { "liger_fused_linear_cross_entropy" })
+  elseif truthy(c.liger_cross_entropy) then
+    r.set("loss", "liger-ce", { "liger_cross_entropy" })
   elseif truthy(c.cut_cross_entropy) then
     r.set("loss", "cut", { "cut_cross_entropy" })
   elseif c.cut_cross_entropy == nil and has_plugin(c, cce_plugin) then
