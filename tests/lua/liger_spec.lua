@@ -48,6 +48,15 @@ describe("Liger-Kernel's kernels", function()
     local recipe = helper.estimate("llama3.2-1b", "--set", "seq_len=256", "--set", "use_liger_kernel=true").recipe
     assert.are.equal(true, recipe.liger_rms_norm)
     assert.are.equal(true, recipe.liger_swiglu)
+    -- TrainingArguments.liger_kernel_config: the kernels' switches, as the
+    -- Trainer's command line takes them (JSON)
+    recipe = helper.estimate("llama3.2-1b", "--set", "seq_len=256", "--set", "use_liger_kernel=true", "--set",
+      'liger_kernel_config={"rms_norm": false, "fused_linear_cross_entropy": false, "cross_entropy": true}').recipe
+    assert.are.equal(false, recipe.liger_rms_norm)
+    assert.are.equal(true, recipe.liger_swiglu)
+    assert.are.equal("liger-ce", recipe.loss)
+    local bad = helper.fails("llama3.2-1b", "--set", "use_liger_kernel=true", "--set", "liger_kernel_config=rope")
+    assert.truthy(bad:find("liger_kernel_config: not a JSON object", 1, true), bad)
     local factory = helper.write("model_name_or_path: meta-llama/Meta-Llama-3-8B\nstage: sft\nfinetuning_type: lora\n"
       .. "lora_target: all\nenable_liger_kernel: true\ncutoff_len: 256\nbf16: true\n", ".yaml")
     local out, err, code = helper.run("export", "--format", "llama-factory", factory)

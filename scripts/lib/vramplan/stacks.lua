@@ -162,7 +162,8 @@ stacks.keys = { stack = true, bf16 = true, fp16 = true, torch_dtype = true, pure
   ["float8.enable_fsdp_float8_all_gather"] = true, ["float8.precompute_float8_dynamic_scale_for_fsdp"] = true,
   ["float8.filter_fqns"] = true, ["training.compile"] = true, ["compile.enable"] = true,
   ["parallelism.data_parallel_replicate_degree"] = true, ["parallelism.data_parallel_shard_degree"] = true,
-  ["training.enable_cpu_offload"] = true, use_liger_kernel = true, transformers_version = true }
+  ["training.enable_cpu_offload"] = true, use_liger_kernel = true, liger_kernel_config = true,
+  transformers_version = true }
 
 
 local function dtype_name(v)
@@ -507,18 +508,54 @@ end
 -- liger_rms_norm, liger_swiglu), fused element-wise kernels for the step
 -- time (its rotary embedding's memory is transformers') and its fused
 -- linear cross-entropy.
+-- TrainingArguments.liger_kernel_config: apply_liger_kernel_to_*'s keyword
+-- arguments (a table, or the JSON text the Trainer's command line takes),
+-- each kernel's switch over its default; the ones with memory of their own
+-- here: rms_norm, swiglu (geglu for Gemma), cross_entropy and
+-- fused_linear_cross_entropy.
+local function liger_config(keys, origins)
+  local c = keys.liger_kernel_config
+  local at = origins.liger_kernel_config or "recipe"
+  if type(c) == "string" then
+    local decoded, _, err = require("dkjson").decode(c)
+    if type(decoded) ~= "table" then
+      error(string.format("%s: liger_kernel_config: not a JSON object (%s)", at, err or c), 0)
+    end
+    c = decoded
+  end
+  if c ~= nil and type(c) ~= "table" then error(at .. ": liger_kernel_config: a table of kernel switches", 0) end
+  return c or {}, at
+end
+
 local function liger_keys(keys, origins)
   local v = keys.use_liger_kernel
+  local config, config_at = liger_config(keys, origins)
   if v == nil or not truthy(v) then return end
   set_from(keys, origins, "kernels", "fused", "use_liger_kernel", "Liger's kernels")
-  -- each patch has its own switch in apply_liger_kernel_to_*: a recipe
-  -- may turn one off (the Trainer's use_liger_kernel takes them through
-  -- liger_kernel_config); what each patches follows the model type (the
-  -- ops' liger fields)
-  for key, what in pairs({ liger_rms_norm = "Liger's RMSNorm", liger_swiglu = "Liger's SwiGLU" }) do
-    if keys[key] == nil then keys[key], origins[key] = true, (origins.use_liger_kernel or "recipe") .. " (" .. what .. ")" end
+  -- a kernel's switch and the key that set it
+  local function on(name, default)
+    if config[name] == nil then return default, "use_liger_kernel" end
+    return truthy(config[name]), "liger_kernel_config"
   end
-  set_from(keys, origins, "loss", "fused-linear", "use_liger_kernel", "Liger's fused linear cross-entropy")
+  -- each patch has its own switch in apply_liger_kernel_to_*: a recipe may
+  -- turn one off itself; what each patches follows the model type (the
+  -- ops' liger fields)
+  local rms_norm, rms_from = on("rms_norm", true)
+  local swiglu, swiglu_from = on(config.geglu ~= nil and "geglu" or "swiglu", true)
+  for key, value in pairs({ liger_rms_norm = { rms_norm, rms_from }, liger_swiglu = { swiglu, swiglu_from } }) do
+    if keys[key] == nil then
+      keys[key], origins[key] = value[1], (value[2] == "liger_kernel_config" and config_at or origins.use_liger_kernel
+        or "recipe") .. " (Liger's " .. (key == "liger_rms_norm" and "RMSNorm" or "SwiGLU") .. ")"
+    end
+  end
+  -- the loss: fused linear cross-entropy by default, its cross-entropy
+  -- inside transformers' loss with cross_entropy, neither when both are off
+  local flce, flce_from = on("fused_linear_cross_entropy", true)
+  if flce then
+    set_from(keys, origins, "loss", "fused-linear", flce_from, "Liger's fused linear cross-entropy")
+  elseif on("cross_entropy", false) then
+    set_from(keys, origins, "loss", "liger-ce", "liger_kernel_config", "Liger's cross-entropy")
+  end
 end
 
 -- transformers' major version where its defaults differ (`transformers_version`:
