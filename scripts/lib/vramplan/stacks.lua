@@ -524,12 +524,12 @@ local function liger_config(keys, origins)
     c = decoded
   end
   if c ~= nil and type(c) ~= "table" then error(at .. ": liger_kernel_config: a table of kernel switches", 0) end
-  return c or {}, at
+  return c or {}
 end
 
 local function liger_keys(keys, origins)
   local v = keys.use_liger_kernel
-  local config, config_at = liger_config(keys, origins)
+  local config = liger_config(keys, origins)
   if v == nil or not truthy(v) then return end
   set_from(keys, origins, "kernels", "fused", "use_liger_kernel", "Liger's kernels")
   -- a kernel's switch and the key that set it
@@ -540,13 +540,10 @@ local function liger_keys(keys, origins)
   -- each patch has its own switch in apply_liger_kernel_to_*: a recipe may
   -- turn one off itself; what each patches follows the model type (the
   -- ops' liger fields)
-  local rms_norm, rms_from = on("rms_norm", true)
-  local swiglu, swiglu_from = on(config.geglu ~= nil and "geglu" or "swiglu", true)
-  for key, value in pairs({ liger_rms_norm = { rms_norm, rms_from }, liger_swiglu = { swiglu, swiglu_from } }) do
-    if keys[key] == nil then
-      keys[key], origins[key] = value[1], (value[2] == "liger_kernel_config" and config_at or origins.use_liger_kernel
-        or "recipe") .. " (Liger's " .. (key == "liger_rms_norm" and "RMSNorm" or "SwiGLU") .. ")"
-    end
+  for _, k in ipairs({ { "liger_rms_norm", "rms_norm", "Liger's RMSNorm" },
+                       { "liger_swiglu", config.geglu ~= nil and "geglu" or "swiglu", "Liger's SwiGLU" } }) do
+    local value, from = on(k[2], true)
+    if keys[k[1]] == nil then keys[k[1]], origins[k[1]] = value, (origins[from] or "recipe") .. " (" .. k[3] .. ")" end
   end
   -- the loss: fused linear cross-entropy by default, its cross-entropy
   -- inside transformers' loss with cross_entropy, neither when both are off
