@@ -131,6 +131,7 @@ typedef struct {
     /* the layers' first attention, when `attention` */
     bool attention;
     bool caches;                 /* its keys and values go into the model's cache */
+    bool cache_tuples;           /* ... returned as tuples of tensors, not a Cache object */
     bool peft_defaults;          /* PEFT has default LoRA targets for the model type it is from */
     bool splits_hidden;          /* hidden / heads is its head width (T5: d_model = num_heads x d_kv) */
     uint64_t kv_width;           /* keys (or values) per token: kv_heads x head_dim */

@@ -55,6 +55,40 @@ void vp_kv_cache_update_cross(vp_step *step, vp_t k, vp_t v) {
     update_one(step, base + 2 * layer + 1, &v, "cache.cross_values");
 }
 
+/* transformers 5 returns every model's cache as a Cache object */
+bool vp_kv_cache_in_tuples(const vp_step *step) {
+    return step->kv_cache.tensors && !step->prefix_tokens && step->model->facts.cache_tuples &&
+           step->recipe->transformers_major != 5;
+}
+
+vp_kv_cache vp_kv_cache_to_fp32(vp_step *step, const vp_kv_cache *cache) {
+    vp_sim *sim = &step->sim;
+    size_t n = slot_count(step);
+    vp_kv_cache out = {.tensors = vp_step_scratch(step, n * sizeof *out.tensors),
+                       .repeat = vp_step_scratch(step, n * sizeof *out.repeat)};
+    if (!out.tensors || !out.repeat) {
+        sim->status = VP_SIM_NOMEM;
+        return (vp_kv_cache){0};
+    }
+    for (unsigned i = 0; i < n; i++) {
+        vp_t t = cache->tensors[i];
+        if (!t) continue;
+        out.repeat[i] = cache->repeat[i];
+        vp_dtype dtype = (vp_dtype)vp_at(sim, t)->dtype;
+        if (dtype != VP_FP16 && dtype != VP_BF16) { /* kept as it is, in the new tuple too */
+            vp_hold(sim, t);
+            out.tensors[i] = t;
+            continue;
+        }
+        out.tensors[i] = vp_to(sim, t, VP_FP32, "accelerate.convert_to_fp32.cache");
+        /* the layers this entry stands for make theirs too */
+        const vp_tensor *copy = vp_at(sim, out.tensors[i]);
+        for (unsigned r = 1; r < out.repeat[i]; r++)
+            vp_ledger_alloc(sim->ledger, (vp_category)copy->category, copy->bytes, copy->label);
+    }
+    return out;
+}
+
 void vp_kv_cache_release(vp_step *step, vp_kv_cache *cache) {
     if (!cache->tensors) return;
     vp_sim *sim = &step->sim;

@@ -30,4 +30,15 @@ void vp_kv_cache_update_cross(vp_step *step, vp_t k, vp_t v);
 /* The model's outputs let go of a cache. */
 void vp_kv_cache_release(vp_step *step, vp_kv_cache *cache);
 
+/* Whether the outputs hold the cache as tuples of tensors, which tools that
+ * walk the outputs reach (GPT-2's and BLOOM's presents), not as a Cache
+ * object (DynamicCache, EncoderDecoderCache, a prefix's). */
+bool vp_kv_cache_in_tuples(const vp_step *step);
+
+/* accelerate's convert_to_fp32 over a cache of tuples: a cache whose 16-bit
+ * entries are their fp32 copies (each standing for as many layers as the
+ * entry), the others shared. The caller releases the old cache once every
+ * output's copy is made. */
+vp_kv_cache vp_kv_cache_to_fp32(vp_step *step, const vp_kv_cache *cache);
+
 #endif

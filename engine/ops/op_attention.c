@@ -58,6 +58,7 @@ enum {
     ATT_RETURNS_BEFORE_OUT_PROJ,
     ATT_ALIBI_STYLE,
     ATT_RETURNS_KV,
+    ATT_CACHE_TUPLES,
     ATT_ROTARY_STYLE,
     ATT_SPLIT,
     ATT_SCALE_IN_PLACE,
@@ -225,6 +226,10 @@ static const vp_field attention_fields[ATT_FIELDS] = {
                         "the module returns its keys and values whether or not the model caches them, and the "
                         "layer keeps them until it returns (MptBlock's past_key_value): views of a fused "
                         "projection keep all of it"},
+    [ATT_CACHE_TUPLES] = {"cache_tuples", VP_FIELD_BOOL, false, 0, 0, 1, NULL,
+                          "with caches: the model returns its cache as tuples of tensors (transformers 4.46-4.52's "
+                          "GPT-2 and BLOOM presents), not a Cache object, so tools that walk the outputs "
+                          "(accelerate's convert_outputs_to_fp32) reach the tensors"},
     [ATT_ROTARY_STYLE] = {"rotary_style", VP_FIELD_ENUM, false, ROTARY_HALF, 0, 0, rotary_styles,
                           "with rotary: half (rotate_half on the model's shared tables), or gptj: GPTJAttention's "
                           "(transformers 4.5x), each layer's own fp32 table of positions rows repeated over the batch "
@@ -348,6 +353,7 @@ static void attention_facts(const vp_op *op, vp_section_id section, vp_model_fac
     shape s = shape_of(op);
     facts->attention = true;
     facts->caches = vp_op_flag(op, ATT_CACHES);
+    facts->cache_tuples = vp_op_flag(op, ATT_CACHE_TUPLES);
     facts->peft_defaults = vp_op_flag(op, ATT_PEFT_DEFAULTS);
     facts->kv_width = s.kv_heads * s.head_dim;
     facts->kv_heads = (unsigned)s.kv_heads;

@@ -64,6 +64,11 @@ typedef struct vp_framework_kind {
     /* the forward step returns the loss alone: the outputs (logits, cache)
      * go at once and the graph after backward, whatever keep_logits says */
     bool returns_loss_only;
+    /* accelerate prepares the model with native amp under the Trainer's
+     * fp16 / bf16: autocast and convert_outputs_to_fp32 around its forward
+     * (accelerator.py: native_amp is off under DeepSpeed and Megatron-LM,
+     * whose engines run their own mixed precision) */
+    bool accelerate_native_amp;
 
     /* ---- what it runs ---- */
     bool selective_recompute; /* the attention core recomputed alone (Korthikanti et al. 2022) */

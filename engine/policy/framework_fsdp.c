@@ -80,6 +80,7 @@ const vp_framework_kind vp_framework_fsdp = {
     .streams = &fsdp_streams,
     .optimizer_impl = VP_IMPL_FOREACH,
     .hf_modeling = true,
+    .accelerate_native_amp = true,
     .python_locals = true,
     .bucketed_grads = true,
     .layer_units = true,

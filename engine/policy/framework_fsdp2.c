@@ -192,6 +192,7 @@ const vp_framework_kind vp_framework_fsdp2 = {
     .streams = &fsdp2_streams,
     .optimizer_impl = VP_IMPL_FOREACH,
     .hf_modeling = true,
+    .accelerate_native_amp = true,
     .python_locals = true,
     .bucketed_grads = true,
     .layer_units = true,

@@ -33,6 +33,7 @@ const vp_framework_kind vp_framework_torch = {
     .dp_traffic = torch_traffic,
     .optimizer_impl = VP_IMPL_FOREACH,
     .hf_modeling = true,
+    .accelerate_native_amp = true,
     .python_locals = true,
     /* torchtune's single-device recipes compile each decoder layer
      * (training.compile_model: TransformerSelfAttentionLayer.compile()), as

@@ -78,6 +78,13 @@ const char *vp_recipe_problem(const vp_recipe *r) {
         return "precision: fp16-autocast trains with GradScaler, which refuses fp16 gradients (\"Attempting to "
                "unscale FP16 gradients\"): only fp32 adapters train over fp16 weights (finetune lora, qlora, "
                "prefix or prompt, lora_dtype auto or fp32); use amp-fp16 (fp32 weights) or mixed-fp16";
+    /* accelerate converts the outputs of the module it prepared under
+     * native amp: its autocast over transformers' modules */
+    if (r->outputs_fp32 && (!vp_precision_get(r->precision)->autocast || !framework->accelerate_native_amp ||
+                            vp_recipe_model_code(r) != VP_CODE_TRANSFORMERS))
+        return "outputs_fp32: accelerate's convert_outputs_to_fp32 wraps a transformers model's forward under its "
+               "native amp only: an autocast precision (amp-bf16, amp-fp16, bf16-autocast, fp16-autocast), not "
+               "under DeepSpeed or Megatron-LM (their engines' own mixed precision)";
     /* Liger-Kernel's apply_liger_kernel_to_* patch transformers' modules */
     if ((r->liger_rms_norm || r->liger_swiglu) &&
         (framework->fused_rmsnorm || vp_recipe_model_code(r) != VP_CODE_TRANSFORMERS))

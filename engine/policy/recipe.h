@@ -223,6 +223,7 @@ typedef struct {
     vp_torch_version torch_version;
     vp_device device;
     bool keep_logits;            /* the loop holds the model's outputs through backward */
+    bool outputs_fp32;           /* accelerate's convert_outputs_to_fp32 around the forward (step.c) */
     bool pp_return_outputs;      /* torch.distributed.pipelining: step(return_outputs=) */
     vp_loss_kind loss;           /* how the causal-LM loss is computed */
     bool liger_rms_norm;         /* Liger-Kernel's RMSNorm in place of transformers' (ops/op_norm.c) */

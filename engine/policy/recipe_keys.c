@@ -499,6 +499,16 @@ static const vp_recipe_key keys[] = {
             "LigerExperts, one fused MoE Function) [false; stack hf-trainer or trl: use_liger_kernel; axolotl: "
             "liger_glu_activation; llama-factory: enable_liger_kernel]"},
     {BOOL_KEY("keep_logits", keep_logits, true), .doc = "the loop keeps the model's outputs (logits) until the step ends"},
+    /* accelerate/utils/operations.py: ConvertOutputsToFp32, which
+     * Accelerator.prepare_model puts around the model's forward under native
+     * amp (accelerator.py) */
+    {BOOL_KEY("outputs_fp32", outputs_fp32, false),
+     .doc = "accelerate's convert_outputs_to_fp32: as the model's forward returns, every fp16 / bf16 tensor in its "
+            "outputs (the logits, the loss, router logits, an encoder's last hidden state, a cache returned as "
+            "tuples: GPT-2's and BLOOM's presents) is copied to fp32 in place of the 16-bit one, all copies made "
+            "before the 16-bit ones go; under the Trainer's fp16 / bf16 autocast outside DeepSpeed and "
+            "Megatron-LM [false; stack hf-trainer, trl, axolotl or llama-factory: true under an autocast "
+            "precision]"},
     {OPTION_KEY("loss", loss, vp_loss_names, VP_LOSS_CROSS_ENTROPY),
      .doc = "the causal-LM loss (docs/loss.md): cross-entropy is HF's ForCausalLMLoss over full fp32 logits; fused "
             "FlashAttention's cross-entropy kernel on the 16-bit logits, its gradient written into them "

@@ -609,6 +609,57 @@ static void release_outputs(vp_step *step) {
     vp_step_release_router_logits(&step->sim, &step->router_logits);
 }
 
+/* A 16-bit output's fp32 copy; 0 for a tensor of another dtype. */
+static vp_t fp32_copy(vp_sim *sim, vp_t t, const char *label) {
+    if (!t) return 0;
+    vp_dtype dtype = (vp_dtype)vp_at(sim, t)->dtype;
+    return dtype == VP_FP16 || dtype == VP_BF16 ? vp_to(sim, t, VP_FP32, label) : 0;
+}
+
+/* accelerate's ConvertOutputsToFp32 (accelerate/utils/operations.py) as the
+ * forward it prepared returns: convert_to_fp32 rebuilds the outputs with
+ * each fp16 / bf16 tensor's .float() in its place, in the outputs' order
+ * (logits, past_key_values when they are tuples, an encoder's last hidden
+ * state, router_logits), and the old outputs object, with the 16-bit
+ * tensors only it held, goes once the new one is made. The loss is fp32
+ * already: autocast runs the losses' ops (log_softmax, nll_loss, mse_loss)
+ * in fp32, and the fused kernels return fp32 losses. */
+static void outputs_to_fp32(vp_step *step) {
+    vp_sim *sim = &step->sim;
+    const vp_tensor_slot slots[] = {VP_TENSOR_LOGITS, VP_TENSOR_ENCODER_OUTPUT};
+    enum { SLOTS = sizeof slots / sizeof *slots };
+    vp_t old[SLOTS] = {0}, copy[SLOTS] = {0};
+    copy[0] = fp32_copy(sim, old[0] = vp_step_tensor(step, slots[0]), "accelerate.convert_to_fp32.logits");
+    bool tuples = vp_kv_cache_in_tuples(step);
+    vp_kv_cache cache = tuples ? vp_kv_cache_to_fp32(step, &step->kv_cache) : (vp_kv_cache){0};
+    copy[1] = fp32_copy(sim, old[1] = vp_step_tensor(step, slots[1]), "accelerate.convert_to_fp32.encoder_output");
+    vp_router_logits *router = &step->router_logits;
+    vp_t *router_copies = router->n ? vp_step_scratch(step, router->n * sizeof *router_copies) : NULL;
+    if (router->n && !router_copies) {
+        sim->status = VP_SIM_NOMEM;
+        return;
+    }
+    for (unsigned i = 0; i < router->n; i++)
+        router_copies[i] = fp32_copy(sim, router->tensors[i], "accelerate.convert_to_fp32.router_logits");
+    /* the new outputs in place of the old, which let go of theirs */
+    for (unsigned i = 0; i < SLOTS; i++) {
+        if (!copy[i]) continue;
+        vp_hold(sim, old[i]); /* the old outputs object's, until it goes */
+        vp_step_put_tensor(step, slots[i], copy[i]);
+    }
+    if (tuples) {
+        vp_kv_cache_release(step, &step->kv_cache);
+        step->kv_cache = cache;
+    }
+    for (unsigned i = 0; i < router->n; i++) {
+        if (!router_copies[i]) continue;
+        vp_drop(sim, router->tensors[i]);
+        router->tensors[i] = router_copies[i];
+    }
+    for (unsigned i = 0; i < SLOTS; i++)
+        if (copy[i]) vp_drop(sim, old[i]);
+}
+
 /* One micro-batch through the stage: its inputs arrive (the batch on the
  * first stage, the previous stage's activations otherwise), forward, loss
  * or send, backward from the loss or from the gradient the next stage sends. */
@@ -726,6 +777,7 @@ static uint64_t micro_batch(vp_step *step, const vp_meter *resident, const vp_me
     body_returns(step, true);
     vp_step_drop_locals(step, VP_LOCAL_OF_WRAPPER);
     vp_step_end_lifetime(step, VP_LIVES_WRAPPER);
+    if (step->recipe->outputs_fp32) outputs_to_fp32(step);
     /* Megatron's forward step returns the loss alone */
     if (!outputs_through_backward(step)) release_outputs(step);
     /* `out = model(batch)` rebinds: the last micro-batch's outputs go now */

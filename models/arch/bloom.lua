@@ -33,6 +33,7 @@ return architecture {
             hidden = c.hidden, heads = c.heads, qkv_bias = true, out_bias = true, fused_qkv = true,
             alibi = true, mask = "bool", upcast_softmax = true, dropout = c.attn_dropout,
             resid_dropout = c.hidden_dropout, caches = true, module_names = "bloom", probs_local = true,
+            cache_tuples = true, -- BloomModel's presents: a tuple of (key, value) per layer
           },
         },
         residual {

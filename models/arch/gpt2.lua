@@ -40,6 +40,7 @@ return architecture {
             hidden = c.hidden, heads = c.heads, qkv_bias = true, out_bias = true, fused_qkv = true,
             dropout = c.attn_dropout, resid_dropout = c.resid_dropout, mask = "bool-buffer",
             positions = c.max_positions, upcast_softmax = false, conv1d = true, caches = true, keeps_weights = true,
+            cache_tuples = true, -- GPT2Model's presents: a tuple of (key, value) per layer
           },
         },
         residual {

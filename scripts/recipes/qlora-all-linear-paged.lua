@@ -3,11 +3,13 @@
 -- quantization and bf16 compute, r = 64 / alpha 16 adapters on every
 -- linear layer, paged AdamW with 32-bit states, gradient checkpointing,
 -- one sequence of 512 + 16 tokens per step, under the Trainer's bf16=True
--- autocast (the script's --bf16), whose qlora.py casts the LoRA layers to
--- bf16 after get_peft_model (lora_dtype base). With llama-65b it is the
--- paper's headline: a 65B model fine-tuned on one 48 GB GPU.
+-- autocast (the script's --bf16; accelerate hands back the outputs in fp32),
+-- whose qlora.py casts the LoRA layers to bf16 after get_peft_model
+-- (lora_dtype base). With llama-65b it is the paper's headline: a 65B model
+-- fine-tuned on one 48 GB GPU.
 return recipe {
   precision = "bf16-autocast",
+  outputs_fp32 = true,
   finetune = "qlora",
   quant = "nf4",
   double_quant = true,

@@ -1012,7 +1012,7 @@ describe("export", function()
       { { "--set", "framework=fsdp" }, "framework = fsdp has no equivalent in a LLaMA-Factory config" },
       { { "--set", "finetune=prefix", "--set", "num_virtual_tokens=8", "--set", "checkpointing=none" }, "finetune = prefix has no equivalent in a LLaMA-Factory config" },
       { { "--set", "precision=amp-bf16" }, "precision = amp-bf16 has no equivalent in a LLaMA-Factory config with finetuning lora" },
-      { { "--set", "precision=fp32" }, "precision = fp32 has no equivalent in a LLaMA-Factory config with finetuning lora" },
+      { { "--set", "precision=fp32", "--set", "outputs_fp32=false" }, "precision = fp32 has no equivalent in a LLaMA-Factory config with finetuning lora" },
       { { "--deepspeed", "ds.json" }, "--deepspeed FILE: the recipe's framework is torch, not deepspeed" },
     }
     for _, r in ipairs(refusals) do

@@ -1326,6 +1326,28 @@ CASES = [
     ("llama sgd fp32 liger one sequence", llama(), recipe(
         optimizer="sgd", b=1, s=64, liger_rms_norm="true", liger_swiglu="true")),
     ("llama bf16 loss chunked", llama(vocab=4096), recipe("bf16", s=256, loss="chunked", keep_logits="false")),
+    # accelerate's convert_outputs_to_fp32 under the Trainer's autocast (outputs_fp32): the outputs' 16-bit
+    # tensors copied to fp32 as the forward returns, the copies all made before the 16-bit ones go
+    ("llama amp-bf16 outputs_fp32", llama(), recipe("amp-bf16", outputs_fp32="true")),
+    ("llama bf16-autocast lora outputs_fp32 loop drops logits", llama(vocab=4096), recipe(
+        "bf16-autocast", s=64, finetune="lora", outputs_fp32="true", keep_logits="false")),
+    ("llama bf16-autocast liger-ce outputs_fp32 loop drops logits", llama(vocab=4096), recipe(
+        "bf16-autocast", s=64, loss="liger-ce", outputs_fp32="true", keep_logits="false")),
+    ("llama bf16-autocast loss fused outputs_fp32 loop drops logits", llama(vocab=4096), recipe(
+        "bf16-autocast", s=64, loss="fused", outputs_fp32="true", keep_logits="false")),
+    ("llama amp-bf16 outputs_fp32 grad_accum 2", llama(), recipe("amp-bf16", outputs_fp32="true", grad_accum=2)),
+    ("llama bf16-autocast lora outputs_fp32 checkpointed", llama(layers=3), recipe(
+        "bf16-autocast", ckpt="full", finetune="lora", outputs_fp32="true", keep_logits="false")),
+    # GPT-2's and BLOOM's presents are tuples: their keys and values copied too (folded: one entry per layer run)
+    ("gpt2 amp-bf16 outputs_fp32 presents", gpt2(layers=4), recipe("amp-bf16", outputs_fp32="true")),
+    ("gpt2 amp-bf16 outputs_fp32 presents loop drops logits", gpt2(), recipe(
+        "amp-bf16", outputs_fp32="true", keep_logits="false")),
+    ("bloom amp-bf16 outputs_fp32 presents", bloom(layers=3), recipe("amp-bf16", outputs_fp32="true")),
+    ("t5 bf16-autocast lora outputs_fp32 encoder output", t5(), recipe(
+        "bf16-autocast", finetune="lora", outputs_fp32="true")),
+    ("mixtral amp-bf16 router aux loss outputs_fp32", dict(mixtral(), output_router_logits=True), recipe(
+        "amp-bf16", outputs_fp32="true")),
+    ("bert amp-bf16 outputs_fp32", bert(), recipe("amp-bf16", outputs_fp32="true")),
     ("llama bf16 loss chunked one sequence", llama(vocab=4096), recipe(
         "bf16", b=1, s=512, loss="chunked", loss_chunks=4, keep_logits="false")),
     ("llama bf16 loss chunked checkpointed", llama(layers=3, vocab=4096), recipe(

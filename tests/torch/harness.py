@@ -157,6 +157,19 @@ class OptimizerInBackward:
         return [t for opt in self.optimizers for t in optimizer_state(opt)]
 
 
+def convert_to_fp32(outputs):
+    """accelerate's convert_to_fp32 (accelerate/utils/operations.py,
+    recursively_apply), which ConvertOutputsToFp32 applies to what the
+    forward returns under native amp: tuples and lists rebuilt with each
+    fp16 / bf16 tensor's .float() in its place, any other object (a
+    DynamicCache) passed as it is."""
+    if isinstance(outputs, (tuple, list)):
+        return type(outputs)(convert_to_fp32(o) for o in outputs)
+    if torch.is_tensor(outputs) and outputs.dtype in (torch.float16, torch.bfloat16):
+        return outputs.float()
+    return outputs
+
+
 def optimizer_state(opt):
     # the per-parameter step counters live on the host on a GPU run
     return [v for st in opt.state.values() for k, v in st.items() if torch.is_tensor(v) and k != "step"]
@@ -389,6 +402,7 @@ def measure(case, rank=None):
     # next has arrived and its outputs (and graph) until the next forward
     # returns
     accum = int(recipe.get("grad_accum", 1))
+    outputs_fp32 = str(recipe.get("outputs_fp32", "false")) == "true"
     if accum > 1 and rank is not None:
         raise ValueError("grad_accum under DDP (no_sync) is not mirrored")
     for step in range(3):
@@ -421,6 +435,8 @@ def measure(case, rank=None):
             with host or contextlib.nullcontext():
                 loss, logits = net(ac, input_ids, labels, ckpt, **extra)
             ac.clear()
+            if outputs_fp32:  # the forward accelerate prepared returns its outputs converted, the old ones go
+                loss, logits = convert_to_fp32((loss, logits))
             if offload and measuring:
                 result["host_packed_bytes"] = max(result.get("host_packed_bytes", 0), host.packed_bytes)
             if str(recipe.get("keep_logits", "true")) == "false":  # HF's Trainer returns the loss alone

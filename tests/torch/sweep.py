@@ -4,7 +4,7 @@ vramplan, printing those whose activations or peak differ by more than
 compare.py allows (host bytes under save_on_cpu too) or whose model states
 differ at all.
 
-    python3 tests/torch/sweep.py SEED COUNT [wide] [more] [v5] [gpt_oss] [params] [autocast] [liger]
+    python3 tests/torch/sweep.py SEED COUNT [wide] [more] [v5] [gpt_oss] [params] [autocast] [liger] [accelerate]
 
 The same SEED draws the same configurations. `more` adds BERT,
 DeepSeekMoE and DeepSeek-V2 (fp32: its modeling code's only precision) to
@@ -25,7 +25,9 @@ grouped_mm, drawn from a stream of its own. `gpt_oss` draws GPT-OSS alone
 target_parameters on them); with `v5`, `params` does the same for the
 mixtures' 3-D experts. `autocast` turns most bf16 draws into
 bf16-autocast (the Trainer's autocast over a bf16 model); `liger` turns
-on Liger-Kernel's RMSNorm, SwiGLU or both on half the draws. What it finds becomes a fixed
+on Liger-Kernel's RMSNorm, SwiGLU or both on half the draws; `accelerate`
+converts the outputs of most autocast draws to fp32 as accelerate does
+(outputs_fp32), the loop keeping them or not. What it finds becomes a fixed
 case in compare.py once understood. Recipes vramplan refuses (a family
 without PEFT's default LoRA targets, say) are skipped and counted.
 """
@@ -271,6 +273,19 @@ def liger_kernels(r, case):
     return name + " +" + "+".join(keys), config, dict(recipe, **{k: "true" for k in keys})
 
 
+def accelerate_outputs(r, case):
+    """With `accelerate`: most autocast draws (amp-bf16, bf16-autocast) run
+    under accelerate's convert_outputs_to_fp32, half of those with the
+    outputs dropped before backward as the Trainer does."""
+    name, config, recipe = case
+    if recipe["precision"] not in ("amp-bf16", "bf16-autocast") or r.random() < 0.2:
+        return case
+    recipe = dict(recipe, outputs_fp32="true")
+    if r.random() < 0.5:
+        recipe["keep_logits"] = "false"
+    return name + " +outputs_fp32" + (" -logits" if recipe.get("keep_logits") == "false" else ""), config, recipe
+
+
 def main():
     seed, count = int(sys.argv[1]), int(sys.argv[2])
     wide, more, v5 = "wide" in sys.argv[3:], "more" in sys.argv[3:], "v5" in sys.argv[3:]
@@ -297,6 +312,8 @@ def main():
         cases = [autocast_weights(random.Random(f"autocast {seed} {i}"), case) for i, case in enumerate(cases)]
     if "liger" in sys.argv[3:]:
         cases = [liger_kernels(random.Random(f"liger {seed} {i}"), case) for i, case in enumerate(cases)]
+    if "accelerate" in sys.argv[3:]:
+        cases = [accelerate_outputs(random.Random(f"accelerate {seed} {i}"), case) for i, case in enumerate(cases)]
     if more:
         cases = [over_ddp(random.Random(f"ddp {seed} {i}"), case) for i, case in enumerate(cases)]
         cases = [frozen(random.Random(f"frozen {seed} {i}"), case) for i, case in enumerate(cases)]

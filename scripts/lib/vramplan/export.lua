@@ -72,10 +72,19 @@ end
 local function num(v) return tonumber(v) end
 
 -- The recipe keys each format writes, and the remaining ones it cannot.
+-- A stack's default for a key under these keys (a default may be a
+-- function of them: vramplan.stacks), or nil.
+local function stack_default(defaults, k, keys)
+  local d = defaults and defaults[k]
+  if type(d) == "function" then return d(keys) end
+  return d
+end
+
 local function leftovers(keys, written, defaults)
   local rest = {}
   for k, v in pairs(keys) do
-    if not written[k] and not (defaults and defaults[k] ~= nil and tostring(defaults[k]) == tostring(v)) then
+    local d = stack_default(defaults, k, keys)
+    if not written[k] and not (d ~= nil and tostring(d) == tostring(v)) then
       rest[#rest + 1] = k
     end
   end
@@ -530,9 +539,9 @@ local function llama_factory(keys, _, what, options)
   local stack_defaults = require("vramplan.stacks").profiles["llama-factory"].defaults
   local rest = leftovers(keys, written, stack_defaults)
   -- LLaMA-Factory's own defaults the recipe, left unset, would not have had
-  for k, v in pairs(stack_defaults) do
-    local d = declared[k] and declared[k].default
-    if keys[k] == nil and d ~= nil and tostring(d) ~= tostring(v) then
+  for k in pairs(stack_defaults) do
+    local d, v = declared[k] and declared[k].default, stack_default(stack_defaults, k, keys)
+    if keys[k] == nil and d ~= nil and v ~= nil and tostring(d) ~= tostring(v) then
       rest[#rest + 1] = string.format("%s (unset, %s; LLaMA-Factory's is %s)", k, tostring(d), tostring(v))
     end
   end

@@ -11,6 +11,19 @@ local stacks = {}
 local function truthy(v) return v == true or v == "true" or v == 1 or v == "1" end
 local function on(v) return truthy(type(v) == "string" and v:lower() or v) end
 
+-- accelerate, under the Trainer's fp16 / bf16, wraps the model's forward in
+-- autocast and convert_outputs_to_fp32 (Accelerator.prepare_model: native
+-- amp, off under DeepSpeed and Megatron-LM; accelerate/utils/operations.py
+-- ConvertOutputsToFp32): `outputs_fp32` under an autocast precision.
+local autocast_precisions = { ["amp-bf16"] = true, ["amp-fp16"] = true, ["bf16-autocast"] = true,
+  ["fp16-autocast"] = true }
+local function accelerate_outputs_fp32(keys)
+  if not autocast_precisions[keys.precision] then return nil end
+  if keys.framework == "deepspeed" or keys.framework == "megatron" then return nil end
+  if keys.framework == nil and keys.zero ~= nil then return nil end
+  return true
+end
+
 -- Each stack: its framework (when it fixes one), the defaults it runs
 -- with (only where the recipe leaves a key unset) and their source, and the
 -- way it applies its precision flags (`precision_rule` below).
@@ -23,7 +36,7 @@ stacks.profiles = {
     -- use_reentrant True (modeling_utils.gradient_checkpointing_enable);
     -- Trainer.compute_loss keeps only the loss, not the outputs.
     defaults = { micro_batch = 8, optimizer = "adamw", optimizer_impl = "foreach", checkpointing = "none",
-                 keep_logits = false },
+                 keep_logits = false, outputs_fp32 = accelerate_outputs_fp32 },
     rule = "hf",
     trainer_checkpointing = true, -- gradient_checkpointing_enable without kwargs: its version's use_reentrant
   },
@@ -32,7 +45,7 @@ stacks.profiles = {
     -- trl/trainer/sft_config.py: gradient_checkpointing True, bf16 True
     -- unless fp16 is set, max_length 1024; the rest is TrainingArguments'.
     defaults = { micro_batch = 8, optimizer = "adamw", optimizer_impl = "foreach", checkpointing = "full",
-                 seq_len = 1024, keep_logits = false },
+                 seq_len = 1024, keep_logits = false, outputs_fp32 = accelerate_outputs_fp32 },
     bf16_default = true,
     rule = "hf",
     trainer_checkpointing = true,
@@ -52,7 +65,7 @@ stacks.profiles = {
     -- __init__.py set_pytorch_cuda_alloc_conf, called by cli/main.py; at
     -- 050210e6, August 2025, and since December 2024): the simulated
     -- allocator's options (alloc_conf).
-    defaults = { optimizer = "adamw", keep_logits = false,
+    defaults = { optimizer = "adamw", keep_logits = false, outputs_fp32 = accelerate_outputs_fp32,
                  alloc_conf = "expandable_segments:True,roundup_power2_divisions:16" },
     weights_follow_flags = true,
     fsdp2_keeps_dtype = true,
@@ -69,7 +82,7 @@ stacks.profiles = {
     -- infer_optim_dtype, bf16 where the GPU has it and the checkpoint is bf16
     -- or says nothing (fp16 on older GPUs or for an fp32 checkpoint: not
     -- followed here), with no autocast.
-    defaults = { optimizer = "adamw", keep_logits = false },
+    defaults = { optimizer = "adamw", keep_logits = false, outputs_fp32 = accelerate_outputs_fp32 },
     weights_follow_flags = true,
     trainable_fp32 = true,
     inferred_weights = "bf16",
