@@ -36,7 +36,9 @@ What is recorded:
 - which of Liger-Kernel's modules the model runs (its RMSNorm and its
   SwiGLU / GEGLU MLPs and experts, swapped in as classes or as bound
   forwards), which `vramplan compare` applies as liger_rms_norm and
-  liger_swiglu.
+  liger_swiglu, and whether the attention's q_norm / k_norm modules are
+  Liger's (a patch made before the model was built swaps their class too:
+  liger_before_load).
 """
 import contextlib
 import json
@@ -63,13 +65,16 @@ def liger_modules(model):
     """Liger-Kernel's patches found in the model: a module of a Liger class,
     or one whose forward is a Liger module's (its instance patching binds
     LigerRMSNorm.forward, LigerSwiGLUMLP.forward, ... to transformers'
-    modules). Returns {"rms_norm": bool, "swiglu": bool}."""
+    modules). Returns {"rms_norm": bool, "swiglu": bool}, and "qk_norms":
+    bool where the model has q_norm / k_norm modules."""
     found = {"rms_norm": False, "swiglu": False}
-    for module in model.modules():
+    for path, module in model.named_modules():
         names = [type(module).__name__]
         forward = getattr(module, "forward", None)
         qualname = getattr(getattr(forward, "__func__", forward), "__qualname__", "")
         names.append(qualname.split(".")[0])
+        if path.rsplit(".", 1)[-1] in ("q_norm", "k_norm"):
+            found["qk_norms"] = found.get("qk_norms", False) or any(n.startswith("Liger") for n in names)
         for name in names:
             if not name.startswith("Liger"):
                 continue

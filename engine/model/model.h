@@ -30,7 +30,7 @@ typedef struct {
     const char *doc;
 } vp_field;
 
-enum { VP_OP_MAX_FIELDS = 48, VP_OP_MAX_LEAVES = 16 };
+enum { VP_OP_MAX_FIELDS = 56, VP_OP_MAX_LEAVES = 16 };
 /* leaf slots beside each linear weight for its adapters: LoRA's A and B,
  * DoRA's magnitude (empty unless a recipe adapts the weight) */
 enum { VP_ADAPTER_SLOTS = 3 };

@@ -38,6 +38,9 @@ vp_t vp_hf_rms_norm(vp_step *step, vp_t x, vp_t weight, uint64_t rows);
 vp_t vp_olmo2_rms_norm(vp_step *step, vp_t x, vp_t weight, uint64_t rows);
 /* GemmaRMSNorm (Gemma 1-3): 1 + weight applied to the fp32 rows, the cast back last. */
 vp_t vp_gemma_rms_norm(vp_step *step, vp_t x, vp_t weight, uint64_t rows);
+/* Liger-Kernel's LigerRMSNorm module (vp_liger_rms_norm) over `rows` rows
+ * of x, with its backward's program count for the step's device. */
+vp_t vp_liger_rms_norm_op(vp_step *step, vp_t x, vp_t weight, uint64_t rows, bool in_place, const char *label);
 /* CohereLayerNorm (a LayerNorm without a bias, written out in fp32) over
  * `rows` rows; the weight may be one row or several (Cohere's q/k norms:
  * [heads, head_dim], broadcast over the tokens). */

@@ -283,10 +283,14 @@ vp_t vp_gemma_rms_norm(vp_step *step, vp_t x, vp_t weight, uint64_t rows) {
  * with fewer multiprocessors makes it smaller by 4 h bytes each. */
 enum { LIGER_CUDA_PROGRAMS = 132 };
 
+vp_t vp_liger_rms_norm_op(vp_step *step, vp_t x, vp_t weight, uint64_t rows, bool in_place, const char *label) {
+    uint64_t programs = step->recipe->device == VP_DEVICE_CPU ? 1 : LIGER_CUDA_PROGRAMS;
+    return vp_liger_rms_norm(&step->sim, x, weight, rows, in_place, programs, label);
+}
+
 static vp_t liger_rms_norm(vp_step *step, const vp_op *op, vp_t x, vp_t weight) {
     bool in_place = vp_op_u64(op, RMS_LIGER) == LIGER_IN_PLACE;
-    uint64_t programs = step->recipe->device == VP_DEVICE_CPU ? 1 : LIGER_CUDA_PROGRAMS;
-    return vp_liger_rms_norm(&step->sim, x, weight, step->rows, in_place, programs, "rmsnorm.liger");
+    return vp_liger_rms_norm_op(step, x, weight, step->rows, in_place, "rmsnorm.liger");
 }
 
 static vp_t rms_normalized(vp_step *step, const vp_op *op, const vp_t *leaves, vp_t x) {

@@ -228,6 +228,7 @@ typedef struct {
     vp_loss_kind loss;           /* how the causal-LM loss is computed */
     bool liger_rms_norm;         /* Liger-Kernel's RMSNorm in place of transformers' (ops/op_norm.c) */
     bool liger_swiglu;           /* Liger-Kernel's SwiGLU in the gated MLPs (ops/op_mlp.c) */
+    bool liger_before_load;      /* Liger's patch swaps the classes before the model is built */
     unsigned loss_chunks;        /* loss = chunked, chunked-linear: torchtune's num_output_chunks */
     bool offload_activations;    /* the forward under torch.autograd.graph.save_on_cpu(pin_memory=True) */
     bool use_cache;              /* the model's outputs keep every layer's keys and values (HF configs' default) */

@@ -498,6 +498,17 @@ static const vp_recipe_key keys[] = {
             "output kept beside them; Mixtral's and Qwen3-MoE's experts too (transformers 4.x's modules; 5.x's "
             "LigerExperts, one fused MoE Function) [false; stack hf-trainer or trl: use_liger_kernel; axolotl: "
             "liger_glu_activation; llama-factory: enable_liger_kernel]"},
+    /* monkey_patch.py's apply_liger_kernel_to_<model_type>: with no model
+     * it swaps transformers' classes (modeling_qwen3.Qwen3RMSNorm =
+     * LigerRMSNorm) before the model is built; given the built model
+     * (_apply_liger_kernel_to_instance) it patches the modules it names */
+    {BOOL_KEY("liger_before_load", liger_before_load, true),
+     .doc = "with liger_rms_norm: Liger's patch runs before the model is built and swaps transformers' norm class, "
+            "so every norm of that class is Liger's, the attention's q_norm and k_norm included (Qwen3, "
+            "Qwen3-MoE, OLMo-2; AutoLigerKernelForCausalLM, axolotl's Liger plugin, LLaMA-Factory); false: "
+            "it patches the built model's modules (the Trainer's use_liger_kernel), which leaves Qwen3's and "
+            "OLMo-2's q_norm and k_norm transformers' (Gemma 3's are patched either way) [true; stack "
+            "hf-trainer or trl: false]"},
     {BOOL_KEY("keep_logits", keep_logits, true), .doc = "the loop keeps the model's outputs (logits) until the step ends"},
     /* accelerate/utils/operations.py: ConvertOutputsToFp32, which
      * Accelerator.prepare_model puts around the model's forward under native

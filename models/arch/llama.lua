@@ -221,6 +221,11 @@ return architecture {
       and (c.experts == 0 or c.moe_block == "mixtral" or c.moe_block == "gpt_oss")
     local liger_norm = not liger and "none"
       or (c.norm_position == "sandwich" or c.norm_style == "olmo2") and "out_of_place" or "in_place"
+    -- the q and k norms: Qwen3's are LigerRMSNorm (in place), Gemma 3's
+    -- LigerRMSNormForGemma3 and OLMo-2's LigerRMSNormForOlmo2 (out of
+    -- place) where the class swap reaches them; a built model's patch
+    -- reaches Gemma 3's alone
+    local liger_qk = (c.qk_norm and liger) and (c.qk_norm_style == "head" and "in_place" or "out_of_place") or nil
     local function dense()
       if lua.mlp then return lua.mlp() end
       return mlp { hidden = c.hidden, intermediate = c.intermediate, activation = c.activation,
@@ -276,6 +281,7 @@ return architecture {
           q_lora_rank = c.q_lora_rank, kv_lora_rank = c.kv_lora_rank, qk_nope_head_dim = c.qk_nope_head_dim,
           qk_rope_head_dim = c.qk_rope_head_dim, v_head_dim = c.v_head_dim, rope_interleave = c.rope_interleave,
           qk_norm = c.qk_norm, qk_norm_style = c.qk_norm_style, peft_defaults = c.peft_lora_defaults,
+          liger_qk = liger_qk, liger_qk_instance = liger_qk and c.qk_norm_style == "gemma" or nil,
         })
       ops[#ops + 1] = block(feed_forward)
       return ops

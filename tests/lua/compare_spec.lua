@@ -54,6 +54,21 @@ describe("vramplan compare", function()
     end)
   end
 
+  it("reads whether Liger's class or the Trainer's patch made the q and k norms", function()
+    for _, qk in ipairs({ true, false }) do
+      local path = helper.write(json.encode({
+        vramplan = { model = "qwen3-4b", gpu = "a100-80gb", recipe = { seq_len = 256 } },
+        measured = { peak_allocated_bytes = 1 << 34 },
+        environment = { liger = { rms_norm = true, swiglu = false, qk_norms = qk } },
+      }), ".json")
+      local out, err, code = helper.run("compare", "--json", path)
+      assert(code == 0, err)
+      local recipe = json.decode(out).recipe
+      assert.are.equal(true, recipe.liger_rms_norm)
+      assert.are.equal(qk, recipe.liger_before_load)
+    end
+  end)
+
   it("agrees with every measurement of the calibration set (tests/reference/measured/)", function()
     local p = io.popen("ls " .. helper.root .. "/tests/reference/measured/*/measured.json")
     local n = 0

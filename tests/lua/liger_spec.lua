@@ -126,6 +126,24 @@ describe("Liger-Kernel's kernels", function()
     assert.truthy(seen["liger_rms_norm=true"] and seen["liger_swiglu=true"])
   end)
 
+  it("reach the attention's q and k norms where the class swap or Liger's instance patch does", function()
+    local function qk(model, ...)
+      return helper.estimate(model, "--set", "precision=bf16", "--set", "micro_batch=1", "--set", "seq_len=512",
+        "--set", "liger_rms_norm=true", ...).per_gpu.activations_bytes
+    end
+    -- Qwen3-4B (36 layers, 32 query and 8 key heads of 128): swapped in
+    -- before the model is built, Liger's class is q_norm and k_norm too,
+    -- 4 bytes an element less than Qwen3RMSNorm (as the layers' norms)
+    local elements = 36 * (32 + 8) * 128 * 512
+    assert.are.equal(elements * 4, qk("qwen3-4b", "--set", "liger_before_load=false") - qk("qwen3-4b"))
+    -- the Trainer's use_liger_kernel patches the built model: not them
+    local trainer = helper.estimate("qwen3-4b", "--set", "seq_len=256", "--set", "use_liger_kernel=true").recipe
+    assert.are.equal(false, trainer.liger_before_load)
+    -- Gemma 3's are patched either way (monkey_patch.py's instance path names them)
+    assert.are.equal(qk("gemma-3-4b"), qk("gemma-3-4b", "--set", "liger_before_load=false"))
+    assert.is_true(qk("gemma-3-4b") < qk("gemma-3-4b", "--set", "liger_rms_norm=false"))
+  end)
+
   it("follow Liger's patch for the model type, and are refused where it is not modelled", function()
     -- DeepSeek's and Qwen2-MoE's model types have no apply function: nothing changes
     for _, model in ipairs({ "deepseek-v2-lite-hf", "qwen1.5-moe-a2.7b" }) do

@@ -1323,6 +1323,23 @@ CASES = [
     ("gpt_oss bf16 liger rms_norm", gpt_oss(), recipe("bf16", s=32, liger_rms_norm="true",
                                                       experts_implementation="eager")),
     ("olmo2 bf16 liger", olmo2(), recipe("bf16", s=64, liger_rms_norm="true", liger_swiglu="true")),
+    # the q and k norms: Liger's where its class swap reaches them (liger_before_load), Gemma 3's either way;
+    # Gemma 3's transposed views copied contiguous by the Function (one kv head: none)
+    ("qwen3 bf16 liger qk norms", dict(llama(), model_type="qwen3", head_dim=32), recipe(
+        "bf16", s=64, liger_rms_norm="true")),
+    ("qwen3 bf16 liger qk norms patched model", dict(llama(), model_type="qwen3", head_dim=32), recipe(
+        "bf16", s=64, liger_rms_norm="true", liger_before_load="false")),
+    ("qwen3 amp-bf16 liger qk norms checkpointed non-reentrant", dict(llama(layers=3), model_type="qwen3"), recipe(
+        "amp-bf16", s=64, ckpt="full", use_reentrant="false", liger_rms_norm="true", liger_swiglu="true")),
+    ("qwen3_moe bf16 liger qk norms", qwen3_moe(), recipe("bf16", s=64, liger_rms_norm="true")),
+    ("gemma3 bf16 liger qk norms", gemma3(), recipe("bf16", s=64, liger_rms_norm="true", liger_swiglu="true")),
+    ("gemma3 bf16 liger qk norms patched model MQA", gemma3(kv=1), recipe(
+        "bf16", s=64, liger_rms_norm="true", liger_before_load="false")),
+    ("gemma3 amp-bf16 liger qk norms checkpointed sdpa", gemma3(layers=3), recipe(
+        "amp-bf16", s=64, ckpt="full", attention="sdpa", liger_rms_norm="true")),
+    ("olmo2 bf16 liger qk norms patched model", olmo2(), recipe(
+        "bf16", s=64, liger_rms_norm="true", liger_before_load="false")),
+    ("olmo2 amp-bf16 liger qk norms one sequence", olmo2(), recipe("amp-bf16", b=1, s=64, liger_rms_norm="true")),
     ("llama sgd fp32 liger one sequence", llama(), recipe(
         optimizer="sgd", b=1, s=64, liger_rms_norm="true", liger_swiglu="true")),
     ("llama bf16 loss chunked", llama(vocab=4096), recipe("bf16", s=256, loss="chunked", keep_logits="false")),

@@ -304,7 +304,8 @@ def measure(case, rank=None):
 
     cfg = dict(cfg, experts_implementation=recipe.get("experts_implementation", "modules"),
                liger_rms_norm=str(recipe.get("liger_rms_norm", "false")) == "true",
-               liger_swiglu=str(recipe.get("liger_swiglu", "false")) == "true")
+               liger_swiglu=str(recipe.get("liger_swiglu", "false")) == "true",
+               liger_before_load=str(recipe.get("liger_before_load", "true")) == "true")
     classifier = cfg["model_type"] == "bert"
     seq2seq = cfg["model_type"] in ("t5", "mt5")
     if classifier:

@@ -558,6 +558,12 @@ local function liger_keys(keys, origins)
     local value, from = on(k[2], true)
     if keys[k[1]] == nil then keys[k[1]], origins[k[1]] = value, (origins[from] or "recipe") .. " (" .. k[3] .. ")" end
   end
+  -- the Trainer patches the model it was given (trainer.py:
+  -- _apply_liger_kernel_to_instance), not transformers' classes
+  if keys.liger_before_load == nil then
+    keys.liger_before_load = false
+    origins.liger_before_load = (origins.use_liger_kernel or "recipe") .. " (the Trainer patches the built model)"
+  end
   -- the loss: fused linear cross-entropy by default, its cross-entropy
   -- inside transformers' loss with cross_entropy, neither when both are off
   local flce, flce_from = on("fused_linear_cross_entropy", true)

@@ -22,6 +22,15 @@ def patches(cfg, key):
     return bool(cfg.get(key)) and cfg["model_type"] in PATCHED
 
 
+def patches_qk_norms(cfg):
+    """Whether Liger's RMSNorm is the attention's q_norm and k_norm: its
+    class swap before the model is built (liger_before_load) reaches Qwen3's,
+    Qwen3-MoE's, OLMo-2's and Gemma 3's; its patch of a built model
+    (_apply_liger_kernel_to_instance) Gemma 3's alone."""
+    return patches(cfg, "liger_rms_norm") and (cfg.get("liger_before_load", True)
+                                                or cfg["model_type"] == "gemma3_text")
+
+
 def _contiguous(*tensors):
     # liger_kernel.ops.utils.ensure_contiguous: every tensor argument made contiguous
     return [t.contiguous() for t in tensors]

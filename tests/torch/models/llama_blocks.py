@@ -175,19 +175,24 @@ class LlamaAttention(nn.Module):
         self.o_proj = nn.Linear(self.num_heads * self.head_dim, h, bias=bias)
         # the norms registered after the projections, as transformers does (the
         # parameters' order, which a for-loop optimizer's temporaries follow)
+        eps = cfg.get("rms_norm_eps", 1e-6)
         qk_norm = cfg["model_type"] in ("qwen3", "qwen3_moe")  # Qwen3Attention: q_norm, k_norm over head_dim
-        self.q_norm = LlamaRMSNorm(self.head_dim, cfg.get("rms_norm_eps", 1e-6)) if qk_norm else None
-        self.k_norm = LlamaRMSNorm(self.head_dim, cfg.get("rms_norm_eps", 1e-6)) if qk_norm else None
+        self.q_norm = LlamaRMSNorm(self.head_dim, eps) if qk_norm else None
+        self.k_norm = LlamaRMSNorm(self.head_dim, eps) if qk_norm else None
         # Gemma3Attention: Gemma3RMSNorm over each head, after the transpose
         self.gemma3 = cfg["model_type"] == "gemma3_text"
         if self.gemma3:
-            self.q_norm = GemmaRMSNorm(self.head_dim, cfg.get("rms_norm_eps", 1e-6))
-            self.k_norm = GemmaRMSNorm(self.head_dim, cfg.get("rms_norm_eps", 1e-6))
+            self.q_norm = GemmaRMSNorm(self.head_dim, eps)
+            self.k_norm = GemmaRMSNorm(self.head_dim, eps)
         # Olmo2Attention: q_norm and k_norm over the whole projections, before the view
         self.olmo2 = cfg["model_type"] == "olmo2"
         if self.olmo2:
-            self.q_norm = Olmo2RMSNorm(self.num_heads * self.head_dim, cfg.get("rms_norm_eps", 1e-6))
-            self.k_norm = Olmo2RMSNorm(self.num_kv * self.head_dim, cfg.get("rms_norm_eps", 1e-6))
+            self.q_norm = Olmo2RMSNorm(self.num_heads * self.head_dim, eps)
+            self.k_norm = Olmo2RMSNorm(self.num_kv * self.head_dim, eps)
+        if self.q_norm is not None and liger.patches_qk_norms(cfg):  # Liger's class in their place
+            in_place = cfg["model_type"] not in liger.OUT_OF_PLACE
+            self.q_norm = LigerRMSNorm(self.q_norm.weight.numel(), eps, in_place=in_place, zeros=self.gemma3)
+            self.k_norm = LigerRMSNorm(self.k_norm.weight.numel(), eps, in_place=in_place, zeros=self.gemma3)
 
     def eager(self, ac, query, key, value, attention_mask):
         # modeling_llama.eager_attention_forward

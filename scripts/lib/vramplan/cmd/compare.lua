@@ -72,6 +72,10 @@ local function measured_liger(path, o)
   for key, found in pairs({ liger_rms_norm = liger.rms_norm, liger_swiglu = liger.swiglu }) do
     if found == true then sets[#sets + 1] = { key, "true", path .. ": environment.liger" } end
   end
+  -- Liger's q_norm / k_norm or transformers': the class swap or the built model's patch
+  if liger.rms_norm == true and type(liger.qk_norms) == "boolean" and recipe.liger_before_load == nil then
+    sets[#sets + 1] = { "liger_before_load", tostring(liger.qk_norms), path .. ": environment.liger.qk_norms" }
+  end
   table.sort(sets, function(a, b) return a[1] < b[1] end)
   return sets
 end
