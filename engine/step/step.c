@@ -628,11 +628,12 @@ static void outputs_to_fp32(vp_step *step) {
     vp_sim *sim = &step->sim;
     const vp_tensor_slot slots[] = {VP_TENSOR_LOGITS, VP_TENSOR_ENCODER_OUTPUT};
     enum { SLOTS = sizeof slots / sizeof *slots };
-    vp_t old[SLOTS] = {0}, copy[SLOTS] = {0};
-    copy[0] = fp32_copy(sim, old[0] = vp_step_tensor(step, slots[0]), "accelerate.convert_to_fp32.logits");
+    vp_t old[SLOTS], copy[SLOTS];
+    for (unsigned i = 0; i < SLOTS; i++) old[i] = vp_step_tensor(step, slots[i]);
+    copy[0] = fp32_copy(sim, old[0], "accelerate.convert_to_fp32.logits");
     bool tuples = vp_kv_cache_in_tuples(step);
     vp_kv_cache cache = tuples ? vp_kv_cache_to_fp32(step, &step->kv_cache) : (vp_kv_cache){0};
-    copy[1] = fp32_copy(sim, old[1] = vp_step_tensor(step, slots[1]), "accelerate.convert_to_fp32.encoder_output");
+    copy[1] = fp32_copy(sim, old[1], "accelerate.convert_to_fp32.encoder_output");
     vp_router_logits *router = &step->router_logits;
     vp_t *router_copies = router->n ? vp_step_scratch(step, router->n * sizeof *router_copies) : NULL;
     if (router->n && !router_copies) {
