@@ -38,7 +38,10 @@ What is recorded:
   forwards), which `vramplan compare` applies as liger_rms_norm and
   liger_swiglu, and whether the attention's q_norm / k_norm modules are
   Liger's (a patch made before the model was built swaps their class too:
-  liger_before_load).
+  liger_before_load);
+- whether accelerate wrapped the model's forward in its
+  convert_outputs_to_fp32 (the Trainer's fp16 / bf16 under native amp),
+  which `vramplan compare` applies as outputs_fp32.
 """
 import contextlib
 import json
@@ -83,6 +86,19 @@ def liger_modules(model):
             elif "GLU" in name or "Experts" in name or "BlockSparseTop2MLP" in name:
                 found["swiglu"] = True
     return found
+
+
+def accelerate_converts_outputs(model):
+    """Whether accelerate's prepare_model wrapped the forward of the model
+    (or of the module a DistributedDataParallel holds) in
+    convert_outputs_to_fp32: a function whose __wrapped__ is a
+    ConvertOutputsToFp32 (accelerate/utils/operations.py)."""
+    for m in (model, getattr(model, "module", None)):
+        forward = getattr(m, "forward", None)
+        fn = getattr(forward, "__func__", forward)
+        if type(getattr(fn, "__wrapped__", None)).__name__ == "ConvertOutputsToFp32":
+            return True
+    return False
 
 
 def nvidia_smi_used_bytes(index):
@@ -132,7 +148,8 @@ class Measure:
         measured["params_bytes"] = tensor_bytes(model.parameters())
         measured["buffers_bytes"] = tensor_bytes(model.buffers())
         measured["optimizer_bytes"] = optimizer_state_bytes(optimizer)
-        env = {"torch": torch.__version__, "device": str(self.device), "liger": liger_modules(model)}
+        env = {"torch": torch.__version__, "device": str(self.device), "liger": liger_modules(model),
+               "outputs_fp32": accelerate_converts_outputs(model)}
         if self.device.type == "cuda":
             env["cuda"] = torch.version.cuda
             env["device_name"] = torch.cuda.get_device_name(self.device)

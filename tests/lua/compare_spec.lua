@@ -69,6 +69,42 @@ describe("vramplan compare", function()
     end
   end)
 
+  it("reads accelerate's fp32 outputs from the measured model's forward", function()
+    -- measure.py finds the wrapper accelerate's prepare_model puts on the forward
+    local probe = [[
+import sys; sys.path.insert(0, "tools")
+import torch
+from measure import accelerate_converts_outputs
+class ConvertOutputsToFp32:  # accelerate/utils/operations.py's, by name
+    def __init__(self, f): self.model_forward = f
+    def __call__(self, *a): return self.model_forward(*a)
+def convert_outputs_to_fp32(f):
+    wrapped = ConvertOutputsToFp32(f)
+    def forward(*a): return wrapped(*a)
+    forward.__wrapped__ = wrapped
+    return forward
+m = torch.nn.Linear(2, 2)
+plain = accelerate_converts_outputs(m)
+m.forward = convert_outputs_to_fp32(m.forward)
+print(plain, accelerate_converts_outputs(m), accelerate_converts_outputs(torch.nn.Sequential(m)))
+]]
+    local script = helper.write(probe, ".py")
+    local p = io.popen("cd " .. helper.root .. " && /usr/bin/python3 " .. script .. " 2>&1")
+    local out = p:read("a")
+    p:close()
+    assert.are.equal("False True False\n", out)
+    for _, on in ipairs({ true, false }) do
+      local path = helper.write(json.encode({
+        vramplan = { model = "llama3.2-1b", gpu = "a100-80gb", recipe = { seq_len = 256, precision = "amp-bf16" } },
+        measured = { peak_allocated_bytes = 1 << 34 },
+        environment = { outputs_fp32 = on },
+      }), ".json")
+      local o, err, code = helper.run("compare", "--json", path)
+      assert(code == 0, err)
+      assert.are.equal(on, json.decode(o).recipe.outputs_fp32)
+    end
+  end)
+
   it("agrees with every measurement of the calibration set (tests/reference/measured/)", function()
     local p = io.popen("ls " .. helper.root .. "/tests/reference/measured/*/measured.json")
     local n = 0

@@ -80,6 +80,14 @@ local function measured_liger(path, o)
   return sets
 end
 
+-- accelerate's convert_outputs_to_fp32 around the measured model's forward
+-- (measure.py records it): outputs_fp32 where the recipe names none.
+local function measured_outputs_fp32(path, o)
+  local found = type(o.environment) == "table" and o.environment.outputs_fp32
+  if type(found) ~= "boolean" or (o.vramplan.recipe or {}).outputs_fp32 ~= nil then return nil end
+  return { "outputs_fp32", tostring(found), path .. ": environment.outputs_fp32" }
+end
+
 -- The job the measurement describes; a model file is relative to the
 -- measurement's folder when not found as given.
 local function measured_job(home, path, o)
@@ -98,6 +106,7 @@ local function measured_job(home, path, o)
   local conf, why_not = measured_alloc_conf(path, o)
   if conf then sets[#sets + 1] = conf end
   for _, set in ipairs(measured_liger(path, o)) do sets[#sets + 1] = set end
+  sets[#sets + 1] = measured_outputs_fp32(path, o)
   if why_not then io.stderr:write("vramplan: warning: ", why_not, "\n") end
   return job.load(home, { target = model, sets = sets, gpu = o.vramplan.gpu })
 end
