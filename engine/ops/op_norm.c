@@ -115,7 +115,7 @@ const vp_op_kind vp_op_layernorm = {
 
 /* ---- RMSNorm ---- */
 
-enum { RMS_HIDDEN, RMS_EPS, RMS_STYLE, RMS_KEEP_FP32, RMS_LIGER, RMS_FIELDS };
+enum { RMS_HIDDEN, RMS_EPS, RMS_STYLE, RMS_KEEP_FP32, RMS_LIGER, RMS_LIGER_INSTANCE, RMS_FIELDS };
 
 enum { STYLE_LLAMA, STYLE_T5, STYLE_GEMMA, STYLE_OLMO2 };
 static const char *const style_names[] = {"llama", "t5", "gemma", "olmo2", NULL};
@@ -124,8 +124,9 @@ static const char *const style_names[] = {"llama", "t5", "gemma", "olmo2", NULL}
  * (src/liger_kernel/transformers/monkey_patch.py, rms_norm.py): nothing,
  * LigerRMSNorm's in-place backward (Llama's kind, Gemma 1's, GPT-OSS's),
  * or an out-of-place one (LigerRMSNormForGemma2 / Gemma3, ForOlmo2). */
-enum { LIGER_NONE, LIGER_IN_PLACE, LIGER_OUT_OF_PLACE };
+enum { LIGER_NONE, LIGER_IN_PLACE, LIGER_OUT_OF_PLACE, LIGER_AS_CLASS };
 static const char *const liger_names[] = {"none", "in_place", "out_of_place", NULL};
+static const char *const liger_instance_names[] = {"none", "in_place", "out_of_place", "as_class", NULL};
 
 static const vp_field rmsnorm_fields[RMS_FIELDS] = {
     [RMS_HIDDEN] = {"hidden", VP_FIELD_INT, true, 0, 1, 1 << 20, NULL, "normalized width"},
@@ -142,6 +143,10 @@ static const vp_field rmsnorm_fields[RMS_FIELDS] = {
                    "what Liger-Kernel's patch for the model type puts here, which recipe key liger_rms_norm "
                    "turns on: none (no patch), in_place (LigerRMSNorm: Llama's kind, Gemma 1, GPT-OSS) or "
                    "out_of_place (Gemma 2 and 3, OLMo-2: its backward makes dX anew)"},
+    [RMS_LIGER_INSTANCE] = {"liger_instance", VP_FIELD_ENUM, false, LIGER_AS_CLASS, 0, 0, liger_instance_names,
+                            "what Liger's patch of a built model (liger_before_load false: the Trainer's) puts "
+                            "here where it differs from its class swap: as_class, or none, in_place, "
+                            "out_of_place (OLMo-2's final norm: a LigerRMSNorm in place)"},
 };
 
 static unsigned rmsnorm_leaves(const vp_op *op, const vp_ranks *split, vp_leaf_spec *out) {
@@ -288,15 +293,23 @@ vp_t vp_liger_rms_norm_op(vp_step *step, vp_t x, vp_t weight, uint64_t rows, boo
     return vp_liger_rms_norm(&step->sim, x, weight, rows, in_place, programs, label);
 }
 
+/* What Liger's patch puts on this norm under the recipe: its class swap's,
+ * or what its patch of a built model names here when that differs. */
+static unsigned liger_kind(const vp_step *step, const vp_op *op) {
+    unsigned instance = (unsigned)vp_op_u64(op, RMS_LIGER_INSTANCE);
+    if (!step->recipe->liger_before_load && instance != LIGER_AS_CLASS) return instance;
+    return (unsigned)vp_op_u64(op, RMS_LIGER);
+}
+
 static vp_t liger_rms_norm(vp_step *step, const vp_op *op, vp_t x, vp_t weight) {
-    bool in_place = vp_op_u64(op, RMS_LIGER) == LIGER_IN_PLACE;
+    bool in_place = liger_kind(step, op) == LIGER_IN_PLACE;
     return vp_liger_rms_norm_op(step, x, weight, step->rows, in_place, "rmsnorm.liger");
 }
 
 static vp_t rms_normalized(vp_step *step, const vp_op *op, const vp_t *leaves, vp_t x) {
     /* Megatron-LM runs a fused kernel (Transformer Engine / apex) */
     if (vp_framework_of(step->recipe)->fused_rmsnorm) return vp_rms_norm(&step->sim, x, leaves[0], step->rows, "rmsnorm");
-    if (step->recipe->liger_rms_norm && vp_op_u64(op, RMS_LIGER) != LIGER_NONE)
+    if (step->recipe->liger_rms_norm && liger_kind(step, op) != LIGER_NONE)
         return liger_rms_norm(step, op, x, leaves[0]);
     if (vp_op_u64(op, RMS_STYLE) == STYLE_T5) return t5_layer_norm(step, x, leaves[0], step->rows);
     if (vp_op_u64(op, RMS_STYLE) == STYLE_GEMMA) return vp_gemma_rms_norm(step, x, leaves[0], step->rows);

@@ -243,10 +243,10 @@ return architecture {
                    -- GPT-OSS's patch leaves its experts alone (swiglu False by default)
                    liger = liger and c.moe_block == "mixtral" }
     end
-    local function norm()
+    local function norm(liger_instance)
       if lua.rmsnorm then return lua.rmsnorm() end
       return rmsnorm { hidden = c.hidden, eps = c.norm_eps, style = c.norm_style, keep_fp32 = c.norm_keep_fp32,
-                       liger = liger_norm }
+                       liger = liger_norm, liger_instance = liger_instance }
     end
     -- pre: the block's input normalized (LLaMA); post: its output, before
     -- the residual add (OLMo-2)
@@ -299,7 +299,8 @@ return architecture {
     if c.local_rope then embed[#embed + 1] = rotary_embedding { head_dim = rotary_dim, sliding = true } end
     if c.embed_scale then embed[#embed + 1] = scale {} end
     local final = {
-      norm(),
+      -- OLMo-2's under the Trainer's patch: _patch_rms_norm_module's LigerRMSNorm, in place
+      norm(liger_norm ~= "none" and c.norm_style == "olmo2" and "in_place" or nil),
       lm_head { vocab = c.vocab, hidden = c.hidden, tied = c.tie_embeddings, scale_logits = c.multipliers,
                 softcap = c.final_softcap, float_logits = c.shifted_loss },
       c.shifted_loss and cross_entropy { upcast = false, shift = "logits" } or cross_entropy {},

@@ -216,7 +216,7 @@ class Llama(nn.Module):
         # where vramplan's final ops hold it: before the final norm
         self.mtp = MTPModule(cfg, LlamaDecoderLayer) if cfg.get("num_nextn_predict_layers") else None
         self.mtp_labels = self.mtp_loss = None
-        self.norm = rms_norm(cfg, h)
+        self.norm = rms_norm(cfg, h, final=True)
         self.rotary_emb = None if remote_code(cfg) else LlamaRotaryEmbedding(cfg)
         if transformers_v2(cfg):  # DeepseekV2Model's one module: complex freqs_cis
             self.rotary_emb = DeepseekV2HFRotaryEmbedding(cfg)

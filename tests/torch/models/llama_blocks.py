@@ -64,10 +64,12 @@ class Olmo2RMSNorm(LlamaRMSNorm):
         return (self.weight * hidden_states).to(input_dtype)
 
 
-def rms_norm(cfg, dim):
+def rms_norm(cfg, dim, final=False):
     eps = cfg.get("rms_norm_eps", 1e-6)
     if liger.patches(cfg, "liger_rms_norm"):
-        return LigerRMSNorm(dim, eps, in_place=cfg["model_type"] not in liger.OUT_OF_PLACE,
+        # OLMo-2's final norm under Liger's patch of the built model: a LigerRMSNorm, in place
+        instance_final = final and cfg["model_type"] == "olmo2" and not cfg.get("liger_before_load", True)
+        return LigerRMSNorm(dim, eps, in_place=cfg["model_type"] not in liger.OUT_OF_PLACE or instance_final,
                             zeros=cfg["model_type"].startswith("gemma"))
     kind = {"gemma": GemmaRMSNorm, "gemma2": GemmaRMSNorm, "gemma3_text": GemmaRMSNorm,
             "olmo2": Olmo2RMSNorm}.get(cfg["model_type"], LlamaRMSNorm)
