@@ -515,7 +515,7 @@ static const vp_recipe_key keys[] = {
      * amp (accelerator.py) */
     {BOOL_KEY("outputs_fp32", outputs_fp32, false),
      .doc = "accelerate's convert_outputs_to_fp32: as the model's forward returns, every fp16 / bf16 tensor in its "
-            "outputs (the logits, the loss, router logits, an encoder's last hidden state, a cache returned as "
+            "outputs (the logits, router logits, an encoder's last hidden state, a cache returned as "
             "tuples: GPT-2's and BLOOM's presents) is copied to fp32 in place of the 16-bit one, all copies made "
             "before the 16-bit ones go; under the Trainer's fp16 / bf16 autocast outside DeepSpeed and "
             "Megatron-LM [false; stack hf-trainer, trl, axolotl or llama-factory: true under an autocast "
