@@ -14,14 +14,14 @@ local function on(v) return truthy(type(v) == "string" and v:lower() or v) end
 -- accelerate, under the Trainer's fp16 / bf16, wraps the model's forward in
 -- autocast and convert_outputs_to_fp32 (Accelerator.prepare_model: native
 -- amp, off under DeepSpeed and Megatron-LM; accelerate/utils/operations.py
--- ConvertOutputsToFp32): `outputs_fp32` under an autocast precision.
-local autocast_precisions = { ["amp-bf16"] = true, ["amp-fp16"] = true, ["bf16-autocast"] = true,
-  ["fp16-autocast"] = true }
+-- ConvertOutputsToFp32): `outputs_fp32` wherever the core models it (its
+-- rule: engine/policy/recipe.c), given the keys that decide it.
 local function accelerate_outputs_fp32(keys)
-  if not autocast_precisions[keys.precision] then return nil end
-  if keys.framework == "deepspeed" or keys.framework == "megatron" then return nil end
-  if keys.framework == nil and keys.zero ~= nil then return nil end
-  return true
+  if keys.precision == nil then return nil end
+  local framework = keys.framework or (keys.zero ~= nil and "deepspeed") or nil
+  local ok = pcall(require("vramplan").check_recipe, { precision = keys.precision, framework = framework,
+    model_code = keys.model_code, outputs_fp32 = true })
+  return ok or nil
 end
 
 -- Each stack: its framework (when it fixes one), the defaults it runs
