@@ -58,6 +58,9 @@ static inline uint64_t vp_bytes_of(vp_dtype dtype, uint64_t numel) {
 /* True for fp32/tf32/fp16/bf16/fp8: the types autograd computes in. */
 bool vp_dtype_is_float(vp_dtype dtype);
 
+/* fp16 or bf16: the 16-bit floating dtypes. */
+static inline bool vp_dtype_is_half(vp_dtype dtype) { return dtype == VP_FP16 || dtype == VP_BF16; }
+
 /* The wider of two floating types, as PyTorch's type promotion picks it for
  * a binary elementwise op (fp32 wins over 16-bit; equal types stay). */
 vp_dtype vp_dtype_promote(vp_dtype a, vp_dtype b);

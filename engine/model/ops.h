@@ -38,6 +38,11 @@ vp_t vp_hf_rms_norm(vp_step *step, vp_t x, vp_t weight, uint64_t rows);
 vp_t vp_olmo2_rms_norm(vp_step *step, vp_t x, vp_t weight, uint64_t rows);
 /* GemmaRMSNorm (Gemma 1-3): 1 + weight applied to the fp32 rows, the cast back last. */
 vp_t vp_gemma_rms_norm(vp_step *step, vp_t x, vp_t weight, uint64_t rows);
+/* What Liger-Kernel's patch puts on a norm, an op field's values (the
+ * rmsnorm op's liger, the attention's liger_qk): nothing, LigerRMSNorm's
+ * in-place backward or an out-of-place one. */
+enum { VP_LIGER_NORM_NONE, VP_LIGER_NORM_IN_PLACE, VP_LIGER_NORM_OUT_OF_PLACE };
+extern const char *const vp_liger_norm_names[];
 /* Liger-Kernel's LigerRMSNorm module (vp_liger_rms_norm) over `rows` rows
  * of x, with its backward's program count for the step's device. */
 vp_t vp_liger_rms_norm_op(vp_step *step, vp_t x, vp_t weight, uint64_t rows, bool in_place, const char *label);

@@ -74,8 +74,7 @@ vp_kv_cache vp_kv_cache_to_fp32(vp_step *step, const vp_kv_cache *cache) {
         vp_t t = cache->tensors[i];
         if (!t) continue;
         out.repeat[i] = cache->repeat[i];
-        vp_dtype dtype = (vp_dtype)vp_at(sim, t)->dtype;
-        if (dtype != VP_FP16 && dtype != VP_BF16) { /* kept as it is, in the new tuple too */
+        if (!vp_dtype_is_half((vp_dtype)vp_at(sim, t)->dtype)) { /* kept as it is, in the new tuple too */
             vp_hold(sim, t);
             out.tensors[i] = t;
             continue;

@@ -92,9 +92,6 @@ enum { ROTARY_HALF, ROTARY_GPTJ, ROTARY_COHERE, ROTARY_DEEPSEEK, ROTARY_COMPLEX,
 static const char *const rotary_styles[] = {"half", "gptj", "cohere", "deepseek", "complex", "chunked", NULL};
 
 enum { QK_NORM_HEAD, QK_NORM_OLMO2, QK_NORM_GEMMA, QK_NORM_COHERE };
-/* What Liger-Kernel's patch puts on the q and k norms (as op_norm.c's liger field) */
-enum { LIGER_QK_NONE, LIGER_QK_IN_PLACE, LIGER_QK_OUT_OF_PLACE };
-static const char *const liger_qk_names[] = {"none", "in_place", "out_of_place", NULL};
 static const char *const qk_norm_styles[] = {"head", "olmo2", "gemma", "cohere", NULL};
 
 enum { NAMES_AUTO, NAMES_BLOOM, NAMES_T5, NAMES_PHI3, NAMES_PHI, NAMES_BERT, NAMES_MPT };
@@ -236,7 +233,7 @@ static const vp_field attention_fields[ATT_FIELDS] = {
                           "with caches: the model returns its cache as tuples of tensors (transformers 4.46-4.52's "
                           "GPT-2 and BLOOM presents), not a Cache object, so tools that walk the outputs "
                           "(accelerate's convert_outputs_to_fp32) reach the tensors"},
-    [ATT_LIGER_QK] = {"liger_qk", VP_FIELD_ENUM, false, LIGER_QK_NONE, 0, 0, liger_qk_names,
+    [ATT_LIGER_QK] = {"liger_qk", VP_FIELD_ENUM, false, VP_LIGER_NORM_NONE, 0, 0, vp_liger_norm_names,
                       "with qk_norm: what Liger-Kernel's RMSNorm class swap (recipe key liger_rms_norm, "
                       "liger_before_load) puts on q_norm and k_norm: none, in_place (Qwen3's LigerRMSNorm) or "
                       "out_of_place (Gemma 3's, OLMo-2's)"},
@@ -1449,7 +1446,7 @@ static vp_t recompute_core(vp_step *step, void *ctx, const vp_t *inputs) {
  * it names (monkey_patch.py: Gemma 3's q_norm and k_norm, not Qwen3's or
  * OLMo-2's). */
 static bool liger_qk_norm(const vp_step *step, const vp_op *op) {
-    if (!step->recipe->liger_rms_norm || vp_op_u64(op, ATT_LIGER_QK) == LIGER_QK_NONE) return false;
+    if (!step->recipe->liger_rms_norm || vp_op_u64(op, ATT_LIGER_QK) == VP_LIGER_NORM_NONE) return false;
     return step->recipe->liger_before_load || vp_op_flag(op, ATT_LIGER_QK_INSTANCE);
 }
 
@@ -1461,19 +1458,24 @@ static vp_t liger_head_norm(vp_step *step, const vp_op *op, vp_t x, vp_t weight,
                             uint64_t heads) {
     vp_sim *sim = &step->sim;
     vp_t input = vp_contiguous(sim, x, !transposed || heads == 1, "attention.qk_norm.liger_contiguous");
-    bool in_place = vp_op_u64(op, ATT_LIGER_QK) == LIGER_QK_IN_PLACE;
+    bool in_place = vp_op_u64(op, ATT_LIGER_QK) == VP_LIGER_NORM_IN_PLACE;
     vp_t y = vp_liger_rms_norm_op(step, input, weight, rows, in_place, "attention.qk_norm.liger");
     vp_drop(sim, input);
     return y;
 }
 
 /* An RMSNorm over every head of every token (the weight one head wide):
- * HF's, Liger's, or Megatron's fused one (its qk_layernorm). `transposed`:
- * x is a [b, heads, s, d] view of [b, s, heads, d] rows. */
-static vp_t head_norm(vp_step *step, const vp_op *op, vp_t x, vp_t weight, bool transposed, uint64_t heads) {
+ * HF's, Liger's, or Megatron's fused one (its qk_layernorm). `contiguous`,
+ * when not NULL: x is [b, heads, s, d], a view of [b, s, heads, d] rows
+ * unless *contiguous, which Liger's output becomes. */
+static vp_t head_norm(vp_step *step, const vp_op *op, vp_t x, vp_t weight, bool *contiguous, uint64_t heads) {
     uint64_t rows = vp_at(&step->sim, x)->numel / vp_at(&step->sim, weight)->numel;
     if (vp_framework_of(step->recipe)->fused_rmsnorm) return vp_rms_norm(&step->sim, x, weight, rows, "attention.qk_norm");
-    if (liger_qk_norm(step, op)) return liger_head_norm(step, op, x, weight, rows, transposed, heads);
+    if (liger_qk_norm(step, op)) {
+        bool transposed = contiguous && !*contiguous;
+        if (contiguous) *contiguous = true;
+        return liger_head_norm(step, op, x, weight, rows, transposed, heads);
+    }
     if (vp_op_u64(op, ATT_QK_NORM_STYLE) == QK_NORM_OLMO2) return vp_olmo2_rms_norm(step, x, weight, rows);
     /* Gemma 3: Gemma3RMSNorm over each head (of the transposed view: the
      * same tensors) */
@@ -1484,21 +1486,13 @@ static vp_t head_norm(vp_step *step, const vp_op *op, vp_t x, vp_t weight, bool 
     return vp_hf_rms_norm(step, x, weight, rows);
 }
 
-/* *t = norm(*t): the name rebound, the projection gone unless kept */
-static void normalize_in_place(vp_step *step, const vp_op *op, vp_t *t, vp_t weight) {
-    vp_t normed = head_norm(step, op, *t, weight, false, 0);
+/* *t = norm(*t): the name rebound, the projection gone unless kept
+ * (`contiguous`, `heads`: head_norm's, after the transpose) */
+static void normalize_in_place(vp_step *step, const vp_op *op, vp_t *t, vp_t weight, bool *contiguous,
+                               uint64_t heads) {
+    vp_t normed = head_norm(step, op, *t, weight, contiguous, heads);
     vp_drop(&step->sim, *t);
     *t = normed;
-}
-
-/* ... after the transpose (Gemma 3): Liger's norm makes it contiguous */
-static void normalize_transposed(vp_step *step, const vp_op *op, vp_t *t, bool *contiguous, vp_t weight,
-                                 uint64_t heads) {
-    bool liger = liger_qk_norm(step, op) && !vp_framework_of(step->recipe)->fused_rmsnorm;
-    vp_t normed = head_norm(step, op, *t, weight, !*contiguous, heads);
-    vp_drop(&step->sim, *t);
-    *t = normed;
-    if (liger) *contiguous = true;
 }
 
 /* BloomAttention (4.26-4.27): fused_qkv viewed as [b, s, heads, 3, d] and
@@ -1643,9 +1637,9 @@ static vp_t attention_forward(vp_step *step, const vp_op *op, const vp_t *leaves
         bool early = vp_op_flag(op, ATT_QK_NORM) && vp_op_u64(op, ATT_QK_NORM_STYLE) != QK_NORM_GEMMA &&
                      vp_op_u64(op, ATT_QK_NORM_STYLE) != QK_NORM_COHERE;
         in.q = vp_project_column(step, x, leaves[Q_W], leaves[Q_B], q_out, "attention.q_proj");
-        if (early) normalize_in_place(step, op, &in.q, leaves[Q_NORM]);
+        if (early) normalize_in_place(step, op, &in.q, leaves[Q_NORM], NULL, 0);
         in.k = vp_project_column(step, source, leaves[K_W], leaves[K_B], kv_out, "attention.k_proj");
-        if (early) normalize_in_place(step, op, &in.k, leaves[K_NORM]);
+        if (early) normalize_in_place(step, op, &in.k, leaves[K_NORM], NULL, 0);
         in.v = vp_project_column(step, source, leaves[V_W], leaves[V_B], kv_out, "attention.v_proj");
         normalized = early;
     }
@@ -1655,8 +1649,8 @@ static vp_t attention_forward(vp_step *step, const vp_op *op, const vp_t *leaves
     }
     if (vp_op_flag(op, ATT_QK_NORM) && !mla && !normalized) {
         /* self.q_norm(query_states), likewise k: over head_dim */
-        normalize_transposed(step, op, &in.q, &in.q_contiguous, leaves[Q_NORM], s.heads);
-        normalize_transposed(step, op, &in.k, &in.k_contiguous, leaves[K_NORM], s.kv_heads);
+        normalize_in_place(step, op, &in.q, leaves[Q_NORM], &in.q_contiguous, s.heads);
+        normalize_in_place(step, op, &in.k, leaves[K_NORM], &in.k_contiguous, s.kv_heads);
     }
     bool rotates = rotates_here(step, op);
     if (rotates && gptj_rotary(op)) {

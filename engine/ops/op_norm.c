@@ -124,8 +124,9 @@ static const char *const style_names[] = {"llama", "t5", "gemma", "olmo2", NULL}
  * (src/liger_kernel/transformers/monkey_patch.py, rms_norm.py): nothing,
  * LigerRMSNorm's in-place backward (Llama's kind, Gemma 1's, GPT-OSS's),
  * or an out-of-place one (LigerRMSNormForGemma2 / Gemma3, ForOlmo2). */
-enum { LIGER_NONE, LIGER_IN_PLACE, LIGER_OUT_OF_PLACE, LIGER_AS_CLASS };
-static const char *const liger_names[] = {"none", "in_place", "out_of_place", NULL};
+const char *const vp_liger_norm_names[] = {"none", "in_place", "out_of_place", NULL};
+/* liger_instance's values: vp_liger_norm_names', then as the class swap */
+enum { LIGER_AS_CLASS = VP_LIGER_NORM_OUT_OF_PLACE + 1 };
 static const char *const liger_instance_names[] = {"none", "in_place", "out_of_place", "as_class", NULL};
 
 static const vp_field rmsnorm_fields[RMS_FIELDS] = {
@@ -139,7 +140,7 @@ static const vp_field rmsnorm_fields[RMS_FIELDS] = {
     [RMS_KEEP_FP32] = {"keep_fp32", VP_FIELD_BOOL, false, 0, 0, 1, NULL,
                        "the weight is among the model's _keep_in_fp32_modules (GPT-OSS's norms): fp32 when "
                        "from_pretrained loads the model in fp16 or quantized"},
-    [RMS_LIGER] = {"liger", VP_FIELD_ENUM, false, LIGER_NONE, 0, 0, liger_names,
+    [RMS_LIGER] = {"liger", VP_FIELD_ENUM, false, VP_LIGER_NORM_NONE, 0, 0, vp_liger_norm_names,
                    "what Liger-Kernel's patch for the model type puts here, which recipe key liger_rms_norm "
                    "turns on: none (no patch), in_place (LigerRMSNorm: Llama's kind, Gemma 1, GPT-OSS) or "
                    "out_of_place (Gemma 2 and 3, OLMo-2: its backward makes dX anew)"},
@@ -302,14 +303,14 @@ static unsigned liger_kind(const vp_step *step, const vp_op *op) {
 }
 
 static vp_t liger_rms_norm(vp_step *step, const vp_op *op, vp_t x, vp_t weight) {
-    bool in_place = liger_kind(step, op) == LIGER_IN_PLACE;
+    bool in_place = liger_kind(step, op) == VP_LIGER_NORM_IN_PLACE;
     return vp_liger_rms_norm_op(step, x, weight, step->rows, in_place, "rmsnorm.liger");
 }
 
 static vp_t rms_normalized(vp_step *step, const vp_op *op, const vp_t *leaves, vp_t x) {
     /* Megatron-LM runs a fused kernel (Transformer Engine / apex) */
     if (vp_framework_of(step->recipe)->fused_rmsnorm) return vp_rms_norm(&step->sim, x, leaves[0], step->rows, "rmsnorm");
-    if (step->recipe->liger_rms_norm && liger_kind(step, op) != LIGER_NONE)
+    if (step->recipe->liger_rms_norm && liger_kind(step, op) != VP_LIGER_NORM_NONE)
         return liger_rms_norm(step, op, x, leaves[0]);
     if (vp_op_u64(op, RMS_STYLE) == STYLE_T5) return t5_layer_norm(step, x, leaves[0], step->rows);
     if (vp_op_u64(op, RMS_STYLE) == STYLE_GEMMA) return vp_gemma_rms_norm(step, x, leaves[0], step->rows);

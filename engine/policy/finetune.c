@@ -96,7 +96,7 @@ vp_dtype vp_lora_dtype(const vp_recipe *recipe, vp_dtype params) {
     /* auto: PEFT 0.12+ (peft/tuners/tuners_utils.py, autocast_adapter_dtype)
      * upcasts bf16/fp16 adapters to fp32, unless the framework casts the
      * whole module (DeepSpeed's and Megatron's mixed precision) */
-    bool sixteen = params == VP_BF16 || params == VP_FP16;
+    bool sixteen = vp_dtype_is_half(params);
     bool whole_module_cast = vp_precision_is_mixed(recipe->precision);
     return sixteen && !whole_module_cast ? VP_FP32 : params;
 }

@@ -612,8 +612,7 @@ static void release_outputs(vp_step *step) {
 /* A 16-bit output's fp32 copy; 0 for a tensor of another dtype. */
 static vp_t fp32_copy(vp_sim *sim, vp_t t, const char *label) {
     if (!t) return 0;
-    vp_dtype dtype = (vp_dtype)vp_at(sim, t)->dtype;
-    return dtype == VP_FP16 || dtype == VP_BF16 ? vp_to(sim, t, VP_FP32, label) : 0;
+    return vp_dtype_is_half((vp_dtype)vp_at(sim, t)->dtype) ? vp_to(sim, t, VP_FP32, label) : 0;
 }
 
 /* accelerate's ConvertOutputsToFp32 (accelerate/utils/operations.py) as the

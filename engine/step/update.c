@@ -80,8 +80,6 @@ typedef struct {
     uint64_t worst_beside;       /* and the bytes beside them */
 } temp_sizes;
 
-static bool sixteen_bit(vp_dtype dtype) { return dtype == VP_BF16 || dtype == VP_FP16; }
-
 static void measure_tensor(vp_step *step, vp_t leaf, temp_sizes *sizes) {
     const vp_tensor *t = vp_at(&step->sim, leaf);
     vp_dtype dtype = sizes->own_dtype ? (vp_dtype)t->dtype : sizes->dtype;
@@ -89,7 +87,7 @@ static void measure_tensor(vp_step *step, vp_t leaf, temp_sizes *sizes) {
     uint64_t bytes = vp_bytes_of(dtype, numel);
     sizes->raw += bytes * sizes->repeat;
     sizes->rounded += vp_round_block(bytes) * sizes->repeat;
-    unsigned temps = sizes->temps + (step->priv->plan.master_dtype == VP_DTYPE_NONE && sixteen_bit((vp_dtype)t->dtype)
+    unsigned temps = sizes->temps + (step->priv->plan.master_dtype == VP_DTYPE_NONE && vp_dtype_is_half((vp_dtype)t->dtype)
                                          ? sizes->upcast
                                          : 0);
     const vp_optimizer_kind *kind = step->priv->optimizer;
