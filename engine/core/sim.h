@@ -51,6 +51,8 @@ typedef struct {
     vp_t grad;           /* gradient buffered for this tensor during backward */
     uint32_t pending;    /* leaves: edges to it from nodes of the running backward yet to run */
     vp_t param_grad;     /* for leaves: the .grad tensor */
+    vp_t grad_stash;     /* for leaves: a sharded gradient held apart from .grad until the step's last
+                            micro-batch (FSDP's: autograd fills another, unsharded tensor's .grad) */
     uint8_t grad_dtype;  /* dtype of this tensor's gradient (its own dtype) */
     uint8_t aten;        /* vp_aten_op: the ATen op that made it, where a policy or the partitioner tells it apart */
     const char *label;

@@ -503,6 +503,16 @@ static void prepare_gather(vp_step *step, vp_layer_hook *h) {
     if (!reshard_after_forward(step)) h->prefetch = 0; /* nothing to gather again in backward */
 }
 
+/* FSDP's backward prefetch gathers the unit that ran before the current
+ * one in forward (FSDP2: FSDPState._backward_prefetch over
+ * post_forward_order; FSDP1's BACKWARD_PRE: the previous handle in the
+ * execution order): before the first block that is the root, which stays
+ * gathered, so the first block's pre-backward prefetches nothing. */
+bool vp_layout_first_prefetches_none(const vp_step *step) {
+    return step->priv->plan.gather && !vp_framework_of(step->recipe)->param_coordinator &&
+           reshard_after_forward(step) && step->stage.embed;
+}
+
 bool vp_layout_prepare(vp_step *step) {
     vp_step_private *priv = step->priv;
     const vp_model *m = step->model;
@@ -531,6 +541,7 @@ bool vp_layout_prepare(vp_step *step) {
             if (step->priv->plan.keeps_last_block && i + 1 == step->priv->n_layer_instances) h->kept.forward = h->gather;
         }
     }
+    if (vp_layout_first_prefetches_none(step) && priv->n_layer_instances) priv->hooks[0].prefetch = 0;
     /* the branches' layers: their parameters (persistent ones too) are the
      * root's leaves, gathered as a unit's, not with the root */
     uint64_t branch_gather = 0, branch_host_copy = 0;
@@ -600,10 +611,18 @@ static uint64_t reduce_output_bytes(vp_step *step, const vp_t *leaves, unsigned 
     return vp_bytes_of(plan->reduce_dtype, numel);
 }
 
-/* FSDP's post-backward hook: the layer's unsharded gradients are
- * reduce-scattered, and the shard is kept (fp32 with MixedPrecision). */
+/* FSDP's post-backward hook: a unit's unsharded gradients reduce-scattered,
+ * each replaced by its shard (fp32 with MixedPrecision). A shard from an earlier micro-batch of the step takes the new
+ * one in place, which then goes (FSDP2's foreach_reduce: sharded_param.grad
+ * += a view of reduce_output; FSDP1's _accumulate_sharded_grad into
+ * _saved_grad_shard). Until the step's last micro-batch the shards are
+ * held apart from the leaves' .grad, so that each micro-batch's backward
+ * starts with none: autograd fills the .grad of another tensor (FSDP2's
+ * unsharded_param, FSDP1's flat parameter, whose sharded gradient its
+ * pre-backward sets aside). */
 static void reduce_scatter(vp_step *step, vp_t *leaves, unsigned n) {
     vp_sim *sim = &step->sim;
+    bool last = step->priv->final_micro_batch;
     uint64_t output = reduce_output_bytes(step, leaves, n);
     if (output) vp_ledger_alloc(&step->ledger, VP_CAT_COMM, output, "reduce_scatter.grad");
     for (unsigned i = 0; i < n; i++) {
@@ -618,6 +637,19 @@ static void reduce_scatter(vp_step *step, vp_t *leaves, unsigned n) {
         if (step->priv->plan.grads_on_host) { /* copied to the host's .grad (vp_layout_resident) */
             vp_at(sim, leaf)->param_grad = 0;
             vp_drop(sim, shard);
+        }
+    }
+    for (unsigned i = 0; i < n; i++) {
+        vp_tensor *t = leaves[i] ? vp_at(sim, leaves[i]) : NULL;
+        if (!t || !t->requires_grad) continue;
+        if (t->grad_stash && t->param_grad) vp_drop(sim, t->param_grad); /* added into the held shard */
+        if (t->grad_stash) t->param_grad = 0;
+        else t->grad_stash = t->param_grad;
+        if (last) { /* the optimizer's .grad */
+            t->param_grad = t->grad_stash;
+            t->grad_stash = 0;
+        } else {
+            t->param_grad = 0;
         }
     }
     if (output) vp_ledger_release(&step->ledger, VP_CAT_COMM, output, "reduce_scatter.grad");
@@ -815,10 +847,40 @@ vp_t vp_layout_layer_start(vp_step *step, vp_t x, unsigned layer) {
     return unit_start(step, x, hook_of(step, layer));
 }
 
+/* A reentrant checkpoint's rerun runs FSDP2's forward hooks in forward's
+ * state (its pre-forward returns early only after a pre-backward hook,
+ * which the no-grad forward registered none of): the rerun's all-gather
+ * output, the one its pre-backward neighbour prefetched, becomes
+ * comm_ctx.all_gather_state, each rerun's replacing the last's
+ * (FSDPParamGroup.wait_for_unshard), and the last one stays through the
+ * optimizer step until the next forward's first unshard (the root's) lets
+ * go of it. The rerun's post-forward neither reshards nor records its
+ * place (is_bw(), PyTorch 2.10: pytorch#164009), so the block stays
+ * gathered for its backward and the backward prefetch goes to the block
+ * before it. (Before 2.10 the rerun resharded, the pre-backward gathered
+ * again and prefetched the block after it, whose backward was done: a
+ * block's parameters more each block, held to the end of backward.) */
+static void hold_rerun_gather_state(vp_step *step) {
+    vp_layer_hook *slots = collective_slots(step);
+    if (!slots || step->ledger.place.phase != VP_PHASE_RECOMPUTE || step->priv->rerun_gather_state) return;
+    /* the first rerun takes the root's prefetch of the last block */
+    if (slots->gather_output) free_slot(step, &slots->gather_output, "all_gather.prefetch");
+    step->priv->rerun_gather_state = slots->gather_slot;
+    vp_ledger_alloc(&step->ledger, VP_CAT_COMM, slots->gather_slot, "all_gather.state");
+}
+
+static void free_rerun_gather_state(vp_step *step) {
+    vp_ledger_release(&step->ledger, VP_CAT_COMM, step->priv->rerun_gather_state, "all_gather.state");
+    step->priv->rerun_gather_state = 0;
+}
+
+void vp_layout_step_end(vp_step *step) { free_rerun_gather_state(step); }
+
 /* A unit's forward begins: its parameters gathered (and the next's
  * prefetched), a node whose backward releases them once the unit's
  * backward is done. */
 static vp_t unit_start(vp_step *step, vp_t x, vp_layer_hook *h) {
+    hold_rerun_gather_state(step);
     gather_layer(h, h->prefetch * forward_prefetch(step));
     if (step->sim.grad_mode && !vp_at(&step->sim, x)->requires_grad) {
         /* frozen embeddings feed the first layer (LoRA): no node on its input
@@ -873,12 +935,33 @@ void vp_layout_forward_begin(vp_step *step) {
     if (slots) {
         uint64_t root = step->priv->root_gather_bytes;
         if (root) vp_ledger_alloc(&step->ledger, VP_CAT_COMM, root, "all_gather.output");
+        free_rerun_gather_state(step); /* the root's wait_for_unshard */
         hold_slot(step, &slots->gather_output, slots->gather_slot, "all_gather.output");
         if (root) vp_ledger_release(&step->ledger, VP_CAT_COMM, root, "all_gather.output");
     }
 }
 
+/* FSDP2's root returns from its forward: its post-forward drops the last
+ * block's all-gather output (FSDPState._post_forward, iter_forward_root:
+ * comm_ctx.all_gather_state = None). Under transformers' model code the
+ * loss was computed inside that forward; torchtitan and torchtune compute
+ * it after the model returns, so there the output is gone during the
+ * loss's forward already, which this step, ending with the loss, still
+ * counts (a block's parameters more, where the loss's forward would be the
+ * peak: its backward, with the logits' gradients, is larger). */
+void vp_layout_forward_end(vp_step *step) {
+    vp_layer_hook *slots = collective_slots(step);
+    if (slots) free_slot(step, &slots->gather_output, "all_gather.output");
+}
+
 void vp_layout_backward_begin(vp_step *step) {
+    /* the root's pre-backward hook (on the loss) prefetches the last block
+     * (FSDPState._pre_backward, _backward_prefetch): its flat all-gather
+     * output, which that block's own pre-backward copies out and frees;
+     * nothing when the block stayed gathered (torchtitan's last block) */
+    vp_layer_hook *slots = collective_slots(step);
+    if (slots && reshard_after_forward(step) && !step->priv->plan.keeps_last_block)
+        hold_slot(step, &slots->gather_output, slots->gather_slot, "all_gather.prefetch");
     vp_ledger_alloc(&step->ledger, VP_CAT_COMM, step->priv->plan.backward_buffers, "reduce buckets");
 }
 

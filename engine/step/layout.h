@@ -43,11 +43,19 @@ vp_t vp_layout_layer_end(vp_step *step, vp_t y, unsigned layer);
 vp_t vp_layout_branch_layer_start(vp_step *step, vp_t x, const vp_t *leaves);
 vp_t vp_layout_branch_layer_end(vp_step *step, vp_t y, const vp_t *leaves);
 
-/* Around forward and backward: the root unit's gather, the buckets that
- * live through backward, the root unit's gradient reduction. */
+/* FSDP's first block prefetches nothing in backward (the unit before it
+ * is the root, gathered): it is evaluated alone, not folded. */
+bool vp_layout_first_prefetches_none(const vp_step *step);
+
+/* Around forward and backward: the root unit's gather, FSDP2's all-gather
+ * output slot as the model's forward returns and as backward begins, the
+ * buckets that live through backward, the root unit's gradient reduction;
+ * at the step's end (after the optimizer) what FSDP2 still holds goes. */
 void vp_layout_forward_begin(vp_step *step);
+void vp_layout_forward_end(vp_step *step);
 void vp_layout_backward_begin(vp_step *step);
 void vp_layout_backward_end(vp_step *step);
+void vp_layout_step_end(vp_step *step);
 
 /* Host memory: bytes that live outside the GPU (offload). */
 void vp_layout_host(vp_step *step, uint64_t bytes, unsigned repeat, bool nvme);

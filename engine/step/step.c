@@ -131,7 +131,7 @@ static bool plan_chunks(vp_step *step) {
     /* the first chunk's input also outlives it where the model body keeps
      * the embeddings as a local (vp_step_keep_local) */
     bool first_unlike = !step->stage.embed || vp_finetune_method_of(step->recipe)->frozen_base ||
-                        vp_framework_of(step->recipe)->python_locals;
+                        vp_framework_of(step->recipe)->python_locals || vp_layout_first_prefetches_none(step);
     /* frozen layers under ZeRO-3 or FSDP are released when backward ends,
      * outside any folded stretch: they are evaluated one by one */
     bool released_late = priv->plan.gather || priv->plan.grads == VP_GRADS_UNIT;
@@ -777,7 +777,9 @@ static uint64_t micro_batch(vp_step *step, const vp_meter *resident, const vp_me
     body_returns(step, true);
     vp_step_drop_locals(step, VP_LOCAL_OF_WRAPPER);
     vp_step_end_lifetime(step, VP_LIVES_WRAPPER);
+    /* accelerate wraps the forward FSDP2's hooks run around */
     if (step->recipe->outputs_fp32) outputs_to_fp32(step);
+    vp_layout_forward_end(step);
     /* Megatron's forward step returns the loss alone */
     if (!outputs_through_backward(step)) release_outputs(step);
     /* `out = model(batch)` rebinds: the last micro-batch's outputs go now */
@@ -908,6 +910,7 @@ static void run(vp_step *step, vp_step_result *result) {
     vp_drop(sim, step->priv->attention_mask);
     vp_drop(sim, step->priv->token_type_ids);
     vp_step_end_lifetime(step, VP_LIVES_STEP);
+    vp_layout_step_end(step);
     if (status_of(step) == VP_STEP_OK && memcmp(ledger->rounded.current, resident.current, sizeof resident.current))
         sim->status = VP_SIM_UNBALANCED;
 

@@ -123,6 +123,7 @@ typedef struct vp_step_private {
     struct vp_layer_hook *hooks;     /* one per layer instance, then one per branch layer */
     unsigned n_branch_layers;        /* the final ops' branches' decoder layers (op_branch.c): units of their own */
     uint64_t root_gather_bytes;      /* FSDP's root unit (embeddings, head) gathered for the step */
+    uint64_t rerun_gather_state;     /* FSDP2: a reentrant rerun's all-gather output held (layout.c) */
     uint64_t root_host_copy;         /* ... its shards copied to the GPU first (FSDP2's CPUOffloadPolicy) */
     /* FSDP2 under a pipeline schedule (plan.defers_reduce): whether this
      * micro-batch is the step's last, whether the root is gathered now, and

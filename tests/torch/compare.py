@@ -1806,6 +1806,24 @@ CASES = [
     ("llama DDP", llama(), recipe(dp=2)),
     ("llama DDP bucket views", llama(), recipe(dp=2, ddp_bucket_view="true")),
     ("gpt2 DDP amp-bf16 checkpointed", gpt2(layers=3), recipe("amp-bf16", ckpt="full", dp=2)),  # gloo has no bf16
+    # FSDP2 (fsdp2.py: one rank of dp written out): per-parameter dim-0 shards, the
+    # all-gather and reduce-scatter buffers that outlive their collectives
+    ("llama FSDP2", llama(), recipe(dp=2, framework="fsdp2", model_code="transformers")),
+    ("llama FSDP2 dp 3 uneven rows", llama(kv=1, layers=3), recipe(dp=3, framework="fsdp2", model_code="transformers")),
+    ("llama FSDP2 mixed-bf16 reduce fp32", llama(), recipe(
+        "mixed-bf16", dp=2, framework="fsdp2", model_code="transformers", reduce_dtype="fp32")),
+    ("llama FSDP2 mixed-bf16 reduce bf16", llama(layers=3), recipe(
+        "mixed-bf16", dp=4, framework="fsdp2", model_code="transformers", reduce_dtype="bf16")),
+    ("llama FSDP2 checkpointed", llama(layers=3), recipe(dp=2, framework="fsdp2", model_code="transformers",
+                                                          ckpt="full")),
+    ("llama FSDP2 checkpointed non-reentrant", llama(layers=3), recipe(
+        dp=2, framework="fsdp2", model_code="transformers", ckpt="full", use_reentrant="false")),
+    ("llama FSDP2 grad_accum 2", llama(), recipe(dp=2, framework="fsdp2", model_code="transformers", grad_accum=2)),
+    ("llama FSDP2 checkpointed grad_accum 2", llama(layers=3), recipe(
+        dp=2, framework="fsdp2", model_code="transformers", ckpt="full", grad_accum=2)),
+    ("llama FSDP2 not resharded", llama(layers=3), recipe(
+        dp=2, framework="fsdp2", model_code="transformers", reshard_after_forward="false")),
+    ("llama FSDP2 tied", llama(tied=True), recipe(dp=2, framework="fsdp2", model_code="transformers")),
     # Mamba-2's reference SSD (transformers' torch_forward) as Lua blocks: chunks of 16 over 32 tokens,
     # a padded sequence (40 = 2 chunks and a half: F.pad's copies, the slice back), one chunk per sequence
     ("mamba2 fp32 adamw", mamba2(), recipe()),

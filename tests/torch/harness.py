@@ -22,6 +22,7 @@ import torch.multiprocessing as mp
 import torch.utils.checkpoint
 
 import checkpoint2x
+import fsdp2
 
 from models import (Autocast, BertForSequenceClassification, CausalLM, T5ForConditionalGeneration, add_lora,
                     add_modules_to_save, add_prefix, add_prompt, float8_weights, freeze, quantize_4bit, quantize_8bit,
@@ -99,6 +100,15 @@ class SaveOnHost(torch.autograd.graph.saved_tensors_hooks):
 
 def tensor_bytes(tensors):
     return sum(t.numel() * t.element_size() for t in tensors if t is not None)
+
+
+def storage_bytes(tensors):
+    """The bytes of the storages under `tensors`, each once (views of one buffer)."""
+    seen = {}
+    for t in tensors:
+        if t is not None:
+            seen[t.storage().data_ptr()] = t.storage().size() * t.element_size()
+    return sum(seen.values())
 
 
 class MasterWeights:
@@ -318,7 +328,9 @@ def measure(case, rank=None):
     model.loss = recipe.get("loss", "cross-entropy")
     model.loss_chunks = int(recipe.get("loss_chunks", 8))
     model.train()
-    model_dtype = torch.bfloat16 if precision in ("bf16", "bf16-autocast", "mixed-bf16", "fp8-torchao") else torch.float32
+    # FSDP2 (fsdp2.py) keeps fp32 shards and gathers them in param_dtype
+    sharded = recipe.get("framework") == "fsdp2"
+    model_dtype = torch.float32 if sharded else torch.bfloat16 if precision in ("bf16", "bf16-autocast", "mixed-bf16", "fp8-torchao") else torch.float32
     model.to(model_dtype)
     # amp-bf16 autocasts over fp32 weights, bf16-autocast over bf16 ones (the Trainer's bf16=True)
     ac = Autocast(torch.bfloat16 if precision in ("amp-bf16", "bf16-autocast") else None)
@@ -366,10 +378,22 @@ def measure(case, rank=None):
     elif finetune == "freeze":
         freeze(model, int(recipe.get("trainable_layers", 0)))
         add_modules_to_save(model, recipe, wrapped=False)  # no PEFT here: trained as they are
+    net = model
+    if sharded:  # one rank of dp, written out (fsdp2.py): every decoder layer a unit, the root the rest
+        # the harness's adapters are found by their base weight's identity, which FSDP2's swaps change
+        if finetune != "full":
+            raise ValueError("fsdp2: only full fine-tuning is mirrored")
+        if not hasattr(getattr(model, "model", None), "layers"):
+            raise ValueError("fsdp2: mirrored for decoders whose blocks are model.model.layers")
+        mixed = precision.startswith("mixed")
+        reduce = {"fp32": torch.float32, "bf16": torch.bfloat16}.get(recipe.get("reduce_dtype"))
+        net = fsdp2.FullyShard(model, model.model.layers, int(recipe["dp"]),
+                               param_dtype=torch.bfloat16 if mixed else None,
+                               reduce_dtype=reduce if mixed else None,
+                               reshard_after_forward=str(recipe.get("reshard_after_forward", "true")) == "true")
     all_params = [p for p in model.parameters()]
     params = trained_in_registration_order(model, ac)
-    net = model
-    if rank is not None:  # DistributedDataParallel over gloo, one process per rank
+    if rank is not None and not sharded:  # DistributedDataParallel over gloo, one process per rank
         # gloo cannot broadcast GPT-2's bool mask buffers: DDP is told to skip them
         model._ddp_params_and_buffers_to_ignore = [n for n, b in model.named_buffers() if b.dtype == torch.bool]
         net = torch.nn.parallel.DistributedDataParallel(
@@ -381,7 +405,7 @@ def measure(case, rank=None):
     if str(recipe.get("optimizer_in_backward", "false")) == "true":
         in_backward = OptimizerInBackward(params, lambda ps: make_optimizer(name, impl, ps, first_moment, decay))
         opt = None
-    elif precision.startswith("mixed") or precision == "fp8-torchao":
+    elif (precision.startswith("mixed") and not sharded) or precision == "fp8-torchao":
         opt = MasterWeights(params, lambda ps: make_optimizer(name, impl, ps, first_moment, decay)) \
             if name != "none" else None
     else:
@@ -410,7 +434,9 @@ def measure(case, rank=None):
         measuring = step == 2
         if measuring:
             gc.collect()
-            start = _current()
+            # FSDP2 under a reentrant checkpoint carries the last rerun's
+            # all-gather output over the step's end (fsdp2.py): not resident
+            start = _current() - (net.held_bytes() if sharded else 0)
             _reset()
         loss = logits = input_ids = labels = None
         extra = {}
@@ -448,7 +474,9 @@ def measure(case, rank=None):
             if logits is None:  # Trainer.training_step returns loss.detach(): the graph (and what it holds) goes before the step
                 loss = loss.detach()
         if measuring:
-            result["grads_bytes"] = tensor_bytes(p.grad for p in params)
+            # FSDP2's sharded gradients are views of each unit's reduce-scatter output
+            result["grads_bytes"] = storage_bytes(p.grad for p in params) if sharded else \
+                tensor_bytes(p.grad for p in params)
         if opt is not None:
             opt.step()
             opt.zero_grad(set_to_none=set_to_none)
@@ -462,9 +490,11 @@ def measure(case, rank=None):
         if measuring:
             dynamic_peak = _peak() - start
             result["activations_bytes"] = after_forward - start
-            result["end_balance"] = _current() - start
+            result["end_balance"] = _current() - start - (net.held_bytes() if sharded else 0)
 
-    result["params_bytes"] = tensor_bytes(all_params) + tensor_bytes(getattr(model, "quant_tensors", []))
+    # FSDP2's shards are views of their padded storage
+    result["params_bytes"] = (storage_bytes(all_params) if sharded else tensor_bytes(all_params)) + \
+        tensor_bytes(getattr(model, "quant_tensors", []))
     result["buffers_bytes"] = tensor_bytes(model.buffers())
     if isinstance(opt, MasterWeights):
         result["master_bytes"] = tensor_bytes(opt.masters)
@@ -480,8 +510,8 @@ def measure(case, rank=None):
     # first step and constant after; they are reported, not counted.
     resident = sum(result[k] for k in ("params_bytes", "buffers_bytes", "master_bytes", "optimizer_bytes"))
     if not set_to_none:  # zero_grad(set_to_none=False): the zeroed gradients stay between steps
-        resident += tensor_bytes(p.grad for p in params)
-    if net is not model:  # DDP's flat gradient buckets, as the Reducer reports them
+        resident += storage_bytes(p.grad for p in params) if sharded else tensor_bytes(p.grad for p in params)
+    if net is not model and not sharded:  # DDP's flat gradient buckets, as the Reducer reports them
         sizes = str(net._get_ddp_logging_data()["bucket_sizes"])
         result["bucket_bytes"] = sum(int(b) for b in sizes.split(",") if b.strip())
         resident += result["bucket_bytes"]
@@ -515,7 +545,7 @@ def main():
     torch.set_num_threads(1)
     cases = json.load(open(sys.argv[1]))
     for i, case in enumerate(cases):
-        if case["recipe"].get("dp", 1) > 1:
+        if case["recipe"].get("dp", 1) > 1 and case["recipe"].get("framework") != "fsdp2":
             result = measure_ddp(case, 29500 + (os.getpid() + i) % 2000)
         else:
             result = measure(case)
