@@ -25,10 +25,10 @@ typedef struct vp_layer_hook {
     uint64_t prefetched;  /* of `prefetch`, what is gathered now */
     bool deferred;        /* its input needs no gradient: released when backward ends */
     bool gathered;        /* its parameters are gathered for a pass now */
-    /* FSDP2's buffers that outlive their collective (framework_fsdp2.c),
-     * on the last block's hook (collective_slots): their sizes, and what
-     * of them lives now */
-    uint64_t gather_slot, reduce_slot, gather_output, reduce_input;
+    uint64_t reduce;      /* FSDP2: its reduce-scatter input */
+    /* FSDP2's buffers that outlive their collective (framework_fsdp2.c), on
+     * the last block's hook (collective_slots): what of them lives now */
+    uint64_t gather_output, reduce_input;
     uint64_t cast_scratch; /* FSDP2's float8 all-gather: its largest weight shard's fp32 copies in the cast */
     uint64_t host_copy;   /* FSDP2's CPUOffloadPolicy: its parameter shards copied to the GPU for the all-gather */
     uint64_t accumulated; /* FSDP2 in a pipeline: its unsharded gradients accumulated (defers_reduce) */
@@ -560,13 +560,8 @@ bool vp_layout_prepare(vp_step *step) {
         }
     }
     free(kept);
-    vp_layer_hook *slots_at = collective_slots(step);
-    for (unsigned i = 0; slots_at && i < step->priv->n_layer_instances; i++) {
-        vp_layer_hook *h = &step->priv->hooks[i];
-        uint64_t reduce = reduce_input_bytes(step, h->leaves, h->n);
-        if (h->gather > slots_at->gather_slot) slots_at->gather_slot = h->gather;
-        if (reduce > slots_at->reduce_slot) slots_at->reduce_slot = reduce;
-    }
+    for (unsigned i = 0; collective_slots(step) && i < step->priv->n_layer_instances; i++)
+        step->priv->hooks[i].reduce = reduce_input_bytes(step, step->priv->hooks[i].leaves, step->priv->hooks[i].n);
     /* FSDP's root unit (the embeddings, final norm and head; an
      * encoder-decoder's bridge: the encoder's final norm, the decoder's
      * position-bias table) is not resharded between forward and backward;
@@ -682,6 +677,13 @@ static void gather_layer(vp_layer_hook *h, uint64_t ahead) {
     h->gathered = true;
 }
 
+/* The unit's gathered parameters go; what it prefetched stays. */
+static void release_gathered(vp_layer_hook *h) {
+    vp_ledger_release(&h->step->ledger, VP_CAT_PARAMS, h->held, "all_gather.release");
+    h->step->priv->gathered_live -= h->held;
+    h->held = 0;
+}
+
 /* The pass is over: the prefetch goes, and the layer's parameters but
  * `keep` bytes of them. */
 static void release_layer(vp_layer_hook *h, uint64_t keep) {
@@ -746,7 +748,17 @@ static void free_accumulated(vp_step *step, uint64_t *held) {
  * gathered parameters released. */
 static void layer_done(vp_layer_hook *h) {
     vp_layer_hook *slots = collective_slots(h->step);
-    if (slots == h) hold_slot(h->step, &slots->reduce_input, slots->reduce_slot, "reduce_scatter.input");
+    /* FSDP's post-backward reshards before it reduce-scatters (FSDP2's
+     * FSDPParamGroup.post_backward; FSDP1's _post_backward_hook runs
+     * _post_backward_reshard before _reduce_grad): the unit's gathered
+     * parameters go first, the next unit's prefetch stays */
+    if (!h->step->priv->plan.defers_reduce && h->step->priv->plan.grads == VP_GRADS_UNIT) release_gathered(h);
+    /* FSDP2's reduce-scatter input: the last unit's goes as this one's is
+     * made (comm_ctx.reduce_scatter_state), where the unit has gradients */
+    if (slots && h->reduce) {
+        free_slot(h->step, &slots->reduce_input, "reduce_scatter.input");
+        hold_slot(h->step, &slots->reduce_input, h->reduce, "reduce_scatter.input");
+    }
     if (h->step->priv->plan.defers_reduce) {
         hold_accumulated(h->step, &h->accumulated, accumulated_bytes(h->step, h->leaves, h->n));
         if (!h->step->priv->final_micro_batch) {
@@ -769,9 +781,26 @@ static void backward_layer_start(vp_sim *sim, uint32_t index) {
 
 static void backward_layer_end(vp_sim *sim, uint32_t index) {
     vp_layer_hook *h = vp_node_at(sim, index)->context;
-    /* the first unshard in backward frees the forward's last all-gather output */
-    if (collective_slots(h->step) == h) free_slot(h->step, &h->gather_output, "all_gather.output");
-    gather_layer(h, h->prefetch);
+    vp_layer_hook *slots = collective_slots(h->step);
+    if (!slots) {
+        gather_layer(h, h->prefetch);
+    } else {
+        /* FSDP2's pre-backward: the copy-out makes the unit's parameters
+         * beside the flat all-gather output prefetched for it, which goes
+         * after (wait_for_unshard); then the unit before it in forward is
+         * prefetched, its flat output in flight until that unit's own
+         * copy-out (_backward_prefetch); a unit gathered already (a
+         * reentrant rerun of several blocks leaves them all gathered) is
+         * not gathered again */
+        gather_layer(h, 0);
+        free_slot(h->step, &slots->gather_output, "all_gather.output");
+        const vp_step_private *priv = h->step->priv;
+        const vp_layer_hook *target = h > priv->hooks && h < priv->hooks + priv->n_layer_instances ? h - 1 : NULL;
+        if (h->prefetch && !(target && target->gathered)) {
+            hold_slot(h->step, &slots->gather_output, target ? target->gather : h->prefetch, "all_gather.prefetch");
+            h->step->priv->flat_for = target;
+        }
+    }
     pass_gradient(sim, index);
 }
 
@@ -860,18 +889,27 @@ vp_t vp_layout_layer_start(vp_step *step, vp_t x, unsigned layer) {
  * before it. (Before 2.10 the rerun resharded, the pre-backward gathered
  * again and prefetched the block after it, whose backward was done: a
  * block's parameters more each block, held to the end of backward.) */
-static void hold_rerun_gather_state(vp_step *step) {
-    vp_layer_hook *slots = collective_slots(step);
-    if (!slots || step->ledger.place.phase != VP_PHASE_RECOMPUTE || step->priv->rerun_gather_state) return;
-    /* the first rerun takes the root's prefetch of the last block */
-    if (slots->gather_output) free_slot(step, &slots->gather_output, "all_gather.prefetch");
-    step->priv->rerun_gather_state = slots->gather_slot;
-    vp_ledger_alloc(&step->ledger, VP_CAT_COMM, slots->gather_slot, "all_gather.state");
-}
-
 static void free_rerun_gather_state(vp_step *step) {
     vp_ledger_release(&step->ledger, VP_CAT_COMM, step->priv->rerun_gather_state, "all_gather.state");
     step->priv->rerun_gather_state = 0;
+}
+
+static void hold_rerun_gather_state(vp_step *step, const vp_layer_hook *h) {
+    vp_layer_hook *slots = collective_slots(step);
+    vp_step_private *priv = step->priv;
+    /* a unit still gathered (reshard_after_forward false) gathers nothing */
+    if (!slots || step->ledger.place.phase != VP_PHASE_RECOMPUTE || h->gathered) return;
+    if (slots->gather_output && priv->flat_for == h) { /* the flat output prefetched for it, kept on */
+        free_rerun_gather_state(step);
+        priv->rerun_gather_state = slots->gather_output;
+        slots->gather_output = 0;
+        priv->flat_for = NULL;
+        return;
+    }
+    /* none prefetched for it: its own, made before the last state goes */
+    vp_ledger_alloc(&step->ledger, VP_CAT_COMM, h->gather, "all_gather.state");
+    free_rerun_gather_state(step);
+    priv->rerun_gather_state = h->gather;
 }
 
 void vp_layout_step_end(vp_step *step) { free_rerun_gather_state(step); }
@@ -879,8 +917,21 @@ void vp_layout_step_end(vp_step *step) { free_rerun_gather_state(step); }
 /* A unit's forward begins: its parameters gathered (and the next's
  * prefetched), a node whose backward releases them once the unit's
  * backward is done. */
+/* FSDP2's forward: a block's flat all-gather output is made before the
+ * last one goes (FSDPParamGroup.unshard, then wait_for_unshard lets go of
+ * comm_ctx.all_gather_state, _fsdp_param_group.py), so the all-gather
+ * stream holds both; it is kept in turn until the next block's copy-out. */
+static void forward_gather_output(vp_step *step, const vp_layer_hook *h) {
+    vp_layer_hook *slots = collective_slots(step);
+    if (!slots || step->ledger.place.phase == VP_PHASE_RECOMPUTE || h->gathered) return;
+    vp_ledger_alloc(&step->ledger, VP_CAT_COMM, h->gather, "all_gather.output");
+    free_slot(step, &slots->gather_output, "all_gather.output");
+    slots->gather_output = h->gather;
+}
+
 static vp_t unit_start(vp_step *step, vp_t x, vp_layer_hook *h) {
-    hold_rerun_gather_state(step);
+    forward_gather_output(step, h);
+    hold_rerun_gather_state(step, h);
     gather_layer(h, h->prefetch * forward_prefetch(step));
     if (step->sim.grad_mode && !vp_at(&step->sim, x)->requires_grad) {
         /* frozen embeddings feed the first layer (LoRA): no node on its input
@@ -911,7 +962,11 @@ static vp_t unit_end(vp_step *step, vp_t y, vp_layer_hook *h) {
          * through the turn into backward, a recomputed layer's until its
          * backward */
         bool recomputing = step->ledger.place.phase == VP_PHASE_RECOMPUTE;
-        release_layer(h, recomputing ? h->kept.recompute : h->kept.forward);
+        /* FSDP2 does not reshard in a rerun inside backward (is_bw(), above):
+         * the unit stays gathered to its post-backward, its pre-backward a
+         * no-op but for the prefetch */
+        if (!(recomputing && collective_slots(step)))
+            release_layer(h, recomputing ? h->kept.recompute : h->kept.forward);
         return hook(step, y, backward_layer_end, h, "layer.end");
     }
     /* SHARD_GRAD_OP: the layer stays gathered until its backward is done */
@@ -925,19 +980,13 @@ void vp_layout_forward_begin(vp_step *step) {
     if (step->priv->root_held) return; /* a pipeline stage's root: gathered since the first micro-batch */
     if (step->priv->root_host_copy) scratch(step, step->priv->root_host_copy, "all_gather.host_copy");
     vp_ledger_alloc(&step->ledger, VP_CAT_PARAMS, step->priv->root_gather_bytes, "all_gather.root");
-    /* FSDP2's forward: the root's all-gather output, then each block's,
-     * until the next all-gather. The root's flat output is still held when
-     * the first block's all-gather makes its own: FSDPParamGroup.unshard
-     * (foreach_all_gather) allocates the next output before
-     * wait_for_unshard lets go of the previous comm_ctx.all_gather_state
-     * (_fsdp_param_group.py), so the all-gather stream holds both. */
+    /* FSDP2's forward: the root's flat all-gather output, kept until the
+     * first block's copy-out (unit_start); its wait lets go of a reentrant
+     * rerun's output the last step left */
     vp_layer_hook *slots = collective_slots(step);
     if (slots) {
-        uint64_t root = step->priv->root_gather_bytes;
-        if (root) vp_ledger_alloc(&step->ledger, VP_CAT_COMM, root, "all_gather.output");
-        free_rerun_gather_state(step); /* the root's wait_for_unshard */
-        hold_slot(step, &slots->gather_output, slots->gather_slot, "all_gather.output");
-        if (root) vp_ledger_release(&step->ledger, VP_CAT_COMM, root, "all_gather.output");
+        hold_slot(step, &slots->gather_output, step->priv->root_gather_bytes, "all_gather.output");
+        free_rerun_gather_state(step);
     }
 }
 
@@ -960,8 +1009,10 @@ void vp_layout_backward_begin(vp_step *step) {
      * output, which that block's own pre-backward copies out and frees;
      * nothing when the block stayed gathered (torchtitan's last block) */
     vp_layer_hook *slots = collective_slots(step);
-    if (slots && reshard_after_forward(step) && !step->priv->plan.keeps_last_block)
-        hold_slot(step, &slots->gather_output, slots->gather_slot, "all_gather.prefetch");
+    if (slots && reshard_after_forward(step) && !step->priv->plan.keeps_last_block) {
+        hold_slot(step, &slots->gather_output, slots->gather, "all_gather.prefetch");
+        step->priv->flat_for = slots;
+    }
     vp_ledger_alloc(&step->ledger, VP_CAT_COMM, step->priv->plan.backward_buffers, "reduce buckets");
 }
 

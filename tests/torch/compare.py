@@ -1824,6 +1824,20 @@ CASES = [
     ("llama FSDP2 not resharded", llama(layers=3), recipe(
         dp=2, framework="fsdp2", model_code="transformers", reshard_after_forward="false")),
     ("llama FSDP2 tied", llama(tied=True), recipe(dp=2, framework="fsdp2", model_code="transformers")),
+    # few activations: the peak is a copy-out beside the prefetched flat output, after a post-backward that
+    # resharded before it reduce-scattered (sweep.py 41 fsdp2)
+    ("llama FSDP2 one short sequence", llama(), recipe(b=1, s=16, optimizer="none", dp=2, framework="fsdp2",
+                                                       model_code="transformers")),
+    # a reentrant rerun of three blocks leaves them all gathered: the backward prefetches find them so
+    # (sweep.py 41 fsdp2, case 7)
+    # blocks of two sizes (a dense first layer, then mixtures): each all-gather output and reduce-scatter
+    # input its own block's (sweep.py 42 fsdp2, case 32)
+    ("deepseek_v3 FSDP2 mixed-bf16 checkpointed", dict(deepseek_v3(layers=3), attention_dropout=0.1), recipe(
+        "mixed-bf16", b=2, s=48, optimizer="none", ckpt="full", keep_logits="false", dp=2, framework="fsdp2",
+        model_code="transformers", reduce_dtype="fp32")),
+    ("gemma2 FSDP2 every-3 grad_accum 2", gemma2(), recipe(
+        b=3, s=64, optimizer="none", ckpt="every-3", grad_accum=2, keep_logits="false", dp=4, framework="fsdp2",
+        model_code="transformers")),
     # Mamba-2's reference SSD (transformers' torch_forward) as Lua blocks: chunks of 16 over 32 tokens,
     # a padded sequence (40 = 2 chunks and a half: F.pad's copies, the slice back), one chunk per sequence
     ("mamba2 fp32 adamw", mamba2(), recipe()),

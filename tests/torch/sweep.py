@@ -4,7 +4,7 @@ vramplan, printing those whose activations or peak differ by more than
 compare.py allows (host bytes under save_on_cpu too) or whose model states
 differ at all.
 
-    python3 tests/torch/sweep.py SEED COUNT [wide] [more] [v5] [gpt_oss] [params] [autocast] [liger] [accelerate]
+    python3 tests/torch/sweep.py SEED COUNT [wide] [more] [v5] [gpt_oss] [params] [autocast] [liger] [accelerate] [fsdp2]
 
 The same SEED draws the same configurations. `more` adds BERT,
 DeepSeekMoE and DeepSeek-V2 (fp32: its modeling code's only precision) to
@@ -27,7 +27,8 @@ mixtures' 3-D experts. `autocast` turns most bf16 draws into
 bf16-autocast (the Trainer's autocast over a bf16 model); `liger` turns
 on Liger-Kernel's RMSNorm, SwiGLU or both on half the draws; `accelerate`
 converts the outputs of most autocast draws to fp32 as accelerate does
-(outputs_fp32), the loop keeping them or not. What it finds becomes a fixed
+(outputs_fp32), the loop keeping them or not; `fsdp2` runs most full
+fine-tuning draws under FSDP2 on one rank of 2-4 (fsdp2.py). What it finds becomes a fixed
 case in compare.py once understood. Recipes vramplan refuses (a family
 without PEFT's default LoRA targets, say) are skipped and counted.
 """
@@ -286,6 +287,28 @@ def accelerate_outputs(r, case):
     return name + " +outputs_fp32" + (" -logits" if recipe.get("keep_logits") == "false" else ""), config, recipe
 
 
+def over_fsdp2(r, case):
+    """With `fsdp2`: most full fine-tuning draws (fp32, amp-bf16, bf16 made
+    mixed-bf16) run under FSDP2 on one rank of 2-4 (fsdp2.py): the reduce
+    dtype, reshard_after_forward and the ranks drawn; accelerate's
+    preparation (model_code transformers), as the harness's model code is."""
+    name, config, recipe = case
+    if recipe.get("finetune", "full") != "full" or recipe.get("dp", 1) > 1 or r.random() < 0.2:
+        return case
+    precision = {"bf16": "mixed-bf16"}.get(recipe["precision"], recipe["precision"])
+    if precision not in ("fp32", "amp-bf16", "mixed-bf16"):
+        return case
+    recipe = dict(recipe, precision=precision, framework="fsdp2", model_code="transformers", dp=r.choice([2, 3, 4]))
+    if precision == "mixed-bf16":
+        recipe["reduce_dtype"] = r.choice(["fp32", "bf16"])
+    if r.random() < 0.25:
+        recipe["reshard_after_forward"] = "false"
+    parts = name.split(" ")
+    parts[2] = precision
+    return " ".join(parts) + f" +fsdp2 dp {recipe['dp']}" + (" no reshard" if "reshard_after_forward" in recipe else ""), \
+        config, recipe
+
+
 def main():
     seed, count = int(sys.argv[1]), int(sys.argv[2])
     wide, more, v5 = "wide" in sys.argv[3:], "more" in sys.argv[3:], "v5" in sys.argv[3:]
@@ -314,6 +337,8 @@ def main():
         cases = [liger_kernels(random.Random(f"liger {seed} {i}"), case) for i, case in enumerate(cases)]
     if "accelerate" in sys.argv[3:]:
         cases = [accelerate_outputs(random.Random(f"accelerate {seed} {i}"), case) for i, case in enumerate(cases)]
+    if "fsdp2" in sys.argv[3:]:
+        cases = [over_fsdp2(random.Random(f"fsdp2 {seed} {i}"), case) for i, case in enumerate(cases)]
     if more:
         cases = [over_ddp(random.Random(f"ddp {seed} {i}"), case) for i, case in enumerate(cases)]
         cases = [frozen(random.Random(f"frozen {seed} {i}"), case) for i, case in enumerate(cases)]
