@@ -16,7 +16,12 @@ One process per GPU (torch.multiprocessing), each writing DIR/rank<R>.json:
    each block, the last kept gathered after forward, and on the root),
    MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32) over fp32
    shards, fused AdamW, three steps, the third measured:
-   max_memory_allocated / max_memory_reserved and the used memory per rank.
+   max_memory_allocated / max_memory_reserved and the used memory per rank,
+   and the cached segments by stream after the step (memory_snapshot): where
+   the flat all-gather outputs, backward's prefetches included, are cached
+   (vramplan puts them on the all-gather stream's pool, as foreach_all_gather
+   makes them under the copy-in stream; the axolotl GPT-OSS rows moved by
+   3-6 GiB with that, docs/validation.md).
    vramplan: framework = fsdp2, dp = the GPUs, precision mixed-bf16,
    optimizer_impl fused, model_code transformers (the harness's model code
    is transformers' written out), loss cross-entropy.
@@ -98,6 +103,13 @@ def fsdp2_step(rank, args, result):
         del loss, ids
     torch.cuda.synchronize()
     free, total = torch.cuda.mem_get_info()
+    by_stream = {}
+    for segment in torch.cuda.memory_snapshot():
+        if segment.get("device") == rank:
+            key = str(segment.get("stream"))
+            by_stream[key] = by_stream.get(key, 0) + segment["total_size"]
+    result["reserved_by_stream_bytes"] = by_stream
+    result["default_stream"] = str(torch.cuda.current_stream().cuda_stream)
     result.update({"config": cfg, "micro_batch": b, "seq_len": s,
                    "peak_allocated_bytes": torch.cuda.max_memory_allocated(),
                    "peak_reserved_bytes": torch.cuda.max_memory_reserved(),
