@@ -560,8 +560,10 @@ bool vp_layout_prepare(vp_step *step) {
         }
     }
     free(kept);
-    for (unsigned i = 0; collective_slots(step) && i < step->priv->n_layer_instances; i++)
-        step->priv->hooks[i].reduce = reduce_input_bytes(step, step->priv->hooks[i].leaves, step->priv->hooks[i].n);
+    for (unsigned i = 0; collective_slots(step) && i < priv->n_layer_instances; i++) {
+        vp_layer_hook *h = &priv->hooks[i];
+        h->reduce = reduce_input_bytes(step, h->leaves, h->n);
+    }
     /* FSDP's root unit (the embeddings, final norm and head; an
      * encoder-decoder's bridge: the encoder's final norm, the decoder's
      * position-bias table) is not resharded between forward and backward;
@@ -607,14 +609,15 @@ static uint64_t reduce_output_bytes(vp_step *step, const vp_t *leaves, unsigned 
 }
 
 /* FSDP's post-backward hook: a unit's unsharded gradients reduce-scattered,
- * each replaced by its shard (fp32 with MixedPrecision). A shard from an earlier micro-batch of the step takes the new
- * one in place, which then goes (FSDP2's foreach_reduce: sharded_param.grad
- * += a view of reduce_output; FSDP1's _accumulate_sharded_grad into
- * _saved_grad_shard). Until the step's last micro-batch the shards are
- * held apart from the leaves' .grad, so that each micro-batch's backward
- * starts with none: autograd fills the .grad of another tensor (FSDP2's
- * unsharded_param, FSDP1's flat parameter, whose sharded gradient its
- * pre-backward sets aside). */
+ * each replaced by its shard (fp32 with MixedPrecision). A shard from an
+ * earlier micro-batch of the step takes the new one in place, which then
+ * goes (FSDP2's foreach_reduce: sharded_param.grad += a view of
+ * reduce_output; FSDP1's _accumulate_sharded_grad into _saved_grad_shard).
+ * Until the step's last micro-batch the shards are held apart from the
+ * leaves' .grad, so that each micro-batch's backward starts with none:
+ * autograd fills the .grad of another tensor (FSDP2's unsharded_param,
+ * FSDP1's flat parameter, whose sharded gradient its pre-backward sets
+ * aside). */
 static void reduce_scatter(vp_step *step, vp_t *leaves, unsigned n) {
     vp_sim *sim = &step->sim;
     bool last = step->priv->final_micro_batch;
@@ -876,6 +879,12 @@ vp_t vp_layout_layer_start(vp_step *step, vp_t x, unsigned layer) {
     return unit_start(step, x, hook_of(step, layer));
 }
 
+/* FSDP2's all-gather output kept by a reentrant rerun (below) goes. */
+static void free_rerun_gather_state(vp_step *step) {
+    vp_ledger_release(&step->ledger, VP_CAT_COMM, step->priv->rerun_gather_state, "all_gather.state");
+    step->priv->rerun_gather_state = 0;
+}
+
 /* A reentrant checkpoint's rerun runs FSDP2's forward hooks in forward's
  * state (its pre-forward returns early only after a pre-backward hook,
  * which the no-grad forward registered none of): the rerun's all-gather
@@ -889,11 +898,6 @@ vp_t vp_layout_layer_start(vp_step *step, vp_t x, unsigned layer) {
  * before it. (Before 2.10 the rerun resharded, the pre-backward gathered
  * again and prefetched the block after it, whose backward was done: a
  * block's parameters more each block, held to the end of backward.) */
-static void free_rerun_gather_state(vp_step *step) {
-    vp_ledger_release(&step->ledger, VP_CAT_COMM, step->priv->rerun_gather_state, "all_gather.state");
-    step->priv->rerun_gather_state = 0;
-}
-
 static void hold_rerun_gather_state(vp_step *step, const vp_layer_hook *h) {
     vp_layer_hook *slots = collective_slots(step);
     vp_step_private *priv = step->priv;
