@@ -25,6 +25,13 @@ One process per GPU (torch.multiprocessing), each writing DIR/rank<R>.json:
    vramplan: framework = fsdp2, dp = the GPUs, precision mixed-bf16,
    optimizer_impl fused, model_code transformers (the harness's model code
    is transformers' written out), loss cross-entropy.
+3. The same under the HF Trainer's way (accelerate's fsdp2_prepare_model:
+   every block resharded, no embeddings unit) with transformers' default
+   reentrant checkpointing of each block, keys prefixed trainer_: a rerun
+   inside backward runs FSDP2's forward hooks again, which PyTorch 2.10
+   changed (pytorch#164009: no reshard there); vramplan models 2.10 on
+   (docs/how-it-works.md), recipe framework = fsdp2, model_code
+   transformers, checkpointing full, use_reentrant true.
 """
 import argparse
 import json
@@ -69,7 +76,12 @@ def nccl_buffers(rank, world, result):
     del x, shard, gathered, out
 
 
-def fsdp2_step(rank, args, result):
+def reentrant(fn, *args):
+    """transformers' gradient checkpointing default: reentrant, per block."""
+    return torch.utils.checkpoint.checkpoint(fn, *args, use_reentrant=True, preserve_rng_state=False)
+
+
+def fsdp2_step(rank, args, result, trainer=False):
     from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
     from models import Autocast, CausalLM
@@ -79,11 +91,16 @@ def fsdp2_step(rank, args, result):
     torch.manual_seed(0)
     model = CausalLM(cfg)  # fp32, as torchtitan's sharded parameters are
     policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
-    fully_shard(model.model.embed_tokens, mp_policy=policy)
     layers = list(model.model.layers)
-    for i, layer in enumerate(layers):
-        fully_shard(layer, mp_policy=policy, reshard_after_forward=i < len(layers) - 1)
-    fully_shard(model, mp_policy=policy, reshard_after_forward=False)
+    if trainer:
+        for layer in layers:
+            fully_shard(layer, mp_policy=policy)
+        fully_shard(model, mp_policy=policy)
+    else:
+        fully_shard(model.model.embed_tokens, mp_policy=policy)
+        for i, layer in enumerate(layers):
+            fully_shard(layer, mp_policy=policy, reshard_after_forward=i < len(layers) - 1)
+        fully_shard(model, mp_policy=policy, reshard_after_forward=False)
     model.train()
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)
     ac = Autocast(None)
@@ -95,7 +112,7 @@ def fsdp2_step(rank, args, result):
             torch.cuda.synchronize()
             torch.cuda.reset_peak_memory_stats()
         ids = torch.randint(cfg["vocab_size"], (b, s))
-        loss, logits = model(ac, ids, ids.clone(), None)
+        loss, logits = model(ac, ids, ids.clone(), reentrant if trainer else None)
         del logits
         loss.backward()
         opt.step()
@@ -108,12 +125,15 @@ def fsdp2_step(rank, args, result):
         if segment.get("device") == rank:
             key = str(segment.get("stream"))
             by_stream[key] = by_stream.get(key, 0) + segment["total_size"]
-    result["reserved_by_stream_bytes"] = by_stream
+    prefix = "trainer_" if trainer else ""
+    result[prefix + "reserved_by_stream_bytes"] = by_stream
     result["default_stream"] = str(torch.cuda.current_stream().cuda_stream)
     result.update({"config": cfg, "micro_batch": b, "seq_len": s,
-                   "peak_allocated_bytes": torch.cuda.max_memory_allocated(),
-                   "peak_reserved_bytes": torch.cuda.max_memory_reserved(),
-                   "device_used_bytes": total - free})
+                   prefix + "peak_allocated_bytes": torch.cuda.max_memory_allocated(),
+                   prefix + "peak_reserved_bytes": torch.cuda.max_memory_reserved(),
+                   prefix + "device_used_bytes": total - free})
+    del model, opt
+    torch.cuda.empty_cache()
 
 
 def worker(rank, world, args):
@@ -121,7 +141,8 @@ def worker(rank, world, args):
     result = {"rank": rank, "world": world, "torch": torch.__version__, "cuda": torch.version.cuda,
               "nccl": str(torch.cuda.nccl.version()), "device_name": torch.cuda.get_device_name()}
     for name, part in (("nccl", lambda: nccl_buffers(rank, world, result)),
-                       ("fsdp2", lambda: fsdp2_step(rank, args, result))):
+                       ("fsdp2", lambda: fsdp2_step(rank, args, result)),
+                       ("trainer_fsdp2", lambda: fsdp2_step(rank, args, result, trainer=True))):
         try:
             part()
         except Exception:  # reported; what was measured stays
