@@ -1823,6 +1823,10 @@ CASES = [
         dp=2, framework="fsdp2", model_code="transformers", ckpt="full", grad_accum=2)),
     ("llama FSDP2 not resharded", llama(layers=3), recipe(
         dp=2, framework="fsdp2", model_code="transformers", reshard_after_forward="false")),
+    # a reentrant rerun of blocks still gathered all-gathers nothing (sweep.py 42 fsdp2, cases 41 and 45)
+    ("llama FSDP2 not resharded every-2 amp-bf16", llama(layers=3), recipe(
+        "amp-bf16", b=1, s=48, ckpt="every-2", dp=3, framework="fsdp2", model_code="transformers",
+        reshard_after_forward="false")),
     ("llama FSDP2 tied", llama(tied=True), recipe(dp=2, framework="fsdp2", model_code="transformers")),
     # few activations: the peak is a copy-out beside the prefetched flat output, after a post-backward that
     # resharded before it reduce-scattered (sweep.py 41 fsdp2)
