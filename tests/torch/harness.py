@@ -383,6 +383,8 @@ def measure(case, rank=None):
         # the harness's adapters are found by their base weight's identity, which FSDP2's swaps change
         if finetune != "full":
             raise ValueError("fsdp2: only full fine-tuning is mirrored")
+        if precision not in ("fp32", "amp-bf16", "mixed-bf16"):  # the shards are fp32 here
+            raise ValueError(f"fsdp2: precision {precision} is not mirrored")
         if not hasattr(getattr(model, "model", None), "layers"):
             raise ValueError("fsdp2: mirrored for decoders whose blocks are model.model.layers")
         mixed = precision.startswith("mixed")
