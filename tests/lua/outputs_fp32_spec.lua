@@ -63,12 +63,14 @@ describe("accelerate's convert_outputs_to_fp32", function()
     assert.are.equal(false, stack("--set", "stack=hf-trainer", "--set", "bf16=true", "--set", "zero=2", "--set", "dp=8")
       .outputs_fp32)
     assert.are.equal(false, stack("--set", "stack=torchtitan").outputs_fp32)
-    -- FSDP2 over transformers' modules converts; the stack's default never
-    -- makes a recipe the core refuses (torchtitan's model code, fsdp2's auto)
-    assert.are.equal(true, stack("--set", "stack=axolotl", "--set", "bf16=true", "--set", "framework=fsdp2",
-      "--set", "dp=2", "--set", "model_code=transformers").outputs_fp32)
-    assert.are.equal(false, stack("--set", "stack=axolotl", "--set", "bf16=true", "--set", "framework=fsdp2",
-      "--set", "dp=2").outputs_fp32)
+    -- FSDP2 over transformers' modules converts: the Trainer stacks run
+    -- that model code by default, where fsdp2 alone means torchtitan's;
+    -- the stack's default never makes a recipe the core refuses
+    local fsdp2 = stack("--set", "stack=axolotl", "--set", "bf16=true", "--set", "framework=fsdp2", "--set", "dp=2")
+    assert.are.equal(true, fsdp2.outputs_fp32)
+    assert.are.equal("transformers", fsdp2.model_code)
+    assert.are.equal(false, stack("--set", "stack=hf-trainer", "--set", "bf16=true", "--set", "framework=fsdp2",
+      "--set", "dp=2", "--set", "model_code=torchtitan").outputs_fp32)
     -- the recipe's own value stands
     assert.are.equal(false, stack("--set", "stack=hf-trainer", "--set", "bf16=true", "--set", "outputs_fp32=false")
       .outputs_fp32)

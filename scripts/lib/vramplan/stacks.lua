@@ -11,6 +11,14 @@ local stacks = {}
 local function truthy(v) return v == true or v == "true" or v == 1 or v == "1" end
 local function on(v) return truthy(type(v) == "string" and v:lower() or v) end
 
+-- The Trainer runs transformers' modeling code whatever wraps it: under
+-- framework = fsdp2, whose auto means torchtitan's, the stacks say so
+-- (accelerate's fsdp2_prepare_model shards transformers' modules); the
+-- other frameworks' auto is transformers' already.
+local function trainer_model_code(keys)
+  return keys.framework == "fsdp2" and "transformers" or nil
+end
+
 -- accelerate, under the Trainer's fp16 / bf16, wraps the model's forward in
 -- autocast and convert_outputs_to_fp32 (Accelerator.prepare_model: native
 -- amp, off under DeepSpeed and Megatron-LM; accelerate/utils/operations.py
@@ -36,7 +44,7 @@ stacks.profiles = {
     -- use_reentrant True (modeling_utils.gradient_checkpointing_enable);
     -- Trainer.compute_loss keeps only the loss, not the outputs.
     defaults = { micro_batch = 8, optimizer = "adamw", optimizer_impl = "foreach", checkpointing = "none",
-                 keep_logits = false, outputs_fp32 = accelerate_outputs_fp32 },
+                 keep_logits = false, outputs_fp32 = accelerate_outputs_fp32, model_code = trainer_model_code },
     rule = "hf",
     trainer_checkpointing = true, -- gradient_checkpointing_enable without kwargs: its version's use_reentrant
   },
@@ -45,7 +53,8 @@ stacks.profiles = {
     -- trl/trainer/sft_config.py: gradient_checkpointing True, bf16 True
     -- unless fp16 is set, max_length 1024; the rest is TrainingArguments'.
     defaults = { micro_batch = 8, optimizer = "adamw", optimizer_impl = "foreach", checkpointing = "full",
-                 seq_len = 1024, keep_logits = false, outputs_fp32 = accelerate_outputs_fp32 },
+                 seq_len = 1024, keep_logits = false, outputs_fp32 = accelerate_outputs_fp32,
+                 model_code = trainer_model_code },
     bf16_default = true,
     rule = "hf",
     trainer_checkpointing = true,
@@ -66,7 +75,7 @@ stacks.profiles = {
     -- 050210e6, August 2025, and since December 2024): the simulated
     -- allocator's options (alloc_conf).
     defaults = { optimizer = "adamw", keep_logits = false, outputs_fp32 = accelerate_outputs_fp32,
-                 alloc_conf = "expandable_segments:True,roundup_power2_divisions:16" },
+                 alloc_conf = "expandable_segments:True,roundup_power2_divisions:16", model_code = trainer_model_code },
     weights_follow_flags = true,
     fsdp2_keeps_dtype = true,
     rule = "hf",
@@ -82,7 +91,8 @@ stacks.profiles = {
     -- infer_optim_dtype, bf16 where the GPU has it and the checkpoint is bf16
     -- or says nothing (fp16 on older GPUs or for an fp32 checkpoint: not
     -- followed here), with no autocast.
-    defaults = { optimizer = "adamw", keep_logits = false, outputs_fp32 = accelerate_outputs_fp32 },
+    defaults = { optimizer = "adamw", keep_logits = false, outputs_fp32 = accelerate_outputs_fp32,
+                 model_code = trainer_model_code },
     weights_follow_flags = true,
     trainable_fp32 = true,
     inferred_weights = "bf16",
@@ -689,10 +699,20 @@ function stacks.apply(keys, origins, config)
 end
 
 -- The stack's defaults, where the recipe (and what it implies) left keys unset.
--- A default may be a function of the keys (nil: no default).
+-- A default may be a function of the keys (nil: no default): those run
+-- after the plain values, which they may read, in the keys' order.
 function stacks.defaults(keys, origins, assumed)
+  local functions = {}
   for k, v in pairs(assumed.defaults or {}) do
-    if type(v) == "function" then v = v(keys) end
+    if type(v) == "function" then
+      functions[#functions + 1] = k
+    elseif keys[k] == nil then
+      keys[k], origins[k] = v, assumed.origin
+    end
+  end
+  table.sort(functions)
+  for _, k in ipairs(functions) do
+    local v = assumed.defaults[k](keys)
     if keys[k] == nil and v ~= nil then keys[k], origins[k] = v, assumed.origin end
   end
 end
