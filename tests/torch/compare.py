@@ -1823,6 +1823,11 @@ CASES = [
         dp=2, framework="fsdp2", model_code="transformers", ckpt="full", grad_accum=2)),
     ("llama FSDP2 not resharded", llama(layers=3), recipe(
         dp=2, framework="fsdp2", model_code="transformers", reshard_after_forward="false")),
+    # accelerate's fp32 copy of the outputs, made inside FSDP2's hooks (the engine's peak is the copy of the
+    # logits, with Liger's loss)
+    ("llama FSDP2 amp-bf16 outputs_fp32 liger-ce", llama(vocab=4096), recipe(
+        "amp-bf16", b=4, s=64, optimizer="none", ckpt="full", loss="liger-ce", outputs_fp32="true", dp=2,
+        framework="fsdp2", model_code="transformers")),
     # a reentrant rerun of blocks still gathered all-gathers nothing (sweep.py 42 fsdp2, cases 41 and 45)
     ("llama FSDP2 not resharded every-2 amp-bf16", llama(layers=3), recipe(
         "amp-bf16", b=1, s=48, ckpt="every-2", dp=3, framework="fsdp2", model_code="transformers",

@@ -275,6 +275,7 @@ class FullyShard(nn.Module):
     def __init__(self, model, layers, world, param_dtype=None, reduce_dtype=None, reshard_after_forward=True):
         super().__init__()
         self.model = model
+        self.convert_outputs = None  # outputs -> outputs, run before the root's post-forward
         self.comm = Comm()
         self.groups = []
         for layer in layers:
@@ -298,6 +299,8 @@ class FullyShard(nn.Module):
         self.comm.post_forward_order = []
         self.root.pre_forward(args)
         outputs = self.model(*args, **kwargs)
+        if self.convert_outputs is not None:  # accelerate's wrapper of the module's own forward
+            outputs = self.convert_outputs(outputs)
         self.root.post_forward([t for t in outputs if torch.is_tensor(t)])
         self.comm.all_gather_state = None
         for t in outputs:

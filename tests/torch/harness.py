@@ -393,6 +393,10 @@ def measure(case, rank=None):
                                param_dtype=torch.bfloat16 if mixed else None,
                                reduce_dtype=reduce if mixed else None,
                                reshard_after_forward=str(recipe.get("reshard_after_forward", "true")) == "true")
+        # accelerate wraps the model's forward, inside FSDP2's hooks: its autocast region ends, then the
+        # copies are made, before the root's post-forward lets go of the last all-gather output
+        if str(recipe.get("outputs_fp32", "false")) == "true":
+            net.convert_outputs = lambda outputs: (ac.clear(), convert_to_fp32(outputs))[1]
     all_params = [p for p in model.parameters()]
     params = trained_in_registration_order(model, ac)
     if rank is not None and not sharded:  # DistributedDataParallel over gloo, one process per rank
@@ -464,7 +468,7 @@ def measure(case, rank=None):
             with host or contextlib.nullcontext():
                 loss, logits = net(ac, input_ids, labels, ckpt, **extra)
             ac.clear()
-            if outputs_fp32:  # the forward accelerate prepared returns its outputs converted, the old ones go
+            if outputs_fp32 and not sharded:  # the forward accelerate prepared returns its outputs converted
                 loss, logits = convert_to_fp32((loss, logits))
             if offload and measuring:
                 result["host_packed_bytes"] = max(result.get("host_packed_bytes", 0), host.packed_bytes)
