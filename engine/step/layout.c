@@ -560,10 +560,8 @@ bool vp_layout_prepare(vp_step *step) {
         }
     }
     free(kept);
-    for (unsigned i = 0; collective_slots(step) && i < priv->n_layer_instances; i++) {
-        vp_layer_hook *h = &priv->hooks[i];
-        h->reduce = reduce_input_bytes(step, h->leaves, h->n);
-    }
+    for (unsigned i = 0; collective_slots(step) && i < priv->n_layer_instances; i++)
+        priv->hooks[i].reduce = reduce_input_bytes(step, priv->hooks[i].leaves, priv->hooks[i].n);
     /* FSDP's root unit (the embeddings, final norm and head; an
      * encoder-decoder's bridge: the encoder's final norm, the decoder's
      * position-bias table) is not resharded between forward and backward;
@@ -680,23 +678,21 @@ static void gather_layer(vp_layer_hook *h, uint64_t ahead) {
     h->gathered = true;
 }
 
-/* The unit's gathered parameters go; what it prefetched stays. */
-static void release_gathered(vp_layer_hook *h) {
-    vp_ledger_release(&h->step->ledger, VP_CAT_PARAMS, h->held, "all_gather.release");
-    h->step->priv->gathered_live -= h->held;
-    h->held = 0;
+/* The unit's gathered parameters go but `keep` bytes of them; what it
+ * prefetched stays. */
+static void release_gathered(vp_layer_hook *h, uint64_t keep) {
+    if (keep > h->held) keep = h->held;
+    /* as they were allocated: the ledger rounds each block */
+    vp_ledger_release(&h->step->ledger, VP_CAT_PARAMS, h->held - keep, "all_gather.release");
+    h->step->priv->gathered_live -= h->held - keep;
+    h->held = keep;
 }
 
 /* The pass is over: the prefetch goes, and the layer's parameters but
  * `keep` bytes of them. */
 static void release_layer(vp_layer_hook *h, uint64_t keep) {
-    vp_step *step = h->step;
-    if (keep > h->held) keep = h->held;
-    /* as they were allocated: the ledger rounds each block */
-    vp_ledger_release(&step->ledger, VP_CAT_PARAMS, h->held - keep, "all_gather.release");
-    vp_ledger_release(&step->ledger, VP_CAT_PARAMS, h->prefetched, "all_gather.release");
-    step->priv->gathered_live -= h->held - keep;
-    h->held = keep;
+    release_gathered(h, keep);
+    vp_ledger_release(&h->step->ledger, VP_CAT_PARAMS, h->prefetched, "all_gather.release");
     h->prefetched = 0;
     h->gathered = false;
 }
@@ -755,7 +751,7 @@ static void layer_done(vp_layer_hook *h) {
      * FSDPParamGroup.post_backward; FSDP1's _post_backward_hook runs
      * _post_backward_reshard before _reduce_grad): the unit's gathered
      * parameters go first, the next unit's prefetch stays */
-    if (!h->step->priv->plan.defers_reduce && h->step->priv->plan.grads == VP_GRADS_UNIT) release_gathered(h);
+    if (!h->step->priv->plan.defers_reduce && h->step->priv->plan.grads == VP_GRADS_UNIT) release_gathered(h, 0);
     /* FSDP2's reduce-scatter input: the last unit's goes as this one's is
      * made (comm_ctx.reduce_scatter_state), where the unit has gradients */
     if (slots && h->reduce) {

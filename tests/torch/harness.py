@@ -399,6 +399,8 @@ def measure(case, rank=None):
             net.convert_outputs = lambda outputs: (ac.clear(), convert_to_fp32(outputs))[1]
     all_params = [p for p in model.parameters()]
     params = trained_in_registration_order(model, ac)
+    # FSDP2's shards and their gradients are views of padded storage: counted by it
+    state_bytes = storage_bytes if sharded else tensor_bytes
     if rank is not None and not sharded:  # DistributedDataParallel over gloo, one process per rank
         # gloo cannot broadcast GPT-2's bool mask buffers: DDP is told to skip them
         model._ddp_params_and_buffers_to_ignore = [n for n, b in model.named_buffers() if b.dtype == torch.bool]
@@ -480,9 +482,7 @@ def measure(case, rank=None):
             if logits is None:  # Trainer.training_step returns loss.detach(): the graph (and what it holds) goes before the step
                 loss = loss.detach()
         if measuring:
-            # FSDP2's sharded gradients are views of each unit's reduce-scatter output
-            result["grads_bytes"] = storage_bytes(p.grad for p in params) if sharded else \
-                tensor_bytes(p.grad for p in params)
+            result["grads_bytes"] = state_bytes(p.grad for p in params)
         if opt is not None:
             opt.step()
             opt.zero_grad(set_to_none=set_to_none)
@@ -498,9 +498,7 @@ def measure(case, rank=None):
             result["activations_bytes"] = after_forward - start
             result["end_balance"] = _current() - start - (net.held_bytes() if sharded else 0)
 
-    # FSDP2's shards are views of their padded storage
-    result["params_bytes"] = (storage_bytes(all_params) if sharded else tensor_bytes(all_params)) + \
-        tensor_bytes(getattr(model, "quant_tensors", []))
+    result["params_bytes"] = state_bytes(all_params) + tensor_bytes(getattr(model, "quant_tensors", []))
     result["buffers_bytes"] = tensor_bytes(model.buffers())
     if isinstance(opt, MasterWeights):
         result["master_bytes"] = tensor_bytes(opt.masters)
@@ -516,7 +514,7 @@ def measure(case, rank=None):
     # first step and constant after; they are reported, not counted.
     resident = sum(result[k] for k in ("params_bytes", "buffers_bytes", "master_bytes", "optimizer_bytes"))
     if not set_to_none:  # zero_grad(set_to_none=False): the zeroed gradients stay between steps
-        resident += storage_bytes(p.grad for p in params) if sharded else tensor_bytes(p.grad for p in params)
+        resident += state_bytes(p.grad for p in params)
     if net is not model and not sharded:  # DDP's flat gradient buckets, as the Reducer reports them
         sizes = str(net._get_ddp_logging_data()["bucket_sizes"])
         result["bucket_bytes"] = sum(int(b) for b in sizes.split(",") if b.strip())
