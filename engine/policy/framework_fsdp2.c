@@ -175,13 +175,15 @@ static void fsdp2_traffic(const vp_recipe *r, vp_dp_traffic *out) {
  * 2.4-2.6): the flat all-gather output is made on the all-gather streams
  * (foreach_all_gather, under all_gather_copy_in_stream, in forward and for
  * backward's prefetches alike: get_all_gather_streams; layout.c labels it
- * all_gather.output, .prefetch and, a reentrant rerun's, .state) and copied
+ * all_gather.output, .prefetch and, a reentrant rerun's, .state; under
+ * mixed precision the cast shards it is copied in from, .copy_in) and copied
  * out into the unsharded parameters on the default stream
  * (foreach_all_gather_copy_out, in wait_for_unshard); the reduce-scatter
  * input is made on the default stream and its output, the sharded
  * gradient, on the reduce-scatter stream (foreach_reduce: reduce_output
  * under reduce_scatter_stream). */
-static const char *const fsdp2_gathers[] = {"all_gather.output", "all_gather.prefetch", "all_gather.state", NULL};
+static const char *const fsdp2_gathers[] = {"all_gather.copy_in", "all_gather.output", "all_gather.prefetch",
+                                             "all_gather.state", NULL};
 static const char *const fsdp2_reduced[] = {"reduce_scatter.grad", NULL};
 static const vp_stream_ops fsdp2_streams = {{fsdp2_gathers, fsdp2_reduced}};
 

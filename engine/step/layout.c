@@ -31,6 +31,7 @@ typedef struct vp_layer_hook {
     uint64_t gather_output, reduce_input;
     uint64_t cast_scratch; /* FSDP2's float8 all-gather: its largest weight shard's fp32 copies in the cast */
     uint64_t host_copy;   /* FSDP2's CPUOffloadPolicy: its parameter shards copied to the GPU for the all-gather */
+    uint64_t copy_in;     /* FSDP2's mixed precision: its shards cast to param_dtype for the all-gather */
     uint64_t accumulated; /* FSDP2 in a pipeline: its unsharded gradients accumulated (defers_reduce) */
 } vp_layer_hook;
 
@@ -376,8 +377,9 @@ static uint64_t float8_cast_scratch(vp_step *step, const vp_t *leaves, unsigned 
  * _fsdp_param.py, torch 2.6: sharded_param_data.to(device, non_blocking=True)),
  * in their resident dtype, all of the unit's made before
  * foreach_all_gather copies them into the all-gather input and drops them.
- * (The cast of each to param_dtype that follows, there without offload
- * too, is not counted.) */
+ * (Under mixed precision each is then cast to param_dtype, per parameter:
+ * not counted. Without offload the casts are one flat buffer,
+ * copy_in_bytes.) */
 static uint64_t host_copy_bytes(vp_step *step, const vp_t *leaves, unsigned n) {
     const vp_shard_plan *plan = &step->priv->plan;
     if (!plan->params_on_host || !plan->dim0_shards) return 0;
@@ -389,6 +391,27 @@ static uint64_t host_copy_bytes(vp_step *step, const vp_t *leaves, unsigned n) {
         total += vp_bytes_of(resident, vp_layout_shard_numel(step, t, plan->shards.params));
     }
     return total;
+}
+
+/* FSDP2 with a param_dtype other than the shards' (mixed precision): the
+ * all-gather's inputs are the unit's padded shards cast into one flat
+ * buffer of param_dtype (_get_param_all_gather_inputs, the foreach-copy
+ * path: flat_foreach_copy_input, torch 2.4-2.6 _fsdp_collectives.py),
+ * made before the all-gather output on the copy-in stream and gone once
+ * all_gather_copy_in has copied it over. Float8 weights (their
+ * fsdp_pre_all_gather), offloaded shards (host_copy_bytes) and packed
+ * 4-bit ones take the per-parameter path instead. Its bytes: */
+static uint64_t copy_in_bytes(vp_step *step, const vp_t *leaves, unsigned n) {
+    const vp_shard_plan *plan = &step->priv->plan;
+    if (!plan->collective_buffers || plan->params_on_host || plan->params_dtype == plan->gather_dtype) return 0;
+    uint64_t numel = 0;
+    for (unsigned i = 0; i < n; i++) {
+        const vp_tensor *t = leaves[i] ? vp_at(&step->sim, leaves[i]) : NULL;
+        if (!t || t->category != VP_CAT_PARAMS || t->quantized || (t->fp8 && step->recipe->fp8_all_gather)) continue;
+        if (!vp_layout_gathered_bytes(step, leaves[i])) continue;
+        numel += vp_layout_shard_numel(step, t, plan->shards.params);
+    }
+    return vp_bytes_of(plan->gather_dtype, numel);
 }
 
 /* A transient the size of `bytes`: made and dropped at once. */
@@ -465,6 +488,16 @@ static void free_slot(vp_step *step, uint64_t *live, const char *label) {
     *live = 0;
 }
 
+/* An all-gather output of `bytes` made into `*live` (its slot; NULL: one
+ * of its own), its copy-in buffer of `copy_in` bytes (copy_in_bytes)
+ * alive beside it until it is made. */
+static void make_gather_output(vp_step *step, uint64_t copy_in, uint64_t *live, uint64_t bytes, const char *label) {
+    vp_ledger_alloc(&step->ledger, VP_CAT_COMM, copy_in, "all_gather.copy_in");
+    if (live) hold_slot(step, live, bytes, label);
+    else vp_ledger_alloc(&step->ledger, VP_CAT_COMM, bytes, label);
+    vp_ledger_release(&step->ledger, VP_CAT_COMM, copy_in, "all_gather.copy_in");
+}
+
 static bool reshard_after_forward(const vp_step *step) {
     return step->priv->plan.gather && !step->priv->plan.keeps_gathered;
 }
@@ -494,6 +527,7 @@ static void prepare_gather(vp_step *step, vp_layer_hook *h) {
     h->gather = gathered_bytes(step, h->leaves, h->n);
     h->cast_scratch = float8_cast_scratch(step, h->leaves, h->n);
     h->host_copy = host_copy_bytes(step, h->leaves, h->n);
+    h->copy_in = copy_in_bytes(step, h->leaves, h->n);
     /* DeepSpeed prefetches stage3_prefetch_bucket_size elements ahead;
      * FSDP's BACKWARD_PRE prefetch is the next layer, in backward only */
     uint64_t ahead = vp_framework_of(step->recipe)->param_coordinator
@@ -544,7 +578,7 @@ bool vp_layout_prepare(vp_step *step) {
     if (vp_layout_first_prefetches_none(step) && priv->n_layer_instances) priv->hooks[0].prefetch = 0;
     /* the branches' layers: their parameters (persistent ones too) are the
      * root's leaves, gathered as a unit's, not with the root */
-    uint64_t branch_gather = 0, branch_host_copy = 0;
+    uint64_t branch_gather = 0, branch_host_copy = 0, branch_copy_in = 0;
     for (unsigned b = 0; b < priv->n_branch_layers; b++) {
         vp_layer_hook *h = &priv->hooks[priv->n_layer_instances + b];
         unsigned first, n;
@@ -557,6 +591,7 @@ bool vp_layout_prepare(vp_step *step) {
             prepare_gather(step, h);
             branch_gather += h->gather;
             branch_host_copy += h->host_copy;
+            branch_copy_in += h->copy_in;
         }
     }
     free(kept);
@@ -574,10 +609,12 @@ bool vp_layout_prepare(vp_step *step) {
         for (unsigned r = 0; r < 3; r++) {
             priv->root_gather_bytes += gathered_bytes(step, roots[r], n_roots[r]);
             priv->root_host_copy += host_copy_bytes(step, roots[r], n_roots[r]);
+            priv->root_copy_in += copy_in_bytes(step, roots[r], n_roots[r]);
             persistent_total += persistent_bytes(step, roots[r], n_roots[r]);
         }
         priv->root_gather_bytes -= branch_gather;
         priv->root_host_copy -= branch_host_copy;
+        priv->root_copy_in -= branch_copy_in; /* bytes of whole-byte elements: additive */
         vp_ledger_alloc(&step->ledger, VP_CAT_PARAMS, persistent_total, "persistent parameters");
     }
     /* made in _setup_for_real_optimizer: none without an optimizer (DummyOptim) */
@@ -796,7 +833,8 @@ static void backward_layer_end(vp_sim *sim, uint32_t index) {
         const vp_step_private *priv = h->step->priv;
         const vp_layer_hook *target = h > priv->hooks && h < priv->hooks + priv->n_layer_instances ? h - 1 : NULL;
         if (h->prefetch && !(target && target->gathered)) {
-            hold_slot(h->step, &slots->gather_output, target ? target->gather : h->prefetch, "all_gather.prefetch");
+            make_gather_output(h->step, target ? target->copy_in : h->copy_in, &slots->gather_output,
+                               target ? target->gather : h->prefetch, "all_gather.prefetch");
             h->step->priv->flat_for = target;
         }
     }
@@ -907,7 +945,7 @@ static void hold_rerun_gather_state(vp_step *step, const vp_layer_hook *h) {
         return;
     }
     /* none prefetched for it: its own, made before the last state goes */
-    vp_ledger_alloc(&step->ledger, VP_CAT_COMM, h->gather, "all_gather.state");
+    make_gather_output(step, h->copy_in, NULL, h->gather, "all_gather.state");
     free_rerun_gather_state(step);
     priv->rerun_gather_state = h->gather;
 }
@@ -924,7 +962,7 @@ void vp_layout_step_end(vp_step *step) { free_rerun_gather_state(step); }
 static void forward_gather_output(vp_step *step, const vp_layer_hook *h) {
     vp_layer_hook *slots = collective_slots(step);
     if (!slots || step->ledger.place.phase == VP_PHASE_RECOMPUTE || h->gathered) return;
-    vp_ledger_alloc(&step->ledger, VP_CAT_COMM, h->gather, "all_gather.output");
+    make_gather_output(step, h->copy_in, NULL, h->gather, "all_gather.output");
     free_slot(step, &slots->gather_output, "all_gather.output");
     slots->gather_output = h->gather;
 }
@@ -985,7 +1023,8 @@ void vp_layout_forward_begin(vp_step *step) {
      * rerun's output the last step left */
     vp_layer_hook *slots = collective_slots(step);
     if (slots) {
-        hold_slot(step, &slots->gather_output, step->priv->root_gather_bytes, "all_gather.output");
+        make_gather_output(step, step->priv->root_copy_in, &slots->gather_output, step->priv->root_gather_bytes,
+                           "all_gather.output");
         free_rerun_gather_state(step);
     }
 }
@@ -1010,7 +1049,7 @@ void vp_layout_backward_begin(vp_step *step) {
      * nothing when the block stayed gathered (torchtitan's last block) */
     vp_layer_hook *slots = collective_slots(step);
     if (slots && reshard_after_forward(step) && !step->priv->plan.keeps_last_block) {
-        hold_slot(step, &slots->gather_output, slots->gather, "all_gather.prefetch");
+        make_gather_output(step, slots->copy_in, &slots->gather_output, slots->gather, "all_gather.prefetch");
         step->priv->flat_for = slots;
     }
     vp_ledger_alloc(&step->ledger, VP_CAT_COMM, step->priv->plan.backward_buffers, "reduce buckets");

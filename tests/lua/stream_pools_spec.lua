@@ -26,12 +26,14 @@ end
 -- code: FSDP1's unshard stream gathers (torch/distributed/fsdp/
 -- _runtime_utils.py, _unshard), its post-backward stream makes the
 -- gradient shard (_reduce_grad); FSDP2's all-gather stream makes the flat
--- all-gather output, its reduce-scatter stream the sharded gradient
--- (_fsdp_collectives.py, foreach_all_gather, foreach_reduce).
+-- all-gather output (under mixed precision the cast shards it is copied in
+-- from first, on the same copy-in stream), its reduce-scatter stream the
+-- sharded gradient (_fsdp_collectives.py, foreach_all_gather,
+-- foreach_reduce).
 local STREAMS = {
   fsdp = { all_gather = 1, ["all_gather.prefetch"] = 1, ["all_gather.root"] = 1, ["all_gather.release"] = 1,
     ["reduce_scatter.grad"] = 2 },
-  fsdp2 = { ["all_gather.output"] = 1, ["all_gather.prefetch"] = 1, ["all_gather.state"] = 1,
+  fsdp2 = { ["all_gather.copy_in"] = 1, ["all_gather.output"] = 1, ["all_gather.prefetch"] = 1, ["all_gather.state"] = 1,
     ["reduce_scatter.grad"] = 2 },
   -- DeepSpeed ZeRO-3 with overlap_comm: all_gather_coalesced under
   -- parameter_offload.py's __allgather_stream (partitioned_param_coordinator.py)
@@ -149,8 +151,10 @@ describe("the constant allocator with FSDP's stream pools", function()
     end
     expected[#expected + 1] = -BLOCK
     assert.are.same(expected, outputs)
-    -- the all-gather stream's high-water holds both
-    assert.are.equal(ROOT + BLOCK, per_stream(r.timeline, STREAMS.fsdp2)[1].peak)
+    -- the all-gather stream's high-water holds both, and the first block's
+    -- fp32 shards cast to bf16 for its all-gather (mixed precision's
+    -- flat_foreach_copy_input, one rank's quarter, as the output is made)
+    assert.are.equal(ROOT + BLOCK + BLOCK // 4, per_stream(r.timeline, STREAMS.fsdp2)[1].peak)
   end)
 
   it("leaves a run without side streams as the whole step's peak (DDP)", function()

@@ -1844,6 +1844,11 @@ CASES = [
     ("deepseek_v3 FSDP2 mixed-bf16 checkpointed", dict(deepseek_v3(layers=3), attention_dropout=0.1), recipe(
         "mixed-bf16", b=2, s=48, optimizer="none", ckpt="full", keep_logits="false", dp=2, framework="fsdp2",
         model_code="transformers", reduce_dtype="fp32")),
+    # mixed precision's cast of a unit's shards for the all-gather (flat_foreach_copy_input) beside the
+    # prefetched flat output: the peak with a bf16 reduce (sweep.py 48 fsdp2, case 45)
+    ("olmo2 FSDP2 mixed-bf16 reduce bf16 sgd", olmo2(dropout=0.1), recipe(
+        "mixed-bf16", optimizer="sgd", impl="for-loop", b=2, s=16, dp=2, framework="fsdp2",
+        model_code="transformers", reduce_dtype="bf16")),
     ("gemma2 FSDP2 every-3 grad_accum 2", gemma2(), recipe(
         b=3, s=64, optimizer="none", ckpt="every-3", grad_accum=2, keep_logits="false", dp=4, framework="fsdp2",
         model_code="transformers")),
