@@ -643,21 +643,39 @@ static uint64_t reduce_output_bytes(vp_step *step, const vp_t *leaves, unsigned 
     return vp_bytes_of(plan->reduce_dtype, numel);
 }
 
-/* FSDP's post-backward hook: a unit's unsharded gradients reduce-scattered,
- * each replaced by its shard (fp32 with MixedPrecision). A shard from an
- * earlier micro-batch of the step takes the new one in place, which then
- * goes (FSDP2's foreach_reduce: sharded_param.grad += a view of
+/* FSDP2's foreach_reduce copies a unit's unsharded gradients into the
+ * reduce-scatter input and lets go of them (unsharded_grads.clear(),
+ * _fsdp_collectives.py, torch 2.4-2.10) before it makes the output the
+ * shards are views of; FSDP1's _reduce_grad makes the sharded gradient
+ * while the unsharded one is still its local. */
+static bool clears_before_output(const vp_step *step) { return step->priv->plan.collective_buffers; }
+
+/* The unsharded gradients of these leaves freed. Each leaf's param_grad
+ * keeps the freed handle (nothing reads the tensor again) until
+ * make_shards replaces it: it marks the leaves that had a gradient. */
+static void clear_unsharded(vp_step *step, vp_t *leaves, unsigned n, uint64_t *unused) {
+    (void)unused;
+    vp_sim *sim = &step->sim;
+    for (unsigned i = 0; i < n; i++) {
+        const vp_tensor *t = leaves[i] ? vp_at(sim, leaves[i]) : NULL;
+        if (t && t->requires_grad && t->param_grad) vp_drop(sim, t->param_grad);
+    }
+}
+
+/* FSDP's post-backward hook, once the output is made: each unsharded
+ * gradient replaced by its shard (fp32 with MixedPrecision). A shard from
+ * an earlier micro-batch of the step takes the new one in place, which
+ * then goes (FSDP2's foreach_reduce: sharded_param.grad += a view of
  * reduce_output; FSDP1's _accumulate_sharded_grad into _saved_grad_shard).
  * Until the step's last micro-batch the shards are held apart from the
  * leaves' .grad, so that each micro-batch's backward starts with none:
  * autograd fills the .grad of another tensor (FSDP2's unsharded_param,
  * FSDP1's flat parameter, whose sharded gradient its pre-backward sets
  * aside). */
-static void reduce_scatter(vp_step *step, vp_t *leaves, unsigned n) {
+static void make_shards(vp_step *step, vp_t *leaves, unsigned n, uint64_t *unused) {
+    (void)unused;
     vp_sim *sim = &step->sim;
-    bool last = step->priv->final_micro_batch;
-    uint64_t output = reduce_output_bytes(step, leaves, n);
-    if (output) vp_ledger_alloc(&step->ledger, VP_CAT_COMM, output, "reduce_scatter.grad");
+    bool last = step->priv->final_micro_batch, cleared = clears_before_output(step);
     for (unsigned i = 0; i < n; i++) {
         vp_t leaf = leaves[i];
         if (!leaf || !vp_at(sim, leaf)->requires_grad || !vp_at(sim, leaf)->param_grad) continue;
@@ -666,7 +684,7 @@ static void reduce_scatter(vp_step *step, vp_t *leaves, unsigned n) {
         vp_t shard = vp_new_in(sim, numel, step->priv->plan.shard_grads_dtype, VP_CAT_GRADS, "reduce_scatter.grad");
         vp_t full = vp_at(sim, leaf)->param_grad;
         vp_at(sim, leaf)->param_grad = shard;
-        vp_drop(sim, full);
+        if (!cleared) vp_drop(sim, full);
         if (step->priv->plan.grads_on_host) { /* copied to the host's .grad (vp_layout_resident) */
             vp_at(sim, leaf)->param_grad = 0;
             vp_drop(sim, shard);
@@ -685,6 +703,46 @@ static void reduce_scatter(vp_step *step, vp_t *leaves, unsigned n) {
             t->param_grad = 0;
         }
     }
+}
+
+static void add_output_bytes(vp_step *step, vp_t *leaves, unsigned n, uint64_t *bytes) {
+    *bytes += reduce_output_bytes(step, leaves, n);
+}
+
+typedef void (*leaves_fn)(vp_step *step, vp_t *leaves, unsigned n, uint64_t *acc);
+
+/* `fn` over the runs of leaves one reduce-scatter covers: a unit's
+ * (`leaves`), or with `leaves` NULL the root unit's, which reduce-scatters
+ * last (its final callback) as one unit: the embeddings', the bridge's and
+ * the final ops' but the branch layers' (theirs went with their units). */
+static void each_run(vp_step *step, vp_t *leaves, unsigned n, leaves_fn fn, uint64_t *acc) {
+    if (leaves) {
+        fn(step, leaves, n, acc);
+        return;
+    }
+    vp_step_private *priv = step->priv;
+    const vp_model *m = step->model;
+    fn(step, priv->embed_leaves, m->section[VP_SECTION_EMBED].n_slots, acc);
+    fn(step, priv->bridge_leaves, m->section[VP_SECTION_BRIDGE].n_slots, acc);
+    unsigned at = 0, end = m->section[VP_SECTION_FINAL].n_slots;
+    for (unsigned b = 0; b < priv->n_branch_layers; b++) {
+        const vp_layer_hook *h = &priv->hooks[priv->n_layer_instances + b];
+        unsigned first = (unsigned)(h->leaves - priv->final_leaves);
+        fn(step, priv->final_leaves + at, first - at, acc);
+        at = first + h->n;
+    }
+    fn(step, priv->final_leaves + at, end - at, acc);
+}
+
+/* A unit's reduce-scatter (`leaves` NULL: the root's): the unsharded
+ * gradients cleared where FSDP2 clears them, the output made (in a reduce
+ * dtype other than the shards'), the shards made, the output gone. */
+static void reduce_scatter(vp_step *step, vp_t *leaves, unsigned n) {
+    uint64_t output = 0;
+    each_run(step, leaves, n, add_output_bytes, &output);
+    if (clears_before_output(step)) each_run(step, leaves, n, clear_unsharded, NULL);
+    if (output) vp_ledger_alloc(&step->ledger, VP_CAT_COMM, output, "reduce_scatter.grad");
+    each_run(step, leaves, n, make_shards, NULL);
     if (output) vp_ledger_release(&step->ledger, VP_CAT_COMM, output, "reduce_scatter.grad");
 }
 
@@ -1083,20 +1141,6 @@ vp_t vp_layout_branch_layer_end(vp_step *step, vp_t y, const vp_t *leaves) {
     return around_branch_layer(step, y, leaves, unit_end);
 }
 
-/* FSDP's root unit's gradients, reduce-scattered when backward ends: the
- * final ops' but the branch layers' (theirs went with their units). */
-static void reduce_scatter_final_root(vp_step *step) {
-    vp_step_private *priv = step->priv;
-    unsigned at = 0, end = step->model->section[VP_SECTION_FINAL].n_slots;
-    for (unsigned b = 0; b < priv->n_branch_layers; b++) {
-        const vp_layer_hook *h = &priv->hooks[priv->n_layer_instances + b];
-        unsigned first = (unsigned)(h->leaves - priv->final_leaves);
-        reduce_scatter(step, priv->final_leaves + at, first - at);
-        at = first + h->n;
-    }
-    reduce_scatter(step, priv->final_leaves + at, end - at);
-}
-
 void vp_layout_backward_end(vp_step *step) {
     for (unsigned i = 0; i < step->priv->n_layer_instances + step->priv->n_branch_layers; i++)
         if (step->priv->hooks[i].deferred) {
@@ -1133,9 +1177,7 @@ void vp_layout_backward_end(vp_step *step) {
                          reduce_input_bytes(step, step->priv->final_leaves, m->section[VP_SECTION_FINAL].n_slots);
             vp_ledger_alloc(&step->ledger, VP_CAT_COMM, root_input, "reduce_scatter.input");
         }
-        reduce_scatter(step, step->priv->embed_leaves, m->section[VP_SECTION_EMBED].n_slots);
-        reduce_scatter(step, step->priv->bridge_leaves, m->section[VP_SECTION_BRIDGE].n_slots);
-        reduce_scatter_final_root(step);
+        reduce_scatter(step, NULL, 0);
         vp_ledger_release(&step->ledger, VP_CAT_COMM, root_input, "reduce_scatter.input");
     }
     if (priv->plan.defers_reduce) free_accumulated(step, &priv->root_accumulated);

@@ -1849,6 +1849,11 @@ CASES = [
     ("olmo2 FSDP2 mixed-bf16 reduce bf16 sgd", olmo2(dropout=0.1), recipe(
         "mixed-bf16", optimizer="sgd", impl="for-loop", b=2, s=16, dp=2, framework="fsdp2",
         model_code="transformers", reduce_dtype="bf16")),
+    # foreach_reduce lets go of the unsharded gradients (copied into the reduce-scatter input) before it makes
+    # the output: the peak at the input, two blocks rerun in one checkpoint (sweep.py 49 fsdp2, case 83)
+    ("gemma FSDP2 mixed-bf16 every-2 dp 4", gemma(), recipe(
+        "mixed-bf16", optimizer="none", impl="for-loop", b=2, s=16, ckpt="every-2", dp=4, framework="fsdp2",
+        model_code="transformers", reduce_dtype="fp32")),
     ("gemma2 FSDP2 every-3 grad_accum 2", gemma2(), recipe(
         b=3, s=64, optimizer="none", ckpt="every-3", grad_accum=2, keep_logits="false", dp=4, framework="fsdp2",
         model_code="transformers")),
