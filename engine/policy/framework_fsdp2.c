@@ -182,8 +182,8 @@ static void fsdp2_traffic(const vp_recipe *r, vp_dp_traffic *out) {
  * input is made on the default stream and its output, the sharded
  * gradient, on the reduce-scatter stream (foreach_reduce: reduce_output
  * under reduce_scatter_stream). */
-static const char *const fsdp2_gathers[] = {"all_gather.copy_in", "all_gather.output", "all_gather.prefetch",
-                                             "all_gather.state", NULL};
+static const char *const fsdp2_gathers[] = {"all_gather.copy_in", "all_gather.output",     "all_gather.prefetch",
+                                             "all_gather.state",   "all_gather.mistargeted", NULL};
 static const char *const fsdp2_reduced[] = {"reduce_scatter.grad", NULL};
 static const vp_stream_ops fsdp2_streams = {{fsdp2_gathers, fsdp2_reduced}};
 

@@ -115,7 +115,8 @@ const char *const vp_pp_schedule_names[] = {"1f1b",          "gpipe",         "i
                                             "1F1B",          "GPipe",         "Interleaved1F1B",
                                             "ZBVZeroBubble", "InterleavedZeroBubble", "DualPipeV", NULL};
 
-const char *const vp_torch_version_names[] = {"2.x", "1.13", NULL};
+const char *const vp_torch_version_names[] = {"2.x", "1.13", "2.4", "2.5",  "2.6",  "2.7",
+                                              "2.8", "2.9",  "2.10", "2.11", "2.12", NULL};
 const char *const vp_device_names[] = {"cuda", "cpu", NULL};
 const char *const vp_allocator_model_names[] = {"constant", "simulated", NULL};
 const char *const vp_load_names[] = {"auto", "cpu", "device-map", "warmup", NULL};
@@ -151,7 +152,16 @@ bool vp_recipe_fused_experts(const vp_recipe *recipe) {
 bool vp_recipe_checkpoint_early_stop(const vp_recipe *recipe) {
     /* torch.utils.checkpoint.set_checkpoint_early_stop: on by default since 2.1 */
     if (recipe->checkpoint_early_stop >= 0) return recipe->checkpoint_early_stop;
-    return recipe->torch_version != VP_TORCH_1_13;
+    return vp_recipe_torch2(recipe);
+}
+
+bool vp_recipe_torch2(const vp_recipe *recipe) { return recipe->torch_version != VP_TORCH_1_13; }
+
+bool vp_recipe_fsdp2_rerun_reshards(const vp_recipe *recipe) {
+    if (recipe->fsdp2_rerun_reshards >= 0) return recipe->fsdp2_rerun_reshards;
+    /* FSDPParamGroup.post_forward skips both inside backward (is_bw()) from
+     * PyTorch 2.10 on (pytorch#164009) */
+    return recipe->torch_version >= VP_TORCH_2_4 && recipe->torch_version <= VP_TORCH_2_9;
 }
 
 void vp_recipe_resolve(vp_recipe *recipe) {

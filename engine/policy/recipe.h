@@ -190,8 +190,23 @@ extern const char *const vp_float8_recipe_names[];
 /* loss = chunked: at most this many chunks (one split node's outputs) */
 enum { VP_LOSS_CHUNKS_MAX = 8 };
 
-/* Behaviour that changed between the PyTorch versions we model. */
-typedef enum { VP_TORCH_2, VP_TORCH_1_13, VP_TORCH_COUNT } vp_torch_version;
+/* Behaviour that changed between the PyTorch versions we model: 2.x is
+ * the newest 2.x behaviour (2.10 on); a minor version from 2.4 (FSDP2's
+ * first) is 2.x but where it is named (vp_recipe_fsdp2_rerun_reshards). */
+typedef enum {
+    VP_TORCH_2,
+    VP_TORCH_1_13,
+    VP_TORCH_2_4,
+    VP_TORCH_2_5,
+    VP_TORCH_2_6,
+    VP_TORCH_2_7,
+    VP_TORCH_2_8,
+    VP_TORCH_2_9,
+    VP_TORCH_2_10,
+    VP_TORCH_2_11,
+    VP_TORCH_2_12,
+    VP_TORCH_COUNT
+} vp_torch_version;
 
 typedef struct {
     vp_precision_id precision;
@@ -249,6 +264,7 @@ typedef struct {
     vp_fsdp_strategy fsdp;
     unsigned fsdp_shard_size;    /* HYBRID_SHARD: ranks a model is sharded over (0: dp) */
     bool reshard_after_forward;  /* FSDP2: blocks resharded after forward (torchtitan's policy) */
+    int fsdp2_rerun_reshards;    /* FSDP2: a reentrant rerun reshards and records its place; -1: the version's */
     bool fp8_all_gather;         /* FSDP2 + fp8-torchao: float8 weights all-gathered in float8 (layout.c) */
     vp_float8_recipe fp8_recipe; /* fp8-torchao: torchao's recipe (prims.c vp_linear_float8) */
     bool async_tp;               /* torchtitan's enable_async_tensor_parallel (needs compile) */
@@ -423,6 +439,11 @@ extern const char *const vp_allocator_model_names[];
 /* Whether a non-reentrant checkpoint's rerun stops early: PyTorch >= 2.1's
  * default, which 1.13 lacks; the recipe may say otherwise. */
 bool vp_recipe_checkpoint_early_stop(const vp_recipe *recipe);
+/* Any 2.x (not 1.13). */
+bool vp_recipe_torch2(const vp_recipe *recipe);
+/* FSDP2's post-forward reshards and records its place in a reentrant
+ * checkpoint's rerun inside backward (before 2.10: layout.c). */
+bool vp_recipe_fsdp2_rerun_reshards(const vp_recipe *recipe);
 /* model_code resolved (auto: torchtitan's under a DTensor framework, fsdp2) */
 vp_model_code vp_recipe_model_code(const vp_recipe *recipe);
 /* experts_implementation resolved (auto: modules, transformers 4.x's) */

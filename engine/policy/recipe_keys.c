@@ -293,6 +293,9 @@ static void value_checkpointing(const vp_recipe *r, vp_key_value *out) {
     }
 }
 static void value_early_stop(const vp_recipe *r, vp_key_value *out) { set_bool(out, vp_recipe_checkpoint_early_stop(r)); }
+static void value_rerun_reshards(const vp_recipe *r, vp_key_value *out) {
+    set_bool(out, vp_recipe_fsdp2_rerun_reshards(r));
+}
 /* DeepSpeed's overlap_comm defaults to on for stage 3 only */
 static void value_overlap(const vp_recipe *r, vp_key_value *out) {
     set_bool(out, r->overlap_comm >= 0 ? r->overlap_comm : r->zero == 3);
@@ -479,7 +482,8 @@ static const vp_recipe_key keys[] = {
     {OPTION_KEY("framework", framework, NULL, VP_FRAMEWORK_TORCH), .choice_at = framework_name,
      .doc = "the training framework, with its own buffers and defaults; torch is a plain PyTorch loop (DDP with dp)"},
     {OPTION_KEY("torch_version", torch_version, vp_torch_version_names, VP_TORCH_2),
-     .doc = "autograd and optimizer behaviour that differs between them"},
+     .doc = "autograd and optimizer behaviour that differs between them: 2.x is the newest (2.10 on); 2.4-2.12 "
+            "are 2.x but where a key says otherwise (fsdp2_rerun_reshards)"},
     {OPTION_KEY("device", device, vp_device_names, VP_DEVICE_CUDA),
      .doc = "where the step runs; cpu is the CPU twin the PyTorch harness measures"},
     /* Liger-Kernel's module patches (src/liger_kernel/transformers/monkey_patch.py,
@@ -566,6 +570,12 @@ static const vp_recipe_key keys[] = {
      .doc = "framework fsdp2: each block's gathered parameters freed after its forward and gathered again in "
             "backward (all but the last block and the root, as torchtitan wraps them); false keeps every block "
             "gathered from its forward to its backward [true]"},
+    /* FSDPParamGroup.post_forward before and after pytorch#164009 (2.10) */
+    {TRISTATE_KEY("fsdp2_rerun_reshards", fsdp2_rerun_reshards), .applies = with_fsdp2, .value = value_rerun_reshards,
+     .doc = "framework fsdp2 with reentrant checkpointing: the rerun in backward reshards each block and records "
+            "its place, so its pre-backward gathers it again and prefetches the block rerun before it, whose "
+            "backward is done, held to the end of backward (PyTorch 2.4-2.9) [false; true with torch_version "
+            "2.4-2.9]"},
     /* MixedPrecisionPolicy.reduce_dtype: torchtitan's fp32
      * (parallelize_llama.py, apply_fsdp: mixed_precision_reduce float32);
      * accelerate's set_mixed_precision (utils/dataclasses.py, fsdp_version

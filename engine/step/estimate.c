@@ -40,7 +40,7 @@ static uint64_t cublas_workspace(const vp_gpu *gpu, const vp_recipe *recipe) {
  * allocated and reserved figures, not beside them. PyTorch 1.13's is not
  * established and stays outside, with the context. */
 static bool cublas_in_allocator(const vp_recipe *recipe) {
-    return recipe->device != VP_DEVICE_CPU && recipe->torch_version == VP_TORCH_2;
+    return recipe->device != VP_DEVICE_CPU && vp_recipe_torch2(recipe);
 }
 
 /* Async TP's symmetric-memory workspace: get_symm_mem_workspace
@@ -69,7 +69,7 @@ static unsigned microbatches(const vp_recipe *r) { return vp_recipe_microbatches
 static bool sdpa_cudnn(const vp_recipe *recipe, const vp_gpu *gpu) {
     if (recipe->sdpa_backend != VP_SDPA_AUTO) return recipe->sdpa_backend == VP_SDPA_CUDNN;
     unsigned major = gpu ? gpu->compute_major : 0;
-    return recipe->device != VP_DEVICE_CPU && recipe->torch_version == VP_TORCH_2 && (major == 9 || major == 10);
+    return recipe->device != VP_DEVICE_CPU && vp_recipe_torch2(recipe) && (major == 9 || major == 10);
 }
 
 static vp_stage stage_of(const vp_rank_estimate *e, const vp_recipe *recipe, const vp_gpu *gpu) {

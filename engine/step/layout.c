@@ -33,6 +33,9 @@ typedef struct vp_layer_hook {
     uint64_t host_copy;   /* FSDP2's CPUOffloadPolicy: its parameter shards copied to the GPU for the all-gather */
     uint64_t copy_in;     /* FSDP2's mixed precision: its shards cast to param_dtype for the all-gather */
     uint64_t accumulated; /* FSDP2 in a pipeline: its unsharded gradients accumulated (defers_reduce) */
+    /* FSDP2: the unit whose post-forward was recorded just before this
+     * unit's last (post_forward_order; NULL: none, or the root) */
+    const struct vp_layer_hook *recorded_after;
 } vp_layer_hook;
 
 /* A parameter's dim 0: a matrix's rows (a Conv1D weight is stored
@@ -873,6 +876,45 @@ static void backward_layer_start(vp_sim *sim, uint32_t index) {
     pass_gradient(sim, index);
 }
 
+/* FSDP2 before PyTorch 2.10 (vp_recipe_fsdp2_rerun_reshards): a reentrant
+ * checkpoint's rerun inside backward runs the post-forward in full, so the
+ * unit is resharded and its place recorded again (FSDPParamGroup.post_forward,
+ * _record_post_forward, before pytorch#164009). Its pre-backward then
+ * gathers it anew (unless the unit before prefetched it) and prefetches
+ * the unit recorded before that last place (_backward_prefetch pops it):
+ * within one checkpointed chunk the block below, gathered in time; for a
+ * chunk's first block the last block of the chunk rerun before, whose
+ * backward is done: that flat output is waited on by no one and stays
+ * until the final callback (finalize_backward), one block's parameters
+ * more for every chunk but the first rerun. Not with reshard_after_forward
+ * false, whose blocks have no pre-backward hook here. */
+static bool rerun_reshards(const vp_step *step) {
+    return step->priv->plan.collective_buffers && reshard_after_forward(step) &&
+           vp_recipe_fsdp2_rerun_reshards(step->recipe);
+}
+
+/* The unit's post-forward places it in post_forward_order. */
+static void record_post_forward(vp_layer_hook *h) {
+    h->recorded_after = h->step->priv->last_recorded;
+    h->step->priv->last_recorded = h;
+}
+
+static void prefetch_recorded_before(vp_layer_hook *h) {
+    vp_step *step = h->step;
+    vp_step_private *priv = step->priv;
+    const vp_layer_hook *target = h->recorded_after;
+    if (!target || target->gathered) return; /* none, the root, or gathered: unshard() is a no-op */
+    if (target < h) { /* below it: its backward is still to come */
+        make_gather_output(step, target->copy_in, &collective_slots(step)->gather_output, target->gather,
+                           "all_gather.prefetch");
+        priv->flat_for = target;
+        return;
+    }
+    /* mistargeted; a folded instance stands for as many blocks, each with its own */
+    make_gather_output(step, target->copy_in, NULL, target->gather, "all_gather.mistargeted");
+    priv->mistargeted += target->gather * vp_step_instance_repeat(step, (unsigned)(h - priv->hooks));
+}
+
 static void backward_layer_end(vp_sim *sim, uint32_t index) {
     vp_layer_hook *h = vp_node_at(sim, index)->context;
     vp_layer_hook *slots = collective_slots(h->step);
@@ -886,14 +928,22 @@ static void backward_layer_end(vp_sim *sim, uint32_t index) {
          * copy-out (_backward_prefetch); a unit gathered already (a
          * reentrant rerun of several blocks leaves them all gathered) is
          * not gathered again */
+        vp_step_private *priv = h->step->priv;
+        bool rerun_resharded = rerun_reshards(h->step) && !h->gathered;
+        if (rerun_resharded && priv->flat_for != h) /* gathered again */
+            make_gather_output(h->step, h->copy_in, &slots->gather_output, h->gather, "all_gather.output");
         gather_layer(h, 0);
         free_slot(h->step, &slots->gather_output, "all_gather.output");
-        const vp_step_private *priv = h->step->priv;
-        const vp_layer_hook *target = h > priv->hooks && h < priv->hooks + priv->n_layer_instances ? h - 1 : NULL;
-        if (h->prefetch && !(target && target->gathered)) {
-            make_gather_output(h->step, target ? target->copy_in : h->copy_in, &slots->gather_output,
-                               target ? target->gather : h->prefetch, "all_gather.prefetch");
-            h->step->priv->flat_for = target;
+        if (rerun_reshards(h->step)) {
+            prefetch_recorded_before(h);
+        } else {
+            const vp_layer_hook *target =
+                h > priv->hooks && h < priv->hooks + priv->n_layer_instances ? h - 1 : NULL;
+            if (h->prefetch && !(target && target->gathered)) {
+                make_gather_output(h->step, target ? target->copy_in : h->copy_in, &slots->gather_output,
+                                   target ? target->gather : h->prefetch, "all_gather.prefetch");
+                priv->flat_for = target;
+            }
         }
     }
     pass_gradient(sim, index);
@@ -1060,9 +1110,12 @@ static vp_t unit_end(vp_step *step, vp_t y, vp_layer_hook *h) {
         bool recomputing = step->ledger.place.phase == VP_PHASE_RECOMPUTE;
         /* FSDP2 does not reshard in a rerun inside backward (is_bw(), above):
          * the unit stays gathered to its post-backward, its pre-backward a
-         * no-op but for the prefetch */
+         * no-op but for the prefetch; before 2.10 it did (rerun_reshards) */
         if (!(recomputing && collective_slots(step)))
             release_layer(h, recomputing ? h->kept.recompute : h->kept.forward);
+        else if (rerun_reshards(step))
+            release_layer(h, h->kept.forward);
+        if (collective_slots(step) && (!recomputing || rerun_reshards(step))) record_post_forward(h);
         return hook(step, y, backward_layer_end, h, "layer.end");
     }
     /* SHARD_GRAD_OP: the layer stays gathered until its backward is done */
@@ -1080,6 +1133,7 @@ void vp_layout_forward_begin(vp_step *step) {
      * first block's copy-out (unit_start); its wait lets go of a reentrant
      * rerun's output the last step left */
     vp_layer_hook *slots = collective_slots(step);
+    step->priv->last_recorded = NULL; /* post_forward_order starts again */
     if (slots) {
         make_gather_output(step, step->priv->root_copy_in, &slots->gather_output, step->priv->root_gather_bytes,
                            "all_gather.output");
@@ -1098,6 +1152,7 @@ void vp_layout_forward_begin(vp_step *step) {
 void vp_layout_forward_end(vp_step *step) {
     vp_layer_hook *slots = collective_slots(step);
     if (slots) free_slot(step, &slots->gather_output, "all_gather.output");
+    step->priv->last_recorded = NULL; /* the root's place: its prefetch is a no-op */
 }
 
 void vp_layout_backward_begin(vp_step *step) {
@@ -1178,6 +1233,9 @@ void vp_layout_backward_end(vp_step *step) {
             vp_ledger_alloc(&step->ledger, VP_CAT_COMM, root_input, "reduce_scatter.input");
         }
         reduce_scatter(step, NULL, 0);
+        /* the final callback's finalize_backward: mistargeted prefetches go */
+        vp_ledger_release(&step->ledger, VP_CAT_COMM, step->priv->mistargeted, "all_gather.mistargeted");
+        step->priv->mistargeted = 0;
         vp_ledger_release(&step->ledger, VP_CAT_COMM, root_input, "reduce_scatter.input");
     }
     if (priv->plan.defers_reduce) free_accumulated(step, &priv->root_accumulated);

@@ -90,7 +90,54 @@ describe("framework = fsdp2", function()
       { framework = "fsdp2", dp = 4, grad_accum = 2 },
       { framework = "fsdp2", dp = 8, model_code = "transformers" },
       { framework = "fsdp2", dp = 4, finetune = "qlora", model_code = "transformers", checkpointing = "full" },
+      -- before 2.10 every rerun chunk but the first leaves a prefetch held to the end of backward
+      { framework = "fsdp2", dp = 8, checkpointing = "full", model_code = "transformers", torch_version = "2.8" },
+      { framework = "fsdp2", dp = 8, checkpointing = "every-2", model_code = "transformers", torch_version = "2.8" },
     })
+  end)
+
+  it("follows a reentrant rerun's post-forward by version: resharded and recorded before PyTorch 2.10", function()
+    -- FSDPParamGroup.post_forward before pytorch#164009 (2.10) reshards and
+    -- appends the unit to post_forward_order in a reentrant checkpoint's
+    -- rerun too. With every block checkpointed (model_code transformers:
+    -- every block resharded after forward) the backward runs: the root's
+    -- pre-backward prefetches block 2, whose rerun consumes it and records
+    -- it after the root; its pre-backward gathers it again and prefetches
+    -- the unit recorded before that, the root (gathered: nothing). Block 1's
+    -- rerun gathers it (no one prefetched it) and records it after block 2;
+    -- its pre-backward gathers it again and prefetches block 2, whose
+    -- backward is done: held until the final callback; block 0 likewise
+    -- holds block 1's. So: every block gathered again in its pre-backward,
+    -- LAYERS - 1 blocks' outputs held, let go of together.
+    local gathered = 0
+    for _, p in ipairs(BLOCK) do gathered = gathered + ceil_div(p[1], DP) * DP * p[2] * 2 end
+    local function events(version)
+      local r = estimate("--set", "framework=fsdp2", "--set", "model_code=transformers", "--set",
+        "checkpointing=full", "--set", "torch_version=" .. version, "--timeline")
+      local regathered, held, released = 0, 0, 0
+      for _, e in ipairs(r.timeline) do
+        if e.phase == "backward" and e.op == "all_gather.output" and e.delta > 0 then regathered = regathered + 1 end
+        if e.op == "all_gather.mistargeted" and e.delta > 0 then held = held + e.delta end
+        if e.op == "all_gather.mistargeted" and e.delta < 0 then released = released - e.delta end
+      end
+      return regathered, held, released, r.recipe.fsdp2_rerun_reshards
+    end
+    local regathered, held, released, reshards = events("2.8")
+    assert.is_true(reshards)
+    assert.are.equal(LAYERS, regathered)
+    -- tolerance: the caching allocator's 512-byte rounding of each output
+    assert.is_true(held >= (LAYERS - 1) * gathered and held < (LAYERS - 1) * (gathered + 512),
+      string.format("%d bytes held, %d blocks of %d", held, LAYERS - 1, gathered))
+    assert.are.equal(held, released)
+    for _, version in ipairs({ "2.10", "2.x" }) do
+      regathered, held, released, reshards = events(version)
+      assert.is_false(reshards)
+      assert.are.equal(0, regathered)
+      assert.are.equal(0, held)
+    end
+    -- the key says so whatever the version
+    local r = estimate("--set", "framework=fsdp2", "--set", "torch_version=2.x", "--set", "fsdp2_rerun_reshards=true")
+    assert.is_true(r.recipe.fsdp2_rerun_reshards)
   end)
 
   it("reshards the last block too under accelerate's FSDP2 (model_code transformers)", function()

@@ -34,6 +34,7 @@ local STREAMS = {
   fsdp = { all_gather = 1, ["all_gather.prefetch"] = 1, ["all_gather.root"] = 1, ["all_gather.release"] = 1,
     ["reduce_scatter.grad"] = 2 },
   fsdp2 = { ["all_gather.copy_in"] = 1, ["all_gather.output"] = 1, ["all_gather.prefetch"] = 1, ["all_gather.state"] = 1,
+    ["all_gather.mistargeted"] = 1,
     ["reduce_scatter.grad"] = 2 },
   -- DeepSpeed ZeRO-3 with overlap_comm: all_gather_coalesced under
   -- parameter_offload.py's __allgather_stream (partitioned_param_coordinator.py)

@@ -1832,6 +1832,18 @@ CASES = [
     ("llama FSDP2 not resharded every-2 amp-bf16", llama(layers=3), recipe(
         "amp-bf16", b=1, s=48, ckpt="every-2", dp=3, framework="fsdp2", model_code="transformers",
         reshard_after_forward="false")),
+    # before PyTorch 2.10 a reentrant rerun reshards and records its place: each block gathered again in its
+    # pre-backward, a chunk's first block prefetching the block rerun before it (its backward done), held to the
+    # final callback
+    ("llama FSDP2 checkpointed rerun reshards", llama(layers=4), recipe(
+        dp=2, framework="fsdp2", model_code="transformers", ckpt="full", fsdp2_rerun_reshards="true")),
+    ("llama FSDP2 every-2 rerun reshards", llama(layers=4), recipe(
+        dp=2, framework="fsdp2", model_code="transformers", ckpt="every-2", fsdp2_rerun_reshards="true")),
+    ("llama FSDP2 layers-2 rerun reshards", llama(layers=4), recipe(
+        dp=2, framework="fsdp2", model_code="transformers", ckpt="layers-2", fsdp2_rerun_reshards="true")),
+    ("llama FSDP2 mixed-bf16 grad_accum 2 rerun reshards", llama(layers=3), recipe(
+        "mixed-bf16", dp=3, framework="fsdp2", model_code="transformers", ckpt="full", grad_accum=2,
+        reduce_dtype="bf16", fsdp2_rerun_reshards="true")),
     ("llama FSDP2 tied", llama(tied=True), recipe(dp=2, framework="fsdp2", model_code="transformers")),
     # few activations: the peak is a copy-out beside the prefetched flat output, after a post-backward that
     # resharded before it reduce-scattered (sweep.py 41 fsdp2)

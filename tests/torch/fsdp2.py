@@ -31,7 +31,16 @@ _fsdp_param.py, _fsdp_param_group.py, _fsdp_collectives.py, _fsdp_state.py):
 - the root is never resharded after forward (FSDPState._lazy_init); its
   post-forward drops the forward's last flat output; its gradients are
   reduced in the final callback of backward, which then frees the last
-  reduce-scatter input."""
+  reduce-scatter input.
+
+A reentrant checkpoint's rerun inside backward runs the unit's forward
+hooks again. From PyTorch 2.10 (pytorch#164009, is_bw()) its post-forward
+neither reshards nor records its place; before (rerun_reshards) it did
+both: the unit's pre-backward then gathers it again and prefetches the unit
+recorded before the rerun (post_forward_order with multiplicity, each unit
+popping its last place), for the rerun of a block whose backward is done
+already (a mistargeted prefetch), whose flat output stays until the final
+callback (finalize_backward)."""
 import torch
 from torch import nn
 from torch.autograd import Variable
@@ -45,6 +54,7 @@ class Comm:
         self.reduce_scatter_state = None
         self.post_forward_order = []
         self.in_backward = False  # torch._C._current_graph_task_id() != -1
+        self.rerun_reshards = False  # PyTorch before 2.10
 
 
 class Param:
@@ -124,7 +134,7 @@ class Group:
         self.result = None  # _all_gather_result
         self.unsharded = False
         self.in_backward = False
-        self.index = None  # its place in post_forward_order
+        self.indices = []  # its places in post_forward_order (_post_forward_indices)
 
     def unshard(self):
         if self.result is not None or self.unsharded:
@@ -196,11 +206,12 @@ class Group:
             return
         # a reentrant checkpoint's rerun inside backward neither reshards nor
         # records its place (FSDPParamGroup.post_forward's is_bw(), PyTorch
-        # 2.10: pytorch#164009); its outputs get the pre-backward hook
-        if not self.comm.in_backward:
+        # 2.10: pytorch#164009), before 2.10 it did both; its outputs get the
+        # pre-backward hook
+        if not self.comm.in_backward or self.comm.rerun_reshards:
             if self.reshard_after_forward:
                 self.reshard()
-            self.index = len(self.comm.post_forward_order)
+            self.indices.append(len(self.comm.post_forward_order))
             self.comm.post_forward_order.append(self)
         for t in outputs:
             if torch.is_tensor(t) and t.requires_grad:
@@ -216,8 +227,10 @@ class Group:
         self.in_backward = True
         self.unshard()
         self.wait_for_unshard(forward=False)
-        if self.index:  # _backward_prefetch: the unit before it in forward
-            self.comm.post_forward_order[self.index - 1].unshard()
+        if self.indices:  # _backward_prefetch: the unit recorded before its last place
+            target = self.indices.pop() - 1
+            if target >= 0:
+                self.comm.post_forward_order[target].unshard()
 
     def post_backward(self):
         self.in_backward = False
@@ -272,11 +285,13 @@ def owned(module, skip=()):
 class FullyShard(nn.Module):
     """The root: fully_shard(layer) for each decoder layer, then fully_shard(model)."""
 
-    def __init__(self, model, layers, world, param_dtype=None, reduce_dtype=None, reshard_after_forward=True):
+    def __init__(self, model, layers, world, param_dtype=None, reduce_dtype=None, reshard_after_forward=True,
+                 rerun_reshards=False):
         super().__init__()
         self.model = model
         self.convert_outputs = None  # outputs -> outputs, run before the root's post-forward
         self.comm = Comm()
+        self.comm.rerun_reshards = rerun_reshards
         self.groups = []
         for layer in layers:
             group = Group(owned(layer), world, self.comm, param_dtype, reduce_dtype, reshard_after_forward)
@@ -297,6 +312,8 @@ class FullyShard(nn.Module):
 
     def forward(self, *args, **kwargs):
         self.comm.post_forward_order = []
+        for g in self.groups + [self.root]:
+            g.indices = []
         self.root.pre_forward(args)
         outputs = self.model(*args, **kwargs)
         if self.convert_outputs is not None:  # accelerate's wrapper of the module's own forward

@@ -392,7 +392,8 @@ def measure(case, rank=None):
         net = fsdp2.FullyShard(model, model.model.layers, int(recipe["dp"]),
                                param_dtype=torch.bfloat16 if mixed else None,
                                reduce_dtype=reduce if mixed else None,
-                               reshard_after_forward=str(recipe.get("reshard_after_forward", "true")) == "true")
+                               reshard_after_forward=str(recipe.get("reshard_after_forward", "true")) == "true",
+                               rerun_reshards=str(recipe.get("fsdp2_rerun_reshards", "false")) == "true")
         # accelerate wraps the model's forward, inside FSDP2's hooks: its autocast region ends, then the
         # copies are made, before the root's post-forward lets go of the last all-gather output
         if str(recipe.get("outputs_fp32", "false")) == "true":
