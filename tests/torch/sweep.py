@@ -290,7 +290,8 @@ def accelerate_outputs(r, case):
 def over_fsdp2(r, case):
     """With `fsdp2`: most full fine-tuning draws (fp32, amp-bf16, bf16 made
     mixed-bf16) run under FSDP2 on one rank of 2-4 (fsdp2.py): the reduce
-    dtype, reshard_after_forward and the ranks drawn; accelerate's
+    dtype, reshard_after_forward (or the rerun's resharding before PyTorch
+    2.10) and the ranks drawn; accelerate's
     preparation (model_code transformers), as the harness's model code is."""
     name, config, recipe = case
     if recipe.get("finetune", "full") != "full" or recipe.get("dp", 1) > 1 or r.random() < 0.2:
@@ -307,10 +308,12 @@ def over_fsdp2(r, case):
         recipe["reduce_dtype"] = r.choice(["fp32", "bf16"])
     if r.random() < 0.25:
         recipe["reshard_after_forward"] = "false"
+    elif r.random() < 0.4:  # PyTorch before 2.10: a reentrant rerun reshards and records its place
+        recipe["fsdp2_rerun_reshards"] = "true"
     parts = name.split(" ")
     parts[2] = precision
-    return " ".join(parts) + f" +fsdp2 dp {recipe['dp']}" + (" no reshard" if "reshard_after_forward" in recipe else ""), \
-        config, recipe
+    return " ".join(parts) + f" +fsdp2 dp {recipe['dp']}" + (" no reshard" if "reshard_after_forward" in recipe else "") \
+        + (" pre-2.10" if "fsdp2_rerun_reshards" in recipe else ""), config, recipe
 
 
 def main():
