@@ -111,6 +111,11 @@ static vp_t make_leaf(vp_step *step, const vp_leaf_spec *spec, bool trainable, u
         return vp_leaf(&step->sim, spec->numel, spec->dtype, VP_CAT_BUFFERS, false, spec->label);
     vp_dtype compute = spec->dtype == VP_DTYPE_NONE ? plan->gather_dtype : spec->dtype;
     vp_dtype resident = spec->dtype == VP_DTYPE_NONE ? plan->params_dtype : spec->dtype;
+    /* FSDP's mixed precision gathers every parameter of a unit in its
+     * param_dtype, one kept in the shards' dtype too (PEFT's fp32 adapters
+     * beside fp32 shards: FSDP2's FSDPParam.init_dtype_attrs, FSDP1's flat
+     * parameter) */
+    if ((plan->gather || plan->keeps_gathered) && resident == plan->params_dtype) compute = plan->gather_dtype;
     bool quantized = vp_quantizes(step->recipe, spec);
     bool int8 = quantized && step->recipe->quant == VP_QUANT_INT8;
     if (quantized) { /* bitsandbytes' Params4bit: packed, beside its quant_state; Int8Params: int8 */
@@ -1196,15 +1201,28 @@ vp_t vp_layout_branch_layer_end(vp_step *step, vp_t y, const vp_t *leaves) {
     return around_branch_layer(step, y, leaves, unit_end);
 }
 
-void vp_layout_backward_end(vp_step *step) {
+/* Layers whose input needed no gradient: their post-backward runs now
+ * (unit_start's `deferred`). */
+static void run_deferred(vp_step *step) {
     for (unsigned i = 0; i < step->priv->n_layer_instances + step->priv->n_branch_layers; i++)
         if (step->priv->hooks[i].deferred) {
             step->priv->hooks[i].deferred = false;
             layer_done(&step->priv->hooks[i]);
         }
-    vp_ledger_release(&step->ledger, VP_CAT_COMM, step->priv->plan.backward_buffers, "reduce buckets");
+}
+
+void vp_layout_backward_end(vp_step *step) {
     const vp_model *m = step->model;
     vp_step_private *priv = step->priv;
+    vp_layer_hook *slots = collective_slots(step);
+    /* FSDP2's final callback (FSDPState._root_post_backward_final_callback)
+     * goes over every state in order, the root's first: its post-backward
+     * (resharded, then reduce-scattered where it has gradients, its input
+     * the last unit's state), then each block's that the graph did not run
+     * (deferred), each state's finalize_backward after its own */
+    bool root_first = slots && !priv->plan.defers_reduce;
+    if (!root_first) run_deferred(step);
+    vp_ledger_release(&step->ledger, VP_CAT_COMM, priv->plan.backward_buffers, "reduce buckets");
     if (priv->plan.defers_reduce) { /* the root unit's gradients, as a block's (layer_done) */
         vp_t *roots[3] = {priv->embed_leaves, priv->bridge_leaves, priv->final_leaves};
         const unsigned n_roots[3] = {m->section[VP_SECTION_EMBED].n_slots, m->section[VP_SECTION_BRIDGE].n_slots,
@@ -1218,27 +1236,40 @@ void vp_layout_backward_end(vp_step *step) {
             return;
         }
     }
-    if (step->priv->plan.grads == VP_GRADS_UNIT) {
+    bool root_released = false;
+    if (priv->plan.grads == VP_GRADS_UNIT) {
         /* FSDP2's root unit reduce-scatters last, through its own input
-         * buffer, all of which the final callback frees
-         * (FSDPState._root_post_backward_final_callback) */
+         * buffer, all of which the final callback frees */
         uint64_t root_input = 0;
-        vp_layer_hook *slots = collective_slots(step);
         if (slots) {
             free_slot(step, &slots->gather_output, "all_gather.output");
-            free_slot(step, &slots->reduce_input, "reduce_scatter.input");
-            root_input = reduce_input_bytes(step, step->priv->embed_leaves, m->section[VP_SECTION_EMBED].n_slots) +
-                         reduce_input_bytes(step, step->priv->bridge_leaves, m->section[VP_SECTION_BRIDGE].n_slots) +
-                         reduce_input_bytes(step, step->priv->final_leaves, m->section[VP_SECTION_FINAL].n_slots);
-            vp_ledger_alloc(&step->ledger, VP_CAT_COMM, root_input, "reduce_scatter.input");
+            root_input = reduce_input_bytes(step, priv->embed_leaves, m->section[VP_SECTION_EMBED].n_slots) +
+                         reduce_input_bytes(step, priv->bridge_leaves, m->section[VP_SECTION_BRIDGE].n_slots) +
+                         reduce_input_bytes(step, priv->final_leaves, m->section[VP_SECTION_FINAL].n_slots);
         }
-        reduce_scatter(step, NULL, 0);
-        /* the final callback's finalize_backward: mistargeted prefetches go */
-        vp_ledger_release(&step->ledger, VP_CAT_COMM, step->priv->mistargeted, "all_gather.mistargeted");
-        step->priv->mistargeted = 0;
-        vp_ledger_release(&step->ledger, VP_CAT_COMM, root_input, "reduce_scatter.input");
+        if (root_first) {
+            vp_ledger_release(&step->ledger, VP_CAT_PARAMS, priv->root_gather_bytes, "all_gather.root");
+            root_released = true;
+            if (root_input) {
+                free_slot(step, &slots->reduce_input, "reduce_scatter.input");
+                hold_slot(step, &slots->reduce_input, root_input, "reduce_scatter.input");
+            }
+            reduce_scatter(step, NULL, 0);
+            run_deferred(step);
+        } else {
+            if (slots) {
+                free_slot(step, &slots->reduce_input, "reduce_scatter.input");
+                vp_ledger_alloc(&step->ledger, VP_CAT_COMM, root_input, "reduce_scatter.input");
+            }
+            reduce_scatter(step, NULL, 0);
+        }
+        /* finalize_backward: mistargeted prefetches go */
+        vp_ledger_release(&step->ledger, VP_CAT_COMM, priv->mistargeted, "all_gather.mistargeted");
+        priv->mistargeted = 0;
+        if (root_first) free_slot(step, &slots->reduce_input, "reduce_scatter.input");
+        else vp_ledger_release(&step->ledger, VP_CAT_COMM, root_input, "reduce_scatter.input");
     }
     if (priv->plan.defers_reduce) free_accumulated(step, &priv->root_accumulated);
-    vp_ledger_release(&step->ledger, VP_CAT_PARAMS, step->priv->root_gather_bytes, "all_gather.root");
+    if (!root_released) vp_ledger_release(&step->ledger, VP_CAT_PARAMS, priv->root_gather_bytes, "all_gather.root");
 }
 

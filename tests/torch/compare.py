@@ -1844,6 +1844,18 @@ CASES = [
     ("llama FSDP2 mixed-bf16 grad_accum 2 rerun reshards", llama(layers=3), recipe(
         "mixed-bf16", dp=3, framework="fsdp2", model_code="transformers", ckpt="full", grad_accum=2,
         reduce_dtype="bf16", fsdp2_rerun_reshards="true")),
+    # PEFT's LoRA layers hold their adapters: sharded and gathered with the block; the first block's input needs no
+    # gradient, so its post-backward waits for the final callback, after the root's
+    ("llama FSDP2 lora", llama(), recipe(dp=2, framework="fsdp2", model_code="transformers", finetune="lora")),
+    # the fp32 adapters gathered in param_dtype like every parameter: no cast of the input to fp32
+    ("llama FSDP2 mixed-bf16 lora all-linear", llama(layers=3), recipe(
+        "mixed-bf16", dp=3, framework="fsdp2", model_code="transformers", finetune="lora", lora_targets="all-linear",
+        reduce_dtype="bf16")),
+    ("llama FSDP2 amp-bf16 lora checkpointed", llama(layers=3), recipe(
+        "amp-bf16", dp=2, framework="fsdp2", model_code="transformers", finetune="lora", ckpt="full")),
+    ("llama FSDP2 amp-bf16 lora checkpointed non-reentrant", llama(layers=3), recipe(
+        "amp-bf16", dp=2, framework="fsdp2", model_code="transformers", finetune="lora", ckpt="full",
+        use_reentrant="false")),
     ("llama FSDP2 tied", llama(tied=True), recipe(dp=2, framework="fsdp2", model_code="transformers")),
     # few activations: the peak is a copy-out beside the prefetched flat output, after a post-backward that
     # resharded before it reduce-scattered (sweep.py 41 fsdp2)

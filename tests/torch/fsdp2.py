@@ -71,6 +71,9 @@ class Param:
             self.data[:local].copy_(full.detach().reshape(-1)[:local])
         self.sharded = nn.Parameter(self.data[:local].view(min(rows, full.shape[0]), *full.shape[1:]),
                                     requires_grad=full.requires_grad)
+        self.key = getattr(full, "vp_key", None)  # the harness's name for a LoRA layer's weight
+        if self.key is not None:
+            self.sharded.vp_key = self.key
         self.aliases = []  # (module, name) of the modules that share it (tied embeddings)
         module._parameters[name] = self.sharded  # the full one goes with its last reference
         del full
@@ -84,6 +87,8 @@ class Param:
             self.output = torch.empty(self.world * self.padded, dtype=self.dtype)
             self.unsharded = nn.Parameter(self.output[:self.numel].view(self.shape),
                                           requires_grad=self.sharded.requires_grad)
+            if self.key is not None:
+                self.unsharded.vp_key = self.key
         else:
             self.output.storage().resize_(self.world * self.padded)
 
@@ -241,9 +246,9 @@ class Group:
                 grads.append(p.unsharded.grad)
                 p.unsharded.grad = None
             self.reshard()
-            self.comm.reduce_scatter_state = None
-            if not owned:
+            if not owned:  # nothing to reduce: the last unit's input stays
                 return
+            self.comm.reduce_scatter_state = None
             total = sum(p.padded for p in owned)
             dtype = self.reduce_dtype or grads[0].dtype
             rs_input = torch.empty(self.world * total, dtype=dtype)  # foreach_reduce
@@ -333,8 +338,12 @@ class FullyShard(nn.Module):
     def _final_callback(self):
         """_root_post_backward_final_callback: the root's reduce-scatter, then the last input freed."""
         self._queued = False
-        self.root.post_backward()
-        self.comm.in_backward = False
-        for g in self.groups:
+        # every state in order, the root's first: a post-backward the autograd
+        # graph did not run (a block whose input needs no gradient: LoRA's first
+        # block), then finalize_backward (a mistargeted prefetch goes)
+        for g in [self.root] + self.groups:
+            if g is self.root or g.in_backward:
+                g.post_backward()
             g.result = None
+        self.comm.in_backward = False
         self.comm.reduce_scatter_state = None

@@ -24,9 +24,9 @@ import torch.utils.checkpoint
 import checkpoint2x
 import fsdp2
 
-from models import (Autocast, BertForSequenceClassification, CausalLM, T5ForConditionalGeneration, add_lora,
-                    add_modules_to_save, add_prefix, add_prompt, float8_weights, freeze, quantize_4bit, quantize_8bit,
-                    trained_in_registration_order)
+from models import (Autocast, BertForSequenceClassification, CausalLM, T5ForConditionalGeneration,
+                    adapters_into_modules, add_lora, add_modules_to_save, add_prefix, add_prompt, float8_weights,
+                    freeze, quantize_4bit, quantize_8bit, trained_in_registration_order)
 from optimizers import SM3, Adafactor, HFAdamW
 
 # oneDNN's bf16 GEMMs allocate scratch buffers of their own on the CPU (heap
@@ -380,9 +380,10 @@ def measure(case, rank=None):
         add_modules_to_save(model, recipe, wrapped=False)  # no PEFT here: trained as they are
     net = model
     if sharded:  # one rank of dp, written out (fsdp2.py): every decoder layer a unit, the root the rest
-        # the harness's adapters are found by their base weight's identity, which FSDP2's swaps change
-        if finetune != "full":
-            raise ValueError("fsdp2: only full fine-tuning is mirrored")
+        if finetune == "lora":  # PEFT's LoRA layers hold their adapters: sharded with the block
+            adapters_into_modules(model, ac)
+        elif finetune != "full":
+            raise ValueError("fsdp2: full fine-tuning and LoRA are mirrored")
         if precision not in ("fp32", "amp-bf16", "mixed-bf16"):  # the shards are fp32 here
             raise ValueError(f"fsdp2: precision {precision} is not mirrored")
         if not hasattr(getattr(model, "model", None), "layers"):

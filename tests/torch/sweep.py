@@ -28,7 +28,7 @@ bf16-autocast (the Trainer's autocast over a bf16 model); `liger` turns
 on Liger-Kernel's RMSNorm, SwiGLU or both on half the draws; `accelerate`
 converts the outputs of most autocast draws to fp32 as accelerate does
 (outputs_fp32), the loop keeping them or not; `fsdp2` runs most full
-fine-tuning draws under FSDP2 on one rank of 2-4 (fsdp2.py). What it finds becomes a fixed
+fine-tuning and plain LoRA draws under FSDP2 on one rank of 2-4 (fsdp2.py). What it finds becomes a fixed
 case in compare.py once understood. Recipes vramplan refuses (a family
 without PEFT's default LoRA targets, say) are skipped and counted.
 """
@@ -288,13 +288,16 @@ def accelerate_outputs(r, case):
 
 
 def over_fsdp2(r, case):
-    """With `fsdp2`: most full fine-tuning draws (fp32, amp-bf16, bf16 made
+    """With `fsdp2`: most full fine-tuning and plain LoRA draws (fp32, amp-bf16, bf16 made
     mixed-bf16) run under FSDP2 on one rank of 2-4 (fsdp2.py): the reduce
     dtype, reshard_after_forward (or the rerun's resharding before PyTorch
     2.10) and the ranks drawn; accelerate's
     preparation (model_code transformers), as the harness's model code is."""
     name, config, recipe = case
-    if recipe.get("finetune", "full") != "full" or recipe.get("dp", 1) > 1 or r.random() < 0.2:
+    if recipe.get("finetune", "full") not in ("full", "lora") or recipe.get("dp", 1) > 1 or r.random() < 0.2:
+        return case
+    # PEFT's plain LoRA only: DoRA and modules_to_save are not mirrored under it
+    if str(recipe.get("use_dora", "false")) == "true" or "modules_to_save" in recipe:
         return case
     # the factored optimizers' states follow a parameter's shape, which a
     # DTensor reports whole where the harness's plain shard is its rows

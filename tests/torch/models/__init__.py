@@ -36,11 +36,12 @@ What the harness and the GPU check use is exported here.
 from .bert import BertForSequenceClassification
 from .causal_lm import CausalLM
 from .common import Autocast
-from .finetune import (add_lora, add_modules_to_save, add_prefix, add_prompt, freeze, quantize_4bit, quantize_8bit,
-                       trained_in_registration_order)
+from .finetune import (adapters_into_modules, add_lora, add_modules_to_save, add_prefix, add_prompt, freeze,
+                       quantize_4bit, quantize_8bit, trained_in_registration_order)
 from .float8 import float8_weights
 from .t5 import T5ForConditionalGeneration
 
-__all__ = ["Autocast", "BertForSequenceClassification", "CausalLM", "T5ForConditionalGeneration", "add_lora",
+__all__ = ["Autocast", "BertForSequenceClassification", "CausalLM", "T5ForConditionalGeneration",
+           "adapters_into_modules", "add_lora",
            "add_modules_to_save", "add_prefix", "add_prompt", "float8_weights", "freeze", "quantize_4bit", "quantize_8bit",
            "trained_in_registration_order"]

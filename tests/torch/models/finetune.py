@@ -118,6 +118,27 @@ def add_lora(model, ac, recipe, adapter_dtype):
     model.lora_adapters = adapters
 
 
+def adapters_into_modules(model, ac):
+    """Each target module's lora_A and lora_B registered on the module
+    itself, after its own parameters, as PEFT's LoRA layer holds them, and
+    looked up through it (FSDP2 shards them with the module's unit and
+    swaps its parameters); the weight keyed by a name of its own
+    (linear.adapter_key). Plain LoRA only."""
+    moved = {id(p) for p in getattr(model, "lora_adapters", ())}
+    for i, module in enumerate(m for m in model.modules() if id(getattr(m, "weight", None)) in ac.lora):
+        lora_A, lora_B, scaling, p, magnitude = ac.lora.pop(id(module.weight))
+        if magnitude is not None:
+            raise ValueError("fsdp2: DoRA is not mirrored")
+        module.register_parameter("lora_A", lora_A)
+        module.register_parameter("lora_B", lora_B)
+        module.weight.vp_key = ("lora", i)
+        ac.lora[module.weight.vp_key] = (module, None, scaling, p, None)
+        moved -= {id(lora_A), id(lora_B)}
+    if moved or ac.lora.keys() - {k for k in ac.lora if isinstance(k, tuple)}:
+        raise ValueError("fsdp2: LoRA on parameters (target_parameters) is not mirrored")
+    model.lora_adapters = nn.ParameterList()
+
+
 def freeze(model, trainable_layers):
     """Partial fine-tuning (finetune = freeze): every parameter frozen but
     the last trainable_layers layers', the final norm's and an untied head's

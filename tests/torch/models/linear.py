@@ -10,12 +10,21 @@ from .common import add, dropout, mul, sub
 from .float8 import float8_linear
 
 
+def adapter_key(w):
+    """The key of a weight's adapters in ac.lora: the weight's identity, or
+    the key the harness gave it where FSDP2's twin swaps the weight's tensor
+    (tests/torch/fsdp2.py copies it to the shard and the unsharded one)."""
+    return getattr(w, "vp_key", id(w))
+
+
 def lora(ac, x, w, result, b=None, fan_in_fan_out=False):
     """peft.tuners.lora.layer.Linear.forward after its base layer."""
-    adapter = ac.lora.get(id(w))
+    adapter = ac.lora.get(adapter_key(w))
     if adapter is None:
         return result
     lora_A, lora_B, scaling, p, magnitude = adapter
+    if isinstance(lora_A, nn.Module):  # registered on the module (FSDP2's twin): its parameters as they are now
+        lora_A, lora_B = lora_A.lora_A, lora_A.lora_B
     torch_result_dtype = result.dtype
     if x.dtype != lora_A.dtype:  # self._cast_input_dtype(x, lora_A.weight.dtype)
         x = x.to(lora_A.dtype)
