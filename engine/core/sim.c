@@ -24,6 +24,9 @@ void vp_sim_free(vp_sim *sim) {
     sim->holders = NULL;
     sim->n_holders = sim->cap_holders = 0;
     sim->n_tensors = sim->cap_tensors = sim->n_nodes = sim->cap_nodes = 0;
+    free(sim->stash.back);
+    sim->stash.back = NULL;
+    sim->stash.n_back = sim->stash.cap_back = 0;
 }
 
 void vp_sim_adopt(vp_sim *sim, vp_sim_arrays *arrays) {
@@ -261,6 +264,83 @@ static void place_stop(vp_sim *sim, vp_frame *f, const vp_node *node, vp_t t) {
     f->stop_offset = made_by_op ? now : first_new;
 }
 
+/* ---- OffloadActivations' stashes (vp_offload_stash) ---- */
+
+/* The forward's pack of an offloaded tensor: the stash lets go of those
+ * packed `window` packs ago or more (oldest first), then keeps this one. */
+static void stash_forward(vp_sim *sim, vp_t t) {
+    vp_offload_stash *s = &sim->stash;
+    unsigned gone = 0;
+    while (gone < s->n_fwd && s->fwd_pack[gone] + s->window <= s->packs) vp_drop(sim, s->fwd[gone++]);
+    memmove(s->fwd, s->fwd + gone, (s->n_fwd - gone) * sizeof *s->fwd);
+    memmove(s->fwd_pack, s->fwd_pack + gone, (s->n_fwd - gone) * sizeof *s->fwd_pack);
+    s->n_fwd -= gone;
+    if (s->n_fwd == VP_OFFLOAD_WINDOW_MAX) { /* a window wider than the stash: an engine limit */
+        sim->status = VP_SIM_LIMIT;
+        return;
+    }
+    vp_hold(sim, t);
+    s->fwd[s->n_fwd] = t;
+    s->fwd_pack[s->n_fwd++] = s->packs;
+}
+
+/* Node `index` unpacks the offloaded tensor in `slot`: the first time,
+ * what the stash brought back for earlier nodes is marked to go after it.
+ * Whether the forward's stash still holds that tensor: then the node takes
+ * it as it is (its saved slot keeps it, a reference of the node's). */
+static bool stash_takes(vp_sim *sim, uint32_t index, unsigned slot) {
+    vp_offload_stash *s = &sim->stash;
+    if (s->node != index + 1) {
+        s->node = index + 1;
+        s->earlier = s->n_back;
+    }
+    s->hook_due = true;
+    vp_node *node = vp_node_at(sim, index);
+    vp_t original = node->saved[slot];
+    for (unsigned k = 0; k < s->n_fwd; k++)
+        if (s->fwd[k] == original) {
+            vp_hold(sim, original);
+            node->packed &= (vp_slots)~(1u << slot);
+            node->handed |= (vp_slots)(1u << slot);
+            return true;
+        }
+    return false;
+}
+
+/* A tensor brought back: the stash keeps it beside the node. */
+static void stash_back(vp_sim *sim, vp_t copy) {
+    vp_offload_stash *s = &sim->stash;
+    if (!grow((void **)&s->back, &s->cap_back, s->n_back + 1, sizeof *s->back)) {
+        sim->status = VP_SIM_NOMEM;
+        return;
+    }
+    vp_hold(sim, copy);
+    s->back[s->n_back++] = copy;
+}
+
+/* The node's post-hook: the forward's stash goes, and what was brought
+ * back for earlier nodes. */
+static void stash_hook(vp_sim *sim) {
+    vp_offload_stash *s = &sim->stash;
+    for (unsigned k = 0; k < s->n_fwd; k++) vp_drop(sim, s->fwd[k]);
+    s->n_fwd = 0;
+    for (uint32_t k = 0; k < s->earlier; k++) vp_drop(sim, s->back[k]);
+    memmove(s->back, s->back + s->earlier, (s->n_back - s->earlier) * sizeof *s->back);
+    s->n_back -= s->earlier;
+    s->earlier = 0;
+    s->hook_due = false;
+}
+
+void vp_offload_stash_flush(vp_sim *sim) {
+    vp_offload_stash *s = &sim->stash;
+    for (unsigned k = 0; k < s->n_fwd; k++) vp_drop(sim, s->fwd[k]); /* (a backward that brought none back) */
+    s->n_fwd = 0;
+    for (uint32_t k = 0; k < s->n_back; k++) vp_drop(sim, s->back[k]);
+    s->n_back = s->earlier = 0;
+    s->node = 0;
+    s->hook_due = false;
+}
+
 /* The checkpoint hook's pack: a holder instead of the tensor. */
 static void hold_back(vp_sim *sim, vp_node *node, unsigned slot, vp_t t) {
     vp_frame *f = sim->saving;
@@ -344,6 +424,7 @@ static void save_at(vp_sim *sim, vp_node *node, unsigned slot, vp_t t, bool stri
         vp_hold(sim, t);
         return;
     }
+    sim->stash.packs++;
     /* pack_to_cpu: torch.empty(tensor.size(), pin_memory=True).copy_(tensor),
      * the view's own elements, contiguous */
     uint64_t bytes;
@@ -360,6 +441,7 @@ static void save_at(vp_sim *sim, vp_node *node, unsigned slot, vp_t t, bool stri
     if (strided || expanded) pack_through_contiguous(sim, node, bytes);
     node->packed |= (vp_slots)(1u << slot);
     sim->pack(sim->pack_ctx, bytes);
+    if (sim->stash.window) stash_forward(sim, t);
 }
 
 void vp_save_at(vp_sim *sim, vp_node *node, unsigned slot, vp_t t) { save_at(sim, node, slot, t, false); }
@@ -403,10 +485,13 @@ static void unpack(vp_sim *sim, uint32_t index) {
         vp_t original = node->saved[i];
         bool recomputed = node->recomputed & (1u << i);
         const char *label = recomputed ? "compile.recompute" : "offload.unpack";
+        bool streamed = sim->stash.window && !recomputed;
+        if (streamed && stash_takes(sim, index, i)) continue;
         /* a fused node recomputes an element-wise value inside its kernel */
         sim->fusing = recomputed && node->fused;
         vp_t copy = vp_new(sim, vp_at(sim, original)->numel, (vp_dtype)vp_at(sim, original)->dtype, label);
         sim->fusing = false;
+        if (streamed) stash_back(sim, copy);
         /* SavedVariable::unpack gives it the original's autograd metadata */
         vp_at(sim, copy)->requires_grad = vp_at(sim, original)->requires_grad;
         node = vp_node_at(sim, index);
@@ -710,6 +795,8 @@ static void run_node(vp_sim *sim, uint32_t index) {
         vp_drop(sim, g);
     }
     release_saved(sim, node);
+    if (sim->stash.hook_due && sim->stash.node == index + 1) stash_hook(sim);
+    node = vp_node_at(sim, index);
     for (unsigned i = 0; i < VP_NODE_MAX_IN; i++) {
         vp_t g = node->grads[i];
         node->grads[i] = 0;

@@ -164,6 +164,28 @@ typedef enum {
     VP_SIM_LIMIT       /* one of the simulator's fixed tables ran out of room: an engine limit, not a size */
 } vp_sim_status;
 
+/* torchtune's OffloadActivations with use_streams (its default from
+ * PyTorch 2.5; TRL's copy too): an offloaded tensor stays on the GPU until
+ * `window` packs later (fwd_stash: its copy to the host runs on a stream of
+ * its own), and is used as it is if backward asks for it before; a tensor
+ * brought back in backward stays until the next node that brings some back
+ * has run (bwd_tensor_stash), whose post-hook lets go of the earlier
+ * node's and of what is left of the forward's; the end of backward of the
+ * rest (_activation_offloading.py, torchtune 0.4-0.6). */
+enum { VP_OFFLOAD_WINDOW_MAX = 8, VP_OFFLOAD_WINDOW = 5 /* its max_fwd_stash_size's default */ };
+typedef struct {
+    unsigned window;             /* max_fwd_stash_size (5); 0: one stream, none of this */
+    uint32_t packs;              /* tensor_id: every pack under the hooks, kept ones too */
+    vp_t fwd[VP_OFFLOAD_WINDOW_MAX];
+    uint32_t fwd_pack[VP_OFFLOAD_WINDOW_MAX];
+    unsigned n_fwd;
+    vp_t *back;                  /* brought back, oldest first */
+    uint32_t n_back, cap_back;
+    uint32_t earlier;            /* of those, the first `earlier` are earlier nodes' */
+    uint32_t node;               /* index + 1 of the node that last brought one back */
+    bool hook_due;               /* that node's post-hook has not run */
+} vp_offload_stash;
+
 typedef struct vp_sim {
     vp_ledger *ledger;
     vp_tensor *tensors;
@@ -183,6 +205,7 @@ typedef struct vp_sim {
      * bytes (torchtune's OffloadActivations: min_offload_size) */
     bool pack_skips_params;
     uint64_t pack_min_bytes;
+    vp_offload_stash stash;
     /* Tensor.register_post_accumulate_grad_hook (PyTorch 2.1+): called for a
      * leaf marked post_accumulate once its AccumulateGrad has put the
      * gradient into .grad, while that node still holds what it was given */
@@ -210,6 +233,10 @@ typedef struct vp_sim {
 } vp_sim;
 
 void vp_sim_init(vp_sim *sim, vp_ledger *ledger);
+/* The end of a backward graph task under OffloadActivations with streams:
+ * what its stashes hold goes (its queued callback; the forward's is empty
+ * by then unless nothing was brought back). */
+void vp_offload_stash_flush(vp_sim *sim);
 void vp_sim_free(vp_sim *sim);
 
 /* The simulator's arrays kept by a caller between evaluations (a sweep's

@@ -157,6 +157,13 @@ bool vp_recipe_checkpoint_early_stop(const vp_recipe *recipe) {
 
 bool vp_recipe_torch2(const vp_recipe *recipe) { return recipe->torch_version != VP_TORCH_1_13; }
 
+bool vp_recipe_offload_streams(const vp_recipe *recipe) {
+    if (!recipe->offload_activations || !recipe->offload_torchtune) return false;
+    if (recipe->offload_streams >= 0) return recipe->offload_streams;
+    /* use_streams=None: `torch.__version__ >= "2.5.0.dev20240907"` */
+    return recipe->torch_version != VP_TORCH_1_13 && recipe->torch_version != VP_TORCH_2_4;
+}
+
 bool vp_recipe_fsdp2_rerun_reshards(const vp_recipe *recipe) {
     if (recipe->fsdp2_rerun_reshards >= 0) return recipe->fsdp2_rerun_reshards;
     /* FSDPParamGroup.post_forward skips both inside backward (is_bw()) from

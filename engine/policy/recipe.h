@@ -226,6 +226,7 @@ typedef struct {
     bool checkpoint_ops;         /* op-selective: each layer checkpointed under torchtitan's op-level policy */
     bool selective;              /* Korthikanti et al.'s selective recompute: the attention core only */
     bool offload_torchtune;      /* offload_activations by torchtune's OffloadActivations, not save_on_cpu */
+    int offload_streams;         /* ... with use_streams (its stashes); -1: the version's */
     bool use_reentrant;          /* torch.utils.checkpoint(use_reentrant=...) for checkpointed chunks */
     int checkpoint_early_stop;   /* use_reentrant=False: the rerun stops at the last saved tensor; -1: the version's */
     vp_attention_impl attention;
@@ -444,6 +445,8 @@ bool vp_recipe_torch2(const vp_recipe *recipe);
 /* FSDP2's post-forward reshards and records its place in a reentrant
  * checkpoint's rerun inside backward (before 2.10: layout.c). */
 bool vp_recipe_fsdp2_rerun_reshards(const vp_recipe *recipe);
+/* OffloadActivations runs with use_streams (sim.h, vp_offload_stash). */
+bool vp_recipe_offload_streams(const vp_recipe *recipe);
 /* model_code resolved (auto: torchtitan's under a DTensor framework, fsdp2) */
 vp_model_code vp_recipe_model_code(const vp_recipe *recipe);
 /* experts_implementation resolved (auto: modules, transformers 4.x's) */

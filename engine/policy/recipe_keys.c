@@ -293,6 +293,7 @@ static void value_checkpointing(const vp_recipe *r, vp_key_value *out) {
     }
 }
 static void value_early_stop(const vp_recipe *r, vp_key_value *out) { set_bool(out, vp_recipe_checkpoint_early_stop(r)); }
+static void value_offload_streams(const vp_recipe *r, vp_key_value *out) { set_bool(out, vp_recipe_offload_streams(r)); }
 static void value_rerun_reshards(const vp_recipe *r, vp_key_value *out) {
     set_bool(out, vp_recipe_fsdp2_rerun_reshards(r));
 }
@@ -374,6 +375,7 @@ static bool with_float8(const vp_recipe *r) {
 static bool with_float8_fsdp2(const vp_recipe *r) { return with_fsdp2(r) && with_float8(r); }
 static bool with_mixed_fsdp2(const vp_recipe *r) { return with_fsdp2(r) && vp_precision_is_mixed(r->precision); }
 static bool with_zero3(const vp_recipe *r) { return r->framework == VP_FRAMEWORK_DEEPSPEED && r->zero == 3; }
+static bool with_offload_torchtune(const vp_recipe *r) { return r->offload_activations && r->offload_torchtune; }
 
 #define UINT_KEY(key, f, lo, hi, def) .name = key, .kind = VP_KEY_UINT, .offset = FIELD(f), .min = lo, .max = hi, .fallback = def
 #define U64_KEY(key, f, lo, hi, def) .name = key, .kind = VP_KEY_U64, .offset = FIELD(f), .min = lo, .max = hi, .fallback = def
@@ -556,6 +558,12 @@ static const vp_recipe_key keys[] = {
      .doc = "offload_activations as torchtune's OffloadActivations does it: the decoder's saved tensors of 1 KiB or "
             "more but its parameters; the output head and the loss keep theirs on the GPU [false; stack torchtune: "
             "true]"},
+    /* OffloadActivations(use_streams=None): on from PyTorch 2.5 */
+    {TRISTATE_KEY("offload_streams", offload_streams), .applies = with_offload_torchtune,
+     .value = value_offload_streams,
+     .doc = "offload_torchtune: OffloadActivations' use_streams, a copy stream of its own: each offloaded tensor "
+            "stays on the GPU until five packs later, and one brought back in backward until the next node that "
+            "brings some back has run [true from torch_version 2.5; false with 1.13 and 2.4]"},
     {BOOL_KEY("training", training, true), .doc = "dropout active (model.train())"},
     {UINT_KEY("dp", dp, 1, 1 << 20, 1), .doc = "data-parallel ranks (DDP with framework torch)"},
     {UINT_KEY("zero", zero, 0, 3, 0), .doc = "DeepSpeed ZeRO stage 0-3 (framework deepspeed)"},

@@ -146,9 +146,14 @@ static bool plan_chunks(vp_step *step) {
     const vp_model *m = step->model;
     unsigned period = m->facts.layer_period;
     /* layers-K alternates checkpointed and plain layers: evaluated one by one */
+    /* OffloadActivations' stashes (sim.h) let go of what a layer packed or
+     * brought back some packs or nodes later, in another layer, and what
+     * the forward's stash holds into backward is taken by the last layers:
+     * no layer stands for another there either */
     /* target_parameters of some layers only: those layers hold adapters the others do not */
     bool foldable = priv->fold && !step->prefix_tokens && !vp_model_encoder_decoder(m) && !m->facts.router_aux_loss &&
-                    per % period == 0 && !step->recipe->checkpoint_layers && !vp_lora_params_by_layer(step->recipe);
+                    per % period == 0 && !step->recipe->checkpoint_layers && !vp_lora_params_by_layer(step->recipe) &&
+                    !vp_recipe_offload_streams(step->recipe);
     for (unsigned r = 0; r < 4; r++) {
         if (splits[r + 1] <= splits[r]) continue;
         bool lone = splits[r] == start ? first_unlike : splits[r] == b;
@@ -712,6 +717,7 @@ static uint64_t micro_batch(vp_step *step, const vp_meter *resident, const vp_me
         sim->pack_ctx = step;
         sim->pack_skips_params = step->recipe->offload_torchtune;
         sim->pack_min_bytes = step->recipe->offload_torchtune ? 1024 : 0;
+        sim->stash.window = vp_recipe_offload_streams(step->recipe) ? VP_OFFLOAD_WINDOW : 0;
     }
     vp_t old_loss = priv->loss, old_outputs[VP_TENSOR_SLOTS], old_graph_leaves[VP_GRAPH_LEAVES];
     memcpy(old_graph_leaves, priv->graph_leaves, sizeof old_graph_leaves);
@@ -826,6 +832,7 @@ static uint64_t micro_batch(vp_step *step, const vp_meter *resident, const vp_me
         vp_backward(sim, 0, embed_end);
         vp_backward_task_end(sim);
         vp_layout_backward_end(step);
+        vp_offload_stash_flush(sim); /* queued after FSDP's final callback, at the first unpack */
     }
     priv->offloaded = 0; /* backward unpacked and released them all */
     /* HF's Trainer returns loss.detach(): the graph goes after backward,

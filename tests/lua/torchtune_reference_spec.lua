@@ -3,8 +3,8 @@
 -- tokens, techniques added one on another) against vramplan's estimate of
 -- each run. The table reports the peak of active memory (the allocated
 -- blocks), which is vramplan's peak_allocated_bytes. Within 5 % (the
--- json's tolerance); a row vramplan cannot describe is pending with the
--- reason.
+-- json's tolerance; a row's own where its difference says why); a row
+-- vramplan cannot describe is pending with the reason.
 local helper = require("tests.lua.helper")
 
 local GIB = 2 ^ 30
@@ -21,7 +21,7 @@ describe("torchtune's published memory ladder", function()
           .per_gpu
         local estimated = g.peak_allocated_bytes / GIB
         local error = estimated / row.value_gib - 1
-        assert.is_true(math.abs(error) <= reference.tolerance,
+        assert.is_true(math.abs(error) <= (row.tolerance or reference.tolerance),
           string.format("%s: %.2f GiB estimated, %.1f GiB measured (%+.1f %%)", row.id, estimated, row.value_gib,
             100 * error))
       end)

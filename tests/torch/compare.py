@@ -1381,6 +1381,27 @@ CASES = [
         offload_torchtune="true")),
     ("llama bf16 loss chunked offload torchtune", llama(vocab=4096), recipe(
         "bf16", s=64, loss="chunked", keep_logits="false", offload_activations="true", offload_torchtune="true")),
+    # ... with use_streams (its default from PyTorch 2.5): an offloaded tensor stays on the GPU five packs more, and
+    # is handed back as it is if backward asks first; one brought back stays until the next node that brings one
+    # back has run (the twin's hooks mark the nodes: 1.13 has no _current_autograd_node)
+    ("llama bf16 loss chunked checkpointed offload torchtune streams", llama(layers=3, vocab=4096), recipe(
+        "bf16", s=256, ckpt="full", loss="chunked", keep_logits="false", offload_activations="true",
+        offload_torchtune="true", offload_streams="true")),
+    ("llama bf16 offload torchtune streams", llama(layers=3, vocab=512), recipe(
+        "bf16", optimizer="none", s=128, loss="chunked", keep_logits="false", offload_activations="true",
+        offload_torchtune="true", offload_streams="true")),
+    ("llama amp-bf16 dropout offload torchtune streams", llama(layers=3, vocab=512, dropout=0.1), recipe(
+        "amp-bf16", optimizer="none", s=128, loss="chunked", keep_logits="false", offload_activations="true",
+        offload_torchtune="true", offload_streams="true")),
+    ("llama bf16 checkpointed non-reentrant offload torchtune streams", llama(layers=3, vocab=512), recipe(
+        "bf16", optimizer="none", s=128, ckpt="full", use_reentrant="false", loss="chunked", keep_logits="false",
+        offload_activations="true", offload_torchtune="true", offload_streams="true")),
+    ("llama lora bf16 offload torchtune streams", llama(layers=3, vocab=512), recipe(
+        "bf16", optimizer="none", s=128, finetune="lora", loss="chunked", keep_logits="false",
+        offload_activations="true", offload_torchtune="true", offload_streams="true")),
+    ("llama bf16 grad_accum 2 offload torchtune streams", llama(vocab=512), recipe(
+        "bf16", optimizer="sgd", s=96, grad_accum=2, loss="chunked", keep_logits="false", offload_activations="true",
+        offload_torchtune="true", offload_streams="true")),
     ("llama lora bf16 loss chunked", llama(vocab=4096), recipe(
         "bf16", s=256, finetune="lora", loss="chunked", keep_logits="false")),
     ("llama bf16 loss chunked uneven", llama(vocab=4096), recipe("bf16", s=100, loss="chunked", keep_logits="false")),

@@ -19,6 +19,7 @@ import numpy as np
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
+from torch.autograd import Variable
 import torch.utils.checkpoint
 
 import checkpoint2x
@@ -56,18 +57,41 @@ class SaveOnHost(torch.autograd.graph.saved_tensors_hooks):
     tensor autograd saves is copied into host memory (contiguous, its own
     elements) and comes back in backward as a new tensor (.to(device)).
     packed_bytes adds up the pinned blocks the GPU run would take from the
-    caching host allocator (each request rounded up to a power of two)."""
+    caching host allocator (each request rounded up to a power of two).
 
-    def __init__(self, torchtune=False):
+    With `streams` (torchtune's OffloadActivations with use_streams, its
+    default from PyTorch 2.5, torchtune/training/_activation_offloading.py):
+    an offloaded tensor stays in the forward's stash until `window` packs
+    later (every pack counts, kept ones too) and is handed back as it is if
+    backward asks for it first; a tensor brought back stays in the backward
+    stash until the next node that brings one back has run, whose post-hook
+    lets go of the earlier nodes' and of the forward's stash; the end of
+    backward lets go of the rest. PyTorch 1.13 has no
+    _current_autograd_node: `watch` puts a post-hook on every node of the
+    graph, and the unpacks between two of them are one node's."""
+
+    def __init__(self, torchtune=False, streams=False, window=5):
         self.packed_bytes = 0
+        self.packs = 0
+        self.fwd, self.back = {}, {}  # pack id -> tensor, oldest first
+        self.earlier = []  # of back's, the ids the running node found there
+        self.in_node = False  # the running node has unpacked an offloaded tensor
+        self.queued = False
 
         def pack(tensor):
+            self.packs += 1
+            pid = self.packs
             # torchtune's OffloadActivations (torchtune/training/
             # _activation_offloading.py): a parameter, or a tensor of fewer
             # than min_offload_size = 1024 bytes, stays where it is
             if torchtune and (isinstance(tensor, torch.nn.Parameter) or
                               tensor.numel() * tensor.element_size() < 1024):
                 return tensor
+            if streams:  # the stash lets go of what was packed `window` packs ago, oldest first
+                for old in list(self.fwd):
+                    if old > pid - window:
+                        break
+                    del self.fwd[old]
             host = np.empty(tuple(tensor.shape), dtype=HOST_STORAGE[tensor.dtype])
             with torch.no_grad():
                 # CUDA copies a non-contiguous tensor to the host through a
@@ -83,19 +107,61 @@ class SaveOnHost(torch.autograd.graph.saved_tensors_hooks):
                 del source
             n = tensor.numel() * tensor.element_size()
             self.packed_bytes += 1 << (n - 1).bit_length() if n else 0
-            return tensor.dtype, host
+            if streams:
+                self.fwd[pid] = tensor
+            return tensor.dtype, host, pid
 
         def unpack(packed):
             if isinstance(packed, torch.Tensor):
                 return packed
-            dtype, host = packed
+            dtype, host, pid = packed
             if dtype == torch.float64 and host.ndim == 0:
                 # a wrapped Python number (`x * scaling`) lives on the CPU in
                 # a GPU run too: .to(its device) is the pinned copy itself
                 return torch.from_numpy(host)
-            return torch.from_numpy(host).view(dtype).clone()
+            if not streams:
+                return torch.from_numpy(host).view(dtype).clone()
+            if not self.queued:  # wait_and_del_remaining_references, at the end of backward
+                self.queued = True
+                Variable._execution_engine.queue_callback(self._flush)
+            if not self.in_node:
+                self.in_node = True
+                self.earlier = list(self.back)
+            if pid in self.fwd:
+                return self.fwd[pid]
+            t = torch.from_numpy(host).view(dtype).clone()
+            self.back[pid] = t
+            return t
 
         super().__init__(pack, unpack)
+
+    def watch(self, loss):
+        """A post-hook on every node of loss's graph but AccumulateGrad's
+        (whose stealing of its incoming gradient a hook would change)."""
+        seen, todo = set(), [loss.grad_fn]
+        while todo:
+            node = todo.pop()
+            if node is None or node in seen:
+                continue
+            seen.add(node)
+            if type(node).__name__ != "AccumulateGrad":
+                node.register_hook(self._node_done)
+            todo.extend(n for n, _ in node.next_functions)
+
+    def _node_done(self, grad_inputs, grad_outputs):
+        if self.in_node:  # the hook OffloadActivations registered on it
+            self.fwd.clear()
+            for pid in self.earlier:
+                del self.back[pid]
+            self.earlier = []
+        self.in_node = False
+
+    def _flush(self):
+        self.fwd.clear()
+        self.back.clear()
+        self.earlier = []
+        self.in_node = False
+        self.queued = False
 
 
 def tensor_bytes(tensors):
@@ -426,6 +492,7 @@ def measure(case, rank=None):
                          layers_k, op_selective)
     offload = str(recipe.get("offload_activations", "false")) == "true"
     offload_torchtune = str(recipe.get("offload_torchtune", "false")) == "true"
+    offload_streams = offload_torchtune and str(recipe.get("offload_streams", "false")) == "true"
     # torchtune's get_act_offloading_ctx_manager: a NoOpManager around the
     # output projection; the recipe's loss runs outside the context
     model.head_outside_hooks = offload and offload_torchtune
@@ -466,7 +533,7 @@ def measure(case, rank=None):
                 new_labels = new_ids.clone()
             input_ids, labels, extra = new_ids, new_labels, new_extra
             del new_ids, new_labels, new_extra
-            host = SaveOnHost(offload_torchtune) if offload else None
+            host = SaveOnHost(offload_torchtune, offload_streams) if offload else None
             if ckpt is not None:
                 ckpt.calls = 0
             with host or contextlib.nullcontext():
@@ -480,6 +547,8 @@ def measure(case, rank=None):
                 logits = None
             if measuring and first:
                 after_forward = _current()
+            if host is not None and offload_streams:
+                host.watch(loss)
             loss.backward()
             if logits is None:  # Trainer.training_step returns loss.detach(): the graph (and what it holds) goes before the step
                 loss = loss.detach()
