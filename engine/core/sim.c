@@ -325,7 +325,7 @@ static void stash_hook(vp_sim *sim) {
     for (unsigned k = 0; k < s->n_fwd; k++) vp_drop(sim, s->fwd[k]);
     s->n_fwd = 0;
     for (uint32_t k = 0; k < s->earlier; k++) vp_drop(sim, s->back[k]);
-    memmove(s->back, s->back + s->earlier, (s->n_back - s->earlier) * sizeof *s->back);
+    if (s->earlier) memmove(s->back, s->back + s->earlier, (s->n_back - s->earlier) * sizeof *s->back);
     s->n_back -= s->earlier;
     s->earlier = 0;
     s->hook_due = false;
