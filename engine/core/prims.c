@@ -640,9 +640,10 @@ vp_t vp_mul_as(vp_sim *sim, vp_t a, vp_t b, uint64_t out_numel, vp_dtype dt, con
     vp_t y = vp_new(sim, out_numel, dt, label);
     vp_t in[2] = {a, b};
     vp_node *node = vp_record(sim, backward_mul, label, in, 2, &y, 1);
+    /* MulBackward0 saves self, then other (the order the hooks see them) */
     if (node) {
-        if (wants_grad(sim, a)) vp_save(sim, node, b);
         if (wants_grad(sim, b)) vp_save(sim, node, a);
+        if (wants_grad(sim, a)) vp_save(sim, node, b);
     }
     return y;
 }
@@ -653,9 +654,9 @@ static vp_t mul_in_place(vp_sim *sim, vp_t a, vp_t b, vp_backward_fn backward, c
     vp_t y = vp_view(sim, a, numel_of(sim, a), label);
     vp_t in[2] = {a, b};
     vp_node *node = vp_record(sim, backward, label, in, 2, &y, 1);
-    if (node) {
-        if (wants_grad(sim, a)) vp_save(sim, node, b);
+    if (node) { /* self's original first, then other */
         if (original) vp_save(sim, node, original);
+        if (wants_grad(sim, a)) vp_save(sim, node, b);
     }
     vp_drop(sim, original);
     return y;
@@ -700,6 +701,10 @@ static vp_t times_constant(vp_sim *sim, vp_t a, bool saves_scalar, bool in_place
     if (node) {
         node->aux[0] = 0;
         if (scalar) vp_save(sim, node, scalar);
+        /* what save_on_cpu's hooks would get: kept where it is by
+         * OffloadActivations (under 1 KiB), but one of the packs its stash
+         * counts */
+        else if (saves_scalar) sim->stash.packs++;
     }
     vp_drop(sim, scalar);
     return y;

@@ -1399,6 +1399,10 @@ CASES = [
     ("llama lora bf16 offload torchtune streams", llama(layers=3, vocab=512), recipe(
         "bf16", optimizer="none", s=128, finetune="lora", loss="chunked", keep_logits="false",
         offload_activations="true", offload_torchtune="true", offload_streams="true")),
+    # the stash counts packs: MulBackward0 saves self, then other (DoRA's products; sweep.py 52 wide tune, case 135)
+    ("neox lora dora bf16 offload torchtune streams", neox(vocab=32), recipe(
+        "bf16", optimizer="sgd", s=64, finetune="lora", use_dora="true", weight_decay=0.1, loss="chunked",
+        keep_logits="false", offload_activations="true", offload_torchtune="true", offload_streams="true")),
     ("llama bf16 grad_accum 2 offload torchtune streams", llama(vocab=512), recipe(
         "bf16", optimizer="sgd", s=96, grad_accum=2, loss="chunked", keep_logits="false", offload_activations="true",
         offload_torchtune="true", offload_streams="true")),

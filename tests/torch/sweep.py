@@ -5,6 +5,7 @@ compare.py allows (host bytes under save_on_cpu too) or whose model states
 differ at all.
 
     python3 tests/torch/sweep.py SEED COUNT [wide] [more] [v5] [gpt_oss] [params] [autocast] [liger] [accelerate] [fsdp2]
+        [tune]
 
 The same SEED draws the same configurations. `more` adds BERT,
 DeepSeekMoE and DeepSeek-V2 (fp32: its modeling code's only precision) to
@@ -28,7 +29,9 @@ bf16-autocast (the Trainer's autocast over a bf16 model); `liger` turns
 on Liger-Kernel's RMSNorm, SwiGLU or both on half the draws; `accelerate`
 converts the outputs of most autocast draws to fp32 as accelerate does
 (outputs_fp32), the loop keeping them or not; `fsdp2` runs most full
-fine-tuning and plain LoRA draws under FSDP2 on one rank of 2-4 (fsdp2.py). What it finds becomes a fixed
+fine-tuning and plain LoRA draws under FSDP2 on one rank of 2-4 (fsdp2.py);
+`tune` makes the offloading draws torchtune's OffloadActivations (with
+streams on half of them, its chunked loss outside). What it finds becomes a fixed
 case in compare.py once understood. Recipes vramplan refuses (a family
 without PEFT's default LoRA targets, say) are skipped and counted.
 """
@@ -287,6 +290,21 @@ def accelerate_outputs(r, case):
     return name + " +outputs_fp32" + (" -logits" if recipe.get("keep_logits") == "false" else ""), config, recipe
 
 
+def torchtune_offload(r, case):
+    """With `tune`: an offloading draw's save_on_cpu made torchtune's
+    OffloadActivations, its chunked loss outside the hooks as its recipes
+    run it, with streams (PyTorch 2.5's default) on half of them."""
+    name, config, recipe = case
+    # (the harness's chunked loss adds no router loss, torchtune's recipes have none, nor a head's bias)
+    if recipe.get("offload_activations") != "true" or \
+            config["model_type"] in ("t5", "mt5", "bert", "phi", "gptj", "codegen") or config.get("output_router_logits"):
+        return case
+    streams = r.random() < 0.5
+    recipe = dict(recipe, offload_torchtune="true", loss="chunked", keep_logits="false",
+                  offload_streams="true" if streams else "false")
+    return name + (" +torchtune streams" if streams else " +torchtune"), config, recipe
+
+
 def over_fsdp2(r, case):
     """With `fsdp2`: most full fine-tuning and plain LoRA draws (fp32, amp-bf16, bf16 made
     mixed-bf16) run under FSDP2 on one rank of 2-4 (fsdp2.py): the reduce
@@ -347,6 +365,8 @@ def main():
         cases = [liger_kernels(random.Random(f"liger {seed} {i}"), case) for i, case in enumerate(cases)]
     if "accelerate" in sys.argv[3:]:
         cases = [accelerate_outputs(random.Random(f"accelerate {seed} {i}"), case) for i, case in enumerate(cases)]
+    if "tune" in sys.argv[3:]:
+        cases = [torchtune_offload(random.Random(f"tune {seed} {i}"), case) for i, case in enumerate(cases)]
     if "fsdp2" in sys.argv[3:]:
         cases = [over_fsdp2(random.Random(f"fsdp2 {seed} {i}"), case) for i, case in enumerate(cases)]
     if more:

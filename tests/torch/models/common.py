@@ -177,7 +177,7 @@ class MixedMul(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, a, b):
-        ctx.save_for_backward(b if a.requires_grad else None, a if b.requires_grad else None)
+        ctx.save_for_backward(a if b.requires_grad else None, b if a.requires_grad else None)
         return MixedMul.product(a, b)
 
     @staticmethod
@@ -189,7 +189,7 @@ class MixedMul(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad):
-        b, a = ctx.saved_tensors
+        a, b = ctx.saved_tensors
         grad_a = MixedMul.product(grad, b) if b is not None else None
         grad_b = MixedMul.product(grad, a) if a is not None else None
         return grad_a, grad_b
