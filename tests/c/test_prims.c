@@ -317,7 +317,9 @@ static void test_mul_broadcast(void) {
     vp_t b = vp_leaf(&g.sim, 256, VP_FP32, VP_CAT_PARAMS, true, "scale");
     vp_t a = grad_input(&g, 4 * 256, VP_FP32);
     vp_t y = vp_mul(&g.sim, a, b, 4 * 256, "mul");
-    CHECK(g.sim.nodes[0].saved[0] == b && g.sim.nodes[0].saved[1] == a);
+    /* saved self, then other: the order PyTorch 1.13's saved-tensor hooks
+     * see them (checked: a * b packs a's shape first) */
+    CHECK(g.sim.nodes[0].saved[0] == a && g.sim.nodes[0].saved[1] == b);
     backward_from(&g, y);
     /* seed + two full products + b's reduced gradient, all at once */
     CHECK_EQ_U64(g.ledger.raw.peak_breakdown[VP_CAT_TRANSIENT], 4096 + 4096 + 4096 + 1024);
