@@ -1403,6 +1403,10 @@ CASES = [
     ("neox lora dora bf16 offload torchtune streams", neox(vocab=32), recipe(
         "bf16", optimizer="sgd", s=64, finetune="lora", use_dora="true", weight_decay=0.1, loss="chunked",
         keep_logits="false", offload_activations="true", offload_torchtune="true", offload_streams="true")),
+    # torchtune's chunked output projection keeps a head's bias (Phi's; sweep.py 52 wide tune, case 99)
+    ("phi bf16 every-2 non-reentrant loss chunked offload torchtune", phi(), recipe(
+        "bf16", optimizer="none", b=1, s=16, ckpt="every-2", use_reentrant="false", loss="chunked",
+        keep_logits="false", offload_activations="true", offload_torchtune="true")),
     ("llama bf16 grad_accum 2 offload torchtune streams", llama(vocab=512), recipe(
         "bf16", optimizer="sgd", s=96, grad_accum=2, loss="chunked", keep_logits="false", offload_activations="true",
         offload_torchtune="true", offload_streams="true")),

@@ -74,8 +74,9 @@ class CausalLM(nn.Module):
                 # output projection, the loss outside the offloading context
                 noop = torch.autograd.graph.saved_tensors_hooks(lambda t: t, lambda t: t)
                 with noop if getattr(self, "head_outside_hooks", False) else contextlib.nullcontext():
+                    head_bias = getattr(self.model, "head_bias", None)
                     loss = chunked_output_loss(ac, hidden_states, self.model.head_weight(), labels,
-                                               self.loss_chunks)
+                                               self.loss_chunks, bias=head_bias() if head_bias else None)
             elif kind == "chunked-linear":
                 loss = linear_cross_entropy_loss(ac, hidden_states, self.model.head_weight(), labels,
                                                  self.loss_chunks)

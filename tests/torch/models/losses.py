@@ -80,11 +80,12 @@ def ce_with_chunked_output_loss(logits, labels, num_output_chunks, ignore_index=
     return total_loss / total_elements
 
 
-def chunked_output_loss(ac, hidden_states, weight, labels, num_output_chunks, ignore_index=-100):
-    """torchtune: TransformerDecoder.chunked_output, then the recipe's
-    _loss_step: the labels shifted with torch.hstack (its local until it
-    returns), the loss, `del logits`."""
-    logits = [linear(ac, chunk, weight) for chunk in hidden_states.tensor_split(num_output_chunks, dim=1)]
+def chunked_output_loss(ac, hidden_states, weight, labels, num_output_chunks, ignore_index=-100, bias=None):
+    """torchtune: TransformerDecoder.chunked_output (the output projection,
+    its bias too, on each chunk), then the recipe's _loss_step: the labels
+    shifted with torch.hstack (its local until it returns), the loss,
+    `del logits`."""
+    logits = [linear(ac, chunk, weight, bias) for chunk in hidden_states.tensor_split(num_output_chunks, dim=1)]
     ignore = torch.full((labels.shape[0], 1), ignore_index)  # the recipe's ignore_labels_cache
     labels = torch.hstack((labels[..., 1:], ignore))
     del ignore
