@@ -289,6 +289,26 @@ describe("offload_torchtune", function()
     assert.is_true(tune.host.cpu_bytes_per_rank >= 16 * 2 ^ 21)
   end)
 
+  it("runs with use_streams from PyTorch 2.5 on, keeping the last layers' packs on the GPU into backward",
+    function()
+      -- OffloadActivations(use_streams=None): torch.__version__ >= "2.5.0.dev20240907"
+      local function streams(version)
+        return helper.estimate("llama3.2-1b", "--set", "stack=torchtune", "--set", "seq_len=256", "--set",
+          "checkpointing=full", "--set", "offload_activations=true", "--set", "torch_version=" .. version)
+          .recipe.offload_streams
+      end
+      assert.is_true(streams("2.x"))
+      assert.is_true(streams("2.5"))
+      assert.is_false(streams("2.4"))
+      assert.is_false(streams("1.13"))
+      -- the forward's stash keeps the last offloaded tensors of the forward
+      -- (the final norm's fp32 input among them: 512 tokens x 2,048 x 4)
+      -- into backward: more held at the end of forward than with one stream
+      local on = run("true", "--set", "offload_streams=true").per_gpu.activations_bytes
+      local off = run("true").per_gpu.activations_bytes
+      assert.is_true(on - off >= 512 * 2048 * 4, on - off)
+    end)
+
   it("composes with compile when every block is checkpointed, as torchtune runs it", function()
     assert.equal(true, run("true", "--set", "compile=true").recipe.compile)
     local err = helper.fails("llama3.2-1b", "--set", "stack=torchtune", "--set", "seq_len=256", "--set",
