@@ -34,7 +34,7 @@ bool vp_alloc_config_parse(const char *text, vp_alloc_config *out, char *message
 /* The configuration as that text (empty for the default). */
 void vp_alloc_config_format(const vp_alloc_config *config, char *out, size_t size);
 
-#define VP_ALLOC_STREAMS VP_STREAMS /* the default stream and two of the frameworks' own (ledger.h) */
+#define VP_ALLOC_STREAMS VP_STREAMS /* the default stream, two of the frameworks' own and OffloadActivations' (ledger.h) */
 
 typedef struct vp_alloc_block {
     uint64_t size;

@@ -76,19 +76,20 @@ typedef struct {
 /* A run prelude's torch.cuda.empty_cache(): no tensor, no bytes */
 #define VP_EVENT_EMPTY_CACHE (UINT32_MAX - 1)
 
-/* The CUDA streams a step allocates on: the default stream and up to two
- * of a framework's own (FSDP's all-gather and reduce-scatter streams).
+/* The CUDA streams a step allocates on: the default stream, up to two of
+ * a framework's own (FSDP's all-gather and reduce-scatter streams) and
+ * OffloadActivations' copy stream (sim.h, vp_offload_stream_ops).
  * c10/cuda/CUDACachingAllocator.cpp (pytorch 001074d2, its header comment):
  * "Allocations are associated with a stream. Once freed, blocks can be
  * re-allocated on the same stream, but not on any other stream"; a block
  * used on another stream (record_stream) still goes back to its own
  * stream's pool when freed (free_block: block->pool, after the recorded
  * streams' events). */
-#define VP_STREAMS 3u
+#define VP_STREAMS 4u
 
 /* The ops whose allocations and frees are made on a stream of their own
- * (NULL-terminated labels: stream 1's, stream 2's); every other op's on the
- * default stream (0). */
+ * (NULL-terminated labels: stream 1's, 2's and 3's); every other op's on
+ * the default stream (0). */
 typedef struct {
     const char *const *ops[VP_STREAMS - 1];
 } vp_stream_ops;

@@ -266,6 +266,8 @@ static void place_stop(vp_sim *sim, vp_frame *f, const vp_node *node, vp_t t) {
 
 /* ---- OffloadActivations' stashes (vp_offload_stash) ---- */
 
+const char *const vp_offload_stream_ops[] = {"offload.stream_unpack", "offload.stream_contiguous", NULL};
+
 /* The forward's pack of an offloaded tensor: the stash lets go of those
  * packed `window` packs ago or more (oldest first), then keeps this one. */
 static void stash_forward(vp_sim *sim, vp_t t) {
@@ -401,8 +403,9 @@ static uint64_t output_bytes(vp_sim *sim, const vp_node *node) {
 static void pack_through_contiguous(vp_sim *sim, const vp_node *node, uint64_t bytes) {
     uint64_t made = node->late_saves ? 0 : output_bytes(sim, node);
     if (bytes <= made) return;
-    vp_ledger_alloc(sim->ledger, (vp_category)sim->category, bytes - made, "offload.contiguous");
-    vp_ledger_release(sim->ledger, (vp_category)sim->category, bytes - made, "offload.contiguous");
+    const char *label = sim->stash.window ? "offload.stream_contiguous" : "offload.contiguous";
+    vp_ledger_alloc(sim->ledger, (vp_category)sim->category, bytes - made, label);
+    vp_ledger_release(sim->ledger, (vp_category)sim->category, bytes - made, label);
 }
 
 static void save_at(vp_sim *sim, vp_node *node, unsigned slot, vp_t t, bool strided) {
@@ -484,8 +487,8 @@ static void unpack(vp_sim *sim, uint32_t index) {
         if (!(node->packed & (1u << i))) continue;
         vp_t original = node->saved[i];
         bool recomputed = node->recomputed & (1u << i);
-        const char *label = recomputed ? "compile.recompute" : "offload.unpack";
         bool streamed = sim->stash.window && !recomputed;
+        const char *label = recomputed ? "compile.recompute" : streamed ? "offload.stream_unpack" : "offload.unpack";
         if (streamed && stash_takes(sim, index, i)) continue;
         /* a fused node recomputes an element-wise value inside its kernel */
         sim->fusing = recomputed && node->fused;

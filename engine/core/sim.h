@@ -173,6 +173,10 @@ typedef enum {
  * node's and of what is left of the forward's; the end of backward of the
  * rest (_activation_offloading.py, torchtune 0.4-0.6). */
 enum { VP_OFFLOAD_WINDOW_MAX = 8, VP_OFFLOAD_WINDOW = 5 /* its max_fwd_stash_size's default */ };
+/* What it allocates on its stream (self.s1): the tensors brought back in
+ * backward, and a non-contiguous tensor's contiguous copy on its way to
+ * the host; the last of vp_stream_ops' lists (ledger.h). */
+extern const char *const vp_offload_stream_ops[];
 typedef struct {
     unsigned window;             /* max_fwd_stash_size (5); 0: one stream, none of this */
     uint32_t packs;              /* tensor_id: every pack under the hooks, kept ones too */

@@ -14,9 +14,14 @@ const vp_framework_kind *vp_framework_at(unsigned index) {
 
 const vp_framework_kind *vp_framework_of(const vp_recipe *recipe) { return registry[recipe->framework]; }
 
+/* OffloadActivations' copy stream alone, for a framework that has none
+ * of its own (its tables list it last) */
+static const vp_stream_ops offload_only = {{NULL, NULL, vp_offload_stream_ops}};
+
 const vp_stream_ops *vp_framework_streams(const vp_recipe *recipe) {
     const vp_framework_kind *f = vp_framework_of(recipe);
-    return f->uses_streams && !f->uses_streams(recipe) ? NULL : f->streams;
+    const vp_stream_ops *own = f->uses_streams && !f->uses_streams(recipe) ? NULL : f->streams;
+    return own || !vp_recipe_offload_streams(recipe) ? own : &offload_only;
 }
 
 unsigned vp_framework_shard_group(const vp_recipe *r) {

@@ -36,7 +36,8 @@ typedef struct vp_framework_kind {
     void (*dp_traffic)(const vp_recipe *recipe, vp_dp_traffic *out);
     /* The ops whose tensors its communication streams allocate (and free),
      * each stream's blocks cached for that stream alone (ledger.h); NULL:
-     * all on the default stream. The labels are engine/step/layout.c's. */
+     * all on the default stream. The labels are engine/step/layout.c's;
+     * the last list is OffloadActivations' (vp_offload_stream_ops). */
     const vp_stream_ops *streams;
     /* Whether the streams are used under the recipe; NULL: always. */
     bool (*uses_streams)(const vp_recipe *recipe);
@@ -110,7 +111,9 @@ const vp_framework_kind *vp_framework_at(unsigned index);
 
 /* The recipe's framework. */
 const vp_framework_kind *vp_framework_of(const vp_recipe *recipe);
-/* The framework's communication streams under the recipe (NULL: none). */
+/* The streams of the recipe's step: the framework's communication
+ * streams, and OffloadActivations' copy stream under offload_streams
+ * (NULL: none but the default). */
 const vp_stream_ops *vp_framework_streams(const vp_recipe *recipe);
 
 /* The ranks a parameter is sharded over: vp_shard_group, or FSDP2's

@@ -79,7 +79,7 @@ static void deepspeed_traffic(const vp_recipe *r, vp_dp_traffic *out) {
  * allocations (the contiguous ipg bucket is resident) are not split out. */
 static const char *const deepspeed_gathers[] = {"all_gather", "all_gather.prefetch", "all_gather.root",
                                                 "all_gather.release", NULL};
-static const vp_stream_ops deepspeed_streams = {{deepspeed_gathers, NULL}};
+static const vp_stream_ops deepspeed_streams = {{deepspeed_gathers, NULL, vp_offload_stream_ops}};
 
 static bool deepspeed_uses_streams(const vp_recipe *r) {
     return r->zero == 3 && r->overlap_comm != 0; /* unset (-1): stage 3's default, on */

@@ -70,7 +70,7 @@ static void fsdp_traffic(const vp_recipe *r, vp_dp_traffic *out) {
 static const char *const fsdp_gathers[] = {"all_gather", "all_gather.prefetch", "all_gather.root",
                                            "all_gather.release", NULL};
 static const char *const fsdp_reduced[] = {"reduce_scatter.grad", NULL};
-static const vp_stream_ops fsdp_streams = {{fsdp_gathers, fsdp_reduced}};
+static const vp_stream_ops fsdp_streams = {{fsdp_gathers, fsdp_reduced, vp_offload_stream_ops}};
 
 const vp_framework_kind vp_framework_fsdp = {
     .name = "fsdp",

@@ -185,7 +185,7 @@ static void fsdp2_traffic(const vp_recipe *r, vp_dp_traffic *out) {
 static const char *const fsdp2_gathers[] = {"all_gather.copy_in", "all_gather.output",     "all_gather.prefetch",
                                              "all_gather.state",   "all_gather.mistargeted", NULL};
 static const char *const fsdp2_reduced[] = {"reduce_scatter.grad", NULL};
-static const vp_stream_ops fsdp2_streams = {{fsdp2_gathers, fsdp2_reduced}};
+static const vp_stream_ops fsdp2_streams = {{fsdp2_gathers, fsdp2_reduced, vp_offload_stream_ops}};
 
 /* The model's code as framework = fsdp runs it: the families' modules,
  * each block a unit with its own hooks; torch.optim's foreach AdamW. */

@@ -39,13 +39,17 @@ local STREAMS = {
   -- DeepSpeed ZeRO-3 with overlap_comm: all_gather_coalesced under
   -- parameter_offload.py's __allgather_stream (partitioned_param_coordinator.py)
   deepspeed = { all_gather = 1, ["all_gather.prefetch"] = 1, ["all_gather.root"] = 1, ["all_gather.release"] = 1 },
+  -- torchtune's OffloadActivations with use_streams (_activation_offloading.py:
+  -- what it brings back, `.to("cuda")` under `torch.cuda.stream(self.s1)`,
+  -- and a non-contiguous tensor's copy to the host made there too)
+  offload = { ["offload.stream_unpack"] = 3, ["offload.stream_contiguous"] = 3 },
 }
 
 -- Each stream's live bytes over the timeline: its peak and its pools there.
 local function per_stream(timeline, streams)
   local meters = {}
-  for s = 0, 2 do meters[s] = { live = 0, peak = 0, pools = { small = 0, medium = 0, large = 0 } } end
-  for s = 0, 2 do meters[s].peak_pools = { small = 0, medium = 0, large = 0 } end
+  for s = 0, 3 do meters[s] = { live = 0, peak = 0, pools = { small = 0, medium = 0, large = 0 } } end
+  for s = 0, 3 do meters[s].peak_pools = { small = 0, medium = 0, large = 0 } end
   for _, e in ipairs(timeline) do
     if e.op ~= "AccumulateGrad" then -- a move into .grad: no allocator call
       local m = meters[streams[e.op] or 0]
@@ -70,7 +74,7 @@ end
 local function assert_reserved(r, streams)
   local m = per_stream(r.timeline, streams)
   local expected = math.max(segments(m[0].peak_pools), m[0].peak) + math.floor(r.recipe.fragmentation * m[0].peak + 0.5)
-  for s = 1, 2 do expected = expected + segments(m[s].peak_pools) end
+  for s = 1, 3 do expected = expected + segments(m[s].peak_pools) end
   assert.is_true(math.abs(r.per_gpu.peak_reserved_bytes - expected) <= 1,
     string.format("engine %d, brute force %d", r.per_gpu.peak_reserved_bytes, expected))
   return m
@@ -156,6 +160,22 @@ describe("the constant allocator with FSDP's stream pools", function()
     -- fp32 shards cast to bf16 for its all-gather (mixed precision's
     -- flat_foreach_copy_input, one rank's quarter, as the output is made)
     assert.are.equal(ROOT + BLOCK + BLOCK // 4, per_stream(r.timeline, STREAMS.fsdp2)[1].peak)
+  end)
+
+  it("puts OffloadActivations' copies on a stream of their own, beside FSDP2's two", function()
+    -- torchtune's offloading without checkpointing, where what backward brings
+    -- back is a layer's saved tensors, one or two nodes' at a time
+    local r = helper.estimate("llama3.2-1b", "--timeline", "--set", "stack=torchtune", "--set", "seq_len=512",
+      "--set", "checkpointing=none", "--set", "offload_activations=true", "--set", "offload_streams=true")
+    local m = assert_reserved(r, STREAMS.offload)
+    assert.is_true(m[3].peak > 0, "the copy stream allocates")
+    local both = {}
+    for op, s in pairs(STREAMS.fsdp2) do both[op] = s end
+    for op, s in pairs(STREAMS.offload) do both[op] = s end
+    m = assert_reserved(helper.estimate("llama3.2-1b", "--timeline", "--set", "stack=torchtune", "--set",
+      "framework=fsdp2", "--set", "gpus=2", "--set", "seq_len=512", "--set", "checkpointing=full", "--set",
+      "offload_activations=true", "--set", "offload_streams=true"), both)
+    assert.is_true(m[1].peak > 0 and m[3].peak > 0)
   end)
 
   it("leaves a run without side streams as the whole step's peak (DDP)", function()
