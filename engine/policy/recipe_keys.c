@@ -580,10 +580,10 @@ static const vp_recipe_key keys[] = {
             "gathered from its forward to its backward [true]"},
     /* FSDPParamGroup.post_forward before and after pytorch#164009 (2.10) */
     {TRISTATE_KEY("fsdp2_rerun_reshards", fsdp2_rerun_reshards), .applies = with_fsdp2, .value = value_rerun_reshards,
-     .doc = "framework fsdp2 with reentrant checkpointing: the rerun in backward reshards each block and records "
-            "its place, so its pre-backward gathers it again and prefetches the block rerun before it, whose "
-            "backward is done, held to the end of backward (PyTorch 2.4-2.9) [false; true with torch_version "
-            "2.4-2.9]"},
+     .doc = "framework fsdp2 with reentrant checkpointing: the rerun in backward reshards each block (with "
+            "reshard_after_forward) and records its place, so its pre-backward gathers it again and prefetches the "
+            "block rerun before it, whose backward is done, held to the end of backward (PyTorch 2.4-2.9) [false; "
+            "true with torch_version 2.4-2.9]"},
     /* MixedPrecisionPolicy.reduce_dtype: torchtitan's fp32
      * (parallelize_llama.py, apply_fsdp: mixed_precision_reduce float32);
      * accelerate's set_mixed_precision (utils/dataclasses.py, fsdp_version

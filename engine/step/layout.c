@@ -891,12 +891,14 @@ static void backward_layer_start(vp_sim *sim, uint32_t index) {
  * chunk's first block the last block of the chunk rerun before, whose
  * backward is done: that flat output is waited on by no one and stays
  * until the final callback (finalize_backward), one block's parameters
- * more for every chunk but the first rerun. Not with reshard_after_forward
- * false, whose blocks have no pre-backward hook here. */
-static bool rerun_reshards(const vp_step *step) {
-    return step->priv->plan.collective_buffers && reshard_after_forward(step) &&
-           vp_recipe_fsdp2_rerun_reshards(step->recipe);
+ * more for every chunk but the first rerun. With reshard_after_forward
+ * false nothing is resharded, but the places are recorded all the same
+ * (rerun_records), and the mistargeted prefetches made. */
+static bool rerun_records(const vp_step *step) {
+    return step->priv->plan.collective_buffers && vp_recipe_fsdp2_rerun_reshards(step->recipe);
 }
+
+static bool rerun_reshards(const vp_step *step) { return rerun_records(step) && reshard_after_forward(step); }
 
 /* The unit's post-forward places it in post_forward_order. */
 static void record_post_forward(vp_layer_hook *h) {
@@ -939,7 +941,7 @@ static void backward_layer_end(vp_sim *sim, uint32_t index) {
             make_gather_output(h->step, h->copy_in, &slots->gather_output, h->gather, "all_gather.output");
         gather_layer(h, 0);
         free_slot(h->step, &slots->gather_output, "all_gather.output");
-        if (rerun_reshards(h->step)) {
+        if (rerun_records(h->step)) {
             prefetch_recorded_before(h);
         } else {
             const vp_layer_hook *target =
@@ -1123,7 +1125,13 @@ static vp_t unit_end(vp_step *step, vp_t y, vp_layer_hook *h) {
         if (collective_slots(step) && (!recomputing || rerun_reshards(step))) record_post_forward(h);
         return hook(step, y, backward_layer_end, h, "layer.end");
     }
-    /* SHARD_GRAD_OP: the layer stays gathered until its backward is done */
+    /* SHARD_GRAD_OP: the layer stays gathered until its backward is done;
+     * FSDP2's post-forward records its place all the same, before 2.10 a
+     * reentrant rerun's too, whose outputs' pre-backward prefetches the
+     * block recorded before it */
+    bool recomputing = step->ledger.place.phase == VP_PHASE_RECOMPUTE;
+    if (collective_slots(step) && (!recomputing || rerun_records(step))) record_post_forward(h);
+    if (recomputing && rerun_records(step)) return hook(step, y, backward_layer_end, h, "layer.end");
     vp_hold(&step->sim, y);
     return y;
 }

@@ -93,6 +93,8 @@ describe("framework = fsdp2", function()
       -- before 2.10 every rerun chunk but the first leaves a prefetch held to the end of backward
       { framework = "fsdp2", dp = 8, checkpointing = "full", model_code = "transformers", torch_version = "2.8" },
       { framework = "fsdp2", dp = 8, checkpointing = "every-2", model_code = "transformers", torch_version = "2.8" },
+      { framework = "fsdp2", dp = 8, checkpointing = "full", model_code = "transformers", torch_version = "2.8",
+        reshard_after_forward = false },
     })
   end)
 

@@ -1870,6 +1870,13 @@ CASES = [
         dp=2, framework="fsdp2", model_code="transformers", ckpt="every-2", fsdp2_rerun_reshards="true")),
     ("llama FSDP2 layers-2 rerun reshards", llama(layers=4), recipe(
         dp=2, framework="fsdp2", model_code="transformers", ckpt="layers-2", fsdp2_rerun_reshards="true")),
+    # with reshard_after_forward false nothing is resharded, but the rerun still records its place
+    ("llama FSDP2 not resharded checkpointed rerun records", llama(layers=4), recipe(
+        dp=2, framework="fsdp2", model_code="transformers", ckpt="full", reshard_after_forward="false",
+        fsdp2_rerun_reshards="true")),
+    ("llama FSDP2 not resharded every-2 amp-bf16 rerun records", llama(layers=4), recipe(
+        "amp-bf16", dp=3, framework="fsdp2", model_code="transformers", ckpt="every-2", reshard_after_forward="false",
+        fsdp2_rerun_reshards="true")),
     ("llama FSDP2 mixed-bf16 grad_accum 2 rerun reshards", llama(layers=3), recipe(
         "mixed-bf16", dp=3, framework="fsdp2", model_code="transformers", ckpt="full", grad_accum=2,
         reduce_dtype="bf16", fsdp2_rerun_reshards="true")),
