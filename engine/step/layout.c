@@ -415,8 +415,8 @@ static uint64_t copy_in_bytes(vp_step *step, const vp_t *leaves, unsigned n) {
     uint64_t numel = 0;
     for (unsigned i = 0; i < n; i++) {
         const vp_tensor *t = leaves[i] ? vp_at(&step->sim, leaves[i]) : NULL;
-        if (!t || t->category != VP_CAT_PARAMS || t->quantized || (t->fp8 && step->recipe->fp8_all_gather)) continue;
-        if (!vp_layout_gathered_bytes(step, leaves[i])) continue;
+        if (!t || t->quantized || (t->fp8 && step->recipe->fp8_all_gather)) continue;
+        if (!vp_layout_gathered_bytes(step, leaves[i])) continue; /* not gathered: no parameter, or persistent */
         numel += vp_layout_shard_numel(step, t, plan->shards.params);
     }
     return vp_bytes_of(plan->gather_dtype, numel);
@@ -1110,27 +1110,26 @@ vp_t vp_layout_layer_end(vp_step *step, vp_t y, unsigned layer) {
 /* A unit's forward ends: its parameters released but what is kept, a node
  * whose backward gathers them again. */
 static vp_t unit_end(vp_step *step, vp_t y, vp_layer_hook *h) {
+    bool recomputing = step->ledger.place.phase == VP_PHASE_RECOMPUTE;
+    /* FSDP2's post-forward records the unit's place, in a reentrant rerun
+     * only before 2.10 (rerun_records) */
+    if (collective_slots(step) && (!recomputing || rerun_records(step))) record_post_forward(h);
     if (reshard_after_forward(step)) {
         /* DeepSpeed keeps what is used again soon: the last layers' weights
          * through the turn into backward, a recomputed layer's until its
-         * backward */
-        bool recomputing = step->ledger.place.phase == VP_PHASE_RECOMPUTE;
-        /* FSDP2 does not reshard in a rerun inside backward (is_bw(), above):
-         * the unit stays gathered to its post-backward, its pre-backward a
-         * no-op but for the prefetch; before 2.10 it did (rerun_reshards) */
+         * backward. FSDP2 does not reshard in a rerun inside backward
+         * (is_bw(), above): the unit stays gathered to its post-backward,
+         * its pre-backward a no-op but for the prefetch; before 2.10 it did
+         * (rerun_reshards) */
         if (!(recomputing && collective_slots(step)))
             release_layer(h, recomputing ? h->kept.recompute : h->kept.forward);
         else if (rerun_reshards(step))
             release_layer(h, h->kept.forward);
-        if (collective_slots(step) && (!recomputing || rerun_reshards(step))) record_post_forward(h);
         return hook(step, y, backward_layer_end, h, "layer.end");
     }
     /* SHARD_GRAD_OP: the layer stays gathered until its backward is done;
-     * FSDP2's post-forward records its place all the same, before 2.10 a
-     * reentrant rerun's too, whose outputs' pre-backward prefetches the
-     * block recorded before it */
-    bool recomputing = step->ledger.place.phase == VP_PHASE_RECOMPUTE;
-    if (collective_slots(step) && (!recomputing || rerun_records(step))) record_post_forward(h);
+     * before 2.10 a reentrant rerun's outputs get FSDP2's pre-backward all
+     * the same, which prefetches the block recorded before it */
     if (recomputing && rerun_records(step)) return hook(step, y, backward_layer_end, h, "layer.end");
     vp_hold(&step->sim, y);
     return y;

@@ -146,11 +146,11 @@ static bool plan_chunks(vp_step *step) {
     const vp_model *m = step->model;
     unsigned period = m->facts.layer_period;
     /* layers-K alternates checkpointed and plain layers: evaluated one by one */
+    /* target_parameters of some layers only: those layers hold adapters the others do not */
     /* OffloadActivations' stashes (sim.h) let go of what a layer packed or
      * brought back some packs or nodes later, in another layer, and what
      * the forward's stash holds into backward is taken by the last layers:
      * no layer stands for another there either */
-    /* target_parameters of some layers only: those layers hold adapters the others do not */
     bool foldable = priv->fold && !step->prefix_tokens && !vp_model_encoder_decoder(m) && !m->facts.router_aux_loss &&
                     per % period == 0 && !step->recipe->checkpoint_layers && !vp_lora_params_by_layer(step->recipe) &&
                     !vp_recipe_offload_streams(step->recipe);

@@ -125,10 +125,10 @@ typedef struct vp_step_private {
     uint64_t root_gather_bytes;      /* FSDP's root unit (embeddings, head) gathered for the step */
     uint64_t rerun_gather_state;     /* FSDP2: a reentrant rerun's all-gather output held (layout.c) */
     const struct vp_layer_hook *flat_for; /* FSDP2: the unit the all-gather output in flight is for */
+    uint64_t root_host_copy;         /* the root's shards copied to the GPU first (FSDP2's CPUOffloadPolicy) */
+    uint64_t root_copy_in;           /* ... its shards cast to param_dtype first (FSDP2's mixed precision) */
     const struct vp_layer_hook *last_recorded; /* FSDP2: the last unit in post_forward_order (NULL: none, the root) */
     uint64_t mistargeted;            /* FSDP2 before 2.10: prefetched outputs no one waits on (layout.c) */
-    uint64_t root_host_copy;         /* ... its shards copied to the GPU first (FSDP2's CPUOffloadPolicy) */
-    uint64_t root_copy_in;           /* ... its shards cast to param_dtype first (FSDP2's mixed precision) */
     /* FSDP2 under a pipeline schedule (plan.defers_reduce): whether this
      * micro-batch is the step's last, whether the root is gathered now, and
      * the root's accumulated unsharded gradients */
