@@ -15,8 +15,7 @@
 
 #include "lua_vramplan.h"
 
-/* Pushes the field of the value at `index`. */
-static void push_field(lua_State *L, int index) {
+void vp_lua_push_csv_field(lua_State *L, int index) {
     char text[64];
     switch (lua_type(L, index)) {
     case LUA_TNONE:
@@ -60,7 +59,7 @@ static void push_field(lua_State *L, int index) {
 }
 
 static int l_csv_field(lua_State *L) {
-    push_field(L, 1);
+    vp_lua_push_csv_field(L, 1);
     return 1;
 }
 
@@ -79,7 +78,7 @@ static int l_csv_line(lua_State *L) {
     for (lua_Integer i = 1; i <= n; i++) {
         if (i > 1) lua_pushliteral(L, ",");
         lua_geti(L, 1, i);
-        push_field(L, -1);
+        vp_lua_push_csv_field(L, -1);
         lua_remove(L, -2); /* the value */
     }
     lua_concat(L, (int)(2 * n - 1));

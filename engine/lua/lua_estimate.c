@@ -6,9 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "estimate.h"
 #include "finetune.h"
-#include "steptime.h"
+#include "lua_estimate.h"
 #include "lua_vramplan.h"
 
 static void set_int(lua_State *L, const char *key, uint64_t v) {
@@ -103,31 +102,28 @@ static void context_of_gpu(lua_State *L, int keys, const vp_gpu *gpu, vp_recipe 
     if (!set) recipe->cuda_context_mib = gpu->cuda_context_mib;
 }
 
+const vp_lua_time_figure vp_lua_time_figures[] = {
+    {"step_s", offsetof(vp_step_time, step_s)},
+    {"tokens_per_s", offsetof(vp_step_time, tokens_per_s)},
+    {"tokens_per_s_per_gpu", offsetof(vp_step_time, tokens_per_s_per_gpu)},
+    {"model_flops_per_step", offsetof(vp_step_time, model_flops_per_step)},
+    {"hardware_flops_per_step", offsetof(vp_step_time, hardware_flops_per_step)},
+    {"mfu", offsetof(vp_step_time, mfu)},
+    {"hfu", offsetof(vp_step_time, hfu)},
+    {"compute_s", offsetof(vp_step_time, compute_s)},
+    {"exposed_comm_s", offsetof(vp_step_time, exposed_comm_s)},
+    {"bubble_s", offsetof(vp_step_time, bubble_s)},
+    {"offload_s", offsetof(vp_step_time, offload_s)},
+    {NULL, 0},
+};
+
 /* The step time into the table on top: `time`, every field nil without a
  * GPU peak to time against. */
 static void push_time(lua_State *L, const vp_step_time *t) {
     lua_createtable(L, 0, 14);
-    if (t->valid) {
-        const struct {
-            const char *key;
-            double value;
-        } fields[] = {
-            {"step_s", t->step_s},
-            {"tokens_per_s", t->tokens_per_s},
-            {"tokens_per_s_per_gpu", t->tokens_per_s_per_gpu},
-            {"model_flops_per_step", t->model_flops_per_step},
-            {"hardware_flops_per_step", t->hardware_flops_per_step},
-            {"mfu", t->mfu},
-            {"hfu", t->hfu},
-            {"compute_s", t->compute_s},
-            {"exposed_comm_s", t->exposed_comm_s},
-            {"bubble_s", t->bubble_s},
-            {"offload_s", t->offload_s},
-        };
-        for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) {
-            lua_pushnumber(L, fields[i].value);
-            lua_setfield(L, -2, fields[i].key);
-        }
+    for (const vp_lua_time_figure *f = vp_lua_time_figures; t->valid && f->name; f++) {
+        lua_pushnumber(L, *(const double *)((const char *)t + f->offset));
+        lua_setfield(L, -2, f->name);
     }
     lua_setfield(L, -2, "time");
 }
@@ -166,53 +162,72 @@ static void set_nccl_groups(lua_State *L, const vp_nccl *nccl) {
     lua_setfield(L, -2, "nccl_groups"); /* rank */
 }
 
+/* The whole-number figures of a rank, by the names estimate's result gives
+ * them; `when`: the estimates that have the figure at all. The one list
+ * both the result's tables and a sweep's rows in C (lua_row.c) read. */
+const vp_lua_rank_figure vp_lua_rank_figures[] = {
+    {"params_bytes", offsetof(vp_rank_estimate, step.params_bytes), VP_FIGURE_ALWAYS},
+    {"buffers_bytes", offsetof(vp_rank_estimate, step.buffers_bytes), VP_FIGURE_ALWAYS},
+    {"grads_bytes", offsetof(vp_rank_estimate, step.grads_bytes), VP_FIGURE_ALWAYS},
+    {"master_bytes", offsetof(vp_rank_estimate, step.master_bytes), VP_FIGURE_ALWAYS},
+    {"optimizer_bytes", offsetof(vp_rank_estimate, step.optimizer_bytes), VP_FIGURE_ALWAYS},
+    {"comm_bytes", offsetof(vp_rank_estimate, step.comm_bytes), VP_FIGURE_ALWAYS},
+    {"host_bytes", offsetof(vp_rank_estimate, step.host_bytes), VP_FIGURE_ALWAYS},
+    {"nvme_bytes", offsetof(vp_rank_estimate, step.nvme_bytes), VP_FIGURE_ALWAYS},
+    {"activations_bytes", offsetof(vp_rank_estimate, step.activations_bytes), VP_FIGURE_ALWAYS},
+    {"resident_bytes", offsetof(vp_rank_estimate, step.resident_bytes), VP_FIGURE_ALWAYS},
+    {"peak_allocated_bytes", offsetof(vp_rank_estimate, peak_allocated), VP_FIGURE_ALWAYS},
+    {"peak_reserved_bytes", offsetof(vp_rank_estimate, peak_reserved), VP_FIGURE_ALWAYS},
+    {"peak_total_bytes", offsetof(vp_rank_estimate, peak_total), VP_FIGURE_ALWAYS},
+    {"allocator_bytes", offsetof(vp_rank_estimate, allocator_bytes), VP_FIGURE_ALWAYS},
+    {"cuda_context_bytes", offsetof(vp_rank_estimate, cuda_context_bytes), VP_FIGURE_ALWAYS},
+    {"cublas_workspace_bytes", offsetof(vp_rank_estimate, cublas_workspace_bytes), VP_FIGURE_ALWAYS},
+    {"nccl_bytes", offsetof(vp_rank_estimate, nccl_bytes), VP_FIGURE_ALWAYS},
+    {"symm_mem_bytes", offsetof(vp_rank_estimate, symm_mem_bytes), VP_FIGURE_ALWAYS},
+    {"runtime_bytes", offsetof(vp_rank_estimate, runtime_bytes), VP_FIGURE_ALWAYS},
+    {"peak_unrounded_bytes", offsetof(vp_rank_estimate, peak_unrounded), VP_FIGURE_ALWAYS},
+    {"peak_reserved_simulated_bytes", offsetof(vp_rank_estimate, peak_reserved_simulated), VP_FIGURE_SIMULATED},
+    /* the whole run: loading, quantizing, wrapping, then the steps (docs/reserved.md) */
+    {"peak_reserved_run_bytes", offsetof(vp_rank_estimate, peak_reserved_run), VP_FIGURE_RUN},
+    {"reserved_at_start_bytes", offsetof(vp_rank_estimate, reserved_at_start), VP_FIGURE_RUN},
+    /* under pipelining: the last stage's head and loss, of activations_bytes;
+     * torch.distributed.pipelining's receive buffers, and one of them */
+    {"head_activations_bytes", offsetof(vp_rank_estimate, step.head_activations_bytes), VP_FIGURE_PIPELINED},
+    {"pp_buffers_bytes", offsetof(vp_rank_estimate, pp_buffers_bytes), VP_FIGURE_PIPELINED},
+    {"boundary_bytes", offsetof(vp_rank_estimate, step.boundary_bytes), VP_FIGURE_PIPELINED},
+    {"pp_outputs_bytes", offsetof(vp_rank_estimate, step.pp_outputs_bytes), VP_FIGURE_PIPELINED},
+    /* the zero-bubble schedules' deferred weight passes */
+    {"weight_pass_bytes", offsetof(vp_rank_estimate, step.weight_pass_bytes), VP_FIGURE_SPLIT_BACKWARD},
+    {"pending_weight_bytes", offsetof(vp_rank_estimate, pending_weight_bytes), VP_FIGURE_SPLIT_BACKWARD},
+    {NULL, 0, VP_FIGURE_ALWAYS},
+};
+
+bool vp_lua_rank_figure_present(const vp_lua_rank_figure *f, const vp_rank_estimate *e, const vp_recipe *recipe) {
+    switch (f->when) {
+    case VP_FIGURE_SIMULATED: return e->has_simulated;
+    case VP_FIGURE_RUN: return e->has_run;
+    case VP_FIGURE_PIPELINED: return (recipe->pp ? recipe->pp : 1) > 1;
+    case VP_FIGURE_SPLIT_BACKWARD: return vp_pp_splits_backward(recipe);
+    default: return true;
+    }
+}
+
+uint64_t vp_lua_rank_figure_value(const vp_lua_rank_figure *f, const vp_rank_estimate *e) {
+    return *(const uint64_t *)((const char *)e + f->offset);
+}
+
 /* One kind of rank's figures into the table on top. */
 static void set_rank(lua_State *L, const vp_rank_estimate *e, const vp_recipe *recipe, bool has_gpu) {
-    set_int(L, "params_bytes", e->step.params_bytes);
-    set_int(L, "buffers_bytes", e->step.buffers_bytes);
-    set_int(L, "grads_bytes", e->step.grads_bytes);
-    set_int(L, "master_bytes", e->step.master_bytes);
-    set_int(L, "optimizer_bytes", e->step.optimizer_bytes);
-    set_int(L, "comm_bytes", e->step.comm_bytes);
-    set_int(L, "host_bytes", e->step.host_bytes);
-    set_int(L, "nvme_bytes", e->step.nvme_bytes);
-    set_int(L, "activations_bytes", e->step.activations_bytes);
-    set_int(L, "resident_bytes", e->step.resident_bytes);
-    set_int(L, "peak_allocated_bytes", e->peak_allocated);
-    set_int(L, "peak_reserved_bytes", e->peak_reserved);
-    set_int(L, "peak_total_bytes", e->peak_total);
-    set_int(L, "allocator_bytes", e->allocator_bytes);
-    set_int(L, "cuda_context_bytes", e->cuda_context_bytes);
-    set_int(L, "cublas_workspace_bytes", e->cublas_workspace_bytes);
-    set_int(L, "nccl_bytes", e->nccl_bytes);
-    set_int(L, "symm_mem_bytes", e->symm_mem_bytes);
+    for (const vp_lua_rank_figure *f = vp_lua_rank_figures; f->name; f++) {
+        if (vp_lua_rank_figure_present(f, e, recipe)) set_int(L, f->name, vp_lua_rank_figure_value(f, e));
+    }
     set_nccl_groups(L, &e->nccl);
-    set_int(L, "runtime_bytes", e->runtime_bytes);
-    set_int(L, "peak_unrounded_bytes", e->peak_unrounded);
-    if (e->has_simulated) {
-        set_int(L, "peak_reserved_simulated_bytes", e->peak_reserved_simulated);
-        set_int(L, "simulated_steps", e->simulated_steps);
-    }
-    if (e->has_run) { /* the whole run: loading, quantizing, wrapping, then the steps (docs/reserved.md) */
-        set_int(L, "peak_reserved_run_bytes", e->peak_reserved_run);
-        set_int(L, "reserved_at_start_bytes", e->reserved_at_start);
-    }
+    if (e->has_simulated) set_int(L, "simulated_steps", e->simulated_steps);
     set_int(L, "stage", e->stage);
     set_int(L, "first_layer", e->first_layer);
     set_int(L, "layers", e->layers);
     lua_pushnumber(L, e->in_flight);
     lua_setfield(L, -2, "in_flight");
-    if ((recipe->pp ? recipe->pp : 1) > 1) { /* the last stage's head and loss, of activations_bytes */
-        set_int(L, "head_activations_bytes", e->step.head_activations_bytes);
-        /* torch.distributed.pipelining's receive buffers, and one of them */
-        set_int(L, "pp_buffers_bytes", e->pp_buffers_bytes);
-        set_int(L, "boundary_bytes", e->step.boundary_bytes);
-        set_int(L, "pp_outputs_bytes", e->step.pp_outputs_bytes);
-    }
-    if (vp_pp_splits_backward(recipe)) {
-        set_int(L, "weight_pass_bytes", e->step.weight_pass_bytes);
-        set_int(L, "pending_weight_bytes", e->pending_weight_bytes);
-    }
     push_place(L, &e->peak.peak_place);
     push_breakdown(L, e->peak.peak_breakdown);
     lua_setfield(L, -2, "peak_breakdown");
@@ -224,56 +239,68 @@ static void set_rank(lua_State *L, const vp_rank_estimate *e, const vp_recipe *r
     }
 }
 
-static int l_estimate(lua_State *L) {
-    vp_model *model = vp_lua_checkmodel(L, 1);
-    vp_recipe recipe;
-    vp_recipe_defaults(&recipe);
-    if (!lua_isnoneornil(L, 2)) vp_lua_read_recipe(L, 2, &recipe);
-    vp_lua_check_recipe(L, &recipe);
-    vp_gpu gpu;
-    read_gpu(L, 3, &gpu);
-    context_of_gpu(L, 2, &gpu, &recipe);
-    if (!lua_isnoneornil(L, 4)) luaL_checktype(L, 4, LUA_TTABLE);
-    bool fold = option(L, 4, "fold", true), timeline = option(L, 4, "timeline", false);
+/* Raises the message of a step that could not be evaluated. */
+static int raise_status(lua_State *L, vp_step_status status, const vp_model *model, const vp_recipe *recipe) {
+    switch (status) {
+    case VP_STEP_OVERFLOW:
+        return luaL_error(L, "sizes overflow: micro_batch x seq_len x the model's widths exceed 64-bit byte counts");
+    case VP_STEP_NOMEM: return luaL_error(L, "not enough memory to evaluate the step");
+    case VP_STEP_LIMIT:
+        return luaL_error(L, "internal limit: one of the simulator's fixed tables ran out of room evaluating %s "
+                             "(an engine limit, not the recipe's sizes): please report it with the command",
+                          model->name);
+    case VP_STEP_UNSUPPORTED:
+        return luaL_error(L, "grads_set_to_none: false is not modelled with master weights or sharded gradients");
+    case VP_STEP_LAYOUT: {
+        const char *problem = vp_pipeline_problem(model, recipe);
+        return luaL_error(L, "%s", problem ? problem : vp_step_layout_problem(model, recipe));
+    }
+    default: return luaL_error(L, "internal error: the step did not return to its resident state (%s)", model->name);
+    }
+}
+
+void vp_lua_run_estimate(lua_State *L, int first, vp_sim_arrays *reuse, vp_lua_run *run) {
+    int keys = first + 1, gpu = first + 2, options = first + 3;
+    run->model = vp_lua_checkmodel(L, first);
+    vp_recipe_defaults(&run->recipe);
+    if (!lua_isnoneornil(L, keys)) vp_lua_read_recipe(L, keys, &run->recipe);
+    vp_lua_check_recipe(L, &run->recipe);
+    read_gpu(L, gpu, &run->gpu);
+    context_of_gpu(L, keys, &run->gpu, &run->recipe);
+    if (!lua_isnoneornil(L, options)) luaL_checktype(L, options, LUA_TTABLE);
+    bool fold = option(L, options, "fold", true);
+    run->timeline = option(L, options, "timeline", false);
     /* options.echo: the recipe keys the result's `recipe` holds (all when
      * absent): a sweep that shows none asks only for those it reads */
-    int echo = 0;
-    if (!lua_isnoneornil(L, 4)) {
-        if (lua_getfield(L, 4, "echo") == LUA_TNIL) lua_pop(L, 1);
-        else if (lua_istable(L, -1)) echo = lua_gettop(L);
-        else return luaL_error(L, "options.echo: a list of recipe keys (got a %s)", luaL_typename(L, -1));
+    run->echo = 0;
+    if (!lua_isnoneornil(L, options)) {
+        if (lua_getfield(L, options, "echo") == LUA_TNIL) lua_pop(L, 1);
+        else if (lua_istable(L, -1)) run->echo = lua_gettop(L);
+        else luaL_error(L, "options.echo: a list of recipe keys (got a %s)", luaL_typename(L, -1));
     }
-
-    /* the simulator's arrays, kept from one call to the next (the upvalue) */
-    vp_sim_arrays *reuse = lua_touserdata(L, lua_upvalueindex(1));
-    vp_model_resolve_recipe(model, &recipe);
-    const char *stages = vp_pipeline_resolve(model, &recipe);
-    if (stages) return luaL_error(L, "%s", stages);
-    vp_estimate e;
-    vp_step_status status = vp_estimate_run(model, &recipe, &gpu, fold, timeline, reuse, &e);
+    vp_model_resolve_recipe(run->model, &run->recipe);
+    const char *stages = vp_pipeline_resolve(run->model, &run->recipe);
+    if (stages) luaL_error(L, "%s", stages);
+    vp_step_status status = vp_estimate_run(run->model, &run->recipe, &run->gpu, fold, run->timeline, reuse, &run->e);
     /* the caching allocator simulated beside (with allocator = simulated it already was) */
-    if (status == VP_STEP_OK && option(L, 4, "simulate_allocator", false)) {
-        status = vp_estimate_simulate_allocator(model, &recipe, &gpu, &e);
-        if (status != VP_STEP_OK) vp_estimate_free(&e);
+    if (status == VP_STEP_OK && option(L, options, "simulate_allocator", false)) {
+        status = vp_estimate_simulate_allocator(run->model, &run->recipe, &run->gpu, &run->e);
+        if (status != VP_STEP_OK) vp_estimate_free(&run->e);
     }
-    if (status != VP_STEP_OK) { /* vp_estimate_run freed what it had before returning */
-        switch (status) {
-        case VP_STEP_OVERFLOW:
-            return luaL_error(L, "sizes overflow: micro_batch x seq_len x the model's widths exceed 64-bit byte counts");
-        case VP_STEP_NOMEM: return luaL_error(L, "not enough memory to evaluate the step");
-        case VP_STEP_LIMIT:
-            return luaL_error(L, "internal limit: one of the simulator's fixed tables ran out of room evaluating %s "
-                                 "(an engine limit, not the recipe's sizes): please report it with the command",
-                              model->name);
-        case VP_STEP_UNSUPPORTED:
-            return luaL_error(L, "grads_set_to_none: false is not modelled with master weights or sharded gradients");
-        case VP_STEP_LAYOUT: {
-            const char *problem = vp_pipeline_problem(model, &recipe);
-            return luaL_error(L, "%s", problem ? problem : vp_step_layout_problem(model, &recipe));
-        }
-        default: return luaL_error(L, "internal error: the step did not return to its resident state (%s)", model->name);
-        }
-    }
+    /* vp_estimate_run freed what it had before returning */
+    if (status != VP_STEP_OK) raise_status(L, status, run->model, &run->recipe);
+}
+
+static int l_estimate(lua_State *L) {
+    /* the simulator's arrays, kept from one call to the next (the upvalue) */
+    vp_lua_run run;
+    vp_lua_run_estimate(L, 1, lua_touserdata(L, lua_upvalueindex(1)), &run);
+    vp_model *model = run.model;
+    vp_recipe recipe = run.recipe;
+    vp_gpu gpu = run.gpu;
+    bool timeline = run.timeline;
+    int echo = run.echo;
+    vp_estimate e = run.e;
     /* copied into Lua before anything can raise again: the ranks with
      * their event logs (the estimate's memory is freed right after); the
      * first stage's log is the result's timeline */
@@ -358,8 +385,9 @@ static const luaL_Reg functions[] = {
     {NULL, NULL},
 };
 
-/* Into the table on top; `estimate` holds the simulator's arrays it keeps
- * between calls (a userdata, freed with the Lua state). */
+/* Into the table on top; `estimate` and `estimate_row` hold the
+ * simulator's arrays they keep between calls (a userdata, freed with the
+ * Lua state). */
 void vp_lua_open_estimate(lua_State *L) {
     luaL_setfuncs(L, functions, 0);
     vp_sim_arrays *arrays = lua_newuserdatauv(L, sizeof *arrays, 0);
@@ -368,6 +396,11 @@ void vp_lua_open_estimate(lua_State *L) {
     lua_pushcfunction(L, l_arrays_gc);
     lua_setfield(L, -2, "__gc");
     lua_setmetatable(L, -2);
+    lua_pushvalue(L, -1);
     lua_pushcclosure(L, l_estimate, 1);
-    lua_setfield(L, -2, "estimate");
+    lua_setfield(L, -3, "estimate");
+    lua_pushcclosure(L, vp_lua_estimate_row, 1);
+    lua_setfield(L, -2, "estimate_row");
+    lua_pushcfunction(L, vp_lua_row_spec);
+    lua_setfield(L, -2, "row_spec");
 }

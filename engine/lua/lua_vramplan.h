@@ -46,6 +46,10 @@ void vp_lua_push_recipe_keys(lua_State *L, const vp_recipe *recipe, int names);
 /* vramplan.recipe_keys() -> { {name=, doc=} } in declaration order */
 int vp_lua_recipe_keys(lua_State *L);
 
+/* Pushes the CSV field (RFC 4180) of the value at `index`: lua_csv.c's
+ * rules, the one place of them. */
+void vp_lua_push_csv_field(lua_State *L, int index);
+
 int luaopen_vramplan(lua_State *L);
 
 #endif

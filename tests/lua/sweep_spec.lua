@@ -693,6 +693,55 @@ describe("the Lua module", function()
     end
   end)
 
+  it("writes in C the rows the estimate's object gives, error rows, pipelines and time included", function()
+    local sweep, report = require("vramplan.sweep"), require("vramplan.report")
+    -- every column C fills: the static fields, every per_gpu figure of the
+    -- object that C knows (the default ones at least), the step time
+    local fields = { "variant", "gpu", "precision", "pp", "tp", "allocator", "lora_dropout", "model.name", "model.arch",
+      "model.layers", "model.source", "gpu.name", "gpu.short_name", "gpu.memory_bytes", "model.params",
+      "model.trainable_params", "per_gpu.peak_layer", "per_gpu.peak_op", "fits", "headroom_bytes", "error" }
+    local known = 0
+    local names = {}
+    for name in pairs(report.rank_field_names) do names[#names + 1] = name end
+    table.sort(names)
+    for _, name in ipairs(names) do
+      if vramplan.row_spec({ "per_gpu." .. name }) then fields[#fields + 1] = "per_gpu." .. name; known = known + 1 end
+    end
+    for _, f in ipairs(sweep.default_fields) do
+      if f:find("^per_gpu%.") then assert.truthy(vramplan.row_spec({ f }), f) end
+    end
+    assert.is_true(known >= 20, known .. " per_gpu figures")
+    for name in pairs(report.time_field_names) do fields[#fields + 1] = "time." .. name end
+    -- what C does not fill: tables, other parts, unknown names
+    for _, f in ipairs({ "per_gpu.peak_breakdown", "per_gpu.nccl_groups", "recipe.zero", "per_rank.1.stage", "nothing" }) do
+      assert.is_nil(vramplan.row_spec({ f }), f)
+    end
+
+    local plan = sweep.from_args(helper.root, { target = "gpt2", sets = { { "layers", 4, "--set layers=4" },
+      { "seq_len", 128, "--set seq_len=128" }, { "num_microbatches", 2, "--set num_microbatches=2" } },
+      vary = { "gpu=v100-32gb,a100-40gb", "precision=amp-bf16,fp32", "pp=1,2", "tp=1,5", "allocator=constant,simulated",
+               "lora_dropout=0,0.05" } })
+    fields = sweep.fields(plan, fields)
+    local row = sweep.row_maker(plan, fields, "csv")
+    assert.truthy(row)
+    assert.is_nil(sweep.row_maker(plan, fields, "jsonl"))
+    assert.is_nil(sweep.row_maker(plan, { "variant", "recipe.zero" }, "csv"))
+    local evaluate, format, varied = sweep.evaluator(plan, fields), sweep.format("csv"), {}
+    for _, k in ipairs(plan.columns) do varied[k] = true end
+    local seen = { errors = 0, gpu = 0, pipelined = 0, simulated = 0 }
+    require("vramplan.grid").each(plan, function(index, values)
+      local object, message = evaluate(values)
+      local want = format.row(fields, sweep.row_values(fields, varied, index, values, object, sweep.one_line(message)))
+      assert.are.equal(want, row(index, values))
+      if message then seen.errors = seen.errors + 1 end
+      if object and object.fits ~= json.null then seen.gpu = seen.gpu + 1 end
+      if object and object.per_gpu.peak_reserved_simulated_bytes then seen.simulated = seen.simulated + 1 end
+      if values.pp == 2 and object then seen.pipelined = seen.pipelined + 1 end
+    end)
+    -- the grid reached each kind of row: errors (tp 5, bf16 on a V100), verdicts, pipelines, the simulated allocator
+    for what, n in pairs(seen) do assert.is_true(n > 0, what) end
+  end)
+
   it("builds a model with overrides and no origins (arch.build's third argument is optional)", function()
     local arch, models = require("vramplan.arch"), require("vramplan.models")
     local model, config = arch.build(models.describe(helper.root, "gpt2"), { layers = 2 })

@@ -160,6 +160,25 @@ function job.changes_key(changes)
   return table.concat(parts, " ")
 end
 
+-- The message of an estimate's error `err`, blamed on where the offending
+-- key was set (a key in `changes` as if the user had set it).
+function job.blame(j, changes, err)
+  local key = tostring(err):match("^([%w_]+):")
+  local origin = changes and changes[key] ~= nil and string.format("--set %s=%s", key, tostring(changes[key]))
+    or j.origins[key] or j.description.source
+  return string.format("%s: %s", origin, tostring(err))
+end
+
+-- The first thing of the resolved `recipe` the job's GPU cannot run, blamed
+-- on where it was set; nil when it can run all of it (or there is no GPU).
+function job.gpu_problem(j, changes, recipe)
+  if not j.gpu then return nil end
+  local key, problem = hardware.unsupported(j.gpu, recipe)
+  if not key then return nil end
+  local origin = changes and changes[key] ~= nil and "searched" or j.origins[key] or "the default recipe"
+  return string.format("%s: %s", origin, problem)
+end
+
 -- One estimate of the job (with `changes` on its keys): the core's result
 -- table, or raises a message blaming where the offending key was set.
 -- options as vramplan.estimate's (timeline, fold); folding by default.
@@ -167,20 +186,9 @@ function job.estimate(j, changes, options)
   options = options or {}
   if options.fold == nil then options.fold = not options.timeline end
   local ok, result = pcall(vramplan.estimate, j.model, job.keys_with(j, changes), j.gpu, options)
-  if not ok then
-    local key = tostring(result):match("^([%w_]+):")
-    -- a key the caller changed is blamed as if the user had set it
-    local origin = changes and changes[key] ~= nil and string.format("--set %s=%s", key, tostring(changes[key]))
-      or j.origins[key] or j.description.source
-    error(string.format("%s: %s", origin, tostring(result)), 0)
-  end
-  if j.gpu then
-    local key, problem = hardware.unsupported(j.gpu, result.recipe)
-    if key then
-      local origin = changes and changes[key] ~= nil and "searched" or j.origins[key] or "the default recipe"
-      error(string.format("%s: %s", origin, problem), 0)
-    end
-  end
+  if not ok then error(job.blame(j, changes, result), 0) end
+  local problem = job.gpu_problem(j, changes, result.recipe)
+  if problem then error(problem, 0) end
   return result
 end
 

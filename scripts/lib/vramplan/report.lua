@@ -101,6 +101,9 @@ local time_fields = {
   "compute_s", "exposed_comm_s", "bubble_s", "offload_s",
 }
 
+report.time_field_names = {}
+for _, k in ipairs(time_fields) do report.time_field_names[k] = true end
+
 local function thousands(n)
   local s = string.format("%.0f", n)
   return (s:reverse():gsub("(%d%d%d)", "%1,"):reverse():gsub("^,", ""))
@@ -318,6 +321,10 @@ local rank_fields = {
   -- ... and over the whole run, loading and wrapping the model first (engine/step/run_phases.c)
   "peak_reserved_run_bytes", "reserved_at_start_bytes",
 }
+
+-- The same as a set (a sweep's rows in C read these names).
+report.rank_field_names = {}
+for _, k in ipairs(rank_fields) do report.rank_field_names[k] = true end
 
 -- The per_gpu fields of one rank.
 local function rank_object(r)

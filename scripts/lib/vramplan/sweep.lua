@@ -288,23 +288,18 @@ function sweep.estimate_options(parts)
   return { echo = echo }
 end
 
--- An evaluator for the plan: evaluate(values) -> estimate --json's object
--- (its fields read with sweep.lookup), or nil and the one-line message of
--- why it cannot be evaluated. With `fields` (sweep.fields'), the object has
--- only the top-level entries those fields read.
--- It is `estimate`'s path (job.split_sets, arch.build, job.estimate,
--- report.object) with the models, descriptions and GPUs cached.
-function sweep.evaluator(plan, fields)
+-- The job of each variant: variant_job(values) -> the job estimate runs
+-- (job.load's fields), or nil and the one-line message of why it cannot be
+-- made. `estimate`'s path (job.split_sets, arch.build, job.complete) with
+-- the models, descriptions and GPUs cached.
+local function job_maker(plan)
   local home = plan.home
-  local parts = fields and sweep.object_parts(plan, fields)
-  local options = parts and sweep.estimate_options(parts)
   local descriptions, built, gpus = bounded_cache(64), bounded_cache(16), bounded_cache(64)
   local origin = {}
   for _, axis in ipairs(plan.axes) do origin[axis.key] = axis.origin end
   for _, d in ipairs(plan.derived) do origin[d.key] = d.origin end
 
-  -- the job of one variant: model built (or cached), keys, GPU
-  local function variant_job(values)
+  return function(values)
     local name = values.model or plan.model
     local d = descriptions(name, function() return models.describe(home, name) end)
     if d.error then return nil, d.error end
@@ -331,7 +326,16 @@ function sweep.evaluator(plan, fields)
     return { home = home, description = d.value, model = m.value.model, config = m.value.config, keys = keys,
              origins = origins, gpu = hw.gpu, host = hw.host, assumed = assumed }
   end
+end
 
+-- An evaluator for the plan: evaluate(values) -> estimate --json's object
+-- (its fields read with sweep.lookup), or nil and the one-line message of
+-- why it cannot be evaluated. With `fields` (sweep.fields'), the object has
+-- only the top-level entries those fields read.
+function sweep.evaluator(plan, fields)
+  local parts = fields and sweep.object_parts(plan, fields)
+  local options = parts and sweep.estimate_options(parts)
+  local variant_job = job_maker(plan)
   return function(values)
     local j, message = variant_job(values)
     if not j then return nil, message end
@@ -397,6 +401,76 @@ formats.jsonl = {
     return json_out.encode(o, fields)
   end,
 }
+
+-- ---- rows in C ----
+
+-- The fields report.object makes from the model's description and the GPU
+-- alone, never from the estimate: a row in C takes them from the object of
+-- a context without a result (the same parts, the same values).
+local static_fields = {
+  ["model.name"] = true, ["model.arch"] = true, ["model.layers"] = true, ["model.source"] = true,
+  ["gpu.name"] = true, ["gpu.short_name"] = true, ["gpu.memory_bytes"] = true,
+}
+
+-- The estimate's figures a row in C reads from the engine's answer (C
+-- refuses the names it does not know): the object's per_gpu and time
+-- entries, model.params and model.trainable_params, fits, headroom_bytes.
+local function c_figure(name)
+  local top, rest = name:match("^([^.]+)%.([^.]+)$")
+  if top == "per_gpu" then return report.rank_field_names[rest] or rest == "peak_layer" end
+  if top == "time" then return report.time_field_names[rest] == true end
+  return name == "model.params" or name == "model.trainable_params" or name == "fits" or name == "headroom_bytes"
+end
+
+-- A row maker that runs each variant's estimate and writes its CSV line in
+-- C (vramplan.estimate_row: no result tables, no object), for CSV rows whose
+-- every column it can fill; nil otherwise (sweep.evaluator's path then).
+-- row(index, values) -> the row's line, the same text the evaluator's path
+-- writes (tests/lua/sweep_spec.lua compares them).
+function sweep.row_maker(plan, fields, format_name)
+  if format_name ~= "csv" then return nil end
+  local varied = {}
+  for _, k in ipairs(plan.columns) do varied[k] = true end
+  local columns = {}
+  for i, f in ipairs(fields) do
+    if f == "variant" or f == "error" then columns[i] = f
+    elseif varied[f] then columns[i] = "value:" .. f
+    elseif static_fields[f] then columns[i] = "static:" .. f
+    elseif c_figure(f) then columns[i] = f
+    else return nil end
+  end
+  local spec = vramplan.row_spec(columns)
+  if not spec then return nil end
+  local variant_job, format = job_maker(plan), formats.csv
+  local options = { echo = hardware.unsupported_keys, fold = true }
+  -- the static fields of a built model (its config) on a GPU (or none)
+  local statics_of, no_gpu = setmetatable({}, { __mode = "k" }), {}
+  local function statics(j)
+    local by_gpu = statics_of[j.config]
+    if not by_gpu then by_gpu = setmetatable({}, { __mode = "k" }); statics_of[j.config] = by_gpu end
+    local s = by_gpu[j.gpu or no_gpu]
+    if not s then
+      local flat = flatten(report.object(job.context(j, {}), { "model", "gpu" }))
+      s = {}
+      for name in pairs(static_fields) do if flat[name] ~= null then s[name] = flat[name] end end
+      by_gpu[j.gpu or no_gpu] = s
+    end
+    return s
+  end
+  return function(index, values)
+    local j, message = variant_job(values)
+    if j then
+      local ok, line, echo = pcall(vramplan.estimate_row, spec, j.model, j.keys, j.gpu, options, index, values,
+        statics(j))
+      if not ok then message = job.blame(j, nil, line)
+      else
+        message = job.gpu_problem(j, nil, echo)
+        if not message then return line end
+      end
+    end
+    return format.row(fields, sweep.row_values(fields, varied, index, values, nil, sweep.one_line(message)))
+  end
+end
 
 function sweep.format(name)
   local f = formats[name]
