@@ -126,27 +126,53 @@ static const char **key_names(lua_State *L) {
     return names;
 }
 
+/* Pushes the table name -> declaration index (from 0) of every recipe key:
+ * made once per Lua state, kept in its registry. */
+#define KEY_INDEX "vramplan.recipe_key_index"
+static void push_key_index(lua_State *L) {
+    if (lua_getfield(L, LUA_REGISTRYINDEX, KEY_INDEX) == LUA_TTABLE) return;
+    lua_pop(L, 1);
+    unsigned n = vp_recipe_key_count();
+    lua_createtable(L, 0, (int)n);
+    for (unsigned i = 0; i < n; i++) {
+        lua_pushinteger(L, i);
+        lua_setfield(L, -2, vp_recipe_key_at(i)->name);
+    }
+    lua_pushvalue(L, -1);
+    lua_setfield(L, LUA_REGISTRYINDEX, KEY_INDEX);
+}
+
 void vp_lua_read_recipe(lua_State *L, int index, vp_recipe *recipe) {
     index = lua_absindex(L, index);
     luaL_checktype(L, index, LUA_TTABLE);
     /* every name must be a key: an unknown one is refused before any is read */
+    bool given[VP_RECIPE_KEYS_MAX] = {false};
+    push_key_index(L);
+    int names = lua_gettop(L);
     lua_pushnil(L);
     while (lua_next(L, index)) { /* key value */
         if (lua_type(L, -2) != LUA_TSTRING) recipe_error(L, "recipe keys are names (found a %s key)", luaL_typename(L, -2));
-        const char *name = lua_tostring(L, -2);
-        if (!vp_recipe_key_find(name)) {
+        lua_pushvalue(L, -2);
+        if (lua_rawget(L, names) != LUA_TNUMBER) { /* key value nil */
+            const char *name = lua_tostring(L, -3);
             const char *guess = vp_lua_suggest(name, key_names(L), vp_recipe_key_count());
             if (guess) recipe_error(L, "unknown recipe key '%s' (did you mean '%s'?)", name, guess);
             recipe_error(L, "unknown recipe key '%s'", name);
         }
-        lua_pop(L, 1); /* key */
+        given[lua_tointeger(L, -1)] = true;
+        lua_pop(L, 2); /* key */
     }
+    lua_pop(L, 1); /* the index */
     /* then read in the declaration's order, never the table's (which changes
      * from run to run): a key that implies another's value (op-selective sets
      * use_reentrant = false) is declared before it, so the other, when given
-     * too, has the last word */
+     * too, has the last word. A table with a metatable may answer for keys
+     * it does not hold: every key is asked of it. */
+    bool every = lua_getmetatable(L, index);
+    if (every) lua_pop(L, 1);
     unsigned n = vp_recipe_key_count();
     for (unsigned i = 0; i < n; i++) {
+        if (!given[i] && !every) continue;
         const vp_recipe_key *key = vp_recipe_key_at(i);
         if (lua_getfield(L, index, key->name) != LUA_TNIL) read_key(L, recipe, key);
         lua_pop(L, 1); /* the value */
@@ -195,15 +221,23 @@ void vp_lua_push_recipe_keys(lua_State *L, const vp_recipe *given, int names) {
     }
     names = lua_absindex(L, names);
     lua_Integer n = luaL_len(L, names);
+    push_key_index(L);
+    int index = lua_gettop(L);
     lua_createtable(L, 0, (int)(n > 0 && n < 1000 ? n : 0));
     for (lua_Integer i = 1; i <= n; i++) {
-        lua_geti(L, names, i);
-        const char *name = lua_tostring(L, -1);
-        const vp_recipe_key *key = name ? vp_recipe_key_find(name) : NULL;
-        if (!key) recipe_error(L, "echo: '%s' is not a recipe key", name ? name : luaL_typename(L, -1));
+        lua_geti(L, names, i); /* name */
+        lua_pushvalue(L, -1);
+        const vp_recipe_key *key = lua_rawget(L, index) == LUA_TNUMBER ? vp_recipe_key_at((unsigned)lua_tointeger(L, -1))
+                                                                       : NULL;
+        lua_pop(L, 1); /* name */
+        if (!key) {
+            const char *name = lua_tostring(L, -1);
+            recipe_error(L, "echo: '%s' is not a recipe key", name ? name : luaL_typename(L, -1));
+        }
         lua_pop(L, 1);
         set_key(L, &resolved, key);
     }
+    lua_remove(L, index);
 }
 
 /* vramplan.recipe_keys() -> { {name, doc, type, default?, choices?}, ... } in

@@ -125,17 +125,18 @@ int vp_lua_row_spec(lua_State *L) {
     return 1;
 }
 
-/* What a row reads of one estimate, copied out before it is freed. */
+/* What a row reads of one estimate: its worst rank (copied out before the
+ * estimate is freed), the recipe it ran, the step time. */
 typedef struct {
-    vp_rank_estimate worst;
-    vp_recipe recipe;
+    const vp_rank_estimate *worst;
+    const vp_recipe *recipe;
     bool has_gpu;
     vp_step_time time;
 } answer;
 
 /* Pushes column c's value (nil where the result has none). */
 static void push_value(lua_State *L, const column *c, const answer *a, int keys, int index, int values, int statics) {
-    const vp_rank_estimate *w = &a->worst;
+    const vp_rank_estimate *w = a->worst;
     switch (c->kind) {
     case COLUMN_INDEX: lua_pushvalue(L, index); return;
     case COLUMN_VALUE:
@@ -148,7 +149,7 @@ static void push_value(lua_State *L, const column *c, const answer *a, int keys,
     case COLUMN_PARAMS: lua_pushinteger(L, (lua_Integer)w->step.params); return;
     case COLUMN_TRAINABLE: lua_pushinteger(L, (lua_Integer)w->step.trainable_params); return;
     case COLUMN_RANK_FIGURE:
-        if (vp_lua_rank_figure_present(c->rank_figure, w, &a->recipe))
+        if (vp_lua_rank_figure_present(c->rank_figure, w, a->recipe))
             lua_pushinteger(L, (lua_Integer)vp_lua_rank_figure_value(c->rank_figure, w));
         else lua_pushnil(L);
         return;
@@ -185,9 +186,14 @@ int vp_lua_estimate_row(lua_State *L) {
     lua_settop(L, STATICS);
     vp_lua_run run;
     vp_lua_run_estimate(L, 2, lua_touserdata(L, lua_upvalueindex(1)), &run);
-    answer a = {.worst = run.e.ranks[run.e.worst], .recipe = run.recipe, .has_gpu = run.e.has_gpu};
+    vp_rank_estimate worst = run.e.ranks[run.e.worst];
+    answer a;
+    a.worst = &worst;
+    a.recipe = &run.recipe;
+    a.has_gpu = run.e.has_gpu;
+    a.time.valid = false;
     if (spec->needs_time) a.time = vp_step_time_run(run.model, &run.recipe, &run.gpu, &run.e);
-    vp_estimate_free(&run.e); /* a.worst's event log with it: a row reads none */
+    vp_estimate_free(&run.e); /* worst's event log with it: a row reads none */
 
     lua_getiuservalue(L, 1, 1); /* the columns' keys */
     int keys = lua_gettop(L);
@@ -201,6 +207,6 @@ int vp_lua_estimate_row(lua_State *L) {
         luaL_addvalue(&b);
     }
     luaL_pushresult(&b);
-    vp_lua_push_recipe_keys(L, &a.recipe, run.echo);
+    vp_lua_push_recipe_keys(L, &run.recipe, run.echo);
     return 2;
 }

@@ -797,6 +797,7 @@ static const vp_recipe_key keys[] = {
 };
 
 enum { N_KEYS = sizeof keys / sizeof keys[0] };
+_Static_assert(N_KEYS <= VP_RECIPE_KEYS_MAX, "raise VP_RECIPE_KEYS_MAX (recipe_keys.h)");
 
 unsigned vp_recipe_key_count(void) { return N_KEYS; }
 

@@ -57,6 +57,8 @@ typedef struct vp_recipe_key {
     const char *doc;
 } vp_recipe_key;
 
+/* At most this many keys are declared (a reader's bitmap of given keys). */
+#define VP_RECIPE_KEYS_MAX 512
 unsigned vp_recipe_key_count(void);
 const vp_recipe_key *vp_recipe_key_at(unsigned index);
 const vp_recipe_key *vp_recipe_key_find(const char *name);

@@ -131,7 +131,7 @@ function aliases.key(name)
 end
 
 -- `value` as one of `key`'s choices, where another spelling names one.
-function aliases.value(key, value)
+local function respell(key, value)
   local decl = declarations()[key]
   local spellings = aliases.values[key]
   local text = type(value) == "boolean" and tostring(value) or (type(value) == "string" and value) or
@@ -150,6 +150,25 @@ function aliases.value(key, value)
     end
   end
   return value
+end
+
+-- respell's answers by key, then value (a sweep asks the same ones for
+-- every variant); forgotten all at once when full, so memory stays flat
+local respelt, n_respelt = {}, 0
+local MEMO_LIMIT = 4096
+
+function aliases.value(key, value)
+  local t = type(value)
+  -- a string, a boolean or a number that can index a table (not NaN); not a list
+  if t ~= "string" and t ~= "boolean" and (t ~= "number" or value ~= value) then return respell(key, value) end
+  local by_key = respelt[key]
+  local hit = by_key and by_key[value]
+  if hit ~= nil then return hit end
+  local answer = respell(key, value)
+  if n_respelt >= MEMO_LIMIT then respelt, n_respelt, by_key = {}, 0, nil end
+  if not by_key then by_key = {}; respelt[key] = by_key end
+  by_key[value], n_respelt = answer, n_respelt + 1
+  return answer
 end
 
 -- Renames aliased keys to the recipe's own and respells their values, in

@@ -246,12 +246,24 @@ end
 
 -- The --set pairs of one variant: the plan's, then its varied keys (by
 -- name, each with the origin of its list or function).
-local function variant_sets(plan, origin, values)
+-- `sorted`: the last variant's keys by name, reused while a variant has
+-- the same keys (every variant of a grid has).
+local function variant_sets(plan, origin, values, sorted)
   local sets = table.move(plan.sets, 1, #plan.sets, 1, {})
-  local varied = {}
-  for k in pairs(values) do if k ~= "model" and k ~= "gpu" then varied[#varied + 1] = k end end
-  table.sort(varied)
-  for _, k in ipairs(varied) do sets[#sets + 1] = { k, values[k], origin[k] or "variant" } end
+  local same, n = true, 0
+  for k in pairs(values) do
+    if k ~= "model" and k ~= "gpu" then
+      n = n + 1
+      same = same and sorted[k] ~= nil
+    end
+  end
+  if not same or n ~= #sorted then
+    for i = #sorted, 1, -1 do sorted[sorted[i]], sorted[i] = nil, nil end
+    for k in pairs(values) do if k ~= "model" and k ~= "gpu" then sorted[#sorted + 1] = k end end
+    table.sort(sorted)
+    for i, k in ipairs(sorted) do sorted[k] = i end
+  end
+  for _, k in ipairs(sorted) do sets[#sets + 1] = { k, values[k], origin[k] or "variant" } end
   return sets
 end
 
@@ -295,7 +307,7 @@ end
 local function job_maker(plan)
   local home = plan.home
   local descriptions, built, gpus = bounded_cache(64), bounded_cache(16), bounded_cache(64)
-  local origin = {}
+  local origin, sorted = {}, {}
   for _, axis in ipairs(plan.axes) do origin[axis.key] = axis.origin end
   for _, d in ipairs(plan.derived) do origin[d.key] = d.origin end
 
@@ -305,7 +317,7 @@ local function job_maker(plan)
     if d.error then return nil, d.error end
     local keys, origins = {}, {}
     for k, v in pairs(plan.keys or {}) do keys[k], origins[k] = v, plan.origins[k] end
-    local ok, overrides, override_origins = pcall(job.split_sets, d.value, variant_sets(plan, origin, values), keys,
+    local ok, overrides, override_origins = pcall(job.split_sets, d.value, variant_sets(plan, origin, values, sorted), keys,
       origins)
     if not ok then return nil, tostring(overrides) end
     local m = built(model_key(name, overrides), function()
