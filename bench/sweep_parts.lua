@@ -10,6 +10,8 @@
 --   GPU check     job.try around it (keys copied, pcall, hardware.unsupported)
 --   object        report.object, the parts the columns read
 --   row           lookups and the CSV line
+-- and, apart, what the command runs where every column can be filled in C
+-- (sweep.row_maker: the job, then vramplan.estimate_row, no object).
 -- docs/sweep.md (Performance) has the figures and the instruction counts.
 -- Prints figures; asserts nothing.
 package.cpath = "build/?.so;" .. package.cpath
@@ -101,3 +103,13 @@ line("object (report.object)", t_object)
 line("row (lookups, CSV line)", t_row)
 local total = t_enum + t_evaluate + t_row
 print(string.format("  %-40s %8.2f  (%.0f variants per CPU second)", "total", total, 1e6 / total))
+
+-- the rows in C: the same variants through the row maker (a build before it: skipped)
+local row = sweep.row_maker and sweep.row_maker(plan, fields, "csv")
+if row then
+  local t_rows_c = time(function()
+    for _, v in ipairs(variants) do row(v[1], v[2]) end
+  end) + t_enum
+  print(string.format("  %-40s %8.2f  (%.0f variants per CPU second)", "total with rows in C (the command's path)",
+    t_rows_c, 1e6 / t_rows_c))
+end
