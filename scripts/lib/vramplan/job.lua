@@ -13,23 +13,29 @@ local job = {}
 
 local DEFAULT_SEQ_LEN = 2048 -- the core's (engine/policy/recipe.c)
 
--- Splits --set KEY=VALUE pairs between the model's fields and recipe keys.
+-- Puts one --set KEY=VALUE among the model's fields (overrides) or the
+-- recipe keys; raises for anything else.
+function job.split_set(description, k, v, origin, keys, origins, overrides, override_origins)
+  if description.family.schema.fields[k] then
+    overrides[k], override_origins[k] = v, origin
+  elseif recipes.is_key(k) then
+    keys[k], origins[k] = v, origin
+  else
+    local names = {}
+    for _, key in ipairs(vramplan.recipe_keys()) do names[#names + 1] = key.name end
+    for _, f in ipairs(description.family.schema.order) do names[#names + 1] = f end
+    local guess = schema.suggest(k, names)
+    error(string.format("%s: unknown key '%s': not a recipe key nor a field of %s%s", origin, k,
+      description.family.name, guess and (" (did you mean '" .. guess .. "'?)") or ""), 0)
+  end
+end
+
+-- Splits --set KEY=VALUE pairs ({ key, value, origin }) between the model's
+-- fields and recipe keys.
 local function split_sets(description, sets, keys, origins)
   local overrides, override_origins = {}, {}
   for _, s in ipairs(sets) do
-    local k, v, origin = s[1], s[2], s[3]
-    if description.family.schema.fields[k] then
-      overrides[k], override_origins[k] = v, origin
-    elseif recipes.is_key(k) then
-      keys[k], origins[k] = v, origin
-    else
-      local names = {}
-      for _, key in ipairs(vramplan.recipe_keys()) do names[#names + 1] = key.name end
-      for _, f in ipairs(description.family.schema.order) do names[#names + 1] = f end
-      local guess = schema.suggest(k, names)
-      error(string.format("%s: unknown key '%s': not a recipe key nor a field of %s%s", origin, k,
-        description.family.name, guess and (" (did you mean '" .. guess .. "'?)") or ""), 0)
-    end
+    job.split_set(description, s[1], s[2], s[3], keys, origins, overrides, override_origins)
   end
   return overrides, override_origins
 end

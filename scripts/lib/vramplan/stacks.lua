@@ -622,6 +622,16 @@ local function loaded_weights(major, auto, config)
 end
 
 function stacks.apply(keys, origins, config)
+  -- none of the stacks' keys: nothing to apply (each step below reads only
+  -- those, and ends by removing them)
+  local any = false
+  for k in pairs(keys) do
+    if stacks.keys[k] then any = true; break end
+  end
+  if not any then
+    for k in pairs(origins) do if stacks.keys[k] then origins[k] = nil end end
+    return nil
+  end
   checkpointing_keys(keys, origins)
   torchtitan_float8_keys(keys, origins)
   torchtitan_parallel_keys(keys, origins)

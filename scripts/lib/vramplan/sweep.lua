@@ -244,12 +244,16 @@ local function model_key(name, overrides)
   return table.concat(parts, "\0")
 end
 
--- The --set pairs of one variant: the plan's, then its varied keys (by
--- name, each with the origin of its list or function).
--- `sorted`: the last variant's keys by name, reused while a variant has
--- the same keys (every variant of a grid has).
-local function variant_sets(plan, origin, values, sorted)
-  local sets = table.move(plan.sets, 1, #plan.sets, 1, {})
+-- Splits the --set pairs of one variant between the model's fields and
+-- recipe keys as job.split_sets does: the plan's, then its varied keys (by
+-- name, each with the origin of its list or function). `sorted`: the last
+-- variant's keys by name, reused while a variant has the same keys (every
+-- variant of a grid has). Returns the overrides and their origins.
+local function split_variant(plan, origin, values, sorted, description, keys, origins)
+  local overrides, override_origins = {}, {}
+  for _, s in ipairs(plan.sets) do
+    job.split_set(description, s[1], s[2], s[3], keys, origins, overrides, override_origins)
+  end
   local same, n = true, 0
   for k in pairs(values) do
     if k ~= "model" and k ~= "gpu" then
@@ -263,8 +267,10 @@ local function variant_sets(plan, origin, values, sorted)
     table.sort(sorted)
     for i, k in ipairs(sorted) do sorted[k] = i end
   end
-  for _, k in ipairs(sorted) do sets[#sets + 1] = { k, values[k], origin[k] or "variant" } end
-  return sets
+  for _, k in ipairs(sorted) do
+    job.split_set(description, k, values[k], origin[k] or "variant", keys, origins, overrides, override_origins)
+  end
+  return overrides, override_origins
 end
 
 -- The top-level entries of estimate --json's object that `fields` read (a
@@ -317,8 +323,7 @@ local function job_maker(plan)
     if d.error then return nil, d.error end
     local keys, origins = {}, {}
     for k, v in pairs(plan.keys or {}) do keys[k], origins[k] = v, plan.origins[k] end
-    local ok, overrides, override_origins = pcall(job.split_sets, d.value, variant_sets(plan, origin, values, sorted), keys,
-      origins)
+    local ok, overrides, override_origins = pcall(split_variant, plan, origin, values, sorted, d.value, keys, origins)
     if not ok then return nil, tostring(overrides) end
     local m = built(model_key(name, overrides), function()
       local model, config = arch.build(d.value, overrides, override_origins)
