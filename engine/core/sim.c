@@ -286,27 +286,37 @@ static void stash_forward(vp_sim *sim, vp_t t) {
     s->fwd_pack[s->n_fwd++] = s->packs;
 }
 
-/* Node `index` unpacks the offloaded tensor in `slot`: the first time,
- * what the stash brought back for earlier nodes is marked to go after it.
- * Whether the forward's stash still holds that tensor: then the node takes
- * it as it is (its saved slot keeps it, a reference of the node's). */
-static bool stash_takes(vp_sim *sim, uint32_t index, unsigned slot) {
+/* Node `index` brings back an offloaded tensor: the first time, what the
+ * stash brought back for earlier nodes is marked to go after its post-hook. */
+static void stash_node(vp_sim *sim, uint32_t index) {
     vp_offload_stash *s = &sim->stash;
     if (s->node != index + 1) {
         s->node = index + 1;
         s->earlier = s->n_back;
     }
     s->hook_due = true;
+}
+
+/* Whether the forward's stash still holds `original`: then it is handed
+ * back as it is. */
+static bool stash_holds(const vp_offload_stash *s, vp_t original) {
+    for (unsigned k = 0; k < s->n_fwd; k++)
+        if (s->fwd[k] == original) return true;
+    return false;
+}
+
+/* Node `index` unpacks the offloaded tensor in its `slot`. Whether the
+ * forward's stash still holds that tensor: then the node takes it as it is
+ * (its saved slot keeps it, a reference of the node's). */
+static bool stash_takes(vp_sim *sim, uint32_t index, unsigned slot) {
+    stash_node(sim, index);
     vp_node *node = vp_node_at(sim, index);
     vp_t original = node->saved[slot];
-    for (unsigned k = 0; k < s->n_fwd; k++)
-        if (s->fwd[k] == original) {
-            vp_hold(sim, original);
-            node->packed &= (vp_slots)~(1u << slot);
-            node->handed |= (vp_slots)(1u << slot);
-            return true;
-        }
-    return false;
+    if (!stash_holds(&sim->stash, original)) return false;
+    vp_hold(sim, original);
+    node->packed &= (vp_slots)~(1u << slot);
+    node->handed |= (vp_slots)(1u << slot);
+    return true;
 }
 
 /* A tensor brought back: the stash keeps it beside the node. */
@@ -480,7 +490,7 @@ static void unpack(vp_sim *sim, uint32_t index) {
     vp_frame *frame = vp_node_at(sim, index)->frame;
     if (vp_node_at(sim, index)->holders && !frame->recomputed) { /* the checkpoint's first unpack */
         frame->recomputed = true;
-        frame->recompute(sim, frame);
+        frame->recompute(sim, frame, index);
     }
     for (unsigned i = 0; i < VP_NODE_MAX_SAVED; i++) {
         vp_node *node = vp_node_at(sim, index);
@@ -503,6 +513,24 @@ static void unpack(vp_sim *sim, uint32_t index) {
         node->recomputed &= (vp_slots)~(1u << i);
         node->handed |= (vp_slots)(1u << i);
     }
+}
+
+vp_t vp_unpack_for(vp_sim *sim, uint32_t running, uint32_t holder, unsigned slot) {
+    vp_t original = vp_node_at(sim, holder)->saved[slot];
+    bool streamed = sim->stash.window != 0;
+    if (streamed) {
+        stash_node(sim, running);
+        if (stash_holds(&sim->stash, original)) {
+            vp_hold(sim, original);
+            return original;
+        }
+    }
+    vp_t copy = vp_new(sim, vp_at(sim, original)->numel, (vp_dtype)vp_at(sim, original)->dtype,
+                       streamed ? "offload.stream_unpack" : "offload.unpack");
+    /* SavedVariable::unpack gives it the original's autograd metadata */
+    vp_at(sim, copy)->requires_grad = vp_at(sim, original)->requires_grad;
+    if (streamed) stash_back(sim, copy);
+    return copy;
 }
 
 void vp_recompute_saved(vp_sim *sim, uint32_t index, unsigned slot) {

@@ -127,7 +127,8 @@ enum { VP_SAC_CACHE_MAX = 64 };
  * k-th holder if that one is still alive. The function's arguments stay on
  * the `keeper` node until the frame's last holder is released. */
 typedef struct vp_frame {
-    void (*recompute)(struct vp_sim *sim, struct vp_frame *frame);
+    /* `running`: the index of the node whose unpack asked for it */
+    void (*recompute)(struct vp_sim *sim, struct vp_frame *frame, uint32_t running);
     void *ctx;
     uint32_t keeper;        /* node index + 1 of the node keeping the arguments (0: none) */
     uint32_t first_holder;  /* its holders in the sim's holder list */
@@ -237,6 +238,14 @@ typedef struct vp_sim {
 } vp_sim;
 
 void vp_sim_init(vp_sim *sim, vp_ledger *ledger);
+/* Node `running` brings back what node `holder` packed to the host in
+ * `slot` (a non-reentrant checkpoint's rerun takes its keeper's arguments
+ * so): the tensor to use, with a reference the caller drops when done.
+ * Under OffloadActivations' streams the forward's stash may still hold the
+ * original (handed as it is), or the copy also stays in the backward's
+ * stash beside `running` (_current_autograd_node when the hook runs) until
+ * a later node's post-hook. The holder's slot is left as it is. */
+vp_t vp_unpack_for(vp_sim *sim, uint32_t running, uint32_t holder, unsigned slot);
 /* The end of a backward graph task under OffloadActivations with streams:
  * what its stashes hold goes (its queued callback; the forward's is empty
  * by then unless nothing was brought back). */

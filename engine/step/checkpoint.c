@@ -230,19 +230,19 @@ typedef struct {
  * autocast region, each tensor it saves filling its holder; its outputs and
  * its own graph (ctx attributes too) go when it returns, or at the early
  * stop, where the rest of the function never runs. */
-static void recompute_frame(vp_sim *sim, vp_frame *frame) {
+static void recompute_frame(vp_sim *sim, vp_frame *frame, uint32_t running) {
     const call *c = &((nonreentrant *)frame->ctx)->call;
     uint32_t keeper = frame->keeper - 1;
     /* the call's tensors save_on_cpu packed come back as GPU copies, the
-     * rerun's arguments, gone with it unless a holder keeps them */
+     * rerun's arguments, gone with it unless a holder keeps them (or
+     * OffloadActivations' stash, with streams: the unpack hook runs for
+     * the node that asked, `running`) */
     vp_t packed[VP_NODE_MAX_SAVED] = {0};
     for (unsigned i = 0; i < VP_NODE_MAX_SAVED; i++) {
-        vp_node *k = vp_node_at(sim, keeper);
-        if (!(k->packed & (1u << i))) continue;
-        packed[i] = k->saved[i];
-        vp_t copy = vp_new(sim, vp_at(sim, packed[i])->numel, (vp_dtype)vp_at(sim, packed[i])->dtype, "offload.unpack");
-        vp_at(sim, copy)->requires_grad = vp_at(sim, packed[i])->requires_grad;
-        vp_node_at(sim, keeper)->saved[i] = copy;
+        if (!(vp_node_at(sim, keeper)->packed & (1u << i))) continue;
+        packed[i] = vp_node_at(sim, keeper)->saved[i];
+        vp_t t = vp_unpack_for(sim, running, keeper, i);
+        vp_node_at(sim, keeper)->saved[i] = t;
     }
     vp_t inputs[VP_NODE_MAX_IN] = {0}, outputs[VP_NODE_MAX_OUT] = {0};
     for (unsigned i = 0; i < c->n_inputs; i++) inputs[i] = vp_node_at(sim, keeper)->saved[i];

@@ -373,6 +373,46 @@ static void test_mul_broadcast_offloaded(void) {
     graph_free(&g);
 }
 
+/* torchtune's OffloadActivations with use_streams, asked by one node for
+ * what another node packed (a non-reentrant checkpoint's rerun takes its
+ * keeper's arguments so; _activation_offloading.py's unpack_tensor_with_
+ * streams): a tensor the forward's stash still holds comes back as it is;
+ * one packed `window` packs ago or more comes back as a copy, which the
+ * backward's stash keeps after the caller lets go of it, until the end of
+ * backward. a[4,256] fp32 = 4096 B, saved (slot 0, self) by a mul with a
+ * trainable scale; two more muls pack four tensors more. */
+static void test_unpack_for_streams(void) {
+    graph g;
+    uint64_t host;
+    graph_init_packing(&g, &host);
+    g.sim.stash.window = VP_OFFLOAD_WINDOW;
+    vp_t b = vp_leaf(&g.sim, 256, VP_FP32, VP_CAT_PARAMS, true, "scale");
+    vp_t a = grad_input(&g, 4 * 256, VP_FP32);
+    vp_t y = vp_mul(&g.sim, a, b, 4 * 256, "mul");
+    CHECK(g.sim.nodes[0].saved[0] == a && (g.sim.nodes[0].packed & 1u));
+    uint64_t before = g.ledger.raw.total;
+    vp_t t = vp_unpack_for(&g.sim, 0, 0, 0);
+    CHECK(t == a); /* still in the forward's stash: handed as it is */
+    CHECK_EQ_U64(g.ledger.raw.total, before);
+    vp_drop(&g.sim, t);
+    vp_t y2 = vp_mul(&g.sim, y, b, 4 * 256, "mul");
+    vp_t y3 = vp_mul(&g.sim, y2, b, 4 * 256, "mul");
+    before = g.ledger.raw.total;
+    t = vp_unpack_for(&g.sim, 2, 0, 0);
+    CHECK(t != a);
+    CHECK_EQ_U64(g.ledger.raw.total, before + 4096);
+    vp_drop(&g.sim, t); /* the stash keeps it */
+    CHECK_EQ_U64(g.ledger.raw.total, before + 4096);
+    vp_offload_stash_flush(&g.sim);
+    CHECK_EQ_U64(g.ledger.raw.total, before);
+    g.sim.pack = NULL;
+    vp_drop(&g.sim, y3);
+    vp_drop(&g.sim, y2);
+    vp_drop(&g.sim, y);
+    vp_drop(&g.sim, a);
+    graph_free(&g);
+}
+
 /* Under save_on_cpu a Linear's saved weight.t() is not contiguous: CUDA
  * copies it to the host through a contiguous GPU copy, made before the op's
  * output, so the step's peak is the larger of the two on top of what lives.
@@ -827,6 +867,7 @@ int main(void) {
     test_to();
     test_mul_broadcast();
     test_mul_broadcast_offloaded();
+    test_unpack_for_streams();
     test_gather_and_index_pair_pack_each_save();
     test_pack_through_contiguous();
     test_accumulate_modes();

@@ -1396,6 +1396,17 @@ CASES = [
     ("llama bf16 checkpointed non-reentrant offload torchtune streams", llama(layers=3, vocab=512), recipe(
         "bf16", optimizer="none", s=128, ckpt="full", use_reentrant="false", loss="chunked", keep_logits="false",
         offload_activations="true", offload_torchtune="true", offload_streams="true")),
+    # ... and with 2.x's checkpoint (early stop): the checkpoint's arguments are saved variables of a node
+    # (_NoopSaveInputs), packed by the offloading hooks; the rerun brings them back through the stash, kept
+    # beside the node that asked until a later node's post-hook
+    ("llama bf16 checkpointed non-reentrant early-stop offload torchtune streams", llama(layers=3, vocab=512), recipe(
+        "bf16", optimizer="none", s=128, ckpt="full", use_reentrant="false", checkpoint_early_stop="true",
+        loss="chunked", keep_logits="false", offload_activations="true", offload_torchtune="true",
+        offload_streams="true")),
+    ("llama bf16 every-2 non-reentrant early-stop offload torchtune streams", llama(layers=2, vocab=512), recipe(
+        "bf16", optimizer="none", s=128, ckpt="every-2", use_reentrant="false", checkpoint_early_stop="true",
+        loss="chunked", keep_logits="false", offload_activations="true", offload_torchtune="true",
+        offload_streams="true")),
     ("llama lora bf16 offload torchtune streams", llama(layers=3, vocab=512), recipe(
         "bf16", optimizer="none", s=128, finetune="lora", loss="chunked", keep_logits="false",
         offload_activations="true", offload_torchtune="true", offload_streams="true")),
