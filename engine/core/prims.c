@@ -704,7 +704,7 @@ static vp_t times_constant(vp_sim *sim, vp_t a, bool saves_scalar, bool in_place
         /* what save_on_cpu's hooks would get: kept where it is by
          * OffloadActivations (under 1 KiB), but one of the packs its stash
          * counts */
-        else if (saves_scalar) sim->stash.packs++;
+        else if (saves_scalar) vp_pack_kept(sim);
     }
     vp_drop(sim, scalar);
     return y;

@@ -533,6 +533,8 @@ vp_t vp_unpack_for(vp_sim *sim, uint32_t running, uint32_t holder, unsigned slot
     return copy;
 }
 
+void vp_pack_kept(vp_sim *sim) { sim->stash.packs++; }
+
 void vp_recompute_saved(vp_sim *sim, uint32_t index, unsigned slot) {
     vp_node *node = vp_node_at(sim, index);
     vp_t t = node->saved[slot];

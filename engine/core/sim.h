@@ -246,6 +246,10 @@ void vp_sim_init(vp_sim *sim, vp_ledger *ledger);
  * stash beside `running` (_current_autograd_node when the hook runs) until
  * a later node's post-hook. The holder's slot is left as it is. */
 vp_t vp_unpack_for(vp_sim *sim, uint32_t running, uint32_t holder, unsigned slot);
+/* A save the packing hooks see and keep where it is, without a tensor of
+ * the simulator's (a wrapped Python number): one of the packs
+ * OffloadActivations' stash counts. */
+void vp_pack_kept(vp_sim *sim);
 /* The end of a backward graph task under OffloadActivations with streams:
  * what its stashes hold goes (its queued callback; the forward's is empty
  * by then unless nothing was brought back). */
