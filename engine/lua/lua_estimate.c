@@ -295,46 +295,44 @@ static int l_estimate(lua_State *L) {
     /* the simulator's arrays, kept from one call to the next (the upvalue) */
     vp_lua_run run;
     vp_lua_run_estimate(L, 1, lua_touserdata(L, lua_upvalueindex(1)), &run);
-    vp_model *model = run.model;
-    vp_recipe recipe = run.recipe;
-    vp_gpu gpu = run.gpu;
+    const vp_model *model = run.model;
+    const vp_recipe *recipe = &run.recipe;
     bool timeline = run.timeline;
-    int echo = run.echo;
-    vp_estimate e = run.e;
+    vp_estimate *e = &run.e;
     /* copied into Lua before anything can raise again: the ranks with
      * their event logs (the estimate's memory is freed right after); the
      * first stage's log is the result's timeline */
-    lua_createtable(L, (int)e.n_ranks, 0);
-    for (unsigned i = 0; i < e.n_ranks; i++) {
+    lua_createtable(L, (int)e->n_ranks, 0);
+    for (unsigned i = 0; i < e->n_ranks; i++) {
         lua_createtable(L, 0, 33);
-        set_rank(L, &e.ranks[i], &recipe, e.has_gpu);
+        set_rank(L, &e->ranks[i], recipe, e->has_gpu);
         if (timeline) {
-            push_timeline(L, &e.ranks[i].events, recipe.device == VP_DEVICE_CPU);
+            push_timeline(L, &e->ranks[i].events, recipe->device == VP_DEVICE_CPU);
             lua_setfield(L, -2, "timeline");
         }
         lua_rawseti(L, -2, (lua_Integer)i + 1);
     }
     int ranks_index = lua_gettop(L);
-    vp_step_time time = vp_step_time_run(model, &recipe, &gpu, &e);
-    vp_rank_estimate worst = e.ranks[e.worst];
+    vp_step_time time = vp_step_time_run(model, recipe, &run.gpu, e);
+    vp_rank_estimate worst = e->ranks[e->worst];
     uint64_t params = worst.step.params, trainable = worst.step.trainable_params;
-    unsigned per_stage = e.ranks_per_stage;
-    bool has_gpu = e.has_gpu;
-    vp_estimate_free(&e);
+    unsigned per_stage = e->ranks_per_stage;
+    bool has_gpu = e->has_gpu;
+    vp_estimate_free(e);
 
     /* the result: the worst rank's figures at the top, every rank in `ranks` */
     lua_createtable(L, 0, 40);
-    set_rank(L, &worst, &recipe, has_gpu);
+    set_rank(L, &worst, recipe, has_gpu);
     set_int(L, "params", params);
     set_int(L, "trainable_params", trainable);
-    if (vp_finetune_method_of(&recipe)->adapts_linear) {
+    if (vp_finetune_method_of(recipe)->adapts_linear) {
         char names[256];
-        vp_lora_adapted_names(model, &recipe, names, sizeof names);
+        vp_lora_adapted_names(model, recipe, names, sizeof names);
         lua_pushstring(L, names);
         lua_setfield(L, -2, "lora_modules");
     }
     char saved[256];
-    vp_finetune_saved_names(model, &recipe, saved, sizeof saved);
+    vp_finetune_saved_names(model, recipe, saved, sizeof saved);
     if (saved[0]) { /* modules_to_save as the model has them, a classifier's head included */
         lua_pushstring(L, saved);
         lua_setfield(L, -2, "saved_modules");
@@ -343,15 +341,15 @@ static int l_estimate(lua_State *L) {
     lua_pushboolean(L, model->facts.router_aux_loss);
     lua_setfield(L, -2, "load_balancing_loss");
     /* attention = sdpa: the kernel PyTorch runs (sdpa_backend resolved) */
-    if (e.sdpa_kernel) {
-        lua_pushstring(L, e.sdpa_kernel);
+    if (e->sdpa_kernel) {
+        lua_pushstring(L, e->sdpa_kernel);
         lua_setfield(L, -2, "sdpa_kernel");
     }
     set_int(L, "ranks_per_stage", per_stage);
     push_time(L, &time);
     lua_pushvalue(L, ranks_index);
     lua_setfield(L, -2, "ranks");
-    vp_lua_push_recipe_keys(L, &recipe, echo);
+    vp_lua_push_recipe_keys(L, recipe, run.echo);
     lua_setfield(L, -2, "recipe");
     if (timeline) {
         lua_rawgeti(L, ranks_index, 1);

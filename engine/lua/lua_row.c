@@ -10,7 +10,6 @@
  * leave to C; anything else is its own path. */
 #include <lauxlib.h>
 #include <lua.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "lua_estimate.h"
@@ -191,7 +190,7 @@ int vp_lua_estimate_row(lua_State *L) {
     a.worst = &worst;
     a.recipe = &run.recipe;
     a.has_gpu = run.e.has_gpu;
-    a.time.valid = false;
+    a.time = (vp_step_time){0};
     if (spec->needs_time) a.time = vp_step_time_run(run.model, &run.recipe, &run.gpu, &run.e);
     vp_estimate_free(&run.e); /* worst's event log with it: a row reads none */
 
