@@ -451,7 +451,7 @@ static void save_at(vp_sim *sim, vp_node *node, unsigned slot, vp_t t, bool stri
         return;
     }
     bool expanded = x->base && x->numel > vp_at(sim, x->base)->numel; /* a stride-0 dimension */
-    if (strided || expanded) pack_through_contiguous(sim, node, bytes);
+    if ((strided && !sim->pack_keeps_strides) || expanded) pack_through_contiguous(sim, node, bytes);
     node->packed |= (vp_slots)(1u << slot);
     sim->pack(sim->pack_ctx, bytes);
     if (sim->stash.window) stash_forward(sim, t);

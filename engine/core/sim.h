@@ -210,6 +210,12 @@ typedef struct vp_sim {
      * bytes (torchtune's OffloadActivations: min_offload_size) */
     bool pack_skips_params;
     uint64_t pack_min_bytes;
+    /* the host copy is torch.empty_like(tensor) (torchtune's and TRL's
+     * OffloadActivations): a dense tensor's strides are kept, so only one
+     * with a stride-0 dimension goes through a contiguous GPU copy;
+     * save_on_cpu's torch.empty(size) is contiguous, and a transposed view
+     * takes that copy too */
+    bool pack_keeps_strides;
     vp_offload_stash stash;
     /* Tensor.register_post_accumulate_grad_hook (PyTorch 2.1+): called for a
      * leaf marked post_accumulate once its AccumulateGrad has put the

@@ -717,6 +717,7 @@ static uint64_t micro_batch(vp_step *step, const vp_meter *resident, const vp_me
         sim->pack_ctx = step;
         sim->pack_skips_params = step->recipe->offload_torchtune;
         sim->pack_min_bytes = step->recipe->offload_torchtune ? 1024 : 0;
+        sim->pack_keeps_strides = step->recipe->offload_torchtune;
         sim->stash.window = vp_recipe_offload_streams(step->recipe) ? VP_OFFLOAD_WINDOW : 0;
     }
     vp_t old_loss = priv->loss, old_outputs[VP_TENSOR_SLOTS], old_graph_leaves[VP_GRAPH_LEAVES];

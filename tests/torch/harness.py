@@ -52,6 +52,23 @@ HOST_STORAGE = {torch.float32: np.float32, torch.bfloat16: np.int16, torch.float
                 torch.bool: np.bool_}
 
 
+def dense(t):
+    """Whether t is non-overlapping and dense: torch.empty_like keeps its strides."""
+    expected = 1
+    for stride, size in sorted((st, sz) for st, sz in zip(t.stride(), t.shape) if sz != 1):
+        if stride != expected:
+            return False
+        expected *= size
+    return True
+
+
+def host_like(t):
+    """A host array with t's strides (torch.empty_like's layout), outside the counted allocator."""
+    order = sorted(range(t.dim()), key=lambda d: -t.stride(d))
+    host = np.empty([t.shape[d] for d in order], dtype=HOST_STORAGE[t.dtype])
+    return host.transpose(np.argsort(order))
+
+
 class SaveOnHost(torch.autograd.graph.saved_tensors_hooks):
     """torch.autograd.graph.save_on_cpu(pin_memory=True) for a CPU run: every
     tensor autograd saves is copied into host memory (contiguous, its own
@@ -92,7 +109,12 @@ class SaveOnHost(torch.autograd.graph.saved_tensors_hooks):
                     if old > pid - window:
                         break
                     del self.fwd[old]
-            host = np.empty(tuple(tensor.shape), dtype=HOST_STORAGE[tensor.dtype])
+            # torchtune's host copy is torch.empty_like(activation): a
+            # dense tensor (a transposed weight) keeps its strides there,
+            # and the copy needs nothing on the GPU (TensorIterator sees
+            # both sides alike); save_on_cpu's torch.empty(size) is contiguous
+            keeps = torchtune and dense(tensor)
+            host = host_like(tensor) if keeps else np.empty(tuple(tensor.shape), dtype=HOST_STORAGE[tensor.dtype])
             with torch.no_grad():
                 # CUDA copies a non-contiguous tensor to the host through a
                 # contiguous copy on the GPU (copy_requires_temporaries in
@@ -100,7 +122,7 @@ class SaveOnHost(torch.autograd.graph.saved_tensors_hooks):
                 # here as a 3-D copy, since the CPU's copy of a transposed
                 # matrix takes a 60 x 60 block buffer of its own
                 source = tensor
-                if not tensor.is_contiguous():
+                if not tensor.is_contiguous() and not keeps:
                     source = torch.empty(tensor.shape, dtype=tensor.dtype)
                     source.unsqueeze(0).copy_(tensor.unsqueeze(0))
                 torch.from_numpy(host).view(tensor.dtype).copy_(source)
