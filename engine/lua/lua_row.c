@@ -1,13 +1,15 @@
-/* lua_row.c — a sweep's row in C: vramplan.row_spec(columns) says once
- * what each column of a sweep's CSV rows holds, and
+/* lua_row.c — a sweep's row in C: vramplan.row_spec(columns [, "values"])
+ * says once what each column of a sweep's rows holds, and
  * vramplan.estimate_row(spec, model, keys, gpu, options, index, values,
- * statics) runs one estimate and returns its row as a CSV line (and the
- * recipe keys options.echo asks for), without building estimate's result
- * tables: the figures are read from the engine's answer by the names
- * estimate gives them (lua_estimate.h's lists, the one place of those
- * names), and formatted as vramplan.csv_line formats them. A sweep's
- * Lua side (scripts/lib/vramplan/sweep.lua) decides which columns it may
- * leave to C; anything else is its own path. */
+ * statics) runs one estimate and returns its row (and the recipe keys
+ * options.echo asks for), without building estimate's result tables: the
+ * figures are read from the engine's answer by the names estimate gives
+ * them (lua_estimate.h's lists, the one place of those names). The row is
+ * a CSV line, formatted as vramplan.csv_line formats it, or with "values"
+ * the list of the columns' values (nil where a column has none) for the
+ * caller to format (JSON lines, the Lua API's rows). A sweep's Lua side
+ * (scripts/lib/vramplan/sweep.lua) decides which columns it may leave to
+ * C; anything else is its own path. */
 #include <lauxlib.h>
 #include <lua.h>
 #include <string.h>
@@ -43,6 +45,7 @@ typedef struct {
 typedef struct {
     unsigned n;
     bool needs_time;
+    bool values;      /* the row as a list of values, not a CSV line */
     column columns[]; /* n of them */
 } row_spec;
 
@@ -85,17 +88,21 @@ static bool figure_column(const char *name, column *c) {
     return false;
 }
 
-/* vramplan.row_spec(columns) -> spec, or nil and the first column C cannot
- * fill. columns: a list, each "variant", "error", "value:KEY" (the
+/* vramplan.row_spec(columns [, form]) -> spec, or nil and the first column
+ * C cannot fill. columns: a list, each "variant", "error", "value:KEY" (the
  * variant's values[KEY]), "static:NAME" (statics[NAME]) or a figure's
- * dotted name. */
+ * dotted name; form: "csv" (the default) or "values". */
 int vp_lua_row_spec(lua_State *L) {
+    static const char *const forms[] = {"csv", "values", NULL};
     luaL_checktype(L, 1, LUA_TTABLE);
+    bool values = luaL_checkoption(L, 2, "csv", forms) == 1;
+    lua_settop(L, 1);
     lua_Integer n = luaL_len(L, 1);
     if (n < 1 || n > 10000) return luaL_argerror(L, 1, "from 1 to 10000 columns");
     row_spec *spec = lua_newuserdatauv(L, sizeof *spec + (size_t)n * sizeof(column), 1);
     spec->n = (unsigned)n;
     spec->needs_time = false;
+    spec->values = values;
     lua_createtable(L, (int)n, 0); /* the keys, referenced by the columns */
     for (lua_Integer i = 1; i <= n; i++) {
         column *c = &spec->columns[i - 1];
@@ -175,8 +182,9 @@ static void push_value(lua_State *L, const column *c, const answer *a, int keys,
 }
 
 /* vramplan.estimate_row(spec, model, keys, gpu, options, index, values,
- * statics) -> the row's CSV line (no line end), the recipe echo (the keys
- * options.echo lists). Raises as vramplan.estimate does. */
+ * statics) -> the row's CSV line (no line end) or its list of values, and
+ * the recipe echo (the keys options.echo lists). Raises as
+ * vramplan.estimate does. */
 int vp_lua_estimate_row(lua_State *L) {
     row_spec *spec = luaL_checkudata(L, 1, ROW_SPEC);
     enum { INDEX = 6, VALUES = 7, STATICS = 8 };
@@ -196,6 +204,15 @@ int vp_lua_estimate_row(lua_State *L) {
 
     lua_getiuservalue(L, 1, 1); /* the columns' keys */
     int keys = lua_gettop(L);
+    if (spec->values) {
+        lua_createtable(L, (int)spec->n, 0);
+        for (unsigned i = 0; i < spec->n; i++) {
+            push_value(L, &spec->columns[i], &a, keys, INDEX, VALUES, STATICS);
+            lua_rawseti(L, -2, (lua_Integer)i + 1); /* (nil: a hole) */
+        }
+        vp_lua_push_recipe_keys(L, &run.recipe, run.echo);
+        return 2;
+    }
     luaL_Buffer b;
     luaL_buffinit(L, &b);
     for (unsigned i = 0; i < spec->n; i++) {

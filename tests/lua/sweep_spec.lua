@@ -693,7 +693,8 @@ describe("the Lua module", function()
     end
   end)
 
-  it("writes in C the rows the estimate's object gives, error rows, pipelines and time included", function()
+  it("makes in C the rows the estimate's object gives, CSV and JSON lines, error rows, pipelines and time included",
+    function()
     local sweep, report = require("vramplan.sweep"), require("vramplan.report")
     -- every column C fills: the static fields, every per_gpu figure of the
     -- object that C knows (the default ones at least), the step time
@@ -722,17 +723,18 @@ describe("the Lua module", function()
       vary = { "gpu=v100-32gb,a100-40gb", "precision=amp-bf16,fp32", "pp=1,2", "tp=1,5", "allocator=constant,simulated",
                "lora_dropout=0,0.05" } })
     fields = sweep.fields(plan, fields)
-    local row = sweep.row_maker(plan, fields, "csv")
-    assert.truthy(row)
-    assert.is_nil(sweep.row_maker(plan, fields, "jsonl"))
+    local csv_row, jsonl_row = sweep.row_maker(plan, fields, "csv"), sweep.row_maker(plan, fields, "jsonl")
+    assert.truthy(csv_row and jsonl_row)
     assert.is_nil(sweep.row_maker(plan, { "variant", "recipe.zero" }, "csv"))
-    local evaluate, format, varied = sweep.evaluator(plan, fields), sweep.format("csv"), {}
+    assert.is_nil(sweep.row_maker(plan, { "variant", "recipe.zero" }, "jsonl"))
+    local evaluate, varied = sweep.evaluator(plan, fields), {}
     for _, k in ipairs(plan.columns) do varied[k] = true end
     local seen = { errors = 0, gpu = 0, pipelined = 0, simulated = 0 }
     require("vramplan.grid").each(plan, function(index, values)
       local object, message = evaluate(values)
-      local want = format.row(fields, sweep.row_values(fields, varied, index, values, object, sweep.one_line(message)))
-      assert.are.equal(want, row(index, values))
+      local list = sweep.row_values(fields, varied, index, values, object, sweep.one_line(message))
+      assert.are.equal(sweep.format("csv").row(fields, list), csv_row(index, values))
+      assert.are.equal(sweep.format("jsonl").row(fields, list), jsonl_row(index, values))
       if message then seen.errors = seen.errors + 1 end
       if object and object.fits ~= json.null then seen.gpu = seen.gpu + 1 end
       if object and object.per_gpu.peak_reserved_simulated_bytes then seen.simulated = seen.simulated + 1 end

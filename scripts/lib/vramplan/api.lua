@@ -87,14 +87,20 @@ function vramplan.sweep(spec, on_row)
     spec.shard)
   local plan = require("vramplan.sweep_script").from_table(vramplan.home, t, "vramplan.sweep")
   local fields = sweep.fields(plan, spec.fields)
-  local evaluate = sweep.evaluator(plan, fields)
-  local varied = {}
-  for _, k in ipairs(plan.columns) do varied[k] = true end
+  -- each variant's values made in C where every field can be (sweep.values_maker), or through the object
+  local values_of = sweep.values_maker(plan, fields)
+  if not values_of then
+    local evaluate, varied = sweep.evaluator(plan, fields), {}
+    for _, k in ipairs(plan.columns) do varied[k] = true end
+    values_of = function(index, values)
+      local object, message = evaluate(values)
+      return sweep.row_values(fields, varied, index, values, object, sweep.one_line(message))
+    end
+  end
   local n = 0
   grid.each(plan, function(index, values)
     if not grid.owns(spec.shard, index) then return end
-    local object, message = evaluate(values)
-    local list = sweep.row_values(fields, varied, index, values, object, sweep.one_line(message))
+    local list = values_of(index, values)
     local row = {}
     for i, f in ipairs(fields) do row[f] = list[i] end
     on_row(row)

@@ -439,13 +439,13 @@ local function c_figure(name)
   return name == "model.params" or name == "model.trainable_params" or name == "fits" or name == "headroom_bytes"
 end
 
--- A row maker that runs each variant's estimate and writes its CSV line in
--- C (vramplan.estimate_row: no result tables, no object), for CSV rows whose
--- every column it can fill; nil otherwise (sweep.evaluator's path then).
--- row(index, values) -> the row's line, the same text the evaluator's path
--- writes (tests/lua/sweep_spec.lua compares them).
-function sweep.row_maker(plan, fields, format_name)
-  if format_name ~= "csv" then return nil end
+-- Rows made in C (vramplan.estimate_row: no result tables, no object) in
+-- `form` ("csv": the CSV line; "values": sweep.row_values' list), where C
+-- can fill every column; nil otherwise (sweep.evaluator's path then).
+-- make(index, values) -> the row, the same the evaluator's path gives
+-- (tests/lua/sweep_spec.lua compares them); a variant that cannot be
+-- evaluated gets its row from the Lua side.
+local function rows_in_c(plan, fields, form)
   local varied = {}
   for _, k in ipairs(plan.columns) do varied[k] = true end
   local columns = {}
@@ -456,9 +456,9 @@ function sweep.row_maker(plan, fields, format_name)
     elseif c_figure(f) then columns[i] = f
     else return nil end
   end
-  local spec = vramplan.row_spec(columns)
+  local spec = vramplan.row_spec(columns, form)
   if not spec then return nil end
-  local variant_job, format = job_maker(plan), formats.csv
+  local variant_job = job_maker(plan)
   local options = { echo = hardware.unsupported_keys, fold = true }
   -- the static fields of a built model (its config) on a GPU (or none)
   local statics_of, no_gpu = setmetatable({}, { __mode = "k" }), {}
@@ -474,19 +474,40 @@ function sweep.row_maker(plan, fields, format_name)
     end
     return s
   end
+  local function error_row(index, values, message)
+    local list = sweep.row_values(fields, varied, index, values, nil, sweep.one_line(message))
+    return form == "csv" and formats.csv.row(fields, list) or list
+  end
   return function(index, values)
     local j, message = variant_job(values)
     if j then
-      local ok, line, echo = pcall(vramplan.estimate_row, spec, j.model, j.keys, j.gpu, options, index, values,
+      local ok, row, echo = pcall(vramplan.estimate_row, spec, j.model, j.keys, j.gpu, options, index, values,
         statics(j))
-      if not ok then message = job.blame(j, nil, line)
+      if not ok then message = job.blame(j, nil, row)
       else
         message = job.gpu_problem(j, nil, echo)
-        if not message then return line end
+        if not message then return row end
       end
     end
-    return format.row(fields, sweep.row_values(fields, varied, index, values, nil, sweep.one_line(message)))
+    return error_row(index, values, message)
   end
+end
+
+-- A maker of each variant's list of values (sweep.row_values'), made in C
+-- where it can fill every column: values_of(index, values) -> the list;
+-- nil when C cannot (sweep.evaluator's path then).
+function sweep.values_maker(plan, fields)
+  return rows_in_c(plan, fields, "values")
+end
+
+-- A maker of each variant's row in `format_name` (csv: the line written
+-- in C; jsonl: the values from C, encoded here), where C can fill every
+-- column: row(index, values) -> the line; nil otherwise.
+function sweep.row_maker(plan, fields, format_name)
+  if format_name == "csv" then return rows_in_c(plan, fields, "csv") end
+  local values_of, format = sweep.values_maker(plan, fields), sweep.format(format_name)
+  if not values_of then return nil end
+  return function(index, values) return format.row(fields, values_of(index, values)) end
 end
 
 function sweep.format(name)

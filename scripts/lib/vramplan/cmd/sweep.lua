@@ -163,7 +163,7 @@ local function row_source(plan, opts, fields, format_name, shard, jobs, done)
       return line
     end, workers
   end
-  -- the row written in C where every column can be (CSV rows of the estimate's figures)
+  -- the row made in C where every column can be (the estimate's figures)
   local row = sweep.row_maker(plan, fields, format_name)
   if row then return row end
   local format, evaluate = sweep.format(format_name), sweep.evaluator(plan, fields)
