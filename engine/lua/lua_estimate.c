@@ -102,26 +102,26 @@ static void context_of_gpu(lua_State *L, int keys, const vp_gpu *gpu, vp_recipe 
     if (!set) recipe->cuda_context_mib = gpu->cuda_context_mib;
 }
 
-const vp_lua_time_figure vp_lua_time_figures[] = {
-    {"step_s", offsetof(vp_step_time, step_s)},
-    {"tokens_per_s", offsetof(vp_step_time, tokens_per_s)},
-    {"tokens_per_s_per_gpu", offsetof(vp_step_time, tokens_per_s_per_gpu)},
-    {"model_flops_per_step", offsetof(vp_step_time, model_flops_per_step)},
-    {"hardware_flops_per_step", offsetof(vp_step_time, hardware_flops_per_step)},
-    {"mfu", offsetof(vp_step_time, mfu)},
-    {"hfu", offsetof(vp_step_time, hfu)},
-    {"compute_s", offsetof(vp_step_time, compute_s)},
-    {"exposed_comm_s", offsetof(vp_step_time, exposed_comm_s)},
-    {"bubble_s", offsetof(vp_step_time, bubble_s)},
-    {"offload_s", offsetof(vp_step_time, offload_s)},
-    {NULL, 0},
+const vp_lua_figure vp_lua_time_figures[] = {
+    {"step_s", offsetof(vp_step_time, step_s), VP_FIGURE_ALWAYS},
+    {"tokens_per_s", offsetof(vp_step_time, tokens_per_s), VP_FIGURE_ALWAYS},
+    {"tokens_per_s_per_gpu", offsetof(vp_step_time, tokens_per_s_per_gpu), VP_FIGURE_ALWAYS},
+    {"model_flops_per_step", offsetof(vp_step_time, model_flops_per_step), VP_FIGURE_ALWAYS},
+    {"hardware_flops_per_step", offsetof(vp_step_time, hardware_flops_per_step), VP_FIGURE_ALWAYS},
+    {"mfu", offsetof(vp_step_time, mfu), VP_FIGURE_ALWAYS},
+    {"hfu", offsetof(vp_step_time, hfu), VP_FIGURE_ALWAYS},
+    {"compute_s", offsetof(vp_step_time, compute_s), VP_FIGURE_ALWAYS},
+    {"exposed_comm_s", offsetof(vp_step_time, exposed_comm_s), VP_FIGURE_ALWAYS},
+    {"bubble_s", offsetof(vp_step_time, bubble_s), VP_FIGURE_ALWAYS},
+    {"offload_s", offsetof(vp_step_time, offload_s), VP_FIGURE_ALWAYS},
+    {NULL, 0, VP_FIGURE_ALWAYS},
 };
 
 /* The step time into the table on top: `time`, every field nil without a
  * GPU peak to time against. */
 static void push_time(lua_State *L, const vp_step_time *t) {
     lua_createtable(L, 0, 14);
-    for (const vp_lua_time_figure *f = vp_lua_time_figures; t->valid && f->name; f++) {
+    for (const vp_lua_figure *f = vp_lua_time_figures; t->valid && f->name; f++) {
         lua_pushnumber(L, *(const double *)((const char *)t + f->offset));
         lua_setfield(L, -2, f->name);
     }
@@ -165,7 +165,7 @@ static void set_nccl_groups(lua_State *L, const vp_nccl *nccl) {
 /* The whole-number figures of a rank, by the names estimate's result gives
  * them; `when`: the estimates that have the figure at all. The one list
  * both the result's tables and a sweep's rows in C (lua_row.c) read. */
-const vp_lua_rank_figure vp_lua_rank_figures[] = {
+const vp_lua_figure vp_lua_rank_figures[] = {
     {"params_bytes", offsetof(vp_rank_estimate, step.params_bytes), VP_FIGURE_ALWAYS},
     {"buffers_bytes", offsetof(vp_rank_estimate, step.buffers_bytes), VP_FIGURE_ALWAYS},
     {"grads_bytes", offsetof(vp_rank_estimate, step.grads_bytes), VP_FIGURE_ALWAYS},
@@ -202,7 +202,7 @@ const vp_lua_rank_figure vp_lua_rank_figures[] = {
     {NULL, 0, VP_FIGURE_ALWAYS},
 };
 
-bool vp_lua_rank_figure_present(const vp_lua_rank_figure *f, const vp_rank_estimate *e, const vp_recipe *recipe) {
+bool vp_lua_rank_figure_present(const vp_lua_figure *f, const vp_rank_estimate *e, const vp_recipe *recipe) {
     switch (f->when) {
     case VP_FIGURE_SIMULATED: return e->has_simulated;
     case VP_FIGURE_RUN: return e->has_run;
@@ -212,13 +212,13 @@ bool vp_lua_rank_figure_present(const vp_lua_rank_figure *f, const vp_rank_estim
     }
 }
 
-uint64_t vp_lua_rank_figure_value(const vp_lua_rank_figure *f, const vp_rank_estimate *e) {
+uint64_t vp_lua_rank_figure_value(const vp_lua_figure *f, const vp_rank_estimate *e) {
     return *(const uint64_t *)((const char *)e + f->offset);
 }
 
 /* One kind of rank's figures into the table on top. */
 static void set_rank(lua_State *L, const vp_rank_estimate *e, const vp_recipe *recipe, bool has_gpu) {
-    for (const vp_lua_rank_figure *f = vp_lua_rank_figures; f->name; f++) {
+    for (const vp_lua_figure *f = vp_lua_rank_figures; f->name; f++) {
         if (vp_lua_rank_figure_present(f, e, recipe)) set_int(L, f->name, vp_lua_rank_figure_value(f, e));
     }
     set_nccl_groups(L, &e->nccl);

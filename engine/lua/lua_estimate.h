@@ -35,25 +35,23 @@ typedef enum {
     VP_FIGURE_SPLIT_BACKWARD, /* a zero-bubble schedule's deferred weight passes */
 } vp_figure_when;
 
-/* A rank's whole-number figure: a uint64_t at `offset` in vp_rank_estimate. */
+/* A figure of estimate's result by its name: a value at `offset` in the
+ * struct its list reads (a rank's uint64_t in vp_rank_estimate, the step
+ * time's double in vp_step_time); `when`: the estimates that have it. */
 typedef struct {
     const char *name;
     size_t offset;
     vp_figure_when when;
-} vp_lua_rank_figure;
+} vp_lua_figure;
 
-/* Every rank figure, ended by a NULL name. */
-extern const vp_lua_rank_figure vp_lua_rank_figures[];
-bool vp_lua_rank_figure_present(const vp_lua_rank_figure *f, const vp_rank_estimate *e, const vp_recipe *recipe);
-uint64_t vp_lua_rank_figure_value(const vp_lua_rank_figure *f, const vp_rank_estimate *e);
+/* Every rank figure (whole numbers), ended by a NULL name. */
+extern const vp_lua_figure vp_lua_rank_figures[];
+bool vp_lua_rank_figure_present(const vp_lua_figure *f, const vp_rank_estimate *e, const vp_recipe *recipe);
+uint64_t vp_lua_rank_figure_value(const vp_lua_figure *f, const vp_rank_estimate *e);
 
-/* The step time's figures (a double at `offset` in vp_step_time), ended by
- * a NULL name; each is there only when the time is valid. */
-typedef struct {
-    const char *name;
-    size_t offset;
-} vp_lua_time_figure;
-extern const vp_lua_time_figure vp_lua_time_figures[];
+/* The step time's figures (doubles), ended by a NULL name; each is there
+ * only when the time is valid. */
+extern const vp_lua_figure vp_lua_time_figures[];
 
 /* vramplan.row_spec and vramplan.estimate_row (lua_row.c); estimate_row's
  * upvalue 1 is the simulator's arrays, as estimate's. */

@@ -142,6 +142,15 @@ static void push_key_index(lua_State *L) {
     lua_setfield(L, LUA_REGISTRYINDEX, KEY_INDEX);
 }
 
+/* The declaration index of the recipe key named by the value at `name`,
+ * looked up in the index at `keys` (push_key_index's), or -1. */
+static int key_named(lua_State *L, int keys, int name) {
+    lua_pushvalue(L, name);
+    int i = lua_rawget(L, keys) == LUA_TNUMBER ? (int)lua_tointeger(L, -1) : -1;
+    lua_pop(L, 1);
+    return i;
+}
+
 void vp_lua_read_recipe(lua_State *L, int index, vp_recipe *recipe) {
     index = lua_absindex(L, index);
     luaL_checktype(L, index, LUA_TTABLE);
@@ -152,15 +161,15 @@ void vp_lua_read_recipe(lua_State *L, int index, vp_recipe *recipe) {
     lua_pushnil(L);
     while (lua_next(L, index)) { /* key value */
         if (lua_type(L, -2) != LUA_TSTRING) recipe_error(L, "recipe keys are names (found a %s key)", luaL_typename(L, -2));
-        lua_pushvalue(L, -2);
-        if (lua_rawget(L, names) != LUA_TNUMBER) { /* key value nil */
-            const char *name = lua_tostring(L, -3);
+        int i = key_named(L, names, lua_absindex(L, -2));
+        if (i < 0) {
+            const char *name = lua_tostring(L, -2);
             const char *guess = vp_lua_suggest(name, key_names(L), vp_recipe_key_count());
             if (guess) recipe_error(L, "unknown recipe key '%s' (did you mean '%s'?)", name, guess);
             recipe_error(L, "unknown recipe key '%s'", name);
         }
-        given[lua_tointeger(L, -1)] = true;
-        lua_pop(L, 2); /* key */
+        given[i] = true;
+        lua_pop(L, 1); /* key */
     }
     lua_pop(L, 1); /* the index */
     /* then read in the declaration's order, never the table's (which changes
@@ -226,10 +235,8 @@ void vp_lua_push_recipe_keys(lua_State *L, const vp_recipe *given, int names) {
     lua_createtable(L, 0, (int)(n > 0 && n < 1000 ? n : 0));
     for (lua_Integer i = 1; i <= n; i++) {
         lua_geti(L, names, i); /* name */
-        lua_pushvalue(L, -1);
-        const vp_recipe_key *key = lua_rawget(L, index) == LUA_TNUMBER ? vp_recipe_key_at((unsigned)lua_tointeger(L, -1))
-                                                                       : NULL;
-        lua_pop(L, 1); /* name */
+        int k = key_named(L, index, lua_gettop(L));
+        const vp_recipe_key *key = k < 0 ? NULL : vp_recipe_key_at((unsigned)k);
         if (!key) {
             const char *name = lua_tostring(L, -1);
             recipe_error(L, "echo: '%s' is not a recipe key", name ? name : luaL_typename(L, -1));

@@ -37,8 +37,7 @@ typedef enum {
 
 typedef struct {
     column_kind kind;
-    const vp_lua_rank_figure *rank_figure;
-    const vp_lua_time_figure *time_figure;
+    const vp_lua_figure *figure; /* COLUMN_RANK_FIGURE, COLUMN_TIME */
     int key; /* COLUMN_VALUE, COLUMN_STATIC: the key's reference in the spec's uservalue */
 } column;
 
@@ -59,6 +58,13 @@ static const struct {
     {"headroom_bytes", COLUMN_HEADROOM},
 };
 
+/* The figure of `list` named `name`, or NULL. */
+static const vp_lua_figure *find_figure(const vp_lua_figure *list, const char *name) {
+    for (const vp_lua_figure *f = list; f->name; f++)
+        if (strcmp(name, f->name) == 0) return f;
+    return NULL;
+}
+
 /* The figure `name` names (estimate's result flattened with dots), or false. */
 static bool figure_column(const char *name, column *c) {
     for (size_t i = 0; i < sizeof named_columns / sizeof named_columns[0]; i++) {
@@ -67,23 +73,13 @@ static bool figure_column(const char *name, column *c) {
             return true;
         }
     }
-    if (strncmp(name, "per_gpu.", 8) == 0) {
-        for (const vp_lua_rank_figure *f = vp_lua_rank_figures; f->name; f++) {
-            if (strcmp(name + 8, f->name) == 0) {
-                c->kind = COLUMN_RANK_FIGURE;
-                c->rank_figure = f;
-                return true;
-            }
-        }
+    if (strncmp(name, "per_gpu.", 8) == 0 && (c->figure = find_figure(vp_lua_rank_figures, name + 8))) {
+        c->kind = COLUMN_RANK_FIGURE;
+        return true;
     }
-    if (strncmp(name, "time.", 5) == 0) {
-        for (const vp_lua_time_figure *f = vp_lua_time_figures; f->name; f++) {
-            if (strcmp(name + 5, f->name) == 0) {
-                c->kind = COLUMN_TIME;
-                c->time_figure = f;
-                return true;
-            }
-        }
+    if (strncmp(name, "time.", 5) == 0 && (c->figure = find_figure(vp_lua_time_figures, name + 5))) {
+        c->kind = COLUMN_TIME;
+        return true;
     }
     return false;
 }
@@ -155,8 +151,8 @@ static void push_value(lua_State *L, const column *c, const answer *a, int keys,
     case COLUMN_PARAMS: lua_pushinteger(L, (lua_Integer)w->step.params); return;
     case COLUMN_TRAINABLE: lua_pushinteger(L, (lua_Integer)w->step.trainable_params); return;
     case COLUMN_RANK_FIGURE:
-        if (vp_lua_rank_figure_present(c->rank_figure, w, a->recipe))
-            lua_pushinteger(L, (lua_Integer)vp_lua_rank_figure_value(c->rank_figure, w));
+        if (vp_lua_rank_figure_present(c->figure, w, a->recipe))
+            lua_pushinteger(L, (lua_Integer)vp_lua_rank_figure_value(c->figure, w));
         else lua_pushnil(L);
         return;
     case COLUMN_PEAK_PHASE: lua_pushstring(L, vp_phase_names[w->peak.peak_place.phase]); return;
@@ -175,7 +171,7 @@ static void push_value(lua_State *L, const column *c, const answer *a, int keys,
         return;
     case COLUMN_TIME:
         if (a->has_gpu && a->time.valid)
-            lua_pushnumber(L, *(const double *)((const char *)&a->time + c->time_figure->offset));
+            lua_pushnumber(L, *(const double *)((const char *)&a->time + c->figure->offset));
         else lua_pushnil(L);
         return;
     }
