@@ -713,6 +713,14 @@ describe("the Lua module", function()
     end
     assert.is_true(known >= 20, known .. " per_gpu figures")
     for name in pairs(report.time_field_names) do fields[#fields + 1] = "time." .. name end
+    -- a bad spec is refused, naming what is wrong
+    assert.has_error(function() vramplan.row_spec({}) end)
+    local ok, err = pcall(vramplan.row_spec, { "variant", 3 })
+    assert.is_false(ok)
+    assert.truthy(tostring(err):find("column 2 is not a string", 1, true), err)
+    ok, err = pcall(vramplan.row_spec, { "variant" }, "xml")
+    assert.is_false(ok)
+    assert.truthy(tostring(err):find("invalid option 'xml'", 1, true), err)
     -- what C does not fill: tables, other parts, unknown names
     for _, f in ipairs({ "per_gpu.peak_breakdown", "per_gpu.nccl_groups", "recipe.zero", "per_rank.1.stage", "nothing" }) do
       assert.is_nil(vramplan.row_spec({ f }), f)
