@@ -172,9 +172,12 @@ vp_t vp_linear(vp_sim *sim, vp_t x, vp_t w, vp_t b, uint64_t rows, uint64_t out_
     vp_t in[3] = {x, w, b};
     vp_node *node = vp_record(sim, backward_linear, label, in, 3, &y, 1);
     if (node) {
-        /* addmm: mat1's gradient needs mat2 and mat2's needs mat1 */
-        if (wants_grad(sim, w)) vp_save(sim, node, x);
+        /* mat1's gradient needs mat2 and mat2's needs mat1; AddmmBackward0
+         * saves mat2 first, MmBackward0 self (as the hooks see them) */
+        bool input_first = op == VP_ATEN_MM;
+        if (input_first && wants_grad(sim, w)) vp_save(sim, node, x);
         if (wants_grad(sim, x)) vp_save_view(sim, node, w, !conv1d); /* a Linear's weight.t() */
+        if (!input_first && wants_grad(sim, w)) vp_save(sim, node, x);
     }
     return y;
 }
@@ -892,12 +895,20 @@ vp_t vp_alias(vp_sim *sim, vp_t x, const char *label) {
 
 void vp_split(vp_sim *sim, vp_t x, unsigned parts, vp_t *out, const char *label) {
     uint64_t each = numel_of(sim, x) / parts;
-    for (unsigned i = 0; i < parts; i++) out[i] = vp_view(sim, x, each, label);
+    for (unsigned i = 0; i < parts; i++) {
+        out[i] = vp_view(sim, x, each, label);
+        if (out[i]) vp_at(sim, out[i])->offset += i * each; /* part i starts further into the storage */
+    }
     vp_record(sim, backward_split, label, &x, 1, out, parts);
 }
 
 void vp_split_sizes(vp_sim *sim, vp_t x, unsigned parts, const uint64_t *numels, vp_t *out, const char *label) {
-    for (unsigned i = 0; i < parts; i++) out[i] = vp_view(sim, x, numels[i], label);
+    uint64_t offset = 0;
+    for (unsigned i = 0; i < parts; i++) {
+        out[i] = vp_view(sim, x, numels[i], label);
+        if (out[i]) vp_at(sim, out[i])->offset += offset;
+        offset += numels[i];
+    }
     vp_record(sim, backward_split, label, &x, 1, out, parts);
 }
 

@@ -27,6 +27,9 @@ void vp_sim_free(vp_sim *sim) {
     free(sim->stash.back);
     sim->stash.back = NULL;
     sim->stash.n_back = sim->stash.cap_back = 0;
+    free(sim->stash.keys);
+    sim->stash.keys = NULL;
+    sim->stash.n_keys = sim->stash.cap_keys = 0;
 }
 
 void vp_sim_adopt(vp_sim *sim, vp_sim_arrays *arrays) {
@@ -157,6 +160,7 @@ vp_t vp_view(vp_sim *sim, vp_t base, uint64_t numel, const char *label) {
     x->category = b->category;
     x->live = true;
     x->base = root;
+    x->offset = b->offset;
     x->label = label;
     vp_hold(sim, root);
     return t;
@@ -268,22 +272,70 @@ static void place_stop(vp_sim *sim, vp_frame *f, const vp_node *node, vp_t t) {
 
 const char *const vp_offload_stream_ops[] = {"offload.stream_unpack", "offload.stream_contiguous", NULL};
 
-/* The forward's pack of an offloaded tensor: the stash lets go of those
- * packed `window` packs ago or more (oldest first), then keeps this one. */
-static void stash_forward(vp_sim *sim, vp_t t) {
+static vp_storage_key key_of(vp_sim *sim, vp_t t) {
+    const vp_tensor *x = vp_at(sim, t);
+    return (vp_storage_key){x->base ? x->base : t, x->offset, x->dtype, 0};
+}
+
+static vp_storage_key *key_find(vp_offload_stash *s, vp_storage_key key) {
+    for (uint32_t k = 0; k < s->n_keys; k++)
+        if (s->keys[k].storage == key.storage && s->keys[k].offset == key.offset && s->keys[k].dtype == key.dtype)
+            return &s->keys[k];
+    return NULL;
+}
+
+/* track_storage_key: the key now points at `pack` */
+static void key_track(vp_sim *sim, vp_t t, uint32_t pack) {
+    vp_offload_stash *s = &sim->stash;
+    vp_storage_key key = key_of(sim, t), *found = key_find(s, key);
+    if (found) {
+        found->pack = pack;
+        return;
+    }
+    if (!grow((void **)&s->keys, &s->cap_keys, s->n_keys + 1, sizeof *s->keys)) {
+        sim->status = VP_SIM_NOMEM;
+        return;
+    }
+    key.pack = pack;
+    s->keys[s->n_keys++] = key;
+}
+
+/* release_storage_key: a key goes only while it points at `pack` */
+static void key_release(vp_offload_stash *s, uint32_t pack) {
+    for (uint32_t k = 0; k < s->n_keys; k++) {
+        if (s->keys[k].pack != pack) continue;
+        s->keys[k] = s->keys[--s->n_keys];
+        return;
+    }
+}
+
+/* The forward's pack of an offloaded tensor, first: the stash lets go of
+ * those packed `window` packs ago or more (oldest first). */
+static void stash_prune(vp_sim *sim) {
     vp_offload_stash *s = &sim->stash;
     unsigned gone = 0;
-    while (gone < s->n_fwd && s->fwd_pack[gone] + s->window <= s->packs) vp_drop(sim, s->fwd[gone++]);
+    while (gone < s->n_fwd && s->fwd_pack[gone] + s->window <= s->packs) {
+        key_release(s, s->fwd_pack[gone]);
+        vp_drop(sim, s->fwd[gone++]);
+    }
     memmove(s->fwd, s->fwd + gone, (s->n_fwd - gone) * sizeof *s->fwd);
     memmove(s->fwd_pack, s->fwd_pack + gone, (s->n_fwd - gone) * sizeof *s->fwd_pack);
+    memmove(s->fwd_packed, s->fwd_packed + gone, (s->n_fwd - gone) * sizeof *s->fwd_packed);
     s->n_fwd -= gone;
+}
+
+/* ... then it keeps `kept` (the tensor `packed`, or its copy) until then. */
+static void stash_keep(vp_sim *sim, vp_t kept, vp_t packed) {
+    vp_offload_stash *s = &sim->stash;
     if (s->n_fwd == VP_OFFLOAD_WINDOW_MAX) { /* a window wider than the stash: an engine limit */
         sim->status = VP_SIM_LIMIT;
         return;
     }
-    vp_hold(sim, t);
-    s->fwd[s->n_fwd] = t;
+    vp_hold(sim, kept);
+    s->fwd[s->n_fwd] = kept;
+    s->fwd_packed[s->n_fwd] = packed;
     s->fwd_pack[s->n_fwd++] = s->packs;
+    if (sim->pack_dedups) key_track(sim, packed, s->packs);
 }
 
 /* Node `index` brings back an offloaded tensor: the first time, what the
@@ -297,23 +349,24 @@ static void stash_node(vp_sim *sim, uint32_t index) {
     s->hook_due = true;
 }
 
-/* Whether the forward's stash still holds `original`: then it is handed
- * back as it is. */
-static bool stash_holds(const vp_offload_stash *s, vp_t original) {
+/* What the forward's stash still keeps of `original` (it, or TRL's copy of
+ * it), handed back as it is; 0: nothing. */
+static vp_t stash_holds(const vp_offload_stash *s, vp_t original) {
     for (unsigned k = 0; k < s->n_fwd; k++)
-        if (s->fwd[k] == original) return true;
-    return false;
+        if (s->fwd_packed[k] == original) return s->fwd[k];
+    return 0;
 }
 
 /* Node `index` unpacks the offloaded tensor in its `slot`. Whether the
- * forward's stash still holds that tensor: then the node takes it as it is
- * (its saved slot keeps it, a reference of the node's). */
+ * forward's stash still keeps that tensor: then the node takes what it
+ * keeps (its saved slot holds it, a reference of the node's). */
 static bool stash_takes(vp_sim *sim, uint32_t index, unsigned slot) {
     stash_node(sim, index);
     vp_node *node = vp_node_at(sim, index);
-    vp_t original = node->saved[slot];
-    if (!stash_holds(&sim->stash, original)) return false;
-    vp_hold(sim, original);
+    vp_t kept = stash_holds(&sim->stash, node->saved[slot]);
+    if (!kept) return false;
+    vp_hold(sim, kept);
+    node->saved[slot] = kept;
     node->packed &= (vp_slots)~(1u << slot);
     node->handed |= (vp_slots)(1u << slot);
     return true;
@@ -334,7 +387,10 @@ static void stash_back(vp_sim *sim, vp_t copy) {
  * back for earlier nodes. */
 static void stash_hook(vp_sim *sim) {
     vp_offload_stash *s = &sim->stash;
-    for (unsigned k = 0; k < s->n_fwd; k++) vp_drop(sim, s->fwd[k]);
+    for (unsigned k = 0; k < s->n_fwd; k++) {
+        key_release(s, s->fwd_pack[k]);
+        vp_drop(sim, s->fwd[k]);
+    }
     s->n_fwd = 0;
     for (uint32_t k = 0; k < s->earlier; k++) vp_drop(sim, s->back[k]);
     if (s->earlier) memmove(s->back, s->back + s->earlier, (s->n_back - s->earlier) * sizeof *s->back);
@@ -351,6 +407,7 @@ void vp_offload_stash_flush(vp_sim *sim) {
     s->n_back = s->earlier = 0;
     s->node = 0;
     s->hook_due = false;
+    s->n_keys = 0; /* __exit__, and the next forward's first pack: a new map */
 }
 
 /* The checkpoint hook's pack: a holder instead of the tensor. */
@@ -443,18 +500,36 @@ static void save_at(vp_sim *sim, vp_node *node, unsigned slot, vp_t t, bool stri
     uint64_t bytes;
     const vp_tensor *x = vp_at(sim, t);
     if (!vp_tensor_bytes((vp_dtype)x->dtype, x->numel, &bytes)) overflow(sim);
+    /* TRL: a storage whose key is tracked stays, and the key now points here */
+    bool kept = sim->pack_dedups && key_find(&sim->stash, key_of(sim, t));
+    if (kept) key_track(sim, t, sim->stash.packs);
     /* (isinstance(t, nn.Parameter): the parameter itself, not a view of it
      * such as the transposed weight a matmul saves, weight.t()) */
     bool parameter = x->category == VP_CAT_PARAMS && !x->base && !strided;
-    if ((sim->pack_skips_params && parameter) || bytes < sim->pack_min_bytes) {
+    kept = kept || (sim->pack_skips_params && parameter) || bytes < sim->pack_min_bytes;
+    kept = kept || (sim->pack_skips_param_views && x->category == VP_CAT_PARAMS);
+    if (kept) {
         vp_hold(sim, t);
         return;
     }
-    bool expanded = x->base && x->numel > vp_at(sim, x->base)->numel; /* a stride-0 dimension */
-    if ((strided && !sim->pack_keeps_strides) || expanded) pack_through_contiguous(sim, node, bytes);
+    if (sim->stash.window) stash_prune(sim);
+    vp_t root = x->base ? x->base : t;
+    bool expanded = x->base && x->numel > vp_at(sim, root)->numel; /* a stride-0 dimension */
+    vp_t stashed = t;
+    if (!sim->pack_copies_views) {
+        if ((strided && !sim->pack_keeps_strides) || expanded) pack_through_contiguous(sim, node, bytes);
+    } else if (expanded) { /* TRL: the storage's raw elements to the host */
+        bytes = vp_at(sim, root)->bytes;
+    } else if (strided || x->offset) {
+        /* TRL: activation.contiguous() (a clone at an offset), which the
+         * stash keeps; without streams it goes once copied */
+        if (sim->stash.window) stashed = vp_new(sim, x->numel, (vp_dtype)x->dtype, "offload.stream_contiguous");
+        else pack_through_contiguous(sim, node, bytes);
+    }
     node->packed |= (vp_slots)(1u << slot);
     sim->pack(sim->pack_ctx, bytes);
-    if (sim->stash.window) stash_forward(sim, t);
+    if (sim->stash.window) stash_keep(sim, stashed, t);
+    if (stashed != t) vp_drop(sim, stashed); /* the stash's now */
 }
 
 void vp_save_at(vp_sim *sim, vp_node *node, unsigned slot, vp_t t) { save_at(sim, node, slot, t, false); }
@@ -483,6 +558,14 @@ static void save(vp_sim *sim, vp_node *node, vp_t t, bool strided) {
 void vp_save(vp_sim *sim, vp_node *node, vp_t t) { save(sim, node, t, false); }
 void vp_save_view(vp_sim *sim, vp_node *node, vp_t t, bool strided) { save(sim, node, t, strided); }
 
+/* What comes back to the GPU for a packed tensor: its elements, or (TRL)
+ * a broadcast view's whole storage, viewed as it was (as_strided). */
+static uint64_t unpacked_numel(vp_sim *sim, vp_t original) {
+    const vp_tensor *x = vp_at(sim, original);
+    if (sim->pack_copies_views && x->base && x->numel > vp_at(sim, x->base)->numel) return vp_at(sim, x->base)->numel;
+    return x->numel;
+}
+
 /* unpack_from_cpu: tensor.to(device) for every packed slot, as the node's
  * apply unpacks its saved variables before computing; the copies take the
  * slots and go with them. */
@@ -502,7 +585,7 @@ static void unpack(vp_sim *sim, uint32_t index) {
         if (streamed && stash_takes(sim, index, i)) continue;
         /* a fused node recomputes an element-wise value inside its kernel */
         sim->fusing = recomputed && node->fused;
-        vp_t copy = vp_new(sim, vp_at(sim, original)->numel, (vp_dtype)vp_at(sim, original)->dtype, label);
+        vp_t copy = vp_new(sim, unpacked_numel(sim, original), (vp_dtype)vp_at(sim, original)->dtype, label);
         sim->fusing = false;
         if (streamed) stash_back(sim, copy);
         /* SavedVariable::unpack gives it the original's autograd metadata */
@@ -520,12 +603,13 @@ vp_t vp_unpack_for(vp_sim *sim, uint32_t running, uint32_t holder, unsigned slot
     bool streamed = sim->stash.window != 0;
     if (streamed) {
         stash_node(sim, running);
-        if (stash_holds(&sim->stash, original)) {
-            vp_hold(sim, original);
-            return original;
+        vp_t kept = stash_holds(&sim->stash, original);
+        if (kept) {
+            vp_hold(sim, kept);
+            return kept;
         }
     }
-    vp_t copy = vp_new(sim, vp_at(sim, original)->numel, (vp_dtype)vp_at(sim, original)->dtype,
+    vp_t copy = vp_new(sim, unpacked_numel(sim, original), (vp_dtype)vp_at(sim, original)->dtype,
                        streamed ? "offload.stream_unpack" : "offload.unpack");
     /* SavedVariable::unpack gives it the original's autograd metadata */
     vp_at(sim, copy)->requires_grad = vp_at(sim, original)->requires_grad;

@@ -32,6 +32,9 @@ typedef struct {
     uint64_t numel;
     uint64_t bytes;      /* 0 for a view: it owns no storage */
     vp_t base;           /* the tensor whose storage a view shares */
+    uint64_t offset;     /* where a view starts in that storage, in elements: only compared, as TRL's
+                            OffloadActivations compares storage keys; a split's later parts are further in,
+                            other views (vp_slice's too) start where their base does */
     uint32_t refs;
     uint8_t dtype;
     uint8_t category;
@@ -174,6 +177,17 @@ typedef enum {
  * node's and of what is left of the forward's; the end of backward of the
  * rest (_activation_offloading.py, torchtune 0.4-0.6). */
 enum { VP_OFFLOAD_WINDOW_MAX = 8, VP_OFFLOAD_WINDOW = 5 /* its max_fwd_stash_size's default */ };
+/* TRL's copy (trl/models/activation_offloading.py, TRL 1.8+) also keys
+ * each offloaded tensor by its storage (_get_unique_tensor_key: the
+ * storage's pointer plus the view's offset, and its dtype) while the
+ * forward's stash keeps it: a later save of that storage stays on the GPU
+ * and keeps the key tracked, until it is unpacked in backward. */
+typedef struct {
+    vp_t storage;
+    uint64_t offset;
+    uint8_t dtype;
+    uint32_t pack;
+} vp_storage_key;
 /* What it allocates on its stream (self.s1): the tensors brought back in
  * backward, and a non-contiguous tensor's contiguous copy on its way to
  * the host; the last of vp_stream_ops' lists (ledger.h). */
@@ -189,6 +203,13 @@ typedef struct {
     uint32_t earlier;            /* of those, the first `earlier` are earlier nodes' */
     uint32_t node;               /* index + 1 of the node that last brought one back */
     bool hook_due;               /* that node's post-hook has not run */
+    /* what the forward's stash keeps for each: the tensor packed, or the
+     * contiguous copy TRL made of it (fwd holds that one) */
+    vp_t fwd_packed[VP_OFFLOAD_WINDOW_MAX];
+    /* TRL's storage keys (storage, offset, dtype), each with the pack that
+     * tracks it now: storage_to_tensor_id */
+    vp_storage_key *keys;
+    uint32_t n_keys, cap_keys;
 } vp_offload_stash;
 
 typedef struct vp_sim {
@@ -210,12 +231,24 @@ typedef struct vp_sim {
      * bytes (torchtune's OffloadActivations: min_offload_size) */
     bool pack_skips_params;
     uint64_t pack_min_bytes;
-    /* the host copy is torch.empty_like(tensor) (torchtune's and TRL's
-     * OffloadActivations): a dense tensor's strides are kept, so only one
-     * with a stride-0 dimension goes through a contiguous GPU copy;
-     * save_on_cpu's torch.empty(size) is contiguous, and a transposed view
-     * takes that copy too */
+    /* the host copy is torch.empty_like(tensor) (torchtune's
+     * OffloadActivations, and TRL's before 1.4): a dense tensor's strides
+     * are kept, so only one with a stride-0 dimension goes through a
+     * contiguous GPU copy; save_on_cpu's torch.empty(size) is contiguous,
+     * and a transposed view takes that copy too */
     bool pack_keeps_strides;
+    /* TRL's OffloadActivations (trl/models/activation_offloading.py, TRL
+     * 1.8+): a view of a parameter's storage stays (update_model_params
+     * keeps the parameters' storages when the context is made: under
+     * FSDP or ZeRO-3 the gathered weights are others and go); */
+    bool pack_skips_param_views;
+    /* a save of a storage key tracked stays (pack_tensor's deduplication;
+     * with streams: keys are tracked while the stash keeps them); */
+    bool pack_dedups;
+    /* a non-contiguous view, or one at an offset, is copied .contiguous()
+     * (a clone) on the GPU and that copy goes to the host and into the
+     * stash; a broadcast view's storage goes as it is (as_strided back) */
+    bool pack_copies_views;
     vp_offload_stash stash;
     /* Tensor.register_post_accumulate_grad_hook (PyTorch 2.1+): called for a
      * leaf marked post_accumulate once its AccumulateGrad has put the

@@ -58,8 +58,11 @@ static vp_t head_forward(vp_step *step, const vp_op *op, const vp_t *leaves, vp_
     vp_t weight = vp_op_flag(op, HEAD_TIED) ? step->tied_weight : leaves[HEAD_W];
     /* torchtune's get_act_offloading_ctx_manager: a NoOpManager around the
      * output projection, and the loss outside the offloading context: what
-     * they save stays on the GPU */
-    if (step->recipe->offload_torchtune) step->sim.pack = NULL;
+     * they save stays on the GPU. TRL's context holds the loss too: its
+     * NoOpManager is lm_head's forward hooks (head_project), which a loss
+     * taking the weight itself (Liger's, cut cross-entropy) never calls */
+    bool trl = step->recipe->offload_torchtune && step->recipe->offload_trl;
+    if (step->recipe->offload_torchtune && !trl) step->sim.pack = NULL;
     if (loss_takes_hidden(step)) {
         uint64_t v = vp_op_u64(op, HEAD_VOCAB);
         if (step->recipe->loss == VP_LOSS_CHUNKED) return chunked_head_loss(step, x, weight, leaves[HEAD_B], v);
@@ -79,7 +82,10 @@ static vp_t head_forward(vp_step *step, const vp_op *op, const vp_t *leaves, vp_
     vp_t input = scaled_input ? vp_scale(&step->sim, x, "lm_head.scale_input") : (vp_hold(&step->sim, x), x);
     vp_drop(&step->sim, gathered);
     if (scaled_input) vp_step_keep_local(step, input, VP_LOCAL_OF_WRAPPER);
+    void (*pack)(void *, uint64_t) = step->sim.pack;
+    if (trl) step->sim.pack = NULL;
     vp_t logits = vp_project_column(step, input, weight, leaves[HEAD_B], vocab, "lm_head");
+    step->sim.pack = pack;
     vp_drop(&step->sim, input);
     if (vp_op_flag(op, HEAD_SCALE_LOGITS)) { /* logits = logits / self.config.logits_scaling */
         vp_t scaled = vp_scale(&step->sim, logits, "lm_head.logits_scaling");

@@ -227,6 +227,7 @@ typedef struct {
     bool selective;              /* Korthikanti et al.'s selective recompute: the attention core only */
     bool offload_torchtune;      /* offload_activations by torchtune's OffloadActivations, not save_on_cpu */
     int offload_streams;         /* ... with use_streams (its stashes); -1: the version's */
+    bool offload_trl;            /* ... as TRL 1.8+'s copy of it does (storage keys, parameters' views) */
     bool use_reentrant;          /* torch.utils.checkpoint(use_reentrant=...) for checkpointed chunks */
     int checkpoint_early_stop;   /* use_reentrant=False: the rerun stops at the last saved tensor; -1: the version's */
     vp_attention_impl attention;

@@ -564,6 +564,16 @@ static const vp_recipe_key keys[] = {
      .doc = "offload_torchtune: OffloadActivations' use_streams, a copy stream of its own: each offloaded tensor "
             "stays on the GPU until five packs later, and one brought back in backward until the next node that "
             "brings some back has run [true from torch_version 2.5; false with 1.13 and 2.4]"},
+    /* trl/models/activation_offloading.py at TRL 1.8 (c26ba878, #6241;
+     * #4247 in 0.25 added the storage keys and the parameters' storages,
+     * #5694 in 1.4 the contiguous copy); SFTTrainer.training_step enters
+     * it around the forward, the loss and backward, and
+     * get_act_offloading_ctx_manager's NoOpManager covers lm_head only */
+    {BOOL_KEY("offload_trl", offload_trl, false), .applies = with_offload_torchtune,
+     .doc = "offload_torchtune: OffloadActivations as TRL 1.8+ (and axolotl's activation_offloading) runs it: a save "
+            "of a storage the stash still tracks stays on the GPU, so does a view of a parameter (unless ZeRO-3 or "
+            "FSDP gathers them); a non-contiguous view goes through a GPU copy the stash keeps; the loss is offloaded, "
+            "only lm_head is not [false]"},
     {BOOL_KEY("training", training, true), .doc = "dropout active (model.train())"},
     {UINT_KEY("dp", dp, 1, 1 << 20, 1), .doc = "data-parallel ranks (DDP with framework torch)"},
     {UINT_KEY("zero", zero, 0, 3, 0), .doc = "DeepSpeed ZeRO stage 0-3 (framework deepspeed)"},

@@ -219,8 +219,8 @@ const char *vp_compile_recipe_problem(const vp_recipe *recipe) {
      * keeps (its input, saved by the eager wrapper through the hooks) */
     bool every_block_checkpointed = recipe->checkpoint_every == 1 && !recipe->checkpoint_layers &&
                                     !recipe->checkpoint_ops && !recipe->selective;
-    if (recipe->offload_activations && !(recipe->offload_torchtune && every_block_checkpointed))
-        return "compile: offload_activations with compile is modelled for torchtune's offloading with every block "
-               "checkpointed (docs/compile.md)";
+    if (recipe->offload_activations && !(recipe->offload_torchtune && !recipe->offload_trl && every_block_checkpointed))
+        return "compile: offload_activations with compile is modelled for torchtune's offloading (not TRL's) with "
+               "every block checkpointed (docs/compile.md)";
     return NULL;
 }

@@ -719,6 +719,14 @@ static uint64_t micro_batch(vp_step *step, const vp_meter *resident, const vp_me
         sim->pack_min_bytes = step->recipe->offload_torchtune ? 1024 : 0;
         sim->pack_keeps_strides = step->recipe->offload_torchtune;
         sim->stash.window = vp_recipe_offload_streams(step->recipe) ? VP_OFFLOAD_WINDOW : 0;
+        /* TRL's copy: the storage keys live while its stash keeps them,
+         * so a single stream tracks none (`track_storage_key` only there);
+         * the parameters' storages are those of the model it was given,
+         * which DeepSpeed and FSDP flatten or gather into others */
+        bool trl = step->recipe->offload_torchtune && step->recipe->offload_trl;
+        sim->pack_dedups = trl && sim->stash.window;
+        sim->pack_skips_param_views = trl && step->recipe->framework == VP_FRAMEWORK_TORCH;
+        sim->pack_copies_views = trl;
     }
     vp_t old_loss = priv->loss, old_outputs[VP_TENSOR_SLOTS], old_graph_leaves[VP_GRAPH_LEAVES];
     memcpy(old_graph_leaves, priv->graph_leaves, sizeof old_graph_leaves);
@@ -1050,6 +1058,21 @@ vp_step_status vp_step_run_stage(const vp_model *model, const vp_recipe *given, 
     return attempt(model, given, stage, fold, record, result, ledger_out, found, n_found, NULL, NULL, reuse);
 }
 
+/* TRL's OffloadActivations spans backward too: a reentrant checkpoint's
+ * rerun there saves through its hooks again (the non-reentrant one's own
+ * hooks are innermost), which the engine does not model; torchao's float8
+ * tensors it keeps by their class. */
+static const char *offload_trl_problem(const vp_recipe *recipe, const vp_precision *precision) {
+    if (!recipe->offload_trl) return NULL;
+    if (!recipe->offload_activations || !recipe->offload_torchtune)
+        return "offload_trl: is how TRL runs OffloadActivations: give offload_activations and offload_torchtune too";
+    if (recipe->use_reentrant && (recipe->checkpoint_every || recipe->checkpoint_layers))
+        return "offload_trl: TRL's offloading spans backward, where a reentrant checkpoint's rerun would be offloaded "
+               "again: not modelled; use use_reentrant = false (TRL's SFTConfig default)";
+    if (precision->fp8_dynamic) return "offload_trl: not modelled with precision fp8-torchao (its float8 tensors kept)";
+    return NULL;
+}
+
 const char *vp_step_layout_problem(const vp_model *model, const vp_recipe *recipe) {
     vp_shard_plan plan;
     const vp_precision *precision = vp_precision_get(recipe->precision);
@@ -1062,6 +1085,7 @@ const char *vp_step_layout_problem(const vp_model *model, const vp_recipe *recip
         problem = "sparsity: modelled as apex's ASP on a PyTorch module (framework torch, deepspeed or fsdp)";
     if (!problem && recipe->offload_activations && (!framework->hf_modeling || recipe->pp > 1))
         problem = "offload_activations: modelled as PyTorch's save_on_cpu around a whole forward (no megatron, no pp)";
+    if (!problem) problem = offload_trl_problem(recipe, precision);
     if (!problem) problem = vp_checkpoint_recipe_problem(recipe);
     if (!problem) problem = vp_optim_in_backward_problem(recipe);
     if (!problem) problem = vp_float8_problem(recipe);

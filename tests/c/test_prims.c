@@ -345,6 +345,14 @@ static void graph_init_packing(graph *g, uint64_t *host) {
     g->sim.pack_ctx = host;
 }
 
+/* The hooks off, then y and x go, then the graph. */
+static void end_packing(graph *g, vp_t y, vp_t x) {
+    g->sim.pack = NULL;
+    vp_drop(&g->sim, y);
+    vp_drop(&g->sim, x);
+    graph_free(g);
+}
+
 /* The same under torch.autograd.graph.save_on_cpu: the node's apply unpacks
  * each saved tensor as a GPU copy (a local of the generated apply, the only
  * reference), so the copies go when apply returns, before validate_outputs
@@ -413,6 +421,100 @@ static void test_unpack_for_streams(void) {
     graph_free(&g);
 }
 
+/* TRL's OffloadActivations (trl/models/activation_offloading.py, 1.8): a
+ * storage key lives while the forward's stash keeps its tensor, and a save
+ * of a tracked storage stays on the GPU and keeps the key, until backward.
+ * a[4,256] fp32 = 4096 B needs grad; each a * scale saves a (self), then
+ * the parameter (other), which stays. */
+static void graph_init_trl(graph *g, uint64_t *host, unsigned window) {
+    graph_init_packing(g, host);
+    g->sim.stash.window = window;
+    g->sim.pack_skips_params = g->sim.pack_keeps_strides = true;
+    g->sim.pack_min_bytes = 1024;
+    g->sim.pack_dedups = window != 0;
+    g->sim.pack_skips_param_views = g->sim.pack_copies_views = true;
+}
+
+static void test_trl_storage_keys(void) {
+    for (unsigned window = 0; window <= VP_OFFLOAD_WINDOW; window += VP_OFFLOAD_WINDOW) {
+        graph g;
+        uint64_t host;
+        graph_init_trl(&g, &host, window);
+        vp_t scale = vp_leaf(&g.sim, 256, VP_FP32, VP_CAT_PARAMS, true, "scale");
+        vp_t a = grad_input(&g, 4 * 256, VP_FP32), c = grad_input(&g, 4 * 256, VP_FP32);
+        vp_t y[6];
+        y[0] = vp_mul(&g.sim, a, scale, 4 * 256, "mul"); /* packs 1-2: a offloaded */
+        y[1] = vp_mul(&g.sim, a, scale, 4 * 256, "mul"); /* 3-4: a's key tracked (streams) */
+        CHECK_EQ_U64(host, window ? 4096 : 8192);
+        CHECK(window ? !(g.sim.nodes[1].packed & 1u) : (g.sim.nodes[1].packed & 1u));
+        /* the first a leaves the stash (pack 1 + 5 <= pack 7); its key was
+         * the second save's since pack 3, so a stays tracked */
+        for (unsigned i = 2; i < 5; i++) y[i] = vp_mul(&g.sim, y[i - 2], scale, 4 * 256, "mul");
+        y[5] = vp_mul(&g.sim, a, scale, 4 * 256, "mul");
+        CHECK(window ? !(g.sim.nodes[5].packed & 1u) : (g.sim.nodes[5].packed & 1u));
+        /* c, once offloaded and pruned, is offloaded again */
+        vp_t z = vp_mul(&g.sim, c, scale, 4 * 256, "mul");
+        vp_t z2[5];
+        for (unsigned i = 0; i < 5; i++) z2[i] = vp_mul(&g.sim, i ? z2[i - 1] : z, scale, 4 * 256, "mul");
+        uint64_t before = host;
+        vp_t z3 = vp_mul(&g.sim, c, scale, 4 * 256, "mul");
+        CHECK_EQ_U64(host, before + 4096);
+        vp_offload_stash_flush(&g.sim);
+        CHECK_EQ_U64(g.sim.stash.n_keys, 0);
+        g.sim.pack = NULL;
+        vp_drop(&g.sim, z3);
+        for (unsigned i = 0; i < 5; i++) vp_drop(&g.sim, z2[i]);
+        vp_drop(&g.sim, z);
+        for (unsigned i = 0; i < 6; i++) vp_drop(&g.sim, y[i]);
+        vp_drop(&g.sim, c);
+        vp_drop(&g.sim, a);
+        graph_free(&g);
+    }
+}
+
+/* ... a frozen weight's weight.t() shares the parameter's storage: kept,
+ * no copy. Where the weights are gathered (pack_skips_param_views off),
+ * the transposed view goes through a contiguous GPU copy that the stash
+ * keeps (with streams) until five packs later. A broadcast view's storage
+ * goes as it is and comes back at its size. x[4,8] fp32 = 128 B (needs
+ * grad), w[64,8] = 2048 B, y[4,64] = 1024 B. */
+static void test_trl_views(void) {
+    for (unsigned gathered = 0; gathered < 2; gathered++) {
+        graph g;
+        uint64_t host;
+        graph_init_trl(&g, &host, VP_OFFLOAD_WINDOW);
+        g.sim.pack_skips_param_views = !gathered;
+        vp_t w = vp_leaf(&g.sim, 8 * 64, VP_FP32, VP_CAT_PARAMS, false, "w");
+        vp_t x = grad_input(&g, 4 * 8, VP_FP32);
+        uint64_t resident = g.ledger.raw.total;
+        vp_t y = vp_linear(&g.sim, x, w, 0, 4, 64, false, "linear");
+        CHECK_EQ_U64(host, gathered ? 2048 : 0);
+        CHECK_EQ_U64(g.ledger.raw.total, resident + 1024 + (gathered ? 2048 : 0));
+        vp_offload_stash_flush(&g.sim);
+        CHECK_EQ_U64(g.ledger.raw.total, resident + 1024);
+        end_packing(&g, y, x);
+    }
+    graph g;
+    uint64_t host;
+    graph_init_trl(&g, &host, 0);
+    vp_t scale = vp_leaf(&g.sim, 256, VP_FP32, VP_CAT_PARAMS, true, "scale");
+    vp_t small = grad_input(&g, 512, VP_FP32);
+    vp_t wide = vp_expand(&g.sim, small, 8 * 512, "expand"); /* 16 KiB seen, 2 KiB stored */
+    vp_t y = vp_mul(&g.sim, wide, scale, 8 * 512, "mul");
+    uint32_t node = g.sim.n_nodes - 1;
+    CHECK(g.sim.nodes[node].saved[0] == wide && (g.sim.nodes[node].packed & 1u));
+    CHECK_EQ_U64(host, 2048);
+    uint64_t before = g.ledger.raw.total;
+    vp_t back = vp_unpack_for(&g.sim, node, node, 0);
+    CHECK_EQ_U64(g.ledger.raw.total, before + 2048);
+    vp_drop(&g.sim, back);
+    g.sim.pack = NULL;
+    vp_drop(&g.sim, y);
+    vp_drop(&g.sim, wide);
+    vp_drop(&g.sim, small);
+    graph_free(&g);
+}
+
 /* Under save_on_cpu a Linear's saved weight.t() is not contiguous: CUDA
  * copies it to the host through a contiguous GPU copy, made before the op's
  * output, so the step's peak is the larger of the two on top of what lives.
@@ -437,10 +539,7 @@ static void test_pack_through_contiguous(void) {
         CHECK_EQ_U64(host, w_bytes);
         CHECK_EQ_U64(g.ledger.raw.peak, w_bytes + 128 + y_bytes + cases[i].beyond);
         CHECK_EQ_U64(g.ledger.raw.total, w_bytes + 128 + y_bytes);
-        g.sim.pack = NULL;
-        vp_drop(&g.sim, y);
-        vp_drop(&g.sim, x);
-        graph_free(&g);
+        end_packing(&g, y, x);
     }
     /* a [64, 4] fp32 matrix expanded to [3, 64, 4] and saved by a batched
      * product with a [3, 4, 64] input into [3, 4, 4] = 192 B: 3072 B
@@ -868,6 +967,8 @@ int main(void) {
     test_mul_broadcast();
     test_mul_broadcast_offloaded();
     test_unpack_for_streams();
+    test_trl_storage_keys();
+    test_trl_views();
     test_gather_and_index_pair_pack_each_save();
     test_pack_through_contiguous();
     test_accumulate_modes();

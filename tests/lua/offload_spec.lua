@@ -53,10 +53,31 @@ describe("activation offload", function()
       { offload_activations = true, precision = "amp-bf16", checkpointing = "full", attention = "eager" },
       { offload_activations = true, finetune = "lora", framework = "deepspeed", zero = 3, dp = 2,
         precision = "mixed-bf16" },
+      { offload_activations = true, offload_torchtune = true, offload_trl = true, offload_streams = false,
+        finetune = "lora", precision = "bf16" },
     })
   end)
 
   it("rejects Megatron's forward", helper.rejection(
     { "llama2-7b", "--set", "framework=megatron", "--set", "offload_activations=true" },
     "offload_activations: modelled as PyTorch's save_on_cpu around a whole forward"))
+
+  -- TRL's OffloadActivations spans backward, where a reentrant checkpoint
+  -- reruns the forward under its hooks; torchao's float8 tensors it keeps
+  local trl = { "llama2-7b", "--set", "offload_activations=true", "--set", "offload_torchtune=true", "--set",
+    "offload_trl=true" }
+  local function with(extra)
+    local args = { table.unpack(trl) }
+    for _, a in ipairs(extra) do args[#args + 1] = a end
+    return args
+  end
+  it("rejects TRL's offloading over reentrant checkpoints", helper.rejection(
+    with({ "--set", "checkpointing=full", "--set", "use_reentrant=true" }),
+    "offload_trl: TRL's offloading spans backward"))
+  it("rejects TRL's offloading with torchao's float8", helper.rejection(
+    with({ "--set", "precision=fp8-torchao", "--set", "framework=fsdp2", "--set", "dp=2" }),
+    "offload_trl: not modelled with precision fp8-torchao"))
+  it("rejects offload_trl without OffloadActivations", helper.rejection(
+    { "llama2-7b", "--set", "offload_activations=true", "--set", "offload_trl=true" },
+    "offload_trl: is how TRL runs OffloadActivations"))
 end)

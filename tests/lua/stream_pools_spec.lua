@@ -178,6 +178,43 @@ describe("the constant allocator with FSDP's stream pools", function()
     assert.is_true(m[1].peak > 0 and m[3].peak > 0)
   end)
 
+  it("under TRL's offloading brings no frozen weight back, and copies the gathered ones' transposes (FSDP2)", function()
+    -- TRL's OffloadActivations (trl/models/activation_offloading.py, 1.8)
+    -- keeps a tensor whose storage is a parameter's: a frozen Linear's
+    -- weight.t(), which torchtune's copies out and brings back in backward.
+    -- Llama 3.2 1B in bf16: q and o 2,048 x 2,048, gate, up and down 8,192 x 2,048
+    local WEIGHTS = { [2048 * 2048 * 2] = true, [8192 * 2048 * 2] = true }
+    local lora = { "--set", "precision=bf16", "--set", "finetune=lora", "--set", "seq_len=256", "--set",
+      "micro_batch=1", "--set", "offload_activations=true", "--set", "offload_torchtune=true", "--set",
+      "offload_streams=true" }
+    local function weights_back(r, op)
+      local n = 0
+      for _, e in ipairs(r.timeline) do
+        if e.op == op and WEIGHTS[e.delta] then n = n + 1 end
+      end
+      return n
+    end
+    local tune = helper.estimate("llama3.2-1b", "--timeline", table.unpack(lora))
+    -- (q, o, gate, up and down of 16 layers but the first q, whose input
+    -- needs no gradient behind frozen embeddings, and but what the forward's
+    -- stash of five still holds as backward starts)
+    local SAVED = 16 * 5 - 1
+    assert.is_true(weights_back(tune, "offload.stream_unpack") >= SAVED - 5, "torchtune's brings base weights back")
+    local trl = helper.estimate("llama3.2-1b", "--timeline", "--set", "offload_trl=true", table.unpack(lora))
+    assert.are.equal(0, weights_back(trl, "offload.stream_unpack"))
+    assert_reserved(trl, STREAMS.offload)
+    -- under FSDP2 the weights are gathered into storages of their own: each
+    -- transpose goes through a contiguous copy on the offload stream (TRL
+    -- 1.4's .contiguous()), where torchtune's empty_like needs none
+    local sharded = { "--set", "framework=fsdp2", "--set", "gpus=2", "--set", "checkpointing=none" }
+    for _, kv in ipairs(lora) do sharded[#sharded + 1] = kv end
+    local copies = weights_back(helper.estimate("llama3.2-1b", "--timeline", "--set", "offload_trl=true",
+      table.unpack(sharded)), "offload.stream_contiguous")
+    assert.are.equal(SAVED, copies, "a copy of each gathered weight's transpose")
+    assert.are.equal(0, weights_back(helper.estimate("llama3.2-1b", "--timeline", table.unpack(sharded)),
+      "offload.stream_contiguous"))
+  end)
+
   it("leaves a run without side streams as the whole step's peak (DDP)", function()
     assert_reserved(helper.estimate("llama3.2-1b", "--timeline", "--set", "gpus=4", "--set", "seq_len=512"), {})
   end)

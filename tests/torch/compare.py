@@ -1410,6 +1410,33 @@ CASES = [
     ("llama lora bf16 offload torchtune streams", llama(layers=3, vocab=512), recipe(
         "bf16", optimizer="none", s=128, finetune="lora", loss="chunked", keep_logits="false",
         offload_activations="true", offload_torchtune="true", offload_streams="true")),
+    # TRL 1.8+'s copy (offload_trl; axolotl's activation_offloading): forward, loss and backward inside it, lm_head
+    # alone outside; a storage the stash tracks stays on the GPU (the LoRA A's input, saved three times), and so do
+    # views of the parameters; non-contiguous tensors go through a copy the stash keeps
+    ("llama lora bf16 offload trl streams", llama(layers=3, vocab=512), recipe(
+        "bf16", optimizer="none", s=128, finetune="lora", keep_logits="false", offload_activations="true",
+        offload_torchtune="true", offload_streams="true", offload_trl="true")),
+    ("llama bf16 offload trl streams", llama(layers=3, vocab=512), recipe(
+        "bf16", optimizer="sgd", s=128, keep_logits="false", offload_activations="true", offload_torchtune="true",
+        offload_streams="true", offload_trl="true")),
+    ("llama bf16 offload trl", llama(layers=3, vocab=512), recipe(
+        "bf16", optimizer="sgd", s=128, keep_logits="false", offload_activations="true", offload_torchtune="true",
+        offload_trl="true")),
+    ("llama lora bf16 checkpointed non-reentrant early-stop offload trl streams", llama(layers=3, vocab=512), recipe(
+        "bf16", optimizer="none", s=128, finetune="lora", ckpt="full", use_reentrant="false",
+        checkpoint_early_stop="true", keep_logits="false", offload_activations="true", offload_torchtune="true",
+        offload_streams="true", offload_trl="true")),
+    ("gpt2 lora bf16 offload trl streams", gpt2(vocab=512, positions=128, dropout=0.0), recipe(
+        "bf16", optimizer="none", s=128, finetune="lora", keep_logits="false", offload_activations="true",
+        offload_torchtune="true", offload_streams="true", offload_trl="true")),
+    # AddmmBackward0 (a Linear with a bias) saves mat2 before mat1, which moves the stash's window: the second
+    # LayerNorm's output stays to the forward's end (16 KiB short before)
+    ("neox bf16 offload torchtune streams", neox(vocab=512), recipe(
+        "bf16", optimizer="sgd", s=64, loss="chunked", keep_logits="false", offload_activations="true",
+        offload_torchtune="true", offload_streams="true")),
+    ("neox bf16 offload trl streams", neox(vocab=512), recipe(
+        "bf16", optimizer="sgd", s=64, keep_logits="false", offload_activations="true", offload_torchtune="true",
+        offload_streams="true", offload_trl="true")),
     # the stash counts packs: MulBackward0 saves self, then other (DoRA's products; sweep.py 52 wide tune, case 135)
     ("neox lora dora bf16 offload torchtune streams", neox(vocab=32), recipe(
         "bf16", optimizer="sgd", s=64, finetune="lora", use_dora="true", weight_decay=0.1, loss="chunked",

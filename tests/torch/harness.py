@@ -85,30 +85,60 @@ class SaveOnHost(torch.autograd.graph.saved_tensors_hooks):
     lets go of the earlier nodes' and of the forward's stash; the end of
     backward lets go of the rest. PyTorch 1.13 has no
     _current_autograd_node: `watch` puts a post-hook on every node of the
-    graph, and the unpacks between two of them are one node's."""
+    graph, and the unpacks between two of them are one node's.
 
-    def __init__(self, torchtune=False, streams=False, window=5):
+    With `trl` (TRL 1.8+'s copy, trl/models/activation_offloading.py, read
+    at c26ba878; `params`: the model's parameters when the context is made):
+    a save whose storage key (storage pointer plus offset, dtype) the stash
+    tracks stays, and the key then tracks it; so does a view of a
+    parameter's storage; a non-contiguous tensor, or one at an offset, goes
+    through a contiguous copy, which the stash keeps; a broadcast tensor's
+    storage goes to the host as it is and comes back viewed as_strided."""
+
+    def __init__(self, torchtune=False, streams=False, window=5, trl=False, params=()):
         self.packed_bytes = 0
         self.packs = 0
         self.fwd, self.back = {}, {}  # pack id -> tensor, oldest first
         self.earlier = []  # of back's, the ids the running node found there
         self.in_node = False  # the running node has unpacked an offloaded tensor
         self.queued = False
+        self.keys, self.key_of = {}, {}  # TRL's storage_to_tensor_id, _storage_key_by_tensor_id
+        param_storages = {p.storage().data_ptr() for p in params}
+
+        def track(key, pid):
+            self.keys[key] = pid
+            self.key_of[pid] = key
+
+        def release(pid):
+            key = self.key_of.pop(pid, None)
+            if key is not None and self.keys.get(key) == pid:
+                del self.keys[key]
+
+        self.release = release
 
         def pack(tensor):
             self.packs += 1
             pid = self.packs
+            key = (tensor.storage().data_ptr() + tensor.storage_offset(), tensor.dtype)
+            if trl and key in self.keys:
+                track(key, pid)
+                return tensor
             # torchtune's OffloadActivations (torchtune/training/
             # _activation_offloading.py): a parameter, or a tensor of fewer
             # than min_offload_size = 1024 bytes, stays where it is
             if torchtune and (isinstance(tensor, torch.nn.Parameter) or
                               tensor.numel() * tensor.element_size() < 1024):
                 return tensor
+            if trl and tensor.storage().data_ptr() in param_storages:
+                return tensor
             if streams:  # the stash lets go of what was packed `window` packs ago, oldest first
                 for old in list(self.fwd):
                     if old > pid - window:
                         break
                     del self.fwd[old]
+                    release(old)
+            if trl:
+                return trl_pack(tensor, pid, key)
             # torchtune's host copy is torch.empty_like(activation): a
             # dense tensor (a transposed weight) keeps its strides there,
             # and the copy needs nothing on the GPU (TensorIterator sees
@@ -131,18 +161,42 @@ class SaveOnHost(torch.autograd.graph.saved_tensors_hooks):
             self.packed_bytes += 1 << (n - 1).bit_length() if n else 0
             if streams:
                 self.fwd[pid] = tensor
-            return tensor.dtype, host, pid
+            return tensor.dtype, host, pid, None
+
+        def trl_pack(tensor, pid, key):
+            with torch.no_grad():
+                if 0 in tensor.stride():  # the storage's raw elements, not the broadcast
+                    n = tensor.storage().size()
+                    host = np.empty((n,), dtype=HOST_STORAGE[tensor.dtype])
+                    raw = torch.as_strided(tensor, (n,), (1,), 0)
+                    torch.from_numpy(host).view(tensor.dtype).copy_(raw)
+                    del raw
+                    kept = tensor
+                else:
+                    kept = tensor
+                    if not tensor.is_contiguous() or tensor.storage_offset() != 0:
+                        kept = tensor.clone(memory_format=torch.contiguous_format)
+                    host = host_like(kept)
+                    torch.from_numpy(host).view(tensor.dtype).copy_(kept)
+            n = host.size * host.itemsize
+            self.packed_bytes += 1 << (n - 1).bit_length() if n else 0
+            layout = (tuple(tensor.shape), tuple(kept.stride()), kept.storage_offset())
+            if streams:
+                self.fwd[pid] = kept
+                track(key, pid)
+            return tensor.dtype, host, pid, layout
 
         def unpack(packed):
             if isinstance(packed, torch.Tensor):
                 return packed
-            dtype, host, pid = packed
+            dtype, host, pid, layout = packed
+            release(pid)
             if dtype == torch.float64 and host.ndim == 0:
                 # a wrapped Python number (`x * scaling`) lives on the CPU in
                 # a GPU run too: .to(its device) is the pinned copy itself
                 return torch.from_numpy(host)
             if not streams:
-                return torch.from_numpy(host).view(dtype).clone()
+                return back_on_device(host, dtype, layout)
             if not self.queued:  # wait_and_del_remaining_references, at the end of backward
                 self.queued = True
                 Variable._execution_engine.queue_callback(self._flush)
@@ -151,8 +205,14 @@ class SaveOnHost(torch.autograd.graph.saved_tensors_hooks):
                 self.earlier = list(self.back)
             if pid in self.fwd:
                 return self.fwd[pid]
-            t = torch.from_numpy(host).view(dtype).clone()
+            t = back_on_device(host, dtype, layout)
             self.back[pid] = t
+            return t
+
+        def back_on_device(host, dtype, layout):
+            t = torch.from_numpy(host).view(dtype).clone()
+            if layout is not None:  # TRL: the original shape and strides over what came back
+                t = torch.as_strided(t, layout[0], layout[1], layout[2])
             return t
 
         super().__init__(pack, unpack)
@@ -172,6 +232,8 @@ class SaveOnHost(torch.autograd.graph.saved_tensors_hooks):
 
     def _node_done(self, grad_inputs, grad_outputs):
         if self.in_node:  # the hook OffloadActivations registered on it
+            for pid in self.fwd:
+                self.release(pid)
             self.fwd.clear()
             for pid in self.earlier:
                 del self.back[pid]
@@ -515,9 +577,13 @@ def measure(case, rank=None):
     offload = str(recipe.get("offload_activations", "false")) == "true"
     offload_torchtune = str(recipe.get("offload_torchtune", "false")) == "true"
     offload_streams = offload_torchtune and str(recipe.get("offload_streams", "false")) == "true"
+    offload_trl = offload_torchtune and str(recipe.get("offload_trl", "false")) == "true"
     # torchtune's get_act_offloading_ctx_manager: a NoOpManager around the
-    # output projection; the recipe's loss runs outside the context
-    model.head_outside_hooks = offload and offload_torchtune
+    # output projection; the recipe's loss runs outside the context. TRL's
+    # SFTTrainer.training_step runs forward, loss and backward inside it,
+    # its NoOpManager on lm_head's forward hooks
+    model.head_outside_hooks = offload and offload_torchtune and not offload_trl
+    model.head_noop_hooks = offload and offload_trl
     result = {}
 
     # gradient accumulation as a training loop runs it: `for batch in
@@ -555,10 +621,13 @@ def measure(case, rank=None):
                 new_labels = new_ids.clone()
             input_ids, labels, extra = new_ids, new_labels, new_extra
             del new_ids, new_labels, new_extra
-            host = SaveOnHost(offload_torchtune, offload_streams) if offload else None
+            host = SaveOnHost(offload_torchtune, offload_streams, trl=offload_trl, params=all_params) \
+                if offload else None
             if ckpt is not None:
                 ckpt.calls = 0
-            with host or contextlib.nullcontext():
+            if offload_trl:  # exited after backward, below
+                host.__enter__()
+            with host if offload and not offload_trl else contextlib.nullcontext():
                 loss, logits = net(ac, input_ids, labels, ckpt, **extra)
             ac.clear()
             if outputs_fp32 and not sharded:  # the forward accelerate prepared returns its outputs converted
@@ -572,6 +641,8 @@ def measure(case, rank=None):
             if host is not None and offload_streams:
                 host.watch(loss)
             loss.backward()
+            if offload_trl:
+                host.__exit__(None, None, None)
             if logits is None:  # Trainer.training_step returns loss.detach(): the graph (and what it holds) goes before the step
                 loss = loss.detach()
         if measuring:

@@ -84,7 +84,10 @@ class CausalLM(nn.Module):
                 loss = fused_linear_loss(ac, hidden_states, self.model.head_weight(), labels)
             return loss, (None, past_key_values) if past_key_values is not None else None
         head_bias = getattr(self.model, "head_bias", None)
-        logits = linear(ac, hidden_states, self.model.head_weight(), head_bias() if head_bias else None)
+        # TRL's NoOpManager, entered and left by lm_head's forward hooks
+        noop = torch.autograd.graph.saved_tensors_hooks(lambda t: t, lambda t: t)
+        with noop if getattr(self, "head_noop_hooks", False) else contextlib.nullcontext():
+            logits = linear(ac, hidden_states, self.model.head_weight(), head_bias() if head_bias else None)
         if isinstance(self.model, (GPTJ, Mamba2)):  # GPTJForCausalLM, Mamba2ForCausalLM: logits made fp32, kept
             logits = logits.to(torch.float32)
         if getattr(self.model, "cfg", {}).get("model_type") == "granite":  # GraniteForCausalLM
