@@ -35,6 +35,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "torch"))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "tools"))
 from measure import Measure  # noqa: E402
 from models import Autocast, BertForSequenceClassification, CausalLM, add_lora  # noqa: E402
+from offload import Offload  # noqa: E402
 
 
 def compact_trace(snapshot):
@@ -100,15 +101,32 @@ def run(case, compile_layers=False, trace=False):
     b, s = rec["micro_batch"], rec["seq_len"]
     low = torch.float16 if rec["precision"] == "amp-fp16" else torch.bfloat16
     offload = str(rec.get("offload_activations", "false")) == "true"
+    # OffloadActivations (offload.py): torchtune's around the forward, its
+    # head and chunked loss outside; TRL's around forward, loss and
+    # backward, lm_head alone outside
+    tune = offload and str(rec.get("offload_torchtune", "false")) == "true"
+    trl = tune and str(rec.get("offload_trl", "false")) == "true"
+    streams = tune and str(rec.get("offload_streams", "false")) == "true"
+    if not classifier:
+        model.loss = rec.get("loss", "cross-entropy")
+        model.loss_chunks = int(rec.get("loss_chunks", 8))
+        model.head_outside_hooks = tune and not trl
+        model.head_noop_hooks = trl
 
     def train_step(after_backward=None):
         ids = torch.randint(cfg["vocab_size"], (b, s), device=dev)
         labels = torch.randint(cfg.get("num_labels", 2), (b,), device=dev) if classifier else ids.clone()
+        hooks = Offload(model, streams=streams, trl=trl) if tune else None
+        if trl:
+            hooks.__enter__()
+        around_forward = torch.autograd.graph.save_on_cpu(pin_memory=True) if offload and not tune \
+            else hooks if tune and not trl else contextlib.nullcontext()
         with torch.autocast("cuda", dtype=low, enabled=rec["precision"].startswith("amp-")
-                            or rec["precision"].endswith("-autocast")), \
-                torch.autograd.graph.save_on_cpu(pin_memory=True) if offload else contextlib.nullcontext():
+                            or rec["precision"].endswith("-autocast")), around_forward:
             loss, logits = model(ac, ids, labels, ckpt)
         loss.backward()
+        if trl:
+            hooks.__exit__(None, None, None)
         if after_backward:
             after_backward(model)
         opt.step()

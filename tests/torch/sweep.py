@@ -5,7 +5,7 @@ compare.py allows (host bytes under save_on_cpu too) or whose model states
 differ at all.
 
     python3 tests/torch/sweep.py SEED COUNT [wide] [more] [v5] [gpt_oss] [params] [autocast] [liger] [accelerate] [fsdp2]
-        [tune]
+        [tune] [trl]
 
 The same SEED draws the same configurations. `more` adds BERT,
 DeepSeekMoE and DeepSeek-V2 (fp32: its modeling code's only precision) to
@@ -31,7 +31,8 @@ converts the outputs of most autocast draws to fp32 as accelerate does
 (outputs_fp32), the loop keeping them or not; `fsdp2` runs most full
 fine-tuning and plain LoRA draws under FSDP2 on one rank of 2-4 (fsdp2.py);
 `tune` makes the offloading draws torchtune's OffloadActivations (with
-streams on half of them, its chunked loss outside). What it finds becomes a fixed
+streams on half of them, its chunked loss outside); `trl` makes them TRL's
+(offload_trl: the loss inside, streams on half). What it finds becomes a fixed
 case in compare.py once understood. Recipes vramplan refuses (a family
 without PEFT's default LoRA targets, say) are skipped and counted.
 """
@@ -305,6 +306,22 @@ def torchtune_offload(r, case):
     return name + (" +torchtune streams" if streams else " +torchtune"), config, recipe
 
 
+def trl_offload(r, case):
+    """With `trl`: an offloading draw's save_on_cpu made TRL's
+    OffloadActivations (offload_trl, TRL 1.8+): the loss inside the hooks,
+    lm_head alone outside, with streams on half of them; its checkpoints
+    non-reentrant (TRL's SFTConfig default: the reentrant rerun is refused)."""
+    name, config, recipe = case
+    if recipe.get("offload_activations") != "true" or config["model_type"] in ("t5", "mt5", "bert"):
+        return case
+    streams = r.random() < 0.5
+    recipe = dict(recipe, offload_torchtune="true", offload_trl="true", keep_logits="false",
+                  offload_streams="true" if streams else "false")
+    if recipe.get("checkpointing", "none") != "none":
+        recipe["use_reentrant"] = "false"
+    return name + (" +trl streams" if streams else " +trl"), config, recipe
+
+
 def over_fsdp2(r, case):
     """With `fsdp2`: most full fine-tuning and plain LoRA draws (fp32, amp-bf16, bf16 made
     mixed-bf16) run under FSDP2 on one rank of 2-4 (fsdp2.py): the reduce
@@ -367,6 +384,8 @@ def main():
         cases = [accelerate_outputs(random.Random(f"accelerate {seed} {i}"), case) for i, case in enumerate(cases)]
     if "tune" in sys.argv[3:]:
         cases = [torchtune_offload(random.Random(f"tune {seed} {i}"), case) for i, case in enumerate(cases)]
+    if "trl" in sys.argv[3:]:
+        cases = [trl_offload(random.Random(f"trl {seed} {i}"), case) for i, case in enumerate(cases)]
     if "fsdp2" in sys.argv[3:]:
         cases = [over_fsdp2(random.Random(f"fsdp2 {seed} {i}"), case) for i, case in enumerate(cases)]
     if more:
