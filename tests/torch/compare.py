@@ -1434,6 +1434,10 @@ CASES = [
     ("neox bf16 offload torchtune streams", neox(vocab=512), recipe(
         "bf16", optimizer="sgd", s=64, loss="chunked", keep_logits="false", offload_activations="true",
         offload_torchtune="true", offload_streams="true")),
+    # Gemma 3's q and k norms over transposed heads: outputs that are not contiguous (sweep.py 70 wide trl, case 76)
+    ("gemma3 fp32 offload trl streams", gemma3(layers=3), recipe(
+        "fp32", optimizer="sgd", b=3, s=64, keep_logits="false", offload_activations="true",
+        offload_torchtune="true", offload_streams="true", offload_trl="true")),
     ("neox bf16 offload trl streams", neox(vocab=512), recipe(
         "bf16", optimizer="sgd", s=64, keep_logits="false", offload_activations="true", offload_torchtune="true",
         offload_streams="true", offload_trl="true")),

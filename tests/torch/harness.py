@@ -119,7 +119,14 @@ class SaveOnHost(torch.autograd.graph.saved_tensors_hooks):
         def pack(tensor):
             self.packs += 1
             pid = self.packs
-            key = (tensor.storage().data_ptr() + tensor.storage_offset(), tensor.dtype)
+            # TRL's key is the address: a tensor later placed where an
+            # offloaded one's freed original was (the stash keeps a copy)
+            # would be taken for it, as the allocator decides (malloc here,
+            # the caching allocator on a GPU: Gemma 3's k norm landed in
+            # its q norm's block). The storage's size keeps those apart
+            # here; the engine models the storages, not the addresses
+            key = (tensor.storage().data_ptr() + tensor.storage_offset(), tensor.dtype,
+                   tensor.storage().size())
             if trl and key in self.keys:
                 track(key, pid)
                 return tensor
