@@ -713,6 +713,12 @@ describe("training stacks", function()
   it("sets each stack's own defaults and precision", function()
     local recipe = estimate("llama3.2-1b", "--set", "stack=trl", "--set", "transformers_version=4")
     assert_keys(recipe, { precision = "amp-bf16", checkpointing = "full", seq_len = 1024, micro_batch = 8 })
+    -- SFTTrainer's non-reentrant default under transformers 4 (TRL 0.28+), and
+    -- its activation_offloading, TRL's own OffloadActivations
+    assert.are.equal(false, recipe.use_reentrant)
+    assert.are_not.equal(true, recipe.offload_trl)
+    recipe = estimate("llama3.2-1b", "--set", "stack=trl", "--set", "seq_len=256", "--set", "offload_activations=true")
+    assert_keys(recipe, { offload_torchtune = true, offload_trl = true, use_reentrant = false })
     recipe = estimate("llama3.2-1b", "--set", "seq_len=256", "--set", "stack=llama-factory", "--set", "bf16=true",
       "--set", "finetune=full")
     assert.are.equal("amp-bf16", recipe.precision) -- trainable parameters upcast to fp32

@@ -52,9 +52,15 @@ stacks.profiles = {
     doc = "TRL's SFTTrainer (transformers' Trainer underneath)",
     -- trl/trainer/sft_config.py: gradient_checkpointing True, bf16 True
     -- unless fp16 is set, max_length 1024; the rest is TrainingArguments'.
+    -- SFTTrainer.__init__ makes use_reentrant False under transformers 4
+    -- unless given (TRL 0.28, #4951; 5's default too), and its
+    -- activation_offloading is its own OffloadActivations (TRL 1.8's:
+    -- offload_trl), entered around training_step
     defaults = { micro_batch = 8, optimizer = "adamw", optimizer_impl = "foreach", checkpointing = "full",
                  seq_len = 1024, keep_logits = false, outputs_fp32 = accelerate_outputs_fp32,
-                 model_code = trainer_model_code },
+                 model_code = trainer_model_code, use_reentrant = false,
+                 offload_torchtune = function(keys) return on(keys.offload_activations) or nil end,
+                 offload_trl = function(keys) return on(keys.offload_activations) or nil end },
     bf16_default = true,
     rule = "hf",
     trainer_checkpointing = true,
