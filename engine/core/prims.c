@@ -598,15 +598,20 @@ vp_t vp_float8_grad(vp_sim *sim, vp_t y, const char *label) {
     return out;
 }
 
-vp_t vp_matmul(vp_sim *sim, vp_t a, vp_t b, uint64_t out_numel, bool b_transposed, const char *label) {
+vp_t vp_matmul_views(vp_sim *sim, vp_t a, vp_t b, uint64_t out_numel, bool a_strided, bool b_strided,
+                     const char *label) {
     vp_t y = vp_sac_new(sim, VP_ATEN_BMM, out_numel, dtype_of(sim, a), label);
     vp_t in[2] = {a, b};
     vp_node *node = vp_record(sim, backward_fresh, label, in, 2, &y, 1);
     if (node) {
-        if (wants_grad(sim, b)) vp_save(sim, node, a);
-        if (wants_grad(sim, a)) vp_save_view(sim, node, b, b_transposed);
+        if (wants_grad(sim, b)) vp_save_view(sim, node, a, a_strided);
+        if (wants_grad(sim, a)) vp_save_view(sim, node, b, b_strided);
     }
     return y;
+}
+
+vp_t vp_matmul(vp_sim *sim, vp_t a, vp_t b, uint64_t out_numel, bool b_transposed, const char *label) {
+    return vp_matmul_views(sim, a, b, out_numel, false, b_transposed, label);
 }
 
 /* An elementwise op of two tensors that saves nothing: a new tensor in the

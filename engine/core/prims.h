@@ -94,6 +94,11 @@ vp_t vp_loss_parallel_nll(vp_sim *sim, vp_t log_probs, vp_t target, uint64_t row
  * transposed view it is with `b_transposed` (key.transpose(2, 3) of
  * contiguous keys, which matmul's batch fold views rather than copies). */
 vp_t vp_matmul(vp_sim *sim, vp_t a, vp_t b, uint64_t out_numel, bool b_transposed, const char *label);
+/* The same with either operand a view that is not contiguous
+ * (`a_strided`, `b_strided`): one sequence's heads, which the batch fold
+ * views rather than copies, keep the [b, s, heads, d] layout's strides. */
+vp_t vp_matmul_views(vp_sim *sim, vp_t a, vp_t b, uint64_t out_numel, bool a_strided, bool b_strided,
+                     const char *label);
 
 /* Elementwise a + b (b may be broadcast, smaller, or not require grad). The
  * result has the promoted dtype. Saves nothing. */

@@ -1175,15 +1175,19 @@ static vp_t eager(vp_step *step, const vp_op *op, const vp_t *leaves, qkv *in, s
     vp_t ka = vp_autocast_low(step, k, "attention.k_cast");
     if (late) ka = broadcast_heads(sim, ka, rep);
     else if ((expanded || in->k_gaps) && ka != k) k_contiguous = true;
-    vp_t qm = batched_operand(step, qa, in->q_contiguous || (in->q_gaps && qa != in->q), "attention.q_reshape");
+    bool q_contiguous = in->q_contiguous || (in->q_gaps && qa != in->q);
+    vp_t qm = batched_operand(step, qa, q_contiguous, "attention.q_reshape");
     vp_t km = batched_operand(step, ka, k_contiguous, "attention.k_reshape");
     /* BLOOM: alibi.baddbmm(q, k): on autocast's lower-precision list, the
      * bias is cast with the operands (a copy per layer) */
     vp_t alibi = vp_step_tensor(step, VP_TENSOR_ALIBI);
     vp_t bias = bloom_alibi(op) ? vp_autocast_low(step, alibi, "attention.alibi_cast") : 0;
-    /* the keys' batched view is key.transpose(2, 3) of contiguous keys (their
-     * copy, if batched_operand made one, is contiguous as it lies) */
-    vp_t scores = vp_matmul(sim, qm, km, scores_numel, k_contiguous, "attention.scores");
+    /* the keys' batched view is key.transpose(2, 3), of contiguous keys or
+     * (one sequence) of heads in the projection's layout; their copy, if
+     * batched_operand made one, is contiguous as it lies; so are the
+     * queries' */
+    vp_t scores = vp_matmul_views(sim, qm, km, scores_numel, qm == qa && !q_contiguous, km == ka,
+                                  "attention.scores");
     /* autocast's casts are the op's arguments until it returns, beside the
      * copies its batch fold made of them */
     vp_drop(sim, qa);
@@ -1211,7 +1215,8 @@ static vp_t eager(vp_step *step, const vp_op *op, const vp_t *leaves, qkv *in, s
     if (late) va = broadcast_heads(sim, va, rep);
     else if ((expanded || in->v_gaps) && va != v) v_contiguous = true;
     vp_t vm = batched_operand(step, va, v_contiguous, "attention.v_reshape");
-    vp_t context = vp_matmul(sim, pa, vm, vp_numel4(sim, b, s.heads, n, s.v_dim), false, "attention.context");
+    vp_t context = vp_matmul_views(sim, pa, vm, vp_numel4(sim, b, s.heads, n, s.v_dim), false,
+                                   vm == va && !v_contiguous, "attention.context");
     vp_drop(sim, va);
     vp_drop(sim, pa);
     vp_drop(sim, vm);

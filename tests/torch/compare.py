@@ -1438,6 +1438,16 @@ CASES = [
     ("gemma3 fp32 offload trl streams", gemma3(layers=3), recipe(
         "fp32", optimizer="sgd", b=3, s=64, keep_logits="false", offload_activations="true",
         offload_torchtune="true", offload_streams="true", offload_trl="true")),
+    # one sequence: the batch fold views the heads as they lie, so bmm saves queries and values that are not
+    # contiguous, which TRL copies (sweep.py 71 wide trl, case 66)
+    ("gemma fp32 lora one sequence offload trl streams", gemma(layers=2), recipe(
+        optimizer="sgd", b=1, s=64, finetune="lora", keep_logits="false", use_cache="false",
+        offload_activations="true", offload_torchtune="true", offload_streams="true", offload_trl="true")),
+    # autocast's casts of k_proj's and v_proj's weights are alike: the second can land where the first was freed
+    # (TRL's key is an address; the twin tells storages apart: sweep.py 72 wide trl fsdp2, case 66)
+    ("granite amp-bf16 prompt offload trl streams", granite(), recipe(
+        "amp-bf16", b=3, s=48, finetune="prompt", num_virtual_tokens=3, keep_logits="false",
+        offload_activations="true", offload_torchtune="true", offload_streams="true", offload_trl="true")),
     ("neox bf16 offload trl streams", neox(vocab=512), recipe(
         "bf16", optimizer="sgd", s=64, keep_logits="false", offload_activations="true", offload_torchtune="true",
         offload_streams="true", offload_trl="true")),

@@ -19,6 +19,7 @@ import numpy as np
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
+from torch.multiprocessing.reductions import StorageWeakRef
 from torch.autograd import Variable
 import torch.utils.checkpoint
 
@@ -103,11 +104,20 @@ class SaveOnHost(torch.autograd.graph.saved_tensors_hooks):
         self.in_node = False  # the running node has unpacked an offloaded tensor
         self.queued = False
         self.keys, self.key_of = {}, {}  # TRL's storage_to_tensor_id, _storage_key_by_tensor_id
+        # TRL's key is an address: a tensor later placed where an offloaded
+        # one's freed original was (the stash keeping a copy) would be taken
+        # for it, as the allocator decides (malloc here, the caching
+        # allocator on a GPU: Gemma 3's k norm landed in its q norm's
+        # block, an autocast cast of v_proj's weight in k_proj's). A weak
+        # reference to each key's storage tells those apart: the engine
+        # models the storages, not the addresses
+        self.storages = {}
         param_storages = {p.storage().data_ptr() for p in params}
 
-        def track(key, pid):
+        def track(key, pid, tensor):
             self.keys[key] = pid
             self.key_of[pid] = key
+            self.storages[key] = StorageWeakRef(tensor.storage())
 
         def release(pid):
             key = self.key_of.pop(pid, None)
@@ -119,16 +129,9 @@ class SaveOnHost(torch.autograd.graph.saved_tensors_hooks):
         def pack(tensor):
             self.packs += 1
             pid = self.packs
-            # TRL's key is the address: a tensor later placed where an
-            # offloaded one's freed original was (the stash keeps a copy)
-            # would be taken for it, as the allocator decides (malloc here,
-            # the caching allocator on a GPU: Gemma 3's k norm landed in
-            # its q norm's block). The storage's size keeps those apart
-            # here; the engine models the storages, not the addresses
-            key = (tensor.storage().data_ptr() + tensor.storage_offset(), tensor.dtype,
-                   tensor.storage().size())
-            if trl and key in self.keys:
-                track(key, pid)
+            key = (tensor.storage().data_ptr() + tensor.storage_offset(), tensor.dtype)
+            if trl and key in self.keys and not self.storages[key].expired():
+                track(key, pid, tensor)
                 return tensor
             # torchtune's OffloadActivations (torchtune/training/
             # _activation_offloading.py): a parameter, or a tensor of fewer
@@ -190,7 +193,7 @@ class SaveOnHost(torch.autograd.graph.saved_tensors_hooks):
             layout = (tuple(tensor.shape), tuple(kept.stride()), kept.storage_offset())
             if streams:
                 self.fwd[pid] = kept
-                track(key, pid)
+                track(key, pid, tensor)
             return tensor.dtype, host, pid, layout
 
         def unpack(packed):
