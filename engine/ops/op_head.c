@@ -59,8 +59,9 @@ static vp_t head_forward(vp_step *step, const vp_op *op, const vp_t *leaves, vp_
     /* torchtune's get_act_offloading_ctx_manager: a NoOpManager around the
      * output projection, and the loss outside the offloading context: what
      * they save stays on the GPU. TRL's context holds the loss too: its
-     * NoOpManager is lm_head's forward hooks (head_project), which a loss
-     * taking the weight itself (Liger's, cut cross-entropy) never calls */
+     * NoOpManager is entered and left by lm_head's forward hooks (around
+     * the projection below), which a loss taking the weight itself
+     * (Liger's, cut cross-entropy) never calls */
     bool trl = step->recipe->offload_torchtune && step->recipe->offload_trl;
     if (step->recipe->offload_torchtune && !trl) step->sim.pack = NULL;
     if (loss_takes_hidden(step)) {

@@ -571,8 +571,8 @@ static const vp_recipe_key keys[] = {
      * get_act_offloading_ctx_manager's NoOpManager covers lm_head only */
     {BOOL_KEY("offload_trl", offload_trl, false), .applies = with_offload_torchtune,
      .doc = "offload_torchtune: OffloadActivations as TRL 1.8+ (and axolotl's activation_offloading) runs it: a save "
-            "of a storage the stash still tracks stays on the GPU, so does a view of a parameter (unless ZeRO-3 or "
-            "FSDP gathers them); a non-contiguous view goes through a GPU copy the stash keeps; the loss is offloaded, "
+            "of a storage the stash still tracks stays on the GPU, so does a view of a parameter (unless DeepSpeed or "
+            "FSDP flatten or gather them); a non-contiguous view goes through a GPU copy the stash keeps; the loss is offloaded, "
             "only lm_head is not [false]"},
     {BOOL_KEY("training", training, true), .doc = "dropout active (model.train())"},
     {UINT_KEY("dp", dp, 1, 1 << 20, 1), .doc = "data-parallel ranks (DDP with framework torch)"},
