@@ -185,7 +185,11 @@ class SaveOnHost(torch.autograd.graph.saved_tensors_hooks):
                 else:
                     kept = tensor
                     if not tensor.is_contiguous() or tensor.storage_offset() != 0:
-                        kept = tensor.clone(memory_format=torch.contiguous_format)
+                        # tensor.clone(memory_format=torch.contiguous_format),
+                        # made as a 3-D copy: the CPU's copy of a transposed
+                        # matrix takes a 60 x 60 block buffer of its own
+                        kept = torch.empty(tensor.shape, dtype=tensor.dtype)
+                        kept.unsqueeze(0).copy_(tensor.unsqueeze(0))
                     host = host_like(kept)
                     torch.from_numpy(host).view(tensor.dtype).copy_(kept)
             n = host.size * host.itemsize
