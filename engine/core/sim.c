@@ -475,6 +475,33 @@ static void pack_through_contiguous(vp_sim *sim, const vp_node *node, uint64_t b
     vp_ledger_release(sim->ledger, (vp_category)sim->category, bytes - made, label);
 }
 
+/* axolotl's patch of TRL's hooks: the hook is handed a contiguous clone of
+ * the tensor, made on the compute stream: storage of its own, which no key
+ * matches; one of fewer than min_offload_size bytes is kept as the node's
+ * saved tensor, a larger one offloaded (with streams, the stash keeps it;
+ * without, it goes once copied, made before the op's outputs). */
+static void pack_clone(vp_sim *sim, vp_node *node, unsigned slot, vp_t t, uint64_t bytes) {
+    uint64_t numel = vp_at(sim, t)->numel;
+    vp_dtype dtype = (vp_dtype)vp_at(sim, t)->dtype;
+    if (bytes < sim->pack_min_bytes) {
+        node->saved[slot] = vp_new(sim, numel, dtype, "offload.clone"); /* the node's reference */
+        return;
+    }
+    if (!sim->stash.window) {
+        pack_through_contiguous(sim, node, bytes);
+        node->packed |= (vp_slots)(1u << slot);
+        sim->pack(sim->pack_ctx, bytes);
+        return;
+    }
+    stash_prune(sim);
+    vp_t clone = vp_new(sim, numel, dtype, "offload.clone"); /* (tensors grow, not nodes) */
+    node->saved[slot] = clone;
+    node->packed |= (vp_slots)(1u << slot);
+    sim->pack(sim->pack_ctx, bytes);
+    stash_keep(sim, clone, clone);
+    vp_drop(sim, clone); /* the stash's now */
+}
+
 static void save_at(vp_sim *sim, vp_node *node, unsigned slot, vp_t t, bool strided) {
     if (!node || !t || slot >= VP_NODE_MAX_SAVED || node->saved[slot] || (node->holders & (1u << slot))) {
         overflow(sim); /* more saved tensors than a node has room for: an op-table bug */
@@ -500,12 +527,18 @@ static void save_at(vp_sim *sim, vp_node *node, unsigned slot, vp_t t, bool stri
     uint64_t bytes;
     const vp_tensor *x = vp_at(sim, t);
     if (!vp_tensor_bytes((vp_dtype)x->dtype, x->numel, &bytes)) overflow(sim);
-    /* TRL: a storage whose key is tracked stays, and the key now points here */
-    bool kept = sim->pack_dedups && key_find(&sim->stash, key_of(sim, t));
-    if (kept) key_track(sim, t, sim->stash.packs);
     /* (isinstance(t, nn.Parameter): the parameter itself, not a view of it
      * such as the transposed weight a matmul saves, weight.t()) */
     bool parameter = x->category == VP_CAT_PARAMS && !x->base && !strided;
+    vp_t root = x->base ? x->base : t;
+    bool expanded = x->base && x->numel > vp_at(sim, root)->numel; /* a stride-0 dimension */
+    if (sim->pack_clones_views && !parameter && (strided || x->offset || expanded)) {
+        pack_clone(sim, node, slot, t, bytes);
+        return;
+    }
+    /* TRL: a storage whose key is tracked stays, and the key now points here */
+    bool kept = sim->pack_dedups && key_find(&sim->stash, key_of(sim, t));
+    if (kept) key_track(sim, t, sim->stash.packs);
     kept = kept || (sim->pack_skips_params && parameter) || bytes < sim->pack_min_bytes;
     kept = kept || (sim->pack_skips_param_views && x->category == VP_CAT_PARAMS);
     if (kept) {
@@ -513,8 +546,6 @@ static void save_at(vp_sim *sim, vp_node *node, unsigned slot, vp_t t, bool stri
         return;
     }
     if (sim->stash.window) stash_prune(sim);
-    vp_t root = x->base ? x->base : t;
-    bool expanded = x->base && x->numel > vp_at(sim, root)->numel; /* a stride-0 dimension */
     vp_t stashed = t;
     if (!sim->pack_copies_views) {
         if ((strided && !sim->pack_keeps_strides) || expanded) pack_through_contiguous(sim, node, bytes);
@@ -562,7 +593,8 @@ void vp_save_view(vp_sim *sim, vp_node *node, vp_t t, bool strided) { save(sim, 
  * a broadcast view's whole storage, viewed as it was (as_strided). */
 static uint64_t unpacked_numel(vp_sim *sim, vp_t original) {
     const vp_tensor *x = vp_at(sim, original);
-    if (sim->pack_copies_views && x->base && x->numel > vp_at(sim, x->base)->numel) return vp_at(sim, x->base)->numel;
+    bool raw = sim->pack_copies_views && !sim->pack_clones_views; /* (axolotl's clones the broadcast first) */
+    if (raw && x->base && x->numel > vp_at(sim, x->base)->numel) return vp_at(sim, x->base)->numel;
     return x->numel;
 }
 

@@ -249,6 +249,10 @@ typedef struct vp_sim {
      * (a clone) on the GPU and that copy goes to the host and into the
      * stash; a broadcast view's storage goes as it is (as_strided back) */
     bool pack_copies_views;
+    /* axolotl 0.18's patch of TRL's: such a view (a broadcast too), but a
+     * parameter itself, is cloned contiguous on the compute stream before
+     * the hook sees it; the hook packs the clone */
+    bool pack_clones_views;
     vp_offload_stash stash;
     /* Tensor.register_post_accumulate_grad_hook (PyTorch 2.1+): called for a
      * leaf marked post_accumulate once its AccumulateGrad has put the

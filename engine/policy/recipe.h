@@ -228,6 +228,7 @@ typedef struct {
     bool offload_torchtune;      /* offload_activations by torchtune's OffloadActivations, not save_on_cpu */
     int offload_streams;         /* ... with use_streams (its stashes); -1: the version's */
     bool offload_trl;            /* ... as TRL 1.8+'s copy of it does (storage keys, parameters' views) */
+    bool offload_clone_views;    /* ... with axolotl 0.18's patch: views cloned contiguous before the hook */
     bool use_reentrant;          /* torch.utils.checkpoint(use_reentrant=...) for checkpointed chunks */
     int checkpoint_early_stop;   /* use_reentrant=False: the rerun stops at the last saved tensor; -1: the version's */
     vp_attention_impl attention;

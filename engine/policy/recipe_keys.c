@@ -376,6 +376,7 @@ static bool with_float8_fsdp2(const vp_recipe *r) { return with_fsdp2(r) && with
 static bool with_mixed_fsdp2(const vp_recipe *r) { return with_fsdp2(r) && vp_precision_is_mixed(r->precision); }
 static bool with_zero3(const vp_recipe *r) { return r->framework == VP_FRAMEWORK_DEEPSPEED && r->zero == 3; }
 static bool with_offload_torchtune(const vp_recipe *r) { return r->offload_activations && r->offload_torchtune; }
+static bool with_offload_trl(const vp_recipe *r) { return with_offload_torchtune(r) && r->offload_trl; }
 
 #define UINT_KEY(key, f, lo, hi, def) .name = key, .kind = VP_KEY_UINT, .offset = FIELD(f), .min = lo, .max = hi, .fallback = def
 #define U64_KEY(key, f, lo, hi, def) .name = key, .kind = VP_KEY_U64, .offset = FIELD(f), .min = lo, .max = hi, .fallback = def
@@ -574,6 +575,15 @@ static const vp_recipe_key keys[] = {
             "of a storage the stash still tracks stays on the GPU, so does a view of a parameter (unless DeepSpeed or "
             "FSDP flatten or gather them); a non-contiguous view goes through a GPU copy the stash keeps; the loss is offloaded, "
             "only lm_head is not [false]"},
+    /* axolotl's _patch_trl_offload_compute_stream_clone (src/axolotl/core/
+     * trainers/mixins/activation_checkpointing.py, #3833, axolotl 0.18):
+     * OffloadActivations' pack hook wrapped so that a saved tensor that is
+     * not contiguous or starts at an offset, but a Parameter, is cloned
+     * (memory_format=contiguous) on the compute stream first */
+    {BOOL_KEY("offload_clone_views", offload_clone_views, false), .applies = with_offload_trl,
+     .doc = "offload_trl: axolotl 0.18's patch of it: every saved tensor that is not contiguous or starts at an offset "
+            "(a frozen weight's weight.t(), a broadcast), but a parameter itself, is cloned on the compute stream "
+            "before the hook sees it, which then offloads or keeps the clone [false; axolotl_version 0.18: true]"},
     {BOOL_KEY("training", training, true), .doc = "dropout active (model.train())"},
     {UINT_KEY("dp", dp, 1, 1 << 20, 1), .doc = "data-parallel ranks (DDP with framework torch)"},
     {UINT_KEY("zero", zero, 0, 3, 0), .doc = "DeepSpeed ZeRO stage 0-3 (framework deepspeed)"},

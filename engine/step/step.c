@@ -727,6 +727,7 @@ static uint64_t micro_batch(vp_step *step, const vp_meter *resident, const vp_me
         sim->pack_dedups = trl && sim->stash.window;
         sim->pack_skips_param_views = trl && step->recipe->framework == VP_FRAMEWORK_TORCH;
         sim->pack_copies_views = trl;
+        sim->pack_clones_views = trl && step->recipe->offload_clone_views;
     }
     vp_t old_loss = priv->loss, old_outputs[VP_TENSOR_SLOTS], old_graph_leaves[VP_GRAPH_LEAVES];
     memcpy(old_graph_leaves, priv->graph_leaves, sizeof old_graph_leaves);
@@ -1063,6 +1064,8 @@ vp_step_status vp_step_run_stage(const vp_model *model, const vp_recipe *given, 
  * hooks are innermost), which the engine does not model; torchao's float8
  * tensors it keeps by their class. */
 static const char *offload_trl_problem(const vp_recipe *recipe, const vp_precision *precision) {
+    if (recipe->offload_clone_views && !recipe->offload_trl)
+        return "offload_clone_views: is axolotl's patch of TRL's OffloadActivations: give offload_trl too";
     if (!recipe->offload_trl) return NULL;
     if (!recipe->offload_activations || !recipe->offload_torchtune)
         return "offload_trl: is how TRL runs OffloadActivations: give offload_activations and offload_torchtune too";

@@ -203,6 +203,14 @@ describe("the constant allocator with FSDP's stream pools", function()
     local trl = helper.estimate("llama3.2-1b", "--timeline", "--set", "offload_trl=true", table.unpack(lora))
     assert.are.equal(0, weights_back(trl, "offload.stream_unpack"))
     assert_reserved(trl, STREAMS.offload)
+    -- axolotl 0.18's patch clones each weight.t() on the compute stream
+    -- first (a parameter's view is no parameter): every one is copied, and
+    -- all but what the stash holds brought back
+    local axolotl = helper.estimate("llama3.2-1b", "--timeline", "--set", "offload_trl=true", "--set",
+      "offload_clone_views=true", table.unpack(lora))
+    assert.are.equal(SAVED, weights_back(axolotl, "offload.clone"))
+    assert.is_true(weights_back(axolotl, "offload.stream_unpack") >= SAVED - 5)
+    assert_reserved(axolotl, STREAMS.offload)
     -- under FSDP2 the weights are gathered into storages of their own: each
     -- transpose goes through a contiguous copy on the offload stream (TRL
     -- 1.4's .contiguous()), where torchtune's empty_like needs none

@@ -1429,6 +1429,21 @@ CASES = [
     ("gpt2 lora bf16 offload trl streams", gpt2(vocab=512, positions=128, dropout=0.0), recipe(
         "bf16", optimizer="none", s=128, finetune="lora", keep_logits="false", offload_activations="true",
         offload_torchtune="true", offload_streams="true", offload_trl="true")),
+    # axolotl 0.18's patch of TRL's hook (offload_clone_views): views that are not contiguous or start at an offset
+    # (a frozen weight's weight.t(), q, k, v of a fused projection), but parameters, cloned before the hook
+    ("llama lora bf16 offload trl clone streams", llama(layers=3, vocab=512), recipe(
+        "bf16", optimizer="none", s=128, finetune="lora", keep_logits="false", offload_activations="true",
+        offload_torchtune="true", offload_streams="true", offload_trl="true", offload_clone_views="true")),
+    ("llama lora bf16 offload trl clone", llama(layers=3, vocab=512), recipe(
+        "bf16", optimizer="none", s=128, finetune="lora", keep_logits="false", offload_activations="true",
+        offload_torchtune="true", offload_trl="true", offload_clone_views="true")),
+    ("llama bf16 checkpointed non-reentrant offload trl clone streams", llama(layers=3, vocab=512), recipe(
+        "bf16", optimizer="sgd", s=128, ckpt="full", use_reentrant="false", keep_logits="false",
+        offload_activations="true", offload_torchtune="true", offload_streams="true", offload_trl="true",
+        offload_clone_views="true")),
+    ("gpt2 lora amp-bf16 one sequence offload trl clone streams", gpt2(vocab=512, positions=128, dropout=0.0), recipe(
+        "amp-bf16", optimizer="none", b=1, s=128, finetune="lora", keep_logits="false", offload_activations="true",
+        offload_torchtune="true", offload_streams="true", offload_trl="true", offload_clone_views="true")),
     # AddmmBackward0 (a Linear with a bias) saves mat2 before mat1, which moves the stash's window: the second
     # LayerNorm's output stays to the forward's end (16 KiB short before)
     ("neox bf16 offload torchtune streams", neox(vocab=512), recipe(

@@ -70,6 +70,16 @@ def host_like(t):
     return host.transpose(np.argsort(order))
 
 
+def contiguous_copy(t):
+    """t.clone(memory_format=torch.contiguous_format), made as a 3-D copy:
+    the CPU's copy of a transposed matrix takes a 60 x 60 block buffer of
+    its own, which a GPU's does not."""
+    with torch.no_grad():
+        copy = torch.empty(t.shape, dtype=t.dtype)
+        copy.unsqueeze(0).copy_(t.unsqueeze(0))
+    return copy
+
+
 class SaveOnHost(torch.autograd.graph.saved_tensors_hooks):
     """torch.autograd.graph.save_on_cpu(pin_memory=True) for a CPU run: every
     tensor autograd saves is copied into host memory (contiguous, its own
@@ -94,9 +104,12 @@ class SaveOnHost(torch.autograd.graph.saved_tensors_hooks):
     tracks stays, and the key then tracks it; so does a view of a
     parameter's storage; a non-contiguous tensor, or one at an offset, goes
     through a contiguous copy, which the stash keeps; a broadcast tensor's
-    storage goes to the host as it is and comes back viewed as_strided."""
+    storage goes to the host as it is and comes back viewed as_strided.
+    With `clone_views` (axolotl 0.18's patch of TRL's hook), such a tensor
+    but a parameter, a broadcast one too, is cloned contiguous first, and
+    the hook sees the clone."""
 
-    def __init__(self, torchtune=False, streams=False, window=5, trl=False, params=()):
+    def __init__(self, torchtune=False, streams=False, window=5, trl=False, params=(), clone_views=False):
         self.packed_bytes = 0
         self.packs = 0
         self.fwd, self.back = {}, {}  # pack id -> tensor, oldest first
@@ -127,6 +140,9 @@ class SaveOnHost(torch.autograd.graph.saved_tensors_hooks):
         self.release = release
 
         def pack(tensor):
+            if clone_views and not isinstance(tensor, torch.nn.Parameter) and \
+                    (not tensor.is_contiguous() or tensor.storage_offset() != 0):
+                tensor = contiguous_copy(tensor)
             self.packs += 1
             pid = self.packs
             key = (tensor.storage().data_ptr() + tensor.storage_offset(), tensor.dtype)
@@ -185,11 +201,7 @@ class SaveOnHost(torch.autograd.graph.saved_tensors_hooks):
                 else:
                     kept = tensor
                     if not tensor.is_contiguous() or tensor.storage_offset() != 0:
-                        # tensor.clone(memory_format=torch.contiguous_format),
-                        # made as a 3-D copy: the CPU's copy of a transposed
-                        # matrix takes a 60 x 60 block buffer of its own
-                        kept = torch.empty(tensor.shape, dtype=tensor.dtype)
-                        kept.unsqueeze(0).copy_(tensor.unsqueeze(0))
+                        kept = contiguous_copy(tensor)
                     host = host_like(kept)
                     torch.from_numpy(host).view(tensor.dtype).copy_(kept)
             n = host.size * host.itemsize
@@ -592,6 +604,7 @@ def measure(case, rank=None):
     offload_torchtune = str(recipe.get("offload_torchtune", "false")) == "true"
     offload_streams = offload_torchtune and str(recipe.get("offload_streams", "false")) == "true"
     offload_trl = offload_torchtune and str(recipe.get("offload_trl", "false")) == "true"
+    clone_views = offload_trl and str(recipe.get("offload_clone_views", "false")) == "true"
     # torchtune's get_act_offloading_ctx_manager: a NoOpManager around the
     # output projection; the recipe's loss runs outside the context. TRL's
     # SFTTrainer.training_step runs forward, loss and backward inside it,
@@ -635,7 +648,8 @@ def measure(case, rank=None):
                 new_labels = new_ids.clone()
             input_ids, labels, extra = new_ids, new_labels, new_extra
             del new_ids, new_labels, new_extra
-            host = SaveOnHost(offload_torchtune, offload_streams, trl=offload_trl, params=all_params) \
+            host = SaveOnHost(offload_torchtune, offload_streams, trl=offload_trl, params=all_params,
+                              clone_views=clone_views) \
                 if offload else None
             if ckpt is not None:
                 ckpt.calls = 0
