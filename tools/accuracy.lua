@@ -75,9 +75,11 @@ local function runs()
   local ax = read("tests/reference/axolotl_gpt_oss.json")
   for _, run in ipairs(ax.rows) do
     if run.modelled then
+      local sets = { { "allocator", "simulated", "reference" } }
+      for k, v in pairs(run.set or {}) do sets[#sets + 1] = { k, v, "reference" } end
       local r = job.estimate(job.load(".", {
         recipe = "tests/fixtures/configs/axolotl/examples/gpt-oss/" .. run.config,
-        sets = { { "allocator", "simulated", "reference" } }, gpus = run.gpus, gpu = ax.gpu }))
+        sets = sets, gpus = run.gpus, gpu = ax.gpu }))
       local ft = r.recipe.finetune
       out[#out + 1] = { id = run.id, kind = (ft == "lora" or ft == "qlora") and "lora" or "full",
                         what = "reserved over run", measured = run.value_gib * 2 ^ 30,

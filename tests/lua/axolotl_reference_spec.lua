@@ -45,6 +45,38 @@ describe("axolotl's GPT-OSS examples", function()
     end
   end
 
+  it("reads activation_offloading as the axolotl release it names does", function()
+    local lora = configs .. "gpt-oss-20b-sft-lora-singlegpu.yaml"
+    local fft = configs .. "gpt-oss-20b-fft-fsdp2.yaml"
+    -- 0.18 (July 2026; the default): an adapter's layers not recomputed, TRL
+    -- 1.8's OffloadActivations under axolotl's patch that clones views
+    local r = helper.estimate("--recipe", lora).recipe
+    assert.are.same({ "none", true, true, true }, { r.checkpointing, r.offload_torchtune, r.offload_trl,
+      r.offload_clone_views })
+    r = helper.estimate("--recipe", fft, "--gpus", "8").recipe
+    assert.are.same({ "full", false, true, true }, { r.checkpointing, r.use_reentrant, r.offload_trl,
+      r.offload_clone_views })
+    -- 0.12 (August 2025, TRL 0.21): every layer wrapped, torchtune's design
+    r = helper.estimate("--recipe", lora, "--set", "axolotl_version=0.12").recipe
+    assert.are.same({ "full", false, true }, { r.checkpointing, r.use_reentrant, r.offload_torchtune })
+    assert.are_not.equal(true, r.offload_trl)
+    -- a key set by hand wins over the release's
+    r = helper.estimate("--recipe", lora, "--set", "checkpointing=full", "--set", "use_reentrant=false").recipe
+    assert.are.same({ "full", true }, { r.checkpointing, r.offload_trl })
+    -- 0.13 to 0.17 (TRL 0.25 to 1.5) are refused, and so is a version that is none
+    local err = helper.fails("--recipe", lora, "--set", "axolotl_version=0.15")
+    assert.truthy(err:find("activation_offloading under axolotl 0.15 (TRL 0.25 to 1.5", 1, true), err)
+    err = helper.fails("--recipe", lora, "--set", "axolotl_version=latest")
+    assert.truthy(err:find("axolotl_version: latest is not a release of axolotl", 1, true), err)
+    -- legacy: 0.18's without streams; 0.12's was another mechanism
+    local path = helper.write("base_model: openai/gpt-oss-20b\nadapter: lora\nlora_target_linear: true\n"
+      .. "activation_offloading: legacy\nbf16: true\nsequence_len: 256\n", ".yaml")
+    r = helper.estimate("--recipe", path).recipe
+    assert.are.same({ false, true }, { r.offload_streams, r.offload_trl })
+    err = helper.fails("--recipe", path, "--set", "axolotl_version=0.12")
+    assert.truthy(err:find("activation_offloading: legacy under axolotl 0.12", 1, true), err)
+  end)
+
   it("reads the configs' keys the runs depend on", function()
     local r = helper.estimate("--recipe", configs .. "gpt-oss-20b-fft-fsdp2.yaml", "--gpus", "8").recipe
     -- the CCE plugin named: cut_cross_entropy defaults to true

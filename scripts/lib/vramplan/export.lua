@@ -339,12 +339,17 @@ local function axolotl(keys, _, what, options)
   if c == "full" then put(t, "gradient_checkpointing", true)
   elseif c == "none" then put(t, "gradient_checkpointing", false)
   elseif c ~= nil then refuse(what, "checkpointing", c, "an axolotl config (full or none)") end
-  -- TRL's OffloadActivations around checkpoint_wrapper'd layers: axolotl's
-  -- activation_offloading (vramplan.import.axolotl reads it back)
-  if keys.offload_torchtune and keys.offload_activations and c == "full" and keys.use_reentrant == false then
-    take("offload_torchtune")
-    take("offload_activations")
-    put(t, "activation_offloading", true)
+  -- axolotl's activation_offloading as its 0.18 runs it (vramplan.stacks,
+  -- which the import's default is): TRL 1.8's OffloadActivations under
+  -- axolotl's patch, an adapter's layers not recomputed, a full
+  -- fine-tuning's wrapped non-reentrant; "legacy" without streams. (0.12's,
+  -- torchtune's design around wrapped layers, is no file of today's.)
+  local adapter = keys.finetune == "lora" or keys.finetune == "qlora"
+  if keys.offload_torchtune and keys.offload_activations and keys.offload_trl and keys.offload_clone_views
+      and ((adapter and c == "none") or (not adapter and c == "full" and keys.use_reentrant == false)) then
+    for _, k in ipairs({ "offload_torchtune", "offload_activations", "offload_trl", "offload_clone_views" }) do take(k) end
+    local streams = take("offload_streams")
+    put(t, "activation_offloading", streams == false and "legacy" or true)
   end
   if keys.use_reentrant ~= nil then put(t, "gradient_checkpointing_kwargs", { { "use_reentrant", take("use_reentrant") } }) end
   local a = take("attention")

@@ -192,7 +192,7 @@ stacks.keys = { stack = true, bf16 = true, fp16 = true, torch_dtype = true, pure
   ["float8.filter_fqns"] = true, ["training.compile"] = true, ["compile.enable"] = true,
   ["parallelism.data_parallel_replicate_degree"] = true, ["parallelism.data_parallel_shard_degree"] = true,
   ["training.enable_cpu_offload"] = true, use_liger_kernel = true, liger_kernel_config = true,
-  transformers_version = true }
+  transformers_version = true, axolotl_version = true, axolotl_activation_offloading = true }
 
 
 local function dtype_name(v)
@@ -627,6 +627,67 @@ local function loaded_weights(major, auto, config)
   return { dtype = "bf16", why = how .. "; the model records no checkpoint_dtype: bf16 assumed, set torch_dtype" }
 end
 
+-- axolotl's activation_offloading (the importer's marker,
+-- axolotl_activation_offloading = "true" | "legacy", or stack = axolotl
+-- with offload_activations) by release, `axolotl_version` (0.18 unless
+-- given). What it sets wins over what the config file implies (its
+-- gradient_checkpointing), not over a key set elsewhere (--set).
+--  0.12 (August 2025, TRL 0.21: torchtune's design): every decoder layer
+--   wrapped in torch's checkpoint_wrapper, non-reentrant
+--   (loaders/model.py _apply_activation_checkpointing); "legacy" was
+--   another mechanism (an offloading checkpoint function patched into
+--   transformers), not modelled.
+--  0.13-0.17 run TRL 0.25-1.5, whose storage keys stay for the whole
+--   forward (an address reused is taken for the storage): not modelled.
+--  0.18 (July 2026, TRL 1.8): adapters offload without recomputing
+--   (gradient_checkpointing off, no wrap), full fine-tuning keeps the
+--   wrap; TRL 1.8's hooks (offload_trl) under axolotl's patch that clones
+--   views first (offload_clone_views); "legacy" without streams.
+local function axolotl_offloading(keys, origins, name)
+  local mode, at = keys.axolotl_activation_offloading, origins.axolotl_activation_offloading
+  if mode == nil and name == "axolotl" and on(keys.offload_activations) then
+    mode, at = "true", origins.offload_activations or "recipe"
+    if keys.offload_torchtune == nil then
+      keys.offload_torchtune, origins.offload_torchtune = true, at .. " (axolotl runs TRL's OffloadActivations)"
+    end
+  end
+  if mode == nil then return end
+  local version = keys.axolotl_version ~= nil and show(keys.axolotl_version) or "0.18"
+  local minor = tonumber(version:match("^%s*0%.(%d+)[%.%d]*%s*$"))
+  if not minor then
+    error(string.format("%s: axolotl_version: %s is not a release of axolotl (0.12, 0.18.1, ...)",
+      origins.axolotl_version or "recipe", version), 0)
+  end
+  local file = tostring(at):match("^(.-):%d+") or tostring(at)
+  local function put(k, v, why)
+    local o = origins[k]
+    if keys[k] == nil or (o and o:sub(1, #file) == file) then
+      keys[k], origins[k] = v, at .. " (axolotl " .. version .. ": " .. why .. ")"
+    end
+  end
+  if minor <= 12 then
+    if mode == "legacy" then
+      error(string.format("%s: activation_offloading: legacy under axolotl %s is its own offloading checkpoint "
+        .. "(hf_grad_checkpoint_offload_wrapper), not modelled", at, version), 0)
+    end
+    put("checkpointing", "full", "checkpoint_wrapper on every decoder layer")
+    put("use_reentrant", false, "checkpoint_wrapper on every decoder layer")
+  elseif minor < 18 then
+    error(string.format("%s: activation_offloading under axolotl %s (TRL 0.25 to 1.5, whose storage keys stay for "
+      .. "the whole forward) is not modelled: axolotl_version 0.12 and 0.18 are", at, version), 0)
+  else
+    local adapter = keys.finetune == "lora" or keys.finetune == "qlora"
+    if adapter then
+      put("checkpointing", "none", "an adapter's activations offloaded, not recomputed")
+    else
+      put("checkpointing", "full", "checkpoint_wrapper on every decoder layer")
+      put("use_reentrant", false, "checkpoint_wrapper on every decoder layer")
+    end
+    put("offload_trl", true, "TRL 1.8's OffloadActivations")
+    put("offload_clone_views", true, "its patch clones views on the compute stream first")
+  end
+end
+
 function stacks.apply(keys, origins, config)
   -- none of the stacks' keys: nothing to apply (each step below reads only
   -- those, and ends by removing them)
@@ -639,6 +700,7 @@ function stacks.apply(keys, origins, config)
     return nil
   end
   checkpointing_keys(keys, origins)
+  axolotl_offloading(keys, origins, keys.stack)
   torchtitan_float8_keys(keys, origins)
   torchtitan_parallel_keys(keys, origins)
   liger_keys(keys, origins)

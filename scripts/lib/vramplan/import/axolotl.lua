@@ -187,16 +187,12 @@ local function read_kernels(r, c)
   end
 end
 
--- activation_offloading: true (axolotl 0.12, August 2025: the release its
--- GPT-OSS examples were measured with) wraps every decoder layer in
--- torch's checkpoint_wrapper (apply_activation_checkpointing,
--- non-reentrant: loaders/model.py, _apply_activation_checkpointing) in
--- place of transformers' gradient checkpointing, and runs the step under
--- TRL's OffloadActivations (core/trainers/mixins/activation_checkpointing.py),
--- torchtune's design: saved tensors of 1 KiB or more to pinned host memory,
--- the output head's kept. "legacy" is the same without streams. Later
--- releases drop the recompute for adapters (offloading alone) and add a
--- hidden_states mode: those are listed as not modelled.
+-- activation_offloading: true (or "legacy", the same without streams) runs
+-- the step under TRL's OffloadActivations; what else it does depends on
+-- axolotl's release, which the file does not say: the importer leaves a
+-- marker (axolotl_activation_offloading) that vramplan.stacks reads with
+-- axolotl_version (0.18 unless given; 0.12 for the GPT-OSS examples'
+-- published runs). "hidden_states" is listed as not modelled.
 local function read_offloading(r, c)
   local ao = c.activation_offloading
   if ao == nil or ao == false then return end
@@ -204,11 +200,11 @@ local function read_offloading(r, c)
     r.skip({ "activation_offloading=" .. common.show(ao) })
     return
   end
-  local why = "axolotl's activation_offloading (checkpoint_wrapper on each layer)"
-  r.set("checkpointing", "full", { "activation_offloading" }, true, why)
-  r.set("use_reentrant", false, { "activation_offloading" }, true, why)
   r.set("offload_activations", true, { "activation_offloading" })
   r.set("offload_torchtune", true, { "activation_offloading" }, false, "TRL's OffloadActivations, torchtune's design")
+  -- (core/trainers/mixins/activation_checkpointing.py: use_streams = mode != "legacy")
+  if ao == "legacy" then r.set("offload_streams", false, { "activation_offloading" }, false, "legacy: no streams") end
+  r.set("axolotl_activation_offloading", tostring(ao), { "activation_offloading" })
 end
 
 -- attn_implementation, axolotl's attention key since its boolean flags
@@ -284,6 +280,10 @@ function axolotl.read(r, c)
   elseif gc ~= nil then r.skip({ "gradient_checkpointing=" .. common.show(gc) }) end
   if type(c.gradient_checkpointing_kwargs) == "table" and c.gradient_checkpointing_kwargs.use_reentrant ~= nil then
     r.set("use_reentrant", truthy(c.gradient_checkpointing_kwargs.use_reentrant), { "gradient_checkpointing_kwargs" })
+  elseif (gc == true or gc == "true") and c.gradient_checkpointing_kwargs == nil then
+    -- core/builders/base.py _configure_gradient_checkpointing: without
+    -- kwargs it passes {"use_reentrant": False} (0.12 and 0.18 alike)
+    r.set("use_reentrant", false, { "gradient_checkpointing" }, false, "axolotl's default gradient_checkpointing_kwargs")
   end
   read_offloading(r, c)
   read_attention(r, c)
