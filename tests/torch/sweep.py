@@ -32,7 +32,8 @@ converts the outputs of most autocast draws to fp32 as accelerate does
 fine-tuning and plain LoRA draws under FSDP2 on one rank of 2-4 (fsdp2.py);
 `tune` makes the offloading draws torchtune's OffloadActivations (with
 streams on half of them, its chunked loss outside); `trl` makes them TRL's
-(offload_trl: the loss inside, streams on half). What it finds becomes a fixed
+(offload_trl: the loss inside, streams on half, axolotl's view clones on
+some). What it finds becomes a fixed
 case in compare.py once understood. Recipes vramplan refuses (a family
 without PEFT's default LoRA targets, say) are skipped and counted.
 """
@@ -319,7 +320,10 @@ def trl_offload(r, case):
                   offload_streams="true" if streams else "false")
     if recipe.get("checkpointing", "none") != "none":
         recipe["use_reentrant"] = "false"
-    return name + (" +trl streams" if streams else " +trl"), config, recipe
+    clone = r.random() < 0.4  # axolotl 0.18's patch: views cloned before the hook
+    if clone:
+        recipe["offload_clone_views"] = "true"
+    return name + (" +trl streams" if streams else " +trl") + (" clone" if clone else ""), config, recipe
 
 
 def over_fsdp2(r, case):
