@@ -77,8 +77,9 @@ static vp_t dense_weight(vp_step *step, vp_t weight, vp_dtype x_dtype) {
 }
 
 /* The base output without its bias (base_result - bias, in the promoted
- * dtype), or F.linear(x, weight) on the dropped-out input. */
-static vp_t base_output(vp_step *step, vp_t base_result, vp_t bias, vp_t x, vp_t weight, uint64_t out) {
+ * dtype), or F.linear(x, weight) on the dropped-out input; `conv1d`: the
+ * base layer is transformers' Conv1D (the weight a cast of it says not). */
+static vp_t base_output(vp_step *step, vp_t base_result, vp_t bias, vp_t x, vp_t weight, uint64_t out, bool conv1d) {
     vp_sim *sim = &step->sim;
     if (base_result) {
         if (!bias) {
@@ -93,7 +94,7 @@ static vp_t base_output(vp_step *step, vp_t base_result, vp_t bias, vp_t x, vp_t
     vp_t wa = vp_autocast_low(step, weight, "dora.base");
     /* PEFT's F.linear(x, transpose(weight, fan_in_fan_out)): a Conv1D's
      * weight transposed twice, so taken as it is */
-    vp_t y = vp_linear(sim, xa, wa, 0, vp_at(sim, x)->numel / in, out, vp_at(sim, weight)->conv1d, "dora.base");
+    vp_t y = vp_linear(sim, xa, wa, 0, vp_at(sim, x)->numel / in, out, conv1d, "dora.base");
     vp_drop(sim, xa);
     vp_drop(sim, wa);
     return y;
@@ -122,7 +123,7 @@ vp_t vp_dora_forward(vp_step *step, const vp_lora_adapter *ad, vp_t x, vp_t bias
     vp_t down = vp_project(step, input, ad->a, 0, r->lora_rank, "lora.A");
     vp_t lora_result = vp_project(step, down, ad->b, 0, out, "lora.B");
     vp_drop(sim, down);
-    vp_t base = base_output(step, base_result, bias, input, weight, out);
+    vp_t base = base_output(step, base_result, bias, input, weight, out, vp_at(sim, ad->weight)->conv1d);
     /* (mag_norm_scale - 1) * base_result + mag_norm_scale * lora_result * scaling */
     uint64_t n = vp_at(sim, base)->numel;
     vp_t shifted = vp_shift(sim, mag_norm_scale, (vp_dtype)vp_at(sim, mag_norm_scale)->dtype, out, "dora.mag_minus_one");

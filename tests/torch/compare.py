@@ -1444,6 +1444,11 @@ CASES = [
     ("gpt2 lora amp-bf16 one sequence offload trl clone streams", gpt2(vocab=512, positions=128, dropout=0.0), recipe(
         "amp-bf16", optimizer="none", b=1, s=128, finetune="lora", keep_logits="false", offload_activations="true",
         offload_torchtune="true", offload_streams="true", offload_trl="true", offload_clone_views="true")),
+    # DoRA's base output again on the dropped-out input: a Conv1D's weight, cast to the adapters' dtype, taken as it
+    # is (not transposed: nothing to copy; sweep.py 78 wide trl more, case 67)
+    ("gpt2 lora dora bf16 dropout offload trl streams", gpt2(layers=3, vocab=32, dropout=0.0), recipe(
+        "bf16", b=3, s=64, finetune="lora", use_dora="true", lora_dropout=0.1, keep_logits="false",
+        offload_activations="true", offload_torchtune="true", offload_streams="true", offload_trl="true")),
     # AddmmBackward0 (a Linear with a bias) saves mat2 before mat1, which moves the stash's window: the second
     # LayerNorm's output stays to the forward's end (16 KiB short before)
     ("neox bf16 offload torchtune streams", neox(vocab=512), recipe(
