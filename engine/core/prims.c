@@ -917,6 +917,36 @@ void vp_split_sizes(vp_sim *sim, vp_t x, unsigned parts, const uint64_t *numels,
     vp_record(sim, backward_split, label, &x, 1, out, parts);
 }
 
+static void mark_gaps(vp_sim *sim, const vp_t *parts, unsigned n) {
+    for (unsigned i = 0; i < n; i++)
+        if (parts[i]) vp_at(sim, parts[i])->gaps = true;
+}
+
+void vp_split_columns(vp_sim *sim, vp_t x, unsigned parts, vp_t *out, const char *label) {
+    vp_split(sim, x, parts, out, label);
+    mark_gaps(sim, out, parts);
+}
+
+void vp_split_columns_sizes(vp_sim *sim, vp_t x, unsigned parts, const uint64_t *numels, vp_t *out, const char *label) {
+    vp_split_sizes(sim, x, parts, numels, out, label);
+    mark_gaps(sim, out, parts);
+}
+
+vp_t vp_slice_rows(vp_sim *sim, vp_t x, uint64_t numel, uint64_t start, const char *label) {
+    vp_t y = vp_slice(sim, x, numel, label);
+    if (y) vp_at(sim, y)->offset += start;
+    return y;
+}
+
+vp_t vp_slice_columns(vp_sim *sim, vp_t x, uint64_t numel, uint64_t start, const char *label) {
+    vp_t y = vp_slice(sim, x, numel, label);
+    if (y) {
+        vp_at(sim, y)->offset += start;
+        mark_gaps(sim, &y, 1);
+    }
+    return y;
+}
+
 vp_t vp_pad(vp_sim *sim, vp_t x, uint64_t numel, const char *label) {
     vp_t y = vp_new(sim, numel, dtype_of(sim, x), label);
     vp_record(sim, backward_fresh, label, &x, 1, &y, 1);

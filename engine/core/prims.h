@@ -239,6 +239,17 @@ vp_t vp_pad(vp_sim *sim, vp_t x, uint64_t numel, const char *label);
 /* x.expand(...) to `numel` elements: a view; backward sums the gradient
  * back to x's size (sum_to_size), a new tensor. */
 vp_t vp_expand(vp_sim *sim, vp_t x, uint64_t numel, const char *label);
+/* vp_split and vp_split_sizes along the last dimension (chunk(n, dim=-1),
+ * split(sizes, dim=-1)): each part a view with gaps, further in than the
+ * one before. */
+void vp_split_columns(vp_sim *sim, vp_t x, unsigned parts, vp_t *out, const char *label);
+void vp_split_columns_sizes(vp_sim *sim, vp_t x, unsigned parts, const uint64_t *numels, vp_t *out, const char *label);
+/* x[e] of a stacked tensor (a 3-D expert parameter's e-th matrix):
+ * `numel` contiguous elements from `start` in. */
+vp_t vp_slice_rows(vp_sim *sim, vp_t x, uint64_t numel, uint64_t start, const char *label);
+/* x[..., start::step] of the last dimension, `numel` elements: a view
+ * with gaps at `start` (GPT-OSS's gate_up[..., ::2] and [..., 1::2]). */
+vp_t vp_slice_columns(vp_sim *sim, vp_t x, uint64_t numel, uint64_t start, const char *label);
 
 /* A slice x[..., a:b] (a view): backward allocates a zero-filled gradient
  * of the whole input and copies into it (slice_backward). */

@@ -161,6 +161,7 @@ vp_t vp_view(vp_sim *sim, vp_t base, uint64_t numel, const char *label) {
     x->live = true;
     x->base = root;
     x->offset = b->offset;
+    x->gaps = b->gaps;
     x->label = label;
     vp_hold(sim, root);
     return t;
@@ -532,7 +533,8 @@ static void save_at(vp_sim *sim, vp_node *node, unsigned slot, vp_t t, bool stri
     bool parameter = x->category == VP_CAT_PARAMS && !x->base && !strided;
     vp_t root = x->base ? x->base : t;
     bool expanded = x->base && x->numel > vp_at(sim, root)->numel; /* a stride-0 dimension */
-    if (sim->pack_clones_views && !parameter && (strided || x->offset || expanded)) {
+    bool gapped = x->gaps; /* not dense: no copy keeps its strides */
+    if (sim->pack_clones_views && !parameter && (strided || gapped || x->offset || expanded)) {
         pack_clone(sim, node, slot, t, bytes);
         return;
     }
@@ -548,10 +550,10 @@ static void save_at(vp_sim *sim, vp_node *node, unsigned slot, vp_t t, bool stri
     if (sim->stash.window) stash_prune(sim);
     vp_t stashed = t;
     if (!sim->pack_copies_views) {
-        if ((strided && !sim->pack_keeps_strides) || expanded) pack_through_contiguous(sim, node, bytes);
+        if ((strided && !sim->pack_keeps_strides) || gapped || expanded) pack_through_contiguous(sim, node, bytes);
     } else if (expanded) { /* TRL: the storage's raw elements to the host */
         bytes = vp_at(sim, root)->bytes;
-    } else if (strided || x->offset) {
+    } else if (strided || gapped || x->offset) {
         /* TRL: activation.contiguous() (a clone at an offset), which the
          * stash keeps; without streams it goes once copied */
         if (sim->stash.window) stashed = vp_new(sim, x->numel, (vp_dtype)x->dtype, "offload.stream_contiguous");

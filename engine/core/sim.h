@@ -35,6 +35,8 @@ typedef struct {
     uint64_t offset;     /* where a view starts in that storage, in elements: only compared, as TRL's
                             OffloadActivations compares storage keys; a split's later parts are further in,
                             other views (vp_slice's too) start where their base does */
+    bool gaps;           /* a view whose elements have gaps between them (a part of a split of the last
+                            dimension, a strided slice): not dense, so no copy of it keeps its strides */
     uint32_t refs;
     uint8_t dtype;
     uint8_t category;

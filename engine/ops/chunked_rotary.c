@@ -21,7 +21,7 @@
 static vp_t apply_rotary_emb(vp_sim *sim, vp_t x, vp_t cos, vp_t sin, const char *label) {
     uint64_t half = vp_at(sim, x)->numel / 2;
     vp_t halves[2];
-    vp_split(sim, x, 2, halves, label);
+    vp_split_columns(sim, x, 2, halves, label);
     vp_t a = vp_mul(sim, halves[0], cos, half, label);
     vp_t b = vp_mul(sim, halves[1], sin, half, label);
     vp_t first = vp_sub(sim, a, b, half, label);

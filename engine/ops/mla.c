@@ -129,7 +129,7 @@ void vp_mla_project(vp_step *step, const vp_mla_shape *m, const vp_t *leaves, vp
     /* .view(...).transpose(1, 2), torch.split(..., [nope, rope], dim=-1) */
     vp_t q_parts[2];
     uint64_t q_sizes[2] = {vp_numel4(sim, b, m->heads, n, m->qk_nope), vp_numel4(sim, b, m->heads, n, m->qk_rope)};
-    vp_split_sizes(sim, q_states, 2, q_sizes, q_parts, "mla.q_split");
+    vp_split_columns_sizes(sim, q_states, 2, q_sizes, q_parts, "mla.q_split");
     vp_drop(sim, q_states);
 
     /* compressed_kv = kv_a_proj_with_mqa(hidden_states), split into the
@@ -138,7 +138,7 @@ void vp_mla_project(vp_step *step, const vp_mla_shape *m, const vp_t *leaves, vp
                                         "mla.kv_a_proj_with_mqa");
     vp_t kv_parts[2];
     uint64_t kv_sizes[2] = {vp_numel(sim, rows, m->kv_lora_rank), vp_numel(sim, rows, m->qk_rope)};
-    vp_split_sizes(sim, compressed, 2, kv_sizes, kv_parts, "mla.kv_split");
+    vp_split_columns_sizes(sim, compressed, 2, kv_sizes, kv_parts, "mla.kv_split");
     locals[1] = compressed; /* compressed_kv */
 
     /* kv_b_proj(kv_a_layernorm(k_pass)).view(...).transpose(1, 2), split
@@ -150,7 +150,7 @@ void vp_mla_project(vp_step *step, const vp_mla_shape *m, const vp_t *leaves, vp
     vp_drop(sim, latent);
     vp_t kv_heads[2];
     uint64_t head_sizes[2] = {vp_numel4(sim, b, m->heads, n, m->qk_nope), vp_numel4(sim, b, m->heads, n, m->v_dim)};
-    vp_split_sizes(sim, expanded, 2, head_sizes, kv_heads, "mla.kv_b_split");
+    vp_split_columns_sizes(sim, expanded, 2, head_sizes, kv_heads, "mla.kv_b_split");
     vp_drop(sim, expanded);
 
     if (m->layer_rotary) {

@@ -178,8 +178,8 @@ static vp_t weigh_and_add(vp_sim *sim, vp_t out, vp_t top_k_weights, vp_t token_
  * method's locals go as it returns. Returns gated_output. */
 static vp_t gpt_oss_gate(vp_sim *sim, vp_t gate_up) {
     uint64_t half = vp_at(sim, gate_up)->numel / 2;
-    vp_t gate_view = vp_slice(sim, gate_up, half, "moe.experts.gate");
-    vp_t up_view = vp_slice(sim, gate_up, half, "moe.experts.up");
+    vp_t gate_view = vp_slice_columns(sim, gate_up, half, 0, "moe.experts.gate");
+    vp_t up_view = vp_slice_columns(sim, gate_up, half, 1, "moe.experts.up");
     vp_t gate = vp_clamp_bounds(sim, gate_view, 1, "moe.experts.gate.clamp");
     vp_drop(sim, gate_view);
     vp_t up = vp_clamp_bounds(sim, up_view, 2, "moe.experts.up.clamp");
@@ -202,10 +202,14 @@ static vp_t gpt_oss_gate(vp_sim *sim, vp_t gate_up) {
  * select views (each one's backward a zero-filled gradient of the whole
  * 3-D parameter), the product, the sum (in the promoted dtype: an fp32
  * bias makes autocast's 16-bit product fp32). */
-static vp_t expert_linear(vp_step *step, vp_t x, vp_t w, vp_t b, uint64_t in, uint64_t out, const char *label,
-                          const char *bias_label) {
+static vp_t expert_linear(vp_step *step, vp_t x, vp_t w, vp_t b, unsigned e, uint64_t in, uint64_t out,
+                          const char *label, const char *bias_label) {
     vp_sim *sim = &step->sim;
-    vp_t w_e = vp_slice(sim, w, vp_numel(sim, in, out), label);
+    uint64_t numel = vp_numel(sim, in, out);
+    vp_t w_e = vp_slice_rows(sim, w, numel, vp_numel(sim, e, numel), label);
+    /* x @ w[e]: the [in, out] matrix taken as it is, not a Linear's
+     * weight.t() (what matmul saves for x's gradient is the view itself) */
+    vp_at(sim, w_e)->conv1d = true;
     vp_t product = vp_project(step, x, w_e, 0, out, label);
     vp_drop(sim, w_e);
     vp_t b_e = vp_slice(sim, b, out, bias_label);
@@ -235,10 +239,10 @@ static vp_t gpt_oss_eager_experts(vp_step *step, const vp_op *op, const moe_slot
         if (!tokens) continue;
         vp_moe_where(sim, tokens, &top_k_pos, &token_idx);
         vp_moe_rebind(sim, &state, vp_index(sim, x, token_idx, vp_numel(sim, tokens, h), "moe.current_state"));
-        vp_moe_rebind(sim, &gate_up, expert_linear(step, state, experts_weight(step, s, GATE_UP), *s->w1_bias, h, 2 * f,
+        vp_moe_rebind(sim, &gate_up, expert_linear(step, state, experts_weight(step, s, GATE_UP), *s->w1_bias, e, h, 2 * f,
                                                    "moe.experts.gate_up_proj[e]", "moe.experts.gate_up_proj_bias[e]"));
         vp_moe_rebind(sim, &gated, gpt_oss_gate(sim, gate_up));
-        vp_moe_rebind(sim, &current, expert_linear(step, gated, experts_weight(step, s, DOWN), *s->w2_bias, f, h,
+        vp_moe_rebind(sim, &current, expert_linear(step, gated, experts_weight(step, s, DOWN), *s->w2_bias, e, f, h,
                                                    "moe.experts.down_proj[e]",
                                                    "moe.experts.down_proj_bias[e]"));
         out = weigh_and_add(sim, out, top_k_weights, token_idx, top_k_pos, tokens, &current);
@@ -279,12 +283,13 @@ static vp_t eager_experts(vp_step *step, const vp_op *op, const moe_slots *s, vp
         if (!tokens) continue;
         vp_moe_where(sim, tokens, &l.top_k_pos, &l.token_idx);
         vp_moe_rebind(sim, &l.state, vp_index(sim, x, l.token_idx, vp_numel(sim, tokens, h), "moe.current_state"));
-        vp_t w_gate_up = vp_slice(sim, experts_weight(step, s, GATE_UP), vp_numel(sim, 2 * f, h),
-                                  "moe.experts.gate_up_proj[e]");
+        uint64_t gate_up_numel = vp_numel(sim, 2 * f, h), down_numel = vp_numel(sim, h, f);
+        vp_t w_gate_up = vp_slice_rows(sim, experts_weight(step, s, GATE_UP), gate_up_numel,
+                                       vp_numel(sim, e, gate_up_numel), "moe.experts.gate_up_proj[e]");
         vp_t both = vp_project(step, l.state, w_gate_up, 0, 2 * f, "moe.experts.gate_up");
         vp_drop(sim, w_gate_up);
         vp_t halves[2];
-        vp_split(sim, both, 2, halves, "moe.experts.chunk");
+        vp_split_columns(sim, both, 2, halves, "moe.experts.chunk");
         vp_drop(sim, both);
         vp_moe_rebind(sim, &l.gate, halves[0]);
         vp_moe_rebind(sim, &l.up, halves[1]);
@@ -292,7 +297,8 @@ static vp_t eager_experts(vp_step *step, const vp_op *op, const moe_slots *s, vp
         vp_t m = vp_mul(sim, act, l.up, vp_at(sim, act)->numel, "moe.experts.mul");
         vp_drop(sim, act);
         vp_moe_rebind(sim, &l.current, m);
-        vp_t w_down = vp_slice(sim, experts_weight(step, s, DOWN), vp_numel(sim, h, f), "moe.experts.down_proj[e]");
+        vp_t w_down = vp_slice_rows(sim, experts_weight(step, s, DOWN), down_numel, vp_numel(sim, e, down_numel),
+                                    "moe.experts.down_proj[e]");
         vp_t o = vp_project(step, l.current, w_down, 0, h, "moe.experts.down");
         vp_drop(sim, w_down);
         vp_moe_rebind(sim, &l.current, o);
@@ -309,7 +315,7 @@ static vp_t eager_experts(vp_step *step, const vp_op *op, const moe_slots *s, vp
  * its locals go as it returns. */
 static vp_t default_gate(vp_sim *sim, vp_t both) {
     vp_t halves[2];
-    vp_split(sim, both, 2, halves, "moe.experts.chunk");
+    vp_split_columns(sim, both, 2, halves, "moe.experts.chunk");
     vp_t act = vp_unary(sim, halves[0], VP_SAVES_INPUT, 0, (vp_dtype)vp_at(sim, halves[0])->dtype, "moe.experts.act");
     vp_t gated = vp_mul(sim, act, halves[1], vp_at(sim, act)->numel, "moe.experts.mul");
     vp_drop(sim, act);

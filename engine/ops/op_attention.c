@@ -1629,7 +1629,7 @@ static vp_t attention_forward(vp_step *step, const vp_op *op, const vp_t *leaves
         vp_t parts[3];
         uint64_t rows = vp_at(sim, fused)->numel / (q_out + 2 * kv_out);
         const uint64_t sizes[3] = {rows * q_out, rows * kv_out, rows * kv_out};
-        vp_split_sizes(sim, fused, 3, sizes, parts, "attention.split");
+        vp_split_columns_sizes(sim, fused, 3, sizes, parts, "attention.split");
         vp_drop(sim, fused);
         in.q = parts[0];
         in.k = parts[1];

@@ -249,7 +249,7 @@ static vp_t liger_swiglu(vp_step *step, const vp_op *op, const vp_t *leaves, vp_
     if (vp_op_u64(op, MLP_MODULE_NAMES) == NAMES_PHI3) {
         vp_t both = vp_project_column(step, x, leaves[GATE_W], leaves[GATE_B], 2 * f, "mlp.gate_up_proj");
         vp_t halves[2];
-        vp_split(sim, both, 2, halves, "mlp.chunk");
+        vp_split_columns(sim, both, 2, halves, "mlp.chunk");
         vp_drop(sim, both);
         gate = vp_copy(sim, halves[0], "mlp.liger.contiguous");
         up = vp_copy(sim, halves[1], "mlp.liger.contiguous");
@@ -304,7 +304,7 @@ static vp_t mlp_forward(vp_step *step, const vp_op *op, const vp_t *leaves, vp_t
          * (save_on_cpu) */
         vp_t both = vp_project_column(step, x, leaves[GATE_W], leaves[GATE_B], 2 * f, "mlp.gate_up_proj");
         vp_t halves[2];
-        vp_split(sim, both, 2, halves, "mlp.chunk");
+        vp_split_columns(sim, both, 2, halves, "mlp.chunk");
         vp_drop(sim, both);
         vp_t act = activate(step, kind, halves[0]);
         inner = vp_mul(sim, halves[1], act, vp_at(sim, act)->numel, "mlp.gate_mul");

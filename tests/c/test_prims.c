@@ -472,6 +472,43 @@ static void test_trl_storage_keys(void) {
     }
 }
 
+/* A part of a split of the last dimension has gaps between its elements:
+ * torchtune's empty_like cannot keep its strides (it keeps a transposed
+ * view's), so CUDA copies it to the host through a contiguous GPU copy,
+ * made before the op's output and gone once copied; TRL's stash keeps its
+ * copy. The split's second part starts further in (its own storage key).
+ * x[4, 512] fp32 needs grad, split into two [4, 256] halves of 4096 B;
+ * half @ w[256, 2] (w trainable) saves the half; the product is 32 B. */
+static void test_gaps_pack(void) {
+    for (unsigned trl = 0; trl < 2; trl++) {
+        graph g;
+        uint64_t host;
+        graph_init_packing(&g, &host);
+        g.sim.pack_skips_params = g.sim.pack_keeps_strides = true;
+        g.sim.pack_copies_views = trl;
+        g.sim.stash.window = trl ? VP_OFFLOAD_WINDOW : 0;
+        vp_t w = vp_leaf(&g.sim, 256 * 2, VP_FP32, VP_CAT_PARAMS, true, "w");
+        vp_t x = grad_input(&g, 4 * 512, VP_FP32);
+        vp_t halves[2];
+        vp_split_columns(&g.sim, x, 2, halves, "chunk");
+        CHECK(vp_at(&g.sim, halves[0])->gaps && vp_at(&g.sim, halves[1])->gaps);
+        CHECK(vp_at(&g.sim, halves[0])->offset != vp_at(&g.sim, halves[1])->offset);
+        uint64_t before = g.ledger.raw.total;
+        g.ledger.raw.peak = before;
+        vp_t y = vp_matmul(&g.sim, halves[1], w, 4 * 2, false, "matmul");
+        CHECK_EQ_U64(host, 4096);
+        CHECK_EQ_U64(g.ledger.raw.peak, before + 4096 + (trl ? 32 : 0));
+        CHECK_EQ_U64(g.ledger.raw.total, before + 32 + (trl ? 4096 : 0));
+        vp_offload_stash_flush(&g.sim);
+        g.sim.pack = NULL;
+        vp_drop(&g.sim, y);
+        vp_drop(&g.sim, halves[0]);
+        vp_drop(&g.sim, halves[1]);
+        vp_drop(&g.sim, x);
+        graph_free(&g);
+    }
+}
+
 /* ... a frozen weight's weight.t() shares the parameter's storage: kept,
  * no copy. Where the weights are gathered (pack_skips_param_views off),
  * the transposed view goes through a contiguous GPU copy that the stash
@@ -969,6 +1006,7 @@ int main(void) {
     test_unpack_for_streams();
     test_trl_storage_keys();
     test_trl_views();
+    test_gaps_pack();
     test_gather_and_index_pair_pack_each_save();
     test_pack_through_contiguous();
     test_accumulate_modes();

@@ -1449,6 +1449,18 @@ CASES = [
     ("gpt2 lora dora bf16 dropout offload trl streams", gpt2(layers=3, vocab=32, dropout=0.0), recipe(
         "bf16", b=3, s=64, finetune="lora", use_dora="true", lora_dropout=0.1, keep_logits="false",
         offload_activations="true", offload_torchtune="true", offload_streams="true", offload_trl="true")),
+    # parts of a split of the last dimension have gaps (Phi-3's gate and up halves, GPT-OSS's gate_up[..., ::2] and
+    # [..., 1::2], the second one an element in): no copy keeps their strides, TRL copies them (sweep.py 79
+    # gpt_oss trl wide, case 3)
+    ("phi3 bf16 offload trl streams", phi3(), recipe(
+        "bf16", optimizer="sgd", s=64, keep_logits="false", offload_activations="true", offload_torchtune="true",
+        offload_streams="true", offload_trl="true")),
+    ("gpt_oss fp32 offload trl streams", gpt_oss(layers=1), recipe(
+        optimizer="sgd", s=48, keep_logits="false", experts_implementation="eager", offload_activations="true",
+        offload_torchtune="true", offload_streams="true", offload_trl="true")),
+    ("phi3 bf16 loss chunked offload torchtune streams", phi3(), recipe(
+        "bf16", optimizer="sgd", s=64, loss="chunked", keep_logits="false", offload_activations="true",
+        offload_torchtune="true", offload_streams="true")),
     # AddmmBackward0 (a Linear with a bias) saves mat2 before mat1, which moves the stash's window: the second
     # LayerNorm's output stays to the forward's end (16 KiB short before)
     ("neox bf16 offload torchtune streams", neox(vocab=512), recipe(
