@@ -166,8 +166,10 @@ static void backward_linear(vp_sim *sim, uint32_t index) {
 vp_t vp_linear(vp_sim *sim, vp_t x, vp_t w, vp_t b, uint64_t rows, uint64_t out_features, bool conv1d,
                const char *label) {
     /* F.linear without a bias is aten.mm (matmul folds the batch into
-     * rows); with one, and Conv1D's torch.addmm, addmm */
-    vp_aten_op op = b || conv1d ? VP_ATEN_ADDMM : VP_ATEN_MM;
+     * rows), as is x @ w of a weight taken as it is (GPT-OSS's experts,
+     * DoRA's F.linear over a Conv1D's weight transposed back); with a
+     * bias (Conv1D's torch.addmm has one), addmm */
+    vp_aten_op op = b ? VP_ATEN_ADDMM : VP_ATEN_MM;
     vp_t y = vp_sac_new(sim, op, vp_numel(sim, rows, out_features), dtype_of(sim, x), label);
     vp_t in[3] = {x, w, b};
     vp_node *node = vp_record(sim, backward_linear, label, in, 3, &y, 1);
