@@ -211,6 +211,10 @@ vp_t vp_moe_renormalize(vp_sim *sim, vp_t weights, uint64_t n) {
 void vp_moe_where(vp_sim *sim, uint64_t tokens, vp_t *first, vp_t *second) {
     vp_t hits = vp_new(sim, vp_numel(sim, tokens, 2), VP_INT64, "moe.where");
     vp_t a = vp_view(sim, hits, tokens, "moe.where.first"), b = vp_view(sim, hits, tokens, "moe.where.second");
+    /* nonzero(...).unbind(1): nonzero writes its [tokens, 2] result
+     * transposed ([2, tokens].t()), so each column is contiguous, the
+     * second `tokens` elements in */
+    vp_at(sim, b)->offset = tokens;
     vp_drop(sim, hits);
     vp_moe_rebind(sim, first, a);
     vp_moe_rebind(sim, second, b);

@@ -1461,6 +1461,11 @@ CASES = [
     ("phi3 bf16 loss chunked offload torchtune streams", phi3(), recipe(
         "bf16", optimizer="sgd", s=64, loss="chunked", keep_logits="false", offload_activations="true",
         offload_torchtune="true", offload_streams="true")),
+    # torch.where's columns are contiguous (nonzero writes its result transposed), the second one at an offset:
+    # axolotl's patch clones it where index ops save it (sweep.py 80 wide trl, case 36)
+    ("qwen3_moe fp32 offload trl clone", qwen3_moe(), recipe(
+        optimizer="sgd", b=1, s=48, keep_logits="false", offload_activations="true", offload_torchtune="true",
+        offload_trl="true", offload_clone_views="true")),
     # AddmmBackward0 (a Linear with a bias) saves mat2 before mat1, which moves the stash's window: the second
     # LayerNorm's output stays to the forward's end (16 KiB short before)
     ("neox bf16 offload torchtune streams", neox(vocab=512), recipe(
