@@ -155,14 +155,15 @@ static void experts_hit(vp_sim *sim, uint64_t assignments, unsigned experts, vp_
 }
 
 /* The loop body's end: current * top_k_weights[token_idx, top_k_pos, None]
- * (fp32 weights promote the product), rebound to its name, cast to the
- * output's dtype and index_add_'ed into it. Takes over out; returns it. */
+ * (fp32 weights promote the product), bound to `weighted` (current itself
+ * where the code rebinds that name), cast to the output's dtype and
+ * index_add_'ed into it. Takes over out; returns it. */
 static vp_t weigh_and_add(vp_sim *sim, vp_t out, vp_t top_k_weights, vp_t token_idx, vp_t top_k_pos, uint64_t tokens,
-                          vp_t *current) {
+                          vp_t *current, vp_t *weighted) {
     vp_t w = vp_index_pair(sim, top_k_weights, token_idx, top_k_pos, tokens, "moe.routing_weight");
-    vp_moe_rebind(sim, current, vp_mul(sim, *current, w, vp_at(sim, *current)->numel, "moe.weighted"));
+    vp_moe_rebind(sim, weighted, vp_mul(sim, *current, w, vp_at(sim, *current)->numel, "moe.weighted"));
     vp_drop(sim, w);
-    vp_t cast = vp_to(sim, *current, (vp_dtype)vp_at(sim, out)->dtype, "moe.weighted.to");
+    vp_t cast = vp_to(sim, *weighted, (vp_dtype)vp_at(sim, out)->dtype, "moe.weighted.to");
     vp_t next = vp_index_add(sim, out, cast, token_idx, true, "moe.index_add");
     vp_drop(sim, cast);
     vp_drop(sim, out);
@@ -233,7 +234,9 @@ static vp_t gpt_oss_eager_experts(vp_step *step, const vp_op *op, const moe_slot
     vp_t out = vp_new(sim, vp_at(sim, x)->numel, (vp_dtype)vp_at(sim, x)->dtype, "moe.next_states"); /* zeros_like */
     vp_t expert_mask, expert_hit;
     experts_hit(sim, assignments, experts, &expert_mask, &expert_hit);
-    vp_t top_k_pos = 0, token_idx = 0, state = 0, gate_up = 0, gated = 0, current = 0;
+    /* (out and weighted_output are two names: the expert's output lives to
+     * the next iteration's, beside its weighted copy) */
+    vp_t top_k_pos = 0, token_idx = 0, state = 0, gate_up = 0, gated = 0, current = 0, weighted = 0;
     for (unsigned e = 0; e < experts; e++) {
         uint64_t tokens = vp_moe_share(assignments, experts, e);
         if (!tokens) continue;
@@ -245,9 +248,9 @@ static vp_t gpt_oss_eager_experts(vp_step *step, const vp_op *op, const moe_slot
         vp_moe_rebind(sim, &current, expert_linear(step, gated, experts_weight(step, s, DOWN), *s->w2_bias, e, f, h,
                                                    "moe.experts.down_proj[e]",
                                                    "moe.experts.down_proj_bias[e]"));
-        out = weigh_and_add(sim, out, top_k_weights, token_idx, top_k_pos, tokens, &current);
+        out = weigh_and_add(sim, out, top_k_weights, token_idx, top_k_pos, tokens, &current, &weighted);
     }
-    vp_t *names[] = {&top_k_pos, &token_idx, &state, &gate_up, &gated, &current};
+    vp_t *names[] = {&top_k_pos, &token_idx, &state, &gate_up, &gated, &current, &weighted};
     for (unsigned i = 0; i < sizeof names / sizeof *names; i++) vp_moe_rebind(sim, names[i], 0);
     vp_drop(sim, expert_hit);
     vp_drop(sim, expert_mask);
@@ -302,7 +305,7 @@ static vp_t eager_experts(vp_step *step, const vp_op *op, const moe_slots *s, vp
         vp_t o = vp_project(step, l.current, w_down, 0, h, "moe.experts.down");
         vp_drop(sim, w_down);
         vp_moe_rebind(sim, &l.current, o);
-        out = weigh_and_add(sim, out, top_k_weights, l.token_idx, l.top_k_pos, tokens, &l.current);
+        out = weigh_and_add(sim, out, top_k_weights, l.token_idx, l.top_k_pos, tokens, &l.current, &l.current);
     }
     vp_t *names[] = {&l.top_k_pos, &l.token_idx, &l.state, &l.gate, &l.up, &l.current};
     for (unsigned i = 0; i < sizeof names / sizeof *names; i++) vp_moe_rebind(sim, names[i], 0);

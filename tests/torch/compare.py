@@ -1458,6 +1458,13 @@ CASES = [
     ("gpt_oss fp32 offload trl streams", gpt_oss(layers=1), recipe(
         optimizer="sgd", s=48, keep_logits="false", experts_implementation="eager", offload_activations="true",
         offload_torchtune="true", offload_streams="true", offload_trl="true")),
+    # GPT-OSS's eager experts keep `out` and `weighted_output` under two names to the next iteration: with the
+    # saved tensors on the host, the expert's output stays on the GPU by the name (sweep.py 79 gpt_oss trl wide,
+    # case 3, LoRA on the experts' 3-D parameters)
+    ("gpt_oss fp32 lora target_parameters offload", gpt_oss(layers=1), recipe(
+        optimizer="sgd", s=48, finetune="lora", lora_targets="all-linear", lora_rank=1, lora_alpha=2,
+        experts_implementation="eager", lora_target_parameters="0.mlp.experts.gate_up_proj,0.mlp.experts.down_proj",
+        keep_logits="false", offload_activations="true")),
     ("phi3 bf16 loss chunked offload torchtune streams", phi3(), recipe(
         "bf16", optimizer="sgd", s=64, loss="chunked", keep_logits="false", offload_activations="true",
         offload_torchtune="true", offload_streams="true")),
