@@ -941,11 +941,8 @@ vp_t vp_slice_rows(vp_sim *sim, vp_t x, uint64_t numel, uint64_t start, const ch
 }
 
 vp_t vp_slice_columns(vp_sim *sim, vp_t x, uint64_t numel, uint64_t start, const char *label) {
-    vp_t y = vp_slice(sim, x, numel, label);
-    if (y) {
-        vp_at(sim, y)->offset += start;
-        mark_gaps(sim, &y, 1);
-    }
+    vp_t y = vp_slice_rows(sim, x, numel, start, label);
+    mark_gaps(sim, &y, 1);
     return y;
 }
 

@@ -33,8 +33,8 @@ typedef struct {
     uint64_t bytes;      /* 0 for a view: it owns no storage */
     vp_t base;           /* the tensor whose storage a view shares */
     uint64_t offset;     /* where a view starts in that storage, in elements: only compared, as TRL's
-                            OffloadActivations compares storage keys; a split's later parts are further in,
-                            other views (vp_slice's too) start where their base does */
+                            OffloadActivations compares storage keys; a split's later parts are further in, as
+                            are vp_slice_rows' and vp_slice_columns'; other views start where their base does */
     bool gaps;           /* a view whose elements have gaps between them (a part of a split of the last
                             dimension, a strided slice): not dense, so no copy of it keeps its strides */
     uint32_t refs;

@@ -32,6 +32,10 @@ local function accelerate_outputs_fp32(keys)
   return ok or nil
 end
 
+-- A default that holds only where the recipe offloads activations (TRL's
+-- activation_offloading is its own OffloadActivations).
+local function when_offloading(keys) return on(keys.offload_activations) or nil end
+
 -- Each stack: its framework (when it fixes one), the defaults it runs
 -- with (only where the recipe leaves a key unset) and their source, and the
 -- way it applies its precision flags (`precision_rule` below).
@@ -59,8 +63,7 @@ stacks.profiles = {
     defaults = { micro_batch = 8, optimizer = "adamw", optimizer_impl = "foreach", checkpointing = "full",
                  seq_len = 1024, keep_logits = false, outputs_fp32 = accelerate_outputs_fp32,
                  model_code = trainer_model_code, use_reentrant = false,
-                 offload_torchtune = function(keys) return on(keys.offload_activations) or nil end,
-                 offload_trl = function(keys) return on(keys.offload_activations) or nil end },
+                 offload_torchtune = when_offloading, offload_trl = when_offloading },
     bf16_default = true,
     rule = "hf",
     trainer_checkpointing = true,
