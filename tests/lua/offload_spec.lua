@@ -77,6 +77,10 @@ describe("activation offload", function()
   it("rejects TRL's offloading with torchao's float8", helper.rejection(
     with({ "--set", "precision=fp8-torchao", "--set", "framework=fsdp2", "--set", "dp=2" }),
     "offload_trl: not modelled with precision fp8-torchao"))
+  it("rejects axolotl's clones without TRL's hooks", helper.rejection(
+    { "llama2-7b", "--set", "offload_activations=true", "--set", "offload_torchtune=true", "--set",
+      "offload_clone_views=true" },
+    "offload_clone_views: is axolotl's patch of TRL's OffloadActivations: give offload_trl too"))
   it("rejects offload_trl without OffloadActivations", helper.rejection(
     { "llama2-7b", "--set", "offload_activations=true", "--set", "offload_trl=true" },
     "offload_trl: is how TRL runs OffloadActivations"))
