@@ -43,6 +43,8 @@ bool vp_tensor_bytes(vp_dtype dtype, uint64_t numel, uint64_t *bytes) {
     const vp_dtype_info *info = vp_dtype_describe(dtype);
     uint64_t data, scales = 0;
     if (!info) return false;
+    if (info->bits % 8 == 0 && !info->block) /* whole bytes, unblocked: most tensors */
+        return !__builtin_mul_overflow(numel, (uint64_t)(info->bits / 8), bytes);
     /* eight elements take `bits` bytes; sub-byte elements of the rest are
      * packed and the last byte rounded up (never numel * bits: that can
      * overflow where the bytes do not) */

@@ -65,7 +65,7 @@ void vp_ledger_set_streams(vp_ledger *ledger, const vp_stream_ops *streams) {
 static unsigned ledger_stream_of(vp_ledger *ledger, const char *op) {
     if (!op) return 0;
     uintptr_t a = (uintptr_t)op;
-    unsigned slot = (unsigned)((a ^ (a >> 5) ^ (a >> 10)) & 31u);
+    unsigned slot = (unsigned)((a ^ (a >> 7) ^ (a >> 14)) & (VP_STREAM_CACHE - 1));
     if (ledger->stream_cache_op[slot] != op) {
         ledger->stream_cache_op[slot] = op;
         ledger->stream_cache[slot] = (uint8_t)vp_stream_of(ledger->streams, op);

@@ -86,6 +86,7 @@ typedef struct {
  * stream's pool when freed (free_block: block->pool, after the recorded
  * streams' events). */
 #define VP_STREAMS 4u
+#define VP_STREAM_CACHE 128u
 
 /* The ops whose allocations and frees are made on a stream of their own
  * (NULL-terminated labels: stream 1's, 2's and 3's); every other op's on
@@ -103,9 +104,10 @@ typedef struct {
      * peak with its pools; no breakdown), kept only when `streams` is set */
     const vp_stream_ops *streams;
     /* each op's stream by its label's address (labels are static and
-     * compared by address elsewhere too: allocator.c), direct-mapped */
-    const char *stream_cache_op[32];
-    uint8_t stream_cache[32];
+     * compared by address elsewhere too: allocator.c), direct-mapped; a step
+     * has a few hundred labels, and a miss walks every stream's list */
+    const char *stream_cache_op[VP_STREAM_CACHE];
+    uint8_t stream_cache[VP_STREAM_CACHE];
     vp_meter stream[VP_STREAMS], seg_start_stream[VP_STREAMS], seg_stream[VP_STREAMS];
     vp_place place;      /* where the timeline is now */
     bool overflow;       /* a total left 64 bits: the result is meaningless */
