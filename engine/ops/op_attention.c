@@ -1277,7 +1277,7 @@ static void backward_flash(vp_sim *sim, uint32_t index) {
     vp_t softmax_d = vp_grad_sized(sim, vp_numel3(sim, f->batch, f->heads, rows), VP_FP32, "attention.flash_backward");
     vp_t dq_accum = vp_grad_sized(sim, vp_numel4(sim, f->batch, rows, f->heads, d), VP_FP32, "attention.flash_backward");
     vp_t expanded[2] = {0};
-    if (f->which == KERNEL_FLASH && f->kv_heads != f->heads) {
+    if ((f->which == KERNEL_FLASH || f->which == KERNEL_SDPA_FLASH) && f->kv_heads != f->heads) {
         node = vp_node_at(sim, index);
         for (unsigned i = 0; i < 2; i++)
             expanded[i] = vp_grad_sized(sim, vp_numel4(sim, f->batch, f->seq_k, f->heads, f->head_dim),
@@ -1329,11 +1329,27 @@ static vp_t sdpa_ring(vp_step *step, const qkv *in, shape s) {
     return out;
 }
 
+/* transformers' sdpa path with enable_gqa=True (use_gqa_in_sdpa: no mask,
+ * PyTorch 2.5+, 4.54+; vp_recipe_sdpa_enable_gqa): the key and value heads
+ * go to SDPA as they are. The flash backend takes them (can_use_flash_
+ * attention: check_batch_size_and_num_heads_dense<true>; its backward
+ * expands their gradients, backward_flash), cuDNN's from PyTorch 2.8
+ * (before which PyTorch did not prefer it: sdpa_backend's doc). 32-bit
+ * inputs (the memory-efficient backend or the math one, by PyTorch
+ * version) and heads wider than 256 (huggingface/transformers#46960
+ * repeats them again) keep repeat_kv here. */
+static bool native_gqa(const vp_step *step, shape s, kernel which, vp_t mask) {
+    const vp_recipe *r = step->recipe;
+    if (s.kv_heads == s.heads || mask || !sdpa_16bit(which) || s.head_dim > 256) return false;
+    return vp_recipe_sdpa_enable_gqa(r) && vp_recipe_model_code(r) == VP_CODE_TRANSFORMERS;
+}
+
 static vp_t fused_kernel(vp_step *step, const qkv *in, shape s, kernel which, vp_t mask) {
     vp_sim *sim = &step->sim;
     uint64_t b = step->batch, n = step->seq;
     vp_t k, v;
-    if (which == KERNEL_FLASH || s.kv_heads == s.heads) {
+    bool gqa = native_gqa(step, s, which, mask);
+    if (which == KERNEL_FLASH || s.kv_heads == s.heads || gqa) {
         vp_hold(sim, in->k);
         vp_hold(sim, in->v);
         k = in->k;
@@ -1387,7 +1403,7 @@ static vp_t fused_kernel(vp_step *step, const qkv *in, shape s, kernel which, vp
         node->aux[1] = b;
         node->aux[2] = n;
         node->aux[3] = s.heads;
-        node->aux[4] = which == KERNEL_FLASH ? s.kv_heads : s.heads;
+        node->aux[4] = which == KERNEL_FLASH || gqa ? s.kv_heads : s.heads;
         node->aux[5] = s.head_dim;
         vp_save(sim, node, qa);
         vp_save(sim, node, ka);
@@ -1407,12 +1423,15 @@ static vp_t fused_kernel(vp_step *step, const qkv *in, shape s, kernel which, vp
     vp_drop(sim, qa);
     vp_drop(sim, ka);
     vp_drop(sim, va);
-    /* cuDNN lays its output out like the query; transformers made that
-     * contiguous ([b, heads, s, d]), so its attn_output.transpose(1, 2)
-     * .contiguous() is a copy, kept for o_proj (the H200 check: one per
-     * layer). torchtune's and torchtitan's query is a transposed view: their
-     * output is [b, s, heads, d] already, as the flash kernel's always is. */
-    if (cudnn && vp_recipe_model_code(step->recipe) == VP_CODE_TRANSFORMERS) {
+    /* cuDNN lays its output out like the query; transformers before 4.56
+     * made that contiguous ([b, heads, s, d]), so its attn_output
+     * .transpose(1, 2).contiguous() is a copy, kept for o_proj (the H200
+     * check: one per layer). From 4.56 (huggingface/transformers#40315) its
+     * query is the transposed view the rotary embedding keeps, as
+     * torchtune's and torchtitan's is: the output is [b, s, heads, d]
+     * already, as the flash kernel's always is. */
+    if (cudnn && vp_recipe_model_code(step->recipe) == VP_CODE_TRANSFORMERS &&
+        !vp_recipe_transformers_since(step->recipe, 4, 56)) {
         vp_t merged = vp_copy(sim, out, "attention.merge_heads");
         vp_drop(sim, out);
         return merged;

@@ -59,6 +59,10 @@ const char *vp_recipe_problem(const vp_recipe *r) {
     const vp_framework_kind *framework = vp_framework_of(r);
     if (r->transformers_major && r->transformers_major != 4 && r->transformers_major != 5)
         return "transformers_major: 4 or 5 (set from transformers_version)";
+    /* torch.nn.functional.scaled_dot_product_attention's enable_gqa: 2.5's */
+    if (r->sdpa_enable_gqa == 1 && (r->torch_version == VP_TORCH_1_13 || r->torch_version == VP_TORCH_2_4))
+        return "sdpa_enable_gqa: SDPA's enable_gqa came with PyTorch 2.5 (torch_version 1.13 and 2.4 repeat the key "
+               "and value heads)";
     if (r->selective && !framework->selective_recompute)
         return "checkpointing: selective recompute is Megatron-LM's: use framework = megatron, or full or every-K";
     /* tp > 1 computes Megatron's vocab-parallel cross-entropy
@@ -169,6 +173,20 @@ bool vp_recipe_fsdp2_rerun_reshards(const vp_recipe *recipe) {
     /* FSDPParamGroup.post_forward skips both inside backward (is_bw()) from
      * PyTorch 2.10 on (pytorch#164009) */
     return recipe->torch_version >= VP_TORCH_2_4 && recipe->torch_version <= VP_TORCH_2_9;
+}
+
+bool vp_recipe_transformers_since(const vp_recipe *recipe, unsigned major, unsigned minor) {
+    if (recipe->transformers_major != major) return recipe->transformers_major > major;
+    return recipe->transformers_minor >= minor;
+}
+
+bool vp_recipe_sdpa_enable_gqa(const vp_recipe *recipe) {
+    if (recipe->sdpa_enable_gqa >= 0) return recipe->sdpa_enable_gqa;
+    /* integrations/sdpa_attention.py's use_gqa_in_sdpa (huggingface/
+     * transformers#39412, in 4.54): on CUDA with PyTorch 2.5 or later, the
+     * mask aside (op_attention.c) */
+    bool torch = recipe->torch_version != VP_TORCH_1_13 && recipe->torch_version != VP_TORCH_2_4;
+    return vp_recipe_transformers_since(recipe, 4, 54) && torch && recipe->device == VP_DEVICE_CUDA;
 }
 
 void vp_recipe_resolve(vp_recipe *recipe) {

@@ -236,6 +236,8 @@ typedef struct {
     vp_model_code model_code;
     vp_experts_impl experts_impl;
     unsigned transformers_major;   /* transformers' major version where a stack or the recipe names it (0: not) */
+    unsigned transformers_minor;   /* ... and its minor version, where the recipe's transformers_version has one */
+    int sdpa_enable_gqa;         /* transformers hands SDPA the key/value heads with enable_gqa; -1: the versions' */
     vp_reduce_dtype reduce_dtype; /* framework = fsdp2 with a mixed precision */
     vp_framework framework;
     vp_torch_version torch_version;
@@ -455,6 +457,14 @@ vp_model_code vp_recipe_model_code(const vp_recipe *recipe);
 vp_experts_impl vp_recipe_experts_impl(const vp_recipe *recipe);
 /* transformers 5's experts: each projection of all the experts one 3-D parameter */
 bool vp_recipe_fused_experts(const vp_recipe *recipe);
+
+/* Whether the recipe names transformers major.minor or a later release
+ * (never when it names none: the PyTorch harness's 4.49-4.52 then). */
+bool vp_recipe_transformers_since(const vp_recipe *recipe, unsigned major, unsigned minor);
+/* Whether transformers' sdpa path passes enable_gqa=True (no repeat_kv)
+ * where a model has fewer key/value heads than query heads and SDPA gets
+ * no mask: sdpa_enable_gqa, or auto from the versions (op_attention.c). */
+bool vp_recipe_sdpa_enable_gqa(const vp_recipe *recipe);
 
 /* The load, auto resolved (vp_load). */
 vp_load vp_recipe_load(const vp_recipe *recipe);

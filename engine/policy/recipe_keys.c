@@ -294,6 +294,7 @@ static void value_checkpointing(const vp_recipe *r, vp_key_value *out) {
 }
 static void value_early_stop(const vp_recipe *r, vp_key_value *out) { set_bool(out, vp_recipe_checkpoint_early_stop(r)); }
 static void value_offload_streams(const vp_recipe *r, vp_key_value *out) { set_bool(out, vp_recipe_offload_streams(r)); }
+static void value_sdpa_enable_gqa(const vp_recipe *r, vp_key_value *out) { set_bool(out, vp_recipe_sdpa_enable_gqa(r)); }
 static void value_rerun_reshards(const vp_recipe *r, vp_key_value *out) {
     set_bool(out, vp_recipe_fsdp2_rerun_reshards(r));
 }
@@ -457,9 +458,21 @@ static const vp_recipe_key keys[] = {
             "capability 9.x and 10.x (PyTorch 2.11's check_prefer_cudnn_attention, cuDNN 9.15.1+; measured on an "
             "H200, docs/gpu-check.md), the flash kernel elsewhere or without a GPU; flash where "
             "TORCH_CUDNN_SDPA_DEPRIORITIZED=1 or an older PyTorch picks it [auto]"},
+    /* integrations/sdpa_attention.py, use_gqa_in_sdpa (huggingface/
+     * transformers#39412, 4.54); PyTorch's flash backend takes fewer key
+     * heads (sdp_utils.cpp, can_use_flash_attention: check_batch_size_and_
+     * num_heads_dense<true>), cuDNN's from 2.8 */
+    {TRISTATE_KEY("sdpa_enable_gqa", sdpa_enable_gqa), .applies = with_sdpa, .value = value_sdpa_enable_gqa,
+     .doc = "attention = sdpa over a model with fewer key/value heads than query heads, in transformers' modelling "
+            "code, SDPA given no mask: the key and value heads handed to SDPA as they are with enable_gqa=True, not "
+            "repeated to every query head first (repeat_kv's copies, which SDPA saves); the flash and cuDNN backends "
+            "take them, flash's backward expanding the key and value gradients to every head before summing them. "
+            "Not with 32-bit inputs or heads wider than 256, where vramplan keeps repeat_kv; false where the batches "
+            "are padded (a mask) [auto: true under transformers 5 (a Trainer stack's default) or a "
+            "transformers_version from 4.54, with torch_version 2.5 or later on a GPU; else false]"},
     {OPTION_KEY("model_code", model_code, vp_model_code_names, VP_CODE_AUTO),
-     .doc = "whose modelling code runs the model, where layouts differ: transformers' sdpa path makes the query "
-            "contiguous, so cuDNN's attention output needs a copy to merge the heads; torchtune's and torchtitan's "
+     .doc = "whose modelling code runs the model, where layouts differ: transformers' sdpa path before 4.56 makes the "
+            "query contiguous, so cuDNN's attention output needs a copy to merge the heads; torchtune's and torchtitan's "
             "hand SDPA a transposed view; auto: torchtitan under framework fsdp2 (transformers with a PEFT "
             "method: torchtitan trains whole models), else transformers "
             "[auto; stack torchtune: torchtune]"},
@@ -482,6 +495,9 @@ static const vp_recipe_key keys[] = {
      .doc = "transformers' major version (4 or 5; 0: not named), which the stacks set from transformers_version "
             "or a Trainer stack's default (5): under 5, experts_implementation auto is grouped_mm where the "
             "model's block is modelled [0]"},
+    {UINT_KEY("transformers_minor", transformers_minor, 0, 1000, 0), .hidden = true,
+     .doc = "transformers' minor version, which the stacks set from a transformers_version such as 4.57.1 (0: not "
+            "named): from 4.54, sdpa_enable_gqa auto is true [0]"},
     {OPTION_KEY("framework", framework, NULL, VP_FRAMEWORK_TORCH), .choice_at = framework_name,
      .doc = "the training framework, with its own buffers and defaults; torch is a plain PyTorch loop (DDP with dp)"},
     {OPTION_KEY("torch_version", torch_version, vp_torch_version_names, VP_TORCH_2),

@@ -63,6 +63,8 @@ def run(case, compile_layers=False, trace=False):
     torch.set_default_device(dev)  # PyTorch 2.x, which the check needs (SDPA)
     dtype = torch.bfloat16 if rec["precision"] in ("bf16", "bf16-autocast", "mixed-bf16") else torch.float32
     classifier = cfg["model_type"] == "bert"
+    if rec.get("transformers_version"):  # the sdpa path of that release (models/llama_blocks.py)
+        cfg = dict(cfg, _transformers_version=rec["transformers_version"])
     model = (BertForSequenceClassification(cfg) if classifier else CausalLM(cfg)).to(dev, dtype)
     model.train()
     ac = Autocast(None)  # real autocast below

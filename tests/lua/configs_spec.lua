@@ -643,8 +643,8 @@ describe("training stacks", function()
     local recipe, peak = estimate("llama3.2-1b", "--set", "stack=hf-trainer", "--set", "bf16=true", table.unpack(v4))
     assert_keys(recipe, { precision = "amp-bf16", micro_batch = 8, optimizer = "adamw", optimizer_impl = "foreach",
       checkpointing = "none", keep_logits = false })
-    local _, want = estimate("llama3.2-1b", "--set", "seq_len=256", "--set", "precision=amp-bf16", "--set", "micro_batch=8",
-      "--set", "optimizer_impl=foreach", "--set", "keep_logits=false")
+    local _, want = estimate("llama3.2-1b", "--set", "precision=amp-bf16", "--set", "micro_batch=8",
+      "--set", "optimizer_impl=foreach", "--set", "keep_logits=false", table.unpack(v4))
     assert.are.equal(want, peak)
     recipe = estimate("llama3.2-1b", "--set", "stack=hf-trainer", "--set", "bf16=true",
       "--set", "torch_dtype=torch.bfloat16", table.unpack(v4))

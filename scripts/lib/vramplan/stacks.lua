@@ -594,7 +594,8 @@ local function liger_keys(keys, origins)
 end
 
 -- transformers' major version where its defaults differ (`transformers_version`:
--- 4 or 5, or a release such as 4.57.1); nil when the recipe names none.
+-- 4 or 5, or a release such as 4.57.1), and its minor version where the
+-- recipe names one; nil when the recipe names none.
 local function transformers_major(keys, origins)
   local v = keys.transformers_version
   if v == nil then return nil end
@@ -603,7 +604,14 @@ local function transformers_major(keys, origins)
     error(string.format("%s: transformers_version: %s is not 4 or 5 (or a release of them, as 4.57.1)",
       origins.transformers_version or "recipe", show(v)), 0)
   end
-  return major
+  return major, tonumber(show(v):match("^%s*%d+%.(%d+)"))
+end
+
+-- A named 4.x release: its minor version for the core (sdpa_enable_gqa's
+-- auto from 4.54, the sdpa path's query from 4.56); nil for 4 alone.
+local function transformers4_defaults(minor)
+  if not minor then return nil end
+  return { transformers_major = 4, transformers_minor = minor }
 end
 
 -- What transformers 5 changed in the defaults a recipe inherits, where the
@@ -725,10 +733,14 @@ function stacks.apply(keys, origins, config)
     if d ~= "auto" then flags.weights = d else flags.auto_dtype = true end
     flag_origin = flag_origin or origins.torch_dtype
   end
-  local major, version_origin = transformers_major(keys, origins), origins.transformers_version
+  local major, minor = transformers_major(keys, origins)
+  local version_origin = origins.transformers_version
   local stack_origin = origins.stack
   for k in pairs(stacks.keys) do keys[k], origins[k] = nil, nil end
   if name == nil and next(flags) == nil then
+    if major == 4 and minor then
+      return { defaults = transformers4_defaults(minor), origin = version_origin .. " (transformers " .. minor .. ")" }
+    end
     if major ~= 5 then return nil end
     return { defaults = transformers5_defaults(), origin = version_origin .. " (transformers 5's default)" }
   end
@@ -770,11 +782,12 @@ function stacks.apply(keys, origins, config)
   -- a Trainer stack named (hf-trainer, trl) is 5's unless the recipe says 4;
   -- the other stacks pass their own checkpointing kwargs
   local trainer = name and profile.trainer_checkpointing
-  if major == 5 and (trainer or version_origin) and profile.rule ~= "fixed" then
-    local defaults = transformers5_defaults()
-    for k, v in pairs(assumed.defaults or {}) do defaults[k] = v end
-    assumed.defaults = defaults
-    assumed.origin = assumed.origin or (version_origin .. " (transformers 5's default)")
+  local versioned = major == 5 and (trainer or version_origin) and transformers5_defaults() or
+    (major == 4 and transformers4_defaults(minor))
+  if versioned and profile.rule ~= "fixed" then
+    for k, v in pairs(assumed.defaults or {}) do versioned[k] = v end
+    assumed.defaults = versioned
+    assumed.origin = assumed.origin or (version_origin .. " (transformers " .. major .. "'s default)")
   end
   return assumed
 end

@@ -164,6 +164,10 @@ class LlamaAttention(nn.Module):
             self.softcap = cfg.get("attn_logit_softcapping")
         self.attention_dropout = cfg.get("attention_dropout", 0.0)
         self.attn_impl = cfg.get("_attn_implementation", "eager")
+        # transformers' release for the sdpa path (the GPU check's recipe's
+        # transformers_version): 4.49-4.52's unless it names 4.56 or later
+        release = tuple(int(p) for p in str(cfg.get("_transformers_version", "4.52")).split(".")[:2])
+        self.sdpa_since_4_56 = release >= (4, 56) or release == (5,)
         bias = cfg.get("attention_bias", False)
         qkv_bias = bias or cfg["model_type"] == "qwen2_moe"  # Qwen2Attention: biases on q, k, v only
         self.fused = cfg["model_type"] == "phi3"  # Phi3Attention: one qkv_proj
@@ -218,6 +222,8 @@ class LlamaAttention(nn.Module):
     def sdpa(self, query, key, value, attention_mask):
         # integrations/sdpa_attention.py sdpa_attention_forward (4.49-4.52);
         # only the GPU check runs it (real autocast, CUDA's kernels)
+        if self.sdpa_since_4_56:
+            return self.sdpa_4_56(query, key, value, attention_mask)
         key = repeat_kv(key, self.num_key_value_groups)
         value = repeat_kv(value, self.num_key_value_groups)
         causal_mask = attention_mask
@@ -228,6 +234,25 @@ class LlamaAttention(nn.Module):
         attn_output = nn.functional.scaled_dot_product_attention(
             query, key, value, attn_mask=causal_mask, dropout_p=self.attention_dropout if self.training else 0.0,
             scale=self.scaling, is_causal=is_causal)
+        return attn_output.transpose(1, 2).contiguous(), None
+
+    def sdpa_4_56(self, query, key, value, attention_mask):
+        # sdpa_attention_forward from 4.56: no .contiguous() of q, k and v
+        # (huggingface/transformers#40315), and 4.54's use_gqa_in_sdpa
+        # (#39412): without a mask the key and value heads go to SDPA as they
+        # are, with enable_gqa (PyTorch 2.5+)
+        gqa = attention_mask is None and self.num_key_value_groups > 1
+        if not gqa:
+            key = repeat_kv(key, self.num_key_value_groups)
+            value = repeat_kv(value, self.num_key_value_groups)
+        causal_mask = attention_mask
+        if attention_mask is not None:
+            causal_mask = causal_mask[:, :, :, : key.shape[-2]]
+        is_causal = query.shape[2] > 1 and causal_mask is None
+        extra = {"enable_gqa": True} if gqa else {}
+        attn_output = nn.functional.scaled_dot_product_attention(
+            query, key, value, attn_mask=causal_mask, dropout_p=self.attention_dropout if self.training else 0.0,
+            scale=self.scaling, is_causal=is_causal, **extra)
         return attn_output.transpose(1, 2).contiguous(), None
 
     def attend(self, ac, query, key, value, attention_mask):
