@@ -622,6 +622,7 @@ static vp_t binary_unsaved(vp_sim *sim, vp_t a, vp_t b, uint64_t out_numel, vp_b
                            const char *label) {
     vp_dtype dt = vp_dtype_promote(dtype_of(sim, a), dtype_of(sim, b));
     vp_t y = vp_new(sim, out_numel, dt, label);
+    vp_keep_layout(sim, y, a, b);
     vp_t in[2] = {a, b};
     vp_record(sim, backward, label, in, 2, &y, 1);
     return y;
@@ -648,6 +649,7 @@ vp_t vp_mul(vp_sim *sim, vp_t a, vp_t b, uint64_t out_numel, const char *label) 
 
 vp_t vp_mul_as(vp_sim *sim, vp_t a, vp_t b, uint64_t out_numel, vp_dtype dt, const char *label) {
     vp_t y = vp_new(sim, out_numel, dt, label);
+    vp_keep_layout(sim, y, a, b);
     vp_t in[2] = {a, b};
     vp_node *node = vp_record(sim, backward_mul, label, in, 2, &y, 1);
     /* MulBackward0 saves self, then other (the order the hooks see them) */
@@ -707,6 +709,7 @@ static vp_t times_constant(vp_sim *sim, vp_t a, bool saves_scalar, bool in_place
     vp_t scalar = wrapped ? vp_new(sim, 0, VP_FP32, "wrapped_scalar") : 0;
     vp_t y = in_place ? vp_view(sim, a, numel_of(sim, a), label)
                       : vp_new(sim, numel_of(sim, a), dtype_of(sim, a), label);
+    vp_keep_layout(sim, y, a, 0);
     vp_node *node = vp_record(sim, backward_unary, label, &a, 1, &y, 1);
     if (node) {
         node->aux[0] = 0;
@@ -745,6 +748,7 @@ vp_t vp_shift(vp_sim *sim, vp_t a, vp_dtype out_dtype, uint64_t out_numel, const
 vp_t vp_unary(vp_sim *sim, vp_t a, vp_saves saves, unsigned backward_temps, vp_dtype out_dtype,
               const char *label) {
     vp_t y = vp_new(sim, numel_of(sim, a), out_dtype, label);
+    vp_keep_layout(sim, y, a, 0);
     vp_node *node = vp_record(sim, backward_unary, label, &a, 1, &y, 1);
     if (node) {
         node->aux[0] = backward_temps;
@@ -877,6 +881,7 @@ vp_t vp_to(vp_sim *sim, vp_t x, vp_dtype dtype, const char *label) {
         return x;
     }
     vp_t y = vp_new(sim, numel_of(sim, x), dtype, label);
+    vp_keep_layout(sim, y, x, 0); /* preserve_format */
     vp_node *node = vp_record(sim, backward_unary, label, &x, 1, &y, 1);
     if (node) node->aux[0] = 0; /* ToCopyBackward: grad.to(self's dtype) */
     return y;

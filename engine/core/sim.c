@@ -162,6 +162,7 @@ vp_t vp_view(vp_sim *sim, vp_t base, uint64_t numel, const char *label) {
     x->base = root;
     x->offset = b->offset;
     x->gaps = b->gaps;
+    x->permuted = b->permuted;
     x->label = label;
     vp_hold(sim, root);
     return t;
@@ -503,7 +504,15 @@ static void pack_clone(vp_sim *sim, vp_node *node, unsigned slot, vp_t t, uint64
     vp_drop(sim, clone); /* the stash's now */
 }
 
-static void save_at(vp_sim *sim, vp_node *node, unsigned slot, vp_t t, bool strided) {
+/* How a save's tensor is laid out, where the caller knows better than the
+ * tensor's own flags (save_at) */
+typedef enum {
+    SAVED_AS_IS,     /* the tensor's layout: permuted, or contiguous */
+    SAVED_STRIDED,   /* a strided view of it (weight.t(), mm's mat2) */
+    SAVED_CONTIGUOUS /* a contiguous view or copy of it */
+} saved_layout;
+
+static void save_at(vp_sim *sim, vp_node *node, unsigned slot, vp_t t, saved_layout layout) {
     if (!node || !t || slot >= VP_NODE_MAX_SAVED || node->saved[slot] || (node->holders & (1u << slot))) {
         overflow(sim); /* more saved tensors than a node has room for: an op-table bug */
         return;
@@ -528,6 +537,7 @@ static void save_at(vp_sim *sim, vp_node *node, unsigned slot, vp_t t, bool stri
     uint64_t bytes;
     const vp_tensor *x = vp_at(sim, t);
     if (!vp_tensor_bytes((vp_dtype)x->dtype, x->numel, &bytes)) overflow(sim);
+    bool strided = layout == SAVED_STRIDED || (layout == SAVED_AS_IS && x->permuted);
     /* (isinstance(t, nn.Parameter): the parameter itself, not a view of it
      * such as the transposed weight a matmul saves, weight.t()) */
     bool parameter = x->category == VP_CAT_PARAMS && !x->base && !strided;
@@ -565,7 +575,7 @@ static void save_at(vp_sim *sim, vp_node *node, unsigned slot, vp_t t, bool stri
     if (stashed != t) vp_drop(sim, stashed); /* the stash's now */
 }
 
-void vp_save_at(vp_sim *sim, vp_node *node, unsigned slot, vp_t t) { save_at(sim, node, slot, t, false); }
+void vp_save_at(vp_sim *sim, vp_node *node, unsigned slot, vp_t t) { save_at(sim, node, slot, t, SAVED_AS_IS); }
 
 void vp_hold_at(vp_sim *sim, vp_node *node, unsigned slot, vp_t t) {
     if (!node || !t || slot >= VP_NODE_MAX_SAVED || node->saved[slot]) {
@@ -577,19 +587,29 @@ void vp_hold_at(vp_sim *sim, vp_node *node, unsigned slot, vp_t t) {
     vp_hold(sim, t);
 }
 
-static void save(vp_sim *sim, vp_node *node, vp_t t, bool strided) {
+static void save(vp_sim *sim, vp_node *node, vp_t t, saved_layout layout) {
     if (!node || !t) return;
     for (unsigned i = 0; i < VP_NODE_MAX_SAVED; i++) {
         if (!node->saved[i] && !(node->holders & (1u << i))) {
-            save_at(sim, node, i, t, strided);
+            save_at(sim, node, i, t, layout);
             return;
         }
     }
     overflow(sim); /* more saved tensors than a node has room for: an op-table bug */
 }
 
-void vp_save(vp_sim *sim, vp_node *node, vp_t t) { save(sim, node, t, false); }
-void vp_save_view(vp_sim *sim, vp_node *node, vp_t t, bool strided) { save(sim, node, t, strided); }
+void vp_save(vp_sim *sim, vp_node *node, vp_t t) { save(sim, node, t, SAVED_AS_IS); }
+void vp_save_view(vp_sim *sim, vp_node *node, vp_t t, bool strided) {
+    save(sim, node, t, strided ? SAVED_STRIDED : SAVED_AS_IS);
+}
+void vp_save_contiguous(vp_sim *sim, vp_node *node, vp_t t) { save(sim, node, t, SAVED_CONTIGUOUS); }
+
+void vp_keep_layout(vp_sim *sim, vp_t y, vp_t a, vp_t b) {
+    if (!y) return;
+    uint64_t n = vp_at(sim, y)->numel;
+    vp_t first = a && vp_at(sim, a)->numel == n ? a : b && vp_at(sim, b)->numel == n ? b : 0;
+    vp_at(sim, y)->permuted = first && vp_at(sim, first)->permuted;
+}
 
 /* What comes back to the GPU for a packed tensor: its elements, or (TRL)
  * a broadcast view's whole storage, viewed as it was (as_strided). */

@@ -37,6 +37,9 @@ typedef struct {
                             are vp_slice_rows' and vp_slice_columns'; other views start where their base does */
     bool gaps;           /* a view whose elements have gaps between them (a part of a split of the last
                             dimension, a strided slice): not dense, so no copy of it keeps its strides */
+    bool permuted;       /* dense but not contiguous: the attention heads' transposed view of a projection's
+                            rows, and what element-wise ops make of it (TensorIterator lays an output out like
+                            its first full-size input: vp_keep_layout) */
     uint32_t refs;
     uint8_t dtype;
     uint8_t category;
@@ -353,6 +356,14 @@ void vp_save(vp_sim *sim, vp_node *node, vp_t t);
  * (mm's mat2, a Linear's weight.t()): save_on_cpu's pinned copy of it goes
  * through a contiguous copy on the GPU first, as an expanded view's does. */
 void vp_save_view(vp_sim *sim, vp_node *node, vp_t t, bool strided);
+/* vp_save of a contiguous view of t whatever t's layout (a permuted
+ * tensor's rows as they are, q.transpose(1, 2) for FlashAttention-2), or
+ * of the contiguous copy the caller's code makes first and the sim does
+ * not (transformers' sdpa path before 4.56: query.contiguous()). */
+void vp_save_contiguous(vp_sim *sim, vp_node *node, vp_t t);
+/* An element-wise op's output y laid out like its first input of y's size
+ * among a and b (b may be 0): permuted where that input is. */
+void vp_keep_layout(vp_sim *sim, vp_t y, vp_t a, vp_t b);
 /* The same into saved slot `slot`. Packed tensors come back in backward as
  * new copies, made before the rule runs and freed as it returns. */
 void vp_save_at(vp_sim *sim, vp_node *node, unsigned slot, vp_t t);

@@ -1392,6 +1392,15 @@ static vp_t fused_kernel(vp_step *step, const qkv *in, shape s, kernel which, vp
     bool cudnn = which == KERNEL_SDPA_CUDNN;
     vp_t rng = vp_sac_new(sim, aten, cudnn ? 1 : 2, VP_INT64, "attention.flash_rng");
     vp_t rng_offset = cudnn ? vp_sac_new(sim, aten, 1, VP_INT64, "attention.flash_rng") : 0;
+    bool transformers = vp_recipe_model_code(step->recipe) == VP_CODE_TRANSFORMERS;
+    bool contiguous_inputs = which == KERNEL_FLASH || (transformers && !vp_recipe_transformers_since(step->recipe, 4, 56));
+    /* SDPA saves its output as it returns it: [b, s, heads, d] seen as [b,
+     * heads, s, d] (flash, memory-efficient) or laid out like the query
+     * (cuDNN); FlashAttention-2's is [b, s, heads, d]. The tensor stands
+     * for the merged heads after it too (attn_output.transpose(1, 2):
+     * contiguous, the view o_proj saves), so the save says it. */
+    bool like_query = which == KERNEL_SDPA_CUDNN && !contiguous_inputs && vp_at(sim, qa)->permuted;
+    bool out_permuted = which != KERNEL_FLASH && (which != KERNEL_SDPA_CUDNN || like_query) && n > 1 && s.heads > 1;
     vp_t inputs[3] = {qa, ka, va};
     vp_node *node = vp_record(sim, backward_flash, "attention.flash", inputs, 3, &out, 1);
     if (node) {
@@ -1405,10 +1414,19 @@ static vp_t fused_kernel(vp_step *step, const qkv *in, shape s, kernel which, vp
         node->aux[3] = s.heads;
         node->aux[4] = which == KERNEL_FLASH || gqa ? s.kv_heads : s.heads;
         node->aux[5] = s.head_dim;
-        vp_save(sim, node, qa);
-        vp_save(sim, node, ka);
-        vp_save(sim, node, va);
-        vp_save(sim, node, out);
+        /* q, k and v as SDPA gets them: transformers' sdpa path before
+         * 4.56 made them contiguous (copies the sim leaves out), and
+         * FlashAttention-2 gets q.transpose(1, 2), the projections' rows */
+        if (contiguous_inputs) {
+            vp_save_contiguous(sim, node, qa);
+            vp_save_contiguous(sim, node, ka);
+            vp_save_contiguous(sim, node, va);
+        } else {
+            vp_save(sim, node, qa);
+            vp_save(sim, node, ka);
+            vp_save(sim, node, va);
+        }
+        vp_save_view(sim, node, out, out_permuted);
         vp_save(sim, node, lse);
         if (bias) vp_save(sim, node, bias);
         if (cudnn) {
@@ -1609,6 +1627,19 @@ static vp_t attend(vp_step *step, const vp_op *op, const vp_t *leaves, qkv *in, 
     return fused_kernel(step, in, s, which, masked ? current_mask(step) : 0);
 }
 
+/* The heads' view of a projection's rows, x.view(b, s, heads, d)
+ * .transpose(1, 2): not contiguous with more than one head and one
+ * position (what element-wise ops make of it keeps that layout: Gemma 3's
+ * and Cohere's q/k norms, the rotary embedding's q * cos + ...), which
+ * OffloadActivations' and save_on_cpu's hooks see. */
+static void permute_heads(vp_step *step, qkv *in, shape s) {
+    vp_sim *sim = &step->sim;
+    bool rows = step->seq > 1;
+    if (in->q && !in->q_contiguous) vp_at(sim, in->q)->permuted = rows && s.heads > 1;
+    if (in->k && !in->k_contiguous) vp_at(sim, in->k)->permuted = rows && s.kv_heads > 1;
+    if (in->v && !in->v_contiguous) vp_at(sim, in->v)->permuted = rows && s.kv_heads > 1;
+}
+
 static vp_t attention_forward(vp_step *step, const vp_op *op, const vp_t *leaves, vp_t given) {
     vp_sim *sim = &step->sim;
     /* DTensor's PrepareModuleInput: the input gathered once for q, k and v */
@@ -1667,6 +1698,7 @@ static vp_t attention_forward(vp_step *step, const vp_op *op, const vp_t *leaves
         in.v = vp_project_column(step, source, leaves[V_W], leaves[V_B], kv_out, "attention.v_proj");
         normalized = early;
     }
+    if (!mla) permute_heads(step, &in, s);
     if (vp_op_flag(op, ATT_POSITION_BIAS)) {
         in.cross = cross;
         in.kv_len = cross ? step->source_seq : step->seq + step->past_tokens;

@@ -509,6 +509,53 @@ static void test_gaps_pack(void) {
     }
 }
 
+/* A permuted tensor (the heads' transposed view) and what element-wise ops
+ * make of it keep the layout (TensorIterator: like the first full-size
+ * input); a reduction's output does not. Saved by a matmul whose output is
+ * smaller, it goes to the host through a contiguous GPU copy under
+ * save_on_cpu (the peak rises by the copy beyond the output), keeps its
+ * strides under torchtune's hooks (no copy), and under TRL's its
+ * contiguous copy stays in the stash until flushed. a[16,64] fp32 = 4096 B,
+ * w[64,4] = 1024 B (needs grad), y[16,4] = 256 B. */
+static void test_permuted_pack(void) {
+    enum { SAVE_ON_CPU, TORCHTUNE, TRL };
+    for (unsigned mode = SAVE_ON_CPU; mode <= TRL; mode++) {
+        for (unsigned permuted = 0; permuted < 2; permuted++) {
+            graph g;
+            uint64_t host;
+            if (mode == TRL) graph_init_trl(&g, &host, VP_OFFLOAD_WINDOW);
+            else graph_init_packing(&g, &host);
+            g.sim.pack_keeps_strides = mode != SAVE_ON_CPU;
+            vp_t w = vp_leaf(&g.sim, 64 * 4, VP_FP32, VP_CAT_PARAMS, true, "w");
+            vp_t x = vp_new(&g.sim, 16 * 64, VP_BF16, "x");
+            vp_at(&g.sim, x)->permuted = permuted;
+            vp_t a = vp_to(&g.sim, x, VP_FP32, "a");
+            vp_t scale = vp_new(&g.sim, 64, VP_FP32, "scale");
+            vp_t scaled = vp_mul(&g.sim, scale, a, 16 * 64, "scaled"); /* the first full-size input: a */
+            vp_t mean = vp_reduce(&g.sim, a, 16, "mean");
+            CHECK(vp_at(&g.sim, a)->permuted == (bool)permuted && vp_at(&g.sim, scaled)->permuted == (bool)permuted);
+            CHECK(!vp_at(&g.sim, mean)->permuted);
+            uint64_t before = g.ledger.raw.total;
+            g.ledger.raw.peak = before;
+            vp_t y = vp_matmul(&g.sim, a, w, 16 * 4, false, "matmul");
+            CHECK_EQ_U64(host, 4096);
+            bool copied = permuted && mode != TORCHTUNE;
+            uint64_t stashed = copied && mode == TRL ? 4096 : 0;
+            CHECK_EQ_U64(g.ledger.raw.peak, before + 256 + (copied ? 4096 - (mode == TRL ? 0 : 256) : 0));
+            CHECK_EQ_U64(g.ledger.raw.total, before + 256 + stashed);
+            vp_offload_stash_flush(&g.sim);
+            g.sim.pack = NULL;
+            vp_drop(&g.sim, y);
+            vp_drop(&g.sim, mean);
+            vp_drop(&g.sim, scaled);
+            vp_drop(&g.sim, scale);
+            vp_drop(&g.sim, a);
+            vp_drop(&g.sim, x);
+            graph_free(&g);
+        }
+    }
+}
+
 /* ... a frozen weight's weight.t() shares the parameter's storage: kept,
  * no copy. Where the weights are gathered (pack_skips_param_views off),
  * the transposed view goes through a contiguous GPU copy that the stash
@@ -1007,6 +1054,7 @@ int main(void) {
     test_trl_storage_keys();
     test_trl_views();
     test_gaps_pack();
+    test_permuted_pack();
     test_gather_and_index_pair_pack_each_save();
     test_pack_through_contiguous();
     test_accumulate_modes();

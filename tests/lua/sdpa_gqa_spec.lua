@@ -99,6 +99,32 @@ describe("SDPA's enable_gqa in transformers' sdpa path", function()
     assert.truthy(err:find("sdpa_enable_gqa: SDPA's enable_gqa came with PyTorch 2.5", 1, true))
   end)
 
+  it("hands SDPA the heads' transposed views from 4.56, which TRL's offloading hooks copy contiguous", function()
+    -- from 4.56 q and SDPA's output [batch, heads, seq, head_dim], k and v
+    -- of the key/value heads (enable_gqa); the stash keeps each copy (streams)
+    local function copies(minor, attention)
+      local recipe = { seq_len = seq, micro_batch = batch, precision = "bf16", finetune = "lora",
+        transformers_major = 4, transformers_minor = minor, attention = attention,
+        offload_activations = true, offload_torchtune = true, offload_trl = true }
+      local r = require("vramplan").estimate(helper.model("llama3.2-1b", 2), recipe, nil,
+        { timeline = true, fold = false })
+      local count = {}
+      for _, e in ipairs(r.timeline) do
+        if e.op == "offload.stream_contiguous" and e.delta > 0 then count[e.delta] = (count[e.delta] or 0) + 1 end
+      end
+      return count
+    end
+    local views = copies(57, "sdpa")
+    assert.are.equal(2 * 2, views[heads_bytes(heads)])
+    assert.are.equal(2 * 2, views[heads_bytes(kv_heads)])
+    -- 4.49-4.55 made q, k and v contiguous: SDPA's output alone, [batch,
+    -- seq, heads, head_dim] seen as [batch, heads, seq, head_dim]
+    assert.are.same({ [heads_bytes(heads)] = 2 }, copies(55, "sdpa"))
+    -- FlashAttention-2 gets q.transpose(1, 2), the projections' rows, and
+    -- returns [batch, seq, heads, head_dim]
+    assert.are.same({}, copies(57, "flash"))
+  end)
+
   it("merges cuDNN's heads without a copy from 4.56, the query a transposed view", function()
     local function on(gpu, version) return activations("--gpu", gpu, "--set", "transformers_version=" .. version) end
     -- one [batch, seq, hidden] 16-bit copy a layer, kept for o_proj's backward, before

@@ -1441,6 +1441,13 @@ CASES = [
         "bf16", optimizer="sgd", s=128, ckpt="full", use_reentrant="false", keep_logits="false",
         offload_activations="true", offload_torchtune="true", offload_streams="true", offload_trl="true",
         offload_clone_views="true")),
+    # Gemma 3's q and k norms run over the heads' transposed view and keep its layout: axolotl's patch clones the
+    # fp32 upcast for pow and again for the product, where TRL's keys alone would keep the second (sweep.py 87 80
+    # wide trl more v5, case 1: 0.45 MiB over before the sim tracked layouts)
+    ("gemma3 prompt mixed-bf16 offload trl clone streams", gemma3(layers=3, vocab=256), recipe(
+        "mixed-bf16", optimizer="adam", impl="for-loop", b=3, s=64, finetune="prompt", num_virtual_tokens=3,
+        keep_logits="false", offload_activations="true", offload_torchtune="true", offload_trl="true",
+        offload_streams="true", offload_clone_views="true")),
     ("gpt2 lora amp-bf16 one sequence offload trl clone streams", gpt2(vocab=512, positions=128, dropout=0.0), recipe(
         "amp-bf16", optimizer="none", b=1, s=128, finetune="lora", keep_logits="false", offload_activations="true",
         offload_torchtune="true", offload_streams="true", offload_trl="true", offload_clone_views="true")),
