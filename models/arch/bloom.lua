@@ -38,8 +38,10 @@ return architecture {
         },
         residual {
           layernorm { hidden = c.hidden, eps = c.norm_eps },
+          -- BloomMLP's hidden_states (the GeLU's output) and intermediate_output
+          -- live through its dropout_add, as MptMLP's do
           mlp { hidden = c.hidden, intermediate = 4 * c.hidden, activation = "bloom_gelu", bias = true,
-                resid_dropout = c.hidden_dropout, module_names = "bloom" },
+                resid_dropout = c.hidden_dropout, module_names = "bloom", holds_activation = true, holds_output = true },
         },
       },
       layers = c.layers,
