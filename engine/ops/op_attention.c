@@ -1393,7 +1393,8 @@ static vp_t fused_kernel(vp_step *step, const qkv *in, shape s, kernel which, vp
     vp_t rng = vp_sac_new(sim, aten, cudnn ? 1 : 2, VP_INT64, "attention.flash_rng");
     vp_t rng_offset = cudnn ? vp_sac_new(sim, aten, 1, VP_INT64, "attention.flash_rng") : 0;
     bool transformers = vp_recipe_model_code(step->recipe) == VP_CODE_TRANSFORMERS;
-    bool contiguous_inputs = which == KERNEL_FLASH || (transformers && !vp_recipe_transformers_since(step->recipe, 4, 56));
+    bool contiguous_inputs =
+        which == KERNEL_FLASH || (transformers && !vp_recipe_transformers_since(step->recipe, 4, 56));
     /* SDPA saves its output as it returns it: [b, s, heads, d] seen as [b,
      * heads, s, d] (flash, memory-efficient) or laid out like the query
      * (cuDNN); FlashAttention-2's is [b, s, heads, d]. The tensor stands
