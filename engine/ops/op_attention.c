@@ -637,7 +637,7 @@ static kernel kernel_for(const vp_step *step, const vp_op *op) {
     case VP_ATTN_FLASH: return KERNEL_FLASH;
     case VP_ATTN_MEM_EFFICIENT: return KERNEL_MEM_EFFICIENT;
     case VP_ATTN_SDPA:
-        switch (vp_sdpa_kernel_of(step->low, step->stage.sdpa_cudnn)) {
+        switch (vp_sdpa_kernel_of(step->low, step->stage.sdpa_cudnn, step->stage.sdpa_no_flash)) {
         case VP_SDPA_KERNEL_EFFICIENT: return KERNEL_MEM_EFFICIENT;
         case VP_SDPA_KERNEL_CUDNN: return KERNEL_SDPA_CUDNN;
         default: return KERNEL_SDPA_FLASH;
@@ -1277,7 +1277,7 @@ static void backward_flash(vp_sim *sim, uint32_t index) {
     vp_t softmax_d = vp_grad_sized(sim, vp_numel3(sim, f->batch, f->heads, rows), VP_FP32, "attention.flash_backward");
     vp_t dq_accum = vp_grad_sized(sim, vp_numel4(sim, f->batch, rows, f->heads, d), VP_FP32, "attention.flash_backward");
     vp_t expanded[2] = {0};
-    if ((f->which == KERNEL_FLASH || f->which == KERNEL_SDPA_FLASH) && f->kv_heads != f->heads) {
+    if (f->which != KERNEL_SDPA_CUDNN && f->kv_heads != f->heads) {
         node = vp_node_at(sim, index);
         for (unsigned i = 0; i < 2; i++)
             expanded[i] = vp_grad_sized(sim, vp_numel4(sim, f->batch, f->seq_k, f->heads, f->head_dim),
@@ -1329,26 +1329,34 @@ static vp_t sdpa_ring(vp_step *step, const qkv *in, shape s) {
     return out;
 }
 
-/* transformers' sdpa path with enable_gqa=True (use_gqa_in_sdpa: no mask,
- * PyTorch 2.5+, 4.54+; vp_recipe_sdpa_enable_gqa): the key and value heads
- * go to SDPA as they are. The flash backend takes them (can_use_flash_
- * attention: check_batch_size_and_num_heads_dense<true>; its backward
- * expands their gradients, backward_flash), cuDNN's from PyTorch 2.8
- * (before which PyTorch did not prefer it: sdpa_backend's doc). 32-bit
- * inputs (the memory-efficient backend or the math one, by PyTorch
- * version) and heads wider than 256 (huggingface/transformers#46960
- * repeats them again) keep repeat_kv here. */
-static bool native_gqa(const vp_step *step, shape s, kernel which, vp_t mask) {
+/* How SDPA gets a model's fewer key/value heads. transformers' sdpa path
+ * with enable_gqa=True (use_gqa_in_sdpa: no mask, PyTorch 2.5+, 4.54+;
+ * vp_recipe_sdpa_enable_gqa) hands them over as they are: the flash
+ * backend takes them (can_use_flash_attention: check_batch_size_and_num_
+ * heads_dense<true>; its backward expands their gradients,
+ * backward_flash), and cuDNN's (from PyTorch 2.8, before which PyTorch did
+ * not prefer it: sdpa_backend's doc). The memory-efficient backend (32-bit
+ * inputs; 16-bit ones before Ampere) takes them only from pytorch#191085
+ * (July 2026: torch_version 2.x, the newest), its backward reducing
+ * expanded gradients as flash's does; before, SDPA falls back to its math
+ * backend (huggingface/transformers#48633, PyTorch 2.10 on a T4). Heads
+ * wider than 256 are repeated again (huggingface/transformers#46960). */
+typedef enum { GQA_REPEAT, GQA_NATIVE, GQA_MATH } gqa_path;
+
+static gqa_path gqa_path_of(const vp_step *step, shape s, kernel which, bool masked) {
     const vp_recipe *r = step->recipe;
-    if (s.kv_heads == s.heads || mask || !sdpa_16bit(which) || s.head_dim > 256) return false;
-    return vp_recipe_sdpa_enable_gqa(r) && vp_recipe_model_code(r) == VP_CODE_TRANSFORMERS;
+    if (s.kv_heads == s.heads || masked || s.head_dim > 256) return GQA_REPEAT;
+    if (!vp_recipe_sdpa_enable_gqa(r) || vp_recipe_model_code(r) != VP_CODE_TRANSFORMERS) return GQA_REPEAT;
+    if (sdpa_16bit(which)) return GQA_NATIVE;
+    if (which != KERNEL_MEM_EFFICIENT) return GQA_REPEAT;
+    return r->torch_version == VP_TORCH_2 ? GQA_NATIVE : GQA_MATH;
 }
 
 static vp_t fused_kernel(vp_step *step, const qkv *in, shape s, kernel which, vp_t mask) {
     vp_sim *sim = &step->sim;
     uint64_t b = step->batch, n = step->seq;
     vp_t k, v;
-    bool gqa = native_gqa(step, s, which, mask);
+    bool gqa = gqa_path_of(step, s, which, mask != 0) == GQA_NATIVE;
     if (which == KERNEL_FLASH || s.kv_heads == s.heads || gqa) {
         vp_hold(sim, in->k);
         vp_hold(sim, in->v);
@@ -1617,7 +1625,7 @@ static vp_t attend(vp_step *step, const vp_op *op, const vp_t *leaves, qkv *in, 
          * (sdp_utils.cpp, check_batch_size_and_num_heads_dense): its math
          * backend runs; FalconAttention then transposes and reshapes the
          * output (a copy) */
-        vp_sdpa_math_shape m = {s.heads, s.kv_heads, s.head_dim, in->q_contiguous};
+        vp_sdpa_math_shape m = {s.heads, s.kv_heads, s.head_dim, in->q_contiguous, false};
         vp_t out = vp_sdpa_math(step, &m, in->q, in->k, in->v);
         vp_t merged = vp_copy(&step->sim, out, "attention.merge_heads");
         vp_drop(&step->sim, out);
@@ -1625,6 +1633,16 @@ static vp_t attend(vp_step *step, const vp_op *op, const vp_t *leaves, qkv *in, 
     }
     if (step->cp > 1 && vp_framework_of(step->recipe)->sdpa_ring) return sdpa_ring(step, in, s);
     if (step->cp > 1) return vp_ring_attention(step, in->q, in->k, in->v, s.heads, s.kv_heads, s.head_dim);
+    if (gqa_path_of(step, s, which, masked) == GQA_MATH) {
+        /* SDPA's math backend with enable_gqa; the query as transformers
+         * handed it over (contiguous before 4.56) */
+        bool q_contiguous = in->q_contiguous || !vp_recipe_transformers_since(step->recipe, 4, 56);
+        vp_sdpa_math_shape m = {s.heads, s.kv_heads, s.head_dim, q_contiguous, true};
+        vp_t out = vp_sdpa_math(step, &m, in->q, in->k, in->v);
+        vp_t merged = vp_copy(&step->sim, out, "attention.merge_heads"); /* transpose(1, 2).contiguous() */
+        vp_drop(&step->sim, out);
+        return merged;
+    }
     return fused_kernel(step, in, s, which, masked ? current_mask(step) : 0);
 }
 

@@ -12,7 +12,10 @@
  *   attn = matmul(query, key.transpose(-2, -1) * sqrt(scale))
  *   attn.add_(mask); attn = softmax(attn, -1); return matmul(attn, value)
  * matmul broadcasts the key and value heads (expand, then the batch fold's
- * reshape: a copy with several sequences, a view with one). */
+ * reshape: a copy with several sequences, a view with one). With
+ * enable_gqa (PyTorch 2.5+), pre_process_group_query_attention_input first
+ * repeats them to every query head (repeat_interleave: copies, kept as the
+ * function's locals), which the matmuls then take as they are. */
 #include "sdpa_math.h"
 
 #include "ops.h"
@@ -50,12 +53,24 @@ static vp_t causal_mask(vp_step *step, vp_dtype dtype) {
     return additive;
 }
 
+/* repeat_interleave of x's heads `rep` times, or x itself */
+static vp_t interleaved(vp_sim *sim, vp_t x, uint64_t rep, bool repeats) {
+    if (!repeats || rep == 1) {
+        vp_hold(sim, x);
+        return x;
+    }
+    return vp_repeat(sim, x, (unsigned)rep, "sdpa_math.repeat_interleave");
+}
+
 vp_t vp_sdpa_math(vp_step *step, const vp_sdpa_math_shape *shape, vp_t q, vp_t k, vp_t v) {
     vp_sim *sim = &step->sim;
     uint64_t rep = shape->heads / shape->kv_heads, b = step->batch, n = step->seq;
     vp_t qa = vp_autocast_low(step, q, "sdpa_math.q_cast");
-    vp_t ka = vp_autocast_low(step, k, "sdpa_math.k_cast");
-    vp_t va = vp_autocast_low(step, v, "sdpa_math.v_cast");
+    vp_t cast_k = vp_autocast_low(step, k, "sdpa_math.k_cast");
+    vp_t cast_v = vp_autocast_low(step, v, "sdpa_math.v_cast");
+    vp_t ka = interleaved(sim, cast_k, rep, shape->repeat_interleave);
+    vp_t va = interleaved(sim, cast_v, rep, shape->repeat_interleave);
+    if (shape->repeat_interleave) rep = 1;
     vp_t query = vp_scale(sim, qa, "sdpa_math.scale_q");
     vp_t mask = causal_mask(step, (vp_dtype)vp_at(sim, query)->dtype);
     vp_t key = vp_scale(sim, ka, "sdpa_math.scale_k");
@@ -83,5 +98,7 @@ vp_t vp_sdpa_math(vp_step *step, const vp_sdpa_math_shape *shape, vp_t q, vp_t k
     vp_drop(sim, qa);
     vp_drop(sim, ka);
     vp_drop(sim, va);
+    vp_drop(sim, cast_k);
+    vp_drop(sim, cast_v);
     return out;
 }

@@ -7,7 +7,8 @@
 
 typedef struct {
     uint64_t heads, kv_heads, head_dim;
-    bool q_contiguous; /* q is a contiguous [b, heads, s, d] (else a transposed layout) */
+    bool q_contiguous;      /* q is a contiguous [b, heads, s, d] (else a transposed layout) */
+    bool repeat_interleave; /* enable_gqa: the key and value heads repeated to every query head first */
 } vp_sdpa_math_shape;
 
 /* F.scaled_dot_product_attention(q, k, v, is_causal=True) without a mask or

@@ -41,11 +41,13 @@ static inline bool vp_precision_own_mixed(const vp_precision *p) {
 static inline vp_dtype vp_precision_low(const vp_precision *p) { return p->autocast ? p->compute : p->params; }
 
 /* SDPA's kernel for one call: fp32 inputs run the memory-efficient kernel
- * whatever the backend; 16-bit ones flash, or cuDNN's where the stage runs
- * it (vp_stage.sdpa_cudnn: sdpa_backend, by GPU). */
+ * whatever the backend, and so do 16-bit ones on a GPU without the flash
+ * kernel (`no_flash`: before Ampere); 16-bit ones flash, or cuDNN's where
+ * the stage runs it (vp_stage.sdpa_cudnn: sdpa_backend, by GPU). */
 typedef enum { VP_SDPA_KERNEL_EFFICIENT, VP_SDPA_KERNEL_FLASH, VP_SDPA_KERNEL_CUDNN } vp_sdpa_kernel;
-static inline vp_sdpa_kernel vp_sdpa_kernel_of(vp_dtype inputs, bool cudnn) {
-    return inputs == VP_FP32 ? VP_SDPA_KERNEL_EFFICIENT : cudnn ? VP_SDPA_KERNEL_CUDNN : VP_SDPA_KERNEL_FLASH;
+static inline vp_sdpa_kernel vp_sdpa_kernel_of(vp_dtype inputs, bool cudnn, bool no_flash) {
+    if (inputs == VP_FP32 || no_flash) return VP_SDPA_KERNEL_EFFICIENT;
+    return cudnn ? VP_SDPA_KERNEL_CUDNN : VP_SDPA_KERNEL_FLASH;
 }
 
 #endif

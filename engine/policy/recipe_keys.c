@@ -456,7 +456,8 @@ static const vp_recipe_key keys[] = {
     {OPTION_KEY("sdpa_backend", sdpa_backend, vp_sdpa_backend_names, VP_SDPA_AUTO), .applies = with_sdpa,
      .doc = "attention = sdpa with 16-bit inputs: the backend PyTorch runs; auto is cuDNN's attention on compute "
             "capability 9.x and 10.x (PyTorch 2.11's check_prefer_cudnn_attention, cuDNN 9.15.1+; measured on an "
-            "H200, docs/gpu-check.md), the flash kernel elsewhere or without a GPU; flash where "
+            "H200, docs/gpu-check.md), the flash kernel elsewhere or without a GPU (the memory-efficient one before "
+            "Ampere, which has no flash kernel); flash where "
             "TORCH_CUDNN_SDPA_DEPRIORITIZED=1 or an older PyTorch picks it [auto]"},
     /* integrations/sdpa_attention.py, use_gqa_in_sdpa (huggingface/
      * transformers#39412, 4.54); PyTorch's flash backend takes fewer key
@@ -466,10 +467,12 @@ static const vp_recipe_key keys[] = {
      .doc = "attention = sdpa over a model with fewer key/value heads than query heads, in transformers' modelling "
             "code, SDPA given no mask: the key and value heads handed to SDPA as they are with enable_gqa=True, not "
             "repeated to every query head first (repeat_kv's copies, which SDPA saves); the flash and cuDNN backends "
-            "take them, flash's backward expanding the key and value gradients to every head before summing them. "
-            "Not with 32-bit inputs or heads wider than 256, where vramplan keeps repeat_kv; false where the batches "
-            "are padded (a mask) [auto: true under transformers 5 (a Trainer stack's default) or a "
-            "transformers_version from 4.54, with torch_version 2.5 or later on a GPU; else false]"},
+            "take them, flash's backward expanding the key and value gradients to every head before summing them; "
+            "where the memory-efficient kernel runs (32-bit inputs, GPUs before Ampere) SDPA falls back to its math "
+            "backend (s x s probabilities kept) unless torch_version is 2.x, the newest, whose kernel takes them. "
+            "Heads wider than 256 are repeated all the same; false where the batches are padded (a mask) [auto: true "
+            "under transformers 5 (a Trainer stack's default) or a transformers_version from 4.54, with "
+            "torch_version 2.5 or later on a GPU; else false]"},
     {OPTION_KEY("model_code", model_code, vp_model_code_names, VP_CODE_AUTO),
      .doc = "whose modelling code runs the model, where layouts differ: transformers' sdpa path before 4.56 makes the "
             "query contiguous, so cuDNN's attention output needs a copy to merge the heads; torchtune's and torchtitan's "

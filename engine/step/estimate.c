@@ -72,9 +72,17 @@ static bool sdpa_cudnn(const vp_recipe *recipe, const vp_gpu *gpu) {
     return recipe->device != VP_DEVICE_CPU && vp_recipe_torch2(recipe) && (major == 9 || major == 10);
 }
 
+/* SDPA's flash kernel wants compute capability 8.0 or later (sdp_utils.cpp,
+ * check_flash_attention_hardware_support: sm80 to sm121); an unknown GPU
+ * or none is taken to have it */
+static bool sdpa_no_flash(const vp_recipe *recipe, const vp_gpu *gpu) {
+    return recipe->device != VP_DEVICE_CPU && gpu && gpu->compute_major && gpu->compute_major < 8;
+}
+
 static vp_stage stage_of(const vp_rank_estimate *e, const vp_recipe *recipe, const vp_gpu *gpu) {
-    vp_stage stage = {e->first_layer, e->layers, e->stage_embeds, e->stage_final, microbatches(recipe), 0, 0, false};
+    vp_stage stage = {e->first_layer, e->layers, e->stage_embeds, e->stage_final, microbatches(recipe), 0, 0, false, false};
     stage.sdpa_cudnn = sdpa_cudnn(recipe, gpu);
+    stage.sdpa_no_flash = sdpa_no_flash(recipe, gpu);
     if (cublas_in_allocator(recipe)) {
         stage.cublas_workspaces = cublas_workspaces(recipe);
         stage.cublas_workspace_bytes = cublas_workspace_each(gpu);
@@ -466,7 +474,9 @@ vp_step_status vp_estimate_run(const vp_model *model, const vp_recipe *recipe, c
         static const char *const names[] = {[VP_SDPA_KERNEL_EFFICIENT] = "efficient", [VP_SDPA_KERNEL_FLASH] = "flash",
                                             [VP_SDPA_KERNEL_CUDNN] = "cudnn"};
         const vp_precision *precision = vp_precision_get(recipe->precision);
-        if (precision) out->sdpa_kernel = names[vp_sdpa_kernel_of(vp_precision_low(precision), sdpa_cudnn(recipe, gpu))];
+        if (precision)
+            out->sdpa_kernel = names[vp_sdpa_kernel_of(vp_precision_low(precision), sdpa_cudnn(recipe, gpu),
+                                                       sdpa_no_flash(recipe, gpu))];
     }
     unsigned sizes[VP_MAX_STAGES];
     bool torch = vp_pp_torch(recipe) && !torch_split(model, recipe, sizes);

@@ -974,7 +974,7 @@ static vp_step_status attempt(const vp_model *model, const vp_recipe *given, con
     if (reuse) vp_sim_adopt(&step.sim, reuse);
     step.model = model;
     step.recipe = recipe;
-    step.stage = stage ? *stage : (vp_stage){0, model->layers, true, true, 1, 0, 0, false};
+    step.stage = stage ? *stage : (vp_stage){0, model->layers, true, true, 1, 0, 0, false, false};
     step.precision = vp_precision_get(recipe->precision);
     own.optimizer = vp_optimizer_at(recipe->optimizer);
     own.fold = fold;

@@ -23,6 +23,8 @@ typedef struct {
     unsigned cublas_workspaces;     /* cuBLAS workspaces the caching allocator holds all step (0: none) */
     uint64_t cublas_workspace_bytes; /* ... each */
     bool sdpa_cudnn;                /* SDPA's 16-bit calls run cuDNN's attention (sdpa_backend, by GPU) */
+    bool sdpa_no_flash;             /* the GPU has no SDPA flash kernel (before Ampere): 16-bit calls run the
+                                       memory-efficient one */
 } vp_stage;
 
 /* a checkpointed chunk's router logits: a node's outputs past the hidden states */

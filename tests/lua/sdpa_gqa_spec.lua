@@ -21,15 +21,18 @@ local function enabled(...) return estimate("llama3.2-1b", ...).recipe.sdpa_enab
 -- one [batch, n heads, seq, head_dim] 16-bit tensor
 local function heads_bytes(n) return batch * n * seq * head_dim * 2 end
 
--- the sizes of the backward's allocations named `op`, each counted
-local function backward_sizes(recipe, op)
-  local r = require("vramplan").estimate(helper.model("llama3.2-1b", layers), recipe, nil, { timeline = true, fold = false })
+-- the sizes of `phase`'s allocations named `op`, each counted (on `gpu`, a
+-- GPU table as the catalog's, or none)
+local function sizes_of(recipe, op, phase, gpu)
+  local r = require("vramplan").estimate(helper.model("llama3.2-1b", layers), recipe, gpu, { timeline = true, fold = false })
   local count = {}
   for _, e in ipairs(r.timeline) do
-    if e.op == op and e.phase == "backward" and e.delta > 0 then count[e.delta] = (count[e.delta] or 0) + 1 end
+    if e.op == op and e.phase == phase and e.delta > 0 then count[e.delta] = (count[e.delta] or 0) + 1 end
   end
   return count
 end
+local function backward_sizes(recipe, op, gpu) return sizes_of(recipe, op, "backward", gpu) end
+local turing = { memory_bytes = 16 * 2 ^ 30, compute_capability = "7.5" } -- a T4's
 
 describe("SDPA's enable_gqa in transformers' sdpa path", function()
   it("keeps the key and value heads SDPA saves instead of their copies to every query head", function()
@@ -59,6 +62,38 @@ describe("SDPA's enable_gqa in transformers' sdpa path", function()
     assert.is_nil(repeated[heads_bytes(kv_heads)])
     assert.are.equal(3 * layers, native[heads_bytes(heads)])
     assert.are.equal(2 * layers, native[heads_bytes(kv_heads)])
+  end)
+
+  it("runs SDPA's memory-efficient kernel on GPUs before Ampere, which have no flash kernel", function()
+    local function kernel(gpu) return estimate("llama3.2-1b", "--gpu", gpu, "--set", "precision=fp16").sdpa_kernel end
+    assert.are.equal("efficient", kernel("t4"))
+    assert.are.equal("efficient", kernel("v100-32gb"))
+    assert.are.equal("flash", kernel("a100-80gb"))
+    assert.are.equal("cudnn", kernel("h100-80gb"))
+  end)
+
+  it("falls back to SDPA's math backend where the memory-efficient kernel gets the heads, before pytorch#191085", function()
+    -- a T4 under autocast (fp16 inputs): no flash kernel, the memory-efficient one
+    local function t4(...)
+      return activations("--gpu", "t4", "--set", "precision=amp-fp16", "--set", "transformers_version=5",
+        "--set", "finetune=lora", ...)
+    end
+    local repeated = t4("--set", "sdpa_enable_gqa=false")
+    -- PyTorch 2.10: the math backend, which keeps each layer's [batch, heads, seq, seq] probabilities
+    -- where the kernel kept its output and log-sum-exp (under two [batch, heads, seq, head_dim])
+    local probabilities = batch * heads * seq * seq * 2
+    assert.is_true(t4("--set", "torch_version=2.10") - repeated >= layers * (probabilities - 2 * heads_bytes(heads)))
+    local recipe = { seq_len = seq, micro_batch = batch, precision = "amp-fp16", sdpa_enable_gqa = true,
+      torch_version = "2.10" }
+    assert.are.same({ [heads_bytes(heads)] = 2 * layers },
+      sizes_of(recipe, "sdpa_math.repeat_interleave", "forward", turing))
+    -- the newest: the memory-efficient kernel takes them, its backward
+    -- expanding their gradients as flash's does
+    recipe.torch_version = "2.x"
+    local native = backward_sizes(recipe, "attention.flash_backward", turing)
+    assert.are.equal(3 * layers, native[heads_bytes(heads)])
+    assert.are.equal(2 * layers, native[heads_bytes(kv_heads)])
+    assert.are.same({}, sizes_of(recipe, "sdpa_math.repeat_interleave", "forward", turing))
   end)
 
   it("changes nothing where the heads are as many, or SDPA gets a mask", function()
