@@ -139,9 +139,15 @@ function report.human(ctx)
   if checkpointing ~= "none" and checkpointing ~= "selective" and recipe.use_reentrant == false then
     checkpointing = checkpointing .. (recipe.checkpoint_early_stop and " (non-reentrant)" or " (non-reentrant, no early stop)")
   end
+  -- SDPA's kernel where it is not flash, and transformers' enable_gqa (4.54+)
+  local sdpa = {}
+  if r.sdpa_kernel == "cudnn" then sdpa[#sdpa + 1] = "cuDNN's kernel" end
+  if r.sdpa_kernel == "efficient" then sdpa[#sdpa + 1] = "the memory-efficient kernel" end
+  if recipe.sdpa_enable_gqa then sdpa[#sdpa + 1] = "enable_gqa" end
+  local attention = recipe.attention .. (#sdpa > 0 and " (" .. table.concat(sdpa, ", ") .. ")" or "")
   line("recipe: %s, %s (%s), micro_batch %d x seq_len %d, checkpointing %s, attention %s",
     recipe.precision, recipe.optimizer, recipe.optimizer_impl, recipe.micro_batch, recipe.seq_len,
-    checkpointing, recipe.attention .. (r.sdpa_kernel == "cudnn" and " (cuDNN's kernel)" or ""))
+    checkpointing, attention)
   if ctx.assumed then -- the stack and the precision vramplan.stacks assumed
     local a = ctx.assumed
     line("stack: %s%s", a.stack or "none named", a.precision and (", precision " .. recipe.precision .. " (" .. a.precision .. ")") or "")
