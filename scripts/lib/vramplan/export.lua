@@ -385,6 +385,8 @@ local function axolotl(keys, _, what, options)
     put(t, "model_quantization_config", "Mxfp4Config")
     put(t, "model_quantization_config_kwargs", { { "dequantize", true } })
   end
+  -- axolotl runs transformers 5 from 0.14 (vramplan.stacks): implied, not a key
+  written.transformers_major = keys.transformers_major == 5 or nil
   local device_map = require("vramplan.import.axolotl").loads_with_device_map(keys)
   if keys.load == (device_map and "device-map" or "cpu") or keys.load == "auto" then take("load") end
   if names_deepspeed_file(keys.framework or "torch", written, what, options, "an axolotl config") then

@@ -654,6 +654,17 @@ end
 --   (gradient_checkpointing off, no wrap), full fine-tuning keeps the
 --   wrap; TRL 1.8's hooks (offload_trl) under axolotl's patch that clones
 --   views first (offload_clone_views); "legacy" without streams.
+-- axolotl's minor release (`axolotl_version`, 0.18 unless given: 18).
+local function axolotl_release(keys, origins)
+  local version = keys.axolotl_version ~= nil and show(keys.axolotl_version) or "0.18"
+  local minor = tonumber(version:match("^%s*0%.(%d+)[%.%d]*%s*$"))
+  if not minor then
+    error(string.format("%s: axolotl_version: %s is not a release of axolotl (0.12, 0.18.1, ...)",
+      origins.axolotl_version or "recipe", version), 0)
+  end
+  return minor, version
+end
+
 local function axolotl_offloading(keys, origins, name)
   local mode, at = keys.axolotl_activation_offloading, origins.axolotl_activation_offloading
   if mode == nil and name == "axolotl" and on(keys.offload_activations) then
@@ -663,12 +674,7 @@ local function axolotl_offloading(keys, origins, name)
     end
   end
   if mode == nil then return end
-  local version = keys.axolotl_version ~= nil and show(keys.axolotl_version) or "0.18"
-  local minor = tonumber(version:match("^%s*0%.(%d+)[%.%d]*%s*$"))
-  if not minor then
-    error(string.format("%s: axolotl_version: %s is not a release of axolotl (0.12, 0.18.1, ...)",
-      origins.axolotl_version or "recipe", version), 0)
-  end
+  local minor, version = axolotl_release(keys, origins)
   local file = tostring(at):match("^(.-):%d+") or tostring(at)
   local function put(k, v, why)
     local o = origins[k]
@@ -735,6 +741,7 @@ function stacks.apply(keys, origins, config)
   end
   local major, minor = transformers_major(keys, origins)
   local version_origin = origins.transformers_version
+  local axolotl = axolotl_release(keys, origins)
   local stack_origin = origins.stack
   for k in pairs(stacks.keys) do keys[k], origins[k] = nil, nil end
   if name == nil and next(flags) == nil then
@@ -780,9 +787,15 @@ function stacks.apply(keys, origins, config)
   end
   if name then assumed.defaults, assumed.origin = profile.defaults, stack_origin .. " (" .. source .. "'s default)" end
   -- a Trainer stack named (hf-trainer, trl) is 5's unless the recipe says 4;
-  -- the other stacks pass their own checkpointing kwargs
+  -- the other stacks pass their own checkpointing kwargs. axolotl runs
+  -- transformers 5 from 0.14 (its "transformers v5 upgrade", #3272, January
+  -- 2026; 0.18 pins 5.14.1): its version, not its checkpointing kwargs
   local trainer = name and profile.trainer_checkpointing
+  if major == 5 and name == "axolotl" and not version_origin then
+    if axolotl < 14 then major = 4 end
+  end
   local versioned = major == 5 and (trainer or version_origin) and transformers5_defaults() or
+    (major == 5 and name == "axolotl" and { transformers_major = 5 }) or
     (major == 4 and transformers4_defaults(minor))
   if versioned and profile.rule ~= "fixed" then
     for k, v in pairs(assumed.defaults or {}) do versioned[k] = v end
