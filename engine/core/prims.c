@@ -648,15 +648,18 @@ vp_t vp_mul(vp_sim *sim, vp_t a, vp_t b, uint64_t out_numel, const char *label) 
 }
 
 vp_t vp_mul_as(vp_sim *sim, vp_t a, vp_t b, uint64_t out_numel, vp_dtype dt, const char *label) {
-    vp_t y = vp_new(sim, out_numel, dt, label);
-    vp_keep_layout(sim, y, a, b);
     vp_t in[2] = {a, b};
-    vp_node *node = vp_record(sim, backward_mul, label, in, 2, &y, 1);
-    /* MulBackward0 saves self, then other (the order the hooks see them) */
+    vp_node *node = vp_record(sim, backward_mul, label, in, 2, NULL, 0);
+    /* MulBackward0 saves self, then other (the order the hooks see them),
+     * before the product is made: what a pack hook lets go of (an
+     * OffloadActivations stash's old entries) goes first */
     if (node) {
         if (wants_grad(sim, b)) vp_save(sim, node, a);
         if (wants_grad(sim, a)) vp_save(sim, node, b);
     }
+    vp_t y = vp_new(sim, out_numel, dt, label);
+    vp_keep_layout(sim, y, a, b);
+    vp_record_output(sim, node, 0, y);
     return y;
 }
 
@@ -1640,9 +1643,11 @@ vp_t vp_amax(vp_sim *sim, vp_t x, uint64_t rows, vp_device device, const char *l
 /* Rows of x picked by an op whose backward fills a zero gradient of all of
  * x, saving `saved` (its index tensors, and for gather x itself). */
 static vp_t picked(vp_sim *sim, vp_t x, const vp_t *saved, unsigned n_saved, uint64_t numel, const char *label) {
-    vp_t y = vp_new(sim, numel, dtype_of(sim, x), label);
-    vp_node *node = vp_record(sim, backward_split, label, &x, 1, &y, 1); /* a gradient like all of x */
+    vp_node *node = vp_record(sim, backward_split, label, &x, 1, NULL, 0); /* a gradient like all of x */
+    /* the inputs saved before the output is made (vp_record_output) */
     for (unsigned i = 0; node && i < n_saved; i++) vp_save(sim, node, saved[i]);
+    vp_t y = vp_new(sim, numel, dtype_of(sim, x), label);
+    vp_record_output(sim, node, 0, y);
     return y;
 }
 
@@ -1833,13 +1838,14 @@ static void backward_grouped_mm(vp_sim *sim, uint32_t index) {
     }
 }
 
-vp_t vp_grouped_mm(vp_sim *sim, vp_t x, vp_t w, vp_t offs, uint64_t rows, uint64_t out_features, const char *label) {
+vp_t vp_grouped_mm(vp_sim *sim, vp_t x, vp_t w, bool w_transposed, vp_t offs, uint64_t rows, uint64_t out_features,
+                   const char *label) {
     vp_t y = vp_new(sim, vp_numel(sim, rows, out_features), dtype_of(sim, x), label);
     vp_t in[2] = {x, w};
     vp_node *node = vp_record(sim, backward_grouped_mm, label, in, 2, &y, 1);
     if (node) {
         if (wants_grad(sim, w)) vp_save(sim, node, x);
-        if (wants_grad(sim, x)) vp_save_view(sim, node, w, true);
+        if (wants_grad(sim, x)) vp_save_view(sim, node, w, w_transposed);
         vp_save(sim, node, offs);
     }
     return y;

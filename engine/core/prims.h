@@ -456,11 +456,14 @@ vp_t vp_grouped_linear(vp_sim *sim, vp_t x, const vp_t *weights, unsigned n, uin
  * groups (offs, int32 offsets, one per group) each through its slice of
  * the 3-D parameter w ([groups, out_features, in]); one new output of rows
  * x out_features in x's dtype (not on autocast's lists). Saves x when w
- * needs a gradient, and offs. Backward (_grouped_mm_mat1_backward, then
+ * needs a gradient, w when x does (the transposed view, or with
+ * !w_transposed w itself: transformers' _grouped_linear with is_transposed,
+ * GPT-OSS's [groups, in, out_features] layout), and offs. Backward (_grouped_mm_mat1_backward, then
  * _mat2_backward, torch/csrc/autograd/FunctionsManual.cpp): x's gradient,
  * then w's whole, made in w's own layout (the transposed view's is
  * column-major), so AccumulateGrad takes it without a copy. */
-vp_t vp_grouped_mm(vp_sim *sim, vp_t x, vp_t w, vp_t offs, uint64_t rows, uint64_t out_features, const char *label);
+vp_t vp_grouped_mm(vp_sim *sim, vp_t x, vp_t w, bool w_transposed, vp_t offs, uint64_t rows, uint64_t out_features,
+                   const char *label);
 
 /* nll_loss(log_probs, target) with mean reduction: a scalar output and total
  * weight; saves its input and target; backward allocates a zero-filled

@@ -245,6 +245,12 @@ vp_node *vp_record(vp_sim *sim, vp_backward_fn backward, const char *label, cons
     return node;
 }
 
+void vp_record_output(vp_sim *sim, vp_node *node, unsigned slot, vp_t out) {
+    if (!node || !out || slot >= VP_NODE_MAX_OUT) return;
+    node->out[slot] = out;
+    vp_at(sim, out)->requires_grad = true;
+}
+
 /* Where the rerun's early stop falls: autograd's generated code saves an
  * op's inputs, then computes, then saves its outputs, so the stop comes
  * before the op's new tensors when the last pack is an input and after them

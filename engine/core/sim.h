@@ -352,6 +352,10 @@ static inline vp_node *vp_node_at(vp_sim *sim, uint32_t node) { return &sim->nod
 vp_node *vp_record(vp_sim *sim, vp_backward_fn backward, const char *label, const vp_t *in,
                    unsigned n_in, const vp_t *out, unsigned n_out);
 void vp_save(vp_sim *sim, vp_node *node, vp_t t);
+/* An output made after the node was recorded (and its inputs saved, as
+ * autograd's generated code does before computing): vp_record with no
+ * outputs, the saves, then the output, then this. A NULL node: nothing. */
+void vp_record_output(vp_sim *sim, vp_node *node, unsigned slot, vp_t out);
 /* The same, `strided` for a view autograd saves as it is, not contiguous
  * (mm's mat2, a Linear's weight.t()): save_on_cpu's pinned copy of it goes
  * through a contiguous copy on the GPU first, as an expanded view's does. */

@@ -329,9 +329,12 @@ static vp_t default_gate(vp_sim *sim, vp_t both) {
 
 /* _grouped_linear: the grouped GEMM, then `out = out + bias` with the rows'
  * gathered biases (a new tensor; the GEMM's output goes with the name). */
-static vp_t grouped_linear(vp_sim *sim, vp_t x, vp_t w, vp_t offsets, vp_t bias, uint64_t rows, uint64_t out_features,
-                           const char *label) {
-    vp_t out = vp_grouped_mm(sim, x, w, offsets, rows, out_features, label);
+/* _grouped_linear(..., is_transposed): `w_transposed` for weights [experts,
+ * out, in], handed over transposed; GPT-OSS's are [experts, in, out] and go
+ * as they are */
+static vp_t grouped_linear(vp_sim *sim, vp_t x, vp_t w, bool w_transposed, vp_t offsets, vp_t bias, uint64_t rows,
+                           uint64_t out_features, const char *label) {
+    vp_t out = vp_grouped_mm(sim, x, w, w_transposed, offsets, rows, out_features, label);
     if (!bias) return out;
     vp_t sum = vp_add(sim, out, bias, vp_at(sim, out)->numel, label);
     vp_drop(sim, out);
@@ -375,10 +378,10 @@ static vp_t grouped_experts(vp_step *step, const vp_op *op, const moe_slots *s, 
     vp_t histc_input = vp_new(sim, rows, VP_FP32, "moe.histc_input");
     vp_t counts = vp_new(sim, experts, VP_FP32, "moe.tokens_per_expert");
     vp_t offsets = vp_new(sim, experts, VP_INT32, "moe.offsets");
-    vp_t both = grouped_linear(sim, states_g, experts_weight(step, s, GATE_UP), offsets, gate_up_bias, rows, 2 * f,
-                               "moe.experts.grouped_mm.gate_up");
+    vp_t both = grouped_linear(sim, states_g, experts_weight(step, s, GATE_UP), !biased, offsets, gate_up_bias, rows,
+                               2 * f, "moe.experts.grouped_mm.gate_up");
     vp_t gated = biased ? gpt_oss_gate(sim, both) : default_gate(sim, both);
-    vp_t o = grouped_linear(sim, gated, experts_weight(step, s, DOWN), offsets, down_bias, rows, h,
+    vp_t o = grouped_linear(sim, gated, experts_weight(step, s, DOWN), !biased, offsets, down_bias, rows, h,
                             "moe.experts.grouped_mm.down");
     /* out_per_sample_g rebound to the product: the GEMM's output lives on where the product saved it */
     vp_t weighted = vp_mul(sim, o, weights_g, vp_at(sim, o)->numel, "moe.weighted");

@@ -508,7 +508,8 @@ static vp_t run(vp_step *step, const vp_block_program *p, const vp_block_instr *
     }
 }
 
-/* torch.split's views, in values out, out + 1, ... */
+/* torch.split's views of the last dimension, in values out, out + 1, ...:
+ * with more than one row, each part's rows have gaps between them */
 static void split(vp_step *step, const vp_block_instr *in, vp_t *val) {
     vp_sim *sim = &step->sim;
     vp_t x = val[in->arg[0]];
@@ -516,7 +517,8 @@ static void split(vp_step *step, const vp_block_instr *in, vp_t *val) {
     uint64_t rows = vp_at(sim, x)->numel / (width ? width : 1);
     uint64_t numels[VP_BLOCK_PARTS];
     for (unsigned o = 0; o < in->mode; o++) numels[o] = vp_numel(sim, rows, local_dim(in->part[o], in->width_split, step->tp));
-    vp_split_sizes(sim, x, in->mode, numels, val + in->out, in->label);
+    if (rows > 1) vp_split_columns_sizes(sim, x, in->mode, numels, val + in->out, in->label);
+    else vp_split_sizes(sim, x, in->mode, numels, val + in->out, in->label);
 }
 
 /* torch.topk(x, k) along the last dimension (torch.max(x, -1) is k = 1):

@@ -1465,6 +1465,18 @@ CASES = [
     ("gpt_oss fp32 offload trl streams", gpt_oss(layers=1), recipe(
         optimizer="sgd", s=48, keep_logits="false", experts_implementation="eager", offload_activations="true",
         offload_torchtune="true", offload_streams="true", offload_trl="true")),
+    # an op saves its inputs (so TRL's stash lets go of entries five packs old) before it makes its output (the
+    # gate/up copies let go at (up + 1) * glu's pack, before `gated`); and GPT-OSS's grouped_mm takes its weights
+    # [experts, in, out] as they are (_grouped_linear's is_transposed): LoRA's parametrized weight, no parameter,
+    # needs no contiguous copy (24-32 KiB high before)
+    ("gpt_oss grouped_mm lora offload trl streams", gpt_oss(layers=2), recipe(
+        optimizer="sgd", s=48, keep_logits="false", experts_implementation="grouped_mm", offload_activations="true",
+        offload_torchtune="true", offload_streams="true", offload_trl="true", finetune="lora",
+        lora_targets="all-linear")),
+    ("gpt_oss grouped_mm lora target_parameters offload trl streams", gpt_oss(layers=1), recipe(
+        optimizer="sgd", s=48, keep_logits="false", experts_implementation="grouped_mm", offload_activations="true",
+        offload_torchtune="true", offload_streams="true", offload_trl="true", finetune="lora",
+        lora_targets="all-linear", lora_target_parameters="0.mlp.experts.gate_up_proj,0.mlp.experts.down_proj")),
     # GPT-OSS's eager experts keep `out` and `weighted_output` under two names to the next iteration: with the
     # saved tensors on the host, the expert's output stays on the GPU by the name (sweep.py 79 gpt_oss trl wide,
     # case 3, LoRA on the experts' 3-D parameters)
