@@ -166,6 +166,24 @@ describe("vramplan advise", function()
     assert.is_nil(find(advise(bf16).advice.fixes, { precision = "bf16-autocast" }))
   end)
 
+  it("offers the newest PyTorch where transformers' enable_gqa sends SDPA to its math backend", function()
+    -- a T4 (no flash kernel) with transformers 5 on PyTorch 2.10: the memory-efficient kernel refuses the
+    -- key/value heads, the math backend keeps every layer's [s, s] probabilities
+    local args = { "llama3.2-1b", "--gpu", "t4", "--set", "precision=fp16", "--set", "finetune=lora",
+      "--set", "transformers_version=5", "--set", "torch_version=2.10", "--set", "seq_len=8192" }
+    local fix = find(advise(args).advice.fixes, { torch_version = "2.x" })
+    assert.is_not_nil(fix)
+    assert.is_false(fix.changes_training)
+    local e = helper.estimate(table.unpack(with_changes(args, { torch_version = "2.x" })))
+    assert.are.equal(e.per_gpu.peak_total_bytes, fix.peak_total_bytes)
+    -- not where the flash kernel runs
+    local a100 = { "llama3.2-1b", "--gpu", "a100-80gb", "--set", "finetune=lora", "--set", "transformers_version=5",
+      "--set", "torch_version=2.10", "--set", "seq_len=65536" }
+    local o = advise(a100).advice
+    assert.is_nil(find(o.fixes, { torch_version = "2.x" }))
+    assert.is_nil(find(o.no_help, { torch_version = "2.x" }))
+  end)
+
   it("says plainly when the recipe already fits, with the binding term and the headroom", function()
     local out, err, code = helper.run("advise", "gpt2", "--gpu", "a100-80gb", "--set", "seq_len=1024")
     assert.are.equal(0, code, err)

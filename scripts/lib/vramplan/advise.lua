@@ -30,8 +30,9 @@ local function add(list, changes, note, changes_training)
 end
 
 -- Checkpointing, attention kernels and micro-batch splitting: the same
--- training with less activation memory.
-local function activation_fixes(r, list, keys)
+-- training with less activation memory. `result`: the estimate's (its SDPA
+-- kernel), where known.
+local function activation_fixes(r, list, keys, result)
   if r.checkpointing == "none" then
     add(list, { checkpointing = "full" }, "recompute each layer in backward (about a third more compute)")
     add(list, { checkpointing = "every-2" }, "checkpoint every second layer's input")
@@ -51,6 +52,14 @@ local function activation_fixes(r, list, keys)
     -- flash kernel for 16-bit inputs without an explicit mask (PyTorch's
     -- sdp_utils can_use_flash_attention)
     list[#list].why_not = r.precision ~= "fp32" and "SDPA already runs the flash kernel" or nil
+  end
+  -- transformers' enable_gqa where SDPA's memory-efficient kernel runs: a
+  -- PyTorch before pytorch#191085 falls back to the math backend ([s, s]
+  -- probabilities kept); the newest takes the heads as they are
+  if r.attention == "sdpa" and r.sdpa_enable_gqa and r.torch_version ~= "2.x" and result
+      and result.sdpa_kernel == "efficient" then
+    add(list, { torch_version = "2.x" },
+      "a PyTorch whose memory-efficient attention takes the key/value heads (pytorch#191085): no math-backend fallback")
   end
   -- the loss without [tokens, vocab] fp32 logits (refused where the model
   -- has no language-model head)
@@ -167,10 +176,11 @@ local function training_fixes(r, list)
   end
 end
 
--- Every single change worth trying for the resolved recipe `r`.
-function advise.candidates(r, keys)
+-- Every single change worth trying for the resolved recipe `r` (and its
+-- estimate `result`, where given).
+function advise.candidates(r, keys, result)
   local list = {}
-  activation_fixes(r, list, keys)
+  activation_fixes(r, list, keys, result)
   state_fixes(r, list)
   gradient_fixes(r, list)
   training_fixes(r, list)
@@ -219,7 +229,7 @@ function advise.advise(j, options)
                    fixes = {}, no_help = {} }
   local singles, helpful = {}, {}
   advice.refused = {}
-  for _, fix in ipairs(advise.candidates(base.recipe, j.keys)) do
+  for _, fix in ipairs(advise.candidates(base.recipe, j.keys, base)) do
     fix.size = 1
     local ok, err = evaluate(j, base, fix)
     if not ok then advice.refused[#advice.refused + 1] = { changes = fix.changes, error = err } end
