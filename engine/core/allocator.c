@@ -3,9 +3,10 @@
  * max_split_size_mb, expandable_segments and roundup_power2_divisions
  * (alloc_conf.c reads them). The rules are those of
  * c10/cuda/CUDACachingAllocator.cpp, each cited at the function that follows
- * it; segments are never returned (empty_cache is not called in a step, and
- * the simulation never runs out of device memory, so neither the
- * out-of-memory retry nor garbage_collection_threshold acts). */
+ * it; segments are returned only by an empty_cache the log names (a run's
+ * prelude, or TRL's hooks in the step), and the simulation never runs out
+ * of device memory, so neither the out-of-memory retry nor
+ * garbage_collection_threshold acts. */
 #include "allocator.h"
 
 #include <stdlib.h>
@@ -501,6 +502,9 @@ static void run(replay *r, const vp_event *events, unsigned from, unsigned to, p
                 return;
             }
         } else if (kind == PASS_STEP ? setup : (!setup || is_state(e) != (kind == PASS_STATES))) {
+            continue;
+        } else if (e->tensor == VP_EVENT_EMPTY_CACHE) { /* one the step calls (TRL's hooks with bitsandbytes) */
+            vp_allocator_empty_cache(&r->alloc);
             continue;
         }
         if (e->tensor == VP_EVENT_MOVE || e->delta == 0) continue; /* the storage stays where it is */

@@ -188,6 +188,10 @@ static void stream_block(vp_ledger *ledger, const char *op, uint64_t rounded, bo
     stream_change(ledger, op, rounded, pool_of(rounded), pool_bytes(rounded), add);
 }
 
+void vp_ledger_empty_cache(vp_ledger *ledger, const char *op) {
+    log_event(ledger, VP_CAT_TRANSIENT, 0, 0, op, 1, VP_EVENT_EMPTY_CACHE);
+}
+
 void vp_ledger_alloc(vp_ledger *ledger, vp_category c, uint64_t bytes, const char *op) {
     vp_ledger_alloc_tensor(ledger, c, bytes, op, 0);
 }

@@ -127,6 +127,9 @@ void vp_ledger_free(vp_ledger *ledger);
 void vp_ledger_set_streams(vp_ledger *ledger, const vp_stream_ops *streams);
 
 void vp_ledger_alloc(vp_ledger *ledger, vp_category category, uint64_t bytes, const char *op);
+/* A torch.cuda.empty_cache() in the step (op: who calls it), for the
+ * allocator's replay: logged where events are kept, no bytes. */
+void vp_ledger_empty_cache(vp_ledger *ledger, const char *op);
 void vp_ledger_release(vp_ledger *ledger, vp_category category, uint64_t bytes, const char *op);
 /* The same naming the tensor (the autograd simulation's handle, not 0), so
  * that a replay of the log pairs each free with its allocation. */

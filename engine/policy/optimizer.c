@@ -204,15 +204,16 @@ static const vp_optimizer_kind registry[] = {
     {.name = "adamw-8bit",
      .doc = "bitsandbytes AdamW8bit: uint8 states with an fp32 absmax per 256 elements (fp32 below 4096 elements), "
             "fused",
-     .default_weight_decay = 0.01, .steps = true, .state_bytes = adam_8bit_states, .temporaries = no_temps},
+     .default_weight_decay = 0.01, .steps = true, .state_bytes = adam_8bit_states, .temporaries = no_temps,
+     .bitsandbytes = true},
     {.name = "paged-adamw-8bit",
      .doc = "bitsandbytes PagedAdamW8bit: the 8-bit states in CUDA unified memory, paged in per tensor at the step",
      .default_weight_decay = 0.01, .steps = true, .state_bytes = adam_8bit_states, .temporaries = no_temps,
-     .per_tensor = true, .paged = true},
+     .per_tensor = true, .paged = true, .bitsandbytes = true},
     {.name = "paged-adamw-32bit",
      .doc = "bitsandbytes PagedAdamW32bit: fp32 states in CUDA unified memory, paged in per tensor at the step",
      .default_weight_decay = 0.01, .steps = true, .state_bytes = fp32_two_states, .temporaries = no_temps,
-     .per_tensor = true, .paged = true},
+     .per_tensor = true, .paged = true, .bitsandbytes = true},
     /* The step is single_param_adam, torch.compile'd per parameter
      * (fullgraph): Inductor fuses the dequantize, the update and the
      * requantize, and no parameter-sized buffer is counted. Published check:
@@ -236,7 +237,7 @@ static const vp_optimizer_kind registry[] = {
      .default_weight_decay = 0.01, .steps = true, .state_bytes = torchao_fp8_states, .temporaries = no_temps,
      .per_tensor = true},
     {.name = "lion", .doc = "bitsandbytes Lion (32-bit): one fp32 momentum per parameter, fused", .steps = true,
-     .state_bytes = fp32_one_state, .temporaries = no_temps},
+     .state_bytes = fp32_one_state, .temporaries = no_temps, .bitsandbytes = true},
     {.name = "adafactor",
      .doc = "transformers Adafactor: factored fp32 second moments (and with first_moment an fp32 exp_avg, its beta1), "
             "a loop over parameters",

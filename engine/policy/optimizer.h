@@ -30,6 +30,7 @@ typedef struct vp_optimizer_kind {
     vp_dtype temp_dtype;            /* VP_DTYPE_NONE: the dtype the step runs in */
     bool per_tensor;                /* a Python loop over parameters whatever optimizer_impl says */
     bool paged;                     /* states in CUDA unified memory (bitsandbytes' paged optimizers) */
+    bool bitsandbytes;              /* bitsandbytes' (the training process imports it) */
     /* A loop over parameters: of its temporaries, how many a Python local
      * still holds while the next parameter's are made (Adam's denom,
      * rebound only once the next one is computed). */

@@ -668,6 +668,13 @@ static void outputs_to_fp32(vp_step *step) {
 /* One micro-batch through the stage: its inputs arrive (the batch on the
  * first stage, the previous stage's activations otherwise), forward, loss
  * or send, backward from the loss or from the gradient the next stage sends. */
+/* Whether the training process imports bitsandbytes: a 4-bit or 8-bit
+ * base (QLoRA) or one of its optimizers. */
+static bool bitsandbytes_imported(const vp_recipe *recipe) {
+    const vp_optimizer_kind *optimizer = vp_optimizer_at(recipe->optimizer);
+    return vp_finetune_method_of(recipe)->quantizes_base || (optimizer && optimizer->bitsandbytes);
+}
+
 static uint64_t micro_batch(vp_step *step, const vp_meter *resident, const vp_meter *resident_raw) {
     vp_step_private *priv = step->priv;
     vp_sim *sim = &step->sim;
@@ -728,6 +735,10 @@ static uint64_t micro_batch(vp_step *step, const vp_meter *resident, const vp_me
         sim->pack_skips_param_views = trl && step->recipe->framework == VP_FRAMEWORK_TORCH;
         sim->pack_copies_views = trl;
         sim->pack_clones_views = trl && step->recipe->offload_clone_views;
+        /* TRL's OffloadActivations.__enter__, around each training_step:
+         * torch.cuda.empty_cache() when bitsandbytes is imported (QLoRA's
+         * base, its optimizers), trl/models/activation_offloading.py */
+        if (trl && bitsandbytes_imported(step->recipe)) vp_ledger_empty_cache(ledger, "offload.empty_cache");
     }
     vp_t old_loss = priv->loss, old_outputs[VP_TENSOR_SLOTS], old_graph_leaves[VP_GRAPH_LEAVES];
     memcpy(old_graph_leaves, priv->graph_leaves, sizeof old_graph_leaves);

@@ -206,6 +206,28 @@ static void test_replay(void) {
     CHECK(!vp_allocator_replay_events(folded, 1, 3, &r));
 }
 
+/* torch.cuda.empty_cache() inside the step (TRL's OffloadActivations with
+ * bitsandbytes imported, at each training_step): a 30 MiB block made and
+ * freed leaves its segment cached, so a 40 MiB one after it takes a
+ * segment of its own (70 MiB reserved); emptied between them, the peak is
+ * the larger alone */
+static void test_replay_empty_cache(void) {
+    vp_event events[] = {
+        ev(VP_PHASE_FORWARD, VP_CAT_ACTIVATIONS, 30 * MIB, 1, "x"),
+        ev(VP_PHASE_FORWARD, VP_CAT_ACTIVATIONS, -30 * (int64_t)MIB, 1, "x"),
+        ev(VP_PHASE_FORWARD, VP_CAT_TRANSIENT, 0, VP_EVENT_EMPTY_CACHE, "offload.empty_cache"),
+        ev(VP_PHASE_FORWARD, VP_CAT_ACTIVATIONS, 40 * MIB, 2, "y"),
+        ev(VP_PHASE_FORWARD, VP_CAT_ACTIVATIONS, -40 * (int64_t)MIB, 2, "y"),
+    };
+    vp_allocator_replay r;
+    CHECK(vp_allocator_replay_events(events, 5, 3, &r));
+    CHECK_EQ_U64(r.peak_reserved, 40 * MIB);
+    events[2].tensor = 0; /* a plain event of no bytes instead: the cache kept */
+    events[2].place.op = "nothing";
+    CHECK(vp_allocator_replay_events(events, 5, 3, &r));
+    CHECK_EQ_U64(r.peak_reserved, 70 * MIB);
+}
+
 static void test_replay_after_prelude(void) {
     /* the run before the steady state: a 100 MiB tensor made and freed
      * while loading (a 16-bit weight before quantizing, a flat buffer)
@@ -390,6 +412,7 @@ int main(void) {
     test_pool_order();
     test_replay();
     test_replay_after_prelude();
+    test_replay_empty_cache();
     test_config();
     return check_summary("allocator");
 }

@@ -84,4 +84,21 @@ describe("activation offload", function()
   it("rejects offload_trl without OffloadActivations", helper.rejection(
     { "llama2-7b", "--set", "offload_activations=true", "--set", "offload_trl=true" },
     "offload_trl: is how TRL runs OffloadActivations"))
+
+  -- OffloadActivations.__enter__ at each training_step empties the cache
+  -- when bitsandbytes is imported (trl/models/activation_offloading.py);
+  -- the simulated allocator replays it (tests/c/test_allocator.c)
+  it("empties the cache at each micro-batch under TRL's hooks where bitsandbytes is in use", function()
+    local function empties(...)
+      local r = helper.estimate("llama3.2-1b", "--set", "precision=amp-bf16", "--set", "seq_len=256",
+        "--set", "micro_batch=1", "--set", "grad_accum=2", "--set", "offload_activations=true",
+        "--set", "offload_torchtune=true", "--set", "offload_trl=true", "--timeline", ...)
+      local n = 0
+      for _, e in ipairs(r.timeline) do if e.op == "offload.empty_cache" then n = n + 1 end end
+      return n
+    end
+    assert.are.equal(2, empties("--set", "finetune=qlora"))
+    assert.are.equal(2, empties("--set", "finetune=lora", "--set", "optimizer=adamw-8bit"))
+    assert.are.equal(0, empties("--set", "finetune=lora"))
+  end)
 end)
