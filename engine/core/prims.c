@@ -170,17 +170,19 @@ vp_t vp_linear(vp_sim *sim, vp_t x, vp_t w, vp_t b, uint64_t rows, uint64_t out_
      * DoRA's F.linear over a Conv1D's weight transposed back); with a
      * bias (Conv1D's torch.addmm has one), addmm */
     vp_aten_op op = b ? VP_ATEN_ADDMM : VP_ATEN_MM;
-    vp_t y = vp_sac_new(sim, op, vp_numel(sim, rows, out_features), dtype_of(sim, x), label);
     vp_t in[3] = {x, w, b};
-    vp_node *node = vp_record(sim, backward_linear, label, in, 3, &y, 1);
+    vp_node *node = vp_record(sim, backward_linear, label, in, 3, NULL, 0);
     if (node) {
         /* mat1's gradient needs mat2 and mat2's needs mat1; AddmmBackward0
-         * saves mat2 first, MmBackward0 self (as the hooks see them) */
+         * saves mat2 first, MmBackward0 self (as the hooks see them), both
+         * before the product is made (vp_record_output) */
         bool input_first = op == VP_ATEN_MM;
         if (input_first && wants_grad(sim, w)) vp_save(sim, node, x);
         if (wants_grad(sim, x)) vp_save_view(sim, node, w, !conv1d); /* a Linear's weight.t() */
         if (!input_first && wants_grad(sim, w)) vp_save(sim, node, x);
     }
+    vp_t y = vp_sac_new(sim, op, vp_numel(sim, rows, out_features), dtype_of(sim, x), label);
+    vp_record_output(sim, node, 0, y);
     return y;
 }
 

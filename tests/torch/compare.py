@@ -1469,6 +1469,12 @@ CASES = [
     # gate/up copies let go at (up + 1) * glu's pack, before `gated`); and GPT-OSS's grouped_mm takes its weights
     # [experts, in, out] as they are (_grouped_linear's is_transposed): LoRA's parametrized weight, no parameter,
     # needs no contiguous copy (24-32 KiB high before)
+    # ... as does a Linear (lora_B's pack lets torchtune's stash go of the MLP's up and activation outputs before
+    # lora_B's output is made; sweep.py 95 50 wide tune v5 params more, case 11: 18,260 B high)
+    ("llama qlora fp4 dropout offload torchtune streams loss chunked", llama(layers=3, kv=4), recipe(
+        "bf16", optimizer="sgd", s=48, finetune="qlora", lora_targets="all-linear", lora_dropout=0.1, quant="fp4",
+        double_quant="false", offload_activations="true", keep_logits="false", weight_decay=0.1,
+        offload_torchtune="true", loss="chunked", offload_streams="true")),
     ("gpt_oss grouped_mm lora offload trl streams", gpt_oss(layers=2), recipe(
         optimizer="sgd", s=48, keep_logits="false", experts_implementation="grouped_mm", offload_activations="true",
         offload_torchtune="true", offload_streams="true", offload_trl="true", finetune="lora",
