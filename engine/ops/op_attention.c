@@ -1352,11 +1352,11 @@ static gqa_path gqa_path_of(const vp_step *step, shape s, kernel which, bool mas
     return r->torch_version == VP_TORCH_2 ? GQA_NATIVE : GQA_MATH;
 }
 
-static vp_t fused_kernel(vp_step *step, const qkv *in, shape s, kernel which, vp_t mask) {
+/* `gqa`: the kernel takes the key/value heads as they are (gqa_path_of) */
+static vp_t fused_kernel(vp_step *step, const qkv *in, shape s, kernel which, vp_t mask, bool gqa) {
     vp_sim *sim = &step->sim;
     uint64_t b = step->batch, n = step->seq;
     vp_t k, v;
-    bool gqa = gqa_path_of(step, s, which, mask != 0) == GQA_NATIVE;
     if (which == KERNEL_FLASH || s.kv_heads == s.heads || gqa) {
         vp_hold(sim, in->k);
         vp_hold(sim, in->v);
@@ -1633,7 +1633,8 @@ static vp_t attend(vp_step *step, const vp_op *op, const vp_t *leaves, qkv *in, 
     }
     if (step->cp > 1 && vp_framework_of(step->recipe)->sdpa_ring) return sdpa_ring(step, in, s);
     if (step->cp > 1) return vp_ring_attention(step, in->q, in->k, in->v, s.heads, s.kv_heads, s.head_dim);
-    if (gqa_path_of(step, s, which, masked) == GQA_MATH) {
+    gqa_path gqa = gqa_path_of(step, s, which, masked);
+    if (gqa == GQA_MATH) {
         /* SDPA's math backend with enable_gqa; the query as transformers
          * handed it over (contiguous before 4.56) */
         bool q_contiguous = in->q_contiguous || !vp_recipe_transformers_since(step->recipe, 4, 56);
@@ -1643,7 +1644,7 @@ static vp_t attend(vp_step *step, const vp_op *op, const vp_t *leaves, qkv *in, 
         vp_drop(&step->sim, out);
         return merged;
     }
-    return fused_kernel(step, in, s, which, masked ? current_mask(step) : 0);
+    return fused_kernel(step, in, s, which, masked ? current_mask(step) : 0, gqa == GQA_NATIVE);
 }
 
 /* The heads' view of a projection's rows, x.view(b, s, heads, d)

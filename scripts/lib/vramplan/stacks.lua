@@ -791,12 +791,15 @@ function stacks.apply(keys, origins, config)
   -- transformers 5 from 0.14 (its "transformers v5 upgrade", #3272, January
   -- 2026; 0.18 pins 5.14.1): its version, not its checkpointing kwargs
   local trainer = name and profile.trainer_checkpointing
-  if major == 5 and name == "axolotl" and not version_origin then
-    if axolotl < 14 then major = 4 end
+  if major == 5 and name == "axolotl" and not version_origin and axolotl < 14 then major = 4 end
+  local versioned
+  if major == 5 and (trainer or version_origin) then
+    versioned = transformers5_defaults()
+  elseif major == 5 and name == "axolotl" then
+    versioned = { transformers_major = 5 }
+  elseif major == 4 then
+    versioned = transformers4_defaults(minor)
   end
-  local versioned = major == 5 and (trainer or version_origin) and transformers5_defaults() or
-    (major == 5 and name == "axolotl" and { transformers_major = 5 }) or
-    (major == 4 and transformers4_defaults(minor))
   if versioned and profile.rule ~= "fixed" then
     for k, v in pairs(assumed.defaults or {}) do versioned[k] = v end
     assumed.defaults = versioned
